@@ -1,0 +1,46 @@
+"""Configuration: one frozen object, built at the edge and passed in.
+
+``core`` never reads environment variables; the CLI, the DAGs and the REST
+plugin build a :class:`Config` (``Config.from_home``) and hand it down.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Config:
+    home: Path
+    """Root of the embedded installation (SQLite file, ledger folder)."""
+    metadata_url: str
+    """SQLAlchemy URL of the metadata store."""
+    ledger_root: str
+    """Folder (or any path pyarrow and Spark read) holding the Parquet ledgers."""
+    superuser_roles: frozenset[str] = field(default_factory=lambda: frozenset({"admin"}))
+    max_entries_per_ledger: int = 50_000
+    """Ledger rollover: a partition starts a new ledger after this many entries."""
+
+    @classmethod
+    def from_home(
+        cls,
+        home: str | Path,
+        *,
+        metadata_url: str | None = None,
+        ledger_root: str | None = None,
+        superuser_roles: frozenset[str] | None = None,
+        max_entries_per_ledger: int | None = None,
+    ) -> Config:
+        home = Path(home).expanduser().resolve()
+        kwargs: dict[str, object] = {}
+        if superuser_roles is not None:
+            kwargs["superuser_roles"] = frozenset(superuser_roles)
+        if max_entries_per_ledger is not None:
+            kwargs["max_entries_per_ledger"] = max_entries_per_ledger
+        return cls(
+            home=home,
+            metadata_url=metadata_url or f"sqlite:///{home / 'metadata.db'}",
+            ledger_root=ledger_root or str(home / "ledgers"),
+            **kwargs,  # type: ignore[arg-type]
+        )
