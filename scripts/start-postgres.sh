@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Start a throwaway PostgreSQL cluster for the test suite and print its SQLAlchemy URL.
+#
+#   CURSOROPS_TEST_PG_URL=$(bash scripts/start-postgres.sh [DIR])
+#
+# DIR (default /tmp/cursorops-pg) holds the cluster, its socket and its log.
+# The server listens on 127.0.0.1:55432 with trust authentication, superuser
+# "postgres", database "cursorops_test". Durability settings are off: the data
+# is disposable. Re-running while the server is up only prints the URL.
+# Everything but the URL goes to stderr.
+set -euo pipefail
+
+DIR="${1:-/tmp/cursorops-pg}"
+PORT=55432
+HOST=127.0.0.1
+DB=cursorops_test
+SUPERUSER=postgres
+URL="postgresql+psycopg://${SUPERUSER}@${HOST}:${PORT}/${DB}"
+
+log() { echo "start-postgres: $*" >&2; }
+
+find_bindir() {
+    local dir
+    dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+    if [[ -n "$dir" && -x "$dir/initdb" ]]; then
+        echo "$dir"
+    elif command -v pg_config >/dev/null 2>&1 && [[ -x "$(pg_config --bindir)/initdb" ]]; then
+        pg_config --bindir
+    fi
+}
+
+BINDIR=$(find_bindir)
+if [[ -z "$BINDIR" ]]; then
+    if [[ $(id -u) -ne 0 ]]; then
+        log "PostgreSQL is not installed and installing it needs root"
+        exit 1
+    fi
+    log "installing PostgreSQL from Debian packages"
+    apt-get update >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql >&2
+    BINDIR=$(find_bindir)
+    if [[ -z "$BINDIR" ]]; then
+        log "PostgreSQL installed but initdb not found"
+        exit 1
+    fi
+fi
+
+# The server refuses to run as root: as root, run it as a dedicated OS user.
+if [[ $(id -u) -eq 0 ]]; then
+    OS_USER=postgres
+    if ! id "$OS_USER" >/dev/null 2>&1; then
+        useradd --system --home-dir "$DIR" --shell /usr/sbin/nologin "$OS_USER"
+    fi
+    as_server_user() {
+        if command -v runuser >/dev/null 2>&1; then
+            runuser -u "$OS_USER" -- "$@"
+        else
+            su -s /bin/sh "$OS_USER" -c "$(printf '%q ' "$@")"
+        fi
+    }
+else
+    OS_USER=$(id -un)
+    as_server_user() { "$@"; }
+fi
+
+is_ready() { "$BINDIR/pg_isready" -q -h "$HOST" -p "$PORT" >/dev/null 2>&1; }
+
+ensure_database() {
+    local exists
+    exists=$("$BINDIR/psql" -h "$HOST" -p "$PORT" -U "$SUPERUSER" -d postgres -tAc \
+        "SELECT 1 FROM pg_database WHERE datname = '${DB}'")
+    if [[ "$exists" != "1" ]]; then
+        log "creating database ${DB}"
+        "$BINDIR/createdb" -h "$HOST" -p "$PORT" -U "$SUPERUSER" "$DB"
+    fi
+}
+
+if is_ready; then
+    ensure_database
+    echo "$URL"
+    exit 0
+fi
+
+DATA="$DIR/data"
+mkdir -p "$DIR"
+if [[ $(id -u) -eq 0 ]]; then
+    chown "$OS_USER" "$DIR"
+fi
+
+if [[ ! -f "$DATA/PG_VERSION" ]]; then
+    log "initialising a cluster in $DATA"
+    as_server_user "$BINDIR/initdb" -D "$DATA" -U "$SUPERUSER" --auth=trust \
+        --encoding=UTF8 --locale=C.UTF-8 >&2
+fi
+
+log "starting the server on ${HOST}:${PORT}"
+as_server_user "$BINDIR/pg_ctl" -D "$DATA" -l "$DIR/server.log" -w -t 60 \
+    -o "-h ${HOST} -p ${PORT} -k ${DIR} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+    start >&2
+
+for _ in $(seq 1 60); do
+    if is_ready; then
+        break
+    fi
+    sleep 1
+done
+if ! is_ready; then
+    log "the server did not become ready; see $DIR/server.log"
+    exit 1
+fi
+
+ensure_database
+echo "$URL"
