@@ -14,13 +14,17 @@ from dataclasses import dataclass
 from core.errors import InvalidTopicNameError
 
 _PARTITION_SUFFIX = "-partition-"
-_NAME_PART = re.compile(r"^[A-Za-z0-9_=:.\-]+$")
-_LOCAL_NAME = re.compile(r"^[A-Za-z0-9_=:.\-]+$")
+# fullmatch, not match with "$": "$" also matches before a trailing newline.
+_NAME_PART = re.compile(r"[A-Za-z0-9_=:.\-]+")
+# Tenant, namespace and topic become folder names in the ledger store.
+_RESERVED_PARTS = (".", "..")
+# A partition index is an int32, as in Pulsar's TopicName and MessageId.
+_MAX_PARTITION_INDEX = 2**31 - 1
 DOMAINS = ("persistent", "non-persistent")
 
 
 def _check_part(kind: str, value: str, text: str) -> None:
-    if not value or not _NAME_PART.match(value):
+    if not value or not _NAME_PART.fullmatch(value) or value in _RESERVED_PARTS:
         raise InvalidTopicNameError(f"Invalid topic name '{text}': bad {kind} '{value}'")
 
 
@@ -61,16 +65,20 @@ class TopicName:
         tenant, namespace, local = parts
         _check_part("tenant", tenant, text)
         _check_part("namespace", namespace, text)
-        if not local or not _LOCAL_NAME.match(local):
-            raise InvalidTopicNameError(f"Invalid topic name '{text}': bad topic '{local}'")
-        name = cls(domain, tenant, namespace, local)
+        _check_part("topic", local, text)
         if _PARTITION_SUFFIX in local:
             base, _, index = local.rpartition(_PARTITION_SUFFIX)
-            if not base or not index.isdigit() or (len(index) > 1 and index[0] == "0"):
+            if (
+                not base
+                or not index.isdigit()
+                or (len(index) > 1 and index[0] == "0")
+                or int(index) > _MAX_PARTITION_INDEX
+            ):
+                suffix = f"{_PARTITION_SUFFIX}{index}"
                 raise InvalidTopicNameError(
-                    f"Invalid topic name '{text}': bad partition suffix '{_PARTITION_SUFFIX}{index}'"
+                    f"Invalid topic name '{text}': bad partition suffix '{suffix}'"
                 )
-        return name
+        return cls(domain, tenant, namespace, local)
 
     @property
     def partition_index(self) -> int:
@@ -93,7 +101,9 @@ class TopicName:
     def partition(self, index: int) -> TopicName:
         if self.is_partition:
             raise InvalidTopicNameError(f"'{self}' is already a partition")
-        if index < 0:
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise InvalidTopicNameError(f"Invalid partition index {index!r}")
+        if not 0 <= index <= _MAX_PARTITION_INDEX:
             raise InvalidTopicNameError(f"Invalid partition index {index}")
         return TopicName(
             self.domain, self.tenant, self.namespace, f"{self.local_name}{_PARTITION_SUFFIX}{index}"

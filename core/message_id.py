@@ -1,0 +1,358 @@
+"""Message ids: a position plus a partition and a batch index.
+
+A :class:`MessageId` names one message. Its :attr:`~MessageId.position`
+``(ledger_id, entry_id)`` names the entry that holds it; ``partition`` says which
+partition of a partitioned topic (-1 = the topic is not partitioned) and
+``batch_index`` which message inside a batched entry (-1 = the whole entry, or
+the entry is not batched).
+
+Two external forms, both from pulsar-admin:
+
+* the triplet ``ledgerId:entryId[:batchIndex]`` (``--messageId-triplet``);
+* base64 of the protobuf ``MessageIdData`` (``--messageId-base64``), the bytes
+  ``MessageId.serialize()`` of pulsar-client returns (Java: ``toByteArray()``).
+
+The protobuf encoding is written by hand (no protobuf dependency). ``to_bytes``
+writes exactly what pulsar-client 3.13.0 (the C++ client under the Python
+package) writes: ``ledgerId`` and ``entryId`` always, ``partition`` only when
+it is not -1, ``batch_index`` only when it is not -1, ``batch_size`` only when
+it is not 0, fields in number order.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass, field
+
+from core.errors import InvalidMessageIdError
+from core.position import Position
+
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_UINT64_MASK = 2**64 - 1
+_UINT32_MASK = 2**32 - 1
+
+_MAX_VARINT_BYTES = 10
+
+_WIRE_VARINT = 0
+_WIRE_FIXED64 = 1
+_WIRE_LENGTH_DELIMITED = 2
+_WIRE_FIXED32 = 5
+
+# MessageIdData field numbers (PulsarApi.proto).
+_FIELD_LEDGER_ID = 1
+_FIELD_ENTRY_ID = 2
+_FIELD_PARTITION = 3
+_FIELD_BATCH_INDEX = 4
+_FIELD_ACK_SET = 5
+_FIELD_BATCH_SIZE = 6
+_FIELD_FIRST_CHUNK_MESSAGE_ID = 7
+_VARINT_FIELDS = frozenset(
+    {_FIELD_LEDGER_ID, _FIELD_ENTRY_ID, _FIELD_PARTITION, _FIELD_BATCH_INDEX, _FIELD_BATCH_SIZE}
+)
+
+_TRIPLET_PART = re.compile(r"[0-9]+")
+_TRIPLET_FORM = "expected ledgerId:entryId[:batchIndex] of non-negative integers"
+
+# Bytes shown in an error message; longer input is cut with an ellipsis.
+_ERROR_HEX_BYTES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class MessageId:
+    """The id of one message: ``(ledger_id, entry_id)`` + partition + batch index.
+
+    ``ledger_id`` and ``entry_id`` are int64 (Pulsar's ``long``); ``partition``
+    and ``batch_index`` are int32. The constructor only checks these ranges,
+    because any value the wire can carry must load; the triplet form is stricter.
+
+    ``batch_size`` is informational (protobuf field 6): the number of messages in
+    the entry when the writer knew it, 0 when not batched or unknown. It takes
+    no part in equality or hashing, as in Pulsar, where two ids naming the same
+    message are equal whatever batch size they carry.
+    """
+
+    ledger_id: int
+    entry_id: int
+    partition: int = -1
+    """Partition index; -1 = the topic is not partitioned."""
+    batch_index: int = -1
+    """Index of the message inside a batched entry; -1 = the whole entry / not batched."""
+    batch_size: int = field(default=0, compare=False)
+    """Messages in the entry, informational; 0 = not batched or unknown."""
+
+    def __post_init__(self) -> None:
+        _check_range("ledger_id", self.ledger_id, _INT64_MIN, _INT64_MAX)
+        _check_range("entry_id", self.entry_id, _INT64_MIN, _INT64_MAX)
+        _check_range("partition", self.partition, _INT32_MIN, _INT32_MAX)
+        _check_range("batch_index", self.batch_index, _INT32_MIN, _INT32_MAX)
+        _check_range("batch_size", self.batch_size, _INT32_MIN, _INT32_MAX)
+
+    @property
+    def position(self) -> Position:
+        """The entry holding this message."""
+        return Position(self.ledger_id, self.entry_id)
+
+    # Triplet: pulsar-admin --messageId-triplet
+
+    @classmethod
+    def parse_triplet(cls, text: str, partition: int = -1) -> MessageId:
+        """Parse pulsar-admin's ``ledgerId:entryId[:batchIndex]``.
+
+        Every part is a non-negative decimal integer, digits only: no sign, no
+        spaces. ``ledgerId`` and ``entryId`` must fit in an int64, ``batchIndex``
+        in an int32. Without ``batchIndex`` the id names the whole entry
+        (``batch_index`` -1); a negative ``batchIndex`` is refused rather than
+        read as "whole entry", so there is one way to say it. The triplet has no
+        partition: the caller passes it (-1 = not partitioned).
+        """
+        if not isinstance(text, str):
+            raise InvalidMessageIdError(f"Invalid --messageId-triplet: {text!r}: not a string")
+        parts = text.split(":")
+        if len(parts) not in (2, 3) or not all(_TRIPLET_PART.fullmatch(p) for p in parts):
+            raise InvalidMessageIdError(f"Invalid --messageId-triplet: {text}: {_TRIPLET_FORM}")
+        ledger_id, entry_id = int(parts[0]), int(parts[1])
+        batch_index = int(parts[2]) if len(parts) == 3 else -1
+        if ledger_id > _INT64_MAX or entry_id > _INT64_MAX:
+            raise InvalidMessageIdError(
+                f"Invalid --messageId-triplet: {text}: ledgerId and entryId must be at most "
+                f"{_INT64_MAX}"
+            )
+        if batch_index > _INT32_MAX:
+            raise InvalidMessageIdError(
+                f"Invalid --messageId-triplet: {text}: batchIndex must be at most {_INT32_MAX}"
+            )
+        if (
+            isinstance(partition, bool)
+            or not isinstance(partition, int)
+            or not (-1 <= partition <= _INT32_MAX)
+        ):
+            raise InvalidMessageIdError(
+                f"Invalid --messageId-triplet: {text}: partition {partition!r} must be -1 "
+                f"(not partitioned) or a partition index"
+            )
+        return cls(ledger_id, entry_id, partition, batch_index)
+
+    def triplet(self) -> str:
+        """``ledgerId:entryId``, plus ``:batchIndex`` when ``batch_index >= 0``.
+
+        The partition is not part of the triplet.
+        """
+        if self.batch_index >= 0:
+            return f"{self.ledger_id}:{self.entry_id}:{self.batch_index}"
+        return f"{self.ledger_id}:{self.entry_id}"
+
+    def __str__(self) -> str:
+        """The Java client's ``toString()``: ``ledgerId:entryId:partition[:batchIndex]``.
+
+        Java prints ``L:E:P`` for a ``MessageIdImpl`` (not batched) and ``L:E:P:B``
+        for a ``BatchMessageIdImpl``; an id is a batch id when ``batch_index`` is
+        not -1, the same test the clients use when they write field 4.
+        """
+        text = f"{self.ledger_id}:{self.entry_id}:{self.partition}"
+        if self.batch_index != -1:
+            text += f":{self.batch_index}"
+        return text
+
+    # Binary: protobuf MessageIdData, pulsar-admin --messageId-base64
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> MessageId:
+        """Read a protobuf ``MessageIdData``.
+
+        ``ledgerId`` (1) and ``entryId`` (2) are required; uint64 on the wire,
+        read as int64 (values >= 2**63 are negative, so -1 round-trips).
+        ``partition`` (3), ``batch_index`` (4) and ``batch_size`` (6) are int32,
+        truncated to 32 bits as protobuf does; absent, they default to -1, -1
+        and 0. ``ack_set`` (5, packed or not) and ``first_chunk_message_id`` (7)
+        are checked for shape and skipped: this id names the message, not its
+        acknowledgement state or its chunks. Unknown fields (such as
+        ``topic_name``, 8, in newer clients) are skipped by wire type. When a
+        field repeats, the last value wins, as in protobuf.
+        """
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise InvalidMessageIdError(
+                f"Invalid MessageIdData: expected bytes, got {type(data).__name__}"
+            )
+        raw = bytes(data)
+        try:
+            return cls._decode(raw)
+        except _DecodeError as exc:
+            raise InvalidMessageIdError(f"Invalid MessageIdData {_show(raw)}: {exc}") from None
+
+    @classmethod
+    def _decode(cls, data: bytes) -> MessageId:
+        values: dict[int, int] = {}
+        pos = 0
+        while pos < len(data):
+            key, pos = _read_varint(data, pos)
+            number, wire = key >> 3, key & 7
+            if number == 0:
+                raise _DecodeError(f"field number 0 at byte {pos - 1}")
+            if number in _VARINT_FIELDS:
+                _expect_wire(number, wire, _WIRE_VARINT)
+                values[number], pos = _read_varint(data, pos)
+            elif number == _FIELD_ACK_SET:
+                if wire == _WIRE_VARINT:
+                    _, pos = _read_varint(data, pos)
+                elif wire == _WIRE_LENGTH_DELIMITED:
+                    packed, pos = _read_length_delimited(data, pos)
+                    inner = 0
+                    while inner < len(packed):
+                        _, inner = _read_varint(packed, inner)
+                else:
+                    raise _DecodeError(
+                        f"field {number} (ack_set) has wire type {wire}, expected 0 or 2"
+                    )
+            elif number == _FIELD_FIRST_CHUNK_MESSAGE_ID:
+                _expect_wire(number, wire, _WIRE_LENGTH_DELIMITED)
+                _, pos = _read_length_delimited(data, pos)
+            else:
+                pos = _skip_field(data, pos, number, wire)
+        if _FIELD_LEDGER_ID not in values:
+            raise _DecodeError("missing required field 1 (ledgerId)")
+        if _FIELD_ENTRY_ID not in values:
+            raise _DecodeError("missing required field 2 (entryId)")
+        return cls(
+            ledger_id=_as_int64(values[_FIELD_LEDGER_ID]),
+            entry_id=_as_int64(values[_FIELD_ENTRY_ID]),
+            partition=_as_int32(values.get(_FIELD_PARTITION, _UINT64_MASK)),
+            batch_index=_as_int32(values.get(_FIELD_BATCH_INDEX, _UINT64_MASK)),
+            batch_size=_as_int32(values.get(_FIELD_BATCH_SIZE, 0)),
+        )
+
+    def to_bytes(self) -> bytes:
+        """Write the protobuf ``MessageIdData`` exactly as pulsar-client 3.13.0 does.
+
+        ``ledgerId`` and ``entryId`` always; ``partition`` unless -1,
+        ``batch_index`` unless -1, ``batch_size`` unless 0; never ``ack_set`` or
+        ``first_chunk_message_id``. Negative values are 10-byte varints.
+        """
+        out = bytearray()
+        _write_varint_field(out, _FIELD_LEDGER_ID, self.ledger_id)
+        _write_varint_field(out, _FIELD_ENTRY_ID, self.entry_id)
+        if self.partition != -1:
+            _write_varint_field(out, _FIELD_PARTITION, self.partition)
+        if self.batch_index != -1:
+            _write_varint_field(out, _FIELD_BATCH_INDEX, self.batch_index)
+        if self.batch_size != 0:
+            _write_varint_field(out, _FIELD_BATCH_SIZE, self.batch_size)
+        return bytes(out)
+
+    @classmethod
+    def from_base64(cls, text: str) -> MessageId:
+        """Read pulsar-admin's ``--messageId-base64``: standard base64 of ``MessageIdData``.
+
+        Padding may be left out, as Java's ``Base64.getDecoder()`` allows; any
+        character outside the standard alphabet (spaces included) is an error.
+        """
+        if not isinstance(text, str):
+            raise InvalidMessageIdError(f"Invalid --messageId-base64: {text!r}: not a string")
+        if not text:
+            raise InvalidMessageIdError("Invalid --messageId-base64: : empty")
+        padded = text + "=" * (-len(text) % 4) if "=" not in text else text
+        try:
+            raw = base64.b64decode(padded, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise InvalidMessageIdError(
+                f"Invalid --messageId-base64: {text}: not base64 ({exc})"
+            ) from None
+        try:
+            return cls._decode(raw)
+        except _DecodeError as exc:
+            raise InvalidMessageIdError(
+                f"Invalid --messageId-base64: {text}: bad MessageIdData: {exc}"
+            ) from None
+
+    def to_base64(self) -> str:
+        """Standard base64 (with padding) of :meth:`to_bytes`."""
+        return base64.b64encode(self.to_bytes()).decode("ascii")
+
+
+class _DecodeError(Exception):
+    """Malformed protobuf; turned into InvalidMessageIdError naming the input."""
+
+
+def _check_range(name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidMessageIdError(
+            f"Invalid message id: {name} must be an int, got {type(value).__name__} {value!r}"
+        )
+    if not low <= value <= high:
+        raise InvalidMessageIdError(
+            f"Invalid message id: {name} {value} out of range [{low}, {high}]"
+        )
+
+
+def _show(data: bytes) -> str:
+    if len(data) <= _ERROR_HEX_BYTES:
+        return f"(hex {data.hex() or 'empty'})"
+    return f"(hex {data[:_ERROR_HEX_BYTES].hex()}..., {len(data)} bytes)"
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """Decode a base-128 varint at ``pos``; the value is cut to 64 bits as protobuf does."""
+    start = pos
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(data):
+            raise _DecodeError(f"truncated varint at byte {start}")
+        if pos - start >= _MAX_VARINT_BYTES:
+            raise _DecodeError(f"varint longer than {_MAX_VARINT_BYTES} bytes at byte {start}")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result & _UINT64_MASK, pos
+        shift += 7
+
+
+def _read_length_delimited(data: bytes, pos: int) -> tuple[bytes, int]:
+    length, pos = _read_varint(data, pos)
+    if length > len(data) - pos:
+        raise _DecodeError(
+            f"length-delimited field of {length} bytes at byte {pos} runs past the end"
+        )
+    return data[pos : pos + length], pos + length
+
+
+def _skip_field(data: bytes, pos: int, number: int, wire: int) -> int:
+    if wire == _WIRE_VARINT:
+        return _read_varint(data, pos)[1]
+    if wire == _WIRE_LENGTH_DELIMITED:
+        return _read_length_delimited(data, pos)[1]
+    width = {_WIRE_FIXED64: 8, _WIRE_FIXED32: 4}.get(wire)
+    if width is None:
+        raise _DecodeError(f"field {number} has unsupported wire type {wire}")
+    if pos + width > len(data):
+        raise _DecodeError(f"truncated {width * 8}-bit field {number} at byte {pos}")
+    return pos + width
+
+
+def _expect_wire(number: int, wire: int, expected: int) -> None:
+    if wire != expected:
+        raise _DecodeError(f"field {number} has wire type {wire}, expected {expected}")
+
+
+def _as_int64(value: int) -> int:
+    return value - (1 << 64) if value > _INT64_MAX else value
+
+
+def _as_int32(value: int) -> int:
+    value &= _UINT32_MASK
+    return value - (1 << 32) if value > _INT32_MAX else value
+
+
+def _write_varint_field(out: bytearray, number: int, value: int) -> None:
+    """Write a varint field; negative values as their 64-bit two's complement (10 bytes)."""
+    out.append(number << 3 | _WIRE_VARINT)
+    value &= _UINT64_MASK
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
