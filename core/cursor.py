@@ -1,0 +1,207 @@
+"""Cursor state: what a subscription has acknowledged on one topic partition.
+
+Pulsar's ``ManagedCursorImpl`` keeps three things, and so does :class:`CursorState`:
+
+- ``mark_delete``: every entry **at or before** it is acknowledged (inclusive).
+- ``individually_deleted``: entries acknowledged after mark-delete
+  (a :class:`~core.range_set.RangeSet`, one roaring bitmap per ledger).
+- ``batch_acks``: per partly acknowledged batch entry, an ack set where a set
+  bit is an index still **unacknowledged** (:mod:`core.ack_set`). An entry
+  whose set becomes empty moves into ``individually_deleted``.
+
+Batch-index acknowledgement is always on (PIP-391). After every change the
+state is normalised against a :class:`~core.ledger_layout.LedgerLayout`:
+mark-delete auto-advances through acknowledged entries, also across ledger
+boundaries, and everything at or before it is dropped.
+
+This module is pure and in memory; :mod:`core.managed_cursor` makes it durable.
+Every operation also returns the *delta* it applied (a small ``CursorState``),
+which is what gets persisted: deltas merge by union, so concurrent writers
+never lose each other's acknowledgements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from core import ack_set
+from core.errors import InvalidBatchIndexError
+from core.ledger_layout import LedgerLayout
+from core.position import EARLIEST, Position
+from core.range_set import RangeSet
+
+
+@dataclass(frozen=True, slots=True)
+class AckTarget:
+    """One acknowledgement: a whole entry (``batch_index == -1``) or one index of a batch."""
+
+    position: Position
+    batch_index: int = -1
+    batch_size: int = 0
+    """Messages in the entry; 0 for a non-batched entry. Needed for batch-index acks."""
+
+
+@dataclass
+class CursorState:
+    mark_delete: Position = EARLIEST
+    individually_deleted: RangeSet = field(default_factory=RangeSet)
+    batch_acks: dict[Position, int] = field(default_factory=dict)
+
+    def copy(self) -> CursorState:
+        return CursorState(self.mark_delete, self.individually_deleted.copy(), dict(self.batch_acks))
+
+    # -- queries -------------------------------------------------------------
+
+    def is_entry_acked(self, position: Position) -> bool:
+        """True when the whole entry is acknowledged."""
+        return position <= self.mark_delete or self.individually_deleted.contains(*position)
+
+    def is_acked(self, position: Position, batch_index: int = -1) -> bool:
+        """True when the entry, or (``batch_index >= 0``) that index of it, is acknowledged."""
+        if self.is_entry_acked(position):
+            return True
+        if batch_index < 0:
+            return False
+        bits = self.batch_acks.get(position)
+        return bits is not None and ack_set.is_acked(bits, batch_index)
+
+    def unacked_in_entry(self, position: Position, batch_size: int) -> int:
+        """Messages of this entry still unacknowledged (``batch_size`` 0 = not batched)."""
+        if self.is_entry_acked(position):
+            return 0
+        bits = self.batch_acks.get(position)
+        if bits is None:
+            return max(batch_size, 1)
+        return ack_set.unacked_count(bits)
+
+    # -- mutations (each returns the delta it applied) -------------------------
+
+    @staticmethod
+    def ack_delta(targets: Iterable[AckTarget]) -> CursorState:
+        """The delta acknowledging ``targets`` (entries and batch indexes), not yet merged.
+
+        Cost: O(k) for k targets. Raises InvalidBatchIndexError for an index
+        outside ``[0, batch_size)``.
+        """
+        delta = CursorState()
+        by_ledger: dict[int, list[int]] = {}
+        for target in targets:
+            position = target.position
+            if target.batch_index < 0:
+                by_ledger.setdefault(position.ledger_id, []).append(position.entry_id)
+                continue
+            if not 0 <= target.batch_index < max(target.batch_size, 0):
+                raise InvalidBatchIndexError(
+                    f"Invalid batchIndex: {target.batch_index}, batchSize={target.batch_size}"
+                )
+            previous = delta.batch_acks.get(position, ack_set.full(target.batch_size))
+            delta.batch_acks[position] = ack_set.ack(previous, target.batch_index)
+        for ledger_id, entries in by_ledger.items():
+            delta.individually_deleted.add_many(ledger_id, entries)
+        for position, bits in list(delta.batch_acks.items()):
+            if bits == 0:
+                del delta.batch_acks[position]
+                delta.individually_deleted.add(*position)
+        return delta
+
+    def acknowledge(self, targets: Iterable[AckTarget], layout: LedgerLayout) -> CursorState:
+        """Individual acknowledgement of entries and batch indexes; returns the delta.
+
+        Already acknowledged targets are no-ops. Cost: O(k) plus one normalisation.
+        """
+        delta = self.ack_delta(targets)
+        self.merge(delta, layout)
+        return delta
+
+    def acknowledge_cumulative(
+        self, position: Position, layout: LedgerLayout, batch_index: int = -1, batch_size: int = 0
+    ) -> CursorState:
+        """Cumulative acknowledgement: everything up to ``position`` inclusive.
+
+        With a batch index, mark-delete becomes the entry *before* the batch and
+        the batch keeps the indexes after ``batch_index`` unacknowledged, as Pulsar does.
+        """
+        delta = CursorState()
+        if batch_index < 0:
+            delta.mark_delete = position
+        else:
+            if not 0 <= batch_index < batch_size:
+                raise InvalidBatchIndexError(
+                    f"Invalid batchIndex: {batch_index}, batchSize={batch_size}"
+                )
+            delta.mark_delete = layout.previous_position(position)
+            bits = ack_set.full(batch_size) & ~((1 << (batch_index + 1)) - 1)
+            if bits:
+                delta.batch_acks[position] = bits
+            else:
+                delta.individually_deleted.add(*position)
+        self.merge(delta, layout)
+        return delta
+
+    def merge(self, delta: CursorState, layout: LedgerLayout | None) -> None:
+        """Union of acknowledgements: max mark-delete, union of entries, AND of ack sets.
+
+        Merging is commutative and idempotent. With ``layout`` None the state is
+        left unnormalised, so that a journal replays in one normalisation.
+        """
+        if delta.mark_delete > self.mark_delete:
+            self.mark_delete = delta.mark_delete
+        self.individually_deleted.union_update(delta.individually_deleted)
+        for position, bits in delta.batch_acks.items():
+            current = self.batch_acks.get(position)
+            self.batch_acks[position] = bits if current is None else ack_set.merge(current, bits)
+        if layout is not None:
+            self.normalize(layout)
+
+    def normalize(self, layout: LedgerLayout) -> None:
+        """Fold empty ack sets into entries, auto-advance mark-delete, drop what it covers.
+
+        Auto-advance follows Pulsar: while the entry right after mark-delete is
+        individually deleted, mark-delete jumps to the end of that run, across
+        ledger boundaries. Cost: O(runs crossed + batch sets).
+        """
+        for position, bits in list(self.batch_acks.items()):
+            if bits == 0:
+                del self.batch_acks[position]
+                self.individually_deleted.add(*position)
+        deleted = self.individually_deleted
+        mark_delete = self.mark_delete
+        while True:
+            following = layout.next_position(mark_delete)
+            if following is None:
+                break
+            run_end = deleted.run_end(*following)
+            if run_end is None:
+                break
+            mark_delete = Position(following.ledger_id, run_end)
+        self.mark_delete = mark_delete
+        if mark_delete >= (0, 0) and len(deleted):
+            deleted.remove_through(*mark_delete)
+        if self.batch_acks:
+            self.batch_acks = {
+                p: b
+                for p, b in self.batch_acks.items()
+                if p > mark_delete and not deleted.contains(*p)
+            }
+
+    def reset(self, position: Position, layout: LedgerLayout) -> CursorState:
+        """Reset so that ``position`` is the next entry read; forgets every later ack.
+
+        Like Pulsar's ``resetCursor``: mark-delete becomes the entry before
+        ``position`` and the individually deleted set is cleared.
+        """
+        self.mark_delete = layout.previous_position(position) if position > EARLIEST else EARLIEST
+        self.individually_deleted = RangeSet()
+        self.batch_acks = {}
+        self.normalize(layout)
+        return self.copy()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CursorState):
+            return NotImplemented
+        return (
+            self.mark_delete == other.mark_delete
+            and self.individually_deleted == other.individually_deleted
+            and self.batch_acks == other.batch_acks
+        )

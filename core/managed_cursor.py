@@ -1,0 +1,125 @@
+"""A cursor bound to the metadata store: every acknowledgement durable on return.
+
+The stored form is a snapshot plus a journal of deltas (see
+``docs/architecture.md``). Opening a cursor replays the journal over the
+snapshot; each mutation appends one delta in one transaction before it returns.
+Nothing is capped: unlike Pulsar's ``managedLedgerMaxUnackedRangesToPersist``,
+every individually deleted range and every batch ack set is persisted.
+
+Writers to one cursor may live in different processes (consumers acking while
+an admin skips): deltas are unions of acknowledgements, so none is lost, and
+the store serializes the appends with a row lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from core import cursor_codec
+from core.cursor import AckTarget, CursorState
+from core.ledger_layout import LedgerLayout
+from core.position import Position
+
+if TYPE_CHECKING:
+    from core.store.metadata import CursorRecord, MetadataStore
+
+COMPACT_AFTER_DELTAS = 512
+"""Journal length after which a writer folds the journal into a new snapshot."""
+
+
+def replay(record: CursorRecord, layout: LedgerLayout) -> CursorState:
+    """The state a stored record describes: snapshot, then every later delta."""
+    state = CursorState()
+    if record.snapshot is not None:
+        state, _ = cursor_codec.decode(record.snapshot)
+    for payload in record.deltas:
+        delta, replace = cursor_codec.decode(payload)
+        if replace:
+            state = delta
+        else:
+            state.merge(delta, None)
+    state.normalize(layout)
+    return state
+
+
+class ManagedCursor:
+    """One subscription's cursor on one topic partition, durable in the metadata store."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        topic_partition: str,
+        subscription: str,
+        layout: LedgerLayout,
+        state: CursorState,
+        journal_length: int,
+    ) -> None:
+        self.store = store
+        self.topic_partition = topic_partition
+        self.subscription = subscription
+        self.layout = layout
+        self.state = state
+        self._journal_length = journal_length
+
+    @classmethod
+    def open(
+        cls, store: MetadataStore, topic_partition: str, subscription: str, layout: LedgerLayout
+    ) -> ManagedCursor:
+        """Load the cursor (raises SubscriptionNotFoundError)."""
+        record = store.load_cursor(topic_partition, subscription)
+        state = replay(record, layout)
+        return cls(store, topic_partition, subscription, layout, state, len(record.deltas))
+
+    @property
+    def mark_delete(self) -> Position:
+        return self.state.mark_delete
+
+    def refresh(self, layout: LedgerLayout | None = None) -> None:
+        """Reload from the store, picking up other writers' acknowledgements."""
+        if layout is not None:
+            self.layout = layout
+        record = self.store.load_cursor(self.topic_partition, self.subscription)
+        self.state = replay(record, self.layout)
+        self._journal_length = len(record.deltas)
+
+    def acknowledge(self, targets: Iterable[AckTarget]) -> CursorState:
+        """Individually acknowledge entries and batch indexes; durable when it returns."""
+        delta = CursorState.ack_delta(targets)
+        self._persist(delta, replace=False)
+        self.state.merge(delta, self.layout)
+        return delta
+
+    def acknowledge_cumulative(
+        self, position: Position, batch_index: int = -1, batch_size: int = 0
+    ) -> CursorState:
+        """Acknowledge everything up to ``position`` (inclusive); durable when it returns."""
+        scratch = CursorState()
+        delta = scratch.acknowledge_cumulative(position, self.layout, batch_index, batch_size)
+        self._persist(delta, replace=False)
+        self.state.merge(delta, self.layout)
+        return delta
+
+    def reset(self, position: Position) -> None:
+        """Make ``position`` the next entry read; forgets later acknowledgements."""
+        state = CursorState()
+        state.reset(position, self.layout)
+        self._persist(state, replace=True)
+        self.state = state
+
+    def _persist(self, delta: CursorState, *, replace: bool) -> None:
+        payload = cursor_codec.encode(delta, replace=replace)
+        self.store.append_cursor_delta(self.topic_partition, self.subscription, payload)
+        self._journal_length += 1
+        if self._journal_length >= COMPACT_AFTER_DELTAS:
+            self.compact()
+
+    def compact(self) -> None:
+        """Fold the journal into a snapshot, from a fresh load so no other writer's delta is lost."""
+        record = self.store.load_cursor(self.topic_partition, self.subscription)
+        state = replay(record, self.layout)
+        self.store.compact_cursor(
+            self.topic_partition, self.subscription, cursor_codec.encode(state), record.version
+        )
+        self.state = state
+        self._journal_length = 0
