@@ -1,0 +1,36 @@
+"""The public surface of ``core`` is deliberate: adding or removing a name is a decision."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import core
+
+
+def test_all_is_pinned() -> None:
+    assert sorted(core.__all__) == [
+        "AckTarget",
+        "Broker",
+        "Config",
+        "CursorOpsError",
+        "CursorState",
+        "EARLIEST",
+        "LedgerLayout",
+        "MessageId",
+        "Position",
+        "RangeSet",
+        "SubscriptionType",
+        "TopicName",
+    ]
+    for name in core.__all__:
+        assert getattr(core, name) is not None
+
+
+def test_core_imports_neither_airflow_nor_spark() -> None:
+    code = (
+        "import sys, core, core.broker, core.dispatch, core.skip, core.backlog\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('airflow', 'pyspark')]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
