@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+from core.config import Config
+from core.store.metadata import MetadataStore
+
+PG_URL_ENV = "CURSOROPS_TEST_PG_URL"
+
+
+@pytest.fixture
+def tmp_config(tmp_path: Path) -> Config:
+    return Config.from_home(tmp_path)
+
+
+def _postgres_base_url() -> str:
+    url = os.environ.get(PG_URL_ENV)
+    if url:
+        return url
+    if os.environ.get("CI"):
+        pytest.fail(
+            f"{PG_URL_ENV} is not set: CI must test PostgreSQL "
+            f"(export {PG_URL_ENV}=$(bash scripts/start-postgres.sh))",
+            pytrace=False,
+        )
+    pytest.skip(f"PostgreSQL not configured: set {PG_URL_ENV} (bash scripts/start-postgres.sh)")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def metadata_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL to an empty metadata database: a SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'metadata.db'}"
+        return
+    base = make_url(_postgres_base_url())
+    schema = f"test_{uuid.uuid4().hex}"
+    admin = create_engine(base, poolclass=NullPool)
+    try:
+        with admin.begin() as connection:
+            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+        url = base.update_query_dict({"options": f"-csearch_path={schema}"})
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+def metadata_store(metadata_url: str) -> Iterator[MetadataStore]:
+    store = MetadataStore(metadata_url)
+    try:
+        yield store
+    finally:
+        store.close()
