@@ -1,0 +1,191 @@
+"""Producer-side batching and partition routing, with the Java client's habits.
+
+Routing (``RoundRobinPartitionMessageRouter``, the Java client's default): a
+keyed message goes to ``signSafeMod(JavaStringHash(key), partitions)``; unkeyed
+messages go round-robin, one batch-sized group of messages per partition in turn.
+Batching: within a partition, consecutive messages that are not delayed form
+entries of up to ``batch_size`` messages. Producers do not batch delayed
+messages: each one is an entry of its own, not batched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from core.errors import InvalidArgumentError
+from core.message_id import MessageId
+from core.store.ledger import LedgerStore, RowDraft
+from core.store.metadata import TopicInfo
+from core.topic_name import TopicName
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    payload: bytes
+    key: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    deliver_at: int | None = None
+    """Epoch ms before which a Shared/Key_Shared subscription does not deliver it; None = now."""
+    sequence_id: int | None = None
+    """None = the producer assigns the next of its own increasing sequence."""
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode()``: ``31 * h + c`` over UTF-16 code units, as an int32."""
+    encoded = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(encoded), 2):
+        h = (31 * h + ((encoded[i] << 8) | encoded[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def key_partition(key: str, partitions: int) -> int:
+    """A keyed message's partition: ``signSafeMod(JavaStringHash(key), partitions)``."""
+    return (java_string_hash(key) & 0x7FFFFFFF) % partitions
+
+
+def _validate(message: object, number: int) -> None:
+    if not isinstance(message, OutgoingMessage):
+        raise InvalidArgumentError(
+            f"Message {number}: expected OutgoingMessage, got {type(message).__name__}"
+        )
+    if not isinstance(message.payload, bytes):
+        raise InvalidArgumentError(
+            f"Message {number}: payload must be bytes, got {type(message.payload).__name__}"
+        )
+    if message.key is not None and not isinstance(message.key, str):
+        raise InvalidArgumentError(f"Message {number}: key must be a string or None")
+    if not isinstance(message.properties, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in message.properties.items()
+    ):
+        raise InvalidArgumentError(f"Message {number}: properties must map strings to strings")
+    for name, value in (("deliver_at", message.deliver_at), ("sequence_id", message.sequence_id)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            raise InvalidArgumentError(
+                f"Message {number}: {name} must be an integer >= 0 or None, got {value!r}"
+            )
+
+
+class Producer:
+    """Writes messages to a topic's partitions through a :class:`LedgerStore`.
+
+    Not thread-safe: like a pulsar-client producer, one sender at a time. Each
+    ``send`` appends to each partition it routes to with one append; partitions
+    are written one after the other, not atomically together.
+    """
+
+    def __init__(
+        self,
+        ledger_store: LedgerStore,
+        topic: TopicInfo,
+        producer_name: str = "cursorops-producer",
+        batch_size: int = 1,
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError(
+                f"Invalid batch size {batch_size!r}: expected an integer >= 1 (1 = no batching)"
+            )
+        if not isinstance(producer_name, str) or not producer_name:
+            raise InvalidArgumentError(f"Invalid producer name {producer_name!r}")
+        self.ledger_store = ledger_store
+        self.topic = topic
+        self.producer_name = producer_name
+        self.batch_size = batch_size
+        self._partitions = [TopicName.parse(name) for name in topic.partition_names()]
+        self._next_sequence_id = 0
+        # Unkeyed messages routed so far: the n-th goes with group n // batch_size.
+        self._round_robin = 0
+
+    def send(self, messages: Sequence[OutgoingMessage], now_ms: int) -> list[MessageId]:
+        """Publish ``messages`` at ``now_ms``; returns their ids in input order.
+
+        Every message is validated before anything is written.
+        """
+        for number, message in enumerate(messages):
+            _validate(message, number)
+        if isinstance(now_ms, bool) or not isinstance(now_ms, int) or now_ms < 0:
+            raise InvalidArgumentError(f"Invalid publish time {now_ms!r}: expected epoch ms >= 0")
+
+        routed: dict[int, list[int]] = {}
+        for number, message in enumerate(messages):
+            routed.setdefault(self._route(message), []).append(number)
+        sequence_ids = [self._sequence_id(message) for message in messages]
+
+        ids: list[MessageId | None] = [None] * len(messages)
+        partitioned = self.topic.partitions > 0
+        for slot, numbers in routed.items():
+            entries = self._entries(numbers, messages)
+            drafts = [
+                [
+                    RowDraft(
+                        payload=messages[n].payload,
+                        publish_time=now_ms,
+                        producer_name=self.producer_name,
+                        sequence_id=sequence_ids[n],
+                        batch_index=index if batched else -1,
+                        batch_size=len(entry) if batched else 0,
+                        deliver_at=messages[n].deliver_at,
+                        key=messages[n].key,
+                        properties=dict(messages[n].properties),
+                    )
+                    for index, n in enumerate(entry)
+                ]
+                for entry, batched in entries
+            ]
+            positions = self.ledger_store.append(self._partitions[slot], drafts)
+            partition = slot if partitioned else -1
+            for (entry, batched), position in zip(entries, positions, strict=True):
+                for index, n in enumerate(entry):
+                    ids[n] = MessageId(
+                        position.ledger_id,
+                        position.entry_id,
+                        partition,
+                        index if batched else -1,
+                        len(entry) if batched else 0,
+                    )
+        sent = [message_id for message_id in ids if message_id is not None]
+        assert len(sent) == len(messages), "every message is routed to one partition"
+        return sent
+
+    def _route(self, message: OutgoingMessage) -> int:
+        count = len(self._partitions)
+        if count == 1:
+            return 0
+        if message.key is not None:
+            return key_partition(message.key, count)
+        slot = (self._round_robin // self.batch_size) % count
+        self._round_robin += 1
+        return slot
+
+    def _sequence_id(self, message: OutgoingMessage) -> int:
+        # As in the Java client, an explicit sequence id does not move the producer's own counter.
+        if message.sequence_id is not None:
+            return message.sequence_id
+        assigned = self._next_sequence_id
+        self._next_sequence_id += 1
+        return assigned
+
+    def _entries(
+        self, numbers: list[int], messages: Sequence[OutgoingMessage]
+    ) -> list[tuple[list[int], bool]]:
+        """Group one partition's messages into entries: ``(message numbers, batched)``."""
+        entries: list[tuple[list[int], bool]] = []
+        batched = self.batch_size > 1
+        pending: list[int] = []
+        for n in numbers:
+            if messages[n].deliver_at is not None:
+                if pending:
+                    entries.append((pending, batched))
+                    pending = []
+                entries.append(([n], False))
+                continue
+            pending.append(n)
+            if len(pending) == self.batch_size:
+                entries.append((pending, batched))
+                pending = []
+        if pending:
+            entries.append((pending, batched))
+        return entries

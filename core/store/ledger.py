@@ -1,0 +1,441 @@
+"""The ledger store: topic data as immutable Parquet segments, one row per message.
+
+Layout (docs/architecture.md, "Storage layout")::
+
+    <root>/<tenant>/<namespace>/<topic>/partition-<n>/ledger-<ledger:020d>-<first_entry:012d>.parquet
+
+``partition-none`` for a non-partitioned topic. Each file is one *segment*: the
+entries one append wrote into one ledger. The metadata store allocates the entry
+ids and lists every committed segment (paths relative to the root); a segment is
+written to a hidden temporary name, fsynced and renamed into place while the
+partition's allocation lock is held, then registered in the same transaction.
+Readers read only listed segments, so a file left behind by a crash before the
+commit is never read, and the next append reuses its entry ids (and its name).
+
+pyarrow and OS errors are translated here to :class:`~core.errors.LedgerStoreError`
+naming the file.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from core.config import Config
+from core.errors import InvalidArgumentError, LedgerStoreError
+from core.position import Position
+from core.store.metadata import MetadataStore, SegmentInfo
+from core.topic_name import TopicName
+
+MESSAGE_SCHEMA = pa.schema(
+    [
+        pa.field("partition", pa.int32(), nullable=False),
+        pa.field("ledger_id", pa.int64(), nullable=False),
+        pa.field("entry_id", pa.int64(), nullable=False),
+        pa.field("batch_index", pa.int32(), nullable=False),
+        pa.field("batch_size", pa.int32(), nullable=False),
+        pa.field("publish_time", pa.int64(), nullable=False),
+        pa.field("deliver_at", pa.int64(), nullable=True),
+        pa.field("key", pa.string(), nullable=True),
+        pa.field("properties", pa.map_(pa.string(), pa.string()), nullable=False),
+        pa.field("payload", pa.binary(), nullable=False),
+        pa.field("producer_name", pa.string(), nullable=False),
+        pa.field("sequence_id", pa.int64(), nullable=False),
+    ]
+)
+"""One row per message; ``partition`` -1 for a non-partitioned topic; ``batch_index``
+-1 and ``batch_size`` 0 for an entry that is not batched; ``deliver_at`` null when
+the message is not delayed."""
+
+SORT_KEYS = ("ledger_id", "entry_id", "batch_index")
+"""The order rows are returned in."""
+
+_INDEX_COLUMNS = [
+    "ledger_id",
+    "entry_id",
+    "batch_index",
+    "batch_size",
+    "deliver_at",
+    "publish_time",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RowDraft:
+    """One message of an entry about to be appended.
+
+    The store fills in the partition, ledger and entry ids. An entry of several
+    messages is batched: its rows carry ``batch_index`` 0..n-1 and ``batch_size``
+    n. A one-message entry is either not batched (-1, 0) or a batch of one (0, 1).
+    """
+
+    payload: bytes
+    publish_time: int
+    producer_name: str
+    sequence_id: int
+    batch_index: int = -1
+    batch_size: int = 0
+    deliver_at: int | None = None
+    key: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EntryIndex:
+    """One row per committed entry of a partition, sorted by ``(ledger_id, entry_id)``.
+
+    Aligned numpy arrays, the form ``core.backlog`` works on.
+    """
+
+    ledger_id: np.ndarray
+    """int64."""
+    entry_id: np.ndarray
+    """int64."""
+    batch_size: np.ndarray
+    """int32; 0 = the entry is not batched."""
+    deliver_at: np.ndarray
+    """int64 epoch ms, the latest over the entry's messages; -1 = not delayed."""
+    publish_time: np.ndarray
+    """int64 epoch ms."""
+
+    def __len__(self) -> int:
+        return len(self.ledger_id)
+
+    @property
+    def messages(self) -> np.ndarray:
+        """Messages per entry: ``max(batch_size, 1)``."""
+        return np.maximum(self.batch_size.astype(np.int64), 1)
+
+    def positions(self) -> list[Position]:
+        return list(map(Position, self.ledger_id.tolist(), self.entry_id.tolist()))
+
+
+def _check_int(kind: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidArgumentError(f"Invalid {kind} {value!r}: expected an integer >= {minimum}")
+    return value
+
+
+def _check_entry(entry: Sequence[RowDraft], number: int) -> None:
+    if isinstance(entry, RowDraft) or not isinstance(entry, Sequence) or not entry:
+        raise InvalidArgumentError(f"Entry {number}: expected a non-empty sequence of RowDraft")
+    size = len(entry)
+    for index, row in enumerate(entry):
+        if not isinstance(row, RowDraft):
+            raise InvalidArgumentError(
+                f"Entry {number}: expected RowDraft, got {type(row).__name__}"
+            )
+        batch = (row.batch_index, row.batch_size)
+        if size == 1 and batch not in ((-1, 0), (0, 1)):
+            raise InvalidArgumentError(
+                f"Entry {number}: a one-message entry must have batch_index/batch_size "
+                f"-1/0 (not batched) or 0/1, got {row.batch_index}/{row.batch_size}"
+            )
+        if size > 1 and batch != (index, size):
+            raise InvalidArgumentError(
+                f"Entry {number}: message {index} of a batch of {size} must have "
+                f"batch_index/batch_size {index}/{size}, got {row.batch_index}/{row.batch_size}"
+            )
+        if not isinstance(row.payload, bytes):
+            raise InvalidArgumentError(f"Entry {number}: payload must be bytes")
+        _check_int("publish_time", row.publish_time, 0)
+        _check_int("sequence_id", row.sequence_id, 0)
+        if row.deliver_at is not None:
+            _check_int("deliver_at", row.deliver_at, 0)
+        if row.key is not None and not isinstance(row.key, str):
+            raise InvalidArgumentError(f"Entry {number}: key must be a string or None")
+        if not isinstance(row.producer_name, str):
+            raise InvalidArgumentError(f"Entry {number}: producer_name must be a string")
+        if not isinstance(row.properties, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in row.properties.items()
+        ):
+            raise InvalidArgumentError(f"Entry {number}: properties must map strings to strings")
+
+
+def _topic_partition(topic_partition: TopicName | str) -> TopicName:
+    if isinstance(topic_partition, TopicName):
+        return topic_partition
+    return TopicName.parse(topic_partition)
+
+
+@contextmanager
+def _io(what: str) -> Iterator[None]:
+    """The one place pyarrow and OS errors become LedgerStoreError."""
+    try:
+        yield
+    except (OSError, pa.ArrowException) as exc:
+        raise LedgerStoreError(f"{what}: {exc}") from exc
+
+
+class LedgerStore:
+    """Parquet segments under a local folder, listed by the metadata store."""
+
+    def __init__(self, root: str, metadata: MetadataStore, max_entries_per_ledger: int) -> None:
+        self.root = os.path.abspath(root)
+        self.metadata = metadata
+        self.max_entries_per_ledger = _check_int(
+            "max_entries_per_ledger", max_entries_per_ledger, 1
+        )
+
+    @classmethod
+    def from_config(cls, config: Config, metadata: MetadataStore) -> LedgerStore:
+        return cls(config.ledger_root, metadata, config.max_entries_per_ledger)
+
+    # Paths.
+
+    @staticmethod
+    def relative_path(topic_partition: TopicName, ledger_id: int, first_entry: int) -> str:
+        """The segment's path under the root, as the metadata store records it."""
+        base = topic_partition.base
+        index = topic_partition.partition_index
+        folder = "partition-none" if index < 0 else f"partition-{index}"
+        return (
+            f"{base.tenant}/{base.namespace}/{base.local_name}/{folder}/"
+            f"ledger-{ledger_id:020d}-{first_entry:012d}.parquet"
+        )
+
+    def _absolute(self, path: str) -> str:
+        return os.path.join(self.root, path)
+
+    def segment_paths(self, topic_partition: TopicName) -> list[str]:
+        """Absolute paths of the committed segments, in ``(ledger, first entry)`` order."""
+        name = _topic_partition(topic_partition)
+        return [self._absolute(s.path) for s in self.metadata.segments(str(name))]
+
+    # Writing.
+
+    def append(
+        self, topic_partition: TopicName, entries: Sequence[Sequence[RowDraft]]
+    ) -> list[Position]:
+        """Append entries to the partition; returns their positions, in order.
+
+        One segment per ledger the append touches: when the current ledger fills
+        up (``max_entries_per_ledger``) the rest goes to a new ledger. Each segment
+        is committed on its own, so a failure part-way leaves the earlier segments
+        committed and nothing of the failing one.
+        """
+        name = _topic_partition(topic_partition)
+        for number, entry in enumerate(entries):
+            _check_entry(entry, number)
+        positions: list[Position] = []
+        start = 0
+        while start < len(entries):
+            with self.metadata.append_entries(
+                str(name), len(entries) - start, self.max_entries_per_ledger
+            ) as allocation:
+                chunk = entries[start : start + allocation.count]
+                table = _build_table(
+                    name.partition_index, allocation.ledger_id, allocation.first_entry, chunk
+                )
+                path = self.relative_path(name, allocation.ledger_id, allocation.first_entry)
+                self._write_segment(self._absolute(path), table)
+                allocation.path = path
+                allocation.messages = table.num_rows
+            positions.extend(
+                Position(allocation.ledger_id, allocation.first_entry + i)
+                for i in range(allocation.count)
+            )
+            start += allocation.count
+        return positions
+
+    @staticmethod
+    def _write_segment(path: str, table: pa.Table) -> None:
+        folder = os.path.dirname(path)
+        temporary = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+        with _io(f"Cannot write ledger segment {path}"):
+            os.makedirs(folder, exist_ok=True)
+            try:
+                with open(temporary, "wb") as sink:
+                    pq.write_table(table, sink)
+                    sink.flush()
+                    os.fsync(sink.fileno())
+                os.replace(temporary, path)
+            finally:
+                if os.path.exists(temporary):
+                    os.unlink(temporary)
+            _fsync_folder(folder)
+
+    # Reading.
+
+    def read_table(
+        self,
+        topic_partition: TopicName,
+        columns: Sequence[str] | None = None,
+        filter: pc.Expression | None = None,
+    ) -> pa.Table:
+        """Rows of every committed segment, sorted by ``(ledger_id, entry_id, batch_index)``.
+
+        ``columns`` selects columns (all by default); ``filter`` is pushed down to
+        the Parquet scan. Cost: one scan of the listed segments.
+        """
+        name = _topic_partition(topic_partition)
+        return self._read(str(name), self.metadata.segments(str(name)), columns, filter)
+
+    def entry_index(self, topic_partition: TopicName) -> EntryIndex:
+        """One row per committed entry, sorted by ``(ledger_id, entry_id)``.
+
+        Reads six integer columns; the per-entry values come from each entry's
+        first row (every row of an entry shares ``batch_size`` and
+        ``publish_time``), except ``deliver_at``, the latest over the entry.
+        """
+        table = self.read_table(topic_partition, columns=_INDEX_COLUMNS)
+        batch_index = _numpy(table, "batch_index", np.int32)
+        first = batch_index <= 0
+        deliver_all = table["deliver_at"].fill_null(-1).to_numpy().astype(np.int64, copy=False)
+        deliver = deliver_all[first]
+        later = ~first & (deliver_all >= 0)
+        if later.any():
+            ordinal = np.cumsum(first) - 1
+            np.maximum.at(deliver, ordinal[later], deliver_all[later])
+        return EntryIndex(
+            ledger_id=_numpy(table, "ledger_id", np.int64)[first],
+            entry_id=_numpy(table, "entry_id", np.int64)[first],
+            batch_size=_numpy(table, "batch_size", np.int32)[first],
+            deliver_at=deliver,
+            publish_time=_numpy(table, "publish_time", np.int64)[first],
+        )
+
+    def read_entries(self, topic_partition: TopicName, positions: Sequence[Position]) -> pa.Table:
+        """Every row of the entries at ``positions``, sorted; positions with no entry are absent.
+
+        Reads only the segments that hold one of the positions, with a filter on
+        ``ledger_id``/``entry_id`` pushed down to the scan.
+        """
+        name = _topic_partition(topic_partition)
+        wanted: dict[int, list[int]] = {}
+        for position in positions:
+            if not isinstance(position, tuple) or len(position) != 2:
+                raise InvalidArgumentError(
+                    f"Invalid position {position!r}: expected (ledger, entry)"
+                )
+            ledger_id, entry_id = position
+            _check_int("ledger id", ledger_id, -(2**63))
+            _check_int("entry id", entry_id, -(2**63))
+            wanted.setdefault(ledger_id, []).append(entry_id)
+        for entry_ids in wanted.values():
+            entry_ids.sort()
+        segments = [
+            segment
+            for segment in self.metadata.segments(str(name))
+            if _holds_any(segment, wanted.get(segment.ledger_id, []))
+        ]
+        if not segments:
+            return MESSAGE_SCHEMA.empty_table()
+        condition: pc.Expression | None = None
+        for ledger_id, entry_ids in wanted.items():
+            term = (pc.field("ledger_id") == ledger_id) & pc.field("entry_id").isin(
+                pa.array(sorted(set(entry_ids)), pa.int64())
+            )
+            condition = term if condition is None else condition | term
+        return self._read(str(name), segments, None, condition)
+
+    def _read(
+        self,
+        topic_partition: str,
+        segments: Sequence[SegmentInfo],
+        columns: Sequence[str] | None,
+        filter: pc.Expression | None,
+    ) -> pa.Table:
+        selected = list(MESSAGE_SCHEMA.names if columns is None else columns)
+        unknown = [c for c in selected if c not in MESSAGE_SCHEMA.names]
+        if unknown or isinstance(columns, str):
+            raise InvalidArgumentError(
+                f"Unknown columns {unknown or columns!r}: expected some of {MESSAGE_SCHEMA.names}"
+            )
+        if filter is not None:
+            try:
+                MESSAGE_SCHEMA.empty_table().filter(filter)
+            except (pa.ArrowException, TypeError) as exc:
+                raise InvalidArgumentError(f"Invalid filter {filter}: {exc}") from exc
+        scanned = selected + [k for k in SORT_KEYS if k not in selected]
+        if not segments:
+            return MESSAGE_SCHEMA.empty_table().select(selected)
+        paths = [self._absolute(segment.path) for segment in segments]
+        try:
+            dataset = ds.dataset(paths, schema=MESSAGE_SCHEMA, format="parquet")
+            table = dataset.to_table(columns=scanned, filter=filter)
+        except (OSError, pa.ArrowException) as exc:
+            culprit = _first_unreadable(paths, scanned)
+            where = culprit or f"one of the {len(paths)} segments of {topic_partition}"
+            raise LedgerStoreError(f"Cannot read ledger segment {where}: {exc}") from exc
+        if not _is_sorted(table):
+            table = table.sort_by([(key, "ascending") for key in SORT_KEYS])
+        return table.select(selected)
+
+
+def _build_table(
+    partition: int, ledger_id: int, first_entry: int, entries: Sequence[Sequence[RowDraft]]
+) -> pa.Table:
+    entry_ids: list[int] = []
+    rows: list[RowDraft] = []
+    for offset, entry in enumerate(entries):
+        entry_ids.extend([first_entry + offset] * len(entry))
+        rows.extend(entry)
+    n = len(rows)
+    columns = {
+        "partition": pa.array([partition] * n, pa.int32()),
+        "ledger_id": pa.array([ledger_id] * n, pa.int64()),
+        "entry_id": pa.array(entry_ids, pa.int64()),
+        "batch_index": pa.array([r.batch_index for r in rows], pa.int32()),
+        "batch_size": pa.array([r.batch_size for r in rows], pa.int32()),
+        "publish_time": pa.array([r.publish_time for r in rows], pa.int64()),
+        "deliver_at": pa.array([r.deliver_at for r in rows], pa.int64()),
+        "key": pa.array([r.key for r in rows], pa.string()),
+        "properties": pa.array(
+            [list(r.properties.items()) for r in rows], MESSAGE_SCHEMA.field("properties").type
+        ),
+        "payload": pa.array([r.payload for r in rows], pa.binary()),
+        "producer_name": pa.array([r.producer_name for r in rows], pa.string()),
+        "sequence_id": pa.array([r.sequence_id for r in rows], pa.int64()),
+    }
+    return pa.table(columns, schema=MESSAGE_SCHEMA)
+
+
+def _numpy(table: pa.Table, column: str, dtype: type[np.generic]) -> np.ndarray:
+    return np.asarray(table[column].to_numpy(), dtype=dtype)
+
+
+def _is_sorted(table: pa.Table) -> bool:
+    """True when rows are already in ``SORT_KEYS`` order (the usual case: segments in order)."""
+    if table.num_rows < 2:
+        return True
+    ledger, entry, index = (np.diff(_numpy(table, key, np.int64)) for key in SORT_KEYS)
+    ascending = (ledger > 0) | ((ledger == 0) & ((entry > 0) | ((entry == 0) & (index > 0))))
+    return bool(ascending.all())
+
+
+def _holds_any(segment: SegmentInfo, sorted_entry_ids: list[int]) -> bool:
+    i = bisect.bisect_left(sorted_entry_ids, segment.first_entry)
+    return i < len(sorted_entry_ids) and sorted_entry_ids[i] <= segment.last_entry
+
+
+def _first_unreadable(paths: Sequence[str], columns: Sequence[str]) -> str | None:
+    """The first segment that cannot be read on its own (only called after a failed scan)."""
+    for path in paths:
+        try:
+            pq.read_table(path, columns=list(columns), schema=MESSAGE_SCHEMA)
+        except (OSError, pa.ArrowException):
+            return path
+    return None
+
+
+def _fsync_folder(folder: str) -> None:
+    """Make the rename durable (POSIX); a no-op where folders cannot be opened."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
