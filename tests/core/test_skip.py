@@ -1,0 +1,184 @@
+"""PIP-423 skip through the broker: every rule of the reference, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.broker import Broker
+from core.errors import (
+    EntryNotFoundError,
+    InvalidArgumentError,
+    InvalidBatchIndexError,
+    InvalidMessageIdError,
+    NotAuthorizedError,
+    PositionOutOfRangeError,
+    SubscriptionNotFoundError,
+    TopicNotFoundError,
+    UnsupportedSubscriptionTypeError,
+)
+from core.message_id import MessageId
+from core.producer import OutgoingMessage
+from core.subscription import SubscriptionType
+
+from .conftest import Clock
+
+TOPIC = "persistent://acme/ops/orders"
+
+
+def snapshot(broker: Broker, sub: str = "s") -> list[tuple[str, str, int, int]]:
+    """Everything a skip could change, for before/after comparisons."""
+    return [
+        (a.topic_partition, str(a.result.first_message_id), a.result.entries, a.result.messages)
+        for a in broker.analyze_backlog("admin", TOPIC, sub)
+    ]
+
+
+@pytest.fixture
+def topic(broker: Broker, clock: Clock) -> dict[str, list[MessageId]]:
+    """Two partitions: batches of 5, single messages, and one delayed message."""
+    broker.create_topic("admin", TOPIC, partitions=2)
+    broker.create_subscription("admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest")
+    batched = broker.produce(
+        "admin", TOPIC, [OutgoingMessage(f"b{i}".encode()) for i in range(20)], batch_size=5
+    )
+    single = broker.produce("admin", TOPIC, [OutgoingMessage(f"s{i}".encode()) for i in range(4)])
+    delayed = broker.produce(
+        "admin", TOPIC, [OutgoingMessage(b"report", deliver_at=clock() + 3_600_000)]
+    )
+    return {"batched": batched, "single": single, "delayed": delayed}
+
+
+def triplet_id(mid: MessageId) -> MessageId:
+    """The id as a bare triplet carries it: no partition."""
+    return MessageId(mid.ledger_id, mid.entry_id, -1, mid.batch_index)
+
+
+def test_skip_one_index_of_a_batch_and_a_delayed_message(broker: Broker, topic, clock: Clock) -> None:
+    pill, report = topic["batched"][7], topic["delayed"][0]
+    before = sum(a.result.messages for a in broker.analyze_backlog("admin", TOPIC, "s"))
+    outcome = broker.skip_messages("admin", TOPIC, "s", [triplet_id(pill), report])
+    assert outcome.skipped == [pill, report] or sorted(map(str, outcome.skipped)) == sorted(
+        map(str, [pill, report])
+    )
+    assert sum(outcome.per_partition.values()) == 2
+    after = sum(a.result.messages for a in broker.analyze_backlog("admin", TOPIC, "s"))
+    assert after == before - 2
+    clock.advance(7_200_000)
+    received = broker.consume("admin", TOPIC, "s", 1000)
+    payloads = [m.payload for m in received]
+    assert len(received) == before - 2
+    assert b"b7" not in payloads and b"report" not in payloads
+    assert b"b6" in payloads and b"b8" in payloads
+
+
+def test_ids_are_routed_to_their_own_partition(broker: Broker, topic) -> None:
+    ids = [triplet_id(m) for m in topic["single"]]
+    outcome = broker.skip_messages("admin", TOPIC, "s", ids)
+    partitions = {m.partition for m in topic["single"]}
+    assert len(partitions) == 2
+    assert outcome.per_partition == {
+        f"{TOPIC}-partition-{p}": sum(1 for m in topic["single"] if m.partition == p)
+        for p in partitions
+    }
+    assert {(m.ledger_id, m.entry_id, m.partition) for m in outcome.skipped} == {
+        (m.ledger_id, m.entry_id, m.partition) for m in topic["single"]
+    }
+
+
+def test_already_acknowledged_ids_are_reported_and_skip_is_idempotent(broker: Broker, topic) -> None:
+    first = broker.skip_messages("admin", TOPIC, "s", [topic["batched"][0], topic["single"][0]])
+    assert len(first.skipped) == 2 and first.already_acknowledged == []
+    before = snapshot(broker)
+    again = broker.skip_messages("admin", TOPIC, "s", [topic["batched"][0], topic["single"][0]])
+    assert again.skipped == []
+    assert len(again.already_acknowledged) == 2
+    assert snapshot(broker) == before
+
+
+def test_whole_entry_skip_covers_every_index(broker: Broker, topic) -> None:
+    entry = topic["batched"][0]
+    broker.skip_messages("admin", TOPIC, "s", [MessageId(entry.ledger_id, entry.entry_id)])
+    again = broker.skip_messages("admin", TOPIC, "s", [entry])
+    assert again.already_acknowledged == [entry]
+
+
+def bad_cases(topic: dict[str, list[MessageId]]) -> list[tuple[list[MessageId], type[Exception], str]]:
+    batched, single = topic["batched"][3], topic["single"][0]
+    last = max(topic["delayed"] + topic["single"], key=lambda m: (m.ledger_id, m.entry_id))
+    return [
+        ([MessageId(batched.ledger_id, batched.entry_id, -1, 5)], InvalidBatchIndexError,
+         "Invalid batchIndex: 5, batchSize=5"),
+        ([MessageId(single.ledger_id, single.entry_id, -1, 0)], InvalidBatchIndexError,
+         "is not batched"),
+        ([MessageId(last.ledger_id, last.entry_id + 50)], PositionOutOfRangeError,
+         "beyond the last entry"),
+        ([MessageId(last.ledger_id + 1000, 0)], PositionOutOfRangeError, "beyond the last entry"),
+        ([MessageId(batched.ledger_id, batched.entry_id, 1 - batched.partition, 0)],
+         InvalidMessageIdError, "belongs to partition"),
+        # One good id and one bad: all-or-nothing.
+        ([single, MessageId(batched.ledger_id, batched.entry_id, -1, 9)], InvalidBatchIndexError,
+         "Invalid batchIndex: 9"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_bad_ids_change_nothing(broker: Broker, topic, case: int) -> None:
+    ids, error, fragment = bad_cases(topic)[case]
+    before = snapshot(broker)
+    with pytest.raises(error, match=fragment) as info:
+        broker.skip_messages("admin", TOPIC, "s", ids)
+    assert str(info.value).startswith("Nothing skipped")
+    assert snapshot(broker) == before
+
+
+def test_unknown_entry_of_another_topic(broker: Broker, topic) -> None:
+    broker.create_topic("admin", "persistent://acme/ops/other", partitions=0)
+    other = broker.produce("admin", "persistent://acme/ops/other", [OutgoingMessage(b"x")])
+    broker.produce("admin", TOPIC, [OutgoingMessage(b"y", key="k")] * 3)
+    before = snapshot(broker)
+    with pytest.raises((EntryNotFoundError, PositionOutOfRangeError)):
+        broker.skip_messages("admin", TOPIC, "s", [triplet_id(other[0])])
+    assert snapshot(broker) == before
+
+
+def test_unknown_topic_and_subscription(broker: Broker, topic) -> None:
+    with pytest.raises(TopicNotFoundError):
+        broker.skip_messages("admin", "persistent://acme/ops/nope", "s", topic["single"][:1])
+    with pytest.raises(SubscriptionNotFoundError, match="nope"):
+        broker.skip_messages("admin", TOPIC, "nope", topic["single"][:1])
+    with pytest.raises(InvalidArgumentError, match="No message ids"):
+        broker.skip_messages("admin", TOPIC, "s", [])
+
+
+@pytest.mark.parametrize("kind", [SubscriptionType.EXCLUSIVE, SubscriptionType.FAILOVER])
+def test_exclusive_and_failover_are_refused(broker: Broker, topic, kind: SubscriptionType) -> None:
+    broker.create_subscription("admin", TOPIC, "excl", kind, initial_position="earliest")
+    before = snapshot(broker, "excl")
+    with pytest.raises(UnsupportedSubscriptionTypeError, match="Unsupported subscription type."):
+        broker.skip_messages("admin", TOPIC, "excl", topic["single"][:1])
+    assert snapshot(broker, "excl") == before
+
+
+def test_key_shared_is_allowed(broker: Broker, topic) -> None:
+    broker.create_subscription("admin", TOPIC, "ks", SubscriptionType.KEY_SHARED, initial_position="earliest")
+    assert len(broker.skip_messages("admin", TOPIC, "ks", topic["single"][:1]).skipped) == 1
+
+
+def test_skip_needs_consume_permission(broker: Broker, topic) -> None:
+    before = snapshot(broker)
+    with pytest.raises(NotAuthorizedError, match="'ops'"):
+        broker.skip_messages("ops", TOPIC, "s", topic["single"][:1])
+    broker.grant_permission("admin", "acme/ops", "ops", ["produce"])
+    with pytest.raises(NotAuthorizedError):
+        broker.skip_messages("ops", TOPIC, "s", topic["single"][:1])
+    assert snapshot(broker) == before
+    broker.grant_permission("admin", "acme/ops", "ops", ["consume"])
+    assert len(broker.skip_messages("ops", TOPIC, "s", topic["single"][:1]).skipped) == 1
+    assert len(broker.skip_messages("acme-admin", TOPIC, "s", topic["single"][1:2]).skipped) == 1
+
+
+def test_skip_is_audited(broker: Broker, topic) -> None:
+    broker.skip_messages("admin", TOPIC, "s", topic["single"][:2])
+    records = broker.metadata.audit_log(TOPIC)
+    assert records[0].kind == "skip" and records[0].role == "admin"
+    assert len(records[0].detail["skipped"]) == 2
