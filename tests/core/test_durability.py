@@ -1,0 +1,133 @@
+"""Nothing acknowledged is lost: no cap, restarts, concurrent writers, compaction."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+from core import managed_cursor
+from core.broker import Broker
+from core.config import Config
+from core.cursor import AckTarget
+from core.message_id import MessageId
+from core.position import Position
+from core.producer import OutgoingMessage
+from core.subscription import SubscriptionType
+
+from .conftest import Clock
+
+TOPIC = "persistent://acme/ops/durable"
+
+
+def make_topic(broker: Broker, messages: int, batch_size: int = 1) -> list[MessageId]:
+    broker.create_topic("admin", TOPIC, partitions=0)
+    broker.create_subscription("admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest")
+    return broker.produce(
+        "admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(messages)], batch_size=batch_size
+    )
+
+
+def targets(ids: list[MessageId]) -> list[AckTarget]:
+    return [AckTarget(m.position, m.batch_index, m.batch_size) for m in ids]
+
+
+def test_scattered_holes_beyond_pulsars_cap_survive_a_restart(
+    broker: Broker, home_config: Config, clock: Clock
+) -> None:
+    """30,000 isolated acknowledged entries: 3x Pulsar 4.x's 10,000-range persistence cap."""
+    ids = make_topic(broker, 60_001)
+    acked = ids[1::2]
+    cursor = broker._cursor(TOPIC, "s")
+    for start in range(0, len(acked), 5_000):
+        cursor.acknowledge(targets(acked[start : start + 5_000]))
+    assert cursor.state.individually_deleted.range_count() == 30_000
+    expected = cursor.state.copy()
+    broker.close()
+    with Broker(home_config, clock=clock) as restarted:
+        recovered = restarted._cursor(TOPIC, "s").state
+        assert recovered == expected
+        analysis = restarted.analyze_backlog("admin", TOPIC, "s")[0].result
+        assert analysis.messages == 30_001
+
+
+def test_batch_index_acks_survive_a_restart(broker: Broker, home_config: Config, clock: Clock) -> None:
+    ids = make_topic(broker, 1_000, batch_size=10)
+    chosen = random.Random(7).sample(ids, 300)
+    broker._cursor(TOPIC, "s").acknowledge(targets(chosen))
+    broker.close()
+    with Broker(home_config, clock=clock) as restarted:
+        state = restarted._cursor(TOPIC, "s").state
+        for m in ids:
+            assert state.is_acked(m.position, m.batch_index) == (m in chosen)
+        assert restarted.analyze_backlog("admin", TOPIC, "s")[0].result.messages == 700
+
+
+def test_concurrent_consumer_acks_and_admin_skips_lose_nothing(
+    broker: Broker, home_config: Config, clock: Clock
+) -> None:
+    """A consumer acknowledging and an admin skipping at once, each with its own connection."""
+    ids = make_topic(broker, 2_000, batch_size=4)
+    shuffled = random.Random(3).sample(ids, len(ids))
+    by_consumer, by_admin = shuffled[:1_000], shuffled[1_000:1_600]
+    errors: list[BaseException] = []
+
+    def consumer() -> None:
+        try:
+            with Broker(home_config, clock=clock) as own:
+                cursor = own._cursor(TOPIC, "s")
+                for start in range(0, len(by_consumer), 10):
+                    cursor.acknowledge(targets(by_consumer[start : start + 10]))
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    def admin() -> None:
+        try:
+            with Broker(home_config, clock=clock) as own:
+                for start in range(0, len(by_admin), 20):
+                    own.skip_messages("admin", TOPIC, "s", by_admin[start : start + 20])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=consumer), threading.Thread(target=admin)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    state = broker._cursor(TOPIC, "s").state
+    acked = set(by_consumer) | set(by_admin)
+    for m in ids:
+        assert state.is_acked(m.position, m.batch_index) == (m in acked), m
+    assert broker.analyze_backlog("admin", TOPIC, "s")[0].result.messages == 400
+
+
+def test_compaction_keeps_every_delta(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch, home_config: Config, clock: Clock
+) -> None:
+    monkeypatch.setattr(managed_cursor, "COMPACT_AFTER_DELTAS", 7)
+    ids = make_topic(broker, 300, batch_size=3)
+    other = Broker(home_config, clock=clock)
+    try:
+        a, b = broker._cursor(TOPIC, "s"), other._cursor(TOPIC, "s")
+        for i, m in enumerate(ids):
+            (a if i % 2 else b).acknowledge(targets([m]))
+        snapshot_bytes, journal_bytes = broker.metadata.cursor_sizes(TOPIC, "s")
+        assert snapshot_bytes > 0
+    finally:
+        other.close()
+    state = broker._cursor(TOPIC, "s").state
+    assert state.mark_delete == ids[-1].position
+    assert broker.analyze_backlog("admin", TOPIC, "s")[0].result.messages == 0
+
+
+def test_reset_cursor_forgets_later_acks_durably(broker: Broker, home_config: Config, clock: Clock) -> None:
+    ids = make_topic(broker, 10)
+    broker._cursor(TOPIC, "s").acknowledge(targets(ids[:8]))
+    broker.reset_cursor("admin", TOPIC, "s", position=Position(ids[3].ledger_id, ids[3].entry_id))
+    broker.close()
+    with Broker(home_config, clock=clock) as restarted:
+        assert [m.payload for m in restarted.consume("admin", TOPIC, "s", 20)] == [
+            b"%d" % i for i in range(3, 10)
+        ]
