@@ -12,12 +12,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import Enum
+from enum import StrEnum
 
 from core.errors import NotAuthorizedError
 
 
-class Operation(str, Enum):
+class Operation(StrEnum):
     PRODUCE = "produce"
     CONSUME = "consume"
     SKIP = "skip"

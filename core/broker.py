@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import authz, backlog, skip
+from core import authz, backlog, cursor_codec, skip
 from core.authz import Operation
 from core.config import Config
 from core.cursor import CursorState
@@ -31,7 +31,6 @@ from core.store.ledger import LedgerStore
 from core.store.metadata import MetadataStore, SubscriptionInfo, TopicInfo
 from core.subscription import SubscriptionType
 from core.topic_name import TopicName
-from core import cursor_codec
 
 
 def wall_clock_ms() -> int:
@@ -86,9 +85,7 @@ class Broker:
     def _topic(self, role: str, operation: Operation, topic: str) -> TopicInfo:
         name = TopicName.parse(topic)
         if name.is_partition:
-            raise InvalidArgumentError(
-                f"'{topic}' names a partition; give the topic '{name.base}'"
-            )
+            raise InvalidArgumentError(f"'{topic}' names a partition; give the topic '{name.base}'")
         self._check(role, operation, name.tenant, str(name))
         return self.metadata.get_topic(str(name))
 
@@ -160,7 +157,9 @@ class Broker:
     # -- cursors -------------------------------------------------------------
 
     def _layout(self, topic_partition: str) -> LedgerLayout:
-        return LedgerLayout.of((l.ledger_id, l.entries) for l in self.metadata.ledgers(topic_partition))
+        return LedgerLayout.of(
+            (info.ledger_id, info.entries) for info in self.metadata.ledgers(topic_partition)
+        )
 
     def _cursor(self, topic_partition: str, subscription: str) -> ManagedCursor:
         return ManagedCursor.open(
@@ -303,9 +302,7 @@ class Broker:
                 )
                 return table.filter(keep)
 
-            sources.append(
-                PartitionSource(name, index if info.partitions else -1, cursor, load)
-            )
+            sources.append(PartitionSource(name, index if info.partitions else -1, cursor, load))
         return sources
 
     def dispatcher(self, role: str, topic: str, subscription: str) -> Dispatcher:
@@ -327,9 +324,7 @@ class Broker:
         consumer.close()
         return messages
 
-    def peek_messages(
-        self, role: str, topic: str, subscription: str, count: int
-    ) -> list[Message]:
+    def peek_messages(self, role: str, topic: str, subscription: str, count: int) -> list[Message]:
         """The next ``count`` unacknowledged messages, delayed ones included, without delivering."""
         info = self._topic(role, Operation.LOOKUP, topic)
         self.metadata.get_subscription(info.name, subscription)
@@ -373,9 +368,15 @@ class Broker:
         stats: dict[str, object] = {"topic": info.name, "partitions": info.partitions}
         entries = messages = 0
         sub_stats: dict[str, dict[str, object]] = {
-            s.name: {"type": s.type.value, "properties": s.properties, "msgBacklog": 0,
-                     "backlogEntries": 0, "markDeletePosition": {}, "individuallyDeletedRanges": 0,
-                     "partlyAckedBatches": 0}
+            s.name: {
+                "type": s.type.value,
+                "properties": s.properties,
+                "msgBacklog": 0,
+                "backlogEntries": 0,
+                "markDeletePosition": {},
+                "individuallyDeletedRanges": 0,
+                "partlyAckedBatches": 0,
+            }
             for s in subs
         }
         for name in info.partition_names():
@@ -384,7 +385,9 @@ class Broker:
             messages += int(np.maximum(facts.batch_sizes, 1).sum())
             for sub in subs:
                 state = self._cursor(name, sub.name).state
-                counts = backlog.backlog(state, facts.ledger_ids, facts.entry_ids, facts.batch_sizes)
+                counts = backlog.backlog(
+                    state, facts.ledger_ids, facts.entry_ids, facts.batch_sizes
+                )
                 one = sub_stats[sub.name]
                 one["msgBacklog"] = int(one["msgBacklog"]) + counts.messages  # type: ignore[call-overload]
                 one["backlogEntries"] = int(one["backlogEntries"]) + counts.entries  # type: ignore[call-overload]

@@ -49,7 +49,9 @@ class CursorState:
     batch_acks: dict[Position, int] = field(default_factory=dict)
 
     def copy(self) -> CursorState:
-        return CursorState(self.mark_delete, self.individually_deleted.copy(), dict(self.batch_acks))
+        return CursorState(
+            self.mark_delete, self.individually_deleted.copy(), dict(self.batch_acks)
+        )
 
     # -- queries -------------------------------------------------------------
 

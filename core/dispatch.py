@@ -28,6 +28,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -39,6 +40,7 @@ from core.position import Position
 from core.subscription import SubscriptionType
 
 _Key = tuple[int, int, int, int]
+_MESSAGE_COLUMNS = ("payload", "key", "properties", "publish_time", "producer_name", "sequence_id")
 """(partition slot, ledger, entry, batch index): the order messages are served in."""
 
 
@@ -74,14 +76,51 @@ class PartitionSource:
 
 @dataclass
 class _PartitionReader:
+    """The partition's rows after mark-delete, as plain column lists, and a read index."""
+
     source: PartitionSource
-    rows: list[dict[str, object]] = field(default_factory=list)
+    ledger_id: list[int] = field(default_factory=list)
+    entry_id: list[int] = field(default_factory=list)
+    batch_index: list[int] = field(default_factory=list)
+    batch_size: list[int] = field(default_factory=list)
+    deliver_at: list[int | None] = field(default_factory=list)
+    rest: dict[str, list[Any]] = field(default_factory=dict)
+    """payload, key, properties, publish_time, producer_name, sequence_id."""
     next_row: int = 0
 
     def rewind(self) -> None:
         table = self.source.load_rows(self.source.cursor.mark_delete)
-        self.rows = table.to_pylist()
+        self.ledger_id = table.column("ledger_id").to_pylist()
+        self.entry_id = table.column("entry_id").to_pylist()
+        self.batch_index = table.column("batch_index").to_pylist()
+        self.batch_size = table.column("batch_size").to_pylist()
+        self.deliver_at = table.column("deliver_at").to_pylist()
+        self.rest = {name: table.column(name).to_pylist() for name in _MESSAGE_COLUMNS}
         self.next_row = 0
+
+    def __len__(self) -> int:
+        return len(self.ledger_id)
+
+    def message(self, row: int) -> Message:
+        rest = self.rest
+        properties = rest["properties"][row]
+        return Message(
+            message_id=MessageId(
+                self.ledger_id[row],
+                self.entry_id[row],
+                self.source.partition,
+                self.batch_index[row],
+                self.batch_size[row],
+            ),
+            topic=self.source.topic,
+            payload=rest["payload"][row],
+            key=rest["key"][row],
+            properties=dict(properties) if properties else {},
+            publish_time=rest["publish_time"][row],
+            deliver_at=self.deliver_at[row],
+            producer_name=rest["producer_name"][row],
+            sequence_id=rest["sequence_id"][row],
+        )
 
 
 class Consumer:
@@ -229,24 +268,25 @@ class Dispatcher:
 
     def _read_forward(self, now: int) -> Iterator[tuple[_Key, Message]]:
         honour_delay = self.subscription_type.honours_delayed_delivery
-        active = [i for i, r in enumerate(self._readers) if r.next_row < len(r.rows)]
+        active = [i for i, r in enumerate(self._readers) if r.next_row < len(r)]
         while active:
             for slot in list(active):
                 reader = self._readers[slot]
-                if reader.next_row >= len(reader.rows):
+                row = reader.next_row
+                if row >= len(reader):
                     active.remove(slot)
                     continue
-                row = reader.rows[reader.next_row]
                 reader.next_row += 1
-                key: _Key = (slot, row["ledger_id"], row["entry_id"], row["batch_index"])
-                message = _message(reader.source, row)
-                if key in self._pending or self._is_acked(key, message):
+                position = Position(reader.ledger_id[row], reader.entry_id[row])
+                key: _Key = (slot, position.ledger_id, position.entry_id, reader.batch_index[row])
+                state = reader.source.cursor.state
+                if key in self._pending or state.is_acked(position, key[3]):
                     continue
-                deliver_at = row["deliver_at"]
+                deliver_at = reader.deliver_at[row]
                 if honour_delay and deliver_at is not None and deliver_at > now:
-                    heapq.heappush(self._delayed, (deliver_at, key, message))
+                    heapq.heappush(self._delayed, (deliver_at, key, reader.message(row)))
                     continue
-                yield key, message
+                yield key, reader.message(row)
 
     def _routes_to(self, consumer: Consumer, message: Message) -> bool:
         if self.subscription_type is not SubscriptionType.KEY_SHARED:
@@ -321,27 +361,6 @@ class Dispatcher:
 def _target(message: Message) -> AckTarget:
     mid = message.message_id
     return AckTarget(mid.position, mid.batch_index, mid.batch_size)
-
-
-def _message(source: PartitionSource, row: dict[str, object]) -> Message:
-    properties = row["properties"] or []
-    return Message(
-        message_id=MessageId(
-            row["ledger_id"],  # type: ignore[arg-type]
-            row["entry_id"],  # type: ignore[arg-type]
-            source.partition,
-            row["batch_index"],  # type: ignore[arg-type]
-            row["batch_size"],  # type: ignore[arg-type]
-        ),
-        topic=source.topic,
-        payload=row["payload"],  # type: ignore[arg-type]
-        key=row["key"],  # type: ignore[arg-type]
-        properties=dict(properties),  # type: ignore[arg-type]
-        publish_time=row["publish_time"],  # type: ignore[arg-type]
-        deliver_at=row["deliver_at"],  # type: ignore[arg-type]
-        producer_name=row["producer_name"],  # type: ignore[arg-type]
-        sequence_id=row["sequence_id"],  # type: ignore[arg-type]
-    )
 
 
 def _restamp(message: Message, redelivery_count: int, epoch: int) -> Message:

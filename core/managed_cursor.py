@@ -115,7 +115,7 @@ class ManagedCursor:
             self.compact()
 
     def compact(self) -> None:
-        """Fold the journal into a snapshot, from a fresh load so no other writer's delta is lost."""
+        """Fold the journal into a snapshot, from a fresh load: no other writer's delta is lost."""
         record = self.store.load_cursor(self.topic_partition, self.subscription)
         state = replay(record, self.layout)
         self.store.compact_cursor(

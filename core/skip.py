@@ -61,7 +61,9 @@ class EntryFacts:
         """Row of each position, -1 where there is no such entry (vectorised)."""
         keys = (self.ledger_ids.astype(np.int64) << 32) + self.entry_ids.astype(np.int64)
         wanted = np.fromiter(
-            ((p.ledger_id << 32) + p.entry_id for p in positions), dtype=np.int64, count=len(positions)
+            ((p.ledger_id << 32) + p.entry_id for p in positions),
+            dtype=np.int64,
+            count=len(positions),
         )
         rows = np.searchsorted(keys, wanted)
         rows = np.minimum(rows, max(keys.size - 1, 0))
@@ -189,7 +191,8 @@ def _object_id(item: object, i: int) -> MessageId:
     unknown = set(item) - {"ledgerId", "entryId", "batchIndex"}
     if unknown:
         raise InvalidSkipPayloadError(
-            f"Invalid skipByMessageIds payload: messageIds[{i}] has unknown field(s) {sorted(unknown)}"
+            f"Invalid skipByMessageIds payload: messageIds[{i}] has unknown field(s) "
+            f"{sorted(unknown)}"
         )
     for required in ("ledgerId", "entryId"):
         if required not in item:
@@ -233,11 +236,14 @@ def validate(
     for mid in ids:
         owner = partition_of_ledger.get(mid.ledger_id)
         if owner is None:
-            last = max(partition_of_ledger, default=-1)
-            if mid.ledger_id > last:
-                fail(PositionOutOfRangeError, f"{mid.triplet()}: beyond the last entry of the topic")
+            if mid.ledger_id > max(partition_of_ledger, default=-1):
+                fail(
+                    PositionOutOfRangeError, f"{mid.triplet()}: beyond the last entry of the topic"
+                )
             else:
-                fail(EntryNotFoundError, f"{mid.triplet()}: no ledger {mid.ledger_id} in this topic")
+                fail(
+                    EntryNotFoundError, f"{mid.triplet()}: no ledger {mid.ledger_id} in this topic"
+                )
             continue
         name, index = owner
         if mid.partition >= 0 and mid.partition != index:
@@ -254,11 +260,14 @@ def validate(
         fact = facts[name]
         state = states[name]
         rows = fact.rows_of([m.position for m in mids])
-        last = fact.layout.last_position
+        last_entry = fact.layout.last_position
         for mid, row in zip(mids, rows.tolist(), strict=True):
             if row < 0:
-                if mid.position > last:
-                    fail(PositionOutOfRangeError, f"{mid.triplet()}: beyond the last entry {last}")
+                if mid.position > last_entry:
+                    fail(
+                        PositionOutOfRangeError,
+                        f"{mid.triplet()}: beyond the last entry {last_entry}",
+                    )
                 else:
                     fail(EntryNotFoundError, f"{mid.triplet()}: no such entry")
                 continue

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 from core.errors import InvalidArgumentError
 
 
-class SubscriptionType(str, Enum):
+class SubscriptionType(StrEnum):
     EXCLUSIVE = "Exclusive"
     SHARED = "Shared"
     FAILOVER = "Failover"
@@ -24,7 +24,7 @@ class SubscriptionType(str, Enum):
 
     @property
     def honours_delayed_delivery(self) -> bool:
-        """Only Shared and Key_Shared hold delayed messages back (Exclusive/Failover deliver at once)."""
+        """Only Shared and Key_Shared hold delayed messages back; the others deliver at once."""
         return self in (SubscriptionType.SHARED, SubscriptionType.KEY_SHARED)
 
     @property

@@ -44,7 +44,9 @@ def scenarios(draw: st.DrawFn):  # type: ignore[no-untyped-def]
         if kind == "index" and sizes[pos]:
             ops.append(("index", pos, draw(st.integers(0, sizes[pos] - 1))))
         elif kind == "cumulative":
-            index = draw(st.integers(0, sizes[pos] - 1)) if sizes[pos] and draw(st.booleans()) else -1
+            index = (
+                draw(st.integers(0, sizes[pos] - 1)) if sizes[pos] and draw(st.booleans()) else -1
+            )
             ops.append(("cumulative", pos, index))
         elif kind == "reset":
             ops.append(("reset", pos, -1))

@@ -32,11 +32,15 @@ def metadata_url(request: pytest.FixtureRequest, tmp_path) -> str:  # type: igno
 
 def test_messages_arrive_in_order_and_acked_indexes_never_come(broker: Broker) -> None:
     setup(broker, SubscriptionType.SHARED)
-    ids = broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(12)], batch_size=4)
+    ids = broker.produce(
+        "admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(12)], batch_size=4
+    )
     partition = ids[0].partition
     name = TOPIC if partition < 0 else f"{TOPIC}-partition-{partition}"
     cursor = broker._cursor(name, "s")
-    cursor.acknowledge([AckTarget(ids[i].position, ids[i].batch_index, ids[i].batch_size) for i in (1, 5, 6)])
+    cursor.acknowledge(
+        [AckTarget(ids[i].position, ids[i].batch_index, ids[i].batch_size) for i in (1, 5, 6)]
+    )
     got = payloads(broker.consume("admin", TOPIC, "s", 100))
     assert got == [f"m{i}".encode() for i in range(12) if i not in (1, 5, 6)]
 
@@ -69,7 +73,9 @@ def test_exclusive_and_failover_deliver_delayed_at_once(
 
 def test_shared_consumers_never_share_a_pending_message(broker: Broker) -> None:
     setup(broker, SubscriptionType.SHARED, partitions=3)
-    broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(30)], batch_size=3)
+    broker.produce(
+        "admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(30)], batch_size=3
+    )
     dispatcher = broker.dispatcher("admin", TOPIC, "s")
     a = dispatcher.subscribe("a", receiver_queue_size=4)
     b = dispatcher.subscribe("b", receiver_queue_size=4)
@@ -99,7 +105,7 @@ def test_negative_ack_redelivers_with_a_count(broker: Broker) -> None:
 
 
 def test_consumer_epoch_drops_stale_messages_after_redeliver(broker: Broker) -> None:
-    """PIP-84: after redeliver, nothing newer than the first unacknowledged message arrives first."""
+    """PIP-84: after redeliver, nothing newer than the first unacknowledged message comes first."""
     setup(broker, SubscriptionType.FAILOVER)
     broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(20)])
     consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c", receiver_queue_size=4)
@@ -130,7 +136,9 @@ def test_shared_has_no_epoch_and_refuses_cumulative_ack(broker: Broker) -> None:
 def test_key_shared_keeps_a_key_on_one_consumer(broker: Broker) -> None:
     setup(broker, SubscriptionType.KEY_SHARED)
     keys = ["alpha", "beta", "gamma", "delta", "epsilon"]
-    broker.produce("admin", TOPIC, [OutgoingMessage(f"{k}{i}".encode(), key=k) for i in range(4) for k in keys])
+    broker.produce(
+        "admin", TOPIC, [OutgoingMessage(f"{k}{i}".encode(), key=k) for i in range(4) for k in keys]
+    )
     dispatcher = broker.dispatcher("admin", TOPIC, "s")
     a, b = dispatcher.subscribe("a"), dispatcher.subscribe("b")
     keys_a = {m.key for m in a.receive_many(100)}

@@ -23,7 +23,9 @@ TOPIC = "persistent://acme/ops/durable"
 
 def make_topic(broker: Broker, messages: int, batch_size: int = 1) -> list[MessageId]:
     broker.create_topic("admin", TOPIC, partitions=0)
-    broker.create_subscription("admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest")
+    broker.create_subscription(
+        "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
     return broker.produce(
         "admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(messages)], batch_size=batch_size
     )
@@ -52,7 +54,9 @@ def test_scattered_holes_beyond_pulsars_cap_survive_a_restart(
         assert analysis.messages == 30_001
 
 
-def test_batch_index_acks_survive_a_restart(broker: Broker, home_config: Config, clock: Clock) -> None:
+def test_batch_index_acks_survive_a_restart(
+    broker: Broker, home_config: Config, clock: Clock
+) -> None:
     ids = make_topic(broker, 1_000, batch_size=10)
     chosen = random.Random(7).sample(ids, 300)
     broker._cursor(TOPIC, "s").acknowledge(targets(chosen))
@@ -122,7 +126,9 @@ def test_compaction_keeps_every_delta(
     assert broker.analyze_backlog("admin", TOPIC, "s")[0].result.messages == 0
 
 
-def test_reset_cursor_forgets_later_acks_durably(broker: Broker, home_config: Config, clock: Clock) -> None:
+def test_reset_cursor_forgets_later_acks_durably(
+    broker: Broker, home_config: Config, clock: Clock
+) -> None:
     ids = make_topic(broker, 10)
     broker._cursor(TOPIC, "s").acknowledge(targets(ids[:8]))
     broker.reset_cursor("admin", TOPIC, "s", position=Position(ids[3].ledger_id, ids[3].entry_id))

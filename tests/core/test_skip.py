@@ -37,7 +37,9 @@ def snapshot(broker: Broker, sub: str = "s") -> list[tuple[str, str, int, int]]:
 def topic(broker: Broker, clock: Clock) -> dict[str, list[MessageId]]:
     """Two partitions: batches of 5, single messages, and one delayed message."""
     broker.create_topic("admin", TOPIC, partitions=2)
-    broker.create_subscription("admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest")
+    broker.create_subscription(
+        "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
     batched = broker.produce(
         "admin", TOPIC, [OutgoingMessage(f"b{i}".encode()) for i in range(20)], batch_size=5
     )
@@ -53,7 +55,9 @@ def triplet_id(mid: MessageId) -> MessageId:
     return MessageId(mid.ledger_id, mid.entry_id, -1, mid.batch_index)
 
 
-def test_skip_one_index_of_a_batch_and_a_delayed_message(broker: Broker, topic, clock: Clock) -> None:
+def test_skip_one_index_of_a_batch_and_a_delayed_message(
+    broker: Broker, topic, clock: Clock
+) -> None:
     pill, report = topic["batched"][7], topic["delayed"][0]
     before = sum(a.result.messages for a in broker.analyze_backlog("admin", TOPIC, "s"))
     outcome = broker.skip_messages("admin", TOPIC, "s", [triplet_id(pill), report])
@@ -85,7 +89,9 @@ def test_ids_are_routed_to_their_own_partition(broker: Broker, topic) -> None:
     }
 
 
-def test_already_acknowledged_ids_are_reported_and_skip_is_idempotent(broker: Broker, topic) -> None:
+def test_already_acknowledged_ids_are_reported_and_skip_is_idempotent(
+    broker: Broker, topic
+) -> None:
     first = broker.skip_messages("admin", TOPIC, "s", [topic["batched"][0], topic["single"][0]])
     assert len(first.skipped) == 2 and first.already_acknowledged == []
     before = snapshot(broker)
@@ -102,22 +108,39 @@ def test_whole_entry_skip_covers_every_index(broker: Broker, topic) -> None:
     assert again.already_acknowledged == [entry]
 
 
-def bad_cases(topic: dict[str, list[MessageId]]) -> list[tuple[list[MessageId], type[Exception], str]]:
+def bad_cases(
+    topic: dict[str, list[MessageId]],
+) -> list[tuple[list[MessageId], type[Exception], str]]:
     batched, single = topic["batched"][3], topic["single"][0]
     last = max(topic["delayed"] + topic["single"], key=lambda m: (m.ledger_id, m.entry_id))
     return [
-        ([MessageId(batched.ledger_id, batched.entry_id, -1, 5)], InvalidBatchIndexError,
-         "Invalid batchIndex: 5, batchSize=5"),
-        ([MessageId(single.ledger_id, single.entry_id, -1, 0)], InvalidBatchIndexError,
-         "is not batched"),
-        ([MessageId(last.ledger_id, last.entry_id + 50)], PositionOutOfRangeError,
-         "beyond the last entry"),
+        (
+            [MessageId(batched.ledger_id, batched.entry_id, -1, 5)],
+            InvalidBatchIndexError,
+            "Invalid batchIndex: 5, batchSize=5",
+        ),
+        (
+            [MessageId(single.ledger_id, single.entry_id, -1, 0)],
+            InvalidBatchIndexError,
+            "is not batched",
+        ),
+        (
+            [MessageId(last.ledger_id, last.entry_id + 50)],
+            PositionOutOfRangeError,
+            "beyond the last entry",
+        ),
         ([MessageId(last.ledger_id + 1000, 0)], PositionOutOfRangeError, "beyond the last entry"),
-        ([MessageId(batched.ledger_id, batched.entry_id, 1 - batched.partition, 0)],
-         InvalidMessageIdError, "belongs to partition"),
+        (
+            [MessageId(batched.ledger_id, batched.entry_id, 1 - batched.partition, 0)],
+            InvalidMessageIdError,
+            "belongs to partition",
+        ),
         # One good id and one bad: all-or-nothing.
-        ([single, MessageId(batched.ledger_id, batched.entry_id, -1, 9)], InvalidBatchIndexError,
-         "Invalid batchIndex: 9"),
+        (
+            [single, MessageId(batched.ledger_id, batched.entry_id, -1, 9)],
+            InvalidBatchIndexError,
+            "Invalid batchIndex: 9",
+        ),
     ]
 
 
@@ -160,7 +183,9 @@ def test_exclusive_and_failover_are_refused(broker: Broker, topic, kind: Subscri
 
 
 def test_key_shared_is_allowed(broker: Broker, topic) -> None:
-    broker.create_subscription("admin", TOPIC, "ks", SubscriptionType.KEY_SHARED, initial_position="earliest")
+    broker.create_subscription(
+        "admin", TOPIC, "ks", SubscriptionType.KEY_SHARED, initial_position="earliest"
+    )
     assert len(broker.skip_messages("admin", TOPIC, "ks", topic["single"][:1]).skipped) == 1
 
 

@@ -56,10 +56,19 @@ def test_message_id_objects_with_numeric_strings_and_negative_batch_index() -> N
         ({"ids": []}, "unknown field"),
         ({"type": "messageId", "messageIds": [{"ledgerId": 1}]}, "lacks entryId"),
         ({"type": "messageId", "messageIds": [[1, 2]]}, "must be an object"),
-        ({"type": "messageId", "messageIds": [{"ledgerId": "x", "entryId": 1}]}, "must be a number"),
-        ({"type": "messageId", "messageIds": [{"ledgerId": True, "entryId": 1}]}, "must be a number"),
+        (
+            {"type": "messageId", "messageIds": [{"ledgerId": "x", "entryId": 1}]},
+            "must be a number",
+        ),
+        (
+            {"type": "messageId", "messageIds": [{"ledgerId": True, "entryId": 1}]},
+            "must be a number",
+        ),
         ({"type": "messageId", "messageIds": [{"ledgerId": -1, "entryId": 1}]}, "negative"),
-        ({"type": "messageId", "messageIds": [{"ledgerId": 1, "entryId": 1, "x": 1}]}, "unknown field"),
+        (
+            {"type": "messageId", "messageIds": [{"ledgerId": 1, "entryId": 1, "x": 1}]},
+            "unknown field",
+        ),
     ],
 )
 def test_malformed_payloads(body: object, fragment: str) -> None:
