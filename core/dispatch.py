@@ -37,6 +37,7 @@ from core.errors import ConflictError, InvalidArgumentError
 from core.managed_cursor import ManagedCursor
 from core.message_id import MessageId
 from core.position import Position
+from core.producer import key_partition
 from core.subscription import SubscriptionType
 
 _Key = tuple[int, int, int, int]
@@ -292,8 +293,7 @@ class Dispatcher:
         if self.subscription_type is not SubscriptionType.KEY_SHARED:
             return True
         live = sorted((c for c in self._consumers if not c.closed), key=lambda c: c.name)
-        slot = _java_string_hash(message.key or "") % len(live)
-        return live[slot] is consumer
+        return live[key_partition(message.key or "", len(live))] is consumer
 
     def _is_acked(self, key: _Key, message: Message) -> bool:
         cursor = self._readers[key[0]].source.cursor
@@ -379,12 +379,3 @@ def _restamp(message: Message, redelivery_count: int, epoch: int) -> Message:
         redelivery_count,
         epoch,
     )
-
-
-def _java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` made non-negative, as Pulsar's JavaStringHash routes keys."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h & 0x7FFFFFFF
