@@ -1,0 +1,2 @@
+-- The compose PostgreSQL holds two databases: cursorops (created by the image) and airflow.
+CREATE DATABASE airflow OWNER cursorops;
