@@ -1,0 +1,581 @@
+"""The ``cursorops`` command: pulsar-admin and pulsar-client habits over the broker.
+
+Global options come before the command (``-o`` is also accepted after it)::
+
+    cursorops [--home PATH] [--role ROLE] [--metadata-url URL] [-o text|json] COMMAND ...
+
+This module is the only place that reads environment variables
+(``CURSOROPS_HOME``, ``CURSOROPS_ROLE``, ``CURSOROPS_METADATA_URL``); it builds a
+:class:`~core.config.Config` and a :class:`~core.broker.Broker` and hands them down.
+
+Every :class:`~core.errors.CursorOpsError` becomes one line on stderr,
+``error: <message>``, and the exit code of its family (:data:`EXIT_CODES`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TextIO
+
+from cli import output, values
+from core.errors import (
+    ConflictError,
+    CursorOpsError,
+    InvalidInputError,
+    NotAuthorizedError,
+    NotFoundError,
+    StoreError,
+    leaf_classes,
+)
+
+if TYPE_CHECKING:
+    from core.broker import Broker
+    from core.config import Config
+
+DEFAULT_HOME = "~/.cursorops"
+DEFAULT_ROLE = "admin"
+
+_FAMILY_EXIT_CODES: dict[type[CursorOpsError], int] = {
+    InvalidInputError: 2,
+    NotFoundError: 3,
+    ConflictError: 4,
+    NotAuthorizedError: 5,
+    StoreError: 6,
+}
+EXIT_CODES: dict[type[CursorOpsError], int] = {
+    leaf: code
+    for leaf in leaf_classes()
+    for family, code in _FAMILY_EXIT_CODES.items()
+    if issubclass(leaf, family)
+}
+"""Exit code of every leaf of the error tree, by family (a test checks none is missing)."""
+EXIT_UNEXPECTED = 1
+EXIT_INTERRUPTED = 130
+
+
+def exit_code_for(error: CursorOpsError) -> int:
+    for cls in type(error).__mro__:
+        if cls in EXIT_CODES:
+            return EXIT_CODES[cls]
+        if cls in _FAMILY_EXIT_CODES:
+            return _FAMILY_EXIT_CODES[cls]
+    return EXIT_UNEXPECTED
+
+
+@dataclass
+class Result:
+    """What a command answers: one JSON document, and the same for people as lines."""
+
+    document: object
+    lines: list[str] = field(default_factory=list)
+    exit_code: int = 0
+
+
+class Context:
+    """The caller's role and output mode, and a broker opened on first use."""
+
+    def __init__(self, args: argparse.Namespace, out: TextIO) -> None:
+        self.role: str = args.role
+        self.json: bool = args.output == "json"
+        self.out = out
+        self.home: str = args.home
+        self.metadata_url: str | None = args.metadata_url or None
+        self._broker: Broker | None = None
+
+    def config(self) -> Config:
+        from core.config import Config
+
+        return Config.from_home(self.home, metadata_url=self.metadata_url)
+
+    @property
+    def broker(self) -> Broker:
+        if self._broker is None:
+            from core.broker import Broker
+
+            self._broker = Broker(self.config())
+        return self._broker
+
+    def close(self) -> None:
+        if self._broker is not None:
+            self._broker.close()
+            self._broker = None
+
+
+Handler = Callable[[Context, argparse.Namespace], Result]
+
+
+# -- tenants and namespaces ----------------------------------------------------
+
+
+def tenants_create(ctx: Context, args: argparse.Namespace) -> Result:
+    roles = values.parse_list(args.admin_roles, "--admin-roles") if args.admin_roles else []
+    ctx.broker.create_tenant(ctx.role, args.tenant, roles)
+    shown = f" (admin roles: {', '.join(roles)})" if roles else ""
+    return Result(
+        {"tenant": args.tenant, "adminRoles": sorted(roles)},
+        [f"Created tenant {args.tenant}{shown}"],
+    )
+
+
+def tenants_list(ctx: Context, args: argparse.Namespace) -> Result:
+    from core import authz
+
+    # Pulsar lists tenants for superusers only.
+    authz.check(
+        ctx.role, authz.Operation.SUPERUSER, "tenants", superusers=ctx.broker.config.superuser_roles
+    )
+    names = ctx.broker.metadata.list_tenants()
+    return Result(names, list(names))
+
+
+def namespaces_create(ctx: Context, args: argparse.Namespace) -> Result:
+    namespace = _namespace_arg(args.namespace)
+    ctx.broker.create_namespace(ctx.role, namespace)
+    return Result({"namespace": namespace}, [f"Created namespace {namespace}"])
+
+
+def namespaces_grant(ctx: Context, args: argparse.Namespace) -> Result:
+    namespace = _namespace_arg(args.namespace)
+    actions = values.parse_list(args.actions, "--actions")
+    ctx.broker.grant_permission(ctx.role, namespace, args.grantee, actions)
+    return Result(
+        {"namespace": namespace, "role": args.grantee, "actions": sorted(set(actions))},
+        [f"Granted {','.join(sorted(set(actions)))} on {namespace} to role {args.grantee}"],
+    )
+
+
+def _namespace_arg(text: str) -> str:
+    from core.errors import InvalidArgumentError
+
+    parts = text.strip().split("/")
+    if len(parts) != 2 or not all(parts):
+        raise InvalidArgumentError(f"Invalid namespace '{text}': expected tenant/namespace")
+    return "/".join(parts)
+
+
+# -- topics --------------------------------------------------------------------
+
+
+def topics_create(ctx: Context, args: argparse.Namespace) -> Result:
+    info = ctx.broker.create_topic(ctx.role, args.topic, 0)
+    return Result({"topic": info.name, "partitions": 0}, [f"Created topic {info.name}"])
+
+
+def topics_create_partitioned(ctx: Context, args: argparse.Namespace) -> Result:
+    partitions = values.positive(args.partitions, "--partitions")
+    info = ctx.broker.create_topic(ctx.role, args.topic, partitions)
+    return Result(
+        {"topic": info.name, "partitions": info.partitions},
+        [f"Created partitioned topic {info.name} with {info.partitions} partitions"],
+    )
+
+
+def topics_list(ctx: Context, args: argparse.Namespace) -> Result:
+    from core import authz
+
+    namespace = _namespace_arg(args.namespace)
+    broker = ctx.broker
+    superusers = broker.config.superuser_roles
+    tenant_admins: frozenset[str] = frozenset()
+    granted: frozenset[str] = frozenset()
+    if ctx.role not in superusers:
+        tenant_admins = broker.metadata.get_tenant(namespace.split("/")[0]).admin_roles
+        permissions = broker.metadata.get_namespace(namespace).permissions
+        granted = permissions.get(ctx.role, frozenset())
+    # Pulsar's GET_TOPICS: tenant admins, or any role that may produce or consume.
+    authz.check(
+        ctx.role,
+        authz.Operation.LOOKUP,
+        f"namespace {namespace}",
+        superusers=superusers,
+        tenant_admins=tenant_admins,
+        granted_actions=granted,
+    )
+    topics = broker.metadata.list_topics(namespace)
+    return Result(
+        [{"topic": t.name, "partitions": t.partitions} for t in topics],
+        [t.name + (f"  ({t.partitions} partitions)" if t.partitions else "") for t in topics],
+    )
+
+
+def topics_create_subscription(ctx: Context, args: argparse.Namespace) -> Result:
+    from core.subscription import SubscriptionType
+
+    sub_type = SubscriptionType.parse(args.type)
+    properties = values.parse_pairs(args.property, "--property")
+    position = args.message_id.strip().lower()
+    info = ctx.broker.create_subscription(
+        ctx.role,
+        args.topic,
+        args.subscription,
+        sub_type,
+        properties,
+        initial_position=position,
+    )
+    return Result(
+        {
+            "topic": info.topic,
+            "subscription": info.name,
+            "type": info.type.value,
+            "initialPosition": position,
+            "properties": dict(info.properties),
+        },
+        [f"Created {info.type.value} subscription {info.name} on {info.topic} at {position}"],
+    )
+
+
+def topics_stats(ctx: Context, args: argparse.Namespace) -> Result:
+    stats = ctx.broker.topic_stats(ctx.role, args.topic)
+    return Result(stats, output.stats_lines(stats))
+
+
+def topics_peek(ctx: Context, args: argparse.Namespace) -> Result:
+    count = values.positive(args.count, "--count")
+    messages = ctx.broker.peek_messages(ctx.role, args.topic, args.subscription, count)
+    lines = [output.message_line(m) for m in messages] or ["No unacknowledged messages"]
+    return Result([output.message_json(m) for m in messages], lines)
+
+
+def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
+    from core import skip
+
+    if args.triplets:
+        ids = skip.parse_triplets(args.triplets)
+    else:
+        ids = skip.parse_base64_ids(args.base64_ids)
+    outcome = ctx.broker.skip_messages(ctx.role, args.topic, args.subscription, ids)
+    document = {
+        "topic": outcome.topic,
+        "subscription": outcome.subscription,
+        "skipped": [output.id_json(m) for m in outcome.skipped],
+        "alreadyAcknowledged": [output.id_json(m) for m in outcome.already_acknowledged],
+        "perPartition": dict(outcome.per_partition),
+    }
+    lines = [
+        f"Skipped {len(outcome.skipped)} message(s) on subscription {outcome.subscription} "
+        f"of {outcome.topic}"
+    ]
+    lines += [f"  skipped              {_id_text(m)}" for m in outcome.skipped]
+    lines += [f"  already acknowledged {_id_text(m)}" for m in outcome.already_acknowledged]
+    return Result(document, lines)
+
+
+def topics_analyze_backlog(ctx: Context, args: argparse.Namespace) -> Result:
+    from core.topic_name import TopicName
+
+    analyses = ctx.broker.analyze_backlog(ctx.role, args.topic, args.subscription)
+    document = output.analysis_json(str(TopicName.parse(args.topic)), args.subscription, analyses)
+    return Result(document, output.analysis_lines(document))
+
+
+def topics_reset_cursor(ctx: Context, args: argparse.Namespace) -> Result:
+    from core.broker import wall_clock_ms
+
+    if args.message_id is not None:
+        position = values.parse_position(args.message_id, "--messageId")
+        result = ctx.broker.reset_cursor(ctx.role, args.topic, args.subscription, position=position)
+        target = str(position)
+    else:
+        timestamp = values.parse_time_ms(args.time, "--time", wall_clock_ms())
+        result = ctx.broker.reset_cursor(
+            ctx.role, args.topic, args.subscription, timestamp_ms=timestamp
+        )
+        target = output.format_time(timestamp)
+    lines = [f"Reset subscription {args.subscription} to {target}; mark-delete position now:"]
+    lines += [f"  {partition}: {position}" for partition, position in result.items()]
+    return Result(
+        {"subscription": args.subscription, "target": target, "markDeletePosition": result}, lines
+    )
+
+
+# -- client --------------------------------------------------------------------
+
+
+def produce(ctx: Context, args: argparse.Namespace) -> Result:
+    from core.broker import wall_clock_ms
+    from core.producer import OutgoingMessage
+
+    repeat = values.positive(args.num_produce, "--num-produce")
+    batch_size = values.positive(args.batch_size, "--batch-size")
+    properties = values.parse_pairs(args.properties, "--properties")
+    deliver_at: int | None = None
+    if args.deliver_after is not None:
+        delay_ms = values.parse_duration_ms(args.deliver_after, "--deliver-after")
+        deliver_at = wall_clock_ms() + delay_ms
+    elif args.deliver_at is not None:
+        deliver_at = values.parse_time_ms(args.deliver_at, "--deliver-at", wall_clock_ms())
+    outgoing = [
+        OutgoingMessage(
+            payload=text.encode("utf-8"),
+            key=args.key,
+            properties=dict(properties),
+            deliver_at=deliver_at,
+        )
+        for _ in range(repeat)
+        for text in args.messages
+    ]
+    ids = ctx.broker.produce(ctx.role, args.topic, outgoing, batch_size=batch_size)
+    return Result([output.id_json(m) for m in ids], [_id_text(m) for m in ids])
+
+
+def consume(ctx: Context, args: argparse.Namespace) -> Result:
+    count = values.positive(args.num_messages, "--num-messages")
+    messages = ctx.broker.consume(ctx.role, args.topic, args.subscription, count, ack=args.ack)
+    lines = [output.message_line(m) for m in messages]
+    if not messages:
+        lines.append("No message available")
+    elif not args.ack:
+        lines.append(f"{len(messages)} message(s) received, not acknowledged (use --ack)")
+    else:
+        lines.append(f"{len(messages)} message(s) received and acknowledged")
+    return Result([output.message_json(m) for m in messages], lines)
+
+
+def demo(ctx: Context, args: argparse.Namespace) -> Result:
+    from cli import demo as demo_module
+
+    summary = demo_module.run(
+        ctx.config(),
+        ctx.role,
+        partitions=values.positive(args.partitions, "--partitions"),
+        say=None if ctx.json else ctx.out,
+    )
+    return Result(summary, [], 0 if summary["ok"] else EXIT_UNEXPECTED)
+
+
+def _id_text(message_id: object) -> str:
+    from core.message_id import MessageId
+
+    assert isinstance(message_id, MessageId)
+    triplet, encoded = message_id.triplet(), message_id.to_base64()
+    return f"{triplet:<12}  {encoded:<16}  partition={message_id.partition}"
+
+
+# -- parser --------------------------------------------------------------------
+
+
+_ROLE_HELP = (
+    "role the command acts as (env CURSOROPS_ROLE, default 'admin'). 'admin' is a "
+    "superuser of the embedded default installation. The role is asserted, not "
+    "authenticated: whoever can run this command against a home can claim any role."
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    env = os.environ
+    parser = argparse.ArgumentParser(
+        prog="cursorops",
+        description="Operate Pulsar subscription cursors: skip by message id, exact backlog.",
+        epilog="Exit codes: 0 ok, 1 unexpected, 2 invalid input (or usage), 3 not found, "
+        "4 conflict, 5 not authorized, 6 store failure.",
+    )
+    parser.add_argument(
+        "--home",
+        default=env.get("CURSOROPS_HOME") or DEFAULT_HOME,
+        help="installation folder (env CURSOROPS_HOME, default ~/.cursorops): "
+        "SQLite metadata and Parquet ledgers",
+    )
+    parser.add_argument(
+        "--role", default=env.get("CURSOROPS_ROLE") or DEFAULT_ROLE, help=_ROLE_HELP
+    )
+    parser.add_argument(
+        "--metadata-url",
+        default=env.get("CURSOROPS_METADATA_URL") or None,
+        help="SQLAlchemy URL of the metadata store, e.g. postgresql+psycopg://... "
+        "(env CURSOROPS_METADATA_URL; default SQLite under the home)",
+    )
+    parser.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text",
+        help="text for people, json for scripts (one JSON document on stdout)",
+    )
+    # Also accepted after the command; SUPPRESS keeps the global value when absent.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-o", "--output", choices=("text", "json"), default=argparse.SUPPRESS,
+        help="text or json (as the global option)",
+    )
+
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    tenants = commands.add_parser("tenants", help="create and list tenants").add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    p = tenants.add_parser("create", parents=[common], help="create a tenant (superusers)")
+    p.add_argument("tenant")
+    p.add_argument("-r", "--admin-roles", help="comma-separated admin roles of the tenant")
+    p.set_defaults(handler=tenants_create)
+    p = tenants.add_parser("list", parents=[common], help="list tenants (superusers)")
+    p.set_defaults(handler=tenants_list)
+
+    namespaces = commands.add_parser("namespaces", help="create namespaces, grant permissions")
+    ns = namespaces.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = ns.add_parser("create", parents=[common], help="create TENANT/NAMESPACE")
+    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
+    p.set_defaults(handler=namespaces_create)
+    p = ns.add_parser(
+        "grant-permission", parents=[common], help="grant produce and/or consume to a role"
+    )
+    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
+    p.add_argument("--role", dest="grantee", required=True, help="the role to grant to")
+    p.add_argument("--actions", required=True, help="comma-separated: produce,consume")
+    p.set_defaults(handler=namespaces_grant)
+
+    topics = commands.add_parser("topics", help="topics and subscriptions (pulsar-admin topics)")
+    tp = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = tp.add_parser("create", parents=[common], help="create a non-partitioned topic")
+    p.add_argument("topic")
+    p.set_defaults(handler=topics_create)
+    p = tp.add_parser(
+        "create-partitioned-topic", parents=[common], help="create a partitioned topic"
+    )
+    p.add_argument("topic")
+    p.add_argument("-p", "--partitions", type=int, required=True, help="number of partitions")
+    p.set_defaults(handler=topics_create_partitioned)
+    p = tp.add_parser("list", parents=[common], help="list the topics of TENANT/NAMESPACE")
+    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
+    p.set_defaults(handler=topics_list)
+
+    p = tp.add_parser("create-subscription", parents=[common], help="create a subscription")
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    p.add_argument(
+        "--type", default="Exclusive", help="Exclusive (default), Shared, Failover or Key_Shared"
+    )
+    p.add_argument(
+        "-m", "--messageId", dest="message_id", default="latest",
+        help="initial position: latest (default, as pulsar-admin) or earliest",
+    )
+    p.add_argument(
+        "-p", "--property", action="append", metavar="KEY=VALUE",
+        help="subscription property; repeatable",
+    )
+    p.set_defaults(handler=topics_create_subscription)
+
+    p = tp.add_parser("stats", parents=[common], help="topic stats; msgBacklog is exact messages")
+    p.add_argument("topic")
+    p.set_defaults(handler=topics_stats)
+
+    p = tp.add_parser(
+        "peek-messages", parents=[common], help="show the next unacknowledged messages"
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    p.add_argument("-n", "--count", type=int, default=1, help="messages to peek (default 1)")
+    p.set_defaults(handler=topics_peek)
+
+    p = tp.add_parser(
+        "skip-messages", parents=[common],
+        help="acknowledge chosen messages by id (PIP-423); Shared and Key_Shared only",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    ids = p.add_mutually_exclusive_group(required=True)
+    ids.add_argument(
+        "--messageId-triplet", dest="triplets", nargs="+", action="extend", metavar="L:E[:B]",
+        help="ledgerId:entryId[:batchIndex]; several values, repeatable",
+    )
+    ids.add_argument(
+        "--messageId-base64", dest="base64_ids", nargs="+", action="extend", metavar="B64",
+        help="base64 MessageIdData (pulsar-client MessageId.serialize()); several, repeatable",
+    )
+    p.set_defaults(handler=topics_skip)
+
+    p = tp.add_parser(
+        "analyze-backlog", parents=[common],
+        help="PIP-187 analysis, exact and uncapped, per partition and subscription",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", help="one subscription (default: all)")
+    p.set_defaults(handler=topics_analyze_backlog)
+
+    p = tp.add_parser("reset-cursor", parents=[common], help="move a subscription's cursor")
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument(
+        "-m", "--messageId", dest="message_id", metavar="L:E",
+        help="ledgerId:entryId (non-partitioned topics)",
+    )
+    target.add_argument(
+        "-t", "--time", metavar="TIME",
+        help="relative (10m, 1h, 2d: that long ago), epoch ms, or ISO-8601 (UTC if no offset)",
+    )
+    p.set_defaults(handler=topics_reset_cursor)
+
+    p = commands.add_parser("produce", parents=[common], help="produce messages (pulsar-client)")
+    p.add_argument("topic")
+    p.add_argument(
+        "-m", "--messages", action="append", required=True, metavar="MSG",
+        help="a message payload (UTF-8); repeatable",
+    )
+    p.add_argument(
+        "-n", "--num-produce", type=int, default=1, help="send the messages this many times"
+    )
+    p.add_argument("-k", "--key", help="message key")
+    p.add_argument(
+        "-p", "--properties", action="append", metavar="KEY=VALUE",
+        help="message property (k=v or k1=v1,k2=v2); repeatable",
+    )
+    p.add_argument(
+        "--batch-size", type=int, default=1,
+        help="messages per batched entry (default 1: no batching); delayed ones are not batched",
+    )
+    delay = p.add_mutually_exclusive_group()
+    delay.add_argument("--deliver-after", metavar="DURATION", help="delay: 10s, 5m, 1h, 2d")
+    delay.add_argument(
+        "--deliver-at", metavar="TIME",
+        help="delivery time: epoch ms or ISO-8601 (UTC if no offset)",
+    )
+    p.set_defaults(handler=produce)
+
+    p = commands.add_parser(
+        "consume", parents=[common], help="receive messages (pulsar-client); --ack to acknowledge"
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    p.add_argument(
+        "-n", "--num-messages", type=int, default=1, help="messages to receive (default 1)"
+    )
+    p.add_argument(
+        "--ack", action="store_true", help="acknowledge what was received (default: do not)"
+    )
+    p.set_defaults(handler=consume)
+
+    p = commands.add_parser(
+        "demo", parents=[common],
+        help="walk through a poison-pill and a delayed-message skip on a fresh topic",
+    )
+    p.add_argument("--partitions", type=int, default=4, help="partitions of the demo topic")
+    p.set_defaults(handler=demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    ctx = Context(args, sys.stdout)
+    handler: Handler = args.handler
+    try:
+        result = handler(ctx, args)
+    except CursorOpsError as exc:
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"error: {message}", file=sys.stderr)
+        return exit_code_for(exc)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        ctx.close()
+    if ctx.json:
+        output.emit_json(result.document, ctx.out)
+    else:
+        for line in result.lines:
+            print(line, file=ctx.out)
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

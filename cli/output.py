@@ -1,0 +1,200 @@
+"""Rendering for the ``cursorops`` command: text for people, JSON for scripts.
+
+In JSON mode each command writes exactly one JSON document on stdout; in text
+mode it writes lines meant to be read. Both come from the same plain values
+built here, so the two modes cannot disagree.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, TextIO
+
+from core.message_id import MessageId
+
+if TYPE_CHECKING:
+    from core.backlog import BacklogAnalysis
+    from core.broker import PartitionAnalysis
+    from core.dispatch import Message
+
+
+def emit_json(document: object, out: TextIO = sys.stdout) -> None:
+    json.dump(document, out, indent=2, sort_keys=False)
+    out.write("\n")
+
+
+def format_time(epoch_ms: int | None) -> str:
+    if epoch_ms is None:
+        return "-"
+    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def id_json(message_id: MessageId) -> dict[str, object]:
+    return {
+        "triplet": message_id.triplet(),
+        "base64": message_id.to_base64(),
+        "partition": message_id.partition,
+        "batchIndex": message_id.batch_index,
+        "batchSize": message_id.batch_size,
+    }
+
+
+def payload_json(payload: bytes) -> tuple[str, str]:
+    """The payload as text when it is UTF-8, else base64; with the encoding used."""
+    try:
+        return payload.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(payload).decode("ascii"), "base64"
+
+
+def message_json(message: Message) -> dict[str, object]:
+    payload, encoding = payload_json(message.payload)
+    return {
+        **id_json(message.message_id),
+        "topic": message.topic,
+        "key": message.key,
+        "properties": dict(message.properties),
+        "payload": payload,
+        "payloadEncoding": encoding,
+        "publishTime": message.publish_time,
+        "deliverAt": message.deliver_at,
+        "redeliveryCount": message.redelivery_count,
+    }
+
+
+def message_line(message: Message) -> str:
+    doc = message_json(message)
+    properties = ",".join(f"{k}={v}" for k, v in sorted(message.properties.items()))
+    payload = doc["payload"] if doc["payloadEncoding"] == "utf-8" else f"base64:{doc['payload']}"
+    parts = [
+        f"{doc['triplet']:<12}",
+        f"partition={message.message_id.partition}",
+        f"key={message.key if message.key is not None else '-'}",
+    ]
+    if properties:
+        parts.append(f"properties={properties}")
+    if message.deliver_at is not None:
+        parts.append(f"deliver_at={format_time(message.deliver_at)}")
+    parts.append(f"payload={payload}")
+    return "  ".join(parts)
+
+
+def analysis_json(
+    topic: str, subscription: str | None, analyses: Sequence[PartitionAnalysis]
+) -> dict[str, object]:
+    """PIP-187 fields per partition and subscription, a total per subscription, and a total."""
+    from core.backlog import BacklogAnalysis
+
+    per_sub: dict[str, BacklogAnalysis] = {}
+    total = BacklogAnalysis()
+    rows = []
+    for one in analyses:
+        rows.append(
+            {
+                "topicPartition": one.topic_partition,
+                "subscription": one.subscription,
+                **one.result.to_pulsar_json(),
+            }
+        )
+        per_sub.setdefault(one.subscription, BacklogAnalysis()).add(one.result)
+        total.add(one.result)
+    partitions = {one.topic_partition for one in analyses}
+    return {
+        "topic": topic,
+        "subscription": subscription,
+        "partitions": rows,
+        "subscriptions": {
+            name: _total_json(value, partitions) for name, value in per_sub.items()
+        },
+        "total": _total_json(total, partitions),
+    }
+
+
+def _total_json(total: BacklogAnalysis, partitions: set[str]) -> dict[str, object]:
+    document = total.to_pulsar_json()
+    if len(partitions) > 1:
+        # Entries of different partitions have no common order: no first or last.
+        document["firstMessageId"] = document["lastMessageId"] = None
+    return document
+
+
+_ANALYSIS_COLUMNS = (
+    ("entries", "entries"),
+    ("messages", "messages"),
+    ("filterAcceptedMessages", "accepted"),
+    ("filterRejectedMessages", "rejected"),
+    ("filterRescheduledMessages", "rescheduled"),
+    ("firstMessageId", "first"),
+    ("lastMessageId", "last"),
+    ("aborted", "aborted"),
+)
+
+
+def analysis_lines(document: dict[str, object]) -> list[str]:
+    rows: list[dict[str, object]] = list(document["partitions"])  # type: ignore[call-overload]
+    table: list[list[str]] = [["partition", "subscription", *(h for _, h in _ANALYSIS_COLUMNS)]]
+    topic = str(document["topic"])
+    for row in rows:
+        partition = str(row["topicPartition"])
+        table.append(
+            [
+                partition.removeprefix(topic + "-") if partition != topic else "-",
+                str(row["subscription"]),
+                *(_cell(row[field]) for field, _ in _ANALYSIS_COLUMNS),
+            ]
+        )
+    subs: dict[str, dict[str, object]] = document["subscriptions"]  # type: ignore[assignment]
+    if len(subs) > 1:
+        for name, value in subs.items():
+            table.append(
+                ["total", name, *(_cell(value[field]) for field, _ in _ANALYSIS_COLUMNS)]
+            )
+    total: dict[str, object] = document["total"]  # type: ignore[assignment]
+    label = document["subscription"] or ("*" if len(subs) != 1 else next(iter(subs)))
+    table.append(["TOTAL", str(label), *(_cell(total[field]) for field, _ in _ANALYSIS_COLUMNS)])
+    return [f"Backlog of {document['topic']} (exact, uncapped):", *_align(table)]
+
+
+def stats_lines(stats: dict[str, object]) -> list[str]:
+    lines = [
+        f"topic:         {stats['topic']}",
+        f"partitions:    {stats['partitions']}",
+        f"entries:       {stats['entries']}",
+        f"messages:      {stats['messages']}",
+    ]
+    subs: dict[str, dict[str, object]] = stats["subscriptions"]  # type: ignore[assignment]
+    if not subs:
+        lines.append("subscriptions: none")
+    for name, sub in subs.items():
+        lines.append(f"subscription {name} ({sub['type']}):")
+        lines.append(f"  msgBacklog (messages, exact): {sub['msgBacklog']}")
+        lines.append(f"  backlogEntries:               {sub['backlogEntries']}")
+        lines.append(f"  individuallyDeletedRanges:    {sub['individuallyDeletedRanges']}")
+        lines.append(f"  partlyAckedBatches:           {sub['partlyAckedBatches']}")
+        marks: dict[str, str] = sub["markDeletePosition"]  # type: ignore[assignment]
+        for partition, position in marks.items():
+            lines.append(f"  markDeletePosition {partition}: {position}")
+        properties: dict[str, str] = sub["properties"]  # type: ignore[assignment]
+        if properties:
+            shown = ",".join(f"{k}={v}" for k, v in sorted(properties.items()))
+            lines.append(f"  properties: {shown}")
+    return lines
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _align(table: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            for row in table]

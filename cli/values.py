@@ -1,0 +1,99 @@
+"""Parsing of command-line values: durations, times, ``k=v`` pairs, lists.
+
+Every function raises :class:`~core.errors.InvalidArgumentError` (or
+:class:`~core.errors.InvalidMessageIdError`) with a message naming the option,
+so a bad value is one line on stderr and nothing is changed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from core.errors import InvalidArgumentError, InvalidMessageIdError
+from core.position import Position
+
+_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"([0-9]+)(ms|s|m|h|d)")
+_POSITION = re.compile(r"([0-9]+):([0-9]+)")
+_INT64_MAX = 2**63 - 1
+
+
+def parse_duration_ms(text: str, option: str) -> int:
+    """``10s``, ``5m``, ``1h``, ``2d`` (also ``250ms``) as milliseconds; one unit, no sign."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise InvalidArgumentError(
+            f"Invalid {option} '{text}': expected a duration such as 30s, 10m, 1h or 2d"
+        )
+    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+def parse_time_ms(text: str, option: str, now_ms: int) -> int:
+    """A point in time as epoch milliseconds.
+
+    Three forms, like pulsar-admin's ``reset-cursor -t`` and more:
+
+    - a relative duration (``10m``, ``1h``, ``2d``): that long before ``now_ms``;
+    - digits only: epoch milliseconds;
+    - ISO-8601 (``2026-05-01T12:00:00Z``, ``2026-05-01 12:00+02:00``); without
+      an offset the time is read as UTC.
+    """
+    value = text.strip()
+    if _DURATION.fullmatch(value):
+        return now_ms - parse_duration_ms(value, option)
+    if value.isdigit():
+        epoch_ms = int(value)
+        if epoch_ms > _INT64_MAX:
+            raise InvalidArgumentError(f"Invalid {option} '{text}': epoch milliseconds too large")
+        return epoch_ms
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"Invalid {option} '{text}': expected a relative duration (10m, 1h, 2d), "
+            "epoch milliseconds or an ISO-8601 time"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def parse_pairs(texts: Sequence[str] | None, option: str) -> dict[str, str]:
+    """``k=v`` items (each may also be ``k1=v1,k2=v2``) as a dict; the last value wins."""
+    pairs: dict[str, str] = {}
+    for text in texts or ():
+        for item in text.split(","):
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise InvalidArgumentError(f"Invalid {option} '{item}': expected key=value")
+            pairs[key.strip()] = value
+    return pairs
+
+
+def parse_list(text: str, option: str) -> list[str]:
+    """``a,b,c`` as a list, blanks dropped; at least one item."""
+    items = [part.strip() for part in text.split(",") if part.strip()]
+    if not items:
+        raise InvalidArgumentError(f"Invalid {option} '{text}': expected a comma-separated list")
+    return items
+
+
+def parse_position(text: str, option: str) -> Position:
+    """``ledgerId:entryId`` (pulsar-admin ``reset-cursor --messageId``)."""
+    match = _POSITION.fullmatch(text.strip())
+    if match is None:
+        raise InvalidMessageIdError(
+            f"Invalid {option} '{text}': expected ledgerId:entryId of non-negative integers"
+        )
+    ledger_id, entry_id = int(match.group(1)), int(match.group(2))
+    if ledger_id > _INT64_MAX or entry_id > _INT64_MAX:
+        raise InvalidMessageIdError(f"Invalid {option} '{text}': out of the int64 range")
+    return Position(ledger_id, entry_id)
+
+
+def positive(value: int, option: str) -> int:
+    if value < 1:
+        raise InvalidArgumentError(f"Invalid {option} {value}: must be at least 1")
+    return value
