@@ -23,7 +23,7 @@ from core.cursor import CursorState
 from core.dispatch import Dispatcher, Message, PartitionSource
 from core.errors import InvalidArgumentError, UnsupportedSubscriptionTypeError
 from core.ledger_layout import LedgerLayout
-from core.managed_cursor import ManagedCursor
+from core.managed_cursor import ManagedCursor, acknowledge_together
 from core.message_id import MessageId
 from core.position import EARLIEST, Position
 from core.producer import OutgoingMessage, Producer
@@ -215,19 +215,18 @@ class Broker:
         """Acknowledge validated items; idempotent (already acknowledged ones are reported)."""
         info = self._topic(role, Operation.SKIP, topic)
         outcome = skip.SkipOutcome(info.name, subscription)
+        work = []
+        applied: set[tuple[Position, int]] = set()
         for name, targets in skip.group_targets(items).items():
             cursor = self._cursor(name, subscription)
             fresh = [t for t in targets if not cursor.state.is_acked(t.position, t.batch_index)]
             if fresh:
-                cursor.acknowledge(fresh)
+                work.append((cursor, fresh))
+            applied.update((t.position, t.batch_index) for t in fresh)
             outcome.per_partition[name] = len(fresh)
-        applied = {
-            (i.message_id.ledger_id, i.message_id.entry_id, i.message_id.batch_index)
-            for i in items
-            if not i.already_acknowledged
-        }
+        acknowledge_together(work)
         for item in items:
-            key = (item.message_id.ledger_id, item.message_id.entry_id, item.message_id.batch_index)
+            key = (item.message_id.position, item.message_id.batch_index)
             (outcome.skipped if key in applied else outcome.already_acknowledged).append(
                 item.message_id
             )

@@ -13,7 +13,7 @@ the store serializes the appends with a row lock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from core import cursor_codec
@@ -110,6 +110,9 @@ class ManagedCursor:
     def _persist(self, delta: CursorState, *, replace: bool) -> None:
         payload = cursor_codec.encode(delta, replace=replace)
         self.store.append_cursor_delta(self.topic_partition, self.subscription, payload)
+        self._appended()
+
+    def _appended(self) -> None:
         self._journal_length += 1
         if self._journal_length >= COMPACT_AFTER_DELTAS:
             self.compact()
@@ -123,3 +126,24 @@ class ManagedCursor:
         )
         self.state = state
         self._journal_length = 0
+
+
+def acknowledge_together(work: Sequence[tuple[ManagedCursor, Sequence[AckTarget]]]) -> None:
+    """Acknowledge on several cursors of one store (e.g. every partition of a topic) at once.
+
+    One transaction for all: either every cursor gets its acknowledgements or
+    none does, so a multi-partition skip never applies to only some partitions.
+    """
+    if not work:
+        return
+    deltas = [CursorState.ack_delta(targets) for _, targets in work]
+    store = work[0][0].store
+    store.append_cursor_deltas(
+        [
+            (cursor.topic_partition, cursor.subscription, cursor_codec.encode(delta))
+            for (cursor, _), delta in zip(work, deltas, strict=True)
+        ]
+    )
+    for (cursor, _), delta in zip(work, deltas, strict=True):
+        cursor.state.merge(delta, cursor.layout)
+        cursor._appended()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -829,29 +829,47 @@ class MetadataStore:
         under the new version, in one transaction: concurrent writers are
         serialized and none is lost. Returns the new version.
         """
-        name = _topic(topic_partition)
-        data = _check_bytes("cursor delta", payload)
+        return self.append_cursor_deltas([(topic_partition, subscription, payload)])[0]
+
+    def append_cursor_deltas(self, items: Sequence[tuple[str, str, bytes]]) -> list[int]:
+        """Append one delta to each of several cursors in ONE transaction: all or none.
+
+        ``items`` are ``(topic_partition, subscription, payload)``. Row locks are
+        taken in a fixed order (by topic partition, then subscription), so two
+        multi-cursor writers cannot deadlock. Returns the new versions, in order.
+        """
+        checked = [
+            (_topic(tp), sub, _check_bytes("cursor delta", payload)) for tp, sub, payload in items
+        ]
+        order = sorted(range(len(checked)), key=lambda i: checked[i][:2])
+        versions = [0] * len(checked)
         with self._session(write=True) as session:
-            cursor_id = session.scalars(
-                select(CursorRow.id)
-                .join(SubscriptionRow, SubscriptionRow.id == CursorRow.subscription_id)
-                .where(CursorRow.topic_partition == name, SubscriptionRow.name == subscription)
-            ).one_or_none()
-            if cursor_id is None:
-                raise self._cursor_missing(name, subscription)
-            version = session.scalars(
-                update(CursorRow)
-                .where(CursorRow.id == cursor_id)
-                .values(version=CursorRow.version + 1)
-                .returning(CursorRow.version)
-                .execution_options(synchronize_session=False)
-            ).one_or_none()
-            if version is None:
-                raise self._cursor_missing(name, subscription)
-            session.execute(
-                insert(CursorDeltaRow).values(cursor_id=cursor_id, version=version, payload=data)
-            )
-            return int(version)
+            for i in order:
+                name, subscription, data = checked[i]
+                versions[i] = self._append_delta(session, name, subscription, data)
+        return versions
+
+    def _append_delta(self, session: Session, name: str, subscription: str, data: bytes) -> int:
+        cursor_id = session.scalars(
+            select(CursorRow.id)
+            .join(SubscriptionRow, SubscriptionRow.id == CursorRow.subscription_id)
+            .where(CursorRow.topic_partition == name, SubscriptionRow.name == subscription)
+        ).one_or_none()
+        if cursor_id is None:
+            raise self._cursor_missing(name, subscription)
+        version = session.scalars(
+            update(CursorRow)
+            .where(CursorRow.id == cursor_id)
+            .values(version=CursorRow.version + 1)
+            .returning(CursorRow.version)
+            .execution_options(synchronize_session=False)
+        ).one_or_none()
+        if version is None:
+            raise self._cursor_missing(name, subscription)
+        session.execute(
+            insert(CursorDeltaRow).values(cursor_id=cursor_id, version=version, payload=data)
+        )
+        return int(version)
 
     def compact_cursor(
         self, topic_partition: str, subscription: str, snapshot: bytes, through_version: int

@@ -11,6 +11,7 @@ from core import managed_cursor
 from core.broker import Broker
 from core.config import Config
 from core.cursor import AckTarget
+from core.errors import SubscriptionNotFoundError
 from core.message_id import MessageId
 from core.position import Position
 from core.producer import OutgoingMessage
@@ -137,3 +138,18 @@ def test_reset_cursor_forgets_later_acks_durably(
         assert [m.payload for m in restarted.consume("admin", TOPIC, "s", 20)] == [
             b"%d" % i for i in range(3, 10)
         ]
+
+
+def test_deltas_to_several_cursors_are_all_or_nothing(broker: Broker) -> None:
+    broker.create_topic("admin", TOPIC, partitions=2)
+    broker.create_subscription(
+        "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    store = broker.metadata
+    first = f"{TOPIC}-partition-0"
+    before = store.load_cursor(first, "s")
+    with pytest.raises(SubscriptionNotFoundError):
+        store.append_cursor_deltas([(first, "s", b"delta"), (f"{TOPIC}-partition-1", "nope", b"x")])
+    assert store.load_cursor(first, "s") == before
+    versions = store.append_cursor_deltas([(f"{TOPIC}-partition-1", "s", b"b"), (first, "s", b"a")])
+    assert versions == [1, 1]
