@@ -259,8 +259,8 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
         f"Skipped {len(outcome.skipped)} message(s) on subscription {outcome.subscription} "
         f"of {outcome.topic}"
     ]
-    lines += [f"  skipped              {_id_text(m)}" for m in outcome.skipped]
-    lines += [f"  already acknowledged {_id_text(m)}" for m in outcome.already_acknowledged]
+    lines += [f"  skipped              {output.id_line(m)}" for m in outcome.skipped]
+    lines += [f"  already acknowledged {output.id_line(m)}" for m in outcome.already_acknowledged]
     return Result(document, lines)
 
 
@@ -319,7 +319,7 @@ def produce(ctx: Context, args: argparse.Namespace) -> Result:
         for text in args.messages
     ]
     ids = ctx.broker.produce(ctx.role, args.topic, outgoing, batch_size=batch_size)
-    return Result([output.id_json(m) for m in ids], [_id_text(m) for m in ids])
+    return Result([output.id_json(m) for m in ids], [output.id_line(m) for m in ids])
 
 
 def consume(ctx: Context, args: argparse.Namespace) -> Result:
@@ -345,14 +345,6 @@ def demo(ctx: Context, args: argparse.Namespace) -> Result:
         say=None if ctx.json else ctx.out,
     )
     return Result(summary, [], 0 if summary["ok"] else EXIT_UNEXPECTED)
-
-
-def _id_text(message_id: object) -> str:
-    from core.message_id import MessageId
-
-    assert isinstance(message_id, MessageId)
-    triplet, encoded = message_id.triplet(), message_id.to_base64()
-    return f"{triplet:<12}  {encoded:<16}  partition={message_id.partition}"
 
 
 # -- parser --------------------------------------------------------------------

@@ -44,6 +44,12 @@ def id_json(message_id: MessageId) -> dict[str, object]:
     }
 
 
+def id_line(message_id: MessageId) -> str:
+    """Triplet, base64 and partition, aligned for reading."""
+    triplet, encoded = message_id.triplet(), message_id.to_base64()
+    return f"{triplet:<12}  {encoded:<16}  partition={message_id.partition}"
+
+
 def payload_json(payload: bytes) -> tuple[str, str]:
     """The payload as text when it is UTF-8, else base64; with the encoding used."""
     try:
