@@ -301,7 +301,7 @@ def produce(ctx: Context, args: argparse.Namespace) -> Result:
 
     repeat = values.positive(args.num_produce, "--num-produce")
     batch_size = values.positive(args.batch_size, "--batch-size")
-    properties = values.parse_pairs(args.properties, "--properties")
+    properties = values.parse_pairs(args.properties, "--properties", split_commas=True)
     deliver_at: int | None = None
     if args.deliver_after is not None:
         delay_ms = values.parse_duration_ms(args.deliver_after, "--deliver-after")
@@ -494,7 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     target.add_argument(
         "-t", "--time", metavar="TIME",
-        help="relative (10m, 1h, 2d: that long ago), epoch ms, or ISO-8601 (UTC if no offset)",
+        help="relative (10m, 3h, 2d, 1w: that long ago), epoch ms, or ISO-8601 "
+        "(UTC if no offset)",
     )
     p.set_defaults(handler=topics_reset_cursor)
 

@@ -14,14 +14,22 @@ from datetime import UTC, datetime
 from core.errors import InvalidArgumentError, InvalidMessageIdError
 from core.position import Position
 
-_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION = re.compile(r"([0-9]+)(ms|s|m|h|d)")
+_DAY_MS = 86_400_000
+# pulsar-admin's RelativeTimeUtil units (a year is 365 days there too), plus ms.
+_UNIT_MS = {
+    "ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": _DAY_MS, "w": 7 * _DAY_MS,
+    "y": 365 * _DAY_MS,
+}
+_DURATION = re.compile(r"([0-9]+)(ms|s|m|h|d|w|y)")
 _POSITION = re.compile(r"([0-9]+):([0-9]+)")
 _INT64_MAX = 2**63 - 1
 
 
 def parse_duration_ms(text: str, option: str) -> int:
-    """``10s``, ``5m``, ``1h``, ``2d`` (also ``250ms``) as milliseconds; one unit, no sign."""
+    """``10s``, ``5m``, ``1h``, ``2d``, ``1w`` (also ``250ms``, ``1y``) as milliseconds.
+
+    One number and one unit, no sign, as pulsar-admin's relative times.
+    """
     match = _DURATION.fullmatch(text.strip())
     if match is None:
         raise InvalidArgumentError(
@@ -60,11 +68,17 @@ def parse_time_ms(text: str, option: str, now_ms: int) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def parse_pairs(texts: Sequence[str] | None, option: str) -> dict[str, str]:
-    """``k=v`` items (each may also be ``k1=v1,k2=v2``) as a dict; the last value wins."""
+def parse_pairs(
+    texts: Sequence[str] | None, option: str, *, split_commas: bool = False
+) -> dict[str, str]:
+    """``k=v`` items as a dict; the last value wins.
+
+    With ``split_commas`` each item may hold several, ``k1=v1,k2=v2``, as
+    pulsar-client's ``produce -p``; pulsar-admin's ``--property`` takes one per flag.
+    """
     pairs: dict[str, str] = {}
     for text in texts or ():
-        for item in text.split(","):
+        for item in text.split(",") if split_commas else [text]:
             key, sep, value = item.partition("=")
             if not sep or not key.strip():
                 raise InvalidArgumentError(f"Invalid {option} '{item}': expected key=value")

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from cli import values
 from cli.main import EXIT_CODES
 from core.errors import (
     ConflictError,
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.e2e
 ORDERS = "persistent://acme/shop/orders"
 PLAIN = "persistent://acme/shop/plain"
 PARTITIONS = 3
+NOW = 1_800_000_000_000
 
 
 @dataclass
@@ -132,6 +134,29 @@ def test_every_error_leaf_has_an_exit_code() -> None:
         assert leaf in EXIT_CODES, leaf
         expected = [code for family, code in families.items() if issubclass(leaf, family)]
         assert [EXIT_CODES[leaf]] == expected, leaf
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("10m", NOW - 600_000),
+        ("3h", NOW - 3 * 3_600_000),
+        ("2d", NOW - 2 * 86_400_000),
+        ("1w", NOW - 7 * 86_400_000),
+        ("1700000000000", 1_700_000_000_000),
+        ("2023-11-14T22:13:20Z", 1_700_000_000_000),
+        ("2023-11-14T23:13:20+01:00", 1_700_000_000_000),
+        ("2023-11-14 22:13:20", 1_700_000_000_000),
+    ],
+)
+def test_reset_times(text: str, expected: int) -> None:
+    assert values.parse_time_ms(text, "--time", NOW) == expected
+
+
+@pytest.mark.parametrize("text", ["10x", "-10m", "10", "m", "1.5h", "yesterday", ""])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(InvalidInputError, match="--deliver-after"):
+        values.parse_duration_ms(text, "--deliver-after")
 
 
 def test_produce_prints_ids(world: World) -> None:
