@@ -145,16 +145,38 @@ class CursorState:
         """Union of acknowledgements: max mark-delete, union of entries, AND of ack sets.
 
         Merging is commutative and idempotent. With ``layout`` None the state is
-        left unnormalised, so that a journal replays in one normalisation.
+        left unnormalised, so that a journal replays in one normalisation. With a
+        layout the work is proportional to the delta, not to the state: only the
+        delta's batch sets are folded, and the state's batch sets are swept only
+        when mark-delete moves.
         """
+        start = self.mark_delete
         if delta.mark_delete > self.mark_delete:
             self.mark_delete = delta.mark_delete
-        self.individually_deleted.union_update(delta.individually_deleted)
+        deleted = self.individually_deleted
+        deleted.union_update(delta.individually_deleted)
+        batch_acks = self.batch_acks
+        mark_delete = self.mark_delete
         for position, bits in delta.batch_acks.items():
-            current = self.batch_acks.get(position)
-            self.batch_acks[position] = bits if current is None else ack_set.merge(current, bits)
-        if layout is not None:
-            self.normalize(layout)
+            if layout is not None and (position <= mark_delete or deleted.contains(*position)):
+                continue
+            current = batch_acks.get(position)
+            merged = bits if current is None else ack_set.merge(current, bits)
+            if merged == 0 and layout is not None:
+                batch_acks.pop(position, None)
+                deleted.add(*position)
+            else:
+                batch_acks[position] = merged
+        if layout is None:
+            return
+        if batch_acks and delta.individually_deleted:
+            if len(delta.individually_deleted) < len(batch_acks):
+                for position in delta.individually_deleted:
+                    batch_acks.pop(Position(*position), None)
+            else:
+                for position in [p for p in batch_acks if deleted.contains(*p)]:
+                    del batch_acks[position]
+        self._advance(layout, start)
 
     def normalize(self, layout: LedgerLayout) -> None:
         """Fold empty ack sets into entries, auto-advance mark-delete, drop what it covers.
@@ -168,6 +190,16 @@ class CursorState:
                 del self.batch_acks[position]
                 self.individually_deleted.add(*position)
         deleted = self.individually_deleted
+        self.batch_acks = {p: b for p, b in self.batch_acks.items() if not deleted.contains(*p)}
+        self._advance(layout, None)
+
+    def _advance(self, layout: LedgerLayout, start: Position | None) -> None:
+        """Auto-advance mark-delete and drop what it covers.
+
+        Batch sets are swept only when mark-delete moved past ``start`` (always
+        when ``start`` is None).
+        """
+        deleted = self.individually_deleted
         mark_delete = self.mark_delete
         while True:
             following = layout.next_position(mark_delete)
@@ -178,14 +210,10 @@ class CursorState:
                 break
             mark_delete = Position(following.ledger_id, run_end)
         self.mark_delete = mark_delete
-        if mark_delete >= (0, 0) and len(deleted):
+        if mark_delete >= (0, 0) and deleted:
             deleted.remove_through(*mark_delete)
-        if self.batch_acks:
-            self.batch_acks = {
-                p: b
-                for p, b in self.batch_acks.items()
-                if p > mark_delete and not deleted.contains(*p)
-            }
+        if self.batch_acks and mark_delete != start:
+            self.batch_acks = {p: b for p, b in self.batch_acks.items() if p > mark_delete}
 
     def reset(self, position: Position, layout: LedgerLayout) -> CursorState:
         """Reset so that ``position`` is the next entry read; forgets every later ack.
