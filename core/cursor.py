@@ -171,11 +171,11 @@ class CursorState:
             return
         if batch_acks and delta.individually_deleted:
             if len(delta.individually_deleted) < len(batch_acks):
-                for position in delta.individually_deleted:
-                    batch_acks.pop(Position(*position), None)
+                for ledger_id, entry_id in delta.individually_deleted:
+                    batch_acks.pop(Position(ledger_id, entry_id), None)
             else:
-                for position in [p for p in batch_acks if deleted.contains(*p)]:
-                    del batch_acks[position]
+                for covered in [p for p in batch_acks if deleted.contains(*p)]:
+                    del batch_acks[covered]
         self._advance(layout, start)
 
     def normalize(self, layout: LedgerLayout) -> None:
