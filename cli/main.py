@@ -540,7 +540,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser(
         "demo", parents=[common],
-        help="walk through a poison-pill and a delayed-message skip on a fresh topic",
+        help="walk through a poison-pill and a delayed-message skip on a fresh topic "
+        "(creates tenant demo: needs a superuser role such as the default admin)",
     )
     p.add_argument("--partitions", type=int, default=4, help="partitions of the demo topic")
     p.set_defaults(handler=demo)
