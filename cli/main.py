@@ -122,13 +122,7 @@ def tenants_create(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def tenants_list(ctx: Context, args: argparse.Namespace) -> Result:
-    from core import authz
-
-    # Pulsar lists tenants for superusers only.
-    authz.check(
-        ctx.role, authz.Operation.SUPERUSER, "tenants", superusers=ctx.broker.config.superuser_roles
-    )
-    names = ctx.broker.metadata.list_tenants()
+    names = ctx.broker.list_tenants(ctx.role)
     return Result(names, list(names))
 
 
@@ -175,27 +169,8 @@ def topics_create_partitioned(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def topics_list(ctx: Context, args: argparse.Namespace) -> Result:
-    from core import authz
-
     namespace = _namespace_arg(args.namespace)
-    broker = ctx.broker
-    superusers = broker.config.superuser_roles
-    tenant_admins: frozenset[str] = frozenset()
-    granted: frozenset[str] = frozenset()
-    if ctx.role not in superusers:
-        tenant_admins = broker.metadata.get_tenant(namespace.split("/")[0]).admin_roles
-        permissions = broker.metadata.get_namespace(namespace).permissions
-        granted = permissions.get(ctx.role, frozenset())
-    # Pulsar's GET_TOPICS: tenant admins, or any role that may produce or consume.
-    authz.check(
-        ctx.role,
-        authz.Operation.LOOKUP,
-        f"namespace {namespace}",
-        superusers=superusers,
-        tenant_admins=tenant_admins,
-        granted_actions=granted,
-    )
-    topics = broker.metadata.list_topics(namespace)
+    topics = ctx.broker.list_topics(ctx.role, namespace)
     return Result(
         [{"topic": t.name, "partitions": t.partitions} for t in topics],
         [t.name + (f"  ({t.partitions} partitions)" if t.partitions else "") for t in topics],

@@ -75,6 +75,8 @@ def check(
         tenant_admins=tenant_admins,
         granted_actions=granted_actions,
     ):
+        if operation is Operation.SUPERUSER:
+            raise NotAuthorizedError(f"Role '{role}' is not a superuser: {resource} needs one")
         raise NotAuthorizedError(
             f"Role '{role}' is not authorized to {operation.value} on {resource}"
         )

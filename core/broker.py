@@ -21,7 +21,13 @@ from core.authz import Operation
 from core.config import Config
 from core.cursor import CursorState
 from core.dispatch import Dispatcher, Message, PartitionSource
-from core.errors import InvalidArgumentError, UnsupportedSubscriptionTypeError
+from core.errors import (
+    InvalidArgumentError,
+    NotAuthorizedError,
+    NotFoundError,
+    PositionOutOfRangeError,
+    UnsupportedSubscriptionTypeError,
+)
 from core.ledger_layout import LedgerLayout
 from core.managed_cursor import ManagedCursor, acknowledge_together
 from core.message_id import MessageId
@@ -62,23 +68,35 @@ class Broker:
 
     # -- authorization -------------------------------------------------------
 
-    def _check(self, role: str, operation: Operation, tenant: str, resource: str) -> None:
+    def _check(
+        self,
+        role: str,
+        operation: Operation,
+        tenant: str,
+        resource: str,
+        namespace: str | None = None,
+    ) -> None:
+        """Authorize before anything is looked up, so a refusal never reveals what exists."""
         if role in self.config.superuser_roles:
             return
         if operation is Operation.SUPERUSER:
             authz.check(role, operation, resource, superusers=self.config.superuser_roles)
             return
-        tenant_info = self.metadata.get_tenant(tenant)
-        granted: Iterable[str] = ()
-        if operation is not Operation.ADMIN_TENANT and "/" in resource:
-            namespace = self.metadata.get_namespace(_namespace_of(resource))
-            granted = namespace.permissions.get(role, frozenset())
+        try:
+            tenant_admins = self.metadata.get_tenant(tenant).admin_roles
+            granted: Iterable[str] = ()
+            if namespace is not None and operation is not Operation.ADMIN_TENANT:
+                granted = self.metadata.get_namespace(namespace).permissions.get(role, ())
+        except NotFoundError as exc:
+            raise NotAuthorizedError(
+                f"Role '{role}' is not authorized to {operation.value} on {resource}"
+            ) from exc
         authz.check(
             role,
             operation,
             resource,
             superusers=self.config.superuser_roles,
-            tenant_admins=tenant_info.admin_roles,
+            tenant_admins=tenant_admins,
             granted_actions=granted,
         )
 
@@ -86,14 +104,25 @@ class Broker:
         name = TopicName.parse(topic)
         if name.is_partition:
             raise InvalidArgumentError(f"'{topic}' names a partition; give the topic '{name.base}'")
-        self._check(role, operation, name.tenant, str(name))
+        self._check(role, operation, name.tenant, str(name), name.namespace_name)
         return self.metadata.get_topic(str(name))
 
     # -- tenants, namespaces, topics, subscriptions --------------------------
 
     def create_tenant(self, role: str, tenant: str, admin_roles: Iterable[str] = ()) -> None:
-        self._check(role, Operation.SUPERUSER, tenant, f"tenant {tenant}")
+        self._check(role, Operation.SUPERUSER, tenant, f"creating tenant {tenant}")
         self.metadata.create_tenant(tenant, admin_roles)
+
+    def list_tenants(self, role: str) -> list[str]:
+        """Superusers only, as in Pulsar."""
+        self._check(role, Operation.SUPERUSER, "", "listing tenants")
+        return self.metadata.list_tenants()
+
+    def list_topics(self, role: str, namespace: str) -> list[TopicInfo]:
+        """Pulsar's GET_TOPICS: tenant admins, or any role that may produce or consume there."""
+        tenant = namespace.split("/", 1)[0]
+        self._check(role, Operation.LOOKUP, tenant, f"namespace {namespace}", namespace)
+        return self.metadata.list_topics(namespace)
 
     def create_namespace(self, role: str, namespace: str) -> None:
         tenant = namespace.split("/", 1)[0]
@@ -263,6 +292,14 @@ class Broker:
                 "Reset to a message id needs a non-partitioned topic; use a time on "
                 f"partitioned topic {info.name}"
             )
+        if position is not None:
+            layout = self._layout(info.name)
+            last = layout.last_position
+            end = Position(last.ledger_id, last.entry_id + 1)
+            if position not in (EARLIEST, end) and not layout.contains(position):
+                raise PositionOutOfRangeError(
+                    f"Cannot reset to {position}: no such entry (the last entry is {last})"
+                )
         result = {}
         for name in info.partition_names():
             cursor = self._cursor(name, subscription)
@@ -401,7 +438,3 @@ class Broker:
         stats["subscriptions"] = sub_stats
         return stats
 
-
-def _namespace_of(resource: str) -> str:
-    name = TopicName.parse(resource)
-    return name.namespace_name

@@ -46,3 +46,8 @@ def test_check_names_role_operation_and_resource() -> None:
         check("app", Operation.SKIP, "t", superusers=SUPER, granted_actions={"produce"})
     with pytest.raises(NotAuthorizedError, match="No role given"):
         check("", Operation.SKIP, "t", superusers=SUPER)
+
+
+def test_superuser_refusal_says_so() -> None:
+    with pytest.raises(NotAuthorizedError, match="'app' is not a superuser: creating tenant t"):
+        check("app", Operation.SUPERUSER, "creating tenant t", superusers=SUPER)

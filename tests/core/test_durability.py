@@ -11,7 +11,7 @@ from core import managed_cursor
 from core.broker import Broker
 from core.config import Config
 from core.cursor import AckTarget
-from core.errors import SubscriptionNotFoundError
+from core.errors import PositionOutOfRangeError, SubscriptionNotFoundError
 from core.message_id import MessageId
 from core.position import Position
 from core.producer import OutgoingMessage
@@ -153,3 +153,12 @@ def test_deltas_to_several_cursors_are_all_or_nothing(broker: Broker) -> None:
     assert store.load_cursor(first, "s") == before
     versions = store.append_cursor_deltas([(f"{TOPIC}-partition-1", "s", b"b"), (first, "s", b"a")])
     assert versions == [1, 1]
+
+
+def test_reset_to_a_missing_position_changes_nothing(broker: Broker) -> None:
+    ids = make_topic(broker, 3)
+    broker._cursor(TOPIC, "s").acknowledge(targets(ids[:1]))
+    before = broker._cursor(TOPIC, "s").state
+    with pytest.raises(PositionOutOfRangeError, match="no such entry"):
+        broker.reset_cursor("admin", TOPIC, "s", position=Position(999, 999))
+    assert broker._cursor(TOPIC, "s").state == before

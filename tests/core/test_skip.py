@@ -207,3 +207,13 @@ def test_skip_is_audited(broker: Broker, topic) -> None:
     records = broker.metadata.audit_log(TOPIC)
     assert records[0].kind == "skip" and records[0].role == "admin"
     assert len(records[0].detail["skipped"]) == 2
+
+
+def test_refusals_do_not_reveal_what_exists(broker: Broker, topic) -> None:
+    with pytest.raises(NotAuthorizedError):
+        broker.skip_messages("ops", "persistent://acme/nowhere/x", "s", topic["single"][:1])
+    with pytest.raises(NotAuthorizedError):
+        broker.skip_messages("ops", "persistent://nobody/ops/x", "s", topic["single"][:1])
+    with pytest.raises(NotAuthorizedError, match="not a superuser"):
+        broker.list_tenants("ops")
+    assert [t.name for t in broker.list_topics("acme-admin", "acme/ops")] == [TOPIC]
