@@ -4,6 +4,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -12,6 +13,9 @@ from sqlalchemy.pool import NullPool
 
 from core.config import Config
 from core.store.metadata import MetadataStore
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 PG_URL_ENV = "CURSOROPS_TEST_PG_URL"
 
@@ -61,3 +65,22 @@ def metadata_store(metadata_url: str) -> Iterator[MetadataStore]:
         yield store
     finally:
         store.close()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The one Spark session of the test run: ``local[2]``, 2 shuffle partitions, no UI."""
+    pytest.importorskip("pyspark")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from spark_apps.session import build_session
+
+    session = build_session(
+        "local[2]",
+        "cursorops-tests",
+        shuffle_partitions=2,
+        extra={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"},
+    )
+    try:
+        yield session
+    finally:
+        session.stop()

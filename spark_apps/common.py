@@ -1,0 +1,272 @@
+"""What every job's driver does: arguments, stores, the topic's data and cursors, errors.
+
+The driver reads metadata only (which segments hold a partition's entries, and
+each cursor's state, encoded with :mod:`core.cursor_codec`); the executors read
+the Parquet segments and decide everything by calling ``core``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TextIO
+
+from core import cursor_codec, errors
+from core.authz import Operation
+from core.config import Config
+from core.errors import CursorOpsError, InvalidArgumentError, LedgerStoreError
+from core.ledger_layout import LedgerLayout
+from core.managed_cursor import ManagedCursor
+from core.position import Position
+from core.store.ledger import MESSAGE_SCHEMA
+from core.store.metadata import SubscriptionInfo, TopicInfo
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from core.broker import Broker
+
+EXIT_CODES: dict[type[CursorOpsError], int] = {
+    errors.InvalidInputError: 2,
+    errors.NotFoundError: 3,
+    errors.ConflictError: 4,
+    errors.NotAuthorizedError: 5,
+    errors.StoreError: 6,
+}
+"""Exit code per error family, the same as the ``cursorops`` command's."""
+EXIT_UNEXPECTED = 1
+
+
+@dataclass(frozen=True)
+class PartitionSource:
+    """One topic partition as the executors need it."""
+
+    name: str
+    """``persistent://t/ns/topic-partition-N``, or the topic itself when not partitioned."""
+    index: int
+    """The ``partition`` column's value: N, or -1 for a non-partitioned topic."""
+    paths: tuple[str, ...]
+    """Absolute paths of its committed segments."""
+
+
+@dataclass(frozen=True)
+class TopicScan:
+    """Everything a job needs to know about a topic before Spark reads it."""
+
+    topic: TopicInfo
+    partitions: tuple[PartitionSource, ...]
+    subscriptions: tuple[SubscriptionInfo, ...]
+    states: Mapping[tuple[str, str], bytes]
+    """``(topic partition, subscription)`` -> encoded cursor state."""
+
+    @property
+    def paths(self) -> list[str]:
+        return [path for source in self.partitions for path in source.paths]
+
+    @property
+    def names(self) -> dict[int, str]:
+        """``partition`` column value -> topic partition name."""
+        return {source.index: source.name for source in self.partitions}
+
+
+def authorize_topic(broker: Broker, role: str, operation: Operation, topic: str) -> TopicInfo:
+    """Parse the topic name, check ``role`` for ``operation`` as the broker does, load the topic.
+
+    The broker keeps this check private; calling it here keeps one authorization
+    rule for the pure-Python and the Spark paths.
+    """
+    return broker._topic(role, operation, topic)
+
+
+def scan_topic(
+    broker: Broker,
+    role: str,
+    topic: str,
+    subscription: str | None,
+    operation: Operation = Operation.LOOKUP,
+) -> TopicScan:
+    """Resolve the topic and subscription(s), list segments, load every cursor.
+
+    Raises TopicNotFoundError / SubscriptionNotFoundError / NotAuthorizedError
+    before any Spark work starts.
+    """
+    info = authorize_topic(broker, role, operation, topic)
+    metadata = broker.metadata
+    subs = (
+        [metadata.get_subscription(info.name, subscription)]
+        if subscription is not None
+        else metadata.list_subscriptions(info.name)
+    )
+    partitions = []
+    states: dict[tuple[str, str], bytes] = {}
+    for number, name in enumerate(info.partition_names()):
+        paths = tuple(
+            os.path.join(broker.ledgers.root, segment.path) for segment in metadata.segments(name)
+        )
+        partitions.append(PartitionSource(name, number if info.partitions else -1, paths))
+        layout = LedgerLayout.of(
+            (ledger.ledger_id, ledger.entries) for ledger in metadata.ledgers(name)
+        )
+        for sub in subs:
+            state = ManagedCursor.open(metadata, name, sub.name, layout).state
+            states[(name, sub.name)] = cursor_codec.encode(state)
+    return TopicScan(info, tuple(partitions), tuple(subs), states)
+
+
+def spark_message_schema() -> StructType:
+    """The ledger store's row schema as a Spark schema (no inference from file footers)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(MESSAGE_SCHEMA)
+
+
+def read_messages(spark: SparkSession, scan: TopicScan, columns: Sequence[str]) -> DataFrame:
+    """The listed segments of every partition of the scan, ``columns`` only.
+
+    Only segments the metadata store lists are read, so a file a crashed append
+    left behind is never seen.
+    """
+    schema = spark_message_schema()
+    paths = scan.paths
+    if not paths:
+        return spark.createDataFrame([], schema).select(*columns)
+    missing = [path for path in paths if "://" not in path and not os.path.exists(path)]
+    if missing:
+        raise LedgerStoreError(
+            f"Cannot read ledger segment {missing[0]}: the file is missing"
+            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+        )
+    return spark.read.schema(schema).parquet(*paths).select(*columns)
+
+
+_FILE_IN_ERROR = re.compile(r"(?:file:|/)[^\s,'\"]*?\.parquet")
+_PYTHON_ERROR = re.compile(r"core\.errors\.(\w+): (.*)")
+
+
+def translate_spark_error(exc: Exception, scan: TopicScan | None = None) -> CursorOpsError:
+    """A Spark failure as the error it stands for, naming the unreadable file if there is one.
+
+    A ``core`` error raised inside a Python worker comes back as its own class;
+    a failed Parquet read becomes LedgerStoreError naming the segment.
+    """
+    text = str(exc)
+    raised = _PYTHON_ERROR.findall(text)
+    if raised:
+        name, message = raised[-1]
+        cls = getattr(errors, name, None)
+        if isinstance(cls, type) and issubclass(cls, CursorOpsError):
+            return cls(message.strip())
+    known = set(scan.paths) if scan is not None else set()
+    for match in _FILE_IN_ERROR.findall(text):
+        path = match.removeprefix("file:")
+        path = "/" + path.lstrip("/") if path.startswith("/") else path
+        if not known or path in known:
+            first_line = _reason(text)
+            return LedgerStoreError(f"Cannot read ledger segment {path}: {first_line}")
+    return LedgerStoreError(f"The Spark job failed: {_reason(text)}")
+
+
+def _reason(text: str) -> str:
+    """The innermost cause Spark reports, without the file path (named separately)."""
+    causes = re.findall(r"Caused by: [\w.$]+: (.*)", text)
+    for line in [*reversed(causes), *text.splitlines()]:
+        line = _FILE_IN_ERROR.sub("", line).strip(" .:")
+        if line and not line.startswith(("at ", "Traceback", "File ", "JVM stacktrace")):
+            return line[:500]
+    return "unknown error"
+
+
+@contextmanager
+def spark_errors(scan: TopicScan | None = None) -> Iterator[None]:
+    """Translate failures of the Spark actions run inside the block."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    try:
+        yield
+    except CursorOpsError:
+        raise
+    except (PySparkException, Py4JError) as exc:
+        raise translate_spark_error(exc, scan) from exc
+
+
+# -- the command line ------------------------------------------------------------------
+
+
+def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """Options every job takes: where the installation is, who asks, where Spark runs."""
+    env = os.environ
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument(
+        "--home",
+        default=env.get("CURSOROPS_HOME") or "~/.cursorops",
+        help="cursorops home (env CURSOROPS_HOME, default ~/.cursorops)",
+    )
+    parser.add_argument(
+        "--metadata-url",
+        default=env.get("CURSOROPS_METADATA_URL"),
+        help="metadata store URL (default: the SQLite file under the home)",
+    )
+    parser.add_argument(
+        "--ledger-root", help="ledger store folder (default: 'ledgers' under the home)"
+    )
+    parser.add_argument(
+        "--role",
+        default=env.get("CURSOROPS_ROLE") or "admin",
+        help="role the job acts as (env CURSOROPS_ROLE, default admin)",
+    )
+    parser.add_argument(
+        "--master",
+        help="Spark master (default: spark-submit's --master, else local[*])",
+    )
+    parser.add_argument("topic", help="persistent://tenant/namespace/topic")
+    return parser
+
+
+def config_from(args: argparse.Namespace) -> Config:
+    return Config.from_home(args.home, metadata_url=args.metadata_url, ledger_root=args.ledger_root)
+
+
+def parse_position(text: str, option: str) -> Position:
+    match = re.fullmatch(r"([0-9]+):([0-9]+)", text.strip())
+    if match is None:
+        raise InvalidArgumentError(f"Invalid {option} '{text}': expected ledgerId:entryId")
+    return Position(int(match.group(1)), int(match.group(2)))
+
+
+def emit_json(document: Any, path: str | None, out: TextIO) -> None:
+    """Write the job's answer: to ``path`` when given, else to ``out``."""
+    text = json.dumps(document, indent=2, sort_keys=False)
+    if path is None:
+        out.write(text + "\n")
+        out.flush()
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as sink:
+            sink.write(text + "\n")
+    except OSError as exc:
+        raise InvalidArgumentError(f"Cannot write the output file {path}: {exc}") from exc
+
+
+def exit_code_for(error: CursorOpsError) -> int:
+    for cls in type(error).__mro__:
+        if cls in EXIT_CODES:
+            return EXIT_CODES[cls]
+    return EXIT_UNEXPECTED
+
+
+def run_job(job: Callable[[], int], err: TextIO | None = None) -> int:
+    """Run a job body; a ``core`` error is one ``error: ...`` line and its family's exit code."""
+    try:
+        return job()
+    except CursorOpsError as exc:
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"error: {message}", file=err or sys.stderr)
+        return exit_code_for(exc)

@@ -1,0 +1,284 @@
+"""find_messages on Spark: a subscription's unacknowledged messages matching a predicate.
+
+The answer is a skip plan (:mod:`spark_apps.skip_plan`): one Parquet row per
+message, with its id and a preview, for a person to review and for
+``apply_skip_plan`` to apply. No shuffle of the data: each Arrow batch of a
+segment is decided where it is read, by :func:`core.filters.unacked_rows` (the
+cursor) and :meth:`core.filters.Predicate.mask` (the predicate).
+
+Run::
+
+    spark-submit spark_apps/find_messages.py [--home H] [--master M] TOPIC -s SUB \
+        (--predicate JSON | --predicate @file.json | --key K | --property K=V ...
+         | --deliver-at-after now ...) --output plan.parquet
+
+Prints a JSON summary (matches per partition, the first rows) on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from core import cursor_codec
+from core.config import Config
+from core.cursor import CursorState
+from core.errors import InvalidArgumentError, InvalidPredicateError
+from core.filters import Predicate, parse_predicate, unacked_rows
+from spark_apps.common import (
+    TopicScan,
+    base_parser,
+    config_from,
+    emit_json,
+    read_messages,
+    run_job,
+    scan_topic,
+    spark_errors,
+)
+from spark_apps.session import job_logger, session_scope
+from spark_apps.skip_plan import PLAN_SCHEMA, SORT_KEYS, plan_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+MESSAGE_COLUMNS = (
+    "partition",
+    "ledger_id",
+    "entry_id",
+    "batch_index",
+    "batch_size",
+    "publish_time",
+    "deliver_at",
+    "key",
+    "properties",
+    "payload",
+)
+PREVIEW_ROWS = 20
+"""Plan rows shown in the job's JSON summary."""
+
+
+def find_in_batches(
+    batches: Iterator[pa.RecordBatch],
+    topic: str,
+    subscription: str,
+    names: Mapping[int, str],
+    states: Mapping[tuple[str, str], bytes],
+    predicate: Predicate,
+) -> Iterator[pa.RecordBatch]:
+    """Plan rows for the matching unacknowledged messages of some batches (any partitions)."""
+    decoded: dict[str, CursorState] = {}
+    for batch in batches:
+        partitions = batch.column("partition").to_numpy()
+        for index in np.unique(partitions).tolist():
+            rows = (
+                batch
+                if partitions.size and (partitions == index).all()
+                else batch.filter(pc.equal(batch.column("partition"), index))
+            )
+            name = names[index]
+            if name not in decoded:
+                decoded[name] = cursor_codec.decode(states[(name, subscription)])[0]
+            live = rows.filter(pa.array(unacked_rows(decoded[name], rows)))
+            chosen = live.filter(pa.array(predicate.mask(live)))
+            if chosen.num_rows:
+                yield from plan_rows(chosen, topic, subscription, name).to_batches()
+
+
+def transform(
+    messages: DataFrame,
+    *,
+    topic: str,
+    subscription: str,
+    names: Mapping[int, str],
+    states: Mapping[tuple[str, str], bytes],
+    predicate: Predicate,
+) -> DataFrame:
+    """Message rows -> :data:`~spark_apps.skip_plan.PLAN_SCHEMA` rows, in id order."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    shared = messages.sparkSession.sparkContext.broadcast(dict(states))
+    names = dict(names)
+
+    def find(batches):  # type: ignore[no-untyped-def]
+        return find_in_batches(batches, topic, subscription, names, shared.value, predicate)
+
+    found = messages.mapInArrow(find, from_arrow_schema(PLAN_SCHEMA))
+    return found.orderBy(*SORT_KEYS)
+
+
+def run(
+    config: Config,
+    topic: str,
+    subscription: str,
+    predicate: Predicate,
+    output: str,
+    master: str | None = None,
+    *,
+    role: str = "admin",
+    spark: SparkSession | None = None,
+) -> dict[str, Any]:
+    """Write the plan to ``output`` (Parquet folder); return the summary document."""
+    from core.broker import Broker
+
+    log = job_logger("cursorops.find_messages")
+    with Broker(config) as broker:
+        scan = scan_topic(broker, role, topic, subscription)
+    log.info(
+        "finding in %s for %s: %d partition(s), %d segment(s), predicate %s",
+        scan.topic.name,
+        subscription,
+        len(scan.partitions),
+        len(scan.paths),
+        json.dumps(predicate.to_json(), sort_keys=True),
+    )
+    with session_scope(master, "cursorops-find-messages", spark) as session, spark_errors(scan):
+        messages = read_messages(session, scan, MESSAGE_COLUMNS)
+        plan = transform(
+            messages,
+            topic=scan.topic.name,
+            subscription=subscription,
+            names=scan.names,
+            states=scan.states,
+            predicate=predicate,
+        )
+        plan.coalesce(1).write.mode("overwrite").parquet(output)
+        written = session.read.parquet(output)
+        counts = {
+            row["topic_partition"]: int(row["count"])
+            for row in written.groupBy("topic_partition").count().collect()
+        }
+        preview = [
+            row.asDict() for row in written.orderBy(*SORT_KEYS).limit(PREVIEW_ROWS).collect()
+        ]
+    return summary_document(scan, subscription, predicate, output, counts, preview)
+
+
+def summary_document(
+    scan: TopicScan,
+    subscription: str,
+    predicate: Predicate,
+    output: str,
+    counts: Mapping[str, int],
+    preview: list[dict[str, Any]],
+) -> dict[str, Any]:
+    per_partition = {source.name: counts.get(source.name, 0) for source in scan.partitions}
+    return {
+        "topic": scan.topic.name,
+        "subscription": subscription,
+        "predicate": predicate.to_json(),
+        "plan": output,
+        "matches": sum(per_partition.values()),
+        "perPartition": per_partition,
+        "preview": [
+            {
+                "messageId": row["message_id"],
+                "topicPartition": row["topic_partition"],
+                "key": row["key"],
+                "publishTime": row["publish_time"],
+                "deliverAt": row["deliver_at"],
+                "properties": dict(row["properties"] or {}),
+                "payloadExcerpt": row["payload_excerpt"],
+            }
+            for row in preview
+        ],
+    }
+
+
+def predicate_document(args: Any) -> dict[str, Any]:
+    """The predicate from ``--predicate`` (JSON or @file) merged with the shortcut options."""
+    document: dict[str, Any] = {}
+    if args.predicate is not None:
+        text = args.predicate
+        if text.startswith("@"):
+            try:
+                with open(text[1:], encoding="utf-8") as source:
+                    text = source.read()
+            except OSError as exc:
+                raise InvalidPredicateError(f"Invalid predicate file {text[1:]}: {exc}") from exc
+        try:
+            loaded = json.loads(text)
+        except ValueError as exc:
+            raise InvalidPredicateError(f"Invalid predicate: not JSON: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise InvalidPredicateError("Invalid predicate: expected a JSON object")
+        document.update(loaded)
+    shortcuts: dict[str, Any] = {}
+    if args.key is not None:
+        shortcuts["key"] = args.key
+    if args.property:
+        pairs = {}
+        for text in args.property:
+            name, sep, value = text.partition("=")
+            if not sep or not name:
+                raise InvalidPredicateError(f"Invalid --property '{text}': expected NAME=VALUE")
+            pairs[name] = value
+        shortcuts["properties"] = pairs
+    for option, (field_name, side) in {
+        "publish_time_after": ("publishTime", "after"),
+        "publish_time_before": ("publishTime", "before"),
+        "deliver_at_after": ("deliverAt", "after"),
+        "deliver_at_before": ("deliverAt", "before"),
+    }.items():
+        value = getattr(args, option)
+        if value is not None:
+            shortcuts.setdefault(field_name, {})[side] = value
+    if args.payload_contains is not None:
+        shortcuts["payloadContains"] = args.payload_contains
+    clash = sorted(set(document) & set(shortcuts))
+    if clash:
+        raise InvalidPredicateError(
+            f"Invalid predicate: {', '.join(clash)} given both in --predicate and as an option"
+        )
+    document.update(shortcuts)
+    return document
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser(
+        "find_messages",
+        "Write the unacknowledged messages of a subscription matching a predicate as a skip plan",
+    )
+    parser.add_argument("-s", "--subscription", required=True)
+    parser.add_argument("--predicate", help="the predicate as JSON, or @path to a JSON file")
+    parser.add_argument("--key", help="message key equals")
+    parser.add_argument("--property", action="append", metavar="NAME=VALUE")
+    parser.add_argument("--publish-time-after", metavar="TIME")
+    parser.add_argument("--publish-time-before", metavar="TIME")
+    parser.add_argument("--deliver-at-after", metavar="TIME", help="'now': still scheduled")
+    parser.add_argument("--deliver-at-before", metavar="TIME")
+    parser.add_argument("--payload-contains", metavar="TEXT")
+    parser.add_argument("--output", required=True, help="where to write the plan (Parquet)")
+    parser.add_argument("--summary", help="write the JSON summary here instead of stdout")
+    args = parser.parse_args(argv)
+
+    def job() -> int:
+        now_ms = time.time_ns() // 1_000_000
+        predicate = parse_predicate(predicate_document(args), now_ms=now_ms)
+        if not args.output.strip():
+            raise InvalidArgumentError("Invalid --output: empty path")
+        document = run(
+            config_from(args),
+            args.topic,
+            args.subscription,
+            predicate,
+            args.output,
+            args.master,
+            role=args.role,
+        )
+        emit_json(document, args.summary, sys.stdout)
+        return 0
+
+    return run_job(job)
+
+
+if __name__ == "__main__":
+    from spark_apps.find_messages import main as package_main
+
+    sys.exit(package_main(sys.argv[1:]))

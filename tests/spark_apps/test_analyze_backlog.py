@@ -1,0 +1,289 @@
+"""analyze_backlog: the transform on inline data, and Spark == core on randomised topics."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core import backlog, cursor_codec
+from core.broker import Broker
+from core.cursor import AckTarget, CursorState
+from core.filters import EntryFilters, first_messages
+from core.ledger_layout import LedgerLayout
+from core.position import Position
+from spark_apps import analyze_backlog
+from spark_apps.analyze_backlog import (
+    RESULT_SCHEMA,
+    analysis_document,
+    analyze_entries,
+    transform,
+)
+from tests.spark_apps.frames import assert_frames_equal
+from tests.spark_apps.topics import TOPIC, core_analyses, cursor_states, make_topic
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def _as_tuples(analyses: list) -> list[tuple[str, str, backlog.BacklogAnalysis]]:
+    return [(a.topic_partition, a.subscription, a.result) for a in analyses]
+
+
+# -- the transform on inline rows -------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_transform_discounts_acknowledged_batch_indexes_and_applies_filters(
+    spark: SparkSession,
+) -> None:
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    schema = StructType(
+        [
+            StructField("partition", IntegerType(), False),
+            StructField("ledger_id", LongType(), False),
+            StructField("entry_id", LongType(), False),
+            StructField("batch_index", IntegerType(), False),
+            StructField("batch_size", IntegerType(), False),
+            StructField("key", StringType(), True),
+        ]
+    )
+    rows = [
+        (0, 5, 0, 0, 3, "a"),
+        (0, 5, 0, 1, 3, "b"),
+        (0, 5, 0, 2, 3, "b"),
+        (0, 5, 1, -1, 0, "b"),
+        (0, 5, 2, -1, 0, "a"),
+        (1, 9, 0, 0, 2, "b"),
+        (1, 9, 0, 1, 2, "a"),
+        (1, 9, 1, -1, 0, None),
+    ]
+    p0 = CursorState()
+    p0.acknowledge(
+        [AckTarget(Position(5, 0), 1, 3), AckTarget(Position(5, 1))], LedgerLayout.of([(5, 3)])
+    )
+    p1 = CursorState(mark_delete=Position(9, 0))
+    result = transform(
+        spark.createDataFrame(rows, schema),
+        names={0: "p0", 1: "p1"},
+        subscriptions=["s"],
+        states={("p0", "s"): cursor_codec.encode(p0), ("p1", "s"): cursor_codec.encode(p1)},
+        filters={"s": EntryFilters.from_properties({"entryFilter.reject.key": "b"})},
+    )
+    #   p0: 5:0 has 2 of 3 left (its first message's key 'a': accepted), 5:1 acked, 5:2 left.
+    #   p1: mark-delete 9:0, so only 9:1 (no key: accepted).
+    expected = spark.createDataFrame(
+        [
+            ("p0", "s", 2, 3, 2, 0, 0, 3, 0, 0, 0, False, "5:0", "5:2", None),
+            ("p1", "s", 1, 1, 1, 0, 0, 1, 0, 0, 0, False, "9:1", "9:1", None),
+        ],
+        from_arrow_schema(RESULT_SCHEMA),
+    )
+    assert_frames_equal(result, expected)
+
+
+@pytest.mark.spark
+def test_transform_of_no_rows_is_no_rows(spark: SparkSession) -> None:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from spark_apps.common import spark_message_schema
+
+    empty = spark.createDataFrame([], spark_message_schema())
+    result = transform(empty, names={}, subscriptions=["s"], states={})
+    assert_frames_equal(result, spark.createDataFrame([], from_arrow_schema(RESULT_SCHEMA)))
+
+
+def test_spark_keeps_the_rows_core_calls_first_messages() -> None:
+    # transform() selects `batch_index <= 0`; this pins it to core's definition.
+    import pyarrow as pa
+
+    table = pa.table({"batch_index": pa.array([-1, 0, 1, 2, 0, -1], pa.int32())})
+    kept = first_messages(table).column("batch_index").to_pylist()
+    assert kept == [b for b in table.column("batch_index").to_pylist() if b <= 0]
+
+
+# -- the chunked, time-limited scan against core's one-shot analysis ------------------------
+
+
+@st.composite
+def scans(draw: st.DrawFn) -> tuple[CursorState, np.ndarray, np.ndarray, np.ndarray, dict]:
+    n = draw(st.integers(0, 40))
+    sizes = np.array(draw(st.lists(st.sampled_from([0, 2, 4]), min_size=n, max_size=n)))
+    ledgers = np.array([1] * (n // 2) + [3] * (n - n // 2), dtype=np.int64)
+    entries = np.array(list(range(n // 2)) + list(range(n - n // 2)), dtype=np.int64)
+    layout = LedgerLayout.of([(1, n // 2), (3, n - n // 2)])
+    state = CursorState()
+    targets = []
+    for row in draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=n)) if n else []:
+        position = Position(int(ledgers[row]), int(entries[row]))
+        size = int(sizes[row])
+        if size and draw(st.booleans()):
+            targets.append(AckTarget(position, draw(st.integers(0, size - 1)), size))
+        else:
+            targets.append(AckTarget(position))
+    state.acknowledge(targets, layout)
+    verdicts = np.array(draw(st.lists(st.sampled_from([0, 1, 2]), min_size=n, max_size=n)))
+    options = {
+        "max_entries": draw(st.none() | st.integers(0, n + 1)),
+        "start_after": draw(
+            st.none() | st.sampled_from([Position(1, 2), Position(3, 0), Position(0, 0)])
+        ),
+    }
+    return state, ledgers, entries, sizes, {"verdicts": verdicts, **options}
+
+
+@settings(max_examples=200, deadline=None)
+@given(scans(), st.integers(1, 7))
+def test_chunked_scan_equals_one_shot_analysis(
+    case: tuple[CursorState, np.ndarray, np.ndarray, np.ndarray, dict], chunk: int
+) -> None:
+    state, ledgers, entries, sizes, options = case
+    expected = backlog.analyze(
+        state,
+        ledgers,
+        entries,
+        sizes,
+        options["verdicts"],
+        start_after=options["start_after"],
+        max_entries=options["max_entries"],
+    )
+    saved = analyze_backlog.CHUNK_ENTRIES
+    analyze_backlog.CHUNK_ENTRIES = chunk
+    try:
+        got = analyze_entries(
+            state,
+            ledgers,
+            entries,
+            sizes,
+            options["verdicts"],
+            start_after=options["start_after"],
+            max_entries=options["max_entries"],
+            deadline_ms=time.time_ns() // 1_000_000 + 3_600_000,
+        )
+    finally:
+        analyze_backlog.CHUNK_ENTRIES = saved
+    if options["max_entries"] == 0 and expected.aborted:
+        # backlog.analyze names no position when capped at zero; the scan names where it stood.
+        expected.resume_after = None
+    assert got == expected
+
+
+def test_a_passed_deadline_aborts_where_the_scan_stood() -> None:
+    state = CursorState(mark_delete=Position(1, 3))
+    ledgers = np.ones(10, dtype=np.int64)
+    entries = np.arange(10, dtype=np.int64)
+    sizes = np.zeros(10, dtype=np.int64)
+    got = analyze_entries(state, ledgers, entries, sizes, None, deadline_ms=0)
+    assert (got.aborted, got.entries, got.resume_after) == (True, 0, "1:3")
+    got = analyze_entries(CursorState(), ledgers, entries, sizes, None, deadline_ms=0)
+    assert (got.aborted, got.resume_after) == (True, None)
+
+
+# -- Spark == core on randomised topics ---------------------------------------------------
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("seed", "partitions"), [(11, 3), (12, 0), (13, 4)])
+def test_spark_equals_core_on_random_topics(
+    spark: SparkSession, tmp_path: Path, seed: int, partitions: int
+) -> None:
+    topic = make_topic(tmp_path / "home", seed, partitions=partitions, messages=300)
+    expected = core_analyses(topic.config, TOPIC)
+    got = analyze_backlog.run(topic.config, TOPIC, spark=spark)
+    assert _as_tuples(got) == _as_tuples(expected)
+    assert sum(a.result.filter_rejected_messages for a in got) > 0
+    assert sum(a.result.filter_rescheduled_entries for a in got) > 0
+    # Without filters, the broker's own pure-Python path gives the very same answer.
+    with Broker(topic.config) as broker:
+        plain = broker.analyze_backlog("admin", TOPIC)
+    for mine, theirs in zip(got, plain, strict=True):
+        assert (mine.topic_partition, mine.subscription) == (
+            theirs.topic_partition,
+            theirs.subscription,
+        )
+        if mine.subscription != "filtered":
+            assert mine.result == theirs.result
+        else:
+            assert (mine.result.entries, mine.result.messages) == (
+                theirs.result.entries,
+                theirs.result.messages,
+            )
+    one = analyze_backlog.run(topic.config, TOPIC, "keyed", spark=spark)
+    assert _as_tuples(one) == [t for t in _as_tuples(expected) if t[1] == "keyed"]
+
+
+@pytest.mark.spark
+def test_max_entries_caps_each_partition_like_core(spark: SparkSession, tmp_path: Path) -> None:
+    topic = make_topic(tmp_path / "home", 21, partitions=2, messages=200)
+    got = analyze_backlog.run(topic.config, TOPIC, spark=spark, max_entries=5)
+    assert _as_tuples(got) == _as_tuples(core_analyses(topic.config, TOPIC, max_entries=5))
+    aborted = [a for a in got if a.result.aborted]
+    assert aborted and all(a.result.resume_after == a.result.last_message_id for a in aborted)
+    resumed = analyze_backlog.run(
+        topic.config,
+        TOPIC,
+        "plain",
+        spark=spark,
+        start_after=[
+            Position(*map(int, a.result.resume_after.split(":")))
+            for a in aborted
+            if a.subscription == "plain"
+        ],
+    )
+    full = {
+        (a.topic_partition): a.result
+        for a in core_analyses(topic.config, TOPIC)
+        if a.subscription == "plain"
+    }
+    for first in (a for a in got if a.subscription == "plain"):
+        rest = next(r for r in resumed if r.topic_partition == first.topic_partition).result
+        whole = full[first.topic_partition]
+        if first.result.aborted:
+            assert first.result.messages + rest.messages == whole.messages
+            assert first.result.entries + rest.entries == whole.entries
+        else:
+            assert first.result == whole
+
+
+@pytest.mark.spark
+def test_time_limit_reports_aborted_and_where_to_resume(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    topic = make_topic(tmp_path / "home", 31, partitions=2, messages=120)
+    got = analyze_backlog.run(topic.config, TOPIC, "plain", spark=spark, time_limit_ms=1)
+    states = cursor_states(topic.config, TOPIC, "plain")
+    for one in got:
+        assert one.result.aborted and one.result.entries == 0
+        mark_delete = states[one.topic_partition].mark_delete
+        assert one.result.resume_after == (None if mark_delete < (0, 0) else str(mark_delete))
+    document = analysis_document(TOPIC, "plain", got)
+    assert document["total"]["aborted"] is True
+
+
+def test_document_is_the_cli_document() -> None:
+    output = pytest.importorskip("cli.output")
+    analyses = [
+        dataclasses.replace(a, result=backlog.BacklogAnalysis(entries=i, messages=2 * i))
+        for i, a in enumerate(
+            [
+                analyze_backlog_partition("p0", "a"),
+                analyze_backlog_partition("p0", "b"),
+                analyze_backlog_partition("p1", "a"),
+            ]
+        )
+    ]
+    assert analysis_document(TOPIC, None, analyses) == output.analysis_json(TOPIC, None, analyses)
+
+
+def analyze_backlog_partition(partition: str, subscription: str):  # type: ignore[no-untyped-def]
+    from core.broker import PartitionAnalysis
+
+    return PartitionAnalysis(partition, subscription, backlog.BacklogAnalysis())

@@ -1,0 +1,161 @@
+"""find_messages: the transform on inline rows, and Spark == core == the read path."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from core import cursor_codec
+from core.cursor import AckTarget, CursorState
+from core.errors import InvalidPredicateError
+from core.filters import parse_predicate
+from core.ledger_layout import LedgerLayout
+from core.position import Position
+from spark_apps import find_messages
+from spark_apps.find_messages import predicate_document, transform
+from spark_apps.skip_plan import PLAN_SCHEMA, plan_ids, read_plan
+from tests.spark_apps.frames import assert_frames_equal
+from tests.spark_apps.topics import NOW, TOPIC, core_matches, make_topic, peeked_matches
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@pytest.mark.spark
+def test_transform_finds_unacknowledged_matches_only(spark: SparkSession) -> None:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from spark_apps.common import spark_message_schema
+
+    def message(entry: int, index: int, size: int, key: str | None, deliver_at: int | None,
+                payload: bytes) -> tuple[Any, ...]:  # fmt: skip
+        return (0, 7, entry, index, size, NOW, deliver_at, key, {"c": "x"}, payload, "p", entry)
+
+    rows = [
+        message(0, 0, 3, "a", None, b"first"),
+        message(0, 1, 3, "a", None, b"second"),
+        message(0, 2, 3, "b", None, b"third"),
+        message(1, -1, 0, "a", NOW + 5, b"\xe2\x82\xac delayed"),
+        message(2, -1, 0, "a", None, b"acked"),
+    ]
+    state = CursorState()
+    state.acknowledge(
+        [AckTarget(Position(7, 0), 1, 3), AckTarget(Position(7, 2))], LedgerLayout.of([(7, 3)])
+    )
+    frame = spark.createDataFrame(rows, spark_message_schema()).select(
+        *find_messages.MESSAGE_COLUMNS
+    )
+    result = transform(
+        frame,
+        topic="persistent://t/n/x",
+        subscription="s",
+        names={0: "persistent://t/n/x-partition-0"},
+        states={("persistent://t/n/x-partition-0", "s"): cursor_codec.encode(state)},
+        predicate=parse_predicate({"key": "a"}),
+    )
+
+    def planned(entry: int, index: int, size: int, deliver_at: int | None, payload: bytes,
+                message_id: str) -> tuple[Any, ...]:  # fmt: skip
+        return (
+            "persistent://t/n/x", "s", "persistent://t/n/x-partition-0", 0, 7, entry, index,
+            size, message_id, "a", NOW, deliver_at, {"c": "x"}, len(payload),
+            payload.decode(),
+        )  # fmt: skip
+
+    expected = spark.createDataFrame(
+        [
+            planned(0, 0, 3, None, b"first", "7:0:0"),
+            planned(1, -1, 0, NOW + 5, "€ delayed".encode(), "7:1"),
+        ],
+        from_arrow_schema(PLAN_SCHEMA),
+    )
+    assert_frames_equal(result, expected, checkRowOrder=True)
+
+
+def _args(**given: Any) -> argparse.Namespace:
+    fields = ("predicate", "key", "property", "payload_contains")
+    times = ("publish_time_after", "publish_time_before", "deliver_at_after", "deliver_at_before")
+    return argparse.Namespace(**{name: None for name in fields + times} | given)
+
+
+def test_shortcut_options_build_the_predicate_document(tmp_path: Path) -> None:
+    source = tmp_path / "p.json"
+    source.write_text('{"jsonField": {"path": "a.b", "equals": [1]}}')
+    document = predicate_document(
+        _args(
+            predicate=f"@{source}",
+            key="k",
+            property=["region=eu", "tier=gold=1"],
+            deliver_at_after="now",
+            payload_contains="boom",
+        )
+    )
+    assert document == {
+        "jsonField": {"path": "a.b", "equals": [1]},
+        "key": "k",
+        "properties": {"region": "eu", "tier": "gold=1"},
+        "deliverAt": {"after": "now"},
+        "payloadContains": "boom",
+    }
+    assert parse_predicate(document, now_ms=NOW).deliver_at is not None
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"predicate": '{"key": "a"}', "key": "b"}, "key given both"),
+        ({"property": ["novalue"]}, "expected NAME=VALUE"),
+        ({"predicate": "@/nonexistent/p.json"}, "Invalid predicate file"),
+        ({"predicate": "[1]"}, "expected a JSON object"),
+    ],
+)
+def test_bad_predicate_options(given: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidPredicateError, match=message):
+        predicate_document(_args(**given))
+
+
+PREDICATES = [
+    {"key": "k2"},
+    {"properties": {"color": "green"}, "deliverAt": {"after": NOW}},
+    {"jsonField": {"path": "order.state", "equals": "paid"}, "payloadContains": "paid"},
+    {"publishTime": {"after": NOW + 2_000, "before": NOW + 5_000}},
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("seed", "partitions"), [(41, 3), (42, 0)])
+def test_spark_plan_equals_core_and_the_read_path(
+    spark: SparkSession, tmp_path: Path, seed: int, partitions: int
+) -> None:
+    topic = make_topic(tmp_path / "home", seed, partitions=partitions, messages=260)
+    for number, document in enumerate(PREDICATES):
+        predicate = parse_predicate(document)
+        output = str(tmp_path / f"plan-{number}")
+        summary = find_messages.run(topic.config, TOPIC, "plain", predicate, output, spark=spark)
+        plan = read_plan(output)
+        assert plan.schema.names == PLAN_SCHEMA.names
+        found = sorted(plan.column("message_id").to_pylist())
+        assert found == core_matches(topic.config, TOPIC, "plain", predicate)
+        assert found == peeked_matches(topic.config, TOPIC, "plain", predicate)
+        assert summary["matches"] == len(found) == sum(summary["perPartition"].values())
+        assert len(summary["preview"]) == min(len(found), find_messages.PREVIEW_ROWS)
+        assert [m.triplet() for m in plan_ids(plan)] == plan.column("message_id").to_pylist()
+        keys = ["partition", "ledger_id", "entry_id", "batch_index"]
+        ordered = plan.select(keys).to_pylist()
+        assert ordered == sorted(ordered, key=lambda r: tuple(r[k] for k in keys))
+    assert found, "the last predicate matches something on every seed"
+
+
+@pytest.mark.spark
+def test_nothing_found_writes_an_empty_plan(spark: SparkSession, tmp_path: Path) -> None:
+    topic = make_topic(tmp_path / "home", 43, partitions=2, messages=60)
+    output = str(tmp_path / "plan")
+    summary = find_messages.run(
+        topic.config, TOPIC, "plain", parse_predicate({"key": "nobody"}), output, spark=spark
+    )
+    assert summary["matches"] == 0 and summary["preview"] == []
+    assert pq.read_table(output).num_rows == 0
