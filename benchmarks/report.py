@@ -267,7 +267,8 @@ class Hotspot:
 @dataclass(frozen=True)
 class Profile:
     total: float
-    """Profiled seconds (``cProfile`` slows the code down: compare shares, not seconds)."""
+    """Wall seconds of the profiled run, the base of the shares (``cProfile`` slows the
+    code down: compare shares, not seconds)."""
     by_own: list[Hotspot]
     by_cumulative: list[Hotspot]
     """cursorops functions only (``core/``)."""
@@ -289,11 +290,13 @@ def _where(key: tuple[str, int, str]) -> str:
 def profile(work: Callable[[], object]) -> Profile:
     """Run ``work`` once under ``cProfile``; its top functions by own and cumulative time."""
     profiler = cProfile.Profile()
+    start = time.perf_counter()
     profiler.enable()
     try:
         work()
     finally:
         profiler.disable()
+    wall = time.perf_counter() - start
     stats = pstats.Stats(profiler)
     raw = stats.stats  # type: ignore[attr-defined]
     rows = [
@@ -303,7 +306,7 @@ def profile(work: Callable[[], object]) -> Profile:
     by_own = sorted(rows, key=lambda h: h.own, reverse=True)[:PROFILE_ROWS]
     ours = [h for h in rows if h.where.startswith("core/")]
     by_cumulative = sorted(ours, key=lambda h: h.cumulative, reverse=True)[:PROFILE_ROWS]
-    return Profile(stats.total_tt, by_own, by_cumulative)  # type: ignore[attr-defined]
+    return Profile(wall, by_own, by_cumulative)
 
 
 def profile_markdown(result: Profile, what: str) -> list[str]:
@@ -324,8 +327,8 @@ def profile_markdown(result: Profile, what: str) -> list[str]:
 
     headers = ["function", "calls", "own s", "own share", "cumulative s", "cumulative share"]
     return [
-        f"Profile of {what} under `cProfile` ({result.total:.2f} s profiled; the profiler "
-        "slows calls down, so read the shares). Functions by own time:",
+        f"Profile of {what} under `cProfile` ({result.total:.2f} s wall time under the "
+        "profiler, which slows calls down: read the shares of that time). Functions by own time:",
         "",
         table(headers, rows(result.by_own)),
         "",

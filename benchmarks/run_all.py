@@ -2,9 +2,8 @@
 
 A process per benchmark so that one's memory and garbage never weigh on the
 next. ``benchmarks.spark_backlog`` runs too when that module exists, and is
-skipped with a note when it does not. Options (``--quick``, ``--runs``,
-``--write/--no-write``, ``--dir``) are passed on to the cursorops benchmarks;
-``spark_backlog`` gets ``--quick`` only, the one option every benchmark takes.
+skipped with a note when it does not. The options (``--quick``, ``--runs``,
+``--write/--no-write``, ``--dir``), which every benchmark takes, are passed on.
 The exit status is non-zero when any benchmark failed.
 """
 
@@ -51,16 +50,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dir is not None:
         passed += ["--dir", args.dir]
 
-    plan: list[tuple[str, list[str]]] = [(name, passed) for name in CORE_BENCHMARKS]
+    plan = list(CORE_BENCHMARKS)
     for name in OPTIONAL_BENCHMARKS:
         if _available(name):
-            plan.append((name, ["--quick"] if args.quick else []))
+            plan.append(name)
         else:
             print(f"== {name}: skipped, benchmarks/{name}.py is not present", flush=True)
 
     summary: list[tuple[str, int, float]] = []
-    for name, options in plan:
-        code, seconds = _run(name, options)
+    for name in plan:
+        code, seconds = _run(name, passed)
         summary.append((name, code, seconds))
     print("\n== summary")
     for name, code, seconds in summary:

@@ -8,13 +8,14 @@ another entry, all chosen at random across the partitions and shuffled.
 Timed, each on a fresh Shared subscription at the earliest position, the two
 alternating which goes first from run to run:
 
-- ``Broker.skip_messages``: validated, acknowledged and durable (one journal
-  delta per partition) and audited, when it returns;
+- ``Broker.skip_messages``: validated, acknowledged, durable and audited
+  when it returns;
 - the same split into ``Broker.plan_skip`` (validation and routing, nothing
   written) and ``Broker.apply_skip`` (acknowledge and audit).
 
 After every run the subscription's cursors are reloaded and each skipped id
-is checked acknowledged.
+is checked acknowledged. When ``skip_messages`` misses the aim, one more
+skip runs under ``cProfile`` and its hotspots are reported.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import machine, report
-from benchmarks.report import Options, Runs, Stopwatch
+from benchmarks.report import Options, Profile, Runs, Stopwatch
 from core.broker import Broker
 from core.config import Config
 from core.ledger_layout import LedgerLayout
@@ -120,6 +121,7 @@ class Results:
     skip: Runs
     plan: Runs
     apply: Runs
+    profiles: list[tuple[str, Profile]]
 
 
 def measure(sizes: Sizes, options: Options, work: Path) -> Results:
@@ -160,9 +162,26 @@ def measure(sizes: Sizes, options: Options, work: Path) -> Results:
                 f"plan {plan.seconds:.3f} s + apply {apply.seconds:.3f} s",
                 flush=True,
             )
+        profiles: list[tuple[str, Profile]] = []
+        if Runs.of(skips).median >= AIM_SECONDS:
+            what = f"one `skip_messages` of {total:,} ids on a fresh subscription"
+            print(f"above the aim: profiling {what}", flush=True)
+            name = "profiled"
+            broker.create_subscription(
+                ROLE, TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
+            )
+            profiles.append(
+                (what, report.profile(lambda: broker.skip_messages(ROLE, TOPIC, name, chosen)))
+            )
         entries = len({(m.partition, m.ledger_id, m.entry_id) for m in ids})
         return Results(
-            len(ids), entries, per_partition, Runs.of(skips), Runs.of(plans), Runs.of(applies)
+            len(ids),
+            entries,
+            per_partition,
+            Runs.of(skips),
+            Runs.of(plans),
+            Runs.of(applies),
+            profiles,
         )
 
 
@@ -205,7 +224,10 @@ def render(
         f"Planning takes {results.plan.median / split_total.median:.0%} of the split total "
         f"(medians, same runs); {report.number(total / results.skip.median)} ids/s through "
         "`skip_messages`.",
+        "",
     ]
+    for what, result in results.profiles:
+        lines += report.profile_markdown(result, what)
     return "\n".join(lines) + "\n"
 
 
