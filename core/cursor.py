@@ -22,7 +22,7 @@ never lose each other's acknowledgements.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from core import ack_set
@@ -107,14 +107,25 @@ class CursorState:
                 delta.individually_deleted.add(*position)
         return delta
 
-    def acknowledge(self, targets: Iterable[AckTarget], layout: LedgerLayout) -> CursorState:
-        """Individual acknowledgement of entries and batch indexes; returns the delta.
+    def acknowledge(self, targets: Sequence[AckTarget], layout: LedgerLayout) -> None:
+        """Individual acknowledgement of entries and batch indexes.
 
-        Already acknowledged targets are no-ops. Cost: O(k) plus one normalisation.
+        Already acknowledged targets are no-ops. Cost: O(k) plus one auto-advance;
+        a single whole entry takes a shorter path (no delta is built), since
+        consumers that do not group their acknowledgements send one at a time.
+        Durable callers use :meth:`ack_delta` and :meth:`merge` instead.
         """
-        delta = self.ack_delta(targets)
-        self.merge(delta, layout)
-        return delta
+        if len(targets) == 1 and targets[0].batch_index < 0:
+            position = targets[0].position
+            start = self.mark_delete
+            if position <= start:
+                return
+            self.individually_deleted.add(position.ledger_id, position.entry_id)
+            if self.batch_acks:
+                self.batch_acks.pop(position, None)
+            self._advance(layout, start)
+            return
+        self.merge(self.ack_delta(targets), layout)
 
     def acknowledge_cumulative(
         self, position: Position, layout: LedgerLayout, batch_index: int = -1, batch_size: int = 0

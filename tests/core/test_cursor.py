@@ -83,12 +83,19 @@ def apply_to_cursor(
     state: CursorState, layout: LedgerLayout, sizes: dict[Position, int], op: tuple
 ) -> CursorState:
     kind, pos, index = op
-    if kind == "entry":
-        return state.acknowledge([AckTarget(pos)], layout)
-    if kind == "many":
-        return state.acknowledge([AckTarget(p) for p in pos], layout)
-    if kind == "index":
-        return state.acknowledge([AckTarget(pos, index, sizes[pos])], layout)
+    if kind in ("entry", "many", "index"):
+        if kind == "entry":
+            targets = [AckTarget(pos)]
+        elif kind == "many":
+            targets = [AckTarget(p) for p in pos]
+        else:
+            targets = [AckTarget(pos, index, sizes[pos])]
+        delta = CursorState.ack_delta(targets)
+        if len(targets) == 1 and kind == "entry":
+            state.acknowledge(targets, layout)  # the single-entry path
+        else:
+            state.merge(delta, layout)
+        return delta
     if kind == "cumulative":
         return state.acknowledge_cumulative(pos, layout, index, sizes[pos])
     return state.reset(pos, layout)
