@@ -14,3 +14,5 @@ the machine described by :mod:`benchmarks.machine`.
 - :mod:`benchmarks.report`: timing helpers and :func:`~benchmarks.report.write_section`,
   the one writer of ``docs/benchmarks.md``.
 """
+
+from __future__ import annotations
