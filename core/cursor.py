@@ -22,7 +22,8 @@ never lose each other's acknowledgements.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from core import ack_set
@@ -42,15 +43,50 @@ class AckTarget:
     """Messages in the entry; 0 for a non-batched entry. Needed for batch-index acks."""
 
 
+class BatchAckSets(dict[Position, int]):
+    """Partly acknowledged batch entries -> ack set (a set bit = still unacknowledged).
+
+    A dict with a min-heap of its positions beside it, so that dropping every
+    entry at or before mark-delete costs O(log n) per dropped entry instead of a
+    sweep of all of them each time mark-delete moves. Write with ``[]=`` only.
+    """
+
+    __slots__ = ("_heap",)
+
+    def __init__(self, items: Mapping[Position, int] | None = None) -> None:
+        super().__init__(items or {})
+        self._heap: list[Position] = list(self)
+        heapq.heapify(self._heap)
+
+    def __setitem__(self, position: Position, bits: int) -> None:
+        if position not in self:
+            heapq.heappush(self._heap, position)
+        super().__setitem__(position, bits)
+
+    def drop_through(self, position: Position) -> None:
+        """Forget every entry at or before ``position``."""
+        heap = self._heap
+        while heap and heap[0] <= position:
+            self.pop(heapq.heappop(heap), None)
+        if len(heap) > 2 * len(self) + 64:
+            # Entries folded into individually deleted leave stale heap slots.
+            self._heap = list(self)
+            heapq.heapify(self._heap)
+
+
 @dataclass
 class CursorState:
     mark_delete: Position = EARLIEST
     individually_deleted: RangeSet = field(default_factory=RangeSet)
-    batch_acks: dict[Position, int] = field(default_factory=dict)
+    batch_acks: BatchAckSets = field(default_factory=BatchAckSets)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.batch_acks, BatchAckSets):
+            self.batch_acks = BatchAckSets(self.batch_acks)
 
     def copy(self) -> CursorState:
         return CursorState(
-            self.mark_delete, self.individually_deleted.copy(), dict(self.batch_acks)
+            self.mark_delete, self.individually_deleted.copy(), BatchAckSets(self.batch_acks)
         )
 
     # -- queries -------------------------------------------------------------
@@ -201,7 +237,9 @@ class CursorState:
                 del self.batch_acks[position]
                 self.individually_deleted.add(*position)
         deleted = self.individually_deleted
-        self.batch_acks = {p: b for p, b in self.batch_acks.items() if not deleted.contains(*p)}
+        self.batch_acks = BatchAckSets(
+            {p: b for p, b in self.batch_acks.items() if not deleted.contains(*p)}
+        )
         self._advance(layout, None)
 
     def _advance(self, layout: LedgerLayout, start: Position | None) -> None:
@@ -224,7 +262,7 @@ class CursorState:
         if mark_delete >= (0, 0) and deleted:
             deleted.remove_through(*mark_delete)
         if self.batch_acks and mark_delete != start:
-            self.batch_acks = {p: b for p, b in self.batch_acks.items() if p > mark_delete}
+            self.batch_acks.drop_through(mark_delete)
 
     def reset(self, position: Position, layout: LedgerLayout) -> CursorState:
         """Reset so that ``position`` is the next entry read; forgets every later ack.
@@ -234,7 +272,7 @@ class CursorState:
         """
         self.mark_delete = layout.previous_position(position) if position > EARLIEST else EARLIEST
         self.individually_deleted = RangeSet()
-        self.batch_acks = {}
+        self.batch_acks = BatchAckSets()
         self.normalize(layout)
         return self.copy()
 

@@ -19,7 +19,7 @@ import struct
 from array import array
 
 from core import ack_set
-from core.cursor import CursorState
+from core.cursor import BatchAckSets, CursorState
 from core.errors import InvalidArgumentError, MetadataStoreError
 from core.position import Position
 from core.range_set import RangeSet
@@ -62,7 +62,7 @@ def decode(data: bytes) -> tuple[CursorState, bool]:
         offset += deleted_len
         (count,) = _U32.unpack_from(data, offset)
         offset += _U32.size
-        batch_acks: dict[Position, int] = {}
+        batch_acks = BatchAckSets()
         for _ in range(count):
             b_ledger, b_entry, n_words = _BATCH_HEAD.unpack_from(data, offset)
             offset += _BATCH_HEAD.size

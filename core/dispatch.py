@@ -106,7 +106,7 @@ class _PartitionReader:
         rest = self.rest
         properties = rest["properties"][row]
         return Message(
-            message_id=MessageId(
+            message_id=MessageId.of_store(
                 self.ledger_id[row],
                 self.entry_id[row],
                 self.source.partition,
@@ -202,6 +202,7 @@ class Dispatcher:
         self.subscription_type = subscription_type
         self.clock = clock
         self._readers = [_PartitionReader(source) for source in sources]
+        self._slots = {source.topic: slot for slot, source in enumerate(sources)}
         for reader in self._readers:
             reader.rewind()
         self._consumers: list[Consumer] = []
@@ -303,13 +304,12 @@ class Dispatcher:
 
     def acknowledge(self, consumer: Consumer, messages: Sequence[Message]) -> None:
         by_slot: dict[int, list[AckTarget]] = {}
-        for message in messages:
-            key = self._key_of(message)
+        keys = [self._key_of(message) for message in messages]
+        for key, message in zip(keys, messages, strict=True):
             by_slot.setdefault(key[0], []).append(_target(message))
         for slot, targets in by_slot.items():
             self._readers[slot].source.cursor.acknowledge(targets)
-        for message in messages:
-            key = self._key_of(message)
+        for key in keys:
             self._pending.pop(key, None)
             self._redelivery_counts.pop(key, None)
 
@@ -351,11 +351,13 @@ class Dispatcher:
                 heapq.heappush(self._redeliver, (key, message))
 
     def _key_of(self, message: Message) -> _Key:
-        for slot, reader in enumerate(self._readers):
-            if reader.source.topic == message.topic:
-                mid = message.message_id
-                return (slot, mid.ledger_id, mid.entry_id, mid.batch_index)
-        raise InvalidArgumentError(f"Message {message.message_id} is not from this subscription")
+        slot = self._slots.get(message.topic)
+        if slot is None:
+            raise InvalidArgumentError(
+                f"Message {message.message_id} is not from this subscription"
+            )
+        mid = message.message_id
+        return (slot, mid.ledger_id, mid.entry_id, mid.batch_index)
 
 
 def _target(message: Message) -> AckTarget:

@@ -92,6 +92,23 @@ class MessageId:
         _check_range("batch_index", self.batch_index, _INT32_MIN, _INT32_MAX)
         _check_range("batch_size", self.batch_size, _INT32_MIN, _INT32_MAX)
 
+    @classmethod
+    def of_store(
+        cls, ledger_id: int, entry_id: int, partition: int, batch_index: int, batch_size: int
+    ) -> MessageId:
+        """An id built from values the ledger store wrote, without the range checks.
+
+        The read path and the stores build one id per message; the checks are
+        for values that come from outside.
+        """
+        mid = object.__new__(cls)
+        object.__setattr__(mid, "ledger_id", ledger_id)
+        object.__setattr__(mid, "entry_id", entry_id)
+        object.__setattr__(mid, "partition", partition)
+        object.__setattr__(mid, "batch_index", batch_index)
+        object.__setattr__(mid, "batch_size", batch_size)
+        return mid
+
     @property
     def position(self) -> Position:
         """The entry holding this message."""

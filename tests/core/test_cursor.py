@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core import backlog, cursor_codec
-from core.cursor import AckTarget, CursorState
+from core.cursor import AckTarget, BatchAckSets, CursorState
 from core.errors import InvalidBatchIndexError, MetadataStoreError
 from core.ledger_layout import LedgerLayout
 from core.position import EARLIEST, Position
@@ -220,3 +220,30 @@ def test_layout_positions() -> None:
     assert layout.previous_position(Position(5, 0)) == EARLIEST
     assert layout.last_position == Position(8, 0)
     assert LedgerLayout.empty().last_position == EARLIEST
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("set"), st.integers(0, 3), st.integers(0, 30), st.integers(1, 7)),
+            st.tuples(st.just("del"), st.integers(0, 3), st.integers(0, 30), st.just(0)),
+            st.tuples(st.just("drop"), st.integers(0, 3), st.integers(0, 30), st.just(0)),
+        ),
+        max_size=60,
+    )
+)
+def test_batch_ack_sets_match_a_dict(ops) -> None:  # type: ignore[no-untyped-def]
+    """The heap beside the dict never changes what the dict holds."""
+    sets, model = BatchAckSets(), {}
+    for kind, ledger_id, entry_id, bits in ops:
+        position = Position(ledger_id, entry_id)
+        if kind == "set":
+            sets[position] = model[position] = bits
+        elif kind == "del":
+            sets.pop(position, None)
+            model.pop(position, None)
+        else:
+            sets.drop_through(position)
+            model = {p: b for p, b in model.items() if p > position}
+        assert dict(sets) == model
