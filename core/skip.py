@@ -254,14 +254,17 @@ def validate(
             )
             continue
         by_partition.setdefault(name, []).append(
-            MessageId(mid.ledger_id, mid.entry_id, index, mid.batch_index)
+            MessageId.of_store(mid.ledger_id, mid.entry_id, index, mid.batch_index, 0)
         )
     for name, mids in by_partition.items():
         fact = facts[name]
         state = states[name]
-        rows = fact.rows_of([m.position for m in mids])
+        rows = fact.rows_of([Position(m.ledger_id, m.entry_id) for m in mids])
+        found = np.maximum(rows, 0) if fact.batch_sizes.size else np.zeros(0, dtype=np.int64)
+        batch_sizes = fact.batch_sizes[found].tolist()
+        deliver_ats = fact.deliver_at[found].tolist()
         last_entry = fact.layout.last_position
-        for mid, row in zip(mids, rows.tolist(), strict=True):
+        for i, (mid, row) in enumerate(zip(mids, rows.tolist(), strict=True)):
             if row < 0:
                 if mid.position > last_entry:
                     fail(
@@ -271,7 +274,7 @@ def validate(
                 else:
                     fail(EntryNotFoundError, f"{mid.triplet()}: no such entry")
                 continue
-            batch_size = int(fact.batch_sizes[row])
+            batch_size = batch_sizes[i]
             if mid.batch_index >= 0 and batch_size == 0:
                 fail(
                     InvalidBatchIndexError,
@@ -288,16 +291,17 @@ def validate(
             if identity in seen:
                 continue
             seen.add(identity)
-            deliver_at = int(fact.deliver_at[row])
+            deliver_at = deliver_ats[i]
+            position = Position(mid.ledger_id, mid.entry_id)
             items.append(
                 SkipItem(
-                    message_id=MessageId(
+                    message_id=MessageId.of_store(
                         mid.ledger_id, mid.entry_id, mid.partition, mid.batch_index, batch_size
                     ),
                     topic_partition=name,
                     batch_size=batch_size,
                     deliver_at=deliver_at if deliver_at >= 0 else None,
-                    already_acknowledged=state.is_acked(mid.position, mid.batch_index),
+                    already_acknowledged=state.is_acked(position, mid.batch_index),
                 )
             )
     if problems:
