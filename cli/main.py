@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 DEFAULT_HOME = "~/.cursorops"
 DEFAULT_ROLE = "admin"
+SPARK_THRESHOLD_ENTRIES = 5_000_000
+"""``analyze-backlog --engine auto`` runs on Spark when the topic holds more entries."""
 
 _FAMILY_EXIT_CODES: dict[type[CursorOpsError], int] = {
     InvalidInputError: 2,
@@ -242,9 +244,33 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
 def topics_analyze_backlog(ctx: Context, args: argparse.Namespace) -> Result:
     from core.topic_name import TopicName
 
-    analyses = ctx.broker.analyze_backlog(ctx.role, args.topic, args.subscription)
+    if _analyze_on_spark(ctx, args):
+        from spark_apps import analyze_backlog
+
+        analyses = analyze_backlog.run(
+            ctx.config(), args.topic, args.subscription, args.spark_master, role=ctx.role
+        )
+    else:
+        analyses = ctx.broker.analyze_backlog(ctx.role, args.topic, args.subscription)
     document = output.analysis_json(str(TopicName.parse(args.topic)), args.subscription, analyses)
     return Result(document, output.analysis_lines(document))
+
+
+def _analyze_on_spark(ctx: Context, args: argparse.Namespace) -> bool:
+    """``--engine``: spark, python, or auto (Spark above ``--spark-threshold`` entries)."""
+    if args.engine != "auto":
+        return bool(args.engine == "spark")
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        return False
+    from spark_apps.analyze_backlog import topic_entries
+
+    entries = topic_entries(ctx.broker, ctx.role, args.topic)
+    if entries <= args.spark_threshold:
+        return False
+    print(f"analyze-backlog: {entries:,} entries, running on Spark", file=sys.stderr)
+    return True
 
 
 def topics_reset_cursor(ctx: Context, args: argparse.Namespace) -> Result:
@@ -457,6 +483,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("topic")
     p.add_argument("-s", "--subscription", help="one subscription (default: all)")
+    p.add_argument(
+        "--engine", choices=("auto", "python", "spark"), default="auto",
+        help="where to scan; auto: Spark above --spark-threshold entries (same output)",
+    )
+    p.add_argument(
+        "--spark-threshold", type=int, default=SPARK_THRESHOLD_ENTRIES, metavar="ENTRIES",
+        help=f"auto uses Spark above this many entries (default {SPARK_THRESHOLD_ENTRIES:,})",
+    )
+    p.add_argument("--spark-master", help="Spark master for the Spark engine (default local[*])")
     p.set_defaults(handler=topics_analyze_backlog)
 
     p = tp.add_parser("reset-cursor", parents=[common], help="move a subscription's cursor")

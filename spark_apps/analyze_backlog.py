@@ -5,8 +5,10 @@ lists the committed segments and loads each cursor; Spark reads one row per
 entry (the first message of each, which is what the entry filters look at),
 groups the rows by topic partition, and each group calls
 :func:`core.backlog.analyze` per subscription, with the verdicts of
-:meth:`core.filters.EntryFilters.verdicts`. So the answer equals
-:meth:`core.broker.Broker.analyze_backlog`'s, message for message.
+:meth:`core.filters.EntryFilters.verdicts` of the subscription's filters. So
+the answer is core's, message for message: for a subscription without entry
+filters it equals :meth:`core.broker.Broker.analyze_backlog`'s field for field
+(that path does not run entry filters; its entry and message counts still agree).
 
 No cap by default. ``--max-entries`` caps the backlog entries examined per
 partition and subscription and ``--time-limit`` stops scanning once the time is
@@ -19,6 +21,11 @@ Run::
 
     spark-submit spark_apps/analyze_backlog.py [--home H] [--master M] TOPIC [-s SUB]
         [--max-entries N] [--time-limit 2m] [--start-after L:E ...] [--output result.json]
+
+The job logs a line per step and per partition on stderr, and executors print
+one line per partition they analyse. Under ``spark-submit`` PySpark's runner
+merges the driver's stderr into stdout, so give ``--output`` to keep the JSON
+apart from the log.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 
 from core import backlog, cursor_codec
+from core.authz import Operation
 from core.backlog import BacklogAnalysis
 from core.config import Config
 from core.cursor import CursorState
@@ -42,6 +50,7 @@ from core.filters import EntryFilters, describe
 from core.position import EARLIEST, Position
 from spark_apps.common import (
     TopicScan,
+    authorize_topic,
     base_parser,
     config_from,
     emit_json,
@@ -56,7 +65,7 @@ from spark_apps.session import job_logger, session_scope
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from core.broker import PartitionAnalysis
+    from core.broker import Broker, PartitionAnalysis
 
 ENTRY_COLUMNS = ("partition", "ledger_id", "entry_id", "batch_index", "batch_size")
 """What every analysis reads; entry filters add the columns they look at."""
@@ -326,6 +335,20 @@ def route_start_positions(
     return routed
 
 
+def topic_entries(broker: Broker, role: str, topic: str) -> int:
+    """Committed entries of every partition of ``topic``, from the metadata store only.
+
+    What a scan reads grows with this, so ``cursorops topics analyze-backlog``
+    picks its engine by it. Authorizes ``role`` first (LOOKUP), as the analysis does.
+    """
+    info = authorize_topic(broker, role, Operation.LOOKUP, topic)
+    return sum(
+        ledger.entries
+        for name in info.partition_names()
+        for ledger in broker.metadata.ledgers(name)
+    )
+
+
 def run(
     config: Config,
     topic: str,
@@ -388,14 +411,20 @@ def run(
         )
         rows = [row.asDict() for row in result.collect()]
     analyses = collect_analyses(scan, rows)
-    for one in analyses:
+    for source in scan.partitions:
+        mine = [one for one in analyses if one.topic_partition == source.name]
         log.info(
-            "%s %s: %d entries, %d messages%s",
-            one.topic_partition,
-            one.subscription,
-            one.result.entries,
-            one.result.messages,
-            f", aborted, resume after {one.result.resume_after}" if one.result.aborted else "",
+            "%s: %s",
+            source.name,
+            "; ".join(
+                f"{one.subscription} {one.result.entries} entries, {one.result.messages} messages"
+                + (
+                    f", aborted, resume after {one.result.resume_after}"
+                    if one.result.aborted
+                    else ""
+                )
+                for one in mine
+            ),
         )
     return analyses
 

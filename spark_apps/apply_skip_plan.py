@@ -18,6 +18,8 @@ Run::
 
     spark-submit spark_apps/apply_skip_plan.py [--home H] [--master M] TOPIC -s SUB \
         (--plan plan.parquet | --ids L:E[:B] ... | --ids-file ids.txt) [--output outcome.json]
+
+Under ``spark-submit`` the driver's log shares stdout with the JSON: use ``--output``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ Run::
         (--predicate JSON | --predicate @file.json | --key K | --property K=V ...
          | --deliver-at-after now ...) --output plan.parquet
 
-Prints a JSON summary (matches per partition, the first rows) on stdout.
+Prints a JSON summary (matches per partition, the first rows) on stdout, or
+to ``--summary``: under ``spark-submit`` the driver's log shares stdout.
 """
 
 from __future__ import annotations

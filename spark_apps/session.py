@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, TextIO
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-DEFAULT_MASTER = "local[*]"
 DEFAULT_SHUFFLE_PARTITIONS = 8
 """Few: the jobs shuffle one row per entry at most, grouped by topic partition."""
 
@@ -35,7 +34,8 @@ def build_session(
 ) -> SparkSession:
     """Get or create the session.
 
-    ``master`` None keeps what ``spark-submit --master`` set, else ``local[*]``.
+    ``master`` None keeps what ``spark-submit --master`` set; a plain Python
+    process gets spark-submit's own default, ``local[*]``.
     ``extra`` adds Spark settings (``spark.driver.memory`` only counts before the
     JVM starts, i.e. on the first session of the process).
     """
@@ -44,21 +44,18 @@ def build_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # The jobs exchange Arrow, never pandas; PySpark's warning about pandas 3 is noise here.
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    submitted = SparkConf().get("spark.master", None)
     if master is not None:
         builder = builder.master(master)
-    elif submitted is None:
-        builder = builder.master(DEFAULT_MASTER)
     settings = {
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.sql.adaptive.enabled": "true",
         "spark.ui.showConsoleProgress": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
+        "spark.log.level": "WARN",
         **(extra or {}),
     }
     for key, value in settings.items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -233,7 +233,7 @@ def test_max_entries_caps_each_partition_like_core(spark: SparkSession, tmp_path
         "plain",
         spark=spark,
         start_after=[
-            Position(*map(int, a.result.resume_after.split(":")))
+            Position(*map(int, str(a.result.resume_after).split(":")))
             for a in aborted
             if a.subscription == "plain"
         ],
@@ -264,7 +264,7 @@ def test_time_limit_reports_aborted_and_where_to_resume(
         assert one.result.aborted and one.result.entries == 0
         mark_delete = states[one.topic_partition].mark_delete
         assert one.result.resume_after == (None if mark_delete < (0, 0) else str(mark_delete))
-    document = analysis_document(TOPIC, "plain", got)
+    document: dict[str, Any] = analysis_document(TOPIC, "plain", got)
     assert document["total"]["aborted"] is True
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from core.broker import Broker
 from core.filters import parse_predicate
 from core.message_id import MessageId
+from core.position import Position
 from spark_apps import analyze_backlog, apply_skip_plan, find_messages
 from spark_apps.apply_skip_plan import COUNT_SCHEMA, TARGET_SCHEMA, transform
 from spark_apps.skip_plan import plan_ids, read_plan
@@ -44,7 +45,9 @@ def test_transform_acknowledges_per_partition_and_is_idempotent(
         from_arrow_schema(TARGET_SCHEMA),
     )
     already = {
-        p: sum(before[p].is_entry_acked((first[p], e)) for e in ((0, 1) if p == p0 else (0,)))
+        p: sum(
+            before[p].is_entry_acked(Position(first[p], e)) for e in ((0, 1) if p == p0 else (0,))
+        )
         for p in (p0, p1)
     }
     counts = from_arrow_schema(COUNT_SCHEMA)
@@ -59,7 +62,7 @@ def test_transform_acknowledges_per_partition_and_is_idempotent(
     again = transform(targets, metadata_url=topic.config.metadata_url, subscription="exclusive")
     assert_frames_equal(again, spark.createDataFrame([(p0, 2, 0, 2), (p1, 1, 0, 1)], counts))
     after = cursor_states(topic.config, TOPIC, "exclusive")
-    assert all(after[p].is_entry_acked((first[p], 0)) for p in (p0, p1))
+    assert all(after[p].is_entry_acked(Position(first[p], 0)) for p in (p0, p1))
 
 
 @pytest.mark.spark
@@ -77,7 +80,7 @@ def test_find_then_apply_equals_the_broker_skip_and_is_idempotent(
 
     outcome = apply_skip_plan.run(spark_side.config, TOPIC, "plain", ids, spark=spark)
     with Broker(broker_side.config) as broker:
-        reference = broker.skip_messages("admin", TOPIC, "plain", ids).to_json()
+        reference: dict[str, Any] = broker.skip_messages("admin", TOPIC, "plain", ids).to_json()
     assert sorted(outcome["skipped"]) == sorted(reference["skipped"])
     assert sorted(outcome["alreadyAcknowledged"]) == sorted(reference["alreadyAcknowledged"])
     assert outcome["perPartition"] == dict(sorted(reference["perPartition"].items()))
@@ -121,7 +124,7 @@ def test_main_applies_ids_and_an_empty_plan(
     document = json.loads(capsys.readouterr().out)
     assert document["skipped"] + document["alreadyAcknowledged"] == [f"{ledger.ledger_id}:0"]
     assert cursor_states(topic.config, TOPIC, "plain")[partition].is_entry_acked(
-        (ledger.ledger_id, 0)
+        Position(ledger.ledger_id, 0)
     )
 
     empty = str(tmp_path / "empty-plan")

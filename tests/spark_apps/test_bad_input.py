@@ -14,6 +14,7 @@ from core import errors
 from core.broker import Broker
 from core.message_id import MessageId
 from core.subscription import SubscriptionType
+from core.topic_name import TopicName
 from spark_apps import analyze_backlog, apply_skip_plan, find_messages
 from spark_apps.common import EXIT_CODES, exit_code_for, translate_spark_error
 from spark_apps.skip_plan import plan_from_ids
@@ -116,8 +117,8 @@ def test_ids_of_another_topic_change_nothing(
            "-s", "plain", "--ids", f"{mine}:0", f"{theirs}:0")  # fmt: skip
     _fails(capsys, 2, "Nothing skipped", apply_skip_plan, *home, TOPIC, "-s", "plain",
            "--ids", f"{mine}:0:99")  # fmt: skip
-    _fails(capsys, 2, "one:two: expected ledgerId:entryId", apply_skip_plan, *home, TOPIC, "-s", "plain",
-           "--ids", "one:two")  # fmt: skip
+    _fails(capsys, 2, "one:two: expected ledgerId:entryId", apply_skip_plan, *home, TOPIC,
+           "-s", "plain", "--ids", "one:two")  # fmt: skip
     _fails(capsys, 4, "Unsupported subscription type", apply_skip_plan, *home, TOPIC,
            "-s", "exclusive", "--ids", f"{mine}:0")  # fmt: skip
     not_a_plan = tmp_path / "plan.txt"
@@ -133,7 +134,7 @@ def test_unreadable_ledger_file_is_named_and_changes_nothing(
     records = cursor_records(installed.config, TOPIC)
     with Broker(installed.config) as broker:
         partition = broker.metadata.get_topic(TOPIC).partition_names()[1]
-        segments = broker.ledgers.segment_paths(partition)
+        segments = broker.ledgers.segment_paths(TopicName.parse(partition))
         ledger = broker.metadata.ledgers(partition)[0].ledger_id
     broken = segments[-1]
     with open(broken, "wb") as sink:

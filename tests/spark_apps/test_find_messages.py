@@ -118,7 +118,7 @@ def test_bad_predicate_options(given: dict[str, Any], message: str) -> None:
         predicate_document(_args(**given))
 
 
-PREDICATES = [
+PREDICATES: list[dict[str, Any]] = [
     {"key": "k2"},
     {"properties": {"color": "green"}, "deliverAt": {"after": NOW}},
     {"jsonField": {"path": "order.state", "equals": "paid"}, "payloadContains": "paid"},

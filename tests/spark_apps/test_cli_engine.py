@@ -1,0 +1,61 @@
+"""``cursorops topics analyze-backlog``: the same document from the Python and the Spark engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from core.broker import Broker
+from core.subscription import SubscriptionType
+from spark_apps.analyze_backlog import topic_entries
+from tests.spark_apps.topics import TOPIC, make_topic
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.spark
+
+
+def _analyze(home: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[dict, str]:
+    cli = pytest.importorskip("cli.main")
+    code = cli.main(["--home", str(home), "-o", "json", "topics", "analyze-backlog", TOPIC, *extra])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out), captured.err
+
+
+def test_engines_print_the_same_document(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic = make_topic(tmp_path / "home", 101, partitions=3, messages=200)
+    with Broker(topic.config) as broker:
+        # Only subscriptions without entry filters: the broker's path does not run them.
+        broker.metadata.delete_subscription(TOPIC, "filtered")
+        entries = topic_entries(broker, "admin", TOPIC)
+    home = Path(topic.config.home)
+    python, note = _analyze(home, capsys, "--engine", "python")
+    assert note == ""
+    on_spark, _ = _analyze(home, capsys, "--engine", "spark")
+    assert on_spark == python
+    auto_small, note = _analyze(home, capsys)
+    assert auto_small == python and "Spark" not in note
+    auto_big, note = _analyze(home, capsys, "--spark-threshold", str(entries - 1))
+    assert auto_big == python
+    assert f"{entries:,} entries, running on Spark" in note
+    one, _ = _analyze(home, capsys, "-s", "keyed", "--engine", "spark")
+    assert one == _analyze(home, capsys, "-s", "keyed", "--engine", "python")[0]
+
+
+def test_topic_entries_counts_every_partition(tmp_path: Path) -> None:
+    topic = make_topic(tmp_path / "home", 102, partitions=2, messages=50)
+    with Broker(topic.config) as broker:
+        info = broker.metadata.get_topic(TOPIC)
+        expected = sum(
+            ledger.entries for p in info.partition_names() for ledger in broker.metadata.ledgers(p)
+        )
+        assert topic_entries(broker, "admin", TOPIC) == expected > 0
+        broker.create_subscription("admin", TOPIC, "late", SubscriptionType.SHARED)
+        assert topic_entries(broker, "admin", TOPIC) == expected

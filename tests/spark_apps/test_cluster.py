@@ -1,0 +1,215 @@
+"""The jobs unchanged on a Spark standalone cluster started from the pyspark package.
+
+A master and one worker run on 127.0.0.1 (port 7077, or a free one when 7077 is
+taken); the jobs go through ``spark-submit`` with ``core`` and ``spark_apps``
+shipped as ``--py-files``, and must give the answers ``core`` gives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.filters import parse_predicate
+from spark_apps.analyze_backlog import analysis_document
+from spark_apps.skip_plan import read_plan
+from tests.spark_apps.topics import TOPIC, core_analyses, core_matches, make_topic
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+STARTUP_S = 90
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _environment() -> dict[str, str]:
+    return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+
+
+def _master_state(ui_port: int) -> dict[str, Any] | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as answer:
+            return json.loads(answer.read())  # type: ignore[no-any-return]
+    except OSError:
+        return None
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """``(master URL, master UI port)`` of a running master with one alive worker."""
+    logs = tmp_path_factory.mktemp("spark-cluster")
+    port = 7077 if _port_free(7077) else _free_port()
+    ui_port, worker_ui_port = _free_port(), _free_port()
+    spark_class = str(BIN / "spark-class")
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        with open(logs / "master.log", "wb") as log:
+            started.append(
+                subprocess.Popen(
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.master.Master",
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(port),
+                        "--webui-port",
+                        str(ui_port),
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=_environment(),
+                )  # fmt: skip
+            )
+        url = f"spark://127.0.0.1:{port}"
+        with open(logs / "worker.log", "wb") as log:
+            started.append(
+                subprocess.Popen(
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.worker.Worker",
+                        url,
+                        "--host",
+                        "127.0.0.1",
+                        "--cores",
+                        "2",
+                        "--memory",
+                        "3g",
+                        "--webui-port",
+                        str(worker_ui_port),
+                        "--work-dir",
+                        str(logs / "work"),
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=_environment(),
+                )  # fmt: skip
+            )
+        deadline = time.monotonic() + STARTUP_S
+        while True:
+            state = _master_state(ui_port)
+            if state is not None and int(state.get("aliveworkers", 0)) >= 1:
+                break
+            if time.monotonic() > deadline or any(p.poll() is not None for p in started):
+                text = "\n".join((logs / n).read_text(errors="replace")[-3000:]
+                                 for n in ("master.log", "worker.log"))  # fmt: skip
+                pytest.fail(f"the standalone cluster did not come up:\n{text}")
+            time.sleep(1)
+        yield url, ui_port
+    finally:
+        for process in reversed(started):
+            _stop(process)
+
+
+@pytest.fixture(scope="module")
+def py_files(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``core`` and ``spark_apps`` zipped, as a deployment ships them to executors."""
+    target = tmp_path_factory.mktemp("py-files") / "cursorops.zip"
+    with zipfile.ZipFile(target, "w") as archive:
+        for package in ("core", "spark_apps"):
+            for path in sorted((REPO / package).rglob("*.py")):
+                archive.write(path, path.relative_to(REPO).as_posix())
+    return str(target)
+
+
+def _submit(master: str, py_files: str, job: str, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        str(BIN / "spark-submit"),
+        "--master", master,
+        "--py-files", py_files,
+        "--conf", f"spark.pyspark.python={sys.executable}",
+        "--conf", "spark.executor.memory=1g",
+        "--conf", "spark.ui.enabled=false",
+        str(REPO / "spark_apps" / f"{job}.py"),
+        *args,
+    ]  # fmt: skip
+    # Outside the checkout, so the executors import core from the shipped zip or the install.
+    return subprocess.run(
+        command, capture_output=True, text=True, env=_environment(), cwd="/", timeout=600
+    )
+
+
+def test_jobs_on_a_standalone_cluster_give_core_answers(
+    cluster: tuple[str, int], py_files: str, tmp_path: Path
+) -> None:
+    master, ui_port = cluster
+    topic = make_topic(tmp_path / "home", 91, partitions=3, messages=240)
+    home = ["--home", str(topic.config.home)]
+
+    analysis = tmp_path / "analysis.json"
+    done = _submit(master, py_files, "analyze_backlog", *home, TOPIC, "--output", str(analysis))
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = analysis_document(TOPIC, None, core_analyses(topic.config, TOPIC))
+    assert json.loads(analysis.read_text()) == expected
+    # spark-submit's PythonRunner merges the driver's stderr (the job's log) into stdout.
+    assert "cursorops.analyze_backlog INFO" in done.stdout
+
+    plan, summary_path = tmp_path / "plan", tmp_path / "summary.json"
+    predicate = {"properties": {"color": "green"}}
+    done = _submit(master, py_files, "find_messages", *home, TOPIC, "-s", "plain",
+                   "--predicate", json.dumps(predicate), "--output", str(plan),
+                   "--summary", str(summary_path))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(summary_path.read_text())
+    wanted = core_matches(topic.config, TOPIC, "plain", parse_predicate(predicate))
+    assert sorted(read_plan(str(plan)).column("message_id").to_pylist()) == wanted
+    assert summary["matches"] == len(wanted) > 0
+
+    outcome_path = tmp_path / "outcome.json"
+    done = _submit(master, py_files, "apply_skip_plan", *home, TOPIC, "-s", "plain",
+                   "--plan", str(plan), "--output", str(outcome_path))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome = json.loads(outcome_path.read_text())
+    assert sorted(outcome["skipped"] + outcome["alreadyAcknowledged"]) == wanted
+    assert core_matches(topic.config, TOPIC, "plain", parse_predicate(predicate)) == []
+
+    done = _submit(master, py_files, "analyze_backlog", *home, TOPIC, "-s", "nobody")
+    assert done.returncode == 3 and "error: " in done.stdout
+
+    state = _master_state(ui_port)
+    assert state is not None
+    names = [app["name"] for app in state["completedapps"]]
+    assert {"cursorops-analyze-backlog", "cursorops-find-messages",
+            "cursorops-apply-skip-plan"} <= set(names)  # fmt: skip
+
+
+def test_spark_class_and_submit_come_from_the_pyspark_package() -> None:
+    assert shutil.which("spark-class", path=str(BIN)) is not None
+    assert shutil.which("spark-submit", path=str(BIN)) is not None
