@@ -26,6 +26,7 @@ from core.managed_cursor import ManagedCursor
 from core.position import Position
 from core.store.ledger import MESSAGE_SCHEMA
 from core.store.metadata import SubscriptionInfo, TopicInfo
+from core.topic_name import TopicName
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -107,9 +108,7 @@ def scan_topic(
     partitions = []
     states: dict[tuple[str, str], bytes] = {}
     for number, name in enumerate(info.partition_names()):
-        paths = tuple(
-            os.path.join(broker.ledgers.root, segment.path) for segment in metadata.segments(name)
-        )
+        paths = tuple(broker.ledgers.segment_paths(TopicName.parse(name)))
         partitions.append(PartitionSource(name, number if info.partitions else -1, paths))
         layout = LedgerLayout.of(
             (ledger.ledger_id, ledger.entries) for ledger in metadata.ledgers(name)
