@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from cli import output
+from core.backlog import analysis_document
 from core.broker import Broker, wall_clock_ms
 from core.config import Config
 from core.dispatch import Message
@@ -120,7 +121,7 @@ def run(
             "Entries and messages: a partly acknowledged batch counts only its unacknowledged "
             "messages (Pulsar's PIP-187 would count it whole).",
         )
-        before = output.analysis_json(
+        before = analysis_document(
             topic, SUBSCRIPTION, broker.analyze_backlog(role, topic, SUBSCRIPTION)
         )
         for text in output.analysis_lines(before)[1:]:
@@ -165,7 +166,7 @@ def run(
             "Two messages fewer; one entry fewer (the reminder was a whole entry, the pill's "
             "batch still holds other unacknowledged orders).",
         )
-        after = output.analysis_json(
+        after = analysis_document(
             topic, SUBSCRIPTION, broker.analyze_backlog(role, topic, SUBSCRIPTION)
         )
         for text in output.analysis_lines(after)[1:]:
@@ -187,7 +188,7 @@ def run(
         later_messages = _drain(later, role, topic)
         for message in later_messages:
             line(f"    {output.message_line(message)}")
-        final = output.analysis_json(
+        final = analysis_document(
             topic, SUBSCRIPTION, later.analyze_backlog(role, topic, SUBSCRIPTION)
         )
     final_total: dict[str, int] = final["total"]  # type: ignore[assignment]

@@ -242,6 +242,7 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def topics_analyze_backlog(ctx: Context, args: argparse.Namespace) -> Result:
+    from core.backlog import analysis_document
     from core.topic_name import TopicName
 
     if _analyze_on_spark(ctx, args):
@@ -252,7 +253,7 @@ def topics_analyze_backlog(ctx: Context, args: argparse.Namespace) -> Result:
         )
     else:
         analyses = ctx.broker.analyze_backlog(ctx.role, args.topic, args.subscription)
-    document = output.analysis_json(str(TopicName.parse(args.topic)), args.subscription, analyses)
+    document = analysis_document(str(TopicName.parse(args.topic)), args.subscription, analyses)
     return Result(document, output.analysis_lines(document))
 
 

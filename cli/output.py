@@ -10,15 +10,12 @@ from __future__ import annotations
 import base64
 import json
 import sys
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TextIO
 
 from core.message_id import MessageId
 
 if TYPE_CHECKING:
-    from core.backlog import BacklogAnalysis
-    from core.broker import PartitionAnalysis
     from core.dispatch import Message
 
 
@@ -88,45 +85,6 @@ def message_line(message: Message) -> str:
         parts.append(f"deliver_at={format_time(message.deliver_at)}")
     parts.append(f"payload={payload}")
     return "  ".join(parts)
-
-
-def analysis_json(
-    topic: str, subscription: str | None, analyses: Sequence[PartitionAnalysis]
-) -> dict[str, object]:
-    """PIP-187 fields per partition and subscription, a total per subscription, and a total."""
-    from core.backlog import BacklogAnalysis
-
-    per_sub: dict[str, BacklogAnalysis] = {}
-    total = BacklogAnalysis()
-    rows = []
-    for one in analyses:
-        rows.append(
-            {
-                "topicPartition": one.topic_partition,
-                "subscription": one.subscription,
-                **one.result.to_pulsar_json(),
-            }
-        )
-        per_sub.setdefault(one.subscription, BacklogAnalysis()).add(one.result)
-        total.add(one.result)
-    partitions = {one.topic_partition for one in analyses}
-    return {
-        "topic": topic,
-        "subscription": subscription,
-        "partitions": rows,
-        "subscriptions": {
-            name: _total_json(value, partitions) for name, value in per_sub.items()
-        },
-        "total": _total_json(total, partitions),
-    }
-
-
-def _total_json(total: BacklogAnalysis, partitions: set[str]) -> dict[str, object]:
-    document = total.to_pulsar_json()
-    if len(partitions) > 1:
-        # Entries of different partitions have no common order: no first or last.
-        document["firstMessageId"] = document["lastMessageId"] = None
-    return document
 
 
 _ANALYSIS_COLUMNS = (

@@ -13,6 +13,7 @@ answer and a core answer cannot differ.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -93,6 +94,23 @@ def backlog(
     return Backlog(entries=int(np.count_nonzero(counts)), messages=int(counts.sum()))
 
 
+COUNT_FIELDS = (
+    "entries",
+    "messages",
+    "filter_accepted_entries",
+    "filter_rejected_entries",
+    "filter_rescheduled_entries",
+    "filter_accepted_messages",
+    "filter_rejected_messages",
+    "filter_rescheduled_messages",
+    "marker_messages",
+)
+"""The counters of a :class:`BacklogAnalysis`, which add up across partitions."""
+
+ID_FIELDS = ("first_message_id", "last_message_id", "resume_after")
+"""The ``"ledger:entry"`` fields of a :class:`BacklogAnalysis`."""
+
+
 @dataclass
 class BacklogAnalysis:
     """PIP-187's ``AnalyzeSubscriptionBacklogResult``, exact to the message.
@@ -127,23 +145,61 @@ class BacklogAnalysis:
 
     def add(self, other: BacklogAnalysis) -> None:
         """Fold another partition's or subscription's result into this total."""
-        for name in (
-            "entries",
-            "messages",
-            "filter_accepted_entries",
-            "filter_rejected_entries",
-            "filter_rescheduled_entries",
-            "filter_accepted_messages",
-            "filter_rejected_messages",
-            "filter_rescheduled_messages",
-            "marker_messages",
-        ):
+        for name in COUNT_FIELDS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.aborted = self.aborted or other.aborted
         if self.first_message_id is None:
             self.first_message_id = other.first_message_id
         if other.last_message_id is not None:
             self.last_message_id = other.last_message_id
+
+
+@dataclass(frozen=True)
+class PartitionAnalysis:
+    """One subscription's analysis on one topic partition."""
+
+    topic_partition: str
+    subscription: str
+    result: BacklogAnalysis
+
+
+def analysis_document(
+    topic: str, subscription: str | None, analyses: Sequence[PartitionAnalysis]
+) -> dict[str, object]:
+    """What ``cursorops topics analyze-backlog -o json`` prints, whichever engine counted.
+
+    PIP-187's fields per partition and subscription, a total per subscription
+    and a grand total. Totals over several partitions have no first or last
+    message id: entries of different partitions have no common order.
+    """
+    per_sub: dict[str, BacklogAnalysis] = {}
+    total = BacklogAnalysis()
+    rows = []
+    for one in analyses:
+        rows.append(
+            {
+                "topicPartition": one.topic_partition,
+                "subscription": one.subscription,
+                **one.result.to_pulsar_json(),
+            }
+        )
+        per_sub.setdefault(one.subscription, BacklogAnalysis()).add(one.result)
+        total.add(one.result)
+    several = len({one.topic_partition for one in analyses}) > 1
+
+    def summary(value: BacklogAnalysis) -> dict[str, object]:
+        document = value.to_pulsar_json()
+        if several:
+            document["firstMessageId"] = document["lastMessageId"] = None
+        return document
+
+    return {
+        "topic": topic,
+        "subscription": subscription,
+        "partitions": rows,
+        "subscriptions": {name: summary(value) for name, value in per_sub.items()},
+        "total": summary(total),
+    }
 
 
 def analyze(

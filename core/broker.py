@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +17,7 @@ import pyarrow.compute as pc
 
 from core import authz, backlog, cursor_codec, skip
 from core.authz import Operation
+from core.backlog import PartitionAnalysis
 from core.config import Config
 from core.cursor import CursorState
 from core.dispatch import Dispatcher, Message, PartitionSource
@@ -41,13 +41,6 @@ from core.topic_name import TopicName
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True)
-class PartitionAnalysis:
-    topic_partition: str
-    subscription: str
-    result: backlog.BacklogAnalysis
 
 
 class Broker:

@@ -42,7 +42,13 @@ import pyarrow as pa
 
 from core import backlog, cursor_codec
 from core.authz import Operation
-from core.backlog import BacklogAnalysis
+from core.backlog import (
+    COUNT_FIELDS,
+    ID_FIELDS,
+    BacklogAnalysis,
+    PartitionAnalysis,
+    analysis_document,
+)
 from core.config import Config
 from core.cursor import CursorState
 from core.errors import InvalidArgumentError
@@ -65,7 +71,7 @@ from spark_apps.session import job_logger, session_scope
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from core.broker import Broker, PartitionAnalysis
+    from core.broker import Broker
 
 ENTRY_COLUMNS = ("partition", "ledger_id", "entry_id", "batch_index", "batch_size")
 """What every analysis reads; entry filters add the columns they look at."""
@@ -73,26 +79,14 @@ ENTRY_COLUMNS = ("partition", "ledger_id", "entry_id", "batch_index", "batch_siz
 CHUNK_ENTRIES = 1 << 17
 """Entries analysed between two looks at the clock when a time limit is set."""
 
-_COUNTS = (
-    "entries",
-    "messages",
-    "filter_accepted_entries",
-    "filter_rejected_entries",
-    "filter_rescheduled_entries",
-    "filter_accepted_messages",
-    "filter_rejected_messages",
-    "filter_rescheduled_messages",
-    "marker_messages",
-)
-_IDS = ("first_message_id", "last_message_id", "resume_after")
 
 RESULT_SCHEMA = pa.schema(
     [
         pa.field("topic_partition", pa.string(), nullable=False),
         pa.field("subscription", pa.string(), nullable=False),
-        *(pa.field(name, pa.int64(), nullable=False) for name in _COUNTS),
+        *(pa.field(name, pa.int64(), nullable=False) for name in COUNT_FIELDS),
         pa.field("aborted", pa.bool_(), nullable=False),
-        *(pa.field(name, pa.string()) for name in _IDS),
+        *(pa.field(name, pa.string()) for name in ID_FIELDS),
     ]
 )
 """One row per topic partition and subscription: a :class:`BacklogAnalysis` flattened."""
@@ -270,8 +264,6 @@ def transform(
 def collect_analyses(scan: TopicScan, rows: Sequence[Mapping[str, Any]]) -> list[PartitionAnalysis]:
     """Spark's rows as the broker's list: partitions in order, subscriptions in order, zeros
     for a partition without entries."""
-    from core.broker import PartitionAnalysis
-
     found = {(row["topic_partition"], row["subscription"]): row for row in rows}
     out = []
     for source in scan.partitions:
@@ -279,39 +271,13 @@ def collect_analyses(scan: TopicScan, rows: Sequence[Mapping[str, Any]]) -> list
             row = found.get((source.name, sub.name))
             result = BacklogAnalysis()
             if row is not None:
-                for name in _COUNTS:
+                for name in COUNT_FIELDS:
                     setattr(result, name, int(row[name]))
                 result.aborted = bool(row["aborted"])
-                for name in _IDS:
+                for name in ID_FIELDS:
                     setattr(result, name, row[name])
             out.append(PartitionAnalysis(source.name, sub.name, result))
     return out
-
-
-def analysis_document(
-    topic: str, subscription: str | None, analyses: Sequence[PartitionAnalysis]
-) -> dict[str, object]:
-    """The JSON the ``cursorops topics analyze-backlog`` command prints, field for field."""
-    per_sub: dict[str, BacklogAnalysis] = {}
-    total = BacklogAnalysis()
-    rows = []
-    for one in analyses:
-        rows.append(
-            {
-                "topicPartition": one.topic_partition,
-                "subscription": one.subscription,
-                **one.result.to_pulsar_json(),
-            }
-        )
-        per_sub.setdefault(one.subscription, BacklogAnalysis()).add(one.result)
-        total.add(one.result)
-    return {
-        "topic": topic,
-        "subscription": subscription,
-        "partitions": rows,
-        "subscriptions": {name: value.to_pulsar_json() for name, value in per_sub.items()},
-        "total": total.to_pulsar_json(),
-    }
 
 
 def route_start_positions(
