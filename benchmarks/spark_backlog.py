@@ -44,7 +44,8 @@ import pyarrow as pa
 
 from benchmarks import machine, report
 from core import ack_set
-from core.broker import Broker, PartitionAnalysis
+from core.backlog import PartitionAnalysis
+from core.broker import Broker
 from core.config import Config
 from core.cursor import AckTarget
 from core.ledger_layout import LedgerLayout

@@ -38,8 +38,12 @@ if TYPE_CHECKING:
 
 DEFAULT_HOME = "~/.cursorops"
 DEFAULT_ROLE = "admin"
-SPARK_THRESHOLD_ENTRIES = 5_000_000
-"""``analyze-backlog --engine auto`` runs on Spark when the topic holds more entries."""
+SPARK_THRESHOLD_ENTRIES = 20_000_000
+"""``analyze-backlog --engine auto`` runs on Spark when the topic holds more entries.
+
+High on purpose: on one machine the pure-Python path is faster at every size
+measured (``docs/benchmarks.md``, spark_backlog); Spark pays when a cluster
+shares the work or a partition's index no longer fits one process."""
 
 _FAMILY_EXIT_CODES: dict[type[CursorOpsError], int] = {
     InvalidInputError: 2,

@@ -10,7 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from core import backlog
-from core.broker import Broker, PartitionAnalysis
+from core.backlog import PartitionAnalysis
+from core.broker import Broker
 from core.config import Config
 from core.cursor import AckTarget, CursorState
 from core.filters import EntryFilters, Predicate, first_messages, unacked_rows
