@@ -281,7 +281,7 @@ def test_totals_over_partitions_have_no_first_or_last_id() -> None:
             ]
         )
     ]
-    document = analysis_document(TOPIC, None, analyses)
+    document: dict[str, Any] = analysis_document(TOPIC, None, analyses)
     assert document["total"]["messages"] == 6
     assert document["subscriptions"]["a"]["entries"] == 2
     assert document["total"]["firstMessageId"] is None
