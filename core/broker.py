@@ -28,6 +28,7 @@ from core.errors import (
     PositionOutOfRangeError,
     UnsupportedSubscriptionTypeError,
 )
+from core.filters import EntryFilters, first_messages
 from core.ledger_layout import LedgerLayout
 from core.managed_cursor import ManagedCursor, acknowledge_together
 from core.message_id import MessageId
@@ -371,7 +372,9 @@ class Broker:
     ) -> list[PartitionAnalysis]:
         """PIP-187 analysis, exact and uncapped, per partition and subscription.
 
-        ``subscription`` None analyses every subscription of the topic.
+        ``subscription`` None analyses every subscription of the topic. Each
+        subscription's entry filters (its ``entryFilter.*`` properties) decide the
+        accepted / rejected / rescheduled split, from each entry's first message.
         """
         info = self._topic(role, Operation.LOOKUP, topic)
         subs = (
@@ -379,13 +382,25 @@ class Broker:
             if subscription is not None
             else self.metadata.list_subscriptions(info.name)
         )
+        filters = {sub.name: EntryFilters.from_properties(sub.properties) for sub in subs}
+        needed = sorted(frozenset().union(*(f.columns for f in filters.values())))
         out = []
         for name in info.partition_names():
             facts = self._entry_arrays(name)
+            first_rows = None
+            if needed:
+                table = self.ledgers.read_table(
+                    TopicName.parse(name), columns=["ledger_id", "entry_id", "batch_index", *needed]
+                )
+                first_rows = first_messages(table)
             for sub in subs:
                 state = self._cursor(name, sub.name).state
+                chosen = filters[sub.name]
+                verdicts = (
+                    chosen.verdicts(first_rows) if chosen and first_rows is not None else None
+                )
                 result = backlog.analyze(
-                    state, facts.ledger_ids, facts.entry_ids, facts.batch_sizes
+                    state, facts.ledger_ids, facts.entry_ids, facts.batch_sizes, verdicts
                 )
                 out.append(PartitionAnalysis(name, sub.name, result))
         return out
@@ -430,4 +445,3 @@ class Broker:
         stats["messages"] = messages
         stats["subscriptions"] = sub_stats
         return stats
-

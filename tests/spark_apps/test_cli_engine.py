@@ -32,8 +32,6 @@ def test_engines_print_the_same_document(
 ) -> None:
     topic = make_topic(tmp_path / "home", 101, partitions=3, messages=200)
     with Broker(topic.config) as broker:
-        # Only subscriptions without entry filters: the broker's path does not run them.
-        broker.metadata.delete_subscription(TOPIC, "filtered")
         entries = topic_entries(broker, "admin", TOPIC)
     home = Path(topic.config.home)
     python, note = _analyze(home, capsys, "--engine", "python")
