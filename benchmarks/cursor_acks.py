@@ -554,10 +554,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         durable = bench_durable(sizes, options, work)
         profiles = profile_misses(sizes, work, in_memory, holes, durable)
         markdown = render(host, sizes, options, work, in_memory, holes, durable, profiles)
-    print(markdown)
-    if options.write:
-        print(f"wrote {report.write_section(SECTION, markdown)}")
-    return 0
+    return report.publish(options, SECTION, markdown)
 
 
 if __name__ == "__main__":

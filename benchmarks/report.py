@@ -145,6 +145,14 @@ def parse_options(description: str, argv: Sequence[str] | None) -> Options:
     return Options(quick=args.quick, runs=args.runs, write=write, work_root=args.dir)
 
 
+def publish(options: Options, section: str, markdown: str) -> int:
+    """Print a benchmark's section, write it to the docs unless told not to; exit code 0."""
+    print(markdown)
+    if options.write:
+        print(f"wrote {write_section(section, markdown)}")
+    return 0
+
+
 @contextmanager
 def work_dir(options: Options, prefix: str) -> Iterator[Path]:
     """A fresh folder for one benchmark's stores, removed afterwards."""

@@ -238,10 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with report.work_dir(options, "skip") as work:
         results = measure(sizes, options, work)
         markdown = render(host, sizes, options, work, results)
-    print(markdown)
-    if options.write:
-        print(f"wrote {report.write_section(SECTION, markdown)}")
-    return 0
+    return report.publish(options, SECTION, markdown)
 
 
 if __name__ == "__main__":
