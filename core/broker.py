@@ -94,7 +94,13 @@ class Broker:
             granted_actions=granted,
         )
 
-    def _topic(self, role: str, operation: Operation, topic: str) -> TopicInfo:
+    def authorized_topic(self, role: str, operation: Operation, topic: str) -> TopicInfo:
+        """Parse ``topic``, check ``role`` for ``operation`` on it, and load it.
+
+        The one authorization rule of every topic operation, for the Python
+        path and for the Spark jobs alike. A partition's name is refused: give
+        the topic.
+        """
         name = TopicName.parse(topic)
         if name.is_partition:
             raise InvalidArgumentError(f"'{topic}' names a partition; give the topic '{name.base}'")
@@ -145,7 +151,7 @@ class Broker:
         initial_position: str = "latest",
     ) -> SubscriptionInfo:
         """Create a subscription at the latest (default, like pulsar-admin) or earliest position."""
-        info = self._topic(role, Operation.CONSUME, topic)
+        info = self.authorized_topic(role, Operation.CONSUME, topic)
         if initial_position not in ("latest", "earliest"):
             raise InvalidArgumentError(
                 f"Invalid initial position '{initial_position}': latest or earliest"
@@ -173,7 +179,7 @@ class Broker:
         batch_size: int = 1,
         producer_name: str = "cursorops-cli",
     ) -> list[MessageId]:
-        info = self._topic(role, Operation.PRODUCE, topic)
+        info = self.authorized_topic(role, Operation.PRODUCE, topic)
         producer = Producer(self.ledgers, info, producer_name=producer_name, batch_size=batch_size)
         return producer.send(messages, self.clock())
 
@@ -214,7 +220,7 @@ class Broker:
         self, role: str, topic: str, subscription: str, ids: Sequence[MessageId]
     ) -> list[skip.SkipItem]:
         """Validate and route ``ids`` without changing anything (the preview)."""
-        info = self._topic(role, Operation.SKIP, topic)
+        info = self.authorized_topic(role, Operation.SKIP, topic)
         sub = self.metadata.get_subscription(info.name, subscription)
         if not sub.type.allows_skip:
             raise UnsupportedSubscriptionTypeError(
@@ -236,7 +242,7 @@ class Broker:
         self, role: str, topic: str, subscription: str, items: Sequence[skip.SkipItem]
     ) -> skip.SkipOutcome:
         """Acknowledge validated items; idempotent (already acknowledged ones are reported)."""
-        info = self._topic(role, Operation.SKIP, topic)
+        info = self.authorized_topic(role, Operation.SKIP, topic)
         outcome = skip.SkipOutcome(info.name, subscription)
         work = []
         applied: set[tuple[Position, int]] = set()
@@ -277,7 +283,7 @@ class Broker:
         With a time, each partition's next entry becomes its first entry
         published at or after that time. Returns the new mark-delete per partition.
         """
-        info = self._topic(role, Operation.CONSUME, topic)
+        info = self.authorized_topic(role, Operation.CONSUME, topic)
         self.metadata.get_subscription(info.name, subscription)
         if (position is None) == (timestamp_ms is None):
             raise InvalidArgumentError("Give exactly one of a message id or a time")
@@ -336,7 +342,7 @@ class Broker:
         return sources
 
     def dispatcher(self, role: str, topic: str, subscription: str) -> Dispatcher:
-        info = self._topic(role, Operation.CONSUME, topic)
+        info = self.authorized_topic(role, Operation.CONSUME, topic)
         sub = self.metadata.get_subscription(info.name, subscription)
         return Dispatcher(sub.type, self._sources(info, subscription), self.clock)
 
@@ -356,7 +362,7 @@ class Broker:
 
     def peek_messages(self, role: str, topic: str, subscription: str, count: int) -> list[Message]:
         """The next ``count`` unacknowledged messages, delayed ones included, without delivering."""
-        info = self._topic(role, Operation.LOOKUP, topic)
+        info = self.authorized_topic(role, Operation.LOOKUP, topic)
         self.metadata.get_subscription(info.name, subscription)
         if count < 1:
             raise InvalidArgumentError("The number of messages must be at least 1")
@@ -376,7 +382,7 @@ class Broker:
         subscription's entry filters (its ``entryFilter.*`` properties) decide the
         accepted / rejected / rescheduled split, from each entry's first message.
         """
-        info = self._topic(role, Operation.LOOKUP, topic)
+        info = self.authorized_topic(role, Operation.LOOKUP, topic)
         subs = (
             [self.metadata.get_subscription(info.name, subscription)]
             if subscription is not None
@@ -407,7 +413,7 @@ class Broker:
 
     def topic_stats(self, role: str, topic: str) -> dict[str, object]:
         """Pulsar-style topic stats; ``msgBacklog`` here is exact in messages."""
-        info = self._topic(role, Operation.LOOKUP, topic)
+        info = self.authorized_topic(role, Operation.LOOKUP, topic)
         subs = self.metadata.list_subscriptions(info.name)
         stats: dict[str, object] = {"topic": info.name, "partitions": info.partitions}
         entries = messages = 0

@@ -56,7 +56,6 @@ from core.filters import EntryFilters, describe
 from core.position import EARLIEST, Position
 from spark_apps.common import (
     TopicScan,
-    authorize_topic,
     base_parser,
     config_from,
     emit_json,
@@ -307,7 +306,7 @@ def topic_entries(broker: Broker, role: str, topic: str) -> int:
     What a scan reads grows with this, so ``cursorops topics analyze-backlog``
     picks its engine by it. Authorizes ``role`` first (LOOKUP), as the analysis does.
     """
-    info = authorize_topic(broker, role, Operation.LOOKUP, topic)
+    info = broker.authorized_topic(role, Operation.LOOKUP, topic)
     return sum(
         ledger.entries
         for name in info.partition_names()

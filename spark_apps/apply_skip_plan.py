@@ -39,7 +39,6 @@ from core.errors import InvalidArgumentError, InvalidMessageIdError
 from core.message_id import MessageId
 from core.position import Position
 from spark_apps.common import (
-    authorize_topic,
     base_parser,
     config_from,
     emit_json,
@@ -170,7 +169,7 @@ def run(
 
     log = job_logger("cursorops.apply_skip_plan")
     with Broker(config) as broker:
-        info = authorize_topic(broker, role, Operation.SKIP, topic)
+        info = broker.authorized_topic(role, Operation.SKIP, topic)
         if not ids:
             # An empty plan (find_messages matched nothing) is applied as a no-op.
             broker.metadata.get_subscription(info.name, subscription)

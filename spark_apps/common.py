@@ -77,15 +77,6 @@ class TopicScan:
         return {source.index: source.name for source in self.partitions}
 
 
-def authorize_topic(broker: Broker, role: str, operation: Operation, topic: str) -> TopicInfo:
-    """Parse the topic name, check ``role`` for ``operation`` as the broker does, load the topic.
-
-    The broker keeps this check private; calling it here keeps one authorization
-    rule for the pure-Python and the Spark paths.
-    """
-    return broker._topic(role, operation, topic)
-
-
 def scan_topic(
     broker: Broker,
     role: str,
@@ -98,7 +89,7 @@ def scan_topic(
     Raises TopicNotFoundError / SubscriptionNotFoundError / NotAuthorizedError
     before any Spark work starts.
     """
-    info = authorize_topic(broker, role, operation, topic)
+    info = broker.authorized_topic(role, operation, topic)
     metadata = broker.metadata
     subs = (
         [metadata.get_subscription(info.name, subscription)]
