@@ -190,9 +190,15 @@ class Broker:
             (info.ledger_id, info.entries) for info in self.metadata.ledgers(topic_partition)
         )
 
-    def _cursor(self, topic_partition: str, subscription: str) -> ManagedCursor:
+    def _cursor(
+        self, topic_partition: str, subscription: str, layout: LedgerLayout | None = None
+    ) -> ManagedCursor:
+        """Open a cursor; pass ``layout`` when the caller already read the ledger list."""
         return ManagedCursor.open(
-            self.metadata, topic_partition, subscription, self._layout(topic_partition)
+            self.metadata,
+            topic_partition,
+            subscription,
+            layout if layout is not None else self._layout(topic_partition),
         )
 
     def _entry_arrays(self, topic_partition: str) -> skip.EntryFacts:
@@ -235,7 +241,9 @@ class Broker:
                 owners[ledger.ledger_id] = (partition, index if info.partitions else -1)
         wanted = {owners[m.ledger_id][0] for m in ids if m.ledger_id in owners}
         facts = {name: self._entry_arrays(name) for name in wanted}
-        states = {name: self._cursor(name, subscription).state for name in wanted}
+        states = {
+            name: self._cursor(name, subscription, facts[name].layout).state for name in wanted
+        }
         return skip.validate(ids, owners, facts, states)
 
     def apply_skip(
@@ -292,8 +300,8 @@ class Broker:
                 "Reset to a message id needs a non-partitioned topic; use a time on "
                 f"partitioned topic {info.name}"
             )
-        if position is not None:
-            layout = self._layout(info.name)
+        layout = self._layout(info.name) if position is not None else None
+        if position is not None and layout is not None:
             last = layout.last_position
             end = Position(last.ledger_id, last.entry_id + 1)
             if position not in (EARLIEST, end) and not layout.contains(position):
@@ -302,7 +310,7 @@ class Broker:
                 )
         result = {}
         for name in info.partition_names():
-            cursor = self._cursor(name, subscription)
+            cursor = self._cursor(name, subscription, layout)
             target = position if position is not None else self._first_at(name, timestamp_ms or 0)
             cursor.reset(target)
             result[name] = str(cursor.mark_delete)
@@ -400,7 +408,7 @@ class Broker:
                 )
                 first_rows = first_messages(table)
             for sub in subs:
-                state = self._cursor(name, sub.name).state
+                state = self._cursor(name, sub.name, facts.layout).state
                 chosen = filters[sub.name]
                 verdicts = (
                     chosen.verdicts(first_rows) if chosen and first_rows is not None else None
@@ -434,7 +442,7 @@ class Broker:
             entries += int(facts.ledger_ids.size)
             messages += int(np.maximum(facts.batch_sizes, 1).sum())
             for sub in subs:
-                state = self._cursor(name, sub.name).state
+                state = self._cursor(name, sub.name, facts.layout).state
                 counts = backlog.backlog(
                     state, facts.ledger_ids, facts.entry_ids, facts.batch_sizes
                 )

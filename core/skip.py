@@ -51,12 +51,6 @@ class EntryFacts:
     deliver_at: np.ndarray
     """Per entry, -1 when not delayed."""
 
-    def row_of(self, position: Position) -> int | None:
-        keys = (self.ledger_ids.astype(np.int64) << 32) + self.entry_ids.astype(np.int64)
-        key = (position.ledger_id << 32) + position.entry_id
-        i = int(np.searchsorted(keys, key))
-        return i if i < keys.size and keys[i] == key else None
-
     def rows_of(self, positions: Sequence[Position]) -> np.ndarray:
         """Row of each position, -1 where there is no such entry (vectorised)."""
         keys = (self.ledger_ids.astype(np.int64) << 32) + self.entry_ids.astype(np.int64)
