@@ -95,7 +95,15 @@ class Context:
     def config(self) -> Config:
         from core.config import Config
 
-        return Config.from_home(self.home, metadata_url=self.metadata_url)
+        # The flags win over the environment they default from; the rest
+        # (CURSOROPS_LEDGER_ROOT) comes from the environment as is.
+        return Config.from_environ(
+            {
+                **os.environ,
+                "CURSOROPS_HOME": self.home,
+                "CURSOROPS_METADATA_URL": self.metadata_url or "",
+            }
+        )
 
     @property
     def broker(self) -> Broker:

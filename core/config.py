@@ -1,13 +1,17 @@
 """Configuration: one frozen object, built at the edge and passed in.
 
 ``core`` never reads environment variables; the CLI, the DAGs and the REST
-plugin build a :class:`Config` (``Config.from_home``) and hand it down.
+plugin build a :class:`Config` (``Config.from_home``, or ``Config.from_environ``
+given the environment as a mapping) and hand it down.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+DEFAULT_HOME = "~/.cursorops"
 
 
 @dataclass(frozen=True)
@@ -43,4 +47,16 @@ class Config:
             metadata_url=metadata_url or f"sqlite:///{home / 'metadata.db'}",
             ledger_root=ledger_root or str(home / "ledgers"),
             **kwargs,  # type: ignore[arg-type]
+        )
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Config:
+        """Build from ``CURSOROPS_HOME`` (default ``~/.cursorops``),
+        ``CURSOROPS_METADATA_URL`` and ``CURSOROPS_LEDGER_ROOT`` (both default under
+        the home) in ``environ``; the caller passes the mapping, so ``core`` reads none.
+        """
+        return cls.from_home(
+            environ.get("CURSOROPS_HOME") or DEFAULT_HOME,
+            metadata_url=environ.get("CURSOROPS_METADATA_URL") or None,
+            ledger_root=environ.get("CURSOROPS_LEDGER_ROOT") or None,
         )
