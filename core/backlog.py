@@ -20,7 +20,7 @@ import numpy as np
 
 from core import ack_set
 from core.cursor import CursorState
-from core.position import Position
+from core.position import Position, match_positions
 
 ACCEPT, REJECT, RESCHEDULE = 0, 1, 2
 """Entry filter verdicts (PIP-105)."""
@@ -45,18 +45,19 @@ def unacked_messages(
     md_ledger, md_entry = state.mark_delete
     live = (ledger_ids > md_ledger) | ((ledger_ids == md_ledger) & (entry_ids > md_entry))
     deleted = state.individually_deleted
-    if len(deleted):
-        present = np.unique(ledger_ids)
+    if len(deleted) and live.any():
+        present = set(np.unique(ledger_ids[live]).tolist())
         acked = [
-            (ledger_id << 32) + np.asarray(deleted.bitmap(ledger_id).to_array(), dtype=np.int64)
+            (ledger_id, np.asarray(deleted.bitmap(ledger_id).to_array(), dtype=np.int64))
             for ledger_id in deleted.ledgers()
             if ledger_id in present
         ]
         if acked:
-            keys = (ledger_ids << 32) + entry_ids
-            live &= ~np.isin(keys, np.concatenate(acked))
+            acked_ledgers = np.concatenate([np.full(e.size, lid, np.int64) for lid, e in acked])
+            acked_entries = np.concatenate([e for _, e in acked])
+            live &= match_positions(ledger_ids, entry_ids, acked_ledgers, acked_entries) < 0
     counts = np.where(live, counts, 0)
-    if state.batch_acks:
+    if state.batch_acks and live.any():
         _apply_batch_acks(state, ledger_ids, entry_ids, live, counts)
     return counts
 
@@ -68,16 +69,16 @@ def _apply_batch_acks(
     live: np.ndarray,
     counts: np.ndarray,
 ) -> None:
-    keys = (ledger_ids << 32) + entry_ids
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    for (ledger_id, entry_id), bits in state.batch_acks.items():
-        key = (ledger_id << 32) + entry_id
-        i = int(np.searchsorted(sorted_keys, key))
-        if i < sorted_keys.size and sorted_keys[i] == key:
-            row = order[i]
-            if live[row]:
-                counts[row] = ack_set.unacked_count(bits)
+    """Count only the unacknowledged indexes of partly acknowledged batches (every row)."""
+    positions = list(state.batch_acks)
+    which = match_positions(
+        ledger_ids,
+        entry_ids,
+        np.fromiter((p.ledger_id for p in positions), dtype=np.int64, count=len(positions)),
+        np.fromiter((p.entry_id for p in positions), dtype=np.int64, count=len(positions)),
+    )
+    for row in np.flatnonzero(live & (which >= 0)).tolist():
+        counts[row] = ack_set.unacked_count(state.batch_acks[positions[which[row]]])
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ from core import backlog
 from core.backlog import ACCEPT, REJECT, RESCHEDULE
 from core.cursor import CursorState
 from core.errors import InvalidPredicateError
-from core.position import Position
+from core.position import Position, match_positions
 
 FILTER_PREFIX = "entryFilter."
 """Subscription properties with this prefix configure entry filters."""
@@ -501,13 +501,14 @@ def unacked_rows(state: CursorState, rows: Rows) -> np.ndarray:
     live = backlog.unacked_messages(state, ledger_ids, entry_ids, batch_sizes) > 0
     if state.batch_acks and live.any():
         batch_index = _int_column(rows.column("batch_index"))
-        partial = np.fromiter(
-            ((p.ledger_id << 32) + p.entry_id for p in state.batch_acks),
-            dtype=np.int64,
-            count=len(state.batch_acks),
+        count = len(state.batch_acks)
+        partial = match_positions(
+            ledger_ids,
+            entry_ids,
+            np.fromiter((p.ledger_id for p in state.batch_acks), dtype=np.int64, count=count),
+            np.fromiter((p.entry_id for p in state.batch_acks), dtype=np.int64, count=count),
         )
-        keys = (ledger_ids << 32) + entry_ids
-        for row in np.flatnonzero(live & (batch_index >= 0) & np.isin(keys, partial)).tolist():
+        for row in np.flatnonzero(live & (batch_index >= 0) & (partial >= 0)).tolist():
             position = Position(int(ledger_ids[row]), int(entry_ids[row]))
             live[row] = not state.is_acked(position, int(batch_index[row]))
     return live

@@ -55,7 +55,9 @@ _VARINT_FIELDS = frozenset(
     {_FIELD_LEDGER_ID, _FIELD_ENTRY_ID, _FIELD_PARTITION, _FIELD_BATCH_INDEX, _FIELD_BATCH_SIZE}
 )
 
-_TRIPLET_PART = re.compile(r"[0-9]+")
+_TRIPLET_PART = re.compile(r"[0-9]+", re.ASCII)
+# Longer digit strings are out of range anyway; checked before int() (which has a digit limit).
+_INT64_DIGITS = 20
 _TRIPLET_FORM = "expected ledgerId:entryId[:batchIndex] of non-negative integers"
 
 # Bytes shown in an error message; longer input is cut with an ellipsis.
@@ -132,6 +134,11 @@ class MessageId:
         parts = text.split(":")
         if len(parts) not in (2, 3) or not all(_TRIPLET_PART.fullmatch(p) for p in parts):
             raise InvalidMessageIdError(f"Invalid --messageId-triplet: {text}: {_TRIPLET_FORM}")
+        if any(len(p) > _INT64_DIGITS for p in parts):
+            raise InvalidMessageIdError(
+                f"Invalid --messageId-triplet: {text}: ledgerId and entryId must be at most "
+                f"{_INT64_MAX}, batchIndex at most {_INT32_MAX}"
+            )
         ledger_id, entry_id = int(parts[0]), int(parts[1])
         batch_index = int(parts[2]) if len(parts) == 3 else -1
         if ledger_id > _INT64_MAX or entry_id > _INT64_MAX:
@@ -267,17 +274,7 @@ class MessageId:
         Padding may be left out, as Java's ``Base64.getDecoder()`` allows; any
         character outside the standard alphabet (spaces included) is an error.
         """
-        if not isinstance(text, str):
-            raise InvalidMessageIdError(f"Invalid --messageId-base64: {text!r}: not a string")
-        if not text:
-            raise InvalidMessageIdError("Invalid --messageId-base64: : empty")
-        padded = text + "=" * (-len(text) % 4) if "=" not in text else text
-        try:
-            raw = base64.b64decode(padded, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise InvalidMessageIdError(
-                f"Invalid --messageId-base64: {text}: not base64 ({exc})"
-            ) from None
+        raw = decode_base64(text)
         try:
             return cls._decode(raw)
         except _DecodeError as exc:
@@ -288,6 +285,44 @@ class MessageId:
     def to_base64(self) -> str:
         """Standard base64 (with padding) of :meth:`to_bytes`."""
         return base64.b64encode(self.to_bytes()).decode("ascii")
+
+
+def decode_base64(text: object) -> bytes:
+    """Standard base64 as Java's ``Base64.getDecoder()`` reads it: padding may be left out.
+
+    The one base64 reader of message ids (CLI, REST body, Spark plans). Any
+    character outside the standard alphabet, spaces included, is an error.
+    """
+    if not isinstance(text, str):
+        raise InvalidMessageIdError(f"Invalid --messageId-base64: {text!r}: not a string")
+    if not text:
+        raise InvalidMessageIdError("Invalid --messageId-base64: : empty")
+    padded = text + "=" * (-len(text) % 4) if "=" not in text else text
+    try:
+        return base64.b64decode(padded, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidMessageIdError(
+            f"Invalid --messageId-base64: {text}: not base64 ({exc})"
+        ) from None
+
+
+def parse_position(text: str, option: str) -> Position:
+    """``ledgerId:entryId`` (pulsar-admin ``reset-cursor --messageId``, ``analyze-backlog -p``).
+
+    The same digits rule as :meth:`MessageId.parse_triplet`: ASCII decimal
+    digits only, each part at most int64. Range against the real ledgers is
+    the caller's check.
+    """
+    if not isinstance(text, str):
+        raise InvalidMessageIdError(f"Invalid {option} {text!r}: not a string")
+    parts = text.strip().split(":")
+    if len(parts) != 2 or not all(_TRIPLET_PART.fullmatch(p) for p in parts):
+        raise InvalidMessageIdError(
+            f"Invalid {option} '{text}': expected ledgerId:entryId of non-negative integers"
+        )
+    if any(len(p) > _INT64_DIGITS or int(p) > _INT64_MAX for p in parts):
+        raise InvalidMessageIdError(f"Invalid {option} '{text}': out of the int64 range")
+    return Position(int(parts[0]), int(parts[1]))
 
 
 class _DecodeError(Exception):

@@ -18,9 +18,8 @@ delivers an acknowledged message.
 
 from __future__ import annotations
 
-import base64
-import binascii
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,10 +33,15 @@ from core.errors import (
     PositionOutOfRangeError,
 )
 from core.ledger_layout import LedgerLayout
-from core.message_id import MessageId
-from core.position import Position
+from core.message_id import MessageId, decode_base64
+from core.position import Position, match_positions
 
 MAX_ERRORS_LISTED = 10
+
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -52,18 +56,13 @@ class EntryFacts:
     """Per entry, -1 when not delayed."""
 
     def rows_of(self, positions: Sequence[Position]) -> np.ndarray:
-        """Row of each position, -1 where there is no such entry (vectorised)."""
-        keys = (self.ledger_ids.astype(np.int64) << 32) + self.entry_ids.astype(np.int64)
-        wanted = np.fromiter(
-            ((p.ledger_id << 32) + p.entry_id for p in positions),
-            dtype=np.int64,
-            count=len(positions),
+        """Row of each position, -1 where there is no such entry (vectorised, collision-free)."""
+        return match_positions(
+            np.fromiter((p.ledger_id for p in positions), dtype=np.int64, count=len(positions)),
+            np.fromiter((p.entry_id for p in positions), dtype=np.int64, count=len(positions)),
+            self.ledger_ids,
+            self.entry_ids,
         )
-        rows = np.searchsorted(keys, wanted)
-        rows = np.minimum(rows, max(keys.size - 1, 0))
-        found = keys.size > 0
-        ok = (keys[rows] == wanted) if found else np.zeros(len(positions), dtype=bool)
-        return np.where(ok, rows, -1)
 
 
 @dataclass(frozen=True)
@@ -81,21 +80,35 @@ class SkipItem:
         return AckTarget(mid.position, mid.batch_index, self.batch_size)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SkipOutcome:
+    """What applying a skip plan did; ``skipped + already_acknowledged +
+    acknowledged_meanwhile`` are the plan's messages, each in exactly one list."""
+
     topic: str
     subscription: str
+    plan_id: str
+    """The applied plan's :attr:`~core.skip_plan.SkipPlan.plan_id`."""
     skipped: list[MessageId] = field(default_factory=list)
+    """Acknowledged by this apply."""
     already_acknowledged: list[MessageId] = field(default_factory=list)
+    """Acknowledged already when the plan was made."""
+    acknowledged_meanwhile: list[MessageId] = field(default_factory=list)
+    """Acknowledged by someone else between planning and applying."""
     per_partition: dict[str, int] = field(default_factory=dict)
-    """Newly acknowledged ids per topic partition."""
+    """Newly acknowledged ids per topic partition of the plan."""
+    part_of: str | None = None
+    """The whole plan's id when a single partition's share was applied."""
 
     def to_json(self) -> dict[str, object]:
         return {
             "topic": self.topic,
             "subscription": self.subscription,
+            "planId": self.plan_id,
+            "partOf": self.part_of,
             "skipped": [m.triplet() for m in self.skipped],
             "alreadyAcknowledged": [m.triplet() for m in self.already_acknowledged],
+            "acknowledgedMeanwhile": [m.triplet() for m in self.acknowledged_meanwhile],
             "perPartition": dict(self.per_partition),
         }
 
@@ -126,7 +139,7 @@ def parse_payload(body: object) -> list[MessageId]:
     unknown = set(body) - {"type", "messageIds"}
     if unknown:
         raise InvalidSkipPayloadError(
-            f"Invalid skipByMessageIds payload: unknown field(s) {sorted(unknown)}"
+            f"Invalid skipByMessageIds payload: unknown field(s) {_names(unknown)}"
         )
     kind = body.get("type", "byteArray")
     if not isinstance(kind, str):
@@ -143,6 +156,12 @@ def parse_payload(body: object) -> list[MessageId]:
     )
 
 
+def _names(keys: Iterable[object]) -> str:
+    """Unknown field names for an error line: quoted (no raw newline), at most ten."""
+    shown = sorted(repr(str(k))[:40] for k in keys)
+    return "[" + ", ".join(shown[:10]) + (", ..." if len(shown) > 10 else "") + "]"
+
+
 def _byte_array_ids(items: list[object]) -> list[MessageId]:
     out = []
     for i, item in enumerate(items):
@@ -151,10 +170,10 @@ def _byte_array_ids(items: list[object]) -> list[MessageId]:
                 f"Invalid skipByMessageIds payload: messageIds[{i}] must be a base64 string"
             )
         try:
-            base64.b64decode(item, validate=True)
-        except (binascii.Error, ValueError) as exc:
+            decode_base64(item)
+        except InvalidMessageIdError as exc:
             raise InvalidSkipPayloadError(
-                f"Invalid skipByMessageIds payload: messageIds[{i}] is not base64: {item!r}"
+                f"Invalid skipByMessageIds payload: messageIds[{i}] is not base64: {item[:80]!r}"
             ) from exc
         try:
             out.append(MessageId.from_base64(item))
@@ -165,16 +184,30 @@ def _byte_array_ids(items: list[object]) -> list[MessageId]:
     return out
 
 
-def _number(value: object, what: str) -> int:
-    if isinstance(value, bool):
-        raise InvalidSkipPayloadError(f"Invalid skipByMessageIds payload: {what} must be a number")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value.strip())
-    raise InvalidSkipPayloadError(
-        f"Invalid skipByMessageIds payload: {what} must be a number, got {value!r}"
-    )
+# ASCII decimal digits only: str.isdigit() and int() also take "²", "١٢" and "１２".
+_DECIMAL = re.compile(r"-?[0-9]{1,20}", re.ASCII)
+
+
+def _number(value: object, what: str, low: int, high: int) -> int:
+    """A JSON integer or a numeric string (ASCII decimal, optional '-'), within [low, high].
+
+    Booleans and floats are refused, as Jackson refuses them for a ``long``.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and _DECIMAL.fullmatch(value):
+        number = int(value)
+    else:
+        shown = repr(value) if isinstance(value, str | int | float) else type(value).__name__
+        raise InvalidSkipPayloadError(
+            f"Invalid skipByMessageIds payload: {what} must be a number (an integer, or a "
+            f"string of ASCII decimal digits with an optional '-'), got {shown[:80]}"
+        )
+    if not low <= number <= high:
+        raise InvalidSkipPayloadError(
+            f"Invalid skipByMessageIds payload: {what} {number} out of range [{low}, {high}]"
+        )
+    return number
 
 
 def _object_id(item: object, i: int) -> MessageId:
@@ -186,22 +219,27 @@ def _object_id(item: object, i: int) -> MessageId:
     if unknown:
         raise InvalidSkipPayloadError(
             f"Invalid skipByMessageIds payload: messageIds[{i}] has unknown field(s) "
-            f"{sorted(unknown)}"
+            f"{_names(unknown)}"
         )
     for required in ("ledgerId", "entryId"):
         if required not in item:
             raise InvalidSkipPayloadError(
                 f"Invalid skipByMessageIds payload: messageIds[{i}] lacks {required}"
             )
-    ledger_id = _number(item["ledgerId"], f"messageIds[{i}].ledgerId")
-    entry_id = _number(item["entryId"], f"messageIds[{i}].entryId")
+    ledger_id = _number(item["ledgerId"], f"messageIds[{i}].ledgerId", _INT64_MIN, _INT64_MAX)
+    entry_id = _number(item["entryId"], f"messageIds[{i}].entryId", _INT64_MIN, _INT64_MAX)
     batch = item.get("batchIndex")
-    batch_index = -1 if batch is None else _number(batch, f"messageIds[{i}].batchIndex")
+    # This shape alone lets an absent or negative batchIndex mean the whole entry (PIP-423).
+    batch_index = (
+        -1
+        if batch is None
+        else max(_number(batch, f"messageIds[{i}].batchIndex", _INT32_MIN, _INT32_MAX), -1)
+    )
     if ledger_id < 0 or entry_id < 0:
         raise InvalidSkipPayloadError(
             f"Invalid skipByMessageIds payload: messageIds[{i}] has a negative ledgerId or entryId"
         )
-    return MessageId(ledger_id, entry_id, -1, max(batch_index, -1))
+    return MessageId(ledger_id, entry_id, -1, batch_index)
 
 
 def validate(
@@ -228,47 +266,67 @@ def validate(
 
     by_partition: dict[str, list[MessageId]] = {}
     for mid in ids:
+        if mid.ledger_id < 0 or mid.entry_id < 0:
+            fail(InvalidMessageIdError, f"{_named(mid)}: ledgerId and entryId must be >= 0")
+            continue
+        if mid.partition < -1:
+            fail(InvalidMessageIdError, f"{_named(mid)}: partition {mid.partition} is not valid")
+            continue
         owner = partition_of_ledger.get(mid.ledger_id)
         if owner is None:
             if mid.ledger_id > max(partition_of_ledger, default=-1):
-                fail(
-                    PositionOutOfRangeError, f"{mid.triplet()}: beyond the last entry of the topic"
-                )
+                fail(PositionOutOfRangeError, f"{_named(mid)}: beyond the last entry of the topic")
             else:
-                fail(
-                    EntryNotFoundError, f"{mid.triplet()}: no ledger {mid.ledger_id} in this topic"
-                )
+                fail(EntryNotFoundError, f"{_named(mid)}: no ledger {mid.ledger_id} in this topic")
             continue
         name, index = owner
         if mid.partition >= 0 and mid.partition != index:
             fail(
                 InvalidMessageIdError,
-                f"{mid.triplet()}: carries partition {mid.partition}, but ledger "
+                f"{_named(mid)}: carries partition {mid.partition}, but ledger "
                 f"{mid.ledger_id} belongs to partition {index}",
             )
             continue
         by_partition.setdefault(name, []).append(
             MessageId.of_store(mid.ledger_id, mid.entry_id, index, mid.batch_index, 0)
         )
-    for name, mids in by_partition.items():
+    for name, named in by_partition.items():
         fact = facts[name]
         state = states[name]
+        last_entry = fact.layout.last_position
+        # Range-checked against the real ledgers before any lookup: an entry id
+        # past its ledger's end names nothing, whatever the next ledger holds.
+        mids = []
+        for mid in named:
+            held = fact.layout.entries_of(mid.ledger_id)
+            if mid.entry_id < held:
+                mids.append(mid)
+            elif mid.position > last_entry:
+                fail(PositionOutOfRangeError, f"{_named(mid)}: beyond the last entry {last_entry}")
+            else:
+                fail(
+                    EntryNotFoundError,
+                    f"{_named(mid)}: no such entry, ledger {mid.ledger_id} holds {held} "
+                    f"entries (0 to {held - 1})",
+                )
         rows = fact.rows_of([Position(m.ledger_id, m.entry_id) for m in mids])
         found = np.maximum(rows, 0) if fact.batch_sizes.size else np.zeros(0, dtype=np.int64)
         batch_sizes = fact.batch_sizes[found].tolist()
         deliver_ats = fact.deliver_at[found].tolist()
-        last_entry = fact.layout.last_position
         for i, (mid, row) in enumerate(zip(mids, rows.tolist(), strict=True)):
             if row < 0:
-                if mid.position > last_entry:
-                    fail(
-                        PositionOutOfRangeError,
-                        f"{mid.triplet()}: beyond the last entry {last_entry}",
-                    )
-                else:
-                    fail(EntryNotFoundError, f"{mid.triplet()}: no such entry")
+                fail(EntryNotFoundError, f"{_named(mid)}: no such entry")
                 continue
             batch_size = batch_sizes[i]
+            # -1 is the whole entry (the protobuf default, the triplet without
+            # :batchIndex); any other negative index is invalid (PIP-423).
+            if mid.batch_index < -1:
+                fail(
+                    InvalidBatchIndexError,
+                    f"Invalid batchIndex: {mid.batch_index}, batchSize={batch_size} "
+                    f"(entry {mid.position})",
+                )
+                continue
             if mid.batch_index >= 0 and batch_size == 0:
                 fail(
                     InvalidBatchIndexError,
@@ -304,6 +362,12 @@ def validate(
         text = "; ".join(shown) + (f"; and {more} more" if more else "")
         raise (first_error or InvalidMessageIdError)(f"Nothing skipped: {text}")
     return items
+
+
+def _named(mid: MessageId) -> str:
+    """``ledger:entry[:batchIndex]`` for errors, any batch index shown but -1 (whole entry)."""
+    text = f"{mid.ledger_id}:{mid.entry_id}"
+    return text if mid.batch_index == -1 else f"{text}:{mid.batch_index}"
 
 
 def group_targets(items: Sequence[SkipItem]) -> dict[str, list[AckTarget]]:
