@@ -149,9 +149,9 @@ def measure(sizes: Sizes, options: Options, work: Path) -> Results:
                     per_partition = dict(outcome.per_partition)
                 else:
                     with Stopwatch() as plan:
-                        items = broker.plan_skip(ROLE, TOPIC, name, chosen)
+                        planned = broker.plan_skip(ROLE, TOPIC, name, chosen)
                     with Stopwatch() as apply:
-                        outcome = broker.apply_skip(ROLE, TOPIC, name, items)
+                        outcome = broker.apply_skip(ROLE, planned)
                 assert len(outcome.skipped) == total and not outcome.already_acknowledged
                 check_skipped(broker, name, chosen)
             skips.append(skip.seconds)

@@ -9,13 +9,12 @@ so several processes may share one installation.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from core import authz, backlog, cursor_codec, skip
+from core import authz, backlog, cursor_codec, dispatch, skip
 from core.authz import Operation
 from core.backlog import PartitionAnalysis
 from core.config import Config
@@ -23,19 +22,23 @@ from core.cursor import CursorState
 from core.dispatch import Dispatcher, Message, PartitionSource
 from core.errors import (
     InvalidArgumentError,
+    InvalidSkipPlanError,
     NotAuthorizedError,
     NotFoundError,
     PositionOutOfRangeError,
+    TopicNotFoundError,
     UnsupportedSubscriptionTypeError,
 )
-from core.filters import EntryFilters, first_messages
+from core.filters import EntryFilters, first_messages, validate_filter_properties
 from core.ledger_layout import LedgerLayout
 from core.managed_cursor import ManagedCursor, acknowledge_together
 from core.message_id import MessageId
 from core.position import EARLIEST, Position
 from core.producer import OutgoingMessage, Producer
+from core.skip_plan import PlannedSkip, SkipPlan
+from core.store import segment_reader
 from core.store.ledger import LedgerStore
-from core.store.metadata import MetadataStore, SubscriptionInfo, TopicInfo
+from core.store.metadata import AuditEntry, MetadataStore, SubscriptionInfo, TopicInfo
 from core.subscription import SubscriptionType
 from core.topic_name import TopicName
 
@@ -73,13 +76,13 @@ class Broker:
         """Authorize before anything is looked up, so a refusal never reveals what exists."""
         if role in self.config.superuser_roles:
             return
-        if operation is Operation.SUPERUSER:
+        if operation in authz.SUPERUSER_ONLY:
             authz.check(role, operation, resource, superusers=self.config.superuser_roles)
             return
         try:
             tenant_admins = self.metadata.get_tenant(tenant).admin_roles
             granted: Iterable[str] = ()
-            if namespace is not None and operation is not Operation.ADMIN_TENANT:
+            if namespace is not None and authz.GRANTS_ALLOWING[operation]:
                 granted = self.metadata.get_namespace(namespace).permissions.get(role, ())
         except NotFoundError as exc:
             raise NotAuthorizedError(
@@ -110,35 +113,41 @@ class Broker:
     # -- tenants, namespaces, topics, subscriptions --------------------------
 
     def create_tenant(self, role: str, tenant: str, admin_roles: Iterable[str] = ()) -> None:
-        self._check(role, Operation.SUPERUSER, tenant, f"creating tenant {tenant}")
+        self._check(role, Operation.CREATE_TENANT, tenant, f"creating tenant {tenant}")
         self.metadata.create_tenant(tenant, admin_roles)
 
     def list_tenants(self, role: str) -> list[str]:
         """Superusers only, as in Pulsar."""
-        self._check(role, Operation.SUPERUSER, "", "listing tenants")
+        self._check(role, Operation.LIST_TENANTS, "", "listing tenants")
         return self.metadata.list_tenants()
 
     def list_topics(self, role: str, namespace: str) -> list[TopicInfo]:
         """Pulsar's GET_TOPICS: tenant admins, or any role that may produce or consume there."""
         tenant = namespace.split("/", 1)[0]
-        self._check(role, Operation.LOOKUP, tenant, f"namespace {namespace}", namespace)
+        self._check(role, Operation.GET_TOPICS, tenant, f"namespace {namespace}", namespace)
         return self.metadata.list_topics(namespace)
 
     def create_namespace(self, role: str, namespace: str) -> None:
         tenant = namespace.split("/", 1)[0]
-        self._check(role, Operation.ADMIN_TENANT, tenant, f"namespace {namespace}")
+        self._check(role, Operation.CREATE_NAMESPACE, tenant, f"namespace {namespace}")
         self.metadata.create_namespace(namespace)
 
     def grant_permission(
         self, role: str, namespace: str, grantee: str, actions: Iterable[str]
     ) -> None:
         tenant = namespace.split("/", 1)[0]
-        self._check(role, Operation.ADMIN_TENANT, tenant, f"namespace {namespace}")
+        self._check(role, Operation.GRANT_PERMISSION, tenant, f"namespace {namespace}")
         self.metadata.grant_permission(namespace, grantee, actions)
 
     def create_topic(self, role: str, topic: str, partitions: int = 0) -> TopicInfo:
         name = TopicName.parse(topic)
-        self._check(role, Operation.ADMIN_TENANT, name.tenant, str(name))
+        self._check(role, Operation.CREATE_TOPIC, name.tenant, str(name))
+        limit = self.config.max_partitions_per_topic
+        if not isinstance(partitions, bool) and isinstance(partitions, int) and partitions > limit:
+            raise InvalidArgumentError(
+                f"Invalid partition count {partitions}: at most {limit} partitions per topic "
+                "(max_partitions_per_topic)"
+            )
         return self.metadata.create_topic(str(name), partitions)
 
     def create_subscription(
@@ -148,24 +157,67 @@ class Broker:
         subscription: str,
         type: SubscriptionType = SubscriptionType.EXCLUSIVE,
         properties: Mapping[str, str] | None = None,
-        initial_position: str = "latest",
+        initial_position: str | Position = "latest",
     ) -> SubscriptionInfo:
-        """Create a subscription at the latest (default, like pulsar-admin) or earliest position."""
-        info = self.authorized_topic(role, Operation.CONSUME, topic)
-        if initial_position not in ("latest", "earliest"):
+        """Create a subscription at latest (default, like pulsar-admin), earliest or an entry.
+
+        A :class:`Position` (``create-subscription -m L:E``) makes that entry the
+        first one delivered; it must be an entry of the (non-partitioned) topic, or
+        the end. Entry filter properties are validated before anything is created.
+        """
+        info = self.authorized_topic(role, Operation.SUBSCRIBE, topic)
+        if not isinstance(initial_position, Position) and initial_position not in (
+            "latest",
+            "earliest",
+        ):
             raise InvalidArgumentError(
-                f"Invalid initial position '{initial_position}': latest or earliest"
+                f"Invalid initial position '{initial_position}': latest, earliest or L:E"
             )
         if not subscription or not subscription.strip():
             raise InvalidArgumentError("Subscription name must not be empty")
+        validate_filter_properties(dict(properties or {}))
+        if isinstance(initial_position, Position):
+            if info.partitions:
+                raise InvalidArgumentError(
+                    "A subscription at a message id needs a non-partitioned topic; "
+                    f"{info.name} has {info.partitions} partitions"
+                )
+            self._check_reset_target(initial_position, self._layout(info.name))
         snapshots = {}
         for partition in info.partition_names():
             state = CursorState()
+            layout = self._layout(partition)
             if initial_position == "latest":
-                state.mark_delete = self._layout(partition).last_position
+                state.mark_delete = layout.last_position
+            elif isinstance(initial_position, Position):
+                state.reset(initial_position, layout)
             snapshots[partition] = cursor_codec.encode(state)
         return self.metadata.create_subscription(
             info.name, subscription, type, dict(properties or {}), snapshots
+        )
+
+    def list_subscriptions(self, role: str, topic: str) -> list[SubscriptionInfo]:
+        """Pulsar's GET_SUBSCRIPTIONS, which needs ``consume``."""
+        info = self.authorized_topic(role, Operation.GET_SUBSCRIPTIONS, topic)
+        return self.metadata.list_subscriptions(info.name)
+
+    def delete_subscription(self, role: str, topic: str, subscription: str) -> None:
+        """``topics unsubscribe``: Pulsar's UNSUBSCRIBE, which needs ``consume``."""
+        info = self.authorized_topic(role, Operation.UNSUBSCRIBE, topic)
+        self.metadata.delete_subscription(info.name, subscription)
+
+    def update_subscription_properties(
+        self, role: str, topic: str, subscription: str, properties: Mapping[str, str]
+    ) -> SubscriptionInfo:
+        """Replace a subscription's properties (Pulsar authorizes this as SUBSCRIBE).
+
+        As pulsar-admin's ``update-subscription-properties``, the given map replaces
+        the old one whole; an empty map clears it. Entry filters are validated first.
+        """
+        info = self.authorized_topic(role, Operation.SUBSCRIBE, topic)
+        validate_filter_properties(dict(properties))
+        return self.metadata.update_subscription_properties(
+            info.name, subscription, dict(properties)
         )
 
     # -- producing -----------------------------------------------------------
@@ -214,67 +266,119 @@ class Broker:
     def skip_messages(
         self, role: str, topic: str, subscription: str, ids: Sequence[MessageId]
     ) -> skip.SkipOutcome:
-        """PIP-423 skip: validate everything, then acknowledge, per partition.
+        """PIP-423 skip: :meth:`plan_skip`, then :meth:`apply_skip` of that plan.
 
         Raises before writing anything when any id is bad. Shared and Key_Shared
         only ("Unsupported subscription type." otherwise).
         """
-        items = self.plan_skip(role, topic, subscription, ids)
-        return self.apply_skip(role, topic, subscription, items)
+        return self.apply_skip(role, self.plan_skip(role, topic, subscription, ids))
 
     def plan_skip(
         self, role: str, topic: str, subscription: str, ids: Sequence[MessageId]
-    ) -> list[skip.SkipItem]:
-        """Validate and route ``ids`` without changing anything (the preview)."""
+    ) -> SkipPlan:
+        """Validate and route ``ids`` without changing anything: the plan to preview and approve.
+
+        Every id is checked against the topic's ledgers (all-or-nothing, every
+        bad id named); the plan records each message's partition, batch size,
+        delivery time and whether it is already acknowledged. Stamped with the
+        broker's clock.
+        """
         info = self.authorized_topic(role, Operation.SKIP, topic)
+        if not ids:
+            raise InvalidArgumentError("No message ids given")
+        items, _ = self._validated_skip(info, subscription, ids)
+        planned = tuple(
+            PlannedSkip(
+                topic_partition=item.topic_partition,
+                partition=item.message_id.partition,
+                ledger_id=item.message_id.ledger_id,
+                entry_id=item.message_id.entry_id,
+                batch_index=item.message_id.batch_index,
+                batch_size=item.batch_size,
+                deliver_at=item.deliver_at,
+                already_acknowledged=item.already_acknowledged,
+            )
+            for item in items
+        )
+        return SkipPlan(info.name, subscription, planned, self.clock())
+
+    def _validated_skip(
+        self, info: TopicInfo, subscription: str, ids: Sequence[MessageId]
+    ) -> tuple[list[skip.SkipItem], dict[str, ManagedCursor]]:
+        """:func:`core.skip.validate` against the stores as they are now, and the cursors read."""
         sub = self.metadata.get_subscription(info.name, subscription)
         if not sub.type.allows_skip:
             raise UnsupportedSubscriptionTypeError(
                 f"Unsupported subscription type. Skipping messages needs a Shared or "
                 f"Key_Shared subscription; '{subscription}' is {sub.type.value}"
             )
-        if not ids:
-            raise InvalidArgumentError("No message ids given")
         owners: dict[int, tuple[str, int]] = {}
         for index, partition in enumerate(info.partition_names()):
             for ledger in self.metadata.ledgers(partition):
                 owners[ledger.ledger_id] = (partition, index if info.partitions else -1)
         wanted = {owners[m.ledger_id][0] for m in ids if m.ledger_id in owners}
         facts = {name: self._entry_arrays(name) for name in wanted}
-        states = {
-            name: self._cursor(name, subscription, facts[name].layout).state for name in wanted
-        }
-        return skip.validate(ids, owners, facts, states)
+        cursors = {name: self._cursor(name, subscription, facts[name].layout) for name in wanted}
+        states = {name: cursor.state for name, cursor in cursors.items()}
+        return skip.validate(ids, owners, facts, states), cursors
 
-    def apply_skip(
-        self, role: str, topic: str, subscription: str, items: Sequence[skip.SkipItem]
-    ) -> skip.SkipOutcome:
-        """Acknowledge validated items; idempotent (already acknowledged ones are reported)."""
-        info = self.authorized_topic(role, Operation.SKIP, topic)
-        outcome = skip.SkipOutcome(info.name, subscription)
-        work = []
-        applied: set[tuple[Position, int]] = set()
-        for name, targets in skip.group_targets(items).items():
-            cursor = self._cursor(name, subscription)
-            fresh = [t for t in targets if not cursor.state.is_acked(t.position, t.batch_index)]
-            if fresh:
-                work.append((cursor, fresh))
-            applied.update((t.position, t.batch_index) for t in fresh)
-            outcome.per_partition[name] = len(fresh)
-        acknowledge_together(work)
-        for item in items:
-            key = (item.message_id.position, item.message_id.batch_index)
-            (outcome.skipped if key in applied else outcome.already_acknowledged).append(
-                item.message_id
+    def apply_skip(self, role: str, plan: SkipPlan) -> skip.SkipOutcome:
+        """Acknowledge exactly the plan's messages, all partitions in one transaction.
+
+        The plan may be stale or forged, so it is validated again against the
+        current ledgers and cursor (authorization, subscription type, every id in
+        the topic, partition routing, batch index range): any bad item raises and
+        nothing is written. Messages acknowledged since planning are reported as
+        ``acknowledged_meanwhile``. The acknowledgements and the audit record
+        (stamped with the broker's clock) commit in one metadata-store
+        transaction, or neither does. Idempotent: applying again acknowledges
+        nothing more.
+        """
+        info = self.authorized_topic(role, Operation.SKIP, plan.topic)
+        if info.name != plan.topic:
+            raise InvalidSkipPlanError(
+                f"Invalid skip plan: topic '{plan.topic}' is not a canonical topic name "
+                f"('{info.name}')"
             )
-        self.metadata.record_audit(
-            "skip",
+        planned = {(i.ledger_id, i.entry_id, i.batch_index): i for i in plan.items}
+        if len(planned) < len(plan.items):
+            raise InvalidSkipPlanError(
+                f"Invalid skip plan {plan.plan_id}: a message is listed twice; nothing skipped"
+            )
+        items, cursors = self._validated_skip(info, plan.subscription, plan.message_ids())
+        for item in items:
+            mid = item.message_id
+            seen = planned[(mid.ledger_id, mid.entry_id, mid.batch_index)]
+            if seen.topic_partition != item.topic_partition:
+                raise InvalidSkipPlanError(
+                    f"Invalid skip plan {plan.plan_id}: {mid.triplet()} is on "
+                    f"'{item.topic_partition}', not '{seen.topic_partition}'; nothing skipped"
+                )
+        fresh = [item for item in items if not item.already_acknowledged]
+        work = [(cursors[name], targets) for name, targets in skip.group_targets(fresh).items()]
+        per_partition = dict.fromkeys(plan.partitions(), 0)
+        for item in fresh:
+            per_partition[item.topic_partition] += 1
+
+        def planned_acked(item: skip.SkipItem) -> bool:
+            mid = item.message_id
+            return planned[(mid.ledger_id, mid.entry_id, mid.batch_index)].already_acknowledged
+
+        done = [item for item in items if item.already_acknowledged]
+        outcome = skip.SkipOutcome(
             info.name,
-            subscription,
-            role,
-            outcome.to_json(),
-            self.clock(),
+            plan.subscription,
+            plan.plan_id,
+            skipped=[item.message_id for item in fresh],
+            already_acknowledged=[item.message_id for item in done if planned_acked(item)],
+            acknowledged_meanwhile=[item.message_id for item in done if not planned_acked(item)],
+            per_partition=per_partition,
+            part_of=plan.part_of,
         )
+        audit = AuditEntry(
+            "skip", info.name, plan.subscription, role, outcome.to_json(), self.clock()
+        )
+        acknowledge_together(self.metadata, work, audit)
         return outcome
 
     def reset_cursor(
@@ -291,7 +395,7 @@ class Broker:
         With a time, each partition's next entry becomes its first entry
         published at or after that time. Returns the new mark-delete per partition.
         """
-        info = self.authorized_topic(role, Operation.CONSUME, topic)
+        info = self.authorized_topic(role, Operation.RESET_CURSOR, topic)
         self.metadata.get_subscription(info.name, subscription)
         if (position is None) == (timestamp_ms is None):
             raise InvalidArgumentError("Give exactly one of a message id or a time")
@@ -302,12 +406,7 @@ class Broker:
             )
         layout = self._layout(info.name) if position is not None else None
         if position is not None and layout is not None:
-            last = layout.last_position
-            end = Position(last.ledger_id, last.entry_id + 1)
-            if position not in (EARLIEST, end) and not layout.contains(position):
-                raise PositionOutOfRangeError(
-                    f"Cannot reset to {position}: no such entry (the last entry is {last})"
-                )
+            self._check_reset_target(position, layout)
         result = {}
         for name in info.partition_names():
             cursor = self._cursor(name, subscription, layout)
@@ -315,6 +414,16 @@ class Broker:
             cursor.reset(target)
             result[name] = str(cursor.mark_delete)
         return result
+
+    @staticmethod
+    def _check_reset_target(position: Position, layout: LedgerLayout) -> None:
+        """A cursor may start at an entry of the topic, at its start or just past its end."""
+        last = layout.last_position
+        end = Position(last.ledger_id, last.entry_id + 1)
+        if position not in (EARLIEST, end) and not layout.contains(position):
+            raise PositionOutOfRangeError(
+                f"Cannot start at {position}: no such entry (the last entry is {last})"
+            )
 
     def _first_at(self, topic_partition: str, timestamp_ms: int) -> Position:
         index = self.ledgers.entry_index(TopicName.parse(topic_partition))
@@ -329,55 +438,72 @@ class Broker:
 
     # -- reading -------------------------------------------------------------
 
-    def _sources(self, info: TopicInfo, subscription: str) -> list[PartitionSource]:
+    def _sources(self, info: TopicInfo) -> list[PartitionSource]:
+        """Each partition, read lazily segment by segment from a position on."""
         sources = []
         for index, name in enumerate(info.partition_names()):
-            topic_name = TopicName.parse(name)
-            cursor = self._cursor(name, subscription)
 
-            def load(after: Position, topic_name: TopicName = topic_name) -> pa.Table:
-                table = self.ledgers.read_table(topic_name)
-                keep = pc.or_(
-                    pc.greater(table["ledger_id"], after.ledger_id),
-                    pc.and_(
-                        pc.equal(table["ledger_id"], after.ledger_id),
-                        pc.greater(table["entry_id"], after.entry_id),
-                    ),
+            def read_after(after: Position, name: str = name) -> Iterator[pa.RecordBatch]:
+                return segment_reader.batches_after(
+                    self.ledgers.root, self.metadata.segments(name), after
                 )
-                return table.filter(keep)
 
-            sources.append(PartitionSource(name, index if info.partitions else -1, cursor, load))
+            def layout(name: str = name) -> LedgerLayout:
+                return self._layout(name)
+
+            sources.append(
+                PartitionSource(name, index if info.partitions else -1, layout, read_after)
+            )
         return sources
 
     def dispatcher(self, role: str, topic: str, subscription: str) -> Dispatcher:
+        """The subscription's dispatcher; its consumers share state with every other process."""
         info = self.authorized_topic(role, Operation.CONSUME, topic)
         sub = self.metadata.get_subscription(info.name, subscription)
-        return Dispatcher(sub.type, self._sources(info, subscription), self.clock)
+        return Dispatcher(
+            sub.type,
+            self.metadata,
+            info.name,
+            subscription,
+            self._sources(info),
+            self.clock,
+            lease_ms=self.config.consumer_lease_ms,
+        )
 
     def consume(
         self, role: str, topic: str, subscription: str, count: int, *, ack: bool = False
     ) -> list[Message]:
-        """Receive up to ``count`` messages available now; acknowledge them when ``ack``."""
+        """Receive up to ``count`` messages available now; acknowledge them when ``ack``.
+
+        The consumer joins the subscription's consumers (across processes) for
+        the call and leaves at its end: unacknowledged messages become
+        deliverable again, and an Exclusive subscription held by another live
+        consumer is refused.
+        """
         if count < 1:
             raise InvalidArgumentError("The number of messages must be at least 1")
         dispatcher = self.dispatcher(role, topic, subscription)
         consumer = dispatcher.subscribe("cursorops-cli", receiver_queue_size=min(count, 1000))
-        messages = consumer.receive_many(count)
-        if ack and messages:
-            consumer.acknowledge(messages)
-        consumer.close()
+        try:
+            messages = consumer.receive_many(count)
+            if ack and messages:
+                consumer.acknowledge(messages)
+        finally:
+            consumer.close()
         return messages
 
     def peek_messages(self, role: str, topic: str, subscription: str, count: int) -> list[Message]:
-        """The next ``count`` unacknowledged messages, delayed ones included, without delivering."""
-        info = self.authorized_topic(role, Operation.LOOKUP, topic)
+        """The next ``count`` unacknowledged messages, delayed ones included, without delivering.
+
+        Reads from the mark-delete position on and stops after ``count``.
+        """
+        info = self.authorized_topic(role, Operation.PEEK_MESSAGES, topic)
         self.metadata.get_subscription(info.name, subscription)
         if count < 1:
             raise InvalidArgumentError("The number of messages must be at least 1")
-        dispatcher = Dispatcher(
-            SubscriptionType.EXCLUSIVE, self._sources(info, subscription), self.clock
-        )
-        return dispatcher.subscribe("peek", receiver_queue_size=count).receive_many(count)
+        sources = self._sources(info)
+        states = [self._cursor(source.topic, subscription).state for source in sources]
+        return dispatch.peek(sources, states, count)
 
     # -- backlog -------------------------------------------------------------
 
@@ -390,7 +516,7 @@ class Broker:
         subscription's entry filters (its ``entryFilter.*`` properties) decide the
         accepted / rejected / rescheduled split, from each entry's first message.
         """
-        info = self.authorized_topic(role, Operation.LOOKUP, topic)
+        info = self.authorized_topic(role, Operation.CONSUME, topic)
         subs = (
             [self.metadata.get_subscription(info.name, subscription)]
             if subscription is not None
@@ -420,10 +546,25 @@ class Broker:
         return out
 
     def topic_stats(self, role: str, topic: str) -> dict[str, object]:
-        """Pulsar-style topic stats; ``msgBacklog`` here is exact in messages."""
-        info = self.authorized_topic(role, Operation.LOOKUP, topic)
+        """Pulsar-style topic stats; ``msgBacklog`` here is exact in messages.
+
+        As in Pulsar, a partition's name (``t-partition-2``) gives that partition's stats.
+        """
+        name = TopicName.parse(topic)
+        if name.is_partition:
+            info = self.authorized_topic(role, Operation.GET_STATS, str(name.base))
+            if name.partition_index >= info.partitions:
+                raise TopicNotFoundError(
+                    f"Topic '{name}' not found: {info.name} has {info.partitions} partitions"
+                )
+            partition_names = [str(name)]
+        else:
+            info = self.authorized_topic(role, Operation.GET_STATS, topic)
+            partition_names = info.partition_names()
         subs = self.metadata.list_subscriptions(info.name)
-        stats: dict[str, object] = {"topic": info.name, "partitions": info.partitions}
+        stats: dict[str, object] = {"topic": str(name), "partitions": info.partitions}
+        if name.is_partition:
+            stats["partitionIndex"] = name.partition_index
         entries = messages = 0
         sub_stats: dict[str, dict[str, object]] = {
             s.name: {
@@ -437,19 +578,19 @@ class Broker:
             }
             for s in subs
         }
-        for name in info.partition_names():
-            facts = self._entry_arrays(name)
+        for partition in partition_names:
+            facts = self._entry_arrays(partition)
             entries += int(facts.ledger_ids.size)
             messages += int(np.maximum(facts.batch_sizes, 1).sum())
             for sub in subs:
-                state = self._cursor(name, sub.name, facts.layout).state
+                state = self._cursor(partition, sub.name, facts.layout).state
                 counts = backlog.backlog(
                     state, facts.ledger_ids, facts.entry_ids, facts.batch_sizes
                 )
                 one = sub_stats[sub.name]
                 one["msgBacklog"] = int(one["msgBacklog"]) + counts.messages  # type: ignore[call-overload]
                 one["backlogEntries"] = int(one["backlogEntries"]) + counts.entries  # type: ignore[call-overload]
-                one["markDeletePosition"][name] = str(state.mark_delete)  # type: ignore[index]
+                one["markDeletePosition"][partition] = str(state.mark_delete)  # type: ignore[index]
                 one["individuallyDeletedRanges"] = (
                     int(one["individuallyDeletedRanges"])  # type: ignore[call-overload]
                     + state.individually_deleted.range_count()

@@ -12,6 +12,7 @@ leaf of this tree; ``tests/core/test_errors.py`` checks that none is unmapped.
     │   ├── InvalidBatchIndexError
     │   ├── PositionOutOfRangeError       beyond the last entry of the topic
     │   ├── InvalidSkipPayloadError
+    │   ├── InvalidSkipPlanError          a plan document malformed, altered, or not of this topic
     │   ├── InvalidPredicateError
     │   └── InvalidArgumentError
     ├── NotFoundError
@@ -23,6 +24,7 @@ leaf of this tree; ``tests/core/test_errors.py`` checks that none is unmapped.
     ├── ConflictError
     │   ├── AlreadyExistsError
     │   ├── UnsupportedSubscriptionTypeError
+    │   ├── ConsumerBusyError             Exclusive consumer is already connected
     │   └── ConcurrentModificationError   optimistic retry exhausted
     ├── NotAuthorizedError
     └── StoreError                        the stores failed, not the request
@@ -58,6 +60,10 @@ class PositionOutOfRangeError(InvalidInputError):
 
 
 class InvalidSkipPayloadError(InvalidInputError):
+    pass
+
+
+class InvalidSkipPlanError(InvalidInputError):
     pass
 
 
@@ -103,6 +109,10 @@ class AlreadyExistsError(ConflictError):
 
 class UnsupportedSubscriptionTypeError(ConflictError):
     pass
+
+
+class ConsumerBusyError(ConflictError):
+    """Another live consumer holds an Exclusive subscription (Pulsar's ConsumerBusyException)."""
 
 
 class ConcurrentModificationError(ConflictError):

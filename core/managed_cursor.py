@@ -22,7 +22,7 @@ from core.ledger_layout import LedgerLayout
 from core.position import Position
 
 if TYPE_CHECKING:
-    from core.store.metadata import CursorRecord, MetadataStore
+    from core.store.metadata import AuditEntry, CursorRecord, MetadataStore
 
 COMPACT_AFTER_DELTAS = 512
 """Journal length after which a writer folds the journal into a new snapshot."""
@@ -128,21 +128,27 @@ class ManagedCursor:
         self._journal_length = 0
 
 
-def acknowledge_together(work: Sequence[tuple[ManagedCursor, Sequence[AckTarget]]]) -> None:
-    """Acknowledge on several cursors of one store (e.g. every partition of a topic) at once.
+def acknowledge_together(
+    store: MetadataStore,
+    work: Sequence[tuple[ManagedCursor, Sequence[AckTarget]]],
+    audit: AuditEntry | None = None,
+) -> None:
+    """Acknowledge on several cursors of ``store`` (e.g. every partition of a topic) at once.
 
-    One transaction for all: either every cursor gets its acknowledgements or
-    none does, so a multi-partition skip never applies to only some partitions.
+    One transaction for all, ``audit`` included: either every cursor gets its
+    acknowledgements and the audit record is written, or nothing is, so a
+    multi-partition skip never applies to only some partitions and never goes
+    unrecorded. With no work, only the audit record is written.
     """
-    if not work:
+    if not work and audit is None:
         return
     deltas = [CursorState.ack_delta(targets) for _, targets in work]
-    store = work[0][0].store
     store.append_cursor_deltas(
         [
             (cursor.topic_partition, cursor.subscription, cursor_codec.encode(delta))
             for (cursor, _), delta in zip(work, deltas, strict=True)
-        ]
+        ],
+        audit,
     )
     for (cursor, _), delta in zip(work, deltas, strict=True):
         cursor.state.merge(delta, cursor.layout)

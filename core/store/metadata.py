@@ -21,12 +21,11 @@ owns their format.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     JSON,
@@ -51,6 +50,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import StaticPool
 
+from core.authz import ACTIONS
 from core.config import Config
 from core.errors import (
     AlreadyExistsError,
@@ -63,15 +63,23 @@ from core.errors import (
     TopicNotFoundError,
 )
 from core.subscription import SubscriptionType
-from core.topic_name import TopicName
+from core.topic_name import (
+    MAX_NAME_CHARS,
+    TopicName,
+    is_valid_entity_name,
+    label_problem,
+    shown,
+)
 
-PERMISSION_ACTIONS = frozenset({"produce", "consume"})
-"""The namespace grant actions cursorops knows (Pulsar's ``AuthAction`` subset)."""
+if TYPE_CHECKING:
+    from core.store.dispatch_state import SubscriptionTransaction
+
+PERMISSION_ACTIONS = ACTIONS
+"""The namespace grant actions: :data:`core.authz.ACTIONS` (Pulsar's ``AuthAction``)."""
 
 SQLITE_BUSY_TIMEOUT_S = 60.0
 """How long a SQLite writer waits for the database write lock before failing."""
 
-_NAME = re.compile(r"^[A-Za-z0-9_=:.\-]+$")
 _WRITE_OPTION = "cursorops_write"
 _PG_SCHEMA_LOCK_KEY = 0x637572736F72
 """Advisory lock held while creating tables, so concurrent first starts do not race."""
@@ -161,6 +169,21 @@ class AuditRecord:
     subscription: str | None
     role: str
     detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """An audit record to write, alone (:meth:`MetadataStore.record_audit`) or in the
+    transaction of the change it records (:meth:`MetadataStore.append_cursor_deltas`)."""
+
+    kind: str
+    topic: str
+    subscription: str | None
+    role: str
+    detail: Mapping[str, object]
+    """JSON-serializable."""
+    at_ms: int
+    """Epoch ms, from the broker's clock."""
 
 
 @dataclass
@@ -260,6 +283,36 @@ class CursorDeltaRow(Base):
     payload: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+class ConsumerRow(Base):
+    """A consumer connected to a subscription, from any process, while its lease lasts."""
+
+    __tablename__ = "consumers"
+    subscription_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("subscriptions.id", ondelete="CASCADE"), primary_key=True
+    )
+    consumer_id: Mapped[str] = mapped_column(String, primary_key=True)
+    name: Mapped[str] = mapped_column(String)
+    priority: Mapped[int] = mapped_column(Integer)
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    lease_expires_ms: Mapped[int] = mapped_column(BigInteger)
+
+
+class PendingAckRow(Base):
+    """A message delivered and not acknowledged; ``consumer_id`` NULL = due for redelivery."""
+
+    __tablename__ = "pending_acks"
+    subscription_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("subscriptions.id", ondelete="CASCADE"), primary_key=True
+    )
+    topic_partition: Mapped[str] = mapped_column(String, primary_key=True)
+    ledger_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    entry_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    batch_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    consumer_id: Mapped[str | None] = mapped_column(String, nullable=True)
+    redelivery_count: Mapped[int] = mapped_column(Integer)
+    key_hash: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
 class LedgerRow(Base):
     __tablename__ = "ledgers"
     # AUTOINCREMENT: SQLite never hands out a committed ledger id twice, like BookKeeper.
@@ -346,10 +399,24 @@ def _create_engine(url: URL) -> Engine:
 
 
 def _check_name(kind: str, value: object) -> str:
-    if not isinstance(value, str) or not _NAME.match(value):
+    """A tenant or namespace name: Pulsar's NamedEntity rule and a length cap."""
+    if not is_valid_entity_name(value):
+        text = shown(value) if isinstance(value, str) else repr(value)
         raise InvalidArgumentError(
-            f"Invalid {kind} name {value!r}: use letters, digits and _ = : . -"
+            f"Invalid {kind} name {text}: use 1 to {MAX_NAME_CHARS} of letters, digits "
+            "and _ = : . -, not . or .."
         )
+    assert isinstance(value, str)
+    return value
+
+
+def _check_label(kind: str, value: object) -> str:
+    """A subscription or role name: text without control characters, checked before SQL."""
+    problem = label_problem(value)
+    if problem is not None:
+        text = shown(value) if isinstance(value, str) else repr(value)
+        raise InvalidArgumentError(f"Invalid {kind} {text}: {problem}")
+    assert isinstance(value, str)
     return value
 
 
@@ -374,7 +441,7 @@ def _check_bytes(kind: str, value: object) -> bytes:
 def _check_roles(kind: str, roles: Iterable[str]) -> frozenset[str]:
     if isinstance(roles, str):
         raise InvalidArgumentError(f"Invalid {kind} {roles!r}: expected a collection of roles")
-    return frozenset(_check_text("role", role) for role in roles)
+    return frozenset(_check_label("role", role) for role in roles)
 
 
 def _check_string_map(kind: str, mapping: Mapping[str, str]) -> dict[str, str]:
@@ -383,7 +450,21 @@ def _check_string_map(kind: str, mapping: Mapping[str, str]) -> dict[str, str]:
     for key, value in mapping.items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise InvalidArgumentError(f"Invalid {kind}: {key!r}={value!r} is not string=string")
+        for item in (key, value):
+            # PostgreSQL refuses NUL in text and JSON; a lone surrogate is not UTF-8.
+            if "\x00" in item or not _is_utf8(item):
+                raise InvalidArgumentError(
+                    f"Invalid {kind}: {shown(key)}={shown(value)} holds NUL or non-UTF-8 text"
+                )
     return dict(mapping)
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _topic(topic: str) -> str:
@@ -483,6 +564,7 @@ class MetadataStore:
         return TenantInfo(name, roles)
 
     def get_tenant(self, name: str) -> TenantInfo:
+        _check_name("tenant", name)
         with self._session(write=False) as session:
             row = session.get(TenantRow, name)
             if row is None:
@@ -506,6 +588,7 @@ class MetadataStore:
         return NamespaceInfo(namespace, {})
 
     def get_namespace(self, namespace: str) -> NamespaceInfo:
+        _split_namespace(namespace)
         with self._session(write=False) as session:
             self._require_namespace(session, namespace)
             rows = session.scalars(
@@ -523,7 +606,7 @@ class MetadataStore:
 
     def grant_permission(self, namespace: str, role: str, actions: Iterable[str]) -> None:
         """Grant ``actions`` to ``role``, replacing what the role had (like Pulsar)."""
-        _check_text("role", role)
+        _check_label("role", role)
         if isinstance(actions, str):
             raise InvalidArgumentError(
                 f"Invalid actions {actions!r}: expected a collection such as ['consume']"
@@ -626,7 +709,7 @@ class MetadataStore:
         (:meth:`TopicInfo.partition_names`) to the encoded initial cursor state.
         """
         topic_name = _topic(topic)
-        _check_text("subscription name", name)
+        _check_label("subscription name", name)
         if not isinstance(type, SubscriptionType):
             type = SubscriptionType.parse(_check_text("subscription type", type))
         props = _check_string_map("subscription properties", properties)
@@ -667,6 +750,7 @@ class MetadataStore:
 
     def get_subscription(self, topic: str, name: str) -> SubscriptionInfo:
         topic_name = _topic(topic)
+        _check_label("subscription name", name)
         with self._session(write=False) as session:
             row = session.scalars(
                 select(SubscriptionRow).where(
@@ -693,6 +777,7 @@ class MetadataStore:
     def delete_subscription(self, topic: str, name: str) -> None:
         """Delete the subscription with its cursors and their journals."""
         topic_name = _topic(topic)
+        _check_label("subscription name", name)
         with self._session(write=True) as session:
             result = session.execute(
                 delete(SubscriptionRow)
@@ -703,6 +788,26 @@ class MetadataStore:
                 raise SubscriptionNotFoundError(
                     f"Subscription '{name}' not found on topic '{topic_name}'"
                 )
+
+    def update_subscription_properties(
+        self, topic: str, name: str, properties: Mapping[str, str]
+    ) -> SubscriptionInfo:
+        """Replace the subscription's properties with ``properties`` (empty clears them)."""
+        topic_name = _topic(topic)
+        _check_label("subscription name", name)
+        props = _check_string_map("subscription properties", properties)
+        with self._session(write=True) as session:
+            row = session.scalars(
+                select(SubscriptionRow)
+                .where(SubscriptionRow.topic == topic_name, SubscriptionRow.name == name)
+                .with_for_update()
+            ).one_or_none()
+            if row is None:
+                raise SubscriptionNotFoundError(
+                    f"Subscription '{name}' not found on topic '{topic_name}'"
+                )
+            row.properties = props
+            return _subscription_info(row)
 
     # Ledgers and segments.
 
@@ -790,6 +895,7 @@ class MetadataStore:
 
     @staticmethod
     def _cursor_query(topic_partition: str, subscription: str) -> Any:
+        _check_label("subscription name", subscription)
         return (
             select(CursorRow)
             .join(SubscriptionRow, SubscriptionRow.id == CursorRow.subscription_id)
@@ -831,22 +937,30 @@ class MetadataStore:
         """
         return self.append_cursor_deltas([(topic_partition, subscription, payload)])[0]
 
-    def append_cursor_deltas(self, items: Sequence[tuple[str, str, bytes]]) -> list[int]:
+    def append_cursor_deltas(
+        self, items: Sequence[tuple[str, str, bytes]], audit: AuditEntry | None = None
+    ) -> list[int]:
         """Append one delta to each of several cursors in ONE transaction: all or none.
 
         ``items`` are ``(topic_partition, subscription, payload)``. Row locks are
         taken in a fixed order (by topic partition, then subscription), so two
-        multi-cursor writers cannot deadlock. Returns the new versions, in order.
+        multi-cursor writers cannot deadlock. ``audit``, when given, is written in
+        the same transaction: the change and its record commit together or not at
+        all. Returns the new versions, in order.
         """
         checked = [
             (_topic(tp), sub, _check_bytes("cursor delta", payload)) for tp, sub, payload in items
         ]
+        audit_row = None if audit is None else _audit_row(audit)
         order = sorted(range(len(checked)), key=lambda i: checked[i][:2])
         versions = [0] * len(checked)
         with self._session(write=True) as session:
             for i in order:
                 name, subscription, data = checked[i]
                 versions[i] = self._append_delta(session, name, subscription, data)
+            if audit_row is not None:
+                session.add(audit_row)
+                session.flush()
         return versions
 
     def _append_delta(self, session: Session, name: str, subscription: str, data: bytes) -> int:
@@ -917,6 +1031,40 @@ class MetadataStore:
             )
             return len(row.snapshot or b""), int(journal or 0)
 
+    # The dispatcher's shared state: consumers and pending acknowledgements.
+
+    @contextmanager
+    def subscription_transaction(
+        self, topic: str, subscription: str, now_ms: int
+    ) -> Iterator[SubscriptionTransaction]:
+        """One write transaction holding the subscription's row lock.
+
+        Every dispatch, acknowledgement and consumer change of the subscription
+        runs inside one, from whichever process: they are serialized, and an
+        acknowledgement's cursor delta commits with the removal of its pending
+        entries, or neither does. Lock order: the subscription row, then cursor rows.
+        """
+        from core.store.dispatch_state import SubscriptionTransaction
+
+        topic_name = _topic(topic)
+        with self._session(write=True) as session:
+            row = session.scalars(
+                select(SubscriptionRow)
+                .where(SubscriptionRow.topic == topic_name, SubscriptionRow.name == subscription)
+                .with_for_update()
+            ).one_or_none()
+            if row is None:
+                raise SubscriptionNotFoundError(
+                    f"Subscription '{subscription}' not found on topic '{topic_name}'"
+                )
+            yield SubscriptionTransaction(
+                session,
+                row.id,
+                subscription,
+                now_ms,
+                lambda name, data: self._append_delta(session, name, subscription, data),
+            )
+
     # Audit log.
 
     def record_audit(
@@ -929,29 +1077,8 @@ class MetadataStore:
         at_ms: int,
     ) -> int:
         """Append one audit record (``detail`` must be JSON-serializable); returns its id."""
-        _check_text("audit kind", kind)
-        _check_text("audit topic", topic)
-        if subscription is not None:
-            _check_text("audit subscription", subscription)
-        _check_text("audit role", role)
-        _check_int("audit time", at_ms, 0)
-        if not isinstance(detail, Mapping):
-            raise InvalidArgumentError("Invalid audit detail: expected a mapping")
-        try:
-            payload = json.loads(json.dumps(dict(detail)))
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgumentError(
-                f"Invalid audit detail: not JSON-serializable: {exc}"
-            ) from exc
+        row = _audit_row(AuditEntry(kind, topic, subscription, role, detail, at_ms))
         with self._session(write=True) as session:
-            row = AuditRow(
-                at_ms=at_ms,
-                kind=kind,
-                topic=topic,
-                subscription=subscription,
-                role=role,
-                detail=payload,
-            )
             session.add(row)
             session.flush()
             return row.id
@@ -969,6 +1096,30 @@ class MetadataStore:
                 )
                 for row in session.scalars(query)
             ]
+
+
+def _audit_row(entry: AuditEntry) -> AuditRow:
+    """The row for ``entry``, its fields checked (InvalidArgumentError before any write)."""
+    _check_text("audit kind", entry.kind)
+    _check_text("audit topic", entry.topic)
+    if entry.subscription is not None:
+        _check_text("audit subscription", entry.subscription)
+    _check_text("audit role", entry.role)
+    _check_int("audit time", entry.at_ms, 0)
+    if not isinstance(entry.detail, Mapping):
+        raise InvalidArgumentError("Invalid audit detail: expected a mapping")
+    try:
+        payload = json.loads(json.dumps(dict(entry.detail)))
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"Invalid audit detail: not JSON-serializable: {exc}") from exc
+    return AuditRow(
+        at_ms=entry.at_ms,
+        kind=entry.kind,
+        topic=entry.topic,
+        subscription=entry.subscription,
+        role=entry.role,
+        detail=payload,
+    )
 
 
 def _subscription_info(row: SubscriptionRow) -> SubscriptionInfo:

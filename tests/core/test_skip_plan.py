@@ -1,0 +1,239 @@
+"""Skip plans: plan, JSON round trip, per-partition shares, and apply that re-validates.
+
+On SQLite and PostgreSQL. "Unacknowledged" is read through ``peek_messages``
+(every unacknowledged message, delayed ones included), so each test checks
+the whole subscription, not only the ids it named.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from core.broker import Broker
+from core.errors import (
+    EntryNotFoundError,
+    InvalidArgumentError,
+    InvalidMessageIdError,
+    InvalidSkipPlanError,
+    MetadataStoreError,
+    PositionOutOfRangeError,
+)
+from core.message_id import MessageId
+from core.producer import OutgoingMessage
+from core.skip_plan import PlannedSkip, SkipPlan
+from core.subscription import SubscriptionType
+
+from .conftest import Clock
+
+TOPIC = "persistent://acme/ops/orders"
+OTHER = "persistent://acme/ops/other"
+
+
+def unacked(broker: Broker, sub: str = "s") -> set[tuple[int, int, int]]:
+    """Every unacknowledged message of the subscription, as (ledger, entry, batch index)."""
+    return {
+        (m.message_id.ledger_id, m.message_id.entry_id, m.message_id.batch_index)
+        for m in broker.peek_messages("admin", TOPIC, sub, 100_000)
+    }
+
+
+def key(mid: MessageId) -> tuple[int, int, int]:
+    return (mid.ledger_id, mid.entry_id, mid.batch_index)
+
+
+@pytest.fixture
+def ids(broker: Broker, clock: Clock) -> list[MessageId]:
+    """Three partitions: batches of 4 and single messages, one of them delayed."""
+    broker.create_topic("admin", TOPIC, partitions=3)
+    broker.create_subscription(
+        "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    batched = broker.produce(
+        "admin", TOPIC, [OutgoingMessage(f"b{i}".encode()) for i in range(24)], batch_size=4
+    )
+    single = broker.produce("admin", TOPIC, [OutgoingMessage(f"s{i}".encode()) for i in range(9)])
+    delayed = broker.produce("admin", TOPIC, [OutgoingMessage(b"d", deliver_at=clock() + 60_000)])
+    return batched + single + delayed
+
+
+def test_plan_round_trips_through_json_and_changes_nothing(
+    broker: Broker, ids: list[MessageId], clock: Clock
+) -> None:
+    before = unacked(broker)
+    chosen = [ids[1], ids[5], ids[-1], ids[-3]]
+    plan = broker.plan_skip("admin", TOPIC, "s", chosen)
+    assert unacked(broker) == before
+    assert plan.topic == TOPIC and plan.subscription == "s" and plan.planned_at_ms == clock()
+    assert sorted(key(i.message_id) for i in plan.items) == sorted(map(key, chosen))
+    assert {i.message_id.partition for i in plan.items} == {m.partition for m in chosen}
+    assert [i.deliver_at for i in plan.items if key(i.message_id) == key(ids[-1])] == [
+        clock() + 60_000
+    ]
+    text_form = json.dumps(plan.to_json())
+    again = SkipPlan.from_json(text_form)
+    assert again == plan and again.plan_id == plan.plan_id and len(plan.plan_id) == 64
+    assert SkipPlan.from_json(plan.dumps()) == plan
+
+
+def test_an_altered_or_malformed_document_is_refused(broker: Broker, ids: list[MessageId]) -> None:
+    plan = broker.plan_skip("admin", TOPIC, "s", ids[:3])
+    document = plan.to_json()
+    items = document["items"]
+    assert isinstance(items, list)
+    items[0]["entryId"] += 1
+    with pytest.raises(InvalidSkipPlanError, match="does not match its content"):
+        SkipPlan.from_json(document)
+    bad_documents: list[object] = [
+        "not json",
+        [],
+        {**plan.to_json(), "format": 2},
+        {**plan.to_json(), "extra": 1},
+        {k: v for k, v in plan.to_json().items() if k != "items"},
+        {**plan.to_json(), "items": [{**plan.items[0].to_json(), "ledgerId": True}]},
+        {**plan.to_json(), "items": [{**plan.items[0].to_json(), "batchIndex": -2}]},
+        {**plan.to_json(), "items": [{**plan.items[0].to_json(), "entryId": 1 << 63}]},
+        {**plan.to_json(), "plannedAt": "1"},
+    ]
+    for bad in bad_documents:
+        with pytest.raises(InvalidSkipPlanError):
+            SkipPlan.from_json(bad)
+
+
+def test_partitions_split_the_plan_exactly(broker: Broker, ids: list[MessageId]) -> None:
+    plan = broker.plan_skip("admin", TOPIC, "s", ids[::2])
+    names = plan.partitions()
+    assert names == tuple(f"{TOPIC}-partition-{p}" for p in sorted({m.partition for m in ids[::2]}))
+    shares = [plan.for_partition(name) for name in names]
+    assert sorted(key(i) for share in shares for i in share.message_ids()) == sorted(
+        map(key, plan.message_ids())
+    )
+    assert all(share.part_of == plan.plan_id for share in shares)
+    assert all(share.partitions() == (name,) for share, name in zip(shares, names, strict=True))
+    assert SkipPlan.from_json(shares[0].dumps()) == shares[0]
+    with pytest.raises(InvalidSkipPlanError):
+        plan.for_partition(f"{TOPIC}-partition-9")
+
+
+def test_apply_acknowledges_exactly_the_plan(broker: Broker, ids: list[MessageId]) -> None:
+    rng = random.Random(7)
+    for _ in range(4):
+        before = unacked(broker)
+        chosen = rng.sample(ids, 6)
+        plan = broker.plan_skip("admin", TOPIC, "s", chosen)
+        outcome = broker.apply_skip("admin", plan)
+        assert unacked(broker) == before - {key(m) for m in chosen}
+        newly = {key(m) for m in chosen} & before
+        assert {key(m) for m in outcome.skipped} == newly
+        assert sum(outcome.per_partition.values()) == len(newly)
+        assert outcome.plan_id == plan.plan_id
+    audit = [r for r in broker.metadata.audit_log(TOPIC) if r.kind == "skip"]
+    assert len(audit) == 4 and audit[0].detail["planId"] == plan.plan_id
+
+
+def test_a_whole_entry_plan_covers_its_batch(broker: Broker, ids: list[MessageId]) -> None:
+    entry = ids[4]
+    plan = broker.plan_skip("admin", TOPIC, "s", [MessageId(entry.ledger_id, entry.entry_id)])
+    broker.apply_skip("admin", plan)
+    assert not any(u[:2] == (entry.ledger_id, entry.entry_id) for u in unacked(broker))
+
+
+def test_a_stale_plan_reports_what_was_acknowledged_meanwhile(
+    broker: Broker, ids: list[MessageId]
+) -> None:
+    broker.skip_messages("admin", TOPIC, "s", [ids[0]])
+    plan = broker.plan_skip("admin", TOPIC, "s", [ids[0], ids[1], ids[2]])
+    broker.skip_messages("admin", TOPIC, "s", [ids[2]])
+    outcome = broker.apply_skip("admin", plan)
+    assert [key(m) for m in outcome.already_acknowledged] == [key(ids[0])]
+    assert [key(m) for m in outcome.acknowledged_meanwhile] == [key(ids[2])]
+    assert [key(m) for m in outcome.skipped] == [key(ids[1])]
+    assert outcome.to_json()["acknowledgedMeanwhile"] == [ids[2].triplet()]
+    rerun = broker.apply_skip("admin", plan)
+    assert rerun.skipped == [] and sum(rerun.per_partition.values()) == 0
+
+
+def forge(plan: SkipPlan, **changes: object) -> SkipPlan:
+    """The plan with its first item edited by hand; the plan id follows the content."""
+    first = plan.items[0]
+    fields = {**first.to_json(), **changes}
+    item = PlannedSkip.from_json(fields, "items[0]")
+    return SkipPlan(plan.topic, plan.subscription, (item, *plan.items[1:]), plan.planned_at_ms)
+
+
+def test_apply_refuses_a_forged_plan_and_writes_nothing(
+    broker: Broker, ids: list[MessageId]
+) -> None:
+    broker.create_topic("admin", OTHER)
+    broker.create_subscription("admin", OTHER, "s", SubscriptionType.SHARED)
+    theirs = broker.produce("admin", OTHER, [OutgoingMessage(b"x")])[0]
+    plan = broker.plan_skip("admin", TOPIC, "s", ids[:3])
+    before = unacked(broker)
+    audit = broker.metadata.audit_log()
+    # OTHER's ledger was created last, so it lies beyond every ledger of TOPIC.
+    elsewhere = forge(plan, ledgerId=theirs.ledger_id, entryId=theirs.entry_id)
+    with pytest.raises(PositionOutOfRangeError, match="beyond the last entry of the topic"):
+        broker.apply_skip("admin", elsewhere)
+    first = plan.items[0]
+    moved = (first.partition + 1) % 3
+    with pytest.raises(InvalidMessageIdError):
+        broker.apply_skip("admin", forge(plan, partition=moved))
+    with pytest.raises(InvalidSkipPlanError):
+        broker.apply_skip("admin", forge(plan, topicPartition=f"{TOPIC}-partition-{moved}"))
+    with pytest.raises(InvalidSkipPlanError, match="listed twice"):
+        broker.apply_skip("admin", SkipPlan(TOPIC, "s", (first, first), plan.planned_at_ms))
+    with pytest.raises(EntryNotFoundError, match="no ledger"):
+        broker.apply_skip("admin", SkipPlan(OTHER, "s", plan.items, plan.planned_at_ms))
+    with pytest.raises(InvalidSkipPlanError, match="canonical"):
+        broker.apply_skip("admin", SkipPlan("acme/ops/orders", "s", plan.items, 0))
+    with pytest.raises(InvalidArgumentError):
+        broker.plan_skip("admin", TOPIC, "s", [])
+    assert unacked(broker) == before
+    assert broker.metadata.audit_log() == audit
+
+
+def _refuse_audit_rows(url: str) -> None:
+    """Make the database itself reject every audit row: a real failure at the audit write."""
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        if connection.dialect.name == "sqlite":
+            connection.execute(
+                text(
+                    "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_log "
+                    "BEGIN SELECT RAISE(ABORT, 'audit refused'); END"
+                )
+            )
+        else:
+            connection.execute(
+                text(
+                    "CREATE FUNCTION refuse_audit() RETURNS trigger AS "
+                    "$$ BEGIN RAISE EXCEPTION 'audit refused'; END $$ LANGUAGE plpgsql"
+                )
+            )
+            connection.execute(
+                text(
+                    "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_log "
+                    "FOR EACH ROW EXECUTE FUNCTION refuse_audit()"
+                )
+            )
+    engine.dispose()
+
+
+def test_a_failing_audit_write_leaves_nothing_acknowledged(
+    broker: Broker, ids: list[MessageId], metadata_url: str
+) -> None:
+    plan = broker.plan_skip("admin", TOPIC, "s", ids[::3])
+    assert len(plan.partitions()) == 3
+    before = unacked(broker)
+    cursors = {name: broker.metadata.load_cursor(name, "s") for name in plan.partitions()}
+    _refuse_audit_rows(metadata_url)
+    with pytest.raises(MetadataStoreError, match="audit refused"):
+        broker.apply_skip("admin", plan)
+    with pytest.raises(MetadataStoreError, match="audit refused"):
+        broker.skip_messages("admin", TOPIC, "s", ids[:2])
+    assert unacked(broker) == before
+    assert {name: broker.metadata.load_cursor(name, "s") for name in plan.partitions()} == cursors
+    assert broker.metadata.audit_log() == []
