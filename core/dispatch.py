@@ -1,4 +1,4 @@
-"""The read path: a subscription's dispatcher and its consumers.
+"""The read path: a subscription's dispatcher and its consumers, shared by every process.
 
 What a consumer receives, per Pulsar's dispatchers:
 
@@ -8,41 +8,64 @@ What a consumer receives, per Pulsar's dispatchers:
   acknowledgement is always on, PIP-391), skipped ones included.
 - On Shared and Key_Shared, never a delayed message before its ``deliver_at``;
   Exclusive and Failover deliver delayed messages at once.
-- A delivered message stays *pending* on its consumer until acknowledged.
-  Negative acknowledgement, ``redeliver_unacknowledged_messages`` or closing
-  the consumer makes it available again (redeliveries go first).
+- A delivered message stays *pending* on its consumer until acknowledged, and
+  no other consumer receives it meanwhile. Negative acknowledgement,
+  ``redeliver_unacknowledged_messages``, closing the consumer or the lapse of
+  its lease makes it deliverable again, with its redelivery count bumped.
+- Exclusive refuses a second live consumer ("Exclusive consumer is already
+  connected"). Failover: consumers sorted by priority then name; partition
+  ``i`` is served by consumer ``i % n`` (a non-partitioned topic by the first).
+  Shared: whoever asks gets the next messages nobody holds. Key_Shared: a
+  key's hash (Murmur3, ``0..65535``) goes to its consumer on the consistent-
+  hashing ring of the live consumers (:mod:`core.key_hash`); a hash whose
+  messages are still pending at another consumer is blocked until those are
+  acknowledged (PIP-379 draining hashes), so per-key order holds when
+  consumers join or leave.
 - Exclusive and Failover consumers carry a consumer epoch (PIP-84):
-  ``redeliver_unacknowledged_messages`` bumps it, the dispatcher rewinds to the
-  mark-delete position, and messages stamped with an older epoch that were
-  already on their way are dropped by the consumer. So after a redeliver the
-  consumer never sees a message newer than the first unacknowledged one.
+  ``redeliver_unacknowledged_messages`` bumps it and releases the consumer's
+  pending messages, so the next read starts again from the first
+  unacknowledged one, and messages stamped with an older epoch that were
+  already on their way are dropped by the consumer.
 
-The dispatcher is in memory and serves one process; acknowledgements go
-through :class:`~core.managed_cursor.ManagedCursor` and are durable on return.
+Where the state lives: consumers (with leases) and the pending-ack set are in
+the metadata store (:mod:`core.store.dispatch_state`). Every dispatch,
+acknowledgement and consumer change is one transaction under the
+subscription's row lock: dispatch picks the next deliverable messages, records
+them pending, commits, and only then hands them over. So consumers of one
+subscription in different processes behave as Pulsar's consumers of one
+broker. Reads are lazy: a dispatch reads segments from the mark-delete
+position on and stops as soon as it has enough.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 
 import pyarrow as pa
 
-from core.cursor import AckTarget
-from core.errors import ConflictError, InvalidArgumentError
-from core.managed_cursor import ManagedCursor
+from core import cursor_codec
+from core.cursor import AckTarget, CursorState
+from core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
+from core.key_hash import HashRing, sticky_key_hash
+from core.ledger_layout import LedgerLayout
+from core.managed_cursor import COMPACT_AFTER_DELTAS, replay
 from core.message_id import MessageId
 from core.position import Position
-from core.producer import key_partition
+from core.store.dispatch_state import (
+    ConsumerInfo,
+    NewPending,
+    PendingInfo,
+    PendingKey,
+    SubscriptionTransaction,
+)
+from core.store.metadata import MetadataStore
 from core.subscription import SubscriptionType
 
-_Key = tuple[int, int, int, int]
-_MESSAGE_COLUMNS = ("payload", "key", "properties", "publish_time", "producer_name", "sequence_id")
-"""(partition slot, ledger, entry, batch index): the order messages are served in."""
+DEFAULT_LEASE_MS = 30_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,66 +93,105 @@ class PartitionSource:
 
     topic: str
     partition: int
-    cursor: ManagedCursor
-    load_rows: Callable[[Position], pa.Table]
-    """Rows of the partition's entries strictly after a position, in order."""
+    layout: Callable[[], LedgerLayout]
+    """The partition's ledgers now."""
+    read_after: Callable[[Position], Iterator[pa.RecordBatch]]
+    """Record batches of the partition's rows strictly after a position, in order, lazily."""
 
 
-@dataclass
-class _PartitionReader:
-    """The partition's rows after mark-delete, as plain column lists, and a read index."""
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """An unacknowledged row met while reading a partition."""
 
     source: PartitionSource
-    ledger_id: list[int] = field(default_factory=list)
-    entry_id: list[int] = field(default_factory=list)
-    batch_index: list[int] = field(default_factory=list)
-    batch_size: list[int] = field(default_factory=list)
-    deliver_at: list[int | None] = field(default_factory=list)
-    rest: dict[str, list[Any]] = field(default_factory=dict)
-    """payload, key, properties, publish_time, producer_name, sequence_id."""
-    next_row: int = 0
+    batch: pa.RecordBatch
+    row: int
+    ledger_id: int
+    entry_id: int
+    batch_index: int
+    deliver_at: int | None
+    key: str | None
 
-    def rewind(self) -> None:
-        table = self.source.load_rows(self.source.cursor.mark_delete)
-        self.ledger_id = table.column("ledger_id").to_pylist()
-        self.entry_id = table.column("entry_id").to_pylist()
-        self.batch_index = table.column("batch_index").to_pylist()
-        self.batch_size = table.column("batch_size").to_pylist()
-        self.deliver_at = table.column("deliver_at").to_pylist()
-        self.rest = {name: table.column(name).to_pylist() for name in _MESSAGE_COLUMNS}
-        self.next_row = 0
+    @property
+    def pending_key(self) -> PendingKey:
+        return (self.source.topic, self.ledger_id, self.entry_id, self.batch_index)
 
-    def __len__(self) -> int:
-        return len(self.ledger_id)
-
-    def message(self, row: int) -> Message:
-        rest = self.rest
-        properties = rest["properties"][row]
+    def message(self, redelivery_count: int = 0, epoch: int = -1) -> Message:
+        column = self.batch.column
+        row = self.row
+        properties = column("properties")[row].as_py()
         return Message(
             message_id=MessageId.of_store(
-                self.ledger_id[row],
-                self.entry_id[row],
+                self.ledger_id,
+                self.entry_id,
                 self.source.partition,
-                self.batch_index[row],
-                self.batch_size[row],
+                self.batch_index,
+                column("batch_size")[row].as_py(),
             ),
             topic=self.source.topic,
-            payload=rest["payload"][row],
-            key=rest["key"][row],
+            payload=column("payload")[row].as_py(),
+            key=self.key,
             properties=dict(properties) if properties else {},
-            publish_time=rest["publish_time"][row],
-            deliver_at=self.deliver_at[row],
-            producer_name=rest["producer_name"][row],
-            sequence_id=rest["sequence_id"][row],
+            publish_time=column("publish_time")[row].as_py(),
+            deliver_at=self.deliver_at,
+            producer_name=column("producer_name")[row].as_py(),
+            sequence_id=column("sequence_id")[row].as_py(),
+            redelivery_count=redelivery_count,
+            consumer_epoch=epoch,
         )
+
+
+def _unacked(source: PartitionSource, state: CursorState) -> Iterator[_Candidate]:
+    """The partition's unacknowledged rows after mark-delete, in order, read lazily."""
+    for batch in source.read_after(state.mark_delete):
+        ledger = batch.column("ledger_id").to_pylist()
+        entry = batch.column("entry_id").to_pylist()
+        index = batch.column("batch_index").to_pylist()
+        deliver = batch.column("deliver_at").to_pylist()
+        keys = batch.column("key").to_pylist()
+        for row in range(batch.num_rows):
+            if state.is_acked(Position(ledger[row], entry[row]), index[row]):
+                continue
+            yield _Candidate(
+                source, batch, row, ledger[row], entry[row], index[row], deliver[row], keys[row]
+            )
+
+
+def _round_robin(streams: Sequence[Iterator[_Candidate]]) -> Iterator[_Candidate]:
+    """One item from each stream in turn, until all are exhausted."""
+    active = deque(streams)
+    while active:
+        stream = active.popleft()
+        item = next(stream, None)
+        if item is not None:
+            yield item
+            active.append(stream)
+
+
+def peek(
+    sources: Sequence[PartitionSource], states: Sequence[CursorState], count: int
+) -> list[Message]:
+    """The next ``count`` unacknowledged messages, delayed and pending ones included."""
+    streams = [_unacked(s, state) for s, state in zip(sources, states, strict=True)]
+    out: list[Message] = []
+    for candidate in _round_robin(streams):
+        out.append(candidate.message())
+        if len(out) >= count:
+            break
+    return out
 
 
 class Consumer:
     """A consumer on a subscription (pulsar-client habits)."""
 
-    def __init__(self, dispatcher: Dispatcher, name: str, receiver_queue_size: int) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, name: str, receiver_queue_size: int, priority: int = 0
+    ) -> None:
         self.dispatcher = dispatcher
         self.name = name
+        self.consumer_id = uuid.uuid4().hex
+        """Identity in the consumer registry: names may repeat, as in Pulsar."""
+        self.priority = priority
         self.receiver_queue_size = receiver_queue_size
         self.epoch = 0 if dispatcher.subscription_type.uses_consumer_epoch else -1
         self._incoming: deque[Message] = deque()
@@ -185,133 +247,190 @@ class Consumer:
         self.dispatcher.redeliver_unacknowledged(self)
 
     def close(self) -> None:
-        self.dispatcher.remove_consumer(self)
+        if not self.closed:
+            self.dispatcher.remove_consumer(self)
         self._incoming.clear()
+        self.wire.clear()
         self.closed = True
 
 
 class Dispatcher:
-    """Serves one subscription's messages to its consumers."""
+    """Serves one subscription's messages to its consumers, in any number of processes."""
 
     def __init__(
         self,
         subscription_type: SubscriptionType,
+        store: MetadataStore,
+        topic: str,
+        subscription: str,
         sources: Sequence[PartitionSource],
         clock: Callable[[], int],
+        lease_ms: int = DEFAULT_LEASE_MS,
     ) -> None:
+        if lease_ms < 1:
+            raise InvalidArgumentError("The consumer lease must be at least 1 ms")
         self.subscription_type = subscription_type
+        self.store = store
+        self.topic = topic
+        self.subscription = subscription
         self.clock = clock
-        self._readers = [_PartitionReader(source) for source in sources]
-        self._slots = {source.topic: slot for slot, source in enumerate(sources)}
-        for reader in self._readers:
-            reader.rewind()
-        self._consumers: list[Consumer] = []
-        self._pending: dict[_Key, tuple[Consumer, Message]] = {}
-        self._redeliver: list[tuple[_Key, Message]] = []
-        self._delayed: list[tuple[int, _Key, Message]] = []
-        self._redelivery_counts: dict[_Key, int] = {}
-        self._turn = itertools.count()
+        self.lease_ms = lease_ms
+        self._sources = list(sources)
+        self._by_topic = {source.topic: source for source in sources}
+
+    def _transaction(self) -> AbstractContextManager[SubscriptionTransaction]:
+        return self.store.subscription_transaction(self.topic, self.subscription, self.clock())
 
     # -- consumers ------------------------------------------------------------
 
-    def subscribe(self, name: str, receiver_queue_size: int = 1000) -> Consumer:
-        exclusive = self.subscription_type is SubscriptionType.EXCLUSIVE
-        if exclusive and self._consumers:
-            raise ConflictError("Exclusive consumer is already connected")
+    def subscribe(self, name: str, receiver_queue_size: int = 1000, priority: int = 0) -> Consumer:
         if receiver_queue_size < 1:
             raise InvalidArgumentError("receiver_queue_size must be at least 1")
-        consumer = Consumer(self, name, receiver_queue_size)
-        self._consumers.append(consumer)
+        consumer = Consumer(self, name, receiver_queue_size, priority)
+        with self._transaction() as txn:
+            self._join(txn, consumer)
         return consumer
 
-    def _active(self) -> Consumer | None:
-        """Failover: the first consumer by name is the active one."""
-        live = [c for c in self._consumers if not c.closed]
-        return min(live, key=lambda c: c.name) if live else None
+    def _join(self, txn: SubscriptionTransaction, consumer: Consumer) -> list[ConsumerInfo]:
+        """Register or renew ``consumer``; the live consumers after it joined."""
+        txn.expire_leases()
+        if self.subscription_type is SubscriptionType.EXCLUSIVE:
+            others = [c for c in txn.consumers() if c.consumer_id != consumer.consumer_id]
+            if others:
+                raise ConsumerBusyError("Exclusive consumer is already connected")
+        txn.upsert_consumer(
+            consumer.consumer_id, consumer.name, consumer.priority, consumer.epoch, self.lease_ms
+        )
+        return txn.consumers()
 
     def remove_consumer(self, consumer: Consumer) -> None:
-        self._release(consumer)
-        self._consumers = [c for c in self._consumers if c is not consumer]
+        with self._transaction() as txn:
+            txn.remove_consumer(consumer.consumer_id)
 
     # -- dispatching ----------------------------------------------------------
 
     def flow(self, consumer: Consumer, permits: int) -> None:
-        """Send up to ``permits`` messages to ``consumer``'s wire, redeliveries first."""
-        if self.subscription_type is SubscriptionType.FAILOVER and consumer is not self._active():
+        """Send up to ``permits`` messages to ``consumer``'s wire.
+
+        One transaction under the subscription's lock: choose, record pending,
+        commit; the messages reach the wire only once they are recorded.
+        """
+        if consumer.closed or permits < 1:
             return
-        for key, message in self._take(consumer, permits):
-            stamped = _restamp(message, self._redelivery_counts.get(key, 0), consumer.epoch)
-            self._pending[key] = (consumer, stamped)
-            consumer.wire.append(stamped)
+        layouts = {source.topic: source.layout() for source in self._sources}
+        compact: list[tuple[str, CursorState, int]] = []
+        with self._transaction() as txn:
+            live = self._join(txn, consumer)
+            served = self._served(consumer, live)
+            if self.subscription_type is SubscriptionType.FAILOVER:
+                self._take_over(txn, consumer, served)
+            pending = txn.pending()
+            states = []
+            for source in served:
+                record = txn.cursor_record(source.topic)
+                state = replay(record, layouts[source.topic])
+                states.append(state)
+                if len(record.deltas) >= COMPACT_AFTER_DELTAS:
+                    compact.append((source.topic, state, record.version))
+            chosen = self._choose(consumer, live, served, states, pending, permits)
+            txn.record_pending(
+                [p for p, redelivery, _ in chosen if not redelivery],
+                [p for p, redelivery, _ in chosen if redelivery],
+            )
+            messages = [message for _, _, message in chosen]
+        for topic, state, version in compact:
+            self.store.compact_cursor(topic, self.subscription, cursor_codec.encode(state), version)
+        consumer.wire.extend(messages)
 
-    def _take(self, consumer: Consumer, permits: int) -> list[tuple[_Key, Message]]:
+    def _served(self, consumer: Consumer, live: Sequence[ConsumerInfo]) -> list[PartitionSource]:
+        """The partitions ``consumer`` may read: all, or on Failover those it is active on."""
+        if self.subscription_type is not SubscriptionType.FAILOVER:
+            return self._sources
+        ordered = [c.consumer_id for c in live]
+        return [
+            source
+            for source in self._sources
+            if ordered[max(source.partition, 0) % len(ordered)] == consumer.consumer_id
+        ]
+
+    @staticmethod
+    def _take_over(
+        txn: SubscriptionTransaction, consumer: Consumer, served: Sequence[PartitionSource]
+    ) -> None:
+        """Failover: what a former active consumer of these partitions holds comes to this one."""
+        pending = txn.pending()
+        for source in served:
+            holders = {
+                info.consumer_id
+                for key, info in pending.items()
+                if key[0] == source.topic and info.consumer_id not in (None, consumer.consumer_id)
+            }
+            for holder in holders:
+                if holder is not None:
+                    txn.release(holder, topic_partition=source.topic)
+
+    def _choose(
+        self,
+        consumer: Consumer,
+        live: Sequence[ConsumerInfo],
+        served: Sequence[PartitionSource],
+        states: Sequence[CursorState],
+        pending: dict[PendingKey, PendingInfo],
+        permits: int,
+    ) -> list[tuple[NewPending, bool, Message]]:
+        """The next messages for ``consumer``: (pending row, is it a redelivery, message)."""
+        me = consumer.consumer_id
         now = self.clock()
-        while self._delayed and self._delayed[0][0] <= now:
-            _, key, message = heapq.heappop(self._delayed)
-            heapq.heappush(self._redeliver, (key, message))
-        taken: list[tuple[_Key, Message]] = []
-        held: list[tuple[_Key, Message]] = []
-        while self._redeliver and len(taken) < permits:
-            key, message = heapq.heappop(self._redeliver)
-            if key in self._pending or self._is_acked(key, message):
-                continue
-            (taken if self._routes_to(consumer, message) else held).append((key, message))
-        for item in held:
-            heapq.heappush(self._redeliver, item)
-        if len(taken) < permits:
-            for key, message in self._read_forward(now):
-                if self._routes_to(consumer, message):
-                    taken.append((key, message))
-                    if len(taken) >= permits:
-                        break
-                else:
-                    heapq.heappush(self._redeliver, (key, message))
-        return taken
-
-    def _read_forward(self, now: int) -> Iterator[tuple[_Key, Message]]:
         honour_delay = self.subscription_type.honours_delayed_delivery
-        active = [i for i, r in enumerate(self._readers) if r.next_row < len(r)]
-        while active:
-            for slot in list(active):
-                reader = self._readers[slot]
-                row = reader.next_row
-                if row >= len(reader):
-                    active.remove(slot)
+        key_shared = self.subscription_type is SubscriptionType.KEY_SHARED
+        ring = HashRing([c.consumer_id for c in live]) if key_shared else None
+        # PIP-379: a hash still pending at another consumer is draining, blocked for us.
+        draining = {
+            info.key_hash
+            for info in pending.values()
+            if info.consumer_id not in (None, me) and info.key_hash is not None
+        }
+        chosen: list[tuple[NewPending, bool, Message]] = []
+        streams = [_unacked(s, state) for s, state in zip(served, states, strict=True)]
+        for candidate in _round_robin(streams):
+            key = candidate.pending_key
+            held = pending.get(key)
+            if held is not None and held.consumer_id is not None:
+                continue
+            if honour_delay and candidate.deliver_at is not None and candidate.deliver_at > now:
+                continue
+            key_hash = None
+            if ring is not None:
+                key_hash = sticky_key_hash(candidate.key)
+                if ring.select(key_hash) != me or key_hash in draining:
                     continue
-                reader.next_row += 1
-                position = Position(reader.ledger_id[row], reader.entry_id[row])
-                key: _Key = (slot, position.ledger_id, position.entry_id, reader.batch_index[row])
-                state = reader.source.cursor.state
-                if key in self._pending or state.is_acked(position, key[3]):
-                    continue
-                deliver_at = reader.deliver_at[row]
-                if honour_delay and deliver_at is not None and deliver_at > now:
-                    heapq.heappush(self._delayed, (deliver_at, key, reader.message(row)))
-                    continue
-                yield key, reader.message(row)
-
-    def _routes_to(self, consumer: Consumer, message: Message) -> bool:
-        if self.subscription_type is not SubscriptionType.KEY_SHARED:
-            return True
-        live = sorted((c for c in self._consumers if not c.closed), key=lambda c: c.name)
-        return live[key_partition(message.key or "", len(live))] is consumer
-
-    def _is_acked(self, key: _Key, message: Message) -> bool:
-        cursor = self._readers[key[0]].source.cursor
-        return cursor.state.is_acked(message.position, message.message_id.batch_index)
+            count = held.redelivery_count if held is not None else 0
+            pending_row = NewPending(key, me, count, key_hash)
+            chosen.append((pending_row, held is not None, candidate.message(count, consumer.epoch)))
+            if len(chosen) >= permits:
+                break
+        return chosen
 
     # -- acknowledgements -----------------------------------------------------
 
     def acknowledge(self, consumer: Consumer, messages: Sequence[Message]) -> None:
-        by_slot: dict[int, list[AckTarget]] = {}
-        keys = [self._key_of(message) for message in messages]
-        for key, message in zip(keys, messages, strict=True):
-            by_slot.setdefault(key[0], []).append(_target(message))
-        for slot, targets in by_slot.items():
-            self._readers[slot].source.cursor.acknowledge(targets)
-        for key in keys:
-            self._pending.pop(key, None)
-            self._redelivery_counts.pop(key, None)
+        by_topic: dict[str, list[AckTarget]] = {}
+        keys: list[PendingKey] = []
+        for message in messages:
+            key = self._key_of(message)
+            keys.append(key)
+            mid = message.message_id
+            by_topic.setdefault(key[0], []).append(
+                AckTarget(mid.position, mid.batch_index, mid.batch_size)
+            )
+        if not keys:
+            return
+        with self._transaction() as txn:
+            txn.renew_lease(consumer.consumer_id, self.lease_ms)
+            for topic in sorted(by_topic):
+                delta = CursorState.ack_delta(by_topic[topic])
+                txn.append_cursor_delta(topic, cursor_codec.encode(delta))
+            txn.drop_pending(keys)
 
     def acknowledge_cumulative(self, consumer: Consumer, message: Message) -> None:
         if not self.subscription_type.uses_consumer_epoch:
@@ -319,65 +438,40 @@ class Dispatcher:
                 f"Cumulative acknowledgement is not supported on a {self.subscription_type.value}"
                 " subscription"
             )
-        key = self._key_of(message)
+        topic = self._key_of(message)[0]
         mid = message.message_id
-        self._readers[key[0]].source.cursor.acknowledge_cumulative(
-            mid.position, mid.batch_index, mid.batch_size
+        layout = self._by_topic[topic].layout()
+        delta = CursorState().acknowledge_cumulative(
+            mid.position, layout, mid.batch_index, mid.batch_size
         )
-        for pending_key in [k for k in self._pending if k[0] == key[0] and k <= key]:
-            del self._pending[pending_key]
+        with self._transaction() as txn:
+            txn.renew_lease(consumer.consumer_id, self.lease_ms)
+            txn.append_cursor_delta(topic, cursor_codec.encode(delta))
+            txn.drop_pending_through(topic, mid.position, mid.batch_index)
 
     def negative_acknowledge(self, consumer: Consumer, message: Message) -> None:
         key = self._key_of(message)
-        if self._pending.pop(key, None) is not None:
-            self._redelivery_counts[key] = self._redelivery_counts.get(key, 0) + 1
-            heapq.heappush(self._redeliver, (key, message))
+        with self._transaction() as txn:
+            txn.renew_lease(consumer.consumer_id, self.lease_ms)
+            txn.release(consumer.consumer_id, [key])
 
     def redeliver_unacknowledged(self, consumer: Consumer) -> None:
-        self._release(consumer)
-        if self.subscription_type.uses_consumer_epoch:
-            # Rewind to mark-delete: everything unacknowledged comes again, in order.
-            self._redeliver.clear()
-            self._delayed.clear()
-            for reader in self._readers:
-                reader.source.cursor.refresh()
-                reader.rewind()
+        """Release everything the consumer holds; on Exclusive/Failover it reads again in order."""
+        with self._transaction() as txn:
+            txn.release(consumer.consumer_id)
+            if txn.renew_lease(consumer.consumer_id, self.lease_ms):
+                txn.upsert_consumer(
+                    consumer.consumer_id,
+                    consumer.name,
+                    consumer.priority,
+                    consumer.epoch,
+                    self.lease_ms,
+                )
 
-    def _release(self, consumer: Consumer) -> None:
-        for key, (owner, message) in list(self._pending.items()):
-            if owner is consumer:
-                del self._pending[key]
-                self._redelivery_counts[key] = self._redelivery_counts.get(key, 0) + 1
-                heapq.heappush(self._redeliver, (key, message))
-
-    def _key_of(self, message: Message) -> _Key:
-        slot = self._slots.get(message.topic)
-        if slot is None:
+    def _key_of(self, message: Message) -> PendingKey:
+        if message.topic not in self._by_topic:
             raise InvalidArgumentError(
                 f"Message {message.message_id} is not from this subscription"
             )
         mid = message.message_id
-        return (slot, mid.ledger_id, mid.entry_id, mid.batch_index)
-
-
-def _target(message: Message) -> AckTarget:
-    mid = message.message_id
-    return AckTarget(mid.position, mid.batch_index, mid.batch_size)
-
-
-def _restamp(message: Message, redelivery_count: int, epoch: int) -> Message:
-    if message.redelivery_count == redelivery_count and message.consumer_epoch == epoch:
-        return message
-    return Message(
-        message.message_id,
-        message.topic,
-        message.payload,
-        message.key,
-        message.properties,
-        message.publish_time,
-        message.deliver_at,
-        message.producer_name,
-        message.sequence_id,
-        redelivery_count,
-        epoch,
-    )
+        return (message.topic, mid.ledger_id, mid.entry_id, mid.batch_index)
