@@ -1,0 +1,15 @@
+"""Glue between Airflow and cursorops, shared by every DAG in ``dags/``.
+
+Light on purpose: DAG files import it at parse time, so nothing here imports
+``core.broker``, pyspark or opens a store at import; the tasks do, when they run.
+
+- :mod:`airflow_glue.environment`: the Config and the Airflow user → Pulsar role map, read
+  inside tasks from the environment.
+- :mod:`airflow_glue.outcomes`: every ``core.errors`` leaf → fail (no retry) or retry.
+- :mod:`airflow_glue.request`: the run conf of a skip, through pydantic.
+- :mod:`airflow_glue.plan`: the skip plan document, its preview and its digest.
+- :mod:`airflow_glue.gate`: the four-eyes approval gate.
+- :mod:`airflow_glue.approval`: ``require_approval``, which re-reads the approval from Airflow.
+"""
+
+from __future__ import annotations

@@ -1,0 +1,65 @@
+"""The run conf of a skip request, checked at the boundary with pydantic.
+
+``message_ids`` takes pulsar-admin's forms, one id per string: a triplet
+``ledgerId:entryId[:batchIndex]`` or base64 ``MessageIdData``. ``payload`` takes
+the JSON bodies of PIP-423's REST endpoint (``core.skip.parse_payload``). Both
+may be given; the ids are the union.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from core.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from core.message_id import MessageId
+
+
+class SkipRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+    topic: str = Field(min_length=1)
+    subscription: str = Field(min_length=1)
+    message_ids: list[str] = Field(default_factory=list)
+    payload: list[Any] | dict[str, Any] | None = None
+    reason: str = Field(min_length=1)
+    ticket: str | None = None
+
+    @field_validator("ticket")
+    @classmethod
+    def _blank_ticket_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
+    def ids(self) -> list[MessageId]:
+        """Every id asked for, in order; raises a ``core.errors`` leaf on a bad one."""
+        from core.message_id import MessageId
+        from core.skip import parse_payload
+
+        out = [
+            MessageId.parse_triplet(text) if ":" in text else MessageId.from_base64(text)
+            for text in self.message_ids
+        ]
+        if self.payload is not None:
+            out.extend(parse_payload(self.payload))
+        if not out:
+            raise InvalidArgumentError("No message ids given: set message_ids or payload")
+        return out
+
+
+def parse_request(conf: Mapping[str, object]) -> SkipRequest:
+    """Validate the conf and every id in it; one line naming the first problem."""
+    try:
+        request = SkipRequest.model_validate(dict(conf))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "conf"
+        raise InvalidArgumentError(
+            f"Invalid skip request: {where}: {first['msg']}"
+            + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
+        ) from exc
+    request.ids()
+    return request
