@@ -1,0 +1,141 @@
+"""Applying a skip plan is atomic across partitions, even when the process is killed.
+
+A real process applies a plan over 8 partitions and is killed with SIGKILL at
+random moments; afterwards either every partition has the whole plan applied
+(with its audit record) or none has anything (and no audit record), and
+applying again converges. On SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from core.broker import Broker
+from core.config import Config
+from core.producer import OutgoingMessage
+from core.skip_plan import SkipPlan
+from core.subscription import SubscriptionType
+
+TOPIC = "persistent://acme/ops/orders"
+PARTITIONS = 8
+ROOT = Path(__file__).resolve().parents[2]
+
+APPLY = """
+import sys
+from core.broker import Broker
+from core.config import Config
+from core.skip_plan import SkipPlan
+
+home, url, path = sys.argv[1:]
+plan = SkipPlan.from_json(open(path, encoding="utf-8").read())
+with Broker(Config.from_home(home, metadata_url=url)) as broker:
+    print("applying", flush=True)
+    broker.apply_skip("admin", plan)
+print("applied", flush=True)
+"""
+
+
+def applied_counts(broker: Broker, plan: SkipPlan, sub: str) -> dict[str, int]:
+    """Per topic partition, how many of the plan's messages are acknowledged now."""
+    pending = {
+        (m.message_id.ledger_id, m.message_id.entry_id, m.message_id.batch_index)
+        for m in broker.peek_messages("admin", TOPIC, sub, 1_000_000)
+    }
+    counts = dict.fromkeys(plan.partitions(), 0)
+    for item in plan.items:
+        if (item.ledger_id, item.entry_id, item.batch_index) not in pending:
+            counts[item.topic_partition] += 1
+    return counts
+
+
+def audits_of(broker: Broker, plan: SkipPlan) -> list[dict[str, object]]:
+    return [
+        r.detail
+        for r in broker.metadata.audit_log(TOPIC, limit=10_000)
+        if r.kind == "skip" and r.detail.get("planId") == plan.plan_id
+    ]
+
+
+def run_apply(config: Config, plan_file: Path, kill_after: float | None) -> tuple[bool, float]:
+    """Apply in a child process; SIGKILL it ``kill_after`` s after it starts applying.
+
+    Returns whether it finished, and how long applying took (or ran until killed).
+    """
+    child = subprocess.Popen(
+        [sys.executable, "-c", APPLY, str(config.home), config.metadata_url, str(plan_file)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline() == "applying\n"
+    started = time.monotonic()
+    try:
+        child.wait(timeout=kill_after)
+    except subprocess.TimeoutExpired:
+        os.kill(child.pid, signal.SIGKILL)
+    out, err = child.communicate(timeout=120)
+    elapsed = time.monotonic() - started
+    if child.returncode == 0:
+        assert "applied" in out
+        return True, elapsed
+    assert child.returncode == -signal.SIGKILL, err
+    return False, elapsed
+
+
+@pytest.mark.parametrize("seed", [1])
+def test_a_killed_apply_leaves_all_or_nothing_and_a_rerun_converges(
+    tmp_path: Path, metadata_url: str, seed: int
+) -> None:
+    rng = random.Random(seed)
+    config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
+    with Broker(config) as broker:
+        broker.create_tenant("admin", "acme")
+        broker.create_namespace("admin", "acme/ops")
+        broker.create_topic("admin", TOPIC, partitions=PARTITIONS)
+        ids = broker.produce(
+            "admin", TOPIC, [OutgoingMessage(f"m{i}".encode(), key=f"k{i}") for i in range(3000)]
+        )
+        ids += broker.produce(
+            "admin", TOPIC, [OutgoingMessage(f"b{i}".encode()) for i in range(800)], batch_size=4
+        )
+    timed = 0.0
+    for run in range(8):
+        sub = f"s{run}"
+        with Broker(config) as broker:
+            broker.create_subscription(
+                "admin", TOPIC, sub, SubscriptionType.SHARED, initial_position="earliest"
+            )
+            plan = broker.plan_skip("admin", TOPIC, sub, rng.sample(ids, 1500))
+        assert len(plan.partitions()) == PARTITIONS
+        plan_file = tmp_path / f"plan-{run}.json"
+        plan_file.write_text(plan.dumps(), encoding="utf-8")
+        if run == 0:
+            finished, timed = run_apply(config, plan_file, None)
+            assert finished
+        else:
+            finished, _ = run_apply(config, plan_file, rng.uniform(0, 1.2 * timed))
+        with Broker(config) as broker:
+            counts = applied_counts(broker, plan, sub)
+            sizes = {name: len(plan.for_partition(name).items) for name in plan.partitions()}
+            audits = audits_of(broker, plan)
+            whole = counts == sizes
+            assert whole or set(counts.values()) == {0}, counts
+            assert finished <= whole
+            assert len(audits) == int(whole)
+            if whole:
+                assert len(audits[0]["skipped"]) == len(plan.items)  # type: ignore[arg-type]
+            # Re-running converges: everything applied, nothing applied twice.
+            again = broker.apply_skip("admin", plan)
+            assert applied_counts(broker, plan, sub) == sizes
+            assert len(again.skipped) == (0 if whole else len(plan.items))
+            assert len(audits_of(broker, plan)) == int(whole) + 1
