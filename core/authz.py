@@ -1,12 +1,22 @@
 """Authorization, with Pulsar's model (``PulsarAuthorizationProvider``).
 
+Every Broker operation is one of Pulsar's ``TopicOperation``,
+``NamespaceOperation`` or ``TenantOperation`` values, checked with the rule
+``PulsarAuthorizationProvider`` applies to it:
+
 - Superusers may do everything.
-- Tenant admins may do everything inside their tenant.
-- Otherwise namespace grants decide: ``produce`` allows PRODUCE; ``consume``
-  allows CONSUME and SKIP (Pulsar's ``TopicOperation.SKIP`` is checked with
-  ``canConsume``); either allows LOOKUP (stats, peek, analyze-backlog).
-- Creating a tenant is for superusers; namespace, topic, subscription and grant
-  administration is for superusers and the tenant's admins.
+- Tenant admins may do everything inside their tenant, except what only
+  superusers may do (creating and listing tenants).
+- Otherwise the role's namespace grant decides (:data:`ACTIONS`):
+
+  - ``produce`` allows PRODUCE;
+  - ``consume`` allows CONSUME, SUBSCRIBE, UNSUBSCRIBE, GET_SUBSCRIPTIONS, SKIP,
+    PEEK_MESSAGES, RESET_CURSOR (``allowTopicOperationAsync``: all ``canConsume``);
+    analyze-backlog is CONSUME there (``internalAnalyzeSubscriptionBacklog``);
+  - either allows LOOKUP, GET_STATS (``canLookup``) and GET_TOPICS
+    (``allowConsumeOrProduceOps``);
+  - ``functions``, ``sources``, ``sinks`` and ``packages`` allow none of these;
+  - CREATE_TOPIC, CREATE_NAMESPACE, GRANT_PERMISSION need a tenant admin.
 """
 
 from __future__ import annotations
@@ -16,26 +26,56 @@ from enum import StrEnum
 
 from core.errors import NotAuthorizedError
 
+ACTIONS = frozenset({"produce", "consume", "functions", "sources", "sinks", "packages"})
+"""Pulsar's ``AuthAction`` values: what a namespace grant may hold."""
+
 
 class Operation(StrEnum):
+    # TopicOperation
+    LOOKUP = "lookup"
+    GET_STATS = "get-stats"
     PRODUCE = "produce"
     CONSUME = "consume"
+    SUBSCRIBE = "subscribe"
+    UNSUBSCRIBE = "unsubscribe"
+    GET_SUBSCRIPTIONS = "get-subscriptions"
     SKIP = "skip"
-    LOOKUP = "lookup"
-    ADMIN_TENANT = "admin-tenant"
-    """Create or change what is inside a tenant (namespaces, topics, grants, subscriptions)."""
-    SUPERUSER = "superuser"
-    """Create tenants."""
+    PEEK_MESSAGES = "peek-messages"
+    RESET_CURSOR = "reset-cursor"
+    # NamespaceOperation
+    GET_TOPICS = "get-topics"
+    CREATE_TOPIC = "create-topic"
+    GRANT_PERMISSION = "grant-permission"
+    # TenantOperation
+    CREATE_NAMESPACE = "create-namespace"
+    # Superuser only (Pulsar's validateSuperUserAccess)
+    CREATE_TENANT = "create-tenant"
+    LIST_TENANTS = "list-tenants"
 
 
-_GRANTS_ALLOWING: dict[Operation, frozenset[str]] = {
+_LOOKUP = frozenset({"produce", "consume"})
+_CONSUME = frozenset({"consume"})
+_TENANT_ADMIN_ONLY: frozenset[str] = frozenset()
+
+GRANTS_ALLOWING: dict[Operation, frozenset[str]] = {
+    Operation.LOOKUP: _LOOKUP,
+    Operation.GET_STATS: _LOOKUP,
+    Operation.GET_TOPICS: _LOOKUP,
     Operation.PRODUCE: frozenset({"produce"}),
-    Operation.CONSUME: frozenset({"consume"}),
-    Operation.SKIP: frozenset({"consume"}),
-    Operation.LOOKUP: frozenset({"produce", "consume"}),
+    Operation.CONSUME: _CONSUME,
+    Operation.SUBSCRIBE: _CONSUME,
+    Operation.UNSUBSCRIBE: _CONSUME,
+    Operation.GET_SUBSCRIPTIONS: _CONSUME,
+    Operation.SKIP: _CONSUME,
+    Operation.PEEK_MESSAGES: _CONSUME,
+    Operation.RESET_CURSOR: _CONSUME,
+    Operation.CREATE_TOPIC: _TENANT_ADMIN_ONLY,
+    Operation.GRANT_PERMISSION: _TENANT_ADMIN_ONLY,
+    Operation.CREATE_NAMESPACE: _TENANT_ADMIN_ONLY,
 }
+"""Operation -> the grant actions any one of which allows it (besides admins)."""
 
-ACTIONS = frozenset({"produce", "consume"})
+SUPERUSER_ONLY = frozenset({Operation.CREATE_TENANT, Operation.LIST_TENANTS})
 
 
 def is_allowed(
@@ -48,12 +88,11 @@ def is_allowed(
 ) -> bool:
     if role in frozenset(superusers):
         return True
-    if operation is Operation.SUPERUSER:
+    if operation in SUPERUSER_ONLY:
         return False
     if role in frozenset(tenant_admins):
         return True
-    allowing = _GRANTS_ALLOWING.get(operation)
-    return allowing is not None and bool(allowing & frozenset(granted_actions))
+    return bool(GRANTS_ALLOWING[operation] & frozenset(granted_actions))
 
 
 def check(
@@ -75,7 +114,7 @@ def check(
         tenant_admins=tenant_admins,
         granted_actions=granted_actions,
     ):
-        if operation is Operation.SUPERUSER:
+        if operation in SUPERUSER_ONLY:
             raise NotAuthorizedError(f"Role '{role}' is not a superuser: {resource} needs one")
         raise NotAuthorizedError(
             f"Role '{role}' is not authorized to {operation.value} on {resource}"

@@ -479,6 +479,15 @@ class EntryFilters:
         return out
 
 
+def validate_filter_properties(properties: Mapping[str, str]) -> None:
+    """Raise InvalidPredicateError when a subscription's ``entryFilter.*`` properties are bad.
+
+    The check at the door (create and update of a subscription): one bad
+    filter would otherwise make every later analysis of the topic fail.
+    """
+    EntryFilters.from_properties(properties)
+
+
 def first_messages(rows: Rows) -> Rows:
     """The rows of each entry's first message (batch index 0, or -1 when not batched)."""
     return rows.filter(pc.less_equal(rows.column("batch_index"), 0))

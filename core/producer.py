@@ -2,7 +2,10 @@
 
 Routing (``RoundRobinPartitionMessageRouter``, the Java client's default): a
 keyed message goes to ``signSafeMod(JavaStringHash(key), partitions)``; unkeyed
-messages go round-robin, one batch-sized group of messages per partition in turn.
+messages go round-robin, one batch-sized group of messages per partition in turn,
+starting, as the Java client's ``PartitionedProducerImpl`` does, at a random
+partition for each producer: one-shot producers (each CLI call) then spread
+evenly instead of always filling partition 0 first.
 Batching: within a partition, consecutive messages that are not delayed form
 entries of up to ``batch_size`` messages. Producers do not batch delayed
 messages: each one is an entry of its own, not batched.
@@ -10,6 +13,7 @@ messages: each one is an entry of its own, not batched.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -83,7 +87,9 @@ class Producer:
         topic: TopicInfo,
         producer_name: str = "cursorops-producer",
         batch_size: int = 1,
+        start_partition: int | None = None,
     ) -> None:
+        """``start_partition``: where round-robin starts (None: a random partition)."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError(
                 f"Invalid batch size {batch_size!r}: expected an integer >= 1 (1 = no batching)"
@@ -96,8 +102,20 @@ class Producer:
         self.batch_size = batch_size
         self._partitions = [TopicName.parse(name) for name in topic.partition_names()]
         self._next_sequence_id = 0
-        # Unkeyed messages routed so far: the n-th goes with group n // batch_size.
-        self._round_robin = 0
+        count = len(self._partitions)
+        if start_partition is None:
+            start_partition = random.randrange(count)
+        if (
+            isinstance(start_partition, bool)
+            or not isinstance(start_partition, int)
+            or not 0 <= start_partition < count
+        ):
+            raise InvalidArgumentError(
+                f"Invalid start partition {start_partition!r}: expected 0..{count - 1}"
+            )
+        # Unkeyed messages routed so far, counted from the start partition's first
+        # group: the n-th goes with group n // batch_size.
+        self._round_robin = start_partition * batch_size
 
     def send(self, messages: Sequence[OutgoingMessage], now_ms: int) -> list[MessageId]:
         """Publish ``messages`` at ``now_ms``; returns their ids in input order.

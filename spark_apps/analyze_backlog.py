@@ -304,9 +304,9 @@ def topic_entries(broker: Broker, role: str, topic: str) -> int:
     """Committed entries of every partition of ``topic``, from the metadata store only.
 
     What a scan reads grows with this, so ``cursorops topics analyze-backlog``
-    picks its engine by it. Authorizes ``role`` first (LOOKUP), as the analysis does.
+    picks its engine by it. Authorizes ``role`` first (CONSUME), as the analysis does.
     """
-    info = broker.authorized_topic(role, Operation.LOOKUP, topic)
+    info = broker.authorized_topic(role, Operation.CONSUME, topic)
     return sum(
         ledger.entries
         for name in info.partition_names()
@@ -336,7 +336,7 @@ def run(
     if max_entries is not None and max_entries < 1:
         raise InvalidArgumentError(f"Invalid --max-entries {max_entries}: expected at least 1")
     with Broker(config) as broker:
-        scan = scan_topic(broker, role, topic, subscription)
+        scan = scan_topic(broker, role, topic, subscription, Operation.CONSUME)
         owners = {
             ledger.ledger_id: source.name
             for source in scan.partitions

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core import cursor_codec
+from core.authz import Operation
 from core.config import Config
 from core.cursor import CursorState
 from core.errors import InvalidArgumentError, InvalidPredicateError
@@ -130,7 +131,7 @@ def run(
 
     log = job_logger("cursorops.find_messages")
     with Broker(config) as broker:
-        scan = scan_topic(broker, role, topic, subscription)
+        scan = scan_topic(broker, role, topic, subscription, Operation.PEEK_MESSAGES)
     log.info(
         "finding in %s for %s: %d partition(s), %d segment(s), predicate %s",
         scan.topic.name,

@@ -10,7 +10,8 @@ ids and lists every committed segment (paths relative to the root); a segment is
 written to a hidden temporary name, fsynced and renamed into place while the
 partition's allocation lock is held, then registered in the same transaction.
 Readers read only listed segments, so a file left behind by a crash before the
-commit is never read, and the next append reuses its entry ids (and its name).
+commit is never read, and the next append reuses its entry ids (and its name);
+the next append to the partition also deletes the temporaries a killed writer left.
 
 pyarrow and OS errors are translated here to :class:`~core.errors.LedgerStoreError`
 naming the file.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -59,6 +61,10 @@ the message is not delayed."""
 
 SORT_KEYS = ("ledger_id", "entry_id", "batch_index")
 """The order rows are returned in."""
+
+_INT64_MAX = 2**63 - 1
+_TEMPORARY = re.compile(r"\.ledger-[0-9]{20}-[0-9]{12}\.parquet\.[0-9a-f]{32}\.tmp")
+"""The name :meth:`LedgerStore._write_segment` writes a segment under before renaming it."""
 
 _INDEX_COLUMNS = [
     "ledger_id",
@@ -120,10 +126,20 @@ class EntryIndex:
         return list(map(Position, self.ledger_id.tolist(), self.entry_id.tolist()))
 
 
-def _check_int(kind: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidArgumentError(f"Invalid {kind} {value!r}: expected an integer >= {minimum}")
+def _check_int(kind: str, value: object, minimum: int, maximum: int = _INT64_MAX) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise InvalidArgumentError(
+            f"Invalid {kind} {value!r}: expected an integer from {minimum} to {maximum}"
+        )
     return value
+
+
+def _check_utf8(kind: str, value: str, number: int) -> None:
+    # A str from a command line may hold lone surrogates (undecodable bytes): not UTF-8.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"Entry {number}: {kind} is not valid UTF-8 text") from None
 
 
 def _check_entry(entry: Sequence[RowDraft], number: int) -> None:
@@ -160,6 +176,10 @@ def _check_entry(entry: Sequence[RowDraft], number: int) -> None:
             isinstance(k, str) and isinstance(v, str) for k, v in row.properties.items()
         ):
             raise InvalidArgumentError(f"Entry {number}: properties must map strings to strings")
+        texts = [("key", row.key or ""), ("producer_name", row.producer_name)]
+        texts += [("a property", text) for pair in row.properties.items() for text in pair]
+        for kind, text in texts:
+            _check_utf8(kind, text, number)
 
 
 def _topic_partition(topic_partition: TopicName | str) -> TopicName:
@@ -238,6 +258,7 @@ class LedgerStore:
                     name.partition_index, allocation.ledger_id, allocation.first_entry, chunk
                 )
                 path = self.relative_path(name, allocation.ledger_id, allocation.first_entry)
+                self._remove_temporaries(os.path.dirname(self._absolute(path)))
                 self._write_segment(self._absolute(path), table)
                 allocation.path = path
                 allocation.messages = table.num_rows
@@ -247,6 +268,23 @@ class LedgerStore:
             )
             start += allocation.count
         return positions
+
+    @staticmethod
+    def _remove_temporaries(folder: str) -> None:
+        """Delete segment temporaries a killed writer left in the partition's folder.
+
+        Called while the partition's allocation lock is held: every writer of the
+        partition writes its temporary under that lock, so any temporary found
+        now belongs to a writer that died; none is ever read.
+        """
+        with _io(f"Cannot clean ledger folder {folder}"):
+            try:
+                names = os.listdir(folder)
+            except FileNotFoundError:
+                return
+            for name in names:
+                if _TEMPORARY.fullmatch(name):
+                    os.unlink(os.path.join(folder, name))
 
     @staticmethod
     def _write_segment(path: str, table: pa.Table) -> None:

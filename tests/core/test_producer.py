@@ -151,7 +151,7 @@ def test_keyed_routing(ledger_store: LedgerStore) -> None:
 
 def test_round_robin_in_batch_sized_groups(ledger_store: LedgerStore) -> None:
     topic = ledger_store.metadata.get_topic(PARTITIONED)
-    producer = Producer(ledger_store, topic, batch_size=2)
+    producer = Producer(ledger_store, topic, batch_size=2, start_partition=0)
     ids = producer.send([msg(str(i)) for i in range(7)], now_ms=1)
     assert [i.partition for i in ids] == [0, 0, 1, 1, 2, 2, 0]
     assert [(i.batch_index, i.batch_size) for i in ids] == [
@@ -172,8 +172,30 @@ def test_round_robin_in_batch_sized_groups(ledger_store: LedgerStore) -> None:
         b"6",
         b"7",
     ]
-    single = Producer(ledger_store, topic, batch_size=1)
+    single = Producer(ledger_store, topic, batch_size=1, start_partition=0)
     assert [i.partition for i in single.send([msg("x")] * 4, now_ms=3)] == [0, 1, 2, 0]
+
+
+def test_round_robin_starts_where_asked(ledger_store: LedgerStore) -> None:
+    topic = ledger_store.metadata.get_topic(PARTITIONED)
+    producer = Producer(ledger_store, topic, batch_size=2, start_partition=2)
+    ids = producer.send([msg(str(i)) for i in range(5)], now_ms=1)
+    assert [i.partition for i in ids] == [2, 2, 0, 0, 1]
+    for bad in (-1, 3, True, "1"):
+        with pytest.raises(InvalidArgumentError):
+            Producer(ledger_store, topic, start_partition=bad)  # type: ignore[arg-type]
+
+
+def test_one_shot_producers_spread_over_partitions(ledger_store: LedgerStore) -> None:
+    """Pulsar starts each producer's round-robin at a random partition: one message per
+    producer (one CLI call each) must not always land on partition 0."""
+    topic = ledger_store.metadata.get_topic(PARTITIONED)
+    seen = [
+        Producer(ledger_store, topic).send([msg("x")], now_ms=1)[0].partition for _ in range(90)
+    ]
+    counts = [seen.count(p) for p in range(3)]
+    # Each count is Binomial(90, 1/3): below 10 has probability < 1e-6.
+    assert min(counts) >= 10, counts
 
 
 def test_ids_follow_input_order_across_partitions(ledger_store: LedgerStore) -> None:

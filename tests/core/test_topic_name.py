@@ -5,7 +5,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.errors import InvalidInputError, InvalidTopicNameError
-from core.topic_name import TopicName
+from core.topic_name import (
+    MAX_LABEL_CHARS,
+    MAX_NAME_CHARS,
+    TopicName,
+    is_valid_entity_name,
+    label_problem,
+)
 
 name_parts = st.from_regex(r"[A-Za-z0-9_=:.\-]{1,20}", fullmatch=True).filter(
     lambda s: s not in (".", "..") and "-partition-" not in s
@@ -170,8 +176,10 @@ def test_bad_names(text: str, reason: str) -> None:
     message = str(info.value)
     assert message.startswith("Invalid topic name '")
     assert reason in message
+    # The name is shown escaped, so the error stays one line.
+    assert "\n" not in message
     if text.strip():
-        assert text.strip() in message
+        assert repr(text.strip())[1:-1] in message
 
 
 def test_non_str_is_refused() -> None:
@@ -182,3 +190,50 @@ def test_non_str_is_refused() -> None:
 def test_invalid_topic_name_is_invalid_input() -> None:
     with pytest.raises(InvalidInputError):
         TopicName.parse("a/b")
+
+
+# -- Pulsar's NamedEntity rules and the length caps ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["..", ".", "a\n", "\n", "", "a/b", "é", "٣", "a b", "a\x00", "x" * (MAX_NAME_CHARS + 1)],
+)
+def test_entity_names_refused(name: str) -> None:
+    assert not is_valid_entity_name(name)
+
+
+@pytest.mark.parametrize("name", ["a", "...", "a.b", "-=:._", "x" * MAX_NAME_CHARS])
+def test_entity_names_accepted(name: str) -> None:
+    assert is_valid_entity_name(name)
+
+
+def test_topic_length_cap_is_on_the_base_name() -> None:
+    base = "t" * MAX_NAME_CHARS
+    name = TopicName.parse(f"a/b/{base}")
+    assert str(name.partition(2_147_483_647)).endswith("-partition-2147483647")
+    assert TopicName.parse(f"a/b/{base}-partition-7").base == name
+    with pytest.raises(InvalidTopicNameError, match="bad topic"):
+        TopicName.parse("a/b/" + "t" * 300)
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("", "empty"),
+        ("  ", "empty"),
+        ("a\x00b", "U+0000"),
+        ("a\nb", "U+000A"),
+        ("a\x7f", "U+007F"),
+        ("bad\udcff", "UTF-8"),
+        ("x" * (MAX_LABEL_CHARS + 1), "longer"),
+    ],
+)
+def test_labels_refused(name: str, problem: str) -> None:
+    found = label_problem(name)
+    assert found is not None and problem in found
+
+
+@pytest.mark.parametrize("name", ["sub", "my sub", "订阅", "a:b/c", "x" * MAX_LABEL_CHARS])
+def test_labels_accepted(name: str) -> None:
+    assert label_problem(name) is None

@@ -148,9 +148,10 @@ def test_permissions(store: MetadataStore) -> None:
 
 
 def test_permission_errors(store: MetadataStore) -> None:
-    with pytest.raises(InvalidArgumentError, match=r"Invalid actions \['functions'\]"):
-        store.grant_permission("acme/orders", "r", ["consume", "functions"])
-    with pytest.raises(InvalidArgumentError, match="grant one or more of consume, produce"):
+    # Pulsar's AuthAction values are grantable (functions included); anything else is not.
+    with pytest.raises(InvalidArgumentError, match=r"Invalid actions \['fly'\]"):
+        store.grant_permission("acme/orders", "r", ["consume", "fly"])
+    with pytest.raises(InvalidArgumentError, match="grant one or more of consume, functions"):
         store.grant_permission("acme/orders", "r", [])
     with pytest.raises(InvalidArgumentError, match="expected a collection"):
         store.grant_permission("acme/orders", "r", "consume")
@@ -161,6 +162,13 @@ def test_permission_errors(store: MetadataStore) -> None:
     with pytest.raises(NamespaceNotFoundError):
         store.revoke_permission("acme/nope", "r")
     assert store.get_namespace("acme/orders").permissions == {}
+    store.grant_permission("acme/orders", "f", ["functions", "sinks", "sources", "packages"])
+    assert store.get_namespace("acme/orders").permissions["f"] == {
+        "functions",
+        "sinks",
+        "sources",
+        "packages",
+    }
 
 
 # Topics.
