@@ -60,7 +60,7 @@ def check_approval(
     """Raise NotAuthorizedError unless ``record`` approves ``plan`` with four eyes."""
     from airflow_glue.environment import pulsar_role
     from airflow_glue.gate import may_skip
-    from airflow_glue.plan import digest, digest_in
+    from airflow_glue.plan import digest_in, skip_plan
 
     if not record or not record.get("response_received"):
         raise NotAuthorizedError("No approval on record: nobody answered the approval gate")
@@ -75,12 +75,12 @@ def check_approval(
             f"Four eyes: the approval is by {approver}, the requester ({requester}) themselves"
         )
     role = pulsar_role(approver)
-    if not may_skip(broker, role, plan["topic"]):
-        raise NotAuthorizedError(
-            f"Approver {approver} (role '{role}') may not skip on {plan['topic']}"
-        )
-    # Recomputed, never read from the plan: the plan travels as XCom, which anyone may post.
-    applying = digest(plan)
+    topic = skip_plan(plan).topic
+    if not may_skip(broker, role, topic):
+        raise NotAuthorizedError(f"Approver {approver} (role '{role}') may not skip on {topic}")
+    # Recomputed from the plan's content, never read from the document: the plan
+    # travels as XCom, which anyone may post.
+    applying = skip_plan(plan).plan_id
     seen = digest_in(record.get("body"))
     if seen != applying:
         raise NotAuthorizedError(

@@ -1,112 +1,68 @@
-"""The skip plan document: what ``plan_skip`` found, what the approver sees, what apply uses.
+"""The skip request document: core's SkipPlan plus what the approver reads.
 
-A plan is small JSON (XCom): the request, the validated ids per topic
-partition, the exact backlog before and the projected backlog after, the
-preview as Markdown, and a digest of the ids. The digest is written into the
-approval's body, which Airflow stores with the approval record, so apply can
-refuse a plan that differs from the one the approver saw.
+A small JSON document (XCom): the request (requester, reason, ticket), the
+serialized :class:`core.skip_plan.SkipPlan`, the exact backlog before and the
+projected backlog after, per partition and in total, and the preview as
+Markdown. The plan's content-derived id is written into the approval's body,
+which Airflow stores with the approval record; apply recomputes the id from
+the plan it is about to apply and refuses a plan other than the one approved.
 
 Large requests belong on Spark (``spark_apps/find_messages.py`` writes skip
-plans of the same ids); :func:`build_plan` is the seam: it takes the validated
-items, whichever engine produced them.
+plans of the same shape); :func:`build_document` is the seam: it takes a
+SkipPlan, whichever engine produced it.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from core.broker import Broker
-    from core.skip import SkipItem
+    from core.skip_plan import PlannedSkip, SkipPlan
 
 PREVIEW_ROWS = 50
 """Messages listed in the preview; the rest are counted."""
 PAYLOAD_EXCERPT = 60
-DIGEST_LABEL = "Plan digest:"
+DIGEST_LABEL = "Plan id:"
 
 
-def item_json(item: SkipItem) -> dict[str, Any]:
-    mid = item.message_id
-    return {
-        "ledgerId": mid.ledger_id,
-        "entryId": mid.entry_id,
-        "partition": mid.partition,
-        "batchIndex": mid.batch_index,
-        "batchSize": item.batch_size,
-        "deliverAt": item.deliver_at,
-        "alreadyAcknowledged": item.already_acknowledged,
-    }
+def skip_plan(document: Mapping[str, Any]) -> SkipPlan:
+    """The SkipPlan of a document, its id recomputed from its content (never trusted)."""
+    from core.skip_plan import SkipPlan
 
-
-def items_of(plan: Mapping[str, Any], partition: str) -> list[SkipItem]:
-    """The plan's items of one topic partition, as core's SkipItems."""
-    from core.message_id import MessageId
-    from core.skip import SkipItem
-
-    return [
-        SkipItem(
-            message_id=MessageId.of_store(
-                i["ledgerId"], i["entryId"], i["partition"], i["batchIndex"], i["batchSize"]
-            ),
-            topic_partition=partition,
-            batch_size=i["batchSize"],
-            deliver_at=i["deliverAt"],
-            already_acknowledged=i["alreadyAcknowledged"],
-        )
-        for i in plan["partitions"][partition]
-    ]
-
-
-def triplets(plan: Mapping[str, Any]) -> list[str]:
-    """Every planned id as ``partition/L:E[:B]`` (the form the plan's record uses)."""
-    out = []
-    for partition, items in sorted(plan["partitions"].items()):
-        for i in items:
-            tail = f":{i['batchIndex']}" if i["batchIndex"] >= 0 else ""
-            out.append(f"{partition}/{i['ledgerId']}:{i['entryId']}{tail}")
-    return out
-
-
-def digest(plan: Mapping[str, Any]) -> str:
-    """sha256 over topic, subscription and the ids per partition (canonical JSON)."""
-    core = {
-        "topic": plan["topic"],
-        "subscription": plan["subscription"],
-        "ids": {
-            p: [[i["ledgerId"], i["entryId"], i["batchIndex"]] for i in items]
-            for p, items in sorted(plan["partitions"].items())
-        },
-    }
-    text = json.dumps(core, sort_keys=True, separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return SkipPlan.from_json(document["skipPlan"])
 
 
 def digest_in(body: str | None) -> str | None:
-    """The digest written in an approval body, or None."""
+    """The plan id written in an approval body, or None."""
     for line in (body or "").splitlines():
         if DIGEST_LABEL in line:
             return line.split(DIGEST_LABEL, 1)[1].strip().strip("`* ")
     return None
 
 
-def _backlog(broker: Broker, partition: str, subscription: str, items: Sequence[SkipItem]):  # type: ignore[no-untyped-def]
+def _backlog(
+    broker: Broker, partition: str, subscription: str, items: Sequence[PlannedSkip]
+) -> tuple[int, int]:
     """Exact backlog (messages) of one partition now, and after acknowledging ``items``."""
     from core import backlog
-    from core.cursor import CursorState
+    from core.cursor import AckTarget, CursorState
     from core.ledger_layout import LedgerLayout
     from core.managed_cursor import ManagedCursor
+    from core.position import Position
     from core.topic_name import TopicName
 
     layout = LedgerLayout.of((i.ledger_id, i.entries) for i in broker.metadata.ledgers(partition))
     state = ManagedCursor.open(broker.metadata, partition, subscription, layout).state
     index = broker.ledgers.entry_index(TopicName.parse(partition))
     before = backlog.backlog(state, index.ledger_id, index.entry_id, index.batch_size)
+    targets = [
+        AckTarget(Position(i.ledger_id, i.entry_id), i.batch_index, i.batch_size) for i in items
+    ]
     after_state = state.copy()
-    after_state.merge(CursorState.ack_delta([i.target for i in items]), layout)
+    after_state.merge(CursorState.ack_delta(targets), layout)
     after = backlog.backlog(after_state, index.ledger_id, index.entry_id, index.batch_size)
     return before.messages, after.messages
 
@@ -117,7 +73,7 @@ def _ms(value: int | None) -> str:
     return datetime.fromtimestamp(value / 1000, tz=UTC).isoformat(timespec="milliseconds")
 
 
-def _describe(broker: Broker, partition: str, items: Sequence[SkipItem]) -> list[dict[str, Any]]:
+def _describe(broker: Broker, partition: str, items: Sequence[PlannedSkip]) -> list[dict[str, Any]]:
     """Key, publish time, deliver-at, properties and a payload excerpt of each item."""
     from core.topic_name import TopicName
 
@@ -153,47 +109,42 @@ def _describe(broker: Broker, partition: str, items: Sequence[SkipItem]) -> list
     return out
 
 
-def build_plan(
-    broker: Broker,
-    request: Mapping[str, Any],
-    role: str,
-    items: Sequence[SkipItem],
+def build_document(
+    broker: Broker, request: Mapping[str, Any], role: str, plan: SkipPlan
 ) -> dict[str, Any]:
-    """The plan document of validated ``items`` (from ``Broker.plan_skip`` or a Spark plan)."""
-    topic, subscription = request["topic"], request["subscription"]
-    by_partition: dict[str, list[SkipItem]] = {}
-    for item in items:
-        by_partition.setdefault(item.topic_partition, []).append(item)
-    stats = broker.topic_stats(role, topic)
+    """The document of ``plan``: the request, the plan, the exact backlog, the preview."""
+    stats = broker.topic_stats(role, plan.topic)
     subs = stats["subscriptions"]
-    total_before = int(subs[subscription]["msgBacklog"])  # type: ignore[index]
+    total_before = int(subs[plan.subscription]["msgBacklog"])  # type: ignore[index]
     per_partition = {}
     shown: list[dict[str, Any]] = []
-    for partition, group in sorted(by_partition.items()):
-        before, after = _backlog(broker, partition, subscription, group)
+    for partition in plan.partitions():
+        group = [i for i in plan.items if i.topic_partition == partition]
+        before, after = _backlog(broker, partition, plan.subscription, group)
         per_partition[partition] = {"before": before, "after": after, "ids": len(group)}
         if len(shown) < PREVIEW_ROWS:
             shown.extend(_describe(broker, partition, group[: PREVIEW_ROWS - len(shown)]))
-    plan: dict[str, Any] = {
-        "topic": stats["topic"],
-        "subscription": subscription,
+    document: dict[str, Any] = {
+        "planId": plan.plan_id,
+        "topic": plan.topic,
+        "subscription": plan.subscription,
         "requester": request["requester"],
         "role": role,
         "reason": request["reason"],
         "ticket": request.get("ticket"),
-        "partitions": {p: [item_json(i) for i in g] for p, g in sorted(by_partition.items())},
+        "partitions": list(plan.partitions()),
         "backlog": {
             "before": total_before,
             "after": total_before - sum(v["before"] - v["after"] for v in per_partition.values()),
             "perPartition": per_partition,
         },
         "messages": shown,
-        "total": len(items),
-        "alreadyAcknowledged": sum(1 for i in items if i.already_acknowledged),
+        "total": len(plan.items),
+        "alreadyAcknowledged": sum(1 for i in plan.items if i.already_acknowledged),
+        "skipPlan": plan.to_json(),
     }
-    plan["digest"] = digest(plan)
-    plan["preview"] = preview_markdown(plan)
-    return plan
+    document["preview"] = preview_markdown(document)
+    return document
 
 
 def _cell(value: object) -> str:
@@ -247,5 +198,5 @@ def preview_markdown(plan: Mapping[str, Any]) -> str:
     hidden = plan["total"] - len(plan["messages"])
     if hidden > 0:
         lines.append(f"\n… and {hidden} more id(s), applied exactly as planned.")
-    lines += ["", f"{DIGEST_LABEL} `{plan['digest']}`"]
+    lines += ["", f"{DIGEST_LABEL} `{plan['planId']}`"]
     return "\n".join(lines)

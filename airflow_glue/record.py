@@ -68,8 +68,8 @@ def record_request(
         "requester": plan["requester"],
         "reason": plan["reason"],
         "ticket": plan.get("ticket"),
-        "digest": plan["digest"],
-        "planned": {p: len(items) for p, items in plan["partitions"].items()},
+        "planId": plan["planId"],
+        "planned": {p: v["ids"] for p, v in plan["backlog"]["perPartition"].items()},
         "backlog": {
             "before": plan["backlog"]["before"],
             "plannedAfter": plan["backlog"]["after"],
@@ -83,7 +83,7 @@ def record_request(
         "perPartition": {
             a["partition"]: {
                 "skipped": len(a["skipped"]),
-                "alreadyAcknowledgedAtPlan": len(a["alreadyAcknowledgedAtPlan"]),
+                "alreadyAcknowledged": len(a["alreadyAcknowledged"]),
                 "acknowledgedMeanwhile": a["acknowledgedMeanwhile"],
             }
             for a in applied

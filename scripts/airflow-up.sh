@@ -7,7 +7,8 @@
 #
 # Environment it reads: CURSOROPS_HOME (default ~/.cursorops), CURSOROPS_METADATA_URL,
 # CURSOROPS_LEDGER_ROOT, CURSOROPS_ROLE_MAP (passed on to the tasks), AIRFLOW_PORT
-# (default 28080), AIRFLOW_LOG_PORT (default 28793; the trigger log server uses +1).
+# (default 28080), AIRFLOW_LOG_PORT (default 28793; the trigger log server uses +1),
+# AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS (default the four demo users below).
 # Stop it with Ctrl-C, or `scripts/airflow-down.sh [AIRFLOW_HOME]` from elsewhere:
 # both send SIGINT, the only signal on which standalone stops all its children.
 set -euo pipefail
@@ -38,7 +39,7 @@ export AIRFLOW__API__BASE_URL="http://127.0.0.1:$port"
 export AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT="$log_port"
 export AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT="$((log_port + 1))"
 export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL=20
-export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin,alice:op,bob:op,carol:viewer"
+export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS:-admin:admin,alice:op,bob:op,carol:viewer}"
 
 # Known passwords for the demo users; standalone keeps the ones it finds.
 passwords="$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"

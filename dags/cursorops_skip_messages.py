@@ -1,0 +1,203 @@
+"""Skip chosen messages of a subscription: previewed exactly, approved by a second person.
+
+Trigger it from the UI's trigger form, the REST API or ``airflow dags trigger``
+with a topic, a subscription, the message ids (pulsar-admin triplets
+``ledgerId:entryId[:batchIndex]`` or base64 ``MessageIdData``, or a PIP-423 JSON
+body as ``payload``) and a reason. The Airflow user who triggers it is the
+requester, acting as the Pulsar role ``CURSOROPS_ROLE_MAP`` maps them to (by
+default the same name).
+
+validate_request → authorize → plan_skip → approve_skip (four eyes) →
+apply_skip (one task per partition) → verify → record. Nothing is acknowledged
+unless a permitted user other than the requester approved this very plan; a
+rejection or no answer within the timeout (default 24 hours) applies nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+from airflow.sdk import Param, dag, get_current_context, task
+
+from airflow_glue.gate import TIMEOUT_PARAM, FourEyesApprovalOperator
+
+GATE = "approve_skip"
+PLAN = "plan_skip"
+
+
+@dag(
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["cursorops", "skip", "approval"],
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=15)},
+    max_active_tasks=4,
+    doc_md=__doc__,
+    params={
+        "topic": Param(
+            "",
+            type="string",
+            description="Topic, e.g. persistent://acme/orders/events (not a partition)",
+        ),
+        "subscription": Param("", type="string", description="Subscription (Shared or Key_Shared)"),
+        "message_ids": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            description="Message ids: triplets ledgerId:entryId[:batchIndex] "
+            "or base64 MessageIdData",
+        ),
+        "payload": Param(
+            None,
+            type=["null", "object", "array"],
+            description="Or a PIP-423 skipByMessageIds JSON body: a base64 array, "
+            '{"type": "byteArray", "messageIds": [...]} or '
+            '{"type": "messageId", "messageIds": [{"ledgerId": 1, "entryId": 2}]}',
+        ),
+        "reason": Param("", type="string", description="Why (required; recorded)"),
+        "ticket": Param(None, type=["null", "string"], description="Change ticket (optional)"),
+        TIMEOUT_PARAM: Param(
+            24 * 60,
+            type="integer",
+            minimum=1,
+            description="Minutes to wait for an approval; no answer by then is a rejection",
+        ),
+    },
+)
+def cursorops_skip_messages() -> None:
+    @task(retries=0)
+    def validate_request() -> dict[str, Any]:
+        """The conf through the pydantic model; bad input fails at once, no retry."""
+        from airflow_glue.outcomes import airflow_outcome
+        from airflow_glue.request import parse_request
+
+        context = get_current_context()
+        conf = {k: v for k, v in context["params"].items() if k != TIMEOUT_PARAM}
+        with airflow_outcome():
+            request = parse_request(conf)
+        return {**request.model_dump(), "requester": context["dag_run"].triggering_user_name}
+
+    @task
+    def authorize(request: dict[str, Any]) -> str:
+        """The requester's Pulsar role must hold the skip permission on the topic."""
+        from airflow_glue.environment import config, pulsar_role
+        from airflow_glue.outcomes import airflow_outcome
+        from core.authz import Operation
+        from core.broker import Broker
+
+        role = pulsar_role(request["requester"] or "")
+        with airflow_outcome(), Broker(config()) as broker:
+            broker.authorized_topic(role, Operation.SKIP, request["topic"])
+        return role
+
+    @task
+    def plan_skip(request: dict[str, Any], role: str) -> dict[str, Any]:
+        """Validate and locate every id; the preview and the exact backlog before and after."""
+        from airflow_glue.environment import config
+        from airflow_glue.outcomes import airflow_outcome
+        from airflow_glue.plan import build_document
+        from airflow_glue.request import SkipRequest
+        from core.broker import Broker
+
+        ask = SkipRequest.model_validate({k: v for k, v in request.items() if k != "requester"})
+        with airflow_outcome(), Broker(config()) as broker:
+            plan = broker.plan_skip(role, ask.topic, ask.subscription, ask.ids())
+            return build_document(broker, request, role, plan)
+
+    @task
+    def scatter(plan: dict[str, Any]) -> list[str]:
+        """One apply task per topic partition the plan touches."""
+        return list(plan["partitions"])
+
+    @task(retries=2)
+    def apply_skip(partition: str) -> dict[str, Any]:
+        """Re-check the approval in Airflow, then acknowledge this partition's share of the plan."""
+        from airflow_glue.approval import require_approval
+        from airflow_glue.environment import config, pulsar_role
+        from airflow_glue.outcomes import airflow_outcome
+        from airflow_glue.plan import skip_plan
+        from core.broker import Broker
+
+        context = get_current_context()
+        plan = context["ti"].xcom_pull(task_ids=PLAN)
+        # The role is the requester's, from the run itself, never from the (postable) XCom.
+        role = pulsar_role(context["dag_run"].triggering_user_name or "")
+        with airflow_outcome(), Broker(config()) as broker:
+            approval = require_approval(context, plan, broker, GATE)
+            share = skip_plan(plan).for_partition(partition)
+            outcome = broker.apply_skip(role, share)
+        return {
+            "partition": partition,
+            **approval,
+            "skipped": [m.triplet() for m in outcome.skipped],
+            "alreadyAcknowledged": [m.triplet() for m in outcome.already_acknowledged],
+            "acknowledgedMeanwhile": [m.triplet() for m in outcome.acknowledged_meanwhile],
+        }
+
+    @task
+    def verify(plan: dict[str, Any], applied: list[dict[str, Any]]) -> dict[str, Any]:
+        """Every planned id is acknowledged now; the exact backlog after, against the plan's."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from airflow_glue.environment import config, pulsar_role
+        from airflow_glue.outcomes import airflow_outcome
+        from airflow_glue.plan import skip_plan
+        from core.broker import Broker
+
+        context = get_current_context()
+        role = pulsar_role(context["dag_run"].triggering_user_name or "")
+        planned = skip_plan(plan)
+        with airflow_outcome(), Broker(config()) as broker:
+            now = broker.plan_skip(role, planned.topic, planned.subscription, planned.message_ids())
+            stats = broker.topic_stats(role, planned.topic)
+        missing = [i.message_id.triplet() for i in now.items if not i.already_acknowledged]
+        subs = stats["subscriptions"]
+        after = int(subs[planned.subscription]["msgBacklog"])  # type: ignore[index]
+        if missing:
+            raise AirflowFailException(f"Not acknowledged after apply: {', '.join(missing[:10])}")
+        return {
+            "backlogAfter": after,
+            "plannedAfter": plan["backlog"]["after"],
+            "differenceSincePlan": after - plan["backlog"]["after"],
+            "partitions": len(applied),
+        }
+
+    @task(trigger_rule="all_done", retries=2)
+    def record() -> dict[str, Any]:
+        """Who asked, who answered, when, why, and the outcome per partition: to the audit log."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from airflow_glue.approval import fetch_approval_record
+        from airflow_glue.environment import config
+        from airflow_glue.record import record_request
+
+        context = get_current_context()
+        ti, dag_run = context["ti"], context["dag_run"]
+        plan = ti.xcom_pull(task_ids=PLAN)
+        if not plan:
+            raise AirflowFailException(
+                "Refused before planning (see validate_request / "
+                "authorize / plan_skip): nothing applied"
+            )
+        answer = fetch_approval_record(dag_run.dag_id, dag_run.run_id, GATE)
+        applied = [a for a in (ti.xcom_pull(task_ids="apply_skip") or []) if a]
+        verified = ti.xcom_pull(task_ids="verify")
+        summary = record_request(config(), dag_run, plan, answer, applied, verified)
+        if summary["outcome"] != "applied":
+            raise AirflowFailException(summary["statement"])
+        return summary
+
+    request = validate_request()
+    role = authorize(request)
+    plan = plan_skip(request, role)
+    gate = FourEyesApprovalOperator(
+        task_id=GATE, plan_task_id=PLAN, subject="Skip messages", body=""
+    )
+    applied = apply_skip.expand(partition=scatter(plan))
+    plan >> gate >> applied
+    verify(plan, applied) >> record()
+
+
+cursorops_skip_messages()
