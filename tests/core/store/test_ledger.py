@@ -375,3 +375,38 @@ def test_concurrent_appends_to_one_partition(ledger_store: LedgerStore) -> None:
         assert [stored[p] for p in got] == expected
     for info in ledger_store.metadata.ledgers(str(P1)):
         assert info.entries <= 4
+
+
+def test_an_append_removes_temporaries_a_killed_writer_left(ledger_store: LedgerStore) -> None:
+    """A kill between writing a segment's temporary and renaming it leaves the temporary:
+    the next append to the partition (under its lock) deletes it, and nothing else."""
+    name = TOPIC
+    ledger_store.append(name, [single(b"a")])
+    folder = Path(ledger_store.segment_paths(name)[0]).parent
+    stale = folder / f".ledger-{1:020d}-{1:012d}.parquet.{'ab' * 16}.tmp"
+    stale.write_bytes(b"half a parquet file")
+    other = folder / "notes.tmp"
+    other.write_bytes(b"not ours")
+    ledger_store.append(name, [single(b"b")])
+    assert not stale.exists()
+    assert other.exists()
+    assert payloads(ledger_store.read_table(name)) == [b"a", b"b"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"key": "k\udcff"},
+        {"properties": {"p": "\udc80"}},
+        {"properties": {"\udc80": "v"}},
+        {"deliver_at": 2**63},
+        {"publish_time": 2**64},
+    ],
+)
+def test_keys_properties_and_times_that_parquet_cannot_hold_are_refused(
+    ledger_store: LedgerStore, bad: dict[str, object]
+) -> None:
+    name = TOPIC
+    with pytest.raises(InvalidArgumentError):
+        ledger_store.append(name, [single(b"x", **bad)])
+    assert ledger_store.metadata.ledgers(str(name)) == []
