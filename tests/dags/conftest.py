@@ -1,0 +1,107 @@
+"""Fixtures of the Airflow tests: one real Airflow per test session, a cursorops home.
+
+The cursorops home (SQLite) is shared by the test process, which seeds topics
+and checks cursors through the Broker, and by Airflow's task processes, which
+read it from ``CURSOROPS_HOME``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from core.config import Config
+from core.message_id import MessageId
+from core.producer import OutgoingMessage
+from core.subscription import SubscriptionType
+from tests.airflow_harness import Airflow, start_airflow
+
+TENANT = "acme"
+NAMESPACE = "acme/orders"
+SECRET_NAMESPACE = "acme/secret"
+SUBSCRIPTION = "billing"
+GRANTED = ("alice", "bob")
+"""Pulsar roles with ``consume`` (hence skip) on acme/orders; dave and carol have none."""
+
+
+@pytest.fixture(scope="session")
+def cursorops_home(tmp_path_factory: pytest.TempPathFactory) -> Config:
+    from core.broker import Broker
+
+    config = Config.from_home(tmp_path_factory.mktemp("cursorops"))
+    with Broker(config) as broker:
+        broker.create_tenant("admin", TENANT)
+        broker.create_namespace("admin", NAMESPACE)
+        broker.create_namespace("admin", SECRET_NAMESPACE)
+        for role in GRANTED:
+            broker.grant_permission("admin", NAMESPACE, role, ["consume"])
+    return config
+
+
+@pytest.fixture(scope="session")
+def airflow(tmp_path_factory: pytest.TempPathFactory, cursorops_home: Config) -> Iterator[Airflow]:
+    stack = start_airflow(
+        tmp_path_factory.mktemp("airflow"),
+        {"CURSOROPS_HOME": str(cursorops_home.home), "CURSOROPS_METADATA_URL": ""},
+    )
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+@dataclass
+class SeededTopic:
+    config: Config
+    topic: str
+    ids: list[MessageId]
+    """Every message produced, in order: batched orders, then delayed reminders."""
+
+    def unacknowledged(self) -> set[str]:
+        """``partition/L:E:B`` of every message a consumer would still get (delayed included)."""
+        from core.broker import Broker
+
+        with Broker(self.config) as broker:
+            messages = broker.peek_messages("admin", self.topic, SUBSCRIPTION, 10_000)
+        return {label(m.message_id) for m in messages}
+
+    def audit(self, kind: str) -> list[dict[str, object]]:
+        from core.broker import Broker
+
+        with Broker(self.config) as broker:
+            return [r.detail for r in broker.metadata.audit_log(self.topic) if r.kind == kind]
+
+
+def label(mid: MessageId) -> str:
+    return f"{mid.partition}/{mid.ledger_id}:{mid.entry_id}:{max(mid.batch_index, -1)}"
+
+
+def seed_topic(config: Config, namespace: str = NAMESPACE, partitions: int = 3) -> SeededTopic:
+    """A partitioned topic: 60 keyed orders in batches of 5, 3 delayed reminders, and a
+    Shared subscription at earliest that already acknowledged the first 7 messages."""
+    from core.broker import Broker, wall_clock_ms
+
+    topic = f"persistent://{namespace}/events-{secrets.token_hex(4)}"
+    with Broker(config) as broker:
+        broker.create_topic("admin", topic, partitions)
+        broker.create_subscription(
+            "admin", topic, SUBSCRIPTION, SubscriptionType.SHARED, initial_position="earliest"
+        )
+        orders = [
+            OutgoingMessage(
+                payload=f"order #{i}".encode(), key=f"customer-{i % 5}", properties={"n": str(i)}
+            )
+            for i in range(60)
+        ]
+        ids = broker.produce("admin", topic, orders, batch_size=5)
+        due = wall_clock_ms() + 3_600_000
+        reminders = [
+            OutgoingMessage(payload=f"reminder #{i}".encode(), key=f"r{i}", deliver_at=due)
+            for i in range(3)
+        ]
+        ids += broker.produce("admin", topic, reminders)
+        broker.consume("admin", topic, SUBSCRIPTION, 7, ack=True)
+    return SeededTopic(config, topic, ids)

@@ -1,0 +1,95 @@
+"""Every DAG file imports cleanly and cheaply: the guard test of dags/.
+
+Parsing runs in a fresh interpreter, so what the DAG files import at parse time
+is all that is in ``sys.modules`` afterwards (the test process has imported far more).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DAGS = REPO / "dags"
+
+PARSE = r"""
+import json, os, sys
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+print(json.dumps({
+    "errors": {k: str(v) for k, v in bag.import_errors.items()},
+    "dags": {
+        d.dag_id: {
+            "tags": sorted(d.tags),
+            "fileloc": d.fileloc,
+            "retries": {t.task_id: t.retries for t in d.tasks},
+            "schedule": str(d.schedule),
+        }
+        for d in bag.dags.values()
+    },
+    "modules": sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "core", "cli")
+                      or m.startswith(("airflow_glue",))),
+    "cursorops_home_created": os.path.exists(os.environ["CURSOROPS_HOME"]),
+}))
+"""
+
+
+@pytest.fixture(scope="module")
+def parsed(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    home = tmp_path_factory.mktemp("airflow-home")
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+        "PYTHONPATH": str(REPO),
+        # A home that does not exist: touching it at parse time would show.
+        "CURSOROPS_HOME": str(home / "no-cursorops-here"),
+    }
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", PARSE, str(DAGS)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_no_import_errors(parsed):
+    assert parsed["errors"] == {}
+    assert "cursorops_skip_messages" in parsed["dags"]
+
+
+def test_one_dag_per_file_named_for_it(parsed):
+    for dag_id, dag in parsed["dags"].items():
+        assert Path(dag["fileloc"]).stem == dag_id
+
+
+def test_tags_and_retries(parsed):
+    for dag_id, dag in parsed["dags"].items():
+        assert "cursorops" in dag["tags"], dag_id
+        retried = [t for t, n in dag["retries"].items() if n > 0]
+        assert retried, f"{dag_id}: no task retries"
+
+
+def test_skip_gate_and_validation_never_retry(parsed):
+    retries = parsed["dags"]["cursorops_skip_messages"]["retries"]
+    assert retries["approve_skip"] == 0
+    assert retries["validate_request"] == 0
+    assert retries["apply_skip"] == 2
+
+
+def test_nothing_heavy_at_parse_time(parsed):
+    modules = parsed["modules"]
+    assert not [m for m in modules if m.startswith("pyspark")]
+    assert "core.broker" not in modules
+    assert not [m for m in modules if m.startswith("core.store")]
+    # No store opened: a metadata store would have created the (missing) home.
+    assert parsed["cursorops_home_created"] is False

@@ -1,0 +1,125 @@
+"""The Airflow glue without a running Airflow: error map, role map, request, approval check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airflow_glue import environment
+from airflow_glue.outcomes import OUTCOMES, Outcome, airflow_outcome, outcome_of
+from airflow_glue.request import parse_request
+from core import errors
+from core.config import Config
+from core.errors import (
+    ConcurrentModificationError,
+    InvalidArgumentError,
+    InvalidMessageIdError,
+    MetadataStoreError,
+    NotAuthorizedError,
+    TopicNotFoundError,
+    UnsupportedSubscriptionTypeError,
+)
+
+
+def test_every_error_leaf_has_an_airflow_outcome():
+    assert set(OUTCOMES) == set(errors.leaf_classes())
+
+
+@pytest.mark.parametrize(
+    ("error", "outcome"),
+    [
+        (InvalidMessageIdError("x"), Outcome.FAIL),
+        (TopicNotFoundError("x"), Outcome.FAIL),
+        (NotAuthorizedError("x"), Outcome.FAIL),
+        (UnsupportedSubscriptionTypeError("x"), Outcome.FAIL),
+        (ConcurrentModificationError("x"), Outcome.RETRY),
+        (MetadataStoreError("x"), Outcome.RETRY),
+    ],
+)
+def test_fail_or_retry(error, outcome):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    assert outcome_of(error) is outcome
+    expected = AirflowFailException if outcome is Outcome.FAIL else type(error)
+    with pytest.raises(expected) as caught, airflow_outcome():
+        raise error
+    if outcome is Outcome.FAIL:
+        assert str(caught.value) == f"{type(error).__name__}: x"
+
+
+def test_role_map_default_is_the_same_name(tmp_path: Path):
+    assert environment.pulsar_role("alice", {}) == "alice"
+    assert environment.pulsar_role("alice", {"CURSOROPS_ROLE_MAP": "alice=ops, bob=ops2"}) == "ops"
+    mapping = tmp_path / "roles.json"
+    mapping.write_text(json.dumps({"carol": "auditors", "alice": "file"}))
+    env = {"CURSOROPS_ROLE_MAP_FILE": str(mapping), "CURSOROPS_ROLE_MAP": "alice=env"}
+    assert environment.role_map(env) == {"carol": "auditors", "alice": "env"}
+    with pytest.raises(InvalidArgumentError, match="expected user=role"):
+        environment.role_map({"CURSOROPS_ROLE_MAP": "alice"})
+    mapping.write_text("[1]")
+    with pytest.raises(InvalidArgumentError, match="JSON object"):
+        environment.role_map({"CURSOROPS_ROLE_MAP_FILE": str(mapping)})
+
+
+def test_approver_candidates():
+    assert environment.approver_candidates({"CURSOROPS_APPROVER_CANDIDATES": "bob, alice,bob"}) == [
+        "alice",
+        "bob",
+    ]
+
+
+def test_config_from_environ(tmp_path: Path):
+    config = environment.config({"CURSOROPS_HOME": str(tmp_path)})
+    assert config == Config.from_home(tmp_path)
+    other = environment.config(
+        {
+            "CURSOROPS_HOME": str(tmp_path),
+            "CURSOROPS_METADATA_URL": "sqlite:///x.db",
+            "CURSOROPS_LEDGER_ROOT": "/data/ledgers",
+        }
+    )
+    assert (other.metadata_url, other.ledger_root) == ("sqlite:///x.db", "/data/ledgers")
+
+
+def test_request_accepts_every_id_shape():
+    from core.message_id import MessageId
+
+    b64 = MessageId(7, 3, 1, 2).to_base64()
+    request = parse_request(
+        {
+            "topic": "persistent://a/b/c",
+            "subscription": "s",
+            "message_ids": ["1:2", "1:2:3", b64],
+            "payload": {"type": "messageId", "messageIds": [{"ledgerId": "4", "entryId": 5}]},
+            "reason": " poison ",
+            "ticket": "",
+        }
+    )
+    assert request.reason == "poison"
+    assert request.ticket is None
+    assert [(m.ledger_id, m.entry_id, m.batch_index) for m in request.ids()] == [
+        (1, 2, -1),
+        (1, 2, 3),
+        (7, 3, 2),
+        (4, 5, -1),
+    ]
+    assert request.ids()[2].partition == 1
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        ({"subscription": "s", "reason": "r", "message_ids": ["1:2"]}, "topic: Field required"),
+        ({"topic": "t", "subscription": "s", "reason": "", "message_ids": ["1:2"]}, "reason"),
+        ({"topic": "t", "subscription": "s", "reason": "r", "message_ids": []}, "No message ids"),
+        ({"topic": "t", "subscription": "s", "reason": "r", "x": 1}, "x: Extra inputs"),
+        ({"topic": "t", "subscription": "s", "reason": "r", "message_ids": ["1:-2"]}, "triplet"),
+        ({"topic": "t", "subscription": "s", "reason": "r", "payload": {"type": "z"}}, "payload"),
+    ],
+)
+def test_bad_request_is_one_line(conf, message):
+    with pytest.raises(errors.InvalidInputError, match=message) as caught:
+        parse_request(conf)
+    assert "\n" not in str(caught.value)

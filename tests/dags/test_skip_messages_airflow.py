@@ -1,0 +1,202 @@
+"""cursorops_skip_messages on a real Airflow (standalone, LocalExecutor, SQLite).
+
+Each run is triggered over REST as alice; approvals are answered over REST as
+the users a person would be. Every test checks the subscription afterwards:
+which messages a consumer would still receive.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from core.message_id import MessageId
+from tests.airflow_harness import Airflow
+from tests.dags.conftest import (
+    SECRET_NAMESPACE,
+    SUBSCRIPTION,
+    SeededTopic,
+    label,
+    seed_topic,
+)
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+DAG = "cursorops_skip_messages"
+GATE = "approve_skip"
+
+
+def triplet(mid: MessageId) -> str:
+    return f"{mid.ledger_id}:{mid.entry_id}" + (
+        f":{mid.batch_index}" if mid.batch_index >= 0 else ""
+    )
+
+
+def conf(seeded: SeededTopic, ids: list[MessageId], **extra: Any) -> dict[str, Any]:
+    return {
+        "topic": seeded.topic,
+        "subscription": SUBSCRIPTION,
+        "message_ids": [triplet(m) for m in ids],
+        "reason": "poison pills from a bad producer",
+        "ticket": "OPS-42",
+        **extra,
+    }
+
+
+def pick(seeded: SeededTopic) -> list[MessageId]:
+    """One index inside a batch, one delayed message, and a whole batched entry's first
+    index, over at least two partitions; none acknowledged by the seeding."""
+    unacked = seeded.unacknowledged()
+    chosen: list[MessageId] = []
+    partitions: set[int] = set()
+    for mid in seeded.ids[10:60]:
+        if label(mid) in unacked and mid.partition not in partitions:
+            chosen.append(mid)
+            partitions.add(mid.partition)
+        if len(partitions) == 2:
+            break
+    chosen.append(seeded.ids[-1])  # delayed, due in an hour: skipping it cancels it
+    return chosen
+
+
+def assert_untouched(seeded: SeededTopic, before: set[str]) -> None:
+    assert seeded.unacknowledged() == before
+    assert seeded.audit("skip") == []
+
+
+def test_approved_by_a_second_user_skips_exactly_the_plan(airflow: Airflow, cursorops_home):
+    seeded = seed_topic(cursorops_home)
+    ids = pick(seeded)
+    before = seeded.unacknowledged()
+    run = airflow.trigger(DAG, conf(seeded, ids), user="alice")
+
+    detail = airflow.wait_awaiting_input(DAG, run, GATE)
+    # Four eyes: the permitted approvers (admin is a superuser, bob holds consume), never
+    # the requester, nor dave (an Airflow op without the Pulsar permission).
+    assert sorted(u["id"] for u in detail["assigned_users"]) == ["admin", "bob"]
+    assert "Backlog:** 56 message(s) now, **53** after" in detail["body"]
+    assert "reminder #2" in detail["body"]
+    assert seeded.unacknowledged() == before  # planning changed nothing
+
+    refused = airflow.answer(DAG, run, GATE, "Approve", user="alice")
+    assert refused.status_code == 403, refused.text
+    refused = airflow.answer(DAG, run, GATE, "Approve", user="dave")
+    assert refused.status_code == 403, refused.text
+    assert seeded.unacknowledged() == before
+
+    approved = airflow.answer(DAG, run, GATE, "Approve", user="bob")
+    assert approved.status_code == 200, approved.text
+    assert airflow.wait_run(DAG, run) == "success", airflow.task_states(DAG, run)
+
+    states = airflow.task_states(DAG, run)
+    assert states["apply_skip"] == ["success", "success", "success"][: len(states["apply_skip"])]
+    assert len(states["apply_skip"]) == len({m.partition for m in ids})
+    assert seeded.unacknowledged() == before - {label(m) for m in ids}
+    [request] = seeded.audit("skip-request")
+    assert request["outcome"] == "applied"
+    assert request["requester"] == "alice"
+    assert request["answer"]["by"] == "bob"  # type: ignore[index]
+    assert request["reason"] == "poison pills from a bad producer"
+    assert request["ticket"] == "OPS-42"
+    assert request["backlog"] == {"before": 56, "plannedAfter": 53, "after": 53}
+    assert len(seeded.audit("skip")) == len({m.partition for m in ids})
+
+
+def test_reject_applies_nothing_and_says_so(airflow: Airflow, cursorops_home):
+    seeded = seed_topic(cursorops_home)
+    before = seeded.unacknowledged()
+    run = airflow.trigger(DAG, conf(seeded, pick(seeded)), user="alice")
+    airflow.wait_awaiting_input(DAG, run, GATE)
+    assert airflow.answer(DAG, run, GATE, "Reject", user="bob").status_code == 200
+
+    assert airflow.wait_run(DAG, run) == "failed"
+    states = airflow.task_states(DAG, run)
+    assert states[GATE] == ["failed"]
+    assert set(states["apply_skip"]) == {"upstream_failed"}
+    assert_untouched(seeded, before)
+    [request] = seeded.audit("skip-request")
+    assert request["outcome"] == "rejected"
+    assert str(request["statement"]).startswith("Rejected by bob")
+
+
+def test_no_answer_within_the_timeout_is_a_rejection(airflow: Airflow, cursorops_home):
+    seeded = seed_topic(cursorops_home)
+    before = seeded.unacknowledged()
+    run = airflow.trigger(DAG, conf(seeded, pick(seeded), approval_timeout_minutes=1), user="alice")
+    airflow.wait_awaiting_input(DAG, run, GATE)
+    assert airflow.wait_run(DAG, run, timeout=400) == "failed"
+    states = airflow.task_states(DAG, run)
+    assert states[GATE] == ["failed"]
+    assert set(states["apply_skip"]) == {"upstream_failed"}
+    assert_untouched(seeded, before)
+    [request] = seeded.audit("skip-request")
+    assert request["outcome"] == "not-approved"
+
+
+def test_unauthorized_requester_is_refused_before_planning(airflow: Airflow, cursorops_home):
+    seeded = seed_topic(cursorops_home, namespace=SECRET_NAMESPACE)  # alice holds no grant
+    before = seeded.unacknowledged()
+    run = airflow.trigger(DAG, conf(seeded, seeded.ids[10:12]), user="alice")
+    assert airflow.wait_run(DAG, run) == "failed"
+    states = airflow.task_states(DAG, run)
+    assert states["authorize"] == ["failed"]
+    assert airflow.task_instance(DAG, run, "authorize")["try_number"] == 1  # no retry
+    assert states["plan_skip"] == ["upstream_failed"]
+    assert_untouched(seeded, before)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"message_ids": ["12:x"]},
+        {"reason": ""},
+        {"unknown_field": 1},
+    ],
+    ids=["bad-id", "no-reason", "unknown-field"],
+)
+def test_bad_conf_fails_at_once_without_retry(airflow: Airflow, cursorops_home, bad):
+    seeded = seed_topic(cursorops_home)
+    before = seeded.unacknowledged()
+    run = airflow.trigger(DAG, {**conf(seeded, seeded.ids[10:11]), **bad}, user="alice")
+    assert airflow.wait_run(DAG, run) == "failed"
+    ti = airflow.task_instance(DAG, run, "validate_request")
+    assert ti["state"] == "failed"
+    assert ti["try_number"] == 1
+    assert_untouched(seeded, before)
+
+
+def test_gate_marked_success_by_hand_and_forged_xcom_apply_nothing(
+    airflow: Airflow, cursorops_home
+):
+    seeded = seed_topic(cursorops_home)
+    before = seeded.unacknowledged()
+    run = airflow.trigger(DAG, conf(seeded, pick(seeded)), user="alice")
+    airflow.wait_awaiting_input(DAG, run, GATE)
+
+    base = f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances/{GATE}"
+    forged = airflow.request(
+        "alice",
+        "POST",
+        f"{base}/xcomEntries",
+        json={
+            "key": "return_value",
+            "value": {
+                "chosen_options": ["Approve"],
+                "params_input": {},
+                "responded_by_user": {"id": "bob", "name": "bob"},
+                "responded_at": "2026-01-01T00:00:00Z",
+            },
+        },
+    )
+    assert forged.status_code in (200, 201), forged.text
+    marked = airflow.request("alice", "PATCH", base, json={"new_state": "success"})
+    assert marked.status_code == 200, marked.text
+
+    assert airflow.wait_run(DAG, run) == "failed"
+    states = airflow.task_states(DAG, run)
+    assert states[GATE] == ["success"]
+    assert set(states["apply_skip"]) == {"failed"}
+    assert_untouched(seeded, before)
+    [request] = seeded.audit("skip-request")
+    assert request["outcome"] == "not-approved"
