@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYSPARK_VERSION := 4.3.0
 
-.PHONY: install demo test lint bench
+.PHONY: install demo test lint bench up
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -30,6 +30,10 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check core cli spark_apps dags plugins tests benchmarks
 	$(VENV)/bin/mypy core
+
+# Airflow for a person, on 127.0.0.1:28080 (scripts/airflow-up.sh prints the logins).
+up: $(STAMP)
+	bash scripts/airflow-up.sh
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all
