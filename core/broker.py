@@ -322,7 +322,7 @@ class Broker:
         states = {name: cursor.state for name, cursor in cursors.items()}
         return skip.validate(ids, owners, facts, states), cursors
 
-    def apply_skip(self, role: str, plan: SkipPlan) -> skip.SkipOutcome:
+    def apply_skip(self, role: str, plan: SkipPlan, *, via: str = "broker") -> skip.SkipOutcome:
         """Acknowledge exactly the plan's messages, all partitions in one transaction.
 
         The plan may be stale or forged, so it is validated again against the
@@ -331,8 +331,8 @@ class Broker:
         nothing is written. Messages acknowledged since planning are reported as
         ``acknowledged_meanwhile``. The acknowledgements and the audit record
         (stamped with the broker's clock) commit in one metadata-store
-        transaction, or neither does. Idempotent: applying again acknowledges
-        nothing more.
+        transaction, or neither does; ``via`` names the front door in that record
+        (``cli``, ``spark``, ...). Idempotent: applying again acknowledges nothing more.
         """
         info = self.authorized_topic(role, Operation.SKIP, plan.topic)
         if info.name != plan.topic:
@@ -375,9 +375,8 @@ class Broker:
             per_partition=per_partition,
             part_of=plan.part_of,
         )
-        audit = AuditEntry(
-            "skip", info.name, plan.subscription, role, outcome.to_json(), self.clock()
-        )
+        detail = {**outcome.to_json(), "via": via}
+        audit = AuditEntry("skip", info.name, plan.subscription, role, detail, self.clock())
         acknowledge_together(self.metadata, work, audit)
         return outcome
 

@@ -1,257 +1,188 @@
-"""apply_skip_plan on Spark: acknowledge a skip plan's messages, partition by partition.
+"""apply_skip_plan: apply a skip plan through the Broker, in one transaction.
 
-1. On the driver, :meth:`core.broker.Broker.plan_skip` validates every id at
-   once (authorization, subscription type, existence, batch index range,
-   partition routing) with :func:`core.skip.validate`. Any bad id: an error
-   naming it, and nothing is written.
-2. On the executors, one task per topic partition opens that partition's
-   :class:`~core.managed_cursor.ManagedCursor` and acknowledges the targets it
-   does not already hold (:func:`core.skip.group_targets`); each partition's
-   acknowledgement is one durable journal delta.
-3. On the driver, one audit record for the whole plan, as ``Broker.apply_skip``
-   writes it, and the outcome as JSON.
+Spark does the one part that grows with the plan and changes nothing: it reads
+a plan that ``find_messages`` wrote (a Parquet file or Spark's folder of part
+files, possibly millions of rows), checks that every row is an id of this
+topic, and reduces it to its distinct ids (:func:`transform`, a pure
+DataFrame -> DataFrame function). The driver then makes the one write, through
+``core``: :meth:`core.broker.Broker.plan_skip` validates every id against the
+ledgers and the cursor (nothing written on any bad id), and
+:meth:`core.broker.Broker.apply_skip` acknowledges the plan on every partition
+and writes its audit record (stamped by the broker's clock) in ONE
+metadata-store transaction: a killed job leaves all of it or none of it, and
+re-running converges.
 
-Applying a plan twice changes nothing more: the second run reports every
-message as already acknowledged.
+A plan already made by :meth:`~core.broker.Broker.plan_skip` (its JSON, e.g.
+the approved plan of a workflow) is applied as it is with ``--skip-plan``; the
+broker re-validates it first. Ids given with ``--ids`` / ``--ids-file`` need no
+Spark pass.
 
 Run::
 
-    spark-submit spark_apps/apply_skip_plan.py [--home H] [--master M] TOPIC -s SUB \
-        (--plan plan.parquet | --ids L:E[:B] ... | --ids-file ids.txt) [--output outcome.json]
+    spark-submit spark_apps/apply_skip_plan.py [--home H] [--master M] TOPIC -s SUB \\
+        (--plan plan.parquet | --skip-plan plan.json | --ids L:E[:B] ... | --ids-file ids.txt) \\
+        [--output outcome.json]
 
 Under ``spark-submit`` the driver's log shares stdout with the JSON: use ``--output``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from core import skip
-from core.authz import Operation
 from core.config import Config
-from core.cursor import AckTarget
-from core.errors import InvalidArgumentError, InvalidMessageIdError
+from core.errors import InvalidArgumentError, InvalidMessageIdError, InvalidSkipPlanError
 from core.message_id import MessageId
-from core.position import Position
-from spark_apps.common import (
-    base_parser,
-    config_from,
-    emit_json,
-    run_job,
-    spark_errors,
-)
+from core.skip_plan import SkipPlan
+from core.topic_name import TopicName
+from spark_apps.common import base_parser, config_from, emit_json, run_job
 from spark_apps.session import job_logger, session_scope
-from spark_apps.skip_plan import plan_ids, read_plan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-TARGET_SCHEMA = pa.schema(
+ID_SCHEMA = pa.schema(
     [
-        pa.field("topic_partition", pa.string(), nullable=False),
-        pa.field("ledger_id", pa.int64(), nullable=False),
-        pa.field("entry_id", pa.int64(), nullable=False),
-        pa.field("batch_index", pa.int32(), nullable=False),
-        pa.field("batch_size", pa.int32(), nullable=False),
+        pa.field("topic", pa.string()),
+        pa.field("ledger_id", pa.int64()),
+        pa.field("entry_id", pa.int64()),
+        pa.field("batch_index", pa.int32()),
     ]
 )
-"""One acknowledgement to write: a whole entry (batch_index -1) or one batch index."""
+"""The columns of a find_messages plan that say which message it names."""
 
-COUNT_SCHEMA = pa.schema(
+CHECKED_SCHEMA = pa.schema(
     [
-        pa.field("topic_partition", pa.string(), nullable=False),
-        pa.field("requested", pa.int64(), nullable=False),
-        pa.field("acknowledged", pa.int64(), nullable=False),
-        pa.field("already_acknowledged", pa.int64(), nullable=False),
+        pa.field("ledger_id", pa.int64()),
+        pa.field("entry_id", pa.int64()),
+        pa.field("batch_index", pa.int32()),
+        pa.field("problem", pa.string()),
     ]
 )
-"""Per topic partition: targets given, newly acknowledged, found acknowledged at apply time."""
+"""One row per distinct id; ``problem`` is null for a usable row, else why it is not."""
+
+PROBLEMS_SHOWN = 5
 
 
-def acknowledge_partition(targets: pa.Table, metadata_url: str, subscription: str) -> pa.Table:
-    """Acknowledge one topic partition's targets through its ManagedCursor (one delta).
+def transform(plan: DataFrame, *, topic: str) -> DataFrame:
+    """Plan rows (:data:`ID_SCHEMA`) -> distinct ids with a ``problem`` per row (pure).
 
-    Targets the cursor already holds (acknowledged since validation, or by an
-    earlier run) are left out, so re-running is a no-op.
+    A row of another topic, or with a null id column, gets a problem; usable
+    rows are deduplicated. Sorted by id. Nothing is read but ``plan``.
     """
-    from core.ledger_layout import LedgerLayout
-    from core.managed_cursor import ManagedCursor
-    from core.store.metadata import MetadataStore
+    from pyspark.sql import functions as F
 
-    name = targets.column("topic_partition")[0].as_py()
-    wanted = [
-        AckTarget(Position(ledger, entry), index, size)
-        for ledger, entry, index, size in zip(
-            targets.column("ledger_id").to_pylist(),
-            targets.column("entry_id").to_pylist(),
-            targets.column("batch_index").to_pylist(),
-            targets.column("batch_size").to_pylist(),
-            strict=True,
+    null_id = F.col("ledger_id").isNull() | F.col("entry_id").isNull()
+    problem = (
+        F.when(
+            null_id | F.col("batch_index").isNull(),
+            F.lit("holds a null ledger_id, entry_id or batch_index"),
         )
-    ]
-    with MetadataStore(metadata_url) as store:
-        layout = LedgerLayout.of(
-            (ledger.ledger_id, ledger.entries) for ledger in store.ledgers(name)
-        )
-        cursor = ManagedCursor.open(store, name, subscription, layout)
-        fresh = [t for t in wanted if not cursor.state.is_acked(t.position, t.batch_index)]
-        if fresh:
-            cursor.acknowledge(fresh)
-    print(
-        f"cursorops apply-skip-plan: {name}: {len(fresh)} acknowledged, "
-        f"{len(wanted) - len(fresh)} already acknowledged",
-        file=sys.stderr,
-        flush=True,
+        .when(F.col("topic").isNull(), F.lit("holds a row without a topic"))
+        .when(F.col("topic") != F.lit(topic), F.concat(F.lit("holds ids of "), F.col("topic")))
     )
-    return pa.table(
-        {
-            "topic_partition": [name],
-            "requested": [len(wanted)],
-            "acknowledged": [len(fresh)],
-            "already_acknowledged": [len(wanted) - len(fresh)],
-        },
-        schema=COUNT_SCHEMA,
+    return (
+        plan.select(*ID_SCHEMA.names)
+        .withColumn("problem", problem)
+        .select("ledger_id", "entry_id", "batch_index", "problem")
+        .distinct()
+        .orderBy("ledger_id", "entry_id", "batch_index", "problem")
     )
 
 
-def transform(targets: DataFrame, *, metadata_url: str, subscription: str) -> DataFrame:
-    """Target rows (:data:`TARGET_SCHEMA`) -> one :data:`COUNT_SCHEMA` row per topic partition.
-
-    Writes to the cursors: each group acknowledges its partition's targets.
-    """
+def plan_file_ids(spark: SparkSession, path: str, topic: str) -> list[MessageId]:
+    """The distinct ids of a find_messages plan of ``topic``, read and checked on Spark."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    def apply_group(table):  # type: ignore[no-untyped-def]
-        return acknowledge_partition(table, metadata_url, subscription)
-
-    return targets.groupBy("topic_partition").applyInArrow(
-        apply_group, from_arrow_schema(COUNT_SCHEMA)
-    )
-
-
-def targets_table(items: Sequence[skip.SkipItem]) -> pa.Table:
-    """The acknowledgements to write, per :func:`core.skip.group_targets`."""
-    rows = [
-        {
-            "topic_partition": name,
-            "ledger_id": target.position.ledger_id,
-            "entry_id": target.position.entry_id,
-            "batch_index": target.batch_index,
-            "batch_size": target.batch_size,
-        }
-        for name, group in skip.group_targets(items).items()
-        for target in group
-    ]
-    return pa.Table.from_pylist(rows, schema=TARGET_SCHEMA)
+    if not os.path.exists(path):
+        raise InvalidArgumentError(f"Invalid plan {path}: no such file or folder")
+    try:
+        frame = spark.read.parquet(path)
+        missing = [name for name in ID_SCHEMA.names if name not in frame.columns]
+        if missing:
+            raise InvalidArgumentError(
+                f"Invalid plan {path}: missing column(s) {', '.join(missing)}"
+            )
+        rows = transform(
+            spark.read.schema(from_arrow_schema(ID_SCHEMA)).parquet(path), topic=topic
+        ).collect()
+    except (PySparkException, Py4JError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InvalidArgumentError(
+            f"Invalid plan {path}: not a readable Parquet plan: {reason}"
+        ) from exc
+    bad = [row for row in rows if row["problem"] is not None]
+    if bad:
+        shown = sorted({row["problem"] for row in bad})[:PROBLEMS_SHOWN]
+        raise InvalidArgumentError(
+            f"Invalid plan {path}: it {' and '.join(shown)}; {len(bad)} unusable row(s) for "
+            f"{topic}, nothing skipped"
+        )
+    return [MessageId(row["ledger_id"], row["entry_id"], -1, row["batch_index"]) for row in rows]
 
 
 def run(
     config: Config,
     topic: str,
     subscription: str,
-    ids: Sequence[MessageId],
+    ids: Sequence[MessageId] | None = None,
     master: str | None = None,
     *,
     role: str = "admin",
     spark: SparkSession | None = None,
+    plan_path: str | None = None,
+    plan: SkipPlan | None = None,
 ) -> dict[str, Any]:
-    """Validate ``ids`` (nothing written on any error), apply per partition, audit once.
+    """Apply ``plan``, or the plan of ``ids`` / of the Parquet plan at ``plan_path``.
 
-    Returns the outcome document: skipped and already acknowledged ids, and
-    per-partition counts of newly acknowledged messages.
+    Exactly one of the three. Returns :meth:`core.skip.SkipOutcome.to_json`.
+    An empty id list (a find_messages plan that matched nothing) applies as a
+    no-op, still audited.
     """
     from core.broker import Broker
 
     log = job_logger("cursorops.apply_skip_plan")
+    if sum(x is not None for x in (ids, plan_path, plan)) != 1:
+        raise InvalidArgumentError("Give exactly one of ids, a plan file or a skip plan")
+    name = str(TopicName.parse(topic))
+    if plan_path is not None:
+        with session_scope(master, "cursorops-apply-skip-plan", spark) as session:
+            ids = plan_file_ids(session, plan_path, name)
+        log.info("plan %s: %d distinct id(s)", plan_path, len(ids))
     with Broker(config) as broker:
-        info = broker.authorized_topic(role, Operation.SKIP, topic)
-        if not ids:
-            # An empty plan (find_messages matched nothing) is applied as a no-op.
-            broker.metadata.get_subscription(info.name, subscription)
-            return outcome_document(info.name, subscription, [], {})
-        items = broker.plan_skip(role, topic, subscription, ids)
-        targets = targets_table(items)
-        log.info(
-            "plan for %s / %s validated: %d message(s), %d to acknowledge on %d partition(s)",
-            info.name,
-            subscription,
-            len(items),
-            targets.num_rows,
-            len(set(targets.column("topic_partition").to_pylist())),
-        )
-        counts: dict[str, Mapping[str, Any]] = {}
-        if targets.num_rows:
-            with (
-                session_scope(master, "cursorops-apply-skip-plan", spark) as session,
-                spark_errors(),
-            ):
-                result = transform(
-                    session.createDataFrame(targets),
-                    metadata_url=config.metadata_url,
-                    subscription=subscription,
-                )
-                counts = {row["topic_partition"]: row.asDict() for row in result.collect()}
-        document = outcome_document(info.name, subscription, items, counts)
-        broker.metadata.record_audit(
-            "skip",
-            info.name,
-            subscription,
-            role,
-            {
-                "skipped": document["skipped"],
-                "alreadyAcknowledged": document["alreadyAcknowledged"],
-                "perPartition": document["perPartition"],
-                "engine": "spark",
-            },
-            time.time_ns() // 1_000_000,
-        )
-    return document
-
-
-def outcome_document(
-    topic: str,
-    subscription: str,
-    items: Sequence[skip.SkipItem],
-    counts: Mapping[str, Mapping[str, Any]],
-) -> dict[str, Any]:
-    """Like ``SkipOutcome.to_json``: per-partition counts are the newly acknowledged ids."""
-    fresh = [item for item in items if not item.already_acknowledged]
-    late = {name: int(row["already_acknowledged"]) for name, row in counts.items()}
-    per_partition = {name: int(row["acknowledged"]) for name, row in counts.items()}
-    for item in items:
-        per_partition.setdefault(item.topic_partition, 0)
-    return {
-        "topic": topic,
-        "subscription": subscription,
-        "skipped": [item.message_id.triplet() for item in fresh],
-        "alreadyAcknowledged": [
-            item.message_id.triplet() for item in items if item.already_acknowledged
-        ],
-        "perPartition": dict(sorted(per_partition.items())),
-        "acknowledgedMeanwhile": {name: n for name, n in sorted(late.items()) if n},
-    }
-
-
-def ids_from_arguments(args: Any, topic: str) -> list[MessageId]:
-    """Ids from ``--plan`` (checked to be a plan of ``topic``), ``--ids`` or ``--ids-file``."""
-    from core.topic_name import TopicName
-
-    if args.plan is not None:
-        plan = read_plan(args.plan)
-        wanted = str(TopicName.parse(topic))
-        topics = set(plan.column("topic").to_pylist())
-        if topics - {wanted}:
-            others = ", ".join(sorted(str(t) for t in topics - {wanted}))
-            raise InvalidArgumentError(
-                f"Invalid plan {args.plan}: it holds ids of {others}, not of {wanted}; "
-                "nothing skipped"
+        if plan is None:
+            plan = (
+                broker.plan_skip(role, topic, subscription, ids)
+                if ids
+                else SkipPlan(name, subscription, (), broker.clock())
             )
-        return plan_ids(plan)
+        elif (plan.topic, plan.subscription) != (name, subscription):
+            raise InvalidSkipPlanError(
+                f"Invalid skip plan {plan.plan_id}: it is a plan of {plan.topic} / "
+                f"{plan.subscription}, not of {name} / {subscription}; nothing skipped"
+            )
+        log.info(
+            "applying plan %s to %s / %s: %d message(s) on %d partition(s)",
+            plan.plan_id,
+            name,
+            subscription,
+            len(plan.items),
+            len(plan.partitions()),
+        )
+        outcome = broker.apply_skip(role, plan, via="spark")
+    return outcome.to_json()
+
+
+def ids_from_arguments(args: Any) -> list[MessageId]:
+    """Ids from ``--ids`` and ``--ids-file``."""
     texts: list[str] = []
     if args.ids_file is not None:
         try:
@@ -268,14 +199,23 @@ def ids_from_arguments(args: Any, topic: str) -> list[MessageId]:
     return skip.parse_triplets([text.strip() for text in texts])
 
 
+def skip_plan_from_file(path: str) -> SkipPlan:
+    try:
+        with open(path, encoding="utf-8") as source:
+            return SkipPlan.from_json(source.read())
+    except OSError as exc:
+        raise InvalidArgumentError(f"Invalid --skip-plan {path}: {exc}") from exc
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(
         "apply_skip_plan",
-        "Acknowledge a skip plan's messages for a subscription, per partition on Spark",
+        "Apply a skip plan to a subscription: every partition in one transaction, audited",
     )
     parser.add_argument("-s", "--subscription", required=True)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--plan", help="a plan written by find_messages (Parquet)")
+    source.add_argument("--skip-plan", help="a plan made by Broker.plan_skip (JSON)")
     source.add_argument(
         "--ids", nargs="+", action="extend", metavar="L:E[:B]", help="message id triplets"
     )
@@ -284,10 +224,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def job() -> int:
-        ids = ids_from_arguments(args, args.topic)
-        document = run(
-            config_from(args), args.topic, args.subscription, ids, args.master, role=args.role
-        )
+        config = config_from(args)
+        common = {"master": args.master, "role": args.role}
+        if args.plan is not None:
+            document = run(config, args.topic, args.subscription, plan_path=args.plan, **common)
+        elif args.skip_plan is not None:
+            plan = skip_plan_from_file(args.skip_plan)
+            document = run(config, args.topic, args.subscription, plan=plan, **common)
+        else:
+            ids = ids_from_arguments(args)
+            document = run(config, args.topic, args.subscription, ids, **common)
         emit_json(document, args.output, sys.stdout)
         return 0
 

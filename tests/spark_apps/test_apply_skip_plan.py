@@ -1,23 +1,27 @@
-"""apply_skip_plan: per-partition acknowledgement, equal to the broker's skip, idempotent."""
+"""apply_skip_plan: a pure Spark check of the plan, then one Broker.apply_skip; equal to the
+broker's skip, idempotent."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from core.broker import Broker
+from core.config import Config
 from core.filters import parse_predicate
 from core.message_id import MessageId
 from core.position import Position
 from spark_apps import analyze_backlog, apply_skip_plan, find_messages
-from spark_apps.apply_skip_plan import COUNT_SCHEMA, TARGET_SCHEMA, transform
+from spark_apps.apply_skip_plan import CHECKED_SCHEMA, ID_SCHEMA, transform
 from spark_apps.skip_plan import plan_ids, read_plan
 from tests.spark_apps.frames import assert_frames_equal
 from tests.spark_apps.topics import (
     TOPIC,
+    Installation,
     core_analyses,
     cursor_records,
     cursor_states,
@@ -29,40 +33,37 @@ if TYPE_CHECKING:
 
 
 @pytest.mark.spark
-def test_transform_acknowledges_per_partition_and_is_idempotent(
+def test_transform_checks_and_dedupes_plan_rows_and_writes_nothing(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     topic = make_topic(tmp_path / "home", 51, partitions=2, messages=40)
-    with Broker(topic.config) as broker:
-        info = broker.metadata.get_topic(TOPIC)
-        p0, p1 = info.partition_names()
-        first = {p: broker.metadata.ledgers(p)[0].ledger_id for p in (p0, p1)}
-    before = cursor_states(topic.config, TOPIC, "exclusive")
-    targets = spark.createDataFrame(
-        [(p0, first[p0], 0, -1, 0), (p0, first[p0], 1, -1, 0), (p1, first[p1], 0, -1, 0)],
-        from_arrow_schema(TARGET_SCHEMA),
+    records = cursor_records(topic.config, TOPIC)
+    other = "persistent://acme/ops/invoices"
+    rows = spark.createDataFrame(
+        [
+            (TOPIC, 7, 1, -1),
+            (TOPIC, 3, 0, 2),
+            (TOPIC, 7, 1, -1),
+            (other, 3, 0, 2),
+            (TOPIC, None, 4, -1),
+            (None, 9, 9, -1),
+        ],
+        from_arrow_schema(ID_SCHEMA),
     )
-    already = {
-        p: sum(
-            before[p].is_entry_acked(Position(first[p], e)) for e in ((0, 1) if p == p0 else (0,))
-        )
-        for p in (p0, p1)
-    }
-    counts = from_arrow_schema(COUNT_SCHEMA)
-    result = transform(targets, metadata_url=topic.config.metadata_url, subscription="exclusive")
-    assert_frames_equal(
-        result,
-        spark.createDataFrame(
-            [(p0, 2, 2 - already[p0], already[p0]), (p1, 1, 1 - already[p1], already[p1])],
-            counts,
-        ),
+    expected = spark.createDataFrame(
+        [
+            (None, 4, -1, "holds a null ledger_id, entry_id or batch_index"),
+            (3, 0, 2, None),
+            (3, 0, 2, f"holds ids of {other}"),
+            (7, 1, -1, None),
+            (9, 9, -1, "holds a row without a topic"),
+        ],
+        from_arrow_schema(CHECKED_SCHEMA),
     )
-    again = transform(targets, metadata_url=topic.config.metadata_url, subscription="exclusive")
-    assert_frames_equal(again, spark.createDataFrame([(p0, 2, 0, 2), (p1, 1, 0, 1)], counts))
-    after = cursor_states(topic.config, TOPIC, "exclusive")
-    assert all(after[p].is_entry_acked(Position(first[p], 0)) for p in (p0, p1))
+    assert_frames_equal(transform(rows, topic=TOPIC), expected)
+    assert cursor_records(topic.config, TOPIC) == records
 
 
 @pytest.mark.spark
@@ -71,14 +72,16 @@ def test_find_then_apply_equals_the_broker_skip_and_is_idempotent(
     spark: SparkSession, tmp_path: Path, seed: int, partitions: int
 ) -> None:
     spark_side = make_topic(tmp_path / "spark", seed, partitions=partitions, messages=220)
-    broker_side = make_topic(tmp_path / "broker", seed, partitions=partitions, messages=220)
+    # The same installation, copied: the broker's own skip there is the reference.
+    shutil.copytree(spark_side.config.home, tmp_path / "broker")
+    broker_side = Installation(Config.from_home(tmp_path / "broker"), TOPIC, partitions)
     predicate = parse_predicate({"properties": {"color": "blue"}})
     output = str(tmp_path / "plan")
     found = find_messages.run(spark_side.config, TOPIC, "plain", predicate, output, spark=spark)
     ids = plan_ids(read_plan(output))
     assert found["matches"] == len(ids) > 0
 
-    outcome = apply_skip_plan.run(spark_side.config, TOPIC, "plain", ids, spark=spark)
+    outcome = apply_skip_plan.run(spark_side.config, TOPIC, "plain", plan_path=output, spark=spark)
     with Broker(broker_side.config) as broker:
         reference: dict[str, Any] = broker.skip_messages("admin", TOPIC, "plain", ids).to_json()
     assert sorted(outcome["skipped"]) == sorted(reference["skipped"])
@@ -106,7 +109,7 @@ def test_find_then_apply_equals_the_broker_skip_and_is_idempotent(
     ]
     with Broker(spark_side.config) as broker:
         audit = [r for r in broker.metadata.audit_log(TOPIC) if r.kind == "skip"]
-    assert len(audit) == 2 and audit[-1].detail["engine"] == "spark"
+    assert len(audit) == 2 and all(record.detail["via"] == "spark" for record in audit)
 
 
 @pytest.mark.spark
@@ -146,3 +149,35 @@ def test_plan_ids_keep_batch_indexes() -> None:
     plan = plan_from_ids(TOPIC, "s", ids)
     assert plan.column("message_id").to_pylist() == ["3:4:2", "3:5"]
     assert plan_ids(plan) == ids
+
+
+@pytest.mark.spark
+def test_main_applies_a_broker_plan_once_and_refuses_a_plan_of_another_subscription(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic = make_topic(tmp_path / "home", 72, partitions=3, messages=60)
+    with Broker(topic.config) as broker:
+        names = broker.metadata.get_topic(TOPIC).partition_names()
+        ids = [MessageId(broker.metadata.ledgers(name)[-1].ledger_id, 0) for name in names]
+        plan = broker.plan_skip("admin", TOPIC, "plain", ids)
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(plan.dumps())
+    common = ["--home", str(topic.config.home), TOPIC]
+    records = cursor_records(topic.config, TOPIC)
+    assert apply_skip_plan.main([*common, "-s", "keyed", "--skip-plan", str(plan_file)]) == 2
+    assert "not of persistent://acme/ops/orders / keyed" in capsys.readouterr().err
+    assert cursor_records(topic.config, TOPIC) == records
+
+    assert apply_skip_plan.main([*common, "-s", "plain", "--skip-plan", str(plan_file)]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["planId"] == plan.plan_id
+    assert sorted(document["skipped"] + document["alreadyAcknowledged"]) == sorted(
+        m.triplet() for m in ids
+    )
+    states = cursor_states(topic.config, TOPIC, "plain")
+    assert all(
+        states[n].is_entry_acked(Position(m.ledger_id, 0)) for n, m in zip(names, ids, strict=True)
+    )
+    with Broker(topic.config) as broker:
+        audit = [r for r in broker.metadata.audit_log(TOPIC) if r.kind == "skip"]
+    assert [r.detail["planId"] for r in audit] == [plan.plan_id]
