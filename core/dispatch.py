@@ -202,6 +202,7 @@ class Consumer:
     def receive_many(self, max_messages: int) -> list[Message]:
         """Up to ``max_messages`` messages available now (never waits)."""
         received: list[Message] = []
+        dry = False
         while len(received) < max_messages:
             if not self._incoming:
                 self._take_from_wire()
@@ -211,9 +212,12 @@ class Consumer:
             if not self._incoming:
                 break
             received.append(self._incoming.popleft())
-            if len(self._incoming) + len(self.wire) <= self.receiver_queue_size // 2:
-                # Like the client's flow permits: ask for more before running dry.
+            buffered = len(self._incoming) + len(self.wire)
+            if not dry and buffered <= self.receiver_queue_size // 2:
+                # Like the client's flow permits: ask for more before running dry; once
+                # the dispatcher had nothing more, drain the buffer before asking again.
                 self.dispatcher.flow(self, self.receiver_queue_size // 2)
+                dry = len(self._incoming) + len(self.wire) == buffered
         return received
 
     def receive(self) -> Message | None:
