@@ -71,7 +71,7 @@ class Airflow:
         return self._tokens[user]
 
     def request(self, user: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {self.token(user)}"}
+        headers = {"Authorization": f"Bearer {self.token(user)}", **kwargs.pop("headers", {})}
         return httpx.request(
             method, f"{self.base_url}{path}", headers=headers, timeout=60, **kwargs
         )
@@ -108,6 +108,18 @@ class Airflow:
         return dict(
             self.get("admin", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
         )
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+        """The text of the task's first try's log."""
+        response = self.request(
+            "admin",
+            "GET",
+            f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/1",
+            params={"map_index": map_index},
+            headers={"Accept": "application/json"},
+        )
+        response.raise_for_status()
+        return response.text
 
     def wait_run(self, dag_id: str, run_id: str, timeout: float = 300) -> str:
         deadline = time.monotonic() + timeout
