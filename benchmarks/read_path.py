@@ -120,6 +120,8 @@ class Topic:
                 delivered += len(chunk)
                 if acknowledge:
                     consumer.acknowledge(chunk)
+        # Leave the subscription: what the consumer holds goes back to the next pass.
+        consumer.close()
         return Pass(build.seconds, deliver.seconds, delivered)
 
     def check_unacked_delivered(self, subscription: str) -> None:
@@ -132,6 +134,7 @@ class Topic:
                 (m.message_id.ledger_id, m.message_id.entry_id, m.message_id.batch_index)
                 for m in chunk
             )
+        consumer.close()
         acked = {(m.ledger_id, m.entry_id, m.batch_index) for m in self.acked}
         expected = [
             (m.ledger_id, m.entry_id, m.batch_index)

@@ -44,6 +44,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -116,29 +117,55 @@ class _Candidate:
     def pending_key(self) -> PendingKey:
         return (self.source.topic, self.ledger_id, self.entry_id, self.batch_index)
 
-    def message(self, redelivery_count: int = 0, epoch: int = -1) -> Message:
-        column = self.batch.column
-        row = self.row
-        properties = column("properties")[row].as_py()
-        return Message(
-            message_id=MessageId.of_store(
-                self.ledger_id,
-                self.entry_id,
-                self.source.partition,
-                self.batch_index,
-                column("batch_size")[row].as_py(),
-            ),
-            topic=self.source.topic,
-            payload=column("payload")[row].as_py(),
-            key=self.key,
-            properties=dict(properties) if properties else {},
-            publish_time=column("publish_time")[row].as_py(),
-            deliver_at=self.deliver_at,
-            producer_name=column("producer_name")[row].as_py(),
-            sequence_id=column("sequence_id")[row].as_py(),
-            redelivery_count=redelivery_count,
-            consumer_epoch=epoch,
+
+_PAYLOAD_COLUMNS = (
+    "batch_size",
+    "payload",
+    "properties",
+    "publish_time",
+    "producer_name",
+    "sequence_id",
+)
+
+
+def _messages(picked: Sequence[tuple[_Candidate, int, int]]) -> list[Message]:
+    """Messages of (candidate, redelivery count, epoch), converting each record batch once."""
+    rows: dict[int, list[int]] = {}
+    batches: dict[int, pa.RecordBatch] = {}
+    for candidate, _, _ in picked:
+        rows.setdefault(id(candidate.batch), []).append(candidate.row)
+        batches[id(candidate.batch)] = candidate.batch
+    values: dict[tuple[int, int], dict[str, Any]] = {}
+    for key, wanted in rows.items():
+        taken = batches[key].select(list(_PAYLOAD_COLUMNS)).take(pa.array(wanted, pa.int64()))
+        for row, value in zip(wanted, taken.to_pylist(), strict=True):
+            values[(key, row)] = value
+    out = []
+    for candidate, redelivery_count, epoch in picked:
+        value = values[(id(candidate.batch), candidate.row)]
+        properties = value["properties"]
+        out.append(
+            Message(
+                message_id=MessageId.of_store(
+                    candidate.ledger_id,
+                    candidate.entry_id,
+                    candidate.source.partition,
+                    candidate.batch_index,
+                    value["batch_size"],
+                ),
+                topic=candidate.source.topic,
+                payload=value["payload"],
+                key=candidate.key,
+                properties=dict(properties) if properties else {},
+                publish_time=value["publish_time"],
+                deliver_at=candidate.deliver_at,
+                producer_name=value["producer_name"],
+                sequence_id=value["sequence_id"],
+                redelivery_count=redelivery_count,
+                consumer_epoch=epoch,
+            )
         )
+    return out
 
 
 def _unacked(source: PartitionSource, state: CursorState) -> Iterator[_Candidate]:
@@ -173,12 +200,12 @@ def peek(
 ) -> list[Message]:
     """The next ``count`` unacknowledged messages, delayed and pending ones included."""
     streams = [_unacked(s, state) for s, state in zip(sources, states, strict=True)]
-    out: list[Message] = []
+    picked: list[tuple[_Candidate, int, int]] = []
     for candidate in _round_robin(streams):
-        out.append(candidate.message())
-        if len(out) >= count:
+        picked.append((candidate, 0, -1))
+        if len(picked) >= count:
             break
-    return out
+    return _messages(picked)
 
 
 class Consumer:
@@ -341,7 +368,7 @@ class Dispatcher:
                 [p for p, redelivery, _ in chosen if not redelivery],
                 [p for p, redelivery, _ in chosen if redelivery],
             )
-            messages = [message for _, _, message in chosen]
+            messages = _messages([picked for _, _, picked in chosen])
         for topic, state, version in compact:
             self.store.compact_cursor(topic, self.subscription, cursor_codec.encode(state), version)
         consumer.wire.extend(messages)
@@ -381,7 +408,7 @@ class Dispatcher:
         states: Sequence[CursorState],
         pending: dict[PendingKey, PendingInfo],
         permits: int,
-    ) -> list[tuple[NewPending, bool, Message]]:
+    ) -> list[tuple[NewPending, bool, tuple[_Candidate, int, int]]]:
         """The next messages for ``consumer``: (pending row, is it a redelivery, message)."""
         me = consumer.consumer_id
         now = self.clock()
@@ -394,7 +421,7 @@ class Dispatcher:
             for info in pending.values()
             if info.consumer_id not in (None, me) and info.key_hash is not None
         }
-        chosen: list[tuple[NewPending, bool, Message]] = []
+        chosen: list[tuple[NewPending, bool, tuple[_Candidate, int, int]]] = []
         streams = [_unacked(s, state) for s, state in zip(served, states, strict=True)]
         for candidate in _round_robin(streams):
             key = candidate.pending_key
@@ -410,7 +437,7 @@ class Dispatcher:
                     continue
             count = held.redelivery_count if held is not None else 0
             pending_row = NewPending(key, me, count, key_hash)
-            chosen.append((pending_row, held is not None, candidate.message(count, consumer.epoch)))
+            chosen.append((pending_row, held is not None, (candidate, count, consumer.epoch)))
             if len(chosen) >= permits:
                 break
         return chosen
