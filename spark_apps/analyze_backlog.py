@@ -6,21 +6,22 @@ entry (the first message of each, which is what the entry filters look at),
 groups the rows by topic partition, and each group calls
 :func:`core.backlog.analyze` per subscription, with the verdicts of
 :meth:`core.filters.EntryFilters.verdicts` of the subscription's filters. So
-the answer is core's, message for message: for a subscription without entry
-filters it equals :meth:`core.broker.Broker.analyze_backlog`'s field for field
-(that path does not run entry filters; its entry and message counts still agree).
+the answer is core's, message for message, and equals
+:meth:`core.broker.Broker.analyze_backlog`'s field for field.
 
-No cap by default. ``--max-entries`` caps the backlog entries examined per
-partition and subscription and ``--time-limit`` stops scanning once the time is
-up; either sets ``aborted`` and ``resumeAfter``, the position to give back as
-``--start-after`` to continue.
+No cap by default. ``--max-entries`` makes the answer a page of at most that
+many backlog entries per subscription over the whole topic, partitions in
+order, and ``--time-limit`` ends a page once the time is up; a page that stops
+early sets ``aborted`` and ``resumeAfter``, a :class:`ResumeToken`
+(``"P:L:E"``) to give back as ``--start-after``. Pages never overlap and sum
+to the unpaged answer exactly.
 
 ``markerMessages`` is always 0: the ledger store holds no marker messages.
 
 Run::
 
     spark-submit spark_apps/analyze_backlog.py [--home H] [--master M] TOPIC [-s SUB]
-        [--max-entries N] [--time-limit 2m] [--start-after L:E ...] [--output result.json]
+        [--max-entries N] [--time-limit 2m] [--start-after P:L:E] [--output result.json]
 
 The job logs a line per step and per partition on stderr, and executors print
 one line per partition they analyse. Under ``spark-submit`` PySpark's runner
@@ -34,7 +35,7 @@ import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -59,7 +60,6 @@ from spark_apps.common import (
     base_parser,
     config_from,
     emit_json,
-    parse_position,
     read_messages,
     run_job,
     scan_topic,
@@ -96,11 +96,137 @@ class ScanLimits:
     """Optional limits, per topic partition and subscription."""
 
     max_entries: int | None = None
-    """Backlog entries examined at most; None = no cap."""
+    """Backlog entries examined at most in each partition; None = no cap."""
     deadline_ms: int | None = None
     """Epoch ms after which no further chunk is scanned; None = no time limit."""
     start_after: Mapping[str, Position] = field(default_factory=dict)
-    """Topic partition -> the position to resume after (an earlier ``resume_after``)."""
+    """Topic partition -> the position to resume after."""
+    budgets: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    """``(topic partition, subscription)`` -> backlog entries examined at most there;
+    overrides ``max_entries`` (a page's share of its cap, see :func:`page_budgets`)."""
+
+
+@dataclass(frozen=True)
+class ResumeToken:
+    """Where a page stopped: ``"P:L:E"``.
+
+    Partitions before ordinal ``P`` (the partition index; 0 for a
+    non-partitioned topic) are finished; partition ``P`` resumes after position
+    ``L:E`` (``-1:-1``: from its start); later partitions are not started.
+    """
+
+    partition: int
+    position: Position
+
+    def __str__(self) -> str:
+        return f"{self.partition}:{self.position}"
+
+
+_TOKEN = re.compile(r"([0-9]{1,10}):(-1:-1|[0-9]{1,19}:[0-9]{1,19})")
+_LEGACY_TOKEN = re.compile(r"([0-9]{1,19}):([0-9]{1,19})")
+_INT64_MAX = (1 << 63) - 1
+
+
+def parse_resume_token(text: str, scan: TopicScan, ledger_owner: Mapping[int, str]) -> ResumeToken:
+    """``P:L:E`` (a page's ``resumeAfter``), or a bare ``L:E``, routed to its ledger's partition.
+
+    The ledger must belong to the partition named: a token is never moved
+    onto another partition.
+    """
+    names = [source.name for source in scan.partitions]
+    where = f"Invalid --start-after '{text}'"
+    match = _TOKEN.fullmatch(text.strip())
+    legacy = None if match else _LEGACY_TOKEN.fullmatch(text.strip())
+    if match is None and legacy is None:
+        raise InvalidArgumentError(
+            f"{where}: expected partition:ledgerId:entryId, a page's resumeAfter"
+        )
+    if match is not None:
+        ledger, entry = map(int, match.group(2).split(":"))
+        ordinal = int(match.group(1))
+        if ordinal >= len(names):
+            raise InvalidArgumentError(
+                f"{where}: {scan.topic.name} has no partition {ordinal} "
+                f"({len(names)} partition(s), numbered from 0)"
+            )
+    else:
+        assert legacy is not None
+        ledger, entry = int(legacy.group(1)), int(legacy.group(2))
+        owner = ledger_owner.get(ledger)
+        ordinal = names.index(owner) if owner in names else -1
+    position = Position(ledger, entry)
+    if position != EARLIEST:
+        if max(ledger, entry) > _INT64_MAX or ledger_owner.get(ledger) not in names:
+            raise InvalidArgumentError(
+                f"{where}: ledger {ledger} is not a ledger of {scan.topic.name}"
+            )
+        if ledger_owner[ledger] != names[ordinal]:
+            raise InvalidArgumentError(
+                f"{where}: ledger {ledger} belongs to {ledger_owner[ledger]}, not to partition "
+                f"{ordinal}"
+            )
+    return ResumeToken(ordinal, position)
+
+
+def page_budgets(
+    partitions: Sequence[str],
+    subscriptions: Sequence[str],
+    backlog_entries: Mapping[tuple[str, str], int],
+    max_entries: int,
+    first: int,
+) -> dict[tuple[str, str], int]:
+    """Each partition's share of a page of ``max_entries`` backlog entries, per subscription.
+
+    Partitions are taken in order from ordinal ``first`` (earlier ones get 0:
+    earlier pages finished them), each as far as the page's remaining budget
+    goes. ``backlog_entries`` are the entries each would examine uncapped.
+    """
+    budgets = {}
+    for subscription in subscriptions:
+        remaining = max_entries
+        for ordinal, name in enumerate(partitions):
+            take = (
+                0
+                if ordinal < first
+                else min(backlog_entries.get((name, subscription), 0), remaining)
+            )
+            budgets[(name, subscription)] = take
+            remaining -= take
+    return budgets
+
+
+def paginate(
+    partitions: Sequence[str], analyses: Sequence[PartitionAnalysis], first: int
+) -> list[PartitionAnalysis]:
+    """One page from per-partition results: every partition in order, cut at the first abort.
+
+    Partitions before ordinal ``first`` count nothing (earlier pages did);
+    the first aborted partition keeps what it counted and gets the page's
+    :class:`ResumeToken` as ``resume_after``; every later partition counts
+    nothing and is ``aborted`` (not reached: a time limit may have let it
+    run, but the next page scans it, so this page must not count it).
+    """
+    ordinal_of = {name: ordinal for ordinal, name in enumerate(partitions)}
+    stopped: set[str] = set()
+    out = []
+    for one in sorted(analyses, key=lambda a: ordinal_of[a.topic_partition]):
+        ordinal = ordinal_of[one.topic_partition]
+        result = one.result
+        if ordinal < first:
+            result = BacklogAnalysis()
+        elif one.subscription in stopped:
+            result = BacklogAnalysis(aborted=True)
+        elif result.aborted:
+            stopped.add(one.subscription)
+            after = (
+                Position(*map(int, result.resume_after.split(":")))
+                if result.resume_after
+                else EARLIEST
+            )
+            result = replace(result, resume_after=str(ResumeToken(ordinal, after)))
+        out.append(PartitionAnalysis(one.topic_partition, one.subscription, result))
+    order = {(a.topic_partition, a.subscription): i for i, a in enumerate(analyses)}
+    return sorted(out, key=lambda a: order[(a.topic_partition, a.subscription)])
 
 
 def analyze_entries(
@@ -207,7 +333,7 @@ def analyze_partition(
             batch_sizes,
             verdicts,
             start_after=limits.start_after.get(name),
-            max_entries=limits.max_entries,
+            max_entries=limits.budgets.get((name, subscription), limits.max_entries),
             deadline_ms=limits.deadline_ms,
         )
         rows.append(_row(name, subscription, result))
@@ -260,6 +386,70 @@ def transform(
     return first.groupBy("partition").applyInArrow(analyze_group, from_arrow_schema(RESULT_SCHEMA))
 
 
+COUNT_SCHEMA = pa.schema(
+    [
+        pa.field("topic_partition", pa.string(), nullable=False),
+        pa.field("subscription", pa.string(), nullable=False),
+        pa.field("entries", pa.int64(), nullable=False),
+    ]
+)
+"""Backlog entries after the start position, per topic partition and subscription."""
+
+
+def count_partition(
+    entries: pa.Table,
+    names: Mapping[int, str],
+    subscriptions: Sequence[str],
+    states: Mapping[tuple[str, str], bytes],
+    start_after: Mapping[str, Position],
+) -> pa.Table:
+    """Every subscription's backlog entries in one topic partition (the body of a Spark group)."""
+    entries = entries.sort_by([("ledger_id", "ascending"), ("entry_id", "ascending")])
+    name = names[entries.column("partition")[0].as_py()]
+    ledger_ids = entries.column("ledger_id").to_numpy()
+    entry_ids = entries.column("entry_id").to_numpy()
+    batch_sizes = entries.column("batch_size").to_numpy()
+    rows = []
+    for subscription in subscriptions:
+        state, _ = cursor_codec.decode(states[(name, subscription)])
+        result = backlog.analyze(
+            state, ledger_ids, entry_ids, batch_sizes, start_after=start_after.get(name)
+        )
+        rows.append(
+            {"topic_partition": name, "subscription": subscription, "entries": result.entries}
+        )
+    return pa.Table.from_pylist(rows, schema=COUNT_SCHEMA)
+
+
+def count_transform(
+    entries: DataFrame,
+    *,
+    names: Mapping[int, str],
+    subscriptions: Sequence[str],
+    states: Mapping[tuple[str, str], bytes],
+    start_after: Mapping[str, Position] | None = None,
+) -> DataFrame:
+    """Message rows -> one :data:`COUNT_SCHEMA` row per topic partition and subscription.
+
+    What a page needs before it analyses: how far each partition's backlog
+    goes, so the page's cap can be shared out in partition order. Partitions
+    without entries yield no row.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    shared = entries.sparkSession.sparkContext.broadcast(dict(states))
+    names = dict(names)
+    subs = list(subscriptions)
+    starts = dict(start_after or {})
+
+    def count_group(table):  # type: ignore[no-untyped-def]
+        return count_partition(table, names, subs, shared.value, starts)
+
+    first = entries.where(F.col("batch_index") <= 0)
+    return first.groupBy("partition").applyInArrow(count_group, from_arrow_schema(COUNT_SCHEMA))
+
+
 def collect_analyses(scan: TopicScan, rows: Sequence[Mapping[str, Any]]) -> list[PartitionAnalysis]:
     """Spark's rows as the broker's list: partitions in order, subscriptions in order, zeros
     for a partition without entries."""
@@ -277,27 +467,6 @@ def collect_analyses(scan: TopicScan, rows: Sequence[Mapping[str, Any]]) -> list
                     setattr(result, name, row[name])
             out.append(PartitionAnalysis(source.name, sub.name, result))
     return out
-
-
-def route_start_positions(
-    scan: TopicScan, positions: Sequence[Position], ledger_owner: Mapping[int, str]
-) -> dict[str, Position]:
-    """Each resume position to its topic partition (ledger ids are unique across the store)."""
-    names = {source.name for source in scan.partitions}
-    routed: dict[str, Position] = {}
-    for position in positions:
-        owner = ledger_owner.get(position.ledger_id)
-        if owner not in names:
-            raise InvalidArgumentError(
-                f"Invalid --start-after {position}: ledger {position.ledger_id} is not a "
-                f"ledger of {scan.topic.name}"
-            )
-        if owner in routed:
-            raise InvalidArgumentError(
-                f"Invalid --start-after {position}: {owner} already resumes after {routed[owner]}"
-            )
-        routed[owner] = position
-    return routed
 
 
 def topic_entries(broker: Broker, role: str, topic: str) -> int:
@@ -324,10 +493,15 @@ def run(
     spark: SparkSession | None = None,
     max_entries: int | None = None,
     time_limit_ms: int | None = None,
-    start_after: Sequence[Position] = (),
+    start_after: str | None = None,
 ) -> list[PartitionAnalysis]:
     """The Spark twin of :meth:`core.broker.Broker.analyze_backlog` (same list, same order).
 
+    Paged when ``max_entries`` or ``time_limit_ms`` is given: a page examines at
+    most ``max_entries`` backlog entries per subscription over the whole topic,
+    partitions in order, and the partition where it stops carries the
+    :class:`ResumeToken` to give back as ``start_after`` (one subscription
+    then). Pages never overlap and together count exactly the unpaged answer.
     Builds a session on ``master`` unless ``spark`` is given (and then stops it).
     """
     from core.broker import Broker
@@ -342,15 +516,23 @@ def run(
             for source in scan.partitions
             for ledger in broker.metadata.ledgers(source.name)
         }
+    token = None if start_after is None else parse_resume_token(start_after, scan, owners)
+    if token is not None and len(scan.subscriptions) > 1:
+        raise InvalidArgumentError(
+            f"Invalid --start-after '{start_after}': a resume token continues one "
+            "subscription's pages; give -s"
+        )
     filters = {sub.name: EntryFilters.from_properties(sub.properties) for sub in scan.subscriptions}
     for name, chosen in filters.items():
         for line in describe(chosen):
             log.info("subscription %s filter %s", name, line)
-    deadline = None if time_limit_ms is None else time.time_ns() // 1_000_000 + time_limit_ms
-    limits = ScanLimits(max_entries, deadline, route_start_positions(scan, start_after, owners))
     if not scan.subscriptions:
         log.info("%s has no subscription: nothing to analyse", scan.topic.name)
         return []
+    partitions = [source.name for source in scan.partitions]
+    subs = [sub.name for sub in scan.subscriptions]
+    first = 0 if token is None else token.partition
+    starts = {} if token is None else {partitions[token.partition]: token.position}
     columns = list(ENTRY_COLUMNS) + sorted(
         frozenset().union(*(f.columns for f in filters.values())) - set(ENTRY_COLUMNS)
     )
@@ -366,16 +548,34 @@ def run(
         spark_errors(scan),
     ):
         messages = read_messages(session, scan, columns)
+        budgets = {}
+        if max_entries is not None:
+            counted = count_transform(
+                messages,
+                names=scan.names,
+                subscriptions=subs,
+                states=scan.states,
+                start_after=starts,
+            ).collect()
+            backlog_entries = {
+                (r["topic_partition"], r["subscription"]): r["entries"] for r in counted
+            }
+            budgets = page_budgets(partitions, subs, backlog_entries, max_entries, first)
+        elif first:
+            budgets = {(name, sub): 0 for name in partitions[:first] for sub in subs}
+        deadline = None if time_limit_ms is None else time.time_ns() // 1_000_000 + time_limit_ms
         result = transform(
             messages,
             names=scan.names,
-            subscriptions=[sub.name for sub in scan.subscriptions],
+            subscriptions=subs,
             states=scan.states,
             filters=filters,
-            limits=limits,
+            limits=ScanLimits(None, deadline, starts, budgets),
         )
         rows = [row.asDict() for row in result.collect()]
     analyses = collect_analyses(scan, rows)
+    if max_entries is not None or time_limit_ms is not None or token is not None:
+        analyses = paginate(partitions, analyses, first)
     for source in scan.partitions:
         mine = [one for one in analyses if one.topic_partition == source.name]
         log.info(
@@ -385,13 +585,35 @@ def run(
                 f"{one.subscription} {one.result.entries} entries, {one.result.messages} messages"
                 + (
                     f", aborted, resume after {one.result.resume_after}"
-                    if one.result.aborted
+                    if one.result.resume_after
                     else ""
                 )
                 for one in mine
             ),
         )
     return analyses
+
+
+def page_document(
+    topic: str, subscription: str | None, analyses: Sequence[PartitionAnalysis]
+) -> dict[str, Any]:
+    """:func:`core.backlog.analysis_document`, with each subscription's resume token.
+
+    A subscription's summary carries the ``resumeAfter`` of the partition where
+    its page stopped (None when it is complete); so does the total when one
+    subscription was analysed.
+    """
+    document: dict[str, Any] = analysis_document(topic, subscription, analyses)
+    tokens: dict[str, str | None] = {}
+    for one in analyses:
+        tokens.setdefault(one.subscription, None)
+        if one.result.resume_after is not None and tokens[one.subscription] is None:
+            tokens[one.subscription] = one.result.resume_after
+    for name, token in tokens.items():
+        document["subscriptions"][name]["resumeAfter"] = token
+    if len(tokens) == 1:
+        document["total"]["resumeAfter"] = next(iter(tokens.values()))
+    return document
 
 
 _DURATION = re.compile(r"([0-9]+)(ms|s|m|h)?")
@@ -418,11 +640,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--time-limit", help="stop scanning after this long (90, 30s, 2m)")
     parser.add_argument(
         "--start-after",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="L:E",
-        help="resume after these positions (an earlier resumeAfter), one per partition",
+        metavar="P:L:E",
+        help="continue a paged analysis: the previous page's resumeAfter (needs -s with "
+        "several subscriptions)",
     )
     parser.add_argument("--output", help="write the JSON here instead of stdout")
     args = parser.parse_args(argv)
@@ -436,9 +656,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             role=args.role,
             max_entries=args.max_entries,
             time_limit_ms=None if args.time_limit is None else parse_time_limit(args.time_limit),
-            start_after=[parse_position(text, "--start-after") for text in args.start_after],
+            start_after=args.start_after,
         )
-        document = analysis_document(_topic_name(args.topic), args.subscription, analyses)
+        document = page_document(_topic_name(args.topic), args.subscription, analyses)
         emit_json(document, args.output, sys.stdout)
         return 0
 

@@ -23,7 +23,6 @@ from core.config import Config
 from core.errors import CursorOpsError, InvalidArgumentError, LedgerStoreError
 from core.ledger_layout import LedgerLayout
 from core.managed_cursor import ManagedCursor
-from core.position import Position
 from core.store.ledger import MESSAGE_SCHEMA
 from core.store.metadata import SubscriptionInfo, TopicInfo
 from core.topic_name import TopicName
@@ -222,13 +221,6 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 def config_from(args: argparse.Namespace) -> Config:
     return Config.from_home(args.home, metadata_url=args.metadata_url, ledger_root=args.ledger_root)
-
-
-def parse_position(text: str, option: str) -> Position:
-    match = re.fullmatch(r"([0-9]+):([0-9]+)", text.strip())
-    if match is None:
-        raise InvalidArgumentError(f"Invalid {option} '{text}': expected ledgerId:entryId")
-    return Position(int(match.group(1)), int(match.group(2)))
 
 
 def emit_json(document: Any, path: str | None, out: TextIO) -> None:
