@@ -35,6 +35,7 @@ from core.errors import (
 if TYPE_CHECKING:
     from core.broker import Broker
     from core.config import Config
+    from core.position import Position
 
 DEFAULT_HOME = "~/.cursorops"
 DEFAULT_ROLE = "admin"
@@ -61,6 +62,10 @@ EXIT_CODES: dict[type[CursorOpsError], int] = {
 """Exit code of every leaf of the error tree, by family (a test checks none is missing)."""
 EXIT_UNEXPECTED = 1
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE, what a shell reports for a Unix tool whose reader went away (``| head``)."""
+MAX_PRODUCE = 1_000_000
+"""Messages one ``produce`` call may send (``-m`` values times ``--num-produce``)."""
 
 
 def exit_code_for(error: CursorOpsError) -> int:
@@ -196,15 +201,21 @@ def topics_create_subscription(ctx: Context, args: argparse.Namespace) -> Result
 
     sub_type = SubscriptionType.parse(args.type)
     properties = values.parse_pairs(args.property, "--property")
-    position = args.message_id.strip().lower()
+    named = args.message_id.strip().lower()
+    start: str | Position = (
+        named
+        if named in ("latest", "earliest")
+        else values.parse_position(args.message_id, "--messageId")
+    )
     info = ctx.broker.create_subscription(
         ctx.role,
         args.topic,
         args.subscription,
         sub_type,
         properties,
-        initial_position=position,
+        initial_position=start,
     )
+    position = str(start)
     return Result(
         {
             "topic": info.topic,
@@ -214,6 +225,38 @@ def topics_create_subscription(ctx: Context, args: argparse.Namespace) -> Result
             "properties": dict(info.properties),
         },
         [f"Created {info.type.value} subscription {info.name} on {info.topic} at {position}"],
+    )
+
+
+def topics_subscriptions(ctx: Context, args: argparse.Namespace) -> Result:
+    subs = ctx.broker.list_subscriptions(ctx.role, args.topic)
+    return Result(
+        [{"subscription": s.name, "type": s.type.value, "properties": s.properties} for s in subs],
+        [f"{s.name}  ({s.type.value})" for s in subs] or ["No subscriptions"],
+    )
+
+
+def topics_unsubscribe(ctx: Context, args: argparse.Namespace) -> Result:
+    ctx.broker.delete_subscription(ctx.role, args.topic, args.subscription)
+    return Result(
+        {"topic": args.topic, "subscription": args.subscription, "deleted": True},
+        [f"Deleted subscription {args.subscription} of {args.topic}"],
+    )
+
+
+def topics_update_subscription_properties(ctx: Context, args: argparse.Namespace) -> Result:
+    from core.errors import InvalidArgumentError
+
+    if args.clear == bool(args.property):
+        raise InvalidArgumentError("Give either -p/--property KEY=VALUE (repeatable) or --clear")
+    properties = {} if args.clear else values.parse_pairs(args.property, "--property")
+    info = ctx.broker.update_subscription_properties(
+        ctx.role, args.topic, args.subscription, properties
+    )
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(info.properties.items())) or "none"
+    return Result(
+        {"topic": info.topic, "subscription": info.name, "properties": dict(info.properties)},
+        [f"Subscription {info.name} of {info.topic} now has properties: {shown}"],
     )
 
 
@@ -236,12 +279,15 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
         ids = skip.parse_triplets(args.triplets)
     else:
         ids = skip.parse_base64_ids(args.base64_ids)
-    outcome = ctx.broker.skip_messages(ctx.role, args.topic, args.subscription, ids)
+    plan = ctx.broker.plan_skip(ctx.role, args.topic, args.subscription, ids)
+    outcome = ctx.broker.apply_skip(ctx.role, plan, via="cli")
     document = {
         "topic": outcome.topic,
         "subscription": outcome.subscription,
+        "planId": outcome.plan_id,
         "skipped": [output.id_json(m) for m in outcome.skipped],
         "alreadyAcknowledged": [output.id_json(m) for m in outcome.already_acknowledged],
+        "acknowledgedMeanwhile": [output.id_json(m) for m in outcome.acknowledged_meanwhile],
         "perPartition": dict(outcome.per_partition),
     }
     lines = [
@@ -250,6 +296,9 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
     ]
     lines += [f"  skipped              {output.id_line(m)}" for m in outcome.skipped]
     lines += [f"  already acknowledged {output.id_line(m)}" for m in outcome.already_acknowledged]
+    lines += [
+        f"  acknowledged meanwhile {output.id_line(m)}" for m in outcome.acknowledged_meanwhile
+    ]
     return Result(document, lines)
 
 
@@ -310,22 +359,28 @@ def topics_reset_cursor(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def produce(ctx: Context, args: argparse.Namespace) -> Result:
+    """Payloads are the exact bytes given on the command line, UTF-8 or not."""
     from core.broker import wall_clock_ms
+    from core.errors import InvalidArgumentError
     from core.producer import OutgoingMessage
 
-    repeat = values.positive(args.num_produce, "--num-produce")
-    batch_size = values.positive(args.batch_size, "--batch-size")
+    repeat = values.positive(args.num_produce, "--num-produce", MAX_PRODUCE)
+    if repeat * len(args.messages) > MAX_PRODUCE:
+        raise InvalidArgumentError(
+            f"Too many messages: {repeat} x {len(args.messages)}; at most {MAX_PRODUCE:,} per call"
+        )
+    batch_size = values.positive(args.batch_size, "--batch-size", MAX_PRODUCE)
     properties = values.parse_pairs(args.properties, "--properties", split_commas=True)
+    key = None if args.key is None else values.utf8_text(args.key, "--key")
     deliver_at: int | None = None
     if args.deliver_after is not None:
-        delay_ms = values.parse_duration_ms(args.deliver_after, "--deliver-after")
-        deliver_at = wall_clock_ms() + delay_ms
+        deliver_at = values.deliver_after_ms(args.deliver_after, "--deliver-after", wall_clock_ms())
     elif args.deliver_at is not None:
         deliver_at = values.parse_time_ms(args.deliver_at, "--deliver-at", wall_clock_ms())
     outgoing = [
         OutgoingMessage(
-            payload=text.encode("utf-8"),
-            key=args.key,
+            payload=values.payload_bytes(text),
+            key=key,
             properties=dict(properties),
             deliver_at=deliver_at,
         )
@@ -352,10 +407,12 @@ def consume(ctx: Context, args: argparse.Namespace) -> Result:
 def demo(ctx: Context, args: argparse.Namespace) -> Result:
     from cli import demo as demo_module
 
+    config = ctx.config()
+    cap = config.max_partitions_per_topic
     summary = demo_module.run(
-        ctx.config(),
+        config,
         ctx.role,
-        partitions=values.positive(args.partitions, "--partitions"),
+        partitions=values.positive(args.partitions, "--partitions", cap),
         say=None if ctx.json else ctx.out,
     )
     return Result(summary, [], 0 if summary["ok"] else EXIT_UNEXPECTED)
@@ -453,7 +510,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "-m", "--messageId", dest="message_id", default="latest",
-        help="initial position: latest (default, as pulsar-admin) or earliest",
+        help="initial position: latest (default, as pulsar-admin), earliest, or "
+        "ledgerId:entryId, the first entry delivered (non-partitioned topics)",
     )
     p.add_argument(
         "-p", "--property", action="append", metavar="KEY=VALUE",
@@ -461,7 +519,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=topics_create_subscription)
 
-    p = tp.add_parser("stats", parents=[common], help="topic stats; msgBacklog is exact messages")
+    p = tp.add_parser("subscriptions", parents=[common], help="list a topic's subscriptions")
+    p.add_argument("topic")
+    p.set_defaults(handler=topics_subscriptions)
+
+    p = tp.add_parser(
+        "unsubscribe", parents=[common], help="delete a subscription and its cursor"
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    p.set_defaults(handler=topics_unsubscribe)
+
+    p = tp.add_parser(
+        "update-subscription-properties", parents=[common],
+        help="replace a subscription's properties (entry filters are validated)",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    p.add_argument(
+        "-p", "--property", action="append", metavar="KEY=VALUE",
+        help="the new properties, replacing all old ones; repeatable",
+    )
+    p.add_argument("-c", "--clear", action="store_true", help="remove every property")
+    p.set_defaults(handler=topics_update_subscription_properties)
+
+    p = tp.add_parser(
+        "stats", parents=[common],
+        help="topic stats (of one partition given its name); msgBacklog is exact messages",
+    )
     p.add_argument("topic")
     p.set_defaults(handler=topics_stats)
 
@@ -571,26 +656,58 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(message: str) -> None:
+    """One line on stderr, whatever the message holds (newlines, undecodable bytes)."""
+    line = " ".join(message.split())
+    line = line.encode("utf-8", "backslashreplace").decode("utf-8")
+    print(f"error: {line}", file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the exit flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; every failure is one ``error:`` line and an exit code, never a traceback.
+
+    Exit codes: 0 ok, 2 invalid input or usage, 3 not found, 4 conflict, 5 not
+    authorized, 6 store failure, 1 unexpected (a bug: one line too; set
+    ``CURSOROPS_TRACEBACK=1`` to see the traceback), 130 interrupted, 141 the
+    reader of the output went away (``| head``), silently, as Unix tools do.
+    """
     args = build_parser().parse_args(argv)
     ctx = Context(args, sys.stdout)
     handler: Handler = args.handler
     try:
-        result = handler(ctx, args)
+        try:
+            result = handler(ctx, args)
+        finally:
+            ctx.close()
+        if ctx.json:
+            output.emit_json(result.document, ctx.out)
+        else:
+            for line in result.lines:
+                print(line, file=ctx.out)
+        ctx.out.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except CursorOpsError as exc:
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"error: {message}", file=sys.stderr)
+        _error(str(exc) or type(exc).__name__)
         return exit_code_for(exc)
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        _error("interrupted")
         return EXIT_INTERRUPTED
-    finally:
-        ctx.close()
-    if ctx.json:
-        output.emit_json(result.document, ctx.out)
-    else:
-        for line in result.lines:
-            print(line, file=ctx.out)
+    except Exception as exc:
+        if os.environ.get("CURSOROPS_TRACEBACK"):
+            raise
+        _error(f"unexpected {type(exc).__name__}: {exc}")
+        return EXIT_UNEXPECTED
     return result.exit_code
 
 
