@@ -83,7 +83,10 @@ class MessageId:
     partition: int = -1
     """Partition index; -1 = the topic is not partitioned."""
     batch_index: int = -1
-    """Index of the message inside a batched entry; -1 = the whole entry / not batched."""
+    """Index of the message inside a batched entry; -1 = the whole entry / not batched.
+
+    Any other negative value loads (the wire carries int32) but names no
+    message: skip refuses it as "Invalid batchIndex"."""
     batch_size: int = field(default=0, compare=False)
     """Messages in the entry, informational; 0 = not batched or unknown."""
 
@@ -318,10 +321,10 @@ def parse_position(text: str, option: str) -> Position:
     parts = text.strip().split(":")
     if len(parts) != 2 or not all(_TRIPLET_PART.fullmatch(p) for p in parts):
         raise InvalidMessageIdError(
-            f"Invalid {option} '{text}': expected ledgerId:entryId of non-negative integers"
+            f"Invalid {option} {text[:80]!r}: expected ledgerId:entryId of non-negative integers"
         )
     if any(len(p) > _INT64_DIGITS or int(p) > _INT64_MAX for p in parts):
-        raise InvalidMessageIdError(f"Invalid {option} '{text}': out of the int64 range")
+        raise InvalidMessageIdError(f"Invalid {option} {text[:80]!r}: out of the int64 range")
     return Position(int(parts[0]), int(parts[1]))
 
 

@@ -128,7 +128,12 @@ def parse_payload(body: object) -> list[MessageId]:
     - ``{"type": "byteArray", "messageIds": [b64, ...]}`` (no ``type`` = byteArray);
     - ``{"type": "messageId", "messageIds": [{"ledgerId": 1, "entryId": 2, "batchIndex": 0}]}``
       (numbers may be numeric strings; ``type`` is case-insensitive; a negative or
-      absent batchIndex means the whole entry).
+      absent batchIndex means the whole entry, in this shape only).
+
+    A number is a JSON integer or a string of ASCII decimal digits with an
+    optional leading '-', within int64 (batchIndex: int32); booleans, floats,
+    spaces and non-ASCII digits are refused. Base64 may leave out its padding,
+    as Java's decoder allows. Every failure is one InvalidSkipPayloadError line.
     """
     if isinstance(body, list):
         return _byte_array_ids(body)

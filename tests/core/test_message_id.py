@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.errors import InvalidInputError, InvalidMessageIdError
-from core.message_id import MessageId
+from core.message_id import MessageId, decode_base64, parse_position
 from core.position import Position
 
 INT32_MAX = 2**31 - 1
@@ -499,3 +499,43 @@ def test_is_frozen_and_hashable() -> None:
 def test_constructor_checks_ranges_and_types(kwargs: dict[str, object], name: str) -> None:
     with pytest.raises(InvalidMessageIdError, match=f"Invalid message id: {name}"):
         MessageId(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1",
+        "1:2:3",
+        "-1:2",
+        "1:-2",
+        "+1:2",
+        "1 :2",
+        "\u0661:\u0662",
+        "\uff11:\uff12",
+        "\u00b2:1",
+        f"{2**63}:1",
+        f"1:{2**63}",
+        "9" * 5000 + ":1",
+        "1:2\n3",
+        "",
+    ],
+)
+def test_parse_position_refuses_all_but_ascii_int64_pairs(text: str) -> None:
+    with pytest.raises(InvalidMessageIdError, match="Invalid --messageId") as info:
+        parse_position(text, "--messageId")
+    assert "\n" not in str(info.value)
+
+
+@given(st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1))
+def test_parse_position_reads_every_int64_pair(ledger_id: int, entry_id: int) -> None:
+    assert parse_position(f"{ledger_id}:{entry_id}", "-m") == Position(ledger_id, entry_id)
+
+
+@given(ledger_or_entry, ledger_or_entry, partitions, batch_indexes)
+def test_unpadded_base64_reads_as_padded(
+    ledger_id: int, entry_id: int, partition: int, batch_index: int
+) -> None:
+    mid = MessageId(ledger_id, entry_id, partition, batch_index)
+    padded = mid.to_base64()
+    assert decode_base64(padded.rstrip("=")) == decode_base64(padded) == mid.to_bytes()
+    assert MessageId.from_base64(padded.rstrip("=")) == mid
