@@ -237,10 +237,13 @@ def topics_subscriptions(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def topics_unsubscribe(ctx: Context, args: argparse.Namespace) -> Result:
-    ctx.broker.delete_subscription(ctx.role, args.topic, args.subscription)
+    from core.topic_name import TopicName
+
+    ctx.broker.delete_subscription(ctx.role, args.topic, args.subscription, force=args.force)
+    topic = str(TopicName.parse(args.topic))
     return Result(
-        {"topic": args.topic, "subscription": args.subscription, "deleted": True},
-        [f"Deleted subscription {args.subscription} of {args.topic}"],
+        {"topic": topic, "subscription": args.subscription, "deleted": True},
+        [f"Deleted subscription {args.subscription} of {topic}"],
     )
 
 
@@ -528,6 +531,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("topic")
     p.add_argument("-s", "--subscription", required=True)
+    p.add_argument(
+        "-f", "--force", action="store_true",
+        help="delete even while consumers are connected (as pulsar-admin's -f)",
+    )
     p.set_defaults(handler=topics_unsubscribe)
 
     p = tp.add_parser(

@@ -26,6 +26,7 @@ from core.errors import (
     NotAuthorizedError,
     NotFoundError,
     PositionOutOfRangeError,
+    SubscriptionBusyError,
     TopicNotFoundError,
     UnsupportedSubscriptionTypeError,
 )
@@ -201,9 +202,24 @@ class Broker:
         info = self.authorized_topic(role, Operation.GET_SUBSCRIPTIONS, topic)
         return self.metadata.list_subscriptions(info.name)
 
-    def delete_subscription(self, role: str, topic: str, subscription: str) -> None:
-        """``topics unsubscribe``: Pulsar's UNSUBSCRIBE, which needs ``consume``."""
+    def delete_subscription(
+        self, role: str, topic: str, subscription: str, *, force: bool = False
+    ) -> None:
+        """``topics unsubscribe``: Pulsar's UNSUBSCRIBE, which needs ``consume``.
+
+        As in Pulsar, refused while a consumer is connected (its lease has not
+        lapsed), unless ``force``.
+        """
         info = self.authorized_topic(role, Operation.UNSUBSCRIBE, topic)
+        if not force:
+            now = self.clock()
+            with self.metadata.subscription_transaction(info.name, subscription, now) as txn:
+                live = [c for c in txn.consumers() if c.lease_expires_ms > now]
+            if live:
+                raise SubscriptionBusyError(
+                    f"Subscription '{subscription}' of {info.name} has {len(live)} active "
+                    "connected consumer(s); use force to delete it anyway"
+                )
         self.metadata.delete_subscription(info.name, subscription)
 
     def update_subscription_properties(

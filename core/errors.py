@@ -25,6 +25,7 @@ leaf of this tree; ``tests/core/test_errors.py`` checks that none is unmapped.
     │   ├── AlreadyExistsError
     │   ├── UnsupportedSubscriptionTypeError
     │   ├── ConsumerBusyError             Exclusive consumer is already connected
+    │   ├── SubscriptionBusyError         unsubscribe while consumers are connected
     │   └── ConcurrentModificationError   optimistic retry exhausted
     ├── NotAuthorizedError
     └── StoreError                        the stores failed, not the request
@@ -113,6 +114,10 @@ class UnsupportedSubscriptionTypeError(ConflictError):
 
 class ConsumerBusyError(ConflictError):
     """Another live consumer holds an Exclusive subscription (Pulsar's ConsumerBusyException)."""
+
+
+class SubscriptionBusyError(ConflictError):
+    """Unsubscribe refused: live consumers are connected (Pulsar's PreconditionFailed)."""
 
 
 class ConcurrentModificationError(ConflictError):

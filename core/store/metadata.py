@@ -1047,6 +1047,7 @@ class MetadataStore:
         from core.store.dispatch_state import SubscriptionTransaction
 
         topic_name = _topic(topic)
+        _check_label("subscription name", subscription)
         with self._session(write=True) as session:
             row = session.scalars(
                 select(SubscriptionRow)

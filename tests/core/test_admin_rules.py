@@ -17,6 +17,7 @@ from core.errors import (
     InvalidInputError,
     InvalidPredicateError,
     PositionOutOfRangeError,
+    SubscriptionBusyError,
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
@@ -245,3 +246,15 @@ def test_stats_of_one_partition(seeded: Broker) -> None:
     _refused(
         seeded, lambda: seeded.topic_stats("admin", f"{TOPIC}-partition-0"), TopicNotFoundError
     )
+
+
+def test_unsubscribe_is_refused_while_a_consumer_is_connected(seeded: Broker) -> None:
+    seeded.create_subscription("admin", TOPIC, "s", SubscriptionType.SHARED, None, "earliest")
+    consumer = seeded.dispatcher("admin", TOPIC, "s").subscribe("worker")
+    _refused(seeded, lambda: seeded.delete_subscription("admin", TOPIC, "s"), SubscriptionBusyError)
+    consumer.close()
+    seeded.delete_subscription("admin", TOPIC, "s")
+    seeded.create_subscription("admin", TOPIC, "s", SubscriptionType.SHARED, None, "earliest")
+    seeded.dispatcher("admin", TOPIC, "s").subscribe("worker")
+    seeded.delete_subscription("admin", TOPIC, "s", force=True)
+    assert seeded.list_subscriptions("admin", TOPIC) == []
