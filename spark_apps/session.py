@@ -103,7 +103,7 @@ def job_logger(name: str) -> logging.Logger:
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """Writes to ``sys.stderr`` as it is when a line is logged (callers may swap it)."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> TextIO:
         return sys.stderr
 
