@@ -15,6 +15,7 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${VENV:-$repo/.venv}"
+[[ -x "$venv/bin/airflow" ]] || { echo "no $venv/bin/airflow: run make install first" >&2; exit 1; }
 export CURSOROPS_HOME="${CURSOROPS_HOME:-$HOME/.cursorops}"
 export AIRFLOW_HOME="$(mkdir -p "${1:-$CURSOROPS_HOME/airflow}" && cd "${1:-$CURSOROPS_HOME/airflow}" && pwd)"
 port="${AIRFLOW_PORT:-28080}"
@@ -53,17 +54,29 @@ spark_default='{"conn_type":"spark","host":"local[*]"}'
 export AIRFLOW_CONN_SPARK_DEFAULT="${AIRFLOW_CONN_SPARK_DEFAULT:-$spark_default}"
 export SPARK_LOCAL_IP=127.0.0.1
 # The read-only account apply_skip uses to re-read the approval from Airflow itself.
-export AIRFLOW_CONN_CURSOROPS_AIRFLOW_API="{\"conn_type\":\"http\",\"host\":\"127.0.0.1\",\"port\":$port,\"schema\":\"http\",\"login\":\"carol\",\"password\":\"$(
-    "$venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["carol"])' "$passwords")\"}"
+AIRFLOW_CONN_CURSOROPS_AIRFLOW_API="$("$venv/bin/python" - "$passwords" "$port" <<'PY'
+import json, sys
+passwords = json.load(open(sys.argv[1]))
+print(json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": int(sys.argv[2]),
+                  "schema": "http", "login": "carol", "password": passwords["carol"]}))
+PY
+)"
+export AIRFLOW_CONN_CURSOROPS_AIRFLOW_API
 
-cat <<INFO
-Airflow: http://127.0.0.1:$port   (AIRFLOW_HOME=$AIRFLOW_HOME, cursorops home $CURSOROPS_HOME)
-Logins ($passwords):
-  admin / $("$venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["admin"])' "$passwords")   (Airflow admin; cursorops superuser)
-  alice / $("$venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["alice"])' "$passwords")   (op: triggers and approves)
-  bob   / $("$venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["bob"])' "$passwords")     (op: triggers and approves)
-  carol / $("$venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["carol"])' "$passwords")   (viewer; the read-only service account)
-Ready in about 15-90 s (first start migrates the database). Stop with Ctrl-C.
+echo "Airflow: http://127.0.0.1:$port   (AIRFLOW_HOME=$AIRFLOW_HOME, cursorops home $CURSOROPS_HOME)"
+"$venv/bin/python" - "$passwords" "$AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS" <<'PY'
+import json, sys
+passwords = json.load(open(sys.argv[1]))
+print(f"Logins (passwords in {sys.argv[1]}):")
+for pair in sys.argv[2].split(","):
+    user, _, role = pair.partition(":")
+    print(f"  {user:<6} / {passwords.get(user, '(generated: see the api-server log)'):<12} Airflow {role}")
+PY
+cat <<'INFO'
+Each Airflow user acts as the Pulsar role of the same name (CURSOROPS_ROLE_MAP changes
+that); give the approvers the skip permission, e.g.
+  cursorops namespaces grant-permission acme/orders --role bob --actions consume
+The read-only service account carol re-reads approvals. Ready in 15-90 s; stop with Ctrl-C.
 INFO
 
 echo $$ >"$AIRFLOW_HOME/standalone.pid"
