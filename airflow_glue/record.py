@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from core.config import Config
 
 
+KIND = "skip-request"
+
+
 def decide(
     plan: Mapping[str, Any],
     answer: Mapping[str, Any],
@@ -92,8 +95,12 @@ def record_request(
         "statement": statement,
     }
     with Broker(config) as broker:
+        # Idempotent: a retried record task finds its own record and writes no second one.
+        for entry in broker.metadata.audit_log(plan["topic"], limit=1000):
+            if entry.kind == KIND and entry.detail.get("runId") == dag_run.run_id:
+                return dict(entry.detail)
         broker.metadata.record_audit(
-            "skip-request",
+            KIND,
             plan["topic"],
             plan["subscription"],
             plan["role"],

@@ -163,15 +163,23 @@ class Airflow:
 
     def stop(self, timeout: float = 120) -> None:
         """SIGINT, standalone's clean stop (SIGTERM would orphan its children)."""
-        if self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGINT)
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=30)
-            raise
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                raise
+        # Standalone's children share its process group: none may outlive it.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self.process.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(1)
+        os.killpg(self.process.pid, signal.SIGKILL)
+        raise RuntimeError(f"Airflow processes outlived standalone's SIGINT: {self.log}")
 
 
 def start_airflow(root: Path, environ: Mapping[str, str]) -> Airflow:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,73 @@ def test_bad_request_is_one_line(conf, message):
     with pytest.raises(errors.InvalidInputError, match=message) as caught:
         parse_request(conf)
     assert "\n" not in str(caught.value)
+
+
+def _document(tmp_path: Path):
+    from airflow_glue.plan import build_document
+    from core.broker import Broker
+    from tests.dags.conftest import GRANTED, NAMESPACE, SUBSCRIPTION, TENANT, seed_topic
+
+    config = Config.from_home(tmp_path)
+    with Broker(config) as broker:
+        broker.create_tenant("admin", TENANT)
+        broker.create_namespace("admin", NAMESPACE)
+        for role in GRANTED:
+            broker.grant_permission("admin", NAMESPACE, role, ["consume"])
+    seeded = seed_topic(config)
+    request = {"requester": "alice", "reason": "r", "ticket": None}
+    with Broker(config) as broker:
+        plan = broker.plan_skip("alice", seeded.topic, SUBSCRIPTION, seeded.ids[20:22])
+        return config, seeded, build_document(broker, request, "alice", plan)
+
+
+def test_record_is_written_once_per_run(tmp_path: Path):
+    from types import SimpleNamespace
+
+    from airflow_glue.record import record_request
+
+    config, seeded, document = _document(tmp_path)
+    run = SimpleNamespace(dag_id="cursorops_skip_messages", run_id="manual__1")
+    answer = {
+        "response_received": True,
+        "chosen_options": ["Reject"],
+        "responded_by_user": {"id": "bob", "name": "bob"},
+        "responded_at": "2026-11-23T01:00:00Z",
+    }
+    first = record_request(config, run, document, answer, [], None)
+    again = record_request(config, run, document, answer, [], None)
+    assert first == again
+    assert first["outcome"] == "rejected"
+    assert first["statement"] == "Rejected by bob at 2026-11-23T01:00:00Z: nothing applied."
+    assert len(seeded.audit("skip-request")) == 1
+    record_request(config, SimpleNamespace(dag_id="d", run_id="manual__2"), document, {}, [], None)
+    assert len(seeded.audit("skip-request")) == 2
+
+
+def test_approval_check_refuses_all_but_a_permitted_second_user(tmp_path: Path):
+    from airflow_glue.approval import check_approval
+    from core.broker import Broker
+
+    _, _, document = _document(tmp_path)
+    good = {
+        "response_received": True,
+        "chosen_options": ["Approve"],
+        "responded_by_user": {"id": "bob", "name": "bob"},
+        "responded_at": "2026-11-23T01:00:00Z",
+        "body": document["preview"],
+    }
+    refusals = {
+        "nobody answered": {**good, "response_received": False},
+        "answered ['Reject']": {**good, "chosen_options": ["Reject"]},
+        "the requester (alice) themselves": {**good, "responded_by_user": {"id": "alice"}},
+        "may not skip": {**good, "responded_by_user": {"id": "dave"}},
+        "names no user": {**good, "responded_by_user": None},
+        "plan differs": {**good, "body": document["preview"].replace("Plan id:", "Plan:")},
+    }
+    with Broker(Config.from_home(tmp_path)) as broker:
+        assert check_approval(good, document, "alice", broker)["approver"] == "bob"
+        for message, record in refusals.items():
+            with pytest.raises(NotAuthorizedError, match=re.escape(message)):
+                check_approval(record, document, "alice", broker)
+        with pytest.raises(NotAuthorizedError, match="nobody answered"):
+            check_approval({}, document, "alice", broker)
