@@ -12,6 +12,8 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from core.range_set import ENTRY_ID_LIMIT
+
 
 class Position(NamedTuple):
     ledger_id: int
@@ -22,10 +24,6 @@ class Position(NamedTuple):
 
 
 EARLIEST = Position(-1, -1)
-
-
-ENTRY_ID_LIMIT = 1 << 32
-"""Entry ids of stored entries are in ``[0, ENTRY_ID_LIMIT)`` (``core.range_set``'s bound)."""
 
 
 def match_positions(
