@@ -156,7 +156,9 @@ def parse_resume_token(text: str, scan: TopicScan, ledger_owner: Mapping[int, st
         ordinal = names.index(owner) if owner in names else -1
     position = Position(ledger, entry)
     if position != EARLIEST:
-        if max(ledger, entry) > _INT64_MAX or ledger_owner.get(ledger) not in names:
+        if max(ledger, entry) > _INT64_MAX:
+            raise InvalidArgumentError(f"{where}: the ledger or entry id is out of range")
+        if ledger_owner.get(ledger) not in names:
             raise InvalidArgumentError(
                 f"{where}: ledger {ledger} is not a ledger of {scan.topic.name}"
             )

@@ -84,14 +84,18 @@ def test_malformed_predicates(installed: Installation, capsys: pytest.CaptureFix
     assert not os.path.exists(Path(installed.config.home) / "plan")
 
 
-def test_bad_entry_filter_property_is_named(
+def test_bad_entry_filter_property_is_named_and_refused_at_creation(
     installed: Installation, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # Refused when the subscription is created, so analyze-backlog never meets it.
     with Broker(installed.config) as broker:
-        broker.create_subscription(
-            "admin", TOPIC, "typo", SubscriptionType.SHARED, {"entryFilter.rejekt.key": "k"}
-        )
-    _fails(capsys, 2, "entryFilter.rejekt.key", analyze_backlog, *_home(installed), TOPIC)
+        with pytest.raises(errors.InvalidPredicateError, match="entryFilter.rejekt.key"):
+            broker.create_subscription(
+                "admin", TOPIC, "typo", SubscriptionType.SHARED, {"entryFilter.rejekt.key": "k"}
+            )
+        assert "typo" not in [s.name for s in broker.metadata.list_subscriptions(TOPIC)]
+    assert analyze_backlog.main([*_home(installed), TOPIC, "-s", "plain"]) == 0
+    assert capsys.readouterr().err.count("error:") == 0
 
 
 def test_bad_limits(installed: Installation, capsys: pytest.CaptureFixture[str]) -> None:
