@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -237,3 +239,14 @@ def test_a_failing_audit_write_leaves_nothing_acknowledged(
     assert unacked(broker) == before
     assert {name: broker.metadata.load_cursor(name, "s") for name in plan.partitions()} == cursors
     assert broker.metadata.audit_log() == []
+
+
+def test_reading_a_plan_needs_neither_store_nor_pyarrow() -> None:
+    """A DAG task or REST handler may parse a plan without the heavy imports."""
+    code = (
+        "import sys, core.skip_plan; "
+        "print(sorted(m for m in ('pyarrow', 'sqlalchemy', 'pyspark', 'core.broker') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
