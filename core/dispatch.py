@@ -363,6 +363,7 @@ class Dispatcher:
                 states.append(state)
                 if len(record.deltas) >= COMPACT_AFTER_DELTAS:
                     compact.append((source.topic, state, record.version))
+            self._forget_acknowledged(txn, pending, served, states)
             chosen = self._choose(consumer, live, served, states, pending, permits)
             txn.record_pending(
                 [p for p, redelivery, _ in chosen if not redelivery],
@@ -372,6 +373,25 @@ class Dispatcher:
         for topic, state, version in compact:
             self.store.compact_cursor(topic, self.subscription, cursor_codec.encode(state), version)
         consumer.wire.extend(messages)
+
+    @staticmethod
+    def _forget_acknowledged(
+        txn: SubscriptionTransaction,
+        pending: dict[PendingKey, PendingInfo],
+        served: Sequence[PartitionSource],
+        states: Sequence[CursorState],
+    ) -> None:
+        """Drop pending rows of messages acknowledged meanwhile by other means (a skip)."""
+        by_topic = {source.topic: state for source, state in zip(served, states, strict=True)}
+        done = [
+            key
+            for key in pending
+            if key[0] in by_topic and by_topic[key[0]].is_acked(Position(key[1], key[2]), key[3])
+        ]
+        if done:
+            txn.drop_pending(done)
+            for key in done:
+                del pending[key]
 
     def _served(self, consumer: Consumer, live: Sequence[ConsumerInfo]) -> list[PartitionSource]:
         """The partitions ``consumer`` may read: all, or on Failover those it is active on."""

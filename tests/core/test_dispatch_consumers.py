@@ -14,8 +14,10 @@ from collections import defaultdict
 import pytest
 
 from core.broker import Broker
+from core.cursor import AckTarget
 from core.dispatch import Consumer, Message
 from core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
+from core.key_hash import HashRing, sticky_key_hash
 from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
 
@@ -219,6 +221,24 @@ def test_key_shared_keeps_per_key_order_as_consumers_join_and_leave(
     rest = broker.consume("admin", TOPIC, "s", 10_000, ack=True)
     everything = {p for order in published.values() for p in order}
     assert sorted(payloads(rest)) == sorted(everything - acked)
+
+
+def test_a_message_acknowledged_by_a_skip_stops_blocking_its_key(broker: Broker) -> None:
+    setup(broker, SubscriptionType.KEY_SHARED)
+    keys = [f"k{i}" for i in range(20)]
+    broker.produce("admin", TOPIC, [OutgoingMessage(f"{k}/0".encode(), key=k) for k in keys])
+    a = subscribe(broker, "a", queue=100)
+    first = {m.key: m for m in a.receive_many(100)}
+    b = subscribe(broker, "b")
+    ring = HashRing([a.consumer_id, b.consumer_id])
+    moved = [k for k in keys if ring.select(sticky_key_hash(k)) == b.consumer_id]
+    assert moved
+    key = moved[0]
+    broker.produce("admin", TOPIC, [OutgoingMessage(f"{key}/1".encode(), key=key)])
+    assert b.receive_many(10) == []
+    mid = first[key].message_id
+    broker._cursor(TOPIC, "s").acknowledge([AckTarget(mid.position, mid.batch_index, 0)])
+    assert payloads(b.receive_many(10)) == [f"{key}/1".encode()]
 
 
 # -- lazy reads -----------------------------------------------------------
