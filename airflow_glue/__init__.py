@@ -10,6 +10,7 @@ Light on purpose: DAG files import it at parse time, so nothing here imports
 - :mod:`airflow_glue.plan`: the skip plan document, its preview and its digest.
 - :mod:`airflow_glue.gate`: the four-eyes approval gate.
 - :mod:`airflow_glue.approval`: ``require_approval``, which re-reads the approval from Airflow.
+- :mod:`airflow_glue.record`: the closing record of a request in the audit log.
 """
 
 from __future__ import annotations

@@ -62,13 +62,16 @@ def record_request(
     verified: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """Write the record; return it with the outcome and the plain sentence."""
+    from airflow_glue.environment import pulsar_role
     from core.broker import Broker, wall_clock_ms
 
     outcome, statement = decide(plan, answer, applied, verified)
+    # Who asked comes from the run itself; the plan document travels as XCom.
+    requester = dag_run.triggering_user_name or ""
     detail = {
         "dagId": dag_run.dag_id,
         "runId": dag_run.run_id,
-        "requester": plan["requester"],
+        "requester": requester,
         "reason": plan["reason"],
         "ticket": plan.get("ticket"),
         "planId": plan["planId"],
@@ -103,7 +106,7 @@ def record_request(
             KIND,
             plan["topic"],
             plan["subscription"],
-            plan["role"],
+            pulsar_role(requester),
             detail,
             wall_clock_ms(),
         )

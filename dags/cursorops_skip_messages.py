@@ -80,27 +80,29 @@ def cursorops_skip_messages() -> None:
         return {**request.model_dump(), "requester": context["dag_run"].triggering_user_name}
 
     @task
-    def authorize(request: dict[str, Any]) -> str:
+    def authorize(request: dict[str, Any]) -> None:
         """The requester's Pulsar role must hold the skip permission on the topic."""
         from airflow_glue.environment import config, pulsar_role
         from airflow_glue.outcomes import airflow_outcome
         from core.authz import Operation
         from core.broker import Broker
 
-        role = pulsar_role(request["requester"] or "")
+        role = pulsar_role(get_current_context()["dag_run"].triggering_user_name or "")
         with airflow_outcome(), Broker(config()) as broker:
             broker.authorized_topic(role, Operation.SKIP, request["topic"])
-        return role
 
     @task
-    def plan_skip(request: dict[str, Any], role: str) -> dict[str, Any]:
+    def plan_skip(request: dict[str, Any]) -> dict[str, Any]:
         """Validate and locate every id; the preview and the exact backlog before and after."""
-        from airflow_glue.environment import config
+        from airflow_glue.environment import config, pulsar_role
         from airflow_glue.outcomes import airflow_outcome
         from airflow_glue.plan import build_document
         from airflow_glue.request import SkipRequest
         from core.broker import Broker
 
+        # Every task takes the role from the run itself, never from an XCom anyone may post.
+        requester = get_current_context()["dag_run"].triggering_user_name or ""
+        role = pulsar_role(requester)
         ask = SkipRequest.model_validate({k: v for k, v in request.items() if k != "requester"})
         with airflow_outcome(), Broker(config()) as broker:
             plan = broker.plan_skip(role, ask.topic, ask.subscription, ask.ids())
@@ -190,8 +192,8 @@ def cursorops_skip_messages() -> None:
         return summary
 
     request = validate_request()
-    role = authorize(request)
-    plan = plan_skip(request, role)
+    plan = plan_skip(request)
+    authorize(request) >> plan
     gate = FourEyesApprovalOperator(
         task_id=GATE, plan_task_id=PLAN, subject="Skip messages", body=""
     )

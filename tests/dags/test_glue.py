@@ -150,7 +150,9 @@ def test_record_is_written_once_per_run(tmp_path: Path):
     from airflow_glue.record import record_request
 
     config, seeded, document = _document(tmp_path)
-    run = SimpleNamespace(dag_id="cursorops_skip_messages", run_id="manual__1")
+    run = SimpleNamespace(
+        dag_id="cursorops_skip_messages", run_id="manual__1", triggering_user_name="alice"
+    )
     answer = {
         "response_received": True,
         "chosen_options": ["Reject"],
@@ -163,7 +165,14 @@ def test_record_is_written_once_per_run(tmp_path: Path):
     assert first["outcome"] == "rejected"
     assert first["statement"] == "Rejected by bob at 2026-11-23T01:00:00Z: nothing applied."
     assert len(seeded.audit("skip-request")) == 1
-    record_request(config, SimpleNamespace(dag_id="d", run_id="manual__2"), document, {}, [], None)
+    record_request(
+        config,
+        SimpleNamespace(dag_id="d", run_id="manual__2", triggering_user_name="alice"),
+        document,
+        {},
+        [],
+        None,
+    )
     assert len(seeded.audit("skip-request")) == 2
 
 
