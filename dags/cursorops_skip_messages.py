@@ -129,7 +129,7 @@ def cursorops_skip_messages() -> None:
         with airflow_outcome(), Broker(config()) as broker:
             approval = require_approval(context, plan, broker, GATE)
             share = skip_plan(plan).for_partition(partition)
-            outcome = broker.apply_skip(role, share)
+            outcome = broker.apply_skip(role, share, via="airflow")
         return {
             "partition": partition,
             **approval,

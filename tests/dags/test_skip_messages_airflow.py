@@ -111,7 +111,9 @@ def test_approved_by_a_second_user_skips_exactly_the_plan(airflow: Airflow, curs
         if v["acknowledgedMeanwhile"]
     }
     assert meanwhile == {f"{seeded.topic}-partition-{ids[0].partition}": [triplet(ids[0])]}
-    assert len(seeded.audit("skip")) == 1 + len({m.partition for m in ids})
+    skips = seeded.audit("skip")
+    assert len(skips) == 1 + len({m.partition for m in ids})
+    assert sorted(str(s["via"]) for s in skips) == ["airflow"] * (len(skips) - 1) + ["broker"]
 
 
 def test_reject_applies_nothing_and_says_so(airflow: Airflow, cursorops_home):
