@@ -18,7 +18,7 @@ from core import authz, backlog, cursor_codec, dispatch, skip
 from core.authz import Operation
 from core.backlog import PartitionAnalysis
 from core.config import Config
-from core.cursor import CursorState
+from core.cursor import AckTarget, CursorState
 from core.dispatch import Dispatcher, Message, PartitionSource
 from core.errors import (
     InvalidArgumentError,
@@ -32,7 +32,7 @@ from core.errors import (
 )
 from core.filters import EntryFilters, first_messages, validate_filter_properties
 from core.ledger_layout import LedgerLayout
-from core.managed_cursor import ManagedCursor, acknowledge_together
+from core.managed_cursor import ManagedCursor, acknowledge_deciding
 from core.message_id import MessageId
 from core.position import EARLIEST, Position
 from core.producer import OutgoingMessage, Producer
@@ -356,12 +356,13 @@ class Broker:
                 f"Invalid skip plan: topic '{plan.topic}' is not a canonical topic name "
                 f"('{info.name}')"
             )
-        planned = {(i.ledger_id, i.entry_id, i.batch_index): i for i in plan.items}
-        if len(planned) < len(plan.items):
+        if len({(i.ledger_id, i.entry_id, i.batch_index) for i in plan.items}) < len(plan.items):
             raise InvalidSkipPlanError(
                 f"Invalid skip plan {plan.plan_id}: a message is listed twice; nothing skipped"
             )
         items, cursors = self._validated_skip(info, plan.subscription, plan.message_ids())
+        planned = {(i.ledger_id, i.entry_id, i.batch_index): i for i in plan.items}
+        was_acked = []
         for item in items:
             mid = item.message_id
             seen = planned[(mid.ledger_id, mid.entry_id, mid.batch_index)]
@@ -370,31 +371,45 @@ class Broker:
                     f"Invalid skip plan {plan.plan_id}: {mid.triplet()} is on "
                     f"'{item.topic_partition}', not '{seen.topic_partition}'; nothing skipped"
                 )
-        fresh = [item for item in items if not item.already_acknowledged]
-        work = [(cursors[name], targets) for name, targets in skip.group_targets(fresh).items()]
-        per_partition = dict.fromkeys(plan.partitions(), 0)
-        for item in fresh:
-            per_partition[item.topic_partition] += 1
+            was_acked.append(seen.already_acknowledged)
+        names = sorted(cursors)
+        outcomes: list[skip.SkipOutcome] = []
 
-        def planned_acked(item: skip.SkipItem) -> bool:
-            mid = item.message_id
-            return planned[(mid.ledger_id, mid.entry_id, mid.batch_index)].already_acknowledged
+        def decide(states: list[CursorState]) -> tuple[list[list[AckTarget]], AuditEntry]:
+            # The cursors as they are under their row locks: what is reported as
+            # skipped is exactly what this transaction writes.
+            state_of = dict(zip(names, states, strict=True))
+            acked = [
+                state_of[item.topic_partition].is_acked(
+                    item.message_id.position, item.message_id.batch_index
+                )
+                for item in items
+            ]
+            fresh = [item for item, now in zip(items, acked, strict=True) if not now]
+            done = [
+                (item, was) for item, was, now in zip(items, was_acked, acked, strict=True) if now
+            ]
+            per_partition = dict.fromkeys(plan.partitions(), 0)
+            for item in fresh:
+                per_partition[item.topic_partition] += 1
+            outcome = skip.SkipOutcome(
+                info.name,
+                plan.subscription,
+                plan.plan_id,
+                skipped=[item.message_id for item in fresh],
+                already_acknowledged=[item.message_id for item, was in done if was],
+                acknowledged_meanwhile=[item.message_id for item, was in done if not was],
+                per_partition=per_partition,
+                part_of=plan.part_of,
+            )
+            outcomes.append(outcome)
+            detail = {**outcome.to_json(), "via": via}
+            targets = [[i.target for i in fresh if i.topic_partition == name] for name in names]
+            return targets, AuditEntry("skip", info.name, plan.subscription, role, detail, at_ms)
 
-        done = [item for item in items if item.already_acknowledged]
-        outcome = skip.SkipOutcome(
-            info.name,
-            plan.subscription,
-            plan.plan_id,
-            skipped=[item.message_id for item in fresh],
-            already_acknowledged=[item.message_id for item in done if planned_acked(item)],
-            acknowledged_meanwhile=[item.message_id for item in done if not planned_acked(item)],
-            per_partition=per_partition,
-            part_of=plan.part_of,
-        )
-        detail = {**outcome.to_json(), "via": via}
-        audit = AuditEntry("skip", info.name, plan.subscription, role, detail, self.clock())
-        acknowledge_together(self.metadata, work, audit)
-        return outcome
+        at_ms = self.clock()
+        acknowledge_deciding(self.metadata, [cursors[name] for name in names], decide)
+        return outcomes[-1]
 
     def reset_cursor(
         self,

@@ -13,7 +13,7 @@ the store serializes the appends with a row lock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from core import cursor_codec
@@ -128,28 +128,32 @@ class ManagedCursor:
         self._journal_length = 0
 
 
-def acknowledge_together(
+def acknowledge_deciding(
     store: MetadataStore,
-    work: Sequence[tuple[ManagedCursor, Sequence[AckTarget]]],
-    audit: AuditEntry | None = None,
+    cursors: Sequence[ManagedCursor],
+    decide: Callable[[list[CursorState]], tuple[list[list[AckTarget]], AuditEntry | None]],
 ) -> None:
-    """Acknowledge on several cursors of ``store`` (e.g. every partition of a topic) at once.
+    """Acknowledge on several cursors of ``store`` at once, deciding what from their state.
 
-    One transaction for all, ``audit`` included: either every cursor gets its
-    acknowledgements and the audit record is written, or nothing is, so a
-    multi-partition skip never applies to only some partitions and never goes
-    unrecorded. With no work, only the audit record is written.
+    One transaction for all: each cursor's current state is read under its row
+    lock and given to ``decide``, which returns the targets to acknowledge per
+    cursor (in order) and an audit record. Every cursor gets its
+    acknowledgements and the audit record is written, or nothing is: a
+    multi-partition skip never applies to only some partitions, never goes
+    unrecorded, and no other writer's acknowledgement lands between what
+    ``decide`` saw and what is written. The cursors' in-memory states are left
+    as they were: :meth:`ManagedCursor.refresh` to read the result.
     """
-    if not work and audit is None:
-        return
-    deltas = [CursorState.ack_delta(targets) for _, targets in work]
-    store.append_cursor_deltas(
-        [
-            (cursor.topic_partition, cursor.subscription, cursor_codec.encode(delta))
-            for (cursor, _), delta in zip(work, deltas, strict=True)
-        ],
-        audit,
+
+    def on_records(records: list[CursorRecord]) -> tuple[list[bytes | None], AuditEntry | None]:
+        states = [replay(r, c.layout) for r, c in zip(records, cursors, strict=True)]
+        targets, audit = decide(states)
+        payloads = [
+            cursor_codec.encode(CursorState.ack_delta(chosen)) if chosen else None
+            for chosen in targets
+        ]
+        return payloads, audit
+
+    store.append_cursor_deltas_deciding(
+        [(cursor.topic_partition, cursor.subscription) for cursor in cursors], on_records
     )
-    for (cursor, _), delta in zip(work, deltas, strict=True):
-        cursor.state.merge(delta, cursor.layout)
-        cursor._appended()

@@ -373,12 +373,3 @@ def _named(mid: MessageId) -> str:
     """``ledger:entry[:batchIndex]`` for errors, any batch index shown but -1 (whole entry)."""
     text = f"{mid.ledger_id}:{mid.entry_id}"
     return text if mid.batch_index == -1 else f"{text}:{mid.batch_index}"
-
-
-def group_targets(items: Sequence[SkipItem]) -> dict[str, list[AckTarget]]:
-    """The acknowledgements to write, per topic partition (already acknowledged left out)."""
-    grouped: dict[str, list[AckTarget]] = {}
-    for item in items:
-        if not item.already_acknowledged:
-            grouped.setdefault(item.topic_partition, []).append(item.target)
-    return grouped

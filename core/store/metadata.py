@@ -21,7 +21,7 @@ owns their format.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -962,6 +962,54 @@ class MetadataStore:
                 session.add(audit_row)
                 session.flush()
         return versions
+
+    def append_cursor_deltas_deciding(
+        self,
+        cursors: Sequence[tuple[str, str]],
+        decide: Callable[[list[CursorRecord]], tuple[list[bytes | None], AuditEntry | None]],
+    ) -> None:
+        """Read cursors under their row locks, let ``decide`` choose, write: ONE transaction.
+
+        ``cursors`` are ``(topic_partition, subscription)``; ``decide`` gets their
+        records (as :meth:`load_cursor` returns them, in the same order) and
+        returns one delta payload per cursor (None = nothing to append) and an
+        audit record or None. No other writer can append to these cursors between
+        the read and the write, so what ``decide`` chose from is what is
+        written over. Locks in the fixed order of :meth:`append_cursor_deltas`.
+        Anything ``decide`` raises rolls everything back.
+        """
+        checked = [(_topic(tp), sub) for tp, sub in cursors]
+        order = sorted(range(len(checked)), key=lambda i: checked[i])
+        with self._session(write=True) as session:
+            records: dict[int, CursorRecord] = {}
+            for i in order:
+                name, subscription = checked[i]
+                query = self._cursor_query(name, subscription).with_for_update(of=CursorRow)
+                row = session.scalars(query).one_or_none()
+                if row is None:
+                    raise self._cursor_missing(name, subscription)
+                deltas = session.scalars(
+                    select(CursorDeltaRow.payload)
+                    .where(
+                        CursorDeltaRow.cursor_id == row.id,
+                        CursorDeltaRow.version > row.snapshot_version,
+                    )
+                    .order_by(CursorDeltaRow.version)
+                )
+                records[i] = CursorRecord(
+                    row.snapshot, row.snapshot_version, list(deltas), row.version
+                )
+            payloads, audit = decide([records[i] for i in range(len(checked))])
+            audit_row = None if audit is None else _audit_row(audit)
+            for i in order:
+                payload = payloads[i]
+                if payload is not None:
+                    name, subscription = checked[i]
+                    data = _check_bytes("cursor delta", payload)
+                    self._append_delta(session, name, subscription, data)
+            if audit_row is not None:
+                session.add(audit_row)
+                session.flush()
 
     def _append_delta(self, session: Session, name: str, subscription: str, data: bytes) -> int:
         cursor_id = session.scalars(

@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from core.broker import Broker
+from core.config import Config
 from core.errors import (
     EntryNotFoundError,
     InvalidArgumentError,
@@ -250,3 +251,27 @@ def test_reading_a_plan_needs_neither_store_nor_pyarrow() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_an_acknowledgement_racing_the_apply_is_reported_as_meanwhile(
+    broker: Broker, ids: list[MessageId], home_config: Config, clock: Clock
+) -> None:
+    """Another writer acknowledges after apply validated the plan and before it writes: the
+    decision is made under the row locks, so that message is reported as acknowledged
+    meanwhile, not as skipped by this apply."""
+    plan = broker.plan_skip("admin", TOPIC, "s", [ids[0], ids[7]])
+    raced: list[MessageId] = []
+
+    def racing_clock() -> int:
+        # Called by apply_skip between validating and its transaction: the moment of the race.
+        if not raced:
+            raced.append(ids[7])
+            broker.skip_messages("admin", TOPIC, "s", raced)
+        return clock()
+
+    with Broker(home_config, clock=racing_clock) as racer:
+        outcome = racer.apply_skip("admin", plan)
+    assert [key(m) for m in outcome.skipped] == [key(ids[0])]
+    assert [key(m) for m in outcome.acknowledged_meanwhile] == [key(ids[7])]
+    audit = [r for r in broker.metadata.audit_log(TOPIC) if r.detail.get("planId") == plan.plan_id]
+    assert [r.detail["skipped"] for r in audit] == [[ids[0].triplet()]]
