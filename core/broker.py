@@ -344,10 +344,12 @@ class Broker:
         The plan may be stale or forged, so it is validated again against the
         current ledgers and cursor (authorization, subscription type, every id in
         the topic, partition routing, batch index range): any bad item raises and
-        nothing is written. Messages acknowledged since planning are reported as
-        ``acknowledged_meanwhile``. The acknowledgements and the audit record
-        (stamped with the broker's clock) commit in one metadata-store
-        transaction, or neither does; ``via`` names the front door in that record
+        nothing is written. Which messages are still unacknowledged is decided from
+        the cursors read under their row locks, in the writing transaction, so a
+        message acknowledged by anyone since planning is reported as
+        ``acknowledged_meanwhile``, never as skipped. The acknowledgements and the
+        audit record (stamped with the broker's clock) commit in that one
+        transaction, or neither does; ``via`` names the front door in the record
         (``cli``, ``spark``, ...). Idempotent: applying again acknowledges nothing more.
         """
         info = self.authorized_topic(role, Operation.SKIP, plan.topic)
