@@ -130,9 +130,7 @@ def run(
         backlog_messages = broker.peek_messages(
             role, topic, SUBSCRIPTION, max(int(before_total["messages"]), 1)
         )
-        whole = {
-            (m.topic, m.position): max(m.message_id.batch_size, 1) for m in backlog_messages
-        }
+        whole = {(m.topic, m.position): max(m.message_id.batch_size, 1) for m in backlog_messages}
         line(
             f"    Pulsar's analyze-backlog would report {sum(whole.values())} messages here; "
             f"{before_total['messages']} are really left."

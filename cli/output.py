@@ -115,9 +115,7 @@ def analysis_lines(document: dict[str, object]) -> list[str]:
     subs: dict[str, dict[str, object]] = document["subscriptions"]  # type: ignore[assignment]
     if len(subs) > 1:
         for name, value in subs.items():
-            table.append(
-                ["total", name, *(_cell(value[field]) for field, _ in _ANALYSIS_COLUMNS)]
-            )
+            table.append(["total", name, *(_cell(value[field]) for field, _ in _ANALYSIS_COLUMNS)])
     total: dict[str, object] = document["total"]  # type: ignore[assignment]
     label = document["subscription"] or ("*" if len(subs) != 1 else next(iter(subs)))
     table.append(["TOTAL", str(label), *(_cell(total[field]) for field, _ in _ANALYSIS_COLUMNS)])
@@ -160,5 +158,7 @@ def _cell(value: object) -> str:
 
 def _align(table: list[list[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-            for row in table]
+    return [
+        "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in table
+    ]

@@ -59,7 +59,11 @@ def cursorops(
     if role is not None:
         command += ["--role", role]
     done = subprocess.run(
-        [*command, *args], capture_output=True, text=True, env=environment, timeout=120,
+        [*command, *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
         check=False,
     )
     return Run(done.returncode, done.stdout, done.stderr)
@@ -99,22 +103,85 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     home = tmp_path_factory.mktemp("home")
     ok(home, "tenants", "create", "acme", "--admin-roles", "shop-admin")
     ok(home, "namespaces", "create", "acme/shop")
-    ok(home, "namespaces", "grant-permission", "acme/shop", "--role", "reader", "--actions",
-       "consume")
-    ok(home, "namespaces", "grant-permission", "acme/shop", "--role", "writer", "--actions",
-       "produce")
+    ok(
+        home,
+        "namespaces",
+        "grant-permission",
+        "acme/shop",
+        "--role",
+        "reader",
+        "--actions",
+        "consume",
+    )
+    ok(
+        home,
+        "namespaces",
+        "grant-permission",
+        "acme/shop",
+        "--role",
+        "writer",
+        "--actions",
+        "produce",
+    )
     ok(home, "topics", "create-partitioned-topic", "acme/shop/orders", "-p", str(PARTITIONS))
     ok(home, "topics", "create", "acme/shop/plain", role="shop-admin")
-    ok(home, "topics", "create-subscription", ORDERS, "-s", "work", "--type", "Shared",
-       "-m", "earliest", "-p", "team=billing")
+    ok(
+        home,
+        "topics",
+        "create-subscription",
+        ORDERS,
+        "-s",
+        "work",
+        "--type",
+        "Shared",
+        "-m",
+        "earliest",
+        "-p",
+        "team=billing",
+    )
     ok(home, "topics", "create-subscription", ORDERS, "-s", "excl", "-m", "earliest")
-    ok(home, "topics", "create-subscription", PLAIN, "-s", "work", "--type", "Key_Shared",
-       "-m", "earliest")
+    ok(
+        home,
+        "topics",
+        "create-subscription",
+        PLAIN,
+        "-s",
+        "work",
+        "--type",
+        "Key_Shared",
+        "-m",
+        "earliest",
+    )
     plain = ok_json(home, "produce", PLAIN, "-m", "p1", "-m", "p2", "-m", "p3")
-    orders = ok_json(home, "produce", ORDERS, "-m", "a", "-m", "b", "-n", "15",
-                     "--batch-size", "5", "-p", "x=1,y=2", role="writer")
-    delayed = ok_json(home, "produce", ORDERS, "-m", "later", "-n", "2", "--deliver-after", "1h",
-                      "--batch-size", "5")
+    orders = ok_json(
+        home,
+        "produce",
+        ORDERS,
+        "-m",
+        "a",
+        "-m",
+        "b",
+        "-n",
+        "15",
+        "--batch-size",
+        "5",
+        "-p",
+        "x=1,y=2",
+        role="writer",
+    )
+    delayed = ok_json(
+        home,
+        "produce",
+        ORDERS,
+        "-m",
+        "later",
+        "-n",
+        "2",
+        "--deliver-after",
+        "1h",
+        "--batch-size",
+        "5",
+    )
     assert isinstance(orders, list) and isinstance(delayed, list) and isinstance(plain, list)
     yield World(home, orders, delayed, plain)
 
@@ -128,8 +195,13 @@ def snapshot(home: Path) -> list[Any]:
 
 
 def test_every_error_leaf_has_an_exit_code() -> None:
-    families = {InvalidInputError: 2, NotFoundError: 3, ConflictError: 4,
-                NotAuthorizedError: 5, StoreError: 6}
+    families = {
+        InvalidInputError: 2,
+        NotFoundError: 3,
+        ConflictError: 4,
+        NotAuthorizedError: 5,
+        StoreError: 6,
+    }
     for leaf in leaf_classes():
         assert leaf in EXIT_CODES, leaf
         expected = [code for family, code in families.items() if issubclass(leaf, family)]
@@ -207,16 +279,43 @@ def test_full_flow(world: World) -> None:
     # delayed message by base64.
     pill = next(o for o in world.orders if (o["partition"], o["triplet"]) not in acked_ids)
     gone = world.delayed[0]
-    skipped = ok_json(home, "topics", "skip-messages", ORDERS, "-s", "work",
-                      "--messageId-triplet", pill["triplet"], role="reader")
+    skipped = ok_json(
+        home,
+        "topics",
+        "skip-messages",
+        ORDERS,
+        "-s",
+        "work",
+        "--messageId-triplet",
+        pill["triplet"],
+        role="reader",
+    )
     assert [s["triplet"] for s in skipped["skipped"]] == [pill["triplet"]]
     assert skipped["skipped"][0]["partition"] == pill["partition"]
-    skipped = ok_json(home, "topics", "skip-messages", ORDERS, "-s", "work",
-                      "--messageId-base64", gone["base64"], "--messageId-base64", pill["base64"])
+    skipped = ok_json(
+        home,
+        "topics",
+        "skip-messages",
+        ORDERS,
+        "-s",
+        "work",
+        "--messageId-base64",
+        gone["base64"],
+        "--messageId-base64",
+        pill["base64"],
+    )
     assert [s["triplet"] for s in skipped["skipped"]] == [gone["triplet"]]
     assert [s["triplet"] for s in skipped["alreadyAcknowledged"]] == [pill["triplet"]]
-    text = ok(home, "topics", "skip-messages", ORDERS, "-s", "work", "--messageId-triplet",
-              gone["triplet"]).stdout
+    text = ok(
+        home,
+        "topics",
+        "skip-messages",
+        ORDERS,
+        "-s",
+        "work",
+        "--messageId-triplet",
+        gone["triplet"],
+    ).stdout
     assert "already acknowledged" in text and gone["triplet"] in text
 
     # New processes: the acks and skips are still there.
@@ -264,45 +363,138 @@ def test_full_flow(world: World) -> None:
 
 BAD_INPUTS: list[tuple[str, int, tuple[str, ...], str | None]] = [
     # (what, exit code, arguments, role); "{...}" fields are filled from the world
-    ("bad topic name", 2,
-     ("topics", "skip-messages", "persistent://acme/shop/a/b", "-s", "work",
-      "--messageId-triplet", "{order}"), None),
-    ("unknown topic", 3,
-     ("topics", "skip-messages", "acme/shop/nope", "-s", "work", "--messageId-triplet", "{order}"),
-     None),
-    ("unknown subscription", 3,
-     ("topics", "skip-messages", ORDERS, "-s", "nope", "--messageId-triplet", "{order}"), None),
-    ("bad triplet", 2,
-     ("topics", "skip-messages", ORDERS, "-s", "work", "--messageId-triplet", "{order}", "1:x"),
-     None),
-    ("bad base64", 2,
-     ("topics", "skip-messages", ORDERS, "-s", "work", "--messageId-base64", "{order64}", "!!!"),
-     None),
-    ("batch index out of range", 2,
-     ("topics", "skip-messages", ORDERS, "-s", "work", "--messageId-triplet", "{order}",
-      "{order_entry}:5"), None),
-    ("batch index on a non-batched entry", 2,
-     ("topics", "skip-messages", ORDERS, "-s", "work", "--messageId-triplet", "{order}",
-      "{delayed}:0"), None),
-    ("unknown entry", 3,
-     ("topics", "skip-messages", ORDERS, "-s", "work", "--messageId-triplet", "{order}",
-      "{plain}"), None),
-    ("position beyond the last entry", 2,
-     ("topics", "skip-messages", ORDERS, "-s", "work", "--messageId-triplet", "{order}",
-      "{last_ledger}:9999"), None),
-    ("skip on an Exclusive subscription", 4,
-     ("topics", "skip-messages", ORDERS, "-s", "excl", "--messageId-triplet", "{order}"), None),
-    ("role without grants", 5,
-     ("topics", "skip-messages", ORDERS, "-s", "work", "--messageId-triplet", "{order}"),
-     "nobody"),
-    ("role with produce only", 5,
-     ("topics", "skip-messages", ORDERS, "-s", "work", "--messageId-triplet", "{order}"),
-     "writer"),
-    ("bad --type", 2,
-     ("topics", "create-subscription", ORDERS, "-s", "new", "--type", "Exclusivish"), None),
+    (
+        "bad topic name",
+        2,
+        (
+            "topics",
+            "skip-messages",
+            "persistent://acme/shop/a/b",
+            "-s",
+            "work",
+            "--messageId-triplet",
+            "{order}",
+        ),
+        None,
+    ),
+    (
+        "unknown topic",
+        3,
+        (
+            "topics",
+            "skip-messages",
+            "acme/shop/nope",
+            "-s",
+            "work",
+            "--messageId-triplet",
+            "{order}",
+        ),
+        None,
+    ),
+    (
+        "unknown subscription",
+        3,
+        ("topics", "skip-messages", ORDERS, "-s", "nope", "--messageId-triplet", "{order}"),
+        None,
+    ),
+    (
+        "bad triplet",
+        2,
+        ("topics", "skip-messages", ORDERS, "-s", "work", "--messageId-triplet", "{order}", "1:x"),
+        None,
+    ),
+    (
+        "bad base64",
+        2,
+        ("topics", "skip-messages", ORDERS, "-s", "work", "--messageId-base64", "{order64}", "!!!"),
+        None,
+    ),
+    (
+        "batch index out of range",
+        2,
+        (
+            "topics",
+            "skip-messages",
+            ORDERS,
+            "-s",
+            "work",
+            "--messageId-triplet",
+            "{order}",
+            "{order_entry}:5",
+        ),
+        None,
+    ),
+    (
+        "batch index on a non-batched entry",
+        2,
+        (
+            "topics",
+            "skip-messages",
+            ORDERS,
+            "-s",
+            "work",
+            "--messageId-triplet",
+            "{order}",
+            "{delayed}:0",
+        ),
+        None,
+    ),
+    (
+        "unknown entry",
+        3,
+        (
+            "topics",
+            "skip-messages",
+            ORDERS,
+            "-s",
+            "work",
+            "--messageId-triplet",
+            "{order}",
+            "{plain}",
+        ),
+        None,
+    ),
+    (
+        "position beyond the last entry",
+        2,
+        (
+            "topics",
+            "skip-messages",
+            ORDERS,
+            "-s",
+            "work",
+            "--messageId-triplet",
+            "{order}",
+            "{last_ledger}:9999",
+        ),
+        None,
+    ),
+    (
+        "skip on an Exclusive subscription",
+        4,
+        ("topics", "skip-messages", ORDERS, "-s", "excl", "--messageId-triplet", "{order}"),
+        None,
+    ),
+    (
+        "role without grants",
+        5,
+        ("topics", "skip-messages", ORDERS, "-s", "work", "--messageId-triplet", "{order}"),
+        "nobody",
+    ),
+    (
+        "role with produce only",
+        5,
+        ("topics", "skip-messages", ORDERS, "-s", "work", "--messageId-triplet", "{order}"),
+        "writer",
+    ),
+    (
+        "bad --type",
+        2,
+        ("topics", "create-subscription", ORDERS, "-s", "new", "--type", "Exclusivish"),
+        None,
+    ),
     ("bad -t duration", 2, ("topics", "reset-cursor", PLAIN, "-s", "work", "-t", "10x"), None),
-    ("bad --deliver-after", 2,
-     ("produce", ORDERS, "-m", "x", "--deliver-after", "soon"), None),
+    ("bad --deliver-after", 2, ("produce", ORDERS, "-m", "x", "--deliver-after", "soon"), None),
     ("existing topic", 4, ("topics", "create", ORDERS), None),
 ]
 
