@@ -1,0 +1,305 @@
+"""A local Airflow 3.3.2 started from Python, driven over its public REST API.
+
+Used by ``cursorops demo --airflow``, the Airflow tests and the benchmarks, so
+all three start Airflow the way a person does:
+
+- :func:`start_airflow` runs ``scripts/airflow-up.sh`` (``airflow standalone``:
+  api-server, scheduler, dag-processor and triggerer with the LocalExecutor on
+  SQLite, the embedded default);
+- with ``topology=True`` it runs ``scripts/airflow-topology.sh`` instead: the
+  api-server, the scheduler and the dag-processor as separate processes on the
+  metadata database named by ``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN``.
+
+Both launchers read their settings from ``scripts/airflow-env.sh`` and stop
+every process they started on SIGINT (:meth:`Airflow.stop`). The
+SimpleAuthManager users get known passwords, ``<user>-pw``. The helpers act as
+a given user, as that person would in the UI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "scripts"
+DEMO_USERS = {"admin": "admin", "alice": "op", "bob": "op", "carol": "viewer"}
+"""Airflow user → SimpleAuthManager role. carol, a viewer, is the read-only service
+account the apply step re-reads approvals with (``scripts/airflow-env.sh``)."""
+START_TIMEOUT_S = 300.0
+HITL_SETTLE_S = 3.0
+"""Airflow 3.3.2 with the LocalExecutor can fail a run whose approval lands within about
+1 s of the task parking in ``awaiting_input``: answer only after this long."""
+FINISHED = {"success", "failed"}
+SKIP_DAG = "cursorops_skip_messages"
+
+Progress = Callable[[str], None]
+
+
+def password(user: str) -> str:
+    """The known password :func:`start_airflow` gives ``user``."""
+    return f"{user}-pw"
+
+
+def free_port(span: int = 1) -> int:
+    """A port ``p`` such that ``p .. p+span-1`` are free on 127.0.0.1 right now."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        if port + span > 65535:
+            continue
+        try:
+            for offset in range(1, span):
+                with socket.socket() as more:
+                    more.bind(("0.0.0.0", port + offset))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port range found")
+
+
+@dataclass
+class Airflow:
+    base_url: str
+    home: Path
+    log: Path
+    process: subprocess.Popen[bytes]
+    _tokens: dict[str, str] = field(default_factory=dict)
+
+    # -- users -----------------------------------------------------------------
+
+    def token(self, user: str) -> str:
+        """A JWT of ``user`` (``POST /auth/token``), also the UI's ``_token`` cookie."""
+        if user not in self._tokens:
+            response = httpx.post(
+                f"{self.base_url}/auth/token",
+                json={"username": user, "password": password(user)},
+                timeout=60,
+            )
+            response.raise_for_status()
+            self._tokens[user] = response.json()["access_token"]
+        return self._tokens[user]
+
+    def request(self, user: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.token(user)}", **kwargs.pop("headers", {})}
+        return httpx.request(
+            method, f"{self.base_url}{path}", headers=headers, timeout=60, **kwargs
+        )
+
+    def get(self, user: str, path: str, **kwargs: Any) -> Any:
+        response = self.request(user, "GET", path, **kwargs)
+        response.raise_for_status()
+        return response.json()
+
+    # -- runs ------------------------------------------------------------------
+
+    def trigger(self, dag_id: str, conf: Mapping[str, Any], user: str) -> str:
+        response = self.request(
+            user,
+            "POST",
+            f"/api/v2/dags/{dag_id}/dagRuns",
+            json={"logical_date": None, "conf": conf},
+        )
+        if response.status_code != 200:
+            raise RuntimeError(
+                f"trigger {dag_id} as {user}: {response.status_code} {response.text}"
+            )
+        return str(response.json()["dag_run_id"])
+
+    def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        return dict(self.get("admin", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}"))
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        return str(self.dag_run(dag_id, run_id)["state"])
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        found = self.get(
+            "admin",
+            f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances",
+            params={"limit": 1000},
+        )
+        return list(found["task_instances"])
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, list[str]]:
+        """Task id → states of its instances (one per map index)."""
+        states: dict[str, list[str]] = {}
+        for ti in self.task_instances(dag_id, run_id):
+            states.setdefault(ti["task_id"], []).append(str(ti["state"]))
+        return states
+
+    def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+        return dict(
+            self.get("admin", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
+        )
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+        """The text of the task's first try's log."""
+        response = self.request(
+            "admin",
+            "GET",
+            f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/1",
+            params={"map_index": map_index},
+            headers={"Accept": "application/json"},
+        )
+        response.raise_for_status()
+        return response.text
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float = 300) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.run_state(dag_id, run_id)
+            if state in FINISHED:
+                return state
+            time.sleep(1)
+        raise TimeoutError(f"run {run_id} not finished after {timeout} s: {self.log}")
+
+    def wait_parked(
+        self, dag_id: str, run_id: str, task_id: str, timeout: float = 300, poll: float = 1.0
+    ) -> None:
+        """Return as soon as the gate parks in ``awaiting_input`` (no settling)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ti = self.task_instance(dag_id, run_id, task_id)
+            if ti["state"] == "awaiting_input":
+                return
+            if ti["state"] in ("failed", "upstream_failed", "skipped", "success"):
+                raise AssertionError(f"{task_id} ended {ti['state']} before waiting for input")
+            if self.run_state(dag_id, run_id) in FINISHED:
+                raise AssertionError(f"run {run_id} finished before {task_id} waited for input")
+            time.sleep(poll)
+        raise TimeoutError(f"{task_id} of {run_id} never awaited input: {self.log}")
+
+    def hitl_detail(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails"
+        return dict(self.get("admin", path))
+
+    def wait_awaiting_input(
+        self, dag_id: str, run_id: str, task_id: str, timeout: float = 300
+    ) -> dict[str, Any]:
+        """Wait until the gate parks in ``awaiting_input``, then :data:`HITL_SETTLE_S` more;
+        return its HITL record (subject, body, assigned users)."""
+        self.wait_parked(dag_id, run_id, task_id, timeout)
+        time.sleep(HITL_SETTLE_S)
+        return self.hitl_detail(dag_id, run_id, task_id)
+
+    def answer(
+        self, dag_id: str, run_id: str, task_id: str, option: str, user: str
+    ) -> httpx.Response:
+        """Answer the approval over REST as ``user`` (Approve or Reject)."""
+        return self.request(
+            user,
+            "PATCH",
+            f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails",
+            json={"chosen_options": [option], "params_input": {}},
+        )
+
+    # -- life ------------------------------------------------------------------
+
+    def stop(self, timeout: float = 120) -> None:
+        """SIGINT to the launcher, which stops every Airflow process it started (SIGTERM to
+        standalone would orphan its children); then check that none is left."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                raise
+        # The launcher's children share its process group: none may outlive it.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self.process.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(1)
+        os.killpg(self.process.pid, signal.SIGKILL)
+        raise RuntimeError(f"Airflow processes outlived the launcher's stop: {self.log}")
+
+
+def start_airflow(
+    root: Path,
+    environ: Mapping[str, str],
+    *,
+    users: Mapping[str, str] = DEMO_USERS,
+    topology: bool = False,
+    wait_for_dag: str = SKIP_DAG,
+    progress: Progress | None = None,
+    timeout: float = START_TIMEOUT_S,
+) -> Airflow:
+    """Start Airflow with AIRFLOW_HOME ``root/airflow`` and ``environ`` added (the cursorops
+    settings the tasks read, Airflow settings); wait for health and for ``wait_for_dag`` to be
+    parsed. ``progress`` is told what is happening while Airflow starts."""
+    home = root / "airflow"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "simple_auth_manager_passwords.json.generated").write_text(
+        json.dumps({user: password(user) for user in users})
+    )
+    port = free_port()
+    log_port = free_port(span=2)
+    env = {
+        **os.environ,
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        **environ,
+        "AIRFLOW_PORT": str(port),
+        "AIRFLOW_LOG_PORT": str(log_port),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in users.items()),
+    }
+    script = SCRIPTS / ("airflow-topology.sh" if topology else "airflow-up.sh")
+    log = root / "airflow.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            ["bash", str(script), str(home)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    airflow = Airflow(f"http://127.0.0.1:{port}", home, log, process)
+    try:
+        _wait_ready(airflow, wait_for_dag, progress or (lambda _text: None), timeout)
+    except BaseException:
+        airflow.stop()
+        raise
+    return airflow
+
+
+def _wait_ready(airflow: Airflow, dag_id: str, progress: Progress, timeout: float) -> None:
+    start = time.monotonic()
+    deadline = start + timeout
+    phase = "starting the api-server, scheduler and dag-processor"
+    progress(phase)
+    last_said = start
+    while time.monotonic() < deadline:
+        if airflow.process.poll() is not None:
+            raise RuntimeError(
+                f"the Airflow launcher exited {airflow.process.returncode}: {airflow.log}"
+            )
+        try:
+            health = httpx.get(f"{airflow.base_url}/api/v2/monitor/health", timeout=10)
+            if health.status_code == 200:
+                if phase.startswith("starting"):
+                    phase = f"api-server up; waiting for the dag-processor to parse {dag_id}"
+                    progress(f"{phase} ({time.monotonic() - start:.0f} s)")
+                dags = airflow.get("admin", "/api/v2/dags", params={"dag_id_pattern": dag_id})
+                if any(d["dag_id"] == dag_id for d in dags["dags"]):
+                    progress(f"Airflow ready ({time.monotonic() - start:.0f} s)")
+                    return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() - last_said >= 10:
+            last_said = time.monotonic()
+            progress(f"... still {phase} ({last_said - start:.0f} s)")
+        time.sleep(1)
+    raise TimeoutError(f"Airflow not ready after {timeout:.0f} s: {airflow.log}")

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Start Airflow 3.3.2 as a deployment runs it: the api-server, the scheduler
+# (LocalExecutor) and the dag-processor as separate processes, on the metadata
+# database given by AIRFLOW__DATABASE__SQL_ALCHEMY_CONN (PostgreSQL, say),
+# serving this repo's dags/ with the settings of scripts/airflow-env.sh.
+#
+#   AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=postgresql+psycopg://user@host/airflow \
+#       scripts/airflow-topology.sh [AIRFLOW_HOME]
+#
+# No triggerer: in 3.3 the approval gate parks in awaiting_input, it does not defer.
+# Stop it with SIGINT or SIGTERM: it sends SIGTERM to each component, waits for
+# them all, and exits. If one component dies, it stops the others and exits 1.
+set -euo pipefail
+
+source "$(dirname "$0")/airflow-env.sh" "${1:-}"
+: "${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:?set AIRFLOW__DATABASE__SQL_ALCHEMY_CONN to the metadata database}"
+# Airflow derives its async URL as postgresql+asyncpg, which is not installed:
+# psycopg 3 serves both.
+export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC="${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC:-$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN}"
+export AIRFLOW__CORE__EXECUTOR=LocalExecutor
+export AIRFLOW__API__WORKERS="${AIRFLOW__API__WORKERS:-1}"
+# Task processes reach the api-server's execution API, not the default localhost:8080.
+export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://127.0.0.1:$port/execution/"
+# One secret for every component: the scheduler signs the task tokens the
+# api-server checks; a per-process random secret would refuse them all.
+secret="$("$venv/bin/python" -c 'import secrets; print(secrets.token_urlsafe(32))')"
+export AIRFLOW__API_AUTH__JWT_SECRET="${AIRFLOW__API_AUTH__JWT_SECRET:-$secret}"
+export AIRFLOW__API__SECRET_KEY="${AIRFLOW__API__SECRET_KEY:-$secret}"
+
+print_logins
+echo "metadata database: $("$venv/bin/python" -c 'import sys; from sqlalchemy.engine import make_url; print(make_url(sys.argv[1]).render_as_string(hide_password=True))' "$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")"
+airflow db migrate
+
+pids=()
+stop() {
+    trap - INT TERM
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+}
+trap 'stop; exit 0' INT TERM
+echo $$ >"$AIRFLOW_HOME/topology.pid"
+airflow api-server --host 127.0.0.1 --port "$port" &
+pids+=($!)
+airflow scheduler &
+pids+=($!)
+airflow dag-processor &
+pids+=($!)
+echo "api-server ${pids[0]}, scheduler ${pids[1]}, dag-processor ${pids[2]}"
+set +e
+wait -n "${pids[@]}"
+status=$?
+echo "an Airflow component exited ($status): stopping the others" >&2
+stop
+exit 1
