@@ -14,13 +14,14 @@ SkipPlan, whichever engine produced it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from core.broker import Broker
-    from core.skip_plan import PlannedSkip, SkipPlan
+    from core.skip_plan import SkipPlan
 
 PREVIEW_ROWS = 50
 """Messages listed in the preview; the rest are counted."""
@@ -32,6 +33,9 @@ def skip_plan(document: Mapping[str, Any]) -> SkipPlan:
     """The SkipPlan of a document, its id recomputed from its content (never trusted)."""
     from core.skip_plan import SkipPlan
 
+    if "skipPlanPath" in document:
+        with open(document["skipPlanPath"], encoding="utf-8") as source:
+            return SkipPlan.from_json(source.read())
     return SkipPlan.from_json(document["skipPlan"])
 
 
@@ -43,87 +47,54 @@ def digest_in(body: str | None) -> str | None:
     return None
 
 
-def _backlog(
-    broker: Broker, partition: str, subscription: str, items: Sequence[PlannedSkip]
-) -> tuple[int, int]:
-    """Exact backlog (messages) of one partition now, and after acknowledging ``items``."""
-    from core import backlog
-    from core.cursor import AckTarget, CursorState
-    from core.ledger_layout import LedgerLayout
-    from core.managed_cursor import ManagedCursor
-    from core.position import Position
-    from core.topic_name import TopicName
-
-    layout = LedgerLayout.of((i.ledger_id, i.entries) for i in broker.metadata.ledgers(partition))
-    state = ManagedCursor.open(broker.metadata, partition, subscription, layout).state
-    index = broker.ledgers.entry_index(TopicName.parse(partition))
-    before = backlog.backlog(state, index.ledger_id, index.entry_id, index.batch_size)
-    targets = [
-        AckTarget(Position(i.ledger_id, i.entry_id), i.batch_index, i.batch_size) for i in items
-    ]
-    after_state = state.copy()
-    after_state.merge(CursorState.ack_delta(targets), layout)
-    after = backlog.backlog(after_state, index.ledger_id, index.entry_id, index.batch_size)
-    return before.messages, after.messages
-
-
 def _ms(value: int | None) -> str:
     if value is None or value < 0:
         return ""
     return datetime.fromtimestamp(value / 1000, tz=UTC).isoformat(timespec="milliseconds")
 
 
-def _describe(broker: Broker, partition: str, items: Sequence[PlannedSkip]) -> list[dict[str, Any]]:
-    """Key, publish time, deliver-at, properties and a payload excerpt of each item."""
-    from core.topic_name import TopicName
-
-    table = broker.ledgers.read_entries(
-        TopicName.parse(partition), [i.message_id.position for i in items]
-    )
-    rows: dict[tuple[int, int, int], dict[str, Any]] = {}
-    for row in table.to_pylist():
-        rows.setdefault((row["ledger_id"], row["entry_id"], row["batch_index"]), row)
-        rows.setdefault((row["ledger_id"], row["entry_id"], -2), row)
+def _describe(broker: Broker, role: str, plan: SkipPlan, limit: int) -> list[dict[str, Any]]:
+    """Key, publish time, deliver-at, properties and a payload excerpt of the first items."""
     out = []
-    for item in items:
-        mid = item.message_id
-        row = rows.get((mid.ledger_id, mid.entry_id, mid.batch_index)) or rows.get(
-            (mid.ledger_id, mid.entry_id, -2), {}
-        )
-        payload = bytes(row.get("payload") or b"")
-        excerpt = payload[:PAYLOAD_EXCERPT].decode("utf-8", "replace")
+    for d in broker.describe_messages(role, plan, limit):
+        mid = d.message_id
+        excerpt = d.payload_excerpt[:PAYLOAD_EXCERPT].decode("utf-8", "replace")
         out.append(
             {
-                "id": f"{mid.ledger_id}:{mid.entry_id}"
-                + (f":{mid.batch_index}" if mid.batch_index >= 0 else ""),
-                "partition": partition,
-                "key": row.get("key"),
-                "publishTime": _ms(row.get("publish_time")),
-                "deliverAt": _ms(item.deliver_at),
-                "properties": dict(row.get("properties") or []),
-                "payload": excerpt + ("…" if len(payload) > PAYLOAD_EXCERPT else ""),
-                "wholeBatchOf": item.batch_size if mid.batch_index < 0 and item.batch_size else 0,
-                "alreadyAcknowledged": item.already_acknowledged,
+                "id": mid.triplet(),
+                "partition": d.topic_partition,
+                "key": d.key,
+                "publishTime": _ms(d.publish_time_ms),
+                "deliverAt": _ms(d.deliver_at_ms),
+                "properties": dict(d.properties),
+                "payload": excerpt + ("…" if d.payload_size > PAYLOAD_EXCERPT else ""),
+                "wholeBatchOf": d.whole_batch_of,
+                "alreadyAcknowledged": d.already_acknowledged,
             }
         )
     return out
 
 
 def build_document(
-    broker: Broker, request: Mapping[str, Any], role: str, plan: SkipPlan
+    broker: Broker,
+    request: Mapping[str, Any],
+    role: str,
+    plan: SkipPlan,
+    *,
+    plan_path: str | None = None,
+    predicate: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The document of ``plan``: the request, the plan, the exact backlog, the preview."""
-    stats = broker.topic_stats(role, plan.topic)
-    subs = stats["subscriptions"]
-    total_before = int(subs[plan.subscription]["msgBacklog"])  # type: ignore[index]
-    per_partition = {}
-    shown: list[dict[str, Any]] = []
-    for partition in plan.partitions():
-        group = [i for i in plan.items if i.topic_partition == partition]
-        before, after = _backlog(broker, partition, plan.subscription, group)
-        per_partition[partition] = {"before": before, "after": after, "ids": len(group)}
-        if len(shown) < PREVIEW_ROWS:
-            shown.extend(_describe(broker, partition, group[: PREVIEW_ROWS - len(shown)]))
+    """The document of ``plan``: the request, the plan, the exact backlog, the preview.
+
+    With ``plan_path`` the plan is written there as JSON and the document
+    carries the path, not the plan (large plans stay out of XCom).
+    """
+    projection = broker.project_backlog(role, plan)
+    per_partition = {
+        p.topic_partition: {"before": p.before, "after": p.after, "ids": p.items}
+        for p in projection.partitions
+    }
+    shown = _describe(broker, role, plan, PREVIEW_ROWS)
     document: dict[str, Any] = {
         "planId": plan.plan_id,
         "topic": plan.topic,
@@ -134,15 +105,22 @@ def build_document(
         "ticket": request.get("ticket"),
         "partitions": list(plan.partitions()),
         "backlog": {
-            "before": total_before,
-            "after": total_before - sum(v["before"] - v["after"] for v in per_partition.values()),
+            "before": projection.before,
+            "after": projection.after,
             "perPartition": per_partition,
         },
         "messages": shown,
         "total": len(plan.items),
         "alreadyAcknowledged": sum(1 for i in plan.items if i.already_acknowledged),
-        "skipPlan": plan.to_json(),
     }
+    if plan_path is None:
+        document["skipPlan"] = plan.to_json()
+    else:
+        with open(plan_path, "w", encoding="utf-8") as out:
+            out.write(plan.dumps())
+        document["skipPlanPath"] = plan_path
+    if predicate is not None:
+        document["predicate"] = dict(predicate)
     document["preview"] = preview_markdown(document)
     return document
 
@@ -161,6 +139,11 @@ def preview_markdown(plan: Mapping[str, Any]) -> str:
         f"- **Requested by:** {plan['requester']} (Pulsar role `{plan['role']}`)",
         f"- **Reason:** {plan['reason']}",
         f"- **Ticket:** {plan.get('ticket') or 'none'}",
+        *(
+            [f"- **Matching:** `{json.dumps(plan['predicate'], sort_keys=True)}`"]
+            if plan.get("predicate") is not None
+            else []
+        ),
         f"- **Backlog:** {b['before']} message(s) now, **{b['after']}** after the skip "
         f"(exact, at planning time)",
         f"- **Already acknowledged, left as is:** {plan['alreadyAcknowledged']}",

@@ -63,7 +63,7 @@ def record_request(
 ) -> dict[str, Any]:
     """Write the record; return it with the outcome and the plain sentence."""
     from airflow_glue.environment import pulsar_role
-    from core.broker import Broker, wall_clock_ms
+    from core.broker import Broker
 
     outcome, statement = decide(plan, answer, applied, verified)
     # Who asked comes from the run itself; the plan document travels as XCom.
@@ -97,17 +97,11 @@ def record_request(
         "outcome": outcome,
         "statement": statement,
     }
+    role = pulsar_role(requester)
     with Broker(config) as broker:
         # Idempotent: a retried record task finds its own record and writes no second one.
-        for entry in broker.metadata.audit_log(plan["topic"], limit=1000):
-            if entry.kind == KIND and entry.detail.get("runId") == dag_run.run_id:
+        for entry in broker.audit_log(role, plan["topic"], kind=KIND, limit=1000):
+            if entry.detail.get("runId") == dag_run.run_id:
                 return dict(entry.detail)
-        broker.metadata.record_audit(
-            KIND,
-            plan["topic"],
-            plan["subscription"],
-            pulsar_role(requester),
-            detail,
-            wall_clock_ms(),
-        )
+        broker.record_audit(role, KIND, plan["topic"], plan["subscription"], detail)
     return detail

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +18,7 @@ import pyarrow as pa
 from core import authz, backlog, cursor_codec, dispatch, skip
 from core.authz import Operation
 from core.backlog import PartitionAnalysis
+from core.backlog_audit import BacklogSample
 from core.config import Config
 from core.cursor import AckTarget, CursorState
 from core.dispatch import Dispatcher, Message, PartitionSource
@@ -39,13 +41,61 @@ from core.producer import OutgoingMessage, Producer
 from core.skip_plan import PlannedSkip, SkipPlan
 from core.store import segment_reader
 from core.store.ledger import LedgerStore
-from core.store.metadata import AuditEntry, MetadataStore, SubscriptionInfo, TopicInfo
+from core.store.metadata import (
+    AuditEntry,
+    AuditRecord,
+    MetadataStore,
+    SubscriptionInfo,
+    TopicInfo,
+)
 from core.subscription import SubscriptionType
 from core.topic_name import TopicName
 
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+PAYLOAD_EXCERPT_BYTES = 120
+"""Bytes of payload :meth:`Broker.describe_messages` returns per message."""
+
+
+@dataclass(frozen=True)
+class PartitionProjection:
+    """One touched partition's exact backlog (messages) now and after a plan."""
+
+    topic_partition: str
+    items: int
+    before: int
+    after: int
+
+
+@dataclass(frozen=True)
+class BacklogProjection:
+    """A subscription's exact backlog (messages) now and after a plan, whole topic."""
+
+    topic: str
+    subscription: str
+    before: int
+    after: int
+    partitions: tuple[PartitionProjection, ...]
+
+
+@dataclass(frozen=True)
+class MessageDescription:
+    """What a reviewer sees of one planned message."""
+
+    message_id: MessageId
+    topic_partition: str
+    key: str | None
+    publish_time_ms: int | None
+    deliver_at_ms: int | None
+    properties: tuple[tuple[str, str], ...]
+    payload_excerpt: bytes
+    payload_size: int
+    whole_batch_of: int
+    """The batch size when the item is a whole batched entry, else 0."""
+    already_acknowledged: bool
 
 
 class Broker:
@@ -632,3 +682,176 @@ class Broker:
         stats["messages"] = messages
         stats["subscriptions"] = sub_stats
         return stats
+
+    # -- workflow entry points (previews, audit log, backlog history) ---------
+
+    def project_backlog(self, role: str, plan: SkipPlan) -> BacklogProjection:
+        """The subscription's exact backlog now, and after ``plan`` were applied now.
+
+        Authorized as GET_STATS. Per touched partition and in total (the total
+        covers every partition, touched or not). Nothing is written: the
+        projection acknowledges the plan's items on a copy of each cursor.
+        """
+        info = self.authorized_topic(role, Operation.GET_STATS, plan.topic)
+        self.metadata.get_subscription(info.name, plan.subscription)
+        touched = set(plan.partitions())
+        rows: list[PartitionProjection] = []
+        before_total = after_total = 0
+        for name in info.partition_names():
+            facts = self._entry_arrays(name)
+            state = self._cursor(name, plan.subscription, facts.layout).state
+            args = (facts.ledger_ids, facts.entry_ids, facts.batch_sizes)
+            before = backlog.backlog(state, *args).messages
+            after = before
+            if name in touched:
+                group = [i for i in plan.items if i.topic_partition == name]
+                targets = [
+                    AckTarget(Position(i.ledger_id, i.entry_id), i.batch_index, i.batch_size)
+                    for i in group
+                ]
+                projected = state.copy()
+                projected.merge(CursorState.ack_delta(targets), facts.layout)
+                after = backlog.backlog(projected, *args).messages
+                rows.append(PartitionProjection(name, len(group), before, after))
+            before_total += before
+            after_total += after
+        return BacklogProjection(
+            info.name, plan.subscription, before_total, after_total, tuple(rows)
+        )
+
+    def describe_messages(self, role: str, plan: SkipPlan, limit: int) -> list[MessageDescription]:
+        """The first ``limit`` messages of ``plan`` as a reviewer sees them (PEEK_MESSAGES).
+
+        Key, publish time, delivery time, properties and the payload's first
+        :data:`PAYLOAD_EXCERPT_BYTES` bytes, read from the ledgers; an item
+        whose entry is gone is described with what the plan knows.
+        """
+        info = self.authorized_topic(role, Operation.PEEK_MESSAGES, plan.topic)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidArgumentError(f"Invalid limit {limit!r}: expected an integer >= 0")
+        chosen = plan.items[:limit]
+        out: list[MessageDescription] = []
+        for name in info.partition_names():
+            group = [i for i in chosen if i.topic_partition == name]
+            if not group:
+                continue
+            table = self.ledgers.read_entries(
+                TopicName.parse(name), [Position(i.ledger_id, i.entry_id) for i in group]
+            )
+            rows: dict[tuple[int, int, int], dict[str, object]] = {}
+            for row in table.to_pylist():
+                rows.setdefault((row["ledger_id"], row["entry_id"], row["batch_index"]), row)
+                rows.setdefault((row["ledger_id"], row["entry_id"], -2), row)
+            for item in group:
+                row = rows.get((item.ledger_id, item.entry_id, item.batch_index)) or rows.get(
+                    (item.ledger_id, item.entry_id, -2), {}
+                )
+                payload = row.get("payload")
+                data = bytes(payload) if isinstance(payload, (bytes, bytearray)) else b""
+                publish = row.get("publish_time")
+                key = row.get("key")
+                properties = row.get("properties")
+                out.append(
+                    MessageDescription(
+                        message_id=item.message_id,
+                        topic_partition=name,
+                        key=key if isinstance(key, str) else None,
+                        publish_time_ms=publish if isinstance(publish, int) else None,
+                        deliver_at_ms=item.deliver_at,
+                        properties=tuple(sorted(dict(properties or []).items()))
+                        if isinstance(properties, (list, dict))
+                        else (),
+                        payload_excerpt=data[:PAYLOAD_EXCERPT_BYTES],
+                        payload_size=len(data),
+                        whole_batch_of=item.batch_size if item.batch_index < 0 else 0,
+                        already_acknowledged=item.already_acknowledged,
+                    )
+                )
+        order = {(i.ledger_id, i.entry_id, i.batch_index): n for n, i in enumerate(chosen)}
+        out.sort(
+            key=lambda d: order[
+                (d.message_id.ledger_id, d.message_id.entry_id, d.message_id.batch_index)
+            ]
+        )
+        return out
+
+    def record_audit(
+        self,
+        role: str,
+        kind: str,
+        topic: str,
+        subscription: str | None,
+        detail: Mapping[str, object],
+    ) -> int:
+        """Append a record of what ``role`` did on ``topic`` to the audit log; its id.
+
+        The caller must be allowed to read the topic's stats (GET_STATS); the
+        record is stamped with the broker's clock. ``detail`` must be JSON.
+        """
+        info = self.authorized_topic(role, Operation.GET_STATS, topic)
+        return self.metadata.record_audit(kind, info.name, subscription, role, detail, self.clock())
+
+    def audit_log(
+        self, role: str, topic: str, *, kind: str | None = None, limit: int = 100
+    ) -> list[AuditRecord]:
+        """The newest ``limit`` audit records of ``topic`` (of one ``kind``), newest first.
+
+        Authorized as GET_STATS on the topic.
+        """
+        info = self.authorized_topic(role, Operation.GET_STATS, topic)
+        records = self.metadata.audit_log(info.name, limit if kind is None else max(limit, 1000))
+        if kind is not None:
+            records = [r for r in records if r.kind == kind][:limit]
+        return records
+
+    def backlog_ages(self, role: str, topic: str) -> dict[str, int | None]:
+        """Per subscription, the publish time (epoch ms) of its oldest unacknowledged message.
+
+        None when the backlog is empty. Authorized as GET_STATS.
+        """
+        info = self.authorized_topic(role, Operation.GET_STATS, topic)
+        subs = self.metadata.list_subscriptions(info.name)
+        oldest: dict[str, int | None] = {s.name: None for s in subs}
+        for name in info.partition_names():
+            facts = self._entry_arrays(name)
+            if facts.ledger_ids.size == 0:
+                continue
+            index = self.ledgers.entry_index(TopicName.parse(name))
+            publish = np.asarray(index.publish_time, dtype=np.int64)
+            for sub in subs:
+                state = self._cursor(name, sub.name, facts.layout).state
+                counts = backlog.unacked_messages(
+                    state, facts.ledger_ids, facts.entry_ids, facts.batch_sizes
+                )
+                live = np.flatnonzero(counts)
+                if live.size:
+                    first = int(publish[live].min())
+                    seen = oldest[sub.name]
+                    oldest[sub.name] = first if seen is None else min(seen, first)
+        return oldest
+
+    def record_backlog_audit(self, role: str, run_id: str, samples: Sequence[BacklogSample]) -> int:
+        """Store one history row per sample (one per subscription of a run); how many were new.
+
+        Each sample's topic needs GET_STATS. Idempotent per ``(run_id, topic,
+        subscription)``: a retried run writes no second row.
+        """
+        for topic in sorted({s.topic for s in samples}):
+            self.authorized_topic(role, Operation.GET_STATS, topic)
+        return self.metadata.record_backlog_samples(run_id, samples)
+
+    def backlog_history(
+        self,
+        role: str,
+        topic: str,
+        subscription: str | None = None,
+        *,
+        since_ms: int | None = None,
+        limit: int = 10_000,
+    ) -> list[BacklogSample]:
+        """The backlog history of ``topic`` (one subscription, or all), oldest first.
+
+        Authorized as GET_STATS.
+        """
+        info = self.authorized_topic(role, Operation.GET_STATS, topic)
+        return self.metadata.backlog_samples(info.name, subscription, since_ms, limit)

@@ -141,55 +141,16 @@ def cursorops_skip_messages() -> None:
     @task
     def verify(plan: dict[str, Any], applied: list[dict[str, Any]]) -> dict[str, Any]:
         """Every planned id is acknowledged now; the exact backlog after, against the plan's."""
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow_glue.steps import verify_applied
 
-        from airflow_glue.environment import config, pulsar_role
-        from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.plan import skip_plan
-        from core.broker import Broker
-
-        context = get_current_context()
-        role = pulsar_role(context["dag_run"].triggering_user_name or "")
-        planned = skip_plan(plan)
-        with airflow_outcome(), Broker(config()) as broker:
-            now = broker.plan_skip(role, planned.topic, planned.subscription, planned.message_ids())
-            stats = broker.topic_stats(role, planned.topic)
-        missing = [i.message_id.triplet() for i in now.items if not i.already_acknowledged]
-        subs = stats["subscriptions"]
-        after = int(subs[planned.subscription]["msgBacklog"])  # type: ignore[index]
-        if missing:
-            raise AirflowFailException(f"Not acknowledged after apply: {', '.join(missing[:10])}")
-        return {
-            "backlogAfter": after,
-            "plannedAfter": plan["backlog"]["after"],
-            "differenceSincePlan": after - plan["backlog"]["after"],
-            "partitions": len(applied),
-        }
+        return verify_applied(get_current_context(), plan, applied)
 
     @task(trigger_rule="all_done", retries=2)
     def record() -> dict[str, Any]:
         """Who asked, who answered, when, why, and the outcome per partition: to the audit log."""
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow_glue.steps import record_run
 
-        from airflow_glue.approval import fetch_approval_record
-        from airflow_glue.environment import config
-        from airflow_glue.record import record_request
-
-        context = get_current_context()
-        ti, dag_run = context["ti"], context["dag_run"]
-        plan = ti.xcom_pull(task_ids=PLAN)
-        if not plan:
-            raise AirflowFailException(
-                "Refused before planning (see validate_request / "
-                "authorize / plan_skip): nothing applied"
-            )
-        answer = fetch_approval_record(dag_run.dag_id, dag_run.run_id, GATE)
-        applied = [a for a in (ti.xcom_pull(task_ids="apply_skip") or []) if a]
-        verified = ti.xcom_pull(task_ids="verify")
-        summary = record_request(config(), dag_run, plan, answer, applied, verified)
-        if summary["outcome"] != "applied":
-            raise AirflowFailException(summary["statement"])
-        return summary
+        return record_run(get_current_context(), PLAN, GATE, "apply_skip")
 
     request = validate_request()
     plan = plan_skip(request)

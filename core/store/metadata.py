@@ -51,6 +51,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import StaticPool
 
 from core.authz import ACTIONS
+from core.backlog_audit import BacklogSample
 from core.config import Config
 from core.errors import (
     AlreadyExistsError,
@@ -1146,6 +1147,77 @@ class MetadataStore:
                 for row in session.scalars(query)
             ]
 
+    # Backlog history (scheduled audits).
+
+    def record_backlog_samples(self, run_id: str, samples: Sequence[BacklogSample]) -> int:
+        """Insert one row per sample for ``run_id``; rows the run already wrote are kept.
+
+        Returns how many rows were new. All in one transaction.
+        """
+        _check_text("audit run id", run_id)
+        for sample in samples:
+            _check_text("backlog topic", sample.topic)
+            _check_text("backlog subscription", sample.subscription)
+            _check_int("backlog time", sample.at_ms, 0)
+            _check_int("backlog messages", sample.messages, 0)
+            _check_int("backlog entries", sample.entries, 0)
+            if sample.oldest_publish_ms is not None:
+                _check_int("oldest publish time", sample.oldest_publish_ms, 0)
+        with self._session(write=True) as session:
+            seen = {
+                (topic, sub)
+                for topic, sub in session.execute(
+                    select(BacklogHistoryRow.topic, BacklogHistoryRow.subscription).where(
+                        BacklogHistoryRow.run_id == run_id
+                    )
+                )
+            }
+            new = [s for s in samples if (s.topic, s.subscription) not in seen]
+            session.add_all(
+                BacklogHistoryRow(
+                    run_id=run_id,
+                    topic=s.topic,
+                    subscription=s.subscription,
+                    at_ms=s.at_ms,
+                    messages=s.messages,
+                    entries=s.entries,
+                    oldest_publish_ms=s.oldest_publish_ms,
+                )
+                for s in new
+            )
+            return len(new)
+
+    def backlog_samples(
+        self,
+        topic: str,
+        subscription: str | None = None,
+        since_ms: int | None = None,
+        limit: int = 10_000,
+    ) -> list[BacklogSample]:
+        """History rows of ``topic`` (one subscription or all), oldest first; the newest
+        ``limit`` of them."""
+        _check_int("limit", limit, 0)
+        query = select(BacklogHistoryRow).where(BacklogHistoryRow.topic == topic)
+        if subscription is not None:
+            query = query.where(BacklogHistoryRow.subscription == subscription)
+        if since_ms is not None:
+            query = query.where(BacklogHistoryRow.at_ms >= since_ms)
+        query = query.order_by(BacklogHistoryRow.at_ms.desc(), BacklogHistoryRow.id.desc())
+        with self._session(write=False) as session:
+            rows = list(session.scalars(query.limit(limit)))
+        return [
+            BacklogSample(
+                r.topic,
+                r.subscription,
+                r.at_ms,
+                r.messages,
+                r.entries,
+                r.oldest_publish_ms,
+                r.run_id,
+            )
+            for r in reversed(rows)
+        ]
+
 
 def _audit_row(entry: AuditEntry) -> AuditRow:
     """The row for ``entry``, its fields checked (InvalidArgumentError before any write)."""
@@ -1177,3 +1249,21 @@ def _subscription_info(row: SubscriptionRow) -> SubscriptionInfo:
 
 def _ledger_info(row: LedgerRow) -> LedgerInfo:
     return LedgerInfo(row.ledger_id, row.topic_partition, row.entries, row.messages)
+
+
+class BacklogHistoryRow(Base):
+    """One subscription's exact backlog as one scheduled audit run measured it."""
+
+    __tablename__ = "backlog_history"
+    __table_args__ = (
+        UniqueConstraint("run_id", "topic", "subscription"),
+        Index("ix_backlog_history_topic_at", "topic", "at_ms"),
+    )
+    id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String)
+    topic: Mapped[str] = mapped_column(String)
+    subscription: Mapped[str] = mapped_column(String)
+    at_ms: Mapped[int] = mapped_column(BigInteger)
+    messages: Mapped[int] = mapped_column(BigInteger)
+    entries: Mapped[int] = mapped_column(BigInteger)
+    oldest_publish_ms: Mapped[int | None] = mapped_column(BigInteger, nullable=True)

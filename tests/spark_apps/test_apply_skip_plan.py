@@ -9,16 +9,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-
 from core.broker import Broker
 from core.config import Config
 from core.filters import parse_predicate
 from core.message_id import MessageId
 from core.position import Position
+from pyspark.testing import assertDataFrameEqual
 from spark_apps import analyze_backlog, apply_skip_plan, find_messages
 from spark_apps.apply_skip_plan import CHECKED_SCHEMA, ID_SCHEMA, transform
 from spark_apps.skip_plan import plan_ids, read_plan
-from tests.spark_apps.frames import assert_frames_equal
 from tests.spark_apps.topics import (
     TOPIC,
     Installation,
@@ -62,7 +61,7 @@ def test_transform_checks_and_dedupes_plan_rows_and_writes_nothing(
         ],
         from_arrow_schema(CHECKED_SCHEMA),
     )
-    assert_frames_equal(transform(rows, topic=TOPIC), expected)
+    assertDataFrameEqual(transform(rows, topic=TOPIC), expected)
     assert cursor_records(topic.config, TOPIC) == records
 
 

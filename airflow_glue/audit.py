@@ -1,0 +1,96 @@
+"""The scheduled backlog audit's glue: which topics, the history rows, the thresholds.
+
+The audit acts as the Pulsar role ``CURSOROPS_AUDIT_ROLE`` (default ``admin``,
+a superuser): listing every namespace of every tenant is a superuser's or a
+tenant admin's right in Pulsar. Thresholds come from the run's ``thresholds``
+param, else from ``<cursorops home>/backlog-thresholds.json`` when it exists
+(read inside the task, never at parse time); the format is
+:mod:`core.backlog_audit`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from core.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from core.backlog_audit import BacklogSample, Breach, Thresholds
+    from core.broker import Broker
+
+AUDIT_ROLE = "CURSOROPS_AUDIT_ROLE"
+THRESHOLDS_FILE = "backlog-thresholds.json"
+
+
+def audit_role(environ: Mapping[str, str] | None = None) -> str:
+    env = os.environ if environ is None else environ
+    return env.get(AUDIT_ROLE) or "admin"
+
+
+def audit_topics(broker: Broker, role: str, namespaces: Iterable[str]) -> list[str]:
+    """Every topic of ``namespaces`` (``tenant/ns``), or of every namespace when empty."""
+    chosen = sorted(set(namespaces))
+    if not chosen:
+        chosen = [
+            namespace
+            for tenant in broker.list_tenants(role)
+            for namespace in broker.list_namespaces(role, tenant)
+        ]
+    return sorted(t.name for namespace in chosen for t in broker.list_topics(role, namespace))
+
+
+def load_thresholds(param: Mapping[str, Any] | None, home: Path) -> Thresholds:
+    """The run's thresholds, else the home's file, else none."""
+    from core.backlog_audit import Thresholds
+
+    if param:
+        return Thresholds.from_json(param)
+    path = home / THRESHOLDS_FILE
+    if not path.exists():
+        return Thresholds()
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidArgumentError(f"Invalid thresholds file {path}: {exc}") from exc
+    return Thresholds.from_json(document)
+
+
+def samples_from(
+    analysis: Mapping[str, Any],
+    ages: Mapping[str, int | None],
+    at_ms: int,
+    run_id: str,
+) -> list[BacklogSample]:
+    """One sample per subscription of an analyze_backlog document (exact counts)."""
+    from core.backlog_audit import BacklogSample
+
+    topic = str(analysis["topic"])
+    subs = analysis.get("subscriptions") or {}
+    return [
+        BacklogSample(
+            topic,
+            name,
+            at_ms,
+            int(counts["messages"]),
+            int(counts["entries"]),
+            ages.get(name),
+            run_id,
+        )
+        for name, counts in sorted(subs.items())
+    ]
+
+
+def chart_selection(
+    samples: Sequence[BacklogSample], breaches: Sequence[Breach], largest: int
+) -> list[tuple[str, str]]:
+    """The breached subscriptions, then the ``largest`` others by messages now."""
+    breached = list(dict.fromkeys((b.topic, b.subscription) for b in breaches))
+    rest = sorted(
+        (s for s in samples if (s.topic, s.subscription) not in breached),
+        key=lambda s: (-s.messages, s.topic, s.subscription),
+    )
+    return breached + [(s.topic, s.subscription) for s in rest[:largest]]

@@ -1,0 +1,55 @@
+"""The backlog audit's chart: backlog history per subscription, a PNG.
+
+matplotlib with the Agg backend (no display), imported only when drawing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+
+def draw_history(
+    series: Mapping[tuple[str, str], Sequence[tuple[int, int]]],
+    breached: set[tuple[str, str]],
+    path: Path,
+    title: str,
+) -> Path:
+    """One line per subscription (``(at_ms, messages)`` points); breached ones drawn bold."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(10, 5), dpi=100)
+    try:
+        for (topic, subscription), points in series.items():
+            if not points:
+                continue
+            times = [datetime.fromtimestamp(at / 1000, tz=UTC) for at, _ in points]
+            values = [messages for _, messages in points]
+            hot = (topic, subscription) in breached
+            axes.plot(
+                times,
+                values,
+                marker="o",
+                linewidth=2.5 if hot else 1.2,
+                label=f"{topic.split('://', 1)[-1]} / {subscription}"
+                + (" (breach)" if hot else ""),
+            )
+        axes.set_xlabel("time (UTC)")
+        axes.set_ylabel("backlog (messages)")
+        axes.set_title(title)
+        axes.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d %H:%M", tz=UTC))
+        axes.grid(True, alpha=0.3)
+        if series:
+            axes.legend(fontsize="small", loc="upper left")
+        figure.autofmt_xdate()
+        figure.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path, format="png")
+    finally:
+        plt.close(figure)
+    return path
