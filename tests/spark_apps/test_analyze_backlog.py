@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark.testing import assertDataFrameEqual
 
 from core import backlog, cursor_codec
 from core.backlog import analysis_document
@@ -27,7 +28,6 @@ from spark_apps.analyze_backlog import (
     analyze_entries,
     transform,
 )
-from tests.spark_apps.frames import assert_frames_equal
 from tests.spark_apps.topics import TOPIC, core_analyses, cursor_states, make_topic
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def test_transform_discounts_acknowledged_batch_indexes_and_applies_filters(
         ],
         from_arrow_schema(RESULT_SCHEMA),
     )
-    assert_frames_equal(result, expected)
+    assertDataFrameEqual(result, expected)
 
 
 @pytest.mark.spark
@@ -100,7 +100,7 @@ def test_transform_of_no_rows_is_no_rows(spark: SparkSession) -> None:
 
     empty = spark.createDataFrame([], spark_message_schema())
     result = transform(empty, names={}, subscriptions=["s"], states={})
-    assert_frames_equal(result, spark.createDataFrame([], from_arrow_schema(RESULT_SCHEMA)))
+    assertDataFrameEqual(result, spark.createDataFrame([], from_arrow_schema(RESULT_SCHEMA)))
 
 
 def test_spark_keeps_the_rows_core_calls_first_messages() -> None:

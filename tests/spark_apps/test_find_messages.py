@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 import pytest
+from pyspark.testing import assertDataFrameEqual
 
 from core import cursor_codec
 from core.cursor import AckTarget, CursorState
@@ -18,7 +19,6 @@ from core.position import Position
 from spark_apps import find_messages
 from spark_apps.find_messages import predicate_document, transform
 from spark_apps.skip_plan import PLAN_SCHEMA, plan_ids, read_plan
-from tests.spark_apps.frames import assert_frames_equal
 from tests.spark_apps.topics import NOW, TOPIC, core_matches, make_topic, peeked_matches
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def test_transform_finds_unacknowledged_matches_only(spark: SparkSession) -> Non
         ],
         from_arrow_schema(PLAN_SCHEMA),
     )
-    assert_frames_equal(result, expected, checkRowOrder=True)
+    assertDataFrameEqual(result, expected, checkRowOrder=True)
 
 
 def _args(**given: Any) -> argparse.Namespace:
