@@ -1,7 +1,9 @@
 """The one exception hierarchy of cursorops.
 
-Every front door (CLI exit code, HTTP status, Airflow task failure) maps each
-leaf of this tree; ``tests/core/test_errors.py`` checks that none is unmapped.
+Every front door maps each leaf of this tree, in one table per edge: the exit
+code (:mod:`core.exit_codes`, checked by ``tests/cli/test_cli.py``), the Airflow
+task outcome (``airflow_glue/outcomes.py``, checked by ``tests/dags/test_glue.py``)
+and the HTTP status (``cursorops_api/errors.py``).
 
 ::
 
