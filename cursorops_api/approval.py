@@ -1,0 +1,87 @@
+"""Skips on a namespace that requires approval: trigger the workflow as the caller.
+
+The caller's own Airflow token is forwarded to Airflow's public REST API, so
+the run's ``triggering_user_name`` is the caller and the DAG's four-eyes gate
+sees who asked. Nothing is acknowledged here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from fastapi import HTTPException
+
+from core.message_id import MessageId
+from cursorops_api.models import SkipTriggered
+
+SKIP_DAG = "cursorops_skip_messages"
+TRIGGER_TIMEOUT_S = 30.0
+
+
+def airflow_base_url() -> str:
+    """Airflow's own address (``[api] base_url``), without a trailing slash."""
+    from airflow.configuration import conf
+
+    return (conf.get("api", "base_url", fallback="") or "http://127.0.0.1:8080").rstrip("/")
+
+
+def trigger_skip(
+    token: str | None,
+    topic: str,
+    subscription: str,
+    ids: Sequence[MessageId],
+    reason: str,
+    ticket: str | None,
+    *,
+    base_url: str | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> SkipTriggered:
+    """Trigger ``cursorops_skip_messages`` as the token's user; the run's id and UI link."""
+    if not token:
+        raise HTTPException(401, "Not authenticated")
+    base = base_url or airflow_base_url()
+    conf: Mapping[str, Any] = {
+        "topic": topic,
+        "subscription": subscription,
+        # Ledger ids are unique across the store, so a triplet names its partition.
+        "message_ids": [m.triplet() for m in ids],
+        "reason": reason,
+        "ticket": ticket,
+    }
+    try:
+        with httpx.Client(base_url=base, timeout=TRIGGER_TIMEOUT_S, transport=transport) as client:
+            answer = client.post(
+                f"/api/v2/dags/{SKIP_DAG}/dagRuns",
+                json={"logical_date": None, "conf": conf},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+    except httpx.HTTPError as exc:
+        raise HTTPException(
+            503, f"Cannot reach Airflow at {base} to trigger {SKIP_DAG}: {exc}"
+        ) from exc
+    if answer.status_code in (401, 403):
+        raise HTTPException(
+            403, f"Airflow refused to trigger {SKIP_DAG} for this user: {_detail(answer)}"
+        )
+    if answer.status_code == 404:
+        raise HTTPException(503, f"Airflow has no DAG {SKIP_DAG}: {_detail(answer)}")
+    if answer.status_code >= 300:
+        raise HTTPException(
+            503, f"Airflow failed to trigger {SKIP_DAG} ({answer.status_code}): {_detail(answer)}"
+        )
+    run_id = str(answer.json()["dag_run_id"])
+    url = f"{base}/dags/{SKIP_DAG}/runs/{quote(run_id, safe='')}"
+    return SkipTriggered(dag_id=SKIP_DAG, run_id=run_id, url=url)
+
+
+def _detail(answer: httpx.Response) -> str:
+    try:
+        body = answer.json()
+    except ValueError:
+        return answer.text[:200]
+    if isinstance(body, dict) and "detail" in body:
+        return str(body["detail"])[:200]
+    return str(body)[:200]

@@ -1,0 +1,52 @@
+"""What every route depends on: the Airflow user, their Pulsar role, the Broker.
+
+The user comes from Airflow's own dependency (``get_user``: a bearer token, or
+the UI's ``_token`` cookie), so a route is exactly as protected as Airflow's
+REST API. The role is the one the DAGs use (:func:`airflow_glue.environment.pulsar_role`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Annotated
+
+from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
+from airflow.api_fastapi.core_api.security import get_user
+from fastapi import Depends, Request
+
+from airflow_glue.environment import config, pulsar_role
+from core.broker import Broker
+from core.config import Config
+
+GetUser = Annotated[BaseUser, Depends(get_user)]
+
+
+@functools.lru_cache(maxsize=4)
+def _broker_for(cfg: Config) -> Broker:
+    # One Broker per installation and process: it holds only connection pools.
+    return Broker(cfg)
+
+
+def broker() -> Broker:
+    """The Broker of the installation this process's environment names (CURSOROPS_HOME...)."""
+    return _broker_for(config(os.environ))
+
+
+def role(user: GetUser) -> str:
+    """The Pulsar role the Airflow user acts as."""
+    return pulsar_role(user.get_name())
+
+
+def caller_token(request: Request) -> str | None:
+    """The caller's own Airflow token, as :func:`get_user` accepted it."""
+    header = request.headers.get("authorization", "")
+    scheme, _, credentials = header.partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return request.cookies.get(COOKIE_NAME_JWT_TOKEN)
+
+
+BrokerDep = Annotated[Broker, Depends(broker)]
+RoleDep = Annotated[str, Depends(role)]

@@ -1,0 +1,77 @@
+"""The HTTP edge of the error tree: one status per ``core.errors`` leaf, ``{"reason"}`` bodies.
+
+Families: bad input 400, not found 404, conflict 409 (Pulsar's code path for
+an unsupported subscription type), not authorized 403, a store failure 503.
+One leaf differs from its family because Pulsar's REST API documents another
+code: unsubscribing while consumers are connected is 412 (PreconditionFailed).
+``tests/plugins/test_errors.py`` checks that every leaf has its status.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from core.errors import (
+    ConflictError,
+    CursorOpsError,
+    InvalidInputError,
+    NotAuthorizedError,
+    NotFoundError,
+    StoreError,
+    SubscriptionBusyError,
+    leaf_classes,
+)
+
+_FAMILIES: dict[type[CursorOpsError], int] = {
+    InvalidInputError: 400,
+    NotFoundError: 404,
+    ConflictError: 409,
+    NotAuthorizedError: 403,
+    StoreError: 503,
+}
+_LEAVES: dict[type[CursorOpsError], int] = {SubscriptionBusyError: 412}
+
+STATUS: dict[type[CursorOpsError], int] = {
+    leaf: _LEAVES.get(leaf) or next(s for fam, s in _FAMILIES.items() if issubclass(leaf, fam))
+    for leaf in leaf_classes()
+    if leaf in _LEAVES or any(issubclass(leaf, fam) for fam in _FAMILIES)
+}
+"""HTTP status of every leaf of the error tree."""
+
+
+def status_of(error: CursorOpsError) -> int:
+    for cls in type(error).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+        if cls in _FAMILIES:
+            return _FAMILIES[cls]
+    return 500
+
+
+def reason(status: int, text: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """A Pulsar-style error response."""
+    return JSONResponse({"reason": text}, status_code=status, headers=headers)
+
+
+def install(app: FastAPI) -> None:
+    """Answer every error of ``app`` as ``{"reason": ...}``."""
+
+    @app.exception_handler(CursorOpsError)
+    async def _cursorops(_request: Request, exc: CursorOpsError) -> JSONResponse:
+        return reason(status_of(exc), str(exc) or type(exc).__name__)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return reason(exc.status_code, str(exc.detail), dict(exc.headers or {}))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        # Pulsar answers malformed requests with 400, not FastAPI's 422.
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        where = ".".join(str(p) for p in first.get("loc", ())) or "request"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return reason(400, f"Invalid request: {where}: {first.get('msg')}{more}")

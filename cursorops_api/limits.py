@@ -1,0 +1,96 @@
+"""A cap on request bodies, enforced before a body is read into memory.
+
+A declared ``Content-Length`` above the cap is refused at once; a body sent
+without one (chunked) is counted as it streams and refused as soon as it
+passes the cap. Either way the answer is 413 with a ``{"reason"}`` body and
+no route runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+"""64 MiB: a skip of 1,000,000 ids in any PIP-423 shape fits (docs/decisions.md)."""
+MAX_BODY_ENV = "CURSOROPS_API_MAX_BODY_BYTES"
+
+
+class BodyTooLarge(Exception):
+    """Raised while a body streams past the cap; answered 413 (see :func:`too_large`)."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(too_large(cap))
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for a body larger than ``limit()`` bytes."""
+
+    def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        cap = self.limit()
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None:
+            text = declared.decode("latin-1").strip()
+            if not (text.isascii() and text.isdigit()):
+                await _refuse(send, 400, f"Invalid Content-Length {text!r}")
+                return
+            if int(text) > cap:
+                await _refuse(send, 413, too_large(cap))
+                return
+        seen = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > cap:
+                    raise BodyTooLarge(cap)
+            return message
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted, tracked)
+        except BodyTooLarge:
+            if started:
+                raise
+            await _refuse(send, 413, too_large(cap))
+
+
+def too_large(cap: int) -> str:
+    return f"Request body too large: more than {cap} bytes ({MAX_BODY_ENV})"
+
+
+async def _refuse(send: Send, status: int, text: str) -> None:
+    body = json.dumps({"reason": text}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,31 @@
+"""Request bodies at the boundary (pydantic, ``extra="forbid"``) and the 202 answer."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_INT64_MAX = 2**63 - 1
+
+
+class MessageIdBody(BaseModel):
+    """Pulsar's ``MessageIdImpl`` JSON, the start of a new subscription.
+
+    ``(-1, -1)`` is earliest and ``(2**63-1, 2**63-1)`` latest, as in Pulsar.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    ledger_id: int = Field(alias="ledgerId", ge=-1, le=_INT64_MAX)
+    entry_id: int = Field(alias="entryId", ge=-1, le=_INT64_MAX)
+    partition_index: int = Field(-1, alias="partitionIndex", ge=-1, le=2**31 - 1)
+
+
+class SkipTriggered(BaseModel):
+    """202: the skip waits for an approval in the ``cursorops_skip_messages`` run."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    dag_id: str = Field(alias="dagId")
+    run_id: str = Field(alias="runId")
+    url: str
+    """The run in Airflow's UI."""

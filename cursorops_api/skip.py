@@ -1,0 +1,95 @@
+"""``skipByMessageIds`` (PIP-423): applied at once, or, on a namespace that requires
+approval, handed to the ``cursorops_skip_messages`` workflow as the caller (202)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from core.errors import InvalidArgumentError
+from core.skip import parse_payload
+from cursorops_api.approval import trigger_skip
+from cursorops_api.deps import BrokerDep, RoleDep, caller_token
+from cursorops_api.models import SkipTriggered
+from cursorops_api.paths import SUBSCRIPTION, base_of, topic_name
+from cursorops_api.topics import _ERRORS, Namespace, Subscription, Tenant, Topic
+
+router = APIRouter(tags=["persistent topic"])
+
+SKIP_BODY_SCHEMA: dict[str, Any] = {
+    "oneOf": [
+        {"type": "array", "items": {"type": "string"}, "description": "base64 MessageIdData"},
+        {
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "enum": ["byteArray", "messageId"]},
+                "messageIds": {"type": "array"},
+            },
+            "required": ["messageIds"],
+        },
+    ]
+}
+
+
+@router.post(
+    SUBSCRIPTION + "/skipByMessageIds",
+    status_code=204,
+    responses={
+        **_ERRORS,
+        202: {"model": SkipTriggered, "description": "Waiting for an approval in Airflow"},
+        409: {"description": "Unsupported subscription type (Exclusive, Failover)"},
+        413: {"description": "Request body too large"},
+    },
+)
+def skip_by_message_ids(
+    tenant: Tenant,
+    namespace: Namespace,
+    topic: Topic,
+    subscription: Subscription,
+    request: Request,
+    broker: BrokerDep,
+    role: RoleDep,
+    body: Annotated[list[Any] | dict[str, Any], Body(json_schema_extra=SKIP_BODY_SCHEMA)],
+    reason: Annotated[str | None, Query(max_length=4096)] = None,
+    ticket: Annotated[str | None, Query(max_length=256)] = None,
+    x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
+    x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
+) -> Response:
+    """Acknowledge exactly the given messages of a Shared or Key_Shared subscription.
+
+    Every id is checked first (all or nothing). Where the namespace requires
+    approval, nothing is acknowledged: the skip workflow is triggered as the
+    caller, with the reason (``X-Cursorops-Reason`` or ``reason``, required there)
+    and ticket, and the answer is 202 with the run.
+    """
+    ids = parse_payload(body)
+    name = topic_name(tenant, namespace, topic)
+    base = base_of(name)
+    plan = broker.plan_skip(role, base, subscription, ids)
+    if name.is_partition:
+        elsewhere = sorted(set(plan.partitions()) - {str(name)})
+        if elsewhere:
+            raise InvalidArgumentError(
+                f"Message ids of other partitions given to {name}: {', '.join(elsewhere)}; "
+                "nothing skipped"
+            )
+    if broker.skip_requires_approval(role, base):
+        why = (x_cursorops_reason or reason or "").strip()
+        if not why:
+            raise InvalidArgumentError(
+                f"Skips on namespace {name.namespace_name} require approval: give a reason "
+                "(X-Cursorops-Reason header or reason query parameter); nothing skipped"
+            )
+        run = trigger_skip(
+            caller_token(request),
+            base,
+            subscription,
+            ids,
+            why,
+            (x_cursorops_ticket or ticket or "").strip() or None,
+        )
+        return JSONResponse(run.model_dump(by_alias=True), status_code=202)
+    broker.apply_skip(role, plan, via="rest")
+    return Response(status_code=204)
