@@ -13,8 +13,8 @@ PYSPARK_VERSION := 4.3.0
 # have no dags/ or plugins/ yet). All of them pass ruff; the shipped code passes mypy --strict
 # (settings and the few per-module exceptions in pyproject.toml).
 present = $(foreach d,$(1),$(if $(wildcard $(d)/*.py $(d)/*/*.py),$(d)))
-LINT_PATHS := $(call present,core cli spark_apps airflow_glue dags plugins tests benchmarks scripts)
-TYPED_PATHS := $(call present,core cli spark_apps airflow_glue dags plugins)
+LINT_PATHS := $(call present,core cli spark_apps airflow_glue cursorops_api dags plugins tests benchmarks scripts)
+TYPED_PATHS := $(call present,core cli spark_apps airflow_glue cursorops_api dags plugins)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
