@@ -32,7 +32,7 @@ def draw_history(
             values = [messages for _, messages in points]
             hot = (topic, subscription) in breached
             axes.plot(
-                times,
+                times,  # type: ignore[arg-type]  # matplotlib's stubs omit its datetime units
                 values,
                 marker="o",
                 linewidth=2.5 if hot else 1.2,
@@ -42,7 +42,8 @@ def draw_history(
         axes.set_xlabel("time (UTC)")
         axes.set_ylabel("backlog (messages)")
         axes.set_title(title)
-        axes.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d %H:%M", tz=UTC))
+        formatter = mdates.DateFormatter("%Y-%m-%d %H:%M", tz=UTC)  # type: ignore[no-untyped-call]
+        axes.xaxis.set_major_formatter(formatter)
         axes.grid(True, alpha=0.3)
         if series:
             axes.legend(fontsize="small", loc="upper left")
