@@ -76,20 +76,20 @@ class MatchRequest(BaseModel):
                     raise InvalidPredicateError(f"Invalid property '{text}': expected NAME=VALUE")
                 pairs[name] = value
             options["properties"] = pairs
-        for value, (name, side) in (
+        for bound, (name, side) in (
             (self.publish_time_after, ("publishTime", "after")),
             (self.publish_time_before, ("publishTime", "before")),
             ("now" if self.still_scheduled else None, ("deliverAt", "after")),
             (self.deliver_at_after, ("deliverAt", "after")),
             (self.deliver_at_before, ("deliverAt", "before")),
         ):
-            if value is not None:
+            if bound is not None:
                 if side in options.get(name, {}):
                     raise InvalidPredicateError(
                         "Invalid predicate: still_scheduled and deliver_at_after both set "
                         "the delivery time's start"
                     )
-                options.setdefault(name, {})[side] = value
+                options.setdefault(name, {})[side] = bound
         if self.payload_contains is not None:
             options["payloadContains"] = self.payload_contains
         clash = sorted(set(document) & set(options))
