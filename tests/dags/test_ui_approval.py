@@ -1,0 +1,92 @@
+"""bob approves a skip in the real Airflow UI, in headless Chromium (Debian's package).
+
+On the session's Airflow (standalone, tests/dags/conftest.py): alice triggers over
+REST; bob logs in through the login form, opens the gate's Required Actions page,
+reads the preview and clicks Approve. Screenshots of each step are kept under
+``test-artifacts/screenshots/`` (gitignored) as the test's artifacts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.airflow_harness import Airflow, password
+from tests.dags.conftest import label, seed_topic
+from tests.dags.test_skip_messages_airflow import DAG, GATE, conf, pick
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
+UI_TIMEOUT_MS = 120_000
+"""The first page load of the UI on a loaded 2-core machine can take half a minute."""
+
+
+def chromium() -> str:
+    """Debian's Chromium (``apt-get install chromium``; .ci/run installs it)."""
+    found = shutil.which("chromium") or (
+        "/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None
+    )
+    if found:
+        return found
+    if os.environ.get("CI"):
+        pytest.fail("chromium is not installed: CI must run the UI test", pytrace=False)
+    pytest.skip("chromium is not installed (apt-get install chromium chromium-driver)")
+
+
+def test_second_user_approves_in_the_ui(airflow: Airflow, cursorops_home):
+    from playwright.sync_api import sync_playwright
+
+    executable = chromium()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    seeded = seed_topic(cursorops_home)
+    ids = pick(seeded)
+    before = seeded.unacknowledged()
+    run = airflow.trigger(DAG, conf(seeded, ids), user="alice")
+    airflow.wait_awaiting_input(DAG, run, GATE)
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(UI_TIMEOUT_MS)
+
+            page.goto(f"{airflow.base_url}/")
+            page.locator("input[name=username]").fill("bob")
+            page.locator("input[name=password]").fill(password("bob"))
+            page.screenshot(path=SCREENSHOTS / "ui_approval_1_login.png")
+            page.locator("button[type=submit]").click()
+            page.wait_for_url(lambda url: "/auth/login" not in url)
+
+            page.goto(f"{airflow.base_url}/dags/{DAG}/runs/{run}/tasks/{GATE}/required_actions")
+            approve = page.locator("[data-testid=hitl-option-Approve]")
+            approve.wait_for(state="visible")
+            # The gate's body is the preview: counts, the exact backlog, the plan id.
+            page.get_by_text(f"Skip {len(ids)} message id(s)").first.wait_for()
+            page.get_by_text("reminder #2").first.wait_for()
+            page.get_by_text("Plan id:").first.wait_for()
+            assert seeded.unacknowledged() == before
+            page.screenshot(path=SCREENSHOTS / "ui_approval_2_preview.png", full_page=True)
+
+            approve.click()
+            page.get_by_text("response successful").first.wait_for()
+            page.screenshot(path=SCREENSHOTS / "ui_approval_3_answered.png", full_page=True)
+
+            assert airflow.wait_run(DAG, run) == "success", airflow.task_states(DAG, run)
+            page.goto(f"{airflow.base_url}/dags/{DAG}/runs/{run}")
+            page.get_by_text("Triggering User").first.wait_for()
+            page.screenshot(path=SCREENSHOTS / "ui_approval_4_run.png", full_page=True)
+        finally:
+            browser.close()
+
+    assert seeded.unacknowledged() == before - {label(m) for m in ids}
+    [request] = seeded.audit("skip-request")
+    assert request["outcome"] == "applied"
+    assert request["requester"] == "alice"
+    assert request["answer"]["by"] == "bob"  # type: ignore[index]
+    for shot in SCREENSHOTS.glob("ui_approval_*.png"):
+        assert shot.stat().st_size > 10_000, shot
