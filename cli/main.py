@@ -268,6 +268,26 @@ def topics_stats(ctx: Context, args: argparse.Namespace) -> Result:
     return Result(stats, output.stats_lines(stats))
 
 
+def audit_history(ctx: Context, args: argparse.Namespace) -> Result:
+    """The backlog audit's history rows (``cursorops_backlog_audit``), oldest first."""
+    from core.broker import wall_clock_ms
+
+    since = (
+        None if args.since is None else values.parse_time_ms(args.since, "--since", wall_clock_ms())
+    )
+    limit = values.positive(args.limit, "--limit")
+    rows = ctx.broker.backlog_history(
+        ctx.role, args.topic, args.subscription, since_ms=since, limit=limit
+    )
+    lines = [
+        f"{output.format_time(s.at_ms)}  {s.subscription}  {s.messages} message(s)  "
+        f"{s.entries} entr{'y' if s.entries == 1 else 'ies'}  oldest "
+        f"{output.format_time(s.oldest_publish_ms) if s.oldest_publish_ms is not None else '-'}"
+        for s in rows
+    ] or ["No backlog history"]
+    return Result([s.to_json() for s in rows], lines)
+
+
 def topics_peek(ctx: Context, args: argparse.Namespace) -> Result:
     count = values.positive(args.count, "--count")
     messages = ctx.broker.peek_messages(ctx.role, args.topic, args.subscription, count)
@@ -660,6 +680,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--partitions", type=int, default=4, help="partitions of the demo topic")
     p.set_defaults(handler=demo)
+
+    audit = commands.add_parser("audit", help="the scheduled backlog audit's records")
+    au = audit.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = au.add_parser(
+        "history",
+        parents=[common],
+        help="backlog history of TOPIC as cursorops_backlog_audit recorded it (exact counts)",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", help="one subscription (default: all)")
+    p.add_argument("--since", help="from this time on: 1h, 2d, epoch ms or ISO-8601")
+    p.add_argument("--limit", type=int, default=10_000, help="newest rows shown (default 10000)")
+    p.set_defaults(handler=audit_history)
     return parser
 
 

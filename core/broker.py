@@ -855,3 +855,12 @@ class Broker:
         """
         info = self.authorized_topic(role, Operation.GET_STATS, topic)
         return self.metadata.backlog_samples(info.name, subscription, since_ms, limit)
+
+    def list_namespaces(self, role: str, tenant: str) -> list[str]:
+        """The namespaces (``tenant/ns``) of ``tenant``: for its admins and superusers.
+
+        Pulsar lets a tenant's admins list its namespaces; creating one is
+        decided by the same rule, so that check is reused.
+        """
+        self._check(role, Operation.CREATE_NAMESPACE, tenant, f"namespaces of tenant {tenant}")
+        return self.metadata.list_namespaces(tenant)
