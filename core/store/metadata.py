@@ -3,7 +3,8 @@
 SQLAlchemy 2 models over SQLite (the embedded default: one file, WAL mode) or
 PostgreSQL (``postgresql+psycopg://``). Every public method is one transaction
 and returns plain frozen dataclasses, never ORM objects. Foreign exceptions are
-translated in one place, :meth:`MetadataStore._session`: a unique-key clash
+translated in one place, :func:`core.store.engine.translated_errors`, around
+every :meth:`MetadataStore._session`: a unique-key clash
 becomes :class:`~core.errors.AlreadyExistsError` where the caller named the
 clash, anything else from SQLAlchemy becomes :class:`~core.errors.MetadataStoreError`.
 
@@ -12,6 +13,10 @@ row for :meth:`MetadataStore.append_entries`, the cursor's row for the cursor
 journal. On PostgreSQL that is ``SELECT ... FOR UPDATE`` (or the ``UPDATE``
 itself); SQLite has one writer at a time, so every write transaction starts with
 ``BEGIN IMMEDIATE`` and waits up to the busy timeout for the write lock.
+
+The tables are in :mod:`core.store.tables`, the returned records in
+:mod:`core.store.records`, engine set-up in :mod:`core.store.engine` and argument
+checks in :mod:`core.store.checks`; this module re-exports their public names.
 
 Cursors are stored as a snapshot plus a journal of deltas (docs/architecture.md,
 "Cursor durability"). The payloads are opaque bytes here; ``core.cursor_codec``
@@ -23,34 +28,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
-    JSON,
-    BigInteger,
-    ForeignKey,
-    Index,
-    Integer,
-    LargeBinary,
-    String,
-    UniqueConstraint,
-    create_engine,
     delete,
-    event,
     func,
     insert,
     select,
     text,
     update,
 )
-from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
 
-from core.authz import ACTIONS
 from core.backlog_audit import BacklogSample
 from core.config import Config
 from core.errors import (
@@ -63,428 +55,95 @@ from core.errors import (
     TenantNotFoundError,
     TopicNotFoundError,
 )
+from core.store.checks import (
+    canonical_topic,
+    check_bytes,
+    check_int,
+    check_label,
+    check_name,
+    check_roles,
+    check_string_map,
+    check_text,
+    split_namespace,
+)
+from core.store.engine import (
+    PG_SCHEMA_LOCK_KEY,
+    SQLITE_BUSY_TIMEOUT_S,
+    WRITE_OPTION,
+    create_store_engine,
+    sqlite_file,
+    translated_errors,
+)
+from core.store.records import (
+    PERMISSION_ACTIONS,
+    Allocation,
+    AuditEntry,
+    AuditRecord,
+    CursorRecord,
+    LedgerInfo,
+    NamespaceInfo,
+    SegmentInfo,
+    SubscriptionInfo,
+    TenantInfo,
+    TopicInfo,
+)
+from core.store.tables import (
+    AuditRow,
+    BacklogHistoryRow,
+    Base,
+    ConsumerRow,
+    CursorDeltaRow,
+    CursorRow,
+    LedgerRow,
+    NamespacePolicyRow,
+    NamespaceRow,
+    PendingAckRow,
+    PermissionRow,
+    SegmentRow,
+    SubscriptionRow,
+    TenantRow,
+    TopicPartitionRow,
+    TopicRow,
+)
 from core.subscription import SubscriptionType
 from core.topic_name import (
-    MAX_NAME_CHARS,
     TopicName,
-    is_valid_entity_name,
-    label_problem,
-    shown,
 )
 
 if TYPE_CHECKING:
     from core.store.dispatch_state import SubscriptionTransaction
 
-PERMISSION_ACTIONS = ACTIONS
-"""The namespace grant actions: :data:`core.authz.ACTIONS` (Pulsar's ``AuthAction``)."""
-
-SQLITE_BUSY_TIMEOUT_S = 60.0
-"""How long a SQLite writer waits for the database write lock before failing."""
-
-_WRITE_OPTION = "cursorops_write"
-_PG_SCHEMA_LOCK_KEY = 0x637572736F72
-"""Advisory lock held while creating tables, so concurrent first starts do not race."""
-
-# Integer on SQLite so that a single-column primary key is its ROWID (autoincrement).
-_ID = BigInteger().with_variant(Integer(), "sqlite")
-
-
-# Domain objects returned by the store.
-
-
-@dataclass(frozen=True)
-class TenantInfo:
-    name: str
-    admin_roles: frozenset[str]
-
-
-@dataclass(frozen=True)
-class NamespaceInfo:
-    name: str
-    """``tenant/namespace``."""
-    permissions: dict[str, frozenset[str]]
-    """Role -> granted actions (a subset of :data:`PERMISSION_ACTIONS`)."""
-
-
-@dataclass(frozen=True)
-class TopicInfo:
-    name: str
-    """The full base name, ``persistent://tenant/namespace/topic``."""
-    partitions: int
-    """Number of partitions; 0 = a non-partitioned topic."""
-
-    def partition_names(self) -> list[str]:
-        """The names cursors and ledgers are kept under: the topic itself, or each partition."""
-        if self.partitions == 0:
-            return [self.name]
-        base = TopicName.parse(self.name)
-        return [str(base.partition(i)) for i in range(self.partitions)]
-
-
-@dataclass(frozen=True)
-class SubscriptionInfo:
-    topic: str
-    name: str
-    type: SubscriptionType
-    properties: dict[str, str]
-
-
-@dataclass(frozen=True)
-class LedgerInfo:
-    ledger_id: int
-    topic_partition: str
-    entries: int
-    """Committed entries; they are numbered ``0..entries-1``."""
-    messages: int
-    """Committed messages (a batched entry holds several)."""
-
-
-@dataclass(frozen=True)
-class SegmentInfo:
-    ledger_id: int
-    first_entry: int
-    last_entry: int
-    """Inclusive."""
-    messages: int
-    path: str
-    """As the ledger store registered it (relative to its root)."""
-
-
-@dataclass(frozen=True)
-class CursorRecord:
-    snapshot: bytes | None
-    snapshot_version: int
-    """The journal version the snapshot includes (0 = the initial snapshot)."""
-    deltas: list[bytes]
-    """Every delta after the snapshot, in version order."""
-    version: int
-    """Version of the last delta (equal to ``snapshot_version`` when the journal is empty)."""
-
-
-@dataclass(frozen=True)
-class AuditRecord:
-    id: int
-    at_ms: int
-    kind: str
-    topic: str
-    subscription: str | None
-    role: str
-    detail: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class AuditEntry:
-    """An audit record to write, alone (:meth:`MetadataStore.record_audit`) or in the
-    transaction of the change it records (:meth:`MetadataStore.append_cursor_deltas`)."""
-
-    kind: str
-    topic: str
-    subscription: str | None
-    role: str
-    detail: Mapping[str, object]
-    """JSON-serializable."""
-    at_ms: int
-    """Epoch ms, from the broker's clock."""
-
-
-@dataclass
-class Allocation:
-    """Entries reserved by :meth:`MetadataStore.append_entries`.
-
-    The caller sets ``path`` and ``messages`` before the ``with`` block ends.
-    """
-
-    ledger_id: int
-    first_entry: int
-    count: int
-    path: str | None = None
-    messages: int = 0
-
-    @property
-    def last_entry(self) -> int:
-        """Inclusive."""
-        return self.first_entry + self.count - 1
-
-
-# Tables.
-
-
-class Base(DeclarativeBase):
-    pass
-
-
-class TenantRow(Base):
-    __tablename__ = "tenants"
-    name: Mapped[str] = mapped_column(String, primary_key=True)
-    admin_roles: Mapped[list[str]] = mapped_column(JSON)
-
-
-class NamespaceRow(Base):
-    __tablename__ = "namespaces"
-    name: Mapped[str] = mapped_column(String, primary_key=True)
-    tenant: Mapped[str] = mapped_column(ForeignKey("tenants.name"), index=True)
-
-
-class PermissionRow(Base):
-    __tablename__ = "namespace_permissions"
-    namespace: Mapped[str] = mapped_column(
-        ForeignKey("namespaces.name", ondelete="CASCADE"), primary_key=True
-    )
-    role: Mapped[str] = mapped_column(String, primary_key=True)
-    actions: Mapped[list[str]] = mapped_column(JSON)
-
-
-class TopicRow(Base):
-    __tablename__ = "topics"
-    name: Mapped[str] = mapped_column(String, primary_key=True)
-    namespace: Mapped[str] = mapped_column(ForeignKey("namespaces.name"), index=True)
-    partitions: Mapped[int] = mapped_column(Integer)
-
-
-class TopicPartitionRow(Base):
-    """One row per partition (the topic itself when not partitioned): what appends lock."""
-
-    __tablename__ = "topic_partitions"
-    name: Mapped[str] = mapped_column(String, primary_key=True)
-    topic: Mapped[str] = mapped_column(ForeignKey("topics.name", ondelete="CASCADE"), index=True)
-    partition: Mapped[int] = mapped_column(Integer)
-
-
-class SubscriptionRow(Base):
-    __tablename__ = "subscriptions"
-    __table_args__ = (UniqueConstraint("topic", "name"),)
-    id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
-    topic: Mapped[str] = mapped_column(ForeignKey("topics.name", ondelete="CASCADE"))
-    name: Mapped[str] = mapped_column(String)
-    type: Mapped[str] = mapped_column(String)
-    properties: Mapped[dict[str, str]] = mapped_column(JSON)
-
-
-class CursorRow(Base):
-    __tablename__ = "cursors"
-    __table_args__ = (UniqueConstraint("topic_partition", "subscription_id"),)
-    id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
-    subscription_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("subscriptions.id", ondelete="CASCADE"), index=True
-    )
-    topic_partition: Mapped[str] = mapped_column(
-        ForeignKey("topic_partitions.name", ondelete="CASCADE")
-    )
-    snapshot: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
-    snapshot_version: Mapped[int] = mapped_column(BigInteger)
-    version: Mapped[int] = mapped_column(BigInteger)
-
-
-class CursorDeltaRow(Base):
-    __tablename__ = "cursor_deltas"
-    cursor_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("cursors.id", ondelete="CASCADE"), primary_key=True
-    )
-    version: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    payload: Mapped[bytes] = mapped_column(LargeBinary)
-
-
-class ConsumerRow(Base):
-    """A consumer connected to a subscription, from any process, while its lease lasts."""
-
-    __tablename__ = "consumers"
-    subscription_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("subscriptions.id", ondelete="CASCADE"), primary_key=True
-    )
-    consumer_id: Mapped[str] = mapped_column(String, primary_key=True)
-    name: Mapped[str] = mapped_column(String)
-    priority: Mapped[int] = mapped_column(Integer)
-    epoch: Mapped[int] = mapped_column(BigInteger)
-    lease_expires_ms: Mapped[int] = mapped_column(BigInteger)
-
-
-class PendingAckRow(Base):
-    """A message delivered and not acknowledged; ``consumer_id`` NULL = due for redelivery."""
-
-    __tablename__ = "pending_acks"
-    subscription_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("subscriptions.id", ondelete="CASCADE"), primary_key=True
-    )
-    topic_partition: Mapped[str] = mapped_column(String, primary_key=True)
-    ledger_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    entry_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    batch_index: Mapped[int] = mapped_column(Integer, primary_key=True)
-    consumer_id: Mapped[str | None] = mapped_column(String, nullable=True)
-    redelivery_count: Mapped[int] = mapped_column(Integer)
-    key_hash: Mapped[int | None] = mapped_column(Integer, nullable=True)
-
-
-class LedgerRow(Base):
-    __tablename__ = "ledgers"
-    # AUTOINCREMENT: SQLite never hands out a committed ledger id twice, like BookKeeper.
-    __table_args__ = {"sqlite_autoincrement": True}
-    ledger_id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
-    topic_partition: Mapped[str] = mapped_column(
-        ForeignKey("topic_partitions.name", ondelete="CASCADE"), index=True
-    )
-    entries: Mapped[int] = mapped_column(BigInteger)
-    messages: Mapped[int] = mapped_column(BigInteger)
-
-
-class SegmentRow(Base):
-    __tablename__ = "segments"
-    ledger_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("ledgers.ledger_id", ondelete="CASCADE"), primary_key=True
-    )
-    first_entry: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    last_entry: Mapped[int] = mapped_column(BigInteger)
-    messages: Mapped[int] = mapped_column(BigInteger)
-    path: Mapped[str] = mapped_column(String)
-
-
-class AuditRow(Base):
-    __tablename__ = "audit_log"
-    __table_args__ = (Index("ix_audit_log_topic_id", "topic", "id"),)
-    id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
-    at_ms: Mapped[int] = mapped_column(BigInteger)
-    kind: Mapped[str] = mapped_column(String)
-    topic: Mapped[str] = mapped_column(String)
-    subscription: Mapped[str | None] = mapped_column(String, nullable=True)
-    role: Mapped[str] = mapped_column(String)
-    detail: Mapped[dict[str, Any]] = mapped_column(JSON)
-
-
-# Engines.
-
-
-def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
-    # Take transaction control away from pysqlite: _sqlite_on_begin emits BEGIN itself.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA foreign_keys = ON")
-    finally:
-        cursor.close()
-
-
-def _sqlite_on_begin(connection: Connection) -> None:
-    write = connection.get_execution_options().get(_WRITE_OPTION, False)
-    connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-
-def _sqlite_file(url: URL) -> Path | None:
-    database = url.database
-    if url.get_backend_name() != "sqlite" or not database or database == ":memory:":
-        return None
-    if database.startswith("file:"):
-        return None
-    return Path(database)
-
-
-def _create_engine(url: URL) -> Engine:
-    if url.get_backend_name() == "sqlite":
-        connect_args: dict[str, Any] = {"timeout": SQLITE_BUSY_TIMEOUT_S}
-        kwargs: dict[str, Any] = {}
-        if _sqlite_file(url) is None:
-            # One shared connection, so that every session sees the same in-memory
-            # database; such a store is meant for one thread.
-            connect_args["check_same_thread"] = False
-            kwargs["poolclass"] = StaticPool
-        engine = create_engine(url, connect_args=connect_args, **kwargs)
-        event.listen(engine, "connect", _sqlite_on_connect)
-        event.listen(engine, "begin", _sqlite_on_begin)
-        return engine
-    if url.drivername == "postgresql":
-        url = url.set(drivername="postgresql+psycopg")
-    return create_engine(url, pool_pre_ping=True)
-
-
-# Validation helpers.
-
-
-def _check_name(kind: str, value: object) -> str:
-    """A tenant or namespace name: Pulsar's NamedEntity rule and a length cap."""
-    if not is_valid_entity_name(value):
-        text = shown(value) if isinstance(value, str) else repr(value)
-        raise InvalidArgumentError(
-            f"Invalid {kind} name {text}: use 1 to {MAX_NAME_CHARS} of letters, digits "
-            "and _ = : . -, not . or .."
-        )
-    assert isinstance(value, str)
-    return value
-
-
-def _check_label(kind: str, value: object) -> str:
-    """A subscription or role name: text without control characters, checked before SQL."""
-    problem = label_problem(value)
-    if problem is not None:
-        text = shown(value) if isinstance(value, str) else repr(value)
-        raise InvalidArgumentError(f"Invalid {kind} {text}: {problem}")
-    assert isinstance(value, str)
-    return value
-
-
-def _check_text(kind: str, value: object) -> str:
-    if not isinstance(value, str) or not value:
-        raise InvalidArgumentError(f"Invalid {kind} {value!r}: expected a non-empty string")
-    return value
-
-
-def _check_int(kind: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidArgumentError(f"Invalid {kind} {value!r}: expected an integer >= {minimum}")
-    return value
-
-
-def _check_bytes(kind: str, value: object) -> bytes:
-    if not isinstance(value, (bytes, bytearray, memoryview)):
-        raise InvalidArgumentError(f"Invalid {kind}: expected bytes, got {type(value).__name__}")
-    return bytes(value)
-
-
-def _check_roles(kind: str, roles: Iterable[str]) -> frozenset[str]:
-    if isinstance(roles, str):
-        raise InvalidArgumentError(f"Invalid {kind} {roles!r}: expected a collection of roles")
-    return frozenset(_check_label("role", role) for role in roles)
-
-
-def _check_string_map(kind: str, mapping: Mapping[str, str]) -> dict[str, str]:
-    if not isinstance(mapping, Mapping):
-        raise InvalidArgumentError(f"Invalid {kind}: expected a mapping of strings")
-    for key, value in mapping.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise InvalidArgumentError(f"Invalid {kind}: {key!r}={value!r} is not string=string")
-        for item in (key, value):
-            # PostgreSQL refuses NUL in text and JSON; a lone surrogate is not UTF-8.
-            if "\x00" in item or not _is_utf8(item):
-                raise InvalidArgumentError(
-                    f"Invalid {kind}: {shown(key)}={shown(value)} holds NUL or non-UTF-8 text"
-                )
-    return dict(mapping)
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _topic(topic: str) -> str:
-    return str(TopicName.parse(topic))
-
-
-def _split_namespace(namespace: object) -> tuple[str, str]:
-    if not isinstance(namespace, str) or namespace.count("/") != 1:
-        raise InvalidArgumentError(f"Invalid namespace {namespace!r}: expected tenant/namespace")
-    tenant, local = namespace.split("/")
-    _check_name("tenant", tenant)
-    _check_name("namespace", local)
-    return tenant, local
-
-
-def _is_unique_violation(exc: IntegrityError) -> bool:
-    if getattr(exc.orig, "sqlstate", None) == "23505":
-        return True
-    return "UNIQUE constraint failed" in str(exc.orig)
+__all__ = [
+    "Allocation",
+    "AuditEntry",
+    "AuditRecord",
+    "AuditRow",
+    "BacklogHistoryRow",
+    "Base",
+    "ConsumerRow",
+    "CursorDeltaRow",
+    "CursorRecord",
+    "CursorRow",
+    "LedgerInfo",
+    "LedgerRow",
+    "MetadataStore",
+    "NamespaceInfo",
+    "NamespacePolicyRow",
+    "NamespaceRow",
+    "PERMISSION_ACTIONS",
+    "PendingAckRow",
+    "PermissionRow",
+    "SQLITE_BUSY_TIMEOUT_S",
+    "SegmentInfo",
+    "SegmentRow",
+    "SubscriptionInfo",
+    "SubscriptionRow",
+    "TenantInfo",
+    "TenantRow",
+    "TopicInfo",
+    "TopicPartitionRow",
+    "TopicRow",
+]
 
 
 class MetadataStore:
@@ -497,8 +156,8 @@ class MetadataStore:
         try:
             parsed = make_url(url)
             self.url = parsed
-            self._engine = _create_engine(parsed)
-            self._write_engine = self._engine.execution_options(**{_WRITE_OPTION: True})
+            self._engine = create_store_engine(parsed)
+            self._write_engine = self._engine.execution_options(**{WRITE_OPTION: True})
             self._create_tables()
         except SQLAlchemyError as exc:
             raise MetadataStoreError(f"Cannot open the metadata store {url!r}: {exc}") from exc
@@ -508,9 +167,9 @@ class MetadataStore:
         """Open the store ``config.metadata_url`` names, creating the SQLite file's folder."""
         try:
             Path(config.home).mkdir(parents=True, exist_ok=True)
-            sqlite_file = _sqlite_file(make_url(config.metadata_url))
-            if sqlite_file is not None:
-                sqlite_file.parent.mkdir(parents=True, exist_ok=True)
+            database_file = sqlite_file(make_url(config.metadata_url))
+            if database_file is not None:
+                database_file.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise MetadataStoreError(f"Cannot create {config.home}: {exc}") from exc
         except SQLAlchemyError as exc:
@@ -530,7 +189,7 @@ class MetadataStore:
         with self._write_engine.begin() as connection:
             if connection.dialect.name == "postgresql":
                 connection.execute(
-                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SCHEMA_LOCK_KEY}
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_SCHEMA_LOCK_KEY}
                 )
             Base.metadata.create_all(connection)
 
@@ -542,21 +201,18 @@ class MetadataStore:
         concurrent creator won the race). Errors raised by the caller pass through.
         """
         engine = self._write_engine if write else self._engine
-        try:
-            with Session(engine, expire_on_commit=False) as session, session.begin():
-                yield session
-        except IntegrityError as exc:
-            if conflict is not None and _is_unique_violation(exc):
-                raise AlreadyExistsError(conflict) from exc
-            raise MetadataStoreError(f"Metadata store integrity error: {exc.orig}") from exc
-        except SQLAlchemyError as exc:
-            raise MetadataStoreError(f"Metadata store failed: {exc}") from exc
+        with (
+            translated_errors(conflict),
+            Session(engine, expire_on_commit=False) as session,
+            session.begin(),
+        ):
+            yield session
 
     # Tenants and namespaces.
 
     def create_tenant(self, name: str, admin_roles: Iterable[str] = ()) -> TenantInfo:
-        _check_name("tenant", name)
-        roles = _check_roles("admin roles", admin_roles)
+        check_name("tenant", name)
+        roles = check_roles("admin roles", admin_roles)
         message = f"Tenant '{name}' already exists"
         with self._session(write=True, conflict=message) as session:
             if session.get(TenantRow, name) is not None:
@@ -565,7 +221,7 @@ class MetadataStore:
         return TenantInfo(name, roles)
 
     def get_tenant(self, name: str) -> TenantInfo:
-        _check_name("tenant", name)
+        check_name("tenant", name)
         with self._session(write=False) as session:
             row = session.get(TenantRow, name)
             if row is None:
@@ -578,7 +234,7 @@ class MetadataStore:
 
     def create_namespace(self, namespace: str) -> NamespaceInfo:
         """Create ``tenant/namespace``; the tenant must exist."""
-        tenant, _ = _split_namespace(namespace)
+        tenant, _ = split_namespace(namespace)
         message = f"Namespace '{namespace}' already exists"
         with self._session(write=True, conflict=message) as session:
             if session.get(TenantRow, tenant) is None:
@@ -589,7 +245,7 @@ class MetadataStore:
         return NamespaceInfo(namespace, {})
 
     def get_namespace(self, namespace: str) -> NamespaceInfo:
-        _split_namespace(namespace)
+        split_namespace(namespace)
         with self._session(write=False) as session:
             self._require_namespace(session, namespace)
             rows = session.scalars(
@@ -607,7 +263,7 @@ class MetadataStore:
 
     def grant_permission(self, namespace: str, role: str, actions: Iterable[str]) -> None:
         """Grant ``actions`` to ``role``, replacing what the role had (like Pulsar)."""
-        _check_label("role", role)
+        check_label("role", role)
         if isinstance(actions, str):
             raise InvalidArgumentError(
                 f"Invalid actions {actions!r}: expected a collection such as ['consume']"
@@ -651,7 +307,7 @@ class MetadataStore:
                 f"Invalid topic name '{name}': a topic name must not name a partition "
                 "(-partition-N)"
             )
-        _check_int("partition count", partitions, 0)
+        check_int("partition count", partitions, 0)
         info = TopicInfo(str(name), partitions)
         message = f"Topic '{info.name}' already exists"
         with self._session(write=True, conflict=message) as session:
@@ -669,7 +325,7 @@ class MetadataStore:
         return info
 
     def get_topic(self, topic: str) -> TopicInfo:
-        name = _topic(topic)
+        name = canonical_topic(topic)
         with self._session(write=False) as session:
             return self._require_topic(session, name)
 
@@ -709,15 +365,15 @@ class MetadataStore:
         ``initial_snapshots`` maps each of the topic's partition names
         (:meth:`TopicInfo.partition_names`) to the encoded initial cursor state.
         """
-        topic_name = _topic(topic)
-        _check_label("subscription name", name)
+        topic_name = canonical_topic(topic)
+        check_label("subscription name", name)
         if not isinstance(type, SubscriptionType):
-            type = SubscriptionType.parse(_check_text("subscription type", type))
-        props = _check_string_map("subscription properties", properties)
+            type = SubscriptionType.parse(check_text("subscription type", type))
+        props = check_string_map("subscription properties", properties)
         if not isinstance(initial_snapshots, Mapping):
             raise InvalidArgumentError("Invalid initial snapshots: expected a mapping")
         snapshots = {
-            _topic(partition): _check_bytes(f"initial snapshot of {partition}", snapshot)
+            canonical_topic(partition): check_bytes(f"initial snapshot of {partition}", snapshot)
             for partition, snapshot in initial_snapshots.items()
         }
         message = f"Subscription '{name}' already exists on topic '{topic_name}'"
@@ -750,8 +406,8 @@ class MetadataStore:
         return SubscriptionInfo(topic_name, name, type, props)
 
     def get_subscription(self, topic: str, name: str) -> SubscriptionInfo:
-        topic_name = _topic(topic)
-        _check_label("subscription name", name)
+        topic_name = canonical_topic(topic)
+        check_label("subscription name", name)
         with self._session(write=False) as session:
             row = session.scalars(
                 select(SubscriptionRow).where(
@@ -765,7 +421,7 @@ class MetadataStore:
             return _subscription_info(row)
 
     def list_subscriptions(self, topic: str) -> list[SubscriptionInfo]:
-        topic_name = _topic(topic)
+        topic_name = canonical_topic(topic)
         with self._session(write=False) as session:
             self._require_topic(session, topic_name)
             query = (
@@ -777,8 +433,8 @@ class MetadataStore:
 
     def delete_subscription(self, topic: str, name: str) -> None:
         """Delete the subscription with its cursors and their journals."""
-        topic_name = _topic(topic)
-        _check_label("subscription name", name)
+        topic_name = canonical_topic(topic)
+        check_label("subscription name", name)
         with self._session(write=True) as session:
             result = session.execute(
                 delete(SubscriptionRow)
@@ -794,9 +450,9 @@ class MetadataStore:
         self, topic: str, name: str, properties: Mapping[str, str]
     ) -> SubscriptionInfo:
         """Replace the subscription's properties with ``properties`` (empty clears them)."""
-        topic_name = _topic(topic)
-        _check_label("subscription name", name)
-        props = _check_string_map("subscription properties", properties)
+        topic_name = canonical_topic(topic)
+        check_label("subscription name", name)
+        props = check_string_map("subscription properties", properties)
         with self._session(write=True) as session:
             row = session.scalars(
                 select(SubscriptionRow)
@@ -825,9 +481,9 @@ class MetadataStore:
         segment is registered and the ledger's counts bumped in the same
         transaction. On an exception nothing is registered.
         """
-        name = _topic(topic_partition)
-        _check_int("number of entries", n_entries, 1)
-        _check_int("max entries per ledger", max_entries_per_ledger, 1)
+        name = canonical_topic(topic_partition)
+        check_int("number of entries", n_entries, 1)
+        check_int("max entries per ledger", max_entries_per_ledger, 1)
         with self._session(write=True) as session:
             self._require_partition(session, name, lock=True)
             ledger = session.scalars(
@@ -845,7 +501,7 @@ class MetadataStore:
             yield allocation
             if not isinstance(allocation.path, str) or not allocation.path:
                 raise InvalidArgumentError("append_entries: the segment path was not set")
-            _check_int("number of messages", allocation.messages, count)
+            check_int("number of messages", allocation.messages, count)
             session.add(
                 SegmentRow(
                     ledger_id=ledger.ledger_id,
@@ -860,7 +516,7 @@ class MetadataStore:
 
     def ledgers(self, topic_partition: str) -> list[LedgerInfo]:
         """The partition's ledgers, ordered by ledger id."""
-        name = _topic(topic_partition)
+        name = canonical_topic(topic_partition)
         with self._session(write=False) as session:
             self._require_partition(session, name, lock=False)
             query = (
@@ -872,7 +528,7 @@ class MetadataStore:
 
     def segments(self, topic_partition: str) -> list[SegmentInfo]:
         """The partition's committed segments, ordered by ``(ledger_id, first_entry)``."""
-        name = _topic(topic_partition)
+        name = canonical_topic(topic_partition)
         with self._session(write=False) as session:
             self._require_partition(session, name, lock=False)
             query = (
@@ -896,7 +552,7 @@ class MetadataStore:
 
     @staticmethod
     def _cursor_query(topic_partition: str, subscription: str) -> Any:
-        _check_label("subscription name", subscription)
+        check_label("subscription name", subscription)
         return (
             select(CursorRow)
             .join(SubscriptionRow, SubscriptionRow.id == CursorRow.subscription_id)
@@ -913,7 +569,7 @@ class MetadataStore:
 
     def load_cursor(self, topic_partition: str, subscription: str) -> CursorRecord:
         """The snapshot and every later delta, read consistently (a share lock on PostgreSQL)."""
-        name = _topic(topic_partition)
+        name = canonical_topic(topic_partition)
         with self._session(write=False) as session:
             query = self._cursor_query(name, subscription).with_for_update(read=True, of=CursorRow)
             row = session.scalars(query).one_or_none()
@@ -950,7 +606,8 @@ class MetadataStore:
         all. Returns the new versions, in order.
         """
         checked = [
-            (_topic(tp), sub, _check_bytes("cursor delta", payload)) for tp, sub, payload in items
+            (canonical_topic(tp), sub, check_bytes("cursor delta", payload))
+            for tp, sub, payload in items
         ]
         audit_row = None if audit is None else _audit_row(audit)
         order = sorted(range(len(checked)), key=lambda i: checked[i][:2])
@@ -979,7 +636,7 @@ class MetadataStore:
         written over. Locks in the fixed order of :meth:`append_cursor_deltas`.
         Anything ``decide`` raises rolls everything back.
         """
-        checked = [(_topic(tp), sub) for tp, sub in cursors]
+        checked = [(canonical_topic(tp), sub) for tp, sub in cursors]
         order = sorted(range(len(checked)), key=lambda i: checked[i])
         with self._session(write=True) as session:
             records: dict[int, CursorRecord] = {}
@@ -1006,7 +663,7 @@ class MetadataStore:
                 payload = payloads[i]
                 if payload is not None:
                     name, subscription = checked[i]
-                    data = _check_bytes("cursor delta", payload)
+                    data = check_bytes("cursor delta", payload)
                     self._append_delta(session, name, subscription, data)
             if audit_row is not None:
                 session.add(audit_row)
@@ -1043,9 +700,9 @@ class MetadataStore:
         snapshot older than the stored one is ignored: the stored one already
         includes everything it has.
         """
-        name = _topic(topic_partition)
-        data = _check_bytes("cursor snapshot", snapshot)
-        _check_int("through_version", through_version, 0)
+        name = canonical_topic(topic_partition)
+        data = check_bytes("cursor snapshot", snapshot)
+        check_int("through_version", through_version, 0)
         with self._session(write=True) as session:
             query = self._cursor_query(name, subscription).with_for_update(of=CursorRow)
             row = session.scalars(query).one_or_none()
@@ -1068,7 +725,7 @@ class MetadataStore:
 
     def cursor_sizes(self, topic_partition: str, subscription: str) -> tuple[int, int]:
         """``(snapshot bytes, total bytes of the journal's deltas)``."""
-        name = _topic(topic_partition)
+        name = canonical_topic(topic_partition)
         with self._session(write=False) as session:
             row = session.scalars(self._cursor_query(name, subscription)).one_or_none()
             if row is None:
@@ -1095,8 +752,8 @@ class MetadataStore:
         """
         from core.store.dispatch_state import SubscriptionTransaction
 
-        topic_name = _topic(topic)
-        _check_label("subscription name", subscription)
+        topic_name = canonical_topic(topic)
+        check_label("subscription name", subscription)
         with self._session(write=True) as session:
             row = session.scalars(
                 select(SubscriptionRow)
@@ -1135,7 +792,7 @@ class MetadataStore:
 
     def audit_log(self, topic: str | None = None, limit: int = 100) -> list[AuditRecord]:
         """The newest ``limit`` records (of one topic, or all), newest first."""
-        _check_int("limit", limit, 0)
+        check_int("limit", limit, 0)
         query = select(AuditRow).order_by(AuditRow.id.desc()).limit(limit)
         if topic is not None:
             query = query.where(AuditRow.topic == topic)
@@ -1154,15 +811,15 @@ class MetadataStore:
 
         Returns how many rows were new. All in one transaction.
         """
-        _check_text("audit run id", run_id)
+        check_text("audit run id", run_id)
         for sample in samples:
-            _check_text("backlog topic", sample.topic)
-            _check_text("backlog subscription", sample.subscription)
-            _check_int("backlog time", sample.at_ms, 0)
-            _check_int("backlog messages", sample.messages, 0)
-            _check_int("backlog entries", sample.entries, 0)
+            check_text("backlog topic", sample.topic)
+            check_text("backlog subscription", sample.subscription)
+            check_int("backlog time", sample.at_ms, 0)
+            check_int("backlog messages", sample.messages, 0)
+            check_int("backlog entries", sample.entries, 0)
             if sample.oldest_publish_ms is not None:
-                _check_int("oldest publish time", sample.oldest_publish_ms, 0)
+                check_int("oldest publish time", sample.oldest_publish_ms, 0)
         with self._session(write=True) as session:
             seen = {
                 (topic, sub)
@@ -1196,7 +853,7 @@ class MetadataStore:
     ) -> list[BacklogSample]:
         """History rows of ``topic`` (one subscription or all), oldest first; the newest
         ``limit`` of them."""
-        _check_int("limit", limit, 0)
+        check_int("limit", limit, 0)
         query = select(BacklogHistoryRow).where(BacklogHistoryRow.topic == topic)
         if subscription is not None:
             query = query.where(BacklogHistoryRow.subscription == subscription)
@@ -1218,15 +875,39 @@ class MetadataStore:
             for r in reversed(rows)
         ]
 
+    # Namespace policies of cursorops (not Pulsar's): whether skips need an approval.
+
+    def set_skip_requires_approval(self, namespace: str, required: bool) -> None:
+        """Record whether skips on ``namespace`` must go through an approval workflow."""
+        split_namespace(namespace)
+        if not isinstance(required, bool):
+            raise InvalidArgumentError(f"Invalid skip approval flag {required!r}: expected a bool")
+        with self._session(write=True) as session:
+            self._require_namespace(session, namespace)
+            row = session.get(NamespacePolicyRow, namespace)
+            if row is None:
+                row = NamespacePolicyRow(namespace=namespace, skip_requires_approval=required)
+                session.add(row)
+            else:
+                row.skip_requires_approval = required
+
+    def skip_requires_approval(self, namespace: str) -> bool:
+        """Whether skips on ``namespace`` need an approval (False when never set)."""
+        split_namespace(namespace)
+        with self._session(write=False) as session:
+            self._require_namespace(session, namespace)
+            row = session.get(NamespacePolicyRow, namespace)
+            return bool(row is not None and row.skip_requires_approval)
+
 
 def _audit_row(entry: AuditEntry) -> AuditRow:
     """The row for ``entry``, its fields checked (InvalidArgumentError before any write)."""
-    _check_text("audit kind", entry.kind)
-    _check_text("audit topic", entry.topic)
+    check_text("audit kind", entry.kind)
+    check_text("audit topic", entry.topic)
     if entry.subscription is not None:
-        _check_text("audit subscription", entry.subscription)
-    _check_text("audit role", entry.role)
-    _check_int("audit time", entry.at_ms, 0)
+        check_text("audit subscription", entry.subscription)
+    check_text("audit role", entry.role)
+    check_int("audit time", entry.at_ms, 0)
     if not isinstance(entry.detail, Mapping):
         raise InvalidArgumentError("Invalid audit detail: expected a mapping")
     try:
@@ -1249,21 +930,3 @@ def _subscription_info(row: SubscriptionRow) -> SubscriptionInfo:
 
 def _ledger_info(row: LedgerRow) -> LedgerInfo:
     return LedgerInfo(row.ledger_id, row.topic_partition, row.entries, row.messages)
-
-
-class BacklogHistoryRow(Base):
-    """One subscription's exact backlog as one scheduled audit run measured it."""
-
-    __tablename__ = "backlog_history"
-    __table_args__ = (
-        UniqueConstraint("run_id", "topic", "subscription"),
-        Index("ix_backlog_history_topic_at", "topic", "at_ms"),
-    )
-    id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(String)
-    topic: Mapped[str] = mapped_column(String)
-    subscription: Mapped[str] = mapped_column(String)
-    at_ms: Mapped[int] = mapped_column(BigInteger)
-    messages: Mapped[int] = mapped_column(BigInteger)
-    entries: Mapped[int] = mapped_column(BigInteger)
-    oldest_publish_ms: Mapped[int | None] = mapped_column(BigInteger, nullable=True)

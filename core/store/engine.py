@@ -1,0 +1,95 @@
+"""Engines for the metadata store: SQLite (WAL, one writer) or PostgreSQL, and error translation.
+
+On SQLite every write transaction starts with ``BEGIN IMMEDIATE`` (an engine with
+:data:`WRITE_OPTION` set) and waits up to :data:`SQLITE_BUSY_TIMEOUT_S` for the write lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.pool import StaticPool
+
+from core.errors import AlreadyExistsError, MetadataStoreError
+
+SQLITE_BUSY_TIMEOUT_S = 60.0
+"""How long a SQLite writer waits for the database write lock before failing."""
+
+WRITE_OPTION = "cursorops_write"
+"""Execution option marking a write engine (SQLite: ``BEGIN IMMEDIATE``)."""
+
+PG_SCHEMA_LOCK_KEY = 0x637572736F72
+"""Advisory lock held while creating tables, so concurrent first starts do not race."""
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Take transaction control away from pysqlite: _sqlite_on_begin emits BEGIN itself.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
+def _sqlite_on_begin(connection: Connection) -> None:
+    write = connection.get_execution_options().get(WRITE_OPTION, False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def sqlite_file(url: URL) -> Path | None:
+    database = url.database
+    if url.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return None
+    if database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def create_store_engine(url: URL) -> Engine:
+    if url.get_backend_name() == "sqlite":
+        connect_args: dict[str, Any] = {"timeout": SQLITE_BUSY_TIMEOUT_S}
+        kwargs: dict[str, Any] = {}
+        if sqlite_file(url) is None:
+            # One shared connection, so that every session sees the same in-memory
+            # database; such a store is meant for one thread.
+            connect_args["check_same_thread"] = False
+            kwargs["poolclass"] = StaticPool
+        engine = create_engine(url, connect_args=connect_args, **kwargs)
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
+        return engine
+    if url.drivername == "postgresql":
+        url = url.set(drivername="postgresql+psycopg")
+    return create_engine(url, pool_pre_ping=True)
+
+
+def is_unique_violation(exc: IntegrityError) -> bool:
+    if getattr(exc.orig, "sqlstate", None) == "23505":
+        return True
+    return "UNIQUE constraint failed" in str(exc.orig)
+
+
+@contextmanager
+def translated_errors(conflict: str | None = None) -> Iterator[None]:
+    """The one place SQLAlchemy errors become cursorops errors.
+
+    ``conflict`` is the AlreadyExistsError message for a unique-key clash (a
+    concurrent creator won the race). Other errors pass through.
+    """
+    try:
+        yield
+    except IntegrityError as exc:
+        if conflict is not None and is_unique_violation(exc):
+            raise AlreadyExistsError(conflict) from exc
+        raise MetadataStoreError(f"Metadata store integrity error: {exc.orig}") from exc
+    except SQLAlchemyError as exc:
+        raise MetadataStoreError(f"Metadata store failed: {exc}") from exc

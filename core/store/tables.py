@@ -1,0 +1,205 @@
+"""The metadata store's tables: one SQLAlchemy declarative base and every row class.
+
+A new table goes here; :class:`~core.store.metadata.MetadataStore` creates them all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Integer on SQLite so that a single-column primary key is its ROWID (autoincrement).
+_ID = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class TenantRow(Base):
+    __tablename__ = "tenants"
+    name: Mapped[str] = mapped_column(String, primary_key=True)
+    admin_roles: Mapped[list[str]] = mapped_column(JSON)
+
+
+class NamespaceRow(Base):
+    __tablename__ = "namespaces"
+    name: Mapped[str] = mapped_column(String, primary_key=True)
+    tenant: Mapped[str] = mapped_column(ForeignKey("tenants.name"), index=True)
+
+
+class PermissionRow(Base):
+    __tablename__ = "namespace_permissions"
+    namespace: Mapped[str] = mapped_column(
+        ForeignKey("namespaces.name", ondelete="CASCADE"), primary_key=True
+    )
+    role: Mapped[str] = mapped_column(String, primary_key=True)
+    actions: Mapped[list[str]] = mapped_column(JSON)
+
+
+class TopicRow(Base):
+    __tablename__ = "topics"
+    name: Mapped[str] = mapped_column(String, primary_key=True)
+    namespace: Mapped[str] = mapped_column(ForeignKey("namespaces.name"), index=True)
+    partitions: Mapped[int] = mapped_column(Integer)
+
+
+class TopicPartitionRow(Base):
+    """One row per partition (the topic itself when not partitioned): what appends lock."""
+
+    __tablename__ = "topic_partitions"
+    name: Mapped[str] = mapped_column(String, primary_key=True)
+    topic: Mapped[str] = mapped_column(ForeignKey("topics.name", ondelete="CASCADE"), index=True)
+    partition: Mapped[int] = mapped_column(Integer)
+
+
+class SubscriptionRow(Base):
+    __tablename__ = "subscriptions"
+    __table_args__ = (UniqueConstraint("topic", "name"),)
+    id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
+    topic: Mapped[str] = mapped_column(ForeignKey("topics.name", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String)
+    type: Mapped[str] = mapped_column(String)
+    properties: Mapped[dict[str, str]] = mapped_column(JSON)
+
+
+class CursorRow(Base):
+    __tablename__ = "cursors"
+    __table_args__ = (UniqueConstraint("topic_partition", "subscription_id"),)
+    id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
+    subscription_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("subscriptions.id", ondelete="CASCADE"), index=True
+    )
+    topic_partition: Mapped[str] = mapped_column(
+        ForeignKey("topic_partitions.name", ondelete="CASCADE")
+    )
+    snapshot: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    snapshot_version: Mapped[int] = mapped_column(BigInteger)
+    version: Mapped[int] = mapped_column(BigInteger)
+
+
+class CursorDeltaRow(Base):
+    __tablename__ = "cursor_deltas"
+    cursor_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("cursors.id", ondelete="CASCADE"), primary_key=True
+    )
+    version: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    payload: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class ConsumerRow(Base):
+    """A consumer connected to a subscription, from any process, while its lease lasts."""
+
+    __tablename__ = "consumers"
+    subscription_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("subscriptions.id", ondelete="CASCADE"), primary_key=True
+    )
+    consumer_id: Mapped[str] = mapped_column(String, primary_key=True)
+    name: Mapped[str] = mapped_column(String)
+    priority: Mapped[int] = mapped_column(Integer)
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    lease_expires_ms: Mapped[int] = mapped_column(BigInteger)
+
+
+class PendingAckRow(Base):
+    """A message delivered and not acknowledged; ``consumer_id`` NULL = due for redelivery."""
+
+    __tablename__ = "pending_acks"
+    subscription_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("subscriptions.id", ondelete="CASCADE"), primary_key=True
+    )
+    topic_partition: Mapped[str] = mapped_column(String, primary_key=True)
+    ledger_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    entry_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    batch_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    consumer_id: Mapped[str | None] = mapped_column(String, nullable=True)
+    redelivery_count: Mapped[int] = mapped_column(Integer)
+    key_hash: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class ReadPositionRow(Base):
+    """A subscription's read position on a partition (core.store.dispatch_state)."""
+
+    __tablename__ = "read_positions"
+    subscription_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("subscriptions.id", ondelete="CASCADE"), primary_key=True
+    )
+    topic_partition: Mapped[str] = mapped_column(String, primary_key=True)
+    ledger_id: Mapped[int] = mapped_column(BigInteger)
+    entry_id: Mapped[int] = mapped_column(BigInteger)
+    cursor_version: Mapped[int] = mapped_column(BigInteger)
+
+
+class LedgerRow(Base):
+    __tablename__ = "ledgers"
+    # AUTOINCREMENT: SQLite never hands out a committed ledger id twice, like BookKeeper.
+    __table_args__ = {"sqlite_autoincrement": True}
+    ledger_id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
+    topic_partition: Mapped[str] = mapped_column(
+        ForeignKey("topic_partitions.name", ondelete="CASCADE"), index=True
+    )
+    entries: Mapped[int] = mapped_column(BigInteger)
+    messages: Mapped[int] = mapped_column(BigInteger)
+
+
+class SegmentRow(Base):
+    __tablename__ = "segments"
+    ledger_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("ledgers.ledger_id", ondelete="CASCADE"), primary_key=True
+    )
+    first_entry: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    last_entry: Mapped[int] = mapped_column(BigInteger)
+    messages: Mapped[int] = mapped_column(BigInteger)
+    path: Mapped[str] = mapped_column(String)
+
+
+class AuditRow(Base):
+    __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_log_topic_id", "topic", "id"),)
+    id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
+    at_ms: Mapped[int] = mapped_column(BigInteger)
+    kind: Mapped[str] = mapped_column(String)
+    topic: Mapped[str] = mapped_column(String)
+    subscription: Mapped[str | None] = mapped_column(String, nullable=True)
+    role: Mapped[str] = mapped_column(String)
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class BacklogHistoryRow(Base):
+    """One subscription's exact backlog as one scheduled audit run measured it."""
+
+    __tablename__ = "backlog_history"
+    __table_args__ = (
+        UniqueConstraint("run_id", "topic", "subscription"),
+        Index("ix_backlog_history_topic_at", "topic", "at_ms"),
+    )
+    id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String)
+    topic: Mapped[str] = mapped_column(String)
+    subscription: Mapped[str] = mapped_column(String)
+    at_ms: Mapped[int] = mapped_column(BigInteger)
+    messages: Mapped[int] = mapped_column(BigInteger)
+    entries: Mapped[int] = mapped_column(BigInteger)
+    oldest_publish_ms: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+
+class NamespacePolicyRow(Base):
+    """cursorops's own policies of a namespace; absent = the defaults."""
+
+    __tablename__ = "namespace_policies"
+    namespace: Mapped[str] = mapped_column(
+        ForeignKey("namespaces.name", ondelete="CASCADE"), primary_key=True
+    )
+    skip_requires_approval: Mapped[bool] = mapped_column(Boolean, default=False)
