@@ -28,8 +28,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The core story, then the same skip through Airflow (started and stopped locally).
 demo: $(STAMP)
 	$(VENV)/bin/cursorops demo
+	$(VENV)/bin/cursorops demo --airflow
 
 # The gates first (seconds), then the suite.
 test: lint

@@ -38,8 +38,12 @@ DEMO_USERS = {"admin": "admin", "alice": "op", "bob": "op", "carol": "viewer"}
 account the apply step re-reads approvals with (``scripts/airflow-env.sh``)."""
 START_TIMEOUT_S = 300.0
 HITL_SETTLE_S = 3.0
-"""Airflow 3.3.2 with the LocalExecutor can fail a run whose approval lands within about
-1 s of the task parking in ``awaiting_input``: answer only after this long."""
+"""Airflow 3.3.2 with the LocalExecutor fails a run whose approval lands before the scheduler
+has processed the executor's event for the workload that parked the gate in
+``awaiting_input`` (it then sees a "success" for a re-queued task). That is about 1 s on an
+idle machine and was over 5 s on a loaded one: :meth:`Airflow.wait_awaiting_input` waits for
+the scheduler's own log line saying it processed that event, then this long."""
+PARKED_EVENT_TIMEOUT_S = 120.0
 FINISHED = {"success", "failed"}
 SKIP_DAG = "cursorops_skip_messages"
 
@@ -184,13 +188,33 @@ class Airflow:
         path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails"
         return dict(self.get("admin", path))
 
+    def wait_answerable(self, dag_id: str, run_id: str, task_id: str) -> None:
+        """After the gate parked: wait until the scheduler has processed the executor's event
+        for the parking workload (its log says so), then :data:`HITL_SETTLE_S` more."""
+        wanted = (
+            "TaskInstance Finished: ",
+            f"dag_id={dag_id}, task_id={task_id}, run_id={run_id}, map_index=-1,",
+            "state=awaiting_input,",
+        )
+        deadline = time.monotonic() + PARKED_EVENT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            with self.log.open("r", encoding="utf-8", errors="replace") as lines:
+                if any(all(part in line for part in wanted) for line in lines):
+                    break
+            time.sleep(0.5)
+        else:
+            raise TimeoutError(
+                f"the scheduler never processed {task_id}'s parking in {run_id}: {self.log}"
+            )
+        time.sleep(HITL_SETTLE_S)
+
     def wait_awaiting_input(
         self, dag_id: str, run_id: str, task_id: str, timeout: float = 300
     ) -> dict[str, Any]:
-        """Wait until the gate parks in ``awaiting_input``, then :data:`HITL_SETTLE_S` more;
-        return its HITL record (subject, body, assigned users)."""
+        """Wait until the gate parks in ``awaiting_input`` and may be answered safely
+        (:meth:`wait_answerable`); return its HITL record (subject, body, assigned users)."""
         self.wait_parked(dag_id, run_id, task_id, timeout)
-        time.sleep(HITL_SETTLE_S)
+        self.wait_answerable(dag_id, run_id, task_id)
         return self.hitl_detail(dag_id, run_id, task_id)
 
     def answer(
@@ -235,12 +259,15 @@ def start_airflow(
     users: Mapping[str, str] = DEMO_USERS,
     topology: bool = False,
     wait_for_dag: str = SKIP_DAG,
+    only_dag: bool = False,
     progress: Progress | None = None,
     timeout: float = START_TIMEOUT_S,
 ) -> Airflow:
     """Start Airflow with AIRFLOW_HOME ``root/airflow`` and ``environ`` added (the cursorops
     settings the tasks read, Airflow settings); wait for health and for ``wait_for_dag`` to be
-    parsed. ``progress`` is told what is happening while Airflow starts."""
+    parsed. With ``only_dag`` every other DAG stays paused (no scheduled backlog audit
+    competing for the CPU, as a demo or a benchmark needs). ``progress`` is told what is
+    happening while Airflow starts."""
     home = root / "airflow"
     home.mkdir(parents=True, exist_ok=True)
     (home / "simple_auth_manager_passwords.json.generated").write_text(
@@ -256,6 +283,8 @@ def start_airflow(
         "AIRFLOW_LOG_PORT": str(log_port),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in users.items()),
     }
+    if only_dag:
+        env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "True"
     script = SCRIPTS / ("airflow-topology.sh" if topology else "airflow-up.sh")
     log = root / "airflow.log"
     with log.open("wb") as out:
@@ -269,6 +298,10 @@ def start_airflow(
     airflow = Airflow(f"http://127.0.0.1:{port}", home, log, process)
     try:
         _wait_ready(airflow, wait_for_dag, progress or (lambda _text: None), timeout)
+        if only_dag:
+            airflow.request(
+                "admin", "PATCH", f"/api/v2/dags/{wait_for_dag}", json={"is_paused": False}
+            ).raise_for_status()
     except BaseException:
         airflow.stop()
         raise

@@ -432,7 +432,8 @@ def demo(ctx: Context, args: argparse.Namespace) -> Result:
 
     config = ctx.config()
     cap = config.max_partitions_per_topic
-    summary = demo_module.run(
+    story = demo_module.run_airflow if args.airflow else demo_module.run
+    summary = story(
         config,
         ctx.role,
         partitions=values.positive(args.partitions, "--partitions", cap),
@@ -679,6 +680,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(creates tenant demo: needs a superuser role such as the default admin)",
     )
     p.add_argument("--partitions", type=int, default=4, help="partitions of the demo topic")
+    p.add_argument(
+        "--airflow",
+        action="store_true",
+        help="the same skip through Airflow: start it locally, alice asks, her own approval "
+        "is refused, bob approves; stop it",
+    )
     p.set_defaults(handler=demo)
 
     audit = commands.add_parser("audit", help="the scheduled backlog audit's records")
