@@ -16,7 +16,8 @@ Every Broker operation is one of Pulsar's ``TopicOperation``,
   - either allows LOOKUP, GET_STATS (``canLookup``) and GET_TOPICS
     (``allowConsumeOrProduceOps``);
   - ``functions``, ``sources``, ``sinks`` and ``packages`` allow none of these;
-  - CREATE_TOPIC, CREATE_NAMESPACE, GRANT_PERMISSION need a tenant admin.
+  - CREATE_TOPIC, CREATE_NAMESPACE, GRANT_PERMISSION and SET_NAMESPACE_POLICY
+    need a tenant admin.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class Operation(StrEnum):
     GRANT_PERMISSION = "grant-permission"
     # TenantOperation
     CREATE_NAMESPACE = "create-namespace"
+    # NamespaceOperation on a cursorops policy (Pulsar's namespace policies: tenant admins)
+    SET_NAMESPACE_POLICY = "set-namespace-policy"
     # Superuser only (Pulsar's validateSuperUserAccess)
     CREATE_TENANT = "create-tenant"
     LIST_TENANTS = "list-tenants"
@@ -72,6 +75,7 @@ GRANTS_ALLOWING: dict[Operation, frozenset[str]] = {
     Operation.CREATE_TOPIC: _TENANT_ADMIN_ONLY,
     Operation.GRANT_PERMISSION: _TENANT_ADMIN_ONLY,
     Operation.CREATE_NAMESPACE: _TENANT_ADMIN_ONLY,
+    Operation.SET_NAMESPACE_POLICY: _TENANT_ADMIN_ONLY,
 }
 """Operation -> the grant actions any one of which allows it (besides admins)."""
 

@@ -23,6 +23,7 @@ from core.config import Config
 from core.cursor import AckTarget, CursorState
 from core.dispatch import Dispatcher, Message, PartitionSource
 from core.errors import (
+    EntryNotFoundError,
     InvalidArgumentError,
     InvalidSkipPlanError,
     NotAuthorizedError,
@@ -189,6 +190,22 @@ class Broker:
         tenant = namespace.split("/", 1)[0]
         self._check(role, Operation.GRANT_PERMISSION, tenant, f"namespace {namespace}")
         self.metadata.grant_permission(namespace, grantee, actions)
+
+    def set_namespace_policy(
+        self, role: str, namespace: str, *, skip_requires_approval: bool
+    ) -> None:
+        """cursorops's namespace policy: whether skips there need an approval workflow.
+
+        A namespace policy, so tenant admins only (as Pulsar's ``set-*`` policies).
+        """
+        tenant = namespace.split("/", 1)[0]
+        self._check(role, Operation.SET_NAMESPACE_POLICY, tenant, f"namespace {namespace}")
+        self.metadata.set_skip_requires_approval(namespace, skip_requires_approval)
+
+    def skip_requires_approval(self, role: str, topic: str) -> bool:
+        """Whether a skip on ``topic`` must go through the approval workflow (asked as SKIP)."""
+        info = self.authorized_topic(role, Operation.SKIP, topic)
+        return self.metadata.skip_requires_approval(TopicName.parse(info.name).namespace_name)
 
     def create_topic(self, role: str, topic: str, partitions: int = 0) -> TopicInfo:
         name = TopicName.parse(topic)
@@ -577,15 +594,68 @@ class Broker:
     def peek_messages(self, role: str, topic: str, subscription: str, count: int) -> list[Message]:
         """The next ``count`` unacknowledged messages, delayed ones included, without delivering.
 
-        Reads from the mark-delete position on and stops after ``count``.
+        Reads from the mark-delete position on and stops after ``count``. A
+        partition's name (``t-partition-2``) peeks that partition only.
         """
-        info = self.authorized_topic(role, Operation.PEEK_MESSAGES, topic)
+        info, sources = self._partition_sources(role, Operation.PEEK_MESSAGES, topic)
         self.metadata.get_subscription(info.name, subscription)
         if count < 1:
             raise InvalidArgumentError("The number of messages must be at least 1")
-        sources = self._sources(info)
         states = [self._cursor(source.topic, subscription).state for source in sources]
         return dispatch.peek(sources, states, count)
+
+    def examine_message(
+        self, role: str, topic: str, initial_position: str, message_position: int
+    ) -> Message:
+        """Pulsar's examine-message: the ``message_position``-th entry (1-based) counted
+        from the ``earliest`` or the ``latest`` entry of a non-partitioned topic or of one
+        partition, acknowledged or not; its first message (PEEK_MESSAGES).
+        """
+        info, sources = self._partition_sources(role, Operation.PEEK_MESSAGES, topic)
+        if initial_position not in ("earliest", "latest"):
+            raise InvalidArgumentError(
+                f"Invalid initial position '{initial_position}': earliest or latest"
+            )
+        if isinstance(message_position, bool) or not isinstance(message_position, int):
+            raise InvalidArgumentError(f"Invalid message position {message_position!r}")
+        if message_position < 1:
+            raise InvalidArgumentError("The message position must be at least 1")
+        if len(sources) != 1:
+            raise InvalidArgumentError(
+                f"{info.name} has {info.partitions} partitions: examine one partition "
+                f"('{info.name}-partition-0')"
+            )
+        facts = self._entry_arrays(sources[0].topic)
+        size = int(facts.ledger_ids.size)
+        if message_position > size:
+            raise EntryNotFoundError(
+                f"No message at position {message_position} from {initial_position}: "
+                f"{sources[0].topic} has {size} entries"
+            )
+        row = message_position - 1 if initial_position == "earliest" else size - message_position
+        # A cursor that acknowledged everything before the row reads that row's entry first.
+        start = CursorState()
+        if row > 0:
+            start.mark_delete = Position(
+                int(facts.ledger_ids[row - 1]), int(facts.entry_ids[row - 1])
+            )
+        return dispatch.peek(sources, [start], 1)[0]
+
+    def _partition_sources(
+        self, role: str, operation: Operation, topic: str
+    ) -> tuple[TopicInfo, list[PartitionSource]]:
+        """The topic and its partitions to read; a partition's name gives that one only."""
+        name = TopicName.parse(topic)
+        if not name.is_partition:
+            info = self.authorized_topic(role, operation, topic)
+            return info, self._sources(info)
+        info = self.authorized_topic(role, operation, str(name.base))
+        chosen = [s for s in self._sources(info) if s.topic == str(name)]
+        if not chosen:
+            raise TopicNotFoundError(
+                f"Topic '{name}' not found: {info.name} has {info.partitions} partitions"
+            )
+        return info, chosen
 
     # -- backlog -------------------------------------------------------------
 

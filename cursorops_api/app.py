@@ -10,7 +10,7 @@ from fastapi import Depends, FastAPI, Request
 
 from cursorops_api import errors, namespaces, skip, topics
 from cursorops_api.deps import GetUser
-from cursorops_api.limits import DEFAULT_MAX_BODY_BYTES, MAX_BODY_ENV, BodyLimit, BodyTooLarge
+from cursorops_api.limits import DEFAULT_MAX_BODY_BYTES, MAX_BODY_ENV, BodyLimit
 
 URL_PREFIX = "/cursorops"
 """Where the plugin mounts the app in Airflow's API server."""
@@ -34,10 +34,6 @@ def create_app() -> FastAPI:
         dependencies=[Depends(get_user)],
     )
     errors.install(app)
-
-    @app.exception_handler(BodyTooLarge)
-    async def _too_large(_request: Request, exc: BodyTooLarge) -> Any:
-        return errors.reason(413, str(exc))
 
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     app.include_router(namespaces.router)

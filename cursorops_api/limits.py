@@ -2,8 +2,9 @@
 
 A declared ``Content-Length`` above the cap is refused at once; a body sent
 without one (chunked) is counted as it streams and refused as soon as it
-passes the cap. Either way the answer is 413 with a ``{"reason"}`` body and
-no route runs.
+passes the cap; the route then sees a disconnected client and its answer is
+dropped. Either way the answer is 413 with a ``{"reason"}`` body and the
+route never gets the body.
 """
 
 from __future__ import annotations
@@ -21,13 +22,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 """64 MiB: a skip of 1,000,000 ids in any PIP-423 shape fits (docs/decisions.md)."""
 MAX_BODY_ENV = "CURSOROPS_API_MAX_BODY_BYTES"
-
-
-class BodyTooLarge(Exception):
-    """Raised while a body streams past the cap; answered 413 (see :func:`too_large`)."""
-
-    def __init__(self, cap: int) -> None:
-        super().__init__(too_large(cap))
 
 
 class BodyLimit:
@@ -52,29 +46,28 @@ class BodyLimit:
                 await _refuse(send, 413, too_large(cap))
                 return
         seen = 0
-        started = False
+        refused = False
 
         async def counted() -> Message:
-            nonlocal seen
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > cap:
-                    raise BodyTooLarge(cap)
+                    # The route is still reading its body, so nothing was sent yet:
+                    # answer now, and let the route see a client that went away.
+                    refused = True
+                    await _refuse(send, 413, too_large(cap))
+                    return {"type": "http.disconnect"}
             return message
 
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
+        async def quiet_after_refusal(message: Message) -> None:
+            if not refused:
+                await send(message)
 
-        try:
-            await self.app(scope, counted, tracked)
-        except BodyTooLarge:
-            if started:
-                raise
-            await _refuse(send, 413, too_large(cap))
+        await self.app(scope, counted, quiet_after_refusal)
 
 
 def too_large(cap: int) -> str:
