@@ -33,8 +33,12 @@ acknowledgement and consumer change is one transaction under the
 subscription's row lock: dispatch picks the next deliverable messages, records
 them pending, commits, and only then hands them over. So consumers of one
 subscription in different processes behave as Pulsar's consumers of one
-broker. Reads are lazy: a dispatch reads segments from the mark-delete
-position on and stops as soon as it has enough.
+broker. Reads are lazy and start at the partition's stored read position
+(Pulsar's ``readPosition``: everything before it is acknowledged or held), so
+a dispatch costs what it delivers, not the backlog or the pending set: the
+pending rows are looked up per record batch read, and the cursor is loaded
+incrementally (only the journal deltas this dispatcher has not seen).
+Releasing a message rewinds the read position to it.
 """
 
 from __future__ import annotations
@@ -53,14 +57,16 @@ from core.cursor import AckTarget, CursorState
 from core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
 from core.key_hash import HashRing, sticky_key_hash
 from core.ledger_layout import LedgerLayout
-from core.managed_cursor import COMPACT_AFTER_DELTAS, replay
+from core.managed_cursor import COMPACT_AFTER_DELTAS
 from core.message_id import MessageId
 from core.position import Position
 from core.store.dispatch_state import (
     ConsumerInfo,
+    CursorJournal,
     NewPending,
     PendingInfo,
     PendingKey,
+    ReadPosition,
     SubscriptionTransaction,
 )
 from core.store.metadata import MetadataStore
@@ -112,6 +118,8 @@ class _Candidate:
     batch_index: int
     deliver_at: int | None
     key: str | None
+    held: PendingInfo | None = None
+    """Its pending row, released (no consumer) when it is to be redelivered."""
 
     @property
     def pending_key(self) -> PendingKey:
@@ -182,6 +190,86 @@ def _unacked(source: PartitionSource, state: CursorState) -> Iterator[_Candidate
             yield _Candidate(
                 source, batch, row, ledger[row], entry[row], index[row], deliver[row], keys[row]
             )
+
+
+class _Scan:
+    """One partition read on from its read position in a dispatch, noting how far is settled.
+
+    A message is settled when it is acknowledged or held by a consumer. The
+    read position may move to the last entry whose messages were all examined
+    and settled, before the first message that was not (delayed, another
+    consumer's Key_Shared hash, or not reached).
+    """
+
+    def __init__(
+        self,
+        txn: SubscriptionTransaction,
+        source: PartitionSource,
+        state: CursorState,
+        start: Position,
+    ) -> None:
+        self.source = source
+        self.state = state
+        self.start = start
+        self.settled_through: Position | None = None
+        self._blocked = False
+        self._txn = txn
+
+    def unsettled(self) -> None:
+        """The message just yielded stays deliverable: the read position stops before it."""
+        self._blocked = True
+
+    def candidates(self) -> Iterator[_Candidate]:
+        """Unacknowledged messages nobody holds, in order (released ones included)."""
+        source, is_acked = self.source, self.state.is_acked
+        previous: Position | None = None
+        for batch in source.read_after(self.start):
+            ledger = batch.column("ledger_id").to_pylist()
+            entry = batch.column("entry_id").to_pylist()
+            index = batch.column("batch_index").to_pylist()
+            pending = self._txn.pending_between(
+                source.topic, Position(ledger[0], entry[0]), Position(ledger[-1], entry[-1])
+            )
+            deliver = keys = None
+            for row in range(batch.num_rows):
+                position = Position(ledger[row], entry[row])
+                if position != previous:
+                    if previous is not None and not self._blocked:
+                        self.settled_through = previous
+                    previous = position
+                if is_acked(position, index[row]):
+                    continue
+                held = pending.get((ledger[row], entry[row], index[row]))
+                if held is not None and held.consumer_id is not None:
+                    continue
+                if deliver is None or keys is None:
+                    deliver = batch.column("deliver_at").to_pylist()
+                    keys = batch.column("key").to_pylist()
+                yield _Candidate(
+                    source,
+                    batch,
+                    row,
+                    ledger[row],
+                    entry[row],
+                    index[row],
+                    deliver[row],
+                    keys[row],
+                    held,
+                )
+        if previous is not None and not self._blocked:
+            self.settled_through = previous
+
+
+@dataclass
+class _CachedCursor:
+    """A cursor's state as this dispatcher last read it, to read only newer deltas."""
+
+    cursor_id: int
+    snapshot_version: int
+    version: int
+    state: CursorState
+    last_reset: int
+    """Version of the last replacing delta read after the snapshot (0: none)."""
 
 
 def _round_robin(streams: Sequence[Iterator[_Candidate]]) -> Iterator[_Candidate]:
@@ -308,6 +396,7 @@ class Dispatcher:
         self.lease_ms = lease_ms
         self._sources = list(sources)
         self._by_topic = {source.topic: source for source in sources}
+        self._cursors: dict[str, _CachedCursor] = {}
 
     def _transaction(self) -> AbstractContextManager[SubscriptionTransaction]:
         return self.store.subscription_transaction(self.topic, self.subscription, self.clock())
@@ -344,7 +433,8 @@ class Dispatcher:
         """Send up to ``permits`` messages to ``consumer``'s wire.
 
         One transaction under the subscription's lock: choose, record pending,
-        commit; the messages reach the wire only once they are recorded.
+        move the read positions, commit; the messages reach the wire only once
+        they are recorded.
         """
         if consumer.closed or permits < 1:
             return
@@ -355,43 +445,84 @@ class Dispatcher:
             served = self._served(consumer, live)
             if self.subscription_type is SubscriptionType.FAILOVER:
                 self._take_over(txn, consumer, served)
-            pending = txn.pending()
-            states = []
+            scans = []
+            versions = []
             for source in served:
-                record = txn.cursor_record(source.topic)
-                state = replay(record, layouts[source.topic])
-                states.append(state)
-                if len(record.deltas) >= COMPACT_AFTER_DELTAS:
-                    compact.append((source.topic, state, record.version))
-            self._forget_acknowledged(txn, pending, served, states)
-            chosen = self._choose(consumer, live, served, states, pending, permits)
+                state, journal, start = self._cursor(txn, source.topic, layouts[source.topic])
+                scans.append(_Scan(txn, source, state, start))
+                versions.append(journal.version)
+                if journal.version - journal.snapshot_version >= COMPACT_AFTER_DELTAS:
+                    compact.append((source.topic, state, journal.version))
+            chosen = self._choose(txn, consumer, live, scans, permits)
             txn.record_pending(
                 [p for p, redelivery, _ in chosen if not redelivery],
                 [p for p, redelivery, _ in chosen if redelivery],
             )
+            for scan, version in zip(scans, versions, strict=True):
+                if scan.settled_through is not None and scan.settled_through > scan.start:
+                    txn.set_read_position(
+                        scan.source.topic, ReadPosition(scan.settled_through, version)
+                    )
             messages = _messages([picked for _, _, picked in chosen])
         for topic, state, version in compact:
             self.store.compact_cursor(topic, self.subscription, cursor_codec.encode(state), version)
         consumer.wire.extend(messages)
 
-    @staticmethod
-    def _forget_acknowledged(
-        txn: SubscriptionTransaction,
-        pending: dict[PendingKey, PendingInfo],
-        served: Sequence[PartitionSource],
-        states: Sequence[CursorState],
-    ) -> None:
-        """Drop pending rows of messages acknowledged meanwhile by other means (a skip)."""
-        by_topic = {source.topic: state for source, state in zip(served, states, strict=True)}
-        done = [
-            key
-            for key in pending
-            if key[0] in by_topic and by_topic[key[0]].is_acked(Position(key[1], key[2]), key[3])
-        ]
-        if done:
-            txn.drop_pending(done)
-            for key in done:
-                del pending[key]
+    def _cursor(
+        self, txn: SubscriptionTransaction, topic: str, layout: LedgerLayout
+    ) -> tuple[CursorState, CursorJournal, Position]:
+        """The cursor's state now, its journal read, and where this dispatch reads on from.
+
+        Only deltas this dispatcher has not seen are read and merged. Pending
+        rows through mark-delete are dropped when it moves (acknowledged by
+        other means, such as a skip). The read position counts only when no
+        reset can have happened since it was set.
+        """
+        cached = self._cursors.get(topic)
+        known = (
+            None if cached is None else (cached.cursor_id, cached.snapshot_version, cached.version)
+        )
+        journal = txn.cursor_since(topic, known)
+        before = None if cached is None else cached.state.mark_delete
+        if journal.reloaded or cached is None:
+            state = CursorState()
+            if journal.snapshot is not None:
+                state, _ = cursor_codec.decode(journal.snapshot)
+            last_reset = 0
+            for version, payload in journal.deltas:
+                delta, replace = cursor_codec.decode(payload)
+                if replace:
+                    state, last_reset = delta, version
+                else:
+                    state.merge(delta, None)
+            state.normalize(layout)
+        else:
+            state, last_reset = cached.state, cached.last_reset
+            for version, payload in journal.deltas:
+                delta, replace = cursor_codec.decode(payload)
+                if replace:
+                    state, last_reset = delta, version
+                    state.normalize(layout)
+                else:
+                    state.merge(delta, layout)
+            if not journal.deltas:
+                # New ledgers may let mark-delete advance; an empty merge costs no sweep.
+                state.merge(CursorState(), layout)
+        self._cursors[topic] = _CachedCursor(
+            journal.cursor_id, journal.snapshot_version, journal.version, state, last_reset
+        )
+        if before is None or state.mark_delete != before:
+            txn.drop_pending_through(topic, state.mark_delete, -1)
+        start = state.mark_delete
+        read = txn.read_position(topic)
+        if (
+            read is not None
+            and read.cursor_version >= journal.snapshot_version
+            and read.cursor_version >= last_reset
+            and read.settled_through > start
+        ):
+            start = read.settled_through
+        return state, journal, start
 
     def _served(self, consumer: Consumer, live: Sequence[ConsumerInfo]) -> list[PartitionSource]:
         """The partitions ``consumer`` may read: all, or on Failover those it is active on."""
@@ -409,24 +540,38 @@ class Dispatcher:
         txn: SubscriptionTransaction, consumer: Consumer, served: Sequence[PartitionSource]
     ) -> None:
         """Failover: what a former active consumer of these partitions holds comes to this one."""
-        pending = txn.pending()
         for source in served:
-            holders = {
-                info.consumer_id
-                for key, info in pending.items()
-                if key[0] == source.topic and info.consumer_id not in (None, consumer.consumer_id)
-            }
-            for holder in holders:
-                if holder is not None:
-                    txn.release(holder, topic_partition=source.topic)
+            for holder in sorted(txn.holders(source.topic) - {consumer.consumer_id}):
+                txn.release(holder, topic_partition=source.topic)
+
+    @staticmethod
+    def _draining(
+        txn: SubscriptionTransaction, consumer: Consumer, scans: Sequence[_Scan]
+    ) -> set[int]:
+        """PIP-379: hashes still pending at another consumer are blocked for this one.
+
+        A held message acknowledged by other means (a skip) no longer blocks its
+        hash: its pending row is dropped.
+        """
+        states = {scan.source.topic: scan.state for scan in scans}
+        held = txn.held_elsewhere(consumer.consumer_id)
+        done = [
+            key
+            for key in held
+            if key[0] in states and states[key[0]].is_acked(Position(key[1], key[2]), key[3])
+        ]
+        if done:
+            txn.drop_pending(done)
+            for key in done:
+                del held[key]
+        return set(held.values())
 
     def _choose(
         self,
+        txn: SubscriptionTransaction,
         consumer: Consumer,
         live: Sequence[ConsumerInfo],
-        served: Sequence[PartitionSource],
-        states: Sequence[CursorState],
-        pending: dict[PendingKey, PendingInfo],
+        scans: Sequence[_Scan],
         permits: int,
     ) -> list[tuple[NewPending, bool, tuple[_Candidate, int, int]]]:
         """The next messages for ``consumer``: (pending row, is it a redelivery, message)."""
@@ -435,28 +580,22 @@ class Dispatcher:
         honour_delay = self.subscription_type.honours_delayed_delivery
         key_shared = self.subscription_type is SubscriptionType.KEY_SHARED
         ring = HashRing([c.consumer_id for c in live]) if key_shared else None
-        # PIP-379: a hash still pending at another consumer is draining, blocked for us.
-        draining = {
-            info.key_hash
-            for info in pending.values()
-            if info.consumer_id not in (None, me) and info.key_hash is not None
-        }
+        draining = self._draining(txn, consumer, scans) if key_shared else set()
+        by_topic = {scan.source.topic: scan for scan in scans}
         chosen: list[tuple[NewPending, bool, tuple[_Candidate, int, int]]] = []
-        streams = [_unacked(s, state) for s, state in zip(served, states, strict=True)]
-        for candidate in _round_robin(streams):
-            key = candidate.pending_key
-            held = pending.get(key)
-            if held is not None and held.consumer_id is not None:
-                continue
+        for candidate in _round_robin([scan.candidates() for scan in scans]):
+            held = candidate.held
             if honour_delay and candidate.deliver_at is not None and candidate.deliver_at > now:
+                by_topic[candidate.source.topic].unsettled()
                 continue
             key_hash = None
             if ring is not None:
                 key_hash = sticky_key_hash(candidate.key)
                 if ring.select(key_hash) != me or key_hash in draining:
+                    by_topic[candidate.source.topic].unsettled()
                     continue
             count = held.redelivery_count if held is not None else 0
-            pending_row = NewPending(key, me, count, key_hash)
+            pending_row = NewPending(candidate.pending_key, me, count, key_hash)
             chosen.append((pending_row, held is not None, (candidate, count, consumer.epoch)))
             if len(chosen) >= permits:
                 break

@@ -12,11 +12,18 @@ subscription's row lock.
   not yet acknowledged. Releasing it (close, negative ack, redeliver, lease
   expiry) clears its consumer and bumps its redelivery count; acknowledging
   deletes it in the transaction that appends the cursor delta.
+- A read position per partition (Pulsar's ``readPosition``): every message at
+  or before it is acknowledged or held by a consumer, so a dispatch reads on
+  from there instead of from mark-delete. Releasing a message rewinds it to
+  just before that message (Pulsar replays released messages first; here they
+  are met again in position order). It records the cursor version it was set
+  at: a cursor reset after that (a replacing delta, or one folded into a newer
+  snapshot) voids it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import and_, delete, insert, or_, select, tuple_, update
@@ -31,6 +38,7 @@ from core.store.metadata import (
     CursorRow,
     PendingAckRow,
 )
+from core.store.tables import ReadPositionRow
 
 _WHOLE = 2**31 - 1
 """Above every batch index."""
@@ -54,6 +62,28 @@ class PendingInfo:
     """None: released, waiting for redelivery to any consumer."""
     redelivery_count: int
     key_hash: int | None
+
+
+@dataclass(frozen=True)
+class ReadPosition:
+    settled_through: Position
+    """Every message at or before it is acknowledged or held by a consumer."""
+    cursor_version: int
+    """The cursor's journal version when it was set."""
+
+
+@dataclass(frozen=True)
+class CursorJournal:
+    """A cursor's journal read from a known version on (see :meth:`cursor_since`)."""
+
+    cursor_id: int
+    reloaded: bool
+    """The snapshot was read: start from it, not from the caller's state."""
+    snapshot: bytes | None
+    snapshot_version: int
+    deltas: list[tuple[int, bytes]]
+    """(version, payload) after the caller's version (or after the snapshot), in order."""
+    version: int
 
 
 @dataclass(frozen=True)
@@ -166,32 +196,95 @@ class SubscriptionTransaction:
         )
         return {(r[0], r[1], r[2], r[3]): PendingInfo(r[4], r[5], r[6]) for r in rows}
 
+    def pending_between(
+        self, topic_partition: str, first: Position, last: Position
+    ) -> dict[tuple[int, int, int], PendingInfo]:
+        """Pending rows of one partition with ``first <= (ledger, entry) <= last``."""
+        ledger, entry = PendingAckRow.ledger_id, PendingAckRow.entry_id
+        if first.ledger_id == last.ledger_id:
+            where = and_(ledger == first.ledger_id, entry >= first.entry_id, entry <= last.entry_id)
+        else:
+            where = and_(
+                ledger >= first.ledger_id,
+                ledger <= last.ledger_id,
+                or_(ledger > first.ledger_id, entry >= first.entry_id),
+                or_(ledger < last.ledger_id, entry <= last.entry_id),
+            )
+        # Core, not ORM, execution: this runs once per record batch read.
+        rows = self._session.connection().execute(
+            select(
+                PendingAckRow.ledger_id,
+                PendingAckRow.entry_id,
+                PendingAckRow.batch_index,
+                PendingAckRow.consumer_id,
+                PendingAckRow.redelivery_count,
+                PendingAckRow.key_hash,
+            ).where(
+                PendingAckRow.subscription_id == self._id,
+                PendingAckRow.topic_partition == topic_partition,
+                where,
+            )
+        )
+        return {(r[0], r[1], r[2]): PendingInfo(r[3], r[4], r[5]) for r in rows}
+
+    def held_elsewhere(self, consumer_id: str) -> dict[PendingKey, int]:
+        """Key hashes of the messages other consumers hold (Key_Shared draining)."""
+        rows = self._session.execute(
+            select(
+                PendingAckRow.topic_partition,
+                PendingAckRow.ledger_id,
+                PendingAckRow.entry_id,
+                PendingAckRow.batch_index,
+                PendingAckRow.key_hash,
+            ).where(
+                PendingAckRow.subscription_id == self._id,
+                PendingAckRow.consumer_id.is_not(None),
+                PendingAckRow.consumer_id != consumer_id,
+                PendingAckRow.key_hash.is_not(None),
+            )
+        )
+        return {(r[0], r[1], r[2], r[3]): r[4] for r in rows if r[4] is not None}
+
+    def holders(self, topic_partition: str) -> set[str]:
+        """The consumers holding messages of one partition."""
+        found = self._session.scalars(
+            select(PendingAckRow.consumer_id)
+            .where(
+                PendingAckRow.subscription_id == self._id,
+                PendingAckRow.topic_partition == topic_partition,
+                PendingAckRow.consumer_id.is_not(None),
+            )
+            .distinct()
+        )
+        return {c for c in found if c is not None}
+
     def record_pending(
         self, fresh: Iterable[NewPending], redelivered: Iterable[NewPending]
     ) -> None:
         """Mark messages pending on their consumer: new rows, or released rows taken again."""
-        rows = [
-            {
-                "subscription_id": self._id,
-                "topic_partition": p.key[0],
-                "ledger_id": p.key[1],
-                "entry_id": p.key[2],
-                "batch_index": p.key[3],
-                "consumer_id": p.consumer_id,
-                "redelivery_count": p.redelivery_count,
-                "key_hash": p.key_hash,
-            }
-            for p in fresh
-        ]
+        sid = self._id
+        rows = [(sid, *p.key, p.consumer_id, p.redelivery_count, p.key_hash) for p in fresh]
+        # Straight to the driver's executemany: a dispatch of 1,000 messages writes
+        # 1,000 rows, and building a statement per row would cost more than the read.
         if rows:
-            self._session.execute(insert(PendingAckRow), rows)
-        for p in redelivered:
-            self._session.execute(
-                update(PendingAckRow)
-                .where(self._row(p.key))
-                .values(consumer_id=p.consumer_id)
-                .execution_options(synchronize_session=False)
+            self._executemany(
+                "INSERT INTO pending_acks (subscription_id, topic_partition, ledger_id, "
+                "entry_id, batch_index, consumer_id, redelivery_count, key_hash) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
             )
+        taken = [(p.consumer_id, sid, *p.key) for p in redelivered]
+        if taken:
+            self._executemany(
+                "UPDATE pending_acks SET consumer_id = ? WHERE subscription_id = ? "
+                "AND topic_partition = ? AND ledger_id = ? AND entry_id = ? AND batch_index = ?",
+                taken,
+            )
+
+    def _executemany(self, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
+        connection = self._session.connection()
+        mark = "?" if connection.dialect.paramstyle == "qmark" else "%s"
+        connection.exec_driver_sql(sql.replace("?", mark), rows)
 
     def release(
         self,
@@ -211,6 +304,16 @@ class SubscriptionTransaction:
             if not wanted:
                 return
             condition = and_(condition, self._keys(wanted))
+        first: dict[str, tuple[int, int]] = {}
+        for topic, ledger, entry in self._session.execute(
+            select(
+                PendingAckRow.topic_partition, PendingAckRow.ledger_id, PendingAckRow.entry_id
+            ).where(condition)
+        ):
+            if topic not in first or (ledger, entry) < first[topic]:
+                first[topic] = (ledger, entry)
+        for topic, (ledger, entry) in first.items():
+            self.rewind_read_position(topic, Position(ledger, entry - 1))
         self._session.execute(
             update(PendingAckRow)
             .where(condition)
@@ -251,14 +354,48 @@ class SubscriptionTransaction:
             )
         )
 
-    def _row(self, key: PendingKey) -> ColumnElement[bool]:
-        return and_(
-            PendingAckRow.subscription_id == self._id,
-            PendingAckRow.topic_partition == key[0],
-            PendingAckRow.ledger_id == key[1],
-            PendingAckRow.entry_id == key[2],
-            PendingAckRow.batch_index == key[3],
+    # -- read positions -------------------------------------------------------
+
+    def read_position(self, topic_partition: str) -> ReadPosition | None:
+        row = self._session.execute(
+            select(
+                ReadPositionRow.ledger_id, ReadPositionRow.entry_id, ReadPositionRow.cursor_version
+            ).where(
+                ReadPositionRow.subscription_id == self._id,
+                ReadPositionRow.topic_partition == topic_partition,
+            )
+        ).one_or_none()
+        return None if row is None else ReadPosition(Position(row[0], row[1]), row[2])
+
+    def set_read_position(self, topic_partition: str, position: ReadPosition) -> None:
+        values = {
+            "ledger_id": position.settled_through.ledger_id,
+            "entry_id": position.settled_through.entry_id,
+            "cursor_version": position.cursor_version,
+        }
+        updated = self._session.execute(
+            update(ReadPositionRow)
+            .where(
+                ReadPositionRow.subscription_id == self._id,
+                ReadPositionRow.topic_partition == topic_partition,
+            )
+            .values(**values)
+            .execution_options(synchronize_session=False)
         )
+        if updated.rowcount == 0:  # type: ignore[attr-defined]
+            self._session.execute(
+                insert(ReadPositionRow).values(
+                    subscription_id=self._id, topic_partition=topic_partition, **values
+                )
+            )
+
+    def rewind_read_position(self, topic_partition: str, settled_through: Position) -> None:
+        """Move the read position back to ``settled_through`` if it is further on."""
+        current = self.read_position(topic_partition)
+        if current is not None and settled_through < current.settled_through:
+            self.set_read_position(
+                topic_partition, ReadPosition(settled_through, current.cursor_version)
+            )
 
     @staticmethod
     def _keys(keys: list[PendingKey]) -> ColumnElement[bool]:
@@ -270,6 +407,46 @@ class SubscriptionTransaction:
         ).in_(keys)
 
     # -- cursors --------------------------------------------------------------
+
+    def cursor_since(
+        self, topic_partition: str, known: tuple[int, int, int] | None
+    ) -> CursorJournal:
+        """The cursor's journal after ``known`` = (cursor id, snapshot version, version) held.
+
+        Only the deltas the caller has not seen are read while its snapshot is
+        still the stored one; otherwise the snapshot and every later delta.
+        """
+        row = self._session.execute(
+            select(CursorRow.id, CursorRow.snapshot_version, CursorRow.version).where(
+                CursorRow.subscription_id == self._id, CursorRow.topic_partition == topic_partition
+            )
+        ).one()
+        cursor_id, snapshot_version, version = row[0], row[1], row[2]
+        fresh = (
+            known is None
+            or known[0] != cursor_id
+            or known[1] != snapshot_version
+            or known[2] > version
+        )
+        after = snapshot_version if fresh or known is None else known[2]
+        snapshot = None
+        if fresh:
+            snapshot = self._session.scalars(
+                select(CursorRow.snapshot).where(CursorRow.id == cursor_id)
+            ).one()
+        deltas = self._session.execute(
+            select(CursorDeltaRow.version, CursorDeltaRow.payload)
+            .where(CursorDeltaRow.cursor_id == cursor_id, CursorDeltaRow.version > after)
+            .order_by(CursorDeltaRow.version)
+        )
+        return CursorJournal(
+            cursor_id,
+            fresh,
+            snapshot,
+            snapshot_version,
+            [(int(v), bytes(p)) for v, p in deltas],
+            version,
+        )
 
     def cursor_record(self, topic_partition: str) -> CursorRecord:
         row = self._session.scalars(
@@ -294,6 +471,8 @@ class SubscriptionTransaction:
 
 __all__ = [
     "ConsumerInfo",
+    "CursorJournal",
+    "ReadPosition",
     "NewPending",
     "PendingInfo",
     "PendingKey",

@@ -4,6 +4,9 @@ The read path needs only the messages just after a cursor's mark-delete
 position: it opens one committed segment at a time, skips segments that end
 at or before the position, and reads record batches until the caller stops
 iterating. ``consume -n 1`` on a long backlog reads one batch, not the backlog.
+Inside a segment, row groups whose entry ids all lie at or before the
+position are skipped by their statistics, so reading on from the middle of a
+long segment costs one row group, not the segment's head.
 """
 
 from __future__ import annotations
@@ -39,7 +42,13 @@ def batches_after(
         starts_after = (segment.ledger_id, segment.first_entry) > (after.ledger_id, after.entry_id)
         try:
             reader = pq.ParquetFile(path)
-            for batch in reader.iter_batches(batch_size=batch_rows, columns=MESSAGE_SCHEMA.names):
+            groups = list(range(reader.num_row_groups))
+            if not starts_after and segment.ledger_id == after.ledger_id:
+                groups = [g for g in groups if not _group_at_or_before(reader, g, after.entry_id)]
+            batches = reader.iter_batches(
+                batch_size=batch_rows, row_groups=groups, columns=MESSAGE_SCHEMA.names
+            )
+            for batch in batches:
                 if not starts_after:
                     ledger = batch.column("ledger_id").to_numpy(zero_copy_only=False)
                     entry = batch.column("entry_id").to_numpy(zero_copy_only=False)
@@ -53,3 +62,12 @@ def batches_after(
                 yield batch
         except (OSError, pa.ArrowException) as exc:
             raise LedgerStoreError(f"Cannot read ledger segment {path}: {exc}") from exc
+
+
+def _group_at_or_before(reader: pq.ParquetFile, group: int, entry_id: int) -> bool:
+    """Whether every row of the row group has an entry id at or before ``entry_id``."""
+    column = reader.schema_arrow.get_field_index("entry_id")
+    statistics = reader.metadata.row_group(group).column(column).statistics
+    if statistics is None or not statistics.has_min_max:
+        return False
+    return int(statistics.max) <= entry_id
