@@ -151,6 +151,16 @@ def namespaces_create(ctx: Context, args: argparse.Namespace) -> Result:
     return Result({"namespace": namespace}, [f"Created namespace {namespace}"])
 
 
+def namespaces_set_skip_approval(ctx: Context, args: argparse.Namespace) -> Result:
+    namespace = _namespace_arg(args.namespace)
+    ctx.broker.set_namespace_policy(ctx.role, namespace, skip_requires_approval=args.required)
+    state = "need an approval in Airflow" if args.required else "apply at once"
+    return Result(
+        {"namespace": namespace, "skipRequiresApproval": args.required},
+        [f"Skips on {namespace} now {state}"],
+    )
+
+
 def namespaces_grant(ctx: Context, args: argparse.Namespace) -> Result:
     namespace = _namespace_arg(args.namespace)
     actions = values.parse_list(args.actions, "--actions")
@@ -510,6 +520,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--role", dest="grantee", required=True, help="the role to grant to")
     p.add_argument("--actions", required=True, help="comma-separated: produce,consume")
     p.set_defaults(handler=namespaces_grant)
+    p = ns.add_parser(
+        "set-skip-approval",
+        parents=[common],
+        help="whether skips on the namespace wait for an approval in Airflow (tenant admins)",
+    )
+    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--enable", dest="required", action="store_true", help="require approval")
+    which.add_argument("--disable", dest="required", action="store_false", help="apply at once")
+    p.set_defaults(handler=namespaces_set_skip_approval)
 
     topics = commands.add_parser("topics", help="topics and subscriptions (pulsar-admin topics)")
     tp = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
