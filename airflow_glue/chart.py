@@ -6,8 +6,10 @@ matplotlib with the Agg backend (no display), imported only when drawing.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+HOUR_MS = 3_600_000
 
 
 def draw_history(
@@ -39,6 +41,13 @@ def draw_history(
                 label=f"{topic.split('://', 1)[-1]} / {subscription}"
                 + (" (breach)" if hot else ""),
             )
+        stamps = [at for points in series.values() for at, _ in points]
+        if stamps and max(stamps) - min(stamps) < HOUR_MS:
+            # One run, or runs minutes apart: an hour's window, not matplotlib's years.
+            half = timedelta(minutes=30)
+            low = datetime.fromtimestamp(min(stamps) / 1000, tz=UTC) - half
+            high = datetime.fromtimestamp(max(stamps) / 1000, tz=UTC) + half
+            axes.set_xlim(low, high)  # type: ignore[arg-type]
         axes.set_xlabel("time (UTC)")
         axes.set_ylabel("backlog (messages)")
         axes.set_title(title)

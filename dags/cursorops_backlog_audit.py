@@ -1,0 +1,164 @@
+"""Measure every subscription's exact backlog on a schedule, keep the history, raise alerts.
+
+Hourly by default, no catchup (``CURSOROPS_AUDIT_SCHEDULE`` in the scheduler's
+environment sets another cron or preset, or ``none``). list_topics → analyze_backlog (the Spark job,
+one per topic) → record_history (one row per subscription per run in the
+metadata store; ``cursorops audit history TOPIC`` reads them) →
+check_thresholds (max messages, max age of the oldest unacknowledged message,
+growth per hour; per namespace or subscription). The check draws a PNG chart of
+the breached and largest subscriptions under the cursorops home and logs its
+path; breaches call the notifier and fail the task, naming them.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+from airflow.sdk import Param, dag, get_current_context, task
+
+from airflow_glue.spark import spark_job_mapped
+
+# The schedule is a deployment setting (a cron expression, a preset, or "none" for
+# triggered runs only); read from the environment, never from a Variable at parse time.
+SCHEDULE = os.environ.get("CURSOROPS_AUDIT_SCHEDULE", "@hourly").strip() or "@hourly"
+
+
+@dag(
+    schedule=None if SCHEDULE.lower() == "none" else SCHEDULE,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    tags=["cursorops", "backlog", "audit", "spark"],
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
+    doc_md=__doc__,
+    params={
+        "namespaces": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            description="tenant/namespace to audit; empty: every namespace",
+        ),
+        "thresholds": Param(
+            {},
+            type="object",
+            description='Limits, e.g. {"defaults": {"maxMessages": 100000, "maxAgeSeconds": '
+            '3600, "maxGrowthPerHour": 5000}, "namespaces": {"acme/orders": {...}}, '
+            '"subscriptions": {"persistent://acme/orders/t": {"sub": {...}}}}; '
+            "empty: <cursorops home>/backlog-thresholds.json if present",
+        ),
+        "chart_largest": Param(
+            5, type="integer", minimum=0, description="Largest subscriptions charted"
+        ),
+        "webhook_connection": Param(
+            "cursorops_backlog_webhook",
+            type="string",
+            description="Airflow connection the breaches are posted to, if it exists",
+        ),
+    },
+)
+def cursorops_backlog_audit() -> None:
+    @task(retries=0)
+    def list_topics() -> list[list[str]]:
+        """The topics of the chosen namespaces, and each one's analyze_backlog arguments."""
+        from airflow_glue.audit import audit_role, audit_topics
+        from airflow_glue.environment import config
+        from airflow_glue.outcomes import airflow_outcome
+        from airflow_glue.runs import run_folder, safe_name
+        from core.broker import Broker
+
+        context = get_current_context()
+        cfg = config()
+        role = audit_role()
+        folder = run_folder(cfg, context["dag_run"])
+        with airflow_outcome(), Broker(cfg) as broker:
+            topics = audit_topics(broker, role, context["params"]["namespaces"])
+        return [
+            [
+                topic,
+                "--role",
+                role,
+                "--ledger-root",
+                str(cfg.ledger_root),
+                "--output",
+                str(folder / f"{safe_name(topic)}.json"),
+            ]
+            for topic in topics
+        ]
+
+    @task
+    def record_history(jobs: list[list[str]]) -> dict[str, Any]:
+        """One history row per subscription: the Spark job's exact counts, the oldest age."""
+        import json
+
+        from airflow_glue.audit import audit_role, samples_from
+        from airflow_glue.environment import config
+        from airflow_glue.outcomes import airflow_outcome
+        from core.broker import Broker
+
+        run_id = get_current_context()["dag_run"].run_id
+        role = audit_role()
+        rows = 0
+        with airflow_outcome(), Broker(config()) as broker:
+            at_ms = broker.clock()
+            for args in jobs:
+                with open(args[-1], encoding="utf-8") as source:
+                    analysis = json.load(source)
+                ages = broker.backlog_ages(role, args[0])
+                samples = samples_from(analysis, ages, at_ms, run_id)
+                broker.record_backlog_audit(role, run_id, samples)
+                rows += len(samples)
+        return {"topics": [args[0] for args in jobs], "rows": rows}
+
+    @task(retries=0)
+    def check_thresholds(recorded: dict[str, Any]) -> dict[str, Any]:
+        """Check the limits; chart the breached and largest; breaches notify and fail."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from airflow_glue.audit import audit_role, chart_selection, load_thresholds
+        from airflow_glue.chart import draw_history
+        from airflow_glue.environment import config
+        from airflow_glue.notify import BacklogBreachNotifier
+        from airflow_glue.outcomes import airflow_outcome
+        from airflow_glue.runs import run_folder
+        from core.backlog_audit import check, latest_before
+        from core.broker import Broker
+
+        context = get_current_context()
+        run_id, params = context["dag_run"].run_id, context["params"]
+        cfg = config()
+        with airflow_outcome(), Broker(cfg) as broker:
+            thresholds = load_thresholds(params["thresholds"], cfg.home)
+            history = [
+                s for t in recorded["topics"] for s in broker.backlog_history(audit_role(), t)
+            ]
+        now = [s for s in history if s.run_id == run_id]
+        breaches = check(now, latest_before(history, run_id), thresholds)
+        chosen = chart_selection(now, breaches, params["chart_largest"])
+        series = {
+            key: [(s.at_ms, s.messages) for s in history if (s.topic, s.subscription) == key]
+            for key in chosen
+        }
+        chart = draw_history(
+            series,
+            {(b.topic, b.subscription) for b in breaches},
+            run_folder(cfg, context["dag_run"]) / "backlog.png",
+            f"Backlog history ({len(breaches)} breach(es)), run {run_id}",
+        )
+        print(f"Backlog chart: {chart}")
+        if breaches:
+            named = "\n".join(b.describe() for b in breaches)
+            BacklogBreachNotifier(named, params["webhook_connection"]).notify(context)
+            raise AirflowFailException(f"{len(breaches)} backlog threshold breach(es):\n{named}")
+        return {"subscriptions": len(now), "breaches": 0, "chart": str(chart)}
+
+    jobs = list_topics()
+    analyzed = spark_job_mapped("analyze_backlog", "analyze_backlog", jobs)
+    recorded = record_history(jobs)
+    analyzed >> recorded
+    check_thresholds(recorded)
+
+
+cursorops_backlog_audit()

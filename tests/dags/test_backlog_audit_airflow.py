@@ -1,0 +1,75 @@
+"""cursorops_backlog_audit on a real Airflow (standalone, LocalExecutor, SQLite, Spark local).
+
+A fresh namespace with one seeded topic is audited: the history row equals the
+Broker's exact analysis, a threshold breach fails check_thresholds naming it,
+and the chart is a non-empty PNG under the cursorops home.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+
+import pytest
+
+from tests.airflow_harness import Airflow
+from tests.dags.conftest import SUBSCRIPTION, seed_topic
+
+# This session's Airflow must not start a scheduled audit of every namespace of the
+# shared test home: runs here are triggered (the DAG reads this when parsed).
+os.environ["CURSOROPS_AUDIT_SCHEDULE"] = "none"
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+DAG = "cursorops_backlog_audit"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def wait_dag(airflow: Airflow, dag_id: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if airflow.request("admin", "GET", f"/api/v2/dags/{dag_id}").status_code == 200:
+            return
+        time.sleep(2)
+    raise TimeoutError(f"{dag_id} not parsed after {timeout} s: {airflow.log}")
+
+
+def test_audit_records_exact_history_and_fails_on_a_breach(airflow: Airflow, cursorops_home):
+    from airflow_glue.runs import safe_name
+    from core.broker import Broker
+
+    wait_dag(airflow, DAG)
+    namespace = f"acme/audit-{secrets.token_hex(3)}"
+    with Broker(cursorops_home) as broker:
+        broker.create_namespace("admin", namespace)
+    seeded = seed_topic(cursorops_home, namespace=namespace)
+    with Broker(cursorops_home) as broker:
+        exact = broker.analyze_backlog("admin", seeded.topic)
+    messages = sum(a.result.messages for a in exact)
+    entries = sum(a.result.entries for a in exact)
+    assert messages == 56
+
+    thresholds = {"namespaces": {namespace: {"maxMessages": 50, "maxAgeSeconds": 86_400}}}
+    run = airflow.trigger(DAG, {"namespaces": [namespace], "thresholds": thresholds}, user="admin")
+    assert airflow.wait_run(DAG, run, timeout=600) == "failed"
+    states = airflow.task_states(DAG, run)
+    assert states["analyze_backlog"] == ["success"]
+    assert states["record_history"] == ["success"]
+    assert states["check_thresholds"] == ["failed"]
+    assert airflow.task_instance(DAG, run, "check_thresholds")["try_number"] == 1
+
+    with Broker(cursorops_home) as broker:
+        [row] = broker.backlog_history("admin", seeded.topic)
+    assert (row.subscription, row.run_id) == (SUBSCRIPTION, run)
+    assert (row.messages, row.entries) == (messages, entries)
+    assert row.oldest_publish_ms is not None
+
+    log = airflow.task_log(DAG, run, "check_thresholds")
+    assert f"{seeded.topic} / {SUBSCRIPTION}: 56 messages > 50" in log
+    assert "1 backlog threshold breach(es)" in log  # the age limit holds
+    assert "s oldest unacknowledged" not in log
+    chart = cursorops_home.home / "airflow-runs" / DAG / safe_name(run) / "backlog.png"
+    assert f"Backlog chart: {chart}" in log
+    data = chart.read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 5_000
