@@ -114,7 +114,7 @@ class MatchRequest(BaseModel):
 
 def parse_match_request(conf: Mapping[str, object], now_ms: int) -> tuple[MatchRequest, str]:
     """The request and its predicate as JSON text, checked by core; one line on a problem."""
-    from core.filters import parse_predicate
+    from core.predicates import parse_predicate
 
     try:
         request = MatchRequest.model_validate(dict(conf))

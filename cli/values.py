@@ -8,52 +8,23 @@ so a bad value is one line on stderr and nothing is changed.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
-from core import message_id
+from core import durations, message_id
 from core.errors import InvalidArgumentError
 from core.position import Position
 from core.topic_name import shown
 
-_DAY_MS = 86_400_000
-# pulsar-admin's RelativeTimeUtil units (a year is 365 days there too), plus ms.
-_UNIT_MS = {
-    "ms": 1,
-    "s": 1_000,
-    "m": 60_000,
-    "h": 3_600_000,
-    "d": _DAY_MS,
-    "w": 7 * _DAY_MS,
-    "y": 365 * _DAY_MS,
-}
-_DURATION = re.compile(r"([0-9]+)(ms|s|m|h|d|w|y)")
-_INT64_MAX = 2**63 - 1
-
 
 def parse_duration_ms(text: str, option: str) -> int:
-    """``10s``, ``5m``, ``1h``, ``2d``, ``1w`` (also ``250ms``, ``1y``) as milliseconds.
-
-    One number and one unit, no sign, as pulsar-admin's relative times.
-    """
-    match = _DURATION.fullmatch(text.strip())
-    if match is None:
-        raise InvalidArgumentError(
-            f"Invalid {option} {shown(text)}: expected a duration such as 30s, 10m, 1h or 2d"
-        )
-    duration_ms = int(match.group(1)) * _UNIT_MS[match.group(2)]
-    if duration_ms > _INT64_MAX:
-        raise InvalidArgumentError(
-            f"Invalid {option} {shown(text)}: longer than the int64 milliseconds a time holds"
-        )
-    return duration_ms
+    """A duration in :mod:`core.durations`' grammar (``30s``, ``10m``, ``1h``) as milliseconds."""
+    return durations.parse_duration_ms(text, option)
 
 
 def deliver_after_ms(text: str, option: str, now_ms: int) -> int:
     """``now_ms`` plus a duration: the epoch ms a delayed message becomes deliverable."""
     deliver_at = now_ms + parse_duration_ms(text, option)
-    if deliver_at > _INT64_MAX:
+    if deliver_at > durations.INT64_MAX:
         raise InvalidArgumentError(
             f"Invalid {option} {shown(text)}: the delivery time would be past the int64 "
             "epoch milliseconds a message holds"
@@ -62,37 +33,10 @@ def deliver_after_ms(text: str, option: str, now_ms: int) -> int:
 
 
 def parse_time_ms(text: str, option: str, now_ms: int) -> int:
-    """A point in time as epoch milliseconds.
-
-    Three forms, like pulsar-admin's ``reset-cursor -t`` and more:
-
-    - a relative duration (``10m``, ``1h``, ``2d``): that long before ``now_ms``;
-    - digits only: epoch milliseconds;
-    - ISO-8601 (``2026-05-01T12:00:00Z``, ``2026-05-01 12:00+02:00``); without
-      an offset the time is read as UTC.
-    """
-    value = text.strip()
-    if _DURATION.fullmatch(value):
-        epoch_ms = now_ms - parse_duration_ms(value, option)
-    elif value.isascii() and value.isdigit():
-        epoch_ms = int(value)
-    else:
-        try:
-            moment = datetime.fromisoformat(value)
-        except ValueError:
-            raise InvalidArgumentError(
-                f"Invalid {option} {shown(text)}: expected a relative duration (10m, 1h, 2d), "
-                "epoch milliseconds or an ISO-8601 time"
-            ) from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        epoch_ms = int(moment.timestamp() * 1000)
-    # Times are stored as int64 epoch ms, and Pulsar's are never before the epoch.
-    if not 0 <= epoch_ms <= _INT64_MAX:
-        raise InvalidArgumentError(
-            f"Invalid {option} {shown(text)}: outside the epoch milliseconds 0..2^63-1"
-        )
-    return epoch_ms
+    """A point in time as epoch milliseconds, like pulsar-admin's ``reset-cursor -t`` and more:
+    a duration before ``now_ms`` (``10m``), ``now``, epoch milliseconds or ISO-8601 (UTC when
+    no offset is given); :mod:`core.durations` has the grammar."""
+    return durations.parse_time_ms(text, option, now_ms)
 
 
 def parse_pairs(

@@ -20,10 +20,8 @@ import numpy as np
 
 from core import ack_set
 from core.cursor import CursorState
+from core.filter_verdict import FilterVerdict
 from core.position import Position, match_positions
-
-ACCEPT, REJECT, RESCHEDULE = 0, 1, 2
-"""Entry filter verdicts (PIP-105)."""
 
 
 def unacked_messages(
@@ -239,7 +237,12 @@ def analyze(
     result.entries = int(rows.size)
     result.messages = int(picked.sum())
     kinds = np.zeros(rows.size, dtype=np.int8) if verdicts is None else np.asarray(verdicts)[rows]
-    for verdict, label in ((ACCEPT, "accepted"), (REJECT, "rejected"), (RESCHEDULE, "rescheduled")):
+    labels = {
+        FilterVerdict.ACCEPT: "accepted",
+        FilterVerdict.REJECT: "rejected",
+        FilterVerdict.RESCHEDULE: "rescheduled",
+    }
+    for verdict, label in labels.items():
         chosen = kinds == verdict
         setattr(result, f"filter_{label}_entries", int(np.count_nonzero(chosen)))
         setattr(result, f"filter_{label}_messages", int(picked[chosen].sum()))

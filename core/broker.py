@@ -22,6 +22,7 @@ from core.backlog_audit import BacklogSample
 from core.config import Config
 from core.cursor import AckTarget, CursorState
 from core.dispatch import Dispatcher, Message, PartitionSource
+from core.entry_filters import EntryFilters, first_messages, validate_filter_properties
 from core.errors import (
     EntryNotFoundError,
     InvalidArgumentError,
@@ -33,7 +34,6 @@ from core.errors import (
     TopicNotFoundError,
     UnsupportedSubscriptionTypeError,
 )
-from core.filters import EntryFilters, first_messages, validate_filter_properties
 from core.ledger_layout import LedgerLayout
 from core.managed_cursor import ManagedCursor, acknowledge_deciding
 from core.message_id import MessageId

@@ -5,7 +5,7 @@ lists the committed segments and loads each cursor; Spark reads one row per
 entry (the first message of each, which is what the entry filters look at),
 groups the rows by topic partition, and each group calls
 :func:`core.backlog.analyze` per subscription, with the verdicts of
-:meth:`core.filters.EntryFilters.verdicts` of the subscription's filters. So
+:meth:`core.entry_filters.EntryFilters.verdicts` of the subscription's filters. So
 the answer is core's, message for message, and equals
 :meth:`core.broker.Broker.analyze_backlog`'s field for field.
 
@@ -52,9 +52,11 @@ from core.backlog import (
 )
 from core.config import Config
 from core.cursor import CursorState
+from core.durations import parse_duration_ms
+from core.entry_filters import EntryFilters, describe
 from core.errors import InvalidArgumentError
-from core.filters import EntryFilters, describe
 from core.position import EARLIEST, Position
+from core.topic_name import shown
 from spark_apps.common import (
     TopicScan,
     base_parser,
@@ -368,7 +370,7 @@ def transform(
 
     ``entries`` needs :data:`ENTRY_COLUMNS` plus the columns the filters read;
     any message rows will do, only each entry's first message is kept (the rows
-    :func:`core.filters.first_messages` keeps). Partitions without entries yield
+    :func:`core.entry_filters.first_messages` keeps). Partitions without entries yield
     no row. Cursor states go to the executors as one broadcast.
     """
     from pyspark.sql import functions as F
@@ -618,18 +620,14 @@ def page_document(
     return document
 
 
-_DURATION = re.compile(r"([0-9]+)(ms|s|m|h)?")
-_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, None: 1_000}
-
-
 def parse_time_limit(text: str) -> int:
-    """``90`` (seconds), ``250ms``, ``30s``, ``2m``, ``1h`` as milliseconds."""
-    match = _DURATION.fullmatch(text.strip())
-    if match is None or int(match.group(1)) == 0:
+    """A positive duration in :mod:`core.durations`' grammar (``250ms``, ``30s``, ``2m``)."""
+    limit_ms = parse_duration_ms(text, "--time-limit")
+    if limit_ms == 0:
         raise InvalidArgumentError(
-            f"Invalid --time-limit '{text}': expected a positive duration such as 90, 30s, 2m"
+            f"Invalid --time-limit {shown(text)}: expected a positive duration such as 30s or 2m"
         )
-    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+    return limit_ms
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -639,7 +637,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("-s", "--subscription", help="one subscription (default: all)")
     parser.add_argument("--max-entries", type=int, help="cap per partition and subscription")
-    parser.add_argument("--time-limit", help="stop scanning after this long (90, 30s, 2m)")
+    parser.add_argument("--time-limit", help="stop scanning after this long (90s, 2m)")
     parser.add_argument(
         "--start-after",
         metavar="P:L:E",

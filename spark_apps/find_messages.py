@@ -3,8 +3,8 @@
 The answer is a skip plan (:mod:`spark_apps.skip_plan`): one Parquet row per
 message, with its id and a preview, for a person to review and for
 ``apply_skip_plan`` to apply. No shuffle of the data: each Arrow batch of a
-segment is decided where it is read, by :func:`core.filters.unacked_rows` (the
-cursor) and :meth:`core.filters.Predicate.mask` (the predicate).
+segment is decided where it is read, by :func:`core.unacked_rows.unacked_rows` (the
+cursor) and :meth:`core.predicates.Predicate.mask` (the predicate).
 
 Run::
 
@@ -33,7 +33,8 @@ from core.authz import Operation
 from core.config import Config
 from core.cursor import CursorState
 from core.errors import InvalidArgumentError, InvalidPredicateError
-from core.filters import Predicate, parse_predicate, unacked_rows
+from core.predicates import Predicate, parse_predicate
+from core.unacked_rows import unacked_rows
 from spark_apps.common import (
     TopicScan,
     base_parser,

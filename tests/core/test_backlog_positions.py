@@ -12,10 +12,11 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from core import ack_set, backlog, filters
+from core import ack_set, backlog
 from core.cursor import CursorState
 from core.position import EARLIEST, Position, match_positions
 from core.range_set import RangeSet
+from core.unacked_rows import unacked_rows
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -140,4 +141,4 @@ def test_unacked_rows_of_filters_matches_is_acked() -> None:
             "batch_size": pa.array([3] * 6, pa.int32()),
         }
     )
-    assert filters.unacked_rows(state, rows).tolist() == [True, True, True, True, False, True]
+    assert unacked_rows(state, rows).tolist() == [True, True, True, True, False, True]

@@ -12,22 +12,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core import backlog
-from core.backlog import ACCEPT, REJECT, RESCHEDULE
 from core.cursor import AckTarget, CursorState
-from core.errors import InvalidInputError, InvalidPredicateError
-from core.filters import (
-    EntryFilters,
-    Predicate,
-    TimeRange,
-    describe,
-    first_messages,
-    parse_predicate,
-    parse_time_ms,
-    unacked_rows,
-)
+from core.durations import parse_time_ms
+from core.entry_filters import EntryFilters, describe, first_messages
+from core.errors import InvalidArgumentError, InvalidInputError, InvalidPredicateError
+from core.filter_verdict import FilterVerdict
 from core.ledger_layout import LedgerLayout
 from core.position import Position
+from core.predicates import Predicate, TimeRange, parse_predicate
 from core.store.ledger import MESSAGE_SCHEMA
+from core.unacked_rows import unacked_rows
+
+ACCEPT = FilterVerdict.ACCEPT
+REJECT = FilterVerdict.REJECT
+RESCHEDULE = FilterVerdict.RESCHEDULE
 
 T0 = 1_700_000_000_000
 
@@ -278,7 +276,7 @@ def test_parse_time_ms_forms() -> None:
     assert parse_time_ms(str(T0), "t") == T0
     assert parse_time_ms("2023-11-14T23:13:20+01:00", "t") == T0
     assert parse_time_ms("10s", "t", now_ms=T0) == T0 - 10_000
-    with pytest.raises(InvalidPredicateError, match="epoch milliseconds or an ISO-8601 time"):
+    with pytest.raises(InvalidArgumentError, match="epoch milliseconds or an ISO-8601 time"):
         parse_time_ms("10s", "t")
 
 

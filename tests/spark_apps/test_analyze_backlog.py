@@ -19,7 +19,7 @@ from core import backlog, cursor_codec
 from core.backlog import analysis_document
 from core.broker import Broker
 from core.cursor import AckTarget, CursorState
-from core.filters import EntryFilters, first_messages
+from core.entry_filters import EntryFilters, first_messages
 from core.ledger_layout import LedgerLayout
 from core.position import Position
 from spark_apps import analyze_backlog

@@ -13,9 +13,9 @@ from pyspark.testing import assertDataFrameEqual
 
 from core.broker import Broker
 from core.config import Config
-from core.filters import parse_predicate
 from core.message_id import MessageId
 from core.position import Position
+from core.predicates import parse_predicate
 from spark_apps import analyze_backlog, apply_skip_plan, find_messages
 from spark_apps.apply_skip_plan import CHECKED_SCHEMA, ID_SCHEMA, transform
 from spark_apps.skip_plan import plan_ids, read_plan

@@ -104,6 +104,8 @@ def test_bad_limits(installed: Installation, capsys: pytest.CaptureFixture[str])
     _fails(capsys, 2, f"ledger {other} is not a ledger of", analyze_backlog, *home, TOPIC,
            "--start-after", f"{other}:0")  # fmt: skip
     _fails(capsys, 2, "--time-limit 'soon'", analyze_backlog, *home, TOPIC, "--time-limit", "soon")
+    _fails(capsys, 2, "--time-limit '90': add a unit, such as 90s", analyze_backlog, *home, TOPIC,
+           "--time-limit", "90")  # fmt: skip
     _fails(capsys, 2, "--max-entries 0", analyze_backlog, *home, TOPIC, "--max-entries", "0")
 
 

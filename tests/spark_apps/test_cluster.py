@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from core.backlog import analysis_document
-from core.filters import parse_predicate
+from core.predicates import parse_predicate
 from spark_apps.skip_plan import read_plan
 from tests.spark_apps.topics import TOPIC, core_analyses, core_matches, make_topic
 

@@ -13,9 +13,9 @@ from pyspark.testing import assertDataFrameEqual
 from core import cursor_codec
 from core.cursor import AckTarget, CursorState
 from core.errors import InvalidPredicateError
-from core.filters import parse_predicate
 from core.ledger_layout import LedgerLayout
 from core.position import Position
+from core.predicates import parse_predicate
 from spark_apps import find_messages
 from spark_apps.find_messages import predicate_document, transform
 from spark_apps.skip_plan import PLAN_SCHEMA, plan_ids, read_plan

@@ -14,13 +14,15 @@ from core.backlog import PartitionAnalysis
 from core.broker import Broker
 from core.config import Config
 from core.cursor import AckTarget, CursorState
-from core.filters import EntryFilters, Predicate, first_messages, unacked_rows
+from core.entry_filters import EntryFilters, first_messages
 from core.ledger_layout import LedgerLayout
 from core.managed_cursor import ManagedCursor
 from core.position import Position
+from core.predicates import Predicate
 from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
 from core.topic_name import TopicName
+from core.unacked_rows import unacked_rows
 
 NOW = 1_700_000_000_000
 TOPIC = "persistent://acme/ops/orders"
@@ -155,7 +157,7 @@ def peeked_matches(
     config: Config, topic: str, subscription: str, predicate: Predicate
 ) -> list[str]:
     """Triplets of the unacknowledged messages matching ``predicate``, found through the read
-    path (``Broker.peek_messages``), independently of :func:`core.filters.unacked_rows`."""
+    path (``Broker.peek_messages``), independently of :func:`core.unacked_rows.unacked_rows`."""
     with Broker(config, clock=lambda: NOW) as broker:
         messages = broker.peek_messages("admin", topic, subscription, 1_000_000)
     if not messages:
@@ -188,7 +190,7 @@ def peeked_matches(
 
 
 def core_matches(config: Config, topic: str, subscription: str, predicate: Predicate) -> list[str]:
-    """The same through ``core.filters`` on whole partitions, no Spark."""
+    """The same through ``core``'s predicates and entry filters on whole partitions, no Spark."""
     found = []
     with Broker(config) as broker:
         info = broker.metadata.get_topic(topic)
