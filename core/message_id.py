@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from core.errors import InvalidMessageIdError
 from core.position import Position
+from core.topic_name import shown
 
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
@@ -136,22 +137,25 @@ class MessageId:
             raise InvalidMessageIdError(f"Invalid --messageId-triplet: {text!r}: not a string")
         parts = text.split(":")
         if len(parts) not in (2, 3) or not all(_TRIPLET_PART.fullmatch(p) for p in parts):
-            raise InvalidMessageIdError(f"Invalid --messageId-triplet: {text}: {_TRIPLET_FORM}")
+            raise InvalidMessageIdError(
+                f"Invalid --messageId-triplet: {shown(text)}: {_TRIPLET_FORM}"
+            )
         if any(len(p) > _INT64_DIGITS for p in parts):
             raise InvalidMessageIdError(
-                f"Invalid --messageId-triplet: {text}: ledgerId and entryId must be at most "
+                f"Invalid --messageId-triplet: {shown(text)}: ledgerId and entryId must be at most "
                 f"{_INT64_MAX}, batchIndex at most {_INT32_MAX}"
             )
         ledger_id, entry_id = int(parts[0]), int(parts[1])
         batch_index = int(parts[2]) if len(parts) == 3 else -1
         if ledger_id > _INT64_MAX or entry_id > _INT64_MAX:
             raise InvalidMessageIdError(
-                f"Invalid --messageId-triplet: {text}: ledgerId and entryId must be at most "
+                f"Invalid --messageId-triplet: {shown(text)}: ledgerId and entryId must be at most "
                 f"{_INT64_MAX}"
             )
         if batch_index > _INT32_MAX:
             raise InvalidMessageIdError(
-                f"Invalid --messageId-triplet: {text}: batchIndex must be at most {_INT32_MAX}"
+                f"Invalid --messageId-triplet: {shown(text)}: batchIndex must be at most "
+                f"{_INT32_MAX}"
             )
         if (
             isinstance(partition, bool)
@@ -159,7 +163,7 @@ class MessageId:
             or not (-1 <= partition <= _INT32_MAX)
         ):
             raise InvalidMessageIdError(
-                f"Invalid --messageId-triplet: {text}: partition {partition!r} must be -1 "
+                f"Invalid --messageId-triplet: {shown(text)}: partition {partition!r} must be -1 "
                 f"(not partitioned) or a partition index"
             )
         return cls(ledger_id, entry_id, partition, batch_index)

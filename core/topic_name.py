@@ -96,7 +96,11 @@ class TopicName:
     def parse(cls, text: str) -> TopicName:
         if not isinstance(text, str) or not text.strip():
             raise InvalidTopicNameError("Invalid topic name '': empty")
-        text = text.strip()
+        if text != text.strip():
+            # Pulsar refuses such names; trimming would act on a topic the operator did not name.
+            raise InvalidTopicNameError(
+                f"Invalid topic name {shown(text)}: remove the leading or trailing whitespace"
+            )
         if "://" in text:
             domain, _, rest = text.partition("://")
             if domain not in DOMAINS:

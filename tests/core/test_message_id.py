@@ -391,7 +391,8 @@ def test_parse_triplet_with_partition() -> None:
 
 @pytest.mark.parametrize("partition", [-2, 2**31, True, "1"])
 def test_parse_triplet_bad_partition(partition: object) -> None:
-    with pytest.raises(InvalidMessageIdError, match=r"Invalid --messageId-triplet: 1:2: partition"):
+    expected = r"Invalid --messageId-triplet: '1:2': partition"
+    with pytest.raises(InvalidMessageIdError, match=expected):
         MessageId.parse_triplet("1:2", partition=partition)  # type: ignore[arg-type]
 
 
@@ -446,7 +447,8 @@ def test_triplet_leaves_out_partition_and_whole_entry_batch_index() -> None:
 def test_bad_triplet(text: str) -> None:
     with pytest.raises(InvalidMessageIdError) as info:
         MessageId.parse_triplet(text)
-    assert str(info.value).startswith(f"Invalid --messageId-triplet: {text}: ")
+    assert str(info.value).startswith(f"Invalid --messageId-triplet: {text!r}: ")
+    assert "\n" not in str(info.value)
 
 
 def test_parse_triplet_rejects_non_str() -> None:

@@ -25,7 +25,6 @@ name_parts = st.from_regex(r"[A-Za-z0-9_=:.\-]{1,20}", fullmatch=True).filter(
         ("tenant/ns/topic", "persistent://tenant/ns/topic"),
         ("persistent://tenant/ns/topic", "persistent://tenant/ns/topic"),
         ("non-persistent://tenant/ns/topic", "non-persistent://tenant/ns/topic"),
-        ("  my-topic  ", "persistent://public/default/my-topic"),
         ("a_b=c:d.e", "persistent://public/default/a_b=c:d.e"),
         ("t-partition-3", "persistent://public/default/t-partition-3"),
     ],
@@ -168,6 +167,9 @@ def test_round_trip(tenant: str, namespace: str, local: str, index: int) -> None
         pytest.param("-partition-1", "bad partition suffix", id="suffix-no-base"),
         pytest.param("t-partition-2147483648", "bad partition suffix", id="suffix-beyond-int32"),
         pytest.param("t-partition-" + "9" * 30, "bad partition suffix", id="suffix-huge"),
+        pytest.param("acme/ops/t\n", "whitespace", id="trailing-newline"),
+        pytest.param("  my-topic  ", "whitespace", id="surrounding-spaces"),
+        pytest.param("\tpersistent://acme/ops/t", "whitespace", id="leading-tab"),
     ],
 )
 def test_bad_names(text: str, reason: str) -> None:
