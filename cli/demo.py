@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from cli import output
-from core.backlog import analysis_document
+from core.backlog import TopicAnalysis
 from core.broker import Broker, wall_clock_ms
 from core.config import Config
 from core.dispatch import Message
@@ -121,19 +121,19 @@ def run(
             "Entries and messages: a partly acknowledged batch counts only its unacknowledged "
             "messages (Pulsar's PIP-187 would count it whole).",
         )
-        before = analysis_document(
+        before = TopicAnalysis.of(
             topic, SUBSCRIPTION, broker.analyze_backlog(role, topic, SUBSCRIPTION)
         )
         for text in output.analysis_lines(before)[1:]:
             line(f"  {text}")
-        before_total: dict[str, int] = before["total"]  # type: ignore[assignment]
+        before_total = before.total
         backlog_messages = broker.peek_messages(
-            role, topic, SUBSCRIPTION, max(int(before_total["messages"]), 1)
+            role, topic, SUBSCRIPTION, max(before_total.messages, 1)
         )
         whole = {(m.topic, m.position): max(m.message_id.batch_size, 1) for m in backlog_messages}
         line(
             f"    Pulsar's analyze-backlog would report {sum(whole.values())} messages here; "
-            f"{before_total['messages']} are really left."
+            f"{before_total.messages} are really left."
         )
 
         step(
@@ -164,12 +164,12 @@ def run(
             "Two messages fewer; one entry fewer (the reminder was a whole entry, the pill's "
             "batch still holds other unacknowledged orders).",
         )
-        after = analysis_document(
+        after = TopicAnalysis.of(
             topic, SUBSCRIPTION, broker.analyze_backlog(role, topic, SUBSCRIPTION)
         )
         for text in output.analysis_lines(after)[1:]:
             line(f"  {text}")
-        after_total: dict[str, int] = after["total"]  # type: ignore[assignment]
+        after_total = after.total
 
         step(
             "Consume everything now available, with acknowledgement",
@@ -186,36 +186,35 @@ def run(
         later_messages = _drain(later, role, topic)
         for message in later_messages:
             line(f"    {output.message_line(message)}")
-        final = analysis_document(
+        final = TopicAnalysis.of(
             topic, SUBSCRIPTION, later.analyze_backlog(role, topic, SUBSCRIPTION)
         )
-    final_total: dict[str, int] = final["total"]  # type: ignore[assignment]
+    final_total = final.total
 
     delivered = {(m.topic, m.message_id) for m in [*first, *now_messages, *later_messages]}
     checks = {
         "pill never delivered": (pill.topic, pill.message_id) not in delivered,
         "skipped reminder never delivered": (delayed.topic, delayed.message_id) not in delivered,
-        "backlog after = before - 2 messages": after_total["messages"]
-        == before_total["messages"] - 2,
-        "backlog after = before - 1 entry": after_total["entries"] == before_total["entries"] - 1,
+        "backlog after = before - 2 messages": after_total.messages == before_total.messages - 2,
+        "backlog after = before - 1 entry": after_total.entries == before_total.entries - 1,
         "every other message delivered exactly once": len(delivered)
         == len(first) + len(now_messages) + len(later_messages)
         == ORDERS + DELAYED - 2,
-        "final backlog is 0": final_total["messages"] == 0,
+        "final backlog is 0": final_total.messages == 0,
     }
     step("Checks", "What the demo set out to show.")
     for name, ok in checks.items():
         line(f"    {'ok  ' if ok else 'FAIL'}  {name}")
     line(
-        f"\nBacklog before: {before_total['entries']} entries / {before_total['messages']} "
-        f"messages; after: {after_total['entries']} entries / {after_total['messages']} messages."
+        f"\nBacklog before: {before_total.entries} entries / {before_total.messages} "
+        f"messages; after: {after_total.entries} entries / {after_total.messages} messages."
     )
     summary.update(
         {
             "pill": output.id_json(pill.message_id),
             "delayed": output.id_json(delayed.message_id),
-            "backlogBefore": before,
-            "backlogAfter": after,
+            "backlogBefore": before.to_pulsar_json(),
+            "backlogAfter": after.to_pulsar_json(),
             "delivered": len(delivered),
             "checks": checks,
             "ok": all(checks.values()),
@@ -436,8 +435,7 @@ def run_airflow(
 
 def _total(broker: Broker, role: str, topic: str) -> dict[str, int]:
     """The subscription's exact backlog over all partitions: entries and messages."""
-    document = analysis_document(
+    total = TopicAnalysis.of(
         topic, SUBSCRIPTION, broker.analyze_backlog(role, topic, SUBSCRIPTION)
-    )
-    total: dict[str, int] = document["total"]  # type: ignore[assignment]
-    return {"entries": int(total["entries"]), "messages": int(total["messages"])}
+    ).total
+    return {"entries": total.entries, "messages": total.messages}

@@ -9,7 +9,7 @@ This module is the only place that reads environment variables
 :class:`~core.config.Config` and a :class:`~core.broker.Broker` and hands them down.
 
 Every :class:`~core.errors.CursorOpsError` becomes one line on stderr,
-``error: <message>``, and the exit code of its family (:data:`EXIT_CODES`).
+``error: <message>``, and the exit code of its family (:mod:`core.exit_codes`).
 """
 
 from __future__ import annotations
@@ -22,20 +22,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 from cli import output, values
-from core.errors import (
-    ConflictError,
-    CursorOpsError,
-    InvalidInputError,
-    NotAuthorizedError,
-    NotFoundError,
-    StoreError,
-    leaf_classes,
-)
+from core.errors import CursorOpsError
+from core.exit_codes import EXIT_CODES, EXIT_UNEXPECTED, exit_code
 
 if TYPE_CHECKING:
     from core.broker import Broker
     from core.config import Config
     from core.position import Position
+    from core.topic_name import TopicName
 
 DEFAULT_HOME = "~/.cursorops"
 DEFAULT_ROLE = "admin"
@@ -46,35 +40,13 @@ High on purpose: on one machine the pure-Python path is faster at every size
 measured (``docs/benchmarks.md``, spark_backlog); Spark pays when a cluster
 shares the work or a partition's index no longer fits one process."""
 
-_FAMILY_EXIT_CODES: dict[type[CursorOpsError], int] = {
-    InvalidInputError: 2,
-    NotFoundError: 3,
-    ConflictError: 4,
-    NotAuthorizedError: 5,
-    StoreError: 6,
-}
-EXIT_CODES: dict[type[CursorOpsError], int] = {
-    leaf: code
-    for leaf in leaf_classes()
-    for family, code in _FAMILY_EXIT_CODES.items()
-    if issubclass(leaf, family)
-}
-"""Exit code of every leaf of the error tree, by family (a test checks none is missing)."""
-EXIT_UNEXPECTED = 1
+__all__ = ["EXIT_CODES", "EXIT_UNEXPECTED", "exit_code", "main"]
+
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE, what a shell reports for a Unix tool whose reader went away (``| head``)."""
 MAX_PRODUCE = 1_000_000
 """Messages one ``produce`` call may send (``-m`` values times ``--num-produce``)."""
-
-
-def exit_code_for(error: CursorOpsError) -> int:
-    for cls in type(error).__mro__:
-        if cls in EXIT_CODES:
-            return EXIT_CODES[cls]
-        if cls in _FAMILY_EXIT_CODES:
-            return _FAMILY_EXIT_CODES[cls]
-    return EXIT_UNEXPECTED
 
 
 @dataclass
@@ -247,10 +219,9 @@ def topics_subscriptions(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def topics_unsubscribe(ctx: Context, args: argparse.Namespace) -> Result:
-    from core.topic_name import TopicName
-
-    ctx.broker.delete_subscription(ctx.role, args.topic, args.subscription, force=args.force)
-    topic = str(TopicName.parse(args.topic))
+    parsed = _topic_arg(args.topic)
+    ctx.broker.delete_subscription(ctx.role, parsed, args.subscription, force=args.force)
+    topic = str(parsed)
     return Result(
         {"topic": topic, "subscription": args.subscription, "deleted": True},
         [f"Deleted subscription {args.subscription} of {topic}"],
@@ -274,8 +245,8 @@ def topics_update_subscription_properties(ctx: Context, args: argparse.Namespace
 
 
 def topics_stats(ctx: Context, args: argparse.Namespace) -> Result:
-    stats = ctx.broker.topic_stats(ctx.role, args.topic)
-    return Result(stats, output.stats_lines(stats))
+    stats = ctx.broker.topic_stats(ctx.role, _topic_arg(args.topic))
+    return Result(stats.to_pulsar_json(), output.stats_lines(stats))
 
 
 def audit_history(ctx: Context, args: argparse.Namespace) -> Result:
@@ -314,15 +285,7 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
         ids = skip.parse_base64_ids(args.base64_ids)
     plan = ctx.broker.plan_skip(ctx.role, args.topic, args.subscription, ids)
     outcome = ctx.broker.apply_skip(ctx.role, plan, via="cli")
-    document = {
-        "topic": outcome.topic,
-        "subscription": outcome.subscription,
-        "planId": outcome.plan_id,
-        "skipped": [output.id_json(m) for m in outcome.skipped],
-        "alreadyAcknowledged": [output.id_json(m) for m in outcome.already_acknowledged],
-        "acknowledgedMeanwhile": [output.id_json(m) for m in outcome.acknowledged_meanwhile],
-        "perPartition": dict(outcome.per_partition),
-    }
+    document = outcome.to_pulsar_json(output.id_json)
     lines = [
         f"Skipped {len(outcome.skipped)} message(s) on subscription {outcome.subscription} "
         f"of {outcome.topic}"
@@ -336,22 +299,29 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def topics_analyze_backlog(ctx: Context, args: argparse.Namespace) -> Result:
-    from core.backlog import analysis_document
-    from core.topic_name import TopicName
+    from core.backlog import TopicAnalysis
 
-    if _analyze_on_spark(ctx, args):
+    topic = _topic_arg(args.topic)
+    if _analyze_on_spark(ctx, args, topic):
         from spark_apps import analyze_backlog
 
         analyses = analyze_backlog.run(
-            ctx.config(), args.topic, args.subscription, args.spark_master, role=ctx.role
+            ctx.config(), topic, args.subscription, args.spark_master, role=ctx.role
         )
     else:
-        analyses = ctx.broker.analyze_backlog(ctx.role, args.topic, args.subscription)
-    document = analysis_document(str(TopicName.parse(args.topic)), args.subscription, analyses)
-    return Result(document, output.analysis_lines(document))
+        analyses = ctx.broker.analyze_backlog(ctx.role, topic, args.subscription)
+    analysis = TopicAnalysis.of(str(topic), args.subscription, analyses)
+    return Result(analysis.to_pulsar_json(), output.analysis_lines(analysis))
 
 
-def _analyze_on_spark(ctx: Context, args: argparse.Namespace) -> bool:
+def _topic_arg(text: str) -> TopicName:
+    """The command's topic argument, parsed once and handed down."""
+    from core.topic_name import TopicName
+
+    return TopicName.parse(text)
+
+
+def _analyze_on_spark(ctx: Context, args: argparse.Namespace, topic: TopicName) -> bool:
     """``--engine``: spark, python, or auto (Spark above ``--spark-threshold`` entries)."""
     if args.engine != "auto":
         return bool(args.engine == "spark")
@@ -359,9 +329,7 @@ def _analyze_on_spark(ctx: Context, args: argparse.Namespace) -> bool:
 
     if importlib.util.find_spec("pyspark") is None:
         return False
-    from spark_apps.analyze_backlog import topic_entries
-
-    entries = topic_entries(ctx.broker, ctx.role, args.topic)
+    entries = ctx.broker.entry_count(ctx.role, topic)
     if entries <= args.spark_threshold:
         return False
     print(f"analyze-backlog: {entries:,} entries, running on Spark", file=sys.stderr)
@@ -486,13 +454,19 @@ def build_parser() -> argparse.ArgumentParser:
         "(env CURSOROPS_METADATA_URL; default SQLite under the home)",
     )
     parser.add_argument(
-        "-o", "--output", choices=("text", "json"), default="text",
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default="text",
         help="text for people, json for scripts (one JSON document on stdout)",
     )
     # Also accepted after the command; SUPPRESS keeps the global value when absent.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "-o", "--output", choices=("text", "json"), default=argparse.SUPPRESS,
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default=argparse.SUPPRESS,
         help="text or json (as the global option)",
     )
 
@@ -553,12 +527,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--type", default="Exclusive", help="Exclusive (default), Shared, Failover or Key_Shared"
     )
     p.add_argument(
-        "-m", "--messageId", dest="message_id", default="latest",
+        "-m",
+        "--messageId",
+        dest="message_id",
+        default="latest",
         help="initial position: latest (default, as pulsar-admin), earliest, or "
         "ledgerId:entryId, the first entry delivered (non-partitioned topics)",
     )
     p.add_argument(
-        "-p", "--property", action="append", metavar="KEY=VALUE",
+        "-p",
+        "--property",
+        action="append",
+        metavar="KEY=VALUE",
         help="subscription property; repeatable",
     )
     p.set_defaults(handler=topics_create_subscription)
@@ -567,32 +547,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topic")
     p.set_defaults(handler=topics_subscriptions)
 
-    p = tp.add_parser(
-        "unsubscribe", parents=[common], help="delete a subscription and its cursor"
-    )
+    p = tp.add_parser("unsubscribe", parents=[common], help="delete a subscription and its cursor")
     p.add_argument("topic")
     p.add_argument("-s", "--subscription", required=True)
     p.add_argument(
-        "-f", "--force", action="store_true",
+        "-f",
+        "--force",
+        action="store_true",
         help="delete even while consumers are connected (as pulsar-admin's -f)",
     )
     p.set_defaults(handler=topics_unsubscribe)
 
     p = tp.add_parser(
-        "update-subscription-properties", parents=[common],
+        "update-subscription-properties",
+        parents=[common],
         help="replace a subscription's properties (entry filters are validated)",
     )
     p.add_argument("topic")
     p.add_argument("-s", "--subscription", required=True)
     p.add_argument(
-        "-p", "--property", action="append", metavar="KEY=VALUE",
+        "-p",
+        "--property",
+        action="append",
+        metavar="KEY=VALUE",
         help="the new properties, replacing all old ones; repeatable",
     )
     p.add_argument("-c", "--clear", action="store_true", help="remove every property")
     p.set_defaults(handler=topics_update_subscription_properties)
 
     p = tp.add_parser(
-        "stats", parents=[common],
+        "stats",
+        parents=[common],
         help="topic stats (of one partition given its name); msgBacklog is exact messages",
     )
     p.add_argument("topic")
@@ -607,34 +592,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=topics_peek)
 
     p = tp.add_parser(
-        "skip-messages", parents=[common],
+        "skip-messages",
+        parents=[common],
         help="acknowledge chosen messages by id (PIP-423); Shared and Key_Shared only",
     )
     p.add_argument("topic")
     p.add_argument("-s", "--subscription", required=True)
     ids = p.add_mutually_exclusive_group(required=True)
     ids.add_argument(
-        "--messageId-triplet", dest="triplets", nargs="+", action="extend", metavar="L:E[:B]",
+        "--messageId-triplet",
+        dest="triplets",
+        nargs="+",
+        action="extend",
+        metavar="L:E[:B]",
         help="ledgerId:entryId[:batchIndex]; several values, repeatable",
     )
     ids.add_argument(
-        "--messageId-base64", dest="base64_ids", nargs="+", action="extend", metavar="B64",
+        "--messageId-base64",
+        dest="base64_ids",
+        nargs="+",
+        action="extend",
+        metavar="B64",
         help="base64 MessageIdData (pulsar-client MessageId.serialize()); several, repeatable",
     )
     p.set_defaults(handler=topics_skip)
 
     p = tp.add_parser(
-        "analyze-backlog", parents=[common],
+        "analyze-backlog",
+        parents=[common],
         help="PIP-187 analysis, exact and uncapped, per partition and subscription",
     )
     p.add_argument("topic")
     p.add_argument("-s", "--subscription", help="one subscription (default: all)")
     p.add_argument(
-        "--engine", choices=("auto", "python", "spark"), default="auto",
+        "--engine",
+        choices=("auto", "python", "spark"),
+        default="auto",
         help="where to scan; auto: Spark above --spark-threshold entries (same output)",
     )
     p.add_argument(
-        "--spark-threshold", type=int, default=SPARK_THRESHOLD_ENTRIES, metavar="ENTRIES",
+        "--spark-threshold",
+        type=int,
+        default=SPARK_THRESHOLD_ENTRIES,
+        metavar="ENTRIES",
         help=f"auto uses Spark above this many entries (default {SPARK_THRESHOLD_ENTRIES:,})",
     )
     p.add_argument("--spark-master", help="Spark master for the Spark engine (default local[*])")
@@ -645,20 +645,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-s", "--subscription", required=True)
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument(
-        "-m", "--messageId", dest="message_id", metavar="L:E",
+        "-m",
+        "--messageId",
+        dest="message_id",
+        metavar="L:E",
         help="ledgerId:entryId (non-partitioned topics)",
     )
     target.add_argument(
-        "-t", "--time", metavar="TIME",
-        help="relative (10m, 3h, 2d, 1w: that long ago), epoch ms, or ISO-8601 "
-        "(UTC if no offset)",
+        "-t",
+        "--time",
+        metavar="TIME",
+        help="relative (10m, 3h, 2d, 1w: that long ago), epoch ms, or ISO-8601 (UTC if no offset)",
     )
     p.set_defaults(handler=topics_reset_cursor)
 
     p = commands.add_parser("produce", parents=[common], help="produce messages (pulsar-client)")
     p.add_argument("topic")
     p.add_argument(
-        "-m", "--messages", action="append", required=True, metavar="MSG",
+        "-m",
+        "--messages",
+        action="append",
+        required=True,
+        metavar="MSG",
         help="a message payload (UTF-8); repeatable",
     )
     p.add_argument(
@@ -666,17 +674,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-k", "--key", help="message key")
     p.add_argument(
-        "-p", "--properties", action="append", metavar="KEY=VALUE",
+        "-p",
+        "--properties",
+        action="append",
+        metavar="KEY=VALUE",
         help="message property (k=v or k1=v1,k2=v2); repeatable",
     )
     p.add_argument(
-        "--batch-size", type=int, default=1,
+        "--batch-size",
+        type=int,
+        default=1,
         help="messages per batched entry (default 1: no batching); delayed ones are not batched",
     )
     delay = p.add_mutually_exclusive_group()
     delay.add_argument("--deliver-after", metavar="DURATION", help="delay: 10s, 5m, 1h, 2d")
     delay.add_argument(
-        "--deliver-at", metavar="TIME",
+        "--deliver-at",
+        metavar="TIME",
         help="delivery time: epoch ms or ISO-8601 (UTC if no offset)",
     )
     p.set_defaults(handler=produce)
@@ -695,7 +709,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=consume)
 
     p = commands.add_parser(
-        "demo", parents=[common],
+        "demo",
+        parents=[common],
         help="walk through a poison-pill and a delayed-message skip on a fresh topic "
         "(creates tenant demo: needs a superuser role such as the default admin)",
     )
@@ -766,7 +781,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     except CursorOpsError as exc:
         _error(str(exc) or type(exc).__name__)
-        return exit_code_for(exc)
+        return exit_code(exc)
     except KeyboardInterrupt:
         _error("interrupted")
         return EXIT_INTERRUPTED

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, TextIO
 from core.message_id import MessageId
 
 if TYPE_CHECKING:
+    from core.backlog import BacklogAnalysis, TopicAnalysis
     from core.dispatch import Message
+    from core.topic_stats import TopicStats
 
 
 def emit_json(document: object, out: TextIO = sys.stdout) -> None:
@@ -90,60 +92,59 @@ def message_line(message: Message) -> str:
 _ANALYSIS_COLUMNS = (
     ("entries", "entries"),
     ("messages", "messages"),
-    ("filterAcceptedMessages", "accepted"),
-    ("filterRejectedMessages", "rejected"),
-    ("filterRescheduledMessages", "rescheduled"),
-    ("firstMessageId", "first"),
-    ("lastMessageId", "last"),
+    ("filter_accepted_messages", "accepted"),
+    ("filter_rejected_messages", "rejected"),
+    ("filter_rescheduled_messages", "rescheduled"),
+    ("first_message_id", "first"),
+    ("last_message_id", "last"),
     ("aborted", "aborted"),
 )
 
 
-def analysis_lines(document: dict[str, object]) -> list[str]:
-    rows: list[dict[str, object]] = list(document["partitions"])  # type: ignore[call-overload]
+def _analysis_cells(result: BacklogAnalysis) -> list[str]:
+    return [_cell(getattr(result, name)) for name, _ in _ANALYSIS_COLUMNS]
+
+
+def analysis_lines(analysis: TopicAnalysis) -> list[str]:
     table: list[list[str]] = [["partition", "subscription", *(h for _, h in _ANALYSIS_COLUMNS)]]
-    topic = str(document["topic"])
-    for row in rows:
-        partition = str(row["topicPartition"])
+    topic = analysis.topic
+    for row in analysis.partitions:
+        partition = row.topic_partition
         table.append(
             [
                 partition.removeprefix(topic + "-") if partition != topic else "-",
-                str(row["subscription"]),
-                *(_cell(row[field]) for field, _ in _ANALYSIS_COLUMNS),
+                row.subscription,
+                *_analysis_cells(row.result),
             ]
         )
-    subs: dict[str, dict[str, object]] = document["subscriptions"]  # type: ignore[assignment]
+    subs = analysis.subscriptions
     if len(subs) > 1:
         for name, value in subs.items():
-            table.append(["total", name, *(_cell(value[field]) for field, _ in _ANALYSIS_COLUMNS)])
-    total: dict[str, object] = document["total"]  # type: ignore[assignment]
-    label = document["subscription"] or ("*" if len(subs) != 1 else next(iter(subs)))
-    table.append(["TOTAL", str(label), *(_cell(total[field]) for field, _ in _ANALYSIS_COLUMNS)])
-    return [f"Backlog of {document['topic']} (exact, uncapped):", *_align(table)]
+            table.append(["total", name, *_analysis_cells(value)])
+    label = analysis.subscription or ("*" if len(subs) != 1 else next(iter(subs)))
+    table.append(["TOTAL", label, *_analysis_cells(analysis.total)])
+    return [f"Backlog of {topic} (exact, uncapped):", *_align(table)]
 
 
-def stats_lines(stats: dict[str, object]) -> list[str]:
+def stats_lines(stats: TopicStats) -> list[str]:
     lines = [
-        f"topic:         {stats['topic']}",
-        f"partitions:    {stats['partitions']}",
-        f"entries:       {stats['entries']}",
-        f"messages:      {stats['messages']}",
+        f"topic:         {stats.topic}",
+        f"partitions:    {stats.partitions}",
+        f"entries:       {stats.entries}",
+        f"messages:      {stats.messages}",
     ]
-    subs: dict[str, dict[str, object]] = stats["subscriptions"]  # type: ignore[assignment]
-    if not subs:
+    if not stats.subscriptions:
         lines.append("subscriptions: none")
-    for name, sub in subs.items():
-        lines.append(f"subscription {name} ({sub['type']}):")
-        lines.append(f"  msgBacklog (messages, exact): {sub['msgBacklog']}")
-        lines.append(f"  backlogEntries:               {sub['backlogEntries']}")
-        lines.append(f"  individuallyDeletedRanges:    {sub['individuallyDeletedRanges']}")
-        lines.append(f"  partlyAckedBatches:           {sub['partlyAckedBatches']}")
-        marks: dict[str, str] = sub["markDeletePosition"]  # type: ignore[assignment]
-        for partition, position in marks.items():
+    for name, sub in stats.subscriptions.items():
+        lines.append(f"subscription {name} ({sub.type}):")
+        lines.append(f"  msgBacklog (messages, exact): {sub.msg_backlog}")
+        lines.append(f"  backlogEntries:               {sub.backlog_entries}")
+        lines.append(f"  individuallyDeletedRanges:    {sub.individually_deleted_ranges}")
+        lines.append(f"  partlyAckedBatches:           {sub.partly_acked_batches}")
+        for partition, position in sub.mark_delete_position.items():
             lines.append(f"  markDeletePosition {partition}: {position}")
-        properties: dict[str, str] = sub["properties"]  # type: ignore[assignment]
-        if properties:
-            shown = ",".join(f"{k}={v}" for k, v in sorted(properties.items()))
+        if sub.properties:
+            shown = ",".join(f"{k}={v}" for k, v in sorted(sub.properties.items()))
             lines.append(f"  properties: {shown}")
     return lines
 

@@ -13,8 +13,8 @@ answer and a core answer cannot differ.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -110,7 +110,7 @@ ID_FIELDS = ("first_message_id", "last_message_id", "resume_after")
 """The ``"ledger:entry"`` fields of a :class:`BacklogAnalysis`."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class BacklogAnalysis:
     """PIP-187's ``AnalyzeSubscriptionBacklogResult``, exact to the message.
 
@@ -142,15 +142,22 @@ class BacklogAnalysis:
             out[camel] = value
         return out
 
-    def add(self, other: BacklogAnalysis) -> None:
-        """Fold another partition's or subscription's result into this total."""
-        for name in COUNT_FIELDS:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.aborted = self.aborted or other.aborted
-        if self.first_message_id is None:
-            self.first_message_id = other.first_message_id
-        if other.last_message_id is not None:
-            self.last_message_id = other.last_message_id
+    def plus(self, other: BacklogAnalysis) -> BacklogAnalysis:
+        """This total with another partition's or subscription's result folded in."""
+        counts = {name: getattr(self, name) + getattr(other, name) for name in COUNT_FIELDS}
+        return replace(
+            self,
+            **counts,
+            aborted=self.aborted or other.aborted,
+            first_message_id=(
+                self.first_message_id
+                if self.first_message_id is not None
+                else other.first_message_id
+            ),
+            last_message_id=(
+                other.last_message_id if other.last_message_id is not None else self.last_message_id
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -161,44 +168,67 @@ class PartitionAnalysis:
     subscription: str
     result: BacklogAnalysis
 
+    def to_pulsar_json(self) -> dict[str, object]:
+        return {
+            "topicPartition": self.topic_partition,
+            "subscription": self.subscription,
+            **self.result.to_pulsar_json(),
+        }
+
+
+@dataclass(frozen=True)
+class TopicAnalysis:
+    """A topic's analysis: per partition and subscription, a total per subscription, a total.
+
+    Totals over several partitions have no first or last message id: entries
+    of different partitions have no common order.
+    """
+
+    topic: str
+    subscription: str | None
+    """The one subscription analysed, or None for all."""
+    partitions: tuple[PartitionAnalysis, ...]
+    subscriptions: Mapping[str, BacklogAnalysis] = field(default_factory=dict)
+    """Each subscription's total over the partitions, in first-seen order."""
+    total: BacklogAnalysis = BacklogAnalysis()
+
+    @classmethod
+    def of(
+        cls, topic: str, subscription: str | None, analyses: Sequence[PartitionAnalysis]
+    ) -> TopicAnalysis:
+        per_sub: dict[str, BacklogAnalysis] = {}
+        total = BacklogAnalysis()
+        for one in analyses:
+            per_sub[one.subscription] = per_sub.get(one.subscription, BacklogAnalysis()).plus(
+                one.result
+            )
+            total = total.plus(one.result)
+        if len({one.topic_partition for one in analyses}) > 1:
+            per_sub = {
+                name: replace(value, first_message_id=None, last_message_id=None)
+                for name, value in per_sub.items()
+            }
+            total = replace(total, first_message_id=None, last_message_id=None)
+        return cls(topic, subscription, tuple(analyses), per_sub, total)
+
+    def to_pulsar_json(self) -> dict[str, object]:
+        """What ``cursorops topics analyze-backlog -o json`` prints, whichever engine counted."""
+        return {
+            "topic": self.topic,
+            "subscription": self.subscription,
+            "partitions": [one.to_pulsar_json() for one in self.partitions],
+            "subscriptions": {
+                name: value.to_pulsar_json() for name, value in self.subscriptions.items()
+            },
+            "total": self.total.to_pulsar_json(),
+        }
+
 
 def analysis_document(
     topic: str, subscription: str | None, analyses: Sequence[PartitionAnalysis]
 ) -> dict[str, object]:
-    """What ``cursorops topics analyze-backlog -o json`` prints, whichever engine counted.
-
-    PIP-187's fields per partition and subscription, a total per subscription
-    and a grand total. Totals over several partitions have no first or last
-    message id: entries of different partitions have no common order.
-    """
-    per_sub: dict[str, BacklogAnalysis] = {}
-    total = BacklogAnalysis()
-    rows = []
-    for one in analyses:
-        rows.append(
-            {
-                "topicPartition": one.topic_partition,
-                "subscription": one.subscription,
-                **one.result.to_pulsar_json(),
-            }
-        )
-        per_sub.setdefault(one.subscription, BacklogAnalysis()).add(one.result)
-        total.add(one.result)
-    several = len({one.topic_partition for one in analyses}) > 1
-
-    def summary(value: BacklogAnalysis) -> dict[str, object]:
-        document = value.to_pulsar_json()
-        if several:
-            document["firstMessageId"] = document["lastMessageId"] = None
-        return document
-
-    return {
-        "topic": topic,
-        "subscription": subscription,
-        "partitions": rows,
-        "subscriptions": {name: summary(value) for name, value in per_sub.items()},
-        "total": summary(total),
-    }
+    """:meth:`TopicAnalysis.to_pulsar_json` of these analyses."""
+    return TopicAnalysis.of(topic, subscription, analyses).to_pulsar_json()
 
 
 def analyze(
@@ -227,28 +257,31 @@ def analyze(
             (ledger_ids[rows] == start_after.ledger_id) & (entry_ids[rows] > start_after.entry_id)
         )
         rows = rows[after]
-    result = BacklogAnalysis()
-    if max_entries is not None and rows.size > max_entries:
+    aborted = max_entries is not None and rows.size > max_entries
+    if aborted:
         rows = rows[:max_entries]
-        result.aborted = True
     if rows.size == 0:
-        return result
+        return BacklogAnalysis(aborted=aborted)
     picked = counts[rows]
-    result.entries = int(rows.size)
-    result.messages = int(picked.sum())
     kinds = np.zeros(rows.size, dtype=np.int8) if verdicts is None else np.asarray(verdicts)[rows]
-    labels = {
-        FilterVerdict.ACCEPT: "accepted",
-        FilterVerdict.REJECT: "rejected",
-        FilterVerdict.RESCHEDULE: "rescheduled",
-    }
-    for verdict, label in labels.items():
+    entries, messages = [], []
+    for verdict in FilterVerdict:
         chosen = kinds == verdict
-        setattr(result, f"filter_{label}_entries", int(np.count_nonzero(chosen)))
-        setattr(result, f"filter_{label}_messages", int(picked[chosen].sum()))
+        entries.append(int(np.count_nonzero(chosen)))
+        messages.append(int(picked[chosen].sum()))
     first, last = rows[0], rows[-1]
-    result.first_message_id = f"{ledger_ids[first]}:{entry_ids[first]}"
-    result.last_message_id = f"{ledger_ids[last]}:{entry_ids[last]}"
-    if result.aborted:
-        result.resume_after = result.last_message_id
-    return result
+    last_id = f"{ledger_ids[last]}:{entry_ids[last]}"
+    return BacklogAnalysis(
+        entries=int(rows.size),
+        messages=int(picked.sum()),
+        aborted=aborted,
+        first_message_id=f"{ledger_ids[first]}:{entry_ids[first]}",
+        last_message_id=last_id,
+        resume_after=last_id if aborted else None,
+        filter_accepted_entries=entries[0],
+        filter_rejected_entries=entries[1],
+        filter_rescheduled_entries=entries[2],
+        filter_accepted_messages=messages[0],
+        filter_rejected_messages=messages[1],
+        filter_rescheduled_messages=messages[2],
+    )

@@ -51,6 +51,8 @@ from core.store.metadata import (
 )
 from core.subscription import SubscriptionType
 from core.topic_name import TopicName
+from core.topic_scan import ScanPartition, ScanSubscription, TopicScan
+from core.topic_stats import SubscriptionStats, TopicStats
 
 
 def wall_clock_ms() -> int:
@@ -149,14 +151,16 @@ class Broker:
             granted_actions=granted,
         )
 
-    def authorized_topic(self, role: str, operation: Operation, topic: str) -> TopicInfo:
-        """Parse ``topic``, check ``role`` for ``operation`` on it, and load it.
+    def authorized_topic(
+        self, role: str, operation: Operation, topic: str | TopicName
+    ) -> TopicInfo:
+        """Parse ``topic`` (unless given parsed), check ``role`` for ``operation``, load it.
 
         The one authorization rule of every topic operation, for the Python
         path and for the Spark jobs alike. A partition's name is refused: give
         the topic.
         """
-        name = TopicName.parse(topic)
+        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
         if name.is_partition:
             raise InvalidArgumentError(f"'{topic}' names a partition; give the topic '{name.base}'")
         self._check(role, operation, name.tenant, str(name), name.namespace_name)
@@ -270,7 +274,7 @@ class Broker:
         return self.metadata.list_subscriptions(info.name)
 
     def delete_subscription(
-        self, role: str, topic: str, subscription: str, *, force: bool = False
+        self, role: str, topic: str | TopicName, subscription: str, *, force: bool = False
     ) -> None:
         """``topics unsubscribe``: Pulsar's UNSUBSCRIBE, which needs ``consume``.
 
@@ -320,6 +324,14 @@ class Broker:
 
     # -- cursors -------------------------------------------------------------
 
+    @staticmethod
+    def _partition_topics(info: TopicInfo) -> list[TopicName]:
+        """The parsed names of :meth:`TopicInfo.partition_names`, parsing the topic once."""
+        base = TopicName.parse(info.name)
+        return (
+            [base] if not info.partitions else [base.partition(i) for i in range(info.partitions)]
+        )
+
     def _layout(self, topic_partition: str) -> LedgerLayout:
         return LedgerLayout.of(
             (info.ledger_id, info.entries) for info in self.metadata.ledgers(topic_partition)
@@ -336,10 +348,14 @@ class Broker:
             layout if layout is not None else self._layout(topic_partition),
         )
 
-    def _entry_arrays(self, topic_partition: str) -> skip.EntryFacts:
-        index = self.ledgers.entry_index(TopicName.parse(topic_partition))
+    def _entry_arrays(self, topic_partition: str | TopicName) -> skip.EntryFacts:
+        index = self.ledgers.entry_index(
+            topic_partition
+            if isinstance(topic_partition, TopicName)
+            else TopicName.parse(topic_partition)
+        )
         return skip.EntryFacts(
-            layout=self._layout(topic_partition),
+            layout=self._layout(str(topic_partition)),
             ledger_ids=np.asarray(index.ledger_id, dtype=np.int64),
             entry_ids=np.asarray(index.entry_id, dtype=np.int64),
             batch_sizes=np.asarray(index.batch_size, dtype=np.int64),
@@ -357,7 +373,7 @@ class Broker:
         return self.apply_skip(role, self.plan_skip(role, topic, subscription, ids))
 
     def plan_skip(
-        self, role: str, topic: str, subscription: str, ids: Sequence[MessageId]
+        self, role: str, topic: str | TopicName, subscription: str, ids: Sequence[MessageId]
     ) -> SkipPlan:
         """Validate and route ``ids`` without changing anything: the plan to preview and approve.
 
@@ -472,7 +488,7 @@ class Broker:
                 part_of=plan.part_of,
             )
             outcomes.append(outcome)
-            detail = {**outcome.to_json(), "via": via}
+            detail = {**outcome.to_pulsar_json(), "via": via}
             targets = [[i.target for i in fresh if i.topic_partition == name] for name in names]
             return targets, AuditEntry("skip", info.name, plan.subscription, role, detail, at_ms)
 
@@ -660,7 +676,7 @@ class Broker:
     # -- backlog -------------------------------------------------------------
 
     def analyze_backlog(
-        self, role: str, topic: str, subscription: str | None = None
+        self, role: str, topic: str | TopicName, subscription: str | None = None
     ) -> list[PartitionAnalysis]:
         """PIP-187 analysis, exact and uncapped, per partition and subscription.
 
@@ -677,12 +693,13 @@ class Broker:
         filters = {sub.name: EntryFilters.from_properties(sub.properties) for sub in subs}
         needed = sorted(frozenset().union(*(f.columns for f in filters.values())))
         out = []
-        for name in info.partition_names():
-            facts = self._entry_arrays(name)
+        for part in self._partition_topics(info):
+            name = str(part)
+            facts = self._entry_arrays(part)
             first_rows = None
             if needed:
                 table = self.ledgers.read_table(
-                    TopicName.parse(name), columns=["ledger_id", "entry_id", "batch_index", *needed]
+                    part, columns=["ledger_id", "entry_id", "batch_index", *needed]
                 )
                 first_rows = first_messages(table)
             for sub in subs:
@@ -697,61 +714,151 @@ class Broker:
                 out.append(PartitionAnalysis(name, sub.name, result))
         return out
 
-    def topic_stats(self, role: str, topic: str) -> dict[str, object]:
+    def topic_stats(self, role: str, topic: str | TopicName) -> TopicStats:
         """Pulsar-style topic stats; ``msgBacklog`` here is exact in messages.
 
         As in Pulsar, a partition's name (``t-partition-2``) gives that partition's stats.
         """
-        name = TopicName.parse(topic)
+        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
         if name.is_partition:
-            info = self.authorized_topic(role, Operation.GET_STATS, str(name.base))
+            info = self.authorized_topic(role, Operation.GET_STATS, name.base)
             if name.partition_index >= info.partitions:
                 raise TopicNotFoundError(
                     f"Topic '{name}' not found: {info.name} has {info.partitions} partitions"
                 )
-            partition_names = [str(name)]
+            partitions = [name]
         else:
-            info = self.authorized_topic(role, Operation.GET_STATS, topic)
-            partition_names = info.partition_names()
+            info = self.authorized_topic(role, Operation.GET_STATS, name)
+            partitions = self._partition_topics(info)
         subs = self.metadata.list_subscriptions(info.name)
-        stats: dict[str, object] = {"topic": str(name), "partitions": info.partitions}
-        if name.is_partition:
-            stats["partitionIndex"] = name.partition_index
         entries = messages = 0
-        sub_stats: dict[str, dict[str, object]] = {
-            s.name: {
-                "type": s.type.value,
-                "properties": s.properties,
-                "msgBacklog": 0,
-                "backlogEntries": 0,
-                "markDeletePosition": {},
-                "individuallyDeletedRanges": 0,
-                "partlyAckedBatches": 0,
-            }
-            for s in subs
-        }
-        for partition in partition_names:
+        totals = {s.name: [0, 0, 0, 0] for s in subs}
+        marks: dict[str, dict[str, str]] = {s.name: {} for s in subs}
+        for partition in partitions:
             facts = self._entry_arrays(partition)
             entries += int(facts.ledger_ids.size)
             messages += int(np.maximum(facts.batch_sizes, 1).sum())
             for sub in subs:
-                state = self._cursor(partition, sub.name, facts.layout).state
+                state = self._cursor(str(partition), sub.name, facts.layout).state
                 counts = backlog.backlog(
                     state, facts.ledger_ids, facts.entry_ids, facts.batch_sizes
                 )
-                one = sub_stats[sub.name]
-                one["msgBacklog"] = int(one["msgBacklog"]) + counts.messages  # type: ignore[call-overload]
-                one["backlogEntries"] = int(one["backlogEntries"]) + counts.entries  # type: ignore[call-overload]
-                one["markDeletePosition"][partition] = str(state.mark_delete)  # type: ignore[index]
-                one["individuallyDeletedRanges"] = (
-                    int(one["individuallyDeletedRanges"])  # type: ignore[call-overload]
-                    + state.individually_deleted.range_count()
+                one = totals[sub.name]
+                one[0] += counts.messages
+                one[1] += counts.entries
+                one[2] += state.individually_deleted.range_count()
+                one[3] += len(state.batch_acks)
+                marks[sub.name][str(partition)] = str(state.mark_delete)
+        return TopicStats(
+            topic=str(name),
+            partitions=info.partitions,
+            entries=entries,
+            messages=messages,
+            subscriptions={
+                sub.name: SubscriptionStats(
+                    type=sub.type.value,
+                    properties=dict(sub.properties),
+                    msg_backlog=totals[sub.name][0],
+                    backlog_entries=totals[sub.name][1],
+                    mark_delete_position=marks[sub.name],
+                    individually_deleted_ranges=totals[sub.name][2],
+                    partly_acked_batches=totals[sub.name][3],
                 )
-                one["partlyAckedBatches"] = int(one["partlyAckedBatches"]) + len(state.batch_acks)  # type: ignore[call-overload]
-        stats["entries"] = entries
-        stats["messages"] = messages
-        stats["subscriptions"] = sub_stats
-        return stats
+                for sub in subs
+            },
+            partition_index=name.partition_index if name.is_partition else None,
+        )
+
+    # -- what the edges read: cursor state, entry count, a scan for Spark -------
+
+    def cursor_state(
+        self, role: str, topic_partition: str | TopicName, subscription: str
+    ) -> CursorState:
+        """The state of one partition's cursor (a topic's, when not partitioned); a copy.
+
+        Authorized as CONSUME on the topic. A partition's name must be one of
+        the topic's partitions.
+        """
+        name = (
+            topic_partition
+            if isinstance(topic_partition, TopicName)
+            else TopicName.parse(topic_partition)
+        )
+        info = self.authorized_topic(role, Operation.CONSUME, name.base)
+        if name.is_partition and name.partition_index >= info.partitions:
+            raise TopicNotFoundError(
+                f"Topic '{name}' not found: {info.name} has {info.partitions} partitions"
+            )
+        if info.partitions and not name.is_partition:
+            raise InvalidArgumentError(
+                f"{info.name} has {info.partitions} partitions: name one, e.g. "
+                f"'{name.partition(0)}'"
+            )
+        self.metadata.get_subscription(info.name, subscription)
+        return self._cursor(str(name), subscription).state
+
+    def entry_count(self, role: str, topic: str | TopicName) -> int:
+        """Committed entries of every partition of ``topic``, from the ledger list only.
+
+        Cheap (no segment is read), so a front door may pick how to scan by it.
+        Authorized as CONSUME, as the analysis it sizes.
+        """
+        info = self.authorized_topic(role, Operation.CONSUME, topic)
+        return sum(
+            ledger.entries
+            for name in info.partition_names()
+            for ledger in self.metadata.ledgers(name)
+        )
+
+    def scan_plan(
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str | None = None,
+        *,
+        operation: Operation = Operation.CONSUME,
+    ) -> TopicScan:
+        """What a distributed job needs to scan ``topic``: segments, ledgers, cursors, filters.
+
+        ``subscription`` None covers every subscription. ``operation`` is what
+        the job does with the data (CONSUME for an analysis, PEEK_MESSAGES to
+        look for messages); the role is authorized for it before anything is
+        read. Only committed segments are listed, so a file a crashed append
+        left behind is never read. The result is frozen and picklable.
+        """
+        if operation not in (Operation.CONSUME, Operation.PEEK_MESSAGES):
+            raise InvalidArgumentError(
+                f"A topic scan reads messages: CONSUME or PEEK_MESSAGES, not {operation.value}"
+            )
+        info = self.authorized_topic(role, operation, topic)
+        subs = (
+            [self.metadata.get_subscription(info.name, subscription)]
+            if subscription is not None
+            else self.metadata.list_subscriptions(info.name)
+        )
+        partitions = []
+        states: dict[tuple[str, str], bytes] = {}
+        for number, part in enumerate(self._partition_topics(info)):
+            name = str(part)
+            ledgers = tuple(
+                (ledger.ledger_id, ledger.entries) for ledger in self.metadata.ledgers(name)
+            )
+            layout = LedgerLayout.of(ledgers)
+            paths = tuple(self.ledgers.segment_paths(part))
+            partitions.append(
+                ScanPartition(name, number if info.partitions else -1, paths, ledgers)
+            )
+            for sub in subs:
+                states[(name, sub.name)] = cursor_codec.encode(
+                    self._cursor(name, sub.name, layout).state
+                )
+        return TopicScan(
+            info.name,
+            info.partitions,
+            tuple(partitions),
+            tuple(ScanSubscription(sub.name, sub.type, dict(sub.properties)) for sub in subs),
+            states,
+        )
 
     # -- workflow entry points (previews, audit log, backlog history) ---------
 

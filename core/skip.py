@@ -19,7 +19,7 @@ delivers an acknowledged message.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -100,15 +100,22 @@ class SkipOutcome:
     part_of: str | None = None
     """The whole plan's id when a single partition's share was applied."""
 
-    def to_json(self) -> dict[str, object]:
+    def to_pulsar_json(
+        self, render_id: Callable[[MessageId], object] = MessageId.triplet
+    ) -> dict[str, object]:
+        """The one JSON shape of a skip's outcome: CLI, Spark job, audit record, REST.
+
+        Each message id as ``render_id`` makes it: a triplet
+        (``ledger:entry:batchIndex``, as pulsar-admin prints them) by default.
+        """
         return {
             "topic": self.topic,
             "subscription": self.subscription,
             "planId": self.plan_id,
             "partOf": self.part_of,
-            "skipped": [m.triplet() for m in self.skipped],
-            "alreadyAcknowledged": [m.triplet() for m in self.already_acknowledged],
-            "acknowledgedMeanwhile": [m.triplet() for m in self.acknowledged_meanwhile],
+            "skipped": [render_id(m) for m in self.skipped],
+            "alreadyAcknowledged": [render_id(m) for m in self.already_acknowledged],
+            "acknowledgedMeanwhile": [render_id(m) for m in self.acknowledged_meanwhile],
             "perPartition": dict(self.per_partition),
         }
 
@@ -259,16 +266,41 @@ def validate(
     name, partition index)``; ``facts`` and ``states`` are keyed by topic
     partition name. Nothing is changed here.
     """
-    problems: list[str] = []
-    first_error: type[Exception] | None = None
-    items: list[SkipItem] = []
+    problems = _Problems()
     seen: set[tuple[int, int, int]] = set()
+    items: list[SkipItem] = []
+    for name, named in _route(ids, partition_of_ledger, problems).items():
+        items += _check_partition(name, named, facts[name], states[name], problems, seen)
+    problems.raise_if_any()
+    return items
 
-    def fail(kind: type[Exception], text: str) -> None:
-        nonlocal first_error
-        first_error = first_error or kind
-        problems.append(text)
 
+class _Problems:
+    """Every bad id's line; the error class is the first problem's."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.first_error: type[Exception] | None = None
+
+    def fail(self, kind: type[Exception], text: str) -> None:
+        self.first_error = self.first_error or kind
+        self.lines.append(text)
+
+    def raise_if_any(self) -> None:
+        if self.lines:
+            shown = self.lines[:MAX_ERRORS_LISTED]
+            more = len(self.lines) - len(shown)
+            text = "; ".join(shown) + (f"; and {more} more" if more else "")
+            raise (self.first_error or InvalidMessageIdError)(f"Nothing skipped: {text}")
+
+
+def _route(
+    ids: Sequence[MessageId],
+    partition_of_ledger: Mapping[int, tuple[str, int]],
+    problems: _Problems,
+) -> dict[str, list[MessageId]]:
+    """Each id under the partition its ledger belongs to, carrying that partition's index."""
+    fail = problems.fail
     by_partition: dict[str, list[MessageId]] = {}
     for mid in ids:
         if mid.ledger_id < 0 or mid.entry_id < 0:
@@ -295,78 +327,82 @@ def validate(
         by_partition.setdefault(name, []).append(
             MessageId.of_store(mid.ledger_id, mid.entry_id, index, mid.batch_index, 0)
         )
-    for name, named in by_partition.items():
-        fact = facts[name]
-        state = states[name]
-        last_entry = fact.layout.last_position
-        # Range-checked against the real ledgers before any lookup: an entry id
-        # past its ledger's end names nothing, whatever the next ledger holds.
-        mids = []
-        for mid in named:
-            held = fact.layout.entries_of(mid.ledger_id)
-            if mid.entry_id < held:
-                mids.append(mid)
-            elif mid.position > last_entry:
-                fail(PositionOutOfRangeError, f"{_named(mid)}: beyond the last entry {last_entry}")
-            else:
-                fail(
-                    EntryNotFoundError,
-                    f"{_named(mid)}: no such entry, ledger {mid.ledger_id} holds {held} "
-                    f"entries (0 to {held - 1})",
-                )
-        rows = fact.rows_of([Position(m.ledger_id, m.entry_id) for m in mids])
-        found = np.maximum(rows, 0) if fact.batch_sizes.size else np.zeros(0, dtype=np.int64)
-        batch_sizes = fact.batch_sizes[found].tolist()
-        deliver_ats = fact.deliver_at[found].tolist()
-        for i, (mid, row) in enumerate(zip(mids, rows.tolist(), strict=True)):
-            if row < 0:
-                fail(EntryNotFoundError, f"{_named(mid)}: no such entry")
-                continue
-            batch_size = batch_sizes[i]
-            # -1 is the whole entry (the protobuf default, the triplet without
-            # :batchIndex); any other negative index is invalid (PIP-423).
-            if mid.batch_index < -1:
-                fail(
-                    InvalidBatchIndexError,
-                    f"Invalid batchIndex: {mid.batch_index}, batchSize={batch_size} "
-                    f"(entry {mid.position})",
-                )
-                continue
-            if mid.batch_index >= 0 and batch_size == 0:
-                fail(
-                    InvalidBatchIndexError,
-                    f"Invalid batchIndex: {mid.batch_index}, entry {mid.position} is not batched",
-                )
-                continue
-            if mid.batch_index >= batch_size > 0:
-                fail(
-                    InvalidBatchIndexError,
-                    f"Invalid batchIndex: {mid.batch_index}, batchSize={batch_size}",
-                )
-                continue
-            identity = (mid.ledger_id, mid.entry_id, mid.batch_index)
-            if identity in seen:
-                continue
-            seen.add(identity)
-            deliver_at = deliver_ats[i]
-            position = Position(mid.ledger_id, mid.entry_id)
-            items.append(
-                SkipItem(
-                    message_id=MessageId.of_store(
-                        mid.ledger_id, mid.entry_id, mid.partition, mid.batch_index, batch_size
-                    ),
-                    topic_partition=name,
-                    batch_size=batch_size,
-                    deliver_at=deliver_at if deliver_at >= 0 else None,
-                    already_acknowledged=state.is_acked(position, mid.batch_index),
-                )
+    return by_partition
+
+
+def _check_partition(
+    name: str,
+    named: Sequence[MessageId],
+    fact: EntryFacts,
+    state: CursorState,
+    problems: _Problems,
+    seen: set[tuple[int, int, int]],
+) -> list[SkipItem]:
+    """The items of one partition's ids; each bad id is added to ``problems``."""
+    fail = problems.fail
+    last_entry = fact.layout.last_position
+    # Range-checked against the real ledgers before any lookup: an entry id
+    # past its ledger's end names nothing, whatever the next ledger holds.
+    mids = []
+    for mid in named:
+        held = fact.layout.entries_of(mid.ledger_id)
+        if mid.entry_id < held:
+            mids.append(mid)
+        elif mid.position > last_entry:
+            fail(PositionOutOfRangeError, f"{_named(mid)}: beyond the last entry {last_entry}")
+        else:
+            fail(
+                EntryNotFoundError,
+                f"{_named(mid)}: no such entry, ledger {mid.ledger_id} holds {held} "
+                f"entries (0 to {held - 1})",
             )
-    if problems:
-        shown = problems[:MAX_ERRORS_LISTED]
-        more = len(problems) - len(shown)
-        text = "; ".join(shown) + (f"; and {more} more" if more else "")
-        raise (first_error or InvalidMessageIdError)(f"Nothing skipped: {text}")
+    rows = fact.rows_of([Position(m.ledger_id, m.entry_id) for m in mids])
+    found = np.maximum(rows, 0) if fact.batch_sizes.size else np.zeros(0, dtype=np.int64)
+    batch_sizes = fact.batch_sizes[found].tolist()
+    deliver_ats = fact.deliver_at[found].tolist()
+    items = []
+    for i, (mid, row) in enumerate(zip(mids, rows.tolist(), strict=True)):
+        if row < 0:
+            fail(EntryNotFoundError, f"{_named(mid)}: no such entry")
+            continue
+        batch_size = batch_sizes[i]
+        problem = _batch_index_problem(mid, batch_size)
+        if problem is not None:
+            fail(InvalidBatchIndexError, problem)
+            continue
+        identity = (mid.ledger_id, mid.entry_id, mid.batch_index)
+        if identity in seen:
+            continue
+        seen.add(identity)
+        deliver_at = deliver_ats[i]
+        position = Position(mid.ledger_id, mid.entry_id)
+        items.append(
+            SkipItem(
+                message_id=MessageId.of_store(
+                    mid.ledger_id, mid.entry_id, mid.partition, mid.batch_index, batch_size
+                ),
+                topic_partition=name,
+                batch_size=batch_size,
+                deliver_at=deliver_at if deliver_at >= 0 else None,
+                already_acknowledged=state.is_acked(position, mid.batch_index),
+            )
+        )
     return items
+
+
+def _batch_index_problem(mid: MessageId, batch_size: int) -> str | None:
+    # -1 is the whole entry (the protobuf default, the triplet without
+    # :batchIndex); any other negative index is invalid (PIP-423).
+    if mid.batch_index < -1:
+        return (
+            f"Invalid batchIndex: {mid.batch_index}, batchSize={batch_size} "
+            f"(entry {mid.position})"
+        )
+    if mid.batch_index >= 0 and batch_size == 0:
+        return f"Invalid batchIndex: {mid.batch_index}, entry {mid.position} is not batched"
+    if mid.batch_index >= batch_size > 0:
+        return f"Invalid batchIndex: {mid.batch_index}, batchSize={batch_size}"
+    return None
 
 
 def _named(mid: MessageId) -> str:

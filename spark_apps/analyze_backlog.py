@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from core import backlog, cursor_codec
+from core import backlog
 from core.authz import Operation
 from core.backlog import (
     COUNT_FIELDS,
@@ -56,23 +56,20 @@ from core.durations import parse_duration_ms
 from core.entry_filters import EntryFilters, describe
 from core.errors import InvalidArgumentError
 from core.position import EARLIEST, Position
-from core.topic_name import shown
+from core.topic_name import TopicName, shown
+from core.topic_scan import TopicScan, decode_state
 from spark_apps.common import (
-    TopicScan,
     base_parser,
     config_from,
     emit_json,
     read_messages,
     run_job,
-    scan_topic,
     spark_errors,
 )
 from spark_apps.session import job_logger, session_scope
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-    from core.broker import Broker
 
 ENTRY_COLUMNS = ("partition", "ledger_id", "entry_id", "batch_index", "batch_size")
 """What every analysis reads; entry filters add the columns they look at."""
@@ -148,7 +145,7 @@ def parse_resume_token(text: str, scan: TopicScan, ledger_owner: Mapping[int, st
         ordinal = int(match.group(1))
         if ordinal >= len(names):
             raise InvalidArgumentError(
-                f"{where}: {scan.topic.name} has no partition {ordinal} "
+                f"{where}: {scan.topic} has no partition {ordinal} "
                 f"({len(names)} partition(s), numbered from 0)"
             )
     else:
@@ -161,9 +158,7 @@ def parse_resume_token(text: str, scan: TopicScan, ledger_owner: Mapping[int, st
         if max(ledger, entry) > _INT64_MAX:
             raise InvalidArgumentError(f"{where}: the ledger or entry id is out of range")
         if ledger_owner.get(ledger) not in names:
-            raise InvalidArgumentError(
-                f"{where}: ledger {ledger} is not a ledger of {scan.topic.name}"
-            )
+            raise InvalidArgumentError(f"{where}: ledger {ledger} is not a ledger of {scan.topic}")
         if ledger_owner[ledger] != names[ordinal]:
             raise InvalidArgumentError(
                 f"{where}: ledger {ledger} belongs to {ledger_owner[ledger]}, not to partition "
@@ -269,8 +264,9 @@ def analyze_entries(
     for begin in range(0, len(ledger_ids), CHUNK_ENTRIES):
         end = begin + CHUNK_ENTRIES
         if time.time_ns() // 1_000_000 >= deadline_ms:
-            total.aborted = True
-            total.resume_after = None if examined is None else str(examined)
+            total = replace(
+                total, aborted=True, resume_after=None if examined is None else str(examined)
+            )
             break
         if remaining == 0:
             # Capped exactly at a chunk border: aborted only if backlog is left.
@@ -284,8 +280,7 @@ def analyze_entries(
                 max_entries=0,
             )
             if rest.aborted:
-                total.aborted = True
-                total.resume_after = total.last_message_id
+                total = replace(total, aborted=True, resume_after=total.last_message_id)
             break
         part = backlog.analyze(
             state,
@@ -296,9 +291,9 @@ def analyze_entries(
             start_after=start_after,
             max_entries=remaining,
         )
-        total.add(part)
+        total = total.plus(part)
         if part.aborted:
-            total.resume_after = part.resume_after
+            total = replace(total, resume_after=part.resume_after)
             break
         if remaining is not None:
             remaining -= part.entries
@@ -327,7 +322,7 @@ def analyze_partition(
     started = time.monotonic()
     rows = []
     for subscription in subscriptions:
-        state, _ = cursor_codec.decode(states[(name, subscription)])
+        state = decode_state(states[(name, subscription)])
         chosen = filters.get(subscription)
         verdicts = chosen.verdicts(entries) if chosen else None
         result = analyze_entries(
@@ -415,7 +410,7 @@ def count_partition(
     batch_sizes = entries.column("batch_size").to_numpy()
     rows = []
     for subscription in subscriptions:
-        state, _ = cursor_codec.decode(states[(name, subscription)])
+        state = decode_state(states[(name, subscription)])
         result = backlog.analyze(
             state, ledger_ids, entry_ids, batch_sizes, start_after=start_after.get(name)
         )
@@ -464,32 +459,17 @@ def collect_analyses(scan: TopicScan, rows: Sequence[Mapping[str, Any]]) -> list
             row = found.get((source.name, sub.name))
             result = BacklogAnalysis()
             if row is not None:
-                for name in COUNT_FIELDS:
-                    setattr(result, name, int(row[name]))
-                result.aborted = bool(row["aborted"])
-                for name in ID_FIELDS:
-                    setattr(result, name, row[name])
+                values: dict[str, Any] = {name: int(row[name]) for name in COUNT_FIELDS}
+                values["aborted"] = bool(row["aborted"])
+                values.update((name, row[name]) for name in ID_FIELDS)
+                result = BacklogAnalysis(**values)
             out.append(PartitionAnalysis(source.name, sub.name, result))
     return out
 
 
-def topic_entries(broker: Broker, role: str, topic: str) -> int:
-    """Committed entries of every partition of ``topic``, from the metadata store only.
-
-    What a scan reads grows with this, so ``cursorops topics analyze-backlog``
-    picks its engine by it. Authorizes ``role`` first (CONSUME), as the analysis does.
-    """
-    info = broker.authorized_topic(role, Operation.CONSUME, topic)
-    return sum(
-        ledger.entries
-        for name in info.partition_names()
-        for ledger in broker.metadata.ledgers(name)
-    )
-
-
 def run(
     config: Config,
-    topic: str,
+    topic: str | TopicName,
     subscription: str | None = None,
     master: str | None = None,
     *,
@@ -514,24 +494,21 @@ def run(
     if max_entries is not None and max_entries < 1:
         raise InvalidArgumentError(f"Invalid --max-entries {max_entries}: expected at least 1")
     with Broker(config) as broker:
-        scan = scan_topic(broker, role, topic, subscription, Operation.CONSUME)
-        owners = {
-            ledger.ledger_id: source.name
-            for source in scan.partitions
-            for ledger in broker.metadata.ledgers(source.name)
-        }
-    token = None if start_after is None else parse_resume_token(start_after, scan, owners)
+        scan = broker.scan_plan(role, topic, subscription, operation=Operation.CONSUME)
+    token = (
+        None if start_after is None else parse_resume_token(start_after, scan, scan.ledger_owner)
+    )
     if token is not None and len(scan.subscriptions) > 1:
         raise InvalidArgumentError(
             f"Invalid --start-after '{start_after}': a resume token continues one "
             "subscription's pages; give -s"
         )
-    filters = {sub.name: EntryFilters.from_properties(sub.properties) for sub in scan.subscriptions}
+    filters = {sub.name: sub.filters() for sub in scan.subscriptions}
     for name, chosen in filters.items():
         for line in describe(chosen):
             log.info("subscription %s filter %s", name, line)
     if not scan.subscriptions:
-        log.info("%s has no subscription: nothing to analyse", scan.topic.name)
+        log.info("%s has no subscription: nothing to analyse", scan.topic)
         return []
     partitions = [source.name for source in scan.partitions]
     subs = [sub.name for sub in scan.subscriptions]
@@ -542,7 +519,7 @@ def run(
     )
     log.info(
         "analysing %s: %d partition(s), %d segment(s), %d subscription(s)",
-        scan.topic.name,
+        scan.topic,
         len(scan.partitions),
         len(scan.paths),
         len(scan.subscriptions),
@@ -648,9 +625,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def job() -> int:
+        topic = TopicName.parse(args.topic)
         analyses = run(
             config_from(args),
-            args.topic,
+            topic,
             args.subscription,
             args.master,
             role=args.role,
@@ -658,17 +636,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             time_limit_ms=None if args.time_limit is None else parse_time_limit(args.time_limit),
             start_after=args.start_after,
         )
-        document = page_document(_topic_name(args.topic), args.subscription, analyses)
+        document = page_document(str(topic), args.subscription, analyses)
         emit_json(document, args.output, sys.stdout)
         return 0
 
     return run_job(job)
-
-
-def _topic_name(topic: str) -> str:
-    from core.topic_name import TopicName
-
-    return str(TopicName.parse(topic))
 
 
 if __name__ == "__main__":

@@ -131,7 +131,7 @@ def plan_file_ids(spark: SparkSession, path: str, topic: str) -> list[MessageId]
 
 def run(
     config: Config,
-    topic: str,
+    topic: str | TopicName,
     subscription: str,
     ids: Sequence[MessageId] | None = None,
     master: str | None = None,
@@ -143,7 +143,7 @@ def run(
 ) -> dict[str, Any]:
     """Apply ``plan``, or the plan of ``ids`` / of the Parquet plan at ``plan_path``.
 
-    Exactly one of the three. Returns :meth:`core.skip.SkipOutcome.to_json`.
+    Exactly one of the three. Returns :meth:`core.skip.SkipOutcome.to_pulsar_json`.
     An empty id list (a find_messages plan that matched nothing) applies as a
     no-op, still audited.
     """
@@ -152,7 +152,8 @@ def run(
     log = job_logger("cursorops.apply_skip_plan")
     if sum(x is not None for x in (ids, plan_path, plan)) != 1:
         raise InvalidArgumentError("Give exactly one of ids, a plan file or a skip plan")
-    name = str(TopicName.parse(topic))
+    parsed = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+    name = str(parsed)
     if plan_path is not None:
         with session_scope(master, "cursorops-apply-skip-plan", spark) as session:
             ids = plan_file_ids(session, plan_path, name)
@@ -160,7 +161,7 @@ def run(
     with Broker(config) as broker:
         if plan is None:
             plan = (
-                broker.plan_skip(role, topic, subscription, ids)
+                broker.plan_skip(role, parsed, subscription, ids)
                 if ids
                 else SkipPlan(name, subscription, (), broker.clock())
             )
@@ -178,7 +179,7 @@ def run(
             len(plan.partitions()),
         )
         outcome = broker.apply_skip(role, plan, via="spark")
-    return outcome.to_json()
+    return outcome.to_pulsar_json()
 
 
 def ids_from_arguments(args: Any) -> list[MessageId]:
@@ -225,15 +226,16 @@ def main(argv: list[str] | None = None) -> int:
 
     def job() -> int:
         config = config_from(args)
+        topic = TopicName.parse(args.topic)
         common = {"master": args.master, "role": args.role}
         if args.plan is not None:
-            document = run(config, args.topic, args.subscription, plan_path=args.plan, **common)
+            document = run(config, topic, args.subscription, plan_path=args.plan, **common)
         elif args.skip_plan is not None:
             plan = skip_plan_from_file(args.skip_plan)
-            document = run(config, args.topic, args.subscription, plan=plan, **common)
+            document = run(config, topic, args.subscription, plan=plan, **common)
         else:
             ids = ids_from_arguments(args)
-            document = run(config, args.topic, args.subscription, ids, **common)
+            document = run(config, topic, args.subscription, ids, **common)
         emit_json(document, args.output, sys.stdout)
         return 0
 

@@ -1,8 +1,8 @@
-"""What every job's driver does: arguments, stores, the topic's data and cursors, errors.
+"""What every job's driver does: arguments, the topic's scan, errors.
 
-The driver reads metadata only (which segments hold a partition's entries, and
-each cursor's state, encoded with :mod:`core.cursor_codec`); the executors read
-the Parquet segments and decide everything by calling ``core``.
+The driver asks the broker for a :class:`~core.topic_scan.TopicScan` (which
+segments hold a partition's entries, and each cursor's state, serialized); the
+executors read the Parquet segments and decide everything by calling ``core``.
 """
 
 from __future__ import annotations
@@ -12,101 +12,22 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from core import cursor_codec, errors
-from core.authz import Operation
-from core.config import Config
+from core import errors
+from core.config import DEFAULT_HOME, Config
 from core.errors import CursorOpsError, InvalidArgumentError, LedgerStoreError
-from core.ledger_layout import LedgerLayout
-from core.managed_cursor import ManagedCursor
-from core.store.ledger import MESSAGE_SCHEMA
-from core.store.metadata import SubscriptionInfo, TopicInfo
-from core.topic_name import TopicName
+from core.exit_codes import EXIT_CODES, EXIT_UNEXPECTED, exit_code
+from core.topic_scan import MESSAGE_SCHEMA, TopicScan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from core.broker import Broker
 
-EXIT_CODES: dict[type[CursorOpsError], int] = {
-    errors.InvalidInputError: 2,
-    errors.NotFoundError: 3,
-    errors.ConflictError: 4,
-    errors.NotAuthorizedError: 5,
-    errors.StoreError: 6,
-}
-"""Exit code per error family, the same as the ``cursorops`` command's."""
-EXIT_UNEXPECTED = 1
-
-
-@dataclass(frozen=True)
-class PartitionSource:
-    """One topic partition as the executors need it."""
-
-    name: str
-    """``persistent://t/ns/topic-partition-N``, or the topic itself when not partitioned."""
-    index: int
-    """The ``partition`` column's value: N, or -1 for a non-partitioned topic."""
-    paths: tuple[str, ...]
-    """Absolute paths of its committed segments."""
-
-
-@dataclass(frozen=True)
-class TopicScan:
-    """Everything a job needs to know about a topic before Spark reads it."""
-
-    topic: TopicInfo
-    partitions: tuple[PartitionSource, ...]
-    subscriptions: tuple[SubscriptionInfo, ...]
-    states: Mapping[tuple[str, str], bytes]
-    """``(topic partition, subscription)`` -> encoded cursor state."""
-
-    @property
-    def paths(self) -> list[str]:
-        return [path for source in self.partitions for path in source.paths]
-
-    @property
-    def names(self) -> dict[int, str]:
-        """``partition`` column value -> topic partition name."""
-        return {source.index: source.name for source in self.partitions}
-
-
-def scan_topic(
-    broker: Broker,
-    role: str,
-    topic: str,
-    subscription: str | None,
-    operation: Operation = Operation.LOOKUP,
-) -> TopicScan:
-    """Resolve the topic and subscription(s), list segments, load every cursor.
-
-    Raises TopicNotFoundError / SubscriptionNotFoundError / NotAuthorizedError
-    before any Spark work starts.
-    """
-    info = broker.authorized_topic(role, operation, topic)
-    metadata = broker.metadata
-    subs = (
-        [metadata.get_subscription(info.name, subscription)]
-        if subscription is not None
-        else metadata.list_subscriptions(info.name)
-    )
-    partitions = []
-    states: dict[tuple[str, str], bytes] = {}
-    for number, name in enumerate(info.partition_names()):
-        paths = tuple(broker.ledgers.segment_paths(TopicName.parse(name)))
-        partitions.append(PartitionSource(name, number if info.partitions else -1, paths))
-        layout = LedgerLayout.of(
-            (ledger.ledger_id, ledger.entries) for ledger in metadata.ledgers(name)
-        )
-        for sub in subs:
-            state = ManagedCursor.open(metadata, name, sub.name, layout).state
-            states[(name, sub.name)] = cursor_codec.encode(state)
-    return TopicScan(info, tuple(partitions), tuple(subs), states)
+__all__ = ["EXIT_CODES", "EXIT_UNEXPECTED", "exit_code"]
 
 
 def spark_message_schema() -> StructType:
@@ -191,24 +112,22 @@ def spark_errors(scan: TopicScan | None = None) -> Iterator[None]:
 
 def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """Options every job takes: where the installation is, who asks, where Spark runs."""
-    env = os.environ
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument(
-        "--home",
-        default=env.get("CURSOROPS_HOME") or "~/.cursorops",
-        help="cursorops home (env CURSOROPS_HOME, default ~/.cursorops)",
+        "--home", help=f"cursorops home (env CURSOROPS_HOME, default {DEFAULT_HOME})"
     )
     parser.add_argument(
         "--metadata-url",
-        default=env.get("CURSOROPS_METADATA_URL"),
-        help="metadata store URL (default: the SQLite file under the home)",
+        help="metadata store URL (env CURSOROPS_METADATA_URL, default: the SQLite file "
+        "under the home)",
     )
     parser.add_argument(
-        "--ledger-root", help="ledger store folder (default: 'ledgers' under the home)"
+        "--ledger-root",
+        help="ledger store folder (env CURSOROPS_LEDGER_ROOT, default 'ledgers' under the home)",
     )
     parser.add_argument(
         "--role",
-        default=env.get("CURSOROPS_ROLE") or "admin",
+        default=os.environ.get("CURSOROPS_ROLE") or "admin",
         help="role the job acts as (env CURSOROPS_ROLE, default admin)",
     )
     parser.add_argument(
@@ -220,7 +139,13 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def config_from(args: argparse.Namespace) -> Config:
-    return Config.from_home(args.home, metadata_url=args.metadata_url, ledger_root=args.ledger_root)
+    """:meth:`Config.from_environ`, the flags given winning over the environment."""
+    flags = {
+        "CURSOROPS_HOME": args.home,
+        "CURSOROPS_METADATA_URL": args.metadata_url,
+        "CURSOROPS_LEDGER_ROOT": args.ledger_root,
+    }
+    return Config.from_environ({**os.environ, **{k: v for k, v in flags.items() if v}})
 
 
 def emit_json(document: Any, path: str | None, out: TextIO) -> None:
@@ -237,13 +162,6 @@ def emit_json(document: Any, path: str | None, out: TextIO) -> None:
         raise InvalidArgumentError(f"Cannot write the output file {path}: {exc}") from exc
 
 
-def exit_code_for(error: CursorOpsError) -> int:
-    for cls in type(error).__mro__:
-        if cls in EXIT_CODES:
-            return EXIT_CODES[cls]
-    return EXIT_UNEXPECTED
-
-
 def run_job(job: Callable[[], int], err: TextIO | None = None) -> int:
     """Run a job body; a ``core`` error is one ``error: ...`` line and its family's exit code."""
     try:
@@ -251,4 +169,4 @@ def run_job(job: Callable[[], int], err: TextIO | None = None) -> int:
     except CursorOpsError as exc:
         message = " ".join(str(exc).split()) or type(exc).__name__
         print(f"error: {message}", file=err or sys.stderr)
-        return exit_code_for(exc)
+        return exit_code(exc)

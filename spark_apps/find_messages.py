@@ -28,21 +28,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import cursor_codec
 from core.authz import Operation
 from core.config import Config
 from core.cursor import CursorState
 from core.errors import InvalidArgumentError, InvalidPredicateError
 from core.predicates import Predicate, parse_predicate
+from core.topic_name import TopicName
+from core.topic_scan import TopicScan, decode_state
 from core.unacked_rows import unacked_rows
 from spark_apps.common import (
-    TopicScan,
     base_parser,
     config_from,
     emit_json,
     read_messages,
     run_job,
-    scan_topic,
     spark_errors,
 )
 from spark_apps.session import job_logger, session_scope
@@ -87,7 +86,7 @@ def find_in_batches(
             )
             name = names[index]
             if name not in decoded:
-                decoded[name] = cursor_codec.decode(states[(name, subscription)])[0]
+                decoded[name] = decode_state(states[(name, subscription)])
             live = rows.filter(pa.array(unacked_rows(decoded[name], rows)))
             chosen = live.filter(pa.array(predicate.mask(live)))
             if chosen.num_rows:
@@ -118,7 +117,7 @@ def transform(
 
 def run(
     config: Config,
-    topic: str,
+    topic: str | TopicName,
     subscription: str,
     predicate: Predicate,
     output: str,
@@ -132,10 +131,10 @@ def run(
 
     log = job_logger("cursorops.find_messages")
     with Broker(config) as broker:
-        scan = scan_topic(broker, role, topic, subscription, Operation.PEEK_MESSAGES)
+        scan = broker.scan_plan(role, topic, subscription, operation=Operation.PEEK_MESSAGES)
     log.info(
         "finding in %s for %s: %d partition(s), %d segment(s), predicate %s",
-        scan.topic.name,
+        scan.topic,
         subscription,
         len(scan.partitions),
         len(scan.paths),
@@ -145,7 +144,7 @@ def run(
         messages = read_messages(session, scan, MESSAGE_COLUMNS)
         plan = transform(
             messages,
-            topic=scan.topic.name,
+            topic=scan.topic,
             subscription=subscription,
             names=scan.names,
             states=scan.states,
@@ -173,7 +172,7 @@ def summary_document(
 ) -> dict[str, Any]:
     per_partition = {source.name: counts.get(source.name, 0) for source in scan.partitions}
     return {
-        "topic": scan.topic.name,
+        "topic": scan.topic,
         "subscription": subscription,
         "predicate": predicate.to_json(),
         "plan": output,

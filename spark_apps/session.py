@@ -100,7 +100,7 @@ def job_logger(name: str) -> logging.Logger:
     return logger
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler[TextIO]):
     """Writes to ``sys.stderr`` as it is when a line is logged (callers may swap it)."""
 
     @property

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from core.errors import InvalidArgumentError
 from core.message_id import MessageId
-from core.store.ledger import MESSAGE_SCHEMA
+from core.topic_scan import MESSAGE_SCHEMA
 
 EXCERPT_BYTES = 120
 """Payload bytes shown in a plan's ``payload_excerpt`` (decoded as UTF-8, bad bytes replaced)."""

@@ -231,13 +231,14 @@ def test_stats_of_one_partition(seeded: Broker) -> None:
     seeded.produce("admin", PARTITIONED, _messages(9))
     whole = seeded.topic_stats("admin", PARTITIONED)
     parts = [seeded.topic_stats("admin", f"{PARTITIONED}-partition-{i}") for i in range(3)]
-    assert sum(int(p["messages"]) for p in parts) == whole["messages"] == 9  # type: ignore[call-overload]
-    backlog = [p["subscriptions"]["s"]["msgBacklog"] for p in parts]  # type: ignore[index]
-    assert sum(backlog) == whole["subscriptions"]["s"]["msgBacklog"] == 9  # type: ignore[index]
-    assert parts[1]["topic"] == f"{PARTITIONED}-partition-1"
-    assert list(parts[1]["subscriptions"]["s"]["markDeletePosition"]) == [  # type: ignore[index]
-        f"{PARTITIONED}-partition-1"
-    ]
+    assert sum(p.messages for p in parts) == whole.messages == 9
+    backlog = [p.subscriptions["s"].msg_backlog for p in parts]
+    assert sum(backlog) == whole.subscriptions["s"].msg_backlog == 9
+    assert parts[1].topic == f"{PARTITIONED}-partition-1"
+    assert parts[1].partition_index == 1 and whole.partition_index is None
+    assert list(parts[1].subscriptions["s"].mark_delete_position) == [f"{PARTITIONED}-partition-1"]
+    assert parts[1].to_pulsar_json()["partitionIndex"] == 1
+    assert "partitionIndex" not in whole.to_pulsar_json()
     _refused(
         seeded,
         lambda: seeded.topic_stats("admin", f"{PARTITIONED}-partition-3"),

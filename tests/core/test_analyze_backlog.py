@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from core.broker import Broker
-from core.cursor import AckTarget
 from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
 
@@ -34,7 +33,8 @@ def test_filters_split_the_exact_backlog(broker: Broker) -> None:
     broker.produce("admin", TOPIC, [OutgoingMessage(b"b", key="bad")] * 4, batch_size=2)
     broker.produce("admin", TOPIC, [OutgoingMessage(b"l", properties={"kind": "later"})] * 5)
     # One index of the first good batch acknowledged: that batch counts 2 messages, not 3.
-    broker._cursor(TOPIC, "f").acknowledge([AckTarget(good[0].position, 0, 3)])
+    assert (good[0].batch_index, good[0].batch_size) == (0, 3)
+    broker.skip_messages("admin", TOPIC, "f", [good[0]])
     result = broker.analyze_backlog("admin", TOPIC, "f")[0].result
     assert (result.entries, result.messages) == (2 + 2 + 5, 5 + 4 + 5)
     assert (result.filter_accepted_entries, result.filter_accepted_messages) == (2, 5)

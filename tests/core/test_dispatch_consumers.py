@@ -14,7 +14,6 @@ from collections import defaultdict
 import pytest
 
 from core.broker import Broker
-from core.cursor import AckTarget
 from core.dispatch import Consumer, Message
 from core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
 from core.key_hash import HashRing, sticky_key_hash
@@ -237,7 +236,7 @@ def test_a_message_acknowledged_by_a_skip_stops_blocking_its_key(broker: Broker)
     broker.produce("admin", TOPIC, [OutgoingMessage(f"{key}/1".encode(), key=key)])
     assert b.receive_many(10) == []
     mid = first[key].message_id
-    broker._cursor(TOPIC, "s").acknowledge([AckTarget(mid.position, mid.batch_index, 0)])
+    broker.skip_messages("admin", TOPIC, "s", [mid])
     assert payloads(b.receive_many(10)) == [f"{key}/1".encode()]
 
 

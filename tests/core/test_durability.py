@@ -12,6 +12,8 @@ from core.broker import Broker
 from core.config import Config
 from core.cursor import AckTarget
 from core.errors import PositionOutOfRangeError, SubscriptionNotFoundError
+from core.ledger_layout import LedgerLayout
+from core.managed_cursor import ManagedCursor
 from core.message_id import MessageId
 from core.position import Position
 from core.producer import OutgoingMessage
@@ -32,6 +34,13 @@ def make_topic(broker: Broker, messages: int, batch_size: int = 1) -> list[Messa
     )
 
 
+def managed(broker: Broker) -> ManagedCursor:
+    """The topic's cursor itself: these tests are about how it persists."""
+    ledgers = broker.metadata.ledgers(TOPIC)
+    layout = LedgerLayout.of((ledger.ledger_id, ledger.entries) for ledger in ledgers)
+    return ManagedCursor.open(broker.metadata, TOPIC, "s", layout)
+
+
 def targets(ids: list[MessageId]) -> list[AckTarget]:
     return [AckTarget(m.position, m.batch_index, m.batch_size) for m in ids]
 
@@ -42,14 +51,14 @@ def test_scattered_holes_beyond_pulsars_cap_survive_a_restart(
     """30,000 isolated acknowledged entries: 3x Pulsar 4.x's 10,000-range persistence cap."""
     ids = make_topic(broker, 60_001)
     acked = ids[1::2]
-    cursor = broker._cursor(TOPIC, "s")
+    cursor = managed(broker)
     for start in range(0, len(acked), 5_000):
         cursor.acknowledge(targets(acked[start : start + 5_000]))
     assert cursor.state.individually_deleted.range_count() == 30_000
     expected = cursor.state.copy()
     broker.close()
     with Broker(home_config, clock=clock) as restarted:
-        recovered = restarted._cursor(TOPIC, "s").state
+        recovered = restarted.cursor_state("admin", TOPIC, "s")
         assert recovered == expected
         analysis = restarted.analyze_backlog("admin", TOPIC, "s")[0].result
         assert analysis.messages == 30_001
@@ -60,10 +69,10 @@ def test_batch_index_acks_survive_a_restart(
 ) -> None:
     ids = make_topic(broker, 1_000, batch_size=10)
     chosen = random.Random(7).sample(ids, 300)
-    broker._cursor(TOPIC, "s").acknowledge(targets(chosen))
+    managed(broker).acknowledge(targets(chosen))
     broker.close()
     with Broker(home_config, clock=clock) as restarted:
-        state = restarted._cursor(TOPIC, "s").state
+        state = restarted.cursor_state("admin", TOPIC, "s")
         for m in ids:
             assert state.is_acked(m.position, m.batch_index) == (m in chosen)
         assert restarted.analyze_backlog("admin", TOPIC, "s")[0].result.messages == 700
@@ -81,7 +90,7 @@ def test_concurrent_consumer_acks_and_admin_skips_lose_nothing(
     def consumer() -> None:
         try:
             with Broker(home_config, clock=clock) as own:
-                cursor = own._cursor(TOPIC, "s")
+                cursor = managed(own)
                 for start in range(0, len(by_consumer), 10):
                     cursor.acknowledge(targets(by_consumer[start : start + 10]))
         except BaseException as exc:  # reported by the main thread
@@ -101,7 +110,7 @@ def test_concurrent_consumer_acks_and_admin_skips_lose_nothing(
     for t in threads:
         t.join()
     assert not errors, errors
-    state = broker._cursor(TOPIC, "s").state
+    state = broker.cursor_state("admin", TOPIC, "s")
     acked = set(by_consumer) | set(by_admin)
     for m in ids:
         assert state.is_acked(m.position, m.batch_index) == (m in acked), m
@@ -115,14 +124,14 @@ def test_compaction_keeps_every_delta(
     ids = make_topic(broker, 300, batch_size=3)
     other = Broker(home_config, clock=clock)
     try:
-        a, b = broker._cursor(TOPIC, "s"), other._cursor(TOPIC, "s")
+        a, b = managed(broker), managed(other)
         for i, m in enumerate(ids):
             (a if i % 2 else b).acknowledge(targets([m]))
         snapshot_bytes, journal_bytes = broker.metadata.cursor_sizes(TOPIC, "s")
         assert snapshot_bytes > 0
     finally:
         other.close()
-    state = broker._cursor(TOPIC, "s").state
+    state = broker.cursor_state("admin", TOPIC, "s")
     assert state.mark_delete == ids[-1].position
     assert broker.analyze_backlog("admin", TOPIC, "s")[0].result.messages == 0
 
@@ -131,7 +140,7 @@ def test_reset_cursor_forgets_later_acks_durably(
     broker: Broker, home_config: Config, clock: Clock
 ) -> None:
     ids = make_topic(broker, 10)
-    broker._cursor(TOPIC, "s").acknowledge(targets(ids[:8]))
+    managed(broker).acknowledge(targets(ids[:8]))
     broker.reset_cursor("admin", TOPIC, "s", position=Position(ids[3].ledger_id, ids[3].entry_id))
     broker.close()
     with Broker(home_config, clock=clock) as restarted:
@@ -157,8 +166,8 @@ def test_deltas_to_several_cursors_are_all_or_nothing(broker: Broker) -> None:
 
 def test_reset_to_a_missing_position_changes_nothing(broker: Broker) -> None:
     ids = make_topic(broker, 3)
-    broker._cursor(TOPIC, "s").acknowledge(targets(ids[:1]))
-    before = broker._cursor(TOPIC, "s").state
+    managed(broker).acknowledge(targets(ids[:1]))
+    before = broker.cursor_state("admin", TOPIC, "s")
     with pytest.raises(PositionOutOfRangeError, match="no such entry"):
         broker.reset_cursor("admin", TOPIC, "s", position=Position(999, 999))
-    assert broker._cursor(TOPIC, "s").state == before
+    assert broker.cursor_state("admin", TOPIC, "s") == before

@@ -11,6 +11,7 @@ import core
 def test_all_is_pinned() -> None:
     assert sorted(core.__all__) == [
         "AckTarget",
+        "BacklogAnalysis",
         "Broker",
         "Config",
         "CursorOpsError",
@@ -18,10 +19,18 @@ def test_all_is_pinned() -> None:
         "EARLIEST",
         "LedgerLayout",
         "MessageId",
+        "PartitionAnalysis",
         "Position",
         "RangeSet",
+        "SkipOutcome",
+        "SkipPlan",
+        "SubscriptionStats",
         "SubscriptionType",
+        "TopicAnalysis",
         "TopicName",
+        "TopicScan",
+        "TopicStats",
+        "exit_code",
     ]
     for name in core.__all__:
         assert getattr(core, name) is not None

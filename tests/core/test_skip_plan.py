@@ -154,7 +154,7 @@ def test_a_stale_plan_reports_what_was_acknowledged_meanwhile(
     assert [key(m) for m in outcome.already_acknowledged] == [key(ids[0])]
     assert [key(m) for m in outcome.acknowledged_meanwhile] == [key(ids[2])]
     assert [key(m) for m in outcome.skipped] == [key(ids[1])]
-    assert outcome.to_json()["acknowledgedMeanwhile"] == [ids[2].triplet()]
+    assert outcome.to_pulsar_json()["acknowledgedMeanwhile"] == [ids[2].triplet()]
     rerun = broker.apply_skip("admin", plan)
     assert rerun.skipped == [] and sum(rerun.per_partition.values()) == 0
 

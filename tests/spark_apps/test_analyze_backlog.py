@@ -103,13 +103,46 @@ def test_transform_of_no_rows_is_no_rows(spark: SparkSession) -> None:
     assertDataFrameEqual(result, spark.createDataFrame([], from_arrow_schema(RESULT_SCHEMA)))
 
 
-def test_spark_keeps_the_rows_core_calls_first_messages() -> None:
-    # transform() selects `batch_index <= 0`; this pins it to core's definition.
+@pytest.mark.spark
+def test_transform_judges_each_entry_by_the_rows_core_calls_first_messages(
+    spark: SparkSession,
+) -> None:
+    """Only each entry's first message decides its verdict, in Spark as in core."""
     import pyarrow as pa
 
-    table = pa.table({"batch_index": pa.array([-1, 0, 1, 2, 0, -1], pa.int32())})
-    kept = first_messages(table).column("batch_index").to_pylist()
-    assert kept == [b for b in table.column("batch_index").to_pylist() if b <= 0]
+    table = pa.table(
+        {
+            "partition": pa.array([0] * 7, pa.int32()),
+            "ledger_id": pa.array([5] * 7, pa.int64()),
+            "entry_id": pa.array([0, 0, 0, 1, 2, 2, 3], pa.int64()),
+            # Index 1 before index 0 in the data: order must not pick the first message.
+            "batch_index": pa.array([1, 0, 2, -1, 1, 0, -1], pa.int32()),
+            "batch_size": pa.array([3, 3, 3, 0, 2, 2, 0], pa.int32()),
+            "key": pa.array(["bad", "good", "bad", "bad", "good", "bad", "good"]),
+        }
+    )
+    filters = EntryFilters.from_properties({"entryFilter.reject.key": "bad"})
+    first = first_messages(table).sort_by([("entry_id", "ascending")])
+    expected = backlog.analyze(
+        CursorState(),
+        first.column("ledger_id").to_numpy(),
+        first.column("entry_id").to_numpy(),
+        first.column("batch_size").to_numpy(),
+        filters.verdicts(first),
+    )
+    # 5:0 (first key good, 3 messages) and 5:3 accepted; 5:1 and 5:2 (first key bad) rejected.
+    assert (expected.filter_accepted_entries, expected.filter_accepted_messages) == (2, 4)
+    assert (expected.filter_rejected_entries, expected.filter_rejected_messages) == (2, 3)
+    rows = transform(
+        spark.createDataFrame(table.to_pandas()),
+        names={0: "p0"},
+        subscriptions=["s"],
+        states={("p0", "s"): cursor_codec.encode(CursorState())},
+        filters={"s": filters},
+    ).collect()
+    assert len(rows) == 1
+    got = dataclasses.asdict(expected)
+    assert {name: rows[0][name] for name in got} == got
 
 
 # -- the chunked, time-limited scan against core's one-shot analysis ------------------------
@@ -174,7 +207,7 @@ def test_chunked_scan_equals_one_shot_analysis(
         analyze_backlog.CHUNK_ENTRIES = saved
     if options["max_entries"] == 0 and expected.aborted:
         # backlog.analyze names no position when capped at zero; the scan names where it stood.
-        expected.resume_after = None
+        expected = dataclasses.replace(expected, resume_after=None)
     assert got == expected
 
 
@@ -277,9 +310,8 @@ def test_pages_add_up_to_the_unpaged_analysis_exactly(
         for page in pages:
             for row in page["partitions"]:
                 name = row["topicPartition"]
-                one = summed[name]
-                for field in backlog.COUNT_FIELDS:
-                    setattr(one, field, getattr(one, field) + row[_camel(field)])
+                counts = {field: row[_camel(field)] for field in backlog.COUNT_FIELDS}
+                summed[name] = summed[name].plus(backlog.BacklogAnalysis(**counts))
                 if row["entries"]:
                     # No overlap: each page starts after where the last one ended.
                     first, last = _parse_id(row["firstMessageId"]), _parse_id(row["lastMessageId"])

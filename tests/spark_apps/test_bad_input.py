@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,11 +13,12 @@ import pytest
 
 from core import errors
 from core.broker import Broker
+from core.exit_codes import EXIT_CODES
 from core.message_id import MessageId
 from core.subscription import SubscriptionType
 from core.topic_name import TopicName
 from spark_apps import analyze_backlog, apply_skip_plan, find_messages
-from spark_apps.common import EXIT_CODES, exit_code_for, translate_spark_error
+from spark_apps.common import run_job, translate_spark_error
 from spark_apps.skip_plan import plan_from_ids
 from tests.spark_apps.topics import TOPIC, Installation, cursor_records, make_topic
 
@@ -167,10 +169,17 @@ def test_python_worker_errors_come_back_as_their_class() -> None:
     assert str(error) == "Invalid batchIndex: 9"
 
 
-def test_exit_codes_are_the_cli_exit_codes() -> None:
+def test_a_job_exits_with_the_cli_exit_code_of_every_leaf() -> None:
     cli = pytest.importorskip("cli.main")
     for leaf in errors.leaf_classes():
-        assert exit_code_for(leaf("x")) == cli.exit_code_for(leaf("x")), leaf
+
+        def job(leaf: type[errors.CursorOpsError] = leaf) -> int:
+            raise leaf("x")
+
+        code = run_job(job, io.StringIO())
+        assert code == cli.EXIT_CODES[leaf] == EXIT_CODES[leaf], leaf
+    # The CLI and the jobs read one table.
+    assert cli.EXIT_CODES is EXIT_CODES
     assert set(EXIT_CODES.values()) == {2, 3, 4, 5, 6}
 
 

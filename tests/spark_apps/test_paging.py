@@ -22,7 +22,7 @@ from core.cursor import AckTarget, CursorState
 from core.errors import InvalidArgumentError
 from core.ledger_layout import LedgerLayout
 from core.position import EARLIEST, Position
-from core.store.metadata import TopicInfo
+from core.topic_scan import ScanPartition, TopicScan
 from spark_apps.analyze_backlog import (
     ResumeToken,
     analyze_entries,
@@ -30,7 +30,6 @@ from spark_apps.analyze_backlog import (
     paginate,
     parse_resume_token,
 )
-from spark_apps.common import PartitionSource, TopicScan
 
 TOPIC = "persistent://acme/ops/orders"
 
@@ -82,12 +81,17 @@ def topics(draw: st.DrawFn) -> list[Partition]:
 
 
 def scan_of(parts: list[Partition]) -> tuple[TopicScan, dict[int, str]]:
-    info = TopicInfo(TOPIC, 0 if len(parts) == 1 else len(parts))
     sources = tuple(
-        PartitionSource(p.name, -1 if len(parts) == 1 else i, ()) for i, p in enumerate(parts)
+        ScanPartition(
+            p.name,
+            -1 if len(parts) == 1 else i,
+            (),
+            tuple((lid, 0) for lid in np.unique(p.ledger_ids).tolist()),
+        )
+        for i, p in enumerate(parts)
     )
-    owners = {int(lid): p.name for p in parts for lid in p.ledger_ids}
-    return TopicScan(info, sources, (), {}), owners
+    scan = TopicScan(TOPIC, 0 if len(parts) == 1 else len(parts), sources, ())
+    return scan, scan.ledger_owner
 
 
 def one_page(
