@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Query, Request, Response
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from core.errors import InvalidArgumentError
 from core.skip import parse_payload
 from cursorops_api.approval import trigger_skip
 from cursorops_api.deps import BrokerDep, RoleDep, caller_token
+from cursorops_api.limits import MAX_SKIP_IDS
 from cursorops_api.models import SkipTriggered
 from cursorops_api.paths import SUBSCRIPTION, base_of, topic_name
 from cursorops_api.topics import _ERRORS, Namespace, Subscription, Tenant, Topic
@@ -64,6 +65,11 @@ def skip_by_message_ids(
     caller, with the reason (``X-Cursorops-Reason`` or ``reason``, required there)
     and ticket, and the answer is 202 with the run.
     """
+    listed = body.get("messageIds") if isinstance(body, dict) else body
+    if isinstance(listed, list) and len(listed) > MAX_SKIP_IDS:
+        raise HTTPException(
+            413, f"Too many message ids: {len(listed)}; at most {MAX_SKIP_IDS} per call"
+        )
     ids = parse_payload(body)
     name = topic_name(tenant, namespace, topic)
     base = base_of(name)

@@ -332,3 +332,16 @@ def test_a_body_over_the_cap_is_413_before_it_is_read(
     )
     assert "too large" in _reason(streamed, 413)
     assert api.backlog(seeded.topic) == SEEDED_BACKLOG
+
+
+def test_more_ids_than_the_cap_is_413(api: Api) -> None:
+    from cursorops_api.limits import MAX_SKIP_IDS
+
+    seeded = api.seeded()
+    ids = ["CAEQAA=="] * (MAX_SKIP_IDS + 1)
+    assert "Too many message ids" in _reason(_skip(api, "alice", seeded.topic, ids), 413)
+    body = {"type": "messageId", "messageIds": [{"ledgerId": 1, "entryId": 0}] * (MAX_SKIP_IDS + 1)}
+    assert "Too many message ids" in _reason(_skip(api, "alice", seeded.topic, body), 413)
+    one_million = [seeded.ids[20].to_base64()] * 1_000_000
+    assert "too large" in _reason(_skip(api, "alice", seeded.topic, one_million), 413)
+    assert api.backlog(seeded.topic) == SEEDED_BACKLOG
