@@ -9,10 +9,15 @@ every individually deleted range and every batch ack set is persisted.
 Writers to one cursor may live in different processes (consumers acking while
 an admin skips): deltas are unions of acknowledgements, so none is lost, and
 the store serializes the appends with a row lock.
+
+Threads may share one cursor: concurrent acknowledgements go to the store
+together (group commit: they share one transaction, each returning once its
+own delta committed), and the in-memory state is then updated under a lock.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -61,6 +66,8 @@ class ManagedCursor:
         self.layout = layout
         self.state = state
         self._journal_length = journal_length
+        self._lock = threading.RLock()
+        """Guards ``state`` and the journal length; never held while writing to the store."""
 
     @classmethod
     def open(
@@ -87,7 +94,9 @@ class ManagedCursor:
         """Individually acknowledge entries and batch indexes; durable when it returns."""
         delta = CursorState.ack_delta(targets)
         self._persist(delta, replace=False)
-        self.state.merge(delta, self.layout)
+        with self._lock:
+            self.state.merge(delta, self.layout)
+        self._appended()
         return delta
 
     def acknowledge_cumulative(
@@ -97,7 +106,9 @@ class ManagedCursor:
         scratch = CursorState()
         delta = scratch.acknowledge_cumulative(position, self.layout, batch_index, batch_size)
         self._persist(delta, replace=False)
-        self.state.merge(delta, self.layout)
+        with self._lock:
+            self.state.merge(delta, self.layout)
+        self._appended()
         return delta
 
     def reset(self, position: Position) -> None:
@@ -105,16 +116,21 @@ class ManagedCursor:
         state = CursorState()
         state.reset(position, self.layout)
         self._persist(state, replace=True)
-        self.state = state
+        with self._lock:
+            self.state = state
+        self._appended()
 
     def _persist(self, delta: CursorState, *, replace: bool) -> None:
         payload = cursor_codec.encode(delta, replace=replace)
         self.store.append_cursor_delta(self.topic_partition, self.subscription, payload)
-        self._appended()
 
     def _appended(self) -> None:
-        self._journal_length += 1
-        if self._journal_length >= COMPACT_AFTER_DELTAS:
+        with self._lock:
+            self._journal_length += 1
+            due = self._journal_length >= COMPACT_AFTER_DELTAS
+            if due:
+                self._journal_length = 0
+        if due:
             self.compact()
 
     def compact(self) -> None:
@@ -124,8 +140,9 @@ class ManagedCursor:
         self.store.compact_cursor(
             self.topic_partition, self.subscription, cursor_codec.encode(state), record.version
         )
-        self.state = state
-        self._journal_length = 0
+        with self._lock:
+            self.state = state
+            self._journal_length = 0
 
 
 def acknowledge_deciding(

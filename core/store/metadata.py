@@ -74,6 +74,7 @@ from core.store.engine import (
     sqlite_file,
     translated_errors,
 )
+from core.store.group_commit import GroupCommit
 from core.store.records import (
     PERMISSION_ACTIONS,
     Allocation,
@@ -158,6 +159,7 @@ class MetadataStore:
             self.url = parsed
             self._engine = create_store_engine(parsed)
             self._write_engine = self._engine.execution_options(**{WRITE_OPTION: True})
+            self._delta_commits = GroupCommit(self._commit_deltas)
             self._create_tables()
         except SQLAlchemyError as exc:
             raise MetadataStoreError(f"Cannot open the metadata store {url!r}: {exc}") from exc
@@ -589,10 +591,46 @@ class MetadataStore:
         """Append one delta to the cursor's journal; durable when it returns.
 
         Bumps the cursor row's version under its row lock and stores the delta
-        under the new version, in one transaction: concurrent writers are
-        serialized and none is lost. Returns the new version.
+        under the new version: concurrent writers are serialized and none is
+        lost. Returns the new version. Concurrent calls on this store, for one
+        cursor or many, share one transaction (group commit,
+        :mod:`core.store.group_commit`): each returns once its delta committed.
         """
-        return self.append_cursor_deltas([(topic_partition, subscription, payload)])[0]
+        item = (
+            canonical_topic(topic_partition),
+            subscription,
+            check_bytes("cursor delta", payload),
+        )
+        return self._delta_commits.submit(item)
+
+    def _commit_deltas(self, items: list[tuple[str, str, bytes]]) -> list[int | BaseException]:
+        """One group commit's batch: every delta in one transaction, one statement per cursor.
+
+        A cursor that does not exist fails only its own callers; anything else
+        fails the whole batch (and nothing of it is committed).
+        """
+        outcomes: list[int | BaseException] = [0] * len(items)
+        by_cursor: dict[tuple[str, str], list[int]] = {}
+        for number, (name, subscription, _) in enumerate(items):
+            by_cursor.setdefault((name, subscription), []).append(number)
+        with self._session(write=True) as session:
+            rows = []
+            for name, subscription in sorted(by_cursor):  # the lock order of every writer
+                numbers = by_cursor[(name, subscription)]
+                bumped = self._bump_cursor(session, name, subscription, len(numbers))
+                if bumped is None:
+                    for number in numbers:
+                        outcomes[number] = self._cursor_missing(name, subscription)
+                    continue
+                cursor_id, last = bumped
+                for offset, number in enumerate(numbers, start=last - len(numbers) + 1):
+                    outcomes[number] = offset
+                    rows.append(
+                        {"cursor_id": cursor_id, "version": offset, "payload": items[number][2]}
+                    )
+            if rows:
+                session.execute(insert(CursorDeltaRow), rows)
+        return outcomes
 
     def append_cursor_deltas(
         self, items: Sequence[tuple[str, str, bytes]], audit: AuditEntry | None = None
@@ -670,26 +708,38 @@ class MetadataStore:
                 session.flush()
 
     def _append_delta(self, session: Session, name: str, subscription: str, data: bytes) -> int:
+        bumped = self._bump_cursor(session, name, subscription, 1)
+        if bumped is None:
+            raise self._cursor_missing(name, subscription)
+        cursor_id, version = bumped
+        session.execute(
+            insert(CursorDeltaRow).values(cursor_id=cursor_id, version=version, payload=data)
+        )
+        return version
+
+    @staticmethod
+    def _bump_cursor(
+        session: Session, name: str, subscription: str, count: int
+    ) -> tuple[int, int] | None:
+        """Add ``count`` to the cursor row's version under its row lock: (cursor id, new version).
+
+        None when the cursor does not exist.
+        """
         cursor_id = session.scalars(
             select(CursorRow.id)
             .join(SubscriptionRow, SubscriptionRow.id == CursorRow.subscription_id)
             .where(CursorRow.topic_partition == name, SubscriptionRow.name == subscription)
         ).one_or_none()
         if cursor_id is None:
-            raise self._cursor_missing(name, subscription)
+            return None
         version = session.scalars(
             update(CursorRow)
             .where(CursorRow.id == cursor_id)
-            .values(version=CursorRow.version + 1)
+            .values(version=CursorRow.version + count)
             .returning(CursorRow.version)
             .execution_options(synchronize_session=False)
         ).one_or_none()
-        if version is None:
-            raise self._cursor_missing(name, subscription)
-        session.execute(
-            insert(CursorDeltaRow).values(cursor_id=cursor_id, version=version, payload=data)
-        )
-        return int(version)
+        return None if version is None else (int(cursor_id), int(version))
 
     def compact_cursor(
         self, topic_partition: str, subscription: str, snapshot: bytes, through_version: int

@@ -1,0 +1,96 @@
+"""Group commit: concurrent callers share one transaction, each returning once it committed.
+
+A durable write costs one commit (an fsync on SQLite, a WAL flush on
+PostgreSQL) whatever it holds. Callers of :meth:`GroupCommit.submit` queue
+their item; one of them, the leader, takes everything queued, commits it in
+one batch and wakes the others with their own outcome. Requests that arrive
+during that commit form the next batch, led by the first of them: the more
+concurrent callers, the larger the batches, and nobody waits on a timer.
+
+Every caller returns only after the batch holding its item committed, with
+that item's result, or raises that item's error: the batch function reports
+an outcome per item, and an exception it raises goes to every caller of the
+batch (nothing of a failed batch was committed).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+
+class _Request(Generic[Item, Result]):
+    __slots__ = ("item", "outcome", "failure", "leads", "ready")
+
+    def __init__(self, item: Item) -> None:
+        self.item = item
+        self.outcome: Result | None = None
+        self.failure: BaseException | None = None
+        self.leads = False
+        self.ready = threading.Event()
+
+
+class GroupCommit(Generic[Item, Result]):
+    """Batches concurrent :meth:`submit` calls into calls of ``commit``.
+
+    ``commit`` gets the items of a batch in arrival order and returns, per
+    item, its result or the exception that item's caller should get.
+    """
+
+    def __init__(self, commit: Callable[[list[Item]], Sequence[Result | BaseException]]) -> None:
+        self._commit = commit
+        self._lock = threading.Lock()
+        self._queue: list[_Request[Item, Result]] = []
+        self._busy = False
+        self.batches = 0
+        """Batches committed so far (for measurements)."""
+
+    def submit(self, item: Item) -> Result:
+        """Commit ``item`` with whatever else is queued; its result once durable."""
+        request: _Request[Item, Result] = _Request(item)
+        with self._lock:
+            self._queue.append(request)
+            if not self._busy:
+                self._busy = True
+                request.leads = True
+        if not request.leads:
+            request.ready.wait()
+        if request.leads:
+            self._lead()
+        if request.failure is not None:
+            raise request.failure
+        return request.outcome  # type: ignore[return-value]
+
+    def _lead(self) -> None:
+        """Commit every queued request, then hand leadership to the first that came meanwhile."""
+        with self._lock:
+            batch, self._queue = self._queue, []
+        try:
+            outcomes: Sequence[Result | BaseException] = self._commit([r.item for r in batch])
+            if len(outcomes) != len(batch):
+                raise RuntimeError("group commit: one outcome per item expected")
+        except BaseException as exc:  # every caller of the failed batch gets its error
+            outcomes = [exc] * len(batch)
+        for request, outcome in zip(batch, outcomes, strict=True):
+            request.leads = False
+            if isinstance(outcome, BaseException):
+                request.failure = outcome
+            else:
+                request.outcome = outcome
+        with self._lock:
+            self.batches += 1
+            if self._queue:
+                following = self._queue[0]
+                following.leads = True
+                following.ready.set()
+            else:
+                self._busy = False
+        for request in batch:
+            request.ready.set()
+
+
+__all__ = ["GroupCommit"]
