@@ -3,7 +3,8 @@
 Every front door maps each leaf of this tree, in one table per edge: the exit
 code (:mod:`core.exit_codes`, checked by ``tests/cli/test_cli.py``), the Airflow
 task outcome (``airflow_glue/outcomes.py``, checked by ``tests/dags/test_glue.py``)
-and the HTTP status (``cursorops_api/errors.py``).
+and the HTTP status (``cursorops_api/errors.py``, checked by
+``tests/plugins/test_errors.py``).
 
 ::
 
