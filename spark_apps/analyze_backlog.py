@@ -1,7 +1,9 @@
 """analyze-backlog on Spark: PIP-187's result, exact, for every partition and subscription.
 
 One pass over the topic's data answers every subscription at once. The driver
-lists the committed segments and loads each cursor; Spark reads one row per
+takes a :class:`core.topic_scan.TopicScan` from
+:meth:`core.broker.Broker.scan_plan` (the committed segments, and each
+subscription with its entry filters and cursor states); Spark reads one row per
 entry (the first message of each, which is what the entry filters look at),
 groups the rows by topic partition, and each group calls
 :func:`core.backlog.analyze` per subscription, with the verdicts of
