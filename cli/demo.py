@@ -390,7 +390,7 @@ def run_airflow(
 
     with Broker(config) as broker:
         after = _total(broker, role, topic)
-        records = [r.detail for r in broker.metadata.audit_log(topic) if r.kind == "skip-request"]
+        records = [r.detail for r in broker.audit_log(role, topic, kind="skip-request")]
         now_messages = _drain(broker, role, topic)
     with Broker(config, clock=lambda: wall_clock_ms() + 2 * HOUR_MS) as later:
         later_messages = _drain(later, role, topic)
