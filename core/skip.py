@@ -395,8 +395,7 @@ def _batch_index_problem(mid: MessageId, batch_size: int) -> str | None:
     # :batchIndex); any other negative index is invalid (PIP-423).
     if mid.batch_index < -1:
         return (
-            f"Invalid batchIndex: {mid.batch_index}, batchSize={batch_size} "
-            f"(entry {mid.position})"
+            f"Invalid batchIndex: {mid.batch_index}, batchSize={batch_size} (entry {mid.position})"
         )
     if mid.batch_index >= 0 and batch_size == 0:
         return f"Invalid batchIndex: {mid.batch_index}, entry {mid.position} is not batched"
