@@ -348,13 +348,13 @@ class Broker:
             layout if layout is not None else self._layout(topic_partition),
         )
 
-    def _entry_arrays(self, topic_partition: str | TopicName) -> skip.EntryFacts:
+    def _entry_arrays(self, topic_partition: str | TopicName) -> skip.SkipLookup:
         index = self.ledgers.entry_index(
             topic_partition
             if isinstance(topic_partition, TopicName)
             else TopicName.parse(topic_partition)
         )
-        return skip.EntryFacts(
+        return skip.SkipLookup(
             layout=self._layout(str(topic_partition)),
             ledger_ids=np.asarray(index.ledger_id, dtype=np.int64),
             entry_ids=np.asarray(index.entry_id, dtype=np.int64),

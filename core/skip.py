@@ -45,8 +45,9 @@ _INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
-class EntryFacts:
-    """What skip validation needs to know about the entries of one partition."""
+class SkipLookup:
+    """One partition's entries as skip validation looks ids up in them: the ledger layout
+    and, per committed entry, its position, batch size and delivery time."""
 
     layout: LedgerLayout
     ledger_ids: np.ndarray
@@ -257,7 +258,7 @@ def _object_id(item: object, i: int) -> MessageId:
 def validate(
     ids: Sequence[MessageId],
     partition_of_ledger: Mapping[int, tuple[str, int]],
-    facts: Mapping[str, EntryFacts],
+    facts: Mapping[str, SkipLookup],
     states: Mapping[str, CursorState],
 ) -> list[SkipItem]:
     """Check every id; return one item per distinct id, or raise naming every bad one.
@@ -333,7 +334,7 @@ def _route(
 def _check_partition(
     name: str,
     named: Sequence[MessageId],
-    fact: EntryFacts,
+    fact: SkipLookup,
     state: CursorState,
     problems: _Problems,
     seen: set[tuple[int, int, int]],

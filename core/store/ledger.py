@@ -101,8 +101,9 @@ class RowDraft:
 
 
 @dataclass(frozen=True)
-class EntryIndex:
-    """One row per committed entry of a partition, sorted by ``(ledger_id, entry_id)``.
+class EntryColumns:
+    """The per-entry columns of a partition: one row per committed entry, sorted by
+    ``(ledger_id, entry_id)``.
 
     Aligned numpy arrays, the form ``core.backlog`` works on.
     """
@@ -375,7 +376,7 @@ class LedgerStore:
         name = _topic_partition(topic_partition)
         return self._read(str(name), self.metadata.segments(str(name)), columns, filter)
 
-    def entry_index(self, topic_partition: TopicName) -> EntryIndex:
+    def entry_index(self, topic_partition: TopicName) -> EntryColumns:
         """One row per committed entry, sorted by ``(ledger_id, entry_id)``.
 
         Reads six integer columns; the per-entry values come from each entry's
@@ -391,7 +392,7 @@ class LedgerStore:
         if later.any():
             ordinal = np.cumsum(first) - 1
             np.maximum.at(deliver, ordinal[later], deliver_all[later])
-        return EntryIndex(
+        return EntryColumns(
             ledger_id=_numpy(table, "ledger_id", np.int64)[first],
             entry_id=_numpy(table, "entry_id", np.int64)[first],
             batch_size=_numpy(table, "batch_size", np.int32)[first],
