@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 PG_URL_ENV = "CURSOROPS_TEST_PG_URL"
 
+pytest_plugins = ["tests.airflow_fixtures"]
+"""One real Airflow per test session, whichever folders need it."""
+
 
 @pytest.fixture
 def tmp_config(tmp_path: Path) -> Config:

@@ -1,23 +1,21 @@
-"""Fixtures of the Airflow tests: one real Airflow per test session, a cursorops home.
+"""What the Airflow tests share: the seeded namespaces, topics and their checks.
 
-The cursorops home (SQLite) is shared by the test process, which seeds topics
-and checks cursors through the Broker, and by Airflow's task processes, which
-read it from ``CURSOROPS_HOME``.
+The session's real Airflow and its cursorops home are the fixtures ``airflow``
+and ``cursorops_home`` of ``tests/airflow_fixtures.py``. The cursorops home
+(SQLite) is shared by the test process, which seeds topics and checks cursors
+through the Broker, and by Airflow's task processes, which read it from
+``CURSOROPS_HOME``.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from dataclasses import dataclass
-
-import pytest
 
 from core.config import Config
 from core.message_id import MessageId
 from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
-from tests.airflow_harness import Airflow, start_airflow
 
 TENANT = "acme"
 NAMESPACE = "acme/orders"
@@ -25,32 +23,6 @@ SECRET_NAMESPACE = "acme/secret"
 SUBSCRIPTION = "billing"
 GRANTED = ("alice", "bob")
 """Pulsar roles with ``consume`` (hence skip) on acme/orders; dave and carol have none."""
-
-
-@pytest.fixture(scope="session")
-def cursorops_home(tmp_path_factory: pytest.TempPathFactory) -> Config:
-    from core.broker import Broker
-
-    config = Config.from_home(tmp_path_factory.mktemp("cursorops"))
-    with Broker(config) as broker:
-        broker.create_tenant("admin", TENANT)
-        broker.create_namespace("admin", NAMESPACE)
-        broker.create_namespace("admin", SECRET_NAMESPACE)
-        for role in GRANTED:
-            broker.grant_permission("admin", NAMESPACE, role, ["consume"])
-    return config
-
-
-@pytest.fixture(scope="session")
-def airflow(tmp_path_factory: pytest.TempPathFactory, cursorops_home: Config) -> Iterator[Airflow]:
-    stack = start_airflow(
-        tmp_path_factory.mktemp("airflow"),
-        {"CURSOROPS_HOME": str(cursorops_home.home), "CURSOROPS_METADATA_URL": ""},
-    )
-    try:
-        yield stack
-    finally:
-        stack.stop()
 
 
 @dataclass

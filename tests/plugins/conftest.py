@@ -4,7 +4,7 @@
   this repo's plugins folder, a migrated throwaway Airflow database, the test
   users and a cursorops home; one per test session. Most tests use it.
 - ``airflow`` / ``cursorops_home``: the session's real ``airflow standalone``
-  (tests/dags/conftest.py), for the approval flow and the mount smoke test.
+  (tests/airflow_fixtures.py), for the approval flow and the mount smoke test.
 """
 
 from __future__ import annotations
@@ -22,13 +22,7 @@ import pytest
 
 from core.config import Config
 from tests.airflow_harness import USERS
-from tests.dags.conftest import (  # noqa: F401  (the session's real Airflow, shared)
-    SUBSCRIPTION,
-    SeededTopic,
-    airflow,
-    cursorops_home,
-    seed_topic,
-)
+from tests.dags.conftest import SUBSCRIPTION, SeededTopic, seed_topic
 
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = "/cursorops"

@@ -1,0 +1,42 @@
+"""The session's real Airflow and its cursorops home, shared by every test folder.
+
+Registered once in ``tests/conftest.py`` (``pytest_plugins``), so ``tests/dags``,
+``tests/plugins`` and the topology test share one ``airflow standalone`` per test
+session instead of starting one per folder that imports the fixtures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from core.config import Config
+from tests.airflow_harness import Airflow, start_airflow
+from tests.dags.conftest import GRANTED, NAMESPACE, SECRET_NAMESPACE, TENANT
+
+
+@pytest.fixture(scope="session")
+def cursorops_home(tmp_path_factory: pytest.TempPathFactory) -> Config:
+    from core.broker import Broker
+
+    config = Config.from_home(tmp_path_factory.mktemp("cursorops"))
+    with Broker(config) as broker:
+        broker.create_tenant("admin", TENANT)
+        broker.create_namespace("admin", NAMESPACE)
+        broker.create_namespace("admin", SECRET_NAMESPACE)
+        for role in GRANTED:
+            broker.grant_permission("admin", NAMESPACE, role, ["consume"])
+    return config
+
+
+@pytest.fixture(scope="session")
+def airflow(tmp_path_factory: pytest.TempPathFactory, cursorops_home: Config) -> Iterator[Airflow]:
+    stack = start_airflow(
+        tmp_path_factory.mktemp("airflow"),
+        {"CURSOROPS_HOME": str(cursorops_home.home), "CURSOROPS_METADATA_URL": ""},
+    )
+    try:
+        yield stack
+    finally:
+        stack.stop()
