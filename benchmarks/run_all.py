@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-CORE_BENCHMARKS = ("cursor_acks", "read_path", "skip_ids")
+CORE_BENCHMARKS = ("cursor_acks", "group_acks", "read_path", "produce", "skip_ids")
 OPTIONAL_BENCHMARKS = ("spark_backlog",)
 
 _REPO = Path(__file__).resolve().parent.parent
