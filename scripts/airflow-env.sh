@@ -36,6 +36,10 @@ export AIRFLOW__API__BASE_URL="http://127.0.0.1:$port"
 # move them off the default ports other installations use.
 export AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT="$log_port"
 export AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT="$((log_port + 1))"
+# A task's first call to the execution API ("run") is not idempotent: if it times out
+# (default 5 s, easily exceeded on a loaded 2-core machine), the retry gets 400 and the
+# task fails although the server started it. Wait longer instead.
+export AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="${AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT:-60}"
 export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="${AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL:-20}"
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS:-admin:admin,alice:op,bob:op,carol:viewer}"
 
