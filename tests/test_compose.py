@@ -57,3 +57,52 @@ def test_image_installs_the_project_and_one_consistent_spark() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "pip install" in dockerfile and "/opt/cursorops" in dockerfile
     assert "--force-reinstall --no-deps pyspark==" in dockerfile
+
+
+AIRFLOW_COMPONENTS = (
+    "airflow-api-server",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
+)
+
+
+def test_airflow_components_share_one_secret_and_a_psycopg3_database() -> None:
+    services = load()["services"]
+    envs = [services[name]["environment"] for name in AIRFLOW_COMPONENTS]
+    # The scheduler signs task tokens the api-server checks: one secret, from the deployer.
+    secrets = {env["AIRFLOW__API_AUTH__JWT_SECRET"] for env in envs}
+    assert len(secrets) == 1 and "${CURSOROPS_JWT_SECRET:?" in secrets.pop()
+    for env in envs:
+        url = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+        assert url.startswith("postgresql+psycopg://") and "@postgres:5432/airflow" in url
+        assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC"] == url
+
+
+def test_spark_default_is_the_compose_master() -> None:
+    import json
+
+    services = load()["services"]
+    master = services["spark-master"]["command"]
+    host = master[master.index("--host") + 1]
+    assert any(p.split(":")[-1] == "7077" for p in services["spark-master"]["ports"])
+    for name in AIRFLOW_COMPONENTS:
+        connection = json.loads(services[name]["environment"]["AIRFLOW_CONN_SPARK_DEFAULT"])
+        assert connection == {"conn_type": "spark", "host": f"spark://{host}:7077"}, name
+    worker = services["spark-worker"]["command"]
+    assert f"spark://{host}:7077" in worker
+    # The cluster needs no Airflow: it starts on its own.
+    assert "depends_on" not in services["spark-master"]
+
+
+def test_api_server_listens_where_the_workers_call_it() -> None:
+    services = load()["services"]
+    api = services["airflow-api-server"]
+    command = api["command"]
+    assert command[:2] == ["airflow", "api-server"]
+    assert command[command.index("--host") + 1] == "0.0.0.0"
+    port = command[command.index("--port") + 1]
+    assert f"{port}:{port}" in api["ports"]
+    execution = api["environment"]["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"]
+    assert execution == f"http://airflow-api-server:{port}/execution/"
+    assert "healthcheck" in api
