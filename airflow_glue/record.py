@@ -2,8 +2,9 @@
 
 One ``skip-request`` record per run, whatever happened: who asked and as which
 role, why (reason, ticket), who answered the approval and when, the decision,
-and the outcome per partition. Each apply task's ``Broker.apply_skip`` has
-already written its own ``skip`` record with the ids it acknowledged.
+and the outcome per partition. The apply task's ``Broker.apply_skip`` has
+already written its own ``skip`` record with the ids it acknowledged, in the
+transaction that acknowledged them.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Timed per run, with the clock of this process (the same machine as Airflow):
 - **approval → verified:** from bob's REST approval (sent once the scheduler has
   processed the gate's parking, and 3 s later, as Airflow 3.3.2 needs) until
   the run's end date: the gate resumes,
-  16 mapped apply_skip tasks, verify and record.
+  apply_skip (every partition in one transaction), verify and record.
 
 Each phase is split with the task instances' own timestamps: **work** is the
 time at least one of the phase's tasks was running (the union of their
@@ -55,7 +55,7 @@ GATE = "approve_skip"
 REQUESTER = "alice"
 APPROVER = "bob"
 AIM_SECONDS = 60.0
-PHASE_1 = ("validate_request", "authorize", "plan_skip", "scatter", GATE)
+PHASE_1 = ("validate_request", "authorize", "plan_skip", GATE)
 PHASE_2 = (GATE, "apply_skip", "verify", "record")
 
 

@@ -375,7 +375,7 @@ def run_airflow(
 
         step(
             f"{APPROVER} approves",
-            "apply_skip runs once per partition touched, then verify, record.",
+            "apply_skip commits every partition touched in one transaction, then verify, record.",
         )
         approved = airflow.answer(SKIP_DAG, run_id, GATE, "Approve", user=APPROVER)
         line(f"    HTTP {approved.status_code}; waiting for the run ...")

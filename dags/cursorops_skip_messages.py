@@ -8,7 +8,10 @@ requester, acting as the Pulsar role ``CURSOROPS_ROLE_MAP`` maps them to (by
 default the same name).
 
 validate_request → authorize → plan_skip → approve_skip (four eyes) →
-apply_skip (one task per partition) → verify → record. Nothing is acknowledged
+apply_skip → verify → record. The plan is routed by partition (each id to its
+own partition, the backlog before and after per partition); apply_skip commits
+every partition's share and its audit record in one transaction, so a run
+applies the approved plan whole or not at all. Nothing is acknowledged
 unless a permitted user other than the requester approved this very plan; a
 rejection or no answer within the timeout (default 24 hours) applies nothing.
 """
@@ -108,18 +111,14 @@ def cursorops_skip_messages() -> None:
             plan = broker.plan_skip(role, ask.topic, ask.subscription, ask.ids())
             return build_document(broker, request, role, plan)
 
-    @task
-    def scatter(plan: dict[str, Any]) -> list[str]:
-        """One apply task per topic partition the plan touches."""
-        return list(plan["partitions"])
-
     @task(retries=2)
-    def apply_skip(partition: str) -> dict[str, Any]:
-        """Re-check the approval in Airflow, then acknowledge this partition's share of the plan."""
+    def apply_skip() -> list[dict[str, Any]]:
+        """Re-check the approval in Airflow, then acknowledge the whole plan in one transaction."""
         from airflow_glue.approval import require_approval
         from airflow_glue.environment import config, pulsar_role
         from airflow_glue.outcomes import airflow_outcome
         from airflow_glue.plan import skip_plan
+        from airflow_glue.steps import partition_outcomes
         from core.broker import Broker
 
         context = get_current_context()
@@ -128,15 +127,8 @@ def cursorops_skip_messages() -> None:
         role = pulsar_role(context["dag_run"].triggering_user_name or "")
         with airflow_outcome(), Broker(config()) as broker:
             approval = require_approval(context, plan, broker, GATE)
-            share = skip_plan(plan).for_partition(partition)
-            outcome = broker.apply_skip(role, share, via="airflow")
-        return {
-            "partition": partition,
-            **approval,
-            "skipped": [m.triplet() for m in outcome.skipped],
-            "alreadyAcknowledged": [m.triplet() for m in outcome.already_acknowledged],
-            "acknowledgedMeanwhile": [m.triplet() for m in outcome.acknowledged_meanwhile],
-        }
+            outcome = broker.apply_skip(role, skip_plan(plan), via="airflow")
+        return partition_outcomes(outcome, approval)
 
     @task
     def verify(plan: dict[str, Any], applied: list[dict[str, Any]]) -> dict[str, Any]:
@@ -158,7 +150,7 @@ def cursorops_skip_messages() -> None:
     gate = FourEyesApprovalOperator(
         task_id=GATE, plan_task_id=PLAN, subject="Skip messages", body=""
     )
-    applied = apply_skip.expand(partition=scatter(plan))
+    applied = apply_skip()
     plan >> gate >> applied
     verify(plan, applied) >> record()
 
