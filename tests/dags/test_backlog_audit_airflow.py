@@ -52,7 +52,7 @@ def test_audit_records_exact_history_and_fails_on_a_breach(airflow: Airflow, cur
 
     thresholds = {"namespaces": {namespace: {"maxMessages": 50, "maxAgeSeconds": 86_400}}}
     run = airflow.trigger(DAG, {"namespaces": [namespace], "thresholds": thresholds}, user="admin")
-    assert airflow.wait_run(DAG, run, timeout=600) == "failed"
+    assert airflow.wait_run(DAG, run, timeout=1200) == "failed"
     states = airflow.task_states(DAG, run)
     assert states["analyze_backlog"] == ["success"]
     assert states["record_history"] == ["success"]

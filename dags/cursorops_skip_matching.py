@@ -1,0 +1,221 @@
+"""Skip the messages of a subscription that match a predicate, approved by a second person.
+
+Trigger it with a topic, a subscription, a predicate (key, property, publish-time
+window, still scheduled, delivery-time window, payload match, a predicate
+document, or everything: a gated clear-backlog) and a reason. The Airflow user
+who triggers it is the requester, acting as the Pulsar role
+``CURSOROPS_ROLE_MAP`` maps them to (by default the same name).
+
+validate_request → authorize → find_messages (Spark: writes the matches under
+the cursorops home) → plan_skip (the exact plan, counts per partition, a sample,
+the backlog before and after) → approve_skip (four eyes) → apply_skip (the whole
+plan in one transaction) → verify → record. More matches than ``limit``
+(default 1,000,000) are refused unless ``allow_large``. Nothing is acknowledged
+unless a permitted user other than the requester approved this very plan.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+from airflow.sdk import Param, dag, get_current_context, task
+
+from airflow_glue.gate import TIMEOUT_PARAM, FourEyesApprovalOperator
+from airflow_glue.spark import spark_job, xcom
+
+GATE = "approve_skip"
+PLAN = "plan_skip"
+REQUEST = "validate_request"
+TIME = ["null", "string"]
+TIME_HELP = "epoch ms, ISO-8601 (UTC without an offset), 'now' or a duration before now (1h)"
+
+
+@dag(
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["cursorops", "skip", "approval", "spark"],
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=15)},
+    doc_md=__doc__,
+    params={
+        "topic": Param("", type="string", description="Topic, e.g. persistent://acme/orders/x"),
+        "subscription": Param("", type="string", description="Subscription (Shared or Key_Shared)"),
+        "key": Param(None, type=["null", "string"], description="Message key equals"),
+        "property": Param(
+            [], type="array", items={"type": "string"}, description="NAME=VALUE, all must hold"
+        ),
+        "publish_time_after": Param(
+            None, type=TIME, description=f"Published at or after: {TIME_HELP}"
+        ),
+        "publish_time_before": Param(None, type=TIME, description=f"Published before: {TIME_HELP}"),
+        "still_scheduled": Param(
+            False,
+            type="boolean",
+            description="Delayed messages not yet due (skipping them cancels them)",
+        ),
+        "deliver_at_after": Param(None, type=TIME, description=f"Due at or after: {TIME_HELP}"),
+        "deliver_at_before": Param(None, type=TIME, description=f"Due before: {TIME_HELP}"),
+        "payload_contains": Param(None, type=["null", "string"], description="Payload contains"),
+        "predicate": Param(
+            None,
+            type=["null", "object"],
+            description='Or a predicate document, e.g. {"jsonField": {"path": "order.id", '
+            '"equals": 42}} (spark_apps/README.md)',
+        ),
+        "everything": Param(
+            False, type="boolean", description="Every unacknowledged message: clear the backlog"
+        ),
+        "reason": Param("", type="string", description="Why (required; recorded)"),
+        "ticket": Param(None, type=["null", "string"], description="Change ticket (optional)"),
+        "limit": Param(
+            1_000_000, type="integer", minimum=1, description="Refuse more matches than this"
+        ),
+        "allow_large": Param(False, type="boolean", description="Go ahead above the limit"),
+        TIMEOUT_PARAM: Param(
+            24 * 60,
+            type="integer",
+            minimum=1,
+            description="Minutes to wait for an approval; no answer by then is a rejection",
+        ),
+    },
+)
+def cursorops_skip_matching() -> None:
+    @task(retries=0)
+    def validate_request() -> dict[str, Any]:
+        """The conf and its predicate, checked; where the Spark job writes its matches."""
+        from airflow_glue.environment import config, pulsar_role
+        from airflow_glue.matching import parse_match_request
+        from airflow_glue.outcomes import airflow_outcome
+        from airflow_glue.runs import run_folder
+        from core.broker import wall_clock_ms
+
+        context = get_current_context()
+        conf = {k: v for k, v in context["params"].items() if k != TIMEOUT_PARAM}
+        requester = context["dag_run"].triggering_user_name or ""
+        with airflow_outcome():
+            request, predicate = parse_match_request(conf, wall_clock_ms())
+        cfg = config()
+        folder = run_folder(cfg, context["dag_run"])
+        return {
+            **request.model_dump(),
+            "requester": requester,
+            "role": pulsar_role(requester),
+            "predicateJson": predicate,
+            "ledgerRoot": str(cfg.ledger_root),
+            "matches": str(folder / "matches.parquet"),
+            "summary": str(folder / "summary.json"),
+            "planPath": str(folder / "plan.json"),
+        }
+
+    @task
+    def authorize(request: dict[str, Any]) -> None:
+        """The requester's Pulsar role must hold the skip permission on the topic."""
+        from airflow_glue.environment import config, pulsar_role
+        from airflow_glue.outcomes import airflow_outcome
+        from core.authz import Operation
+        from core.broker import Broker
+
+        role = pulsar_role(get_current_context()["dag_run"].triggering_user_name or "")
+        with airflow_outcome(), Broker(config()) as broker:
+            broker.authorized_topic(role, Operation.SKIP, request["topic"])
+
+    find = spark_job(
+        "find_messages",
+        "find_messages",
+        [
+            xcom(REQUEST, "topic"),
+            "-s",
+            xcom(REQUEST, "subscription"),
+            "--predicate",
+            xcom(REQUEST, "predicateJson"),
+            "--role",
+            xcom(REQUEST, "role"),
+            "--ledger-root",
+            xcom(REQUEST, "ledgerRoot"),
+            "--output",
+            xcom(REQUEST, "matches"),
+            "--summary",
+            xcom(REQUEST, "summary"),
+        ],
+    )
+
+    @task
+    def plan_skip(request: dict[str, Any]) -> dict[str, Any]:
+        """The matches as an exact plan (over the limit: refused); its preview and backlog."""
+        import json
+
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from airflow_glue.environment import config, pulsar_role
+        from airflow_glue.matching import over_limit
+        from airflow_glue.outcomes import airflow_outcome
+        from airflow_glue.plan import build_document
+        from core.broker import Broker
+        from spark_apps.skip_plan import plan_ids, read_plan
+
+        role = pulsar_role(get_current_context()["dag_run"].triggering_user_name or "")
+        with open(request["summary"], encoding="utf-8") as source:
+            found = json.load(source)
+        refusal = over_limit(int(found["matches"]), request["limit"], request["allow_large"])
+        if refusal:
+            raise AirflowFailException(refusal)
+        if not found["matches"]:
+            raise AirflowFailException("The predicate matches no unacknowledged message")
+        with airflow_outcome(), Broker(config()) as broker:
+            ids = plan_ids(read_plan(request["matches"]))
+            plan = broker.plan_skip(role, request["topic"], request["subscription"], ids)
+            return build_document(
+                broker,
+                request,
+                role,
+                plan,
+                plan_path=request["planPath"],
+                predicate=json.loads(request["predicateJson"]),
+            )
+
+    @task(retries=2)
+    def apply_skip() -> list[dict[str, Any]]:
+        """Re-check the approval in Airflow, then acknowledge the whole plan in one transaction."""
+        from airflow_glue.approval import require_approval
+        from airflow_glue.environment import config, pulsar_role
+        from airflow_glue.outcomes import airflow_outcome
+        from airflow_glue.plan import skip_plan
+        from airflow_glue.steps import partition_outcomes
+        from core.broker import Broker
+
+        context = get_current_context()
+        plan = context["ti"].xcom_pull(task_ids=PLAN)
+        role = pulsar_role(context["dag_run"].triggering_user_name or "")
+        with airflow_outcome(), Broker(config()) as broker:
+            approval = require_approval(context, plan, broker, GATE)
+            outcome = broker.apply_skip(role, skip_plan(plan), via="airflow")
+        return partition_outcomes(outcome, approval)
+
+    @task
+    def verify(plan: dict[str, Any], applied: list[dict[str, Any]]) -> dict[str, Any]:
+        """Every planned id is acknowledged now; the exact backlog after, against the plan's."""
+        from airflow_glue.steps import verify_applied
+
+        return verify_applied(get_current_context(), plan, applied)
+
+    @task(trigger_rule="all_done", retries=2)
+    def record() -> dict[str, Any]:
+        """Who asked, who answered, when, why, the predicate and the outcome: to the audit log."""
+        from airflow_glue.steps import record_run
+
+        return record_run(get_current_context(), PLAN, GATE, "apply_skip")
+
+    request = validate_request()
+    plan = plan_skip(request)
+    authorize(request) >> find >> plan
+    gate = FourEyesApprovalOperator(
+        task_id=GATE, plan_task_id=PLAN, subject="Skip matching messages", body=""
+    )
+    applied = apply_skip()
+    plan >> gate >> applied
+    verify(plan, applied) >> record()
+
+
+cursorops_skip_matching()
