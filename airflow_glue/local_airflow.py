@@ -102,7 +102,15 @@ class Airflow:
         )
 
     def get(self, user: str, path: str, **kwargs: Any) -> Any:
-        response = self.request(user, "GET", path, **kwargs)
+        """GET and decode; a read that times out is asked again (an api-server on a busy
+        machine can stall for a minute), up to three times."""
+        for attempt in range(3):
+            try:
+                response = self.request(user, "GET", path, **kwargs)
+                break
+            except httpx.TimeoutException:
+                if attempt == 2:
+                    raise
         response.raise_for_status()
         return response.json()
 
