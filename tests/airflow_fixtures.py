@@ -34,7 +34,12 @@ def cursorops_home(tmp_path_factory: pytest.TempPathFactory) -> Config:
 def airflow(tmp_path_factory: pytest.TempPathFactory, cursorops_home: Config) -> Iterator[Airflow]:
     stack = start_airflow(
         tmp_path_factory.mktemp("airflow"),
-        {"CURSOROPS_HOME": str(cursorops_home.home), "CURSOROPS_METADATA_URL": ""},
+        {
+            "CURSOROPS_HOME": str(cursorops_home.home),
+            "CURSOROPS_METADATA_URL": "",
+            # Tests trigger the audit themselves; an hourly run would compete for the CPU.
+            "CURSOROPS_AUDIT_SCHEDULE": "none",
+        },
     )
     try:
         yield stack

@@ -7,7 +7,6 @@ and the chart is a non-empty PNG under the cursorops home.
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 
@@ -15,10 +14,6 @@ import pytest
 
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SUBSCRIPTION, seed_topic
-
-# This session's Airflow must not start a scheduled audit of every namespace of the
-# shared test home: runs here are triggered (the DAG reads this when parsed).
-os.environ["CURSOROPS_AUDIT_SCHEDULE"] = "none"
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

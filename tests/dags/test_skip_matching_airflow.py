@@ -7,7 +7,6 @@ test checks what a consumer then receives.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -16,8 +15,6 @@ import pytest
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SUBSCRIPTION, SeededTopic, label, seed_topic
 
-# No scheduled backlog audit of the whole shared test home in this session's Airflow.
-os.environ["CURSOROPS_AUDIT_SCHEDULE"] = "none"
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
