@@ -15,7 +15,6 @@ import pytest
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SUBSCRIPTION, SeededTopic, label, seed_topic
 
-
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 DAG = "cursorops_skip_matching"
