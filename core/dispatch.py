@@ -514,7 +514,7 @@ class Dispatcher:
         if before is None or state.mark_delete != before:
             txn.drop_pending_through(topic, state.mark_delete, -1)
         start = state.mark_delete
-        read = txn.read_position(topic)
+        read = journal.read_position
         if (
             read is not None
             and read.cursor_version >= journal.snapshot_version

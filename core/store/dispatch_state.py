@@ -84,6 +84,8 @@ class CursorJournal:
     deltas: list[tuple[int, bytes]]
     """(version, payload) after the caller's version (or after the snapshot), in order."""
     version: int
+    read_position: ReadPosition | None
+    """The subscription's read position on the partition, if one was stored."""
 
 
 @dataclass(frozen=True)
@@ -416,12 +418,29 @@ class SubscriptionTransaction:
         Only the deltas the caller has not seen are read while its snapshot is
         still the stored one; otherwise the snapshot and every later delta.
         """
+        # The read position comes in the same round trip: a dispatch needs both.
         row = self._session.execute(
-            select(CursorRow.id, CursorRow.snapshot_version, CursorRow.version).where(
+            select(
+                CursorRow.id,
+                CursorRow.snapshot_version,
+                CursorRow.version,
+                ReadPositionRow.ledger_id,
+                ReadPositionRow.entry_id,
+                ReadPositionRow.cursor_version,
+            )
+            .outerjoin(
+                ReadPositionRow,
+                and_(
+                    ReadPositionRow.subscription_id == CursorRow.subscription_id,
+                    ReadPositionRow.topic_partition == CursorRow.topic_partition,
+                ),
+            )
+            .where(
                 CursorRow.subscription_id == self._id, CursorRow.topic_partition == topic_partition
             )
         ).one()
         cursor_id, snapshot_version, version = row[0], row[1], row[2]
+        read = None if row[3] is None else ReadPosition(Position(row[3], row[4]), row[5])
         fresh = (
             known is None
             or known[0] != cursor_id
@@ -446,6 +465,7 @@ class SubscriptionTransaction:
             snapshot_version,
             [(int(v), bytes(p)) for v, p in deltas],
             version,
+            read,
         )
 
     def cursor_record(self, topic_partition: str) -> CursorRecord:
