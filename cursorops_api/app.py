@@ -8,7 +8,7 @@ from typing import Any
 from airflow.api_fastapi.core_api.security import get_user
 from fastapi import Depends, FastAPI, Request
 
-from cursorops_api import errors, namespaces, skip, topics
+from cursorops_api import errors, namespaces, skip, topics, ui
 from cursorops_api.deps import GetUser
 from cursorops_api.limits import DEFAULT_MAX_BODY_BYTES, MAX_BODY_ENV, BodyLimit
 
@@ -39,6 +39,7 @@ def create_app() -> FastAPI:
     app.include_router(namespaces.router)
     app.include_router(topics.router)
     app.include_router(skip.router)
+    app.include_router(ui.router)
 
     @app.get("/openapi.json", include_in_schema=False)
     def openapi(request: Request, _user: GetUser) -> dict[str, Any]:

@@ -16,3 +16,13 @@ class CursorOpsPlugin(AirflowPlugin):
     fastapi_apps = [
         {"app": create_app(), "url_prefix": URL_PREFIX, "name": "cursorops REST (Pulsar admin v2)"}
     ]
+    # The Cursors pages (cursorops_api/ui.py), in Airflow's navigation; Airflow shows them
+    # in a same-origin iframe, so the page's requests carry the UI's _token cookie.
+    external_views = [
+        {
+            "name": "Cursors",
+            "href": f"{URL_PREFIX}/ui",
+            "destination": "nav",
+            "url_route": "cursors",
+        }
+    ]

@@ -1,0 +1,101 @@
+"""The "Cursors" pages inside Airflow, and the two reads they need beyond Pulsar's paths.
+
+The page is one HTML document with a small vanilla script and style sheet
+(``ui_static/``): no CDN, nothing built. It is served by the REST app, so the
+app-level ``get_user`` dependency guards it like every route (anonymous: 401);
+inside Airflow's plugin iframe the ``_token`` cookie goes along. Every figure
+the page shows comes from this app's JSON (same origin, the caller's cookie)
+or from Airflow's own REST API (pending approvals), never from a second
+computation in the page.
+
+The two cursorops extensions (not Pulsar paths, tagged as such):
+
+- ``.../subscription/{sub}/backlogHistory``: the backlog audit DAG's rows;
+- ``.../auditLog``: the topic's audit records (skips, skip requests).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import FileResponse
+
+from cursorops_api.deps import BrokerDep, RoleDep
+from cursorops_api.paths import SUBSCRIPTION, TOPIC, base_of, topic_name
+from cursorops_api.topics import _ERRORS, Namespace, Subscription, Tenant, Topic
+
+router = APIRouter(tags=["cursorops extensions"])
+
+STATIC = Path(__file__).resolve().parent / "ui_static"
+ASSETS = {"app.js": "text/javascript", "style.css": "text/css"}
+"""The only files served besides the page: a fixed list, no path from the request."""
+MAX_HISTORY = 10_000
+MAX_AUDIT = 1_000
+
+
+@router.get("/ui", include_in_schema=False)
+def page() -> FileResponse:
+    """The Cursors page (Airflow's nav entry points here)."""
+    return FileResponse(STATIC / "index.html", media_type="text/html", headers=_NO_STORE)
+
+
+@router.get("/ui/static/{asset}", include_in_schema=False)
+def asset(asset: str) -> FileResponse:
+    if asset not in ASSETS:
+        raise HTTPException(404, f"No such asset '{asset}'")
+    return FileResponse(STATIC / asset, media_type=ASSETS[asset], headers=_NO_STORE)
+
+
+# Pages carry live figures and sit behind a login: never cached.
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+@router.get(SUBSCRIPTION + "/backlogHistory", responses=_ERRORS)
+def backlog_history(
+    tenant: Tenant,
+    namespace: Namespace,
+    topic: Topic,
+    subscription: Subscription,
+    broker: BrokerDep,
+    role: RoleDep,
+    since_ms: Annotated[int | None, Query(alias="sinceMs", ge=0, le=2**63 - 1)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_HISTORY)] = 1_000,
+) -> list[dict[str, object]]:
+    """The subscription's backlog history as the backlog audit DAG recorded it, oldest
+    first: ``atMs`` (epoch ms, UTC), ``messages``, ``entries`` (cursorops extension)."""
+    name = topic_name(tenant, namespace, topic)
+    samples = broker.backlog_history(
+        role, base_of(name), subscription, since_ms=since_ms, limit=limit
+    )
+    return [sample.to_json() for sample in samples]
+
+
+@router.get(TOPIC + "/auditLog", responses=_ERRORS)
+def audit_log(
+    tenant: Tenant,
+    namespace: Namespace,
+    topic: Topic,
+    broker: BrokerDep,
+    role: RoleDep,
+    kind: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_AUDIT)] = 100,
+) -> list[dict[str, Any]]:
+    """The topic's newest audit records, newest first: ``skip`` (what was acknowledged,
+    by which role, through which door) and ``skip-request`` (who asked, why, who
+    approved, the outcome) (cursorops extension)."""
+    name = topic_name(tenant, namespace, topic)
+    records = broker.audit_log(role, base_of(name), kind=kind, limit=limit)
+    return [
+        {
+            "id": r.id,
+            "atMs": r.at_ms,
+            "kind": r.kind,
+            "topic": r.topic,
+            "subscription": r.subscription,
+            "role": r.role,
+            "detail": r.detail,
+        }
+        for r in records
+    ]

@@ -1,0 +1,328 @@
+/* The Cursors page: hash routes over the cursorops REST API, charts as inline SVG. */
+"use strict";
+
+const BASE = location.pathname.replace(/\/ui\/?$/, "");   // where the plugin is mounted
+const SKIP_DAGS = ["cursorops_skip_messages", "cursorops_skip_matching"];
+const fmt = new Intl.NumberFormat("en-US");
+const $ = (id) => document.getElementById(id);
+
+function esc(text) {
+  return String(text ?? "").replace(/[&<>"']/g, (c) =>
+    ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+const seg = (s) => encodeURIComponent(s);
+const num = (n) => fmt.format(n);
+
+function utc(ms) {
+  if (ms === null || ms === undefined || ms === "") return "—";
+  const d = typeof ms === "number" ? new Date(ms) : new Date(ms);
+  if (isNaN(d)) return esc(ms);
+  return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+}
+
+async function getJson(url) {
+  const answer = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  let body = null;
+  try { body = await answer.json(); } catch (e) { body = null; }
+  if (!answer.ok) {
+    const why = body && (body.reason || body.detail) ? (body.reason || JSON.stringify(body.detail)) : answer.statusText;
+    throw new Error(`${answer.status}: ${why}`);
+  }
+  return body;
+}
+
+function failed(where, error) {
+  return `<p class="error" data-testid="error">Could not read ${esc(where)}: ${esc(error.message)}</p>`;
+}
+
+/* ---------- routes ---------- */
+
+function route() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  return parts;
+}
+
+function crumbs(parts) {
+  const links = [`<a href="#/">Tenants</a>`];
+  const names = ["tenant", "namespace", "topic", "subscription"];
+  for (let i = 0; i < parts.length; i++) {
+    const href = "#/" + parts.slice(0, i + 1).map(seg).join("/");
+    const label = `<span class="muted">${names[i]}</span> ${esc(parts[i])}`;
+    links.push(i === parts.length - 1 ? `<strong>${label}</strong>` : `<a href="${href}">${label}</a>`);
+  }
+  $("crumbs").innerHTML = links.join(`<span class="sep">›</span>`);
+}
+
+async function render() {
+  const parts = route();
+  crumbs(parts);
+  $("audit").hidden = true;
+  const body = $("view-body");
+  body.innerHTML = `<p class="muted">Loading…</p>`;
+  try {
+    if (parts.length === 0) await tenantsView(body);
+    else if (parts.length === 1) await namespacesView(body, parts[0]);
+    else if (parts.length === 2) await topicsView(body, parts[0], parts[1]);
+    else if (parts.length === 3) await topicView(body, parts[0], parts[1], parts[2]);
+    else await subscriptionView(body, parts[0], parts[1], parts[2], parts[3]);
+  } catch (error) {
+    body.innerHTML = failed("this view", error);
+  }
+  document.body.dataset.loaded = location.hash || "#/";
+}
+
+function linkList(items, href, testid) {
+  if (!items.length) return `<p class="muted">None.</p>`;
+  return `<table data-testid="${testid}"><tbody>${items.map((name, i) =>
+    `<tr><td><a href="${href[i]}">${esc(name)}</a></td></tr>`).join("")}</tbody></table>`;
+}
+
+async function tenantsView(body) {
+  $("view-title").textContent = "Tenants";
+  const tenants = await getJson(`${BASE}/admin/v2/tenants`);
+  body.innerHTML = linkList(tenants, tenants.map((t) => `#/${seg(t)}`), "tenants");
+}
+
+async function namespacesView(body, tenant) {
+  $("view-title").textContent = `Namespaces of ${tenant}`;
+  const names = await getJson(`${BASE}/admin/v2/namespaces/${seg(tenant)}`);
+  const short = names.map((n) => n.split("/").slice(1).join("/"));
+  body.innerHTML = linkList(short, short.map((n) => `#/${seg(tenant)}/${seg(n)}`), "namespaces");
+}
+
+async function topicsView(body, tenant, namespace) {
+  $("view-title").textContent = `Topics of ${tenant}/${namespace}`;
+  const path = `${BASE}/admin/v2/persistent/${seg(tenant)}/${seg(namespace)}`;
+  const [all, partitioned] = await Promise.all([getJson(path), getJson(`${path}/partitioned`)]);
+  const short = (full) => full.split("/").pop();
+  const rows = partitioned.map((t) => ({ name: short(t), partitions: all.filter((p) => p.startsWith(t + "-partition-")).length }));
+  for (const t of all) {
+    if (!partitioned.some((p) => t.startsWith(p + "-partition-"))) rows.push({ name: short(t), partitions: 0 });
+  }
+  rows.sort((a, b) => a.name.localeCompare(b.name));
+  if (!rows.length) { body.innerHTML = `<p class="muted">No topics.</p>`; return; }
+  body.innerHTML = `<table data-testid="topics"><thead><tr><th>topic</th><th class="num">partitions</th></tr></thead><tbody>${
+    rows.map((r) => `<tr><td><a href="#/${seg(tenant)}/${seg(namespace)}/${seg(r.name)}">${esc(r.name)}</a></td>` +
+      `<td class="num">${r.partitions || "not partitioned"}</td></tr>`).join("")}</tbody></table>`;
+}
+
+async function topicView(body, tenant, namespace, topic) {
+  $("view-title").textContent = `Subscriptions of persistent://${tenant}/${namespace}/${topic}`;
+  const path = `${BASE}/admin/v2/persistent/${seg(tenant)}/${seg(namespace)}/${seg(topic)}`;
+  const stats = await getJson(`${path}/stats`);
+  const subs = Object.entries(stats.subscriptions || {}).sort((a, b) => a[0].localeCompare(b[0]));
+  body.innerHTML = subs.length ? `<table data-testid="subscriptions"><thead><tr><th>subscription</th><th>type</th>` +
+    `<th class="num">backlog (messages)</th></tr></thead><tbody>${subs.map(([name, s]) =>
+      `<tr><td><a href="#/${seg(tenant)}/${seg(namespace)}/${seg(topic)}/${seg(name)}">${esc(name)}</a></td>` +
+      `<td>${esc(s.type || "")}</td><td class="num" data-testid="msgBacklog-${esc(name)}">${num(s.msgBacklog)}</td></tr>`).join("")}` +
+    `</tbody></table>` : `<p class="muted">No subscriptions.</p>`;
+  await auditView(path, null);
+}
+
+async function subscriptionView(body, tenant, namespace, topic, sub) {
+  $("view-title").textContent = `persistent://${tenant}/${namespace}/${topic} · subscription ${sub}`;
+  const path = `${BASE}/admin/v2/persistent/${seg(tenant)}/${seg(namespace)}/${seg(topic)}`;
+  const [analysis, history] = await Promise.all([
+    getJson(`${path}/subscription/${seg(sub)}/analyzeBacklog`),
+    getJson(`${path}/subscription/${seg(sub)}/backlogHistory?limit=1000`),
+  ]);
+  const parts = analysis.partitions.map((p) => ({
+    label: p.topicPartition.match(/-partition-(\d+)$/) ? "p" + p.topicPartition.match(/-partition-(\d+)$/)[1] : "topic",
+    name: p.topicPartition, messages: p.messages, entries: p.entries,
+  }));
+  body.innerHTML = `<div class="grid2">
+    <div><h3>Exact backlog per partition</h3>${barChart(parts)}
+      <table data-testid="backlog-table"><thead><tr><th>partition</th><th class="num">messages</th><th class="num">entries</th></tr></thead><tbody>
+      ${parts.map((p) => `<tr><td class="mono">${esc(p.name)}</td><td class="num" data-testid="backlog-${esc(p.label)}">${num(p.messages)}</td><td class="num">${num(p.entries)}</td></tr>`).join("")}
+      <tr class="total"><td>total</td><td class="num" data-testid="backlog-total">${num(analysis.messages)}</td><td class="num">${num(analysis.entries)}</td></tr>
+      </tbody></table></div>
+    <div><h3>Backlog history (backlog audit DAG)</h3>${history.length ? lineChart(history) : `<p class="muted">No history yet: the <code>cursorops_backlog_audit</code> DAG has not measured this subscription.</p>`}
+      ${history.length ? `<table data-testid="history-table"><thead><tr><th>measured at (UTC)</th><th class="num">messages</th><th class="num">entries</th></tr></thead><tbody>
+      ${history.slice(-12).reverse().map((h) => `<tr><td class="when">${utc(h.atMs)}</td><td class="num">${num(h.messages)}</td><td class="num">${num(h.entries)}</td></tr>`).join("")}
+      </tbody></table>${history.length > 12 ? `<p class="muted">Newest 12 of ${history.length} measurements listed; all are drawn.</p>` : ""}` : ""}
+    </div></div>`;
+  await auditView(path, sub);
+}
+
+/* ---------- audit log ---------- */
+
+async function auditView(path, sub) {
+  const section = $("audit");
+  section.hidden = false;
+  const target = $("audit-body");
+  let records;
+  try {
+    records = await getJson(`${path}/auditLog?limit=200`);
+  } catch (error) { target.innerHTML = failed("the audit log", error); return; }
+  records = records.filter((r) => (r.kind === "skip" || r.kind === "skip-request") && (!sub || r.subscription === sub));
+  if (!records.length) { target.innerHTML = `<p class="muted">No skips recorded${sub ? " on this subscription" : ""}.</p>`; return; }
+  target.innerHTML = `<table data-testid="audit-table"><thead><tr><th>when (UTC)</th><th>what</th><th>subscription</th><th>requested by</th><th>approved by</th><th>why</th><th>outcome</th></tr></thead><tbody>${
+    records.map(auditRow).join("")}</tbody></table>`;
+}
+
+function auditRow(r) {
+  const d = r.detail || {};
+  if (r.kind === "skip-request") {
+    const answer = d.answer || {};
+    return `<tr data-testid="audit-row"><td class="when">${utc(r.atMs)}</td>` +
+      `<td class="nowrap">request via <a href="/dags/${seg(d.dagId)}/runs/${seg(d.runId)}" target="_top">${esc(d.dagId)}</a></td>` +
+      `<td>${esc(r.subscription)}</td><td>${esc(d.requester)}</td>` +
+      `<td>${answer.by ? `${esc(answer.by)}<br><span class="muted nowrap">${utc(answer.at)}</span>` : `<span class="muted">nobody</span>`}</td>` +
+      `<td>${esc(d.reason)}${d.ticket ? `<br><span class="muted">ticket ${esc(d.ticket)}</span>` : ""}</td>` +
+      `<td><span class="badge ${esc(d.outcome)}">${esc(d.outcome)}</span><br><span class="muted">${esc(d.statement)}</span></td></tr>`;
+  }
+  const skipped = (d.skipped || []).length;
+  return `<tr data-testid="audit-row"><td class="when">${utc(r.atMs)}</td><td class="nowrap">skip via ${esc(d.via || "?")}</td>` +
+    `<td>${esc(r.subscription)}</td><td>${esc(r.role)}</td>` +
+    `<td>${d.via === "airflow" ? `<span class="muted">see the request</span>` : `<span class="muted">not required</span>`}</td>` +
+    `<td><span class="muted">plan</span> <code>${esc(String(d.planId || "").slice(0, 12))}</code></td>` +
+    `<td><span class="badge applied">applied</span><br>${num(skipped)} skipped, ${num((d.alreadyAcknowledged || []).length)} already acknowledged, ${num((d.acknowledgedMeanwhile || []).length)} acknowledged meanwhile</td></tr>`;
+}
+
+/* ---------- pending approvals (Airflow's own REST API, the caller's cookie) ---------- */
+
+async function approvals() {
+  const target = $("approvals-body");
+  let found;
+  try {
+    const query = `response_received=false&dag_id_prefix_pattern=cursorops_&limit=100&order_by=-created_at`;
+    found = await getJson(`/api/v2/dags/~/dagRuns/~/hitlDetails?${query}`);
+  } catch (error) { target.innerHTML = failed("Airflow's approvals", error); return; }
+  const pending = (found.hitl_details || []).filter((h) => SKIP_DAGS.includes(h.task_instance.dag_id));
+  if (!pending.length) { target.innerHTML = `<p class="muted" data-testid="no-approvals">No skip waits for an approval.</p>`; return; }
+  target.innerHTML = `<table data-testid="approvals-table"><thead><tr><th>waiting since (UTC)</th><th>request</th><th>approval page</th></tr></thead><tbody>${
+    pending.map((h) => {
+      const ti = h.task_instance;
+      const page = `/dags/${seg(ti.dag_id)}/runs/${seg(ti.dag_run_id)}/tasks/${seg(ti.task_id)}/required_actions`;
+      return `<tr data-testid="approval-row" data-run-id="${esc(ti.dag_run_id)}"><td class="when">${utc(h.created_at)}</td>` +
+        `<td><strong>${esc(h.subject)}</strong><br><span class="muted">${esc(ti.dag_id)} · run <code>${esc(ti.dag_run_id)}</code></span>` +
+        `<details class="preview"><summary>Preview</summary><div class="md">${markdown(h.body || "")}</div></details></td>` +
+        `<td class="nowrap"><a class="approve-link" href="${page}" target="_top">Approve or reject in Airflow</a></td></tr>`;
+    }).join("")}</tbody></table>`;
+}
+
+/* ---------- markdown (the gate's body): escaped first, a small subset ---------- */
+
+function inline(text) {
+  return esc(text).split(/(`[^`]*`)/).map((piece) => piece.startsWith("`") && piece.endsWith("`") && piece.length > 1
+    ? `<code>${piece.slice(1, -1)}</code>` : piece.replace(/\*\*([^*]+)\*\*/g, "<strong>$1</strong>")).join("");
+}
+
+function markdown(source) {
+  const lines = source.split("\n");
+  const out = [];
+  let i = 0;
+  const cells = (line) => line.trim().replace(/^\||\|$/g, "").split("|").map((c) => c.trim());
+  while (i < lines.length) {
+    const line = lines[i];
+    if (/^\s*$/.test(line)) { i++; continue; }
+    const heading = line.match(/^(#{1,6})\s+(.*)$/);
+    if (heading) { const n = Math.min(heading[1].length + 1, 6); out.push(`<h${n}>${inline(heading[2])}</h${n}>`); i++; continue; }
+    if (/^\s*[-*]\s+/.test(line)) {
+      const items = [];
+      while (i < lines.length && /^\s*[-*]\s+/.test(lines[i])) items.push(`<li>${inline(lines[i++].replace(/^\s*[-*]\s+/, ""))}</li>`);
+      out.push(`<ul>${items.join("")}</ul>`); continue;
+    }
+    if (line.trim().startsWith("|") && i + 1 < lines.length && /^\s*\|?\s*:?-{3,}/.test(lines[i + 1])) {
+      const head = cells(line);
+      const align = cells(lines[i + 1]).map((c) => (c.endsWith(":") ? "num" : ""));
+      i += 2;
+      const rows = [];
+      while (i < lines.length && lines[i].trim().startsWith("|")) rows.push(cells(lines[i++]));
+      out.push(`<table><thead><tr>${head.map((h, k) => `<th class="${align[k] || ""}">${inline(h)}</th>`).join("")}</tr></thead><tbody>${
+        rows.map((r) => `<tr>${r.map((c, k) => `<td class="${align[k] || ""}">${inline(c)}</td>`).join("")}</tr>`).join("")}</tbody></table>`);
+      continue;
+    }
+    const para = [];
+    while (i < lines.length && !/^\s*$/.test(lines[i]) && !/^(#{1,6}\s|\s*[-*]\s|\s*\|)/.test(lines[i])) para.push(lines[i++]);
+    if (!para.length) para.push(lines[i++]);
+    out.push(`<p>${inline(para.join(" "))}</p>`);
+  }
+  return out.join("");
+}
+
+/* ---------- charts: inline SVG, y in messages, exact values labelled ---------- */
+
+function niceTicks(max, count = 5) {
+  if (max <= 0) return [0, 1];
+  const raw = max / count;
+  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw) || 10 * mag;
+  const stepInt = Math.max(1, Math.round(step));
+  const ticks = [];
+  for (let v = 0; v <= max + stepInt * 0.999; v += stepInt) ticks.push(v);
+  if (ticks[ticks.length - 1] < max) ticks.push(ticks[ticks.length - 1] + stepInt);
+  return ticks;
+}
+
+const W = 560, H = 300, M = { left: 70, right: 20, top: 24, bottom: 56 };
+
+function yAxis(ticks, y, label) {
+  return ticks.map((t) => `<line class="gridline" x1="${M.left}" x2="${W - M.right}" y1="${y(t)}" y2="${y(t)}"/>` +
+    `<text x="${M.left - 8}" y="${y(t) + 4}" text-anchor="end">${num(t)}</text>`).join("") +
+    `<line class="axis" x1="${M.left}" x2="${M.left}" y1="${M.top}" y2="${H - M.bottom}"/>` +
+    `<line class="axis" x1="${M.left}" x2="${W - M.right}" y1="${H - M.bottom}" y2="${H - M.bottom}"/>` +
+    `<text class="axis-label" transform="translate(16 ${(M.top + H - M.bottom) / 2}) rotate(-90)" text-anchor="middle">${label}</text>`;
+}
+
+function barChart(parts) {
+  const max = Math.max(0, ...parts.map((p) => p.messages));
+  const ticks = niceTicks(max);
+  const top = ticks[ticks.length - 1];
+  const y = (v) => M.top + (H - M.top - M.bottom) * (1 - v / top);
+  const slot = (W - M.left - M.right) / Math.max(parts.length, 1);
+  const bw = Math.min(64, slot * 0.6);
+  const bars = parts.map((p, i) => {
+    const x = M.left + slot * i + (slot - bw) / 2;
+    return `<g data-testid="bar"><title>${esc(p.name)}: ${num(p.messages)} messages</title>` +
+      `<rect class="bar-rect" x="${x}" y="${y(p.messages)}" width="${bw}" height="${Math.max(0, y(0) - y(p.messages))}"/>` +
+      `<text class="bar-value" x="${x + bw / 2}" y="${y(p.messages) - 6}" text-anchor="middle">${num(p.messages)}</text>` +
+      `<text x="${x + bw / 2}" y="${H - M.bottom + 16}" text-anchor="middle">${esc(p.label)}</text></g>`;
+  }).join("");
+  return `<svg class="chart" data-testid="bar-chart" viewBox="0 0 ${W} ${H}" role="img" aria-label="Exact backlog per partition, in messages">` +
+    yAxis(ticks, y, "messages") + bars +
+    `<text class="axis-label" x="${(M.left + W - M.right) / 2}" y="${H - 14}" text-anchor="middle">partition</text></svg>`;
+}
+
+const STEPS_MS = [60e3, 5 * 60e3, 15 * 60e3, 30 * 60e3, 3600e3, 2 * 3600e3, 6 * 3600e3, 12 * 3600e3, 86400e3, 7 * 86400e3];
+
+function timeTicks(t0, t1, most = 6) {
+  // Round UTC times (whole minutes, hours, days), at most `most` of them.
+  const step = STEPS_MS.find((s) => (t1 - t0) / s <= most) || Math.ceil((t1 - t0) / most / 86400e3) * 86400e3;
+  const out = [];
+  for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) out.push(t);
+  return out.length ? out : [t0];
+}
+
+function lineChart(history) {
+  const xs = history.map((h) => h.atMs);
+  let t0 = Math.min(...xs), t1 = Math.max(...xs);
+  if (t0 === t1) { t0 -= 60_000; t1 += 60_000; }
+  const ticks = niceTicks(Math.max(0, ...history.map((h) => h.messages)));
+  const top = ticks[ticks.length - 1];
+  const y = (v) => M.top + (H - M.top - M.bottom) * (1 - v / top);
+  const x = (t) => M.left + 10 + (W - M.left - M.right - 20) * ((t - t0) / (t1 - t0));
+  const sameDay = new Date(t0).toISOString().slice(0, 10) === new Date(t1).toISOString().slice(0, 10);
+  const label = (t) => {
+    const iso = new Date(t).toISOString();
+    return sameDay ? iso.slice(11, 16) : `${iso.slice(5, 10)} ${iso.slice(11, 16)}`;
+  };
+  const tt = timeTicks(t0, t1);
+  // Labels near an edge are anchored inside the chart so none is cut off.
+  const anchor = (t) => (x(t) < M.left + 40 ? "start" : x(t) > W - M.right - 40 ? "end" : "middle");
+  const xt = tt.map((t) => `<line class="axis" x1="${x(t)}" x2="${x(t)}" y1="${H - M.bottom}" y2="${H - M.bottom + 4}"/>` +
+    `<text x="${x(t)}" y="${H - M.bottom + 16}" text-anchor="${anchor(t)}">${label(t)}</text>`).join("");
+  const path = history.map((h, k) => `${k ? "L" : "M"}${x(h.atMs).toFixed(1)},${y(h.messages).toFixed(1)}`).join(" ");
+  const dots = history.map((h) => `<circle class="dot" data-testid="history-point" data-messages="${h.messages}" data-at-ms="${h.atMs}" cx="${x(h.atMs).toFixed(1)}" cy="${y(h.messages).toFixed(1)}" r="3.5">` +
+    `<title>${utc(h.atMs)}: ${num(h.messages)} messages</title></circle>`).join("");
+  const day = sameDay ? ` on ${new Date(t0).toISOString().slice(0, 10)}` : "";
+  return `<svg class="chart" data-testid="line-chart" viewBox="0 0 ${W} ${H}" role="img" aria-label="Backlog history, in messages">` +
+    yAxis(ticks, y, "messages") + xt + `<path class="line" d="${path}"/>` + dots +
+    `<text class="axis-label" x="${(M.left + W - M.right) / 2}" y="${H - 14}" text-anchor="middle">time (UTC)${day}</text></svg>`;
+}
+
+/* ---------- start ---------- */
+
+window.addEventListener("hashchange", render);
+render();
+approvals();

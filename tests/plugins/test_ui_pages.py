@@ -1,0 +1,249 @@
+"""The "Cursors" pages inside the real Airflow UI, in headless Chromium (Debian's package).
+
+On the session's Airflow (standalone, tests/dags/conftest.py): the backlog
+history is recorded by the audit DAG's own record step (``samples_from`` of an
+exact analysis, ``Broker.record_backlog_audit``), one skip is applied at once
+over REST, one waits for an approval in ``cursorops_skip_messages``. admin logs
+in through Airflow's form, opens "Cursors" from Airflow's navigation, walks
+tenant → namespace → topic → subscription, and finds on the page the figures
+the REST API returns. Screenshots under ``test-artifacts/screenshots/``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.airflow_harness import Airflow, password
+from tests.dags.conftest import SUBSCRIPTION, label, seed_topic
+from tests.dags.test_skip_messages_airflow import DAG, GATE, conf, pick
+from tests.dags.test_ui_approval import SCREENSHOTS, UI_TIMEOUT_MS, chromium
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+PREFIX = "/cursorops"
+
+
+def rest(airflow: Airflow, user: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    return airflow.request(user, method, PREFIX + path, **kwargs)
+
+
+def rest_path(topic: str) -> str:
+    return "/admin/v2/persistent/" + topic.removeprefix("persistent://")
+
+
+def grouped(n: int) -> str:
+    """How the page prints a count (en-US grouping)."""
+    return f"{n:,}"
+
+
+def record_history(config: Any, topic: str, at_ms: int, run_id: str) -> None:
+    """What the audit DAG's record step stores for one run: exact counts per subscription."""
+    from airflow_glue.audit import samples_from
+    from core.backlog import TopicAnalysis
+    from core.broker import Broker
+
+    with Broker(config) as broker:
+        analysis = TopicAnalysis.of(topic, None, broker.analyze_backlog("admin", topic))
+        ages = broker.backlog_ages("admin", topic)
+        samples = samples_from(analysis.to_pulsar_json(), ages, at_ms, run_id)
+        broker.record_backlog_audit("admin", run_id, samples)
+
+
+def test_anonymous_gets_401(airflow: Airflow):
+    for path in ("/ui", "/ui/static/app.js", "/admin/v2/tenants"):
+        answer = httpx.get(f"{airflow.base_url}{PREFIX}{path}", timeout=60)
+        assert answer.status_code == 401, (path, answer.text)
+    bad = httpx.get(f"{airflow.base_url}{PREFIX}/ui", cookies={"_token": "not-a-jwt"}, timeout=60)
+    assert bad.status_code in (401, 403), bad.text
+
+
+@pytest.mark.timeout(1800)
+def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursorops_home):
+    from playwright.sync_api import sync_playwright
+
+    executable = chromium()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for old in SCREENSHOTS.glob("ui_cursors_*.png"):
+        old.unlink()
+    seeded = seed_topic(cursorops_home)
+    topic = seeded.topic
+    tenant, namespace, short = topic.removeprefix("persistent://").split("/")
+    sub_path = f"{rest_path(topic)}/subscription/{SUBSCRIPTION}"
+
+    # History: three audit runs an hour apart, each after more messages were consumed.
+    from core.broker import Broker, wall_clock_ms
+
+    start = wall_clock_ms() - 3 * 3_600_000
+    for k in range(3):
+        record_history(cursorops_home, topic, start + k * 3_600_000, f"ui-audit-{k}")
+        with Broker(cursorops_home) as broker:
+            broker.consume("admin", topic, SUBSCRIPTION, 4, ack=True)
+
+    # A skip applied at once over REST (acme/orders requires no approval), by alice.
+    direct = [m for m in seeded.ids[20:60] if label(m) in seeded.unacknowledged()][:2]
+    answer = rest(
+        airflow,
+        "alice",
+        "POST",
+        f"{sub_path}/skipByMessageIds",
+        json={"type": "messageId", "messageIds": [_message_id(m) for m in direct]},
+    )
+    assert answer.status_code == 204, answer.text
+
+    # A skip waiting for an approval.
+    ids = [m for m in pick(seeded) if m not in direct]
+    run = airflow.trigger(DAG, conf(seeded, ids), user="alice")
+
+    analysis = rest(airflow, "admin", "GET", f"{sub_path}/analyzeBacklog").json()
+    history = rest(airflow, "admin", "GET", f"{sub_path}/backlogHistory").json()
+    audit = rest(airflow, "admin", "GET", f"{rest_path(topic)}/auditLog").json()
+    stats = rest(airflow, "admin", "GET", f"{rest_path(topic)}/stats").json()
+    assert [h["runId"] for h in history] == ["ui-audit-0", "ui-audit-1", "ui-audit-2"]
+    counts = [h["messages"] for h in history]
+    assert counts == sorted(counts, reverse=True) and counts[0] > counts[-1]
+    assert [r["kind"] for r in audit] == ["skip"]
+    assert analysis["messages"] == stats["subscriptions"][SUBSCRIPTION]["msgBacklog"]
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.set_default_timeout(UI_TIMEOUT_MS)
+            page.goto(f"{airflow.base_url}/")
+            page.locator("input[name=username]").fill("admin")
+            page.locator("input[name=password]").fill(password("admin"))
+            page.locator("button[type=submit]").click()
+            page.wait_for_url(lambda url: "/auth/login" not in url)
+
+            # Airflow's own navigation has the entry; it opens the page in an iframe.
+            page.get_by_role("link", name="Cursors").or_(
+                page.get_by_role("button", name="Cursors")
+            ).first.click()
+            page.wait_for_url(lambda url: "/plugin/cursors" in url)
+            frame_element = page.locator("iframe[title=Cursors]")
+            frame_element.wait_for()
+            assert frame_element.get_attribute("src").endswith(f"{PREFIX}/ui")
+            frame = page.frame_locator("iframe[title=Cursors]")
+
+            frame.locator("[data-testid=tenants]").get_by_text(tenant).wait_for()
+            page.screenshot(path=SCREENSHOTS / "ui_cursors_1_tenants.png", full_page=True)
+
+            frame.get_by_role("link", name=tenant, exact=True).click()
+            frame.get_by_role("link", name=namespace, exact=True).click()
+            topics = frame.locator("[data-testid=topics]")
+            topics.get_by_role("link", name=short, exact=True).wait_for()
+            page.screenshot(path=SCREENSHOTS / "ui_cursors_2_topics.png", full_page=True)
+            topics.get_by_role("link", name=short, exact=True).click()
+
+            backlog = stats["subscriptions"][SUBSCRIPTION]["msgBacklog"]
+            cell = frame.locator(f"[data-testid='msgBacklog-{SUBSCRIPTION}']")
+            assert cell.inner_text() == grouped(backlog)
+            audit_rows = frame.locator("[data-testid=audit-row]")
+            audit_rows.first.wait_for()
+            assert audit_rows.count() == 1
+            assert "skip via rest" in audit_rows.first.inner_text()
+            assert "alice" in audit_rows.first.inner_text()
+            assert f"{len(direct)} skipped" in audit_rows.first.inner_text()
+            page.screenshot(path=SCREENSHOTS / "ui_cursors_3_topic.png", full_page=True)
+
+            frame.get_by_role("link", name=SUBSCRIPTION, exact=True).click()
+            frame.locator("[data-testid=bar-chart]").wait_for()
+            # Per partition: the bar's label and the table equal analyzeBacklog's rows.
+            for i, row_json in enumerate(analysis["partitions"]):
+                assert row_json["topicPartition"].endswith(f"-partition-{i}")
+                value = frame.locator(f"[data-testid='backlog-p{i}']").inner_text()
+                assert value == grouped(row_json["messages"])
+                bar = frame.locator("[data-testid=bar]").nth(i)
+                assert bar.locator(".bar-value").text_content() == grouped(row_json["messages"])
+            total = frame.locator("[data-testid=backlog-total]").inner_text()
+            assert total == grouped(analysis["messages"])
+            assert frame.locator("[data-testid=bar-chart] .axis-label").first.text_content() == (
+                "messages"
+            )
+            # History: one point per recorded run, at its time and count.
+            points = frame.locator("[data-testid=history-point]")
+            assert points.count() == len(history)
+            for k, sample in enumerate(history):
+                assert int(points.nth(k).get_attribute("data-messages")) == sample["messages"]
+                assert int(points.nth(k).get_attribute("data-at-ms")) == sample["atMs"]
+            labels = frame.locator("[data-testid=line-chart] .axis-label").all_text_contents()
+            assert labels[0] == "messages" and labels[1].startswith("time (UTC)")
+            table = frame.locator("[data-testid=history-table]").inner_text()
+            for sample in history:
+                assert grouped(sample["messages"]) in table
+            page.screenshot(path=SCREENSHOTS / "ui_cursors_4_subscription.png", full_page=True)
+
+            # The run reaches its gate: the page lists it with its preview and the link.
+            airflow.wait_awaiting_input(DAG, run, GATE)
+            reload_frame(page)
+            # Pending approvals: Airflow's hitlDetails, read with the caller's cookie.
+            row = frame.locator(f"[data-testid=approval-row][data-run-id='{run}']")
+            row.wait_for()
+            link = row.locator("a.approve-link")
+            assert link.get_attribute("href") == (
+                f"/dags/{DAG}/runs/{_quoted(run)}/tasks/{GATE}/required_actions"
+            )
+            row.locator("summary").click()
+            row.get_by_text(f"Skip {len(ids)} message id(s)").wait_for()
+            row.locator(".md table td").first.wait_for()
+            page.screenshot(path=SCREENSHOTS / "ui_cursors_5_approval.png", full_page=True)
+
+            # bob approves over REST; the audit log then names who asked, who approved, why.
+            assert airflow.answer(DAG, run, GATE, "Approve", user="bob").status_code == 200
+            assert airflow.wait_run(DAG, run) == "success", airflow.task_states(DAG, run)
+            audit = rest(airflow, "admin", "GET", f"{rest_path(topic)}/auditLog").json()
+            [request] = [r for r in audit if r["kind"] == "skip-request"]
+            reload_frame(page)
+            frame.locator("[data-testid=bar-chart]").wait_for()
+            request_row = frame.locator("[data-testid=audit-row]").filter(has_text="request via")
+            request_row.wait_for()
+            text = request_row.inner_text()
+            assert request["detail"]["requester"] == "alice" and "alice" in text
+            assert request["detail"]["answer"]["by"] == "bob" and "bob" in text
+            assert request["detail"]["reason"] in text
+            assert request["detail"]["outcome"] == "applied" and "applied" in text
+            # The direct skip, the workflow's apply per partition, and the request.
+            assert frame.locator("[data-testid=audit-row]").count() == len(audit)
+            after = rest(airflow, "admin", "GET", f"{sub_path}/analyzeBacklog").json()
+            assert frame.locator("[data-testid=backlog-total]").inner_text() == grouped(
+                after["messages"]
+            )
+            assert after["messages"] == analysis["messages"] - len(ids)
+            frame.locator(f"[data-testid=approval-row][data-run-id='{run}']").wait_for(
+                state="detached"
+            )
+            page.screenshot(path=SCREENSHOTS / "ui_cursors_6_after_approval.png", full_page=True)
+
+            # The same view opened on its own (no iframe): the whole page, audit log included.
+            page.goto(f"{airflow.base_url}{PREFIX}/ui#/{tenant}/{namespace}/{short}/{SUBSCRIPTION}")
+            page.locator("[data-testid=audit-table]").wait_for()
+            page.screenshot(path=SCREENSHOTS / "ui_cursors_7_page_alone.png", full_page=True)
+        finally:
+            browser.close()
+
+    for shot in SCREENSHOTS.glob("ui_cursors_*.png"):
+        assert shot.stat().st_size > 10_000, shot
+
+
+def reload_frame(page: Any) -> None:
+    """Reload the Cursors page inside Airflow's iframe, keeping its route (the hash);
+    reloading Airflow's page would reset the iframe to the tenants view."""
+    [frame] = [f for f in page.frames if f is not page.main_frame and f"{PREFIX}/ui" in f.url]
+    frame.evaluate("delete document.body.dataset.loaded; location.reload()")
+    page.frame_locator("iframe[title=Cursors]").locator("body[data-loaded]").wait_for()
+
+
+def _message_id(mid: Any) -> dict[str, int]:
+    out = {"ledgerId": mid.ledger_id, "entryId": mid.entry_id}
+    if mid.batch_index >= 0:
+        out["batchIndex"] = mid.batch_index
+    return out
+
+
+def _quoted(run_id: str) -> str:
+    from urllib.parse import quote
+
+    return quote(run_id, safe="")
