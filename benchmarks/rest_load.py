@@ -1,0 +1,481 @@
+"""50 concurrent REST clients skip, consumers acknowledge, on one subscription (PostgreSQL).
+
+Airflow's real api-server (``airflow api-server --apps core``, one worker, the
+cursorops plugin mounted) serves the REST app; the cursorops metadata store is
+a fresh schema on PostgreSQL (``CURSOROPS_TEST_PG_URL``), the ledgers a local
+folder. One Shared subscription of a 4-partition topic of batched messages.
+
+For a bounded time (30 s; ``--quick`` 5 s):
+
+- 50 REST clients (threads, one HTTP connection each, alice's bearer token)
+  each call ``skipByMessageIds`` with 2 ids at a time from its own disjoint
+  share of the messages (PIP-423's ``messageId`` form);
+- 2 consumer processes receive and acknowledge through the Broker (Pulsar has
+  no REST route for a consumer's acknowledgement: it is a binary-protocol
+  command, so consumers acknowledge where Pulsar's do).
+
+Then it checks: every request answered 204 (none failed); no acknowledgement
+lost (every id a consumer acknowledged and every id a 204 skipped is
+acknowledged in the store); no skipped message delivered after its skip
+answered (no consume call that started after the answer returned it, and a
+final drain two hours ahead returns none); every message received at most
+once. It writes requests per second and p50/p99 latency to
+``docs/benchmarks.md`` (section ``rest_load``) through :mod:`benchmarks.report`.
+The figures are those of one bounded run (the section says so), not medians:
+``--runs`` is accepted for ``make bench`` and not used. A run with a failed
+request or a broken invariant exits 1 and writes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import multiprocessing
+import os
+import random
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks import machine, report
+from benchmarks.report import Options
+
+SECTION = "rest_load"
+REPO = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+TENANT, NAMESPACE = "bench", "bench/load"
+SUBSCRIPTION = "load"
+CLIENTS = 50
+CONSUMERS = 2
+IDS_PER_REQUEST = 2
+PARTITIONS = 4
+TWO_HOURS_MS = 2 * 3_600_000
+
+
+@dataclass(frozen=True)
+class Sizes:
+    seconds: float
+    messages: int
+    batch: int
+
+
+FULL = Sizes(seconds=30.0, messages=40_000, batch=10)
+QUICK = Sizes(seconds=5.0, messages=4_000, batch=10)
+
+
+@dataclass
+class ClientLog:
+    latencies: list[float] = field(default_factory=list)
+    skipped: dict[str, float] = field(default_factory=dict)
+    """label → when the 204 came back (time.time())."""
+    failures: list[str] = field(default_factory=list)
+
+
+def label(partition: int, ledger: int, entry: int, batch: int) -> str:
+    return f"{partition}/{ledger}:{entry}:{batch}"
+
+
+# -- the stores --------------------------------------------------------------------
+
+
+def postgres_schema() -> tuple[str, str]:
+    """A fresh schema on the test server: (URL with its search_path, schema)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.pool import NullPool
+
+    base = os.environ.get("CURSOROPS_TEST_PG_URL")
+    if not base:
+        raise SystemExit("set CURSOROPS_TEST_PG_URL (bash scripts/start-postgres.sh)")
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    engine = create_engine(base, poolclass=NullPool)
+    with engine.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    engine.dispose()
+    url = make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
+    return url.render_as_string(hide_password=False), schema
+
+
+def drop_schema(schema: str) -> None:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(os.environ["CURSOROPS_TEST_PG_URL"], poolclass=NullPool)
+    with engine.begin() as connection:
+        connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    engine.dispose()
+
+
+def seed(config: Any, sizes: Sizes) -> tuple[str, list[tuple[str, dict[str, int]]]]:
+    """The topic and every message as (label, messageId body)."""
+    from core.broker import Broker
+    from core.producer import OutgoingMessage
+    from core.subscription import SubscriptionType
+
+    topic = f"persistent://{NAMESPACE}/events"
+    with Broker(config) as broker:
+        broker.create_tenant("admin", TENANT)
+        broker.create_namespace("admin", NAMESPACE)
+        broker.grant_permission("admin", NAMESPACE, "alice", ["consume"])
+        broker.create_topic("admin", topic, PARTITIONS)
+        broker.create_subscription(
+            "admin", topic, SUBSCRIPTION, SubscriptionType.SHARED, initial_position="earliest"
+        )
+        messages = [
+            OutgoingMessage(payload=f"m{i}".encode(), key=f"k{i % 97}")
+            for i in range(sizes.messages)
+        ]
+        ids = broker.produce("admin", topic, messages, batch_size=sizes.batch)
+    out = [
+        (
+            label(m.partition, m.ledger_id, m.entry_id, m.batch_index),
+            {"ledgerId": m.ledger_id, "entryId": m.entry_id, "batchIndex": m.batch_index},
+        )
+        for m in ids
+    ]
+    return topic, out
+
+
+# -- Airflow's api-server ----------------------------------------------------------
+
+
+@dataclass
+class ApiServer:
+    process: subprocess.Popen[bytes]
+    base_url: str
+    log: Path
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=30)
+
+
+def start_api_server(work: Path, environ: dict[str, str]) -> ApiServer:
+    from airflow_glue.local_airflow import free_port
+
+    home = work / "airflow"
+    home.mkdir()
+    users = {"admin": "admin", "alice": "op"}
+    passwords = home / "simple_auth_manager_passwords.json.generated"
+    passwords.write_text(json.dumps({u: f"{u}-pw" for u in users}))
+    port = free_port()
+    env = {
+        **os.environ,
+        **environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(work / "no-dags"),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in users.items()),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        "PYTHONPATH": str(REPO),
+        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
+    }
+    subprocess.run(
+        [str(VENV_BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True
+    )
+    log = work / "api-server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(VENV_BIN / "airflow"), "api-server", "--apps", "core", "--host", "127.0.0.1"]
+            + ["--port", str(port), "--workers", "1"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server = ApiServer(process, f"http://127.0.0.1:{port}", log)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the api-server exited: {log}")
+        try:
+            if httpx.get(f"{server.base_url}/api/v2/monitor/health", timeout=5).is_success:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    server.stop()
+    raise TimeoutError(f"the api-server did not start: {log}")
+
+
+# -- the load ----------------------------------------------------------------------
+
+
+def client(
+    base_url: str,
+    path: str,
+    token: str,
+    share: Sequence[tuple[str, dict[str, int]]],
+    until: float,
+    log: ClientLog,
+) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=base_url, headers=headers, timeout=120) as http:
+        for start in range(0, len(share), IDS_PER_REQUEST):
+            if time.monotonic() >= until:
+                return
+            chunk = share[start : start + IDS_PER_REQUEST]
+            began = time.perf_counter()
+            try:
+                answer = http.post(
+                    path, json={"type": "messageId", "messageIds": [body for _, body in chunk]}
+                )
+            except httpx.HTTPError as exc:
+                log.failures.append(f"{type(exc).__name__}: {exc}")
+                continue
+            log.latencies.append(time.perf_counter() - began)
+            if answer.status_code == 204:
+                done = time.time()
+                for name, _ in chunk:
+                    log.skipped[name] = done
+            else:
+                log.failures.append(f"{answer.status_code} {answer.text[:200]}")
+
+
+def consumer(config_json: str, topic: str, seconds: float, out: Any) -> None:
+    """Receive and acknowledge through the Broker until the time is up; report each batch's
+    start time and the labels it returned."""
+    from core.broker import Broker
+    from core.config import Config
+
+    fields = json.loads(config_json)
+    config = Config.from_home(
+        fields["home"], metadata_url=fields["metadata_url"], ledger_root=fields["ledger_root"]
+    )
+    batches: list[tuple[float, list[str]]] = []
+    until = time.monotonic() + seconds
+    with Broker(config) as broker:
+        while time.monotonic() < until:
+            began = time.time()
+            got = broker.consume("alice", topic, SUBSCRIPTION, 100, ack=True)
+            batches.append(
+                (
+                    began,
+                    [
+                        label(
+                            m.message_id.partition,
+                            m.message_id.ledger_id,
+                            m.message_id.entry_id,
+                            m.message_id.batch_index,
+                        )
+                        for m in got
+                    ],
+                )
+            )
+            if not got:
+                time.sleep(0.05)
+    out.put(batches)
+
+
+@dataclass(frozen=True)
+class Results:
+    requests: int
+    seconds: float
+    latencies: list[float]
+    skipped: int
+    consumed: int
+    failures: list[str]
+    violations: list[str]
+    remaining: int
+
+
+def measure(sizes: Sizes, work: Path) -> Results:
+    from core.broker import Broker, wall_clock_ms
+    from core.config import Config
+
+    url, schema = postgres_schema()
+    server: ApiServer | None = None
+    try:
+        config = Config.from_home(work / "cursorops", metadata_url=url)
+        topic, messages = seed(config, sizes)
+        server = start_api_server(
+            work,
+            {
+                "CURSOROPS_HOME": str(config.home),
+                "CURSOROPS_METADATA_URL": url,
+                "CURSOROPS_LEDGER_ROOT": str(config.ledger_root),
+            },
+        )
+        token = httpx.post(
+            f"{server.base_url}/auth/token",
+            json={"username": "alice", "password": "alice-pw"},
+            timeout=60,
+        ).json()["access_token"]
+        path = (
+            "/cursorops/admin/v2/persistent/"
+            + topic.removeprefix("persistent://")
+            + f"/subscription/{SUBSCRIPTION}/skipByMessageIds"
+        )
+        shuffled = list(messages)
+        random.Random(7).shuffle(shuffled)
+        shares = [shuffled[i::CLIENTS] for i in range(CLIENTS)]
+        logs = [ClientLog() for _ in range(CLIENTS)]
+
+        context = multiprocessing.get_context("spawn")
+        queue = context.Queue()
+        config_json = json.dumps(
+            {
+                "home": str(config.home),
+                "metadata_url": config.metadata_url,
+                "ledger_root": str(config.ledger_root),
+            }
+        )
+        consumers = [
+            context.Process(target=consumer, args=(config_json, topic, sizes.seconds, queue))
+            for _ in range(CONSUMERS)
+        ]
+        for process in consumers:
+            process.start()
+        began = time.monotonic()
+        until = began + sizes.seconds
+        threads = [
+            threading.Thread(
+                target=client, args=(server.base_url, path, token, shares[i], until, logs[i])
+            )
+            for i in range(CLIENTS)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        seconds = time.monotonic() - began
+        batches = [batch for _ in consumers for batch in queue.get(timeout=600)]
+        for process in consumers:
+            process.join(timeout=120)
+
+        skipped = {name: at for log in logs for name, at in log.skipped.items()}
+        received = [name for _, names in batches for name in names]
+        violations = []
+        if len(received) != len(set(received)):
+            violations.append("a message was received twice")
+        for began_at, names in batches:
+            late = [n for n in names if n in skipped and skipped[n] < began_at]
+            if late:
+                violations.append(f"skipped then delivered: {late[:5]}")
+        with Broker(config, clock=lambda: wall_clock_ms() + TWO_HOURS_MS) as broker:
+            unacked = {
+                label(m.message_id.partition, m.message_id.ledger_id, m.message_id.entry_id,
+                      m.message_id.batch_index)
+                for m in broker.peek_messages("admin", topic, SUBSCRIPTION, sizes.messages + 1)
+            }  # fmt: skip
+            lost = (set(received) | set(skipped)) & unacked
+            if lost:
+                violations.append(f"{len(lost)} acknowledgement(s) lost: {sorted(lost)[:5]}")
+            drained: list[str] = []
+            while got := broker.consume("admin", topic, SUBSCRIPTION, 1000, ack=True):
+                drained += [
+                    label(m.message_id.partition, m.message_id.ledger_id, m.message_id.entry_id,
+                          m.message_id.batch_index)
+                    for m in got
+                ]  # fmt: skip
+        if set(drained) & set(skipped):
+            violations.append("a skipped message was delivered after the run")
+        every = {name for name, _ in messages}
+        if set(drained) != every - set(received) - set(skipped):
+            violations.append("the drain does not return exactly the messages left")
+        return Results(
+            requests=sum(len(log.latencies) for log in logs),
+            seconds=seconds,
+            latencies=sorted(x for log in logs for x in log.latencies),
+            skipped=len(skipped),
+            consumed=len(received),
+            failures=[f for log in logs for f in log.failures],
+            violations=violations,
+            remaining=len(unacked),
+        )
+    finally:
+        if server is not None:
+            server.stop()
+        drop_schema(schema)
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of sorted values."""
+    index = max(0, min(len(sorted_values) - 1, int(round(q * len(sorted_values) + 0.5)) - 1))
+    return sorted_values[index]
+
+
+def render(host: machine.Machine, sizes: Sizes, options: Options, work: Path, r: Results) -> str:
+    lines = report.preamble(
+        "REST under load: 50 clients skip, consumers acknowledge (PostgreSQL)",
+        "rest_load",
+        host,
+        options,
+        work,
+    )
+    # One bounded run of the load, not a median: say so.
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    quick = " --quick" if options.quick else ""
+    lines[2] = (
+        f"`python -m benchmarks.rest_load{quick}`, one run of {sizes.seconds:.0f} s, run {when}."
+    )
+    p50, p99 = percentile(r.latencies, 0.50), percentile(r.latencies, 0.99)
+    lines += [
+        f"Airflow's api-server (`--apps core`, 1 worker) with the cursorops plugin; metadata on "
+        f"PostgreSQL; one Shared subscription of a {PARTITIONS}-partition topic of "
+        f"{sizes.messages:,} messages in batches of {sizes.batch}. {CLIENTS} REST clients "
+        f"(threads, one connection each) call `skipByMessageIds` with {IDS_PER_REQUEST} ids of "
+        f"their own disjoint share; {CONSUMERS} consumer processes receive 100 at a time and "
+        "acknowledge through the Broker (Pulsar has no REST acknowledgement).",
+        "",
+        report.table(
+            ["figure", "value"],
+            [
+                ["skip requests answered", f"{r.requests:,} in {r.seconds:.1f} s"],
+                ["requests per second", report.number(r.requests / r.seconds)],
+                ["latency p50", f"{report.number(p50 * 1000)} ms"],
+                ["latency p99", f"{report.number(p99 * 1000)} ms"],
+                ["ids skipped (204)", f"{r.skipped:,}"],
+                ["messages received and acknowledged by consumers", f"{r.consumed:,}"],
+                ["requests failed", f"{len(r.failures):,}"],
+                ["acknowledgements lost", "0" if not r.violations else "see below"],
+                ["skipped messages delivered afterwards", "0" if not r.violations else "see below"],
+            ],
+        ),
+        "",
+    ]
+    if r.violations:
+        lines += ["**Violations:** " + "; ".join(r.violations), ""]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = report.parse_options(
+        "50 concurrent REST clients skip and consumers acknowledge on one subscription.", argv
+    )
+    host = machine.describe()
+    sizes = QUICK if options.quick else FULL
+    with report.work_dir(options, "rest-load") as work:
+        results = measure(sizes, work)
+        markdown = render(host, sizes, options, work, results)
+    print(markdown)
+    if results.failures:
+        print("failures:", results.failures[:10], file=sys.stderr)
+    if results.violations or results.failures:
+        return 1
+    if options.write:
+        print(f"wrote {report.write_section(SECTION, markdown)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
