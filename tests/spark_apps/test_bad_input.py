@@ -125,8 +125,8 @@ def test_ids_of_another_topic_change_nothing(
            "-s", "plain", "--ids", f"{mine}:0", f"{theirs}:0")  # fmt: skip
     _fails(capsys, 2, "Nothing skipped", apply_skip_plan, *home, TOPIC, "-s", "plain",
            "--ids", f"{mine}:0:99")  # fmt: skip
-    _fails(capsys, 2, "one:two: expected ledgerId:entryId", apply_skip_plan, *home, TOPIC,
-           "-s", "plain", "--ids", "one:two")  # fmt: skip
+    _fails(capsys, 2, "Invalid --messageId-triplet: 'one:two': expected ledgerId:entryId",
+           apply_skip_plan, *home, TOPIC, "-s", "plain", "--ids", "one:two")  # fmt: skip
     _fails(capsys, 4, "Unsupported subscription type", apply_skip_plan, *home, TOPIC,
            "-s", "exclusive", "--ids", f"{mine}:0")  # fmt: skip
     not_a_plan = tmp_path / "plan.txt"
