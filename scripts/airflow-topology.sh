@@ -7,7 +7,9 @@
 #   AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=postgresql+psycopg://user@host/airflow \
 #       scripts/airflow-topology.sh [AIRFLOW_HOME]
 #
-# No triggerer: in 3.3 the approval gate parks in awaiting_input, it does not defer.
+# No triggerer by default: in 3.3 the approval gate parks in awaiting_input, it
+# does not defer. CURSOROPS_TRIGGERER=1 adds one (the compose topology has it;
+# scripts/topology-up.sh sets it).
 # Stop it with SIGINT or SIGTERM: it sends SIGTERM to each component, waits for
 # them all, and exits. If one component dies, it stops the others and exits 1.
 set -euo pipefail
@@ -46,6 +48,11 @@ pids+=($!)
 airflow dag-processor &
 pids+=($!)
 echo "api-server ${pids[0]}, scheduler ${pids[1]}, dag-processor ${pids[2]}"
+if [[ "${CURSOROPS_TRIGGERER:-0}" == 1 ]]; then
+    airflow triggerer &
+    pids+=($!)
+    echo "triggerer ${pids[3]}"
+fi
 set +e
 wait -n "${pids[@]}"
 status=$?
