@@ -165,7 +165,7 @@ function auditRow(r) {
   if (r.kind === "skip-request") {
     const answer = d.answer || {};
     return `<tr data-testid="audit-row"><td class="when">${utc(r.atMs)}</td>` +
-      `<td class="nowrap">request via <a href="/dags/${seg(d.dagId)}/runs/${seg(d.runId)}" target="_top">${esc(d.dagId)}</a></td>` +
+      `<td class="nowrap">request via <a href="/dags/${seg(d.dagId)}/runs/${seg(d.runId)}">${esc(d.dagId)}</a></td>` +
       `<td>${esc(r.subscription)}</td><td>${esc(d.requester)}</td>` +
       `<td>${answer.by ? `${esc(answer.by)}<br><span class="muted nowrap">${utc(answer.at)}</span>` : `<span class="muted">nobody</span>`}</td>` +
       `<td>${esc(d.reason)}${d.ticket ? `<br><span class="muted">ticket ${esc(d.ticket)}</span>` : ""}</td>` +
@@ -197,7 +197,7 @@ async function approvals() {
       return `<tr data-testid="approval-row" data-run-id="${esc(ti.dag_run_id)}"><td class="when">${utc(h.created_at)}</td>` +
         `<td><strong>${esc(h.subject)}</strong><br><span class="muted">${esc(ti.dag_id)} · run <code>${esc(ti.dag_run_id)}</code></span>` +
         `<details class="preview"><summary>Preview</summary><div class="md">${markdown(h.body || "")}</div></details></td>` +
-        `<td class="nowrap"><a class="approve-link" href="${page}" target="_top">Approve or reject in Airflow</a></td></tr>`;
+        `<td class="nowrap"><a class="approve-link" href="${page}">Approve or reject in Airflow</a></td></tr>`;
     }).join("")}</tbody></table>`;
 }
 
