@@ -6,7 +6,7 @@
 - a store failure or a conflict (a concurrent writer): the error propagates, so
   Airflow retries the task as configured.
 
-``tests/dags/test_outcomes.py`` checks that every leaf is mapped.
+``tests/dags/test_glue.py`` checks that every leaf is mapped.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from core.errors import (
     InvalidInputError,
     NotAuthorizedError,
     NotFoundError,
+    OutcomeTable,
     StoreError,
     UnsupportedSubscriptionTypeError,
-    leaf_classes,
 )
 
 
@@ -34,31 +34,25 @@ class Outcome(StrEnum):
     """Raise, so Airflow retries."""
 
 
-_FAMILIES: dict[type[CursorOpsError], Outcome] = {
-    InvalidInputError: Outcome.FAIL,
-    NotFoundError: Outcome.FAIL,
-    NotAuthorizedError: Outcome.FAIL,
-    ConflictError: Outcome.RETRY,
-    StoreError: Outcome.RETRY,
-}
-# A conflict that no retry can resolve: the subscription's type never allows skips.
-_LEAVES: dict[type[CursorOpsError], Outcome] = {UnsupportedSubscriptionTypeError: Outcome.FAIL}
+_TABLE = OutcomeTable(
+    families={
+        InvalidInputError: Outcome.FAIL,
+        NotFoundError: Outcome.FAIL,
+        NotAuthorizedError: Outcome.FAIL,
+        ConflictError: Outcome.RETRY,
+        StoreError: Outcome.RETRY,
+    },
+    # A conflict that no retry can resolve: the subscription's type never allows skips.
+    overrides={UnsupportedSubscriptionTypeError: Outcome.FAIL},
+    default=Outcome.RETRY,
+)
 
-OUTCOMES: dict[type[CursorOpsError], Outcome] = {
-    leaf: _LEAVES.get(leaf) or next(o for fam, o in _FAMILIES.items() if issubclass(leaf, fam))
-    for leaf in leaf_classes()
-    if leaf in _LEAVES or any(issubclass(leaf, fam) for fam in _FAMILIES)
-}
+OUTCOMES: dict[type[CursorOpsError], Outcome] = _TABLE.leaves()
 """Outcome of every leaf of the error tree."""
 
 
 def outcome_of(error: CursorOpsError) -> Outcome:
-    for cls in type(error).__mro__:
-        if cls in OUTCOMES:
-            return OUTCOMES[cls]
-        if cls in _FAMILIES:
-            return _FAMILIES[cls]
-    return Outcome.RETRY
+    return _TABLE.of(error)
 
 
 @contextmanager

@@ -1,10 +1,10 @@
 """The one exception hierarchy of cursorops.
 
-Every front door maps each leaf of this tree, in one table per edge: the exit
-code (:mod:`core.exit_codes`, checked by ``tests/cli/test_cli.py``), the Airflow
-task outcome (``airflow_glue/outcomes.py``, checked by ``tests/dags/test_glue.py``)
-and the HTTP status (``cursorops_api/errors.py``, checked by
-``tests/plugins/test_errors.py``).
+Every front door maps each leaf of this tree, in one :class:`OutcomeTable` per
+edge that declares only its families and its exceptions: the exit code
+(:mod:`core.exit_codes`, checked by ``tests/cli/test_cli.py``), the Airflow task
+outcome (``airflow_glue/outcomes.py``, checked by ``tests/dags/test_glue.py``) and
+the HTTP status (``cursorops_api/errors.py``, checked by ``tests/plugins/test_errors.py``).
 
 ::
 
@@ -37,6 +37,12 @@ and the HTTP status (``cursorops_api/errors.py``, checked by
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 
 class CursorOpsError(Exception):
@@ -154,3 +160,41 @@ def leaf_classes() -> list[type[CursorOpsError]]:
             found.append(cls)
         stack.extend(subs)
     return sorted(found, key=lambda c: c.__name__)
+
+
+@dataclass(frozen=True)
+class OutcomeTable(Generic[T]):
+    """How one edge (exit code, Airflow outcome, HTTP status) answers each error.
+
+    An error's outcome is that of the nearest class along its MRO that ``overrides``
+    or ``families`` names, else ``default``. ``overrides`` holds the few classes
+    that differ from their family.
+    """
+
+    families: Mapping[type[CursorOpsError], T]
+    default: T
+    overrides: Mapping[type[CursorOpsError], T] = field(default_factory=dict)
+
+    def leaves(self) -> dict[type[CursorOpsError], T]:
+        """The outcome of every leaf of the tree; a leaf under no mapped class is left out,
+        so each edge's every-leaf-mapped test names it."""
+        table: dict[type[CursorOpsError], T] = {}
+        for leaf in leaf_classes():
+            mapped = self._mapped(leaf)
+            if mapped is not None:
+                table[leaf] = mapped[0]
+        return table
+
+    def of(self, error: BaseException) -> T:
+        """The outcome of ``error``: its class's, else its nearest mapped ancestor's."""
+        mapped = self._mapped(type(error))
+        return self.default if mapped is None else mapped[0]
+
+    def _mapped(self, cls: type[BaseException]) -> tuple[T] | None:
+        # A 1-tuple, so that a falsy outcome (exit code 0) is still a hit.
+        for ancestor in cls.__mro__:
+            if ancestor in self.overrides:
+                return (self.overrides[ancestor],)
+            if ancestor in self.families:
+                return (self.families[ancestor],)
+        return None

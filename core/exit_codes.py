@@ -13,9 +13,12 @@ from core.errors import (
     InvalidInputError,
     NotAuthorizedError,
     NotFoundError,
+    OutcomeTable,
     StoreError,
-    leaf_classes,
 )
+
+EXIT_UNEXPECTED = 1
+"""A failure that is not a ``core`` error: a bug."""
 
 FAMILY_EXIT_CODES: dict[type[CursorOpsError], int] = {
     InvalidInputError: 2,
@@ -26,23 +29,12 @@ FAMILY_EXIT_CODES: dict[type[CursorOpsError], int] = {
 }
 """Exit code of each family of the error tree."""
 
-EXIT_CODES: dict[type[CursorOpsError], int] = {
-    leaf: code
-    for leaf in leaf_classes()
-    for family, code in FAMILY_EXIT_CODES.items()
-    if issubclass(leaf, family)
-}
-"""Exit code of every leaf of the error tree, by family."""
+_TABLE = OutcomeTable(FAMILY_EXIT_CODES, default=EXIT_UNEXPECTED)
 
-EXIT_UNEXPECTED = 1
-"""A failure that is not a ``core`` error: a bug."""
+EXIT_CODES: dict[type[CursorOpsError], int] = _TABLE.leaves()
+"""Exit code of every leaf of the error tree, by family."""
 
 
 def exit_code(error: CursorOpsError) -> int:
     """The exit code of ``error``'s class, else of its nearest mapped ancestor."""
-    for cls in type(error).__mro__:
-        if cls in EXIT_CODES:
-            return EXIT_CODES[cls]
-        if cls in FAMILY_EXIT_CODES:
-            return FAMILY_EXIT_CODES[cls]
-    return EXIT_UNEXPECTED
+    return _TABLE.of(error)

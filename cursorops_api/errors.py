@@ -20,35 +20,29 @@ from core.errors import (
     InvalidInputError,
     NotAuthorizedError,
     NotFoundError,
+    OutcomeTable,
     StoreError,
     SubscriptionBusyError,
-    leaf_classes,
 )
 
-_FAMILIES: dict[type[CursorOpsError], int] = {
-    InvalidInputError: 400,
-    NotFoundError: 404,
-    ConflictError: 409,
-    NotAuthorizedError: 403,
-    StoreError: 503,
-}
-_LEAVES: dict[type[CursorOpsError], int] = {SubscriptionBusyError: 412}
+_TABLE = OutcomeTable(
+    families={
+        InvalidInputError: 400,
+        NotFoundError: 404,
+        ConflictError: 409,
+        NotAuthorizedError: 403,
+        StoreError: 503,
+    },
+    overrides={SubscriptionBusyError: 412},
+    default=500,
+)
 
-STATUS: dict[type[CursorOpsError], int] = {
-    leaf: _LEAVES.get(leaf) or next(s for fam, s in _FAMILIES.items() if issubclass(leaf, fam))
-    for leaf in leaf_classes()
-    if leaf in _LEAVES or any(issubclass(leaf, fam) for fam in _FAMILIES)
-}
+STATUS: dict[type[CursorOpsError], int] = _TABLE.leaves()
 """HTTP status of every leaf of the error tree."""
 
 
 def status_of(error: CursorOpsError) -> int:
-    for cls in type(error).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-        if cls in _FAMILIES:
-            return _FAMILIES[cls]
-    return 500
+    return _TABLE.of(error)
 
 
 def reason(status: int, text: str, headers: dict[str, str] | None = None) -> JSONResponse:
