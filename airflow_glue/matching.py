@@ -4,10 +4,12 @@ The options are ``spark_apps/find_messages.py``'s, in the glossary's words:
 ``key``, ``property`` (``NAME=VALUE``, all must hold), ``publish_time_after`` /
 ``publish_time_before``, ``still_scheduled`` (delayed messages not yet due:
 skipping them cancels them), ``deliver_at_after`` / ``deliver_at_before``,
-``payload_contains``, or a whole ``predicate`` document. ``everything`` matches
-every unacknowledged message: a gated clear-backlog. Every given condition must
-hold. The predicate is checked here with core's parser (bad input fails the run
-at once) and handed to the Spark job as one JSON document.
+``payload_contains``, ``producer`` (the producer's name, exactly), or a whole
+``predicate`` document. ``everything`` matches every unacknowledged message: a
+gated clear-backlog. Every given condition must hold. The document is built by
+core's :func:`~core.predicates.predicate_from_options` and checked with core's
+parser (bad input fails the run at once), then handed to the Spark job as one
+JSON document.
 
 A match count above ``limit`` (default 1,000,000) is refused unless
 ``allow_large`` is set.
@@ -41,6 +43,7 @@ class MatchRequest(BaseModel):
     deliver_at_after: str | None = None
     deliver_at_before: str | None = None
     payload_contains: str | None = None
+    producer: str | None = None
     predicate: dict[str, Any] | None = None
     everything: bool = False
     reason: str = Field(min_length=1)
@@ -56,6 +59,7 @@ class MatchRequest(BaseModel):
         "deliver_at_after",
         "deliver_at_before",
         "payload_contains",
+        "producer",
         mode="before",
     )
     @classmethod
@@ -64,40 +68,26 @@ class MatchRequest(BaseModel):
 
     def predicate_document(self) -> dict[str, Any]:
         """The predicate as find_messages takes it (``--predicate``); raises on a bad one."""
-        document: dict[str, Any] = dict(self.predicate or {})
-        options: dict[str, Any] = {}
-        if self.key is not None:
-            options["key"] = self.key
-        if self.property:
-            pairs = {}
-            for text in self.property:
-                name, sep, value = text.partition("=")
-                if not sep or not name:
-                    raise InvalidPredicateError(f"Invalid property '{text}': expected NAME=VALUE")
-                pairs[name] = value
-            options["properties"] = pairs
-        for bound, (name, side) in (
-            (self.publish_time_after, ("publishTime", "after")),
-            (self.publish_time_before, ("publishTime", "before")),
-            ("now" if self.still_scheduled else None, ("deliverAt", "after")),
-            (self.deliver_at_after, ("deliverAt", "after")),
-            (self.deliver_at_before, ("deliverAt", "before")),
-        ):
-            if bound is not None:
-                if side in options.get(name, {}):
-                    raise InvalidPredicateError(
-                        "Invalid predicate: still_scheduled and deliver_at_after both set "
-                        "the delivery time's start"
-                    )
-                options.setdefault(name, {})[side] = bound
-        if self.payload_contains is not None:
-            options["payloadContains"] = self.payload_contains
-        clash = sorted(set(document) & set(options))
-        if clash:
+        from core.predicates import predicate_from_options
+
+        if self.still_scheduled and self.deliver_at_after is not None:
             raise InvalidPredicateError(
-                f"Invalid predicate: {', '.join(clash)} given both in predicate and as an option"
+                "Invalid predicate: still_scheduled and deliver_at_after both set "
+                "the delivery time's start"
             )
-        document.update(options)
+        document = predicate_from_options(
+            self.predicate,
+            key=self.key,
+            properties=self.property,
+            publish_time_after=self.publish_time_after,
+            publish_time_before=self.publish_time_before,
+            deliver_at_after="now" if self.still_scheduled else self.deliver_at_after,
+            deliver_at_before=self.deliver_at_before,
+            payload_contains=self.payload_contains,
+            producer=self.producer,
+            source="predicate",
+            property_option="property",
+        )
         if self.everything:
             if document:
                 raise InvalidPredicateError(
@@ -107,7 +97,8 @@ class MatchRequest(BaseModel):
         if not document:
             raise InvalidPredicateError(
                 "Invalid predicate: give at least one condition (key, property, publish time, "
-                "still_scheduled, delivery time, payload_contains, predicate) or everything"
+                "still_scheduled, delivery time, payload_contains, producer, predicate) "
+                "or everything"
             )
         return document
 

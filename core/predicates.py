@@ -11,6 +11,7 @@ messages (pydantic validates it, and only here)::
      "publishTime": {"after": T, "before": T},         [after, before)
      "deliverAt": {"after": "now"},                    delayed, due in that range
      "payloadContains": "timeout",                     UTF-8 substring of the payload
+     "producer": "orders-service",                     producer name, exactly
      "jsonField": {"path": "order.id", "equals": 42}}  payload is JSON, field equals
 
 Every given condition must hold (AND); at least one is required. ``T`` is epoch
@@ -20,12 +21,16 @@ messages still scheduled. A ``jsonField`` path is dot-separated object keys;
 a segment of digits indexes a list. ``equals`` is any JSON value, compared
 strictly (``true`` is not ``1``). Bad input raises
 :class:`~core.errors.InvalidPredicateError` naming the field.
+
+:func:`predicate_from_options` builds that document from shortcut options
+(``--key``, ``--property NAME=VALUE``, time bounds, ...) and a given document,
+for every front end that offers them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +126,7 @@ class Predicate:
     deliver_at: TimeRange | None = None
     payload_contains: str | None = None
     json_field: JsonFieldMatch | None = None
+    producer: str | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -140,6 +146,8 @@ class Predicate:
             needed.add("deliver_at")
         if self.payload_contains is not None or self.json_field is not None:
             needed.add("payload")
+        if self.producer is not None:
+            needed.add("producer_name")
         return frozenset(needed)
 
     def mask(self, rows: Rows) -> np.ndarray:
@@ -157,6 +165,8 @@ class Predicate:
             out &= self.deliver_at.mask(rows.column("deliver_at"))
         if self.payload_contains is not None:
             out &= bool_mask(pc.match_substring(rows.column("payload"), self.payload_contains))
+        if self.producer is not None:
+            out &= bool_mask(pc.equal(rows.column("producer_name"), self.producer))
         if self.json_field is not None and out.any():
             payload = rows.column("payload")
             for row in np.flatnonzero(out).tolist():
@@ -178,6 +188,8 @@ class Predicate:
             out["deliverAt"] = self.deliver_at.to_json()
         if self.payload_contains is not None:
             out["payloadContains"] = self.payload_contains
+        if self.producer is not None:
+            out["producer"] = self.producer
         if self.json_field is not None:
             out["jsonField"] = {
                 "path": ".".join(self.json_field.path),
@@ -208,6 +220,7 @@ class PredicateRequest(BaseModel):
     deliverAt: _TimeRangeRequest | None = None  # noqa: N815
     payloadContains: StrictStr | None = None  # noqa: N815
     jsonField: _JsonFieldRequest | None = None  # noqa: N815
+    producer: StrictStr | None = None
 
 
 def parse_predicate(document: str | Mapping[str, Any], *, now_ms: int | None = None) -> Predicate:
@@ -242,6 +255,8 @@ def parse_predicate(document: str | Mapping[str, Any], *, now_ms: int | None = N
         json_field = JsonFieldMatch(path, request.jsonField.equals)
     if request.payloadContains == "":
         raise InvalidPredicateError("Invalid predicate: payloadContains must not be empty")
+    if request.producer == "":
+        raise InvalidPredicateError("Invalid predicate: producer must not be empty")
     predicate = Predicate(
         key=request.key,
         properties=tuple(sorted((request.properties or {}).items())),
@@ -249,11 +264,12 @@ def parse_predicate(document: str | Mapping[str, Any], *, now_ms: int | None = N
         deliver_at=_time_range(request.deliverAt, "deliverAt", now_ms),
         payload_contains=request.payloadContains,
         json_field=json_field,
+        producer=request.producer,
     )
     if predicate.is_empty:
         raise InvalidPredicateError(
             "Invalid predicate: give at least one condition (key, properties, publishTime, "
-            "deliverAt, payloadContains, jsonField)"
+            "deliverAt, payloadContains, jsonField, producer)"
         )
     return predicate
 
@@ -273,3 +289,61 @@ def _time_range(
 
 def _time(value: int | str, what: str, now_ms: int | None) -> int:
     return parse_time_ms(value, what, now_ms, error=InvalidPredicateError)
+
+
+def predicate_from_options(
+    document: Mapping[str, Any] | None,
+    *,
+    key: str | None = None,
+    properties: Sequence[str] = (),
+    publish_time_after: str | int | None = None,
+    publish_time_before: str | int | None = None,
+    deliver_at_after: str | int | None = None,
+    deliver_at_before: str | int | None = None,
+    payload_contains: str | None = None,
+    producer: str | None = None,
+    source: str = "--predicate",
+    property_option: str = "--property",
+) -> dict[str, Any]:
+    """A predicate document: ``document`` (may be None) plus the given shortcut options.
+
+    ``properties`` are ``NAME=VALUE`` texts (the value may hold ``=``). A field
+    given both in ``document`` and as an option is refused rather than one
+    silently winning. ``source`` and ``property_option`` are how the caller's
+    users name the document and the property option, so each error names the
+    flag or parameter they typed. Only the shape is checked here; hand the
+    result to :func:`parse_predicate`.
+    """
+    options: dict[str, Any] = {}
+    if key is not None:
+        options["key"] = key
+    if properties:
+        pairs = {}
+        for text in properties:
+            name, sep, value = text.partition("=")
+            if not sep or not name:
+                raise InvalidPredicateError(
+                    f"Invalid {property_option} '{text}': expected NAME=VALUE"
+                )
+            pairs[name] = value
+        options["properties"] = pairs
+    for bound, field_name, side in (
+        (publish_time_after, "publishTime", "after"),
+        (publish_time_before, "publishTime", "before"),
+        (deliver_at_after, "deliverAt", "after"),
+        (deliver_at_before, "deliverAt", "before"),
+    ):
+        if bound is not None:
+            options.setdefault(field_name, {})[side] = bound
+    if payload_contains is not None:
+        options["payloadContains"] = payload_contains
+    if producer is not None:
+        options["producer"] = producer
+    given = dict(document or {})
+    clash = sorted(set(given) & set(options))
+    if clash:
+        raise InvalidPredicateError(
+            f"Invalid predicate: {', '.join(clash)} given both in {source} and as an option"
+        )
+    given.update(options)
+    return given

@@ -1,9 +1,9 @@
 """Skip the messages of a subscription that match a predicate, approved by a second person.
 
 Trigger it with a topic, a subscription, a predicate (key, property, publish-time
-window, still scheduled, delivery-time window, payload match, a predicate
-document, or everything: a gated clear-backlog) and a reason. The Airflow user
-who triggers it is the requester, acting as the Pulsar role
+window, still scheduled, delivery-time window, payload match, producer name, a
+predicate document, or everything: a gated clear-backlog) and a reason. The
+Airflow user who triggers it is the requester, acting as the Pulsar role
 ``CURSOROPS_ROLE_MAP`` maps them to (by default the same name).
 
 validate_request → authorize → find_messages (Spark: writes the matches under
@@ -58,6 +58,9 @@ TIME_HELP = "epoch ms, ISO-8601 (UTC without an offset), 'now' or a duration bef
         "deliver_at_after": Param(None, type=TIME, description=f"Due at or after: {TIME_HELP}"),
         "deliver_at_before": Param(None, type=TIME, description=f"Due before: {TIME_HELP}"),
         "payload_contains": Param(None, type=["null", "string"], description="Payload contains"),
+        "producer": Param(
+            None, type=["null", "string"], description="Producer name equals (exactly)"
+        ),
         "predicate": Param(
             None,
             type=["null", "object"],

@@ -10,7 +10,7 @@ Run::
 
     spark-submit spark_apps/find_messages.py [--home H] [--master M] TOPIC -s SUB \
         (--predicate JSON | --predicate @file.json | --key K | --property K=V ...
-         | --deliver-at-after now ...) --output plan.parquet
+         | --deliver-at-after now | --producer NAME ...) --output plan.parquet
 
 Prints a JSON summary (matches per partition, the first rows) on stdout, or
 to ``--summary``: under ``spark-submit`` the driver's log shares stdout.
@@ -32,7 +32,7 @@ from core.authz import Operation
 from core.config import Config
 from core.cursor import CursorState
 from core.errors import InvalidArgumentError, InvalidPredicateError
-from core.predicates import Predicate, parse_predicate
+from core.predicates import Predicate, parse_predicate, predicate_from_options
 from core.topic_name import TopicName
 from core.topic_scan import TopicScan, decode_state
 from core.unacked_rows import unacked_rows
@@ -62,8 +62,14 @@ MESSAGE_COLUMNS = (
     "properties",
     "payload",
 )
+"""Read for every plan; :func:`message_columns` adds what the predicate needs beyond them."""
 PREVIEW_ROWS = 20
 """Plan rows shown in the job's JSON summary."""
+
+
+def message_columns(predicate: Predicate) -> tuple[str, ...]:
+    """:data:`MESSAGE_COLUMNS` and any other column the predicate reads (``producer_name``)."""
+    return MESSAGE_COLUMNS + tuple(sorted(predicate.columns - set(MESSAGE_COLUMNS)))
 
 
 def find_in_batches(
@@ -141,7 +147,7 @@ def run(
         json.dumps(predicate.to_json(), sort_keys=True),
     )
     with session_scope(master, "cursorops-find-messages", spark) as session, spark_errors(scan):
-        messages = read_messages(session, scan, MESSAGE_COLUMNS)
+        messages = read_messages(session, scan, message_columns(predicate))
         plan = transform(
             messages,
             topic=scan.topic,
@@ -211,35 +217,17 @@ def predicate_document(args: Any) -> dict[str, Any]:
         if not isinstance(loaded, dict):
             raise InvalidPredicateError("Invalid predicate: expected a JSON object")
         document.update(loaded)
-    shortcuts: dict[str, Any] = {}
-    if args.key is not None:
-        shortcuts["key"] = args.key
-    if args.property:
-        pairs = {}
-        for text in args.property:
-            name, sep, value = text.partition("=")
-            if not sep or not name:
-                raise InvalidPredicateError(f"Invalid --property '{text}': expected NAME=VALUE")
-            pairs[name] = value
-        shortcuts["properties"] = pairs
-    for option, (field_name, side) in {
-        "publish_time_after": ("publishTime", "after"),
-        "publish_time_before": ("publishTime", "before"),
-        "deliver_at_after": ("deliverAt", "after"),
-        "deliver_at_before": ("deliverAt", "before"),
-    }.items():
-        value = getattr(args, option)
-        if value is not None:
-            shortcuts.setdefault(field_name, {})[side] = value
-    if args.payload_contains is not None:
-        shortcuts["payloadContains"] = args.payload_contains
-    clash = sorted(set(document) & set(shortcuts))
-    if clash:
-        raise InvalidPredicateError(
-            f"Invalid predicate: {', '.join(clash)} given both in --predicate and as an option"
-        )
-    document.update(shortcuts)
-    return document
+    return predicate_from_options(
+        document,
+        key=args.key,
+        properties=args.property or (),
+        publish_time_after=args.publish_time_after,
+        publish_time_before=args.publish_time_before,
+        deliver_at_after=args.deliver_at_after,
+        deliver_at_before=args.deliver_at_before,
+        payload_contains=args.payload_contains,
+        producer=args.producer,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deliver-at-after", metavar="TIME", help="'now': still scheduled")
     parser.add_argument("--deliver-at-before", metavar="TIME")
     parser.add_argument("--payload-contains", metavar="TEXT")
+    parser.add_argument("--producer", metavar="NAME", help="producer name equals")
     parser.add_argument("--output", required=True, help="where to write the plan (Parquet)")
     parser.add_argument("--summary", help="write the JSON summary here instead of stdout")
     args = parser.parse_args(argv)

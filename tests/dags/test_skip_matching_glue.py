@@ -36,7 +36,8 @@ def test_each_option_becomes_the_find_messages_predicate():
     assert predicate(payload_contains="boom", predicate={"jsonField": {"path": "a", "equals": 1}})[
         1
     ] == {"payloadContains": "boom", "jsonField": {"path": "a", "equals": 1}}
-    request, document = predicate(everything=True, ticket="", key="")
+    assert predicate(producer="orders-a", key="k")[1] == {"producer": "orders-a", "key": "k"}
+    request, document = predicate(everything=True, ticket="", key="", producer="")
     assert document == EVERYTHING and request.ticket is None
     assert request.limit == DEFAULT_LIMIT and request.allow_large is False
 
@@ -48,7 +49,13 @@ def test_each_option_becomes_the_find_messages_predicate():
         ({"everything": True, "key": "k"}, "everything matches every message"),
         ({"still_scheduled": True, "deliver_at_after": "1h"}, "both set"),
         ({"key": "k", "predicate": {"key": "j"}}, "key given both"),
-        ({"property": ["novalue"]}, "expected NAME=VALUE"),
+        ({"property": ["novalue"]}, "^Invalid property 'novalue': expected NAME=VALUE$"),
+        (
+            {"producer": "a", "predicate": {"producer": "b"}},
+            "^Invalid predicate: producer given both in predicate and as an option$",
+        ),
+        ({"everything": True, "producer": "p"}, "everything matches every message"),
+        ({"predicate": {"producer": ""}}, "producer must not be empty"),
         ({"publish_time_after": "yesterday"}, "publishTime.after"),
         ({"key": "k", "reason": ""}, "reason"),
         ({"key": "k", "limit": 0}, "limit"),

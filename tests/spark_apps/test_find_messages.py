@@ -77,7 +77,7 @@ def test_transform_finds_unacknowledged_matches_only(spark: SparkSession) -> Non
 
 
 def _args(**given: Any) -> argparse.Namespace:
-    fields = ("predicate", "key", "property", "payload_contains")
+    fields = ("predicate", "key", "property", "payload_contains", "producer")
     times = ("publish_time_after", "publish_time_before", "deliver_at_after", "deliver_at_before")
     return argparse.Namespace(**{name: None for name in fields + times} | given)
 
@@ -92,6 +92,7 @@ def test_shortcut_options_build_the_predicate_document(tmp_path: Path) -> None:
             property=["region=eu", "tier=gold=1"],
             deliver_at_after="now",
             payload_contains="boom",
+            producer="orders-a",
         )
     )
     assert document == {
@@ -100,6 +101,7 @@ def test_shortcut_options_build_the_predicate_document(tmp_path: Path) -> None:
         "properties": {"region": "eu", "tier": "gold=1"},
         "deliverAt": {"after": "now"},
         "payloadContains": "boom",
+        "producer": "orders-a",
     }
     assert parse_predicate(document, now_ms=NOW).deliver_at is not None
 
@@ -108,7 +110,11 @@ def test_shortcut_options_build_the_predicate_document(tmp_path: Path) -> None:
     ("given", "message"),
     [
         ({"predicate": '{"key": "a"}', "key": "b"}, "key given both"),
-        ({"property": ["novalue"]}, "expected NAME=VALUE"),
+        ({"property": ["novalue"]}, "^Invalid --property 'novalue': expected NAME=VALUE$"),
+        (
+            {"predicate": '{"producer": "a"}', "producer": "b"},
+            "^Invalid predicate: producer given both in --predicate and as an option$",
+        ),
         ({"predicate": "@/nonexistent/p.json"}, "Invalid predicate file"),
         ({"predicate": "[1]"}, "expected a JSON object"),
     ],
@@ -122,6 +128,7 @@ PREDICATES: list[dict[str, Any]] = [
     {"key": "k2"},
     {"properties": {"color": "green"}, "deliverAt": {"after": NOW}},
     {"jsonField": {"path": "order.state", "equals": "paid"}, "payloadContains": "paid"},
+    {"producer": "orders-b", "key": "k1"},
     {"publishTime": {"after": NOW + 2_000, "before": NOW + 5_000}},
 ]
 

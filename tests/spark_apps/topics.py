@@ -28,6 +28,7 @@ NOW = 1_700_000_000_000
 TOPIC = "persistent://acme/ops/orders"
 KEYS = ["k0", "k1", "k2", "k3", None]
 COLORS = ["red", "green", "blue"]
+PRODUCERS = ["orders-a", "orders-b"]
 
 FILTERS = {
     "entryFilter.reject.key": "k1",
@@ -53,9 +54,10 @@ def make_topic(
     topic: str = TOPIC,
 ) -> Installation:
     """A topic with batches (sizes 1-6), delayed messages, keys and properties, several
-    ledgers per partition, and four subscriptions with scattered acknowledgements:
-    ``plain`` and ``filtered`` (Shared, the latter with :data:`FILTERS`), ``keyed``
-    (Key_Shared) and ``exclusive`` (Exclusive)."""
+    ledgers per partition, two producers (:data:`PRODUCERS`, taking turns by round, so
+    the random draws are those of one producer), and four subscriptions with scattered
+    acknowledgements: ``plain`` and ``filtered`` (Shared, the latter with
+    :data:`FILTERS`), ``keyed`` (Key_Shared) and ``exclusive`` (Exclusive)."""
     rng = random.Random(seed)
     config = Config.from_home(home, max_entries_per_ledger=rng.choice([6, 15, 1000]))
     ticks = iter(range(NOW, NOW + 10**9, 1_000))
@@ -73,6 +75,7 @@ def make_topic(
         ):
             broker.create_subscription("admin", topic, sub, kind, props, "earliest")
         sent = 0
+        rounds = 0
         while sent < messages:
             count = min(messages - sent, rng.randint(10, 80))
             outgoing = [
@@ -88,8 +91,15 @@ def make_topic(
                 )
                 for i in range(count)
             ]
-            broker.produce("admin", topic, outgoing, batch_size=rng.choice([1, 3, 6]))
+            broker.produce(
+                "admin",
+                topic,
+                outgoing,
+                batch_size=rng.choice([1, 3, 6]),
+                producer_name=PRODUCERS[rounds % len(PRODUCERS)],
+            )
             sent += count
+            rounds += 1
         info = broker.metadata.get_topic(topic)
         for partition in info.partition_names():
             index = broker.ledgers.entry_index(TopicName.parse(partition))
@@ -170,6 +180,7 @@ def peeked_matches(
                 "publish_time": m.publish_time,
                 "deliver_at": m.deliver_at,
                 "payload": m.payload,
+                "producer_name": m.producer_name,
                 "id": m.message_id.triplet(),
             }
             for m in messages
@@ -181,6 +192,7 @@ def peeked_matches(
                 ("publish_time", pa.int64()),
                 ("deliver_at", pa.int64()),
                 ("payload", pa.binary()),
+                ("producer_name", pa.string()),
                 ("id", pa.string()),
             ]
         ),

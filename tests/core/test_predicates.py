@@ -1,0 +1,189 @@
+"""core.predicates: the document built from shortcut options, and the producer condition."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.errors import InvalidInputError, InvalidPredicateError
+from core.predicates import parse_predicate, predicate_from_options
+from core.store.ledger import MESSAGE_SCHEMA
+
+T0 = 1_700_000_000_000
+PRODUCERS = ["orders-a", "orders-b", "Orders-A", "orders-a ", ""]
+KEYS = ["k0", "k1", None]
+
+
+def rows(messages: list[dict[str, Any]]) -> pa.Table:
+    """Message rows with defaults for every column not given."""
+    full = []
+    for number, message in enumerate(messages):
+        row: dict[str, Any] = {
+            "partition": 0,
+            "ledger_id": 1,
+            "entry_id": number,
+            "batch_index": -1,
+            "batch_size": 0,
+            "publish_time": T0,
+            "deliver_at": None,
+            "key": None,
+            "properties": [],
+            "payload": b"",
+            "producer_name": "p",
+            "sequence_id": number,
+        }
+        row.update(message)
+        full.append(row)
+    return pa.Table.from_pylist(full, schema=MESSAGE_SCHEMA)
+
+
+# -- predicate_from_options ------------------------------------------------------------
+
+
+def test_each_option_becomes_its_field() -> None:
+    document = predicate_from_options(
+        {"jsonField": {"path": "a", "equals": 1}},
+        key="k",
+        properties=["region=eu", "tier=gold=1", "empty="],
+        publish_time_after="1h",
+        publish_time_before=T0,
+        deliver_at_after="now",
+        deliver_at_before="2026-12-01T00:00:00Z",
+        payload_contains="boom",
+        producer="orders-a",
+    )
+    assert document == {
+        "jsonField": {"path": "a", "equals": 1},
+        "key": "k",
+        "properties": {"region": "eu", "tier": "gold=1", "empty": ""},
+        "publishTime": {"after": "1h", "before": T0},
+        "deliverAt": {"after": "now", "before": "2026-12-01T00:00:00Z"},
+        "payloadContains": "boom",
+        "producer": "orders-a",
+    }
+    assert parse_predicate(document, now_ms=T0).producer == "orders-a"
+
+
+def test_no_options_give_the_document_back_unchanged() -> None:
+    given_document = {"key": "k"}
+    assert predicate_from_options(given_document) == {"key": "k"}
+    assert predicate_from_options(None) == {}
+    built = predicate_from_options(given_document, producer="p")
+    assert given_document == {"key": "k"} and built == {"key": "k", "producer": "p"}
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "field"),
+    [
+        ("key", "k", "key"),
+        ("properties", ["a=1"], "properties"),
+        ("publish_time_after", "1h", "publishTime"),
+        ("publish_time_before", "now", "publishTime"),
+        ("deliver_at_after", "now", "deliverAt"),
+        ("deliver_at_before", T0, "deliverAt"),
+        ("payload_contains", "x", "payloadContains"),
+        ("producer", "p", "producer"),
+    ],
+)
+def test_a_field_in_the_document_and_as_an_option_clashes(
+    option: str, value: Any, field: str
+) -> None:
+    document = {field: {"after": 0} if field in ("publishTime", "deliverAt") else "v"}
+    with pytest.raises(InvalidPredicateError) as caught:
+        predicate_from_options(document, **{option: value})
+    assert str(caught.value) == (
+        f"Invalid predicate: {field} given both in --predicate and as an option"
+    )
+    with pytest.raises(InvalidPredicateError) as caught:
+        predicate_from_options(document, **{option: value}, source="predicate")
+    assert (
+        str(caught.value) == f"Invalid predicate: {field} given both in predicate and as an option"
+    )
+
+
+def test_clashes_are_listed_sorted_together() -> None:
+    with pytest.raises(InvalidPredicateError) as caught:
+        predicate_from_options({"producer": "a", "key": "b"}, producer="c", key="d")
+    assert str(caught.value) == (
+        "Invalid predicate: key, producer given both in --predicate and as an option"
+    )
+
+
+@pytest.mark.parametrize("text", ["novalue", "=v", ""])
+def test_a_property_without_name_and_value_is_named_as_the_caller_spells_it(text: str) -> None:
+    with pytest.raises(InvalidPredicateError) as caught:
+        predicate_from_options(None, properties=["ok=1", text])
+    assert str(caught.value) == f"Invalid --property '{text}': expected NAME=VALUE"
+    assert isinstance(caught.value, InvalidInputError)
+    with pytest.raises(InvalidPredicateError) as caught:
+        predicate_from_options(None, properties=[text], property_option="property")
+    assert str(caught.value) == f"Invalid property '{text}': expected NAME=VALUE"
+
+
+# -- producer ---------------------------------------------------------------------------
+
+
+def test_producer_round_trips_and_reads_its_column() -> None:
+    predicate = parse_predicate({"producer": "orders-a", "key": "k"})
+    assert predicate.to_json() == {"producer": "orders-a", "key": "k"}
+    assert parse_predicate(predicate.to_json()) == predicate
+    assert predicate.columns == {"key", "producer_name"}
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"producer": ""}, "^Invalid predicate: producer must not be empty$"),
+        ({"producer": 5}, "producer: Input should be a valid string"),
+        ({"producer": None}, "at least one condition .*producer"),
+    ],
+)
+def test_bad_producer_is_named(document: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidPredicateError, match=message):
+        parse_predicate(document)
+
+
+def test_producer_matches_the_name_exactly() -> None:
+    table = rows([{"producer_name": name} for name in PRODUCERS])
+    mask = parse_predicate({"producer": "orders-a"}).mask(table)
+    assert np.flatnonzero(mask).tolist() == [0]
+
+
+message_st = st.fixed_dictionaries(
+    {
+        "producer_name": st.sampled_from(PRODUCERS),
+        "key": st.sampled_from(KEYS),
+        "payload": st.sampled_from([b"", b"boom", b"a boom b"]),
+    }
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    messages=st.lists(message_st, max_size=30),
+    producer=st.sampled_from([name for name in PRODUCERS if name] + ["nobody"]),
+    key=st.sampled_from([None, "k0", "k1"]),
+    payload=st.sampled_from([None, "boom"]),
+)
+def test_producer_mask_equals_a_plain_filter(
+    messages: list[dict[str, Any]], producer: str, key: str | None, payload: str | None
+) -> None:
+    document = predicate_from_options(None, producer=producer, key=key, payload_contains=payload)
+    predicate = parse_predicate(document)
+    table = rows(messages)
+    expected = [
+        number
+        for number, m in enumerate(messages)
+        if m["producer_name"] == producer
+        and (key is None or m["key"] == key)
+        and (payload is None or payload.encode() in m["payload"])
+    ]
+    assert np.flatnonzero(predicate.mask(table)).tolist() == expected
+    assert np.flatnonzero(predicate.mask(table.select(sorted(predicate.columns)))).tolist() == (
+        expected
+    )
