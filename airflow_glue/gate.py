@@ -104,7 +104,17 @@ class FourEyesApprovalOperator(ApprovalOperator):
         self.body = (
             f"{plan['preview']}\n\n**Approvers:** {', '.join(approvers)} "
             f"(the requester {requester} may not approve). "
-            f"No answer within {self.response_timeout} counts as a rejection."
+            f"No answer within {_readable(self.response_timeout)} counts as a rejection."
         )
         self.log.info("Approval assigned to %s; requester %s", approvers, requester)
         return super().execute(context)
+
+
+def _readable(timeout: timedelta | None) -> str:
+    """``24 h`` or ``90 min``, as a person reads a timeout (not ``1 day, 0:00:00``)."""
+    if timeout is None:
+        return "the timeout"
+    minutes = round(timeout.total_seconds() / 60)
+    if minutes >= 60 and minutes % 60 == 0:
+        return f"{minutes // 60} h"
+    return f"{minutes} min"
