@@ -33,6 +33,11 @@ CLI = str(Path(sys.executable).parent / "cursorops")
 SPAWN = multiprocessing.get_context("spawn")
 
 
+SHORT_LEASE_MS = 5_000
+"""The lease of the lease-expiry tests: what a killed consumer held must stay held until the
+other consumer has asked once, even on a loaded machine (1.5 s was not enough there)."""
+
+
 def _broker(home: str, url: str, lease_ms: int) -> Broker:
     return Broker(Config.from_home(home, metadata_url=url, consumer_lease_ms=lease_ms))
 
@@ -207,8 +212,8 @@ def test_shared_lease_expiry_redelivers_what_a_crashed_consumer_held(
 ) -> None:
     _install(home, metadata_url, SubscriptionType.SHARED)
     _produce(home, metadata_url, [OutgoingMessage(f"m{i}".encode()) for i in range(10)])
-    a = Actor(home, metadata_url, lease_ms=1500)
-    b = Actor(home, metadata_url, lease_ms=1500)
+    a = Actor(home, metadata_url, lease_ms=SHORT_LEASE_MS)
+    b = Actor(home, metadata_url, lease_ms=SHORT_LEASE_MS)
     actors += [a, b]
     a.call("subscribe", "a")
     held = [p for p, *_ in a.call("receive", 4)]
@@ -219,7 +224,7 @@ def test_shared_lease_expiry_redelivers_what_a_crashed_consumer_held(
     first = b.call("receive", 100)
     assert [p for p, *_ in first] == [f"m{i}" for i in range(4, 10)]
     b.call("ack", [p for p, *_ in first])
-    time.sleep(1.6)
+    time.sleep(SHORT_LEASE_MS / 1000 + 0.2)
     second = b.call("receive", 100)
     assert [(p, count) for p, _, _, count in second] == [(p, 1) for p in held]
     b.call("ack", held)
@@ -251,14 +256,14 @@ def test_exclusive_consumer_is_accepted_after_the_holders_lease_expires(
 ) -> None:
     _install(home, metadata_url, SubscriptionType.EXCLUSIVE)
     _produce(home, metadata_url, [OutgoingMessage(f"m{i}".encode()) for i in range(3)])
-    a = Actor(home, metadata_url, lease_ms=1500)
-    b = Actor(home, metadata_url, lease_ms=1500)
+    a = Actor(home, metadata_url, lease_ms=SHORT_LEASE_MS)
+    b = Actor(home, metadata_url, lease_ms=SHORT_LEASE_MS)
     actors += [a, b]
     a.call("subscribe", "a")
     assert [p for p, *_ in a.call("receive", 2)] == ["m0", "m1"]
     a.kill()
     assert "Exclusive consumer is already connected" in b.refused("subscribe", "b")
-    time.sleep(1.6)
+    time.sleep(SHORT_LEASE_MS / 1000 + 0.2)
     b.call("subscribe", "b")
     got = b.call("receive", 10)
     assert [(p, count) for p, _, _, count in got] == [("m0", 1), ("m1", 1), ("m2", 0)]
