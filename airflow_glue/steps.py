@@ -1,4 +1,4 @@
-"""The closing steps every skip DAG shares: verify what was applied, record the request.
+"""The steps every skip DAG shares after the gate: apply the approved plan, verify, record.
 
 Each takes the task's Airflow context and reads the requester from the run
 itself (``dag_run.triggering_user_name``), never from an XCom anyone may post.
@@ -66,6 +66,26 @@ def record_run(
     if summary["outcome"] != "applied":
         raise AirflowFailException(summary["statement"])
     return summary
+
+
+def apply_approved_plan(
+    context: Mapping[str, Any], plan_task_id: str, gate_task_id: str
+) -> list[dict[str, Any]]:
+    """Re-check the approval in Airflow itself, then acknowledge the whole plan in one
+    transaction (every partition and its audit record, or nothing); one record per partition."""
+    from airflow_glue.approval import require_approval
+    from airflow_glue.environment import config, pulsar_role
+    from airflow_glue.outcomes import airflow_outcome
+    from airflow_glue.plan import skip_plan
+    from core.broker import Broker
+
+    plan = context["ti"].xcom_pull(task_ids=plan_task_id)
+    # The role is the requester's, from the run itself, never from the (postable) XCom.
+    role = pulsar_role(context["dag_run"].triggering_user_name or "")
+    with airflow_outcome(), Broker(config()) as broker:
+        approval = require_approval(context, plan, broker, gate_task_id)
+        outcome = broker.apply_skip(role, skip_plan(plan), via="airflow")
+    return partition_outcomes(outcome, approval)
 
 
 def partition_outcomes(outcome: Any, approval: Mapping[str, Any]) -> list[dict[str, Any]]:

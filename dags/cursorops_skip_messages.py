@@ -114,21 +114,9 @@ def cursorops_skip_messages() -> None:
     @task(retries=2)
     def apply_skip() -> list[dict[str, Any]]:
         """Re-check the approval in Airflow, then acknowledge the whole plan in one transaction."""
-        from airflow_glue.approval import require_approval
-        from airflow_glue.environment import config, pulsar_role
-        from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.plan import skip_plan
-        from airflow_glue.steps import partition_outcomes
-        from core.broker import Broker
+        from airflow_glue.steps import apply_approved_plan
 
-        context = get_current_context()
-        plan = context["ti"].xcom_pull(task_ids=PLAN)
-        # The role is the requester's, from the run itself, never from the (postable) XCom.
-        role = pulsar_role(context["dag_run"].triggering_user_name or "")
-        with airflow_outcome(), Broker(config()) as broker:
-            approval = require_approval(context, plan, broker, GATE)
-            outcome = broker.apply_skip(role, skip_plan(plan), via="airflow")
-        return partition_outcomes(outcome, approval)
+        return apply_approved_plan(get_current_context(), PLAN, GATE)
 
     @task
     def verify(plan: dict[str, Any], applied: list[dict[str, Any]]) -> dict[str, Any]:
