@@ -166,8 +166,10 @@ def test_production_topology_as_local_processes(tmp_path: Path, databases: dict[
         assert master == f"spark://127.0.0.1:{ports['spark']}"
         state = spark_master(ports["spark_ui"])
         assert state["aliveworkers"] == 1
+        # -ww: ps cuts args at 80 columns when its output is a pipe, and a
+        # checkout path of a few more characters hides "airflow scheduler".
         processes = subprocess.run(
-            ["ps", "-o", "args=", "-g", str(airflow.process.pid)],
+            ["ps", "-ww", "-o", "args=", "-g", str(airflow.process.pid)],
             capture_output=True,
             text=True,
             check=True,
@@ -176,6 +178,9 @@ def test_production_topology_as_local_processes(tmp_path: Path, databases: dict[
             assert f"airflow {component}" in processes.replace("api_server", "api-server"), (
                 component
             )
+        health = airflow.request("alice", "GET", "/api/v2/monitor/health").json()
+        for component in ("metadatabase", "scheduler", "dag_processor", "triggerer"):
+            assert health[component]["status"] == "healthy", health
 
         # 1. alice, over the REST path: the namespace requires approval, so 202 and a run.
         topic_path = "/cursorops/admin/v2/persistent/" + seeded.topic.removeprefix("persistent://")
