@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,32 @@ def _postgres_base_url() -> str:
             pytrace=False,
         )
     pytest.skip(f"PostgreSQL not configured: set {PG_URL_ENV} (bash scripts/start-postgres.sh)")
+
+
+@contextmanager
+def postgres_databases(*names: str) -> Iterator[dict[str, str]]:
+    """Fresh databases on the test server, dropped afterwards: name → SQLAlchemy URL."""
+    base = make_url(_postgres_base_url())
+    admin = create_engine(
+        base.set(database="postgres"), poolclass=NullPool, isolation_level="AUTOCOMMIT"
+    )
+
+    def drop() -> None:
+        with admin.connect() as connection:
+            for name in names:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+    drop()
+    with admin.connect() as connection:
+        for name in names:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield {
+            name: base.set(database=name).render_as_string(hide_password=False) for name in names
+        }
+    finally:
+        drop()
+        admin.dispose()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

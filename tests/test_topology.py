@@ -28,13 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.pool import NullPool
 
 from core.config import Config
 from tests.airflow_harness import USERS, Airflow, free_port, password
-from tests.conftest import _postgres_base_url
+from tests.conftest import postgres_databases
 from tests.dags.conftest import SUBSCRIPTION, TENANT, label, seed_topic
 from tests.dags.test_skip_messages_airflow import GATE, pick
 
@@ -50,29 +47,8 @@ TWO_HOURS_MS = 2 * 3_600_000
 
 @pytest.fixture
 def databases() -> Iterator[dict[str, str]]:
-    """Fresh databases on the test server, dropped afterwards: name → SQLAlchemy URL."""
-    base = make_url(_postgres_base_url())
-    admin = create_engine(
-        base.set(database="postgres"), poolclass=NullPool, isolation_level="AUTOCOMMIT"
-    )
-
-    def drop() -> None:
-        with admin.connect() as connection:
-            for name in DATABASES:
-                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-    drop()
-    with admin.connect() as connection:
-        for name in DATABASES:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield {
-            name: base.set(database=name).render_as_string(hide_password=False)
-            for name in DATABASES
-        }
-    finally:
-        drop()
-        admin.dispose()
+    with postgres_databases(*DATABASES) as urls:
+        yield urls
 
 
 def start_topology(root: Path, environ: dict[str, str]) -> tuple[Airflow, dict[str, int]]:
