@@ -8,6 +8,8 @@ RUN apt-get update \
 ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
 
 USER airflow
+# The airflow-auth volume starts as a copy of this folder: owned by the airflow user.
+RUN mkdir -p /opt/airflow/auth
 COPY --chown=airflow:root . /opt/cursorops
 RUN pip install --no-cache-dir "/opt/cursorops[airflow,spark]" \
  && pip install --no-cache-dir --force-reinstall --no-deps pyspark==4.3.0
