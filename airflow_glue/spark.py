@@ -1,7 +1,20 @@
-"""Spark jobs as Airflow tasks: one ``SparkSubmitOperator`` per job of ``spark_apps/``.
+"""Spark jobs as Airflow tasks: one task per job of ``spark_apps/``, on Connect or spark-submit.
 
-``spark_default`` decides where the job runs (``local[*]`` on one machine,
-``spark://host:7077`` on a cluster). The traps this module avoids:
+Each task is a :class:`SparkJobOperator`, a ``SparkSubmitOperator`` that
+decides when it runs (never when the DAG is parsed) where the job goes:
+
+- on a long-lived Spark Connect server (``scripts/spark-connect-up.sh``) when
+  the ``spark_connect_default`` connection exists (conn type ``spark_connect``,
+  host and port of the server), or else when the worker's environment sets
+  ``CURSOROPS_SPARK_REMOTE=sc://host:port``: the job's ``main`` runs in the
+  task's own process as a thin client, with ``--remote``, and no JVM starts;
+- otherwise through ``spark-submit`` as before, where ``spark_default``
+  decides where the job runs (``local[*]`` on one machine, ``spark://host:7077``
+  on a cluster).
+
+Either way the job gets the same arguments and gives the same answer; a job's
+exit code for bad input, a missing topic or a refused role fails the task at
+once, any other failure lets Airflow retry. The traps the spark-submit path avoids:
 
 - the hook runs the bare name ``spark-submit`` (provider 6.3.4 takes no path),
   so the job's PATH gets the venv's bin and pyspark's bin, and ``SPARK_HOME``;
@@ -13,7 +26,7 @@
   "host": "local[*]"}``.
 
 Computing the environment finds pyspark's folder without importing pyspark, so
-parsing a DAG stays cheap.
+parsing a DAG stays cheap; the connection is looked up only in ``execute``.
 """
 
 from __future__ import annotations
@@ -21,9 +34,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 REPO = Path(__file__).resolve().parents[1]
 APPS = REPO / "spark_apps"
@@ -59,12 +74,83 @@ def xcom(task_id: str, key: str) -> str:
     return "{{ ti.xcom_pull(task_ids='" + task_id + "')['" + key + "'] }}"
 
 
-def spark_job(task_id: str, app: str, args: Sequence[str], **kwargs: Any) -> Any:
-    """A SparkSubmitOperator running ``spark_apps/<app>.py`` with ``args`` (templated)."""
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+CONNECT_CONN_ID = "spark_connect_default"
+"""The connection naming the Spark Connect server; absent: spark-submit."""
+REMOTE_ENV = "CURSOROPS_SPARK_REMOTE"
+"""The worker's setting naming the server when there is no such connection
+(``spark_apps.session.REMOTE_ENV``, not imported here: that would import core at parse time)."""
 
+
+def connect_url() -> str | None:
+    """The Spark Connect server's URL: from ``spark_connect_default``, else from the
+    environment's ``CURSOROPS_SPARK_REMOTE``; None when neither is set.
+
+    Called when a task runs, never at parse time (a connection lookup there is
+    a database or API call per parse).
+    """
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+    from airflow.providers.common.compat.sdk import AirflowNotFoundException
+
+    try:
+        return str(SparkConnectHook(CONNECT_CONN_ID).get_connection_url())
+    except AirflowNotFoundException:
+        return os.environ.get(REMOTE_ENV, "").strip() or None
+
+
+def job_main(app: str) -> Callable[[list[str]], int]:
+    """``spark_apps.<app>.main``."""
+    module = importlib.import_module(f"spark_apps.{Path(app).stem}")
+    main: Callable[[list[str]], int] = module.main
+    return main
+
+
+def permanent_exit_codes() -> frozenset[int]:
+    """Exit codes every leaf of which fails a task without retry (airflow_glue.outcomes):
+    a job's exit code is all a task learns of its error."""
+    from airflow_glue.outcomes import OUTCOMES, Outcome
+    from core.exit_codes import EXIT_CODES
+
+    outcomes: dict[int, set[Outcome]] = {}
+    for leaf, code in EXIT_CODES.items():
+        outcomes.setdefault(code, set()).add(OUTCOMES[leaf])
+    return frozenset(code for code, seen in outcomes.items() if seen == {Outcome.FAIL})
+
+
+def run_on_connect(app: str, args: Sequence[str], remote: str) -> None:
+    """Run ``spark_apps/<app>.py`` with ``args`` in this process on the Connect server ``remote``.
+
+    What a task does on Connect, and what the benchmark's Spark Connect column
+    times. A bad-input, not-found or not-authorized exit fails without retry
+    (running again gives the same answer); any other failure may be retried.
+    """
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+    code = job_main(app)([*args, "--remote", remote])
+    if code == 0:
+        return
+    message = f"spark_apps/{Path(app).stem}.py exited with {code} on {remote}: see the log above"
+    if code in permanent_exit_codes():
+        raise AirflowFailException(message)
+    raise AirflowException(message)
+
+
+class SparkJobOperator(SparkSubmitOperator):
+    """A job of ``spark_apps/``: on the Spark Connect server when one is configured, else
+    spark-submitted (see the module's docstring)."""
+
+    def execute(self, context: Any) -> None:
+        remote = connect_url()
+        if remote is None:
+            super().execute(context)
+            return
+        self.log.info("Running %s on Spark Connect %s", self.application, remote)
+        run_on_connect(self.application, [str(arg) for arg in self.application_args or []], remote)
+
+
+def spark_job(task_id: str, app: str, args: Sequence[str], **kwargs: Any) -> Any:
+    """A :class:`SparkJobOperator` running ``spark_apps/<app>.py`` with ``args`` (templated)."""
     kwargs.setdefault("retries", 1)
-    return SparkSubmitOperator(
+    return SparkJobOperator(
         task_id=task_id,
         application=str(APPS / f"{app}.py"),
         application_args=list(args),
@@ -78,10 +164,8 @@ def spark_job(task_id: str, app: str, args: Sequence[str], **kwargs: Any) -> Any
 
 def spark_job_mapped(task_id: str, app: str, args: Any, **kwargs: Any) -> Any:
     """One run of ``spark_apps/<app>.py`` per argument list in ``args`` (an XComArg)."""
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-
     kwargs.setdefault("retries", 1)
-    return SparkSubmitOperator.partial(
+    return SparkJobOperator.partial(
         task_id=task_id,
         application=str(APPS / f"{app}.py"),
         conn_id="spark_default",

@@ -306,7 +306,12 @@ def topics_analyze_backlog(ctx: Context, args: argparse.Namespace) -> Result:
         from spark_apps import analyze_backlog
 
         analyses = analyze_backlog.run(
-            ctx.config(), topic, args.subscription, args.spark_master, role=ctx.role
+            ctx.config(),
+            topic,
+            args.subscription,
+            args.spark_master,
+            role=ctx.role,
+            remote=args.remote,
         )
     else:
         analyses = ctx.broker.analyze_backlog(ctx.role, topic, args.subscription)
@@ -638,6 +643,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"auto uses Spark above this many entries (default {SPARK_THRESHOLD_ENTRIES:,})",
     )
     p.add_argument("--spark-master", help="Spark master for the Spark engine (default local[*])")
+    p.add_argument(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        help="run the Spark engine on this Spark Connect server, no JVM started here "
+        "(env CURSOROPS_SPARK_REMOTE)",
+    )
     p.set_defaults(handler=topics_analyze_backlog)
 
     p = tp.add_parser("reset-cursor", parents=[common], help="move a subscription's cursor")

@@ -64,7 +64,9 @@ from spark_apps.common import (
     base_parser,
     config_from,
     emit_json,
+    executor_states,
     read_messages,
+    remote_from,
     run_job,
     spark_errors,
 )
@@ -368,12 +370,13 @@ def transform(
     ``entries`` needs :data:`ENTRY_COLUMNS` plus the columns the filters read;
     any message rows will do, only each entry's first message is kept (the rows
     :func:`core.entry_filters.first_messages` keeps). Partitions without entries yield
-    no row. Cursor states go to the executors as one broadcast.
+    no row. Cursor states go to the executors inside the function's closure
+    (see :func:`spark_apps.common.executor_states`).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    shared = entries.sparkSession.sparkContext.broadcast(dict(states))
+    shared = executor_states(states)
     chosen = dict(filters or {})
     bound = limits or ScanLimits()
     names = dict(names)
@@ -381,7 +384,7 @@ def transform(
 
     def analyze_group(table):  # type: ignore[no-untyped-def]
         # Untyped on purpose: Spark reads type hints to pick the grouped-map flavour.
-        return analyze_partition(table, names, subs, shared.value, chosen, bound)
+        return analyze_partition(table, names, subs, shared, chosen, bound)
 
     first = entries.where(F.col("batch_index") <= 0)
     return first.groupBy("partition").applyInArrow(analyze_group, from_arrow_schema(RESULT_SCHEMA))
@@ -439,13 +442,13 @@ def count_transform(
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    shared = entries.sparkSession.sparkContext.broadcast(dict(states))
+    shared = executor_states(states)
     names = dict(names)
     subs = list(subscriptions)
     starts = dict(start_after or {})
 
     def count_group(table):  # type: ignore[no-untyped-def]
-        return count_partition(table, names, subs, shared.value, starts)
+        return count_partition(table, names, subs, shared, starts)
 
     first = entries.where(F.col("batch_index") <= 0)
     return first.groupBy("partition").applyInArrow(count_group, from_arrow_schema(COUNT_SCHEMA))
@@ -480,6 +483,7 @@ def run(
     max_entries: int | None = None,
     time_limit_ms: int | None = None,
     start_after: str | None = None,
+    remote: str | None = None,
 ) -> list[PartitionAnalysis]:
     """The Spark twin of :meth:`core.broker.Broker.analyze_backlog` (same list, same order).
 
@@ -488,7 +492,9 @@ def run(
     partitions in order, and the partition where it stops carries the
     :class:`ResumeToken` to give back as ``start_after`` (one subscription
     then). Pages never overlap and together count exactly the unpaged answer.
-    Builds a session on ``master`` unless ``spark`` is given (and then stops it).
+    Builds a session on ``master`` (or on the Spark Connect server ``remote``,
+    see :func:`spark_apps.session.build_session`) unless ``spark`` is given, and
+    then stops it.
     """
     from core.broker import Broker
 
@@ -527,7 +533,7 @@ def run(
         len(scan.subscriptions),
     )
     with (
-        session_scope(master, "cursorops-analyze-backlog", spark) as session,
+        session_scope(master, "cursorops-analyze-backlog", spark, remote) as session,
         spark_errors(scan),
     ):
         messages = read_messages(session, scan, columns)
@@ -627,6 +633,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def job() -> int:
+        remote = remote_from(args)
         topic = TopicName.parse(args.topic)
         analyses = run(
             config_from(args),
@@ -637,6 +644,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_entries=args.max_entries,
             time_limit_ms=None if args.time_limit is None else parse_time_limit(args.time_limit),
             start_after=args.start_after,
+            remote=remote,
         )
         document = page_document(str(topic), args.subscription, analyses)
         emit_json(document, args.output, sys.stdout)

@@ -41,7 +41,7 @@ from core.errors import InvalidArgumentError, InvalidMessageIdError, InvalidSkip
 from core.message_id import MessageId
 from core.skip_plan import SkipPlan
 from core.topic_name import TopicName
-from spark_apps.common import base_parser, config_from, emit_json, run_job
+from spark_apps.common import base_parser, config_from, emit_json, remote_from, run_job
 from spark_apps.session import job_logger, session_scope
 
 if TYPE_CHECKING:
@@ -140,12 +140,14 @@ def run(
     spark: SparkSession | None = None,
     plan_path: str | None = None,
     plan: SkipPlan | None = None,
+    remote: str | None = None,
 ) -> dict[str, Any]:
     """Apply ``plan``, or the plan of ``ids`` / of the Parquet plan at ``plan_path``.
 
     Exactly one of the three. Returns :meth:`core.skip.SkipOutcome.to_pulsar_json`.
     An empty id list (a find_messages plan that matched nothing) applies as a
-    no-op, still audited.
+    no-op, still audited. Only a Parquet plan needs Spark: ``spark``, else a
+    session of ``master`` or of the Spark Connect server ``remote``.
     """
     from core.broker import Broker
 
@@ -155,7 +157,7 @@ def run(
     parsed = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
     name = str(parsed)
     if plan_path is not None:
-        with session_scope(master, "cursorops-apply-skip-plan", spark) as session:
+        with session_scope(master, "cursorops-apply-skip-plan", spark, remote) as session:
             ids = plan_file_ids(session, plan_path, name)
         log.info("plan %s: %d distinct id(s)", plan_path, len(ids))
     with Broker(config) as broker:
@@ -227,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     def job() -> int:
         config = config_from(args)
         topic = TopicName.parse(args.topic)
-        common = {"master": args.master, "role": args.role}
+        common = {"master": args.master, "role": args.role, "remote": remote_from(args)}
         if args.plan is not None:
             document = run(config, topic, args.subscription, plan_path=args.plan, **common)
         elif args.skip_plan is not None:

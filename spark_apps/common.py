@@ -12,7 +12,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -54,6 +54,18 @@ def read_messages(spark: SparkSession, scan: TopicScan, columns: Sequence[str]) 
             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
         )
     return spark.read.schema(schema).parquet(*paths).select(*columns)
+
+
+def executor_states(states: Mapping[tuple[str, str], bytes]) -> dict[tuple[str, str], bytes]:
+    """The encoded cursor states as a plain dict, for a Spark function's closure.
+
+    No broadcast: a Spark Connect session has no ``SparkContext``. The closure
+    travels with the function, pickled once per task; classic PySpark turns a
+    pickled function above ``spark.broadcast.UDFCompressionThreshold`` (1 MiB)
+    into a broadcast by itself, and Connect sends it in the plan. Both modes run
+    the same code and give the same answers.
+    """
+    return dict(states)
 
 
 _FILE_IN_ERROR = re.compile(r"(?:file:|/)[^\s,'\"]*?\.parquet")
@@ -134,6 +146,12 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
         "--master",
         help="Spark master (default: spark-submit's --master, else local[*])",
     )
+    parser.add_argument(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        help="run on this Spark Connect server instead of starting Spark here "
+        "(env CURSOROPS_SPARK_REMOTE; --master is then ignored)",
+    )
     parser.add_argument("topic", help="persistent://tenant/namespace/topic")
     return parser
 
@@ -146,6 +164,14 @@ def config_from(args: argparse.Namespace) -> Config:
         "CURSOROPS_LEDGER_ROOT": args.ledger_root,
     }
     return Config.from_environ({**os.environ, **{k: v for k, v in flags.items() if v}})
+
+
+def remote_from(args: argparse.Namespace) -> str:
+    """``--remote``, else the environment's Connect URL, checked before the job does anything;
+    ``""`` (classic Spark) when neither names one."""
+    from spark_apps.session import remote_url
+
+    return remote_url(args.remote) or ""
 
 
 def emit_json(document: Any, path: str | None, out: TextIO) -> None:

@@ -40,7 +40,9 @@ from spark_apps.common import (
     base_parser,
     config_from,
     emit_json,
+    executor_states,
     read_messages,
+    remote_from,
     run_job,
     spark_errors,
 )
@@ -111,11 +113,11 @@ def transform(
     """Message rows -> :data:`~spark_apps.skip_plan.PLAN_SCHEMA` rows, in id order."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    shared = messages.sparkSession.sparkContext.broadcast(dict(states))
+    shared = executor_states(states)
     names = dict(names)
 
     def find(batches):  # type: ignore[no-untyped-def]
-        return find_in_batches(batches, topic, subscription, names, shared.value, predicate)
+        return find_in_batches(batches, topic, subscription, names, shared, predicate)
 
     found = messages.mapInArrow(find, from_arrow_schema(PLAN_SCHEMA))
     return found.orderBy(*SORT_KEYS)
@@ -131,8 +133,14 @@ def run(
     *,
     role: str = "admin",
     spark: SparkSession | None = None,
+    remote: str | None = None,
 ) -> dict[str, Any]:
-    """Write the plan to ``output`` (Parquet folder); return the summary document."""
+    """Write the plan to ``output`` (Parquet folder); return the summary document.
+
+    On ``spark``, else on a session of ``master`` or of the Spark Connect server
+    ``remote`` (:func:`spark_apps.session.build_session`); ``output`` is written
+    where that session's executors run.
+    """
     from core.broker import Broker
 
     log = job_logger("cursorops.find_messages")
@@ -146,7 +154,10 @@ def run(
         len(scan.paths),
         json.dumps(predicate.to_json(), sort_keys=True),
     )
-    with session_scope(master, "cursorops-find-messages", spark) as session, spark_errors(scan):
+    with (
+        session_scope(master, "cursorops-find-messages", spark, remote) as session,
+        spark_errors(scan),
+    ):
         messages = read_messages(session, scan, message_columns(predicate))
         plan = transform(
             messages,
@@ -250,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def job() -> int:
+        remote = remote_from(args)
         now_ms = time.time_ns() // 1_000_000
         predicate = parse_predicate(predicate_document(args), now_ms=now_ms)
         if not args.output.strip():
@@ -262,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             args.output,
             args.master,
             role=args.role,
+            remote=remote,
         )
         emit_json(document, args.summary, sys.stdout)
         return 0

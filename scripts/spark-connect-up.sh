@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A long-lived Spark Connect server: the warm session every Spark job of
+# cursorops reaches (CURSOROPS_SPARK_REMOTE=sc://127.0.0.1:15002, or Airflow's
+# spark_connect_default connection) without starting a JVM of its own.
+#
+#   scripts/spark-connect-up.sh [--port 15002] [--host 127.0.0.1] [--master 'local[*]']
+#                               [--driver-memory 2g] [--conf key=value ...]
+#
+# Reads also SPARK_CONNECT_PORT, SPARK_CONNECT_HOST, SPARK_CONNECT_MASTER,
+# SPARK_CONNECT_DRIVER_MEMORY (the flags win) and VENV. Runs in the foreground
+# from the venv's pyspark (its spark-connect jar); the Python workers run the
+# venv's interpreter with the checkout on PYTHONPATH, so the jobs' functions and
+# core unpickle there by module name. SIGTERM or SIGINT stops the server
+# cleanly (the JVM's shutdown hooks stop its SparkContext).
+set -euo pipefail
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+venv="${VENV:-$repo/.venv}"
+[[ -x "$venv/bin/spark-submit" ]] || { echo "no $venv/bin/spark-submit: run make install first" >&2; exit 1; }
+
+port="${SPARK_CONNECT_PORT:-15002}"
+host="${SPARK_CONNECT_HOST:-127.0.0.1}"
+master="${SPARK_CONNECT_MASTER:-local[*]}"
+memory="${SPARK_CONNECT_DRIVER_MEMORY:-2g}"
+confs=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --port) port="$2"; shift 2 ;;
+        --host) host="$2"; shift 2 ;;
+        --master) master="$2"; shift 2 ;;
+        --driver-memory) memory="$2"; shift 2 ;;
+        --conf) confs+=(--conf "$2"); shift 2 ;;
+        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "spark-connect-up.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+[[ "$port" =~ ^[0-9]+$ ]] || { echo "spark-connect-up.sh: --port must be a number, not '$port'" >&2; exit 2; }
+
+export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
+export PYSPARK_PYTHON="$venv/bin/python"
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+export PATH="$venv/bin:$PATH"
+
+# exec: the JVM is this process, so a supervisor's SIGTERM reaches it directly.
+exec "$venv/bin/spark-submit" \
+    --class org.apache.spark.sql.connect.service.SparkConnectServer \
+    --name "cursorops Spark Connect server" \
+    --master "$master" \
+    --driver-memory "$memory" \
+    --conf "spark.connect.grpc.binding.address=$host" \
+    --conf "spark.connect.grpc.binding.port=$port" \
+    --conf "spark.executorEnv.PYTHONPATH=$PYTHONPATH" \
+    --conf "spark.driver.host=$SPARK_LOCAL_IP" \
+    --conf "spark.driver.bindAddress=$SPARK_LOCAL_IP" \
+    --conf spark.ui.enabled=false \
+    --conf spark.sql.session.timeZone=UTC \
+    --conf spark.sql.execution.arrow.pyspark.enabled=true \
+    --conf spark.log.level=WARN \
+    "${confs[@]}" \
+    spark-internal

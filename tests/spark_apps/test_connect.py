@@ -1,0 +1,340 @@
+"""The jobs on a real Spark Connect server (scripts/spark-connect-up.sh): core's answers, no JVM.
+
+One server for the module, started by the script on a free port and stopped
+with SIGTERM. The jobs reach it as a DAG task does (``--remote`` or
+``CURSOROPS_SPARK_REMOTE``); their answers must be exactly the pure-``core`` ones,
+and a job on the warm server must start no JVM of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from core.broker import Broker
+from core.config import Config
+from core.errors import InvalidArgumentError
+from core.predicates import parse_predicate
+from core.topic_name import TopicName
+from spark_apps import analyze_backlog, apply_skip_plan, find_messages
+from spark_apps.session import REMOTE_ENV, remote_url
+from spark_apps.skip_plan import plan_ids, read_plan
+from tests.spark_apps.topics import (
+    TOPIC,
+    Installation,
+    core_analyses,
+    core_matches,
+    cursor_records,
+    cursor_states,
+    make_topic,
+)
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "spark-connect-up.sh"
+START_SECONDS = 240
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _listener_pid(port: int) -> int | None:
+    for connection in psutil.net_connections("tcp"):
+        if connection.status == psutil.CONN_LISTEN and connection.laddr.port == port:
+            return connection.pid
+    return None
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The real Connect server, from the script, on a free port; SIGTERM stops it cleanly."""
+    pytest.importorskip("pyspark")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("connect") / "server.log"
+    with open(log, "wb") as sink:
+        process = subprocess.Popen(
+            [
+                str(SCRIPT),
+                "--port",
+                str(port),
+                "--master",
+                "local[2]",
+                "--driver-memory",
+                "1g",
+                "--conf",
+                "spark.sql.shuffle.partitions=2",
+            ],  # fmt: skip
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + START_SECONDS
+    while not _listening(port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"the Connect server did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.5)
+    try:
+        yield Server(f"sc://127.0.0.1:{port}", port, process, log)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            code = process.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            pytest.fail("the Connect server ignored SIGTERM for 90 s")
+        # The JVM's shutdown hooks ran: the signal's exit status, port closed.
+        assert code in (0, 128 + signal.SIGTERM, -signal.SIGTERM), log.read_text()[-3000:]
+        assert not _listening(port)
+
+
+def _as_tuples(analyses: list[Any]) -> list[tuple[str, str, Any]]:
+    return [(a.topic_partition, a.subscription, a.result) for a in analyses]
+
+
+def test_analyze_backlog_on_connect_equals_core(server: Server, tmp_path: Path) -> None:
+    topic = make_topic(tmp_path / "home", 11, partitions=3, messages=300)
+    expected = core_analyses(topic.config, TOPIC)
+    got = analyze_backlog.run(topic.config, TOPIC, remote=server.url)
+    assert _as_tuples(got) == _as_tuples(expected)
+    assert sum(a.result.filter_rejected_messages for a in got) > 0
+    # A page as large as the backlog takes the counting pass too, and is the whole answer.
+    one = analyze_backlog.run(topic.config, TOPIC, "filtered", max_entries=10**9, remote=server.url)
+    assert _as_tuples(one) == [t for t in _as_tuples(expected) if t[1] == "filtered"]
+
+
+def test_find_and_apply_on_connect_equal_core_and_the_broker(
+    server: Server, tmp_path: Path
+) -> None:
+    spark_side = make_topic(tmp_path / "spark", 61, partitions=3, messages=220)
+    shutil.copytree(spark_side.config.home, tmp_path / "broker")
+    broker_side = Installation(Config.from_home(tmp_path / "broker"), TOPIC, 3)
+    predicate = parse_predicate({"properties": {"color": "blue"}})
+    output = str(tmp_path / "plan")
+    summary = find_messages.run(
+        spark_side.config, TOPIC, "plain", predicate, output, remote=server.url
+    )
+    found = sorted(read_plan(output).column("message_id").to_pylist())
+    assert found == core_matches(spark_side.config, TOPIC, "plain", predicate)
+    assert summary["matches"] == len(found) > 0
+
+    ids = plan_ids(read_plan(output))
+    outcome = apply_skip_plan.run(
+        spark_side.config, TOPIC, "plain", plan_path=output, remote=server.url
+    )
+    with Broker(broker_side.config) as broker:
+        reference = broker.skip_messages("admin", TOPIC, "plain", ids).to_pulsar_json()
+    assert sorted(outcome["skipped"]) == sorted(reference["skipped"])
+    assert outcome["perPartition"] == dict(sorted(reference["perPartition"].items()))
+    assert cursor_states(spark_side.config, TOPIC, "plain") == cursor_states(
+        broker_side.config, TOPIC, "plain"
+    )
+    after = analyze_backlog.run(spark_side.config, TOPIC, remote=server.url)
+    assert _as_tuples(after) == _as_tuples(core_analyses(spark_side.config, TOPIC))
+
+
+def test_an_unreadable_segment_is_named_on_connect_and_changes_nothing(
+    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic = make_topic(tmp_path / "home", 82, partitions=2, messages=60)
+    records = cursor_records(topic.config, TOPIC)
+    with Broker(topic.config) as broker:
+        partition = broker.metadata.get_topic(TOPIC).partition_names()[1]
+        broken = broker.ledgers.segment_paths(TopicName.parse(partition))[-1]
+    with open(broken, "wb") as sink:
+        sink.write(b"this is not parquet")
+    argv = ["--home", str(topic.config.home), "--remote", server.url, TOPIC]
+    assert analyze_backlog.main(argv) == 6
+    captured = capsys.readouterr()
+    errors = [line for line in captured.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"Cannot read ledger segment {broken}" in errors[0], captured.err
+    assert captured.out == ""
+    assert cursor_records(topic.config, TOPIC) == records
+
+
+CLIENT = textwrap.dedent(
+    """
+    import json, os, sys
+    import psutil
+    from spark_apps import analyze_backlog
+
+    home, url, out1, out2 = sys.argv[1:]
+    first = analyze_backlog.main(["--home", home, "--remote", url, "%s", "--output", out1])
+    os.environ["%s"] = url
+    second = analyze_backlog.main(["--home", home, "%s", "--output", out2])
+    children = psutil.Process().children(recursive=True)
+    from pyspark import SparkContext
+    print(json.dumps({
+        "codes": [first, second],
+        "children": [" ".join(child.cmdline()) for child in children],
+        "sparkContext": SparkContext._active_spark_context is not None,
+    }))
+    """
+)
+
+
+def test_jobs_reach_the_warm_server_and_start_no_jvm(server: Server, tmp_path: Path) -> None:
+    topic = make_topic(tmp_path / "home", 13, partitions=4, messages=200)
+    pid = _listener_pid(server.port)
+    assert pid == server.process.pid
+    outputs = [tmp_path / "first.json", tmp_path / "second.json"]
+    environment = {k: v for k, v in os.environ.items() if k != REMOTE_ENV}
+    environment["PYTHONPATH"] = os.pathsep.join([str(REPO), environment.get("PYTHONPATH", "")])
+    client = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CLIENT % (TOPIC, REMOTE_ENV, TOPIC),
+            str(topic.config.home),
+            server.url,
+            *map(str, outputs),
+        ],  # fmt: skip
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert client.returncode == 0, client.stderr[-3000:]
+    report = json.loads(client.stdout.strip().splitlines()[-1])
+    assert report == {"codes": [0, 0], "children": [], "sparkContext": False}, client.stderr
+    # The same JVM served both jobs, and is still up.
+    assert _listener_pid(server.port) == pid and server.process.poll() is None
+    expected = core_analyses(topic.config, TOPIC)
+    for output in outputs:
+        rows = json.loads(output.read_text())["partitions"]
+        assert [(r["topicPartition"], r["subscription"], r["entries"], r["messages"])
+                for r in rows] == [(a.topic_partition, a.subscription, a.result.entries,
+                                    a.result.messages) for a in expected]  # fmt: skip
+
+
+def test_remote_url_comes_from_the_argument_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(REMOTE_ENV, raising=False)
+    assert remote_url() is None
+    assert remote_url("sc://10.0.0.1:15002") == "sc://10.0.0.1:15002"
+    monkeypatch.setenv(REMOTE_ENV, "sc://127.0.0.1:15002")
+    assert remote_url() == "sc://127.0.0.1:15002"
+    # An empty argument forces classic Spark whatever the environment says.
+    assert remote_url("") is None
+    with pytest.raises(InvalidArgumentError, match="expected sc://host:port"):
+        remote_url("spark://127.0.0.1:7077")
+
+
+def test_a_bad_remote_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    topic = make_topic(tmp_path / "home", 83, partitions=1, messages=20)
+    argv = ["--home", str(topic.config.home), "--remote", "127.0.0.1:15002", TOPIC]
+    assert analyze_backlog.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: Invalid Spark Connect URL '127.0.0.1:15002'"), err
+    assert err.count("\n") == 1
+
+
+def test_the_script_refuses_a_bad_port() -> None:
+    done = subprocess.run(
+        [str(SCRIPT), "--port", "fifteen"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == "spark-connect-up.sh: --port must be a number, not 'fifteen'"
+
+
+# -- Airflow: the DAG's Spark tasks --------------------------------------------------------
+
+
+def _connection(port: int) -> str:
+    return json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": port})
+
+
+def test_a_dag_spark_task_runs_on_connect_when_the_connection_exists(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("airflow.providers.apache.spark")
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_glue.spark import spark_job
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", _connection(server.port))
+    # spark-submit would fail on this master: only the Connect path can answer.
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "spark://127.0.0.1:9"}'
+    )
+    monkeypatch.delenv(REMOTE_ENV, raising=False)
+    topic = make_topic(tmp_path / "home", 14, partitions=2, messages=120)
+    output = tmp_path / "analysis.json"
+    home = ["--home", str(topic.config.home)]
+    spark_job(
+        "analyze_backlog", "analyze_backlog", [*home, TOPIC, "--output", str(output)]
+    ).execute({})
+    rows = json.loads(output.read_text())["partitions"]
+    assert [(r["topicPartition"], r["subscription"], r["entries"], r["messages"])
+            for r in rows] == [(a.topic_partition, a.subscription, a.result.entries,
+                                a.result.messages) for a in core_analyses(topic.config, TOPIC)
+                               ]  # fmt: skip
+    # A topic that does not exist fails the task for good: a retry would answer the same.
+    missing = spark_job("analyze_backlog", "analyze_backlog", [*home, TOPIC + "-missing"])
+    with pytest.raises(AirflowFailException, match="exited with 3"):
+        missing.execute({})
+
+
+def test_the_connect_server_is_found_from_the_connection_else_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("airflow.providers.apache.spark")
+    from airflow_glue.spark import connect_url, permanent_exit_codes
+
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", raising=False)
+    monkeypatch.delenv(REMOTE_ENV, raising=False)
+    assert connect_url() is None
+    monkeypatch.setenv(REMOTE_ENV, "sc://10.1.2.3:15002")
+    assert connect_url() == "sc://10.1.2.3:15002"
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", _connection(15009))
+    assert connect_url() == "sc://127.0.0.1:15009/"
+    # Bad input, not found, not authorized; a conflict or a store failure may pass on retry.
+    assert permanent_exit_codes() == {2, 3, 5}
+
+
+def test_the_cli_spark_engine_on_connect_prints_the_python_document(
+    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli = pytest.importorskip("cli.main")
+    topic = make_topic(tmp_path / "home", 101, partitions=3, messages=200)
+    documents = []
+    for engine in (["--engine", "python"], ["--engine", "spark", "--remote", server.url]):
+        argv = ["--home", str(topic.config.home), "-o", "json", "topics", "analyze-backlog"]
+        assert cli.main([*argv, TOPIC, *engine]) == 0
+        documents.append(json.loads(capsys.readouterr().out))
+    assert documents[0] == documents[1]
