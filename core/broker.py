@@ -8,6 +8,7 @@ so several processes may share one installation.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from core.managed_cursor import ManagedCursor, acknowledge_deciding
 from core.message_id import MessageId
 from core.position import EARLIEST, Position
 from core.producer import OutgoingMessage, Producer
-from core.skip_plan import PlannedSkip, SkipPlan
+from core.skip_plan import SkipPlan
 from core.store import segment_reader
 from core.store.ledger import LedgerStore
 from core.store.metadata import (
@@ -385,25 +386,12 @@ class Broker:
         info = self.authorized_topic(role, Operation.SKIP, topic)
         if not ids:
             raise InvalidArgumentError("No message ids given")
-        items, _ = self._validated_skip(info, subscription, ids)
-        planned = tuple(
-            PlannedSkip(
-                topic_partition=item.topic_partition,
-                partition=item.message_id.partition,
-                ledger_id=item.message_id.ledger_id,
-                entry_id=item.message_id.entry_id,
-                batch_index=item.message_id.batch_index,
-                batch_size=item.batch_size,
-                deliver_at=item.deliver_at,
-                already_acknowledged=item.already_acknowledged,
-            )
-            for item in items
-        )
-        return SkipPlan(info.name, subscription, planned, self.clock())
+        selection, _ = self._validated_skip(info, subscription, skip.IdArrays.of(ids))
+        return SkipPlan(info.name, subscription, selection.columns, self.clock())
 
     def _validated_skip(
-        self, info: TopicInfo, subscription: str, ids: Sequence[MessageId]
-    ) -> tuple[list[skip.SkipItem], dict[str, ManagedCursor]]:
+        self, info: TopicInfo, subscription: str, ids: skip.IdArrays
+    ) -> tuple[skip.SkipSelection, dict[str, ManagedCursor]]:
         """:func:`core.skip.validate` against the stores as they are now, and the cursors read."""
         sub = self.metadata.get_subscription(info.name, subscription)
         if not sub.type.allows_skip:
@@ -415,7 +403,9 @@ class Broker:
         for index, partition in enumerate(info.partition_names()):
             for ledger in self.metadata.ledgers(partition):
                 owners[ledger.ledger_id] = (partition, index if info.partitions else -1)
-        wanted = {owners[m.ledger_id][0] for m in ids if m.ledger_id in owners}
+        wanted = {
+            owners[ledger][0] for ledger in np.unique(ids.ledger_ids).tolist() if ledger in owners
+        }
         facts = {name: self._entry_arrays(name) for name in wanted}
         cursors = {name: self._cursor(name, subscription, facts[name].layout) for name in wanted}
         states = {name: cursor.state for name, cursor in cursors.items()}
@@ -441,22 +431,28 @@ class Broker:
                 f"Invalid skip plan: topic '{plan.topic}' is not a canonical topic name "
                 f"('{info.name}')"
             )
-        if len({(i.ledger_id, i.entry_id, i.batch_index) for i in plan.items}) < len(plan.items):
+        columns = plan.columns
+        if skip.has_repeats(columns.ledger_id, columns.entry_id, columns.batch_index):
             raise InvalidSkipPlanError(
                 f"Invalid skip plan {plan.plan_id}: a message is listed twice; nothing skipped"
             )
-        items, cursors = self._validated_skip(info, plan.subscription, plan.message_ids())
-        planned = {(i.ledger_id, i.entry_id, i.batch_index): i for i in plan.items}
-        was_acked = []
-        for item in items:
-            mid = item.message_id
-            seen = planned[(mid.ledger_id, mid.entry_id, mid.batch_index)]
-            if seen.topic_partition != item.topic_partition:
-                raise InvalidSkipPlanError(
-                    f"Invalid skip plan {plan.plan_id}: {mid.triplet()} is on "
-                    f"'{item.topic_partition}', not '{seen.topic_partition}'; nothing skipped"
-                )
-            was_acked.append(seen.already_acknowledged)
+        ids = skip.IdArrays(
+            columns.ledger_id, columns.entry_id, columns.partition, columns.batch_index
+        )
+        selection, cursors = self._validated_skip(info, plan.subscription, ids)
+        items, source = selection.columns, selection.source
+        # The plan's partition of each validated item, in the validation's numbering.
+        code_of = {name: code for code, name in enumerate(items.names)}
+        planned_code = np.array([code_of.get(name, -1) for name in columns.names], dtype=np.int64)
+        elsewhere = np.flatnonzero(planned_code[columns.name_index[source]] != items.name_index)
+        if elsewhere.size:
+            row = int(elsewhere[0])
+            said = columns.names[int(columns.name_index[source[row]])]
+            raise InvalidSkipPlanError(
+                f"Invalid skip plan {plan.plan_id}: {items.item(row).message_id.triplet()} is on "
+                f"'{items.names[int(items.name_index[row])]}', not '{said}'; nothing skipped"
+            )
+        was_acked = columns.already_acknowledged[source]
         names = sorted(cursors)
         outcomes: list[skip.SkipOutcome] = []
 
@@ -464,32 +460,35 @@ class Broker:
             # The cursors as they are under their row locks: what is reported as
             # skipped is exactly what this transaction writes.
             state_of = dict(zip(names, states, strict=True))
-            acked = [
-                state_of[item.topic_partition].is_acked(
-                    item.message_id.position, item.message_id.batch_index
+            acked = np.zeros(len(items), dtype=np.bool_)
+            for code, name in enumerate(items.names):
+                rows = np.flatnonzero(items.name_index == code)
+                acked[rows] = state_of[name].acked_many(
+                    items.ledger_id[rows], items.entry_id[rows], items.batch_index[rows]
                 )
-                for item in items
-            ]
-            fresh = [item for item, now in zip(items, acked, strict=True) if not now]
-            done = [
-                (item, was) for item, was, now in zip(items, was_acked, acked, strict=True) if now
-            ]
+            fresh = np.flatnonzero(~acked)
             per_partition = dict.fromkeys(plan.partitions(), 0)
-            for item in fresh:
-                per_partition[item.topic_partition] += 1
+            counts = np.bincount(items.name_index[fresh], minlength=len(items.names))
+            for name, count in zip(items.names, counts.tolist(), strict=True):
+                per_partition[name] += count
             outcome = skip.SkipOutcome(
                 info.name,
                 plan.subscription,
                 plan.plan_id,
-                skipped=[item.message_id for item in fresh],
-                already_acknowledged=[item.message_id for item, was in done if was],
-                acknowledged_meanwhile=[item.message_id for item, was in done if not was],
+                skipped=items.take(fresh).message_ids(),
+                already_acknowledged=items.take(np.flatnonzero(acked & was_acked)).message_ids(),
+                acknowledged_meanwhile=items.take(np.flatnonzero(acked & ~was_acked)).message_ids(),
                 per_partition=per_partition,
                 part_of=plan.part_of,
             )
             outcomes.append(outcome)
             detail = {**outcome.to_pulsar_json(), "via": via}
-            targets = [[i.target for i in fresh if i.topic_partition == name] for name in names]
+            targets = [
+                skip.ack_targets(items.take(fresh[items.name_index[fresh] == code_of[name]]))
+                if name in code_of
+                else []
+                for name in names
+            ]
             return targets, AuditEntry("skip", info.name, plan.subscription, role, detail, at_ms)
 
         at_ms = self.clock()
@@ -575,12 +574,23 @@ class Broker:
         """The subscription's dispatcher; its consumers share state with every other process."""
         info = self.authorized_topic(role, Operation.CONSUME, topic)
         sub = self.metadata.get_subscription(info.name, subscription)
+        # The dispatcher's own cache of decoded row groups: each dispatch reads on from
+        # where the last one stopped, so a drained backlog decodes each row group once.
+        cache = segment_reader.SegmentCache(self.ledgers.root)
+
+        def cached(name: str) -> Callable[[Position], Iterator[pa.RecordBatch]]:
+            return lambda after: cache.batches_after(self.metadata.segments(name), after)
+
+        sources = [
+            dataclasses.replace(source, read_after=cached(source.topic))
+            for source in self._sources(info)
+        ]
         return Dispatcher(
             sub.type,
             self.metadata,
             info.name,
             subscription,
-            self._sources(info),
+            sources,
             self.clock,
             lease_ms=self.config.consumer_lease_ms,
         )

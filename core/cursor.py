@@ -26,10 +26,13 @@ import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+import numpy.typing as npt
+
 from core import ack_set
 from core.errors import InvalidBatchIndexError
 from core.ledger_layout import LedgerLayout
-from core.position import EARLIEST, Position
+from core.position import EARLIEST, Position, match_positions
 from core.range_set import RangeSet
 
 
@@ -103,6 +106,66 @@ class CursorState:
             return False
         bits = self.batch_acks.get(position)
         return bits is not None and ack_set.is_acked(bits, batch_index)
+
+    def acked_many(
+        self,
+        ledger_ids: npt.ArrayLike,
+        entry_ids: npt.ArrayLike,
+        batch_indexes: npt.ArrayLike,
+    ) -> npt.NDArray[np.bool_]:
+        """:meth:`is_acked` of each ``(ledger_ids[i], entry_ids[i])`` and batch index, as arrays.
+
+        The same answer per message as :meth:`is_acked`, computed over arrays:
+        at or before mark-delete (a lexicographic compare), individually deleted
+        (:meth:`RangeSet.contains_many`), or, for a batch index >= 0 of a partly
+        acknowledged entry, its bit clear in the entry's ack set (an index beyond
+        the set reads as acknowledged, as :func:`core.ack_set.is_acked` says).
+        Cost: O(n log n) for n messages, plus one Python step per partly
+        acknowledged entry of the cursor to list the ack sets.
+        """
+        ledgers = np.asarray(ledger_ids, dtype=np.int64)
+        entries = np.asarray(entry_ids, dtype=np.int64)
+        indexes = np.asarray(batch_indexes, dtype=np.int64)
+        mark_ledger, mark_entry = self.mark_delete
+        acked: npt.NDArray[np.bool_] = (ledgers < mark_ledger) | (
+            (ledgers == mark_ledger) & (entries <= mark_entry)
+        )
+        acked |= self.individually_deleted.contains_many(ledgers, entries)
+        asked = np.flatnonzero(~acked & (indexes >= 0))
+        if asked.size == 0 or not self.batch_acks:
+            return acked
+        positions = list(self.batch_acks)
+        rows = match_positions(
+            ledgers[asked],
+            entries[asked],
+            np.fromiter((p.ledger_id for p in positions), np.int64, len(positions)),
+            np.fromiter((p.entry_id for p in positions), np.int64, len(positions)),
+        )
+        partly = rows >= 0
+        asked, rows = asked[partly], rows[partly]
+        if asked.size == 0:
+            return acked
+        # The ack sets asked about, as little-endian 64-bit words laid end to end.
+        used, slot = np.unique(rows, return_inverse=True)
+        sets = [self.batch_acks[positions[row]] for row in used.tolist()]
+        lengths = np.array([(bits.bit_length() + 63) // 64 for bits in sets], dtype=np.int64)
+        offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        words = np.frombuffer(
+            b"".join(
+                bits.to_bytes(8 * n, "little")
+                for bits, n in zip(sets, lengths.tolist(), strict=True)
+            ),
+            dtype="<u8",
+        )
+        index = indexes[asked]
+        word = index >> 6
+        inside = word < lengths[slot]
+        at = np.where(inside, offsets[slot] + word, 0)
+        clear: npt.NDArray[np.bool_] = np.ones(asked.size, dtype=np.bool_)
+        if words.size:
+            clear = ((words[at] >> (index & 63).astype(np.uint64)) & np.uint64(1)) == 0
+        acked[asked] = ~inside | clear
+        return acked
 
     def unacked_in_entry(self, position: Position, batch_size: int) -> int:
         """Messages of this entry still unacknowledged (``batch_size`` 0 = not batched)."""

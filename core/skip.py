@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from core.cursor import AckTarget, CursorState
 from core.errors import (
@@ -35,6 +36,7 @@ from core.errors import (
 from core.ledger_layout import LedgerLayout
 from core.message_id import MessageId, decode_base64
 from core.position import Position, match_positions
+from core.skip_plan import SkipColumns
 
 MAX_ERRORS_LISTED = 10
 
@@ -64,21 +66,6 @@ class SkipLookup:
             self.ledger_ids,
             self.entry_ids,
         )
-
-
-@dataclass(frozen=True)
-class SkipItem:
-    message_id: MessageId
-    """With its partition filled in."""
-    topic_partition: str
-    batch_size: int
-    deliver_at: int | None
-    already_acknowledged: bool
-
-    @property
-    def target(self) -> AckTarget:
-        mid = self.message_id
-        return AckTarget(mid.position, mid.batch_index, self.batch_size)
 
 
 @dataclass(frozen=True)
@@ -255,157 +242,330 @@ def _object_id(item: object, i: int) -> MessageId:
     return MessageId(ledger_id, entry_id, -1, batch_index)
 
 
+@dataclass(frozen=True)
+class IdArrays:
+    """Message ids as parallel int64 arrays: what validation works on."""
+
+    ledger_ids: npt.NDArray[np.int64]
+    entry_ids: npt.NDArray[np.int64]
+    partitions: npt.NDArray[np.int64]
+    batch_indexes: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, ids: Sequence[MessageId]) -> IdArrays:
+        count = len(ids)
+        return cls(
+            np.fromiter((m.ledger_id for m in ids), np.int64, count),
+            np.fromiter((m.entry_id for m in ids), np.int64, count),
+            np.fromiter((m.partition for m in ids), np.int64, count),
+            np.fromiter((m.batch_index for m in ids), np.int64, count),
+        )
+
+    def __len__(self) -> int:
+        return int(self.ledger_ids.size)
+
+    def named(self, i: int) -> str:
+        """``ledger:entry[:batchIndex]`` of id ``i`` for errors (any batch index but -1)."""
+        text = f"{self.ledger_ids[i]}:{self.entry_ids[i]}"
+        index = int(self.batch_indexes[i])
+        return text if index == -1 else f"{text}:{index}"
+
+    def position(self, i: int) -> Position:
+        return Position(int(self.ledger_ids[i]), int(self.entry_ids[i]))
+
+
+@dataclass(frozen=True)
+class SkipSelection:
+    """The valid ids, one row per distinct message, as plan columns.
+
+    Rows go partition by partition (in the order each partition's first id was
+    given), each partition's ids in the order given; ``source`` is each row's
+    index in the validated input.
+    """
+
+    columns: SkipColumns
+    source: npt.NDArray[np.int64]
+
+
 def validate(
-    ids: Sequence[MessageId],
+    ids: IdArrays,
     partition_of_ledger: Mapping[int, tuple[str, int]],
     facts: Mapping[str, SkipLookup],
     states: Mapping[str, CursorState],
-) -> list[SkipItem]:
-    """Check every id; return one item per distinct id, or raise naming every bad one.
+) -> SkipSelection:
+    """Check every id; return one row per distinct id, or raise naming every bad one.
 
     ``partition_of_ledger`` maps each ledger of the topic to ``(topic partition
     name, partition index)``; ``facts`` and ``states`` are keyed by topic
-    partition name. Nothing is changed here.
+    partition name. Nothing is changed here. Every check runs over arrays: the
+    cost is O(n log n) for n ids, with no Python step per id.
     """
     problems = _Problems()
-    seen: set[tuple[int, int, int]] = set()
-    items: list[SkipItem] = []
-    for name, named in _route(ids, partition_of_ledger, problems).items():
-        items += _check_partition(name, named, facts[name], states[name], problems, seen)
+    routed = _route(ids, partition_of_ledger, problems)
+    parts = [
+        _check_partition(name, index, where, ids, facts[name], states[name], problems)
+        for name, index, where in routed
+    ]
     problems.raise_if_any()
-    return items
+    kept = [part for part in parts if part.source.size]
+    names = tuple(
+        name for (name, _, _), part in zip(routed, parts, strict=True) if part.source.size
+    )
+    source = _concat([p.source for p in kept])
+    return SkipSelection(
+        SkipColumns(
+            names=names,
+            name_index=_concat(
+                [np.full(p.source.size, code, dtype=np.int64) for code, p in enumerate(kept)]
+            ),
+            partition=_concat([np.full(p.source.size, p.partition, dtype=np.int64) for p in kept]),
+            ledger_id=ids.ledger_ids[source],
+            entry_id=ids.entry_ids[source],
+            batch_index=ids.batch_indexes[source],
+            batch_size=_concat([p.batch_sizes for p in kept]),
+            deliver_at=_concat([p.deliver_at for p in kept]),
+            delayed=_concat([p.deliver_at for p in kept]) >= 0,
+            already_acknowledged=np.concatenate(
+                [p.already_acknowledged for p in kept] or [np.zeros(0, dtype=np.bool_)]
+            ),
+        ),
+        source,
+    )
+
+
+def _concat(arrays: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
+    return np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+
+
+Explain = Callable[[int], tuple[type[Exception], str]]
 
 
 class _Problems:
-    """Every bad id's line; the error class is the first problem's."""
+    """Every bad id, in the order they are found; the error class is the first problem's.
+
+    Problems are kept as groups of id indexes with a function that words one;
+    only the lines shown are worded, so a million bad ids cost no million strings.
+    """
 
     def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.first_error: type[Exception] | None = None
+        self.groups: list[tuple[npt.NDArray[np.int64], Explain]] = []
 
-    def fail(self, kind: type[Exception], text: str) -> None:
-        self.first_error = self.first_error or kind
-        self.lines.append(text)
+    def add(self, where: npt.NDArray[np.int64], explain: Explain) -> None:
+        if where.size:
+            self.groups.append((where, explain))
 
     def raise_if_any(self) -> None:
-        if self.lines:
-            shown = self.lines[:MAX_ERRORS_LISTED]
-            more = len(self.lines) - len(shown)
-            text = "; ".join(shown) + (f"; and {more} more" if more else "")
-            raise (self.first_error or InvalidMessageIdError)(f"Nothing skipped: {text}")
+        total = sum(int(where.size) for where, _ in self.groups)
+        if not total:
+            return
+        first_error: type[Exception] | None = None
+        shown: list[str] = []
+        for where, explain in self.groups:
+            for i in where[: MAX_ERRORS_LISTED - len(shown)].tolist():
+                kind, line = explain(i)
+                first_error = first_error or kind
+                shown.append(line)
+            if len(shown) == MAX_ERRORS_LISTED:
+                break
+        more = total - len(shown)
+        text = "; ".join(shown) + (f"; and {more} more" if more else "")
+        raise (first_error or InvalidMessageIdError)(f"Nothing skipped: {text}")
 
 
 def _route(
-    ids: Sequence[MessageId],
+    ids: IdArrays,
     partition_of_ledger: Mapping[int, tuple[str, int]],
     problems: _Problems,
-) -> dict[str, list[MessageId]]:
-    """Each id under the partition its ledger belongs to, carrying that partition's index."""
-    fail = problems.fail
-    by_partition: dict[str, list[MessageId]] = {}
-    for mid in ids:
-        if mid.ledger_id < 0 or mid.entry_id < 0:
-            fail(InvalidMessageIdError, f"{_named(mid)}: ledgerId and entryId must be >= 0")
-            continue
-        if mid.partition < -1:
-            fail(InvalidMessageIdError, f"{_named(mid)}: partition {mid.partition} is not valid")
-            continue
-        owner = partition_of_ledger.get(mid.ledger_id)
-        if owner is None:
-            if mid.ledger_id > max(partition_of_ledger, default=-1):
-                fail(PositionOutOfRangeError, f"{_named(mid)}: beyond the last entry of the topic")
-            else:
-                fail(EntryNotFoundError, f"{_named(mid)}: no ledger {mid.ledger_id} in this topic")
-            continue
-        name, index = owner
-        if mid.partition >= 0 and mid.partition != index:
-            fail(
-                InvalidMessageIdError,
-                f"{_named(mid)}: carries partition {mid.partition}, but ledger "
-                f"{mid.ledger_id} belongs to partition {index}",
-            )
-            continue
-        by_partition.setdefault(name, []).append(
-            MessageId.of_store(mid.ledger_id, mid.entry_id, index, mid.batch_index, 0)
+) -> list[tuple[str, int, npt.NDArray[np.int64]]]:
+    """Each partition's ids (indexes, in the order given), partitions in order of first id."""
+    owners = sorted(partition_of_ledger.items())
+    owner_ledgers = np.array([ledger for ledger, _ in owners], dtype=np.int64)
+    names = sorted({name for _, (name, _) in owners})
+    code_of = {name: code for code, name in enumerate(names)}
+    owner_code = np.array([code_of[name] for _, (name, _) in owners], dtype=np.int64)
+    owner_index = np.array([index for _, (_, index) in owners], dtype=np.int64)
+    index_of = {name: index for _, (name, index) in owners}
+    last_ledger = int(owner_ledgers[-1]) if owners else -1
+
+    ledgers, entries, partitions = ids.ledger_ids, ids.entry_ids, ids.partitions
+    slot = np.minimum(np.searchsorted(owner_ledgers, ledgers), max(len(owners) - 1, 0))
+    owned = (owner_ledgers[slot] == ledgers) if owners else np.zeros(len(ids), dtype=np.bool_)
+    negative = (ledgers < 0) | (entries < 0)
+    bad_partition = ~negative & (partitions < -1)
+    checked = ~negative & ~bad_partition
+    unowned = checked & ~owned
+    owner_partition = owner_index[slot] if owners else np.zeros(len(ids), dtype=np.int64)
+    moved = checked & owned & (partitions >= 0) & (partitions != owner_partition)
+
+    def explain(i: int) -> tuple[type[Exception], str]:
+        named = ids.named(i)
+        ledger = int(ledgers[i])
+        if negative[i]:
+            return InvalidMessageIdError, f"{named}: ledgerId and entryId must be >= 0"
+        if bad_partition[i]:
+            return InvalidMessageIdError, f"{named}: partition {partitions[i]} is not valid"
+        if unowned[i]:
+            if ledger > last_ledger:
+                return PositionOutOfRangeError, f"{named}: beyond the last entry of the topic"
+            return EntryNotFoundError, f"{named}: no ledger {ledger} in this topic"
+        return (
+            InvalidMessageIdError,
+            f"{named}: carries partition {partitions[i]}, but ledger {ledger} belongs to "
+            f"partition {owner_partition[i]}",
         )
-    return by_partition
+
+    problems.add(np.flatnonzero(negative | bad_partition | unowned | moved), explain)
+    good = np.flatnonzero(checked & owned & ~moved)
+    codes = owner_code[slot[good]]
+    present, first = np.unique(codes, return_index=True)
+    routed = []
+    for code in present[np.argsort(first, kind="stable")].tolist():
+        name = names[code]
+        routed.append((name, index_of[name], good[codes == code]))
+    return routed
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """One partition's valid, distinct ids: indexes into the input, and what the store says."""
+
+    partition: int
+    source: npt.NDArray[np.int64]
+    batch_sizes: npt.NDArray[np.int64]
+    deliver_at: npt.NDArray[np.int64]
+    already_acknowledged: npt.NDArray[np.bool_]
 
 
 def _check_partition(
     name: str,
-    named: Sequence[MessageId],
+    index: int,
+    where: npt.NDArray[np.int64],
+    ids: IdArrays,
     fact: SkipLookup,
     state: CursorState,
     problems: _Problems,
-    seen: set[tuple[int, int, int]],
-) -> list[SkipItem]:
-    """The items of one partition's ids; each bad id is added to ``problems``."""
-    fail = problems.fail
-    last_entry = fact.layout.last_position
+) -> _Checked:
+    """The valid, distinct ids among ``where`` (this partition's); each bad one to ``problems``."""
+    layout = fact.layout
+    last_entry = layout.last_position
+    ledgers, entries = ids.ledger_ids[where], ids.entry_ids[where]
     # Range-checked against the real ledgers before any lookup: an entry id
     # past its ledger's end names nothing, whatever the next ledger holds.
-    mids = []
-    for mid in named:
-        held = fact.layout.entries_of(mid.ledger_id)
-        if mid.entry_id < held:
-            mids.append(mid)
-        elif mid.position > last_entry:
-            fail(PositionOutOfRangeError, f"{_named(mid)}: beyond the last entry {last_entry}")
-        else:
-            fail(
-                EntryNotFoundError,
-                f"{_named(mid)}: no such entry, ledger {mid.ledger_id} holds {held} "
-                f"entries (0 to {held - 1})",
-            )
-    rows = fact.rows_of([Position(m.ledger_id, m.entry_id) for m in mids])
-    found = np.maximum(rows, 0) if fact.batch_sizes.size else np.zeros(0, dtype=np.int64)
-    batch_sizes = fact.batch_sizes[found].tolist()
-    deliver_ats = fact.deliver_at[found].tolist()
-    items = []
-    for i, (mid, row) in enumerate(zip(mids, rows.tolist(), strict=True)):
-        if row < 0:
-            fail(EntryNotFoundError, f"{_named(mid)}: no such entry")
-            continue
-        batch_size = batch_sizes[i]
-        problem = _batch_index_problem(mid, batch_size)
-        if problem is not None:
-            fail(InvalidBatchIndexError, problem)
-            continue
-        identity = (mid.ledger_id, mid.entry_id, mid.batch_index)
-        if identity in seen:
-            continue
-        seen.add(identity)
-        deliver_at = deliver_ats[i]
-        position = Position(mid.ledger_id, mid.entry_id)
-        items.append(
-            SkipItem(
-                message_id=MessageId.of_store(
-                    mid.ledger_id, mid.entry_id, mid.partition, mid.batch_index, batch_size
-                ),
-                topic_partition=name,
-                batch_size=batch_size,
-                deliver_at=deliver_at if deliver_at >= 0 else None,
-                already_acknowledged=state.is_acked(position, mid.batch_index),
-            )
+    layout_ledgers = np.array(layout.ledger_ids, dtype=np.int64)
+    layout_entries = np.array(layout.entries, dtype=np.int64)
+    slot = np.minimum(np.searchsorted(layout_ledgers, ledgers), max(layout_ledgers.size - 1, 0))
+    known = (layout_ledgers[slot] == ledgers) if layout_ledgers.size else ledgers < 0
+    held = np.where(known, layout_entries[slot] if layout_ledgers.size else 0, 0)
+    in_range = entries < held
+
+    def explain_range(i: int) -> tuple[type[Exception], str]:
+        named, position = ids.named(i), ids.position(i)
+        if position > last_entry:
+            return PositionOutOfRangeError, f"{named}: beyond the last entry {last_entry}"
+        count = layout.entries_of(position.ledger_id)
+        return (
+            EntryNotFoundError,
+            f"{named}: no such entry, ledger {position.ledger_id} holds {count} "
+            f"entries (0 to {count - 1})",
         )
-    return items
+
+    problems.add(where[~in_range], explain_range)
+    candidates = where[in_range]
+    rows = match_positions(
+        ids.ledger_ids[candidates], ids.entry_ids[candidates], fact.ledger_ids, fact.entry_ids
+    )
+    found = np.maximum(rows, 0) if fact.batch_sizes.size else np.zeros(rows.size, dtype=np.int64)
+    batch_sizes = fact.batch_sizes[found] if fact.batch_sizes.size else found
+    deliver_at = fact.deliver_at[found] if fact.deliver_at.size else found - 1
+    batch_indexes = ids.batch_indexes[candidates]
+    bad_index = (
+        (batch_indexes < -1)
+        | ((batch_indexes >= 0) & (batch_sizes == 0))
+        | ((batch_indexes >= batch_sizes) & (batch_sizes > 0))
+    )
+    missing = rows < 0
+
+    def explain_lookup(i: int) -> tuple[type[Exception], str]:
+        # ``candidates`` is ascending: the id's place in it finds its row.
+        at = int(np.searchsorted(candidates, i))
+        if rows[at] < 0:
+            return EntryNotFoundError, f"{ids.named(i)}: no such entry"
+        size = int(batch_sizes[at])
+        return InvalidBatchIndexError, str(
+            _batch_index_problem(int(ids.batch_indexes[i]), size, ids.position(i))
+        )
+
+    problems.add(candidates[missing | bad_index], explain_lookup)
+    valid = ~missing & ~bad_index
+    keep = _first_of_each(
+        ids.ledger_ids[candidates[valid]],
+        ids.entry_ids[candidates[valid]],
+        batch_indexes[valid],
+    )
+    source = candidates[valid][keep]
+    return _Checked(
+        partition=index,
+        source=source,
+        batch_sizes=batch_sizes[valid][keep],
+        deliver_at=np.where(deliver_at[valid][keep] >= 0, deliver_at[valid][keep], -1),
+        already_acknowledged=state.acked_many(
+            ids.ledger_ids[source], ids.entry_ids[source], ids.batch_indexes[source]
+        ),
+    )
 
 
-def _batch_index_problem(mid: MessageId, batch_size: int) -> str | None:
+def _first_of_each(
+    ledgers: npt.NDArray[np.int64],
+    entries: npt.NDArray[np.int64],
+    batch_indexes: npt.NDArray[np.int64],
+) -> npt.NDArray[np.int64]:
+    """Indexes of the first occurrence of each distinct ``(ledger, entry, batch index)``,
+    in their original order."""
+    if ledgers.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    at = np.arange(ledgers.size, dtype=np.int64)
+    # Sorted by message, then by place: the first of each run is the first given.
+    order = np.lexsort((at, batch_indexes, entries, ledgers))
+    sorted_keys = (ledgers[order], entries[order], batch_indexes[order])
+    starts = np.ones(order.size, dtype=np.bool_)
+    starts[1:] = (
+        (sorted_keys[0][1:] != sorted_keys[0][:-1])
+        | (sorted_keys[1][1:] != sorted_keys[1][:-1])
+        | (sorted_keys[2][1:] != sorted_keys[2][:-1])
+    )
+    return np.sort(order[starts])
+
+
+def _batch_index_problem(batch_index: int, batch_size: int, position: Position) -> str | None:
     # -1 is the whole entry (the protobuf default, the triplet without
     # :batchIndex); any other negative index is invalid (PIP-423).
-    if mid.batch_index < -1:
-        return (
-            f"Invalid batchIndex: {mid.batch_index}, batchSize={batch_size} (entry {mid.position})"
-        )
-    if mid.batch_index >= 0 and batch_size == 0:
-        return f"Invalid batchIndex: {mid.batch_index}, entry {mid.position} is not batched"
-    if mid.batch_index >= batch_size > 0:
-        return f"Invalid batchIndex: {mid.batch_index}, batchSize={batch_size}"
+    if batch_index < -1:
+        return f"Invalid batchIndex: {batch_index}, batchSize={batch_size} (entry {position})"
+    if batch_index >= 0 and batch_size == 0:
+        return f"Invalid batchIndex: {batch_index}, entry {position} is not batched"
+    if batch_index >= batch_size > 0:
+        return f"Invalid batchIndex: {batch_index}, batchSize={batch_size}"
     return None
 
 
-def _named(mid: MessageId) -> str:
-    """``ledger:entry[:batchIndex]`` for errors, any batch index shown but -1 (whole entry)."""
-    text = f"{mid.ledger_id}:{mid.entry_id}"
-    return text if mid.batch_index == -1 else f"{text}:{mid.batch_index}"
+def has_repeats(
+    ledgers: npt.NDArray[np.int64],
+    entries: npt.NDArray[np.int64],
+    batch_indexes: npt.NDArray[np.int64],
+) -> bool:
+    """Whether some ``(ledger, entry, batch index)`` occurs twice."""
+    return int(_first_of_each(ledgers, entries, batch_indexes).size) < int(ledgers.size)
+
+
+def ack_targets(columns: SkipColumns) -> list[AckTarget]:
+    """The acknowledgement of each row: its entry, batch index and batch size."""
+    return [
+        AckTarget(Position(ledger, entry), index, size)
+        for ledger, entry, index, size in zip(
+            columns.ledger_id.tolist(),
+            columns.entry_id.tolist(),
+            columns.batch_index.tolist(),
+            columns.batch_size.tolist(),
+            strict=True,
+        )
+    ]

@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from core.errors import InvalidSkipPlanError
 from core.message_id import MessageId
@@ -40,6 +44,7 @@ _ITEM_FIELDS = (
     "deliverAt",
     "alreadyAcknowledged",
 )
+_PLAN_ATTRIBUTES = frozenset({"topic", "subscription", "_columns", "planned_at_ms", "part_of"})
 _PLAN_FIELDS = ("format", "planId", "topic", "subscription", "plannedAt", "partOf", "items")
 
 
@@ -99,33 +104,262 @@ class PlannedSkip:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
+class SkipColumns:
+    """A plan's items as parallel arrays, one row per message (its in-memory form).
+
+    Holding arrays, not one :class:`PlannedSkip` per message, keeps planning and
+    applying 100,000s of ids cheap; :meth:`item` builds one where a caller asks.
+    ``names`` lists each topic partition once, in order of first appearance, and
+    ``name_index`` points each row at its name. ``deliver_at`` is meaningful
+    where ``delayed`` is set (a message planned without a delivery time has none).
+    """
+
+    names: tuple[str, ...]
+    name_index: npt.NDArray[np.int64]
+    partition: npt.NDArray[np.int64]
+    ledger_id: npt.NDArray[np.int64]
+    entry_id: npt.NDArray[np.int64]
+    batch_index: npt.NDArray[np.int64]
+    batch_size: npt.NDArray[np.int64]
+    deliver_at: npt.NDArray[np.int64]
+    delayed: npt.NDArray[np.bool_]
+    already_acknowledged: npt.NDArray[np.bool_]
+
+    def __len__(self) -> int:
+        return int(self.ledger_id.size)
+
+    @classmethod
+    def of_items(cls, items: Sequence[PlannedSkip]) -> SkipColumns:
+        """The columns of ``items``; a value that fits no int64 is refused."""
+        codes: dict[str, int] = {}
+        name_index = [codes.setdefault(i.topic_partition, len(codes)) for i in items]
+
+        def column(values: list[int]) -> npt.NDArray[np.int64]:
+            try:
+                return np.array(values, dtype=np.int64)
+            except OverflowError as exc:
+                raise InvalidSkipPlanError(
+                    f"Invalid skip plan: an item holds a number outside int64: {exc}"
+                ) from exc
+
+        return cls(
+            names=tuple(codes),
+            name_index=np.array(name_index, dtype=np.int64),
+            partition=column([i.partition for i in items]),
+            ledger_id=column([i.ledger_id for i in items]),
+            entry_id=column([i.entry_id for i in items]),
+            batch_index=column([i.batch_index for i in items]),
+            batch_size=column([i.batch_size for i in items]),
+            deliver_at=column([-1 if i.deliver_at is None else i.deliver_at for i in items]),
+            delayed=np.array([i.deliver_at is not None for i in items], dtype=np.bool_),
+            already_acknowledged=np.array(
+                [bool(i.already_acknowledged) for i in items], dtype=np.bool_
+            ),
+        )
+
+    def take(self, rows: npt.NDArray[np.int64]) -> SkipColumns:
+        """The given rows, in that order, with ``names`` renumbered to the rows kept."""
+        kept = self.name_index[rows]
+        used, first = np.unique(kept, return_index=True)
+        order = used[np.argsort(first, kind="stable")]
+        renumber = np.full(len(self.names), -1, dtype=np.int64)
+        renumber[order] = np.arange(order.size, dtype=np.int64)
+        return SkipColumns(
+            names=tuple(self.names[k] for k in order.tolist()),
+            name_index=renumber[kept],
+            partition=self.partition[rows],
+            ledger_id=self.ledger_id[rows],
+            entry_id=self.entry_id[rows],
+            batch_index=self.batch_index[rows],
+            batch_size=self.batch_size[rows],
+            deliver_at=self.deliver_at[rows],
+            delayed=self.delayed[rows],
+            already_acknowledged=self.already_acknowledged[rows],
+        )
+
+    def _lists(self) -> Iterator[tuple[Any, ...]]:
+        """Each row as plain Python values, in :meth:`item`'s argument order."""
+        return zip(
+            self.name_index.tolist(),
+            self.partition.tolist(),
+            self.ledger_id.tolist(),
+            self.entry_id.tolist(),
+            self.batch_index.tolist(),
+            self.batch_size.tolist(),
+            self.deliver_at.tolist(),
+            self.delayed.tolist(),
+            self.already_acknowledged.tolist(),
+            strict=True,
+        )
+
+    def items(self) -> tuple[PlannedSkip, ...]:
+        names = self.names
+        return tuple(
+            PlannedSkip(names[n], p, led, ent, b, s, d if late else None, acked)
+            for n, p, led, ent, b, s, d, late, acked in self._lists()
+        )
+
+    def item(self, row: int) -> PlannedSkip:
+        return PlannedSkip(
+            self.names[int(self.name_index[row])],
+            int(self.partition[row]),
+            int(self.ledger_id[row]),
+            int(self.entry_id[row]),
+            int(self.batch_index[row]),
+            int(self.batch_size[row]),
+            int(self.deliver_at[row]) if self.delayed[row] else None,
+            bool(self.already_acknowledged[row]),
+        )
+
+    def message_ids(self) -> list[MessageId]:
+        """Each row's message id (partition, batch index and batch size included)."""
+        return list(
+            map(
+                MessageId.of_store,
+                self.ledger_id.tolist(),
+                self.entry_id.tolist(),
+                self.partition.tolist(),
+                self.batch_index.tolist(),
+                self.batch_size.tolist(),
+            )
+        )
+
+    def same_as(self, other: SkipColumns) -> bool:
+        return self.names == other.names and all(
+            np.array_equal(getattr(self, name), getattr(other, name)) for name in _ARRAY_FIELDS
+        )
+
+    def canonical_items(self) -> str:
+        """The JSON array of the items exactly as ``json.dumps(..., sort_keys=True,
+        separators=(",", ":"))`` writes their :meth:`PlannedSkip.to_json` dicts.
+
+        Written directly from the arrays: the content hash of a 1,000,000-id plan
+        then costs one string format per row instead of a dict and an encoder walk.
+        """
+        names = [json.dumps(name) for name in self.names]
+        return (
+            "["
+            + ",".join(
+                f'{{"alreadyAcknowledged":{"true" if acked else "false"},"batchIndex":{b},'
+                f'"batchSize":{s},"deliverAt":{d if late else "null"},"entryId":{ent},'
+                f'"ledgerId":{led},"partition":{p},"topicPartition":{names[n]}}}'
+                for n, p, led, ent, b, s, d, late, acked in self._lists()
+            )
+            + "]"
+        )
+
+
+_ARRAY_FIELDS = (
+    "name_index",
+    "partition",
+    "ledger_id",
+    "entry_id",
+    "batch_index",
+    "batch_size",
+    "deliver_at",
+    "delayed",
+    "already_acknowledged",
+)
+
+
 class SkipPlan:
     """The validated messages of one skip on one subscription; immutable.
 
     Items are in the order planning produced them (partition by partition).
     ``part_of`` is the id of the whole plan when this one is a single
-    partition's share of it (:meth:`for_partition`).
+    partition's share of it (:meth:`for_partition`). ``items`` may be given as
+    :class:`PlannedSkip` objects or as :class:`SkipColumns`; the plan keeps
+    columns and builds :attr:`items` only when asked.
     """
 
-    topic: str
-    subscription: str
-    items: tuple[PlannedSkip, ...]
-    planned_at_ms: int
-    part_of: str | None = None
+    def __init__(
+        self,
+        topic: str,
+        subscription: str,
+        items: Sequence[PlannedSkip] | SkipColumns,
+        planned_at_ms: int,
+        part_of: str | None = None,
+    ) -> None:
+        self.topic = topic
+        self.subscription = subscription
+        self._columns = items if isinstance(items, SkipColumns) else SkipColumns.of_items(items)
+        self.planned_at_ms = planned_at_ms
+        self.part_of = part_of
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _PLAN_ATTRIBUTES and name in self.__dict__:
+            raise AttributeError(f"SkipPlan is immutable: cannot set {name}")
+        object.__setattr__(self, name, value)
+
+    @property
+    def columns(self) -> SkipColumns:
+        """The items as arrays (no object per message)."""
+        return self._columns
+
+    @cached_property
+    def items(self) -> tuple[PlannedSkip, ...]:
+        """One :class:`PlannedSkip` per message, built on first use."""
+        return self._columns.items()
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SkipPlan):
+            return NotImplemented
+        return (
+            self.topic == other.topic
+            and self.subscription == other.subscription
+            and self.planned_at_ms == other.planned_at_ms
+            and self.part_of == other.part_of
+            and self._columns.same_as(other._columns)
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.plan_id)
+
+    def __repr__(self) -> str:
+        return (
+            f"SkipPlan(topic={self.topic!r}, subscription={self.subscription!r}, "
+            f"items={len(self)}, planned_at_ms={self.planned_at_ms}, part_of={self.part_of!r}, "
+            f"plan_id={self.plan_id!r})"
+        )
+
+    @cached_property
+    def _canonical(self) -> str:
+        """``json.dumps(self._body(), sort_keys=True, separators=(",", ":"))``, written
+        from the columns (the keys below are in sorted order)."""
+        return (
+            f'{{"format":{PLAN_FORMAT},"items":{self._columns.canonical_items()},'
+            f'"partOf":{json.dumps(self.part_of)},"plannedAt":{json.dumps(self.planned_at_ms)},'
+            f'"subscription":{json.dumps(self.subscription)},"topic":{json.dumps(self.topic)}}}'
+        )
 
     @cached_property
     def plan_id(self) -> str:
         """SHA-256 of the canonical JSON of everything else in the plan (64 hex digits)."""
-        body = json.dumps(self._body(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(body.encode("utf-8")).hexdigest()
+        return hashlib.sha256(self._canonical.encode("utf-8")).hexdigest()
 
     def message_ids(self) -> list[MessageId]:
-        return [item.message_id for item in self.items]
+        return self._columns.message_ids()
 
     def partitions(self) -> tuple[str, ...]:
         """The topic partitions the plan touches, in partition order."""
-        seen = {item.topic_partition: item.partition for item in self.items}
+        columns = self._columns
+        if not len(columns):
+            return ()
+        # Each name's partition is its last item's, as a dict of the items would keep.
+        reversed_codes = columns.name_index[::-1]
+        codes, first = np.unique(reversed_codes, return_index=True)
+        last = columns.partition.size - 1 - first
+        seen = dict(
+            zip(
+                (columns.names[c] for c in codes.tolist()),
+                columns.partition[last].tolist(),
+                strict=True,
+            )
+        )
         return tuple(sorted(seen, key=lambda name: (seen[name], name)))
 
     def for_partition(self, topic_partition: str) -> SkipPlan:
@@ -139,10 +373,11 @@ class SkipPlan:
                 f"Plan {self.plan_id} has no item on '{topic_partition}'; its partitions: "
                 f"{', '.join(self.partitions()) or 'none'}"
             )
+        code = self._columns.names.index(topic_partition)
         return SkipPlan(
             self.topic,
             self.subscription,
-            tuple(item for item in self.items if item.topic_partition == topic_partition),
+            self._columns.take(np.flatnonzero(self._columns.name_index == code)),
             self.planned_at_ms,
             part_of=self.part_of or self.plan_id,
         )
@@ -162,7 +397,8 @@ class SkipPlan:
         return {"planId": self.plan_id, **self._body()}
 
     def dumps(self) -> str:
-        return json.dumps(self.to_json(), separators=(",", ":"))
+        """The plan as JSON text: :meth:`to_json`'s content, keys sorted after ``planId``."""
+        return f'{{"planId":"{self.plan_id}",' + self._canonical[1:]
 
     @classmethod
     def from_json(cls, document: object) -> SkipPlan:
@@ -184,7 +420,7 @@ class SkipPlan:
         plan = cls(
             topic=_text(body["topic"], "topic"),
             subscription=_text(body["subscription"], "subscription"),
-            items=tuple(PlannedSkip.from_json(item, f"items[{i}]") for i, item in enumerate(items)),
+            items=[PlannedSkip.from_json(item, f"items[{i}]") for i, item in enumerate(items)],
             planned_at_ms=_integer(body["plannedAt"], "plannedAt", 0),
             part_of=None if part_of is None else _text(part_of, "partOf"),
         )
