@@ -10,9 +10,14 @@ Writers to one cursor may live in different processes (consumers acking while
 an admin skips): deltas are unions of acknowledgements, so none is lost, and
 the store serializes the appends with a row lock.
 
-Threads may share one cursor: concurrent acknowledgements go to the store
-together (group commit: they share one transaction, each returning once its
-own delta committed), and the in-memory state is then updated under a lock.
+Threads may share one cursor: concurrent mutations are group-committed
+(:mod:`core.store.group_commit`). The deltas queued while the previous write
+was in flight are folded into one delta, in arrival order (acknowledgements by
+union, a reset replacing what came before it), appended as ONE journal row and
+merged into the in-memory state once; every caller returns after that row
+committed. The cost of a write, the SQL and the encoding, is then paid per
+batch, not per call; the store in turn shares one transaction among the
+cursors writing at the same time.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from core import cursor_codec
 from core.cursor import AckTarget, CursorState
 from core.ledger_layout import LedgerLayout
 from core.position import Position
+from core.store.group_commit import GroupCommit
 
 if TYPE_CHECKING:
     from core.store.metadata import AuditEntry, CursorRecord, MetadataStore
@@ -68,6 +74,8 @@ class ManagedCursor:
         self._journal_length = journal_length
         self._lock = threading.RLock()
         """Guards ``state`` and the journal length; never held while writing to the store."""
+        self._writes: GroupCommit[tuple[CursorState, bool] | None, None] = GroupCommit(self._write)
+        self._compaction_due = False
 
     @classmethod
     def open(
@@ -93,10 +101,7 @@ class ManagedCursor:
     def acknowledge(self, targets: Iterable[AckTarget]) -> CursorState:
         """Individually acknowledge entries and batch indexes; durable when it returns."""
         delta = CursorState.ack_delta(targets)
-        self._persist(delta, replace=False)
-        with self._lock:
-            self.state.merge(delta, self.layout)
-        self._appended()
+        self._submit(delta, replace=False)
         return delta
 
     def acknowledge_cumulative(
@@ -105,36 +110,74 @@ class ManagedCursor:
         """Acknowledge everything up to ``position`` (inclusive); durable when it returns."""
         scratch = CursorState()
         delta = scratch.acknowledge_cumulative(position, self.layout, batch_index, batch_size)
-        self._persist(delta, replace=False)
-        with self._lock:
-            self.state.merge(delta, self.layout)
-        self._appended()
+        self._submit(delta, replace=False)
         return delta
 
     def reset(self, position: Position) -> None:
         """Make ``position`` the next entry read; forgets later acknowledgements."""
         state = CursorState()
         state.reset(position, self.layout)
-        self._persist(state, replace=True)
-        with self._lock:
-            self.state = state
-        self._appended()
+        self._submit(state, replace=True)
 
-    def _persist(self, delta: CursorState, *, replace: bool) -> None:
-        payload = cursor_codec.encode(delta, replace=replace)
-        self.store.append_cursor_delta(self.topic_partition, self.subscription, payload)
-
-    def _appended(self) -> None:
-        with self._lock:
-            self._journal_length += 1
-            due = self._journal_length >= COMPACT_AFTER_DELTAS
+    def _submit(self, delta: CursorState, *, replace: bool) -> None:
+        """Write ``delta`` with the other calls queued meanwhile; merged in memory on return."""
+        self._writes.submit((delta, replace))
+        if self._compaction_due:
+            with self._lock:
+                due, self._compaction_due = self._compaction_due, False
             if due:
-                self._journal_length = 0
-        if due:
-            self.compact()
+                self.compact()
 
     def compact(self) -> None:
-        """Fold the journal into a snapshot, from a fresh load: no other writer's delta is lost."""
+        """Fold the journal into a snapshot, from a fresh load: no other writer's delta is lost.
+
+        Runs in turn with this object's writes (as an item of their group
+        commit), so no write of this process lands between the load and the
+        new in-memory state.
+        """
+        self._writes.submit(None)
+
+    def _write(self, batch: list[tuple[CursorState, bool] | None]) -> list[BaseException | None]:
+        """One journal row for a batch of deltas, then the in-memory state (group commit).
+
+        ``None`` items ask for a compaction, done after the row; its failure
+        goes to those items only (the row committed).
+        """
+        folded = CursorState()
+        replace = False
+        deltas = 0
+        for item in batch:
+            if item is None:
+                continue
+            delta, replaces = item
+            deltas += 1
+            if replaces:
+                # A reset forgets every acknowledgement before it, queued ones too.
+                folded, replace = CursorState(), True
+            folded.merge(delta, None)
+        if deltas:
+            payload = cursor_codec.encode(folded, replace=replace)
+            self.store.append_cursor_delta(self.topic_partition, self.subscription, payload)
+            with self._lock:
+                if replace:
+                    # As replay() does with a replacing delta.
+                    folded.normalize(self.layout)
+                    self.state = folded
+                else:
+                    self.state.merge(folded, self.layout)
+                self._journal_length += 1
+                if self._journal_length >= COMPACT_AFTER_DELTAS:
+                    self._journal_length = 0
+                    self._compaction_due = True
+        outcomes: list[BaseException | None] = [None] * len(batch)
+        if deltas < len(batch):
+            try:
+                self._compact()
+            except Exception as exc:
+                outcomes = [exc if item is None else None for item in batch]
+        return outcomes
+
+    def _compact(self) -> None:
         record = self.store.load_cursor(self.topic_partition, self.subscription)
         state = replay(record, self.layout)
         self.store.compact_cursor(

@@ -11,6 +11,13 @@ Every caller returns only after the batch holding its item committed, with
 that item's result, or raises that item's error: the batch function reports
 an outcome per item, and an exception it raises goes to every caller of the
 batch (nothing of a failed batch was committed).
+
+Waiting costs no polling and no per-call condition object: each waiting
+caller blocks on a lock of its own, taken when it queued, which the leader
+releases once the caller's outcome (or the leadership) is set. That is the
+one-shot wake-up a :class:`threading.Condition` gives each waiter, without
+its bookkeeping: a woken caller never contends for a shared lock again, which
+matters when dozens of callers of one batch wake at once under the GIL.
 """
 
 from __future__ import annotations
@@ -24,21 +31,23 @@ Result = TypeVar("Result")
 
 
 class _Request(Generic[Item, Result]):
-    __slots__ = ("item", "outcome", "failure", "leads", "ready")
+    __slots__ = ("item", "outcome", "failure", "leads", "wake")
 
     def __init__(self, item: Item) -> None:
         self.item = item
         self.outcome: Result | None = None
         self.failure: BaseException | None = None
         self.leads = False
-        self.ready = threading.Event()
+        self.wake = threading.Lock()
+        self.wake.acquire()
 
 
 class GroupCommit(Generic[Item, Result]):
     """Batches concurrent :meth:`submit` calls into calls of ``commit``.
 
     ``commit`` gets the items of a batch in arrival order and returns, per
-    item, its result or the exception that item's caller should get.
+    item, its result or the exception that item's caller should get. Calls of
+    ``commit`` never overlap.
     """
 
     def __init__(self, commit: Callable[[list[Item]], Sequence[Result | BaseException]]) -> None:
@@ -58,7 +67,7 @@ class GroupCommit(Generic[Item, Result]):
                 self._busy = True
                 request.leads = True
         if not request.leads:
-            request.ready.wait()
+            request.wake.acquire()
         if request.leads:
             self._lead()
         if request.failure is not None:
@@ -83,14 +92,16 @@ class GroupCommit(Generic[Item, Result]):
                 request.outcome = outcome
         with self._lock:
             self.batches += 1
-            if self._queue:
-                following = self._queue[0]
-                following.leads = True
-                following.ready.set()
-            else:
+            following = self._queue[0] if self._queue else None
+            if following is None:
                 self._busy = False
+            else:
+                following.leads = True
+        # The next leader first: its commit overlaps the wake-up of this batch.
+        if following is not None:
+            following.wake.release()
         for request in batch:
-            request.ready.set()
+            request.wake.release()
 
 
 __all__ = ["GroupCommit"]

@@ -36,7 +36,6 @@ from sqlalchemy import (
     func,
     insert,
     select,
-    text,
     update,
 )
 from sqlalchemy.engine import make_url
@@ -66,8 +65,8 @@ from core.store.checks import (
     check_text,
     split_namespace,
 )
+from core.store.delta_journal import DeltaJournal
 from core.store.engine import (
-    PG_SCHEMA_LOCK_KEY,
     SQLITE_BUSY_TIMEOUT_S,
     WRITE_OPTION,
     create_store_engine,
@@ -88,6 +87,7 @@ from core.store.records import (
     TenantInfo,
     TopicInfo,
 )
+from core.store.schema import ensure_tables
 from core.store.tables import (
     AuditRow,
     BacklogHistoryRow,
@@ -159,6 +159,7 @@ class MetadataStore:
             self.url = parsed
             self._engine = create_store_engine(parsed)
             self._write_engine = self._engine.execution_options(**{WRITE_OPTION: True})
+            self._journal = DeltaJournal(self._write_engine, self._cursor_missing)
             self._delta_commits = GroupCommit(self._commit_deltas)
             self._create_tables()
         except SQLAlchemyError as exc:
@@ -179,6 +180,7 @@ class MetadataStore:
         return cls(config.metadata_url)
 
     def close(self) -> None:
+        self._journal.close()
         self._engine.dispose()
 
     def __enter__(self) -> MetadataStore:
@@ -188,12 +190,7 @@ class MetadataStore:
         self.close()
 
     def _create_tables(self) -> None:
-        with self._write_engine.begin() as connection:
-            if connection.dialect.name == "postgresql":
-                connection.execute(
-                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_SCHEMA_LOCK_KEY}
-                )
-            Base.metadata.create_all(connection)
+        ensure_tables(self._engine, self._write_engine, Base.metadata)
 
     @contextmanager
     def _session(self, *, write: bool, conflict: str | None = None) -> Iterator[Session]:
@@ -604,33 +601,12 @@ class MetadataStore:
         return self._delta_commits.submit(item)
 
     def _commit_deltas(self, items: list[tuple[str, str, bytes]]) -> list[int | BaseException]:
-        """One group commit's batch: every delta in one transaction, one statement per cursor.
+        """One group commit's batch: every delta in one transaction (:mod:`.delta_journal`).
 
         A cursor that does not exist fails only its own callers; anything else
         fails the whole batch (and nothing of it is committed).
         """
-        outcomes: list[int | BaseException] = [0] * len(items)
-        by_cursor: dict[tuple[str, str], list[int]] = {}
-        for number, (name, subscription, _) in enumerate(items):
-            by_cursor.setdefault((name, subscription), []).append(number)
-        with self._session(write=True) as session:
-            rows = []
-            for name, subscription in sorted(by_cursor):  # the lock order of every writer
-                numbers = by_cursor[(name, subscription)]
-                bumped = self._bump_cursor(session, name, subscription, len(numbers))
-                if bumped is None:
-                    for number in numbers:
-                        outcomes[number] = self._cursor_missing(name, subscription)
-                    continue
-                cursor_id, last = bumped
-                for offset, number in enumerate(numbers, start=last - len(numbers) + 1):
-                    outcomes[number] = offset
-                    rows.append(
-                        {"cursor_id": cursor_id, "version": offset, "payload": items[number][2]}
-                    )
-            if rows:
-                session.execute(insert(CursorDeltaRow), rows)
-        return outcomes
+        return self._journal.append(items)
 
     def append_cursor_deltas(
         self, items: Sequence[tuple[str, str, bytes]], audit: AuditEntry | None = None

@@ -5,8 +5,8 @@
 - The metadata store: concurrent acknowledgements from threads on one cursor
   and on several cursors all persist (SQLite and PostgreSQL), a missing cursor
   fails only its own callers.
-- kill -9: a process acknowledging from many threads is killed; every
-  acknowledgement that had returned is there after a restart.
+- kill -9: a process acknowledging from 16 or 64 threads is killed mid-run;
+  every acknowledgement that had returned is there after a restart.
 """
 
 from __future__ import annotations
@@ -193,13 +193,16 @@ for thread in pool:
 """
 
 
-def test_acknowledgements_that_returned_survive_kill_9(tmp_path: Path, metadata_url: str) -> None:
+@pytest.mark.parametrize("threads", [16, 64])
+def test_acknowledgements_that_returned_survive_kill_9(
+    tmp_path: Path, metadata_url: str, threads: int
+) -> None:
     config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
     with Broker(config) as broker:
         _install(broker, 1)
     repo = Path(__file__).resolve().parents[2]
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(config.home), metadata_url, TOPIC, "16"],
+        [sys.executable, "-c", _CHILD, str(config.home), metadata_url, TOPIC, str(threads)],
         cwd=repo,
         stdout=subprocess.PIPE,
         text=True,
