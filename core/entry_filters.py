@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow.compute as pc
@@ -54,7 +55,9 @@ from core.columns import Rows
 from core.durations import parse_time_ms
 from core.errors import InvalidPredicateError
 from core.filter_verdict import FilterVerdict
-from core.predicates import Predicate, TimeRange
+
+if TYPE_CHECKING:
+    from core.predicates import Predicate
 
 FILTER_PREFIX = "entryFilter."
 """Subscription properties starting with this are entry filters."""
@@ -88,6 +91,11 @@ class EntryFilters:
         filters: list[EntryFilter] = []
         ranges: dict[tuple[FilterVerdict, str], dict[str, tuple[str, int]]] = {}
         configured = sorted((k, v) for k, v in properties.items() if k.startswith(FILTER_PREFIX))
+        if not configured:
+            return cls()
+        # Imported here: only configured filters need the predicates (and pydantic).
+        from core.predicates import Predicate, TimeRange
+
         for prop, value in configured:
             action_name, _, target = prop[len(FILTER_PREFIX) :].partition(".")
             action = _ACTIONS.get(action_name.lower())

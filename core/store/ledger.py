@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from core.config import Config
@@ -386,7 +385,7 @@ class LedgerStore:
         table = self.read_table(topic_partition, columns=_INDEX_COLUMNS)
         batch_index = _numpy(table, "batch_index", np.int32)
         first = batch_index <= 0
-        deliver_all = table["deliver_at"].fill_null(-1).to_numpy().astype(np.int64, copy=False)
+        deliver_all = _numpy(table, "deliver_at", np.int64, null=-1)
         deliver = deliver_all[first]
         later = ~first & (deliver_all >= 0)
         if later.any():
@@ -457,8 +456,15 @@ class LedgerStore:
             return MESSAGE_SCHEMA.empty_table().select(selected)
         paths = [self._absolute(segment.path) for segment in segments]
         try:
-            dataset = ds.dataset(paths, schema=MESSAGE_SCHEMA, format="parquet")
-            table = dataset.to_table(columns=scanned, filter=filter)
+            if filter is None:
+                table = _read_segments(paths, scanned)
+            else:
+                # Imported here: pyarrow.dataset imports pandas (when installed), a third
+                # of a second that only filtered reads need to pay.
+                import pyarrow.dataset as ds
+
+                dataset = ds.dataset(paths, schema=MESSAGE_SCHEMA, format="parquet")
+                table = dataset.to_table(columns=scanned, filter=filter)
         except (OSError, pa.ArrowException) as exc:
             culprit = _first_unreadable(paths, scanned)
             where = culprit or f"one of the {len(paths)} segments of {topic_partition}"
@@ -466,6 +472,23 @@ class LedgerStore:
         if not _is_sorted(table):
             table = table.sort_by([(key, "ascending") for key in SORT_KEYS])
         return table.select(selected)
+
+
+def _read_segments(paths: Sequence[str], columns: list[str]) -> pa.Table:
+    """``columns`` of every segment in ``paths``, in that order, typed as in MESSAGE_SCHEMA.
+
+    One Parquet file at a time, without pyarrow.dataset (see :meth:`LedgerStore._read`).
+    A segment lacking one of the columns is unreadable.
+    """
+    target = pa.schema([MESSAGE_SCHEMA.field(name) for name in columns])
+    tables = []
+    for path in paths:
+        with pq.ParquetFile(path) as segment:
+            missing = [name for name in columns if name not in segment.schema_arrow.names]
+            if missing:
+                raise pa.ArrowInvalid(f"no column {', '.join(missing)}")
+            tables.append(segment.read(columns=columns).select(columns).cast(target))
+    return pa.concat_tables(tables)
 
 
 def _build_table(
@@ -508,8 +531,32 @@ def _assemble(
     return pa.table({name: full[name] for name in MESSAGE_SCHEMA.names}, schema=MESSAGE_SCHEMA)
 
 
-def _numpy(table: pa.Table, column: str, dtype: type[np.generic]) -> np.ndarray:
-    return np.asarray(table[column].to_numpy(), dtype=dtype)
+_NUMPY_TYPES: dict[pa.DataType, np.dtype[np.signedinteger]] = {
+    pa.int32(): np.dtype(np.int32),
+    pa.int64(): np.dtype(np.int64),
+}
+
+
+def _numpy(table: pa.Table, column: str, dtype: type[np.generic], null: int = 0) -> np.ndarray:
+    """An integer column as a numpy array of ``dtype``, nulls as ``null``.
+
+    Read from the Arrow buffers: ``to_numpy`` and ``fill_null`` go through
+    pyarrow's pandas bridge, which imports pandas (when installed) on first
+    use, a third of a second a command line pays for nothing.
+    """
+    parts = [np.empty(0, dtype)]
+    for chunk in table[column].chunks:
+        if not len(chunk):
+            continue
+        kind = _NUMPY_TYPES[chunk.type]
+        validity, data = chunk.buffers()
+        values = np.frombuffer(data, kind, len(chunk), chunk.offset * kind.itemsize)
+        if chunk.null_count:
+            bits = np.frombuffer(validity, np.uint8)
+            valid = np.unpackbits(bits, count=chunk.offset + len(chunk), bitorder="little")
+            values = np.where(valid[chunk.offset :].astype(np.bool_), values, null)
+        parts.append(values.astype(dtype, copy=False))
+    return np.concatenate(parts)
 
 
 def _is_sorted(table: pa.Table) -> bool:
@@ -530,7 +577,7 @@ def _first_unreadable(paths: Sequence[str], columns: Sequence[str]) -> str | Non
     """The first segment that cannot be read on its own (only called after a failed scan)."""
     for path in paths:
         try:
-            pq.read_table(path, columns=list(columns), schema=MESSAGE_SCHEMA)
+            _read_segments([path], list(columns))
         except (OSError, pa.ArrowException):
             return path
     return None
