@@ -12,17 +12,17 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-from core import authz, backlog, cursor_codec, dispatch, skip
+from core import authz, backlog, cursor_codec, skip
 from core.authz import Operation
 from core.backlog import PartitionAnalysis
 from core.backlog_audit import BacklogSample
 from core.config import Config
 from core.cursor import AckTarget, CursorState
-from core.dispatch import Dispatcher, Message, PartitionSource
 from core.entry_filters import EntryFilters, first_messages, validate_filter_properties
 from core.errors import (
     EntryNotFoundError,
@@ -39,9 +39,7 @@ from core.ledger_layout import LedgerLayout
 from core.managed_cursor import ManagedCursor, acknowledge_deciding
 from core.message_id import MessageId
 from core.position import EARLIEST, Position
-from core.producer import OutgoingMessage, Producer
 from core.skip_plan import SkipPlan
-from core.store import segment_reader
 from core.store.ledger import LedgerStore
 from core.store.metadata import (
     AuditEntry,
@@ -54,6 +52,12 @@ from core.subscription import SubscriptionType
 from core.topic_name import TopicName
 from core.topic_scan import ScanPartition, ScanSubscription, TopicScan
 from core.topic_stats import SubscriptionStats, TopicStats
+
+# The read path (core.dispatch, core.store.segment_reader) and the producer are imported
+# where they are used: a command that only counts or skips does not load them.
+if TYPE_CHECKING:
+    from core.dispatch import Dispatcher, Message, PartitionSource
+    from core.producer import OutgoingMessage
 
 
 def wall_clock_ms() -> int:
@@ -319,6 +323,8 @@ class Broker:
         batch_size: int = 1,
         producer_name: str = "cursorops-cli",
     ) -> list[MessageId]:
+        from core.producer import Producer
+
         info = self.authorized_topic(role, Operation.PRODUCE, topic)
         producer = Producer(self.ledgers, info, producer_name=producer_name, batch_size=batch_size)
         return producer.send(messages, self.clock())
@@ -554,6 +560,9 @@ class Broker:
 
     def _sources(self, info: TopicInfo) -> list[PartitionSource]:
         """Each partition, read lazily segment by segment from a position on."""
+        from core.dispatch import PartitionSource
+        from core.store import segment_reader
+
         sources = []
         for index, name in enumerate(info.partition_names()):
 
@@ -572,6 +581,9 @@ class Broker:
 
     def dispatcher(self, role: str, topic: str, subscription: str) -> Dispatcher:
         """The subscription's dispatcher; its consumers share state with every other process."""
+        from core.dispatch import Dispatcher
+        from core.store import segment_reader
+
         info = self.authorized_topic(role, Operation.CONSUME, topic)
         sub = self.metadata.get_subscription(info.name, subscription)
         # The dispatcher's own cache of decoded row groups: each dispatch reads on from
@@ -628,6 +640,8 @@ class Broker:
         if count < 1:
             raise InvalidArgumentError("The number of messages must be at least 1")
         states = [self._cursor(source.topic, subscription).state for source in sources]
+        from core import dispatch
+
         return dispatch.peek(sources, states, count)
 
     def examine_message(
@@ -665,6 +679,8 @@ class Broker:
             start.mark_delete = Position(
                 int(facts.ledger_ids[row - 1]), int(facts.entry_ids[row - 1])
             )
+        from core import dispatch
+
         return dispatch.peek(sources, [start], 1)[0]
 
     def _partition_sources(
