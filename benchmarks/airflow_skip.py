@@ -7,22 +7,10 @@ the repository's DAG; the cursorops home is a SQLite store beside it. A topic of
 skips 1,000 ids on a fresh Shared subscription: 500 whole entries and 500 batch
 indexes of other entries, chosen at random over every partition.
 
-Timed per run, with the clock of this process (the same machine as Airflow):
-
-- **trigger → preview ready:** from the REST trigger (as alice) until the gate
-  task is ``awaiting_input`` (polled every 0.25 s): validate, authorize and
-  plan_skip have run and the preview is the gate's body;
-- **approval → verified:** from bob's REST approval (sent once the scheduler has
-  processed the gate's parking, and 3 s later, as Airflow 3.3.2 needs) until
-  the run's end date: the gate resumes,
-  apply_skip (every partition in one transaction), verify and record.
-
-Each phase is split with the task instances' own timestamps: **work** is the
-time at least one of the phase's tasks was running (the union of their
-start-to-end intervals, which include each task process's start-up and DAG
-parse), **Airflow overhead** is the rest of the phase, when no task ran
-(scheduling, queueing, executor hand-off, the REST round trips). The sums of
-the queued waits (queued → start) and of the task durations are reported too.
+Timed per run as :mod:`benchmarks.airflow_phases` says (trigger → preview ready:
+validate, authorize and plan_skip have run and the preview is the gate's body;
+approval → verified: the gate resumes, apply_skip applies every partition in one
+transaction, verify and record), each phase split into work and Airflow overhead.
 This DAG runs no Spark job (requests of this size plan through ``core``), so no
 phase pays Spark start-up. After each run every id is checked acknowledged.
 """
@@ -34,12 +22,11 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from benchmarks import machine, report
-from benchmarks.report import Options, Runs
+from benchmarks.airflow_phases import Phase, phase_headers, phase_rows, timed_run
+from benchmarks.report import Options
 from core.broker import Broker
 from core.config import Config
 from core.message_id import MessageId
@@ -100,58 +87,6 @@ def choose_ids(ids: list[MessageId], sizes: Sizes, seed: int) -> list[MessageId]
     return chosen
 
 
-def _when(value: str | None) -> float | None:
-    return datetime.fromisoformat(value).timestamp() if value else None
-
-
-@dataclass(frozen=True)
-class Phase:
-    wall: float
-    work: float
-    """Seconds of the phase during which at least one of its tasks was running."""
-    queued: float
-    """Sum over its tasks of queued → start."""
-    task_sum: float
-    """Sum of its tasks' run times."""
-
-    @property
-    def overhead(self) -> float:
-        return self.wall - self.work
-
-
-def split(window: tuple[float, float], tis: list[dict[str, Any]], tasks: Sequence[str]) -> Phase:
-    """Work and overhead of a phase from its task instances' intervals inside ``window``."""
-    low, high = window
-    intervals: list[tuple[float, float]] = []
-    queued = task_sum = 0.0
-    for ti in tis:
-        if ti["task_id"] not in tasks:
-            continue
-        start = _when(ti.get("start_date"))
-        end = _when(ti.get("end_date")) or high
-        if start is None:
-            continue
-        queued_at = _when(ti.get("queued_when"))
-        if queued_at is not None and queued_at > start:
-            # A resumed gate keeps the start date of its first execution: its resumed
-            # execution begins after its re-queue.
-            start = queued_at
-        start, end = max(start, low), min(end, high)
-        if end <= start:
-            continue
-        intervals.append((start, end))
-        task_sum += end - start
-        if queued_at is not None and queued_at >= low:
-            queued += max(_when(ti.get("start_date")) or start, queued_at) - queued_at
-    busy = 0.0
-    reach = low
-    for start, end in sorted(intervals):
-        if end > reach:
-            busy += end - max(start, reach)
-            reach = end
-    return Phase(high - low, busy, queued, task_sum)
-
-
 @dataclass(frozen=True)
 class Results:
     preview: list[Phase]
@@ -194,22 +129,17 @@ def measure(sizes: Sizes, options: Options, work: Path) -> Results:
                 "message_ids": triplets,
                 "reason": "benchmark",
             }
-            triggered = time.time()
-            run_id = airflow.trigger(DAG, conf, user=REQUESTER)
-            airflow.wait_parked(DAG, run_id, GATE, poll=0.25)
-            parked = time.time()
-            previews.append(
-                split((triggered, parked), airflow.task_instances(DAG, run_id), PHASE_1)
+            timed = timed_run(
+                airflow,
+                DAG,
+                GATE,
+                conf,
+                (PHASE_1, PHASE_2),
+                requester=REQUESTER,
+                approver=APPROVER,
             )
-            airflow.wait_answerable(DAG, run_id, GATE)
-            approved = time.time()
-            answer = airflow.answer(DAG, run_id, GATE, "Approve", user=APPROVER)
-            assert answer.status_code == 200, answer.text
-            state = airflow.wait_run(DAG, run_id, timeout=600)
-            assert state == "success", airflow.task_states(DAG, run_id)
-            ended = _when(airflow.dag_run(DAG, run_id)["end_date"])
-            assert ended is not None
-            applies.append(split((approved, ended), airflow.task_instances(DAG, run_id), PHASE_2))
+            previews.append(timed.preview)
+            applies.append(timed.apply)
             with Broker(config) as broker:
                 check = broker.plan_skip(ROLE, TOPIC, subscription, chosen)
             assert all(item.already_acknowledged for item in check.items), "not all skipped"
@@ -230,27 +160,13 @@ def render(
     lines = report.preamble("Airflow: cursorops_skip_messages", "airflow_skip", host, options, work)
     total = sizes.whole_entries + sizes.batch_indexes
 
-    def runs(phases: list[Phase], attribute: str) -> Runs:
-        return Runs.of([getattr(p, attribute) for p in phases])
-
-    rows = []
-    for name, phases in (
-        ("trigger → preview ready (gate awaiting input)", results.preview),
-        ("approval → verified (run success)", results.apply),
-    ):
-        wall = runs(phases, "wall")
-        rows.append(
-            [
-                name,
-                wall.cell("s"),
-                runs(phases, "work").cell("s"),
-                runs(phases, "overhead").cell("s"),
-                f"{sum(p.overhead for p in phases) / sum(p.wall for p in phases):.0%}",
-                runs(phases, "queued").cell("s"),
-                runs(phases, "task_sum").cell("s"),
-                report.verdict(wall.median < AIM_SECONDS),
-            ]
-        )
+    rows = phase_rows(
+        [
+            ("trigger → preview ready (gate awaiting input)", results.preview),
+            ("approval → verified (run success)", results.apply),
+        ],
+        AIM_SECONDS,
+    )
     lines += [
         f"`{DAG}` on a local Airflow 3.3.2 (standalone: LocalExecutor, parallelism 4, SQLite "
         f"metadata; cursorops on SQLite), skipping {total:,} ids ({sizes.whole_entries:,} whole "
@@ -266,16 +182,7 @@ def render(
         "`core`), so Spark start-up is 0 in both phases.",
         "",
         report.table(
-            [
-                "phase",
-                "wall",
-                "work",
-                "Airflow overhead",
-                "overhead share",
-                "queued → start, summed",
-                "task run times, summed",
-                f"vs < {AIM_SECONDS:g} s",
-            ],
+            phase_headers(AIM_SECONDS),
             rows,
         ),
         "",

@@ -1,8 +1,9 @@
 """Run every benchmark, one after the other, each in its own Python process.
 
 A process per benchmark so that one's memory and garbage never weigh on the
-next. ``benchmarks.spark_backlog`` runs too when that module exists, and is
-skipped with a note when it does not. The options (``--quick``, ``--runs``,
+next. ``benchmarks.spark_backlog`` and ``benchmarks.airflow_match`` (a local
+Airflow and Spark) run too when their modules exist, and are skipped with a
+note when they do not. The options (``--quick``, ``--runs``,
 ``--write/--no-write``, ``--dir``), which every benchmark takes, are passed on.
 The exit status is non-zero when any benchmark failed.
 """
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 CORE_BENCHMARKS = ("cursor_acks", "group_acks", "read_path", "produce", "skip_ids")
-OPTIONAL_BENCHMARKS = ("spark_backlog",)
+OPTIONAL_BENCHMARKS = ("spark_backlog", "airflow_match")
 
 _REPO = Path(__file__).resolve().parent.parent
 
