@@ -22,6 +22,8 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -82,17 +84,30 @@ def _validate(message: object, number: int) -> None:
             )
 
 
-def _plain(message: object) -> bool:
-    """A well-formed message with nothing but a payload (the columnar path's kind)."""
+def _all_plain(messages: Sequence[object]) -> bool:
+    """Whether every message is well formed with nothing but a payload (the columnar kind).
+
+    One pass per attribute in C (``map``), not a Python call per message.
+    """
+    if not messages or set(map(type, messages)) != {OutgoingMessage}:
+        return False
+    plain = cast("Sequence[OutgoingMessage]", messages)
+    n = len(plain)
     return (
-        type(message) is OutgoingMessage
-        and type(message.payload) is bytes
-        and message.key is None
-        and message.deliver_at is None
-        and message.sequence_id is None
-        and type(message.properties) is dict
-        and not message.properties
+        set(map(type, map(_PAYLOAD, plain))) == {bytes}
+        and list(map(_KEY, plain)).count(None) == n
+        and list(map(_DELIVER_AT, plain)).count(None) == n
+        and list(map(_SEQUENCE_ID, plain)).count(None) == n
+        and set(map(type, map(_PROPERTIES, plain))) == {dict}
+        and not any(map(_PROPERTIES, plain))
     )
+
+
+_PAYLOAD = attrgetter("payload")
+_KEY = attrgetter("key")
+_DELIVER_AT = attrgetter("deliver_at")
+_SEQUENCE_ID = attrgetter("sequence_id")
+_PROPERTIES = attrgetter("properties")
 
 
 def _utf8(text: str) -> bool:
@@ -107,8 +122,11 @@ class Producer:
     """Writes messages to a topic's partitions through a :class:`LedgerStore`.
 
     Not thread-safe: like a pulsar-client producer, one sender at a time. Each
-    ``send`` appends to each partition it routes to with one append; partitions
-    are written one after the other, not atomically together.
+    ``send`` appends to each partition it routes to with one append. Plain
+    messages go to every partition in one metadata commit (one more where a
+    partition's ledger fills up), their segment files flushed side by side;
+    other sends write partitions one after the other. Callers must not rely on
+    a send being atomic across partitions.
     """
 
     def __init__(
@@ -152,7 +170,7 @@ class Producer:
 
         Every message is validated before anything is written.
         """
-        plain = bool(messages) and all(_plain(m) for m in messages)
+        plain = _all_plain(messages)
         if not plain:
             for number, message in enumerate(messages):
                 _validate(message, number)
@@ -217,13 +235,14 @@ class Producer:
             self._round_robin += n
         sequence_ids = np.arange(self._next_sequence_id, self._next_sequence_id + n, dtype=np.int64)
         self._next_sequence_id += n
-        payloads = pa.array([m.payload for m in messages], pa.binary())
+        payloads = pa.array(list(map(_PAYLOAD, messages)), pa.binary())
         order = list(dict.fromkeys(slots.tolist()))
         ledger_ids = np.empty(n, np.int64)
         entry_ids = np.empty(n, np.int64)
         indexes = np.empty(n, np.int32)
         sizes_of = np.empty(n, np.int32)
         partitioned = self.topic.partitions > 0
+        parts = []
         for slot in order:
             numbers = np.flatnonzero(slots == slot)
             k = len(numbers)
@@ -252,13 +271,15 @@ class Producer:
                 "producer_name": pa.array([self.producer_name] * k, pa.string()),
                 "sequence_id": pa.array(sequence_ids[numbers]),
             }
-            positions = self.ledger_store.append_columns(
-                self._partitions[slot], entry_sizes, columns
-            )
-            ledger_ids[numbers] = np.repeat([p.ledger_id for p in positions], entry_sizes)
-            entry_ids[numbers] = np.repeat([p.entry_id for p in positions], entry_sizes)
+            parts.append((self._partitions[slot], entry_sizes, columns))
             indexes[numbers] = index
             sizes_of[numbers] = of_size
+        # Every partition's segment in one metadata commit, the files flushed side by side.
+        written = self.ledger_store.append_columns_many(parts)
+        for slot, (_, entry_sizes, _), positions in zip(order, parts, written, strict=True):
+            numbers = np.flatnonzero(slots == slot)
+            ledger_ids[numbers] = np.repeat([p.ledger_id for p in positions], entry_sizes)
+            entry_ids[numbers] = np.repeat([p.entry_id for p in positions], entry_sizes)
         partition_of = slots if partitioned else np.full(n, -1, np.int64)
         return list(
             map(

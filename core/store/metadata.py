@@ -480,38 +480,62 @@ class MetadataStore:
         segment is registered and the ledger's counts bumped in the same
         transaction. On an exception nothing is registered.
         """
-        name = canonical_topic(topic_partition)
-        check_int("number of entries", n_entries, 1)
+        with self.append_entries_many([(topic_partition, n_entries)], max_entries_per_ledger) as (
+            allocation,
+        ):
+            yield allocation
+
+    @contextmanager
+    def append_entries_many(
+        self, requests: Sequence[tuple[str, int]], max_entries_per_ledger: int
+    ) -> Iterator[list[Allocation]]:
+        """:meth:`append_entries` for several partitions in ONE transaction.
+
+        ``requests`` are ``(topic partition, n_entries)``, each partition once;
+        the allocations come back in the same order. The partitions' locks are
+        taken in name order (no deadlock between two such writers) and held
+        until the block ends; on normal exit every segment is registered in one
+        commit, on an exception none is.
+        """
+        names = [canonical_topic(topic_partition) for topic_partition, _ in requests]
+        if len(set(names)) != len(names):
+            raise InvalidArgumentError("append_entries_many: a partition is named twice")
+        for _, n_entries in requests:
+            check_int("number of entries", n_entries, 1)
         check_int("max entries per ledger", max_entries_per_ledger, 1)
         with self._session(write=True) as session:
-            self._require_partition(session, name, lock=True)
-            ledger = session.scalars(
-                select(LedgerRow)
-                .where(LedgerRow.topic_partition == name)
-                .order_by(LedgerRow.ledger_id.desc())
-                .limit(1)
-            ).one_or_none()
-            if ledger is None or ledger.entries >= max_entries_per_ledger:
-                ledger = LedgerRow(topic_partition=name, entries=0, messages=0)
-                session.add(ledger)
-                session.flush()
-            count = min(n_entries, max_entries_per_ledger - ledger.entries)
-            allocation = Allocation(ledger.ledger_id, ledger.entries, count)
-            yield allocation
-            if not isinstance(allocation.path, str) or not allocation.path:
-                raise InvalidArgumentError("append_entries: the segment path was not set")
-            check_int("number of messages", allocation.messages, count)
-            session.add(
-                SegmentRow(
-                    ledger_id=ledger.ledger_id,
-                    first_entry=allocation.first_entry,
-                    last_entry=allocation.first_entry + count - 1,
-                    messages=allocation.messages,
-                    path=allocation.path,
+            reserved: dict[str, tuple[LedgerRow, Allocation]] = {}
+            for name, (_, n_entries) in sorted(zip(names, requests, strict=True)):
+                self._require_partition(session, name, lock=True)
+                ledger = session.scalars(
+                    select(LedgerRow)
+                    .where(LedgerRow.topic_partition == name)
+                    .order_by(LedgerRow.ledger_id.desc())
+                    .limit(1)
+                ).one_or_none()
+                if ledger is None or ledger.entries >= max_entries_per_ledger:
+                    ledger = LedgerRow(topic_partition=name, entries=0, messages=0)
+                    session.add(ledger)
+                    session.flush()
+                count = min(n_entries, max_entries_per_ledger - ledger.entries)
+                reserved[name] = (ledger, Allocation(ledger.ledger_id, ledger.entries, count))
+            allocations = [reserved[name][1] for name in names]
+            yield allocations
+            for ledger, allocation in reserved.values():
+                if not isinstance(allocation.path, str) or not allocation.path:
+                    raise InvalidArgumentError("append_entries: the segment path was not set")
+                check_int("number of messages", allocation.messages, allocation.count)
+                session.add(
+                    SegmentRow(
+                        ledger_id=ledger.ledger_id,
+                        first_entry=allocation.first_entry,
+                        last_entry=allocation.first_entry + allocation.count - 1,
+                        messages=allocation.messages,
+                        path=allocation.path,
+                    )
                 )
-            )
-            ledger.entries += count
-            ledger.messages += allocation.messages
+                ledger.entries += allocation.count
+                ledger.messages += allocation.messages
 
     def ledgers(self, topic_partition: str) -> list[LedgerInfo]:
         """The partition's ledgers, ordered by ledger id."""

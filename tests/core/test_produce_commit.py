@@ -1,0 +1,99 @@
+"""Produce: a plain send commits every partition's segment together, and what counts as plain.
+
+- One send of plain messages to a 16-partition topic registers its 16
+  segments in one metadata transaction: when one partition's segment cannot
+  be written, no partition gets anything, and a retry writes from the same
+  entry ids.
+- The columnar path is taken exactly for the messages a per-message check
+  calls plain (a plain Python model of the rule, against the vectorised one).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.config import Config
+from core.errors import LedgerStoreError
+from core.producer import OutgoingMessage, Producer, _all_plain
+from core.store.ledger import LedgerStore
+from core.store.metadata import MetadataStore
+
+TOPIC = "persistent://acme/ops/together"
+
+
+def _store(tmp_path: Path) -> tuple[MetadataStore, LedgerStore]:
+    config = Config.from_home(tmp_path / "home")
+    metadata = MetadataStore.from_config(config)
+    metadata.create_tenant("acme")
+    metadata.create_namespace("acme/ops")
+    metadata.create_topic(TOPIC, 16)
+    return metadata, LedgerStore(config.ledger_root, metadata, 1_000)
+
+
+def test_a_plain_send_commits_every_partition_or_none(tmp_path: Path) -> None:
+    metadata, store = _store(tmp_path)
+    with metadata:
+        producer = Producer(store, metadata.get_topic(TOPIC), "p", 10, start_partition=0)
+        messages = [OutgoingMessage(b"%d" % i) for i in range(1_600)]
+        # A file where partition 7's folder must go: its segment cannot be written.
+        blocked = Path(store.root) / "acme" / "ops" / "together" / "partition-7"
+        blocked.parent.mkdir(parents=True)
+        blocked.write_bytes(b"")
+        with pytest.raises(LedgerStoreError, match="partition-7"):
+            producer.send(messages, now_ms=1)
+        names = metadata.get_topic(TOPIC).partition_names()
+        assert all(metadata.segments(name) == [] for name in names)
+        assert all(_empty(metadata, name) for name in names)
+        os.unlink(blocked)
+        retry = Producer(store, metadata.get_topic(TOPIC), "p", 10, start_partition=0)
+        ids = retry.send(messages, now_ms=1)
+        assert {(i.partition, i.entry_id) for i in ids} == {
+            (p, e) for p in range(16) for e in range(10)
+        }
+        assert all(len(metadata.segments(name)) == 1 for name in names)
+        assert sum(s.messages for name in names for s in metadata.segments(name)) == 1_600
+
+
+def _empty(metadata: MetadataStore, name: str) -> bool:
+    return all(ledger.entries == 0 and ledger.messages == 0 for ledger in metadata.ledgers(name))
+
+
+def _plain_model(message: object) -> bool:
+    return (
+        type(message) is OutgoingMessage
+        and type(message.payload) is bytes
+        and message.key is None
+        and message.deliver_at is None
+        and message.sequence_id is None
+        and type(message.properties) is dict
+        and not message.properties
+    )
+
+
+class _Subclass(OutgoingMessage):
+    pass
+
+
+_messages = st.one_of(
+    st.just(OutgoingMessage(b"x")),
+    st.builds(OutgoingMessage, st.binary(max_size=4)),
+    st.builds(OutgoingMessage, st.binary(max_size=2), key=st.none() | st.text(max_size=2)),
+    st.builds(OutgoingMessage, st.just(b"p"), properties=st.dictionaries(st.text(), st.text())),
+    st.builds(OutgoingMessage, st.just(b"p"), deliver_at=st.none() | st.integers(0, 9)),
+    st.builds(OutgoingMessage, st.just(b"p"), sequence_id=st.none() | st.integers(0, 9)),
+    st.builds(OutgoingMessage, st.just(bytearray(b"p"))),  # type: ignore[arg-type]
+    st.builds(_Subclass, st.just(b"p")),
+    st.just("not a message"),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_messages, max_size=6))
+def test_plain_is_decided_as_a_per_message_check_would(messages: list[object]) -> None:
+    expected = bool(messages) and all(_plain_model(m) for m in messages)
+    assert _all_plain(messages) == expected
