@@ -50,21 +50,24 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from core import cursor_codec
+from core import ack_set, cursor_codec
 from core.cursor import AckTarget, CursorState
 from core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
 from core.key_hash import HashRing, sticky_key_hash
 from core.ledger_layout import LedgerLayout
 from core.managed_cursor import COMPACT_AFTER_DELTAS
-from core.message_id import MessageId
-from core.position import Position
+from core.message import MESSAGE_COLUMNS, Message, MessageBatch
+from core.position import Position, match_positions
 from core.store.dispatch_state import (
     ConsumerInfo,
     CursorJournal,
-    NewPending,
-    PendingInfo,
+    DispatchedColumns,
+    PendingColumns,
     PendingKey,
     ReadPosition,
     SubscriptionTransaction,
@@ -74,24 +77,11 @@ from core.subscription import SubscriptionType
 
 DEFAULT_LEASE_MS = 30_000
 
+Ints = npt.NDArray[np.int64]
+Flags = npt.NDArray[np.bool_]
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    message_id: MessageId
-    topic: str
-    payload: bytes
-    key: str | None
-    properties: dict[str, str]
-    publish_time: int
-    deliver_at: int | None
-    producer_name: str
-    sequence_id: int
-    redelivery_count: int = 0
-    consumer_epoch: int = -1
-
-    @property
-    def position(self) -> Position:
-        return self.message_id.position
+_NOT_DELAYED = np.iinfo(np.int64).min
+_WORD_BITS = 64
 
 
 @dataclass
@@ -106,198 +96,411 @@ class PartitionSource:
     """Record batches of the partition's rows strictly after a position, in order, lazily."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    """An unacknowledged row met while reading a partition."""
+def acked_rows(state: CursorState, ledger: Ints, entry: Ints, index: Ints, starts: Ints) -> Flags:
+    """True for each row the cursor has acknowledged: its entry, or its batch index.
 
-    source: PartitionSource
-    batch: pa.RecordBatch
-    row: int
-    ledger_id: int
-    entry_id: int
-    batch_index: int
-    deliver_at: int | None
-    key: str | None
-    held: PendingInfo | None = None
-    """Its pending row, released (no consumer) when it is to be redelivered."""
-
-    @property
-    def pending_key(self) -> PendingKey:
-        return (self.source.topic, self.ledger_id, self.entry_id, self.batch_index)
-
-
-_PAYLOAD_COLUMNS = (
-    "batch_size",
-    "payload",
-    "properties",
-    "publish_time",
-    "producer_name",
-    "sequence_id",
-)
-
-
-def _messages(picked: Sequence[tuple[_Candidate, int, int]]) -> list[Message]:
-    """Messages of (candidate, redelivery count, epoch), converting each record batch once."""
-    rows: dict[int, list[int]] = {}
-    batches: dict[int, pa.RecordBatch] = {}
-    for candidate, _, _ in picked:
-        rows.setdefault(id(candidate.batch), []).append(candidate.row)
-        batches[id(candidate.batch)] = candidate.batch
-    values: dict[tuple[int, int], dict[str, Any]] = {}
-    for key, wanted in rows.items():
-        taken = batches[key].select(list(_PAYLOAD_COLUMNS)).take(pa.array(wanted, pa.int64()))
-        for row, value in zip(wanted, taken.to_pylist(), strict=True):
-            values[(key, row)] = value
-    out = []
-    for candidate, redelivery_count, epoch in picked:
-        value = values[(id(candidate.batch), candidate.row)]
-        properties = value["properties"]
-        out.append(
-            Message(
-                message_id=MessageId.of_store(
-                    candidate.ledger_id,
-                    candidate.entry_id,
-                    candidate.source.partition,
-                    candidate.batch_index,
-                    value["batch_size"],
-                ),
-                topic=candidate.source.topic,
-                payload=value["payload"],
-                key=candidate.key,
-                properties=dict(properties) if properties else {},
-                publish_time=value["publish_time"],
-                deliver_at=candidate.deliver_at,
-                producer_name=value["producer_name"],
-                sequence_id=value["sequence_id"],
-                redelivery_count=redelivery_count,
-                consumer_epoch=epoch,
-            )
+    The rows are in position order and ``starts`` holds the rows where an entry
+    begins (row 0 included). Cost: numpy work per row plus one lookup per entry
+    in the individually deleted set and the batch ack sets, never a sweep of
+    those sets (:func:`core.unacked_rows.unacked_rows` matches a whole partition
+    against them instead). The rule is :meth:`CursorState.is_acked`'s.
+    """
+    md_ledger, md_entry = state.mark_delete
+    acked: Flags = (ledger < md_ledger) | ((ledger == md_ledger) & (entry <= md_entry))
+    deleted, batch_acks = state.individually_deleted, state.batch_acks
+    if acked.all() or (not deleted and not batch_acks):
+        return acked
+    lengths = np.diff(np.append(starts, len(ledger)))
+    entries = list(zip(ledger[starts].tolist(), entry[starts].tolist(), strict=True))
+    if deleted:
+        whole = np.fromiter(
+            (deleted.contains(lid, eid) for lid, eid in entries), dtype=np.bool_, count=len(entries)
         )
-    return out
+        acked |= np.repeat(whole, lengths)
+    if not batch_acks:
+        return acked
+    bits = [batch_acks.get(Position(lid, eid)) for lid, eid in entries]
+    words = np.zeros(len(entries), dtype=np.uint64)
+    partial = np.zeros(len(entries), dtype=np.bool_)
+    wide: list[int] = []
+    for k, value in enumerate(bits):
+        if value is None:
+            continue
+        if value >> _WORD_BITS:
+            wide.append(k)
+        else:
+            words[k] = value
+            partial[k] = True
+    in_partial = np.repeat(partial, lengths) & (index >= 0)
+    if in_partial.any():
+        shift = np.clip(index, 0, _WORD_BITS - 1).astype(np.uint64)
+        bit = (np.repeat(words, lengths) >> shift) & np.uint64(1)
+        # An index beyond the word reads as acknowledged, as in ack_set.is_acked.
+        acked |= in_partial & ((bit == 0) | (index >= _WORD_BITS))
+    for k in wide:
+        value = bits[k]
+        assert value is not None
+        for row in range(int(starts[k]), int(starts[k] + lengths[k])):
+            if index[row] >= 0 and ack_set.is_acked(value, int(index[row])):
+                acked[row] = True
+    return acked
 
 
-def _unacked(source: PartitionSource, state: CursorState) -> Iterator[_Candidate]:
-    """The partition's unacknowledged rows after mark-delete, in order, read lazily."""
-    for batch in source.read_after(state.mark_delete):
-        ledger = batch.column("ledger_id").to_pylist()
-        entry = batch.column("entry_id").to_pylist()
-        index = batch.column("batch_index").to_pylist()
-        deliver = batch.column("deliver_at").to_pylist()
-        keys = batch.column("key").to_pylist()
-        for row in range(batch.num_rows):
-            if state.is_acked(Position(ledger[row], entry[row]), index[row]):
-                continue
-            yield _Candidate(
-                source, batch, row, ledger[row], entry[row], index[row], deliver[row], keys[row]
-            )
+def _pending_rows(
+    ledger: Ints, entry: Ints, index: Ints, starts: Ints, pending: PendingColumns
+) -> Ints:
+    """For each pending row, the row of these rows holding that message (-1: none)."""
+    which = match_positions(pending.ledger_id, pending.entry_id, ledger[starts], entry[starts])
+    ok = which >= 0
+    at = np.where(ok, which, 0)
+    begin = starts[at]
+    end = np.append(starts[1:], len(ledger))[at]
+    # Batch indexes of an entry are consecutive: the index says the row.
+    row = begin + (pending.batch_index - index[begin])
+    ok &= (row >= begin) & (row < end)
+    row = np.where(ok, row, 0)
+    ok &= index[row] == pending.batch_index
+    return np.where(ok, row, -1)
 
 
-class _Scan:
-    """One partition read on from its read position in a dispatch, noting how far is settled.
+class _Columns:
+    """Growable aligned arrays (amortised O(1) per appended row)."""
 
-    A message is settled when it is acknowledged or held by a consumer. The
-    read position may move to the last entry whose messages were all examined
-    and settled, before the first message that was not (delayed, another
-    consumer's Key_Shared hash, or not reached).
+    def __init__(self, dtypes: dict[str, npt.DTypeLike]) -> None:
+        self.count = 0
+        self._data = {name: np.empty(64, dtype=dtype) for name, dtype in dtypes.items()}
+
+    def append(self, values: dict[str, npt.NDArray[np.generic]]) -> None:
+        added = len(next(iter(values.values())))
+        needed = self.count + added
+        for name, column in self._data.items():
+            if needed > len(column):
+                grown = np.empty(max(needed, 2 * len(column)), dtype=column.dtype)
+                grown[: self.count] = column[: self.count]
+                self._data[name] = column = grown
+            column[self.count : needed] = values[name]
+        self.count = needed
+
+    def __getitem__(self, name: str) -> npt.NDArray[Any]:
+        return self._data[name][: self.count]
+
+
+class _Stream:
+    """One partition read on from a position in a dispatch: its candidates, as columns.
+
+    A candidate is an unacknowledged message nobody holds (a released one
+    included), in position order; the judge says whether it may go now. Record
+    batches are read lazily, one at a time, as the dispatch asks for more.
+    ``before`` of a candidate is the position of the last row read before its
+    entry: how far the read position may move when the dispatch stops there.
     """
 
     def __init__(
         self,
-        txn: SubscriptionTransaction,
         source: PartitionSource,
         state: CursorState,
         start: Position,
+        pending: Callable[[str, Position, Position], PendingColumns] | None,
+        judge: _Deliverable | None,
     ) -> None:
         self.source = source
         self.state = state
         self.start = start
-        self.settled_through: Position | None = None
-        self._blocked = False
-        self._txn = txn
+        self.exhausted = False
+        self.batches: list[pa.RecordBatch] = []
+        self.candidates = _Columns(
+            {
+                "chunk": np.int64,
+                "row": np.int64,
+                "ledger": np.int64,
+                "entry": np.int64,
+                "index": np.int64,
+                "redelivery": np.int64,
+                "eligible": np.bool_,
+                "key_hash": np.int64,
+                "before_ledger": np.int64,
+                "before_entry": np.int64,
+                "has_before": np.bool_,
+            }
+        )
+        self.last_read: Position | None = None
+        """The position of the last row read."""
+        self._last_before: Position | None = None
+        self._pending = pending
+        self._judge = judge
+        self._reader = source.read_after(start)
 
-    def unsettled(self) -> None:
-        """The message just yielded stays deliverable: the read position stops before it."""
-        self._blocked = True
-
-    def candidates(self) -> Iterator[_Candidate]:
-        """Unacknowledged messages nobody holds, in order (released ones included)."""
-        source, is_acked = self.source, self.state.is_acked
-        previous: Position | None = None
-        for batch in source.read_after(self.start):
-            ledger = batch.column("ledger_id").to_pylist()
-            entry = batch.column("entry_id").to_pylist()
-            index = batch.column("batch_index").to_pylist()
-            pending = self._txn.pending_between(
-                source.topic, Position(ledger[0], entry[0]), Position(ledger[-1], entry[-1])
+    def read_more(self) -> None:
+        """Read the next record batch (or find the partition exhausted)."""
+        batch = next(self._reader, None)
+        if batch is None:
+            self.exhausted = True
+            return
+        if batch.num_rows == 0:
+            return
+        ledger = _ints(batch.column("ledger_id"))
+        entry = _ints(batch.column("entry_id"))
+        index = _ints(batch.column("batch_index"))
+        n = len(ledger)
+        change = np.empty(n, dtype=np.bool_)
+        change[1:] = (ledger[1:] != ledger[:-1]) | (entry[1:] != entry[:-1])
+        change[0] = self.last_read is None or self.last_read != (int(ledger[0]), int(entry[0]))
+        starts_at = np.where(change, np.arange(n), -1)
+        entry_start = np.maximum.accumulate(starts_at)
+        # Rows continuing the previous batch's last entry share that entry's "before".
+        previous = np.maximum(entry_start - 1, 0)
+        before_ledger = ledger[previous].copy()
+        before_entry = entry[previous].copy()
+        has_before = entry_start >= 1
+        for rows, carried in (
+            (entry_start == 0, self.last_read),
+            (entry_start == -1, self._last_before),
+        ):
+            if carried is not None:
+                before_ledger[rows], before_entry[rows] = carried
+            has_before[rows] = carried is not None
+        starts = np.flatnonzero(change | (np.arange(n) == 0))
+        live = ~acked_rows(self.state, ledger, entry, index, starts)
+        held = np.zeros(n, dtype=np.bool_)
+        redelivery = np.full(n, -1, dtype=np.int64)
+        if self._pending is not None and live.any():
+            pending = self._pending(
+                self.source.topic,
+                Position(int(ledger[0]), int(entry[0])),
+                Position(int(ledger[-1]), int(entry[-1])),
             )
-            deliver = keys = None
-            for row in range(batch.num_rows):
-                position = Position(ledger[row], entry[row])
-                if position != previous:
-                    if previous is not None and not self._blocked:
-                        self.settled_through = previous
-                    previous = position
-                if is_acked(position, index[row]):
-                    continue
-                held = pending.get((ledger[row], entry[row], index[row]))
-                if held is not None and held.consumer_id is not None:
-                    continue
-                if deliver is None or keys is None:
-                    deliver = batch.column("deliver_at").to_pylist()
-                    keys = batch.column("key").to_pylist()
-                yield _Candidate(
-                    source,
-                    batch,
-                    row,
-                    ledger[row],
-                    entry[row],
-                    index[row],
-                    deliver[row],
-                    keys[row],
-                    held,
-                )
-        if previous is not None and not self._blocked:
-            self.settled_through = previous
+            if len(pending.ledger_id):
+                rows = _pending_rows(ledger, entry, index, starts, pending)
+                found = rows >= 0
+                held[rows[found & pending.held]] = True
+                released = found & ~pending.held
+                redelivery[rows[released]] = pending.redelivery_count[released]
+        self.last_read = Position(int(ledger[-1]), int(entry[-1]))
+        self._last_before = (
+            Position(int(before_ledger[-1]), int(before_entry[-1])) if has_before[-1] else None
+        )
+        rows = np.flatnonzero(live & ~held)
+        chunk = len(self.batches)
+        self.batches.append(batch)
+        if not len(rows):
+            return
+        if self._judge is None:
+            eligible, key_hash = np.ones(len(rows), dtype=np.bool_), None
+        else:
+            eligible, key_hash = self._judge(batch, rows)
+        self.candidates.append(
+            {
+                "chunk": np.full(len(rows), chunk, dtype=np.int64),
+                "row": rows,
+                "ledger": ledger[rows],
+                "entry": entry[rows],
+                "index": index[rows],
+                "redelivery": redelivery[rows],
+                "eligible": eligible,
+                "key_hash": np.full(len(rows), -1, np.int64) if key_hash is None else key_hash,
+                "before_ledger": before_ledger[rows],
+                "before_entry": before_entry[rows],
+                "has_before": has_before[rows],
+            }
+        )
+
+    def before(self, candidate: int) -> Position | None:
+        c = self.candidates
+        if not c["has_before"][candidate]:
+            return None
+        return Position(int(c["before_ledger"][candidate]), int(c["before_entry"][candidate]))
 
 
-@dataclass
-class _CachedCursor:
-    """A cursor's state as this dispatcher last read it, to read only newer deltas."""
-
-    cursor_id: int
-    snapshot_version: int
-    version: int
-    state: CursorState
-    last_reset: int
-    """Version of the last replacing delta read after the snapshot (0: none)."""
+def _ints(column: pa.Array | pa.ChunkedArray) -> Ints:
+    return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def _round_robin(streams: Sequence[Iterator[_Candidate]]) -> Iterator[_Candidate]:
-    """One item from each stream in turn, until all are exhausted."""
-    active = deque(streams)
-    while active:
-        stream = active.popleft()
-        item = next(stream, None)
-        if item is not None:
-            yield item
-            active.append(stream)
+@dataclass(frozen=True)
+class _Picked:
+    """A dispatch's choice: stream and candidate of each message, in delivery order."""
+
+    stream: Ints
+    candidate: Ints
+    last_turn: tuple[int, int] | None
+    """(round, stream) of the last message taken when the permits ran out; None: all read."""
+
+
+def _pick(streams: Sequence[_Stream], permits: int) -> _Picked:
+    """The first ``permits`` eligible candidates, the streams taken round-robin.
+
+    As Pulsar's round-robin over partitions: one candidate of each stream in
+    turn, a stream leaving once exhausted; an ineligible candidate (delayed,
+    another consumer's key) uses its stream's turn. Turn ``(round, stream)``
+    thus comes in ``round * len(streams) + stream`` order, and rounds are
+    decided in blocks as far as every unexhausted stream has been read.
+    """
+    width = len(streams)
+    done = 0
+    chosen_keys: list[Ints] = []
+    taken = 0
+    while taken < permits:
+        for stream in streams:
+            while not stream.exhausted and stream.candidates.count <= done:
+                stream.read_more()
+        open_counts = [s.candidates.count for s in streams if not s.exhausted]
+        reach = (
+            min(open_counts)
+            if open_counts
+            else max((s.candidates.count for s in streams), default=0)
+        )
+        if reach <= done:
+            break
+        keys = []
+        for i, stream in enumerate(streams):
+            stop = min(reach, stream.candidates.count)
+            if stop > done:
+                rounds = np.flatnonzero(stream.candidates["eligible"][done:stop]) + done
+                keys.append(rounds * width + i)
+        block = np.sort(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+        block = block[: permits - taken]
+        chosen_keys.append(block)
+        taken += len(block)
+        done = reach
+    picked = np.concatenate(chosen_keys) if chosen_keys else np.zeros(0, np.int64)
+    last = None
+    if taken >= permits and len(picked):
+        last = (int(picked[-1]) // width, int(picked[-1]) % width)
+    return _Picked(picked % width, picked // width, last)
+
+
+def _settled_through(stream: _Stream, i: int, last: tuple[int, int] | None) -> Position | None:
+    """How far the read position may move after a dispatch over ``stream`` (number ``i``).
+
+    Every message up to the returned position is acknowledged or held; it stops
+    before the entry of the first candidate that stays deliverable, and before
+    the entry of the last candidate examined when the dispatch stopped early.
+    """
+    count = stream.candidates.count
+    if last is None:
+        examined, drained = count, True
+    else:
+        turn = last[0] + (1 if i <= last[1] else 0)
+        examined = min(count, turn)
+        drained = stream.exhausted and (count < last[0] or (count == last[0] and i < last[1]))
+    refused = np.flatnonzero(~stream.candidates["eligible"][:examined])
+    if len(refused):
+        return stream.before(int(refused[0]))
+    if drained:
+        return stream.last_read
+    return stream.before(examined - 1) if examined else None
+
+
+def _message_batch(
+    streams: Sequence[_Stream], picked: _Picked, epoch: int
+) -> tuple[MessageBatch, list[tuple[int, Ints]]]:
+    """The picked messages as one batch, and which rows of it each stream gave."""
+    size = len(picked.stream)
+    ledger = np.empty(size, np.int64)
+    entry = np.empty(size, np.int64)
+    index = np.empty(size, np.int64)
+    redelivery = np.empty(size, np.int64)
+    partition = np.empty(size, np.int64)
+    parts: list[pa.RecordBatch] = []
+    order: list[Ints] = []
+    by_stream: list[tuple[int, Ints]] = []
+    for i, stream in enumerate(streams):
+        rows = np.flatnonzero(picked.stream == i)
+        if not len(rows):
+            continue
+        by_stream.append((i, rows))
+        which = picked.candidate[rows]
+        c = stream.candidates
+        ledger[rows], entry[rows], index[rows] = (
+            c["ledger"][which],
+            c["entry"][which],
+            c["index"][which],
+        )
+        redelivery[rows] = np.maximum(c["redelivery"][which], 0)
+        partition[rows] = stream.source.partition
+        chunks = c["chunk"][which]
+        for chunk in np.unique(chunks).tolist():
+            mine = chunks == chunk
+            source = stream.batches[chunk].select(list(MESSAGE_COLUMNS))
+            parts.append(source.take(pa.array(c["row"][which[mine]], pa.int64())))
+            order.append(rows[mine])
+    if not parts:
+        return MessageBatch.empty(epoch), by_stream
+    table = pa.Table.from_batches(parts)
+    where = np.concatenate(order)
+    if len(parts) > 1 and np.any(np.diff(where) < 0):
+        table = table.take(pa.array(np.argsort(where, kind="stable"), pa.int64()))
+    columns = pa.RecordBatch.from_struct_array(table.to_struct_array().combine_chunks())
+    return (
+        MessageBatch(
+            tuple(s.source.topic for s in streams),
+            picked.stream.astype(np.int64),
+            partition,
+            ledger,
+            entry,
+            index,
+            redelivery,
+            columns,
+            epoch,
+        ),
+        by_stream,
+    )
 
 
 def peek(
     sources: Sequence[PartitionSource], states: Sequence[CursorState], count: int
 ) -> list[Message]:
     """The next ``count`` unacknowledged messages, delayed and pending ones included."""
-    streams = [_unacked(s, state) for s, state in zip(sources, states, strict=True)]
-    picked: list[tuple[_Candidate, int, int]] = []
-    for candidate in _round_robin(streams):
-        picked.append((candidate, 0, -1))
-        if len(picked) >= count:
-            break
-    return _messages(picked)
+    streams = [
+        _Stream(source, state, state.mark_delete, None, None)
+        for source, state in zip(sources, states, strict=True)
+    ]
+    batch, _ = _message_batch(streams, _pick(streams, count), -1)
+    return batch.messages()
+
+
+@dataclass(frozen=True)
+class _Deliverable:
+    """The judge of a dispatch: which candidate rows may go to the consumer now."""
+
+    now: int
+    honour_delay: bool
+    me: str
+    ring: HashRing | None
+    """Key_Shared: the live consumers' ring."""
+    draining: set[int]
+    """Key_Shared: hashes still pending at another consumer (PIP-379)."""
+
+    @property
+    def key_shared(self) -> bool:
+        return self.ring is not None
+
+    def __call__(self, batch: pa.RecordBatch, rows: Ints) -> tuple[Flags, Ints | None]:
+        eligible = np.ones(len(rows), dtype=np.bool_)
+        if self.honour_delay:
+            deliver = batch.column("deliver_at")
+            if deliver.null_count < len(deliver):
+                at = _ints(pc.fill_null(deliver, _NOT_DELAYED))[rows]
+                eligible &= at <= self.now
+        if self.ring is None:
+            return eligible, None
+        keys = batch.column("key").take(pa.array(rows, pa.int64())).to_pylist()
+        hashes = np.fromiter((sticky_key_hash(k) for k in keys), dtype=np.int64, count=len(keys))
+        ring, me, draining = self.ring, self.me, self.draining
+        mine = np.fromiter(
+            (ring.select(h) == me and h not in draining for h in hashes.tolist()),
+            dtype=np.bool_,
+            count=len(keys),
+        )
+        return eligible & mine, hashes
 
 
 class Consumer:
-    """A consumer on a subscription (pulsar-client habits)."""
+    """A consumer on a subscription (pulsar-client habits).
+
+    Two ways to receive: ``receive_many`` returns :class:`Message` objects,
+    ``receive_batch`` the same messages as one columnar :class:`MessageBatch`
+    (no Python object per message). Both read from one buffer, so they mix.
+    """
 
     def __init__(
         self, dispatcher: Dispatcher, name: str, receiver_queue_size: int, priority: int = 0
@@ -309,15 +512,20 @@ class Consumer:
         self.priority = priority
         self.receiver_queue_size = receiver_queue_size
         self.epoch = 0 if dispatcher.subscription_type.uses_consumer_epoch else -1
-        self._incoming: deque[Message] = deque()
-        self.wire: deque[Message] = deque()
-        """Messages the dispatcher has sent that the client has not taken in yet."""
+        self._incoming: deque[MessageBatch] = deque()
+        self._incoming_count = 0
+        self.wire: deque[MessageBatch] = deque()
+        """Dispatches the dispatcher has sent that the client has not taken in yet."""
         self.closed = False
+
+    def _buffered(self) -> int:
+        return self._incoming_count + sum(len(batch) for batch in self.wire)
 
     def receive_many(self, max_messages: int) -> list[Message]:
         """Up to ``max_messages`` messages available now (never waits)."""
         received: list[Message] = []
         dry = False
+        half = self.receiver_queue_size // 2
         while len(received) < max_messages:
             if not self._incoming:
                 self._take_from_wire()
@@ -326,14 +534,54 @@ class Consumer:
                 self._take_from_wire()
             if not self._incoming:
                 break
-            received.append(self._incoming.popleft())
-            buffered = len(self._incoming) + len(self.wire)
-            if not dry and buffered <= self.receiver_queue_size // 2:
+            buffered = self._buffered()
+            # Messages taken before the buffer falls to half the queue, one flow check after.
+            take = max_messages - len(received)
+            if not dry:
+                take = min(take, max(buffered - half, 1))
+            received += self._take(take).messages()
+            buffered = self._buffered()
+            if not dry and buffered <= half:
                 # Like the client's flow permits: ask for more before running dry; once
                 # the dispatcher had nothing more, drain the buffer before asking again.
-                self.dispatcher.flow(self, self.receiver_queue_size // 2)
-                dry = len(self._incoming) + len(self.wire) == buffered
+                self.dispatcher.flow(self, half)
+                dry = self._buffered() == buffered
         return received
+
+    def receive_batch(self, max_messages: int) -> MessageBatch:
+        """Up to ``max_messages`` messages available now, as columns (never waits).
+
+        When the buffer is empty it asks for a whole receiver queue in one
+        dispatch (one metadata transaction), so a queue of 1,000 costs one
+        commit per 1,000 messages.
+        """
+        if max_messages < 1:
+            raise InvalidArgumentError("max_messages must be at least 1")
+        parts: list[MessageBatch] = []
+        count = 0
+        while count < max_messages:
+            if not self._incoming:
+                self._take_from_wire()
+            if not self._incoming:
+                self.dispatcher.flow(self, self.receiver_queue_size)
+                self._take_from_wire()
+            if not self._incoming:
+                break
+            part = self._take(max_messages - count)
+            parts.append(part)
+            count += len(part)
+        return MessageBatch.concat(parts) if parts else MessageBatch.empty(self.epoch)
+
+    def _take(self, most: int) -> MessageBatch:
+        """Up to ``most`` messages of the first buffered dispatch."""
+        first = self._incoming[0]
+        if len(first) <= most:
+            self._incoming.popleft()
+            self._incoming_count -= len(first)
+            return first
+        self._incoming[0] = first.slice(most, len(first))
+        self._incoming_count -= most
+        return first.slice(0, most)
 
     def receive(self) -> Message | None:
         got = self.receive_many(1)
@@ -341,14 +589,19 @@ class Consumer:
 
     def _take_from_wire(self) -> None:
         while self.wire:
-            message = self.wire.popleft()
+            batch = self.wire.popleft()
             # PIP-84: drop what was read for an older epoch (-1 = unknown: kept).
-            if message.consumer_epoch != -1 and message.consumer_epoch < self.epoch:
+            if batch.consumer_epoch != -1 and batch.consumer_epoch < self.epoch:
                 continue
-            self._incoming.append(message)
+            if len(batch):
+                self._incoming.append(batch)
+                self._incoming_count += len(batch)
 
-    def acknowledge(self, messages: Message | Sequence[Message]) -> None:
+    def acknowledge(self, messages: Message | Sequence[Message] | MessageBatch) -> None:
         """Individual acknowledgement; durable when it returns."""
+        if isinstance(messages, MessageBatch):
+            self.dispatcher.acknowledge_batch(self, messages)
+            return
         batch = [messages] if isinstance(messages, Message) else list(messages)
         self.dispatcher.acknowledge(self, batch)
 
@@ -363,14 +616,28 @@ class Consumer:
         if self.epoch >= 0:
             self.epoch += 1
         self._incoming.clear()
+        self._incoming_count = 0
         self.dispatcher.redeliver_unacknowledged(self)
 
     def close(self) -> None:
         if not self.closed:
             self.dispatcher.remove_consumer(self)
         self._incoming.clear()
+        self._incoming_count = 0
         self.wire.clear()
         self.closed = True
+
+
+@dataclass
+class _CachedCursor:
+    """A cursor's state as this dispatcher last read it, to read only newer deltas."""
+
+    cursor_id: int
+    snapshot_version: int
+    version: int
+    state: CursorState
+    last_reset: int
+    """Version of the last replacing delta read after the snapshot (0: none)."""
 
 
 class Dispatcher:
@@ -430,7 +697,7 @@ class Dispatcher:
     # -- dispatching ----------------------------------------------------------
 
     def flow(self, consumer: Consumer, permits: int) -> None:
-        """Send up to ``permits`` messages to ``consumer``'s wire.
+        """Send up to ``permits`` messages to ``consumer``'s wire, as one :class:`MessageBatch`.
 
         One transaction under the subscription's lock: choose, record pending,
         move the read positions, commit; the messages reach the wire only once
@@ -445,28 +712,46 @@ class Dispatcher:
             served = self._served(consumer, live)
             if self.subscription_type is SubscriptionType.FAILOVER:
                 self._take_over(txn, consumer, served)
-            scans = []
-            versions = []
+            sources, states, starts, versions = [], [], [], []
             for source in served:
                 state, journal, start = self._cursor(txn, source.topic, layouts[source.topic])
-                scans.append(_Scan(txn, source, state, start))
+                sources.append(source)
+                states.append(state)
+                starts.append(start)
                 versions.append(journal.version)
                 if journal.version - journal.snapshot_version >= COMPACT_AFTER_DELTAS:
                     compact.append((source.topic, state, journal.version))
-            chosen = self._choose(txn, consumer, live, scans, permits)
-            txn.record_pending(
-                [p for p, redelivery, _ in chosen if not redelivery],
-                [p for p, redelivery, _ in chosen if redelivery],
-            )
-            for scan, version in zip(scans, versions, strict=True):
-                if scan.settled_through is not None and scan.settled_through > scan.start:
-                    txn.set_read_position(
-                        scan.source.topic, ReadPosition(scan.settled_through, version)
-                    )
-            messages = _messages([picked for _, _, picked in chosen])
+            judge = self._judge(txn, consumer, live, sources, states)
+            streams = [
+                _Stream(source, state, start, txn.pending_columns, judge)
+                for source, state, start in zip(sources, states, starts, strict=True)
+            ]
+            picked = _pick(streams, permits)
+            batch, by_stream = _message_batch(streams, picked, consumer.epoch)
+            for i, rows in by_stream:
+                stream = streams[i]
+                which = picked.candidate[rows]
+                c = stream.candidates
+                txn.record_dispatched(
+                    stream.source.topic,
+                    DispatchedColumns(
+                        consumer.consumer_id,
+                        batch.ledger_id[rows],
+                        batch.entry_id[rows],
+                        batch.batch_index[rows],
+                        batch.redelivery_count[rows],
+                        c["redelivery"][which] >= 0,
+                        c["key_hash"][which] if judge.key_shared else None,
+                    ),
+                )
+            for i, (stream, version) in enumerate(zip(streams, versions, strict=True)):
+                settled = _settled_through(stream, i, picked.last_turn)
+                if settled is not None and settled > stream.start:
+                    txn.set_read_position(stream.source.topic, ReadPosition(settled, version))
         for topic, state, version in compact:
             self.store.compact_cursor(topic, self.subscription, cursor_codec.encode(state), version)
-        consumer.wire.extend(messages)
+        if len(batch):
+            consumer.wire.append(batch)
 
     def _cursor(
         self, txn: SubscriptionTransaction, topic: str, layout: LedgerLayout
@@ -546,19 +831,22 @@ class Dispatcher:
 
     @staticmethod
     def _draining(
-        txn: SubscriptionTransaction, consumer: Consumer, scans: Sequence[_Scan]
+        txn: SubscriptionTransaction,
+        consumer: Consumer,
+        sources: Sequence[PartitionSource],
+        states: Sequence[CursorState],
     ) -> set[int]:
         """PIP-379: hashes still pending at another consumer are blocked for this one.
 
         A held message acknowledged by other means (a skip) no longer blocks its
         hash: its pending row is dropped.
         """
-        states = {scan.source.topic: scan.state for scan in scans}
+        by_topic = {source.topic: state for source, state in zip(sources, states, strict=True)}
         held = txn.held_elsewhere(consumer.consumer_id)
         done = [
             key
             for key in held
-            if key[0] in states and states[key[0]].is_acked(Position(key[1], key[2]), key[3])
+            if key[0] in by_topic and by_topic[key[0]].is_acked(Position(key[1], key[2]), key[3])
         ]
         if done:
             txn.drop_pending(done)
@@ -566,40 +854,23 @@ class Dispatcher:
                 del held[key]
         return set(held.values())
 
-    def _choose(
+    def _judge(
         self,
         txn: SubscriptionTransaction,
         consumer: Consumer,
         live: Sequence[ConsumerInfo],
-        scans: Sequence[_Scan],
-        permits: int,
-    ) -> list[tuple[NewPending, bool, tuple[_Candidate, int, int]]]:
-        """The next messages for ``consumer``: (pending row, is it a redelivery, message)."""
-        me = consumer.consumer_id
-        now = self.clock()
-        honour_delay = self.subscription_type.honours_delayed_delivery
+        sources: Sequence[PartitionSource],
+        states: Sequence[CursorState],
+    ) -> _Deliverable:
+        """Which candidates may go to ``consumer`` now: not delayed, and its keys on Key_Shared."""
         key_shared = self.subscription_type is SubscriptionType.KEY_SHARED
-        ring = HashRing([c.consumer_id for c in live]) if key_shared else None
-        draining = self._draining(txn, consumer, scans) if key_shared else set()
-        by_topic = {scan.source.topic: scan for scan in scans}
-        chosen: list[tuple[NewPending, bool, tuple[_Candidate, int, int]]] = []
-        for candidate in _round_robin([scan.candidates() for scan in scans]):
-            held = candidate.held
-            if honour_delay and candidate.deliver_at is not None and candidate.deliver_at > now:
-                by_topic[candidate.source.topic].unsettled()
-                continue
-            key_hash = None
-            if ring is not None:
-                key_hash = sticky_key_hash(candidate.key)
-                if ring.select(key_hash) != me or key_hash in draining:
-                    by_topic[candidate.source.topic].unsettled()
-                    continue
-            count = held.redelivery_count if held is not None else 0
-            pending_row = NewPending(candidate.pending_key, me, count, key_hash)
-            chosen.append((pending_row, held is not None, (candidate, count, consumer.epoch)))
-            if len(chosen) >= permits:
-                break
-        return chosen
+        return _Deliverable(
+            now=self.clock(),
+            honour_delay=self.subscription_type.honours_delayed_delivery,
+            me=consumer.consumer_id,
+            ring=HashRing([c.consumer_id for c in live]) if key_shared else None,
+            draining=self._draining(txn, consumer, sources, states) if key_shared else set(),
+        )
 
     # -- acknowledgements -----------------------------------------------------
 
@@ -613,6 +884,31 @@ class Dispatcher:
             by_topic.setdefault(key[0], []).append(
                 AckTarget(mid.position, mid.batch_index, mid.batch_size)
             )
+        self._acknowledge(consumer, by_topic, keys)
+
+    def acknowledge_batch(self, consumer: Consumer, batch: MessageBatch) -> None:
+        """Acknowledge every message of a :class:`MessageBatch` in one transaction."""
+        for topic in batch.topics:
+            if topic not in self._by_topic:
+                raise InvalidArgumentError(f"Messages of {topic} are not from this subscription")
+        by_topic: dict[str, list[AckTarget]] = {}
+        keys: list[PendingKey] = []
+        topics = batch.topic_names()
+        for topic, ledger, entry, index, size in zip(
+            topics,
+            batch.ledger_id.tolist(),
+            batch.entry_id.tolist(),
+            batch.batch_index.tolist(),
+            batch.batch_sizes.tolist(),
+            strict=True,
+        ):
+            keys.append((topic, ledger, entry, index))
+            by_topic.setdefault(topic, []).append(AckTarget(Position(ledger, entry), index, size))
+        self._acknowledge(consumer, by_topic, keys)
+
+    def _acknowledge(
+        self, consumer: Consumer, by_topic: dict[str, list[AckTarget]], keys: list[PendingKey]
+    ) -> None:
         if not keys:
             return
         with self._transaction() as txn:
@@ -665,3 +961,6 @@ class Dispatcher:
             )
         mid = message.message_id
         return (message.topic, mid.ledger_id, mid.entry_id, mid.batch_index)
+
+
+__all__ = ["Consumer", "Dispatcher", "Message", "MessageBatch", "PartitionSource", "peek"]

@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
 from sqlalchemy import and_, delete, insert, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
@@ -42,6 +44,8 @@ from core.store.tables import ReadPositionRow
 
 _WHOLE = 2**31 - 1
 """Above every batch index."""
+
+Ints = npt.NDArray[np.int64]
 
 PendingKey = tuple[str, int, int, int]
 """(topic partition, ledger, entry, batch index)."""
@@ -88,12 +92,35 @@ class CursorJournal:
     """The subscription's read position on the partition, if one was stored."""
 
 
+_ROWS_PER_STATEMENT = 2_000
+"""Rows per multi-row statement: at most 16,000 parameters (SQLite allows 32,766)."""
+
+
 @dataclass(frozen=True)
-class NewPending:
-    key: PendingKey
+class PendingColumns:
+    """Pending rows of a position range, as aligned arrays."""
+
+    ledger_id: Ints
+    entry_id: Ints
+    batch_index: Ints
+    held: npt.NDArray[np.bool_]
+    """True: a consumer holds it; False: released, waiting for redelivery."""
+    redelivery_count: Ints
+
+
+@dataclass(frozen=True)
+class DispatchedColumns:
+    """One dispatch's messages of one partition for one consumer, as aligned arrays."""
+
     consumer_id: str
-    redelivery_count: int
-    key_hash: int | None
+    ledger_id: Ints
+    entry_id: Ints
+    batch_index: Ints
+    redelivery_count: Ints
+    redelivered: npt.NDArray[np.bool_]
+    """True: a released pending row taken again; False: a new pending row."""
+    key_hash: Ints | None
+    """Key_Shared only: the sticky key hash of each message."""
 
 
 class SubscriptionTransaction:
@@ -198,36 +225,97 @@ class SubscriptionTransaction:
         )
         return {(r[0], r[1], r[2], r[3]): PendingInfo(r[4], r[5], r[6]) for r in rows}
 
-    def pending_between(
+    def pending_columns(
         self, topic_partition: str, first: Position, last: Position
-    ) -> dict[tuple[int, int, int], PendingInfo]:
-        """Pending rows of one partition with ``first <= (ledger, entry) <= last``."""
-        ledger, entry = PendingAckRow.ledger_id, PendingAckRow.entry_id
+    ) -> PendingColumns:
+        """:meth:`pending_between` as columns: no Python object per pending row."""
         if first.ledger_id == last.ledger_id:
-            where = and_(ledger == first.ledger_id, entry >= first.entry_id, entry <= last.entry_id)
+            where = "ledger_id = ? AND entry_id >= ? AND entry_id <= ?"
+            bounds: tuple[int, ...] = (first.ledger_id, first.entry_id, last.entry_id)
         else:
-            where = and_(
-                ledger >= first.ledger_id,
-                ledger <= last.ledger_id,
-                or_(ledger > first.ledger_id, entry >= first.entry_id),
-                or_(ledger < last.ledger_id, entry <= last.entry_id),
+            where = (
+                "ledger_id >= ? AND ledger_id <= ? AND (ledger_id > ? OR entry_id >= ?)"
+                " AND (ledger_id < ? OR entry_id <= ?)"
             )
-        # Core, not ORM, execution: this runs once per record batch read.
-        rows = self._session.connection().execute(
-            select(
-                PendingAckRow.ledger_id,
-                PendingAckRow.entry_id,
-                PendingAckRow.batch_index,
-                PendingAckRow.consumer_id,
-                PendingAckRow.redelivery_count,
-                PendingAckRow.key_hash,
-            ).where(
-                PendingAckRow.subscription_id == self._id,
-                PendingAckRow.topic_partition == topic_partition,
-                where,
+            bounds = (
+                first.ledger_id,
+                last.ledger_id,
+                first.ledger_id,
+                first.entry_id,
+                last.ledger_id,
+                last.entry_id,
             )
+        rows = self._driver_rows(
+            "SELECT ledger_id, entry_id, batch_index, "
+            "CASE WHEN consumer_id IS NULL THEN 0 ELSE 1 END, redelivery_count "
+            f"FROM pending_acks WHERE subscription_id = ? AND topic_partition = ? AND {where}",
+            (self._id, topic_partition, *bounds),
         )
-        return {(r[0], r[1], r[2]): PendingInfo(r[3], r[4], r[5]) for r in rows}
+        table = np.array(rows, dtype=np.int64).reshape(-1, 5)
+        return PendingColumns(table[:, 0], table[:, 1], table[:, 2], table[:, 3] == 1, table[:, 4])
+
+    def record_dispatched(self, topic_partition: str, dispatched: DispatchedColumns) -> None:
+        """Record a dispatch's messages of one partition pending on their consumer.
+
+        Fresh messages get new rows and released ones are taken again, each
+        with one multi-row statement (per :data:`_ROWS_PER_STATEMENT` rows), so
+        a dispatch of 1,000 messages costs two statements, not 1,000.
+        """
+        sid, consumer = self._id, dispatched.consumer_id
+        redelivered = dispatched.redelivered
+        ledgers = dispatched.ledger_id.tolist()
+        entries = dispatched.entry_id.tolist()
+        indexes = dispatched.batch_index.tolist()
+        counts = dispatched.redelivery_count.tolist()
+        hashes: list[int | None] = (
+            [None] * len(ledgers) if dispatched.key_hash is None else dispatched.key_hash.tolist()
+        )
+        fresh: list[object] = []
+        taken: list[object] = []
+        for row, again in enumerate(redelivered.tolist()):
+            if again:
+                taken += (ledgers[row], entries[row], indexes[row])
+            else:
+                fresh += (
+                    sid,
+                    topic_partition,
+                    ledgers[row],
+                    entries[row],
+                    indexes[row],
+                    consumer,
+                    counts[row],
+                    hashes[row],
+                )
+        insert_head = (
+            "INSERT INTO pending_acks (subscription_id, topic_partition, ledger_id, "
+            "entry_id, batch_index, consumer_id, redelivery_count, key_hash) VALUES "
+        )
+        for start in range(0, len(fresh), 8 * _ROWS_PER_STATEMENT):
+            part = fresh[start : start + 8 * _ROWS_PER_STATEMENT]
+            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * (len(part) // 8))
+            self._driver_execute(insert_head + values, tuple(part))
+        for start in range(0, len(taken), 3 * _ROWS_PER_STATEMENT):
+            part = taken[start : start + 3 * _ROWS_PER_STATEMENT]
+            values = ", ".join(["(?, ?, ?)"] * (len(part) // 3))
+            # Only released rows are taken: a row another consumer took meanwhile is impossible
+            # under the subscription lock, and the condition keeps it so.
+            self._driver_execute(
+                "UPDATE pending_acks SET consumer_id = ? WHERE subscription_id = ? "
+                "AND topic_partition = ? AND consumer_id IS NULL "
+                f"AND (ledger_id, entry_id, batch_index) IN (VALUES {values})",
+                (consumer, sid, topic_partition, *part),
+            )
+
+    def _driver_sql(self, sql: str) -> str:
+        connection = self._session.connection()
+        return sql if connection.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
+
+    def _driver_execute(self, sql: str, parameters: tuple[object, ...]) -> None:
+        self._session.connection().exec_driver_sql(self._driver_sql(sql), parameters)
+
+    def _driver_rows(self, sql: str, parameters: tuple[object, ...]) -> Sequence[Sequence[int]]:
+        result = self._session.connection().exec_driver_sql(self._driver_sql(sql), parameters)
+        return result.all()
 
     def held_elsewhere(self, consumer_id: str) -> dict[PendingKey, int]:
         """Key hashes of the messages other consumers hold (Key_Shared draining)."""
@@ -259,34 +347,6 @@ class SubscriptionTransaction:
             .distinct()
         )
         return {c for c in found if c is not None}
-
-    def record_pending(
-        self, fresh: Iterable[NewPending], redelivered: Iterable[NewPending]
-    ) -> None:
-        """Mark messages pending on their consumer: new rows, or released rows taken again."""
-        sid = self._id
-        rows = [(sid, *p.key, p.consumer_id, p.redelivery_count, p.key_hash) for p in fresh]
-        # Straight to the driver's executemany: a dispatch of 1,000 messages writes
-        # 1,000 rows, and building a statement per row would cost more than the read.
-        if rows:
-            self._executemany(
-                "INSERT INTO pending_acks (subscription_id, topic_partition, ledger_id, "
-                "entry_id, batch_index, consumer_id, redelivery_count, key_hash) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-        taken = [(p.consumer_id, sid, *p.key) for p in redelivered]
-        if taken:
-            self._executemany(
-                "UPDATE pending_acks SET consumer_id = ? WHERE subscription_id = ? "
-                "AND topic_partition = ? AND ledger_id = ? AND entry_id = ? AND batch_index = ?",
-                taken,
-            )
-
-    def _executemany(self, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
-        connection = self._session.connection()
-        mark = "?" if connection.dialect.paramstyle == "qmark" else "%s"
-        connection.exec_driver_sql(sql.replace("?", mark), rows)
 
     def release(
         self,
@@ -492,8 +552,9 @@ class SubscriptionTransaction:
 __all__ = [
     "ConsumerInfo",
     "CursorJournal",
+    "DispatchedColumns",
+    "PendingColumns",
     "ReadPosition",
-    "NewPending",
     "PendingInfo",
     "PendingKey",
     "SubscriptionTransaction",

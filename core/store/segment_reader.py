@@ -12,6 +12,7 @@ long segment costs one row group, not the segment's head.
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -71,3 +72,93 @@ def _group_at_or_before(reader: pq.ParquetFile, group: int, entry_id: int) -> bo
     if statistics is None or not statistics.has_min_max:
         return False
     return int(statistics.max) <= entry_id
+
+
+class SegmentCache:
+    """Decoded row groups of committed segments, kept between the dispatches of a dispatcher.
+
+    A committed segment never changes (the ledger store writes it once, by
+    rename), so a row group decoded for one dispatch serves the next ones: a
+    consumer draining a backlog decodes each row group once, not once per
+    dispatch. An entry is keyed by the file's path, size, modification time and
+    inode, so a file replaced under the same name is read afresh. In memory
+    only, least recently used first out past ``max_rows`` rows.
+    """
+
+    def __init__(self, root: str, max_rows: int = 1_000_000) -> None:
+        self.root = root
+        self.max_rows = max_rows
+        self._files: dict[str, tuple[tuple[int, int, int], pq.FileMetaData]] = {}
+        self._groups: OrderedDict[tuple[str, tuple[int, int, int], int], _Group] = OrderedDict()
+        self._rows = 0
+
+    def batches_after(
+        self, segments: Sequence[SegmentInfo], after: Position, batch_rows: int = BATCH_ROWS
+    ) -> Iterator[pa.RecordBatch]:
+        """Record batches of the rows strictly after ``after``, as :func:`batches_after` yields."""
+        for segment in segments:
+            if (segment.ledger_id, segment.last_entry) <= (after.ledger_id, after.entry_id):
+                continue
+            path = os.path.join(self.root, segment.path)
+            try:
+                signature, metadata = self._metadata(path)
+                column = metadata.schema.to_arrow_schema().get_field_index("entry_id")
+                for group in range(metadata.num_row_groups):
+                    if segment.ledger_id == after.ledger_id:
+                        statistics = metadata.row_group(group).column(column).statistics
+                        if (
+                            statistics is not None
+                            and statistics.has_min_max
+                            and int(statistics.max) <= after.entry_id
+                        ):
+                            continue
+                    decoded = self._group(path, signature, group)
+                    start = decoded.first_after(after)
+                    for offset in range(start, decoded.batch.num_rows, batch_rows):
+                        yield decoded.batch.slice(offset, batch_rows)
+            except (OSError, pa.ArrowException) as exc:
+                raise LedgerStoreError(f"Cannot read ledger segment {path}: {exc}") from exc
+
+    def _metadata(self, path: str) -> tuple[tuple[int, int, int], pq.FileMetaData]:
+        stat = os.stat(path)
+        signature = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        known = self._files.get(path)
+        if known is not None and known[0] == signature:
+            return known
+        metadata = pq.read_metadata(path)
+        self._files[path] = (signature, metadata)
+        return signature, metadata
+
+    def _group(self, path: str, signature: tuple[int, int, int], group: int) -> _Group:
+        key = (path, signature, group)
+        found = self._groups.get(key)
+        if found is not None:
+            self._groups.move_to_end(key)
+            return found
+        table = pq.ParquetFile(path).read_row_group(group, columns=MESSAGE_SCHEMA.names)
+        decoded = _Group(pa.RecordBatch.from_struct_array(table.to_struct_array().combine_chunks()))
+        self._groups[key] = decoded
+        self._rows += decoded.batch.num_rows
+        while self._rows > self.max_rows and len(self._groups) > 1:
+            _, dropped = self._groups.popitem(last=False)
+            self._rows -= dropped.batch.num_rows
+        return decoded
+
+
+class _Group:
+    """One decoded row group, rows in position order."""
+
+    __slots__ = ("batch", "_entry", "_ledger")
+
+    def __init__(self, batch: pa.RecordBatch) -> None:
+        self.batch = batch
+        self._ledger = batch.column("ledger_id").to_numpy(zero_copy_only=False)
+        self._entry = batch.column("entry_id").to_numpy(zero_copy_only=False)
+
+    def first_after(self, after: Position) -> int:
+        """The first row strictly after ``after`` (the row count when there is none)."""
+        keep = (self._ledger > after.ledger_id) | (
+            (self._ledger == after.ledger_id) & (self._entry > after.entry_id)
+        )
+        rows = np.flatnonzero(keep)
+        return int(rows[0]) if rows.size else self.batch.num_rows
