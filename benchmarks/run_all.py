@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-CORE_BENCHMARKS = ("cursor_acks", "group_acks", "read_path", "produce", "skip_ids")
+CORE_BENCHMARKS = ("cursor_acks", "group_acks", "read_path", "produce", "skip_ids", "cli_latency")
 OPTIONAL_BENCHMARKS = ("spark_backlog", "airflow_match")
 
 _REPO = Path(__file__).resolve().parent.parent
