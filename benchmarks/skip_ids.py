@@ -1,9 +1,11 @@
-"""PIP-423 skip by message id: 100,000 scattered ids over 8 partitions.
+"""PIP-423 skip by message id: 100,000 and 1,000,000 scattered ids over 8 partitions.
 
-A topic of 8 partitions holds 2,000,000 messages in batches of 10 (200,000
-entries, 25,000 per partition), written with ``Broker.produce`` (not timed).
-The ids to skip are 50,000 whole entries and 50,000 batch indexes, each of
-another entry, all chosen at random across the partitions and shuffled.
+Two sizes, each its own topic of 8 partitions written with ``Broker.produce``
+in batches of 10 (not timed): 1x is 2,000,000 messages (200,000 entries) and
+100,000 ids; 10x is 20,000,000 messages (2,000,000 entries) and 1,000,000 ids.
+The ids are half the entries, chosen at random chunk by chunk as the topic is
+written (so that 20,000,000 ids are never held at once): half of them whole
+entries, half one batch index of another entry; then shuffled.
 
 Timed, each on a fresh Shared subscription at the earliest position, the two
 alternating which goes first from run to run:
@@ -14,7 +16,7 @@ alternating which goes first from run to run:
   written) and ``Broker.apply_skip`` (acknowledge and audit).
 
 After every run the subscription's cursors are reloaded and each skipped id
-is checked acknowledged. When ``skip_messages`` misses the aim, one more
+is checked acknowledged. When ``skip_messages`` misses its aim at 1x, one more
 skip runs under ``cProfile`` and its hotspots are reported.
 """
 
@@ -39,65 +41,59 @@ from core.subscription import SubscriptionType
 SECTION = "skip_ids"
 ROLE = "admin"
 TOPIC = "persistent://bench/skip/topic"
-AIM_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
 class Sizes:
+    scale: int
     partitions: int
     messages: int
     batch_size: int
-    whole_entries: int
-    batch_indexes: int
+    ids: int
+    """Ids to skip: half whole entries, half batch indexes of other entries."""
     produce_chunk: int
+    aim_seconds: float
 
 
-FULL = Sizes(
-    partitions=8,
-    messages=2_000_000,
-    batch_size=10,
-    whole_entries=50_000,
-    batch_indexes=50_000,
-    produce_chunk=200_000,
+FULL = (
+    Sizes(1, 8, 2_000_000, 10, 100_000, 200_000, 1.0),
+    Sizes(10, 8, 20_000_000, 10, 1_000_000, 200_000, 10.0),
 )
-QUICK = Sizes(
-    partitions=8,
-    messages=40_000,
-    batch_size=10,
-    whole_entries=1_000,
-    batch_indexes=1_000,
-    produce_chunk=20_000,
+QUICK = (
+    Sizes(1, 8, 40_000, 10, 2_000, 20_000, 1.0),
+    Sizes(10, 8, 400_000, 10, 20_000, 20_000, 10.0),
 )
 
 
-def build_topic(broker: Broker, sizes: Sizes) -> list[MessageId]:
+def build_topic(broker: Broker, sizes: Sizes, seed: int) -> tuple[list[MessageId], int]:
+    """Write the topic; return the ids to skip and the number of entries written.
+
+    Each produced chunk gives its share of ids (``ids`` per ``messages /
+    batch_size`` entries), so only one chunk's ids are held at a time.
+    """
     broker.create_tenant(ROLE, "bench")
     broker.create_namespace(ROLE, "bench/skip")
     broker.create_topic(ROLE, TOPIC, partitions=sizes.partitions)
-    ids: list[MessageId] = []
+    rng = random.Random(seed)
+    share = sizes.ids / (sizes.messages / sizes.batch_size)
+    chosen: list[MessageId] = []
+    entries_written = 0
     for start in range(0, sizes.messages, sizes.produce_chunk):
         stop = min(start + sizes.produce_chunk, sizes.messages)
         messages = [OutgoingMessage(b"%016d" % i) for i in range(start, stop)]
-        ids.extend(broker.produce(ROLE, TOPIC, messages, batch_size=sizes.batch_size))
-    return ids
-
-
-def choose_ids(ids: list[MessageId], sizes: Sizes, seed: int) -> list[MessageId]:
-    """Whole entries and batch indexes of other entries, scattered over every partition."""
-    rng = random.Random(seed)
-    entries: dict[tuple[int, int, int], int] = {}
-    for m in ids:
-        entries[(m.partition, m.ledger_id, m.entry_id)] = m.batch_size
-    keys = rng.sample(sorted(entries), sizes.whole_entries + sizes.batch_indexes)
-    chosen = [
-        MessageId(ledger, entry, partition)
-        for partition, ledger, entry in keys[: sizes.whole_entries]
-    ]
-    for partition, ledger, entry in keys[sizes.whole_entries :]:
-        batch_size = entries[(partition, ledger, entry)]
-        chosen.append(MessageId(ledger, entry, partition, rng.randrange(batch_size), batch_size))
+        written = broker.produce(ROLE, TOPIC, messages, batch_size=sizes.batch_size)
+        entries: dict[tuple[int, int, int], int] = {}
+        for m in written:
+            entries[(m.partition, m.ledger_id, m.entry_id)] = m.batch_size
+        entries_written += len(entries)
+        keys = rng.sample(sorted(entries), round(len(entries) * share))
+        whole = len(keys) // 2
+        chosen += [MessageId(ledger, entry, partition) for partition, ledger, entry in keys[:whole]]
+        for partition, ledger, entry in keys[whole:]:
+            size = entries[(partition, ledger, entry)]
+            chosen.append(MessageId(ledger, entry, partition, rng.randrange(size), size))
     rng.shuffle(chosen)
-    return chosen
+    return chosen, entries_written
 
 
 def check_skipped(broker: Broker, subscription: str, chosen: list[MessageId]) -> None:
@@ -115,7 +111,8 @@ def check_skipped(broker: Broker, subscription: str, chosen: list[MessageId]) ->
 
 @dataclass(frozen=True)
 class Results:
-    messages: int
+    sizes: Sizes
+    ids: int
     entries: int
     per_partition: dict[str, int]
     skip: Runs
@@ -123,14 +120,21 @@ class Results:
     apply: Runs
     profiles: list[tuple[str, Profile]]
 
+    @property
+    def split(self) -> Runs:
+        return Runs.of([p + a for p, a in zip(self.plan.values, self.apply.values, strict=True)])
+
 
 def measure(sizes: Sizes, options: Options, work: Path) -> Results:
-    config = Config.from_home(work / "home")
+    config = Config.from_home(work / f"home-{sizes.scale}x")
     with Broker(config) as broker:
-        print(f"producing {sizes.messages:,} messages over {sizes.partitions} partitions")
-        ids = build_topic(broker, sizes)
-        chosen = choose_ids(ids, sizes, seed=11)
-        total = sizes.whole_entries + sizes.batch_indexes
+        print(
+            f"{sizes.scale}x: producing {sizes.messages:,} messages over {sizes.partitions} "
+            "partitions",
+            flush=True,
+        )
+        chosen, entries = build_topic(broker, sizes, seed=11)
+        total = len(chosen)
         skips: list[float] = []
         plans: list[float] = []
         applies: list[float] = []
@@ -158,12 +162,12 @@ def measure(sizes: Sizes, options: Options, work: Path) -> Results:
             plans.append(plan.seconds)
             applies.append(apply.seconds)
             print(
-                f"  run {run}: skip_messages {skip.seconds:.3f} s; "
+                f"  {sizes.scale}x run {run}: skip_messages {skip.seconds:.3f} s; "
                 f"plan {plan.seconds:.3f} s + apply {apply.seconds:.3f} s",
                 flush=True,
             )
         profiles: list[tuple[str, Profile]] = []
-        if Runs.of(skips).median >= AIM_SECONDS:
+        if sizes.scale == 1 and Runs.of(skips).median >= sizes.aim_seconds:
             what = f"one `skip_messages` of {total:,} ids on a fresh subscription"
             print(f"above the aim: profiling {what}", flush=True)
             name = "profiled"
@@ -173,9 +177,9 @@ def measure(sizes: Sizes, options: Options, work: Path) -> Results:
             profiles.append(
                 (what, report.profile(lambda: broker.skip_messages(ROLE, TOPIC, name, chosen)))
             )
-        entries = len({(m.partition, m.ledger_id, m.entry_id) for m in ids})
         return Results(
-            len(ids),
+            sizes,
+            total,
             entries,
             per_partition,
             Runs.of(skips),
@@ -185,59 +189,91 @@ def measure(sizes: Sizes, options: Options, work: Path) -> Results:
         )
 
 
-def render(
-    host: machine.Machine, sizes: Sizes, options: Options, work: Path, results: Results
-) -> str:
+def render(host: machine.Machine, options: Options, work: Path, results: Sequence[Results]) -> str:
     lines = report.preamble("Skip by message id (PIP-423)", "skip_ids", host, options, work)
-    total = sizes.whole_entries + sizes.batch_indexes
-    split_total = Runs.of(
-        [p + a for p, a in zip(results.plan.values, results.apply.values, strict=True)]
-    )
-    spread = ", ".join(f"{n:,}" for n in results.per_partition.values())
     lines += [
-        f"A topic of {sizes.partitions} partitions with {results.messages:,} messages in "
-        f"batches of {sizes.batch_size} ({results.entries:,} entries), written with "
-        f"`Broker.produce` (not timed). Skipped: {total:,} ids, {sizes.whole_entries:,} whole "
-        f"entries and {sizes.batch_indexes:,} batch indexes of other entries, chosen at random "
-        f"and shuffled (per partition: {spread}). Each run skips on a fresh Shared "
-        "subscription, once whole and once split, alternating which goes first; afterwards "
-        "every id is checked acknowledged in the reloaded cursors.",
-        "",
-        report.table(
-            ["call", "seconds", f"vs < {AIM_SECONDS:g} s"],
-            [
-                [
-                    "`skip_messages` (validated + acknowledged + durable + audited)",
-                    results.skip.cell("s"),
-                    report.verdict(results.skip.median < AIM_SECONDS),
-                ],
-                ["`plan_skip` (validate and route, nothing written)", results.plan.cell("s"), ""],
-                ["`apply_skip` (acknowledge, durable, audit)", results.apply.cell("s"), ""],
-                [
-                    "`plan_skip` + `apply_skip`",
-                    split_total.cell("s"),
-                    report.verdict(split_total.median < AIM_SECONDS),
-                ],
-            ],
-        ),
-        "",
-        f"Planning takes {results.plan.median / split_total.median:.0%} of the split total "
-        f"(medians, same runs); {report.number(total / results.skip.median)} ids/s through "
-        "`skip_messages`.",
+        "Each size is its own topic of 8 partitions written with `Broker.produce` in batches "
+        "of 10 (not timed). The ids are half the topic's entries, chosen at random as it is "
+        "written: half whole entries, half one batch index of another entry, shuffled. Each "
+        "run skips on a fresh Shared subscription, once whole and once split, alternating "
+        "which goes first; afterwards every id is checked acknowledged in the reloaded "
+        "cursors (with the per-id `CursorState.is_acked`). The machine has 2 cores shared "
+        "with other work: read the medians, and the load average above.",
         "",
     ]
-    for what, result in results.profiles:
-        lines += report.profile_markdown(result, what)
+    rows = []
+    for r in results:
+        size = f"{r.sizes.scale}x: {r.ids:,} ids, {r.sizes.messages:,} messages"
+        aim = r.sizes.aim_seconds
+        rows += [
+            [
+                size,
+                "`skip_messages` (validated + acknowledged + durable + audited)",
+                r.skip.cell("s"),
+                f"< {aim:g} s: {report.verdict(r.skip.median < aim)}",
+            ],
+            [size, "`plan_skip` (validate and route, nothing written)", r.plan.cell("s"), ""],
+            [
+                size,
+                "`apply_skip` (re-validate, acknowledge, durable, audit)",
+                r.apply.cell("s"),
+                "",
+            ],
+            [
+                size,
+                "`plan_skip` + `apply_skip`",
+                r.split.cell("s"),
+                f"< {aim:g} s: {report.verdict(r.split.median < aim)}",
+            ],
+        ]
+    lines += [report.table(["size", "call", "seconds", "aim"], rows), ""]
+    for r in results:
+        spread = ", ".join(f"{n:,}" for n in r.per_partition.values())
+        lines.append(
+            f"- {r.sizes.scale}x: {r.entries:,} entries; per partition {spread} ids; "
+            f"{report.number(r.ids / r.skip.median)} ids/s through `skip_messages`; planning "
+            f"takes {r.plan.median / r.split.median:.0%} of the split total (medians)."
+        )
+    if len(results) > 1:
+        base, big = results[0], results[-1]
+        growth = big.ids / base.ids
+        lines += [
+            "",
+            f"How cost grows from {base.sizes.scale}x to {big.sizes.scale}x ({growth:g} times "
+            "the ids and the topic), medians:",
+            "",
+            report.table(
+                ["call", f"{base.sizes.scale}x", f"{big.sizes.scale}x", "ratio"],
+                [
+                    [
+                        call,
+                        f"{report.number(a.median)} s",
+                        f"{report.number(b.median)} s",
+                        f"{b.median / a.median:.1f}",
+                    ]
+                    for call, a, b in [
+                        ("`skip_messages`", base.skip, big.skip),
+                        ("`plan_skip`", base.plan, big.plan),
+                        ("`apply_skip`", base.apply, big.apply),
+                    ]
+                ],
+            ),
+        ]
+    lines.append("")
+    for r in results:
+        for what, result in r.profiles:
+            lines += report.profile_markdown(result, what)
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    options = report.parse_options("PIP-423 skip of 100,000 ids over 8 partitions.", argv)
+    options = report.parse_options(
+        "PIP-423 skip of 100,000 and 1,000,000 ids over 8 partitions.", argv
+    )
     host = machine.describe()
-    sizes = QUICK if options.quick else FULL
     with report.work_dir(options, "skip") as work:
-        results = measure(sizes, options, work)
-        markdown = render(host, sizes, options, work, results)
+        results = [measure(sizes, options, work) for sizes in (QUICK if options.quick else FULL)]
+        markdown = render(host, options, work, results)
     return report.publish(options, SECTION, markdown)
 
 

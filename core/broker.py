@@ -355,14 +355,17 @@ class Broker:
             layout if layout is not None else self._layout(topic_partition),
         )
 
-    def _entry_arrays(self, topic_partition: str | TopicName) -> skip.SkipLookup:
+    def _entry_arrays(
+        self, topic_partition: str | TopicName, layout: LedgerLayout | None = None
+    ) -> skip.SkipLookup:
+        """The partition's entry index; pass ``layout`` when the caller already read the ledgers."""
         index = self.ledgers.entry_index(
             topic_partition
             if isinstance(topic_partition, TopicName)
             else TopicName.parse(topic_partition)
         )
         return skip.SkipLookup(
-            layout=self._layout(str(topic_partition)),
+            layout=layout if layout is not None else self._layout(str(topic_partition)),
             ledger_ids=np.asarray(index.ledger_id, dtype=np.int64),
             entry_ids=np.asarray(index.entry_id, dtype=np.int64),
             batch_sizes=np.asarray(index.batch_size, dtype=np.int64),
@@ -406,13 +409,17 @@ class Broker:
                 f"Key_Shared subscription; '{subscription}' is {sub.type.value}"
             )
         owners: dict[int, tuple[str, int]] = {}
+        layouts: dict[str, LedgerLayout] = {}
         for index, partition in enumerate(info.partition_names()):
-            for ledger in self.metadata.ledgers(partition):
+            # One read of the ledger list serves both the routing and the range checks.
+            ledgers = self.metadata.ledgers(partition)
+            layouts[partition] = LedgerLayout.of((i.ledger_id, i.entries) for i in ledgers)
+            for ledger in ledgers:
                 owners[ledger.ledger_id] = (partition, index if info.partitions else -1)
         wanted = {
             owners[ledger][0] for ledger in np.unique(ids.ledger_ids).tolist() if ledger in owners
         }
-        facts = {name: self._entry_arrays(name) for name in wanted}
+        facts = {name: self._entry_arrays(name, layouts[name]) for name in wanted}
         cursors = {name: self._cursor(name, subscription, facts[name].layout) for name in wanted}
         states = {name: cursor.state for name, cursor in cursors.items()}
         return skip.validate(ids, owners, facts, states), cursors
@@ -459,6 +466,8 @@ class Broker:
                 f"'{items.names[int(items.name_index[row])]}', not '{said}'; nothing skipped"
             )
         was_acked = columns.already_acknowledged[source]
+        # The content hash is a pass over every item: taken before the row locks.
+        plan_id = plan.plan_id
         names = sorted(cursors)
         outcomes: list[skip.SkipOutcome] = []
 
@@ -480,7 +489,7 @@ class Broker:
             outcome = skip.SkipOutcome(
                 info.name,
                 plan.subscription,
-                plan.plan_id,
+                plan_id,
                 skipped=items.take(fresh).message_ids(),
                 already_acknowledged=items.take(np.flatnonzero(acked & was_acked)).message_ids(),
                 acknowledged_meanwhile=items.take(np.flatnonzero(acked & ~was_acked)).message_ids(),

@@ -46,6 +46,36 @@ class AckTarget:
     """Messages in the entry; 0 for a non-batched entry. Needed for batch-index acks."""
 
 
+def ack_targets(
+    ledger_ids: Iterable[int],
+    entry_ids: Iterable[int],
+    batch_indexes: Iterable[int],
+    batch_sizes: Iterable[int],
+) -> list[AckTarget]:
+    """One :class:`AckTarget` per tuple of the four iterables (plain ints, equal lengths).
+
+    Fills the slots through their descriptors, skipping the frozen
+    ``__setattr__``: the same targets as the constructor at about half the cost,
+    for a skip that acknowledges 100,000s of messages in one call.
+    """
+    new = object.__new__
+    position_of = tuple.__new__
+    set_position = AckTarget.__dict__["position"].__set__
+    set_index = AckTarget.__dict__["batch_index"].__set__
+    set_size = AckTarget.__dict__["batch_size"].__set__
+    out: list[AckTarget] = []
+    append = out.append
+    for ledger_id, entry_id, batch_index, batch_size in zip(
+        ledger_ids, entry_ids, batch_indexes, batch_sizes, strict=True
+    ):
+        target = new(AckTarget)
+        set_position(target, position_of(Position, (ledger_id, entry_id)))
+        set_index(target, batch_index)
+        set_size(target, batch_size)
+        append(target)
+    return out
+
+
 class BatchAckSets(dict[Position, int]):
     """Partly acknowledged batch entries -> ack set (a set bit = still unacknowledged).
 
@@ -185,25 +215,33 @@ class CursorState:
         Cost: O(k) for k targets. Raises InvalidBatchIndexError for an index
         outside ``[0, batch_size)``.
         """
-        delta = CursorState()
         by_ledger: dict[int, list[int]] = {}
+        sets: dict[Position, int] = {}
         for target in targets:
             position = target.position
-            if target.batch_index < 0:
-                by_ledger.setdefault(position.ledger_id, []).append(position.entry_id)
+            index = target.batch_index
+            if index < 0:
+                entries = by_ledger.get(position[0])
+                if entries is None:
+                    entries = by_ledger[position[0]] = []
+                entries.append(position[1])
                 continue
-            if not 0 <= target.batch_index < max(target.batch_size, 0):
-                raise InvalidBatchIndexError(
-                    f"Invalid batchIndex: {target.batch_index}, batchSize={target.batch_size}"
-                )
-            previous = delta.batch_acks.get(position, ack_set.full(target.batch_size))
-            delta.batch_acks[position] = ack_set.ack(previous, target.batch_index)
+            size = target.batch_size
+            if not 0 <= index < max(size, 0):
+                raise InvalidBatchIndexError(f"Invalid batchIndex: {index}, batchSize={size}")
+            bits = sets.get(position)
+            # ack_set.ack(ack_set.full(size), index) inline: one call per target adds up
+            # over a skip of a million ids. The entry's first target sets its size.
+            sets[position] = ((1 << size) - 1 if bits is None else bits) & ~(1 << index)
+        partly: dict[Position, int] = {}
+        for position, bits in sets.items():
+            if bits:
+                partly[position] = bits
+            else:
+                by_ledger.setdefault(position[0], []).append(position[1])
+        delta = CursorState(batch_acks=BatchAckSets(partly))
         for ledger_id, entries in by_ledger.items():
             delta.individually_deleted.add_many(ledger_id, entries)
-        for position, bits in list(delta.batch_acks.items()):
-            if bits == 0:
-                del delta.batch_acks[position]
-                delta.individually_deleted.add(*position)
         return delta
 
     def acknowledge(self, targets: Sequence[AckTarget], layout: LedgerLayout) -> None:

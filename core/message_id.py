@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from core.errors import InvalidMessageIdError
@@ -60,6 +61,8 @@ _TRIPLET_PART = re.compile(r"[0-9]+", re.ASCII)
 # Longer digit strings are out of range anyway; checked before int() (which has a digit limit).
 _INT64_DIGITS = 20
 _TRIPLET_FORM = "expected ledgerId:entryId[:batchIndex] of non-negative integers"
+
+_SLOTS = ("ledger_id", "entry_id", "partition", "batch_index", "batch_size")
 
 # Bytes shown in an error message; longer input is cut with an ellipsis.
 _ERROR_HEX_BYTES = 64
@@ -114,6 +117,38 @@ class MessageId:
         object.__setattr__(mid, "batch_index", batch_index)
         object.__setattr__(mid, "batch_size", batch_size)
         return mid
+
+    @classmethod
+    def of_store_many(
+        cls,
+        ledger_ids: Iterable[int],
+        entry_ids: Iterable[int],
+        partitions: Iterable[int],
+        batch_indexes: Iterable[int],
+        batch_sizes: Iterable[int],
+    ) -> list[MessageId]:
+        """:meth:`of_store` of each tuple of the five iterables (plain ints, equal lengths).
+
+        Fills the slots through their descriptors, skipping the frozen
+        ``__setattr__``: about half the cost per id of :meth:`of_store`, for
+        callers that build one id per row of a large result.
+        """
+        new = object.__new__
+        slots = [cls.__dict__[name].__set__ for name in _SLOTS]
+        set_ledger, set_entry, set_partition, set_index, set_size = slots
+        out: list[MessageId] = []
+        append = out.append
+        for ledger_id, entry_id, partition, batch_index, batch_size in zip(
+            ledger_ids, entry_ids, partitions, batch_indexes, batch_sizes, strict=True
+        ):
+            mid = new(cls)
+            set_ledger(mid, ledger_id)
+            set_entry(mid, entry_id)
+            set_partition(mid, partition)
+            set_index(mid, batch_index)
+            set_size(mid, batch_size)
+            append(mid)
+        return out
 
     @property
     def position(self) -> Position:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from core import cursor
 from core.cursor import AckTarget, CursorState
 from core.errors import (
     EntryNotFoundError,
@@ -559,13 +560,9 @@ def has_repeats(
 
 def ack_targets(columns: SkipColumns) -> list[AckTarget]:
     """The acknowledgement of each row: its entry, batch index and batch size."""
-    return [
-        AckTarget(Position(ledger, entry), index, size)
-        for ledger, entry, index, size in zip(
-            columns.ledger_id.tolist(),
-            columns.entry_id.tolist(),
-            columns.batch_index.tolist(),
-            columns.batch_size.tolist(),
-            strict=True,
-        )
-    ]
+    return cursor.ack_targets(
+        columns.ledger_id.tolist(),
+        columns.entry_id.tolist(),
+        columns.batch_index.tolist(),
+        columns.batch_size.tolist(),
+    )

@@ -214,15 +214,12 @@ class SkipColumns:
 
     def message_ids(self) -> list[MessageId]:
         """Each row's message id (partition, batch index and batch size included)."""
-        return list(
-            map(
-                MessageId.of_store,
-                self.ledger_id.tolist(),
-                self.entry_id.tolist(),
-                self.partition.tolist(),
-                self.batch_index.tolist(),
-                self.batch_size.tolist(),
-            )
+        return MessageId.of_store_many(
+            self.ledger_id.tolist(),
+            self.entry_id.tolist(),
+            self.partition.tolist(),
+            self.batch_index.tolist(),
+            self.batch_size.tolist(),
         )
 
     def same_as(self, other: SkipColumns) -> bool:
@@ -236,6 +233,7 @@ class SkipColumns:
 
         Written directly from the arrays: the content hash of a 1,000,000-id plan
         then costs one string format per row instead of a dict and an encoder walk.
+        (Laying each column into slices of one list of pieces measured slower.)
         """
         names = [json.dumps(name) for name in self.names]
         return (
