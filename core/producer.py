@@ -110,6 +110,13 @@ _SEQUENCE_ID = attrgetter("sequence_id")
 _PROPERTIES = attrgetter("properties")
 
 
+def _empty_maps(count: int) -> pa.Array:
+    """``count`` empty property maps, built from offsets (no Python list per message)."""
+    empty = pa.array([], pa.string())
+    maps = pa.MapArray.from_arrays(pa.array(np.zeros(count + 1, np.int32)), empty, empty)
+    return maps.cast(MESSAGE_SCHEMA.field("properties").type)
+
+
 def _utf8(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -266,9 +273,9 @@ class Producer:
                 "publish_time": pa.array(np.full(k, now_ms, np.int64)),
                 "deliver_at": pa.nulls(k, pa.int64()),
                 "key": pa.nulls(k, pa.string()),
-                "properties": pa.array([[]] * k, MESSAGE_SCHEMA.field("properties").type),
+                "properties": _empty_maps(k),
                 "payload": payloads.take(taken),
-                "producer_name": pa.array([self.producer_name] * k, pa.string()),
+                "producer_name": pa.repeat(pa.scalar(self.producer_name, pa.string()), k),
                 "sequence_id": pa.array(sequence_ids[numbers]),
             }
             parts.append((self._partitions[slot], entry_sizes, columns))

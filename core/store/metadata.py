@@ -504,24 +504,27 @@ class MetadataStore:
             check_int("number of entries", n_entries, 1)
         check_int("max entries per ledger", max_entries_per_ledger, 1)
         with self._session(write=True) as session:
-            reserved: dict[str, tuple[LedgerRow, Allocation]] = {}
-            for name, (_, n_entries) in sorted(zip(names, requests, strict=True)):
+            current: dict[str, LedgerRow | None] = {}
+            for name in sorted(names):
                 self._require_partition(session, name, lock=True)
-                ledger = session.scalars(
+                current[name] = session.scalars(
                     select(LedgerRow)
                     .where(LedgerRow.topic_partition == name)
                     .order_by(LedgerRow.ledger_id.desc())
                     .limit(1)
                 ).one_or_none()
+            reserved: list[tuple[LedgerRow, Allocation]] = []
+            # New ledgers in request order: the ids come out as from one append after another.
+            for name, (_, n_entries) in zip(names, requests, strict=True):
+                ledger = current[name]
                 if ledger is None or ledger.entries >= max_entries_per_ledger:
                     ledger = LedgerRow(topic_partition=name, entries=0, messages=0)
                     session.add(ledger)
                     session.flush()
                 count = min(n_entries, max_entries_per_ledger - ledger.entries)
-                reserved[name] = (ledger, Allocation(ledger.ledger_id, ledger.entries, count))
-            allocations = [reserved[name][1] for name in names]
-            yield allocations
-            for ledger, allocation in reserved.values():
+                reserved.append((ledger, Allocation(ledger.ledger_id, ledger.entries, count)))
+            yield [allocation for _, allocation in reserved]
+            for ledger, allocation in reserved:
                 if not isinstance(allocation.path, str) or not allocation.path:
                     raise InvalidArgumentError("append_entries: the segment path was not set")
                 check_int("number of messages", allocation.messages, allocation.count)

@@ -4,12 +4,15 @@
   segments in one metadata transaction: when one partition's segment cannot
   be written, no partition gets anything, and a retry writes from the same
   entry ids.
+- The files a plain send writes are byte for byte those the per-message path
+  writes in another store (same ledger ids, names and Parquet bytes).
 - The columnar path is taken exactly for the messages a per-message check
   calls plain (a plain Python model of the rule, against the vectorised one).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -57,6 +60,33 @@ def test_a_plain_send_commits_every_partition_or_none(tmp_path: Path) -> None:
         }
         assert all(len(metadata.segments(name)) == 1 for name in names)
         assert sum(s.messages for name in names for s in metadata.segments(name)) == 1_600
+
+
+def _files(root: str) -> dict[str, str]:
+    found = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as data:
+                found[os.path.relpath(path, root)] = hashlib.sha256(data.read()).hexdigest()
+    return found
+
+
+def test_plain_sends_write_the_bytes_the_per_message_path_writes(tmp_path: Path) -> None:
+    written = []
+    for path in ("columnar", "rows"):
+        metadata, store = _store(tmp_path / path)
+        with metadata:
+            producer = Producer(store, metadata.get_topic(TOPIC), "p", 10, start_partition=5)
+            for call in range(3):
+                messages = [OutgoingMessage(b"%06d" % (call * 997 + i)) for i in range(997)]
+                if path == "columnar":
+                    producer.send(messages, now_ms=7)
+                else:
+                    producer._send_rows(messages, now_ms=7)
+        written.append(_files(store.root))
+    assert len(written[0]) == 3 * 16
+    assert written[0] == written[1]
 
 
 def _empty(metadata: MetadataStore, name: str) -> bool:
