@@ -30,7 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import machine, report
-from benchmarks.airflow_phases import Phase, phase_headers, phase_rows, spark_conf_dir, timed_run
+from benchmarks.airflow_phases import (
+    Phase,
+    TimedRun,
+    phase_headers,
+    phase_rows,
+    spark_conf_dir,
+    task_table,
+    timed_run,
+)
 from benchmarks.report import Options
 from core.broker import Broker
 from core.config import Config
@@ -99,6 +107,7 @@ class Results:
     matches: int
     preview: list[Phase]
     apply: list[Phase]
+    runs: list[TimedRun]
     start_seconds: float
     produce_seconds: float
     spark_command: str
@@ -130,6 +139,7 @@ def measure(messages: int, options: Options, work: Path) -> Results:
     start_seconds = time.monotonic() - started
     previews: list[Phase] = []
     applies: list[Phase] = []
+    timed_runs: list[TimedRun] = []
     command = ""
     try:
         for run in range(options.runs):
@@ -157,6 +167,7 @@ def measure(messages: int, options: Options, work: Path) -> Results:
                 timeout=1800,
             )
             command = timed.spark_command
+            timed_runs.append(timed)
             previews.append(timed.preview)
             applies.append(timed.apply)
             with Broker(config) as broker:
@@ -178,6 +189,7 @@ def measure(messages: int, options: Options, work: Path) -> Results:
         len(matched),
         previews,
         applies,
+        timed_runs,
         start_seconds,
         produce_seconds,
         command,
@@ -220,12 +232,21 @@ def render(host: machine.Machine, options: Options, work: Path, results: Results
         "(scheduling, queueing, executor hand-off); **Spark start-up** is `find_messages`'s "
         "time from its `spark-submit` log line to Spark's first job (JVM, the Python driver, "
         "the session); **work** is the rest of the time tasks ran (each task's process start-up "
-        "and DAG parse included). The second phase runs no Spark job (the plan is applied "
+        "and DAG parse included); Spark's event log was on (`SPARK_CONF_DIR`) to read when "
+        "the first job started. The second phase runs no Spark job (the plan is applied "
         "through `core` in one transaction).",
         "",
         report.table(phase_headers(AIM_SECONDS, spark=True), rows),
         "",
+        "Each task's run time (start to end of its task instance: its process start-up and DAG "
+        "parse included; `find_messages` includes its Spark start-up; the gate is left out, "
+        "its span includes the wait for the answer):",
+        "",
+        task_table(results.runs, [t for t in (*PHASE_1, *PHASE_2) if t != GATE]),
+        "",
     ]
+    if results.messages != FULL_MESSAGES:
+        lines = [line.replace("full size", f"`--messages {results.messages}`", 1) for line in lines]
     return "\n".join(lines) + "\n"
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -185,6 +185,8 @@ class TimedRun:
     apply: Phase
     spark_command: str = ""
     """The Spark task's ``spark-submit`` command line ('' without a Spark task)."""
+    task_seconds: dict[str, float] = field(default_factory=dict)
+    """Run time of each task but the gate (whose span includes the wait for the answer)."""
 
 
 def timed_run(
@@ -219,8 +221,29 @@ def timed_run(
     assert state == "success", airflow.task_states(dag, run_id)
     ended = _when(airflow.dag_run(dag, run_id)["end_date"])
     assert ended is not None
-    applied = split((approved, ended), airflow.task_instances(dag, run_id), phases[1])
-    return TimedRun(run_id, preview, applied, command)
+    tis = airflow.task_instances(dag, run_id)
+    applied = split((approved, ended), tis, phases[1])
+    return TimedRun(run_id, preview, applied, command, task_run_times(tis, exclude=gate))
+
+
+def task_run_times(tis: list[dict[str, Any]], exclude: str) -> dict[str, float]:
+    """Start to end of each finished task instance, but ``exclude``."""
+    times = {}
+    for ti in tis:
+        start, end = _when(ti.get("start_date")), _when(ti.get("end_date"))
+        if ti["task_id"] != exclude and start is not None and end is not None:
+            times[ti["task_id"]] = end - start
+    return times
+
+
+def task_table(runs: Sequence[TimedRun], order: Sequence[str]) -> str:
+    """Median run time of each task over ``runs`` (tasks in ``order``)."""
+    rows = [
+        [f"`{task}`", Runs.of([r.task_seconds[task] for r in runs]).cell("s")]
+        for task in order
+        if all(task in r.task_seconds for r in runs)
+    ]
+    return report.table(["task", "run time"], rows)
 
 
 def phase_rows(
