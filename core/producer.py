@@ -288,15 +288,12 @@ class Producer:
             ledger_ids[numbers] = np.repeat([p.ledger_id for p in positions], entry_sizes)
             entry_ids[numbers] = np.repeat([p.entry_id for p in positions], entry_sizes)
         partition_of = slots if partitioned else np.full(n, -1, np.int64)
-        return list(
-            map(
-                MessageId.of_store,
-                ledger_ids.tolist(),
-                entry_ids.tolist(),
-                partition_of.tolist(),
-                indexes.tolist(),
-                sizes_of.tolist(),
-            )
+        return MessageId.of_store_many(
+            ledger_ids.tolist(),
+            entry_ids.tolist(),
+            partition_of.tolist(),
+            indexes.tolist(),
+            sizes_of.tolist(),
         )
 
     def _route(self, message: OutgoingMessage) -> int:
