@@ -49,14 +49,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow.compute as pc
 
-from core.columns import Rows
 from core.durations import parse_time_ms
 from core.errors import InvalidPredicateError
 from core.filter_verdict import FilterVerdict
 
 if TYPE_CHECKING:
+    from core.columns import Rows
     from core.predicates import Predicate
 
 FILTER_PREFIX = "entryFilter."
@@ -176,6 +175,8 @@ def validate_filter_properties(properties: Mapping[str, str]) -> None:
 
 def first_messages(rows: Rows) -> Rows:
     """The rows of each entry's first message (batch index 0, or -1 when not batched)."""
+    import pyarrow.compute as pc
+
     return rows.filter(pc.less_equal(rows.column("batch_index"), 0))
 
 

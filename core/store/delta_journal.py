@@ -24,10 +24,10 @@ SQLite: in-process, so statements cost no round trip: a write transaction
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import bindparam, insert, text
-from sqlalchemy.dialects.postgresql import ARRAY, BYTEA
+from sqlalchemy import TextClause, bindparam, insert, text
 from sqlalchemy.engine import Connection, Engine
 
 from core.store.engine import translated_errors
@@ -47,14 +47,24 @@ _BUMP = text(
     "RETURNING id, version"
 )
 
-_BUMP_AND_INSERT = text(
-    f"WITH bumped AS (UPDATE {CursorRow.__tablename__} SET version = version + :n "
-    f"WHERE {_CURSOR} RETURNING id, version) "
-    f"INSERT INTO {CursorDeltaRow.__tablename__} (cursor_id, version, payload) "
-    "SELECT bumped.id, bumped.version - :n + d.number, d.payload "
-    "FROM bumped, unnest(:payloads) WITH ORDINALITY AS d(payload, number) "
-    "RETURNING version"
-).bindparams(bindparam("payloads", type_=ARRAY(BYTEA)))
+
+@functools.cache
+def _bump_and_insert() -> TextClause:
+    """The PostgreSQL statement, built on first use.
+
+    Its types load SQLAlchemy's whole PostgreSQL dialect, which a SQLite store never needs.
+    """
+    from sqlalchemy.dialects.postgresql import ARRAY, BYTEA
+
+    return text(
+        f"WITH bumped AS (UPDATE {CursorRow.__tablename__} SET version = version + :n "
+        f"WHERE {_CURSOR} RETURNING id, version) "
+        f"INSERT INTO {CursorDeltaRow.__tablename__} (cursor_id, version, payload) "
+        "SELECT bumped.id, bumped.version - :n + d.number, d.payload "
+        "FROM bumped, unnest(:payloads) WITH ORDINALITY AS d(payload, number) "
+        "RETURNING version"
+    ).bindparams(bindparam("payloads", type_=ARRAY(BYTEA)))
+
 
 _INSERT = insert(CursorDeltaRow)
 
@@ -142,7 +152,7 @@ class DeltaJournal:
             for cursor in order:
                 mine = payloads[cursor]
                 versions = connection.execute(
-                    _BUMP_AND_INSERT,
+                    _bump_and_insert(),
                     {"n": len(mine), "tp": cursor[0], "sub": cursor[1], "payloads": mine},
                 ).scalars()
                 newest = max(versions, default=None)

@@ -27,10 +27,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from core.config import Config
@@ -38,6 +38,11 @@ from core.errors import InvalidArgumentError, LedgerStoreError
 from core.position import Position
 from core.store.metadata import MetadataStore, SegmentInfo
 from core.topic_name import TopicName
+
+if TYPE_CHECKING:
+    # Imported where filters are built: pyarrow.compute takes longer to import than
+    # a small command line takes to run, and only filtered reads need it.
+    import pyarrow.compute as pc
 
 MESSAGE_SCHEMA = pa.schema(
     [
@@ -467,6 +472,8 @@ class LedgerStore:
         ]
         if not segments:
             return MESSAGE_SCHEMA.empty_table()
+        import pyarrow.compute as pc
+
         condition: pc.Expression | None = None
         for ledger_id, entry_ids in wanted.items():
             term = (pc.field("ledger_id") == ledger_id) & pc.field("entry_id").isin(
@@ -529,7 +536,9 @@ def _read_segments(paths: Sequence[str], columns: list[str]) -> pa.Table:
             missing = [name for name in columns if name not in segment.schema_arrow.names]
             if missing:
                 raise pa.ArrowInvalid(f"no column {', '.join(missing)}")
-            tables.append(segment.read(columns=columns).select(columns).cast(target))
+            table = segment.read(columns=columns).select(columns)
+            # Table.cast imports pyarrow.compute: only when the file's types differ.
+            tables.append(table if table.schema == target else table.cast(target))
     return pa.concat_tables(tables)
 
 

@@ -1,10 +1,11 @@
-"""The hot commands load only what they need (issue 10): no pandas, pydantic, Spark or Airflow.
+"""The hot commands load only what they need (issue 10): no pandas, pydantic, Spark, Airflow.
 
 ``topics stats``, ``topics analyze-backlog`` and ``topics skip-messages`` each run
 in a new process on a 1,000-message topic; the process reports its answer and
 every module it imported. The answers are checked too, so a command that failed
 early (and so imported little) cannot pass. They need SQLAlchemy (the metadata
-store), numpy and pyarrow's Parquet reader (the entry index); nothing else heavy.
+store), numpy and pyarrow's Parquet reader (the entry index); not even pyarrow.compute
+(no entry filter is configured) or SQLAlchemy's PostgreSQL dialect (the store is SQLite).
 Correctness only: how long the commands take is measured by
 ``benchmarks/cli_latency.py``.
 """
@@ -33,6 +34,7 @@ MESSAGES = 1_000
 HEAVY = (
     "pandas",
     "pyarrow.dataset",
+    "pyarrow.compute",
     "pydantic",
     "pyspark",
     "py4j",
@@ -42,6 +44,7 @@ HEAVY = (
     "starlette",
     "matplotlib",
     "psycopg",
+    "sqlalchemy.dialects.postgresql",
     "core.dispatch",
     "core.predicates",
     "spark_apps",
