@@ -1,28 +1,33 @@
 """The read path: messages per second through a Shared subscription's consumer.
 
-1,000,000 messages in batches of 10 (100,000 entries) on one non-partitioned
-topic, written with ``Broker.produce`` (the ``Producer`` over the Parquet
-``LedgerStore``; not timed). 10% of the messages, chosen at random by batch
-index, are acknowledged on the subscription before it is read (not timed).
-Then one consumer of ``Broker.dispatcher(...).subscribe(...)`` calls
-``receive_many(1000)`` until nothing is left:
+Messages in batches of 10 on one non-partitioned topic, written with
+``Broker.produce`` (the ``Producer`` over the Parquet ``LedgerStore``; not
+timed). 10% of the messages, chosen at random by batch index, are acknowledged
+on the subscription before it is read (not timed). Then one consumer of
+``Broker.dispatcher(...).subscribe(...)`` reads until nothing is left, in four
+kinds of pass side by side in each run:
 
-- without acknowledging (one subscription, read afresh each run);
-- acknowledging each chunk of 1,000 with ``Consumer.acknowledge`` (durable,
-  one metadata transaction per chunk; a fresh, identically pre-acknowledged
-  subscription each run).
+- ``receive_many(1000)`` (a ``Message`` per message), without acknowledging
+  (one subscription, read afresh each run: every pass after the first reads
+  redeliveries);
+- ``receive_batch(1000)`` (the columnar ``MessageBatch``), without
+  acknowledging (its own subscription, likewise);
+- each of the two acknowledging each chunk of 1,000 (durable, one metadata
+  transaction per chunk; a fresh, identically pre-acknowledged subscription
+  each run).
 
 Two figures each: delivery alone (the receive loop over a built dispatcher)
-and end to end (building the dispatcher, which reads the partition's rows,
-plus the loop). For each kind of pass that misses the aim, one extra pass
-runs under ``cProfile`` (an acknowledging one over its first 200 chunks) and
-its hotspots are reported.
+and end to end (building the dispatcher plus the loop), with the CPU time of
+the loop and the load average around it (the machine is shared). At the
+largest size, the columnar no-ack pass runs once more under ``cProfile`` when
+it misses the aim, and its hotspots are reported.
 """
 
 from __future__ import annotations
 
 import gc
 import itertools
+import os
 import random
 import sys
 import time
@@ -45,6 +50,7 @@ SECTION = "read_path"
 ROLE = "admin"
 TOPIC = "persistent://bench/read/topic"
 PLAIN = "plain"
+COLUMNAR = "columnar"
 CHUNK = 1_000
 AIM_MESSAGES_PER_S = 200_000
 PROFILED_ACK_CHUNKS = 200
@@ -79,6 +85,8 @@ class Pass:
     delivered: int
     cpu: float = 0.0
     """CPU seconds of this process during the receive loop."""
+    load: float = 0.0
+    """The 1-minute load average when the loop ended."""
 
 
 class Topic:
@@ -111,8 +119,19 @@ class Topic:
         cursor.acknowledge([AckTarget(m.position, m.batch_index, m.batch_size) for m in self.acked])
         return name
 
-    def read(self, subscription: str, *, acknowledge: bool, chunks: int | None = None) -> Pass:
-        """One pass: build the dispatcher, receive (``chunks`` at most) until nothing is left."""
+    def read(
+        self,
+        subscription: str,
+        *,
+        acknowledge: bool,
+        columnar: bool = False,
+        chunks: int | None = None,
+    ) -> Pass:
+        """One pass: build the dispatcher, receive (``chunks`` at most) until nothing is left.
+
+        ``columnar`` receives with ``receive_batch`` (a ``MessageBatch`` per
+        chunk), otherwise with ``receive_many`` (a ``Message`` per message).
+        """
         with Stopwatch() as build:
             dispatcher = self.broker.dispatcher(ROLE, TOPIC, subscription)
         consumer = dispatcher.subscribe("bench", receiver_queue_size=CHUNK)
@@ -120,27 +139,42 @@ class Topic:
         cpu = time.process_time()
         with Stopwatch() as deliver:
             for _ in itertools.repeat(None) if chunks is None else range(chunks):
-                chunk = consumer.receive_many(CHUNK)
-                if not chunk:
+                chunk = consumer.receive_batch(CHUNK) if columnar else consumer.receive_many(CHUNK)
+                if not len(chunk):
                     break
                 delivered += len(chunk)
                 if acknowledge:
                     consumer.acknowledge(chunk)
         cpu = time.process_time() - cpu
+        load = os.getloadavg()[0]
         # Leave the subscription: what the consumer holds goes back to the next pass.
         consumer.close()
-        return Pass(build.seconds, deliver.seconds, delivered, cpu)
+        return Pass(build.seconds, deliver.seconds, delivered, cpu, load)
 
-    def check_unacked_delivered(self, subscription: str) -> None:
-        """The no-ack pass delivers exactly the messages not acknowledged beforehand."""
+    def check_unacked_delivered(self, subscription: str, *, columnar: bool) -> None:
+        """A no-ack pass delivers exactly the messages not acknowledged beforehand, in order."""
         dispatcher = self.broker.dispatcher(ROLE, TOPIC, subscription)
         consumer = dispatcher.subscribe("check", receiver_queue_size=CHUNK)
         seen: list[tuple[int, int, int]] = []
-        while chunk := consumer.receive_many(CHUNK):
-            seen.extend(
-                (m.message_id.ledger_id, m.message_id.entry_id, m.message_id.batch_index)
-                for m in chunk
-            )
+        while True:
+            if columnar:
+                batch = consumer.receive_batch(CHUNK)
+                seen.extend(
+                    zip(
+                        batch.ledger_id.tolist(),
+                        batch.entry_id.tolist(),
+                        batch.batch_index.tolist(),
+                        strict=True,
+                    )
+                )
+            else:
+                chunk = consumer.receive_many(CHUNK)
+                seen.extend(
+                    (m.message_id.ledger_id, m.message_id.entry_id, m.message_id.batch_index)
+                    for m in chunk
+                )
+            if not len(batch if columnar else chunk):
+                break
         consumer.close()
         acked = {(m.ledger_id, m.entry_id, m.batch_index) for m in self.acked}
         expected = [
@@ -156,10 +190,8 @@ class Topic:
         assert state.mark_delete == self.layout.last_position, state.mark_delete
         assert not state.individually_deleted and not state.batch_acks
 
-    def profile(self, subscription: str, *, acknowledge: bool, chunks: int | None) -> Profile:
-        return report.profile(
-            lambda: self.read(subscription, acknowledge=acknowledge, chunks=chunks)
-        )
+    def profile(self, subscription: str, *, columnar: bool) -> Profile:
+        return report.profile(lambda: self.read(subscription, acknowledge=False, columnar=columnar))
 
 
 @dataclass(frozen=True)
@@ -167,9 +199,18 @@ class Results:
     messages: int
     entries: int
     acked_before: int
-    plain: list[Pass]
-    acking: list[Pass]
+    passes: dict[str, list[Pass]]
+    """Each kind of pass (:data:`KINDS`) -> its runs."""
     profiles: list[tuple[str, Profile]]
+
+
+KINDS = (
+    ("`receive_many`, no acknowledgement", False, False),
+    ("`receive_batch`, no acknowledgement", True, False),
+    ("`receive_many` + `acknowledge` each chunk", False, True),
+    ("`receive_batch` + `acknowledge(batch)` each chunk", True, True),
+)
+"""(label, columnar, acknowledge) of the passes each run makes, in this order."""
 
 
 def measure(sizes: Sizes, options: Options, work: Path, *, profile: bool = True) -> Results:
@@ -178,115 +219,123 @@ def measure(sizes: Sizes, options: Options, work: Path, *, profile: bool = True)
         print(f"producing {sizes.messages:,} messages (not timed)", flush=True)
         topic = Topic(broker, sizes)
         topic.subscription(PLAIN)
+        topic.subscription(COLUMNAR)
         expected = len(topic.ids) - len(topic.acked)
-        topic.check_unacked_delivered(PLAIN)
-        plain: list[Pass] = []
-        acking: list[Pass] = []
+        topic.check_unacked_delivered(PLAIN, columnar=False)
+        topic.check_unacked_delivered(COLUMNAR, columnar=True)
+        passes: dict[str, list[Pass]] = {label: [] for label, _, _ in KINDS}
         for run in range(options.runs):
-            gc.collect()
-            one = topic.read(PLAIN, acknowledge=False)
-            assert one.delivered == expected, (one.delivered, expected)
-            plain.append(one)
-            print(f"  run {run}: no ack: build {one.build:.3f} s, deliver {one.deliver:.3f} s")
-            name = topic.subscription(f"acking-{run}")
-            gc.collect()
-            one = topic.read(name, acknowledge=True)
-            assert one.delivered == expected, (one.delivered, expected)
-            topic.check_all_acknowledged(name)
-            acking.append(one)
-            print(f"  run {run}: ack:    build {one.build:.3f} s, deliver {one.deliver:.3f} s")
+            for label, columnar, acknowledge in KINDS:
+                if acknowledge:
+                    name = topic.subscription(f"acking-{int(columnar)}-{run}")
+                else:
+                    name = COLUMNAR if columnar else PLAIN
+                gc.collect()
+                one = topic.read(name, acknowledge=acknowledge, columnar=columnar)
+                assert one.delivered == expected, (label, one.delivered, expected)
+                if acknowledge:
+                    topic.check_all_acknowledged(name)
+                passes[label].append(one)
+                print(
+                    f"  run {run}: {label}: build {one.build:.3f} s, deliver {one.deliver:.3f} s, "
+                    f"cpu {one.cpu:.3f} s, load {one.load:.1f}",
+                    flush=True,
+                )
         profiles: list[tuple[str, Profile]] = []
-        if (
-            profile
-            and Runs.of([p.delivered / p.deliver for p in plain]).median < AIM_MESSAGES_PER_S
+        columnar_runs = passes[KINDS[1][0]]
+        if profile and Runs.of([p.delivered / p.cpu for p in columnar_runs]).median < (
+            AIM_MESSAGES_PER_S
         ):
-            what = "one no-ack pass (dispatcher build + receive loop)"
+            what = "one `receive_batch` no-ack pass (dispatcher build + receive loop)"
             print(f"below the aim: profiling {what}", flush=True)
             gc.collect()
-            profiles.append((what, topic.profile(PLAIN, acknowledge=False, chunks=None)))
-        if (
-            profile
-            and Runs.of([p.delivered / p.deliver for p in acking]).median < AIM_MESSAGES_PER_S
-        ):
-            chunks = min(PROFILED_ACK_CHUNKS, -(-expected // CHUNK))
-            what = (
-                f"the first {chunks * CHUNK:,} messages of an acknowledging pass "
-                "(dispatcher build + receive loop + acknowledge)"
-            )
-            print(f"below the aim: profiling {what}", flush=True)
-            name = topic.subscription("acking-profiled")
-            gc.collect()
-            profiles.append((what, topic.profile(name, acknowledge=True, chunks=chunks)))
+            profiles.append((what, topic.profile(COLUMNAR, columnar=True)))
         return Results(
             messages=len(topic.ids),
             entries=topic.layout.total_entries,
             acked_before=len(topic.acked),
-            plain=plain,
-            acking=acking,
+            passes=passes,
             profiles=profiles,
         )
 
 
 def _rows(label: str, passes: list[Pass]) -> list[list[str]]:
-    build = Runs.of([p.build for p in passes])
     deliver = Runs.of([p.deliver for p in passes])
-    total = Runs.of([p.build + p.deliver for p in passes])
     rate = Runs.of([p.delivered / p.deliver for p in passes])
+    cpu_rate = Runs.of([p.delivered / p.cpu for p in passes])
     end_to_end = Runs.of([p.delivered / (p.build + p.deliver) for p in passes])
     return [
         [
             label,
-            build.cell("s"),
+            Runs.of([p.build for p in passes]).cell("s"),
             deliver.cell("s"),
             rate.cell(),
             report.verdict(rate.median >= AIM_MESSAGES_PER_S),
-            total.cell("s"),
+            Runs.of([p.cpu for p in passes]).cell("s"),
+            cpu_rate.cell(),
+            report.verdict(cpu_rate.median >= AIM_MESSAGES_PER_S),
             end_to_end.cell(),
-            report.verdict(end_to_end.median >= AIM_MESSAGES_PER_S),
+            Runs.of([p.load for p in passes]).cell(digits=2),
         ]
     ]
+
+
+def _median_rate(passes: list[Pass], *, cpu: bool) -> float:
+    return Runs.of([p.delivered / (p.cpu if cpu else p.deliver) for p in passes]).median
 
 
 def render(
     host: machine.Machine, sizes: Sizes, options: Options, work: Path, results: Results
 ) -> str:
     lines = report.preamble("Read path", "read_path", host, options, work)
-    delivered = results.plain[0].delivered
-    plain_rate = Runs.of([p.delivered / p.deliver for p in results.plain])
-    ack_rate = Runs.of([p.delivered / p.deliver for p in results.acking])
+    (many, _, _), (batch, _, _), (many_ack, _, _), (batch_ack, _, _) = KINDS
+    delivered = results.passes[many][0].delivered
     headers = [
         "consumer",
         "build dispatcher",
         "receive loop",
-        "msg/s (loop)",
+        "msg/s (wall)",
         f"vs {AIM_MESSAGES_PER_S:,}/s",
-        "build + loop",
-        "msg/s (end to end)",
+        "CPU time of the loop",
+        "msg/s (CPU)",
         f"vs {AIM_MESSAGES_PER_S:,}/s",
+        "msg/s (build + loop, wall)",
+        "load average (1 min)",
     ]
+    p = results.passes
     lines += [
         f"{results.messages:,} messages of {sizes.payload_bytes} bytes in batches of "
         f"{sizes.batch_size} ({results.entries:,} entries) on one topic, written with "
         f"`Broker.produce` (not timed); {results.acked_before:,} random batch indexes "
         f"({sizes.acked_fraction:.0%}) acknowledged before reading (not timed). One consumer "
         f"of a Shared subscription (`Broker.dispatcher(...).subscribe(...)`, receiver queue "
-        f"{CHUNK:,}) calls `receive_many({CHUNK})` until nothing is left: "
-        f"{delivered:,} messages each run (asserted; the first pass also checked to be "
-        "exactly the unacknowledged messages, in order). Building the dispatcher reads "
-        "nothing: each dispatch reads on lazily from the subscription's read position. The "
-        "subscription honours delayed delivery (every message's `deliver_at` is checked; "
-        "none is delayed here) and redelivers what a closed consumer held (each no-ack pass "
-        "after the first reads redeliveries).",
+        f"{CHUNK:,}) reads until nothing is left with `receive_many({CHUNK})` (a `Message` "
+        f"per message) or `receive_batch({CHUNK})` (one columnar `MessageBatch` per chunk), "
+        f"the four kinds of pass side by side in each run: {delivered:,} messages each pass "
+        "(asserted; one pass of each receive call also checked to be exactly the "
+        "unacknowledged messages, in order). Each dispatch reads on from the subscription's "
+        "read position, filters acknowledged batch indexes, pending and delayed messages "
+        "with numpy masks over the decoded record batch, and records what it delivers "
+        "pending in one metadata transaction (one multi-row statement). The subscription "
+        "honours delayed delivery (every message's `deliver_at` is checked; none is delayed "
+        "here) and redelivers what a closed consumer held (each no-ack pass after the first "
+        "reads redeliveries). CPU time is this process's (`time.process_time`) during the "
+        "loop: on a machine shared with other engineers' tests it says what the code costs "
+        "when it is not waiting for a core; the load average is taken as each loop ends.",
         "",
         report.table(
             headers,
-            _rows("no acknowledgement", results.plain)
-            + _rows(f"`acknowledge` each chunk of {CHUNK:,}", results.acking),
+            [row for label, _, _ in KINDS for row in _rows(label, p[label])],
         ),
         "",
-        f"Acknowledging each chunk (durable, one SQLite transaction per chunk; every "
-        "message acknowledged at the end, asserted) delivers "
-        f"{ack_rate.median / plain_rate.median:.2f}x the no-ack rate (medians, same runs).",
+        f"`receive_batch` against `receive_many` in the same runs (medians): "
+        f"{_median_rate(p[batch], cpu=False) / _median_rate(p[many], cpu=False):.2f}x wall, "
+        f"{_median_rate(p[batch], cpu=True) / _median_rate(p[many], cpu=True):.2f}x CPU "
+        "without acknowledging; "
+        f"{_median_rate(p[batch_ack], cpu=False) / _median_rate(p[many_ack], cpu=False):.2f}x "
+        f"wall, {_median_rate(p[batch_ack], cpu=True) / _median_rate(p[many_ack], cpu=True):.2f}x"
+        " CPU acknowledging each chunk (durable, one SQLite transaction per chunk; every "
+        "message acknowledged at the end, asserted).",
         "",
     ]
     for what, result in results.profiles:
@@ -298,7 +347,8 @@ def scaling(sizes: Sizes, scaled: list[tuple[int, Results]]) -> list[str]:
     """The table of figures at each multiple of the base size."""
     rows = []
     for scale, results in scaled:
-        for label, passes in (("no ack", results.plain), ("ack each chunk", results.acking)):
+        for label, _, _ in KINDS:
+            passes = results.passes[label]
             delivered = passes[0].delivered
             loop = Runs.of([p.deliver for p in passes])
             cpu = Runs.of([p.cpu for p in passes])
@@ -312,17 +362,16 @@ def scaling(sizes: Sizes, scaled: list[tuple[int, Results]]) -> list[str]:
                     cpu.cell("s"),
                     report.rates(delivered, cpu).cell(),
                     f"{1e6 * cpu.median / delivered:.1f} µs",
+                    Runs.of([p.load for p in passes]).cell(digits=2),
                 ]
             )
     return [
         "### How cost grows",
         "",
         f"The same passes at {', '.join(f'{s}x' for s in SCALES)} of {sizes.messages:,} "
-        "messages (each size a fresh installation, same runs count). CPU time is this "
-        "process's (`time.process_time`) during the receive loop: on a machine shared with "
-        "other engineers' tests it says what the code costs when it is not waiting for a "
-        "core. A level CPU time per message across sizes means cost grows linearly with "
-        "what is delivered: no dispatch rereads the backlog or the pending set.",
+        "messages (each size a fresh installation, same runs count). A level CPU time per "
+        "message across sizes means cost grows linearly with what is delivered: no dispatch "
+        "rereads the backlog or the pending set.",
         "",
         report.table(
             [
@@ -334,6 +383,7 @@ def scaling(sizes: Sizes, scaled: list[tuple[int, Results]]) -> list[str]:
                 "CPU time",
                 "msg/s (CPU)",
                 "CPU per message",
+                "load average (1 min)",
             ],
             rows,
         ),

@@ -23,6 +23,7 @@ subscription's row lock.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -121,6 +122,28 @@ class DispatchedColumns:
     """True: a released pending row taken again; False: a new pending row."""
     key_hash: Ints | None
     """Key_Shared only: the sticky key hash of each message."""
+
+
+def _position_range(first: Position, last: Position) -> tuple[str, tuple[int, ...]]:
+    """SQL condition and parameters: ``first <= (ledger_id, entry_id) <= last``."""
+    if first.ledger_id == last.ledger_id:
+        return "ledger_id = ? AND entry_id >= ? AND entry_id <= ?", (
+            first.ledger_id,
+            first.entry_id,
+            last.entry_id,
+        )
+    return (
+        "ledger_id >= ? AND ledger_id <= ? AND (ledger_id > ? OR entry_id >= ?)"
+        " AND (ledger_id < ? OR entry_id <= ?)",
+        (
+            first.ledger_id,
+            last.ledger_id,
+            first.ledger_id,
+            first.entry_id,
+            last.ledger_id,
+            last.entry_id,
+        ),
+    )
 
 
 class SubscriptionTransaction:
@@ -229,29 +252,16 @@ class SubscriptionTransaction:
         self, topic_partition: str, first: Position, last: Position
     ) -> PendingColumns:
         """:meth:`pending_between` as columns: no Python object per pending row."""
-        if first.ledger_id == last.ledger_id:
-            where = "ledger_id = ? AND entry_id >= ? AND entry_id <= ?"
-            bounds: tuple[int, ...] = (first.ledger_id, first.entry_id, last.entry_id)
-        else:
-            where = (
-                "ledger_id >= ? AND ledger_id <= ? AND (ledger_id > ? OR entry_id >= ?)"
-                " AND (ledger_id < ? OR entry_id <= ?)"
-            )
-            bounds = (
-                first.ledger_id,
-                last.ledger_id,
-                first.ledger_id,
-                first.entry_id,
-                last.ledger_id,
-                last.entry_id,
-            )
+        where, bounds = _position_range(first, last)
         rows = self._driver_rows(
             "SELECT ledger_id, entry_id, batch_index, "
             "CASE WHEN consumer_id IS NULL THEN 0 ELSE 1 END, redelivery_count "
             f"FROM pending_acks WHERE subscription_id = ? AND topic_partition = ? AND {where}",
             (self._id, topic_partition, *bounds),
         )
-        table = np.array(rows, dtype=np.int64).reshape(-1, 5)
+        # Rows iterate as plain values: no per-row key lookups while building the array.
+        flat = itertools.chain.from_iterable(rows)
+        table = np.fromiter(flat, dtype=np.int64, count=5 * len(rows)).reshape(-1, 5)
         return PendingColumns(table[:, 0], table[:, 1], table[:, 2], table[:, 3] == 1, table[:, 4])
 
     def record_dispatched(self, topic_partition: str, dispatched: DispatchedColumns) -> None:
@@ -271,7 +281,7 @@ class SubscriptionTransaction:
             [None] * len(ledgers) if dispatched.key_hash is None else dispatched.key_hash.tolist()
         )
         fresh: list[object] = []
-        taken: list[object] = []
+        taken: list[int] = []
         for row, again in enumerate(redelivered.tolist()):
             if again:
                 taken += (ledgers[row], entries[row], indexes[row])
@@ -295,15 +305,18 @@ class SubscriptionTransaction:
             values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * (len(part) // 8))
             self._driver_execute(insert_head + values, tuple(part))
         for start in range(0, len(taken), 3 * _ROWS_PER_STATEMENT):
-            part = taken[start : start + 3 * _ROWS_PER_STATEMENT]
-            values = ", ".join(["(?, ?, ?)"] * (len(part) // 3))
-            # Only released rows are taken: a row another consumer took meanwhile is impossible
-            # under the subscription lock, and the condition keeps it so.
+            chunk = taken[start : start + 3 * _ROWS_PER_STATEMENT]
+            values = ", ".join(["(?, ?, ?)"] * (len(chunk) // 3))
+            # The rows are in position order: bounding the positions lets the primary key
+            # find them by a range scan, not a scan of every pending row of the partition.
+            first, last = Position(chunk[0], chunk[1]), Position(chunk[-3], chunk[-2])
+            where, bounds = _position_range(first, last)
+            # Only released rows are taken: under the subscription lock nobody else took them.
             self._driver_execute(
                 "UPDATE pending_acks SET consumer_id = ? WHERE subscription_id = ? "
-                "AND topic_partition = ? AND consumer_id IS NULL "
+                f"AND topic_partition = ? AND consumer_id IS NULL AND {where} "
                 f"AND (ledger_id, entry_id, batch_index) IN (VALUES {values})",
-                (consumer, sid, topic_partition, *part),
+                (consumer, sid, topic_partition, *bounds, *chunk),
             )
 
     def _driver_sql(self, sql: str) -> str:
