@@ -10,12 +10,16 @@ and some indexes of some batches. Then, on the same data, each several times:
 - **Spark, warm**: :func:`spark_apps.analyze_backlog.run` on a ``local[2]``
   session already up (what a long-lived driver or notebook sees);
 - **Spark, spark-submit**: the job as an operator launches it, JVM start included;
+- **Spark Connect**: the job submitted to a Spark Connect server already running
+  (``scripts/spark-connect-up.sh``, ``local[2]``, started once for the whole
+  run) through :func:`airflow_glue.spark.run_on_connect`, the very call a DAG's
+  Spark task makes when ``spark_connect_default`` exists: no JVM starts;
 - **core**: :meth:`core.broker.Broker.analyze_backlog`, the pure-Python path;
 - **DuckDB**: one SQL query over the same Parquet files and the cursors
   exported as tables, an independent reference for how fast one process reads
   this data (2 threads).
 
-All four answers are checked equal (entries, messages, first and last id per
+All five answers are checked equal (entries, messages, first and last id per
 partition and subscription) before any time is written. Figures go to the
 ``spark_backlog`` section of ``docs/benchmarks.md``.
 
@@ -29,6 +33,8 @@ import json
 import os
 import platform
 import random
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -66,6 +72,9 @@ FULL_SIZES = (1_000_000, 10_000_000, 30_000_000)
 QUICK_SIZES = (200_000,)
 AIM_SECONDS = 60.0
 AIM_RATIO = 3.0
+CONNECT_AIM_RATIO = 2.0
+"""Issue 10: through the path a DAG task uses, within 2x of DuckDB at 10,000,000 messages."""
+CONNECT_START_SECONDS = 300
 NOW = 1_700_000_000_000
 _REPO = Path(__file__).resolve().parent.parent
 
@@ -198,6 +207,19 @@ def spark_warm(config: Config, spark: Any) -> Answer:
     return _answer(analyze_backlog.run(config, TOPIC, spark=spark))
 
 
+def _document_answer(path: Path) -> Answer:
+    document = json.loads(path.read_text())
+    return {
+        (row["topicPartition"], row["subscription"]): (
+            row["entries"],
+            row["messages"],
+            row["firstMessageId"],
+            row["lastMessageId"],
+        )
+        for row in document["partitions"]
+    }
+
+
 def spark_submit(config: Config, work: Path) -> Answer:
     output = work / "spark-submit.json"
     command = [
@@ -215,16 +237,124 @@ def spark_submit(config: Config, work: Path) -> Answer:
     ]
     environment = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     subprocess.run(command, check=True, env=environment, capture_output=True)
-    document = json.loads(output.read_text())
-    return {
-        (row["topicPartition"], row["subscription"]): (
-            row["entries"],
-            row["messages"],
-            row["firstMessageId"],
-            row["lastMessageId"],
-        )
-        for row in document["partitions"]
-    }
+    return _document_answer(output)
+
+
+def _connect_args(home: str, output: str) -> list[str]:
+    return ["--home", home, TOPIC, "--output", output]
+
+
+_CLIENT = """
+import json, sys, time
+from airflow_glue.spark import run_on_connect
+from benchmarks.spark_backlog import _connect_args
+home, remote, output, runs, warm_up = sys.argv[1:]
+if warm_up == "1":
+    run_on_connect("analyze_backlog", _connect_args(home, output), remote)
+seconds = []
+for _ in range(int(runs)):
+    started = time.perf_counter()
+    run_on_connect("analyze_backlog", _connect_args(home, output), remote)
+    seconds.append(time.perf_counter() - started)
+print(json.dumps(seconds))
+"""
+
+_FRESH = """
+import sys
+from airflow_glue.spark import run_on_connect
+from benchmarks.spark_backlog import _connect_args
+run_on_connect("analyze_backlog", _connect_args(*sys.argv[1:3]), sys.argv[3])
+"""
+
+
+def _client_env() -> dict[str, str]:
+    path = os.pathsep.join(p for p in (str(_REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def spark_connect(
+    config: Config, work: Path, remote: str, runs: int, *, warm_up: bool
+) -> tuple[report.Runs, Answer]:
+    """The DAG task's call on Connect (:func:`airflow_glue.spark.run_on_connect`), timed in a
+    client process of its own.
+
+    pyspark allows one kind of session per process (this one holds the classic
+    warm session), and a task is a process of its own: the client imports once,
+    then each run is the call alone, as DuckDB's runs are the query alone.
+    """
+    output = work / "spark-connect.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _CLIENT,
+            str(config.home),
+            remote,
+            str(output),
+            str(runs),
+            "1" if warm_up else "0",
+        ],  # fmt: skip
+        env=_client_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the Spark Connect client failed:\n{done.stderr[-3000:]}")
+    return report.Runs.of(json.loads(done.stdout.strip().splitlines()[-1])), _document_answer(
+        output
+    )
+
+
+def spark_connect_fresh(config: Config, work: Path, remote: str) -> Answer:
+    """The same call in a new Python process, imports included: what a task process pays."""
+    output = work / "spark-connect-fresh.json"
+    subprocess.run(
+        [sys.executable, "-c", _FRESH, str(config.home), str(output), remote],
+        env=_client_env(),
+        check=True,
+        capture_output=True,
+    )
+    return _document_answer(output)
+
+
+class ConnectServer:
+    """``scripts/spark-connect-up.sh`` on a free port, ``local[2]``, 4 GiB, stopped by SIGTERM."""
+
+    def __init__(self, log: Path) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = int(probe.getsockname()[1])
+        self.url = f"sc://127.0.0.1:{self.port}"
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> ConnectServer:
+        script = _REPO / "scripts" / "spark-connect-up.sh"
+        command = [str(script), "--port", str(self.port), "--master", "local[2]"]
+        with open(self.log, "wb") as sink:
+            self.process = subprocess.Popen(
+                [*command, "--driver-memory", "4g"], stdout=sink, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + CONNECT_START_SECONDS
+        while True:
+            with socket.socket() as probe:
+                probe.settimeout(1)
+                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.__exit__()
+                raise SystemExit(f"the Spark Connect server did not start: see {self.log}")
+            time.sleep(0.5)
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
 
 def duckdb_reference(config: Config) -> Answer:
@@ -331,6 +461,8 @@ class Measured:
     dataset: Dataset
     spark_warm: report.Runs
     spark_submit: report.Runs
+    spark_connect: report.Runs
+    spark_connect_fresh: report.Runs
     core: report.Runs
     duckdb: report.Runs
 
@@ -345,7 +477,9 @@ def _timed(runs: int, work: Any, *args: Any) -> tuple[report.Runs, Answer]:
     return report.Runs.of(seconds), answer
 
 
-def measure(size: int, runs: int, work: Path, spark: Any, *, warm_up: bool) -> Measured:
+def measure(
+    size: int, runs: int, work: Path, spark: Any, remote: str, *, warm_up: bool
+) -> Measured:
     print(f"[spark_backlog] {size:,} messages: generating", flush=True)
     dataset = generate(work / f"home-{size}", size)
     print(
@@ -360,17 +494,23 @@ def measure(size: int, runs: int, work: Path, spark: Any, *, warm_up: bool) -> M
     core, core_answer = _timed(runs, core_path, dataset.config)
     warm, warm_answer = _timed(runs, spark_warm, dataset.config, spark)
     submit, submit_answer = _timed(runs, spark_submit, dataset.config, work)
+    connect, connect_answer = spark_connect(dataset.config, work, remote, runs, warm_up=warm_up)
+    fresh, fresh_answer = _timed(runs, spark_connect_fresh, dataset.config, work, remote)
     for name, answer in (("duckdb", duck_answer), ("spark", warm_answer),
-                         ("spark-submit", submit_answer)):  # fmt: skip
+                         ("spark-submit", submit_answer),
+                         ("spark-connect", connect_answer),
+                         ("spark-connect, new process", fresh_answer)):  # fmt: skip
         if answer != core_answer:
             wrong = sorted(k for k in core_answer if answer.get(k) != core_answer[k])[:3]
             raise SystemExit(f"{name} disagrees with core at {wrong}")
     print(
         f"[spark_backlog] {size:,}: spark warm {warm.median:.1f} s, spark-submit "
-        f"{submit.median:.1f} s, core {core.median:.1f} s, duckdb {duck.median:.1f} s",
+        f"{submit.median:.1f} s, spark connect {connect.median:.1f} s ({fresh.median:.1f} s in "
+        f"a new process), core "
+        f"{core.median:.1f} s, duckdb {duck.median:.1f} s",
         flush=True,
     )
-    return Measured(dataset, warm, submit, core, duck)
+    return Measured(dataset, warm, submit, connect, fresh, core, duck)
 
 
 def _versions() -> str:
@@ -378,7 +518,7 @@ def _versions() -> str:
     java_line = (java.stderr.splitlines() or ["java unknown"])[0]
     return (
         f"Spark {metadata.version('pyspark')} (pyspark, `local[2]`, driver memory 4 GiB for "
-        f"spark-submit), {java_line}, DuckDB {metadata.version('duckdb')}, "
+        f"spark-submit and the Connect server), {java_line}, DuckDB {metadata.version('duckdb')}, "
         f"Python {platform.python_version()}"
     )
 
@@ -394,11 +534,19 @@ def markdown(
         "delayed and so unbatched, 70% keyed, half with a property); four Shared subscriptions, "
         "each with a cumulative acknowledgement part-way (0-20% of each partition), 10% of the "
         "later entries acknowledged whole and 5% of the batches partly acknowledged (1-9 of 10 "
-        "indexes). Every run analyses all four subscriptions of every partition; the four "
+        "indexes). Every run analyses all four subscriptions of every partition; the five "
         "answers (entries, messages, first and last id per partition and subscription) were "
         "checked equal. *Spark warm* runs the job on a session already up; *spark-submit* "
         "is the whole command (JVM and session start, metadata and cursors read on the "
-        "driver, the scan); *core* is `Broker.analyze_backlog` in this process; *DuckDB* "
+        "driver, the scan); *Spark Connect* is `airflow_glue.spark.run_on_connect`, what a "
+        "DAG's Spark task runs when `spark_connect_default` exists: the job's `main` in the "
+        "client's process (metadata and cursors read there, a new session on a Connect server "
+        "started once for the whole benchmark, the scan on the server, the JSON written), "
+        "timed in a client process that imported pyspark and cursorops once (pyspark allows "
+        "one kind of session per process, and this one holds the classic session); *Spark "
+        "Connect, new process* is the same call in a new Python process, start and imports "
+        "included, as a task process pays them; *core* is "
+        "`Broker.analyze_backlog` in this process; *DuckDB* "
         "exports the cursors as tables and runs one query over the same files.",
         "",
         report.table(
@@ -410,10 +558,13 @@ def markdown(
                 "backlog messages, 4 subscriptions",
                 "Spark warm s",
                 "spark-submit s",
+                "Spark Connect s",
+                "Spark Connect, new process s",
                 "core s",
                 "DuckDB s",
                 "Spark warm / DuckDB",
                 "spark-submit / DuckDB",
+                "Spark Connect / DuckDB",
                 "Spark warm / core",
             ],
             [
@@ -425,10 +576,13 @@ def markdown(
                     f"{m.dataset.backlog_messages:,}",
                     m.spark_warm.cell(),
                     m.spark_submit.cell(),
+                    m.spark_connect.cell(),
+                    m.spark_connect_fresh.cell(),
                     m.core.cell(),
                     m.duckdb.cell(),
                     f"{m.spark_warm.median / m.duckdb.median:.1f}x",
                     f"{m.spark_submit.median / m.duckdb.median:.1f}x",
+                    f"{m.spark_connect.median / m.duckdb.median:.1f}x",
                     f"{m.spark_warm.median / m.core.median:.1f}x",
                 ]
                 for m in results
@@ -443,14 +597,28 @@ def markdown(
             f"{base.dataset.messages:,} messages):",
             "",
             report.table(
-                ["messages", "data x", "Spark warm", "spark-submit", "core", "DuckDB"],
+                [
+                    "messages",
+                    "data x",
+                    "Spark warm",
+                    "spark-submit",
+                    "Spark Connect",
+                    "core",
+                    "DuckDB",
+                ],
                 [
                     [
                         f"{m.dataset.messages:,}",
                         f"{m.dataset.messages / base.dataset.messages:.0f}x",
                         *(
                             f"{getattr(m, name).median / getattr(base, name).median:.1f}x"
-                            for name in ("spark_warm", "spark_submit", "core", "duckdb")
+                            for name in (
+                                "spark_warm",
+                                "spark_submit",
+                                "spark_connect",
+                                "core",
+                                "duckdb",
+                            )
                         ),
                     ]
                     for m in results
@@ -463,6 +631,7 @@ def markdown(
         if m.dataset.messages != 10_000_000:
             continue
         submit, warm, duck = m.spark_submit.median, m.spark_warm.median, m.duckdb.median
+        connect = m.spark_connect.median
         aims += [
             "Aims at 10,000,000 messages: all four subscriptions exact in under "
             f"{AIM_SECONDS:.0f} s on 2 cores: {report.verdict(submit < AIM_SECONDS)} with "
@@ -472,6 +641,14 @@ def markdown(
             f"{report.verdict(warm <= AIM_RATIO * duck)} warm ({warm / duck:.1f}x), "
             f"{report.verdict(submit <= AIM_RATIO * duck)} with spark-submit "
             f"({submit / duck:.1f}x).",
+            "",
+            "Aim of issue 10 at 10,000,000 messages: through the path a DAG task uses, within "
+            f"{CONNECT_AIM_RATIO:.0f}x of DuckDB on the same files: "
+            f"{report.verdict(connect <= CONNECT_AIM_RATIO * duck)} on Spark Connect "
+            f"({connect:.1f} s, {connect / duck:.1f}x; in a new process, imports included, "
+            f"{m.spark_connect_fresh.median:.1f} s, "
+            f"{m.spark_connect_fresh.median / duck:.1f}x), against {submit / duck:.1f}x with "
+            "spark-submit.",
             "",
         ]
     lines += aims
@@ -510,13 +687,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from spark_apps.session import build_session
 
-    spark = build_session("local[2]", "cursorops-bench", extra={"spark.driver.memory": "4g"})
+    spark = build_session(
+        "local[2]", "cursorops-bench", extra={"spark.driver.memory": "4g"}, remote=""
+    )
     results: list[Measured] = []
     try:
-        with tempfile.TemporaryDirectory(prefix="cursorops-spark-", dir=args.dir) as folder:
+        with (
+            tempfile.TemporaryDirectory(prefix="cursorops-spark-", dir=args.dir) as folder,
+            ConnectServer(Path(folder) / "connect-server.log") as server,
+        ):
             work = Path(folder)
             for size in sizes:
-                results.append(measure(size, args.runs, work, spark, warm_up=not results))
+                results.append(
+                    measure(size, args.runs, work, spark, server.url, warm_up=not results)
+                )
                 for leftover in sorted(work.glob(f"home-{size}")):
                     subprocess.run(["rm", "-rf", str(leftover)], check=True)
             text = markdown(results, options, host, work)

@@ -7,16 +7,26 @@
 #                               [--driver-memory 2g] [--conf key=value ...]
 #
 # Reads also SPARK_CONNECT_PORT, SPARK_CONNECT_HOST, SPARK_CONNECT_MASTER,
-# SPARK_CONNECT_DRIVER_MEMORY (the flags win) and VENV. Runs in the foreground
-# from the venv's pyspark (its spark-connect jar); the Python workers run the
-# venv's interpreter with the checkout on PYTHONPATH, so the jobs' functions and
-# core unpickle there by module name. SIGTERM or SIGINT stops the server
-# cleanly (the JVM's shutdown hooks stop its SparkContext).
+# SPARK_CONNECT_DRIVER_MEMORY (the flags win), VENV and PYSPARK_PYTHON. Runs in
+# the foreground from the venv's pyspark (its spark-connect jar; without a venv,
+# as in the image, the spark-submit and python on the PATH); the Python workers
+# run that interpreter with the checkout on PYTHONPATH, so the jobs' functions
+# and core unpickle there by module name. SIGTERM or SIGINT stops the server
+# cleanly (the JVM's shutdown hooks stop its SparkContext). On a cluster,
+# executors must reach the driver: give --conf spark.driver.host=<this host>.
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${VENV:-$repo/.venv}"
-[[ -x "$venv/bin/spark-submit" ]] || { echo "no $venv/bin/spark-submit: run make install first" >&2; exit 1; }
+if [[ -x "$venv/bin/spark-submit" ]]; then
+    submit="$venv/bin/spark-submit"
+    python="${PYSPARK_PYTHON:-$venv/bin/python}"
+    export PATH="$venv/bin:$PATH"
+else
+    submit="$(command -v spark-submit || true)"
+    python="${PYSPARK_PYTHON:-$(command -v python3 || true)}"
+    [[ -n "$submit" ]] || { echo "no $venv/bin/spark-submit and none on the PATH: run make install first" >&2; exit 1; }
+fi
 
 port="${SPARK_CONNECT_PORT:-15002}"
 host="${SPARK_CONNECT_HOST:-127.0.0.1}"
@@ -30,19 +40,19 @@ while [[ $# -gt 0 ]]; do
         --master) master="$2"; shift 2 ;;
         --driver-memory) memory="$2"; shift 2 ;;
         --conf) confs+=(--conf "$2"); shift 2 ;;
-        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "spark-connect-up.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
 [[ "$port" =~ ^[0-9]+$ ]] || { echo "spark-connect-up.sh: --port must be a number, not '$port'" >&2; exit 2; }
 
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
-export PYSPARK_PYTHON="$venv/bin/python"
+export PYSPARK_PYTHON="$python"
 export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
-export PATH="$venv/bin:$PATH"
 
 # exec: the JVM is this process, so a supervisor's SIGTERM reaches it directly.
-exec "$venv/bin/spark-submit" \
+# Later --conf values win, so the caller's --conf overrides these.
+exec "$submit" \
     --class org.apache.spark.sql.connect.service.SparkConnectServer \
     --name "cursorops Spark Connect server" \
     --master "$master" \

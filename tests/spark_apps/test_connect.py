@@ -4,12 +4,17 @@ One server for the module, started by the script on a free port and stopped
 with SIGTERM. The jobs reach it as a DAG task does (``--remote`` or
 ``CURSOROPS_SPARK_REMOTE``); their answers must be exactly the pure-``core`` ones,
 and a job on the warm server must start no JVM of its own.
+
+pyspark allows one kind of session per process, and the test run holds a
+classic one (the ``spark`` fixture): every Connect client here is a process of
+its own, as a CLI call or an Airflow task is.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import signal
 import socket
@@ -30,7 +35,7 @@ from core.config import Config
 from core.errors import InvalidArgumentError
 from core.predicates import parse_predicate
 from core.topic_name import TopicName
-from spark_apps import analyze_backlog, apply_skip_plan, find_messages
+from spark_apps import analyze_backlog
 from spark_apps.session import REMOTE_ENV, remote_url
 from spark_apps.skip_plan import plan_ids, read_plan
 from tests.spark_apps.topics import (
@@ -125,15 +130,71 @@ def _as_tuples(analyses: list[Any]) -> list[tuple[str, str, Any]]:
     return [(a.topic_partition, a.subscription, a.result) for a in analyses]
 
 
+_CLIENT = """
+import os, pickle, sys
+with open(sys.argv[1], "rb") as source:
+    code, values = pickle.load(source)
+scope = dict(values)
+try:
+    exec(code, scope)
+    outcome = ("ok", scope.get("result"))
+except BaseException as exc:
+    outcome = ("raised", f"{type(exc).__module__}.{type(exc).__name__}", str(exc))
+with open(sys.argv[1], "wb") as sink:
+    pickle.dump(outcome, sink)
+"""
+
+
+def _in_client(
+    tmp_path: Path, code: str, env: dict[str, str] | None = None, **values: Any
+) -> tuple[Any, ...]:
+    """Run ``code`` in a new Python process (``values`` bound, ``result`` returned):
+    ``("ok", result)`` or ``("raised", class path, message)``; its stderr in the last slot."""
+    exchange = tmp_path / f"client-{time.monotonic_ns()}.pickle"
+    exchange.write_bytes(pickle.dumps((textwrap.dedent(code), values)))
+    environment = {k: v for k, v in os.environ.items() if k != REMOTE_ENV}
+    environment["PYTHONPATH"] = os.pathsep.join([str(REPO), environment.get("PYTHONPATH", "")])
+    environment.update(env or {})
+    done = subprocess.run(
+        [sys.executable, "-c", _CLIENT, str(exchange)],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome: tuple[Any, ...] = pickle.loads(exchange.read_bytes())
+    return (*outcome, done.stderr)
+
+
+def _result(outcome: tuple[Any, ...]) -> Any:
+    assert outcome[0] == "ok", outcome
+    return outcome[1]
+
+
 def test_analyze_backlog_on_connect_equals_core(server: Server, tmp_path: Path) -> None:
     topic = make_topic(tmp_path / "home", 11, partitions=3, messages=300)
     expected = core_analyses(topic.config, TOPIC)
-    got = analyze_backlog.run(topic.config, TOPIC, remote=server.url)
-    assert _as_tuples(got) == _as_tuples(expected)
-    assert sum(a.result.filter_rejected_messages for a in got) > 0
-    # A page as large as the backlog takes the counting pass too, and is the whole answer.
-    one = analyze_backlog.run(topic.config, TOPIC, "filtered", max_entries=10**9, remote=server.url)
-    assert _as_tuples(one) == [t for t in _as_tuples(expected) if t[1] == "filtered"]
+    whole, page = _result(
+        _in_client(
+            tmp_path,
+            """
+            from spark_apps import analyze_backlog
+            result = (
+                analyze_backlog.run(config, topic, remote=url),
+                # As large as the backlog: the counting pass runs, and the page is everything.
+                analyze_backlog.run(config, topic, "filtered", max_entries=10**9, remote=url),
+            )
+            """,
+            config=topic.config,
+            topic=TOPIC,
+            url=server.url,
+        )
+    )
+    assert _as_tuples(whole) == _as_tuples(expected)
+    assert sum(a.result.filter_rejected_messages for a in whole) > 0
+    assert _as_tuples(page) == [t for t in _as_tuples(expected) if t[1] == "filtered"]
 
 
 def test_find_and_apply_on_connect_equal_core_and_the_broker(
@@ -142,19 +203,31 @@ def test_find_and_apply_on_connect_equal_core_and_the_broker(
     spark_side = make_topic(tmp_path / "spark", 61, partitions=3, messages=220)
     shutil.copytree(spark_side.config.home, tmp_path / "broker")
     broker_side = Installation(Config.from_home(tmp_path / "broker"), TOPIC, 3)
-    predicate = parse_predicate({"properties": {"color": "blue"}})
+    predicate = {"properties": {"color": "blue"}}
     output = str(tmp_path / "plan")
-    summary = find_messages.run(
-        spark_side.config, TOPIC, "plain", predicate, output, remote=server.url
+    summary, outcome, after = _result(
+        _in_client(
+            tmp_path,
+            """
+            from core.predicates import parse_predicate
+            from spark_apps import analyze_backlog, apply_skip_plan, find_messages
+            found = find_messages.run(
+                config, topic, "plain", parse_predicate(predicate), output, remote=url
+            )
+            applied = apply_skip_plan.run(config, topic, "plain", plan_path=output, remote=url)
+            result = (found, applied, analyze_backlog.run(config, topic, remote=url))
+            """,
+            config=spark_side.config,
+            topic=TOPIC,
+            url=server.url,
+            predicate=predicate,
+            output=output,
+        )
     )
     found = sorted(read_plan(output).column("message_id").to_pylist())
-    assert found == core_matches(spark_side.config, TOPIC, "plain", predicate)
+    assert found == core_matches(broker_side.config, TOPIC, "plain", parse_predicate(predicate))
     assert summary["matches"] == len(found) > 0
-
     ids = plan_ids(read_plan(output))
-    outcome = apply_skip_plan.run(
-        spark_side.config, TOPIC, "plain", plan_path=output, remote=server.url
-    )
     with Broker(broker_side.config) as broker:
         reference = broker.skip_messages("admin", TOPIC, "plain", ids).to_pulsar_json()
     assert sorted(outcome["skipped"]) == sorted(reference["skipped"])
@@ -162,12 +235,11 @@ def test_find_and_apply_on_connect_equal_core_and_the_broker(
     assert cursor_states(spark_side.config, TOPIC, "plain") == cursor_states(
         broker_side.config, TOPIC, "plain"
     )
-    after = analyze_backlog.run(spark_side.config, TOPIC, remote=server.url)
     assert _as_tuples(after) == _as_tuples(core_analyses(spark_side.config, TOPIC))
 
 
 def test_an_unreadable_segment_is_named_on_connect_and_changes_nothing(
-    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    server: Server, tmp_path: Path
 ) -> None:
     topic = make_topic(tmp_path / "home", 82, partitions=2, messages=60)
     records = cursor_records(topic.config, TOPIC)
@@ -176,66 +248,64 @@ def test_an_unreadable_segment_is_named_on_connect_and_changes_nothing(
         broken = broker.ledgers.segment_paths(TopicName.parse(partition))[-1]
     with open(broken, "wb") as sink:
         sink.write(b"this is not parquet")
-    argv = ["--home", str(topic.config.home), "--remote", server.url, TOPIC]
-    assert analyze_backlog.main(argv) == 6
-    captured = capsys.readouterr()
-    errors = [line for line in captured.err.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and f"Cannot read ledger segment {broken}" in errors[0], captured.err
-    assert captured.out == ""
+    code, err = _result(
+        _in_client(
+            tmp_path,
+            """
+            import contextlib, io
+            from spark_apps import analyze_backlog
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(err):
+                code = analyze_backlog.main(argv)
+            result = (code, err.getvalue())
+            """,
+            argv=["--home", str(topic.config.home), "--remote", server.url, TOPIC],
+        )
+    )
+    assert code == 6
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"Cannot read ledger segment {broken}" in errors[0], err
     assert cursor_records(topic.config, TOPIC) == records
 
 
-CLIENT = textwrap.dedent(
-    """
-    import json, os, sys
-    import psutil
-    from spark_apps import analyze_backlog
+_TWO_JOBS = """
+import os
+import psutil
+from pyspark import SparkContext
+from spark_apps import analyze_backlog
 
-    home, url, out1, out2 = sys.argv[1:]
-    first = analyze_backlog.main(["--home", home, "--remote", url, "%s", "--output", out1])
-    os.environ["%s"] = url
-    second = analyze_backlog.main(["--home", home, "%s", "--output", out2])
-    children = psutil.Process().children(recursive=True)
-    from pyspark import SparkContext
-    print(json.dumps({
-        "codes": [first, second],
-        "children": [" ".join(child.cmdline()) for child in children],
-        "sparkContext": SparkContext._active_spark_context is not None,
-    }))
-    """
-)
+first = analyze_backlog.main(["--home", home, "--remote", url, topic, "--output", outputs[0]])
+os.environ[remote_env] = url
+second = analyze_backlog.main(["--home", home, topic, "--output", outputs[1]])
+result = {
+    "codes": [first, second],
+    "children": [" ".join(c.cmdline()) for c in psutil.Process().children(recursive=True)],
+    "sparkContext": SparkContext._active_spark_context is not None,
+}
+"""
 
 
 def test_jobs_reach_the_warm_server_and_start_no_jvm(server: Server, tmp_path: Path) -> None:
     topic = make_topic(tmp_path / "home", 13, partitions=4, messages=200)
     pid = _listener_pid(server.port)
     assert pid == server.process.pid
-    outputs = [tmp_path / "first.json", tmp_path / "second.json"]
-    environment = {k: v for k, v in os.environ.items() if k != REMOTE_ENV}
-    environment["PYTHONPATH"] = os.pathsep.join([str(REPO), environment.get("PYTHONPATH", "")])
-    client = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            CLIENT % (TOPIC, REMOTE_ENV, TOPIC),
-            str(topic.config.home),
-            server.url,
-            *map(str, outputs),
-        ],  # fmt: skip
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    outputs = [str(tmp_path / "first.json"), str(tmp_path / "second.json")]
+    outcome = _in_client(
+        tmp_path,
+        _TWO_JOBS,
+        home=str(topic.config.home),
+        url=server.url,
+        topic=TOPIC,
+        outputs=outputs,
+        remote_env=REMOTE_ENV,
     )
-    assert client.returncode == 0, client.stderr[-3000:]
-    report = json.loads(client.stdout.strip().splitlines()[-1])
-    assert report == {"codes": [0, 0], "children": [], "sparkContext": False}, client.stderr
+    # Both jobs done, no process started by the client (no JVM), no SparkContext.
+    assert _result(outcome) == {"codes": [0, 0], "children": [], "sparkContext": False}, outcome
     # The same JVM served both jobs, and is still up.
     assert _listener_pid(server.port) == pid and server.process.poll() is None
     expected = core_analyses(topic.config, TOPIC)
     for output in outputs:
-        rows = json.loads(output.read_text())["partitions"]
+        rows = json.loads(Path(output).read_text())["partitions"]
         assert [(r["topicPartition"], r["subscription"], r["entries"], r["messages"])
                 for r in rows] == [(a.topic_partition, a.subscription, a.result.entries,
                                     a.result.messages) for a in expected]  # fmt: skip
@@ -260,8 +330,7 @@ def test_a_bad_remote_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFi
     argv = ["--home", str(topic.config.home), "--remote", "127.0.0.1:15002", TOPIC]
     assert analyze_backlog.main(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: Invalid Spark Connect URL '127.0.0.1:15002'"), err
-    assert err.count("\n") == 1
+    assert err == "error: Invalid Spark Connect URL '127.0.0.1:15002': expected sc://host:port\n"
 
 
 def test_the_script_refuses_a_bad_port() -> None:
@@ -279,35 +348,47 @@ def _connection(port: int) -> str:
     return json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": port})
 
 
+_TASKS = """
+from airflow_glue.spark import spark_job
+
+spark_job("analyze_backlog", "analyze_backlog", [*home, topic, "--output", output]).execute({})
+try:
+    spark_job("analyze_backlog", "analyze_backlog", [*home, topic + "-missing"]).execute({})
+    result = None
+except Exception as exc:
+    result = (f"{type(exc).__module__}.{type(exc).__name__}", str(exc))
+"""
+
+
 def test_a_dag_spark_task_runs_on_connect_when_the_connection_exists(
-    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: Server, tmp_path: Path
 ) -> None:
     pytest.importorskip("airflow.providers.apache.spark")
-    from airflow.sdk.exceptions import AirflowFailException
-
-    from airflow_glue.spark import spark_job
-
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", _connection(server.port))
-    # spark-submit would fail on this master: only the Connect path can answer.
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "spark://127.0.0.1:9"}'
-    )
-    monkeypatch.delenv(REMOTE_ENV, raising=False)
     topic = make_topic(tmp_path / "home", 14, partitions=2, messages=120)
     output = tmp_path / "analysis.json"
-    home = ["--home", str(topic.config.home)]
-    spark_job(
-        "analyze_backlog", "analyze_backlog", [*home, TOPIC, "--output", str(output)]
-    ).execute({})
+    env = {
+        "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": _connection(server.port),
+        # spark-submit would fail on this master: only the Connect path can answer.
+        "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "spark://127.0.0.1:9"}',
+    }
+    missing = _result(
+        _in_client(
+            tmp_path,
+            _TASKS,
+            env,
+            home=["--home", str(topic.config.home)],
+            topic=TOPIC,
+            output=str(output),
+        )
+    )
     rows = json.loads(output.read_text())["partitions"]
     assert [(r["topicPartition"], r["subscription"], r["entries"], r["messages"])
             for r in rows] == [(a.topic_partition, a.subscription, a.result.entries,
                                 a.result.messages) for a in core_analyses(topic.config, TOPIC)
                                ]  # fmt: skip
     # A topic that does not exist fails the task for good: a retry would answer the same.
-    missing = spark_job("analyze_backlog", "analyze_backlog", [*home, TOPIC + "-missing"])
-    with pytest.raises(AirflowFailException, match="exited with 3"):
-        missing.execute({})
+    assert missing is not None and missing[0].endswith(".AirflowFailException"), missing
+    assert "exited with 3" in missing[1]
 
 
 def test_the_connect_server_is_found_from_the_connection_else_the_environment(
@@ -328,13 +409,33 @@ def test_the_connect_server_is_found_from_the_connection_else_the_environment(
 
 
 def test_the_cli_spark_engine_on_connect_prints_the_python_document(
-    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    server: Server, tmp_path: Path
 ) -> None:
-    cli = pytest.importorskip("cli.main")
+    pytest.importorskip("cli.main")
     topic = make_topic(tmp_path / "home", 101, partitions=3, messages=200)
-    documents = []
-    for engine in (["--engine", "python"], ["--engine", "spark", "--remote", server.url]):
-        argv = ["--home", str(topic.config.home), "-o", "json", "topics", "analyze-backlog"]
-        assert cli.main([*argv, TOPIC, *engine]) == 0
-        documents.append(json.loads(capsys.readouterr().out))
+    documents = _result(
+        _in_client(
+            tmp_path,
+            """
+            import contextlib, io, json
+            import cli.main
+            result = []
+            for engine in (["--engine", "python"], ["--engine", "spark", "--remote", url]):
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out):
+                    assert cli.main.main([*argv, *engine]) == 0
+                result.append(json.loads(out.getvalue()))
+            """,
+            url=server.url,
+            argv=[
+                "--home",
+                str(topic.config.home),
+                "-o",
+                "json",
+                "topics",
+                "analyze-backlog",
+                TOPIC,
+            ],  # fmt: skip
+        )
+    )
     assert documents[0] == documents[1]
