@@ -79,6 +79,8 @@ class Airflow:
     home: Path
     log: Path
     process: subprocess.Popen[bytes]
+    launcher_env: dict[str, str] = field(default_factory=dict, repr=False)
+    """The environment the launcher was started with (before ``airflow-env.sh``)."""
     _tokens: dict[str, str] = field(default_factory=dict)
 
     # -- users -----------------------------------------------------------------
@@ -236,6 +238,23 @@ class Airflow:
             json={"chosen_options": [option], "params_input": {}},
         )
 
+    # -- environment -----------------------------------------------------------
+
+    def environment(self) -> dict[str, str]:
+        """The environment every process of this Airflow and each of its tasks has: the
+        launcher's, with ``scripts/airflow-env.sh`` sourced for this AIRFLOW_HOME. A process
+        started with it (``dag.test()``, the ``airflow`` CLI) shares the metadata database,
+        the DAGs folder and the connections."""
+        sourced = subprocess.run(
+            ["bash", "-c", 'source "$0" "$1" >/dev/null && env -0', str(SCRIPTS / "airflow-env.sh")]
+            + [str(self.home)],
+            env=self.launcher_env,
+            capture_output=True,
+            check=True,
+        )
+        pairs = (item.partition("=") for item in sourced.stdout.decode().split("\0") if item)
+        return {name: value for name, _, value in pairs}
+
     # -- life ------------------------------------------------------------------
 
     def stop(self, timeout: float = 120) -> None:
@@ -303,7 +322,7 @@ def start_airflow(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    airflow = Airflow(f"http://127.0.0.1:{port}", home, log, process)
+    airflow = Airflow(f"http://127.0.0.1:{port}", home, log, process, env)
     try:
         _wait_ready(airflow, wait_for_dag, progress or (lambda _text: None), timeout)
         if only_dag:

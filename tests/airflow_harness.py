@@ -24,6 +24,7 @@ from airflow_glue.local_airflow import (
 from airflow_glue.local_airflow import start_airflow as _start_airflow
 
 __all__ = [
+    "DAG_TEST_USER",
     "FINISHED",
     "HITL_SETTLE_S",
     "USERS",
@@ -33,9 +34,13 @@ __all__ = [
     "start_airflow",
 ]
 
-USERS = {**DEMO_USERS, "dave": "op"}
+DAG_TEST_USER = "dag_test"
+"""The triggering user ``dag.test()`` gives every run it creates (hard-coded in Airflow 3.3.2):
+the requester of the dag.test tier, a login of its own so it can try to approve itself."""
+USERS = {**DEMO_USERS, "dave": "op", DAG_TEST_USER: "op"}
 """Airflow user → SimpleAuthManager role; the password of each is ``<user>-pw``. dave is
-an Airflow op whose Pulsar role holds no permission."""
+an Airflow op whose Pulsar role holds no permission; dag_test's Pulsar role holds one only
+on the namespace of ``tests/dags/test_dag_test.py``."""
 
 
 def start_airflow(root: Path, environ: Mapping[str, str], **options: Any) -> Airflow:

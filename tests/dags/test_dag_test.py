@@ -1,0 +1,340 @@
+"""Each DAG through ``dag.test()`` on SQLite, the approval answered over Airflow's REST API.
+
+``dag.test(run_conf=...)`` runs in a subprocess whose environment is the
+session Airflow's (:meth:`Airflow.environment`: same AIRFLOW_HOME, SQLite
+metadata database, DAGs folder and connections), so the running api-server
+answers the HITL REST calls and the apply step's re-read of the approval. The
+DAG is paused in the standalone while dag.test runs it: Airflow's scheduler
+only examines runs of unpaused DAGs, so no task runs twice; each test checks
+that the scheduler ran none of the run's tasks. The scheduler's awaiting-input
+timeout sweep does not look at pauses, so a gate's timeout is applied to a
+dag.test run as to any other.
+
+The requester: dag.test() creates its run with ``triggering_user_name="dag_test"``
+(hard-coded in Airflow 3.3.2), and the DAGs take the requester from the run
+only, never from the conf the requester writes. So the requester here is the
+Airflow user ``dag_test`` (an op of the session's SimpleAuthManager), acting as
+the Pulsar role of the same name, which holds ``consume`` on this module's own
+namespace only. Every test checks the cursor and what a consumer then receives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.config import Config
+from tests.airflow_harness import DAG_TEST_USER, Airflow
+from tests.dags.conftest import SECRET_NAMESPACE, SUBSCRIPTION, SeededTopic, label, seed_topic
+from tests.dags.test_skip_matching_airflow import conf as matching_conf
+from tests.dags.test_skip_matching_airflow import delivered_later
+from tests.dags.test_skip_messages_airflow import conf as messages_conf
+from tests.dags.test_skip_messages_airflow import pick
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+MESSAGES = "cursorops_skip_messages"
+MATCHING = "cursorops_skip_matching"
+AUDIT = "cursorops_backlog_audit"
+GATE = "approve_skip"
+NAMESPACE = "acme/dag-test"
+"""dag_test and bob hold ``consume`` here; a role granted nowhere else, so the real-Airflow
+tier's approver lists stay as they are."""
+GATE_SETTLE_S = 2.5
+"""Answer a gate only after it has waited this long (see airflow-notes: an answer within
+about 1 s of parking can race the LocalExecutor; dag.test has no executor, but the answer
+reaches the same api-server)."""
+MARK = "DAGTEST "
+RUNNER = f"""
+import json, sys
+from datetime import datetime, timezone
+from airflow.dag_processing.dagbag import DagBag
+from airflow.models.dagrun import DagRun
+from airflow.utils.types import DagRunType
+
+path, dag_id, conf = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+dag = DagBag(dag_folder=path).dags[dag_id]
+when = datetime.now(timezone.utc)
+run_id = DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=when, run_after=when)
+print({MARK!r} + json.dumps({{"run_id": run_id}}), flush=True)
+run = dag.test(run_after=when, logical_date=when, run_conf=conf)
+print({MARK!r} + json.dumps({{"state": str(run.state)}}), flush=True)
+"""
+
+
+@dataclass
+class DagTest:
+    """One ``dag.test()`` in its own process (and process group)."""
+
+    dag_id: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    run_id: str = ""
+
+    def marks(self) -> list[dict[str, Any]]:
+        text = self.log.read_text(encoding="utf-8", errors="replace")
+        return [
+            json.loads(line[len(MARK) :]) for line in text.splitlines() if line.startswith(MARK)
+        ]
+
+    def wait_started(self, airflow: Airflow, timeout: float = 300) -> str:
+        """The run's id, once dag.test() has created the run (and its task instances)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = [m["run_id"] for m in self.marks() if "run_id" in m]
+            if found:
+                path = f"/api/v2/dags/{self.dag_id}/dagRuns/{found[0]}"
+                if airflow.request("admin", "GET", path).status_code == 200:
+                    self.run_id = found[0]
+                    return self.run_id
+            if self.process.poll() is not None:
+                raise AssertionError(f"dag.test exited {self.process.returncode}: {self.log}")
+            time.sleep(0.5)
+        self.kill()
+        raise TimeoutError(f"dag.test never created its run: {self.log}")
+
+    def wait(self, timeout: float = 900) -> str:
+        """The run's final state, as dag.test() returned it."""
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise TimeoutError(f"dag.test not done after {timeout} s: {self.log}") from None
+        states = [m["state"] for m in self.marks() if "state" in m]
+        assert self.process.returncode == 0 and states, f"dag.test failed: {self.log}"
+        return str(states[0])
+
+    def kill(self) -> None:
+        # dag.test() ignores SIGTERM and SIGINT while it waits for an answer.
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def granted(cursorops_home: Config) -> Config:
+    from core.broker import Broker
+
+    with Broker(cursorops_home) as broker:
+        broker.create_namespace("admin", NAMESPACE)
+        for role in (DAG_TEST_USER, "bob"):
+            broker.grant_permission("admin", NAMESPACE, role, ["consume"])
+    return cursorops_home
+
+
+@contextmanager
+def dag_test(
+    airflow: Airflow, dag_id: str, conf: dict[str, Any], folder: Path
+) -> Iterator[DagTest]:
+    """Pause ``dag_id`` in the standalone, start ``dag.test(run_conf=conf)`` with the
+    session Airflow's environment and wait for its run; afterwards check that the
+    scheduler ran none of its tasks and unpause."""
+    paused = airflow.request("admin", "PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": True})
+    paused.raise_for_status()
+    log = folder / f"dag-test-{dag_id}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-c", RUNNER, str(REPO / "dags" / f"{dag_id}.py"), dag_id]
+            + [json.dumps(conf)],
+            env=airflow.environment(),
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    run = DagTest(dag_id, process, log)
+    try:
+        run.wait_started(airflow)
+        yield run
+        assert airflow.get("admin", f"/api/v2/dags/{dag_id}")["is_paused"] is True
+        scheduled = [
+            line
+            for line in airflow.log.read_text(encoding="utf-8", errors="replace").splitlines()
+            if f"TaskInstance Finished: dag_id={dag_id}," in line
+            and f"run_id={run.run_id}," in line
+        ]
+        assert scheduled == [], "the standalone scheduler ran tasks of the dag.test run"
+    finally:
+        run.kill()
+        airflow.request("admin", "PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": False})
+
+
+def wait_gate(airflow: Airflow, run: DagTest, timeout: float = 900) -> dict[str, Any]:
+    """Wait until the gate is parked and has waited :data:`GATE_SETTLE_S`; its HITL record."""
+    airflow.wait_parked(run.dag_id, run.run_id, GATE, timeout=timeout)
+    time.sleep(GATE_SETTLE_S)
+    return airflow.hitl_detail(run.dag_id, run.run_id, GATE)
+
+
+def skip_conf(dag_id: str, seeded: SeededTopic) -> dict[str, Any]:
+    """Three messages to skip: picked ids (two partitions and a delayed one) by id, or the
+    three delayed reminders by the predicate "still scheduled"."""
+    if dag_id == MESSAGES:
+        return messages_conf(seeded, pick(seeded))
+    return matching_conf(seeded)
+
+
+def planned(dag_id: str, seeded: SeededTopic) -> set[str]:
+    """What :func:`skip_conf` asks to skip, as labels."""
+    if dag_id == MESSAGES:
+        return {label(m) for m in pick(seeded)}
+    return {label(m) for m in seeded.ids[-3:]}
+
+
+def assert_untouched(seeded: SeededTopic, before: set[str]) -> None:
+    assert seeded.unacknowledged() == before
+    assert seeded.audit("skip") == []
+    assert sorted(delivered_later(seeded)) == sorted(before)
+
+
+@pytest.mark.parametrize("dag_id", [MESSAGES, MATCHING])
+def test_approved_by_a_second_user(airflow: Airflow, granted: Config, tmp_path: Path, dag_id):
+    seeded = seed_topic(granted, namespace=NAMESPACE)
+    before = seeded.unacknowledged()
+    skipped = planned(dag_id, seeded)
+    assert skipped <= before
+    with dag_test(airflow, dag_id, skip_conf(dag_id, seeded), tmp_path) as run:
+        detail = wait_gate(airflow, run)
+        assert sorted(u["id"] for u in detail["assigned_users"]) == ["admin", "bob"]
+        assert "Backlog:** 56 message(s) now, **53** after" in detail["body"]
+        assert seeded.unacknowledged() == before  # planning changed nothing
+        # dave is an Airflow op whose Pulsar role may not skip here: not a respondent.
+        assert airflow.answer(dag_id, run.run_id, GATE, "Approve", user="dave").status_code == 403
+        approved = airflow.answer(dag_id, run.run_id, GATE, "Approve", user="bob")
+        assert approved.status_code == 200, approved.text
+        assert run.wait() == "success", airflow.task_states(dag_id, run.run_id)
+
+    assert airflow.dag_run(dag_id, run.run_id)["triggering_user_name"] == DAG_TEST_USER
+    assert airflow.task_states(dag_id, run.run_id)["apply_skip"] == ["success"]
+    assert seeded.unacknowledged() == before - skipped
+    [request] = seeded.audit("skip-request")
+    assert request["outcome"] == "applied"
+    assert request["requester"] == DAG_TEST_USER
+    assert request["answer"]["by"] == "bob"  # type: ignore[index]
+    assert request["backlog"] == {"before": 56, "plannedAfter": 53, "after": 53}
+    [skip] = seeded.audit("skip")  # the whole plan in one transaction
+    assert skip["via"] == "airflow"
+    received = delivered_later(seeded)
+    assert sorted(received) == sorted(before - skipped)  # each other one, exactly once
+    assert not skipped & set(received)
+
+
+@pytest.mark.parametrize("dag_id", [MESSAGES, MATCHING])
+def test_reject_applies_nothing(airflow: Airflow, granted: Config, tmp_path: Path, dag_id):
+    seeded = seed_topic(granted, namespace=NAMESPACE)
+    before = seeded.unacknowledged()
+    with dag_test(airflow, dag_id, skip_conf(dag_id, seeded), tmp_path) as run:
+        wait_gate(airflow, run)
+        rejected = airflow.answer(dag_id, run.run_id, GATE, "Reject", user="bob")
+        assert rejected.status_code == 200, rejected.text
+        assert run.wait() == "failed"
+
+    states = airflow.task_states(dag_id, run.run_id)
+    assert states[GATE] == ["failed"]
+    assert states["apply_skip"] == ["upstream_failed"]
+    assert_untouched(seeded, before)
+    [request] = seeded.audit("skip-request")
+    assert request["outcome"] == "rejected"
+    assert str(request["statement"]).startswith("Rejected by bob")
+
+
+def test_self_approval_is_refused_and_no_answer_times_out(
+    airflow: Airflow, granted: Config, tmp_path: Path
+):
+    """Four eyes: the requester cannot answer their own request; with nobody else
+    answering, the gate times out (1 minute, the standalone scheduler's sweep) and that is
+    a rejection."""
+    seeded = seed_topic(granted, namespace=NAMESPACE)
+    before = seeded.unacknowledged()
+    conf = {**skip_conf(MESSAGES, seeded), "approval_timeout_minutes": 1}
+    with dag_test(airflow, MESSAGES, conf, tmp_path) as run:
+        detail = wait_gate(airflow, run)
+        assert DAG_TEST_USER not in {u["id"] for u in detail["assigned_users"]}
+        assert f"the requester {DAG_TEST_USER} may not approve" in detail["body"]
+        refused = airflow.answer(MESSAGES, run.run_id, GATE, "Approve", user=DAG_TEST_USER)
+        assert refused.status_code == 403, refused.text
+        assert "not a respondent" in refused.text
+        assert seeded.unacknowledged() == before
+        assert run.wait(timeout=600) == "failed"
+
+    states = airflow.task_states(MESSAGES, run.run_id)
+    assert states[GATE] == ["failed"]
+    assert states["apply_skip"] == ["upstream_failed"]
+    assert airflow.hitl_detail(MESSAGES, run.run_id, GATE)["responded_by_user"] is None
+    assert_untouched(seeded, before)
+    [request] = seeded.audit("skip-request")
+    assert request["outcome"] == "not-approved"
+
+
+@pytest.mark.parametrize("dag_id", [MESSAGES, MATCHING])
+def test_unauthorized_requester_is_refused_before_planning(
+    airflow: Airflow, granted: Config, tmp_path: Path, dag_id
+):
+    seeded = seed_topic(granted, namespace=SECRET_NAMESPACE)  # dag_test holds no grant there
+    before = seeded.unacknowledged()
+    with dag_test(airflow, dag_id, skip_conf(dag_id, seeded), tmp_path) as run:
+        assert run.wait() == "failed"
+
+    states = airflow.task_states(dag_id, run.run_id)
+    assert states["authorize"] == ["failed"]
+    assert airflow.task_instance(dag_id, run.run_id, "authorize")["try_number"] == 1
+    assert states["plan_skip"] == ["upstream_failed"]
+    assert states[GATE] == ["upstream_failed"]
+    assert_untouched(seeded, before)
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "bad"),
+    [(MESSAGES, {"message_ids": ["12:x"]}), (MATCHING, {"property": ["no-equals-sign"]})],
+    ids=["messages-bad-id", "matching-bad-property"],
+)
+def test_bad_conf_fails_at_once_without_retry(
+    airflow: Airflow, granted: Config, tmp_path: Path, dag_id, bad
+):
+    seeded = seed_topic(granted, namespace=NAMESPACE)
+    before = seeded.unacknowledged()
+    with dag_test(airflow, dag_id, {**skip_conf(dag_id, seeded), **bad}, tmp_path) as run:
+        assert run.wait() == "failed"
+
+    ti = airflow.task_instance(dag_id, run.run_id, "validate_request")
+    assert ti["state"] == "failed"
+    assert ti["try_number"] == 1
+    assert airflow.task_states(dag_id, run.run_id)["authorize"] == ["upstream_failed"]
+    assert_untouched(seeded, before)
+
+
+def test_backlog_audit_records_the_exact_backlog(airflow: Airflow, granted: Config, tmp_path):
+    import secrets
+
+    from core.broker import Broker
+
+    namespace = f"acme/audit-dt-{secrets.token_hex(3)}"
+    with Broker(granted) as broker:
+        broker.create_namespace("admin", namespace)
+    seeded = seed_topic(granted, namespace=namespace)
+    before = seeded.unacknowledged()
+    thresholds = {"namespaces": {namespace: {"maxMessages": 50}}}
+    conf = {"namespaces": [namespace], "thresholds": thresholds}
+    with dag_test(airflow, AUDIT, conf, tmp_path) as run:
+        assert run.wait() == "failed"  # 56 messages > 50: check_thresholds fails, naming it
+
+    states = airflow.task_states(AUDIT, run.run_id)
+    assert states["record_history"] == ["success"]
+    assert states["check_thresholds"] == ["failed"]
+    with Broker(granted) as broker:
+        [row] = broker.backlog_history("admin", seeded.topic)
+    assert (row.subscription, row.run_id, row.messages) == (SUBSCRIPTION, run.run_id, 56)
+    assert seeded.unacknowledged() == before  # an audit acknowledges nothing
+    assert sorted(delivered_later(seeded)) == sorted(before)
