@@ -338,6 +338,24 @@ def render(
         "message acknowledged at the end, asserted).",
         "",
     ]
+    best_cpu = _median_rate(p[batch], cpu=True)
+    best_wall = _median_rate(p[batch], cpu=False)
+    met = best_cpu >= AIM_MESSAGES_PER_S
+    lines += [
+        f"Where the {AIM_MESSAGES_PER_S:,} msg/s aim stands: the columnar no-ack pass runs at "
+        f"{best_cpu:,.0f} msg/s of CPU time ({1e6 / best_cpu:.1f} µs of CPU per message, "
+        f"against the {1e6 / AIM_MESSAGES_PER_S:.1f} µs the aim allows): "
+        + (
+            "met on CPU time"
+            if met
+            else f"missed by {AIM_MESSAGES_PER_S / best_cpu:.1f}x on CPU time"
+        )
+        + f"; on the wall clock of this loaded machine it runs at {best_wall:,.0f} msg/s. "
+        "What is left per dispatch of 1,000 messages is mostly the metadata store's "
+        "statements and commit (consumer registry, cursor journal, pending rows, read "
+        "position: see the profile), not per-message Python.",
+        "",
+    ]
     for what, result in results.profiles:
         lines += report.profile_markdown(result, what)
     return "\n".join(lines) + "\n"
