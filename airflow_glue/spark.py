@@ -76,9 +76,6 @@ def xcom(task_id: str, key: str) -> str:
 
 CONNECT_CONN_ID = "spark_connect_default"
 """The connection naming the Spark Connect server; absent: spark-submit."""
-REMOTE_ENV = "CURSOROPS_SPARK_REMOTE"
-"""The worker's setting naming the server when there is no such connection
-(``spark_apps.session.REMOTE_ENV``, not imported here: that would import core at parse time)."""
 
 
 def connect_url() -> str | None:
@@ -90,6 +87,8 @@ def connect_url() -> str | None:
     """
     from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
     from airflow.providers.common.compat.sdk import AirflowNotFoundException
+
+    from spark_apps.session import REMOTE_ENV
 
     try:
         return str(SparkConnectHook(CONNECT_CONN_ID).get_connection_url())
