@@ -226,9 +226,10 @@ def render(host: machine.Machine, options: Options, work: Path, results: Results
         f"{results.produce_seconds:.0f} s and Airflow {results.start_seconds:.0f} s to start "
         "(not in the figures).",
         "",
-        f"The Spark job ran through `SparkSubmitOperator` (`spark-submit --master {master}`, "
-        "the `spark_default` connection of `scripts/airflow-env.sh`) in the task's own process "
-        "tree. **Airflow overhead** is the part of a phase when none of its tasks was running "
+        "The Spark job was spark-submitted (`airflow_glue.spark.SparkJobOperator` with no Spark "
+        f"Connect server configured: `spark-submit --master {master}`, the `spark_default` "
+        "connection of `scripts/airflow-env.sh`) in the task's own process tree. "
+        "**Airflow overhead** is the part of a phase when none of its tasks was running "
         "(scheduling, queueing, executor hand-off); **Spark start-up** is `find_messages`'s "
         "time from its `spark-submit` log line to Spark's first job (JVM, the Python driver, "
         "the session); **work** is the rest of the time tasks ran (each task's process start-up "

@@ -171,7 +171,9 @@ def spark_startup(task_log: str, events: Path) -> tuple[float, str]:
     lines = log_lines(task_log)
     submitted = next(((t, e) for t, e in lines if SPARK_SUBMITTED in e), None)
     if submitted is None:
-        raise ValueError("no spark-submit command in the task log")
+        raise ValueError(
+            "no spark-submit command in the task log: a job run on Spark Connect is not split"
+        )
     first_job = _first_job(events, submitted[0])
     if first_job is None:
         raise ValueError(f"no Spark job after {submitted[1]} in the event logs of {events}")
