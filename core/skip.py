@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -256,10 +257,10 @@ class IdArrays:
     def of(cls, ids: Sequence[MessageId]) -> IdArrays:
         count = len(ids)
         return cls(
-            np.fromiter((m.ledger_id for m in ids), np.int64, count),
-            np.fromiter((m.entry_id for m in ids), np.int64, count),
-            np.fromiter((m.partition for m in ids), np.int64, count),
-            np.fromiter((m.batch_index for m in ids), np.int64, count),
+            np.fromiter(map(attrgetter("ledger_id"), ids), np.int64, count),
+            np.fromiter(map(attrgetter("entry_id"), ids), np.int64, count),
+            np.fromiter(map(attrgetter("partition"), ids), np.int64, count),
+            np.fromiter(map(attrgetter("batch_index"), ids), np.int64, count),
         )
 
     def __len__(self) -> int:
