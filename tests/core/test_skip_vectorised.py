@@ -13,6 +13,7 @@ the int64 and int32 bounds, batch index -1, -2, the batch size and beyond.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 
@@ -386,8 +387,6 @@ def test_a_plan_of_columns_hashes_and_round_trips_as_its_items(data: st.DataObje
         "partOf": plan.part_of,
         "items": [i.to_json() for i in items],
     }
-    import hashlib
-
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
     assert plan.plan_id == hashlib.sha256(text.encode("utf-8")).hexdigest()
     assert SkipPlan.from_json(plan.dumps()) == plan
