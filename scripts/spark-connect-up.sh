@@ -12,7 +12,9 @@
 # as in the image, the spark-submit and python on the PATH); the Python workers
 # run that interpreter with the checkout on PYTHONPATH, so the jobs' functions
 # and core unpickle there by module name. SIGTERM or SIGINT stops the server
-# cleanly (the JVM's shutdown hooks stop its SparkContext). On a cluster,
+# cleanly (the JVM's shutdown hooks stop its SparkContext). The jobs share one
+# server-side session (spark_apps/session.py), kept for 30 days of idleness
+# rather than Spark's default hour. On a cluster,
 # executors must reach the driver: give --conf spark.driver.host=<this host>.
 set -euo pipefail
 
@@ -40,7 +42,7 @@ while [[ $# -gt 0 ]]; do
         --master) master="$2"; shift 2 ;;
         --driver-memory) memory="$2"; shift 2 ;;
         --conf) confs+=(--conf "$2"); shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "spark-connect-up.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -66,5 +68,6 @@ exec "$submit" \
     --conf spark.sql.session.timeZone=UTC \
     --conf spark.sql.execution.arrow.pyspark.enabled=true \
     --conf spark.log.level=WARN \
+    --conf spark.connect.session.manager.defaultSessionTimeout=30d \
     "${confs[@]}" \
     spark-internal

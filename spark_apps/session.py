@@ -10,6 +10,11 @@ Given a Spark Connect URL (``remote=``, or the environment's
 (``scripts/spark-connect-up.sh``): no JVM starts in the job's process, and the
 server's warm session runs the same DataFrame code. Jobs use nothing that only
 a classic session has (no ``SparkContext``), so both modes give the same answers.
+
+Every job attaches to one server-side session per server URL
+(:func:`shared_session_id`) and leaves it open: Spark keeps a Python worker
+pool per session, so a session per job would start (and keep) a new pool of
+Python workers, importing ``core`` again, for every job.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,6 +63,54 @@ def remote_url(remote: str | None = None) -> str | None:
     return chosen
 
 
+def shared_session_id(url: str) -> str:
+    """The server-side session every cursorops job on ``url`` attaches to (a fixed UUID)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"cursorops-spark-connect:{url}"))
+
+
+def _with_session_id(url: str) -> str:
+    """``url`` with ``session_id`` set to :func:`shared_session_id`, unless it names one."""
+    base, _, params = url.partition(";")
+    if any(p.split("=", 1)[0] == "session_id" for p in params.split(";") if p):
+        return url
+    chosen = shared_session_id(base.rstrip("/"))
+    return f"{base.rstrip('/')}/;" + ";".join(
+        [*filter(None, params.split(";")), f"session_id={chosen}"]
+    )
+
+
+def _connect_session(url: str, app_name: str, settings: dict[str, str]) -> SparkSession:
+    """A client of the shared session on ``url``; of a session of its own if that one was
+    closed (a server-side idle timeout, or another client released it)."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import SparkSession
+
+    def create(target: str) -> SparkSession:
+        builder = SparkSession.builder.remote(target).appName(app_name)
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        return builder.create()
+
+    try:
+        session = create(_with_session_id(url))
+        # Reaches the session even when every option is already set as asked.
+        session.conf.get("spark.sql.session.timeZone")
+    except PySparkException as exc:
+        if "SESSION_CLOSED" not in str(exc):
+            raise
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        # The failed client is the process's active session: close it, or later calls use it.
+        failed = ConnectSession.getActiveSession()
+        if failed is not None:
+            failed.release_session_on_close = False
+            failed.stop()
+        return create(url)
+    # Stopping this client must not close the session the next job attaches to.
+    session.release_session_on_close = False  # type: ignore[attr-defined]
+    return session
+
+
 def build_session(
     master: str | None = None,
     app_name: str = "cursorops",
@@ -73,9 +127,10 @@ def build_session(
     JVM starts, i.e. on the first session of the process).
 
     ``remote`` (default: :data:`REMOTE_ENV` from the environment; ``""`` forces
-    classic) makes it a new Spark Connect session on that server instead;
-    ``master`` is then the server's business and ignored, and only the
-    ``spark.sql.*`` settings (of ``extra`` too) apply, to this session alone.
+    classic) makes it a client of the shared Spark Connect session on that
+    server instead (see the module's docstring); ``master`` is then the server's
+    business and ignored, and only the ``spark.sql.*`` settings (of ``extra``
+    too) apply. Every job sets the same ones, so jobs sharing the session agree.
     """
     # The driver and executors talk over loopback unless the environment says otherwise.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -91,12 +146,7 @@ def build_session(
     }
     if url is not None:
         settings.update((k, v) for k, v in (extra or {}).items() if k.startswith("spark.sql."))
-        builder = SparkSession.builder.remote(url).appName(app_name)
-        for key, value in settings.items():
-            builder = builder.config(key, value)
-        # A session of its own on the server: its settings and temporary views are
-        # this job's, and stopping it leaves other clients' sessions alone.
-        return builder.create()
+        return _connect_session(url, app_name, settings)
     settings.update(
         {"spark.ui.showConsoleProgress": "true", "spark.log.level": "WARN", **(extra or {})}
     )
@@ -120,9 +170,9 @@ def session_scope(
     """``spark`` if given, else a session built here and stopped on exit.
 
     A session that was already active in the process (a notebook's, a test
-    run's) is used and left running. A Connect session (``remote``, see
+    run's) is used and left running. A Connect client (``remote``, see
     :func:`build_session`) is always the job's own: stopping it closes the
-    client and leaves the server, and its warm JVM, running.
+    client and leaves the server, its warm JVM and the shared session running.
     """
     if spark is not None:
         yield spark

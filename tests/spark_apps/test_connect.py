@@ -126,6 +126,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         assert not _listening(port)
 
 
+def _python_daemons(pid: int) -> list[str]:
+    """The command lines of the server's pyspark.daemon processes (one per Python worker pool)."""
+    found = []
+    for child in psutil.Process(pid).children():
+        try:
+            line = " ".join(child.cmdline())
+        except psutil.Error:  # a zombie, or gone meanwhile
+            continue
+        if "pyspark.daemon" in line:
+            found.append(line)
+    return found
+
+
 def _as_tuples(analyses: list[Any]) -> list[tuple[str, str, Any]]:
     return [(a.topic_partition, a.subscription, a.result) for a in analyses]
 
@@ -303,6 +316,9 @@ def test_jobs_reach_the_warm_server_and_start_no_jvm(server: Server, tmp_path: P
     assert _result(outcome) == {"codes": [0, 0], "children": [], "sparkContext": False}, outcome
     # The same JVM served both jobs, and is still up.
     assert _listener_pid(server.port) == pid and server.process.poll() is None
+    # Every job of the module attached to one server-side session: one pool of Python
+    # workers (a session per job would start and keep a pool per job).
+    assert len(_python_daemons(pid)) == 1, _python_daemons(pid)
     expected = core_analyses(topic.config, TOPIC)
     for output in outputs:
         rows = json.loads(Path(output).read_text())["partitions"]
@@ -439,3 +455,27 @@ def test_the_cli_spark_engine_on_connect_prints_the_python_document(
         )
     )
     assert documents[0] == documents[1]
+
+
+def test_a_job_gets_a_session_of_its_own_when_the_shared_one_was_closed(
+    server: Server, tmp_path: Path
+) -> None:
+    """Last in the module: it closes the shared session of the module's server."""
+    topic = make_topic(tmp_path / "home", 15, partitions=2, messages=120)
+    analyses = _result(
+        _in_client(
+            tmp_path,
+            """
+            from pyspark.sql import SparkSession
+            from spark_apps import analyze_backlog
+            from spark_apps.session import shared_session_id
+            shared = f"{url}/;session_id={shared_session_id(url)}"
+            SparkSession.builder.remote(shared).create().stop()  # releases it on the server
+            result = analyze_backlog.run(config, topic, remote=url)
+            """,
+            config=topic.config,
+            topic=TOPIC,
+            url=server.url,
+        )
+    )
+    assert _as_tuples(analyses) == _as_tuples(core_analyses(topic.config, TOPIC))
