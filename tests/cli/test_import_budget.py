@@ -136,3 +136,19 @@ def test_skip_messages_imports_nothing_heavy(home: Path) -> None:
     assert heavy_in(modules) == []
     stats, _ = run(home, "topics", "stats", TOPIC)
     assert stats["subscriptions"]["skipper"]["msgBacklog"] == MESSAGES - 2
+
+
+@pytest.mark.parametrize("given", [None, "3"])
+def test_the_blas_thread_limit_stays_inside_the_import(given: str | None) -> None:
+    """cli limits OpenBLAS to one thread while numpy loads, then leaves the environment as given."""
+    environment = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        environment["OPENBLAS_NUM_THREADS"] = given
+    code = (
+        "import os, sys, cli; print(os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environment, check=True
+    )
+    # numpy is loaded under the limit only when the caller set none.
+    assert done.stdout.split() == [str(given), str(given is None)]
