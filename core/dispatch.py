@@ -528,18 +528,23 @@ class Consumer:
     def _buffered(self) -> int:
         return self._incoming_count + sum(len(batch) for batch in self.wire)
 
+    def _refill(self) -> bool:
+        """Whether anything is buffered: taken from the wire, else after asking the
+        dispatcher for a whole receiver queue."""
+        if not self._incoming:
+            self._take_from_wire()
+        if not self._incoming:
+            self.dispatcher.flow(self, self.receiver_queue_size)
+            self._take_from_wire()
+        return bool(self._incoming)
+
     def receive_many(self, max_messages: int) -> list[Message]:
         """Up to ``max_messages`` messages available now (never waits)."""
         received: list[Message] = []
         dry = False
         half = self.receiver_queue_size // 2
         while len(received) < max_messages:
-            if not self._incoming:
-                self._take_from_wire()
-            if not self._incoming:
-                self.dispatcher.flow(self, self.receiver_queue_size)
-                self._take_from_wire()
-            if not self._incoming:
+            if not self._refill():
                 break
             buffered = self._buffered()
             # Messages taken before the buffer falls to half the queue, one flow check after.
@@ -567,12 +572,7 @@ class Consumer:
         parts: list[MessageBatch] = []
         count = 0
         while count < max_messages:
-            if not self._incoming:
-                self._take_from_wire()
-            if not self._incoming:
-                self.dispatcher.flow(self, self.receiver_queue_size)
-                self._take_from_wire()
-            if not self._incoming:
+            if not self._refill():
                 break
             part = self._take(max_messages - count)
             parts.append(part)
