@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 import uuid
 import warnings
@@ -28,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TextIO
 
-from core.errors import InvalidArgumentError
+from core.errors import InvalidArgumentError, LedgerStoreError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -83,9 +84,34 @@ def _with_session_id(url: str) -> str:
     )
 
 
+CONNECT_PORT = 15002
+"""Spark Connect's port when the URL names none."""
+
+
+def check_reachable(url: str, timeout_s: float = 10.0) -> None:
+    """One error line at once when nothing listens at the Connect URL: pyspark's client
+    would retry for minutes and end in a traceback."""
+    netloc = url.removeprefix("sc://").split(";", 1)[0].split("/", 1)[0]
+    host, colon, port = netloc.rpartition(":")
+    if not colon:
+        host, port = netloc, str(CONNECT_PORT)
+    if not host or not port.isdigit():
+        raise InvalidArgumentError(f"Invalid Spark Connect URL '{url}': expected sc://host:port")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise LedgerStoreError(
+            f"Cannot reach the Spark Connect server at {host}:{port} ({reason}): "
+            "the ledgers cannot be scanned"
+        ) from None
+
+
 def _connect_session(url: str, app_name: str, settings: dict[str, str]) -> SparkSession:
     """A client of the shared session on ``url``; of a session of its own if that one was
     closed (a server-side idle timeout, or another client released it)."""
+    check_reachable(url)
     from pyspark.errors import PySparkException
     from pyspark.sql import SparkSession
 

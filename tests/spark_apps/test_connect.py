@@ -349,6 +349,24 @@ def test_a_bad_remote_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFi
     assert err == "error: Invalid Spark Connect URL '127.0.0.1:15002': expected sc://host:port\n"
 
 
+def test_an_unreachable_server_is_one_error_line_and_exit_6(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic = make_topic(tmp_path / "home", 84, partitions=1, messages=20)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # Nothing listens on that port once the probe is closed.
+    argv = ["--home", str(topic.config.home), "--remote", f"sc://127.0.0.1:{port}", TOPIC]
+    assert analyze_backlog.main(argv) == 6
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(
+        f"error: Cannot reach the Spark Connect server at 127.0.0.1:{port} ("
+    )
+    assert errors[0].endswith("): the ledgers cannot be scanned")
+
+
 def test_the_script_refuses_a_bad_port() -> None:
     done = subprocess.run(
         [str(SCRIPT), "--port", "fifteen"], capture_output=True, text=True, check=False
