@@ -279,6 +279,13 @@ class Airflow:
         raise RuntimeError(f"Airflow processes outlived the launcher's stop: {self.log}")
 
 
+def default_sigint() -> None:
+    """In a launcher's process before it runs: SIGINT back to its default. The launchers
+    stop on SIGINT through a trap, and a shell cannot trap a signal it started with
+    ignored, as everything started from a background job of a shell does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_airflow(
     root: Path,
     environ: Mapping[str, str],
@@ -321,6 +328,7 @@ def start_airflow(
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=default_sigint,
         )
     airflow = Airflow(f"http://127.0.0.1:{port}", home, log, process, env)
     try:

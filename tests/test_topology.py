@@ -54,7 +54,7 @@ def databases() -> Iterator[dict[str, str]]:
 def start_topology(root: Path, environ: dict[str, str]) -> tuple[Airflow, dict[str, int]]:
     """``scripts/topology-up.sh`` on free ports, in its own process group; ready when the
     worker joined the master and the api-server serves the skip DAG."""
-    from airflow_glue.local_airflow import _wait_ready
+    from airflow_glue.local_airflow import _wait_ready, default_sigint
 
     home = root / "airflow"
     home.mkdir(parents=True)
@@ -90,6 +90,7 @@ def start_topology(root: Path, environ: dict[str, str]) -> tuple[Airflow, dict[s
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=default_sigint,
         )
     airflow = Airflow(f"http://127.0.0.1:{ports['airflow']}", home, log, process)
     try:
