@@ -1,18 +1,38 @@
+"""What the core tests share: a clock, an installation and its Broker, a cursor on a topic
+of numbered messages, a held write lock, and message rows for predicates and filters."""
+
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
 
 from core.broker import Broker
 from core.config import Config
+from core.cursor import AckTarget
+from core.ledger_layout import LedgerLayout
+from core.managed_cursor import ManagedCursor
+from core.producer import OutgoingMessage
+from core.store.ledger import MESSAGE_SCHEMA
+from core.subscription import SubscriptionType
+
+T0 = 1_700_000_000_000
+"""The tests' "now" in epoch milliseconds (2023-11-14T22:13:20Z)."""
 
 
 class Clock:
     """A settable clock in epoch milliseconds, so delayed delivery is tested without sleeping."""
 
-    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+    def __init__(self, now_ms: int = T0) -> None:
         self.now_ms = now_ms
 
     def __call__(self) -> int:
@@ -39,3 +59,104 @@ def broker(home_config: Config, clock: Clock) -> Iterator[Broker]:
         b.create_tenant("admin", "acme", admin_roles=["acme-admin"])
         b.create_namespace("admin", "acme/ops")
         yield b
+
+
+# -- a cursor on a topic of numbered messages ----------------------------------------------
+
+
+def install_topic(
+    broker: Broker,
+    topic: str,
+    messages: int,
+    *,
+    subscriptions: Sequence[str] = ("s",),
+    batch_size: int = 1,
+) -> list[AckTarget]:
+    """Tenant ``acme``, namespace ``acme/ops``, ``topic`` holding ``messages`` numbered
+    messages (in batches of ``batch_size``) and a Shared subscription at earliest per name;
+    the ack target of every message, in order."""
+    broker.create_tenant("admin", "acme")
+    broker.create_namespace("admin", "acme/ops")
+    broker.create_topic("admin", topic)
+    for subscription in subscriptions:
+        broker.create_subscription(
+            "admin", topic, subscription, SubscriptionType.SHARED, initial_position="earliest"
+        )
+    produced = [OutgoingMessage(b"%d" % i) for i in range(messages)]
+    ids = broker.produce("admin", topic, produced, batch_size=batch_size)
+    return [AckTarget(m.position, m.batch_index, m.batch_size) for m in ids]
+
+
+def open_cursor(broker: Broker, topic: str, subscription: str) -> ManagedCursor:
+    """The subscription's durable cursor itself, over the topic's current ledgers."""
+    ledgers = broker.metadata.ledgers(topic)
+    layout = LedgerLayout.of((ledger.ledger_id, ledger.entries) for ledger in ledgers)
+    return ManagedCursor.open(broker.metadata, topic, subscription, layout)
+
+
+def in_threads(work: Callable[[int], object], threads: int, timeout: float = 120) -> None:
+    """``work(0)`` … ``work(threads - 1)``, each in a thread of its own; all must finish."""
+    pool = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join(timeout)
+    assert not any(thread.is_alive() for thread in pool), "a thread did not finish"
+
+
+@contextmanager
+def write_lock_held(metadata_url: str, postgres_lock: str, **params: object) -> Iterator[None]:
+    """Another connection holds a write lock until the block ends.
+
+    On SQLite the database's one write lock (``BEGIN IMMEDIATE``), which every
+    write needs; on PostgreSQL what the statement ``postgres_lock`` (with
+    ``params``) takes, in a transaction rolled back at the end.
+    """
+    url = make_url(metadata_url)
+    if url.get_backend_name() == "sqlite":
+        assert url.database
+        holder = sqlite3.connect(url.database, isolation_level=None)
+        try:
+            holder.execute("BEGIN IMMEDIATE")
+            yield
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        return
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as connection, connection.begin() as transaction:
+            connection.execute(text(postgres_lock), params)
+            yield
+            transaction.rollback()
+    finally:
+        engine.dispose()
+
+
+# -- message rows, as predicates and entry filters read them ----------------------------------
+
+
+def rows(messages: Sequence[dict[str, Any]]) -> pa.Table:
+    """Message rows with defaults for every column not given; ``properties`` as pairs or a
+    dict."""
+    full = []
+    for number, message in enumerate(messages):
+        row: dict[str, Any] = {
+            "partition": 0,
+            "ledger_id": 1,
+            "entry_id": number,
+            "batch_index": -1,
+            "batch_size": 0,
+            "publish_time": T0,
+            "deliver_at": None,
+            "key": None,
+            "properties": [],
+            "payload": b"",
+            "producer_name": "p",
+            "sequence_id": number,
+        }
+        row.update(message)
+        if isinstance(row["properties"], dict):
+            row["properties"] = list(row["properties"].items())
+        full.append(row)
+    return pa.Table.from_pylist(full, schema=MESSAGE_SCHEMA)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -20,39 +19,13 @@ from core.filter_verdict import FilterVerdict
 from core.ledger_layout import LedgerLayout
 from core.position import Position
 from core.predicates import Predicate, TimeRange, parse_predicate
-from core.store.ledger import MESSAGE_SCHEMA
 from core.unacked_rows import unacked_rows
+
+from .conftest import T0, rows
 
 ACCEPT = FilterVerdict.ACCEPT
 REJECT = FilterVerdict.REJECT
 RESCHEDULE = FilterVerdict.RESCHEDULE
-
-T0 = 1_700_000_000_000
-
-
-def rows(messages: Sequence[dict[str, Any]]) -> pa.Table:
-    """Message rows with defaults for every column not given."""
-    full = []
-    for number, message in enumerate(messages):
-        row: dict[str, Any] = {
-            "partition": 0,
-            "ledger_id": 1,
-            "entry_id": number,
-            "batch_index": -1,
-            "batch_size": 0,
-            "publish_time": T0,
-            "deliver_at": None,
-            "key": None,
-            "properties": [],
-            "payload": b"",
-            "producer_name": "p",
-            "sequence_id": number,
-        }
-        row.update(message)
-        if isinstance(row["properties"], dict):
-            row["properties"] = list(row["properties"].items())
-        full.append(row)
-    return pa.Table.from_pylist(full, schema=MESSAGE_SCHEMA)
 
 
 # -- entry filter properties ----------------------------------------------------------

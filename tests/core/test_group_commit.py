@@ -26,12 +26,10 @@ from core.broker import Broker
 from core.config import Config
 from core.cursor import AckTarget, CursorState
 from core.errors import SubscriptionNotFoundError
-from core.ledger_layout import LedgerLayout
-from core.managed_cursor import ManagedCursor
 from core.position import Position
-from core.producer import OutgoingMessage
 from core.store.group_commit import GroupCommit
-from core.subscription import SubscriptionType
+
+from .conftest import in_threads, install_topic, open_cursor
 
 TOPIC = "persistent://acme/ops/grouped"
 MESSAGES = 2_000
@@ -94,32 +92,18 @@ def test_a_failed_batch_fails_each_caller_and_per_item_errors_stay_their_own() -
 
 
 def _install(broker: Broker, subscriptions: int) -> list[AckTarget]:
-    broker.create_tenant("admin", "acme")
-    broker.create_namespace("admin", "acme/ops")
-    broker.create_topic("admin", TOPIC)
-    for n in range(subscriptions):
-        broker.create_subscription(
-            "admin", TOPIC, f"s{n}", SubscriptionType.SHARED, initial_position="earliest"
-        )
-    ids = broker.produce("admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(MESSAGES)])
-    return [AckTarget(m.position, m.batch_index, m.batch_size) for m in ids]
-
-
-def _cursor(broker: Broker, subscription: str) -> ManagedCursor:
-    ledgers = broker.metadata.ledgers(TOPIC)
-    layout = LedgerLayout.of((ledger.ledger_id, ledger.entries) for ledger in ledgers)
-    return ManagedCursor.open(broker.metadata, TOPIC, subscription, layout)
+    names = [f"s{n}" for n in range(subscriptions)]
+    return install_topic(broker, TOPIC, MESSAGES, subscriptions=names)
 
 
 @pytest.mark.parametrize("subscriptions", [1, 4])
 def test_concurrent_acknowledgements_from_threads_all_persist(
-    tmp_path: Path, metadata_url: str, subscriptions: int
+    home_config: Config, subscriptions: int
 ) -> None:
-    config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
     threads = 16
-    with Broker(config) as broker:
+    with Broker(home_config) as broker:
         targets = _install(broker, subscriptions)
-        cursors = [_cursor(broker, f"s{n}") for n in range(subscriptions)]
+        cursors = [open_cursor(broker, TOPIC, f"s{n}") for n in range(subscriptions)]
         # Every other entry: nothing folds into mark-delete, each ack stays visible.
         wanted = targets[1::2][:800]
 
@@ -128,15 +112,11 @@ def test_concurrent_acknowledgements_from_threads_all_persist(
             for target in wanted[worker::threads]:
                 cursor.acknowledge([target])
 
-        pool = [threading.Thread(target=work, args=(w,)) for w in range(threads)]
-        for thread in pool:
-            thread.start()
-        for thread in pool:
-            thread.join(120)
+        in_threads(work, threads)
         calls = len(wanted)
-    with Broker(config) as restarted:
+    with Broker(home_config) as restarted:
         for n in range(subscriptions):
-            state = _cursor(restarted, f"s{n}").state
+            state = open_cursor(restarted, TOPIC, f"s{n}").state
             mine = [t for w in range(n, threads, subscriptions) for t in wanted[w::threads]]
             assert all(state.is_acked(t.position, t.batch_index) for t in mine)
             others = [t for t in wanted if t not in mine]
@@ -144,11 +124,10 @@ def test_concurrent_acknowledgements_from_threads_all_persist(
         assert calls == 800
 
 
-def test_a_missing_cursor_fails_only_its_own_callers(tmp_path: Path, metadata_url: str) -> None:
-    config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
-    with Broker(config) as broker:
+def test_a_missing_cursor_fails_only_its_own_callers(home_config: Config) -> None:
+    with Broker(home_config) as broker:
         targets = _install(broker, 1)
-        cursor = _cursor(broker, "s0")
+        cursor = open_cursor(broker, TOPIC, "s0")
         payload = cursor_codec.encode(CursorState.ack_delta([targets[5]]))
         outcomes = broker.metadata._commit_deltas(
             [(TOPIC, "s0", payload), (TOPIC, "nobody", payload), (TOPIC, "s0", payload)]
@@ -194,15 +173,20 @@ for thread in pool:
 
 
 @pytest.mark.parametrize("threads", [16, 64])
-def test_acknowledgements_that_returned_survive_kill_9(
-    tmp_path: Path, metadata_url: str, threads: int
-) -> None:
-    config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
-    with Broker(config) as broker:
+def test_acknowledgements_that_returned_survive_kill_9(home_config: Config, threads: int) -> None:
+    with Broker(home_config) as broker:
         _install(broker, 1)
     repo = Path(__file__).resolve().parents[2]
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(config.home), metadata_url, TOPIC, str(threads)],
+        [
+            sys.executable,
+            "-c",
+            _CHILD,
+            str(home_config.home),
+            home_config.metadata_url,
+            TOPIC,
+            str(threads),
+        ],
         cwd=repo,
         stdout=subprocess.PIPE,
         text=True,
@@ -219,8 +203,8 @@ def test_acknowledgements_that_returned_survive_kill_9(
     # Lines already written by the child before the kill count too: each came after a return.
     returned += [line.strip() for line in child.stdout.read().splitlines() if line.strip()]
     assert len(returned) >= 300
-    with Broker(config) as restarted:
-        state = _cursor(restarted, "s0").state
+    with Broker(home_config) as restarted:
+        state = open_cursor(restarted, TOPIC, "s0").state
         for text in returned:
             ledger, entry = (int(part) for part in text.split(":"))
             assert state.is_acked(Position(ledger, entry), -1), text

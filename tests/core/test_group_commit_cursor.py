@@ -12,70 +12,29 @@
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.pool import NullPool
 
 from core.broker import Broker
 from core.config import Config
 from core.cursor import AckTarget, CursorState
-from core.ledger_layout import LedgerLayout
 from core.managed_cursor import ManagedCursor, replay
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+
+from .conftest import in_threads, install_topic, open_cursor, write_lock_held
 
 TOPIC = "persistent://acme/ops/folded"
 MESSAGES = 3_000
 BATCH = 10
+CURSOR_ROWS_LOCKED = "SELECT id FROM cursors FOR UPDATE"
+"""On PostgreSQL every cursor append needs its cursor's row lock: this takes them all."""
 
 
 def _install(broker: Broker) -> list[AckTarget]:
-    broker.create_tenant("admin", "acme")
-    broker.create_namespace("admin", "acme/ops")
-    broker.create_topic("admin", TOPIC)
-    broker.create_subscription(
-        "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
-    )
-    ids = broker.produce(
-        "admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(MESSAGES)], batch_size=BATCH
-    )
-    return [AckTarget(m.position, m.batch_index, m.batch_size) for m in ids]
+    return install_topic(broker, TOPIC, MESSAGES, batch_size=BATCH)
 
 
 def _cursor(broker: Broker) -> ManagedCursor:
-    ledgers = broker.metadata.ledgers(TOPIC)
-    layout = LedgerLayout.of((ledger.ledger_id, ledger.entries) for ledger in ledgers)
-    return ManagedCursor.open(broker.metadata, TOPIC, "s", layout)
-
-
-@contextmanager
-def _writes_held(metadata_url: str) -> Iterator[None]:
-    """Another writer holds what every cursor append needs until the block ends."""
-    url = make_url(metadata_url)
-    if url.get_backend_name() == "sqlite":
-        connection = sqlite3.connect(url.database or "", isolation_level=None)
-        connection.execute("BEGIN IMMEDIATE")  # the database's one write lock
-        try:
-            yield
-        finally:
-            connection.execute("ROLLBACK")
-            connection.close()
-        return
-    engine = create_engine(url, poolclass=NullPool)
-    try:
-        with engine.connect() as connection, connection.begin() as transaction:
-            connection.execute(text("SELECT id FROM cursors FOR UPDATE"))  # every cursor row
-            yield
-            transaction.rollback()
-    finally:
-        engine.dispose()
+    return open_cursor(broker, TOPIC, "s")
 
 
 def _wait_for(condition: object, timeout: float = 30.0) -> None:
@@ -85,12 +44,9 @@ def _wait_for(condition: object, timeout: float = 30.0) -> None:
         time.sleep(0.005)
 
 
-def test_calls_queued_during_a_write_become_one_journal_row(
-    tmp_path: Path, metadata_url: str
-) -> None:
-    config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
+def test_calls_queued_during_a_write_become_one_journal_row(home_config: Config) -> None:
     followers = 20
-    with Broker(config) as broker:
+    with Broker(home_config) as broker:
         targets = _install(broker)
         cursor = _cursor(broker)
         journal_before = len(broker.metadata.load_cursor(TOPIC, "s").deltas)
@@ -98,7 +54,7 @@ def test_calls_queued_during_a_write_become_one_journal_row(
         first = targets[BATCH * 50]
         queued = [targets[BATCH * (100 + 7 * n) + n % BATCH] for n in range(followers)]
         returned: list[AckTarget] = []
-        with _writes_held(metadata_url):
+        with write_lock_held(home_config.metadata_url, CURSOR_ROWS_LOCKED):
             leader = threading.Thread(target=lambda: returned.append(cursor.acknowledge([first])))
             leader.start()
             # The held-up call has taken its batch: whoever comes now queues for the next.
@@ -118,7 +74,7 @@ def test_calls_queued_during_a_write_become_one_journal_row(
         # The held-up call, then the 20 queued meanwhile: two rows, not 21.
         assert len(record.deltas) - journal_before == 2
         assert replay(record, cursor.layout) == cursor.state
-    with Broker(config) as restarted:
+    with Broker(home_config) as restarted:
         state = _cursor(restarted).state
         for target in [first, *queued]:
             assert state.is_acked(target.position, target.batch_index)
@@ -126,10 +82,9 @@ def test_calls_queued_during_a_write_become_one_journal_row(
 
 
 def test_a_batch_folds_in_arrival_order_and_a_reset_forgets_what_came_before(
-    tmp_path: Path, metadata_url: str
+    home_config: Config,
 ) -> None:
-    config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
-    with Broker(config) as broker:
+    with Broker(home_config) as broker:
         targets = _install(broker)
         cursor = _cursor(broker)
         before_reset = targets[BATCH * 50]
@@ -157,16 +112,15 @@ def test_a_batch_folds_in_arrival_order_and_a_reset_forgets_what_came_before(
         assert broker.metadata.load_cursor(TOPIC, "s").deltas == []
         assert cursor.state.is_acked(before_reset.position, before_reset.batch_index)
         final = cursor.state.copy()
-    with Broker(config) as restarted:
+    with Broker(home_config) as restarted:
         assert _cursor(restarted).state == final
 
 
 def test_64_threads_acknowledging_on_one_cursor_all_survive_a_new_store(
-    tmp_path: Path, metadata_url: str
+    home_config: Config,
 ) -> None:
-    config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
     threads = 64
-    with Broker(config) as broker:
+    with Broker(home_config) as broker:
         targets = _install(broker)
         cursor = _cursor(broker)
         # Every third message, whole entries and batch indexes alike, none next to another.
@@ -176,14 +130,9 @@ def test_64_threads_acknowledging_on_one_cursor_all_survive_a_new_store(
             for target in wanted[worker::threads]:
                 cursor.acknowledge([target])
 
-        pool = [threading.Thread(target=work, args=(w,)) for w in range(threads)]
-        for thread in pool:
-            thread.start()
-        for thread in pool:
-            thread.join(120)
-        assert not any(thread.is_alive() for thread in pool)
+        in_threads(work, threads)
         in_memory = cursor.state.copy()
-    with Broker(config) as restarted:
+    with Broker(home_config) as restarted:
         state = _cursor(restarted).state
         assert state == in_memory
         assert all(state.is_acked(t.position, t.batch_index) for t in wanted)

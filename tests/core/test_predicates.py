@@ -5,41 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import InvalidInputError, InvalidPredicateError
 from core.predicates import parse_predicate, predicate_from_options
-from core.store.ledger import MESSAGE_SCHEMA
 
-T0 = 1_700_000_000_000
+from .conftest import T0, rows
+
 PRODUCERS = ["orders-a", "orders-b", "Orders-A", "orders-a ", ""]
 KEYS = ["k0", "k1", None]
-
-
-def rows(messages: list[dict[str, Any]]) -> pa.Table:
-    """Message rows with defaults for every column not given."""
-    full = []
-    for number, message in enumerate(messages):
-        row: dict[str, Any] = {
-            "partition": 0,
-            "ledger_id": 1,
-            "entry_id": number,
-            "batch_index": -1,
-            "batch_size": 0,
-            "publish_time": T0,
-            "deliver_at": None,
-            "key": None,
-            "properties": [],
-            "payload": b"",
-            "producer_name": "p",
-            "sequence_id": number,
-        }
-        row.update(message)
-        full.append(row)
-    return pa.Table.from_pylist(full, schema=MESSAGE_SCHEMA)
 
 
 # -- predicate_from_options ------------------------------------------------------------

@@ -7,48 +7,23 @@ behind any writer. Here a writer holds that lock while a new store opens and rea
 
 from __future__ import annotations
 
-import sqlite3
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import pytest
-from sqlalchemy import create_engine, inspect, text, update
-from sqlalchemy.engine import make_url
-from sqlalchemy.pool import NullPool
+from sqlalchemy import inspect, text, update
 
 from core.store.engine import PG_SCHEMA_LOCK_KEY
 from core.store.metadata import MetadataStore
 from core.store.schema import SCHEMA_TABLE, recorded_digest, tables_digest
 from core.store.tables import Base
 
+from ..conftest import write_lock_held
+
 OPEN_WITHIN_S = 15.0
 """Far below the 60 s an open waiting on the write lock would take, far above a slow open."""
-
-
-@contextmanager
-def schema_lock_held(url: str) -> Iterator[None]:
-    """Hold what the old open waited for: SQLite's write lock, PostgreSQL's schema lock."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        assert parsed.database
-        holder = sqlite3.connect(parsed.database, isolation_level=None)
-        try:
-            holder.execute("BEGIN IMMEDIATE")
-            yield
-        finally:
-            holder.execute("ROLLBACK")
-            holder.close()
-        return
-    engine = create_engine(url, poolclass=NullPool)
-    try:
-        with engine.begin() as connection:
-            connection.execute(
-                text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_SCHEMA_LOCK_KEY}
-            )
-            yield
-    finally:
-        engine.dispose()
+SCHEMA_LOCKED = "SELECT pg_advisory_xact_lock(:key)"
+"""PostgreSQL's schema advisory lock, which the old open took (SQLite: its write lock)."""
 
 
 def finishes(work: Callable[[], object], within_s: float) -> bool:
@@ -85,7 +60,8 @@ def test_first_open_records_the_digest(metadata_url: str) -> None:
 def test_open_of_a_current_store_waits_for_no_writer(metadata_url: str) -> None:
     with MetadataStore(metadata_url) as store:
         store.create_tenant("acme")
-    with schema_lock_held(metadata_url):
+    # What the old open waited for: SQLite's write lock, PostgreSQL's schema lock.
+    with write_lock_held(metadata_url, SCHEMA_LOCKED, key=PG_SCHEMA_LOCK_KEY):
         read: list[list[str]] = []
         assert finishes(lambda: read.append(open_and_read(metadata_url)), OPEN_WITHIN_S)
     assert read == [["acme"]]
