@@ -1,9 +1,12 @@
 """Run every benchmark, one after the other, each in its own Python process.
 
 A process per benchmark so that one's memory and garbage never weigh on the
-next. ``benchmarks.spark_backlog`` and ``benchmarks.airflow_match`` (a local
-Airflow and Spark) run too when their modules exist, and are skipped with a
-note when they do not. The options (``--quick``, ``--runs``,
+next. The heavy ones run after the others, each when its module exists and what
+it needs is set up, and are skipped with a note otherwise:
+``benchmarks.spark_backlog`` (a local Spark), ``benchmarks.airflow_skip`` and
+``benchmarks.airflow_match`` (a local Airflow; the latter with Spark), and
+``benchmarks.rest_load`` (Airflow's api-server on a PostgreSQL store, which
+needs ``CURSOROPS_TEST_PG_URL``). The options (``--quick``, ``--runs``,
 ``--write/--no-write``, ``--dir``), which every benchmark takes, are passed on.
 The exit status is non-zero when any benchmark failed.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import subprocess
 import sys
 import time
@@ -19,13 +23,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 CORE_BENCHMARKS = ("cursor_acks", "group_acks", "read_path", "produce", "skip_ids", "cli_latency")
-OPTIONAL_BENCHMARKS = ("spark_backlog", "airflow_match")
+OPTIONAL_BENCHMARKS = ("spark_backlog", "airflow_skip", "airflow_match", "rest_load")
+NEEDED_ENV = {"rest_load": "CURSOROPS_TEST_PG_URL"}
+"""An environment variable a benchmark needs set, or it is skipped."""
 
 _REPO = Path(__file__).resolve().parent.parent
 
 
-def _available(name: str) -> bool:
-    return importlib.util.find_spec(f"benchmarks.{name}") is not None
+def _missing(name: str) -> str | None:
+    """Why ``name`` cannot run here, or None."""
+    if importlib.util.find_spec(f"benchmarks.{name}") is None:
+        return f"benchmarks/{name}.py is not present"
+    variable = NEEDED_ENV.get(name)
+    if variable and not os.environ.get(variable):
+        return f"{variable} is not set"
+    return None
 
 
 def _run(name: str, args: list[str]) -> tuple[int, float]:
@@ -53,10 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     plan = list(CORE_BENCHMARKS)
     for name in OPTIONAL_BENCHMARKS:
-        if _available(name):
+        missing = _missing(name)
+        if missing is None:
             plan.append(name)
         else:
-            print(f"== {name}: skipped, benchmarks/{name}.py is not present", flush=True)
+            print(f"== {name}: skipped, {missing}", flush=True)
 
     summary: list[tuple[str, int, float]] = []
     for name in plan:
