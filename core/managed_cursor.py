@@ -22,9 +22,10 @@ cursors writing at the same time.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from core import cursor_codec
 from core.cursor import AckTarget, CursorState
@@ -34,6 +35,9 @@ from core.store.group_commit import GroupCommit
 
 if TYPE_CHECKING:
     from core.store.metadata import AuditEntry, CursorRecord, MetadataStore
+
+_Write: TypeAlias = "list[AckTarget] | tuple[CursorState, bool]"
+"""A queued write: whole entries to acknowledge, or a delta and whether it replaces the state."""
 
 COMPACT_AFTER_DELTAS = 512
 """Journal length after which a writer folds the journal into a new snapshot."""
@@ -74,7 +78,7 @@ class ManagedCursor:
         self._journal_length = journal_length
         self._lock = threading.RLock()
         """Guards ``state`` and the journal length; never held while writing to the store."""
-        self._writes: GroupCommit[tuple[CursorState, bool] | None, None] = GroupCommit(self._write)
+        self._writes: GroupCommit[_Write | None, None] = GroupCommit(self._write)
         self._compaction_due = False
 
     @classmethod
@@ -92,17 +96,44 @@ class ManagedCursor:
 
     def refresh(self, layout: LedgerLayout | None = None) -> None:
         """Reload from the store, picking up other writers' acknowledgements."""
-        if layout is not None:
-            self.layout = layout
-        record = self.store.load_cursor(self.topic_partition, self.subscription)
-        self.state = replay(record, self.layout)
-        self._journal_length = len(record.deltas)
+        # Held from the read to the new state: a write of this cursor that commits meanwhile
+        # merges into the reloaded state, not into the one the reload replaces.
+        with self._lock:
+            if layout is not None:
+                self.layout = layout
+            record = self.store.load_cursor(self.topic_partition, self.subscription)
+            self.state = replay(record, self.layout)
+            self._journal_length = len(record.deltas)
 
-    def acknowledge(self, targets: Iterable[AckTarget]) -> CursorState:
+    def acknowledge(self, targets: Iterable[AckTarget]) -> None:
         """Individually acknowledge entries and batch indexes; durable when it returns."""
-        delta = CursorState.ack_delta(targets)
-        self._submit(delta, replace=False)
-        return delta
+        self._writes.submit(self._ack_item(targets))
+        self._compact_if_due()
+
+    def acknowledge_async(self, targets: Iterable[AckTarget]) -> asyncio.Future[None]:
+        """Pulsar's ``acknowledgeAsync``: the future completes once the acknowledgement is durable.
+
+        Call it from a running event loop. Nothing waits here, so one task can
+        have many acknowledgements in flight, and they share commits with
+        every other caller of this cursor. A batch index outside its batch
+        raises here, as :meth:`acknowledge` does.
+        """
+        future = self._writes.submit_async(self._ack_item(targets))
+        if self._compaction_due:
+            with self._lock:
+                due, self._compaction_due = self._compaction_due, False
+            if due:
+                # Queued behind; a failure leaves the journal as it was, to fold next time.
+                self._writes.submit_async(None)
+        return future
+
+    @staticmethod
+    def _ack_item(targets: Iterable[AckTarget]) -> _Write:
+        """What a batch folds: whole entries as they are, batch indexes checked now as a delta."""
+        listed = list(targets)
+        if any(target.batch_index >= 0 for target in listed):
+            return CursorState.ack_delta(listed), False
+        return listed
 
     def acknowledge_cumulative(
         self, position: Position, batch_index: int = -1, batch_size: int = 0
@@ -122,6 +153,9 @@ class ManagedCursor:
     def _submit(self, delta: CursorState, *, replace: bool) -> None:
         """Write ``delta`` with the other calls queued meanwhile; merged in memory on return."""
         self._writes.submit((delta, replace))
+        self._compact_if_due()
+
+    def _compact_if_due(self) -> None:
         if self._compaction_due:
             with self._lock:
                 due, self._compaction_due = self._compaction_due, False
@@ -137,24 +171,32 @@ class ManagedCursor:
         """
         self._writes.submit(None)
 
-    def _write(self, batch: list[tuple[CursorState, bool] | None]) -> list[BaseException | None]:
+    def _write(self, batch: list[_Write | None]) -> list[BaseException | None]:
         """One journal row for a batch of deltas, then the in-memory state (group commit).
 
-        ``None`` items ask for a compaction, done after the row; its failure
-        goes to those items only (the row committed).
+        Whole-entry acknowledgements come as their targets and make one delta
+        for the batch: building a delta per call would cost more than the
+        call's share of the commit. ``None`` items ask for a compaction, done
+        after the row; its failure goes to those items only (the row committed).
         """
         folded = CursorState()
         replace = False
         deltas = 0
+        entries: list[AckTarget] = []
         for item in batch:
             if item is None:
                 continue
-            delta, replaces = item
             deltas += 1
+            if isinstance(item, list):
+                entries.extend(item)
+                continue
+            delta, replaces = item
             if replaces:
                 # A reset forgets every acknowledgement before it, queued ones too.
-                folded, replace = CursorState(), True
+                folded, replace, entries = CursorState(), True, []
             folded.merge(delta, None)
+        if entries:
+            folded.merge(CursorState.ack_delta(entries), None)
         if deltas:
             payload = cursor_codec.encode(folded, replace=replace)
             self.store.append_cursor_delta(self.topic_partition, self.subscription, payload)

@@ -18,10 +18,22 @@ releases once the caller's outcome (or the leadership) is set. That is the
 one-shot wake-up a :class:`threading.Condition` gives each waiter, without
 its bookkeeping: a woken caller never contends for a shared lock again, which
 matters when dozens of callers of one batch wake at once under the GIL.
+
+:meth:`GroupCommit.submit_async` is the asyncio form (Pulsar's
+``acknowledgeAsync``): it queues without blocking and returns an asyncio
+future that completes once the item committed, so one task may have many
+items in flight and thousands of tasks share commits without a thread each.
+Such items are led by a writer thread of the committer's own, started when
+one finds no batch in flight; a blocking caller that leads hands the next
+batch to that thread when the batch starts with an asyncio item, so a
+blocking call never waits on later batches. A batch's asyncio futures are
+completed by one callback per event loop, not one cross-thread wake-up each.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
@@ -31,15 +43,30 @@ Result = TypeVar("Result")
 
 
 class _Request(Generic[Item, Result]):
-    __slots__ = ("item", "outcome", "failure", "leads", "wake")
+    __slots__ = ("item", "outcome", "failure", "leads", "wake", "future")
 
-    def __init__(self, item: Item) -> None:
+    def __init__(self, item: Item, future: asyncio.Future[Result] | None = None) -> None:
         self.item = item
         self.outcome: Result | None = None
         self.failure: BaseException | None = None
         self.leads = False
+        self.future = future
+        """Set for :meth:`GroupCommit.submit_async` items: nobody blocks on ``wake``."""
         self.wake = threading.Lock()
-        self.wake.acquire()
+        if future is None:
+            self.wake.acquire()
+
+
+def _complete(requests: list[_Request[Item, Result]]) -> None:
+    """Hand a batch's outcomes to its asyncio futures (in their event loop's thread)."""
+    for request in requests:
+        future = request.future
+        if future is None or future.cancelled():
+            continue
+        if request.failure is not None:
+            future.set_exception(request.failure)
+        else:
+            future.set_result(request.outcome)  # type: ignore[arg-type]
 
 
 class GroupCommit(Generic[Item, Result]):
@@ -68,14 +95,41 @@ class GroupCommit(Generic[Item, Result]):
                 request.leads = True
         if not request.leads:
             request.wake.acquire()
-        if request.leads:
-            self._lead()
+        if request.leads and self._lead():
+            self._start_writer()
         if request.failure is not None:
             raise request.failure
         return request.outcome  # type: ignore[return-value]
 
-    def _lead(self) -> None:
-        """Commit every queued request, then hand leadership to the first that came meanwhile."""
+    def submit_async(self, item: Item) -> asyncio.Future[Result]:
+        """Queue ``item`` without waiting; the future completes once it committed.
+
+        Call it from a running event loop; the future belongs to that loop.
+        """
+        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        request: _Request[Item, Result] = _Request(item, future)
+        with self._lock:
+            self._queue.append(request)
+            start = not self._busy
+            self._busy = True
+        if start:
+            self._start_writer()
+        return future
+
+    def _start_writer(self) -> None:
+        """Lead the queued batches from a thread of our own, while they start with asyncio items."""
+        threading.Thread(target=self._write_batches, name="group-commit", daemon=True).start()
+
+    def _write_batches(self) -> None:
+        while self._lead():
+            pass
+
+    def _lead(self) -> bool:
+        """Commit every queued request, then hand leadership to the first that came meanwhile.
+
+        True when that first request is an asyncio item: nobody blocks on it,
+        so the caller must lead the next batch (or have the writer thread lead it).
+        """
         with self._lock:
             batch, self._queue = self._queue, []
         try:
@@ -98,10 +152,20 @@ class GroupCommit(Generic[Item, Result]):
             else:
                 following.leads = True
         # The next leader first: its commit overlaps the wake-up of this batch.
-        if following is not None:
+        lead_next = following is not None and following.future is not None
+        if following is not None and not lead_next:
             following.wake.release()
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Request[Item, Result]]] = {}
         for request in batch:
-            request.wake.release()
+            if request.future is None:
+                request.wake.release()
+            else:
+                by_loop.setdefault(request.future.get_loop(), []).append(request)
+        for loop, requests in by_loop.items():
+            # A closed loop raises: nobody awaits its futures any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_complete, requests)
+        return lead_next
 
 
 __all__ = ["GroupCommit"]
