@@ -8,6 +8,7 @@
   what came before it in the batch; the in-memory state equals the replayed one.
 - 64 threads acknowledging on one cursor: every acknowledgement is found by a
   new store, no other is, and the in-memory state equals the replayed one.
+- A refresh while a write of the same cursor commits keeps that write in memory.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from .conftest import in_threads, install_topic, open_cursor, write_lock_held
 TOPIC = "persistent://acme/ops/folded"
 MESSAGES = 3_000
 BATCH = 10
+WRITE_RETURNS_WITHIN_S = 1.0
+"""Far above the time an unhindered write takes from its commit to its return."""
 CURSOR_ROWS_LOCKED = "SELECT id FROM cursors FOR UPDATE"
 """On PostgreSQL every cursor append needs its cursor's row lock: this takes them all."""
 
@@ -138,3 +141,55 @@ def test_64_threads_acknowledging_on_one_cursor_all_survive_a_new_store(
         assert all(state.is_acked(t.position, t.batch_index) for t in wanted)
         others = set(targets) - set(wanted)
         assert not any(state.is_acked(t.position, t.batch_index) for t in others)
+
+
+class _PausingStore:
+    """The cursor's real store, whose ``load_cursor`` from ``thread`` waits after it has read
+    until ``resume`` is set: the moment a refresh has read and not yet replaced the state."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+        self.thread: threading.Thread | None = None
+        self.read = threading.Event()
+        self.resume = threading.Event()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def load_cursor(self, topic: str, subscription: str) -> object:
+        record = self._store.load_cursor(topic, subscription)  # type: ignore[attr-defined]
+        if threading.current_thread() is self.thread:
+            self.read.set()
+            assert self.resume.wait(30)
+        return record
+
+
+def test_a_refresh_keeps_a_write_that_commits_while_it_reloads(home_config: Config) -> None:
+    """The refresh reads the journal, then a write of the same cursor commits before the
+    refresh sets its state: the write must still be in the cursor's state afterwards.
+    Unguarded, the write merged into the state the refresh then replaced with its older read.
+    """
+    with Broker(home_config) as broker:
+        target = _install(broker)[BATCH * 50]
+        cursor = _cursor(broker)
+        store = _PausingStore(cursor.store)
+        cursor.store = store  # type: ignore[assignment]
+        store.thread = threading.Thread(target=cursor.refresh)
+        store.thread.start()
+        assert store.read.wait(30)
+        writer = threading.Thread(target=cursor.acknowledge, args=([target],))
+        writer.start()
+        _wait_for(
+            lambda: replay(broker.metadata.load_cursor(TOPIC, "s"), cursor.layout).is_acked(
+                target.position, target.batch_index
+            )
+        )
+        # Committed: unhindered, the write now merges and returns; guarded, it waits for the
+        # refresh. Either way the refresh then sets the state it read before the commit.
+        writer.join(WRITE_RETURNS_WITHIN_S)
+        store.resume.set()
+        store.thread.join(30)
+        writer.join(30)
+        assert not writer.is_alive() and not store.thread.is_alive()
+        assert cursor.state.is_acked(target.position, target.batch_index)
+        assert cursor.state == replay(broker.metadata.load_cursor(TOPIC, "s"), cursor.layout)
