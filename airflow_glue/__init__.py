@@ -11,6 +11,8 @@ Light on purpose: DAG files import it at parse time, so nothing here imports
 - :mod:`airflow_glue.gate`: the four-eyes approval gate.
 - :mod:`airflow_glue.approval`: ``require_approval``, which re-reads the approval from Airflow.
 - :mod:`airflow_glue.record`: the closing record of a request in the audit log.
+- :mod:`airflow_glue.steps`: the bodies of the tasks after the gate: apply, verify, record.
+- :mod:`airflow_glue.skip_tail`: those tasks and the gate, wired behind a skip DAG's plan.
 """
 
 from __future__ import annotations

@@ -24,10 +24,8 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
-from airflow_glue.gate import TIMEOUT_PARAM, FourEyesApprovalOperator
-
-GATE = "approve_skip"
-PLAN = "plan_skip"
+from airflow_glue.gate import TIMEOUT_PARAM
+from airflow_glue.skip_tail import approve_and_apply
 
 
 @dag(
@@ -111,36 +109,10 @@ def cursorops_skip_messages() -> None:
             plan = broker.plan_skip(role, ask.topic, ask.subscription, ask.ids())
             return build_document(broker, request, role, plan)
 
-    @task(retries=2)
-    def apply_skip() -> list[dict[str, Any]]:
-        """Re-check the approval in Airflow, then acknowledge the whole plan in one transaction."""
-        from airflow_glue.steps import apply_approved_plan
-
-        return apply_approved_plan(get_current_context(), PLAN, GATE)
-
-    @task
-    def verify(plan: dict[str, Any], applied: list[dict[str, Any]]) -> dict[str, Any]:
-        """Every planned id is acknowledged now; the exact backlog after, against the plan's."""
-        from airflow_glue.steps import verify_applied
-
-        return verify_applied(get_current_context(), plan, applied)
-
-    @task(trigger_rule="all_done", retries=2)
-    def record() -> dict[str, Any]:
-        """Who asked, who answered, when, why, and the outcome per partition: to the audit log."""
-        from airflow_glue.steps import record_run
-
-        return record_run(get_current_context(), PLAN, GATE, "apply_skip")
-
     request = validate_request()
     plan = plan_skip(request)
     authorize(request) >> plan
-    gate = FourEyesApprovalOperator(
-        task_id=GATE, plan_task_id=PLAN, subject="Skip messages", body=""
-    )
-    applied = apply_skip()
-    plan >> gate >> applied
-    verify(plan, applied) >> record()
+    approve_and_apply(plan, subject="Skip messages")
 
 
 cursorops_skip_messages()
