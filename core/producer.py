@@ -14,7 +14,10 @@ Plain messages (no key, properties, delay or explicit sequence id: the bulk
 of generated data) take a columnar path: routing, entries, sequence ids and
 the Arrow columns are computed over arrays, with one list pass per column.
 It writes exactly what the per-message path writes, which serves every other
-call and gives the one-line error for a bad message.
+call and gives the one-line error for a bad message. ``send_columns`` takes
+plain messages as a payload array and returns their ids as
+:class:`~core.message_id_columns.MessageIdColumns`, with no object per
+message on either side: the form for generating data in bulk.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import pyarrow as pa
 
 from core.errors import InvalidArgumentError
 from core.message_id import MessageId
+from core.message_id_columns import MessageIdColumns
+from core.store import arrow_columns
 from core.store.ledger import MESSAGE_SCHEMA, LedgerStore, RowDraft
 from core.store.metadata import TopicInfo
 from core.topic_name import TopicName
@@ -110,19 +115,48 @@ _SEQUENCE_ID = attrgetter("sequence_id")
 _PROPERTIES = attrgetter("properties")
 
 
-def _empty_maps(count: int) -> pa.Array:
-    """``count`` empty property maps, built from offsets (no Python list per message)."""
-    empty = pa.array([], pa.string())
-    maps = pa.MapArray.from_arrays(pa.array(np.zeros(count + 1, np.int32)), empty, empty)
-    return maps.cast(MESSAGE_SCHEMA.field("properties").type)
-
-
 def _utf8(text: str) -> bool:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _check_now(now_ms: object) -> None:
+    if isinstance(now_ms, bool) or not isinstance(now_ms, int) or now_ms < 0:
+        raise InvalidArgumentError(f"Invalid publish time {now_ms!r}: expected epoch ms >= 0")
+
+
+def _payload_column(payloads: object) -> pa.Array:
+    """``send_columns``'s payloads as a binary Arrow array; a one-line error for bad input."""
+    if isinstance(payloads, pa.ChunkedArray):
+        payloads = payloads.combine_chunks()
+    if isinstance(payloads, pa.Array):
+        if payloads.type != pa.binary():
+            raise InvalidArgumentError(
+                f"Payloads must be a binary Arrow array, got type {payloads.type}"
+            )
+        if payloads.null_count:
+            first = payloads.to_pylist().index(None)
+            raise InvalidArgumentError(f"Message {first}: payload must be bytes, got None")
+        return payloads
+    if isinstance(payloads, (bytes, str)) or not isinstance(payloads, Sequence):
+        raise InvalidArgumentError(
+            f"Payloads must be a sequence of bytes, got {type(payloads).__name__}"
+        )
+    if set(map(type, payloads)) - {bytes}:
+        for number, payload in enumerate(payloads):
+            if not isinstance(payload, bytes):
+                raise InvalidArgumentError(
+                    f"Message {number}: payload must be bytes, got {type(payload).__name__}"
+                )
+    column = arrow_columns.binary(payloads)
+    if column is None:
+        raise InvalidArgumentError(
+            "Payloads of one call must total under 2 GiB: send them in several calls"
+        )
+    return column
 
 
 class Producer:
@@ -181,11 +215,43 @@ class Producer:
         if not plain:
             for number, message in enumerate(messages):
                 _validate(message, number)
-        if isinstance(now_ms, bool) or not isinstance(now_ms, int) or now_ms < 0:
-            raise InvalidArgumentError(f"Invalid publish time {now_ms!r}: expected epoch ms >= 0")
-        if plain and now_ms < 2**63 and _utf8(self.producer_name):
-            return self._send_plain(messages, now_ms)
+        _check_now(now_ms)
+        if plain and self._columnar(now_ms):
+            payloads = arrow_columns.binary(list(map(_PAYLOAD, messages)))
+            if payloads is not None:
+                return self._send_payloads(payloads, now_ms).to_list()
         return self._send_rows(messages, now_ms)
+
+    def send_columns(
+        self, payloads: Sequence[bytes] | pa.Array | pa.ChunkedArray, now_ms: int
+    ) -> MessageIdColumns:
+        """Publish plain messages (a payload each, nothing else) at ``now_ms``.
+
+        What ``send`` of ``OutgoingMessage(payload)`` for each payload does,
+        with the same routing, entries, sequence ids and files, but taking the
+        payloads as a list of bytes or an Arrow binary array and returning the
+        ids as columns: no object per message on either side. Every payload is
+        checked before anything is written.
+        """
+        column = _payload_column(payloads)
+        _check_now(now_ms)
+        if not len(column):
+            return MessageIdColumns.empty()
+        if self._columnar(now_ms):
+            return self._send_payloads(column, now_ms)
+        # A producer name or time the columnar writer does not take: the per-message
+        # path writes it or gives its one-line error.
+        messages = [OutgoingMessage(payload) for payload in column.to_pylist()]
+        ids = self._send_rows(messages, now_ms)
+        return MessageIdColumns(
+            *(
+                np.array([getattr(i, name) for i in ids], np.int64)
+                for name in ("ledger_id", "entry_id", "partition", "batch_index", "batch_size")
+            )
+        )
+
+    def _columnar(self, now_ms: int) -> bool:
+        return now_ms < 2**63 and _utf8(self.producer_name)
 
     def _send_rows(self, messages: Sequence[OutgoingMessage], now_ms: int) -> list[MessageId]:
         """``send`` message by message, for any valid messages."""
@@ -230,9 +296,9 @@ class Producer:
         assert len(sent) == len(messages), "every message is routed to one partition"
         return sent
 
-    def _send_plain(self, messages: Sequence[OutgoingMessage], now_ms: int) -> list[MessageId]:
-        """``send`` for plain messages, over arrays (same routing, entries and ids)."""
-        n = len(messages)
+    def _send_payloads(self, payloads: pa.Array, now_ms: int) -> MessageIdColumns:
+        """Plain messages over arrays: the routing, entries and ids of :meth:`_send_rows`."""
+        n = len(payloads)
         count = len(self._partitions)
         size = self.batch_size
         if count == 1:
@@ -240,61 +306,70 @@ class Producer:
         else:
             slots = ((self._round_robin + np.arange(n, dtype=np.int64)) // size) % count
             self._round_robin += n
-        sequence_ids = np.arange(self._next_sequence_id, self._next_sequence_id + n, dtype=np.int64)
+        first_sequence = self._next_sequence_id
         self._next_sequence_id += n
-        payloads = pa.array(list(map(_PAYLOAD, messages)), pa.binary())
-        order = list(dict.fromkeys(slots.tolist()))
-        ledger_ids = np.empty(n, np.int64)
-        entry_ids = np.empty(n, np.int64)
-        indexes = np.empty(n, np.int32)
-        sizes_of = np.empty(n, np.int32)
-        partitioned = self.topic.partitions > 0
+        # Round-robin sends runs of consecutive messages to one partition: each
+        # partition's payloads are its runs' slices joined, in input order.
+        run_starts = np.flatnonzero(np.diff(slots, prepend=-1))
+        run_stops = np.append(run_starts[1:], n)
+        runs: dict[int, list[tuple[int, int]]] = {}
+        for slot, start, stop in zip(
+            slots[run_starts].tolist(), run_starts.tolist(), run_stops.tolist(), strict=True
+        ):
+            runs.setdefault(slot, []).append((start, stop - start))
+        # Partitions in the order of their first message, the order the per-message path
+        # appends in; message numbers grouped by partition, input order kept within each.
+        grouped = np.argsort(slots, kind="stable")
+        counts = np.bincount(slots, minlength=count)
+        starts = np.cumsum(counts) - counts
+        sequence_ids = grouped + first_sequence
+        # Columns the same for every message, built once and sliced (no copy) per partition.
+        widest = int(counts.max())
+        batched = size > 1
+        properties = MESSAGE_SCHEMA.field("properties").type
+        shared = {
+            "publish_time": arrow_columns.from_numpy(np.full(widest, now_ms, np.int64)),
+            "deliver_at": pa.nulls(widest, pa.int64()),
+            "key": pa.nulls(widest, pa.string()),
+            "properties": arrow_columns.empty_maps(widest, properties),
+            "producer_name": arrow_columns.repeated_string(self.producer_name, widest),
+        }
+        index_of = np.empty(n, np.int32)
+        size_of = np.empty(n, np.int32)
         parts = []
-        for slot in order:
-            numbers = np.flatnonzero(slots == slot)
-            k = len(numbers)
+        for slot, pieces in runs.items():
+            start, k = int(starts[slot]), int(counts[slot])
             entry_sizes = np.full(k // size, size, np.int64)
             if k % size:
                 entry_sizes = np.append(entry_sizes, k % size)
-            within = np.arange(k, dtype=np.int64) - np.repeat(
-                np.cumsum(entry_sizes) - entry_sizes, entry_sizes
+            if batched:
+                index = np.arange(k, dtype=np.int32) % size
+                of_size = np.full(k, size, np.int32)
+                of_size[k - k % size :] = k % size
+            else:
+                index = np.full(k, -1, np.int32)
+                of_size = np.zeros(k, np.int32)
+            numbers = grouped[start : start + k]
+            index_of[numbers] = index
+            size_of[numbers] = of_size
+            columns = {name: column.slice(0, k) for name, column in shared.items()}
+            columns["batch_index"] = arrow_columns.from_numpy(index)
+            columns["batch_size"] = arrow_columns.from_numpy(of_size)
+            columns["payload"] = pa.concat_arrays(
+                [payloads.slice(first, length) for first, length in pieces]
             )
-            batched = size > 1
-            index = within.astype(np.int32) if batched else np.full(k, -1, np.int32)
-            of_size = (
-                np.repeat(entry_sizes, entry_sizes).astype(np.int32)
-                if batched
-                else np.zeros(k, np.int32)
-            )
-            taken = pa.array(numbers)
-            columns = {
-                "batch_index": pa.array(index),
-                "batch_size": pa.array(of_size),
-                "publish_time": pa.array(np.full(k, now_ms, np.int64)),
-                "deliver_at": pa.nulls(k, pa.int64()),
-                "key": pa.nulls(k, pa.string()),
-                "properties": _empty_maps(k),
-                "payload": payloads.take(taken),
-                "producer_name": pa.repeat(pa.scalar(self.producer_name, pa.string()), k),
-                "sequence_id": pa.array(sequence_ids[numbers]),
-            }
+            columns["sequence_id"] = arrow_columns.from_numpy(sequence_ids[start : start + k])
             parts.append((self._partitions[slot], entry_sizes, columns))
-            indexes[numbers] = index
-            sizes_of[numbers] = of_size
-        # Every partition's segment in one metadata commit, the files flushed side by side.
+        # Every partition's segment in one metadata commit, the files written side by side.
         written = self.ledger_store.append_columns_many(parts)
-        for slot, (_, entry_sizes, _), positions in zip(order, parts, written, strict=True):
-            numbers = np.flatnonzero(slots == slot)
+        ledger_ids = np.empty(n, np.int64)
+        entry_ids = np.empty(n, np.int64)
+        for slot, (_, entry_sizes, _), positions in zip(runs, parts, written, strict=True):
+            numbers = grouped[int(starts[slot]) : int(starts[slot]) + int(counts[slot])]
             ledger_ids[numbers] = np.repeat([p.ledger_id for p in positions], entry_sizes)
             entry_ids[numbers] = np.repeat([p.entry_id for p in positions], entry_sizes)
-        partition_of = slots if partitioned else np.full(n, -1, np.int64)
-        return MessageId.of_store_many(
-            ledger_ids.tolist(),
-            entry_ids.tolist(),
-            partition_of.tolist(),
-            indexes.tolist(),
-            sizes_of.tolist(),
-        )
+        partition = slots if self.topic.partitions > 0 else np.full(n, -1, np.int64)
+        return MessageIdColumns(ledger_ids, entry_ids, partition, index_of, size_of)
 
     def _route(self, message: OutgoingMessage) -> int:
         count = len(self._partitions)

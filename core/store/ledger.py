@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from core.config import Config
 from core.errors import InvalidArgumentError, LedgerStoreError
 from core.position import Position
+from core.store import arrow_columns
 from core.store.metadata import MetadataStore, SegmentInfo
 from core.topic_name import TopicName
 
@@ -82,7 +83,11 @@ _INDEX_COLUMNS = [
 
 
 SEGMENT_ROW_GROUP = 4096
-"""Rows per Parquet row group of a segment."""
+"""Rows per Parquet row group of a segment: a consumer reading from the middle of a
+segment skips whole groups by their entry-id statistics."""
+
+SEGMENT_WRITE_OPTIONS: dict[str, object] = {"row_group_size": SEGMENT_ROW_GROUP}
+"""``pyarrow.parquet.write_table`` settings of every segment."""
 
 _WRITERS = 8
 """Threads writing the segments of one multi-partition append."""
@@ -106,6 +111,18 @@ class RowDraft:
     deliver_at: int | None = None
     key: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """One segment of a multi-partition append, before its table is assembled."""
+
+    path: str
+    partition: int
+    ledger_id: int
+    first_entry: int
+    sizes: np.ndarray
+    columns: Mapping[str, pa.Array]
 
 
 @dataclass(frozen=True)
@@ -328,24 +345,29 @@ class LedgerStore:
                 [(str(names[i]), len(sizes[i]) - done[i]) for i in pending],
                 self.max_entries_per_ledger,
             ) as allocations:
-                writes = []
+                segments = []
                 for i, allocation in zip(pending, allocations, strict=True):
                     start, stop = done[i], done[i] + allocation.count
                     first_row = int(ends[i][start - 1]) if start else 0
                     rows = int(ends[i][stop - 1]) - first_row
-                    table = _assemble(
-                        names[i].partition_index,
-                        allocation.ledger_id,
-                        allocation.first_entry,
-                        sizes[i][start:stop],
-                        {key: column.slice(first_row, rows) for key, column in parts[i][2].items()},
-                    )
                     allocation.path = self.relative_path(
                         names[i], allocation.ledger_id, allocation.first_entry
                     )
-                    allocation.messages = table.num_rows
-                    writes.append((self._absolute(allocation.path), table))
-                self._write_segments(writes)
+                    allocation.messages = rows
+                    segments.append(
+                        _Segment(
+                            self._absolute(allocation.path),
+                            names[i].partition_index,
+                            allocation.ledger_id,
+                            allocation.first_entry,
+                            sizes[i][start:stop],
+                            {
+                                key: column.slice(first_row, rows)
+                                for key, column in parts[i][2].items()
+                            },
+                        )
+                    )
+                self._write_segments(segments)
             for i, allocation in zip(pending, allocations, strict=True):
                 positions[i].extend(
                     Position(allocation.ledger_id, allocation.first_entry + k)
@@ -353,22 +375,28 @@ class LedgerStore:
                 )
                 done[i] += allocation.count
 
-    def _write_segments(self, writes: Sequence[tuple[str, pa.Table]]) -> None:
+    def _write_segments(self, segments: Sequence[_Segment]) -> None:
         """Write segments of different partitions, side by side when there are several."""
-        if len(writes) == 1:
-            path, table = writes[0]
-            self._remove_temporaries(os.path.dirname(path))
-            self._write_segment(path, table)
+        if len(segments) == 1:
+            self._write_one(segments[0])
             return
-        with ThreadPoolExecutor(max_workers=min(len(writes), _WRITERS)) as pool:
-            # Parquet encoding and fsync release the GIL: the files are written and
-            # flushed at the same time, and the file system joins the flushes.
-            for done in [pool.submit(self._write_one, path, table) for path, table in writes]:
+        with ThreadPoolExecutor(max_workers=min(len(segments), _WRITERS)) as pool:
+            # Table assembly, Parquet encoding, the write and fsync release the GIL: the
+            # files are encoded on every core and flushed at the same time, and the file
+            # system joins the flushes.
+            for done in [pool.submit(self._write_one, segment) for segment in segments]:
                 done.result()
 
-    def _write_one(self, path: str, table: pa.Table) -> None:
-        self._remove_temporaries(os.path.dirname(path))
-        self._write_segment(path, table)
+    def _write_one(self, segment: _Segment) -> None:
+        table = _assemble(
+            segment.partition,
+            segment.ledger_id,
+            segment.first_entry,
+            segment.sizes,
+            segment.columns,
+        )
+        self._remove_temporaries(os.path.dirname(segment.path))
+        self._write_segment(segment.path, table)
 
     @staticmethod
     def _remove_temporaries(folder: str) -> None:
@@ -393,13 +421,19 @@ class LedgerStore:
         temporary = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
         with _io(f"Cannot write ledger segment {path}"):
             os.makedirs(folder, exist_ok=True)
+            # Encoded in memory, then written and fsynced through a plain descriptor:
+            # a Python file object as pyarrow's sink would take the GIL for every write.
+            encoded = pa.BufferOutputStream()
+            pq.write_table(table, encoded, **SEGMENT_WRITE_OPTIONS)
+            data = memoryview(encoded.getvalue())
             try:
-                with open(temporary, "wb") as sink:
-                    # Row groups of SEGMENT_ROW_GROUP rows: a consumer reading from the
-                    # middle of a segment skips whole groups by their entry-id statistics.
-                    pq.write_table(table, sink, row_group_size=SEGMENT_ROW_GROUP)
-                    sink.flush()
-                    os.fsync(sink.fileno())
+                descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                try:
+                    while data:
+                        data = data[os.write(descriptor, data) :]
+                    os.fsync(descriptor)
+                finally:
+                    os.close(descriptor)
                 os.replace(temporary, path)
             finally:
                 if os.path.exists(temporary):
@@ -574,9 +608,9 @@ def _assemble(
     n = int(sizes.sum())
     entry_ids = np.repeat(np.arange(first_entry, first_entry + len(sizes), dtype=np.int64), sizes)
     full = {
-        "partition": pa.array(np.full(n, partition, np.int32)),
-        "ledger_id": pa.array(np.full(n, ledger_id, np.int64)),
-        "entry_id": pa.array(entry_ids),
+        "partition": arrow_columns.from_numpy(np.full(n, partition, np.int32)),
+        "ledger_id": arrow_columns.from_numpy(np.full(n, ledger_id, np.int64)),
+        "entry_id": arrow_columns.from_numpy(entry_ids),
         **columns,
     }
     return pa.table({name: full[name] for name in MESSAGE_SCHEMA.names}, schema=MESSAGE_SCHEMA)
