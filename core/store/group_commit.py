@@ -52,9 +52,15 @@ class _Request(Generic[Item, Result]):
         self.leads = False
         self.future = future
         """Set for :meth:`GroupCommit.submit_async` items: nobody blocks on ``wake``."""
-        self.wake = threading.Lock()
         if future is None:
+            self.wake = threading.Lock()
             self.wake.acquire()
+        else:
+            self.wake = _NOBODY_BLOCKS
+
+
+_NOBODY_BLOCKS = threading.Lock()
+"""The ``wake`` of every asyncio request: never acquired, so none needs a lock of its own."""
 
 
 def _complete(requests: list[_Request[Item, Result]]) -> None:
