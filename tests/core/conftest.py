@@ -3,7 +3,11 @@ of numbered messages, a held write lock, and message rows for predicates and fil
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -21,6 +25,7 @@ from core.config import Config
 from core.cursor import AckTarget
 from core.ledger_layout import LedgerLayout
 from core.managed_cursor import ManagedCursor
+from core.position import Position
 from core.producer import OutgoingMessage
 from core.store.ledger import MESSAGE_SCHEMA
 from core.subscription import SubscriptionType
@@ -102,6 +107,34 @@ def in_threads(work: Callable[[int], object], threads: int, timeout: float = 120
     for thread in pool:
         thread.join(timeout)
     assert not any(thread.is_alive() for thread in pool), "a thread did not finish"
+
+
+def acknowledged_before_kill_9(
+    config: Config, child: str, *args: str, lines: int = 300
+) -> list[Position]:
+    """Run the Python script ``child`` with the arguments ``home url *args`` of ``config``;
+    it prints ``ledger:entry`` once each acknowledgement has returned. Killed with SIGKILL
+    after ``lines`` of them: every position it printed, those written before the kill too
+    (each came after a return)."""
+    repo = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen(
+        [sys.executable, "-c", child, str(config.home), config.metadata_url, *args],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )
+    assert process.stdout is not None
+    printed: list[str] = []
+    for line in process.stdout:
+        printed.append(line.strip())
+        if len(printed) >= lines:
+            break
+    process.send_signal(signal.SIGKILL)
+    process.wait(30)
+    printed += [line.strip() for line in process.stdout.read().splitlines() if line.strip()]
+    assert len(printed) >= lines
+    return [Position(*(int(part) for part in text.split(":"))) for text in printed]
 
 
 @contextmanager

@@ -11,13 +11,8 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -26,10 +21,9 @@ from core.broker import Broker
 from core.config import Config
 from core.cursor import AckTarget, CursorState
 from core.errors import SubscriptionNotFoundError
-from core.position import Position
 from core.store.group_commit import GroupCommit
 
-from .conftest import in_threads, install_topic, open_cursor
+from .conftest import acknowledged_before_kill_9, in_threads, install_topic, open_cursor
 
 TOPIC = "persistent://acme/ops/grouped"
 MESSAGES = 2_000
@@ -176,35 +170,8 @@ for thread in pool:
 def test_acknowledgements_that_returned_survive_kill_9(home_config: Config, threads: int) -> None:
     with Broker(home_config) as broker:
         _install(broker, 1)
-    repo = Path(__file__).resolve().parents[2]
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            _CHILD,
-            str(home_config.home),
-            home_config.metadata_url,
-            TOPIC,
-            str(threads),
-        ],
-        cwd=repo,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(repo)},
-    )
-    assert child.stdout is not None
-    returned: list[str] = []
-    for line in child.stdout:
-        returned.append(line.strip())
-        if len(returned) >= 300:
-            break
-    child.send_signal(signal.SIGKILL)
-    child.wait(30)
-    # Lines already written by the child before the kill count too: each came after a return.
-    returned += [line.strip() for line in child.stdout.read().splitlines() if line.strip()]
-    assert len(returned) >= 300
+    returned = acknowledged_before_kill_9(home_config, _CHILD, TOPIC, str(threads))
     with Broker(home_config) as restarted:
         state = open_cursor(restarted, TOPIC, "s0").state
-        for text in returned:
-            ledger, entry = (int(part) for part in text.split(":"))
-            assert state.is_acked(Position(ledger, entry), -1), text
+        for position in returned:
+            assert state.is_acked(position, -1), position

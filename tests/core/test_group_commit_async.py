@@ -13,13 +13,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -27,10 +22,9 @@ from core.broker import Broker
 from core.config import Config
 from core.cursor import AckTarget
 from core.errors import InvalidBatchIndexError
-from core.position import Position
 from core.store.group_commit import GroupCommit
 
-from .conftest import install_topic, open_cursor
+from .conftest import acknowledged_before_kill_9, install_topic, open_cursor
 
 TOPIC = "persistent://acme/ops/async-acks"
 MESSAGES = 4_000
@@ -200,27 +194,9 @@ asyncio.run(main())
 def test_completed_asynchronous_acknowledgements_survive_kill_9(home_config: Config) -> None:
     with Broker(home_config) as broker:
         install_topic(broker, TOPIC, MESSAGES, subscriptions=["s0"])
-    repo = Path(__file__).resolve().parents[2]
-    child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(home_config.home), home_config.metadata_url, TOPIC],
-        cwd=repo,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(repo)},
-    )
-    assert child.stdout is not None
-    returned: list[str] = []
-    for line in child.stdout:
-        returned.append(line.strip())
-        if len(returned) >= 300:
-            break
-    child.send_signal(signal.SIGKILL)
-    child.wait(30)
-    # Lines already written before the kill count too: each came after its future completed.
-    returned += [line.strip() for line in child.stdout.read().splitlines() if line.strip()]
-    assert len(returned) >= 300
+    # Each line the child printed came after its future completed.
+    returned = acknowledged_before_kill_9(home_config, _CHILD, TOPIC)
     with Broker(home_config) as restarted:
         state = open_cursor(restarted, TOPIC, "s0").state
-        for text in returned:
-            ledger, entry = (int(part) for part in text.split(":"))
-            assert state.is_acked(Position(ledger, entry), -1), text
+        for position in returned:
+            assert state.is_acked(position, -1), position
