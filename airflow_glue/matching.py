@@ -21,9 +21,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from core.errors import InvalidArgumentError, InvalidPredicateError
+from airflow_glue.request import validate_conf
+from core.errors import InvalidPredicateError
 
 DEFAULT_LIMIT = 1_000_000
 EVERYTHING = {"publishTime": {"after": 0}}
@@ -107,15 +108,7 @@ def parse_match_request(conf: Mapping[str, object], now_ms: int) -> tuple[MatchR
     """The request and its predicate as JSON text, checked by core; one line on a problem."""
     from core.predicates import parse_predicate
 
-    try:
-        request = MatchRequest.model_validate(dict(conf))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "conf"
-        raise InvalidArgumentError(
-            f"Invalid skip request: {where}: {first['msg']}"
-            + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
-        ) from exc
+    request = validate_conf(MatchRequest, conf)
     document = request.predicate_document()
     parse_predicate(document, now_ms=now_ms)
     return request, json.dumps(document, sort_keys=True)

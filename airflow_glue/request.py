@@ -9,7 +9,7 @@ may be given; the ids are the union.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -17,6 +17,8 @@ from core.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from core.message_id import MessageId
+
+Request = TypeVar("Request", bound=BaseModel)
 
 
 class SkipRequest(BaseModel):
@@ -50,10 +52,10 @@ class SkipRequest(BaseModel):
         return out
 
 
-def parse_request(conf: Mapping[str, object]) -> SkipRequest:
-    """Validate the conf and every id in it; one line naming the first problem."""
+def validate_conf(model: type[Request], conf: Mapping[str, object]) -> Request:
+    """A run's conf through ``model``; a problem is one line naming the first field at fault."""
     try:
-        request = SkipRequest.model_validate(dict(conf))
+        return model.model_validate(dict(conf))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "conf"
@@ -61,5 +63,10 @@ def parse_request(conf: Mapping[str, object]) -> SkipRequest:
             f"Invalid skip request: {where}: {first['msg']}"
             + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
         ) from exc
+
+
+def parse_request(conf: Mapping[str, object]) -> SkipRequest:
+    """Validate the conf and every id in it; one line naming the first problem."""
+    request = validate_conf(SkipRequest, conf)
     request.ids()
     return request
