@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
+    bindparam,
     delete,
     func,
     insert,
@@ -504,15 +505,25 @@ class MetadataStore:
             check_int("number of entries", n_entries, 1)
         check_int("max entries per ledger", max_entries_per_ledger, 1)
         with self._session(write=True) as session:
-            current: dict[str, LedgerRow | None] = {}
-            for name in sorted(names):
-                self._require_partition(session, name, lock=True)
-                current[name] = session.scalars(
-                    select(LedgerRow)
-                    .where(LedgerRow.topic_partition == name)
-                    .order_by(LedgerRow.ledger_id.desc())
-                    .limit(1)
-                ).one_or_none()
+            # One query locks every partition (in name order: rows are locked as the
+            # sorted scan returns them) and one reads their latest ledgers.
+            locked = session.scalars(
+                select(TopicPartitionRow.name)
+                .where(TopicPartitionRow.name.in_(names))
+                .order_by(TopicPartitionRow.name)
+                .with_for_update()
+            ).all()
+            missing = sorted(set(names) - set(locked))
+            if missing:
+                raise TopicNotFoundError(f"Topic partition '{missing[0]}' not found")
+            latest = (
+                select(func.max(LedgerRow.ledger_id))
+                .where(LedgerRow.topic_partition.in_(names))
+                .group_by(LedgerRow.topic_partition)
+            )
+            current: dict[str, LedgerRow | None] = dict.fromkeys(names)
+            for row in session.scalars(select(LedgerRow).where(LedgerRow.ledger_id.in_(latest))):
+                current[row.topic_partition] = row
             reserved: list[tuple[LedgerRow, Allocation]] = []
             # New ledgers in request order: the ids come out as from one append after another.
             for name, (_, n_entries) in zip(names, requests, strict=True):
@@ -524,21 +535,38 @@ class MetadataStore:
                 count = min(n_entries, max_entries_per_ledger - ledger.entries)
                 reserved.append((ledger, Allocation(ledger.ledger_id, ledger.entries, count)))
             yield [allocation for _, allocation in reserved]
-            for ledger, allocation in reserved:
+            for _, allocation in reserved:
                 if not isinstance(allocation.path, str) or not allocation.path:
                     raise InvalidArgumentError("append_entries: the segment path was not set")
                 check_int("number of messages", allocation.messages, allocation.count)
-                session.add(
-                    SegmentRow(
-                        ledger_id=ledger.ledger_id,
-                        first_entry=allocation.first_entry,
-                        last_entry=allocation.first_entry + allocation.count - 1,
-                        messages=allocation.messages,
-                        path=allocation.path,
-                    )
-                )
-                ledger.entries += allocation.count
-                ledger.messages += allocation.messages
+            # Two statements for all partitions, not the ORM's flush of an object each.
+            connection = session.connection()
+            connection.execute(
+                insert(SegmentRow),
+                [
+                    {
+                        "ledger_id": ledger.ledger_id,
+                        "first_entry": allocation.first_entry,
+                        "last_entry": allocation.first_entry + allocation.count - 1,
+                        "messages": allocation.messages,
+                        "path": allocation.path,
+                    }
+                    for ledger, allocation in reserved
+                ],
+            )
+            connection.execute(
+                update(LedgerRow)
+                .where(LedgerRow.ledger_id == bindparam("row_ledger_id"))
+                .values(entries=bindparam("row_entries"), messages=bindparam("row_messages")),
+                [
+                    {
+                        "row_ledger_id": ledger.ledger_id,
+                        "row_entries": ledger.entries + allocation.count,
+                        "row_messages": ledger.messages + allocation.messages,
+                    }
+                    for ledger, allocation in reserved
+                ],
+            )
 
     def ledgers(self, topic_partition: str) -> list[LedgerInfo]:
         """The partition's ledgers, ordered by ledger id."""
