@@ -22,7 +22,7 @@ from core.authz import Operation
 from core.backlog import PartitionAnalysis
 from core.backlog_audit import BacklogSample
 from core.config import Config
-from core.cursor import AckTarget, CursorState
+from core.cursor import AckColumns, AckTarget, CursorState
 from core.entry_filters import EntryFilters, first_messages, validate_filter_properties
 from core.errors import (
     EntryNotFoundError,
@@ -471,7 +471,7 @@ class Broker:
         names = sorted(cursors)
         outcomes: list[skip.SkipOutcome] = []
 
-        def decide(states: list[CursorState]) -> tuple[list[list[AckTarget]], AuditEntry]:
+        def decide(states: list[CursorState]) -> tuple[list[AckColumns], AuditEntry]:
             # The cursors as they are under their row locks: what is reported as
             # skipped is exactly what this transaction writes.
             state_of = dict(zip(names, states, strict=True))
@@ -490,21 +490,21 @@ class Broker:
                 info.name,
                 plan.subscription,
                 plan_id,
-                skipped=items.take(fresh).message_ids(),
-                already_acknowledged=items.take(np.flatnonzero(acked & was_acked)).message_ids(),
-                acknowledged_meanwhile=items.take(np.flatnonzero(acked & ~was_acked)).message_ids(),
+                skipped=items.take(fresh),
+                already_acknowledged=items.take(np.flatnonzero(acked & was_acked)),
+                acknowledged_meanwhile=items.take(np.flatnonzero(acked & ~was_acked)),
                 per_partition=per_partition,
                 part_of=plan.part_of,
             )
             outcomes.append(outcome)
             detail = {**outcome.to_pulsar_json(), "via": via}
-            targets = [
-                skip.ack_targets(items.take(fresh[items.name_index[fresh] == code_of[name]]))
-                if name in code_of
-                else []
+            acks = [
+                skip.acknowledgements(
+                    items, fresh[items.name_index[fresh] == code_of.get(name, -1)]
+                )
                 for name in names
             ]
-            return targets, AuditEntry("skip", info.name, plan.subscription, role, detail, at_ms)
+            return acks, AuditEntry("skip", info.name, plan.subscription, role, detail, at_ms)
 
         at_ms = self.clock()
         acknowledge_deciding(self.metadata, [cursors[name] for name in names], decide)
@@ -603,7 +603,9 @@ class Broker:
             return lambda after: cache.batches_after(self.metadata.segments(name), after)
 
         sources = [
-            dataclasses.replace(source, read_after=cached(source.topic))
+            dataclasses.replace(
+                source, read_after=cached(source.topic), read_segments=cache.batches_after
+            )
             for source in self._sources(info)
         ]
         return Dispatcher(

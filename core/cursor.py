@@ -22,7 +22,6 @@ never lose each other's acknowledgements.
 
 from __future__ import annotations
 
-import gc
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,42 +46,119 @@ class AckTarget:
     """Messages in the entry; 0 for a non-batched entry. Needed for batch-index acks."""
 
 
-def ack_targets(
-    ledger_ids: Iterable[int],
-    entry_ids: Iterable[int],
-    batch_indexes: Iterable[int],
-    batch_sizes: Iterable[int],
-) -> list[AckTarget]:
-    """One :class:`AckTarget` per tuple of the four iterables (plain ints, equal lengths).
+@dataclass(frozen=True, eq=False)
+class AckColumns:
+    """Individual acknowledgements as arrays: :meth:`CursorState.ack_delta`'s delta
+    without a Python object per message (a skip acknowledges 100,000s at once).
 
-    Fills the slots through their descriptors, skipping the frozen
-    ``__setattr__``: the same targets as the constructor at about half the cost,
-    for a skip that acknowledges 100,000s of messages in one call.
+    ``entries`` holds the whole entries acknowledged, batches with every index
+    acknowledged here included. The partly acknowledged batches are the rows of
+    ``batch_ledger_ids`` / ``batch_entry_ids``, ascending by position; row ``i``'s
+    ack set is ``words[word_starts[i]:word_starts[i + 1]]``, laid out as
+    :func:`core.ack_set.to_words` lays it (trailing zero words dropped).
+    :func:`core.cursor_codec.encode_columns` writes the bytes
+    :func:`core.cursor_codec.encode` writes for :meth:`to_state`.
     """
-    new = object.__new__
-    position_of = tuple.__new__
-    set_position = AckTarget.__dict__["position"].__set__
-    set_index = AckTarget.__dict__["batch_index"].__set__
-    set_size = AckTarget.__dict__["batch_size"].__set__
-    out: list[AckTarget] = []
-    append = out.append
-    # Targets hold only ints and tuples of ints, so they form no cycle; without the
-    # pause, 100,000s of allocations trigger collections that scan every live object.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        for ledger_id, entry_id, batch_index, batch_size in zip(
-            ledger_ids, entry_ids, batch_indexes, batch_sizes, strict=True
-        ):
-            target = new(AckTarget)
-            set_position(target, position_of(Position, (ledger_id, entry_id)))
-            set_index(target, batch_index)
-            set_size(target, batch_size)
-            append(target)
-    finally:
-        if collecting:
-            gc.enable()
-    return out
+
+    entries: RangeSet
+    batch_ledger_ids: npt.NDArray[np.int64]
+    batch_entry_ids: npt.NDArray[np.int64]
+    word_starts: npt.NDArray[np.int64]
+    words: npt.NDArray[np.uint64]
+
+    @classmethod
+    def of(
+        cls,
+        ledger_ids: npt.ArrayLike,
+        entry_ids: npt.ArrayLike,
+        batch_indexes: npt.ArrayLike,
+        batch_sizes: npt.ArrayLike,
+    ) -> AckColumns:
+        """The acknowledgement of each ``(ledger, entry, batch index, batch size)`` row.
+
+        The same rules as :meth:`CursorState.ack_delta` of one target per row:
+        batch index -1 is the whole entry; an index outside ``[0, batch size)``
+        raises InvalidBatchIndexError (the first such row, the same message);
+        the first row of an entry sets its batch size. Cost: O(n log n) for n
+        rows, in numpy.
+        """
+        ledgers = np.asarray(ledger_ids, dtype=np.int64)
+        entries = np.asarray(entry_ids, dtype=np.int64)
+        indexes = np.asarray(batch_indexes, dtype=np.int64)
+        sizes = np.asarray(batch_sizes, dtype=np.int64)
+        batched = indexes >= 0
+        bad = np.flatnonzero(batched & (indexes >= np.maximum(sizes, 0)))
+        if bad.size:
+            row = int(bad[0])
+            raise InvalidBatchIndexError(
+                f"Invalid batchIndex: {indexes[row]}, batchSize={sizes[row]}"
+            )
+        rows = np.flatnonzero(batched)
+        # By entry, each entry's rows in the order given: its first row sets the size.
+        rows = rows[np.lexsort((rows, entries[rows], ledgers[rows]))]
+        row_ledgers, row_entries = ledgers[rows], entries[rows]
+        starts = np.ones(rows.size, dtype=np.bool_)
+        starts[1:] = (row_ledgers[1:] != row_ledgers[:-1]) | (row_entries[1:] != row_entries[:-1])
+        group = np.cumsum(starts) - 1
+        size = sizes[rows[starts]]
+        word_count = (size + 63) >> 6
+        word_starts = np.zeros(size.size + 1, dtype=np.int64)
+        np.cumsum(word_count, out=word_starts[1:])
+        words = np.full(int(word_starts[-1]), np.uint64(2**64 - 1), dtype=np.uint64)
+        partial = (size & 63) != 0
+        words[word_starts[1:][partial] - 1] = np.left_shift(
+            np.uint64(1), (size[partial] & 63).astype(np.uint64)
+        ) - np.uint64(1)
+        index = indexes[rows]
+        # An index beyond the size its entry's first row gave clears nothing, as in ack_delta.
+        inside = index < size[group]
+        cleared = np.zeros(words.size, dtype=np.uint64)
+        np.bitwise_or.at(
+            cleared,
+            word_starts[group[inside]] + (index[inside] >> 6),
+            np.left_shift(np.uint64(1), (index[inside] & 63).astype(np.uint64)),
+        )
+        words &= ~cleared
+        # Trailing zero words dropped; an entry left with none is acknowledged whole.
+        last = np.zeros(size.size, dtype=np.int64)
+        if words.size:
+            numbered = np.where(words != 0, np.arange(1, words.size + 1, dtype=np.int64), 0)
+            last = np.maximum.reduceat(numbered, word_starts[:-1])
+        kept_count = np.maximum(last - word_starts[:-1], 0)
+        ordinal = np.arange(words.size, dtype=np.int64) - np.repeat(word_starts[:-1], word_count)
+        kept_words = words[ordinal < np.repeat(kept_count, word_count)]
+        partly = kept_count > 0
+        kept_starts = np.zeros(int(partly.sum()) + 1, dtype=np.int64)
+        np.cumsum(kept_count[partly], out=kept_starts[1:])
+        group_ledgers, group_entries = row_ledgers[starts], row_entries[starts]
+        whole = RangeSet()
+        whole.add_positions(
+            np.concatenate((ledgers[~batched], group_ledgers[~partly])),
+            np.concatenate((entries[~batched], group_entries[~partly])),
+        )
+        return cls(whole, group_ledgers[partly], group_entries[partly], kept_starts, kept_words)
+
+    def __len__(self) -> int:
+        """Entries touched: whole entries plus partly acknowledged batches."""
+        return len(self.entries) + int(self.batch_ledger_ids.size)
+
+    def to_state(self) -> CursorState:
+        """The same delta as a :class:`CursorState` (one Python int per partly acked batch)."""
+        data = self.words.astype("<u8").tobytes()
+        starts = self.word_starts.tolist()
+        sets = BatchAckSets(
+            {
+                Position(ledger_id, entry_id): int.from_bytes(data[8 * start : 8 * stop], "little")
+                for ledger_id, entry_id, start, stop in zip(
+                    self.batch_ledger_ids.tolist(),
+                    self.batch_entry_ids.tolist(),
+                    starts[:-1],
+                    starts[1:],
+                    strict=True,
+                )
+            }
+        )
+        return CursorState(individually_deleted=self.entries.copy(), batch_acks=sets)
 
 
 class BatchAckSets(dict[Position, int]):

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 from core import cursor_codec
-from core.cursor import AckTarget, CursorState
+from core.cursor import AckColumns, AckTarget, CursorState
 from core.ledger_layout import LedgerLayout
 from core.position import Position
 from core.store.group_commit import GroupCommit
@@ -233,13 +233,14 @@ class ManagedCursor:
 def acknowledge_deciding(
     store: MetadataStore,
     cursors: Sequence[ManagedCursor],
-    decide: Callable[[list[CursorState]], tuple[list[list[AckTarget]], AuditEntry | None]],
+    decide: Callable[[list[CursorState]], tuple[list[AckColumns], AuditEntry | None]],
 ) -> None:
     """Acknowledge on several cursors of ``store`` at once, deciding what from their state.
 
     One transaction for all: each cursor's current state is read under its row
-    lock and given to ``decide``, which returns the targets to acknowledge per
-    cursor (in order) and an audit record. Every cursor gets its
+    lock and given to ``decide``, which returns the acknowledgements per cursor
+    (in order, as arrays: a skip's 100,000s of ids are encoded without an
+    object per id) and an audit record. Every cursor gets its
     acknowledgements and the audit record is written, or nothing is: a
     multi-partition skip never applies to only some partitions, never goes
     unrecorded, and no other writer's acknowledgement lands between what
@@ -249,11 +250,8 @@ def acknowledge_deciding(
 
     def on_records(records: list[CursorRecord]) -> tuple[list[bytes | None], AuditEntry | None]:
         states = [replay(r, c.layout) for r, c in zip(records, cursors, strict=True)]
-        targets, audit = decide(states)
-        payloads = [
-            cursor_codec.encode(CursorState.ack_delta(chosen)) if chosen else None
-            for chosen in targets
-        ]
+        acks, audit = decide(states)
+        payloads = [cursor_codec.encode_columns(chosen) if len(chosen) else None for chosen in acks]
         return payloads, audit
 
     store.append_cursor_deltas_deciding(

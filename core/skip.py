@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
 
-from core import cursor
-from core.cursor import AckTarget, CursorState
+from core.cursor import AckColumns, CursorState
 from core.errors import (
     EntryNotFoundError,
     InvalidBatchIndexError,
@@ -70,25 +69,116 @@ class SkipLookup:
         )
 
 
-@dataclass(frozen=True)
+_OUTCOME_LISTS = ("skipped", "already_acknowledged", "acknowledged_meanwhile")
+
+
 class SkipOutcome:
     """What applying a skip plan did; ``skipped + already_acknowledged +
-    acknowledged_meanwhile`` are the plan's messages, each in exactly one list."""
+    acknowledged_meanwhile`` are the plan's messages, each in exactly one list.
+
+    Immutable. Each list may be given as message ids or as plan rows
+    (:class:`~core.skip_plan.SkipColumns`); from rows its ids are built on first
+    use, and :meth:`to_pulsar_json`'s default triplets are written from the rows
+    without them: a skip of a million ids needs no million objects to be recorded.
+
+    - ``skipped``: acknowledged by this apply;
+    - ``already_acknowledged``: acknowledged already when the plan was made;
+    - ``acknowledged_meanwhile``: acknowledged by someone else between planning
+      and applying;
+    - ``per_partition``: newly acknowledged ids per topic partition of the plan;
+    - ``part_of``: the whole plan's id when a single partition's share was applied;
+    - ``plan_id``: the applied plan's :attr:`~core.skip_plan.SkipPlan.plan_id`.
+    """
 
     topic: str
     subscription: str
     plan_id: str
-    """The applied plan's :attr:`~core.skip_plan.SkipPlan.plan_id`."""
-    skipped: list[MessageId] = field(default_factory=list)
-    """Acknowledged by this apply."""
-    already_acknowledged: list[MessageId] = field(default_factory=list)
-    """Acknowledged already when the plan was made."""
-    acknowledged_meanwhile: list[MessageId] = field(default_factory=list)
-    """Acknowledged by someone else between planning and applying."""
-    per_partition: dict[str, int] = field(default_factory=dict)
-    """Newly acknowledged ids per topic partition of the plan."""
-    part_of: str | None = None
-    """The whole plan's id when a single partition's share was applied."""
+    per_partition: dict[str, int]
+    part_of: str | None
+
+    def __init__(
+        self,
+        topic: str,
+        subscription: str,
+        plan_id: str,
+        skipped: Sequence[MessageId] | SkipColumns = (),
+        already_acknowledged: Sequence[MessageId] | SkipColumns = (),
+        acknowledged_meanwhile: Sequence[MessageId] | SkipColumns = (),
+        per_partition: Mapping[str, int] | None = None,
+        part_of: str | None = None,
+    ) -> None:
+        given = (skipped, already_acknowledged, acknowledged_meanwhile)
+        fields: dict[str, object] = {
+            "topic": topic,
+            "subscription": subscription,
+            "plan_id": plan_id,
+            "per_partition": dict(per_partition or {}),
+            "part_of": part_of,
+            "_rows": {
+                name: ids
+                for name, ids in zip(_OUTCOME_LISTS, given, strict=True)
+                if isinstance(ids, SkipColumns)
+            },
+        }
+        for name, ids in zip(_OUTCOME_LISTS, given, strict=True):
+            if not isinstance(ids, SkipColumns):
+                fields[name] = list(ids)
+        self.__dict__.update(fields)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"SkipOutcome is immutable: cannot set {name}")
+
+    def _ids(self, name: str) -> list[MessageId]:
+        ids = self.__dict__.get(name)
+        if ids is None:
+            ids = self.__dict__[name] = self.__dict__["_rows"][name].message_ids()
+        return ids  # type: ignore[no-any-return]
+
+    @property
+    def skipped(self) -> list[MessageId]:
+        return self._ids("skipped")
+
+    @property
+    def already_acknowledged(self) -> list[MessageId]:
+        return self._ids("already_acknowledged")
+
+    @property
+    def acknowledged_meanwhile(self) -> list[MessageId]:
+        return self._ids("acknowledged_meanwhile")
+
+    def _key(self) -> tuple[object, ...]:
+        return (
+            self.topic,
+            self.subscription,
+            self.plan_id,
+            self.skipped,
+            self.already_acknowledged,
+            self.acknowledged_meanwhile,
+            self.per_partition,
+            self.part_of,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SkipOutcome):
+            return NotImplemented
+        return self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"SkipOutcome(topic={self.topic!r}, subscription={self.subscription!r}, "
+            f"plan_id={self.plan_id!r}, skipped={self.skipped!r}, "
+            f"already_acknowledged={self.already_acknowledged!r}, "
+            f"acknowledged_meanwhile={self.acknowledged_meanwhile!r}, "
+            f"per_partition={self.per_partition!r}, part_of={self.part_of!r})"
+        )
+
+    def _rendered(self, name: str, render_id: Callable[[MessageId], object]) -> list[object]:
+        rows = self.__dict__["_rows"].get(name)
+        if rows is not None and render_id is MessageId.triplet:
+            return list(rows.triplets())
+        return [render_id(m) for m in self._ids(name)]
 
     def to_pulsar_json(
         self, render_id: Callable[[MessageId], object] = MessageId.triplet
@@ -103,9 +193,9 @@ class SkipOutcome:
             "subscription": self.subscription,
             "planId": self.plan_id,
             "partOf": self.part_of,
-            "skipped": [render_id(m) for m in self.skipped],
-            "alreadyAcknowledged": [render_id(m) for m in self.already_acknowledged],
-            "acknowledgedMeanwhile": [render_id(m) for m in self.acknowledged_meanwhile],
+            "skipped": self._rendered("skipped", render_id),
+            "alreadyAcknowledged": self._rendered("already_acknowledged", render_id),
+            "acknowledgedMeanwhile": self._rendered("acknowledged_meanwhile", render_id),
             "perPartition": dict(self.per_partition),
         }
 
@@ -559,11 +649,11 @@ def has_repeats(
     return int(_first_of_each(ledgers, entries, batch_indexes).size) < int(ledgers.size)
 
 
-def ack_targets(columns: SkipColumns) -> list[AckTarget]:
-    """The acknowledgement of each row: its entry, batch index and batch size."""
-    return cursor.ack_targets(
-        columns.ledger_id.tolist(),
-        columns.entry_id.tolist(),
-        columns.batch_index.tolist(),
-        columns.batch_size.tolist(),
+def acknowledgements(columns: SkipColumns, rows: npt.NDArray[np.int64]) -> AckColumns:
+    """The acknowledgement of the given rows: each its entry, or its batch index."""
+    return AckColumns.of(
+        columns.ledger_id[rows],
+        columns.entry_id[rows],
+        columns.batch_index[rows],
+        columns.batch_size[rows],
     )

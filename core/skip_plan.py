@@ -222,6 +222,19 @@ class SkipColumns:
             self.batch_size.tolist(),
         )
 
+    def triplets(self) -> list[str]:
+        """Each row's :meth:`MessageId.triplet <core.message_id.MessageId.triplet>`
+        (``ledger:entry``, plus ``:batchIndex`` when >= 0), without building the ids."""
+        return [
+            f"{ledger}:{entry}:{index}" if index >= 0 else f"{ledger}:{entry}"
+            for ledger, entry, index in zip(
+                self.ledger_id.tolist(),
+                self.entry_id.tolist(),
+                self.batch_index.tolist(),
+                strict=True,
+            )
+        ]
+
     def same_as(self, other: SkipColumns) -> bool:
         return self.names == other.names and all(
             np.array_equal(getattr(self, name), getattr(other, name)) for name in _ARRAY_FIELDS
