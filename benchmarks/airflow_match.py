@@ -31,30 +31,29 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.airflow_phases import (
-    Phase,
-    TimedRun,
+    APPLY_PHASE,
+    APPROVER,
+    GATE,
+    REQUESTER,
+    ROLE,
+    SkipRuns,
     phase_headers,
     phase_rows,
+    run_skips,
     spark_conf_dir,
     task_table,
-    timed_run,
 )
 from benchmarks.report import Options
 from core.broker import Broker
 from core.config import Config
 from core.message_id import MessageId
 from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
 
 SECTION = "airflow_match"
-ROLE = "admin"
 NAMESPACE = "bench/airflow"
 TOPIC = f"persistent://{NAMESPACE}/match"
 DAG = "cursorops_skip_matching"
-GATE = "approve_skip"
 SPARK_TASK = "find_messages"
-REQUESTER = "alice"
-APPROVER = "bob"
 AIM_SECONDS = 120.0
 PARTITIONS = 16
 ROUNDS = 10
@@ -64,7 +63,6 @@ PROPERTY = "poison=yes"
 FULL_MESSAGES = 10_000_000
 QUICK_MESSAGES = 200_000
 PHASE_1 = ("validate_request", "authorize", SPARK_TASK, "plan_skip", GATE)
-PHASE_2 = (GATE, "apply_skip", "verify", "record")
 
 
 def build_topic(broker: Broker, messages: int) -> list[MessageId]:
@@ -105,17 +103,15 @@ def exact_backlog(config: Config, subscription: str) -> int:
 class Results:
     messages: int
     matches: int
-    preview: list[Phase]
-    apply: list[Phase]
-    runs: list[TimedRun]
-    start_seconds: float
+    skips: SkipRuns
     produce_seconds: float
-    spark_command: str
+
+    @property
+    def spark_command(self) -> str:
+        return self.skips.runs[-1].spark_command if self.skips.runs else ""
 
 
 def measure(messages: int, options: Options, work: Path) -> Results:
-    from airflow_glue.local_airflow import start_airflow
-
     config = Config.from_home(work / "cursorops")
     produced = time.monotonic()
     with Broker(config) as broker:
@@ -123,77 +119,29 @@ def measure(messages: int, options: Options, work: Path) -> Results:
         matched = build_topic(broker, messages)
     produce_seconds = time.monotonic() - produced
     spark_conf = spark_conf_dir(work / "spark-conf")
-    started = time.monotonic()
-    airflow = start_airflow(
-        work / "stack",
-        {
-            "CURSOROPS_HOME": str(config.home),
-            "CURSOROPS_METADATA_URL": config.metadata_url,
-            "CURSOROPS_LEDGER_ROOT": config.ledger_root,
-            "SPARK_CONF_DIR": str(spark_conf),
-        },
-        wait_for_dag=DAG,
-        only_dag=True,
-        progress=lambda text: print(f"  {text}", flush=True),
+
+    def check(subscription: str) -> None:
+        with Broker(config) as broker:
+            after = broker.plan_skip(ROLE, TOPIC, subscription, matched)
+        assert all(item.already_acknowledged for item in after.items), "a match not skipped"
+        left = exact_backlog(config, subscription)
+        assert left == messages - len(matched), f"backlog {left}: more than the matches went"
+
+    skips = run_skips(
+        work,
+        config,
+        dag=DAG,
+        topic=TOPIC,
+        conf={"property": [PROPERTY], "reason": "benchmark"},
+        first_phase=PHASE_1,
+        runs=options.runs,
+        check=check,
+        environ={"SPARK_CONF_DIR": str(spark_conf)},
+        spark_task=SPARK_TASK,
+        spark_events=spark_conf / "events",
+        timeout=1800,
     )
-    start_seconds = time.monotonic() - started
-    previews: list[Phase] = []
-    applies: list[Phase] = []
-    timed_runs: list[TimedRun] = []
-    command = ""
-    try:
-        for run in range(options.runs):
-            subscription = f"run-{run}"
-            with Broker(config) as broker:
-                broker.create_subscription(
-                    ROLE, TOPIC, subscription, SubscriptionType.SHARED, initial_position="earliest"
-                )
-            conf = {
-                "topic": TOPIC,
-                "subscription": subscription,
-                "property": [PROPERTY],
-                "reason": "benchmark",
-            }
-            timed = timed_run(
-                airflow,
-                DAG,
-                GATE,
-                conf,
-                (PHASE_1, PHASE_2),
-                requester=REQUESTER,
-                approver=APPROVER,
-                spark_task=SPARK_TASK,
-                spark_events=spark_conf / "events",
-                timeout=1800,
-            )
-            command = timed.spark_command
-            timed_runs.append(timed)
-            previews.append(timed.preview)
-            applies.append(timed.apply)
-            with Broker(config) as broker:
-                check = broker.plan_skip(ROLE, TOPIC, subscription, matched)
-            assert all(item.already_acknowledged for item in check.items), "a match not skipped"
-            left = exact_backlog(config, subscription)
-            assert left == messages - len(matched), f"backlog {left}: more than the matches went"
-            p, a = previews[-1], applies[-1]
-            print(
-                f"  run {run}: preview ready {p.wall:.1f} s (overhead {p.overhead:.1f} s, "
-                f"Spark start-up {p.spark_startup:.1f} s, work {p.work:.1f} s), verified "
-                f"{a.wall:.1f} s after approval (overhead {a.overhead:.1f} s, work {a.work:.1f} s)",
-                flush=True,
-            )
-    finally:
-        airflow.stop()
-    return Results(
-        messages,
-        len(matched),
-        previews,
-        applies,
-        timed_runs,
-        start_seconds,
-        produce_seconds,
-        command,
-    )
+    return Results(messages, len(matched), skips, produce_seconds)
 
 
 def master_of(command: str) -> str:
@@ -208,8 +156,8 @@ def render(host: machine.Machine, options: Options, work: Path, results: Results
     )
     rows = phase_rows(
         [
-            ("trigger → preview ready (gate awaiting input)", results.preview),
-            ("approval → verified (run success)", results.apply),
+            ("trigger → preview ready (gate awaiting input)", results.skips.previews),
+            ("approval → verified (run success)", results.skips.applies),
         ],
         AIM_SECONDS,
         spark=True,
@@ -223,7 +171,7 @@ def render(host: machine.Machine, options: Options, work: Path, results: Results
         "over the whole topic), triggered as alice and approved by bob over REST; each run on a "
         "fresh subscription; afterwards every matched id is checked acknowledged and the exact "
         "backlog is the messages minus the matches. Producing the topic took "
-        f"{results.produce_seconds:.0f} s and Airflow {results.start_seconds:.0f} s to start "
+        f"{results.produce_seconds:.0f} s and Airflow {results.skips.start_seconds:.0f} s to start "
         "(not in the figures).",
         "",
         "The Spark job was spark-submitted (`airflow_glue.spark.SparkJobOperator` with no Spark "
@@ -243,7 +191,7 @@ def render(host: machine.Machine, options: Options, work: Path, results: Results
         "parse included; `find_messages` includes its Spark start-up; the gate is left out, "
         "its span includes the wait for the answer):",
         "",
-        task_table(results.runs, [t for t in (*PHASE_1, *PHASE_2) if t != GATE]),
+        task_table(results.skips.runs, [t for t in (*PHASE_1, *APPLY_PHASE) if t != GATE]),
         "",
     ]
     if results.messages != FULL_MESSAGES:

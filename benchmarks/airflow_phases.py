@@ -18,13 +18,17 @@ parse); **Airflow overhead** is the rest of the phase, when no task ran
 (scheduling, queueing, executor hand-off, the REST round trips). **Spark
 start-up** is the part of busy a Spark task spent from ``spark-submit`` to its
 first Spark job (:func:`spark_startup`), and **work** the remainder.
+
+:func:`run_skips` is the benchmarks' run loop: it starts the local Airflow and,
+run after run, triggers the DAG on a fresh subscription, times it and checks
+what it skipped.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -32,9 +36,20 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks import report
 from benchmarks.report import Runs
+from core.broker import Broker
+from core.config import Config
+from core.subscription import SubscriptionType
 
 if TYPE_CHECKING:
     from airflow_glue.local_airflow import Airflow
+
+ROLE = "admin"
+"""The role that sets a benchmark up (topics, grants, subscriptions, checks)."""
+REQUESTER = "alice"
+APPROVER = "bob"
+GATE = "approve_skip"
+APPLY_PHASE = (GATE, "apply_skip", "verify", "record")
+"""The tasks of approval → verified, the same in every skip DAG."""
 
 SPARK_SUBMITTED = "Spark-Submit cmd:"
 """The provider's log line just before it starts ``spark-submit``."""
@@ -226,6 +241,99 @@ def timed_run(
     tis = airflow.task_instances(dag, run_id)
     applied = split((approved, ended), tis, phases[1])
     return TimedRun(run_id, preview, applied, command, task_run_times(tis, exclude=gate))
+
+
+@dataclass(frozen=True)
+class SkipRuns:
+    runs: list[TimedRun]
+    start_seconds: float
+    """How long Airflow took to start (not in any run's figures)."""
+
+    @property
+    def previews(self) -> list[Phase]:
+        return [run.preview for run in self.runs]
+
+    @property
+    def applies(self) -> list[Phase]:
+        return [run.apply for run in self.runs]
+
+
+def run_skips(
+    work: Path,
+    config: Config,
+    *,
+    dag: str,
+    topic: str,
+    conf: Mapping[str, Any],
+    first_phase: Sequence[str],
+    runs: int,
+    check: Callable[[str], None],
+    environ: Mapping[str, str] | None = None,
+    spark_task: str | None = None,
+    spark_events: Path | None = None,
+    timeout: float = 600,
+) -> SkipRuns:
+    """Start a local Airflow under ``work`` serving ``dag`` alone (every other DAG paused),
+    its tasks on the cursorops installation ``config`` (``environ`` added), then ``runs``
+    times: a fresh Shared subscription at earliest on ``topic``, ``dag`` triggered on it with
+    ``conf`` as :data:`REQUESTER` and approved as :data:`APPROVER`, both phases timed
+    (:func:`timed_run`; ``first_phase`` up to the gate, then :data:`APPLY_PHASE`), then
+    ``check(subscription)``, which asserts what the run skipped. Airflow is stopped at the
+    end."""
+    from airflow_glue.local_airflow import start_airflow
+
+    started = time.monotonic()
+    airflow = start_airflow(
+        work / "stack",
+        {
+            "CURSOROPS_HOME": str(config.home),
+            "CURSOROPS_METADATA_URL": config.metadata_url,
+            "CURSOROPS_LEDGER_ROOT": config.ledger_root,
+            **(environ or {}),
+        },
+        wait_for_dag=dag,
+        only_dag=True,
+        progress=lambda text: print(f"  {text}", flush=True),
+    )
+    start_seconds = time.monotonic() - started
+    timed: list[TimedRun] = []
+    try:
+        for run in range(runs):
+            subscription = f"run-{run}"
+            with Broker(config) as broker:
+                broker.create_subscription(
+                    ROLE, topic, subscription, SubscriptionType.SHARED, initial_position="earliest"
+                )
+            timed.append(
+                timed_run(
+                    airflow,
+                    dag,
+                    GATE,
+                    {"topic": topic, "subscription": subscription, **conf},
+                    (first_phase, APPLY_PHASE),
+                    requester=REQUESTER,
+                    approver=APPROVER,
+                    spark_task=spark_task,
+                    spark_events=spark_events,
+                    timeout=timeout,
+                )
+            )
+            check(subscription)
+            print(f"  run {run}: {describe(timed[-1])}", flush=True)
+    finally:
+        airflow.stop()
+    return SkipRuns(timed, start_seconds)
+
+
+def describe(run: TimedRun) -> str:
+    """Both phases of one run in a line: wall time and its split."""
+    p, a = run.preview, run.apply
+    startup = f"Spark start-up {p.spark_startup:.1f} s, " if p.spark_startup else ""
+    return (
+        f"preview ready {p.wall:.1f} s (overhead {p.overhead:.1f} s, {startup}work "
+        f"{p.work:.1f} s), verified {a.wall:.1f} s after approval (overhead "
+        f"{a.overhead:.1f} s, work {a.work:.1f} s)"
+    )
 
 
 def task_run_times(tis: list[dict[str, Any]], exclude: str) -> dict[str, float]:

@@ -19,31 +19,33 @@ from __future__ import annotations
 
 import random
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import machine, report
-from benchmarks.airflow_phases import Phase, phase_headers, phase_rows, timed_run
+from benchmarks.airflow_phases import (
+    APPROVER,
+    GATE,
+    REQUESTER,
+    ROLE,
+    SkipRuns,
+    phase_headers,
+    phase_rows,
+    run_skips,
+)
 from benchmarks.report import Options
 from core.broker import Broker
 from core.config import Config
 from core.message_id import MessageId
 from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
 
 SECTION = "airflow_skip"
-ROLE = "admin"
 NAMESPACE = "bench/airflow"
 TOPIC = f"persistent://{NAMESPACE}/skip"
 DAG = "cursorops_skip_messages"
-GATE = "approve_skip"
-REQUESTER = "alice"
-APPROVER = "bob"
 AIM_SECONDS = 60.0
 PHASE_1 = ("validate_request", "authorize", "plan_skip", GATE)
-PHASE_2 = (GATE, "apply_skip", "verify", "record")
 
 
 @dataclass(frozen=True)
@@ -87,83 +89,39 @@ def choose_ids(ids: list[MessageId], sizes: Sizes, seed: int) -> list[MessageId]
     return chosen
 
 
-@dataclass(frozen=True)
-class Results:
-    preview: list[Phase]
-    apply: list[Phase]
-    start_seconds: float
-
-
-def measure(sizes: Sizes, options: Options, work: Path) -> Results:
-    from airflow_glue.local_airflow import start_airflow
-
+def measure(sizes: Sizes, options: Options, work: Path) -> SkipRuns:
     config = Config.from_home(work / "cursorops")
     with Broker(config) as broker:
         print(f"producing {sizes.messages:,} messages over {sizes.partitions} partitions")
         chosen = choose_ids(build_topic(broker, sizes), sizes, seed=5)
-    triplets = [m.triplet() for m in chosen]
-    started = time.monotonic()
-    airflow = start_airflow(
-        work / "stack",
-        {
-            "CURSOROPS_HOME": str(config.home),
-            "CURSOROPS_METADATA_URL": config.metadata_url,
-            "CURSOROPS_LEDGER_ROOT": config.ledger_root,
-        },
-        only_dag=True,
-        progress=lambda text: print(f"  {text}", flush=True),
+
+    def check(subscription: str) -> None:
+        with Broker(config) as broker:
+            after = broker.plan_skip(ROLE, TOPIC, subscription, chosen)
+        assert all(item.already_acknowledged for item in after.items), "not all skipped"
+
+    return run_skips(
+        work,
+        config,
+        dag=DAG,
+        topic=TOPIC,
+        conf={"message_ids": [m.triplet() for m in chosen], "reason": "benchmark"},
+        first_phase=PHASE_1,
+        runs=options.runs,
+        check=check,
     )
-    start_seconds = time.monotonic() - started
-    previews: list[Phase] = []
-    applies: list[Phase] = []
-    try:
-        for run in range(options.runs):
-            subscription = f"run-{run}"
-            with Broker(config) as broker:
-                broker.create_subscription(
-                    ROLE, TOPIC, subscription, SubscriptionType.SHARED, initial_position="earliest"
-                )
-            conf = {
-                "topic": TOPIC,
-                "subscription": subscription,
-                "message_ids": triplets,
-                "reason": "benchmark",
-            }
-            timed = timed_run(
-                airflow,
-                DAG,
-                GATE,
-                conf,
-                (PHASE_1, PHASE_2),
-                requester=REQUESTER,
-                approver=APPROVER,
-            )
-            previews.append(timed.preview)
-            applies.append(timed.apply)
-            with Broker(config) as broker:
-                check = broker.plan_skip(ROLE, TOPIC, subscription, chosen)
-            assert all(item.already_acknowledged for item in check.items), "not all skipped"
-            print(
-                f"  run {run}: preview ready {previews[-1].wall:.1f} s "
-                f"(work {previews[-1].work:.1f} s), verified {applies[-1].wall:.1f} s after "
-                f"approval (work {applies[-1].work:.1f} s)",
-                flush=True,
-            )
-    finally:
-        airflow.stop()
-    return Results(previews, applies, start_seconds)
 
 
 def render(
-    host: machine.Machine, sizes: Sizes, options: Options, work: Path, results: Results
+    host: machine.Machine, sizes: Sizes, options: Options, work: Path, results: SkipRuns
 ) -> str:
     lines = report.preamble("Airflow: cursorops_skip_messages", "airflow_skip", host, options, work)
     total = sizes.whole_entries + sizes.batch_indexes
 
     rows = phase_rows(
         [
-            ("trigger → preview ready (gate awaiting input)", results.preview),
-            ("approval → verified (run success)", results.apply),
+            ("trigger → preview ready (gate awaiting input)", results.previews),
+            ("approval → verified (run success)", results.applies),
         ],
         AIM_SECONDS,
     )
