@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.config import Config
-from core.errors import LedgerStoreError
+from core.errors import LedgerStoreError, TopicNotFoundError
 from core.producer import OutgoingMessage, Producer, _all_plain
 from core.store.ledger import LedgerStore
 from core.store.metadata import MetadataStore
@@ -127,3 +128,64 @@ _messages = st.one_of(
 def test_plain_is_decided_as_a_per_message_check_would(messages: list[object]) -> None:
     expected = bool(messages) and all(_plain_model(m) for m in messages)
     assert _all_plain(messages) == expected
+
+
+def test_concurrent_plain_sends_over_overlapping_partitions(
+    metadata_store: MetadataStore, tmp_path: Path
+) -> None:
+    """Writers of many partitions at once (each locking all of them in one query) neither
+    deadlock nor hand out an entry twice, and a missing partition changes nothing."""
+    metadata_store.create_tenant("acme")
+    metadata_store.create_namespace("acme/ops")
+    metadata_store.create_topic(TOPIC, 16)
+    store = LedgerStore(str(tmp_path / "ledgers"), metadata_store, 5)
+    topic = metadata_store.get_topic(TOPIC)
+    results: dict[int, list[tuple[int, int, int]]] = {}
+    errors: list[BaseException] = []
+
+    def produce(writer: int) -> None:
+        try:
+            producer = Producer(store, topic, f"w{writer}", 3, start_partition=writer * 5 % 16)
+            got = []
+            for call in range(4):
+                # 7 to 40 messages: some calls touch a few partitions, some all 16.
+                payloads = [b"%d-%d-%d" % (writer, call, i) for i in range(7 + 11 * call)]
+                ids = producer.send_columns(payloads, now_ms=1)
+                got += zip(
+                    ids.partition.tolist(),
+                    ids.ledger_id.tolist(),
+                    ids.entry_id.tolist(),
+                    strict=True,
+                )
+            results[writer] = got
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=produce, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    messages = sum(7 + 11 * call for call in range(4))
+    assert sum(len(got) for got in results.values()) == 4 * messages
+    # Each message's entry is the writer's own: no entry holds two writers' messages.
+    owners: dict[tuple[int, int, int], int] = {}
+    for writer, got in results.items():
+        for entry in got:
+            assert owners.setdefault(entry, writer) == writer
+    stored = 0
+    for name in topic.partition_names():
+        table = store.read_table(name, columns=["entry_id"])
+        stored += table.num_rows
+        assert sum(info.messages for info in metadata_store.ledgers(name)) == table.num_rows
+    assert stored == 4 * messages
+    before = {name: metadata_store.segments(name) for name in topic.partition_names()}
+    with (
+        pytest.raises(TopicNotFoundError, match="persistent://acme/ops/together-partition-16"),
+        metadata_store.append_entries_many(
+            [(f"{TOPIC}-partition-3", 1), (f"{TOPIC}-partition-16", 1)], 5
+        ),
+    ):
+        pass
+    assert {name: metadata_store.segments(name) for name in topic.partition_names()} == before
