@@ -70,6 +70,7 @@ from core.ledger_layout import LedgerLayout
 from core.managed_cursor import COMPACT_AFTER_DELTAS
 from core.message import MESSAGE_COLUMNS, Message, MessageBatch
 from core.position import Position, match_positions
+from core.store.checks import check_label
 from core.store.dispatch_state import (
     ConsumerInfo,
     CursorJournal,
@@ -680,6 +681,8 @@ class Dispatcher:
     def subscribe(self, name: str, receiver_queue_size: int = 1000, priority: int = 0) -> Consumer:
         if receiver_queue_size < 1:
             raise InvalidArgumentError("receiver_queue_size must be at least 1")
+        # Stored in the consumer registry: no NUL (PostgreSQL) nor undecodable text.
+        check_label("consumer name", name)
         consumer = Consumer(self, name, receiver_queue_size, priority)
         with self._transaction() as txn:
             self._join(txn, consumer)

@@ -112,6 +112,21 @@ def test_bad_subscription_and_role_names(seeded: Broker, name: str) -> None:
     _refused(seeded, lambda: seeded.delete_subscription("admin", TOPIC, name))
 
 
+@pytest.mark.parametrize("name", ["a\x00b", "\x00", "bad\udcff", "a\nb", "a\x85", "s" * 1025])
+def test_bad_consumer_names(seeded: Broker, name: str) -> None:
+    """A consumer's name is stored in the consumer registry: the same rule as a subscription's
+    (a NUL was a store failure on PostgreSQL and was kept on SQLite; a lone surrogate a
+    UnicodeEncodeError)."""
+    seeded.create_subscription(
+        "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    dispatcher = seeded.dispatcher("admin", TOPIC, "s")
+    message = _refused(seeded, lambda: dispatcher.subscribe(name))
+    assert message.startswith("Invalid consumer name")
+    consumer = dispatcher.subscribe("ok")
+    assert len(consumer.receive_many(10)) == 5
+
+
 @pytest.mark.parametrize("properties", [{"a\x00": "v"}, {"k": "v\x00"}, {"k": "\udcff"}])
 def test_bad_property_text(seeded: Broker, properties: dict[str, str]) -> None:
     _refused(seeded, lambda: seeded.create_subscription("admin", TOPIC, "s", properties=properties))
