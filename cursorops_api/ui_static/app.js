@@ -164,7 +164,7 @@ function auditRow(r) {
   const d = r.detail || {};
   if (r.kind === "skip-request") {
     const answer = d.answer || {};
-    return `<tr data-testid="audit-row"><td class="when">${utc(r.atMs)}</td>` +
+    return `<tr data-testid="audit-row" data-run-id="${esc(d.runId)}"><td class="when">${utc(r.atMs)}</td>` +
       `<td class="nowrap">request via <a href="/dags/${seg(d.dagId)}/runs/${seg(d.runId)}">${esc(d.dagId)}</a></td>` +
       `<td>${esc(r.subscription)}</td><td>${esc(d.requester)}</td>` +
       `<td>${answer.by ? `${esc(answer.by)}<br><span class="muted nowrap">${utc(answer.at)}</span>` : `<span class="muted">nobody</span>`}</td>` +
@@ -182,22 +182,31 @@ function auditRow(r) {
 /* ---------- pending approvals (Airflow's own REST API, the caller's cookie) ---------- */
 
 async function approvals() {
-  const target = $("approvals-body");
+  await listApprovals($("approvals-body"));
+  $("approvals").dataset.loaded = "1";
+}
+
+async function listApprovals(target) {
   let found;
   try {
-    const query = `response_received=false&dag_id_prefix_pattern=cursorops_&limit=100&order_by=-created_at`;
+    const query = `response_received=false&state=awaiting_input&dag_id_prefix_pattern=cursorops_&limit=100&order_by=-created_at`;
     found = await getJson(`/api/v2/dags/~/dagRuns/~/hitlDetails?${query}`);
   } catch (error) { target.innerHTML = failed("Airflow's approvals", error); return; }
-  const pending = (found.hitl_details || []).filter((h) => SKIP_DAGS.includes(h.task_instance.dag_id));
+  // Airflow keeps a gate that timed out (its task failed) among the unanswered ones: only
+  // a gate whose task still waits can be approved (the query asks for those, and so does this).
+  const pending = (found.hitl_details || []).filter((h) =>
+    SKIP_DAGS.includes(h.task_instance.dag_id) && h.task_instance.state === "awaiting_input");
   if (!pending.length) { target.innerHTML = `<p class="muted" data-testid="no-approvals">No skip waits for an approval.</p>`; return; }
-  target.innerHTML = `<table data-testid="approvals-table"><thead><tr><th>waiting since (UTC)</th><th>request</th><th>approval page</th></tr></thead><tbody>${
+  // The link sits under the subject, not in a column of its own: a wide preview can never
+  // push it out of sight.
+  target.innerHTML = `<table data-testid="approvals-table"><thead><tr><th>waiting since (UTC)</th><th>request</th></tr></thead><tbody>${
     pending.map((h) => {
       const ti = h.task_instance;
       const page = `/dags/${seg(ti.dag_id)}/runs/${seg(ti.dag_run_id)}/tasks/${seg(ti.task_id)}/required_actions`;
       return `<tr data-testid="approval-row" data-run-id="${esc(ti.dag_run_id)}"><td class="when">${utc(h.created_at)}</td>` +
         `<td><strong>${esc(h.subject)}</strong><br><span class="muted">${esc(ti.dag_id)} · run <code>${esc(ti.dag_run_id)}</code></span>` +
-        `<details class="preview"><summary>Preview</summary><div class="md">${markdown(h.body || "")}</div></details></td>` +
-        `<td class="nowrap"><a class="approve-link" href="${page}">Approve or reject in Airflow</a></td></tr>`;
+        `<br><a class="approve-link" href="${page}">Approve or reject in Airflow →</a>` +
+        `<details class="preview"><summary>Preview</summary><div class="md">${markdown(h.body || "")}</div></details></td></tr>`;
     }).join("")}</tbody></table>`;
 }
 

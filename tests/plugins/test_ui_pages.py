@@ -93,9 +93,11 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
     )
     assert answer.status_code == 204, answer.text
 
-    # A skip waiting for an approval.
+    # A skip waiting for an approval, and one whose gate times out after a minute: Airflow
+    # still lists that one among the unanswered approvals, the page must not.
     ids = [m for m in pick(seeded) if m not in direct]
     run = airflow.trigger(DAG, conf(seeded, ids), user="alice")
+    timed_out = airflow.trigger(DAG, conf(seeded, ids, approval_timeout_minutes=1), user="alice")
 
     analysis = rest(airflow, "admin", "GET", f"{sub_path}/analyzeBacklog").json()
     history = rest(airflow, "admin", "GET", f"{sub_path}/backlogHistory").json()
@@ -129,6 +131,7 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
             frame = page.frame_locator("iframe[title=Cursors]")
 
             frame.locator("[data-testid=tenants]").get_by_text(tenant).wait_for()
+            frame.locator("#approvals[data-loaded]").wait_for()
             page.screenshot(path=SCREENSHOTS / "ui_cursors_1_tenants.png", full_page=True)
 
             frame.get_by_role("link", name=tenant, exact=True).click()
@@ -141,7 +144,8 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
             backlog = stats["subscriptions"][SUBSCRIPTION]["msgBacklog"]
             cell = frame.locator(f"[data-testid='msgBacklog-{SUBSCRIPTION}']")
             assert cell.inner_text() == grouped(backlog)
-            audit_rows = frame.locator("[data-testid=audit-row]")
+            # The direct skip (the timed-out request may have been recorded meanwhile).
+            audit_rows = frame.locator("[data-testid=audit-row]").filter(has_text="skip via")
             audit_rows.first.wait_for()
             assert audit_rows.count() == 1
             assert "skip via rest" in audit_rows.first.inner_text()
@@ -176,9 +180,16 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
                 assert grouped(sample["messages"]) in table
             page.screenshot(path=SCREENSHOTS / "ui_cursors_4_subscription.png", full_page=True)
 
-            # The run reaches its gate: the page lists it with its preview and the link.
+            # The run reaches its gate: the page lists it with its preview and the link; the
+            # timed-out gate, still unanswered in Airflow's list, is not offered.
             airflow.wait_awaiting_input(DAG, run, GATE)
+            assert airflow.wait_run(DAG, timed_out, timeout=600) == "failed"
+            assert timed_out in unanswered(airflow)
             reload_frame(page)
+            frame.locator("#approvals[data-loaded]").wait_for()
+            assert (
+                frame.locator(f"[data-testid=approval-row][data-run-id='{timed_out}']").count() == 0
+            )
             # Pending approvals: Airflow's hitlDetails, read with the caller's cookie.
             row = frame.locator(f"[data-testid=approval-row][data-run-id='{run}']")
             row.wait_for()
@@ -189,16 +200,21 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
             row.locator("summary").click()
             row.get_by_text(f"Skip {len(ids)} message id(s)").wait_for()
             row.locator(".md table td").first.wait_for()
+            # The open preview (wide tables of ids, keys, properties) stays inside the page,
+            # and the link to Airflow's approval page stays in sight.
+            assert_fits(cursors_frame(page), "a.approve-link")
             page.screenshot(path=SCREENSHOTS / "ui_cursors_5_approval.png", full_page=True)
 
             # bob approves over REST; the audit log then names who asked, who approved, why.
             assert airflow.answer(DAG, run, GATE, "Approve", user="bob").status_code == 200
             assert airflow.wait_run(DAG, run) == "success", airflow.task_states(DAG, run)
             audit = rest(airflow, "admin", "GET", f"{rest_path(topic)}/auditLog").json()
-            [request] = [r for r in audit if r["kind"] == "skip-request"]
+            [request] = [
+                r for r in audit if r["kind"] == "skip-request" and r["detail"]["runId"] == run
+            ]
             reload_frame(page)
             frame.locator("[data-testid=bar-chart]").wait_for()
-            request_row = frame.locator("[data-testid=audit-row]").filter(has_text="request via")
+            request_row = frame.locator(f"[data-testid=audit-row][data-run-id='{run}']")
             request_row.wait_for()
             text = request_row.inner_text()
             assert request["detail"]["requester"] == "alice" and "alice" in text
@@ -220,19 +236,51 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
             # The same view opened on its own (no iframe): the whole page, audit log included.
             page.goto(f"{airflow.base_url}{PREFIX}/ui#/{tenant}/{namespace}/{short}/{SUBSCRIPTION}")
             page.locator("[data-testid=audit-table]").wait_for()
+            assert_fits(page.main_frame, "[data-testid=audit-table]")
             page.screenshot(path=SCREENSHOTS / "ui_cursors_7_page_alone.png", full_page=True)
         finally:
             browser.close()
+            # Leave no unanswered approval on the session's Airflow.
+            if timed_out in unanswered(airflow):
+                airflow.answer(DAG, timed_out, GATE, "Reject", user="bob")
 
     for shot in SCREENSHOTS.glob("ui_cursors_*.png"):
         assert shot.stat().st_size > 10_000, shot
 
 
+def unanswered(airflow: Airflow) -> set[str]:
+    """The runs Airflow lists as waiting for an answer (``response_received=false``)."""
+    found = airflow.get(
+        "admin", f"/api/v2/dags/{DAG}/dagRuns/~/hitlDetails?response_received=false&limit=1000"
+    )
+    return {h["task_instance"]["dag_run_id"] for h in found["hitl_details"]}
+
+
+def cursors_frame(page: Any) -> Any:
+    """The Cursors page's frame inside Airflow's page."""
+    [frame] = [f for f in page.frames if f is not page.main_frame and f"{PREFIX}/ui" in f.url]
+    return frame
+
+
+def assert_fits(frame: Any, selector: str) -> None:
+    """The page is no wider than its viewport (a wide table scrolls inside its card), and
+    ``selector``'s element lies within the viewport's width."""
+    page_width, view_width, right = frame.evaluate(
+        """(selector) => [
+            document.documentElement.scrollWidth,
+            document.documentElement.clientWidth,
+            document.querySelector(selector).getBoundingClientRect().right,
+        ]""",
+        selector,
+    )
+    assert page_width <= view_width, (page_width, view_width)
+    assert right <= view_width, (selector, right, view_width)
+
+
 def reload_frame(page: Any) -> None:
     """Reload the Cursors page inside Airflow's iframe, keeping its route (the hash);
     reloading Airflow's page would reset the iframe to the tenants view."""
-    [frame] = [f for f in page.frames if f is not page.main_frame and f"{PREFIX}/ui" in f.url]
-    frame.evaluate("delete document.body.dataset.loaded; location.reload()")
+    cursors_frame(page).evaluate("delete document.body.dataset.loaded; location.reload()")
     page.frame_locator("iframe[title=Cursors]").locator("body[data-loaded]").wait_for()
 
 
