@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from tests.plugins.conftest import PREFIX, Api
 
 
@@ -99,3 +101,18 @@ def test_state_changing_routes_are_never_get(api: Api) -> None:
             ) or (path.endswith("{subscription}") and method != "get")
             if changes:
                 assert method in {"post", "put", "delete"}, (method, path, operation)
+
+
+def test_the_airflow_user_acts_as_the_pulsar_role_the_dags_map_it_to(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_glue.environment import pulsar_role
+
+    listing = "/admin/v2/persistent/acme/orders"
+    assert api.call("carol", "GET", listing).status_code == 403
+    # The DAGs' mapping (CURSOROPS_ROLE_MAP): carol acts as alice, who may consume there.
+    monkeypatch.setenv("CURSOROPS_ROLE_MAP", "carol=alice")
+    assert pulsar_role("carol") == "alice"
+    assert api.call("carol", "GET", listing).status_code == 200
+    monkeypatch.setenv("CURSOROPS_ROLE_MAP", "alice=carol")
+    assert api.call("alice", "GET", listing).status_code == 403
