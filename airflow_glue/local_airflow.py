@@ -169,6 +169,15 @@ class Airflow:
         response.raise_for_status()
         return response.text
 
+    def wait_dag(self, dag_id: str, timeout: float = 120) -> None:
+        """Return once the dag-processor has parsed ``dag_id`` (the REST API knows it)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.request("admin", "GET", f"/api/v2/dags/{dag_id}").status_code == 200:
+                return
+            time.sleep(2)
+        raise TimeoutError(f"{dag_id} not parsed after {timeout} s: {self.log}")
+
     def wait_run(self, dag_id: str, run_id: str, timeout: float = 300) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -8,7 +8,6 @@ and the chart is a non-empty PNG under the cursorops home.
 from __future__ import annotations
 
 import secrets
-import time
 
 import pytest
 
@@ -21,20 +20,11 @@ DAG = "cursorops_backlog_audit"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def wait_dag(airflow: Airflow, dag_id: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if airflow.request("admin", "GET", f"/api/v2/dags/{dag_id}").status_code == 200:
-            return
-        time.sleep(2)
-    raise TimeoutError(f"{dag_id} not parsed after {timeout} s: {airflow.log}")
-
-
 def test_audit_records_exact_history_and_fails_on_a_breach(airflow: Airflow, cursorops_home):
     from airflow_glue.runs import safe_name
     from core.broker import Broker
 
-    wait_dag(airflow, DAG)
+    airflow.wait_dag(DAG)
     namespace = f"acme/audit-{secrets.token_hex(3)}"
     with Broker(cursorops_home) as broker:
         broker.create_namespace("admin", namespace)

@@ -7,7 +7,6 @@ test checks what a consumer then receives.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -20,15 +19,6 @@ pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 DAG = "cursorops_skip_matching"
 GATE = "approve_skip"
 TWO_HOURS_MS = 2 * 3_600_000
-
-
-def wait_dag(airflow: Airflow, dag_id: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if airflow.request("admin", "GET", f"/api/v2/dags/{dag_id}").status_code == 200:
-            return
-        time.sleep(2)
-    raise TimeoutError(f"{dag_id} not parsed after {timeout} s: {airflow.log}")
 
 
 def conf(seeded: SeededTopic, **extra: Any) -> dict[str, Any]:
@@ -52,7 +42,7 @@ def delivered_later(seeded: SeededTopic) -> list[str]:
 
 
 def test_still_scheduled_approved_cancels_the_delayed_messages(airflow: Airflow, cursorops_home):
-    wait_dag(airflow, DAG)
+    airflow.wait_dag(DAG)
     seeded = seed_topic(cursorops_home)
     reminders = {label(m) for m in seeded.ids[-3:]}
     before = seeded.unacknowledged()
@@ -86,7 +76,7 @@ def test_still_scheduled_approved_cancels_the_delayed_messages(airflow: Airflow,
 
 
 def test_reject_applies_nothing(airflow: Airflow, cursorops_home):
-    wait_dag(airflow, DAG)
+    airflow.wait_dag(DAG)
     seeded = seed_topic(cursorops_home)
     before = seeded.unacknowledged()
     run = airflow.trigger(DAG, conf(seeded), user="alice")
@@ -105,7 +95,7 @@ def test_reject_applies_nothing(airflow: Airflow, cursorops_home):
 
 
 def test_more_matches_than_the_limit_are_refused(airflow: Airflow, cursorops_home):
-    wait_dag(airflow, DAG)
+    airflow.wait_dag(DAG)
     seeded = seed_topic(cursorops_home)
     before = seeded.unacknowledged()
     run = airflow.trigger(DAG, conf(seeded, limit=2), user="alice")
