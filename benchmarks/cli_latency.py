@@ -34,9 +34,9 @@ from typing import Any
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Runs
+from benchmarks.seed import produce_plain
 from core.broker import Broker
 from core.config import Config
-from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
 
 SECTION = "cli_latency"
@@ -96,10 +96,8 @@ def build_home(home: Path, messages: int) -> None:
             ROLE, TOPIC, SUBSCRIPTION, SubscriptionType.SHARED, initial_position="earliest"
         )
         for start in range(0, messages, 10_000):
-            batch = [
-                OutgoingMessage(b"m%d" % i) for i in range(start, min(messages, start + 10_000))
-            ]
-            broker.produce(ROLE, TOPIC, batch)
+            payloads = [b"m%d" % i for i in range(start, min(messages, start + 10_000))]
+            produce_plain(broker, ROLE, TOPIC, payloads)
 
 
 class Commands:

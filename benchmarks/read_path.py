@@ -37,13 +37,13 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
+from benchmarks.seed import produce_plain
 from core.broker import Broker
 from core.config import Config
 from core.cursor import AckTarget
 from core.ledger_layout import LedgerLayout
 from core.managed_cursor import ManagedCursor
 from core.message_id import MessageId
-from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
 
 SECTION = "read_path"
@@ -101,8 +101,8 @@ class Topic:
         ids: list[MessageId] = []
         for start in range(0, sizes.messages, sizes.produce_chunk):
             stop = min(start + sizes.produce_chunk, sizes.messages)
-            messages = [OutgoingMessage((pad % i).encode()) for i in range(start, stop)]
-            ids.extend(broker.produce(ROLE, TOPIC, messages, batch_size=sizes.batch_size))
+            payloads = [(pad % i).encode() for i in range(start, stop)]
+            ids += produce_plain(broker, ROLE, TOPIC, payloads, batch_size=sizes.batch_size)
         self.ids = ids
         acked = random.Random(7).sample(ids, round(sizes.acked_fraction * len(ids)))
         self.acked = acked

@@ -31,12 +31,12 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
+from benchmarks.seed import produce_plain
 from core.broker import Broker
 from core.config import Config
 from core.ledger_layout import LedgerLayout
 from core.managed_cursor import ManagedCursor
 from core.message_id import MessageId
-from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
 
 SECTION = "skip_ids"
@@ -81,11 +81,20 @@ def build_topic(broker: Broker, sizes: Sizes, seed: int) -> tuple[list[MessageId
     entries_written = 0
     for start in range(0, sizes.messages, sizes.produce_chunk):
         stop = min(start + sizes.produce_chunk, sizes.messages)
-        messages = [OutgoingMessage(b"%016d" % i) for i in range(start, stop)]
-        written = broker.produce(ROLE, TOPIC, messages, batch_size=sizes.batch_size)
-        entries: dict[tuple[int, int, int], int] = {}
-        for m in written:
-            entries[(m.partition, m.ledger_id, m.entry_id)] = m.batch_size
+        payloads = [b"%016d" % i for i in range(start, stop)]
+        written = produce_plain(broker, ROLE, TOPIC, payloads, batch_size=sizes.batch_size)
+        entries = dict(
+            zip(
+                zip(
+                    written.partition.tolist(),
+                    written.ledger_id.tolist(),
+                    written.entry_id.tolist(),
+                    strict=True,
+                ),
+                written.batch_size.tolist(),
+                strict=True,
+            )
+        )
         entries_written += len(entries)
         keys = rng.sample(sorted(entries), round(len(entries) * share))
         whole = len(keys) // 2
