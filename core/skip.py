@@ -615,6 +615,13 @@ def _first_of_each(
     in their original order."""
     if ledgers.size == 0:
         return np.zeros(0, dtype=np.int64)
+    key = _packed(ledgers, entries, batch_indexes)
+    if key is not None:
+        # One stable sort of one int64 key: several times cheaper than a lexsort of three.
+        order = np.argsort(key, kind="stable")
+        starts = np.ones(order.size, dtype=np.bool_)
+        starts[1:] = key[order[1:]] != key[order[:-1]]
+        return np.sort(order[starts])
     at = np.arange(ledgers.size, dtype=np.int64)
     # Sorted by message, then by place: the first of each run is the first given.
     order = np.lexsort((at, batch_indexes, entries, ledgers))
@@ -626,6 +633,22 @@ def _first_of_each(
         | (sorted_keys[2][1:] != sorted_keys[2][:-1])
     )
     return np.sort(order[starts])
+
+
+def _packed(*columns: npt.NDArray[np.int64]) -> npt.NDArray[np.int64] | None:
+    """The columns as one int64 key, equal exactly where every column is equal, or None
+    when their spans (max - min) do not fit 63 bits together (ids of a forged plan)."""
+    lows = [int(column.min()) for column in columns]
+    widths = [
+        (int(column.max()) - low).bit_length() for column, low in zip(columns, lows, strict=True)
+    ]
+    if sum(widths) > 63:
+        return None
+    key = np.zeros(columns[0].size, dtype=np.int64)
+    for column, low, width in zip(columns, lows, widths, strict=True):
+        key <<= width
+        key |= column - low
+    return key
 
 
 def _batch_index_problem(batch_index: int, batch_size: int, position: Position) -> str | None:
