@@ -18,6 +18,9 @@ from core.store.metadata import MetadataStore
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from core.broker import Broker
+    from core.managed_cursor import ManagedCursor
+
 PG_URL_ENV = "CURSOROPS_TEST_PG_URL"
 
 pytest_plugins = ["tests.airflow_fixtures"]
@@ -27,6 +30,16 @@ pytest_plugins = ["tests.airflow_fixtures"]
 @pytest.fixture
 def tmp_config(tmp_path: Path) -> Config:
     return Config.from_home(tmp_path)
+
+
+def open_cursor(broker: Broker, topic: str, subscription: str) -> ManagedCursor:
+    """The subscription's durable cursor itself, over the topic's current ledgers."""
+    from core.ledger_layout import LedgerLayout
+    from core.managed_cursor import ManagedCursor
+
+    ledgers = broker.metadata.ledgers(topic)
+    layout = LedgerLayout.of((ledger.ledger_id, ledger.entries) for ledger in ledgers)
+    return ManagedCursor.open(broker.metadata, topic, subscription, layout)
 
 
 def _postgres_base_url() -> str:

@@ -23,8 +23,6 @@ from sqlalchemy.pool import NullPool
 from core.broker import Broker
 from core.config import Config
 from core.cursor import AckTarget
-from core.ledger_layout import LedgerLayout
-from core.managed_cursor import ManagedCursor
 from core.position import Position
 from core.producer import OutgoingMessage
 from core.store.ledger import MESSAGE_SCHEMA
@@ -90,13 +88,6 @@ def install_topic(
     produced = [OutgoingMessage(b"%d" % i) for i in range(messages)]
     ids = broker.produce("admin", topic, produced, batch_size=batch_size)
     return [AckTarget(m.position, m.batch_index, m.batch_size) for m in ids]
-
-
-def open_cursor(broker: Broker, topic: str, subscription: str) -> ManagedCursor:
-    """The subscription's durable cursor itself, over the topic's current ledgers."""
-    ledgers = broker.metadata.ledgers(topic)
-    layout = LedgerLayout.of((ledger.ledger_id, ledger.entries) for ledger in ledgers)
-    return ManagedCursor.open(broker.metadata, topic, subscription, layout)
 
 
 def in_threads(work: Callable[[int], object], threads: int, timeout: float = 120) -> None:

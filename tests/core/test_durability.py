@@ -12,12 +12,12 @@ from core.broker import Broker
 from core.config import Config
 from core.cursor import AckTarget
 from core.errors import PositionOutOfRangeError, SubscriptionNotFoundError
-from core.ledger_layout import LedgerLayout
 from core.managed_cursor import ManagedCursor
 from core.message_id import MessageId
 from core.position import Position
 from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
+from tests.conftest import open_cursor
 
 from .conftest import Clock
 
@@ -36,9 +36,7 @@ def make_topic(broker: Broker, messages: int, batch_size: int = 1) -> list[Messa
 
 def managed(broker: Broker) -> ManagedCursor:
     """The topic's cursor itself: these tests are about how it persists."""
-    ledgers = broker.metadata.ledgers(TOPIC)
-    layout = LedgerLayout.of((ledger.ledger_id, ledger.entries) for ledger in ledgers)
-    return ManagedCursor.open(broker.metadata, TOPIC, "s", layout)
+    return open_cursor(broker, TOPIC, "s")
 
 
 def targets(ids: list[MessageId]) -> list[AckTarget]:

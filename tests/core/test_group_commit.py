@@ -22,8 +22,9 @@ from core.config import Config
 from core.cursor import AckTarget, CursorState
 from core.errors import SubscriptionNotFoundError
 from core.store.group_commit import GroupCommit
+from tests.conftest import open_cursor
 
-from .conftest import acknowledged_before_kill_9, in_threads, install_topic, open_cursor
+from .conftest import acknowledged_before_kill_9, in_threads, install_topic
 
 TOPIC = "persistent://acme/ops/grouped"
 MESSAGES = 2_000

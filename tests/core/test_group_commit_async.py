@@ -23,8 +23,9 @@ from core.config import Config
 from core.cursor import AckTarget
 from core.errors import InvalidBatchIndexError
 from core.store.group_commit import GroupCommit
+from tests.conftest import open_cursor
 
-from .conftest import acknowledged_before_kill_9, install_topic, open_cursor
+from .conftest import acknowledged_before_kill_9, install_topic
 
 TOPIC = "persistent://acme/ops/async-acks"
 MESSAGES = 4_000

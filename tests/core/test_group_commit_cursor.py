@@ -20,8 +20,9 @@ from core.broker import Broker
 from core.config import Config
 from core.cursor import AckTarget, CursorState
 from core.managed_cursor import ManagedCursor, replay
+from tests.conftest import open_cursor
 
-from .conftest import in_threads, install_topic, open_cursor, write_lock_held
+from .conftest import in_threads, install_topic, write_lock_held
 
 TOPIC = "persistent://acme/ops/folded"
 MESSAGES = 3_000

@@ -23,6 +23,7 @@ from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
 from core.topic_name import TopicName
 from core.unacked_rows import unacked_rows
+from tests.conftest import open_cursor
 
 NOW = 1_700_000_000_000
 TOPIC = "persistent://acme/ops/orders"
@@ -133,10 +134,7 @@ def make_topic(
 
 
 def _state(broker: Broker, partition: str, subscription: str) -> CursorState:
-    layout = LedgerLayout.of(
-        (ledger.ledger_id, ledger.entries) for ledger in broker.metadata.ledgers(partition)
-    )
-    return ManagedCursor.open(broker.metadata, partition, subscription, layout).state
+    return open_cursor(broker, partition, subscription).state
 
 
 def core_analyses(
