@@ -55,7 +55,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -81,6 +81,7 @@ from core.store.dispatch_state import (
     SubscriptionTransaction,
 )
 from core.store.metadata import MetadataStore
+from core.store.records import SegmentInfo
 from core.subscription import SubscriptionType
 
 DEFAULT_LEASE_MS = 30_000
@@ -102,16 +103,21 @@ class PartitionSource:
     """The partition's ledgers now."""
     read_after: Callable[[Position], Iterator[pa.RecordBatch]]
     """Record batches of the partition's rows strictly after a position, in order, lazily."""
+    read_segments: Callable[[Sequence[SegmentInfo], Position], Iterator[pa.RecordBatch]] | None = (
+        None
+    )
+    """``read_after`` over a given segment list: a dispatcher lists new segments only."""
 
 
 def acked_rows(state: CursorState, ledger: Ints, entry: Ints, index: Ints, starts: Ints) -> Flags:
     """True for each row the cursor has acknowledged: its entry, or its batch index.
 
     The rows are in position order and ``starts`` holds the rows where an entry
-    begins (row 0 included). Cost: numpy work per row plus one lookup per entry
-    in the individually deleted set and the batch ack sets, never a sweep of
-    those sets (:func:`core.unacked_rows.unacked_rows` matches a whole partition
-    against them instead). The rule is :meth:`CursorState.is_acked`'s.
+    begins (row 0 included). Cost: numpy work per row, one vectorised lookup of
+    the entries in the individually deleted set and one dict lookup per entry
+    in the batch ack sets, never a sweep of those sets
+    (:func:`core.unacked_rows.unacked_rows` matches a whole partition against
+    them instead). The rule is :meth:`CursorState.is_acked`'s.
     """
     md_ledger, md_entry = state.mark_delete
     acked: Flags = (ledger < md_ledger) | ((ledger == md_ledger) & (entry <= md_entry))
@@ -119,17 +125,15 @@ def acked_rows(state: CursorState, ledger: Ints, entry: Ints, index: Ints, start
     if acked.all() or (not deleted and not batch_acks):
         return acked
     lengths = np.diff(np.append(starts, len(ledger)))
-    entries = list(zip(ledger[starts].tolist(), entry[starts].tolist(), strict=True))
     if deleted:
-        whole = np.fromiter(
-            (deleted.contains(lid, eid) for lid, eid in entries), dtype=np.bool_, count=len(entries)
-        )
-        acked |= np.repeat(whole, lengths)
+        acked |= np.repeat(deleted.contains_many(ledger[starts], entry[starts]), lengths)
     if not batch_acks:
         return acked
-    bits = [batch_acks.get(Position(lid, eid)) for lid, eid in entries]
-    words = np.zeros(len(entries), dtype=np.uint64)
-    partial = np.zeros(len(entries), dtype=np.bool_)
+    # Positions are tuples: the plain (ledger, entry) pairs look them up.
+    lookup = cast("Callable[[tuple[int, int]], int | None]", batch_acks.get)
+    bits = list(map(lookup, zip(ledger[starts].tolist(), entry[starts].tolist(), strict=True)))
+    words = np.zeros(len(bits), dtype=np.uint64)
+    partial = np.zeros(len(bits), dtype=np.bool_)
     wide: list[int] = []
     for k, value in enumerate(bits):
         if value is None:
@@ -210,6 +214,7 @@ class _Stream:
         start: Position,
         pending: Callable[[str, Position, Position], PendingColumns] | None,
         judge: _Deliverable | None,
+        read_after: Callable[[Position], Iterator[pa.RecordBatch]] | None = None,
     ) -> None:
         self.source = source
         self.state = state
@@ -236,7 +241,7 @@ class _Stream:
         self._last_before: Position | None = None
         self._pending = pending
         self._judge = judge
-        self._reader = source.read_after(start)
+        self._reader = (source.read_after if read_after is None else read_after)(start)
 
     def read_more(self) -> None:
         """Read the next record batch (or find the partition exhausted)."""
@@ -433,11 +438,10 @@ def _message_batch(
             order.append(rows[mine])
     if not parts:
         return MessageBatch.empty(epoch), by_stream
-    table = pa.Table.from_batches(parts)
+    columns = parts[0] if len(parts) == 1 else pa.concat_batches(parts)
     where = np.concatenate(order)
     if len(parts) > 1 and np.any(np.diff(where) < 0):
-        table = table.take(pa.array(np.argsort(where, kind="stable"), pa.int64()))
-    columns = pa.RecordBatch.from_struct_array(table.to_struct_array().combine_chunks())
+        columns = columns.take(pa.array(np.argsort(where, kind="stable"), pa.int64()))
     return (
         MessageBatch(
             tuple(s.source.topic for s in streams),
@@ -672,6 +676,7 @@ class Dispatcher:
         self._sources = list(sources)
         self._by_topic = {source.topic: source for source in sources}
         self._cursors: dict[str, _CachedCursor] = {}
+        self._segments: dict[str, list[SegmentInfo]] = {}
 
     def _transaction(self) -> AbstractContextManager[SubscriptionTransaction]:
         return self.store.subscription_transaction(self.topic, self.subscription, self.clock())
@@ -715,7 +720,6 @@ class Dispatcher:
         """
         if consumer.closed or permits < 1:
             return
-        layouts = {source.topic: source.layout() for source in self._sources}
         compact: list[tuple[str, CursorState, int]] = []
         with self._transaction() as txn:
             live = self._join(txn, consumer)
@@ -724,7 +728,8 @@ class Dispatcher:
                 self._take_over(txn, consumer, served)
             sources, states, starts, versions = [], [], [], []
             for source in served:
-                state, journal, start = self._cursor(txn, source.topic, layouts[source.topic])
+                layout = LedgerLayout.of(txn.ledgers(source.topic))
+                state, journal, start = self._cursor(txn, source.topic, layout)
                 sources.append(source)
                 states.append(state)
                 starts.append(start)
@@ -733,7 +738,7 @@ class Dispatcher:
                     compact.append((source.topic, state, journal.version))
             judge = self._judge(txn, consumer, live, sources, states)
             streams = [
-                _Stream(source, state, start, txn.pending_columns, judge)
+                _Stream(source, state, start, txn.pending_columns, judge, self._reader(txn, source))
                 for source, state, start in zip(sources, states, starts, strict=True)
             ]
             picked = _pick(streams, permits)
@@ -762,6 +767,19 @@ class Dispatcher:
             self.store.compact_cursor(topic, self.subscription, cursor_codec.encode(state), version)
         if len(batch):
             consumer.wire.append(batch)
+
+    def _reader(
+        self, txn: SubscriptionTransaction, source: PartitionSource
+    ) -> Callable[[Position], Iterator[pa.RecordBatch]]:
+        """How this dispatch reads the partition: over its segment list, read on from the last
+        one this dispatcher knows (committed segments never change nor go away)."""
+        read_segments = source.read_segments
+        if read_segments is None:
+            return source.read_after
+        known = self._segments.setdefault(source.topic, [])
+        last = None if not known else (known[-1].ledger_id, known[-1].first_entry)
+        known += txn.segments_after(source.topic, last)
+        return lambda after: read_segments(known, after)
 
     def _cursor(
         self, txn: SubscriptionTransaction, topic: str, layout: LedgerLayout

@@ -202,7 +202,6 @@ class MessageBatch:
         for part in parts:
             codes = np.asarray([topics.setdefault(t, len(topics)) for t in part.topics], np.int64)
             remapped.append(codes[part.topic_index] if len(part) else part.topic_index)
-        table = pa.Table.from_batches([p.columns for p in parts]).combine_chunks()
         return cls(
             tuple(topics),
             np.concatenate(remapped),
@@ -211,7 +210,7 @@ class MessageBatch:
             np.concatenate([p.entry_id for p in parts]),
             np.concatenate([p.batch_index for p in parts]),
             np.concatenate([p.redelivery_count for p in parts]),
-            pa.RecordBatch.from_struct_array(table.to_struct_array().combine_chunks()),
+            pa.concat_batches([p.columns for p in parts]),
             parts[0].consumer_epoch,
         )
 

@@ -8,10 +8,12 @@ subscription's row lock.
 
 - A consumer holds a lease (``lease_expires_ms``), renewed on every call. When
   it lapses the consumer is gone: its pending messages become deliverable again.
-- A pending row is one message (entry, batch index) delivered to a consumer and
+- A pending message is one (entry, batch index) delivered to a consumer and
   not yet acknowledged. Releasing it (close, negative ack, redeliver, lease
   expiry) clears its consumer and bumps its redelivery count; acknowledging
-  deletes it in the transaction that appends the cursor delta.
+  removes it in the transaction that appends the cursor delta. Pending
+  messages are stored as runs (:mod:`core.store.pending_runs`): one row per
+  dispatch's stretch of a ledger, each member kept exactly.
 - A read position per partition (Pulsar's ``readPosition``): every message at
   or before it is acknowledged or held by a consumer, so a dispatch reads on
   from there instead of from mark-delete. Releasing a message rewinds it to
@@ -23,25 +25,25 @@ subscription's row lock.
 
 from __future__ import annotations
 
-import itertools
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import and_, delete, insert, or_, select, tuple_, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.elements import ColumnElement
 
 from core.position import Position
+from core.store import pending_runs
 from core.store.metadata import (
-    ConsumerRow,
     CursorDeltaRow,
     CursorRecord,
     CursorRow,
-    PendingAckRow,
 )
-from core.store.tables import ReadPositionRow
+from core.store.pending_runs import RUN_SPAN_ENTRIES, Members
+from core.store.records import SegmentInfo
 
 _WHOLE = 2**31 - 1
 """Above every batch index."""
@@ -93,10 +95,6 @@ class CursorJournal:
     """The subscription's read position on the partition, if one was stored."""
 
 
-_ROWS_PER_STATEMENT = 2_000
-"""Rows per multi-row statement: at most 16,000 parameters (SQLite allows 32,766)."""
-
-
 @dataclass(frozen=True)
 class PendingColumns:
     """Pending rows of a position range, as aligned arrays."""
@@ -124,26 +122,70 @@ class DispatchedColumns:
     """Key_Shared only: the sticky key hash of each message."""
 
 
-def _position_range(first: Position, last: Position) -> tuple[str, tuple[int, ...]]:
-    """SQL condition and parameters: ``first <= (ledger_id, entry_id) <= last``."""
+_RUN_FIELDS = "ledger_id, first_entry, first_index, bumps, members"
+"""The columns a run is read with (core.store.pending_runs)."""
+
+_RUN_KEY = (
+    "subscription_id = ? AND topic_partition = ? AND ledger_id = ? AND first_entry = ? "
+    "AND first_index = ?"
+)
+
+
+def _run_range(first: Position, last: Position) -> tuple[str, tuple[int, ...]]:
+    """SQL condition and parameters: runs that may hold a position from ``first`` to ``last``.
+
+    A run starts at most RUN_SPAN_ENTRIES - 1 entries before any of its
+    positions, in the same ledger: the condition bounds the primary key's range.
+    """
+    low = first.entry_id - RUN_SPAN_ENTRIES + 1
+    reaches = "(ledger_id > ? OR last_entry >= ?)"
     if first.ledger_id == last.ledger_id:
-        return "ledger_id = ? AND entry_id >= ? AND entry_id <= ?", (
+        return f"ledger_id = ? AND first_entry >= ? AND first_entry <= ? AND {reaches}", (
+            first.ledger_id,
+            low,
+            last.entry_id,
             first.ledger_id,
             first.entry_id,
-            last.entry_id,
         )
     return (
-        "ledger_id >= ? AND ledger_id <= ? AND (ledger_id > ? OR entry_id >= ?)"
-        " AND (ledger_id < ? OR entry_id <= ?)",
+        "ledger_id >= ? AND ledger_id <= ? AND (ledger_id > ? OR first_entry >= ?)"
+        f" AND (ledger_id < ? OR first_entry <= ?) AND {reaches}",
         (
             first.ledger_id,
             last.ledger_id,
             first.ledger_id,
-            first.entry_id,
+            low,
             last.ledger_id,
             last.entry_id,
+            first.ledger_id,
+            first.entry_id,
         ),
     )
+
+
+def _between(m: Members, first: Position, last: Position) -> npt.NDArray[np.bool_]:
+    """True for each member at a position from ``first`` through ``last``."""
+    after = (m.ledger > first.ledger_id) | (
+        (m.ledger == first.ledger_id) & (m.entry >= first.entry_id)
+    )
+    before = (m.ledger < last.ledger_id) | (
+        (m.ledger == last.ledger_id) & (m.entry <= last.entry_id)
+    )
+    inside: npt.NDArray[np.bool_] = after & before
+    return inside
+
+
+def _by_topic(keys: Iterable[PendingKey]) -> dict[str, Members]:
+    """Pending keys grouped by partition, as members (no redelivery count nor key hash)."""
+    grouped: dict[str, list[tuple[int, int, int]]] = {}
+    for topic, ledger, entry, index in keys:
+        grouped.setdefault(topic, []).append((ledger, entry, index))
+    found = {}
+    for topic, positions in grouped.items():
+        table = np.array(positions, dtype=np.int64).reshape(-1, 3)
+        none = np.full(len(table), pending_runs.NO_KEY_HASH, np.int64)
+        found[topic] = Members(table[:, 0], table[:, 1], table[:, 2], none, none)
+    return found
 
 
 class SubscriptionTransaction:
@@ -158,6 +200,7 @@ class SubscriptionTransaction:
         append_delta: Callable[[str, bytes], int],
     ) -> None:
         self._session = session
+        self._consumers: list[ConsumerInfo] | None = None
         self._id = subscription_id
         self.subscription = subscription
         self.now_ms = now_ms
@@ -167,199 +210,180 @@ class SubscriptionTransaction:
 
     def expire_leases(self) -> list[str]:
         """Remove every consumer whose lease has lapsed and release its pending messages."""
-        gone = list(
-            self._session.scalars(
-                select(ConsumerRow.consumer_id).where(
-                    ConsumerRow.subscription_id == self._id,
-                    ConsumerRow.lease_expires_ms <= self.now_ms,
-                )
-            )
-        )
+        registered = self._registry()
+        gone = [c.consumer_id for c in registered if c.lease_expires_ms <= self.now_ms]
         for consumer_id in gone:
             self.remove_consumer(consumer_id)
         return gone
 
     def consumers(self) -> list[ConsumerInfo]:
         """The registered consumers by priority, name, id (call :meth:`expire_leases` first)."""
-        rows = self._session.scalars(
-            select(ConsumerRow)
-            .where(ConsumerRow.subscription_id == self._id)
-            .order_by(ConsumerRow.priority, ConsumerRow.name, ConsumerRow.consumer_id)
-        )
-        return [
-            ConsumerInfo(r.consumer_id, r.name, r.priority, r.epoch, r.lease_expires_ms)
-            for r in rows
-        ]
+        return list(self._registry())
+
+    def _registry(self) -> list[ConsumerInfo]:
+        """The registered consumers, read once per transaction and kept up to date by it."""
+        if self._consumers is None:
+            rows = self._driver_rows(
+                "SELECT consumer_id, name, priority, epoch, lease_expires_ms FROM consumers "
+                "WHERE subscription_id = ? ORDER BY priority, name, consumer_id",
+                (self._id,),
+            )
+            self._consumers = [ConsumerInfo(*row) for row in rows]
+        return self._consumers
+
+    def _registered(self, consumer_id: str, expires: int, epoch: int | None = None) -> None:
+        """Apply a written lease (and epoch) to the registry as read."""
+        if self._consumers is not None:
+            self._consumers = [
+                dataclasses.replace(
+                    c, lease_expires_ms=expires, epoch=c.epoch if epoch is None else epoch
+                )
+                if c.consumer_id == consumer_id
+                else c
+                for c in self._consumers
+            ]
 
     def upsert_consumer(
         self, consumer_id: str, name: str, priority: int, epoch: int, lease_ms: int
     ) -> None:
         """Register the consumer, or renew its lease and record its epoch."""
         expires = self.now_ms + lease_ms
-        updated = self._session.execute(
-            update(ConsumerRow)
-            .where(ConsumerRow.subscription_id == self._id, ConsumerRow.consumer_id == consumer_id)
-            .values(lease_expires_ms=expires, epoch=epoch)
-            .execution_options(synchronize_session=False)
+        updated = self._driver_execute(
+            "UPDATE consumers SET lease_expires_ms = ?, epoch = ? "
+            "WHERE subscription_id = ? AND consumer_id = ?",
+            (expires, epoch, self._id, consumer_id),
         )
-        if updated.rowcount == 0:  # type: ignore[attr-defined]
-            self._session.execute(
-                insert(ConsumerRow).values(
-                    subscription_id=self._id,
-                    consumer_id=consumer_id,
-                    name=name,
-                    priority=priority,
-                    epoch=epoch,
-                    lease_expires_ms=expires,
-                )
-            )
+        if updated:
+            self._registered(consumer_id, expires, epoch)
+            return
+        self._driver_execute(
+            "INSERT INTO consumers (subscription_id, consumer_id, name, priority, epoch, "
+            "lease_expires_ms) VALUES (?, ?, ?, ?, ?, ?)",
+            (self._id, consumer_id, name, priority, epoch, expires),
+        )
+        # Its place in the order is the store's to say: read the registry again when asked.
+        self._consumers = None
 
     def renew_lease(self, consumer_id: str, lease_ms: int) -> bool:
         """Extend a registered consumer's lease; False when it is not registered (any more)."""
-        updated = self._session.execute(
-            update(ConsumerRow)
-            .where(ConsumerRow.subscription_id == self._id, ConsumerRow.consumer_id == consumer_id)
-            .values(lease_expires_ms=self.now_ms + lease_ms)
-            .execution_options(synchronize_session=False)
+        expires = self.now_ms + lease_ms
+        updated = self._driver_execute(
+            "UPDATE consumers SET lease_expires_ms = ? WHERE subscription_id = ? "
+            "AND consumer_id = ?",
+            (expires, self._id, consumer_id),
         )
-        return bool(updated.rowcount)  # type: ignore[attr-defined]
+        self._registered(consumer_id, expires)
+        return bool(updated)
 
     def remove_consumer(self, consumer_id: str) -> None:
         self.release(consumer_id)
-        self._session.execute(
-            delete(ConsumerRow).where(
-                ConsumerRow.subscription_id == self._id, ConsumerRow.consumer_id == consumer_id
-            )
+        self._driver_execute(
+            "DELETE FROM consumers WHERE subscription_id = ? AND consumer_id = ?",
+            (self._id, consumer_id),
         )
+        if self._consumers is not None:
+            self._consumers = [c for c in self._consumers if c.consumer_id != consumer_id]
 
     # -- pending acknowledgements ---------------------------------------------
 
     def pending(self) -> dict[PendingKey, PendingInfo]:
-        rows = self._session.execute(
-            select(
-                PendingAckRow.topic_partition,
-                PendingAckRow.ledger_id,
-                PendingAckRow.entry_id,
-                PendingAckRow.batch_index,
-                PendingAckRow.consumer_id,
-                PendingAckRow.redelivery_count,
-                PendingAckRow.key_hash,
-            ).where(PendingAckRow.subscription_id == self._id)
+        """Every pending message of the subscription (decoded from its runs)."""
+        rows = self._driver_rows(
+            f"SELECT topic_partition, consumer_id, {_RUN_FIELDS} FROM pending_runs "
+            "WHERE subscription_id = ?",
+            (self._id,),
         )
-        return {(r[0], r[1], r[2], r[3]): PendingInfo(r[4], r[5], r[6]) for r in rows}
+        found: dict[PendingKey, PendingInfo] = {}
+        for topic, consumer, ledger, _, _, bumps, blob in rows:
+            m = pending_runs.decode(ledger, blob, bumps)
+            for entry, index, count, key_hash in zip(
+                m.entry.tolist(),
+                m.index.tolist(),
+                m.redelivery.tolist(),
+                m.key_hash.tolist(),
+                strict=True,
+            ):
+                found[(topic, ledger, entry, index)] = PendingInfo(
+                    consumer, count, None if key_hash == pending_runs.NO_KEY_HASH else key_hash
+                )
+        return found
 
     def pending_columns(
         self, topic_partition: str, first: Position, last: Position
     ) -> PendingColumns:
-        """:meth:`pending_between` as columns: no Python object per pending row."""
-        where, bounds = _position_range(first, last)
+        """The pending messages of one partition at positions ``first`` through ``last``."""
+        where, bounds = _run_range(first, last)
         rows = self._driver_rows(
-            "SELECT ledger_id, entry_id, batch_index, "
-            "CASE WHEN consumer_id IS NULL THEN 0 ELSE 1 END, redelivery_count "
-            f"FROM pending_acks WHERE subscription_id = ? AND topic_partition = ? AND {where}",
+            "SELECT CASE WHEN consumer_id IS NULL THEN 0 ELSE 1 END, "
+            f"{_RUN_FIELDS} FROM pending_runs "
+            f"WHERE subscription_id = ? AND topic_partition = ? AND {where}",
             (self._id, topic_partition, *bounds),
         )
-        # Rows iterate as plain values: no per-row key lookups while building the array.
-        flat = itertools.chain.from_iterable(rows)
-        table = np.fromiter(flat, dtype=np.int64, count=5 * len(rows)).reshape(-1, 5)
-        return PendingColumns(table[:, 0], table[:, 1], table[:, 2], table[:, 3] == 1, table[:, 4])
+        parts: list[Members] = []
+        held: list[npt.NDArray[np.bool_]] = []
+        for holding, ledger, _, _, bumps, blob in rows:
+            m = pending_runs.decode(ledger, blob, bumps)
+            inside = _between(m, first, last)
+            if inside.any():
+                parts.append(m if inside.all() else m.take(inside))
+                held.append(np.full(int(inside.sum()), bool(holding)))
+        m = Members.concat(parts)
+        flags = np.concatenate(held) if held else np.zeros(0, np.bool_)
+        return PendingColumns(m.ledger, m.entry, m.index, flags, m.redelivery)
 
     def record_dispatched(self, topic_partition: str, dispatched: DispatchedColumns) -> None:
         """Record a dispatch's messages of one partition pending on their consumer.
 
-        Fresh messages get new rows and released ones are taken again, each
-        with one multi-row statement (per :data:`_ROWS_PER_STATEMENT` rows), so
-        a dispatch of 1,000 messages costs two statements, not 1,000.
+        Released messages taken again leave their released runs; all of them
+        go into new runs of the consumer: a dispatch of 1,000 messages of one
+        ledger costs a statement or two, not one per message.
         """
-        sid, consumer = self._id, dispatched.consumer_id
-        redelivered = dispatched.redelivered
-        ledgers = dispatched.ledger_id.tolist()
-        entries = dispatched.entry_id.tolist()
-        indexes = dispatched.batch_index.tolist()
-        counts = dispatched.redelivery_count.tolist()
-        hashes: list[int | None] = (
-            [None] * len(ledgers) if dispatched.key_hash is None else dispatched.key_hash.tolist()
+        count = len(dispatched.ledger_id)
+        if not count:
+            return
+        members = Members(
+            dispatched.ledger_id,
+            dispatched.entry_id,
+            dispatched.batch_index,
+            dispatched.redelivery_count,
+            np.full(count, pending_runs.NO_KEY_HASH, np.int64)
+            if dispatched.key_hash is None
+            else dispatched.key_hash,
         )
-        fresh: list[object] = []
-        taken: list[int] = []
-        for row, again in enumerate(redelivered.tolist()):
-            if again:
-                taken += (ledgers[row], entries[row], indexes[row])
-            else:
-                fresh += (
-                    sid,
-                    topic_partition,
-                    ledgers[row],
-                    entries[row],
-                    indexes[row],
-                    consumer,
-                    counts[row],
-                    hashes[row],
-                )
-        insert_head = (
-            "INSERT INTO pending_acks (subscription_id, topic_partition, ledger_id, "
-            "entry_id, batch_index, consumer_id, redelivery_count, key_hash) VALUES "
-        )
-        for start in range(0, len(fresh), 8 * _ROWS_PER_STATEMENT):
-            part = fresh[start : start + 8 * _ROWS_PER_STATEMENT]
-            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * (len(part) // 8))
-            self._driver_execute(insert_head + values, tuple(part))
-        for start in range(0, len(taken), 3 * _ROWS_PER_STATEMENT):
-            chunk = taken[start : start + 3 * _ROWS_PER_STATEMENT]
-            values = ", ".join(["(?, ?, ?)"] * (len(chunk) // 3))
-            # The rows are in position order: bounding the positions lets the primary key
-            # find them by a range scan, not a scan of every pending row of the partition.
-            first, last = Position(chunk[0], chunk[1]), Position(chunk[-3], chunk[-2])
-            where, bounds = _position_range(first, last)
-            # Only released rows are taken: under the subscription lock nobody else took them.
-            self._driver_execute(
-                "UPDATE pending_acks SET consumer_id = ? WHERE subscription_id = ? "
-                f"AND topic_partition = ? AND consumer_id IS NULL AND {where} "
-                f"AND (ledger_id, entry_id, batch_index) IN (VALUES {values})",
-                (consumer, sid, topic_partition, *bounds, *chunk),
-            )
-
-    def _driver_sql(self, sql: str) -> str:
-        connection = self._session.connection()
-        return sql if connection.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
-
-    def _driver_execute(self, sql: str, parameters: tuple[object, ...]) -> None:
-        self._session.connection().exec_driver_sql(self._driver_sql(sql), parameters)
-
-    def _driver_rows(self, sql: str, parameters: tuple[object, ...]) -> Sequence[Sequence[int]]:
-        result = self._session.connection().exec_driver_sql(self._driver_sql(sql), parameters)
-        return result.all()
+        again = dispatched.redelivered
+        if again.any():
+            # Only released messages are taken: under the subscription lock nobody else took them.
+            self._remove(topic_partition, members.take(again), holder=None)
+        self._insert_runs(topic_partition, dispatched.consumer_id, members)
 
     def held_elsewhere(self, consumer_id: str) -> dict[PendingKey, int]:
         """Key hashes of the messages other consumers hold (Key_Shared draining)."""
-        rows = self._session.execute(
-            select(
-                PendingAckRow.topic_partition,
-                PendingAckRow.ledger_id,
-                PendingAckRow.entry_id,
-                PendingAckRow.batch_index,
-                PendingAckRow.key_hash,
-            ).where(
-                PendingAckRow.subscription_id == self._id,
-                PendingAckRow.consumer_id.is_not(None),
-                PendingAckRow.consumer_id != consumer_id,
-                PendingAckRow.key_hash.is_not(None),
-            )
+        rows = self._driver_rows(
+            f"SELECT topic_partition, {_RUN_FIELDS} FROM pending_runs "
+            "WHERE subscription_id = ? AND consumer_id IS NOT NULL AND consumer_id <> ?",
+            (self._id, consumer_id),
         )
-        return {(r[0], r[1], r[2], r[3]): r[4] for r in rows if r[4] is not None}
+        found: dict[PendingKey, int] = {}
+        for topic, ledger, _, _, _, blob in rows:
+            m = pending_runs.decode(ledger, blob)
+            keyed = m.key_hash != pending_runs.NO_KEY_HASH
+            for entry, index, key_hash in zip(
+                m.entry[keyed].tolist(),
+                m.index[keyed].tolist(),
+                m.key_hash[keyed].tolist(),
+                strict=True,
+            ):
+                found[(topic, ledger, entry, index)] = key_hash
+        return found
 
     def holders(self, topic_partition: str) -> set[str]:
         """The consumers holding messages of one partition."""
-        found = self._session.scalars(
-            select(PendingAckRow.consumer_id)
-            .where(
-                PendingAckRow.subscription_id == self._id,
-                PendingAckRow.topic_partition == topic_partition,
-                PendingAckRow.consumer_id.is_not(None),
-            )
-            .distinct()
+        rows = self._driver_rows(
+            "SELECT DISTINCT consumer_id FROM pending_runs WHERE subscription_id = ? "
+            "AND topic_partition = ? AND consumer_id IS NOT NULL",
+            (self._id, topic_partition),
         )
-        return {c for c in found if c is not None}
+        return {str(row[0]) for row in rows}
 
     def release(
         self,
@@ -369,99 +393,252 @@ class SubscriptionTransaction:
         topic_partition: str | None = None,
     ) -> None:
         """Make the consumer's pending messages deliverable: all, these keys, or one partition's."""
-        condition = and_(
-            PendingAckRow.subscription_id == self._id, PendingAckRow.consumer_id == consumer_id
-        )
-        if topic_partition is not None:
-            condition = and_(condition, PendingAckRow.topic_partition == topic_partition)
         if keys is not None:
-            wanted = list(keys)
-            if not wanted:
-                return
-            condition = and_(condition, self._keys(wanted))
+            for topic, wanted in _by_topic(keys).items():
+                if topic_partition is not None and topic != topic_partition:
+                    continue
+                taken = self._remove(topic, wanted, holder=consumer_id)
+                if len(taken):
+                    self._insert_runs(topic, None, taken.bumped(1))
+                    earliest = taken.in_order()
+                    self.rewind_read_position(
+                        topic, Position(int(earliest.ledger[0]), int(earliest.entry[0]) - 1)
+                    )
+            return
+        where = "subscription_id = ? AND consumer_id = ?"
+        params: tuple[object, ...] = (self._id, consumer_id)
+        if topic_partition is not None:
+            where += " AND topic_partition = ?"
+            params += (topic_partition,)
+        # A run's first member is its earliest: the read position rewinds to before it.
         first: dict[str, tuple[int, int]] = {}
-        for topic, ledger, entry in self._session.execute(
-            select(
-                PendingAckRow.topic_partition, PendingAckRow.ledger_id, PendingAckRow.entry_id
-            ).where(condition)
+        for topic, ledger, entry in self._driver_rows(
+            f"SELECT topic_partition, ledger_id, first_entry FROM pending_runs WHERE {where}",
+            params,
         ):
             if topic not in first or (ledger, entry) < first[topic]:
                 first[topic] = (ledger, entry)
+        if not first:
+            return
         for topic, (ledger, entry) in first.items():
             self.rewind_read_position(topic, Position(ledger, entry - 1))
-        self._session.execute(
-            update(PendingAckRow)
-            .where(condition)
-            .values(consumer_id=None, redelivery_count=PendingAckRow.redelivery_count + 1)
-            .execution_options(synchronize_session=False)
+        # One statement, whatever the number of messages: the bump applies to every member.
+        self._driver_execute(
+            f"UPDATE pending_runs SET consumer_id = NULL, bumps = bumps + 1 WHERE {where}", params
         )
 
     def drop_pending(self, keys: Iterable[PendingKey]) -> None:
         """Forget acknowledged messages (whoever held them)."""
-        wanted = list(keys)
-        for start in range(0, len(wanted), 500):
-            self._session.execute(
-                delete(PendingAckRow).where(
-                    PendingAckRow.subscription_id == self._id,
-                    self._keys(wanted[start : start + 500]),
-                )
-            )
+        for topic, wanted in _by_topic(keys).items():
+            self._remove(topic, wanted, any_holder=True)
+
+    def drop_pending_columns(
+        self, topic_partition: str, ledger_id: Ints, entry_id: Ints, batch_index: Ints
+    ) -> None:
+        """:meth:`drop_pending` of one partition's messages given as aligned arrays."""
+        none = np.full(len(ledger_id), pending_runs.NO_KEY_HASH, np.int64)
+        self._remove(
+            topic_partition, Members(ledger_id, entry_id, batch_index, none, none), any_holder=True
+        )
 
     def drop_pending_through(
         self, topic_partition: str, position: Position, batch_index: int
     ) -> None:
         """Forget every pending message of the partition up to a cumulative acknowledgement."""
         ledger, entry = position.ledger_id, position.entry_id
-        self._session.execute(
-            delete(PendingAckRow).where(
-                PendingAckRow.subscription_id == self._id,
-                PendingAckRow.topic_partition == topic_partition,
-                or_(
-                    PendingAckRow.ledger_id < ledger,
-                    and_(PendingAckRow.ledger_id == ledger, PendingAckRow.entry_id < entry),
-                    and_(
-                        PendingAckRow.ledger_id == ledger,
-                        PendingAckRow.entry_id == entry,
-                        # A whole-entry acknowledgement covers every batch index.
-                        PendingAckRow.batch_index <= (batch_index if batch_index >= 0 else _WHOLE),
-                    ),
-                ),
-            )
+        # A whole-entry acknowledgement covers every batch index.
+        index = batch_index if batch_index >= 0 else _WHOLE
+        self._driver_execute(
+            "DELETE FROM pending_runs WHERE subscription_id = ? AND topic_partition = ? AND "
+            "(ledger_id < ? OR (ledger_id = ? AND (last_entry < ? OR "
+            "(last_entry = ? AND last_index <= ?))))",
+            (self._id, topic_partition, ledger, ledger, entry, entry, index),
         )
+        # What is left before the bound are runs reaching past it: cut them there.
+        rows = self._driver_rows(
+            f"SELECT consumer_id, {_RUN_FIELDS} FROM pending_runs "
+            "WHERE subscription_id = ? AND topic_partition = ? AND ledger_id = ? AND "
+            "(first_entry < ? OR (first_entry = ? AND first_index <= ?))",
+            (self._id, topic_partition, ledger, entry, entry, index),
+        )
+        self._rewrite(
+            topic_partition,
+            rows,
+            lambda m: (m.entry < entry) | ((m.entry == entry) & (m.index <= index)),
+        )
+
+    def _remove(
+        self,
+        topic_partition: str,
+        wanted: Members,
+        *,
+        holder: str | None = None,
+        any_holder: bool = False,
+    ) -> Members:
+        """Take ``wanted``'s messages out of their runs held by ``holder`` (None: released).
+
+        ``any_holder``: whoever holds them, released ones included.
+        Returns the members taken out (redelivery counts as they stood). Runs
+        are looked up by the positions' range, which the span bound keeps to a
+        range scan of the primary key.
+        """
+        if not len(wanted):
+            return Members.empty()
+        ordered = wanted.in_order()
+        first = Position(int(ordered.ledger[0]), int(ordered.entry[0]))
+        last = Position(int(ordered.ledger[-1]), int(ordered.entry[-1]))
+        where, bounds = _run_range(first, last)
+        params: tuple[object, ...] = (self._id, topic_partition, *bounds)
+        if any_holder:
+            pass
+        elif holder is None:
+            where += " AND consumer_id IS NULL"
+        else:
+            where += " AND consumer_id = ?"
+            params += (holder,)
+        rows = self._driver_rows(
+            f"SELECT consumer_id, {_RUN_FIELDS} FROM pending_runs "
+            f"WHERE subscription_id = ? AND topic_partition = ? AND {where}",
+            params,
+        )
+        return self._rewrite(topic_partition, rows, lambda m: m.among(ordered))
+
+    def _rewrite(
+        self,
+        topic_partition: str,
+        rows: Sequence[Sequence[Any]],
+        chosen: Callable[[Members], npt.NDArray[np.bool_]],
+    ) -> Members:
+        """Take the ``chosen`` members out of these runs; the members taken out."""
+        deleted: list[tuple[object, ...]] = []
+        updated: list[tuple[object, ...]] = []
+        taken: list[Members] = []
+        for _, ledger, first_entry, first_index, bumps, blob in rows:
+            m = pending_runs.decode(ledger, blob)
+            out = chosen(m)
+            if not out.any():
+                continue
+            taken.append(m.take(out).bumped(bumps))
+            key = (self._id, topic_partition, ledger, first_entry, first_index)
+            if out.all():
+                deleted.append(key)
+                continue
+            rest = m.take(~out)
+            updated.append(
+                (
+                    int(rest.entry[0]),
+                    int(rest.index[0]),
+                    int(rest.entry[-1]),
+                    int(rest.index[-1]),
+                    len(rest),
+                    pending_runs.encode(rest),
+                    *key,
+                )
+            )
+        if deleted:
+            self._driver_execute_many(f"DELETE FROM pending_runs WHERE {_RUN_KEY}", deleted)
+        if updated:
+            # A run's new first member is one of its own: no other run has it as its key.
+            self._driver_execute_many(
+                "UPDATE pending_runs SET first_entry = ?, first_index = ?, last_entry = ?, "
+                f"last_index = ?, messages = ?, members = ? WHERE {_RUN_KEY}",
+                updated,
+            )
+        return Members.concat(taken)
+
+    def _insert_runs(self, topic_partition: str, consumer_id: str | None, members: Members) -> None:
+        rows = [
+            (
+                self._id,
+                topic_partition,
+                run.ledger_id,
+                *run.first,
+                *run.last,
+                consumer_id,
+                0,
+                len(run.members),
+                pending_runs.encode(run.members),
+            )
+            for run in pending_runs.runs_of(members)
+        ]
+        if rows:
+            self._driver_execute_many(
+                "INSERT INTO pending_runs (subscription_id, topic_partition, ledger_id, "
+                "first_entry, first_index, last_entry, last_index, consumer_id, bumps, "
+                "messages, members) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def _driver_sql(self, sql: str) -> str:
+        connection = self._session.connection()
+        return sql if connection.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
+
+    def _driver_execute(self, sql: str, parameters: tuple[object, ...]) -> int:
+        result = self._session.connection().exec_driver_sql(self._driver_sql(sql), parameters)
+        return int(result.rowcount)
+
+    def _driver_execute_many(self, sql: str, parameters: Sequence[tuple[object, ...]]) -> None:
+        self._session.connection().exec_driver_sql(self._driver_sql(sql), parameters)
+
+    def _driver_rows(self, sql: str, parameters: tuple[object, ...]) -> Sequence[Sequence[Any]]:
+        result = self._session.connection().exec_driver_sql(self._driver_sql(sql), parameters)
+        return result.all()
+
+    # -- ledgers and segments -------------------------------------------------
+
+    def ledgers(self, topic_partition: str) -> list[tuple[int, int]]:
+        """The partition's ``(ledger id, committed entries)``, as this transaction sees them."""
+        rows = self._driver_rows(
+            "SELECT ledger_id, entries FROM ledgers WHERE topic_partition = ?",
+            (topic_partition,),
+        )
+        return [(int(ledger), int(entries)) for ledger, entries in rows]
+
+    def segments_after(
+        self, topic_partition: str, after: tuple[int, int] | None
+    ) -> list[SegmentInfo]:
+        """The partition's committed segments after ``(ledger id, first entry)``, in order.
+
+        Segments are only ever added, each after the last of its ledger: a
+        caller that kept the list reads only the new ones.
+        """
+        ledger, entry = (-1, -1) if after is None else after
+        rows = self._driver_rows(
+            "SELECT s.ledger_id, s.first_entry, s.last_entry, s.messages, s.path "
+            "FROM segments s JOIN ledgers l ON l.ledger_id = s.ledger_id "
+            "WHERE l.topic_partition = ? AND (s.ledger_id > ? OR "
+            "(s.ledger_id = ? AND s.first_entry > ?)) ORDER BY s.ledger_id, s.first_entry",
+            (topic_partition, ledger, ledger, entry),
+        )
+        return [SegmentInfo(*row) for row in rows]
 
     # -- read positions -------------------------------------------------------
 
     def read_position(self, topic_partition: str) -> ReadPosition | None:
-        row = self._session.execute(
-            select(
-                ReadPositionRow.ledger_id, ReadPositionRow.entry_id, ReadPositionRow.cursor_version
-            ).where(
-                ReadPositionRow.subscription_id == self._id,
-                ReadPositionRow.topic_partition == topic_partition,
-            )
-        ).one_or_none()
-        return None if row is None else ReadPosition(Position(row[0], row[1]), row[2])
+        rows = self._driver_rows(
+            "SELECT ledger_id, entry_id, cursor_version FROM read_positions "
+            "WHERE subscription_id = ? AND topic_partition = ?",
+            (self._id, topic_partition),
+        )
+        return ReadPosition(Position(rows[0][0], rows[0][1]), rows[0][2]) if rows else None
 
     def set_read_position(self, topic_partition: str, position: ReadPosition) -> None:
-        values = {
-            "ledger_id": position.settled_through.ledger_id,
-            "entry_id": position.settled_through.entry_id,
-            "cursor_version": position.cursor_version,
-        }
-        updated = self._session.execute(
-            update(ReadPositionRow)
-            .where(
-                ReadPositionRow.subscription_id == self._id,
-                ReadPositionRow.topic_partition == topic_partition,
-            )
-            .values(**values)
-            .execution_options(synchronize_session=False)
+        where = (self._id, topic_partition)
+        values = (
+            position.settled_through.ledger_id,
+            position.settled_through.entry_id,
+            position.cursor_version,
         )
-        if updated.rowcount == 0:  # type: ignore[attr-defined]
-            self._session.execute(
-                insert(ReadPositionRow).values(
-                    subscription_id=self._id, topic_partition=topic_partition, **values
-                )
+        updated = self._driver_execute(
+            "UPDATE read_positions SET ledger_id = ?, entry_id = ?, cursor_version = ? "
+            "WHERE subscription_id = ? AND topic_partition = ?",
+            (*values, *where),
+        )
+        if not updated:
+            self._driver_execute(
+                "INSERT INTO read_positions (subscription_id, topic_partition, ledger_id, "
+                "entry_id, cursor_version) VALUES (?, ?, ?, ?, ?)",
+                (*where, *values),
             )
 
     def rewind_read_position(self, topic_partition: str, settled_through: Position) -> None:
@@ -471,15 +648,6 @@ class SubscriptionTransaction:
             self.set_read_position(
                 topic_partition, ReadPosition(settled_through, current.cursor_version)
             )
-
-    @staticmethod
-    def _keys(keys: list[PendingKey]) -> ColumnElement[bool]:
-        return tuple_(
-            PendingAckRow.topic_partition,
-            PendingAckRow.ledger_id,
-            PendingAckRow.entry_id,
-            PendingAckRow.batch_index,
-        ).in_(keys)
 
     # -- cursors --------------------------------------------------------------
 
@@ -492,26 +660,13 @@ class SubscriptionTransaction:
         still the stored one; otherwise the snapshot and every later delta.
         """
         # The read position comes in the same round trip: a dispatch needs both.
-        row = self._session.execute(
-            select(
-                CursorRow.id,
-                CursorRow.snapshot_version,
-                CursorRow.version,
-                ReadPositionRow.ledger_id,
-                ReadPositionRow.entry_id,
-                ReadPositionRow.cursor_version,
-            )
-            .outerjoin(
-                ReadPositionRow,
-                and_(
-                    ReadPositionRow.subscription_id == CursorRow.subscription_id,
-                    ReadPositionRow.topic_partition == CursorRow.topic_partition,
-                ),
-            )
-            .where(
-                CursorRow.subscription_id == self._id, CursorRow.topic_partition == topic_partition
-            )
-        ).one()
+        row = self._driver_rows(
+            "SELECT c.id, c.snapshot_version, c.version, r.ledger_id, r.entry_id, "
+            "r.cursor_version FROM cursors c LEFT OUTER JOIN read_positions r "
+            "ON r.subscription_id = c.subscription_id AND r.topic_partition = c.topic_partition "
+            "WHERE c.subscription_id = ? AND c.topic_partition = ?",
+            (self._id, topic_partition),
+        )[0]
         cursor_id, snapshot_version, version = row[0], row[1], row[2]
         read = None if row[3] is None else ReadPosition(Position(row[3], row[4]), row[5])
         fresh = (
@@ -523,18 +678,20 @@ class SubscriptionTransaction:
         after = snapshot_version if fresh or known is None else known[2]
         snapshot = None
         if fresh:
-            snapshot = self._session.scalars(
-                select(CursorRow.snapshot).where(CursorRow.id == cursor_id)
-            ).one()
-        deltas = self._session.execute(
-            select(CursorDeltaRow.version, CursorDeltaRow.payload)
-            .where(CursorDeltaRow.cursor_id == cursor_id, CursorDeltaRow.version > after)
-            .order_by(CursorDeltaRow.version)
-        )
+            snapshot = self._driver_rows("SELECT snapshot FROM cursors WHERE id = ?", (cursor_id,))[
+                0
+            ][0]
+        deltas: Sequence[Sequence[Any]] = []
+        if version > after:
+            deltas = self._driver_rows(
+                "SELECT version, payload FROM cursor_deltas WHERE cursor_id = ? AND version > ? "
+                "ORDER BY version",
+                (cursor_id, after),
+            )
         return CursorJournal(
             cursor_id,
             fresh,
-            snapshot,
+            None if snapshot is None else bytes(snapshot),
             snapshot_version,
             [(int(v), bytes(p)) for v, p in deltas],
             version,

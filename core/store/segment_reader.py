@@ -11,6 +11,7 @@ long segment costs one row group, not the segment's head.
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -88,7 +89,7 @@ class SegmentCache:
     def __init__(self, root: str, max_rows: int = 1_000_000) -> None:
         self.root = root
         self.max_rows = max_rows
-        self._files: dict[str, tuple[tuple[int, int, int], pq.FileMetaData]] = {}
+        self._files: dict[str, tuple[tuple[int, int, int], list[int | None]]] = {}
         self._groups: OrderedDict[tuple[str, tuple[int, int, int], int], _Group] = OrderedDict()
         self._rows = 0
 
@@ -96,38 +97,47 @@ class SegmentCache:
         self, segments: Sequence[SegmentInfo], after: Position, batch_rows: int = BATCH_ROWS
     ) -> Iterator[pa.RecordBatch]:
         """Record batches of the rows strictly after ``after``, as :func:`batches_after` yields."""
-        for segment in segments:
-            if (segment.ledger_id, segment.last_entry) <= (after.ledger_id, after.entry_id):
-                continue
+        # Segments are in position order: the first one ending after ``after`` is found by
+        # bisection, not by a walk over every segment already read.
+        start = bisect.bisect_right(
+            segments,
+            (after.ledger_id, after.entry_id),
+            key=lambda segment: (segment.ledger_id, segment.last_entry),
+        )
+        for segment in segments[start:]:
             path = os.path.join(self.root, segment.path)
             try:
-                signature, metadata = self._metadata(path)
-                column = metadata.schema.to_arrow_schema().get_field_index("entry_id")
-                for group in range(metadata.num_row_groups):
-                    if segment.ledger_id == after.ledger_id:
-                        statistics = metadata.row_group(group).column(column).statistics
-                        if (
-                            statistics is not None
-                            and statistics.has_min_max
-                            and int(statistics.max) <= after.entry_id
-                        ):
-                            continue
+                signature, group_max = self._metadata(path)
+                for group, entry_max in enumerate(group_max):
+                    if (
+                        segment.ledger_id == after.ledger_id
+                        and entry_max is not None
+                        and entry_max <= after.entry_id
+                    ):
+                        continue
                     decoded = self._group(path, signature, group)
-                    start = decoded.first_after(after)
-                    for offset in range(start, decoded.batch.num_rows, batch_rows):
+                    first = decoded.first_after(after)
+                    for offset in range(first, decoded.batch.num_rows, batch_rows):
                         yield decoded.batch.slice(offset, batch_rows)
             except (OSError, pa.ArrowException) as exc:
                 raise LedgerStoreError(f"Cannot read ledger segment {path}: {exc}") from exc
 
-    def _metadata(self, path: str) -> tuple[tuple[int, int, int], pq.FileMetaData]:
+    def _metadata(self, path: str) -> tuple[tuple[int, int, int], list[int | None]]:
+        """The file's signature and each row group's largest entry id (None: no statistics)."""
         stat = os.stat(path)
         signature = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
         known = self._files.get(path)
         if known is not None and known[0] == signature:
             return known
         metadata = pq.read_metadata(path)
-        self._files[path] = (signature, metadata)
-        return signature, metadata
+        column = metadata.schema.to_arrow_schema().get_field_index("entry_id")
+        group_max: list[int | None] = []
+        for group in range(metadata.num_row_groups):
+            statistics = metadata.row_group(group).column(column).statistics
+            has = statistics is not None and statistics.has_min_max
+            group_max.append(int(statistics.max) if has else None)
+        self._files[path] = (signature, group_max)
+        return signature, group_max
 
     def _group(self, path: str, signature: tuple[int, int, int], group: int) -> _Group:
         key = (path, signature, group)

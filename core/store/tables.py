@@ -114,19 +114,31 @@ class ConsumerRow(Base):
 
 
 class PendingAckRow(Base):
-    """A message delivered and not acknowledged; ``consumer_id`` NULL = due for redelivery."""
+    """A run of pending messages: delivered to one consumer and not acknowledged.
 
-    __tablename__ = "pending_acks"
+    ``consumer_id`` NULL: released, due for redelivery. The run's messages lie
+    in one ledger, from ``(first_entry, first_index)`` through ``(last_entry,
+    last_index)`` (at most :data:`core.store.dispatch_state.RUN_SPAN_ENTRIES`
+    entries apart); ``members`` holds each one's entry, batch index,
+    redelivery count and key hash (core.store.dispatch_state); ``bumps`` is
+    added to those redelivery counts (a release bumps it without rewriting
+    ``members``).
+    """
+
+    __tablename__ = "pending_runs"
     subscription_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("subscriptions.id", ondelete="CASCADE"), primary_key=True
     )
     topic_partition: Mapped[str] = mapped_column(String, primary_key=True)
     ledger_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    entry_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    batch_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    first_entry: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    first_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    last_entry: Mapped[int] = mapped_column(BigInteger)
+    last_index: Mapped[int] = mapped_column(Integer)
     consumer_id: Mapped[str | None] = mapped_column(String, nullable=True)
-    redelivery_count: Mapped[int] = mapped_column(Integer)
-    key_hash: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    bumps: Mapped[int] = mapped_column(Integer)
+    messages: Mapped[int] = mapped_column(Integer)
+    members: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class ReadPositionRow(Base):
