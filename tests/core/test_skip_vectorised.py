@@ -15,16 +15,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.cursor import BatchAckSets, CursorState
+from core import ack_set, cursor_codec
+from core.broker import Broker
+from core.config import Config
+from core.cursor import AckColumns, AckTarget, BatchAckSets, CursorState
 from core.errors import (
     EntryNotFoundError,
+    InvalidArgumentError,
     InvalidBatchIndexError,
     InvalidMessageIdError,
     PositionOutOfRangeError,
@@ -32,9 +39,19 @@ from core.errors import (
 from core.ledger_layout import LedgerLayout
 from core.message_id import MessageId
 from core.position import Position
+from core.producer import OutgoingMessage
 from core.range_set import RangeSet
-from core.skip import MAX_ERRORS_LISTED, IdArrays, SkipLookup, validate
-from core.skip_plan import PlannedSkip, SkipPlan
+from core.skip import (
+    MAX_ERRORS_LISTED,
+    IdArrays,
+    SkipLookup,
+    SkipOutcome,
+    _first_of_each,
+    has_repeats,
+    validate,
+)
+from core.skip_plan import PlannedSkip, SkipColumns, SkipPlan
+from core.topic_name import TopicName
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -394,3 +411,258 @@ def test_a_plan_of_columns_hashes_and_round_trips_as_its_items(data: st.DataObje
     assert plan.to_json()["items"] == body["items"]
     assert plan.message_ids() == [i.message_id for i in items]
     assert [m.batch_size for m in plan.message_ids()] == [i.batch_size for i in items]
+
+
+# -- the apply path: acknowledgements, their encoding and the outcome from arrays --------
+
+
+def model_ack_delta(rows: list[tuple[int, int, int, int]]) -> CursorState:
+    """The per-id rule: each row acknowledges its entry (index -1) or clears its index in
+    an ack set whose size the entry's first batch-index row gives."""
+    state = CursorState()
+    sets: dict[Position, int] = {}
+    for ledger, entry, index, size in rows:
+        if index < 0:
+            state.individually_deleted.add(ledger, entry)
+            continue
+        if not 0 <= index < size:
+            raise InvalidBatchIndexError(f"Invalid batchIndex: {index}, batchSize={size}")
+        position = Position(ledger, entry)
+        sets[position] = sets.get(position, (1 << size) - 1) & ~(1 << index)
+    for position, bits in sets.items():
+        if bits:
+            state.batch_acks[position] = bits
+        else:
+            state.individually_deleted.add(*position)
+    return state
+
+
+def model_encode(state: CursorState, replace: bool = False) -> bytes:
+    """The cursor record as the codec wrote it one batch entry at a time (CUR1)."""
+    deleted = state.individually_deleted.serialize()
+    parts = [
+        struct.pack("<4sBqqI", b"CUR1", int(replace), *state.mark_delete, len(deleted)),
+        deleted,
+        struct.pack("<I", len(state.batch_acks)),
+    ]
+    for position, bits in sorted(state.batch_acks.items()):
+        words = ack_set.to_words(bits)
+        parts.append(struct.pack("<qqI", position.ledger_id, position.entry_id, len(words)))
+        parts.append(struct.pack(f"<{len(words)}q", *words))
+    return b"".join(parts)
+
+
+ACK_SIZES = [0, 1, 3, 10, 63, 64, 65, 130]
+"""0 = not batched; 64 fills a word exactly, 65 and 130 spill into more words."""
+
+
+@st.composite
+def ack_rows(draw: st.DrawFn, valid: bool = True) -> list[tuple[int, int, int, int]]:
+    """Rows (ledger, entry, batch index, batch size) on a few entries, repeats included;
+    an entry's rows may give different sizes (the first one counts)."""
+    rows = []
+    for _ in range(draw(st.integers(0, 40))):
+        ledger = draw(st.sampled_from([0, 1, 7, 2**40]))
+        entry = draw(st.sampled_from([0, 1, 2, 5, 2**32 - 1]))
+        size = draw(st.sampled_from(ACK_SIZES))
+        whole = size == 0 or draw(st.integers(0, 3)) == 0
+        index = -1 if whole else draw(st.integers(0, size - 1))
+        if not valid and draw(st.integers(0, 9)) == 0:
+            index = draw(st.sampled_from([size, size + 64, 200]))
+        rows.append((ledger, entry, index, size))
+    return rows
+
+
+def columns_of(rows: list[tuple[int, int, int, int]]) -> AckColumns:
+    return AckColumns.of(*(np.array([r[k] for r in rows], dtype=np.int64) for k in range(4)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=ack_rows(valid=False))
+def test_ack_columns_are_the_per_id_acknowledgements(
+    rows: list[tuple[int, int, int, int]],
+) -> None:
+    """AckColumns.of is ack_delta of one target per row: same delta, same error, same bytes."""
+    try:
+        expected = model_ack_delta(rows)
+    except InvalidBatchIndexError as exc:
+        with pytest.raises(InvalidBatchIndexError) as raised:
+            columns_of(rows)
+        assert str(raised.value) == str(exc)
+        with pytest.raises(InvalidBatchIndexError):
+            CursorState.ack_delta(AckTarget(Position(r[0], r[1]), r[2], r[3]) for r in rows)
+        return
+    got = columns_of(rows)
+    assert got.to_state() == expected
+    assert CursorState.ack_delta(AckTarget(Position(r[0], r[1]), r[2], r[3]) for r in rows) == (
+        expected
+    )
+    assert len(got) == len(expected.individually_deleted) + len(expected.batch_acks)
+    payload = cursor_codec.encode_columns(got)
+    assert payload == model_encode(expected)
+    assert cursor_codec.decode(payload) == (expected, False)
+    assert cursor_codec.encode_columns(got, replace=True) == model_encode(expected, True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=ack_rows(),
+    mark=st.sampled_from([(-1, -1), (0, 3), (7, 0), (2**40, 2**32 - 1)]),
+    replace=st.booleans(),
+)
+def test_encode_writes_the_record_the_per_entry_encoder_wrote(
+    rows: list[tuple[int, int, int, int]], mark: tuple[int, int], replace: bool
+) -> None:
+    """encode, now writing its batch records from arrays, is byte for byte the old encoder,
+    and every record the old encoder wrote decodes to its state."""
+    state = model_ack_delta(rows)
+    state.mark_delete = Position(*mark)
+    payload = model_encode(state, replace)
+    assert cursor_codec.encode(state, replace=replace) == payload
+    assert cursor_codec.decode(payload) == (state, replace)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    existing=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2**32 - 1)), max_size=10),
+    positions=st.lists(
+        st.tuples(
+            st.sampled_from([INT64_MIN, -1, 0, 1, 5, 2**40, INT64_MAX]),
+            st.sampled_from([INT64_MIN, -1, 0, 1, 7, 2**32 - 1, 2**32, INT64_MAX]),
+        ),
+        max_size=20,
+    ),
+)
+def test_range_set_add_positions_is_add_of_each(
+    existing: list[tuple[int, int]], positions: list[tuple[int, int]]
+) -> None:
+    """add_positions adds what add of each position adds; a bad one raises add's error
+    (the first bad position's) and changes nothing."""
+    expected = RangeSet()
+    for position in existing:
+        expected.add(*position)
+    got = expected.copy()
+    ledgers = np.array([p[0] for p in positions], dtype=np.int64)
+    entries = np.array([p[1] for p in positions], dtype=np.int64)
+    try:
+        for position in positions:
+            expected.add(*position)
+    except InvalidArgumentError as exc:
+        before = got.copy()
+        with pytest.raises(InvalidArgumentError) as raised:
+            got.add_positions(ledgers, entries)
+        assert str(raised.value) == str(exc)
+        assert got == before
+        return
+    got.add_positions(ledgers, entries)
+    assert got == expected
+    assert list(got) == sorted(set(positions) | set(existing))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keys=st.lists(
+        st.tuples(
+            st.sampled_from([0, 1, 2**40, INT64_MIN, INT64_MAX]),
+            st.sampled_from([0, 3, 2**32, -5]),
+            st.sampled_from([-1, 0, 1, INT32_MAX]),
+        ),
+        max_size=30,
+    )
+)
+def test_first_of_each_keeps_the_first_occurrence_of_each_message(
+    keys: list[tuple[int, int, int]],
+) -> None:
+    """The packed-key path and the lexsort path (spans over 63 bits) both find each distinct
+    message's first place, in order."""
+    first: dict[tuple[int, int, int], int] = {}
+    for place, key in enumerate(keys):
+        first.setdefault(key, place)
+    columns = [np.array([k[i] for k in keys], dtype=np.int64) for i in range(3)]
+    assert _first_of_each(*columns).tolist() == sorted(first.values())
+    assert has_repeats(*columns) == (len(first) < len(keys))
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_an_outcome_of_rows_is_the_outcome_of_their_ids(data: st.DataObject) -> None:
+    """Built from plan rows, an outcome's lists, JSON, equality and repr are those of the
+    same outcome built from MessageId lists."""
+    items = data.draw(
+        st.lists(
+            st.builds(
+                PlannedSkip,
+                st.sampled_from(["p-0", "p-1"]),
+                st.integers(-1, 3),
+                st.integers(0, INT64_MAX),
+                st.integers(0, INT64_MAX),
+                st.integers(-1, 70),
+                st.integers(0, 71),
+                st.none(),
+                st.booleans(),
+            ),
+            max_size=10,
+        )
+    )
+    columns = SkipColumns.of_items(items)
+    cut = data.draw(st.integers(0, len(items)))
+    parts = [np.arange(cut, dtype=np.int64), np.arange(cut, len(items), dtype=np.int64)]
+    lazy = SkipOutcome(
+        "t", "s", "id", columns.take(parts[0]), columns.take(parts[1]), [], {"p-0": cut}, None
+    )
+    ids = [i.message_id for i in items]
+    eager = SkipOutcome("t", "s", "id", ids[:cut], ids[cut:], [], {"p-0": cut}, None)
+    assert lazy.to_pulsar_json() == eager.to_pulsar_json()
+    assert lazy.to_pulsar_json()["skipped"] == [m.triplet() for m in ids[:cut]]
+    assert lazy.to_pulsar_json(MessageId.to_base64) == eager.to_pulsar_json(MessageId.to_base64)
+    assert lazy == eager and repr(lazy) == repr(eager)
+    assert lazy.skipped == ids[:cut] and lazy.already_acknowledged == ids[cut:]
+    assert [m.batch_size for m in lazy.skipped] == [i.batch_size for i in items[:cut]]
+    with pytest.raises(AttributeError):
+        lazy.plan_id = "other"  # type: ignore[misc]
+
+
+def test_the_entry_index_is_read_again_only_for_segments_it_has_not_seen(
+    tmp_config: Config,
+) -> None:
+    """Kept per segment: equal to a fresh read after more appends, and a segment file
+    replaced under the same name is read again."""
+    with Broker(tmp_config) as broker:
+        broker.create_tenant("admin", "acme")
+        broker.create_namespace("admin", "acme/ops")
+        broker.create_topic("admin", "persistent://acme/ops/t")
+        name = TopicName.parse("persistent://acme/ops/t")
+
+        def fresh() -> list[list[int]]:
+            table = broker.ledgers.read_table(name)
+            first = np.asarray(table["batch_index"]) <= 0
+            return [
+                np.asarray(table[column])[first].tolist()
+                for column in ("ledger_id", "entry_id", "batch_size", "publish_time")
+            ]
+
+        def cached() -> list[list[int]]:
+            index = broker.ledgers.entry_index(name)
+            return [
+                index.ledger_id.tolist(),
+                index.entry_id.tolist(),
+                index.batch_size.tolist(),
+                index.publish_time.tolist(),
+            ]
+
+        broker.produce(
+            "admin", "persistent://acme/ops/t", [OutgoingMessage(b"a")] * 6, batch_size=3
+        )
+        assert cached() == fresh()
+        broker.produce("admin", "persistent://acme/ops/t", [OutgoingMessage(b"b")] * 4)
+        assert cached() == fresh() and len(cached()[0]) == 6
+        segment = broker.ledgers.segment_paths(name)[0]
+        table = pq.read_table(segment)
+        # The same rows with the first entry's batch size changed, written in place.
+        sizes = table["batch_size"].to_pylist()
+        sizes[0] = 9
+        rewritten = table.set_column(
+            table.schema.get_field_index("batch_size"), "batch_size", pa.array(sizes, pa.int32())
+        )
+        pq.write_table(rewritten, segment)
+        assert cached()[2][0] == 9
