@@ -519,7 +519,9 @@ def build_parser() -> argparse.ArgumentParser:
         "create-partitioned-topic", parents=[common], help="create a partitioned topic"
     )
     p.add_argument("topic")
-    p.add_argument("-p", "--partitions", type=int, required=True, help="number of partitions")
+    p.add_argument(
+        "-p", "--partitions", type=values.ascii_int, required=True, help="number of partitions"
+    )
     p.set_defaults(handler=topics_create_partitioned)
     p = tp.add_parser("list", parents=[common], help="list the topics of TENANT/NAMESPACE")
     p.add_argument("namespace", metavar="TENANT/NAMESPACE")
@@ -593,7 +595,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("topic")
     p.add_argument("-s", "--subscription", required=True)
-    p.add_argument("-n", "--count", type=int, default=1, help="messages to peek (default 1)")
+    p.add_argument(
+        "-n", "--count", type=values.ascii_int, default=1, help="messages to peek (default 1)"
+    )
     p.set_defaults(handler=topics_peek)
 
     p = tp.add_parser(
@@ -637,7 +641,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--spark-threshold",
-        type=int,
+        type=values.ascii_int,
         default=SPARK_THRESHOLD_ENTRIES,
         metavar="ENTRIES",
         help=f"auto uses Spark above this many entries (default {SPARK_THRESHOLD_ENTRIES:,})",
@@ -681,7 +685,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="a message payload (UTF-8); repeatable",
     )
     p.add_argument(
-        "-n", "--num-produce", type=int, default=1, help="send the messages this many times"
+        "-n",
+        "--num-produce",
+        type=values.ascii_int,
+        default=1,
+        help="send the messages this many times",
     )
     p.add_argument("-k", "--key", help="message key")
     p.add_argument(
@@ -693,7 +701,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--batch-size",
-        type=int,
+        type=values.ascii_int,
         default=1,
         help="messages per batched entry (default 1: no batching); delayed ones are not batched",
     )
@@ -712,7 +720,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topic")
     p.add_argument("-s", "--subscription", required=True)
     p.add_argument(
-        "-n", "--num-messages", type=int, default=1, help="messages to receive (default 1)"
+        "-n",
+        "--num-messages",
+        type=values.ascii_int,
+        default=1,
+        help="messages to receive (default 1)",
     )
     p.add_argument(
         "--ack", action="store_true", help="acknowledge what was received (default: do not)"
@@ -725,7 +737,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="walk through a poison-pill and a delayed-message skip on a fresh topic "
         "(creates tenant demo: needs a superuser role such as the default admin)",
     )
-    p.add_argument("--partitions", type=int, default=4, help="partitions of the demo topic")
+    p.add_argument(
+        "--partitions", type=values.ascii_int, default=4, help="partitions of the demo topic"
+    )
     p.add_argument(
         "--airflow",
         action="store_true",
@@ -744,7 +758,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topic")
     p.add_argument("-s", "--subscription", help="one subscription (default: all)")
     p.add_argument("--since", help="from this time on: 1h, 2d, epoch ms or ISO-8601")
-    p.add_argument("--limit", type=int, default=10_000, help="newest rows shown (default 10000)")
+    p.add_argument(
+        "--limit", type=values.ascii_int, default=10_000, help="newest rows shown (default 10000)"
+    )
     p.set_defaults(handler=audit_history)
     return parser
 

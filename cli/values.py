@@ -7,7 +7,9 @@ so a bad value is one line on stderr and nothing is changed.
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 from collections.abc import Sequence
 
 from core import durations, message_id
@@ -70,6 +72,22 @@ def parse_list(text: str, option: str) -> list[str]:
 def parse_position(text: str, option: str) -> Position:
     """``ledgerId:entryId`` (pulsar-admin ``reset-cursor --messageId``): core's one parser."""
     return message_id.parse_position(text, option)
+
+
+_ASCII_INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
+
+
+def ascii_int(text: str) -> int:
+    """An integer option (argparse ``type``): ASCII decimal digits, an optional leading '-'.
+
+    ``int()`` alone also takes '１２', '٣', '+2', ' 2' and '1_0'; ids, times and the
+    REST body take ASCII decimal only, and so does every count.
+    """
+    if not _ASCII_INTEGER.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"invalid integer {shown(text)}: use ASCII decimal digits 0-9"
+        )
+    return int(text)
 
 
 def positive(value: int, option: str, maximum: int | None = None) -> int:

@@ -145,6 +145,32 @@ def test_hostile_values_are_one_line_and_change_nothing(seeded: Path, args: list
     assert _dump(seeded) == before
 
 
+INTEGER_OPTIONS = [
+    ["topics", "create-partitioned-topic", "acme/ops/p", "-p"],
+    ["produce", TOPIC, "-m", "x", "-n"],
+    ["produce", TOPIC, "-m", "x", "--batch-size"],
+    ["consume", TOPIC, "-s", "s", "--ack", "-n"],
+    ["topics", "peek-messages", TOPIC, "-s", "s", "-n"],
+    ["topics", "analyze-backlog", TOPIC, "--spark-threshold"],
+    ["audit", "history", TOPIC, "--limit"],
+    ["demo", "--partitions"],
+]
+
+
+@pytest.mark.parametrize("value", ["１２", "٣", "²", "+2", " 2", "2 ", "1_0", "2\n"])
+@pytest.mark.parametrize("command", INTEGER_OPTIONS, ids=lambda c: c[-1] + "@" + c[1])
+def test_integer_options_take_ascii_digits_only(
+    seeded: Path, command: list[str], value: str
+) -> None:
+    """As the REST body's numbers and the times: int() alone takes '１２', '٣', '+2', ' 2'."""
+    before = _dump(seeded)
+    code, _out, err = _run([*command, value])
+    assert code == 2, err
+    assert err.splitlines()[-1].count("error: ") == 1
+    assert "ASCII decimal" in err
+    assert _dump(seeded) == before
+
+
 def test_output_into_head_exits_quietly(home: Path) -> None:
     assert run(home, "produce", TOPIC, "-m", "x" * 100, "-n", "5000").returncode == 0
     reader = subprocess.Popen(
