@@ -255,27 +255,60 @@ def test_self_approval_is_refused_and_no_answer_times_out(
 ):
     """Four eyes: the requester cannot answer their own request; with nobody else
     answering, the gate times out (1 minute, the standalone scheduler's sweep) and that is
-    a rejection."""
+    a rejection. At the end bob rejects it, so no approval is left waiting."""
     seeded = seed_topic(granted, namespace=NAMESPACE)
     before = seeded.unacknowledged()
     conf = {**skip_conf(MESSAGES, seeded), "approval_timeout_minutes": 1}
-    with dag_test(airflow, MESSAGES, conf, tmp_path) as run:
-        detail = wait_gate(airflow, run)
-        assert DAG_TEST_USER not in {u["id"] for u in detail["assigned_users"]}
-        assert f"the requester {DAG_TEST_USER} may not approve" in detail["body"]
-        refused = airflow.answer(MESSAGES, run.run_id, GATE, "Approve", user=DAG_TEST_USER)
-        assert refused.status_code == 403, refused.text
-        assert "not a respondent" in refused.text
-        assert seeded.unacknowledged() == before
-        assert run.wait(timeout=600) == "failed"
+    run_id = ""
+    try:
+        with dag_test(airflow, MESSAGES, conf, tmp_path) as run:
+            run_id = run.run_id
+            detail = wait_gate(airflow, run)
+            assert DAG_TEST_USER not in {u["id"] for u in detail["assigned_users"]}
+            assert f"the requester {DAG_TEST_USER} may not approve" in detail["body"]
+            refused = airflow.answer(MESSAGES, run.run_id, GATE, "Approve", user=DAG_TEST_USER)
+            assert refused.status_code == 403, refused.text
+            assert "not a respondent" in refused.text
+            assert seeded.unacknowledged() == before
+            assert run.wait(timeout=600) == "failed"
 
-    states = airflow.task_states(MESSAGES, run.run_id)
+        states = airflow.task_states(MESSAGES, run_id)
+        assert states[GATE] == ["failed"]
+        assert states["apply_skip"] == ["upstream_failed"]
+        assert airflow.hitl_detail(MESSAGES, run_id, GATE)["responded_by_user"] is None
+        assert_untouched(seeded, before)
+        [request] = seeded.audit("skip-request")
+        assert request["outcome"] == "not-approved"
+        # Airflow still lists a timed-out gate among the unanswered ones.
+        assert run_id in unanswered(airflow, MESSAGES)
+    finally:
+        rejected = reject_unanswered(airflow, MESSAGES, run_id)
+
+    assert rejected is not None and rejected.status_code == 200, rejected
+    assert run_id not in unanswered(airflow, MESSAGES)
+    # The late answer changes nothing: the gate stays failed, nothing is applied.
+    states = airflow.task_states(MESSAGES, run_id)
     assert states[GATE] == ["failed"]
     assert states["apply_skip"] == ["upstream_failed"]
-    assert airflow.hitl_detail(MESSAGES, run.run_id, GATE)["responded_by_user"] is None
-    assert_untouched(seeded, before)
-    [request] = seeded.audit("skip-request")
-    assert request["outcome"] == "not-approved"
+    assert seeded.audit("skip") == []
+    assert [r["outcome"] for r in seeded.audit("skip-request")] == ["not-approved"]
+
+
+def unanswered(airflow: Airflow, dag_id: str) -> set[str]:
+    """The runs whose gate Airflow lists as unanswered (``response_received=false``)."""
+    found = airflow.get(
+        "admin", f"/api/v2/dags/{dag_id}/dagRuns/~/hitlDetails?response_received=false&limit=1000"
+    )
+    return {h["task_instance"]["dag_run_id"] for h in found["hitl_details"]}
+
+
+def reject_unanswered(airflow: Airflow, dag_id: str, run_id: str) -> Any:
+    """bob rejects the run's gate if Airflow lists it as unanswered (waiting, or timed out),
+    so no test leaves an approval behind on the session's Airflow (the Cursors page and
+    Required Actions list them); the answer, or None when there was nothing to answer."""
+    if run_id and run_id in unanswered(airflow, dag_id):
+        return airflow.answer(dag_id, run_id, GATE, "Reject", user="bob")
+    return None
 
 
 @pytest.mark.parametrize("dag_id", [MESSAGES, MATCHING])
