@@ -96,7 +96,8 @@ def test_send_columns_writes_and_returns_what_send_does(
                 column = pa.array(payloads, pa.binary())
                 given_as = {
                     "list": payloads,
-                    "arrow": column,
+                    # A slice: the array's buffers start before its first value.
+                    "arrow": pa.array([b"before", *payloads], pa.binary()).slice(1),
                     "chunked": pa.chunked_array([column.slice(0, 1), column.slice(1)]),
                 }[form]
                 sent = producer.send_columns(given_as, now_ms=9)
