@@ -55,14 +55,14 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import ack_set, cursor_codec
+from core import cursor_codec
 from core.cursor import AckTarget, CursorState
 from core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
 from core.key_hash import HashRing, sticky_key_hash
@@ -83,6 +83,7 @@ from core.store.dispatch_state import (
 from core.store.metadata import MetadataStore
 from core.store.records import SegmentInfo
 from core.subscription import SubscriptionType
+from core.unacked_rows import acked_rows
 
 DEFAULT_LEASE_MS = 30_000
 
@@ -90,7 +91,6 @@ Ints = npt.NDArray[np.int64]
 Flags = npt.NDArray[np.bool_]
 
 _NOT_DELAYED = np.iinfo(np.int64).min
-_WORD_BITS = 64
 
 
 @dataclass
@@ -107,55 +107,6 @@ class PartitionSource:
         None
     )
     """``read_after`` over a given segment list: a dispatcher lists new segments only."""
-
-
-def acked_rows(state: CursorState, ledger: Ints, entry: Ints, index: Ints, starts: Ints) -> Flags:
-    """True for each row the cursor has acknowledged: its entry, or its batch index.
-
-    The rows are in position order and ``starts`` holds the rows where an entry
-    begins (row 0 included). Cost: numpy work per row, one vectorised lookup of
-    the entries in the individually deleted set and one dict lookup per entry
-    in the batch ack sets, never a sweep of those sets
-    (:func:`core.unacked_rows.unacked_rows` matches a whole partition against
-    them instead). The rule is :meth:`CursorState.is_acked`'s.
-    """
-    md_ledger, md_entry = state.mark_delete
-    acked: Flags = (ledger < md_ledger) | ((ledger == md_ledger) & (entry <= md_entry))
-    deleted, batch_acks = state.individually_deleted, state.batch_acks
-    if acked.all() or (not deleted and not batch_acks):
-        return acked
-    lengths = np.diff(np.append(starts, len(ledger)))
-    if deleted:
-        acked |= np.repeat(deleted.contains_many(ledger[starts], entry[starts]), lengths)
-    if not batch_acks:
-        return acked
-    # Positions are tuples: the plain (ledger, entry) pairs look them up.
-    lookup = cast("Callable[[tuple[int, int]], int | None]", batch_acks.get)
-    bits = list(map(lookup, zip(ledger[starts].tolist(), entry[starts].tolist(), strict=True)))
-    words = np.zeros(len(bits), dtype=np.uint64)
-    partial = np.zeros(len(bits), dtype=np.bool_)
-    wide: list[int] = []
-    for k, value in enumerate(bits):
-        if value is None:
-            continue
-        if value >> _WORD_BITS:
-            wide.append(k)
-        else:
-            words[k] = value
-            partial[k] = True
-    in_partial = np.repeat(partial, lengths) & (index >= 0)
-    if in_partial.any():
-        shift = np.clip(index, 0, _WORD_BITS - 1).astype(np.uint64)
-        bit = (np.repeat(words, lengths) >> shift) & np.uint64(1)
-        # An index beyond the word reads as acknowledged, as in ack_set.is_acked.
-        acked |= in_partial & ((bit == 0) | (index >= _WORD_BITS))
-    for k in wide:
-        value = bits[k]
-        assert value is not None
-        for row in range(int(starts[k]), int(starts[k] + lengths[k])):
-            if index[row] >= 0 and ack_set.is_acked(value, int(index[row])):
-                acked[row] = True
-    return acked
 
 
 def _pending_rows(
@@ -650,6 +601,8 @@ class _CachedCursor:
     state: CursorState
     last_reset: int
     """Version of the last replacing delta read after the snapshot (0: none)."""
+    layout: LedgerLayout
+    """The ledgers the state was last normalised against."""
 
 
 class Dispatcher:
@@ -818,11 +771,11 @@ class Dispatcher:
                     state.normalize(layout)
                 else:
                     state.merge(delta, layout)
-            if not journal.deltas:
+            if not journal.deltas and layout != cached.layout:
                 # New ledgers may let mark-delete advance; an empty merge costs no sweep.
                 state.merge(CursorState(), layout)
         self._cursors[topic] = _CachedCursor(
-            journal.cursor_id, journal.snapshot_version, journal.version, state, last_reset
+            journal.cursor_id, journal.snapshot_version, journal.version, state, last_reset, layout
         )
         if before is None or state.mark_delete != before:
             txn.drop_pending_through(topic, state.mark_delete, -1)
