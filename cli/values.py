@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from collections.abc import Sequence
 
 from core import durations, message_id
@@ -74,20 +73,14 @@ def parse_position(text: str, option: str) -> Position:
     return message_id.parse_position(text, option)
 
 
-_ASCII_INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
-
-
 def ascii_int(text: str) -> int:
-    """An integer option (argparse ``type``): ASCII decimal digits, an optional leading '-'.
-
-    ``int()`` alone also takes '１２', '٣', '+2', ' 2' and '1_0'; ids, times and the
-    REST body take ASCII decimal only, and so does every count.
-    """
-    if not _ASCII_INTEGER.fullmatch(text):
+    """An integer option (argparse ``type``): :func:`core.durations.ascii_integer`'s rule."""
+    number = durations.ascii_integer(text)
+    if number is None:
         raise argparse.ArgumentTypeError(
             f"invalid integer {shown(text)}: use ASCII decimal digits 0-9"
         )
-    return int(text)
+    return number
 
 
 def positive(value: int, option: str, maximum: int | None = None) -> int:

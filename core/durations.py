@@ -34,6 +34,17 @@ INT64_MAX = 2**63 - 1
 """Times and durations are stored as int64 milliseconds."""
 
 _DURATION = re.compile(r"([0-9]+)(ms|s|m|h|d|w|y)")
+# At most 4,300 digits: int() refuses longer strings by default (ValueError).
+_ASCII_INTEGER = re.compile(r"-?[0-9]{1,4300}", re.ASCII)
+
+
+def ascii_integer(text: str) -> int | None:
+    """``text`` as an integer when it is ASCII decimal digits with an optional '-', else None.
+
+    The rule for every count on a command line, as for ids and times: ``int()`` alone
+    also takes '１２', '٣', '+2', ' 2' and '1_0'.
+    """
+    return int(text) if _ASCII_INTEGER.fullmatch(text) else None
 
 
 def parse_duration_ms(

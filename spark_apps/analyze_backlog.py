@@ -61,6 +61,7 @@ from core.position import EARLIEST, Position
 from core.topic_name import TopicName, shown
 from core.topic_scan import TopicScan, decode_state
 from spark_apps.common import (
+    ascii_int,
     base_parser,
     config_from,
     emit_json,
@@ -621,7 +622,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "PIP-187 backlog analysis, exact and uncapped, per partition and subscription, on Spark",
     )
     parser.add_argument("-s", "--subscription", help="one subscription (default: all)")
-    parser.add_argument("--max-entries", type=int, help="cap per partition and subscription")
+    parser.add_argument(
+        "--max-entries",
+        type=ascii_int,
+        help="page size: backlog entries per subscription over the whole topic",
+    )
     parser.add_argument("--time-limit", help="stop scanning after this long (90s, 2m)")
     parser.add_argument(
         "--start-after",

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from core import errors
 from core.config import DEFAULT_HOME, Config
+from core.durations import ascii_integer
 from core.errors import CursorOpsError, InvalidArgumentError, LedgerStoreError
 from core.exit_codes import EXIT_CODES, EXIT_UNEXPECTED, exit_code
+from core.topic_name import shown
 from core.topic_scan import MESSAGE_SCHEMA, TopicScan
 
 if TYPE_CHECKING:
@@ -120,6 +122,16 @@ def spark_errors(scan: TopicScan | None = None) -> Iterator[None]:
 
 
 # -- the command line ------------------------------------------------------------------
+
+
+def ascii_int(text: str) -> int:
+    """An integer option (argparse ``type``): :func:`core.durations.ascii_integer`'s rule."""
+    number = ascii_integer(text)
+    if number is None:
+        raise argparse.ArgumentTypeError(
+            f"invalid integer {shown(text)}: use ASCII decimal digits 0-9"
+        )
+    return number
 
 
 def base_parser(prog: str, description: str) -> argparse.ArgumentParser:

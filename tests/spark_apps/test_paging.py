@@ -189,3 +189,18 @@ def test_a_token_names_a_partition_and_one_of_its_ledgers() -> None:
     ]:
         with pytest.raises(InvalidArgumentError, match=why):
             parse_resume_token(bad, scan, owners)
+
+
+@pytest.mark.parametrize("value", ["１２", "٣", "+2", " 2", "1_0"])
+def test_max_entries_takes_ascii_digits_only(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As the CLI's counts: argparse's int() alone took '１２' as a page of 12 (no Spark starts)."""
+    from spark_apps import analyze_backlog
+
+    with pytest.raises(SystemExit) as exited:
+        analyze_backlog.main(["persistent://acme/ops/t", "--max-entries", value])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].count("error: ") == 1
+    assert "ASCII decimal" in err
