@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from operator import attrgetter
 
 import numpy as np
@@ -346,12 +347,13 @@ class IdArrays:
     @classmethod
     def of(cls, ids: Sequence[MessageId]) -> IdArrays:
         count = len(ids)
-        return cls(
-            np.fromiter(map(attrgetter("ledger_id"), ids), np.int64, count),
-            np.fromiter(map(attrgetter("entry_id"), ids), np.int64, count),
-            np.fromiter(map(attrgetter("partition"), ids), np.int64, count),
-            np.fromiter(map(attrgetter("batch_index"), ids), np.int64, count),
+        # One pass over the ids, four fields each: ids made over time lie scattered in
+        # memory, and a pass per field took four times the cache misses.
+        fields = attrgetter("ledger_id", "entry_id", "partition", "batch_index")
+        rows = np.fromiter(chain.from_iterable(map(fields, ids)), np.int64, 4 * count).reshape(
+            count, 4
         )
+        return cls(*(np.ascontiguousarray(rows[:, column]) for column in range(4)))
 
     def __len__(self) -> int:
         return int(self.ledger_ids.size)
