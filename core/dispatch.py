@@ -91,6 +91,8 @@ Ints = npt.NDArray[np.int64]
 Flags = npt.NDArray[np.bool_]
 
 _NOT_DELAYED = np.iinfo(np.int64).min
+_MIN_READ_ROWS = 1024
+"""The fewest rows a dispatch reads per record batch (the segment reader's default)."""
 
 
 @dataclass
@@ -103,10 +105,23 @@ class PartitionSource:
     """The partition's ledgers now."""
     read_after: Callable[[Position], Iterator[pa.RecordBatch]]
     """Record batches of the partition's rows strictly after a position, in order, lazily."""
-    read_segments: Callable[[Sequence[SegmentInfo], Position], Iterator[pa.RecordBatch]] | None = (
-        None
-    )
-    """``read_after`` over a given segment list: a dispatcher lists new segments only."""
+    read_segments: (
+        Callable[[Sequence[SegmentInfo], Position, int], Iterator[pa.RecordBatch]] | None
+    ) = None
+    """``read_after`` over a given segment list, in record batches of a given number of rows:
+    a dispatcher lists new segments only, and reads as many rows as it means to deliver."""
+
+
+def _read_rows(permits: int, streams: int) -> int:
+    """Rows per record batch a dispatch reads from each partition.
+
+    A quarter more than the partition's share of the permits, so that a
+    dispatch usually judges one batch per partition (each batch costs a
+    pending lookup and a dozen numpy calls whatever its size), and never fewer
+    than :data:`_MIN_READ_ROWS`.
+    """
+    share = -(-permits // max(streams, 1))
+    return max(_MIN_READ_ROWS, share + share // 4)
 
 
 def _pending_rows(
@@ -690,8 +705,16 @@ class Dispatcher:
                 if journal.version - journal.snapshot_version >= COMPACT_AFTER_DELTAS:
                     compact.append((source.topic, state, journal.version))
             judge = self._judge(txn, consumer, live, sources, states)
+            read_rows = _read_rows(permits, len(sources))
             streams = [
-                _Stream(source, state, start, txn.pending_columns, judge, self._reader(txn, source))
+                _Stream(
+                    source,
+                    state,
+                    start,
+                    txn.pending_columns,
+                    judge,
+                    self._reader(txn, source, read_rows),
+                )
                 for source, state, start in zip(sources, states, starts, strict=True)
             ]
             picked = _pick(streams, permits)
@@ -722,7 +745,7 @@ class Dispatcher:
             consumer.wire.append(batch)
 
     def _reader(
-        self, txn: SubscriptionTransaction, source: PartitionSource
+        self, txn: SubscriptionTransaction, source: PartitionSource, rows: int
     ) -> Callable[[Position], Iterator[pa.RecordBatch]]:
         """How this dispatch reads the partition: over its segment list, read on from the last
         one this dispatcher knows (committed segments never change nor go away)."""
@@ -732,7 +755,7 @@ class Dispatcher:
         known = self._segments.setdefault(source.topic, [])
         last = None if not known else (known[-1].ledger_id, known[-1].first_entry)
         known += txn.segments_after(source.topic, last)
-        return lambda after: read_segments(known, after)
+        return lambda after: read_segments(known, after, rows)
 
     def _cursor(
         self, txn: SubscriptionTransaction, topic: str, layout: LedgerLayout
