@@ -26,7 +26,9 @@ async function getJson(url) {
   try { body = await answer.json(); } catch (e) { body = null; }
   if (!answer.ok) {
     const why = body && (body.reason || body.detail) ? (body.reason || JSON.stringify(body.detail)) : answer.statusText;
-    throw new Error(`${answer.status}: ${why}`);
+    const error = new Error(`${answer.status}: ${why}`);
+    error.status = answer.status;
+    throw error;
   }
   return body;
 }
@@ -66,10 +68,28 @@ async function render() {
     else if (parts.length === 3) await topicView(body, parts[0], parts[1], parts[2]);
     else await subscriptionView(body, parts[0], parts[1], parts[2], parts[3]);
   } catch (error) {
-    body.innerHTML = failed("this view", error);
+    // Listing tenants is for superusers and listing namespaces for tenant admins (Pulsar's
+    // rule): any other role may still open the namespaces and topics it holds grants on.
+    const open = error.status === 403 && parts.length < 2 ? openForm(parts) : "";
+    body.innerHTML = failed("this view", error) + open;
   }
   document.body.dataset.loaded = location.hash || "#/";
 }
+
+function openForm(parts) {
+  const example = parts.length ? `${parts[0]}/namespace` : "tenant/namespace";
+  return `<form class="open" data-testid="open-form"><label>Open a namespace or topic your role may read: ` +
+    `<input name="path" size="48" placeholder="${esc(example)}[/topic[/subscription]]"></label> ` +
+    `<button type="submit">Open</button></form>`;
+}
+
+document.addEventListener("submit", (event) => {
+  if (!event.target.matches("form.open")) return;
+  event.preventDefault();
+  const typed = event.target.elements.path.value.trim().replace(/^persistent:\/\//, "");
+  const parts = typed.split("/").filter(Boolean);
+  if (parts.length) location.hash = "#/" + parts.map(seg).join("/");
+});
 
 function linkList(items, href, testid) {
   if (!items.length) return `<p class="muted">None.</p>`;

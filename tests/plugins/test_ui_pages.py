@@ -248,6 +248,38 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
         assert shot.stat().st_size > 10_000, shot
 
 
+@pytest.mark.timeout(900)
+def test_a_role_that_may_not_list_tenants_opens_its_topic(airflow: Airflow, cursorops_home):
+    """alice holds grants on acme/orders but is no superuser: listing tenants is refused (as
+    in Pulsar), and the page offers to open a namespace or topic by name instead."""
+    from playwright.sync_api import sync_playwright
+
+    executable = chromium()
+    seeded = seed_topic(cursorops_home)
+    tenant, namespace, short = seeded.topic.removeprefix("persistent://").split("/")
+    stats = rest(airflow, "alice", "GET", f"{rest_path(seeded.topic)}/stats").json()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, headless=True)
+        try:
+            context = browser.new_context(viewport={"width": 1440, "height": 1000})
+            context.add_cookies(
+                [{"name": "_token", "value": airflow.token("alice"), "url": airflow.base_url}]
+            )
+            page = context.new_page()
+            page.set_default_timeout(UI_TIMEOUT_MS)
+            page.goto(f"{airflow.base_url}{PREFIX}/ui")
+            assert "not a superuser" in page.locator("#view-body [data-testid=error]").inner_text()
+            form = page.locator("[data-testid=open-form]")
+            form.locator("input").fill(seeded.topic)
+            form.locator("button").click()
+            cell = page.locator(f"[data-testid='msgBacklog-{SUBSCRIPTION}']")
+            assert cell.inner_text() == grouped(stats["subscriptions"][SUBSCRIPTION]["msgBacklog"])
+            assert page.url.endswith(f"#/{tenant}/{namespace}/{short}")
+            page.screenshot(path=SCREENSHOTS / "ui_cursors_8_no_superuser.png", full_page=True)
+        finally:
+            browser.close()
+
+
 def unanswered(airflow: Airflow) -> set[str]:
     """The runs Airflow lists as waiting for an answer (``response_received=false``)."""
     found = airflow.get(
