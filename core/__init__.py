@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from core.errors import CursorOpsError
     from core.exit_codes import exit_code
     from core.ledger_layout import LedgerLayout
+    from core.message import MessageBatch
     from core.message_id import MessageId
     from core.position import EARLIEST, Position
     from core.range_set import RangeSet
@@ -39,6 +40,7 @@ _HOMES = {
     "CursorOpsError": "core.errors",
     "CursorState": "core.cursor",
     "LedgerLayout": "core.ledger_layout",
+    "MessageBatch": "core.message",
     "MessageId": "core.message_id",
     "PartitionAnalysis": "core.backlog",
     "Position": "core.position",
@@ -64,6 +66,7 @@ __all__ = [
     "CursorOpsError",
     "CursorState",
     "LedgerLayout",
+    "MessageBatch",
     "MessageId",
     "PartitionAnalysis",
     "Position",

@@ -18,6 +18,7 @@ def test_all_is_pinned() -> None:
         "CursorState",
         "EARLIEST",
         "LedgerLayout",
+        "MessageBatch",
         "MessageId",
         "PartitionAnalysis",
         "Position",
