@@ -63,7 +63,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core import cursor_codec
-from core.cursor import AckTarget, CursorState
+from core.cursor import AckColumns, AckTarget, CursorState
 from core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
 from core.key_hash import HashRing, sticky_key_hash
 from core.ledger_layout import LedgerLayout
@@ -891,24 +891,38 @@ class Dispatcher:
         self._acknowledge(consumer, by_topic, keys)
 
     def acknowledge_batch(self, consumer: Consumer, batch: MessageBatch) -> None:
-        """Acknowledge every message of a :class:`MessageBatch` in one transaction."""
+        """Acknowledge every message of a :class:`MessageBatch` in one transaction.
+
+        From the batch's columns: each partition's cursor delta is built as
+        arrays (:class:`AckColumns`, the bytes ``ack_delta`` would encode) and
+        its messages leave the pending runs as arrays, with no object per message.
+        """
         for topic in batch.topics:
             if topic not in self._by_topic:
                 raise InvalidArgumentError(f"Messages of {topic} are not from this subscription")
-        by_topic: dict[str, list[AckTarget]] = {}
-        keys: list[PendingKey] = []
-        topics = batch.topic_names()
-        for topic, ledger, entry, index, size in zip(
-            topics,
-            batch.ledger_id.tolist(),
-            batch.entry_id.tolist(),
-            batch.batch_index.tolist(),
-            batch.batch_sizes.tolist(),
-            strict=True,
-        ):
-            keys.append((topic, ledger, entry, index))
-            by_topic.setdefault(topic, []).append(AckTarget(Position(ledger, entry), index, size))
-        self._acknowledge(consumer, by_topic, keys)
+        if not len(batch):
+            return
+        sizes = batch.batch_sizes
+        parts = []
+        for code in sorted(range(len(batch.topics)), key=lambda c: batch.topics[c]):
+            rows = np.flatnonzero(batch.topic_index == code)
+            if not len(rows):
+                continue
+            ledger, entry, index = (
+                batch.ledger_id[rows],
+                batch.entry_id[rows],
+                batch.batch_index[rows],
+            )
+            # Built before the transaction: a bad batch index is refused with nothing written.
+            delta = AckColumns.of(ledger, entry, index, sizes[rows])
+            parts.append(
+                (batch.topics[code], cursor_codec.encode_columns(delta), ledger, entry, index)
+            )
+        with self._transaction() as txn:
+            txn.renew_lease(consumer.consumer_id, self.lease_ms)
+            for topic, payload, ledger, entry, index in parts:
+                txn.append_cursor_delta(topic, payload)
+                txn.drop_pending_columns(topic, ledger, entry, index)
 
     def _acknowledge(
         self, consumer: Consumer, by_topic: dict[str, list[AckTarget]], keys: list[PendingKey]
