@@ -34,7 +34,6 @@ from typing import Any
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Runs
-from benchmarks.seed import produce_plain
 from core.broker import Broker
 from core.config import Config
 from core.subscription import SubscriptionType
@@ -97,7 +96,7 @@ def build_home(home: Path, messages: int) -> None:
         )
         for start in range(0, messages, 10_000):
             payloads = [b"m%d" % i for i in range(start, min(messages, start + 10_000))]
-            produce_plain(broker, ROLE, TOPIC, payloads)
+            broker.produce_columns(ROLE, TOPIC, payloads)
 
 
 class Commands:

@@ -33,7 +33,6 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
-from benchmarks.seed import produce_plain
 from core.broker import Broker
 from core.config import Config
 from core.ledger_layout import LedgerLayout
@@ -84,7 +83,7 @@ def build_topic(broker: Broker, sizes: Sizes, seed: int) -> tuple[list[MessageId
     for start in range(0, sizes.messages, sizes.produce_chunk):
         stop = min(start + sizes.produce_chunk, sizes.messages)
         payloads = [b"%016d" % i for i in range(start, stop)]
-        written = produce_plain(broker, ROLE, TOPIC, payloads, batch_size=sizes.batch_size)
+        written = broker.produce_columns(ROLE, TOPIC, payloads, batch_size=sizes.batch_size)
         entries = dict(
             zip(
                 zip(

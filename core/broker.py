@@ -57,7 +57,8 @@ from core.topic_stats import SubscriptionStats, TopicStats
 # where they are used: a command that only counts or skips does not load them.
 if TYPE_CHECKING:
     from core.dispatch import Dispatcher, Message, PartitionSource
-    from core.producer import OutgoingMessage
+    from core.message_id_columns import MessageIdColumns
+    from core.producer import OutgoingMessage, Producer
 
 
 def wall_clock_ms() -> int:
@@ -323,11 +324,30 @@ class Broker:
         batch_size: int = 1,
         producer_name: str = "cursorops-cli",
     ) -> list[MessageId]:
+        return self._producer(role, topic, batch_size, producer_name).send(messages, self.clock())
+
+    def produce_columns(
+        self,
+        role: str,
+        topic: str,
+        payloads: Sequence[bytes],
+        *,
+        batch_size: int = 1,
+        producer_name: str = "cursorops-cli",
+    ) -> MessageIdColumns:
+        """Plain messages (a payload each, no key, properties or delay), ids as columns.
+
+        What :meth:`produce` writes for the same plain messages, built without an
+        object per message: the way to generate millions of them.
+        """
+        producer = self._producer(role, topic, batch_size, producer_name)
+        return producer.send_columns(payloads, self.clock())
+
+    def _producer(self, role: str, topic: str, batch_size: int, producer_name: str) -> Producer:
         from core.producer import Producer
 
         info = self.authorized_topic(role, Operation.PRODUCE, topic)
-        producer = Producer(self.ledgers, info, producer_name=producer_name, batch_size=batch_size)
-        return producer.send(messages, self.clock())
+        return Producer(self.ledgers, info, producer_name=producer_name, batch_size=batch_size)
 
     # -- cursors -------------------------------------------------------------
 
