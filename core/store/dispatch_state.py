@@ -26,6 +26,7 @@ subscription's row lock.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ import numpy.typing as npt
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core.errors import MetadataStoreError
 from core.position import Position
 from core.store import pending_runs
 from core.store.metadata import (
@@ -131,6 +133,12 @@ _RUN_KEY = (
 )
 
 
+@functools.cache
+def _format_style(sql: str) -> str:
+    """A statement written with ``?`` placeholders, in the ``%s`` style of psycopg."""
+    return sql.replace("?", "%s")
+
+
 def _run_range(first: Position, last: Position) -> tuple[str, tuple[int, ...]]:
     """SQL condition and parameters: runs that may hold a position from ``first`` to ``last``.
 
@@ -201,6 +209,9 @@ class SubscriptionTransaction:
     ) -> None:
         self._session = session
         self._consumers: list[ConsumerInfo] | None = None
+        self._raw: Any = None
+        self._qmark = True
+        self._dbapi_error: type[Exception] = Exception
         self._id = subscription_id
         self.subscription = subscription
         self.now_ms = now_ms
@@ -569,20 +580,47 @@ class SubscriptionTransaction:
                 rows,
             )
 
-    def _driver_sql(self, sql: str) -> str:
-        connection = self._session.connection()
-        return sql if connection.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
+    def _dbapi(self) -> Any:
+        """A cursor of the transaction's own DBAPI connection.
+
+        The dispatcher's statements are plain SQL run on the driver's cursor:
+        a dispatch runs a dozen, and SQLAlchemy's execution and result layers
+        cost more than the statements themselves. Errors are translated here
+        (the driver's, not SQLAlchemy's, reach this layer).
+        """
+        if self._raw is None:
+            connection = self._session.connection()
+            self._qmark = connection.dialect.paramstyle == "qmark"
+            self._raw = connection.connection.dbapi_connection
+            self._dbapi_error = connection.dialect.loaded_dbapi.Error
+        return self._raw.cursor()
+
+    def _run(self, sql: str, parameters: Any, *, many: bool = False) -> Any:
+        cursor = self._dbapi()
+        if not self._qmark:
+            sql = _format_style(sql)
+        try:
+            if many:
+                cursor.executemany(sql, parameters)
+            else:
+                cursor.execute(sql, parameters)
+        except self._dbapi_error as exc:
+            raise MetadataStoreError(f"Metadata store failed: {exc}") from exc
+        return cursor
 
     def _driver_execute(self, sql: str, parameters: tuple[object, ...]) -> int:
-        result = self._session.connection().exec_driver_sql(self._driver_sql(sql), parameters)
-        return int(result.rowcount)
+        return int(self._run(sql, parameters).rowcount)
 
     def _driver_execute_many(self, sql: str, parameters: Sequence[tuple[object, ...]]) -> None:
-        self._session.connection().exec_driver_sql(self._driver_sql(sql), parameters)
+        self._run(sql, parameters, many=True)
 
     def _driver_rows(self, sql: str, parameters: tuple[object, ...]) -> Sequence[Sequence[Any]]:
-        result = self._session.connection().exec_driver_sql(self._driver_sql(sql), parameters)
-        return result.all()
+        cursor = self._run(sql, parameters)
+        try:
+            rows: Sequence[Sequence[Any]] = cursor.fetchall()
+        except self._dbapi_error as exc:
+            raise MetadataStoreError(f"Metadata store failed: {exc}") from exc
+        return rows
 
     # -- ledgers and segments -------------------------------------------------
 
