@@ -17,9 +17,9 @@ call in flight per task, as the threads have, and with 16 in flight per task.
 Every call still acknowledges one id and its future completes only once that
 acknowledgement is durable.
 
-Reference rows run the same calls through a ``GroupCommit`` whose commit only
-folds them in memory: the ceiling that hand-offs under the GIL leave,
-whatever the store.
+Reference rows run the same threads through a ``GroupCommit`` whose commit
+only folds their calls in memory: the ceiling that thread hand-offs under the
+GIL leave, whatever the store.
 """
 
 from __future__ import annotations
@@ -242,6 +242,13 @@ def _server_durability(url: str) -> str:
     )
 
 
+def _ways(kind: str) -> tuple[Way, ...]:
+    """The threads only in memory: there a commit takes microseconds, so asyncio
+    batches stay tiny and measure the hand-off between the loop and the writer thread,
+    not a ceiling."""
+    return tuple(w for w in WAYS if not w.tasks) if kind == MEMORY else WAYS
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     options = report.parse_options("Durable acknowledgements from concurrent callers.", argv)
     host = machine.describe()
@@ -251,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with report.work_dir(options, "group-acks") as work:
         for run in range(options.runs):
             for kind in [*kinds, MEMORY]:
-                for way in WAYS:
+                for way in _ways(kind):
                     calls = way.full_calls // divisor
                     if kind == MEMORY:
                         one = run_in_memory(way, calls, seed=run)
@@ -269,8 +276,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = []
         medians: dict[tuple[str, Way], float] = {}
         commit_ms: dict[tuple[str, Way], float] = {}
+        cpu_per_ack: dict[tuple[str, Way], float] = {}
         for kind in [*kinds, MEMORY]:
-            for way in WAYS:
+            for way in _ways(kind):
                 calls = way.full_calls // divisor
                 ones = results[(kind, way)]
                 seconds = Runs.of([o.seconds for o in ones])
@@ -280,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ms = Runs.of([1000 * o.seconds / max(o.batches, 1) for o in ones])
                 commit_ms[(kind, way)] = ms.median
                 cpu_us = Runs.of([1e6 * o.cpu_seconds / calls for o in ones])
+                cpu_per_ack[(kind, way)] = cpu_us.median
                 aim = (
                     report.verdict(rate.median >= AIM)
                     if kind == "PostgreSQL" and way.callers == 64
@@ -313,9 +322,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(`core.managed_cursor`), written in one statement "
             "(`core.store.delta_journal`). Every acknowledgement is checked after each run "
             "from a new store. Journal compaction every 512 rows is included. "
-            f"*{MEMORY}* runs the same calls through a `GroupCommit` that only "
-            "folds them in memory: what hand-offs under the GIL allow, whatever the "
-            "store. *ms per commit* is wall time over commits; *CPU per ack* is this "
+            f"*{MEMORY}* runs the same threads through a `GroupCommit` that only "
+            "folds their calls in memory: what thread hand-offs under the GIL allow, "
+            "whatever the store. *ms per commit* is wall time over commits; *CPU per ack* is this "
             "process's user and system time over acknowledgements.",
             "",
             report.table(
@@ -349,9 +358,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{commit_ms[('PostgreSQL', single)]:.1f} ms per commit measured here 64 callers "
                 f"allow at most about {report.number(bound)} acks/s whatever the code does. "
                 "With calls in flight, a commit holds hundreds of acknowledgements and the "
-                "rate is bounded by CPU per acknowledgement instead (in-memory rows: "
-                f"{report.number(medians[(MEMORY, pipelined)])} acks/s for the pipelined "
-                "tasks, the ceiling on this machine at this load).",
+                "rate is bounded by CPU per acknowledgement instead "
+                f"({report.number(cpu_per_ack[('PostgreSQL', pipelined)])} µs here), "
+                "the in-memory threads' ceiling "
+                f"({report.number(medians[(MEMORY, threads)])} acks/s for 64 threads) no "
+                "longer applying.",
                 "",
             ]
         markdown = "\n".join(lines) + "\n"

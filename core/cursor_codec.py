@@ -36,46 +36,47 @@ _BATCH_HEAD_ARRAY = np.dtype([("ledger", "<i8"), ("entry", "<i8"), ("words", "<u
 _REPLACE = 1
 
 
+_FEW = 64
+"""Batch ack sets up to which a Python step per record costs less than numpy's set-up."""
+
+
 def encode(state: CursorState, *, replace: bool = False) -> bytes:
     positions = sorted(state.batch_acks)
     sets = [state.batch_acks[position] for position in positions]
     counts = [(bits.bit_length() + 63) // 64 for bits in sets]
-    return _encode(
-        state.mark_delete,
-        state.individually_deleted,
-        np.fromiter((p.ledger_id for p in positions), np.int64, len(positions)),
-        np.fromiter((p.entry_id for p in positions), np.int64, len(positions)),
-        np.array(counts, dtype=np.int64),
-        # What ack_set.to_words gives, one buffer for all the sets.
-        b"".join(bits.to_bytes(8 * n, "little") for bits, n in zip(sets, counts, strict=True)),
-        replace,
-    )
+    if len(positions) <= _FEW:
+        # A consumer's delta holds a few: the same records, packed one by one.
+        records = b"".join(
+            _BATCH_HEAD.pack(p.ledger_id, p.entry_id, n) + bits.to_bytes(8 * n, "little")
+            for p, bits, n in zip(positions, sets, counts, strict=True)
+        )
+    else:
+        records = _batch_records(
+            np.fromiter((p.ledger_id for p in positions), np.int64, len(positions)),
+            np.fromiter((p.entry_id for p in positions), np.int64, len(positions)),
+            np.array(counts, dtype=np.int64),
+            # What ack_set.to_words gives, one buffer for all the sets.
+            b"".join(bits.to_bytes(8 * n, "little") for bits, n in zip(sets, counts, strict=True)),
+        )
+    return _encode(state.mark_delete, state.individually_deleted, len(positions), records, replace)
 
 
 def encode_columns(delta: AckColumns, *, replace: bool = False) -> bytes:
     """The bytes :func:`encode` writes for ``delta.to_state()``, written from the arrays."""
-    return _encode(
-        EARLIEST,
-        delta.entries,
+    records = _batch_records(
         delta.batch_ledger_ids,
         delta.batch_entry_ids,
         np.diff(delta.word_starts),
         delta.words.astype("<u8").tobytes(),
-        replace,
     )
+    return _encode(EARLIEST, delta.entries, delta.batch_ledger_ids.size, records, replace)
 
 
 def _encode(
-    mark_delete: Position,
-    deleted: RangeSet,
-    ledgers: npt.NDArray[np.int64],
-    entries: npt.NDArray[np.int64],
-    counts: npt.NDArray[np.int64],
-    words: bytes,
-    replace: bool,
+    mark_delete: Position, deleted: RangeSet, batches: int, records: bytes, replace: bool
 ) -> bytes:
-    """The record, with the batch ack sets given ascending by position, each ``counts[i]``
-    little-endian 64-bit words laid end to end in ``words``."""
+    """The record: header, individually deleted set, then ``batches`` batch ack set
+    records (ascending by position) already laid end to end in ``records``."""
     serialized = deleted.serialize()
     header = _HEADER.pack(
         _MAGIC,
@@ -84,14 +85,7 @@ def _encode(
         mark_delete.entry_id,
         len(serialized),
     )
-    return b"".join(
-        (
-            header,
-            serialized,
-            _U32.pack(ledgers.size),
-            _batch_records(ledgers, entries, counts, words),
-        )
-    )
+    return b"".join((header, serialized, _U32.pack(batches), records))
 
 
 def _batch_records(

@@ -17,6 +17,7 @@ import hashlib
 import json
 import struct
 from dataclasses import dataclass
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -513,12 +514,15 @@ def test_ack_columns_are_the_per_id_acknowledgements(
 def test_encode_writes_the_record_the_per_entry_encoder_wrote(
     rows: list[tuple[int, int, int, int]], mark: tuple[int, int], replace: bool
 ) -> None:
-    """encode, now writing its batch records from arrays, is byte for byte the old encoder,
-    and every record the old encoder wrote decodes to its state."""
+    """encode is byte for byte the old encoder on both its paths (records packed one by one
+    for a few batch ack sets, from arrays beyond), and every record the old encoder wrote
+    decodes to its state."""
     state = model_ack_delta(rows)
     state.mark_delete = Position(*mark)
     payload = model_encode(state, replace)
     assert cursor_codec.encode(state, replace=replace) == payload
+    with mock.patch.object(cursor_codec, "_FEW", -1):
+        assert cursor_codec.encode(state, replace=replace) == payload
     assert cursor_codec.decode(payload) == (state, replace)
 
 
