@@ -36,16 +36,18 @@ subscription in different processes behave as Pulsar's consumers of one
 broker. Reads are lazy and start at the partition's stored read position
 (Pulsar's ``readPosition``: everything before it is acknowledged or held), so
 a dispatch costs what it delivers, not the backlog or the pending set: the
-pending rows are looked up per record batch read, and the cursor is loaded
-incrementally (only the journal deltas this dispatcher has not seen).
-Releasing a message rewinds the read position to it.
+pending runs are looked up per record batch read, the cursor is loaded
+incrementally (only the journal deltas this dispatcher has not seen), and so
+is the segment list (only segments added since). Releasing a message rewinds
+the read position to it.
 
 A dispatch works on columns: each record batch read is judged with numpy
 masks (acknowledged entry or batch index, pending elsewhere, delayed, another
 consumer's key), the chosen rows are taken into one :class:`MessageBatch`,
-and their pending rows are written with one multi-row statement. Python runs
-per record batch and per entry, not per message; ``receive_many`` turns the
-batch into :class:`Message` objects, ``receive_batch`` hands it over as is.
+and they are recorded pending as runs (:mod:`core.store.pending_runs`: a row
+per stretch of a ledger, not per message). Python runs per record batch and
+per entry, not per message; ``receive_many`` turns the batch into
+:class:`Message` objects, ``receive_batch`` hands it over as is.
 """
 
 from __future__ import annotations
