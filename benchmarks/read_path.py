@@ -40,7 +40,6 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
-from benchmarks.seed import produce_plain
 from core.broker import Broker
 from core.config import Config
 from core.cursor import AckTarget
@@ -109,7 +108,7 @@ class Topic:
         for start in range(0, sizes.messages, sizes.produce_chunk):
             stop = min(start + sizes.produce_chunk, sizes.messages)
             payloads = [(pad % i).encode() for i in range(start, stop)]
-            ids += produce_plain(broker, ROLE, TOPIC, payloads, batch_size=sizes.batch_size)
+            ids += broker.produce_columns(ROLE, TOPIC, payloads, batch_size=sizes.batch_size)
         self.ids = ids
         acked = random.Random(7).sample(ids, round(sizes.acked_fraction * len(ids)))
         self.acked = acked

@@ -3,6 +3,7 @@ of numbered messages, a held write lock, and message rows for predicates and fil
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import sqlite3
@@ -184,3 +185,14 @@ def rows(messages: Sequence[dict[str, Any]]) -> pa.Table:
             row["properties"] = list(row["properties"].items())
         full.append(row)
     return pa.Table.from_pylist(full, schema=MESSAGE_SCHEMA)
+
+
+def file_digests(root: str) -> dict[str, str]:
+    """Every file under ``root`` (relative path) and the SHA-256 of its bytes."""
+    found = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as data:
+                found[os.path.relpath(path, root)] = hashlib.sha256(data.read()).hexdigest()
+    return found

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from pathlib import Path
@@ -26,6 +25,8 @@ from core.errors import LedgerStoreError, TopicNotFoundError
 from core.producer import OutgoingMessage, Producer, _all_plain
 from core.store.ledger import LedgerStore
 from core.store.metadata import MetadataStore
+
+from .conftest import file_digests
 
 TOPIC = "persistent://acme/ops/together"
 
@@ -63,16 +64,6 @@ def test_a_plain_send_commits_every_partition_or_none(tmp_path: Path) -> None:
         assert sum(s.messages for name in names for s in metadata.segments(name)) == 1_600
 
 
-def _files(root: str) -> dict[str, str]:
-    found = {}
-    for folder, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(folder, name)
-            with open(path, "rb") as data:
-                found[os.path.relpath(path, root)] = hashlib.sha256(data.read()).hexdigest()
-    return found
-
-
 def test_plain_sends_write_the_bytes_the_per_message_path_writes(tmp_path: Path) -> None:
     written = []
     for path in ("columnar", "rows"):
@@ -85,7 +76,7 @@ def test_plain_sends_write_the_bytes_the_per_message_path_writes(tmp_path: Path)
                     producer.send(messages, now_ms=7)
                 else:
                     producer._send_rows(messages, now_ms=7)
-        written.append(_files(store.root))
+        written.append(file_digests(store.root))
     assert len(written[0]) == 3 * 16
     assert written[0] == written[1]
 

@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +32,8 @@ from core.store import arrow_columns
 from core.store.ledger import MESSAGE_SCHEMA, LedgerStore
 from core.store.metadata import MetadataStore
 
+from .conftest import file_digests
+
 TOPIC = "persistent://acme/ops/columns"
 
 
@@ -44,16 +44,6 @@ def _store(home: Path, partitions: int, max_entries: int = 7) -> tuple[MetadataS
     metadata.create_namespace("acme/ops")
     metadata.create_topic(TOPIC, partitions)
     return metadata, LedgerStore(config.ledger_root, metadata, max_entries)
-
-
-def _files(root: str) -> dict[str, str]:
-    found = {}
-    for folder, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(folder, name)
-            with open(path, "rb") as data:
-                found[os.path.relpath(path, root)] = hashlib.sha256(data.read()).hexdigest()
-    return found
 
 
 def _full(ids: list[MessageId]) -> list[tuple[int, int, int, int, int]]:
@@ -103,7 +93,7 @@ def test_send_columns_writes_and_returns_what_send_does(
                 sent = producer.send_columns(given_as, now_ms=9)
                 assert isinstance(sent, MessageIdColumns) and len(sent) == count
                 ids += sent.to_list()
-            written.append(_files(store.root))
+            written.append(file_digests(store.root))
             returned.append(_full(ids))
     assert written[0] == written[1]
     assert returned[0] == returned[1]
@@ -121,7 +111,7 @@ def test_a_large_call_matches_send(tmp_path: Path) -> None:
                 ids = producer.send_columns(payloads, now_ms=1).to_list()
             else:
                 ids = producer.send([OutgoingMessage(p) for p in payloads], now_ms=1)
-            results.append((_files(store.root), _full(ids)))
+            results.append((file_digests(store.root), _full(ids)))
     assert results[0] == results[1]
     assert len(results[0][0]) == 32  # 16 entries per partition: two ledgers each
 
@@ -147,7 +137,7 @@ def test_bad_payloads_are_refused_and_nothing_is_written(
         with pytest.raises(InvalidArgumentError) as raised:
             producer.send_columns(payloads, now_ms=1)  # type: ignore[arg-type]
         assert str(raised.value) == message
-        assert _files(store.root) == {}
+        assert file_digests(store.root) == {}
         # Nothing moved: the next call starts where a fresh producer starts.
         ids = producer.send_columns([b"x", b"y", b"z"], now_ms=1)
         assert ids.partition.tolist() == [0, 0, 1]
@@ -160,7 +150,7 @@ def test_a_bad_publish_time_is_refused(tmp_path: Path, now_ms: object) -> None:
         producer = Producer(store, metadata.get_topic(TOPIC), "p", 1, 0)
         with pytest.raises(InvalidArgumentError, match="Invalid publish time"):
             producer.send_columns([b"x"], now_ms)  # type: ignore[arg-type]
-        assert _files(store.root) == {}
+        assert file_digests(store.root) == {}
 
 
 def test_times_and_names_the_columnar_writer_does_not_take_give_the_send_error(
@@ -177,7 +167,7 @@ def test_times_and_names_the_columnar_writer_does_not_take_give_the_send_error(
         assert str(columns_error.value) == str(send_error.value)
         with pytest.raises(InvalidArgumentError, match="not valid UTF-8"):
             Producer(store, topic, "bad\udc80", 1, 0).send_columns([b"x"], 1)
-        assert _files(store.root) == {}
+        assert file_digests(store.root) == {}
 
 
 def test_no_payloads_write_nothing(tmp_path: Path) -> None:
@@ -186,7 +176,7 @@ def test_no_payloads_write_nothing(tmp_path: Path) -> None:
         producer = Producer(store, metadata.get_topic(TOPIC), "p", 1, 0)
         assert len(producer.send_columns([], 1)) == 0
         assert len(producer.send_columns(pa.array([], pa.binary()), 1)) == 0
-        assert _files(store.root) == {}
+        assert file_digests(store.root) == {}
 
 
 # MessageIdColumns against the list of MessageId it stands for.
