@@ -402,7 +402,13 @@ def _message_batch(
         for chunk in np.unique(chunks).tolist():
             mine = chunks == chunk
             source = stream.batches[chunk].select(list(MESSAGE_COLUMNS))
-            parts.append(source.take(pa.array(c["row"][which[mine]], pa.int64())))
+            taken = c["row"][which[mine]]
+            first, count = int(taken[0]), len(taken)
+            if int(taken[-1]) - first + 1 == count:
+                # Rows in order without a gap (nothing acknowledged among them): a view.
+                parts.append(source.slice(first, count))
+            else:
+                parts.append(source.take(pa.array(taken, pa.int64())))
             order.append(rows[mine])
     if not parts:
         return MessageBatch.empty(epoch), by_stream
@@ -647,6 +653,8 @@ class Dispatcher:
         self._by_topic = {source.topic: source for source in sources}
         self._cursors: dict[str, _CachedCursor] = {}
         self._segments: dict[str, list[SegmentInfo]] = {}
+        self._layouts: dict[str, LedgerLayout] = {}
+        """Each partition's ledgers as of the segments in ``_segments``."""
 
     def _transaction(self) -> AbstractContextManager[SubscriptionTransaction]:
         return self.store.subscription_transaction(self.topic, self.subscription, self.clock())
@@ -696,28 +704,24 @@ class Dispatcher:
             served = self._served(consumer, live)
             if self.subscription_type is SubscriptionType.FAILOVER:
                 self._take_over(txn, consumer, served)
-            sources, states, starts, versions = [], [], [], []
+            read_rows = _read_rows(permits, len(served))
+            sources, states, starts, versions, readers = [], [], [], [], []
             for source in served:
-                layout = LedgerLayout.of(txn.ledgers(source.topic))
+                reader, layout = self._reader(txn, source, read_rows)
                 state, journal, start = self._cursor(txn, source.topic, layout)
                 sources.append(source)
+                readers.append(reader)
                 states.append(state)
                 starts.append(start)
                 versions.append(journal.version)
                 if journal.version - journal.snapshot_version >= COMPACT_AFTER_DELTAS:
                     compact.append((source.topic, state, journal.version))
             judge = self._judge(txn, consumer, live, sources, states)
-            read_rows = _read_rows(permits, len(sources))
             streams = [
-                _Stream(
-                    source,
-                    state,
-                    start,
-                    txn.pending_columns,
-                    judge,
-                    self._reader(txn, source, read_rows),
+                _Stream(source, state, start, txn.pending_columns, judge, reader)
+                for source, state, start, reader in zip(
+                    sources, states, starts, readers, strict=True
                 )
-                for source, state, start in zip(sources, states, starts, strict=True)
             ]
             picked = _pick(streams, permits)
             batch, by_stream = _message_batch(streams, picked, consumer.epoch)
@@ -748,16 +752,25 @@ class Dispatcher:
 
     def _reader(
         self, txn: SubscriptionTransaction, source: PartitionSource, rows: int
-    ) -> Callable[[Position], Iterator[pa.RecordBatch]]:
-        """How this dispatch reads the partition: over its segment list, read on from the last
-        one this dispatcher knows (committed segments never change nor go away)."""
+    ) -> tuple[Callable[[Position], Iterator[pa.RecordBatch]], LedgerLayout]:
+        """How this dispatch reads the partition, and its ledgers now.
+
+        Over its segment list, read on from the last one this dispatcher knows
+        (committed segments never change nor go away). The ledgers are read
+        again only when new segments were listed: a ledger appears, and its
+        entries grow, only in the transaction that commits a segment of it.
+        """
         read_segments = source.read_segments
         if read_segments is None:
-            return source.read_after
+            return source.read_after, LedgerLayout.of(txn.ledgers(source.topic))
         known = self._segments.setdefault(source.topic, [])
         last = None if not known else (known[-1].ledger_id, known[-1].first_entry)
-        known += txn.segments_after(source.topic, last)
-        return lambda after: read_segments(known, after, rows)
+        added = txn.segments_after(source.topic, last)
+        known += added
+        layout = self._layouts.get(source.topic)
+        if layout is None or added:
+            layout = self._layouts[source.topic] = LedgerLayout.of(txn.ledgers(source.topic))
+        return (lambda after: read_segments(known, after, rows)), layout
 
     def _cursor(
         self, txn: SubscriptionTransaction, topic: str, layout: LedgerLayout

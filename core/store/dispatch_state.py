@@ -33,17 +33,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.engine import Connection
 
-from core.errors import MetadataStoreError
+from core.errors import MetadataStoreError, SubscriptionNotFoundError
 from core.position import Position
 from core.store import pending_runs
-from core.store.metadata import (
-    CursorDeltaRow,
-    CursorRecord,
-    CursorRow,
-)
 from core.store.pending_runs import RUN_SPAN_ENTRIES, Members
 from core.store.records import SegmentInfo
 
@@ -51,6 +45,7 @@ _WHOLE = 2**31 - 1
 """Above every batch index."""
 
 Ints = npt.NDArray[np.int64]
+Flags = npt.NDArray[np.bool_]
 
 PendingKey = tuple[str, int, int, int]
 """(topic partition, ledger, entry, batch index)."""
@@ -196,26 +191,104 @@ def _by_topic(keys: Iterable[PendingKey]) -> dict[str, Members]:
     return found
 
 
+@dataclass(frozen=True)
+class _StoredRun:
+    """A stored run as read: its key, its bumps and its members as stored (not bumped)."""
+
+    ledger_id: int
+    first_entry: int
+    first_index: int
+    bumps: int
+    members: Members
+
+
+@dataclass(frozen=True)
+class _Rewrite:
+    """Runs to delete and to rewrite when members are taken out of them, and those members."""
+
+    deleted: list[tuple[object, ...]]
+    updated: list[tuple[object, ...]]
+    taken: Members
+
+    @classmethod
+    def of(
+        cls,
+        topic_partition: str,
+        subscription_id: int,
+        runs: Iterable[_StoredRun],
+        chosen: Callable[[Members], Flags],
+    ) -> _Rewrite:
+        deleted: list[tuple[object, ...]] = []
+        updated: list[tuple[object, ...]] = []
+        taken: list[Members] = []
+        for run in runs:
+            m = run.members
+            out = chosen(m)
+            if not out.any():
+                continue
+            taken.append(m.take(out).bumped(run.bumps))
+            key = (
+                subscription_id,
+                topic_partition,
+                run.ledger_id,
+                run.first_entry,
+                run.first_index,
+            )
+            if out.all():
+                deleted.append(key)
+                continue
+            rest = m.take(~out)
+            updated.append(
+                (
+                    int(rest.entry[0]),
+                    int(rest.index[0]),
+                    int(rest.entry[-1]),
+                    int(rest.index[-1]),
+                    len(rest),
+                    pending_runs.encode(rest),
+                    *key,
+                )
+            )
+        return cls(deleted, updated, Members.concat(taken))
+
+
 class SubscriptionTransaction:
     """The subscription's consumers, pending acks and cursors, inside one locked transaction."""
 
     def __init__(
-        self,
-        session: Session,
-        subscription_id: int,
-        subscription: str,
-        now_ms: int,
-        append_delta: Callable[[str, bytes], int],
+        self, connection: Connection, subscription_id: int, subscription: str, now_ms: int
     ) -> None:
-        self._session = session
         self._consumers: list[ConsumerInfo] | None = None
-        self._raw: Any = None
-        self._qmark = True
-        self._dbapi_error: type[Exception] = Exception
+        self._released: dict[str, dict[tuple[int, int, int], _StoredRun]] = {}
+        """Released runs :meth:`pending_columns` read, by partition and key; emptied by any
+        write. A dispatch takes released messages again from the runs it just read."""
+        self._qmark = connection.dialect.paramstyle == "qmark"
+        self._postgres = connection.dialect.name == "postgresql"
+        self._raw: Any = connection.connection.dbapi_connection
+        self._dbapi_error: type[Exception] = connection.dialect.loaded_dbapi.Error
         self._id = subscription_id
         self.subscription = subscription
         self.now_ms = now_ms
-        self._append_delta = append_delta
+
+    @classmethod
+    def locked(
+        cls, connection: Connection, topic: str, subscription: str, now_ms: int
+    ) -> SubscriptionTransaction | None:
+        """The transaction of ``connection`` (begun) once it holds the subscription's row lock.
+
+        None when the subscription does not exist. SQLite's ``BEGIN IMMEDIATE``
+        already holds the database's write lock; PostgreSQL locks the row.
+        """
+        txn = cls(connection, 0, subscription, now_ms)
+        rows = txn._driver_rows(
+            "SELECT id FROM subscriptions WHERE topic = ? AND name = ?"
+            + (" FOR UPDATE" if txn._postgres else ""),
+            (topic, subscription),
+        )
+        if not rows:
+            return None
+        txn._id = int(rows[0][0])
+        return txn
 
     # -- consumers ------------------------------------------------------------
 
@@ -332,8 +405,13 @@ class SubscriptionTransaction:
         )
         parts: list[Members] = []
         held: list[npt.NDArray[np.bool_]] = []
-        for holding, ledger, _, _, bumps, blob in rows:
-            m = pending_runs.decode(ledger, blob, bumps)
+        released = self._released.setdefault(topic_partition, {})
+        for holding, ledger, first_entry, first_index, bumps, blob in rows:
+            stored = pending_runs.decode(ledger, blob)
+            if not holding:
+                key = (ledger, first_entry, first_index)
+                released[key] = _StoredRun(ledger, first_entry, first_index, bumps, stored)
+            m = stored.bumped(bumps)
             inside = _between(m, first, last)
             if inside.any():
                 parts.append(m if inside.all() else m.take(inside))
@@ -491,11 +569,23 @@ class SubscriptionTransaction:
         ``any_holder``: whoever holds them, released ones included.
         Returns the members taken out (redelivery counts as they stood). Runs
         are looked up by the positions' range, which the span bound keeps to a
-        range scan of the primary key.
+        range scan of the primary key; released messages are first looked for
+        in the released runs :meth:`pending_columns` read in this transaction
+        (nothing written since), where a dispatch found the ones it takes again.
         """
         if not len(wanted):
             return Members.empty()
         ordered = wanted.in_order()
+
+        def chosen(m: Members) -> Flags:
+            return m.among(ordered)
+
+        cached = self._released.get(topic_partition) if holder is None and not any_holder else None
+        if cached:
+            plan = _Rewrite.of(topic_partition, self._id, cached.values(), chosen)
+            # Every message found in runs read in this transaction: none can be elsewhere.
+            if len(plan.taken) == len(ordered):
+                return self._apply(plan)
         first = Position(int(ordered.ledger[0]), int(ordered.entry[0]))
         last = Position(int(ordered.ledger[-1]), int(ordered.entry[-1]))
         where, bounds = _run_range(first, last)
@@ -512,50 +602,32 @@ class SubscriptionTransaction:
             f"WHERE subscription_id = ? AND topic_partition = ? AND {where}",
             params,
         )
-        return self._rewrite(topic_partition, rows, lambda m: m.among(ordered))
+        return self._rewrite(topic_partition, rows, chosen)
 
     def _rewrite(
         self,
         topic_partition: str,
         rows: Sequence[Sequence[Any]],
-        chosen: Callable[[Members], npt.NDArray[np.bool_]],
+        chosen: Callable[[Members], Flags],
     ) -> Members:
         """Take the ``chosen`` members out of these runs; the members taken out."""
-        deleted: list[tuple[object, ...]] = []
-        updated: list[tuple[object, ...]] = []
-        taken: list[Members] = []
-        for _, ledger, first_entry, first_index, bumps, blob in rows:
-            m = pending_runs.decode(ledger, blob)
-            out = chosen(m)
-            if not out.any():
-                continue
-            taken.append(m.take(out).bumped(bumps))
-            key = (self._id, topic_partition, ledger, first_entry, first_index)
-            if out.all():
-                deleted.append(key)
-                continue
-            rest = m.take(~out)
-            updated.append(
-                (
-                    int(rest.entry[0]),
-                    int(rest.index[0]),
-                    int(rest.entry[-1]),
-                    int(rest.index[-1]),
-                    len(rest),
-                    pending_runs.encode(rest),
-                    *key,
-                )
-            )
-        if deleted:
-            self._driver_execute_many(f"DELETE FROM pending_runs WHERE {_RUN_KEY}", deleted)
-        if updated:
+        runs = (
+            _StoredRun(ledger, first_entry, first_index, bumps, pending_runs.decode(ledger, blob))
+            for _, ledger, first_entry, first_index, bumps, blob in rows
+        )
+        return self._apply(_Rewrite.of(topic_partition, self._id, runs, chosen))
+
+    def _apply(self, plan: _Rewrite) -> Members:
+        if plan.deleted:
+            self._driver_execute_many(f"DELETE FROM pending_runs WHERE {_RUN_KEY}", plan.deleted)
+        if plan.updated:
             # A run's new first member is one of its own: no other run has it as its key.
             self._driver_execute_many(
                 "UPDATE pending_runs SET first_entry = ?, first_index = ?, last_entry = ?, "
                 f"last_index = ?, messages = ?, members = ? WHERE {_RUN_KEY}",
-                updated,
+                plan.updated,
             )
-        return Members.concat(taken)
+        return plan.taken
 
     def _insert_runs(self, topic_partition: str, consumer_id: str | None, members: Members) -> None:
         rows = [
@@ -583,19 +655,16 @@ class SubscriptionTransaction:
     def _dbapi(self) -> Any:
         """A cursor of the transaction's own DBAPI connection.
 
-        The dispatcher's statements are plain SQL run on the driver's cursor:
-        a dispatch runs a dozen, and SQLAlchemy's execution and result layers
-        cost more than the statements themselves. Errors are translated here
-        (the driver's, not SQLAlchemy's, reach this layer).
+        The statements are plain SQL run on the driver's cursor: a dispatch
+        runs a dozen, and SQLAlchemy's execution and result layers cost more
+        than the statements themselves. Errors are translated here (the
+        driver's, not SQLAlchemy's, reach this layer).
         """
-        if self._raw is None:
-            connection = self._session.connection()
-            self._qmark = connection.dialect.paramstyle == "qmark"
-            self._raw = connection.connection.dbapi_connection
-            self._dbapi_error = connection.dialect.loaded_dbapi.Error
         return self._raw.cursor()
 
     def _run(self, sql: str, parameters: Any, *, many: bool = False) -> Any:
+        if self._released and not sql.startswith("SELECT"):
+            self._released = {}
         cursor = self._dbapi()
         if not self._qmark:
             sql = _format_style(sql)
@@ -736,25 +805,27 @@ class SubscriptionTransaction:
             read,
         )
 
-    def cursor_record(self, topic_partition: str) -> CursorRecord:
-        row = self._session.scalars(
-            select(CursorRow).where(
-                CursorRow.subscription_id == self._id, CursorRow.topic_partition == topic_partition
-            )
-        ).one()
-        deltas = self._session.scalars(
-            select(CursorDeltaRow.payload)
-            .where(
-                CursorDeltaRow.cursor_id == row.id,
-                CursorDeltaRow.version > row.snapshot_version,
-            )
-            .order_by(CursorDeltaRow.version)
-        )
-        return CursorRecord(row.snapshot, row.snapshot_version, list(deltas), row.version)
-
     def append_cursor_delta(self, topic_partition: str, payload: bytes) -> int:
-        """Append a delta to the cursor's journal in this transaction; returns its version."""
-        return self._append_delta(topic_partition, payload)
+        """Append a delta to the cursor's journal in this transaction; returns its version.
+
+        The cursor row's version is bumped under its row lock (after the
+        subscription's: the lock order of every writer).
+        """
+        bumped = self._driver_rows(
+            "UPDATE cursors SET version = version + 1 WHERE subscription_id = ? AND "
+            "topic_partition = ? RETURNING id, version",
+            (self._id, topic_partition),
+        )
+        if not bumped:
+            raise SubscriptionNotFoundError(
+                f"Subscription '{self.subscription}' not found on topic '{topic_partition}'"
+            )
+        cursor_id, version = int(bumped[0][0]), int(bumped[0][1])
+        self._driver_execute(
+            "INSERT INTO cursor_deltas (cursor_id, version, payload) VALUES (?, ?, ?)",
+            (cursor_id, version, payload),
+        )
+        return version
 
 
 __all__ = [

@@ -830,28 +830,24 @@ class MetadataStore:
         runs inside one, from whichever process: they are serialized, and an
         acknowledgement's cursor delta commits with the removal of its pending
         entries, or neither does. Lock order: the subscription row, then cursor rows.
+        A plain connection, not an ORM session: every statement of the
+        transaction runs on its DBAPI cursor (a dispatch is mostly this fixed cost).
         """
         from core.store.dispatch_state import SubscriptionTransaction
 
         topic_name = canonical_topic(topic)
         check_label("subscription name", subscription)
-        with self._session(write=True) as session:
-            row = session.scalars(
-                select(SubscriptionRow)
-                .where(SubscriptionRow.topic == topic_name, SubscriptionRow.name == subscription)
-                .with_for_update()
-            ).one_or_none()
-            if row is None:
+        with (
+            translated_errors(),
+            self._write_engine.connect() as connection,
+            connection.begin(),
+        ):
+            txn = SubscriptionTransaction.locked(connection, topic_name, subscription, now_ms)
+            if txn is None:
                 raise SubscriptionNotFoundError(
                     f"Subscription '{subscription}' not found on topic '{topic_name}'"
                 )
-            yield SubscriptionTransaction(
-                session,
-                row.id,
-                subscription,
-                now_ms,
-                lambda name, data: self._append_delta(session, name, subscription, data),
-            )
+            yield txn
 
     # Audit log.
 

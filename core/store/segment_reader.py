@@ -89,7 +89,7 @@ class SegmentCache:
     def __init__(self, root: str, max_rows: int = 1_000_000) -> None:
         self.root = root
         self.max_rows = max_rows
-        self._files: dict[str, tuple[tuple[int, int, int], list[int | None]]] = {}
+        self._files: dict[str, _File] = {}
         self._groups: OrderedDict[tuple[str, tuple[int, int, int], int], _Group] = OrderedDict()
         self._rows = 0
 
@@ -107,27 +107,27 @@ class SegmentCache:
         for segment in segments[start:]:
             path = os.path.join(self.root, segment.path)
             try:
-                signature, group_max = self._metadata(path)
-                for group, entry_max in enumerate(group_max):
+                known = self._metadata(path)
+                for group, entry_max in enumerate(known.group_max):
                     if (
                         segment.ledger_id == after.ledger_id
                         and entry_max is not None
                         and entry_max <= after.entry_id
                     ):
                         continue
-                    decoded = self._group(path, signature, group)
+                    decoded = self._group(path, known, group)
                     first = decoded.first_after(after)
                     for offset in range(first, decoded.batch.num_rows, batch_rows):
                         yield decoded.batch.slice(offset, batch_rows)
             except (OSError, pa.ArrowException) as exc:
                 raise LedgerStoreError(f"Cannot read ledger segment {path}: {exc}") from exc
 
-    def _metadata(self, path: str) -> tuple[tuple[int, int, int], list[int | None]]:
-        """The file's signature and each row group's largest entry id (None: no statistics)."""
+    def _metadata(self, path: str) -> _File:
+        """The file's signature, footer and each row group's largest entry id."""
         stat = os.stat(path)
         signature = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
         known = self._files.get(path)
-        if known is not None and known[0] == signature:
+        if known is not None and known.signature == signature:
             return known
         metadata = pq.read_metadata(path)
         column = metadata.schema.to_arrow_schema().get_field_index("entry_id")
@@ -136,23 +136,49 @@ class SegmentCache:
             statistics = metadata.row_group(group).column(column).statistics
             has = statistics is not None and statistics.has_min_max
             group_max.append(int(statistics.max) if has else None)
-        self._files[path] = (signature, group_max)
-        return signature, group_max
+        known = _File(signature, metadata, group_max)
+        self._files[path] = known
+        return known
 
-    def _group(self, path: str, signature: tuple[int, int, int], group: int) -> _Group:
-        key = (path, signature, group)
+    def _group(self, path: str, known: _File, group: int) -> _Group:
+        key = (path, known.signature, group)
         found = self._groups.get(key)
         if found is not None:
             self._groups.move_to_end(key)
             return found
-        table = pq.ParquetFile(path).read_row_group(group, columns=MESSAGE_SCHEMA.names)
-        decoded = _Group(pa.RecordBatch.from_struct_array(table.to_struct_array().combine_chunks()))
+        # The footer read for the statistics serves the reader: it is not parsed again.
+        reader = pq.ParquetFile(path, metadata=known.metadata)
+        table = reader.read_row_group(group, columns=MESSAGE_SCHEMA.names)
+        batches = table.to_batches()
+        if len(batches) == 1:
+            batch = batches[0]
+        else:
+            batch = pa.RecordBatch.from_struct_array(table.to_struct_array().combine_chunks())
+        decoded = _Group(batch)
         self._groups[key] = decoded
         self._rows += decoded.batch.num_rows
         while self._rows > self.max_rows and len(self._groups) > 1:
             _, dropped = self._groups.popitem(last=False)
             self._rows -= dropped.batch.num_rows
         return decoded
+
+
+class _File:
+    """What a segment's footer says, for the file as it was when read."""
+
+    __slots__ = ("group_max", "metadata", "signature")
+
+    def __init__(
+        self,
+        signature: tuple[int, int, int],
+        metadata: pq.FileMetaData,
+        group_max: list[int | None],
+    ) -> None:
+        self.signature = signature
+        """Size, modification time and inode: a file replaced under its name is read afresh."""
+        self.metadata = metadata
+        self.group_max = group_max
+        """Each row group's largest entry id (None: no statistics)."""
 
 
 class _Group:
