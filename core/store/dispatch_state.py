@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Dialect
 
 from core.errors import MetadataStoreError, SubscriptionNotFoundError
 from core.position import Position
@@ -256,39 +257,55 @@ class SubscriptionTransaction:
     """The subscription's consumers, pending acks and cursors, inside one locked transaction."""
 
     def __init__(
-        self, connection: Connection, subscription_id: int, subscription: str, now_ms: int
+        self, raw: Any, dialect: Dialect, subscription_id: int, subscription: str, now_ms: int
     ) -> None:
         self._consumers: list[ConsumerInfo] | None = None
         self._released: dict[str, dict[tuple[int, int, int], _StoredRun]] = {}
         """Released runs :meth:`pending_columns` read, by partition and key; emptied by any
         write. A dispatch takes released messages again from the runs it just read."""
-        self._qmark = connection.dialect.paramstyle == "qmark"
-        self._postgres = connection.dialect.name == "postgresql"
-        self._raw: Any = connection.connection.dbapi_connection
-        self._dbapi_error: type[Exception] = connection.dialect.loaded_dbapi.Error
+        self._qmark = dialect.paramstyle == "qmark"
+        self._postgres = dialect.name == "postgresql"
+        self._raw = raw
+        self._dbapi_error: type[Exception] = dialect.loaded_dbapi.Error
         self._id = subscription_id
         self.subscription = subscription
         self.now_ms = now_ms
 
-    @classmethod
-    def locked(
-        cls, connection: Connection, topic: str, subscription: str, now_ms: int
-    ) -> SubscriptionTransaction | None:
-        """The transaction of ``connection`` (begun) once it holds the subscription's row lock.
+    def _lock(self, topic: str) -> None:
+        """Begin, and hold the subscription's row lock until the transaction ends.
 
-        None when the subscription does not exist. SQLite's ``BEGIN IMMEDIATE``
-        already holds the database's write lock; PostgreSQL locks the row.
+        SQLite: ``BEGIN IMMEDIATE`` takes the database's write lock (waiting
+        up to the busy timeout), as the store's write engine begins. PostgreSQL:
+        the driver begins at the first statement, which locks the row.
         """
-        txn = cls(connection, 0, subscription, now_ms)
-        rows = txn._driver_rows(
+        if self._postgres:
+            if self._raw.autocommit:
+                raise MetadataStoreError("Metadata store connection is in autocommit mode")
+        else:
+            self._run("BEGIN IMMEDIATE", ())
+        rows = self._driver_rows(
             "SELECT id FROM subscriptions WHERE topic = ? AND name = ?"
-            + (" FOR UPDATE" if txn._postgres else ""),
-            (topic, subscription),
+            + (" FOR UPDATE" if self._postgres else ""),
+            (topic, self.subscription),
         )
         if not rows:
-            return None
-        txn._id = int(rows[0][0])
-        return txn
+            raise SubscriptionNotFoundError(
+                f"Subscription '{self.subscription}' not found on topic '{topic}'"
+            )
+        self._id = int(rows[0][0])
+
+    def _commit(self) -> None:
+        try:
+            self._raw.commit()
+        except self._dbapi_error as exc:
+            raise MetadataStoreError(f"Metadata store failed: {exc}") from exc
+
+    def _rollback(self) -> None:
+        """Roll back; a connection that cannot is not handed out again (never raises)."""
+        try:
+            self._raw.rollback()
+        except self._dbapi_error:
+            self._raw.invalidate()
 
     # -- consumers ------------------------------------------------------------
 
@@ -828,6 +845,27 @@ class SubscriptionTransaction:
         return version
 
 
+@contextmanager
+def locked_transaction(
+    raw: Any, dialect: Dialect, topic: str, subscription: str, now_ms: int
+) -> Iterator[SubscriptionTransaction]:
+    """One transaction on ``raw`` (a pooled DBAPI connection) under the subscription's row lock.
+
+    Committed when the block ends, rolled back when it raises. The
+    connection's own DBAPI calls, not SQLAlchemy's: a dispatch is one such
+    transaction, and connection checkout, begin and commit through the
+    engine cost more than the dispatch's statements.
+    """
+    txn = SubscriptionTransaction(raw, dialect, 0, subscription, now_ms)
+    try:
+        txn._lock(topic)
+        yield txn
+        txn._commit()
+    except BaseException:
+        txn._rollback()
+        raise
+
+
 __all__ = [
     "ConsumerInfo",
     "CursorJournal",
@@ -837,4 +875,5 @@ __all__ = [
     "PendingInfo",
     "PendingKey",
     "SubscriptionTransaction",
+    "locked_transaction",
 ]

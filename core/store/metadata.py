@@ -830,24 +830,22 @@ class MetadataStore:
         runs inside one, from whichever process: they are serialized, and an
         acknowledgement's cursor delta commits with the removal of its pending
         entries, or neither does. Lock order: the subscription row, then cursor rows.
-        A plain connection, not an ORM session: every statement of the
-        transaction runs on its DBAPI cursor (a dispatch is mostly this fixed cost).
+        A DBAPI connection of the write pool, not an ORM session: every statement
+        of the transaction runs on its cursor (a dispatch is mostly this fixed cost).
         """
-        from core.store.dispatch_state import SubscriptionTransaction
+        from core.store.dispatch_state import locked_transaction
 
         topic_name = canonical_topic(topic)
         check_label("subscription name", subscription)
-        with (
-            translated_errors(),
-            self._write_engine.connect() as connection,
-            connection.begin(),
-        ):
-            txn = SubscriptionTransaction.locked(connection, topic_name, subscription, now_ms)
-            if txn is None:
-                raise SubscriptionNotFoundError(
-                    f"Subscription '{subscription}' not found on topic '{topic_name}'"
-                )
-            yield txn
+        with translated_errors():
+            raw = self._write_engine.raw_connection()
+        try:
+            with locked_transaction(
+                raw, self._engine.dialect, topic_name, subscription, now_ms
+            ) as txn:
+                yield txn
+        finally:
+            raw.close()
 
     # Audit log.
 
