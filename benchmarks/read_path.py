@@ -413,7 +413,28 @@ def render(
     ]
     for what, result in results.profiles:
         lines += report.profile_markdown(result, what)
+    if min(best_cpu, best_wall) < AIM_MESSAGES_PER_S:
+        lines += [_what_is_left(sizes), ""]
     return "\n".join(lines) + "\n"
+
+
+def _what_is_left(sizes: Sizes) -> str:
+    """What a default-queue dispatch still costs, and why each part is there."""
+    return (
+        f"What is left at a queue of {CHUNK:,} (see the profile): per dispatch, one commit of "
+        "the metadata store (SQLite's WAL written and synced: what was delivered is recorded "
+        "pending before it is handed over, so a crash redelivers rather than loses it), about "
+        "ten plain statements (lock, consumer lease, cursor version, new segments, pending "
+        "lookup, the run recorded, read position), the acknowledged-index mask and pending "
+        "lookup per record batch read, and a `take` of the chosen rows "
+        f"({sizes.acked_fraction:.0%} of the batch indexes acknowledged leave gaps, so no "
+        "slice); a Parquet row group decoded every few dispatches (decoded once per dispatcher "
+        "and kept); per pass, the first dispatch's cursor load (above), paid once per "
+        "dispatcher, in `core.cursor_codec` and `core.ack_set`. Each no-ack pass after the "
+        "first also takes every message again from released runs (the previous pass closed "
+        "its consumer), a lookup and a rewrite of those runs per dispatch. A larger receiver "
+        "queue divides all the per-dispatch parts by its size (the last row)."
+    )
 
 
 def scaling(sizes: Sizes, scaled: list[tuple[int, Results]]) -> list[str]:
