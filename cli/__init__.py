@@ -1,19 +1,6 @@
 """The ``cursorops`` command line.
 
-numpy is imported here first, with OpenBLAS limited to one thread while it loads:
-starting a BLAS thread pool per core costs a short command about 50 ms, and no
-command multiplies matrices. The variable is removed again, so processes the
-command starts (Airflow, Spark) get the environment they were given; a value
-the caller set is left as it is.
+:mod:`cli.launcher` is the entry point (standard library only: it hands the
+command to a running :mod:`cli.daemon` when there is one); :mod:`cli.main`
+parses and runs the commands.
 """
-
-from __future__ import annotations
-
-import os
-
-if "OPENBLAS_NUM_THREADS" not in os.environ:
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    try:
-        import numpy  # noqa: F401
-    finally:
-        del os.environ["OPENBLAS_NUM_THREADS"]

@@ -21,11 +21,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
+import cli.blas_threads  # noqa: F401  (before anything imports numpy)
 from cli import output, values
 from core.errors import CursorOpsError
 from core.exit_codes import EXIT_CODES, EXIT_UNEXPECTED, exit_code
 
 if TYPE_CHECKING:
+    from cli import daemon as daemon_module
     from core.broker import Broker
     from core.config import Config
     from core.position import Position
@@ -425,6 +427,69 @@ def demo(ctx: Context, args: argparse.Namespace) -> Result:
     return Result(summary, [], 0 if summary["ok"] else EXIT_UNEXPECTED)
 
 
+# -- daemon --------------------------------------------------------------------
+
+
+def _daemon_address(ctx: Context) -> daemon_module.Address:
+    from cli import daemon as daemon_module
+
+    return daemon_module.Address(ctx.home, ctx.metadata_url)
+
+
+def daemon_start(ctx: Context, args: argparse.Namespace) -> Result:
+    from cli import daemon as daemon_module
+
+    idle_ms = values.positive(
+        values.parse_duration_ms(args.idle_timeout, "--idle-timeout"), "--idle-timeout"
+    )
+    state = daemon_module.start(_daemon_address(ctx), ctx.config(), idle_ms)
+    verb = "Started" if state["started"] else "Already running:"
+    return Result(
+        state,
+        [
+            f"{verb} cursorops daemon {state['pid']} for {state['home']} "
+            f"(stops after {args.idle_timeout} idle; cursorops daemon stop)"
+        ],
+    )
+
+
+def daemon_stop(ctx: Context, args: argparse.Namespace) -> Result:
+    from cli import daemon as daemon_module
+
+    state = daemon_module.stop(_daemon_address(ctx))
+    line = (
+        f"Stopped cursorops daemon {state['pid']}"
+        if state["stopped"]
+        else f"No cursorops daemon runs for {ctx.home}"
+    )
+    return Result(state, [line])
+
+
+def daemon_status(ctx: Context, args: argparse.Namespace) -> Result:
+    from cli import daemon as daemon_module
+
+    state = daemon_module.status(_daemon_address(ctx))
+    if not state["running"]:
+        return Result(state, [f"No cursorops daemon runs for {ctx.home}"])
+    code = (
+        "stale: started before the code changed, commands run without it; restart it"
+        if state["stale"]
+        else "current"
+    )
+    return Result(
+        state,
+        [
+            f"pid:            {state['pid']}",
+            f"home:           {state['home']}",
+            f"metadata store: {state['metadataUrl']}",
+            f"socket:         {state['socket']}",
+            f"code:           {code}",
+            f"commands:       {state['served']} taken, {state['workers']} running now",
+            f"started:        {output.format_time(state['startedMs'])}",
+        ],
+    )
+
+
 # -- parser --------------------------------------------------------------------
 
 
@@ -748,6 +813,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=demo)
 
+    daemon = commands.add_parser(
+        "daemon", help="a warm process that starts commands on this home in milliseconds"
+    )
+    dm = daemon.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = dm.add_parser(
+        "start",
+        parents=[common],
+        help="start the daemon for this home and metadata store (replaces one of older code)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        default="1h",
+        metavar="DURATION",
+        help="stop after this long without a command (default 1h; e.g. 10m, 8h)",
+    )
+    p.set_defaults(handler=daemon_start)
+    p = dm.add_parser("stop", parents=[common], help="stop the daemon of this home")
+    p.set_defaults(handler=daemon_stop)
+    p = dm.add_parser("status", parents=[common], help="whether a daemon serves this home")
+    p.set_defaults(handler=daemon_status)
+
     audit = commands.add_parser("audit", help="the scheduled backlog audit's records")
     au = audit.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = au.add_parser(
@@ -789,7 +875,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``CURSOROPS_TRACEBACK=1`` to see the traceback), 130 interrupted, 141 the
     reader of the output went away (``| head``), silently, as Unix tools do.
     """
-    args = build_parser().parse_args(argv)
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command ``args`` (from :func:`build_parser`) parsed; its exit code.
+
+    The daemon's workers call this with the caller's streams (:mod:`cli.daemon`).
+    """
     ctx = Context(args, sys.stdout)
     handler: Handler = args.handler
     try:

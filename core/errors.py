@@ -33,7 +33,8 @@ the HTTP status (``cursorops_api/errors.py``, checked by ``tests/plugins/test_er
     ├── NotAuthorizedError
     └── StoreError                        the stores failed, not the request
         ├── MetadataStoreError
-        └── LedgerStoreError
+        ├── LedgerStoreError
+        └── DaemonError                   the CLI's local daemon failed to start or answer
 """
 
 from __future__ import annotations
@@ -147,6 +148,10 @@ class MetadataStoreError(StoreError):
 
 class LedgerStoreError(StoreError):
     pass
+
+
+class DaemonError(StoreError):
+    """The CLI's local daemon (``cursorops daemon``) failed to start or to answer."""
 
 
 def leaf_classes() -> list[type[CursorOpsError]]:

@@ -140,12 +140,15 @@ def test_skip_messages_imports_nothing_heavy(home: Path) -> None:
 
 @pytest.mark.parametrize("given", [None, "3"])
 def test_the_blas_thread_limit_stays_inside_the_import(given: str | None) -> None:
-    """cli limits OpenBLAS to one thread while numpy loads, then leaves the environment as given."""
+    """cli.blas_threads (cli.main's first import) limits OpenBLAS to one thread while numpy
+    loads, then leaves the environment as given. The entry point, cli.launcher, imports no
+    numpy at all (tests/cli/test_daemon.py)."""
     environment = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if given is not None:
         environment["OPENBLAS_NUM_THREADS"] = given
     code = (
-        "import os, sys, cli; print(os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules)"
+        "import os, sys, cli.blas_threads; "
+        "print(os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=environment, check=True
