@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import io
 import os
+import resource
 import signal
 import socket
 import struct
@@ -224,6 +225,8 @@ class Daemon:
             os._exit(code)
 
     def status(self) -> dict[str, Any]:
+        self._reap()
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         return {
             "pid": os.getpid(),
             "home": str(self.config.home),
@@ -234,6 +237,7 @@ class Daemon:
             "startedMs": self.started_ms,
             "served": self.served,
             "workers": len(self.workers),
+            "workerCpuS": children.ru_utime + children.ru_stime,
             "idleTimeoutMs": int(self.idle_timeout_s * 1000),
         }
 
