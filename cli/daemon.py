@@ -103,6 +103,7 @@ class Daemon:
         self.served = 0
         self.workers: set[int] = set()
         self.stopping = False
+        self.lock: int | None = None
 
     def serve(self) -> int:
         folder = self.address.socket.parent
@@ -110,7 +111,7 @@ class Daemon:
         if not launcher.folder_is_private(folder):
             print(f"error: {folder} must be a folder of this user only (mode 700)", file=sys.stderr)
             return 1
-        lock = _take_lock(self.address.lock)
+        lock = self.lock = _take_lock(self.address.lock)
         if lock is None:
             print("error: a daemon for this home is already running", file=sys.stderr)
             return 4
@@ -216,6 +217,9 @@ class Daemon:
         code = 1
         try:
             listener.close()
+            if self.lock is not None:
+                # A long command must not keep the next daemon from starting.
+                os.close(self.lock)
             for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
                 signal.signal(signum, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -312,12 +316,14 @@ def run_worker(
     if not same:
         launcher.send_message(connection, {"decline": "another configuration"})
         return 0
-    launcher.send_message(connection, {"pid": os.getpid()})
     try:
+        launcher.send_message(connection, {"pid": os.getpid()})
         code = cli_main.run(args)
     except SystemExit as exc:
         code = _exit_status(exc)
     except KeyboardInterrupt:
+        # Forwarded before run() reached its own handler: the same line it would print.
+        cli_main.report_error("interrupted")
         code = cli_main.EXIT_INTERRUPTED
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):

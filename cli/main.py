@@ -851,7 +851,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _error(message: str) -> None:
+def report_error(message: str) -> None:
     """One line on stderr, whatever the message holds (newlines, undecodable bytes)."""
     line = " ".join(message.split())
     line = line.encode("utf-8", "backslashreplace").decode("utf-8")
@@ -900,15 +900,15 @@ def run(args: argparse.Namespace) -> int:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except CursorOpsError as exc:
-        _error(str(exc) or type(exc).__name__)
+        report_error(str(exc) or type(exc).__name__)
         return exit_code(exc)
     except KeyboardInterrupt:
-        _error("interrupted")
+        report_error("interrupted")
         return EXIT_INTERRUPTED
     except Exception as exc:
         if os.environ.get("CURSOROPS_TRACEBACK"):
             raise
-        _error(f"unexpected {type(exc).__name__}: {exc}")
+        report_error(f"unexpected {type(exc).__name__}: {exc}")
         return EXIT_UNEXPECTED
     return result.exit_code
 

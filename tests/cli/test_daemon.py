@@ -376,3 +376,39 @@ def test_the_daemon_serves_a_postgresql_store(metadata_url: str, tmp_path: Path)
         assert json.loads(stats.stdout)["subscriptions"]["sub"]["msgBacklog"] == MESSAGES - 1
     finally:
         cursorops(root, "daemon", "stop", metadata_url=metadata_url)
+
+
+def test_a_long_command_does_not_hold_the_daemon_lock(tmp_path: Path) -> None:
+    """Stop the daemon while its worker runs: a new daemon starts at once; the command goes on."""
+    root = tmp_path / "home"
+    make_topic(Config.from_home(root))
+    assert cursorops(root, "daemon", "start").returncode == 0
+    before = taken(root)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("CURSOROPS_")}
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "cli.launcher", "--home", str(root), "produce", TOPIC),
+            *("-m", "x" * 100, "-n", "1000000", "--batch-size", "1"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+        cwd=REPO,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while taken(root) == before:
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.02)
+        stopped = cursorops(root, "-o", "json", "daemon", "stop")
+        assert json.loads(stopped.stdout)["stopped"] is True
+        started = cursorops(root, "-o", "json", "daemon", "start")
+        assert started.returncode == 0, started.stderr
+        assert json.loads(started.stdout)["started"] is True
+        assert process.poll() is None, "the command ended before the check could see it running"
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)
+        cursorops(root, "daemon", "stop")
+    assert process.returncode == 130
