@@ -279,7 +279,7 @@ def _redacted(url: str) -> str:
 def run_worker(
     connection: socket.socket, request: dict[str, Any], fds: list[int], config: Config
 ) -> int:
-    """Take the caller's streams, environment and folder; run its command or decline it.
+    """Take the caller's streams, environment, folder and umask; run its command or decline it.
 
     Returns the worker's own exit status (0 once the caller has its answer).
     """
@@ -288,8 +288,9 @@ def run_worker(
 
     try:
         os.chdir(request["cwd"])
-    except (OSError, KeyError, TypeError):
-        launcher.send_message(connection, {"decline": "working directory"})
+        os.umask(int(request["umask"]))
+    except (OSError, KeyError, TypeError, ValueError):
+        launcher.send_message(connection, {"decline": "working directory or umask"})
         return 0
     for target, fd in enumerate(fds):
         os.dup2(fd, target)

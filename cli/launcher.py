@@ -230,6 +230,7 @@ def run_on_daemon(argv: Sequence[str]) -> int | None:
                     "argv": list(argv),
                     "env": environ,
                     "cwd": os.getcwd(),
+                    "umask": _umask(),
                     "build": build_id(),
                     "streams": [_stream_facts(s) for s in streams],
                 },
@@ -258,6 +259,13 @@ def run_on_daemon(argv: Sequence[str]) -> int | None:
             file=sys.stderr,
         )
         return EXIT_UNEXPECTED
+
+
+def _umask() -> int:
+    """This process's umask (reading it means setting it: set it back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 class _Forwarder:

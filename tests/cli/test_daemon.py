@@ -412,3 +412,36 @@ def test_a_long_command_does_not_hold_the_daemon_lock(tmp_path: Path) -> None:
         process.communicate(timeout=60)
         cursorops(root, "daemon", "stop")
     assert process.returncode == 130
+
+
+def test_files_a_command_creates_get_the_callers_umask(home: Path, tmp_path: Path) -> None:
+    """A new topic's ledger files are created by the worker with the caller's umask."""
+    created = {}
+    for via, run in (("daemon", cursorops), ("in-process", in_process)):
+        topic = f"persistent://warm/ns/umask-{via}"
+        assert run(home, "topics", "create", topic).returncode == 0
+        before = taken(home)
+        done = subprocess.run(
+            [
+                "sh",
+                "-c",
+                'umask 077 && exec "$@"',
+                "sh",
+                *(sys.executable, "-m", "cli.launcher", "--home", str(home)),
+                *("produce", topic, "-m", "x"),
+            ],
+            capture_output=True,
+            text=True,
+            env={
+                **{k: v for k, v in os.environ.items() if not k.startswith("CURSOROPS_")},
+                **({"CURSOROPS_DAEMON": "off"} if via == "in-process" else {}),
+            },
+            cwd=REPO,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert taken(home) == before + (1 if via == "daemon" else 0)
+        files = [p for p in (home / "ledgers").rglob("*.parquet") if f"umask-{via}" in str(p)]
+        assert files
+        created[via] = {oct(p.stat().st_mode & 0o777) for p in files}
+    assert created["daemon"] == created["in-process"] == {"0o600"}
