@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from core import authz, backlog, cursor_codec, skip
@@ -36,14 +37,15 @@ from core.errors import (
     UnsupportedSubscriptionTypeError,
 )
 from core.ledger_layout import LedgerLayout
-from core.managed_cursor import ManagedCursor, acknowledge_deciding
+from core.managed_cursor import ManagedCursor, replay
 from core.message_id import MessageId
 from core.position import EARLIEST, Position
-from core.skip_plan import SkipPlan
+from core.skip_plan import SkipColumns, SkipPlan
 from core.store.ledger import LedgerStore
 from core.store.metadata import (
     AuditEntry,
     AuditRecord,
+    CursorRecord,
     MetadataStore,
     SubscriptionInfo,
     TopicInfo,
@@ -400,7 +402,18 @@ class Broker:
         Raises before writing anything when any id is bad. Shared and Key_Shared
         only ("Unsupported subscription type." otherwise).
         """
-        return self.apply_skip(role, self.plan_skip(role, topic, subscription, ids))
+        info = self.authorized_topic(role, Operation.SKIP, topic)
+        if not ids:
+            raise InvalidArgumentError("No message ids given")
+        selection, layouts = self._validated_skip(
+            info, subscription, skip.IdArrays.of(ids), with_states=True
+        )
+        plan = SkipPlan(info.name, subscription, selection.columns, self.clock())
+        # The plan was validated a moment ago by this call: validating it again would only
+        # read the same ledger lists, which no cursor lock protects either. What is still
+        # unacknowledged is decided under the locks, as in apply_skip.
+        rows = np.arange(len(plan.columns), dtype=np.int64)
+        return self._apply_validated(role, info, plan, plan.columns, rows, layouts, "broker")
 
     def plan_skip(
         self, role: str, topic: str | TopicName, subscription: str, ids: Sequence[MessageId]
@@ -415,13 +428,20 @@ class Broker:
         info = self.authorized_topic(role, Operation.SKIP, topic)
         if not ids:
             raise InvalidArgumentError("No message ids given")
-        selection, _ = self._validated_skip(info, subscription, skip.IdArrays.of(ids))
+        selection, _ = self._validated_skip(
+            info, subscription, skip.IdArrays.of(ids), with_states=True
+        )
         return SkipPlan(info.name, subscription, selection.columns, self.clock())
 
     def _validated_skip(
-        self, info: TopicInfo, subscription: str, ids: skip.IdArrays
-    ) -> tuple[skip.SkipSelection, dict[str, ManagedCursor]]:
-        """:func:`core.skip.validate` against the stores as they are now, and the cursors read."""
+        self, info: TopicInfo, subscription: str, ids: skip.IdArrays, *, with_states: bool
+    ) -> tuple[skip.SkipSelection, dict[str, LedgerLayout]]:
+        """:func:`core.skip.validate` against the stores as they are now, and the ledger layouts
+        of the partitions the ids are on.
+
+        ``with_states``: read those partitions' cursors to mark what is acknowledged already;
+        without, nothing is marked (an apply decides that from the cursors under their locks).
+        """
         sub = self.metadata.get_subscription(info.name, subscription)
         if not sub.type.allows_skip:
             raise UnsupportedSubscriptionTypeError(
@@ -430,9 +450,11 @@ class Broker:
             )
         owners: dict[int, tuple[str, int]] = {}
         layouts: dict[str, LedgerLayout] = {}
+        # One statement reads every partition's ledger list: it serves both the routing and
+        # the range checks.
+        ledger_lists = self.metadata.ledgers_of(info.partition_names())
         for index, partition in enumerate(info.partition_names()):
-            # One read of the ledger list serves both the routing and the range checks.
-            ledgers = self.metadata.ledgers(partition)
+            ledgers = ledger_lists[partition]
             layouts[partition] = LedgerLayout.of((i.ledger_id, i.entries) for i in ledgers)
             for ledger in ledgers:
                 owners[ledger.ledger_id] = (partition, index if info.partitions else -1)
@@ -440,9 +462,13 @@ class Broker:
             owners[ledger][0] for ledger in np.unique(ids.ledger_ids).tolist() if ledger in owners
         }
         facts = {name: self._entry_arrays(name, layouts[name]) for name in wanted}
-        cursors = {name: self._cursor(name, subscription, facts[name].layout) for name in wanted}
-        states = {name: cursor.state for name, cursor in cursors.items()}
-        return skip.validate(ids, owners, facts, states), cursors
+        states = {
+            name: self._cursor(name, subscription, layouts[name]).state
+            if with_states
+            else CursorState()
+            for name in wanted
+        }
+        return skip.validate(ids, owners, facts, states), {name: layouts[name] for name in wanted}
 
     def apply_skip(self, role: str, plan: SkipPlan, *, via: str = "broker") -> skip.SkipOutcome:
         """Acknowledge exactly the plan's messages, all partitions in one transaction.
@@ -472,7 +498,7 @@ class Broker:
         ids = skip.IdArrays(
             columns.ledger_id, columns.entry_id, columns.partition, columns.batch_index
         )
-        selection, cursors = self._validated_skip(info, plan.subscription, ids)
+        selection, layouts = self._validated_skip(info, plan.subscription, ids, with_states=False)
         items, source = selection.columns, selection.source
         # The plan's partition of each validated item, in the validation's numbering.
         code_of = {name: code for code, name in enumerate(items.names)}
@@ -485,10 +511,27 @@ class Broker:
                 f"Invalid skip plan {plan.plan_id}: {items.item(row).message_id.triplet()} is on "
                 f"'{items.names[int(items.name_index[row])]}', not '{said}'; nothing skipped"
             )
+        return self._apply_validated(role, info, plan, items, source, layouts, via)
+
+    def _apply_validated(
+        self,
+        role: str,
+        info: TopicInfo,
+        plan: SkipPlan,
+        items: SkipColumns,
+        source: npt.NDArray[np.int64],
+        layouts: Mapping[str, LedgerLayout],
+        via: str,
+    ) -> skip.SkipOutcome:
+        """Write a validated plan: ``items`` are its messages as validated, ``source`` each
+        one's row in the plan, ``layouts`` the partitions they are on (only their cursors
+        are locked: a skip waits for no writer of the partitions it leaves alone)."""
+        columns = plan.columns
+        code_of = {name: code for code, name in enumerate(items.names)}
         was_acked = columns.already_acknowledged[source]
         # The content hash is a pass over every item: taken before the row locks.
         plan_id = plan.plan_id
-        names = sorted(cursors)
+        names = sorted(layouts)
         outcomes: list[skip.SkipOutcome] = []
 
         def decide(states: list[CursorState]) -> tuple[list[AckColumns], AuditEntry]:
@@ -526,8 +569,17 @@ class Broker:
             ]
             return acks, AuditEntry("skip", info.name, plan.subscription, role, detail, at_ms)
 
+        def on_records(records: list[CursorRecord]) -> tuple[list[bytes | None], AuditEntry]:
+            states = [replay(r, layouts[n]) for r, n in zip(records, names, strict=True)]
+            acks, audit = decide(states)
+            return [cursor_codec.encode_columns(a) if len(a) else None for a in acks], audit
+
         at_ms = self.clock()
-        acknowledge_deciding(self.metadata, [cursors[name] for name in names], decide)
+        # The cursors are read once, under their row locks, with the write in the same
+        # transaction (all partitions and the audit record, or nothing).
+        self.metadata.append_cursor_deltas_deciding(
+            [(name, plan.subscription) for name in names], on_records
+        )
         return outcomes[-1]
 
     def reset_cursor(
