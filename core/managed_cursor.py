@@ -24,17 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeAlias
 
 from core import cursor_codec
-from core.cursor import AckColumns, AckTarget, CursorState
+from core.cursor import AckTarget, CursorState
 from core.ledger_layout import LedgerLayout
 from core.position import Position
 from core.store.group_commit import GroupCommit
 
 if TYPE_CHECKING:
-    from core.store.metadata import AuditEntry, CursorRecord, MetadataStore
+    from core.store.metadata import CursorRecord, MetadataStore
 
 _Write: TypeAlias = "list[AckTarget] | tuple[CursorState, bool]"
 """A queued write: whole entries to acknowledge, or a delta and whether it replaces the state."""
@@ -228,32 +228,3 @@ class ManagedCursor:
         with self._lock:
             self.state = state
             self._journal_length = 0
-
-
-def acknowledge_deciding(
-    store: MetadataStore,
-    cursors: Sequence[ManagedCursor],
-    decide: Callable[[list[CursorState]], tuple[list[AckColumns], AuditEntry | None]],
-) -> None:
-    """Acknowledge on several cursors of ``store`` at once, deciding what from their state.
-
-    One transaction for all: each cursor's current state is read under its row
-    lock and given to ``decide``, which returns the acknowledgements per cursor
-    (in order, as arrays: a skip's 100,000s of ids are encoded without an
-    object per id) and an audit record. Every cursor gets its
-    acknowledgements and the audit record is written, or nothing is: a
-    multi-partition skip never applies to only some partitions, never goes
-    unrecorded, and no other writer's acknowledgement lands between what
-    ``decide`` saw and what is written. The cursors' in-memory states are left
-    as they were: :meth:`ManagedCursor.refresh` to read the result.
-    """
-
-    def on_records(records: list[CursorRecord]) -> tuple[list[bytes | None], AuditEntry | None]:
-        states = [replay(r, c.layout) for r, c in zip(records, cursors, strict=True)]
-        acks, audit = decide(states)
-        payloads = [cursor_codec.encode_columns(chosen) if len(chosen) else None for chosen in acks]
-        return payloads, audit
-
-    store.append_cursor_deltas_deciding(
-        [(cursor.topic_partition, cursor.subscription) for cursor in cursors], on_records
-    )
