@@ -36,24 +36,34 @@ MESSAGES = 200
 REPO = Path(__file__).resolve().parents[2]
 
 
-def cursorops(
-    home: Path, *args: str, env: dict[str, str] | None = None, metadata_url: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """The command through the console script's entry point, in a new process."""
+def clean_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without CURSOROPS_* variables, plus ``extra``."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CURSOROPS_")}
-    environment.update(env or {})
-    command = [sys.executable, "-m", "cli.launcher", "--home", str(home)]
-    if metadata_url is not None:
-        command += ["--metadata-url", metadata_url]
+    environment.update(extra or {})
+    return environment
+
+
+def launch(
+    entry: list[str], home: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python <entry> --home HOME ARGS`` in a new process, from the repository."""
     return subprocess.run(
-        [*command, *args],
+        [sys.executable, *entry, "--home", str(home), *args],
         capture_output=True,
         text=True,
-        env=environment,
+        env=clean_environment(env),
         timeout=120,
         check=False,
         cwd=REPO,
     )
+
+
+def cursorops(
+    home: Path, *args: str, env: dict[str, str] | None = None, metadata_url: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The command through the console script's entry point, in a new process."""
+    store = ["--metadata-url", metadata_url] if metadata_url is not None else []
+    return launch(["-m", "cli.launcher"], home, *store, *args, env=env)
 
 
 def in_process(home: Path, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -184,17 +194,7 @@ RUNNER = (
 def caller_modules(
     home: Path, *args: str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("CURSOROPS_")}
-    environment.update(env or {})
-    done = subprocess.run(
-        [sys.executable, "-c", RUNNER, "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=60,
-        check=False,
-        cwd=REPO,
-    )
+    done = launch(["-c", RUNNER], home, *args, env=env)
     last = done.stderr.rsplit("\n", 1)[-1]
     return done, set(json.loads(last))
 
@@ -219,7 +219,7 @@ def test_an_interrupt_reaches_the_command(home: Path, tmp_path: Path) -> None:
     The caller forwards signals from before it sends the command, so the signal is
     sent as soon as the daemon has forked the worker.
     """
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("CURSOROPS_")}
+    environment = clean_environment()
     before = taken(home)
     process = subprocess.Popen(
         [
@@ -384,7 +384,7 @@ def test_a_long_command_does_not_hold_the_daemon_lock(tmp_path: Path) -> None:
     make_topic(Config.from_home(root))
     assert cursorops(root, "daemon", "start").returncode == 0
     before = taken(root)
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("CURSOROPS_")}
+    environment = clean_environment()
     process = subprocess.Popen(
         [
             *(sys.executable, "-m", "cli.launcher", "--home", str(root), "produce", TOPIC),
@@ -432,10 +432,7 @@ def test_files_a_command_creates_get_the_callers_umask(home: Path, tmp_path: Pat
             ],
             capture_output=True,
             text=True,
-            env={
-                **{k: v for k, v in os.environ.items() if not k.startswith("CURSOROPS_")},
-                **({"CURSOROPS_DAEMON": "off"} if via == "in-process" else {}),
-            },
+            env=clean_environment({"CURSOROPS_DAEMON": "off"} if via == "in-process" else {}),
             cwd=REPO,
             check=False,
         )
