@@ -26,6 +26,7 @@ from core.config import Config
 from core.cursor import AckColumns, AckTarget, CursorState
 from core.entry_filters import EntryFilters, first_messages, validate_filter_properties
 from core.errors import (
+    ApprovalRequiredError,
     EntryNotFoundError,
     InvalidArgumentError,
     InvalidSkipPlanError,
@@ -39,8 +40,16 @@ from core.errors import (
 from core.ledger_layout import LedgerLayout
 from core.managed_cursor import ManagedCursor, replay
 from core.message_id import MessageId
+from core.plan_record import (
+    ApprovalPolicy,
+    ApprovalRequest,
+    PlanBinding,
+    PlanRecord,
+    messages_of,
+)
 from core.position import EARLIEST, Position
 from core.skip_plan import SkipColumns, SkipPlan
+from core.store import plan_records
 from core.store.ledger import LedgerStore
 from core.store.metadata import (
     AuditEntry,
@@ -58,6 +67,8 @@ from core.topic_stats import SubscriptionStats, TopicStats
 # The read path (core.dispatch, core.store.segment_reader) and the producer are imported
 # where they are used: a command that only counts or skips does not load them.
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from core.dispatch import Dispatcher, Message, PartitionSource
     from core.message_id_columns import MessageIdColumns
     from core.producer import OutgoingMessage, Producer
@@ -219,6 +230,102 @@ class Broker:
         info = self.authorized_topic(role, Operation.SKIP, topic)
         return self.metadata.skip_requires_approval(TopicName.parse(info.name).namespace_name)
 
+    def set_approval_quorum(
+        self, role: str, namespace: str, *, large_above_messages: int | None, approvals: int
+    ) -> None:
+        """Plans of more than ``large_above_messages`` messages on ``namespace`` need
+        ``approvals`` distinct approvers (tenant admins set it, as every namespace policy)."""
+        tenant = namespace.split("/", 1)[0]
+        self._check(role, Operation.SET_NAMESPACE_POLICY, tenant, f"namespace {namespace}")
+        self.metadata.set_approval_quorum(namespace, large_above_messages, approvals)
+
+    def approval_policy(self, role: str, topic: str | TopicName) -> ApprovalPolicy:
+        """The approval policy of ``topic``'s namespace (asked as GET_STATS on the topic)."""
+        info = self.authorized_topic(role, Operation.GET_STATS, topic)
+        return self.metadata.approval_policy(TopicName.parse(info.name).namespace_name)
+
+    def _refuse_without_approval(self, info: TopicInfo, what: str) -> None:
+        """The one check every door of an irreversible operation makes: on a namespace that
+        requires approval, only an approved plan record applies (:meth:`apply_approved_skip`)."""
+        if info.approval_required:
+            namespace = TopicName.parse(info.name).namespace_name
+            raise ApprovalRequiredError(
+                f"Namespace {namespace} requires a second person's approval for {what}: "
+                "nothing applied. Ask through the cursorops_skip_messages or "
+                "cursorops_skip_matching workflow (REST answers 202 with the run; the CLI "
+                "starts it when logged in with --admin-url)"
+            )
+
+    # -- plan records of gated operations -------------------------------------
+
+    def save_plan_record(
+        self, binding: PlanBinding, plan: SkipPlan, document: Mapping[str, object]
+    ) -> PlanRecord:
+        """Store ``plan`` as the current plan of ``binding``'s run; the record, its digest and
+        the approvals it needs (the namespace's policy, by the plan's size in messages)."""
+        info = self.authorized_topic(binding.role, Operation.SKIP, plan.topic)
+        if info.name != plan.topic:
+            raise InvalidSkipPlanError(f"Invalid skip plan: '{plan.topic}' is not canonical")
+        policy = self.metadata.approval_policy(TopicName.parse(info.name).namespace_name)
+        record = PlanRecord.create(
+            binding,
+            plan,
+            document,
+            required_approvals=policy.approvals_for(messages_of(plan)),
+            created_at_ms=self.clock(),
+        )
+        return self.metadata.plans.save(record)
+
+    def current_plan_record(self, role: str, dag_id: str, run_id: str) -> PlanRecord | None:
+        """The plan a run is bound to now (its newest record), checked against its digest;
+        None when the run planned nothing. ``role`` must read the topic's stats."""
+        record = self.metadata.plans.current(dag_id, run_id)
+        if record is None:
+            return None
+        self.authorized_topic(role, Operation.GET_STATS, record.topic)
+        return record.verified()
+
+    def waiting_plan_records(self, role: str, topic: str) -> list[PlanRecord]:
+        """The topic's plan records not applied, newest first (GET_STATS on the topic)."""
+        info = self.authorized_topic(role, Operation.GET_STATS, topic)
+        return self.metadata.plans.waiting(info.name)
+
+    def record_approval_request(self, request: ApprovalRequest) -> None:
+        """What a gate shows for a plan record, recorded before it waits."""
+        self.metadata.plans.record_request(request)
+
+    def approval_requests(self, dag_id: str, run_id: str) -> list[ApprovalRequest]:
+        return self.metadata.plans.requests(dag_id, run_id)
+
+    def apply_approved_skip(
+        self,
+        record: PlanRecord,
+        approvals: Sequence[Mapping[str, object]],
+        *,
+        via: str = "airflow",
+    ) -> skip.SkipOutcome:
+        """Apply an approved plan record: the only door open on a namespace that requires
+        approval. The caller has checked ``approvals`` (who, when, for this digest).
+
+        Planned again against the current cursor first: ids acknowledged meanwhile
+        are reported, and anything outside the approved set refuses the whole plan.
+        The acknowledgements, the audit record and the record's claim (applied at most
+        once) commit in one transaction, as the requester's role.
+        """
+        record = record.verified()
+        role = record.binding.role
+        approved = record.skip_plan()
+        again = self.plan_skip(role, record.topic, record.subscription, approved.message_ids())
+        outside = _keys(again) - _keys(approved)
+        if outside or len(again) != len(approved):
+            raise InvalidSkipPlanError(
+                f"Planning plan {record.digest} again would acknowledge messages outside the "
+                f"approved set ({len(outside)} of them): nothing applied"
+            )
+        by = [str(a.get("approver")) for a in approvals]
+        extra = {"runId": record.binding.run_id, "planDigest": record.digest, "approvedBy": by}
+        return self.apply_skip(role, approved, via=via, _approved=(record, extra))
+
     def create_topic(self, role: str, topic: str, partitions: int = 0) -> TopicInfo:
         name = TopicName.parse(topic)
         self._check(role, Operation.CREATE_TOPIC, name.tenant, str(name))
@@ -290,6 +397,14 @@ class Broker:
         lapsed), unless ``force``.
         """
         info = self.authorized_topic(role, Operation.UNSUBSCRIBE, topic)
+        if info.approval_required:
+            left = sum(
+                row.result.messages for row in self.analyze_backlog(role, info.name, subscription)
+            )
+            if left:
+                self._refuse_without_approval(
+                    info, f"unsubscribing '{subscription}', which has {left} message(s) left"
+                )
         if not force:
             now = self.clock()
             with self.metadata.subscription_transaction(info.name, subscription, now) as txn:
@@ -403,6 +518,7 @@ class Broker:
         only ("Unsupported subscription type." otherwise).
         """
         info = self.authorized_topic(role, Operation.SKIP, topic)
+        self._refuse_without_approval(info, "skips")
         if not ids:
             raise InvalidArgumentError("No message ids given")
         selection, layouts = self._validated_skip(
@@ -470,7 +586,14 @@ class Broker:
         }
         return skip.validate(ids, owners, facts, states), {name: layouts[name] for name in wanted}
 
-    def apply_skip(self, role: str, plan: SkipPlan, *, via: str = "broker") -> skip.SkipOutcome:
+    def apply_skip(
+        self,
+        role: str,
+        plan: SkipPlan,
+        *,
+        via: str = "broker",
+        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+    ) -> skip.SkipOutcome:
         """Acknowledge exactly the plan's messages, all partitions in one transaction.
 
         The plan may be stale or forged, so it is validated again against the
@@ -483,8 +606,12 @@ class Broker:
         audit record (stamped with the broker's clock) commit in that one
         transaction, or neither does; ``via`` names the front door in the record
         (``cli``, ``spark``, ...). Idempotent: applying again acknowledges nothing more.
+        On a namespace that requires approval it is refused: only
+        :meth:`apply_approved_skip` applies there.
         """
         info = self.authorized_topic(role, Operation.SKIP, plan.topic)
+        if _approved is None:
+            self._refuse_without_approval(info, "skips")
         if info.name != plan.topic:
             raise InvalidSkipPlanError(
                 f"Invalid skip plan: topic '{plan.topic}' is not a canonical topic name "
@@ -511,7 +638,7 @@ class Broker:
                 f"Invalid skip plan {plan.plan_id}: {items.item(row).message_id.triplet()} is on "
                 f"'{items.names[int(items.name_index[row])]}', not '{said}'; nothing skipped"
             )
-        return self._apply_validated(role, info, plan, items, source, layouts, via)
+        return self._apply_validated(role, info, plan, items, source, layouts, via, _approved)
 
     def _apply_validated(
         self,
@@ -522,6 +649,7 @@ class Broker:
         source: npt.NDArray[np.int64],
         layouts: Mapping[str, LedgerLayout],
         via: str,
+        approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
     ) -> skip.SkipOutcome:
         """Write a validated plan: ``items`` are its messages as validated, ``source`` each
         one's row in the plan, ``layouts`` the partitions they are on (only their cursors
@@ -560,7 +688,7 @@ class Broker:
                 part_of=plan.part_of,
             )
             outcomes.append(outcome)
-            detail = {**outcome.to_pulsar_json(), "via": via}
+            detail = {**outcome.to_pulsar_json(), "via": via, **(approved[1] if approved else {})}
             acks = [
                 skip.acknowledgements(
                     items, fresh[items.name_index[fresh] == code_of.get(name, -1)]
@@ -574,11 +702,24 @@ class Broker:
             acks, audit = decide(states)
             return [cursor_codec.encode_columns(a) if len(a) else None for a in acks], audit
 
+        def claim(session: Session, audit_id: int | None) -> None:
+            if approved is not None:
+                done = outcomes[-1]
+                applied = {
+                    **approved[1],
+                    "auditId": audit_id,
+                    "skipped": len(done.skipped),
+                    "alreadyAcknowledged": len(done.already_acknowledged),
+                    "acknowledgedMeanwhile": len(done.acknowledged_meanwhile),
+                }
+                plan_records.claim(session, approved[0].digest, at_ms, applied)
+
         at_ms = self.clock()
         # The cursors are read once, under their row locks, with the write in the same
-        # transaction (all partitions and the audit record, or nothing).
+        # transaction (all partitions, the audit record and an approved plan's claim, or
+        # nothing).
         self.metadata.append_cursor_deltas_deciding(
-            [(name, plan.subscription) for name in names], on_records
+            [(name, plan.subscription) for name in names], on_records, claim
         )
         return outcomes[-1]
 
@@ -598,6 +739,7 @@ class Broker:
         """
         info = self.authorized_topic(role, Operation.RESET_CURSOR, topic)
         self.metadata.get_subscription(info.name, subscription)
+        self._refuse_without_approval(info, "reset-cursor (it acknowledges or redelivers)")
         if (position is None) == (timestamp_ms is None):
             raise InvalidArgumentError("Give exactly one of a message id or a time")
         if position is not None and info.partitions:
@@ -1150,3 +1292,18 @@ class Broker:
         """
         self._check(role, Operation.CREATE_NAMESPACE, tenant, f"namespaces of tenant {tenant}")
         return self.metadata.list_namespaces(tenant)
+
+
+def _keys(plan: SkipPlan) -> set[tuple[str, int, int, int]]:
+    """Each message of a plan as (partition, ledger, entry, batch index)."""
+    c = plan.columns
+    return {
+        (c.names[n], led, ent, b)
+        for n, led, ent, b in zip(
+            c.name_index.tolist(),
+            c.ledger_id.tolist(),
+            c.entry_id.tolist(),
+            c.batch_index.tolist(),
+            strict=True,
+        )
+    }

@@ -134,8 +134,16 @@ class ConcurrentModificationError(ConflictError):
     pass
 
 
+class PlanAlreadyAppliedError(ConflictError):
+    """A plan record is applied at most once; this one was applied already."""
+
+
 class NotAuthorizedError(CursorOpsError):
     """The role may not perform this operation."""
+
+
+class ApprovalRequiredError(NotAuthorizedError):
+    """The namespace requires a second person's approval: only an approved workflow applies."""
 
 
 class StoreError(CursorOpsError):

@@ -55,6 +55,7 @@ from core.errors import (
     TenantNotFoundError,
     TopicNotFoundError,
 )
+from core.plan_record import ApprovalPolicy
 from core.store.checks import (
     canonical_topic,
     check_bytes,
@@ -75,6 +76,7 @@ from core.store.engine import (
     translated_errors,
 )
 from core.store.group_commit import GroupCommit
+from core.store.plan_records import PlanRecords
 from core.store.records import (
     PERMISSION_ACTIONS,
     Allocation,
@@ -90,6 +92,7 @@ from core.store.records import (
 )
 from core.store.schema import ensure_tables
 from core.store.tables import (
+    ApprovalPolicyRow,
     AuditRow,
     BacklogHistoryRow,
     Base,
@@ -162,6 +165,7 @@ class MetadataStore:
             self._write_engine = self._engine.execution_options(**{WRITE_OPTION: True})
             self._journal = DeltaJournal(self._write_engine, self._cursor_missing)
             self._delta_commits = GroupCommit(self._commit_deltas)
+            self.plans = PlanRecords(self._session)
             self._create_tables()
         except SQLAlchemyError as exc:
             raise MetadataStoreError(f"Cannot open the metadata store {url!r}: {exc}") from exc
@@ -325,9 +329,18 @@ class MetadataStore:
         return info
 
     def get_topic(self, topic: str) -> TopicInfo:
+        """The topic, with its namespace's approval flag read in the same statement."""
         name = canonical_topic(topic)
+        query = (
+            select(TopicRow.name, TopicRow.partitions, NamespacePolicyRow.skip_requires_approval)
+            .outerjoin(NamespacePolicyRow, NamespacePolicyRow.namespace == TopicRow.namespace)
+            .where(TopicRow.name == name)
+        )
         with self._session(write=False) as session:
-            return self._require_topic(session, name)
+            row = session.execute(query).one_or_none()
+        if row is None:
+            raise TopicNotFoundError(f"Topic '{name}' not found")
+        return TopicInfo(row[0], row[1], approval_required=bool(row[2]))
 
     def list_topics(self, namespace: str) -> list[TopicInfo]:
         with self._session(write=False) as session:
@@ -716,6 +729,7 @@ class MetadataStore:
         self,
         cursors: Sequence[tuple[str, str]],
         decide: Callable[[list[CursorRecord]], tuple[list[bytes | None], AuditEntry | None]],
+        then: Callable[[Session, int | None], None] | None = None,
     ) -> None:
         """Read cursors under their row locks, let ``decide`` choose, write: ONE transaction.
 
@@ -725,7 +739,9 @@ class MetadataStore:
         audit record or None. No other writer can append to these cursors between
         the read and the write, so what ``decide`` chose from is what is
         written over. Locks in the fixed order of :meth:`append_cursor_deltas`.
-        Anything ``decide`` raises rolls everything back.
+        Anything ``decide`` raises rolls everything back. ``then`` runs last in the same
+        transaction, with the audit record's id (a plan's claim, :mod:`core.store.plan_records`);
+        what it raises rolls everything back too.
         """
         checked = [(canonical_topic(tp), sub) for tp, sub in cursors]
         order = sorted(range(len(checked)), key=lambda i: checked[i])
@@ -772,6 +788,8 @@ class MetadataStore:
             if audit_row is not None:
                 session.add(audit_row)
                 session.flush()
+            if then is not None:
+                then(session, None if audit_row is None else audit_row.id)
 
     def _append_delta(self, session: Session, name: str, subscription: str, data: bytes) -> int:
         bumped = self._bump_cursor(session, name, subscription, 1)
@@ -1000,6 +1018,46 @@ class MetadataStore:
                 session.add(row)
             else:
                 row.skip_requires_approval = required
+
+    def set_approval_quorum(
+        self, namespace: str, large_above_messages: int | None, large_approvals: int
+    ) -> None:
+        """Plans of more than ``large_above_messages`` messages need ``large_approvals``
+        distinct approvers on ``namespace`` (None: every plan needs one)."""
+        split_namespace(namespace)
+        if large_above_messages is not None:
+            check_int("large plan size", large_above_messages, 0)
+        if isinstance(large_approvals, bool) or large_approvals not in range(1, 10):
+            raise InvalidArgumentError(
+                f"Invalid number of approvals {large_approvals!r}: expected 1 to 9"
+            )
+        with self._session(write=True) as session:
+            self._require_namespace(session, namespace)
+            row = session.get(ApprovalPolicyRow, namespace)
+            if row is None:
+                session.add(
+                    ApprovalPolicyRow(
+                        namespace=namespace,
+                        large_above_messages=large_above_messages,
+                        large_approvals=large_approvals,
+                    )
+                )
+            else:
+                row.large_above_messages = large_above_messages
+                row.large_approvals = large_approvals
+
+    def approval_policy(self, namespace: str) -> ApprovalPolicy:
+        """The namespace's approval policy (the defaults when never set)."""
+        split_namespace(namespace)
+        with self._session(write=False) as session:
+            self._require_namespace(session, namespace)
+            flag = session.get(NamespacePolicyRow, namespace)
+            quorum = session.get(ApprovalPolicyRow, namespace)
+            return ApprovalPolicy(
+                required=bool(flag is not None and flag.skip_requires_approval),
+                large_above_messages=None if quorum is None else quorum.large_above_messages,
+                large_approvals=2 if quorum is None else quorum.large_approvals,
+            )
 
     def skip_requires_approval(self, namespace: str) -> bool:
         """Whether skips on ``namespace`` need an approval (False when never set)."""

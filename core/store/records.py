@@ -34,6 +34,9 @@ class TopicInfo:
     """The full base name, ``persistent://tenant/namespace/topic``."""
     partitions: int
     """Number of partitions; 0 = a non-partitioned topic."""
+    approval_required: bool = False
+    """Whether its namespace requires an approval for irreversible operations (as read
+    with the topic by :meth:`MetadataStore.get_topic`; False where not read)."""
 
     def partition_names(self) -> list[str]:
         """The names cursors and ledgers are kept under: the topic itself, or each partition."""

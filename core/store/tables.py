@@ -16,6 +16,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     String,
+    Text,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -215,3 +216,54 @@ class NamespacePolicyRow(Base):
         ForeignKey("namespaces.name", ondelete="CASCADE"), primary_key=True
     )
     skip_requires_approval: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class ApprovalPolicyRow(Base):
+    """How many distinct approvers a large plan needs on a namespace; absent = one."""
+
+    __tablename__ = "approval_policies"
+    namespace: Mapped[str] = mapped_column(
+        ForeignKey("namespaces.name", ondelete="CASCADE"), primary_key=True
+    )
+    large_above_messages: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    large_approvals: Mapped[int] = mapped_column(Integer, default=2)
+
+
+class PlanRecordRow(Base):
+    """One immutable plan of a gated operation, bound to its workflow run (core.plan_record)."""
+
+    __tablename__ = "plan_records"
+    __table_args__ = (Index("ix_plan_records_run", "dag_id", "run_id", "id"),)
+    id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
+    digest: Mapped[str] = mapped_column(String, unique=True)
+    operation: Mapped[str] = mapped_column(String)
+    dag_id: Mapped[str] = mapped_column(String)
+    run_id: Mapped[str] = mapped_column(String)
+    requester: Mapped[str] = mapped_column(String)
+    role: Mapped[str] = mapped_column(String)
+    topic: Mapped[str] = mapped_column(String)
+    subscription: Mapped[str] = mapped_column(String)
+    created_at_ms: Mapped[int] = mapped_column(BigInteger)
+    plan_id: Mapped[str] = mapped_column(String)
+    plan_json: Mapped[str] = mapped_column(Text)
+    document: Mapped[dict[str, Any]] = mapped_column(JSON)
+    messages: Mapped[int] = mapped_column(BigInteger)
+    required_approvals: Mapped[int] = mapped_column(Integer)
+    applied_at_ms: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    applied: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class ApprovalRequestRow(Base):
+    """What one approval gate showed (the SHA-256 of its text) and to whom, for which plan."""
+
+    __tablename__ = "approval_requests"
+    __table_args__ = (Index("ix_approval_requests_run", "dag_id", "run_id"),)
+    id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
+    digest: Mapped[str] = mapped_column(ForeignKey("plan_records.digest", ondelete="CASCADE"))
+    dag_id: Mapped[str] = mapped_column(String)
+    run_id: Mapped[str] = mapped_column(String)
+    gate: Mapped[str] = mapped_column(String)
+    body_sha256: Mapped[str] = mapped_column(String)
+    approvers: Mapped[list[str]] = mapped_column(JSON)
+    presented_at_ms: Mapped[int] = mapped_column(BigInteger)
+    valid_for_ms: Mapped[int] = mapped_column(BigInteger)

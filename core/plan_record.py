@@ -1,0 +1,215 @@
+"""A plan record: the server-side, immutable plan a gated operation previews and applies.
+
+The planning step of a workflow writes one into the metadata store; the
+approval gate renders what the approver reads from it, and apply loads it by
+the run it is bound to, never from anything a requester can write (a run's
+conf, an XCom, a reason). A record is:
+
+- **bound**: to the workflow run (``dag_id``, ``run_id``), the requester and the
+  Pulsar role they act as, the operation and its target (topic, subscription);
+- **immutable and content-addressed**: its :attr:`PlanRecord.digest` is the
+  SHA-256 of everything in it (the plan's own content hash, the preview
+  document, the binding, the time), so two plannings never share a digest and a
+  record cannot change without changing its digest;
+- **applied at most once**: the store marks it applied in the very transaction
+  that acknowledges its messages (:class:`PlanClaim`).
+
+A run's *current* plan is the newest record bound to it: a cleared planning
+task writes a new record, and an approval of the earlier one no longer applies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.errors import InvalidArgumentError
+from core.skip_plan import SkipPlan
+
+SKIP = "skip"
+"""The operation of a skip plan (by id or matching); the only one so far."""
+OPERATIONS = frozenset({SKIP})
+
+
+def canonical_json(value: object) -> str:
+    """The one JSON spelling digests are taken over: sorted keys, no spaces, UTF-8 as is."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class PlanBinding:
+    """What a plan is bound to: a workflow run, who asked, and as which role."""
+
+    dag_id: str
+    run_id: str
+    requester: str
+    role: str
+    operation: str = SKIP
+
+    def __post_init__(self) -> None:
+        for name in ("dag_id", "run_id", "requester", "role"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise InvalidArgumentError(f"Invalid plan binding: {name} must be a non-empty text")
+        if self.operation not in OPERATIONS:
+            raise InvalidArgumentError(
+                f"Invalid plan binding: operation {self.operation!r}; known: "
+                f"{', '.join(sorted(OPERATIONS))}"
+            )
+
+
+def messages_of(plan: SkipPlan) -> int:
+    """How many messages the plan names: a whole batched entry counts its batch size."""
+    columns = plan.columns
+    whole = (columns.batch_index < 0) & (columns.batch_size > 0)
+    return int(len(columns) - int(whole.sum()) + int(columns.batch_size[whole].sum()))
+
+
+@dataclass(frozen=True)
+class PlanRecord:
+    """One stored plan. Build new ones with :meth:`create`; the store gives them back."""
+
+    binding: PlanBinding
+    topic: str
+    subscription: str
+    created_at_ms: int
+    plan_json: str
+    """The :class:`~core.skip_plan.SkipPlan` as :meth:`SkipPlan.dumps` wrote it."""
+    plan_id: str
+    """The plan's own content hash (:attr:`SkipPlan.plan_id`)."""
+    document: Mapping[str, Any]
+    """What the preview shows besides the plan: reason, ticket, predicate, backlog, messages."""
+    messages: int
+    required_approvals: int
+    digest: str
+    applied_at_ms: int | None = None
+    applied: Mapping[str, Any] | None = field(default=None)
+    """What the apply that consumed the record did: approvers, counts, the audit record."""
+
+    @classmethod
+    def create(
+        cls,
+        binding: PlanBinding,
+        plan: SkipPlan,
+        document: Mapping[str, Any],
+        *,
+        required_approvals: int,
+        created_at_ms: int,
+    ) -> PlanRecord:
+        """A new record of ``plan``, its digest computed here (never taken from anyone)."""
+        if isinstance(required_approvals, bool) or not 1 <= required_approvals <= 9:
+            raise InvalidArgumentError(
+                f"Invalid number of approvals {required_approvals!r}: expected 1 to 9"
+            )
+        try:
+            document = json.loads(canonical_json(dict(document)))
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"Invalid plan document: not JSON: {exc}") from exc
+        fields = {
+            "binding": binding,
+            "topic": plan.topic,
+            "subscription": plan.subscription,
+            "created_at_ms": created_at_ms,
+            "plan_json": plan.dumps(),
+            "plan_id": plan.plan_id,
+            "document": document,
+            "messages": messages_of(plan),
+            "required_approvals": required_approvals,
+        }
+        return cls(**fields, digest=_digest(**fields))  # type: ignore[arg-type]
+
+    def verified(self) -> PlanRecord:
+        """This record, after checking that its digest and its plan match its content."""
+        expected = _digest(
+            binding=self.binding,
+            topic=self.topic,
+            subscription=self.subscription,
+            created_at_ms=self.created_at_ms,
+            plan_json=self.plan_json,
+            plan_id=self.plan_id,
+            document=self.document,
+            messages=self.messages,
+            required_approvals=self.required_approvals,
+        )
+        if expected != self.digest or self.skip_plan().plan_id != self.plan_id:
+            raise InvalidArgumentError(
+                f"Plan record {self.digest} does not match its content: refused"
+            )
+        return self
+
+    def skip_plan(self) -> SkipPlan:
+        """The stored plan (its own content hash checked by :meth:`SkipPlan.from_json`)."""
+        return SkipPlan.from_json(self.plan_json)
+
+    @property
+    def operation(self) -> str:
+        return self.binding.operation
+
+
+def _digest(
+    *,
+    binding: PlanBinding,
+    topic: str,
+    subscription: str,
+    created_at_ms: int,
+    plan_json: str,
+    plan_id: str,
+    document: Mapping[str, Any],
+    messages: int,
+    required_approvals: int,
+) -> str:
+    body = {
+        "operation": binding.operation,
+        "dagId": binding.dag_id,
+        "runId": binding.run_id,
+        "requester": binding.requester,
+        "role": binding.role,
+        "topic": topic,
+        "subscription": subscription,
+        "createdAt": created_at_ms,
+        "planId": plan_id,
+        "planSha256": hashlib.sha256(plan_json.encode("utf-8")).hexdigest(),
+        "document": document,
+        "messages": messages,
+        "requiredApprovals": required_approvals,
+    }
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """What one approval gate showed, recorded by the gate itself as it started to wait.
+
+    Apply trusts an answer only for the text recorded here: the SHA-256 of the
+    body Airflow stored with the answer must be one the gate recorded for this
+    run, and that presentation names the plan digest it showed.
+    """
+
+    digest: str
+    dag_id: str
+    run_id: str
+    gate: str
+    body_sha256: str
+    approvers: tuple[str, ...]
+    presented_at_ms: int
+    valid_for_ms: int
+    """How long an approval given to this presentation stays valid."""
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """A namespace's approval policy: whether irreversible operations wait for approvals,
+    and how many distinct approvers a large plan needs."""
+
+    required: bool = False
+    large_above_messages: int | None = None
+    """Plans of more messages than this need :attr:`large_approvals`; None: never."""
+    large_approvals: int = 2
+
+    def approvals_for(self, messages: int) -> int:
+        if self.large_above_messages is not None and messages > self.large_above_messages:
+            return self.large_approvals
+        return 1
