@@ -1,4 +1,4 @@
-"""``require_approval``: the check every irreversible task makes first.
+"""``require_approvals``: the check every irreversible task makes first.
 
 It trusts neither the gate task's state (anyone who may trigger runs may mark
 it success by hand) nor its XCom (anyone may post one). It re-reads the
@@ -7,20 +7,23 @@ write, once: ``GET /api/v2/dags/{dag}/dagRuns/{run}/taskInstances/{gate}/-1/hitl
 It answers with a read-only service account, the Airflow connection
 ``cursorops_airflow_api`` (host, port, login, password; a viewer suffices).
 
-It refuses unless the record is an Approve, answered by a user other than the
-requester whose Pulsar role may skip on the topic now, for the very plan being
-applied (the plan digest written in the approval's body).
+It refuses unless each approval the plan needs is an Approve, answered by a
+distinct assigned user other than the requester whose Pulsar role may skip on
+the topic now, to a text the run's gate recorded it showed (by its SHA-256,
+in cursorops's store, which no requester writes) for the run's current plan
+record, and no older than its validity. Nothing is parsed out of the text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from core.errors import NotAuthorizedError
 
 if TYPE_CHECKING:
     from core.broker import Broker
+    from core.plan_record import ApprovalRequest, PlanRecord
 
 API_CONNECTION = "cursorops_airflow_api"
 TIMEOUT_S = 30.0
@@ -51,48 +54,109 @@ def fetch_approval_record(dag_id: str, run_id: str, gate_task_id: str) -> dict[s
         return dict(response.json())
 
 
-def check_approval(
-    record: Mapping[str, Any],
-    plan: Mapping[str, Any],
+def _ms(when: object) -> int | None:
+    from datetime import datetime
+
+    if not isinstance(when, str):
+        return None
+    try:
+        return int(datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def check_approvals(
+    answers: Mapping[str, Mapping[str, Any]],
+    requests: Sequence[ApprovalRequest],
+    record: PlanRecord,
     requester: str | None,
-    broker: Broker,
-) -> dict[str, Any]:
-    """Raise NotAuthorizedError unless ``record`` approves ``plan`` with four eyes."""
+    may_skip: Callable[[str], bool],
+    now_ms: int,
+) -> list[dict[str, Any]]:
+    """Raise NotAuthorizedError unless ``answers`` hold the approvals ``record`` needs.
+
+    ``answers`` are the HITL records of the run's gates, in gate order, as Airflow
+    stores them; ``requests`` what those gates recorded they showed. Each of the
+    first ``record.required_approvals`` gates must hold an Approve, by a distinct
+    user who is not the requester, was assigned, and may skip on the topic now, given
+    to a text a gate of this run recorded (its SHA-256) for this very plan digest,
+    and not older than that presentation's validity. Returns who approved, when.
+    """
+    from airflow_glue.gate import body_sha256
+
+    gates = list(answers)
+    if len(gates) < record.required_approvals:
+        raise NotAuthorizedError(
+            f"Plan {record.digest} needs {record.required_approvals} approvals; this workflow "
+            f"has {len(gates)} gate(s)"
+        )
+    if not requester or requester != record.binding.requester:
+        raise NotAuthorizedError(
+            f"The run's requester ({requester}) is not the plan's ({record.binding.requester})"
+        )
+    approved: list[dict[str, Any]] = []
+    for gate in gates[: record.required_approvals]:
+        answer = answers[gate]
+        where = f"approval gate {gate}"
+        if not answer or not answer.get("response_received"):
+            raise NotAuthorizedError(f"No approval on record: nobody answered the {where}")
+        chosen = answer.get("chosen_options")
+        if chosen != ["Approve"]:
+            raise NotAuthorizedError(f"The {where} was answered {chosen}, not Approve")
+        approver = (answer.get("responded_by_user") or {}).get("id")
+        if not approver:
+            raise NotAuthorizedError(f"The approval on record at {where} names no user")
+        if approver == requester:
+            raise NotAuthorizedError(
+                f"Four eyes: the approval is by {approver}, the requester ({requester}) themselves"
+            )
+        if approver in {a["approver"] for a in approved}:
+            raise NotAuthorizedError(f"{approver} approved twice: the approvals must be distinct")
+        seen = body_sha256(str(answer.get("body") or ""))
+        shown = [r for r in requests if r.gate == gate and r.body_sha256 == seen]
+        if not shown:
+            raise NotAuthorizedError(
+                f"The text approved at {where} is not one this run's gate showed: nothing applied"
+            )
+        request = shown[-1]
+        if request.digest != record.digest:
+            raise NotAuthorizedError(
+                f"The plan differs from the one approved (approved {request.digest}, "
+                f"the run's plan is {record.digest})"
+            )
+        if approver not in request.approvers:
+            raise NotAuthorizedError(f"{approver} was not assigned the {where}")
+        at = _ms(answer.get("responded_at"))
+        if at is None or at < request.presented_at_ms - 1000:
+            raise NotAuthorizedError(f"The approval at {where} has no valid answer time")
+        if now_ms - at > request.valid_for_ms:
+            raise NotAuthorizedError(
+                f"The approval by {approver} at {answer.get('responded_at')} expired: approvals "
+                f"stay valid for {request.valid_for_ms // 60_000} min; ask again"
+            )
+        if not may_skip(approver):
+            raise NotAuthorizedError(f"Approver {approver} may not skip on {record.topic}")
+        approved.append(
+            {"approver": approver, "approvedAt": answer.get("responded_at"), "gate": gate}
+        )
+    return approved
+
+
+def require_approvals(
+    context: Mapping[str, Any], record: PlanRecord, broker: Broker, gates: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Re-read every gate's answer from Airflow and check them; who approved and when."""
     from airflow_glue.environment import pulsar_role
     from airflow_glue.gate import may_skip
-    from airflow_glue.plan import digest_in, skip_plan
+    from core.broker import wall_clock_ms
 
-    if not record or not record.get("response_received"):
-        raise NotAuthorizedError("No approval on record: nobody answered the approval gate")
-    chosen = record.get("chosen_options")
-    if chosen != ["Approve"]:
-        raise NotAuthorizedError(f"The approval gate was answered {chosen}, not Approve")
-    approver = (record.get("responded_by_user") or {}).get("id")
-    if not approver:
-        raise NotAuthorizedError("The approval on record names no user")
-    if not requester or approver == requester:
-        raise NotAuthorizedError(
-            f"Four eyes: the approval is by {approver}, the requester ({requester}) themselves"
-        )
-    role = pulsar_role(approver)
-    topic = skip_plan(plan).topic
-    if not may_skip(broker, role, topic):
-        raise NotAuthorizedError(f"Approver {approver} (role '{role}') may not skip on {topic}")
-    # Recomputed from the plan's content, never read from the document: the plan
-    # travels as XCom, which anyone may post.
-    applying = skip_plan(plan).plan_id
-    seen = digest_in(record.get("body"))
-    if seen != applying:
-        raise NotAuthorizedError(
-            f"The plan differs from the one approved (approved {seen}, applying {applying})"
-        )
-    return {"approver": approver, "approvedAt": record.get("responded_at")}
-
-
-def require_approval(
-    context: Mapping[str, Any], plan: Mapping[str, Any], broker: Broker, gate_task_id: str
-) -> dict[str, Any]:
-    """Re-read the approval from Airflow and check it; returns who approved and when."""
     dag_run = context["dag_run"]
-    record = fetch_approval_record(dag_run.dag_id, dag_run.run_id, gate_task_id)
-    return check_approval(record, plan, dag_run.triggering_user_name, broker)
+    answers = {g: fetch_approval_record(dag_run.dag_id, dag_run.run_id, g) for g in gates}
+    return check_approvals(
+        answers,
+        broker.approval_requests(dag_run.dag_id, dag_run.run_id),
+        record,
+        dag_run.triggering_user_name,
+        lambda user: may_skip(broker, pulsar_role(user), record.topic),
+        wall_clock_ms(),
+    )

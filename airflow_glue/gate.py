@@ -1,22 +1,32 @@
-"""The four-eyes approval gate: one unmapped ``ApprovalOperator`` before every apply task.
+"""The approval gates: unmapped ``ApprovalOperator``s before every apply task, one per approver.
 
-At run time, before it waits, the gate assigns the approval to the permitted
-approvers: the Airflow users (:func:`airflow_glue.environment.approver_candidates`)
-whose Pulsar role holds the skip permission on the topic (the Broker's own
-authorization), minus the requester (``dag_run.triggering_user_name``). Airflow
-then refuses an answer from anyone else (403). An empty list would let anyone
-with edit rights answer, so the gate fails instead. The list is never taken
-from the run's conf, which the requester writes.
+A gate renders its text from the run's current plan record in the metadata
+store (never from an XCom, which any Airflow user with edit rights may
+overwrite), and records what it showed (:class:`core.plan_record.ApprovalRequest`:
+the plan's digest and the SHA-256 of the text, the approvers, the validity)
+before it waits, so that apply can tell exactly which plan an answer approved.
 
-A Reject fails the gate (``fail_on_reject``), so every apply task ends
-``upstream_failed``, mapped or not; so does a timeout (default 24 hours), since
-the gate has no default answer: timing out is a rejection. The gate never
-retries, so a refusal is never asked again.
+At run time the gate assigns the approval to the permitted approvers: the
+Airflow users (:func:`airflow_glue.environment.approver_candidates`) whose
+Pulsar role holds the skip permission on the topic, minus the requester
+(``dag_run.triggering_user_name``) and minus whoever approved an earlier gate of
+the run. Airflow then refuses an answer from anyone else (403). An empty list
+would let anyone with edit rights answer, so the gate fails instead.
+
+Quorum: a plan record says how many approvals it needs (the namespace's
+policy by the plan's size). Gate *k* skips itself when the plan needs fewer
+than *k*; apply counts the approvals itself, so a gate skipped or marked by
+hand never counts.
+
+A Reject fails the gate (``fail_on_reject``), so the apply task ends
+``upstream_failed``; so does a timeout (default 24 hours), since the gate has
+no default answer. The gate never retries, so a refusal is never asked again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +40,9 @@ if TYPE_CHECKING:
 DEFAULT_RESPONSE_TIMEOUT = timedelta(hours=24)
 TIMEOUT_PARAM = "approval_timeout_minutes"
 """The run's param that shortens or lengthens the wait (minutes); absent = the default."""
+VALIDITY_PARAM = "approval_valid_minutes"
+"""How long an approval stays valid for apply (minutes); absent = the gate's timeout."""
+MAX_VALIDITY = timedelta(days=7)
 
 
 def may_skip(broker: Broker, role: str, topic: str) -> bool:
@@ -45,25 +58,50 @@ def may_skip(broker: Broker, role: str, topic: str) -> bool:
 
 
 def permitted_approvers(
-    broker: Broker, topic: str, requester: str | None, candidates: Iterable[str]
+    broker: Broker,
+    topic: str,
+    requester: str | None,
+    candidates: Iterable[str],
+    excluded: Iterable[str] = (),
 ) -> list[str]:
-    """Candidates, minus the requester, whose mapped Pulsar role may skip on ``topic``."""
+    """Candidates, minus the requester and ``excluded``, whose Pulsar role may skip on
+    ``topic``."""
     from airflow_glue.environment import pulsar_role
 
+    out = set(excluded) | {requester}
     return [
         user
         for user in sorted(set(candidates))
-        if user != requester and may_skip(broker, pulsar_role(user), topic)
+        if user not in out and may_skip(broker, pulsar_role(user), topic)
     ]
 
 
+def body_sha256(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def earlier_approvers(dag_id: str, run_id: str, gates: Sequence[str]) -> list[str]:
+    """Who answered ``gates`` (as Airflow records it), so a later gate can leave them out."""
+    from airflow_glue.approval import fetch_approval_record
+
+    out = []
+    for gate in gates:
+        answer = fetch_approval_record(dag_id, run_id, gate)
+        who = (answer.get("responded_by_user") or {}).get("id")
+        if who:
+            out.append(str(who))
+    return out
+
+
 class FourEyesApprovalOperator(ApprovalOperator):
-    """Approve / Reject, answerable only by a permitted user other than the requester."""
+    """Approve / Reject, answerable only by a permitted user other than the requester and
+    the run's earlier approvers."""
 
     def __init__(
         self,
         *,
-        plan_task_id: str,
+        ordinal: int = 1,
+        earlier_gates: Sequence[str] = (),
         response_timeout: timedelta | None = DEFAULT_RESPONSE_TIMEOUT,
         **kwargs: Any,
     ) -> None:
@@ -71,42 +109,78 @@ class FourEyesApprovalOperator(ApprovalOperator):
         super().__init__(
             fail_on_reject=True, response_timeout=response_timeout, defaults=None, **kwargs
         )
-        self.plan_task_id = plan_task_id
+        self.ordinal = ordinal
+        self.earlier_gates = tuple(earlier_gates)
 
     def execute(self, context: Context) -> Any:
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-        from airflow_glue.environment import approver_candidates, config
+        from airflow_glue.environment import approver_candidates, config, pulsar_role
         from airflow_glue.outcomes import airflow_outcome
-        from core.broker import Broker
+        from airflow_glue.plan import preview_markdown, subject
+        from core.broker import Broker, wall_clock_ms
+        from core.plan_record import ApprovalRequest
 
-        requester = context["dag_run"].triggering_user_name
+        dag_run = context["dag_run"]
+        requester = dag_run.triggering_user_name
         if not requester:
             raise AirflowFailException("The run has no triggering user: nobody to keep apart")
-        plan = context["ti"].xcom_pull(task_ids=self.plan_task_id)
-        if not plan:
-            raise AirflowFailException(f"No plan from {self.plan_task_id}: nothing to approve")
-        with airflow_outcome(), Broker(config()) as broker:
-            approvers = permitted_approvers(broker, plan["topic"], requester, approver_candidates())
-        if not approvers:
-            raise AirflowFailException(
-                f"No permitted approver other than {requester} may skip on {plan['topic']}: "
-                "the request cannot be approved"
-            )
-        self.assigned_users = [{"id": user, "name": user} for user in approvers]
         minutes = (context.get("params") or {}).get(TIMEOUT_PARAM)
         if minutes:
             self.response_timeout = timedelta(minutes=float(minutes))
-        self.subject = (
-            f"Skip {plan['total']} message(s) on {plan['topic']} / {plan['subscription']}"
-            f" (asked by {requester})"
+        valid = (context.get("params") or {}).get(VALIDITY_PARAM)
+        validity = timedelta(minutes=float(valid)) if valid else self.response_timeout
+        validity = min(validity or DEFAULT_RESPONSE_TIMEOUT, MAX_VALIDITY)
+        with airflow_outcome(), Broker(config()) as broker:
+            record = broker.current_plan_record(
+                pulsar_role(requester), dag_run.dag_id, dag_run.run_id
+            )
+            if record is None:
+                raise AirflowFailException("This run has no plan record: nothing to approve")
+            if self.ordinal > record.required_approvals:
+                raise AirflowSkipException(
+                    f"Plan {record.digest} needs {record.required_approvals} approval(s)"
+                )
+            earlier = earlier_approvers(dag_run.dag_id, dag_run.run_id, self.earlier_gates)
+            approvers = permitted_approvers(
+                broker, record.topic, requester, approver_candidates(), earlier
+            )
+            if not approvers:
+                raise AirflowFailException(
+                    f"No permitted approver other than {requester}"
+                    + (f" and {', '.join(earlier)}" if earlier else "")
+                    + f" may skip on {record.topic}: the request cannot be approved"
+                )
+            self.assigned_users = [{"id": user, "name": user} for user in approvers]
+            self.subject = subject(record, self.ordinal)
+            self.body = (
+                f"{preview_markdown(record, payloads=False)}\n\n"
+                f"**Approvers:** {', '.join(approvers)} (the requester {requester} may not "
+                "approve"
+                + (f", nor {', '.join(earlier)}, who approved already" if earlier else "")
+                + f"). No answer within {_readable(self.response_timeout)} counts as a "
+                f"rejection; an approval stays valid for {_readable(validity)}."
+            )
+            broker.record_approval_request(
+                ApprovalRequest(
+                    digest=record.digest,
+                    dag_id=dag_run.dag_id,
+                    run_id=dag_run.run_id,
+                    gate=self.task_id,
+                    body_sha256=body_sha256(self.body),
+                    approvers=tuple(approvers),
+                    presented_at_ms=wall_clock_ms(),
+                    valid_for_ms=int(validity.total_seconds() * 1000),
+                )
+            )
+        self.log.info(
+            "Approval %d of %d for plan %s assigned to %s; requester %s",
+            self.ordinal,
+            record.required_approvals,
+            record.digest,
+            approvers,
+            requester,
         )
-        self.body = (
-            f"{plan['preview']}\n\n**Approvers:** {', '.join(approvers)} "
-            f"(the requester {requester} may not approve). "
-            f"No answer within {_readable(self.response_timeout)} counts as a rejection."
-        )
-        self.log.info("Approval assigned to %s; requester %s", approvers, requester)
         return super().execute(context)
 
 

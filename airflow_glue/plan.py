@@ -1,11 +1,18 @@
-"""The skip request document: core's SkipPlan plus what the approver reads.
+"""The plan of a skip run: stored as a plan record, previewed from that record only.
 
-A small JSON document (XCom): the request (requester, reason, ticket), the
-serialized :class:`core.skip_plan.SkipPlan`, the exact backlog before and the
-projected backlog after, per partition and in total, and the preview as
-Markdown. The plan's content-derived id is written into the approval's body,
-which Airflow stores with the approval record; apply recomputes the id from
-the plan it is about to apply and refuses a plan other than the one approved.
+The planning task builds the preview document (the request, the exact backlog
+before and after per partition, the first messages described) and stores it
+with core's :class:`~core.skip_plan.SkipPlan` as a :class:`~core.plan_record.PlanRecord`
+bound to the run, the requester and the target (:func:`save_plan`). Only a
+small summary with the record's digest travels as the task's XCom, and nothing
+downstream trusts it: the gate renders the approver's text from the record
+(:func:`preview_markdown`), and apply loads the record by the run.
+
+Every piece of text the approver reads that someone else wrote (reason,
+ticket, predicate, names, keys, properties, payloads) goes through
+:func:`airflow_glue.inert.inert`. Payload excerpts are kept in the record but
+shown only where the reader's role may peek (the Cursors page); Airflow's
+approval page, which any Airflow user may open, shows them masked.
 
 Large requests belong on Spark (``spark_apps/find_messages.py`` writes skip
 plans of the same shape); :func:`build_document` is the seam: it takes a
@@ -19,32 +26,17 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_glue.inert import inert
+
 if TYPE_CHECKING:
     from core.broker import Broker
+    from core.plan_record import PlanRecord
     from core.skip_plan import SkipPlan
 
 PREVIEW_ROWS = 50
 """Messages listed in the preview; the rest are counted."""
 PAYLOAD_EXCERPT = 60
-DIGEST_LABEL = "Plan id:"
-
-
-def skip_plan(document: Mapping[str, Any]) -> SkipPlan:
-    """The SkipPlan of a document, its id recomputed from its content (never trusted)."""
-    from core.skip_plan import SkipPlan
-
-    if "skipPlanPath" in document:
-        with open(document["skipPlanPath"], encoding="utf-8") as source:
-            return SkipPlan.from_json(source.read())
-    return SkipPlan.from_json(document["skipPlan"])
-
-
-def digest_in(body: str | None) -> str | None:
-    """The plan id written in an approval body, or None."""
-    for line in (body or "").splitlines():
-        if DIGEST_LABEL in line:
-            return line.split(DIGEST_LABEL, 1)[1].strip().strip("`* ")
-    return None
+MASKED = "masked (peek permission needed: see the Cursors page)"
 
 
 def _ms(value: int | None) -> str:
@@ -68,6 +60,7 @@ def _describe(broker: Broker, role: str, plan: SkipPlan, limit: int) -> list[dic
                 "deliverAt": _ms(d.deliver_at_ms),
                 "properties": dict(d.properties),
                 "payload": excerpt + ("…" if d.payload_size > PAYLOAD_EXCERPT else ""),
+                "payloadSize": d.payload_size,
                 "wholeBatchOf": d.whole_batch_of,
                 "alreadyAcknowledged": d.already_acknowledged,
             }
@@ -81,24 +74,17 @@ def build_document(
     role: str,
     plan: SkipPlan,
     *,
-    plan_path: str | None = None,
     predicate: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The document of ``plan``: the request, the plan, the exact backlog, the preview.
+    """What the preview shows of ``plan``: the request, the exact backlog, the messages."""
+    from core.plan_record import messages_of
 
-    With ``plan_path`` the plan is written there as JSON and the document
-    carries the path, not the plan (large plans stay out of XCom).
-    """
     projection = broker.project_backlog(role, plan)
     per_partition = {
         p.topic_partition: {"before": p.before, "after": p.after, "ids": p.items}
         for p in projection.partitions
     }
-    shown = _describe(broker, role, plan, PREVIEW_ROWS)
     document: dict[str, Any] = {
-        "planId": plan.plan_id,
-        "topic": plan.topic,
-        "subscription": plan.subscription,
         "requester": request["requester"],
         "role": role,
         "reason": request["reason"],
@@ -109,77 +95,115 @@ def build_document(
             "after": projection.after,
             "perPartition": per_partition,
         },
-        "messages": shown,
+        "messages": _describe(broker, role, plan, PREVIEW_ROWS),
         "total": len(plan.items),
+        "totalMessages": messages_of(plan),
         "alreadyAcknowledged": sum(1 for i in plan.items if i.already_acknowledged),
     }
-    if plan_path is None:
-        document["skipPlan"] = plan.to_json()
-    else:
-        with open(plan_path, "w", encoding="utf-8") as out:
-            out.write(plan.dumps())
-        document["skipPlanPath"] = plan_path
     if predicate is not None:
         document["predicate"] = dict(predicate)
-    document["preview"] = preview_markdown(document)
     return document
 
 
+def save_plan(
+    broker: Broker, context: Mapping[str, Any], plan: SkipPlan, document: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Store ``plan`` as the run's current plan record; the summary the task returns."""
+    from airflow_glue.environment import pulsar_role
+    from core.plan_record import PlanBinding
+
+    dag_run = context["dag_run"]
+    requester = dag_run.triggering_user_name or ""
+    binding = PlanBinding(dag_run.dag_id, dag_run.run_id, requester, pulsar_role(requester))
+    record = broker.save_plan_record(binding, plan, document)
+    return summary(record)
+
+
+def summary(record: PlanRecord) -> dict[str, Any]:
+    """The record's digest and counts: what the planning task returns (XCom, untrusted)."""
+    return {
+        "planDigest": record.digest,
+        "topic": record.topic,
+        "subscription": record.subscription,
+        "ids": len(record.skip_plan()),
+        "messages": record.messages,
+        "requiredApprovals": record.required_approvals,
+        "backlog": record.document["backlog"],
+    }
+
+
 def _cell(value: object) -> str:
-    return str(value if value not in (None, {}) else "").replace("|", "\\|").replace("\n", " ")
+    return inert(value if value not in (None, {}) else "", 200)
 
 
-def preview_markdown(plan: Mapping[str, Any]) -> str:
-    """What the approver reads: counts, backlog before and after, the messages, the digest."""
-    b = plan["backlog"]
+def subject(record: PlanRecord, ordinal: int = 1) -> str:
+    """The approval's title: messages counted as messages (a whole batch counts its size)."""
+    b = record.binding
+    ids = len(record.skip_plan())
+    head = (
+        f"Skip {record.messages} message(s) ({ids} id(s)) on {record.topic} / "
+        f"{record.subscription} (asked by {b.requester})"
+    )
+    if record.required_approvals > 1:
+        head += f": approval {ordinal} of {record.required_approvals}"
+    return head
+
+
+def preview_markdown(record: PlanRecord, *, payloads: bool) -> str:
+    """What the approver reads, rendered from the stored record only.
+
+    ``payloads``: show payload excerpts (only for a reader whose role may peek on the
+    topic); otherwise they are masked. Every text another person wrote is inert.
+    """
+    doc = record.document
+    b = doc["backlog"]
+    binding = record.binding
     lines = [
-        f"### Skip {plan['total']} message id(s) on `{plan['topic']}`, "
-        f"subscription `{plan['subscription']}`",
+        f"**Plan id:** `{record.digest}`",
         "",
-        f"- **Requested by:** {plan['requester']} (Pulsar role `{plan['role']}`)",
-        f"- **Reason:** {plan['reason']}",
-        f"- **Ticket:** {plan.get('ticket') or 'none'}",
+        f"### Skip {record.messages} message(s), {doc['total']} id(s), on "
+        f"{inert(record.topic)}, subscription {inert(record.subscription)}",
+        "",
+        f"- **Requested by:** {inert(binding.requester)} (Pulsar role {inert(binding.role)})",
+        f"- **Reason:** {inert(doc['reason'])}",
+        f"- **Ticket:** {inert(doc.get('ticket') or 'none')}",
         *(
-            [f"- **Matching:** `{json.dumps(plan['predicate'], sort_keys=True)}`"]
-            if plan.get("predicate") is not None
+            [f"- **Matching:** {inert(json.dumps(doc['predicate'], sort_keys=True))}"]
+            if doc.get("predicate") is not None
             else []
         ),
         f"- **Backlog:** {b['before']} message(s) now, **{b['after']}** after the skip "
         f"(exact, at planning time)",
-        f"- **Already acknowledged, left as is:** {plan['alreadyAcknowledged']}",
+        f"- **Already acknowledged, left as is:** {doc['alreadyAcknowledged']} id(s)",
+        f"- **Approvals needed:** {record.required_approvals} (distinct people, none the "
+        "requester)",
         "",
         "| partition | ids | backlog before | backlog after |",
         "| --- | ---: | ---: | ---: |",
     ]
     for partition, v in b["perPartition"].items():
-        lines.append(f"| `{partition}` | {v['ids']} | {v['before']} | {v['after']} |")
+        lines.append(f"| {_cell(partition)} | {v['ids']} | {v['before']} | {v['after']} |")
     lines += [
         "",
         "| id | partition | key | publish time | deliver at | properties | payload |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for m in plan["messages"]:
+    for m in doc["messages"]:
         ident = m["id"] + (f" (whole batch of {m['wholeBatchOf']})" if m["wholeBatchOf"] else "")
         if m["alreadyAcknowledged"]:
             ident += " (already acknowledged)"
-        lines.append(
-            "| "
-            + " | ".join(
-                _cell(v)
-                for v in (
-                    ident,
-                    m["partition"],
-                    m["key"],
-                    m["publishTime"],
-                    m["deliverAt"],
-                    ", ".join(f"{k}={v}" for k, v in sorted(m["properties"].items())),
-                    m["payload"],
-                )
-            )
-            + " |"
+        payload = m["payload"] if payloads else f"{m.get('payloadSize', '?')} bytes, {MASKED}"
+        cells = (
+            ident,
+            m["partition"],
+            m["key"],
+            m["publishTime"],
+            m["deliverAt"],
+            ", ".join(f"{k}={v}" for k, v in sorted(m["properties"].items())),
+            payload,
         )
-    hidden = plan["total"] - len(plan["messages"])
+        lines.append("| " + " | ".join(_cell(v) for v in cells) + " |")
+    hidden = doc["total"] - len(doc["messages"])
     if hidden > 0:
         lines.append(f"\n… and {hidden} more id(s), applied exactly as planned.")
-    lines += ["", f"{DIGEST_LABEL} `{plan['planId']}`"]
     return "\n".join(lines)

@@ -1,10 +1,11 @@
 """The closing record of a skip request, in cursorops's audit log.
 
-One ``skip-request`` record per run, whatever happened: who asked and as which
-role, why (reason, ticket), who answered the approval and when, the decision,
-and the outcome per partition. The apply task's ``Broker.apply_skip`` has
-already written its own ``skip`` record with the ids it acknowledged, in the
-transaction that acknowledged them.
+One ``skip-request`` record per attempt at closing a run: who asked and as
+which role, why (reason, ticket), who answered each approval gate and when, and
+what the run's plan record became, read from the store: the apply's own
+``skip`` record (written in the transaction that acknowledged the messages) or
+a ``skip-refused`` record of an apply that applied nothing. Nothing in it comes
+from an XCom.
 """
 
 from __future__ import annotations
@@ -13,96 +14,143 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from core.broker import Broker
     from core.config import Config
+    from core.plan_record import PlanRecord
+    from core.store.metadata import AuditRecord
 
 
 KIND = "skip-request"
 
 
+def _answers(answers: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "gate": gate,
+            "chosen": a.get("chosen_options") if a.get("response_received") else None,
+            "by": (a.get("responded_by_user") or {}).get("id"),
+            "at": a.get("responded_at"),
+        }
+        for gate, a in answers.items()
+        if a
+    ]
+
+
+def attempt_events(broker: Broker, role: str, record: PlanRecord) -> list[AuditRecord]:
+    """The apply attempts on ``record`` (``skip`` and ``skip-refused``), newest first."""
+    from airflow_glue.steps import REFUSED
+
+    return [
+        e
+        for e in broker.audit_log(role, record.topic, limit=1000)
+        if e.kind in ("skip", REFUSED)
+        and e.detail.get("runId") == record.binding.run_id
+        and e.detail.get("planDigest") == record.digest
+    ]
+
+
 def decide(
-    plan: Mapping[str, Any],
-    answer: Mapping[str, Any],
-    applied: Sequence[Mapping[str, Any]],
-    verified: Mapping[str, Any] | None,
+    record: PlanRecord, answers: Sequence[Mapping[str, Any]], latest: AuditRecord | None
 ) -> tuple[str, str]:
-    """``(outcome, one plain sentence)`` from what the run did."""
-    chosen = answer.get("chosen_options") if answer.get("response_received") else None
-    by = (answer.get("responded_by_user") or {}).get("id")
-    planned = set(plan["partitions"])
-    done = {a["partition"] for a in applied}
-    if chosen == ["Reject"]:
-        return "rejected", f"Rejected by {by} at {answer.get('responded_at')}: nothing applied."
-    if chosen is None and not done:
-        return (
-            "not-approved",
-            "No approval on record (nobody answered in time, the gate failed, or its state "
-            "was forced): nothing applied.",
-        )
-    if done == planned and verified:
-        skipped = sum(len(a["skipped"]) for a in applied)
+    """``(outcome, one plain sentence)`` from what the latest apply attempt did."""
+    if latest is not None and latest.kind != "skip":
+        first = f"Apply refused: {latest.detail.get('reason')}"
+        if record.applied_at_ms is not None:
+            first += " (the plan was applied once before; this attempt applied nothing)"
+        return "refused", first
+    if latest is not None:
+        by = ", ".join(str(a) for a in latest.detail.get("approvedBy") or [])
+        skipped = latest.detail.get("skipped") or []
         return (
             "applied",
-            f"Approved by {by} at {answer.get('responded_at')}: {skipped} id(s) acknowledged "
-            f"over {len(done)} partition(s); backlog now {verified['backlogAfter']}.",
+            f"Approved by {by}: {len(skipped)} id(s) acknowledged over "
+            f"{len(record.skip_plan().partitions())} partition(s).",
         )
-    if not done:
-        return "refused", "Apply refused or failed on every partition: nothing applied."
+    rejected = [a for a in answers if a["chosen"] == ["Reject"]]
+    if rejected:
+        return (
+            "rejected",
+            f"Rejected by {rejected[0]['by']} at {rejected[0]['at']}: nothing applied.",
+        )
     return (
-        "partly-applied",
-        f"Applied on {sorted(done)} only; not on {sorted(planned - done)}. Re-run the failed "
-        "apply tasks (they are idempotent).",
+        "not-approved",
+        "No approval on record (nobody answered in time, the gate failed, or its state was "
+        "forced): nothing applied.",
     )
+
+
+def _per_partition(record: PlanRecord, latest: AuditRecord | None) -> dict[str, Any]:
+    if latest is None or latest.kind != "skip":
+        return {}
+    plan = record.skip_plan()
+    where = {i.ledger_id: i.topic_partition for i in plan.items}
+    out: dict[str, dict[str, Any]] = {
+        p: {"skipped": 0, "alreadyAcknowledged": 0, "acknowledgedMeanwhile": []}
+        for p in plan.partitions()
+    }
+    for field in ("skipped", "alreadyAcknowledged", "acknowledgedMeanwhile"):
+        for triplet in latest.detail.get(field) or []:
+            partition = where.get(int(str(triplet).split(":", 1)[0]))
+            if partition is None:
+                continue
+            row = out[partition]
+            if field == "acknowledgedMeanwhile":
+                row[field].append(triplet)
+            else:
+                row[field] += 1
+    return out
 
 
 def record_request(
     config: Config,
     dag_run: Any,
-    plan: Mapping[str, Any],
-    answer: Mapping[str, Any],
-    applied: Sequence[Mapping[str, Any]],
-    verified: Mapping[str, Any] | None,
+    record: PlanRecord,
+    answers: Mapping[str, Mapping[str, Any]],
 ) -> dict[str, Any]:
-    """Write the record; return it with the outcome and the plain sentence."""
+    """Write the record of this attempt; return it with the outcome and the plain sentence."""
     from airflow_glue.environment import pulsar_role
     from core.broker import Broker
 
-    outcome, statement = decide(plan, answer, applied, verified)
-    # Who asked comes from the run itself; the plan document travels as XCom.
     requester = dag_run.triggering_user_name or ""
-    detail = {
-        "dagId": dag_run.dag_id,
-        "runId": dag_run.run_id,
-        "requester": requester,
-        "reason": plan["reason"],
-        "ticket": plan.get("ticket"),
-        "planId": plan["planId"],
-        "planned": {p: v["ids"] for p, v in plan["backlog"]["perPartition"].items()},
-        "backlog": {
-            "before": plan["backlog"]["before"],
-            "plannedAfter": plan["backlog"]["after"],
-            "after": (verified or {}).get("backlogAfter"),
-        },
-        "answer": {
-            "chosen": answer.get("chosen_options"),
-            "by": (answer.get("responded_by_user") or {}).get("id"),
-            "at": answer.get("responded_at"),
-        },
-        "perPartition": {
-            a["partition"]: {
-                "skipped": len(a["skipped"]),
-                "alreadyAcknowledged": len(a["alreadyAcknowledged"]),
-                "acknowledgedMeanwhile": a["acknowledgedMeanwhile"],
-            }
-            for a in applied
-        },
-        "outcome": outcome,
-        "statement": statement,
-    }
     role = pulsar_role(requester)
+    given = _answers(answers)
     with Broker(config) as broker:
-        # Idempotent: a retried record task finds its own record and writes no second one.
-        for entry in broker.audit_log(role, plan["topic"], kind=KIND, limit=1000):
-            if entry.detail.get("runId") == dag_run.run_id:
+        events = attempt_events(broker, role, record)
+        latest = events[0] if events else None
+        outcome, statement = decide(record, given, latest)
+        after = None
+        if outcome == "applied":
+            after = broker.project_backlog(role, record.skip_plan()).before
+            statement = statement[:-1] + f"; backlog now {after}."
+        doc = record.document
+        detail = {
+            "dagId": dag_run.dag_id,
+            "runId": dag_run.run_id,
+            "requester": requester,
+            "reason": doc["reason"],
+            "ticket": doc.get("ticket"),
+            "planDigest": record.digest,
+            "attemptEvent": None if latest is None else latest.id,
+            "planned": {p: v["ids"] for p, v in doc["backlog"]["perPartition"].items()},
+            "messages": record.messages,
+            "backlog": {
+                "before": doc["backlog"]["before"],
+                "plannedAfter": doc["backlog"]["after"],
+                "after": after,
+            },
+            "answer": given[0] if given else {"chosen": None, "by": None, "at": None},
+            "answers": given,
+            "approvedBy": list((latest.detail.get("approvedBy") or []) if latest else [])
+            if outcome == "applied"
+            else [],
+            "perPartition": _per_partition(record, latest),
+            "outcome": outcome,
+            "statement": statement,
+        }
+        # Idempotent per attempt: a retried record task finds its own record.
+        keys = ("runId", "planDigest", "attemptEvent", "outcome")
+        for entry in broker.audit_log(role, record.topic, kind=KIND, limit=1000):
+            if all(entry.detail.get(k) == detail[k] for k in keys):
                 return dict(entry.detail)
-        broker.record_audit(role, KIND, plan["topic"], plan["subscription"], detail)
+        broker.record_audit(role, KIND, record.topic, record.subscription, detail)
     return detail

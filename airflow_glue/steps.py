@@ -1,7 +1,10 @@
-"""The steps every skip DAG shares after the gate: apply the approved plan, verify, record.
+"""The steps every skip DAG shares after the gates: apply the approved plan, verify, record.
 
-Each takes the task's Airflow context and reads the requester from the run
-itself (``dag_run.triggering_user_name``), never from an XCom anyone may post.
+Each takes the task's Airflow context, reads the requester from the run itself
+(``dag_run.triggering_user_name``) and the plan from cursorops's store by the
+run (its current plan record), never from an XCom anyone may post. An apply
+that refuses writes a ``skip-refused`` audit record naming the run and the
+plan, so the closing record tells what this attempt did.
 """
 
 from __future__ import annotations
@@ -9,105 +12,118 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+REFUSED = "skip-refused"
+"""Audit kind of an apply attempt that applied nothing, and why."""
 
-def verify_applied(
-    context: Mapping[str, Any], plan: Mapping[str, Any], applied: Sequence[Mapping[str, Any]]
+
+def apply_approved_plan(
+    context: Mapping[str, Any], plan_task_id: str, gates: Sequence[str]
 ) -> dict[str, Any]:
-    """Every planned id is acknowledged now; the exact backlog after, against the plan's."""
+    """Re-check every approval in Airflow itself, then acknowledge the run's plan record in
+    one transaction (every partition, its audit record and the record's claim, or nothing)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_glue.approval import require_approvals
+    from airflow_glue.environment import config, pulsar_role
+    from airflow_glue.outcomes import airflow_outcome
+    from core.broker import Broker
+    from core.errors import InvalidInputError, NotAuthorizedError, PlanAlreadyAppliedError
+
+    ti, dag_run = context["ti"], context["dag_run"]
+    role = pulsar_role(dag_run.triggering_user_name or "")
+    with Broker(config()) as broker:
+        with airflow_outcome():
+            record = broker.current_plan_record(role, dag_run.dag_id, dag_run.run_id)
+        if record is None:
+            raise AirflowFailException("No plan record is bound to this run: nothing applied")
+        try:
+            told = (ti.xcom_pull(task_ids=plan_task_id) or {}).get("planDigest")
+            if told != record.digest:
+                raise NotAuthorizedError(
+                    f"The planning task's result names plan {told}, not the run's plan record "
+                    f"{record.digest}: nothing applied"
+                )
+            if record.applied_at_ms is not None:
+                raise PlanAlreadyAppliedError(
+                    f"Plan {record.digest} was applied already (a plan is applied at most "
+                    "once): nothing applied by this attempt"
+                )
+            approvals = require_approvals(context, record, broker, gates)
+            with airflow_outcome():
+                outcome = broker.apply_approved_skip(record, approvals, via="airflow")
+        except (NotAuthorizedError, InvalidInputError, PlanAlreadyAppliedError) as exc:
+            broker.record_audit(
+                role,
+                REFUSED,
+                record.topic,
+                record.subscription,
+                {
+                    "runId": dag_run.run_id,
+                    "planDigest": record.digest,
+                    "try": getattr(ti, "try_number", None),
+                    "reason": str(exc),
+                },
+            )
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+    return {
+        "planDigest": record.digest,
+        "approvals": approvals,
+        "skipped": len(outcome.skipped),
+        "acknowledgedMeanwhile": len(outcome.acknowledged_meanwhile),
+    }
+
+
+def verify_applied(context: Mapping[str, Any]) -> dict[str, Any]:
+    """Every message of the run's plan record is acknowledged now; the exact backlog after."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from airflow_glue.environment import config, pulsar_role
     from airflow_glue.outcomes import airflow_outcome
-    from airflow_glue.plan import skip_plan
     from core.broker import Broker
 
-    role = pulsar_role(context["dag_run"].triggering_user_name or "")
-    planned = skip_plan(plan)
+    dag_run = context["dag_run"]
+    role = pulsar_role(dag_run.triggering_user_name or "")
     with airflow_outcome(), Broker(config()) as broker:
+        record = broker.current_plan_record(role, dag_run.dag_id, dag_run.run_id)
+        if record is None or record.applied_at_ms is None:
+            raise AirflowFailException("The run's plan record is not applied: nothing to verify")
+        planned = record.skip_plan()
         now = broker.plan_skip(role, planned.topic, planned.subscription, planned.message_ids())
         after = broker.project_backlog(role, now).before
     missing = [i.message_id.triplet() for i in now.items if not i.already_acknowledged]
     if missing:
         raise AirflowFailException(f"Not acknowledged after apply: {', '.join(missing[:10])}")
+    planned_after = record.document["backlog"]["after"]
     return {
         "backlogAfter": after,
-        "plannedAfter": plan["backlog"]["after"],
-        "differenceSincePlan": after - plan["backlog"]["after"],
-        "partitions": len(applied),
+        "plannedAfter": planned_after,
+        "differenceSincePlan": after - planned_after,
     }
 
 
-def record_run(
-    context: Mapping[str, Any], plan_task_id: str, gate_task_id: str, apply_task_id: str
-) -> dict[str, Any]:
-    """Who asked, who answered, when, why, and the outcome per partition, to the audit log.
+def record_run(context: Mapping[str, Any], gates: Sequence[str]) -> dict[str, Any]:
+    """Who asked, who answered each gate, when, why, and what this attempt applied, to the
+    audit log, from the store and Airflow's own records only.
 
-    Fails the task (after recording) unless the plan was applied.
+    Fails the task (after recording) unless the run's plan record was applied by this run.
     """
     from airflow.sdk.exceptions import AirflowFailException
 
     from airflow_glue.approval import fetch_approval_record
-    from airflow_glue.environment import config
+    from airflow_glue.environment import config, pulsar_role
     from airflow_glue.record import record_request
+    from core.broker import Broker
 
-    ti, dag_run = context["ti"], context["dag_run"]
-    plan = ti.xcom_pull(task_ids=plan_task_id)
-    if not plan:
+    dag_run = context["dag_run"]
+    role = pulsar_role(dag_run.triggering_user_name or "")
+    with Broker(config()) as broker:
+        record = broker.current_plan_record(role, dag_run.dag_id, dag_run.run_id)
+    if record is None:
         raise AirflowFailException(
-            f"Refused before planning (see the tasks up to {plan_task_id}): nothing applied"
+            "Refused before planning (see the tasks before the approval gate): nothing applied"
         )
-    answer = fetch_approval_record(dag_run.dag_id, dag_run.run_id, gate_task_id)
-    pulled = ti.xcom_pull(task_ids=apply_task_id) or []
-    # Mapped apply tasks give one dict each; an unmapped one gives the list of partitions.
-    flat = [a for one in pulled for a in (one if isinstance(one, list) else [one])]
-    applied = [a for a in flat if a]
-    verified = ti.xcom_pull(task_ids="verify")
-    summary = record_request(config(), dag_run, plan, answer, applied, verified)
+    answers = {g: fetch_approval_record(dag_run.dag_id, dag_run.run_id, g) for g in gates}
+    summary = record_request(config(), dag_run, record, answers)
     if summary["outcome"] != "applied":
         raise AirflowFailException(summary["statement"])
     return summary
-
-
-def apply_approved_plan(
-    context: Mapping[str, Any], plan_task_id: str, gate_task_id: str
-) -> list[dict[str, Any]]:
-    """Re-check the approval in Airflow itself, then acknowledge the whole plan in one
-    transaction (every partition and its audit record, or nothing); one record per partition."""
-    from airflow_glue.approval import require_approval
-    from airflow_glue.environment import config, pulsar_role
-    from airflow_glue.outcomes import airflow_outcome
-    from airflow_glue.plan import skip_plan
-    from core.broker import Broker
-
-    plan = context["ti"].xcom_pull(task_ids=plan_task_id)
-    # The role is the requester's, from the run itself, never from the (postable) XCom.
-    role = pulsar_role(context["dag_run"].triggering_user_name or "")
-    with airflow_outcome(), Broker(config()) as broker:
-        approval = require_approval(context, plan, broker, gate_task_id)
-        outcome = broker.apply_skip(role, skip_plan(plan), via="airflow")
-    return partition_outcomes(outcome, approval)
-
-
-def partition_outcomes(outcome: Any, approval: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A :class:`core.skip.SkipOutcome` as one record per partition (what record_run reads)."""
-
-    def empty(name: str) -> dict[str, Any]:
-        return {
-            "partition": name,
-            **approval,
-            "skipped": [],
-            "alreadyAcknowledged": [],
-            "acknowledgedMeanwhile": [],
-        }
-
-    rows = {name: empty(name) for name in outcome.per_partition}
-    base = outcome.topic
-    for field, ids in (
-        ("skipped", outcome.skipped),
-        ("alreadyAcknowledged", outcome.already_acknowledged),
-        ("acknowledgedMeanwhile", outcome.acknowledged_meanwhile),
-    ):
-        for mid in ids:
-            name = base if mid.partition < 0 else f"{base}-partition-{mid.partition}"
-            rows.setdefault(name, empty(name))[field].append(mid.triplet())
-    return list(rows.values())

@@ -32,6 +32,8 @@ from core.skip_plan import SkipPlan
 SKIP = "skip"
 """The operation of a skip plan (by id or matching); the only one so far."""
 OPERATIONS = frozenset({SKIP})
+MAX_APPROVALS = 3
+"""The most distinct approvers a plan may need (the workflows have that many gates)."""
 
 
 def canonical_json(value: object) -> str:
@@ -100,9 +102,9 @@ class PlanRecord:
         created_at_ms: int,
     ) -> PlanRecord:
         """A new record of ``plan``, its digest computed here (never taken from anyone)."""
-        if isinstance(required_approvals, bool) or not 1 <= required_approvals <= 9:
+        if isinstance(required_approvals, bool) or not 1 <= required_approvals <= MAX_APPROVALS:
             raise InvalidArgumentError(
-                f"Invalid number of approvals {required_approvals!r}: expected 1 to 9"
+                f"Invalid number of approvals {required_approvals!r}: expected 1 to {MAX_APPROVALS}"
             )
         try:
             document = json.loads(canonical_json(dict(document)))

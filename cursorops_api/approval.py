@@ -18,6 +18,8 @@ from core.message_id import MessageId
 from cursorops_api.models import SkipTriggered
 
 SKIP_DAG = "cursorops_skip_messages"
+GATE = "approve_skip"
+"""The run's first approval gate: where the 202's link opens."""
 TRIGGER_TIMEOUT_S = 30.0
 
 
@@ -73,8 +75,13 @@ def trigger_skip(
             503, f"Airflow failed to trigger {SKIP_DAG} ({answer.status_code}): {_detail(answer)}"
         )
     run_id = str(answer.json()["dag_run_id"])
-    url = f"{base}/dags/{SKIP_DAG}/runs/{quote(run_id, safe='')}"
-    return SkipTriggered(dag_id=SKIP_DAG, run_id=run_id, url=url)
+    run_url = f"{base}/dags/{SKIP_DAG}/runs/{quote(run_id, safe='')}"
+    return SkipTriggered(
+        dag_id=SKIP_DAG,
+        run_id=run_id,
+        url=f"{run_url}/tasks/{GATE}/required_actions",
+        run_url=run_url,
+    )
 
 
 def _detail(answer: httpx.Response) -> str:

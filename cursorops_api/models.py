@@ -28,4 +28,6 @@ class SkipTriggered(BaseModel):
     dag_id: str = Field(alias="dagId")
     run_id: str = Field(alias="runId")
     url: str
+    """The approval itself in Airflow's UI (the run's first gate; it appears once planned)."""
+    run_url: str = Field(alias="runUrl")
     """The run in Airflow's UI."""

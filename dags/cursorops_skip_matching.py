@@ -108,7 +108,6 @@ def cursorops_skip_matching() -> None:
             "ledgerRoot": str(cfg.ledger_root),
             "matches": str(folder / "matches.parquet"),
             "summary": str(folder / "summary.json"),
-            "planPath": str(folder / "plan.json"),
         }
 
     @task
@@ -153,11 +152,13 @@ def cursorops_skip_matching() -> None:
         from airflow_glue.environment import config, pulsar_role
         from airflow_glue.matching import over_limit
         from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.plan import build_document
+        from airflow_glue.plan import build_document, save_plan
         from core.broker import Broker
         from spark_apps.skip_plan import plan_ids, read_plan
 
-        role = pulsar_role(get_current_context()["dag_run"].triggering_user_name or "")
+        context = get_current_context()
+        requester = context["dag_run"].triggering_user_name or ""
+        role = pulsar_role(requester)
         with open(request["summary"], encoding="utf-8") as source:
             found = json.load(source)
         refusal = over_limit(int(found["matches"]), request["limit"], request["allow_large"])
@@ -168,19 +169,19 @@ def cursorops_skip_matching() -> None:
         with airflow_outcome(), Broker(config()) as broker:
             ids = plan_ids(read_plan(request["matches"]))
             plan = broker.plan_skip(role, request["topic"], request["subscription"], ids)
-            return build_document(
+            document = build_document(
                 broker,
-                request,
+                {**request, "requester": requester},
                 role,
                 plan,
-                plan_path=request["planPath"],
                 predicate=json.loads(request["predicateJson"]),
             )
+            return save_plan(broker, context, plan, document)
 
     request = validate_request()
     plan = plan_skip(request)
     authorize(request) >> find >> plan
-    approve_and_apply(plan, subject="Skip matching messages")
+    approve_and_apply(plan)
 
 
 cursorops_skip_matching()

@@ -7,8 +7,9 @@ body as ``payload``) and a reason. The Airflow user who triggers it is the
 requester, acting as the Pulsar role ``CURSOROPS_ROLE_MAP`` maps them to (by
 default the same name).
 
-validate_request → authorize → plan_skip → approve_skip (four eyes) →
-apply_skip → verify → record. The plan is routed by partition (each id to its
+validate_request → authorize → plan_skip (a plan record in cursorops's store) →
+approve_skip (four eyes; approve_skip_2, _3 when the namespace's quorum asks for
+more approvers) → apply_skip → verify → record. The plan is routed by partition (each id to its
 own partition, the backlog before and after per partition); apply_skip commits
 every partition's share and its audit record in one transaction, so a run
 applies the approved plan whole or not at all. Nothing is acknowledged
@@ -94,25 +95,28 @@ def cursorops_skip_messages() -> None:
 
     @task
     def plan_skip(request: dict[str, Any]) -> dict[str, Any]:
-        """Validate and locate every id; the preview and the exact backlog before and after."""
+        """Validate and locate every id; the preview and the exact backlog before and after,
+        stored as the run's plan record (the XCom carries only its digest and counts)."""
         from airflow_glue.environment import config, pulsar_role
         from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.plan import build_document
+        from airflow_glue.plan import build_document, save_plan
         from airflow_glue.request import SkipRequest
         from core.broker import Broker
 
         # Every task takes the role from the run itself, never from an XCom anyone may post.
-        requester = get_current_context()["dag_run"].triggering_user_name or ""
+        context = get_current_context()
+        requester = context["dag_run"].triggering_user_name or ""
         role = pulsar_role(requester)
         ask = SkipRequest.model_validate({k: v for k, v in request.items() if k != "requester"})
         with airflow_outcome(), Broker(config()) as broker:
             plan = broker.plan_skip(role, ask.topic, ask.subscription, ask.ids())
-            return build_document(broker, request, role, plan)
+            document = build_document(broker, {**request, "requester": requester}, role, plan)
+            return save_plan(broker, context, plan, document)
 
     request = validate_request()
     plan = plan_skip(request)
     authorize(request) >> plan
-    approve_and_apply(plan, subject="Skip messages")
+    approve_and_apply(plan)
 
 
 cursorops_skip_messages()

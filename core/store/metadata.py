@@ -55,7 +55,7 @@ from core.errors import (
     TenantNotFoundError,
     TopicNotFoundError,
 )
-from core.plan_record import ApprovalPolicy
+from core.plan_record import MAX_APPROVALS, ApprovalPolicy
 from core.store.checks import (
     canonical_topic,
     check_bytes,
@@ -1027,9 +1027,9 @@ class MetadataStore:
         split_namespace(namespace)
         if large_above_messages is not None:
             check_int("large plan size", large_above_messages, 0)
-        if isinstance(large_approvals, bool) or large_approvals not in range(1, 10):
+        if isinstance(large_approvals, bool) or large_approvals not in range(1, MAX_APPROVALS + 1):
             raise InvalidArgumentError(
-                f"Invalid number of approvals {large_approvals!r}: expected 1 to 9"
+                f"Invalid number of approvals {large_approvals!r}: expected 1 to {MAX_APPROVALS}"
             )
         with self._session(write=True) as session:
             self._require_namespace(session, namespace)

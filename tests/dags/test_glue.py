@@ -126,9 +126,11 @@ def test_bad_request_is_one_line(conf, message):
     assert "\n" not in str(caught.value)
 
 
-def _document(tmp_path: Path):
+def _record(tmp_path: Path, run_id: str = "manual__1"):
+    """A seeded topic and a plan record of two of its ids, bound to ``run_id`` of alice."""
     from airflow_glue.plan import build_document
     from core.broker import Broker
+    from core.plan_record import PlanBinding
     from tests.dags.conftest import GRANTED, NAMESPACE, SUBSCRIPTION, TENANT, seed_topic
 
     config = Config.from_home(tmp_path)
@@ -141,15 +143,17 @@ def _document(tmp_path: Path):
     request = {"requester": "alice", "reason": "r", "ticket": None}
     with Broker(config) as broker:
         plan = broker.plan_skip("alice", seeded.topic, SUBSCRIPTION, seeded.ids[20:22])
-        return config, seeded, build_document(broker, request, "alice", plan)
+        document = build_document(broker, request, "alice", plan)
+        binding = PlanBinding("cursorops_skip_messages", run_id, "alice", "alice")
+        return config, seeded, broker.save_plan_record(binding, plan, document)
 
 
-def test_record_is_written_once_per_run(tmp_path: Path):
+def test_record_is_written_once_per_attempt(tmp_path: Path):
     from types import SimpleNamespace
 
     from airflow_glue.record import record_request
 
-    config, seeded, document = _document(tmp_path)
+    config, seeded, record = _record(tmp_path)
     run = SimpleNamespace(
         dag_id="cursorops_skip_messages", run_id="manual__1", triggering_user_name="alice"
     )
@@ -159,47 +163,98 @@ def test_record_is_written_once_per_run(tmp_path: Path):
         "responded_by_user": {"id": "bob", "name": "bob"},
         "responded_at": "2026-11-23T01:00:00Z",
     }
-    first = record_request(config, run, document, answer, [], None)
-    again = record_request(config, run, document, answer, [], None)
+    first = record_request(config, run, record, {"approve_skip": answer})
+    again = record_request(config, run, record, {"approve_skip": answer})
     assert first == again
     assert first["outcome"] == "rejected"
     assert first["statement"] == "Rejected by bob at 2026-11-23T01:00:00Z: nothing applied."
     assert len(seeded.audit("skip-request")) == 1
-    record_request(
-        config,
-        SimpleNamespace(dag_id="d", run_id="manual__2", triggering_user_name="alice"),
-        document,
-        {},
-        [],
-        None,
-    )
+    assert record_request(config, run, record, {})["outcome"] == "not-approved"
     assert len(seeded.audit("skip-request")) == 2
 
 
-def test_approval_check_refuses_all_but_a_permitted_second_user(tmp_path: Path):
-    from airflow_glue.approval import check_approval
-    from core.broker import Broker
+GATE_BODY = "the text the gate showed"
 
-    _, _, document = _document(tmp_path)
-    good = {
+
+def _answer(by: str = "bob", at: str = "2026-11-23T01:00:00Z", body: str = GATE_BODY):
+    return {
         "response_received": True,
         "chosen_options": ["Approve"],
-        "responded_by_user": {"id": "bob", "name": "bob"},
-        "responded_at": "2026-11-23T01:00:00Z",
-        "body": document["preview"],
+        "responded_by_user": {"id": by, "name": by},
+        "responded_at": at,
+        "body": body,
     }
+
+
+def test_approval_check_refuses_all_but_a_permitted_second_user_for_this_very_plan(
+    tmp_path: Path,
+):
+    from airflow_glue.approval import _ms, check_approvals
+    from airflow_glue.gate import body_sha256
+    from core.plan_record import ApprovalRequest
+
+    _, _, record = _record(tmp_path)
+    at = _ms("2026-11-23T01:00:00Z") or 0
+    shown = ApprovalRequest(
+        record.digest, "d", "r", "approve_skip", body_sha256(GATE_BODY), ("bob", "dave"), at, 60_000
+    )
+    stale = ApprovalRequest(
+        "0" * 64, "d", "r", "approve_skip", body_sha256("older"), ("bob",), at, 60_000
+    )
+    allowed = {"bob", "carol", "admin"}.__contains__
+    good = _answer()
+
+    def check(answer, requests=(shown,), now=at + 1_000, requester="alice"):
+        return check_approvals({"approve_skip": answer}, requests, record, requester, allowed, now)
+
+    assert check(good) == [
+        {"approver": "bob", "approvedAt": "2026-11-23T01:00:00Z", "gate": "approve_skip"}
+    ]
     refusals = {
-        "nobody answered": {**good, "response_received": False},
-        "answered ['Reject']": {**good, "chosen_options": ["Reject"]},
-        "the requester (alice) themselves": {**good, "responded_by_user": {"id": "alice"}},
-        "may not skip": {**good, "responded_by_user": {"id": "dave"}},
-        "names no user": {**good, "responded_by_user": None},
-        "plan differs": {**good, "body": document["preview"].replace("Plan id:", "Plan:")},
+        "nobody answered": ({**good, "response_received": False}, {}),
+        "answered ['Reject']": ({**good, "chosen_options": ["Reject"]}, {}),
+        "the requester (alice) themselves": (_answer("alice"), {}),
+        "may not skip": (_answer("dave"), {}),
+        "was not assigned": (_answer("carol"), {}),
+        "names no user": ({**good, "responded_by_user": None}, {}),
+        "not one this run's gate showed": (_answer(body=GATE_BODY + "<!-- -->"), {}),
+        "The plan differs from the one approved": (
+            _answer(body="older"),
+            {"requests": (shown, stale)},
+        ),
+        "expired": (good, {"now": at + 61_000}),
+        "is not the plan's": (good, {"requester": "mallory"}),
     }
-    with Broker(Config.from_home(tmp_path)) as broker:
-        assert check_approval(good, document, "alice", broker)["approver"] == "bob"
-        for message, record in refusals.items():
-            with pytest.raises(NotAuthorizedError, match=re.escape(message)):
-                check_approval(record, document, "alice", broker)
-        with pytest.raises(NotAuthorizedError, match="nobody answered"):
-            check_approval({}, document, "alice", broker)
+    for message, (answer, options) in refusals.items():
+        with pytest.raises(NotAuthorizedError, match=re.escape(message)):
+            check(answer, **options)
+    with pytest.raises(NotAuthorizedError, match="nobody answered"):
+        check({})
+
+
+def test_a_quorum_needs_distinct_approvers_on_every_gate(tmp_path: Path):
+    from dataclasses import replace
+
+    from airflow_glue.approval import _ms, check_approvals
+    from airflow_glue.gate import body_sha256
+    from core.plan_record import ApprovalRequest
+
+    _, _, record = _record(tmp_path)
+    record = replace(record, required_approvals=2)
+    at = _ms("2026-11-23T01:00:00Z") or 0
+    requests = [
+        ApprovalRequest(
+            record.digest, "d", "r", gate, body_sha256(GATE_BODY), ("bob", "carol"), at, 600_000
+        )
+        for gate in ("approve_skip", "approve_skip_2")
+    ]
+
+    def check(second):
+        answers = {"approve_skip": _answer("bob"), "approve_skip_2": second}
+        return check_approvals(answers, requests, record, "alice", lambda _: True, at + 1)
+
+    assert [a["approver"] for a in check(_answer("carol"))] == ["bob", "carol"]
+    with pytest.raises(NotAuthorizedError, match="approved twice"):
+        check(_answer("bob"))
+    with pytest.raises(NotAuthorizedError, match="nobody answered the approval gate approve_skip_2"):
+        check({})

@@ -8,11 +8,10 @@ import json
 import pytest
 
 from airflow_glue.matching import DEFAULT_LIMIT, EVERYTHING, over_limit, parse_match_request
-from airflow_glue.plan import build_document, skip_plan
-from airflow_glue.steps import partition_outcomes
+from airflow_glue.plan import build_document
 from core.broker import Broker
 from core.config import Config
-from core.errors import InvalidInputError, InvalidSkipPlanError
+from core.errors import InvalidInputError
 from tests.dags.conftest import SUBSCRIPTION, label, seed_topic
 
 NOW = 1_800_000_000_000
@@ -75,7 +74,13 @@ def test_over_limit_needs_allow_large():
     assert over_limit(11, 10, True) is None
 
 
-def test_plan_in_a_file_is_what_apply_reads_and_an_edit_is_refused(tmp_path):
+def test_the_plan_record_is_what_apply_reads_and_a_tampered_one_is_refused(tmp_path):
+    from sqlalchemy import update
+
+    from airflow_glue.plan import preview_markdown
+    from core.plan_record import PlanBinding
+    from core.store.tables import PlanRecordRow
+
     config = Config.from_home(tmp_path / "home")
     with Broker(config) as broker:
         broker.create_tenant("admin", "acme")
@@ -85,24 +90,31 @@ def test_plan_in_a_file_is_what_apply_reads_and_an_edit_is_refused(tmp_path):
     with Broker(config) as broker:
         plan = broker.plan_skip("admin", seeded.topic, SUBSCRIPTION, reminders)
         request = {"requester": "alice", "reason": "cancel", "ticket": None}
-        path = tmp_path / "plan.json"
-        document = build_document(
-            broker, request, "admin", plan, plan_path=str(path), predicate={"deliverAt": {}}
-        )
-        assert "skipPlan" not in document and document["skipPlanPath"] == str(path)
-        assert skip_plan(document) == plan
+        document = build_document(broker, request, "admin", plan, predicate={"deliverAt": {}})
+        binding = PlanBinding("cursorops_skip_matching", "manual__1", "alice", "admin")
+        record = broker.save_plan_record(binding, plan, document)
+        assert record.skip_plan() == plan
         assert document["backlog"]["before"] - document["backlog"]["after"] == 3
-        assert '**Matching:** `{"deliverAt": {}}`' in document["preview"]
-        assert "reminder #1" in document["preview"]
-        outcome = broker.apply_skip("admin", skip_plan(document))
-    rows = partition_outcomes(outcome, {"approver": "bob"})
-    assert sorted(t for r in rows for t in r["skipped"]) == sorted(m.triplet() for m in reminders)
-    assert {r["partition"] for r in rows} == set(plan.partitions())
-    assert all(r["approver"] == "bob" for r in rows)
-    assert not {label(m) for m in reminders} & seeded.unacknowledged()
+        shown = preview_markdown(record, payloads=True)
+        assert '**Matching:** \\{\\"deliverAt\\"\\: \\{\\}\\}' in shown
+        assert "reminder \\#1" in shown
+        assert "reminder" not in preview_markdown(record, payloads=False)
+        outcome = broker.apply_approved_skip(record, [{"approver": "bob"}])
+        assert sorted(m.triplet() for m in outcome.skipped) == sorted(
+            m.triplet() for m in reminders
+        )
+        assert not {label(m) for m in reminders} & seeded.unacknowledged()
 
-    edited = json.loads(path.read_text())
-    edited["items"] = edited["items"][:1]
-    path.write_text(json.dumps(edited))
-    with pytest.raises(InvalidSkipPlanError, match="does not match its content"):
-        skip_plan(document)
+        other = broker.save_plan_record(
+            PlanBinding("cursorops_skip_matching", "manual__2", "alice", "admin"),
+            plan,
+            document,
+        )
+        with broker.metadata._session(write=True) as session:
+            session.execute(
+                update(PlanRecordRow)
+                .where(PlanRecordRow.digest == other.digest)
+                .values(messages=1, plan_json=plan.for_partition(plan.partitions()[0]).dumps())
+            )
+        with pytest.raises(InvalidInputError, match="does not match its content"):
+            broker.current_plan_record("admin", "cursorops_skip_matching", "manual__2")
