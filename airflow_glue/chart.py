@@ -43,10 +43,11 @@ def draw_history(
             )
         stamps = [at for points in series.values() for at, _ in points]
         if stamps and max(stamps) - min(stamps) < HOUR_MS:
-            # One run, or runs minutes apart: an hour's window, not matplotlib's years.
-            half = timedelta(minutes=30)
-            low = datetime.fromtimestamp(min(stamps) / 1000, tz=UTC) - half
-            high = datetime.fromtimestamp(max(stamps) / 1000, tz=UTC) + half
+            # One run, or runs minutes apart: the data's own span and a twentieth of it on
+            # each side (at least a minute), not matplotlib's years nor an hour's window.
+            pad = timedelta(milliseconds=max((max(stamps) - min(stamps)) / 20, 60_000))
+            low = datetime.fromtimestamp(min(stamps) / 1000, tz=UTC) - pad
+            high = datetime.fromtimestamp(max(stamps) / 1000, tz=UTC) + pad
             axes.set_xlim(low, high)  # type: ignore[arg-type]
         axes.set_xlabel("time (UTC)")
         axes.set_ylabel("backlog (messages)")

@@ -157,12 +157,14 @@ class Airflow:
             self.get("admin", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
         )
 
-    def task_log(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
-        """The text of the task's first try's log."""
+    def task_log(
+        self, dag_id: str, run_id: str, task_id: str, map_index: int = -1, try_number: int = 1
+    ) -> str:
+        """The text of one try's log (the first by default)."""
         response = self.request(
             "admin",
             "GET",
-            f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/1",
+            f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
             params={"map_index": map_index},
             headers={"Accept": "application/json"},
         )

@@ -518,6 +518,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--role", default=env.get("CURSOROPS_ROLE") or DEFAULT_ROLE, help=_ROLE_HELP
     )
     parser.add_argument(
+        "--admin-url",
+        default=env.get("CURSOROPS_ADMIN_URL") or None,
+        help="talk to a deployment instead of a home: the URL its /admin/v2 paths live under, "
+        "e.g. http://127.0.0.1:28080/cursorops (env CURSOROPS_ADMIN_URL); every command then "
+        "runs through its REST API as the logged-in user",
+    )
+    parser.add_argument(
+        "--auth-token",
+        default=env.get("CURSOROPS_AUTH_TOKEN") or None,
+        help="the deployment's API token (env CURSOROPS_AUTH_TOKEN), with --admin-url",
+    )
+    parser.add_argument(
+        "--login",
+        metavar="USER",
+        help="log in as USER (password from CURSOROPS_PASSWORD or the terminal), with --admin-url",
+    )
+    parser.add_argument(
         "--metadata-url",
         default=env.get("CURSOROPS_METADATA_URL") or None,
         help="SQLAlchemy URL of the metadata store, e.g. postgresql+psycopg://... "
@@ -689,6 +706,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="B64",
         help="base64 MessageIdData (pulsar-client MessageId.serialize()); several, repeatable",
     )
+    p.add_argument(
+        "--reason", help="why (recorded; required where the namespace requires approval)"
+    )
+    p.add_argument("--ticket", help="change ticket (recorded)")
     p.set_defaults(handler=topics_skip)
 
     p = tp.add_parser(
@@ -884,7 +905,7 @@ def run(args: argparse.Namespace) -> int:
     The daemon's workers call this with the caller's streams (:mod:`cli.daemon`).
     """
     ctx = Context(args, sys.stdout)
-    handler: Handler = args.handler
+    handler: Handler = _remote(args) if getattr(args, "admin_url", None) else args.handler
     try:
         try:
             result = handler(ctx, args)
@@ -911,6 +932,32 @@ def run(args: argparse.Namespace) -> int:
         report_error(f"unexpected {type(exc).__name__}: {exc}")
         return EXIT_UNEXPECTED
     return result.exit_code
+
+
+def _remote(args: argparse.Namespace) -> Handler:
+    """The command's REST form (:mod:`cli.remote`), run as the logged-in user."""
+
+    def handler(ctx: Context, args: argparse.Namespace) -> Result:
+        from cli import remote
+        from core.errors import InvalidArgumentError
+
+        if args.role != (os.environ.get("CURSOROPS_ROLE") or DEFAULT_ROLE):
+            raise InvalidArgumentError(
+                "--role is for the embedded home; with --admin-url you act as the logged-in user"
+            )
+        command = remote.handler_for(args.handler.__name__, _command_name(args))
+        client = remote.Remote(args.admin_url, remote.token_for(args))
+        try:
+            document, lines = command(client, args)
+        finally:
+            client.close()
+        return Result(document, lines)
+
+    return handler
+
+
+def _command_name(args: argparse.Namespace) -> str:
+    return str(args.handler.__name__).replace("_", " ", 1).replace("_", "-")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
+from fastapi import Path as PathParam
 from fastapi.responses import FileResponse
 
 from cursorops_api.deps import BrokerDep, RoleDep
@@ -99,3 +100,39 @@ def audit_log(
         }
         for r in records
     ]
+
+
+@router.get("/planRecords/{dag_id}/{run_id}", responses=_ERRORS)
+def plan_record(
+    dag_id: Annotated[str, PathParam(min_length=1, max_length=250)],
+    run_id: Annotated[str, PathParam(min_length=1, max_length=250)],
+    broker: BrokerDep,
+    role: RoleDep,
+) -> dict[str, Any]:
+    """The current plan record of a workflow run, as the approver reads it: the same text as
+    the approval gate's, with payload excerpts only when the caller's role may peek on the
+    topic (cursorops extension)."""
+    from airflow_glue.plan import preview_markdown, subject
+    from core.authz import Operation
+    from core.errors import NotAuthorizedError, NotFoundError
+
+    record = broker.current_plan_record(role, dag_id, run_id)
+    if record is None:
+        raise NotFoundError(f"Run {run_id} of {dag_id} has no plan record")
+    try:
+        broker.authorized_topic(role, Operation.PEEK_MESSAGES, record.topic)
+        payloads = True
+    except NotAuthorizedError:
+        payloads = False
+    return {
+        "planDigest": record.digest,
+        "topic": record.topic,
+        "subscription": record.subscription,
+        "requester": record.binding.requester,
+        "messages": record.messages,
+        "requiredApprovals": record.required_approvals,
+        "applied": record.applied_at_ms is not None,
+        "subject": subject(record),
+        "preview": preview_markdown(record, payloads=payloads),
+        "payloadsShown": payloads,
+    }

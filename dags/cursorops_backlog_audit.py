@@ -145,7 +145,7 @@ def cursorops_backlog_audit() -> None:
             series,
             {(b.topic, b.subscription) for b in breaches},
             run_folder(cfg, context["dag_run"]) / "backlog.png",
-            f"Backlog history ({len(breaches)} breach(es)), run {run_id}",
+            f"Backlog history, run {run_id}: " + _breaches(len(breaches)),
         )
         print(f"Backlog chart: {chart}")
         if breaches:
@@ -160,5 +160,10 @@ def cursorops_backlog_audit() -> None:
     analyzed >> recorded
     check_thresholds(recorded)
 
+
+
+
+def _breaches(count: int) -> str:
+    return "no threshold breached" if count == 0 else f"{count} breach" + ("es" if count > 1 else "")
 
 cursorops_backlog_audit()

@@ -70,8 +70,13 @@ async function render() {
   } catch (error) {
     // Listing tenants is for superusers and listing namespaces for tenant admins (Pulsar's
     // rule): any other role may still open the namespaces and topics it holds grants on.
-    const open = error.status === 403 && parts.length < 2 ? openForm(parts) : "";
-    body.innerHTML = failed("this view", error) + open;
+    if (error.status === 403 && parts.length === 0) {
+      body.innerHTML = `<p class="muted" data-testid="not-superuser">Listing tenants is for superusers ` +
+        `(Pulsar's rule). Open a namespace or topic your role holds grants on:</p>` + openForm(parts);
+    } else {
+      const open = error.status === 403 && parts.length < 2 ? openForm(parts) : "";
+      body.innerHTML = failed("this view", error) + open;
+    }
   }
   document.body.dataset.loaded = location.hash || "#/";
 }
@@ -226,22 +231,37 @@ async function listApprovals(target) {
       return `<tr data-testid="approval-row" data-run-id="${esc(ti.dag_run_id)}"><td class="when">${utc(h.created_at)}</td>` +
         `<td><strong>${esc(h.subject)}</strong><br><span class="muted">${esc(ti.dag_id)} · run <code>${esc(ti.dag_run_id)}</code></span>` +
         `<br><a class="approve-link" href="${page}">Approve or reject in Airflow →</a>` +
-        `<details class="preview"><summary>Preview</summary><div class="md">${markdown(h.body || "")}</div></details></td></tr>`;
+        `<details class="preview" data-dag-id="${esc(ti.dag_id)}" data-run-id="${esc(ti.dag_run_id)}"><summary>Preview</summary>` +
+        `<div class="md">${markdown(h.body || "")}</div></details></td></tr>`;
     }).join("")}</tbody></table>`;
+  // The same plan record, rendered by cursorops for this viewer: payload excerpts only where
+  // the viewer's role may peek on the topic (Airflow's page shows them masked to everyone).
+  await Promise.all([...target.querySelectorAll("details.preview")].map(async (box) => {
+    try {
+      const plan = await getJson(`${BASE}/planRecords/${seg(box.dataset.dagId)}/${seg(box.dataset.runId)}`);
+      box.querySelector(".md").innerHTML = markdown(plan.preview);
+      box.dataset.payloads = plan.payloadsShown ? "shown" : "masked";
+    } catch (error) { /* Airflow's own text stays */ }
+  }));
 }
 
 /* ---------- markdown (the gate's body): escaped first, a small subset ---------- */
 
 function inline(text) {
-  return esc(text).split(/(`[^`]*`)/).map((piece) => piece.startsWith("`") && piece.endsWith("`") && piece.length > 1
+  // Backslash-escaped punctuation (how the gate makes requester text inert) is literal text:
+  // held aside first, so it can never open a code span, bold text or a table cell.
+  const literal = [];
+  const held = text.replace(/\\([!-\/:-@\[-`{-~])/g, (_, ch) => { literal.push(ch); return `\uE000${literal.length - 1}\uE001`; });
+  const html = esc(held).split(/(`[^`]*`)/).map((piece) => piece.startsWith("`") && piece.endsWith("`") && piece.length > 1
     ? `<code>${piece.slice(1, -1)}</code>` : piece.replace(/\*\*([^*]+)\*\*/g, "<strong>$1</strong>")).join("");
+  return html.replace(/\uE000(\d+)\uE001/g, (_, k) => esc(literal[Number(k)]));
 }
 
 function markdown(source) {
   const lines = source.split("\n");
   const out = [];
   let i = 0;
-  const cells = (line) => line.trim().replace(/^\||\|$/g, "").split("|").map((c) => c.trim());
+  const cells = (line) => line.trim().replace(/^\||(?<!\\)\|$/g, "").split(/(?<!\\)\|/).map((c) => c.trim());
   while (i < lines.length) {
     const line = lines[i];
     if (/^\s*$/.test(line)) { i++; continue; }

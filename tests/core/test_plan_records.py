@@ -1,0 +1,178 @@
+"""Plan records and the approval policy: what a gated operation previews is what it applies.
+
+A record is content-addressed (any change to it is seen), bound to one run,
+applied at most once (even by racing appliers), and applied only inside its
+approved set. On a namespace that requires approval every other door of an
+irreversible operation refuses and writes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from core.broker import Broker
+from core.errors import (
+    ApprovalRequiredError,
+    InvalidArgumentError,
+    InvalidSkipPlanError,
+    PlanAlreadyAppliedError,
+)
+from core.plan_record import MAX_APPROVALS, ApprovalPolicy, PlanBinding, PlanRecord, messages_of
+from core.position import Position
+from core.producer import OutgoingMessage
+from core.skip_plan import SkipPlan
+from core.subscription import SubscriptionType
+from tests.core.conftest import in_threads
+
+TOPIC = "persistent://acme/ops/orders"
+SUB = "s"
+
+
+@pytest.fixture
+def seeded(broker: Broker) -> Broker:
+    """acme/ops/orders: 20 messages in batches of 5, then 5 single ones; alice may consume."""
+    broker.create_topic("admin", TOPIC)
+    broker.create_subscription(
+        "admin", TOPIC, SUB, SubscriptionType.SHARED, initial_position="earliest"
+    )
+    broker.produce("admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(20)], batch_size=5)
+    broker.produce("admin", TOPIC, [OutgoingMessage(b"x%d" % i) for i in range(5)])
+    broker.grant_permission("admin", "acme/ops", "alice", ["consume"])
+    return broker
+
+
+def ids(broker: Broker) -> list:  # type: ignore[type-arg]
+    return [m.message_id for m in broker.peek_messages("admin", TOPIC, SUB, 100)]
+
+
+def binding(run: str = "manual__1") -> PlanBinding:
+    return PlanBinding("cursorops_skip_messages", run, "alice", "alice")
+
+
+def unacked(broker: Broker) -> int:
+    return len(broker.peek_messages("admin", TOPIC, SUB, 1000))
+
+
+def test_messages_count_a_whole_batch_by_its_size(seeded: Broker) -> None:
+    all_ids = ids(seeded)
+    whole = type(all_ids[0])(all_ids[0].ledger_id, all_ids[0].entry_id, -1, -1)
+    plan = seeded.plan_skip("alice", TOPIC, SUB, [whole, all_ids[22]])
+    assert messages_of(plan) == 6 and len(plan) == 2
+
+
+def test_the_digest_covers_every_field_and_a_changed_record_is_refused(seeded: Broker) -> None:
+    plan = seeded.plan_skip("alice", TOPIC, SUB, ids(seeded)[:2])
+    record = seeded.save_plan_record(binding(), plan, {"reason": "r", "backlog": {}})
+    assert seeded.current_plan_record("alice", binding().dag_id, binding().run_id) == record
+    other = SkipPlan(plan.topic, plan.subscription, plan.items[:1], plan.planned_at_ms)
+    changes = {
+        "binding": replace(record.binding, requester="mallory"),
+        "document": {"reason": "other", "backlog": {}},
+        "messages": 99,
+        "required_approvals": 2,
+        "created_at_ms": record.created_at_ms + 1,
+        "plan_json": other.dumps(),
+        "plan_id": other.plan_id,
+        "subscription": "other",
+    }
+    for field, value in changes.items():
+        with pytest.raises(InvalidArgumentError, match="does not match its content"):
+            replace(record, **{field: value}).verified()
+    with pytest.raises(InvalidArgumentError, match="1 to 3"):
+        PlanRecord.create(
+            binding(), plan, {}, required_approvals=MAX_APPROVALS + 1, created_at_ms=1
+        )
+
+
+def test_a_run_is_bound_to_its_newest_record(seeded: Broker, clock) -> None:  # type: ignore[no-untyped-def]
+    first = seeded.save_plan_record(
+        binding(), seeded.plan_skip("alice", TOPIC, SUB, ids(seeded)[:1]), {}
+    )
+    clock.advance(1)
+    second = seeded.save_plan_record(
+        binding(), seeded.plan_skip("alice", TOPIC, SUB, ids(seeded)[:1]), {}
+    )
+    assert first.digest != second.digest  # the same ids planned again: a new record
+    assert seeded.current_plan_record("alice", "cursorops_skip_messages", "manual__1") == second
+    assert seeded.current_plan_record("alice", "cursorops_skip_messages", "other") is None
+
+
+def test_a_record_is_applied_at_most_once_even_by_racing_appliers(seeded: Broker) -> None:
+    before = unacked(seeded)
+    plan = seeded.plan_skip("alice", TOPIC, SUB, ids(seeded)[:3])
+    record = seeded.save_plan_record(binding(), plan, {})
+    results: list[object] = []
+
+    def apply(_: int) -> None:
+        try:
+            results.append(seeded.apply_approved_skip(record, [{"approver": "bob"}]))
+        except PlanAlreadyAppliedError as exc:
+            results.append(exc)
+
+    in_threads(apply, 4)
+    assert sum(not isinstance(r, Exception) for r in results) == 1
+    assert unacked(seeded) == before - 3
+    applied = seeded.current_plan_record("alice", "cursorops_skip_messages", "manual__1")
+    assert applied is not None and applied.applied is not None
+    assert applied.applied["approvedBy"] == ["bob"] and applied.applied["skipped"] == 3
+    [skip] = [r for r in seeded.audit_log("admin", TOPIC) if r.kind == "skip"]
+    assert skip.detail["planDigest"] == record.digest and skip.detail["approvedBy"] == ["bob"]
+
+
+def test_apply_refuses_a_record_changed_in_the_store(
+    seeded: Broker,
+) -> None:
+    before = unacked(seeded)
+    plan = seeded.plan_skip("alice", TOPIC, SUB, ids(seeded)[:2])
+    record = seeded.save_plan_record(binding(), plan, {})
+    # A plan whose stored item claims a batch index the entry does not have: planning it
+    # again cannot give the approved set.
+    forged = replace(record, plan_json=plan.dumps().replace('"batchIndex":0', '"batchIndex":9'))
+    with pytest.raises((InvalidArgumentError, InvalidSkipPlanError)):
+        seeded.apply_approved_skip(forged, [{"approver": "bob"}])
+    assert unacked(seeded) == before
+
+
+def test_the_quorum_policy_counts_messages(seeded: Broker) -> None:
+    assert seeded.approval_policy("alice", TOPIC) == ApprovalPolicy()
+    seeded.set_approval_quorum("admin", "acme/ops", large_above_messages=5, approvals=2)
+    policy = seeded.approval_policy("alice", TOPIC)
+    assert (policy.approvals_for(5), policy.approvals_for(6)) == (1, 2)
+    all_ids = ids(seeded)
+    small = seeded.save_plan_record(
+        binding("a"), seeded.plan_skip("alice", TOPIC, SUB, all_ids[:5]), {}
+    )
+    large = seeded.save_plan_record(
+        binding("b"), seeded.plan_skip("alice", TOPIC, SUB, all_ids[:6]), {}
+    )
+    assert (small.required_approvals, large.required_approvals) == (1, 2)
+    with pytest.raises(InvalidArgumentError, match="1 to 3"):
+        seeded.set_approval_quorum("admin", "acme/ops", large_above_messages=1, approvals=4)
+
+
+def test_every_door_of_an_approval_namespace_refuses_and_writes_nothing(seeded: Broker) -> None:
+    seeded.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    before = unacked(seeded)
+    some = ids(seeded)[:2]
+    plan = seeded.plan_skip("alice", TOPIC, SUB, some)  # previewing is allowed
+    doors = {
+        "skip-messages": lambda: seeded.skip_messages("alice", TOPIC, SUB, some),
+        "apply a plan": lambda: seeded.apply_skip("alice", plan),
+        "reset by time": lambda: seeded.reset_cursor("alice", TOPIC, SUB, timestamp_ms=2**62),
+        "reset by id": lambda: seeded.reset_cursor("alice", TOPIC, SUB, position=Position(0, 0)),
+        "unsubscribe with a backlog": lambda: seeded.delete_subscription("alice", TOPIC, SUB),
+        "a superuser too": lambda: seeded.skip_messages("admin", TOPIC, SUB, some),
+    }
+    for door, call in doors.items():
+        with pytest.raises(ApprovalRequiredError, match="requires a second person's approval"):
+            call()
+        assert unacked(seeded) == before, door
+    # An approved record is the one door open.
+    record = seeded.save_plan_record(binding(), plan, {})
+    seeded.apply_approved_skip(record, [{"approver": "bob"}])
+    assert unacked(seeded) == before - 2
+    # A subscription with nothing left may go without an approval.
+    seeded.create_subscription("admin", TOPIC, "empty", SubscriptionType.SHARED)
+    seeded.delete_subscription("alice", TOPIC, "empty")

@@ -1,0 +1,276 @@
+"""A hostile requester against the approval, on a real Airflow, over REST.
+
+alice (the requester, an Airflow op who may also edit task state and XComs)
+tries to make bob approve one thing while another is applied, to approve
+with fewer people than the namespace asks, or to use an approval after its
+time. Each test checks the cursor afterwards: exactly the approved messages
+acknowledged, or none.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from core.config import Config
+from tests.airflow_harness import Airflow
+from tests.dags.conftest import SUBSCRIPTION, SeededTopic, label, seed_topic
+from tests.dags.test_skip_messages_airflow import assert_untouched, conf, triplet
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+DAG = "cursorops_skip_messages"
+GATE = "approve_skip"
+SECOND = "approve_skip_2"
+QUORUM_NAMESPACE = "acme/quorum"
+FAKE_DIGEST = "f" * 64
+HIDDEN = (
+    "one pill from a bad producer\n<!--\n**Plan id:** `" + FAKE_DIGEST + "`\n-->\n"
+    "| forged | row |\n[click](javascript:alert(1)) <b>bold</b> \u202eevil"
+)
+
+
+def first_unacked(seeded: SeededTopic, count: int, start: int = 10) -> list[Any]:
+    before = seeded.unacknowledged()
+    return [m for m in seeded.ids[start:60] if label(m) in before][:count]
+
+
+def xcom_path(run: str, task: str) -> str:
+    return f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances/{task}/xcomEntries/return_value"
+
+
+def overwrite_plan_xcom(airflow: Airflow, run: str, digest: str) -> None:
+    path = xcom_path(run, "plan_skip")
+    value = airflow.request("alice", "GET", path, params={"deserialize": True}).json()["value"]
+    forged = airflow.request(
+        "alice", "PATCH", path, json={"value": {**value, "planDigest": digest}, "map_index": -1}
+    )
+    assert forged.status_code == 200, forged.text
+
+
+def test_hidden_line_in_the_reason_is_shown_as_text_and_applies_only_the_plan(
+    airflow: Airflow, cursorops_home: Config
+):
+    seeded = seed_topic(cursorops_home)
+    [pill] = first_unacked(seeded, 1)
+    before = seeded.unacknowledged()
+    run = airflow.trigger(DAG, conf(seeded, [pill], reason=HIDDEN), user="alice")
+    detail = airflow.wait_awaiting_input(DAG, run, GATE)
+    body = str(detail["body"])
+    # The requester's text is inert: escaped, on one line, no forged plan id line.
+    assert "\\<\\!\\-\\-" in body and "\n<!--" not in body
+    assert "\\[click\\]\\(javascript\\:alert\\(1\\)\\)" in body
+    assert "\\\\u\\{202E\\}" in body
+    assert body.count("**Plan id:**") == 1 and FAKE_DIGEST not in body.split("\n", 1)[0]
+    assert airflow.answer(DAG, run, GATE, "Approve", user="bob").status_code == 200
+    assert airflow.wait_run(DAG, run) == "success", airflow.task_states(DAG, run)
+    assert seeded.unacknowledged() == before - {label(pill)}
+    [request] = seeded.audit("skip-request")
+    assert request["reason"] == HIDDEN and request["approvedBy"] == ["bob"]
+
+
+def test_plan_xcom_overwritten_while_the_gate_waits_applies_nothing(
+    airflow: Airflow, cursorops_home: Config
+):
+    """alice asks for 1 message, then points the plan task's result at a 10-message plan of
+    another run of hers (the reason hides a forged plan id too): bob approves what he sees,
+    and nothing at all is applied."""
+    seeded = seed_topic(cursorops_home)
+    pills = first_unacked(seeded, 11)
+    before = seeded.unacknowledged()
+    big = airflow.trigger(DAG, conf(seeded, pills[1:11]), user="alice")
+    airflow.wait_parked(DAG, big, GATE)
+    big_digest = airflow.get("alice", xcom_path(big, "plan_skip"))["value"]["planDigest"]
+
+    run = airflow.trigger(DAG, conf(seeded, pills[:1], reason=HIDDEN), user="alice")
+    detail = airflow.wait_awaiting_input(DAG, run, GATE)
+    assert "Skip 1 message(s)" in detail["subject"]
+    overwrite_plan_xcom(airflow, run, big_digest)
+    assert airflow.answer(DAG, run, GATE, "Approve", user="bob").status_code == 200
+    assert airflow.wait_run(DAG, run) == "failed"
+    assert "not the run's plan record" in airflow.task_log(DAG, run, "apply_skip")
+    assert airflow.answer(DAG, big, GATE, "Reject", user="bob").status_code == 200
+    assert airflow.wait_run(DAG, big) == "failed"
+    assert seeded.unacknowledged() == before
+    assert seeded.audit("skip") == []
+    outcomes = sorted(str(r["outcome"]) for r in seeded.audit("skip-request"))
+    assert outcomes == ["refused", "rejected"]
+
+
+def _clear(airflow: Airflow, run: str, tasks: list[str] | None = None) -> None:
+    body: dict[str, Any] = {
+        "dry_run": False,
+        "dag_run_id": run,
+        "only_failed": False,
+        "reset_dag_runs": True,
+        "include_downstream": True,
+    }
+    if tasks is not None:
+        body["task_ids"] = tasks
+    cleared = airflow.request("alice", "POST", f"/api/v2/dags/{DAG}/clearTaskInstances", json=body)
+    assert cleared.status_code == 200, cleared.text
+
+
+def _wait_state(airflow: Airflow, run: str, task: str, states: set[str]) -> None:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if airflow.task_instance(DAG, run, task)["state"] in states:
+            return
+        time.sleep(1)
+    raise TimeoutError(f"{task} of {run} never reached {states}")
+
+
+def test_reruns_tell_the_truth(airflow: Airflow, cursorops_home: Config):
+    seeded = seed_topic(cursorops_home)
+    pills = first_unacked(seeded, 3)
+    before = seeded.unacknowledged()
+    run = airflow.trigger(DAG, conf(seeded, pills), user="alice")
+    first = airflow.wait_awaiting_input(DAG, run, GATE)
+    assert airflow.answer(DAG, run, GATE, "Approve", user="bob").status_code == 200
+    assert airflow.wait_run(DAG, run) == "success"
+    assert seeded.unacknowledged() == before - {label(m) for m in pills}
+
+    # Clearing apply after the approval: the plan is applied at most once; the run fails.
+    _clear(airflow, run, ["apply_skip"])
+    assert airflow.wait_run(DAG, run) == "failed"
+    latest = airflow.task_instance(DAG, run, "apply_skip")["try_number"]
+    assert "applied already" in airflow.task_log(DAG, run, "apply_skip", try_number=latest)
+    [refused] = seeded.audit("skip-refused")
+    assert "applied already" in str(refused["reason"])
+    outcomes = [str(r["outcome"]) for r in seeded.audit("skip-request")]
+    assert outcomes == ["refused", "applied"]  # newest first
+
+    # Clearing the whole finished run: a new plan record, and the gate shows the new one.
+    _clear(airflow, run)
+    _wait_state(airflow, run, GATE, {"awaiting_input"})
+    second = airflow.wait_awaiting_input(DAG, run, GATE)
+    assert second["body"] != first["body"]
+    assert "Already acknowledged, left as is:** 3 id(s)" in second["body"]
+    assert airflow.answer(DAG, run, GATE, "Approve", user="bob").status_code == 200
+    assert airflow.wait_run(DAG, run) == "success"
+    newest = seeded.audit("skip-request")[0]
+    assert newest["outcome"] == "applied"
+    assert str(newest["statement"]).startswith("Approved by bob: 0 id(s) acknowledged")
+    assert seeded.unacknowledged() == before - {label(m) for m in pills}
+
+
+@pytest.fixture(scope="module")
+def quorum_namespace(cursorops_home: Config) -> str:
+    from core.broker import Broker
+
+    with Broker(cursorops_home) as broker:
+        broker.create_namespace("admin", QUORUM_NAMESPACE)
+        for role in ("alice", "bob"):
+            broker.grant_permission("admin", QUORUM_NAMESPACE, role, ["consume"])
+        broker.set_approval_quorum("admin", QUORUM_NAMESPACE, large_above_messages=2, approvals=2)
+    return QUORUM_NAMESPACE
+
+
+def test_a_quorum_plan_approved_by_one_person_applies_nothing(
+    airflow: Airflow, cursorops_home: Config, quorum_namespace: str
+):
+    seeded = seed_topic(cursorops_home, namespace=quorum_namespace)
+    pills = first_unacked(seeded, 3)
+    before = seeded.unacknowledged()
+    run = airflow.trigger(DAG, conf(seeded, pills), user="alice")
+    detail = airflow.wait_awaiting_input(DAG, run, GATE)
+    assert "approval 1 of 2" in detail["subject"]
+    assert airflow.answer(DAG, run, GATE, "Approve", user="bob").status_code == 200
+    second = airflow.wait_awaiting_input(DAG, run, SECOND)
+    assert [u["id"] for u in second["assigned_users"]] == ["admin"]  # neither alice nor bob
+    assert airflow.answer(DAG, run, SECOND, "Approve", user="bob").status_code == 403
+    base = f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances/{SECOND}"
+    marked = airflow.request("alice", "PATCH", base, json={"new_state": "success"})
+    assert marked.status_code == 200, marked.text
+    assert airflow.wait_run(DAG, run) == "failed"
+    assert "nobody answered the approval gate approve_skip_2" in airflow.task_log(
+        DAG, run, "apply_skip"
+    )
+    assert_untouched(seeded, before)
+
+
+def test_an_expired_approval_applies_nothing_and_a_full_quorum_applies(
+    airflow: Airflow, cursorops_home: Config, quorum_namespace: str
+):
+    seeded = seed_topic(cursorops_home, namespace=quorum_namespace)
+    pills = first_unacked(seeded, 3)
+    before = seeded.unacknowledged()
+    late = airflow.trigger(
+        DAG, conf(seeded, pills, approval_valid_minutes=1, approval_timeout_minutes=10), "alice"
+    )
+    fresh = airflow.trigger(DAG, conf(seeded, pills), user="alice")
+    airflow.wait_awaiting_input(DAG, late, GATE)
+    assert airflow.answer(DAG, late, GATE, "Approve", user="bob").status_code == 200
+    airflow.wait_awaiting_input(DAG, late, SECOND)
+    time.sleep(62)  # bob's approval is now older than its minute
+    assert airflow.answer(DAG, late, SECOND, "Approve", user="admin").status_code == 200
+    assert airflow.wait_run(DAG, late) == "failed"
+    assert "expired" in airflow.task_log(DAG, late, "apply_skip")
+    assert_untouched(seeded, before)
+
+    airflow.wait_awaiting_input(DAG, fresh, GATE)
+    assert airflow.answer(DAG, fresh, GATE, "Approve", user="bob").status_code == 200
+    airflow.wait_awaiting_input(DAG, fresh, SECOND)
+    assert airflow.answer(DAG, fresh, SECOND, "Approve", user="admin").status_code == 200
+    assert airflow.wait_run(DAG, fresh) == "success", airflow.task_states(DAG, fresh)
+    assert seeded.unacknowledged() == before - {label(m) for m in pills}
+    [applied] = [r for r in seeded.audit("skip-request") if r["outcome"] == "applied"]
+    assert applied["approvedBy"] == ["bob", "admin"]
+    [skip] = seeded.audit("skip")
+    assert skip["approvedBy"] == ["bob", "admin"]
+    assert sorted(skip["skipped"]) == sorted(triplet(m) for m in pills)  # type: ignore[arg-type]
+
+
+def test_every_door_of_an_approval_namespace_asks_first(
+    airflow: Airflow, cursorops_home: Config, tmp_path
+):
+    """REST reset-cursor and unsubscribe, and a CLI skip, on a namespace that requires
+    approval: refused, the cursor unchanged."""
+    import subprocess
+    import sys
+
+    from core.broker import Broker
+
+    seeded = seed_topic(cursorops_home)
+    namespace = "acme/approved"
+    with Broker(cursorops_home) as broker:
+        broker.create_namespace("admin", namespace)
+        broker.grant_permission("admin", namespace, "alice", ["consume"])
+    guarded = seed_topic(cursorops_home, namespace=namespace)
+    with Broker(cursorops_home) as broker:
+        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+    before = guarded.unacknowledged()
+    short = guarded.topic.removeprefix("persistent://")
+    path = f"/cursorops/admin/v2/persistent/{short}/subscription/{SUBSCRIPTION}"
+    reset = airflow.request("alice", "POST", f"{path}/resetcursor/{2**62}")
+    assert reset.status_code == 403, reset.text
+    assert "requires a second person's approval" in reset.json()["reason"]
+    gone = airflow.request("alice", "DELETE", path, params={"force": True})
+    assert gone.status_code == 403, gone.text
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "--home",
+            str(cursorops_home.home),
+            "--role",
+            "alice",
+            "topics",
+            "skip-messages",
+            guarded.topic,
+            "-s",
+            SUBSCRIPTION,
+            "--messageId-triplet",
+            triplet(first_unacked(guarded, 1)[0]),
+        ],
+        capture_output=True,
+        text=True,
+        env={"CURSOROPS_DAEMON": "off", "PATH": "/usr/bin:/bin"},
+    )
+    assert cli.returncode == 5, cli.stderr
+    assert "requires a second person's approval" in cli.stderr
+    assert guarded.unacknowledged() == before
+    assert seeded.unacknowledged()  # the other namespace is untouched by the policy

@@ -1,0 +1,70 @@
+"""Requester text in an approval's Markdown: inert whatever it holds.
+
+Checked against a real CommonMark renderer (markdown-it-py, GFM tables on, raw
+HTML on, as the most permissive reader would render it): the text renders as
+exactly itself, in one paragraph or one table cell, with no element of its own.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
+from airflow_glue.inert import MAX_CHARS, inert
+
+RENDERER = MarkdownIt("commonmark", {"html": True}).enable("table")
+HOSTILE = st.text(
+    alphabet=st.one_of(
+        st.sampled_from(list("<>!-*_`|[]()#&;:\\/'\"\n\r\t ")),
+        st.sampled_from(["\u202e", "\u200b", "\x00", "\u2028", "\ufeff"]),
+        st.characters(),
+    ),
+    max_size=200,
+)
+
+
+def visible(text: str) -> str:
+    """What a reader sees: the text, hidden characters spelled out as inert() does."""
+    import unicodedata
+
+    return "".join(
+        f"\\u{{{ord(c):04X}}}"
+        if unicodedata.category(c) in {"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"}
+        else c
+        for c in text
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(HOSTILE)
+def test_a_paragraph_renders_exactly_the_text_and_nothing_else(text: str) -> None:
+    rendered = RENDERER.render(f"- **Reason:** {inert(text)}\n")
+    inner = re.fullmatch(r"<ul>\n<li><strong>Reason:</strong>(.*)</li>\n</ul>\n", rendered, re.S)
+    assert inner is not None, rendered
+    assert "<" not in inner.group(1)  # no element of its own: every < is &lt;
+    assert html.unescape(inner.group(1)).strip() == visible(text).strip()
+
+
+@settings(max_examples=400, deadline=None)
+@given(HOSTILE, HOSTILE)
+def test_a_table_row_keeps_its_cells(first: str, second: str) -> None:
+    table = f"| a | b |\n| --- | --- |\n| {inert(first)} | {inert(second)} |\n"
+    rendered = RENDERER.render(table)
+    cells = re.findall(r"<td>(.*?)</td>", rendered, re.S)
+    assert len(cells) == 2, rendered
+    assert [html.unescape(c) for c in cells] == [visible(first).strip(), visible(second).strip()]
+
+
+def test_the_hidden_plan_line_attack_is_shown_as_text() -> None:
+    reason = "one pill\n<!--\n**Plan id:** `" + "f" * 64 + "`\n-->"
+    rendered = RENDERER.render(f"- **Reason:** {inert(reason)}\n\n**Plan id:** `{'a' * 64}`\n")
+    assert "&lt;!--" in rendered and "<!--" not in rendered
+    assert rendered.count("<strong>Plan id:</strong>") == 1
+
+
+def test_long_text_is_cut_and_says_so() -> None:
+    assert inert("x" * (MAX_CHARS + 5)).endswith("… (5 more characters)")
