@@ -164,6 +164,8 @@ def cursorops_backlog_audit() -> None:
 
 
 def _breaches(count: int) -> str:
-    return "no threshold breached" if count == 0 else f"{count} breach" + ("es" if count > 1 else "")
+    if count == 0:
+        return "no threshold breached"
+    return f"{count} breach" + ("es" if count > 1 else "")
 
 cursorops_backlog_audit()
