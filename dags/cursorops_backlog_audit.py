@@ -161,11 +161,10 @@ def cursorops_backlog_audit() -> None:
     check_thresholds(recorded)
 
 
-
-
 def _breaches(count: int) -> str:
     if count == 0:
         return "no threshold breached"
     return f"{count} breach" + ("es" if count > 1 else "")
+
 
 cursorops_backlog_audit()
