@@ -16,8 +16,10 @@ record, and no older than its validity. Nothing is parsed out of the text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from core.errors import NotAuthorizedError
 
@@ -29,10 +31,9 @@ API_CONNECTION = "cursorops_airflow_api"
 TIMEOUT_S = 30.0
 
 
-def fetch_approval_record(dag_id: str, run_id: str, gate_task_id: str) -> dict[str, Any]:
-    """The HITL record of the gate, from Airflow's REST API, as the service account."""
-    from urllib.parse import quote
-
+@contextmanager
+def _service_client() -> Iterator[Any]:
+    """An httpx client on Airflow's API server, logged in as the service account."""
     import httpx
     from airflow.sdk import BaseHook
 
@@ -42,16 +43,35 @@ def fetch_approval_record(dag_id: str, run_id: str, gate_task_id: str) -> dict[s
     with httpx.Client(base_url=base, timeout=TIMEOUT_S) as client:
         token = client.post("/auth/token", json={"username": conn.login, "password": conn.password})
         token.raise_for_status()
-        headers = {"Authorization": f"Bearer {token.json()['access_token']}"}
+        client.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+        yield client
+
+
+def fetch_approval_record(dag_id: str, run_id: str, gate_task_id: str) -> dict[str, Any]:
+    """The HITL record of the gate, from Airflow's REST API, as the service account."""
+    with _service_client() as client:
         path = (
             f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}"
             f"/taskInstances/{quote(gate_task_id, safe='')}/-1/hitlDetails"
         )
-        response = client.get(path, headers=headers)
+        response = client.get(path)
         if response.status_code == 404:
             return {}
         response.raise_for_status()
         return dict(response.json())
+
+
+def refresh_gate_text(dag_id: str, run_id: str, gate_task_id: str) -> None:
+    """Have the plugin set the starting gate's HITL record to the text the gate recorded
+    (:mod:`cursorops_api.gates`: Airflow keeps a cleared gate's first text otherwise)."""
+    from airflow_glue.environment import PLUGIN_PREFIX
+
+    with _service_client() as client:
+        path = (
+            f"{PLUGIN_PREFIX}/gates/{quote(dag_id, safe='')}/{quote(run_id, safe='')}"
+            f"/{quote(gate_task_id, safe='')}/refresh"
+        )
+        client.post(path).raise_for_status()
 
 
 def _ms(when: object) -> int | None:

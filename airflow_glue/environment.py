@@ -27,6 +27,9 @@ from core.errors import InvalidArgumentError
 if TYPE_CHECKING:
     from core.config import Config
 
+
+PLUGIN_PREFIX = "/cursorops"
+"""Where Airflow's API server mounts cursorops's REST app (``cursorops_api``)."""
 ROLE_MAP = "CURSOROPS_ROLE_MAP"
 ROLE_MAP_FILE = "CURSOROPS_ROLE_MAP_FILE"
 APPROVER_CANDIDATES = "CURSOROPS_APPROVER_CANDIDATES"

@@ -115,6 +115,7 @@ class FourEyesApprovalOperator(ApprovalOperator):
     def execute(self, context: Context) -> Any:
         from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+        from airflow_glue.approval import refresh_gate_text
         from airflow_glue.environment import approver_candidates, config, pulsar_role
         from airflow_glue.outcomes import airflow_outcome
         from airflow_glue.plan import preview_markdown, subject
@@ -171,8 +172,12 @@ class FourEyesApprovalOperator(ApprovalOperator):
                     approvers=tuple(approvers),
                     presented_at_ms=wall_clock_ms(),
                     valid_for_ms=int(validity.total_seconds() * 1000),
+                    subject=self.subject,
+                    body=self.body,
                 )
             )
+        # A cleared gate would otherwise show its first text and approvers (Airflow 3.3).
+        refresh_gate_text(dag_run.dag_id, dag_run.run_id, self.task_id)
         self.log.info(
             "Approval %d of %d for plan %s assigned to %s; requester %s",
             self.ordinal,

@@ -135,6 +135,22 @@ def namespaces_set_skip_approval(ctx: Context, args: argparse.Namespace) -> Resu
     )
 
 
+def namespaces_set_approval_quorum(ctx: Context, args: argparse.Namespace) -> Result:
+    namespace = _namespace_arg(args.namespace)
+    ctx.broker.set_approval_quorum(
+        ctx.role, namespace, large_above_messages=args.above, approvals=args.approvals
+    )
+    said = (
+        f"plans of more than {args.above} message(s) need {args.approvals} distinct approvers"
+        if args.above is not None
+        else "every plan needs one approver"
+    )
+    return Result(
+        {"namespace": namespace, "largeAboveMessages": args.above, "approvals": args.approvals},
+        [f"On {namespace}, {said} (none of them the requester)"],
+    )
+
+
 def namespaces_grant(ctx: Context, args: argparse.Namespace) -> Result:
     namespace = _namespace_arg(args.namespace)
     actions = values.parse_list(args.actions, "--actions")
@@ -591,6 +607,20 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--enable", dest="required", action="store_true", help="require approval")
     which.add_argument("--disable", dest="required", action="store_false", help="apply at once")
     p.set_defaults(handler=namespaces_set_skip_approval)
+    p = ns.add_parser(
+        "set-approval-quorum",
+        parents=[common],
+        help="how many distinct approvers a large plan needs on the namespace (tenant admins)",
+    )
+    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
+    p.add_argument(
+        "--above",
+        type=int,
+        metavar="MESSAGES",
+        help="plans of more messages than this need --approvals (omit: every plan needs one)",
+    )
+    p.add_argument("--approvals", type=int, default=2, help="approvers a large plan needs (1-3)")
+    p.set_defaults(handler=namespaces_set_approval_quorum)
 
     topics = commands.add_parser("topics", help="topics and subscriptions (pulsar-admin topics)")
     tp = topics.add_subparsers(dest="action", metavar="ACTION", required=True)

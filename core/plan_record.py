@@ -199,6 +199,9 @@ class ApprovalRequest:
     presented_at_ms: int
     valid_for_ms: int
     """How long an approval given to this presentation stays valid."""
+    subject: str = ""
+    body: str = ""
+    """The text itself, so the gate's text in Airflow can be set from it again."""
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,12 @@ from typing import Any
 from airflow.api_fastapi.core_api.security import get_user
 from fastapi import Depends, FastAPI, Request
 
-from cursorops_api import errors, namespaces, skip, topics, ui
+from airflow_glue.environment import PLUGIN_PREFIX
+from cursorops_api import errors, gates, namespaces, skip, topics, ui
 from cursorops_api.deps import GetUser
 from cursorops_api.limits import DEFAULT_MAX_BODY_BYTES, MAX_BODY_ENV, BodyLimit
 
-URL_PREFIX = "/cursorops"
+URL_PREFIX = PLUGIN_PREFIX
 """Where the plugin mounts the app in Airflow's API server."""
 
 
@@ -40,6 +41,7 @@ def create_app() -> FastAPI:
     app.include_router(topics.router)
     app.include_router(skip.router)
     app.include_router(ui.router)
+    app.include_router(gates.router)
 
     @app.get("/openapi.json", include_in_schema=False)
     def openapi(request: Request, _user: GetUser) -> dict[str, Any]:

@@ -97,6 +97,8 @@ class PlanRecords:
             approvers=list(request.approvers),
             presented_at_ms=check_int("presentation time", request.presented_at_ms, 0),
             valid_for_ms=check_int("validity", request.valid_for_ms, 1),
+            subject=request.subject,
+            body=request.body,
         )
         with self._session(write=True) as session:
             session.add(row)
@@ -119,6 +121,8 @@ class PlanRecords:
                     tuple(row.approvers),
                     row.presented_at_ms,
                     row.valid_for_ms,
+                    row.subject,
+                    row.body,
                 )
                 for row in session.scalars(query)
             ]

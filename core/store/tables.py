@@ -267,3 +267,5 @@ class ApprovalRequestRow(Base):
     approvers: Mapped[list[str]] = mapped_column(JSON)
     presented_at_ms: Mapped[int] = mapped_column(BigInteger)
     valid_for_ms: Mapped[int] = mapped_column(BigInteger)
+    subject: Mapped[str] = mapped_column(Text, default="")
+    body: Mapped[str] = mapped_column(Text, default="")

@@ -70,8 +70,10 @@ def test_a_skip_where_approval_is_required_triggers_the_workflow_as_the_caller(
     )
     assert answer.status_code == 202, answer.text
     body = answer.json()
-    assert set(body) == {"dagId", "runId", "url"} and body["dagId"] == SKIP_DAG
-    assert body["url"].startswith(f"{airflow.base_url}/dags/{SKIP_DAG}/runs/")
+    assert set(body) == {"dagId", "runId", "url", "runUrl"} and body["dagId"] == SKIP_DAG
+    assert body["runUrl"].startswith(f"{airflow.base_url}/dags/{SKIP_DAG}/runs/")
+    # The link opens the approval itself, not the run.
+    assert body["url"] == body["runUrl"] + "/tasks/approve_skip/required_actions"
     run = airflow.dag_run(SKIP_DAG, body["runId"])
     assert run["triggering_user_name"] == "alice"
     assert run["conf"] == {
@@ -85,3 +87,84 @@ def test_a_skip_where_approval_is_required_triggers_the_workflow_as_the_caller(
     airflow.wait_parked(SKIP_DAG, body["runId"], "approve_skip")
     assert seeded.unacknowledged() == before
     assert seeded.audit("skip") == []
+
+
+def _cli(airflow: Airflow, *args: str, **env: str) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    environ = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "CURSOROPS_DAEMON": "off",
+        "CURSOROPS_ADMIN_URL": f"{airflow.base_url}{PREFIX}",
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=120,
+    )
+
+
+def test_the_cli_logged_in_acts_as_its_user_through_rest(
+    airflow: Airflow, cursorops_home: Config
+) -> None:
+    """--admin-url with a token or a login: the server decides who the user is; the
+    approval policy holds; --role and commands without a REST path are refused."""
+    import json
+
+    namespace = f"acme/cli-{secrets.token_hex(3)}"
+    with Broker(cursorops_home) as broker:
+        broker.create_namespace("admin", namespace)
+        for role in ("alice", "bob"):
+            broker.grant_permission("admin", namespace, role, ["consume"])
+    seeded = seed_topic(cursorops_home, namespace)
+    before = seeded.unacknowledged()
+    token = {"CURSOROPS_AUTH_TOKEN": airflow.token("alice")}
+
+    stats = _cli(airflow, "-o", "json", "topics", "stats", seeded.topic, **token)
+    assert stats.returncode == 0, stats.stderr
+    with Broker(cursorops_home) as broker:
+        local = broker.topic_stats("admin", seeded.topic)
+    backlog = json.loads(stats.stdout)["subscriptions"][SUBSCRIPTION]["msgBacklog"]
+    assert backlog == local.subscriptions[SUBSCRIPTION].msg_backlog == len(before)
+
+    login = _cli(
+        airflow, "--login", "dave", "topics", "stats", seeded.topic, CURSOROPS_PASSWORD="dave-pw"
+    )
+    assert login.returncode == 5 and "not authorized" in login.stderr  # dave: no grant
+    wrong = _cli(
+        airflow, "--login", "alice", "topics", "stats", seeded.topic, CURSOROPS_PASSWORD="nope"
+    )
+    assert wrong.returncode == 5 and "Login as alice" in wrong.stderr
+    claimed = _cli(airflow, "--role", "admin", "topics", "stats", seeded.topic, **token)
+    assert claimed.returncode == 2 and "--role is for the embedded home" in claimed.stderr
+    local_only = _cli(airflow, "produce", seeded.topic, "-m", "x", **token)
+    assert local_only.returncode == 2 and "not available through --admin-url" in local_only.stderr
+
+    with Broker(cursorops_home) as broker:
+        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+    chosen = next(m for m in seeded.ids if label(m) in before)
+    skip = _cli(
+        airflow,
+        "topics",
+        "skip-messages",
+        seeded.topic,
+        "-s",
+        SUBSCRIPTION,
+        "--messageId-triplet",
+        chosen.triplet(),
+        "--reason",
+        "poison pill",
+        **token,
+    )
+    assert skip.returncode == 0, skip.stderr
+    assert "Waiting for approval" in skip.stdout and "required_actions" in skip.stdout
+    run = skip.stdout.split("Run ", 1)[1].split(" of ", 1)[0]
+    assert airflow.dag_run(SKIP_DAG, run)["triggering_user_name"] == "alice"
+    airflow.wait_parked(SKIP_DAG, run, "approve_skip")
+    assert seeded.unacknowledged() == before
