@@ -45,6 +45,30 @@ VALIDITY_PARAM = "approval_valid_minutes"
 MAX_VALIDITY = timedelta(days=7)
 
 
+def gate_params() -> dict[str, Any]:
+    """The run params every gated workflow declares for its gates (not part of the request)."""
+    from airflow.sdk import Param
+
+    return {
+        TIMEOUT_PARAM: Param(
+            24 * 60,
+            type="integer",
+            minimum=1,
+            description="Minutes to wait for an approval; no answer by then is a rejection",
+        ),
+        VALIDITY_PARAM: Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            maximum=int(MAX_VALIDITY.total_seconds() // 60),
+            description="Minutes an approval stays valid for apply (default: the wait above)",
+        ),
+    }
+
+
+GATE_PARAMS = frozenset({TIMEOUT_PARAM, VALIDITY_PARAM})
+
+
 def may_skip(broker: Broker, role: str, topic: str) -> bool:
     """Whether ``role`` holds the skip permission on ``topic`` (the Broker decides)."""
     from core.authz import Operation

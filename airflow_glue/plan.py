@@ -153,7 +153,9 @@ def preview_markdown(record: PlanRecord, *, payloads: bool) -> str:
     """What the approver reads, rendered from the stored record only.
 
     ``payloads``: show payload excerpts (only for a reader whose role may peek on the
-    topic); otherwise they are masked. Every text another person wrote is inert.
+    topic); otherwise they are masked. Every text another person wrote is inert; topic
+    and partition names, which core validated (letters, digits, ``_ = : . -``), are
+    code spans.
     """
     doc = record.document
     b = doc["backlog"]
@@ -162,7 +164,7 @@ def preview_markdown(record: PlanRecord, *, payloads: bool) -> str:
         f"**Plan id:** `{record.digest}`",
         "",
         f"### Skip {record.messages} message(s), {doc['total']} id(s), on "
-        f"{inert(record.topic)}, subscription {inert(record.subscription)}",
+        f"`{record.topic}`, subscription {inert(record.subscription)}",
         "",
         f"- **Requested by:** {inert(binding.requester)} (Pulsar role {inert(binding.role)})",
         f"- **Reason:** {inert(doc['reason'])}",
@@ -182,7 +184,7 @@ def preview_markdown(record: PlanRecord, *, payloads: bool) -> str:
         "| --- | ---: | ---: | ---: |",
     ]
     for partition, v in b["perPartition"].items():
-        lines.append(f"| {_cell(partition)} | {v['ids']} | {v['before']} | {v['after']} |")
+        lines.append(f"| `{partition}` | {v['ids']} | {v['before']} | {v['after']} |")
     lines += [
         "",
         "| id | partition | key | publish time | deliver at | properties | payload |",
@@ -195,7 +197,7 @@ def preview_markdown(record: PlanRecord, *, payloads: bool) -> str:
         payload = m["payload"] if payloads else f"{m.get('payloadSize', '?')} bytes, {MASKED}"
         cells = (
             ident,
-            m["partition"],
+            m["partition"].rsplit("-partition-", 1)[-1] if "-partition-" in m["partition"] else "",
             m["key"],
             m["publishTime"],
             m["deliverAt"],

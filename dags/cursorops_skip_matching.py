@@ -22,7 +22,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
-from airflow_glue.gate import TIMEOUT_PARAM
+from airflow_glue.gate import GATE_PARAMS, gate_params
 from airflow_glue.skip_tail import approve_and_apply
 from airflow_glue.spark import spark_job, xcom
 
@@ -75,12 +75,7 @@ TIME_HELP = "epoch ms, ISO-8601 (UTC without an offset), 'now' or a duration bef
             1_000_000, type="integer", minimum=1, description="Refuse more matches than this"
         ),
         "allow_large": Param(False, type="boolean", description="Go ahead above the limit"),
-        TIMEOUT_PARAM: Param(
-            24 * 60,
-            type="integer",
-            minimum=1,
-            description="Minutes to wait for an approval; no answer by then is a rejection",
-        ),
+        **gate_params(),
     },
 )
 def cursorops_skip_matching() -> None:
@@ -94,7 +89,7 @@ def cursorops_skip_matching() -> None:
         from core.broker import wall_clock_ms
 
         context = get_current_context()
-        conf = {k: v for k, v in context["params"].items() if k != TIMEOUT_PARAM}
+        conf = {k: v for k, v in context["params"].items() if k not in GATE_PARAMS}
         requester = context["dag_run"].triggering_user_name or ""
         with airflow_outcome():
             request, predicate = parse_match_request(conf, wall_clock_ms())

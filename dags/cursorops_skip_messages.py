@@ -25,7 +25,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
-from airflow_glue.gate import TIMEOUT_PARAM
+from airflow_glue.gate import GATE_PARAMS, gate_params
 from airflow_glue.skip_tail import approve_and_apply
 
 
@@ -60,12 +60,7 @@ from airflow_glue.skip_tail import approve_and_apply
         ),
         "reason": Param("", type="string", description="Why (required; recorded)"),
         "ticket": Param(None, type=["null", "string"], description="Change ticket (optional)"),
-        TIMEOUT_PARAM: Param(
-            24 * 60,
-            type="integer",
-            minimum=1,
-            description="Minutes to wait for an approval; no answer by then is a rejection",
-        ),
+        **gate_params(),
     },
 )
 def cursorops_skip_messages() -> None:
@@ -76,7 +71,7 @@ def cursorops_skip_messages() -> None:
         from airflow_glue.request import parse_request
 
         context = get_current_context()
-        conf = {k: v for k, v in context["params"].items() if k != TIMEOUT_PARAM}
+        conf = {k: v for k, v in context["params"].items() if k not in GATE_PARAMS}
         with airflow_outcome():
             request = parse_request(conf)
         return {**request.model_dump(), "requester": context["dag_run"].triggering_user_name}
