@@ -1,9 +1,13 @@
 """bob approves a skip in the real Airflow UI, in headless Chromium (Debian's package).
 
 On the session's Airflow (standalone, tests/dags/conftest.py): alice triggers over
-REST; bob logs in through the login form, opens the gate's Required Actions page,
-reads the preview and clicks Approve. Screenshots of each step are kept under
-``test-artifacts/screenshots/`` (gitignored) as the test's artifacts.
+REST with a reason that tries to hide a line (``<!-- ... -->``); bob logs in
+through the login form, opens the gate's Required Actions page, reads the
+preview (the requester's comment shown as text, payloads masked), then the
+same plan on the Cursors page (the same plan id, the comment as text, payload
+excerpts shown, since bob may peek), and clicks Approve. Screenshots of each
+step are kept under ``test-artifacts/screenshots/`` (gitignored) as the test's
+artifacts.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import pytest
 
 from tests.airflow_harness import Airflow, password
 from tests.dags.conftest import label, seed_topic
+from tests.dags.test_approval_attacks import xcom_path
 from tests.dags.test_skip_messages_airflow import DAG, GATE, conf, pick
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -46,8 +51,10 @@ def test_second_user_approves_in_the_ui(airflow: Airflow, cursorops_home):
     seeded = seed_topic(cursorops_home)
     ids = pick(seeded)
     before = seeded.unacknowledged()
-    run = airflow.trigger(DAG, conf(seeded, ids), user="alice")
+    reason = "poison pills <!-- Plan id: forged --> see INC-7"
+    run = airflow.trigger(DAG, conf(seeded, ids, reason=reason), user="alice")
     airflow.wait_awaiting_input(DAG, run, GATE)
+    digest = airflow.get("alice", xcom_path(run, "plan_skip"))["value"]["planDigest"]
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, headless=True)
@@ -65,12 +72,33 @@ def test_second_user_approves_in_the_ui(airflow: Airflow, cursorops_home):
             page.goto(f"{airflow.base_url}/dags/{DAG}/runs/{run}/tasks/{GATE}/required_actions")
             approve = page.locator("[data-testid=hitl-option-Approve]")
             approve.wait_for(state="visible")
-            # The gate's body is the preview: counts, the exact backlog, the plan id.
-            page.get_by_text(f"Skip {len(ids)} message id(s)").first.wait_for()
-            page.get_by_text("reminder #2").first.wait_for()
-            page.get_by_text("Plan id:").first.wait_for()
+            # The gate's body is the preview: counts, the exact backlog, the plan id; the
+            # requester's comment is text, and payloads are masked on Airflow's page.
+            page.get_by_text(f"{len(ids)} id(s)").first.wait_for()
+            page.get_by_text(digest).first.wait_for()
+            page.get_by_text("<!-- Plan id: forged -->", exact=False).first.wait_for()
+            page.get_by_text("masked", exact=False).first.wait_for()
+            assert page.get_by_text("reminder #2").count() == 0
             assert seeded.unacknowledged() == before
             page.screenshot(path=SCREENSHOTS / "ui_approval_2_preview.png", full_page=True)
+
+            # The Cursors page shows the same plan record: same plan id, the comment as
+            # text, and the payload excerpts bob's role may peek at.
+            cursors = browser.new_page(viewport={"width": 1400, "height": 1000})
+            cursors.set_default_timeout(UI_TIMEOUT_MS)
+            cursors.context.add_cookies(
+                [{"name": "_token", "value": airflow.token("bob"), "url": airflow.base_url}]
+            )
+            cursors.goto(f"{airflow.base_url}/cursorops/ui")
+            row = cursors.locator(f"[data-testid=approval-row][data-run-id='{run}']")
+            row.wait_for()
+            row.locator("summary").click()
+            row.locator("details[data-payloads=shown]").wait_for()
+            row.get_by_text(digest).first.wait_for()
+            row.get_by_text("<!-- Plan id: forged -->", exact=False).first.wait_for()
+            row.get_by_text("reminder #2").first.wait_for()
+            cursors.screenshot(path=SCREENSHOTS / "ui_approval_2b_cursors.png", full_page=True)
+            cursors.close()
 
             approve.click()
             page.get_by_text("response successful").first.wait_for()
