@@ -294,6 +294,18 @@ def test_start_twice_keeps_the_running_daemon(home: Path) -> None:
     assert json.loads(again.stdout)["pid"] == pid
 
 
+def test_ps_shows_the_daemon_as_cursorops_daemon(home: Path) -> None:
+    pid = daemon.status(daemon.Address(str(home), None))["pid"]
+    shown = subprocess.run(
+        ["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert shown == f"cursorops daemon {home}"
+    found = subprocess.run(
+        ["pgrep", "-f", f"^cursorops daemon {home}$"], capture_output=True, text=True, check=False
+    ).stdout.split()
+    assert found == [str(pid)]
+
+
 def test_a_socket_folder_others_can_enter_is_not_trusted(tmp_path: Path) -> None:
     folder = tmp_path / "sockets"
     folder.mkdir(mode=0o700)
