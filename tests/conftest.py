@@ -45,25 +45,33 @@ _RUN_TOKEN = pytest.StashKey[str]()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run if a process it started is still running once everything is torn down.
+    """Fail the run if a server it started is still running once everything is torn down.
 
-    The leftovers are reported as an error of their own and stopped (they are this
-    run's own: they carry its marker).
+    A cursorops daemon or standalone, a PostgreSQL, a Spark JVM or an Airflow process
+    the run started (``tests/leftovers.py``) is reported as an error of its own and
+    stopped. Any other process of the run still there is named, and left alone.
     """
     token = session.config.stash.get(_RUN_TOKEN, None)
     if token is None or exitstatus == pytest.ExitCode.INTERRUPTED:
         return
-    left = leftovers.wait_for_exit(token, os.getpid(), LEFTOVER_GRACE_S)
-    if not left:
+    left = leftovers.wait_for_servers(token, os.getpid(), LEFTOVER_GRACE_S)
+    servers = [leftover for leftover in left if leftover.is_server]
+    others = [leftover for leftover in left if not leftover.is_server]
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if others and reporter is not None:
+        reporter.write_sep("-", "still running after the tests (not servers: left alone)")
+        for other in others:
+            reporter.write_line(f"  {other}")
+    if not servers:
         return
-    leftovers.stop(left)
+    leftovers.stop(servers)
     report = pytest.TestReport(
-        nodeid="tests/conftest.py::no_process_left_behind",
-        location=("tests/conftest.py", 0, "no_process_left_behind"),
+        nodeid="tests/conftest.py::no_server_left_behind",
+        location=("tests/conftest.py", 0, "no_server_left_behind"),
         keywords={},
         outcome="failed",
-        longrepr="the test run left processes running (now stopped):\n"
-        + "\n".join(f"  {leftover}" for leftover in left),
+        longrepr="the test run left these running (now stopped):\n"
+        + "\n".join(f"  {server}" for server in servers),
         when="teardown",
     )
     session.config.hook.pytest_runtest_logreport(report=report)
@@ -136,10 +144,13 @@ def _postgres_base_url() -> str:
     if os.environ.get("CI"):
         pytest.fail(
             f"{PG_URL_ENV} is not set: CI must test PostgreSQL "
-            f"(export {PG_URL_ENV}=$(bash scripts/start-postgres.sh))",
+            "(bash scripts/start-postgres.sh -- pytest ...)",
             pytrace=False,
         )
-    pytest.skip(f"PostgreSQL not configured: set {PG_URL_ENV} (bash scripts/start-postgres.sh)")
+    pytest.skip(
+        f"PostgreSQL not configured: set {PG_URL_ENV} "
+        "(bash scripts/start-postgres.sh -- pytest ...)"
+    )
 
 
 @contextmanager

@@ -22,6 +22,9 @@ from pathlib import Path
 
 RUN_MARKER = "PYTEST_CURSOROPS_RUN"
 """Not a ``CURSOROPS_*`` name: tests strip those from the environments they pass on."""
+SERVERS = ("cursorops daemon", "cursorops standalone", "PostgreSQL", "Spark JVM", "Airflow")
+"""What a run must never leave running. Anything else it left (a helper that ends with the
+test process, such as multiprocessing's resource tracker) is only named."""
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class Leftover:
 
     @property
     def kind(self) -> str:
-        """What it is, in the words of the failure message."""
+        """What it is: one of :data:`SERVERS`, or ``process``."""
         command = self.command
         if command.startswith("cursorops daemon") or "cli.daemon" in command:
             return "cursorops daemon"
@@ -44,6 +47,10 @@ class Leftover:
         if "airflow" in command:
             return "Airflow"
         return "process"
+
+    @property
+    def is_server(self) -> bool:
+        return self.kind in SERVERS
 
     def __str__(self) -> str:
         return f"{self.kind} (pid {self.pid}): {self.command[:200]}"
@@ -96,12 +103,13 @@ def find(token: str, root: int) -> list[Leftover]:
     return found
 
 
-def wait_for_exit(token: str, root: int, grace_s: float) -> list[Leftover]:
-    """What is still running after ``grace_s`` (processes that were stopping may end)."""
+def wait_for_servers(token: str, root: int, grace_s: float) -> list[Leftover]:
+    """What is left once no server is, or after ``grace_s`` (servers that were stopping
+    may end)."""
     deadline = time.monotonic() + grace_s
     while True:
         left = find(token, root)
-        if not left or time.monotonic() >= deadline:
+        if not any(leftover.is_server for leftover in left) or time.monotonic() >= deadline:
             return left
         time.sleep(0.2)
 

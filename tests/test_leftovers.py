@@ -70,6 +70,11 @@ def test_a_child_that_dropped_the_marker_is_found_while_it_is_a_descendant() -> 
     assert child.pid not in {p.pid for p in leftovers.find(token, os.getpid())}
 
 
+def test_only_servers_fail_the_run() -> None:
+    assert leftovers.Leftover(1, "cursorops daemon /tmp/home").is_server
+    assert not leftovers.Leftover(1, "python -c from multiprocessing.resource_tracker").is_server
+
+
 @pytest.mark.parametrize(
     ("command", "kind"),
     [

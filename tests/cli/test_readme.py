@@ -47,10 +47,10 @@ def checked_script(lines: list[str], report: Path) -> str:
             f"printf '+ %s\\n' {shown}",
             line,
             "status=$?",
-            f'if [ "$status" -ne 0 ]; then printf \'README line %d failed (exit %d): %s\\n\' '
+            f"if [ \"$status\" -ne 0 ]; then printf 'README line %d failed (exit %d): %s\\n' "
             f'{number} "$status" {shown} >&2; exit 1; fi',
         ]
-    out.append(f'printf \'%s\' "$CURSOROPS_HOME" > {shlex.quote(str(report))}')
+    out.append(f"printf '%s' \"$CURSOROPS_HOME\" > {shlex.quote(str(report))}")
     return "\n".join(out) + "\n"
 
 
