@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,12 @@ def _detached_sleep(env: dict[str, str]) -> int:
         text=True,
         check=True,
     )
-    return int(started.stdout)
+    pid = int(started.stdout)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}/cmdline").read_bytes() != b"sleep\x00300\x00":
+        assert time.monotonic() < deadline, "setsid did not exec sleep"
+        time.sleep(0.05)
+    return pid
 
 
 def _gone(pid: int) -> bool:
