@@ -44,15 +44,18 @@ def pytest_configure(config: pytest.Config) -> None:
 _RUN_TOKEN = pytest.StashKey[str]()
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if a server it started is still running once everything is torn down.
 
     A cursorops daemon or standalone, a PostgreSQL, a Spark JVM or an Airflow process
     the run started (``tests/leftovers.py``) is reported as an error of its own and
     stopped. Any other process of the run still there is named, and left alone.
+    Last of the hooks: after an interrupt, pytest tears fixtures down in its own
+    ``pytest_sessionfinish``.
     """
     token = session.config.stash.get(_RUN_TOKEN, None)
-    if token is None or exitstatus == pytest.ExitCode.INTERRUPTED:
+    if token is None:
         return
     left = leftovers.wait_for_servers(token, os.getpid(), LEFTOVER_GRACE_S)
     servers = [leftover for leftover in left if leftover.is_server]
@@ -75,7 +78,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         when="teardown",
     )
     session.config.hook.pytest_runtest_logreport(report=report)
-    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session", autouse=True)
