@@ -32,6 +32,7 @@ pytest_plugins = ["tests.airflow_fixtures"]
 
 LEFTOVER_GRACE_S = 15.0
 """How long processes of the run that are already stopping get to end before they count."""
+_RUN_TOKEN = pytest.StashKey[str]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -39,9 +40,6 @@ def pytest_configure(config: pytest.Config) -> None:
     token = f"{os.getpid()}-{uuid.uuid4().hex}"
     os.environ[leftovers.RUN_MARKER] = token
     config.stash[_RUN_TOKEN] = token
-
-
-_RUN_TOKEN = pytest.StashKey[str]()
 
 
 @pytest.hookimpl(trylast=True)
