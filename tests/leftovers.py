@@ -38,7 +38,11 @@ class Leftover:
         command = self.command
         if command.startswith("cursorops daemon") or "cli.daemon" in command:
             return "cursorops daemon"
-        if "cursorops standalone" in command:
+        if (
+            "standalone" in command
+            and "airflow" not in command
+            and ("cursorops" in command or "cli." in command)
+        ):
             return "cursorops standalone"
         if "postgres" in command:
             return "PostgreSQL"

@@ -87,6 +87,8 @@ def test_only_servers_fail_the_run() -> None:
         ("cursorops daemon /tmp/home", "cursorops daemon"),
         ("/venv/bin/python3.11 -m cli.daemon --idle-timeout-ms 5", "cursorops daemon"),
         ("/venv/bin/python /venv/bin/cursorops standalone", "cursorops standalone"),
+        ("/venv/bin/python3.11 -m cli.main --home /tmp/h standalone", "cursorops standalone"),
+        ("/venv/bin/python /venv/bin/airflow standalone", "Airflow"),
         ("/usr/lib/postgresql/15/bin/postgres -D /tmp/x/data", "PostgreSQL"),
         ("/usr/bin/java -cp /venv/pyspark/jars/* org.apache.spark.deploy.SparkSubmit", "Spark JVM"),
         ("/venv/bin/python /venv/bin/airflow scheduler", "Airflow"),
