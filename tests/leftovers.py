@@ -44,12 +44,13 @@ class Leftover:
             and ("cursorops" in command or "cli." in command)
         ):
             return "cursorops standalone"
-        if "postgres" in command:
-            return "PostgreSQL"
-        if "java" in command and "spark" in command.lower():
+        program = os.path.basename(command.split(" ", 1)[0])
+        if program == "java" and "spark" in command.lower():
             return "Spark JVM"
         if "airflow" in command:
             return "Airflow"
+        if program == "postgres" or command.startswith("postgres:"):
+            return "PostgreSQL"
         return "process"
 
     @property

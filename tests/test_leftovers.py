@@ -90,6 +90,8 @@ def test_only_servers_fail_the_run() -> None:
         ("/venv/bin/python3.11 -m cli.main --home /tmp/h standalone", "cursorops standalone"),
         ("/venv/bin/python /venv/bin/airflow standalone", "Airflow"),
         ("/usr/lib/postgresql/15/bin/postgres -D /tmp/x/data", "PostgreSQL"),
+        ("postgres: checkpointer ", "PostgreSQL"),
+        ("/venv/bin/python -m cli.main --metadata-url postgresql://h/db topics list", "process"),
         ("/usr/bin/java -cp /venv/pyspark/jars/* org.apache.spark.deploy.SparkSubmit", "Spark JVM"),
         ("/venv/bin/python /venv/bin/airflow scheduler", "Airflow"),
         ("sleep 300", "process"),
