@@ -415,10 +415,15 @@ def start(address: Address, config: Config, idle_timeout_ms: int) -> dict[str, A
         **os.environ,
         "CURSOROPS_HOME": address.home,
         "CURSOROPS_METADATA_URL": address.metadata_url or "",
+        # setproctitle writes the title over the command line only, not over the
+        # environment (which /proc/PID/environ shows): the title fits, as the command
+        # line names the home too.
+        "SPT_NOENV": "1",
     }
+    command = [sys.executable, "-m", "cli.daemon", "--idle-timeout-ms", str(idle_timeout_ms)]
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "cli.daemon", "--idle-timeout-ms", str(idle_timeout_ms)],
+            [*command, "--home", address.home],
             env=environment,
             cwd="/",
             stdin=subprocess.DEVNULL,
@@ -485,8 +490,11 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
     """``python -m cli.daemon``: the daemon process ``cursorops daemon start`` launches."""
     parser = argparse.ArgumentParser(prog="python -m cli.daemon")
     parser.add_argument("--idle-timeout-ms", type=int, default=DEFAULT_IDLE_TIMEOUT_MS)
+    parser.add_argument("--home", help="the home served (default: CURSOROPS_HOME)")
     args = parser.parse_args(argv)
     environ = dict(os.environ)
+    if args.home:
+        environ["CURSOROPS_HOME"] = args.home
     address = Address(
         environ.get("CURSOROPS_HOME") or launcher.DEFAULT_HOME,
         environ.get("CURSOROPS_METADATA_URL") or None,
