@@ -8,6 +8,12 @@ of its own, reparented to init). A process of the run that changed its
 environment is still found while it is a descendant of the test process.
 Another run's processes, and anything a developer started, carry another
 marker or none, and are never reported nor stopped.
+
+A process that writes its title over its environment (setproctitle's default,
+which Airflow's processes use; PostgreSQL's children) loses the marker in
+``/proc/PID/environ``: it is found only while in the tree. The cursorops daemon
+keeps its environment (``SPT_NOENV``); the Airflow harness checks its own
+process group; PostgreSQL's postmaster keeps it.
 """
 
 from __future__ import annotations
