@@ -16,12 +16,12 @@ present = $(foreach d,$(1),$(if $(wildcard $(d)/*.py $(d)/*/*.py),$(d)))
 LINT_PATHS := $(call present,core cli spark_apps airflow_glue cursorops_api dags plugins tests benchmarks scripts)
 TYPED_PATHS := $(call present,core cli spark_apps airflow_glue cursorops_api dags plugins)
 
+# The Spark provider pulls pyspark-client, which overwrites files of pyspark: the last
+# pip command reinstalls pyspark so one consistent Spark remains.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[airflow,spark,test]'
-	# The Spark provider pulls pyspark-client, which overwrites files of pyspark:
-	# reinstall pyspark last so one consistent Spark remains.
 	$(VENV)/bin/pip install -q --force-reinstall --no-deps pyspark==$(PYSPARK_VERSION)
 	$(PY) -c "import pyspark, sys; v = pyspark.__version__; sys.exit(0 if v == '$(PYSPARK_VERSION)' else 'pyspark is ' + v)"
 	touch $(STAMP)
@@ -33,9 +33,10 @@ demo: $(STAMP)
 	$(VENV)/bin/cursorops demo
 	$(VENV)/bin/cursorops demo --airflow
 
-# The gates first (seconds), then the suite.
+# The gates first (seconds), then the suite on a throwaway PostgreSQL, which the script
+# stops and removes afterwards, also when the suite fails or is interrupted.
 test: lint
-	CURSOROPS_TEST_PG_URL="$$(bash scripts/start-postgres.sh)" $(VENV)/bin/pytest
+	bash scripts/start-postgres.sh -- $(VENV)/bin/pytest
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_PATHS)

@@ -16,7 +16,8 @@ The worker declines a command (and the caller runs it itself) when the code on
 disk is not the code the daemon loaded, when the command's home, metadata store
 or ledger root differ from the daemon's, and for ``daemon`` and ``demo``.
 The daemon stops on ``cursorops daemon stop``, on SIGTERM, or after
-``--idle-timeout`` without a command.
+``--idle-timeout`` without a command. In ``ps`` it is ``cursorops daemon HOME``
+and its workers ``cursorops daemon worker HOME`` (:data:`PROCESS_TITLE`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ STOP_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 5.0
 """How long the daemon waits for a connected caller to send its request."""
 _PEER = struct.Struct("3i")
+PROCESS_TITLE = "cursorops daemon"
+"""What ``ps`` and ``pgrep -f`` show for the daemon, instead of ``python3.11 -m cli.daemon``."""
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,7 @@ class Daemon:
             for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
                 signal.signal(signum, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            _set_title(f"{PROCESS_TITLE} worker {self.address.home}")
             connection.settimeout(None)
             code = run_worker(connection, request, fds, self.config)
         finally:
@@ -244,6 +248,13 @@ class Daemon:
             "workerCpuS": children.ru_utime + children.ru_stime,
             "idleTimeoutMs": int(self.idle_timeout_s * 1000),
         }
+
+
+def _set_title(title: str) -> None:
+    """Name this process in ``ps``: its command line, and its 15-character ``comm``."""
+    import setproctitle
+
+    setproctitle.setproctitle(title)
 
 
 def _take_lock(path: Path) -> int | None:
@@ -404,10 +415,15 @@ def start(address: Address, config: Config, idle_timeout_ms: int) -> dict[str, A
         **os.environ,
         "CURSOROPS_HOME": address.home,
         "CURSOROPS_METADATA_URL": address.metadata_url or "",
+        # setproctitle writes the title over the command line only, not over the
+        # environment (which /proc/PID/environ shows): the title fits, as the command
+        # line names the home too.
+        "SPT_NOENV": "1",
     }
+    command = [sys.executable, "-m", "cli.daemon", "--idle-timeout-ms", str(idle_timeout_ms)]
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "cli.daemon", "--idle-timeout-ms", str(idle_timeout_ms)],
+            [*command, "--home", address.home],
             env=environment,
             cwd="/",
             stdin=subprocess.DEVNULL,
@@ -474,13 +490,17 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
     """``python -m cli.daemon``: the daemon process ``cursorops daemon start`` launches."""
     parser = argparse.ArgumentParser(prog="python -m cli.daemon")
     parser.add_argument("--idle-timeout-ms", type=int, default=DEFAULT_IDLE_TIMEOUT_MS)
+    parser.add_argument("--home", help="the home served (default: CURSOROPS_HOME)")
     args = parser.parse_args(argv)
     environ = dict(os.environ)
+    if args.home:
+        environ["CURSOROPS_HOME"] = args.home
     address = Address(
         environ.get("CURSOROPS_HOME") or launcher.DEFAULT_HOME,
         environ.get("CURSOROPS_METADATA_URL") or None,
     )
     config = Config.from_environ(environ)
+    _set_title(f"{PROCESS_TITLE} {address.home}")
     preload(config.metadata_url)
     return Daemon(address, config, args.idle_timeout_ms).serve()
 

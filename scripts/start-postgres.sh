@@ -1,17 +1,35 @@
 #!/usr/bin/env bash
-# Start a throwaway PostgreSQL cluster for the test suite and print its SQLAlchemy URL.
+# Start a throwaway PostgreSQL cluster for the test suite.
 #
+#   bash scripts/start-postgres.sh -- COMMAND [ARG...]
+#       Start it, run COMMAND with CURSOROPS_TEST_PG_URL set to its SQLAlchemy URL,
+#       then stop it and remove its folder (a fresh one under $TMPDIR), whatever
+#       COMMAND's outcome, on Ctrl-C and on SIGTERM too. Exits with COMMAND's status.
+#       A server already answering on the port is used and left running: this
+#       script stops only what it started. This is what `make test` runs.
 #   CURSOROPS_TEST_PG_URL=$(bash scripts/start-postgres.sh [DIR])
+#       Start it (or find it running) and print its URL; it keeps running until
+#       `bash scripts/stop-postgres.sh [DIR]`.
 #
 # DIR (default /tmp/cursorops-pg) holds the cluster, its socket and its log.
-# The server listens on 127.0.0.1:55432 with trust authentication, superuser
-# "postgres", database "cursorops_test". Durability settings are off: the data
-# is disposable. Re-running while the server is up only prints the URL.
-# Everything but the URL goes to stderr.
+# The server listens on 127.0.0.1:55432 (CURSOROPS_TEST_PG_PORT) with trust
+# authentication, superuser "postgres", database "cursorops_test". Durability
+# settings are off: the data is disposable. Everything but the URL goes to stderr.
 set -euo pipefail
 
-DIR="${1:-/tmp/cursorops-pg}"
-PORT=55432
+DIR=""
+COMMAND=()
+while (($#)); do
+    case "$1" in
+        --) shift; COMMAND=("$@"); break ;;
+        *) DIR="$1"; shift ;;
+    esac
+done
+if [[ -n "$DIR" ]] && ((${#COMMAND[@]})); then
+    echo "start-postgres: a command runs on a fresh folder of its own: give no DIR" >&2
+    exit 2
+fi
+PORT="${CURSOROPS_TEST_PG_PORT:-55432}"
 HOST=127.0.0.1
 DB=cursorops_test
 SUPERUSER=postgres
@@ -49,7 +67,7 @@ fi
 if [[ $(id -u) -eq 0 ]]; then
     OS_USER=postgres
     if ! id "$OS_USER" >/dev/null 2>&1; then
-        useradd --system --home-dir "$DIR" --shell /usr/sbin/nologin "$OS_USER"
+        useradd --system --home-dir /tmp/cursorops-pg --shell /usr/sbin/nologin "$OS_USER"
     fi
     as_server_user() {
         if command -v runuser >/dev/null 2>&1; then
@@ -75,12 +93,42 @@ ensure_database() {
     fi
 }
 
+run_command() {
+    local status=0
+    CURSOROPS_TEST_PG_URL="$URL" "${COMMAND[@]}" || status=$?
+    exit "$status"
+}
+
 if is_ready; then
     ensure_database
+    if ((${#COMMAND[@]})); then
+        log "using the server already running on ${HOST}:${PORT} (left running)"
+        run_command
+    fi
     echo "$URL"
     exit 0
 fi
 
+if ((${#COMMAND[@]})); then
+    # Ours to stop: a fresh folder, and a trap set before the server exists, so that
+    # a failure, Ctrl-C or SIGTERM at any later point stops it and removes the folder.
+    DIR=$(mktemp -d "${TMPDIR:-/tmp}/cursorops-pg.XXXXXX")
+    stop_ours() {
+        trap "" INT TERM HUP
+        if [[ -f "$DIR/data/postmaster.pid" ]]; then
+            log "stopping the server on ${HOST}:${PORT}"
+            as_server_user "$BINDIR/pg_ctl" -D "$DIR/data" -m immediate -w -t 60 stop \
+                >/dev/null 2>&1 || log "pg_ctl stop failed; see $DIR/server.log"
+        fi
+        rm -rf "$DIR"
+    }
+    trap stop_ours EXIT
+    # The command gets the signal too (same process group); exit once it has ended.
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    trap 'exit 129' HUP
+fi
+DIR="${DIR:-/tmp/cursorops-pg}"
 DATA="$DIR/data"
 mkdir -p "$DIR"
 if [[ $(id -u) -eq 0 ]]; then
@@ -90,13 +138,14 @@ fi
 if [[ ! -f "$DATA/PG_VERSION" ]]; then
     log "initialising a cluster in $DATA"
     as_server_user "$BINDIR/initdb" -D "$DATA" -U "$SUPERUSER" --auth=trust \
-        --encoding=UTF8 --locale=C.UTF-8 >&2
+        --encoding=UTF8 --locale=C.UTF-8 >"$DIR/initdb.log" 2>&1 \
+        || { cat "$DIR/initdb.log" >&2; exit 1; }
 fi
 
 log "starting the server on ${HOST}:${PORT}"
 as_server_user "$BINDIR/pg_ctl" -D "$DATA" -l "$DIR/server.log" -w -t 60 \
     -o "-h ${HOST} -p ${PORT} -k ${DIR} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
-    start >&2
+    start >/dev/null || { log "the server did not start; see $DIR/server.log"; exit 1; }
 
 for _ in $(seq 1 60); do
     if is_ready; then
@@ -110,4 +159,7 @@ if ! is_ready; then
 fi
 
 ensure_database
+if ((${#COMMAND[@]})); then
+    run_command
+fi
 echo "$URL"

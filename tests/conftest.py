@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import gc
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +17,7 @@ from sqlalchemy.pool import NullPool
 
 from core.config import Config
 from core.store.metadata import MetadataStore
+from tests import leftovers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,6 +29,99 @@ PG_URL_ENV = "CURSOROPS_TEST_PG_URL"
 
 pytest_plugins = ["tests.airflow_fixtures"]
 """One real Airflow per test session, whichever folders need it."""
+
+LEFTOVER_GRACE_S = 15.0
+"""How long processes of the run that are already stopping get to end before they count."""
+_RUN_TOKEN = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Mark this run: every process it starts inherits the marker (``tests/leftovers.py``)."""
+    token = f"{os.getpid()}-{uuid.uuid4().hex}"
+    os.environ[leftovers.RUN_MARKER] = token
+    config.stash[_RUN_TOKEN] = token
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if a server it started is still running once everything is torn down.
+
+    A cursorops daemon or standalone, a PostgreSQL, a Spark JVM or an Airflow process
+    the run started (``tests/leftovers.py``) is reported as an error of its own and
+    stopped. Any other process of the run still there is named, and left alone.
+    Last of the hooks: after an interrupt, pytest tears fixtures down in its own
+    ``pytest_sessionfinish``.
+    """
+    token = session.config.stash.get(_RUN_TOKEN, None)
+    if token is None:
+        return
+    left = leftovers.wait_for_servers(token, os.getpid(), LEFTOVER_GRACE_S)
+    servers = [leftover for leftover in left if leftover.is_server]
+    others = [leftover for leftover in left if not leftover.is_server]
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if others and reporter is not None:
+        reporter.write_sep("-", "still running after the tests (not servers: left alone)")
+        for other in others:
+            reporter.write_line(f"  {other}")
+    if not servers:
+        return
+    leftovers.stop(servers)
+    report = pytest.TestReport(
+        nodeid="tests/conftest.py::no_server_left_behind",
+        location=("tests/conftest.py", 0, "no_server_left_behind"),
+        keywords={},
+        outcome="failed",
+        longrepr="the test run left these running (now stopped):\n"
+        + "\n".join(f"  {server}" for server in servers),
+        when="teardown",
+    )
+    session.config.hook.pytest_runtest_logreport(report=report)
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _spark_gateway_stopped() -> Iterator[None]:
+    """At the end of the run, stop the JVM that pyspark started in this process."""
+    yield
+    stop_spark_gateway()
+
+
+def stop_spark_gateway() -> None:
+    """Stop this process's Spark context, its py4j gateway and the JVM behind it.
+
+    ``SparkSession.stop()`` keeps the gateway and its JVM for the next session.
+    Left to the interpreter's exit, the JVM outlives the run until then, and py4j
+    closes its connections from ``__del__``, logging it at INFO through the root
+    logger's handler, which Airflow's import bound to pytest's capture stream,
+    closed by then: a ``--- Logging error ---`` traceback after the summary.
+    Here the connections close while that stream is still open.
+    """
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if context is not None:
+        context.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    process = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    if process is not None:
+        # pyspark's JVM exits when its standard input closes.
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    del gateway
+    gc.collect()
 
 
 @pytest.fixture
@@ -49,10 +146,13 @@ def _postgres_base_url() -> str:
     if os.environ.get("CI"):
         pytest.fail(
             f"{PG_URL_ENV} is not set: CI must test PostgreSQL "
-            f"(export {PG_URL_ENV}=$(bash scripts/start-postgres.sh))",
+            "(bash scripts/start-postgres.sh -- pytest ...)",
             pytrace=False,
         )
-    pytest.skip(f"PostgreSQL not configured: set {PG_URL_ENV} (bash scripts/start-postgres.sh)")
+    pytest.skip(
+        f"PostgreSQL not configured: set {PG_URL_ENV} "
+        "(bash scripts/start-postgres.sh -- pytest ...)"
+    )
 
 
 @contextmanager

@@ -13,7 +13,9 @@ contract of the command line:
 The parser is walked, so a new subcommand or flag is fuzzed without editing this
 file. Not fuzzed: ``--home`` and ``--metadata-url`` (they choose the installation)
 and the Spark engine's flags (``--engine`` is fixed to ``python``: starting a JVM
-per example would not test input handling).
+per example would not test input handling). ``daemon start`` and ``demo`` check
+their arguments as usual, then do nothing: a real one would start a daemon that
+outlives the test, or Airflow.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cli import daemon as cli_daemon
+from cli import demo as cli_demo
 from cli import main as cli_main
 
 HOSTILE = [
@@ -187,6 +191,14 @@ def _dump(home: Path) -> tuple[object, ...]:
     return tables, tuple(sorted(files))
 
 
+def _no_daemon(address: cli_daemon.Address, *_args: object) -> dict[str, object]:
+    return {"pid": 0, "home": address.home, "started": True}
+
+
+def _no_demo(*_args: object, **_kwargs: object) -> dict[str, object]:
+    return {"ok": True}
+
+
 def _run(argv: list[str]) -> tuple[int, str, str]:
     """``main(argv)`` with stdout and stderr encoded as a real process's are."""
     out_bytes, err_bytes = io.BytesIO(), io.BytesIO()
@@ -240,15 +252,19 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int]]
     previous = os.environ.get("CURSOROPS_HOME")
     os.environ["CURSOROPS_HOME"] = str(root)
     try:
-        for argv in seed:
-            code, _out, err = _run(argv)
-            assert code == 0, (argv, err)
-        code, out, _err = _run(
-            ["-o", "json", "topics", "peek-messages", "acme/ops/orders", "-s", "shared"]
-        )
-        assert code == 0
-        ledger = int(json.loads(out)[0]["triplet"].split(":")[0])
-        yield root, ledger
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(cli_daemon, "start", _no_daemon)
+            patch.setattr(cli_demo, "run", _no_demo)
+            patch.setattr(cli_demo, "run_airflow", _no_demo)
+            for argv in seed:
+                code, _out, err = _run(argv)
+                assert code == 0, (argv, err)
+            code, out, _err = _run(
+                ["-o", "json", "topics", "peek-messages", "acme/ops/orders", "-s", "shared"]
+            )
+            assert code == 0
+            ledger = int(json.loads(out)[0]["triplet"].split(":")[0])
+            yield root, ledger
     finally:
         if previous is None:
             os.environ.pop("CURSOROPS_HOME", None)

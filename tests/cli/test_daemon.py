@@ -28,6 +28,7 @@ from core.broker import Broker
 from core.config import Config
 from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
+from tests import leftovers
 
 pytestmark = pytest.mark.e2e
 
@@ -292,6 +293,29 @@ def test_start_twice_keeps_the_running_daemon(home: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["started"] is False
     assert json.loads(again.stdout)["pid"] == pid
+
+
+def test_ps_shows_the_daemon_as_cursorops_daemon(home: Path) -> None:
+    pid = daemon.status(daemon.Address(str(home), None))["pid"]
+    shown = subprocess.run(
+        ["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert shown == f"cursorops daemon {home}"
+    found = subprocess.run(
+        ["pgrep", "-f", f"^cursorops daemon {home}$"], capture_output=True, text=True, check=False
+    ).stdout.split()
+    assert found == [str(pid)]
+
+
+def test_the_daemon_keeps_its_environment_readable(home: Path) -> None:
+    """The title does not overwrite /proc/PID/environ, where the test run's marker is found
+    (tests/leftovers.py): a daemon a test leaves behind is caught."""
+    pid = daemon.status(daemon.Address(str(home), None))["pid"]
+    token = os.environ[leftovers.RUN_MARKER]
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    assert f"{leftovers.RUN_MARKER}={token}".encode() in environ
+    found = [p for p in leftovers.find(token, os.getpid()) if p.pid == pid]
+    assert [p.kind for p in found] == ["cursorops daemon"]
 
 
 def test_a_socket_folder_others_can_enter_is_not_trusted(tmp_path: Path) -> None:
