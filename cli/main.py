@@ -64,7 +64,7 @@ class Context:
     """The caller's role and output mode, and a broker opened on first use."""
 
     def __init__(self, args: argparse.Namespace, out: TextIO) -> None:
-        self.role: str = args.role
+        self.role: str = args.role or os.environ.get("CURSOROPS_ROLE") or DEFAULT_ROLE
         self.json: bool = args.output == "json"
         self.out = out
         self.home: str = args.home
@@ -530,9 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="installation folder (env CURSOROPS_HOME, default ~/.cursorops): "
         "SQLite metadata and Parquet ledgers",
     )
-    parser.add_argument(
-        "--role", default=env.get("CURSOROPS_ROLE") or DEFAULT_ROLE, help=_ROLE_HELP
-    )
+    # No default here: an explicit --role is refused with --admin-url (Context resolves it).
+    parser.add_argument("--role", default=None, help=_ROLE_HELP)
     parser.add_argument(
         "--admin-url",
         default=env.get("CURSOROPS_ADMIN_URL") or None,
@@ -971,7 +970,7 @@ def _remote(args: argparse.Namespace) -> Handler:
         from cli import remote
         from core.errors import InvalidArgumentError
 
-        if args.role != (os.environ.get("CURSOROPS_ROLE") or DEFAULT_ROLE):
+        if args.role is not None:
             raise InvalidArgumentError(
                 "--role is for the embedded home; with --admin-url you act as the logged-in user"
             )

@@ -7,6 +7,8 @@ test checks what a consumer then receives.
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 import pytest
@@ -52,10 +54,11 @@ def test_still_scheduled_approved_cancels_the_delayed_messages(airflow: Airflow,
     detail = airflow.wait_awaiting_input(DAG, run, GATE, timeout=1200)
     assert sorted(u["id"] for u in detail["assigned_users"]) == ["admin", "bob"]
     body = detail["body"]
-    assert "Skip 3 message id(s)" in body
+    assert "Skip 3 message(s), 3 id(s)" in body
     assert "Backlog:** 56 message(s) now, **53** after" in body
-    assert '"deliverAt": {"after": "now"}' in body
-    assert "reminder #0" in body and "reminder #2" in body
+    # The predicate is requester text: shown inert (backslash-escaped), read as written.
+    assert '"deliverAt": {"after": "now"}' in re.sub(r"\\(.)", r"\1", body)
+    assert "reminder" not in body and "masked" in body  # payloads: on the Cursors page
     assert seeded.unacknowledged() == before
 
     assert airflow.answer(DAG, run, GATE, "Approve", user="alice").status_code == 403
