@@ -22,6 +22,7 @@ from core.errors import (
     NotAuthorizedError,
     NotFoundError,
     OutcomeTable,
+    PlanAlreadyAppliedError,
     StoreError,
     UnsupportedSubscriptionTypeError,
 )
@@ -42,8 +43,12 @@ _TABLE = OutcomeTable(
         ConflictError: Outcome.RETRY,
         StoreError: Outcome.RETRY,
     },
-    # A conflict that no retry can resolve: the subscription's type never allows skips.
-    overrides={UnsupportedSubscriptionTypeError: Outcome.FAIL},
+    # Conflicts that no retry can resolve: the subscription's type never allows skips, and a
+    # plan record is applied at most once.
+    overrides={
+        UnsupportedSubscriptionTypeError: Outcome.FAIL,
+        PlanAlreadyAppliedError: Outcome.FAIL,
+    },
     default=Outcome.RETRY,
 )
 
