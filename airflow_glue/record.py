@@ -11,13 +11,23 @@ from an XCom.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from core.broker import Broker
     from core.config import Config
     from core.plan_record import PlanRecord
-    from core.store.metadata import AuditRecord
+
+
+class AuditRecord(Protocol):
+    """What this module reads of an audit record (``Broker.audit_log``'s items)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def detail(self) -> Mapping[str, Any]: ...
 
 
 KIND = "skip-request"

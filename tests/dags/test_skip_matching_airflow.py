@@ -8,7 +8,6 @@ test checks what a consumer then receives.
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 import pytest
