@@ -802,8 +802,14 @@ class Broker:
             )
         return sources
 
-    def dispatcher(self, role: str, topic: str, subscription: str) -> Dispatcher:
-        """The subscription's dispatcher; its consumers share state with every other process."""
+    def dispatcher(
+        self, role: str, topic: str, subscription: str, *, partition: int | None = None
+    ) -> Dispatcher:
+        """The subscription's dispatcher; its consumers share state with every other process.
+
+        ``partition``: serve that partition of a partitioned topic only (the
+        binary protocol subscribes partition by partition).
+        """
         from core.dispatch import Dispatcher
         from core.store import segment_reader
 
@@ -821,7 +827,10 @@ class Broker:
                 source, read_after=cached(source.topic), read_segments=cache.batches_after
             )
             for source in self._sources(info)
+            if partition is None or source.partition == partition
         ]
+        if not sources:
+            raise InvalidArgumentError(f"{info.name} has no partition {partition}")
         return Dispatcher(
             sub.type,
             self.metadata,
@@ -853,6 +862,13 @@ class Broker:
         finally:
             consumer.close()
         return messages
+
+    def last_position(self, role: str, topic: str) -> Position:
+        """The last entry of a non-partitioned topic or of one partition (``t-partition-2``);
+        EARLIEST when it has none. Needs ``consume``, as Pulsar's getLastMessageId."""
+        name = TopicName.parse(topic)
+        self.authorized_topic(role, Operation.CONSUME, name.base)
+        return self._layout(str(name)).last_position
 
     def peek_messages(self, role: str, topic: str, subscription: str, count: int) -> list[Message]:
         """The next ``count`` unacknowledged messages, delayed ones included, without delivering.

@@ -661,12 +661,33 @@ class Dispatcher:
 
     # -- consumers ------------------------------------------------------------
 
-    def subscribe(self, name: str, receiver_queue_size: int = 1000, priority: int = 0) -> Consumer:
+    def subscribe(
+        self,
+        name: str,
+        receiver_queue_size: int = 1000,
+        priority: int = 0,
+        *,
+        consumer_id: str | None = None,
+        epoch: int | None = None,
+    ) -> Consumer:
+        """Join the subscription's consumers.
+
+        ``consumer_id``: the identity in the consumer registry (default: a new
+        one). Consumers given the same id are one consumer to the subscription
+        (the binary protocol's consumer of a partitioned topic is one consumer
+        per partition). ``epoch``: the consumer epoch to start at (PIP-84: a
+        reconnecting client sends its own), for Exclusive and Failover.
+        """
         if receiver_queue_size < 1:
             raise InvalidArgumentError("receiver_queue_size must be at least 1")
         # Stored in the consumer registry: no NUL (PostgreSQL) nor undecodable text.
         check_label("consumer name", name)
         consumer = Consumer(self, name, receiver_queue_size, priority)
+        if consumer_id is not None:
+            check_label("consumer id", consumer_id)
+            consumer.consumer_id = consumer_id
+        if epoch is not None and consumer.epoch >= 0:
+            consumer.epoch = max(epoch, 0)
         with self._transaction() as txn:
             self._join(txn, consumer)
         return consumer
@@ -686,6 +707,21 @@ class Dispatcher:
     def remove_consumer(self, consumer: Consumer) -> None:
         with self._transaction() as txn:
             txn.remove_consumer(consumer.consumer_id)
+
+    def renew(self, consumer: Consumer) -> bool:
+        """Extend the consumer's lease (a connection that is still there); False when
+        its registration lapsed meanwhile."""
+        with self._transaction() as txn:
+            return txn.renew_lease(consumer.consumer_id, self.lease_ms)
+
+    def release(self, consumer: Consumer, keys: Sequence[PendingKey]) -> None:
+        """Make these messages held by ``consumer`` deliverable again (redelivery count
+        bumped): the binary protocol's redeliver of given message ids."""
+        if not keys:
+            return
+        with self._transaction() as txn:
+            txn.renew_lease(consumer.consumer_id, self.lease_ms)
+            txn.release(consumer.consumer_id, keys)
 
     # -- dispatching ----------------------------------------------------------
 
