@@ -443,6 +443,24 @@ def demo(ctx: Context, args: argparse.Namespace) -> Result:
     return Result(summary, [], 0 if summary["ok"] else EXIT_UNEXPECTED)
 
 
+# -- standalone ----------------------------------------------------------------
+
+
+def standalone(ctx: Context, args: argparse.Namespace) -> Result:
+    from protocol import standalone as standalone_module
+
+    settings = standalone_module.StandaloneSettings(
+        bind=args.bind,
+        broker_port=values.port(args.broker_port, "--broker-port"),
+        web_port=None if args.no_web else values.port(args.web_port, "--web-port"),
+        role=ctx.role,
+    )
+    config = ctx.config()
+    ctx.close()
+    standalone_module.run(config, settings)
+    return Result({"stopped": True}, ["cursorops standalone stopped"])
+
+
 # -- daemon --------------------------------------------------------------------
 
 
@@ -862,6 +880,30 @@ def build_parser() -> argparse.ArgumentParser:
         "is refused, bob approves; stop it",
     )
     p.set_defaults(handler=demo)
+
+    p = commands.add_parser(
+        "standalone",
+        parents=[common],
+        help="serve Pulsar's binary protocol and the admin REST paths on this home "
+        "(as pulsar standalone; Ctrl-C stops it)",
+    )
+    p.add_argument(
+        "--broker-port",
+        type=values.ascii_int,
+        default=6650,
+        help="binary protocol port (default 6650; 0 = any free port)",
+    )
+    p.add_argument(
+        "--web-port",
+        type=values.ascii_int,
+        default=8080,
+        help="admin REST port, /admin/v2/... (default 8080; 0 = any free port)",
+    )
+    p.add_argument("--no-web", action="store_true", help="serve the binary protocol only")
+    p.add_argument(
+        "--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    p.set_defaults(handler=standalone)
 
     daemon = commands.add_parser(
         "daemon", help="a warm process that starts commands on this home in milliseconds"

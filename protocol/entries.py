@@ -1,0 +1,209 @@
+"""Between Pulsar's message format and the ledger's rows.
+
+Incoming: one ``CommandSend`` holds one entry: a single message, or a batch of
+``num_messages_in_batch`` messages, each ``[u32 size][SingleMessageMetadata]
+[payload]``, the whole payload possibly compressed (LZ4 block, ZLIB, ZSTD,
+SNAPPY raw). :func:`rows_of_send` turns it into the :class:`RowDraft` rows the
+ledger store appends, one per message.
+
+Outgoing: :func:`entry_payload` rebuilds an entry from the rows a dispatch
+picked. A batch is always sent whole-sized (``num_messages_in_batch`` = the
+stored batch size) so that batch indexes keep their meaning; the indexes not
+delivered this time (acknowledged, or held by another consumer) are empty
+placeholders whose ``ack_set`` bit is clear, so the client skips them, as it
+skips what Pulsar's broker marks acknowledged in the ``ack_set``.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import cramjam
+
+from core.store.ledger import RowDraft
+from protocol import commands
+from protocol.commands import CompressionType
+from protocol.proto import Proto, ProtoError, decode, encode
+
+_U32 = struct.Struct(">I")
+
+# cramjam's buffers are bytes-like; bytes() copies them once.
+_MAX_UNCOMPRESSED = 64 * 1024 * 1024
+
+
+class EntryError(ValueError):
+    """A message the broker cannot store (bad batch layout, bad compression)."""
+
+
+def decompress(codec: int, data: bytes, uncompressed_size: int) -> bytes:
+    if codec == CompressionType.NONE:
+        return data
+    if not 0 <= uncompressed_size <= _MAX_UNCOMPRESSED:
+        raise EntryError(f"uncompressed size {uncompressed_size} out of range")
+    try:
+        if codec == CompressionType.LZ4:
+            out = bytes(cramjam.lz4.decompress_block(data, output_len=uncompressed_size))
+        elif codec == CompressionType.ZLIB:
+            out = zlib.decompress(data)
+        elif codec == CompressionType.ZSTD:
+            out = bytes(cramjam.zstd.decompress(data))
+        elif codec == CompressionType.SNAPPY:
+            out = bytes(cramjam.snappy.decompress_raw(data))
+        else:
+            raise EntryError(f"unknown compression {codec}")
+    except (cramjam.DecompressionError, zlib.error) as exc:
+        raise EntryError(f"cannot decompress ({CompressionType(codec).name}): {exc}") from exc
+    if len(out) != uncompressed_size:
+        raise EntryError(f"decompressed {len(out)} bytes, metadata says {uncompressed_size}")
+    return out
+
+
+def _properties(items: Sequence[Proto] | None) -> dict[str, str]:
+    return {kv["key"]: kv.get("value", "") for kv in items or ()}
+
+
+@dataclass(frozen=True)
+class IncomingEntry:
+    rows: list[RowDraft]
+    batched: bool
+
+
+def rows_of_send(metadata: Proto, payload: bytes) -> IncomingEntry:
+    """The rows of one sent entry; :class:`EntryError` when it cannot be read."""
+    data = decompress(
+        metadata.get("compression", 0), payload, metadata.get("uncompressed_size", len(payload))
+    )
+    producer = metadata.get("producer_name", "")
+    sequence_id = metadata.get("sequence_id", 0)
+    publish_time = metadata.get("publish_time", 0)
+    deliver_at = metadata.get("deliver_at_time")
+    if "num_messages_in_batch" not in metadata:
+        key = None if metadata.get("null_partition_key") else metadata.get("partition_key")
+        row = RowDraft(
+            payload=data,
+            publish_time=publish_time,
+            producer_name=producer,
+            sequence_id=sequence_id,
+            deliver_at=deliver_at,
+            key=key,
+            properties=_properties(metadata.get("properties")),
+        )
+        return IncomingEntry([row], batched=False)
+    count = metadata["num_messages_in_batch"]
+    if count < 1:
+        raise EntryError(f"batch of {count} messages")
+    rows: list[RowDraft] = []
+    pos = 0
+    for index in range(count):
+        if pos + 4 > len(data):
+            raise EntryError(f"batch cut short at message {index} of {count}")
+        (size,) = _U32.unpack_from(data, pos)
+        pos += 4
+        try:
+            single = decode(commands.SingleMessageMetadata, data[pos : pos + size])
+        except ProtoError as exc:
+            raise EntryError(f"message {index} of the batch: {exc}") from exc
+        pos += size
+        length = single.get("payload_size", 0)
+        if length < 0 or pos + length > len(data):
+            raise EntryError(f"message {index} of the batch runs past the payload")
+        body = data[pos : pos + length]
+        pos += length
+        key = None if single.get("null_partition_key") else single.get("partition_key")
+        rows.append(
+            RowDraft(
+                payload=body,
+                publish_time=publish_time,
+                producer_name=producer,
+                sequence_id=single.get("sequence_id", sequence_id + index),
+                batch_index=index,
+                batch_size=count,
+                deliver_at=deliver_at,
+                key=key,
+                properties=_properties(single.get("properties")),
+            )
+        )
+    return IncomingEntry(rows, batched=True)
+
+
+@dataclass(frozen=True)
+class OutgoingRow:
+    """One delivered message as the dispatch read it."""
+
+    batch_index: int
+    payload: bytes
+    key: str | None
+    properties: dict[str, str]
+    sequence_id: int
+
+
+def _kv(properties: dict[str, str]) -> list[Proto]:
+    return [{"key": k, "value": v} for k, v in properties.items()]
+
+
+def entry_payload(
+    rows: Sequence[OutgoingRow],
+    batch_size: int,
+    producer_name: str,
+    publish_time: int,
+    deliver_at: int | None,
+) -> tuple[bytes, bytes, list[int] | None]:
+    """(encoded ``MessageMetadata``, payload, ``ack_set`` or None) for one entry.
+
+    ``batch_size`` 0: a non-batched entry (one row). Otherwise a batch of that
+    many messages of which ``rows`` are delivered; the ``ack_set`` (set bit =
+    delivered here, the bits of ``BitSet.toLongArray``) is None when all are.
+    """
+    if batch_size == 0:
+        row = rows[0]
+        meta: Proto = {
+            "producer_name": producer_name,
+            "sequence_id": row.sequence_id,
+            "publish_time": publish_time,
+            "properties": _kv(row.properties),
+            "partition_key": row.key,
+            "deliver_at_time": deliver_at,
+        }
+        return encode(commands.MessageMetadata, meta), row.payload, None
+    by_index = {row.batch_index: row for row in rows}
+    parts: list[bytes] = []
+    for index in range(batch_size):
+        got = by_index.get(index)
+        if got is None:
+            single = encode(commands.SingleMessageMetadata, {"payload_size": 0})
+            parts += (_U32.pack(len(single)), single)
+            continue
+        single = encode(
+            commands.SingleMessageMetadata,
+            {
+                "properties": _kv(got.properties),
+                "partition_key": got.key,
+                "payload_size": len(got.payload),
+                "sequence_id": got.sequence_id,
+            },
+        )
+        parts += (_U32.pack(len(single)), single, got.payload)
+    meta = {
+        "producer_name": producer_name,
+        "sequence_id": rows[0].sequence_id,
+        "publish_time": publish_time,
+        "num_messages_in_batch": batch_size,
+        "deliver_at_time": deliver_at,
+    }
+    ack_set: list[int] | None = None
+    if len(by_index) < batch_size:
+        words = [0] * ((batch_size + 63) // 64)
+        for index in by_index:
+            words[index // 64] |= 1 << (index % 64)
+        ack_set = [w - (1 << 64) if w >> 63 else w for w in words]
+    return encode(commands.MessageMetadata, meta), b"".join(parts), ack_set
+
+
+def unacked_indexes(ack_set: Sequence[int], batch_size: int) -> set[int]:
+    """The indexes an ``ack_set`` marks (set bit) among ``0..batch_size-1``."""
+    return {
+        i for i in range(batch_size) if i // 64 < len(ack_set) and (ack_set[i // 64] >> (i % 64)) & 1
+    }

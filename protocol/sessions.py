@@ -1,0 +1,236 @@
+"""Producers and consumers of one connection, over the :class:`~core.broker.Broker`.
+
+Everything here runs on the store thread (:class:`protocol.server.StoreThread`),
+one call at a time: the broker and its stores are used by one thread, and a
+consumer's bookkeeping (what it holds, its epoch) needs no lock.
+
+A :class:`WireConsumer` is one ``consumer_id`` of a connection. Its core
+consumer's identity in the subscription's registry is shared by the wire
+consumers of one connection with the same name on the same subscription: the
+client's consumer of a partitioned topic is one wire consumer per partition,
+and Pulsar counts it as one consumer (Exclusive admits it, Failover ranks it
+once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from core.dispatch import Consumer, Dispatcher
+from core.message import Message
+from core.message_id import MessageId
+from core.store.dispatch_state import PendingKey
+from core.subscription import SubscriptionType
+from protocol.commands import AckType, CommandType
+from protocol.entries import OutgoingRow, entry_payload, unacked_indexes
+from protocol.frames import command, encode_payload_frame
+from protocol.proto import Proto
+
+_INT64 = 1 << 64
+
+
+def signed64(value: int) -> int:
+    """A ``uint64`` id field as the int64 it encodes (-1 is ``2**64 - 1`` on the wire)."""
+    return value - _INT64 if value >= 1 << 63 else value
+
+
+@dataclass
+class Identity:
+    """One consumer in the subscription's registry, shared by its wire consumers."""
+
+    consumer_id: str
+    wire: int = 0
+    """How many wire consumers use it: it leaves the subscription with the last."""
+
+
+@dataclass
+class WireConsumer:
+    consumer_id: int
+    """The client's id for it on this connection."""
+    topic: str
+    """The partition (or non-partitioned topic) it reads."""
+    base_topic: str
+    subscription: str
+    sub_type: SubscriptionType
+    partition: int
+    dispatcher: Dispatcher
+    core: Consumer
+    identity: Identity
+    registry_key: tuple[str, str, str]
+    permits: int = 0
+    closed: bool = False
+    held: dict[tuple[int, int], set[int]] = field(default_factory=dict)
+    """Entries delivered and not acknowledged: their delivered batch indexes (-1: unbatched)."""
+    batch_sizes: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    # -- dispatch ---------------------------------------------------------------
+
+    def dispatch(self, permits: int) -> tuple[list[bytes], int]:
+        """Up to ``permits`` messages as ``CommandMessage`` frames; (frames, messages)."""
+        if self.closed:
+            return [], 0
+        self.dispatcher.flow(self.core, permits)
+        frames: list[bytes] = []
+        count = 0
+        while self.core.wire:
+            batch = self.core.wire.popleft()
+            if not len(batch):
+                continue
+            count += len(batch)
+            frames += self._frames(batch.messages(), batch.consumer_epoch)
+        return frames, count
+
+    def _frames(self, messages: list[Message], epoch: int) -> list[bytes]:
+        frames = []
+        start = 0
+        while start < len(messages):
+            first = messages[start].message_id
+            stop = start + 1
+            while stop < len(messages) and messages[stop].message_id.position == first.position:
+                stop += 1
+            group = messages[start:stop]
+            start = stop
+            entry = (first.ledger_id, first.entry_id)
+            size = first.batch_size
+            self.batch_sizes[entry] = size
+            self.held.setdefault(entry, set()).update(m.message_id.batch_index for m in group)
+            head = group[0]
+            meta, payload, ack_set = entry_payload(
+                [
+                    OutgoingRow(
+                        m.message_id.batch_index, m.payload, m.key, m.properties, m.sequence_id
+                    )
+                    for m in group
+                ],
+                size,
+                head.producer_name,
+                head.publish_time,
+                head.deliver_at,
+            )
+            message_id: Proto = {"ledgerId": first.ledger_id, "entryId": first.entry_id}
+            if self.partition >= 0:
+                message_id["partition"] = self.partition
+            cmd = command(
+                CommandType.MESSAGE,
+                consumer_id=self.consumer_id,
+                message_id=message_id,
+                redelivery_count=max(m.redelivery_count for m in group),
+                ack_set=ack_set,
+                consumer_epoch=epoch if epoch >= 0 else None,
+            )
+            frames.append(encode_payload_frame(cmd, meta, payload))
+        return frames
+
+    # -- acknowledgements -------------------------------------------------------
+
+    def _message(self, ledger: int, entry: int, index: int, size: int) -> Message:
+        """The id of a message to hand to the dispatcher (only its id and topic are read)."""
+        mid = MessageId(ledger, entry, self.partition, index, size)
+        return Message(mid, self.topic, b"", None, {}, 0, None, "", 0)
+
+    def acknowledge(self, body: Proto) -> None:
+        ids: list[Proto] = body.get("message_id", [])
+        if body.get("ack_type", AckType.Individual) == AckType.Cumulative:
+            if ids:
+                self._acknowledge_cumulative(ids[-1])
+            return
+        messages: list[Message] = []
+        for mid in ids:
+            ledger, entry = signed64(mid["ledgerId"]), signed64(mid["entryId"])
+            key = (ledger, entry)
+            size = self.batch_sizes.get(key) or mid.get("batch_size", 0)
+            held = self.held.get(key, set())
+            ack_set = mid.get("ack_set")
+            if size <= 0:
+                messages.append(self._message(ledger, entry, -1, 0))
+                self._forget(key, {-1})
+                continue
+            if ack_set:
+                remaining = unacked_indexes(ack_set, size)
+                indexes = [i for i in range(size) if i not in remaining]
+            else:
+                # No ack_set: the whole entry (a client with batch-index acks off
+                # acknowledges a batch once all its messages are).
+                indexes = list(range(size))
+            messages += [self._message(ledger, entry, i, size) for i in indexes]
+            self._forget(key, set(indexes) & held if held else set(indexes))
+        if messages:
+            self.dispatcher.acknowledge(self.core, messages)
+
+    def _forget(self, key: tuple[int, int], indexes: Iterable[int]) -> None:
+        held = self.held.get(key)
+        if held is None:
+            return
+        held.difference_update(indexes)
+        if not held:
+            del self.held[key]
+            self.batch_sizes.pop(key, None)
+
+    def _acknowledge_cumulative(self, mid: Proto) -> None:
+        ledger, entry = signed64(mid["ledgerId"]), signed64(mid["entryId"])
+        size = self.batch_sizes.get((ledger, entry)) or mid.get("batch_size", 0)
+        index = -1
+        ack_set = mid.get("ack_set")
+        if size > 0 and ack_set:
+            remaining = sorted(unacked_indexes(ack_set, size))
+            if remaining:
+                index = remaining[0] - 1
+                if index < 0:
+                    return
+        self.dispatcher.acknowledge_cumulative(self.core, self._message(ledger, entry, index, size))
+        for key in [k for k in self.held if k < (ledger, entry)]:
+            del self.held[key]
+            self.batch_sizes.pop(key, None)
+        if index < 0:
+            self.held.pop((ledger, entry), None)
+        else:
+            self._forget((ledger, entry), range(index + 1))
+
+    # -- redelivery -------------------------------------------------------------
+
+    def redeliver(self, body: Proto) -> None:
+        ids: list[Proto] = body.get("message_ids", [])
+        if ids and self.sub_type in (SubscriptionType.SHARED, SubscriptionType.KEY_SHARED):
+            keys: list[PendingKey] = []
+            for mid in ids:
+                entry = (signed64(mid["ledgerId"]), signed64(mid["entryId"]))
+                for index in sorted(self.held.pop(entry, {-1})):
+                    keys.append((self.topic, entry[0], entry[1], index))
+                self.batch_sizes.pop(entry, None)
+            self.dispatcher.release(self.core, keys)
+            return
+        if self.core.epoch >= 0:
+            epoch = body.get("consumer_epoch")
+            self.core.epoch = epoch if epoch is not None else self.core.epoch + 1
+        self.held.clear()
+        self.batch_sizes.clear()
+        self.dispatcher.redeliver_unacknowledged(self.core)
+
+
+class Registry:
+    """The connection's identities, by (base topic, subscription, consumer name)."""
+
+    def __init__(self, connection_id: str) -> None:
+        self.connection_id = connection_id
+        self._identities: dict[tuple[str, str, str], Identity] = {}
+
+    def join(self, key: tuple[str, str, str]) -> Identity:
+        identity = self._identities.get(key)
+        if identity is None:
+            identity = Identity(f"{self.connection_id}/{len(self._identities)}/{key[2]}"[:200])
+            self._identities[key] = identity
+        identity.wire += 1
+        return identity
+
+    def leave(self, key: tuple[str, str, str]) -> bool:
+        """True when the identity's last wire consumer left."""
+        identity = self._identities.get(key)
+        if identity is None:
+            return True
+        identity.wire -= 1
+        if identity.wire <= 0:
+            del self._identities[key]
+            return True
+        return False
+

@@ -1,0 +1,157 @@
+"""``cursorops standalone``: the binary protocol and the admin REST paths, one process.
+
+As ``pulsar standalone``: the first start creates the tenant ``public`` and
+the namespace ``public/default``; topics are created on first produce or
+subscribe. The binary protocol listens on the broker port (6650), the admin
+v2 REST paths (the FastAPI app the Airflow plugin mounts, here without
+Airflow's login: the loopback standalone has authentication off, as Pulsar
+standalone has) on the web port (8080). A line on stdout says when both are
+ready; SIGINT or SIGTERM stops it cleanly, consumers' messages released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from core.broker import Broker
+from core.config import Config
+from core.errors import AlreadyExistsError
+from protocol.server import Connection, Service, StoreThread, renew_leases
+
+log = logging.getLogger("cursorops.standalone")
+
+DEFAULT_BROKER_PORT = 6650
+DEFAULT_WEB_PORT = 8080
+DEFAULT_BIND = "127.0.0.1"
+DEFAULT_TENANT = "public"
+DEFAULT_NAMESPACE = "public/default"
+
+
+@dataclass(frozen=True)
+class StandaloneSettings:
+    bind: str = DEFAULT_BIND
+    broker_port: int = DEFAULT_BROKER_PORT
+    web_port: int | None = DEFAULT_WEB_PORT
+    """None: no REST."""
+    role: str = "admin"
+    """The role every client acts as (authentication is off)."""
+
+
+def bootstrap(broker: Broker, role: str) -> None:
+    """Create ``public`` and ``public/default`` when missing."""
+    with contextlib.suppress(AlreadyExistsError):
+        broker.create_tenant(role, DEFAULT_TENANT)
+    with contextlib.suppress(AlreadyExistsError):
+        broker.create_namespace(role, DEFAULT_NAMESPACE)
+
+
+class _StandaloneUser:
+    """The user the REST app sees: the standalone's role."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def get_name(self) -> str:
+        return self.name
+
+    def get_id(self) -> str:
+        return self.name
+
+
+def _web_app(config: Config, role: str) -> Any:
+    """The admin REST app with the standalone's user and its own Broker."""
+    from airflow.api_fastapi.core_api.security import get_user
+
+    from cursorops_api import deps
+    from cursorops_api.app import create_app
+
+    app = create_app()
+    rest_broker = Broker(config)
+    app.dependency_overrides[get_user] = lambda: _StandaloneUser(role)
+    app.dependency_overrides[deps.broker] = lambda: rest_broker
+    app.dependency_overrides[deps.role] = lambda: role
+
+    @app.get("/admin/v2/brokers/health", include_in_schema=False)
+    def health() -> str:
+        return "ok"
+
+    return app
+
+
+async def serve(
+    config: Config, settings: StandaloneSettings, out: TextIO = sys.stdout
+) -> None:
+    """Run until SIGINT/SIGTERM (or cancellation)."""
+    store = StoreThread()
+    broker = await store.run(Broker, config)
+    await store.run(bootstrap, broker, settings.role)
+    host = "127.0.0.1" if settings.bind in ("0.0.0.0", "::", "") else settings.bind
+    service = Service(broker, store, f"pulsar://{host}:{settings.broker_port}", settings.role)
+    service.appender.start()
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await Connection(service, reader, writer).serve()
+
+    server = await asyncio.start_server(accept, settings.bind, settings.broker_port)
+    port = server.sockets[0].getsockname()[1]
+    service.service_url = f"pulsar://{host}:{port}"
+    web: Any = None
+    web_task: asyncio.Task[None] | None = None
+    web_url = ""
+    if settings.web_port is not None:
+        import uvicorn
+
+        app = _web_app(config, settings.role)
+        web = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host=settings.bind,
+                port=settings.web_port,
+                log_level="warning",
+                lifespan="off",
+            )
+        )
+        web.install_signal_handlers = lambda: None
+        web_task = asyncio.create_task(web.serve())
+        while not web.started:
+            if web_task.done():
+                web_task.result()
+                raise RuntimeError("the web server did not start")
+            await asyncio.sleep(0.02)
+        web_port = web.servers[0].sockets[0].getsockname()[1]
+        web_url = f" admin http://{host}:{web_port}"
+    renew = asyncio.create_task(renew_leases(service))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"cursorops standalone ready: {service.service_url}{web_url}", file=out, flush=True)
+    try:
+        await stop.wait()
+    finally:
+        print("cursorops standalone stopping", file=out, flush=True)
+        server.close()
+        renew.cancel()
+        for connection in list(service.connections):
+            await connection.close()
+        await service.appender.drain()
+        if web is not None and web_task is not None:
+            web.should_exit = True
+            with contextlib.suppress(Exception):
+                await web_task
+        await store.run(broker.close)
+        store.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def run(config: Config, settings: StandaloneSettings) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    asyncio.run(serve(config, settings))
+    return 0
