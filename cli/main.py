@@ -454,6 +454,7 @@ def standalone(ctx: Context, args: argparse.Namespace) -> Result:
         broker_port=values.port(args.broker_port, "--broker-port"),
         web_port=None if args.no_web else values.port(args.web_port, "--web-port"),
         role=ctx.role,
+        log_level=args.log_level,
     )
     config = ctx.config()
     ctx.close()
@@ -900,6 +901,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="admin REST port, /admin/v2/... (default 8080; 0 = any free port)",
     )
     p.add_argument("--no-web", action="store_true", help="serve the binary protocol only")
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log lines on stderr (default info; debug shows every command)",
+    )
     p.add_argument(
         "--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
     )

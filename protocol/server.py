@@ -338,6 +338,8 @@ class Connection:
     async def handle(self, frame: Frame) -> None:
         kind = frame.type
         body = frame.body
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("connection %s: %s %s", self.peer, kind.name, body)
         if kind is CommandType.CONNECT:
             self._connect(body)
             return

@@ -41,6 +41,7 @@ class StandaloneSettings:
     """None: no REST."""
     role: str = "admin"
     """The role every client acts as (authentication is off)."""
+    log_level: str = "INFO"
 
 
 def bootstrap(broker: Broker, role: str) -> None:
@@ -152,6 +153,6 @@ async def serve(
 
 
 def run(config: Config, settings: StandaloneSettings) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     asyncio.run(serve(config, settings))
     return 0
