@@ -907,9 +907,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["debug", "info", "warning", "error"],
         help="log lines on stderr (default info; debug shows every command)",
     )
-    p.add_argument(
-        "--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
-    )
+    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.set_defaults(handler=standalone)
 
     daemon = commands.add_parser(

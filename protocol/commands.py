@@ -442,9 +442,7 @@ CommandGetOrCreateSchemaResponse = message(
     (3, "error_message", "string"),
     (4, "schema_version", "bytes"),
 )
-AuthData = message(
-    "AuthData", (1, "auth_method_name", "string"), (2, "auth_data", "bytes")
-)
+AuthData = message("AuthData", (1, "auth_method_name", "string"), (2, "auth_data", "bytes"))
 CommandAuthChallenge = message(
     "CommandAuthChallenge",
     (1, "server_version", "string"),

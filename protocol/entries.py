@@ -205,5 +205,7 @@ def entry_payload(
 def unacked_indexes(ack_set: Sequence[int], batch_size: int) -> set[int]:
     """The indexes an ``ack_set`` marks (set bit) among ``0..batch_size-1``."""
     return {
-        i for i in range(batch_size) if i // 64 < len(ack_set) and (ack_set[i // 64] >> (i % 64)) & 1
+        i
+        for i in range(batch_size)
+        if i // 64 < len(ack_set) and (ack_set[i // 64] >> (i % 64)) & 1
     }

@@ -169,9 +169,7 @@ class Appender:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    def _append(
-        self, items: list[_Pending]
-    ) -> list[tuple[Position | None, BaseException | None]]:
+    def _append(self, items: list[_Pending]) -> list[tuple[Position | None, BaseException | None]]:
         by_topic: dict[str, list[int]] = {}
         for number, item in enumerate(items):
             by_topic.setdefault(item.topic, []).append(number)
@@ -179,9 +177,7 @@ class Appender:
         ledgers = self.service.broker.ledgers
         for topic, numbers in by_topic.items():
             try:
-                positions = ledgers.append(
-                    TopicName.parse(topic), [items[n].rows for n in numbers]
-                )
+                positions = ledgers.append(TopicName.parse(topic), [items[n].rows for n in numbers])
             except (CursorOpsError, ValueError) as exc:
                 for n in numbers:
                     results[n] = (None, exc)
@@ -389,7 +385,9 @@ class Connection:
             log.warning("connection %s: %s failed: %s", self.peer, kind.name, message)
 
     def _error(self, request_id: int, error: ServerError, message: str) -> None:
-        self.send(command(CommandType.ERROR, request_id=request_id, error=int(error), message=message))
+        self.send(
+            command(CommandType.ERROR, request_id=request_id, error=int(error), message=message)
+        )
 
     def _connect(self, body: Proto) -> None:
         if self.connected:
@@ -486,9 +484,7 @@ class Connection:
 
         def done(position: Position | None, error: BaseException | None) -> None:
             if error is not None or position is None:
-                self._fail(
-                    CommandType.SEND, body, server_error(error or Exception()), str(error)
-                )
+                self._fail(CommandType.SEND, body, server_error(error or Exception()), str(error))
                 return
             self.send(
                 command(
@@ -599,7 +595,9 @@ class Connection:
         except (ConnectionError, asyncio.CancelledError):
             return
         except Exception:
-            log.exception("connection %s: dispatch to consumer %d failed", self.peer, wire.consumer_id)
+            log.exception(
+                "connection %s: dispatch to consumer %d failed", self.peer, wire.consumer_id
+            )
             self.writer.close()
 
     async def _flow(self, frame: Frame) -> None:
@@ -758,7 +756,7 @@ async def renew_leases(service: Service) -> None:
             for loop in connection.consumers.values()
         ]
 
-        def renew() -> None:
+        def renew(wires: list[WireConsumer]) -> None:
             seen: set[str] = set()
             for wire in wires:
                 if wire.closed or wire.identity.consumer_id in seen:
@@ -767,4 +765,4 @@ async def renew_leases(service: Service) -> None:
                 with contextlib.suppress(CursorOpsError):
                     wire.dispatcher.renew(wire.core)
 
-        await service.store.run(renew)
+        await service.store.run(renew, wires)

@@ -233,4 +233,3 @@ class Registry:
             del self._identities[key]
             return True
         return False
-

@@ -85,9 +85,7 @@ def _web_app(config: Config, role: str) -> Any:
     return app
 
 
-async def serve(
-    config: Config, settings: StandaloneSettings, out: TextIO = sys.stdout
-) -> None:
+async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.stdout) -> None:
     """Run until SIGINT/SIGTERM (or cancellation)."""
     store = StoreThread()
     broker = await store.run(Broker, config)
@@ -153,6 +151,8 @@ async def serve(
 
 
 def run(config: Config, settings: StandaloneSettings) -> int:
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
     asyncio.run(serve(config, settings))
     return 0

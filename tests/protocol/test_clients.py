@@ -56,9 +56,9 @@ def test_receipts_are_the_ids_every_front_door_uses(
     with standalone.broker() as broker:
         broker.create_subscription(ROLE, topic, "peek", initial_position="earliest")
         stored = broker.peek_messages(ROLE, topic, "peek", 100)
-    assert [(m.message_id.ledger_id, m.message_id.entry_id, m.message_id.batch_index) for m in stored] == [
-        (r.ledger_id(), r.entry_id(), r.batch_index()) for r in receipts
-    ]
+    assert [
+        (m.message_id.ledger_id, m.message_id.entry_id, m.message_id.batch_index) for m in stored
+    ] == [(r.ledger_id(), r.entry_id(), r.batch_index()) for r in receipts]
     assert [m.payload for m in stored] == [f"b{i}".encode() for i in range(20)] + [b"single"]
     assert stored[4].key == "k1" and stored[4].properties == {"n": "4"}
     assert stored[0].message_id.batch_size == 10
