@@ -71,7 +71,7 @@ if TYPE_CHECKING:
 
     from core.dispatch import Dispatcher, Message, PartitionSource
     from core.message_id_columns import MessageIdColumns
-    from core.producer import OutgoingMessage, Producer
+    from core.producer import Entry, OutgoingMessage, Producer
 
 
 def wall_clock_ms() -> int:
@@ -459,6 +459,21 @@ class Broker:
         """
         producer = self._producer(role, topic, batch_size, producer_name)
         return producer.send_columns(payloads, self.clock())
+
+    def append_entries(self, role: str, topic: str, entries: Sequence[Entry]) -> list[Position]:
+        """Append entries a client built (batching, routing and sequence ids are its own)
+        to a non-partitioned topic or one partition (``t-partition-2``); their positions.
+
+        Durable when it returns; one commit for the lot (the binary protocol's
+        group commit hands every entry queued meanwhile to one call).
+        """
+        from core.producer import entry_rows
+
+        name = TopicName.parse(topic)
+        self._check(role, Operation.PRODUCE, name.tenant, str(name.base), name.namespace_name)
+        if not entries:
+            return []
+        return self.ledgers.append(name, [entry_rows(entry) for entry in entries])
 
     def _producer(self, role: str, topic: str, batch_size: int, producer_name: str) -> Producer:
         from core.producer import Producer

@@ -51,6 +51,37 @@ class OutgoingMessage:
     """None = the producer assigns the next of its own increasing sequence."""
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One entry as a client built it (the binary protocol's ``CommandSend``): its
+    messages, whether they form a batch, and the producer name and publish time the
+    client stamped on it. Every message needs its ``sequence_id``."""
+
+    messages: Sequence[OutgoingMessage]
+    batched: bool
+    producer_name: str
+    publish_time: int
+
+
+def entry_rows(entry: Entry) -> list[RowDraft]:
+    """The ledger rows of a client-built entry."""
+    batched = entry.batched
+    return [
+        RowDraft(
+            payload=message.payload,
+            publish_time=entry.publish_time,
+            producer_name=entry.producer_name,
+            sequence_id=message.sequence_id or 0,
+            batch_index=index if batched else -1,
+            batch_size=len(entry.messages) if batched else 0,
+            deliver_at=message.deliver_at,
+            key=message.key,
+            properties=dict(message.properties),
+        )
+        for index, message in enumerate(entry.messages)
+    ]
+
+
 def java_string_hash(text: str) -> int:
     """Java's ``String.hashCode()``: ``31 * h + c`` over UTF-16 code units, as an int32."""
     encoded = text.encode("utf-16-be", "surrogatepass")

@@ -3,8 +3,8 @@
 Incoming: one ``CommandSend`` holds one entry: a single message, or a batch of
 ``num_messages_in_batch`` messages, each ``[u32 size][SingleMessageMetadata]
 [payload]``, the whole payload possibly compressed (LZ4 block, ZLIB, ZSTD,
-SNAPPY raw). :func:`rows_of_send` turns it into the :class:`RowDraft` rows the
-ledger store appends, one per message.
+SNAPPY raw). :func:`entry_of_send` turns it into the :class:`~core.producer.Entry`
+the broker appends, one message per row.
 
 Outgoing: :func:`entry_payload` rebuilds an entry from the rows a dispatch
 picked. A batch is always sent whole-sized (``num_messages_in_batch`` = the
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import cramjam
 
-from core.store.ledger import RowDraft
+from core.producer import Entry, OutgoingMessage
 from protocol import commands
 from protocol.commands import CompressionType
 from protocol.proto import Proto, ProtoError, decode, encode
@@ -65,14 +65,8 @@ def _properties(items: Sequence[Proto] | None) -> dict[str, str]:
     return {kv["key"]: kv.get("value", "") for kv in items or ()}
 
 
-@dataclass(frozen=True)
-class IncomingEntry:
-    rows: list[RowDraft]
-    batched: bool
-
-
-def rows_of_send(metadata: Proto, payload: bytes) -> IncomingEntry:
-    """The rows of one sent entry; :class:`EntryError` when it cannot be read."""
+def entry_of_send(metadata: Proto, payload: bytes) -> Entry:
+    """The entry one ``CommandSend`` carries; :class:`EntryError` when it cannot be read."""
     data = decompress(
         metadata.get("compression", 0), payload, metadata.get("uncompressed_size", len(payload))
     )
@@ -80,22 +74,18 @@ def rows_of_send(metadata: Proto, payload: bytes) -> IncomingEntry:
     sequence_id = metadata.get("sequence_id", 0)
     publish_time = metadata.get("publish_time", 0)
     deliver_at = metadata.get("deliver_at_time")
+    if deliver_at is not None and deliver_at < 0:
+        deliver_at = None
     if "num_messages_in_batch" not in metadata:
         key = None if metadata.get("null_partition_key") else metadata.get("partition_key")
-        row = RowDraft(
-            payload=data,
-            publish_time=publish_time,
-            producer_name=producer,
-            sequence_id=sequence_id,
-            deliver_at=deliver_at,
-            key=key,
-            properties=_properties(metadata.get("properties")),
+        message = OutgoingMessage(
+            data, key, _properties(metadata.get("properties")), deliver_at, sequence_id
         )
-        return IncomingEntry([row], batched=False)
+        return Entry([message], False, producer, publish_time)
     count = metadata["num_messages_in_batch"]
     if count < 1:
         raise EntryError(f"batch of {count} messages")
-    rows: list[RowDraft] = []
+    messages: list[OutgoingMessage] = []
     pos = 0
     for index in range(count):
         if pos + 4 > len(data):
@@ -113,20 +103,16 @@ def rows_of_send(metadata: Proto, payload: bytes) -> IncomingEntry:
         body = data[pos : pos + length]
         pos += length
         key = None if single.get("null_partition_key") else single.get("partition_key")
-        rows.append(
-            RowDraft(
-                payload=body,
-                publish_time=publish_time,
-                producer_name=producer,
-                sequence_id=single.get("sequence_id", sequence_id + index),
-                batch_index=index,
-                batch_size=count,
-                deliver_at=deliver_at,
-                key=key,
-                properties=_properties(single.get("properties")),
+        messages.append(
+            OutgoingMessage(
+                body,
+                key,
+                _properties(single.get("properties")),
+                deliver_at,
+                single.get("sequence_id", sequence_id + index),
             )
         )
-    return IncomingEntry(rows, batched=True)
+    return Entry(messages, True, producer, publish_time)
 
 
 @dataclass(frozen=True)

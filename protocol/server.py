@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from core.authz import Operation
 from core.broker import Broker
 from core.errors import (
     AlreadyExistsError,
@@ -46,7 +47,7 @@ from core.errors import (
     TopicNotFoundError,
 )
 from core.position import Position
-from core.store.ledger import RowDraft
+from core.producer import Entry
 from core.subscription import SubscriptionType
 from core.topic_name import TopicName
 from protocol.commands import (
@@ -56,7 +57,7 @@ from protocol.commands import (
     ServerError,
     SubType,
 )
-from protocol.entries import EntryError, rows_of_send
+from protocol.entries import EntryError, entry_of_send
 from protocol.frames import (
     MAX_MESSAGE_SIZE,
     Frame,
@@ -124,7 +125,7 @@ class StoreThread:
 @dataclass
 class _Pending:
     topic: str
-    rows: list[RowDraft]
+    entry: Entry
     done: Callable[[Position | None, BaseException | None], None]
 
 
@@ -174,10 +175,12 @@ class Appender:
         for number, item in enumerate(items):
             by_topic.setdefault(item.topic, []).append(number)
         results: list[tuple[Position | None, BaseException | None]] = [(None, None)] * len(items)
-        ledgers = self.service.broker.ledgers
+        service = self.service
         for topic, numbers in by_topic.items():
             try:
-                positions = ledgers.append(TopicName.parse(topic), [items[n].rows for n in numbers])
+                positions = service.broker.append_entries(
+                    service.role, topic, [items[n].entry for n in numbers]
+                )
             except (CursorOpsError, ValueError) as exc:
                 for n in numbers:
                     results[n] = (None, exc)
@@ -226,16 +229,16 @@ class Service:
 
     def ensure_topic(self, name: TopicName) -> tuple[str, int]:
         """(base topic, partition or -1); creates a missing non-partitioned topic."""
-        base = name.base if name.is_partition else name
+        base = name.base
         try:
-            info = self.broker.metadata.get_topic(str(base))
+            info = self.broker.authorized_topic(self.role, Operation.LOOKUP, base)
         except TopicNotFoundError:
             if name.is_partition:
                 raise
             try:
                 info = self.broker.create_topic(self.role, str(base), 0)
             except AlreadyExistsError:
-                info = self.broker.metadata.get_topic(str(base))
+                info = self.broker.authorized_topic(self.role, Operation.LOOKUP, base)
         if name.is_partition:
             if name.partition_index >= info.partitions:
                 raise TopicNotFoundError(f"Topic {name} not found")
@@ -243,11 +246,20 @@ class Service:
         return info.name, -1
 
     def partitions(self, topic: str) -> int:
-        name = TopicName.parse(topic)
+        """A topic's partitions; 0 for a non-partitioned or missing one (created on use)."""
         try:
-            return self.broker.metadata.get_topic(str(name.base)).partitions
+            return self.broker.authorized_topic(
+                self.role, Operation.LOOKUP, TopicName.parse(topic).base
+            ).partitions
         except TopicNotFoundError:
             return 0
+
+    def subscription_type(self, topic: str, name: str) -> SubscriptionType | None:
+        """The type of the topic's subscription ``name``; None when there is none."""
+        for info in self.broker.list_subscriptions(self.role, topic):
+            if info.name == name:
+                return info.type
+        return None
 
 
 class Connection:
@@ -444,8 +456,6 @@ class Connection:
 
         def open_producer() -> str:
             base, _ = service.ensure_topic(name)
-            from core.authz import Operation
-
             service.broker.authorized_topic(service.role, Operation.PRODUCE, base)
             return str(name)
 
@@ -475,7 +485,7 @@ class Connection:
         if frame.metadata is None:
             raise FrameError("SEND without a payload")
         try:
-            entry = rows_of_send(frame.metadata, frame.payload)
+            entry = entry_of_send(frame.metadata, frame.payload)
         except EntryError as exc:
             log.warning("connection %s: unreadable message: %s", self.peer, exc)
             self._fail(CommandType.SEND, body, ServerError.UnknownError, str(exc))
@@ -496,7 +506,7 @@ class Connection:
                 )
             )
 
-        self.service.appender.submit(_Pending(producer[0], entry.rows, done))
+        self.service.appender.submit(_Pending(producer[0], entry, done))
 
     async def _close_producer(self, frame: Frame) -> None:
         body = frame.body
@@ -523,19 +533,19 @@ class Connection:
         def open_consumer() -> WireConsumer:
             base, partition = service.ensure_topic(name)
             broker = service.broker
-            try:
-                info = broker.metadata.get_subscription(base, subscription)
-            except SubscriptionNotFoundError:
+            existing = service.subscription_type(base, subscription)
+            if existing is None:
                 initial = "earliest" if start == InitialPosition.Earliest else "latest"
                 try:
-                    info = broker.create_subscription(
+                    existing = broker.create_subscription(
                         service.role, base, subscription, sub_type, initial_position=initial
-                    )
+                    ).type
                 except AlreadyExistsError:
-                    info = broker.metadata.get_subscription(base, subscription)
-            if info.type is not sub_type:
+                    existing = service.subscription_type(base, subscription)
+            if existing is not sub_type:
                 raise ConsumerBusyError(
-                    f"Subscription {subscription} is of a different type ({info.type.value})"
+                    f"Subscription {subscription} is of a different type"
+                    f" ({existing.value if existing else 'deleted'})"
                 )
             dispatcher = broker.dispatcher(
                 service.role, base, subscription, partition=partition if partition >= 0 else None

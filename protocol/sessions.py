@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from core.dispatch import Consumer, Dispatcher
 from core.message import Message
 from core.message_id import MessageId
-from core.store.dispatch_state import PendingKey
 from core.subscription import SubscriptionType
 from protocol.commands import AckType, CommandType
 from protocol.entries import OutgoingRow, entry_payload, unacked_indexes
@@ -192,7 +191,7 @@ class WireConsumer:
     def redeliver(self, body: Proto) -> None:
         ids: list[Proto] = body.get("message_ids", [])
         if ids and self.sub_type in (SubscriptionType.SHARED, SubscriptionType.KEY_SHARED):
-            keys: list[PendingKey] = []
+            keys: list[tuple[str, int, int, int]] = []
             for mid in ids:
                 entry = (signed64(mid["ledgerId"]), signed64(mid["entryId"]))
                 for index in sorted(self.held.pop(entry, {-1})):
