@@ -345,14 +345,24 @@ class Broker:
         type: SubscriptionType = SubscriptionType.EXCLUSIVE,
         properties: Mapping[str, str] | None = None,
         initial_position: str | Position = "latest",
+        *,
+        start_after: Position | None = None,
     ) -> SubscriptionInfo:
         """Create a subscription at latest (default, like pulsar-admin), earliest or an entry.
 
         A :class:`Position` (``create-subscription -m L:E``) makes that entry the
         first one delivered; it must be an entry of the (non-partitioned) topic, or
-        the end. Entry filter properties are validated before anything is created.
+        the end. ``start_after`` instead makes the entry after it the first one
+        (mark-delete at it, as Pulsar's non-durable cursor of a reader starting at a
+        message id): before the first entry means the start, past the last the end.
+        Entry filter properties are validated before anything is created.
         """
         info = self.authorized_topic(role, Operation.SUBSCRIBE, topic)
+        if start_after is not None and info.partitions:
+            raise InvalidArgumentError(
+                f"A subscription after a message id needs a non-partitioned topic; "
+                f"{info.name} has {info.partitions} partitions"
+            )
         if not isinstance(initial_position, Position) and initial_position not in (
             "latest",
             "earliest",
@@ -374,7 +384,12 @@ class Broker:
         for partition in info.partition_names():
             state = CursorState()
             layout = self._layout(partition)
-            if initial_position == "latest":
+            if start_after is not None:
+                if layout.contains(start_after) or start_after == EARLIEST:
+                    state.mark_delete = start_after
+                elif start_after > layout.last_position:
+                    state.mark_delete = layout.last_position
+            elif initial_position == "latest":
                 state.mark_delete = layout.last_position
             elif isinstance(initial_position, Position):
                 state.reset(initial_position, layout)
