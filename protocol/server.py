@@ -79,6 +79,7 @@ KEEPALIVE_SECONDS = 30.0
 """Pulsar's ``keepAliveIntervalSeconds``: a silent connection is pinged, then dropped."""
 POLL_SECONDS = 0.1
 """How often a consumer with permits and nothing to deliver looks again."""
+_INT64_MAX = 2**63 - 1
 RENEW_SECONDS = 5.0
 """How often live connections renew their consumers' leases in the registry."""
 
@@ -527,6 +528,8 @@ class Connection:
         sub_type = _SUB_TYPES[SubType(body.get("subType", 0))]
         consumer_name = body.get("consumer_name") or f"consumer-{consumer_id}"
         start = body.get("initialPosition", InitialPosition.Latest)
+        start_id: Proto | None = body.get("start_message_id")
+        durable = body.get("durable", True)
         service = self.service
         registry_key = (str(name.base if name.is_partition else name), subscription, consumer_name)
 
@@ -536,9 +539,26 @@ class Connection:
             existing = service.subscription_type(base, subscription)
             if existing is None:
                 initial = "earliest" if start == InitialPosition.Earliest else "latest"
+                after = None
+                if start_id is not None:
+                    ledger, entry = signed64(start_id["ledgerId"]), signed64(start_id["entryId"])
+                    if ledger < 0:
+                        initial = "earliest"
+                    elif ledger == _INT64_MAX:
+                        initial = "latest"
+                    elif start_id.get("batch_index", -1) >= 0:
+                        # The whole batch again: the client drops what precedes the id.
+                        after = Position(ledger, entry - 1)
+                    else:
+                        after = Position(ledger, entry)
                 try:
                     existing = broker.create_subscription(
-                        service.role, base, subscription, sub_type, initial_position=initial
+                        service.role,
+                        base,
+                        subscription,
+                        sub_type,
+                        initial_position=initial,
+                        start_after=after,
                     ).type
                 except AlreadyExistsError:
                     existing = service.subscription_type(base, subscription)
@@ -572,6 +592,7 @@ class Connection:
                 core,
                 identity,
                 registry_key,
+                durable=durable,
             )
 
         wire = await service.store.run(open_consumer)
@@ -663,6 +684,13 @@ class Connection:
         def leave() -> None:
             if registry.leave(wire.registry_key):
                 wire.core.close()
+                if not wire.durable:
+                    # A reader's subscription lives as long as the reader (non-durable).
+                    with contextlib.suppress(CursorOpsError):
+                        self.service.broker.delete_subscription(
+                            self.service.role, wire.base_topic, wire.subscription, force=True
+                        )
+                    return
             if unsubscribe:
                 self.service.broker.delete_subscription(
                     self.service.role, wire.base_topic, wire.subscription

@@ -57,6 +57,8 @@ class WireConsumer:
     core: Consumer
     identity: Identity
     registry_key: tuple[str, str, str]
+    durable: bool = True
+    """False for a reader: its subscription goes when it closes."""
     permits: int = 0
     closed: bool = False
     held: dict[tuple[int, int], set[int]] = field(default_factory=dict)

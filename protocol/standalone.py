@@ -71,17 +71,14 @@ def _web_app(config: Config, role: str) -> Any:
 
     from cursorops_api import deps
     from cursorops_api.app import create_app
+    from protocol import admin
 
     app = create_app()
     rest_broker = Broker(config)
     app.dependency_overrides[get_user] = lambda: _StandaloneUser(role)
     app.dependency_overrides[deps.broker] = lambda: rest_broker
     app.dependency_overrides[deps.role] = lambda: role
-
-    @app.get("/admin/v2/brokers/health", include_in_schema=False)
-    def health() -> str:
-        return "ok"
-
+    app.include_router(admin.router(rest_broker, role))
     return app
 
 
