@@ -13,8 +13,9 @@ What a consumer receives, per Pulsar's dispatchers:
   ``redeliver_unacknowledged_messages``, closing the consumer or the lapse of
   its lease makes it deliverable again, with its redelivery count bumped.
 - Exclusive refuses a second live consumer ("Exclusive consumer is already
-  connected"). Failover: consumers sorted by priority then name; partition
-  ``i`` is served by consumer ``i % n`` (a non-partitioned topic by the first).
+  connected"). Failover: only the consumers of the highest priority level
+  (the lowest ``priority`` value) are active, sorted by name; partition ``i``
+  is served by active consumer ``i % n`` (a non-partitioned topic by the first).
   Shared: whoever asks gets the next messages nobody holds. Key_Shared: a
   key's hash (Murmur3, ``0..65535``) goes to its consumer on the consistent-
   hashing ring of the live consumers (:mod:`core.key_hash`); a hash whose
@@ -868,7 +869,10 @@ class Dispatcher:
         """The partitions ``consumer`` may read: all, or on Failover those it is active on."""
         if self.subscription_type is not SubscriptionType.FAILOVER:
             return self._sources
-        ordered = [c.consumer_id for c in live]
+        # Only the highest priority level (the lowest value) is active; lower levels
+        # take over when it is gone, as in Pulsar.
+        top = min(c.priority for c in live)
+        ordered = [c.consumer_id for c in live if c.priority == top]
         return [
             source
             for source in self._sources

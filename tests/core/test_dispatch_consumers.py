@@ -99,20 +99,22 @@ def test_shared_lease_expiry_redelivers_to_another_consumer(broker: Broker, cloc
     assert payloads(broker.consume("admin", TOPIC, "s", 10)) == [b"m2", b"m3", b"m4", b"m5"]
 
 
-def test_failover_assigns_partition_i_to_consumer_i_mod_n_by_priority_then_name(
-    broker: Broker,
-) -> None:
+def test_failover_activates_the_highest_priority_level_only(broker: Broker) -> None:
     setup(broker, SubscriptionType.FAILOVER, partitions=4)
     broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(40)])
-    late = subscribe(broker, "a-name-first", priority=1)
-    zed = subscribe(broker, "zed")
-    bob = subscribe(broker, "bob")
+    late = subscribe(broker, "a-name-first", priority=1, queue=100)
+    zed = subscribe(broker, "zed", queue=100)
+    bob = subscribe(broker, "bob", queue=100)
     parts = {
         name: {m.message_id.partition for m in c.receive_many(100)}
         for name, c in (("bob", bob), ("zed", zed), ("late", late))
     }
-    # Sorted: bob, zed (priority 0), then a-name-first (priority 1).
-    assert parts == {"bob": {0, 3}, "zed": {1}, "late": {2}}
+    # Active: bob and zed (priority 0), sorted by name; a-name-first (priority 1) waits.
+    assert parts == {"bob": {0, 2}, "zed": {1, 3}, "late": set()}
+    # Once the priority-0 level is gone, the lower level takes over every partition.
+    bob.close()
+    zed.close()
+    assert {m.message_id.partition for m in late.receive_many(100)} == {0, 1, 2, 3}
 
 
 def test_cumulative_ack_drops_pending_through_the_message(broker: Broker) -> None:
