@@ -169,3 +169,22 @@ def test_a_redelivered_batch_carries_its_ack_set(standalone: Standalone) -> None
         again = raw.expect_frame(CommandType.MESSAGE)
         assert again.body["ack_set"] == [0b1010]
         assert again.metadata is not None and again.metadata["num_messages_in_batch"] == 4
+
+
+def test_failover_priority_levels_on_the_wire(standalone: Standalone) -> None:
+    """``priority_level``: only the highest level (lowest value) is active."""
+    topic = unique()
+    with RawClient(standalone.port) as low, RawClient(standalone.port) as high:
+        for raw in (low, high):
+            raw.connect()
+        low.producer(topic)
+        low.send_message(b"m0", 0)
+        low.subscribe(topic, "s", SubType.Failover, priority_level=1, consumer_name="a")
+        high.subscribe(topic, "s", SubType.Failover, priority_level=0, consumer_name="z")
+        low.send(command(CommandType.FLOW, consumer_id=1, messagePermits=10))
+        high.send(command(CommandType.FLOW, consumer_id=1, messagePermits=10))
+        assert high.expect_frame(CommandType.MESSAGE).payload == b"m0"
+        with pytest.raises(TimeoutError):
+            low.expect_frame(CommandType.MESSAGE, timeout=0.5)
+        high.close()  # the higher level is gone: the lower one takes over at once
+        assert low.expect_frame(CommandType.MESSAGE).payload == b"m0"
