@@ -455,6 +455,7 @@ def standalone(ctx: Context, args: argparse.Namespace) -> Result:
         web_port=None if args.no_web else values.port(args.web_port, "--web-port"),
         role=ctx.role,
         log_level=args.log_level,
+        auth_token_secret=args.auth_token_secret,
     )
     config = ctx.config()
     ctx.close()
@@ -901,6 +902,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="admin REST port, /admin/v2/... (default 8080; 0 = any free port)",
     )
     p.add_argument("--no-web", action="store_true", help="serve the binary protocol only")
+    p.add_argument(
+        "--auth-token-secret",
+        metavar="KEY",
+        help="turn on Pulsar's token authentication: the HS256 secret key "
+        "(data:;base64,..., file:///path or a path); a client's role is its token's subject",
+    )
     p.add_argument(
         "--log-level",
         default="info",

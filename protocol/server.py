@@ -50,6 +50,7 @@ from core.position import Position
 from core.producer import Entry
 from core.subscription import SubscriptionType
 from core.topic_name import TopicName
+from protocol.auth import AuthenticationError, TokenAuthenticator
 from protocol.commands import (
     CommandType,
     InitialPosition,
@@ -80,6 +81,8 @@ KEEPALIVE_SECONDS = 30.0
 POLL_SECONDS = 0.1
 """How often a consumer with permits and nothing to deliver looks again."""
 _INT64_MAX = 2**63 - 1
+_NO_REQUEST = 2**64 - 1
+"""The request id of an error that answers no request (Pulsar's -1)."""
 RENEW_SECONDS = 5.0
 """How often live connections renew their consumers' leases in the registry."""
 
@@ -110,6 +113,10 @@ def server_error(exc: BaseException) -> ServerError:
     return ServerError.UnknownError
 
 
+class ConnectionRefused(Exception):
+    """The connection is answered and closed (failed authentication)."""
+
+
 class StoreThread:
     """The one thread that uses the broker and its stores."""
 
@@ -125,6 +132,7 @@ class StoreThread:
 
 @dataclass
 class _Pending:
+    role: str
     topic: str
     entry: Entry
     done: Callable[[Position | None, BaseException | None], None]
@@ -172,15 +180,15 @@ class Appender:
                 await self._task
 
     def _append(self, items: list[_Pending]) -> list[tuple[Position | None, BaseException | None]]:
-        by_topic: dict[str, list[int]] = {}
+        by_topic: dict[tuple[str, str], list[int]] = {}
         for number, item in enumerate(items):
-            by_topic.setdefault(item.topic, []).append(number)
+            by_topic.setdefault((item.role, item.topic), []).append(number)
         results: list[tuple[Position | None, BaseException | None]] = [(None, None)] * len(items)
         service = self.service
-        for topic, numbers in by_topic.items():
+        for (role, topic), numbers in by_topic.items():
             try:
                 positions = service.broker.append_entries(
-                    service.role, topic, [items[n].entry for n in numbers]
+                    role, topic, [items[n].entry for n in numbers]
                 )
             except (CursorOpsError, ValueError) as exc:
                 for n in numbers:
@@ -203,8 +211,16 @@ class _ConsumerLoop:
 class Service:
     """What every connection shares: the broker, its thread, the appender, the consumers."""
 
-    def __init__(self, broker: Broker, store: StoreThread, service_url: str, role: str) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        store: StoreThread,
+        service_url: str,
+        role: str,
+        authenticator: TokenAuthenticator | None = None,
+    ) -> None:
         self.broker = broker
+        self.authenticator = authenticator
         self.store = store
         self.service_url = service_url
         self.role = role
@@ -228,36 +244,36 @@ class Service:
 
     # -- store-thread helpers ---------------------------------------------------
 
-    def ensure_topic(self, name: TopicName) -> tuple[str, int]:
+    def ensure_topic(self, role: str, name: TopicName) -> tuple[str, int]:
         """(base topic, partition or -1); creates a missing non-partitioned topic."""
         base = name.base
         try:
-            info = self.broker.authorized_topic(self.role, Operation.LOOKUP, base)
+            info = self.broker.authorized_topic(role, Operation.LOOKUP, base)
         except TopicNotFoundError:
             if name.is_partition:
                 raise
             try:
-                info = self.broker.create_topic(self.role, str(base), 0)
+                info = self.broker.create_topic(role, str(base), 0)
             except AlreadyExistsError:
-                info = self.broker.authorized_topic(self.role, Operation.LOOKUP, base)
+                info = self.broker.authorized_topic(role, Operation.LOOKUP, base)
         if name.is_partition:
             if name.partition_index >= info.partitions:
                 raise TopicNotFoundError(f"Topic {name} not found")
             return info.name, name.partition_index
         return info.name, -1
 
-    def partitions(self, topic: str) -> int:
+    def partitions(self, role: str, topic: str) -> int:
         """A topic's partitions; 0 for a non-partitioned or missing one (created on use)."""
         try:
             return self.broker.authorized_topic(
-                self.role, Operation.LOOKUP, TopicName.parse(topic).base
+                role, Operation.LOOKUP, TopicName.parse(topic).base
             ).partitions
         except TopicNotFoundError:
             return 0
 
-    def subscription_type(self, topic: str, name: str) -> SubscriptionType | None:
+    def subscription_type(self, role: str, topic: str, name: str) -> SubscriptionType | None:
         """The type of the topic's subscription ``name``; None when there is none."""
-        for info in self.broker.list_subscriptions(self.role, topic):
+        for info in self.broker.list_subscriptions(role, topic):
             if info.name == name:
                 return info.type
         return None
@@ -285,6 +301,8 @@ class Connection:
         self.registry = Registry(self.id)
         self.last_received = time.monotonic()
         self._producer_names = itertools.count()
+        self.role = service.role
+        """Who the client acts as: the standalone's role, or its token's subject."""
 
     # -- plumbing ----------------------------------------------------------------
 
@@ -312,6 +330,9 @@ class Connection:
                 await self.writer.drain()
         except FrameError as exc:
             log.warning("closing connection %s: bad frame: %s", self.peer, exc)
+        except ConnectionRefused:
+            with contextlib.suppress(ConnectionError):
+                await self.writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             log.info("connection %s lost: %s", self.peer, exc)
         finally:
@@ -405,6 +426,17 @@ class Connection:
     def _connect(self, body: Proto) -> None:
         if self.connected:
             raise FrameError("CONNECT twice")
+        authenticator = self.service.authenticator
+        if authenticator is not None:
+            try:
+                if body.get("auth_method_name") != "token":
+                    raise AuthenticationError("Token authentication is required")
+                token = bytes(body.get("auth_data", b"")).decode("utf-8", "replace")
+                self.role = authenticator.role(token.removeprefix("token:"))
+            except AuthenticationError as exc:
+                log.warning("connection %s: authentication failed: %s", self.peer, exc)
+                self._error(_NO_REQUEST, ServerError.AuthenticationError, str(exc))
+                raise ConnectionRefused(str(exc)) from exc
         self.connected = True
         version = min(int(body.get("protocol_version", 0)), MAX_PROTOCOL_VERSION)
         self.send(
@@ -438,7 +470,7 @@ class Connection:
     async def _partitioned_metadata(self, frame: Frame) -> None:
         body = frame.body
         TopicName.parse(body.get("topic", ""))
-        partitions = await self.service.store.run(self.service.partitions, body["topic"])
+        partitions = await self.service.store.run(self.service.partitions, self.role, body["topic"])
         self.send(
             command(
                 CommandType.PARTITIONED_METADATA_RESPONSE,
@@ -456,8 +488,8 @@ class Connection:
         service = self.service
 
         def open_producer() -> str:
-            base, _ = service.ensure_topic(name)
-            service.broker.authorized_topic(service.role, Operation.PRODUCE, base)
+            base, _ = service.ensure_topic(self.role, name)
+            service.broker.authorized_topic(self.role, Operation.PRODUCE, base)
             return str(name)
 
         topic = await service.store.run(open_producer)
@@ -507,7 +539,7 @@ class Connection:
                 )
             )
 
-        self.service.appender.submit(_Pending(producer[0], entry, done))
+        self.service.appender.submit(_Pending(self.role, producer[0], entry, done))
 
     async def _close_producer(self, frame: Frame) -> None:
         body = frame.body
@@ -534,9 +566,9 @@ class Connection:
         registry_key = (str(name.base if name.is_partition else name), subscription, consumer_name)
 
         def open_consumer() -> WireConsumer:
-            base, partition = service.ensure_topic(name)
+            base, partition = service.ensure_topic(self.role, name)
             broker = service.broker
-            existing = service.subscription_type(base, subscription)
+            existing = service.subscription_type(self.role, base, subscription)
             if existing is None:
                 initial = "earliest" if start == InitialPosition.Earliest else "latest"
                 after = None
@@ -553,7 +585,7 @@ class Connection:
                         after = Position(ledger, entry)
                 try:
                     existing = broker.create_subscription(
-                        service.role,
+                        self.role,
                         base,
                         subscription,
                         sub_type,
@@ -561,14 +593,14 @@ class Connection:
                         start_after=after,
                     ).type
                 except AlreadyExistsError:
-                    existing = service.subscription_type(base, subscription)
+                    existing = service.subscription_type(self.role, base, subscription)
             if existing is not sub_type:
                 raise ConsumerBusyError(
                     f"Subscription {subscription} is of a different type"
                     f" ({existing.value if existing else 'deleted'})"
                 )
             dispatcher = broker.dispatcher(
-                service.role, base, subscription, partition=partition if partition >= 0 else None
+                self.role, base, subscription, partition=partition if partition >= 0 else None
             )
             identity = self.registry.join(registry_key)
             try:
@@ -688,12 +720,12 @@ class Connection:
                     # A reader's subscription lives as long as the reader (non-durable).
                     with contextlib.suppress(CursorOpsError):
                         self.service.broker.delete_subscription(
-                            self.service.role, wire.base_topic, wire.subscription, force=True
+                            self.role, wire.base_topic, wire.subscription, force=True
                         )
                     return
             if unsubscribe:
                 self.service.broker.delete_subscription(
-                    self.service.role, wire.base_topic, wire.subscription
+                    self.role, wire.base_topic, wire.subscription
                 )
 
         await self.service.store.run(leave)
@@ -711,7 +743,7 @@ class Connection:
         broker = self.service.broker
 
         def last() -> Position:
-            return broker.last_position(self.service.role, loop.wire.topic)
+            return broker.last_position(self.role, loop.wire.topic)
 
         position = await self.service.store.run(last)
         message_id: Proto = {
@@ -742,11 +774,11 @@ class Connection:
             if mid is not None:
                 position = Position(signed64(mid["ledgerId"]), signed64(mid["entryId"]))
                 service.broker.reset_cursor(
-                    service.role, wire.base_topic, wire.subscription, position=position
+                    self.role, wire.base_topic, wire.subscription, position=position
                 )
             else:
                 service.broker.reset_cursor(
-                    service.role, wire.base_topic, wire.subscription, timestamp_ms=publish_time
+                    self.role, wire.base_topic, wire.subscription, timestamp_ms=publish_time
                 )
 
         await service.store.run(seek)

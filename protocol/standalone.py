@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from core.broker import Broker
 from core.config import Config
 from core.errors import AlreadyExistsError
+from protocol.auth import TokenAuthenticator, load_secret
 from protocol.server import Connection, Service, StoreThread, renew_leases
 
 log = logging.getLogger("cursorops.standalone")
@@ -42,6 +43,9 @@ class StandaloneSettings:
     role: str = "admin"
     """The role every client acts as (authentication is off)."""
     log_level: str = "INFO"
+    auth_token_secret: str | None = None
+    """Token authentication's secret key (``data:;base64,...``, ``file://...`` or a path);
+    None: authentication off, every client acts as :attr:`role`."""
 
 
 def bootstrap(broker: Broker, role: str) -> None:
@@ -52,43 +56,18 @@ def bootstrap(broker: Broker, role: str) -> None:
         broker.create_namespace(role, DEFAULT_NAMESPACE)
 
 
-class _StandaloneUser:
-    """The user the REST app sees: the standalone's role."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def get_name(self) -> str:
-        return self.name
-
-    def get_id(self) -> str:
-        return self.name
-
-
-def _web_app(config: Config, role: str) -> Any:
-    """The admin REST app with the standalone's user and its own Broker."""
-    from airflow.api_fastapi.core_api.security import get_user
-
-    from cursorops_api import deps
-    from cursorops_api.app import create_app
-    from protocol import admin
-
-    app = create_app()
-    rest_broker = Broker(config)
-    app.dependency_overrides[get_user] = lambda: _StandaloneUser(role)
-    app.dependency_overrides[deps.broker] = lambda: rest_broker
-    app.dependency_overrides[deps.role] = lambda: role
-    app.include_router(admin.router(rest_broker, role))
-    return app
-
-
 async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.stdout) -> None:
     """Run until SIGINT/SIGTERM (or cancellation)."""
     store = StoreThread()
     broker = await store.run(Broker, config)
     await store.run(bootstrap, broker, settings.role)
     host = "127.0.0.1" if settings.bind in ("0.0.0.0", "::", "") else settings.bind
-    service = Service(broker, store, f"pulsar://{host}:{settings.broker_port}", settings.role)
+    authenticator = None
+    if settings.auth_token_secret is not None:
+        authenticator = TokenAuthenticator(load_secret(settings.auth_token_secret))
+    service = Service(
+        broker, store, f"pulsar://{host}:{settings.broker_port}", settings.role, authenticator
+    )
     service.appender.start()
 
     async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -103,7 +82,9 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
     if settings.web_port is not None:
         import uvicorn
 
-        app = _web_app(config, settings.role)
+        from protocol.web import web_app
+
+        app = web_app(config, settings.role, authenticator)
         web = uvicorn.Server(
             uvicorn.Config(
                 app,

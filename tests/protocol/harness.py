@@ -43,16 +43,18 @@ class Standalone:
     def broker(self) -> Broker:
         return Broker(Config.from_home(self.home))
 
-    def client(self, **kwargs: object) -> pulsar.Client:
+    def client(self, timeout_s: int = 10, **kwargs: object) -> pulsar.Client:
         return pulsar.Client(
             self.service_url,
-            operation_timeout_seconds=10,
+            operation_timeout_seconds=timeout_s,
             logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
             **kwargs,  # type: ignore[arg-type]
         )
 
     def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
+        """Its log lines (stderr; stdout too, where Airflow's logging sends them once the
+        REST app is loaded)."""
+        return self.log.read_text(errors="replace") + "".join(self.lines)
 
     def alive(self) -> bool:
         return self.process.poll() is None

@@ -7,6 +7,7 @@ import signal
 import socket
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -242,4 +243,49 @@ def test_kill_9_in_the_middle_of_produce_and_ack(tmp_path: Path) -> None:
         assert later.entry_id() >= 0
     finally:
         client.close()
+        server.stop()
+
+
+def test_token_authentication(tmp_path: Path) -> None:
+    from protocol.auth import create_token
+
+    secret = b"0123456789abcdef0123456789abcdef"
+    key = tmp_path / "secret.key"
+    key.write_bytes(secret)
+    server = start(tmp_path / "home", web=True, extra=("--auth-token-secret", str(key)))
+    try:
+        good = server.client(
+            authentication=pulsar.AuthenticationToken(create_token(secret, "admin"))
+        )
+        try:
+            producer = good.create_producer(unique())
+            assert producer.send(b"x").entry_id() == 0
+        finally:
+            good.close()
+        for auth in (
+            None,
+            pulsar.AuthenticationToken(create_token(b"another key of 32 bytes ........", "admin")),
+            pulsar.AuthenticationToken(create_token(secret, "admin", expires_at=1)),
+        ):
+            bad = (
+                server.client(timeout_s=2)
+                if auth is None
+                else server.client(timeout_s=2, authentication=auth)
+            )
+            try:
+                with pytest.raises(pulsar.PulsarException):
+                    bad.create_producer(unique())
+            finally:
+                bad.close()
+        assert "authentication failed" in server.log_text()
+        url = f"{server.web_url}/admin/v2/persistent/public/default"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url, timeout=10)
+        assert refused.value.code == 401
+        request = urllib.request.Request(
+            url, headers={"Authorization": f"Bearer {create_token(secret, 'admin')}"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as r:
+            assert r.status == 200
+    finally:
         server.stop()
