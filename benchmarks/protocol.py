@@ -16,8 +16,8 @@ Python package) from this process, one after the other in every run, with
   (``deliver_after`` 2 s on Shared).
 
 ``pulsar-lite`` (PyPI; not a dependency of cursorops) must be installed; the
-benchmark says so and measures nothing otherwise. The standalone runs as ``python -m cli.main standalone``, so the
-code measured is this checkout's.
+benchmark says so and measures nothing otherwise. The standalone runs as
+``python -m cli.main standalone``, so the code measured is this checkout's.
 """
 
 from __future__ import annotations
