@@ -482,13 +482,14 @@ class Broker:
         Durable when it returns; one commit for the lot (the binary protocol's
         group commit hands every entry queued meanwhile to one call).
         """
-        from core.producer import entry_rows
+        from core.producer import entry_columns
 
         name = TopicName.parse(topic)
         self._check(role, Operation.PRODUCE, name.tenant, str(name.base), name.namespace_name)
         if not entries:
             return []
-        return self.ledgers.append(name, [entry_rows(entry) for entry in entries])
+        sizes, columns = entry_columns(entries)
+        return self.ledgers.append_columns(name, sizes, columns)
 
     def _producer(self, role: str, topic: str, batch_size: int, producer_name: str) -> Producer:
         from core.producer import Producer
