@@ -29,6 +29,7 @@ from protocol.commands import CompressionType
 from protocol.proto import Proto, ProtoError, decode, encode
 
 _U32 = struct.Struct(">I")
+_INT64_MAX = 2**63 - 1
 
 # cramjam's buffers are bytes-like; bytes() copies them once.
 _MAX_UNCOMPRESSED = 64 * 1024 * 1024
@@ -76,6 +77,10 @@ def entry_of_send(metadata: Proto, payload: bytes) -> Entry:
     deliver_at = metadata.get("deliver_at_time")
     if deliver_at is not None and deliver_at < 0:
         deliver_at = None
+    # Checked here, so that one producer's bad entry never fails the group commit it
+    # would share with others.
+    if max(sequence_id, publish_time) > _INT64_MAX:
+        raise EntryError("sequence id or publish time beyond int64")
     if "num_messages_in_batch" not in metadata:
         key = None if metadata.get("null_partition_key") else metadata.get("partition_key")
         message = OutgoingMessage(
@@ -103,6 +108,8 @@ def entry_of_send(metadata: Proto, payload: bytes) -> Entry:
         body = data[pos : pos + length]
         pos += length
         key = None if single.get("null_partition_key") else single.get("partition_key")
+        if single.get("sequence_id", 0) > _INT64_MAX or sequence_id + index > _INT64_MAX:
+            raise EntryError(f"message {index} of the batch: sequence id beyond int64")
         messages.append(
             OutgoingMessage(
                 body,
