@@ -17,7 +17,8 @@ What a consumer receives, per Pulsar's dispatchers:
   (the lowest ``priority`` value) are active, sorted by name; partition ``i``
   is served by active consumer ``i % n`` (a non-partitioned topic by the first).
   Shared: whoever asks gets the next messages nobody holds. Key_Shared: a
-  key's hash (Murmur3, ``0..65535``) goes to its consumer on the consistent-
+  key's hash (Murmur3, ``0..65535``; a message without a key uses its entry's
+  ``producer-sequence`` as Pulsar 4 does) goes to its consumer on the consistent-
   hashing ring of the live consumers (:mod:`core.key_hash`); a hash whose
   messages are still pending at another consumer is blocked until those are
   acknowledged (PIP-379 draining hashes), so per-key order holds when
@@ -445,6 +446,21 @@ def peek(
     return batch.messages()
 
 
+def _fallback_keys(
+    batch: pa.RecordBatch, rows: pa.Array, keys: list[str | None]
+) -> list[str | None]:
+    """Pulsar 4's sticky key of a message without a key: its entry's producer name and
+    sequence id (``producer-sequence``), so keyless messages spread over the consumers
+    while a batch stays together. The entry's sequence id is its first message's."""
+    producers = batch.column("producer_name").take(rows).to_pylist()
+    sequences = batch.column("sequence_id").take(rows).to_pylist()
+    indexes = batch.column("batch_index").take(rows).to_pylist()
+    return [
+        key if key is not None else f"{producer}-{sequence - max(index, 0)}"
+        for key, producer, sequence, index in zip(keys, producers, sequences, indexes, strict=True)
+    ]
+
+
 @dataclass(frozen=True)
 class _Deliverable:
     """The judge of a dispatch: which candidate rows may go to the consumer now."""
@@ -470,7 +486,10 @@ class _Deliverable:
                 eligible &= at <= self.now
         if self.ring is None:
             return eligible, None
-        keys = batch.column("key").take(pa.array(rows, pa.int64())).to_pylist()
+        taken = pa.array(rows, pa.int64())
+        keys = batch.column("key").take(taken).to_pylist()
+        if None in keys:
+            keys = _fallback_keys(batch, taken, keys)
         hashes = np.fromiter((sticky_key_hash(k) for k in keys), dtype=np.int64, count=len(keys))
         ring, me, draining = self.ring, self.me, self.draining
         mine = np.fromiter(

@@ -259,3 +259,19 @@ def test_consume_and_peek_of_one_message_read_only_the_first_segment(broker: Bro
     assert payloads(broker.peek_messages("admin", TOPIC, "s", 1)) == [b"c0-0"]
     assert payloads(broker.consume("admin", TOPIC, "s", 1, ack=True)) == [b"c0-0"]
     assert payloads(broker.peek_messages("admin", TOPIC, "s", 1)) == [b"c0-1"]
+
+
+def test_key_shared_spreads_keyless_messages_by_producer_and_sequence(broker: Broker) -> None:
+    """Pulsar 4: a message without a key hashes as ``producer-sequence`` of its entry, so
+    keyless messages spread over the consumers, and a batch stays with one consumer."""
+    setup(broker, SubscriptionType.KEY_SHARED)
+    broker.produce(
+        "admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(200)], batch_size=5
+    )
+    a = subscribe(broker, "a", queue=1000)
+    b = subscribe(broker, "b", queue=1000)
+    got_a, got_b = a.receive_many(1000), b.receive_many(1000)
+    assert len(got_a) + len(got_b) == 200
+    assert got_a and got_b
+    entries_a = {m.message_id.position for m in got_a}
+    assert not entries_a & {m.message_id.position for m in got_b}
