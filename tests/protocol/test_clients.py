@@ -460,3 +460,18 @@ def test_message_id_round_trips_through_the_cli_forms(client: pulsar.Client) -> 
     sent = producer.send(b"x")
     parsed = MessageId.from_bytes(sent.serialize())
     assert (parsed.ledger_id, parsed.entry_id) == (sent.ledger_id(), sent.entry_id())
+
+
+def test_key_shared_spreads_keyless_messages(client: pulsar.Client) -> None:
+    """Pulsar 4's fallback sticky key (producer name and sequence id), not one consumer."""
+    topic = unique()
+    a = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name="a")
+    b = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name="b")
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(60):
+        producer.send(f"m{i}".encode())
+    got_a, got_b = drain(a), drain(b)
+    assert len(got_a) + len(got_b) == 60
+    assert got_a and got_b
+    a.close()
+    b.close()
