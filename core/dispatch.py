@@ -10,8 +10,9 @@ What a consumer receives, per Pulsar's dispatchers:
   Exclusive and Failover deliver delayed messages at once.
 - A delivered message stays *pending* on its consumer until acknowledged, and
   no other consumer receives it meanwhile. Negative acknowledgement,
-  ``redeliver_unacknowledged_messages``, closing the consumer or the lapse of
-  its lease makes it deliverable again, with its redelivery count bumped.
+  ``redeliver_unacknowledged_messages``, closing the consumer (a clean exit of
+  the process closes those left open) or the lapse of its lease makes it
+  deliverable again, with its redelivery count bumped.
 - Exclusive refuses a second live consumer ("Exclusive consumer is already
   connected"). Failover: only the consumers of the highest priority level
   (the lowest ``priority`` value) are active, sorted by name; partition ``i``
@@ -54,7 +55,10 @@ per entry, not per message; ``receive_many`` turns the batch into
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import uuid
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -626,12 +630,27 @@ class Consumer:
         self.dispatcher.redeliver_unacknowledged(self)
 
     def close(self) -> None:
+        _OPEN_CONSUMERS.discard(self)
         if not self.closed:
             self.dispatcher.remove_consumer(self)
         self._incoming.clear()
         self._incoming_count = 0
         self.wire.clear()
         self.closed = True
+
+
+_OPEN_CONSUMERS: weakref.WeakSet[Consumer] = weakref.WeakSet()
+"""Consumers of this process not closed yet."""
+
+
+@atexit.register
+def _close_open_consumers() -> None:
+    """A clean exit closes the consumers the program left open: their pending messages
+    go to the other consumers and an Exclusive or Failover slot is free at once, as when
+    Pulsar's broker sees a client's connection close, instead of after the lease."""
+    for consumer in list(_OPEN_CONSUMERS):
+        with contextlib.suppress(Exception):
+            consumer.close()
 
 
 @dataclass
@@ -710,6 +729,7 @@ class Dispatcher:
             consumer.epoch = max(epoch, 0)
         with self._transaction() as txn:
             self._join(txn, consumer)
+        _OPEN_CONSUMERS.add(consumer)
         return consumer
 
     def _join(self, txn: SubscriptionTransaction, consumer: Consumer) -> list[ConsumerInfo]:
