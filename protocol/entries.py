@@ -122,74 +122,106 @@ def entry_of_send(metadata: Proto, payload: bytes) -> Entry:
     return Entry(messages, True, producer, publish_time)
 
 
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _text(tag: int, text: str) -> bytes:
+    data = text.encode("utf-8")
+    return bytes((tag,)) + _varint(len(data)) + data
+
+
+def single_metadata(
+    payload_size: int,
+    sequence_id: int,
+    key: str | None = None,
+    properties: Sequence[tuple[str, str]] = (),
+) -> bytes:
+    """``SingleMessageMetadata`` bytes, written directly (the per-message hot path of a
+    dispatch): fields 1 properties, 2 partition_key, 3 payload_size, 8 sequence_id, in
+    number order, as :func:`protocol.proto.encode` would write them."""
+    parts = []
+    for name, value in properties:
+        pair = _text(0x0A, name) + _text(0x12, value)
+        parts.append(b"\x0a" + _varint(len(pair)) + pair)
+    if key is not None:
+        parts.append(_text(0x12, key))
+    parts.append(b"\x18" + _varint(payload_size))
+    parts.append(b"\x40" + _varint(sequence_id))
+    return b"".join(parts)
+
+
+_EMPTY_SINGLE = single_metadata(0, 0)
+
+
 @dataclass(frozen=True)
-class OutgoingRow:
-    """One delivered message as the dispatch read it."""
+class OutgoingEntry:
+    """One entry of a dispatch, as columns of its delivered messages."""
 
-    batch_index: int
-    payload: bytes
-    key: str | None
-    properties: dict[str, str]
-    sequence_id: int
+    batch_size: int
+    """0: not batched (one message)."""
+    producer_name: str
+    publish_time: int
+    deliver_at: int | None
+    indexes: Sequence[int]
+    payloads: Sequence[bytes]
+    keys: Sequence[str | None]
+    properties: Sequence[Sequence[tuple[str, str]]]
+    sequence_ids: Sequence[int]
 
 
-def _kv(properties: dict[str, str]) -> list[Proto]:
-    return [{"key": k, "value": v} for k, v in properties.items()]
+def _kv(properties: Sequence[tuple[str, str]]) -> list[Proto]:
+    return [{"key": k, "value": v} for k, v in properties]
 
 
-def entry_payload(
-    rows: Sequence[OutgoingRow],
-    batch_size: int,
-    producer_name: str,
-    publish_time: int,
-    deliver_at: int | None,
-) -> tuple[bytes, bytes, list[int] | None]:
+def entry_payload(entry: OutgoingEntry) -> tuple[bytes, bytes, list[int] | None]:
     """(encoded ``MessageMetadata``, payload, ``ack_set`` or None) for one entry.
 
-    ``batch_size`` 0: a non-batched entry (one row). Otherwise a batch of that
-    many messages of which ``rows`` are delivered; the ``ack_set`` (set bit =
+    ``batch_size`` 0: a non-batched entry (one message). Otherwise a batch of that
+    many messages of which ``indexes`` are delivered; the ``ack_set`` (set bit =
     delivered here, the bits of ``BitSet.toLongArray``) is None when all are.
     """
-    if batch_size == 0:
-        row = rows[0]
+    if entry.batch_size == 0:
         meta: Proto = {
-            "producer_name": producer_name,
-            "sequence_id": row.sequence_id,
-            "publish_time": publish_time,
-            "properties": _kv(row.properties),
-            "partition_key": row.key,
-            "deliver_at_time": deliver_at,
+            "producer_name": entry.producer_name,
+            "sequence_id": entry.sequence_ids[0],
+            "publish_time": entry.publish_time,
+            "properties": _kv(entry.properties[0]),
+            "partition_key": entry.keys[0],
+            "deliver_at_time": entry.deliver_at,
         }
-        return encode(commands.MessageMetadata, meta), row.payload, None
-    by_index = {row.batch_index: row for row in rows}
+        return encode(commands.MessageMetadata, meta), entry.payloads[0], None
+    size = entry.batch_size
+    delivered = dict(zip(entry.indexes, range(len(entry.indexes)), strict=True))
     parts: list[bytes] = []
-    for index in range(batch_size):
-        got = by_index.get(index)
-        if got is None:
-            single = encode(commands.SingleMessageMetadata, {"payload_size": 0})
-            parts += (_U32.pack(len(single)), single)
+    for index in range(size):
+        at = delivered.get(index)
+        if at is None:
+            parts += (_U32.pack(len(_EMPTY_SINGLE)), _EMPTY_SINGLE)
             continue
-        single = encode(
-            commands.SingleMessageMetadata,
-            {
-                "properties": _kv(got.properties),
-                "partition_key": got.key,
-                "payload_size": len(got.payload),
-                "sequence_id": got.sequence_id,
-            },
+        payload = entry.payloads[at]
+        single = single_metadata(
+            len(payload), entry.sequence_ids[at], entry.keys[at], entry.properties[at]
         )
-        parts += (_U32.pack(len(single)), single, got.payload)
+        parts += (_U32.pack(len(single)), single, payload)
+    first = entry.sequence_ids[0] - entry.indexes[0]
     meta = {
-        "producer_name": producer_name,
-        "sequence_id": rows[0].sequence_id,
-        "publish_time": publish_time,
-        "num_messages_in_batch": batch_size,
-        "deliver_at_time": deliver_at,
+        "producer_name": entry.producer_name,
+        "sequence_id": max(first, 0),
+        "publish_time": entry.publish_time,
+        "num_messages_in_batch": size,
+        "deliver_at_time": entry.deliver_at,
     }
     ack_set: list[int] | None = None
-    if len(by_index) < batch_size:
-        words = [0] * ((batch_size + 63) // 64)
-        for index in by_index:
+    if len(delivered) < size:
+        words = [0] * ((size + 63) // 64)
+        for index in delivered:
             words[index // 64] |= 1 << (index % 64)
         ack_set = [w - (1 << 64) if w >> 63 else w for w in words]
     return encode(commands.MessageMetadata, meta), b"".join(parts), ack_set

@@ -17,12 +17,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
+import pyarrow as pa
+
 from core.dispatch import Consumer, Dispatcher
-from core.message import Message
+from core.message import Message, MessageBatch
 from core.message_id import MessageId
 from core.subscription import SubscriptionType
 from protocol.commands import AckType, CommandType
-from protocol.entries import OutgoingRow, entry_payload, unacked_indexes
+from protocol.entries import OutgoingEntry, entry_payload, unacked_indexes
 from protocol.frames import command, encode_payload_frame
 from protocol.proto import Proto
 
@@ -32,6 +35,30 @@ _INT64 = 1 << 64
 def signed64(value: int) -> int:
     """A ``uint64`` id field as the int64 it encodes (-1 is ``2**64 - 1`` on the wire)."""
     return value - _INT64 if value >= 1 << 63 else value
+
+
+def _id_batch(
+    topic: str,
+    partition: int,
+    ledgers: list[int],
+    entries: list[int],
+    indexes: list[int],
+    sizes: list[int],
+) -> MessageBatch:
+    """Acknowledged ids as a :class:`MessageBatch` for ``Dispatcher.acknowledge_batch``,
+    which reads the ids and batch sizes only: no message object per id."""
+    n = len(indexes)
+    columns = pa.RecordBatch.from_arrays([pa.array(sizes, pa.int32())], names=["batch_size"])
+    return MessageBatch(
+        (topic,),
+        np.zeros(n, np.int64),
+        np.full(n, partition, np.int64),
+        np.asarray(ledgers, np.int64),
+        np.asarray(entries, np.int64),
+        np.asarray(indexes, np.int64),
+        np.zeros(n, np.int64),
+        columns,
+    )
 
 
 @dataclass
@@ -76,47 +103,57 @@ class WireConsumer:
         count = 0
         while self.core.wire:
             batch = self.core.wire.popleft()
-            if not len(batch):
-                continue
-            count += len(batch)
-            frames += self._frames(batch.messages(), batch.consumer_epoch)
+            if len(batch):
+                count += len(batch)
+                frames += self._frames(batch)
         return frames, count
 
-    def _frames(self, messages: list[Message], epoch: int) -> list[bytes]:
+    def _frames(self, batch: MessageBatch) -> list[bytes]:
+        """One frame per entry, from the dispatch's columns (no object per message)."""
+        columns = batch.columns
+        payloads = columns.column("payload").to_pylist()
+        keys = columns.column("key").to_pylist()
+        properties = columns.column("properties").to_pylist()
+        sequence_ids = columns.column("sequence_id").to_pylist()
+        producers = columns.column("producer_name").to_pylist()
+        publish_times = columns.column("publish_time").to_pylist()
+        deliver_at = columns.column("deliver_at").to_pylist()
+        sizes = batch.batch_sizes.tolist()
+        indexes = batch.batch_index.tolist()
+        redeliveries = batch.redelivery_count.tolist()
+        ledgers, entries = batch.ledger_id, batch.entry_id
+        cuts = np.flatnonzero((ledgers[1:] != ledgers[:-1]) | (entries[1:] != entries[:-1])) + 1
+        bounds = [0, *cuts.tolist(), len(batch)]
+        ledger_list, entry_list = ledgers.tolist(), entries.tolist()
+        epoch = batch.consumer_epoch
         frames = []
-        start = 0
-        while start < len(messages):
-            first = messages[start].message_id
-            stop = start + 1
-            while stop < len(messages) and messages[stop].message_id.position == first.position:
-                stop += 1
-            group = messages[start:stop]
-            start = stop
-            entry = (first.ledger_id, first.entry_id)
-            size = first.batch_size
-            self.batch_sizes[entry] = size
-            self.held.setdefault(entry, set()).update(m.message_id.batch_index for m in group)
-            head = group[0]
+        for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+            position = (ledger_list[start], entry_list[start])
+            size = sizes[start]
+            delivered = indexes[start:stop]
+            self.batch_sizes[position] = size
+            self.held.setdefault(position, set()).update(delivered)
             meta, payload, ack_set = entry_payload(
-                [
-                    OutgoingRow(
-                        m.message_id.batch_index, m.payload, m.key, m.properties, m.sequence_id
-                    )
-                    for m in group
-                ],
-                size,
-                head.producer_name,
-                head.publish_time,
-                head.deliver_at,
+                OutgoingEntry(
+                    size,
+                    producers[start],
+                    publish_times[start],
+                    deliver_at[start],
+                    delivered,
+                    payloads[start:stop],
+                    keys[start:stop],
+                    [p or () for p in properties[start:stop]],
+                    sequence_ids[start:stop],
+                )
             )
-            message_id: Proto = {"ledgerId": first.ledger_id, "entryId": first.entry_id}
+            message_id: Proto = {"ledgerId": position[0], "entryId": position[1]}
             if self.partition >= 0:
                 message_id["partition"] = self.partition
             cmd = command(
                 CommandType.MESSAGE,
                 consumer_id=self.consumer_id,
                 message_id=message_id,
-                redelivery_count=max(m.redelivery_count for m in group),
+                redelivery_count=max(redeliveries[start:stop]),
                 ack_set=ack_set,
                 consumer_epoch=epoch if epoch >= 0 else None,
             )
@@ -136,28 +173,34 @@ class WireConsumer:
             if ids:
                 self._acknowledge_cumulative(ids[-1])
             return
-        messages: list[Message] = []
+        ledgers: list[int] = []
+        entries: list[int] = []
+        indexes: list[int] = []
+        sizes: list[int] = []
         for mid in ids:
             ledger, entry = signed64(mid["ledgerId"]), signed64(mid["entryId"])
             key = (ledger, entry)
             size = self.batch_sizes.get(key) or mid.get("batch_size", 0)
-            held = self.held.get(key, set())
             ack_set = mid.get("ack_set")
             if size <= 0:
-                messages.append(self._message(ledger, entry, -1, 0))
-                self._forget(key, {-1})
-                continue
-            if ack_set:
+                acked = [-1]
+                size = 0
+            elif ack_set:
                 remaining = unacked_indexes(ack_set, size)
-                indexes = [i for i in range(size) if i not in remaining]
+                acked = [i for i in range(size) if i not in remaining]
             else:
                 # No ack_set: the whole entry (a client with batch-index acks off
                 # acknowledges a batch once all its messages are).
-                indexes = list(range(size))
-            messages += [self._message(ledger, entry, i, size) for i in indexes]
-            self._forget(key, set(indexes) & held if held else set(indexes))
-        if messages:
-            self.dispatcher.acknowledge(self.core, messages)
+                acked = list(range(size))
+            ledgers += [ledger] * len(acked)
+            entries += [entry] * len(acked)
+            indexes += acked
+            sizes += [size] * len(acked)
+            self._forget(key, acked)
+        if indexes:
+            self.dispatcher.acknowledge_batch(
+                self.core, _id_batch(self.topic, self.partition, ledgers, entries, indexes, sizes)
+            )
 
     def _forget(self, key: tuple[int, int], indexes: Iterable[int]) -> None:
         held = self.held.get(key)

@@ -19,10 +19,11 @@ from protocol import commands
 from protocol.commands import CompressionType
 from protocol.entries import (
     EntryError,
-    OutgoingRow,
+    OutgoingEntry,
     decompress,
     entry_of_send,
     entry_payload,
+    single_metadata,
     unacked_indexes,
 )
 from protocol.proto import decode, encode
@@ -56,8 +57,20 @@ def test_a_sent_batch_becomes_its_messages(messages: list[tuple[bytes, str | Non
 
 @given(st.lists(st.integers(0, 9), unique=True, min_size=1, max_size=10))
 def test_a_partly_delivered_batch_keeps_its_indexes(delivered: list[int]) -> None:
-    rows = [OutgoingRow(i, f"m{i}".encode(), None, {}, i) for i in sorted(delivered)]
-    meta_bytes, payload, ack_set = entry_payload(rows, 10, "p", 1, None)
+    indexes = sorted(delivered)
+    meta_bytes, payload, ack_set = entry_payload(
+        OutgoingEntry(
+            10,
+            "p",
+            1,
+            None,
+            indexes,
+            [f"m{i}".encode() for i in indexes],
+            [None] * len(indexes),
+            [()] * len(indexes),
+            indexes,
+        )
+    )
     meta = decode(commands.MessageMetadata, meta_bytes)
     assert meta["num_messages_in_batch"] == 10
     entry = entry_of_send(meta, payload)
@@ -123,3 +136,24 @@ def test_append_entries_checks_what_it_is_given(tmp_path: Path) -> None:
         assert message.message_id.position == position
         assert (message.key, message.properties, message.producer_name) == ("k", {"p": "v"}, "prod")
         assert (message.sequence_id, message.publish_time) == (3, 5)
+
+
+@given(
+    st.integers(0, 2**31 - 1),
+    st.integers(0, 2**63 - 1),
+    st.none() | st.text(max_size=5),
+    st.lists(st.tuples(st.text(max_size=4), st.text(max_size=4)), max_size=3),
+)
+def test_single_metadata_is_what_the_codec_writes(
+    size: int, sequence_id: int, key: str | None, properties: list[tuple[str, str]]
+) -> None:
+    expected = encode(
+        commands.SingleMessageMetadata,
+        {
+            "properties": [{"key": k, "value": v} for k, v in properties],
+            "partition_key": key,
+            "payload_size": size,
+            "sequence_id": sequence_id,
+        },
+    )
+    assert single_metadata(size, sequence_id, key, properties) == expected
