@@ -456,6 +456,7 @@ def standalone(ctx: Context, args: argparse.Namespace) -> Result:
         role=ctx.role,
         log_level=args.log_level,
         auth_token_secret=args.auth_token_secret,
+        keepalive_s=values.positive(args.keepalive, "--keepalive"),
     )
     config = ctx.config()
     ctx.close()
@@ -902,6 +903,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="admin REST port, /admin/v2/... (default 8080; 0 = any free port)",
     )
     p.add_argument("--no-web", action="store_true", help="serve the binary protocol only")
+    p.add_argument(
+        "--keepalive",
+        type=values.ascii_int,
+        default=30,
+        metavar="SECONDS",
+        help="ping a connection silent this long, close it after twice as long (default 30)",
+    )
     p.add_argument(
         "--auth-token-secret",
         metavar="KEY",

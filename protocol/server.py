@@ -218,9 +218,11 @@ class Service:
         service_url: str,
         role: str,
         authenticator: TokenAuthenticator | None = None,
+        keepalive_s: float = KEEPALIVE_SECONDS,
     ) -> None:
         self.broker = broker
         self.authenticator = authenticator
+        self.keepalive_s = keepalive_s
         self.store = store
         self.service_url = service_url
         self.role = role
@@ -341,13 +343,14 @@ class Connection:
 
     async def _keepalive(self) -> None:
         while True:
-            await asyncio.sleep(KEEPALIVE_SECONDS)
+            interval = self.service.keepalive_s
+            await asyncio.sleep(interval / 2)
             silent = time.monotonic() - self.last_received
-            if silent > 2 * KEEPALIVE_SECONDS:
+            if silent > 2 * interval:
                 log.warning("closing connection %s: no answer to ping", self.peer)
                 self.writer.close()
                 return
-            if silent > KEEPALIVE_SECONDS:
+            if silent > interval:
                 self.send(command(CommandType.PING))
 
     async def close(self) -> None:

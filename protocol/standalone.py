@@ -23,7 +23,7 @@ from core.broker import Broker
 from core.config import Config
 from core.errors import AlreadyExistsError
 from protocol.auth import TokenAuthenticator, load_secret
-from protocol.server import Connection, Service, StoreThread, renew_leases
+from protocol.server import KEEPALIVE_SECONDS, Connection, Service, StoreThread, renew_leases
 
 log = logging.getLogger("cursorops.standalone")
 
@@ -43,6 +43,8 @@ class StandaloneSettings:
     role: str = "admin"
     """The role every client acts as (authentication is off)."""
     log_level: str = "INFO"
+    keepalive_s: float = KEEPALIVE_SECONDS
+    """A connection silent this long is pinged, and closed when silent twice as long."""
     auth_token_secret: str | None = None
     """Token authentication's secret key (``data:;base64,...``, ``file://...`` or a path);
     None: authentication off, every client acts as :attr:`role`."""
@@ -66,7 +68,12 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
     if settings.auth_token_secret is not None:
         authenticator = TokenAuthenticator(load_secret(settings.auth_token_secret))
     service = Service(
-        broker, store, f"pulsar://{host}:{settings.broker_port}", settings.role, authenticator
+        broker,
+        store,
+        f"pulsar://{host}:{settings.broker_port}",
+        settings.role,
+        authenticator,
+        settings.keepalive_s,
     )
     service.appender.start()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,7 @@ from protocol import commands
 from protocol.commands import CommandType, SubType
 from protocol.frames import command, encode_payload_frame
 from protocol.proto import encode
-from tests.protocol.harness import Standalone, drain, unique
+from tests.protocol.harness import Standalone, drain, start, unique
 from tests.protocol.raw import RawClient
 
 pytestmark = pytest.mark.slow
@@ -188,3 +189,30 @@ def test_failover_priority_levels_on_the_wire(standalone: Standalone) -> None:
             low.expect_frame(CommandType.MESSAGE, timeout=0.5)
         high.close()  # the higher level is gone: the lower one takes over at once
         assert low.expect_frame(CommandType.MESSAGE).payload == b"m0"
+
+
+def test_a_half_open_connection_is_found_by_ping(tmp_path: Path) -> None:
+    """A client that stops answering is pinged, then dropped, and its consumer's
+    messages go to the others."""
+    server = start(tmp_path / "home", extra=("--keepalive", "1"))
+    try:
+        topic = unique()
+        with RawClient(server.port) as silent:
+            silent.connect()
+            silent.producer(topic)
+            silent.send_message(b"m0", 0)
+            silent.subscribe(topic, "s", SubType.Shared)
+            silent.send(command(CommandType.FLOW, consumer_id=1, messagePermits=10))
+            assert silent.expect_frame(CommandType.MESSAGE).payload == b"m0"
+            assert silent.expect_frame(CommandType.PING, timeout=5).type is CommandType.PING
+            # No PONG: the standalone closes the connection within two intervals.
+            assert silent.closed_by_server(timeout=5)
+        with RawClient(server.port) as other:
+            other.connect()
+            other.subscribe(topic, "s", SubType.Shared)
+            other.send(command(CommandType.FLOW, consumer_id=1, messagePermits=10))
+            again = other.expect_frame(CommandType.MESSAGE)
+            assert again.payload == b"m0" and again.body["redelivery_count"] == 1
+        assert "no answer to ping" in server.log_text()
+    finally:
+        server.stop()
