@@ -28,9 +28,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The core story, then the same skip through Airflow (started and stopped locally).
+# The core story, a real Pulsar client's poison pill through cursorops standalone, then the
+# same kind of skip through Airflow (started and stopped locally).
 demo: $(STAMP)
 	$(VENV)/bin/cursorops demo
+	$(VENV)/bin/cursorops demo --protocol
 	$(VENV)/bin/cursorops demo --airflow
 
 # The gates first (seconds), then the suite on a throwaway PostgreSQL, which the script

@@ -432,6 +432,11 @@ def demo(ctx: Context, args: argparse.Namespace) -> Result:
     from cli import demo as demo_module
 
     config = ctx.config()
+    if args.protocol:
+        from cli import protocol_demo
+
+        summary = protocol_demo.run(config, ctx.role, say=None if ctx.json else ctx.out)
+        return Result(summary, [], 0 if summary["ok"] else EXIT_UNEXPECTED)
     cap = config.max_partitions_per_topic
     story = demo_module.run_airflow if args.airflow else demo_module.run
     summary = story(
@@ -881,6 +886,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the same skip through Airflow: start it locally, alice asks, her own approval "
         "is refused, bob approves; stop it",
+    )
+    p.add_argument(
+        "--protocol",
+        action="store_true",
+        help="a real pulsar-client app's poison pill, through cursorops standalone: the app "
+        "nacks it, the operator previews and applies the skip, the app moves on",
     )
     p.set_defaults(handler=demo)
 
