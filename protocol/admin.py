@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fastapi import APIRouter, Body, Depends, Request, Response
+from fastapi.responses import PlainTextResponse
 
 from core.broker import Broker
 
@@ -22,7 +23,7 @@ def router(broker: Broker, role_of: Callable[[Request], str], own_role: str) -> 
     caller = Depends(role_of)
     count = Body()
 
-    @routes.get("/admin/v2/brokers/health")
+    @routes.get("/admin/v2/brokers/health", response_class=PlainTextResponse)
     def health() -> str:
         """Pulsar's health check: ``ok`` while the broker's stores answer (no login)."""
         broker.list_namespaces(own_role, "public")
