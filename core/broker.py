@@ -763,26 +763,37 @@ class Broker:
         position: Position | None = None,
         timestamp_ms: int | None = None,
     ) -> dict[str, str]:
-        """Reset to a position (non-partitioned topics) or to a publish time (any topic).
+        """Reset to a position (a non-partitioned topic, or one partition) or to a publish
+        time (any topic, or one partition).
 
-        With a time, each partition's next entry becomes its first entry
-        published at or after that time. Returns the new mark-delete per partition.
+        A partition's name (``t-partition-2``) resets that partition only, as
+        pulsar-admin's does. With a time, each partition's next entry becomes its
+        first entry published at or after that time. Returns the new mark-delete
+        per partition.
         """
-        info = self.authorized_topic(role, Operation.RESET_CURSOR, topic)
+        parsed = TopicName.parse(topic)
+        info = self.authorized_topic(role, Operation.RESET_CURSOR, parsed.base)
+        partitions = info.partition_names()
+        if parsed.is_partition:
+            if parsed.partition_index >= info.partitions:
+                raise TopicNotFoundError(
+                    f"Topic '{parsed}' not found: {info.name} has {info.partitions} partitions"
+                )
+            partitions = [str(parsed)]
         self.metadata.get_subscription(info.name, subscription)
         self._refuse_without_approval(info, "reset-cursor (it acknowledges or redelivers)")
         if (position is None) == (timestamp_ms is None):
             raise InvalidArgumentError("Give exactly one of a message id or a time")
-        if position is not None and info.partitions:
+        if position is not None and len(partitions) > 1:
             raise InvalidArgumentError(
-                "Reset to a message id needs a non-partitioned topic; use a time on "
-                f"partitioned topic {info.name}"
+                "Reset to a message id needs a non-partitioned topic or one partition; use a "
+                f"time on partitioned topic {info.name}"
             )
-        layout = self._layout(info.name) if position is not None else None
+        layout = self._layout(partitions[0]) if position is not None else None
         if position is not None and layout is not None:
             self._check_reset_target(position, layout)
         result = {}
-        for name in info.partition_names():
+        for name in partitions:
             cursor = self._cursor(name, subscription, layout)
             target = position if position is not None else self._first_at(name, timestamp_ms or 0)
             cursor.reset(target)
