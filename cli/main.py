@@ -229,7 +229,8 @@ def topics_create_subscription(ctx: Context, args: argparse.Namespace) -> Result
 
 
 def topics_subscriptions(ctx: Context, args: argparse.Namespace) -> Result:
-    subs = ctx.broker.list_subscriptions(ctx.role, args.topic)
+    # A partition's subscriptions are its topic's (pulsar-admin takes either name).
+    subs = ctx.broker.list_subscriptions(ctx.role, str(_topic_arg(args.topic).base))
     return Result(
         [{"subscription": s.name, "type": s.type.value, "properties": s.properties} for s in subs],
         [f"{s.name}  ({s.type.value})" for s in subs] or ["No subscriptions"],
@@ -301,7 +302,18 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
         ids = skip.parse_triplets(args.triplets)
     else:
         ids = skip.parse_base64_ids(args.base64_ids)
-    plan = ctx.broker.plan_skip(ctx.role, args.topic, args.subscription, ids)
+    from core.errors import InvalidArgumentError
+
+    name = _topic_arg(args.topic)
+    plan = ctx.broker.plan_skip(ctx.role, name.base, args.subscription, ids)
+    if name.is_partition:
+        # A partition's name: its ids only, as the REST path has it.
+        elsewhere = sorted(set(plan.partitions()) - {str(name)})
+        if elsewhere:
+            raise InvalidArgumentError(
+                f"Message ids of other partitions given to {name}: {', '.join(elsewhere)}; "
+                "nothing skipped"
+            )
     outcome = ctx.broker.apply_skip(ctx.role, plan, via="cli")
     document = outcome.to_pulsar_json(output.id_json)
     lines = [
@@ -318,21 +330,28 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
 
 def topics_analyze_backlog(ctx: Context, args: argparse.Namespace) -> Result:
     from core.backlog import TopicAnalysis
+    from core.errors import TopicNotFoundError
 
     topic = _topic_arg(args.topic)
-    if _analyze_on_spark(ctx, args, topic):
+    base = topic.base
+    if _analyze_on_spark(ctx, args, base):
         from spark_apps import analyze_backlog
 
         analyses = analyze_backlog.run(
             ctx.config(),
-            topic,
+            base,
             args.subscription,
             args.spark_master,
             role=ctx.role,
             remote=args.remote,
         )
     else:
-        analyses = ctx.broker.analyze_backlog(ctx.role, topic, args.subscription)
+        analyses = ctx.broker.analyze_backlog(ctx.role, base, args.subscription)
+    if topic.is_partition:
+        # One partition's analysis, as pulsar-admin (and the REST path) give it.
+        analyses = [row for row in analyses if row.topic_partition == str(topic)]
+        if not analyses:
+            raise TopicNotFoundError(f"Topic '{topic}' not found")
     analysis = TopicAnalysis.of(str(topic), args.subscription, analyses)
     return Result(analysis.to_pulsar_json(), output.analysis_lines(analysis))
 
