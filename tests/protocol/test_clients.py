@@ -475,3 +475,31 @@ def test_key_shared_spreads_keyless_messages(client: pulsar.Client) -> None:
     assert got_a and got_b
     a.close()
     b.close()
+
+
+def test_seek_by_time(client: pulsar.Client) -> None:
+    topic = unique()
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(b"old")
+    time.sleep(0.05)
+    middle = int(time.time() * 1000)
+    time.sleep(0.05)
+    producer.send(b"new")
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    assert [m.data() for m in drain(consumer, 800)] == [b"old", b"new"]
+    consumer.seek(middle)
+    assert [m.data() for m in drain(consumer, 1000)] == [b"new"]
+    consumer.close()
+
+
+def test_ack_timeout_redelivers(client: pulsar.Client) -> None:
+    topic = unique()
+    consumer = client.subscribe(
+        topic, "s", consumer_type=pulsar.ConsumerType.Shared, unacked_messages_timeout_ms=10_000
+    )
+    client.create_producer(topic, batching_enabled=False).send(b"slow")
+    first = consumer.receive(5000)
+    again = consumer.receive(20_000)  # not acknowledged within 10 s: the client asks again
+    assert (again.data(), again.redelivery_count()) == (first.data(), 1)
+    consumer.acknowledge(again)
+    consumer.close()

@@ -32,7 +32,9 @@ const run = async () => {
   await producer.create()
   await consumer.subscribe()
   await producer.sendMessage({ payload: 'single', properties: { a: '1' } })
-  await producer.sendBatch({ messages: [{ payload: 'b0', properties: {} }, { payload: 'b1', properties: {} }] })
+  await producer.sendBatch({
+    messages: [{ payload: 'b0', properties: {} }, { payload: 'b1', properties: {} }],
+  })
   const got = []
   await new Promise((resolve) => {
     consumer.run({

@@ -289,3 +289,27 @@ def test_token_authentication(tmp_path: Path) -> None:
             assert r.status == 200
     finally:
         server.stop()
+
+
+def test_two_standalones_on_one_home(tmp_path: Path) -> None:
+    """Several standalone processes serve the same topics consistently: what one's
+    producer sends, the other's consumer receives; an Exclusive subscription held
+    through one is refused through the other."""
+    home = tmp_path / "home"
+    first, second = start(home), start(home)
+    one, two = first.client(), second.client()
+    try:
+        topic = unique()
+        consumer = two.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Exclusive)
+        producer = one.create_producer(topic, batching_enabled=False)
+        for i in range(5):
+            producer.send(f"m{i}".encode())
+        assert [m.data() for m in drain(consumer, 1500)] == [f"m{i}".encode() for i in range(5)]
+        with pytest.raises(pulsar.ConsumerBusy):
+            one.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Exclusive)
+        consumer.close()
+    finally:
+        one.close()
+        two.close()
+        first.stop()
+        second.stop()
