@@ -39,9 +39,10 @@ MAX_MESSAGE = 16 * 1024 * 1024
 STREAMS = 3
 """stdin, stdout and stderr travel with the request as file descriptors."""
 EXIT_UNEXPECTED = 1
-IN_CALLER = ("daemon", "demo")
-"""Commands that always run in the caller's process: managing the daemon itself, and
-the demo, which starts Airflow and must stop with the caller's terminal."""
+IN_CALLER = ("daemon", "demo", "standalone")
+"""Commands that always run in the caller's process: managing the daemon itself, the
+demo, which starts Airflow and must stop with the caller's terminal, and the
+standalone server, a long-running process of its own."""
 _PACKAGES = ("cli", "core", "spark_apps")
 _VALUED_GLOBALS = {"--home", "--role", "--metadata-url", "-o", "--output"}
 

@@ -229,7 +229,8 @@ def topics_create_subscription(ctx: Context, args: argparse.Namespace) -> Result
 
 
 def topics_subscriptions(ctx: Context, args: argparse.Namespace) -> Result:
-    subs = ctx.broker.list_subscriptions(ctx.role, args.topic)
+    # A partition's subscriptions are its topic's (pulsar-admin takes either name).
+    subs = ctx.broker.list_subscriptions(ctx.role, str(_topic_arg(args.topic).base))
     return Result(
         [{"subscription": s.name, "type": s.type.value, "properties": s.properties} for s in subs],
         [f"{s.name}  ({s.type.value})" for s in subs] or ["No subscriptions"],
@@ -301,7 +302,18 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
         ids = skip.parse_triplets(args.triplets)
     else:
         ids = skip.parse_base64_ids(args.base64_ids)
-    plan = ctx.broker.plan_skip(ctx.role, args.topic, args.subscription, ids)
+    from core.errors import InvalidArgumentError
+
+    name = _topic_arg(args.topic)
+    plan = ctx.broker.plan_skip(ctx.role, name.base, args.subscription, ids)
+    if name.is_partition:
+        # A partition's name: its ids only, as the REST path has it.
+        elsewhere = sorted(set(plan.partitions()) - {str(name)})
+        if elsewhere:
+            raise InvalidArgumentError(
+                f"Message ids of other partitions given to {name}: {', '.join(elsewhere)}; "
+                "nothing skipped"
+            )
     outcome = ctx.broker.apply_skip(ctx.role, plan, via="cli")
     document = outcome.to_pulsar_json(output.id_json)
     lines = [
@@ -318,21 +330,28 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
 
 def topics_analyze_backlog(ctx: Context, args: argparse.Namespace) -> Result:
     from core.backlog import TopicAnalysis
+    from core.errors import TopicNotFoundError
 
     topic = _topic_arg(args.topic)
-    if _analyze_on_spark(ctx, args, topic):
+    base = topic.base
+    if _analyze_on_spark(ctx, args, base):
         from spark_apps import analyze_backlog
 
         analyses = analyze_backlog.run(
             ctx.config(),
-            topic,
+            base,
             args.subscription,
             args.spark_master,
             role=ctx.role,
             remote=args.remote,
         )
     else:
-        analyses = ctx.broker.analyze_backlog(ctx.role, topic, args.subscription)
+        analyses = ctx.broker.analyze_backlog(ctx.role, base, args.subscription)
+    if topic.is_partition:
+        # One partition's analysis, as pulsar-admin (and the REST path) give it.
+        analyses = [row for row in analyses if row.topic_partition == str(topic)]
+        if not analyses:
+            raise TopicNotFoundError(f"Topic '{topic}' not found")
     analysis = TopicAnalysis.of(str(topic), args.subscription, analyses)
     return Result(analysis.to_pulsar_json(), output.analysis_lines(analysis))
 
@@ -432,6 +451,11 @@ def demo(ctx: Context, args: argparse.Namespace) -> Result:
     from cli import demo as demo_module
 
     config = ctx.config()
+    if args.protocol:
+        from cli import protocol_demo
+
+        summary = protocol_demo.run(config, ctx.role, say=None if ctx.json else ctx.out)
+        return Result(summary, [], 0 if summary["ok"] else EXIT_UNEXPECTED)
     cap = config.max_partitions_per_topic
     story = demo_module.run_airflow if args.airflow else demo_module.run
     summary = story(
@@ -441,6 +465,27 @@ def demo(ctx: Context, args: argparse.Namespace) -> Result:
         say=None if ctx.json else ctx.out,
     )
     return Result(summary, [], 0 if summary["ok"] else EXIT_UNEXPECTED)
+
+
+# -- standalone ----------------------------------------------------------------
+
+
+def standalone(ctx: Context, args: argparse.Namespace) -> Result:
+    from protocol import standalone as standalone_module
+
+    settings = standalone_module.StandaloneSettings(
+        bind=args.bind,
+        broker_port=values.port(args.broker_port, "--broker-port"),
+        web_port=None if args.no_web else values.port(args.web_port, "--web-port"),
+        role=ctx.role,
+        log_level=args.log_level,
+        auth_token_secret=args.auth_token_secret,
+        keepalive_s=values.positive(args.keepalive, "--keepalive"),
+    )
+    config = ctx.config()
+    ctx.close()
+    standalone_module.run(config, settings)
+    return Result({"stopped": True}, ["cursorops standalone stopped"])
 
 
 # -- daemon --------------------------------------------------------------------
@@ -861,7 +906,54 @@ def build_parser() -> argparse.ArgumentParser:
         help="the same skip through Airflow: start it locally, alice asks, her own approval "
         "is refused, bob approves; stop it",
     )
+    p.add_argument(
+        "--protocol",
+        action="store_true",
+        help="a real pulsar-client app's poison pill, through cursorops standalone: the app "
+        "nacks it, the operator previews and applies the skip, the app moves on",
+    )
     p.set_defaults(handler=demo)
+
+    p = commands.add_parser(
+        "standalone",
+        parents=[common],
+        help="serve Pulsar's binary protocol and the admin REST paths on this home "
+        "(as pulsar standalone; Ctrl-C stops it)",
+    )
+    p.add_argument(
+        "--broker-port",
+        type=values.ascii_int,
+        default=6650,
+        help="binary protocol port (default 6650; 0 = any free port)",
+    )
+    p.add_argument(
+        "--web-port",
+        type=values.ascii_int,
+        default=8080,
+        help="admin REST port, /admin/v2/... (default 8080; 0 = any free port)",
+    )
+    p.add_argument("--no-web", action="store_true", help="serve the binary protocol only")
+    p.add_argument(
+        "--keepalive",
+        type=values.ascii_int,
+        default=30,
+        metavar="SECONDS",
+        help="ping a connection silent this long, close it after twice as long (default 30)",
+    )
+    p.add_argument(
+        "--auth-token-secret",
+        metavar="KEY",
+        help="turn on Pulsar's token authentication: the HS256 secret key "
+        "(data:;base64,..., file:///path or a path); a client's role is its token's subject",
+    )
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log lines on stderr (default info; debug shows every command)",
+    )
+    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.set_defaults(handler=standalone)
 
     daemon = commands.add_parser(
         "daemon", help="a warm process that starts commands on this home in milliseconds"

@@ -106,3 +106,10 @@ def utf8_text(text: str, option: str) -> str:
 def payload_bytes(text: str) -> bytes:
     """A payload exactly as the bytes given on the command line, UTF-8 or not."""
     return os.fsencode(text)
+
+
+def port(value: int, option: str) -> int:
+    """A TCP port, 0 (any free port) to 65535."""
+    if not 0 <= value <= 65535:
+        raise InvalidArgumentError(f"Invalid {option} {value}: expected 0..65535")
+    return value

@@ -71,7 +71,7 @@ if TYPE_CHECKING:
 
     from core.dispatch import Dispatcher, Message, PartitionSource
     from core.message_id_columns import MessageIdColumns
-    from core.producer import OutgoingMessage, Producer
+    from core.producer import Entry, OutgoingMessage, Producer
 
 
 def wall_clock_ms() -> int:
@@ -345,14 +345,24 @@ class Broker:
         type: SubscriptionType = SubscriptionType.EXCLUSIVE,
         properties: Mapping[str, str] | None = None,
         initial_position: str | Position = "latest",
+        *,
+        start_after: Position | None = None,
     ) -> SubscriptionInfo:
         """Create a subscription at latest (default, like pulsar-admin), earliest or an entry.
 
         A :class:`Position` (``create-subscription -m L:E``) makes that entry the
         first one delivered; it must be an entry of the (non-partitioned) topic, or
-        the end. Entry filter properties are validated before anything is created.
+        the end. ``start_after`` instead makes the entry after it the first one
+        (mark-delete at it, as Pulsar's non-durable cursor of a reader starting at a
+        message id): before the first entry means the start, past the last the end.
+        Entry filter properties are validated before anything is created.
         """
         info = self.authorized_topic(role, Operation.SUBSCRIBE, topic)
+        if start_after is not None and info.partitions:
+            raise InvalidArgumentError(
+                f"A subscription after a message id needs a non-partitioned topic; "
+                f"{info.name} has {info.partitions} partitions"
+            )
         if not isinstance(initial_position, Position) and initial_position not in (
             "latest",
             "earliest",
@@ -374,7 +384,12 @@ class Broker:
         for partition in info.partition_names():
             state = CursorState()
             layout = self._layout(partition)
-            if initial_position == "latest":
+            if start_after is not None:
+                if layout.contains(start_after) or start_after == EARLIEST:
+                    state.mark_delete = start_after
+                elif start_after > layout.last_position:
+                    state.mark_delete = layout.last_position
+            elif initial_position == "latest":
                 state.mark_delete = layout.last_position
             elif isinstance(initial_position, Position):
                 state.reset(initial_position, layout)
@@ -459,6 +474,22 @@ class Broker:
         """
         producer = self._producer(role, topic, batch_size, producer_name)
         return producer.send_columns(payloads, self.clock())
+
+    def append_entries(self, role: str, topic: str, entries: Sequence[Entry]) -> list[Position]:
+        """Append entries a client built (batching, routing and sequence ids are its own)
+        to a non-partitioned topic or one partition (``t-partition-2``); their positions.
+
+        Durable when it returns; one commit for the lot (the binary protocol's
+        group commit hands every entry queued meanwhile to one call).
+        """
+        from core.producer import entry_columns
+
+        name = TopicName.parse(topic)
+        self._check(role, Operation.PRODUCE, name.tenant, str(name.base), name.namespace_name)
+        if not entries:
+            return []
+        sizes, columns = entry_columns(entries)
+        return self.ledgers.append_columns(name, sizes, columns)
 
     def _producer(self, role: str, topic: str, batch_size: int, producer_name: str) -> Producer:
         from core.producer import Producer
@@ -732,26 +763,37 @@ class Broker:
         position: Position | None = None,
         timestamp_ms: int | None = None,
     ) -> dict[str, str]:
-        """Reset to a position (non-partitioned topics) or to a publish time (any topic).
+        """Reset to a position (a non-partitioned topic, or one partition) or to a publish
+        time (any topic, or one partition).
 
-        With a time, each partition's next entry becomes its first entry
-        published at or after that time. Returns the new mark-delete per partition.
+        A partition's name (``t-partition-2``) resets that partition only, as
+        pulsar-admin's does. With a time, each partition's next entry becomes its
+        first entry published at or after that time. Returns the new mark-delete
+        per partition.
         """
-        info = self.authorized_topic(role, Operation.RESET_CURSOR, topic)
+        parsed = TopicName.parse(topic)
+        info = self.authorized_topic(role, Operation.RESET_CURSOR, parsed.base)
+        partitions = info.partition_names()
+        if parsed.is_partition:
+            if parsed.partition_index >= info.partitions:
+                raise TopicNotFoundError(
+                    f"Topic '{parsed}' not found: {info.name} has {info.partitions} partitions"
+                )
+            partitions = [str(parsed)]
         self.metadata.get_subscription(info.name, subscription)
         self._refuse_without_approval(info, "reset-cursor (it acknowledges or redelivers)")
         if (position is None) == (timestamp_ms is None):
             raise InvalidArgumentError("Give exactly one of a message id or a time")
-        if position is not None and info.partitions:
+        if position is not None and len(partitions) > 1:
             raise InvalidArgumentError(
-                "Reset to a message id needs a non-partitioned topic; use a time on "
-                f"partitioned topic {info.name}"
+                "Reset to a message id needs a non-partitioned topic or one partition; use a "
+                f"time on partitioned topic {info.name}"
             )
-        layout = self._layout(info.name) if position is not None else None
+        layout = self._layout(partitions[0]) if position is not None else None
         if position is not None and layout is not None:
             self._check_reset_target(position, layout)
         result = {}
-        for name in info.partition_names():
+        for name in partitions:
             cursor = self._cursor(name, subscription, layout)
             target = position if position is not None else self._first_at(name, timestamp_ms or 0)
             cursor.reset(target)
@@ -802,8 +844,14 @@ class Broker:
             )
         return sources
 
-    def dispatcher(self, role: str, topic: str, subscription: str) -> Dispatcher:
-        """The subscription's dispatcher; its consumers share state with every other process."""
+    def dispatcher(
+        self, role: str, topic: str, subscription: str, *, partition: int | None = None
+    ) -> Dispatcher:
+        """The subscription's dispatcher; its consumers share state with every other process.
+
+        ``partition``: serve that partition of a partitioned topic only (the
+        binary protocol subscribes partition by partition).
+        """
         from core.dispatch import Dispatcher
         from core.store import segment_reader
 
@@ -821,7 +869,10 @@ class Broker:
                 source, read_after=cached(source.topic), read_segments=cache.batches_after
             )
             for source in self._sources(info)
+            if partition is None or source.partition == partition
         ]
+        if not sources:
+            raise InvalidArgumentError(f"{info.name} has no partition {partition}")
         return Dispatcher(
             sub.type,
             self.metadata,
@@ -853,6 +904,13 @@ class Broker:
         finally:
             consumer.close()
         return messages
+
+    def last_position(self, role: str, topic: str) -> Position:
+        """The last entry of a non-partitioned topic or of one partition (``t-partition-2``);
+        EARLIEST when it has none. Needs ``consume``, as Pulsar's getLastMessageId."""
+        name = TopicName.parse(topic)
+        self.authorized_topic(role, Operation.CONSUME, name.base)
+        return self._layout(str(name)).last_position
 
     def peek_messages(self, role: str, topic: str, subscription: str, count: int) -> list[Message]:
         """The next ``count`` unacknowledged messages, delayed ones included, without delivering.

@@ -10,13 +10,16 @@ What a consumer receives, per Pulsar's dispatchers:
   Exclusive and Failover deliver delayed messages at once.
 - A delivered message stays *pending* on its consumer until acknowledged, and
   no other consumer receives it meanwhile. Negative acknowledgement,
-  ``redeliver_unacknowledged_messages``, closing the consumer or the lapse of
-  its lease makes it deliverable again, with its redelivery count bumped.
+  ``redeliver_unacknowledged_messages``, closing the consumer (a clean exit of
+  the process closes those left open) or the lapse of its lease makes it
+  deliverable again, with its redelivery count bumped.
 - Exclusive refuses a second live consumer ("Exclusive consumer is already
-  connected"). Failover: consumers sorted by priority then name; partition
-  ``i`` is served by consumer ``i % n`` (a non-partitioned topic by the first).
+  connected"). Failover: only the consumers of the highest priority level
+  (the lowest ``priority`` value) are active, sorted by name; partition ``i``
+  is served by active consumer ``i % n`` (a non-partitioned topic by the first).
   Shared: whoever asks gets the next messages nobody holds. Key_Shared: a
-  key's hash (Murmur3, ``0..65535``) goes to its consumer on the consistent-
+  key's hash (Murmur3, ``0..65535``; a message without a key uses its entry's
+  ``producer-sequence`` as Pulsar 4 does) goes to its consumer on the consistent-
   hashing ring of the live consumers (:mod:`core.key_hash`); a hash whose
   messages are still pending at another consumer is blocked until those are
   acknowledged (PIP-379 draining hashes), so per-key order holds when
@@ -52,7 +55,10 @@ per entry, not per message; ``receive_many`` turns the batch into
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import uuid
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -444,6 +450,21 @@ def peek(
     return batch.messages()
 
 
+def _fallback_keys(
+    batch: pa.RecordBatch, rows: pa.Array, keys: list[str | None]
+) -> list[str | None]:
+    """Pulsar 4's sticky key of a message without a key: its entry's producer name and
+    sequence id (``producer-sequence``), so keyless messages spread over the consumers
+    while a batch stays together. The entry's sequence id is its first message's."""
+    producers = batch.column("producer_name").take(rows).to_pylist()
+    sequences = batch.column("sequence_id").take(rows).to_pylist()
+    indexes = batch.column("batch_index").take(rows).to_pylist()
+    return [
+        key if key is not None else f"{producer}-{sequence - max(index, 0)}"
+        for key, producer, sequence, index in zip(keys, producers, sequences, indexes, strict=True)
+    ]
+
+
 @dataclass(frozen=True)
 class _Deliverable:
     """The judge of a dispatch: which candidate rows may go to the consumer now."""
@@ -469,7 +490,10 @@ class _Deliverable:
                 eligible &= at <= self.now
         if self.ring is None:
             return eligible, None
-        keys = batch.column("key").take(pa.array(rows, pa.int64())).to_pylist()
+        taken = pa.array(rows, pa.int64())
+        keys = batch.column("key").take(taken).to_pylist()
+        if None in keys:
+            keys = _fallback_keys(batch, taken, keys)
         hashes = np.fromiter((sticky_key_hash(k) for k in keys), dtype=np.int64, count=len(keys))
         ring, me, draining = self.ring, self.me, self.draining
         mine = np.fromiter(
@@ -606,12 +630,27 @@ class Consumer:
         self.dispatcher.redeliver_unacknowledged(self)
 
     def close(self) -> None:
+        _OPEN_CONSUMERS.discard(self)
         if not self.closed:
             self.dispatcher.remove_consumer(self)
         self._incoming.clear()
         self._incoming_count = 0
         self.wire.clear()
         self.closed = True
+
+
+_OPEN_CONSUMERS: weakref.WeakSet[Consumer] = weakref.WeakSet()
+"""Consumers of this process not closed yet."""
+
+
+@atexit.register
+def _close_open_consumers() -> None:
+    """A clean exit closes the consumers the program left open: their pending messages
+    go to the other consumers and an Exclusive or Failover slot is free at once, as when
+    Pulsar's broker sees a client's connection close, instead of after the lease."""
+    for consumer in list(_OPEN_CONSUMERS):
+        with contextlib.suppress(Exception):
+            consumer.close()
 
 
 @dataclass
@@ -661,14 +700,36 @@ class Dispatcher:
 
     # -- consumers ------------------------------------------------------------
 
-    def subscribe(self, name: str, receiver_queue_size: int = 1000, priority: int = 0) -> Consumer:
+    def subscribe(
+        self,
+        name: str,
+        receiver_queue_size: int = 1000,
+        priority: int = 0,
+        *,
+        consumer_id: str | None = None,
+        epoch: int | None = None,
+    ) -> Consumer:
+        """Join the subscription's consumers.
+
+        ``consumer_id``: the identity in the consumer registry (default: a new
+        one). Consumers given the same id are one consumer to the subscription
+        (the binary protocol's consumer of a partitioned topic is one consumer
+        per partition). ``epoch``: the consumer epoch to start at (PIP-84: a
+        reconnecting client sends its own), for Exclusive and Failover.
+        """
         if receiver_queue_size < 1:
             raise InvalidArgumentError("receiver_queue_size must be at least 1")
         # Stored in the consumer registry: no NUL (PostgreSQL) nor undecodable text.
         check_label("consumer name", name)
         consumer = Consumer(self, name, receiver_queue_size, priority)
+        if consumer_id is not None:
+            check_label("consumer id", consumer_id)
+            consumer.consumer_id = consumer_id
+        if epoch is not None and consumer.epoch >= 0:
+            consumer.epoch = max(epoch, 0)
         with self._transaction() as txn:
             self._join(txn, consumer)
+        _OPEN_CONSUMERS.add(consumer)
         return consumer
 
     def _join(self, txn: SubscriptionTransaction, consumer: Consumer) -> list[ConsumerInfo]:
@@ -686,6 +747,21 @@ class Dispatcher:
     def remove_consumer(self, consumer: Consumer) -> None:
         with self._transaction() as txn:
             txn.remove_consumer(consumer.consumer_id)
+
+    def renew(self, consumer: Consumer) -> bool:
+        """Extend the consumer's lease (a connection that is still there); False when
+        its registration lapsed meanwhile."""
+        with self._transaction() as txn:
+            return txn.renew_lease(consumer.consumer_id, self.lease_ms)
+
+    def release(self, consumer: Consumer, keys: Sequence[PendingKey]) -> None:
+        """Make these messages held by ``consumer`` deliverable again (redelivery count
+        bumped): the binary protocol's redeliver of given message ids."""
+        if not keys:
+            return
+        with self._transaction() as txn:
+            txn.renew_lease(consumer.consumer_id, self.lease_ms)
+            txn.release(consumer.consumer_id, keys)
 
     # -- dispatching ----------------------------------------------------------
 
@@ -832,7 +908,10 @@ class Dispatcher:
         """The partitions ``consumer`` may read: all, or on Failover those it is active on."""
         if self.subscription_type is not SubscriptionType.FAILOVER:
             return self._sources
-        ordered = [c.consumer_id for c in live]
+        # Only the highest priority level (the lowest value) is active; lower levels
+        # take over when it is gone, as in Pulsar.
+        top = min(c.priority for c in live)
+        ordered = [c.consumer_id for c in live if c.priority == top]
         return [
             source
             for source in self._sources

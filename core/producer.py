@@ -51,6 +51,89 @@ class OutgoingMessage:
     """None = the producer assigns the next of its own increasing sequence."""
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One entry as a client built it (the binary protocol's ``CommandSend``): its
+    messages, whether they form a batch, and the producer name and publish time the
+    client stamped on it. Every message needs its ``sequence_id``."""
+
+    messages: Sequence[OutgoingMessage]
+    batched: bool
+    producer_name: str
+    publish_time: int
+
+
+_PROPERTIES_TYPE = MESSAGE_SCHEMA.field("properties").type
+
+
+def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Array]]:
+    """The ledger columns of client-built entries and their sizes (what
+    ``LedgerStore.append_columns`` takes), checked as ``LedgerStore.append`` checks rows.
+
+    Columns are gathered entry by entry (``map`` over each entry's messages), with
+    no row object per message: the binary protocol's group commit appends
+    thousands of messages per call.
+    """
+    sizes: list[int] = []
+    batch_index: list[int] = []
+    batch_size: list[int] = []
+    publish: list[int] = []
+    producers: list[str] = []
+    payloads: list[bytes] = []
+    keys: list[str | None] = []
+    properties: list[list[tuple[str, str]]] = []
+    deliver: list[int | None] = []
+    sequence: list[int | None] = []
+    for number, entry in enumerate(entries):
+        messages = entry.messages
+        n = len(messages)
+        if n == 0 or (n > 1 and not entry.batched):
+            raise InvalidArgumentError(
+                f"Entry {number}: {n} messages in {'a batch' if entry.batched else 'an entry'}"
+            )
+        sizes.append(n)
+        if entry.batched:
+            batch_index.extend(range(n))
+            batch_size.extend([n] * n)
+        else:
+            batch_index.append(-1)
+            batch_size.append(0)
+        publish.extend([entry.publish_time] * n)
+        producers.extend([entry.producer_name] * n)
+        payloads.extend(map(_PAYLOAD, messages))
+        keys.extend(map(_KEY, messages))
+        properties.extend(list(p.items()) if p else [] for p in map(_PROPERTIES, messages))
+        deliver.extend(map(_DELIVER_AT, messages))
+        sequence.extend(map(_SEQUENCE_ID, messages))
+    if not sizes:
+        raise InvalidArgumentError("No entry to append")
+    if set(map(type, payloads)) != {bytes}:
+        raise InvalidArgumentError("Every payload must be bytes")
+    if None in sequence:
+        raise InvalidArgumentError("A client-built entry needs every message's sequence id")
+    try:
+        columns = {
+            "batch_index": pa.array(batch_index, pa.int32()),
+            "batch_size": pa.array(batch_size, pa.int32()),
+            "publish_time": pa.array(publish, pa.int64()),
+            "deliver_at": pa.array(deliver, pa.int64()),
+            "key": pa.array(keys, pa.string()),
+            "properties": pa.array(properties, _PROPERTIES_TYPE),
+            "payload": pa.array(payloads, pa.binary()),
+            "producer_name": pa.array(producers, pa.string()),
+            "sequence_id": pa.array(sequence, pa.int64()),
+        }
+    except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"Invalid entry: {exc}") from exc
+    for name in ("publish_time", "deliver_at", "sequence_id"):
+        values = columns[name].to_numpy(zero_copy_only=False)
+        if name == "deliver_at":
+            values = values[~np.isnan(values)] if values.dtype.kind == "f" else values
+        if len(values) and values.min() < 0:
+            raise InvalidArgumentError(f"Invalid {name}: must be at least 0")
+    return np.asarray(sizes, dtype=np.int64), columns
+
+
 def java_string_hash(text: str) -> int:
     """Java's ``String.hashCode()``: ``31 * h + c`` over UTF-16 code units, as an int32."""
     encoded = text.encode("utf-16-be", "surrogatepass")

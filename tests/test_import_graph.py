@@ -1,6 +1,6 @@
 """The Broker and ``core``'s public API are the only way in for every front door.
 
-Every module outside ``core/`` that ships (``cli``, ``spark_apps``, ``dags``,
+Every module outside ``core/`` that ships (``cli``, ``protocol``, ``spark_apps``, ``dags``,
 ``airflow_glue``, ``plugins``, ``cursorops_api``) is parsed with ``ast``; the
 test fails when one of them
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-EDGES = ("cli", "spark_apps", "dags", "airflow_glue", "plugins", "cursorops_api")
+EDGES = ("cli", "protocol", "spark_apps", "dags", "airflow_glue", "plugins", "cursorops_api")
 STORE_MODULES = ("core.store", "core.managed_cursor", "core.cursor_codec")
 BROKER_STORES = ("metadata", "ledgers")
 

@@ -99,20 +99,22 @@ def test_shared_lease_expiry_redelivers_to_another_consumer(broker: Broker, cloc
     assert payloads(broker.consume("admin", TOPIC, "s", 10)) == [b"m2", b"m3", b"m4", b"m5"]
 
 
-def test_failover_assigns_partition_i_to_consumer_i_mod_n_by_priority_then_name(
-    broker: Broker,
-) -> None:
+def test_failover_activates_the_highest_priority_level_only(broker: Broker) -> None:
     setup(broker, SubscriptionType.FAILOVER, partitions=4)
     broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(40)])
-    late = subscribe(broker, "a-name-first", priority=1)
-    zed = subscribe(broker, "zed")
-    bob = subscribe(broker, "bob")
+    late = subscribe(broker, "a-name-first", priority=1, queue=100)
+    zed = subscribe(broker, "zed", queue=100)
+    bob = subscribe(broker, "bob", queue=100)
     parts = {
         name: {m.message_id.partition for m in c.receive_many(100)}
         for name, c in (("bob", bob), ("zed", zed), ("late", late))
     }
-    # Sorted: bob, zed (priority 0), then a-name-first (priority 1).
-    assert parts == {"bob": {0, 3}, "zed": {1}, "late": {2}}
+    # Active: bob and zed (priority 0), sorted by name; a-name-first (priority 1) waits.
+    assert parts == {"bob": {0, 2}, "zed": {1, 3}, "late": set()}
+    # Once the priority-0 level is gone, the lower level takes over every partition.
+    bob.close()
+    zed.close()
+    assert {m.message_id.partition for m in late.receive_many(100)} == {0, 1, 2, 3}
 
 
 def test_cumulative_ack_drops_pending_through_the_message(broker: Broker) -> None:
@@ -257,3 +259,19 @@ def test_consume_and_peek_of_one_message_read_only_the_first_segment(broker: Bro
     assert payloads(broker.peek_messages("admin", TOPIC, "s", 1)) == [b"c0-0"]
     assert payloads(broker.consume("admin", TOPIC, "s", 1, ack=True)) == [b"c0-0"]
     assert payloads(broker.peek_messages("admin", TOPIC, "s", 1)) == [b"c0-1"]
+
+
+def test_key_shared_spreads_keyless_messages_by_producer_and_sequence(broker: Broker) -> None:
+    """Pulsar 4: a message without a key hashes as ``producer-sequence`` of its entry, so
+    keyless messages spread over the consumers, and a batch stays with one consumer."""
+    setup(broker, SubscriptionType.KEY_SHARED)
+    broker.produce(
+        "admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(200)], batch_size=5
+    )
+    a = subscribe(broker, "a", queue=1000)
+    b = subscribe(broker, "b", queue=1000)
+    got_a, got_b = a.receive_many(1000), b.receive_many(1000)
+    assert len(got_a) + len(got_b) == 200
+    assert got_a and got_b
+    entries_a = {m.message_id.position for m in got_a}
+    assert not entries_a & {m.message_id.position for m in got_b}

@@ -1,0 +1,382 @@
+"""The binary protocol: cursorops standalone against pulsar-lite, same client, same run.
+
+Both brokers serve the official ``pulsar-client`` (the C++ library under the
+Python package) from this process, one after the other in every run, with
+64-byte payloads:
+
+- produce, batched (batches of 100, ``send_async`` then ``flush``);
+- consume and acknowledge everything just produced (receive, ``acknowledge``);
+- produce unbatched, one synchronous ``send`` after the other;
+- publish latency, p50 and p99, at a fixed 5,000 msg/s (batching on, the
+  client's default 10 ms batching delay), from ``send_async`` to its callback;
+- the correctness cases: 10 batches of 10, every other message acknowledged
+  with batch-index acks, a reconnect, then what comes back (exact: the 50
+  others); the exact backlog after those partial batch acks (cursorops'
+  analyze-backlog; pulsar-lite has no admin API to ask); delayed delivery
+  (``deliver_after`` 2 s on Shared).
+
+``pulsar-lite`` (PyPI; not a dependency of cursorops) must be installed; the
+benchmark says so and measures nothing otherwise. The standalone runs as
+``python -m cli.main standalone``, so the code measured is this checkout's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks import machine, report
+from benchmarks.report import Runs
+
+SECTION = "protocol"
+PAYLOAD = b"x" * 64
+FULL = 200_000
+QUICK = 20_000
+UNBATCHED_FULL = 1_000
+UNBATCHED_QUICK = 200
+LATENCY_RATE = 5_000
+LATENCY_SECONDS_FULL = 5.0
+LATENCY_SECONDS_QUICK = 2.0
+ROLE = "admin"
+WHERE_PYTHON_STOPS = (
+    "Where a Python broker stops: every message crosses Python code a few times on each "
+    "path (its `SingleMessageMetadata` parsed and its ledger columns gathered when "
+    "produced; its metadata written and its acknowledgement turned into cursor columns when "
+    "consumed), a few microseconds each, on a core shared with the client and the other "
+    "connections (one interpreter lock); pulsar-lite does the same work in native code. "
+    "Unbatched, each send waits for its entry's commit (a Parquet segment fsynced and a "
+    "metadata commit, several milliseconds): a receipt here means the message survives "
+    "kill -9 (tested), and latency at a fixed rate is the group commit's. What pulsar-lite's "
+    "earlier receipts survive is not measured here. The correctness rows are where the two "
+    "differ in kind: pulsar-lite redelivers none of the unacknowledged messages of partly "
+    "acknowledged batches after a reconnect, and delivers a delayed message at once."
+)
+_READY = re.compile(r"cursorops standalone ready: (pulsar://\S+)")
+_REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Figures:
+    produce_batched: list[float] = field(default_factory=list)
+    consume_ack: list[float] = field(default_factory=list)
+    produce_unbatched: list[float] = field(default_factory=list)
+    p50_ms: list[float] = field(default_factory=list)
+    p99_ms: list[float] = field(default_factory=list)
+    redelivered: list[str] = field(default_factory=list)
+    backlog: list[str] = field(default_factory=list)
+    delayed: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def cursorops_standalone(home: Path) -> Iterator[str]:
+    env = dict(os.environ, CURSOROPS_DAEMON="off", PYTHONPATH=str(_REPO))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "--home", str(home), "standalone"]
+        + ["--broker-port", "0", "--no-web", "--log-level", "warning"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=_REPO,
+    )
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            match = _READY.search(line)
+            if match:
+                yield match.group(1)
+                break
+        else:
+            raise RuntimeError("cursorops standalone did not start")
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+@contextlib.contextmanager
+def lite_broker(home: Path) -> Iterator[str]:
+    import pulsar_lite as lite
+
+    handle = lite.start_broker(str(home / "lite.db"))
+    try:
+        yield str(handle.url)
+    finally:
+        handle.stop()
+
+
+def _client(url: str) -> object:
+    import pulsar
+
+    return pulsar.Client(
+        url, operation_timeout_seconds=30, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    )
+
+
+def _topic() -> str:
+    return f"persistent://public/default/bench-{uuid.uuid4().hex[:10]}"
+
+
+def throughput(url: str, count: int, unbatched: int) -> tuple[float, float, float]:
+    import pulsar
+
+    client = _client(url)
+    try:
+        topic = _topic()
+        consumer = client.subscribe(topic, "bench", receiver_queue_size=10_000)
+        producer = client.create_producer(
+            topic,
+            batching_enabled=True,
+            batching_max_messages=100,
+            batching_max_publish_delay_ms=10,
+            max_pending_messages=10_000,
+            block_if_queue_full=True,
+        )
+        with report.Stopwatch() as produce:
+            for _ in range(count):
+                producer.send_async(PAYLOAD, None)
+            producer.flush()
+        with report.Stopwatch() as consume:
+            for _ in range(count):
+                consumer.acknowledge(consumer.receive(30_000))
+        single = client.create_producer(_topic(), batching_enabled=False)
+        with report.Stopwatch() as plain:
+            for _ in range(unbatched):
+                single.send(PAYLOAD)
+        consumer.close()
+        assert isinstance(consumer, pulsar.Consumer)
+    finally:
+        client.close()
+    return count / produce.seconds, count / consume.seconds, unbatched / plain.seconds
+
+
+def latency(url: str, seconds: float) -> tuple[float, float]:
+    client = _client(url)
+    try:
+        producer = client.create_producer(_topic(), batching_enabled=True)
+        latencies: list[float] = []
+        lock = threading.Lock()
+
+        def done(sent_at: float) -> Callable[[object, object], None]:
+            def callback(_result: object, _mid: object) -> None:
+                with lock:
+                    latencies.append(time.perf_counter() - sent_at)
+
+            return callback
+
+        total = int(LATENCY_RATE * seconds)
+        start = time.perf_counter()
+        for i in range(total):
+            due = start + i / LATENCY_RATE
+            pause = due - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+            producer.send_async(PAYLOAD, done(time.perf_counter()))
+        producer.flush()
+    finally:
+        client.close()
+    ordered = sorted(latencies)
+    return (
+        1000 * statistics.median(ordered),
+        1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
+    )
+
+
+def correctness(url: str, backlog: Callable[[str, str], int] | None) -> tuple[str, str, str]:
+    import pulsar
+
+    client = _client(url)
+    try:
+        topic = _topic()
+        producer = client.create_producer(
+            topic, batching_enabled=True, batching_max_messages=10, batching_max_publish_delay_ms=50
+        )
+        for i in range(100):
+            producer.send_async(f"m{i}".encode(), None)
+        producer.flush()
+        options = dict(
+            consumer_type=pulsar.ConsumerType.Shared,
+            batch_index_ack_enabled=True,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        consumer = client.subscribe(topic, "half", **options)
+        for i in range(100):
+            message = consumer.receive(10_000)
+            if i % 2 == 0:
+                consumer.acknowledge(message)
+        consumer.close()
+        time.sleep(0.5)
+        exact = "n/a (no admin API)" if backlog is None else f"{backlog(topic, 'half')} of 50"
+        consumer = client.subscribe(topic, "half", **options)
+        again = []
+        with contextlib.suppress(pulsar.Timeout):
+            while True:
+                again.append(consumer.receive(2_000).data())
+        expected = {f"m{i}".encode() for i in range(1, 100, 2)}
+        right = "exact" if set(again) == expected and len(again) == 50 else "wrong"
+        redelivered = f"{len(again)} of 50 ({right})"
+        consumer.close()
+
+        delayed_topic = _topic()
+        consumer = client.subscribe(delayed_topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+        plain = client.create_producer(delayed_topic, batching_enabled=False)
+        sent = time.perf_counter()
+        plain.send(b"later", deliver_after=dt.timedelta(seconds=2))
+        try:
+            consumer.receive(10_000)
+            held = time.perf_counter() - sent
+            delayed = f"held {held:.1f} s ({'honoured' if held >= 1.9 else 'early'})"
+        except pulsar.Timeout:
+            delayed = "never delivered"
+        consumer.close()
+    finally:
+        client.close()
+    return redelivered, exact, delayed
+
+
+def _cursorops_backlog(home: Path) -> Callable[[str, str], int]:
+    def backlog(topic: str, subscription: str) -> int:
+        from core.broker import Broker
+        from core.config import Config
+
+        with Broker(Config.from_home(home)) as broker:
+            parts = broker.analyze_backlog(ROLE, topic, subscription)
+        return sum(part.result.messages for part in parts)
+
+    return backlog
+
+
+def _run(
+    figures: Figures,
+    url: str,
+    count: int,
+    unbatched: int,
+    seconds: float,
+    backlog: Callable[[str, str], int] | None,
+) -> None:
+    produced, consumed, plain = throughput(url, count, unbatched)
+    figures.produce_batched.append(produced)
+    figures.consume_ack.append(consumed)
+    figures.produce_unbatched.append(plain)
+    p50, p99 = latency(url, seconds)
+    figures.p50_ms.append(p50)
+    figures.p99_ms.append(p99)
+    redelivered, exact, delayed = correctness(url, backlog)
+    figures.redelivered.append(redelivered)
+    figures.backlog.append(exact)
+    figures.delayed.append(delayed)
+    print(
+        f"    produce {produced:,.0f}/s, consume+ack {consumed:,.0f}/s, unbatched {plain:,.0f}/s,"
+        f" p50 {p50:.1f} ms, p99 {p99:.1f} ms; {redelivered}; backlog {exact}; {delayed}",
+        flush=True,
+    )
+
+
+def _cells(values: Sequence[str]) -> str:
+    return values[0] if len(set(values)) == 1 else " / ".join(values)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = report.parse_options("cursorops standalone against pulsar-lite.", argv)
+    try:
+        import pulsar_lite  # noqa: F401
+    except ImportError:
+        print("skipped: pulsar-lite is not installed (pip install pulsar-lite)")
+        return 0
+    host = machine.describe()
+    count = QUICK if options.quick else FULL
+    unbatched = UNBATCHED_QUICK if options.quick else UNBATCHED_FULL
+    seconds = LATENCY_SECONDS_QUICK if options.quick else LATENCY_SECONDS_FULL
+    ours, theirs = Figures(), Figures()
+    with report.work_dir(options, "protocol") as work:
+        for run in range(options.runs):
+            home = work / f"cursorops-{run}"
+            print(f"  run {run}: cursorops standalone", flush=True)
+            with cursorops_standalone(home) as url:
+                _run(ours, url, count, unbatched, seconds, _cursorops_backlog(home))
+            print(f"  run {run}: pulsar-lite", flush=True)
+            (work / f"lite-{run}").mkdir()
+            with lite_broker(work / f"lite-{run}") as url:
+                _run(theirs, url, count, unbatched, seconds, None)
+        lines = report.preamble(
+            "Binary protocol: cursorops standalone and pulsar-lite", SECTION, host, options, work
+        )
+    rows = [
+        (f"produce, batches of 100 ({count:,} msgs)", "msg/s", "produce_batched", True),
+        (f"consume and acknowledge ({count:,} msgs)", "msg/s", "consume_ack", True),
+        (
+            f"produce unbatched, synchronous ({unbatched:,} msgs)",
+            "msg/s",
+            "produce_unbatched",
+            True,
+        ),
+        (f"publish latency p50 at {LATENCY_RATE:,} msg/s", "ms", "p50_ms", False),
+        (f"publish latency p99 at {LATENCY_RATE:,} msg/s", "ms", "p99_ms", False),
+    ]
+    table_rows = []
+    for label, unit, name, higher_better in rows:
+        a, b = Runs.of(getattr(ours, name)), Runs.of(getattr(theirs, name))
+        ratio = a.median / b.median if higher_better else b.median / a.median
+        table_rows.append([label, a.cell(unit), b.cell(unit), f"{ratio:.2f}x"])
+    lines += [
+        "Same official client (pulsar-client "
+        f"{_version('pulsar-client')}), pulsar-lite {_version('pulsar-lite')}, 64-byte payloads; "
+        "the client runs in the benchmark's process on the same 2 cores as the broker.",
+        "",
+        report.table(
+            ["workload", "cursorops", "pulsar-lite", "cursorops / pulsar-lite"], table_rows
+        ),
+        "",
+        "The last column is the ratio of medians, oriented so that above 1 is cursorops ahead.",
+        "",
+        "### Correctness cases",
+        "",
+        report.table(
+            ["case", "cursorops", "pulsar-lite"],
+            [
+                [
+                    "every other message of 10 batches acked (batch-index acks), reconnect: "
+                    "redelivered",
+                    _cells(ours.redelivered),
+                    _cells(theirs.redelivered),
+                ],
+                [
+                    "exact backlog after those partial batch acks",
+                    _cells(ours.backlog),
+                    _cells(theirs.backlog),
+                ],
+                ["`deliver_after` 2 s on Shared", _cells(ours.delayed), _cells(theirs.delayed)],
+            ],
+        ),
+        "",
+        WHERE_PYTHON_STOPS,
+        "",
+    ]
+    return report.publish(options, SECTION, "\n".join(lines))
+
+
+def _version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

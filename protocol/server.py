@@ -1,0 +1,841 @@
+"""The asyncio server of Pulsar's binary protocol: sockets, timeouts, back-pressure.
+
+One :class:`Connection` per socket reads frames in order and answers each
+command; a bad frame closes that connection only, with a log line (nothing
+was acknowledged or written for it). The broker and its stores are used from
+one thread (:class:`StoreThread`), so the event loop keeps serving pings and
+other connections while a commit runs.
+
+Produce path: a ``CommandSend`` is parsed on the loop and queued to the
+:class:`Appender`, which appends everything queued meanwhile in one store call
+per partition (group commit) and then sends the receipts, in order. A
+receipt is sent only once the entry is committed, so a receipted message
+survives a crash.
+
+Consume path: each consumer has a task that, while it has permits, asks the
+dispatcher for that many messages and writes them as ``CommandMessage``
+frames; with nothing to deliver it waits for a produce to its partition, or
+polls (messages produced by other processes, delayed messages coming due).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from core.authz import Operation
+from core.broker import Broker
+from core.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    ConsumerBusyError,
+    CursorOpsError,
+    InvalidInputError,
+    InvalidTopicNameError,
+    NotAuthorizedError,
+    NotFoundError,
+    StoreError,
+    SubscriptionNotFoundError,
+    TopicNotFoundError,
+)
+from core.position import Position
+from core.producer import Entry
+from core.subscription import SubscriptionType
+from core.topic_name import TopicName
+from protocol.auth import AuthenticationError, TokenAuthenticator
+from protocol.commands import (
+    CommandType,
+    InitialPosition,
+    LookupType,
+    ServerError,
+    SubType,
+)
+from protocol.entries import EntryError, entry_of_send
+from protocol.frames import (
+    MAX_MESSAGE_SIZE,
+    Frame,
+    FrameDecoder,
+    FrameError,
+    command,
+    encode_frame,
+)
+from protocol.proto import Proto
+from protocol.sessions import Registry, WireConsumer, signed64
+
+log = logging.getLogger("cursorops.protocol")
+
+T = TypeVar("T")
+
+SERVER_VERSION = "cursorops-standalone"
+MAX_PROTOCOL_VERSION = 21
+KEEPALIVE_SECONDS = 30.0
+"""Pulsar's ``keepAliveIntervalSeconds``: a silent connection is pinged, then dropped."""
+POLL_SECONDS = 0.1
+"""How often a consumer with permits and nothing to deliver looks again."""
+_INT64_MAX = 2**63 - 1
+_NO_REQUEST = 2**64 - 1
+"""The request id of an error that answers no request (Pulsar's -1)."""
+RENEW_SECONDS = 5.0
+"""How often live connections renew their consumers' leases in the registry."""
+
+_SUB_TYPES = {
+    SubType.Exclusive: SubscriptionType.EXCLUSIVE,
+    SubType.Shared: SubscriptionType.SHARED,
+    SubType.Failover: SubscriptionType.FAILOVER,
+    SubType.Key_Shared: SubscriptionType.KEY_SHARED,
+}
+
+
+def server_error(exc: BaseException) -> ServerError:
+    """The protocol's error code for a cursorops error."""
+    if isinstance(exc, ConsumerBusyError):
+        return ServerError.ConsumerBusy
+    if isinstance(exc, InvalidTopicNameError):
+        return ServerError.InvalidTopicName
+    if isinstance(exc, TopicNotFoundError):
+        return ServerError.TopicNotFound
+    if isinstance(exc, SubscriptionNotFoundError):
+        return ServerError.SubscriptionNotFound
+    if isinstance(exc, NotAuthorizedError):
+        return ServerError.AuthorizationError
+    if isinstance(exc, StoreError):
+        return ServerError.PersistenceError
+    if isinstance(exc, ConflictError | InvalidInputError | NotFoundError):
+        return ServerError.NotAllowedError
+    return ServerError.UnknownError
+
+
+class ConnectionRefused(Exception):
+    """The connection is answered and closed (failed authentication)."""
+
+
+class StoreThread:
+    """The one thread that uses the broker and its stores."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="cursorops-store")
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+@dataclass
+class _Pending:
+    role: str
+    topic: str
+    entry: Entry
+    done: Callable[[Position | None, BaseException | None], None]
+
+
+class Appender:
+    """Group commit: what is queued while one append runs goes in the next, together."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self._queue: list[_Pending] = []
+        self._ready = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    def submit(self, item: _Pending) -> None:
+        self._queue.append(item)
+        self._ready.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._ready.wait()
+            self._ready.clear()
+            items, self._queue = self._queue, []
+            if not items:
+                continue
+            results = await self.service.store.run(self._append, items)
+            touched = set()
+            for item, (position, error) in zip(items, results, strict=True):
+                item.done(position, error)
+                if error is None:
+                    touched.add(item.topic)
+            for topic in touched:
+                self.service.wake(topic)
+
+    async def drain(self) -> None:
+        """Append what is queued (at shutdown), then stop."""
+        if self._task is not None:
+            while self._queue:
+                await asyncio.sleep(0.01)
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def _append(self, items: list[_Pending]) -> list[tuple[Position | None, BaseException | None]]:
+        by_topic: dict[tuple[str, str], list[int]] = {}
+        for number, item in enumerate(items):
+            by_topic.setdefault((item.role, item.topic), []).append(number)
+        results: list[tuple[Position | None, BaseException | None]] = [(None, None)] * len(items)
+        service = self.service
+        for (role, topic), numbers in by_topic.items():
+            try:
+                positions = service.broker.append_entries(
+                    role, topic, [items[n].entry for n in numbers]
+                )
+            except (CursorOpsError, ValueError) as exc:
+                for n in numbers:
+                    results[n] = (None, exc)
+                continue
+            for n, position in zip(numbers, positions, strict=True):
+                results[n] = (position, None)
+        return results
+
+
+@dataclass(eq=False)
+class _ConsumerLoop:
+    """The loop side of a wire consumer: its permits and its dispatch task."""
+
+    wire: WireConsumer
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+class Service:
+    """What every connection shares: the broker, its thread, the appender, the consumers."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        store: StoreThread,
+        service_url: str,
+        role: str,
+        authenticator: TokenAuthenticator | None = None,
+        keepalive_s: float = KEEPALIVE_SECONDS,
+    ) -> None:
+        self.broker = broker
+        self.authenticator = authenticator
+        self.keepalive_s = keepalive_s
+        self.store = store
+        self.service_url = service_url
+        self.role = role
+        self.appender = Appender(self)
+        self.connections: set[Connection] = set()
+        self._consumers: dict[str, set[_ConsumerLoop]] = {}
+
+    def wake(self, topic: str) -> None:
+        for loop in self._consumers.get(topic, ()):
+            loop.wake.set()
+
+    def watch(self, loop: _ConsumerLoop) -> None:
+        self._consumers.setdefault(loop.wire.topic, set()).add(loop)
+
+    def unwatch(self, loop: _ConsumerLoop) -> None:
+        watchers = self._consumers.get(loop.wire.topic)
+        if watchers is not None:
+            watchers.discard(loop)
+            if not watchers:
+                del self._consumers[loop.wire.topic]
+
+    # -- store-thread helpers ---------------------------------------------------
+
+    def ensure_topic(self, role: str, name: TopicName) -> tuple[str, int]:
+        """(base topic, partition or -1); creates a missing non-partitioned topic."""
+        base = name.base
+        try:
+            info = self.broker.authorized_topic(role, Operation.LOOKUP, base)
+        except TopicNotFoundError:
+            if name.is_partition:
+                raise
+            try:
+                info = self.broker.create_topic(role, str(base), 0)
+            except AlreadyExistsError:
+                info = self.broker.authorized_topic(role, Operation.LOOKUP, base)
+        if name.is_partition:
+            if name.partition_index >= info.partitions:
+                raise TopicNotFoundError(f"Topic {name} not found")
+            return info.name, name.partition_index
+        return info.name, -1
+
+    def partitions(self, role: str, topic: str) -> int:
+        """A topic's partitions; 0 for a non-partitioned or missing one (created on use)."""
+        try:
+            return self.broker.authorized_topic(
+                role, Operation.LOOKUP, TopicName.parse(topic).base
+            ).partitions
+        except TopicNotFoundError:
+            return 0
+
+    def subscription_type(self, role: str, topic: str, name: str) -> SubscriptionType | None:
+        """The type of the topic's subscription ``name``; None when there is none."""
+        for info in self.broker.list_subscriptions(role, topic):
+            if info.name == name:
+                return info.type
+        return None
+
+
+class Connection:
+    """One client socket: frames in, commands answered, messages pushed."""
+
+    _ids = itertools.count(1)
+
+    def __init__(
+        self, service: Service, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.service = service
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.id = f"{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+        self.decoder = FrameDecoder()
+        self.connected = False
+        self.producers: dict[int, tuple[str, str]] = {}
+        """producer_id -> (partition name, producer name)."""
+        self.consumers: dict[int, _ConsumerLoop] = {}
+        self.registry = Registry(self.id)
+        self.last_received = time.monotonic()
+        self._producer_names = itertools.count()
+        self.role = service.role
+        """Who the client acts as: the standalone's role, or its token's subject."""
+
+    # -- plumbing ----------------------------------------------------------------
+
+    def send(self, cmd: Proto) -> None:
+        if not self.writer.is_closing():
+            self.writer.write(encode_frame(cmd))
+
+    async def serve(self) -> None:
+        self.service.connections.add(self)
+        keepalive = asyncio.create_task(self._keepalive())
+        try:
+            while True:
+                data = await self.reader.read(256 * 1024)
+                if not data:
+                    if self.decoder.pending:
+                        log.warning(
+                            "connection %s closed with a frame cut short (%d bytes)",
+                            self.peer,
+                            self.decoder.pending,
+                        )
+                    break
+                self.last_received = time.monotonic()
+                for frame in self.decoder.feed(data):
+                    await self.handle(frame)
+                await self.writer.drain()
+        except FrameError as exc:
+            log.warning("closing connection %s: bad frame: %s", self.peer, exc)
+        except ConnectionRefused:
+            with contextlib.suppress(ConnectionError):
+                await self.writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            log.info("connection %s lost: %s", self.peer, exc)
+        finally:
+            keepalive.cancel()
+            await self.close()
+
+    async def _keepalive(self) -> None:
+        while True:
+            interval = self.service.keepalive_s
+            await asyncio.sleep(interval / 2)
+            silent = time.monotonic() - self.last_received
+            if silent > 2 * interval:
+                log.warning("closing connection %s: no answer to ping", self.peer)
+                self.writer.close()
+                return
+            if silent > interval:
+                self.send(command(CommandType.PING))
+
+    async def close(self) -> None:
+        """Free what the connection held at once: its consumers' messages and slots."""
+        loops = list(self.consumers.values())
+        self.consumers.clear()
+        self.producers.clear()
+        for loop in loops:
+            await self._close_consumer(loop)
+        self.service.connections.discard(self)
+        if not self.writer.is_closing():
+            self.writer.close()
+        with contextlib.suppress(Exception):
+            await self.writer.wait_closed()
+
+    # -- commands ----------------------------------------------------------------
+
+    async def handle(self, frame: Frame) -> None:
+        kind = frame.type
+        body = frame.body
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("connection %s: %s %s", self.peer, kind.name, body)
+        if kind is CommandType.CONNECT:
+            self._connect(body)
+            return
+        if not self.connected:
+            raise FrameError(f"{kind.name} before CONNECT")
+        handler = self._handlers.get(kind)
+        if handler is None:
+            request_id = body.get("request_id")
+            if request_id is not None:
+                self._error(request_id, ServerError.NotAllowedError, f"{kind.name} not supported")
+            else:
+                log.info("connection %s: ignoring %s", self.peer, kind.name)
+            return
+        try:
+            await handler(self, frame)
+        except CursorOpsError as exc:
+            self._fail(kind, body, server_error(exc), str(exc))
+        except Exception as exc:
+            log.exception("connection %s: %s failed", self.peer, kind.name)
+            self._fail(kind, body, ServerError.UnknownError, f"{type(exc).__name__}: {exc}")
+
+    def _fail(self, kind: CommandType, body: Proto, error: ServerError, message: str) -> None:
+        request_id = body.get("request_id")
+        if kind is CommandType.SEND:
+            self.send(
+                command(
+                    CommandType.SEND_ERROR,
+                    producer_id=body.get("producer_id", 0),
+                    sequence_id=body.get("sequence_id", 0),
+                    error=int(error),
+                    message=message,
+                )
+            )
+        elif kind is CommandType.ACK and request_id is not None:
+            self.send(
+                command(
+                    CommandType.ACK_RESPONSE,
+                    consumer_id=body.get("consumer_id", 0),
+                    request_id=request_id,
+                    error=int(error),
+                    message=message,
+                )
+            )
+        elif request_id is not None:
+            self._error(request_id, error, message)
+        else:
+            log.warning("connection %s: %s failed: %s", self.peer, kind.name, message)
+
+    def _error(self, request_id: int, error: ServerError, message: str) -> None:
+        self.send(
+            command(CommandType.ERROR, request_id=request_id, error=int(error), message=message)
+        )
+
+    def _connect(self, body: Proto) -> None:
+        if self.connected:
+            raise FrameError("CONNECT twice")
+        authenticator = self.service.authenticator
+        if authenticator is not None:
+            try:
+                if body.get("auth_method_name") != "token":
+                    raise AuthenticationError("Token authentication is required")
+                token = bytes(body.get("auth_data", b"")).decode("utf-8", "replace")
+                self.role = authenticator.role(token.removeprefix("token:"))
+            except AuthenticationError as exc:
+                log.warning("connection %s: authentication failed: %s", self.peer, exc)
+                self._error(_NO_REQUEST, ServerError.AuthenticationError, str(exc))
+                raise ConnectionRefused(str(exc)) from exc
+        self.connected = True
+        version = min(int(body.get("protocol_version", 0)), MAX_PROTOCOL_VERSION)
+        self.send(
+            command(
+                CommandType.CONNECTED,
+                server_version=SERVER_VERSION,
+                protocol_version=version,
+                max_message_size=MAX_MESSAGE_SIZE,
+            )
+        )
+
+    async def _ping(self, frame: Frame) -> None:
+        self.send(command(CommandType.PONG))
+
+    async def _pong(self, frame: Frame) -> None:
+        return None
+
+    async def _lookup(self, frame: Frame) -> None:
+        body = frame.body
+        TopicName.parse(body.get("topic", ""))
+        self.send(
+            command(
+                CommandType.LOOKUP_RESPONSE,
+                brokerServiceUrl=self.service.service_url,
+                response=int(LookupType.Connect),
+                request_id=body["request_id"],
+                authoritative=True,
+            )
+        )
+
+    async def _partitioned_metadata(self, frame: Frame) -> None:
+        body = frame.body
+        TopicName.parse(body.get("topic", ""))
+        partitions = await self.service.store.run(self.service.partitions, self.role, body["topic"])
+        self.send(
+            command(
+                CommandType.PARTITIONED_METADATA_RESPONSE,
+                partitions=partitions,
+                request_id=body["request_id"],
+                response=0,
+            )
+        )
+
+    # -- producers ---------------------------------------------------------------
+
+    async def _producer(self, frame: Frame) -> None:
+        body = frame.body
+        name = TopicName.parse(body["topic"])
+        service = self.service
+
+        def open_producer() -> str:
+            base, _ = service.ensure_topic(self.role, name)
+            service.broker.authorized_topic(self.role, Operation.PRODUCE, base)
+            return str(name)
+
+        topic = await service.store.run(open_producer)
+        producer_name = body.get("producer_name") or (
+            f"standalone-{self.id}-{next(self._producer_names)}"
+        )
+        self.producers[body["producer_id"]] = (topic, producer_name)
+        self.send(
+            command(
+                CommandType.PRODUCER_SUCCESS,
+                request_id=body["request_id"],
+                producer_name=producer_name,
+                last_sequence_id=-1,
+                producer_ready=True,
+            )
+        )
+
+    async def _send(self, frame: Frame) -> None:
+        body = frame.body
+        producer_id = body["producer_id"]
+        sequence_id = body["sequence_id"]
+        producer = self.producers.get(producer_id)
+        if producer is None:
+            self._fail(CommandType.SEND, body, ServerError.UnknownError, "no such producer")
+            return
+        if frame.metadata is None:
+            raise FrameError("SEND without a payload")
+        try:
+            entry = entry_of_send(frame.metadata, frame.payload)
+        except EntryError as exc:
+            log.warning("connection %s: unreadable message: %s", self.peer, exc)
+            self._fail(CommandType.SEND, body, ServerError.UnknownError, str(exc))
+            return
+        highest = body.get("highest_sequence_id")
+
+        def done(position: Position | None, error: BaseException | None) -> None:
+            if error is not None or position is None:
+                self._fail(CommandType.SEND, body, server_error(error or Exception()), str(error))
+                return
+            self.send(
+                command(
+                    CommandType.SEND_RECEIPT,
+                    producer_id=producer_id,
+                    sequence_id=sequence_id,
+                    message_id={"ledgerId": position.ledger_id, "entryId": position.entry_id},
+                    highest_sequence_id=highest,
+                )
+            )
+
+        self.service.appender.submit(_Pending(self.role, producer[0], entry, done))
+
+    async def _close_producer(self, frame: Frame) -> None:
+        body = frame.body
+        self.producers.pop(body["producer_id"], None)
+        self.send(command(CommandType.SUCCESS, request_id=body["request_id"]))
+
+    # -- consumers ---------------------------------------------------------------
+
+    async def _subscribe(self, frame: Frame) -> None:
+        body = frame.body
+        consumer_id = body["consumer_id"]
+        if consumer_id in self.consumers:
+            # The client retries a subscribe it gave up waiting for: already done.
+            self.send(command(CommandType.SUCCESS, request_id=body["request_id"]))
+            return
+        name = TopicName.parse(body["topic"])
+        subscription = body["subscription"]
+        sub_type = _SUB_TYPES[SubType(body.get("subType", 0))]
+        consumer_name = body.get("consumer_name") or f"consumer-{consumer_id}"
+        start = body.get("initialPosition", InitialPosition.Latest)
+        start_id: Proto | None = body.get("start_message_id")
+        durable = body.get("durable", True)
+        service = self.service
+        registry_key = (str(name.base if name.is_partition else name), subscription, consumer_name)
+
+        def open_consumer() -> WireConsumer:
+            base, partition = service.ensure_topic(self.role, name)
+            broker = service.broker
+            existing = service.subscription_type(self.role, base, subscription)
+            if existing is None:
+                initial = "earliest" if start == InitialPosition.Earliest else "latest"
+                after = None
+                if start_id is not None:
+                    ledger, entry = signed64(start_id["ledgerId"]), signed64(start_id["entryId"])
+                    if ledger < 0:
+                        initial = "earliest"
+                    elif ledger == _INT64_MAX:
+                        initial = "latest"
+                    elif start_id.get("batch_index", -1) >= 0:
+                        # The whole batch again: the client drops what precedes the id.
+                        after = Position(ledger, entry - 1)
+                    else:
+                        after = Position(ledger, entry)
+                try:
+                    existing = broker.create_subscription(
+                        self.role,
+                        base,
+                        subscription,
+                        sub_type,
+                        initial_position=initial,
+                        start_after=after,
+                    ).type
+                except AlreadyExistsError:
+                    existing = service.subscription_type(self.role, base, subscription)
+            if existing is not sub_type:
+                raise ConsumerBusyError(
+                    f"Subscription {subscription} is of a different type"
+                    f" ({existing.value if existing else 'deleted'})"
+                )
+            dispatcher = broker.dispatcher(
+                self.role, base, subscription, partition=partition if partition >= 0 else None
+            )
+            identity = self.registry.join(registry_key)
+            try:
+                core = dispatcher.subscribe(
+                    consumer_name,
+                    priority=body.get("priority_level", 0),
+                    consumer_id=identity.consumer_id,
+                    epoch=body.get("consumer_epoch"),
+                )
+            except BaseException:
+                self.registry.leave(registry_key)
+                raise
+            return WireConsumer(
+                consumer_id,
+                str(name),
+                base,
+                subscription,
+                sub_type,
+                partition,
+                dispatcher,
+                core,
+                identity,
+                registry_key,
+                durable=durable,
+            )
+
+        wire = await service.store.run(open_consumer)
+        loop = _ConsumerLoop(wire)
+        self.consumers[consumer_id] = loop
+        service.watch(loop)
+        self.send(command(CommandType.SUCCESS, request_id=body["request_id"]))
+        loop.task = asyncio.create_task(self._dispatch_loop(loop))
+
+    async def _dispatch_loop(self, loop: _ConsumerLoop) -> None:
+        wire = loop.wire
+        store = self.service.store
+        try:
+            while not wire.closed:
+                if wire.permits <= 0:
+                    await loop.wake.wait()
+                    loop.wake.clear()
+                    continue
+                loop.wake.clear()
+                frames, count = await store.run(wire.dispatch, wire.permits)
+                if wire.closed:
+                    return
+                if count:
+                    wire.permits -= count
+                    if not self.writer.is_closing():
+                        self.writer.write(b"".join(frames))
+                        await self.writer.drain()
+                    continue
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(loop.wake.wait(), POLL_SECONDS)
+        except (ConnectionError, asyncio.CancelledError):
+            return
+        except Exception:
+            log.exception(
+                "connection %s: dispatch to consumer %d failed", self.peer, wire.consumer_id
+            )
+            self.writer.close()
+
+    async def _flow(self, frame: Frame) -> None:
+        body = frame.body
+        loop = self.consumers.get(body["consumer_id"])
+        if loop is not None:
+            loop.wire.permits += body.get("messagePermits", 0)
+            loop.wake.set()
+
+    def _consumer(self, body: Proto) -> _ConsumerLoop:
+        loop = self.consumers.get(body["consumer_id"])
+        if loop is None:
+            raise NotFoundError(f"Consumer {body['consumer_id']} not found")
+        return loop
+
+    async def _ack(self, frame: Frame) -> None:
+        body = frame.body
+        loop = self._consumer(body)
+        await self.service.store.run(loop.wire.acknowledge, body)
+        request_id = body.get("request_id")
+        if request_id is not None:
+            self.send(
+                command(
+                    CommandType.ACK_RESPONSE,
+                    consumer_id=body["consumer_id"],
+                    request_id=request_id,
+                )
+            )
+
+    async def _redeliver(self, frame: Frame) -> None:
+        body = frame.body
+        loop = self._consumer(body)
+        await self.service.store.run(loop.wire.redeliver, body)
+        loop.wake.set()
+
+    async def _close_consumer_command(self, frame: Frame) -> None:
+        body = frame.body
+        loop = self.consumers.pop(body["consumer_id"], None)
+        if loop is not None:
+            await self._close_consumer(loop)
+        self.send(command(CommandType.SUCCESS, request_id=body["request_id"]))
+
+    async def _close_consumer(self, loop: _ConsumerLoop, *, unsubscribe: bool = False) -> None:
+        wire = loop.wire
+        wire.closed = True
+        self.service.unwatch(loop)
+        if loop.task is not None:
+            loop.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await loop.task
+        registry = self.registry
+
+        def leave() -> None:
+            if registry.leave(wire.registry_key):
+                wire.core.close()
+                if not wire.durable:
+                    # A reader's subscription lives as long as the reader (non-durable).
+                    with contextlib.suppress(CursorOpsError):
+                        self.service.broker.delete_subscription(
+                            self.role, wire.base_topic, wire.subscription, force=True
+                        )
+                    return
+            if unsubscribe:
+                self.service.broker.delete_subscription(
+                    self.role, wire.base_topic, wire.subscription
+                )
+
+        await self.service.store.run(leave)
+
+    async def _unsubscribe(self, frame: Frame) -> None:
+        body = frame.body
+        loop = self._consumer(body)
+        del self.consumers[body["consumer_id"]]
+        await self._close_consumer(loop, unsubscribe=True)
+        self.send(command(CommandType.SUCCESS, request_id=body["request_id"]))
+
+    async def _get_last_message_id(self, frame: Frame) -> None:
+        body = frame.body
+        loop = self._consumer(body)
+        broker = self.service.broker
+
+        def last() -> Position:
+            return broker.last_position(self.role, loop.wire.topic)
+
+        position = await self.service.store.run(last)
+        message_id: Proto = {
+            "ledgerId": position.ledger_id,
+            "entryId": position.entry_id,
+            "batch_index": -1,
+        }
+        if loop.wire.partition >= 0:
+            message_id["partition"] = loop.wire.partition
+        self.send(
+            command(
+                CommandType.GET_LAST_MESSAGE_ID_RESPONSE,
+                last_message_id=message_id,
+                request_id=body["request_id"],
+            )
+        )
+
+    async def _seek(self, frame: Frame) -> None:
+        body = frame.body
+        loop = self._consumer(body)
+        wire = loop.wire
+        service = self.service
+        mid = body.get("message_id")
+        publish_time = body.get("message_publish_time")
+
+        def seek() -> None:
+            wire.redeliver({})
+            if mid is not None:
+                position = Position(signed64(mid["ledgerId"]), signed64(mid["entryId"]))
+                service.broker.reset_cursor(
+                    self.role, wire.base_topic, wire.subscription, position=position
+                )
+            else:
+                service.broker.reset_cursor(
+                    self.role, wire.base_topic, wire.subscription, timestamp_ms=publish_time
+                )
+
+        await service.store.run(seek)
+        self.send(command(CommandType.SUCCESS, request_id=body["request_id"]))
+        loop.wake.set()
+
+    async def _get_schema(self, frame: Frame) -> None:
+        body = frame.body
+        self.send(
+            command(
+                CommandType.GET_SCHEMA_RESPONSE,
+                request_id=body["request_id"],
+                error_code=int(ServerError.TopicNotFound),
+                error_message="No schema (cursorops stores bytes)",
+            )
+        )
+
+    _handlers: dict[CommandType, Callable[[Connection, Frame], Any]] = {
+        CommandType.PING: _ping,
+        CommandType.PONG: _pong,
+        CommandType.LOOKUP: _lookup,
+        CommandType.PARTITIONED_METADATA: _partitioned_metadata,
+        CommandType.PRODUCER: _producer,
+        CommandType.SEND: _send,
+        CommandType.CLOSE_PRODUCER: _close_producer,
+        CommandType.SUBSCRIBE: _subscribe,
+        CommandType.FLOW: _flow,
+        CommandType.ACK: _ack,
+        CommandType.REDELIVER_UNACKNOWLEDGED_MESSAGES: _redeliver,
+        CommandType.CLOSE_CONSUMER: _close_consumer_command,
+        CommandType.UNSUBSCRIBE: _unsubscribe,
+        CommandType.GET_LAST_MESSAGE_ID: _get_last_message_id,
+        CommandType.SEEK: _seek,
+        CommandType.GET_SCHEMA: _get_schema,
+    }
+
+
+async def renew_leases(service: Service) -> None:
+    """Keep live connections' consumers registered (their leases would lapse when idle)."""
+    while True:
+        await asyncio.sleep(RENEW_SECONDS)
+        wires = [
+            loop.wire
+            for connection in list(service.connections)
+            for loop in connection.consumers.values()
+        ]
+
+        def renew(wires: list[WireConsumer]) -> None:
+            seen: set[str] = set()
+            for wire in wires:
+                if wire.closed or wire.identity.consumer_id in seen:
+                    continue
+                seen.add(wire.identity.consumer_id)
+                with contextlib.suppress(CursorOpsError):
+                    wire.dispatcher.renew(wire.core)
+
+        await service.store.run(renew, wires)

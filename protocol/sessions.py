@@ -1,0 +1,279 @@
+"""Producers and consumers of one connection, over the :class:`~core.broker.Broker`.
+
+Everything here runs on the store thread (:class:`protocol.server.StoreThread`),
+one call at a time: the broker and its stores are used by one thread, and a
+consumer's bookkeeping (what it holds, its epoch) needs no lock.
+
+A :class:`WireConsumer` is one ``consumer_id`` of a connection. Its core
+consumer's identity in the subscription's registry is shared by the wire
+consumers of one connection with the same name on the same subscription: the
+client's consumer of a partitioned topic is one wire consumer per partition,
+and Pulsar counts it as one consumer (Exclusive admits it, Failover ranks it
+once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from core.dispatch import Consumer, Dispatcher
+from core.message import Message, MessageBatch
+from core.message_id import MessageId
+from core.subscription import SubscriptionType
+from protocol.commands import AckType, CommandType
+from protocol.entries import OutgoingEntry, entry_payload, unacked_indexes
+from protocol.frames import command, encode_payload_frame
+from protocol.proto import Proto
+
+_INT64 = 1 << 64
+
+
+def signed64(value: int) -> int:
+    """A ``uint64`` id field as the int64 it encodes (-1 is ``2**64 - 1`` on the wire)."""
+    return value - _INT64 if value >= 1 << 63 else value
+
+
+def _id_batch(
+    topic: str,
+    partition: int,
+    ledgers: list[int],
+    entries: list[int],
+    indexes: list[int],
+    sizes: list[int],
+) -> MessageBatch:
+    """Acknowledged ids as a :class:`MessageBatch` for ``Dispatcher.acknowledge_batch``,
+    which reads the ids and batch sizes only: no message object per id."""
+    n = len(indexes)
+    columns = pa.RecordBatch.from_arrays([pa.array(sizes, pa.int32())], names=["batch_size"])
+    return MessageBatch(
+        (topic,),
+        np.zeros(n, np.int64),
+        np.full(n, partition, np.int64),
+        np.asarray(ledgers, np.int64),
+        np.asarray(entries, np.int64),
+        np.asarray(indexes, np.int64),
+        np.zeros(n, np.int64),
+        columns,
+    )
+
+
+@dataclass
+class Identity:
+    """One consumer in the subscription's registry, shared by its wire consumers."""
+
+    consumer_id: str
+    wire: int = 0
+    """How many wire consumers use it: it leaves the subscription with the last."""
+
+
+@dataclass
+class WireConsumer:
+    consumer_id: int
+    """The client's id for it on this connection."""
+    topic: str
+    """The partition (or non-partitioned topic) it reads."""
+    base_topic: str
+    subscription: str
+    sub_type: SubscriptionType
+    partition: int
+    dispatcher: Dispatcher
+    core: Consumer
+    identity: Identity
+    registry_key: tuple[str, str, str]
+    durable: bool = True
+    """False for a reader: its subscription goes when it closes."""
+    permits: int = 0
+    closed: bool = False
+    held: dict[tuple[int, int], set[int]] = field(default_factory=dict)
+    """Entries delivered and not acknowledged: their delivered batch indexes (-1: unbatched)."""
+    batch_sizes: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    # -- dispatch ---------------------------------------------------------------
+
+    def dispatch(self, permits: int) -> tuple[list[bytes], int]:
+        """Up to ``permits`` messages as ``CommandMessage`` frames; (frames, messages)."""
+        if self.closed:
+            return [], 0
+        self.dispatcher.flow(self.core, permits)
+        frames: list[bytes] = []
+        count = 0
+        while self.core.wire:
+            batch = self.core.wire.popleft()
+            if len(batch):
+                count += len(batch)
+                frames += self._frames(batch)
+        return frames, count
+
+    def _frames(self, batch: MessageBatch) -> list[bytes]:
+        """One frame per entry, from the dispatch's columns (no object per message)."""
+        columns = batch.columns
+        payloads = columns.column("payload").to_pylist()
+        keys = columns.column("key").to_pylist()
+        properties = columns.column("properties").to_pylist()
+        sequence_ids = columns.column("sequence_id").to_pylist()
+        producers = columns.column("producer_name").to_pylist()
+        publish_times = columns.column("publish_time").to_pylist()
+        deliver_at = columns.column("deliver_at").to_pylist()
+        sizes = batch.batch_sizes.tolist()
+        indexes = batch.batch_index.tolist()
+        redeliveries = batch.redelivery_count.tolist()
+        ledgers, entries = batch.ledger_id, batch.entry_id
+        cuts = np.flatnonzero((ledgers[1:] != ledgers[:-1]) | (entries[1:] != entries[:-1])) + 1
+        bounds = [0, *cuts.tolist(), len(batch)]
+        ledger_list, entry_list = ledgers.tolist(), entries.tolist()
+        epoch = batch.consumer_epoch
+        frames = []
+        for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+            position = (ledger_list[start], entry_list[start])
+            size = sizes[start]
+            delivered = indexes[start:stop]
+            self.batch_sizes[position] = size
+            self.held.setdefault(position, set()).update(delivered)
+            meta, payload, ack_set = entry_payload(
+                OutgoingEntry(
+                    size,
+                    producers[start],
+                    publish_times[start],
+                    deliver_at[start],
+                    delivered,
+                    payloads[start:stop],
+                    keys[start:stop],
+                    [p or () for p in properties[start:stop]],
+                    sequence_ids[start:stop],
+                )
+            )
+            message_id: Proto = {"ledgerId": position[0], "entryId": position[1]}
+            if self.partition >= 0:
+                message_id["partition"] = self.partition
+            cmd = command(
+                CommandType.MESSAGE,
+                consumer_id=self.consumer_id,
+                message_id=message_id,
+                redelivery_count=max(redeliveries[start:stop]),
+                ack_set=ack_set,
+                consumer_epoch=epoch if epoch >= 0 else None,
+            )
+            frames.append(encode_payload_frame(cmd, meta, payload))
+        return frames
+
+    # -- acknowledgements -------------------------------------------------------
+
+    def _message(self, ledger: int, entry: int, index: int, size: int) -> Message:
+        """The id of a message to hand to the dispatcher (only its id and topic are read)."""
+        mid = MessageId(ledger, entry, self.partition, index, size)
+        return Message(mid, self.topic, b"", None, {}, 0, None, "", 0)
+
+    def acknowledge(self, body: Proto) -> None:
+        ids: list[Proto] = body.get("message_id", [])
+        if body.get("ack_type", AckType.Individual) == AckType.Cumulative:
+            if ids:
+                self._acknowledge_cumulative(ids[-1])
+            return
+        ledgers: list[int] = []
+        entries: list[int] = []
+        indexes: list[int] = []
+        sizes: list[int] = []
+        for mid in ids:
+            ledger, entry = signed64(mid["ledgerId"]), signed64(mid["entryId"])
+            key = (ledger, entry)
+            size = self.batch_sizes.get(key) or mid.get("batch_size", 0)
+            ack_set = mid.get("ack_set")
+            if size <= 0:
+                acked = [-1]
+                size = 0
+            elif ack_set:
+                remaining = unacked_indexes(ack_set, size)
+                acked = [i for i in range(size) if i not in remaining]
+            else:
+                # No ack_set: the whole entry (a client with batch-index acks off
+                # acknowledges a batch once all its messages are).
+                acked = list(range(size))
+            ledgers += [ledger] * len(acked)
+            entries += [entry] * len(acked)
+            indexes += acked
+            sizes += [size] * len(acked)
+            self._forget(key, acked)
+        if indexes:
+            self.dispatcher.acknowledge_batch(
+                self.core, _id_batch(self.topic, self.partition, ledgers, entries, indexes, sizes)
+            )
+
+    def _forget(self, key: tuple[int, int], indexes: Iterable[int]) -> None:
+        held = self.held.get(key)
+        if held is None:
+            return
+        held.difference_update(indexes)
+        if not held:
+            del self.held[key]
+            self.batch_sizes.pop(key, None)
+
+    def _acknowledge_cumulative(self, mid: Proto) -> None:
+        ledger, entry = signed64(mid["ledgerId"]), signed64(mid["entryId"])
+        size = self.batch_sizes.get((ledger, entry)) or mid.get("batch_size", 0)
+        index = -1
+        ack_set = mid.get("ack_set")
+        if size > 0 and ack_set:
+            remaining = sorted(unacked_indexes(ack_set, size))
+            if remaining:
+                index = remaining[0] - 1
+                if index < 0:
+                    return
+        self.dispatcher.acknowledge_cumulative(self.core, self._message(ledger, entry, index, size))
+        for key in [k for k in self.held if k < (ledger, entry)]:
+            del self.held[key]
+            self.batch_sizes.pop(key, None)
+        if index < 0:
+            self.held.pop((ledger, entry), None)
+        else:
+            self._forget((ledger, entry), range(index + 1))
+
+    # -- redelivery -------------------------------------------------------------
+
+    def redeliver(self, body: Proto) -> None:
+        ids: list[Proto] = body.get("message_ids", [])
+        if ids and self.sub_type in (SubscriptionType.SHARED, SubscriptionType.KEY_SHARED):
+            keys: list[tuple[str, int, int, int]] = []
+            for mid in ids:
+                entry = (signed64(mid["ledgerId"]), signed64(mid["entryId"]))
+                for index in sorted(self.held.pop(entry, {-1})):
+                    keys.append((self.topic, entry[0], entry[1], index))
+                self.batch_sizes.pop(entry, None)
+            self.dispatcher.release(self.core, keys)
+            return
+        if self.core.epoch >= 0:
+            epoch = body.get("consumer_epoch")
+            self.core.epoch = epoch if epoch is not None else self.core.epoch + 1
+        self.held.clear()
+        self.batch_sizes.clear()
+        self.dispatcher.redeliver_unacknowledged(self.core)
+
+
+class Registry:
+    """The connection's identities, by (base topic, subscription, consumer name)."""
+
+    def __init__(self, connection_id: str) -> None:
+        self.connection_id = connection_id
+        self._identities: dict[tuple[str, str, str], Identity] = {}
+
+    def join(self, key: tuple[str, str, str]) -> Identity:
+        identity = self._identities.get(key)
+        if identity is None:
+            identity = Identity(f"{self.connection_id}/{len(self._identities)}/{key[2]}"[:200])
+            self._identities[key] = identity
+        identity.wire += 1
+        return identity
+
+    def leave(self, key: tuple[str, str, str]) -> bool:
+        """True when the identity's last wire consumer left."""
+        identity = self._identities.get(key)
+        if identity is None:
+            return True
+        identity.wire -= 1
+        if identity.wire <= 0:
+            del self._identities[key]
+            return True
+        return False

@@ -1,0 +1,45 @@
+"""A process that exits without closing its consumers frees them at once (clean exit)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from core.broker import Broker
+from core.config import Config
+from core.producer import OutgoingMessage
+from core.subscription import SubscriptionType
+
+TOPIC = "persistent://acme/ops/exit"
+
+_LEAVER = textwrap.dedent(
+    """
+    import sys
+    from core.broker import Broker
+    from core.config import Config
+    broker = Broker(Config.from_home(sys.argv[1]))
+    consumer = broker.dispatcher("admin", sys.argv[2], "s").subscribe("leaver", 10)
+    assert len(consumer.receive_many(3)) == 3
+    # exits without consumer.close()
+    """
+)
+
+
+def test_a_clean_exit_frees_the_exclusive_slot_and_the_pending_messages(tmp_path: Path) -> None:
+    with Broker(Config.from_home(tmp_path)) as broker:
+        broker.create_tenant("admin", "acme")
+        broker.create_namespace("admin", "acme/ops")
+        broker.create_topic("admin", TOPIC)
+        broker.create_subscription(
+            "admin", TOPIC, "s", SubscriptionType.EXCLUSIVE, initial_position="earliest"
+        )
+        broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(3)])
+        subprocess.run(
+            [sys.executable, "-c", _LEAVER, str(tmp_path), TOPIC], check=True, timeout=120
+        )
+        # Within the 30 s lease: the slot is free and the three messages come again.
+        got = broker.consume("admin", TOPIC, "s", 10)
+        assert [m.payload for m in got] == [b"m0", b"m1", b"m2"]
+        assert [m.redelivery_count for m in got] == [1, 1, 1]

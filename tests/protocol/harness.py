@@ -1,0 +1,133 @@
+"""A ``cursorops standalone`` subprocess for the protocol tests, and the official client.
+
+Each test module starts its own standalone on free ports with a temporary
+home (``--broker-port 0``: the readiness line names the ports it took) and
+stops it with SIGINT afterwards, as a person would with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pulsar
+
+from core.broker import Broker
+from core.config import Config
+
+READY = re.compile(r"cursorops standalone ready: (pulsar://\S+)(?: admin (http://\S+))?")
+START_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Standalone:
+    home: Path
+    process: subprocess.Popen[str]
+    service_url: str
+    web_url: str | None
+    log: Path
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def port(self) -> int:
+        return int(self.service_url.rsplit(":", 1)[1])
+
+    def broker(self) -> Broker:
+        return Broker(Config.from_home(self.home))
+
+    def client(self, timeout_s: int = 10, **kwargs: object) -> pulsar.Client:
+        return pulsar.Client(
+            self.service_url,
+            operation_timeout_seconds=timeout_s,
+            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+            **kwargs,  # type: ignore[arg-type]
+        )
+
+    def log_text(self) -> str:
+        """Its log lines (stderr; stdout too, where Airflow's logging sends them once the
+        REST app is loaded)."""
+        return self.log.read_text(errors="replace") + "".join(self.lines)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 20.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        return self.process.returncode
+
+
+def start(
+    home: Path,
+    *,
+    web: bool = False,
+    broker_port: int = 0,
+    extra: tuple[str, ...] = (),
+) -> Standalone:
+    home.mkdir(parents=True, exist_ok=True)
+    log = home / f"standalone-{uuid.uuid4().hex[:6]}.log"
+    env = dict(os.environ)
+    env["AIRFLOW_HOME"] = str(home / "airflow")
+    env["CURSOROPS_DAEMON"] = "off"
+    argv = [
+        sys.executable,
+        "-m",
+        "cli.main",
+        "--home",
+        str(home),
+        "standalone",
+        "--broker-port",
+        str(broker_port),
+        *(("--web-port", "0") if web else ("--no-web",)),
+        *extra,
+    ]
+    with open(log, "w") as err:
+        process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=err, text=True, env=env, start_new_session=True
+        )
+    lines: list[str] = []
+    found: list[re.Match[str]] = []
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            match = READY.search(line)
+            if match and not found:
+                found.append(match)
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not found:
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"standalone did not start:\n{log.read_text()}")
+        time.sleep(0.05)
+    return Standalone(home, process, found[0].group(1), found[0].group(2), log, lines)
+
+
+def unique(prefix: str = "t") -> str:
+    return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def drain(consumer: pulsar.Consumer, timeout_ms: int = 1500) -> list[pulsar.Message]:
+    """Everything the consumer receives until ``timeout_ms`` passes with nothing."""
+    received = []
+    while True:
+        try:
+            received.append(consumer.receive(timeout_ms))
+        except pulsar.Timeout:
+            return received

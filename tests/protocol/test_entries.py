@@ -1,0 +1,159 @@
+"""Entries between Pulsar's message format and the ledger's columns."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import cramjam
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core.broker import Broker
+from core.config import Config
+from core.errors import InvalidArgumentError
+from core.producer import Entry, OutgoingMessage
+from protocol import commands
+from protocol.commands import CompressionType
+from protocol.entries import (
+    EntryError,
+    OutgoingEntry,
+    decompress,
+    entry_of_send,
+    entry_payload,
+    single_metadata,
+    unacked_indexes,
+)
+from protocol.proto import decode, encode
+
+TOPIC = "persistent://public/default/t"
+
+
+def _batch(messages: list[tuple[bytes, str | None]]) -> bytes:
+    parts = []
+    for payload, key in messages:
+        body = encode(
+            commands.SingleMessageMetadata, {"payload_size": len(payload), "partition_key": key}
+        )
+        parts += [struct.pack(">I", len(body)), body, payload]
+    return b"".join(parts)
+
+
+@given(st.lists(st.tuples(st.binary(max_size=50), st.none() | st.text(max_size=5)), min_size=1))
+def test_a_sent_batch_becomes_its_messages(messages: list[tuple[bytes, str | None]]) -> None:
+    meta = {
+        "producer_name": "p",
+        "sequence_id": 7,
+        "publish_time": 1,
+        "num_messages_in_batch": len(messages),
+    }
+    entry = entry_of_send(meta, _batch(messages))
+    assert entry.batched
+    assert [(m.payload, m.key) for m in entry.messages] == messages
+    assert [m.sequence_id for m in entry.messages] == list(range(7, 7 + len(messages)))
+
+
+@given(st.lists(st.integers(0, 9), unique=True, min_size=1, max_size=10))
+def test_a_partly_delivered_batch_keeps_its_indexes(delivered: list[int]) -> None:
+    indexes = sorted(delivered)
+    meta_bytes, payload, ack_set = entry_payload(
+        OutgoingEntry(
+            10,
+            "p",
+            1,
+            None,
+            indexes,
+            [f"m{i}".encode() for i in indexes],
+            [None] * len(indexes),
+            [()] * len(indexes),
+            indexes,
+        )
+    )
+    meta = decode(commands.MessageMetadata, meta_bytes)
+    assert meta["num_messages_in_batch"] == 10
+    entry = entry_of_send(meta, payload)
+    got = {i: m.payload for i, m in enumerate(entry.messages) if m.payload}
+    assert got == {i: f"m{i}".encode() for i in delivered}
+    if len(delivered) == 10:
+        assert ack_set is None
+    else:
+        assert ack_set is not None and unacked_indexes(ack_set, 10) == set(delivered)
+
+
+@pytest.mark.parametrize(
+    ("codec", "compress"),
+    [
+        (CompressionType.LZ4, lambda d: bytes(cramjam.lz4.compress_block(d, store_size=False))),
+        (CompressionType.ZLIB, zlib.compress),
+        (CompressionType.ZSTD, lambda d: bytes(cramjam.zstd.compress(d))),
+        (CompressionType.SNAPPY, lambda d: bytes(cramjam.snappy.compress_raw(d))),
+    ],
+)
+def test_codecs(codec: CompressionType, compress: object) -> None:
+    data = b"abc" * 1000
+    assert callable(compress)
+    assert decompress(codec, compress(data), len(data)) == data
+    with pytest.raises(EntryError):
+        decompress(codec, b"\xff" * 10, len(data))
+
+
+def test_unreadable_sends_are_refused_before_the_group_commit() -> None:
+    base = {"producer_name": "p", "publish_time": 1}
+    with pytest.raises(EntryError, match="int64"):
+        entry_of_send({**base, "sequence_id": 2**63}, b"x")
+    with pytest.raises(EntryError, match="cut short"):
+        entry_of_send(
+            {**base, "sequence_id": 0, "num_messages_in_batch": 2}, _batch([(b"a", None)])
+        )
+    with pytest.raises(EntryError, match="decompressed"):
+        entry_of_send(
+            {**base, "sequence_id": 0, "compression": 2, "uncompressed_size": 5},
+            zlib.compress(b"abc"),
+        )
+
+
+def test_append_entries_checks_what_it_is_given(tmp_path: Path) -> None:
+    with Broker(Config.from_home(tmp_path)) as broker:
+        broker.create_tenant("admin", "public")
+        broker.create_namespace("admin", "public/default")
+        broker.create_topic("admin", TOPIC)
+        good = Entry([OutgoingMessage(b"a", "k", {"p": "v"}, None, 3)], False, "prod", 5)
+        for bad in (
+            Entry([], True, "p", 1),
+            Entry([OutgoingMessage(b"a", sequence_id=1)] * 2, False, "p", 1),
+            Entry([OutgoingMessage(b"a", sequence_id=-1)], False, "p", 1),
+            Entry([OutgoingMessage(b"a", sequence_id=1)], False, "p", -5),
+            Entry([OutgoingMessage(b"a")], False, "p", 1),
+        ):
+            with pytest.raises(InvalidArgumentError):
+                broker.append_entries("admin", TOPIC, [good, bad])
+        assert broker.entry_count("admin", TOPIC) == 0
+        (position,) = broker.append_entries("admin", TOPIC, [good])
+        broker.create_subscription("admin", TOPIC, "s", initial_position="earliest")
+        (message,) = broker.peek_messages("admin", TOPIC, "s", 10)
+        assert message.message_id.position == position
+        assert (message.key, message.properties, message.producer_name) == ("k", {"p": "v"}, "prod")
+        assert (message.sequence_id, message.publish_time) == (3, 5)
+
+
+@given(
+    st.integers(0, 2**31 - 1),
+    st.integers(0, 2**63 - 1),
+    st.none() | st.text(max_size=5),
+    st.lists(st.tuples(st.text(max_size=4), st.text(max_size=4)), max_size=3),
+)
+def test_single_metadata_is_what_the_codec_writes(
+    size: int, sequence_id: int, key: str | None, properties: list[tuple[str, str]]
+) -> None:
+    expected = encode(
+        commands.SingleMessageMetadata,
+        {
+            "properties": [{"key": k, "value": v} for k, v in properties],
+            "partition_key": key,
+            "payload_size": size,
+            "sequence_id": sequence_id,
+        },
+    )
+    assert single_metadata(size, sequence_id, key, properties) == expected
