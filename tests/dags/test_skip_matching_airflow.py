@@ -57,7 +57,7 @@ def test_still_scheduled_approved_cancels_the_delayed_messages(airflow: Airflow,
     assert "Backlog:** 56 message(s) now, **53** after" in body
     # The predicate is requester text: shown inert (backslash-escaped), read as written.
     assert '"deliverAt": {"after": "now"}' in re.sub(r"\\(.)", r"\1", body)
-    assert "reminder" not in body and "masked" in body  # payloads: on the Cursors page
+    assert "reminder #" not in body and "masked" in body  # payloads: on the Cursors page
     assert seeded.unacknowledged() == before
 
     assert airflow.answer(DAG, run, GATE, "Approve", user="alice").status_code == 403
