@@ -7,9 +7,11 @@ Light on purpose: DAG files import it at parse time, so nothing here imports
   inside tasks from the environment.
 - :mod:`airflow_glue.outcomes`: every ``core.errors`` leaf → fail (no retry) or retry.
 - :mod:`airflow_glue.request`: the run conf of a skip, through pydantic.
-- :mod:`airflow_glue.plan`: the skip plan document, its preview and its digest.
-- :mod:`airflow_glue.gate`: the four-eyes approval gate.
-- :mod:`airflow_glue.approval`: ``require_approval``, which re-reads the approval from Airflow.
+- :mod:`airflow_glue.plan`: the plan record of a run (stored in cursorops's store) and its preview.
+- :mod:`airflow_glue.inert`: text someone else wrote, made inert for the approver's Markdown.
+- :mod:`airflow_glue.gate`: the approval gates (four eyes, more for a quorum).
+- :mod:`airflow_glue.approval`: ``require_approvals``, which re-reads every answer from Airflow
+  and checks it against what the gates recorded they showed.
 - :mod:`airflow_glue.record`: the closing record of a request in the audit log.
 - :mod:`airflow_glue.steps`: the bodies of the tasks after the gate: apply, verify, record.
 - :mod:`airflow_glue.skip_tail`: those tasks and the gate, wired behind a skip DAG's plan.
