@@ -159,4 +159,3 @@ def spark_job(task_id: str, app: str, args: Sequence[str], **kwargs: Any) -> Any
         name=f"cursorops-{app}",
         **kwargs,
     )
-

@@ -99,9 +99,7 @@ def audit_partition(
     oldest: list[int | None] = []
     for subscription in subs:
         state = decode_state(states[(name, subscription)])
-        live = np.flatnonzero(
-            backlog.unacked_messages(state, ledger_ids, entry_ids, batch_sizes)
-        )
+        live = np.flatnonzero(backlog.unacked_messages(state, ledger_ids, entry_ids, batch_sizes))
         oldest.append(int(publish[live].min()) if live.size else None)
     return analysed.append_column(
         AUDIT_SCHEMA.field("oldest_publish_ms"), pa.array(oldest, pa.int64())
@@ -149,9 +147,7 @@ def tag_partitions(
     return messages.drop(KEY).join(F.broadcast(table), "ledger_id")
 
 
-def plan_scans(
-    config: Config, topics: Sequence[str], role: str, log: Any
-) -> list[TopicScan]:
+def plan_scans(config: Config, topics: Sequence[str], role: str, log: Any) -> list[TopicScan]:
     """Each topic's scan (authorized as CONSUME), with a progress line every 10 %."""
     from core.broker import Broker
 
@@ -230,7 +226,9 @@ def run(
     return documents(scans, rows)
 
 
-def documents(scans: Sequence[TopicScan], rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def documents(
+    scans: Sequence[TopicScan], rows: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
     """Spark's rows as one document per topic, in the order of ``scans``."""
     by_partition: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:

@@ -55,9 +55,7 @@ def test_history_rows_take_the_oldest_age_the_audit_job_wrote(home):
         ages = broker.backlog_ages("admin", seeded.topic)
     for name, value in ages.items():
         document["subscriptions"][name]["oldestPublishMs"] = value
-    assert samples_from(document, None, 123, "run-1") == samples_from(
-        document, ages, 123, "run-1"
-    )
+    assert samples_from(document, None, 123, "run-1") == samples_from(document, ages, 123, "run-1")
     assert samples_from(document, None, 123, "run-1")[0].oldest_publish_ms is not None
 
 

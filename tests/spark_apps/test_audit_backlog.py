@@ -26,9 +26,7 @@ TOPICS = {
 }
 
 
-def test_one_job_gives_every_topic_the_answer_of_core(
-    spark: SparkSession, tmp_path: Path
-) -> None:
+def test_one_job_gives_every_topic_the_answer_of_core(spark: SparkSession, tmp_path: Path) -> None:
     home = tmp_path / "home"
     for topic, (seed, partitions) in TOPICS.items():
         config = make_topic(home, seed, partitions=partitions, messages=200, topic=topic).config
@@ -45,7 +43,9 @@ def test_one_job_gives_every_topic_the_answer_of_core(
         for topic, document in zip(names, documents, strict=True):
             expected = analysis_document(topic, None, core_analyses(config, topic))
             ages = broker.backlog_ages("admin", topic)
-            oldest = {name: s.pop("oldestPublishMs") for name, s in document["subscriptions"].items()}
+            oldest = {
+                name: s.pop("oldestPublishMs") for name, s in document["subscriptions"].items()
+            }
             assert document == expected, topic
             assert oldest == ages, topic
     assert documents[-1]["subscriptions"] == {}
