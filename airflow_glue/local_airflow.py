@@ -47,6 +47,8 @@ has processed the executor's event for the workload that parked the gate in
 idle machine and was over 5 s on a loaded one: :meth:`Airflow.wait_awaiting_input` waits for
 the scheduler's own log line saying it processed that event, then this long."""
 PARKED_EVENT_TIMEOUT_S = 120.0
+CONNECT_READY = "spark-connect.ready"
+"""Touched in AIRFLOW_HOME once the launcher's Spark Connect server listens and is warm."""
 FINISHED = {"success", "failed"}
 SKIP_DAG = "cursorops_skip_messages"
 
@@ -393,14 +395,8 @@ def spark_connect_port(env: Mapping[str, str]) -> int | None:
     return int(env.get("SPARK_CONNECT_PORT") or 15002)
 
 
-def _listening(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(2)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
 def _wait_ready(airflow: Airflow, dag_id: str, progress: Progress, timeout: float) -> None:
-    """Wait for the api-server, ``dag_id`` parsed, and the Spark Connect server listening."""
+    """Wait for the api-server, ``dag_id`` parsed, and the Spark Connect server warmed up."""
     start = time.monotonic()
     connect = spark_connect_port(airflow.launcher_env)
     deadline = start + timeout
@@ -420,7 +416,7 @@ def _wait_ready(airflow: Airflow, dag_id: str, progress: Progress, timeout: floa
                     progress(f"{phase} ({time.monotonic() - start:.0f} s)")
                 dags = airflow.get("admin", "/api/v2/dags", params={"dag_id_pattern": dag_id})
                 if any(d["dag_id"] == dag_id for d in dags["dags"]):
-                    if connect is not None and not _listening(connect):
+                    if connect is not None and not (airflow.home / CONNECT_READY).exists():
                         phase = f"waiting for the Spark Connect server on port {connect}"
                     else:
                         progress(f"Airflow ready ({time.monotonic() - start:.0f} s)")

@@ -73,6 +73,7 @@ export AIRFLOW_CONN_CURSOROPS_AIRFLOW_API
 # imported once, in the task's process). A server already listening on the port is
 # reused, and then left running. spark_connect_default names it.
 spark_connect_pid=""
+spark_connect_warm_pid=""
 spark_connect_port="${SPARK_CONNECT_PORT:-15002}"
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 spark_connect_start() {
@@ -80,8 +81,10 @@ spark_connect_start() {
         return 0
     fi
     local log="$AIRFLOW_HOME/spark-connect.log"
+    rm -f "$AIRFLOW_HOME/spark-connect.ready"
     if port_open "$spark_connect_port"; then
         echo "Spark Connect: reusing the server on 127.0.0.1:$spark_connect_port"
+        touch "$AIRFLOW_HOME/spark-connect.ready"
     else
         # A background job of this shell: it ignores SIGINT, so Ctrl-C reaches the
         # launcher's trap, which stops it after Airflow (spark_connect_stop).
@@ -92,10 +95,11 @@ spark_connect_start() {
     fi
     export AIRFLOW_CONN_SPARK_CONNECT_DEFAULT="{\"conn_type\":\"spark_connect\",\"host\":\"127.0.0.1\",\"port\":$spark_connect_port}"
 }
-# Wait until the server started by spark_connect_start listens; 1 if it exited first.
+# Wait until the server started by spark_connect_start listens, and warm it up; then
+# touch $AIRFLOW_HOME/spark-connect.ready. 1 if the server exited first.
 spark_connect_wait() {
     [[ -n "$spark_connect_pid" ]] || return 0
-    local waited=0
+    local waited=0 started=$SECONDS
     until port_open "$spark_connect_port"; do
         if ! kill -0 "$spark_connect_pid" 2>/dev/null; then
             echo "the Spark Connect server exited: see $AIRFLOW_HOME/spark-connect.log" >&2
@@ -104,10 +108,22 @@ spark_connect_wait() {
         sleep 1
         waited=$((waited + 1))
     done
-    echo "Spark Connect: ready on sc://127.0.0.1:$spark_connect_port (${waited} s)"
+    echo "Spark Connect: listening on sc://127.0.0.1:$spark_connect_port (${waited} s); warming up"
+    # The first job of a fresh server pays its JVM's and Python workers' start: pay it
+    # now, while Airflow starts (spark_apps/warm_up.py). In the background so that a
+    # signal's trap runs at once (spark_connect_stop ends it).
+    "$venv/bin/python" -m spark_apps.warm_up --remote "sc://127.0.0.1:$spark_connect_port" \
+        >>"$AIRFLOW_HOME/spark-connect.log" 2>&1 &
+    spark_connect_warm_pid=$!
+    wait "$spark_connect_warm_pid" || echo "Spark Connect: the warm-up failed (see the log)" >&2
+    spark_connect_warm_pid=""
+    touch "$AIRFLOW_HOME/spark-connect.ready"
+    echo "Spark Connect: ready ($((SECONDS - started)) s)"
 }
 spark_connect_stop() {
     [[ -n "$spark_connect_pid" ]] || return 0
+    [[ -z "$spark_connect_warm_pid" ]] || kill -TERM "$spark_connect_warm_pid" 2>/dev/null || true
+    rm -f "$AIRFLOW_HOME/spark-connect.ready"
     kill -TERM "$spark_connect_pid" 2>/dev/null || true
     wait "$spark_connect_pid" 2>/dev/null || true
     spark_connect_pid=""
