@@ -260,7 +260,7 @@ class Airflow:
         """The environment every process of this Airflow and each of its tasks has: the
         launcher's, with ``scripts/airflow-env.sh`` sourced for this AIRFLOW_HOME. A process
         started with it (``dag.test()``, the ``airflow`` CLI) shares the metadata database,
-        the DAGs folder and the connections."""
+        the DAGs folder and the connections, the launcher's Spark Connect server included."""
         sourced = subprocess.run(
             ["bash", "-c", 'source "$0" "$1" >/dev/null && env -0', str(SCRIPTS / "airflow-env.sh")]
             + [str(self.home)],
@@ -269,7 +269,13 @@ class Airflow:
             check=True,
         )
         pairs = (item.partition("=") for item in sourced.stdout.decode().split("\0") if item)
-        return {name: value for name, _, value in pairs}
+        env = {name: value for name, _, value in pairs}
+        connect = spark_connect_port(self.launcher_env)
+        if connect is not None:
+            env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"] = json.dumps(
+                {"conn_type": "spark_connect", "host": "127.0.0.1", "port": connect}
+            )
+        return env
 
     # -- life ------------------------------------------------------------------
 
