@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 SECTION = "airflow_audit"
 DAG = "cursorops_backlog_audit"
 ROLE = "admin"
-SIZES = ((4, 1_000, 20.0), (100, 10_000, 60.0), (1_000, 1_000, 300.0))
+SIZES = ((4, 1_000, 20.0), (100, 10_000, 60.0), (1_000, 10_000, 300.0))
 """(topics, messages per topic, aim in seconds)."""
 QUICK_SIZES = ((4, 1_000, 20.0), (20, 1_000, 60.0))
 BATCH = 10
