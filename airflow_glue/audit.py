@@ -61,11 +61,15 @@ def load_thresholds(param: Mapping[str, Any] | None, home: Path) -> Thresholds:
 
 def samples_from(
     analysis: Mapping[str, Any],
-    ages: Mapping[str, int | None],
+    ages: Mapping[str, int | None] | None,
     at_ms: int,
     run_id: str,
 ) -> list[BacklogSample]:
-    """One sample per subscription of an analyze_backlog document (exact counts)."""
+    """One sample per subscription of an analyze_backlog document (exact counts).
+
+    ``ages`` None takes each subscription's ``oldestPublishMs`` from the document, as
+    the audit job (``spark_apps/audit_backlog.py``) writes it.
+    """
     from core.backlog_audit import BacklogSample
 
     topic = str(analysis["topic"])
@@ -77,7 +81,7 @@ def samples_from(
             at_ms,
             int(counts["messages"]),
             int(counts["entries"]),
-            ages.get(name),
+            counts.get("oldestPublishMs") if ages is None else ages.get(name),
             run_id,
         )
         for name, counts in sorted(subs.items())

@@ -5,19 +5,22 @@ all three start Airflow the way a person does:
 
 - :func:`start_airflow` runs ``scripts/airflow-up.sh`` (``airflow standalone``:
   api-server, scheduler, dag-processor and triggerer with the LocalExecutor on
-  SQLite, the embedded default);
+  SQLite, the embedded default), with a Spark Connect server on a free port
+  named by ``spark_connect_default``, so no Spark task starts a JVM;
 - with ``topology=True`` it runs ``scripts/airflow-topology.sh`` instead: the
   api-server, the scheduler and the dag-processor as separate processes on the
   metadata database named by ``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN``.
 
 Both launchers read their settings from ``scripts/airflow-env.sh`` and stop
-every process they started on SIGINT (:meth:`Airflow.stop`). The
+every process they started, the Spark Connect server included, on SIGINT
+(:meth:`Airflow.stop`). The
 SimpleAuthManager users get known passwords, ``<user>-pw``. The helpers act as
 a given user, as that person would in the UI.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -44,6 +47,8 @@ has processed the executor's event for the workload that parked the gate in
 idle machine and was over 5 s on a loaded one: :meth:`Airflow.wait_awaiting_input` waits for
 the scheduler's own log line saying it processed that event, then this long."""
 PARKED_EVENT_TIMEOUT_S = 120.0
+CONNECT_READY = "spark-connect.ready"
+"""Touched in AIRFLOW_HOME once the launcher's Spark Connect server listens and is warm."""
 FINISHED = {"success", "failed"}
 SKIP_DAG = "cursorops_skip_messages"
 
@@ -255,7 +260,7 @@ class Airflow:
         """The environment every process of this Airflow and each of its tasks has: the
         launcher's, with ``scripts/airflow-env.sh`` sourced for this AIRFLOW_HOME. A process
         started with it (``dag.test()``, the ``airflow`` CLI) shares the metadata database,
-        the DAGs folder and the connections."""
+        the DAGs folder and the connections, the launcher's Spark Connect server included."""
         sourced = subprocess.run(
             ["bash", "-c", 'source "$0" "$1" >/dev/null && env -0', str(SCRIPTS / "airflow-env.sh")]
             + [str(self.home)],
@@ -264,30 +269,60 @@ class Airflow:
             check=True,
         )
         pairs = (item.partition("=") for item in sourced.stdout.decode().split("\0") if item)
-        return {name: value for name, _, value in pairs}
+        env = {name: value for name, _, value in pairs}
+        connect = spark_connect_port(self.launcher_env)
+        if connect is not None:
+            env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"] = json.dumps(
+                {"conn_type": "spark_connect", "host": "127.0.0.1", "port": connect}
+            )
+        return env
 
     # -- life ------------------------------------------------------------------
 
     def stop(self, timeout: float = 120) -> None:
         """SIGINT to the launcher, which stops every Airflow process it started (SIGTERM to
-        standalone would orphan its children); then check that none is left."""
+        standalone would orphan its children) and the Spark Connect server; then check that
+        none is left."""
+        groups = [self.process.pid, *self._standalone_group()]
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
             try:
                 self.process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
+                _kill_groups(groups)
                 raise
-        # The launcher's children share its process group: none may outlive it.
+        # The launcher's children share its process group, standalone's its own: none
+        # may outlive the launcher.
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            try:
-                os.killpg(self.process.pid, 0)
-            except ProcessLookupError:
+            if not any(_group_alive(group) for group in groups):
                 return
             time.sleep(1)
-        os.killpg(self.process.pid, signal.SIGKILL)
+        _kill_groups(groups)
         raise RuntimeError(f"Airflow processes outlived the launcher's stop: {self.log}")
+
+    def _standalone_group(self) -> list[int]:
+        """The process group ``airflow-up.sh`` gives standalone (its own), if it wrote it."""
+        try:
+            return [int((self.home / "standalone.group").read_text().strip())]
+        except (OSError, ValueError):
+            return []
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_groups(groups: list[int]) -> None:
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
 
 
 def default_sigint() -> None:
@@ -328,6 +363,10 @@ def start_airflow(
         "AIRFLOW_LOG_PORT": str(log_port),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in users.items()),
     }
+    if not env.get("SPARK_CONNECT_PORT"):
+        # Its own server on a free port: one listening on the default port may be another
+        # checkout's (its Python workers import that checkout's code).
+        env["SPARK_CONNECT_PORT"] = str(free_port())
     if only_dag:
         env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "True"
     script = SCRIPTS / ("airflow-topology.sh" if topology else "airflow-up.sh")
@@ -354,8 +393,18 @@ def start_airflow(
     return airflow
 
 
+def spark_connect_port(env: Mapping[str, str]) -> int | None:
+    """The port of the Spark Connect server the launcher starts with ``env``; None when it
+    starts none (``CURSOROPS_SPARK_CONNECT=0``, or a server named by the environment)."""
+    if env.get("CURSOROPS_SPARK_CONNECT") == "0" or env.get("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"):
+        return None
+    return int(env.get("SPARK_CONNECT_PORT") or 15002)
+
+
 def _wait_ready(airflow: Airflow, dag_id: str, progress: Progress, timeout: float) -> None:
+    """Wait for the api-server, ``dag_id`` parsed, and the Spark Connect server warmed up."""
     start = time.monotonic()
+    connect = spark_connect_port(airflow.launcher_env)
     deadline = start + timeout
     phase = "starting the api-server, scheduler and dag-processor"
     progress(phase)
@@ -373,8 +422,11 @@ def _wait_ready(airflow: Airflow, dag_id: str, progress: Progress, timeout: floa
                     progress(f"{phase} ({time.monotonic() - start:.0f} s)")
                 dags = airflow.get("admin", "/api/v2/dags", params={"dag_id_pattern": dag_id})
                 if any(d["dag_id"] == dag_id for d in dags["dags"]):
-                    progress(f"Airflow ready ({time.monotonic() - start:.0f} s)")
-                    return
+                    if connect is not None and not (airflow.home / CONNECT_READY).exists():
+                        phase = f"waiting for the Spark Connect server on port {connect}"
+                    else:
+                        progress(f"Airflow ready ({time.monotonic() - start:.0f} s)")
+                        return
         except httpx.HTTPError:
             pass
         if time.monotonic() - last_said >= 10:

@@ -159,18 +159,3 @@ def spark_job(task_id: str, app: str, args: Sequence[str], **kwargs: Any) -> Any
         name=f"cursorops-{app}",
         **kwargs,
     )
-
-
-def spark_job_mapped(task_id: str, app: str, args: Any, **kwargs: Any) -> Any:
-    """One run of ``spark_apps/<app>.py`` per argument list in ``args`` (an XComArg)."""
-    kwargs.setdefault("retries", 1)
-    return SparkJobOperator.partial(
-        task_id=task_id,
-        application=str(APPS / f"{app}.py"),
-        conn_id="spark_default",
-        conf=dict(SPARK_CONF),
-        env_vars=spark_env(),
-        name=f"cursorops-{app}",
-        max_active_tis_per_dagrun=1,
-        **kwargs,
-    ).expand(application_args=args)

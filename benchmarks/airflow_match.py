@@ -136,7 +136,9 @@ def measure(messages: int, options: Options, work: Path) -> Results:
         first_phase=PHASE_1,
         runs=options.runs,
         check=check,
-        environ={"SPARK_CONF_DIR": str(spark_conf)},
+        # The spark-submit path this section measures (benchmarks.airflow_warm measures the
+        # default, a Spark Connect server started with Airflow).
+        environ={"SPARK_CONF_DIR": str(spark_conf), "CURSOROPS_SPARK_CONNECT": "0"},
         spark_task=SPARK_TASK,
         spark_events=spark_conf / "events",
         timeout=1800,

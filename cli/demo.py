@@ -325,7 +325,8 @@ def run_airflow(
 
     step(
         "Start Airflow: api-server, scheduler, dag-processor (standalone, LocalExecutor, SQLite)",
-        "Local processes on 127.0.0.1, stopped at the end; the DAG reads the same cursorops home.",
+        "Local processes on 127.0.0.1, with a Spark Connect server for the Spark tasks (no JVM "
+        "per task), stopped at the end; the DAG reads the same cursorops home.",
     )
     airflow = start_airflow(
         config.home / "airflow-demo",

@@ -1,8 +1,9 @@
 """Measure every subscription's exact backlog on a schedule, keep the history, raise alerts.
 
 Hourly by default, no catchup (``CURSOROPS_AUDIT_SCHEDULE`` in the scheduler's
-environment sets another cron or preset, or ``none``). list_topics → analyze_backlog (the Spark job,
-one per topic) → record_history (one row per subscription per run in the
+environment sets another cron or preset, or ``none``). list_topics → analyze_backlog (one
+Spark job for all the topics: one scan over their segments with the cursors of every
+subscription) → record_history (one row per subscription per run in the
 metadata store; ``cursorops audit history TOPIC`` reads them) →
 check_thresholds (max messages, max age of the oldest unacknowledged message,
 growth per hour; per namespace or subscription). The check draws a PNG chart of
@@ -19,7 +20,9 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
-from airflow_glue.spark import spark_job_mapped
+from airflow_glue.spark import spark_job, xcom
+
+LIST = "list_topics"
 
 # The schedule is a deployment setting (a cron expression, a preset, or "none" for
 # triggered runs only); read from the environment, never from a Variable at parse time.
@@ -61,12 +64,14 @@ SCHEDULE = os.environ.get("CURSOROPS_AUDIT_SCHEDULE", "@hourly").strip() or "@ho
 )
 def cursorops_backlog_audit() -> None:
     @task(retries=0)
-    def list_topics() -> list[list[str]]:
-        """The topics of the chosen namespaces, and each one's analyze_backlog arguments."""
+    def list_topics() -> dict[str, Any]:
+        """The topics of the chosen namespaces (in a file of the run), and the job's files."""
+        import json
+
         from airflow_glue.audit import audit_role, audit_topics
         from airflow_glue.environment import config
         from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.runs import run_folder, safe_name
+        from airflow_glue.runs import run_folder
         from core.broker import Broker
 
         context = get_current_context()
@@ -75,21 +80,18 @@ def cursorops_backlog_audit() -> None:
         folder = run_folder(cfg, context["dag_run"])
         with airflow_outcome(), Broker(cfg) as broker:
             topics = audit_topics(broker, role, context["params"]["namespaces"])
-        return [
-            [
-                topic,
-                "--role",
-                role,
-                "--ledger-root",
-                str(cfg.ledger_root),
-                "--output",
-                str(folder / f"{safe_name(topic)}.json"),
-            ]
-            for topic in topics
-        ]
+        listed = folder / "topics.json"
+        listed.write_text(json.dumps(topics), encoding="utf-8")
+        return {
+            "topics": len(topics),
+            "topicsFile": str(listed),
+            "role": role,
+            "ledgerRoot": str(cfg.ledger_root),
+            "output": str(folder / "audit.json"),
+        }
 
     @task
-    def record_history(jobs: list[list[str]]) -> dict[str, Any]:
+    def record_history(listed: dict[str, Any]) -> dict[str, Any]:
         """One history row per subscription: the Spark job's exact counts, the oldest age."""
         import json
 
@@ -100,17 +102,13 @@ def cursorops_backlog_audit() -> None:
 
         run_id = get_current_context()["dag_run"].run_id
         role = audit_role()
-        rows = 0
+        with open(listed["output"], encoding="utf-8") as source:
+            documents = json.load(source)["topics"]
         with airflow_outcome(), Broker(config()) as broker:
             at_ms = broker.clock()
-            for args in jobs:
-                with open(args[-1], encoding="utf-8") as source:
-                    analysis = json.load(source)
-                ages = broker.backlog_ages(role, args[0])
-                samples = samples_from(analysis, ages, at_ms, run_id)
-                broker.record_backlog_audit(role, run_id, samples)
-                rows += len(samples)
-        return {"topics": [args[0] for args in jobs], "rows": rows}
+            samples = [s for d in documents for s in samples_from(d, None, at_ms, run_id)]
+            broker.record_backlog_audit(role, run_id, samples)
+        return {"topics": [d["topic"] for d in documents], "rows": len(samples)}
 
     @task(retries=0)
     def check_thresholds(recorded: dict[str, Any]) -> dict[str, Any]:
@@ -154,10 +152,23 @@ def cursorops_backlog_audit() -> None:
             raise AirflowFailException(f"{len(breaches)} backlog threshold breach(es):\n{named}")
         return {"subscriptions": len(now), "breaches": 0, "chart": str(chart)}
 
-    jobs = list_topics()
-    analyzed = spark_job_mapped("analyze_backlog", "analyze_backlog", jobs)
-    recorded = record_history(jobs)
-    analyzed >> recorded
+    listed = list_topics()
+    analyzed = spark_job(
+        "analyze_backlog",
+        "audit_backlog",
+        [
+            "--topics",
+            xcom(LIST, "topicsFile"),
+            "--role",
+            xcom(LIST, "role"),
+            "--ledger-root",
+            xcom(LIST, "ledgerRoot"),
+            "--output",
+            xcom(LIST, "output"),
+        ],
+    )
+    recorded = record_history(listed)
+    listed >> analyzed >> recorded
     check_thresholds(recorded)
 
 

@@ -7,8 +7,12 @@
 # Reads: VENV, CURSOROPS_HOME (default ~/.cursorops), AIRFLOW_PORT (default 28080),
 # AIRFLOW_LOG_PORT (default 28793; the trigger log server uses +1),
 # AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS (default the four demo users below),
-# AIRFLOW_CONN_SPARK_DEFAULT. Sets: repo, venv, port, passwords, and the
-# AIRFLOW_* / SPARK_* variables every Airflow process and task inherits.
+# AIRFLOW_CONN_SPARK_DEFAULT, and for the Spark Connect server the launchers start
+# (spark_connect_start): SPARK_CONNECT_PORT (default 15002), SPARK_CONNECT_MASTER,
+# AIRFLOW_CONN_SPARK_CONNECT_DEFAULT (set: that server, none started) and
+# CURSOROPS_SPARK_CONNECT (0: none, every Spark task spark-submits).
+# Sets: repo, venv, port, passwords, and the AIRFLOW_* / SPARK_* variables every
+# Airflow process and task inherits.
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${VENV:-$repo/.venv}"
@@ -63,6 +67,67 @@ print(json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": int(sys.argv
 PY
 )"
 export AIRFLOW_CONN_CURSOROPS_AIRFLOW_API
+
+# Spark for every Spark task of every DAG: a Spark Connect server started with Airflow
+# and stopped with it, so a task runs its job as a thin client (no JVM start, pyspark
+# imported once, in the task's process). A server already listening on the port is
+# reused, and then left running. spark_connect_default names it.
+spark_connect_pid=""
+spark_connect_warm_pid=""
+spark_connect_port="${SPARK_CONNECT_PORT:-15002}"
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+spark_connect_start() {
+    if [[ -n "${AIRFLOW_CONN_SPARK_CONNECT_DEFAULT:-}" || "${CURSOROPS_SPARK_CONNECT:-1}" == 0 ]]; then
+        return 0
+    fi
+    local log="$AIRFLOW_HOME/spark-connect.log"
+    rm -f "$AIRFLOW_HOME/spark-connect.ready"
+    if port_open "$spark_connect_port"; then
+        echo "Spark Connect: reusing the server on 127.0.0.1:$spark_connect_port"
+        touch "$AIRFLOW_HOME/spark-connect.ready"
+    else
+        # A background job of this shell: it ignores SIGINT, so Ctrl-C reaches the
+        # launcher's trap, which stops it after Airflow (spark_connect_stop).
+        VENV="$venv" SPARK_CONNECT_PORT="$spark_connect_port" \
+            "$repo/scripts/spark-connect-up.sh" >"$log" 2>&1 &
+        spark_connect_pid=$!
+        echo "Spark Connect: starting a server on 127.0.0.1:$spark_connect_port (log $log)"
+    fi
+    export AIRFLOW_CONN_SPARK_CONNECT_DEFAULT="{\"conn_type\":\"spark_connect\",\"host\":\"127.0.0.1\",\"port\":$spark_connect_port}"
+}
+# Wait until the server started by spark_connect_start listens, and warm it up; then
+# touch $AIRFLOW_HOME/spark-connect.ready. 1 if the server exited first.
+spark_connect_wait() {
+    [[ -n "$spark_connect_pid" ]] || return 0
+    local waited=0 started=$SECONDS
+    until port_open "$spark_connect_port"; do
+        if ! kill -0 "$spark_connect_pid" 2>/dev/null; then
+            echo "the Spark Connect server exited: see $AIRFLOW_HOME/spark-connect.log" >&2
+            return 1
+        fi
+        sleep 1
+        waited=$((waited + 1))
+    done
+    echo "Spark Connect: listening on sc://127.0.0.1:$spark_connect_port (${waited} s); warming up"
+    # The first job of a fresh server pays its JVM's and Python workers' start: pay it
+    # now, while Airflow starts (spark_apps/warm_up.py). In the background so that a
+    # signal's trap runs at once (spark_connect_stop ends it).
+    "$venv/bin/python" -m spark_apps.warm_up --remote "sc://127.0.0.1:$spark_connect_port" \
+        >>"$AIRFLOW_HOME/spark-connect.log" 2>&1 &
+    spark_connect_warm_pid=$!
+    wait "$spark_connect_warm_pid" || echo "Spark Connect: the warm-up failed (see the log)" >&2
+    spark_connect_warm_pid=""
+    touch "$AIRFLOW_HOME/spark-connect.ready"
+    echo "Spark Connect: ready ($((SECONDS - started)) s)"
+}
+spark_connect_stop() {
+    [[ -n "$spark_connect_pid" ]] || return 0
+    [[ -z "$spark_connect_warm_pid" ]] || kill -TERM "$spark_connect_warm_pid" 2>/dev/null || true
+    rm -f "$AIRFLOW_HOME/spark-connect.ready"
+    kill -TERM "$spark_connect_pid" 2>/dev/null || true
+    wait "$spark_connect_pid" 2>/dev/null || true
+    spark_connect_pid=""
+}
 
 # What a person needs to log in, printed by both launchers.
 print_logins() {

@@ -10,8 +10,12 @@
 # No triggerer by default: in 3.3 the approval gate parks in awaiting_input, it
 # does not defer. CURSOROPS_TRIGGERER=1 adds one (the compose topology has it;
 # scripts/topology-up.sh sets it).
+# With them, the Spark Connect server of scripts/airflow-env.sh (spark_connect_start:
+# started, or reused, on SPARK_CONNECT_PORT, with master SPARK_CONNECT_MASTER) named
+# by spark_connect_default, so no Spark task starts a JVM.
 # Stop it with SIGINT or SIGTERM: it sends SIGTERM to each component, waits for
-# them all, and exits. If one component dies, it stops the others and exits 1.
+# them all, stops the Spark Connect server, and exits. If one component (or the
+# server) dies, it stops the others and exits 1.
 set -euo pipefail
 
 source "$(dirname "$0")/airflow-env.sh" "${1:-}"
@@ -36,10 +40,14 @@ airflow db migrate
 pids=()
 stop() {
     trap - INT TERM
-    kill -TERM "${pids[@]}" 2>/dev/null || true
-    wait "${pids[@]}" 2>/dev/null || true
+    if ((${#pids[@]})); then
+        kill -TERM "${pids[@]}" 2>/dev/null || true
+        wait "${pids[@]}" 2>/dev/null || true
+    fi
+    spark_connect_stop
 }
 trap 'stop; exit 0' INT TERM
+spark_connect_start
 echo $$ >"$AIRFLOW_HOME/topology.pid"
 airflow api-server --host 127.0.0.1 --port "$port" &
 pids+=($!)
@@ -54,7 +62,8 @@ if [[ "${CURSOROPS_TRIGGERER:-0}" == 1 ]]; then
     echo "triggerer ${pids[3]}"
 fi
 set +e
-wait -n "${pids[@]}"
+spark_connect_wait || { stop; exit 1; }
+wait -n "${pids[@]}" ${spark_connect_pid:+"$spark_connect_pid"}
 status=$?
 echo "an Airflow component exited ($status): stopping the others" >&2
 stop

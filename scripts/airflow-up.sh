@@ -9,8 +9,13 @@
 # CURSOROPS_LEDGER_ROOT, CURSOROPS_ROLE_MAP (passed on to the tasks), AIRFLOW_PORT
 # (default 28080), AIRFLOW_LOG_PORT (default 28793; the trigger log server uses +1),
 # AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS (default the four demo users below).
-# Stop it with Ctrl-C, or `scripts/airflow-down.sh [AIRFLOW_HOME]` from elsewhere:
-# both send SIGINT, the only signal on which standalone stops all its children.
+# With it, a Spark Connect server (scripts/spark-connect-up.sh, log in AIRFLOW_HOME) on
+# 127.0.0.1:$SPARK_CONNECT_PORT (default 15002; one already listening there is reused),
+# named by the spark_connect_default connection: every Spark task runs on it, with no
+# JVM start of its own (CURSOROPS_SPARK_CONNECT=0: none, spark-submit per task).
+# Stop it with Ctrl-C, SIGTERM, or `scripts/airflow-down.sh [AIRFLOW_HOME]` from
+# elsewhere: standalone gets one SIGINT, the only signal on which it stops all its
+# children, then the Spark Connect server stops.
 set -euo pipefail
 
 source "$(dirname "$0")/airflow-env.sh" "${1:-}"
@@ -23,8 +28,33 @@ that); give the approvers the skip permission, e.g.
 The read-only service account carol re-reads approvals. Ready in 15-90 s; stop with Ctrl-C.
 INFO
 
+spark_connect_start
 echo $$ >"$AIRFLOW_HOME/standalone.pid"
-# A background job of a non-interactive shell starts with SIGINT ignored, and
-# Python keeps it ignored: restore the default so SIGINT stops standalone cleanly.
-exec python -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
-    airflow standalone
+# Standalone in a process group of its own, so that Ctrl-C (SIGINT to the terminal's
+# group) reaches this script alone, which sends standalone exactly one SIGINT: a
+# second one while it stops its components would cut its shutdown short. A
+# background job of a non-interactive shell starts with SIGINT ignored, and Python
+# keeps it ignored: restore the default so SIGINT stops standalone cleanly.
+python -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setpgid(0, 0); os.execvp(sys.argv[1], sys.argv[1:])' \
+    airflow standalone &
+standalone=$!
+echo "$standalone" >"$AIRFLOW_HOME/standalone.group"
+stop() {
+    trap - INT TERM
+    kill -INT "$standalone" 2>/dev/null || true
+    wait "$standalone" 2>/dev/null || true
+    spark_connect_stop
+    rm -f "$AIRFLOW_HOME/standalone.group"
+}
+trap 'stop; exit 0' INT TERM
+set +e
+if ! spark_connect_wait; then
+    stop
+    exit 1
+fi
+wait "$standalone"
+status=$?
+trap - INT TERM
+spark_connect_stop
+rm -f "$AIRFLOW_HOME/standalone.group"
+exit "$status"

@@ -86,6 +86,8 @@ echo "Spark master $master (UI http://127.0.0.1:$spark_ui), worker joined"
 
 # JSON form: a spark:// URI in AIRFLOW_CONN_* loses its scheme (see airflow-env.sh).
 export AIRFLOW_CONN_SPARK_DEFAULT="{\"conn_type\":\"spark\",\"host\":\"$master\"}"
+# The Spark Connect server airflow-topology.sh starts runs its jobs on this cluster too.
+export SPARK_CONNECT_MASTER="${SPARK_CONNECT_MASTER:-$master}"
 export CURSOROPS_TRIGGERER=1
 "$here/airflow-topology.sh" "$AIRFLOW_HOME" &
 pids+=($!); names+=(airflow)

@@ -45,8 +45,12 @@ def read_messages(spark: SparkSession, scan: TopicScan, columns: Sequence[str]) 
     Only segments the metadata store lists are read, so a file a crashed append
     left behind is never seen.
     """
+    return read_paths(spark, scan.paths, columns)
+
+
+def read_paths(spark: SparkSession, paths: Sequence[str], columns: Sequence[str]) -> DataFrame:
+    """The segments at ``paths`` (listed by the metadata store), ``columns`` only."""
     schema = spark_message_schema()
-    paths = scan.paths
     if not paths:
         return spark.createDataFrame([], schema).select(*columns)
     missing = [path for path in paths if "://" not in path and not os.path.exists(path)]
@@ -135,8 +139,15 @@ def ascii_int(text: str) -> int:
 
 
 def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """Options every job takes: where the installation is, who asks, where Spark runs."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    """Options every job of one topic takes: :func:`with_home_options`, and the topic."""
+    parser = with_home_options(argparse.ArgumentParser(prog=prog, description=description))
+    parser.add_argument("topic", help="persistent://tenant/namespace/topic")
+    return parser
+
+
+def with_home_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``parser`` with the options every job takes: where the installation is, who asks,
+    where Spark runs."""
     parser.add_argument(
         "--home", help=f"cursorops home (env CURSOROPS_HOME, default {DEFAULT_HOME})"
     )
@@ -164,7 +175,6 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
         help="run on this Spark Connect server instead of starting Spark here "
         "(env CURSOROPS_SPARK_REMOTE; --master is then ignored)",
     )
-    parser.add_argument("topic", help="persistent://tenant/namespace/topic")
     return parser
 
 

@@ -9,9 +9,9 @@ api-server, scheduler, dag-processor and triggerer as separate processes with
    approval: 202, a ``cursorops_skip_messages`` run as alice;
 2. bob approves it over REST (Airflow's HITL endpoint); it is applied;
 3. alice asks ``cursorops_skip_matching`` (over Airflow's REST API) to skip the
-   delayed reminders: its ``find_messages`` step is a SparkSubmitOperator that
-   runs on the cluster (the master lists the finished application); bob
-   approves; it is applied;
+   delayed reminders: its ``find_messages`` step runs on the Spark Connect
+   server the script started, itself an application of the cluster (the master
+   lists it); bob approves; it is applied;
 4. the REST stats show the exact backlog (what a consumer still gets);
 5. everything stops: no process of the script's group is left, the ports close.
 """
@@ -67,6 +67,7 @@ def start_topology(root: Path, environ: dict[str, str]) -> tuple[Airflow, dict[s
         "spark": free_port(),
         "spark_ui": free_port(),
         "worker_ui": free_port(),
+        "connect": free_port(),
     }
     env = {
         **os.environ,
@@ -78,6 +79,7 @@ def start_topology(root: Path, environ: dict[str, str]) -> tuple[Airflow, dict[s
         "SPARK_MASTER_UI_PORT": str(ports["spark_ui"]),
         "SPARK_WORKER_UI_PORT": str(ports["worker_ui"]),
         "SPARK_WORKER_MEMORY": "2g",
+        "SPARK_CONNECT_PORT": str(ports["connect"]),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
         # Only the DAGs this test triggers run: no hourly audit competing for the CPU.
         "CURSOROPS_AUDIT_SCHEDULE": "none",
@@ -92,7 +94,7 @@ def start_topology(root: Path, environ: dict[str, str]) -> tuple[Airflow, dict[s
             start_new_session=True,
             preexec_fn=default_sigint,
         )
-    airflow = Airflow(f"http://127.0.0.1:{ports['airflow']}", home, log, process)
+    airflow = Airflow(f"http://127.0.0.1:{ports['airflow']}", home, log, process, env)
     try:
         _wait_ready(airflow, SKIP_DAG, lambda _text: None, 600)
         _wait_ready(airflow, MATCH_DAG, lambda _text: None, 300)
@@ -203,9 +205,10 @@ def test_production_topology_as_local_processes(tmp_path: Path, databases: dict[
         detail = airflow.wait_awaiting_input(MATCH_DAG, matching, GATE, timeout=900)
         assert "Skip 3 message id(s)" in detail["body"]
         find_log = airflow.task_log(MATCH_DAG, matching, "find_messages")
-        assert f"--master {master}" in find_log, find_log[-3000:]
-        apps = spark_master(ports["spark_ui"])["completedapps"]
-        assert any(app["name"].startswith("cursorops-find") for app in apps), apps
+        # On the Spark Connect server airflow-topology.sh started, which runs on the cluster.
+        assert f"on Spark Connect sc://127.0.0.1:{ports['connect']}" in find_log, find_log[-3000:]
+        apps = spark_master(ports["spark_ui"])["activeapps"]
+        assert any(app["name"] == "cursorops Spark Connect server" for app in apps), apps
         assert airflow.answer(MATCH_DAG, matching, GATE, "Approve", user="bob").status_code == 200
         assert airflow.wait_run(MATCH_DAG, matching, timeout=600) == "success", airflow.task_states(
             MATCH_DAG, matching

@@ -1,4 +1,5 @@
-"""cursorops_backlog_audit on a real Airflow (standalone, LocalExecutor, SQLite, Spark local).
+"""cursorops_backlog_audit on a real Airflow (standalone, LocalExecutor, SQLite, and the
+Spark Connect server the launcher starts with it).
 
 A fresh namespace with one seeded topic is audited: the history row equals the
 Broker's exact analysis, a threshold breach fails check_thresholds naming it,
@@ -40,6 +41,10 @@ def test_audit_records_exact_history_and_fails_on_a_breach(airflow: Airflow, cur
     assert airflow.wait_run(DAG, run, timeout=1200) == "failed"
     states = airflow.task_states(DAG, run)
     assert states["analyze_backlog"] == ["success"]
+    # One job for all the topics, on the Spark Connect server the launcher started.
+    job_log = airflow.task_log(DAG, run, "analyze_backlog")
+    assert "on Spark Connect sc://127.0.0.1:" in job_log
+    assert "of 1 topic(s) in one job" in job_log
     assert states["record_history"] == ["success"]
     assert states["check_thresholds"] == ["failed"]
     assert airflow.task_instance(DAG, run, "check_thresholds")["try_number"] == 1

@@ -46,6 +46,19 @@ def test_history_rows_are_the_exact_analysis(home):
     assert row.oldest_publish_ms is not None
 
 
+def test_history_rows_take_the_oldest_age_the_audit_job_wrote(home):
+    seeded = seed_topic(home)
+    with Broker(home) as broker:
+        document = analysis_document(
+            seeded.topic, None, broker.analyze_backlog("admin", seeded.topic)
+        )
+        ages = broker.backlog_ages("admin", seeded.topic)
+    for name, value in ages.items():
+        document["subscriptions"][name]["oldestPublishMs"] = value
+    assert samples_from(document, None, 123, "run-1") == samples_from(document, ages, 123, "run-1")
+    assert samples_from(document, None, 123, "run-1")[0].oldest_publish_ms is not None
+
+
 def test_thresholds_from_the_param_else_the_home_file(tmp_path):
     assert load_thresholds({"defaults": {"maxMessages": 3}}, tmp_path).defaults.max_messages == 3
     assert load_thresholds({}, tmp_path).defaults.max_messages is None

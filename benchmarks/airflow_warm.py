@@ -1,0 +1,149 @@
+"""``cursorops_skip_matching`` on the embedded default, warm Spark: a small topic, cold start.
+
+Airflow is started as ``make up`` starts it (``scripts/airflow-up.sh`` through
+:func:`airflow_glue.local_airflow.start_airflow`: standalone, LocalExecutor,
+SQLite, other DAGs paused), and with it, cold, the Spark Connect server that
+``spark_connect_default`` names: every Spark task is a thin client of it, with
+no JVM start of its own. The topic is :mod:`benchmarks.airflow_match`'s (16
+partitions, 1 message in 100 carrying ``poison=yes``) at ``--messages``
+(default 1,000). Each run, on a fresh subscription, is timed as
+:mod:`benchmarks.airflow_phases` says (trigger → preview ready, approval →
+verified); the first run is also shown alone: it is the first job the fresh
+server runs after its warm-up, and the first task processes Airflow starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import machine, report
+from benchmarks.airflow_match import (
+    DAG,
+    MATCH_SHARE,
+    PARTITIONS,
+    PHASE_1,
+    PROPERTY,
+    ROUNDS,
+    SPARK_TASK,
+    TOPIC,
+    build_topic,
+    exact_backlog,
+)
+from benchmarks.airflow_phases import (
+    APPLY_PHASE,
+    GATE,
+    ROLE,
+    SkipRuns,
+    phase_headers,
+    phase_rows,
+    run_skips,
+    task_table,
+)
+from benchmarks.report import Options
+from core.broker import Broker
+from core.config import Config
+
+SECTION = "airflow_warm"
+AIM_SECONDS = 15.0
+MESSAGES = 1_000
+
+
+@dataclass(frozen=True)
+class Results:
+    messages: int
+    matches: int
+    skips: SkipRuns
+
+
+def measure(messages: int, options: Options, work: Path) -> Results:
+    config = Config.from_home(work / "cursorops")
+    with Broker(config) as broker:
+        matched = build_topic(broker, messages)
+
+    def check(subscription: str) -> None:
+        with Broker(config) as broker:
+            after = broker.plan_skip(ROLE, TOPIC, subscription, matched)
+        assert all(item.already_acknowledged for item in after.items), "a match not skipped"
+        left = exact_backlog(config, subscription)
+        assert left == messages - len(matched), f"backlog {left}: more than the matches went"
+
+    started = time.monotonic()
+    skips = run_skips(
+        work,
+        config,
+        dag=DAG,
+        topic=TOPIC,
+        conf={"property": [PROPERTY], "reason": "benchmark"},
+        first_phase=PHASE_1,
+        runs=options.runs,
+        check=check,
+        timeout=600,
+    )
+    print(f"  all runs, Airflow start and stop included: {time.monotonic() - started:.0f} s")
+    return Results(messages, len(matched), skips)
+
+
+def render(host: machine.Machine, options: Options, work: Path, results: Results) -> str:
+    lines = report.preamble(
+        "Airflow: cursorops_skip_matching on warm Spark (the embedded default)",
+        "airflow_warm",
+        host,
+        options,
+        work,
+    )
+    first = results.skips.runs[0]
+    rows = phase_rows(
+        [
+            ("trigger → preview ready, first run", [first.preview]),
+            ("trigger → preview ready", results.skips.previews),
+            ("approval → verified (run success)", results.skips.applies),
+        ],
+        AIM_SECONDS,
+    )
+    lines += [
+        f"`{DAG}` on Airflow as `make up` starts it (`scripts/airflow-up.sh`: standalone, "
+        "LocalExecutor, parallelism 4, SQLite metadata; cursorops on SQLite) with the Spark "
+        "Connect server it starts alongside, cold, named by `spark_connect_default`: "
+        f"`{SPARK_TASK}` runs its job in the task's process as a thin client (no JVM start). "
+        f'The predicate `property: ["{PROPERTY}"]` matches {results.matches:,} of the '
+        f"{results.messages:,} messages of a {PARTITIONS}-partition topic; triggered as alice "
+        "and approved by bob over REST, each run on a fresh subscription, checked afterwards "
+        "(every match acknowledged, nothing else). Airflow and the server took "
+        f"{results.skips.start_seconds:.0f} s to be ready (not in the figures), the server "
+        "warmed up meanwhile (`spark_apps/warm_up.py`). The first run is also shown alone: "
+        "the first job of the fresh server, and the first task processes of Airflow. The aim "
+        "is the preview's.",
+        "",
+        report.table(phase_headers(AIM_SECONDS), rows),
+        "",
+        "Each task's run time (its process start-up and DAG parse included; the gate left out):",
+        "",
+        task_table(results.skips.runs, [t for t in (*PHASE_1, *APPLY_PHASE) if t != GATE]),
+        "",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    sizes = argparse.ArgumentParser(add_help=False)
+    sizes.add_argument("--messages", type=int, default=MESSAGES, help="messages in the topic")
+    known, rest = sizes.parse_known_args(argv)
+    options = report.parse_options(
+        "cursorops_skip_matching on warm Spark: trigger → preview ready on a small topic.", rest
+    )
+    if known.messages < MATCH_SHARE * ROUNDS:
+        raise SystemExit(f"--messages must be at least {MATCH_SHARE * ROUNDS}")
+    host = machine.describe()
+    with report.work_dir(options, "airflow-warm") as work:
+        results = measure(known.messages, options, work)
+        markdown = render(host, options, work, results)
+    return report.publish(options, SECTION, markdown)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

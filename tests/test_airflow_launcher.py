@@ -1,0 +1,167 @@
+"""``scripts/airflow-up.sh``'s lifecycle with a Spark Connect server, on stand-ins.
+
+A fake virtualenv stands in for Airflow and Spark: its ``airflow`` counts the
+SIGINTs it gets and stops on the first, its ``spark-submit`` listens on the
+Connect port until SIGTERM, and its ``python`` runs the real interpreter except
+for the warm-up (a no-op here). So the launcher's own logic is what is tested,
+in a second: the server is started and named by ``spark_connect_default``,
+Ctrl-C (SIGINT to the launcher's process group) or ``airflow-down.sh`` gives
+standalone exactly one SIGINT, and nothing outlives the launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_glue.local_airflow import default_sigint, free_port, spark_connect_port
+
+REPO = Path(__file__).resolve().parents[1]
+
+FAKE_AIRFLOW = """#!/usr/bin/env python3
+import os, signal, sys, time
+home = os.environ["AIRFLOW_HOME"]
+def stop(signum, frame):
+    with open(os.path.join(home, "sigints"), "a") as out:
+        out.write("INT\\n")
+    time.sleep(0.5)  # a second SIGINT now would land in the shutdown
+    sys.exit(0)
+signal.signal(signal.SIGINT, stop)
+with open(os.path.join(home, "connection"), "w") as out:
+    out.write(os.environ.get("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", ""))
+while True:
+    time.sleep(0.1)
+"""
+
+FAKE_SPARK_SUBMIT = """#!/usr/bin/env python3
+import signal, socket, sys
+flag = "spark.connect.grpc.binding.port="
+port = next(int(a.removeprefix(flag)) for a in sys.argv if a.startswith(flag))
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("127.0.0.1", port))
+server.listen()
+while True:
+    server.accept()[0].close()
+"""
+
+FAKE_PYTHON = f"""#!/usr/bin/env bash
+[[ "$1 $2" == "-m spark_apps.warm_up" ]] && exit 0
+exec {sys.executable} "$@"
+"""
+
+
+def _venv(root: Path) -> Path:
+    bin_dir = root / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name, text in (
+        ("airflow", FAKE_AIRFLOW),
+        ("spark-submit", FAKE_SPARK_SUBMIT),
+        ("python", FAKE_PYTHON),
+    ):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir.parent
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _start(tmp_path: Path, **extra: str) -> tuple[subprocess.Popen[bytes], Path, int]:
+    venv = _venv(tmp_path)
+    home = tmp_path / "airflow"
+    port = free_port()
+    env = {
+        **os.environ,
+        "VENV": str(venv),
+        "CURSOROPS_HOME": str(tmp_path / "cursorops"),
+        "AIRFLOW_PORT": str(free_port()),
+        "AIRFLOW_LOG_PORT": str(free_port(span=2)),
+        "SPARK_CONNECT_PORT": str(port),
+        **extra,
+    }
+    env.pop("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", None)
+    launcher = subprocess.Popen(
+        ["bash", str(REPO / "scripts" / "airflow-up.sh"), str(home)],
+        env=env,
+        stdout=(tmp_path / "launcher.log").open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=default_sigint,
+    )
+    deadline = time.monotonic() + 60
+    while not (home / "spark-connect.ready").exists() or not (home / "connection").exists():
+        assert launcher.poll() is None, (tmp_path / "launcher.log").read_text()
+        assert time.monotonic() < deadline, (tmp_path / "launcher.log").read_text()
+        time.sleep(0.1)
+    return launcher, home, port
+
+
+def _stopped(launcher: subprocess.Popen[bytes], home: Path, group: int, port: int) -> None:
+    assert launcher.wait(timeout=60) == 0
+    deadline = time.monotonic() + 10
+    while _group_alive(launcher.pid) or _group_alive(group):
+        assert time.monotonic() < deadline, "a process outlived the launcher"
+        time.sleep(0.1)
+    assert (home / "sigints").read_text() == "INT\n"  # exactly one
+    with socket.socket() as probe, pytest.raises(OSError):
+        probe.connect(("127.0.0.1", port))
+    assert not (home / "spark-connect.ready").exists()
+
+
+def test_ctrl_c_stops_standalone_with_one_sigint_then_the_server(tmp_path: Path) -> None:
+    launcher, home, port = _start(tmp_path)
+    connection = (home / "connection").read_text()
+    assert f'"port":{port}' in connection and '"conn_type":"spark_connect"' in connection
+    group = int((home / "standalone.group").read_text())
+    os.killpg(launcher.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
+    _stopped(launcher, home, group, port)
+
+
+def test_airflow_down_stops_everything(tmp_path: Path) -> None:
+    launcher, home, port = _start(tmp_path)
+    group = int((home / "standalone.group").read_text())
+    down = subprocess.Popen(
+        ["bash", str(REPO / "scripts" / "airflow-down.sh"), str(home)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    # Reap the launcher as its parent shell would: a zombie still answers kill -0.
+    _stopped(launcher, home, group, port)
+    said, _ = down.communicate(timeout=60)
+    assert down.returncode == 0 and "stopped" in said, said
+
+
+def test_a_running_server_is_reused_and_left_running(tmp_path: Path) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        launcher, home, _ = _start(tmp_path / "a", SPARK_CONNECT_PORT=str(port))
+        assert f'"port":{port}' in (home / "connection").read_text()
+        assert "reusing the server" in (tmp_path / "a" / "launcher.log").read_text()
+        launcher.send_signal(signal.SIGINT)
+        assert launcher.wait(timeout=60) == 0
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+
+
+def test_which_server_start_airflow_waits_for() -> None:
+    assert spark_connect_port({}) == 15002
+    assert spark_connect_port({"SPARK_CONNECT_PORT": "4242"}) == 4242
+    assert spark_connect_port({"CURSOROPS_SPARK_CONNECT": "0"}) is None
+    assert spark_connect_port({"AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": "{}"}) is None
