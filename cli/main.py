@@ -302,18 +302,12 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
         ids = skip.parse_triplets(args.triplets)
     else:
         ids = skip.parse_base64_ids(args.base64_ids)
-    from core.errors import InvalidArgumentError
 
     name = _topic_arg(args.topic)
     plan = ctx.broker.plan_skip(ctx.role, name.base, args.subscription, ids)
     if name.is_partition:
         # A partition's name: its ids only, as the REST path has it.
-        elsewhere = sorted(set(plan.partitions()) - {str(name)})
-        if elsewhere:
-            raise InvalidArgumentError(
-                f"Message ids of other partitions given to {name}: {', '.join(elsewhere)}; "
-                "nothing skipped"
-            )
+        plan.check_only_on(str(name))
     outcome = ctx.broker.apply_skip(ctx.role, plan, via="cli")
     document = outcome.to_pulsar_json(output.id_json)
     lines = [

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from core.errors import InvalidSkipPlanError
+from core.errors import InvalidArgumentError, InvalidSkipPlanError
 from core.message_id import MessageId
 
 PLAN_FORMAT = 1
@@ -372,6 +372,16 @@ class SkipPlan:
             )
         )
         return tuple(sorted(seen, key=lambda name: (seen[name], name)))
+
+    def check_only_on(self, topic_partition: str) -> None:
+        """Refuse a plan with ids outside ``topic_partition``: a skip asked of one partition
+        by name (``t-partition-2``, as pulsar-admin and Pulsar's REST path take it)."""
+        elsewhere = sorted(set(self.partitions()) - {topic_partition})
+        if elsewhere:
+            raise InvalidArgumentError(
+                f"Message ids of other partitions given to {topic_partition}: "
+                f"{', '.join(elsewhere)}; nothing skipped"
+            )
 
     def for_partition(self, topic_partition: str) -> SkipPlan:
         """This plan's items on one topic partition, as a plan of its own (``part_of`` set).

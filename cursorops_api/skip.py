@@ -75,12 +75,7 @@ def skip_by_message_ids(
     base = base_of(name)
     plan = broker.plan_skip(role, base, subscription, ids)
     if name.is_partition:
-        elsewhere = sorted(set(plan.partitions()) - {str(name)})
-        if elsewhere:
-            raise InvalidArgumentError(
-                f"Message ids of other partitions given to {name}: {', '.join(elsewhere)}; "
-                "nothing skipped"
-            )
+        plan.check_only_on(str(name))
     if broker.skip_requires_approval(role, base):
         why = (x_cursorops_reason or reason or "").strip()
         if not why:
