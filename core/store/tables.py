@@ -1,6 +1,7 @@
 """The metadata store's tables: one SQLAlchemy declarative base and every row class.
 
-A new table goes here; :class:`~core.store.metadata.MetadataStore` creates them all.
+A change here is also a revision in :mod:`core.store.migrations` (a test holds the
+migrated schema equal to these tables).
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+_WAITING = text("applied_at_ms IS NULL")
 
 # Integer on SQLite so that a single-column primary key is its ROWID (autoincrement).
 _ID = BigInteger().with_variant(Integer(), "sqlite")
@@ -233,7 +237,17 @@ class PlanRecordRow(Base):
     """One immutable plan of a gated operation, bound to its workflow run (core.plan_record)."""
 
     __tablename__ = "plan_records"
-    __table_args__ = (Index("ix_plan_records_run", "dag_id", "run_id", "id"),)
+    __table_args__ = (
+        Index("ix_plan_records_run", "dag_id", "run_id", "id"),
+        # The plans waiting for approval (PlanRecords.waiting), of a topic, newest first.
+        Index(
+            "ix_plan_records_waiting",
+            "topic",
+            "id",
+            sqlite_where=_WAITING,
+            postgresql_where=_WAITING,
+        ),
+    )
     id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
     digest: Mapped[str] = mapped_column(String, unique=True)
     operation: Mapped[str] = mapped_column(String)

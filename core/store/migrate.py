@@ -1,0 +1,149 @@
+"""Migrating the metadata store with Alembic, programmatically (no ``alembic.ini``).
+
+Two callers:
+
+- ``cursorops db migrate`` (:func:`migrate`): upgrade any store, SQLite or
+  PostgreSQL, to the head revision. Idempotent: a store at the head is left as is.
+- an open whose fast check (:func:`core.store.schema.ensure_schema`) did not find
+  the head (:func:`bring_up_to_date`): an embedded SQLite store, or a database
+  that holds no table yet, is migrated at once; a shared store with an older
+  schema is refused, so that no process of a new release alters a schema that
+  processes of the old one are still using behind the operator's back.
+
+Both run every revision in one transaction under the schema lock: on SQLite the
+write lock (``BEGIN IMMEDIATE``), on PostgreSQL the advisory lock
+:data:`~core.store.engine.PG_SCHEMA_LOCK_KEY`, then read the revision again. So two
+processes migrating at once migrate once: the second waits, finds the head, and
+does nothing. PostgreSQL's DDL is transactional, so a failed migration leaves the
+store as it was; so is SQLite's.
+
+A store the code before migrations created (its tables, no ``alembic_version``)
+starts from no revision: the baseline revision creates only missing tables, so
+it is adopted, not recreated.
+
+This module imports Alembic; only an open that has work to do (or must refuse) reaches it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from core.config import Config
+from core.errors import MetadataStoreError, SchemaOutOfDateError
+from core.store.engine import (
+    PG_SCHEMA_LOCK_KEY,
+    WRITE_OPTION,
+    create_store_engine,
+    prepare_location,
+)
+from core.store.tables import Base
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+"""The Alembic script directory, shipped inside the package."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    """What :func:`migrate` did: the revision found (None: none) and the revision left."""
+
+    url: str
+    """The store's URL, password hidden."""
+    before: str | None
+    after: str
+
+    @property
+    def migrated(self) -> bool:
+        return self.before != self.after
+
+
+def head_revision() -> str:
+    """The newest revision of :mod:`core.store.migrations` (read from the revision files)."""
+    head = ScriptDirectory.from_config(_alembic_config(None)).get_current_head()
+    if head is None:
+        raise MetadataStoreError(f"No migration found in {MIGRATIONS}")
+    return head
+
+
+def migrate(config: Config) -> Migration:
+    """Upgrade the store ``config.metadata_url`` names to the head revision (create it if new)."""
+    prepare_location(config)
+    try:
+        url = make_url(config.metadata_url)
+        engine = create_store_engine(url)
+    except SQLAlchemyError as exc:
+        raise MetadataStoreError(f"Invalid metadata URL {config.metadata_url!r}") from exc
+    shown = url.render_as_string(hide_password=True)
+    try:
+        with engine.execution_options(**{WRITE_OPTION: True}).begin() as connection:
+            before = _locked_revision(connection)
+            _upgrade(connection, before)
+        return Migration(shown, before, head_revision())
+    except SQLAlchemyError as exc:
+        raise MetadataStoreError(f"Cannot migrate the metadata store {shown}: {exc}") from exc
+    finally:
+        engine.dispose()
+
+
+def bring_up_to_date(write_engine: Engine) -> None:
+    """At open, the fast check having failed: migrate an embedded or empty store, else refuse."""
+    with write_engine.begin() as connection:
+        current = _locked_revision(connection)
+        head = head_revision()
+        if current == head:
+            return  # another process migrated it meanwhile
+        embedded = connection.dialect.name == "sqlite"
+        if not embedded and (current is not None or _holds_tables(connection)):
+            at = f"revision {current}" if current else "the schema from before migrations"
+            raise SchemaOutOfDateError(
+                f"The metadata store's schema is behind this cursorops ({at}, needs {head}): "
+                "run `cursorops db migrate` with the same --metadata-url, then retry"
+            )
+        _upgrade(connection, current)
+
+
+def _locked_revision(connection: Connection) -> str | None:
+    """Take the schema lock (PostgreSQL; SQLite holds its write lock), then read the revision."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_SCHEMA_LOCK_KEY})
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def _holds_tables(connection: Connection) -> bool:
+    """Whether any table of the store's schema exists (else the database is new)."""
+    names = set(inspect(connection).get_table_names())
+    return bool(names & {*Base.metadata.tables, "cursorops_schema"})
+
+
+def _upgrade(connection: Connection, current: str | None) -> None:
+    script = ScriptDirectory.from_config(_alembic_config(None))
+    if current is not None:
+        try:
+            script.get_revision(current)
+        except CommandError as exc:
+            raise MetadataStoreError(
+                f"The metadata store's schema (revision {current}) is newer than this "
+                f"cursorops knows (head {script.get_current_head()}): upgrade cursorops"
+            ) from exc
+    try:
+        command.upgrade(_alembic_config(connection), "head")
+    except CommandError as exc:
+        raise MetadataStoreError(f"Cannot migrate the metadata store: {exc}") from exc
+
+
+def _alembic_config(connection: Connection | None) -> AlembicConfig:
+    config = AlembicConfig(attributes={"connection": connection})
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+__all__ = ["MIGRATIONS", "Migration", "bring_up_to_date", "head_revision", "migrate"]
