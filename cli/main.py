@@ -555,9 +555,9 @@ def daemon_status(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def db_migrate(ctx: Context, args: argparse.Namespace) -> Result:
-    from core.store.migrate import migrate
+    from core.broker import Broker
 
-    done = migrate(ctx.config())
+    done = Broker.migrate_metadata(ctx.config())
     line = (
         f"Migrated the metadata store {done.url} from {done.before or 'no revision'} "
         f"to {done.after}"

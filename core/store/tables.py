@@ -19,11 +19,8 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
-    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-
-_WAITING = text("applied_at_ms IS NULL")
 
 # Integer on SQLite so that a single-column primary key is its ROWID (autoincrement).
 _ID = BigInteger().with_variant(Integer(), "sqlite")
@@ -239,14 +236,8 @@ class PlanRecordRow(Base):
     __tablename__ = "plan_records"
     __table_args__ = (
         Index("ix_plan_records_run", "dag_id", "run_id", "id"),
-        # The plans waiting for approval (PlanRecords.waiting), of a topic, newest first.
-        Index(
-            "ix_plan_records_waiting",
-            "topic",
-            "id",
-            sqlite_where=_WAITING,
-            postgresql_where=_WAITING,
-        ),
+        # The plans waiting for approval (applied_at_ms NULL), of a topic, newest first.
+        Index("ix_plan_records_waiting", "applied_at_ms", "topic", "id"),
     )
     id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
     digest: Mapped[str] = mapped_column(String, unique=True)
