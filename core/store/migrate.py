@@ -27,6 +27,7 @@ This module imports Alembic; only an open that has work to do (or must refuse) r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from alembic import command
@@ -68,7 +69,7 @@ class Migration:
 
 def head_revision() -> str:
     """The newest revision of :mod:`core.store.migrations` (read from the revision files)."""
-    head = ScriptDirectory.from_config(_alembic_config(None)).get_current_head()
+    head = _script().get_current_head()
     if head is None:
         raise MetadataStoreError(f"No migration found in {MIGRATIONS}")
     return head
@@ -87,7 +88,8 @@ def migrate(config: Config) -> Migration:
         with engine.execution_options(**{WRITE_OPTION: True}).begin() as connection:
             before = _locked_revision(connection)
             _upgrade(connection, before)
-        return Migration(shown, before, head_revision())
+            after = MigrationContext.configure(connection).get_current_revision()
+        return Migration(shown, before, after or "")
     except SQLAlchemyError as exc:
         raise MetadataStoreError(f"Cannot migrate the metadata store {shown}: {exc}") from exc
     finally:
@@ -101,6 +103,7 @@ def bring_up_to_date(write_engine: Engine) -> None:
         head = head_revision()
         if current == head:
             return  # another process migrated it meanwhile
+        _refuse_unknown(current)
         embedded = connection.dialect.name == "sqlite"
         if not embedded and (current is not None or _holds_tables(connection)):
             at = f"revision {current}" if current else "the schema from before migrations"
@@ -124,20 +127,30 @@ def _holds_tables(connection: Connection) -> bool:
     return bool(names & {*Base.metadata.tables, "cursorops_schema"})
 
 
+def _refuse_unknown(current: str | None) -> None:
+    """Raise if the store records a revision this code does not have (a newer release's)."""
+    if current is None:
+        return
+    try:
+        _script().get_revision(current)
+    except CommandError as exc:
+        raise MetadataStoreError(
+            f"The metadata store's schema (revision {current}) is newer than this "
+            f"cursorops knows (head {head_revision()}): upgrade cursorops"
+        ) from exc
+
+
 def _upgrade(connection: Connection, current: str | None) -> None:
-    script = ScriptDirectory.from_config(_alembic_config(None))
-    if current is not None:
-        try:
-            script.get_revision(current)
-        except CommandError as exc:
-            raise MetadataStoreError(
-                f"The metadata store's schema (revision {current}) is newer than this "
-                f"cursorops knows (head {script.get_current_head()}): upgrade cursorops"
-            ) from exc
+    _refuse_unknown(current)
     try:
         command.upgrade(_alembic_config(connection), "head")
     except CommandError as exc:
         raise MetadataStoreError(f"Cannot migrate the metadata store: {exc}") from exc
+
+
+@cache
+def _script() -> ScriptDirectory:
+    return ScriptDirectory.from_config(_alembic_config(None))
 
 
 def _alembic_config(connection: Connection | None) -> AlembicConfig:

@@ -15,9 +15,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from sqlalchemy import inspect, text
 
 from core.config import Config
+from core.errors import MetadataStoreError, SchemaOutOfDateError
 from core.store.engine import PG_SCHEMA_LOCK_KEY
 from core.store.metadata import MetadataStore
 from core.store.migrate import migrate
@@ -149,3 +151,15 @@ def test_concurrent_migrations_migrate_once(tmp_path: Path, metadata_url: str) -
         (HEAD_REVISION, HEAD_REVISION),
         (None, HEAD_REVISION),
     ]
+
+
+def test_a_store_newer_than_the_code_is_refused_and_left_alone(metadata_url: str) -> None:
+    with MetadataStore(metadata_url) as store:
+        store.create_tenant("acme")
+        with store._write_engine.begin() as connection:
+            connection.execute(text("UPDATE alembic_version SET version_num = '9999_future'"))
+        engine = store._engine
+        with pytest.raises(MetadataStoreError, match="newer than this cursorops") as refused:
+            MetadataStore(metadata_url)
+        assert not isinstance(refused.value, SchemaOutOfDateError)
+        assert recorded_revision(engine) == "9999_future"
