@@ -4,11 +4,12 @@ Two callers:
 
 - ``cursorops db migrate`` (:func:`migrate`): upgrade any store, SQLite or
   PostgreSQL, to the head revision. Idempotent: a store at the head is left as is.
-- an open whose fast check (:func:`core.store.schema.ensure_schema`) did not find
-  the head (:func:`bring_up_to_date`): an embedded SQLite store, or a database
-  that holds no table yet, is migrated at once; a shared store with an older
-  schema is refused, so that no process of a new release alters a schema that
-  processes of the old one are still using behind the operator's back.
+- an open of a store that holds tables at another revision than the head
+  (:func:`core.store.schema.ensure_schema` creates a new one itself,
+  :func:`bring_up_to_date` the rest): an embedded SQLite store is migrated at
+  once; a shared store with an older schema is refused, so that no process of a
+  new release alters a schema that processes of the old one are still using
+  behind the operator's back.
 
 Both run every revision in one transaction under the schema lock: on SQLite the
 write lock (``BEGIN IMMEDIATE``), on PostgreSQL the advisory lock
@@ -21,7 +22,7 @@ A store the code before migrations created (its tables, no ``alembic_version``)
 starts from no revision: the baseline revision creates only missing tables, so
 it is adopted, not recreated.
 
-This module imports Alembic; only an open that has work to do (or must refuse) reaches it.
+This module imports Alembic; only an open that must migrate or refuse reaches it.
 """
 
 from __future__ import annotations
@@ -35,19 +36,13 @@ from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
-from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from core.config import Config
 from core.errors import MetadataStoreError, SchemaOutOfDateError
-from core.store.engine import (
-    PG_SCHEMA_LOCK_KEY,
-    WRITE_OPTION,
-    create_store_engine,
-    prepare_location,
-)
-from core.store.tables import Base
+from core.store.engine import WRITE_OPTION, create_store_engine, prepare_location
+from core.store.schema import lock_schema
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 """The Alembic script directory, shipped inside the package."""
@@ -97,15 +92,14 @@ def migrate(config: Config) -> Migration:
 
 
 def bring_up_to_date(write_engine: Engine) -> None:
-    """At open, the fast check having failed: migrate an embedded or empty store, else refuse."""
+    """At open of a store not at the head: migrate an embedded store, refuse a shared one."""
     with write_engine.begin() as connection:
         current = _locked_revision(connection)
         head = head_revision()
         if current == head:
             return  # another process migrated it meanwhile
         _refuse_unknown(current)
-        embedded = connection.dialect.name == "sqlite"
-        if not embedded and (current is not None or _holds_tables(connection)):
+        if connection.dialect.name != "sqlite":
             at = f"revision {current}" if current else "the schema from before migrations"
             raise SchemaOutOfDateError(
                 f"The metadata store's schema is behind this cursorops ({at}, needs {head}): "
@@ -115,16 +109,9 @@ def bring_up_to_date(write_engine: Engine) -> None:
 
 
 def _locked_revision(connection: Connection) -> str | None:
-    """Take the schema lock (PostgreSQL; SQLite holds its write lock), then read the revision."""
-    if connection.dialect.name == "postgresql":
-        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_SCHEMA_LOCK_KEY})
+    """Take the schema lock, then read the revision."""
+    lock_schema(connection)
     return MigrationContext.configure(connection).get_current_revision()
-
-
-def _holds_tables(connection: Connection) -> bool:
-    """Whether any table of the store's schema exists (else the database is new)."""
-    names = set(inspect(connection).get_table_names())
-    return bool(names & {*Base.metadata.tables, "cursorops_schema"})
 
 
 def _refuse_unknown(current: str | None) -> None:

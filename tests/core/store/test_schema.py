@@ -74,22 +74,29 @@ def test_open_of_a_current_store_waits_for_no_writer(metadata_url: str) -> None:
     assert read == [["acme"]]
 
 
-def test_an_open_of_a_current_store_imports_no_alembic(tmp_path: Path) -> None:
+def test_opens_of_a_new_and_of_a_current_store_import_no_alembic(tmp_path: Path) -> None:
+    """A new store gets the tables and the head revision directly; a current one is read."""
     url = f"sqlite:///{tmp_path / 'metadata.db'}"
-    open_and_read(url)
     code = (
         "import sys; from core.store.metadata import MetadataStore; "
         "MetadataStore(sys.argv[1]).close(); print('alembic' in sys.modules)"
     )
     repo = str(Path(__file__).resolve().parents[3])
-    done = subprocess.run(
-        [sys.executable, "-c", code, url],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": repo},
-    )
-    assert done.stdout.split() == ["False"]
+    for _ in ("new", "current"):
+        done = subprocess.run(
+            [sys.executable, "-c", code, url],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONPATH": repo},
+        )
+        assert done.stdout.split() == ["False"]
+        assert recorded_revision_of(url) == HEAD_REVISION
+
+
+def recorded_revision_of(url: str) -> str | None:
+    with MetadataStore(url) as store:
+        return recorded_revision(store._engine)
 
 
 def test_an_embedded_store_behind_migrates_itself_on_open(tmp_path: Path) -> None:
