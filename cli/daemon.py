@@ -72,6 +72,10 @@ class Address:
 # -- the daemon process ------------------------------------------------------------
 
 
+MIGRATION_SCRIPTS = "core.store.migrations."
+"""Modules of Alembic's script directory, which :func:`preload` leaves out."""
+
+
 def preload(metadata_url: str) -> None:
     """Import what commands import, so forked workers start with it in memory."""
     import importlib
@@ -88,6 +92,10 @@ def preload(metadata_url: str) -> None:
     import core
 
     for module in pkgutil.walk_packages(core.__path__, "core."):
+        # Alembic's scripts run inside Alembic only (env.py needs its context), and only
+        # when a store must be migrated: no command needs them in memory.
+        if module.name.startswith(MIGRATION_SCRIPTS):
+            continue
         importlib.import_module(module.name)
     make_url(metadata_url).get_dialect().import_dbapi()
     sqlalchemy.orm.configure_mappers()

@@ -545,6 +545,30 @@ def daemon_status(ctx: Context, args: argparse.Namespace) -> Result:
     )
 
 
+# -- the metadata store's schema ------------------------------------------------
+
+
+def db_migrate(ctx: Context, args: argparse.Namespace) -> Result:
+    from core.broker import Broker
+
+    done = Broker.migrate_metadata(ctx.config())
+    line = (
+        f"Migrated the metadata store {done.url} from {done.before or 'no revision'} "
+        f"to {done.after}"
+        if done.migrated
+        else f"The metadata store {done.url} is up to date (revision {done.after})"
+    )
+    return Result(
+        {
+            "metadataStore": done.url,
+            "from": done.before,
+            "to": done.after,
+            "migrated": done.migrated,
+        },
+        [line],
+    )
+
+
 # -- parser --------------------------------------------------------------------
 
 
@@ -969,6 +993,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=daemon_stop)
     p = dm.add_parser("status", parents=[common], help="whether a daemon serves this home")
     p.set_defaults(handler=daemon_status)
+
+    db = commands.add_parser("db", help="the metadata store's schema")
+    dbs = db.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = dbs.add_parser(
+        "migrate",
+        parents=[common],
+        help="upgrade the metadata store's schema to this release (idempotent; a home "
+        "migrates itself, a PostgreSQL store waits for this)",
+    )
+    p.set_defaults(handler=db_migrate)
 
     audit = commands.add_parser("audit", help="the scheduled backlog audit's records")
     au = audit.add_subparsers(dest="action", metavar="ACTION", required=True)

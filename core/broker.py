@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from core.dispatch import Dispatcher, Message, PartitionSource
     from core.message_id_columns import MessageIdColumns
     from core.producer import Entry, OutgoingMessage, Producer
+    from core.store.migrate import Migration
 
 
 def wall_clock_ms() -> int:
@@ -126,6 +127,18 @@ class Broker:
         self.clock = clock
         self.metadata = MetadataStore.from_config(config)
         self.ledgers = LedgerStore.from_config(config, self.metadata)
+
+    @staticmethod
+    def migrate_metadata(config: Config) -> Migration:
+        """Upgrade the metadata store ``config`` names to this release's schema; idempotent.
+
+        What ``cursorops db migrate`` runs, without opening a Broker (an open of a
+        shared store that is behind is refused). Not authorized by role: whoever
+        holds the store's URL and credentials may change its schema.
+        """
+        from core.store.migrate import migrate
+
+        return migrate(config)
 
     def close(self) -> None:
         self.metadata.close()

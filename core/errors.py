@@ -33,6 +33,7 @@ the HTTP status (``cursorops_api/errors.py``, checked by ``tests/plugins/test_er
     ├── NotAuthorizedError
     └── StoreError                        the stores failed, not the request
         ├── MetadataStoreError
+        │   └── SchemaOutOfDateError      a shared store's schema is behind: cursorops db migrate
         ├── LedgerStoreError
         └── DaemonError                   the CLI's local daemon failed to start or answer
 """
@@ -152,6 +153,14 @@ class StoreError(CursorOpsError):
 
 class MetadataStoreError(StoreError):
     pass
+
+
+class SchemaOutOfDateError(MetadataStoreError):
+    """A shared (PostgreSQL) metadata store's schema is older than this code; nothing ran.
+
+    ``cursorops db migrate`` brings it up to date; only an embedded SQLite store
+    migrates itself when opened.
+    """
 
 
 class LedgerStoreError(StoreError):

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# airflow-init of docker-compose.yml: migrate Airflow's database, and give the
+# airflow-init of docker-compose.yml: migrate the cursorops metadata store
+# (`cursorops db migrate`: every component refuses a shared store whose schema is
+# behind its code) and Airflow's database, and give the
 # read-only account the skip DAGs re-read approvals with (cursorops_airflow_api,
 # a viewer) the password the deployer chose, in the simple auth manager's
 # passwords file on the airflow-auth volume. Every other user listed in
@@ -9,6 +11,8 @@
 set -euo pipefail
 : "${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE:?set AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE}"
 : "${CURSOROPS_AIRFLOW_API_PASSWORD:?set CURSOROPS_AIRFLOW_API_PASSWORD}"
+: "${CURSOROPS_METADATA_URL:?set CURSOROPS_METADATA_URL to the cursorops metadata store}"
+cursorops db migrate
 python - <<'PY'
 import json
 import os

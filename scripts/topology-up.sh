@@ -2,8 +2,8 @@
 # The production topology (docker-compose.yml) as local processes: a Spark
 # standalone master and worker from the pyspark package, then Airflow's
 # api-server, scheduler, dag-processor and triggerer (scripts/airflow-topology.sh)
-# with spark_default set to that master. PostgreSQL is yours: name the two
-# databases.
+# with spark_default set to that master, once `cursorops db migrate` has brought
+# the metadata store up to date. PostgreSQL is yours: name the two databases.
 #
 #   AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=postgresql+psycopg://user@host/airflow \
 #   CURSOROPS_METADATA_URL=postgresql+psycopg://user@host/cursorops \
@@ -23,6 +23,8 @@ source "$here/airflow-env.sh" "${1:-}"
 : "${CURSOROPS_METADATA_URL:?set CURSOROPS_METADATA_URL to the cursorops metadata database}"
 : "${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:?set AIRFLOW__DATABASE__SQL_ALCHEMY_CONN to the Airflow database}"
 export CURSOROPS_METADATA_URL
+# The store's schema first: a shared store that is behind refuses every command.
+"$venv/bin/cursorops" db migrate
 
 spark_port="${SPARK_MASTER_PORT:-7077}"
 spark_ui="${SPARK_MASTER_UI_PORT:-18080}"

@@ -111,8 +111,11 @@ def test_api_server_listens_where_the_workers_call_it() -> None:
 def test_apply_step_account_is_a_viewer_whose_password_airflow_init_writes(tmp_path: Path) -> None:
     import json
     import os
+    import sqlite3
     import subprocess
     import sys
+
+    from core.store.schema import HEAD_REVISION
 
     services = load()["services"]
     env = services["airflow-init"]["environment"]
@@ -155,6 +158,8 @@ def test_apply_step_account_is_a_viewer_whose_password_airflow_init_writes(tmp_p
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path / 'airflow.db'}",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
             "CURSOROPS_AIRFLOW_API_PASSWORD": "chosen-by-the-deployer",
+            "CURSOROPS_HOME": str(tmp_path / "cursorops"),
+            "CURSOROPS_METADATA_URL": f"sqlite:///{tmp_path / 'cursorops.db'}",
         },
         capture_output=True,
         text=True,
@@ -166,6 +171,11 @@ def test_apply_step_account_is_a_viewer_whose_password_airflow_init_writes(tmp_p
         "cursorops_airflow_api": "chosen-by-the-deployer",
     }
     assert (tmp_path / "airflow.db").stat().st_size > 0
+    # The cursorops metadata store was migrated first (a shared one refuses commands until then).
+    assert "Migrated the metadata store" in run.stdout
+    with sqlite3.connect(tmp_path / "cursorops.db") as store:
+        (revision,) = store.execute("SELECT version_num FROM alembic_version").fetchone()
+    assert revision == HEAD_REVISION
 
     missing = subprocess.run(
         ["bash", str(ROOT / "scripts" / "compose-airflow-init.sh")],

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
+from core.config import Config
 from core.errors import AlreadyExistsError, MetadataStoreError
 
 SQLITE_BUSY_TIMEOUT_S = 60.0
@@ -25,7 +26,7 @@ WRITE_OPTION = "cursorops_write"
 """Execution option marking a write engine (SQLite: ``BEGIN IMMEDIATE``)."""
 
 PG_SCHEMA_LOCK_KEY = 0x637572736F72
-"""Advisory lock held while creating tables, so concurrent first starts do not race."""
+"""Advisory lock held while migrating the schema, so concurrent migrations do not race."""
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -52,6 +53,19 @@ def sqlite_file(url: URL) -> Path | None:
     if database.startswith("file:"):
         return None
     return Path(database)
+
+
+def prepare_location(config: Config) -> None:
+    """Create the home folder, and the SQLite file's folder if the store is a SQLite file."""
+    try:
+        Path(config.home).mkdir(parents=True, exist_ok=True)
+        database_file = sqlite_file(make_url(config.metadata_url))
+        if database_file is not None:
+            database_file.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MetadataStoreError(f"Cannot create {config.home}: {exc}") from exc
+    except SQLAlchemyError as exc:
+        raise MetadataStoreError(f"Invalid metadata URL {config.metadata_url!r}") from exc
 
 
 def create_store_engine(url: URL) -> Engine:

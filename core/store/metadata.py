@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -72,7 +71,7 @@ from core.store.engine import (
     SQLITE_BUSY_TIMEOUT_S,
     WRITE_OPTION,
     create_store_engine,
-    sqlite_file,
+    prepare_location,
     translated_errors,
 )
 from core.store.group_commit import GroupCommit
@@ -90,7 +89,7 @@ from core.store.records import (
     TenantInfo,
     TopicInfo,
 )
-from core.store.schema import ensure_tables
+from core.store.schema import ensure_schema
 from core.store.tables import (
     ApprovalPolicyRow,
     AuditRow,
@@ -163,25 +162,21 @@ class MetadataStore:
             self.url = parsed
             self._engine = create_store_engine(parsed)
             self._write_engine = self._engine.execution_options(**{WRITE_OPTION: True})
+            try:
+                ensure_schema(self._engine, self._write_engine)
+            except BaseException:
+                self._engine.dispose()
+                raise
             self._journal = DeltaJournal(self._write_engine, self._cursor_missing)
             self._delta_commits = GroupCommit(self._commit_deltas)
             self.plans = PlanRecords(self._session)
-            self._create_tables()
         except SQLAlchemyError as exc:
             raise MetadataStoreError(f"Cannot open the metadata store {url!r}: {exc}") from exc
 
     @classmethod
     def from_config(cls, config: Config) -> MetadataStore:
         """Open the store ``config.metadata_url`` names, creating the SQLite file's folder."""
-        try:
-            Path(config.home).mkdir(parents=True, exist_ok=True)
-            database_file = sqlite_file(make_url(config.metadata_url))
-            if database_file is not None:
-                database_file.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise MetadataStoreError(f"Cannot create {config.home}: {exc}") from exc
-        except SQLAlchemyError as exc:
-            raise MetadataStoreError(f"Invalid metadata URL {config.metadata_url!r}") from exc
+        prepare_location(config)
         return cls(config.metadata_url)
 
     def close(self) -> None:
@@ -193,9 +188,6 @@ class MetadataStore:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
-
-    def _create_tables(self) -> None:
-        ensure_tables(self._engine, self._write_engine, Base.metadata)
 
     @contextmanager
     def _session(self, *, write: bool, conflict: str | None = None) -> Iterator[Session]:

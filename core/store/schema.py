@@ -1,28 +1,33 @@
-"""Creating the metadata store's tables once, not at every open.
+"""Opening a metadata store whose schema is current without running any migration machinery.
 
-``MetaData.create_all`` creates the tables that are missing and never alters
-one that exists, so what it does depends only on which tables exist. The
-store records, in one row of :data:`SCHEMA_TABLE`, the digest of the table
-names it created; an open that reads the digest of the current tables there
-has nothing to create and skips the DDL: no write transaction (SQLite's
-``BEGIN IMMEDIATE`` would wait behind any writer), no advisory lock and no
-per-table existence check. Any other answer (no row, no such table, an
-older or newer table set) runs ``create_all`` as before, under the write
-lock, and records the digest in the same transaction.
+The schema's history is Alembic's (:mod:`core.store.migrations`), and a store
+records its revision in Alembic's own ``alembic_version`` table. An open reads
+that one row with a plain ``SELECT``; when it names :data:`HEAD_REVISION`, the
+open is done: no Alembic import, no write transaction (SQLite's ``BEGIN
+IMMEDIATE`` would wait behind any writer), no advisory lock, no DDL.
+
+Otherwise the schema lock is taken (SQLite's write lock, PostgreSQL's advisory
+lock). A database that holds no table of the store yet gets the current tables
+and the head revision at once, still without Alembic: creating the tables of
+:mod:`core.store.tables` is what running every revision from nothing gives (a test
+holds the two schemas equal), in one statement per table instead of one
+migration each, and a new home's first command does not pay Alembic's import.
+A store that holds tables at another revision is handed to
+:func:`core.store.migrate.bring_up_to_date`: an embedded SQLite store is
+migrated to the head; a shared store holding an older schema is refused with
+:class:`~core.errors.SchemaOutOfDateError` until ``cursorops db migrate`` runs.
 """
 
 from __future__ import annotations
 
-import hashlib
-
 from sqlalchemy import (
     Column,
-    Integer,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
-    delete,
     insert,
+    inspect,
     select,
     text,
 )
@@ -30,51 +35,68 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from core.store.engine import PG_SCHEMA_LOCK_KEY
+from core.store.tables import Base
 
-SCHEMA_TABLE = Table(
-    "cursorops_schema",
+HEAD_REVISION = "0003_drop_tables_digest"
+"""The newest revision in :mod:`core.store.migrations` (a test holds it equal to Alembic's head)."""
+
+VERSION_TABLE = Table(
+    "alembic_version",
     MetaData(),
-    Column("id", Integer, primary_key=True, autoincrement=False),
-    Column("tables_digest", String, nullable=False),
+    Column("version_num", String(32), nullable=False),
+    PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
 )
-"""One row (id 1): the digest of the tables the store's schema holds."""
+"""Alembic's record of a store's revision (one row), as Alembic creates it; used here without
+Alembic."""
 
 
-def tables_digest(metadata: MetaData) -> str:
-    """The digest of the table names ``metadata`` creates, :data:`SCHEMA_TABLE` included."""
-    names = sorted({*metadata.tables, SCHEMA_TABLE.name})
-    return hashlib.sha256("\n".join(names).encode()).hexdigest()
-
-
-def recorded_digest(engine: Engine) -> str | None:
-    """The digest the database records, or None (no row, no table yet)."""
+def recorded_revision(engine: Engine) -> str | None:
+    """The revision the database records, or None (no row, no table yet)."""
     try:
         with engine.connect() as connection:
-            return connection.execute(
-                select(SCHEMA_TABLE.c.tables_digest).where(SCHEMA_TABLE.c.id == 1)
-            ).scalar_one_or_none()
+            return connection.execute(select(VERSION_TABLE.c.version_num)).scalar_one_or_none()
     except DBAPIError:
-        # No such table (a new database or one from before the digest): create_all decides.
+        # No such table (a new database, or one from before migrations): migrate decides.
         return None
 
 
-def ensure_tables(engine: Engine, write_engine: Engine, metadata: MetaData) -> None:
-    """Create the missing tables of ``metadata`` unless the database records they all exist."""
-    digest = tables_digest(metadata)
-    if recorded_digest(engine) == digest:
+def ensure_schema(engine: Engine, write_engine: Engine) -> None:
+    """Return at once if the store is at :data:`HEAD_REVISION`; else create, migrate or refuse.
+
+    Raises :class:`~core.errors.SchemaOutOfDateError` for a shared store that is
+    behind, :class:`~core.errors.MetadataStoreError` for one that is ahead of this code.
+    """
+    if recorded_revision(engine) == HEAD_REVISION:
         return
     with write_engine.begin() as connection:
-        _create(connection, metadata, digest)
+        lock_schema(connection)
+        if not holds_store_tables(connection):
+            Base.metadata.create_all(connection)
+            VERSION_TABLE.create(connection)
+            connection.execute(insert(VERSION_TABLE).values(version_num=HEAD_REVISION))
+            return
+    from core.store.migrate import bring_up_to_date
+
+    bring_up_to_date(write_engine)
 
 
-def _create(connection: Connection, metadata: MetaData, digest: str) -> None:
+def lock_schema(connection: Connection) -> None:
+    """Serialize schema changes: PostgreSQL's advisory lock (SQLite: its write transaction)."""
     if connection.dialect.name == "postgresql":
-        # Concurrent first starts: one creates, the others find the tables.
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_SCHEMA_LOCK_KEY})
-    metadata.create_all(connection)
-    SCHEMA_TABLE.create(connection, checkfirst=True)
-    connection.execute(delete(SCHEMA_TABLE))
-    connection.execute(insert(SCHEMA_TABLE).values(id=1, tables_digest=digest))
 
 
-__all__ = ["SCHEMA_TABLE", "ensure_tables", "recorded_digest", "tables_digest"]
+def holds_store_tables(connection: Connection) -> bool:
+    """Whether any table of a store exists in the database (else it is new)."""
+    names = set(inspect(connection).get_table_names())
+    return bool(names & {*Base.metadata.tables, VERSION_TABLE.name, "cursorops_schema"})
+
+
+__all__ = [
+    "HEAD_REVISION",
+    "VERSION_TABLE",
+    "ensure_schema",
+    "holds_store_tables",
+    "lock_schema",
+    "recorded_revision",
+]

@@ -1,6 +1,7 @@
 """The metadata store's tables: one SQLAlchemy declarative base and every row class.
 
-A new table goes here; :class:`~core.store.metadata.MetadataStore` creates them all.
+A change here is also a revision in :mod:`core.store.migrations` (a test holds the
+migrated schema equal to these tables).
 """
 
 from __future__ import annotations
@@ -233,7 +234,11 @@ class PlanRecordRow(Base):
     """One immutable plan of a gated operation, bound to its workflow run (core.plan_record)."""
 
     __tablename__ = "plan_records"
-    __table_args__ = (Index("ix_plan_records_run", "dag_id", "run_id", "id"),)
+    __table_args__ = (
+        Index("ix_plan_records_run", "dag_id", "run_id", "id"),
+        # The plans waiting for approval (applied_at_ms NULL), of a topic, newest first.
+        Index("ix_plan_records_waiting", "applied_at_ms", "topic", "id"),
+    )
     id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
     digest: Mapped[str] = mapped_column(String, unique=True)
     operation: Mapped[str] = mapped_column(String)

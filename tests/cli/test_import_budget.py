@@ -45,6 +45,7 @@ HEAVY = (
     "matplotlib",
     "psycopg",
     "sqlalchemy.dialects.postgresql",
+    "alembic",
     "core.dispatch",
     "core.predicates",
     "spark_apps",

@@ -1,22 +1,29 @@
-"""The metadata store creates its tables once: an open of a current store runs no DDL.
+"""The metadata store migrates its schema once: an open of a current store runs no DDL.
 
-The old open took the write lock (SQLite ``BEGIN IMMEDIATE``, PostgreSQL's schema
-advisory lock) to run ``create_all`` every time, so a read-only command waited
-behind any writer. Here a writer holds that lock while a new store opens and reads.
+An open reads the store's revision with one ``SELECT`` and, at the head, takes no
+lock and imports no Alembic; a read-only command never waits behind a writer.
+Here a writer holds the schema lock (SQLite's write lock, PostgreSQL's advisory
+lock) while a new store opens and reads.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
-from sqlalchemy import inspect, text, update
+from sqlalchemy import inspect, text
 
+from core.config import Config
+from core.errors import MetadataStoreError, SchemaOutOfDateError
 from core.store.engine import PG_SCHEMA_LOCK_KEY
 from core.store.metadata import MetadataStore
-from core.store.schema import SCHEMA_TABLE, recorded_digest, tables_digest
-from core.store.tables import Base
+from core.store.migrate import migrate
+from core.store.schema import HEAD_REVISION, recorded_revision
 
 from ..conftest import write_lock_held
 
@@ -50,32 +57,62 @@ def open_and_read(url: str) -> list[str]:
         return store.list_tenants()
 
 
-def test_first_open_records_the_digest(metadata_url: str) -> None:
+def test_first_open_records_the_head_revision(metadata_url: str) -> None:
     with MetadataStore(metadata_url) as store:
         store.create_tenant("acme")
-        assert recorded_digest(store._engine) == tables_digest(Base.metadata)
+        assert recorded_revision(store._engine) == HEAD_REVISION
     assert open_and_read(metadata_url) == ["acme"]
 
 
 def test_open_of_a_current_store_waits_for_no_writer(metadata_url: str) -> None:
     with MetadataStore(metadata_url) as store:
         store.create_tenant("acme")
-    # What the old open waited for: SQLite's write lock, PostgreSQL's schema lock.
+    # What a migration takes: SQLite's write lock, PostgreSQL's schema lock.
     with write_lock_held(metadata_url, SCHEMA_LOCKED, key=PG_SCHEMA_LOCK_KEY):
         read: list[list[str]] = []
         assert finishes(lambda: read.append(open_and_read(metadata_url)), OPEN_WITHIN_S)
     assert read == [["acme"]]
 
 
-def test_a_stale_digest_creates_the_missing_tables(metadata_url: str) -> None:
-    with MetadataStore(metadata_url) as store:
+def test_opens_of_a_new_and_of_a_current_store_import_no_alembic(tmp_path: Path) -> None:
+    """A new store gets the tables and the head revision directly; a current one is read."""
+    url = f"sqlite:///{tmp_path / 'metadata.db'}"
+    code = (
+        "import sys; from core.store.metadata import MetadataStore; "
+        "MetadataStore(sys.argv[1]).close(); print('alembic' in sys.modules)"
+    )
+    repo = str(Path(__file__).resolve().parents[3])
+    for _ in ("new", "current"):
+        done = subprocess.run(
+            [sys.executable, "-c", code, url],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONPATH": repo},
+        )
+        assert done.stdout.split() == ["False"]
+        assert recorded_revision_of(url) == HEAD_REVISION
+
+
+def recorded_revision_of(url: str) -> str | None:
+    with MetadataStore(url) as store:
+        return recorded_revision(store._engine)
+
+
+def test_an_embedded_store_behind_migrates_itself_on_open(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'metadata.db'}"
+    with MetadataStore(url) as store:
         store.create_tenant("acme")
         with store._write_engine.begin() as connection:
-            connection.execute(text("DROP TABLE backlog_history"))
-            connection.execute(update(SCHEMA_TABLE).values(tables_digest="an older table set"))
-    with MetadataStore(metadata_url) as store:
-        assert "backlog_history" in inspect(store._engine).get_table_names()
-        assert recorded_digest(store._engine) == tables_digest(Base.metadata)
+            connection.execute(text("DROP INDEX ix_plan_records_waiting"))
+            connection.execute(text("UPDATE alembic_version SET version_num = '0001_baseline'"))
+        with store._write_engine.begin() as connection:
+            connection.execute(text("CREATE TABLE cursorops_schema (id INTEGER PRIMARY KEY)"))
+    with MetadataStore(url) as store:
+        assert recorded_revision(store._engine) == HEAD_REVISION
+        indexes = {i["name"] for i in inspect(store._engine).get_indexes("plan_records")}
+        assert "ix_plan_records_waiting" in indexes
+        assert "cursorops_schema" not in inspect(store._engine).get_table_names()
         assert store.list_tenants() == ["acme"]
 
 
@@ -95,19 +132,41 @@ def test_concurrent_first_opens_all_succeed(metadata_url: str) -> None:
         thread.join()
     assert errors == []
     with MetadataStore(metadata_url) as store:
-        assert recorded_digest(store._engine) == tables_digest(Base.metadata)
+        assert recorded_revision(store._engine) == HEAD_REVISION
 
 
-@pytest.mark.parametrize("names", [["a"], ["a", "b"], ["b", "a", "c"]])
-def test_the_digest_depends_on_the_table_names_only(names: list[str]) -> None:
-    from sqlalchemy import Column, Integer, MetaData, Table
+def test_concurrent_migrations_migrate_once(tmp_path: Path, metadata_url: str) -> None:
+    config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
+    results: list[tuple[str | None, str]] = []
+    errors: list[BaseException] = []
 
-    def metadata(order: list[str], column: str) -> MetaData:
-        result = MetaData()
-        for name in order:
-            Table(name, result, Column(column, Integer, primary_key=True))
-        return result
+    def run() -> None:
+        try:
+            done = migrate(config)
+            results.append((done.before, done.after))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
 
-    digest = tables_digest(metadata(names, "id"))
-    assert tables_digest(metadata(sorted(names), "other")) == digest
-    assert tables_digest(metadata([*names, "z"], "id")) != digest
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(results, key=str) == [
+        (HEAD_REVISION, HEAD_REVISION),
+        (HEAD_REVISION, HEAD_REVISION),
+        (None, HEAD_REVISION),
+    ]
+
+
+def test_a_store_newer_than_the_code_is_refused_and_left_alone(metadata_url: str) -> None:
+    with MetadataStore(metadata_url) as store:
+        store.create_tenant("acme")
+        with store._write_engine.begin() as connection:
+            connection.execute(text("UPDATE alembic_version SET version_num = '9999_future'"))
+        engine = store._engine
+        with pytest.raises(MetadataStoreError, match="newer than this cursorops") as refused:
+            MetadataStore(metadata_url)
+        assert not isinstance(refused.value, SchemaOutOfDateError)
+        assert recorded_revision(engine) == "9999_future"

@@ -1,0 +1,1 @@
+"""One module per revision of the metadata store's schema (Alembic skips this file)."""
