@@ -13,9 +13,10 @@ contract of the command line:
 The parser is walked, so a new subcommand or flag is fuzzed without editing this
 file. Not fuzzed: ``--home`` and ``--metadata-url`` (they choose the installation)
 and the Spark engine's flags (``--engine`` is fixed to ``python``: starting a JVM
-per example would not test input handling). ``daemon start`` and ``demo`` check
-their arguments as usual, then do nothing: a real one would start a daemon that
-outlives the test, or Airflow.
+per example would not test input handling). ``daemon start``, ``demo`` (each of
+its stories) and ``standalone`` check their arguments as usual, then do nothing:
+a real one would start a daemon that outlives the test, Airflow, or a server
+that serves until it is stopped.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from hypothesis import strategies as st
 from cli import daemon as cli_daemon
 from cli import demo as cli_demo
 from cli import main as cli_main
+from cli import protocol_demo as cli_protocol_demo
+from protocol import standalone as protocol_standalone
 
 HOSTILE = [
     "",
@@ -199,6 +202,10 @@ def _no_demo(*_args: object, **_kwargs: object) -> dict[str, object]:
     return {"ok": True}
 
 
+def _no_standalone(*_args: object, **_kwargs: object) -> int:
+    return 0
+
+
 def _run(argv: list[str]) -> tuple[int, str, str]:
     """``main(argv)`` with stdout and stderr encoded as a real process's are."""
     out_bytes, err_bytes = io.BytesIO(), io.BytesIO()
@@ -256,6 +263,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int]]
             patch.setattr(cli_daemon, "start", _no_daemon)
             patch.setattr(cli_demo, "run", _no_demo)
             patch.setattr(cli_demo, "run_airflow", _no_demo)
+            patch.setattr(cli_protocol_demo, "run", _no_demo)
+            patch.setattr(protocol_standalone, "run", _no_standalone)
             for argv in seed:
                 code, _out, err = _run(argv)
                 assert code == 0, (argv, err)
@@ -282,6 +291,7 @@ def test_every_subcommand_is_walked() -> None:
         "topics skip-messages",
         "topics create-partitioned-topic",
         "demo",
+        "standalone",
     ):
         assert expected in names
 
