@@ -47,6 +47,8 @@ __all__ = ["EXIT_CODES", "EXIT_UNEXPECTED", "exit_code", "main"]
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE, what a shell reports for a Unix tool whose reader went away (``| head``)."""
+MAX_HISTORY_ROWS = 1_000_000
+"""Rows ``audit history`` shows at most (``--limit``)."""
 MAX_PRODUCE = 1_000_000
 """Messages one ``produce`` call may send (``-m`` values times ``--num-produce``)."""
 
@@ -275,7 +277,7 @@ def audit_history(ctx: Context, args: argparse.Namespace) -> Result:
     since = (
         None if args.since is None else values.parse_time_ms(args.since, "--since", wall_clock_ms())
     )
-    limit = values.positive(args.limit, "--limit")
+    limit = values.positive(args.limit, "--limit", MAX_HISTORY_ROWS)
     rows = ctx.broker.backlog_history(
         ctx.role, args.topic, args.subscription, since_ms=since, limit=limit
     )

@@ -203,7 +203,7 @@ def test_production_topology_as_local_processes(tmp_path: Path, databases: dict[
             user="alice",
         )
         detail = airflow.wait_awaiting_input(MATCH_DAG, matching, GATE, timeout=900)
-        assert "Skip 3 message id(s)" in detail["body"]
+        assert "Skip 3 message(s), 3 id(s)" in detail["body"]
         find_log = airflow.task_log(MATCH_DAG, matching, "find_messages")
         # On the Spark Connect server airflow-topology.sh started, which runs on the cluster.
         assert f"on Spark Connect sc://127.0.0.1:{ports['connect']}" in find_log, find_log[-3000:]

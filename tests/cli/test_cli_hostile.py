@@ -192,3 +192,11 @@ def test_output_into_head_exits_quietly(home: Path) -> None:
     reader.wait()
     assert result.returncode == 141
     assert result.stderr == b""
+
+
+def test_a_history_limit_beyond_any_store_is_a_clear_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Found by the fuzz: a --limit no SQL integer holds was an unexpected error."""
+    from cli.main import main
+
+    code = main(["--home", str(tmp_path), "audit", "history", "a/b/c", "--limit", "9" * 23])
+    assert code == 2
