@@ -125,8 +125,30 @@ spark_connect_stop() {
     [[ -z "$spark_connect_warm_pid" ]] || kill -TERM "$spark_connect_warm_pid" 2>/dev/null || true
     rm -f "$AIRFLOW_HOME/spark-connect.ready"
     kill -TERM "$spark_connect_pid" 2>/dev/null || true
-    wait "$spark_connect_pid" 2>/dev/null || true
+    stop_within 20 "$spark_connect_pid" || true
     spark_connect_pid=""
+}
+
+# Wait up to $1 seconds for process $2 (a child of this shell) to end; then SIGKILL its
+# process group (or the process, when it leads none) and reap it. Fails if it had to kill.
+stop_within() {
+    local seconds=$1 pid=$2 waited=0 group
+    while kill -0 "$pid" 2>/dev/null && ((waited < seconds * 10)); do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        group=$(ps -o pgid= -p "$pid" 2>/dev/null | tr -d ' ')
+        echo "stopping $pid: still up after ${seconds} s, killed" >&2
+        if [[ -n "$group" && "$group" == "$pid" ]]; then
+            kill -KILL -- "-$group" 2>/dev/null || true
+        else
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+        wait "$pid" 2>/dev/null || true
+        return 1
+    fi
+    wait "$pid" 2>/dev/null || true
 }
 
 # What a person needs to log in, printed by both launchers.

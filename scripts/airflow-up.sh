@@ -42,7 +42,9 @@ echo "$standalone" >"$AIRFLOW_HOME/standalone.group"
 stop() {
     trap - INT TERM
     kill -INT "$standalone" 2>/dev/null || true
-    wait "$standalone" 2>/dev/null || true
+    # Standalone stops its components on SIGINT, usually within seconds; one that is still
+    # up after 60 s (a component stuck in shutdown) is ended with its whole process group.
+    stop_within 60 "$standalone" || true
     spark_connect_stop
     rm -f "$AIRFLOW_HOME/standalone.group"
 }
