@@ -11,7 +11,8 @@ out of its table cell, or reorder what follows it (bidirectional controls).
 - every ASCII punctuation character is backslash-escaped (CommonMark allows it
   for all of them), so no ``<``, ``*``, ``|``, `````, ``[`` or ``&`` is markup;
 - line breaks and every other control or format character (bidi overrides,
-  zero-width characters) are shown as ``\\u{XXXX}``, escaped in turn;
+  zero-width characters) are spelled out as their code point, e.g. a right-to-left
+  override reads ``\\u{202E}`` (escaped in turn);
 - the result is cut at a length, with the cut said.
 """
 
