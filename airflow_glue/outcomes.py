@@ -3,8 +3,8 @@
 - bad input, not found, not authorized, and a subscription type that can never
   be skipped: the task fails at once (``AirflowFailException``, no retry), since
   running it again gives the same answer;
-- a store failure or a conflict (a concurrent writer): the error propagates, so
-  Airflow retries the task as configured.
+- a store failure or a conflict that may clear (a busy consumer or subscription):
+  the error propagates, so Airflow retries the task as configured.
 
 ``tests/dags/test_glue.py`` checks that every leaf is mapped.
 """

@@ -29,8 +29,9 @@ the HTTP status (``cursorops_api/errors.py``, checked by ``tests/plugins/test_er
     │   ├── UnsupportedSubscriptionTypeError
     │   ├── ConsumerBusyError             Exclusive consumer is already connected
     │   ├── SubscriptionBusyError         unsubscribe while consumers are connected
-    │   └── ConcurrentModificationError   optimistic retry exhausted
+    │   └── PlanAlreadyAppliedError       a plan record is applied at most once
     ├── NotAuthorizedError
+    │   └── ApprovalRequiredError         only an approved workflow applies on this namespace
     └── StoreError                        the stores failed, not the request
         ├── MetadataStoreError
         │   └── SchemaOutOfDateError      a shared store's schema is behind: cursorops db migrate
@@ -129,10 +130,6 @@ class ConsumerBusyError(ConflictError):
 
 class SubscriptionBusyError(ConflictError):
     """Unsubscribe refused: live consumers are connected (Pulsar's PreconditionFailed)."""
-
-
-class ConcurrentModificationError(ConflictError):
-    pass
 
 
 class PlanAlreadyAppliedError(ConflictError):

@@ -14,7 +14,7 @@ from airflow_glue.request import parse_request
 from core import errors
 from core.config import Config
 from core.errors import (
-    ConcurrentModificationError,
+    ConsumerBusyError,
     InvalidArgumentError,
     InvalidMessageIdError,
     MetadataStoreError,
@@ -35,7 +35,7 @@ def test_every_error_leaf_has_an_airflow_outcome():
         (TopicNotFoundError("x"), Outcome.FAIL),
         (NotAuthorizedError("x"), Outcome.FAIL),
         (UnsupportedSubscriptionTypeError("x"), Outcome.FAIL),
-        (ConcurrentModificationError("x"), Outcome.RETRY),
+        (ConsumerBusyError("x"), Outcome.RETRY),
         (MetadataStoreError("x"), Outcome.RETRY),
     ],
 )
