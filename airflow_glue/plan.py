@@ -125,7 +125,7 @@ def summary(record: PlanRecord) -> dict[str, Any]:
         "planDigest": record.digest,
         "topic": record.topic,
         "subscription": record.subscription,
-        "ids": len(record.skip_plan()),
+        "ids": len(record.plan()),
         "messages": record.messages,
         "requiredApprovals": record.required_approvals,
         "backlog": record.document["backlog"],
@@ -139,7 +139,7 @@ def _cell(value: object) -> str:
 def subject(record: PlanRecord, ordinal: int = 1) -> str:
     """The approval's title: messages counted as messages (a whole batch counts its size)."""
     b = record.binding
-    ids = len(record.skip_plan())
+    ids = len(record.plan())
     head = (
         f"Skip {record.messages} message(s) ({ids} id(s)) on {record.topic} / "
         f"{record.subscription} (asked by {b.requester})"

@@ -74,7 +74,7 @@ def decide(
         return (
             "applied",
             f"Approved by {by}: {len(skipped)} id(s) acknowledged over "
-            f"{len(record.skip_plan().partitions())} partition(s).",
+            f"{len(record.plan().partitions())} partition(s).",
         )
     rejected = [a for a in answers if a["chosen"] == ["Reject"]]
     if rejected:
@@ -92,7 +92,7 @@ def decide(
 def _per_partition(record: PlanRecord, latest: AuditRecord | None) -> dict[str, Any]:
     if latest is None or latest.kind != "skip":
         return {}
-    plan = record.skip_plan()
+    plan = record.plan()
     where = {i.ledger_id: i.topic_partition for i in plan.items}
     out: dict[str, dict[str, Any]] = {
         p: {"skipped": 0, "alreadyAcknowledged": 0, "acknowledgedMeanwhile": []}
@@ -130,7 +130,7 @@ def record_request(
         outcome, statement = decide(record, given, latest)
         after = None
         if outcome == "applied":
-            after = broker.project_backlog(role, record.skip_plan()).before
+            after = broker.project_backlog(role, record.plan()).before
             statement = statement[:-1] + f"; backlog now {after}."
         doc = record.document
         detail = {

@@ -4,8 +4,10 @@
 up to :data:`core.plan_record.MAX_APPROVALS`; a gate a plan does not need skips
 itself) and the three tasks after them (their bodies are
 :mod:`airflow_glue.steps`) and wires them behind the plan task, so each skip
-DAG only says how it gets to a plan record. The task ids are fixed: tests,
-benchmarks and the UI's links name them.
+DAG only says how it gets to a plan record. The plan task's result reaches
+apply as its argument (an XComArg), so the graph shows where the digest apply
+checks comes from. The task ids are fixed: tests, benchmarks and the UI's links
+name them.
 
 Called at parse time inside a ``@dag`` function: it builds tasks and edges
 only; every heavy import stays inside the task bodies.
@@ -31,19 +33,17 @@ def approve_and_apply(plan: XComArg) -> None:
     """``plan >> approve_skip >> approve_skip_2 >> ... >> apply_skip >> verify``, and
     ``record`` after all of them whatever happened.
 
-    ``plan`` is the output of the DAG's plan task (its task id is read from it)."""
-    ((plan_operator, _),) = plan.iter_references()
-    plan_task_id = plan_operator.task_id
+    ``plan`` is the output of the DAG's plan task: apply takes it as its argument."""
 
     # none_failed: a gate the plan does not need skips itself and must not skip apply;
     # apply counts the approvals itself, so a gate skipped or forced by hand never counts.
     @task(task_id=APPLY, retries=2, trigger_rule="none_failed")
-    def apply_skip() -> dict[str, Any]:
+    def apply_skip(planned: dict[str, Any]) -> dict[str, Any]:
         """Re-check every approval in Airflow, then acknowledge the run's plan record in one
         transaction."""
         from airflow_glue.steps import apply_approved_plan
 
-        return apply_approved_plan(get_current_context(), plan_task_id, GATES)
+        return apply_approved_plan(get_current_context(), planned, GATES)
 
     @task
     def verify() -> dict[str, Any]:
@@ -71,7 +71,7 @@ def approve_and_apply(plan: XComArg) -> None:
         )
         for n, gate in enumerate(GATES, start=1)
     ]
-    applied = apply_skip()
+    applied = apply_skip(plan)  # type: ignore[arg-type]  # an XComArg: Airflow passes its value
     checked = verify()
     closing = record()
     plan >> gates[0]

@@ -69,11 +69,6 @@ def spark_env() -> dict[str, str]:
     return env
 
 
-def xcom(task_id: str, key: str) -> str:
-    """A Jinja template for one field of a task's returned dict."""
-    return "{{ ti.xcom_pull(task_ids='" + task_id + "')['" + key + "'] }}"
-
-
 CONNECT_CONN_ID = "spark_connect_default"
 """The connection naming the Spark Connect server; absent: spark-submit."""
 

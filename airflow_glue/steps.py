@@ -17,10 +17,13 @@ REFUSED = "skip-refused"
 
 
 def apply_approved_plan(
-    context: Mapping[str, Any], plan_task_id: str, gates: Sequence[str]
+    context: Mapping[str, Any], planned: Mapping[str, Any] | None, gates: Sequence[str]
 ) -> dict[str, Any]:
     """Re-check every approval in Airflow itself, then acknowledge the run's plan record in
-    one transaction (every partition, its audit record and the record's claim, or nothing)."""
+    one transaction (every partition, its audit record and the record's claim, or nothing).
+
+    ``planned`` is the planning task's result (its XCom, which anyone with edit rights
+    may overwrite): only its digest is read, and it must name the run's plan record."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from airflow_glue.approval import require_approvals
@@ -37,7 +40,7 @@ def apply_approved_plan(
         if record is None:
             raise AirflowFailException("No plan record is bound to this run: nothing applied")
         try:
-            told = (ti.xcom_pull(task_ids=plan_task_id) or {}).get("planDigest")
+            told = (planned or {}).get("planDigest")
             if told != record.digest:
                 raise NotAuthorizedError(
                     f"The planning task's result names plan {told}, not the run's plan record "
@@ -87,7 +90,7 @@ def verify_applied(context: Mapping[str, Any]) -> dict[str, Any]:
         record = broker.current_plan_record(role, dag_run.dag_id, dag_run.run_id)
         if record is None or record.applied_at_ms is None:
             raise AirflowFailException("The run's plan record is not applied: nothing to verify")
-        planned = record.skip_plan()
+        planned = record.plan()
         now = broker.plan_skip(role, planned.topic, planned.subscription, planned.message_ids())
         after = broker.project_backlog(role, now).before
     missing = [i.message_id.triplet() for i in now.items if not i.already_acknowledged]

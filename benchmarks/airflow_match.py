@@ -11,7 +11,7 @@ batches of 10, round-robin over every partition. The predicate
 
 Each run, on a fresh Shared subscription, is timed as
 :mod:`benchmarks.airflow_phases` says: trigger → preview ready (validate,
-authorize, the ``find_messages`` Spark job over the whole topic, plan_skip, the
+authorize, the ``find_messages`` Spark job over the whole topic, plan_matched_ids, the
 gate parked with its preview) and approval → verified (apply_skip in one
 transaction, verify, record). The first phase's Spark start-up runs from the provider's
 ``spark-submit`` log line of ``find_messages`` to the submission of Spark's
@@ -62,7 +62,7 @@ MATCH_SHARE = 100
 PROPERTY = "poison=yes"
 FULL_MESSAGES = 10_000_000
 QUICK_MESSAGES = 200_000
-PHASE_1 = ("validate_request", "authorize", SPARK_TASK, "plan_skip", GATE)
+PHASE_1 = ("validate_request", "authorize", SPARK_TASK, "plan_matched_ids", GATE)
 
 
 def build_topic(broker: Broker, messages: int) -> list[MessageId]:

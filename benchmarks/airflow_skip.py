@@ -8,7 +8,7 @@ skips 1,000 ids on a fresh Shared subscription: 500 whole entries and 500 batch
 indexes of other entries, chosen at random over every partition.
 
 Timed per run as :mod:`benchmarks.airflow_phases` says (trigger → preview ready:
-validate, authorize and plan_skip have run and the preview is the gate's body;
+validate, authorize and plan_requested_ids have run and the preview is the gate's body;
 approval → verified: the gate resumes, apply_skip applies every partition in one
 transaction, verify and record), each phase split into work and Airflow overhead.
 This DAG runs no Spark job (requests of this size plan through ``core``), so no
@@ -45,7 +45,7 @@ NAMESPACE = "bench/airflow"
 TOPIC = f"persistent://{NAMESPACE}/skip"
 DAG = "cursorops_skip_messages"
 AIM_SECONDS = 60.0
-PHASE_1 = ("validate_request", "authorize", "plan_skip", GATE)
+PHASE_1 = ("validate_request", "authorize", "plan_requested_ids", GATE)
 
 
 @dataclass(frozen=True)

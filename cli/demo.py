@@ -343,7 +343,8 @@ def run_airflow(
         line(f"    {airflow.base_url}  (logs: {airflow.log})")
         step(
             f"{REQUESTER} triggers {SKIP_DAG} over the REST API",
-            "validate → authorize → plan_skip (exact preview, nothing acknowledged) → the gate.",
+            "validate → authorize → plan_requested_ids (exact preview, nothing acknowledged) "
+            "→ the gate.",
         )
         run_id = airflow.trigger(
             SKIP_DAG,

@@ -327,7 +327,7 @@ class Broker:
         """
         record = record.verified()
         role = record.binding.role
-        approved = record.skip_plan()
+        approved = record.plan()
         again = self.plan_skip(role, record.topic, record.subscription, approved.message_ids())
         outside = _keys(again) - _keys(approved)
         if outside or len(again) != len(approved):

@@ -136,13 +136,13 @@ class PlanRecord:
             messages=self.messages,
             required_approvals=self.required_approvals,
         )
-        if expected != self.digest or self.skip_plan().plan_id != self.plan_id:
+        if expected != self.digest or self.plan().plan_id != self.plan_id:
             raise InvalidArgumentError(
                 f"Plan record {self.digest} does not match its content: refused"
             )
         return self
 
-    def skip_plan(self) -> SkipPlan:
+    def plan(self) -> SkipPlan:
         """The stored plan (its own content hash checked by :meth:`SkipPlan.from_json`)."""
         return SkipPlan.from_json(self.plan_json)
 

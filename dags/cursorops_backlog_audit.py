@@ -20,9 +20,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
-from airflow_glue.spark import spark_job, xcom
-
-LIST = "list_topics"
+from airflow_glue.spark import spark_job
 
 # The schedule is a deployment setting (a cron expression, a preset, or "none" for
 # triggered runs only); read from the environment, never from a Variable at parse time.
@@ -63,7 +61,8 @@ SCHEDULE = os.environ.get("CURSOROPS_AUDIT_SCHEDULE", "@hourly").strip() or "@ho
     },
 )
 def cursorops_backlog_audit() -> None:
-    @task(retries=0)
+    # multiple_outputs: the Spark job's arguments are single fields of the result.
+    @task(retries=0, multiple_outputs=True)
     def list_topics() -> dict[str, Any]:
         """The topics of the chosen namespaces (in a file of the run), and the job's files."""
         import json
@@ -158,17 +157,17 @@ def cursorops_backlog_audit() -> None:
         "audit_backlog",
         [
             "--topics",
-            xcom(LIST, "topicsFile"),
+            listed["topicsFile"],
             "--role",
-            xcom(LIST, "role"),
+            listed["role"],
             "--ledger-root",
-            xcom(LIST, "ledgerRoot"),
+            listed["ledgerRoot"],
             "--output",
-            xcom(LIST, "output"),
+            listed["output"],
         ],
     )
     recorded = record_history(listed)
-    listed >> analyzed >> recorded
+    analyzed >> recorded  # the analysis travels as the file the Spark job writes
     check_thresholds(recorded)
 
 

@@ -6,10 +6,10 @@ predicate document, or everything: a gated clear-backlog) and a reason. The
 Airflow user who triggers it is the requester, acting as the Pulsar role
 ``CURSOROPS_ROLE_MAP`` maps them to (by default the same name).
 
-validate_request → authorize → find_messages (Spark: writes the matches under
-the cursorops home) → plan_skip (the exact plan, counts per partition, a sample,
-the backlog before and after) → approve_skip (four eyes) → apply_skip (the whole
-plan in one transaction) → verify → record. More matches than ``limit``
+validate_request → authorize → find_messages (Spark: writes the match list under
+the cursorops home) → plan_matched_ids (the exact plan, counts per partition, a
+sample, the backlog before and after) → approve_skip (four eyes) → apply_skip
+(the whole plan in one transaction) → verify → record. More matches than ``limit``
 (default 1,000,000) are refused unless ``allow_large``. Nothing is acknowledged
 unless a permitted user other than the requester approved this very plan.
 """
@@ -24,9 +24,8 @@ from airflow.sdk import Param, dag, get_current_context, task
 
 from airflow_glue.gate import GATE_PARAMS, gate_params
 from airflow_glue.skip_tail import approve_and_apply
-from airflow_glue.spark import spark_job, xcom
+from airflow_glue.spark import spark_job
 
-REQUEST = "validate_request"
 TIME = ["null", "string"]
 TIME_HELP = "epoch ms, ISO-8601 (UTC without an offset), 'now' or a duration before now (1h)"
 
@@ -79,9 +78,10 @@ TIME_HELP = "epoch ms, ISO-8601 (UTC without an offset), 'now' or a duration bef
     },
 )
 def cursorops_skip_matching() -> None:
-    @task(retries=0)
+    # multiple_outputs: the Spark job's arguments are single fields of the request.
+    @task(retries=0, multiple_outputs=True)
     def validate_request() -> dict[str, Any]:
-        """The conf and its predicate, checked; where the Spark job writes its matches."""
+        """The conf and its predicate, checked; where the Spark job writes its match list."""
         from airflow_glue.environment import config, pulsar_role
         from airflow_glue.matching import parse_match_request
         from airflow_glue.outcomes import airflow_outcome
@@ -101,7 +101,7 @@ def cursorops_skip_matching() -> None:
             "role": pulsar_role(requester),
             "predicateJson": predicate,
             "ledgerRoot": str(cfg.ledger_root),
-            "matches": str(folder / "matches.parquet"),
+            "matchList": str(folder / "matches.parquet"),
             "summary": str(folder / "summary.json"),
         }
 
@@ -117,29 +117,9 @@ def cursorops_skip_matching() -> None:
         with airflow_outcome(), Broker(config()) as broker:
             broker.authorized_topic(role, Operation.SKIP, request["topic"])
 
-    find = spark_job(
-        "find_messages",
-        "find_messages",
-        [
-            xcom(REQUEST, "topic"),
-            "-s",
-            xcom(REQUEST, "subscription"),
-            "--predicate",
-            xcom(REQUEST, "predicateJson"),
-            "--role",
-            xcom(REQUEST, "role"),
-            "--ledger-root",
-            xcom(REQUEST, "ledgerRoot"),
-            "--output",
-            xcom(REQUEST, "matches"),
-            "--summary",
-            xcom(REQUEST, "summary"),
-        ],
-    )
-
     @task
-    def plan_skip(request: dict[str, Any]) -> dict[str, Any]:
-        """The matches as an exact plan (over the limit: refused); its preview and backlog."""
+    def plan_matched_ids(request: dict[str, Any]) -> dict[str, Any]:
+        """The match list as an exact plan (over the limit: refused); its preview and backlog."""
         import json
 
         from airflow.sdk.exceptions import AirflowFailException
@@ -149,7 +129,7 @@ def cursorops_skip_matching() -> None:
         from airflow_glue.outcomes import airflow_outcome
         from airflow_glue.plan import build_document, save_plan
         from core.broker import Broker
-        from spark_apps.skip_plan import plan_ids, read_plan
+        from spark_apps.match_list import match_list_ids, read_match_list
 
         context = get_current_context()
         requester = context["dag_run"].triggering_user_name or ""
@@ -162,7 +142,7 @@ def cursorops_skip_matching() -> None:
         if not found["matches"]:
             raise AirflowFailException("The predicate matches no unacknowledged message")
         with airflow_outcome(), Broker(config()) as broker:
-            ids = plan_ids(read_plan(request["matches"]))
+            ids = match_list_ids(read_match_list(request["matchList"]))
             plan = broker.plan_skip(role, request["topic"], request["subscription"], ids)
             document = build_document(
                 broker,
@@ -174,7 +154,27 @@ def cursorops_skip_matching() -> None:
             return save_plan(broker, context, plan, document)
 
     request = validate_request()
-    plan = plan_skip(request)
+    find = spark_job(
+        "find_messages",
+        "find_messages",
+        [
+            request["topic"],
+            "-s",
+            request["subscription"],
+            "--predicate",
+            request["predicateJson"],
+            "--role",
+            request["role"],
+            "--ledger-root",
+            request["ledgerRoot"],
+            "--output",
+            request["matchList"],
+            "--summary",
+            request["summary"],
+        ],
+    )
+    plan = plan_matched_ids(request)
+    # The match list and the summary travel as files the Spark job writes, not as XCom.
     authorize(request) >> find >> plan
     approve_and_apply(plan)
 

@@ -7,7 +7,7 @@ body as ``payload``) and a reason. The Airflow user who triggers it is the
 requester, acting as the Pulsar role ``CURSOROPS_ROLE_MAP`` maps them to (by
 default the same name).
 
-validate_request → authorize → plan_skip (a plan record in cursorops's store) →
+validate_request → authorize → plan_requested_ids (a plan record in cursorops's store) →
 approve_skip (four eyes; approve_skip_2, _3 when the namespace's quorum asks for
 more approvers) → apply_skip → verify → record. The plan is routed by partition (each id to its
 own partition, the backlog before and after per partition); apply_skip commits
@@ -89,7 +89,7 @@ def cursorops_skip_messages() -> None:
             broker.authorized_topic(role, Operation.SKIP, request["topic"])
 
     @task
-    def plan_skip(request: dict[str, Any]) -> dict[str, Any]:
+    def plan_requested_ids(request: dict[str, Any]) -> dict[str, Any]:
         """Validate and locate every id; the preview and the exact backlog before and after,
         stored as the run's plan record (the XCom carries only its digest and counts)."""
         from airflow_glue.environment import config, pulsar_role
@@ -109,7 +109,7 @@ def cursorops_skip_messages() -> None:
             return save_plan(broker, context, plan, document)
 
     request = validate_request()
-    plan = plan_skip(request)
+    plan = plan_requested_ids(request)
     authorize(request) >> plan
     approve_and_apply(plan)
 

@@ -1,8 +1,8 @@
 """apply_skip_plan: apply a skip plan through the Broker, in one transaction.
 
-Spark does the one part that grows with the plan and changes nothing: it reads
-a plan that ``find_messages`` wrote (a Parquet file or Spark's folder of part
-files, possibly millions of rows), checks that every row is an id of this
+Spark does the one part that grows with the input and changes nothing: it reads
+a match list that ``find_messages`` wrote (a Parquet file or Spark's folder of
+part files, possibly millions of rows), checks that every row is an id of this
 topic, and reduces it to its distinct ids (:func:`transform`, a pure
 DataFrame -> DataFrame function). The driver then makes the one write, through
 ``core``: :meth:`core.broker.Broker.plan_skip` validates every id against the
@@ -20,8 +20,8 @@ Spark pass.
 Run::
 
     spark-submit spark_apps/apply_skip_plan.py [--home H] [--master M] TOPIC -s SUB \\
-        (--plan plan.parquet | --skip-plan plan.json | --ids L:E[:B] ... | --ids-file ids.txt) \\
-        [--output outcome.json]
+        (--match-list matches.parquet | --skip-plan plan.json | --ids L:E[:B] ...
+         | --ids-file ids.txt) [--output outcome.json]
 
 Under ``spark-submit`` the driver's log shares stdout with the JSON: use ``--output``.
 """
@@ -55,7 +55,7 @@ ID_SCHEMA = pa.schema(
         pa.field("batch_index", pa.int32()),
     ]
 )
-"""The columns of a find_messages plan that say which message it names."""
+"""The columns of a match list that say which message a row names."""
 
 CHECKED_SCHEMA = pa.schema(
     [
@@ -70,11 +70,11 @@ CHECKED_SCHEMA = pa.schema(
 PROBLEMS_SHOWN = 5
 
 
-def transform(plan: DataFrame, *, topic: str) -> DataFrame:
-    """Plan rows (:data:`ID_SCHEMA`) -> distinct ids with a ``problem`` per row (pure).
+def transform(matches: DataFrame, *, topic: str) -> DataFrame:
+    """Match-list rows (:data:`ID_SCHEMA`) -> distinct ids with a ``problem`` per row (pure).
 
     A row of another topic, or with a null id column, gets a problem; usable
-    rows are deduplicated. Sorted by id. Nothing is read but ``plan``.
+    rows are deduplicated. Sorted by id. Nothing is read but ``matches``.
     """
     from pyspark.sql import functions as F
 
@@ -88,7 +88,7 @@ def transform(plan: DataFrame, *, topic: str) -> DataFrame:
         .when(F.col("topic") != F.lit(topic), F.concat(F.lit("holds ids of "), F.col("topic")))
     )
     return (
-        plan.select(*ID_SCHEMA.names)
+        matches.select(*ID_SCHEMA.names)
         .withColumn("problem", problem)
         .select("ledger_id", "entry_id", "batch_index", "problem")
         .distinct()
@@ -96,20 +96,20 @@ def transform(plan: DataFrame, *, topic: str) -> DataFrame:
     )
 
 
-def plan_file_ids(spark: SparkSession, path: str, topic: str) -> list[MessageId]:
-    """The distinct ids of a find_messages plan of ``topic``, read and checked on Spark."""
+def match_list_file_ids(spark: SparkSession, path: str, topic: str) -> list[MessageId]:
+    """The distinct ids of a match list of ``topic``, read and checked on Spark."""
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
     from pyspark.sql.pandas.types import from_arrow_schema
 
     if not os.path.exists(path):
-        raise InvalidArgumentError(f"Invalid plan {path}: no such file or folder")
+        raise InvalidArgumentError(f"Invalid match list {path}: no such file or folder")
     try:
         frame = spark.read.parquet(path)
         missing = [name for name in ID_SCHEMA.names if name not in frame.columns]
         if missing:
             raise InvalidArgumentError(
-                f"Invalid plan {path}: missing column(s) {', '.join(missing)}"
+                f"Invalid match list {path}: missing column(s) {', '.join(missing)}"
             )
         rows = transform(
             spark.read.schema(from_arrow_schema(ID_SCHEMA)).parquet(path), topic=topic
@@ -117,13 +117,13 @@ def plan_file_ids(spark: SparkSession, path: str, topic: str) -> list[MessageId]
     except (PySparkException, Py4JError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InvalidArgumentError(
-            f"Invalid plan {path}: not a readable Parquet plan: {reason}"
+            f"Invalid match list {path}: not a readable Parquet match list: {reason}"
         ) from exc
     bad = [row for row in rows if row["problem"] is not None]
     if bad:
         shown = sorted({row["problem"] for row in bad})[:PROBLEMS_SHOWN]
         raise InvalidArgumentError(
-            f"Invalid plan {path}: it {' and '.join(shown)}; {len(bad)} unusable row(s) for "
+            f"Invalid match list {path}: it {' and '.join(shown)}; {len(bad)} unusable row(s) for "
             f"{topic}, nothing skipped"
         )
     return [MessageId(row["ledger_id"], row["entry_id"], -1, row["batch_index"]) for row in rows]
@@ -138,28 +138,28 @@ def run(
     *,
     role: str = "admin",
     spark: SparkSession | None = None,
-    plan_path: str | None = None,
+    match_list: str | None = None,
     plan: SkipPlan | None = None,
     remote: str | None = None,
 ) -> dict[str, Any]:
-    """Apply ``plan``, or the plan of ``ids`` / of the Parquet plan at ``plan_path``.
+    """Apply ``plan``, or the plan of ``ids`` / of the match list (Parquet) at ``match_list``.
 
     Exactly one of the three. Returns :meth:`core.skip.SkipOutcome.to_pulsar_json`.
-    An empty id list (a find_messages plan that matched nothing) applies as a
-    no-op, still audited. Only a Parquet plan needs Spark: ``spark``, else a
+    An empty id list (a match list of no message) applies as a no-op, still
+    audited. Only a match list needs Spark: ``spark``, else a
     session of ``master`` or of the Spark Connect server ``remote``.
     """
     from core.broker import Broker
 
     log = job_logger("cursorops.apply_skip_plan")
-    if sum(x is not None for x in (ids, plan_path, plan)) != 1:
-        raise InvalidArgumentError("Give exactly one of ids, a plan file or a skip plan")
+    if sum(x is not None for x in (ids, match_list, plan)) != 1:
+        raise InvalidArgumentError("Give exactly one of ids, a match list or a skip plan")
     parsed = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
     name = str(parsed)
-    if plan_path is not None:
+    if match_list is not None:
         with session_scope(master, "cursorops-apply-skip-plan", spark, remote) as session:
-            ids = plan_file_ids(session, plan_path, name)
-        log.info("plan %s: %d distinct id(s)", plan_path, len(ids))
+            ids = match_list_file_ids(session, match_list, name)
+        log.info("match list %s: %d distinct id(s)", match_list, len(ids))
     with Broker(config) as broker:
         if plan is None:
             plan = (
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("-s", "--subscription", required=True)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--plan", help="a plan written by find_messages (Parquet)")
+    source.add_argument("--match-list", help="a match list written by find_messages (Parquet)")
     source.add_argument("--skip-plan", help="a plan made by Broker.plan_skip (JSON)")
     source.add_argument(
         "--ids", nargs="+", action="extend", metavar="L:E[:B]", help="message id triplets"
@@ -230,8 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         config = config_from(args)
         topic = TopicName.parse(args.topic)
         common = {"master": args.master, "role": args.role, "remote": remote_from(args)}
-        if args.plan is not None:
-            document = run(config, topic, args.subscription, plan_path=args.plan, **common)
+        if args.match_list is not None:
+            document = run(config, topic, args.subscription, match_list=args.match_list, **common)
         elif args.skip_plan is not None:
             plan = skip_plan_from_file(args.skip_plan)
             document = run(config, topic, args.subscription, plan=plan, **common)

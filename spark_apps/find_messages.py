@@ -1,6 +1,6 @@
 """find_messages on Spark: a subscription's unacknowledged messages matching a predicate.
 
-The answer is a skip plan (:mod:`spark_apps.skip_plan`): one Parquet row per
+The answer is a match list (:mod:`spark_apps.match_list`): one Parquet row per
 message, with its id and a preview, for a person to review and for
 ``apply_skip_plan`` to apply. No shuffle of the data: each Arrow batch of a
 segment is decided where it is read, by :func:`core.unacked_rows.unacked_rows` (the
@@ -10,7 +10,7 @@ Run::
 
     spark-submit spark_apps/find_messages.py [--home H] [--master M] TOPIC -s SUB \
         (--predicate JSON | --predicate @file.json | --key K | --property K=V ...
-         | --deliver-at-after now | --producer NAME ...) --output plan.parquet
+         | --deliver-at-after now | --producer NAME ...) --output matches.parquet
 
 Prints a JSON summary (matches per partition, the first rows) on stdout, or
 to ``--summary``: under ``spark-submit`` the driver's log shares stdout.
@@ -46,8 +46,8 @@ from spark_apps.common import (
     run_job,
     spark_errors,
 )
+from spark_apps.match_list import MATCH_LIST_SCHEMA, SORT_KEYS, match_list_rows
 from spark_apps.session import job_logger, session_scope
-from spark_apps.skip_plan import PLAN_SCHEMA, SORT_KEYS, plan_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -64,9 +64,9 @@ MESSAGE_COLUMNS = (
     "properties",
     "payload",
 )
-"""Read for every plan; :func:`message_columns` adds what the predicate needs beyond them."""
+"""Read for every match list; :func:`message_columns` adds what the predicate needs beyond them."""
 PREVIEW_ROWS = 20
-"""Plan rows shown in the job's JSON summary."""
+"""Match-list rows shown in the job's JSON summary."""
 
 
 def message_columns(predicate: Predicate) -> tuple[str, ...]:
@@ -82,7 +82,7 @@ def find_in_batches(
     states: Mapping[tuple[str, str], bytes],
     predicate: Predicate,
 ) -> Iterator[pa.RecordBatch]:
-    """Plan rows for the matching unacknowledged messages of some batches (any partitions)."""
+    """Match-list rows for the matching unacknowledged messages of some batches (any partitions)."""
     decoded: dict[str, CursorState] = {}
     for batch in batches:
         partitions = batch.column("partition").to_numpy()
@@ -98,7 +98,7 @@ def find_in_batches(
             live = rows.filter(pa.array(unacked_rows(decoded[name], rows)))
             chosen = live.filter(pa.array(predicate.mask(live)))
             if chosen.num_rows:
-                yield from plan_rows(chosen, topic, subscription, name).to_batches()
+                yield from match_list_rows(chosen, topic, subscription, name).to_batches()
 
 
 def transform(
@@ -110,7 +110,7 @@ def transform(
     states: Mapping[tuple[str, str], bytes],
     predicate: Predicate,
 ) -> DataFrame:
-    """Message rows -> :data:`~spark_apps.skip_plan.PLAN_SCHEMA` rows, in id order."""
+    """Message rows -> :data:`~spark_apps.match_list.MATCH_LIST_SCHEMA` rows, in id order."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     shared = executor_states(states)
@@ -119,8 +119,8 @@ def transform(
     def find(batches):  # type: ignore[no-untyped-def]
         return find_in_batches(batches, topic, subscription, names, shared, predicate)
 
-    found = messages.mapInArrow(find, from_arrow_schema(PLAN_SCHEMA))
-    # One sorted partition: the plan is one file, and a global orderBy would run the
+    found = messages.mapInArrow(find, from_arrow_schema(MATCH_LIST_SCHEMA))
+    # One sorted partition: the match list is one file, and a global orderBy would run the
     # whole scan twice (once to sample its range bounds).
     return found.repartition(1).sortWithinPartitions(*SORT_KEYS)
 
@@ -137,7 +137,7 @@ def run(
     spark: SparkSession | None = None,
     remote: str | None = None,
 ) -> dict[str, Any]:
-    """Write the plan to ``output`` (Parquet folder); return the summary document.
+    """Write the match list to ``output`` (Parquet folder); return the summary document.
 
     On ``spark``, else on a session of ``master`` or of the Spark Connect server
     ``remote`` (:func:`spark_apps.session.build_session`); ``output`` is written
@@ -161,7 +161,7 @@ def run(
         spark_errors(scan),
     ):
         messages = read_messages(session, scan, message_columns(predicate))
-        plan = transform(
+        matches = transform(
             messages,
             topic=scan.topic,
             subscription=subscription,
@@ -169,7 +169,7 @@ def run(
             states=scan.states,
             predicate=predicate,
         )
-        plan.write.mode("overwrite").parquet(output)
+        matches.write.mode("overwrite").parquet(output)
         written = session.read.parquet(output)
         counts = {
             row["topic_partition"]: int(row["count"])
@@ -194,7 +194,7 @@ def summary_document(
         "topic": scan.topic,
         "subscription": subscription,
         "predicate": predicate.to_json(),
-        "plan": output,
+        "matchList": output,
         "matches": sum(per_partition.values()),
         "perPartition": per_partition,
         "preview": [
@@ -246,7 +246,7 @@ def predicate_document(args: Any) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(
         "find_messages",
-        "Write the unacknowledged messages of a subscription matching a predicate as a skip plan",
+        "Write the unacknowledged messages of a subscription matching a predicate as a match list",
     )
     parser.add_argument("-s", "--subscription", required=True)
     parser.add_argument("--predicate", help="the predicate as JSON, or @path to a JSON file")
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deliver-at-before", metavar="TIME")
     parser.add_argument("--payload-contains", metavar="TEXT")
     parser.add_argument("--producer", metavar="NAME", help="producer name equals")
-    parser.add_argument("--output", required=True, help="where to write the plan (Parquet)")
+    parser.add_argument("--output", required=True, help="where to write the match list (Parquet)")
     parser.add_argument("--summary", help="write the JSON summary here instead of stdout")
     args = parser.parse_args(argv)
 

@@ -42,7 +42,7 @@ def xcom_path(run: str, task: str) -> str:
 
 
 def overwrite_plan_xcom(airflow: Airflow, run: str, digest: str) -> None:
-    path = xcom_path(run, "plan_skip")
+    path = xcom_path(run, "plan_requested_ids")
     value = airflow.request("alice", "GET", path, params={"deserialize": True}).json()["value"]
     forged = airflow.request(
         "alice", "PATCH", path, json={"value": {**value, "planDigest": digest}, "map_index": -1}
@@ -82,7 +82,7 @@ def test_plan_xcom_overwritten_while_the_gate_waits_applies_nothing(
     before = seeded.unacknowledged()
     big = airflow.trigger(DAG, conf(seeded, pills[1:11]), user="alice")
     airflow.wait_parked(DAG, big, GATE)
-    big_digest = airflow.get("alice", xcom_path(big, "plan_skip"))["value"]["planDigest"]
+    big_digest = airflow.get("alice", xcom_path(big, "plan_requested_ids"))["value"]["planDigest"]
 
     run = airflow.trigger(DAG, conf(seeded, pills[:1], reason=HIDDEN), user="alice")
     detail = airflow.wait_awaiting_input(DAG, run, GATE)

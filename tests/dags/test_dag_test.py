@@ -47,6 +47,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 MESSAGES = "cursorops_skip_messages"
 MATCHING = "cursorops_skip_matching"
+PLAN_TASK = {MESSAGES: "plan_requested_ids", MATCHING: "plan_matched_ids"}
 AUDIT = "cursorops_backlog_audit"
 GATE = "approve_skip"
 NAMESPACE = "acme/dag-test"
@@ -323,7 +324,7 @@ def test_unauthorized_requester_is_refused_before_planning(
     states = airflow.task_states(dag_id, run.run_id)
     assert states["authorize"] == ["failed"]
     assert airflow.task_instance(dag_id, run.run_id, "authorize")["try_number"] == 1
-    assert states["plan_skip"] == ["upstream_failed"]
+    assert states[PLAN_TASK[dag_id]] == ["upstream_failed"]
     assert states[GATE] == ["upstream_failed"]
     assert_untouched(seeded, before)
 

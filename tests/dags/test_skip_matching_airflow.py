@@ -105,9 +105,11 @@ def test_more_matches_than_the_limit_are_refused(airflow: Airflow, cursorops_hom
     assert airflow.wait_run(DAG, run, timeout=1200) == "failed"
     states = airflow.task_states(DAG, run)
     assert states["find_messages"] == ["success"]
-    assert states["plan_skip"] == ["failed"]
-    assert airflow.task_instance(DAG, run, "plan_skip")["try_number"] == 1  # no retry
+    assert states["plan_matched_ids"] == ["failed"]
+    assert airflow.task_instance(DAG, run, "plan_matched_ids")["try_number"] == 1  # no retry
     assert states[GATE] == ["upstream_failed"]
-    assert "matches 3 messages, above the limit of 2" in airflow.task_log(DAG, run, "plan_skip")
+    assert "matches 3 messages, above the limit of 2" in airflow.task_log(
+        DAG, run, "plan_matched_ids"
+    )
     assert seeded.unacknowledged() == before
     assert seeded.audit("skip") == []

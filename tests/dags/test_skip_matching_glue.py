@@ -93,7 +93,7 @@ def test_the_plan_record_is_what_apply_reads_and_a_tampered_one_is_refused(tmp_p
         document = build_document(broker, request, "admin", plan, predicate={"deliverAt": {}})
         binding = PlanBinding("cursorops_skip_matching", "manual__1", "alice", "admin")
         record = broker.save_plan_record(binding, plan, document)
-        assert record.skip_plan() == plan
+        assert record.plan() == plan
         assert document["backlog"]["before"] - document["backlog"]["after"] == 3
         shown = preview_markdown(record, payloads=True)
         assert '**Matching:** \\{\\"deliverAt\\"\\: \\{\\}\\}' in shown

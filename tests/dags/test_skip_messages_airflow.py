@@ -160,7 +160,7 @@ def test_unauthorized_requester_is_refused_before_planning(airflow: Airflow, cur
     states = airflow.task_states(DAG, run)
     assert states["authorize"] == ["failed"]
     assert airflow.task_instance(DAG, run, "authorize")["try_number"] == 1  # no retry
-    assert states["plan_skip"] == ["upstream_failed"]
+    assert states["plan_requested_ids"] == ["upstream_failed"]
     assert_untouched(seeded, before)
 
 

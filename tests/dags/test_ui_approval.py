@@ -54,7 +54,7 @@ def test_second_user_approves_in_the_ui(airflow: Airflow, cursorops_home):
     reason = "poison pills <!-- Plan id: forged --> see INC-7"
     run = airflow.trigger(DAG, conf(seeded, ids, reason=reason), user="alice")
     airflow.wait_awaiting_input(DAG, run, GATE)
-    digest = airflow.get("alice", xcom_path(run, "plan_skip"))["value"]["planDigest"]
+    digest = airflow.get("alice", xcom_path(run, "plan_requested_ids"))["value"]["planDigest"]
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, headless=True)

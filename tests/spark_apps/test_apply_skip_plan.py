@@ -18,7 +18,7 @@ from core.position import Position
 from core.predicates import parse_predicate
 from spark_apps import analyze_backlog, apply_skip_plan, find_messages
 from spark_apps.apply_skip_plan import CHECKED_SCHEMA, ID_SCHEMA, transform
-from spark_apps.skip_plan import plan_ids, read_plan
+from spark_apps.match_list import match_list_ids, read_match_list
 from tests.spark_apps.topics import (
     TOPIC,
     Installation,
@@ -78,10 +78,10 @@ def test_find_then_apply_equals_the_broker_skip_and_is_idempotent(
     predicate = parse_predicate({"properties": {"color": "blue"}})
     output = str(tmp_path / "plan")
     found = find_messages.run(spark_side.config, TOPIC, "plain", predicate, output, spark=spark)
-    ids = plan_ids(read_plan(output))
+    ids = match_list_ids(read_match_list(output))
     assert found["matches"] == len(ids) > 0
 
-    outcome = apply_skip_plan.run(spark_side.config, TOPIC, "plain", plan_path=output, spark=spark)
+    outcome = apply_skip_plan.run(spark_side.config, TOPIC, "plain", match_list=output, spark=spark)
     with Broker(broker_side.config) as broker:
         reference: dict[str, Any] = broker.skip_messages(
             "admin", TOPIC, "plain", ids
@@ -138,19 +138,19 @@ def test_main_applies_ids_and_an_empty_plan(
     )
     assert summary["matches"] == 0
     records = cursor_records(topic.config, TOPIC)
-    assert apply_skip_plan.main([*common, "--plan", empty]) == 0
+    assert apply_skip_plan.main([*common, "--match-list", empty]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["skipped"] == [] and document["perPartition"] == {}
     assert cursor_records(topic.config, TOPIC) == records
 
 
-def test_plan_ids_keep_batch_indexes() -> None:
-    from spark_apps.skip_plan import plan_from_ids
+def test_match_list_ids_keep_batch_indexes() -> None:
+    from spark_apps.match_list import match_list_from_ids
 
     ids = [MessageId(3, 4, -1, 2), MessageId(3, 5)]
-    plan = plan_from_ids(TOPIC, "s", ids)
+    plan = match_list_from_ids(TOPIC, "s", ids)
     assert plan.column("message_id").to_pylist() == ["3:4:2", "3:5"]
-    assert plan_ids(plan) == ids
+    assert match_list_ids(plan) == ids
 
 
 @pytest.mark.spark

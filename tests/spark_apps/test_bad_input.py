@@ -19,7 +19,7 @@ from core.subscription import SubscriptionType
 from core.topic_name import TopicName
 from spark_apps import analyze_backlog, apply_skip_plan, find_messages
 from spark_apps.common import run_job, translate_spark_error
-from spark_apps.skip_plan import plan_from_ids
+from spark_apps.match_list import match_list_from_ids
 from tests.spark_apps.topics import TOPIC, Installation, cursor_records, make_topic
 
 if TYPE_CHECKING:
@@ -118,9 +118,9 @@ def test_ids_of_another_topic_change_nothing(
     home = _home(installed)
     mine, theirs = _first_ledger(installed, TOPIC), _first_ledger(installed, OTHER)
     plan = tmp_path / "other-plan.parquet"
-    pq.write_table(plan_from_ids(OTHER, "plain", [MessageId(theirs, 0)]), plan)
+    pq.write_table(match_list_from_ids(OTHER, "plain", [MessageId(theirs, 0)]), plan)
     _fails(capsys, 2, f"holds ids of {OTHER}", apply_skip_plan, *home, TOPIC, "-s", "plain",
-           "--plan", str(plan))  # fmt: skip
+           "--match-list", str(plan))  # fmt: skip
     _fails(capsys, 3, f"no ledger {theirs} in this topic", apply_skip_plan, *home, TOPIC,
            "-s", "plain", "--ids", f"{mine}:0", f"{theirs}:0")  # fmt: skip
     _fails(capsys, 2, "Nothing skipped", apply_skip_plan, *home, TOPIC, "-s", "plain",
@@ -131,8 +131,8 @@ def test_ids_of_another_topic_change_nothing(
            "-s", "exclusive", "--ids", f"{mine}:0")  # fmt: skip
     not_a_plan = tmp_path / "plan.txt"
     not_a_plan.write_text("hello")
-    _fails(capsys, 2, "not a readable Parquet plan", apply_skip_plan, *home, TOPIC, "-s",
-           "plain", "--plan", str(not_a_plan))  # fmt: skip
+    _fails(capsys, 2, "not a readable Parquet match list", apply_skip_plan, *home, TOPIC, "-s",
+           "plain", "--match-list", str(not_a_plan))  # fmt: skip
     assert cursor_records(installed.config, TOPIC) == records
 
 
@@ -185,6 +185,6 @@ def test_a_job_exits_with_the_cli_exit_code_of_every_leaf() -> None:
 
 def test_an_empty_plan_file_of_the_right_topic_is_valid(tmp_path: Path) -> None:
     plan = tmp_path / "plan.parquet"
-    pq.write_table(plan_from_ids(TOPIC, "plain", []), plan)
+    pq.write_table(match_list_from_ids(TOPIC, "plain", []), plan)
     assert pq.read_table(plan).num_rows == 0
     assert isinstance(pq.read_table(plan).schema, pa.Schema)

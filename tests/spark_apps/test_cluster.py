@@ -24,7 +24,7 @@ import pytest
 
 from core.backlog import analysis_document
 from core.predicates import parse_predicate
-from spark_apps.skip_plan import read_plan
+from spark_apps.match_list import read_match_list
 from tests.spark_apps.topics import TOPIC, core_analyses, core_matches, make_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -189,12 +189,12 @@ def test_jobs_on_a_standalone_cluster_give_core_answers(
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(summary_path.read_text())
     wanted = core_matches(topic.config, TOPIC, "plain", parse_predicate(predicate))
-    assert sorted(read_plan(str(plan)).column("message_id").to_pylist()) == wanted
+    assert sorted(read_match_list(str(plan)).column("message_id").to_pylist()) == wanted
     assert summary["matches"] == len(wanted) > 0
 
     outcome_path = tmp_path / "outcome.json"
     done = _submit(master, py_files, "apply_skip_plan", *home, TOPIC, "-s", "plain",
-                   "--plan", str(plan), "--output", str(outcome_path))  # fmt: skip
+                   "--match-list", str(plan), "--output", str(outcome_path))  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     outcome = json.loads(outcome_path.read_text())
     assert sorted(outcome["skipped"] + outcome["alreadyAcknowledged"]) == wanted

@@ -36,8 +36,8 @@ from core.errors import InvalidArgumentError
 from core.predicates import parse_predicate
 from core.topic_name import TopicName
 from spark_apps import analyze_backlog
+from spark_apps.match_list import match_list_ids, read_match_list
 from spark_apps.session import REMOTE_ENV, remote_url
-from spark_apps.skip_plan import plan_ids, read_plan
 from tests.spark_apps.topics import (
     TOPIC,
     Installation,
@@ -227,7 +227,7 @@ def test_find_and_apply_on_connect_equal_core_and_the_broker(
             found = find_messages.run(
                 config, topic, "plain", parse_predicate(predicate), output, remote=url
             )
-            applied = apply_skip_plan.run(config, topic, "plain", plan_path=output, remote=url)
+            applied = apply_skip_plan.run(config, topic, "plain", match_list=output, remote=url)
             result = (found, applied, analyze_backlog.run(config, topic, remote=url))
             """,
             config=spark_side.config,
@@ -237,10 +237,10 @@ def test_find_and_apply_on_connect_equal_core_and_the_broker(
             output=output,
         )
     )
-    found = sorted(read_plan(output).column("message_id").to_pylist())
+    found = sorted(read_match_list(output).column("message_id").to_pylist())
     assert found == core_matches(broker_side.config, TOPIC, "plain", parse_predicate(predicate))
     assert summary["matches"] == len(found) > 0
-    ids = plan_ids(read_plan(output))
+    ids = match_list_ids(read_match_list(output))
     with Broker(broker_side.config) as broker:
         reference = broker.skip_messages("admin", TOPIC, "plain", ids).to_pulsar_json()
     assert sorted(outcome["skipped"]) == sorted(reference["skipped"])

@@ -18,7 +18,7 @@ from core.position import Position
 from core.predicates import parse_predicate
 from spark_apps import find_messages
 from spark_apps.find_messages import predicate_document, transform
-from spark_apps.skip_plan import PLAN_SCHEMA, plan_ids, read_plan
+from spark_apps.match_list import MATCH_LIST_SCHEMA, match_list_ids, read_match_list
 from tests.spark_apps.topics import NOW, TOPIC, core_matches, make_topic, peeked_matches
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def test_transform_finds_unacknowledged_matches_only(spark: SparkSession) -> Non
             planned(0, 0, 3, None, b"first", "7:0:0"),
             planned(1, -1, 0, NOW + 5, "€ delayed".encode(), "7:1"),
         ],
-        from_arrow_schema(PLAN_SCHEMA),
+        from_arrow_schema(MATCH_LIST_SCHEMA),
     )
     assertDataFrameEqual(result, expected, checkRowOrder=True)
 
@@ -143,14 +143,14 @@ def test_spark_plan_equals_core_and_the_read_path(
         predicate = parse_predicate(document)
         output = str(tmp_path / f"plan-{number}")
         summary = find_messages.run(topic.config, TOPIC, "plain", predicate, output, spark=spark)
-        plan = read_plan(output)
-        assert plan.schema.names == PLAN_SCHEMA.names
+        plan = read_match_list(output)
+        assert plan.schema.names == MATCH_LIST_SCHEMA.names
         found = sorted(plan.column("message_id").to_pylist())
         assert found == core_matches(topic.config, TOPIC, "plain", predicate)
         assert found == peeked_matches(topic.config, TOPIC, "plain", predicate)
         assert summary["matches"] == len(found) == sum(summary["perPartition"].values())
         assert len(summary["preview"]) == min(len(found), find_messages.PREVIEW_ROWS)
-        assert [m.triplet() for m in plan_ids(plan)] == plan.column("message_id").to_pylist()
+        assert [m.triplet() for m in match_list_ids(plan)] == plan.column("message_id").to_pylist()
         keys = ["partition", "ledger_id", "entry_id", "batch_index"]
         ordered = plan.select(keys).to_pylist()
         assert ordered == sorted(ordered, key=lambda r: tuple(r[k] for k in keys))

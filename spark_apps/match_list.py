@@ -1,10 +1,12 @@
-"""Skip plans: the messages find_messages chose, as a Parquet file apply_skip_plan reads.
+"""Match lists: the messages find_messages matched, as a Parquet file apply_skip_plan reads.
 
-One row per message: where it is (topic partition, ledger, entry, batch index)
-and what it looks like (key, publish time, deliver-at, properties, size and the
-start of its payload), so a person can review the plan before it is applied.
-Only the id columns matter to apply; a plan may also be built from a list of ids
-(:func:`plan_from_ids`), with the preview columns empty.
+One row per matched message: where it is (topic partition, ledger, entry, batch
+index) and what it looks like (key, publish time, deliver-at, properties, size
+and the start of its payload), so a person can review the matches before a
+skip plan is made of them. Only the id columns matter to apply; a match list
+may also be built from a list of ids (:func:`match_list_from_ids`), with the
+preview columns empty. It is not a skip plan (:class:`core.skip_plan.SkipPlan`):
+nothing in it is validated until the Broker plans a skip of its ids.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from core.message_id import MessageId
 from core.topic_scan import MESSAGE_SCHEMA
 
 EXCERPT_BYTES = 120
-"""Payload bytes shown in a plan's ``payload_excerpt`` (decoded as UTF-8, bad bytes replaced)."""
+"""Payload bytes in a match list's ``payload_excerpt`` (decoded as UTF-8, bad bytes replaced)."""
 
-PLAN_SCHEMA = pa.schema(
+MATCH_LIST_SCHEMA = pa.schema(
     [
         pa.field("topic", pa.string(), nullable=False),
         pa.field("subscription", pa.string(), nullable=False),
@@ -43,18 +45,18 @@ PLAN_SCHEMA = pa.schema(
         pa.field("payload_excerpt", pa.string()),
     ]
 )
-"""A skip plan's columns; ``message_id`` is the triplet ``ledger:entry[:batchIndex]``."""
+"""A match list's columns; ``message_id`` is the triplet ``ledger:entry[:batchIndex]``."""
 
 SORT_KEYS = ("partition", "ledger_id", "entry_id", "batch_index")
 
 
-def plan_rows(
+def match_list_rows(
     rows: pa.Table | pa.RecordBatch,
     topic: str,
     subscription: str,
     topic_partition: str,
 ) -> pa.Table:
-    """Chosen message rows of one topic partition as plan rows (vectorised)."""
+    """Matched message rows of one topic partition as match-list rows (vectorised)."""
     n = rows.num_rows
     ledger = rows.column("ledger_id")
     entry = rows.column("entry_id")
@@ -87,12 +89,12 @@ def plan_rows(
             "payload_size": pc.cast(pc.binary_length(payload), pa.int32()),
             "payload_excerpt": pa.array(excerpt, pa.string()),
         },
-        schema=PLAN_SCHEMA,
+        schema=MATCH_LIST_SCHEMA,
     )
 
 
-def plan_from_ids(topic: str, subscription: str, ids: Sequence[MessageId]) -> pa.Table:
-    """A plan from bare ids: partition and preview unknown (-1 / null) until validated."""
+def match_list_from_ids(topic: str, subscription: str, ids: Sequence[MessageId]) -> pa.Table:
+    """A match list of bare ids: partition and preview unknown (-1 / null) until validated."""
     n = len(ids)
     ledger = np.array([m.ledger_id for m in ids], dtype=np.int64)
     entry = np.array([m.entry_id for m in ids], dtype=np.int64)
@@ -111,23 +113,23 @@ def plan_from_ids(topic: str, subscription: str, ids: Sequence[MessageId]) -> pa
             "key": pa.nulls(n, pa.string()),
             "publish_time": pa.nulls(n, pa.int64()),
             "deliver_at": pa.nulls(n, pa.int64()),
-            "properties": pa.nulls(n, PLAN_SCHEMA.field("properties").type),
+            "properties": pa.nulls(n, MATCH_LIST_SCHEMA.field("properties").type),
             "payload_size": pa.nulls(n, pa.int32()),
             "payload_excerpt": pa.nulls(n, pa.string()),
         },
-        schema=PLAN_SCHEMA,
+        schema=MATCH_LIST_SCHEMA,
     )
 
 
-def read_plan(path: str) -> pa.Table:
-    """A plan written by find_messages (a Parquet file, or Spark's folder of part files)."""
+def read_match_list(path: str) -> pa.Table:
+    """A match list written by find_messages (a Parquet file, or Spark's folder of part files)."""
     if not os.path.exists(path):
-        raise InvalidArgumentError(f"Invalid plan {path}: no such file or folder")
+        raise InvalidArgumentError(f"Invalid match list {path}: no such file or folder")
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
         raise InvalidArgumentError(
-            f"Invalid plan {path}: not a readable Parquet plan: {exc}"
+            f"Invalid match list {path}: not a readable Parquet match list: {exc}"
         ) from exc
     missing = [
         name
@@ -135,17 +137,21 @@ def read_plan(path: str) -> pa.Table:
         if name not in table.column_names
     ]
     if missing:
-        raise InvalidArgumentError(f"Invalid plan {path}: missing column(s) {', '.join(missing)}")
+        raise InvalidArgumentError(
+            f"Invalid match list {path}: missing column(s) {', '.join(missing)}"
+        )
     return table
 
 
-def plan_ids(plan: pa.Table) -> list[MessageId]:
-    """The message ids of a plan (partition left to validation, which routes by ledger)."""
-    ledger = plan.column("ledger_id").to_pylist()
-    entry = plan.column("entry_id").to_pylist()
-    batch = plan.column("batch_index").to_pylist()
+def match_list_ids(matches: pa.Table) -> list[MessageId]:
+    """The message ids of a match list (partition left to validation, which routes by ledger)."""
+    ledger = matches.column("ledger_id").to_pylist()
+    entry = matches.column("entry_id").to_pylist()
+    batch = matches.column("batch_index").to_pylist()
     if any(value is None for column in (ledger, entry, batch) for value in column):
-        raise InvalidArgumentError("Invalid plan: a ledger_id, entry_id or batch_index is null")
+        raise InvalidArgumentError(
+            "Invalid match list: a ledger_id, entry_id or batch_index is null"
+        )
     return [
         MessageId(lid, eid, -1, bid) for lid, eid, bid in zip(ledger, entry, batch, strict=True)
     ]
