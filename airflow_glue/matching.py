@@ -1,15 +1,19 @@
 """The run conf of a skip by predicate (``cursorops_skip_matching``), through pydantic.
 
-The options are ``spark_apps/find_messages.py``'s, in the glossary's words:
-``key``, ``property`` (``NAME=VALUE``, all must hold), ``publish_time_after`` /
-``publish_time_before``, ``still_scheduled`` (delayed messages not yet due:
-skipping them cancels them), ``deliver_at_after`` / ``deliver_at_before``,
-``payload_contains``, ``producer`` (the producer's name, exactly), or a whole
-``predicate`` document. ``everything`` matches every unacknowledged message: a
-gated clear-backlog. Every given condition must hold. The document is built by
-core's :func:`~core.predicates.predicate_from_options` and checked with core's
-parser (bad input fails the run at once), then handed to the Spark job as one
-JSON document.
+:data:`MatchRequest` is the request: :class:`MatchRequestBase` (topic,
+subscription, reason, ticket, the limit and the DAG's own conveniences) plus
+one field per match option of :data:`core.match_conditions.MATCH_OPTIONS`
+(``key``, ``property`` as ``NAME=VALUE``, all must hold, ``publish_time_after``
+/ ``publish_time_before``, ``deliver_at_after`` / ``deliver_at_before``,
+``payload_contains``, ``producer``), generated from core's one declaration of
+the match conditions; the DAG's params are generated from :data:`MatchRequest`
+(:func:`match_params`). Besides them: ``still_scheduled`` (delayed messages not
+yet due: skipping them cancels them), a whole ``predicate`` document, and
+``everything``, which matches every unacknowledged message: a gated
+clear-backlog. Every given condition must hold. The document is built by
+core's :func:`~core.match_conditions.predicate_from_options` and checked with
+core's parser (bad input fails the run at once), then handed to the Spark job
+as one JSON document.
 
 A match count above ``limit`` (default 1,000,000) is refused unless
 ``allow_large`` is set.
@@ -21,73 +25,66 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from airflow_glue.request import validate_conf
+from airflow_glue.request import conf_params, validate_conf
 from core.errors import InvalidPredicateError
+from core.match_conditions import MATCH_OPTIONS, MatchOption, predicate_from_options
 
 DEFAULT_LIMIT = 1_000_000
 EVERYTHING = {"publishTime": {"after": 0}}
 """The predicate of ``everything``: published at or after the epoch, i.e. every message."""
+STILL_SCHEDULED = "deliver_at_after"
+"""The match option ``still_scheduled`` sets (to ``now``)."""
+BLANK_IS_NONE = frozenset({"ticket", *(o.name for o in MATCH_OPTIONS if o.kind != "pairs")})
+"""Fields where an empty text (an untouched field of the trigger form) means: not given."""
 
 
-class MatchRequest(BaseModel):
+class MatchRequestBase(BaseModel):
+    """What a skip by predicate asks besides the match options, which :data:`MatchRequest`
+    adds."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
-    topic: str = Field(min_length=1)
-    subscription: str = Field(min_length=1)
-    key: str | None = None
-    property: list[str] = Field(default_factory=list)
-    publish_time_after: str | None = None
-    publish_time_before: str | None = None
-    still_scheduled: bool = False
-    deliver_at_after: str | None = None
-    deliver_at_before: str | None = None
-    payload_contains: str | None = None
-    producer: str | None = None
-    predicate: dict[str, Any] | None = None
-    everything: bool = False
-    reason: str = Field(min_length=1)
-    ticket: str | None = None
-    limit: int = Field(DEFAULT_LIMIT, ge=1)
-    allow_large: bool = False
-
-    @field_validator(
-        "ticket",
-        "key",
-        "publish_time_after",
-        "publish_time_before",
-        "deliver_at_after",
-        "deliver_at_before",
-        "payload_contains",
-        "producer",
-        mode="before",
+    topic: str = Field(min_length=1, description="Topic, e.g. persistent://acme/orders/x")
+    subscription: str = Field(min_length=1, description="Subscription (Shared or Key_Shared)")
+    still_scheduled: bool = Field(
+        False, description="Delayed messages not yet due (skipping them cancels them)"
     )
+    predicate: dict[str, Any] | None = Field(
+        None,
+        description='Or a predicate document, e.g. {"jsonField": {"path": "order.id", '
+        '"equals": 42}} (spark_apps/README.md)',
+    )
+    everything: bool = Field(False, description="Every unacknowledged message: clear the backlog")
+    reason: str = Field(min_length=1, description="Why (required; recorded)")
+    ticket: str | None = Field(None, description="Change ticket (optional)")
+    limit: int = Field(DEFAULT_LIMIT, ge=1, description="Refuse more matches than this")
+    allow_large: bool = Field(False, description="Go ahead above the limit")
+
+    @model_validator(mode="before")
     @classmethod
-    def _blank_is_none(cls, value: object) -> object:
-        return None if value == "" else value
+    def _blank_is_none(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            return {k: None if k in BLANK_IS_NONE and v == "" else v for k, v in data.items()}
+        return data
+
+    def options(self) -> dict[str, Any]:
+        """The match options as given, by name (None or no pairs: not given)."""
+        return {option.name: getattr(self, option.name) for option in MATCH_OPTIONS}
 
     def predicate_document(self) -> dict[str, Any]:
         """The predicate as find_messages takes it (``--predicate``); raises on a bad one."""
-        from core.predicates import predicate_from_options
-
-        if self.still_scheduled and self.deliver_at_after is not None:
-            raise InvalidPredicateError(
-                "Invalid predicate: still_scheduled and deliver_at_after both set "
-                "the delivery time's start"
-            )
+        options = self.options()
+        if self.still_scheduled:
+            if options[STILL_SCHEDULED] is not None:
+                raise InvalidPredicateError(
+                    f"Invalid predicate: still_scheduled and {STILL_SCHEDULED} both set "
+                    "the delivery time's start"
+                )
+            options[STILL_SCHEDULED] = "now"
         document = predicate_from_options(
-            self.predicate,
-            key=self.key,
-            properties=self.property,
-            publish_time_after=self.publish_time_after,
-            publish_time_before=self.publish_time_before,
-            deliver_at_after="now" if self.still_scheduled else self.deliver_at_after,
-            deliver_at_before=self.deliver_at_before,
-            payload_contains=self.payload_contains,
-            producer=self.producer,
-            source="predicate",
-            property_option="property",
+            self.predicate, source="predicate", property_option="property", **options
         )
         if self.everything:
             if document:
@@ -96,15 +93,38 @@ class MatchRequest(BaseModel):
                 )
             document = dict(EVERYTHING)
         if not document:
+            conditions = [o.name for o in MATCH_OPTIONS] + ["still_scheduled", "predicate"]
             raise InvalidPredicateError(
-                "Invalid predicate: give at least one condition (key, property, publish time, "
-                "still_scheduled, delivery time, payload_contains, producer, predicate) "
+                f"Invalid predicate: give at least one condition ({', '.join(conditions)}) "
                 "or everything"
             )
         return document
 
 
-def parse_match_request(conf: Mapping[str, object], now_ms: int) -> tuple[MatchRequest, str]:
+def _option_field(option: MatchOption) -> Any:
+    """A match option's field: its type and default (pydantic's ``(type, FieldInfo)``)."""
+    if option.kind == "pairs":
+        return list[str], Field(default_factory=list, description=option.help)
+    return str | None, Field(None, description=option.help)
+
+
+_OPTION_FIELDS: dict[str, Any] = {option.name: _option_field(option) for option in MATCH_OPTIONS}
+MatchRequest = create_model(
+    "MatchRequest", __base__=MatchRequestBase, __module__=__name__, **_OPTION_FIELDS
+)
+"""The run conf of ``cursorops_skip_matching``: :class:`MatchRequestBase` and one field
+per match option."""
+
+
+def match_params() -> dict[str, Any]:
+    """The DAG's params: one per field of :data:`MatchRequest`, topic and subscription
+    first, then the match options."""
+    return conf_params(
+        MatchRequest, first=("topic", "subscription", *(o.name for o in MATCH_OPTIONS))
+    )
+
+
+def parse_match_request(conf: Mapping[str, object], now_ms: int) -> tuple[MatchRequestBase, str]:
     """The request and its predicate as JSON text, checked by core; one line on a problem."""
     from core.predicates import parse_predicate
 

@@ -8,7 +8,7 @@ may be given; the ids are the union.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -63,6 +63,28 @@ def validate_conf(model: type[Request], conf: Mapping[str, object]) -> Request:
             f"Invalid skip request: {where}: {first['msg']}"
             + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
         ) from exc
+
+
+def conf_params(model: type[BaseModel], first: Sequence[str] = ()) -> dict[str, Any]:
+    """One Airflow ``Param`` per field of ``model`` (the trigger form's fields), ``first``
+    first: the field's JSON type, its description, its bounds and default (a required text
+    defaults to empty, which ``model`` refuses with one line when the run starts)."""
+    from airflow.sdk import Param
+
+    schema = model.model_json_schema()["properties"]
+    order = [*first, *(name for name in model.model_fields if name not in first)]
+    params = {}
+    for name in order:
+        field, spec = model.model_fields[name], schema[name]
+        types = [t["type"] for t in spec["anyOf"]] if "anyOf" in spec else [spec["type"]]
+        nullable = "null" in types
+        types = [t for t in types if t != "null"]
+        kept = {k: spec[k] for k in ("description", "items", "minimum", "maximum") if k in spec}
+        default = field.get_default(call_default_factory=True)
+        if field.is_required():
+            default = "" if types == ["string"] else None
+        params[name] = Param(default, type=["null", *types] if nullable else types[0], **kept)
+    return params
 
 
 def parse_request(conf: Mapping[str, object]) -> SkipRequest:

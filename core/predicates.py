@@ -22,26 +22,27 @@ a segment of digits indexes a list. ``equals`` is any JSON value, compared
 strictly (``true`` is not ``1``). Bad input raises
 :class:`~core.errors.InvalidPredicateError` naming the field.
 
-:func:`predicate_from_options` builds that document from shortcut options
-(``--key``, ``--property NAME=VALUE``, time bounds, ...) and a given document,
-for every front end that offers them.
+The document's fields are declared once, by
+:class:`core.match_conditions.MatchConditions`, with the flat options (``--key``,
+``--property NAME=VALUE``, time bounds, ...) every front end derives from them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
+from pydantic import ValidationError
 
 from core.columns import Rows, bool_mask, int_column, null_mask
 from core.durations import parse_time_ms
 from core.errors import InvalidPredicateError
+from core.match_conditions import MatchConditions, TimeRangeRequest
 
 
 @dataclass(frozen=True)
@@ -198,31 +199,6 @@ class Predicate:
         return out
 
 
-class _TimeRangeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    after: StrictInt | StrictStr | None = None
-    before: StrictInt | StrictStr | None = None
-
-
-class _JsonFieldRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: StrictStr
-    equals: Any
-
-
-class PredicateRequest(BaseModel):
-    """The predicate document as it arrives (CLI, REST, DAG run conf); see the module doc."""
-
-    model_config = ConfigDict(extra="forbid")
-    key: StrictStr | None = None
-    properties: dict[StrictStr, StrictStr] | None = None
-    publishTime: _TimeRangeRequest | None = None  # noqa: N815 - Pulsar's REST spelling
-    deliverAt: _TimeRangeRequest | None = None  # noqa: N815
-    payloadContains: StrictStr | None = None  # noqa: N815
-    jsonField: _JsonFieldRequest | None = None  # noqa: N815
-    producer: StrictStr | None = None
-
-
 def parse_predicate(document: str | Mapping[str, Any], *, now_ms: int | None = None) -> Predicate:
     """Validate a predicate document (JSON text or a mapping) into a :class:`Predicate`.
 
@@ -237,7 +213,7 @@ def parse_predicate(document: str | Mapping[str, Any], *, now_ms: int | None = N
     if not isinstance(document, Mapping):
         raise InvalidPredicateError("Invalid predicate: expected a JSON object")
     try:
-        request = PredicateRequest.model_validate(dict(document))
+        request = MatchConditions.model_validate(dict(document))
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in error['loc']) or 'predicate'}: {error['msg']}"
@@ -268,14 +244,14 @@ def parse_predicate(document: str | Mapping[str, Any], *, now_ms: int | None = N
     )
     if predicate.is_empty:
         raise InvalidPredicateError(
-            "Invalid predicate: give at least one condition (key, properties, publishTime, "
-            "deliverAt, payloadContains, jsonField, producer)"
+            "Invalid predicate: give at least one condition "
+            f"({', '.join(MatchConditions.model_fields)})"
         )
     return predicate
 
 
 def _time_range(
-    request: _TimeRangeRequest | None, name: str, now_ms: int | None
+    request: TimeRangeRequest | None, name: str, now_ms: int | None
 ) -> TimeRange | None:
     if request is None:
         return None
@@ -289,61 +265,3 @@ def _time_range(
 
 def _time(value: int | str, what: str, now_ms: int | None) -> int:
     return parse_time_ms(value, what, now_ms, error=InvalidPredicateError)
-
-
-def predicate_from_options(
-    document: Mapping[str, Any] | None,
-    *,
-    key: str | None = None,
-    properties: Sequence[str] = (),
-    publish_time_after: str | int | None = None,
-    publish_time_before: str | int | None = None,
-    deliver_at_after: str | int | None = None,
-    deliver_at_before: str | int | None = None,
-    payload_contains: str | None = None,
-    producer: str | None = None,
-    source: str = "--predicate",
-    property_option: str = "--property",
-) -> dict[str, Any]:
-    """A predicate document: ``document`` (may be None) plus the given shortcut options.
-
-    ``properties`` are ``NAME=VALUE`` texts (the value may hold ``=``). A field
-    given both in ``document`` and as an option is refused rather than one
-    silently winning. ``source`` and ``property_option`` are how the caller's
-    users name the document and the property option, so each error names the
-    flag or parameter they typed. Only the shape is checked here; hand the
-    result to :func:`parse_predicate`.
-    """
-    options: dict[str, Any] = {}
-    if key is not None:
-        options["key"] = key
-    if properties:
-        pairs = {}
-        for text in properties:
-            name, sep, value = text.partition("=")
-            if not sep or not name:
-                raise InvalidPredicateError(
-                    f"Invalid {property_option} '{text}': expected NAME=VALUE"
-                )
-            pairs[name] = value
-        options["properties"] = pairs
-    for bound, field_name, side in (
-        (publish_time_after, "publishTime", "after"),
-        (publish_time_before, "publishTime", "before"),
-        (deliver_at_after, "deliverAt", "after"),
-        (deliver_at_before, "deliverAt", "before"),
-    ):
-        if bound is not None:
-            options.setdefault(field_name, {})[side] = bound
-    if payload_contains is not None:
-        options["payloadContains"] = payload_contains
-    if producer is not None:
-        options["producer"] = producer
-    given = dict(document or {})
-    clash = sorted(set(given) & set(options))
-    if clash:
-        raise InvalidPredicateError(
-            f"Invalid predicate: {', '.join(clash)} given both in {source} and as an option"
-        )
-    given.update(options)
-    return given

@@ -20,14 +20,12 @@ from datetime import timedelta
 from typing import Any
 
 import pendulum
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import dag, get_current_context, task
 
 from airflow_glue.gate import GATE_PARAMS, gate_params
+from airflow_glue.matching import match_params
 from airflow_glue.skip_tail import approve_and_apply
 from airflow_glue.spark import spark_job
-
-TIME = ["null", "string"]
-TIME_HELP = "epoch ms, ISO-8601 (UTC without an offset), 'now' or a duration before now (1h)"
 
 
 @dag(
@@ -37,45 +35,7 @@ TIME_HELP = "epoch ms, ISO-8601 (UTC without an offset), 'now' or a duration bef
     tags=["cursorops", "skip", "approval", "spark"],
     default_args={"retries": 2, "retry_delay": timedelta(seconds=15)},
     doc_md=__doc__,
-    params={
-        "topic": Param("", type="string", description="Topic, e.g. persistent://acme/orders/x"),
-        "subscription": Param("", type="string", description="Subscription (Shared or Key_Shared)"),
-        "key": Param(None, type=["null", "string"], description="Message key equals"),
-        "property": Param(
-            [], type="array", items={"type": "string"}, description="NAME=VALUE, all must hold"
-        ),
-        "publish_time_after": Param(
-            None, type=TIME, description=f"Published at or after: {TIME_HELP}"
-        ),
-        "publish_time_before": Param(None, type=TIME, description=f"Published before: {TIME_HELP}"),
-        "still_scheduled": Param(
-            False,
-            type="boolean",
-            description="Delayed messages not yet due (skipping them cancels them)",
-        ),
-        "deliver_at_after": Param(None, type=TIME, description=f"Due at or after: {TIME_HELP}"),
-        "deliver_at_before": Param(None, type=TIME, description=f"Due before: {TIME_HELP}"),
-        "payload_contains": Param(None, type=["null", "string"], description="Payload contains"),
-        "producer": Param(
-            None, type=["null", "string"], description="Producer name equals (exactly)"
-        ),
-        "predicate": Param(
-            None,
-            type=["null", "object"],
-            description='Or a predicate document, e.g. {"jsonField": {"path": "order.id", '
-            '"equals": 42}} (spark_apps/README.md)',
-        ),
-        "everything": Param(
-            False, type="boolean", description="Every unacknowledged message: clear the backlog"
-        ),
-        "reason": Param("", type="string", description="Why (required; recorded)"),
-        "ticket": Param(None, type=["null", "string"], description="Change ticket (optional)"),
-        "limit": Param(
-            1_000_000, type="integer", minimum=1, description="Refuse more matches than this"
-        ),
-        "allow_large": Param(False, type="boolean", description="Go ahead above the limit"),
-        **gate_params(),
-    },
+    params={**match_params(), **gate_params()},
 )
 def cursorops_skip_matching() -> None:
     # multiple_outputs: the Spark job's arguments are single fields of the request.

@@ -18,6 +18,7 @@ to ``--summary``: under ``spark-submit`` the driver's log shares stdout.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -32,7 +33,8 @@ from core.authz import Operation
 from core.config import Config
 from core.cursor import CursorState
 from core.errors import InvalidArgumentError, InvalidPredicateError
-from core.predicates import Predicate, parse_predicate, predicate_from_options
+from core.match_conditions import MATCH_OPTIONS, predicate_from_options
+from core.predicates import Predicate, parse_predicate
 from core.topic_name import TopicName
 from core.topic_scan import TopicScan, decode_state
 from core.unacked_rows import unacked_rows
@@ -212,8 +214,21 @@ def summary_document(
     }
 
 
+def add_match_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per match option (:data:`core.match_conditions.MATCH_OPTIONS`)."""
+    for option in MATCH_OPTIONS:
+        if option.kind == "pairs":
+            parser.add_argument(
+                option.flag, action="append", metavar="NAME=VALUE", help=option.help
+            )
+        elif option.kind == "time":
+            parser.add_argument(option.flag, metavar="TIME", help=option.help)
+        else:
+            parser.add_argument(option.flag, help=option.help)
+
+
 def predicate_document(args: Any) -> dict[str, Any]:
-    """The predicate from ``--predicate`` (JSON or @file) merged with the shortcut options."""
+    """The predicate from ``--predicate`` (JSON or @file) merged with the match flags."""
     document: dict[str, Any] = {}
     if args.predicate is not None:
         text = args.predicate
@@ -231,15 +246,7 @@ def predicate_document(args: Any) -> dict[str, Any]:
             raise InvalidPredicateError("Invalid predicate: expected a JSON object")
         document.update(loaded)
     return predicate_from_options(
-        document,
-        key=args.key,
-        properties=args.property or (),
-        publish_time_after=args.publish_time_after,
-        publish_time_before=args.publish_time_before,
-        deliver_at_after=args.deliver_at_after,
-        deliver_at_before=args.deliver_at_before,
-        payload_contains=args.payload_contains,
-        producer=args.producer,
+        document, **{option.name: getattr(args, option.name) for option in MATCH_OPTIONS}
     )
 
 
@@ -250,14 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("-s", "--subscription", required=True)
     parser.add_argument("--predicate", help="the predicate as JSON, or @path to a JSON file")
-    parser.add_argument("--key", help="message key equals")
-    parser.add_argument("--property", action="append", metavar="NAME=VALUE")
-    parser.add_argument("--publish-time-after", metavar="TIME")
-    parser.add_argument("--publish-time-before", metavar="TIME")
-    parser.add_argument("--deliver-at-after", metavar="TIME", help="'now': still scheduled")
-    parser.add_argument("--deliver-at-before", metavar="TIME")
-    parser.add_argument("--payload-contains", metavar="TEXT")
-    parser.add_argument("--producer", metavar="NAME", help="producer name equals")
+    add_match_flags(parser)
     parser.add_argument("--output", required=True, help="where to write the match list (Parquet)")
     parser.add_argument("--summary", help="write the JSON summary here instead of stdout")
     args = parser.parse_args(argv)

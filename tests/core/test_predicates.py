@@ -1,4 +1,5 @@
-"""core.predicates: the document built from shortcut options, and the producer condition."""
+"""core.predicates and core.match_conditions: the document built from the flat match options,
+and the producer condition."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import InvalidInputError, InvalidPredicateError
-from core.predicates import parse_predicate, predicate_from_options
+from core.match_conditions import MATCH_OPTIONS, MatchConditions, predicate_from_options
+from core.predicates import parse_predicate
 
 from .conftest import T0, rows
 
@@ -25,7 +27,7 @@ def test_each_option_becomes_its_field() -> None:
     document = predicate_from_options(
         {"jsonField": {"path": "a", "equals": 1}},
         key="k",
-        properties=["region=eu", "tier=gold=1", "empty="],
+        property=["region=eu", "tier=gold=1", "empty="],
         publish_time_after="1h",
         publish_time_before=T0,
         deliver_at_after="now",
@@ -57,7 +59,7 @@ def test_no_options_give_the_document_back_unchanged() -> None:
     ("option", "value", "field"),
     [
         ("key", "k", "key"),
-        ("properties", ["a=1"], "properties"),
+        ("property", ["a=1"], "properties"),
         ("publish_time_after", "1h", "publishTime"),
         ("publish_time_before", "now", "publishTime"),
         ("deliver_at_after", "now", "deliverAt"),
@@ -93,12 +95,40 @@ def test_clashes_are_listed_sorted_together() -> None:
 @pytest.mark.parametrize("text", ["novalue", "=v", ""])
 def test_a_property_without_name_and_value_is_named_as_the_caller_spells_it(text: str) -> None:
     with pytest.raises(InvalidPredicateError) as caught:
-        predicate_from_options(None, properties=["ok=1", text])
+        predicate_from_options(None, property=["ok=1", text])
     assert str(caught.value) == f"Invalid --property '{text}': expected NAME=VALUE"
     assert isinstance(caught.value, InvalidInputError)
     with pytest.raises(InvalidPredicateError) as caught:
-        predicate_from_options(None, properties=[text], property_option="property")
+        predicate_from_options(None, property=[text], property_option="property")
     assert str(caught.value) == f"Invalid property '{text}': expected NAME=VALUE"
+
+
+def test_the_flat_options_are_derived_from_the_one_model() -> None:
+    assert [(o.name, o.field, o.kind) for o in MATCH_OPTIONS] == [
+        ("key", "key", "text"),
+        ("property", "properties", "pairs"),
+        ("publish_time_after", "publishTime", "time"),
+        ("publish_time_before", "publishTime", "time"),
+        ("deliver_at_after", "deliverAt", "time"),
+        ("deliver_at_before", "deliverAt", "time"),
+        ("payload_contains", "payloadContains", "text"),
+        ("producer", "producer", "text"),
+    ]
+    assert {o.field for o in MATCH_OPTIONS} == set(MatchConditions.model_fields) - {"jsonField"}
+    assert MATCH_OPTIONS[2].flag == "--publish-time-after"
+
+
+@pytest.mark.parametrize("option", MATCH_OPTIONS, ids=lambda o: o.name)
+def test_each_option_alone_is_a_document_core_parses(option: Any) -> None:
+    value = {"text": "v", "pairs": ["a=1"], "time": T0}[option.kind]
+    document = predicate_from_options(None, **{option.name: value})
+    assert list(document) == [option.field]
+    assert not parse_predicate(document, now_ms=T0 + 1).is_empty
+
+
+def test_an_unknown_option_is_a_programming_error() -> None:
+    with pytest.raises(TypeError, match="Unknown match option"):
+        predicate_from_options(None, properties=["a=1"])
 
 
 # -- producer ---------------------------------------------------------------------------

@@ -7,7 +7,14 @@ import json
 
 import pytest
 
-from airflow_glue.matching import DEFAULT_LIMIT, EVERYTHING, over_limit, parse_match_request
+from airflow_glue.matching import (
+    DEFAULT_LIMIT,
+    EVERYTHING,
+    MatchRequest,
+    match_params,
+    over_limit,
+    parse_match_request,
+)
 from airflow_glue.plan import build_document
 from core.broker import Broker
 from core.config import Config
@@ -39,6 +46,21 @@ def test_each_option_becomes_the_find_messages_predicate():
     request, document = predicate(everything=True, ticket="", key="", producer="")
     assert document == EVERYTHING and request.ticket is None
     assert request.limit == DEFAULT_LIMIT and request.allow_large is False
+
+
+def test_the_params_are_the_request_fields_and_the_match_options():
+    from core.match_conditions import MATCH_OPTIONS
+
+    params = match_params()
+    assert set(params) == set(MatchRequest.model_fields)
+    assert list(params)[:2] == ["topic", "subscription"]
+    assert {o.name for o in MATCH_OPTIONS} <= set(params)
+    assert params["property"].schema == {"type": "array", "items": {"type": "string"}}
+    assert params["publish_time_after"].schema == {"type": ["null", "string"]}
+    assert params["limit"].schema == {"type": "integer", "minimum": 1}
+    assert params["limit"].value == DEFAULT_LIMIT and params["topic"].value == ""
+    assert params["predicate"].schema == {"type": ["null", "object"]}
+    assert all(p.description for p in params.values())
 
 
 @pytest.mark.parametrize(

@@ -14,10 +14,11 @@ from core import cursor_codec
 from core.cursor import AckTarget, CursorState
 from core.errors import InvalidPredicateError
 from core.ledger_layout import LedgerLayout
+from core.match_conditions import MATCH_OPTIONS
 from core.position import Position
 from core.predicates import parse_predicate
 from spark_apps import find_messages
-from spark_apps.find_messages import predicate_document, transform
+from spark_apps.find_messages import add_match_flags, predicate_document, transform
 from spark_apps.match_list import MATCH_LIST_SCHEMA, match_list_ids, read_match_list
 from tests.spark_apps.topics import NOW, TOPIC, core_matches, make_topic, peeked_matches
 
@@ -77,9 +78,24 @@ def test_transform_finds_unacknowledged_matches_only(spark: SparkSession) -> Non
 
 
 def _args(**given: Any) -> argparse.Namespace:
-    fields = ("predicate", "key", "property", "payload_contains", "producer")
-    times = ("publish_time_after", "publish_time_before", "deliver_at_after", "deliver_at_before")
-    return argparse.Namespace(**{name: None for name in fields + times} | given)
+    names = ("predicate", *(option.name for option in MATCH_OPTIONS))
+    return argparse.Namespace(**{name: None for name in names} | given)
+
+
+def test_the_flags_are_the_match_options() -> None:
+    parser = argparse.ArgumentParser()
+    add_match_flags(parser)
+    args = parser.parse_args(
+        ["--property", "a=1", "--property", "b=2", "--deliver-at-after", "now"]
+    )
+    assert vars(args) == {option.name: None for option in MATCH_OPTIONS} | {
+        "property": ["a=1", "b=2"],
+        "deliver_at_after": "now",
+    }
+    assert predicate_document(argparse.Namespace(predicate=None, **vars(args))) == {
+        "properties": {"a": "1", "b": "2"},
+        "deliverAt": {"after": "now"},
+    }
 
 
 def test_shortcut_options_build_the_predicate_document(tmp_path: Path) -> None:
