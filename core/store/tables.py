@@ -115,7 +115,7 @@ class ConsumerRow(Base):
     lease_expires_ms: Mapped[int] = mapped_column(BigInteger)
 
 
-class PendingAckRow(Base):
+class PendingRunRow(Base):
     """A run of pending messages: delivered to one consumer and not acknowledged.
 
     ``consumer_id`` NULL: released, due for redelivery. The run's messages lie
