@@ -879,7 +879,7 @@ class Broker:
 
         sources = [
             dataclasses.replace(
-                source, read_after=cached(source.topic), read_segments=cache.batches_after
+                source, read_after=cached(source.topic_partition), read_segments=cache.batches_after
             )
             for source in self._sources(info)
             if partition is None or source.partition == partition
@@ -935,7 +935,7 @@ class Broker:
         self.metadata.get_subscription(info.name, subscription)
         if count < 1:
             raise InvalidArgumentError("The number of messages must be at least 1")
-        states = [self._cursor(source.topic, subscription).state for source in sources]
+        states = [self._cursor(source.topic_partition, subscription).state for source in sources]
         from core import dispatch
 
         return dispatch.peek(sources, states, count)
@@ -961,12 +961,12 @@ class Broker:
                 f"{info.name} has {info.partitions} partitions: examine one partition "
                 f"('{info.name}-partition-0')"
             )
-        facts = self._entry_arrays(sources[0].topic)
+        facts = self._entry_arrays(sources[0].topic_partition)
         size = int(facts.ledger_ids.size)
         if message_position > size:
             raise EntryNotFoundError(
                 f"No message at position {message_position} from {initial_position}: "
-                f"{sources[0].topic} has {size} entries"
+                f"{sources[0].topic_partition} has {size} entries"
             )
         row = message_position - 1 if initial_position == "earliest" else size - message_position
         # A cursor that acknowledged everything before the row reads that row's entry first.
@@ -988,7 +988,7 @@ class Broker:
             info = self.authorized_topic(role, operation, topic)
             return info, self._sources(info)
         info = self.authorized_topic(role, operation, str(name.base))
-        chosen = [s for s in self._sources(info) if s.topic == str(name)]
+        chosen = [s for s in self._sources(info) if s.topic_partition == str(name)]
         if not chosen:
             raise TopicNotFoundError(
                 f"Topic '{name}' not found: {info.name} has {info.partitions} partitions"

@@ -107,7 +107,7 @@ _MIN_READ_ROWS = 1024
 class PartitionSource:
     """One topic partition as the dispatcher reads it."""
 
-    topic: str
+    topic_partition: str
     partition: int
     layout: Callable[[], LedgerLayout]
     """The partition's ledgers now."""
@@ -252,7 +252,7 @@ class _Stream:
         redelivery = np.full(n, -1, dtype=np.int64)
         if self._pending is not None and live.any():
             pending = self._pending(
-                self.source.topic,
+                self.source.topic_partition,
                 Position(int(ledger[0]), int(entry[0])),
                 Position(int(ledger[-1]), int(entry[-1])),
             )
@@ -424,7 +424,7 @@ def _message_batch(
         columns = columns.take(pa.array(np.argsort(where, kind="stable"), pa.int64()))
     return (
         MessageBatch(
-            tuple(s.source.topic for s in streams),
+            tuple(s.source.topic_partition for s in streams),
             picked.stream.astype(np.int64),
             partition,
             ledger,
@@ -689,7 +689,7 @@ class Dispatcher:
         self.clock = clock
         self.lease_ms = lease_ms
         self._sources = list(sources)
-        self._by_topic = {source.topic: source for source in sources}
+        self._by_topic = {source.topic_partition: source for source in sources}
         self._cursors: dict[str, _CachedCursor] = {}
         self._segments: dict[str, list[SegmentInfo]] = {}
         self._layouts: dict[str, LedgerLayout] = {}
@@ -784,14 +784,14 @@ class Dispatcher:
             sources, states, starts, versions, readers = [], [], [], [], []
             for source in served:
                 reader, layout = self._reader(txn, source, read_rows)
-                state, journal, start = self._cursor(txn, source.topic, layout)
+                state, journal, start = self._cursor(txn, source.topic_partition, layout)
                 sources.append(source)
                 readers.append(reader)
                 states.append(state)
                 starts.append(start)
                 versions.append(journal.version)
                 if journal.version - journal.snapshot_version >= COMPACT_AFTER_DELTAS:
-                    compact.append((source.topic, state, journal.version))
+                    compact.append((source.topic_partition, state, journal.version))
             judge = self._judge(txn, consumer, live, sources, states)
             streams = [
                 _Stream(source, state, start, txn.pending_columns, judge, reader)
@@ -806,7 +806,7 @@ class Dispatcher:
                 which = picked.candidate[rows]
                 c = stream.candidates
                 txn.record_dispatched(
-                    stream.source.topic,
+                    stream.source.topic_partition,
                     DispatchedColumns(
                         consumer.consumer_id,
                         batch.ledger_id[rows],
@@ -820,7 +820,9 @@ class Dispatcher:
             for i, (stream, version) in enumerate(zip(streams, versions, strict=True)):
                 settled = _settled_through(stream, i, picked.last_turn)
                 if settled is not None and settled > stream.start:
-                    txn.set_read_position(stream.source.topic, ReadPosition(settled, version))
+                    txn.set_read_position(
+                        stream.source.topic_partition, ReadPosition(settled, version)
+                    )
         for topic, state, version in compact:
             self.store.compact_cursor(topic, self.subscription, cursor_codec.encode(state), version)
         if len(batch):
@@ -838,14 +840,16 @@ class Dispatcher:
         """
         read_segments = source.read_segments
         if read_segments is None:
-            return source.read_after, LedgerLayout.of(txn.ledgers(source.topic))
-        known = self._segments.setdefault(source.topic, [])
+            return source.read_after, LedgerLayout.of(txn.ledgers(source.topic_partition))
+        known = self._segments.setdefault(source.topic_partition, [])
         last = None if not known else (known[-1].ledger_id, known[-1].first_entry)
-        added = txn.segments_after(source.topic, last)
+        added = txn.segments_after(source.topic_partition, last)
         known += added
-        layout = self._layouts.get(source.topic)
+        layout = self._layouts.get(source.topic_partition)
         if layout is None or added:
-            layout = self._layouts[source.topic] = LedgerLayout.of(txn.ledgers(source.topic))
+            layout = self._layouts[source.topic_partition] = LedgerLayout.of(
+                txn.ledgers(source.topic_partition)
+            )
         return (lambda after: read_segments(known, after, rows)), layout
 
     def _cursor(
@@ -924,8 +928,8 @@ class Dispatcher:
     ) -> None:
         """Failover: what a former active consumer of these partitions holds comes to this one."""
         for source in served:
-            for holder in sorted(txn.holders(source.topic) - {consumer.consumer_id}):
-                txn.release(holder, topic_partition=source.topic)
+            for holder in sorted(txn.holders(source.topic_partition) - {consumer.consumer_id}):
+                txn.release(holder, topic_partition=source.topic_partition)
 
     @staticmethod
     def _draining(
@@ -939,7 +943,9 @@ class Dispatcher:
         A held message acknowledged by other means (a skip) no longer blocks its
         hash: its pending row is dropped.
         """
-        by_topic = {source.topic: state for source, state in zip(sources, states, strict=True)}
+        by_topic = {
+            source.topic_partition: state for source, state in zip(sources, states, strict=True)
+        }
         held = txn.held_elsewhere(consumer.consumer_id)
         done = [
             key
