@@ -129,10 +129,10 @@ def test_ids_of_another_topic_change_nothing(
            apply_skip_plan, *home, TOPIC, "-s", "plain", "--ids", "one:two")  # fmt: skip
     _fails(capsys, 4, "Unsupported subscription type", apply_skip_plan, *home, TOPIC,
            "-s", "exclusive", "--ids", f"{mine}:0")  # fmt: skip
-    not_a_plan = tmp_path / "plan.txt"
-    not_a_plan.write_text("hello")
+    not_a_match_list = tmp_path / "plan.txt"
+    not_a_match_list.write_text("hello")
     _fails(capsys, 2, "not a readable Parquet match list", apply_skip_plan, *home, TOPIC, "-s",
-           "plain", "--match-list", str(not_a_plan))  # fmt: skip
+           "plain", "--match-list", str(not_a_match_list))  # fmt: skip
     assert cursor_records(installed.config, TOPIC) == records
 
 
@@ -183,7 +183,7 @@ def test_a_job_exits_with_the_cli_exit_code_of_every_leaf() -> None:
     assert set(EXIT_CODES.values()) == {2, 3, 4, 5, 6}
 
 
-def test_an_empty_plan_file_of_the_right_topic_is_valid(tmp_path: Path) -> None:
+def test_an_empty_match_list_of_the_right_topic_is_valid(tmp_path: Path) -> None:
     plan = tmp_path / "plan.parquet"
     pq.write_table(match_list_from_ids(TOPIC, "plain", []), plan)
     assert pq.read_table(plan).num_rows == 0

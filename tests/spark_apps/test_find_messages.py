@@ -151,30 +151,32 @@ PREDICATES: list[dict[str, Any]] = [
 
 @pytest.mark.spark
 @pytest.mark.parametrize(("seed", "partitions"), [(41, 3), (42, 0)])
-def test_spark_plan_equals_core_and_the_read_path(
+def test_spark_match_list_equals_core_and_the_read_path(
     spark: SparkSession, tmp_path: Path, seed: int, partitions: int
 ) -> None:
     topic = make_topic(tmp_path / "home", seed, partitions=partitions, messages=260)
     for number, document in enumerate(PREDICATES):
         predicate = parse_predicate(document)
-        output = str(tmp_path / f"plan-{number}")
+        output = str(tmp_path / f"matches-{number}")
         summary = find_messages.run(topic.config, TOPIC, "plain", predicate, output, spark=spark)
-        plan = read_match_list(output)
-        assert plan.schema.names == MATCH_LIST_SCHEMA.names
-        found = sorted(plan.column("message_id").to_pylist())
+        matches = read_match_list(output)
+        assert matches.schema.names == MATCH_LIST_SCHEMA.names
+        found = sorted(matches.column("message_id").to_pylist())
         assert found == core_matches(topic.config, TOPIC, "plain", predicate)
         assert found == peeked_matches(topic.config, TOPIC, "plain", predicate)
         assert summary["matches"] == len(found) == sum(summary["perPartition"].values())
         assert len(summary["preview"]) == min(len(found), find_messages.PREVIEW_ROWS)
-        assert [m.triplet() for m in match_list_ids(plan)] == plan.column("message_id").to_pylist()
+        assert [m.triplet() for m in match_list_ids(matches)] == matches.column(
+            "message_id"
+        ).to_pylist()
         keys = ["partition", "ledger_id", "entry_id", "batch_index"]
-        ordered = plan.select(keys).to_pylist()
+        ordered = matches.select(keys).to_pylist()
         assert ordered == sorted(ordered, key=lambda r: tuple(r[k] for k in keys))
     assert found, "the last predicate matches something on every seed"
 
 
 @pytest.mark.spark
-def test_nothing_found_writes_an_empty_plan(spark: SparkSession, tmp_path: Path) -> None:
+def test_nothing_found_writes_an_empty_match_list(spark: SparkSession, tmp_path: Path) -> None:
     topic = make_topic(tmp_path / "home", 43, partitions=2, messages=60)
     output = str(tmp_path / "plan")
     summary = find_messages.run(
