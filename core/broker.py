@@ -49,12 +49,10 @@ from core.plan_record import (
 )
 from core.position import EARLIEST, Position
 from core.skip_plan import SkipColumns, SkipPlan
-from core.store import plan_records
 from core.store.ledger import LedgerStore
 from core.store.metadata import (
     AuditEntry,
     AuditRecord,
-    CursorRecord,
     MetadataStore,
     SubscriptionInfo,
     TopicInfo,
@@ -67,8 +65,6 @@ from core.topic_stats import SubscriptionStats, TopicStats
 # The read path (core.dispatch, core.store.segment_reader) and the producer are imported
 # where they are used: a command that only counts or skips does not load them.
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from core.dispatch import Dispatcher, Message, PartitionSource
     from core.message_id_columns import MessageIdColumns
     from core.producer import Entry, OutgoingMessage, Producer
@@ -741,12 +737,20 @@ class Broker:
             ]
             return acks, AuditEntry("skip", info.name, plan.subscription, role, detail, at_ms)
 
-        def on_records(records: list[CursorRecord]) -> tuple[list[bytes | None], AuditEntry]:
-            states = [replay(r, layouts[n]) for r, n in zip(records, names, strict=True)]
+        at_ms = self.clock()
+        # One transaction the skip composes: the cursors read once under their row locks
+        # (in the fixed lock order), the acknowledgements decided from them, the audit record
+        # and an approved plan's claim; all of it commits, or nothing does.
+        with self.metadata.transaction() as work:
+            read = [work.cursors.read(name, plan.subscription, lock="update") for name in names]
+            states = [
+                replay(record, layouts[n]) for (_, record), n in zip(read, names, strict=True)
+            ]
             acks, audit = decide(states)
-            return [cursor_codec.encode_columns(a) if len(a) else None for a in acks], audit
-
-        def claim(session: Session, audit_id: int | None) -> None:
+            for (cursor_id, _), ack in zip(read, acks, strict=True):
+                if len(ack):
+                    work.cursors.append(cursor_id, [cursor_codec.encode_columns(ack)])
+            audit_id = work.record_audit(audit)
             if approved is not None:
                 done = outcomes[-1]
                 applied = {
@@ -756,15 +760,7 @@ class Broker:
                     "alreadyAcknowledged": len(done.already_acknowledged),
                     "acknowledgedMeanwhile": len(done.acknowledged_meanwhile),
                 }
-                plan_records.claim(session, approved[0].digest, at_ms, applied)
-
-        at_ms = self.clock()
-        # The cursors are read once, under their row locks, with the write in the same
-        # transaction (all partitions, the audit record and an approved plan's claim, or
-        # nothing).
-        self.metadata.append_cursor_deltas_deciding(
-            [(name, plan.subscription) for name in names], on_records, claim
-        )
+                work.claim_plan(approved[0].digest, at_ms, applied)
         return outcomes[-1]
 
     def reset_cursor(

@@ -25,10 +25,9 @@ owns their format.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import (
     bindparam,
@@ -55,6 +54,7 @@ from core.errors import (
     TopicNotFoundError,
 )
 from core.plan_record import MAX_APPROVALS, ApprovalPolicy
+from core.store import audit_log
 from core.store.checks import (
     canonical_topic,
     check_bytes,
@@ -66,6 +66,7 @@ from core.store.checks import (
     check_text,
     split_namespace,
 )
+from core.store.cursor_state import ConnectionStatements, CursorStates, missing
 from core.store.delta_journal import DeltaJournal
 from core.store.engine import (
     SQLITE_BUSY_TIMEOUT_S,
@@ -109,6 +110,7 @@ from core.store.tables import (
     TopicPartitionRow,
     TopicRow,
 )
+from core.store.unit_of_work import UnitOfWork
 from core.subscription import SubscriptionType
 from core.topic_name import (
     TopicName,
@@ -167,7 +169,8 @@ class MetadataStore:
             except BaseException:
                 self._engine.dispose()
                 raise
-            self._journal = DeltaJournal(self._write_engine, self._cursor_missing)
+            self._postgres = self._engine.dialect.name == "postgresql"
+            self._journal = DeltaJournal(self._write_engine, missing)
             self._delta_commits = GroupCommit(self._commit_deltas)
             self.plans = PlanRecords(self._session)
         except SQLAlchemyError as exc:
@@ -398,16 +401,7 @@ class MetadataStore:
             row = SubscriptionRow(topic=topic_name, name=name, type=type.value, properties=props)
             session.add(row)
             session.flush()
-            session.add_all(
-                CursorRow(
-                    subscription_id=row.id,
-                    topic_partition=partition,
-                    snapshot=snapshots[partition],
-                    snapshot_version=0,
-                    version=0,
-                )
-                for partition in expected
-            )
+            self._cursors(session).create(row.id, {p: snapshots[p] for p in expected})
         return SubscriptionInfo(topic_name, name, type, props)
 
     def get_subscription(self, topic: str, name: str) -> SubscriptionInfo:
@@ -629,42 +623,26 @@ class MetadataStore:
             row = session.get(LedgerRow, ledger_id)
             return None if row is None else _ledger_info(row)
 
-    # Cursors: snapshot + journal.
+    # Cursors: snapshot + journal (:mod:`core.store.cursor_state` reads and writes them).
 
-    @staticmethod
-    def _cursor_query(topic_partition: str, subscription: str) -> Any:
-        check_label("subscription name", subscription)
-        return (
-            select(CursorRow)
-            .join(SubscriptionRow, SubscriptionRow.id == CursorRow.subscription_id)
-            .where(
-                CursorRow.topic_partition == topic_partition, SubscriptionRow.name == subscription
-            )
-        )
-
-    @staticmethod
-    def _cursor_missing(topic_partition: str, subscription: str) -> SubscriptionNotFoundError:
-        return SubscriptionNotFoundError(
-            f"Subscription '{subscription}' not found on topic '{topic_partition}'"
-        )
+    @contextmanager
+    def transaction(self) -> Iterator[UnitOfWork]:
+        """One write transaction the caller composes: cursor reads and writes, audit records,
+        a plan's claim (:class:`~core.store.unit_of_work.UnitOfWork`). All of it commits
+        when the block ends, or none of it when it raises."""
+        with self._session(write=True) as session:
+            yield UnitOfWork(session, postgres=self._postgres)
 
     def load_cursor(self, topic_partition: str, subscription: str) -> CursorRecord:
         """The snapshot and every later delta, read consistently (a share lock on PostgreSQL)."""
         name = canonical_topic(topic_partition)
+        check_label("subscription name", subscription)
         with self._session(write=False) as session:
-            query = self._cursor_query(name, subscription).with_for_update(read=True, of=CursorRow)
-            row = session.scalars(query).one_or_none()
-            if row is None:
-                raise self._cursor_missing(name, subscription)
-            deltas = session.scalars(
-                select(CursorDeltaRow.payload)
-                .where(
-                    CursorDeltaRow.cursor_id == row.id,
-                    CursorDeltaRow.version > row.snapshot_version,
-                )
-                .order_by(CursorDeltaRow.version)
-            )
-            return CursorRecord(row.snapshot, row.snapshot_version, list(deltas), row.version)
+            _, record = self._cursors(session).read(name, subscription, lock="share")
+            return record
+
+    def _cursors(self, session: Session) -> CursorStates:
+        return CursorStates(ConnectionStatements.of(session), postgres=self._postgres)
 
     def append_cursor_delta(self, topic_partition: str, subscription: str, payload: bytes) -> int:
         """Append one delta to the cursor's journal; durable when it returns.
@@ -690,132 +668,32 @@ class MetadataStore:
         """
         return self._journal.append(items)
 
-    def append_cursor_deltas(
-        self, items: Sequence[tuple[str, str, bytes]], audit: AuditEntry | None = None
-    ) -> list[int]:
+    def append_cursor_deltas(self, items: Sequence[tuple[str, str, bytes]]) -> list[int]:
         """Append one delta to each of several cursors in ONE transaction: all or none.
 
-        ``items`` are ``(topic_partition, subscription, payload)``. Row locks are
-        taken in a fixed order (by topic partition, then subscription), so two
-        multi-cursor writers cannot deadlock. ``audit``, when given, is written in
-        the same transaction: the change and its record commit together or not at
-        all. Returns the new versions, in order.
+        ``items`` are ``(topic_partition, subscription, payload)``, written in the
+        lock order of every multi-cursor writer (topic partition, then
+        subscription), so two of them cannot deadlock. Returns the new versions,
+        in order.
         """
         checked = [
-            (canonical_topic(tp), sub, check_bytes("cursor delta", payload))
+            (
+                canonical_topic(tp),
+                check_label("subscription name", sub),
+                check_bytes("cursor delta", payload),
+            )
             for tp, sub, payload in items
         ]
-        audit_row = None if audit is None else _audit_row(audit)
         order = sorted(range(len(checked)), key=lambda i: checked[i][:2])
         versions = [0] * len(checked)
-        with self._session(write=True) as session:
+        with self.transaction() as work:
             for i in order:
                 name, subscription, data = checked[i]
-                versions[i] = self._append_delta(session, name, subscription, data)
-            if audit_row is not None:
-                session.add(audit_row)
-                session.flush()
+                version = work.cursors.append_to(name, subscription, [data])
+                if version is None:
+                    raise missing(name, subscription)
+                versions[i] = version
         return versions
-
-    def append_cursor_deltas_deciding(
-        self,
-        cursors: Sequence[tuple[str, str]],
-        decide: Callable[[list[CursorRecord]], tuple[list[bytes | None], AuditEntry | None]],
-        then: Callable[[Session, int | None], None] | None = None,
-    ) -> None:
-        """Read cursors under their row locks, let ``decide`` choose, write: ONE transaction.
-
-        ``cursors`` are ``(topic_partition, subscription)``; ``decide`` gets their
-        records (as :meth:`load_cursor` returns them, in the same order) and
-        returns one delta payload per cursor (None = nothing to append) and an
-        audit record or None. No other writer can append to these cursors between
-        the read and the write, so what ``decide`` chose from is what is
-        written over. Locks in the fixed order of :meth:`append_cursor_deltas`.
-        Anything ``decide`` raises rolls everything back. ``then`` runs last in the same
-        transaction, with the audit record's id (a plan's claim, :mod:`core.store.plan_records`);
-        what it raises rolls everything back too.
-        """
-        checked = [(canonical_topic(tp), sub) for tp, sub in cursors]
-        order = sorted(range(len(checked)), key=lambda i: checked[i])
-        with self._session(write=True) as session:
-            records: dict[int, CursorRecord] = {}
-            cursor_ids: dict[int, int] = {}
-            for i in order:
-                name, subscription = checked[i]
-                query = self._cursor_query(name, subscription).with_for_update(of=CursorRow)
-                row = session.scalars(query).one_or_none()
-                if row is None:
-                    raise self._cursor_missing(name, subscription)
-                deltas = session.scalars(
-                    select(CursorDeltaRow.payload)
-                    .where(
-                        CursorDeltaRow.cursor_id == row.id,
-                        CursorDeltaRow.version > row.snapshot_version,
-                    )
-                    .order_by(CursorDeltaRow.version)
-                )
-                records[i] = CursorRecord(
-                    row.snapshot, row.snapshot_version, list(deltas), row.version
-                )
-                cursor_ids[i] = row.id
-            payloads, audit = decide([records[i] for i in range(len(checked))])
-            audit_row = None if audit is None else _audit_row(audit)
-            for i in order:
-                payload = payloads[i]
-                if payload is not None:
-                    data = check_bytes("cursor delta", payload)
-                    # The row read under its lock above: no second look-up of its id.
-                    version = session.scalars(
-                        update(CursorRow)
-                        .where(CursorRow.id == cursor_ids[i])
-                        .values(version=CursorRow.version + 1)
-                        .returning(CursorRow.version)
-                        .execution_options(synchronize_session=False)
-                    ).one()
-                    session.execute(
-                        insert(CursorDeltaRow).values(
-                            cursor_id=cursor_ids[i], version=version, payload=data
-                        )
-                    )
-            if audit_row is not None:
-                session.add(audit_row)
-                session.flush()
-            if then is not None:
-                then(session, None if audit_row is None else audit_row.id)
-
-    def _append_delta(self, session: Session, name: str, subscription: str, data: bytes) -> int:
-        bumped = self._bump_cursor(session, name, subscription, 1)
-        if bumped is None:
-            raise self._cursor_missing(name, subscription)
-        cursor_id, version = bumped
-        session.execute(
-            insert(CursorDeltaRow).values(cursor_id=cursor_id, version=version, payload=data)
-        )
-        return version
-
-    @staticmethod
-    def _bump_cursor(
-        session: Session, name: str, subscription: str, count: int
-    ) -> tuple[int, int] | None:
-        """Add ``count`` to the cursor row's version under its row lock: (cursor id, new version).
-
-        None when the cursor does not exist.
-        """
-        cursor_id = session.scalars(
-            select(CursorRow.id)
-            .join(SubscriptionRow, SubscriptionRow.id == CursorRow.subscription_id)
-            .where(CursorRow.topic_partition == name, SubscriptionRow.name == subscription)
-        ).one_or_none()
-        if cursor_id is None:
-            return None
-        version = session.scalars(
-            update(CursorRow)
-            .where(CursorRow.id == cursor_id)
-            .values(version=CursorRow.version + count)
-            .returning(CursorRow.version)
-            .execution_options(synchronize_session=False)
-        ).one_or_none()
-        return None if version is None else (int(cursor_id), int(version))
 
     def compact_cursor(
         self, topic_partition: str, subscription: str, snapshot: bytes, through_version: int
@@ -827,41 +705,18 @@ class MetadataStore:
         includes everything it has.
         """
         name = canonical_topic(topic_partition)
+        check_label("subscription name", subscription)
         data = check_bytes("cursor snapshot", snapshot)
         check_int("through_version", through_version, 0)
         with self._session(write=True) as session:
-            query = self._cursor_query(name, subscription).with_for_update(of=CursorRow)
-            row = session.scalars(query).one_or_none()
-            if row is None:
-                raise self._cursor_missing(name, subscription)
-            if through_version > row.version:
-                raise InvalidArgumentError(
-                    f"Cannot compact cursor '{subscription}' on '{name}' through version "
-                    f"{through_version}: its journal ends at version {row.version}"
-                )
-            if through_version < row.snapshot_version:
-                return
-            row.snapshot = data
-            row.snapshot_version = through_version
-            session.execute(
-                delete(CursorDeltaRow).where(
-                    CursorDeltaRow.cursor_id == row.id, CursorDeltaRow.version <= through_version
-                )
-            )
+            self._cursors(session).compact(name, subscription, data, through_version)
 
     def cursor_sizes(self, topic_partition: str, subscription: str) -> tuple[int, int]:
         """``(snapshot bytes, total bytes of the journal's deltas)``."""
         name = canonical_topic(topic_partition)
+        check_label("subscription name", subscription)
         with self._session(write=False) as session:
-            row = session.scalars(self._cursor_query(name, subscription)).one_or_none()
-            if row is None:
-                raise self._cursor_missing(name, subscription)
-            journal = session.scalar(
-                select(func.coalesce(func.sum(func.length(CursorDeltaRow.payload)), 0)).where(
-                    CursorDeltaRow.cursor_id == row.id
-                )
-            )
-            return len(row.snapshot or b""), int(journal or 0)
+            return self._cursors(session).sizes(name, subscription)
 
     # The dispatcher's shared state: consumers and pending acknowledgements.
 
@@ -892,7 +747,7 @@ class MetadataStore:
         finally:
             raw.close()
 
-    # Audit log.
+    # Audit log and backlog history (:mod:`core.store.audit_log`).
 
     def record_audit(
         self,
@@ -904,65 +759,25 @@ class MetadataStore:
         at_ms: int,
     ) -> int:
         """Append one audit record (``detail`` must be JSON-serializable); returns its id."""
-        row = _audit_row(AuditEntry(kind, topic, subscription, role, detail, at_ms))
+        entry = AuditEntry(kind, topic, subscription, role, detail, at_ms)
+        audit_log.check(entry)
         with self._session(write=True) as session:
-            session.add(row)
-            session.flush()
-            return row.id
+            return audit_log.add(session, entry)
 
     def audit_log(self, topic: str | None = None, limit: int = 100) -> list[AuditRecord]:
         """The newest ``limit`` records (of one topic, or all), newest first."""
         check_int("limit", limit, 0)
-        query = select(AuditRow).order_by(AuditRow.id.desc()).limit(limit)
-        if topic is not None:
-            query = query.where(AuditRow.topic == topic)
         with self._session(write=False) as session:
-            return [
-                AuditRecord(
-                    row.id, row.at_ms, row.kind, row.topic, row.subscription, row.role, row.detail
-                )
-                for row in session.scalars(query)
-            ]
-
-    # Backlog history (scheduled audits).
+            return audit_log.newest(session, topic, limit)
 
     def record_backlog_samples(self, run_id: str, samples: Sequence[BacklogSample]) -> int:
         """Insert one row per sample for ``run_id``; rows the run already wrote are kept.
 
         Returns how many rows were new. All in one transaction.
         """
-        check_text("audit run id", run_id)
-        for sample in samples:
-            check_text("backlog topic", sample.topic)
-            check_text("backlog subscription", sample.subscription)
-            check_int("backlog time", sample.at_ms, 0)
-            check_int("backlog messages", sample.messages, 0)
-            check_int("backlog entries", sample.entries, 0)
-            if sample.oldest_publish_ms is not None:
-                check_int("oldest publish time", sample.oldest_publish_ms, 0)
+        audit_log.check_samples(run_id, samples)
         with self._session(write=True) as session:
-            seen = {
-                (topic, sub)
-                for topic, sub in session.execute(
-                    select(BacklogHistoryRow.topic, BacklogHistoryRow.subscription).where(
-                        BacklogHistoryRow.run_id == run_id
-                    )
-                )
-            }
-            new = [s for s in samples if (s.topic, s.subscription) not in seen]
-            session.add_all(
-                BacklogHistoryRow(
-                    run_id=run_id,
-                    topic=s.topic,
-                    subscription=s.subscription,
-                    at_ms=s.at_ms,
-                    messages=s.messages,
-                    entries=s.entries,
-                    oldest_publish_ms=s.oldest_publish_ms,
-                )
-                for s in new
-            )
-            return len(new)
+            return audit_log.add_samples(session, run_id, samples)
 
     def backlog_samples(
         self,
@@ -974,26 +789,8 @@ class MetadataStore:
         """History rows of ``topic`` (one subscription or all), oldest first; the newest
         ``limit`` of them."""
         check_int("limit", limit, 0)
-        query = select(BacklogHistoryRow).where(BacklogHistoryRow.topic == topic)
-        if subscription is not None:
-            query = query.where(BacklogHistoryRow.subscription == subscription)
-        if since_ms is not None:
-            query = query.where(BacklogHistoryRow.at_ms >= since_ms)
-        query = query.order_by(BacklogHistoryRow.at_ms.desc(), BacklogHistoryRow.id.desc())
         with self._session(write=False) as session:
-            rows = list(session.scalars(query.limit(limit)))
-        return [
-            BacklogSample(
-                r.topic,
-                r.subscription,
-                r.at_ms,
-                r.messages,
-                r.entries,
-                r.oldest_publish_ms,
-                r.run_id,
-            )
-            for r in reversed(rows)
-        ]
+            return audit_log.samples(session, topic, subscription, since_ms, limit)
 
     # Namespace policies of cursorops (not Pulsar's): whether skips need an approval.
 
@@ -1058,30 +855,6 @@ class MetadataStore:
             self._require_namespace(session, namespace)
             row = session.get(NamespacePolicyRow, namespace)
             return bool(row is not None and row.skip_requires_approval)
-
-
-def _audit_row(entry: AuditEntry) -> AuditRow:
-    """The row for ``entry``, its fields checked (InvalidArgumentError before any write)."""
-    check_text("audit kind", entry.kind)
-    check_text("audit topic", entry.topic)
-    if entry.subscription is not None:
-        check_text("audit subscription", entry.subscription)
-    check_text("audit role", entry.role)
-    check_int("audit time", entry.at_ms, 0)
-    if not isinstance(entry.detail, Mapping):
-        raise InvalidArgumentError("Invalid audit detail: expected a mapping")
-    try:
-        payload = json.loads(json.dumps(dict(entry.detail)))
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgumentError(f"Invalid audit detail: not JSON-serializable: {exc}") from exc
-    return AuditRow(
-        at_ms=entry.at_ms,
-        kind=entry.kind,
-        topic=entry.topic,
-        subscription=entry.subscription,
-        role=entry.role,
-        detail=payload,
-    )
 
 
 def _subscription_info(row: SubscriptionRow) -> SubscriptionInfo:
