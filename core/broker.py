@@ -54,6 +54,7 @@ from core.store.metadata import (
     AuditEntry,
     AuditRecord,
     MetadataStore,
+    SegmentInfo,
     SubscriptionInfo,
     TopicInfo,
 )
@@ -162,10 +163,9 @@ class Broker:
             authz.check(role, operation, resource, superusers=self.config.superuser_roles)
             return
         try:
-            tenant_admins = self.metadata.get_tenant(tenant).admin_roles
-            granted: Iterable[str] = ()
-            if namespace is not None and authz.GRANTS_ALLOWING[operation]:
-                granted = self.metadata.get_namespace(namespace).permissions.get(role, ())
+            # One statement: the tenant's admins and the role's grant in the namespace.
+            asked = namespace if authz.GRANTS_ALLOWING[operation] else None
+            tenant_admins, granted = self.metadata.access(tenant, asked, role)
         except NotFoundError as exc:
             raise NotAuthorizedError(
                 f"Role '{role}' is not authorized to {operation.value} on {resource}"
@@ -533,13 +533,18 @@ class Broker:
         )
 
     def _entry_arrays(
-        self, topic_partition: str | TopicName, layout: LedgerLayout | None = None
+        self,
+        topic_partition: str | TopicName,
+        layout: LedgerLayout | None = None,
+        segments: Sequence[SegmentInfo] | None = None,
     ) -> skip.SkipLookup:
-        """The partition's entry index; pass ``layout`` when the caller already read the ledgers."""
+        """The partition's entry index; pass ``layout`` and ``segments`` when the caller
+        already read the ledgers and the segment list."""
         index = self.ledgers.entry_index(
             topic_partition
             if isinstance(topic_partition, TopicName)
-            else TopicName.parse(topic_partition)
+            else TopicName.parse(topic_partition),
+            segments,
         )
         return skip.SkipLookup(
             layout=layout if layout is not None else self._layout(str(topic_partition)),
@@ -550,26 +555,42 @@ class Broker:
         )
 
     def skip_messages(
-        self, role: str, topic: str, subscription: str, ids: Sequence[MessageId]
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str,
+        ids: Sequence[MessageId],
+        *,
+        via: str = "broker",
     ) -> skip.SkipOutcome:
-        """PIP-423 skip: :meth:`plan_skip`, then :meth:`apply_skip` of that plan.
+        """PIP-423 skip, the one path of every front door: validate, then acknowledge in one
+        transaction with its audit record (``via`` names the door: ``cli``, ``rest``, ...).
 
         Raises before writing anything when any id is bad. Shared and Key_Shared
-        only ("Unsupported subscription type." otherwise).
+        only ("Unsupported subscription type." otherwise). A partition's name
+        (``t-partition-2``) skips on that partition only and refuses ids of others,
+        as Pulsar's REST path does. On a namespace that requires approval it is
+        refused (ApprovalRequiredError) before anything is read.
         """
-        info = self.authorized_topic(role, Operation.SKIP, topic)
+        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+        info = self.authorized_topic(role, Operation.SKIP, name.base if name.is_partition else name)
         self._refuse_without_approval(info, "skips")
         if not ids:
             raise InvalidArgumentError("No message ids given")
         selection, layouts = self._validated_skip(
-            info, subscription, skip.IdArrays.of(ids), with_states=True
+            info, subscription, skip.IdArrays.of(ids), with_states=False
         )
         plan = SkipPlan(info.name, subscription, selection.columns, self.clock())
+        if name.is_partition:
+            plan.check_only_on(str(name))
         # The plan was validated a moment ago by this call: validating it again would only
         # read the same ledger lists, which no cursor lock protects either. What is still
-        # unacknowledged is decided under the locks, as in apply_skip.
+        # unacknowledged is decided under the locks, once: what is acknowledged there was
+        # acknowledged before this call (nothing came "meanwhile").
         rows = np.arange(len(plan.columns), dtype=np.int64)
-        return self._apply_validated(role, info, plan, plan.columns, rows, layouts, "broker")
+        return self._apply_validated(
+            role, info, plan, plan.columns, rows, layouts, via, planned_now=True
+        )
 
     def plan_skip(
         self, role: str, topic: str | TopicName, subscription: str, ids: Sequence[MessageId]
@@ -598,26 +619,33 @@ class Broker:
         ``with_states``: read those partitions' cursors to mark what is acknowledged already;
         without, nothing is marked (an apply decides that from the cursors under their locks).
         """
-        sub = self.metadata.get_subscription(info.name, subscription)
-        if not sub.type.allows_skip:
-            raise UnsupportedSubscriptionTypeError(
-                f"Unsupported subscription type. Skipping messages needs a Shared or "
-                f"Key_Shared subscription; '{subscription}' is {sub.type.value}"
-            )
         owners: dict[int, tuple[str, int]] = {}
         layouts: dict[str, LedgerLayout] = {}
-        # One statement reads every partition's ledger list: it serves both the routing and
-        # the range checks.
-        ledger_lists = self.metadata.ledgers_of(info.partition_names())
-        for index, partition in enumerate(info.partition_names()):
-            ledgers = ledger_lists[partition]
-            layouts[partition] = LedgerLayout.of((i.ledger_id, i.entries) for i in ledgers)
-            for ledger in ledgers:
-                owners[ledger.ledger_id] = (partition, index if info.partitions else -1)
-        wanted = {
-            owners[ledger][0] for ledger in np.unique(ids.ledger_ids).tolist() if ledger in owners
-        }
-        facts = {name: self._entry_arrays(name, layouts[name]) for name in wanted}
+        # One read transaction: the subscription, every partition's ledger list (it serves
+        # both the routing and the range checks) and the segments of the partitions the ids
+        # are on, in three statements.
+        with self.metadata.reading() as view:
+            sub = view.subscription(info.name, subscription)
+            if not sub.type.allows_skip:
+                raise UnsupportedSubscriptionTypeError(
+                    f"Unsupported subscription type. Skipping messages needs a Shared or "
+                    f"Key_Shared subscription; '{subscription}' is {sub.type.value}"
+                )
+            ledger_lists = view.ledgers_of(info.partition_names())
+            for index, partition in enumerate(info.partition_names()):
+                ledgers = ledger_lists[partition]
+                layouts[partition] = LedgerLayout.of((i.ledger_id, i.entries) for i in ledgers)
+                for ledger in ledgers:
+                    owners[ledger.ledger_id] = (partition, index if info.partitions else -1)
+            wanted = sorted(
+                {
+                    owners[ledger][0]
+                    for ledger in np.unique(ids.ledger_ids).tolist()
+                    if ledger in owners
+                }
+            )
+            segments = view.segments_of(wanted)
+        facts = {name: self._entry_arrays(name, layouts[name], segments[name]) for name in wanted}
         states = {
             name: self._cursor(name, subscription, layouts[name]).state
             if with_states
@@ -690,13 +718,19 @@ class Broker:
         layouts: Mapping[str, LedgerLayout],
         via: str,
         approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+        *,
+        planned_now: bool = False,
     ) -> skip.SkipOutcome:
         """Write a validated plan: ``items`` are its messages as validated, ``source`` each
         one's row in the plan, ``layouts`` the partitions they are on (only their cursors
         are locked: a skip waits for no writer of the partitions it leaves alone)."""
         columns = plan.columns
         code_of = {name: code for code, name in enumerate(items.names)}
-        was_acked = columns.already_acknowledged[source]
+        was_acked = (
+            np.ones(len(source), dtype=np.bool_)
+            if planned_now
+            else columns.already_acknowledged[source]
+        )
         # The content hash is a pass over every item: taken before the row locks.
         plan_id = plan.plan_id
         names = sorted(layouts)

@@ -82,8 +82,8 @@ from core.store.checks import check_label
 from core.store.cursor_state import replay_since
 from core.store.dispatch_state import (
     ConsumerInfo,
-    CursorJournal,
     DispatchedColumns,
+    JournalSince,
     PendingColumns,
     PendingKey,
     ReadPosition,
@@ -851,7 +851,7 @@ class Dispatcher:
 
     def _cursor(
         self, txn: SubscriptionTransaction, topic: str, layout: LedgerLayout
-    ) -> tuple[CursorState, CursorJournal, Position]:
+    ) -> tuple[CursorState, JournalSince, Position]:
         """The cursor's state now, its journal read, and where this dispatch reads on from.
 
         Only deltas this dispatcher has not seen are read and merged. Pending

@@ -70,10 +70,6 @@ class PendingInfo:
     key_hash: int | None
 
 
-CursorJournal = JournalSince
-"""A journal read from a known version on (:meth:`SubscriptionTransaction.cursor_since`)."""
-
-
 @dataclass(frozen=True)
 class PendingColumns:
     """Pending rows of a position range, as aligned arrays."""
@@ -811,7 +807,7 @@ def locked_transaction(
 
 __all__ = [
     "ConsumerInfo",
-    "CursorJournal",
+    "JournalSince",
     "DispatchedColumns",
     "PendingColumns",
     "ReadPosition",

@@ -77,6 +77,7 @@ from core.store.engine import (
 )
 from core.store.group_commit import GroupCommit
 from core.store.plan_records import PlanRecords
+from core.store.read_view import ReadView, ledger_info, subscription_info
 from core.store.records import (
     PERMISSION_ACTIONS,
     Allocation,
@@ -405,19 +406,8 @@ class MetadataStore:
         return SubscriptionInfo(topic_name, name, type, props)
 
     def get_subscription(self, topic: str, name: str) -> SubscriptionInfo:
-        topic_name = canonical_topic(topic)
-        check_label("subscription name", name)
-        with self._session(write=False) as session:
-            row = session.scalars(
-                select(SubscriptionRow).where(
-                    SubscriptionRow.topic == topic_name, SubscriptionRow.name == name
-                )
-            ).one_or_none()
-            if row is None:
-                raise SubscriptionNotFoundError(
-                    f"Subscription '{name}' not found on topic '{topic_name}'"
-                )
-            return _subscription_info(row)
+        with self.reading() as view:
+            return view.subscription(topic, name)
 
     def list_subscriptions(self, topic: str) -> list[SubscriptionInfo]:
         topic_name = canonical_topic(topic)
@@ -428,7 +418,7 @@ class MetadataStore:
                 .where(SubscriptionRow.topic == topic_name)
                 .order_by(SubscriptionRow.name)
             )
-            return [_subscription_info(row) for row in session.scalars(query)]
+            return [subscription_info(row) for row in session.scalars(query)]
 
     def delete_subscription(self, topic: str, name: str) -> None:
         """Delete the subscription with its cursors and their journals."""
@@ -463,7 +453,7 @@ class MetadataStore:
                     f"Subscription '{name}' not found on topic '{topic_name}'"
                 )
             row.properties = props
-            return _subscription_info(row)
+            return subscription_info(row)
 
     # Ledgers and segments.
 
@@ -577,29 +567,13 @@ class MetadataStore:
                 .where(LedgerRow.topic_partition == name)
                 .order_by(LedgerRow.ledger_id)
             )
-            return [_ledger_info(row) for row in session.scalars(query)]
+            return [ledger_info(row) for row in session.scalars(query)]
 
     def ledgers_of(self, topic_partitions: Sequence[str]) -> dict[str, list[LedgerInfo]]:
         """Each partition's ledgers, ordered by ledger id: :meth:`ledgers` of several in ONE
         statement (a skip routes its ids over every partition of the topic)."""
-        names = [canonical_topic(name) for name in topic_partitions]
-        with self._session(write=False) as session:
-            # The outer join keeps a partition without ledgers and tells a missing one apart.
-            query = (
-                select(TopicPartitionRow.name, LedgerRow)
-                .outerjoin(LedgerRow, LedgerRow.topic_partition == TopicPartitionRow.name)
-                .where(TopicPartitionRow.name.in_(names))
-                .order_by(TopicPartitionRow.name, LedgerRow.ledger_id)
-            )
-            found: dict[str, list[LedgerInfo]] = {}
-            for name, row in session.execute(query):
-                ledgers = found.setdefault(name, [])
-                if row is not None:
-                    ledgers.append(_ledger_info(row))
-        missing = [name for name in names if name not in found]
-        if missing:
-            raise TopicNotFoundError(f"Topic partition '{missing[0]}' not found")
-        return {name: found[name] for name in names}
+        with self.reading() as view:
+            return view.ledgers_of(topic_partitions)
 
     def segments(self, topic_partition: str) -> list[SegmentInfo]:
         """The partition's committed segments, ordered by ``(ledger_id, first_entry)``."""
@@ -621,7 +595,37 @@ class MetadataStore:
         """The ledger with this id, whichever partition it belongs to."""
         with self._session(write=False) as session:
             row = session.get(LedgerRow, ledger_id)
-            return None if row is None else _ledger_info(row)
+            return None if row is None else ledger_info(row)
+
+    @contextmanager
+    def reading(self) -> Iterator[ReadView]:
+        """One read transaction the caller composes (:class:`~core.store.read_view.ReadView`)."""
+        with self._session(write=False) as session:
+            yield ReadView(session)
+
+    def access(
+        self, tenant: str, namespace: str | None, role: str
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        """What may authorize ``role``: the tenant's admin roles and the role's grant on
+        ``namespace`` (empty when None), in ONE statement. Raises TenantNotFoundError, and
+        NamespaceNotFoundError for a namespace that does not exist."""
+        check_name("tenant", tenant)
+        if namespace is None:
+            query = select(TenantRow.admin_roles, None, None)
+        else:
+            split_namespace(namespace)
+            exists = select(NamespaceRow.name).where(NamespaceRow.name == namespace)
+            grant = select(PermissionRow.actions).where(
+                PermissionRow.namespace == namespace, PermissionRow.role == role
+            )
+            query = select(TenantRow.admin_roles, exists.scalar_subquery(), grant.scalar_subquery())
+        with self._session(write=False) as session:
+            row = session.execute(query.where(TenantRow.name == tenant)).one_or_none()
+        if row is None:
+            raise TenantNotFoundError(f"Tenant '{tenant}' not found")
+        if namespace is not None and row[1] is None:
+            raise NamespaceNotFoundError(f"Namespace '{namespace}' not found")
+        return frozenset(row[0]), frozenset(row[2] or ())
 
     # Cursors: snapshot + journal (:mod:`core.store.cursor_state` reads and writes them).
 
@@ -855,11 +859,3 @@ class MetadataStore:
             self._require_namespace(session, namespace)
             row = session.get(NamespacePolicyRow, namespace)
             return bool(row is not None and row.skip_requires_approval)
-
-
-def _subscription_info(row: SubscriptionRow) -> SubscriptionInfo:
-    return SubscriptionInfo(row.topic, row.name, SubscriptionType(row.type), dict(row.properties))
-
-
-def _ledger_info(row: LedgerRow) -> LedgerInfo:
-    return LedgerInfo(row.ledger_id, row.topic_partition, row.entries, row.messages)

@@ -1,4 +1,4 @@
-"""Only the cursor-state repository writes the cursor journal tables (``cursors``, ``cursor_deltas``).
+"""Only the cursor-state repository writes the journal tables (``cursors``, ``cursor_deltas``).
 
 Cursor state has one write path: :mod:`core.store.cursor_state` appends a delta
 with its version, compacts, creates cursors and takes the locks; the metadata
