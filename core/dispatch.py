@@ -766,6 +766,15 @@ class Dispatcher:
 
     # -- dispatching ----------------------------------------------------------
 
+    def known_layout(self, topic_partition: str) -> LedgerLayout | None:
+        """The partition's ledger layout as this dispatcher last read it (None: not yet)."""
+        return self._layouts.get(topic_partition)
+
+    def known_state(self, topic_partition: str) -> CursorState | None:
+        """The partition's cursor state as this dispatcher last replayed it (None: not yet)."""
+        cached = self._cursors.get(topic_partition)
+        return None if cached is None else cached.state
+
     def flow(self, consumer: Consumer, permits: int) -> None:
         """Send up to ``permits`` messages to ``consumer``'s wire, as one :class:`MessageBatch`.
 

@@ -77,6 +77,11 @@ class ManagedCursor:
         return cls(store, topic_partition, subscription, layout, state, len(record.deltas))
 
     @property
+    def writes(self) -> GroupCommit[_Write | None, None]:
+        """The group commit of this cursor's writes (its batches, whether one is in flight)."""
+        return self._writes
+
+    @property
     def mark_delete(self) -> Position:
         return self.state.mark_delete
 

@@ -32,6 +32,16 @@ class StoreBase:
     """Writes (SQLite: ``BEGIN IMMEDIATE``)."""
     _postgres: bool
 
+    @property
+    def engine(self) -> Engine:
+        """The engine reads run on: to inspect the schema or listen to statements."""
+        return self._engine
+
+    @property
+    def write_engine(self) -> Engine:
+        """The engine write transactions run on (SQLite: ``BEGIN IMMEDIATE``)."""
+        return self._write_engine
+
     @contextmanager
     def _session(self, *, write: bool, conflict: str | None = None) -> Iterator[Session]:
         """One transaction; the one place SQLAlchemy errors become cursorops errors.

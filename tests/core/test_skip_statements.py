@@ -20,7 +20,7 @@ TOPIC = "persistent://acme/ops/skips"
 def statements(broker: Broker) -> Iterator[list[str]]:
     """Every statement the broker's metadata engine sends while the block runs."""
     seen: list[str] = []
-    engine = broker.metadata._engine
+    engine = broker.metadata.engine
 
     def record(conn: object, cursor: object, statement: str, *args: object) -> None:
         seen.append(" ".join(statement.split()))
