@@ -75,6 +75,7 @@ def test_a_dispatcher_follows_ledgers_added_after_it_started(small_ledgers: Brok
     assert not consumer.receive_many(100)
     # Everything acknowledged: mark-delete at the last entry of the newest ledger.
     state = dispatcher.known_state(TOPIC)
+    assert state is not None
     assert state.mark_delete == Position(ledgers[-1][0], ledgers[-1][1] - 1)
     stats = broker.topic_stats("admin", TOPIC).subscriptions["s"]
     assert stats.msg_backlog == 0
