@@ -4,7 +4,6 @@ an irreversible operation on a namespace that requires approval."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from core import authz
 from core.authz import Operation
@@ -15,16 +14,8 @@ from core.errors import (
     NotAuthorizedError,
     NotFoundError,
 )
-from core.store.metadata import (
-    MetadataStore,
-    TopicInfo,
-)
+from core.store.metadata import MetadataStore, TopicInfo
 from core.topic_name import TopicName
-
-# The read path (core.dispatch, core.store.segment_reader) and the producer are imported
-# where they are used: a command that only counts or skips does not load them.
-if TYPE_CHECKING:
-    pass
 
 
 class Access:
@@ -83,7 +74,8 @@ class Access:
 
     def refuse_without_approval(self, info: TopicInfo, what: str) -> None:
         """The one check every door of an irreversible operation makes: on a namespace that
-        requires approval, only an approved plan record applies (:meth:`apply_approved_skip`)."""
+        requires approval, only an approved plan record applies
+        (:meth:`~core.broker.cursor_ops.CursorOperations.apply_approved_skip`)."""
         if info.approval_required:
             namespace = TopicName.parse(info.name).namespace_name
             raise ApprovalRequiredError(

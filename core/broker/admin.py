@@ -4,34 +4,20 @@ permissions, topics and subscriptions."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
 from core import cursor_codec
 from core.authz import Operation
-from core.cursor import CursorState
-from core.entry_filters import validate_filter_properties
-from core.errors import (
-    InvalidArgumentError,
-    SubscriptionBusyError,
-)
-from core.plan_record import (
-    ApprovalPolicy,
-)
-from core.position import EARLIEST, Position
-from core.store.metadata import (
-    SubscriptionInfo,
-    TopicInfo,
-)
-from core.subscription import SubscriptionType
-from core.topic_name import TopicName
-
-# The read path (core.dispatch, core.store.segment_reader) and the producer are imported
-# where they are used: a command that only counts or skips does not load them.
-if TYPE_CHECKING:
-    pass
 from core.broker.analysis import Analysis
 from core.broker.context import BrokerContext, Collaborator
 from core.broker.cursor_ops import check_reset_target
+from core.cursor import CursorState
+from core.entry_filters import validate_filter_properties
+from core.errors import InvalidArgumentError, SubscriptionBusyError
+from core.plan_record import ApprovalPolicy
+from core.position import EARLIEST, Position
+from core.store.metadata import SubscriptionInfo, TopicInfo
+from core.subscription import SubscriptionType
+from core.topic_name import TopicName
 
 
 class Admin(Collaborator):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,12 +13,10 @@ from core import backlog, cursor_codec
 from core.authz import Operation
 from core.backlog import PartitionAnalysis
 from core.backlog_audit import BacklogSample
+from core.broker.context import Collaborator
 from core.cursor import AckTarget, CursorState
 from core.entry_filters import EntryFilters, first_messages
-from core.errors import (
-    InvalidArgumentError,
-    TopicNotFoundError,
-)
+from core.errors import InvalidArgumentError, TopicNotFoundError
 from core.ledger_layout import LedgerLayout
 from core.message_id import MessageId
 from core.position import Position
@@ -27,12 +24,6 @@ from core.skip_plan import SkipPlan
 from core.topic_name import TopicName
 from core.topic_scan import ScanPartition, ScanSubscription, TopicScan
 from core.topic_stats import SubscriptionStats, TopicStats
-
-# The read path (core.dispatch, core.store.segment_reader) and the producer are imported
-# where they are used: a command that only counts or skips does not load them.
-if TYPE_CHECKING:
-    pass
-from core.broker.context import Collaborator
 
 PAYLOAD_EXCERPT_BYTES = 120
 """Bytes of payload :meth:`Broker.describe_messages` returns per message."""

@@ -7,26 +7,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from core import skip
+from core.broker.access import Access
 from core.config import Config
 from core.ledger_layout import LedgerLayout
 from core.managed_cursor import ManagedCursor
 from core.store.ledger import LedgerStore
-from core.store.metadata import (
-    MetadataStore,
-    TopicInfo,
-)
+from core.store.metadata import MetadataStore, TopicInfo
 from core.topic_name import TopicName
-
-# The read path (core.dispatch, core.store.segment_reader) and the producer are imported
-# where they are used: a command that only counts or skips does not load them.
-if TYPE_CHECKING:
-    pass
-from core.broker.access import Access
 
 
 def wall_clock_ms() -> int:

@@ -10,6 +10,7 @@ import numpy.typing as npt
 
 from core import cursor_codec, skip
 from core.authz import Operation
+from core.broker.context import Collaborator
 from core.cursor import AckColumns, CursorState
 from core.errors import (
     InvalidArgumentError,
@@ -21,25 +22,15 @@ from core.errors import (
 from core.ledger_layout import LedgerLayout
 from core.managed_cursor import replay
 from core.message_id import MessageId
-from core.plan_record import (
-    PlanRecord,
-)
+from core.plan_record import PlanRecord
 from core.position import EARLIEST, Position
 from core.skip_plan import SkipColumns, SkipPlan
 from core.store import plan_records
-from core.store.metadata import (
-    AuditEntry,
-    CursorRecord,
-    TopicInfo,
-)
+from core.store.metadata import AuditEntry, CursorRecord, TopicInfo
 from core.topic_name import TopicName
 
-# The read path (core.dispatch, core.store.segment_reader) and the producer are imported
-# where they are used: a command that only counts or skips does not load them.
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
-
-from core.broker.context import Collaborator
 
 
 class CursorOperations(Collaborator):

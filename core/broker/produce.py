@@ -6,16 +6,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from core.authz import Operation
+from core.broker.context import Collaborator
 from core.message_id import MessageId
 from core.position import Position
 from core.topic_name import TopicName
 
-# The read path (core.dispatch, core.store.segment_reader) and the producer are imported
-# where they are used: a command that only counts or skips does not load them.
+# The producer is imported where it is used: a command that only counts or skips does not
+# load it.
 if TYPE_CHECKING:
     from core.message_id_columns import MessageIdColumns
     from core.producer import Entry, OutgoingMessage, Producer
-from core.broker.context import Collaborator
 
 
 class Producing(Collaborator):

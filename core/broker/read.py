@@ -9,24 +9,18 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from core.authz import Operation
+from core.broker.context import Collaborator
 from core.cursor import CursorState
-from core.errors import (
-    EntryNotFoundError,
-    InvalidArgumentError,
-    TopicNotFoundError,
-)
+from core.errors import EntryNotFoundError, InvalidArgumentError, TopicNotFoundError
 from core.ledger_layout import LedgerLayout
 from core.position import Position
-from core.store.metadata import (
-    TopicInfo,
-)
+from core.store.metadata import TopicInfo
 from core.topic_name import TopicName
 
-# The read path (core.dispatch, core.store.segment_reader) and the producer are imported
-# where they are used: a command that only counts or skips does not load them.
+# The read path (core.dispatch, core.store.segment_reader) is imported where it is used: a
+# command that only counts or skips does not load it.
 if TYPE_CHECKING:
     from core.dispatch import Dispatcher, Message, PartitionSource
-from core.broker.context import Collaborator
 
 
 class Reading(Collaborator):

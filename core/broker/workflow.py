@@ -3,29 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from core.authz import Operation
-from core.errors import (
-    InvalidSkipPlanError,
-)
-from core.plan_record import (
-    ApprovalRequest,
-    PlanBinding,
-    PlanRecord,
-    messages_of,
-)
-from core.skip_plan import SkipPlan
-from core.store.metadata import (
-    AuditRecord,
-)
-from core.topic_name import TopicName
-
-# The read path (core.dispatch, core.store.segment_reader) and the producer are imported
-# where they are used: a command that only counts or skips does not load them.
-if TYPE_CHECKING:
-    pass
 from core.broker.context import Collaborator
+from core.errors import InvalidSkipPlanError
+from core.plan_record import ApprovalRequest, PlanBinding, PlanRecord, messages_of
+from core.skip_plan import SkipPlan
+from core.store.metadata import AuditRecord
+from core.topic_name import TopicName
 
 
 class Workflow(Collaborator):
