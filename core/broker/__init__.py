@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from core import skip
 from core.authz import Operation
 from core.backlog import PartitionAnalysis
 from core.backlog_audit import BacklogSample
@@ -51,7 +52,6 @@ from core.cursor import CursorState
 from core.message_id import MessageId
 from core.plan_record import ApprovalPolicy, ApprovalRequest, PlanBinding, PlanRecord
 from core.position import Position
-from core.skip import SkipOutcome
 from core.skip_plan import SkipPlan
 from core.store.ledger import LedgerStore
 from core.store.metadata import AuditRecord, MetadataStore, SubscriptionInfo, TopicInfo
@@ -180,7 +180,7 @@ class Broker:
         approvals: Sequence[Mapping[str, object]],
         *,
         via: str = "airflow",
-    ) -> SkipOutcome:
+    ) -> skip.SkipOutcome:
         return self.cursor_ops.apply_approved_skip(record, approvals, via=via)
 
     def create_topic(self, role: str, topic: str, partitions: int = 0) -> TopicInfo:
@@ -245,7 +245,7 @@ class Broker:
 
     def skip_messages(
         self, role: str, topic: str, subscription: str, ids: Sequence[MessageId]
-    ) -> SkipOutcome:
+    ) -> skip.SkipOutcome:
         return self.cursor_ops.skip_messages(role, topic, subscription, ids)
 
     def plan_skip(
@@ -260,7 +260,7 @@ class Broker:
         *,
         via: str = "broker",
         _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
-    ) -> SkipOutcome:
+    ) -> skip.SkipOutcome:
         return self.cursor_ops.apply_skip(role, plan, via=via, _approved=_approved)
 
     def reset_cursor(
