@@ -57,6 +57,7 @@ from core.store.tables import (
 from core.subscription import SubscriptionType
 from core.topic_name import (
     TopicName,
+    label_problem,
 )
 
 
@@ -313,8 +314,11 @@ class Tenancy(StoreBase):
             return self.get_tenant(tenant).admin_roles, frozenset()
         split_namespace(namespace)
         exists = select(NamespaceRow.name).where(NamespaceRow.name == namespace)
+        # A role no grant can name (control characters, lone surrogates) has none; it is
+        # never sent to the database, whose driver may refuse to encode it.
+        asked = role if label_problem(role) is None else ""
         grant = select(PermissionRow.actions).where(
-            PermissionRow.namespace == namespace, PermissionRow.role == role
+            PermissionRow.namespace == namespace, PermissionRow.role == asked
         )
         query = select(
             TenantRow.admin_roles, exists.scalar_subquery(), grant.scalar_subquery()
