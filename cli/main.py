@@ -305,12 +305,10 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
     else:
         ids = skip.parse_base64_ids(args.base64_ids)
 
-    name = _topic_arg(args.topic)
-    plan = ctx.broker.plan_skip(ctx.role, name.base, args.subscription, ids)
-    if name.is_partition:
-        # A partition's name: its ids only, as the REST path has it.
-        plan.check_only_on(str(name))
-    outcome = ctx.broker.apply_skip(ctx.role, plan, via="cli")
+    # The one skip path; a partition's name skips its ids only, as the REST path has it.
+    outcome = ctx.broker.skip_messages(
+        ctx.role, _topic_arg(args.topic), args.subscription, ids, via="cli"
+    )
     document = outcome.to_pulsar_json(output.id_json)
     lines = [
         f"Skipped {len(outcome.skipped)} message(s) on subscription {outcome.subscription} "

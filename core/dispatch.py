@@ -79,10 +79,11 @@ from core.managed_cursor import COMPACT_AFTER_DELTAS
 from core.message import MESSAGE_COLUMNS, Message, MessageBatch
 from core.position import Position, match_positions
 from core.store.checks import check_label
+from core.store.cursor_state import replay_since
 from core.store.dispatch_state import (
     ConsumerInfo,
-    CursorJournal,
     DispatchedColumns,
+    JournalSince,
     PendingColumns,
     PendingKey,
     ReadPosition,
@@ -765,6 +766,15 @@ class Dispatcher:
 
     # -- dispatching ----------------------------------------------------------
 
+    def known_layout(self, topic_partition: str) -> LedgerLayout | None:
+        """The partition's ledger layout as this dispatcher last read it (None: not yet)."""
+        return self._layouts.get(topic_partition)
+
+    def known_state(self, topic_partition: str) -> CursorState | None:
+        """The partition's cursor state as this dispatcher last replayed it (None: not yet)."""
+        cached = self._cursors.get(topic_partition)
+        return None if cached is None else cached.state
+
     def flow(self, consumer: Consumer, permits: int) -> None:
         """Send up to ``permits`` messages to ``consumer``'s wire, as one :class:`MessageBatch`.
 
@@ -854,7 +864,7 @@ class Dispatcher:
 
     def _cursor(
         self, txn: SubscriptionTransaction, topic: str, layout: LedgerLayout
-    ) -> tuple[CursorState, CursorJournal, Position]:
+    ) -> tuple[CursorState, JournalSince, Position]:
         """The cursor's state now, its journal read, and where this dispatch reads on from.
 
         Only deltas this dispatcher has not seen are read and merged. Pending
@@ -869,26 +879,11 @@ class Dispatcher:
         journal = txn.cursor_since(topic, known)
         before = None if cached is None else cached.state.mark_delete
         if journal.reloaded or cached is None:
-            state = CursorState()
-            if journal.snapshot is not None:
-                state, _ = cursor_codec.decode(journal.snapshot)
-            last_reset = 0
-            for version, payload in journal.deltas:
-                delta, replace = cursor_codec.decode(payload)
-                if replace:
-                    state, last_reset = delta, version
-                else:
-                    state.merge(delta, None)
-            state.normalize(layout)
+            state, last_reset = replay_since(None, None, journal.snapshot, journal.deltas, layout)
         else:
-            state, last_reset = cached.state, cached.last_reset
-            for version, payload in journal.deltas:
-                delta, replace = cursor_codec.decode(payload)
-                if replace:
-                    state, last_reset = delta, version
-                    state.normalize(layout)
-                else:
-                    state.merge(delta, layout)
+            state, last_reset = replay_since(
+                cached.state, cached.last_reset, None, journal.deltas, layout
+            )
             if not journal.deltas and layout != cached.layout:
                 # New ledgers may let mark-delete advance; an empty merge costs no sweep.
                 state.merge(CursorState(), layout)

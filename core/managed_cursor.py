@@ -31,31 +31,17 @@ from core import cursor_codec
 from core.cursor import AckTarget, CursorState
 from core.ledger_layout import LedgerLayout
 from core.position import Position
+from core.store.cursor_state import replay
 from core.store.group_commit import GroupCommit
 
 if TYPE_CHECKING:
-    from core.store.metadata import CursorRecord, MetadataStore
+    from core.store.metadata import MetadataStore
 
 _Write: TypeAlias = "list[AckTarget] | tuple[CursorState, bool]"
 """A queued write: whole entries to acknowledge, or a delta and whether it replaces the state."""
 
 COMPACT_AFTER_DELTAS = 512
 """Journal length after which a writer folds the journal into a new snapshot."""
-
-
-def replay(record: CursorRecord, layout: LedgerLayout) -> CursorState:
-    """The state a stored record describes: snapshot, then every later delta."""
-    state = CursorState()
-    if record.snapshot is not None:
-        state, _ = cursor_codec.decode(record.snapshot)
-    for payload in record.deltas:
-        delta, replace = cursor_codec.decode(payload)
-        if replace:
-            state = delta
-        else:
-            state.merge(delta, None)
-    state.normalize(layout)
-    return state
 
 
 class ManagedCursor:
@@ -89,6 +75,11 @@ class ManagedCursor:
         record = store.load_cursor(topic_partition, subscription)
         state = replay(record, layout)
         return cls(store, topic_partition, subscription, layout, state, len(record.deltas))
+
+    @property
+    def writes(self) -> GroupCommit[_Write | None, None]:
+        """The group commit of this cursor's writes (its batches, whether one is in flight)."""
+        return self._writes
 
     @property
     def mark_delete(self) -> Position:
@@ -228,3 +219,6 @@ class ManagedCursor:
         with self._lock:
             self.state = state
             self._journal_length = 0
+
+
+__all__ = ["COMPACT_AFTER_DELTAS", "ManagedCursor", "replay"]

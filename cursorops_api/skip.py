@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from core.errors import InvalidArgumentError
+from core.errors import ApprovalRequiredError, InvalidArgumentError
 from core.skip import parse_payload
 from cursorops_api.approval import trigger_skip
 from cursorops_api.deps import BrokerDep, RoleDep, caller_token
@@ -72,25 +72,31 @@ def skip_by_message_ids(
         )
     ids = parse_payload(body)
     name = topic_name(tenant, namespace, topic)
+    try:
+        # The one skip path: authorized, validated and applied with its audit record.
+        broker.skip_messages(role, name, subscription, ids, via="rest")
+    except ApprovalRequiredError:
+        pass
+    else:
+        return Response(status_code=204)
+    # A namespace that requires approval: the ids are checked now (all or nothing), and the
+    # workflow is started as the caller.
     base = base_of(name)
     plan = broker.plan_skip(role, base, subscription, ids)
     if name.is_partition:
         plan.check_only_on(str(name))
-    if broker.skip_requires_approval(role, base):
-        why = (x_cursorops_reason or reason or "").strip()
-        if not why:
-            raise InvalidArgumentError(
-                f"Skips on namespace {name.namespace_name} require approval: give a reason "
-                "(X-Cursorops-Reason header or reason query parameter); nothing skipped"
-            )
-        run = trigger_skip(
-            caller_token(request),
-            base,
-            subscription,
-            ids,
-            why,
-            (x_cursorops_ticket or ticket or "").strip() or None,
+    why = (x_cursorops_reason or reason or "").strip()
+    if not why:
+        raise InvalidArgumentError(
+            f"Skips on namespace {name.namespace_name} require approval: give a reason "
+            "(X-Cursorops-Reason header or reason query parameter); nothing skipped"
         )
-        return JSONResponse(run.model_dump(by_alias=True), status_code=202)
-    broker.apply_skip(role, plan, via="rest")
-    return Response(status_code=204)
+    run = trigger_skip(
+        caller_token(request),
+        base,
+        subscription,
+        ids,
+        why,
+        (x_cursorops_ticket or ticket or "").strip() or None,
+    )
+    return JSONResponse(run.model_dump(by_alias=True), status_code=202)

@@ -7,8 +7,15 @@ test fails when one of them
 - imports a private ``core`` name (a leading underscore, module or name);
 - imports a store module: ``core.store`` (any), ``core.managed_cursor``,
   ``core.cursor_codec``;
-- reaches a Broker's stores or cursors: ``<x>.metadata``, ``<x>.ledgers`` on a
-  name spelled ``broker`` (or ending in ``broker``), or any ``._cursor``.
+- imports one of the Broker's collaborators (``core.broker.admin``, ...): the
+  façade ``core.broker`` is the way in;
+- reaches a Broker's stores or cursors: ``<x>.metadata``, ``<x>.ledgers`` or
+  ``<x>.context`` on a name spelled ``broker`` (or ending in ``broker``),
+  ``<x>.metadata`` or ``<x>.ledgers`` on any ``.context``, or any ``._cursor``.
+
+Inside ``core/broker/`` the layering is the other way round: the collaborators
+may use the stores (``core.store``), but none imports the façade or an edge,
+and the shared context imports no collaborator but the authorization.
 
 ``tests/`` and ``benchmarks/`` are left out on purpose: tests check core's
 internals, and the benchmarks measure them.
@@ -25,6 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 EDGES = ("cli", "protocol", "spark_apps", "dags", "airflow_glue", "plugins", "cursorops_api")
 STORE_MODULES = ("core.store", "core.managed_cursor", "core.cursor_codec")
 BROKER_STORES = ("metadata", "ledgers")
+BROKER_INTERNALS = (*BROKER_STORES, "context")
+FACADE = "core.broker"
+COLLABORATORS = sorted(
+    p for p in (ROOT / "core" / "broker").glob("*.py") if p.name != "__init__.py"
+)
 
 
 def edge_modules() -> list[Path]:
@@ -41,6 +53,10 @@ def _is_store(module: str) -> bool:
     return any(module == m or module.startswith(m + ".") for m in STORE_MODULES)
 
 
+def _is_collaborator(module: str) -> bool:
+    return module.startswith(FACADE + ".")
+
+
 def _is_private(module: str) -> bool:
     return any(part.startswith("_") and part != "__init__" for part in module.split("."))
 
@@ -54,6 +70,10 @@ def _broker_name(node: ast.expr) -> bool:
     return False
 
 
+def _collaborator_modules() -> set[str]:
+    return {f"{FACADE}.{path.stem}" for path in COLLABORATORS}
+
+
 def violations(source: str, filename: str) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(source, filename)):
@@ -64,6 +84,8 @@ def violations(source: str, filename: str) -> list[str]:
                     continue
                 if _is_store(alias.name):
                     found.append(f"{where}: imports store module {alias.name}")
+                elif _is_collaborator(alias.name):
+                    found.append(f"{where}: imports a Broker collaborator {alias.name}")
                 elif _is_private(alias.name):
                     found.append(f"{where}: imports private module {alias.name}")
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -73,13 +95,23 @@ def violations(source: str, filename: str) -> list[str]:
                 full = f"{node.module}.{alias.name}"
                 if _is_store(node.module) or _is_store(full):
                     found.append(f"{where}: imports store module {full}")
+                elif _is_collaborator(node.module) or (
+                    node.module == FACADE and full in _collaborator_modules()
+                ):
+                    found.append(f"{where}: imports a Broker collaborator {full}")
                 elif _is_private(node.module) or alias.name.startswith("_"):
                     found.append(f"{where}: imports private name {full}")
         elif isinstance(node, ast.Attribute):
             if node.attr == "_cursor":
                 found.append(f"{where}: reaches a cursor (._cursor)")
-            elif node.attr in BROKER_STORES and _broker_name(node.value):
+            elif node.attr in BROKER_INTERNALS and _broker_name(node.value):
                 found.append(f"{where}: reaches the Broker's store (.{node.attr})")
+            elif (
+                node.attr in BROKER_STORES
+                and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "context"
+            ):
+                found.append(f"{where}: reaches the Broker's store (.context.{node.attr})")
     return found
 
 
@@ -93,12 +125,18 @@ def test_the_checker_catches_each_kind() -> None:
         "x = broker.metadata.ledgers('t')\n"
         "y = self.broker.ledgers\n"
         "z = broker._cursor('t', 's')\n"
+        "from core.broker.cursor_ops import CursorOperations\n"
+        "import core.broker.admin\n"
+        "from core.broker import analysis\n"
+        "c = broker.context\n"
+        "m = self.broker.cursor_ops.context.metadata\n"
     )
-    assert len(violations(bad, "bad.py")) == 8
+    assert len(violations(bad, "bad.py")) == 13
     good = (
         "from core import Broker, TopicStats\n"
         "from core.topic_scan import TopicScan\n"
         "import core.errors\n"
+        "from core.broker import Broker, wall_clock_ms\n"
         "stats = broker.topic_stats('admin', 't')\n"
         "meta = document.metadata\n"
     )
@@ -114,3 +152,49 @@ def test_some_edge_modules_are_checked() -> None:
 def test_edges_use_only_the_public_core(path: Path) -> None:
     found = violations(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
     assert not found, "\n".join(found)
+
+
+def _imported(path: Path) -> set[str]:
+    """Every module ``path`` imports absolutely, with ``from m import n`` also as ``m.n``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_broker_is_made_of_collaborators() -> None:
+    assert {p.stem for p in COLLABORATORS} >= {
+        "access",
+        "admin",
+        "analysis",
+        "context",
+        "cursor_ops",
+        "produce",
+        "read",
+        "workflow",
+    }
+
+
+@pytest.mark.parametrize("path", COLLABORATORS, ids=lambda p: p.stem)
+def test_a_collaborator_imports_neither_the_facade_nor_an_edge(path: Path) -> None:
+    imported = _imported(path)
+    assert FACADE not in imported, f"{path.name} imports the façade"
+    edges = sorted(m for m in imported if m.split(".")[0] in EDGES)
+    assert not edges, f"{path.name} imports an edge: {edges}"
+
+
+def test_the_shared_context_imports_no_collaborator_but_the_authorization() -> None:
+    for name in ("context", "access"):
+        imported = _imported(ROOT / "core" / "broker" / f"{name}.py")
+        others = _collaborator_modules() - {f"{FACADE}.access"}
+        assert not imported & others, f"{name}.py imports {sorted(imported & others)}"
+
+
+@pytest.mark.parametrize("path", COLLABORATORS, ids=lambda p: p.stem)
+def test_no_collaborator_is_over_500_lines(path: Path) -> None:
+    lines = path.read_text(encoding="utf-8").count("\n")
+    assert lines <= 500, f"{path.name} has {lines} lines"

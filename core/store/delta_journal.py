@@ -7,8 +7,8 @@ cursor row's version by the number of its deltas (the row lock that serializes
 every writer of the cursor) and returns the new version, and its deltas go in
 one multi-row insert under the versions just taken. Cursors are written in the
 lock order of every multi-cursor writer (topic partition, then subscription).
-No ORM session and no SELECT of the cursor id: the statements are compiled
-once and find the cursor through its unique keys.
+No ORM session and no SELECT of the cursor id: the statements
+(:class:`~core.store.cursor_state.CursorStates`) find the cursor through its unique keys.
 
 PostgreSQL: the bump and the insert are one statement (a data-modifying CTE),
 run on a connection this journal holds in autocommit mode. A batch of one
@@ -24,49 +24,12 @@ SQLite: in-process, so statements cost no round trip: a write transaction
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import TextClause, bindparam, insert, text
 from sqlalchemy.engine import Connection, Engine
 
+from core.store.cursor_state import ConnectionStatements, CursorStates
 from core.store.engine import translated_errors
-from core.store.tables import CursorDeltaRow, CursorRow, SubscriptionRow, TopicPartitionRow
-
-_CURSOR = (
-    f"{CursorRow.__tablename__}.topic_partition = :tp AND "
-    f"{CursorRow.__tablename__}.subscription_id = ("
-    f"SELECT s.id FROM {SubscriptionRow.__tablename__} s "
-    f"JOIN {TopicPartitionRow.__tablename__} p ON p.topic = s.topic "
-    "WHERE p.name = :tp AND s.name = :sub)"
-)
-"""The cursor of partition ``:tp`` and subscription ``:sub``, by unique keys only."""
-
-_BUMP = text(
-    f"UPDATE {CursorRow.__tablename__} SET version = version + :n WHERE {_CURSOR} "
-    "RETURNING id, version"
-)
-
-
-@functools.cache
-def _bump_and_insert() -> TextClause:
-    """The PostgreSQL statement, built on first use.
-
-    Its types load SQLAlchemy's whole PostgreSQL dialect, which a SQLite store never needs.
-    """
-    from sqlalchemy.dialects.postgresql import ARRAY, BYTEA
-
-    return text(
-        f"WITH bumped AS (UPDATE {CursorRow.__tablename__} SET version = version + :n "
-        f"WHERE {_CURSOR} RETURNING id, version) "
-        f"INSERT INTO {CursorDeltaRow.__tablename__} (cursor_id, version, payload) "
-        "SELECT bumped.id, bumped.version - :n + d.number, d.payload "
-        "FROM bumped, unnest(:payloads) WITH ORDINALITY AS d(payload, number) "
-        "RETURNING version"
-    ).bindparams(bindparam("payloads", type_=ARRAY(BYTEA)))
-
-
-_INSERT = insert(CursorDeltaRow)
 
 Cursor = tuple[str, str]
 """``(topic partition, subscription)``, canonical."""
@@ -122,42 +85,26 @@ class DeltaJournal:
     ) -> dict[Cursor, int]:
         last: dict[Cursor, int] = {}
         with self._engine.begin() as connection:
-            rows = []
+            cursors = CursorStates(ConnectionStatements(connection), postgres=False)
             for cursor in order:
-                mine = payloads[cursor]
-                bumped = connection.execute(
-                    _BUMP, {"n": len(mine), "tp": cursor[0], "sub": cursor[1]}
-                ).first()
-                if bumped is None:
-                    continue
-                cursor_id, version = int(bumped[0]), int(bumped[1])
-                last[cursor] = version
-                first = version - len(mine) + 1
-                rows += [
-                    {"cursor_id": cursor_id, "version": first + i, "payload": payload}
-                    for i, payload in enumerate(mine)
-                ]
-            if rows:
-                connection.execute(_INSERT, rows)
+                version = cursors.append_to(*cursor, payloads[cursor])
+                if version is not None:
+                    last[cursor] = version
         return last
 
     def _append_postgres(
         self, order: Sequence[Cursor], payloads: dict[Cursor, list[bytes]]
     ) -> dict[Cursor, int]:
         connection = self._connection()
+        cursors = CursorStates(ConnectionStatements(connection), postgres=True)
         last: dict[Cursor, int] = {}
         try:
             if len(order) > 1:
                 connection.exec_driver_sql("BEGIN")
             for cursor in order:
-                mine = payloads[cursor]
-                versions = connection.execute(
-                    _bump_and_insert(),
-                    {"n": len(mine), "tp": cursor[0], "sub": cursor[1], "payloads": mine},
-                ).scalars()
-                newest = max(versions, default=None)
-                if newest is not None:
-                    last[cursor] = int(newest)
+                version = cursors.append_to(*cursor, payloads[cursor])
+                if version is not None:
+                    last[cursor] = version
             if len(order) > 1:
                 connection.exec_driver_sql("COMMIT")
         except BaseException:

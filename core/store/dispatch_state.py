@@ -39,6 +39,7 @@ from sqlalchemy.engine import Dialect
 from core.errors import MetadataStoreError, SubscriptionNotFoundError
 from core.position import Position
 from core.store import pending_runs
+from core.store.cursor_state import CursorStates, JournalSince, ReadPosition, format_style
 from core.store.pending_runs import RUN_SPAN_ENTRIES, Members
 from core.store.records import SegmentInfo
 
@@ -67,30 +68,6 @@ class PendingInfo:
     """None: released, waiting for redelivery to any consumer."""
     redelivery_count: int
     key_hash: int | None
-
-
-@dataclass(frozen=True)
-class ReadPosition:
-    settled_through: Position
-    """Every message at or before it is acknowledged or held by a consumer."""
-    cursor_version: int
-    """The cursor's journal version when it was set."""
-
-
-@dataclass(frozen=True)
-class CursorJournal:
-    """A cursor's journal read from a known version on (see :meth:`cursor_since`)."""
-
-    cursor_id: int
-    reloaded: bool
-    """The snapshot was read: start from it, not from the caller's state."""
-    snapshot: bytes | None
-    snapshot_version: int
-    deltas: list[tuple[int, bytes]]
-    """(version, payload) after the caller's version (or after the snapshot), in order."""
-    version: int
-    read_position: ReadPosition | None
-    """The subscription's read position on the partition, if one was stored."""
 
 
 @dataclass(frozen=True)
@@ -127,12 +104,6 @@ _RUN_KEY = (
     "subscription_id = ? AND topic_partition = ? AND ledger_id = ? AND first_entry = ? "
     "AND first_index = ?"
 )
-
-
-@functools.cache
-def _format_style(sql: str) -> str:
-    """A statement written with ``?`` placeholders, in the ``%s`` style of psycopg."""
-    return sql.replace("?", "%s")
 
 
 def _run_range(first: Position, last: Position) -> tuple[str, tuple[int, ...]]:
@@ -684,7 +655,7 @@ class SubscriptionTransaction:
             self._released = {}
         cursor = self._dbapi()
         if not self._qmark:
-            sql = _format_style(sql)
+            sql = format_style(sql)
         try:
             if many:
                 cursor.executemany(sql, parameters)
@@ -773,54 +744,18 @@ class SubscriptionTransaction:
                 topic_partition, ReadPosition(settled_through, current.cursor_version)
             )
 
-    # -- cursors --------------------------------------------------------------
+    # -- cursors (core.store.cursor_state) ------------------------------------
+
+    @functools.cached_property
+    def _cursors(self) -> CursorStates:
+        return CursorStates(_Statements(self), postgres=self._postgres)
 
     def cursor_since(
         self, topic_partition: str, known: tuple[int, int, int] | None
-    ) -> CursorJournal:
-        """The cursor's journal after ``known`` = (cursor id, snapshot version, version) held.
-
-        Only the deltas the caller has not seen are read while its snapshot is
-        still the stored one; otherwise the snapshot and every later delta.
-        """
-        # The read position comes in the same round trip: a dispatch needs both.
-        row = self._driver_rows(
-            "SELECT c.id, c.snapshot_version, c.version, r.ledger_id, r.entry_id, "
-            "r.cursor_version FROM cursors c LEFT OUTER JOIN read_positions r "
-            "ON r.subscription_id = c.subscription_id AND r.topic_partition = c.topic_partition "
-            "WHERE c.subscription_id = ? AND c.topic_partition = ?",
-            (self._id, topic_partition),
-        )[0]
-        cursor_id, snapshot_version, version = row[0], row[1], row[2]
-        read = None if row[3] is None else ReadPosition(Position(row[3], row[4]), row[5])
-        fresh = (
-            known is None
-            or known[0] != cursor_id
-            or known[1] != snapshot_version
-            or known[2] > version
-        )
-        after = snapshot_version if fresh or known is None else known[2]
-        snapshot = None
-        if fresh:
-            snapshot = self._driver_rows("SELECT snapshot FROM cursors WHERE id = ?", (cursor_id,))[
-                0
-            ][0]
-        deltas: Sequence[Sequence[Any]] = []
-        if version > after:
-            deltas = self._driver_rows(
-                "SELECT version, payload FROM cursor_deltas WHERE cursor_id = ? AND version > ? "
-                "ORDER BY version",
-                (cursor_id, after),
-            )
-        return CursorJournal(
-            cursor_id,
-            fresh,
-            None if snapshot is None else bytes(snapshot),
-            snapshot_version,
-            [(int(v), bytes(p)) for v, p in deltas],
-            version,
-            read,
-        )
+    ) -> JournalSince:
+        """The cursor's journal after ``known`` = (cursor id, snapshot version, version) held,
+        with the read position (:meth:`CursorStates.since`)."""
+        return self._cursors.since(self._id, topic_partition, known)
 
     def append_cursor_delta(self, topic_partition: str, payload: bytes) -> int:
         """Append a delta to the cursor's journal in this transaction; returns its version.
@@ -828,21 +763,25 @@ class SubscriptionTransaction:
         The cursor row's version is bumped under its row lock (after the
         subscription's: the lock order of every writer).
         """
-        bumped = self._driver_rows(
-            "UPDATE cursors SET version = version + 1 WHERE subscription_id = ? AND "
-            "topic_partition = ? RETURNING id, version",
-            (self._id, topic_partition),
+        return self._cursors.append_for_subscription(
+            self._id, self.subscription, topic_partition, payload
         )
-        if not bumped:
-            raise SubscriptionNotFoundError(
-                f"Subscription '{self.subscription}' not found on topic '{topic_partition}'"
-            )
-        cursor_id, version = int(bumped[0][0]), int(bumped[0][1])
-        self._driver_execute(
-            "INSERT INTO cursor_deltas (cursor_id, version, payload) VALUES (?, ?, ?)",
-            (cursor_id, version, payload),
-        )
-        return version
+
+
+class _Statements:
+    """:class:`~core.store.cursor_state.Statements` on a subscription transaction's connection."""
+
+    def __init__(self, txn: SubscriptionTransaction) -> None:
+        self._txn = txn
+
+    def rows(self, sql: str, parameters: tuple[object, ...]) -> Sequence[Sequence[Any]]:
+        return self._txn._driver_rows(sql, parameters)
+
+    def execute(self, sql: str, parameters: tuple[object, ...]) -> int:
+        return self._txn._driver_execute(sql, parameters)
+
+    def execute_many(self, sql: str, parameters: Sequence[tuple[object, ...]]) -> None:
+        self._txn._driver_execute_many(sql, parameters)
 
 
 @contextmanager
@@ -868,7 +807,7 @@ def locked_transaction(
 
 __all__ = [
     "ConsumerInfo",
-    "CursorJournal",
+    "JournalSince",
     "DispatchedColumns",
     "PendingColumns",
     "ReadPosition",

@@ -91,6 +91,16 @@ class GroupCommit(Generic[Item, Result]):
         self.batches = 0
         """Batches committed so far (for measurements)."""
 
+    @property
+    def busy(self) -> bool:
+        """A batch is being written now."""
+        return self._busy
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting for the next batch."""
+        return len(self._queue)
+
     def submit(self, item: Item) -> Result:
         """Commit ``item`` with whatever else is queued; its result once durable."""
         request: _Request[Item, Result] = _Request(item)

@@ -469,7 +469,9 @@ class LedgerStore:
         name = _topic_partition(topic_partition)
         return self._read(str(name), self.metadata.segments(str(name)), columns, filter)
 
-    def entry_index(self, topic_partition: TopicName) -> EntryColumns:
+    def entry_index(
+        self, topic_partition: TopicName, segments: Sequence[SegmentInfo] | None = None
+    ) -> EntryColumns:
         """One row per committed entry, sorted by ``(ledger_id, entry_id)``.
 
         Reads six integer columns; the per-entry values come from each entry's
@@ -477,10 +479,13 @@ class LedgerStore:
         ``publish_time``), except ``deliver_at``, the latest over the entry.
         Each segment's share is kept (:data:`ENTRY_INDEX_CACHE_BYTES`): a
         committed segment never changes, so a later call (a skip's apply after
-        its plan) reads only the segment list and segments it has not seen.
+        its plan) reads only the segment list and segments it has not seen. ``segments``:
+        the partition's segment list, when the caller read it already.
         """
         name = _topic_partition(topic_partition)
-        parts = [self._segment_entries(segment) for segment in self.metadata.segments(str(name))]
+        if segments is None:
+            segments = self.metadata.segments(str(name))
+        parts = [self._segment_entries(segment) for segment in segments]
         if not parts:
             return _entry_columns(MESSAGE_SCHEMA.empty_table().select(_INDEX_COLUMNS))
         index = EntryColumns(

@@ -79,21 +79,27 @@ def run_apply(
         argv += ["--skip-plan", str(plan_file)]
     else:
         argv = ["-c", APPLY, str(config.home), config.metadata_url, str(plan_file)]
+    # Unbuffered pipes, read a byte at a time up to the marker: whatever follows it stays in
+    # the pipe for communicate() (a buffered reader would keep it, and it would be lost).
     child = subprocess.Popen(
-        [sys.executable, *argv], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, *argv], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
     )
     marker, stream = ("applying plan", child.stderr) if job else ("applying", child.stdout)
     assert stream is not None
-    for line in stream:
-        if marker in line:
+    before = b""
+    while marker.encode() not in before:
+        byte = os.read(stream.fileno(), 1)
+        if not byte:
             break
+        before += byte
     started = time.monotonic()
     try:
         child.wait(timeout=kill_after)
     except subprocess.TimeoutExpired:
         os.kill(child.pid, signal.SIGKILL)
-    out, err = child.communicate(timeout=120)
+    out_bytes, err_bytes = child.communicate(timeout=120)
     elapsed = time.monotonic() - started
+    out, err = out_bytes.decode(errors="replace"), err_bytes.decode(errors="replace")
     if child.returncode == 0:
         assert ("applied" in out) or ('"planId"' in out)
         return True, elapsed

@@ -137,7 +137,7 @@ OPERATIONS: dict[str, tuple[Action, set[str]]] = {
 def dump(broker: Broker, config: Config) -> tuple[object, ...]:
     """Every row of every table, and every ledger file with its digest."""
     tables = []
-    with broker.metadata._engine.connect() as connection:
+    with broker.metadata.engine.connect() as connection:
         for table in Base.metadata.sorted_tables:
             rows = connection.execute(select(table)).all()
             tables.append((table.name, sorted(map(repr, rows))))

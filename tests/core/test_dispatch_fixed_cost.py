@@ -70,11 +70,12 @@ def test_a_dispatcher_follows_ledgers_added_after_it_started(small_ledgers: Brok
     assert [m.payload for m in second] == [f"m{i}".encode() for i in range(4, 9)]
     ledgers = [(info.ledger_id, info.entries) for info in broker.metadata.ledgers(TOPIC)]
     assert len(ledgers) == 3
-    assert dispatcher._layouts[TOPIC] == LedgerLayout.of(ledgers)
+    assert dispatcher.known_layout(TOPIC) == LedgerLayout.of(ledgers)
     consumer.acknowledge(second)
     assert not consumer.receive_many(100)
     # Everything acknowledged: mark-delete at the last entry of the newest ledger.
-    state = dispatcher._cursors[TOPIC].state
+    state = dispatcher.known_state(TOPIC)
+    assert state is not None
     assert state.mark_delete == Position(ledgers[-1][0], ledgers[-1][1] - 1)
     stats = broker.topic_stats("admin", TOPIC).subscriptions["s"]
     assert stats.msg_backlog == 0

@@ -91,7 +91,7 @@ def test_a_reset_folded_into_a_snapshot_voids_the_read_position(broker: Broker) 
     setup(broker)
     assert len(broker.consume("admin", TOPIC, "s", 25, ack=True)) == 25
     broker.reset_cursor("admin", TOPIC, "s", position=Position(-1, -1))
-    broker._cursor(TOPIC, "s").compact()
+    broker.context.cursor(TOPIC, "s").compact()
     assert payloads(broker.consume("admin", TOPIC, "s", 2)) == [b"c0-0", b"c0-1"]
 
 

@@ -49,7 +49,7 @@ def test_callers_queued_during_a_commit_share_the_next_one() -> None:
     results: dict[int, int] = {}
     first = threading.Thread(target=lambda: results.__setitem__(0, committer.submit(0)))
     first.start()
-    while not committer._busy:
+    while not committer.busy:
         time.sleep(0.001)
     others = [
         threading.Thread(target=lambda n=n: results.__setitem__(n, committer.submit(n)))
@@ -57,7 +57,7 @@ def test_callers_queued_during_a_commit_share_the_next_one() -> None:
     ]
     for thread in others:
         thread.start()
-    while len(committer._queue) < followers:
+    while committer.queued < followers:
         time.sleep(0.001)
     queued.set()
     for thread in [first, *others]:

@@ -133,7 +133,7 @@ def test_asynchronous_acknowledgements_all_persist(home_config: Config) -> None:
 
         asyncio.run(main())
         assert all(cursor.state.is_acked(t.position, -1) for t in wanted)
-        batches = cursor._writes.batches
+        batches = cursor.writes.batches
         assert batches < len(wanted) / 4  # commits were shared
     with Broker(home_config) as restarted:
         state = open_cursor(restarted, TOPIC, "s0").state

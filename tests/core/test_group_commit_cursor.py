@@ -62,14 +62,14 @@ def test_calls_queued_during_a_write_become_one_journal_row(home_config: Config)
             leader = threading.Thread(target=lambda: returned.append(cursor.acknowledge([first])))
             leader.start()
             # The held-up call has taken its batch: whoever comes now queues for the next.
-            _wait_for(lambda: cursor._writes._busy and not cursor._writes._queue)
+            _wait_for(lambda: cursor.writes.busy and not cursor.writes.queued)
             others = [
                 threading.Thread(target=lambda t=t: (cursor.acknowledge([t]), returned.append(t)))
                 for t in queued
             ]
             for thread in others:
                 thread.start()
-            _wait_for(lambda: len(cursor._writes._queue) == followers)
+            _wait_for(lambda: cursor.writes.queued == followers)
             assert returned == []  # nothing returns before its write is durable
         for thread in [leader, *others]:
             thread.join(60)

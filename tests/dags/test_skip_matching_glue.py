@@ -132,8 +132,8 @@ def test_the_plan_record_is_what_apply_reads_and_a_tampered_one_is_refused(tmp_p
             plan,
             document,
         )
-        with broker.metadata._session(write=True) as session:
-            session.execute(
+        with broker.metadata.transaction() as work:
+            work.session.execute(
                 update(PlanRecordRow)
                 .where(PlanRecordRow.digest == other.digest)
                 .values(messages=1, plan_json=plan.for_partition(plan.partitions()[0]).dumps())

@@ -1,11 +1,9 @@
-"""Which modules write the cursor journal tables (``cursors``, ``cursor_deltas``): a ratchet.
+"""Only the cursor-state repository writes the journal tables (``cursors``, ``cursor_deltas``).
 
-Cursor state is meant to have one write path: one module that appends a delta
-with its version, compacts, and takes the locks. Today three modules write these
-tables, in three SQL styles (ORM statements in ``metadata.py``, a hand-built
-statement in ``delta_journal.py``, SQL strings in ``dispatch_state.py``). This
-test names them, so that no fourth appears unnoticed, and must be edited when one
-of them stops writing: the set only shrinks, down to the one repository.
+Cursor state has one write path: :mod:`core.store.cursor_state` appends a delta
+with its version, compacts, creates cursors and takes the locks; the metadata
+store, the dispatcher's transaction and the group commit call it. No other
+module may write the tables, nor read the journal itself.
 
 Every ``core`` module is read as text: a write is a SQLAlchemy ``insert``,
 ``update`` or ``delete`` of ``CursorRow``/``CursorDeltaRow``, a new row object of
@@ -30,12 +28,11 @@ WRITES = re.compile(
     rf"|\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+{TABLE}(?![\w])",
 )
 
-WRITERS = {
-    "core/store/delta_journal.py",
-    "core/store/dispatch_state.py",
-    "core/store/metadata.py",
-}
-"""The modules that write the journal tables today (one, once the repository exists)."""
+WRITERS = {"core/store/cursor_state.py"}
+"""The one module that writes the journal tables."""
+
+JOURNAL_READS = re.compile(r"\bFROM\s+cursor_deltas\b|\bselect\(\s*CursorDeltaRow\b")
+"""Reading the journal's deltas (replay belongs to the repository too)."""
 
 NOT_WRITERS = ("core/store/tables.py", "core/store/migrations/")
 """Where the tables are declared and migrated, not written."""
@@ -88,3 +85,14 @@ def test_reads_and_other_tables_are_not_writes(source: str) -> None:
 
 def test_only_the_known_modules_write_the_cursor_journal() -> None:
     assert journal_writers() == WRITERS
+
+
+def test_only_the_repository_reads_the_journal() -> None:
+    readers = set()
+    for path in CORE.rglob("*.py"):
+        name = path.relative_to(ROOT).as_posix()
+        if name.startswith(NOT_WRITERS):
+            continue
+        if JOURNAL_READS.search(path.read_text(encoding="utf-8")):
+            readers.add(name)
+    assert readers == WRITERS

@@ -60,7 +60,7 @@ def open_and_read(url: str) -> list[str]:
 def test_first_open_records_the_head_revision(metadata_url: str) -> None:
     with MetadataStore(metadata_url) as store:
         store.create_tenant("acme")
-        assert recorded_revision(store._engine) == HEAD_REVISION
+        assert recorded_revision(store.engine) == HEAD_REVISION
     assert open_and_read(metadata_url) == ["acme"]
 
 
@@ -96,23 +96,23 @@ def test_opens_of_a_new_and_of_a_current_store_import_no_alembic(tmp_path: Path)
 
 def recorded_revision_of(url: str) -> str | None:
     with MetadataStore(url) as store:
-        return recorded_revision(store._engine)
+        return recorded_revision(store.engine)
 
 
 def test_an_embedded_store_behind_migrates_itself_on_open(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'metadata.db'}"
     with MetadataStore(url) as store:
         store.create_tenant("acme")
-        with store._write_engine.begin() as connection:
+        with store.write_engine.begin() as connection:
             connection.execute(text("DROP INDEX ix_plan_records_waiting"))
             connection.execute(text("UPDATE alembic_version SET version_num = '0001_baseline'"))
-        with store._write_engine.begin() as connection:
+        with store.write_engine.begin() as connection:
             connection.execute(text("CREATE TABLE cursorops_schema (id INTEGER PRIMARY KEY)"))
     with MetadataStore(url) as store:
-        assert recorded_revision(store._engine) == HEAD_REVISION
-        indexes = {i["name"] for i in inspect(store._engine).get_indexes("plan_records")}
+        assert recorded_revision(store.engine) == HEAD_REVISION
+        indexes = {i["name"] for i in inspect(store.engine).get_indexes("plan_records")}
         assert "ix_plan_records_waiting" in indexes
-        assert "cursorops_schema" not in inspect(store._engine).get_table_names()
+        assert "cursorops_schema" not in inspect(store.engine).get_table_names()
         assert store.list_tenants() == ["acme"]
 
 
@@ -132,7 +132,7 @@ def test_concurrent_first_opens_all_succeed(metadata_url: str) -> None:
         thread.join()
     assert errors == []
     with MetadataStore(metadata_url) as store:
-        assert recorded_revision(store._engine) == HEAD_REVISION
+        assert recorded_revision(store.engine) == HEAD_REVISION
 
 
 def test_concurrent_migrations_migrate_once(tmp_path: Path, metadata_url: str) -> None:
@@ -163,9 +163,9 @@ def test_concurrent_migrations_migrate_once(tmp_path: Path, metadata_url: str) -
 def test_a_store_newer_than_the_code_is_refused_and_left_alone(metadata_url: str) -> None:
     with MetadataStore(metadata_url) as store:
         store.create_tenant("acme")
-        with store._write_engine.begin() as connection:
+        with store.write_engine.begin() as connection:
             connection.execute(text("UPDATE alembic_version SET version_num = '9999_future'"))
-        engine = store._engine
+        engine = store.engine
         with pytest.raises(MetadataStoreError, match="newer than this cursorops") as refused:
             MetadataStore(metadata_url)
         assert not isinstance(refused.value, SchemaOutOfDateError)

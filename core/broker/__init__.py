@@ -1,0 +1,373 @@
+"""The façade every front door calls: CLI, REST plugin, Airflow tasks.
+
+A :class:`Broker` owns the two stores and answers admin and client
+operations with Pulsar's semantics, checking the caller's role first. It holds
+no cursor state between calls: each call loads what it needs from the stores,
+so several processes may share one installation.
+
+Each method delegates to the collaborator that owns its concern, also reachable
+as an attribute (where the methods are documented):
+
+======================  =====================  =============================================
+attribute               module                 what it owns
+======================  =====================  =============================================
+``access``              ``access.py``          the authorization decision, the approval refusal
+``admin``               ``admin.py``           tenants, namespaces, policies, topics, subscriptions
+``producing``           ``produce.py``         produce, produce as columns, append entries
+``reading``             ``read.py``            dispatcher, consume, peek, examine, last position
+``cursor_ops``          ``cursor_ops.py``      skip (plan, apply, approved apply) and reset
+``analysis``            ``analysis.py``        backlog, stats, cursor state, history, Spark reads
+``workflow``            ``workflow.py``        plan records, approval requests, the audit log
+======================  =====================  =============================================
+
+They share one :class:`~core.broker.context.BrokerContext` (``context``): the
+configuration, the clock, the stores and the authorization.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from core import skip
+from core.authz import Operation
+from core.backlog import PartitionAnalysis
+from core.backlog_audit import BacklogSample
+from core.broker.access import Access
+from core.broker.admin import Admin
+from core.broker.analysis import (
+    PAYLOAD_EXCERPT_BYTES,
+    Analysis,
+    BacklogProjection,
+    MessageDescription,
+    PartitionProjection,
+)
+from core.broker.context import BrokerContext, wall_clock_ms
+from core.broker.cursor_ops import CursorOperations
+from core.broker.produce import Producing
+from core.broker.read import Reading
+from core.broker.workflow import Workflow
+from core.config import Config
+from core.cursor import CursorState
+from core.message_id import MessageId
+from core.plan_record import ApprovalPolicy, ApprovalRequest, PlanBinding, PlanRecord
+from core.position import Position
+from core.skip_plan import SkipPlan
+from core.store.ledger import LedgerStore
+from core.store.metadata import AuditRecord, MetadataStore, SubscriptionInfo, TopicInfo
+from core.subscription import SubscriptionType
+from core.topic_name import TopicName
+from core.topic_scan import TopicScan
+from core.topic_stats import TopicStats
+
+# The read path (core.dispatch, core.store.segment_reader) and the producer are imported
+# where they are used: a command that only counts or skips does not load them.
+if TYPE_CHECKING:
+    from core.dispatch import Dispatcher, Message
+    from core.message_id_columns import MessageIdColumns
+    from core.producer import Entry, OutgoingMessage
+    from core.store.migrate import Migration
+
+__all__ = [
+    "PAYLOAD_EXCERPT_BYTES",
+    "BacklogProjection",
+    "Broker",
+    "BrokerContext",
+    "MessageDescription",
+    "PartitionProjection",
+    "wall_clock_ms",
+]
+
+
+class Broker:
+    def __init__(self, config: Config, clock: Callable[[], int] = wall_clock_ms) -> None:
+        self.config = config
+        self.clock = clock
+        self.metadata = MetadataStore.from_config(config)
+        self.ledgers = LedgerStore.from_config(config, self.metadata)
+        self.access = Access(config, self.metadata)
+        self.context = BrokerContext(config, clock, self.metadata, self.ledgers, self.access)
+        self.analysis = Analysis(self.context)
+        self.admin = Admin(self.context, self.analysis)
+        self.producing = Producing(self.context)
+        self.reading = Reading(self.context)
+        self.cursor_ops = CursorOperations(self.context)
+        self.workflow = Workflow(self.context)
+
+    @staticmethod
+    def migrate_metadata(config: Config) -> Migration:
+        """Upgrade the metadata store ``config`` names to this release's schema; idempotent.
+
+        What ``cursorops db migrate`` runs, without opening a Broker (an open of a
+        shared store that is behind is refused). Not authorized by role: whoever
+        holds the store's URL and credentials may change its schema.
+        """
+        from core.store.migrate import migrate
+
+        return migrate(config)
+
+    def close(self) -> None:
+        self.metadata.close()
+
+    def __enter__(self) -> Broker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def authorized_topic(
+        self, role: str, operation: Operation, topic: str | TopicName
+    ) -> TopicInfo:
+        return self.access.authorized_topic(role, operation, topic)
+
+    def create_tenant(self, role: str, tenant: str, admin_roles: Iterable[str] = ()) -> None:
+        self.admin.create_tenant(role, tenant, admin_roles)
+
+    def list_tenants(self, role: str) -> list[str]:
+        return self.admin.list_tenants(role)
+
+    def list_topics(self, role: str, namespace: str) -> list[TopicInfo]:
+        return self.admin.list_topics(role, namespace)
+
+    def create_namespace(self, role: str, namespace: str) -> None:
+        self.admin.create_namespace(role, namespace)
+
+    def grant_permission(
+        self, role: str, namespace: str, grantee: str, actions: Iterable[str]
+    ) -> None:
+        self.admin.grant_permission(role, namespace, grantee, actions)
+
+    def set_namespace_policy(
+        self, role: str, namespace: str, *, skip_requires_approval: bool
+    ) -> None:
+        self.admin.set_namespace_policy(
+            role, namespace, skip_requires_approval=skip_requires_approval
+        )
+
+    def skip_requires_approval(self, role: str, topic: str) -> bool:
+        return self.admin.skip_requires_approval(role, topic)
+
+    def set_approval_quorum(
+        self, role: str, namespace: str, *, large_above_messages: int | None, approvals: int
+    ) -> None:
+        self.admin.set_approval_quorum(
+            role, namespace, large_above_messages=large_above_messages, approvals=approvals
+        )
+
+    def approval_policy(self, role: str, topic: str | TopicName) -> ApprovalPolicy:
+        return self.admin.approval_policy(role, topic)
+
+    def save_plan_record(
+        self, binding: PlanBinding, plan: SkipPlan, document: Mapping[str, object]
+    ) -> PlanRecord:
+        return self.workflow.save_plan_record(binding, plan, document)
+
+    def current_plan_record(self, role: str, dag_id: str, run_id: str) -> PlanRecord | None:
+        return self.workflow.current_plan_record(role, dag_id, run_id)
+
+    def waiting_plan_records(self, role: str, topic: str) -> list[PlanRecord]:
+        return self.workflow.waiting_plan_records(role, topic)
+
+    def record_approval_request(self, request: ApprovalRequest) -> None:
+        self.workflow.record_approval_request(request)
+
+    def approval_requests(self, dag_id: str, run_id: str) -> list[ApprovalRequest]:
+        return self.workflow.approval_requests(dag_id, run_id)
+
+    def apply_approved_skip(
+        self,
+        record: PlanRecord,
+        approvals: Sequence[Mapping[str, object]],
+        *,
+        via: str = "airflow",
+    ) -> skip.SkipOutcome:
+        return self.cursor_ops.apply_approved_skip(record, approvals, via=via)
+
+    def create_topic(self, role: str, topic: str, partitions: int = 0) -> TopicInfo:
+        return self.admin.create_topic(role, topic, partitions)
+
+    def create_subscription(
+        self,
+        role: str,
+        topic: str,
+        subscription: str,
+        type: SubscriptionType = SubscriptionType.EXCLUSIVE,
+        properties: Mapping[str, str] | None = None,
+        initial_position: str | Position = "latest",
+        *,
+        start_after: Position | None = None,
+    ) -> SubscriptionInfo:
+        return self.admin.create_subscription(
+            role, topic, subscription, type, properties, initial_position, start_after=start_after
+        )
+
+    def list_subscriptions(self, role: str, topic: str) -> list[SubscriptionInfo]:
+        return self.admin.list_subscriptions(role, topic)
+
+    def delete_subscription(
+        self, role: str, topic: str | TopicName, subscription: str, *, force: bool = False
+    ) -> None:
+        self.admin.delete_subscription(role, topic, subscription, force=force)
+
+    def update_subscription_properties(
+        self, role: str, topic: str, subscription: str, properties: Mapping[str, str]
+    ) -> SubscriptionInfo:
+        return self.admin.update_subscription_properties(role, topic, subscription, properties)
+
+    def produce(
+        self,
+        role: str,
+        topic: str,
+        messages: Sequence[OutgoingMessage],
+        *,
+        batch_size: int = 1,
+        producer_name: str = "cursorops-cli",
+    ) -> list[MessageId]:
+        return self.producing.produce(
+            role, topic, messages, batch_size=batch_size, producer_name=producer_name
+        )
+
+    def produce_columns(
+        self,
+        role: str,
+        topic: str,
+        payloads: Sequence[bytes],
+        *,
+        batch_size: int = 1,
+        producer_name: str = "cursorops-cli",
+    ) -> MessageIdColumns:
+        return self.producing.produce_columns(
+            role, topic, payloads, batch_size=batch_size, producer_name=producer_name
+        )
+
+    def append_entries(self, role: str, topic: str, entries: Sequence[Entry]) -> list[Position]:
+        return self.producing.append_entries(role, topic, entries)
+
+    def skip_messages(
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str,
+        ids: Sequence[MessageId],
+        *,
+        via: str = "broker",
+    ) -> skip.SkipOutcome:
+        return self.cursor_ops.skip_messages(role, topic, subscription, ids, via=via)
+
+    def plan_skip(
+        self, role: str, topic: str | TopicName, subscription: str, ids: Sequence[MessageId]
+    ) -> SkipPlan:
+        return self.cursor_ops.plan_skip(role, topic, subscription, ids)
+
+    def apply_skip(
+        self,
+        role: str,
+        plan: SkipPlan,
+        *,
+        via: str = "broker",
+        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+    ) -> skip.SkipOutcome:
+        return self.cursor_ops.apply_skip(role, plan, via=via, _approved=_approved)
+
+    def reset_cursor(
+        self,
+        role: str,
+        topic: str,
+        subscription: str,
+        *,
+        position: Position | None = None,
+        timestamp_ms: int | None = None,
+    ) -> dict[str, str]:
+        return self.cursor_ops.reset_cursor(
+            role, topic, subscription, position=position, timestamp_ms=timestamp_ms
+        )
+
+    def dispatcher(
+        self, role: str, topic: str, subscription: str, *, partition: int | None = None
+    ) -> Dispatcher:
+        return self.reading.dispatcher(role, topic, subscription, partition=partition)
+
+    def consume(
+        self, role: str, topic: str, subscription: str, count: int, *, ack: bool = False
+    ) -> list[Message]:
+        return self.reading.consume(role, topic, subscription, count, ack=ack)
+
+    def last_position(self, role: str, topic: str) -> Position:
+        return self.reading.last_position(role, topic)
+
+    def peek_messages(self, role: str, topic: str, subscription: str, count: int) -> list[Message]:
+        return self.reading.peek_messages(role, topic, subscription, count)
+
+    def examine_message(
+        self, role: str, topic: str, initial_position: str, message_position: int
+    ) -> Message:
+        return self.reading.examine_message(role, topic, initial_position, message_position)
+
+    def analyze_backlog(
+        self, role: str, topic: str | TopicName, subscription: str | None = None
+    ) -> list[PartitionAnalysis]:
+        return self.analysis.analyze_backlog(role, topic, subscription)
+
+    def topic_stats(self, role: str, topic: str | TopicName) -> TopicStats:
+        return self.analysis.topic_stats(role, topic)
+
+    def cursor_state(
+        self, role: str, topic_partition: str | TopicName, subscription: str
+    ) -> CursorState:
+        return self.analysis.cursor_state(role, topic_partition, subscription)
+
+    def entry_count(self, role: str, topic: str | TopicName) -> int:
+        return self.analysis.entry_count(role, topic)
+
+    def scan_plan(
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str | None = None,
+        *,
+        operation: Operation = Operation.CONSUME,
+    ) -> TopicScan:
+        return self.analysis.scan_plan(role, topic, subscription, operation=operation)
+
+    def project_backlog(self, role: str, plan: SkipPlan) -> BacklogProjection:
+        return self.analysis.project_backlog(role, plan)
+
+    def describe_messages(self, role: str, plan: SkipPlan, limit: int) -> list[MessageDescription]:
+        return self.analysis.describe_messages(role, plan, limit)
+
+    def record_audit(
+        self,
+        role: str,
+        kind: str,
+        topic: str,
+        subscription: str | None,
+        detail: Mapping[str, object],
+    ) -> int:
+        return self.workflow.record_audit(role, kind, topic, subscription, detail)
+
+    def audit_log(
+        self, role: str, topic: str, *, kind: str | None = None, limit: int = 100
+    ) -> list[AuditRecord]:
+        return self.workflow.audit_log(role, topic, kind=kind, limit=limit)
+
+    def backlog_ages(self, role: str, topic: str) -> dict[str, int | None]:
+        return self.analysis.backlog_ages(role, topic)
+
+    def record_backlog_audit(self, role: str, run_id: str, samples: Sequence[BacklogSample]) -> int:
+        return self.analysis.record_backlog_audit(role, run_id, samples)
+
+    def backlog_history(
+        self,
+        role: str,
+        topic: str,
+        subscription: str | None = None,
+        *,
+        since_ms: int | None = None,
+        limit: int = 10_000,
+    ) -> list[BacklogSample]:
+        return self.analysis.backlog_history(
+            role, topic, subscription, since_ms=since_ms, limit=limit
+        )
+
+    def list_namespaces(self, role: str, tenant: str) -> list[str]:
+        return self.admin.list_namespaces(role, tenant)

@@ -1,0 +1,83 @@
+"""Who may do what: the authorization decision of every Broker operation, and the refusal of
+an irreversible operation on a namespace that requires approval."""
+
+from __future__ import annotations
+
+from core import authz
+from core.authz import Operation
+from core.config import Config
+from core.errors import (
+    ApprovalRequiredError,
+    InvalidArgumentError,
+    NotAuthorizedError,
+    NotFoundError,
+)
+from core.store.metadata import MetadataStore, TopicInfo
+from core.topic_name import TopicName
+
+
+class Access:
+    """The authorization rule, read from the tenant and namespace records as they are now."""
+
+    def __init__(self, config: Config, metadata: MetadataStore) -> None:
+        self.config = config
+        self.metadata = metadata
+
+    def check(
+        self,
+        role: str,
+        operation: Operation,
+        tenant: str,
+        resource: str,
+        namespace: str | None = None,
+    ) -> None:
+        """Authorize before anything is looked up, so a refusal never reveals what exists."""
+        if role in self.config.superuser_roles:
+            return
+        if operation in authz.SUPERUSER_ONLY:
+            authz.check(role, operation, resource, superusers=self.config.superuser_roles)
+            return
+        try:
+            # One statement: the tenant's admins and the role's grant in the namespace.
+            asked = namespace if authz.GRANTS_ALLOWING[operation] else None
+            tenant_admins, granted = self.metadata.access(tenant, asked, role)
+        except NotFoundError as exc:
+            raise NotAuthorizedError(
+                f"Role '{role}' is not authorized to {operation.value} on {resource}"
+            ) from exc
+        authz.check(
+            role,
+            operation,
+            resource,
+            superusers=self.config.superuser_roles,
+            tenant_admins=tenant_admins,
+            granted_actions=granted,
+        )
+
+    def authorized_topic(
+        self, role: str, operation: Operation, topic: str | TopicName
+    ) -> TopicInfo:
+        """Parse ``topic`` (unless given parsed), check ``role`` for ``operation``, load it.
+
+        The one authorization rule of every topic operation, for the Python
+        path and for the Spark jobs alike. A partition's name is refused: give
+        the topic.
+        """
+        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+        if name.is_partition:
+            raise InvalidArgumentError(f"'{topic}' names a partition; give the topic '{name.base}'")
+        self.check(role, operation, name.tenant, str(name), name.namespace_name)
+        return self.metadata.get_topic(str(name))
+
+    def refuse_without_approval(self, info: TopicInfo, what: str) -> None:
+        """The one check every door of an irreversible operation makes: on a namespace that
+        requires approval, only an approved plan record applies
+        (:meth:`~core.broker.cursor_ops.CursorOperations.apply_approved_skip`)."""
+        if info.approval_required:
+            namespace = TopicName.parse(info.name).namespace_name
+            raise ApprovalRequiredError(
+                f"Namespace {namespace} requires a second person's approval for {what}: "
+                "nothing applied. Ask through the cursorops_skip_messages or "
+                "cursorops_skip_matching workflow (REST answers 202 with the run; the CLI "
+                "starts it when logged in with --admin-url)"
+            )

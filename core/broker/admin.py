@@ -1,0 +1,217 @@
+"""Tenancy and admin: tenants, namespaces and their policies (approval, quorum),
+permissions, topics and subscriptions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from core import cursor_codec
+from core.authz import Operation
+from core.broker.analysis import Analysis
+from core.broker.context import BrokerContext, Collaborator
+from core.broker.cursor_ops import check_reset_target
+from core.cursor import CursorState
+from core.entry_filters import validate_filter_properties
+from core.errors import InvalidArgumentError, SubscriptionBusyError
+from core.plan_record import ApprovalPolicy
+from core.position import EARLIEST, Position
+from core.store.metadata import SubscriptionInfo, TopicInfo
+from core.subscription import SubscriptionType
+from core.topic_name import TopicName
+
+
+class Admin(Collaborator):
+    """pulsar-admin's tenants, namespaces, topics and subscriptions, each checked first."""
+
+    def __init__(self, context: BrokerContext, analysis: Analysis) -> None:
+        super().__init__(context)
+        # Unsubscribing on a namespace that requires approval counts what is left first.
+        self.analysis = analysis
+
+    def create_tenant(self, role: str, tenant: str, admin_roles: Iterable[str] = ()) -> None:
+        self.access.check(role, Operation.CREATE_TENANT, tenant, f"creating tenant {tenant}")
+        self.metadata.create_tenant(tenant, admin_roles)
+
+    def list_tenants(self, role: str) -> list[str]:
+        """Superusers only, as in Pulsar."""
+        self.access.check(role, Operation.LIST_TENANTS, "", "listing tenants")
+        return self.metadata.list_tenants()
+
+    def list_topics(self, role: str, namespace: str) -> list[TopicInfo]:
+        """Pulsar's GET_TOPICS: tenant admins, or any role that may produce or consume there."""
+        tenant = namespace.split("/", 1)[0]
+        self.access.check(role, Operation.GET_TOPICS, tenant, f"namespace {namespace}", namespace)
+        return self.metadata.list_topics(namespace)
+
+    def create_namespace(self, role: str, namespace: str) -> None:
+        tenant = namespace.split("/", 1)[0]
+        self.access.check(role, Operation.CREATE_NAMESPACE, tenant, f"namespace {namespace}")
+        self.metadata.create_namespace(namespace)
+
+    def list_namespaces(self, role: str, tenant: str) -> list[str]:
+        """The namespaces (``tenant/ns``) of ``tenant``: for its admins and superusers.
+
+        Pulsar lets a tenant's admins list its namespaces; creating one is
+        decided by the same rule, so that check is reused.
+        """
+        self.access.check(
+            role, Operation.CREATE_NAMESPACE, tenant, f"namespaces of tenant {tenant}"
+        )
+        return self.metadata.list_namespaces(tenant)
+
+    def grant_permission(
+        self, role: str, namespace: str, grantee: str, actions: Iterable[str]
+    ) -> None:
+        tenant = namespace.split("/", 1)[0]
+        self.access.check(role, Operation.GRANT_PERMISSION, tenant, f"namespace {namespace}")
+        self.metadata.grant_permission(namespace, grantee, actions)
+
+    def set_namespace_policy(
+        self, role: str, namespace: str, *, skip_requires_approval: bool
+    ) -> None:
+        """cursorops's namespace policy: whether skips there need an approval workflow.
+
+        A namespace policy, so tenant admins only (as Pulsar's ``set-*`` policies).
+        """
+        tenant = namespace.split("/", 1)[0]
+        self.access.check(role, Operation.SET_NAMESPACE_POLICY, tenant, f"namespace {namespace}")
+        self.metadata.set_skip_requires_approval(namespace, skip_requires_approval)
+
+    def skip_requires_approval(self, role: str, topic: str) -> bool:
+        """Whether a skip on ``topic`` must go through the approval workflow (asked as SKIP)."""
+        info = self.access.authorized_topic(role, Operation.SKIP, topic)
+        return self.metadata.skip_requires_approval(TopicName.parse(info.name).namespace_name)
+
+    def set_approval_quorum(
+        self, role: str, namespace: str, *, large_above_messages: int | None, approvals: int
+    ) -> None:
+        """Plans of more than ``large_above_messages`` messages on ``namespace`` need
+        ``approvals`` distinct approvers (tenant admins set it, as every namespace policy)."""
+        tenant = namespace.split("/", 1)[0]
+        self.access.check(role, Operation.SET_NAMESPACE_POLICY, tenant, f"namespace {namespace}")
+        self.metadata.set_approval_quorum(namespace, large_above_messages, approvals)
+
+    def approval_policy(self, role: str, topic: str | TopicName) -> ApprovalPolicy:
+        """The approval policy of ``topic``'s namespace (asked as GET_STATS on the topic)."""
+        info = self.access.authorized_topic(role, Operation.GET_STATS, topic)
+        return self.metadata.approval_policy(TopicName.parse(info.name).namespace_name)
+
+    def create_topic(self, role: str, topic: str, partitions: int = 0) -> TopicInfo:
+        name = TopicName.parse(topic)
+        self.access.check(role, Operation.CREATE_TOPIC, name.tenant, str(name))
+        limit = self.config.max_partitions_per_topic
+        if not isinstance(partitions, bool) and isinstance(partitions, int) and partitions > limit:
+            raise InvalidArgumentError(
+                f"Invalid partition count {partitions}: at most {limit} partitions per topic "
+                "(max_partitions_per_topic)"
+            )
+        return self.metadata.create_topic(str(name), partitions)
+
+    def create_subscription(
+        self,
+        role: str,
+        topic: str,
+        subscription: str,
+        type: SubscriptionType = SubscriptionType.EXCLUSIVE,
+        properties: Mapping[str, str] | None = None,
+        initial_position: str | Position = "latest",
+        *,
+        start_after: Position | None = None,
+    ) -> SubscriptionInfo:
+        """Create a subscription at latest (default, like pulsar-admin), earliest or an entry.
+
+        A :class:`Position` (``create-subscription -m L:E``) makes that entry the
+        first one delivered; it must be an entry of the (non-partitioned) topic, or
+        the end. ``start_after`` instead makes the entry after it the first one
+        (mark-delete at it, as Pulsar's non-durable cursor of a reader starting at a
+        message id): before the first entry means the start, past the last the end.
+        Entry filter properties are validated before anything is created.
+        """
+        info = self.access.authorized_topic(role, Operation.SUBSCRIBE, topic)
+        if start_after is not None and info.partitions:
+            raise InvalidArgumentError(
+                f"A subscription after a message id needs a non-partitioned topic; "
+                f"{info.name} has {info.partitions} partitions"
+            )
+        if not isinstance(initial_position, Position) and initial_position not in (
+            "latest",
+            "earliest",
+        ):
+            raise InvalidArgumentError(
+                f"Invalid initial position '{initial_position}': latest, earliest or L:E"
+            )
+        if not subscription or not subscription.strip():
+            raise InvalidArgumentError("Subscription name must not be empty")
+        validate_filter_properties(dict(properties or {}))
+        if isinstance(initial_position, Position):
+            if info.partitions:
+                raise InvalidArgumentError(
+                    "A subscription at a message id needs a non-partitioned topic; "
+                    f"{info.name} has {info.partitions} partitions"
+                )
+            check_reset_target(initial_position, self.context.layout(info.name))
+        snapshots = {}
+        for partition in info.partition_names():
+            state = CursorState()
+            layout = self.context.layout(partition)
+            if start_after is not None:
+                if layout.contains(start_after) or start_after == EARLIEST:
+                    state.mark_delete = start_after
+                elif start_after > layout.last_position:
+                    state.mark_delete = layout.last_position
+            elif initial_position == "latest":
+                state.mark_delete = layout.last_position
+            elif isinstance(initial_position, Position):
+                state.reset(initial_position, layout)
+            snapshots[partition] = cursor_codec.encode(state)
+        return self.metadata.create_subscription(
+            info.name, subscription, type, dict(properties or {}), snapshots
+        )
+
+    def list_subscriptions(self, role: str, topic: str) -> list[SubscriptionInfo]:
+        """Pulsar's GET_SUBSCRIPTIONS, which needs ``consume``."""
+        info = self.access.authorized_topic(role, Operation.GET_SUBSCRIPTIONS, topic)
+        return self.metadata.list_subscriptions(info.name)
+
+    def delete_subscription(
+        self, role: str, topic: str | TopicName, subscription: str, *, force: bool = False
+    ) -> None:
+        """``topics unsubscribe``: Pulsar's UNSUBSCRIBE, which needs ``consume``.
+
+        As in Pulsar, refused while a consumer is connected (its lease has not
+        lapsed), unless ``force``.
+        """
+        info = self.access.authorized_topic(role, Operation.UNSUBSCRIBE, topic)
+        if info.approval_required:
+            left = sum(
+                row.result.messages
+                for row in self.analysis.analyze_backlog(role, info.name, subscription)
+            )
+            if left:
+                self.access.refuse_without_approval(
+                    info, f"unsubscribing '{subscription}', which has {left} message(s) left"
+                )
+        if not force:
+            now = self.clock()
+            with self.metadata.subscription_transaction(info.name, subscription, now) as txn:
+                live = [c for c in txn.consumers() if c.lease_expires_ms > now]
+            if live:
+                raise SubscriptionBusyError(
+                    f"Subscription '{subscription}' of {info.name} has {len(live)} active "
+                    "connected consumer(s); use force to delete it anyway"
+                )
+        self.metadata.delete_subscription(info.name, subscription)
+
+    def update_subscription_properties(
+        self, role: str, topic: str, subscription: str, properties: Mapping[str, str]
+    ) -> SubscriptionInfo:
+        """Replace a subscription's properties (Pulsar authorizes this as SUBSCRIBE).
+
+        As pulsar-admin's ``update-subscription-properties``, the given map replaces
+        the old one whole; an empty map clears it. Entry filters are validated first.
+        """
+        info = self.access.authorized_topic(role, Operation.SUBSCRIBE, topic)
+        validate_filter_properties(dict(properties))
+        return self.metadata.update_subscription_properties(
+            info.name, subscription, dict(properties)
+        )

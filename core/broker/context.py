@@ -1,0 +1,93 @@
+"""What every part of the Broker shares: the configuration, the clock, the two stores, the
+authorization, and the few reads of a partition they all make (its ledger layout, a cursor,
+its entry index)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from core import skip
+from core.broker.access import Access
+from core.config import Config
+from core.ledger_layout import LedgerLayout
+from core.managed_cursor import ManagedCursor
+from core.store.ledger import LedgerStore
+from core.store.metadata import MetadataStore, SegmentInfo, TopicInfo
+from core.topic_name import TopicName
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class BrokerContext:
+    """The stores and rules one Broker's collaborators share; holds no cursor state."""
+
+    config: Config
+    clock: Callable[[], int]
+    metadata: MetadataStore
+    ledgers: LedgerStore
+    access: Access
+
+    @staticmethod
+    def partition_topics(info: TopicInfo) -> list[TopicName]:
+        """The parsed names of :meth:`TopicInfo.partition_names`, parsing the topic once."""
+        base = TopicName.parse(info.name)
+        return (
+            [base] if not info.partitions else [base.partition(i) for i in range(info.partitions)]
+        )
+
+    def layout(self, topic_partition: str) -> LedgerLayout:
+        return LedgerLayout.of(
+            (info.ledger_id, info.entries) for info in self.metadata.ledgers(topic_partition)
+        )
+
+    def cursor(
+        self, topic_partition: str, subscription: str, layout: LedgerLayout | None = None
+    ) -> ManagedCursor:
+        """Open a cursor; pass ``layout`` when the caller already read the ledger list."""
+        return ManagedCursor.open(
+            self.metadata,
+            topic_partition,
+            subscription,
+            layout if layout is not None else self.layout(topic_partition),
+        )
+
+    def entry_arrays(
+        self,
+        topic_partition: str | TopicName,
+        layout: LedgerLayout | None = None,
+        segments: Sequence[SegmentInfo] | None = None,
+    ) -> skip.SkipLookup:
+        """The partition's entry index; pass ``layout`` and ``segments`` when the caller
+        already read the ledgers and the segment list."""
+        index = self.ledgers.entry_index(
+            topic_partition
+            if isinstance(topic_partition, TopicName)
+            else TopicName.parse(topic_partition),
+            segments,
+        )
+        return skip.SkipLookup(
+            layout=layout if layout is not None else self.layout(str(topic_partition)),
+            ledger_ids=np.asarray(index.ledger_id, dtype=np.int64),
+            entry_ids=np.asarray(index.entry_id, dtype=np.int64),
+            batch_sizes=np.asarray(index.batch_size, dtype=np.int64),
+            deliver_at=np.asarray(index.deliver_at, dtype=np.int64),
+        )
+
+
+class Collaborator:
+    """A part of the Broker: the shared context, and its members by their short names."""
+
+    def __init__(self, context: BrokerContext) -> None:
+        self.context = context
+        self.config = context.config
+        self.clock = context.clock
+        self.metadata = context.metadata
+        self.ledgers = context.ledgers
+        self.access = context.access

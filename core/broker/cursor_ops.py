@@ -1,0 +1,394 @@
+"""Cursor operations: skip (plan, apply, apply an approved plan) and reset."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from core import cursor_codec, skip
+from core.authz import Operation
+from core.broker.context import Collaborator
+from core.cursor import AckColumns, CursorState
+from core.errors import (
+    InvalidArgumentError,
+    InvalidSkipPlanError,
+    PositionOutOfRangeError,
+    TopicNotFoundError,
+    UnsupportedSubscriptionTypeError,
+)
+from core.ledger_layout import LedgerLayout
+from core.managed_cursor import replay
+from core.message_id import MessageId
+from core.plan_record import PlanRecord
+from core.position import EARLIEST, Position
+from core.skip_plan import SkipColumns, SkipPlan
+from core.store.metadata import AuditEntry, TopicInfo
+from core.topic_name import TopicName
+
+if TYPE_CHECKING:
+    pass
+
+
+class CursorOperations(Collaborator):
+    """The operations that move a subscription's cursor on an operator's request."""
+
+    def skip_messages(
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str,
+        ids: Sequence[MessageId],
+        *,
+        via: str = "broker",
+    ) -> skip.SkipOutcome:
+        """PIP-423 skip, the one path of every front door: validate, then acknowledge in one
+        transaction with its audit record (``via`` names the door: ``cli``, ``rest``, ...).
+
+        Raises before writing anything when any id is bad. Shared and Key_Shared
+        only ("Unsupported subscription type." otherwise). A partition's name
+        (``t-partition-2``) skips on that partition only and refuses ids of others,
+        as Pulsar's REST path does. On a namespace that requires approval it is
+        refused (ApprovalRequiredError) before anything is read.
+        """
+        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+        info = self.access.authorized_topic(
+            role, Operation.SKIP, name.base if name.is_partition else name
+        )
+        self.access.refuse_without_approval(info, "skips")
+        if not ids:
+            raise InvalidArgumentError("No message ids given")
+        selection, layouts = self._validated_skip(
+            info, subscription, skip.IdArrays.of(ids), with_states=False
+        )
+        plan = SkipPlan(info.name, subscription, selection.columns, self.clock())
+        if name.is_partition:
+            plan.check_only_on(str(name))
+        # The plan was validated a moment ago by this call: validating it again would only
+        # read the same ledger lists, which no cursor lock protects either. What is still
+        # unacknowledged is decided under the locks, once: what is acknowledged there was
+        # acknowledged before this call (nothing came "meanwhile").
+        rows = np.arange(len(plan.columns), dtype=np.int64)
+        return self._apply_validated(
+            role, info, plan, plan.columns, rows, layouts, via, planned_now=True
+        )
+
+    def plan_skip(
+        self, role: str, topic: str | TopicName, subscription: str, ids: Sequence[MessageId]
+    ) -> SkipPlan:
+        """Validate and route ``ids`` without changing anything: the plan to preview and approve.
+
+        Every id is checked against the topic's ledgers (all-or-nothing, every
+        bad id named); the plan records each message's partition, batch size,
+        delivery time and whether it is already acknowledged. Stamped with the
+        broker's clock.
+        """
+        info = self.access.authorized_topic(role, Operation.SKIP, topic)
+        if not ids:
+            raise InvalidArgumentError("No message ids given")
+        selection, _ = self._validated_skip(
+            info, subscription, skip.IdArrays.of(ids), with_states=True
+        )
+        return SkipPlan(info.name, subscription, selection.columns, self.clock())
+
+    def _validated_skip(
+        self, info: TopicInfo, subscription: str, ids: skip.IdArrays, *, with_states: bool
+    ) -> tuple[skip.SkipSelection, dict[str, LedgerLayout]]:
+        """:func:`core.skip.validate` against the stores as they are now, and the ledger layouts
+        of the partitions the ids are on.
+
+        ``with_states``: read those partitions' cursors to mark what is acknowledged already;
+        without, nothing is marked (an apply decides that from the cursors under their locks).
+        """
+        owners: dict[int, tuple[str, int]] = {}
+        layouts: dict[str, LedgerLayout] = {}
+        # One read transaction: the subscription, every partition's ledger list (it serves
+        # both the routing and the range checks) and the segments of the partitions the ids
+        # are on, in three statements.
+        with self.metadata.reading() as view:
+            sub = view.subscription(info.name, subscription)
+            if not sub.type.allows_skip:
+                raise UnsupportedSubscriptionTypeError(
+                    f"Unsupported subscription type. Skipping messages needs a Shared or "
+                    f"Key_Shared subscription; '{subscription}' is {sub.type.value}"
+                )
+            ledger_lists = view.ledgers_of(info.partition_names())
+            for index, partition in enumerate(info.partition_names()):
+                ledgers = ledger_lists[partition]
+                layouts[partition] = LedgerLayout.of((i.ledger_id, i.entries) for i in ledgers)
+                for ledger in ledgers:
+                    owners[ledger.ledger_id] = (partition, index if info.partitions else -1)
+            wanted = sorted(
+                {
+                    owners[ledger][0]
+                    for ledger in np.unique(ids.ledger_ids).tolist()
+                    if ledger in owners
+                }
+            )
+            segments = view.segments_of(wanted)
+        facts = {
+            name: self.context.entry_arrays(name, layouts[name], segments[name]) for name in wanted
+        }
+        states = {
+            name: self.context.cursor(name, subscription, layouts[name]).state
+            if with_states
+            else CursorState()
+            for name in wanted
+        }
+        return skip.validate(ids, owners, facts, states), {name: layouts[name] for name in wanted}
+
+    def apply_skip(
+        self,
+        role: str,
+        plan: SkipPlan,
+        *,
+        via: str = "broker",
+        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+    ) -> skip.SkipOutcome:
+        """Acknowledge exactly the plan's messages, all partitions in one transaction.
+
+        The plan may be stale or forged, so it is validated again against the
+        current ledgers and cursor (authorization, subscription type, every id in
+        the topic, partition routing, batch index range): any bad item raises and
+        nothing is written. Which messages are still unacknowledged is decided from
+        the cursors read under their row locks, in the writing transaction, so a
+        message acknowledged by anyone since planning is reported as
+        ``acknowledged_meanwhile``, never as skipped. The acknowledgements and the
+        audit record (stamped with the broker's clock) commit in that one
+        transaction, or neither does; ``via`` names the front door in the record
+        (``cli``, ``spark``, ...). Idempotent: applying again acknowledges nothing more.
+        On a namespace that requires approval it is refused: only
+        :meth:`apply_approved_skip` applies there.
+        """
+        info = self.access.authorized_topic(role, Operation.SKIP, plan.topic)
+        if _approved is None:
+            self.access.refuse_without_approval(info, "skips")
+        if info.name != plan.topic:
+            raise InvalidSkipPlanError(
+                f"Invalid skip plan: topic '{plan.topic}' is not a canonical topic name "
+                f"('{info.name}')"
+            )
+        columns = plan.columns
+        if skip.has_repeats(columns.ledger_id, columns.entry_id, columns.batch_index):
+            raise InvalidSkipPlanError(
+                f"Invalid skip plan {plan.plan_id}: a message is listed twice; nothing skipped"
+            )
+        ids = skip.IdArrays(
+            columns.ledger_id, columns.entry_id, columns.partition, columns.batch_index
+        )
+        selection, layouts = self._validated_skip(info, plan.subscription, ids, with_states=False)
+        items, source = selection.columns, selection.source
+        # The plan's partition of each validated item, in the validation's numbering.
+        code_of = {name: code for code, name in enumerate(items.names)}
+        planned_code = np.array([code_of.get(name, -1) for name in columns.names], dtype=np.int64)
+        elsewhere = np.flatnonzero(planned_code[columns.name_index[source]] != items.name_index)
+        if elsewhere.size:
+            row = int(elsewhere[0])
+            said = columns.names[int(columns.name_index[source[row]])]
+            raise InvalidSkipPlanError(
+                f"Invalid skip plan {plan.plan_id}: {items.item(row).message_id.triplet()} is on "
+                f"'{items.names[int(items.name_index[row])]}', not '{said}'; nothing skipped"
+            )
+        return self._apply_validated(role, info, plan, items, source, layouts, via, _approved)
+
+    def _apply_validated(
+        self,
+        role: str,
+        info: TopicInfo,
+        plan: SkipPlan,
+        items: SkipColumns,
+        source: npt.NDArray[np.int64],
+        layouts: Mapping[str, LedgerLayout],
+        via: str,
+        approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+        *,
+        planned_now: bool = False,
+    ) -> skip.SkipOutcome:
+        """Write a validated plan: ``items`` are its messages as validated, ``source`` each
+        one's row in the plan, ``layouts`` the partitions they are on (only their cursors
+        are locked: a skip waits for no writer of the partitions it leaves alone)."""
+        columns = plan.columns
+        code_of = {name: code for code, name in enumerate(items.names)}
+        was_acked = (
+            np.ones(len(source), dtype=np.bool_)
+            if planned_now
+            else columns.already_acknowledged[source]
+        )
+        # The content hash is a pass over every item: taken before the row locks.
+        plan_id = plan.plan_id
+        names = sorted(layouts)
+        outcomes: list[skip.SkipOutcome] = []
+
+        def decide(states: list[CursorState]) -> tuple[list[AckColumns], AuditEntry]:
+            # The cursors as they are under their row locks: what is reported as
+            # skipped is exactly what this transaction writes.
+            state_of = dict(zip(names, states, strict=True))
+            acked = np.zeros(len(items), dtype=np.bool_)
+            for code, name in enumerate(items.names):
+                rows = np.flatnonzero(items.name_index == code)
+                acked[rows] = state_of[name].acked_many(
+                    items.ledger_id[rows], items.entry_id[rows], items.batch_index[rows]
+                )
+            fresh = np.flatnonzero(~acked)
+            per_partition = dict.fromkeys(plan.partitions(), 0)
+            counts = np.bincount(items.name_index[fresh], minlength=len(items.names))
+            for name, count in zip(items.names, counts.tolist(), strict=True):
+                per_partition[name] += count
+            outcome = skip.SkipOutcome(
+                info.name,
+                plan.subscription,
+                plan_id,
+                skipped=items.take(fresh),
+                already_acknowledged=items.take(np.flatnonzero(acked & was_acked)),
+                acknowledged_meanwhile=items.take(np.flatnonzero(acked & ~was_acked)),
+                per_partition=per_partition,
+                part_of=plan.part_of,
+            )
+            outcomes.append(outcome)
+            detail = {**outcome.to_pulsar_json(), "via": via, **(approved[1] if approved else {})}
+            acks = [
+                skip.acknowledgements(
+                    items, fresh[items.name_index[fresh] == code_of.get(name, -1)]
+                )
+                for name in names
+            ]
+            return acks, AuditEntry("skip", info.name, plan.subscription, role, detail, at_ms)
+
+        at_ms = self.clock()
+        # One transaction the skip composes: the cursors read once under their row locks
+        # (in the fixed lock order), the acknowledgements decided from them, the audit record
+        # and an approved plan's claim; all of it commits, or nothing does.
+        with self.metadata.transaction() as work:
+            read = [work.cursors.read(name, plan.subscription, lock="update") for name in names]
+            states = [
+                replay(record, layouts[n]) for (_, record), n in zip(read, names, strict=True)
+            ]
+            acks, audit = decide(states)
+            for (cursor_id, _), ack in zip(read, acks, strict=True):
+                if len(ack):
+                    work.cursors.append(cursor_id, [cursor_codec.encode_columns(ack)])
+            audit_id = work.record_audit(audit)
+            if approved is not None:
+                done = outcomes[-1]
+                applied = {
+                    **approved[1],
+                    "auditId": audit_id,
+                    "skipped": len(done.skipped),
+                    "alreadyAcknowledged": len(done.already_acknowledged),
+                    "acknowledgedMeanwhile": len(done.acknowledged_meanwhile),
+                }
+                work.claim_plan(approved[0].digest, at_ms, applied)
+        return outcomes[-1]
+
+    def apply_approved_skip(
+        self,
+        record: PlanRecord,
+        approvals: Sequence[Mapping[str, object]],
+        *,
+        via: str = "airflow",
+    ) -> skip.SkipOutcome:
+        """Apply an approved plan record: the only door open on a namespace that requires
+        approval. The caller has checked ``approvals`` (who, when, for this digest).
+
+        Planned again against the current cursor first: ids acknowledged meanwhile
+        are reported, and anything outside the approved set refuses the whole plan.
+        The acknowledgements, the audit record and the record's claim (applied at most
+        once) commit in one transaction, as the requester's role.
+        """
+        record = record.verified()
+        role = record.binding.role
+        approved = record.plan()
+        again = self.plan_skip(role, record.topic, record.subscription, approved.message_ids())
+        outside = _keys(again) - _keys(approved)
+        if outside or len(again) != len(approved):
+            raise InvalidSkipPlanError(
+                f"Planning plan {record.digest} again would acknowledge messages outside the "
+                f"approved set ({len(outside)} of them): nothing applied"
+            )
+        by = [str(a.get("approver")) for a in approvals]
+        extra = {"runId": record.binding.run_id, "planDigest": record.digest, "approvedBy": by}
+        return self.apply_skip(role, approved, via=via, _approved=(record, extra))
+
+    def reset_cursor(
+        self,
+        role: str,
+        topic: str,
+        subscription: str,
+        *,
+        position: Position | None = None,
+        timestamp_ms: int | None = None,
+    ) -> dict[str, str]:
+        """Reset to a position (a non-partitioned topic, or one partition) or to a publish
+        time (any topic, or one partition).
+
+        A partition's name (``t-partition-2``) resets that partition only, as
+        pulsar-admin's does. With a time, each partition's next entry becomes its
+        first entry published at or after that time. Returns the new mark-delete
+        per partition.
+        """
+        parsed = TopicName.parse(topic)
+        info = self.access.authorized_topic(role, Operation.RESET_CURSOR, parsed.base)
+        partitions = info.partition_names()
+        if parsed.is_partition:
+            if parsed.partition_index >= info.partitions:
+                raise TopicNotFoundError(
+                    f"Topic '{parsed}' not found: {info.name} has {info.partitions} partitions"
+                )
+            partitions = [str(parsed)]
+        self.metadata.get_subscription(info.name, subscription)
+        self.access.refuse_without_approval(info, "reset-cursor (it acknowledges or redelivers)")
+        if (position is None) == (timestamp_ms is None):
+            raise InvalidArgumentError("Give exactly one of a message id or a time")
+        if position is not None and len(partitions) > 1:
+            raise InvalidArgumentError(
+                "Reset to a message id needs a non-partitioned topic or one partition; use a "
+                f"time on partitioned topic {info.name}"
+            )
+        layout = self.context.layout(partitions[0]) if position is not None else None
+        if position is not None and layout is not None:
+            check_reset_target(position, layout)
+        result = {}
+        for name in partitions:
+            cursor = self.context.cursor(name, subscription, layout)
+            target = position if position is not None else self._first_at(name, timestamp_ms or 0)
+            cursor.reset(target)
+            result[name] = str(cursor.mark_delete)
+        return result
+
+    def _first_at(self, topic_partition: str, timestamp_ms: int) -> Position:
+        index = self.ledgers.entry_index(TopicName.parse(topic_partition))
+        publish = np.asarray(index.publish_time, dtype=np.int64)
+        rows = np.flatnonzero(publish >= timestamp_ms)
+        if rows.size == 0:
+            layout = self.context.layout(topic_partition)
+            last = layout.last_position
+            return Position(last.ledger_id, last.entry_id + 1) if last != EARLIEST else EARLIEST
+        row = int(rows[0])
+        return Position(int(index.ledger_id[row]), int(index.entry_id[row]))
+
+
+def check_reset_target(position: Position, layout: LedgerLayout) -> None:
+    """A cursor may start at an entry of the topic, at its start or just past its end."""
+    last = layout.last_position
+    end = Position(last.ledger_id, last.entry_id + 1)
+    if position not in (EARLIEST, end) and not layout.contains(position):
+        raise PositionOutOfRangeError(
+            f"Cannot start at {position}: no such entry (the last entry is {last})"
+        )
+
+
+def _keys(plan: SkipPlan) -> set[tuple[str, int, int, int]]:
+    """Each message of a plan as (partition, ledger, entry, batch index)."""
+    c = plan.columns
+    return {
+        (c.names[n], led, ent, b)
+        for n, led, ent, b in zip(
+            c.name_index.tolist(),
+            c.ledger_id.tolist(),
+            c.entry_id.tolist(),
+            c.batch_index.tolist(),
+            strict=True,
+        )
+    }

@@ -1,0 +1,72 @@
+"""Producing: messages (one by one or as columns) and entries a client built."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from core.authz import Operation
+from core.broker.context import Collaborator
+from core.message_id import MessageId
+from core.position import Position
+from core.topic_name import TopicName
+
+# The producer is imported where it is used: a command that only counts or skips does not
+# load it.
+if TYPE_CHECKING:
+    from core.message_id_columns import MessageIdColumns
+    from core.producer import Entry, OutgoingMessage, Producer
+
+
+class Producing(Collaborator):
+    """Appends to the ledgers, authorized as PRODUCE."""
+
+    def produce(
+        self,
+        role: str,
+        topic: str,
+        messages: Sequence[OutgoingMessage],
+        *,
+        batch_size: int = 1,
+        producer_name: str = "cursorops-cli",
+    ) -> list[MessageId]:
+        return self._producer(role, topic, batch_size, producer_name).send(messages, self.clock())
+
+    def produce_columns(
+        self,
+        role: str,
+        topic: str,
+        payloads: Sequence[bytes],
+        *,
+        batch_size: int = 1,
+        producer_name: str = "cursorops-cli",
+    ) -> MessageIdColumns:
+        """Plain messages (a payload each, no key, properties or delay), ids as columns.
+
+        What :meth:`produce` writes for the same plain messages, built without an
+        object per message: the way to generate millions of them.
+        """
+        producer = self._producer(role, topic, batch_size, producer_name)
+        return producer.send_columns(payloads, self.clock())
+
+    def append_entries(self, role: str, topic: str, entries: Sequence[Entry]) -> list[Position]:
+        """Append entries a client built (batching, routing and sequence ids are its own)
+        to a non-partitioned topic or one partition (``t-partition-2``); their positions.
+
+        Durable when it returns; one commit for the lot (the binary protocol's
+        group commit hands every entry queued meanwhile to one call).
+        """
+        from core.producer import entry_columns
+
+        name = TopicName.parse(topic)
+        self.access.check(role, Operation.PRODUCE, name.tenant, str(name.base), name.namespace_name)
+        if not entries:
+            return []
+        sizes, columns = entry_columns(entries)
+        return self.ledgers.append_columns(name, sizes, columns)
+
+    def _producer(self, role: str, topic: str, batch_size: int, producer_name: str) -> Producer:
+        from core.producer import Producer
+
+        info = self.access.authorized_topic(role, Operation.PRODUCE, topic)
+        return Producer(self.ledgers, info, producer_name=producer_name, batch_size=batch_size)

@@ -1,0 +1,91 @@
+"""Reads of several aggregates in one read transaction.
+
+:meth:`MetadataStore.reading <core.store.metadata.MetadataStore.reading>` opens one;
+the caller reads what its operation needs (a skip: the subscription, every
+partition's ledgers, the segments of the partitions its ids are on) in one
+snapshot and as few statements, instead of a transaction per look-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core.errors import SubscriptionNotFoundError, TopicNotFoundError
+from core.store.checks import canonical_topic, check_label
+from core.store.records import LedgerInfo, SegmentInfo, SubscriptionInfo
+from core.store.tables import LedgerRow, SegmentRow, SubscriptionRow, TopicPartitionRow
+from core.subscription import SubscriptionType
+
+
+class ReadView:
+    """Look-ups inside one open read transaction."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def subscription(self, topic: str, name: str) -> SubscriptionInfo:
+        topic_name = canonical_topic(topic)
+        check_label("subscription name", name)
+        row = self.session.scalars(
+            select(SubscriptionRow).where(
+                SubscriptionRow.topic == topic_name, SubscriptionRow.name == name
+            )
+        ).one_or_none()
+        if row is None:
+            raise SubscriptionNotFoundError(
+                f"Subscription '{name}' not found on topic '{topic_name}'"
+            )
+        return subscription_info(row)
+
+    def ledgers_of(self, topic_partitions: Sequence[str]) -> dict[str, list[LedgerInfo]]:
+        """Each partition's ledgers, ordered by ledger id, in ONE statement."""
+        names = [canonical_topic(name) for name in topic_partitions]
+        # The outer join keeps a partition without ledgers and tells a missing one apart.
+        query = (
+            select(TopicPartitionRow.name, LedgerRow)
+            .outerjoin(LedgerRow, LedgerRow.topic_partition == TopicPartitionRow.name)
+            .where(TopicPartitionRow.name.in_(names))
+            .order_by(TopicPartitionRow.name, LedgerRow.ledger_id)
+        )
+        found: dict[str, list[LedgerInfo]] = {}
+        for name, row in self.session.execute(query):
+            ledgers = found.setdefault(name, [])
+            if row is not None:
+                ledgers.append(ledger_info(row))
+        missing = [name for name in names if name not in found]
+        if missing:
+            raise TopicNotFoundError(f"Topic partition '{missing[0]}' not found")
+        return {name: found[name] for name in names}
+
+    def segments_of(self, topic_partitions: Sequence[str]) -> dict[str, list[SegmentInfo]]:
+        """Each partition's committed segments, ordered by ``(ledger_id, first_entry)``, in
+        ONE statement. The partitions are known to exist (read by :meth:`ledgers_of`)."""
+        names = [canonical_topic(name) for name in topic_partitions]
+        found: dict[str, list[SegmentInfo]] = {name: [] for name in names}
+        if not names:
+            return found
+        query = (
+            select(LedgerRow.topic_partition, SegmentRow)
+            .join(LedgerRow, LedgerRow.ledger_id == SegmentRow.ledger_id)
+            .where(LedgerRow.topic_partition.in_(names))
+            .order_by(LedgerRow.topic_partition, SegmentRow.ledger_id, SegmentRow.first_entry)
+        )
+        for name, row in self.session.execute(query):
+            found[name].append(
+                SegmentInfo(row.ledger_id, row.first_entry, row.last_entry, row.messages, row.path)
+            )
+        return found
+
+
+def subscription_info(row: SubscriptionRow) -> SubscriptionInfo:
+    return SubscriptionInfo(row.topic, row.name, SubscriptionType(row.type), dict(row.properties))
+
+
+def ledger_info(row: LedgerRow) -> LedgerInfo:
+    return LedgerInfo(row.ledger_id, row.topic_partition, row.entries, row.messages)
+
+
+__all__ = ["ReadView", "ledger_info", "subscription_info"]

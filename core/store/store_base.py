@@ -1,0 +1,78 @@
+"""What every part of the metadata store shares: its engines and its transactions.
+
+:class:`~core.store.metadata.MetadataStore` is made of parts by aggregate
+(:mod:`core.store.tenancy`, :mod:`core.store.ledger_index`, and its own cursors and
+audit); each part opens its transactions here, the one place SQLAlchemy errors become
+cursorops errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import select
+from sqlalchemy.engine import URL, Engine
+from sqlalchemy.orm import Session
+
+from core.errors import TopicNotFoundError
+from core.store.cursor_state import ConnectionStatements, CursorStates
+from core.store.engine import translated_errors
+from core.store.read_view import ReadView
+from core.store.tables import TopicPartitionRow
+
+
+class StoreBase:
+    """The engines of one metadata database and the transactions on them."""
+
+    url: URL
+    _engine: Engine
+    """Reads."""
+    _write_engine: Engine
+    """Writes (SQLite: ``BEGIN IMMEDIATE``)."""
+    _postgres: bool
+
+    @property
+    def engine(self) -> Engine:
+        """The engine reads run on: to inspect the schema or listen to statements."""
+        return self._engine
+
+    @property
+    def write_engine(self) -> Engine:
+        """The engine write transactions run on (SQLite: ``BEGIN IMMEDIATE``)."""
+        return self._write_engine
+
+    @contextmanager
+    def _session(self, *, write: bool, conflict: str | None = None) -> Iterator[Session]:
+        """One transaction; the one place SQLAlchemy errors become cursorops errors.
+
+        ``conflict`` is the AlreadyExistsError message for a unique-key clash (a
+        concurrent creator won the race). Errors raised by the caller pass through.
+        """
+        engine = self._write_engine if write else self._engine
+        with (
+            translated_errors(conflict),
+            Session(engine, expire_on_commit=False) as session,
+            session.begin(),
+        ):
+            yield session
+
+    @contextmanager
+    def reading(self) -> Iterator[ReadView]:
+        """One read transaction the caller composes (:class:`~core.store.read_view.ReadView`)."""
+        with self._session(write=False) as session:
+            yield ReadView(session)
+
+    @staticmethod
+    def _require_partition(session: Session, name: str, *, lock: bool) -> None:
+        query = select(TopicPartitionRow.name).where(TopicPartitionRow.name == name)
+        if lock:
+            query = query.with_for_update()
+        if session.execute(query).first() is None:
+            raise TopicNotFoundError(f"Topic partition '{name}' not found")
+
+    def _cursors(self, session: Session) -> CursorStates:
+        return CursorStates(ConnectionStatements.of(session), postgres=self._postgres)
+
+
+__all__ = ["StoreBase"]

@@ -1,0 +1,396 @@
+"""Tenants, namespaces, permissions, topics, subscriptions and cursorops's namespace policies.
+
+A part of :class:`~core.store.metadata.MetadataStore` (the aggregates of tenancy and
+administration); each method is one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from sqlalchemy import (
+    delete,
+    select,
+)
+from sqlalchemy.orm import Session
+
+from core.errors import (
+    AlreadyExistsError,
+    InvalidArgumentError,
+    InvalidTopicNameError,
+    NamespaceNotFoundError,
+    SubscriptionNotFoundError,
+    TenantNotFoundError,
+    TopicNotFoundError,
+)
+from core.plan_record import MAX_APPROVALS, ApprovalPolicy
+from core.store.checks import (
+    canonical_topic,
+    check_bytes,
+    check_int,
+    check_label,
+    check_name,
+    check_roles,
+    check_string_map,
+    check_text,
+    split_namespace,
+)
+from core.store.read_view import subscription_info
+from core.store.records import (
+    PERMISSION_ACTIONS,
+    NamespaceInfo,
+    SubscriptionInfo,
+    TenantInfo,
+    TopicInfo,
+)
+from core.store.store_base import StoreBase
+from core.store.tables import (
+    ApprovalPolicyRow,
+    NamespacePolicyRow,
+    NamespaceRow,
+    PermissionRow,
+    SubscriptionRow,
+    TenantRow,
+    TopicPartitionRow,
+    TopicRow,
+)
+from core.subscription import SubscriptionType
+from core.topic_name import (
+    TopicName,
+    label_problem,
+)
+
+
+class Tenancy(StoreBase):
+    """Tenancy and administration records of the metadata store."""
+
+    # Tenants and namespaces.
+
+    def create_tenant(self, name: str, admin_roles: Iterable[str] = ()) -> TenantInfo:
+        check_name("tenant", name)
+        roles = check_roles("admin roles", admin_roles)
+        message = f"Tenant '{name}' already exists"
+        with self._session(write=True, conflict=message) as session:
+            if session.get(TenantRow, name) is not None:
+                raise AlreadyExistsError(message)
+            session.add(TenantRow(name=name, admin_roles=sorted(roles)))
+        return TenantInfo(name, roles)
+
+    def get_tenant(self, name: str) -> TenantInfo:
+        check_name("tenant", name)
+        with self._session(write=False) as session:
+            row = session.get(TenantRow, name)
+            if row is None:
+                raise TenantNotFoundError(f"Tenant '{name}' not found")
+            return TenantInfo(row.name, frozenset(row.admin_roles))
+
+    def list_tenants(self) -> list[str]:
+        with self._session(write=False) as session:
+            return list(session.scalars(select(TenantRow.name).order_by(TenantRow.name)))
+
+    def create_namespace(self, namespace: str) -> NamespaceInfo:
+        """Create ``tenant/namespace``; the tenant must exist."""
+        tenant, _ = split_namespace(namespace)
+        message = f"Namespace '{namespace}' already exists"
+        with self._session(write=True, conflict=message) as session:
+            if session.get(TenantRow, tenant) is None:
+                raise TenantNotFoundError(f"Tenant '{tenant}' not found")
+            if session.get(NamespaceRow, namespace) is not None:
+                raise AlreadyExistsError(message)
+            session.add(NamespaceRow(name=namespace, tenant=tenant))
+        return NamespaceInfo(namespace, {})
+
+    def get_namespace(self, namespace: str) -> NamespaceInfo:
+        split_namespace(namespace)
+        with self._session(write=False) as session:
+            self._require_namespace(session, namespace)
+            rows = session.scalars(
+                select(PermissionRow).where(PermissionRow.namespace == namespace)
+            )
+            permissions = {row.role: frozenset(row.actions) for row in rows}
+            return NamespaceInfo(namespace, permissions)
+
+    def list_namespaces(self, tenant: str) -> list[str]:
+        with self._session(write=False) as session:
+            if session.get(TenantRow, tenant) is None:
+                raise TenantNotFoundError(f"Tenant '{tenant}' not found")
+            query = select(NamespaceRow.name).where(NamespaceRow.tenant == tenant)
+            return list(session.scalars(query.order_by(NamespaceRow.name)))
+
+    def grant_permission(self, namespace: str, role: str, actions: Iterable[str]) -> None:
+        """Grant ``actions`` to ``role``, replacing what the role had (like Pulsar)."""
+        check_label("role", role)
+        if isinstance(actions, str):
+            raise InvalidArgumentError(
+                f"Invalid actions {actions!r}: expected a collection such as ['consume']"
+            )
+        wanted = frozenset(actions)
+        unknown = wanted - PERMISSION_ACTIONS
+        if unknown or not wanted:
+            allowed = ", ".join(sorted(PERMISSION_ACTIONS))
+            shown = sorted(unknown, key=str) if unknown else "none"
+            raise InvalidArgumentError(f"Invalid actions {shown}: grant one or more of {allowed}")
+        with self._session(write=True) as session:
+            self._require_namespace(session, namespace)
+            row = session.get(PermissionRow, (namespace, role))
+            if row is None:
+                session.add(PermissionRow(namespace=namespace, role=role, actions=sorted(wanted)))
+            else:
+                row.actions = sorted(wanted)
+
+    def revoke_permission(self, namespace: str, role: str) -> None:
+        """Remove every action granted to ``role``; a role without a grant is a no-op."""
+        with self._session(write=True) as session:
+            self._require_namespace(session, namespace)
+            session.execute(
+                delete(PermissionRow).where(
+                    PermissionRow.namespace == namespace, PermissionRow.role == role
+                )
+            )
+
+    @staticmethod
+    def _require_namespace(session: Session, namespace: str) -> None:
+        if session.get(NamespaceRow, namespace) is None:
+            raise NamespaceNotFoundError(f"Namespace '{namespace}' not found")
+
+    # Topics.
+
+    def create_topic(self, topic: str, partitions: int) -> TopicInfo:
+        """Create a topic: ``partitions`` 0 = non-partitioned, else the partition count."""
+        name = TopicName.parse(topic)
+        if name.is_partition:
+            raise InvalidTopicNameError(
+                f"Invalid topic name '{name}': a topic name must not name a partition "
+                "(-partition-N)"
+            )
+        check_int("partition count", partitions, 0)
+        info = TopicInfo(str(name), partitions)
+        message = f"Topic '{info.name}' already exists"
+        with self._session(write=True, conflict=message) as session:
+            self._require_namespace(session, name.namespace_name)
+            if session.get(TopicRow, info.name) is not None:
+                raise AlreadyExistsError(message)
+            session.add(
+                TopicRow(name=info.name, namespace=name.namespace_name, partitions=partitions)
+            )
+            session.flush()
+            session.add_all(
+                TopicPartitionRow(name=partition, topic=info.name, partition=index)
+                for index, partition in enumerate(info.partition_names())
+            )
+        return info
+
+    def get_topic(self, topic: str) -> TopicInfo:
+        """The topic, with its namespace's approval flag read in the same statement."""
+        name = canonical_topic(topic)
+        query = (
+            select(TopicRow.name, TopicRow.partitions, NamespacePolicyRow.skip_requires_approval)
+            .outerjoin(NamespacePolicyRow, NamespacePolicyRow.namespace == TopicRow.namespace)
+            .where(TopicRow.name == name)
+        )
+        with self._session(write=False) as session:
+            row = session.execute(query).one_or_none()
+        if row is None:
+            raise TopicNotFoundError(f"Topic '{name}' not found")
+        return TopicInfo(row[0], row[1], approval_required=bool(row[2]))
+
+    def list_topics(self, namespace: str) -> list[TopicInfo]:
+        with self._session(write=False) as session:
+            self._require_namespace(session, namespace)
+            query = select(TopicRow).where(TopicRow.namespace == namespace).order_by(TopicRow.name)
+            return [TopicInfo(row.name, row.partitions) for row in session.scalars(query)]
+
+    @staticmethod
+    def _require_topic(session: Session, name: str) -> TopicInfo:
+        row = session.get(TopicRow, name)
+        if row is None:
+            raise TopicNotFoundError(f"Topic '{name}' not found")
+        return TopicInfo(row.name, row.partitions)
+
+    # Subscriptions.
+
+    def create_subscription(
+        self,
+        topic: str,
+        name: str,
+        type: SubscriptionType,
+        properties: Mapping[str, str],
+        initial_snapshots: Mapping[str, bytes],
+    ) -> SubscriptionInfo:
+        """Create a subscription and its cursor on every partition, in one transaction.
+
+        ``initial_snapshots`` maps each of the topic's partition names
+        (:meth:`TopicInfo.partition_names`) to the encoded initial cursor state.
+        """
+        topic_name = canonical_topic(topic)
+        check_label("subscription name", name)
+        if not isinstance(type, SubscriptionType):
+            type = SubscriptionType.parse(check_text("subscription type", type))
+        props = check_string_map("subscription properties", properties)
+        if not isinstance(initial_snapshots, Mapping):
+            raise InvalidArgumentError("Invalid initial snapshots: expected a mapping")
+        snapshots = {
+            canonical_topic(partition): check_bytes(f"initial snapshot of {partition}", snapshot)
+            for partition, snapshot in initial_snapshots.items()
+        }
+        message = f"Subscription '{name}' already exists on topic '{topic_name}'"
+        with self._session(write=True, conflict=message) as session:
+            info = self._require_topic(session, topic_name)
+            expected = info.partition_names()
+            if sorted(snapshots) != sorted(expected) or len(initial_snapshots) != len(expected):
+                raise InvalidArgumentError(
+                    f"Initial snapshots must be given for exactly the partitions {expected}, "
+                    f"got {sorted(initial_snapshots)}"
+                )
+            exists = select(SubscriptionRow.id).where(
+                SubscriptionRow.topic == topic_name, SubscriptionRow.name == name
+            )
+            if session.execute(exists).first() is not None:
+                raise AlreadyExistsError(message)
+            row = SubscriptionRow(topic=topic_name, name=name, type=type.value, properties=props)
+            session.add(row)
+            session.flush()
+            self._cursors(session).create(row.id, {p: snapshots[p] for p in expected})
+        return SubscriptionInfo(topic_name, name, type, props)
+
+    def get_subscription(self, topic: str, name: str) -> SubscriptionInfo:
+        with self.reading() as view:
+            return view.subscription(topic, name)
+
+    def list_subscriptions(self, topic: str) -> list[SubscriptionInfo]:
+        topic_name = canonical_topic(topic)
+        with self._session(write=False) as session:
+            self._require_topic(session, topic_name)
+            query = (
+                select(SubscriptionRow)
+                .where(SubscriptionRow.topic == topic_name)
+                .order_by(SubscriptionRow.name)
+            )
+            return [subscription_info(row) for row in session.scalars(query)]
+
+    def delete_subscription(self, topic: str, name: str) -> None:
+        """Delete the subscription with its cursors and their journals."""
+        topic_name = canonical_topic(topic)
+        check_label("subscription name", name)
+        with self._session(write=True) as session:
+            result = session.execute(
+                delete(SubscriptionRow)
+                .where(SubscriptionRow.topic == topic_name, SubscriptionRow.name == name)
+                .execution_options(synchronize_session=False)
+            )
+            if result.rowcount == 0:  # type: ignore[attr-defined]
+                raise SubscriptionNotFoundError(
+                    f"Subscription '{name}' not found on topic '{topic_name}'"
+                )
+
+    def update_subscription_properties(
+        self, topic: str, name: str, properties: Mapping[str, str]
+    ) -> SubscriptionInfo:
+        """Replace the subscription's properties with ``properties`` (empty clears them)."""
+        topic_name = canonical_topic(topic)
+        check_label("subscription name", name)
+        props = check_string_map("subscription properties", properties)
+        with self._session(write=True) as session:
+            row = session.scalars(
+                select(SubscriptionRow)
+                .where(SubscriptionRow.topic == topic_name, SubscriptionRow.name == name)
+                .with_for_update()
+            ).one_or_none()
+            if row is None:
+                raise SubscriptionNotFoundError(
+                    f"Subscription '{name}' not found on topic '{topic_name}'"
+                )
+            row.properties = props
+            return subscription_info(row)
+
+    def access(
+        self, tenant: str, namespace: str | None, role: str
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        """What may authorize ``role``: the tenant's admin roles and the role's grant on
+        ``namespace`` (empty when None), in ONE statement. Raises TenantNotFoundError, and
+        NamespaceNotFoundError for a namespace that does not exist."""
+        check_name("tenant", tenant)
+        if namespace is None:
+            return self.get_tenant(tenant).admin_roles, frozenset()
+        split_namespace(namespace)
+        exists = select(NamespaceRow.name).where(NamespaceRow.name == namespace)
+        # A role no grant can name (control characters, lone surrogates) has none; it is
+        # never sent to the database, whose driver may refuse to encode it.
+        asked = role if label_problem(role) is None else ""
+        grant = select(PermissionRow.actions).where(
+            PermissionRow.namespace == namespace, PermissionRow.role == asked
+        )
+        query = select(
+            TenantRow.admin_roles, exists.scalar_subquery(), grant.scalar_subquery()
+        ).where(TenantRow.name == tenant)
+        with self._session(write=False) as session:
+            row = session.execute(query).one_or_none()
+        if row is None:
+            raise TenantNotFoundError(f"Tenant '{tenant}' not found")
+        if row[1] is None:
+            raise NamespaceNotFoundError(f"Namespace '{namespace}' not found")
+        return frozenset(row[0]), frozenset(row[2] or ())
+
+    # Namespace policies of cursorops (not Pulsar's): whether skips need an approval.
+
+    def set_skip_requires_approval(self, namespace: str, required: bool) -> None:
+        """Record whether skips on ``namespace`` must go through an approval workflow."""
+        split_namespace(namespace)
+        if not isinstance(required, bool):
+            raise InvalidArgumentError(f"Invalid skip approval flag {required!r}: expected a bool")
+        with self._session(write=True) as session:
+            self._require_namespace(session, namespace)
+            row = session.get(NamespacePolicyRow, namespace)
+            if row is None:
+                row = NamespacePolicyRow(namespace=namespace, skip_requires_approval=required)
+                session.add(row)
+            else:
+                row.skip_requires_approval = required
+
+    def set_approval_quorum(
+        self, namespace: str, large_above_messages: int | None, large_approvals: int
+    ) -> None:
+        """Plans of more than ``large_above_messages`` messages need ``large_approvals``
+        distinct approvers on ``namespace`` (None: every plan needs one)."""
+        split_namespace(namespace)
+        if large_above_messages is not None:
+            check_int("large plan size", large_above_messages, 0)
+        if isinstance(large_approvals, bool) or large_approvals not in range(1, MAX_APPROVALS + 1):
+            raise InvalidArgumentError(
+                f"Invalid number of approvals {large_approvals!r}: expected 1 to {MAX_APPROVALS}"
+            )
+        with self._session(write=True) as session:
+            self._require_namespace(session, namespace)
+            row = session.get(ApprovalPolicyRow, namespace)
+            if row is None:
+                session.add(
+                    ApprovalPolicyRow(
+                        namespace=namespace,
+                        large_above_messages=large_above_messages,
+                        large_approvals=large_approvals,
+                    )
+                )
+            else:
+                row.large_above_messages = large_above_messages
+                row.large_approvals = large_approvals
+
+    def approval_policy(self, namespace: str) -> ApprovalPolicy:
+        """The namespace's approval policy (the defaults when never set)."""
+        split_namespace(namespace)
+        with self._session(write=False) as session:
+            self._require_namespace(session, namespace)
+            flag = session.get(NamespacePolicyRow, namespace)
+            quorum = session.get(ApprovalPolicyRow, namespace)
+            return ApprovalPolicy(
+                required=bool(flag is not None and flag.skip_requires_approval),
+                large_above_messages=None if quorum is None else quorum.large_above_messages,
+                large_approvals=2 if quorum is None else quorum.large_approvals,
+            )
+
+    def skip_requires_approval(self, namespace: str) -> bool:
+        """Whether skips on ``namespace`` need an approval (False when never set)."""
+        split_namespace(namespace)
+        with self._session(write=False) as session:
+            self._require_namespace(session, namespace)
+            row = session.get(NamespacePolicyRow, namespace)
+            return bool(row is not None and row.skip_requires_approval)

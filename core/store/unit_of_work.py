@@ -1,0 +1,39 @@
+"""A unit of work: one write transaction whose caller composes what it writes.
+
+:meth:`MetadataStore.transaction <core.store.metadata.MetadataStore.transaction>`
+opens one. The caller reads and writes cursors (:class:`~core.store.cursor_state.CursorStates`),
+appends audit records and claims plan records in it, in whatever combination the
+operation needs: a skip is cursor reads under their locks, the acknowledgements,
+its audit record and an approved plan's claim, and all of it commits together
+or none of it does. The store grows no method per combination.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from core.store import audit_log, plan_records
+from core.store.cursor_state import ConnectionStatements, CursorStates
+from core.store.records import AuditEntry
+
+
+class UnitOfWork:
+    """The repositories of one open write transaction."""
+
+    def __init__(self, session: Session, *, postgres: bool) -> None:
+        self.session = session
+        self.cursors = CursorStates(ConnectionStatements.of(session), postgres=postgres)
+
+    def record_audit(self, entry: AuditEntry) -> int:
+        """Append an audit record of what this transaction changes; its id."""
+        return audit_log.add(self.session, entry)
+
+    def claim_plan(self, digest: str, at_ms: int, applied: Mapping[str, Any]) -> None:
+        """Mark a plan record applied; raises PlanAlreadyAppliedError if it already was."""
+        plan_records.claim(self.session, digest, at_ms, applied)
+
+
+__all__ = ["UnitOfWork"]

@@ -1,0 +1,89 @@
+"""Tenancy and admin through ``Broker.admin``: what it creates is what the stores hold."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.broker import Broker
+from core.errors import (
+    ApprovalRequiredError,
+    InvalidArgumentError,
+    NotAuthorizedError,
+    PositionOutOfRangeError,
+)
+from core.message_id import MessageId
+from core.position import Position
+from core.subscription import SubscriptionType
+
+from .conftest import TOPIC
+
+
+def test_tenants_and_namespaces(broker: Broker) -> None:
+    admin = broker.admin
+    admin.create_tenant("admin", "beta", ["beta-admin"])
+    admin.create_namespace("beta-admin", "beta/one")
+    assert admin.list_tenants("admin") == sorted(broker.metadata.list_tenants())
+    assert "beta" in admin.list_tenants("admin")
+    assert admin.list_namespaces("beta-admin", "beta") == ["beta/one"]
+    with pytest.raises(NotAuthorizedError):
+        admin.list_tenants("beta-admin")
+    with pytest.raises(NotAuthorizedError):
+        admin.create_namespace("beta-admin", "acme/theirs")
+
+
+def test_topics_are_listed_for_who_may_use_them(broker: Broker) -> None:
+    broker.admin.create_topic("acme-admin", TOPIC, 2)
+    assert [t.name for t in broker.admin.list_topics("acme-admin", "acme/ops")] == [TOPIC]
+    with pytest.raises(NotAuthorizedError):
+        broker.admin.list_topics("ops", "acme/ops")
+    broker.admin.grant_permission("acme-admin", "acme/ops", "ops", ["consume"])
+    assert [t.partitions for t in broker.admin.list_topics("ops", "acme/ops")] == [2]
+
+
+def test_too_many_partitions_are_refused(broker: Broker) -> None:
+    limit = broker.config.max_partitions_per_topic
+    with pytest.raises(InvalidArgumentError, match="max_partitions_per_topic"):
+        broker.admin.create_topic("admin", TOPIC, limit + 1)
+    assert broker.metadata.list_topics("acme/ops") == []
+
+
+def test_policies_of_a_namespace(broker: Broker, ids: list[MessageId]) -> None:
+    admin = broker.admin
+    assert not admin.skip_requires_approval("admin", TOPIC)
+    admin.set_namespace_policy("acme-admin", "acme/ops", skip_requires_approval=True)
+    assert admin.skip_requires_approval("admin", TOPIC)
+    admin.set_approval_quorum("acme-admin", "acme/ops", large_above_messages=5, approvals=2)
+    policy = admin.approval_policy("admin", TOPIC)
+    assert policy.approvals_for(5) == 1
+    assert policy.approvals_for(6) == 2
+
+
+def test_a_subscription_at_an_entry_starts_there(broker: Broker, ids: list[MessageId]) -> None:
+    broker.admin.create_subscription(
+        "admin", TOPIC, "at", SubscriptionType.SHARED, initial_position=ids[4].position
+    )
+    assert [m.payload for m in broker.peek_messages("admin", TOPIC, "at", 2)] == [b"4", b"5"]
+    with pytest.raises(PositionOutOfRangeError):
+        broker.admin.create_subscription(
+            "admin", TOPIC, "nowhere", initial_position=Position(ids[-1].ledger_id, 99)
+        )
+    broker.admin.create_subscription("admin", TOPIC, "after", start_after=ids[7].position)
+    assert [m.payload for m in broker.peek_messages("admin", TOPIC, "after", 5)] == [b"8", b"9"]
+
+
+def test_subscriptions_are_listed_updated_and_deleted(broker: Broker, ids: list[MessageId]) -> None:
+    admin = broker.admin
+    admin.update_subscription_properties("admin", TOPIC, "s", {"team": "billing"})
+    [sub] = admin.list_subscriptions("admin", TOPIC)
+    assert (sub.name, dict(sub.properties)) == ("s", {"team": "billing"})
+    admin.delete_subscription("admin", TOPIC, "s")
+    assert admin.list_subscriptions("admin", TOPIC) == []
+
+
+def test_unsubscribing_with_a_backlog_needs_approval_there(
+    broker: Broker, ids: list[MessageId]
+) -> None:
+    broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    with pytest.raises(ApprovalRequiredError, match="10 message"):
+        broker.admin.delete_subscription("admin", TOPIC, "s")
+    assert [s.name for s in broker.admin.list_subscriptions("admin", TOPIC)] == ["s"]

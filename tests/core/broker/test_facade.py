@@ -1,0 +1,100 @@
+"""The Broker is one façade: each public method delegates to the collaborator that owns it,
+with the same signature, and every collaborator shares the Broker's one context."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+
+import pytest
+
+import core.broker
+from core.broker import Broker
+from core.broker.access import Access
+from core.broker.admin import Admin
+from core.broker.analysis import Analysis
+from core.broker.context import BrokerContext
+from core.broker.cursor_ops import CursorOperations
+from core.broker.produce import Producing
+from core.broker.read import Reading
+from core.broker.workflow import Workflow
+
+PARTS = {
+    "access": Access,
+    "admin": Admin,
+    "producing": Producing,
+    "reading": Reading,
+    "cursor_ops": CursorOperations,
+    "analysis": Analysis,
+    "workflow": Workflow,
+}
+OWN = {"close", "migrate_metadata"}
+"""What the façade does itself: it owns the stores it opens."""
+
+
+def public_methods() -> list[str]:
+    return sorted(
+        name
+        for name, value in vars(Broker).items()
+        if not name.startswith("_") and callable(value) and name not in OWN
+    )
+
+
+def owner(name: str) -> str:
+    found = [attr for attr, cls in PARTS.items() if name in vars(cls)]
+    assert len(found) == 1, f"{name} is owned by {found}"
+    return found[0]
+
+
+def test_the_public_names_stay_importable() -> None:
+    assert sorted(core.broker.__all__) == [
+        "BacklogProjection",
+        "Broker",
+        "BrokerContext",
+        "MessageDescription",
+        "PAYLOAD_EXCERPT_BYTES",
+        "PartitionProjection",
+        "wall_clock_ms",
+    ]
+    for name in core.broker.__all__:
+        assert getattr(core.broker, name) is not None
+
+
+def test_every_public_method_has_one_owner() -> None:
+    assert len(public_methods()) >= 40
+    for name in public_methods():
+        owner(name)
+
+
+@pytest.mark.parametrize("name", public_methods())
+def test_a_method_has_its_owners_signature(name: str) -> None:
+    mine = inspect.signature(getattr(Broker, name))
+    theirs = inspect.signature(getattr(PARTS[owner(name)], name))
+    assert mine == theirs
+
+
+@pytest.mark.parametrize("name", public_methods())
+def test_a_method_is_one_statement_of_delegation(name: str) -> None:
+    function = ast.parse(textwrap.dedent(inspect.getsource(getattr(Broker, name)))).body[0]
+    assert isinstance(function, ast.FunctionDef)
+    [statement] = function.body
+    assert isinstance(statement, (ast.Return, ast.Expr))
+    call = statement.value
+    assert isinstance(call, ast.Call)
+    assert ast.unparse(call.func) == f"self.{owner(name)}.{name}"
+
+
+def test_the_collaborators_share_one_context(broker: Broker) -> None:
+    assert isinstance(broker.context, BrokerContext)
+    assert broker.context.metadata is broker.metadata
+    assert broker.context.ledgers is broker.ledgers
+    assert broker.context.clock is broker.clock
+    assert broker.context.config is broker.config
+    assert broker.context.access is broker.access
+    for attr, cls in PARTS.items():
+        part = getattr(broker, attr)
+        assert isinstance(part, cls)
+        if attr != "access":
+            assert part.context is broker.context
+    assert broker.admin.analysis is broker.analysis
