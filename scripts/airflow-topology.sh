@@ -41,6 +41,8 @@ pids=()
 stop() {
     trap - INT TERM
     if ((${#pids[@]})); then
+        # The scheduler's tasks first, while the api-server they report to still runs.
+        ((${#pids[@]} < 2)) || stop_tasks_under "${pids[1]}" 20
         kill -TERM "${pids[@]}" 2>/dev/null || true
         wait "${pids[@]}" 2>/dev/null || true
     fi

@@ -41,6 +41,7 @@ standalone=$!
 echo "$standalone" >"$AIRFLOW_HOME/standalone.group"
 stop() {
     trap - INT TERM
+    stop_tasks_under "$standalone" 20
     kill -INT "$standalone" 2>/dev/null || true
     # Standalone stops its components on SIGINT, usually within seconds; one that is still
     # up after 60 s (a component stuck in shutdown) is ended with its whole process group.
