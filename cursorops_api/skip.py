@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from core.errors import InvalidArgumentError
+from core.errors import ApprovalRequiredError, InvalidArgumentError
 from core.skip import parse_payload
 from cursorops_api.approval import trigger_skip
 from cursorops_api.deps import BrokerDep, RoleDep, caller_token
@@ -76,13 +76,18 @@ def skip_by_message_ids(
     plan = broker.plan_skip(role, base, subscription, ids)
     if name.is_partition:
         plan.check_only_on(str(name))
-    if broker.skip_requires_approval(role, base):
+    try:
+        # An apply on a namespace that requires approval is refused before anything is
+        # written: asking the policy first would cost every direct skip a second
+        # authorization and lookup.
+        broker.apply_skip(role, plan, via="rest")
+    except ApprovalRequiredError:
         why = (x_cursorops_reason or reason or "").strip()
         if not why:
             raise InvalidArgumentError(
                 f"Skips on namespace {name.namespace_name} require approval: give a reason "
                 "(X-Cursorops-Reason header or reason query parameter); nothing skipped"
-            )
+            ) from None
         run = trigger_skip(
             caller_token(request),
             base,
@@ -92,5 +97,4 @@ def skip_by_message_ids(
             (x_cursorops_ticket or ticket or "").strip() or None,
         )
         return JSONResponse(run.model_dump(by_alias=True), status_code=202)
-    broker.apply_skip(role, plan, via="rest")
     return Response(status_code=204)
