@@ -7,8 +7,7 @@ runner is alive and its log says so), SIGINT goes to the launcher's whole
 process group, as a terminal's Ctrl-C does. Every process the launcher started,
 in whatever process group it put itself (Airflow puts each task runner in its
 own), must be gone before the bounded stop's deadline, the Spark Connect port
-closed, and the task must not have finished (else the signal came too late to
-test anything).
+closed, and the task recorded as interrupted (up for retry) by Airflow itself.
 """
 
 from __future__ import annotations
@@ -118,6 +117,8 @@ def test_ctrl_c_during_a_spark_task_stops_everything(tmp_path: Path) -> None:
         assert not left, "still running after Ctrl-C:\n" + "\n".join(map(str, left))
         with socket.socket() as probe, pytest.raises(OSError):
             probe.connect(("127.0.0.1", connect_port))
-        assert _task_state(airflow.home, run) != "success", "the job ended before Ctrl-C"
+        # Interrupted, and its end recorded while the api-server still ran (not left
+        # "running"); "success" would mean the job ended before Ctrl-C.
+        assert _task_state(airflow.home, run) == "up_for_retry"
     finally:
         leftovers.stop(leftovers.in_session(session))
