@@ -49,6 +49,8 @@ the scheduler's own log line saying it processed that event, then this long."""
 PARKED_EVENT_TIMEOUT_S = 120.0
 CONNECT_READY = "spark-connect.ready"
 """Touched in AIRFLOW_HOME once the launcher's Spark Connect server listens and is warm."""
+AIRFLOW_READY = "airflow.ready"
+"""Touched in AIRFLOW_HOME once the launcher has warmed up the api-server's execution API."""
 FINISHED = {"success", "failed"}
 SKIP_DAG = "cursorops_skip_messages"
 
@@ -402,7 +404,8 @@ def spark_connect_port(env: Mapping[str, str]) -> int | None:
 
 
 def _wait_ready(airflow: Airflow, dag_id: str, progress: Progress, timeout: float) -> None:
-    """Wait for the api-server, ``dag_id`` parsed, and the Spark Connect server warmed up."""
+    """Wait for the api-server, ``dag_id`` parsed, and the launcher's warm-ups (the Spark
+    Connect server, the execution API)."""
     start = time.monotonic()
     connect = spark_connect_port(airflow.launcher_env)
     deadline = start + timeout
@@ -424,6 +427,8 @@ def _wait_ready(airflow: Airflow, dag_id: str, progress: Progress, timeout: floa
                 if any(d["dag_id"] == dag_id for d in dags["dags"]):
                     if connect is not None and not (airflow.home / CONNECT_READY).exists():
                         phase = f"waiting for the Spark Connect server on port {connect}"
+                    elif not (airflow.home / AIRFLOW_READY).exists():
+                        phase = "waiting for the api-server's execution API to warm up"
                     else:
                         progress(f"Airflow ready ({time.monotonic() - start:.0f} s)")
                         return

@@ -34,6 +34,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -128,17 +129,53 @@ def run_on_connect(app: str, args: Sequence[str], remote: str) -> None:
     raise AirflowException(message)
 
 
+def interrupt_connect_job(tag: str) -> None:
+    """Interrupt the operations this process's Connect client started under ``tag``
+    (:data:`spark_apps.session.JOB_TAG_ENV`); those of other jobs sharing the server-side
+    session go on."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    session = ConnectSession.getActiveSession()
+    if session is not None:
+        session.interruptTag(tag)
+
+
 class SparkJobOperator(SparkSubmitOperator):
     """A job of ``spark_apps/``: on the Spark Connect server when one is configured, else
     spark-submitted (see the module's docstring)."""
+
+    _connect_tag: str | None = None
 
     def execute(self, context: Any) -> None:
         remote = connect_url()
         if remote is None:
             super().execute(context)
             return
+        from spark_apps.session import JOB_TAG_ENV
+
         self.log.info("Running %s on Spark Connect %s", self.application, remote)
+        self._connect_tag = f"cursorops-{uuid.uuid4().hex}"
+        os.environ[JOB_TAG_ENV] = self._connect_tag
         run_on_connect(self.application, [str(arg) for arg in self.application_args or []], remote)
+
+    def on_kill(self) -> None:
+        """SIGTERM to the task (Airflow stopping, a timeout, a task marked failed).
+
+        A spark-submitted job is a subprocess, which SparkSubmitOperator stops. A job on
+        Connect runs in this process, where Airflow's SIGTERM handler only calls this and
+        lets the task go on: its operations on the server are interrupted, and the task
+        ends here, so a stop of Airflow does not wait for the job to finish.
+        """
+        if self._connect_tag is None:
+            super().on_kill()
+            return
+        from airflow.sdk.exceptions import AirflowException
+
+        try:
+            interrupt_connect_job(self._connect_tag)
+        except Exception as exc:  # the task ends below whatever the server answers
+            self.log.warning("Could not interrupt the job on Spark Connect: %s", exc)
+        raise AirflowException(f"{self.task_id} terminated while its job ran on Spark Connect")
 
 
 def spark_job(task_id: str, app: str, args: Sequence[str], **kwargs: Any) -> Any:

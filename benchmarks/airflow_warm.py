@@ -49,6 +49,15 @@ from core.broker import Broker
 from core.config import Config
 
 SECTION = "airflow_warm"
+BEFORE = (
+    "Before, on the same topic: 71 s from trigger to preview ready with a JVM per Spark task "
+    "(spark-submit, no Connect server); with the server but before its warm-up, a first run "
+    "of 69.1 s (`find_messages` 51.9 s, the fresh server's first job); with the warm-up, a "
+    "first run of 24.5 s and 10.5 s afterwards (median of 5, load average about 3-4), of "
+    "which the first task, `validate_request`, took 8.8 s against 0.7 s afterwards: its first "
+    "call to the api-server's execution API built that API's versioned routes (Cadwyn), which "
+    "the launchers now do while Airflow starts."
+)
 AIM_SECONDS = 15.0
 MESSAGES = 1_000
 
@@ -124,6 +133,8 @@ def render(host: machine.Machine, options: Options, work: Path, results: Results
         "Each task's run time (its process start-up and DAG parse included; the gate left out):",
         "",
         task_table(results.skips.runs, [t for t in (*PHASE_1, *APPLY_PHASE) if t != GATE]),
+        "",
+        BEFORE,
         "",
     ]
     return "\n".join(lines) + "\n"

@@ -1,11 +1,15 @@
 """50 concurrent REST clients skip, consumers acknowledge, on one subscription (PostgreSQL).
 
-Airflow's real api-server (``airflow api-server --apps core``, one worker, the
-cursorops plugin mounted) serves the REST app; the cursorops metadata store is
-a fresh schema on PostgreSQL (``CURSOROPS_TEST_PG_URL``), the ledgers a local
-folder. One Shared subscription of a 4-partition topic of batched messages.
+Airflow's real api-server (``airflow api-server --apps core``, :data:`API_WORKERS`
+workers, or ``AIRFLOW__API__WORKERS``; the cursorops plugin mounted) serves the
+REST app; the cursorops metadata store is a fresh schema on PostgreSQL
+(``CURSOROPS_TEST_PG_URL``; start a durable one with
+``CURSOROPS_TEST_PG_DURABLE=1 bash scripts/start-postgres.sh``: the section
+states the server's fsync, synchronous_commit and full_page_writes), the
+ledgers a local folder. Each run: one Shared subscription of a fresh
+4-partition topic of batched messages, on the same server.
 
-For a bounded time (30 s; ``--quick`` 5 s):
+For a bounded time per run (30 s; ``--quick`` 5 s):
 
 - 50 REST clients (threads, one HTTP connection each, alice's bearer token)
   each call ``skipByMessageIds`` with 2 ids at a time from its own disjoint
@@ -19,16 +23,14 @@ lost (every id a consumer acknowledged and every id a 204 skipped is
 acknowledged in the store); no skipped message delivered after its skip
 answered (no consume call that started after the answer returned it, and a
 final drain two hours ahead returns none); every message received at most
-once. It writes requests per second and p50/p99 latency to
-``docs/benchmarks.md`` (section ``rest_load``) through :mod:`benchmarks.report`.
-The figures are those of one bounded run (the section says so), not medians:
-``--runs`` is accepted for ``make bench`` and not used. A run with a failed
-request or a broken invariant exits 1 and writes nothing.
+once. It writes the medians over ``--runs`` runs of requests per second and p50/p99
+latency to ``docs/benchmarks.md`` (section ``rest_load``) through
+:mod:`benchmarks.report`. A run with a failed request or a broken invariant
+exits 1 and writes nothing.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import multiprocessing
 import os
@@ -60,6 +62,9 @@ CONSUMERS = 2
 IDS_PER_REQUEST = 2
 PARTITIONS = 4
 TWO_HOURS_MS = 2 * 3_600_000
+API_WORKERS = 2
+"""The api-server's workers (docs/decisions.md says why); ``AIRFLOW__API__WORKERS`` overrides."""
+DURABILITY = ("fsync", "synchronous_commit", "full_page_writes")
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,25 @@ def postgres_schema() -> tuple[str, str]:
     return url.render_as_string(hide_password=False), schema
 
 
+def durability() -> dict[str, str]:
+    """The test server's durability settings (:data:`DURABILITY`)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(os.environ["CURSOROPS_TEST_PG_URL"], poolclass=NullPool)
+    with engine.connect() as connection:
+        found = {
+            name: str(connection.execute(text(f"SHOW {name}")).scalar()) for name in DURABILITY
+        }
+    engine.dispose()
+    return found
+
+
+def api_workers() -> int:
+    text = os.environ.get("AIRFLOW__API__WORKERS", "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else API_WORKERS
+
+
 def drop_schema(schema: str) -> None:
     from sqlalchemy import create_engine, text
     from sqlalchemy.pool import NullPool
@@ -116,17 +140,23 @@ def drop_schema(schema: str) -> None:
     engine.dispose()
 
 
-def seed(config: Any, sizes: Sizes) -> tuple[str, list[tuple[str, dict[str, int]]]]:
-    """The topic and every message as (label, messageId body)."""
+def create_namespace(config: Any) -> None:
     from core.broker import Broker
-    from core.producer import OutgoingMessage
-    from core.subscription import SubscriptionType
 
-    topic = f"persistent://{NAMESPACE}/events"
     with Broker(config) as broker:
         broker.create_tenant("admin", TENANT)
         broker.create_namespace("admin", NAMESPACE)
         broker.grant_permission("admin", NAMESPACE, "alice", ["consume"])
+
+
+def seed(config: Any, sizes: Sizes, run: int) -> tuple[str, list[tuple[str, dict[str, int]]]]:
+    """Run ``run``'s topic and every message as (label, messageId body)."""
+    from core.broker import Broker
+    from core.producer import OutgoingMessage
+    from core.subscription import SubscriptionType
+
+    topic = f"persistent://{NAMESPACE}/events-{run}"
+    with Broker(config) as broker:
         broker.create_topic("admin", topic, PARTITIONS)
         broker.create_subscription(
             "admin", topic, SUBSCRIPTION, SubscriptionType.SHARED, initial_position="earliest"
@@ -196,7 +226,7 @@ def start_api_server(work: Path, environ: dict[str, str]) -> ApiServer:
     with log.open("wb") as out:
         process = subprocess.Popen(
             [str(VENV_BIN / "airflow"), "api-server", "--apps", "core", "--host", "127.0.0.1"]
-            + ["--port", str(port), "--workers", "1"],
+            + ["--port", str(port), "--workers", str(api_workers())],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -298,15 +328,15 @@ class Results:
     remaining: int
 
 
-def measure(sizes: Sizes, work: Path) -> Results:
-    from core.broker import Broker, wall_clock_ms
+def measure(sizes: Sizes, work: Path, runs: int) -> list[Results]:
+    """``runs`` bounded runs on one api-server, each on a fresh topic."""
     from core.config import Config
 
     url, schema = postgres_schema()
     server: ApiServer | None = None
     try:
         config = Config.from_home(work / "cursorops", metadata_url=url)
-        topic, messages = seed(config, sizes)
+        create_namespace(config)
         server = start_api_server(
             work,
             {
@@ -320,92 +350,111 @@ def measure(sizes: Sizes, work: Path) -> Results:
             json={"username": "alice", "password": "alice-pw"},
             timeout=60,
         ).json()["access_token"]
-        path = (
-            "/cursorops/admin/v2/persistent/"
-            + topic.removeprefix("persistent://")
-            + f"/subscription/{SUBSCRIPTION}/skipByMessageIds"
-        )
-        shuffled = list(messages)
-        random.Random(7).shuffle(shuffled)
-        shares = [shuffled[i::CLIENTS] for i in range(CLIENTS)]
-        logs = [ClientLog() for _ in range(CLIENTS)]
-
-        context = multiprocessing.get_context("spawn")
-        queue = context.Queue()
-        config_json = json.dumps(
-            {
-                "home": str(config.home),
-                "metadata_url": config.metadata_url,
-                "ledger_root": str(config.ledger_root),
-            }
-        )
-        consumers = [
-            context.Process(target=consumer, args=(config_json, topic, sizes.seconds, queue))
-            for _ in range(CONSUMERS)
-        ]
-        for process in consumers:
-            process.start()
-        began = time.monotonic()
-        until = began + sizes.seconds
-        threads = [
-            threading.Thread(
-                target=client, args=(server.base_url, path, token, shares[i], until, logs[i])
-            )
-            for i in range(CLIENTS)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        seconds = time.monotonic() - began
-        batches = [batch for _ in consumers for batch in queue.get(timeout=600)]
-        for process in consumers:
-            process.join(timeout=120)
-
-        skipped = {name: at for log in logs for name, at in log.skipped.items()}
-        received = [name for _, names in batches for name in names]
-        violations = []
-        if len(received) != len(set(received)):
-            violations.append("a message was received twice")
-        for began_at, names in batches:
-            late = [n for n in names if n in skipped and skipped[n] < began_at]
-            if late:
-                violations.append(f"skipped then delivered: {late[:5]}")
-        with Broker(config, clock=lambda: wall_clock_ms() + TWO_HOURS_MS) as broker:
-            unacked = {
-                label(m.message_id.partition, m.message_id.ledger_id, m.message_id.entry_id,
-                      m.message_id.batch_index)
-                for m in broker.peek_messages("admin", topic, SUBSCRIPTION, sizes.messages + 1)
-            }  # fmt: skip
-            lost = (set(received) | set(skipped)) & unacked
-            if lost:
-                violations.append(f"{len(lost)} acknowledgement(s) lost: {sorted(lost)[:5]}")
-            drained: list[str] = []
-            while got := broker.consume("admin", topic, SUBSCRIPTION, 1000, ack=True):
-                drained += [
-                    label(m.message_id.partition, m.message_id.ledger_id, m.message_id.entry_id,
-                          m.message_id.batch_index)
-                    for m in got
-                ]  # fmt: skip
-        if set(drained) & set(skipped):
-            violations.append("a skipped message was delivered after the run")
-        every = {name for name, _ in messages}
-        if set(drained) != every - set(received) - set(skipped):
-            violations.append("the drain does not return exactly the messages left")
-        return Results(
-            requests=sum(len(log.latencies) for log in logs),
-            seconds=seconds,
-            latencies=sorted(x for log in logs for x in log.latencies),
-            skipped=len(skipped),
-            consumed=len(received),
-            failures=[f for log in logs for f in log.failures],
-            violations=violations,
-            remaining=len(unacked),
-        )
+        results = []
+        for run in range(runs):
+            results.append(measure_one(sizes, config, server, token, run))
+            print(f"run {run + 1}/{runs}: {summary(results[-1])}", file=sys.stderr)
+        return results
     finally:
         if server is not None:
             server.stop()
         drop_schema(schema)
+
+
+def summary(r: Results) -> str:
+    p50, p99 = percentile(r.latencies, 0.50), percentile(r.latencies, 0.99)
+    return (
+        f"{r.requests / r.seconds:.1f} requests/s, p50 {p50 * 1000:.0f} ms, "
+        f"p99 {p99 * 1000:.0f} ms, {len(r.failures)} failed, {len(r.violations)} violation(s)"
+    )
+
+
+def measure_one(sizes: Sizes, config: Any, server: ApiServer, token: str, run: int) -> Results:
+    from core.broker import Broker, wall_clock_ms
+
+    topic, messages = seed(config, sizes, run)
+    path = (
+        "/cursorops/admin/v2/persistent/"
+        + topic.removeprefix("persistent://")
+        + f"/subscription/{SUBSCRIPTION}/skipByMessageIds"
+    )
+    shuffled = list(messages)
+    random.Random(7).shuffle(shuffled)
+    shares = [shuffled[i::CLIENTS] for i in range(CLIENTS)]
+    logs = [ClientLog() for _ in range(CLIENTS)]
+
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    config_json = json.dumps(
+        {
+            "home": str(config.home),
+            "metadata_url": config.metadata_url,
+            "ledger_root": str(config.ledger_root),
+        }
+    )
+    consumers = [
+        context.Process(target=consumer, args=(config_json, topic, sizes.seconds, queue))
+        for _ in range(CONSUMERS)
+    ]
+    for process in consumers:
+        process.start()
+    began = time.monotonic()
+    until = began + sizes.seconds
+    threads = [
+        threading.Thread(
+            target=client, args=(server.base_url, path, token, shares[i], until, logs[i])
+        )
+        for i in range(CLIENTS)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.monotonic() - began
+    batches = [batch for _ in consumers for batch in queue.get(timeout=600)]
+    for process in consumers:
+        process.join(timeout=120)
+
+    skipped = {name: at for log in logs for name, at in log.skipped.items()}
+    received = [name for _, names in batches for name in names]
+    violations = []
+    if len(received) != len(set(received)):
+        violations.append("a message was received twice")
+    for began_at, names in batches:
+        late = [n for n in names if n in skipped and skipped[n] < began_at]
+        if late:
+            violations.append(f"skipped then delivered: {late[:5]}")
+    with Broker(config, clock=lambda: wall_clock_ms() + TWO_HOURS_MS) as broker:
+        unacked = {
+            label(m.message_id.partition, m.message_id.ledger_id, m.message_id.entry_id,
+                  m.message_id.batch_index)
+            for m in broker.peek_messages("admin", topic, SUBSCRIPTION, sizes.messages + 1)
+        }  # fmt: skip
+        lost = (set(received) | set(skipped)) & unacked
+        if lost:
+            violations.append(f"{len(lost)} acknowledgement(s) lost: {sorted(lost)[:5]}")
+        drained: list[str] = []
+        while got := broker.consume("admin", topic, SUBSCRIPTION, 1000, ack=True):
+            drained += [
+                label(m.message_id.partition, m.message_id.ledger_id, m.message_id.entry_id,
+                      m.message_id.batch_index)
+                for m in got
+            ]  # fmt: skip
+    if set(drained) & set(skipped):
+        violations.append("a skipped message was delivered after the run")
+    every = {name for name, _ in messages}
+    if set(drained) != every - set(received) - set(skipped):
+        violations.append("the drain does not return exactly the messages left")
+    return Results(
+        requests=sum(len(log.latencies) for log in logs),
+        seconds=seconds,
+        latencies=sorted(x for log in logs for x in log.latencies),
+        skipped=len(skipped),
+        consumed=len(received),
+        failures=[f for log in logs for f in log.failures],
+        violations=violations,
+        remaining=len(unacked),
+    )
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -414,7 +463,14 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[index]
 
 
-def render(host: machine.Machine, sizes: Sizes, options: Options, work: Path, r: Results) -> str:
+def render(
+    host: machine.Machine,
+    sizes: Sizes,
+    options: Options,
+    work: Path,
+    results: Sequence[Results],
+    settings: dict[str, str],
+) -> str:
     lines = report.preamble(
         "REST under load: 50 clients skip, consumers acknowledge (PostgreSQL)",
         "rest_load",
@@ -422,39 +478,50 @@ def render(host: machine.Machine, sizes: Sizes, options: Options, work: Path, r:
         options,
         work,
     )
-    # One bounded run of the load, not a median: say so.
-    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    quick = " --quick" if options.quick else ""
-    lines[2] = (
-        f"`python -m benchmarks.rest_load{quick}`, one run of {sizes.seconds:.0f} s, run {when}."
-    )
-    p50, p99 = percentile(r.latencies, 0.50), percentile(r.latencies, 0.99)
+    durable = settings.get("fsync") == "on" and settings.get("synchronous_commit") == "on"
+    server = ", ".join(f"{name} {value}" for name, value in settings.items())
+    per_second = report.Runs.of([r.requests / r.seconds for r in results])
+    p50 = report.Runs.of([percentile(r.latencies, 0.50) * 1000 for r in results])
+    p99 = report.Runs.of([percentile(r.latencies, 0.99) * 1000 for r in results])
+    requests = report.Runs.of([float(r.requests) for r in results])
+    skipped = report.Runs.of([float(r.skipped) for r in results])
+    consumed = report.Runs.of([float(r.consumed) for r in results])
+    lost = sum(any("lost" in v for v in r.violations) for r in results)
+    delivered = sum(any("delivered" in v for v in r.violations) for r in results)
     lines += [
-        f"Airflow's api-server (`--apps core`, 1 worker) with the cursorops plugin; metadata on "
-        f"PostgreSQL; one Shared subscription of a {PARTITIONS}-partition topic of "
-        f"{sizes.messages:,} messages in batches of {sizes.batch}. {CLIENTS} REST clients "
-        f"(threads, one connection each) call `skipByMessageIds` with {IDS_PER_REQUEST} ids of "
-        f"their own disjoint share; {CONSUMERS} consumer processes receive 100 at a time and "
-        "acknowledge through the Broker (Pulsar has no REST acknowledgement).",
+        f"Airflow's api-server (`--apps core`, {api_workers()} workers) with the cursorops "
+        f"plugin; metadata on PostgreSQL ({'durable' if durable else '**not durable**'}: "
+        f"{server}); per run, one Shared subscription of a fresh {PARTITIONS}-partition topic "
+        f"of {sizes.messages:,} messages in batches of {sizes.batch}, loaded for "
+        f"{sizes.seconds:.0f} s. {CLIENTS} REST clients (threads of one process, one "
+        f"connection each) call `skipByMessageIds` with {IDS_PER_REQUEST} ids of their own "
+        f"disjoint share; {CONSUMERS} consumer processes receive 100 at a time and acknowledge "
+        "through the Broker (Pulsar has no REST acknowledgement). The clients and consumers "
+        "run on the same 2 cores as the server. Aim: at least 100 requests/s, p99 under 1 s.",
         "",
         report.table(
             ["figure", "value"],
             [
-                ["skip requests answered", f"{r.requests:,} in {r.seconds:.1f} s"],
-                ["requests per second", report.number(r.requests / r.seconds)],
-                ["latency p50", f"{report.number(p50 * 1000)} ms"],
-                ["latency p99", f"{report.number(p99 * 1000)} ms"],
-                ["ids skipped (204)", f"{r.skipped:,}"],
-                ["messages received and acknowledged by consumers", f"{r.consumed:,}"],
-                ["requests failed", f"{len(r.failures):,}"],
-                ["acknowledgements lost", "0" if not r.violations else "see below"],
-                ["skipped messages delivered afterwards", "0" if not r.violations else "see below"],
+                ["skip requests answered per run", requests.cell(digits=4)],
+                ["requests per second", per_second.cell()],
+                ["latency p50", p50.cell("ms")],
+                ["latency p99", p99.cell("ms")],
+                ["ids skipped (204) per run", skipped.cell(digits=4)],
+                ["messages received and acknowledged by consumers per run", consumed.cell()],
+                ["requests failed", f"{sum(len(r.failures) for r in results):,}"],
+                ["runs with an acknowledgement lost", str(lost)],
+                ["runs with a skipped message delivered afterwards", str(delivered)],
+                [
+                    "aim met (median)",
+                    report.verdict(per_second.median >= 100 and p99.median < 1000),
+                ],
             ],
         ),
         "",
     ]
-    if r.violations:
-        lines += ["**Violations:** " + "; ".join(r.violations), ""]
+    violations = [v for r in results for v in r.violations]
+    if violations:
+        lines += ["**Violations:** " + "; ".join(violations), ""]
     return "\n".join(lines) + "\n"
 
 
@@ -464,13 +531,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     host = machine.describe()
     sizes = QUICK if options.quick else FULL
+    if "CURSOROPS_TEST_PG_URL" not in os.environ:
+        raise SystemExit("set CURSOROPS_TEST_PG_URL (bash scripts/start-postgres.sh)")
+    settings = durability()
     with report.work_dir(options, "rest-load") as work:
-        results = measure(sizes, work)
-        markdown = render(host, sizes, options, work, results)
+        results = measure(sizes, work, options.runs)
+        markdown = render(host, sizes, options, work, results, settings)
     print(markdown)
-    if results.failures:
-        print("failures:", results.failures[:10], file=sys.stderr)
-    if results.violations or results.failures:
+    failures = [f for r in results for f in r.failures]
+    if failures:
+        print("failures:", failures[:10], file=sys.stderr)
+    if failures or any(r.violations for r in results):
         return 1
     if options.write:
         print(f"wrote {report.write_section(SECTION, markdown)}")

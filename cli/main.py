@@ -298,12 +298,12 @@ def topics_peek(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
-    from core import skip
+    from core import skip_payload
 
     if args.triplets:
-        ids = skip.parse_triplets(args.triplets)
+        ids = skip_payload.parse_triplets(args.triplets)
     else:
-        ids = skip.parse_base64_ids(args.base64_ids)
+        ids = skip_payload.parse_base64_ids(args.base64_ids)
 
     # The one skip path; a partition's name skips its ids only, as the REST path has it.
     outcome = ctx.broker.skip_messages(

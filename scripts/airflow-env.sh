@@ -129,8 +129,99 @@ spark_connect_stop() {
     spark_connect_pid=""
 }
 
+# The api-server builds its execution API's versioned routes (Cadwyn) on the first request
+# that reaches it: 10 to 20 s of CPU on two loaded cores, which the first task of the first
+# run paid in its "run" call. Make that request as soon as the api-server answers, in the
+# background, then touch $AIRFLOW_HOME/airflow.ready (start_airflow waits for it).
+airflow_warm_pid=""
+airflow_warm_start() {
+    rm -f "$AIRFLOW_HOME/airflow.ready"
+    "$venv/bin/python" -c '
+import pathlib, sys, time, urllib.error, urllib.request
+base = "http://127.0.0.1:" + sys.argv[1]
+def get(path):
+    try:
+        with urllib.request.urlopen(base + path, timeout=600) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return None
+while get("/api/v2/monitor/health") != 200:
+    time.sleep(0.5)
+started = time.monotonic()
+status = get("/execution/health")
+print(f"Airflow: execution API warmed up in {time.monotonic() - started:.0f} s ({status})")
+pathlib.Path(sys.argv[2]).touch()
+' "$port" "$AIRFLOW_HOME/airflow.ready" &
+    airflow_warm_pid=$!
+}
+airflow_warm_stop() {
+    [[ -z "$airflow_warm_pid" ]] || kill -TERM "$airflow_warm_pid" 2>/dev/null || true
+    airflow_warm_pid=""
+    rm -f "$AIRFLOW_HOME/airflow.ready"
+}
+
+# The process groups led by descendants of process $1: Airflow puts each task runner in a
+# group of its own (so are Spark's Python workers under its JVM), out of reach of a signal
+# to the group of the process that started it.
+own_groups_under() {
+    ps -e -o pid= -o ppid= -o pgid= | awk -v root="$1" '
+        { parent[$1] = $2; group[$1] = $3 }
+        END {
+            for (pid in parent) {
+                if (group[pid] != pid) continue
+                for (p = parent[pid]; p > 1 && (p in parent); p = parent[p])
+                    if (p == root) { print pid; break }
+            }
+        }'
+}
+# Whether a live (not zombie) process is in one of the process groups $@.
+groups_alive() {
+    ps -e -o pgid= -o stat= | awk -v wanted=" $* " '
+        index(wanted, " " $1 " ") && $2 !~ /^Z/ { found = 1 } END { exit !found }'
+}
+# Stop the tasks running under process $1 (standalone, or the scheduler) while the
+# api-server still runs: stopped together, a task's supervisor retries reporting the task's
+# end to the gone api-server for about a minute, and the scheduler waits for it. SIGTERM to
+# each task runner's group (a Spark task on Connect interrupts its job and ends; see
+# airflow_glue/spark.py); what is still up after $2 s is killed. Then up to 10 s for the
+# supervisors to report (Airflow titles a LocalExecutor worker "<idle>" once it has).
+stop_tasks_under() {
+    local root=$1 seconds=$2 groups waited=0
+    groups=$(own_groups_under "$root" | tr '\n' ' ')
+    [[ -n "${groups// /}" ]] || return 0
+    echo "stopping the running tasks first"
+    for group in $groups; do kill -TERM -- "-$group" 2>/dev/null || true; done
+    while groups_alive $groups && ((waited < seconds * 10)); do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    for group in $groups; do kill -KILL -- "-$group" 2>/dev/null || true; done
+    waited=0
+    while ((waited < 100)) && busy_workers_under "$root"; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+}
+# Whether a LocalExecutor worker under process $1 still has a task (its title is not
+# "<idle>").
+busy_workers_under() {
+    ps -e -o pid= -o ppid= -o args= | awk -v root="$1" '
+        { parent[$1] = $2; title[$1] = $0 }
+        END {
+            for (pid in parent) {
+                if (title[pid] !~ /airflow worker -- LocalExecutor: [^<]/) continue
+                for (p = parent[pid]; p > 1 && (p in parent); p = parent[p])
+                    if (p == root) exit 0
+            }
+            exit 1
+        }'
+}
+
 # Wait up to $1 seconds for process $2 (a child of this shell) to end; then SIGKILL its
-# process group (or the process, when it leads none) and reap it. Fails if it had to kill.
+# process group (or the process, when it leads none) and the groups led by its descendants
+# (own_groups_under), and reap it. Fails if it had to kill.
 stop_within() {
     local seconds=$1 pid=$2 waited=0 group
     while kill -0 "$pid" 2>/dev/null && ((waited < seconds * 10)); do
@@ -140,6 +231,9 @@ stop_within() {
     if kill -0 "$pid" 2>/dev/null; then
         group=$(ps -o pgid= -p "$pid" 2>/dev/null | tr -d ' ')
         echo "stopping $pid: still up after ${seconds} s, killed" >&2
+        for group_under in $(own_groups_under "$pid"); do
+            kill -KILL -- "-$group_under" 2>/dev/null || true
+        done
         if [[ -n "$group" && "$group" == "$pid" ]]; then
             kill -KILL -- "-$group" 2>/dev/null || true
         else

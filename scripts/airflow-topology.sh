@@ -40,7 +40,10 @@ airflow db migrate
 pids=()
 stop() {
     trap - INT TERM
+    airflow_warm_stop
     if ((${#pids[@]})); then
+        # The scheduler's tasks first, while the api-server they report to still runs.
+        ((${#pids[@]} < 2)) || stop_tasks_under "${pids[1]}" 20
         kill -TERM "${pids[@]}" 2>/dev/null || true
         wait "${pids[@]}" 2>/dev/null || true
     fi
@@ -56,6 +59,7 @@ pids+=($!)
 airflow dag-processor &
 pids+=($!)
 echo "api-server ${pids[0]}, scheduler ${pids[1]}, dag-processor ${pids[2]}"
+airflow_warm_start
 if [[ "${CURSOROPS_TRIGGERER:-0}" == 1 ]]; then
     airflow triggerer &
     pids+=($!)

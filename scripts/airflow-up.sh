@@ -39,8 +39,11 @@ python -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL);
     airflow standalone &
 standalone=$!
 echo "$standalone" >"$AIRFLOW_HOME/standalone.group"
+airflow_warm_start
 stop() {
     trap - INT TERM
+    airflow_warm_stop
+    stop_tasks_under "$standalone" 20
     kill -INT "$standalone" 2>/dev/null || true
     # Standalone stops its components on SIGINT, usually within seconds; one that is still
     # up after 60 s (a component stuck in shutdown) is ended with its whole process group.
@@ -57,6 +60,7 @@ fi
 wait "$standalone"
 status=$?
 trap - INT TERM
+airflow_warm_stop
 spark_connect_stop
 rm -f "$AIRFLOW_HOME/standalone.group"
 exit "$status"

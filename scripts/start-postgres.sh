@@ -14,7 +14,10 @@
 # DIR (default /tmp/cursorops-pg) holds the cluster, its socket and its log.
 # The server listens on 127.0.0.1:55432 (CURSOROPS_TEST_PG_PORT) with trust
 # authentication, superuser "postgres", database "cursorops_test". Durability
-# settings are off: the data is disposable. Everything but the URL goes to stderr.
+# settings are off: the data is disposable. CURSOROPS_TEST_PG_DURABLE=1 keeps
+# PostgreSQL's defaults instead (fsync, synchronous_commit and full_page_writes on),
+# for benchmarks whose figures must hold on a durable server. Everything but the URL
+# goes to stderr.
 set -euo pipefail
 
 DIR=""
@@ -142,9 +145,15 @@ if [[ ! -f "$DATA/PG_VERSION" ]]; then
         || { cat "$DIR/initdb.log" >&2; exit 1; }
 fi
 
-log "starting the server on ${HOST}:${PORT}"
+if [[ "${CURSOROPS_TEST_PG_DURABLE:-0}" == 1 ]]; then
+    durability=""
+    log "starting a durable server (fsync on) on ${HOST}:${PORT}"
+else
+    durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    log "starting the server on ${HOST}:${PORT}"
+fi
 as_server_user "$BINDIR/pg_ctl" -D "$DATA" -l "$DIR/server.log" -w -t 60 \
-    -o "-h ${HOST} -p ${PORT} -k ${DIR} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+    -o "-h ${HOST} -p ${PORT} -k ${DIR} ${durability} -c max_connections=200" \
     start >/dev/null || { log "the server did not start; see $DIR/server.log"; exit 1; }
 
 for _ in $(seq 1 60); do

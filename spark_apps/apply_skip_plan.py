@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from core import skip
+from core import skip_payload
 from core.config import Config
 from core.errors import InvalidArgumentError, InvalidMessageIdError, InvalidSkipPlanError
 from core.message_id import MessageId
@@ -199,7 +199,7 @@ def ids_from_arguments(args: Any) -> list[MessageId]:
         texts.extend(part for part in text.split(",") if part.strip())
     if not texts:
         raise InvalidMessageIdError("No message ids given")
-    return skip.parse_triplets([text.strip() for text in texts])
+    return skip_payload.parse_triplets([text.strip() for text in texts])
 
 
 def skip_plan_from_file(path: str) -> SkipPlan:

@@ -42,6 +42,10 @@ LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 REMOTE_ENV = "CURSOROPS_SPARK_REMOTE"
 """Environment variable naming a Spark Connect server (``sc://127.0.0.1:15002``)."""
 
+JOB_TAG_ENV = "CURSOROPS_SPARK_JOB_TAG"
+"""Environment variable with a tag for every operation a Connect job of this process starts,
+so that it alone can be interrupted (``interruptTag``) in the session jobs share."""
+
 _SESSION_SETTINGS = {
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -135,9 +139,17 @@ def _connect_session(url: str, app_name: str, settings: dict[str, str]) -> Spark
         if failed is not None:
             failed.release_session_on_close = False
             failed.stop()
-        return create(url)
+        return _tagged(create(url))
     # Stopping this client must not close the session the next job attaches to.
     session.release_session_on_close = False  # type: ignore[attr-defined]
+    return _tagged(session)
+
+
+def _tagged(session: SparkSession) -> SparkSession:
+    """``session`` with :data:`JOB_TAG_ENV`'s tag on the operations it starts, if set."""
+    tag = os.environ.get(JOB_TAG_ENV, "").strip()
+    if tag:
+        session.addTag(tag)
     return session
 
 

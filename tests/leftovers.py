@@ -74,14 +74,41 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """The state letter and parent pid of ``pid`` (``/proc/PID/stat``), or None if gone."""
+def _fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the command name, or None if gone."""
     raw = _read(Path(f"/proc/{pid}/stat"))
     if raw is None:
         return None
     # The command name is in parentheses and may hold spaces or parentheses itself.
-    fields = raw[raw.rindex(b")") + 2 :].split()
+    return raw[raw.rindex(b")") + 2 :].split()
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """The state letter and parent pid of ``pid`` (``/proc/PID/stat``), or None if gone."""
+    fields = _fields(pid)
+    if fields is None:
+        return None
     return fields[0].decode(), int(fields[1])
+
+
+def _command(pid: int) -> str:
+    raw = _read(Path(f"/proc/{pid}/cmdline")) or b""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def in_session(session: int) -> list[Leftover]:
+    """Live processes of the session ``session`` (a launcher started with
+    ``start_new_session``): they stay in it whatever process group they move to, whoever
+    their parent becomes, and whatever title they give themselves."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _fields(int(entry.name))
+        if fields is None or fields[0] in (b"Z", b"X") or int(fields[3]) != session:
+            continue
+        found.append(Leftover(int(entry.name), _command(int(entry.name))))
+    return found
 
 
 def find(token: str, root: int) -> list[Leftover]:
@@ -108,9 +135,7 @@ def find(token: str, root: int) -> list[Leftover]:
         while ancestor not in (None, 0, 1, root) and seen < 1000:
             ancestor, seen = parents.get(ancestor), seen + 1
         if pid in marked or ancestor == root:
-            raw = _read(Path(f"/proc/{pid}/cmdline")) or b""
-            command = raw.replace(b"\0", b" ").decode(errors="replace").strip()
-            found.append(Leftover(pid, command))
+            found.append(Leftover(pid, _command(pid)))
     return found
 
 

@@ -27,7 +27,7 @@ from core.errors import (
 from core.message_id import MessageId
 from core.position import Position
 from core.producer import OutgoingMessage
-from core.skip import parse_payload
+from core.skip_payload import parse_payload
 from core.subscription import SubscriptionType
 
 from .conftest import Clock

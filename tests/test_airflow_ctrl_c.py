@@ -1,0 +1,124 @@
+"""Ctrl-C on ``scripts/airflow-up.sh`` while a Spark task runs: nothing is left behind.
+
+A real launcher (standalone with the LocalExecutor, and its Spark Connect
+server) runs ``cursorops_backlog_audit`` over a topic large enough that its job
+takes a while; once ``analyze_backlog`` runs its job on the server (its task
+runner is alive and its log says so), SIGINT goes to the launcher's whole
+process group, as a terminal's Ctrl-C does. Every process the launcher started,
+in whatever process group it put itself (Airflow puts each task runner in its
+own), must be gone before the bounded stop's deadline, the Spark Connect port
+closed, and the task recorded as interrupted (up for retry) by Airflow itself.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from core.config import Config
+from tests import leftovers
+from tests.airflow_harness import start_airflow
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+DAG = "cursorops_backlog_audit"
+TASK = "analyze_backlog"
+MESSAGES = 500_000
+STOP_DEADLINE_S = 60 + 20 + 60
+"""The launcher's bound (standalone 60 s after its SIGINT, the Spark Connect server 20 s
+after its SIGTERM, then their process groups are killed) and a generous margin: a bound for
+correctness, not a speed target."""
+
+
+def _worker_alive(session: int, ti_id: str) -> bool:
+    """The task runner of ``ti_id`` is running (Airflow titles it ``airflow worker -- ID``)."""
+    return any(ti_id in left.command for left in leftovers.in_session(session))
+
+
+def _seed(config: Config, namespace: str) -> None:
+    """One 4-partition topic of :data:`MESSAGES` messages and a Shared subscription."""
+    from core.broker import Broker
+    from core.producer import OutgoingMessage
+    from core.subscription import SubscriptionType
+
+    topic = f"persistent://{namespace}/large"
+    with Broker(config) as broker:
+        broker.create_tenant("admin", namespace.split("/")[0])
+        broker.create_namespace("admin", namespace)
+        broker.create_topic("admin", topic, 4)
+        broker.create_subscription(
+            "admin", topic, "audited", SubscriptionType.SHARED, initial_position="earliest"
+        )
+        messages = [OutgoingMessage(payload=b"x" * 100, key=f"k{i % 97}") for i in range(MESSAGES)]
+        broker.produce("admin", topic, messages, batch_size=10)
+
+
+def _task_state(home: Path, run_id: str) -> str | None:
+    """The task's state in Airflow's metadata database, read once Airflow is down."""
+    with sqlite3.connect(home / "airflow.db") as db:
+        row = db.execute(
+            "SELECT state FROM task_instance WHERE dag_id = ? AND run_id = ? AND task_id = ?",
+            (DAG, run_id, TASK),
+        ).fetchone()
+    return None if row is None else row[0]
+
+
+def test_ctrl_c_during_a_spark_task_stops_everything(tmp_path: Path) -> None:
+    config = Config.from_home(tmp_path / "cursorops")
+    namespace = "acme/ctrl-c"
+    _seed(config, namespace)
+
+    airflow = start_airflow(
+        tmp_path,
+        {
+            "CURSOROPS_HOME": str(config.home),
+            "CURSOROPS_METADATA_URL": "",
+            "CURSOROPS_AUDIT_SCHEDULE": "none",
+        },
+        wait_for_dag=DAG,
+        only_dag=True,
+    )
+    launcher = airflow.process
+    session = launcher.pid  # started with start_new_session: its pid is the session's id
+    connect_port = int(airflow.launcher_env["SPARK_CONNECT_PORT"])
+    try:
+        run = airflow.trigger(DAG, {"namespaces": [namespace]}, user="admin")
+        deadline = time.monotonic() + 600
+        while True:
+            ti = airflow.task_instance(DAG, run, TASK)
+            if (
+                ti["state"] == "running"
+                and "on Spark Connect" in airflow.task_log(DAG, run, TASK)
+                and _worker_alive(session, ti["id"])
+            ):
+                break
+            assert ti["state"] in (None, "scheduled", "queued", "running"), ti["state"]
+            assert time.monotonic() < deadline, f"{TASK} never ran: {airflow.log}"
+            time.sleep(0.2)
+        assert any("java" in left.command for left in leftovers.in_session(session))
+
+        interrupted = time.monotonic()
+        os.killpg(launcher.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
+        try:
+            launcher.wait(timeout=STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the launcher still ran {STOP_DEADLINE_S} s after Ctrl-C: {airflow.log}")
+        left = leftovers.in_session(session)
+        while left and time.monotonic() - interrupted < STOP_DEADLINE_S:
+            time.sleep(0.5)
+            left = leftovers.in_session(session)
+        assert not left, "still running after Ctrl-C:\n" + "\n".join(map(str, left))
+        with socket.socket() as probe, pytest.raises(OSError):
+            probe.connect(("127.0.0.1", connect_port))
+        # Interrupted, and its end recorded while the api-server still ran (not left
+        # "running"); "success" would mean the job ended before Ctrl-C.
+        assert _task_state(airflow.home, run) == "up_for_retry"
+    finally:
+        leftovers.stop(leftovers.in_session(session))
