@@ -228,7 +228,13 @@ class CursorStates:
         still the stored one; otherwise the snapshot and every later delta. The
         caller holds the subscription's lock (the dispatcher's transaction).
         """
-        row = self._run.rows(_SINCE, (subscription_id, topic_partition))
+        # PostgreSQL: the cursor row stays key-share locked to the end of the caller's
+        # transaction. A compaction (FOR UPDATE) cannot then commit between this statement
+        # and the reads of the snapshot and deltas below: the snapshot read would be the old
+        # one and the deltas it folded would be gone, and the state missing them would be
+        # compacted over the journal. Appends (a version bump, no key change) do not wait.
+        sql = _SINCE + (" FOR KEY SHARE OF c" if self._postgres else "")
+        row = self._run.rows(sql, (subscription_id, topic_partition))
         if not row:
             raise SubscriptionNotFoundError(f"No cursor on topic '{topic_partition}'")
         cursor_id, snapshot_version, version = int(row[0][0]), int(row[0][1]), int(row[0][2])
