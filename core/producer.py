@@ -53,14 +53,48 @@ class OutgoingMessage:
 
 @dataclass(frozen=True)
 class Entry:
-    """One entry as a client built it (the binary protocol's ``CommandSend``): its
-    messages, whether they form a batch, and the producer name and publish time the
-    client stamped on it. Every message needs its ``sequence_id``."""
+    """One entry as a client built it (the binary protocol's ``CommandSend``): whether
+    its messages form a batch, the producer name and publish time the client stamped
+    on it, and its messages as aligned columns, one item per message (no object per
+    message: the binary protocol's group commit appends thousands of them per call).
+    Every message needs its ``sequence_id``."""
 
-    messages: Sequence[OutgoingMessage]
     batched: bool
     producer_name: str
     publish_time: int
+    payloads: Sequence[bytes]
+    sequence_ids: Sequence[int | None]
+    keys: Sequence[str | None]
+    properties: Sequence[Sequence[tuple[str, str]]]
+    deliver_at: Sequence[int | None]
+    event_times: Sequence[int | None]
+    """Epoch ms; None where the producer set no event time."""
+    ordering_keys: Sequence[bytes | None]
+
+    @classmethod
+    def of_messages(
+        cls,
+        messages: Sequence[OutgoingMessage],
+        batched: bool,
+        producer_name: str,
+        publish_time: int,
+        event_times: Sequence[int | None] | None = None,
+        ordering_keys: Sequence[bytes | None] | None = None,
+    ) -> Entry:
+        """The entry of ``messages`` (the message-object form)."""
+        n = len(messages)
+        return cls(
+            batched,
+            producer_name,
+            publish_time,
+            list(map(_PAYLOAD, messages)),
+            list(map(_SEQUENCE_ID, messages)),
+            list(map(_KEY, messages)),
+            [list(p.items()) if p else [] for p in map(_PROPERTIES, messages)],
+            list(map(_DELIVER_AT, messages)),
+            list(event_times) if event_times is not None else [None] * n,
+            list(ordering_keys) if ordering_keys is not None else [None] * n,
+        )
 
 
 _PROPERTIES_TYPE = MESSAGE_SCHEMA.field("properties").type
@@ -70,9 +104,8 @@ def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Ar
     """The ledger columns of client-built entries and their sizes (what
     ``LedgerStore.append_columns`` takes), checked as ``LedgerStore.append`` checks rows.
 
-    Columns are gathered entry by entry (``map`` over each entry's messages), with
-    no row object per message: the binary protocol's group commit appends
-    thousands of messages per call.
+    Columns are concatenated entry by entry (``list.extend`` of each entry's
+    columns), with no row object per message.
     """
     sizes: list[int] = []
     batch_index: list[int] = []
@@ -81,16 +114,27 @@ def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Ar
     producers: list[str] = []
     payloads: list[bytes] = []
     keys: list[str | None] = []
-    properties: list[list[tuple[str, str]]] = []
+    properties: list[Sequence[tuple[str, str]]] = []
     deliver: list[int | None] = []
     sequence: list[int | None] = []
+    event_times: list[int | None] = []
+    ordering_keys: list[bytes | None] = []
     for number, entry in enumerate(entries):
-        messages = entry.messages
-        n = len(messages)
+        n = len(entry.payloads)
         if n == 0 or (n > 1 and not entry.batched):
             raise InvalidArgumentError(
                 f"Entry {number}: {n} messages in {'a batch' if entry.batched else 'an entry'}"
             )
+        lengths = {
+            len(entry.sequence_ids),
+            len(entry.keys),
+            len(entry.properties),
+            len(entry.deliver_at),
+            len(entry.event_times),
+            len(entry.ordering_keys),
+        }
+        if lengths != {n}:
+            raise InvalidArgumentError(f"Entry {number}: its message columns differ in length")
         sizes.append(n)
         if entry.batched:
             batch_index.extend(range(n))
@@ -100,11 +144,13 @@ def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Ar
             batch_size.append(0)
         publish.extend([entry.publish_time] * n)
         producers.extend([entry.producer_name] * n)
-        payloads.extend(map(_PAYLOAD, messages))
-        keys.extend(map(_KEY, messages))
-        properties.extend(list(p.items()) if p else [] for p in map(_PROPERTIES, messages))
-        deliver.extend(map(_DELIVER_AT, messages))
-        sequence.extend(map(_SEQUENCE_ID, messages))
+        payloads.extend(entry.payloads)
+        keys.extend(entry.keys)
+        properties.extend(entry.properties)
+        deliver.extend(entry.deliver_at)
+        sequence.extend(entry.sequence_ids)
+        event_times.extend(entry.event_times)
+        ordering_keys.extend(entry.ordering_keys)
     if not sizes:
         raise InvalidArgumentError("No entry to append")
     if set(map(type, payloads)) != {bytes}:
@@ -122,13 +168,15 @@ def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Ar
             "payload": pa.array(payloads, pa.binary()),
             "producer_name": pa.array(producers, pa.string()),
             "sequence_id": pa.array(sequence, pa.int64()),
+            "event_time": pa.array(event_times, pa.int64()),
+            "ordering_key": pa.array(ordering_keys, pa.binary()),
         }
     except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"Invalid entry: {exc}") from exc
-    for name in ("publish_time", "deliver_at", "sequence_id"):
+    for name in ("publish_time", "deliver_at", "sequence_id", "event_time"):
         values = columns[name].to_numpy(zero_copy_only=False)
-        if name == "deliver_at":
-            values = values[~np.isnan(values)] if values.dtype.kind == "f" else values
+        if values.dtype.kind == "f":
+            values = values[~np.isnan(values)]
         if len(values) and values.min() < 0:
             raise InvalidArgumentError(f"Invalid {name}: must be at least 0")
     return np.asarray(sizes, dtype=np.int64), columns

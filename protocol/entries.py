@@ -19,11 +19,11 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import cramjam
 
-from core.producer import Entry, OutgoingMessage
+from core.producer import Entry
 from protocol import commands
 from protocol.commands import CompressionType
 from protocol.proto import Proto, ProtoError, decode, encode
@@ -62,8 +62,8 @@ def decompress(codec: int, data: bytes, uncompressed_size: int) -> bytes:
     return out
 
 
-def _properties(items: Sequence[Proto] | None) -> dict[str, str]:
-    return {kv["key"]: kv.get("value", "") for kv in items or ()}
+def _properties(items: Sequence[Proto] | None) -> list[tuple[str, str]]:
+    return [(kv["key"], kv.get("value", "")) for kv in items or ()]
 
 
 def entry_of_send(metadata: Proto, payload: bytes) -> Entry:
@@ -83,46 +83,186 @@ def entry_of_send(metadata: Proto, payload: bytes) -> Entry:
         raise EntryError("sequence id or publish time beyond int64")
     if "num_messages_in_batch" not in metadata:
         key = None if metadata.get("null_partition_key") else metadata.get("partition_key")
-        message = OutgoingMessage(
-            data, key, _properties(metadata.get("properties")), deliver_at, sequence_id
+        return Entry(
+            False,
+            producer,
+            publish_time,
+            [data],
+            [sequence_id],
+            [key],
+            [_properties(metadata.get("properties"))],
+            [deliver_at],
+            [_event_time(metadata.get("event_time"))],
+            [metadata.get("ordering_key")],
         )
-        return Entry([message], False, producer, publish_time)
     count = metadata["num_messages_in_batch"]
     if count < 1:
         raise EntryError(f"batch of {count} messages")
-    messages: list[OutgoingMessage] = []
+    batch = _read_batch(data, count, sequence_id)
+    return Entry(
+        True,
+        producer,
+        publish_time,
+        batch.payloads,
+        batch.sequence_ids,
+        batch.keys,
+        batch.properties,
+        [deliver_at] * count,
+        batch.event_times,
+        batch.ordering_keys,
+    )
+
+
+def _event_time(value: int | None) -> int | None:
+    """Pulsar's event time: 0 (the default) means none was set."""
+    if not value:
+        return None
+    if value > _INT64_MAX:
+        raise EntryError("event time beyond int64")
+    return value
+
+
+@dataclass
+class _Batch:
+    """A batch's messages as columns (what :func:`_read_batch` returns)."""
+
+    payloads: list[bytes] = field(default_factory=list)
+    sequence_ids: list[int | None] = field(default_factory=list)
+    keys: list[str | None] = field(default_factory=list)
+    properties: list[Sequence[tuple[str, str]]] = field(default_factory=list)
+    event_times: list[int | None] = field(default_factory=list)
+    ordering_keys: list[bytes | None] = field(default_factory=list)
+
+
+_NO_PROPERTIES: list[tuple[str, str]] = []
+
+
+def _read_batch(data: bytes, count: int, first_sequence_id: int) -> _Batch:
+    """The ``count`` messages of a batch payload, each ``[u32 size][SingleMessageMetadata]
+    [payload]``.
+
+    The per-message hot path of a produce. A message whose metadata holds only the
+    fields clients write for a plain message (payload size, sequence id, key, event
+    time, ordering key) in one-byte tags is read here inline; any other (properties,
+    unknown fields) goes through the general decoder, which reads the same fields.
+    """
+    out = _Batch()
+    payloads, sequence_ids, keys = out.payloads, out.sequence_ids, out.keys
+    properties, event_times, ordering_keys = out.properties, out.event_times, out.ordering_keys
+    end = len(data)
     pos = 0
     for index in range(count):
-        if pos + 4 > len(data):
+        if pos + 4 > end:
             raise EntryError(f"batch cut short at message {index} of {count}")
-        (size,) = _U32.unpack_from(data, pos)
+        size = int.from_bytes(data[pos : pos + 4], "big")
         pos += 4
-        try:
-            single = decode(commands.SingleMessageMetadata, data[pos : pos + size])
-        except ProtoError as exc:
-            raise EntryError(f"message {index} of the batch: {exc}") from exc
-        pos += size
-        length = single.get("payload_size", 0)
-        if length < 0 or pos + length > len(data):
+        stop = pos + size
+        if stop > end:
             raise EntryError(f"message {index} of the batch runs past the payload")
-        body = data[pos : pos + length]
-        pos += length
-        key = None if single.get("null_partition_key") else single.get("partition_key")
-        if single.get("sequence_id", 0) > _INT64_MAX or sequence_id + index > _INT64_MAX:
-            raise EntryError(f"message {index} of the batch: sequence id beyond int64")
-        messages.append(
-            OutgoingMessage(
-                body,
+        fields = _plain_single(data, pos, stop)
+        if fields is None:
+            try:
+                single = decode(commands.SingleMessageMetadata, data[pos:stop])
+            except ProtoError as exc:
+                raise EntryError(f"message {index} of the batch: {exc}") from exc
+            key = None if single.get("null_partition_key") else single.get("partition_key")
+            fields = (
+                single.get("payload_size", 0),
+                single.get("sequence_id"),
                 key,
-                _properties(single.get("properties")),
-                deliver_at,
-                single.get("sequence_id", sequence_id + index),
+                single.get("event_time"),
+                single.get("ordering_key"),
             )
-        )
-    return Entry(messages, True, producer, publish_time)
+            properties.append(_properties(single.get("properties")))
+        else:
+            properties.append(_NO_PROPERTIES)
+        length, sequence, key, event_time, ordering_key = fields
+        pos = stop
+        if length < 0 or pos + length > end:
+            raise EntryError(f"message {index} of the batch runs past the payload")
+        payloads.append(data[pos : pos + length])
+        pos += length
+        if sequence is None:
+            sequence = first_sequence_id + index
+        if sequence > _INT64_MAX:
+            raise EntryError(f"message {index} of the batch: sequence id beyond int64")
+        sequence_ids.append(sequence)
+        keys.append(key)
+        try:
+            event_times.append(_event_time(event_time))
+        except EntryError as exc:
+            raise EntryError(f"message {index} of the batch: {exc}") from exc
+        ordering_keys.append(ordering_key)
+    return out
+
+
+_Single = tuple[int, int | None, str | None, int | None, bytes | None]
+
+
+def _plain_single(data: bytes, pos: int, stop: int) -> _Single | None:
+    """(payload size, sequence id, key, event time, ordering key) of a
+    ``SingleMessageMetadata`` at ``data[pos:stop]`` made only of the fields 2, 3, 5, 7,
+    8 and 10 with one-byte varints where a length is needed (the common shape);
+    None for any other (the general decoder reads it)."""
+    length = 0
+    sequence: int | None = None
+    key: str | None = None
+    event_time: int | None = None
+    ordering_key: bytes | None = None
+    null_key = False
+    while pos < stop:
+        tag = data[pos]
+        pos += 1
+        if tag == 0x18 or tag == 0x40 or tag == 0x28 or tag == 0x50:
+            # A varint: payload_size, sequence_id, event_time, null_partition_key.
+            value = 0
+            shift = 0
+            while True:
+                if pos >= stop or shift > 63:
+                    return None
+                byte = data[pos]
+                pos += 1
+                value |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    break
+                shift += 7
+            if tag == 0x18:
+                if value >= 1 << 31:
+                    return None
+                length = value
+            elif tag == 0x40:
+                sequence = value
+            elif tag == 0x28:
+                event_time = value
+            else:
+                null_key = value != 0
+        elif tag == 0x12 or tag == 0x3A:
+            # partition_key (string) or ordering_key (bytes), short ones only.
+            if pos >= stop:
+                return None
+            size = data[pos]
+            if size >= 0x80 or pos + 1 + size > stop:
+                return None
+            chunk = data[pos + 1 : pos + 1 + size]
+            pos += 1 + size
+            if tag == 0x3A:
+                ordering_key = chunk
+            else:
+                try:
+                    key = chunk.decode("utf-8")
+                except UnicodeDecodeError:
+                    return None
+        else:
+            return None
+    return length, sequence, None if null_key else key, event_time, ordering_key
+
+
+_ONE_BYTE = [bytes((value,)) for value in range(0x80)]
 
 
 def _varint(value: int) -> bytes:
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     value &= (1 << 64) - 1
     out = bytearray()
     while value > 0x7F:
@@ -133,7 +273,10 @@ def _varint(value: int) -> bytes:
 
 
 def _text(tag: int, text: str) -> bytes:
-    data = text.encode("utf-8")
+    return _chunk(tag, text.encode("utf-8"))
+
+
+def _chunk(tag: int, data: bytes) -> bytes:
     return bytes((tag,)) + _varint(len(data)) + data
 
 
@@ -142,10 +285,15 @@ def single_metadata(
     sequence_id: int,
     key: str | None = None,
     properties: Sequence[tuple[str, str]] = (),
+    event_time: int | None = None,
+    ordering_key: bytes | None = None,
 ) -> bytes:
     """``SingleMessageMetadata`` bytes, written directly (the per-message hot path of a
-    dispatch): fields 1 properties, 2 partition_key, 3 payload_size, 8 sequence_id, in
-    number order, as :func:`protocol.proto.encode` would write them."""
+    dispatch): fields 1 properties, 2 partition_key, 3 payload_size, 5 event_time,
+    7 ordering_key, 8 sequence_id, in number order, as :func:`protocol.proto.encode`
+    would write them."""
+    if key is None and not properties and event_time is None and ordering_key is None:
+        return b"\x18" + _varint(payload_size) + b"\x40" + _varint(sequence_id)
     parts = []
     for name, value in properties:
         pair = _text(0x0A, name) + _text(0x12, value)
@@ -153,11 +301,16 @@ def single_metadata(
     if key is not None:
         parts.append(_text(0x12, key))
     parts.append(b"\x18" + _varint(payload_size))
+    if event_time is not None:
+        parts.append(b"\x28" + _varint(event_time))
+    if ordering_key is not None:
+        parts.append(_chunk(0x3A, ordering_key))
     parts.append(b"\x40" + _varint(sequence_id))
     return b"".join(parts)
 
 
 _EMPTY_SINGLE = single_metadata(0, 0)
+_EMPTY_SLOT = _U32.pack(len(_EMPTY_SINGLE)) + _EMPTY_SINGLE
 
 
 @dataclass(frozen=True)
@@ -174,6 +327,10 @@ class OutgoingEntry:
     keys: Sequence[str | None]
     properties: Sequence[Sequence[tuple[str, str]]]
     sequence_ids: Sequence[int]
+    event_times: Sequence[int | None] | None = None
+    """None: no message has one."""
+    ordering_keys: Sequence[bytes | None] | None = None
+    """None: no message has one."""
 
 
 def _kv(properties: Sequence[tuple[str, str]]) -> list[Proto]:
@@ -187,6 +344,8 @@ def entry_payload(entry: OutgoingEntry) -> tuple[bytes, bytes, list[int] | None]
     many messages of which ``indexes`` are delivered; the ``ack_set`` (set bit =
     delivered here, the bits of ``BitSet.toLongArray``) is None when all are.
     """
+    event_times = entry.event_times
+    ordering_keys = entry.ordering_keys
     if entry.batch_size == 0:
         meta: Proto = {
             "producer_name": entry.producer_name,
@@ -194,23 +353,47 @@ def entry_payload(entry: OutgoingEntry) -> tuple[bytes, bytes, list[int] | None]
             "publish_time": entry.publish_time,
             "properties": _kv(entry.properties[0]),
             "partition_key": entry.keys[0],
+            "event_time": event_times[0] if event_times else None,
+            "ordering_key": ordering_keys[0] if ordering_keys else None,
             "deliver_at_time": entry.deliver_at,
         }
         return encode(commands.MessageMetadata, meta), entry.payloads[0], None
     size = entry.batch_size
-    delivered = dict(zip(entry.indexes, range(len(entry.indexes)), strict=True))
+    indexes = entry.indexes
+    payloads, sequence_ids = entry.payloads, entry.sequence_ids
+    keys, properties = entry.keys, entry.properties
     parts: list[bytes] = []
-    for index in range(size):
-        at = delivered.get(index)
-        if at is None:
-            parts += (_U32.pack(len(_EMPTY_SINGLE)), _EMPTY_SINGLE)
-            continue
-        payload = entry.payloads[at]
-        single = single_metadata(
-            len(payload), entry.sequence_ids[at], entry.keys[at], entry.properties[at]
-        )
-        parts += (_U32.pack(len(single)), single, payload)
-    first = entry.sequence_ids[0] - entry.indexes[0]
+    pack = _U32.pack
+    plain = (
+        event_times is None
+        and ordering_keys is None
+        and keys.count(None) == len(keys)
+        and not any(properties)
+    )
+    whole = len(indexes) == size and list(range(size)) == list(indexes)
+    if plain and whole:
+        # Every message of the batch, each with nothing but its payload: the common case.
+        for payload, sequence_id in zip(payloads, sequence_ids, strict=True):
+            single = b"\x18" + _varint(len(payload)) + b"\x40" + _varint(sequence_id)
+            parts += (pack(len(single)), single, payload)
+    else:
+        delivered = dict(zip(indexes, range(len(indexes)), strict=True))
+        for index in range(size):
+            at = delivered.get(index)
+            if at is None:
+                parts.append(_EMPTY_SLOT)
+                continue
+            payload = payloads[at]
+            single = single_metadata(
+                len(payload),
+                sequence_ids[at],
+                keys[at],
+                properties[at],
+                event_times[at] if event_times else None,
+                ordering_keys[at] if ordering_keys else None,
+            )
+            parts += (pack(len(single)), single, payload)
+    first = sequence_ids[0] - indexes[0]
     meta = {
         "producer_name": entry.producer_name,
         "sequence_id": max(first, 0),
@@ -219,9 +402,9 @@ def entry_payload(entry: OutgoingEntry) -> tuple[bytes, bytes, list[int] | None]
         "deliver_at_time": entry.deliver_at,
     }
     ack_set: list[int] | None = None
-    if len(delivered) < size:
+    if not whole:
         words = [0] * ((size + 63) // 64)
-        for index in delivered:
+        for index in indexes:
             words[index // 64] |= 1 << (index % 64)
         ack_set = [w - (1 << 64) if w >> 63 else w for w in words]
     return encode(commands.MessageMetadata, meta), b"".join(parts), ack_set

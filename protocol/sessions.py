@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -59,6 +60,11 @@ def _id_batch(
         np.zeros(n, np.int64),
         columns,
     )
+
+
+def _values_or_none(column: pa.Array) -> list[Any] | None:
+    """The column's values; None when all are null (no Python object per message)."""
+    return None if column.null_count == len(column) else column.to_pylist()
 
 
 @dataclass
@@ -118,6 +124,8 @@ class WireConsumer:
         producers = columns.column("producer_name").to_pylist()
         publish_times = columns.column("publish_time").to_pylist()
         deliver_at = columns.column("deliver_at").to_pylist()
+        event_times = _values_or_none(columns.column("event_time"))
+        ordering_keys = _values_or_none(columns.column("ordering_key"))
         sizes = batch.batch_sizes.tolist()
         indexes = batch.batch_index.tolist()
         redeliveries = batch.redelivery_count.tolist()
@@ -144,6 +152,8 @@ class WireConsumer:
                     keys[start:stop],
                     [p or () for p in properties[start:stop]],
                     sequence_ids[start:stop],
+                    event_times[start:stop] if event_times is not None else None,
+                    ordering_keys[start:stop] if ordering_keys is not None else None,
                 )
             )
             message_id: Proto = {"ledgerId": position[0], "entryId": position[1]}

@@ -51,8 +51,79 @@ def test_a_sent_batch_becomes_its_messages(messages: list[tuple[bytes, str | Non
     }
     entry = entry_of_send(meta, _batch(messages))
     assert entry.batched
-    assert [(m.payload, m.key) for m in entry.messages] == messages
-    assert [m.sequence_id for m in entry.messages] == list(range(7, 7 + len(messages)))
+    assert list(zip(entry.payloads, entry.keys, strict=True)) == messages
+    assert entry.sequence_ids == list(range(7, 7 + len(messages)))
+    assert entry.event_times == entry.ordering_keys == [None] * len(messages)
+
+
+_SINGLE = st.fixed_dictionaries(
+    {"payload_size": st.just(0)},
+    optional={
+        "properties": st.lists(
+            st.fixed_dictionaries({"key": st.text(max_size=4), "value": st.text(max_size=4)}),
+            max_size=2,
+        ),
+        "partition_key": st.text(max_size=140),
+        "event_time": st.integers(0, 2**63 - 1),
+        "ordering_key": st.binary(max_size=140),
+        "sequence_id": st.integers(0, 2**63 - 1),
+        "null_partition_key": st.booleans(),
+        "compacted_out": st.booleans(),
+    },
+)
+
+
+@given(st.lists(st.tuples(_SINGLE, st.binary(max_size=20)), min_size=1, max_size=5))
+def test_every_single_message_metadata_reads_as_the_general_decoder_reads_it(
+    messages: list[tuple[dict[str, object], bytes]],
+) -> None:
+    parts = []
+    for single, payload in messages:
+        body = encode(commands.SingleMessageMetadata, {**single, "payload_size": len(payload)})
+        parts += [struct.pack(">I", len(body)), body, payload]
+    meta = {"producer_name": "p", "sequence_id": 3, "publish_time": 1}
+    entry = entry_of_send({**meta, "num_messages_in_batch": len(messages)}, b"".join(parts))
+    for i, (single, payload) in enumerate(messages):
+        assert entry.payloads[i] == payload
+        assert entry.sequence_ids[i] == single.get("sequence_id", 3 + i)
+        key = None if single.get("null_partition_key") else single.get("partition_key")
+        assert entry.keys[i] == key
+        assert entry.event_times[i] == (single.get("event_time") or None)
+        assert entry.ordering_keys[i] == single.get("ordering_key")
+        pairs = single.get("properties") or []
+        assert isinstance(pairs, list)
+        assert list(entry.properties[i]) == [(kv["key"], kv["value"]) for kv in pairs]
+
+
+@given(
+    st.lists(
+        st.tuples(st.none() | st.integers(1, 2**63 - 1), st.none() | st.binary(max_size=200)),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_event_time_and_ordering_key_go_out_as_they_came_in(
+    messages: list[tuple[int | None, bytes | None]],
+) -> None:
+    n = len(messages)
+    meta_bytes, payload, _ = entry_payload(
+        OutgoingEntry(
+            n,
+            "p",
+            1,
+            None,
+            list(range(n)),
+            [b"x"] * n,
+            [None] * n,
+            [()] * n,
+            list(range(n)),
+            [event_time for event_time, _ in messages],
+            [ordering_key for _, ordering_key in messages],
+        )
+    )
+    entry = entry_of_send(decode(commands.MessageMetadata, meta_bytes), payload)
+    assert entry.event_times == [event_time for event_time, _ in messages]
+    assert entry.ordering_keys == [ordering_key for _, ordering_key in messages]
 
 
 @given(st.lists(st.integers(0, 9), unique=True, min_size=1, max_size=10))
@@ -74,7 +145,7 @@ def test_a_partly_delivered_batch_keeps_its_indexes(delivered: list[int]) -> Non
     meta = decode(commands.MessageMetadata, meta_bytes)
     assert meta["num_messages_in_batch"] == 10
     entry = entry_of_send(meta, payload)
-    got = {i: m.payload for i, m in enumerate(entry.messages) if m.payload}
+    got = {i: payload for i, payload in enumerate(entry.payloads) if payload}
     assert got == {i: f"m{i}".encode() for i in delivered}
     if len(delivered) == 10:
         assert ack_set is None
@@ -119,13 +190,18 @@ def test_append_entries_checks_what_it_is_given(tmp_path: Path) -> None:
         broker.create_tenant("admin", "public")
         broker.create_namespace("admin", "public/default")
         broker.create_topic("admin", TOPIC)
-        good = Entry([OutgoingMessage(b"a", "k", {"p": "v"}, None, 3)], False, "prod", 5)
+        good = Entry.of_messages(
+            [OutgoingMessage(b"a", "k", {"p": "v"}, None, 3)], False, "prod", 5, [9], [b"o"]
+        )
+        one = [OutgoingMessage(b"a", sequence_id=1)]
         for bad in (
-            Entry([], True, "p", 1),
-            Entry([OutgoingMessage(b"a", sequence_id=1)] * 2, False, "p", 1),
-            Entry([OutgoingMessage(b"a", sequence_id=-1)], False, "p", 1),
-            Entry([OutgoingMessage(b"a", sequence_id=1)], False, "p", -5),
-            Entry([OutgoingMessage(b"a")], False, "p", 1),
+            Entry.of_messages([], True, "p", 1),
+            Entry.of_messages(one * 2, False, "p", 1),
+            Entry.of_messages([OutgoingMessage(b"a", sequence_id=-1)], False, "p", 1),
+            Entry.of_messages(one, False, "p", -5),
+            Entry.of_messages([OutgoingMessage(b"a")], False, "p", 1),
+            Entry.of_messages(one, False, "p", 1, [-1]),
+            Entry.of_messages(one, False, "p", 1, [1, 2]),
         ):
             with pytest.raises(InvalidArgumentError):
                 broker.append_entries("admin", TOPIC, [good, bad])
@@ -136,6 +212,7 @@ def test_append_entries_checks_what_it_is_given(tmp_path: Path) -> None:
         assert message.message_id.position == position
         assert (message.key, message.properties, message.producer_name) == ("k", {"p": "v"}, "prod")
         assert (message.sequence_id, message.publish_time) == (3, 5)
+        assert (message.event_time, message.ordering_key) == (9, b"o")
 
 
 @given(
