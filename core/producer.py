@@ -26,7 +26,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -108,8 +108,7 @@ def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Ar
     columns), with no row object per message.
     """
     sizes: list[int] = []
-    batch_index: list[int] = []
-    batch_size: list[int] = []
+    batched: list[bool] = []
     publish: list[int] = []
     producers: list[str] = []
     payloads: list[bytes] = []
@@ -136,14 +135,9 @@ def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Ar
         if lengths != {n}:
             raise InvalidArgumentError(f"Entry {number}: its message columns differ in length")
         sizes.append(n)
-        if entry.batched:
-            batch_index.extend(range(n))
-            batch_size.extend([n] * n)
-        else:
-            batch_index.append(-1)
-            batch_size.append(0)
-        publish.extend([entry.publish_time] * n)
-        producers.extend([entry.producer_name] * n)
+        batched.append(entry.batched)
+        publish.append(entry.publish_time)
+        producers.append(entry.producer_name)
         payloads.extend(entry.payloads)
         keys.extend(entry.keys)
         properties.extend(entry.properties)
@@ -157,29 +151,61 @@ def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Ar
         raise InvalidArgumentError("Every payload must be bytes")
     if None in sequence:
         raise InvalidArgumentError("A client-built entry needs every message's sequence id")
+    # Checked on the lists: Array.to_numpy of a column with nulls imports pandas.
+    for name, values in (
+        ("publish_time", publish),
+        ("deliver_at", deliver),
+        ("sequence_id", sequence),
+        ("event_time", event_times),
+    ):
+        present = values if None not in values else [v for v in values if v is not None]
+        try:
+            negative = bool(present) and min(cast("list[int]", present)) < 0
+        except TypeError as exc:
+            raise InvalidArgumentError(f"Invalid {name}: must be integers") from exc
+        if negative:
+            raise InvalidArgumentError(f"Invalid {name}: must be at least 0")
+    counts = np.asarray(sizes, dtype=np.int64)
+    total = int(counts.sum())
+    flags = np.asarray(batched, dtype=bool)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    in_batch = np.repeat(flags, counts)
+    batch_index = np.where(in_batch, np.arange(total, dtype=np.int64) - starts, -1)
+    batch_size = np.where(in_batch, np.repeat(counts, counts), 0)
     try:
         columns = {
-            "batch_index": pa.array(batch_index, pa.int32()),
-            "batch_size": pa.array(batch_size, pa.int32()),
-            "publish_time": pa.array(publish, pa.int64()),
-            "deliver_at": pa.array(deliver, pa.int64()),
-            "key": pa.array(keys, pa.string()),
-            "properties": pa.array(properties, _PROPERTIES_TYPE),
-            "payload": pa.array(payloads, pa.binary()),
-            "producer_name": pa.array(producers, pa.string()),
-            "sequence_id": pa.array(sequence, pa.int64()),
-            "event_time": pa.array(event_times, pa.int64()),
-            "ordering_key": pa.array(ordering_keys, pa.binary()),
+            "batch_index": arrow_columns.from_numpy(batch_index.astype(np.int32)),
+            "batch_size": arrow_columns.from_numpy(batch_size.astype(np.int32)),
+            "publish_time": arrow_columns.from_numpy(
+                np.repeat(np.asarray(publish, dtype=np.int64), counts)
+            ),
+            "deliver_at": _nullable(deliver, pa.int64()),
+            "key": _nullable(keys, pa.string()),
+            "properties": (
+                pa.array(properties, _PROPERTIES_TYPE)
+                if any(properties)
+                else arrow_columns.empty_maps(total, _PROPERTIES_TYPE)
+            ),
+            "payload": arrow_columns.binary(payloads) or pa.array(payloads, pa.binary()),
+            "producer_name": (
+                arrow_columns.repeated_string(producers[0], total)
+                if producers.count(producers[0]) == len(producers)
+                else pa.array(list(np.repeat(np.asarray(producers, object), counts)), pa.string())
+            ),
+            "sequence_id": arrow_columns.from_numpy(np.asarray(sequence, dtype=np.int64)),
+            "event_time": _nullable(event_times, pa.int64()),
+            "ordering_key": _nullable(ordering_keys, pa.binary()),
         }
     except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"Invalid entry: {exc}") from exc
-    for name in ("publish_time", "deliver_at", "sequence_id", "event_time"):
-        values = columns[name].to_numpy(zero_copy_only=False)
-        if values.dtype.kind == "f":
-            values = values[~np.isnan(values)]
-        if len(values) and values.min() < 0:
-            raise InvalidArgumentError(f"Invalid {name}: must be at least 0")
     return np.asarray(sizes, dtype=np.int64), columns
+
+
+def _nullable(values: list[Any], kind: pa.DataType) -> pa.Array:
+    """``pa.array(values, kind)``; all nulls (the common case) without a per-value pass."""
+    if values.count(None) == len(values):
+        return pa.nulls(len(values), kind)
+    return pa.array(values, kind)
 
 
 def java_string_hash(text: str) -> int:

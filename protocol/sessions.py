@@ -14,7 +14,7 @@ once).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,14 @@ def _values_or_none(column: pa.Array) -> list[Any] | None:
     return None if column.null_count == len(column) else column.to_pylist()
 
 
+def _properties(column: pa.Array, n: int) -> list[Sequence[tuple[str, str]]]:
+    """Each message's properties; without a Python object per message when none has any."""
+    offsets = column.offsets
+    if n == 0 or offsets[0].as_py() == offsets[-1].as_py():
+        return [()] * n
+    return [p or () for p in column.to_pylist()]
+
+
 @dataclass
 class Identity:
     """One consumer in the subscription's registry, shared by its wire consumers."""
@@ -101,41 +109,58 @@ class WireConsumer:
     # -- dispatch ---------------------------------------------------------------
 
     def dispatch(self, permits: int) -> tuple[list[bytes], int]:
-        """Up to ``permits`` messages as ``CommandMessage`` frames; (frames, messages)."""
+        """``permits`` messages or more as ``CommandMessage`` frames; (frames, messages).
+
+        Whole entries, as Pulsar's dispatchers send them (its permits may go below
+        zero): a batch is never split between consumers by the permits. A client with
+        batch-index acks off (the official clients' default) acknowledges a batch only
+        once every message it received of it is acknowledged, and sends nothing for a
+        batch it got part of while another consumer got the rest: those messages
+        would come back after the application had acknowledged them.
+        """
         if self.closed:
             return [], 0
-        self.dispatcher.flow(self.core, permits)
-        frames: list[bytes] = []
-        count = 0
+        self.dispatcher.flow(self.core, permits, whole_entries=True)
+        parts = self._taken()
+        if not parts:
+            return [], 0
+        batch = MessageBatch.concat(parts)
+        return self._frames(batch), len(batch)
+
+    def _taken(self) -> list[MessageBatch]:
+        """What the dispatcher handed to the core consumer, in order."""
+        parts = []
         while self.core.wire:
             batch = self.core.wire.popleft()
             if len(batch):
-                count += len(batch)
-                frames += self._frames(batch)
-        return frames, count
+                parts.append(batch)
+        return parts
 
     def _frames(self, batch: MessageBatch) -> list[bytes]:
         """One frame per entry, from the dispatch's columns (no object per message)."""
         columns = batch.columns
+        n = len(batch)
+        ledgers, entries = batch.ledger_id, batch.entry_id
+        cuts = np.flatnonzero((ledgers[1:] != ledgers[:-1]) | (entries[1:] != entries[:-1])) + 1
+        bounds = [0, *cuts.tolist(), n]
+        # Per message only what differs per message; the entry's own fields at its first row.
+        firsts = pa.array(bounds[:-1], pa.int64())
         payloads = columns.column("payload").to_pylist()
-        keys = columns.column("key").to_pylist()
-        properties = columns.column("properties").to_pylist()
         sequence_ids = columns.column("sequence_id").to_pylist()
-        producers = columns.column("producer_name").to_pylist()
-        publish_times = columns.column("publish_time").to_pylist()
-        deliver_at = columns.column("deliver_at").to_pylist()
+        keys = _values_or_none(columns.column("key")) or [None] * n
+        properties = _properties(columns.column("properties"), n)
+        producers = columns.column("producer_name").take(firsts).to_pylist()
+        publish_times = columns.column("publish_time").take(firsts).to_pylist()
+        deliver_at = columns.column("deliver_at").take(firsts).to_pylist()
         event_times = _values_or_none(columns.column("event_time"))
         ordering_keys = _values_or_none(columns.column("ordering_key"))
         sizes = batch.batch_sizes.tolist()
         indexes = batch.batch_index.tolist()
         redeliveries = batch.redelivery_count.tolist()
-        ledgers, entries = batch.ledger_id, batch.entry_id
-        cuts = np.flatnonzero((ledgers[1:] != ledgers[:-1]) | (entries[1:] != entries[:-1])) + 1
-        bounds = [0, *cuts.tolist(), len(batch)]
         ledger_list, entry_list = ledgers.tolist(), entries.tolist()
         epoch = batch.consumer_epoch
         frames = []
-        for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+        for number, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
             position = (ledger_list[start], entry_list[start])
             size = sizes[start]
             delivered = indexes[start:stop]
@@ -144,13 +169,13 @@ class WireConsumer:
             meta, payload, ack_set = entry_payload(
                 OutgoingEntry(
                     size,
-                    producers[start],
-                    publish_times[start],
-                    deliver_at[start],
+                    producers[number],
+                    publish_times[number],
+                    deliver_at[number],
                     delivered,
                     payloads[start:stop],
                     keys[start:stop],
-                    [p or () for p in properties[start:stop]],
+                    properties[start:stop],
                     sequence_ids[start:stop],
                     event_times[start:stop] if event_times is not None else None,
                     ordering_keys[start:stop] if ordering_keys is not None else None,
