@@ -62,8 +62,10 @@ class Entry:
     batched: bool
     producer_name: str
     publish_time: int
-    payloads: Sequence[bytes]
-    sequence_ids: Sequence[int | None]
+    payloads: Sequence[bytes] | pa.BinaryArray
+    """A binary array where the client's batch was read as a whole."""
+    sequence_ids: Sequence[int | None] | np.ndarray
+    """An int64 array where the client's batch was read as a whole."""
     keys: Sequence[str | None]
     properties: Sequence[Sequence[tuple[str, str]]]
     deliver_at: Sequence[int | None]
@@ -118,6 +120,9 @@ def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Ar
     sequence: list[int | None] = []
     event_times: list[int | None] = []
     ordering_keys: list[bytes | None] = []
+    # Entries read as a whole come as arrays: chunks, with the list items between them.
+    payload_chunks: list[pa.Array] = []
+    sequence_chunks: list[np.ndarray] = []
     for number, entry in enumerate(entries):
         n = len(entry.payloads)
         if n == 0 or (n > 1 and not entry.batched):
@@ -138,26 +143,45 @@ def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Ar
         batched.append(entry.batched)
         publish.append(entry.publish_time)
         producers.append(entry.producer_name)
-        payloads.extend(entry.payloads)
+        if isinstance(entry.payloads, pa.Array):
+            if payloads:
+                payload_chunks.append(_payload_chunk(payloads))
+                payloads = []
+            payload_chunks.append(entry.payloads)
+        else:
+            payloads.extend(entry.payloads)
+        if isinstance(entry.sequence_ids, np.ndarray):
+            if sequence:
+                sequence_chunks.append(_sequence_chunk(sequence))
+                sequence = []
+            sequence_chunks.append(entry.sequence_ids)
+        else:
+            sequence.extend(entry.sequence_ids)
         keys.extend(entry.keys)
         properties.extend(entry.properties)
         deliver.extend(entry.deliver_at)
-        sequence.extend(entry.sequence_ids)
         event_times.extend(entry.event_times)
         ordering_keys.extend(entry.ordering_keys)
     if not sizes:
         raise InvalidArgumentError("No entry to append")
-    if set(map(type, payloads)) != {bytes}:
-        raise InvalidArgumentError("Every payload must be bytes")
     if None in sequence:
         raise InvalidArgumentError("A client-built entry needs every message's sequence id")
+    if sequence or not sequence_chunks:
+        sequence_chunks.append(_sequence_chunk(sequence))
+    sequence_ids = np.concatenate(sequence_chunks).astype(np.int64, copy=False)
+    if payloads or not payload_chunks:
+        payload_chunks.append(_payload_chunk(payloads))
+    payload_column = (
+        payload_chunks[-1] if len(payload_chunks) == 1 else pa.concat_arrays(payload_chunks)
+    )
     # Checked on the lists: Array.to_numpy of a column with nulls imports pandas.
     for name, values in (
         ("publish_time", publish),
         ("deliver_at", deliver),
-        ("sequence_id", sequence),
         ("event_time", event_times),
     ):
+        if cast("list[object]", values).count(None) == len(values):
+            continue
         present = values if None not in values else [v for v in values if v is not None]
         try:
             negative = bool(present) and min(cast("list[int]", present)) < 0
@@ -165,6 +189,8 @@ def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Ar
             raise InvalidArgumentError(f"Invalid {name}: must be integers") from exc
         if negative:
             raise InvalidArgumentError(f"Invalid {name}: must be at least 0")
+    if len(sequence_ids) and int(sequence_ids.min()) < 0:
+        raise InvalidArgumentError("Invalid sequence_id: must be at least 0")
     counts = np.asarray(sizes, dtype=np.int64)
     total = int(counts.sum())
     flags = np.asarray(batched, dtype=bool)
@@ -186,19 +212,32 @@ def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Ar
                 if any(properties)
                 else arrow_columns.empty_maps(total, _PROPERTIES_TYPE)
             ),
-            "payload": arrow_columns.binary(payloads) or pa.array(payloads, pa.binary()),
+            "payload": payload_column,
             "producer_name": (
                 arrow_columns.repeated_string(producers[0], total)
                 if producers.count(producers[0]) == len(producers)
                 else pa.array(list(np.repeat(np.asarray(producers, object), counts)), pa.string())
             ),
-            "sequence_id": arrow_columns.from_numpy(np.asarray(sequence, dtype=np.int64)),
+            "sequence_id": arrow_columns.from_numpy(sequence_ids),
             "event_time": _nullable(event_times, pa.int64()),
             "ordering_key": _nullable(ordering_keys, pa.binary()),
         }
     except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"Invalid entry: {exc}") from exc
     return np.asarray(sizes, dtype=np.int64), columns
+
+
+def _payload_chunk(payloads: list[bytes]) -> pa.Array:
+    if payloads and set(map(type, payloads)) != {bytes}:
+        raise InvalidArgumentError("Every payload must be bytes")
+    return arrow_columns.binary(payloads) or pa.array(payloads, pa.binary())
+
+
+def _sequence_chunk(sequence: list[int | None]) -> np.ndarray:
+    try:
+        return np.asarray(sequence, dtype=np.int64)
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"Invalid sequence_id: {exc}") from exc
 
 
 def _nullable(values: list[Any], kind: pa.DataType) -> pa.Array:

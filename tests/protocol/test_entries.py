@@ -7,6 +7,8 @@ import zlib
 from pathlib import Path
 
 import cramjam
+import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,6 +33,16 @@ from protocol.proto import decode, encode
 TOPIC = "persistent://public/default/t"
 
 
+def _list(values: object) -> list[object]:
+    """An entry column as a list (a batch read as a whole holds arrays)."""
+    if isinstance(values, pa.Array):
+        return values.to_pylist()
+    if isinstance(values, np.ndarray):
+        return values.tolist()
+    assert isinstance(values, list)
+    return values
+
+
 def _batch(messages: list[tuple[bytes, str | None]]) -> bytes:
     parts = []
     for payload, key in messages:
@@ -51,8 +63,8 @@ def test_a_sent_batch_becomes_its_messages(messages: list[tuple[bytes, str | Non
     }
     entry = entry_of_send(meta, _batch(messages))
     assert entry.batched
-    assert list(zip(entry.payloads, entry.keys, strict=True)) == messages
-    assert entry.sequence_ids == list(range(7, 7 + len(messages)))
+    assert list(zip(_list(entry.payloads), entry.keys, strict=True)) == messages
+    assert _list(entry.sequence_ids) == list(range(7, 7 + len(messages)))
     assert entry.event_times == entry.ordering_keys == [None] * len(messages)
 
 
@@ -84,8 +96,8 @@ def test_every_single_message_metadata_reads_as_the_general_decoder_reads_it(
     meta = {"producer_name": "p", "sequence_id": 3, "publish_time": 1}
     entry = entry_of_send({**meta, "num_messages_in_batch": len(messages)}, b"".join(parts))
     for i, (single, payload) in enumerate(messages):
-        assert entry.payloads[i] == payload
-        assert entry.sequence_ids[i] == single.get("sequence_id", 3 + i)
+        assert _list(entry.payloads)[i] == payload
+        assert _list(entry.sequence_ids)[i] == single.get("sequence_id", 3 + i)
         key = None if single.get("null_partition_key") else single.get("partition_key")
         assert entry.keys[i] == key
         assert entry.event_times[i] == (single.get("event_time") or None)
@@ -145,7 +157,7 @@ def test_a_partly_delivered_batch_keeps_its_indexes(delivered: list[int]) -> Non
     meta = decode(commands.MessageMetadata, meta_bytes)
     assert meta["num_messages_in_batch"] == 10
     entry = entry_of_send(meta, payload)
-    got = {i: payload for i, payload in enumerate(entry.payloads) if payload}
+    got = {i: payload for i, payload in enumerate(_list(entry.payloads)) if payload}
     assert got == {i: f"m{i}".encode() for i in delivered}
     if len(delivered) == 10:
         assert ack_set is None
@@ -234,3 +246,40 @@ def test_single_metadata_is_what_the_codec_writes(
         },
     )
     assert single_metadata(size, sequence_id, key, properties) == expected
+
+
+@given(
+    st.integers(2, 40),
+    st.integers(0, 300),
+    st.integers(0, 2**63 - 1 - 40),
+    st.integers(0, 3),
+)
+def test_a_uniform_batch_reads_as_one_message_at_a_time(
+    count: int, length: int, first: int, odd: int
+) -> None:
+    """The whole-batch read of plain messages of one size gives what the per-message
+    read gives; a batch that breaks the shape anywhere is read message by message."""
+    messages = [(bytes([i % 256]) * length, first + i) for i in range(count)]
+    if odd == 1:
+        messages[-1] = (messages[-1][0] + b"!", messages[-1][1])  # one size differs
+    elif odd == 2:
+        messages[count // 2] = (messages[count // 2][0], first)  # sequence ids not consecutive
+    parts = []
+    for payload, sequence in messages:
+        body = encode(
+            commands.SingleMessageMetadata, {"payload_size": len(payload), "sequence_id": sequence}
+        )
+        parts += [struct.pack(">I", len(body)), body, payload]
+    if odd == 3:
+        parts.append(b"\x00")  # a byte past the last message
+    meta = {
+        "producer_name": "p",
+        "sequence_id": 0,
+        "publish_time": 1,
+        "num_messages_in_batch": count,
+    }
+    entry = entry_of_send(meta, b"".join(parts))
+    assert _list(entry.payloads) == [payload for payload, _ in messages]
+    assert _list(entry.sequence_ids) == [sequence for _, sequence in messages]
+    assert entry.keys == entry.event_times == entry.ordering_keys == [None] * count
+    assert isinstance(entry.payloads, pa.Array) == (odd == 0)
