@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from core.producer import Entry
 from protocol import commands
-from protocol.commands import CompressionType
+from protocol.commands import CommandType, CompressionType
 from protocol.proto import Proto, ProtoError, decode, encode
 
 _U32 = struct.Struct(">I")
@@ -462,20 +462,81 @@ def entry_payload(entry: OutgoingEntry) -> tuple[bytes, bytes, list[int] | None]
             )
             parts += (pack(len(single)), single, payload)
     first = sequence_ids[0] - indexes[0]
-    meta = {
-        "producer_name": entry.producer_name,
-        "sequence_id": max(first, 0),
-        "publish_time": entry.publish_time,
-        "num_messages_in_batch": size,
-        "deliver_at_time": entry.deliver_at,
-    }
+    meta_bytes = batch_metadata(
+        entry.producer_name, first, entry.publish_time, size, entry.deliver_at
+    )
     ack_set: list[int] | None = None
     if not whole:
         words = [0] * ((size + 63) // 64)
         for index in indexes:
             words[index // 64] |= 1 << (index % 64)
         ack_set = [w - (1 << 64) if w >> 63 else w for w in words]
-    return encode(commands.MessageMetadata, meta), b"".join(parts), ack_set
+    return meta_bytes, b"".join(parts), ack_set
+
+
+def uniform_batch_payload(payloads: np.ndarray, first_sequence: int) -> bytes | None:
+    """The payload of a whole batch of plain messages of one size, built with numpy (no
+    Python per message): ``payloads`` holds one message per row, their sequence ids
+    are ``first_sequence, first_sequence + 1, ...``. The bytes :func:`entry_payload`
+    writes for it; None when the sequence ids' varints differ in width (that path
+    then writes it)."""
+    count, length = payloads.shape
+    last = first_sequence + count - 1
+    width = len(_varint(first_sequence))
+    if first_sequence < 0 or last > _INT64_MAX or len(_varint(last)) != width:
+        return None
+    head = b"\x18" + _varint(length) + b"\x40"
+    size = len(head) + width
+    rows = np.empty((count, 4 + size + length), np.uint8)
+    rows[:, :4] = np.frombuffer(_U32.pack(size), np.uint8)
+    rows[:, 4 : 4 + len(head)] = np.frombuffer(head, np.uint8)
+    sequences = np.arange(first_sequence, last + 1, dtype=np.uint64)
+    shifts = np.arange(width, dtype=np.uint64) * np.uint64(7)
+    varints = ((sequences[:, None] >> shifts) & np.uint64(0x7F)).astype(np.uint8)
+    varints[:, :-1] |= 0x80
+    rows[:, 4 + len(head) : 4 + size] = varints
+    rows[:, 4 + size :] = payloads
+    return rows.tobytes()
+
+
+def batch_metadata(
+    producer_name: str, sequence_id: int, publish_time: int, size: int, deliver_at: int | None
+) -> bytes:
+    """The ``MessageMetadata`` of a batch of ``size`` messages, written directly (once per
+    entry of a dispatch): fields 1 producer_name, 2 sequence_id, 3 publish_time,
+    11 num_messages_in_batch, 19 deliver_at_time, as :func:`protocol.proto.encode`
+    writes them."""
+    out = _text(0x0A, producer_name) + b"\x10" + _varint(max(sequence_id, 0))
+    out += b"\x18" + _varint(publish_time) + b"\x58" + _varint(size)
+    if deliver_at is not None:
+        out += b"\x98\x01" + _varint(deliver_at)
+    return out
+
+
+_MESSAGE_BODY = bytes((int(CommandType.MESSAGE) << 3 | 2,))
+
+
+def message_command(
+    consumer_id: int,
+    ledger_id: int,
+    entry_id: int,
+    partition: int,
+    redelivery_count: int,
+    ack_set: Sequence[int] | None,
+    consumer_epoch: int | None,
+) -> bytes:
+    """A ``BaseCommand`` holding a ``CommandMessage``, written directly (once per entry of
+    a dispatch), as :func:`protocol.proto.encode` writes it; ``partition`` -1: none."""
+    message_id = b"\x08" + _varint(ledger_id) + b"\x10" + _varint(entry_id)
+    if partition >= 0:
+        message_id += b"\x18" + _varint(partition)
+    body = b"\x08" + _varint(consumer_id) + b"\x12" + _varint(len(message_id)) + message_id
+    body += b"\x18" + _varint(redelivery_count & 0xFFFFFFFF)
+    for word in ack_set or ():
+        body += b"\x20" + _varint(word)
+    if consumer_epoch is not None:
+        body += b"\x28" + _varint(consumer_epoch)
+    return b"\x08" + _varint(int(CommandType.MESSAGE)) + _MESSAGE_BODY + _varint(len(body)) + body
 
 
 def unacked_indexes(ack_set: Sequence[int], batch_size: int) -> set[int]:

@@ -25,9 +25,16 @@ from core.dispatch import Consumer, Dispatcher
 from core.message import Message, MessageBatch
 from core.message_id import MessageId
 from core.subscription import SubscriptionType
-from protocol.commands import AckType, CommandType
-from protocol.entries import OutgoingEntry, entry_payload, unacked_indexes
-from protocol.frames import command, encode_payload_frame
+from protocol.commands import AckType
+from protocol.entries import (
+    OutgoingEntry,
+    batch_metadata,
+    entry_payload,
+    message_command,
+    unacked_indexes,
+    uniform_batch_payload,
+)
+from protocol.frames import encode_payload_frame
 from protocol.proto import Proto
 
 _INT64 = 1 << 64
@@ -60,6 +67,23 @@ def _id_batch(
         np.zeros(n, np.int64),
         columns,
     )
+
+
+def _binary_buffers(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A binary column's offsets (``len + 1``, of this slice) and value bytes, as numpy
+    views of its buffers."""
+    _, offsets, data = column.buffers()
+    assert offsets is not None
+    at = np.frombuffer(offsets, np.int32)[column.offset : column.offset + len(column) + 1]
+    values = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return at, values
+
+
+def _int64s(column: pa.Array) -> np.ndarray:
+    """An int64 column without nulls as a numpy view of its buffer."""
+    data = column.buffers()[1]
+    assert data is not None and column.null_count == 0
+    return np.frombuffer(data, np.int64)[column.offset : column.offset + len(column)]
 
 
 def _values_or_none(column: pa.Array) -> list[Any] | None:
@@ -137,7 +161,12 @@ class WireConsumer:
         return parts
 
     def _frames(self, batch: MessageBatch) -> list[bytes]:
-        """One frame per entry, from the dispatch's columns (no object per message)."""
+        """One frame per entry, from the dispatch's columns (no object per message).
+
+        A whole batch of plain messages of one size with consecutive sequence ids
+        (what producers mostly send) is written with numpy from the payload column's
+        buffers; any other entry message by message (:func:`entry_payload`).
+        """
         columns = batch.columns
         n = len(batch)
         ledgers, entries = batch.ledger_id, batch.entry_id
@@ -145,9 +174,9 @@ class WireConsumer:
         bounds = [0, *cuts.tolist(), n]
         # Per message only what differs per message; the entry's own fields at its first row.
         firsts = pa.array(bounds[:-1], pa.int64())
-        payloads = columns.column("payload").to_pylist()
-        sequence_ids = columns.column("sequence_id").to_pylist()
-        keys = _values_or_none(columns.column("key")) or [None] * n
+        payload_column = columns.column("payload")
+        sequence_column = columns.column("sequence_id")
+        keys = _values_or_none(columns.column("key"))
         properties = _properties(columns.column("properties"), n)
         producers = columns.column("producer_name").take(firsts).to_pylist()
         publish_times = columns.column("publish_time").take(firsts).to_pylist()
@@ -159,6 +188,23 @@ class WireConsumer:
         redeliveries = batch.redelivery_count.tolist()
         ledger_list, entry_list = ledgers.tolist(), entries.tolist()
         epoch = batch.consumer_epoch
+        plain = (
+            keys is None
+            and event_times is None
+            and ordering_keys is None
+            and properties[0] == ()
+            and properties.count(()) == n
+        )
+        offsets, values = _binary_buffers(payload_column)
+        lengths = np.diff(offsets)
+        sequences = _int64s(sequence_column)
+        lists: dict[str, list[Any]] = {}
+
+        def listed(name: str, column: pa.Array) -> list[Any]:
+            if name not in lists:
+                lists[name] = column.to_pylist()
+            return lists[name]
+
         frames = []
         for number, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
             position = (ledger_list[start], entry_list[start])
@@ -166,33 +212,50 @@ class WireConsumer:
             delivered = indexes[start:stop]
             self.batch_sizes[position] = size
             self.held.setdefault(position, set()).update(delivered)
-            meta, payload, ack_set = entry_payload(
-                OutgoingEntry(
-                    size,
+            body = None
+            if plain and size == stop - start and delivered[0] == 0 and delivered[-1] == size - 1:
+                own = lengths[start:stop]
+                steps = np.diff(sequences[start:stop])
+                if own.min() == own.max() and (steps == 1).all():
+                    length = int(own[0])
+                    first = int(offsets[start])
+                    rows = values[first : first + length * size].reshape(size, length)
+                    body = uniform_batch_payload(rows, int(sequences[start]))
+            if body is not None:
+                meta = batch_metadata(
                     producers[number],
+                    int(sequences[start]),
                     publish_times[number],
+                    size,
                     deliver_at[number],
-                    delivered,
-                    payloads[start:stop],
-                    keys[start:stop],
-                    properties[start:stop],
-                    sequence_ids[start:stop],
-                    event_times[start:stop] if event_times is not None else None,
-                    ordering_keys[start:stop] if ordering_keys is not None else None,
                 )
+                ack_set = None
+            else:
+                meta, body, ack_set = entry_payload(
+                    OutgoingEntry(
+                        size,
+                        producers[number],
+                        publish_times[number],
+                        deliver_at[number],
+                        delivered,
+                        listed("payload", payload_column)[start:stop],
+                        (keys or [None] * n)[start:stop],
+                        properties[start:stop],
+                        listed("sequence_id", sequence_column)[start:stop],
+                        event_times[start:stop] if event_times is not None else None,
+                        ordering_keys[start:stop] if ordering_keys is not None else None,
+                    )
+                )
+            cmd = message_command(
+                self.consumer_id,
+                position[0],
+                position[1],
+                self.partition,
+                max(redeliveries[start:stop]),
+                ack_set,
+                epoch if epoch >= 0 else None,
             )
-            message_id: Proto = {"ledgerId": position[0], "entryId": position[1]}
-            if self.partition >= 0:
-                message_id["partition"] = self.partition
-            cmd = command(
-                CommandType.MESSAGE,
-                consumer_id=self.consumer_id,
-                message_id=message_id,
-                redelivery_count=max(redeliveries[start:stop]),
-                ack_set=ack_set,
-                consumer_epoch=epoch if epoch >= 0 else None,
-            )
-            frames.append(encode_payload_frame(cmd, meta, payload))
+            frames.append(encode_payload_frame(cmd, meta, body))
         return frames
 
     # -- acknowledgements -------------------------------------------------------

@@ -22,11 +22,14 @@ from protocol.commands import CompressionType
 from protocol.entries import (
     EntryError,
     OutgoingEntry,
+    batch_metadata,
     decompress,
     entry_of_send,
     entry_payload,
+    message_command,
     single_metadata,
     unacked_indexes,
+    uniform_batch_payload,
 )
 from protocol.proto import decode, encode
 
@@ -282,4 +285,95 @@ def test_a_uniform_batch_reads_as_one_message_at_a_time(
     assert _list(entry.payloads) == [payload for payload, _ in messages]
     assert _list(entry.sequence_ids) == [sequence for _, sequence in messages]
     assert entry.keys == entry.event_times == entry.ordering_keys == [None] * count
-    assert isinstance(entry.payloads, pa.Array) == (odd == 0)
+    one_width = len(_varint_bytes(first)) == len(_varint_bytes(first + count - 1))
+    assert isinstance(entry.payloads, pa.Array) == (odd == 0 and one_width)
+
+
+UINT63 = st.integers(0, 2**63 - 1)
+
+
+@given(
+    UINT63,
+    UINT63,
+    UINT63,
+    st.integers(-1, 2**31 - 1),
+    st.integers(0, 2**32 - 1),
+    st.none() | st.lists(st.integers(-(2**63), 2**63 - 1), max_size=3),
+    st.none() | UINT63,
+)
+def test_message_commands_are_written_as_the_codec_writes_them(
+    consumer_id: int,
+    ledger_id: int,
+    entry_id: int,
+    partition: int,
+    redelivery_count: int,
+    ack_set: list[int] | None,
+    epoch: int | None,
+) -> None:
+    message_id: dict[str, int] = {"ledgerId": ledger_id, "entryId": entry_id}
+    if partition >= 0:
+        message_id["partition"] = partition
+    generic = encode(
+        commands.BaseCommand,
+        {
+            "type": int(commands.CommandType.MESSAGE),
+            "message": {
+                "consumer_id": consumer_id,
+                "message_id": message_id,
+                "redelivery_count": redelivery_count,
+                "ack_set": ack_set,
+                "consumer_epoch": epoch,
+            },
+        },
+    )
+    direct = message_command(
+        consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set, epoch
+    )
+    assert direct == generic
+
+
+@given(st.text(max_size=20), UINT63, UINT63, st.integers(1, 2**31 - 1), st.none() | UINT63)
+def test_batch_metadata_is_written_as_the_codec_writes_it(
+    producer: str, sequence_id: int, publish_time: int, size: int, deliver_at: int | None
+) -> None:
+    generic = encode(
+        commands.MessageMetadata,
+        {
+            "producer_name": producer,
+            "sequence_id": sequence_id,
+            "publish_time": publish_time,
+            "num_messages_in_batch": size,
+            "deliver_at_time": deliver_at,
+        },
+    )
+    assert batch_metadata(producer, sequence_id, publish_time, size, deliver_at) == generic
+
+
+@given(st.integers(1, 30), st.integers(0, 200), st.integers(0, 2**63 - 31))
+def test_a_uniform_batch_is_written_as_message_by_message(
+    count: int, length: int, first: int
+) -> None:
+    payloads = [bytes([i % 256]) * length for i in range(count)]
+    rows = np.frombuffer(b"".join(payloads), np.uint8).reshape(count, length)
+    whole = uniform_batch_payload(rows, first)
+    _, one_by_one, _ = entry_payload(
+        OutgoingEntry(
+            count,
+            "p",
+            1,
+            None,
+            list(range(count)),
+            payloads,
+            [None] * count,
+            [()] * count,
+            list(range(first, first + count)),
+        )
+    )
+    if len(_varint_bytes(first)) == len(_varint_bytes(first + count - 1)):
+        assert whole == one_by_one
+    else:
+        assert whole is None
+
+
+def _varint_bytes(value: int) -> bytes:
+    return single_metadata(0, value)[2:]
