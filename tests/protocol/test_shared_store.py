@@ -132,4 +132,3 @@ def test_two_processes_share_topics_and_a_shared_subscription(
         assert broker.entry_count("admin", topic) == len(
             {(m.ledger_id(), m.entry_id()) for m in sent.values()}
         )
-
