@@ -513,6 +513,28 @@ def batch_metadata(
     return out
 
 
+_RECEIPT_HEAD = b"\x08" + bytes(
+    (int(CommandType.SEND_RECEIPT), int(CommandType.SEND_RECEIPT) << 3 | 2)
+)
+
+
+def send_receipt_command(
+    producer_id: int,
+    sequence_id: int,
+    ledger_id: int,
+    entry_id: int,
+    highest_sequence_id: int | None,
+) -> bytes:
+    """A ``BaseCommand`` holding a ``CommandSendReceipt``, written directly (once per entry
+    produced), as :func:`protocol.proto.encode` writes it."""
+    message_id = b"\x08" + _varint(ledger_id) + b"\x10" + _varint(entry_id)
+    body = b"\x08" + _varint(producer_id) + b"\x10" + _varint(sequence_id)
+    body += b"\x1a" + _varint(len(message_id)) + message_id
+    if highest_sequence_id is not None:
+        body += b"\x20" + _varint(highest_sequence_id)
+    return _RECEIPT_HEAD + _varint(len(body)) + body
+
+
 _MESSAGE_BODY = bytes((int(CommandType.MESSAGE) << 3 | 2,))
 
 

@@ -70,7 +70,11 @@ def command(command_type: CommandType, **fields: object) -> Proto:
 
 def encode_frame(cmd: Proto) -> bytes:
     """A simple frame holding ``cmd`` (a ``BaseCommand`` value)."""
-    body = encode(commands.BaseCommand, cmd)
+    return simple_frame(encode(commands.BaseCommand, cmd))
+
+
+def simple_frame(body: bytes) -> bytes:
+    """A simple frame holding an encoded ``BaseCommand``."""
     return _U32.pack(len(body) + 4) + _U32.pack(len(body)) + body
 
 

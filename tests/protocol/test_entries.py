@@ -27,6 +27,7 @@ from protocol.entries import (
     entry_of_send,
     entry_payload,
     message_command,
+    send_receipt_command,
     single_metadata,
     unacked_indexes,
     uniform_batch_payload,
@@ -377,3 +378,23 @@ def test_a_uniform_batch_is_written_as_message_by_message(
 
 def _varint_bytes(value: int) -> bytes:
     return single_metadata(0, value)[2:]
+
+
+@given(UINT63, UINT63, UINT63, UINT63, st.none() | UINT63)
+def test_send_receipts_are_written_as_the_codec_writes_them(
+    producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest: int | None
+) -> None:
+    generic = encode(
+        commands.BaseCommand,
+        {
+            "type": int(commands.CommandType.SEND_RECEIPT),
+            "send_receipt": {
+                "producer_id": producer_id,
+                "sequence_id": sequence_id,
+                "message_id": {"ledgerId": ledger_id, "entryId": entry_id},
+                "highest_sequence_id": highest,
+            },
+        },
+    )
+    direct = send_receipt_command(producer_id, sequence_id, ledger_id, entry_id, highest)
+    assert direct == generic
