@@ -162,10 +162,19 @@ class Appender:
             items, self._queue = self._queue, []
             if not items:
                 continue
-            results = await self.service.store.run(self._append, items)
+            try:
+                results = await self.service.store.run(self._append, items)
+            except Exception as exc:
+                # Nothing of the group was receipted: every send of it fails, and the
+                # appender goes on (a dead appender would leave every producer waiting).
+                log.exception("group commit of %d entries failed", len(items))
+                results = [(None, exc)] * len(items)
             touched = set()
             for item, (position, error) in zip(items, results, strict=True):
-                item.done(position, error)
+                try:
+                    item.done(position, error)
+                except Exception:
+                    log.exception("answering a send failed")
                 if error is None:
                     touched.add(item.topic)
             for topic in touched:
