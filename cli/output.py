@@ -59,7 +59,7 @@ def payload_json(payload: bytes) -> tuple[str, str]:
 
 def message_json(message: Message) -> dict[str, object]:
     payload, encoding = payload_json(message.payload)
-    return {
+    doc: dict[str, object] = {
         **id_json(message.message_id),
         "topic": message.topic,
         "key": message.key,
@@ -70,6 +70,13 @@ def message_json(message: Message) -> dict[str, object]:
         "deliverAt": message.deliver_at,
         "redeliveryCount": message.redelivery_count,
     }
+    # Only when the producer set them (binary-protocol producers), as Pulsar's peek
+    # answers them only when present.
+    if message.event_time is not None:
+        doc["eventTime"] = message.event_time
+    if message.ordering_key is not None:
+        doc["orderingKey"] = base64.b64encode(message.ordering_key).decode("ascii")
+    return doc
 
 
 def message_line(message: Message) -> str:
@@ -85,6 +92,10 @@ def message_line(message: Message) -> str:
         parts.append(f"properties={properties}")
     if message.deliver_at is not None:
         parts.append(f"deliver_at={format_time(message.deliver_at)}")
+    if message.event_time is not None:
+        parts.append(f"event_time={format_time(message.event_time)}")
+    if message.ordering_key is not None:
+        parts.append(f"ordering_key=base64:{doc['orderingKey']}")
     parts.append(f"payload={payload}")
     return "  ".join(parts)
 

@@ -313,8 +313,12 @@ class _Picked:
     """(round, stream) of the last message taken when the permits ran out; None: all read."""
 
 
-def _pick(streams: Sequence[_Stream], permits: int) -> _Picked:
+def _pick(streams: Sequence[_Stream], permits: int, whole_entries: bool = False) -> _Picked:
     """The first ``permits`` eligible candidates, the streams taken round-robin.
+
+    ``whole_entries`` (one stream only): past the permits, the eligible candidates
+    left in the entry of the last one taken come too, as Pulsar's dispatchers send
+    whole entries whatever the permits say.
 
     As Pulsar's round-robin over partitions: one candidate of each stream in
     turn, a stream leaving once exhausted; an ineligible candidate (delayed,
@@ -350,10 +354,29 @@ def _pick(streams: Sequence[_Stream], permits: int) -> _Picked:
         taken += len(block)
         done = reach
     picked = np.concatenate(chosen_keys) if chosen_keys else np.zeros(0, np.int64)
+    if whole_entries and width == 1 and taken >= permits and len(picked):
+        picked = np.concatenate([picked, _rest_of_entry(streams[0], int(picked[-1]))])
     last = None
     if taken >= permits and len(picked):
         last = (int(picked[-1]) // width, int(picked[-1]) % width)
     return _Picked(picked % width, picked // width, last)
+
+
+def _rest_of_entry(stream: _Stream, candidate: int) -> Ints:
+    """The eligible candidates after ``candidate`` in its entry (reading on as needed)."""
+    c = stream.candidates
+    entry = (int(c["ledger"][candidate]), int(c["entry"][candidate]))
+    rest: list[int] = []
+    k = candidate + 1
+    while True:
+        while k >= stream.candidates.count and not stream.exhausted:
+            stream.read_more()
+        c = stream.candidates
+        if k >= c.count or (int(c["ledger"][k]), int(c["entry"][k])) != entry:
+            return np.asarray(rest, dtype=np.int64)
+        if c["eligible"][k]:
+            rest.append(k)
+        k += 1
 
 
 def _settled_through(stream: _Stream, i: int, last: tuple[int, int] | None) -> Position | None:
@@ -452,8 +475,8 @@ def peek(
 
 
 def _fallback_keys(
-    batch: pa.RecordBatch, rows: pa.Array, keys: list[str | None]
-) -> list[str | None]:
+    batch: pa.RecordBatch, rows: pa.Array, keys: list[str | bytes | None]
+) -> list[str | bytes | None]:
     """Pulsar 4's sticky key of a message without a key: its entry's producer name and
     sequence id (``producer-sequence``), so keyless messages spread over the consumers
     while a batch stays together. The entry's sequence id is its first message's."""
@@ -492,7 +515,12 @@ class _Deliverable:
         if self.ring is None:
             return eligible, None
         taken = pa.array(rows, pa.int64())
-        keys = batch.column("key").take(taken).to_pylist()
+        keys: list[str | bytes | None] = batch.column("key").take(taken).to_pylist()
+        ordering = batch.column("ordering_key")
+        if ordering.null_count < len(ordering):
+            # Pulsar's sticky key: the ordering key when the message has one, else its key.
+            ordered = ordering.take(taken).to_pylist()
+            keys = [k if o is None else o for k, o in zip(keys, ordered, strict=True)]
         if None in keys:
             keys = _fallback_keys(batch, taken, keys)
         hashes = np.fromiter((sticky_key_hash(k) for k in keys), dtype=np.int64, count=len(keys))
@@ -775,8 +803,12 @@ class Dispatcher:
         cached = self._cursors.get(topic_partition)
         return None if cached is None else cached.state
 
-    def flow(self, consumer: Consumer, permits: int) -> None:
+    def flow(self, consumer: Consumer, permits: int, *, whole_entries: bool = False) -> None:
         """Send up to ``permits`` messages to ``consumer``'s wire, as one :class:`MessageBatch`.
+
+        ``whole_entries`` (a dispatcher of one partition): the rest of the last
+        entry comes too, past the permits, as Pulsar's dispatchers send whole
+        entries (the binary protocol: a batch is never split between consumers).
 
         One transaction under the subscription's lock: choose, record pending,
         move the read positions, commit; the messages reach the wire only once
@@ -809,7 +841,7 @@ class Dispatcher:
                     sources, states, starts, readers, strict=True
                 )
             ]
-            picked = _pick(streams, permits)
+            picked = _pick(streams, permits, whole_entries)
             batch, by_stream = _message_batch(streams, picked, consumer.epoch)
             for i, rows in by_stream:
                 stream = streams[i]

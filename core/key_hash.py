@@ -56,9 +56,15 @@ def murmur3_32(data: bytes, seed: int = 0) -> int:
     return h
 
 
-def sticky_key_hash(key: str | None) -> int:
-    """The key's hash in ``0..65535`` (a missing key hashes as Pulsar's ``NONE_KEY``)."""
-    data = NONE_KEY if key is None else key.encode("utf-8", "surrogatepass")
+def sticky_key_hash(key: str | bytes | None) -> int:
+    """The key's hash in ``0..65535`` (a missing key hashes as Pulsar's ``NONE_KEY``); an
+    ordering key is bytes, a message key text (hashed as its UTF-8 bytes)."""
+    if key is None:
+        data = NONE_KEY
+    elif isinstance(key, bytes):
+        data = key
+    else:
+        data = key.encode("utf-8", "surrogatepass")
     return (murmur3_32(data) & 0x7FFFFFFF) % HASH_RANGE_SIZE
 
 

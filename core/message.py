@@ -32,10 +32,17 @@ MESSAGE_COLUMNS = (
     "deliver_at",
     "producer_name",
     "sequence_id",
+    "event_time",
+    "ordering_key",
 )
 """The ledger columns a :class:`MessageBatch` carries besides the position."""
 
 _COLUMN_SCHEMA = pa.schema([MESSAGE_SCHEMA.field(name) for name in MESSAGE_COLUMNS])
+# Built from arrays: RecordBatch.from_pylist imports pandas (a third of a second) when it is
+# installed, on the first empty dispatch of a process.
+_EMPTY_COLUMNS = pa.RecordBatch.from_arrays(
+    [pa.array([], field.type) for field in _COLUMN_SCHEMA], schema=_COLUMN_SCHEMA
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +58,10 @@ class Message:
     sequence_id: int
     redelivery_count: int = 0
     consumer_epoch: int = -1
+    event_time: int | None = None
+    """Epoch ms the producer set as the message's event time; None when it set none."""
+    ordering_key: bytes | None = None
+    """The producer's ordering key (Key_Shared); None when it set none."""
 
     @property
     def position(self) -> Position:
@@ -81,8 +92,7 @@ class MessageBatch:
     @classmethod
     def empty(cls, consumer_epoch: int = -1) -> MessageBatch:
         none = np.zeros(0, dtype=np.int64)
-        columns = pa.RecordBatch.from_pylist([], schema=_COLUMN_SCHEMA)
-        return cls((), none, none, none, none, none, none, columns, consumer_epoch)
+        return cls((), none, none, none, none, none, none, _EMPTY_COLUMNS, consumer_epoch)
 
     def __len__(self) -> int:
         return len(self.ledger_id)
@@ -142,6 +152,8 @@ class MessageBatch:
                 sequence_id=sequence_id,
                 redelivery_count=redelivery_count,
                 consumer_epoch=epoch,
+                event_time=event_time,
+                ordering_key=ordering_key,
             )
             for (
                 mid,
@@ -154,6 +166,8 @@ class MessageBatch:
                 producer_name,
                 sequence_id,
                 redelivery_count,
+                event_time,
+                ordering_key,
             ) in zip(
                 self.message_ids(),
                 self.topic_names(),
@@ -165,6 +179,8 @@ class MessageBatch:
                 values["producer_name"],
                 values["sequence_id"],
                 self.redelivery_count.tolist(),
+                values["event_time"],
+                values["ordering_key"],
                 strict=True,
             )
         ]

@@ -26,7 +26,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -53,14 +53,50 @@ class OutgoingMessage:
 
 @dataclass(frozen=True)
 class Entry:
-    """One entry as a client built it (the binary protocol's ``CommandSend``): its
-    messages, whether they form a batch, and the producer name and publish time the
-    client stamped on it. Every message needs its ``sequence_id``."""
+    """One entry as a client built it (the binary protocol's ``CommandSend``): whether
+    its messages form a batch, the producer name and publish time the client stamped
+    on it, and its messages as aligned columns, one item per message (no object per
+    message: the binary protocol's group commit appends thousands of them per call).
+    Every message needs its ``sequence_id``."""
 
-    messages: Sequence[OutgoingMessage]
     batched: bool
     producer_name: str
     publish_time: int
+    payloads: Sequence[bytes] | pa.BinaryArray
+    """A binary array where the client's batch was read as a whole."""
+    sequence_ids: Sequence[int | None] | np.ndarray
+    """An int64 array where the client's batch was read as a whole."""
+    keys: Sequence[str | None]
+    properties: Sequence[Sequence[tuple[str, str]]]
+    deliver_at: Sequence[int | None]
+    event_times: Sequence[int | None]
+    """Epoch ms; None where the producer set no event time."""
+    ordering_keys: Sequence[bytes | None]
+
+    @classmethod
+    def of_messages(
+        cls,
+        messages: Sequence[OutgoingMessage],
+        batched: bool,
+        producer_name: str,
+        publish_time: int,
+        event_times: Sequence[int | None] | None = None,
+        ordering_keys: Sequence[bytes | None] | None = None,
+    ) -> Entry:
+        """The entry of ``messages`` (the message-object form)."""
+        n = len(messages)
+        return cls(
+            batched,
+            producer_name,
+            publish_time,
+            list(map(_PAYLOAD, messages)),
+            list(map(_SEQUENCE_ID, messages)),
+            list(map(_KEY, messages)),
+            [list(p.items()) if p else [] for p in map(_PROPERTIES, messages)],
+            list(map(_DELIVER_AT, messages)),
+            list(event_times) if event_times is not None else [None] * n,
+            list(ordering_keys) if ordering_keys is not None else [None] * n,
+        )
 
 
 _PROPERTIES_TYPE = MESSAGE_SCHEMA.field("properties").type
@@ -70,68 +106,145 @@ def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Ar
     """The ledger columns of client-built entries and their sizes (what
     ``LedgerStore.append_columns`` takes), checked as ``LedgerStore.append`` checks rows.
 
-    Columns are gathered entry by entry (``map`` over each entry's messages), with
-    no row object per message: the binary protocol's group commit appends
-    thousands of messages per call.
+    Columns are concatenated entry by entry (``list.extend`` of each entry's
+    columns), with no row object per message.
     """
     sizes: list[int] = []
-    batch_index: list[int] = []
-    batch_size: list[int] = []
+    batched: list[bool] = []
     publish: list[int] = []
     producers: list[str] = []
     payloads: list[bytes] = []
     keys: list[str | None] = []
-    properties: list[list[tuple[str, str]]] = []
+    properties: list[Sequence[tuple[str, str]]] = []
     deliver: list[int | None] = []
     sequence: list[int | None] = []
+    event_times: list[int | None] = []
+    ordering_keys: list[bytes | None] = []
+    # Entries read as a whole come as arrays: chunks, with the list items between them.
+    payload_chunks: list[pa.Array] = []
+    sequence_chunks: list[np.ndarray] = []
     for number, entry in enumerate(entries):
-        messages = entry.messages
-        n = len(messages)
+        n = len(entry.payloads)
         if n == 0 or (n > 1 and not entry.batched):
             raise InvalidArgumentError(
                 f"Entry {number}: {n} messages in {'a batch' if entry.batched else 'an entry'}"
             )
+        lengths = {
+            len(entry.sequence_ids),
+            len(entry.keys),
+            len(entry.properties),
+            len(entry.deliver_at),
+            len(entry.event_times),
+            len(entry.ordering_keys),
+        }
+        if lengths != {n}:
+            raise InvalidArgumentError(f"Entry {number}: its message columns differ in length")
         sizes.append(n)
-        if entry.batched:
-            batch_index.extend(range(n))
-            batch_size.extend([n] * n)
+        batched.append(entry.batched)
+        publish.append(entry.publish_time)
+        producers.append(entry.producer_name)
+        if isinstance(entry.payloads, pa.Array):
+            if payloads:
+                payload_chunks.append(_payload_chunk(payloads))
+                payloads = []
+            payload_chunks.append(entry.payloads)
         else:
-            batch_index.append(-1)
-            batch_size.append(0)
-        publish.extend([entry.publish_time] * n)
-        producers.extend([entry.producer_name] * n)
-        payloads.extend(map(_PAYLOAD, messages))
-        keys.extend(map(_KEY, messages))
-        properties.extend(list(p.items()) if p else [] for p in map(_PROPERTIES, messages))
-        deliver.extend(map(_DELIVER_AT, messages))
-        sequence.extend(map(_SEQUENCE_ID, messages))
+            payloads.extend(entry.payloads)
+        if isinstance(entry.sequence_ids, np.ndarray):
+            if sequence:
+                sequence_chunks.append(_sequence_chunk(sequence))
+                sequence = []
+            sequence_chunks.append(entry.sequence_ids)
+        else:
+            sequence.extend(entry.sequence_ids)
+        keys.extend(entry.keys)
+        properties.extend(entry.properties)
+        deliver.extend(entry.deliver_at)
+        event_times.extend(entry.event_times)
+        ordering_keys.extend(entry.ordering_keys)
     if not sizes:
         raise InvalidArgumentError("No entry to append")
-    if set(map(type, payloads)) != {bytes}:
-        raise InvalidArgumentError("Every payload must be bytes")
     if None in sequence:
         raise InvalidArgumentError("A client-built entry needs every message's sequence id")
+    if sequence or not sequence_chunks:
+        sequence_chunks.append(_sequence_chunk(sequence))
+    sequence_ids = np.concatenate(sequence_chunks).astype(np.int64, copy=False)
+    if payloads or not payload_chunks:
+        payload_chunks.append(_payload_chunk(payloads))
+    payload_column = (
+        payload_chunks[-1] if len(payload_chunks) == 1 else pa.concat_arrays(payload_chunks)
+    )
+    # Checked on the lists: Array.to_numpy of a column with nulls imports pandas.
+    for name, values in (
+        ("publish_time", publish),
+        ("deliver_at", deliver),
+        ("event_time", event_times),
+    ):
+        if cast("list[object]", values).count(None) == len(values):
+            continue
+        present = values if None not in values else [v for v in values if v is not None]
+        try:
+            negative = bool(present) and min(cast("list[int]", present)) < 0
+        except TypeError as exc:
+            raise InvalidArgumentError(f"Invalid {name}: must be integers") from exc
+        if negative:
+            raise InvalidArgumentError(f"Invalid {name}: must be at least 0")
+    if len(sequence_ids) and int(sequence_ids.min()) < 0:
+        raise InvalidArgumentError("Invalid sequence_id: must be at least 0")
+    counts = np.asarray(sizes, dtype=np.int64)
+    total = int(counts.sum())
+    flags = np.asarray(batched, dtype=bool)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    in_batch = np.repeat(flags, counts)
+    batch_index = np.where(in_batch, np.arange(total, dtype=np.int64) - starts, -1)
+    batch_size = np.where(in_batch, np.repeat(counts, counts), 0)
     try:
         columns = {
-            "batch_index": pa.array(batch_index, pa.int32()),
-            "batch_size": pa.array(batch_size, pa.int32()),
-            "publish_time": pa.array(publish, pa.int64()),
-            "deliver_at": pa.array(deliver, pa.int64()),
-            "key": pa.array(keys, pa.string()),
-            "properties": pa.array(properties, _PROPERTIES_TYPE),
-            "payload": pa.array(payloads, pa.binary()),
-            "producer_name": pa.array(producers, pa.string()),
-            "sequence_id": pa.array(sequence, pa.int64()),
+            "batch_index": arrow_columns.from_numpy(batch_index.astype(np.int32)),
+            "batch_size": arrow_columns.from_numpy(batch_size.astype(np.int32)),
+            "publish_time": arrow_columns.from_numpy(
+                np.repeat(np.asarray(publish, dtype=np.int64), counts)
+            ),
+            "deliver_at": _nullable(deliver, pa.int64()),
+            "key": _nullable(keys, pa.string()),
+            "properties": (
+                pa.array(properties, _PROPERTIES_TYPE)
+                if any(properties)
+                else arrow_columns.empty_maps(total, _PROPERTIES_TYPE)
+            ),
+            "payload": payload_column,
+            "producer_name": (
+                arrow_columns.repeated_string(producers[0], total)
+                if producers.count(producers[0]) == len(producers)
+                else pa.array(list(np.repeat(np.asarray(producers, object), counts)), pa.string())
+            ),
+            "sequence_id": arrow_columns.from_numpy(sequence_ids),
+            "event_time": _nullable(event_times, pa.int64()),
+            "ordering_key": _nullable(ordering_keys, pa.binary()),
         }
     except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"Invalid entry: {exc}") from exc
-    for name in ("publish_time", "deliver_at", "sequence_id"):
-        values = columns[name].to_numpy(zero_copy_only=False)
-        if name == "deliver_at":
-            values = values[~np.isnan(values)] if values.dtype.kind == "f" else values
-        if len(values) and values.min() < 0:
-            raise InvalidArgumentError(f"Invalid {name}: must be at least 0")
     return np.asarray(sizes, dtype=np.int64), columns
+
+
+def _payload_chunk(payloads: list[bytes]) -> pa.Array:
+    if payloads and set(map(type, payloads)) != {bytes}:
+        raise InvalidArgumentError("Every payload must be bytes")
+    return arrow_columns.binary(payloads) or pa.array(payloads, pa.binary())
+
+
+def _sequence_chunk(sequence: list[int | None]) -> np.ndarray:
+    try:
+        return np.asarray(sequence, dtype=np.int64)
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"Invalid sequence_id: {exc}") from exc
+
+
+def _nullable(values: list[Any], kind: pa.DataType) -> pa.Array:
+    """``pa.array(values, kind)``; all nulls (the common case) without a per-value pass."""
+    if values.count(None) == len(values):
+        return pa.nulls(len(values), kind)
+    return pa.array(values, kind)
 
 
 def java_string_hash(text: str) -> int:

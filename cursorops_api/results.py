@@ -35,6 +35,12 @@ def message_response(message: Message, batch_size: int | None = None) -> Respons
         "X-Pulsar-producer-name": _header(message.producer_name),
         "X-Pulsar-sequence-id": str(message.sequence_id),
     }
+    if message.event_time is not None:
+        headers["X-Pulsar-event-time"] = datetime.datetime.fromtimestamp(
+            message.event_time / 1000, tz=datetime.UTC
+        ).isoformat(timespec="milliseconds")
+    if message.ordering_key is not None:
+        headers["X-Pulsar-ordering-key"] = _header(message.ordering_key.decode("latin-1"))
     if message.message_id.partition >= 0:
         headers["X-Pulsar-partition-index"] = str(message.message_id.partition)
     if message.key is not None:

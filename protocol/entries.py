@@ -19,13 +19,15 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import cramjam
+import numpy as np
+import pyarrow as pa
 
-from core.producer import Entry, OutgoingMessage
+from core.producer import Entry
 from protocol import commands
-from protocol.commands import CompressionType
+from protocol.commands import CommandType, CompressionType
 from protocol.proto import Proto, ProtoError, decode, encode
 
 _U32 = struct.Struct(">I")
@@ -62,8 +64,8 @@ def decompress(codec: int, data: bytes, uncompressed_size: int) -> bytes:
     return out
 
 
-def _properties(items: Sequence[Proto] | None) -> dict[str, str]:
-    return {kv["key"]: kv.get("value", "") for kv in items or ()}
+def _properties(items: Sequence[Proto] | None) -> list[tuple[str, str]]:
+    return [(kv["key"], kv.get("value", "")) for kv in items or ()]
 
 
 def entry_of_send(metadata: Proto, payload: bytes) -> Entry:
@@ -83,46 +85,252 @@ def entry_of_send(metadata: Proto, payload: bytes) -> Entry:
         raise EntryError("sequence id or publish time beyond int64")
     if "num_messages_in_batch" not in metadata:
         key = None if metadata.get("null_partition_key") else metadata.get("partition_key")
-        message = OutgoingMessage(
-            data, key, _properties(metadata.get("properties")), deliver_at, sequence_id
+        return Entry(
+            False,
+            producer,
+            publish_time,
+            [data],
+            [sequence_id],
+            [key],
+            [_properties(metadata.get("properties"))],
+            [deliver_at],
+            [_event_time(metadata.get("event_time"))],
+            [metadata.get("ordering_key")],
         )
-        return Entry([message], False, producer, publish_time)
     count = metadata["num_messages_in_batch"]
     if count < 1:
         raise EntryError(f"batch of {count} messages")
-    messages: list[OutgoingMessage] = []
+    uniform = _uniform_batch(data, count)
+    if uniform is not None:
+        payloads, sequence_ids = uniform
+        nothing: list[None] = [None] * count
+        return Entry(
+            True,
+            producer,
+            publish_time,
+            payloads,
+            sequence_ids,
+            nothing,
+            [_NO_PROPERTIES] * count,
+            [deliver_at] * count,
+            nothing,
+            nothing,
+        )
+    batch = _read_batch(data, count, sequence_id)
+    return Entry(
+        True,
+        producer,
+        publish_time,
+        batch.payloads,
+        batch.sequence_ids,
+        batch.keys,
+        batch.properties,
+        [deliver_at] * count,
+        batch.event_times,
+        batch.ordering_keys,
+    )
+
+
+def _event_time(value: int | None) -> int | None:
+    """Pulsar's event time: 0 (the default) means none was set."""
+    if not value:
+        return None
+    if value > _INT64_MAX:
+        raise EntryError("event time beyond int64")
+    return value
+
+
+@dataclass
+class _Batch:
+    """A batch's messages as columns (what :func:`_read_batch` returns)."""
+
+    payloads: list[bytes] = field(default_factory=list)
+    sequence_ids: list[int | None] = field(default_factory=list)
+    keys: list[str | None] = field(default_factory=list)
+    properties: list[Sequence[tuple[str, str]]] = field(default_factory=list)
+    event_times: list[int | None] = field(default_factory=list)
+    ordering_keys: list[bytes | None] = field(default_factory=list)
+
+
+_NO_PROPERTIES: list[tuple[str, str]] = []
+
+
+def _uniform_batch(data: bytes, count: int) -> tuple[pa.Array, np.ndarray] | None:
+    """(payloads, sequence ids) of a batch of plain messages of one payload size with
+    consecutive sequence ids, read with numpy over the whole batch (no Python per
+    message); None for any other batch.
+
+    Every message is then ``[u32 m][0x18 size 0x40 sequence][payload]`` with the same
+    ``m`` and payload size: the batch is a ``count x stride`` array whose columns
+    before the sequence id are equal on every row, and whose sequence-id bytes are
+    the varints of ``first, first + 1, ...``.
+    """
+    if count < 2 or len(data) < 4:
+        return None
+    size = int.from_bytes(data[:4], "big")
+    first = _plain_single(data, 4, 4 + size)
+    if first is None:
+        return None
+    length, sequence, key, event_time, ordering_key = first
+    if sequence is None or key is not None or event_time is not None or ordering_key is not None:
+        return None
+    head = b"\x18" + _varint(length) + b"\x40"
+    width = len(_varint(sequence))
+    last = sequence + count - 1
+    if (
+        size != len(head) + width
+        or data[4 : 4 + len(head)] != head
+        or last > _INT64_MAX
+        or len(_varint(last)) != width
+    ):
+        return None
+    stride = 4 + size + length
+    if stride * count != len(data):
+        return None
+    rows = np.frombuffer(data, np.uint8).reshape(count, stride)
+    fixed = 4 + len(head)
+    if not (rows[:, :fixed] == rows[0, :fixed]).all():
+        return None
+    sequences = np.arange(sequence, last + 1, dtype=np.uint64)
+    shifts = np.arange(width, dtype=np.uint64) * np.uint64(7)
+    varints = ((sequences[:, None] >> shifts) & np.uint64(0x7F)).astype(np.uint8)
+    varints[:, :-1] |= 0x80
+    if not (rows[:, fixed : fixed + width] == varints).all():
+        return None
+    offsets = np.arange(count + 1, dtype=np.int32) * length
+    body = rows[:, fixed + width :].tobytes()
+    payloads = pa.Array.from_buffers(
+        pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(body)]
+    )
+    return payloads, sequences.astype(np.int64)
+
+
+def _read_batch(data: bytes, count: int, first_sequence_id: int) -> _Batch:
+    """The ``count`` messages of a batch payload, each ``[u32 size][SingleMessageMetadata]
+    [payload]``.
+
+    The per-message hot path of a produce. A message whose metadata holds only the
+    fields clients write for a plain message (payload size, sequence id, key, event
+    time, ordering key) in one-byte tags is read here inline; any other (properties,
+    unknown fields) goes through the general decoder, which reads the same fields.
+    """
+    out = _Batch()
+    payloads, sequence_ids, keys = out.payloads, out.sequence_ids, out.keys
+    properties, event_times, ordering_keys = out.properties, out.event_times, out.ordering_keys
+    end = len(data)
     pos = 0
     for index in range(count):
-        if pos + 4 > len(data):
+        if pos + 4 > end:
             raise EntryError(f"batch cut short at message {index} of {count}")
-        (size,) = _U32.unpack_from(data, pos)
+        size = int.from_bytes(data[pos : pos + 4], "big")
         pos += 4
-        try:
-            single = decode(commands.SingleMessageMetadata, data[pos : pos + size])
-        except ProtoError as exc:
-            raise EntryError(f"message {index} of the batch: {exc}") from exc
-        pos += size
-        length = single.get("payload_size", 0)
-        if length < 0 or pos + length > len(data):
+        stop = pos + size
+        if stop > end:
             raise EntryError(f"message {index} of the batch runs past the payload")
-        body = data[pos : pos + length]
-        pos += length
-        key = None if single.get("null_partition_key") else single.get("partition_key")
-        if single.get("sequence_id", 0) > _INT64_MAX or sequence_id + index > _INT64_MAX:
-            raise EntryError(f"message {index} of the batch: sequence id beyond int64")
-        messages.append(
-            OutgoingMessage(
-                body,
+        fields = _plain_single(data, pos, stop)
+        if fields is None:
+            try:
+                single = decode(commands.SingleMessageMetadata, data[pos:stop])
+            except ProtoError as exc:
+                raise EntryError(f"message {index} of the batch: {exc}") from exc
+            key = None if single.get("null_partition_key") else single.get("partition_key")
+            fields = (
+                single.get("payload_size", 0),
+                single.get("sequence_id"),
                 key,
-                _properties(single.get("properties")),
-                deliver_at,
-                single.get("sequence_id", sequence_id + index),
+                single.get("event_time"),
+                single.get("ordering_key"),
             )
-        )
-    return Entry(messages, True, producer, publish_time)
+            properties.append(_properties(single.get("properties")))
+        else:
+            properties.append(_NO_PROPERTIES)
+        length, sequence, key, event_time, ordering_key = fields
+        pos = stop
+        if length < 0 or pos + length > end:
+            raise EntryError(f"message {index} of the batch runs past the payload")
+        payloads.append(data[pos : pos + length])
+        pos += length
+        if sequence is None:
+            sequence = first_sequence_id + index
+        if sequence > _INT64_MAX:
+            raise EntryError(f"message {index} of the batch: sequence id beyond int64")
+        sequence_ids.append(sequence)
+        keys.append(key)
+        try:
+            event_times.append(_event_time(event_time))
+        except EntryError as exc:
+            raise EntryError(f"message {index} of the batch: {exc}") from exc
+        ordering_keys.append(ordering_key)
+    return out
+
+
+_Single = tuple[int, int | None, str | None, int | None, bytes | None]
+
+
+def _plain_single(data: bytes, pos: int, stop: int) -> _Single | None:
+    """(payload size, sequence id, key, event time, ordering key) of a
+    ``SingleMessageMetadata`` at ``data[pos:stop]`` made only of the fields 2, 3, 5, 7,
+    8 and 10 with one-byte varints where a length is needed (the common shape);
+    None for any other (the general decoder reads it)."""
+    length = 0
+    sequence: int | None = None
+    key: str | None = None
+    event_time: int | None = None
+    ordering_key: bytes | None = None
+    null_key = False
+    while pos < stop:
+        tag = data[pos]
+        pos += 1
+        if tag == 0x18 or tag == 0x40 or tag == 0x28 or tag == 0x50:
+            # A varint: payload_size, sequence_id, event_time, null_partition_key.
+            value = 0
+            shift = 0
+            while True:
+                if pos >= stop or shift > 63:
+                    return None
+                byte = data[pos]
+                pos += 1
+                value |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    break
+                shift += 7
+            if tag == 0x18:
+                if value >= 1 << 31:
+                    return None
+                length = value
+            elif tag == 0x40:
+                sequence = value
+            elif tag == 0x28:
+                event_time = value
+            else:
+                null_key = value != 0
+        elif tag == 0x12 or tag == 0x3A:
+            # partition_key (string) or ordering_key (bytes), short ones only.
+            if pos >= stop:
+                return None
+            size = data[pos]
+            if size >= 0x80 or pos + 1 + size > stop:
+                return None
+            chunk = data[pos + 1 : pos + 1 + size]
+            pos += 1 + size
+            if tag == 0x3A:
+                ordering_key = chunk
+            else:
+                try:
+                    key = chunk.decode("utf-8")
+                except UnicodeDecodeError:
+                    return None
+        else:
+            return None
+    return length, sequence, None if null_key else key, event_time, ordering_key
+
+
+_ONE_BYTE = [bytes((value,)) for value in range(0x80)]
 
 
 def _varint(value: int) -> bytes:
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     value &= (1 << 64) - 1
     out = bytearray()
     while value > 0x7F:
@@ -133,7 +341,10 @@ def _varint(value: int) -> bytes:
 
 
 def _text(tag: int, text: str) -> bytes:
-    data = text.encode("utf-8")
+    return _chunk(tag, text.encode("utf-8"))
+
+
+def _chunk(tag: int, data: bytes) -> bytes:
     return bytes((tag,)) + _varint(len(data)) + data
 
 
@@ -142,10 +353,15 @@ def single_metadata(
     sequence_id: int,
     key: str | None = None,
     properties: Sequence[tuple[str, str]] = (),
+    event_time: int | None = None,
+    ordering_key: bytes | None = None,
 ) -> bytes:
     """``SingleMessageMetadata`` bytes, written directly (the per-message hot path of a
-    dispatch): fields 1 properties, 2 partition_key, 3 payload_size, 8 sequence_id, in
-    number order, as :func:`protocol.proto.encode` would write them."""
+    dispatch): fields 1 properties, 2 partition_key, 3 payload_size, 5 event_time,
+    7 ordering_key, 8 sequence_id, in number order, as :func:`protocol.proto.encode`
+    would write them."""
+    if key is None and not properties and event_time is None and ordering_key is None:
+        return b"\x18" + _varint(payload_size) + b"\x40" + _varint(sequence_id)
     parts = []
     for name, value in properties:
         pair = _text(0x0A, name) + _text(0x12, value)
@@ -153,11 +369,16 @@ def single_metadata(
     if key is not None:
         parts.append(_text(0x12, key))
     parts.append(b"\x18" + _varint(payload_size))
+    if event_time is not None:
+        parts.append(b"\x28" + _varint(event_time))
+    if ordering_key is not None:
+        parts.append(_chunk(0x3A, ordering_key))
     parts.append(b"\x40" + _varint(sequence_id))
     return b"".join(parts)
 
 
 _EMPTY_SINGLE = single_metadata(0, 0)
+_EMPTY_SLOT = _U32.pack(len(_EMPTY_SINGLE)) + _EMPTY_SINGLE
 
 
 @dataclass(frozen=True)
@@ -174,6 +395,10 @@ class OutgoingEntry:
     keys: Sequence[str | None]
     properties: Sequence[Sequence[tuple[str, str]]]
     sequence_ids: Sequence[int]
+    event_times: Sequence[int | None] | None = None
+    """None: no message has one."""
+    ordering_keys: Sequence[bytes | None] | None = None
+    """None: no message has one."""
 
 
 def _kv(properties: Sequence[tuple[str, str]]) -> list[Proto]:
@@ -187,6 +412,8 @@ def entry_payload(entry: OutgoingEntry) -> tuple[bytes, bytes, list[int] | None]
     many messages of which ``indexes`` are delivered; the ``ack_set`` (set bit =
     delivered here, the bits of ``BitSet.toLongArray``) is None when all are.
     """
+    event_times = entry.event_times
+    ordering_keys = entry.ordering_keys
     if entry.batch_size == 0:
         meta: Proto = {
             "producer_name": entry.producer_name,
@@ -194,37 +421,144 @@ def entry_payload(entry: OutgoingEntry) -> tuple[bytes, bytes, list[int] | None]
             "publish_time": entry.publish_time,
             "properties": _kv(entry.properties[0]),
             "partition_key": entry.keys[0],
+            "event_time": event_times[0] if event_times else None,
+            "ordering_key": ordering_keys[0] if ordering_keys else None,
             "deliver_at_time": entry.deliver_at,
         }
         return encode(commands.MessageMetadata, meta), entry.payloads[0], None
     size = entry.batch_size
-    delivered = dict(zip(entry.indexes, range(len(entry.indexes)), strict=True))
+    indexes = entry.indexes
+    payloads, sequence_ids = entry.payloads, entry.sequence_ids
+    keys, properties = entry.keys, entry.properties
     parts: list[bytes] = []
-    for index in range(size):
-        at = delivered.get(index)
-        if at is None:
-            parts += (_U32.pack(len(_EMPTY_SINGLE)), _EMPTY_SINGLE)
-            continue
-        payload = entry.payloads[at]
-        single = single_metadata(
-            len(payload), entry.sequence_ids[at], entry.keys[at], entry.properties[at]
-        )
-        parts += (_U32.pack(len(single)), single, payload)
-    first = entry.sequence_ids[0] - entry.indexes[0]
-    meta = {
-        "producer_name": entry.producer_name,
-        "sequence_id": max(first, 0),
-        "publish_time": entry.publish_time,
-        "num_messages_in_batch": size,
-        "deliver_at_time": entry.deliver_at,
-    }
+    pack = _U32.pack
+    plain = (
+        event_times is None
+        and ordering_keys is None
+        and keys.count(None) == len(keys)
+        and not any(properties)
+    )
+    whole = len(indexes) == size and list(range(size)) == list(indexes)
+    if plain and whole:
+        # Every message of the batch, each with nothing but its payload: the common case.
+        for payload, sequence_id in zip(payloads, sequence_ids, strict=True):
+            single = b"\x18" + _varint(len(payload)) + b"\x40" + _varint(sequence_id)
+            parts += (pack(len(single)), single, payload)
+    else:
+        delivered = dict(zip(indexes, range(len(indexes)), strict=True))
+        for index in range(size):
+            at = delivered.get(index)
+            if at is None:
+                parts.append(_EMPTY_SLOT)
+                continue
+            payload = payloads[at]
+            single = single_metadata(
+                len(payload),
+                sequence_ids[at],
+                keys[at],
+                properties[at],
+                event_times[at] if event_times else None,
+                ordering_keys[at] if ordering_keys else None,
+            )
+            parts += (pack(len(single)), single, payload)
+    first = sequence_ids[0] - indexes[0]
+    meta_bytes = batch_metadata(
+        entry.producer_name, first, entry.publish_time, size, entry.deliver_at
+    )
     ack_set: list[int] | None = None
-    if len(delivered) < size:
+    if not whole:
         words = [0] * ((size + 63) // 64)
-        for index in delivered:
+        for index in indexes:
             words[index // 64] |= 1 << (index % 64)
         ack_set = [w - (1 << 64) if w >> 63 else w for w in words]
-    return encode(commands.MessageMetadata, meta), b"".join(parts), ack_set
+    return meta_bytes, b"".join(parts), ack_set
+
+
+def uniform_batch_payload(payloads: np.ndarray, first_sequence: int) -> bytes | None:
+    """The payload of a whole batch of plain messages of one size, built with numpy (no
+    Python per message): ``payloads`` holds one message per row, their sequence ids
+    are ``first_sequence, first_sequence + 1, ...``. The bytes :func:`entry_payload`
+    writes for it; None when the sequence ids' varints differ in width (that path
+    then writes it)."""
+    count, length = payloads.shape
+    last = first_sequence + count - 1
+    width = len(_varint(first_sequence))
+    if first_sequence < 0 or last > _INT64_MAX or len(_varint(last)) != width:
+        return None
+    head = b"\x18" + _varint(length) + b"\x40"
+    size = len(head) + width
+    rows = np.empty((count, 4 + size + length), np.uint8)
+    rows[:, :4] = np.frombuffer(_U32.pack(size), np.uint8)
+    rows[:, 4 : 4 + len(head)] = np.frombuffer(head, np.uint8)
+    sequences = np.arange(first_sequence, last + 1, dtype=np.uint64)
+    shifts = np.arange(width, dtype=np.uint64) * np.uint64(7)
+    varints = ((sequences[:, None] >> shifts) & np.uint64(0x7F)).astype(np.uint8)
+    varints[:, :-1] |= 0x80
+    rows[:, 4 + len(head) : 4 + size] = varints
+    rows[:, 4 + size :] = payloads
+    return rows.tobytes()
+
+
+def batch_metadata(
+    producer_name: str, sequence_id: int, publish_time: int, size: int, deliver_at: int | None
+) -> bytes:
+    """The ``MessageMetadata`` of a batch of ``size`` messages, written directly (once per
+    entry of a dispatch): fields 1 producer_name, 2 sequence_id, 3 publish_time,
+    11 num_messages_in_batch, 19 deliver_at_time, as :func:`protocol.proto.encode`
+    writes them."""
+    out = _text(0x0A, producer_name) + b"\x10" + _varint(max(sequence_id, 0))
+    out += b"\x18" + _varint(publish_time) + b"\x58" + _varint(size)
+    if deliver_at is not None:
+        out += b"\x98\x01" + _varint(deliver_at)
+    return out
+
+
+_RECEIPT_HEAD = b"\x08" + bytes(
+    (int(CommandType.SEND_RECEIPT), int(CommandType.SEND_RECEIPT) << 3 | 2)
+)
+
+
+def send_receipt_command(
+    producer_id: int,
+    sequence_id: int,
+    ledger_id: int,
+    entry_id: int,
+    highest_sequence_id: int | None,
+) -> bytes:
+    """A ``BaseCommand`` holding a ``CommandSendReceipt``, written directly (once per entry
+    produced), as :func:`protocol.proto.encode` writes it."""
+    message_id = b"\x08" + _varint(ledger_id) + b"\x10" + _varint(entry_id)
+    body = b"\x08" + _varint(producer_id) + b"\x10" + _varint(sequence_id)
+    body += b"\x1a" + _varint(len(message_id)) + message_id
+    if highest_sequence_id is not None:
+        body += b"\x20" + _varint(highest_sequence_id)
+    return _RECEIPT_HEAD + _varint(len(body)) + body
+
+
+_MESSAGE_BODY = bytes((int(CommandType.MESSAGE) << 3 | 2,))
+
+
+def message_command(
+    consumer_id: int,
+    ledger_id: int,
+    entry_id: int,
+    partition: int,
+    redelivery_count: int,
+    ack_set: Sequence[int] | None,
+    consumer_epoch: int | None,
+) -> bytes:
+    """A ``BaseCommand`` holding a ``CommandMessage``, written directly (once per entry of
+    a dispatch), as :func:`protocol.proto.encode` writes it; ``partition`` -1: none."""
+    message_id = b"\x08" + _varint(ledger_id) + b"\x10" + _varint(entry_id)
+    if partition >= 0:
+        message_id += b"\x18" + _varint(partition)
+    body = b"\x08" + _varint(consumer_id) + b"\x12" + _varint(len(message_id)) + message_id
+    body += b"\x18" + _varint(redelivery_count & 0xFFFFFFFF)
+    for word in ack_set or ():
+        body += b"\x20" + _varint(word)
+    if consumer_epoch is not None:
+        body += b"\x28" + _varint(consumer_epoch)
+    return b"\x08" + _varint(int(CommandType.MESSAGE)) + _MESSAGE_BODY + _varint(len(body)) + body
 
 
 def unacked_indexes(ack_set: Sequence[int], batch_size: int) -> set[int]:

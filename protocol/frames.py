@@ -70,14 +70,18 @@ def command(command_type: CommandType, **fields: object) -> Proto:
 
 def encode_frame(cmd: Proto) -> bytes:
     """A simple frame holding ``cmd`` (a ``BaseCommand`` value)."""
-    body = encode(commands.BaseCommand, cmd)
+    return simple_frame(encode(commands.BaseCommand, cmd))
+
+
+def simple_frame(body: bytes) -> bytes:
+    """A simple frame holding an encoded ``BaseCommand``."""
     return _U32.pack(len(body) + 4) + _U32.pack(len(body)) + body
 
 
-def encode_payload_frame(cmd: Proto, metadata: bytes, payload: bytes) -> bytes:
-    """A payload frame: ``cmd``, then ``metadata`` (encoded ``MessageMetadata``) and
-    ``payload``, checksummed with CRC32C."""
-    body = encode(commands.BaseCommand, cmd)
+def encode_payload_frame(cmd: Proto | bytes, metadata: bytes, payload: bytes) -> bytes:
+    """A payload frame: ``cmd`` (a ``BaseCommand`` value, or its bytes), then ``metadata``
+    (encoded ``MessageMetadata``) and ``payload``, checksummed with CRC32C."""
+    body = cmd if isinstance(cmd, bytes) else encode(commands.BaseCommand, cmd)
     tail = _U32.pack(len(metadata)) + metadata + payload
     checksum = crc32c(tail)
     total = 4 + len(body) + 2 + 4 + len(tail)

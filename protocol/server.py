@@ -58,7 +58,7 @@ from protocol.commands import (
     ServerError,
     SubType,
 )
-from protocol.entries import EntryError, entry_of_send
+from protocol.entries import EntryError, entry_of_send, send_receipt_command
 from protocol.frames import (
     MAX_MESSAGE_SIZE,
     Frame,
@@ -66,6 +66,7 @@ from protocol.frames import (
     FrameError,
     command,
     encode_frame,
+    simple_frame,
 )
 from protocol.proto import Proto
 from protocol.sessions import Registry, WireConsumer, signed64
@@ -161,10 +162,19 @@ class Appender:
             items, self._queue = self._queue, []
             if not items:
                 continue
-            results = await self.service.store.run(self._append, items)
+            try:
+                results = await self.service.store.run(self._append, items)
+            except Exception as exc:
+                # Nothing of the group was receipted: every send of it fails, and the
+                # appender goes on (a dead appender would leave every producer waiting).
+                log.exception("group commit of %d entries failed", len(items))
+                results = [(None, exc)] * len(items)
             touched = set()
             for item, (position, error) in zip(items, results, strict=True):
-                item.done(position, error)
+                try:
+                    item.done(position, error)
+                except Exception:
+                    log.exception("answering a send failed")
                 if error is None:
                     touched.add(item.topic)
             for topic in touched:
@@ -532,15 +542,18 @@ class Connection:
             if error is not None or position is None:
                 self._fail(CommandType.SEND, body, server_error(error or Exception()), str(error))
                 return
-            self.send(
-                command(
-                    CommandType.SEND_RECEIPT,
-                    producer_id=producer_id,
-                    sequence_id=sequence_id,
-                    message_id={"ledgerId": position.ledger_id, "entryId": position.entry_id},
-                    highest_sequence_id=highest,
+            if not self.writer.is_closing():
+                self.writer.write(
+                    simple_frame(
+                        send_receipt_command(
+                            producer_id,
+                            sequence_id,
+                            position.ledger_id,
+                            position.entry_id,
+                            highest,
+                        )
+                    )
                 )
-            )
 
         self.service.appender.submit(_Pending(self.role, producer[0], entry, done))
 

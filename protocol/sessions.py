@@ -14,8 +14,9 @@ once).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,9 +25,16 @@ from core.dispatch import Consumer, Dispatcher
 from core.message import Message, MessageBatch
 from core.message_id import MessageId
 from core.subscription import SubscriptionType
-from protocol.commands import AckType, CommandType
-from protocol.entries import OutgoingEntry, entry_payload, unacked_indexes
-from protocol.frames import command, encode_payload_frame
+from protocol.commands import AckType
+from protocol.entries import (
+    OutgoingEntry,
+    batch_metadata,
+    entry_payload,
+    message_command,
+    unacked_indexes,
+    uniform_batch_payload,
+)
+from protocol.frames import encode_payload_frame
 from protocol.proto import Proto
 
 _INT64 = 1 << 64
@@ -59,6 +67,36 @@ def _id_batch(
         np.zeros(n, np.int64),
         columns,
     )
+
+
+def _binary_buffers(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A binary column's offsets (``len + 1``, of this slice) and value bytes, as numpy
+    views of its buffers."""
+    _, offsets, data = column.buffers()
+    assert offsets is not None
+    at = np.frombuffer(offsets, np.int32)[column.offset : column.offset + len(column) + 1]
+    values = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return at, values
+
+
+def _int64s(column: pa.Array) -> np.ndarray:
+    """An int64 column without nulls as a numpy view of its buffer."""
+    data = column.buffers()[1]
+    assert data is not None and column.null_count == 0
+    return np.frombuffer(data, np.int64)[column.offset : column.offset + len(column)]
+
+
+def _values_or_none(column: pa.Array) -> list[Any] | None:
+    """The column's values; None when all are null (no Python object per message)."""
+    return None if column.null_count == len(column) else column.to_pylist()
+
+
+def _properties(column: pa.Array, n: int) -> list[Sequence[tuple[str, str]]]:
+    """Each message's properties; without a Python object per message when none has any."""
+    offsets = column.offsets
+    if n == 0 or offsets[0].as_py() == offsets[-1].as_py():
+        return [()] * n
+    return [p or () for p in column.to_pylist()]
 
 
 @dataclass
@@ -95,69 +133,129 @@ class WireConsumer:
     # -- dispatch ---------------------------------------------------------------
 
     def dispatch(self, permits: int) -> tuple[list[bytes], int]:
-        """Up to ``permits`` messages as ``CommandMessage`` frames; (frames, messages)."""
+        """``permits`` messages or more as ``CommandMessage`` frames; (frames, messages).
+
+        Whole entries, as Pulsar's dispatchers send them (its permits may go below
+        zero): a batch is never split between consumers by the permits. A client with
+        batch-index acks off (the official clients' default) acknowledges a batch only
+        once every message it received of it is acknowledged, and sends nothing for a
+        batch it got part of while another consumer got the rest: those messages
+        would come back after the application had acknowledged them.
+        """
         if self.closed:
             return [], 0
-        self.dispatcher.flow(self.core, permits)
-        frames: list[bytes] = []
-        count = 0
+        self.dispatcher.flow(self.core, permits, whole_entries=True)
+        parts = self._taken()
+        if not parts:
+            return [], 0
+        batch = MessageBatch.concat(parts)
+        return self._frames(batch), len(batch)
+
+    def _taken(self) -> list[MessageBatch]:
+        """What the dispatcher handed to the core consumer, in order."""
+        parts = []
         while self.core.wire:
             batch = self.core.wire.popleft()
             if len(batch):
-                count += len(batch)
-                frames += self._frames(batch)
-        return frames, count
+                parts.append(batch)
+        return parts
 
     def _frames(self, batch: MessageBatch) -> list[bytes]:
-        """One frame per entry, from the dispatch's columns (no object per message)."""
+        """One frame per entry, from the dispatch's columns (no object per message).
+
+        A whole batch of plain messages of one size with consecutive sequence ids
+        (what producers mostly send) is written with numpy from the payload column's
+        buffers; any other entry message by message (:func:`entry_payload`).
+        """
         columns = batch.columns
-        payloads = columns.column("payload").to_pylist()
-        keys = columns.column("key").to_pylist()
-        properties = columns.column("properties").to_pylist()
-        sequence_ids = columns.column("sequence_id").to_pylist()
-        producers = columns.column("producer_name").to_pylist()
-        publish_times = columns.column("publish_time").to_pylist()
-        deliver_at = columns.column("deliver_at").to_pylist()
+        n = len(batch)
+        ledgers, entries = batch.ledger_id, batch.entry_id
+        cuts = np.flatnonzero((ledgers[1:] != ledgers[:-1]) | (entries[1:] != entries[:-1])) + 1
+        bounds = [0, *cuts.tolist(), n]
+        # Per message only what differs per message; the entry's own fields at its first row.
+        firsts = pa.array(bounds[:-1], pa.int64())
+        payload_column = columns.column("payload")
+        sequence_column = columns.column("sequence_id")
+        keys = _values_or_none(columns.column("key"))
+        properties = _properties(columns.column("properties"), n)
+        producers = columns.column("producer_name").take(firsts).to_pylist()
+        publish_times = columns.column("publish_time").take(firsts).to_pylist()
+        deliver_at = columns.column("deliver_at").take(firsts).to_pylist()
+        event_times = _values_or_none(columns.column("event_time"))
+        ordering_keys = _values_or_none(columns.column("ordering_key"))
         sizes = batch.batch_sizes.tolist()
         indexes = batch.batch_index.tolist()
         redeliveries = batch.redelivery_count.tolist()
-        ledgers, entries = batch.ledger_id, batch.entry_id
-        cuts = np.flatnonzero((ledgers[1:] != ledgers[:-1]) | (entries[1:] != entries[:-1])) + 1
-        bounds = [0, *cuts.tolist(), len(batch)]
         ledger_list, entry_list = ledgers.tolist(), entries.tolist()
         epoch = batch.consumer_epoch
+        plain = (
+            keys is None
+            and event_times is None
+            and ordering_keys is None
+            and properties[0] == ()
+            and properties.count(()) == n
+        )
+        offsets, values = _binary_buffers(payload_column)
+        lengths = np.diff(offsets)
+        sequences = _int64s(sequence_column)
+        lists: dict[str, list[Any]] = {}
+
+        def listed(name: str, column: pa.Array) -> list[Any]:
+            if name not in lists:
+                lists[name] = column.to_pylist()
+            return lists[name]
+
         frames = []
-        for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+        for number, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
             position = (ledger_list[start], entry_list[start])
             size = sizes[start]
             delivered = indexes[start:stop]
             self.batch_sizes[position] = size
             self.held.setdefault(position, set()).update(delivered)
-            meta, payload, ack_set = entry_payload(
-                OutgoingEntry(
+            body = None
+            if plain and size == stop - start and delivered[0] == 0 and delivered[-1] == size - 1:
+                own = lengths[start:stop]
+                steps = np.diff(sequences[start:stop])
+                if own.min() == own.max() and (steps == 1).all():
+                    length = int(own[0])
+                    first = int(offsets[start])
+                    rows = values[first : first + length * size].reshape(size, length)
+                    body = uniform_batch_payload(rows, int(sequences[start]))
+            if body is not None:
+                meta = batch_metadata(
+                    producers[number],
+                    int(sequences[start]),
+                    publish_times[number],
                     size,
-                    producers[start],
-                    publish_times[start],
-                    deliver_at[start],
-                    delivered,
-                    payloads[start:stop],
-                    keys[start:stop],
-                    [p or () for p in properties[start:stop]],
-                    sequence_ids[start:stop],
+                    deliver_at[number],
                 )
+                ack_set = None
+            else:
+                meta, body, ack_set = entry_payload(
+                    OutgoingEntry(
+                        size,
+                        producers[number],
+                        publish_times[number],
+                        deliver_at[number],
+                        delivered,
+                        listed("payload", payload_column)[start:stop],
+                        (keys or [None] * n)[start:stop],
+                        properties[start:stop],
+                        listed("sequence_id", sequence_column)[start:stop],
+                        event_times[start:stop] if event_times is not None else None,
+                        ordering_keys[start:stop] if ordering_keys is not None else None,
+                    )
+                )
+            cmd = message_command(
+                self.consumer_id,
+                position[0],
+                position[1],
+                self.partition,
+                max(redeliveries[start:stop]),
+                ack_set,
+                epoch if epoch >= 0 else None,
             )
-            message_id: Proto = {"ledgerId": position[0], "entryId": position[1]}
-            if self.partition >= 0:
-                message_id["partition"] = self.partition
-            cmd = command(
-                CommandType.MESSAGE,
-                consumer_id=self.consumer_id,
-                message_id=message_id,
-                redelivery_count=max(redeliveries[start:stop]),
-                ack_set=ack_set,
-                consumer_epoch=epoch if epoch >= 0 else None,
-            )
-            frames.append(encode_payload_frame(cmd, meta, payload))
+            frames.append(encode_payload_frame(cmd, meta, body))
         return frames
 
     # -- acknowledgements -------------------------------------------------------

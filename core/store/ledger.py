@@ -61,11 +61,19 @@ MESSAGE_SCHEMA = pa.schema(
         pa.field("payload", pa.binary(), nullable=False),
         pa.field("producer_name", pa.string(), nullable=False),
         pa.field("sequence_id", pa.int64(), nullable=False),
+        pa.field("event_time", pa.int64(), nullable=True),
+        pa.field("ordering_key", pa.binary(), nullable=True),
     ]
 )
 """One row per message; ``partition`` -1 for a non-partitioned topic; ``batch_index``
 -1 and ``batch_size`` 0 for an entry that is not batched; ``deliver_at`` null when
-the message is not delayed."""
+the message is not delayed; ``event_time`` (epoch ms, the producer's) and
+``ordering_key`` (Pulsar's Key_Shared ordering key, bytes) null when the producer
+set none."""
+
+LATER_COLUMNS = ("event_time", "ordering_key")
+"""Nullable columns added after the first segments were written: a segment without
+one reads it as all null, so older ledger folders stay readable without a rewrite."""
 
 SORT_KEYS = ("ledger_id", "entry_id", "batch_index")
 """The order rows are returned in."""
@@ -604,19 +612,40 @@ def _read_segments(paths: Sequence[str], columns: list[str]) -> pa.Table:
     """``columns`` of every segment in ``paths``, in that order, typed as in MESSAGE_SCHEMA.
 
     One Parquet file at a time, without pyarrow.dataset (see :meth:`LedgerStore._read`).
-    A segment lacking one of the columns is unreadable.
+    A segment lacking one of the columns is unreadable, unless the column is one of
+    :data:`LATER_COLUMNS` (read as nulls).
     """
     target = pa.schema([MESSAGE_SCHEMA.field(name) for name in columns])
     tables = []
     for path in paths:
         with pq.ParquetFile(path) as segment:
-            missing = [name for name in columns if name not in segment.schema_arrow.names]
-            if missing:
+            present = segment.schema_arrow.names
+            missing = [name for name in columns if name not in present]
+            if any(name not in LATER_COLUMNS for name in missing):
                 raise pa.ArrowInvalid(f"no column {', '.join(missing)}")
-            table = segment.read(columns=columns).select(columns)
+            table = with_later_columns(
+                segment.read(columns=[c for c in columns if c in present]), columns
+            )
             # Table.cast imports pyarrow.compute: only when the file's types differ.
             tables.append(table if table.schema == target else table.cast(target))
     return pa.concat_tables(tables)
+
+
+def with_later_columns(table: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """``table`` with ``columns`` in that order, the :data:`LATER_COLUMNS` it lacks as nulls
+    (a segment written before they existed), typed as in MESSAGE_SCHEMA."""
+    lacking = [name for name in columns if name not in table.column_names]
+    if not lacking:
+        return table.select(list(columns))
+    for name in lacking:
+        if name not in LATER_COLUMNS:
+            raise pa.ArrowInvalid(f"no column {name}")
+        kind = MESSAGE_SCHEMA.field(name).type
+        table = table.append_column(MESSAGE_SCHEMA.field(name), pa.nulls(table.num_rows, kind))
+    target = pa.schema([MESSAGE_SCHEMA.field(name) for name in columns])
+    table = table.select(list(columns))
+    # Table.cast imports pyarrow.compute: only for such older segments.
+    return table if table.schema == target else table.cast(target)
 
 
 def _build_table(
@@ -656,6 +685,9 @@ def _assemble(
         "entry_id": arrow_columns.from_numpy(entry_ids),
         **columns,
     }
+    for name in LATER_COLUMNS:
+        if name not in full:
+            full[name] = pa.nulls(n, MESSAGE_SCHEMA.field(name).type)
     return pa.table({name: full[name] for name in MESSAGE_SCHEMA.names}, schema=MESSAGE_SCHEMA)
 
 

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from core.errors import LedgerStoreError
 from core.position import Position
-from core.store.ledger import MESSAGE_SCHEMA
+from core.store.ledger import MESSAGE_SCHEMA, with_later_columns
 from core.store.metadata import SegmentInfo
 
 BATCH_ROWS = 1024
@@ -47,10 +47,14 @@ def batches_after(
             groups = list(range(reader.num_row_groups))
             if not starts_after and segment.ledger_id == after.ledger_id:
                 groups = [g for g in groups if not _group_at_or_before(reader, g, after.entry_id)]
+            present = set(reader.schema_arrow.names)
             batches = reader.iter_batches(
-                batch_size=batch_rows, row_groups=groups, columns=MESSAGE_SCHEMA.names
+                batch_size=batch_rows,
+                row_groups=groups,
+                columns=[name for name in MESSAGE_SCHEMA.names if name in present],
             )
-            for batch in batches:
+            for read in batches:
+                batch = _complete(read)
                 if not starts_after:
                     ledger = batch.column("ledger_id").to_numpy(zero_copy_only=False)
                     entry = batch.column("entry_id").to_numpy(zero_copy_only=False)
@@ -64,6 +68,16 @@ def batches_after(
                 yield batch
         except (OSError, pa.ArrowException) as exc:
             raise LedgerStoreError(f"Cannot read ledger segment {path}: {exc}") from exc
+
+
+def _complete(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A batch of a segment written before the later columns, with them as nulls."""
+    if batch.num_columns == len(MESSAGE_SCHEMA):
+        return batch
+    table = with_later_columns(pa.Table.from_batches([batch]), MESSAGE_SCHEMA.names)
+    return pa.RecordBatch.from_arrays(
+        [column.combine_chunks() for column in table.columns], schema=table.schema
+    )
 
 
 def _group_at_or_before(reader: pq.ParquetFile, group: int, entry_id: int) -> bool:
@@ -148,7 +162,13 @@ class SegmentCache:
             return found
         # The footer read for the statistics serves the reader: it is not parsed again.
         reader = pq.ParquetFile(path, metadata=known.metadata)
-        table = reader.read_row_group(group, columns=MESSAGE_SCHEMA.names)
+        present = set(reader.schema_arrow.names)
+        table = with_later_columns(
+            reader.read_row_group(
+                group, columns=[name for name in MESSAGE_SCHEMA.names if name in present]
+            ),
+            MESSAGE_SCHEMA.names,
+        )
         batches = table.to_batches()
         if len(batches) == 1:
             batch = batches[0]

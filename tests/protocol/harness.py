@@ -76,12 +76,15 @@ def start(
     web: bool = False,
     broker_port: int = 0,
     extra: tuple[str, ...] = (),
+    metadata_url: str | None = None,
 ) -> Standalone:
     home.mkdir(parents=True, exist_ok=True)
     log = home / f"standalone-{uuid.uuid4().hex[:6]}.log"
     env = dict(os.environ)
     env["AIRFLOW_HOME"] = str(home / "airflow")
     env["CURSOROPS_DAEMON"] = "off"
+    if metadata_url is not None:
+        env["CURSOROPS_METADATA_URL"] = metadata_url
     argv = [
         sys.executable,
         "-m",

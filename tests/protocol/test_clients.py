@@ -503,3 +503,43 @@ def test_ack_timeout_redelivers(client: pulsar.Client) -> None:
     assert (again.data(), again.redelivery_count()) == (first.data(), 1)
     consumer.acknowledge(again)
     consumer.close()
+
+
+def test_a_batch_is_never_split_between_shared_consumers(client: pulsar.Client) -> None:
+    """Whole entries, as Pulsar dispatches them: the official client with batch-index acks
+    off acknowledges a batch only once all it received of it is acknowledged, so a batch
+    split by the permits would come back, acknowledged, when a consumer leaves."""
+    topic = unique()
+    consumers = [
+        client.subscribe(
+            topic,
+            "s",
+            consumer_type=pulsar.ConsumerType.Shared,
+            initial_position=pulsar.InitialPosition.Earliest,
+            receiver_queue_size=10,
+        )
+        for _ in range(2)
+    ]
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=10)
+    for i in range(200):
+        producer.send_async(f"m{i}".encode(), None)
+        if i % 25 == 24:
+            producer.flush()
+    producer.flush()
+    seen: dict[bytes, int] = {}
+    while len(seen) < 200:
+        progress = False
+        for number, consumer in enumerate(consumers):
+            for _ in range(7):
+                try:
+                    message = consumer.receive(200)
+                except pulsar.Timeout:
+                    break
+                consumer.acknowledge(message)
+                seen[message.data()] = number
+                progress = True
+        assert progress, f"stalled at {len(seen)} of 200"
+    assert set(seen.values()) == {0, 1}
+    consumers[0].close()
+    assert drain(consumers[1], 1000) == [], "nothing acknowledged comes back"
+    consumers[1].close()

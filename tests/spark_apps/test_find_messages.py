@@ -34,7 +34,8 @@ def test_transform_finds_unacknowledged_matches_only(spark: SparkSession) -> Non
 
     def message(entry: int, index: int, size: int, key: str | None, deliver_at: int | None,
                 payload: bytes) -> tuple[Any, ...]:  # fmt: skip
-        return (0, 7, entry, index, size, NOW, deliver_at, key, {"c": "x"}, payload, "p", entry)
+        return (0, 7, entry, index, size, NOW, deliver_at, key, {"c": "x"}, payload, "p", entry,
+                None, None)  # fmt: skip
 
     rows = [
         message(0, 0, 3, "a", None, b"first"),

@@ -71,6 +71,8 @@ def test_message_schema_follows_the_architecture() -> None:
         ("payload", "binary", False),
         ("producer_name", "string", False),
         ("sequence_id", "int64", False),
+        ("event_time", "int64", True),
+        ("ordering_key", "binary", True),
     ]
 
 
@@ -106,6 +108,8 @@ def test_append_and_read_back(ledger_store: LedgerStore) -> None:
         "payload": b"a",
         "producer_name": "p",
         "sequence_id": 7,
+        "event_time": None,
+        "ordering_key": None,
     }
     assert rows[1]["publish_time"] == 2_000
     assert rows[4]["deliver_at"] == 9_000

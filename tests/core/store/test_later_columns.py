@@ -1,0 +1,57 @@
+"""Columns added to the ledger after the first segments: older segments read them as null."""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from core.broker import Broker
+from core.config import Config
+from core.producer import Entry, OutgoingMessage
+from core.store.ledger import LATER_COLUMNS
+from core.subscription import SubscriptionType
+
+TOPIC = "persistent://public/default/t"
+
+
+def test_a_segment_written_before_the_later_columns_reads_them_as_absent(
+    tmp_path: Path,
+) -> None:
+    with Broker(Config.from_home(tmp_path)) as broker:
+        broker.create_tenant("admin", "public")
+        broker.create_namespace("admin", "public/default")
+        broker.create_topic("admin", TOPIC)
+        old = Entry.of_messages(
+            [OutgoingMessage(b"old", sequence_id=0)], False, "p", 1, [5], [b"k"]
+        )
+        broker.append_entries("admin", TOPIC, [old])
+        (path,) = glob.glob(str(tmp_path / "**" / "*.parquet"), recursive=True)
+        # The segment as it was written before the columns existed.
+        table = pq.read_table(path)
+        table = table.drop_columns(list(LATER_COLUMNS))
+        stat = os.stat(path)
+        pq.write_table(table, path)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
+        new = Entry.of_messages(
+            [OutgoingMessage(b"new", sequence_id=1)], False, "p", 2, [7], [b"o"]
+        )
+        broker.append_entries("admin", TOPIC, [new])
+        broker.create_subscription(
+            "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
+        )
+        peeked = broker.peek_messages("admin", TOPIC, "s", 10)
+        assert [(m.payload, m.event_time, m.ordering_key) for m in peeked] == [
+            (b"old", None, None),
+            (b"new", 7, b"o"),
+        ]
+        table = broker.ledgers.read_table(TOPIC, ["payload", "event_time", "ordering_key"])
+        assert table.to_pylist() == [
+            {"payload": b"old", "event_time": None, "ordering_key": None},
+            {"payload": b"new", "event_time": 7, "ordering_key": b"o"},
+        ]
+        consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c")
+        received = consumer.receive_many(10)
+        assert [(m.event_time, m.ordering_key) for m in received] == [(None, None), (7, b"o")]
