@@ -51,6 +51,10 @@ and they are recorded pending as runs (:mod:`core.store.pending_runs`: a row
 per stretch of a ledger, not per message). Python runs per record batch and
 per entry, not per message; ``receive_many`` turns the batch into
 :class:`Message` objects, ``receive_batch`` hands it over as is.
+
+Size: one module on purpose. The dispatch transaction (choose, record pending,
+move the read positions) and the per-type delivery rules it applies are one
+algorithm whose invariants span both; the stream picking has no other user.
 """
 
 from __future__ import annotations

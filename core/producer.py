@@ -18,6 +18,9 @@ call and gives the one-line error for a bad message. ``send_columns`` takes
 plain messages as a payload array and returns their ids as
 :class:`~core.message_id_columns.MessageIdColumns`, with no object per
 message on either side: the form for generating data in bulk.
+
+Size: one module on purpose. Batching, routing and the columnar send share the
+Java client's batching rules; split, one rule would have two homes.
 """
 
 from __future__ import annotations

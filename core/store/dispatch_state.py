@@ -21,6 +21,9 @@ subscription's row lock.
   are met again in position order). It records the cursor version it was set
   at: a cursor reset after that (a replacing delta, or one folded into a newer
   snapshot) voids it.
+
+Size: one module on purpose. Every statement of the locked subscription
+transaction is here, so the lock order and the pending-run rewrites read in one place.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ the next append to the partition also deletes the temporaries a killed writer le
 
 pyarrow and OS errors are translated here to :class:`~core.errors.LedgerStoreError`
 naming the file.
+
+Size: one module on purpose. The write path (checks, atomic segment commit,
+fsyncs) and the read path share the segment format and its index cache: the
+format has one home.
 """
 
 from __future__ import annotations
