@@ -270,7 +270,7 @@ def render(host: machine.Machine, options: Options, work: Path, results: Sequenc
             f"{report.number(r.cold[0])} s wall, {report.number(r.cold[1])} s CPU "
             f"(< {r.sizes.aim_seconds:g} s: {report.verdict(r.cold[0] < r.sizes.aim_seconds)})."
         )
-    lines += ["", "Where the aims of issue 10 stand (wall time through `skip_messages`):", ""]
+    lines += ["", "Where the skip aims stand (wall time through `skip_messages`):", ""]
     for r in results:
         aim = r.sizes.aim_seconds
         lines.append(

@@ -73,7 +73,7 @@ QUICK_SIZES = (200_000,)
 AIM_SECONDS = 60.0
 AIM_RATIO = 3.0
 CONNECT_AIM_RATIO = 2.0
-"""Issue 10: through the path a DAG task uses, within 2x of DuckDB at 10,000,000 messages."""
+"""The aim: through the path a DAG task uses, within 2x of DuckDB at 10,000,000 messages."""
 CONNECT_START_SECONDS = 300
 NOW = 1_700_000_000_000
 _REPO = Path(__file__).resolve().parent.parent
@@ -642,7 +642,7 @@ def markdown(
             f"{report.verdict(submit <= AIM_RATIO * duck)} with spark-submit "
             f"({submit / duck:.1f}x).",
             "",
-            "Aim of issue 10 at 10,000,000 messages: through the path a DAG task uses, within "
+            "Aim at 10,000,000 messages: through the path a DAG task uses, within "
             f"{CONNECT_AIM_RATIO:.0f}x of DuckDB on the same files: "
             f"{report.verdict(connect <= CONNECT_AIM_RATIO * duck)} on Spark Connect "
             f"({connect:.1f} s, {connect / duck:.1f}x; in a new process, imports included, "

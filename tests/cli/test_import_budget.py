@@ -1,4 +1,4 @@
-"""The hot commands load only what they need (issue 10): no pandas, pydantic, Spark, Airflow.
+"""The hot commands load only what they need: no pandas, pydantic, Spark, Airflow.
 
 ``topics stats``, ``topics analyze-backlog`` and ``topics skip-messages`` each run
 in a new process on a 1,000-message topic; the process reports its answer and
