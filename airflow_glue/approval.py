@@ -25,7 +25,7 @@ from core.errors import NotAuthorizedError
 
 if TYPE_CHECKING:
     from core.broker import Broker
-    from core.plan_record import ApprovalRequest, PlanRecord
+    from core.skipping.plan_record import ApprovalRequest, PlanRecord
 
 API_CONNECTION = "cursorops_airflow_api"
 TIMEOUT_S = 30.0

@@ -5,7 +5,7 @@ a superuser): listing every namespace of every tenant is a superuser's or a
 tenant admin's right in Pulsar. Thresholds come from the run's ``thresholds``
 param, else from ``<cursorops home>/backlog-thresholds.json`` when it exists
 (read inside the task, never at parse time); the format is
-:mod:`core.backlog_audit`'s.
+:mod:`core.analysis.backlog_audit`'s.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from core.backlog_audit import BacklogSample, Breach, Thresholds
+    from core.analysis.backlog_audit import BacklogSample, Breach, Thresholds
     from core.broker import Broker
 
 AUDIT_ROLE = "CURSOROPS_AUDIT_ROLE"
@@ -45,7 +45,7 @@ def audit_topics(broker: Broker, role: str, namespaces: Iterable[str]) -> list[s
 
 def load_thresholds(param: Mapping[str, Any] | None, home: Path) -> Thresholds:
     """The run's thresholds, else the home's file, else none."""
-    from core.backlog_audit import Thresholds
+    from core.analysis.backlog_audit import Thresholds
 
     if param:
         return Thresholds.from_json(param)
@@ -70,7 +70,7 @@ def samples_from(
     ``ages`` None takes each subscription's ``oldestPublishMs`` from the document, as
     the audit job (``spark_apps/audit_backlog.py``) writes it.
     """
-    from core.backlog_audit import BacklogSample
+    from core.analysis.backlog_audit import BacklogSample
 
     topic = str(analysis["topic"])
     subs = analysis.get("subscriptions") or {}

@@ -2,7 +2,7 @@
 
 A gate renders its text from the run's current plan record in the metadata
 store (never from an XCom, which any Airflow user with edit rights may
-overwrite), and records what it showed (:class:`core.plan_record.ApprovalRequest`:
+overwrite), and records what it showed (:class:`core.skipping.plan_record.ApprovalRequest`:
 the plan's digest and the SHA-256 of the text, the approvers, the validity)
 before it waits, so that apply can tell exactly which plan an answer approved.
 
@@ -144,7 +144,7 @@ class FourEyesApprovalOperator(ApprovalOperator):
         from airflow_glue.outcomes import airflow_outcome
         from airflow_glue.plan import preview_markdown, subject
         from core.broker import Broker, wall_clock_ms
-        from core.plan_record import ApprovalRequest
+        from core.skipping.plan_record import ApprovalRequest
 
         dag_run = context["dag_run"]
         requester = dag_run.triggering_user_name

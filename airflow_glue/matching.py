@@ -2,7 +2,7 @@
 
 :data:`MatchRequest` is the request: :class:`MatchRequestBase` (topic,
 subscription, reason, ticket, the limit and the DAG's own conveniences) plus
-one field per match option of :data:`core.match_conditions.MATCH_OPTIONS`
+one field per match option of :data:`core.analysis.match_conditions.MATCH_OPTIONS`
 (``key``, ``property`` as ``NAME=VALUE``, all must hold, ``publish_time_after``
 / ``publish_time_before``, ``deliver_at_after`` / ``deliver_at_before``,
 ``payload_contains``, ``producer``), generated from core's one declaration of
@@ -11,7 +11,7 @@ the match conditions; the DAG's params are generated from :data:`MatchRequest`
 yet due: skipping them cancels them), a whole ``predicate`` document, and
 ``everything``, which matches every unacknowledged message: a gated
 clear-backlog. Every given condition must hold. The document is built by
-core's :func:`~core.match_conditions.predicate_from_options` and checked with
+core's :func:`~core.analysis.match_conditions.predicate_from_options` and checked with
 core's parser (bad input fails the run at once), then handed to the Spark job
 as one JSON document.
 
@@ -28,8 +28,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from airflow_glue.request import conf_params, validate_conf
+from core.analysis.match_conditions import MATCH_OPTIONS, MatchOption, predicate_from_options
 from core.errors import InvalidPredicateError
-from core.match_conditions import MATCH_OPTIONS, MatchOption, predicate_from_options
 
 DEFAULT_LIMIT = 1_000_000
 EVERYTHING = {"publishTime": {"after": 0}}
@@ -126,7 +126,7 @@ def match_params() -> dict[str, Any]:
 
 def parse_match_request(conf: Mapping[str, object], now_ms: int) -> tuple[MatchRequestBase, str]:
     """The request and its predicate as JSON text, checked by core; one line on a problem."""
-    from core.predicates import parse_predicate
+    from core.analysis.predicates import parse_predicate
 
     request = validate_conf(MatchRequest, conf)
     document = request.predicate_document()

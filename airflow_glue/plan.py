@@ -2,7 +2,8 @@
 
 The planning task builds the preview document (the request, the exact backlog
 before and after per partition, the first messages described) and stores it
-with core's :class:`~core.skip_plan.SkipPlan` as a :class:`~core.plan_record.PlanRecord`
+with core's :class:`~core.skipping.skip_plan.SkipPlan` as a
+:class:`~core.skipping.plan_record.PlanRecord`
 bound to the run, the requester and the target (:func:`save_plan`). Only a
 small summary with the record's digest travels as the task's XCom, and nothing
 downstream trusts it: the gate renders the approver's text from the record
@@ -30,8 +31,8 @@ from airflow_glue.inert import inert
 
 if TYPE_CHECKING:
     from core.broker import Broker
-    from core.plan_record import PlanRecord
-    from core.skip_plan import SkipPlan
+    from core.skipping.plan_record import PlanRecord
+    from core.skipping.skip_plan import SkipPlan
 
 PREVIEW_ROWS = 50
 """Messages listed in the preview; the rest are counted."""
@@ -77,7 +78,7 @@ def build_document(
     predicate: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What the preview shows of ``plan``: the request, the exact backlog, the messages."""
-    from core.plan_record import messages_of
+    from core.skipping.plan_record import messages_of
 
     projection = broker.project_backlog(role, plan)
     per_partition = {
@@ -110,7 +111,7 @@ def save_plan(
 ) -> dict[str, Any]:
     """Store ``plan`` as the run's current plan record; the summary the task returns."""
     from airflow_glue.environment import pulsar_role
-    from core.plan_record import PlanBinding
+    from core.skipping.plan_record import PlanBinding
 
     dag_run = context["dag_run"]
     requester = dag_run.triggering_user_name or ""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from core.broker import Broker
     from core.config import Config
-    from core.plan_record import PlanRecord
+    from core.skipping.plan_record import PlanRecord
 
 
 class AuditRecord(Protocol):

@@ -2,7 +2,7 @@
 
 ``message_ids`` takes pulsar-admin's forms, one id per string: a triplet
 ``ledgerId:entryId[:batchIndex]`` or base64 ``MessageIdData``. ``payload`` takes
-the JSON bodies of PIP-423's REST endpoint (``core.skip_payload.parse_payload``). Both
+the JSON bodies of PIP-423's REST endpoint (``core.skipping.skip_payload.parse_payload``). Both
 may be given; the ids are the union.
 """
 
@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from core.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from core.message_id import MessageId
+    from core.ids.message_id import MessageId
 
 Request = TypeVar("Request", bound=BaseModel)
 
@@ -38,8 +38,8 @@ class SkipRequest(BaseModel):
 
     def ids(self) -> list[MessageId]:
         """Every id asked for, in order; raises a ``core.errors`` leaf on a bad one."""
-        from core.message_id import MessageId
-        from core.skip_payload import parse_payload
+        from core.ids.message_id import MessageId
+        from core.skipping.skip_payload import parse_payload
 
         out = [
             MessageId.parse_triplet(text) if ":" in text else MessageId.from_base64(text)

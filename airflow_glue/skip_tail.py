@@ -1,7 +1,7 @@
 """The tail every skip DAG shares: the approval gates → apply_skip → verify → record.
 
 :func:`approve_and_apply` builds the gates (one per approval a plan may need,
-up to :data:`core.plan_record.MAX_APPROVALS`; a gate a plan does not need skips
+up to :data:`core.skipping.plan_record.MAX_APPROVALS`; a gate a plan does not need skips
 itself) and the three tasks after them (their bodies are
 :mod:`airflow_glue.steps`) and wires them behind the plan task, so each skip
 DAG only says how it gets to a plan record. The plan task's result reaches
@@ -20,7 +20,7 @@ from typing import Any
 from airflow.sdk import XComArg, get_current_context, task
 
 from airflow_glue.gate import FourEyesApprovalOperator
-from core.plan_record import MAX_APPROVALS
+from core.skipping.plan_record import MAX_APPROVALS
 
 GATE = "approve_skip"
 """The first gate; the n-th is ``approve_skip_<n>``."""

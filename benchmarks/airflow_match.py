@@ -46,7 +46,7 @@ from benchmarks.airflow_phases import (
 from benchmarks.report import Options
 from core.broker import Broker
 from core.config import Config
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
 
 SECTION = "airflow_match"

@@ -352,13 +352,13 @@ def child_acks(sizes: Sizes, work: Path) -> dict[str, Any]:
     import random
     import threading
 
-    from core import cursor_codec
+    from core.acks import cursor_codec
+    from core.acks.cursor import AckTarget, CursorState
+    from core.acks.ledger_layout import LedgerLayout
+    from core.acks.managed_cursor import ManagedCursor
     from core.broker import Broker
     from core.config import Config
-    from core.cursor import AckTarget, CursorState
-    from core.ledger_layout import LedgerLayout
-    from core.managed_cursor import ManagedCursor
-    from core.position import Position
+    from core.ids.position import Position
     from core.producer import OutgoingMessage
     from core.store.metadata import MetadataStore
     from core.subscription import SubscriptionType

@@ -29,11 +29,11 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
-from core import cursor_codec
-from core.cursor import AckTarget, CursorState
-from core.ledger_layout import LedgerLayout
-from core.managed_cursor import ManagedCursor
-from core.position import Position
+from core.acks import cursor_codec
+from core.acks.cursor import AckTarget, CursorState
+from core.acks.ledger_layout import LedgerLayout
+from core.acks.managed_cursor import ManagedCursor
+from core.ids.position import Position
 from core.store.metadata import MetadataStore
 from core.subscription import SubscriptionType
 

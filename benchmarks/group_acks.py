@@ -42,11 +42,11 @@ from sqlalchemy.pool import NullPool
 
 from benchmarks import machine, report
 from benchmarks.report import Runs, Stopwatch
-from core import cursor_codec
-from core.cursor import AckTarget, CursorState
-from core.ledger_layout import LedgerLayout
-from core.managed_cursor import ManagedCursor
-from core.position import Position
+from core.acks import cursor_codec
+from core.acks.cursor import AckTarget, CursorState
+from core.acks.ledger_layout import LedgerLayout
+from core.acks.managed_cursor import ManagedCursor
+from core.ids.position import Position
 from core.store.group_commit import GroupCommit
 from core.store.metadata import MetadataStore
 from core.subscription import SubscriptionType
@@ -319,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "WAL mode at its default synchronous=FULL; PostgreSQL runs on the same machine, "
             + (durability or "not configured for this run")
             + ". The calls queued while a write is in flight fold into one journal row "
-            "(`core.managed_cursor`), written in one statement "
+            "(`core.acks.managed_cursor`), written in one statement "
             "(`core.store.delta_journal`). Every acknowledgement is checked after each run "
             "from a new store. Journal compaction every 512 rows is included. "
             f"*{MEMORY}* runs the same threads through a `GroupCommit` that only "

@@ -40,12 +40,12 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
+from core.acks.cursor import AckTarget
+from core.acks.ledger_layout import LedgerLayout
+from core.acks.managed_cursor import ManagedCursor
 from core.broker import Broker
 from core.config import Config
-from core.cursor import AckTarget
-from core.ledger_layout import LedgerLayout
-from core.managed_cursor import ManagedCursor
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 from core.subscription import SubscriptionType
 
 SECTION = "read_path"
@@ -316,7 +316,7 @@ def _first_dispatch(passes: list[Pass]) -> str:
         f"Of each pass, the first `receive_batch` takes {first.cell('s')} "
         f"({share.median:.0%} of the loop, median): its dispatch loads the subscription's "
         "cursor afresh in a new dispatcher (the snapshot with the randomly acknowledged batch "
-        "indexes: one ack set per partly acknowledged batch, decoded by `core.cursor_codec`) "
+        "indexes: one ack set per partly acknowledged batch, decoded by `core.acks.cursor_codec`) "
         "and decodes the first row group. The calls after it deliver at "
         f"{rest.cell()} msg/s (wall): the cost per dispatch once a consumer is running."
     )
@@ -430,7 +430,8 @@ def _what_is_left(sizes: Sizes) -> str:
         f"({sizes.acked_fraction:.0%} of the batch indexes acknowledged leave gaps, so no "
         "slice); a Parquet row group decoded every few dispatches (decoded once per dispatcher "
         "and kept); per pass, the first dispatch's cursor load (above), paid once per "
-        "dispatcher, in `core.cursor_codec` and `core.ack_set`. Each no-ack pass after the "
+        "dispatcher, in `core.acks.cursor_codec` and `core.acks.ack_set`. Each no-ack pass "
+        "after the "
         "first also takes every message again from released runs (the previous pass closed "
         "its consumer), a lookup and a rewrite of those runs per dispatch. A larger receiver "
         "queue divides all the per-dispatch parts by its size (the last row)."

@@ -33,11 +33,11 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
+from core.acks.ledger_layout import LedgerLayout
+from core.acks.managed_cursor import ManagedCursor
 from core.broker import Broker
 from core.config import Config
-from core.ledger_layout import LedgerLayout
-from core.managed_cursor import ManagedCursor
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 from core.subscription import SubscriptionType
 
 SECTION = "skip_ids"

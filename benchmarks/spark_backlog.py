@@ -49,17 +49,17 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks import machine, report
-from core import ack_set
-from core.backlog import PartitionAnalysis
+from core.acks import ack_set
+from core.acks.cursor import AckTarget
+from core.acks.ledger_layout import LedgerLayout
+from core.acks.managed_cursor import ManagedCursor
+from core.analysis.backlog import PartitionAnalysis
 from core.broker import Broker
 from core.config import Config
-from core.cursor import AckTarget
-from core.ledger_layout import LedgerLayout
-from core.managed_cursor import ManagedCursor
-from core.position import Position
+from core.ids.position import Position
+from core.ids.topic_name import TopicName
 from core.producer import OutgoingMessage, Producer
 from core.subscription import SubscriptionType
-from core.topic_name import TopicName
 
 SECTION = "spark_backlog"
 TOPIC = "persistent://bench/backlog/orders"

@@ -17,13 +17,13 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from cli import output
-from core.backlog import TopicAnalysis
+from core.analysis.backlog import TopicAnalysis
 from core.broker import Broker, wall_clock_ms
 from core.config import Config
-from core.dispatch import Message
 from core.errors import AlreadyExistsError
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
+from core.reading.dispatch import Message
 from core.subscription import SubscriptionType
 
 TENANT = "demo"

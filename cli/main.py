@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from cli import daemon as daemon_module
     from core.broker import Broker
     from core.config import Config
-    from core.position import Position
-    from core.topic_name import TopicName
+    from core.ids.position import Position
+    from core.ids.topic_name import TopicName
 
 DEFAULT_HOME = "~/.cursorops"
 DEFAULT_ROLE = "admin"
@@ -298,7 +298,7 @@ def topics_peek(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
-    from core import skip_payload
+    from core.skipping import skip_payload
 
     if args.triplets:
         ids = skip_payload.parse_triplets(args.triplets)
@@ -323,7 +323,7 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def topics_analyze_backlog(ctx: Context, args: argparse.Namespace) -> Result:
-    from core.backlog import TopicAnalysis
+    from core.analysis.backlog import TopicAnalysis
     from core.errors import TopicNotFoundError
 
     topic = _topic_arg(args.topic)
@@ -352,7 +352,7 @@ def topics_analyze_backlog(ctx: Context, args: argparse.Namespace) -> Result:
 
 def _topic_arg(text: str) -> TopicName:
     """The command's topic argument, parsed once and handed down."""
-    from core.topic_name import TopicName
+    from core.ids.topic_name import TopicName
 
     return TopicName.parse(text)
 

@@ -13,12 +13,12 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TextIO
 
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 
 if TYPE_CHECKING:
-    from core.backlog import BacklogAnalysis, TopicAnalysis
-    from core.dispatch import Message
-    from core.topic_stats import TopicStats
+    from core.analysis.backlog import BacklogAnalysis, TopicAnalysis
+    from core.analysis.topic_stats import TopicStats
+    from core.reading.dispatch import Message
 
 
 def emit_json(document: object, out: TextIO = sys.stdout) -> None:

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 from core.broker import Broker
 from core.config import Config
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 
 SUBSCRIPTION = "billing"
 ORDERS = 100

@@ -133,7 +133,7 @@ def _error(status: int, reason: str) -> CursorOpsError:
 
 def _topic_path(topic: str) -> str:
     """``/admin/v2/persistent/tenant/namespace/topic`` of a topic name (short or full)."""
-    from core.topic_name import TopicName
+    from core.ids.topic_name import TopicName
 
     name = TopicName.parse(topic)
     return (
@@ -220,7 +220,7 @@ def topics_skip(remote: Remote, args: argparse.Namespace) -> tuple[object, list[
 
 
 def _triplet_body(triplets: list[str]) -> dict[str, object]:
-    from core.message_id import MessageId
+    from core.ids.message_id import MessageId
 
     ids = [MessageId.parse_triplet(t) for t in triplets]
     return {

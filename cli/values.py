@@ -11,10 +11,11 @@ import argparse
 import os
 from collections.abc import Sequence
 
-from core import durations, message_id
+from core import durations
 from core.errors import InvalidArgumentError
-from core.position import Position
-from core.topic_name import shown
+from core.ids import message_id
+from core.ids.position import Position
+from core.ids.topic_name import shown
 
 
 def parse_duration_ms(text: str, option: str) -> int:

@@ -2,7 +2,7 @@
 
 No Airflow or Spark import anywhere in this package. Every public name below
 is loaded on first use (PEP 562), so ``import core.errors`` or
-``import core.message_id`` costs only that module: a command line tool that
+``import core.ids.message_id`` costs only that module: a command line tool that
 needs one name does not pay for numpy, the stores (SQLAlchemy, pyarrow) or
 pydantic through this package.
 """
@@ -13,46 +13,46 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from core.backlog import BacklogAnalysis, PartitionAnalysis, TopicAnalysis
+    from core.acks.cursor import AckTarget, CursorState
+    from core.acks.ledger_layout import LedgerLayout
+    from core.acks.range_set import RangeSet
+    from core.analysis.backlog import BacklogAnalysis, PartitionAnalysis, TopicAnalysis
+    from core.analysis.topic_scan import TopicScan
+    from core.analysis.topic_stats import SubscriptionStats, TopicStats
     from core.broker import Broker
     from core.config import Config
-    from core.cursor import AckTarget, CursorState
     from core.errors import CursorOpsError
     from core.exit_codes import exit_code
-    from core.ledger_layout import LedgerLayout
-    from core.message import MessageBatch
-    from core.message_id import MessageId
-    from core.position import EARLIEST, Position
-    from core.range_set import RangeSet
-    from core.skip import SkipOutcome
-    from core.skip_plan import SkipPlan
+    from core.ids.message_id import MessageId
+    from core.ids.position import EARLIEST, Position
+    from core.ids.topic_name import TopicName
+    from core.reading.message import MessageBatch
+    from core.skipping.skip import SkipOutcome
+    from core.skipping.skip_plan import SkipPlan
     from core.subscription import SubscriptionType
-    from core.topic_name import TopicName
-    from core.topic_scan import TopicScan
-    from core.topic_stats import SubscriptionStats, TopicStats
 
 _HOMES = {
-    "EARLIEST": "core.position",
-    "AckTarget": "core.cursor",
-    "BacklogAnalysis": "core.backlog",
+    "EARLIEST": "core.ids.position",
+    "AckTarget": "core.acks.cursor",
+    "BacklogAnalysis": "core.analysis.backlog",
     "Broker": "core.broker",
     "Config": "core.config",
     "CursorOpsError": "core.errors",
-    "CursorState": "core.cursor",
-    "LedgerLayout": "core.ledger_layout",
-    "MessageBatch": "core.message",
-    "MessageId": "core.message_id",
-    "PartitionAnalysis": "core.backlog",
-    "Position": "core.position",
-    "RangeSet": "core.range_set",
-    "SkipOutcome": "core.skip",
-    "SkipPlan": "core.skip_plan",
-    "SubscriptionStats": "core.topic_stats",
+    "CursorState": "core.acks.cursor",
+    "LedgerLayout": "core.acks.ledger_layout",
+    "MessageBatch": "core.reading.message",
+    "MessageId": "core.ids.message_id",
+    "PartitionAnalysis": "core.analysis.backlog",
+    "Position": "core.ids.position",
+    "RangeSet": "core.acks.range_set",
+    "SkipOutcome": "core.skipping.skip",
+    "SkipPlan": "core.skipping.skip_plan",
+    "SubscriptionStats": "core.analysis.topic_stats",
     "SubscriptionType": "core.subscription",
-    "TopicAnalysis": "core.backlog",
-    "TopicName": "core.topic_name",
-    "TopicScan": "core.topic_scan",
-    "TopicStats": "core.topic_stats",
+    "TopicAnalysis": "core.analysis.backlog",
+    "TopicName": "core.ids.topic_name",
+    "TopicScan": "core.analysis.topic_scan",
+    "TopicStats": "core.analysis.topic_stats",
     "exit_code": "core.exit_codes",
 }
 """Each public name and the module that defines it."""

@@ -16,7 +16,7 @@ import re
 from datetime import UTC, datetime
 
 from core.errors import CursorOpsError, InvalidArgumentError
-from core.topic_name import shown
+from core.ids.topic_name import shown
 
 _DAY_MS = 86_400_000
 UNIT_MS = {

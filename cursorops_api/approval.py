@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 from fastapi import HTTPException
 
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 from cursorops_api.models import SkipTriggered
 
 SKIP_DAG = "cursorops_skip_messages"

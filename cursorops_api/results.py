@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from fastapi import Response
 
-from core.dispatch import Message
+from core.reading.dispatch import Message
 
 
 def pulsar_json(result: Any) -> Any:

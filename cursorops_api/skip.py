@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Resp
 from fastapi.responses import JSONResponse
 
 from core.errors import ApprovalRequiredError, InvalidArgumentError
-from core.skip_payload import parse_payload
+from core.skipping.skip_payload import parse_payload
 from cursorops_api.approval import trigger_skip
 from cursorops_api.deps import BrokerDep, RoleDep, caller_token
 from cursorops_api.limits import MAX_SKIP_IDS

@@ -6,10 +6,10 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, HTTPException, Path, Query, Response
 
+from core.analysis.backlog import TopicAnalysis
 from core.authz import Operation
-from core.backlog import TopicAnalysis
 from core.errors import InvalidArgumentError, TopicNotFoundError
-from core.position import Position
+from core.ids.position import Position
 from core.subscription import SubscriptionType
 from cursorops_api.deps import BrokerDep, RoleDep
 from cursorops_api.models import MessageIdBody

@@ -120,7 +120,7 @@ def cursorops_backlog_audit() -> None:
         from airflow_glue.notify import BacklogBreachNotifier
         from airflow_glue.outcomes import airflow_outcome
         from airflow_glue.runs import run_folder
-        from core.backlog_audit import check, latest_before
+        from core.analysis.backlog_audit import check, latest_before
         from core.broker import Broker
 
         context = get_current_context()

@@ -46,10 +46,10 @@ from core.errors import (
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
-from core.position import Position
+from core.ids.position import Position
+from core.ids.topic_name import TopicName
 from core.producer import Entry
 from core.subscription import SubscriptionType
-from core.topic_name import TopicName
 from protocol.auth import AuthenticationError, TokenAuthenticator
 from protocol.commands import (
     CommandType,

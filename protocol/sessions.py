@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from core.dispatch import Consumer, Dispatcher
-from core.message import Message, MessageBatch
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
+from core.reading.dispatch import Consumer, Dispatcher
+from core.reading.message import Message, MessageBatch
 from core.subscription import SubscriptionType
 from protocol.commands import AckType
 from protocol.entries import (

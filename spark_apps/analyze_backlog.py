@@ -1,13 +1,13 @@
 """analyze-backlog on Spark: PIP-187's result, exact, for every partition and subscription.
 
 One pass over the topic's data answers every subscription at once. The driver
-takes a :class:`core.topic_scan.TopicScan` from
+takes a :class:`core.analysis.topic_scan.TopicScan` from
 :meth:`core.broker.Broker.scan_plan` (the committed segments, and each
 subscription with its entry filters and cursor states); Spark reads one row per
 entry (the first message of each, which is what the entry filters look at),
 groups the rows by topic partition, and each group calls
-:func:`core.backlog.analyze` per subscription, with the verdicts of
-:meth:`core.entry_filters.EntryFilters.verdicts` of the subscription's filters. So
+:func:`core.analysis.backlog.analyze` per subscription, with the verdicts of
+:meth:`core.reading.entry_filters.EntryFilters.verdicts` of the subscription's filters. So
 the answer is core's, message for message, and equals
 :meth:`core.broker.Broker.analyze_backlog`'s field for field.
 
@@ -43,23 +43,23 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from core import backlog
-from core.authz import Operation
-from core.backlog import (
+from core.acks.cursor import CursorState
+from core.analysis import backlog
+from core.analysis.backlog import (
     COUNT_FIELDS,
     ID_FIELDS,
     BacklogAnalysis,
     PartitionAnalysis,
     analysis_document,
 )
+from core.analysis.topic_scan import TopicScan, decode_state
+from core.authz import Operation
 from core.config import Config
-from core.cursor import CursorState
 from core.durations import parse_duration_ms
-from core.entry_filters import EntryFilters, describe
 from core.errors import InvalidArgumentError
-from core.position import EARLIEST, Position
-from core.topic_name import TopicName, shown
-from core.topic_scan import TopicScan, decode_state
+from core.ids.position import EARLIEST, Position
+from core.ids.topic_name import TopicName, shown
+from core.reading.entry_filters import EntryFilters, describe
 from spark_apps.common import (
     ascii_int,
     base_parser,
@@ -244,7 +244,7 @@ def analyze_entries(
     max_entries: int | None = None,
     deadline_ms: int | None = None,
 ) -> BacklogAnalysis:
-    """:func:`core.backlog.analyze`, in chunks when a deadline is set.
+    """:func:`core.analysis.backlog.analyze`, in chunks when a deadline is set.
 
     Without a deadline this *is* one ``backlog.analyze`` call. With one, chunks
     of :data:`CHUNK_ENTRIES` entries are analysed until the clock passes it;
@@ -370,7 +370,7 @@ def transform(
 
     ``entries`` needs :data:`ENTRY_COLUMNS` plus the columns the filters read;
     any message rows will do, only each entry's first message is kept (the rows
-    :func:`core.entry_filters.first_messages` keeps). Partitions without entries yield
+    :func:`core.reading.entry_filters.first_messages` keeps). Partitions without entries yield
     no row. Cursor states go to the executors inside the function's closure
     (see :func:`spark_apps.common.executor_states`).
     """
@@ -587,7 +587,7 @@ def run(
 def page_document(
     topic: str, subscription: str | None, analyses: Sequence[PartitionAnalysis]
 ) -> dict[str, Any]:
-    """:func:`core.backlog.analysis_document`, with each subscription's resume token.
+    """:func:`core.analysis.backlog.analysis_document`, with each subscription's resume token.
 
     A subscription's summary carries the ``resumeAfter`` of the partition where
     its page stopped (None when it is complete); so does the total when one

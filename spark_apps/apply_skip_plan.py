@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from core import skip_payload
 from core.config import Config
 from core.errors import InvalidArgumentError, InvalidMessageIdError, InvalidSkipPlanError
-from core.message_id import MessageId
-from core.skip_plan import SkipPlan
-from core.topic_name import TopicName
+from core.ids.message_id import MessageId
+from core.ids.topic_name import TopicName
+from core.skipping import skip_payload
+from core.skipping.skip_plan import SkipPlan
 from spark_apps.common import base_parser, config_from, emit_json, remote_from, run_job
 from spark_apps.session import job_logger, session_scope
 
@@ -144,7 +144,7 @@ def run(
 ) -> dict[str, Any]:
     """Apply ``plan``, or the plan of ``ids`` / of the match list (Parquet) at ``match_list``.
 
-    Exactly one of the three. Returns :meth:`core.skip.SkipOutcome.to_pulsar_json`.
+    Exactly one of the three. Returns :meth:`core.skipping.skip.SkipOutcome.to_pulsar_json`.
     An empty id list (a match list of no message) applies as a no-op, still
     audited. Only a match list needs Spark: ``spark``, else a
     session of ``master`` or of the Spark Connect server ``remote``.

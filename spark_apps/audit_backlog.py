@@ -2,13 +2,13 @@
 
 One scan over the committed segments of all the topics answers every
 subscription at once, as :mod:`spark_apps.analyze_backlog` does for one topic:
-the driver takes a :class:`core.topic_scan.TopicScan` per topic from
+the driver takes a :class:`core.analysis.topic_scan.TopicScan` per topic from
 :meth:`core.broker.Broker.scan_plan`, Spark reads one row per entry (the first
 message of each) of every segment, tags each row with its topic partition (a
 ledger belongs to exactly one), groups by topic partition, and each group calls
 :func:`spark_apps.analyze_backlog.analyze_partition` with that topic's
 subscriptions, cursor states and entry filters. So each topic's document is
-:func:`core.backlog.analysis_document` of core's answer, field for field, plus
+:func:`core.analysis.backlog.analysis_document` of core's answer, field for field, plus
 each subscription's ``oldestPublishMs`` (:meth:`core.broker.Broker.backlog_ages`'s
 figure: the publish time of its oldest unacknowledged message, None when the
 backlog is empty).
@@ -37,13 +37,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from core import backlog
+from core.analysis import backlog
+from core.analysis.backlog import analysis_document
+from core.analysis.topic_scan import TopicScan, decode_state
 from core.authz import Operation
-from core.backlog import analysis_document
 from core.config import Config
-from core.entry_filters import EntryFilters
 from core.errors import InvalidArgumentError
-from core.topic_scan import TopicScan, decode_state
+from core.reading.entry_filters import EntryFilters
 from spark_apps.analyze_backlog import (
     ENTRY_COLUMNS,
     RESULT_SCHEMA,
@@ -173,7 +173,7 @@ def run(
     spark: SparkSession | None = None,
     remote: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One document per topic (:func:`core.backlog.analysis_document`, with each
+    """One document per topic (:func:`core.analysis.backlog.analysis_document`, with each
     subscription's ``oldestPublishMs``), from one Spark job over all the topics."""
     log = job_logger("cursorops.audit_backlog")
     started = time.monotonic()

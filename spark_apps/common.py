@@ -1,6 +1,6 @@
 """What every job's driver does: arguments, the topic's scan, errors.
 
-The driver asks the broker for a :class:`~core.topic_scan.TopicScan` (which
+The driver asks the broker for a :class:`~core.analysis.topic_scan.TopicScan` (which
 segments hold a partition's entries, and each cursor's state, serialized); the
 executors read the Parquet segments and decide everything by calling ``core``.
 """
@@ -17,12 +17,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
 from core import errors
+from core.analysis.topic_scan import MESSAGE_SCHEMA, TopicScan
 from core.config import DEFAULT_HOME, Config
 from core.durations import ascii_integer
 from core.errors import CursorOpsError, InvalidArgumentError, LedgerStoreError
 from core.exit_codes import EXIT_CODES, EXIT_UNEXPECTED, exit_code
-from core.topic_name import shown
-from core.topic_scan import MESSAGE_SCHEMA, TopicScan
+from core.ids.topic_name import shown
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -3,8 +3,8 @@
 The answer is a match list (:mod:`spark_apps.match_list`): one Parquet row per
 message, with its id and a preview, for a person to review and for
 ``apply_skip_plan`` to apply. No shuffle of the data: each Arrow batch of a
-segment is decided where it is read, by :func:`core.unacked_rows.unacked_rows` (the
-cursor) and :meth:`core.predicates.Predicate.mask` (the predicate).
+segment is decided where it is read, by :func:`core.reading.unacked_rows.unacked_rows` (the
+cursor) and :meth:`core.analysis.predicates.Predicate.mask` (the predicate).
 
 Run::
 
@@ -29,15 +29,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.acks.cursor import CursorState
+from core.analysis.match_conditions import MATCH_OPTIONS, predicate_from_options
+from core.analysis.predicates import Predicate, parse_predicate
+from core.analysis.topic_scan import TopicScan, decode_state
 from core.authz import Operation
 from core.config import Config
-from core.cursor import CursorState
 from core.errors import InvalidArgumentError, InvalidPredicateError
-from core.match_conditions import MATCH_OPTIONS, predicate_from_options
-from core.predicates import Predicate, parse_predicate
-from core.topic_name import TopicName
-from core.topic_scan import TopicScan, decode_state
-from core.unacked_rows import unacked_rows
+from core.ids.topic_name import TopicName
+from core.reading.unacked_rows import unacked_rows
 from spark_apps.common import (
     base_parser,
     config_from,
@@ -215,7 +215,7 @@ def summary_document(
 
 
 def add_match_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per match option (:data:`core.match_conditions.MATCH_OPTIONS`)."""
+    """One flag per match option (:data:`core.analysis.match_conditions.MATCH_OPTIONS`)."""
     for option in MATCH_OPTIONS:
         if option.kind == "pairs":
             parser.add_argument(

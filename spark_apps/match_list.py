@@ -5,7 +5,7 @@ index) and what it looks like (key, publish time, deliver-at, properties, size
 and the start of its payload), so a person can review the matches before a
 skip plan is made of them. Only the id columns matter to apply; a match list
 may also be built from a list of ids (:func:`match_list_from_ids`), with the
-preview columns empty. It is not a skip plan (:class:`core.skip_plan.SkipPlan`):
+preview columns empty. It is not a skip plan (:class:`core.skipping.skip_plan.SkipPlan`):
 nothing in it is validated until the Broker plans a skip of its ids.
 """
 
@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from core.analysis.topic_scan import MESSAGE_SCHEMA
 from core.errors import InvalidArgumentError
-from core.message_id import MessageId
-from core.topic_scan import MESSAGE_SCHEMA
+from core.ids.message_id import MessageId
 
 EXCERPT_BYTES = 120
 """Payload bytes in a match list's ``payload_excerpt`` (decoded as UTF-8, bad bytes replaced)."""

@@ -22,8 +22,8 @@ from tests import leftovers
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from core.acks.managed_cursor import ManagedCursor
     from core.broker import Broker
-    from core.managed_cursor import ManagedCursor
 
 PG_URL_ENV = "CURSOROPS_TEST_PG_URL"
 
@@ -131,8 +131,8 @@ def tmp_config(tmp_path: Path) -> Config:
 
 def open_cursor(broker: Broker, topic: str, subscription: str) -> ManagedCursor:
     """The subscription's durable cursor itself, over the topic's current ledgers."""
-    from core.ledger_layout import LedgerLayout
-    from core.managed_cursor import ManagedCursor
+    from core.acks.ledger_layout import LedgerLayout
+    from core.acks.managed_cursor import ManagedCursor
 
     ledgers = broker.metadata.ledgers(topic)
     layout = LedgerLayout.of((ledger.ledger_id, ledger.entries) for ledger in ledgers)

@@ -5,8 +5,8 @@ Every module outside ``core/`` that ships (``cli``, ``protocol``, ``spark_apps``
 test fails when one of them
 
 - imports a private ``core`` name (a leading underscore, module or name);
-- imports a store module: ``core.store`` (any), ``core.managed_cursor``,
-  ``core.cursor_codec``;
+- imports a store module: ``core.store`` (any), ``core.acks.managed_cursor``,
+  ``core.acks.cursor_codec``;
 - imports one of the Broker's collaborators (``core.broker.admin``, ...): the
   façade ``core.broker`` is the way in;
 - reaches a Broker's stores or cursors: ``<x>.metadata``, ``<x>.ledgers`` or
@@ -30,7 +30,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EDGES = ("cli", "protocol", "spark_apps", "dags", "airflow_glue", "plugins", "cursorops_api")
-STORE_MODULES = ("core.store", "core.managed_cursor", "core.cursor_codec")
+STORE_MODULES = ("core.store", "core.acks.managed_cursor", "core.acks.cursor_codec")
 BROKER_STORES = ("metadata", "ledgers")
 BROKER_INTERNALS = (*BROKER_STORES, "context")
 FACADE = "core.broker"
@@ -119,8 +119,8 @@ def test_the_checker_catches_each_kind() -> None:
     bad = (
         "import core.store.metadata\n"
         "from core.store import ledger\n"
-        "from core.managed_cursor import ManagedCursor\n"
-        "from core import cursor_codec\n"
+        "from core.acks.managed_cursor import ManagedCursor\n"
+        "from core.acks import cursor_codec\n"
         "from core.broker import _helper\n"
         "x = broker.metadata.ledgers('t')\n"
         "y = self.broker.ledgers\n"
@@ -134,7 +134,7 @@ def test_the_checker_catches_each_kind() -> None:
     assert len(violations(bad, "bad.py")) == 13
     good = (
         "from core import Broker, TopicStats\n"
-        "from core.topic_scan import TopicScan\n"
+        "from core.analysis.topic_scan import TopicScan\n"
         "import core.errors\n"
         "from core.broker import Broker, wall_clock_ms\n"
         "stats = broker.topic_stats('admin', 't')\n"

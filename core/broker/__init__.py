@@ -29,10 +29,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from core import skip
+from core.acks.cursor import CursorState
+from core.analysis.backlog import PartitionAnalysis
+from core.analysis.backlog_audit import BacklogSample
+from core.analysis.topic_scan import TopicScan
+from core.analysis.topic_stats import TopicStats
 from core.authz import Operation
-from core.backlog import PartitionAnalysis
-from core.backlog_audit import BacklogSample
 from core.broker.access import Access
 from core.broker.admin import Admin
 from core.broker.analysis import (
@@ -48,24 +50,22 @@ from core.broker.produce import Producing
 from core.broker.read import Reading
 from core.broker.workflow import Workflow
 from core.config import Config
-from core.cursor import CursorState
-from core.message_id import MessageId
-from core.plan_record import ApprovalPolicy, ApprovalRequest, PlanBinding, PlanRecord
-from core.position import Position
-from core.skip_plan import SkipPlan
+from core.ids.message_id import MessageId
+from core.ids.position import Position
+from core.ids.topic_name import TopicName
+from core.skipping import skip
+from core.skipping.plan_record import ApprovalPolicy, ApprovalRequest, PlanBinding, PlanRecord
+from core.skipping.skip_plan import SkipPlan
 from core.store.ledger import LedgerStore
 from core.store.metadata import AuditRecord, MetadataStore, SubscriptionInfo, TopicInfo
 from core.subscription import SubscriptionType
-from core.topic_name import TopicName
-from core.topic_scan import TopicScan
-from core.topic_stats import TopicStats
 
-# The read path (core.dispatch, core.store.segment_reader) and the producer are imported
+# The read path (core.reading.dispatch, core.store.segment_reader) and the producer are imported
 # where they are used: a command that only counts or skips does not load them.
 if TYPE_CHECKING:
-    from core.dispatch import Dispatcher, Message
-    from core.message_id_columns import MessageIdColumns
+    from core.ids.message_id_columns import MessageIdColumns
     from core.producer import Entry, OutgoingMessage
+    from core.reading.dispatch import Dispatcher, Message
     from core.store.migrate import Migration
 
 __all__ = [

@@ -12,8 +12,8 @@ from core.errors import (
     NotAuthorizedError,
     NotFoundError,
 )
+from core.ids.topic_name import TopicName
 from core.store.metadata import MetadataStore, TopicInfo
-from core.topic_name import TopicName
 
 
 class Access:

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from core import cursor_codec
+from core.acks import cursor_codec
+from core.acks.cursor import CursorState
 from core.authz import Operation
 from core.broker.analysis import Analysis
 from core.broker.context import BrokerContext, Collaborator
 from core.broker.cursor_ops import check_reset_target
-from core.cursor import CursorState
-from core.entry_filters import validate_filter_properties
 from core.errors import InvalidArgumentError, SubscriptionBusyError
-from core.plan_record import ApprovalPolicy
-from core.position import EARLIEST, Position
+from core.ids.position import EARLIEST, Position
+from core.ids.topic_name import TopicName
+from core.reading.entry_filters import validate_filter_properties
+from core.skipping.plan_record import ApprovalPolicy
 from core.store.metadata import SubscriptionInfo, TopicInfo
 from core.subscription import SubscriptionType
-from core.topic_name import TopicName
 
 
 class Admin(Collaborator):

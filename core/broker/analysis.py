@@ -9,21 +9,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core import backlog, cursor_codec
+from core.acks import cursor_codec
+from core.acks.cursor import AckTarget, CursorState
+from core.acks.ledger_layout import LedgerLayout
+from core.analysis import backlog
+from core.analysis.backlog import PartitionAnalysis
+from core.analysis.backlog_audit import BacklogSample
+from core.analysis.topic_scan import ScanPartition, ScanSubscription, TopicScan
+from core.analysis.topic_stats import SubscriptionStats, TopicStats
 from core.authz import Operation
-from core.backlog import PartitionAnalysis
-from core.backlog_audit import BacklogSample
 from core.broker.context import Collaborator
-from core.cursor import AckTarget, CursorState
-from core.entry_filters import EntryFilters, first_messages
 from core.errors import InvalidArgumentError, TopicNotFoundError
-from core.ledger_layout import LedgerLayout
-from core.message_id import MessageId
-from core.position import Position
-from core.skip_plan import SkipPlan
-from core.topic_name import TopicName
-from core.topic_scan import ScanPartition, ScanSubscription, TopicScan
-from core.topic_stats import SubscriptionStats, TopicStats
+from core.ids.message_id import MessageId
+from core.ids.position import Position
+from core.ids.topic_name import TopicName
+from core.reading.entry_filters import EntryFilters, first_messages
+from core.skipping.skip_plan import SkipPlan
 
 PAYLOAD_EXCERPT_BYTES = 120
 """Bytes of payload :meth:`Broker.describe_messages` returns per message."""

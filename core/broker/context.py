@@ -10,14 +10,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core import skip
+from core.acks.ledger_layout import LedgerLayout
+from core.acks.managed_cursor import ManagedCursor
 from core.broker.access import Access
 from core.config import Config
-from core.ledger_layout import LedgerLayout
-from core.managed_cursor import ManagedCursor
+from core.ids.topic_name import TopicName
+from core.skipping import skip
 from core.store.ledger import LedgerStore
 from core.store.metadata import MetadataStore, SegmentInfo, TopicInfo
-from core.topic_name import TopicName
 
 
 def wall_clock_ms() -> int:

@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from core import cursor_codec, skip
+from core.acks import cursor_codec
+from core.acks.cursor import AckColumns, CursorState
+from core.acks.ledger_layout import LedgerLayout
+from core.acks.managed_cursor import replay
 from core.authz import Operation
 from core.broker.context import Collaborator
-from core.cursor import AckColumns, CursorState
 from core.errors import (
     InvalidArgumentError,
     InvalidSkipPlanError,
@@ -19,14 +21,13 @@ from core.errors import (
     TopicNotFoundError,
     UnsupportedSubscriptionTypeError,
 )
-from core.ledger_layout import LedgerLayout
-from core.managed_cursor import replay
-from core.message_id import MessageId
-from core.plan_record import PlanRecord
-from core.position import EARLIEST, Position
-from core.skip_plan import SkipColumns, SkipPlan
+from core.ids.message_id import MessageId
+from core.ids.position import EARLIEST, Position
+from core.ids.topic_name import TopicName
+from core.skipping import skip
+from core.skipping.plan_record import PlanRecord
+from core.skipping.skip_plan import SkipColumns, SkipPlan
 from core.store.metadata import AuditEntry, TopicInfo
-from core.topic_name import TopicName
 
 if TYPE_CHECKING:
     pass
@@ -96,7 +97,8 @@ class CursorOperations(Collaborator):
     def _validated_skip(
         self, info: TopicInfo, subscription: str, ids: skip.IdArrays, *, with_states: bool
     ) -> tuple[skip.SkipSelection, dict[str, LedgerLayout]]:
-        """:func:`core.skip.validate` against the stores as they are now, and the ledger layouts
+        """:func:`core.skipping.skip.validate` against the stores as they are now, and the ledger
+        layouts
         of the partitions the ids are on.
 
         ``with_states``: read those partitions' cursors to mark what is acknowledged already;

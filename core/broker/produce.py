@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 from core.authz import Operation
 from core.broker.context import Collaborator
-from core.message_id import MessageId
-from core.position import Position
-from core.topic_name import TopicName
+from core.ids.message_id import MessageId
+from core.ids.position import Position
+from core.ids.topic_name import TopicName
 
 # The producer is imported where it is used: a command that only counts or skips does not
 # load it.
 if TYPE_CHECKING:
-    from core.message_id_columns import MessageIdColumns
+    from core.ids.message_id_columns import MessageIdColumns
     from core.producer import Entry, OutgoingMessage, Producer
 
 

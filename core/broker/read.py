@@ -8,19 +8,19 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from core.acks.cursor import CursorState
+from core.acks.ledger_layout import LedgerLayout
 from core.authz import Operation
 from core.broker.context import Collaborator
-from core.cursor import CursorState
 from core.errors import EntryNotFoundError, InvalidArgumentError, TopicNotFoundError
-from core.ledger_layout import LedgerLayout
-from core.position import Position
+from core.ids.position import Position
+from core.ids.topic_name import TopicName
 from core.store.metadata import TopicInfo
-from core.topic_name import TopicName
 
-# The read path (core.dispatch, core.store.segment_reader) is imported where it is used: a
+# The read path (core.reading.dispatch, core.store.segment_reader) is imported where it is used: a
 # command that only counts or skips does not load it.
 if TYPE_CHECKING:
-    from core.dispatch import Dispatcher, Message, PartitionSource
+    from core.reading.dispatch import Dispatcher, Message, PartitionSource
 
 
 class Reading(Collaborator):
@@ -34,7 +34,7 @@ class Reading(Collaborator):
         ``partition``: serve that partition of a partitioned topic only (the
         binary protocol subscribes partition by partition).
         """
-        from core.dispatch import Dispatcher
+        from core.reading.dispatch import Dispatcher
         from core.store import segment_reader
 
         info = self.access.authorized_topic(role, Operation.CONSUME, topic)
@@ -107,7 +107,7 @@ class Reading(Collaborator):
         states = [
             self.context.cursor(source.topic_partition, subscription).state for source in sources
         ]
-        from core import dispatch
+        from core.reading import dispatch
 
         return dispatch.peek(sources, states, count)
 
@@ -146,7 +146,7 @@ class Reading(Collaborator):
             start.mark_delete = Position(
                 int(facts.ledger_ids[row - 1]), int(facts.entry_ids[row - 1])
             )
-        from core import dispatch
+        from core.reading import dispatch
 
         return dispatch.peek(sources, [start], 1)[0]
 
@@ -168,7 +168,7 @@ class Reading(Collaborator):
 
     def _sources(self, info: TopicInfo) -> list[PartitionSource]:
         """Each partition, read lazily segment by segment from a position on."""
-        from core.dispatch import PartitionSource
+        from core.reading.dispatch import PartitionSource
         from core.store import segment_reader
 
         sources = []

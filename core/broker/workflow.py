@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from core.authz import Operation
 from core.broker.context import Collaborator
 from core.errors import InvalidSkipPlanError
-from core.plan_record import ApprovalRequest, PlanBinding, PlanRecord, messages_of
-from core.skip_plan import SkipPlan
+from core.ids.topic_name import TopicName
+from core.skipping.plan_record import ApprovalRequest, PlanBinding, PlanRecord, messages_of
+from core.skipping.skip_plan import SkipPlan
 from core.store.metadata import AuditRecord
-from core.topic_name import TopicName
 
 
 class Workflow(Collaborator):

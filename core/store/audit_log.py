@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core.backlog_audit import BacklogSample
+from core.analysis.backlog_audit import BacklogSample
 from core.errors import InvalidArgumentError
 from core.store.checks import check_int, check_text
 from core.store.records import AuditEntry, AuditRecord

@@ -8,7 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from core.errors import InvalidArgumentError
-from core.topic_name import MAX_NAME_CHARS, TopicName, is_valid_entity_name, label_problem, shown
+from core.ids.topic_name import (
+    MAX_NAME_CHARS,
+    TopicName,
+    is_valid_entity_name,
+    label_problem,
+    shown,
+)
 
 
 def check_name(kind: str, value: object) -> str:

@@ -4,7 +4,7 @@ A cursor is stored as a snapshot plus a journal of deltas (docs/architecture.md,
 "Cursor durability"). Everything that touches that form is here: creating a
 cursor, reading it (the snapshot and the deltas after it, or only the deltas a
 reader has not seen), replaying what was read into a
-:class:`~core.cursor.CursorState`, appending deltas under new versions,
+:class:`~core.acks.cursor.CursorState`, appending deltas under new versions,
 compacting the journal into a snapshot, and the row locks that serialize the
 writers. Every other module (the metadata store's cursor methods, the
 dispatcher's locked transaction, the group commit of acknowledgements, the
@@ -35,17 +35,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from core import cursor_codec
-from core.cursor import CursorState
+from core.acks import cursor_codec
+from core.acks.cursor import CursorState
 from core.errors import InvalidArgumentError, SubscriptionNotFoundError
-from core.position import Position
+from core.ids.position import Position
 from core.store.records import CursorRecord
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
     from sqlalchemy.orm import Session
 
-    from core.ledger_layout import LedgerLayout
+    from core.acks.ledger_layout import LedgerLayout
 
 Lock = Literal["none", "share", "update"]
 

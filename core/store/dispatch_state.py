@@ -40,7 +40,7 @@ import numpy.typing as npt
 from sqlalchemy.engine import Dialect
 
 from core.errors import MetadataStoreError, SubscriptionNotFoundError
-from core.position import Position
+from core.ids.position import Position
 from core.store import pending_runs
 from core.store.cursor_state import CursorStates, JournalSince, ReadPosition, format_style
 from core.store.pending_runs import RUN_SPAN_ENTRIES, Members

@@ -41,10 +41,10 @@ import pyarrow.parquet as pq
 
 from core.config import Config
 from core.errors import InvalidArgumentError, LedgerStoreError
-from core.position import Position
+from core.ids.position import Position
+from core.ids.topic_name import TopicName
 from core.store import arrow_columns
 from core.store.metadata import MetadataStore, SegmentInfo
-from core.topic_name import TopicName
 
 if TYPE_CHECKING:
     # Imported where filters are built: pyarrow.compute takes longer to import than
@@ -154,7 +154,7 @@ class EntryColumns:
     """The per-entry columns of a partition: one row per committed entry, sorted by
     ``(ledger_id, entry_id)``.
 
-    Aligned numpy arrays, the form ``core.backlog`` works on.
+    Aligned numpy arrays, the form ``core.analysis.backlog`` works on.
     """
 
     ledger_id: np.ndarray

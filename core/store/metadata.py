@@ -19,7 +19,7 @@ The tables are in :mod:`core.store.tables`, the returned records in
 checks in :mod:`core.store.checks`; this module re-exports their public names.
 
 Cursors are stored as a snapshot plus a journal of deltas (docs/architecture.md,
-"Cursor durability"). The payloads are opaque bytes here; ``core.cursor_codec``
+"Cursor durability"). The payloads are opaque bytes here; ``core.acks.cursor_codec``
 owns their format.
 """
 
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from core.backlog_audit import BacklogSample
+from core.analysis.backlog_audit import BacklogSample
 from core.config import Config
 from core.errors import (
     MetadataStoreError,

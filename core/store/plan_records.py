@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from core.errors import PlanAlreadyAppliedError
-from core.plan_record import ApprovalRequest, PlanBinding, PlanRecord
+from core.skipping.plan_record import ApprovalRequest, PlanBinding, PlanRecord
 from core.store.checks import check_int, check_text
 from core.store.tables import ApprovalRequestRow, PlanRecordRow
 

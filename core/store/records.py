@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.authz import ACTIONS
+from core.ids.topic_name import TopicName
 from core.subscription import SubscriptionType
-from core.topic_name import TopicName
 
 PERMISSION_ACTIONS = ACTIONS
 """The namespace grant actions: :data:`core.authz.ACTIONS` (Pulsar's ``AuthAction``)."""

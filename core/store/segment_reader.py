@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.errors import LedgerStoreError
-from core.position import Position
+from core.ids.position import Position
 from core.store.ledger import MESSAGE_SCHEMA, with_later_columns
 from core.store.metadata import SegmentInfo
 

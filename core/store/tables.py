@@ -231,7 +231,8 @@ class ApprovalPolicyRow(Base):
 
 
 class PlanRecordRow(Base):
-    """One immutable plan of a gated operation, bound to its workflow run (core.plan_record)."""
+    """One immutable plan of a gated operation, bound to its workflow run
+    (core.skipping.plan_record)."""
 
     __tablename__ = "plan_records"
     __table_args__ = (

@@ -23,7 +23,11 @@ from core.errors import (
     TenantNotFoundError,
     TopicNotFoundError,
 )
-from core.plan_record import MAX_APPROVALS, ApprovalPolicy
+from core.ids.topic_name import (
+    TopicName,
+    label_problem,
+)
+from core.skipping.plan_record import MAX_APPROVALS, ApprovalPolicy
 from core.store.checks import (
     canonical_topic,
     check_bytes,
@@ -55,10 +59,6 @@ from core.store.tables import (
     TopicRow,
 )
 from core.subscription import SubscriptionType
-from core.topic_name import (
-    TopicName,
-    label_problem,
-)
 
 
 class Tenancy(StoreBase):

@@ -267,7 +267,7 @@ def test_another_ledger_root_runs_in_process(home: Path, tmp_path: Path) -> None
 
 
 def test_a_daemon_of_older_code_declines_and_reports_itself_stale(home: Path) -> None:
-    source = REPO / "core" / "topic_stats.py"
+    source = REPO / "core" / "analysis" / "topic_stats.py"
     info = source.stat()
     before = taken(home)
     try:

@@ -46,8 +46,8 @@ HEAVY = (
     "psycopg",
     "sqlalchemy.dialects.postgresql",
     "alembic",
-    "core.dispatch",
-    "core.predicates",
+    "core.reading.dispatch",
+    "core.analysis.predicates",
     "spark_apps",
 )
 """Modules (and their submodules) none of the three commands may import on SQLite."""

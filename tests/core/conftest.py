@@ -21,10 +21,10 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
+from core.acks.cursor import AckTarget
 from core.broker import Broker
 from core.config import Config
-from core.cursor import AckTarget
-from core.position import Position
+from core.ids.position import Position
 from core.producer import OutgoingMessage
 from core.store.ledger import MESSAGE_SCHEMA
 from core.subscription import SubscriptionType

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import ack_set
+from core.acks import ack_set
 from core.errors import InvalidArgumentError, InvalidBatchIndexError
 
 batch_sizes = st.integers(min_value=1, max_value=300)

@@ -21,10 +21,10 @@ from core.errors import (
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
-from core.position import Position
+from core.ids.position import Position
+from core.ids.topic_name import MAX_NAME_CHARS
 from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
-from core.topic_name import MAX_NAME_CHARS
 from tests.core.test_authz import dump
 
 TOPIC = "persistent://acme/ops/orders"

@@ -22,7 +22,7 @@ import pytest
 from core.broker import Broker
 from core.config import Config
 from core.producer import OutgoingMessage
-from core.skip_plan import SkipPlan
+from core.skipping.skip_plan import SkipPlan
 from core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/orders"
@@ -33,7 +33,7 @@ APPLY = """
 import sys
 from core.broker import Broker
 from core.config import Config
-from core.skip_plan import SkipPlan
+from core.skipping.skip_plan import SkipPlan
 
 home, url, path = sys.argv[1:]
 plan = SkipPlan.from_json(open(path, encoding="utf-8").read())

@@ -201,7 +201,7 @@ def test_tenant_admin_has_no_rights_in_another_tenant(seeded: tuple[Broker, Conf
 def test_find_messages_needs_consume(seeded: tuple[Broker, Config]) -> None:
     """find_messages writes payload excerpts: it authorizes as peek (PEEK_MESSAGES)."""
     pytest.importorskip("pyspark")
-    from core.predicates import parse_predicate
+    from core.analysis.predicates import parse_predicate
     from spark_apps import find_messages
 
     _, config = seeded

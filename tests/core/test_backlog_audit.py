@@ -1,4 +1,4 @@
-"""Threshold logic of the backlog audit (core.backlog_audit), against a plain model."""
+"""Threshold logic of the backlog audit (core.analysis.backlog_audit), against a plain model."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.backlog_audit import (
+from core.analysis.backlog_audit import (
     BacklogSample,
     Limits,
     Measure,

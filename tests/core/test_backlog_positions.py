@@ -2,7 +2,7 @@
 
 ``(ledger << 32) + entry`` sent an entry id of 2**32 onto entry 0 of the next
 ledger and wrapped ledger ids of 2**32 and more onto small ones. These tests
-hold :func:`core.position.match_positions` and :func:`core.backlog.unacked_messages`
+hold :func:`core.ids.position.match_positions` and :func:`core.analysis.backlog.unacked_messages`
 to plain Python models, with the edges of the int64 and 2**32 ranges.
 """
 
@@ -12,11 +12,12 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from core import ack_set, backlog
-from core.cursor import CursorState
-from core.position import EARLIEST, Position, match_positions
-from core.range_set import RangeSet
-from core.unacked_rows import unacked_rows
+from core.acks import ack_set
+from core.acks.cursor import CursorState
+from core.acks.range_set import RangeSet
+from core.analysis import backlog
+from core.ids.position import EARLIEST, Position, match_positions
+from core.reading.unacked_rows import unacked_rows
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 

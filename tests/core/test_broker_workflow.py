@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.backlog_audit import BacklogSample
+from core.analysis.backlog_audit import BacklogSample
 from core.broker import Broker, wall_clock_ms
 from core.config import Config
 from core.errors import InvalidArgumentError, NotAuthorizedError

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from core.broker import Broker
 from core.config import Config
-from core.dispatch import Consumer, Message, MessageBatch
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
+from core.reading.dispatch import Consumer, Message, MessageBatch
 from core.subscription import SubscriptionType
 
 from .conftest import Clock

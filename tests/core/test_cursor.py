@@ -7,11 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import backlog, cursor_codec
-from core.cursor import AckTarget, BatchAckSets, CursorState
+from core.acks import cursor_codec
+from core.acks.cursor import AckTarget, BatchAckSets, CursorState
+from core.acks.ledger_layout import LedgerLayout
+from core.analysis import backlog
 from core.errors import InvalidBatchIndexError, MetadataStoreError
-from core.ledger_layout import LedgerLayout
-from core.position import EARLIEST, Position
+from core.ids.position import EARLIEST, Position
 
 
 @st.composite

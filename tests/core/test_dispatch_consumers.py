@@ -14,10 +14,10 @@ from collections import defaultdict
 import pytest
 
 from core.broker import Broker
-from core.dispatch import Consumer, Message
 from core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
-from core.key_hash import HashRing, sticky_key_hash
 from core.producer import OutgoingMessage
+from core.reading.dispatch import Consumer, Message
+from core.reading.key_hash import HashRing, sticky_key_hash
 from core.subscription import SubscriptionType
 
 from .conftest import Clock

@@ -19,11 +19,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from core.acks.ledger_layout import LedgerLayout
 from core.broker import Broker
 from core.config import Config
 from core.errors import MetadataStoreError, SubscriptionNotFoundError
-from core.ledger_layout import LedgerLayout
-from core.position import Position
+from core.ids.position import Position
 from core.producer import OutgoingMessage
 from core.store.metadata import MetadataStore
 from core.store.segment_reader import SegmentCache

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from core.broker import Broker
 from core.config import Config
-from core.dispatch import Consumer, Message
 from core.producer import OutgoingMessage
+from core.reading.dispatch import Consumer, Message
 from core.subscription import SubscriptionType
 
 from .conftest import Clock

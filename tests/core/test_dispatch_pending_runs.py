@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.cursor import CursorState
-from core.cursor_codec import encode
-from core.position import Position
+from core.acks.cursor import CursorState
+from core.acks.cursor_codec import encode
+from core.ids.position import Position
 from core.store.dispatch_state import DispatchedColumns, PendingInfo, SubscriptionTransaction
 from core.store.metadata import MetadataStore
 from core.store.pending_runs import RUN_SPAN_ENTRIES, Members, decode, runs_of

@@ -23,8 +23,8 @@ import pytest
 from core.broker import Broker
 from core.config import Config
 from core.errors import CursorOpsError
-from core.key_hash import HashRing, sticky_key_hash
 from core.producer import OutgoingMessage
+from core.reading.key_hash import HashRing, sticky_key_hash
 from core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/procs"

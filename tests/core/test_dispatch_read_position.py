@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 
 from core.broker import Broker
-from core.dispatch import Message
-from core.position import Position
+from core.ids.position import Position
 from core.producer import OutgoingMessage
+from core.reading.dispatch import Message
 from core.subscription import SubscriptionType
 
 from .conftest import Clock

@@ -7,14 +7,14 @@ import threading
 
 import pytest
 
-from core import managed_cursor
+from core.acks import managed_cursor
+from core.acks.cursor import AckTarget
+from core.acks.managed_cursor import ManagedCursor
 from core.broker import Broker
 from core.config import Config
-from core.cursor import AckTarget
 from core.errors import PositionOutOfRangeError, SubscriptionNotFoundError
-from core.managed_cursor import ManagedCursor
-from core.message_id import MessageId
-from core.position import Position
+from core.ids.message_id import MessageId
+from core.ids.position import Position
 from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
 from tests.conftest import open_cursor

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 from cli import values
+from core.analysis.predicates import parse_predicate
 from core.durations import INT64_MAX, UNIT_MS, parse_duration_ms, parse_time_ms
-from core.entry_filters import EntryFilters
 from core.errors import InvalidArgumentError, InvalidPredicateError
-from core.predicates import parse_predicate
+from core.reading.entry_filters import EntryFilters
 from spark_apps.analyze_backlog import parse_time_limit
 
 NOW = 1_700_000_000_000

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from core import SkipOutcome, TopicAnalysis, TopicScan, TopicStats
+from core.analysis.topic_scan import decode_state
 from core.authz import Operation
 from core.broker import Broker
 from core.errors import (
@@ -17,10 +18,9 @@ from core.errors import (
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
+from core.ids.topic_name import TopicName
 from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
-from core.topic_name import TopicName
-from core.topic_scan import decode_state
 
 TOPIC = "persistent://acme/ops/orders"
 PLAIN = "persistent://acme/ops/plain"

@@ -10,16 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import backlog
-from core.cursor import AckTarget, CursorState
+from core.acks.cursor import AckTarget, CursorState
+from core.acks.ledger_layout import LedgerLayout
+from core.analysis import backlog
+from core.analysis.predicates import Predicate, TimeRange, parse_predicate
 from core.durations import parse_time_ms
-from core.entry_filters import EntryFilters, describe, first_messages
 from core.errors import InvalidArgumentError, InvalidInputError, InvalidPredicateError
-from core.filter_verdict import FilterVerdict
-from core.ledger_layout import LedgerLayout
-from core.position import Position
-from core.predicates import Predicate, TimeRange, parse_predicate
-from core.unacked_rows import unacked_rows
+from core.ids.position import Position
+from core.reading.entry_filters import EntryFilters, describe, first_messages
+from core.reading.filter_verdict import FilterVerdict
+from core.reading.unacked_rows import unacked_rows
 
 from .conftest import T0, rows
 

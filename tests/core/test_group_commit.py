@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from core import cursor_codec
+from core.acks import cursor_codec
+from core.acks.cursor import AckTarget, CursorState
 from core.broker import Broker
 from core.config import Config
-from core.cursor import AckTarget, CursorState
 from core.errors import SubscriptionNotFoundError
 from core.store.group_commit import GroupCommit
 from tests.conftest import open_cursor
@@ -139,10 +139,10 @@ _CHILD = """
 import sys, threading
 from core.broker import Broker
 from core.config import Config
-from core.cursor import AckTarget
-from core.ledger_layout import LedgerLayout
-from core.managed_cursor import ManagedCursor
-from core.position import Position
+from core.acks.cursor import AckTarget
+from core.acks.ledger_layout import LedgerLayout
+from core.acks.managed_cursor import ManagedCursor
+from core.ids.position import Position
 
 home, url, topic, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 broker = Broker(Config.from_home(home, metadata_url=url))

@@ -18,9 +18,9 @@ import time
 
 import pytest
 
+from core.acks.cursor import AckTarget
 from core.broker import Broker
 from core.config import Config
-from core.cursor import AckTarget
 from core.errors import InvalidBatchIndexError
 from core.store.group_commit import GroupCommit
 from tests.conftest import open_cursor
@@ -163,10 +163,10 @@ _CHILD = """
 import asyncio, sys
 from core.broker import Broker
 from core.config import Config
-from core.cursor import AckTarget
-from core.ledger_layout import LedgerLayout
-from core.managed_cursor import ManagedCursor
-from core.position import Position
+from core.acks.cursor import AckTarget
+from core.acks.ledger_layout import LedgerLayout
+from core.acks.managed_cursor import ManagedCursor
+from core.ids.position import Position
 
 home, url, topic = sys.argv[1], sys.argv[2], sys.argv[3]
 broker = Broker(Config.from_home(home, metadata_url=url))

@@ -16,10 +16,10 @@ from __future__ import annotations
 import threading
 import time
 
+from core.acks.cursor import AckTarget, CursorState
+from core.acks.managed_cursor import ManagedCursor, replay
 from core.broker import Broker
 from core.config import Config
-from core.cursor import AckTarget, CursorState
-from core.managed_cursor import ManagedCursor, replay
 from tests.conftest import open_cursor
 
 from .conftest import in_threads, install_topic, write_lock_held

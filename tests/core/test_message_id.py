@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.errors import InvalidInputError, InvalidMessageIdError
-from core.message_id import MessageId, decode_base64, parse_position
-from core.position import Position
+from core.ids.message_id import MessageId, decode_base64, parse_position
+from core.ids.position import Position
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1

@@ -19,10 +19,16 @@ from core.errors import (
     InvalidSkipPlanError,
     PlanAlreadyAppliedError,
 )
-from core.plan_record import MAX_APPROVALS, ApprovalPolicy, PlanBinding, PlanRecord, messages_of
-from core.position import Position
+from core.ids.position import Position
 from core.producer import OutgoingMessage
-from core.skip_plan import SkipPlan
+from core.skipping.plan_record import (
+    MAX_APPROVALS,
+    ApprovalPolicy,
+    PlanBinding,
+    PlanRecord,
+    messages_of,
+)
+from core.skipping.skip_plan import SkipPlan
 from core.subscription import SubscriptionType
 from tests.core.conftest import in_threads
 

@@ -1,4 +1,5 @@
-"""core.predicates and core.match_conditions: the document built from the flat match options,
+"""core.analysis.predicates and core.analysis.match_conditions: the document built from the
+flat match options,
 and the producer condition."""
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.analysis.match_conditions import MATCH_OPTIONS, MatchConditions, predicate_from_options
+from core.analysis.predicates import parse_predicate
 from core.errors import InvalidInputError, InvalidPredicateError
-from core.match_conditions import MATCH_OPTIONS, MatchConditions, predicate_from_options
-from core.predicates import parse_predicate
 
 from .conftest import T0, rows
 

@@ -6,11 +6,11 @@ import pytest
 
 from core.config import Config
 from core.errors import InvalidArgumentError, TopicNotFoundError
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
+from core.ids.topic_name import TopicName
 from core.producer import OutgoingMessage, Producer, java_string_hash, key_partition
 from core.store.ledger import LedgerStore
 from core.store.metadata import MetadataStore, TopicInfo
-from core.topic_name import TopicName
 
 TOPIC = "persistent://acme/orders/events"
 PARTITIONED = "persistent://acme/orders/payments"

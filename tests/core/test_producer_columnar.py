@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.config import Config
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
+from core.ids.topic_name import TopicName
 from core.producer import OutgoingMessage, Producer
 from core.store.ledger import LedgerStore
 from core.store.metadata import MetadataStore
-from core.topic_name import TopicName
 
 
 def _shape(ids: list[MessageId]) -> list[tuple[int, int, int, int]]:

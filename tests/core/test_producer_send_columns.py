@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from core.config import Config
 from core.errors import InvalidArgumentError
-from core.message_id import MessageId
-from core.message_id_columns import MessageIdColumns, concatenate
+from core.ids.message_id import MessageId
+from core.ids.message_id_columns import MessageIdColumns, concatenate
 from core.producer import OutgoingMessage, Producer
 from core.store import arrow_columns
 from core.store.ledger import MESSAGE_SCHEMA, LedgerStore

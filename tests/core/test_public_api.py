@@ -39,7 +39,8 @@ def test_all_is_pinned() -> None:
 
 def test_core_imports_neither_airflow_nor_spark() -> None:
     code = (
-        "import sys, core, core.broker, core.dispatch, core.skip, core.backlog\n"
+        "import sys, core, core.broker, core.reading.dispatch, core.skipping.skip, "
+        "core.analysis.backlog\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('airflow', 'pyspark')]\n"
         "assert not bad, bad\n"
     )

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap
 
+from core.acks.range_set import ENTRY_ID_LIMIT, RangeSet
 from core.errors import InvalidArgumentError
-from core.position import Position
-from core.range_set import ENTRY_ID_LIMIT, RangeSet
+from core.ids.position import Position
 
 Model = set[tuple[int, int]]
 Op = tuple[object, ...]

@@ -16,7 +16,7 @@ from core.errors import (
     TopicNotFoundError,
     UnsupportedSubscriptionTypeError,
 )
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
 

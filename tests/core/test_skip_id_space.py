@@ -24,10 +24,10 @@ from core.errors import (
     InvalidBatchIndexError,
     InvalidMessageIdError,
 )
-from core.message_id import MessageId
-from core.position import Position
+from core.ids.message_id import MessageId
+from core.ids.position import Position
 from core.producer import OutgoingMessage
-from core.skip_payload import parse_payload
+from core.skipping.skip_payload import parse_payload
 from core.subscription import SubscriptionType
 
 from .conftest import Clock

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import InvalidSkipPayloadError
-from core.message_id import MessageId
-from core.skip_payload import parse_payload
+from core.ids.message_id import MessageId
+from core.skipping.skip_payload import parse_payload
 
 
 def test_bare_array_of_base64() -> None:

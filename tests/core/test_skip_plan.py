@@ -25,9 +25,9 @@ from core.errors import (
     MetadataStoreError,
     PositionOutOfRangeError,
 )
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
-from core.skip_plan import PlannedSkip, SkipPlan
+from core.skipping.skip_plan import PlannedSkip, SkipPlan
 from core.subscription import SubscriptionType
 
 from .conftest import Clock
@@ -245,7 +245,7 @@ def test_a_failing_audit_write_leaves_nothing_acknowledged(
 def test_reading_a_plan_needs_neither_store_nor_pyarrow() -> None:
     """A DAG task or REST handler may parse a plan without the heavy imports."""
     code = (
-        "import sys, core.skip_plan; "
+        "import sys, core.skipping.skip_plan; "
         "print(sorted(m for m in ('pyarrow', 'sqlalchemy', 'pyspark', 'core.broker') "
         "if m in sys.modules))"
     )

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import event
 
 from core.broker import Broker
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
 

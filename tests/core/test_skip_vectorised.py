@@ -1,6 +1,6 @@
 """Skip validation over arrays against the per-id rules written plainly.
 
-:func:`core.skip.validate` routes, range-checks, looks up and deduplicates ids
+:func:`core.skipping.skip.validate` routes, range-checks, looks up and deduplicates ids
 with numpy, and decides "already acknowledged" with
 :meth:`CursorState.acked_many` (mark-delete compare, ``RangeSet.contains_many``,
 ack-set bits). The model below is the per-id code it replaced, written as
@@ -26,10 +26,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import ack_set, cursor_codec
+from core.acks import ack_set, cursor_codec
+from core.acks.cursor import AckColumns, AckTarget, BatchAckSets, CursorState
+from core.acks.ledger_layout import LedgerLayout
+from core.acks.range_set import RangeSet
 from core.broker import Broker
 from core.config import Config
-from core.cursor import AckColumns, AckTarget, BatchAckSets, CursorState
 from core.errors import (
     EntryNotFoundError,
     InvalidArgumentError,
@@ -37,12 +39,11 @@ from core.errors import (
     InvalidMessageIdError,
     PositionOutOfRangeError,
 )
-from core.ledger_layout import LedgerLayout
-from core.message_id import MessageId
-from core.position import Position
+from core.ids.message_id import MessageId
+from core.ids.position import Position
+from core.ids.topic_name import TopicName
 from core.producer import OutgoingMessage
-from core.range_set import RangeSet
-from core.skip import (
+from core.skipping.skip import (
     MAX_ERRORS_LISTED,
     IdArrays,
     SkipLookup,
@@ -51,8 +52,7 @@ from core.skip import (
     has_repeats,
     validate,
 )
-from core.skip_plan import PlannedSkip, SkipColumns, SkipPlan
-from core.topic_name import TopicName
+from core.skipping.skip_plan import PlannedSkip, SkipColumns, SkipPlan
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1

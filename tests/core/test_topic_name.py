@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.errors import InvalidInputError, InvalidTopicNameError
-from core.topic_name import (
+from core.ids.topic_name import (
     MAX_LABEL_CHARS,
     MAX_NAME_CHARS,
     TopicName,

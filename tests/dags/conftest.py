@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass
 
 from core.config import Config
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
 

@@ -11,8 +11,8 @@ import pytest
 
 from airflow_glue.audit import chart_selection, load_thresholds, samples_from
 from airflow_glue.chart import draw_history
-from core.backlog import analysis_document
-from core.backlog_audit import BacklogSample, Breach, Measure
+from core.analysis.backlog import analysis_document
+from core.analysis.backlog_audit import BacklogSample, Breach, Measure
 from core.broker import Broker
 from core.config import Config
 from core.errors import InvalidArgumentError

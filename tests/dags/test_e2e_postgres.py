@@ -18,7 +18,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from core.config import Config
-from core.dispatch import Message
+from core.reading.dispatch import Message
 from tests.airflow_harness import start_airflow
 from tests.conftest import postgres_databases
 from tests.dags.conftest import GRANTED, NAMESPACE, SUBSCRIPTION, TENANT, label, seed_topic

@@ -85,7 +85,7 @@ def test_config_from_environ(tmp_path: Path):
 
 
 def test_request_accepts_every_id_shape():
-    from core.message_id import MessageId
+    from core.ids.message_id import MessageId
 
     b64 = MessageId(7, 3, 1, 2).to_base64()
     request = parse_request(
@@ -130,7 +130,7 @@ def _record(tmp_path: Path, run_id: str = "manual__1"):
     """A seeded topic and a plan record of two of its ids, bound to ``run_id`` of alice."""
     from airflow_glue.plan import build_document
     from core.broker import Broker
-    from core.plan_record import PlanBinding
+    from core.skipping.plan_record import PlanBinding
     from tests.dags.conftest import GRANTED, NAMESPACE, SUBSCRIPTION, TENANT, seed_topic
 
     config = Config.from_home(tmp_path)
@@ -191,7 +191,7 @@ def test_approval_check_refuses_all_but_a_permitted_second_user_for_this_very_pl
 ):
     from airflow_glue.approval import _ms, check_approvals
     from airflow_glue.gate import body_sha256
-    from core.plan_record import ApprovalRequest
+    from core.skipping.plan_record import ApprovalRequest
 
     _, _, record = _record(tmp_path)
     at = _ms("2026-11-23T01:00:00Z") or 0
@@ -237,7 +237,7 @@ def test_a_quorum_needs_distinct_approvers_on_every_gate(tmp_path: Path):
 
     from airflow_glue.approval import _ms, check_approvals
     from airflow_glue.gate import body_sha256
-    from core.plan_record import ApprovalRequest
+    from core.skipping.plan_record import ApprovalRequest
 
     _, _, record = _record(tmp_path)
     record = replace(record, required_approvals=2)

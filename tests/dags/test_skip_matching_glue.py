@@ -49,7 +49,7 @@ def test_each_option_becomes_the_find_messages_predicate():
 
 
 def test_the_params_are_the_request_fields_and_the_match_options():
-    from core.match_conditions import MATCH_OPTIONS
+    from core.analysis.match_conditions import MATCH_OPTIONS
 
     params = match_params()
     assert set(params) == set(MatchRequest.model_fields)
@@ -100,7 +100,7 @@ def test_the_plan_record_is_what_apply_reads_and_a_tampered_one_is_refused(tmp_p
     from sqlalchemy import update
 
     from airflow_glue.plan import preview_markdown
-    from core.plan_record import PlanBinding
+    from core.skipping.plan_record import PlanBinding
     from core.store.tables import PlanRecordRow
 
     config = Config.from_home(tmp_path / "home")

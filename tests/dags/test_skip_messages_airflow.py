@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import (
     SECRET_NAMESPACE,

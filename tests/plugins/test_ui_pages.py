@@ -42,7 +42,7 @@ def grouped(n: int) -> str:
 def record_history(config: Any, topic: str, at_ms: int, run_id: str) -> None:
     """What the audit DAG's record step stores for one run: exact counts per subscription."""
     from airflow_glue.audit import samples_from
-    from core.backlog import TopicAnalysis
+    from core.analysis.backlog import TopicAnalysis
     from core.broker import Broker
 
     with Broker(config) as broker:

@@ -10,7 +10,7 @@ import time
 import pulsar
 import pytest
 
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 from core.subscription import SubscriptionType
 from tests.protocol.harness import Standalone, drain, unique
 

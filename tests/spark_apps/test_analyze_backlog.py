@@ -15,13 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.testing import assertDataFrameEqual
 
-from core import backlog, cursor_codec
-from core.backlog import analysis_document
+from core.acks import cursor_codec
+from core.acks.cursor import AckTarget, CursorState
+from core.acks.ledger_layout import LedgerLayout
+from core.analysis import backlog
+from core.analysis.backlog import analysis_document
 from core.broker import Broker
-from core.cursor import AckTarget, CursorState
-from core.entry_filters import EntryFilters, first_messages
-from core.ledger_layout import LedgerLayout
-from core.position import Position
+from core.ids.position import Position
+from core.reading.entry_filters import EntryFilters, first_messages
 from spark_apps import analyze_backlog
 from spark_apps.analyze_backlog import (
     RESULT_SCHEMA,

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
+from core.analysis.predicates import parse_predicate
 from core.broker import Broker
 from core.config import Config
-from core.message_id import MessageId
-from core.position import Position
-from core.predicates import parse_predicate
+from core.ids.message_id import MessageId
+from core.ids.position import Position
 from spark_apps import analyze_backlog, apply_skip_plan, find_messages
 from spark_apps.apply_skip_plan import CHECKED_SCHEMA, ID_SCHEMA, transform
 from spark_apps.match_list import match_list_ids, read_match_list

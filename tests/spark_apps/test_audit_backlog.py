@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from core.backlog import analysis_document
+from core.analysis.backlog import analysis_document
 from core.broker import Broker
 from spark_apps import audit_backlog
 from tests.spark_apps.topics import core_analyses, make_topic

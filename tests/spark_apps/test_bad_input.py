@@ -14,9 +14,9 @@ import pytest
 from core import errors
 from core.broker import Broker
 from core.exit_codes import EXIT_CODES
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
+from core.ids.topic_name import TopicName
 from core.subscription import SubscriptionType
-from core.topic_name import TopicName
 from spark_apps import analyze_backlog, apply_skip_plan, find_messages
 from spark_apps.common import run_job, translate_spark_error
 from spark_apps.match_list import match_list_from_ids

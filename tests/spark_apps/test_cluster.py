@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from core.backlog import analysis_document
-from core.predicates import parse_predicate
+from core.analysis.backlog import analysis_document
+from core.analysis.predicates import parse_predicate
 from spark_apps.match_list import read_match_list
 from tests.spark_apps.topics import TOPIC, core_analyses, core_matches, make_topic
 

@@ -30,11 +30,11 @@ from typing import Any
 import psutil
 import pytest
 
+from core.analysis.predicates import parse_predicate
 from core.broker import Broker
 from core.config import Config
 from core.errors import InvalidArgumentError
-from core.predicates import parse_predicate
-from core.topic_name import TopicName
+from core.ids.topic_name import TopicName
 from spark_apps import analyze_backlog
 from spark_apps.match_list import match_list_ids, read_match_list
 from spark_apps.session import REMOTE_ENV, remote_url
@@ -222,7 +222,7 @@ def test_find_and_apply_on_connect_equal_core_and_the_broker(
         _in_client(
             tmp_path,
             """
-            from core.predicates import parse_predicate
+            from core.analysis.predicates import parse_predicate
             from spark_apps import analyze_backlog, apply_skip_plan, find_messages
             found = find_messages.run(
                 config, topic, "plain", parse_predicate(predicate), output, remote=url

@@ -10,13 +10,13 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from core import cursor_codec
-from core.cursor import AckTarget, CursorState
+from core.acks import cursor_codec
+from core.acks.cursor import AckTarget, CursorState
+from core.acks.ledger_layout import LedgerLayout
+from core.analysis.match_conditions import MATCH_OPTIONS
+from core.analysis.predicates import parse_predicate
 from core.errors import InvalidPredicateError
-from core.ledger_layout import LedgerLayout
-from core.match_conditions import MATCH_OPTIONS
-from core.position import Position
-from core.predicates import parse_predicate
+from core.ids.position import Position
 from spark_apps import find_messages
 from spark_apps.find_messages import add_match_flags, predicate_document, transform
 from spark_apps.match_list import MATCH_LIST_SCHEMA, match_list_ids, read_match_list

@@ -3,8 +3,8 @@
 Each page here is made as the job makes it (count each partition's backlog
 after the token, share the cap out with ``page_budgets``, analyse each
 partition with its budget, cut with ``paginate``, parse the token back with
-``parse_resume_token``), with ``core.backlog`` standing in for the Spark
-groups. The reference is one uncapped ``core.backlog.analyze`` per partition.
+``parse_resume_token``), with ``core.analysis.backlog`` standing in for the Spark
+groups. The reference is one uncapped ``core.analysis.backlog.analyze`` per partition.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import backlog
-from core.backlog import PartitionAnalysis
-from core.cursor import AckTarget, CursorState
+from core.acks.cursor import AckTarget, CursorState
+from core.acks.ledger_layout import LedgerLayout
+from core.analysis import backlog
+from core.analysis.backlog import PartitionAnalysis
+from core.analysis.topic_scan import ScanPartition, TopicScan
 from core.errors import InvalidArgumentError
-from core.ledger_layout import LedgerLayout
-from core.position import EARLIEST, Position
-from core.topic_scan import ScanPartition, TopicScan
+from core.ids.position import EARLIEST, Position
 from spark_apps.analyze_backlog import (
     ResumeToken,
     analyze_entries,

@@ -9,20 +9,20 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from core import backlog
-from core.backlog import PartitionAnalysis
+from core.acks.cursor import AckTarget, CursorState
+from core.acks.ledger_layout import LedgerLayout
+from core.acks.managed_cursor import ManagedCursor
+from core.analysis import backlog
+from core.analysis.backlog import PartitionAnalysis
+from core.analysis.predicates import Predicate
 from core.broker import Broker
 from core.config import Config
-from core.cursor import AckTarget, CursorState
-from core.entry_filters import EntryFilters, first_messages
-from core.ledger_layout import LedgerLayout
-from core.managed_cursor import ManagedCursor
-from core.position import Position
-from core.predicates import Predicate
+from core.ids.position import Position
+from core.ids.topic_name import TopicName
 from core.producer import OutgoingMessage
+from core.reading.entry_filters import EntryFilters, first_messages
+from core.reading.unacked_rows import unacked_rows
 from core.subscription import SubscriptionType
-from core.topic_name import TopicName
-from core.unacked_rows import unacked_rows
 from tests.conftest import open_cursor
 
 NOW = 1_700_000_000_000
@@ -143,7 +143,8 @@ def _state(broker: Broker, partition: str, subscription: str) -> CursorState:
 def core_analyses(
     config: Config, topic: str, *, max_entries: int | None = None
 ) -> list[PartitionAnalysis]:
-    """The pure-Python answer: ``core.backlog.analyze`` with each subscription's filters."""
+    """The pure-Python answer: ``core.analysis.backlog.analyze`` with each subscription's
+    filters."""
     out = []
     with Broker(config) as broker:
         info = broker.metadata.get_topic(topic)
@@ -168,7 +169,8 @@ def peeked_matches(
     config: Config, topic: str, subscription: str, predicate: Predicate
 ) -> list[str]:
     """Triplets of the unacknowledged messages matching ``predicate``, found through the read
-    path (``Broker.peek_messages``), independently of :func:`core.unacked_rows.unacked_rows`."""
+    path (``Broker.peek_messages``), independently of
+    :func:`core.reading.unacked_rows.unacked_rows`."""
     with Broker(config, clock=lambda: NOW) as broker:
         messages = broker.peek_messages("admin", topic, subscription, 1_000_000)
     if not messages:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from core.broker import Broker
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
 

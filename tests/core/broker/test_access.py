@@ -7,7 +7,7 @@ import pytest
 from core.authz import Operation
 from core.broker import Broker
 from core.errors import ApprovalRequiredError, InvalidArgumentError, NotAuthorizedError
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 
 from .conftest import TOPIC
 

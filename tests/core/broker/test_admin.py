@@ -11,8 +11,8 @@ from core.errors import (
     NotAuthorizedError,
     PositionOutOfRangeError,
 )
-from core.message_id import MessageId
-from core.position import Position
+from core.ids.message_id import MessageId
+from core.ids.position import Position
 from core.subscription import SubscriptionType
 
 from .conftest import TOPIC

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from core.analysis.backlog_audit import BacklogSample
 from core.authz import Operation
-from core.backlog_audit import BacklogSample
 from core.broker import Broker
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 
 from .conftest import TOPIC
 

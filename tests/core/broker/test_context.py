@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from core.acks.cursor import AckTarget
 from core.authz import Operation
 from core.broker import Broker
-from core.cursor import AckTarget
-from core.message_id import MessageId
-from core.position import EARLIEST
+from core.ids.message_id import MessageId
+from core.ids.position import EARLIEST
 
 from .conftest import TOPIC
 

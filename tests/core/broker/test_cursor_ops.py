@@ -12,9 +12,9 @@ from core.errors import (
     PositionOutOfRangeError,
     UnsupportedSubscriptionTypeError,
 )
-from core.message_id import MessageId
-from core.plan_record import PlanBinding
-from core.position import EARLIEST, Position
+from core.ids.message_id import MessageId
+from core.ids.position import EARLIEST, Position
+from core.skipping.plan_record import PlanBinding
 from core.subscription import SubscriptionType
 
 from .conftest import TOPIC

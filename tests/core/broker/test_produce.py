@@ -6,7 +6,7 @@ import pytest
 
 from core.broker import Broker
 from core.errors import NotAuthorizedError
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
 
 from .conftest import TOPIC

@@ -6,7 +6,7 @@ import pytest
 
 from core.broker import Broker
 from core.errors import EntryNotFoundError, InvalidArgumentError, TopicNotFoundError
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 
 from .conftest import TOPIC
 

@@ -6,8 +6,8 @@ import pytest
 
 from core.broker import Broker
 from core.errors import NotAuthorizedError
-from core.message_id import MessageId
-from core.plan_record import ApprovalRequest, PlanBinding
+from core.ids.message_id import MessageId
+from core.skipping.plan_record import ApprovalRequest, PlanBinding
 
 from .conftest import TOPIC
 

@@ -13,10 +13,10 @@ import pytest
 
 from core.config import Config
 from core.errors import InvalidArgumentError, LedgerStoreError, TopicNotFoundError
-from core.position import Position
+from core.ids.position import Position
+from core.ids.topic_name import TopicName
 from core.store.ledger import MESSAGE_SCHEMA, LedgerStore, RowDraft
 from core.store.metadata import LedgerInfo, MetadataStore
-from core.topic_name import TopicName
 
 TOPIC = TopicName.parse("persistent://acme/orders/events")
 PARTITIONED = TopicName.parse("persistent://acme/orders/payments")

@@ -26,11 +26,11 @@ from sqlalchemy import insert, inspect
 from sqlalchemy.engine import make_url
 
 from cli.main import main
-from core.backlog_audit import BacklogSample
+from core.analysis.backlog_audit import BacklogSample
 from core.broker import Broker
 from core.config import Config
 from core.errors import SchemaOutOfDateError
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
 from core.store import metadata as metadata_module
 from core.store.engine import create_store_engine

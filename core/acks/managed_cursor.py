@@ -27,10 +27,10 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeAlias
 
-from core import cursor_codec
-from core.cursor import AckTarget, CursorState
-from core.ledger_layout import LedgerLayout
-from core.position import Position
+from core.acks import cursor_codec
+from core.acks.cursor import AckTarget, CursorState
+from core.acks.ledger_layout import LedgerLayout
+from core.ids.position import Position
 from core.store.cursor_state import replay
 from core.store.group_commit import GroupCommit
 

@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from core import ack_set
-from core.cursor import CursorState
-from core.filter_verdict import FilterVerdict
-from core.position import Position, match_positions
+from core.acks import ack_set
+from core.acks.cursor import CursorState
+from core.ids.position import Position, match_positions
+from core.reading.filter_verdict import FilterVerdict
 
 
 def unacked_messages(

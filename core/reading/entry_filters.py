@@ -1,6 +1,6 @@
 """Entry filters (PIP-105): a subscription's ``entryFilter.*`` properties as verdicts.
 
-Evaluated on message rows (:data:`core.columns.Rows`) with :mod:`core.predicates`,
+Evaluated on message rows (:data:`core.analysis.columns.Rows`) with :mod:`core.analysis.predicates`,
 one verdict per row.
 
 A subscription's filters come from its properties. Every property whose key
@@ -52,11 +52,11 @@ import numpy as np
 
 from core.durations import parse_time_ms
 from core.errors import InvalidPredicateError
-from core.filter_verdict import FilterVerdict
+from core.reading.filter_verdict import FilterVerdict
 
 if TYPE_CHECKING:
-    from core.columns import Rows
-    from core.predicates import Predicate
+    from core.analysis.columns import Rows
+    from core.analysis.predicates import Predicate
 
 FILTER_PREFIX = "entryFilter."
 """Subscription properties starting with this are entry filters."""
@@ -93,7 +93,7 @@ class EntryFilters:
         if not configured:
             return cls()
         # Imported here: only configured filters need the predicates (and pydantic).
-        from core.predicates import Predicate, TimeRange
+        from core.analysis.predicates import Predicate, TimeRange
 
         for prop, value in configured:
             action_name, _, target = prop[len(FILTER_PREFIX) :].partition(".")

@@ -18,10 +18,10 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
-from core import ack_set
-from core.columns import Rows, int_column
-from core.cursor import BatchAckSets, CursorState
-from core.position import match_positions
+from core.acks import ack_set
+from core.acks.cursor import BatchAckSets, CursorState
+from core.analysis.columns import Rows, int_column
+from core.ids.position import match_positions
 
 Ints = npt.NDArray[np.int64]
 Flags = npt.NDArray[np.bool_]

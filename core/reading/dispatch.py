@@ -20,7 +20,7 @@ What a consumer receives, per Pulsar's dispatchers:
   Shared: whoever asks gets the next messages nobody holds. Key_Shared: a
   key's hash (Murmur3, ``0..65535``; a message without a key uses its entry's
   ``producer-sequence`` as Pulsar 4 does) goes to its consumer on the consistent-
-  hashing ring of the live consumers (:mod:`core.key_hash`); a hash whose
+  hashing ring of the live consumers (:mod:`core.reading.key_hash`); a hash whose
   messages are still pending at another consumer is blocked until those are
   acknowledged (PIP-379 draining hashes), so per-key order holds when
   consumers join or leave.
@@ -74,14 +74,15 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import cursor_codec
-from core.cursor import AckColumns, AckTarget, CursorState
+from core.acks import cursor_codec
+from core.acks.cursor import AckColumns, AckTarget, CursorState
+from core.acks.ledger_layout import LedgerLayout
+from core.acks.managed_cursor import COMPACT_AFTER_DELTAS
 from core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
-from core.key_hash import HashRing, sticky_key_hash
-from core.ledger_layout import LedgerLayout
-from core.managed_cursor import COMPACT_AFTER_DELTAS
-from core.message import MESSAGE_COLUMNS, Message, MessageBatch
-from core.position import Position, match_positions
+from core.ids.position import Position, match_positions
+from core.reading.key_hash import HashRing, sticky_key_hash
+from core.reading.message import MESSAGE_COLUMNS, Message, MessageBatch
+from core.reading.unacked_rows import acked_rows
 from core.store.checks import check_label
 from core.store.cursor_state import replay_since
 from core.store.dispatch_state import (
@@ -96,7 +97,6 @@ from core.store.dispatch_state import (
 from core.store.metadata import MetadataStore
 from core.store.records import SegmentInfo
 from core.subscription import SubscriptionType
-from core.unacked_rows import acked_rows
 
 DEFAULT_LEASE_MS = 30_000
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from core import cursor_codec
-from core.cursor import CursorState
-from core.entry_filters import EntryFilters
+from core.acks import cursor_codec
+from core.acks.cursor import CursorState
+from core.reading.entry_filters import EntryFilters
 from core.store.ledger import MESSAGE_SCHEMA
 from core.subscription import SubscriptionType
 

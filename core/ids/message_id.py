@@ -29,8 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from core.errors import InvalidMessageIdError
-from core.position import Position
-from core.topic_name import shown
+from core.ids.position import Position
+from core.ids.topic_name import shown
 
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1

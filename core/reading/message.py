@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from core.message_id import MessageId
-from core.position import Position
+from core.ids.message_id import MessageId
+from core.ids.position import Position
 from core.store.ledger import MESSAGE_SCHEMA
 
 Ints = npt.NDArray[np.int64]

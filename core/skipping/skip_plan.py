@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from core.errors import InvalidArgumentError, InvalidSkipPlanError
-from core.message_id import MessageId
+from core.ids.message_id import MessageId
 
 PLAN_FORMAT = 1
 """Version of the JSON document; a document of another version is refused."""
@@ -223,7 +223,7 @@ class SkipColumns:
         )
 
     def triplets(self) -> list[str]:
-        """Each row's :meth:`MessageId.triplet <core.message_id.MessageId.triplet>`
+        """Each row's :meth:`MessageId.triplet <core.ids.message_id.MessageId.triplet>`
         (``ledger:entry``, plus ``:batchIndex`` when >= 0), without building the ids."""
         return [
             f"{ledger}:{entry}:{index}" if index >= 0 else f"{ledger}:{entry}"

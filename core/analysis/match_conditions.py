@@ -3,7 +3,7 @@
 A skip by predicate chooses messages by conditions on them. Each condition is
 one field of :class:`MatchConditions`, which is the predicate document as it
 arrives (a JSON object, in Pulsar's REST spelling: ``publishTime``,
-``payloadContains``) and which :func:`core.predicates.parse_predicate` validates.
+``payloadContains``) and which :func:`core.analysis.predicates.parse_predicate` validates.
 Every other spelling is derived from it:
 
 - a field annotated with a :class:`Shortcut` can also be given as flat options,
@@ -63,7 +63,7 @@ class JsonFieldRequest(BaseModel):
 class MatchConditions(BaseModel):
     """The predicate document (CLI, REST, DAG run conf); every given condition must hold.
 
-    See :mod:`core.predicates` for what each condition means. ``jsonField`` is
+    See :mod:`core.analysis.predicates` for what each condition means. ``jsonField`` is
     given in the document only; every other condition has a :class:`Shortcut`.
     """
 
@@ -152,7 +152,7 @@ def predicate_from_options(
     ``source`` and ``property_option`` are how the caller's users name the
     document and the pairs option, so each error names the flag or parameter
     they typed. Only the shape is checked here; hand the result to
-    :func:`core.predicates.parse_predicate`.
+    :func:`core.analysis.predicates.parse_predicate`.
     """
     unknown = sorted(set(options) - {o.name for o in MATCH_OPTIONS})
     if unknown:

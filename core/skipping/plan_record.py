@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import InvalidArgumentError
-from core.skip_plan import SkipPlan
+from core.skipping.skip_plan import SkipPlan
 
 SKIP = "skip"
 """The operation of a skip plan (by id or matching); the only one so far."""
@@ -79,7 +79,7 @@ class PlanRecord:
     subscription: str
     created_at_ms: int
     plan_json: str
-    """The :class:`~core.skip_plan.SkipPlan` as :meth:`SkipPlan.dumps` wrote it."""
+    """The :class:`~core.skipping.skip_plan.SkipPlan` as :meth:`SkipPlan.dumps` wrote it."""
     plan_id: str
     """The plan's own content hash (:attr:`SkipPlan.plan_id`)."""
     document: Mapping[str, Any]

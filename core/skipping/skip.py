@@ -29,17 +29,17 @@ from operator import attrgetter
 import numpy as np
 import numpy.typing as npt
 
-from core.cursor import AckColumns, CursorState
+from core.acks.cursor import AckColumns, CursorState
+from core.acks.ledger_layout import LedgerLayout
 from core.errors import (
     EntryNotFoundError,
     InvalidBatchIndexError,
     InvalidMessageIdError,
     PositionOutOfRangeError,
 )
-from core.ledger_layout import LedgerLayout
-from core.message_id import MessageId
-from core.position import Position, match_positions
-from core.skip_plan import SkipColumns
+from core.ids.message_id import MessageId
+from core.ids.position import Position, match_positions
+from core.skipping.skip_plan import SkipColumns
 
 MAX_ERRORS_LISTED = 10
 
@@ -74,7 +74,7 @@ class SkipOutcome:
     acknowledged_meanwhile`` are the plan's messages, each in exactly one list.
 
     Immutable. Each list may be given as message ids or as plan rows
-    (:class:`~core.skip_plan.SkipColumns`); from rows its ids are built on first
+    (:class:`~core.skipping.skip_plan.SkipColumns`); from rows its ids are built on first
     use, and :meth:`to_pulsar_json`'s default triplets are written from the rows
     without them: a skip of a million ids needs no million objects to be recorded.
 
@@ -84,7 +84,7 @@ class SkipOutcome:
       and applying;
     - ``per_partition``: newly acknowledged ids per topic partition of the plan;
     - ``part_of``: the whole plan's id when a single partition's share was applied;
-    - ``plan_id``: the applied plan's :attr:`~core.skip_plan.SkipPlan.plan_id`.
+    - ``plan_id``: the applied plan's :attr:`~core.skipping.skip_plan.SkipPlan.plan_id`.
     """
 
     topic: str

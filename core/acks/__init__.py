@@ -1,0 +1,1 @@
+"""Acknowledgement state: ack sets, range sets, the cursor and its durable form."""

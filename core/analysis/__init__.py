@@ -1,0 +1,1 @@
+"""Backlog analysis, stats, scans and message predicates."""

@@ -1,0 +1,1 @@
+"""Identifiers: positions, message ids, topic names."""

@@ -1,0 +1,1 @@
+"""The read path: dispatch, messages, Key_Shared hashing, entry filters."""

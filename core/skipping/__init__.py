@@ -1,0 +1,1 @@
+"""Skipping messages: the skip primitive, its payloads, plans and plan records."""
