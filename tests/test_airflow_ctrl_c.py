@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -60,14 +60,26 @@ def _seed(config: Config, namespace: str) -> None:
         broker.produce("admin", topic, messages, batch_size=10)
 
 
-def _task_state(home: Path, run_id: str) -> str | None:
-    """The task's state in Airflow's metadata database, read once Airflow is down."""
-    with sqlite3.connect(home / "airflow.db") as db:
-        row = db.execute(
-            "SELECT state FROM task_instance WHERE dag_id = ? AND run_id = ? AND task_id = ?",
-            (DAG, run_id, TASK),
-        ).fetchone()
-    return None if row is None else row[0]
+def _task_state(home: Path, environ: Mapping[str, str], run_id: str) -> str | None:
+    """The task's state in Airflow's metadata database, read once Airflow is down: the
+    database the launcher was given, or standalone's default file in its home."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    url = environ.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN") or f"sqlite:///{home / 'airflow.db'}"
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            row = connection.execute(
+                text(
+                    "SELECT state FROM task_instance WHERE dag_id = :dag AND run_id = :run "
+                    "AND task_id = :task"
+                ),
+                {"dag": DAG, "run": run_id, "task": TASK},
+            ).first()
+    finally:
+        engine.dispose()
+    return None if row is None else str(row[0])
 
 
 def test_ctrl_c_during_a_spark_task_stops_everything(tmp_path: Path) -> None:
@@ -119,6 +131,6 @@ def test_ctrl_c_during_a_spark_task_stops_everything(tmp_path: Path) -> None:
             probe.connect(("127.0.0.1", connect_port))
         # Interrupted, and its end recorded while the api-server still ran (not left
         # "running"); "success" would mean the job ended before Ctrl-C.
-        assert _task_state(airflow.home, run) == "up_for_retry"
+        assert _task_state(airflow.home, airflow.launcher_env, run) == "up_for_retry"
     finally:
         leftovers.stop(leftovers.in_session(session))

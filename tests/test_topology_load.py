@@ -17,7 +17,7 @@ def test_fifty_clients_skip_while_consumers_acknowledge(tmp_path: Path, monkeypa
     from benchmarks.rest_load import CLIENTS, QUICK, measure
 
     monkeypatch.setenv("CURSOROPS_TEST_PG_URL", _postgres_base_url())
-    results = measure(QUICK, tmp_path)
+    [results] = measure(QUICK, tmp_path, 1)
     assert results.failures == []
     assert results.violations == []
     assert CLIENTS == 50
