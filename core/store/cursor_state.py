@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from core.acks.ledger_layout import LedgerLayout
 
-Lock = Literal["none", "share", "update"]
+Lock = Literal["share", "update"]
 
 Cursor = tuple[str, str]
 """``(topic partition, subscription)``, canonical."""
@@ -63,7 +63,7 @@ _READ = (
     "SELECT cursors.id, cursors.snapshot, cursors.snapshot_version, cursors.version "
     f"FROM cursors WHERE {_BY_KEYS}"
 )
-_LOCK_CLAUSE: Mapping[Lock, str] = {"none": "", "share": " FOR SHARE", "update": " FOR UPDATE"}
+_LOCK_CLAUSE: Mapping[Lock, str] = {"share": " FOR SHARE", "update": " FOR UPDATE"}
 _DELTAS_AFTER = (
     "SELECT version, payload FROM cursor_deltas WHERE cursor_id = ? AND version > ? "
     "ORDER BY version"
