@@ -6,6 +6,8 @@ On SQLite every write transaction starts with ``BEGIN IMMEDIATE`` (an engine wit
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,10 +37,31 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _enter_wal(cursor)
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
         cursor.close()
+
+
+def _enter_wal(cursor: Any) -> None:
+    """``PRAGMA journal_mode = WAL``, waiting like any writer when it is busy.
+
+    Switching a new database to WAL needs it to itself, and SQLite answers "database is
+    locked" at once, without its busy handler, while another connection opening the same
+    new file holds it (several processes' first open of one home): retried until
+    :data:`SQLITE_BUSY_TIMEOUT_S`.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_S
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
 
 
 def _sqlite_on_begin(connection: Connection) -> None:

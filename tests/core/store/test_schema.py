@@ -170,3 +170,32 @@ def test_a_store_newer_than_the_code_is_refused_and_left_alone(metadata_url: str
             MetadataStore(metadata_url)
         assert not isinstance(refused.value, SchemaOutOfDateError)
         assert recorded_revision(engine) == "9999_future"
+
+
+def test_many_first_connections_to_a_new_sqlite_home_all_open(tmp_path: Path) -> None:
+    """Switching a new file to WAL is refused at once while another connection opens it;
+    every first connection of several processes' first open must still succeed."""
+    from sqlalchemy import make_url
+
+    from core.store.engine import create_store_engine
+
+    for round_ in range(15):
+        url = make_url(f"sqlite:///{tmp_path}/round-{round_}.db")
+        errors: list[BaseException] = []
+
+        def connect(url: object = url, errors: list[BaseException] = errors) -> None:
+            engine = create_store_engine(url)  # type: ignore[arg-type]
+            try:
+                with engine.connect() as connection:
+                    assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+            finally:
+                engine.dispose()
+
+        threads = [threading.Thread(target=connect) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
