@@ -15,7 +15,8 @@ attribute               module                 what it owns
 ``admin``               ``admin.py``           tenants, namespaces, policies, topics, subscriptions
 ``producing``           ``produce.py``         produce, produce as columns, append entries
 ``reading``             ``read.py``            dispatcher, consume, peek, examine, last position
-``cursor_ops``          ``cursor_ops.py``      skip (plan, apply, approved apply) and reset
+``cursor_ops``          ``cursor_ops.py``      skip by id or head (plan, apply, approved apply)
+``resets``              ``reset.py``           reset-cursor by message id or time
 ``analysis``            ``analysis.py``        backlog, stats, cursor state, history, Spark reads
 ``workflow``            ``workflow.py``        plan records, approval requests, the audit log
 ======================  =====================  =============================================
@@ -48,6 +49,7 @@ from core.broker.context import BrokerContext, wall_clock_ms
 from core.broker.cursor_ops import CursorOperations
 from core.broker.produce import Producing
 from core.broker.read import Reading
+from core.broker.reset import Resets
 from core.broker.workflow import Workflow
 from core.config import Config
 from core.ids.message_id import MessageId
@@ -92,6 +94,7 @@ class Broker:
         self.producing = Producing(self.context)
         self.reading = Reading(self.context)
         self.cursor_ops = CursorOperations(self.context)
+        self.resets = Resets(self.context)
         self.workflow = Workflow(self.context)
 
     @staticmethod
@@ -255,9 +258,31 @@ class Broker:
         return self.cursor_ops.skip_messages(role, topic, subscription, ids, via=via)
 
     def plan_skip(
-        self, role: str, topic: str | TopicName, subscription: str, ids: Sequence[MessageId]
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str,
+        ids: Sequence[MessageId],
+        *,
+        _any_type: bool = False,
     ) -> SkipPlan:
-        return self.cursor_ops.plan_skip(role, topic, subscription, ids)
+        return self.cursor_ops.plan_skip(role, topic, subscription, ids, _any_type=_any_type)
+
+    def skip_head(
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str,
+        limit: int | None,
+        *,
+        via: str = "broker",
+    ) -> skip.SkipOutcome:
+        return self.cursor_ops.skip_head(role, topic, subscription, limit, via=via)
+
+    def plan_skip_head(
+        self, role: str, topic: str | TopicName, subscription: str, limit: int | None
+    ) -> SkipPlan:
+        return self.cursor_ops.plan_skip_head(role, topic, subscription, limit)
 
     def apply_skip(
         self,
@@ -266,8 +291,11 @@ class Broker:
         *,
         via: str = "broker",
         _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+        _any_type: bool = False,
     ) -> skip.SkipOutcome:
-        return self.cursor_ops.apply_skip(role, plan, via=via, _approved=_approved)
+        return self.cursor_ops.apply_skip(
+            role, plan, via=via, _approved=_approved, _any_type=_any_type
+        )
 
     def reset_cursor(
         self,
@@ -278,7 +306,7 @@ class Broker:
         position: Position | None = None,
         timestamp_ms: int | None = None,
     ) -> dict[str, str]:
-        return self.cursor_ops.reset_cursor(
+        return self.resets.reset_cursor(
             role, topic, subscription, position=position, timestamp_ms=timestamp_ms
         )
 

@@ -10,7 +10,7 @@ from core.acks.cursor import CursorState
 from core.authz import Operation
 from core.broker.analysis import Analysis
 from core.broker.context import BrokerContext, Collaborator
-from core.broker.cursor_ops import check_reset_target
+from core.broker.reset import check_reset_target
 from core.errors import InvalidArgumentError, SubscriptionBusyError
 from core.ids.position import EARLIEST, Position
 from core.ids.topic_name import TopicName

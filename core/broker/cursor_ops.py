@@ -1,9 +1,9 @@
-"""Cursor operations: skip (plan, apply, apply an approved plan) and reset."""
+"""Skip, by message id or the head of the backlog: plan, apply, apply an approved plan."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -17,20 +17,27 @@ from core.broker.context import Collaborator
 from core.errors import (
     InvalidArgumentError,
     InvalidSkipPlanError,
-    PositionOutOfRangeError,
     TopicNotFoundError,
     UnsupportedSubscriptionTypeError,
 )
 from core.ids.message_id import MessageId
-from core.ids.position import EARLIEST, Position
 from core.ids.topic_name import TopicName
 from core.skipping import skip
+from core.skipping.head import head_messages
 from core.skipping.plan_record import PlanRecord
 from core.skipping.skip_plan import SkipColumns, SkipPlan
 from core.store.metadata import AuditEntry, TopicInfo
 
-if TYPE_CHECKING:
-    pass
+
+@dataclass(frozen=True)
+class _Partitions:
+    """What :meth:`CursorOperations._read` read of a topic's partitions."""
+
+    owners: Mapping[int, tuple[str, int]]
+    """Each ledger of the topic: (partition name, partition index or -1)."""
+    layouts: Mapping[str, LedgerLayout]
+    facts: Mapping[str, skip.SkipLookup]
+    states: Mapping[str, CursorState]
 
 
 class CursorOperations(Collaborator):
@@ -77,7 +84,13 @@ class CursorOperations(Collaborator):
         )
 
     def plan_skip(
-        self, role: str, topic: str | TopicName, subscription: str, ids: Sequence[MessageId]
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str,
+        ids: Sequence[MessageId],
+        *,
+        _any_type: bool = False,
     ) -> SkipPlan:
         """Validate and route ``ids`` without changing anything: the plan to preview and approve.
 
@@ -90,28 +103,97 @@ class CursorOperations(Collaborator):
         if not ids:
             raise InvalidArgumentError("No message ids given")
         selection, _ = self._validated_skip(
-            info, subscription, skip.IdArrays.of(ids), with_states=True
+            info, subscription, skip.IdArrays.of(ids), with_states=True, any_type=_any_type
         )
         return SkipPlan(info.name, subscription, selection.columns, self.clock())
 
-    def _validated_skip(
-        self, info: TopicInfo, subscription: str, ids: skip.IdArrays, *, with_states: bool
-    ) -> tuple[skip.SkipSelection, dict[str, LedgerLayout]]:
-        """:func:`core.skipping.skip.validate` against the stores as they are now, and the ledger
-        layouts
-        of the partitions the ids are on.
+    def plan_skip_head(
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str,
+        limit: int | None,
+    ) -> SkipPlan:
+        """The first ``limit`` unacknowledged messages of each partition (``skip -n``), or all of
+        them (``limit`` None: ``clear-backlog``), as a skip plan to preview, approve and apply.
+
+        Messages are counted, not entries (:mod:`core.skipping.head`): a batch of 100
+        is 100 messages. Each partition skips its own ``limit``, as pulsar-admin's
+        ``skip -n`` does on a partitioned topic; a partition's name limits it to that one.
+        Any subscription type may skip its head, as in Pulsar.
+        """
+        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+        info = self.access.authorized_topic(
+            role, Operation.SKIP, name.base if name.is_partition else name
+        )
+        if limit is not None and (isinstance(limit, bool) or limit < 1):
+            raise InvalidArgumentError(f"Invalid number of messages {limit!r}: expected 1 or more")
+        chosen = [str(name)] if name.is_partition else info.partition_names()
+        if name.is_partition and str(name) not in info.partition_names():
+            raise TopicNotFoundError(
+                f"Topic '{name}' not found: {info.name} has {info.partitions} partitions"
+            )
+        read = self._read(info, subscription, lambda _: chosen, with_states=True, any_type=True)
+        heads = [head_messages(read.states[p], read.facts[p], limit) for p in chosen]
+        ids = skip.IdArrays(
+            np.concatenate([h.ledger_id for h in heads]),
+            np.concatenate([h.entry_id for h in heads]),
+            np.full(sum(len(h) for h in heads), -1, dtype=np.int64),
+            np.concatenate([h.batch_index for h in heads]),
+        )
+        selection = skip.validate(ids, read.owners, read.facts, read.states)
+        return SkipPlan(info.name, subscription, selection.columns, self.clock())
+
+    def skip_head(
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str,
+        limit: int | None,
+        *,
+        via: str = "broker",
+    ) -> skip.SkipOutcome:
+        """``skip -n`` (``limit``) or ``clear-backlog`` (None) at once, with its audit record.
+
+        On a namespace that requires approval it is refused (ApprovalRequiredError)
+        before anything is read. The head is chosen a moment before the cursors are
+        locked: a message a consumer acknowledges in that moment is reported as
+        acknowledged meanwhile, and not replaced by a later one.
+        """
+        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+        info = self.access.authorized_topic(
+            role, Operation.SKIP, name.base if name.is_partition else name
+        )
+        self.access.refuse_without_approval(info, "skips")
+        plan = self.plan_skip_head(role, name, subscription, limit)
+        columns = plan.columns
+        layouts = {n: self.context.layout(n) for n in columns.names}
+        rows = np.arange(len(columns), dtype=np.int64)
+        return self._apply_validated(role, info, plan, columns, rows, layouts, via)
+
+    def _read(
+        self,
+        info: TopicInfo,
+        subscription: str,
+        wanted_of: Callable[[Mapping[int, tuple[str, int]]], Sequence[str]],
+        *,
+        with_states: bool,
+        any_type: bool = False,
+    ) -> _Partitions:
+        """What validating or choosing messages reads, in one read transaction: the
+        subscription, every partition's ledger list (it serves both the routing and the
+        range checks), the segments and cursors of the partitions ``wanted_of`` the
+        ledger owners names.
 
         ``with_states``: read those partitions' cursors to mark what is acknowledged already;
         without, nothing is marked (an apply decides that from the cursors under their locks).
+        ``any_type``: any subscription type (a head skip); else Shared or Key_Shared only.
         """
         owners: dict[int, tuple[str, int]] = {}
         layouts: dict[str, LedgerLayout] = {}
-        # One read transaction: the subscription, every partition's ledger list (it serves
-        # both the routing and the range checks) and the segments of the partitions the ids
-        # are on, in three statements.
         with self.metadata.reading() as view:
             sub = view.subscription(info.name, subscription)
-            if not sub.type.allows_skip:
+            if not any_type and not sub.type.allows_skip:
                 raise UnsupportedSubscriptionTypeError(
                     f"Unsupported subscription type. Skipping messages needs a Shared or "
                     f"Key_Shared subscription; '{subscription}' is {sub.type.value}"
@@ -122,13 +204,7 @@ class CursorOperations(Collaborator):
                 layouts[partition] = LedgerLayout.of((i.ledger_id, i.entries) for i in ledgers)
                 for ledger in ledgers:
                     owners[ledger.ledger_id] = (partition, index if info.partitions else -1)
-            wanted = sorted(
-                {
-                    owners[ledger][0]
-                    for ledger in np.unique(ids.ledger_ids).tolist()
-                    if ledger in owners
-                }
-            )
+            wanted = sorted(wanted_of(owners))
             segments = view.segments_of(wanted)
         facts = {
             name: self.context.entry_arrays(name, layouts[name], segments[name]) for name in wanted
@@ -139,7 +215,28 @@ class CursorOperations(Collaborator):
             else CursorState()
             for name in wanted
         }
-        return skip.validate(ids, owners, facts, states), {name: layouts[name] for name in wanted}
+        return _Partitions(owners, {name: layouts[name] for name in wanted}, facts, states)
+
+    def _validated_skip(
+        self,
+        info: TopicInfo,
+        subscription: str,
+        ids: skip.IdArrays,
+        *,
+        with_states: bool,
+        any_type: bool = False,
+    ) -> tuple[skip.SkipSelection, dict[str, LedgerLayout]]:
+        """:func:`core.skipping.skip.validate` against the stores as they are now, and the
+        ledger layouts of the partitions the ids are on."""
+
+        def partitions_of_ids(owners: Mapping[int, tuple[str, int]]) -> list[str]:
+            ledgers = np.unique(ids.ledger_ids).tolist()
+            return sorted({owners[ledger][0] for ledger in ledgers if ledger in owners})
+
+        read = self._read(
+            info, subscription, partitions_of_ids, with_states=with_states, any_type=any_type
+        )
+        return skip.validate(ids, read.owners, read.facts, read.states), dict(read.layouts)
 
     def apply_skip(
         self,
@@ -148,6 +245,7 @@ class CursorOperations(Collaborator):
         *,
         via: str = "broker",
         _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+        _any_type: bool = False,
     ) -> skip.SkipOutcome:
         """Acknowledge exactly the plan's messages, all partitions in one transaction.
 
@@ -180,7 +278,9 @@ class CursorOperations(Collaborator):
         ids = skip.IdArrays(
             columns.ledger_id, columns.entry_id, columns.partition, columns.batch_index
         )
-        selection, layouts = self._validated_skip(info, plan.subscription, ids, with_states=False)
+        selection, layouts = self._validated_skip(
+            info, plan.subscription, ids, with_states=False, any_type=_any_type
+        )
         items, source = selection.columns, selection.source
         # The plan's partition of each validated item, in the validation's numbering.
         code_of = {name: code for code, name in enumerate(items.names)}
@@ -302,7 +402,12 @@ class CursorOperations(Collaborator):
         record = record.verified()
         role = record.binding.role
         approved = record.plan()
-        again = self.plan_skip(role, record.topic, record.subscription, approved.message_ids())
+        # A head skip (skip -n, clear-backlog) may move any subscription type, as in Pulsar;
+        # the planning task wrote "head" into the record, whose digest covers it.
+        head = "head" in record.document
+        again = self.plan_skip(
+            role, record.topic, record.subscription, approved.message_ids(), _any_type=head
+        )
         outside = _keys(again) - _keys(approved)
         if outside or len(again) != len(approved):
             raise InvalidSkipPlanError(
@@ -311,74 +416,7 @@ class CursorOperations(Collaborator):
             )
         by = [str(a.get("approver")) for a in approvals]
         extra = {"runId": record.binding.run_id, "planDigest": record.digest, "approvedBy": by}
-        return self.apply_skip(role, approved, via=via, _approved=(record, extra))
-
-    def reset_cursor(
-        self,
-        role: str,
-        topic: str,
-        subscription: str,
-        *,
-        position: Position | None = None,
-        timestamp_ms: int | None = None,
-    ) -> dict[str, str]:
-        """Reset to a position (a non-partitioned topic, or one partition) or to a publish
-        time (any topic, or one partition).
-
-        A partition's name (``t-partition-2``) resets that partition only, as
-        pulsar-admin's does. With a time, each partition's next entry becomes its
-        first entry published at or after that time. Returns the new mark-delete
-        per partition.
-        """
-        parsed = TopicName.parse(topic)
-        info = self.access.authorized_topic(role, Operation.RESET_CURSOR, parsed.base)
-        partitions = info.partition_names()
-        if parsed.is_partition:
-            if parsed.partition_index >= info.partitions:
-                raise TopicNotFoundError(
-                    f"Topic '{parsed}' not found: {info.name} has {info.partitions} partitions"
-                )
-            partitions = [str(parsed)]
-        self.metadata.get_subscription(info.name, subscription)
-        self.access.refuse_without_approval(info, "reset-cursor (it acknowledges or redelivers)")
-        if (position is None) == (timestamp_ms is None):
-            raise InvalidArgumentError("Give exactly one of a message id or a time")
-        if position is not None and len(partitions) > 1:
-            raise InvalidArgumentError(
-                "Reset to a message id needs a non-partitioned topic or one partition; use a "
-                f"time on partitioned topic {info.name}"
-            )
-        layout = self.context.layout(partitions[0]) if position is not None else None
-        if position is not None and layout is not None:
-            check_reset_target(position, layout)
-        result = {}
-        for name in partitions:
-            cursor = self.context.cursor(name, subscription, layout)
-            target = position if position is not None else self._first_at(name, timestamp_ms or 0)
-            cursor.reset(target)
-            result[name] = str(cursor.mark_delete)
-        return result
-
-    def _first_at(self, topic_partition: str, timestamp_ms: int) -> Position:
-        index = self.ledgers.entry_index(TopicName.parse(topic_partition))
-        publish = np.asarray(index.publish_time, dtype=np.int64)
-        rows = np.flatnonzero(publish >= timestamp_ms)
-        if rows.size == 0:
-            layout = self.context.layout(topic_partition)
-            last = layout.last_position
-            return Position(last.ledger_id, last.entry_id + 1) if last != EARLIEST else EARLIEST
-        row = int(rows[0])
-        return Position(int(index.ledger_id[row]), int(index.entry_id[row]))
-
-
-def check_reset_target(position: Position, layout: LedgerLayout) -> None:
-    """A cursor may start at an entry of the topic, at its start or just past its end."""
-    last = layout.last_position
-    end = Position(last.ledger_id, last.entry_id + 1)
-    if position not in (EARLIEST, end) and not layout.contains(position):
-        raise PositionOutOfRangeError(
-            f"Cannot start at {position}: no such entry (the last entry is {last})"
-        )
+        return self.apply_skip(role, approved, via=via, _approved=(record, extra), _any_type=head)
 
 
 def _keys(plan: SkipPlan) -> set[tuple[str, int, int, int]]:

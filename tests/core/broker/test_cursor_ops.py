@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.broker import Broker
-from core.broker.cursor_ops import check_reset_target
+from core.broker.reset import check_reset_target
 from core.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
@@ -63,18 +63,18 @@ def test_skip_and_reset_are_refused_without_approval_there(
     with pytest.raises(ApprovalRequiredError):
         broker.cursor_ops.apply_skip("admin", plan)
     with pytest.raises(ApprovalRequiredError):
-        broker.cursor_ops.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
+        broker.resets.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
     assert backlog(broker) == 10
 
 
 def test_reset_to_a_position_and_to_a_time(broker: Broker, ids: list[MessageId]) -> None:
-    marks = broker.cursor_ops.reset_cursor("admin", TOPIC, "s", position=ids[4].position)
+    marks = broker.resets.reset_cursor("admin", TOPIC, "s", position=ids[4].position)
     assert marks == {TOPIC: str(broker.cursor_state("admin", TOPIC, "s").mark_delete)}
     assert [m.payload for m in broker.peek_messages("admin", TOPIC, "s", 1)] == [b"4"]
-    broker.cursor_ops.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
+    broker.resets.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
     assert backlog(broker) == 10
     with pytest.raises(InvalidArgumentError, match="exactly one"):
-        broker.cursor_ops.reset_cursor("admin", TOPIC, "s")
+        broker.resets.reset_cursor("admin", TOPIC, "s")
 
 
 def test_a_reset_target_is_an_entry_the_start_or_the_end(

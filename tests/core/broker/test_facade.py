@@ -16,6 +16,7 @@ from core.broker.admin import Admin
 from core.broker.analysis import Analysis
 from core.broker.context import BrokerContext
 from core.broker.cursor_ops import CursorOperations
+from core.broker.reset import Resets
 from core.broker.produce import Producing
 from core.broker.read import Reading
 from core.broker.workflow import Workflow
@@ -26,6 +27,7 @@ PARTS = {
     "producing": Producing,
     "reading": Reading,
     "cursor_ops": CursorOperations,
+    "resets": Resets,
     "analysis": Analysis,
     "workflow": Workflow,
 }

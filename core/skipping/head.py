@@ -1,0 +1,91 @@
+"""The messages at the head of a subscription's backlog: what ``skip -n`` and
+``clear-backlog`` acknowledge.
+
+Pulsar's ``topics skip -n N`` counts entries, so with batching it skips fewer
+messages than asked (a batch of 100 is one entry). Here N counts messages: the
+first N unacknowledged messages of a partition, in position order, batch
+indexes included, and nothing else. A batch whose messages are all taken and
+none of them acknowledged yet is named by its entry (``ledger:entry``);
+otherwise each index is named (``ledger:entry:index``), so an id list never
+counts a message that was acknowledged already. ``clear-backlog`` is the same
+selection without a limit: every message unacknowledged now.
+
+Pure: arrays in, arrays out. The Broker reads the entries and the cursor and
+turns the selection into a skip plan, which is previewed, approved and applied
+as any other skip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from core.acks.cursor import CursorState
+from core.reading.unacked_rows import acked_rows
+from core.skipping.skip import SkipLookup
+
+Ints = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class HeadSelection:
+    """Ids of the head messages of one partition: parallel arrays, position order."""
+
+    ledger_id: Ints
+    entry_id: Ints
+    batch_index: Ints
+    """-1 names a whole entry: a non-batched one, or a batch taken whole."""
+    messages: int
+    """How many messages the ids name (a whole batch counts its size)."""
+
+    def __len__(self) -> int:
+        return int(self.ledger_id.size)
+
+
+def head_messages(state: CursorState, lookup: SkipLookup, limit: int | None) -> HeadSelection:
+    """The first ``limit`` messages ``state`` has not acknowledged (all of them: None).
+
+    Entries at or before the mark-delete position are never looked at; the rest
+    are expanded to one row per message only as arrays. Cost: O(m) numpy work for
+    the m messages after the mark-delete position.
+    """
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0, not {limit}")
+    ledgers, entries = lookup.ledger_ids, lookup.entry_ids
+    order = np.lexsort((entries, ledgers))
+    ledgers, entries = ledgers[order], entries[order]
+    sizes = np.asarray(lookup.batch_sizes, dtype=np.int64)[order]
+    md_ledger, md_entry = state.mark_delete
+    after = (ledgers > md_ledger) | ((ledgers == md_ledger) & (entries > md_entry))
+    ledgers, entries, sizes = ledgers[after], entries[after], sizes[after]
+    counts = np.maximum(sizes, 1)
+    starts = np.zeros(counts.size, dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    rows = int(counts.sum())
+    row_ledger = np.repeat(ledgers, counts)
+    row_entry = np.repeat(entries, counts)
+    row_index = np.arange(rows, dtype=np.int64) - np.repeat(starts, counts)
+    row_index[np.repeat(sizes <= 0, counts)] = -1
+    live = ~acked_rows(state, row_ledger, row_entry, row_index, starts)
+    taken = np.flatnonzero(live)
+    if limit is not None:
+        taken = taken[:limit]
+    # Per entry: how many of its rows are taken, and whether all of them are live.
+    entry_of_row = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+    taken_per_entry = np.bincount(entry_of_row[taken], minlength=counts.size)
+    whole = (taken_per_entry == counts) & (sizes > 0)
+    keep = ~whole[entry_of_row[taken]] | (row_index[taken] == 0)
+    chosen = taken[keep]
+    index = row_index[chosen].copy()
+    index[whole[entry_of_row[chosen]]] = -1
+    return HeadSelection(
+        ledger_id=row_ledger[chosen],
+        entry_id=row_entry[chosen],
+        batch_index=index,
+        messages=int(taken.size),
+    )
+
+
+__all__ = ["HeadSelection", "head_messages"]

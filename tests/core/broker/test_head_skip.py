@@ -1,0 +1,102 @@
+"""``skip -n`` and ``clear-backlog`` through ``Broker.cursor_ops``: messages, not entries."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from core.broker import Broker
+from core.errors import ApprovalRequiredError, InvalidArgumentError, TopicNotFoundError
+from core.producer import OutgoingMessage
+from core.subscription import SubscriptionType
+
+from .conftest import TOPIC
+
+
+def backlog(broker: Broker, topic: str, subscription: str) -> int:
+    return sum(a.result.messages for a in broker.analyze_backlog("admin", topic, subscription))
+
+
+def batched(broker: Broker, subscription_type: SubscriptionType = SubscriptionType.SHARED) -> None:
+    """Ten messages in batches of four (4 + 4 + 2 messages, three entries)."""
+    broker.create_topic("admin", TOPIC)
+    broker.create_subscription("admin", TOPIC, "s", subscription_type, initial_position="earliest")
+    broker.produce("admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(10)], batch_size=4)
+
+
+def test_skip_n_counts_messages_inside_batches(broker: Broker) -> None:
+    batched(broker)
+    outcome = broker.skip_head("admin", TOPIC, "s", 6, via="cli")
+    # Pulsar's skip -n 6 would count entries: all ten messages. Here: the first six.
+    assert backlog(broker, TOPIC, "s") == 4
+    assert sum(m.batch_index < 0 for m in outcome.skipped) == 1  # the first batch, whole
+    assert [bytes(m.payload) for m in broker.consume("admin", TOPIC, "s", 10)] == [
+        b"6",
+        b"7",
+        b"8",
+        b"9",
+    ]
+    [audit] = broker.audit_log("admin", TOPIC, kind="skip")
+    assert audit.detail["via"] == "cli"
+
+
+def test_skip_n_leaves_acknowledged_messages_out_of_the_count(broker: Broker) -> None:
+    batched(broker)
+    ids = broker.plan_skip_head("admin", TOPIC, "s", 10).message_ids()
+    second = [m for m in ids if m.batch_index < 0][1]
+    broker.skip_messages(
+        "admin", TOPIC, "s", [dataclasses.replace(second, batch_index=1)]
+    )  # message "5"
+    broker.skip_head("admin", TOPIC, "s", 6)  # 0, 1, 2, 3, 4 and 6: "5" counts no more
+    assert [bytes(m.payload) for m in broker.consume("admin", TOPIC, "s", 10)] == [
+        b"7",
+        b"8",
+        b"9",
+    ]
+
+
+def test_clear_backlog_on_any_subscription_type(broker: Broker) -> None:
+    batched(broker, SubscriptionType.EXCLUSIVE)
+    plan = broker.plan_skip_head("admin", TOPIC, "s", None)
+    assert backlog(broker, TOPIC, "s") == 10  # planning changes nothing
+    assert plan.columns.batch_index.tolist() == [-1, -1, -1]  # three entries, whole
+    broker.skip_head("admin", TOPIC, "s", None)
+    assert backlog(broker, TOPIC, "s") == 0
+    assert broker.skip_head("admin", TOPIC, "s", None).skipped == []
+
+
+def test_each_partition_skips_its_own_n_or_one_partition_alone(broker: Broker) -> None:
+    topic = "persistent://acme/ops/parted"
+    broker.create_topic("admin", topic, partitions=3)
+    broker.create_subscription(
+        "admin", topic, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    broker.produce("admin", topic, [OutgoingMessage(b"x")] * 15)  # round robin: 5 each
+    broker.skip_head("admin", topic, "s", 2)
+    assert backlog(broker, topic, "s") == 9
+    broker.skip_head("admin", f"{topic}-partition-1", "s", 3)
+    per = {
+        a.topic_partition: a.result.messages for a in broker.analyze_backlog("admin", topic, "s")
+    }
+    assert sorted(per.values()) == [0, 3, 3]
+    with pytest.raises(TopicNotFoundError):
+        broker.skip_head("admin", f"{topic}-partition-7", "s", 1)
+
+
+@pytest.mark.parametrize("limit", [0, -1, True])
+def test_bad_counts_are_refused_and_change_nothing(broker: Broker, limit: int) -> None:
+    batched(broker)
+    with pytest.raises(InvalidArgumentError, match="number of messages"):
+        broker.skip_head("admin", TOPIC, "s", limit)
+    assert backlog(broker, TOPIC, "s") == 10
+
+
+def test_refused_without_approval_there(broker: Broker) -> None:
+    batched(broker)
+    broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    with pytest.raises(ApprovalRequiredError):
+        broker.skip_head("admin", TOPIC, "s", 3)
+    assert backlog(broker, TOPIC, "s") == 10
+    # Planning is allowed: it is what the workflow previews.
+    assert len(broker.plan_skip_head("admin", TOPIC, "s", 3)) == 3

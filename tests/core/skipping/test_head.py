@@ -1,0 +1,130 @@
+"""``skip -n`` and ``clear-backlog`` select the head of the backlog by messages, not entries.
+
+:func:`core.skipping.head.head_messages` is held to a plain model: every message
+of the partition in position order, kept where :meth:`CursorState.is_acked` says
+it is unacknowledged, the first N of them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.acks.cursor import AckTarget, CursorState
+from core.acks.ledger_layout import LedgerLayout
+from core.ids.position import Position
+from core.skipping.head import head_messages
+from core.skipping.skip import SkipLookup
+
+
+def lookup_of(ledgers: list[list[int]]) -> SkipLookup:
+    """Ledgers 10, 11, ... each with the given batch sizes per entry (0: not batched)."""
+    rows = [(10 + n, e, size) for n, sizes in enumerate(ledgers) for e, size in enumerate(sizes)]
+    return SkipLookup(
+        layout=LedgerLayout.of((10 + n, len(sizes)) for n, sizes in enumerate(ledgers)),
+        ledger_ids=np.array([r[0] for r in rows], dtype=np.int64),
+        entry_ids=np.array([r[1] for r in rows], dtype=np.int64),
+        batch_sizes=np.array([r[2] for r in rows], dtype=np.int64),
+        deliver_at=np.full(len(rows), -1, dtype=np.int64),
+    )
+
+
+def messages(lookup: SkipLookup) -> list[tuple[int, int, int]]:
+    out = []
+    for ledger, entry, size in zip(
+        lookup.ledger_ids.tolist(),
+        lookup.entry_ids.tolist(),
+        lookup.batch_sizes.tolist(),
+        strict=True,
+    ):
+        out += [(ledger, entry, i) for i in range(size)] if size else [(ledger, entry, -1)]
+    return out
+
+
+def expanded(
+    selection_ids: list[tuple[int, int, int]], lookup: SkipLookup
+) -> list[tuple[int, int, int]]:
+    size_of = {
+        (led, ent): size
+        for led, ent, size in zip(
+            lookup.ledger_ids.tolist(),
+            lookup.entry_ids.tolist(),
+            lookup.batch_sizes.tolist(),
+            strict=True,
+        )
+    }
+    out = []
+    for ledger, entry, index in selection_ids:
+        size = size_of[(ledger, entry)]
+        if index < 0 and size:
+            out += [(ledger, entry, i) for i in range(size)]
+        else:
+            out.append((ledger, entry, index))
+    return out
+
+
+ledgers_strategy = st.lists(
+    st.lists(st.sampled_from([0, 0, 1, 2, 3, 5]), min_size=0, max_size=6), min_size=1, max_size=3
+)
+
+
+@given(ledgers=ledgers_strategy, data=st.data())
+@settings(max_examples=300, deadline=None)
+def test_head_is_the_first_n_unacknowledged_messages(
+    ledgers: list[list[int]], data: st.DataObject
+) -> None:
+    lookup = lookup_of(ledgers)
+    every = messages(lookup)
+    state = CursorState()
+    layout = lookup.layout
+    if every and data.draw(st.booleans(), "cumulative"):
+        ledger, entry, index = data.draw(st.sampled_from(every), "mark")
+        size = dict(((m[0], m[1]), 0) for m in every)
+        for m in every:
+            if m[2] >= 0:
+                size[(m[0], m[1])] = max(size[(m[0], m[1])], m[2] + 1)
+        state.acknowledge_cumulative(Position(ledger, entry), layout, index, size[(ledger, entry)])
+    acked = data.draw(st.lists(st.sampled_from(every), unique=True), "acks") if every else []
+    sizes = {}
+    for m in every:
+        sizes[(m[0], m[1])] = max(sizes.get((m[0], m[1]), 0), m[2] + 1)
+    if acked:
+        state.acknowledge(
+            [AckTarget(Position(m[0], m[1]), m[2], sizes[(m[0], m[1])]) for m in acked], layout
+        )
+    limit = data.draw(st.one_of(st.none(), st.integers(0, len(every) + 2)), "limit")
+
+    model = [m for m in every if not state.is_acked(Position(m[0], m[1]), m[2])]
+    if limit is not None:
+        model = model[:limit]
+
+    got = head_messages(state, lookup, limit)
+    ids = list(
+        zip(got.ledger_id.tolist(), got.entry_id.tolist(), got.batch_index.tolist(), strict=True)
+    )
+    assert expanded(ids, lookup) == model
+    assert got.messages == len(model)
+    # A whole batch is named by its entry only when none of it was acknowledged.
+    for ledger, entry, index in ids:
+        if index < 0 and sizes[(ledger, entry)] > 0:
+            assert not any(
+                state.is_acked(Position(ledger, entry), i) for i in range(sizes[(ledger, entry)])
+            )
+
+
+def test_counts_messages_where_pulsar_counts_entries() -> None:
+    # Three batches of 4: skip -n 6 takes the first batch whole and 2 of the second.
+    lookup = lookup_of([[4, 4, 4]])
+    got = head_messages(CursorState(), lookup, 6)
+    ids = list(
+        zip(got.ledger_id.tolist(), got.entry_id.tolist(), got.batch_index.tolist(), strict=True)
+    )
+    assert ids == [(10, 0, -1), (10, 1, 0), (10, 1, 1)]
+    assert got.messages == 6
+
+
+def test_no_limit_is_the_whole_backlog_and_zero_is_nothing() -> None:
+    lookup = lookup_of([[0, 3], [2]])
+    assert head_messages(CursorState(), lookup, None).messages == 6
+    assert len(head_messages(CursorState(), lookup, 0)) == 0
