@@ -76,8 +76,12 @@ def build_document(
     plan: SkipPlan,
     *,
     predicate: Mapping[str, Any] | None = None,
+    head: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What the preview shows of ``plan``: the request, the exact backlog, the messages."""
+    """What the preview shows of ``plan``: the request, the exact backlog, the messages.
+
+    ``head``: the plan is the head of the backlog (``{"messages": N}``, N None for
+    clear-backlog); apply then accepts any subscription type, as Pulsar's skip does."""
     from core.skipping.plan_record import messages_of
 
     projection = broker.project_backlog(role, plan)
@@ -103,6 +107,8 @@ def build_document(
     }
     if predicate is not None:
         document["predicate"] = dict(predicate)
+    if head is not None:
+        document["head"] = {"messages": head.get("messages")}
     return document
 
 
@@ -150,6 +156,16 @@ def subject(record: PlanRecord, ordinal: int = 1) -> str:
     return head
 
 
+def _head_text(head: Mapping[str, Any]) -> str:
+    count = head.get("messages")
+    if count is None:
+        return "the whole backlog (clear-backlog), as it was at planning time"
+    return (
+        f"the first {int(count)} unacknowledged message(s) of each partition (skip -n; "
+        "batches count their messages)"
+    )
+
+
 def preview_markdown(record: PlanRecord, *, payloads: bool) -> str:
     """What the approver reads, rendered from the stored record only.
 
@@ -175,6 +191,7 @@ def preview_markdown(record: PlanRecord, *, payloads: bool) -> str:
             if doc.get("predicate") is not None
             else []
         ),
+        *([f"- **Chosen as:** {_head_text(doc['head'])}"] if "head" in doc else []),
         f"- **Backlog:** {b['before']} message(s) now, **{b['after']}** after the skip "
         f"(exact, at planning time)",
         f"- **Already acknowledged, left as is:** {doc['alreadyAcknowledged']} id(s)",

@@ -52,6 +52,31 @@ class SkipRequest(BaseModel):
         return out
 
 
+class HeadSkipRequest(BaseModel):
+    """``skip -n`` (``messages``) or ``clear-backlog`` (``messages`` empty) of a subscription."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+    topic: str = Field(
+        min_length=1,
+        description="Topic, or one partition of it (persistent://tenant/namespace/topic)",
+    )
+    subscription: str = Field(min_length=1, description="Subscription (any type)")
+    messages: int | None = Field(
+        default=None,
+        ge=1,
+        description="Skip this many messages from the head of each partition (batches count "
+        "their messages); empty: clear the whole backlog",
+    )
+    reason: str = Field(min_length=1, description="Why (required; recorded)")
+    ticket: str | None = Field(default=None, description="Change ticket (optional)")
+
+    @field_validator("ticket")
+    @classmethod
+    def _blank_ticket_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
+
 def validate_conf(model: type[Request], conf: Mapping[str, object]) -> Request:
     """A run's conf through ``model``; a problem is one line naming the first field at fault."""
     try:

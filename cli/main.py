@@ -322,6 +322,32 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
     return Result(document, lines)
 
 
+def topics_skip_head(ctx: Context, args: argparse.Namespace) -> Result:
+    """``skip -n N`` and ``clear-backlog``: the head of the backlog, counted in messages."""
+    limit = None if args.handler is topics_clear_backlog else values.positive(args.count, "-n")
+    outcome = ctx.broker.skip_head(
+        ctx.role, _topic_arg(args.topic), args.subscription, limit, via="cli"
+    )
+    messages = sum(
+        m.batch_size if m.batch_index < 0 and m.batch_size > 0 else 1 for m in outcome.skipped
+    )
+    lines = [
+        f"Skipped {messages} message(s) ({len(outcome.skipped)} id(s)) on subscription "
+        f"{outcome.subscription} of {outcome.topic}"
+    ]
+    lines += [f"  {name}: {count} id(s)" for name, count in outcome.per_partition.items()]
+    if outcome.acknowledged_meanwhile:
+        lines.append(
+            f"  {len(outcome.acknowledged_meanwhile)} id(s) were acknowledged by a consumer "
+            "meanwhile"
+        )
+    return Result({**outcome.to_pulsar_json(output.id_json), "messages": messages}, lines)
+
+
+def topics_clear_backlog(ctx: Context, args: argparse.Namespace) -> Result:
+    return topics_skip_head(ctx, args)
+
+
 def topics_analyze_backlog(ctx: Context, args: argparse.Namespace) -> Result:
     from core.analysis.backlog import TopicAnalysis
     from core.errors import TopicNotFoundError
@@ -803,6 +829,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--ticket", help="change ticket (recorded)")
     p.set_defaults(handler=topics_skip)
+
+    p = tp.add_parser(
+        "skip",
+        parents=[common],
+        help="skip the first N messages of each partition (batches count their messages)",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    p.add_argument("-n", "--count", type=values.ascii_int, required=True, help="messages to skip")
+    p.set_defaults(handler=topics_skip_head)
+
+    p = tp.add_parser(
+        "clear-backlog",
+        parents=[common],
+        help="skip every message of the subscription's backlog, as it is now",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    p.set_defaults(handler=topics_clear_backlog)
 
     p = tp.add_parser(
         "analyze-backlog",

@@ -1,4 +1,4 @@
-"""Skips on a namespace that requires approval: trigger the workflow as the caller.
+"""Gated operations on a namespace that requires approval: trigger the workflow as the caller.
 
 The caller's own Airflow token is forwarded to Airflow's public REST API, so
 the run's ``triggering_user_name`` is the caller and the DAG's four-eyes gate
@@ -42,9 +42,6 @@ def trigger_skip(
     transport: httpx.BaseTransport | None = None,
 ) -> SkipTriggered:
     """Trigger ``cursorops_skip_messages`` as the token's user; the run's id and UI link."""
-    if not token:
-        raise HTTPException(401, "Not authenticated")
-    base = base_url or airflow_base_url()
     conf: Mapping[str, Any] = {
         "topic": topic,
         "subscription": subscription,
@@ -53,33 +50,50 @@ def trigger_skip(
         "reason": reason,
         "ticket": ticket,
     }
+    return trigger_workflow(token, SKIP_DAG, conf, base_url=base_url, transport=transport)
+
+
+def trigger_workflow(
+    token: str | None,
+    dag_id: str,
+    conf: Mapping[str, Any],
+    *,
+    gate: str = GATE,
+    base_url: str | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> SkipTriggered:
+    """Trigger the gated workflow ``dag_id`` with ``conf`` as the token's user; the run's id
+    and the link to its first approval gate ``gate``."""
+    if not token:
+        raise HTTPException(401, "Not authenticated")
+    base = base_url or airflow_base_url()
     try:
         with httpx.Client(base_url=base, timeout=TRIGGER_TIMEOUT_S, transport=transport) as client:
             answer = client.post(
-                f"/api/v2/dags/{SKIP_DAG}/dagRuns",
-                json={"logical_date": None, "conf": conf},
+                f"/api/v2/dags/{dag_id}/dagRuns",
+                json={"logical_date": None, "conf": dict(conf)},
                 headers={"Authorization": f"Bearer {token}"},
             )
     except httpx.HTTPError as exc:
         raise HTTPException(
-            503, f"Cannot reach Airflow at {base} to trigger {SKIP_DAG}: {exc}"
+            503, f"Cannot reach Airflow at {base} to trigger {dag_id}: {exc}"
         ) from exc
     if answer.status_code in (401, 403):
         raise HTTPException(
-            403, f"Airflow refused to trigger {SKIP_DAG} for this user: {_detail(answer)}"
+            403, f"Airflow refused to trigger {dag_id} for this user: {_detail(answer)}"
         )
     if answer.status_code == 404:
-        raise HTTPException(503, f"Airflow has no DAG {SKIP_DAG}: {_detail(answer)}")
+        raise HTTPException(503, f"Airflow has no DAG {dag_id}: {_detail(answer)}")
     if answer.status_code >= 300:
         raise HTTPException(
-            503, f"Airflow failed to trigger {SKIP_DAG} ({answer.status_code}): {_detail(answer)}"
+            503, f"Airflow failed to trigger {dag_id} ({answer.status_code}): {_detail(answer)}"
         )
     run_id = str(answer.json()["dag_run_id"])
-    run_url = f"{base}/dags/{SKIP_DAG}/runs/{quote(run_id, safe='')}"
+    run_url = f"{base}/dags/{dag_id}/runs/{quote(run_id, safe='')}"
     return SkipTriggered(
-        dag_id=SKIP_DAG,
+        dag_id=dag_id,
         run_id=run_id,
-        url=f"{run_url}/tasks/{GATE}/required_actions",
+        url=f"{run_url}/tasks/{gate}/required_actions",
         run_url=run_url,
     )
 

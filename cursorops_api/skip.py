@@ -1,16 +1,18 @@
-"""``skipByMessageIds`` (PIP-423): applied at once, or, on a namespace that requires
-approval, handed to the ``cursorops_skip_messages`` workflow as the caller (202)."""
+"""``skipByMessageIds`` (PIP-423), ``skip/{numMessages}`` and ``skip_all`` (clear-backlog):
+applied at once, or, on a namespace that requires approval, handed to the
+``cursorops_skip_messages`` or ``cursorops_skip_head`` workflow as the caller (202)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from core.errors import ApprovalRequiredError, InvalidArgumentError
+from core.ids.topic_name import TopicName
 from core.skipping.skip_payload import parse_payload
-from cursorops_api.approval import trigger_skip
+from cursorops_api.approval import trigger_skip, trigger_workflow
 from cursorops_api.deps import BrokerDep, RoleDep, caller_token
 from cursorops_api.limits import MAX_SKIP_IDS
 from cursorops_api.models import SkipTriggered
@@ -100,3 +102,107 @@ def skip_by_message_ids(
         (x_cursorops_ticket or ticket or "").strip() or None,
     )
     return JSONResponse(run.model_dump(by_alias=True), status_code=202)
+
+
+HEAD_DAG = "cursorops_skip_head"
+
+
+def _skip_head(
+    name: TopicName,
+    subscription: str,
+    limit: int | None,
+    request: Request,
+    broker: BrokerDep,
+    role: str,
+    reason: str | None,
+    ticket: str | None,
+) -> Response:
+    try:
+        # Authorized, chosen and applied with its audit record, in one call.
+        broker.skip_head(role, name, subscription, limit, via="rest")
+    except ApprovalRequiredError:
+        pass
+    else:
+        return Response(status_code=204)
+    plan = broker.plan_skip_head(role, name, subscription, limit)
+    why = (reason or "").strip()
+    if not why:
+        raise InvalidArgumentError(
+            f"Skips on namespace {name.namespace_name} require approval: give a reason "
+            "(X-Cursorops-Reason header or reason query parameter); nothing skipped"
+        )
+    if not len(plan):
+        raise InvalidArgumentError(
+            f"Subscription {subscription} of {name} has no backlog: nothing to skip"
+        )
+    conf = {
+        "topic": str(name),
+        "subscription": subscription,
+        "messages": limit,
+        "reason": why,
+        "ticket": (ticket or "").strip() or None,
+    }
+    run = trigger_workflow(caller_token(request), HEAD_DAG, conf)
+    return JSONResponse(run.model_dump(by_alias=True), status_code=202)
+
+
+_HEAD_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **_ERRORS,
+    202: {"model": SkipTriggered, "description": "Waiting for an approval in Airflow"},
+}
+
+
+@router.post(SUBSCRIPTION + "/skip/{numMessages}", status_code=204, responses=_HEAD_RESPONSES)
+def skip_messages_count(
+    tenant: Tenant,
+    namespace: Namespace,
+    topic: Topic,
+    subscription: Subscription,
+    numMessages: Annotated[int, Path(ge=1, le=2**62)],  # noqa: N803  (Pulsar's name)
+    request: Request,
+    broker: BrokerDep,
+    role: RoleDep,
+    reason: Annotated[str | None, Query(max_length=4096)] = None,
+    ticket: Annotated[str | None, Query(max_length=256)] = None,
+    x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
+    x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
+) -> Response:
+    """Skip the first ``numMessages`` messages of each partition (a batch counts its
+    messages, where Pulsar counts entries)."""
+    return _skip_head(
+        topic_name(tenant, namespace, topic),
+        subscription,
+        numMessages,
+        request,
+        broker,
+        role,
+        x_cursorops_reason or reason,
+        x_cursorops_ticket or ticket,
+    )
+
+
+@router.post(SUBSCRIPTION + "/skip_all", status_code=204, responses=_HEAD_RESPONSES)
+def skip_all_messages(
+    tenant: Tenant,
+    namespace: Namespace,
+    topic: Topic,
+    subscription: Subscription,
+    request: Request,
+    broker: BrokerDep,
+    role: RoleDep,
+    reason: Annotated[str | None, Query(max_length=4096)] = None,
+    ticket: Annotated[str | None, Query(max_length=256)] = None,
+    x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
+    x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
+) -> Response:
+    """Clear the subscription's backlog: every message unacknowledged now."""
+    return _skip_head(
+        topic_name(tenant, namespace, topic),
+        subscription,
+        None,
+        request,
+        broker,
+        role,
+        x_cursorops_reason or reason,
+        x_cursorops_ticket or ticket,
+    )

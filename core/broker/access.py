@@ -69,7 +69,12 @@ class Access:
         self.check(role, operation, name.tenant, str(name), name.namespace_name)
         return self.metadata.get_topic(str(name))
 
-    def refuse_without_approval(self, info: TopicInfo, what: str) -> None:
+    def refuse_without_approval(
+        self,
+        info: TopicInfo,
+        what: str,
+        workflow: str = "the cursorops_skip_messages or cursorops_skip_matching workflow",
+    ) -> None:
         """The one check every door of an irreversible operation makes: on a namespace that
         requires approval, only an approved plan record applies
         (:meth:`~core.broker.cursor_ops.CursorOperations.apply_approved_skip`)."""
@@ -77,7 +82,6 @@ class Access:
             namespace = TopicName.parse(info.name).namespace_name
             raise ApprovalRequiredError(
                 f"Namespace {namespace} requires a second person's approval for {what}: "
-                "nothing applied. Ask through the cursorops_skip_messages or "
-                "cursorops_skip_matching workflow (REST answers 202 with the run; the CLI "
-                "starts it when logged in with --admin-url)"
+                f"nothing applied. Ask through {workflow} (REST answers 202 with the run; "
+                "the CLI starts it when logged in with --admin-url)"
             )

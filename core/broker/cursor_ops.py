@@ -164,7 +164,7 @@ class CursorOperations(Collaborator):
         info = self.access.authorized_topic(
             role, Operation.SKIP, name.base if name.is_partition else name
         )
-        self.access.refuse_without_approval(info, "skips")
+        self.access.refuse_without_approval(info, "skips", "the cursorops_skip_head workflow")
         plan = self.plan_skip_head(role, name, subscription, limit)
         columns = plan.columns
         layouts = {n: self.context.layout(n) for n in columns.names}

@@ -353,3 +353,30 @@ def test_more_ids_than_the_cap_is_413(api: Api) -> None:
     one_million = [seeded.ids[20].to_base64()] * 1_000_000
     assert "too large" in _reason(_skip(api, "alice", seeded.topic, one_million), 413)
     assert api.backlog(seeded.topic) == SEEDED_BACKLOG
+
+
+# -- skip/{numMessages} and skip_all (clear-backlog) ------------------------------------
+
+
+def test_skip_n_counts_messages_per_partition_and_skip_all_clears(api: Api) -> None:
+    seeded = api.seeded()
+    sub = rest_path(seeded.topic) + f"/subscription/{SUBSCRIPTION}"
+    assert api.call("alice", "POST", sub + "/skip/2").status_code == 204
+    assert api.backlog(seeded.topic) == SEEDED_BACKLOG - 6  # two messages on each of three
+    partition = rest_path(seeded.topic) + f"-partition-1/subscription/{SUBSCRIPTION}"
+    assert api.call("alice", "POST", partition + "/skip/1").status_code == 204
+    assert api.backlog(seeded.topic) == SEEDED_BACKLOG - 7
+    assert api.call("alice", "POST", sub + "/skip_all").status_code == 204
+    assert api.backlog(seeded.topic) == 0
+    assert api.audit(seeded.topic).count("skip") == 3
+
+
+def test_skip_n_bad_input_is_refused_and_changes_nothing(api: Api) -> None:
+    seeded = api.seeded()
+    sub = rest_path(seeded.topic) + f"/subscription/{SUBSCRIPTION}"
+    for count in ("0", "-1", "x", "1.5", str(2**63)):
+        assert api.call("alice", "POST", sub + f"/skip/{count}").status_code in (400, 422)
+    _reason(api.call("carol", "POST", sub + "/skip/1"), 403)
+    missing = rest_path(seeded.topic) + "/subscription/nobody"
+    _reason(api.call("alice", "POST", missing + "/skip_all"), 404)
+    assert api.backlog(seeded.topic) == SEEDED_BACKLOG
