@@ -14,7 +14,7 @@ Light on purpose: DAG files import it at parse time, so nothing here imports
   and checks it against what the gates recorded they showed.
 - :mod:`airflow_glue.record`: the closing record of a request in the audit log.
 - :mod:`airflow_glue.steps`: the bodies of the tasks after the gate: apply, verify, record.
-- :mod:`airflow_glue.skip_tail`: those tasks and the gate, wired behind a skip DAG's plan.
+- :mod:`airflow_glue.gated_tail`: those tasks and the gates, wired behind any gated DAG's plan.
 """
 
 from __future__ import annotations

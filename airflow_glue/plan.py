@@ -28,10 +28,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_glue.inert import inert
+from core.skipping.plan_record import REDRIVE, SKIP, UNDO_SKIP
 
 if TYPE_CHECKING:
     from core.broker import Broker
-    from core.skipping.plan_record import PlanRecord
+    from core.skipping.plan_record import GatedPlan, PlanRecord
     from core.skipping.skip_plan import SkipPlan
 
 PREVIEW_ROWS = 50
@@ -128,25 +129,71 @@ def save_plan(
 
 def summary(record: PlanRecord) -> dict[str, Any]:
     """The record's digest and counts: what the planning task returns (XCom, untrusted)."""
-    return {
+    out = {
         "planDigest": record.digest,
+        "operation": record.operation,
         "topic": record.topic,
         "subscription": record.subscription,
-        "ids": len(record.plan()),
         "messages": record.messages,
         "requiredApprovals": record.required_approvals,
-        "backlog": record.document["backlog"],
     }
+    if record.operation == SKIP:
+        out |= {"ids": len(record.skip_plan()), "backlog": record.document["backlog"]}
+    return out
+
+
+def gated_document(
+    request: Mapping[str, Any], role: str, preview: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The preview document of an operation other than skip: who asked, why, and the
+    plan's own ``preview()`` (which core built from the stores, not from the request)."""
+    return {
+        "requester": request["requester"],
+        "role": role,
+        "reason": request["reason"],
+        "ticket": request.get("ticket"),
+        "preview": dict(preview),
+    }
+
+
+def save_gated_plan(
+    broker: Broker,
+    context: Mapping[str, Any],
+    operation: str,
+    plan: GatedPlan,
+    document: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Store ``plan`` of ``operation`` as the run's current plan record; the task's summary."""
+    from airflow_glue.environment import pulsar_role
+    from core.skipping.plan_record import PlanBinding
+
+    dag_run = context["dag_run"]
+    requester = dag_run.triggering_user_name or ""
+    binding = PlanBinding(
+        dag_run.dag_id, dag_run.run_id, requester, pulsar_role(requester), operation
+    )
+    return summary(broker.save_plan_record(binding, plan, document))
 
 
 def _cell(value: object) -> str:
     return inert(value if value not in (None, {}) else "", 200)
 
 
+TITLES = {UNDO_SKIP: "Undo skip", REDRIVE: "Redrive"}
+
+
 def subject(record: PlanRecord, ordinal: int = 1) -> str:
     """The approval's title: messages counted as messages (a whole batch counts its size)."""
     b = record.binding
-    ids = len(record.plan())
+    if record.operation != SKIP:
+        head = (
+            f"{TITLES.get(record.operation, record.operation)}: {record.messages} message(s) "
+            f"on {record.topic} / {record.subscription} (asked by {b.requester})"
+        )
+        if record.required_approvals > 1:
+            head += f": approval {ordinal} of {record.required_approvals}"
+        return head
+    ids = len(record.skip_plan())
     head = (
         f"Skip {record.messages} message(s) ({ids} id(s)) on {record.topic} / "
         f"{record.subscription} (asked by {b.requester})"
@@ -174,6 +221,8 @@ def preview_markdown(record: PlanRecord, *, payloads: bool) -> str:
     and partition names, which core validated (letters, digits, ``_ = : . -``), are
     code spans.
     """
+    if record.operation != SKIP:
+        return _gated_markdown(record)
     doc = record.document
     b = doc["backlog"]
     binding = record.binding
@@ -226,4 +275,45 @@ def preview_markdown(record: PlanRecord, *, payloads: bool) -> str:
     hidden = doc["total"] - len(doc["messages"])
     if hidden > 0:
         lines.append(f"\n… and {hidden} more id(s), applied exactly as planned.")
+    return "\n".join(lines)
+
+
+def _gated_markdown(record: PlanRecord) -> str:
+    """An operation other than skip: the request, then its plan's preview, every value
+    inert (scalars as a list, lists of rows as tables of at most :data:`PREVIEW_ROWS`)."""
+    doc = record.document
+    binding = record.binding
+    preview = doc.get("preview") or {}
+    lines = [
+        f"**Plan id:** `{record.digest}`",
+        "",
+        f"### {TITLES.get(record.operation, record.operation)}: {record.messages} message(s) "
+        f"on `{record.topic}`, subscription {inert(record.subscription)}",
+        "",
+        f"- **Requested by:** {inert(binding.requester)} (Pulsar role {inert(binding.role)})",
+        f"- **Reason:** {inert(doc.get('reason'))}",
+        f"- **Ticket:** {inert(doc.get('ticket') or 'none')}",
+        f"- **Approvals needed:** {record.required_approvals} (distinct people, none the "
+        "requester)",
+    ]
+    tables = []
+    for key in sorted(preview):
+        value = preview[key]
+        if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+            tables.append((key, value))
+        else:
+            lines.append(f"- **{inert(key, 80)}:** {_cell(value)}")
+    for key, rows in tables:
+        columns = list(dict.fromkeys(k for row in rows for k in row))[:8]
+        lines += [
+            "",
+            f"**{inert(key, 80)}**",
+            "",
+            "| " + " | ".join(inert(c, 40) for c in columns) + " |",
+            "| " + " | ".join("---" for _ in columns) + " |",
+        ]
+        for row in rows[:PREVIEW_ROWS]:
+            lines.append("| " + " | ".join(_cell(row.get(c)) for c in columns) + " |")
+        if len(rows) > PREVIEW_ROWS:
+            lines.append(f"\n… and {len(rows) - PREVIEW_ROWS} more, applied exactly as planned.")
     return "\n".join(lines)

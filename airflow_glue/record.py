@@ -1,17 +1,20 @@
-"""The closing record of a skip request, in cursorops's audit log.
+"""The closing record of a gated request, in cursorops's audit log.
 
-One ``skip-request`` record per attempt at closing a run: who asked and as
-which role, why (reason, ticket), who answered each approval gate and when, and
-what the run's plan record became, read from the store: the apply's own
-``skip`` record (written in the transaction that acknowledged the messages) or
-a ``skip-refused`` record of an apply that applied nothing. Nothing in it comes
-from an XCom.
+One ``<operation>-request`` record (``skip-request``, ``undo-skip-request``,
+``redrive-request``) per attempt at closing a run: who asked and as which role,
+why (reason, ticket), who answered each approval gate and when, and what the
+run's plan record became, read from the store: the apply's own record (``skip``,
+..., written in the transaction that made the change) or an
+``<operation>-refused`` record of an apply that applied nothing. Nothing in it
+comes from an XCom.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
+
+from core.skipping.plan_record import SKIP
 
 if TYPE_CHECKING:
     from core.broker import Broker
@@ -31,6 +34,11 @@ class AuditRecord(Protocol):
 
 
 KIND = "skip-request"
+"""The closing record of a skip run."""
+
+
+def request_kind(operation: str) -> str:
+    return f"{operation}-request"
 
 
 def _answers(answers: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -47,13 +55,14 @@ def _answers(answers: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def attempt_events(broker: Broker, role: str, record: PlanRecord) -> list[AuditRecord]:
-    """The apply attempts on ``record`` (``skip`` and ``skip-refused``), newest first."""
-    from airflow_glue.steps import REFUSED
+    """The apply attempts on ``record`` (``skip`` and ``skip-refused``, ...), newest first."""
+    from airflow_glue.steps import refused_kind
 
+    kinds = (record.operation, refused_kind(record.operation))
     return [
         e
         for e in broker.audit_log(role, record.topic, limit=1000)
-        if e.kind in ("skip", REFUSED)
+        if e.kind in kinds
         and e.detail.get("runId") == record.binding.run_id
         and e.detail.get("planDigest") == record.digest
     ]
@@ -63,18 +72,20 @@ def decide(
     record: PlanRecord, answers: Sequence[Mapping[str, Any]], latest: AuditRecord | None
 ) -> tuple[str, str]:
     """``(outcome, one plain sentence)`` from what the latest apply attempt did."""
-    if latest is not None and latest.kind != "skip":
+    if latest is not None and latest.kind != record.operation:
         first = f"Apply refused: {latest.detail.get('reason')}"
         if record.applied_at_ms is not None:
             first += " (the plan was applied once before; this attempt applied nothing)"
         return "refused", first
     if latest is not None:
         by = ", ".join(str(a) for a in latest.detail.get("approvedBy") or [])
+        if record.operation != SKIP:
+            return "applied", f"Approved by {by}: {record.operation} applied."
         skipped = latest.detail.get("skipped") or []
         return (
             "applied",
             f"Approved by {by}: {len(skipped)} id(s) acknowledged over "
-            f"{len(record.plan().partitions())} partition(s).",
+            f"{len(record.skip_plan().partitions())} partition(s).",
         )
     rejected = [a for a in answers if a["chosen"] == ["Reject"]]
     if rejected:
@@ -90,9 +101,9 @@ def decide(
 
 
 def _per_partition(record: PlanRecord, latest: AuditRecord | None) -> dict[str, Any]:
-    if latest is None or latest.kind != "skip":
+    if latest is None or latest.kind != SKIP or record.operation != SKIP:
         return {}
-    plan = record.plan()
+    plan = record.skip_plan()
     where = {i.ledger_id: i.topic_partition for i in plan.items}
     out: dict[str, dict[str, Any]] = {
         p: {"skipped": 0, "alreadyAcknowledged": 0, "acknowledgedMeanwhile": []}
@@ -129,10 +140,11 @@ def record_request(
         latest = events[0] if events else None
         outcome, statement = decide(record, given, latest)
         after = None
-        if outcome == "applied":
-            after = broker.project_backlog(role, record.plan()).before
+        if outcome == "applied" and record.operation == SKIP:
+            after = broker.project_backlog(role, record.skip_plan()).before
             statement = statement[:-1] + f"; backlog now {after}."
         doc = record.document
+        backlog = doc.get("backlog") or {}
         detail = {
             "dagId": dag_run.dag_id,
             "runId": dag_run.run_id,
@@ -141,11 +153,12 @@ def record_request(
             "ticket": doc.get("ticket"),
             "planDigest": record.digest,
             "attemptEvent": None if latest is None else latest.id,
-            "planned": {p: v["ids"] for p, v in doc["backlog"]["perPartition"].items()},
+            "operation": record.operation,
+            "planned": {p: v["ids"] for p, v in backlog.get("perPartition", {}).items()},
             "messages": record.messages,
             "backlog": {
-                "before": doc["backlog"]["before"],
-                "plannedAfter": doc["backlog"]["after"],
+                "before": backlog.get("before"),
+                "plannedAfter": backlog.get("after"),
                 "after": after,
             },
             "answer": given[0] if given else {"chosen": None, "by": None, "at": None},
@@ -159,8 +172,9 @@ def record_request(
         }
         # Idempotent per attempt: a retried record task finds its own record.
         keys = ("runId", "planDigest", "attemptEvent", "outcome")
-        for entry in broker.audit_log(role, record.topic, kind=KIND, limit=1000):
+        kind = request_kind(record.operation)
+        for entry in broker.audit_log(role, record.topic, kind=kind, limit=1000):
             if all(entry.detail.get(k) == detail[k] for k in keys):
                 return dict(entry.detail)
-        broker.record_audit(role, KIND, record.topic, record.subscription, detail)
+        broker.record_audit(role, kind, record.topic, record.subscription, detail)
     return detail

@@ -1,26 +1,37 @@
-"""The steps every skip DAG shares after the gates: apply the approved plan, verify, record.
+"""The steps every gated DAG shares after the gates: apply the approved plan, verify, record.
 
 Each takes the task's Airflow context, reads the requester from the run itself
 (``dag_run.triggering_user_name``) and the plan from cursorops's store by the
 run (its current plan record), never from an XCom anyone may post. An apply
-that refuses writes a ``skip-refused`` audit record naming the run and the
-plan, so the closing record tells what this attempt did.
+that refuses writes a ``<operation>-refused`` audit record (``skip-refused``, ...)
+naming the run and the plan, so the closing record tells what this attempt did.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from core.skipping.plan_record import SKIP
+
+if TYPE_CHECKING:
+    from core.broker import Broker
+    from core.skipping.plan_record import PlanRecord
 
 REFUSED = "skip-refused"
-"""Audit kind of an apply attempt that applied nothing, and why."""
+"""Audit kind of a skip's apply attempt that applied nothing, and why."""
+
+
+def refused_kind(operation: str) -> str:
+    """Audit kind of an apply attempt of ``operation`` that applied nothing."""
+    return f"{operation}-refused"
 
 
 def apply_approved_plan(
     context: Mapping[str, Any], planned: Mapping[str, Any] | None, gates: Sequence[str]
 ) -> dict[str, Any]:
-    """Re-check every approval in Airflow itself, then acknowledge the run's plan record in
-    one transaction (every partition, its audit record and the record's claim, or nothing).
+    """Re-check every approval in Airflow itself, then apply the run's plan record in one
+    transaction (the change, its audit record and the record's claim, or nothing).
 
     ``planned`` is the planning task's result (its XCom, which anyone with edit rights
     may overwrite): only its digest is read, and it must name the run's plan record."""
@@ -53,11 +64,11 @@ def apply_approved_plan(
                 )
             approvals = require_approvals(context, record, broker, gates)
             with airflow_outcome():
-                outcome = broker.apply_approved_skip(record, approvals, via="airflow")
+                applied = broker.apply_approved_plan(record, approvals, via="airflow")
         except (NotAuthorizedError, InvalidInputError, PlanAlreadyAppliedError) as exc:
             broker.record_audit(
                 role,
-                REFUSED,
+                refused_kind(record.operation),
                 record.topic,
                 record.subscription,
                 {
@@ -70,14 +81,20 @@ def apply_approved_plan(
             raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
     return {
         "planDigest": record.digest,
+        "operation": record.operation,
         "approvals": approvals,
-        "skipped": len(outcome.skipped),
-        "acknowledgedMeanwhile": len(outcome.acknowledged_meanwhile),
+        "changed": applied.changed,
+        "unchanged": applied.unchanged,
     }
 
 
 def verify_applied(context: Mapping[str, Any]) -> dict[str, Any]:
-    """Every message of the run's plan record is acknowledged now; the exact backlog after."""
+    """The run's plan record was applied, with its audit record; for a skip, every planned
+    message is acknowledged now, and the exact backlog after.
+
+    An undo or a redrive makes messages deliverable again, which consumers may take and
+    acknowledge at once: their check is the apply's own record, written in the apply's
+    transaction, not the cursor a moment later."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from airflow_glue.environment import config, pulsar_role
@@ -90,7 +107,9 @@ def verify_applied(context: Mapping[str, Any]) -> dict[str, Any]:
         record = broker.current_plan_record(role, dag_run.dag_id, dag_run.run_id)
         if record is None or record.applied_at_ms is None:
             raise AirflowFailException("The run's plan record is not applied: nothing to verify")
-        planned = record.plan()
+        if record.operation != SKIP:
+            return _verify_by_record(broker, role, record)
+        planned = record.skip_plan()
         now = broker.plan_skip(
             role,
             planned.topic,
@@ -108,6 +127,24 @@ def verify_applied(context: Mapping[str, Any]) -> dict[str, Any]:
         "plannedAfter": planned_after,
         "differenceSincePlan": after - planned_after,
     }
+
+
+def _verify_by_record(broker: Broker, role: str, record: PlanRecord) -> dict[str, Any]:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    applied = dict(record.applied or {})
+    audit_id = applied.get("auditId")
+    found = [
+        e
+        for e in broker.audit_log(role, record.topic, kind=record.operation, limit=1000)
+        if e.id == audit_id
+    ]
+    if not found:
+        raise AirflowFailException(
+            f"Plan {record.digest} is marked applied but its {record.operation} record "
+            f"{audit_id} is missing"
+        )
+    return {"operation": record.operation, "auditId": audit_id, "applied": applied}
 
 
 def record_run(context: Mapping[str, Any], gates: Sequence[str]) -> dict[str, Any]:

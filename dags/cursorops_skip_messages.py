@@ -26,7 +26,7 @@ import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
 from airflow_glue.gate import GATE_PARAMS, gate_params
-from airflow_glue.skip_tail import approve_and_apply
+from airflow_glue.gated_tail import approve_and_apply
 
 
 @dag(

@@ -17,6 +17,7 @@ attribute               module                 what it owns
 ``reading``             ``read.py``            dispatcher, consume, peek, examine, last position
 ``cursor_ops``          ``cursor_ops.py``      skip by id or head (plan, apply, approved apply)
 ``resets``              ``reset.py``           reset-cursor by message id or time
+``gated``               ``gated.py``           an approved plan record, applied by its operation
 ``analysis``            ``analysis.py``        backlog, stats, cursor state, history, Spark reads
 ``workflow``            ``workflow.py``        plan records, approval requests, the audit log
 ======================  =====================  =============================================
@@ -47,6 +48,7 @@ from core.broker.analysis import (
 )
 from core.broker.context import BrokerContext, wall_clock_ms
 from core.broker.cursor_ops import CursorOperations
+from core.broker.gated import Applied, GatedOperations
 from core.broker.produce import Producing
 from core.broker.read import Reading
 from core.broker.reset import Resets
@@ -56,7 +58,13 @@ from core.ids.message_id import MessageId
 from core.ids.position import Position
 from core.ids.topic_name import TopicName
 from core.skipping import skip
-from core.skipping.plan_record import ApprovalPolicy, ApprovalRequest, PlanBinding, PlanRecord
+from core.skipping.plan_record import (
+    ApprovalPolicy,
+    ApprovalRequest,
+    GatedPlan,
+    PlanBinding,
+    PlanRecord,
+)
 from core.skipping.skip_plan import SkipPlan
 from core.store.ledger import LedgerStore
 from core.store.metadata import AuditRecord, MetadataStore, SubscriptionInfo, TopicInfo
@@ -94,6 +102,7 @@ class Broker:
         self.producing = Producing(self.context)
         self.reading = Reading(self.context)
         self.cursor_ops = CursorOperations(self.context)
+        self.gated = GatedOperations(self.context, self.cursor_ops)
         self.resets = Resets(self.context)
         self.workflow = Workflow(self.context)
 
@@ -161,7 +170,7 @@ class Broker:
         return self.admin.approval_policy(role, topic)
 
     def save_plan_record(
-        self, binding: PlanBinding, plan: SkipPlan, document: Mapping[str, object]
+        self, binding: PlanBinding, plan: GatedPlan, document: Mapping[str, object]
     ) -> PlanRecord:
         return self.workflow.save_plan_record(binding, plan, document)
 
@@ -176,6 +185,15 @@ class Broker:
 
     def approval_requests(self, dag_id: str, run_id: str) -> list[ApprovalRequest]:
         return self.workflow.approval_requests(dag_id, run_id)
+
+    def apply_approved_plan(
+        self,
+        record: PlanRecord,
+        approvals: Sequence[Mapping[str, object]],
+        *,
+        via: str = "airflow",
+    ) -> Applied:
+        return self.gated.apply_approved_plan(record, approvals, via=via)
 
     def apply_approved_skip(
         self,

@@ -8,8 +8,13 @@ from core.authz import Operation
 from core.broker.context import Collaborator
 from core.errors import InvalidSkipPlanError
 from core.ids.topic_name import TopicName
-from core.skipping.plan_record import ApprovalRequest, PlanBinding, PlanRecord, messages_of
-from core.skipping.skip_plan import SkipPlan
+from core.skipping.plan_record import (
+    ApprovalRequest,
+    GatedPlan,
+    PlanBinding,
+    PlanRecord,
+    plan_messages,
+)
 from core.store.metadata import AuditRecord
 
 
@@ -17,19 +22,23 @@ class Workflow(Collaborator):
     """What the approval workflow and the front doors record, and read back."""
 
     def save_plan_record(
-        self, binding: PlanBinding, plan: SkipPlan, document: Mapping[str, object]
+        self, binding: PlanBinding, plan: GatedPlan, document: Mapping[str, object]
     ) -> PlanRecord:
         """Store ``plan`` as the current plan of ``binding``'s run; the record, its digest and
-        the approvals it needs (the namespace's policy, by the plan's size in messages)."""
+        the approvals it needs (the namespace's policy, by the plan's size in messages).
+
+        Every gated operation moves a subscription's cursor on the plan's topic, so the
+        requester's role must hold the skip permission there, whatever else the
+        operation's own planning checked."""
         info = self.access.authorized_topic(binding.role, Operation.SKIP, plan.topic)
         if info.name != plan.topic:
-            raise InvalidSkipPlanError(f"Invalid skip plan: '{plan.topic}' is not canonical")
+            raise InvalidSkipPlanError(f"Invalid plan: '{plan.topic}' is not canonical")
         policy = self.metadata.approval_policy(TopicName.parse(info.name).namespace_name)
         record = PlanRecord.create(
             binding,
             plan,
             document,
-            required_approvals=policy.approvals_for(messages_of(plan)),
+            required_approvals=policy.approvals_for(plan_messages(plan)),
             created_at_ms=self.clock(),
         )
         return self.metadata.plans.save(record)

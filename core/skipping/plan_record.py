@@ -21,17 +21,60 @@ task writes a new record, and an approval of the earlier one no longer applies.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from core.errors import InvalidArgumentError
 from core.skipping.skip_plan import SkipPlan
 
 SKIP = "skip"
-"""The operation of a skip plan (by id or matching); the only one so far."""
-OPERATIONS = frozenset({SKIP})
+"""The operation of a skip plan: by id, by matching, or the head of the backlog."""
+UNDO_SKIP = "undo-skip"
+REDRIVE = "redrive"
+
+
+@runtime_checkable
+class GatedPlan(Protocol):
+    """What every gated operation's plan is: a portable, content-addressed JSON object on
+    one subscription, of a known number of messages."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def subscription(self) -> str: ...
+    @property
+    def plan_id(self) -> str: ...
+    def dumps(self) -> str: ...
+
+
+PLAN_TYPES: Mapping[str, str] = {
+    SKIP: "core.skipping.skip_plan:SkipPlan",
+}
+"""Each gated operation's plan class (``module:Class``, imported on first use), whose
+``from_json`` reads back what its ``dumps`` wrote."""
+OPERATIONS = frozenset(PLAN_TYPES)
+
+
+def plan_type(operation: str) -> type[Any]:
+    """The plan class of ``operation``."""
+    module, name = PLAN_TYPES[operation].split(":")
+    found: type[Any] = getattr(importlib.import_module(module), name)
+    return found
+
+
+def plan_messages(plan: GatedPlan) -> int:
+    """How many messages a plan acts on (what the approval quorum is decided by)."""
+    if isinstance(plan, SkipPlan):
+        return messages_of(plan)
+    count = getattr(plan, "messages", None)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise InvalidArgumentError(f"Invalid plan: {type(plan).__name__} counts no messages")
+    return count
+
+
 MAX_APPROVALS = 3
 """The most distinct approvers a plan may need (the workflows have that many gates)."""
 
@@ -79,7 +122,8 @@ class PlanRecord:
     subscription: str
     created_at_ms: int
     plan_json: str
-    """The :class:`~core.skipping.skip_plan.SkipPlan` as :meth:`SkipPlan.dumps` wrote it."""
+    """The plan as its ``dumps`` wrote it (a :class:`~core.skipping.skip_plan.SkipPlan` for
+    a skip)."""
     plan_id: str
     """The plan's own content hash (:attr:`SkipPlan.plan_id`)."""
     document: Mapping[str, Any]
@@ -95,13 +139,19 @@ class PlanRecord:
     def create(
         cls,
         binding: PlanBinding,
-        plan: SkipPlan,
+        plan: GatedPlan,
         document: Mapping[str, Any],
         *,
         required_approvals: int,
         created_at_ms: int,
     ) -> PlanRecord:
-        """A new record of ``plan``, its digest computed here (never taken from anyone)."""
+        """A new record of ``plan``, its digest computed here (never taken from anyone).
+
+        ``plan`` must be of the binding's operation's plan class."""
+        if not isinstance(plan, plan_type(binding.operation)):
+            raise InvalidArgumentError(
+                f"Invalid plan record: a {type(plan).__name__} is not a {binding.operation} plan"
+            )
         if isinstance(required_approvals, bool) or not 1 <= required_approvals <= MAX_APPROVALS:
             raise InvalidArgumentError(
                 f"Invalid number of approvals {required_approvals!r}: expected 1 to {MAX_APPROVALS}"
@@ -118,10 +168,10 @@ class PlanRecord:
             "plan_json": plan.dumps(),
             "plan_id": plan.plan_id,
             "document": document,
-            "messages": messages_of(plan),
+            "messages": plan_messages(plan),
             "required_approvals": required_approvals,
         }
-        return cls(**fields, digest=_digest(**fields))  # type: ignore[arg-type]
+        return cls(**fields, digest=_digest(**fields))
 
     def verified(self) -> PlanRecord:
         """This record, after checking that its digest and its plan match its content."""
@@ -142,8 +192,18 @@ class PlanRecord:
             )
         return self
 
-    def plan(self) -> SkipPlan:
-        """The stored plan (its own content hash checked by :meth:`SkipPlan.from_json`)."""
+    def plan(self) -> GatedPlan:
+        """The stored plan, of its operation's class (its content hash checked by its
+        ``from_json``)."""
+        plan: GatedPlan = plan_type(self.operation).from_json(self.plan_json)
+        return plan
+
+    def skip_plan(self) -> SkipPlan:
+        """The stored plan of a skip record; refused for another operation's record."""
+        if self.operation != SKIP:
+            raise InvalidArgumentError(
+                f"Plan record {self.digest} is a {self.operation} plan, not a skip plan"
+            )
         return SkipPlan.from_json(self.plan_json)
 
     @property

@@ -16,6 +16,7 @@ from core.broker.admin import Admin
 from core.broker.analysis import Analysis
 from core.broker.context import BrokerContext
 from core.broker.cursor_ops import CursorOperations
+from core.broker.gated import GatedOperations
 from core.broker.reset import Resets
 from core.broker.produce import Producing
 from core.broker.read import Reading
@@ -28,6 +29,7 @@ PARTS = {
     "reading": Reading,
     "cursor_ops": CursorOperations,
     "resets": Resets,
+    "gated": GatedOperations,
     "analysis": Analysis,
     "workflow": Workflow,
 }

@@ -1,0 +1,60 @@
+"""The one door of every approved plan record: each gated operation applies its own kind.
+
+A gated operation supplies its plan, preview and apply in ``core``; the workflow
+(``airflow_glue``) plans, gates and then hands the approved record here. The
+record's operation, which its digest covers, chooses the apply: nothing a
+requester wrote does. Every apply commits the change, its audit record and the
+record's claim (applied at most once) in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.broker.context import BrokerContext, Collaborator
+from core.broker.cursor_ops import CursorOperations
+from core.errors import InvalidArgumentError
+from core.skipping.plan_record import SKIP, PlanRecord
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What an approved apply did, in the shape the workflow records: the operation, how
+    many messages it changed, and its own JSON outcome."""
+
+    operation: str
+    changed: int
+    """Messages acknowledged (skip), un-acknowledged (undo-skip) or published (redrive)."""
+    unchanged: int
+    """Messages of the plan left as they were (acknowledged meanwhile, gone, ...)."""
+    outcome: Mapping[str, Any]
+
+
+class GatedOperations(Collaborator):
+    """Applies an approved plan record by its operation."""
+
+    def __init__(self, context: BrokerContext, cursor_ops: CursorOperations) -> None:
+        super().__init__(context)
+        self.cursor_ops = cursor_ops
+
+    def apply_approved_plan(
+        self,
+        record: PlanRecord,
+        approvals: Sequence[Mapping[str, object]],
+        *,
+        via: str = "airflow",
+    ) -> Applied:
+        """Apply ``record`` (its approvals checked by the caller: who, when, for this digest)
+        as its requester's role, by its operation."""
+        record = record.verified()
+        if record.operation == SKIP:
+            done = self.cursor_ops.apply_approved_skip(record, approvals, via=via)
+            return Applied(
+                SKIP,
+                changed=len(done.skipped),
+                unchanged=len(done.acknowledged_meanwhile) + len(done.already_acknowledged),
+                outcome=done.to_pulsar_json(),
+            )
+        raise InvalidArgumentError(f"No apply for operation {record.operation!r}")
