@@ -17,6 +17,7 @@ from core.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from core.ids.message_id import MessageId
+    from core.ids.position import Position
 
 Request = TypeVar("Request", bound=BaseModel)
 
@@ -75,6 +76,44 @@ class HeadSkipRequest(BaseModel):
     @classmethod
     def _blank_ticket_is_none(cls, value: str | None) -> str | None:
         return value or None
+
+
+class ResetRequest(BaseModel):
+    """``reset-cursor`` to a message id (``ledgerId:entryId``) or a publish time."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+    topic: str = Field(
+        min_length=1,
+        description="Topic, or one partition of it (a message id needs a non-partitioned "
+        "topic or a partition)",
+    )
+    subscription: str = Field(min_length=1, description="Subscription (any type)")
+    message_id: str | None = Field(
+        default=None, description="Next message to read: ledgerId:entryId (or a time below)"
+    )
+    time: str | None = Field(
+        default=None,
+        description="Or a publish time: 10m (before now), epoch ms or ISO-8601 (UTC)",
+    )
+    reason: str = Field(min_length=1, description="Why (required; recorded)")
+    ticket: str | None = Field(default=None, description="Change ticket (optional)")
+
+    @field_validator("ticket", "message_id", "time")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
+    def target(self, now_ms: int) -> tuple[Position | None, int | None]:
+        """The message id's position or the time in epoch ms: exactly one of them."""
+        from core.durations import parse_time_ms
+        from core.ids.message_id import MessageId
+
+        if (self.message_id is None) == (self.time is None):
+            raise InvalidArgumentError("Give exactly one of message_id or time")
+        if self.message_id is not None:
+            return MessageId.parse_triplet(self.message_id).position, None
+        return None, parse_time_ms(self.time or "", "time", now_ms)
 
 
 def validate_conf(model: type[Request], conf: Mapping[str, object]) -> Request:

@@ -14,6 +14,7 @@ from urllib.parse import quote
 import httpx
 from fastapi import HTTPException
 
+from core.errors import InvalidArgumentError
 from core.ids.message_id import MessageId
 from cursorops_api.models import SkipTriggered
 
@@ -96,6 +97,17 @@ def trigger_workflow(
         url=f"{run_url}/tasks/{gate}/required_actions",
         run_url=run_url,
     )
+
+
+def required_reason(namespace: str, reason: str | None, what: str) -> str:
+    """The caller's reason, required where the namespace requires approval."""
+    why = (reason or "").strip()
+    if not why:
+        raise InvalidArgumentError(
+            f"{what} on namespace {namespace} require approval: give a reason "
+            "(X-Cursorops-Reason header or reason query parameter); nothing applied"
+        )
+    return why
 
 
 def _detail(answer: httpx.Response) -> str:

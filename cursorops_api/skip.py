@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from core.errors import ApprovalRequiredError, InvalidArgumentError
 from core.ids.topic_name import TopicName
 from core.skipping.skip_payload import parse_payload
-from cursorops_api.approval import trigger_skip, trigger_workflow
+from cursorops_api.approval import required_reason, trigger_skip, trigger_workflow
 from cursorops_api.deps import BrokerDep, RoleDep, caller_token
 from cursorops_api.limits import MAX_SKIP_IDS
 from cursorops_api.models import SkipTriggered
@@ -125,12 +125,7 @@ def _skip_head(
     else:
         return Response(status_code=204)
     plan = broker.plan_skip_head(role, name, subscription, limit)
-    why = (reason or "").strip()
-    if not why:
-        raise InvalidArgumentError(
-            f"Skips on namespace {name.namespace_name} require approval: give a reason "
-            "(X-Cursorops-Reason header or reason query parameter); nothing skipped"
-        )
+    why = required_reason(name.namespace_name, reason, "Skips")
     if not len(plan):
         raise InvalidArgumentError(
             f"Subscription {subscription} of {name} has no backlog: nothing to skip"

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, HTTPException, Path, Query, Response
+from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
 
 from core.analysis.backlog import TopicAnalysis
 from core.authz import Operation
 from core.errors import InvalidArgumentError, TopicNotFoundError
 from core.ids.position import Position
 from core.subscription import SubscriptionType
-from cursorops_api.deps import BrokerDep, RoleDep
-from cursorops_api.models import MessageIdBody
+from cursorops_api.deps import BrokerDep, RoleDep, caller_token
+from cursorops_api.models import MessageIdBody, SkipTriggered
 from cursorops_api.paths import SUBSCRIPTION, TOPIC, base_of, topic_name
 from cursorops_api.results import message_response, pulsar_json
 
@@ -219,21 +220,56 @@ def analyze_backlog_post(
     return _analysis(broker, role, tenant, namespace, topic, subscription)
 
 
-@router.post(SUBSCRIPTION + "/resetcursor/{timestamp}", status_code=204, responses=_ERRORS)
+@router.post(
+    SUBSCRIPTION + "/resetcursor/{timestamp}",
+    status_code=204,
+    responses={
+        **_ERRORS,
+        202: {"model": SkipTriggered, "description": "Waiting for an approval in Airflow"},
+    },
+)
 def reset_cursor(
     tenant: Tenant,
     namespace: Namespace,
     topic: Topic,
     subscription: Subscription,
+    request: Request,
     broker: BrokerDep,
     role: RoleDep,
     timestamp: Annotated[int, Path(ge=0, le=_INT64_MAX)],
+    reason: Annotated[str | None, Query(max_length=4096)] = None,
+    ticket: Annotated[str | None, Query(max_length=256)] = None,
+    x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
+    x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
 ) -> Response:
     """Each partition's next message becomes its first published at or after ``timestamp``
-    (epoch ms)."""
+    (epoch ms). Where the namespace requires approval, the ``cursorops_reset_cursor``
+    workflow is started as the caller (202), with the reason."""
+    from core.errors import ApprovalRequiredError
+    from cursorops_api.approval import required_reason, trigger_workflow
+
     name = topic_name(tenant, namespace, topic)
-    broker.reset_cursor(role, str(name), subscription, timestamp_ms=timestamp)
-    return Response(status_code=204)
+    try:
+        broker.reset_cursor(role, str(name), subscription, timestamp_ms=timestamp)
+    except ApprovalRequiredError:
+        pass
+    else:
+        return Response(status_code=204)
+    broker.plan_reset(role, str(name), subscription, timestamp_ms=timestamp)
+    why = required_reason(name.namespace_name, x_cursorops_reason or reason, "Resets")
+    conf = {
+        "topic": str(name),
+        "subscription": subscription,
+        "message_id": None,
+        "time": str(timestamp),
+        "reason": why,
+        "ticket": (x_cursorops_ticket or ticket or "").strip() or None,
+    }
+    run = trigger_workflow(caller_token(request), RESET_DAG, conf, gate="approve_reset")
+    return JSONResponse(run.model_dump(by_alias=True), status_code=202)
+
+
+RESET_DAG = "cursorops_reset_cursor"
 
 
 @router.get(

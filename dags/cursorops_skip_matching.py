@@ -23,8 +23,8 @@ import pendulum
 from airflow.sdk import dag, get_current_context, task
 
 from airflow_glue.gate import GATE_PARAMS, gate_params
-from airflow_glue.matching import match_params
 from airflow_glue.gated_tail import approve_and_apply
+from airflow_glue.matching import match_params
 from airflow_glue.spark import spark_job
 
 

@@ -57,6 +57,7 @@ from core.config import Config
 from core.ids.message_id import MessageId
 from core.ids.position import Position
 from core.ids.topic_name import TopicName
+from core.resetting.reset_plan import ResetPlan
 from core.skipping import skip
 from core.skipping.plan_record import (
     ApprovalPolicy,
@@ -102,8 +103,8 @@ class Broker:
         self.producing = Producing(self.context)
         self.reading = Reading(self.context)
         self.cursor_ops = CursorOperations(self.context)
-        self.gated = GatedOperations(self.context, self.cursor_ops)
         self.resets = Resets(self.context)
+        self.gated = GatedOperations(self.context, self.cursor_ops, self.resets)
         self.workflow = Workflow(self.context)
 
     @staticmethod
@@ -327,6 +328,29 @@ class Broker:
         return self.resets.reset_cursor(
             role, topic, subscription, position=position, timestamp_ms=timestamp_ms
         )
+
+    def plan_reset(
+        self,
+        role: str,
+        topic: str,
+        subscription: str,
+        *,
+        position: Position | None = None,
+        timestamp_ms: int | None = None,
+    ) -> ResetPlan:
+        return self.resets.plan_reset(
+            role, topic, subscription, position=position, timestamp_ms=timestamp_ms
+        )
+
+    def apply_reset(
+        self,
+        role: str,
+        plan: ResetPlan,
+        *,
+        via: str = "broker",
+        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+    ) -> dict[str, str]:
+        return self.resets.apply_reset(role, plan, via=via, _approved=_approved)
 
     def dispatcher(
         self, role: str, topic: str, subscription: str, *, partition: int | None = None

@@ -15,8 +15,10 @@ from typing import Any
 
 from core.broker.context import BrokerContext, Collaborator
 from core.broker.cursor_ops import CursorOperations
+from core.broker.reset import Resets
 from core.errors import InvalidArgumentError
-from core.skipping.plan_record import SKIP, PlanRecord
+from core.resetting.reset_plan import ResetPlan
+from core.skipping.plan_record import RESET_CURSOR, SKIP, PlanRecord
 
 
 @dataclass(frozen=True)
@@ -35,9 +37,12 @@ class Applied:
 class GatedOperations(Collaborator):
     """Applies an approved plan record by its operation."""
 
-    def __init__(self, context: BrokerContext, cursor_ops: CursorOperations) -> None:
+    def __init__(
+        self, context: BrokerContext, cursor_ops: CursorOperations, resets: Resets
+    ) -> None:
         super().__init__(context)
         self.cursor_ops = cursor_ops
+        self.resets = resets
 
     def apply_approved_plan(
         self,
@@ -57,4 +62,11 @@ class GatedOperations(Collaborator):
                 unchanged=len(done.acknowledged_meanwhile) + len(done.already_acknowledged),
                 outcome=done.to_pulsar_json(),
             )
+        by = [str(a.get("approver")) for a in approvals]
+        extra = {"runId": record.binding.run_id, "planDigest": record.digest, "approvedBy": by}
+        role = record.binding.role
+        plan = record.plan()
+        if record.operation == RESET_CURSOR and isinstance(plan, ResetPlan):
+            moved = self.resets.apply_reset(role, plan, via=via, _approved=(record, extra))
+            return Applied(RESET_CURSOR, plan.messages, 0, {"markDelete": moved})
         raise InvalidArgumentError(f"No apply for operation {record.operation!r}")

@@ -1,15 +1,26 @@
-"""Reset a subscription's cursor to a message id or a publish time."""
+"""Reset a subscription's cursor to a message id or a publish time: planned, then applied
+to every partition in one transaction with its audit record."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
+from core.acks import cursor_codec
+from core.acks.cursor import CursorState
 from core.acks.ledger_layout import LedgerLayout
+from core.acks.managed_cursor import replay
 from core.authz import Operation
 from core.broker.context import Collaborator
 from core.errors import InvalidArgumentError, PositionOutOfRangeError, TopicNotFoundError
 from core.ids.position import EARLIEST, Position
 from core.ids.topic_name import TopicName
+from core.resetting.reset_plan import PartitionReset, ResetPlan
+from core.skipping.head import head_messages
+from core.skipping.plan_record import PlanRecord
+from core.skipping.skip import SkipLookup
+from core.store.metadata import AuditEntry
 
 
 class Resets(Collaborator):
@@ -25,12 +36,40 @@ class Resets(Collaborator):
         timestamp_ms: int | None = None,
     ) -> dict[str, str]:
         """Reset to a position (a non-partitioned topic, or one partition) or to a publish
-        time (any topic, or one partition).
+        time (any topic, or one partition), at once; refused where the namespace requires
+        approval (the ``cursorops_reset_cursor`` workflow applies there).
+
+        Every partition moves in one transaction, with a ``reset-cursor`` audit record.
+        Returns the new mark-delete per partition.
+        """
+        info = self.access.authorized_topic(
+            role, Operation.RESET_CURSOR, TopicName.parse(topic).base
+        )
+        self.access.refuse_without_approval(
+            info,
+            "reset-cursor (it acknowledges or redelivers)",
+            "the cursorops_reset_cursor workflow",
+        )
+        plan = self.plan_reset(
+            role, topic, subscription, position=position, timestamp_ms=timestamp_ms
+        )
+        return self._apply(role, plan, "broker", None)
+
+    def plan_reset(
+        self,
+        role: str,
+        topic: str,
+        subscription: str,
+        *,
+        position: Position | None = None,
+        timestamp_ms: int | None = None,
+    ) -> ResetPlan:
+        """Where each partition's cursor would go, and its backlog before and after; changes
+        nothing.
 
         A partition's name (``t-partition-2``) resets that partition only, as
         pulsar-admin's does. With a time, each partition's next entry becomes its
-        first entry published at or after that time. Returns the new mark-delete
-        per partition.
+        first entry published at or after that time, resolved now.
         """
         parsed = TopicName.parse(topic)
         info = self.access.authorized_topic(role, Operation.RESET_CURSOR, parsed.base)
@@ -42,7 +81,6 @@ class Resets(Collaborator):
                 )
             partitions = [str(parsed)]
         self.metadata.get_subscription(info.name, subscription)
-        self.access.refuse_without_approval(info, "reset-cursor (it acknowledges or redelivers)")
         if (position is None) == (timestamp_ms is None):
             raise InvalidArgumentError("Give exactly one of a message id or a time")
         if position is not None and len(partitions) > 1:
@@ -50,15 +88,98 @@ class Resets(Collaborator):
                 "Reset to a message id needs a non-partitioned topic or one partition; use a "
                 f"time on partitioned topic {info.name}"
             )
-        layout = self.context.layout(partitions[0]) if position is not None else None
-        if position is not None and layout is not None:
-            check_reset_target(position, layout)
-        result = {}
+        moves = []
         for name in partitions:
-            cursor = self.context.cursor(name, subscription, layout)
+            layout = self.context.layout(name)
+            if position is not None:
+                check_reset_target(position, layout)
             target = position if position is not None else self._first_at(name, timestamp_ms or 0)
-            cursor.reset(target)
-            result[name] = str(cursor.mark_delete)
+            lookup = self.context.entry_arrays(name, layout)
+            state = self.context.cursor(name, subscription, layout).state
+            moves.append(
+                PartitionReset(
+                    name,
+                    target,
+                    state.mark_delete,
+                    head_messages(state, lookup, None).messages,
+                    messages_from(lookup, target),
+                )
+            )
+        return ResetPlan(info.name, subscription, tuple(moves), self.clock(), timestamp_ms)
+
+    def apply_reset(
+        self,
+        role: str,
+        plan: ResetPlan,
+        *,
+        via: str = "broker",
+        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+    ) -> dict[str, str]:
+        """Move every partition of ``plan`` to its target in one transaction, with its audit
+        record (and an approved record's claim). Refused where the namespace requires
+        approval, unless approved."""
+        info = self.access.authorized_topic(role, Operation.RESET_CURSOR, plan.topic)
+        if _approved is None:
+            self.access.refuse_without_approval(
+                info,
+                "reset-cursor (it acknowledges or redelivers)",
+                "the cursorops_reset_cursor workflow",
+            )
+        known = set(info.partition_names())
+        for move in plan.partitions:
+            if move.topic_partition not in known:
+                raise InvalidArgumentError(
+                    f"Invalid reset plan: {move.topic_partition} is not a partition of {info.name}"
+                )
+            check_reset_target(move.target, self.context.layout(move.topic_partition))
+        return self._apply(role, plan, via, _approved)
+
+    def _apply(
+        self,
+        role: str,
+        plan: ResetPlan,
+        via: str,
+        approved: tuple[PlanRecord, Mapping[str, object]] | None,
+    ) -> dict[str, str]:
+        layouts = {
+            m.topic_partition: self.context.layout(m.topic_partition) for m in plan.partitions
+        }
+        at_ms = self.clock()
+        result: dict[str, str] = {}
+        with self.metadata.transaction() as work:
+            moved = []
+            for move in sorted(plan.partitions, key=lambda m: m.topic_partition):
+                layout = layouts[move.topic_partition]
+                cursor_id, record = work.cursors.read(
+                    move.topic_partition, plan.subscription, lock="update"
+                )
+                before = replay(record, layout).mark_delete
+                after = CursorState()
+                after.reset(move.target, layout)
+                work.cursors.append(cursor_id, [cursor_codec.encode(after, replace=True)])
+                result[move.topic_partition] = str(after.mark_delete)
+                moved.append(
+                    {
+                        "partition": move.topic_partition,
+                        "target": str(move.target),
+                        "markDeleteBefore": str(before),
+                        "markDeleteAfter": str(after.mark_delete),
+                    }
+                )
+            detail = {
+                "planId": plan.plan_id,
+                "publishTime": plan.timestamp_ms,
+                "partitions": moved,
+                "via": via,
+                **(approved[1] if approved else {}),
+            }
+            audit_id = work.record_audit(
+                AuditEntry("reset-cursor", plan.topic, plan.subscription, role, detail, at_ms)
+            )
+            if approved is not None:
+                work.claim_plan(
+                    approved[0].digest, at_ms, {**approved[1], "auditId": audit_id, "moved": moved}
+                )
         return result
 
     def _first_at(self, topic_partition: str, timestamp_ms: int) -> Position:
@@ -81,3 +202,14 @@ def check_reset_target(position: Position, layout: LedgerLayout) -> None:
         raise PositionOutOfRangeError(
             f"Cannot start at {position}: no such entry (the last entry is {last})"
         )
+
+
+def messages_from(lookup: SkipLookup, target: Position) -> int:
+    """Messages in the entries at or after ``target``: a reset's backlog (a batch counts its
+    messages)."""
+    ledgers, entries = lookup.ledger_ids, lookup.entry_ids
+    at_or_after = (ledgers > target.ledger_id) | (
+        (ledgers == target.ledger_id) & (entries >= target.entry_id)
+    )
+    sizes = np.maximum(np.asarray(lookup.batch_sizes, dtype=np.int64)[at_or_after], 1)
+    return int(sizes.sum())

@@ -34,6 +34,7 @@ SKIP = "skip"
 """The operation of a skip plan: by id, by matching, or the head of the backlog."""
 UNDO_SKIP = "undo-skip"
 REDRIVE = "redrive"
+RESET_CURSOR = "reset-cursor"
 
 
 @runtime_checkable
@@ -52,6 +53,7 @@ class GatedPlan(Protocol):
 
 PLAN_TYPES: Mapping[str, str] = {
     SKIP: "core.skipping.skip_plan:SkipPlan",
+    RESET_CURSOR: "core.resetting.reset_plan:ResetPlan",
 }
 """Each gated operation's plan class (``module:Class``, imported on first use), whose
 ``from_json`` reads back what its ``dumps`` wrote."""

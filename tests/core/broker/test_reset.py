@@ -1,0 +1,78 @@
+"""reset-cursor planned, then applied: every partition in one transaction, audited, and gated
+where the namespace requires approval."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.broker import Broker
+from core.errors import ApprovalRequiredError, InvalidArgumentError, PlanAlreadyAppliedError
+from core.ids.message_id import MessageId
+from core.producer import OutgoingMessage
+from core.resetting.reset_plan import ResetPlan
+from core.skipping.plan_record import RESET_CURSOR, PlanBinding
+from core.subscription import SubscriptionType
+
+from .conftest import TOPIC
+
+
+def backlog(broker: Broker, topic: str = TOPIC) -> int:
+    return sum(a.result.messages for a in broker.analyze_backlog("admin", topic, "s"))
+
+
+def test_a_plan_shows_both_directions_and_changes_nothing(
+    broker: Broker, ids: list[MessageId]
+) -> None:
+    broker.skip_messages("admin", TOPIC, "s", ids[:6])
+    back = broker.plan_reset("admin", TOPIC, "s", position=ids[2].position)
+    forward = broker.plan_reset("admin", TOPIC, "s", position=ids[8].position)
+    assert [(p.backlog_before, p.backlog_after) for p in back.partitions] == [(4, 8)]
+    assert [(p.backlog_before, p.backlog_after) for p in forward.partitions] == [(4, 2)]
+    assert (back.messages, forward.messages) == (4, 2)
+    assert backlog(broker) == 4
+    assert ResetPlan.from_json(back.dumps()) == back
+    with pytest.raises(InvalidArgumentError, match="does not match"):
+        ResetPlan.from_json(back.dumps().replace('"backlogAfter":8', '"backlogAfter":0'))
+
+
+def test_a_time_reset_moves_every_partition_in_one_audited_transaction(broker: Broker) -> None:
+    topic = "persistent://acme/ops/parted"
+    broker.create_topic("admin", topic, partitions=3)
+    broker.create_subscription(
+        "admin", topic, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    broker.produce("admin", topic, [OutgoingMessage(b"x")] * 12, batch_size=2)
+    broker.skip_head("admin", topic, "s", None)
+    assert backlog(broker, topic) == 0
+    moved = broker.reset_cursor("admin", topic, "s", timestamp_ms=0)
+    assert len(moved) == 3 and backlog(broker, topic) == 12
+    [audit] = broker.audit_log("admin", topic, kind="reset-cursor")
+    assert len(audit.detail["partitions"]) == 3 and audit.detail["via"] == "broker"
+
+
+def test_refused_there_until_an_approved_record_applies_once(
+    broker: Broker, ids: list[MessageId]
+) -> None:
+    broker.skip_messages("admin", TOPIC, "s", ids[:6])
+    broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    with pytest.raises(ApprovalRequiredError, match="cursorops_reset_cursor"):
+        broker.reset_cursor("admin", TOPIC, "s", position=ids[0].position)
+    plan = broker.plan_reset("admin", TOPIC, "s", position=ids[0].position)
+    with pytest.raises(ApprovalRequiredError):
+        broker.apply_reset("admin", plan)
+    assert backlog(broker) == 4
+    binding = PlanBinding("d", "r", "ann", "admin", RESET_CURSOR)
+    record = broker.save_plan_record(binding, plan, {"reason": "replay"})
+    applied = broker.apply_approved_plan(record, [{"approver": "bob"}])
+    assert (applied.operation, applied.changed) == (RESET_CURSOR, 6)
+    assert backlog(broker) == 10
+    [audit] = broker.audit_log("admin", TOPIC, kind="reset-cursor")
+    assert audit.detail["approvedBy"] == ["bob"] and audit.detail["via"] == "airflow"
+    with pytest.raises(PlanAlreadyAppliedError):
+        broker.apply_approved_plan(broker.current_plan_record("admin", "d", "r"), [])  # type: ignore[arg-type]
+
+
+def test_a_reset_plan_cannot_pose_as_a_skip(broker: Broker, ids: list[MessageId]) -> None:
+    plan = broker.plan_reset("admin", TOPIC, "s", position=ids[0].position)
+    with pytest.raises(InvalidArgumentError, match="not a skip plan"):
+        broker.save_plan_record(PlanBinding("d", "r", "ann", "admin"), plan, {})
