@@ -16,6 +16,7 @@ attribute               module                 what it owns
 ``producing``           ``produce.py``         produce, produce as columns, append entries
 ``reading``             ``read.py``            dispatcher, consume, peek, examine, last position
 ``cursor_ops``          ``cursor_ops.py``      skip (plan, apply, approved apply) and reset
+``redrive``             ``redrive.py``         a dead-letter topic's redrive (plan, apply)
 ``analysis``            ``analysis.py``        backlog, stats, cursor state, history, Spark reads
 ``workflow``            ``workflow.py``        plan records, approval requests, the audit log
 ======================  =====================  =============================================
@@ -48,6 +49,7 @@ from core.broker.context import BrokerContext, wall_clock_ms
 from core.broker.cursor_ops import CursorOperations
 from core.broker.produce import Producing
 from core.broker.read import Reading
+from core.broker.redrive import Redrive, RedriveOutcome, RedrivePlan
 from core.broker.workflow import Workflow
 from core.config import Config
 from core.ids.message_id import MessageId
@@ -63,6 +65,7 @@ from core.subscription import SubscriptionType
 # The read path (core.reading.dispatch, core.store.segment_reader) and the producer are imported
 # where they are used: a command that only counts or skips does not load them.
 if TYPE_CHECKING:
+    from core.analysis.predicates import Predicate
     from core.ids.message_id_columns import MessageIdColumns
     from core.producer import Entry, OutgoingMessage
     from core.reading.dispatch import Dispatcher, Message
@@ -92,6 +95,7 @@ class Broker:
         self.producing = Producing(self.context)
         self.reading = Reading(self.context)
         self.cursor_ops = CursorOperations(self.context)
+        self.redrive = Redrive(self.context)
         self.workflow = Workflow(self.context)
 
     @staticmethod
@@ -268,6 +272,29 @@ class Broker:
         _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
     ) -> skip.SkipOutcome:
         return self.cursor_ops.apply_skip(role, plan, via=via, _approved=_approved)
+
+    def plan_redrive(
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str,
+        *,
+        predicate: Predicate | Mapping[str, object] | str | None = None,
+        dead_letter: str | None = None,
+    ) -> RedrivePlan:
+        return self.redrive.plan_redrive(
+            role, topic, subscription, predicate=predicate, dead_letter=dead_letter
+        )
+
+    def apply_redrive(
+        self,
+        role: str,
+        plan: RedrivePlan,
+        *,
+        via: str = "broker",
+        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+    ) -> RedriveOutcome:
+        return self.redrive.apply_redrive(role, plan, via=via, _approved=_approved)
 
     def reset_cursor(
         self,
