@@ -49,12 +49,13 @@ from core.broker.context import BrokerContext, wall_clock_ms
 from core.broker.cursor_ops import CursorOperations
 from core.broker.produce import Producing
 from core.broker.read import Reading
-from core.broker.redrive import Redrive, RedriveOutcome, RedrivePlan
+from core.broker.redrive import Redrive
 from core.broker.workflow import Workflow
 from core.config import Config
 from core.ids.message_id import MessageId
 from core.ids.position import Position
 from core.ids.topic_name import TopicName
+from core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
 from core.skipping import skip
 from core.skipping.plan_record import ApprovalPolicy, ApprovalRequest, PlanBinding, PlanRecord
 from core.skipping.skip_plan import SkipPlan

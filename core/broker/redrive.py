@@ -38,11 +38,8 @@ per acknowledging cursor, all in one metadata transaction.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -53,9 +50,21 @@ from core.acks.ledger_layout import LedgerLayout
 from core.acks.managed_cursor import replay
 from core.authz import Operation
 from core.broker.context import Collaborator
-from core.errors import InvalidArgumentError, InvalidInputError, TopicNotFoundError
+from core.errors import InvalidArgumentError, TopicNotFoundError
 from core.ids.message_id import MessageId
 from core.ids.topic_name import TopicName, dead_letter_topic
+from core.redriving.redrive_plan import (
+    ORIGIN_PROPERTY,
+    ORIGIN_TOPIC_PROPERTY,
+    PREVIEW_MESSAGES,
+    PRODUCER_NAME,
+    PROVENANCE,
+    REDRIVE_PROPERTY,
+    RedriveMessage,
+    RedriveOutcome,
+    RedrivePlan,
+    id_text,
+)
 from core.skipping.plan_record import PlanRecord
 from core.store import arrow_columns
 from core.store.ledger import MESSAGE_SCHEMA
@@ -68,189 +77,7 @@ if TYPE_CHECKING:
     from core.analysis.predicates import Predicate
     from core.store.unit_of_work import UnitOfWork
 
-ORIGIN_PROPERTY = "cursorops-redrive-origin"
-"""The dead-letter message's id (``ledger:entry[:batch]``) a redriven message came from."""
-ORIGIN_TOPIC_PROPERTY = "cursorops-redrive-origin-topic"
-"""The dead-letter topic (partition) it came from."""
-REDRIVE_PROPERTY = "cursorops-redrive-id"
-"""The redrive's plan id; the ``redrive`` audit record names it as ``planId``."""
-PRODUCER_NAME = "cursorops-redrive"
-PREVIEW_MESSAGES = 50
-"""Messages a plan keeps for its preview."""
-
 _PROPERTIES_TYPE = MESSAGE_SCHEMA.field("properties").type
-_OURS = frozenset({ORIGIN_PROPERTY, ORIGIN_TOPIC_PROPERTY, REDRIVE_PROPERTY})
-
-
-@dataclass(frozen=True)
-class RedriveMessage:
-    """One dead-letter message as a plan's preview shows it."""
-
-    message_id: MessageId
-    key: str | None
-    properties: Mapping[str, str]
-    publish_time: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "messageId": _id_text(self.message_id),
-            "key": self.key,
-            "properties": dict(self.properties),
-            "publishTime": self.publish_time,
-        }
-
-
-@dataclass(frozen=True)
-class RedrivePlan:
-    """What a redrive would publish, planned against the stores as they were at
-    ``planned_at`` (the broker's clock); immutable, identified by its content hash.
-
-    ``ids`` are the dead-letter messages (``partition`` -1 when the dead-letter topic
-    is not partitioned), in the order they are published, ``keys`` theirs.
-    """
-
-    topic: str
-    subscription: str
-    dead_letter_topic: str
-    dead_letter_subscriptions: tuple[str, ...]
-    other_subscriptions: tuple[str, ...]
-    """The topic's subscriptions that would acknowledge the new messages (as planned;
-    applying reads them again)."""
-    ids: tuple[MessageId, ...]
-    keys: tuple[str | None, ...]
-    sample: tuple[RedriveMessage, ...]
-    """The first :data:`PREVIEW_MESSAGES` messages."""
-    predicate: Mapping[str, Any] | None
-    planned_at: int
-    plan_id: str = field(init=False, compare=False)
-    """SHA-256 of the plan's content (:meth:`dumps` without ``planId``)."""
-
-    def __post_init__(self) -> None:
-        if len(self.keys) != len(self.ids):
-            raise InvalidArgumentError("Invalid redrive plan: one key per message")
-        digest = hashlib.sha256(_canonical(self._content()).encode()).hexdigest()
-        object.__setattr__(self, "plan_id", digest)
-
-    @property
-    def messages(self) -> int:
-        return len(self.ids)
-
-    def _content(self) -> dict[str, Any]:
-        return {
-            "kind": "redrive",
-            "topic": self.topic,
-            "subscription": self.subscription,
-            "deadLetterTopic": self.dead_letter_topic,
-            "deadLetterSubscriptions": list(self.dead_letter_subscriptions),
-            "otherSubscriptions": list(self.other_subscriptions),
-            "ids": [[m.partition, m.ledger_id, m.entry_id, m.batch_index] for m in self.ids],
-            "keys": list(self.keys),
-            "sample": [m.to_json() | {"partition": m.message_id.partition} for m in self.sample],
-            "predicate": None if self.predicate is None else dict(self.predicate),
-            "plannedAt": self.planned_at,
-        }
-
-    def dumps(self) -> str:
-        """The plan as JSON text; :meth:`from_json` reads it back."""
-        return _canonical({**self._content(), "planId": self.plan_id})
-
-    @classmethod
-    def from_json(cls, text: str) -> RedrivePlan:
-        """Read a plan :meth:`dumps` wrote; refuses one malformed or altered (its content no
-        longer hashes to its ``planId``)."""
-        try:
-            doc = json.loads(text)
-            if not isinstance(doc, dict) or doc.get("kind") != "redrive":
-                raise ValueError("not a redrive plan")
-            sample = tuple(
-                RedriveMessage(
-                    _parse_id(m["messageId"], int(m["partition"])),
-                    _optional_text(m["key"]),
-                    {str(k): str(v) for k, v in dict(m["properties"]).items()},
-                    int(m["publishTime"]),
-                )
-                for m in doc["sample"]
-            )
-            predicate = doc["predicate"]
-            plan = cls(
-                topic=str(doc["topic"]),
-                subscription=str(doc["subscription"]),
-                dead_letter_topic=str(doc["deadLetterTopic"]),
-                dead_letter_subscriptions=tuple(map(str, doc["deadLetterSubscriptions"])),
-                other_subscriptions=tuple(map(str, doc["otherSubscriptions"])),
-                ids=tuple(
-                    MessageId(int(led), int(ent), int(part), int(index))
-                    for part, led, ent, index in doc["ids"]
-                ),
-                keys=tuple(_optional_text(k) for k in doc["keys"]),
-                sample=sample,
-                predicate=None if predicate is None else dict(predicate),
-                planned_at=int(doc["plannedAt"]),
-            )
-            said = doc["planId"]
-        except (KeyError, TypeError, ValueError, InvalidInputError) as exc:
-            raise InvalidArgumentError(f"Invalid redrive plan: {exc}") from exc
-        if plan.plan_id != said:
-            raise InvalidArgumentError(
-                f"Invalid redrive plan: its content hashes to {plan.plan_id}, not {said!r}"
-            )
-        return plan
-
-    def preview(self) -> dict[str, Any]:
-        """Counts and the first :data:`PREVIEW_MESSAGES` messages, as JSON values."""
-        keyed = sum(k is not None for k in self.keys)
-        return {
-            "planId": self.plan_id,
-            "topic": self.topic,
-            "subscription": self.subscription,
-            "deadLetterTopic": self.dead_letter_topic,
-            "deadLetterSubscriptions": list(self.dead_letter_subscriptions),
-            "otherSubscriptions": list(self.other_subscriptions),
-            "predicate": None if self.predicate is None else dict(self.predicate),
-            "messages": self.messages,
-            "keyedMessages": keyed,
-            "distinctKeys": len({k for k in self.keys if k is not None}),
-            "plannedAt": self.planned_at,
-            "firstMessages": [m.to_json() for m in self.sample],
-        }
-
-
-@dataclass(frozen=True)
-class RedriveOutcome:
-    """What an apply published: ``redriven`` (dead-letter id) and ``published`` (its new id),
-    aligned; ``acknowledged_meanwhile``: planned messages every dead-letter subscription
-    had acknowledged by then (not published)."""
-
-    topic: str
-    subscription: str
-    dead_letter_topic: str
-    plan_id: str
-    redrive_id: int
-    """The ``redrive`` audit record's id."""
-    redriven: tuple[MessageId, ...]
-    published: tuple[MessageId, ...]
-    acknowledged_meanwhile: tuple[MessageId, ...]
-    acknowledged_on: tuple[str, ...]
-    """The topic's other subscriptions, which acknowledged the new messages."""
-    dead_letter_subscriptions: tuple[str, ...]
-    """The dead-letter topic's subscriptions, which acknowledged the originals."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic,
-            "subscription": self.subscription,
-            "deadLetterTopic": self.dead_letter_topic,
-            "planId": self.plan_id,
-            "redriveId": self.redrive_id,
-            "redriven": len(self.redriven),
-            "acknowledgedMeanwhile": [_id_text(m) for m in self.acknowledged_meanwhile],
-            "acknowledgedOn": list(self.acknowledged_on),
-            "deadLetterSubscriptions": list(self.dead_letter_subscriptions),
-            "messages": [
-                {"deadLetterId": _id_text(old), "messageId": _id_text(new)}
-                for old, new in zip(self.redriven, self.published, strict=True)
-            ],
-        }
 
 
 class Redrive(Collaborator):
@@ -262,7 +89,7 @@ class Redrive(Collaborator):
         topic: str | TopicName,
         subscription: str,
         *,
-        predicate: Predicate | Mapping[str, Any] | str | None = None,
+        predicate: Predicate | Mapping[str, object] | str | None = None,
         dead_letter: str | None = None,
     ) -> RedrivePlan:
         """The dead-letter messages a redrive would publish, changing nothing.
@@ -296,7 +123,7 @@ class Redrive(Collaborator):
                 live &= chosen.mask(table)
             rows = table.filter(pa.array(live))
             partition = index if dlq.partitions else -1
-            found = _ids(rows, partition)
+            found = _ids(rows, None, partition)
             ids += found
             keys += rows.column("key").to_pylist()
             room = PREVIEW_MESSAGES - len(sample)
@@ -401,13 +228,9 @@ class Redrive(Collaborator):
             chosen = rows.take(pa.array(go, pa.int64()))
             published = self._publish(work, targets, chosen, plan_id, at_ms)
             for name, sub in sorted((p, s) for p in targets.written for s in others):
-                written = targets.written[name]
-                ack = AckColumns.of(
-                    written.ledger_ids,
-                    written.entry_ids,
-                    np.full(len(written.ledger_ids), -1, np.int64),
-                    np.zeros(len(written.ledger_ids), np.int64),
-                )
+                ledger_ids, entry_ids = targets.written[name]
+                whole = np.full(len(ledger_ids), -1, np.int64)
+                ack = AckColumns.of(ledger_ids, entry_ids, whole, np.zeros_like(whole))
                 work.cursors.append_to(name, sub, [cursor_codec.encode_columns(ack)])
             for cursor_id, name in locked:
                 mine = np.flatnonzero(partition_of[go] == name)
@@ -421,20 +244,20 @@ class Redrive(Collaborator):
                     int_column(acked.column("batch_size")),
                 )
                 work.cursors.append(cursor_id, [cursor_codec.encode_columns(ack)])
-            redriven = _row_ids(chosen, dlq)
+            redriven = _ids(chosen, dlq)
             meanwhile = (
                 ()
                 if pending is None
-                else tuple(_row_ids(rows.take(pa.array(np.flatnonzero(~pending))), dlq))
+                else tuple(_ids(rows.take(pa.array(np.flatnonzero(~pending))), dlq))
             )
             detail: dict[str, object] = {
                 "planId": plan_id,
                 "deadLetterTopic": dlq.name,
                 "deadLetterSubscriptions": list(dlq_subs),
                 "acknowledgedOn": list(others),
-                "deadLetterIds": [_id_text(m) for m in redriven],
-                "newIds": [_id_text(m) for m in published],
-                "acknowledgedMeanwhile": [_id_text(m) for m in meanwhile],
+                "deadLetterIds": [id_text(m) for m in redriven],
+                "newIds": [id_text(m) for m in published],
+                "acknowledgedMeanwhile": [id_text(m) for m in meanwhile],
                 "predicate": None if plan.predicate is None else dict(plan.predicate),
                 "via": via,
                 **(_approved[1] if _approved else {}),
@@ -541,7 +364,7 @@ class Redrive(Collaborator):
             if None in picked:
                 gone = wanted[picked.index(None)]
                 raise InvalidArgumentError(
-                    f"Invalid redrive plan {plan.plan_id}: {_id_text(gone)} is not in "
+                    f"Invalid redrive plan {plan.plan_id}: {id_text(gone)} is not in "
                     f"{name}; nothing redriven"
                 )
             taken = table.take(pa.array(picked, pa.int64()))
@@ -580,10 +403,10 @@ class Redrive(Collaborator):
                 [i % count if k is None else key_partition(k, count) for i, k in enumerate(keys)],
                 np.int64,
             )
-        origins = [_id_text(m) for m in _row_ids(rows, None)]
+        origins = [id_text(m) for m in _ids(rows, None)]
         source = rows.column("topic_partition").to_pylist()
         properties = [
-            [(k, v) for k, v in pairs if k not in _OURS]
+            [(k, v) for k, v in pairs if k not in PROVENANCE]
             + [(ORIGIN_PROPERTY, o), (ORIGIN_TOPIC_PROPERTY, t), (REDRIVE_PROPERTY, plan_id)]
             for pairs, o, t in zip(
                 rows.column("properties").to_pylist(), origins, source, strict=True
@@ -621,17 +444,11 @@ class Redrive(Collaborator):
         for (slot, numbers), positions in zip(groups, written, strict=True):
             ledger_ids[numbers] = [p.ledger_id for p in positions]
             entry_ids[numbers] = [p.entry_id for p in positions]
-            targets.written[targets.names[slot]] = _Written(ledger_ids[numbers], entry_ids[numbers])
+            targets.written[targets.names[slot]] = (ledger_ids[numbers], entry_ids[numbers])
         partition = slots if targets.partitioned else np.full(n, -1, np.int64)
         return MessageId.of_store_many(
             ledger_ids.tolist(), entry_ids.tolist(), partition.tolist(), [-1] * n, [0] * n
         )
-
-
-@dataclass
-class _Written:
-    ledger_ids: np.ndarray
-    entry_ids: np.ndarray
 
 
 class _Targets:
@@ -641,11 +458,12 @@ class _Targets:
         self.names = info.partition_names()
         self.topics = [TopicName.parse(name) for name in self.names]
         self.partitioned = info.partitions > 0
-        self.written: dict[str, _Written] = {}
+        self.written: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        """Partition -> the ledger and entry ids written there."""
 
 
 def _predicate(
-    predicate: Predicate | Mapping[str, Any] | str | None, now_ms: int
+    predicate: Predicate | Mapping[str, object] | str | None, now_ms: int
 ) -> Predicate | None:
     from core.analysis.predicates import Predicate, parse_predicate
 
@@ -654,64 +472,17 @@ def _predicate(
     return parse_predicate(predicate, now_ms=now_ms)
 
 
-def _ids(rows: pa.Table, partition: int) -> list[MessageId]:
-    n = rows.num_rows
-    return MessageId.of_store_many(
-        rows.column("ledger_id").to_pylist(),
-        rows.column("entry_id").to_pylist(),
-        [partition] * n,
-        rows.column("batch_index").to_pylist(),
-        rows.column("batch_size").to_pylist(),
+def _ids(rows: pa.Table, dlq: TopicInfo | None, partition: int = -1) -> list[MessageId]:
+    """The ids of dead-letter rows: on ``partition``, or, given a partitioned ``dlq``, on the
+    partition their ``topic_partition`` names."""
+    partitions = [partition] * rows.num_rows
+    if dlq is not None and dlq.partitions:
+        names = rows.column("topic_partition").to_pylist()
+        partitions = [TopicName.parse(name).partition_index for name in names]
+    ledger, entry, index, size = (
+        rows.column(c).to_pylist() for c in ("ledger_id", "entry_id", "batch_index", "batch_size")
     )
+    return MessageId.of_store_many(ledger, entry, partitions, index, size)
 
 
-def _row_ids(rows: pa.Table, dlq: TopicInfo | None) -> list[MessageId]:
-    """The dead-letter ids of rows carrying ``topic_partition`` (partition -1 when ``dlq`` is
-    None or not partitioned)."""
-    names = rows.column("topic_partition").to_pylist()
-    partitions = (
-        [TopicName.parse(name).partition_index for name in names]
-        if dlq is not None and dlq.partitions
-        else [-1] * rows.num_rows
-    )
-    return MessageId.of_store_many(
-        rows.column("ledger_id").to_pylist(),
-        rows.column("entry_id").to_pylist(),
-        partitions,
-        rows.column("batch_index").to_pylist(),
-        rows.column("batch_size").to_pylist(),
-    )
-
-
-def _id_text(message_id: MessageId) -> str:
-    """``ledger:entry[:batch]``, after ``partition/`` on a partitioned topic's message."""
-    triplet = message_id.triplet()
-    return triplet if message_id.partition < 0 else f"{message_id.partition}/{triplet}"
-
-
-def _parse_id(text: object, partition: int) -> MessageId:
-    if not isinstance(text, str):
-        raise ValueError(f"message id {text!r} is not text")
-    return MessageId.parse_triplet(text.rpartition("/")[2], partition)
-
-
-def _optional_text(value: object) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise ValueError(f"{value!r} is not text")
-    return value
-
-
-def _canonical(document: Mapping[str, Any]) -> str:
-    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-__all__ = [
-    "ORIGIN_PROPERTY",
-    "ORIGIN_TOPIC_PROPERTY",
-    "PRODUCER_NAME",
-    "REDRIVE_PROPERTY",
-    "Redrive",
-    "RedriveMessage",
-    "RedriveOutcome",
-    "RedrivePlan",
-]
+__all__ = ["Redrive"]

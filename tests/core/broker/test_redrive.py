@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from core.broker import Broker
-from core.broker.redrive import (
+from core.redriving.redrive_plan import (
     ORIGIN_PROPERTY,
     ORIGIN_TOPIC_PROPERTY,
     REDRIVE_PROPERTY,
