@@ -214,7 +214,9 @@ def test_a_partitioned_topic_gets_keyed_messages_on_their_keys_partition(broker:
 
 def test_bad_requests_change_nothing(seeded: Broker) -> None:
     broker = seeded
-    _refused(broker, lambda: broker.plan_redrive("admin", TOPIC, "nobody"), SubscriptionNotFoundError)
+    _refused(
+        broker, lambda: broker.plan_redrive("admin", TOPIC, "nobody"), SubscriptionNotFoundError
+    )
     _refused(
         broker,
         lambda: broker.apply_redrive("admin", broker.plan_redrive("admin", TOPIC, "audit")),
@@ -227,7 +229,9 @@ def test_bad_requests_change_nothing(seeded: Broker) -> None:
     broker.grant_permission("admin", "acme/ops", "producer-only", ["produce"])
     broker.grant_permission("admin", "acme/ops", "consumer-only", ["consume"])
     for role in ("producer-only", "consumer-only", "stranger"):
-        _refused(broker, lambda r=role: broker.plan_redrive(r, TOPIC, "billing"), NotAuthorizedError)
+        _refused(
+            broker, lambda r=role: broker.plan_redrive(r, TOPIC, "billing"), NotAuthorizedError
+        )
         _refused(broker, lambda r=role: broker.apply_redrive(r, plan), NotAuthorizedError)
     # A plan altered after it was written, or naming a message the DLQ does not hold.
     document = plan.dumps().replace('"billing"', '"audit"', 1)
