@@ -7,12 +7,6 @@ from __future__ import annotations
 import pytest
 
 from core.broker import Broker
-from core.redriving.redrive_plan import (
-    ORIGIN_PROPERTY,
-    ORIGIN_TOPIC_PROPERTY,
-    REDRIVE_PROPERTY,
-    RedrivePlan,
-)
 from core.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
@@ -22,6 +16,12 @@ from core.errors import (
 )
 from core.ids.topic_name import TopicName, dead_letter_topic
 from core.producer import Entry, OutgoingMessage
+from core.redriving.redrive_plan import (
+    ORIGIN_PROPERTY,
+    ORIGIN_TOPIC_PROPERTY,
+    REDRIVE_PROPERTY,
+    RedrivePlan,
+)
 from core.subscription import SubscriptionType
 from tests.core.test_admin_rules import _refused
 
