@@ -69,7 +69,9 @@ def test_an_append_in_a_unit_of_work_that_fails_stays_invisible(
     metadata, ledgers = stores
     name = TopicName.parse(TOPIC)
     with pytest.raises(RuntimeError), metadata.transaction() as work:
-        ledgers.append_columns_many([(name, np.ones(2, np.int64), columns([b"a", b"b"]))], work=work)
+        ledgers.append_columns_many(
+            [(name, np.ones(2, np.int64), columns([b"a", b"b"]))], work=work
+        )
         raise RuntimeError("the caller's next step failed")
     assert metadata.segments(TOPIC) == [] and metadata.ledgers(TOPIC) == []
     assert ledgers.read_table(name).num_rows == 0
