@@ -191,6 +191,8 @@ class Redrive(Collaborator):
         if _approved is None:
             self.access.refuse_without_approval(info, "redrive")
             self.access.refuse_without_approval(dlq, "redrive")
+        if not plan.ids:
+            raise InvalidArgumentError(f"Invalid redrive plan {plan.plan_id}: no message")
         if len(set(plan.ids)) != len(plan.ids):
             raise InvalidArgumentError(
                 f"Invalid redrive plan {plan.plan_id}: a message is listed twice; nothing redriven"

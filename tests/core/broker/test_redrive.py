@@ -249,6 +249,8 @@ def test_bad_requests_change_nothing(seeded: Broker) -> None:
         plan.planned_at,
     )
     assert "not in" in _refused(broker, lambda: broker.apply_redrive("admin", forged))
+    empty = RedrivePlan(TOPIC, "billing", DLQ, (), (), (), (), (), None, plan.planned_at)
+    assert "no message" in _refused(broker, lambda: broker.apply_redrive("admin", empty))
 
 
 def test_a_namespace_that_requires_approval_refuses_the_direct_door(seeded: Broker) -> None:
