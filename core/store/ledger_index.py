@@ -126,8 +126,8 @@ class LedgerIndex(StoreBase):
 def allocated_entries(
     session: Session, requests: Sequence[tuple[str, int]], max_entries_per_ledger: int
 ) -> Iterator[list[Allocation]]:
-    """:meth:`LedgerIndex.append_entries_many` inside a transaction the caller owns
-    (``session``): the allocations, registered when the block ends normally, committed
+    """:meth:`LedgerIndex.append_entries_many` inside a transaction the caller owns: the
+    allocations, registered when the block ends normally, committed
     (or not) with the rest of the caller's transaction.
 
     The partitions' rows stay locked until that transaction ends. Ledger rows are
