@@ -116,6 +116,32 @@ class ResetRequest(BaseModel):
         return None, parse_time_ms(self.time or "", "time", now_ms)
 
 
+class RedriveWorkflowRequest(BaseModel):
+    """A redrive of a subscription's dead-letter topic, to that subscription alone."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+    topic: str = Field(min_length=1, description="Topic the messages go back to (not a partition)")
+    subscription: str = Field(
+        min_length=1, description="The subscription that dead-lettered them (it alone sees them)"
+    )
+    dead_letter_topic: str | None = Field(
+        default=None,
+        description="The client's dead-letter topic, when its policy named one "
+        "(default <topic>-<subscription>-DLQ)",
+    )
+    predicate: dict[str, Any] | None = Field(
+        default=None, description='Only the messages it matches, e.g. {"key": "order-42"}'
+    )
+    reason: str = Field(min_length=1, description="Why (required; recorded)")
+    ticket: str | None = Field(default=None, description="Change ticket (optional)")
+
+    @field_validator("ticket", "dead_letter_topic")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
+
 def validate_conf(model: type[Request], conf: Mapping[str, object]) -> Request:
     """A run's conf through ``model``; a problem is one line naming the first field at fault."""
     try:

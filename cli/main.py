@@ -348,6 +348,42 @@ def topics_clear_backlog(ctx: Context, args: argparse.Namespace) -> Result:
     return topics_skip_head(ctx, args)
 
 
+def topics_redrive(ctx: Context, args: argparse.Namespace) -> Result:
+    """Publish the subscription's dead-letter messages back to the topic, for it alone."""
+    plan = ctx.broker.plan_redrive(
+        ctx.role,
+        _topic_arg(args.topic),
+        args.subscription,
+        predicate=args.predicate,
+        dead_letter=args.dead_letter_topic,
+    )
+    if args.preview:
+        preview = plan.preview()
+        lines = [
+            f"Would redrive {plan.messages} message(s) of {plan.dead_letter_topic} to "
+            f"subscription {plan.subscription} of {plan.topic} (plan {plan.plan_id})"
+        ]
+        lines += [
+            f"  {m['messageId']:<12}  key={m['key']}  {output.format_time(m['publishTime'])}"
+            for m in preview["firstMessages"]
+        ]
+        return Result(preview, lines)
+    outcome = ctx.broker.apply_redrive(ctx.role, plan, via="cli")
+    others = ", ".join(outcome.acknowledged_on) or "none"
+    lines = [
+        f"Redrove {len(outcome.redriven)} message(s) of {outcome.dead_letter_topic} to "
+        f"subscription {outcome.subscription} of {outcome.topic} (redrive {outcome.redrive_id}, "
+        f"plan {outcome.plan_id})",
+        f"  acknowledged on the other subscriptions: {others}",
+    ]
+    if outcome.acknowledged_meanwhile:
+        lines.append(
+            f"  acknowledged on the dead-letter topic meanwhile, not redriven: "
+            f"{len(outcome.acknowledged_meanwhile)}"
+        )
+    return Result(outcome.to_json(), lines)
+
+
 def topics_analyze_backlog(ctx: Context, args: argparse.Namespace) -> Result:
     from core.analysis.backlog import TopicAnalysis
     from core.errors import TopicNotFoundError
@@ -848,6 +884,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topic")
     p.add_argument("-s", "--subscription", required=True)
     p.set_defaults(handler=topics_clear_backlog)
+
+    p = tp.add_parser(
+        "redrive",
+        parents=[common],
+        help="publish a subscription's dead-lettered messages back to the topic, for it alone",
+    )
+    p.add_argument("topic")
+    p.add_argument(
+        "-s", "--subscription", required=True, help="the subscription that dead-lettered them"
+    )
+    p.add_argument(
+        "--dead-letter-topic",
+        metavar="TOPIC",
+        help="the client's dead-letter topic when its policy named one "
+        "(default TOPIC-SUBSCRIPTION-DLQ)",
+    )
+    p.add_argument(
+        "--predicate",
+        metavar="JSON",
+        help='only the messages matching it, e.g. \'{"key": "order-42"}\'',
+    )
+    p.add_argument(
+        "--preview", action="store_true", help="show what would be redriven, change nothing"
+    )
+    p.set_defaults(handler=topics_redrive)
 
     p = tp.add_parser(
         "analyze-backlog",

@@ -9,7 +9,7 @@ from airflow.api_fastapi.core_api.security import get_user
 from fastapi import Depends, FastAPI, Request
 
 from airflow_glue.environment import PLUGIN_PREFIX
-from cursorops_api import errors, gates, namespaces, skip, topics, ui
+from cursorops_api import errors, gates, namespaces, redrive, skip, topics, ui
 from cursorops_api.deps import GetUser
 from cursorops_api.limits import DEFAULT_MAX_BODY_BYTES, MAX_BODY_ENV, BodyLimit
 
@@ -40,6 +40,7 @@ def create_app() -> FastAPI:
     app.include_router(namespaces.router)
     app.include_router(topics.router)
     app.include_router(skip.router)
+    app.include_router(redrive.router)
     app.include_router(ui.router)
     app.include_router(gates.router)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 _INT64_MAX = 2**63 - 1
@@ -31,3 +33,16 @@ class SkipTriggered(BaseModel):
     """The approval itself in Airflow's UI (the run's first gate; it appears once planned)."""
     run_url: str = Field(alias="runUrl")
     """The run in Airflow's UI."""
+
+
+class RedriveRequest(BaseModel):
+    """The optional body of a redrive: which dead-letter topic, which of its messages."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    dead_letter_topic: str | None = Field(None, alias="deadLetterTopic", max_length=1024)
+    """The client's own dead-letter topic; default ``<topic>-<subscription>-DLQ``."""
+    predicate: dict[str, Any] | None = None
+    """Only the messages it matches (the predicate document of skip-matching)."""
+    preview: bool = False
+    """Plan only: counts and the first messages, nothing changed."""

@@ -18,6 +18,7 @@ attribute               module                 what it owns
 ``cursor_ops``          ``cursor_ops.py``      skip by id or head (plan, apply, approved apply)
 ``resets``              ``reset.py``           reset-cursor by message id or time
 ``gated``               ``gated.py``           an approved plan record, applied by its operation
+``redrive``             ``redrive.py``         a dead-letter topic's redrive (plan, apply)
 ``analysis``            ``analysis.py``        backlog, stats, cursor state, history, Spark reads
 ``workflow``            ``workflow.py``        plan records, approval requests, the audit log
 ======================  =====================  =============================================
@@ -51,12 +52,14 @@ from core.broker.cursor_ops import CursorOperations
 from core.broker.gated import Applied, GatedOperations
 from core.broker.produce import Producing
 from core.broker.read import Reading
+from core.broker.redrive import Redrive
 from core.broker.reset import Resets
 from core.broker.workflow import Workflow
 from core.config import Config
 from core.ids.message_id import MessageId
 from core.ids.position import Position
 from core.ids.topic_name import TopicName
+from core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
 from core.resetting.reset_plan import ResetPlan
 from core.skipping import skip
 from core.skipping.plan_record import (
@@ -74,6 +77,7 @@ from core.subscription import SubscriptionType
 # The read path (core.reading.dispatch, core.store.segment_reader) and the producer are imported
 # where they are used: a command that only counts or skips does not load them.
 if TYPE_CHECKING:
+    from core.analysis.predicates import Predicate
     from core.ids.message_id_columns import MessageIdColumns
     from core.producer import Entry, OutgoingMessage
     from core.reading.dispatch import Dispatcher, Message
@@ -104,7 +108,8 @@ class Broker:
         self.reading = Reading(self.context)
         self.cursor_ops = CursorOperations(self.context)
         self.resets = Resets(self.context)
-        self.gated = GatedOperations(self.context, self.cursor_ops, self.resets)
+        self.redrive = Redrive(self.context)
+        self.gated = GatedOperations(self.context, self.cursor_ops, self.resets, self.redrive)
         self.workflow = Workflow(self.context)
 
     @staticmethod
@@ -315,6 +320,29 @@ class Broker:
         return self.cursor_ops.apply_skip(
             role, plan, via=via, _approved=_approved, _any_type=_any_type
         )
+
+    def plan_redrive(
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str,
+        *,
+        predicate: Predicate | Mapping[str, object] | str | None = None,
+        dead_letter: str | None = None,
+    ) -> RedrivePlan:
+        return self.redrive.plan_redrive(
+            role, topic, subscription, predicate=predicate, dead_letter=dead_letter
+        )
+
+    def apply_redrive(
+        self,
+        role: str,
+        plan: RedrivePlan,
+        *,
+        via: str = "broker",
+        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+    ) -> RedriveOutcome:
+        return self.redrive.apply_redrive(role, plan, via=via, _approved=_approved)
 
     def reset_cursor(
         self,

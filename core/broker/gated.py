@@ -15,10 +15,12 @@ from typing import Any
 
 from core.broker.context import BrokerContext, Collaborator
 from core.broker.cursor_ops import CursorOperations
+from core.broker.redrive import Redrive
 from core.broker.reset import Resets
 from core.errors import InvalidArgumentError
+from core.redriving.redrive_plan import RedrivePlan
 from core.resetting.reset_plan import ResetPlan
-from core.skipping.plan_record import RESET_CURSOR, SKIP, PlanRecord
+from core.skipping.plan_record import REDRIVE, RESET_CURSOR, SKIP, PlanRecord
 
 
 @dataclass(frozen=True)
@@ -38,11 +40,16 @@ class GatedOperations(Collaborator):
     """Applies an approved plan record by its operation."""
 
     def __init__(
-        self, context: BrokerContext, cursor_ops: CursorOperations, resets: Resets
+        self,
+        context: BrokerContext,
+        cursor_ops: CursorOperations,
+        resets: Resets,
+        redrive: Redrive,
     ) -> None:
         super().__init__(context)
         self.cursor_ops = cursor_ops
         self.resets = resets
+        self.redrive = redrive
 
     def apply_approved_plan(
         self,
@@ -69,4 +76,12 @@ class GatedOperations(Collaborator):
         if record.operation == RESET_CURSOR and isinstance(plan, ResetPlan):
             moved = self.resets.apply_reset(role, plan, via=via, _approved=(record, extra))
             return Applied(RESET_CURSOR, plan.messages, 0, {"markDelete": moved})
+        if record.operation == REDRIVE and isinstance(plan, RedrivePlan):
+            redrove = self.redrive.apply_redrive(role, plan, via=via, _approved=(record, extra))
+            return Applied(
+                REDRIVE,
+                len(redrove.redriven),
+                len(redrove.acknowledged_meanwhile),
+                redrove.to_json(),
+            )
         raise InvalidArgumentError(f"No apply for operation {record.operation!r}")

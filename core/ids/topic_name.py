@@ -177,3 +177,17 @@ class TopicName:
 
     def __str__(self) -> str:
         return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}"
+
+
+DEAD_LETTER_SUFFIX = "-DLQ"
+"""The Pulsar clients' dead-letter topic suffix (the Java client's
+``RetryMessageUtil.DLQ_GROUP_TOPIC_SUFFIX``); their retry topic ends ``-RETRY``."""
+
+
+def dead_letter_topic(topic: TopicName, subscription: str) -> TopicName:
+    """The dead-letter topic a Pulsar client with a dead-letter policy and no topic of its
+    own publishes ``subscription``'s failed messages of ``topic`` to:
+    ``<topic>-<subscription>-DLQ``, beside the topic. A partition's name is taken as its
+    topic's (``t-partition-2`` → ``t-<subscription>-DLQ``)."""
+    base = topic.base
+    return TopicName.parse(f"{base}-{subscription}{DEAD_LETTER_SUFFIX}")

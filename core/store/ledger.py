@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     # a small command line takes to run, and only filtered reads need it.
     import pyarrow.compute as pc
 
+    from core.store.unit_of_work import UnitOfWork
+
 MESSAGE_SCHEMA = pa.schema(
     [
         pa.field("partition", pa.int32(), nullable=False),
@@ -341,7 +343,10 @@ class LedgerStore:
         return self.append_columns_many([(topic_partition, entry_sizes, columns)])[0]
 
     def append_columns_many(
-        self, parts: Sequence[tuple[TopicName, np.ndarray, Mapping[str, pa.Array]]]
+        self,
+        parts: Sequence[tuple[TopicName, np.ndarray, Mapping[str, pa.Array]]],
+        *,
+        work: UnitOfWork | None = None,
     ) -> list[list[Position]]:
         """:meth:`append_columns` to several partitions (each once), committed together.
 
@@ -350,7 +355,14 @@ class LedgerStore:
         and the segment files are written and fsynced side by side, so the
         disk's flushes overlap: the cost of a call is about one segment's
         fsync and one commit, not one of each per partition.
+
+        ``work``: register the segments in the caller's transaction instead
+        (:meth:`~core.store.unit_of_work.UnitOfWork.append_entries`), every
+        ledger the append fills included: they become readable when, and only
+        if, that transaction commits. The files are on disk (fsynced) when this
+        returns; the positions are final once the caller commits.
         """
+        allocate = self.metadata.append_entries_many if work is None else work.append_entries
         names = [_topic_partition(topic_partition) for topic_partition, _, _ in parts]
         sizes = [np.asarray(entry_sizes, dtype=np.int64) for _, entry_sizes, _ in parts]
         for entry_sizes, (_, _, columns) in zip(sizes, parts, strict=True):
@@ -366,7 +378,7 @@ class LedgerStore:
             pending = [i for i in range(len(parts)) if done[i] < len(sizes[i])]
             if not pending:
                 return positions
-            with self.metadata.append_entries_many(
+            with allocate(
                 [(str(names[i]), len(sizes[i]) - done[i]) for i in pending],
                 self.max_entries_per_ledger,
             ) as allocations:

@@ -40,6 +40,16 @@ class ReadView:
             )
         return subscription_info(row)
 
+    def subscriptions(self, topic: str) -> list[SubscriptionInfo]:
+        """The topic's subscriptions, by name (none for a topic that does not exist)."""
+        topic_name = canonical_topic(topic)
+        query = (
+            select(SubscriptionRow)
+            .where(SubscriptionRow.topic == topic_name)
+            .order_by(SubscriptionRow.name)
+        )
+        return [subscription_info(row) for row in self.session.scalars(query)]
+
     def ledgers_of(self, topic_partitions: Sequence[str]) -> dict[str, list[LedgerInfo]]:
         """Each partition's ledgers, ordered by ledger id, in ONE statement."""
         names = [canonical_topic(name) for name in topic_partitions]

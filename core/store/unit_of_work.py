@@ -2,22 +2,27 @@
 
 :meth:`MetadataStore.transaction <core.store.metadata.MetadataStore.transaction>`
 opens one. The caller reads and writes cursors (:class:`~core.store.cursor_state.CursorStates`),
-appends audit records and claims plan records in it, in whatever combination the
-operation needs: a skip is cursor reads under their locks, the acknowledgements,
-its audit record and an approved plan's claim, and all of it commits together
-or none of it does. The store grows no method per combination.
+reads what it needs (:attr:`UnitOfWork.view`), allocates entries for segments it writes
+(:meth:`UnitOfWork.append_entries`), appends audit records and claims plan records in
+it, in whatever combination the operation needs: a skip is cursor reads under their
+locks, the acknowledgements, its audit record and an approved plan's claim; a redrive
+adds the segments it publishes. All of it commits together or none of it does. The
+store grows no method per combination.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from core.store import audit_log, plan_records
 from core.store.cursor_state import ConnectionStatements, CursorStates
-from core.store.records import AuditEntry
+from core.store.ledger_index import allocated_entries
+from core.store.read_view import ReadView
+from core.store.records import Allocation, AuditEntry
 
 
 class UnitOfWork:
@@ -26,6 +31,23 @@ class UnitOfWork:
     def __init__(self, session: Session, *, postgres: bool) -> None:
         self.session = session
         self.cursors = CursorStates(ConnectionStatements.of(session), postgres=postgres)
+        self.view = ReadView(session)
+        """Look-ups that see what this transaction wrote so far."""
+
+    @contextmanager
+    def append_entries(
+        self, requests: Sequence[tuple[str, int]], max_entries_per_ledger: int
+    ) -> Iterator[list[Allocation]]:
+        """:meth:`MetadataStore.append_entries_many
+        <core.store.ledger_index.LedgerIndex.append_entries_many>` in this transaction.
+
+        The segments are registered when the block ends normally, but visible to
+        other transactions only once this one commits; the partitions stay locked
+        until then. A segment file written for a transaction that never commits is
+        never listed, so never read (the next append reuses its entry ids and name).
+        """
+        with allocated_entries(self.session, requests, max_entries_per_ledger) as allocations:
+            yield allocations
 
     def record_audit(self, entry: AuditEntry) -> int:
         """Append an audit record of what this transaction changes; its id."""

@@ -47,6 +47,7 @@ def test_openapi_document_lists_every_route(api: Api) -> None:
         topic + "/examinemessage": {"get"},
         sub: {"put", "delete"},
         sub + "/skipByMessageIds": {"post"},
+        sub + "/redrive": {"post"},
         sub + "/analyzeBacklog": {"get", "post"},
         sub + "/resetcursor/{timestamp}": {"post"},
         sub + "/position/{message_position}": {"get"},
@@ -97,7 +98,13 @@ def test_state_changing_routes_are_never_get(api: Api) -> None:
         for method, operation in item.items():
             changes = any(
                 word in path
-                for word in ("skipByMessageIds", "resetcursor", "permissions", "skipApproval")
+                for word in (
+                    "skipByMessageIds",
+                    "redrive",
+                    "resetcursor",
+                    "permissions",
+                    "skipApproval",
+                )
             ) or (path.endswith("{subscription}") and method != "get")
             if changes:
                 assert method in {"post", "put", "delete"}, (method, path, operation)

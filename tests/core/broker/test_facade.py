@@ -17,9 +17,10 @@ from core.broker.analysis import Analysis
 from core.broker.context import BrokerContext
 from core.broker.cursor_ops import CursorOperations
 from core.broker.gated import GatedOperations
-from core.broker.reset import Resets
 from core.broker.produce import Producing
 from core.broker.read import Reading
+from core.broker.redrive import Redrive
+from core.broker.reset import Resets
 from core.broker.workflow import Workflow
 
 PARTS = {
@@ -30,6 +31,7 @@ PARTS = {
     "cursor_ops": CursorOperations,
     "resets": Resets,
     "gated": GatedOperations,
+    "redrive": Redrive,
     "analysis": Analysis,
     "workflow": Workflow,
 }

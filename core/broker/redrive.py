@@ -1,0 +1,490 @@
+"""Redrive: publish a subscription's dead-lettered messages back to its topic, for it alone.
+
+A Pulsar client with a dead-letter policy publishes a message that exceeded its
+redeliveries to ``<topic>-<subscription>-DLQ``
+(:func:`~core.ids.topic_name.dead_letter_topic`). Redriving takes the messages
+still on that topic, optionally those a predicate matches
+(:mod:`core.analysis.predicates`), and publishes them back to the topic so that
+only the failing subscription sees them again: in the transaction of the
+publish, every other subscription of the topic acknowledges the new messages
+and every subscription of the dead-letter topic acknowledges the originals.
+
+Which messages are "on" the dead-letter topic: those at least one of its
+subscriptions has not acknowledged; all of its messages when it has no
+subscription (the clients create one only when the dead-letter policy names an
+``initialSubscriptionName``), and then nothing is acknowledged there: a second
+redrive publishes them again (``docs/decisions.md``, "Redrive").
+
+Authorization: PRODUCE on the topic (the redrive publishes there; the
+acknowledgements on its other subscriptions only hide what this redrive
+itself publishes, no message of their backlog) and CONSUME on the dead-letter
+topic (the redrive reads its messages and acknowledges them, what a consumer of
+it does; SKIP, acknowledging without reading, would need the same ``consume``
+grant but names the wrong act). On a namespace that requires approval (the
+topic's or the dead-letter topic's) only an approved plan applies.
+
+Kept: key, ordering key, properties, event time, payload. Not kept: the delivery
+time (a redrive is delivered now) and the producer's name and sequence ids (the
+redrive is the producer, ``cursorops-redrive``). Added: :data:`ORIGIN_PROPERTY`
+(the dead-letter message's id, ``ledger:entry[:batch]``, plus
+:data:`ORIGIN_TOPIC_PROPERTY`) and :data:`REDRIVE_PROPERTY` (the plan's id, which
+the audit record names too: it is known before anything is written, the record's
+id only once the record is). Each message is one entry, not batched.
+
+Cost: planning reads the dead-letter topic's segments and its cursors; applying
+reads the planned entries again, writes the new segments and one cursor delta
+per acknowledging cursor, all in one metadata transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from core.acks import cursor_codec
+from core.acks.cursor import AckColumns
+from core.acks.ledger_layout import LedgerLayout
+from core.acks.managed_cursor import replay
+from core.authz import Operation
+from core.broker.context import Collaborator
+from core.errors import InvalidArgumentError, TopicNotFoundError
+from core.ids.message_id import MessageId
+from core.ids.topic_name import TopicName, dead_letter_topic
+from core.redriving.redrive_plan import (
+    ORIGIN_PROPERTY,
+    ORIGIN_TOPIC_PROPERTY,
+    PREVIEW_MESSAGES,
+    PRODUCER_NAME,
+    PROVENANCE,
+    REDRIVE_PROPERTY,
+    RedriveMessage,
+    RedriveOutcome,
+    RedrivePlan,
+    id_text,
+)
+from core.skipping.plan_record import PlanRecord
+from core.store import arrow_columns
+from core.store.ledger import MESSAGE_SCHEMA
+from core.store.metadata import AuditEntry, TopicInfo
+
+# The producer's routing, the predicates and the cursor checks over Arrow rows (they load
+# pyarrow.compute) are imported where they are used: a command that does not redrive does
+# not load them with the Broker.
+if TYPE_CHECKING:
+    from core.analysis.predicates import Predicate
+    from core.store.unit_of_work import UnitOfWork
+
+_PROPERTIES_TYPE = MESSAGE_SCHEMA.field("properties").type
+
+
+class Redrive(Collaborator):
+    """Plans and applies redrives of a subscription's dead-letter topic."""
+
+    def plan_redrive(
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str,
+        *,
+        predicate: Predicate | Mapping[str, object] | str | None = None,
+        dead_letter: str | None = None,
+    ) -> RedrivePlan:
+        """The dead-letter messages a redrive would publish, changing nothing.
+
+        ``dead_letter``: the dead-letter topic when the client's policy named its own
+        (default ``<topic>-<subscription>-DLQ``). ``predicate``: a
+        :class:`~core.analysis.predicates.Predicate` or its document; only the
+        messages it matches. Refused (nothing to plan) when the dead-letter topic
+        does not exist or holds no message to redrive.
+        """
+        from core.reading.unacked_rows import unacked_rows
+
+        info, dlq = self._authorized(role, topic, subscription, dead_letter)
+        chosen = _predicate(predicate, self.clock())
+        other = self._other_subscriptions(info, subscription)
+        with self.metadata.reading() as view:
+            dlq_subs = tuple(s.name for s in view.subscriptions(dlq.name))
+        ids: list[MessageId] = []
+        keys: list[str | None] = []
+        sample: list[RedriveMessage] = []
+        for index, name in enumerate(dlq.partition_names()):
+            table = self.ledgers.read_table(TopicName.parse(name))
+            # On the dead-letter topic: not acknowledged by one of its subscriptions at least.
+            live = np.ones(table.num_rows, np.bool_)
+            if dlq_subs and table.num_rows:
+                layout = self.context.layout(name)
+                live[:] = False
+                for sub in dlq_subs:
+                    live |= unacked_rows(self.context.cursor(name, sub, layout).state, table)
+            if chosen is not None and table.num_rows:
+                live &= chosen.mask(table)
+            rows = table.filter(pa.array(live))
+            partition = index if dlq.partitions else -1
+            found = _ids(rows, None, partition)
+            ids += found
+            keys += rows.column("key").to_pylist()
+            room = PREVIEW_MESSAGES - len(sample)
+            if room > 0:
+                head = rows.slice(0, room)
+                sample += [
+                    RedriveMessage(m, k, dict(p), t)
+                    for m, k, p, t in zip(
+                        found[:room],
+                        head.column("key").to_pylist(),
+                        head.column("properties").to_pylist(),
+                        head.column("publish_time").to_pylist(),
+                        strict=True,
+                    )
+                ]
+        if not ids:
+            raise InvalidArgumentError(
+                f"Nothing to redrive: {dlq.name} holds no message"
+                + (" its subscriptions have not acknowledged" if dlq_subs else "")
+                + (" matching the predicate" if chosen is not None else "")
+            )
+        return RedrivePlan(
+            info.name,
+            subscription,
+            dlq.name,
+            dlq_subs,
+            other,
+            tuple(ids),
+            tuple(keys),
+            tuple(sample),
+            None if chosen is None else chosen.to_json(),
+            self.clock(),
+        )
+
+    def apply_redrive(
+        self,
+        role: str,
+        plan: RedrivePlan,
+        *,
+        via: str = "broker",
+        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+    ) -> RedriveOutcome:
+        """Publish the plan's messages still on the dead-letter topic, for the plan's
+        subscription alone, in ONE metadata transaction with the acknowledgements on the
+        topic's other subscriptions and on the dead-letter topic's, the ``redrive`` audit
+        record (``via`` names the front door) and an approved plan's claim.
+
+        The plan may be stale or forged: authorization, the topics and the
+        subscription are checked again, and every planned message must still be in
+        the dead-letter topic's ledgers. Which are still to redrive is decided from
+        the dead-letter cursors read under their row locks; one every dead-letter
+        subscription acknowledged since planning is reported, not published.
+        Killed part-way, nothing of it is visible: segment files written for a
+        transaction that never committed are never listed. On a namespace that
+        requires approval it is refused unless ``_approved``.
+        """
+        from core.analysis.columns import int_column
+        from core.reading.unacked_rows import unacked_rows
+
+        info, dlq = self._authorized(role, plan.topic, plan.subscription, plan.dead_letter_topic)
+        if info.name != plan.topic or dlq.name != plan.dead_letter_topic:
+            raise InvalidArgumentError(
+                f"Invalid redrive plan {plan.plan_id}: topic names are not canonical"
+            )
+        if _approved is None:
+            self.access.refuse_without_approval(info, "redrive")
+            self.access.refuse_without_approval(dlq, "redrive")
+        if not plan.ids:
+            raise InvalidArgumentError(f"Invalid redrive plan {plan.plan_id}: no message")
+        if len(set(plan.ids)) != len(plan.ids):
+            raise InvalidArgumentError(
+                f"Invalid redrive plan {plan.plan_id}: a message is listed twice; nothing redriven"
+            )
+        dlq_names = dlq.partition_names()
+        rows, layouts = self._planned_rows(plan, dlq, dlq_names)
+        at_ms = self.clock()
+        # Taken before the transaction: a pass over every planned message.
+        plan_id = plan.plan_id
+        targets = _Targets(info)
+        partition_of = np.asarray(rows.column("topic_partition").to_pylist(), dtype=object)
+        with self.metadata.transaction() as work:
+            work.view.subscription(info.name, plan.subscription)
+            dlq_subs = tuple(s.name for s in work.view.subscriptions(dlq.name))
+            others = tuple(
+                s.name for s in work.view.subscriptions(info.name) if s.name != plan.subscription
+            )
+            # The dead-letter cursors under their row locks, in the lock order of every
+            # multi-cursor writer (partition, then subscription): what is redriven is what
+            # they have not all acknowledged now.
+            pending = np.zeros(rows.num_rows, np.bool_) if dlq_subs else None
+            locked: list[tuple[int, str]] = []
+            for name in sorted(set(dlq_names)):
+                in_partition = np.flatnonzero(partition_of == name)
+                if not dlq_subs or not in_partition.size:
+                    continue
+                part = rows.take(pa.array(in_partition))
+                for sub in dlq_subs:
+                    cursor_id, record = work.cursors.read(name, sub, lock="update")
+                    state = replay(record, layouts[name])
+                    assert pending is not None
+                    pending[in_partition] |= unacked_rows(state, part)
+                    locked.append((cursor_id, name))
+            go = np.arange(rows.num_rows) if pending is None else np.flatnonzero(pending)
+            chosen = rows.take(pa.array(go, pa.int64()))
+            published = self._publish(work, targets, chosen, plan_id, at_ms)
+            for name, sub in sorted((p, s) for p in targets.written for s in others):
+                ledger_ids, entry_ids = targets.written[name]
+                whole = np.full(len(ledger_ids), -1, np.int64)
+                ack = AckColumns.of(ledger_ids, entry_ids, whole, np.zeros_like(whole))
+                work.cursors.append_to(name, sub, [cursor_codec.encode_columns(ack)])
+            for cursor_id, name in locked:
+                mine = np.flatnonzero(partition_of[go] == name)
+                if not mine.size:
+                    continue
+                acked = chosen.take(pa.array(mine))
+                ack = AckColumns.of(
+                    int_column(acked.column("ledger_id")),
+                    int_column(acked.column("entry_id")),
+                    int_column(acked.column("batch_index")),
+                    int_column(acked.column("batch_size")),
+                )
+                work.cursors.append(cursor_id, [cursor_codec.encode_columns(ack)])
+            redriven = _ids(chosen, dlq)
+            meanwhile = (
+                ()
+                if pending is None
+                else tuple(_ids(rows.take(pa.array(np.flatnonzero(~pending))), dlq))
+            )
+            detail: dict[str, object] = {
+                "planId": plan_id,
+                "deadLetterTopic": dlq.name,
+                "deadLetterSubscriptions": list(dlq_subs),
+                "acknowledgedOn": list(others),
+                "deadLetterIds": [id_text(m) for m in redriven],
+                "newIds": [id_text(m) for m in published],
+                "acknowledgedMeanwhile": [id_text(m) for m in meanwhile],
+                "predicate": None if plan.predicate is None else dict(plan.predicate),
+                "via": via,
+                **(_approved[1] if _approved else {}),
+            }
+            audit_id = work.record_audit(
+                AuditEntry("redrive", info.name, plan.subscription, role, detail, at_ms)
+            )
+            if _approved is not None:
+                applied = {
+                    **_approved[1],
+                    "auditId": audit_id,
+                    "redriven": len(redriven),
+                    "acknowledgedMeanwhile": len(meanwhile),
+                }
+                work.claim_plan(_approved[0].digest, at_ms, applied)
+        return RedriveOutcome(
+            info.name,
+            plan.subscription,
+            dlq.name,
+            plan_id,
+            audit_id,
+            tuple(redriven),
+            tuple(published),
+            meanwhile,
+            others,
+            dlq_subs,
+        )
+
+    # -- the parts -------------------------------------------------------------------------
+
+    def _authorized(
+        self, role: str, topic: str | TopicName, subscription: str, dead_letter: str | None
+    ) -> tuple[TopicInfo, TopicInfo]:
+        """The topic (PRODUCE) and its dead-letter topic (CONSUME), both authorized before
+        anything is looked up; the failing subscription must exist."""
+        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+        dlq_name = (
+            dead_letter_topic(name, subscription)
+            if dead_letter is None
+            else TopicName.parse(dead_letter)
+        )
+        for given in (name, dlq_name):
+            if given.is_partition:
+                raise InvalidArgumentError(f"'{given}' names a partition; give the topic")
+        # Both checks before any look-up: a refusal reveals nothing of what exists.
+        self.access.check(role, Operation.PRODUCE, name.tenant, str(name), name.namespace_name)
+        self.access.check(
+            role, Operation.CONSUME, dlq_name.tenant, str(dlq_name), dlq_name.namespace_name
+        )
+        info = self.metadata.get_topic(str(name))
+        self.metadata.get_subscription(info.name, subscription)
+        try:
+            dlq = self.metadata.get_topic(str(dlq_name))
+        except TopicNotFoundError as exc:
+            raise TopicNotFoundError(
+                f"No dead-letter topic {dlq_name} for subscription '{subscription}' of "
+                f"{info.name}: nothing to redrive"
+            ) from exc
+        if dlq.name == info.name:
+            raise InvalidArgumentError("A topic cannot be its own dead-letter topic")
+        return info, dlq
+
+    def _other_subscriptions(self, info: TopicInfo, subscription: str) -> tuple[str, ...]:
+        with self.metadata.reading() as view:
+            return tuple(s.name for s in view.subscriptions(info.name) if s.name != subscription)
+
+    def _planned_rows(
+        self, plan: RedrivePlan, dlq: TopicInfo, names: Sequence[str]
+    ) -> tuple[pa.Table, dict[str, LedgerLayout]]:
+        """The plan's messages as the dead-letter topic holds them now, in the plan's order,
+        with a ``topic_partition`` column; every one must still be there."""
+        if any(not -1 <= m.partition < max(dlq.partitions, 1) for m in plan.ids) or any(
+            (m.partition >= 0) != bool(dlq.partitions) for m in plan.ids
+        ):
+            raise InvalidArgumentError(
+                f"Invalid redrive plan {plan.plan_id}: a message names a partition "
+                f"{dlq.name} does not have; nothing redriven"
+            )
+        layouts: dict[str, LedgerLayout] = {}
+        parts: list[pa.Table] = []
+        order: list[np.ndarray] = []
+        by_partition: dict[int, list[int]] = {}
+        for number, m in enumerate(plan.ids):
+            by_partition.setdefault(m.partition, []).append(number)
+        for partition, numbers in sorted(by_partition.items()):
+            name = names[max(partition, 0)]
+            layouts[name] = self.context.layout(name)
+            wanted = [plan.ids[n] for n in numbers]
+            table = self.ledgers.read_entries(
+                TopicName.parse(name), sorted({m.position for m in wanted})
+            )
+            row_of = {
+                key: row
+                for row, key in enumerate(
+                    zip(
+                        table.column("ledger_id").to_pylist(),
+                        table.column("entry_id").to_pylist(),
+                        table.column("batch_index").to_pylist(),
+                        strict=True,
+                    )
+                )
+            }
+            picked = [row_of.get((m.ledger_id, m.entry_id, m.batch_index)) for m in wanted]
+            if None in picked:
+                gone = wanted[picked.index(None)]
+                raise InvalidArgumentError(
+                    f"Invalid redrive plan {plan.plan_id}: {id_text(gone)} is not in "
+                    f"{name}; nothing redriven"
+                )
+            taken = table.take(pa.array(picked, pa.int64()))
+            parts.append(
+                taken.append_column(
+                    "topic_partition", pa.array([name] * taken.num_rows, pa.string())
+                )
+            )
+            order.append(np.asarray(numbers, np.int64))
+        rows = pa.concat_tables(parts)
+        # Back to the plan's order: the order the messages are published in.
+        return rows.take(pa.array(np.argsort(np.concatenate(order), kind="stable"))), layouts
+
+    def _publish(
+        self,
+        work: UnitOfWork,
+        targets: _Targets,
+        rows: pa.Table,
+        plan_id: str,
+        at_ms: int,
+    ) -> list[MessageId]:
+        """Append ``rows`` to the topic in the unit of work, one entry per message; their
+        new ids, in order. Keyed messages go to their key's partition (the clients'
+        routing); the others round-robin from partition 0."""
+        from core.producer import key_partition
+
+        n = rows.num_rows
+        if not n:
+            return []
+        keys = rows.column("key").to_pylist()
+        count = len(targets.names)
+        if count == 1:
+            slots = np.zeros(n, np.int64)
+        else:
+            slots = np.array(
+                [i % count if k is None else key_partition(k, count) for i, k in enumerate(keys)],
+                np.int64,
+            )
+        origins = [id_text(m) for m in _ids(rows, None)]
+        source = rows.column("topic_partition").to_pylist()
+        properties = [
+            [(k, v) for k, v in pairs if k not in PROVENANCE]
+            + [(ORIGIN_PROPERTY, o), (ORIGIN_TOPIC_PROPERTY, t), (REDRIVE_PROPERTY, plan_id)]
+            for pairs, o, t in zip(
+                rows.column("properties").to_pylist(), origins, source, strict=True
+            )
+        ]
+        columns = {
+            "batch_index": arrow_columns.from_numpy(np.full(n, -1, np.int32)),
+            "batch_size": arrow_columns.from_numpy(np.zeros(n, np.int32)),
+            "publish_time": arrow_columns.from_numpy(np.full(n, at_ms, np.int64)),
+            "deliver_at": pa.nulls(n, pa.int64()),
+            "key": rows.column("key").combine_chunks(),
+            "properties": pa.array(properties, _PROPERTIES_TYPE),
+            "payload": rows.column("payload").combine_chunks(),
+            "producer_name": arrow_columns.repeated_string(PRODUCER_NAME, n),
+            "sequence_id": arrow_columns.from_numpy(np.arange(n, dtype=np.int64)),
+            "event_time": rows.column("event_time").combine_chunks(),
+            "ordering_key": rows.column("ordering_key").combine_chunks(),
+        }
+        parts = []
+        groups = []
+        for slot in np.unique(slots).tolist():
+            numbers = np.flatnonzero(slots == slot)
+            index = pa.array(numbers)
+            groups.append((slot, numbers))
+            parts.append(
+                (
+                    targets.topics[slot],
+                    np.ones(len(numbers), np.int64),
+                    {name: column.take(index) for name, column in columns.items()},
+                )
+            )
+        written = self.ledgers.append_columns_many(parts, work=work)
+        ledger_ids = np.empty(n, np.int64)
+        entry_ids = np.empty(n, np.int64)
+        for (slot, numbers), positions in zip(groups, written, strict=True):
+            ledger_ids[numbers] = [p.ledger_id for p in positions]
+            entry_ids[numbers] = [p.entry_id for p in positions]
+            targets.written[targets.names[slot]] = (ledger_ids[numbers], entry_ids[numbers])
+        partition = slots if targets.partitioned else np.full(n, -1, np.int64)
+        return MessageId.of_store_many(
+            ledger_ids.tolist(), entry_ids.tolist(), partition.tolist(), [-1] * n, [0] * n
+        )
+
+
+class _Targets:
+    """The partitions a redrive publishes to, and what it wrote to each."""
+
+    def __init__(self, info: TopicInfo) -> None:
+        self.names = info.partition_names()
+        self.topics = [TopicName.parse(name) for name in self.names]
+        self.partitioned = info.partitions > 0
+        self.written: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        """Partition -> the ledger and entry ids written there."""
+
+
+def _predicate(
+    predicate: Predicate | Mapping[str, object] | str | None, now_ms: int
+) -> Predicate | None:
+    from core.analysis.predicates import Predicate, parse_predicate
+
+    if predicate is None or isinstance(predicate, Predicate):
+        return None if predicate is None or predicate.is_empty else predicate
+    return parse_predicate(predicate, now_ms=now_ms)
+
+
+def _ids(rows: pa.Table, dlq: TopicInfo | None, partition: int = -1) -> list[MessageId]:
+    """The ids of dead-letter rows: on ``partition``, or, given a partitioned ``dlq``, on the
+    partition their ``topic_partition`` names."""
+    partitions = [partition] * rows.num_rows
+    if dlq is not None and dlq.partitions:
+        names = rows.column("topic_partition").to_pylist()
+        partitions = [TopicName.parse(name).partition_index for name in names]
+    ledger, entry, index, size = (
+        rows.column(c).to_pylist() for c in ("ledger_id", "entry_id", "batch_index", "batch_size")
+    )
+    return MessageId.of_store_many(ledger, entry, partitions, index, size)
+
+
+__all__ = ["Redrive"]

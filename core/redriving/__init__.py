@@ -1,0 +1,1 @@
+"""Redriving a dead-letter topic: the plan and its outcome."""

@@ -1,0 +1,238 @@
+"""A redrive's plan and outcome: what a redrive of a dead-letter topic would publish, and
+what it did (:mod:`core.broker.redrive` plans and applies them).
+
+A :class:`RedrivePlan` is immutable and identified by the SHA-256 of its content
+(``planId``), so a plan written to a file, previewed and applied later is the one
+that was previewed: :meth:`RedrivePlan.from_json` refuses one altered since.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.errors import InvalidArgumentError, InvalidInputError
+from core.ids.message_id import MessageId
+
+ORIGIN_PROPERTY = "cursorops-redrive-origin"
+"""The dead-letter message's id (``ledger:entry[:batch]``) a redriven message came from."""
+ORIGIN_TOPIC_PROPERTY = "cursorops-redrive-origin-topic"
+"""The dead-letter topic (partition) it came from."""
+REDRIVE_PROPERTY = "cursorops-redrive-id"
+"""The redrive's plan id; the ``redrive`` audit record names it as ``planId``."""
+PRODUCER_NAME = "cursorops-redrive"
+PREVIEW_MESSAGES = 50
+"""Messages a plan keeps for its preview."""
+
+PROVENANCE = frozenset({ORIGIN_PROPERTY, ORIGIN_TOPIC_PROPERTY, REDRIVE_PROPERTY})
+"""The properties a redrive sets (replacing those of an earlier redrive)."""
+
+
+@dataclass(frozen=True)
+class RedriveMessage:
+    """One dead-letter message as a plan's preview shows it."""
+
+    message_id: MessageId
+    key: str | None
+    properties: Mapping[str, str]
+    publish_time: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "messageId": id_text(self.message_id),
+            "key": self.key,
+            "properties": dict(self.properties),
+            "publishTime": self.publish_time,
+        }
+
+
+@dataclass(frozen=True)
+class RedrivePlan:
+    """What a redrive would publish, planned against the stores as they were at
+    ``planned_at`` (the broker's clock); immutable, identified by its content hash.
+
+    ``ids`` are the dead-letter messages (``partition`` -1 when the dead-letter topic
+    is not partitioned), in the order they are published, ``keys`` theirs.
+    """
+
+    topic: str
+    subscription: str
+    dead_letter_topic: str
+    dead_letter_subscriptions: tuple[str, ...]
+    other_subscriptions: tuple[str, ...]
+    """The topic's subscriptions that would acknowledge the new messages (as planned;
+    applying reads them again)."""
+    ids: tuple[MessageId, ...]
+    keys: tuple[str | None, ...]
+    sample: tuple[RedriveMessage, ...]
+    """The first :data:`PREVIEW_MESSAGES` messages."""
+    predicate: Mapping[str, Any] | None
+    planned_at: int
+    plan_id: str = field(init=False, compare=False)
+    """SHA-256 of the plan's content (:meth:`dumps` without ``planId``)."""
+
+    def __post_init__(self) -> None:
+        if len(self.keys) != len(self.ids):
+            raise InvalidArgumentError("Invalid redrive plan: one key per message")
+        digest = hashlib.sha256(_canonical(self._content()).encode()).hexdigest()
+        object.__setattr__(self, "plan_id", digest)
+
+    @property
+    def messages(self) -> int:
+        return len(self.ids)
+
+    def _content(self) -> dict[str, Any]:
+        return {
+            "kind": "redrive",
+            "topic": self.topic,
+            "subscription": self.subscription,
+            "deadLetterTopic": self.dead_letter_topic,
+            "deadLetterSubscriptions": list(self.dead_letter_subscriptions),
+            "otherSubscriptions": list(self.other_subscriptions),
+            "ids": [[m.partition, m.ledger_id, m.entry_id, m.batch_index] for m in self.ids],
+            "keys": list(self.keys),
+            "sample": [m.to_json() | {"partition": m.message_id.partition} for m in self.sample],
+            "predicate": None if self.predicate is None else dict(self.predicate),
+            "plannedAt": self.planned_at,
+        }
+
+    def dumps(self) -> str:
+        """The plan as JSON text; :meth:`from_json` reads it back."""
+        return _canonical({**self._content(), "planId": self.plan_id})
+
+    @classmethod
+    def from_json(cls, text: str) -> RedrivePlan:
+        """Read a plan :meth:`dumps` wrote; refuses one malformed or altered (its content no
+        longer hashes to its ``planId``)."""
+        try:
+            doc = json.loads(text)
+            if not isinstance(doc, dict) or doc.get("kind") != "redrive":
+                raise ValueError("not a redrive plan")
+            sample = tuple(
+                RedriveMessage(
+                    _parse_id(m["messageId"], int(m["partition"])),
+                    _optional_text(m["key"]),
+                    {str(k): str(v) for k, v in dict(m["properties"]).items()},
+                    int(m["publishTime"]),
+                )
+                for m in doc["sample"]
+            )
+            predicate = doc["predicate"]
+            plan = cls(
+                topic=str(doc["topic"]),
+                subscription=str(doc["subscription"]),
+                dead_letter_topic=str(doc["deadLetterTopic"]),
+                dead_letter_subscriptions=tuple(map(str, doc["deadLetterSubscriptions"])),
+                other_subscriptions=tuple(map(str, doc["otherSubscriptions"])),
+                ids=tuple(
+                    MessageId(int(led), int(ent), int(part), int(index))
+                    for part, led, ent, index in doc["ids"]
+                ),
+                keys=tuple(_optional_text(k) for k in doc["keys"]),
+                sample=sample,
+                predicate=None if predicate is None else dict(predicate),
+                planned_at=int(doc["plannedAt"]),
+            )
+            said = doc["planId"]
+        except (KeyError, TypeError, ValueError, InvalidInputError) as exc:
+            raise InvalidArgumentError(f"Invalid redrive plan: {exc}") from exc
+        if plan.plan_id != said:
+            raise InvalidArgumentError(
+                f"Invalid redrive plan: its content hashes to {plan.plan_id}, not {said!r}"
+            )
+        return plan
+
+    def preview(self) -> dict[str, Any]:
+        """Counts and the first :data:`PREVIEW_MESSAGES` messages, as JSON values."""
+        keyed = sum(k is not None for k in self.keys)
+        return {
+            "planId": self.plan_id,
+            "topic": self.topic,
+            "subscription": self.subscription,
+            "deadLetterTopic": self.dead_letter_topic,
+            "deadLetterSubscriptions": list(self.dead_letter_subscriptions),
+            "otherSubscriptions": list(self.other_subscriptions),
+            "predicate": None if self.predicate is None else dict(self.predicate),
+            "messages": self.messages,
+            "keyedMessages": keyed,
+            "distinctKeys": len({k for k in self.keys if k is not None}),
+            "plannedAt": self.planned_at,
+            "firstMessages": [m.to_json() for m in self.sample],
+        }
+
+
+@dataclass(frozen=True)
+class RedriveOutcome:
+    """What an apply published: ``redriven`` (dead-letter id) and ``published`` (its new id),
+    aligned; ``acknowledged_meanwhile``: planned messages every dead-letter subscription
+    had acknowledged by then (not published)."""
+
+    topic: str
+    subscription: str
+    dead_letter_topic: str
+    plan_id: str
+    redrive_id: int
+    """The ``redrive`` audit record's id."""
+    redriven: tuple[MessageId, ...]
+    published: tuple[MessageId, ...]
+    acknowledged_meanwhile: tuple[MessageId, ...]
+    acknowledged_on: tuple[str, ...]
+    """The topic's other subscriptions, which acknowledged the new messages."""
+    dead_letter_subscriptions: tuple[str, ...]
+    """The dead-letter topic's subscriptions, which acknowledged the originals."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "subscription": self.subscription,
+            "deadLetterTopic": self.dead_letter_topic,
+            "planId": self.plan_id,
+            "redriveId": self.redrive_id,
+            "redriven": len(self.redriven),
+            "acknowledgedMeanwhile": [id_text(m) for m in self.acknowledged_meanwhile],
+            "acknowledgedOn": list(self.acknowledged_on),
+            "deadLetterSubscriptions": list(self.dead_letter_subscriptions),
+            "messages": [
+                {"deadLetterId": id_text(old), "messageId": id_text(new)}
+                for old, new in zip(self.redriven, self.published, strict=True)
+            ],
+        }
+
+
+def id_text(message_id: MessageId) -> str:
+    """``ledger:entry[:batch]``, after ``partition/`` on a partitioned topic's message."""
+    triplet = message_id.triplet()
+    return triplet if message_id.partition < 0 else f"{message_id.partition}/{triplet}"
+
+
+def _parse_id(text: object, partition: int) -> MessageId:
+    if not isinstance(text, str):
+        raise ValueError(f"message id {text!r} is not text")
+    return MessageId.parse_triplet(text.rpartition("/")[2], partition)
+
+
+def _optional_text(value: object) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{value!r} is not text")
+    return value
+
+
+def _canonical(document: Mapping[str, Any]) -> str:
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+__all__ = [
+    "ORIGIN_PROPERTY",
+    "ORIGIN_TOPIC_PROPERTY",
+    "PREVIEW_MESSAGES",
+    "PRODUCER_NAME",
+    "PROVENANCE",
+    "REDRIVE_PROPERTY",
+    "RedriveMessage",
+    "RedriveOutcome",
+    "RedrivePlan",
+    "id_text",
+]

@@ -1,0 +1,267 @@
+"""Redriving a subscription's dead-letter topic: only that subscription sees the messages
+again, keys, ordering keys, properties and event times kept, provenance added; every
+refusal changes nothing. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.broker import Broker
+from core.errors import (
+    ApprovalRequiredError,
+    InvalidArgumentError,
+    NotAuthorizedError,
+    SubscriptionNotFoundError,
+    TopicNotFoundError,
+)
+from core.ids.topic_name import TopicName, dead_letter_topic
+from core.producer import Entry, OutgoingMessage
+from core.redriving.redrive_plan import (
+    ORIGIN_PROPERTY,
+    ORIGIN_TOPIC_PROPERTY,
+    REDRIVE_PROPERTY,
+    RedrivePlan,
+)
+from core.subscription import SubscriptionType
+from tests.core.test_admin_rules import _refused
+
+TOPIC = "persistent://acme/ops/orders"
+DLQ = "persistent://acme/ops/orders-billing-DLQ"
+SUBSCRIPTIONS = ("audit", "billing", "shipping")
+
+
+def backlog(broker: Broker, topic: str, subscription: str) -> int:
+    return len(broker.peek_messages("admin", topic, subscription, 1_000_000))
+
+
+@pytest.fixture
+def seeded(broker: Broker) -> Broker:
+    """Three subscriptions on TOPIC, each with 4 of its 6 messages still to consume; 5
+    messages dead-lettered for ``billing``, as a client's dead-letter producer writes them
+    (key, ordering key, event time and the client's properties), read by the DLQ's
+    ``dlq-reader``."""
+    broker.create_topic("admin", TOPIC)
+    for sub in SUBSCRIPTIONS:
+        broker.create_subscription(
+            "admin", TOPIC, sub, SubscriptionType.SHARED, initial_position="earliest"
+        )
+    broker.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(6)])
+    for sub in SUBSCRIPTIONS:
+        broker.consume("admin", TOPIC, sub, 2, ack=True)
+    broker.create_topic("admin", DLQ)
+    broker.create_subscription(
+        "admin", DLQ, "dlq-reader", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    messages = [
+        OutgoingMessage(
+            b"pill-%d" % i,
+            key=None if i == 4 else f"k{i % 2}",
+            properties={"REAL_TOPIC": TOPIC, "ORIGIN_MESSAGE_ID": f"1:{i}:-1", "n": str(i)},
+        )
+        for i in range(5)
+    ]
+    entries = [
+        Entry.of_messages(
+            [m],
+            False,
+            "dlq-producer",
+            1_600_000_000_000 + i,
+            event_times=[1_500_000_000_000 + i],
+            ordering_keys=[b"ok%d" % i],
+        )
+        for i, m in enumerate(messages)
+    ]
+    for entry, sequence in zip(entries, range(5), strict=True):
+        broker.append_entries("admin", DLQ, [_with_sequence(entry, sequence)])
+    return broker
+
+
+def _with_sequence(entry: Entry, sequence: int) -> Entry:
+    return Entry(
+        entry.batched,
+        entry.producer_name,
+        entry.publish_time,
+        entry.payloads,
+        [sequence],
+        entry.keys,
+        entry.properties,
+        entry.deliver_at,
+        entry.event_times,
+        entry.ordering_keys,
+    )
+
+
+def test_the_clients_dead_letter_topic_name() -> None:
+    # The Java client's default (RetryMessageUtil.DLQ_GROUP_TOPIC_SUFFIX), and the Python
+    # client's, as tests/protocol/test_standalone.py sees it written.
+    assert str(dead_letter_topic(TopicName.parse(TOPIC), "billing")) == DLQ
+    partition = TopicName.parse(TOPIC).partition(2)
+    assert str(dead_letter_topic(partition, "billing")) == DLQ
+    assert str(dead_letter_topic(TopicName.parse("orders"), "s")) == (
+        "persistent://public/default/orders-s-DLQ"
+    )
+
+
+def test_only_the_failing_subscription_sees_the_redriven_messages(seeded: Broker) -> None:
+    broker = seeded
+    before = {sub: backlog(broker, TOPIC, sub) for sub in SUBSCRIPTIONS}
+    assert before == dict.fromkeys(SUBSCRIPTIONS, 4)
+    dead = broker.peek_messages("admin", DLQ, "dlq-reader", 100)
+
+    plan = broker.plan_redrive("admin", TOPIC, "billing")
+    assert plan.messages == 5
+    assert plan.dead_letter_topic == DLQ
+    assert plan.dead_letter_subscriptions == ("dlq-reader",)
+    assert plan.other_subscriptions == ("audit", "shipping")
+    assert RedrivePlan.from_json(plan.dumps()) == plan
+    preview = plan.preview()
+    assert preview["messages"] == 5 and preview["distinctKeys"] == 2
+    assert [m["key"] for m in preview["firstMessages"]] == ["k0", "k1", "k0", "k1", None]
+
+    outcome = broker.apply_redrive("admin", plan, via="cli")
+    assert len(outcome.redriven) == 5 and outcome.acknowledged_meanwhile == ()
+    assert outcome.acknowledged_on == ("audit", "shipping")
+
+    # The other subscriptions: backlog unchanged, the redriven messages never delivered.
+    for sub in ("audit", "shipping"):
+        assert backlog(broker, TOPIC, sub) == 4
+        got = broker.consume("admin", TOPIC, sub, 100, ack=True)
+        assert [m.payload for m in got] == [b"m%d" % i for i in range(2, 6)]
+    # The failing subscription receives them, after its own backlog, in the DLQ's order.
+    got = broker.consume("admin", TOPIC, "billing", 100, ack=True)
+    assert [m.payload for m in got] == [b"m%d" % i for i in range(2, 6)] + [
+        b"pill-%d" % i for i in range(5)
+    ]
+    redriven = got[4:]
+    for i, (message, original) in enumerate(zip(redriven, dead, strict=True)):
+        assert message.key == original.key
+        assert message.ordering_key == b"ok%d" % i
+        assert message.event_time == 1_500_000_000_000 + i
+        assert message.properties == {
+            **original.properties,
+            ORIGIN_PROPERTY: original.message_id.triplet(),
+            ORIGIN_TOPIC_PROPERTY: DLQ,
+            REDRIVE_PROPERTY: plan.plan_id,
+        }
+        assert message.message_id == outcome.published[i]
+    # The dead-letter subscription has them acknowledged.
+    assert broker.peek_messages("admin", DLQ, "dlq-reader", 100) == []
+    (record,) = broker.audit_log("admin", TOPIC, kind="redrive")
+    assert record.id == outcome.redrive_id
+    assert record.detail["planId"] == plan.plan_id
+    assert record.detail["via"] == "cli"
+    assert record.detail["deadLetterIds"] == [m.message_id.triplet() for m in dead]
+    assert record.detail["newIds"] == [m.triplet() for m in outcome.published]
+    # Applying again publishes nothing more: the DLQ's subscription acknowledged them.
+    again = broker.apply_redrive("admin", plan)
+    assert again.redriven == () and len(again.acknowledged_meanwhile) == 5
+    assert backlog(broker, TOPIC, "billing") == 0
+
+
+def test_a_predicate_redrives_the_matching_messages_only(seeded: Broker) -> None:
+    broker = seeded
+    plan = broker.plan_redrive("admin", TOPIC, "billing", predicate={"key": "k1"})
+    assert plan.messages == 2 and plan.predicate == {"key": "k1"}
+    broker.apply_redrive("admin", plan)
+    got = broker.consume("admin", TOPIC, "billing", 100, ack=True)
+    assert [m.payload for m in got][4:] == [b"pill-1", b"pill-3"]
+    left = broker.peek_messages("admin", DLQ, "dlq-reader", 100)
+    assert [m.payload for m in left] == [b"pill-0", b"pill-2", b"pill-4"]
+
+
+def test_messages_acknowledged_on_the_dlq_meanwhile_are_reported_not_redriven(
+    seeded: Broker,
+) -> None:
+    broker = seeded
+    plan = broker.plan_redrive("admin", TOPIC, "billing")
+    broker.consume("admin", DLQ, "dlq-reader", 2, ack=True)
+    outcome = broker.apply_redrive("admin", plan)
+    assert len(outcome.redriven) == 3
+    assert outcome.acknowledged_meanwhile == plan.ids[:2]
+    assert backlog(broker, TOPIC, "billing") == 4 + 3
+
+
+def test_a_dlq_without_subscriptions_is_read_whole_and_acknowledged_nowhere(
+    seeded: Broker,
+) -> None:
+    broker = seeded
+    broker.delete_subscription("admin", DLQ, "dlq-reader", force=True)
+    plan = broker.plan_redrive("admin", TOPIC, "billing")
+    assert plan.messages == 5 and plan.dead_letter_subscriptions == ()
+    outcome = broker.apply_redrive("admin", plan)
+    assert len(outcome.redriven) == 5
+    assert backlog(broker, TOPIC, "billing") == 4 + 5
+    assert backlog(broker, TOPIC, "audit") == 4
+
+
+def test_a_partitioned_topic_gets_keyed_messages_on_their_keys_partition(broker: Broker) -> None:
+    topic = "persistent://acme/ops/spread"
+    broker.create_topic("admin", topic, 3)
+    for sub in ("a", "b"):
+        broker.create_subscription("admin", topic, sub, SubscriptionType.SHARED)
+    dlq = f"{topic}-a-DLQ"
+    broker.create_topic("admin", dlq)
+    broker.produce("admin", dlq, [OutgoingMessage(b"%d" % i, key=f"k{i}") for i in range(6)])
+    outcome = broker.apply_redrive("admin", broker.plan_redrive("admin", topic, "a"))
+    from core.producer import key_partition
+
+    assert [m.partition for m in outcome.published] == [key_partition(f"k{i}", 3) for i in range(6)]
+    assert sorted(m.payload for m in broker.consume("admin", topic, "a", 100)) == sorted(
+        b"%d" % i for i in range(6)
+    )
+    assert broker.peek_messages("admin", topic, "b", 100) == []
+
+
+def test_bad_requests_change_nothing(seeded: Broker) -> None:
+    broker = seeded
+    _refused(
+        broker, lambda: broker.plan_redrive("admin", TOPIC, "nobody"), SubscriptionNotFoundError
+    )
+    _refused(
+        broker,
+        lambda: broker.apply_redrive("admin", broker.plan_redrive("admin", TOPIC, "audit")),
+        TopicNotFoundError,
+    )
+    broker.create_topic("admin", f"{TOPIC}-shipping-DLQ")
+    message = _refused(broker, lambda: broker.plan_redrive("admin", TOPIC, "shipping"))
+    assert "Nothing to redrive" in message
+    plan = broker.plan_redrive("admin", TOPIC, "billing")
+    broker.grant_permission("admin", "acme/ops", "producer-only", ["produce"])
+    broker.grant_permission("admin", "acme/ops", "consumer-only", ["consume"])
+    for role in ("producer-only", "consumer-only", "stranger"):
+        _refused(
+            broker, lambda r=role: broker.plan_redrive(r, TOPIC, "billing"), NotAuthorizedError
+        )
+        _refused(broker, lambda r=role: broker.apply_redrive(r, plan), NotAuthorizedError)
+    # A plan altered after it was written, or naming a message the DLQ does not hold.
+    document = plan.dumps().replace('"billing"', '"audit"', 1)
+    _refused(broker, lambda: RedrivePlan.from_json(document))
+    forged = RedrivePlan(
+        plan.topic,
+        plan.subscription,
+        plan.dead_letter_topic,
+        plan.dead_letter_subscriptions,
+        plan.other_subscriptions,
+        (*plan.ids[:4], type(plan.ids[0])(999, 0)),
+        plan.keys,
+        plan.sample,
+        None,
+        plan.planned_at,
+    )
+    assert "not in" in _refused(broker, lambda: broker.apply_redrive("admin", forged))
+    empty = RedrivePlan(TOPIC, "billing", DLQ, (), (), (), (), (), None, plan.planned_at)
+    assert "no message" in _refused(broker, lambda: broker.apply_redrive("admin", empty))
+
+
+def test_a_namespace_that_requires_approval_refuses_the_direct_door(seeded: Broker) -> None:
+    broker = seeded
+    plan = broker.plan_redrive("admin", TOPIC, "billing")
+    broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    message = _refused(broker, lambda: broker.apply_redrive("admin", plan), ApprovalRequiredError)
+    assert "redrive" in message
+
+
+def test_an_invalid_plan_document_is_refused() -> None:
+    for text in ("", "[]", '{"kind": "skip"}', '{"kind": "redrive"}'):
+        with pytest.raises(InvalidArgumentError, match="Invalid redrive plan"):
+            RedrivePlan.from_json(text)
