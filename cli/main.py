@@ -312,7 +312,9 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
     document = outcome.to_pulsar_json(output.id_json)
     lines = [
         f"Skipped {len(outcome.skipped)} message(s) on subscription {outcome.subscription} "
-        f"of {outcome.topic}"
+        f"of {outcome.topic}",
+        f"  skip id              {outcome.skip_id} (cursorops topics undo-skip "
+        f"{outcome.topic} -s {outcome.subscription} --skip-id {outcome.skip_id})",
     ]
     lines += [f"  skipped              {output.id_line(m)}" for m in outcome.skipped]
     lines += [f"  already acknowledged {output.id_line(m)}" for m in outcome.already_acknowledged]

@@ -16,6 +16,7 @@ attribute               module                 what it owns
 ``producing``           ``produce.py``         produce, produce as columns, append entries
 ``reading``             ``read.py``            dispatcher, consume, peek, examine, last position
 ``cursor_ops``          ``cursor_ops.py``      skip (plan, apply, approved apply) and reset
+``undo``                ``undo.py``            undo of a skip (plan, apply), the applied skips
 ``analysis``            ``analysis.py``        backlog, stats, cursor state, history, Spark reads
 ``workflow``            ``workflow.py``        plan records, approval requests, the audit log
 ======================  =====================  =============================================
@@ -48,6 +49,7 @@ from core.broker.context import BrokerContext, wall_clock_ms
 from core.broker.cursor_ops import CursorOperations
 from core.broker.produce import Producing
 from core.broker.read import Reading
+from core.broker.undo import SkipUndo
 from core.broker.workflow import Workflow
 from core.config import Config
 from core.ids.message_id import MessageId
@@ -56,6 +58,7 @@ from core.ids.topic_name import TopicName
 from core.skipping import skip
 from core.skipping.plan_record import ApprovalPolicy, ApprovalRequest, PlanBinding, PlanRecord
 from core.skipping.skip_plan import SkipPlan
+from core.skipping.undo import AppliedSkip, UndoOutcome, UndoPlan
 from core.store.ledger import LedgerStore
 from core.store.metadata import AuditRecord, MetadataStore, SubscriptionInfo, TopicInfo
 from core.subscription import SubscriptionType
@@ -92,6 +95,7 @@ class Broker:
         self.producing = Producing(self.context)
         self.reading = Reading(self.context)
         self.cursor_ops = CursorOperations(self.context)
+        self.undo = SkipUndo(self.context)
         self.workflow = Workflow(self.context)
 
     @staticmethod
@@ -268,6 +272,31 @@ class Broker:
         _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
     ) -> skip.SkipOutcome:
         return self.cursor_ops.apply_skip(role, plan, via=via, _approved=_approved)
+
+    def list_skips(
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str | None = None,
+        *,
+        limit: int = 100,
+    ) -> list[AppliedSkip]:
+        return self.undo.list_skips(role, topic, subscription, limit=limit)
+
+    def plan_undo_skip(
+        self, role: str, topic: str | TopicName, subscription: str, skip_id: int
+    ) -> UndoPlan:
+        return self.undo.plan_undo_skip(role, topic, subscription, skip_id)
+
+    def apply_undo_skip(
+        self,
+        role: str,
+        plan: UndoPlan,
+        *,
+        via: str = "broker",
+        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+    ) -> UndoOutcome:
+        return self.undo.apply_undo_skip(role, plan, via=via, _approved=_approved)
 
     def reset_cursor(
         self,

@@ -10,14 +10,14 @@ or none of it does. The store grows no method per combination.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from core.store import audit_log, plan_records
 from core.store.cursor_state import ConnectionStatements, CursorStates
-from core.store.records import AuditEntry
+from core.store.records import AuditEntry, AuditRecord
 
 
 class UnitOfWork:
@@ -30,6 +30,11 @@ class UnitOfWork:
     def record_audit(self, entry: AuditEntry) -> int:
         """Append an audit record of what this transaction changes; its id."""
         return audit_log.add(self.session, entry)
+
+    def audit_records(self, topic: str, kinds: Sequence[str]) -> list[AuditRecord]:
+        """The topic's audit records of ``kinds``, newest first, as this transaction sees
+        them: after a row lock, what a concurrent writer committed before it too."""
+        return audit_log.newest(self.session, topic, None, kinds)
 
     def claim_plan(self, digest: str, at_ms: int, applied: Mapping[str, Any]) -> None:
         """Mark a plan record applied; raises PlanAlreadyAppliedError if it already was."""

@@ -89,9 +89,7 @@ def test_acknowledging_them_again_restores_the_state(scenario) -> None:  # type:
         model = apply_to_model(model, sizes, op)
     after = undo(state, layout, removed)
     back = [(p, i) for p, i in expand(removed, sizes) & model]
-    after.merge(
-        CursorState.ack_delta(AckTarget(p, i, sizes[p]) for p, i in back), layout
-    )
+    after.merge(CursorState.ack_delta(AckTarget(p, i, sizes[p]) for p, i in back), layout)
     check_matches(after, layout, sizes, model)
 
 

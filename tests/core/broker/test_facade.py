@@ -18,6 +18,7 @@ from core.broker.context import BrokerContext
 from core.broker.cursor_ops import CursorOperations
 from core.broker.produce import Producing
 from core.broker.read import Reading
+from core.broker.undo import SkipUndo
 from core.broker.workflow import Workflow
 
 PARTS = {
@@ -26,6 +27,7 @@ PARTS = {
     "producing": Producing,
     "reading": Reading,
     "cursor_ops": CursorOperations,
+    "undo": SkipUndo,
     "analysis": Analysis,
     "workflow": Workflow,
 }
