@@ -162,7 +162,9 @@ def test_undo_is_refused_when_a_ledger_is_no_longer_retained(
         connection.execute(delete(SegmentRow).where(SegmentRow.ledger_id == first))
         connection.execute(delete(LedgerRow).where(LedgerRow.ledger_id == first))
     engine.dispose()
-    message = f"Cannot undo skip {skipped.skip_id}: ledger no longer retained for {ids[1].triplet()}"
+    message = (
+        f"Cannot undo skip {skipped.skip_id}: ledger no longer retained for {ids[1].triplet()}"
+    )
     refused(
         broker,
         lambda: broker.plan_undo_skip("admin", TOPIC, "s", skipped.skip_id or 0),
