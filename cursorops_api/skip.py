@@ -1,11 +1,12 @@
 """``skipByMessageIds`` (PIP-423): applied at once, or, on a namespace that requires
-approval, handed to the ``cursorops_skip_messages`` workflow as the caller (202)."""
+approval, handed to the ``cursorops_skip_messages`` workflow as the caller (202); and
+``undoSkip``, which takes an applied skip back (direct only)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from core.errors import ApprovalRequiredError, InvalidArgumentError
@@ -18,6 +19,9 @@ from cursorops_api.paths import SUBSCRIPTION, base_of, topic_name
 from cursorops_api.topics import _ERRORS, Namespace, Subscription, Tenant, Topic
 
 router = APIRouter(tags=["persistent topic"])
+
+SKIP_ID_HEADER = "X-Cursorops-Skip-Id"
+"""The applied skip's id on the 204 of ``skipByMessageIds``: the id ``undoSkip`` takes."""
 
 SKIP_BODY_SCHEMA: dict[str, Any] = {
     "oneOf": [
@@ -60,8 +64,9 @@ def skip_by_message_ids(
 ) -> Response:
     """Acknowledge exactly the given messages of a Shared or Key_Shared subscription.
 
-    Every id is checked first (all or nothing). Where the namespace requires
-    approval, nothing is acknowledged: the skip workflow is triggered as the
+    Every id is checked first (all or nothing); the 204 carries the skip's id in
+    ``X-Cursorops-Skip-Id``. Where the namespace requires approval, nothing is
+    acknowledged: the skip workflow is triggered as the
     caller, with the reason (``X-Cursorops-Reason`` or ``reason``, required there)
     and ticket, and the answer is 202 with the run.
     """
@@ -74,11 +79,12 @@ def skip_by_message_ids(
     name = topic_name(tenant, namespace, topic)
     try:
         # The one skip path: authorized, validated and applied with its audit record.
-        broker.skip_messages(role, name, subscription, ids, via="rest")
+        outcome = broker.skip_messages(role, name, subscription, ids, via="rest")
     except ApprovalRequiredError:
         pass
     else:
-        return Response(status_code=204)
+        # Pulsar answers 204 with no body: the skip id (what undoSkip takes) is a header.
+        return Response(status_code=204, headers={SKIP_ID_HEADER: str(outcome.skip_id)})
     # A namespace that requires approval: the ids are checked now (all or nothing), and the
     # workflow is started as the caller.
     base = base_of(name)
@@ -100,3 +106,30 @@ def skip_by_message_ids(
         (x_cursorops_ticket or ticket or "").strip() or None,
     )
     return JSONResponse(run.model_dump(by_alias=True), status_code=202)
+
+
+@router.post(
+    SUBSCRIPTION + "/undoSkip/{skipId}",
+    responses={
+        **_ERRORS,
+        403: {"description": "Not authorized, or the namespace requires approval"},
+        404: {"description": "Topic, subscription or skip not found"},
+        409: {"description": "The skip was undone already"},
+    },
+)
+def undo_skip(
+    tenant: Tenant,
+    namespace: Namespace,
+    topic: Topic,
+    subscription: Subscription,
+    skip_id: Annotated[int, Path(alias="skipId", ge=1, le=2**63 - 1)],
+    broker: BrokerDep,
+    role: RoleDep,
+) -> dict[str, Any]:
+    """Unacknowledge exactly what skip ``skipId`` acknowledged (those still acknowledged),
+    once; the answer lists them. Needs the permission the skip needed. Every message must
+    still be on a retained ledger (400 otherwise, nothing undone). Where the namespace
+    requires approval it is refused (403), as a direct skip is there."""
+    name = topic_name(tenant, namespace, topic)
+    plan = broker.plan_undo_skip(role, str(name), subscription, skip_id)
+    return broker.apply_undo_skip(role, plan, via="rest").to_json()
