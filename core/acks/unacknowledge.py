@@ -30,9 +30,9 @@ import numpy.typing as npt
 from core.acks.cursor import BatchAckSets, CursorState
 from core.acks.ledger_layout import LedgerLayout
 from core.errors import InvalidArgumentError
-from core.ids.position import Position
+from core.ids.position import Position, match_positions
 
-__all__ = ["unacknowledge"]
+__all__ = ["acknowledged", "unacknowledge"]
 
 
 def unacknowledge(
@@ -57,7 +57,7 @@ def unacknowledge(
     entries = np.asarray(entry_ids, dtype=np.int64)
     indexes = np.asarray(batch_indexes, dtype=np.int64)
     result = state.copy()
-    acked = np.flatnonzero(state.acked_many(ledgers, entries, indexes))
+    acked = np.flatnonzero(acknowledged(state, ledgers, entries, indexes))
     if acked.size == 0:
         return result
     ledgers, entries, indexes = ledgers[acked], entries[acked], indexes[acked]
@@ -91,6 +91,32 @@ def unacknowledge(
     result.batch_acks = BatchAckSets(batch_acks)
     result.normalize(layout)
     return result
+
+
+def acknowledged(
+    state: CursorState,
+    ledger_ids: npt.ArrayLike,
+    entry_ids: npt.ArrayLike,
+    batch_indexes: npt.ArrayLike,
+) -> npt.NDArray[np.bool_]:
+    """Which messages :func:`unacknowledge` would change: a batch index acknowledged, or a
+    whole entry (batch index -1) with anything acknowledged, a partly acknowledged batch
+    included. :meth:`CursorState.acked_many` otherwise; O(n log n)."""
+    ledgers = np.asarray(ledger_ids, dtype=np.int64)
+    entries = np.asarray(entry_ids, dtype=np.int64)
+    indexes = np.asarray(batch_indexes, dtype=np.int64)
+    acked = state.acked_many(ledgers, entries, indexes)
+    partly = np.flatnonzero(~acked & (indexes < 0))
+    if partly.size and state.batch_acks:
+        held = list(state.batch_acks)
+        rows = match_positions(
+            ledgers[partly],
+            entries[partly],
+            np.fromiter((p.ledger_id for p in held), np.int64, len(held)),
+            np.fromiter((p.entry_id for p in held), np.int64, len(held)),
+        )
+        acked[partly[rows >= 0]] = True
+    return acked
 
 
 def _move_mark_delete_back(state: CursorState, layout: LedgerLayout, earliest: Position) -> None:

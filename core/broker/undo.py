@@ -9,7 +9,7 @@ import numpy as np
 from core.acks import cursor_codec
 from core.acks.ledger_layout import LedgerLayout
 from core.acks.managed_cursor import replay
-from core.acks.unacknowledge import unacknowledge
+from core.acks.unacknowledge import acknowledged, unacknowledge
 from core.authz import Operation
 from core.broker.context import Collaborator
 from core.errors import (
@@ -88,9 +88,16 @@ class SkipUndo(Collaborator):
         return plan
 
     def _plan(
-        self, role: str, topic: str | TopicName, subscription: str, skip_id: int
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str,
+        skip_id: int,
+        *,
+        count: bool = True,
     ) -> tuple[UndoPlan, dict[str, LedgerLayout]]:
-        """The plan, and the ledger layouts of the partitions it touches."""
+        """The plan, and the ledger layouts of the partitions it touches. Without ``count``
+        no cursor is read (an apply decides under the locks) and ``still_acknowledged`` is 0."""
         info = self.access.authorized_topic(role, Operation.SKIP, topic)
         record = self._skip_record(info, subscription, check_skip_id(skip_id))
         undone = _undos(self.metadata.audit_log(info.name, None, kinds=(UNDO_SKIP,)))
@@ -147,8 +154,9 @@ class SkipUndo(Collaborator):
                 tuple(rows[mine, 2].tolist()),
             )
             partitions.append(part)
-            state = self.context.cursor(name, subscription, layouts[name]).state
-            still += int(state.acked_many(*part.arrays()).sum())
+            if count:
+                state = self.context.cursor(name, subscription, layouts[name]).state
+                still += int(acknowledged(state, *part.arrays()).sum())
         detail = record.detail
         approvers = detail.get("approvedBy")
         why = self._why(detail.get("planDigest"))
@@ -228,7 +236,7 @@ class SkipUndo(Collaborator):
                 f"Invalid undo plan: topic '{plan.topic}' is not a canonical topic name "
                 f"('{info.name}')"
             )
-        again, layouts = self._plan(role, plan.topic, plan.subscription, plan.skip_id)
+        again, layouts = self._plan(role, plan.topic, plan.subscription, plan.skip_id, count=False)
         if not again.same_messages(plan):
             raise InvalidSkipPlanError(
                 f"Invalid undo plan {plan.plan_id}: it does not name the messages skip "
@@ -253,7 +261,7 @@ class SkipUndo(Collaborator):
                 layout = layouts[part.topic_partition]
                 state = replay(record, layout)
                 columns = part.arrays()
-                acked = state.acked_many(*columns)
+                acked = acknowledged(state, *columns)
                 names = part.triplets()
                 taken += [n for n, a in zip(names, acked.tolist(), strict=True) if a]
                 left += [n for n, a in zip(names, acked.tolist(), strict=True) if not a]

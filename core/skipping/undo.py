@@ -23,6 +23,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -51,7 +52,41 @@ __all__ = [
 
 def parse_triplets(texts: Sequence[object], where: str) -> npt.NDArray[np.int64]:
     """``ledger:entry[:batchIndex]`` texts as an ``(n, 3)`` int64 array (batch index -1 when
-    absent); InvalidSkipPlanError naming ``where`` on anything else."""
+    absent); InvalidSkipPlanError naming ``where`` on anything else.
+
+    Parsed as one joined text in numpy (a skip lists 100,000s of ids); anything odd is
+    parsed again one text at a time, to name the first bad one.
+    """
+    if all(isinstance(text, str) for text in texts):
+        rows = _parse_joined(texts)  # type: ignore[arg-type]
+        if rows is not None:
+            return rows
+    return _parse_each(texts, where)
+
+
+def _parse_joined(texts: Sequence[str]) -> npt.NDArray[np.int64] | None:
+    """The rows of well-formed texts of plain digits; None when any text is not."""
+    count = len(texts)
+    fields = np.fromiter(map(str.count, texts, repeat(":", count)), np.int64, count) + 1
+    joined = ":".join(texts)
+    if np.any((fields < 2) | (fields > 3)) or not joined.replace(":", "").isdigit():
+        return None if count else np.zeros((0, 3), dtype=np.int64)
+    digits = joined.split(":")
+    if max(map(len, digits)) > 18:
+        return None  # past int64's safe width: the careful path checks the range
+    values = np.array(digits, dtype=np.int64)
+    starts = np.zeros(count, dtype=np.int64)
+    np.cumsum(fields[:-1], out=starts[1:])
+    rows = np.empty((count, 3), dtype=np.int64)
+    rows[:, 0] = values[starts]
+    rows[:, 1] = values[starts + 1]
+    rows[:, 2] = np.where(fields == 3, values[np.minimum(starts + 2, values.size - 1)], -1)
+    if np.any(rows[:, 2] > 2**31 - 1):
+        return None
+    return rows
+
+
+def _parse_each(texts: Sequence[object], where: str) -> npt.NDArray[np.int64]:
     rows = np.empty((len(texts), 3), dtype=np.int64)
     for i, text in enumerate(texts):
         parts = text.split(":") if isinstance(text, str) else ()

@@ -1,6 +1,6 @@
 """Taking acknowledgements back, against the plain model of ``test_cursor``: a set of
 acknowledged ``(position, batch index)``; afterwards it is the set before minus exactly
-the messages taken back."""
+the messages taken back. And the triplets an undo reads from a skip's audit record."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from core.acks.cursor import AckTarget, CursorState
 from core.acks.ledger_layout import LedgerLayout
 from core.acks.range_set import RangeSet
 from core.acks.unacknowledge import unacknowledge
-from core.errors import InvalidArgumentError
+from core.errors import InvalidArgumentError, InvalidSkipPlanError
 from core.ids.position import EARLIEST, Position
+from core.skipping.undo import parse_triplets, triplets
 from tests.core.test_cursor import (
     apply_to_cursor,
     apply_to_model,
@@ -127,3 +128,34 @@ def test_a_message_below_mark_delete_needs_its_ledger() -> None:
     state = CursorState(mark_delete=Position(5, 2))
     with pytest.raises(InvalidArgumentError, match="no longer retained"):
         undo(state, layout, [(Position(4, 0), -1)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1), st.just(-1)),
+            st.tuples(
+                st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1), st.integers(0, 2**31 - 1)
+            ),
+        ),
+        max_size=20,
+    )
+)
+def test_triplets_parse_back(ids: list[tuple[int, int, int]]) -> None:
+    texts = triplets([i[0] for i in ids], [i[1] for i in ids], [i[2] for i in ids])
+    assert parse_triplets(texts, "ids").tolist() == [list(i) for i in ids]
+
+
+@pytest.mark.parametrize("bad", ["1", "1:2:3:4", "a:1", "1:-2", "1:2:-3", "1:2:2147483648", 7, ""])
+def test_a_bad_triplet_is_named(bad: object) -> None:
+    with pytest.raises(InvalidSkipPlanError, match=r"Invalid ids\[1\]"):
+        parse_triplets(["1:2", bad], "ids")
+
+
+def test_a_whole_entry_taken_back_from_a_partly_acknowledged_batch() -> None:
+    layout = LedgerLayout.of([(2, 2)])
+    state = CursorState()
+    state.merge(CursorState.ack_delta([AckTarget(Position(2, 0), 1, 4)]), layout)
+    after = undo(state, layout, [(Position(2, 0), -1)])
+    assert after == CursorState()
