@@ -23,6 +23,7 @@ from core.errors import (
     NotFoundError,
     OutcomeTable,
     PlanAlreadyAppliedError,
+    SkipAlreadyUndoneError,
     StoreError,
     UnsupportedSubscriptionTypeError,
 )
@@ -43,11 +44,12 @@ _TABLE = OutcomeTable(
         ConflictError: Outcome.RETRY,
         StoreError: Outcome.RETRY,
     },
-    # Conflicts that no retry can resolve: the subscription's type never allows skips, and a
-    # plan record is applied at most once.
+    # Conflicts that no retry can resolve: the subscription's type never allows skips, a
+    # plan record is applied at most once, and so is an undo of a skip.
     overrides={
         UnsupportedSubscriptionTypeError: Outcome.FAIL,
         PlanAlreadyAppliedError: Outcome.FAIL,
+        SkipAlreadyUndoneError: Outcome.FAIL,
     },
     default=Outcome.RETRY,
 )

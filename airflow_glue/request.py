@@ -142,6 +142,27 @@ class RedriveWorkflowRequest(BaseModel):
         return value or None
 
 
+class UndoSkipRequest(BaseModel):
+    """Undo of one applied skip: its messages unacknowledged again, nothing else."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+    topic: str = Field(min_length=1, description="Topic the skip was on")
+    subscription: str = Field(min_length=1, description="Subscription the skip was on")
+    skip_id: int = Field(
+        ge=1,
+        le=2**63 - 1,
+        description="The skip's id (skip-messages prints it; cursorops audit skips lists them)",
+    )
+    reason: str = Field(min_length=1, description="Why (required; recorded)")
+    ticket: str | None = Field(default=None, description="Change ticket (optional)")
+
+    @field_validator("ticket")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
+
 def validate_conf(model: type[Request], conf: Mapping[str, object]) -> Request:
     """A run's conf through ``model``; a problem is one line naming the first field at fault."""
     try:

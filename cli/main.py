@@ -290,6 +290,19 @@ def audit_history(ctx: Context, args: argparse.Namespace) -> Result:
     return Result([s.to_json() for s in rows], lines)
 
 
+def audit_skips(ctx: Context, args: argparse.Namespace) -> Result:
+    """The topic's applied skips, newest first, and whether each was undone."""
+    limit = values.positive(args.limit, "--limit", MAX_HISTORY_ROWS)
+    skips = ctx.broker.list_skips(ctx.role, args.topic, args.subscription, limit=limit)
+    lines = [
+        f"{s.skip_id}  {output.format_time(s.at_ms)}  {s.subscription}  {s.role}  "
+        f"via {s.via or '-'}  {s.messages} message(s)  "
+        + (f"undone (undo {s.undone_by})" if s.undone_by is not None else "applied")
+        for s in skips
+    ] or ["No skips"]
+    return Result([s.to_json() for s in skips], lines)
+
+
 def topics_peek(ctx: Context, args: argparse.Namespace) -> Result:
     count = values.positive(args.count, "--count")
     messages = ctx.broker.peek_messages(ctx.role, args.topic, args.subscription, count)
@@ -312,7 +325,9 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
     document = outcome.to_pulsar_json(output.id_json)
     lines = [
         f"Skipped {len(outcome.skipped)} message(s) on subscription {outcome.subscription} "
-        f"of {outcome.topic}"
+        f"of {outcome.topic}",
+        f"  skip id              {outcome.skip_id} (cursorops topics undo-skip "
+        f"{outcome.topic} -s {outcome.subscription} --skip-id {outcome.skip_id})",
     ]
     lines += [f"  skipped              {output.id_line(m)}" for m in outcome.skipped]
     lines += [f"  already acknowledged {output.id_line(m)}" for m in outcome.already_acknowledged]
@@ -381,6 +396,20 @@ def topics_redrive(ctx: Context, args: argparse.Namespace) -> Result:
             f"  acknowledged on the dead-letter topic meanwhile, not redriven: "
             f"{len(outcome.acknowledged_meanwhile)}"
         )
+    return Result(outcome.to_json(), lines)
+
+
+def topics_undo_skip(ctx: Context, args: argparse.Namespace) -> Result:
+    """Take back exactly what skip ``--skip-id`` acknowledged (direct: no approval policy)."""
+    plan = ctx.broker.plan_undo_skip(ctx.role, args.topic, args.subscription, args.skip_id)
+    outcome = ctx.broker.apply_undo_skip(ctx.role, plan, via="cli")
+    lines = [
+        f"Undid skip {outcome.skip_id} on subscription {outcome.subscription} of "
+        f"{outcome.topic}: {len(outcome.unacknowledged)} message(s) unacknowledged again "
+        f"(undo id {outcome.undo_id})"
+    ]
+    lines += [f"  unacknowledged       {triplet}" for triplet in outcome.unacknowledged]
+    lines += [f"  not acknowledged     {triplet}" for triplet in outcome.not_acknowledged]
     return Result(outcome.to_json(), lines)
 
 
@@ -911,6 +940,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=topics_redrive)
 
     p = tp.add_parser(
+        "undo-skip",
+        parents=[common],
+        help="unacknowledge exactly what a skip acknowledged (its id: skip-messages prints it, "
+        "audit skips lists them); once per skip",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    p.add_argument(
+        "--skip-id", required=True, type=values.ascii_int, help="the skip's id (audit skips)"
+    )
+    p.set_defaults(handler=topics_undo_skip)
+
+    p = tp.add_parser(
         "analyze-backlog",
         parents=[common],
         help="PIP-187 analysis, exact and uncapped, per partition and subscription",
@@ -1110,7 +1152,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=db_migrate)
 
-    audit = commands.add_parser("audit", help="the scheduled backlog audit's records")
+    audit = commands.add_parser(
+        "audit", help="the scheduled backlog audit's records, and the applied skips"
+    )
     au = audit.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = au.add_parser(
         "history",
@@ -1124,6 +1168,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=values.ascii_int, default=10_000, help="newest rows shown (default 10000)"
     )
     p.set_defaults(handler=audit_history)
+    p = au.add_parser(
+        "skips",
+        parents=[common],
+        help="applied skips of TOPIC, newest first: id, time, role, door, messages, undone",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", help="one subscription (default: all)")
+    p.add_argument(
+        "--limit", type=values.ascii_int, default=100, help="newest skips shown (default 100)"
+    )
+    p.set_defaults(handler=audit_skips)
     return parser
 
 

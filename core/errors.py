@@ -23,13 +23,15 @@ the HTTP status (``cursorops_api/errors.py``, checked by ``tests/plugins/test_er
     │   ├── NamespaceNotFoundError
     │   ├── TopicNotFoundError
     │   ├── SubscriptionNotFoundError
-    │   └── EntryNotFoundError            no such entry in the topic's ledgers
+    │   ├── EntryNotFoundError            no such entry in the topic's ledgers
+    │   └── SkipNotFoundError             no applied skip of that id on the topic and subscription
     ├── ConflictError
     │   ├── AlreadyExistsError
     │   ├── UnsupportedSubscriptionTypeError
     │   ├── ConsumerBusyError             Exclusive consumer is already connected
     │   ├── SubscriptionBusyError         unsubscribe while consumers are connected
-    │   └── PlanAlreadyAppliedError       a plan record is applied at most once
+    │   ├── PlanAlreadyAppliedError       a plan record is applied at most once
+    │   └── SkipAlreadyUndoneError        a skip is undone at most once
     ├── NotAuthorizedError
     │   └── ApprovalRequiredError         only an approved workflow applies on this namespace
     └── StoreError                        the stores failed, not the request
@@ -112,6 +114,10 @@ class EntryNotFoundError(NotFoundError):
     pass
 
 
+class SkipNotFoundError(NotFoundError):
+    """No ``skip`` audit record of that id on the topic and subscription named."""
+
+
 class ConflictError(CursorOpsError):
     """The request is valid but conflicts with the current state."""
 
@@ -134,6 +140,10 @@ class SubscriptionBusyError(ConflictError):
 
 class PlanAlreadyAppliedError(ConflictError):
     """A plan record is applied at most once; this one was applied already."""
+
+
+class SkipAlreadyUndoneError(ConflictError):
+    """A skip is undone at most once; an ``undo-skip`` audit record names this one."""
 
 
 class NotAuthorizedError(CursorOpsError):

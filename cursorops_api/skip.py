@@ -1,6 +1,7 @@
-"""``skipByMessageIds`` (PIP-423), ``skip/{numMessages}`` and ``skip_all`` (clear-backlog):
-applied at once, or, on a namespace that requires approval, handed to the
-``cursorops_skip_messages`` or ``cursorops_skip_head`` workflow as the caller (202)."""
+"""``skipByMessageIds`` (PIP-423), ``skip/{numMessages}`` and ``skip_all`` (clear-backlog),
+and ``undoSkip``, which takes an applied skip back: applied at once, or, on a namespace
+that requires approval, handed to the ``cursorops_skip_messages``, ``cursorops_skip_head``
+or ``cursorops_undo_skip`` workflow as the caller (202)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ from cursorops_api.paths import SUBSCRIPTION, base_of, topic_name
 from cursorops_api.topics import _ERRORS, Namespace, Subscription, Tenant, Topic
 
 router = APIRouter(tags=["persistent topic"])
+
+SKIP_ID_HEADER = "X-Cursorops-Skip-Id"
+"""The applied skip's id on the 204 of ``skipByMessageIds``: the id ``undoSkip`` takes."""
 
 SKIP_BODY_SCHEMA: dict[str, Any] = {
     "oneOf": [
@@ -62,8 +66,9 @@ def skip_by_message_ids(
 ) -> Response:
     """Acknowledge exactly the given messages of a Shared or Key_Shared subscription.
 
-    Every id is checked first (all or nothing). Where the namespace requires
-    approval, nothing is acknowledged: the skip workflow is triggered as the
+    Every id is checked first (all or nothing); the 204 carries the skip's id in
+    ``X-Cursorops-Skip-Id``. Where the namespace requires approval, nothing is
+    acknowledged: the skip workflow is triggered as the
     caller, with the reason (``X-Cursorops-Reason`` or ``reason``, required there)
     and ticket, and the answer is 202 with the run.
     """
@@ -76,11 +81,12 @@ def skip_by_message_ids(
     name = topic_name(tenant, namespace, topic)
     try:
         # The one skip path: authorized, validated and applied with its audit record.
-        broker.skip_messages(role, name, subscription, ids, via="rest")
+        outcome = broker.skip_messages(role, name, subscription, ids, via="rest")
     except ApprovalRequiredError:
         pass
     else:
-        return Response(status_code=204)
+        # Pulsar answers 204 with no body: the skip id (what undoSkip takes) is a header.
+        return Response(status_code=204, headers={SKIP_ID_HEADER: str(outcome.skip_id)})
     # A namespace that requires approval: the ids are checked now (all or nothing), and the
     # workflow is started as the caller.
     base = base_of(name)
@@ -201,3 +207,51 @@ def skip_all_messages(
         x_cursorops_reason or reason,
         x_cursorops_ticket or ticket,
     )
+
+
+UNDO_DAG = "cursorops_undo_skip"
+
+
+@router.post(
+    SUBSCRIPTION + "/undoSkip/{skipId}",
+    responses={
+        **_ERRORS,
+        202: {"model": SkipTriggered, "description": "Waiting for an approval in Airflow"},
+        404: {"description": "Topic, subscription or skip not found"},
+        409: {"description": "The skip was undone already"},
+    },
+)
+def undo_skip(
+    tenant: Tenant,
+    namespace: Namespace,
+    topic: Topic,
+    subscription: Subscription,
+    skip_id: Annotated[int, Path(alias="skipId", ge=1, le=2**63 - 1)],
+    request: Request,
+    broker: BrokerDep,
+    role: RoleDep,
+    reason: Annotated[str | None, Query(max_length=4096)] = None,
+    ticket: Annotated[str | None, Query(max_length=256)] = None,
+    x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
+    x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
+) -> Any:
+    """Unacknowledge exactly what skip ``skipId`` acknowledged (those still acknowledged),
+    once; the answer lists them. Needs the permission the skip needed. Every message must
+    still be on a retained ledger (400 otherwise, nothing undone). Where the namespace
+    requires approval, the ``cursorops_undo_skip`` workflow is started as the caller (202)."""
+    name = topic_name(tenant, namespace, topic)
+    plan = broker.plan_undo_skip(role, str(name), subscription, skip_id)
+    try:
+        return broker.apply_undo_skip(role, plan, via="rest").to_json()
+    except ApprovalRequiredError:
+        pass
+    why = required_reason(name.namespace_name, x_cursorops_reason or reason, "Undoing skips")
+    conf = {
+        "topic": str(name),
+        "subscription": subscription,
+        "skip_id": skip_id,
+        "reason": why,
+        "ticket": (x_cursorops_ticket or ticket or "").strip() or None,
+    }
+    run = trigger_workflow(caller_token(request), UNDO_DAG, conf, gate="approve_undo_skip")
+    return JSONResponse(run.model_dump(by_alias=True), status_code=202)

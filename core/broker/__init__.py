@@ -19,6 +19,7 @@ attribute               module                 what it owns
 ``resets``              ``reset.py``           reset-cursor by message id or time
 ``gated``               ``gated.py``           an approved plan record, applied by its operation
 ``redrive``             ``redrive.py``         a dead-letter topic's redrive (plan, apply)
+``undo``                ``undo.py``            undo of a skip (plan, apply), the applied skips
 ``analysis``            ``analysis.py``        backlog, stats, cursor state, history, Spark reads
 ``workflow``            ``workflow.py``        plan records, approval requests, the audit log
 ======================  =====================  =============================================
@@ -54,6 +55,7 @@ from core.broker.produce import Producing
 from core.broker.read import Reading
 from core.broker.redrive import Redrive
 from core.broker.reset import Resets
+from core.broker.undo import SkipUndo
 from core.broker.workflow import Workflow
 from core.config import Config
 from core.ids.message_id import MessageId
@@ -70,6 +72,7 @@ from core.skipping.plan_record import (
     PlanRecord,
 )
 from core.skipping.skip_plan import SkipPlan
+from core.skipping.undo import AppliedSkip, UndoOutcome, UndoPlan
 from core.store.ledger import LedgerStore
 from core.store.metadata import AuditRecord, MetadataStore, SubscriptionInfo, TopicInfo
 from core.subscription import SubscriptionType
@@ -109,7 +112,10 @@ class Broker:
         self.cursor_ops = CursorOperations(self.context)
         self.resets = Resets(self.context)
         self.redrive = Redrive(self.context)
-        self.gated = GatedOperations(self.context, self.cursor_ops, self.resets, self.redrive)
+        self.undo = SkipUndo(self.context)
+        self.gated = GatedOperations(
+            self.context, self.cursor_ops, self.resets, self.redrive, self.undo
+        )
         self.workflow = Workflow(self.context)
 
     @staticmethod
@@ -343,6 +349,31 @@ class Broker:
         _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
     ) -> RedriveOutcome:
         return self.redrive.apply_redrive(role, plan, via=via, _approved=_approved)
+
+    def list_skips(
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str | None = None,
+        *,
+        limit: int = 100,
+    ) -> list[AppliedSkip]:
+        return self.undo.list_skips(role, topic, subscription, limit=limit)
+
+    def plan_undo_skip(
+        self, role: str, topic: str | TopicName, subscription: str, skip_id: int
+    ) -> UndoPlan:
+        return self.undo.plan_undo_skip(role, topic, subscription, skip_id)
+
+    def apply_undo_skip(
+        self,
+        role: str,
+        plan: UndoPlan,
+        *,
+        via: str = "broker",
+        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+    ) -> UndoOutcome:
+        return self.undo.apply_undo_skip(role, plan, via=via, _approved=_approved)
 
     def reset_cursor(
         self,

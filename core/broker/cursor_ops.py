@@ -349,7 +349,9 @@ class CursorOperations(Collaborator):
                 part_of=plan.part_of,
             )
             outcomes.append(outcome)
+            # The record's own id is the skip id: the detail does not repeat it.
             detail = {**outcome.to_pulsar_json(), "via": via, **(approved[1] if approved else {})}
+            del detail["skipId"]
             acks = [
                 skip.acknowledgements(
                     items, fresh[items.name_index[fresh] == code_of.get(name, -1)]
@@ -382,7 +384,7 @@ class CursorOperations(Collaborator):
                     "acknowledgedMeanwhile": len(done.acknowledged_meanwhile),
                 }
                 work.claim_plan(approved[0].digest, at_ms, applied)
-        return outcomes[-1]
+        return outcomes[-1].with_skip_id(audit_id)
 
     def apply_approved_skip(
         self,

@@ -17,10 +17,12 @@ from core.broker.context import BrokerContext, Collaborator
 from core.broker.cursor_ops import CursorOperations
 from core.broker.redrive import Redrive
 from core.broker.reset import Resets
+from core.broker.undo import SkipUndo
 from core.errors import InvalidArgumentError
 from core.redriving.redrive_plan import RedrivePlan
 from core.resetting.reset_plan import ResetPlan
-from core.skipping.plan_record import REDRIVE, RESET_CURSOR, SKIP, PlanRecord
+from core.skipping.plan_record import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, PlanRecord
+from core.skipping.undo import UndoPlan
 
 
 @dataclass(frozen=True)
@@ -45,11 +47,13 @@ class GatedOperations(Collaborator):
         cursor_ops: CursorOperations,
         resets: Resets,
         redrive: Redrive,
+        undo: SkipUndo,
     ) -> None:
         super().__init__(context)
         self.cursor_ops = cursor_ops
         self.resets = resets
         self.redrive = redrive
+        self.undo = undo
 
     def apply_approved_plan(
         self,
@@ -76,6 +80,14 @@ class GatedOperations(Collaborator):
         if record.operation == RESET_CURSOR and isinstance(plan, ResetPlan):
             moved = self.resets.apply_reset(role, plan, via=via, _approved=(record, extra))
             return Applied(RESET_CURSOR, plan.messages, 0, {"markDelete": moved})
+        if record.operation == UNDO_SKIP and isinstance(plan, UndoPlan):
+            undone = self.undo.apply_undo_skip(role, plan, via=via, _approved=(record, extra))
+            return Applied(
+                UNDO_SKIP,
+                len(undone.unacknowledged),
+                len(undone.not_acknowledged),
+                undone.to_json(),
+            )
         if record.operation == REDRIVE and isinstance(plan, RedrivePlan):
             redrove = self.redrive.apply_redrive(role, plan, via=via, _approved=(record, extra))
             return Applied(

@@ -55,6 +55,7 @@ PLAN_TYPES: Mapping[str, str] = {
     SKIP: "core.skipping.skip_plan:SkipPlan",
     RESET_CURSOR: "core.resetting.reset_plan:ResetPlan",
     REDRIVE: "core.redriving.redrive_plan:RedrivePlan",
+    UNDO_SKIP: "core.skipping.undo:UndoPlan",
 }
 """Each gated operation's plan class (``module:Class``, imported on first use), whose
 ``from_json`` reads back what its ``dumps`` wrote."""

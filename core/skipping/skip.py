@@ -84,7 +84,9 @@ class SkipOutcome:
       and applying;
     - ``per_partition``: newly acknowledged ids per topic partition of the plan;
     - ``part_of``: the whole plan's id when a single partition's share was applied;
-    - ``plan_id``: the applied plan's :attr:`~core.skipping.skip_plan.SkipPlan.plan_id`.
+    - ``plan_id``: the applied plan's :attr:`~core.skipping.skip_plan.SkipPlan.plan_id`;
+    - ``skip_id``: the id of the skip's audit record (what an undo names), None until the
+      record is written.
     """
 
     topic: str
@@ -92,6 +94,7 @@ class SkipOutcome:
     plan_id: str
     per_partition: dict[str, int]
     part_of: str | None
+    skip_id: int | None
 
     def __init__(
         self,
@@ -103,6 +106,7 @@ class SkipOutcome:
         acknowledged_meanwhile: Sequence[MessageId] | SkipColumns = (),
         per_partition: Mapping[str, int] | None = None,
         part_of: str | None = None,
+        skip_id: int | None = None,
     ) -> None:
         given = (skipped, already_acknowledged, acknowledged_meanwhile)
         fields: dict[str, object] = {
@@ -111,6 +115,7 @@ class SkipOutcome:
             "plan_id": plan_id,
             "per_partition": dict(per_partition or {}),
             "part_of": part_of,
+            "skip_id": skip_id,
             "_rows": {
                 name: ids
                 for name, ids in zip(_OUTCOME_LISTS, given, strict=True)
@@ -124,6 +129,12 @@ class SkipOutcome:
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"SkipOutcome is immutable: cannot set {name}")
+
+    def with_skip_id(self, skip_id: int) -> SkipOutcome:
+        """The same outcome, named by the id of its audit record."""
+        named = object.__new__(SkipOutcome)
+        named.__dict__.update({**self.__dict__, "skip_id": skip_id})
+        return named
 
     def _ids(self, name: str) -> list[MessageId]:
         ids = self.__dict__.get(name)
@@ -153,6 +164,7 @@ class SkipOutcome:
             self.acknowledged_meanwhile,
             self.per_partition,
             self.part_of,
+            self.skip_id,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -168,7 +180,8 @@ class SkipOutcome:
             f"plan_id={self.plan_id!r}, skipped={self.skipped!r}, "
             f"already_acknowledged={self.already_acknowledged!r}, "
             f"acknowledged_meanwhile={self.acknowledged_meanwhile!r}, "
-            f"per_partition={self.per_partition!r}, part_of={self.part_of!r})"
+            f"per_partition={self.per_partition!r}, part_of={self.part_of!r}, "
+            f"skip_id={self.skip_id!r})"
         )
 
     def _rendered(self, name: str, render_id: Callable[[MessageId], object]) -> list[object]:
@@ -184,10 +197,12 @@ class SkipOutcome:
 
         Each message id as ``render_id`` makes it: a triplet
         (``ledger:entry:batchIndex``, as pulsar-admin prints them) by default.
+        ``skipId`` is the audit record's id (``cursorops topics undo-skip --skip-id``).
         """
         return {
             "topic": self.topic,
             "subscription": self.subscription,
+            "skipId": self.skip_id,
             "planId": self.plan_id,
             "partOf": self.part_of,
             "skipped": self._rendered("skipped", render_id),

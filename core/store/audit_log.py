@@ -52,15 +52,37 @@ def add(session: Session, entry: AuditEntry) -> int:
     return row.id
 
 
-def newest(session: Session, topic: str | None, limit: int) -> list[AuditRecord]:
-    """The newest ``limit`` records (of one topic, or all), newest first."""
-    query = select(AuditRow).order_by(AuditRow.id.desc()).limit(limit)
+def newest(
+    session: Session,
+    topic: str | None,
+    limit: int | None,
+    kinds: Sequence[str] | None = None,
+    subscription: str | None = None,
+) -> list[AuditRecord]:
+    """The newest ``limit`` records (of one topic, or all; of ``kinds`` only; of one
+    subscription only), newest first; every one with ``limit`` None."""
+    query = select(AuditRow).order_by(AuditRow.id.desc())
+    if limit is not None:
+        query = query.limit(limit)
     if topic is not None:
         query = query.where(AuditRow.topic == topic)
-    return [
-        AuditRecord(row.id, row.at_ms, row.kind, row.topic, row.subscription, row.role, row.detail)
-        for row in session.scalars(query)
-    ]
+    if kinds is not None:
+        query = query.where(AuditRow.kind.in_(list(kinds)))
+    if subscription is not None:
+        query = query.where(AuditRow.subscription == subscription)
+    return [_record(row) for row in session.scalars(query)]
+
+
+def one(session: Session, audit_id: int) -> AuditRecord | None:
+    """The record of id ``audit_id``, or None."""
+    row = session.get(AuditRow, audit_id)
+    return None if row is None else _record(row)
+
+
+def _record(row: AuditRow) -> AuditRecord:
+    return AuditRecord(
+        row.id, row.at_ms, row.kind, row.topic, row.subscription, row.role, row.detail
+    )
 
 
 def check_samples(run_id: str, samples: Sequence[BacklogSample]) -> None:
@@ -120,4 +142,4 @@ def samples(
     ]
 
 
-__all__ = ["add", "add_samples", "check", "check_samples", "newest", "samples"]
+__all__ = ["add", "add_samples", "check", "check_samples", "newest", "one", "samples"]

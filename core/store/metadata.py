@@ -305,11 +305,26 @@ class MetadataStore(Tenancy, LedgerIndex):
         with self._session(write=True) as session:
             return audit_log.add(session, entry)
 
-    def audit_log(self, topic: str | None = None, limit: int = 100) -> list[AuditRecord]:
-        """The newest ``limit`` records (of one topic, or all), newest first."""
-        check_int("limit", limit, 0)
+    def audit_log(
+        self,
+        topic: str | None = None,
+        limit: int | None = 100,
+        *,
+        kinds: Sequence[str] | None = None,
+        subscription: str | None = None,
+    ) -> list[AuditRecord]:
+        """The newest ``limit`` records (of one topic, or all; of ``kinds`` only; of one
+        subscription only), newest first; ``limit`` None: every one."""
+        if limit is not None:
+            check_int("limit", limit, 0)
         with self._session(write=False) as session:
-            return audit_log.newest(session, topic, limit)
+            return audit_log.newest(session, topic, limit, kinds, subscription)
+
+    def audit_record(self, audit_id: int) -> AuditRecord | None:
+        """One audit record by its id, or None."""
+        check_int("audit id", audit_id, 0)
+        with self._session(write=False) as session:
+            return audit_log.one(session, audit_id)
 
     def record_backlog_samples(self, run_id: str, samples: Sequence[BacklogSample]) -> int:
         """Insert one row per sample for ``run_id``; rows the run already wrote are kept.

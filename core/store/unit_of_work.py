@@ -22,7 +22,7 @@ from core.store import audit_log, plan_records
 from core.store.cursor_state import ConnectionStatements, CursorStates
 from core.store.ledger_index import allocated_entries
 from core.store.read_view import ReadView
-from core.store.records import Allocation, AuditEntry
+from core.store.records import Allocation, AuditEntry, AuditRecord
 
 
 class UnitOfWork:
@@ -52,6 +52,11 @@ class UnitOfWork:
     def record_audit(self, entry: AuditEntry) -> int:
         """Append an audit record of what this transaction changes; its id."""
         return audit_log.add(self.session, entry)
+
+    def audit_records(self, topic: str, kinds: Sequence[str]) -> list[AuditRecord]:
+        """The topic's audit records of ``kinds``, newest first, as this transaction sees
+        them: after a row lock, what a concurrent writer committed before it too."""
+        return audit_log.newest(self.session, topic, None, kinds)
 
     def claim_plan(self, digest: str, at_ms: int, applied: Mapping[str, Any]) -> None:
         """Mark a plan record applied; raises PlanAlreadyAppliedError if it already was."""

@@ -21,6 +21,7 @@ from core.broker.produce import Producing
 from core.broker.read import Reading
 from core.broker.redrive import Redrive
 from core.broker.reset import Resets
+from core.broker.undo import SkipUndo
 from core.broker.workflow import Workflow
 
 PARTS = {
@@ -32,6 +33,7 @@ PARTS = {
     "resets": Resets,
     "gated": GatedOperations,
     "redrive": Redrive,
+    "undo": SkipUndo,
     "analysis": Analysis,
     "workflow": Workflow,
 }

@@ -1,0 +1,287 @@
+"""Undo of a skip through ``Broker.undo``: exactly the skipped messages come back, once.
+
+Ledgers here hold five entries, so the ten messages of ``TOPIC`` are on two ledgers
+(``0:0-4`` and the next), and a retention that deletes the first can be played.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, delete
+from sqlalchemy.pool import NullPool
+
+from core.acks.cursor import CursorState
+from core.broker import Broker
+from core.config import Config
+from core.errors import (
+    ApprovalRequiredError,
+    CursorOpsError,
+    InvalidArgumentError,
+    InvalidSkipPlanError,
+    SkipAlreadyUndoneError,
+    SkipNotFoundError,
+)
+from core.ids.message_id import MessageId
+from core.producer import OutgoingMessage
+from core.reading.dispatch import Consumer
+from core.skipping.undo import UndoPartition, UndoPlan
+from core.store.tables import LedgerRow, SegmentRow
+from core.subscription import SubscriptionType
+from tests.conftest import open_cursor
+
+from .conftest import TOPIC
+
+
+@pytest.fixture
+def home_config(tmp_path: Path, metadata_url: str) -> Config:
+    return Config.from_home(tmp_path / "home", metadata_url=metadata_url, max_entries_per_ledger=5)
+
+
+def drain(consumer: Consumer) -> list[bytes]:
+    """Every message the consumer can receive now, acknowledged; their payloads."""
+    received = consumer.receive_many(100)
+    if received:
+        consumer.acknowledge(received)
+    return sorted(m.payload for m in received)
+
+
+def states(broker: Broker) -> CursorState:
+    return broker.cursor_state("admin", TOPIC, "s")
+
+
+def refused(
+    broker: Broker, call: Callable[[], object], error: type[CursorOpsError], match: str
+) -> None:
+    """``call`` raises ``error``, and neither the cursor nor the audit log changed."""
+    before = (states(broker), len(broker.audit_log("admin", TOPIC, limit=1000)))
+    with pytest.raises(error, match=match):
+        call()
+    assert (states(broker), len(broker.audit_log("admin", TOPIC, limit=1000))) == before
+
+
+def test_every_skipped_message_is_delivered_once_again_and_nothing_else(
+    broker: Broker, ids: list[MessageId]
+) -> None:
+    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c")
+    skipped = broker.skip_messages("admin", TOPIC, "s", [ids[2], ids[5], ids[7]])
+    assert skipped.skip_id is not None
+    assert skipped.to_pulsar_json()["skipId"] == skipped.skip_id
+    assert drain(consumer) == [b"0", b"1", b"3", b"4", b"6", b"8", b"9"]
+    assert drain(consumer) == []
+    plan = broker.plan_undo_skip("admin", TOPIC, "s", skipped.skip_id)
+    assert (plan.messages, plan.still_acknowledged) == (3, 3)
+    outcome = broker.apply_undo_skip("admin", plan, via="cli")
+    assert sorted(outcome.unacknowledged) == sorted(m.triplet() for m in skipped.skipped)
+    assert outcome.not_acknowledged == ()
+    # The same dispatcher, its cursor cached: it reads the undo by the cursor's version.
+    assert drain(consumer) == [b"2", b"5", b"7"]
+    assert drain(consumer) == []
+    [record] = broker.audit_log("admin", TOPIC, kind="undo-skip")
+    assert (record.id, record.detail["skipId"], record.detail["via"]) == (
+        outcome.undo_id,
+        skipped.skip_id,
+        "cli",
+    )
+    [listed] = broker.list_skips("admin", TOPIC, "s")
+    assert (listed.skip_id, listed.messages, listed.undone_by) == (
+        skipped.skip_id,
+        3,
+        outcome.undo_id,
+    )
+
+
+def test_undo_after_a_later_cumulative_ack_moves_mark_delete_back(
+    broker: Broker, ids: list[MessageId]
+) -> None:
+    skipped = broker.skip_messages("admin", TOPIC, "s", [ids[3], ids[6]])
+    assert skipped.skip_id is not None
+    open_cursor(broker, TOPIC, "s").acknowledge_cumulative(ids[8].position)
+    assert states(broker).mark_delete == ids[8].position
+    outcome = broker.apply_undo_skip(
+        "admin", broker.plan_undo_skip("admin", TOPIC, "s", skipped.skip_id)
+    )
+    assert len(outcome.unacknowledged) == 2
+    after = states(broker)
+    assert after.mark_delete == ids[2].position
+    for i, message in enumerate(ids):
+        assert after.is_acked(message.position) == (i not in (3, 6, 9)), i
+    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c")
+    assert drain(consumer) == [b"3", b"6", b"9"]
+
+
+def test_a_batch_index_comes_back_alone(broker: Broker) -> None:
+    topic = "persistent://acme/ops/batched"
+    broker.create_topic("admin", topic)
+    broker.create_subscription(
+        "admin", topic, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    ids = broker.produce(
+        "admin", topic, [OutgoingMessage(b"%d" % i) for i in range(6)], batch_size=3
+    )
+    skipped = broker.skip_messages("admin", topic, "s", [ids[1], ids[4]])
+    assert skipped.skip_id is not None
+    consumer = broker.dispatcher("admin", topic, "s").subscribe("c")
+    assert drain(consumer) == [b"0", b"2", b"3", b"5"]
+    broker.apply_undo_skip("admin", broker.plan_undo_skip("admin", topic, "s", skipped.skip_id))
+    assert drain(consumer) == [b"1", b"4"]
+    assert drain(consumer) == []
+
+
+def test_a_partitioned_topics_skip_comes_back_on_each_partition(broker: Broker) -> None:
+    topic = "persistent://acme/ops/parts"
+    broker.create_topic("admin", topic, 3)
+    broker.create_subscription(
+        "admin", topic, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    ids = broker.produce("admin", topic, [OutgoingMessage(b"%d" % i) for i in range(9)])
+    chosen = [ids[0], ids[4], ids[8]]
+    skipped = broker.skip_messages("admin", topic, "s", chosen)
+    assert skipped.skip_id is not None and len(skipped.skipped) == 3
+    plan = broker.plan_undo_skip("admin", topic, "s", skipped.skip_id)
+    assert sum(plan.preview()["perPartition"].values()) == 3  # type: ignore[attr-defined]
+    outcome = broker.apply_undo_skip("admin", plan)
+    assert sum(outcome.per_partition.values()) == 3
+    consumer = broker.dispatcher("admin", topic, "s").subscribe("c")
+    assert drain(consumer) == sorted(b"%d" % i for i in range(9))
+
+
+def test_undo_is_refused_when_a_ledger_is_no_longer_retained(
+    broker: Broker, ids: list[MessageId]
+) -> None:
+    skipped = broker.skip_messages("admin", TOPIC, "s", [ids[1], ids[7]])
+    assert skipped.skip_id is not None
+    plan = broker.plan_undo_skip("admin", TOPIC, "s", skipped.skip_id)
+    first = ids[0].position.ledger_id
+    assert ids[7].position.ledger_id != first
+    engine = create_engine(broker.config.metadata_url, poolclass=NullPool)
+    with engine.begin() as connection:
+        connection.execute(delete(SegmentRow).where(SegmentRow.ledger_id == first))
+        connection.execute(delete(LedgerRow).where(LedgerRow.ledger_id == first))
+    engine.dispose()
+    message = (
+        f"Cannot undo skip {skipped.skip_id}: ledger no longer retained for {ids[1].triplet()}"
+    )
+    refused(
+        broker,
+        lambda: broker.plan_undo_skip("admin", TOPIC, "s", skipped.skip_id or 0),
+        InvalidArgumentError,
+        message,
+    )
+    refused(broker, lambda: broker.apply_undo_skip("admin", plan), InvalidArgumentError, message)
+
+
+def test_a_skip_is_undone_once(broker: Broker, ids: list[MessageId]) -> None:
+    skipped = broker.skip_messages("admin", TOPIC, "s", ids[:2])
+    assert skipped.skip_id is not None
+    plan = broker.plan_undo_skip("admin", TOPIC, "s", skipped.skip_id)
+    done = broker.apply_undo_skip("admin", plan)
+    match = f"Skip {skipped.skip_id} was undone already \\(undo {done.undo_id} by 'admin'\\)"
+    refused(broker, lambda: broker.apply_undo_skip("admin", plan), SkipAlreadyUndoneError, match)
+    refused(
+        broker,
+        lambda: broker.plan_undo_skip("admin", TOPIC, "s", skipped.skip_id or 0),
+        SkipAlreadyUndoneError,
+        match,
+    )
+    # An undo's own id is no skip: it is not undone (skip the messages again instead).
+    refused(
+        broker,
+        lambda: broker.plan_undo_skip("admin", TOPIC, "s", done.undo_id),
+        InvalidArgumentError,
+        "an undo is not undone; skip the messages again",
+    )
+
+
+def test_bad_skip_ids_are_refused(broker: Broker, ids: list[MessageId]) -> None:
+    broker.create_subscription(
+        "admin", TOPIC, "other", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    skipped = broker.skip_messages("admin", TOPIC, "s", ids[:1])
+    assert skipped.skip_id is not None
+    other = broker.record_audit("admin", "note", TOPIC, "s", {"text": "not a skip"})
+    for bad, error, match in [
+        (0, InvalidArgumentError, "Invalid skip id 0"),
+        (-3, InvalidArgumentError, "Invalid skip id -3"),
+        (True, InvalidArgumentError, "Invalid skip id True"),
+        (2**63, InvalidArgumentError, "Invalid skip id"),
+        (10_000, SkipNotFoundError, "No skip 10000 on"),
+        (other, SkipNotFoundError, "it records a note"),
+    ]:
+        refused(
+            broker,
+            lambda bad=bad: broker.plan_undo_skip("admin", TOPIC, "s", bad),  # type: ignore[misc]
+            error,
+            match,
+        )
+    refused(
+        broker,
+        lambda: broker.plan_undo_skip("admin", TOPIC, "other", skipped.skip_id or 0),
+        SkipNotFoundError,
+        "it skipped on 's'",
+    )
+    broker.create_topic("admin", "persistent://acme/ops/elsewhere")
+    broker.create_subscription("admin", "persistent://acme/ops/elsewhere", "s")
+    refused(
+        broker,
+        lambda: broker.plan_undo_skip(
+            "admin", "persistent://acme/ops/elsewhere", "s", skipped.skip_id or 0
+        ),
+        SkipNotFoundError,
+        "No skip",
+    )
+
+
+def test_a_forged_plan_is_refused(broker: Broker, ids: list[MessageId]) -> None:
+    skipped = broker.skip_messages("admin", TOPIC, "s", ids[:2])
+    assert skipped.skip_id is not None
+    plan = broker.plan_undo_skip("admin", TOPIC, "s", skipped.skip_id)
+    assert UndoPlan.from_json(plan.dumps()) == plan
+    with pytest.raises(InvalidSkipPlanError, match="does not match its content"):
+        UndoPlan.from_json(plan.dumps().replace(ids[0].triplet(), ids[5].triplet()))
+    [part] = plan.partitions
+    wider = dataclasses.replace(
+        plan,
+        partitions=(
+            UndoPartition(
+                part.topic_partition,
+                (*part.ledger_ids, ids[5].position.ledger_id),
+                (*part.entry_ids, ids[5].position.entry_id),
+                (*part.batch_indexes, -1),
+            ),
+        ),
+    )
+    refused(
+        broker,
+        lambda: broker.apply_undo_skip("admin", UndoPlan.from_json(wider.dumps())),
+        InvalidSkipPlanError,
+        "does not name the messages skip",
+    )
+
+
+def test_undo_needs_skip_permission_and_is_refused_where_approval_is_required(
+    broker: Broker, ids: list[MessageId]
+) -> None:
+    skipped = broker.skip_messages("admin", TOPIC, "s", ids[:3])
+    assert skipped.skip_id is not None
+    plan = broker.plan_undo_skip("admin", TOPIC, "s", skipped.skip_id)
+    broker.grant_permission("admin", "acme/ops", "reader", ["produce"])
+    refused(
+        broker,
+        lambda: broker.plan_undo_skip("reader", TOPIC, "s", skipped.skip_id or 0),
+        CursorOpsError,
+        "not authorized to skip",
+    )
+    assert [s.skip_id for s in broker.list_skips("reader", TOPIC)] == [skipped.skip_id]
+    broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    refused(
+        broker,
+        lambda: broker.apply_undo_skip("admin", plan),
+        ApprovalRequiredError,
+        "approval for undo-skip",
+    )
+    # Planning changes nothing: still allowed, for the workflow that gates the apply.
+    assert broker.plan_undo_skip("admin", TOPIC, "s", skipped.skip_id).messages == 3
