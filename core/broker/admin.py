@@ -189,7 +189,10 @@ class Admin(Collaborator):
             )
             if left:
                 self.access.refuse_without_approval(
-                    info, f"unsubscribing '{subscription}', which has {left} message(s) left"
+                    info,
+                    f"unsubscribing '{subscription}', which has {left} message(s) left",
+                    "the cursorops_skip_head workflow with no message count (clear-backlog), "
+                    "then unsubscribe",
                 )
         if not force:
             now = self.clock()

@@ -189,8 +189,8 @@ class Redrive(Collaborator):
                 f"Invalid redrive plan {plan.plan_id}: topic names are not canonical"
             )
         if _approved is None:
-            self.access.refuse_without_approval(info, "redrive")
-            self.access.refuse_without_approval(dlq, "redrive")
+            self.access.refuse_without_approval(info, "redrive", "the cursorops_redrive workflow")
+            self.access.refuse_without_approval(dlq, "redrive", "the cursorops_redrive workflow")
         if not plan.ids:
             raise InvalidArgumentError(f"Invalid redrive plan {plan.plan_id}: no message")
         if len(set(plan.ids)) != len(plan.ids):

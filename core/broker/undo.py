@@ -230,7 +230,9 @@ class SkipUndo(Collaborator):
         """
         info = self.access.authorized_topic(role, Operation.SKIP, plan.topic)
         if _approved is None:
-            self.access.refuse_without_approval(info, "undo-skip")
+            self.access.refuse_without_approval(
+                info, "undo-skip", "the cursorops_undo_skip workflow"
+            )
         if info.name != plan.topic:
             raise InvalidSkipPlanError(
                 f"Invalid undo plan: topic '{plan.topic}' is not a canonical topic name "

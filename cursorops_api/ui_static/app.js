@@ -2,7 +2,12 @@
 "use strict";
 
 const BASE = location.pathname.replace(/\/ui\/?$/, "");   // where the plugin is mounted
-const SKIP_DAGS = ["cursorops_skip_messages", "cursorops_skip_matching"];
+const SKIP_DAGS = [
+  "cursorops_skip_messages", "cursorops_skip_matching", "cursorops_skip_head",
+  "cursorops_undo_skip", "cursorops_redrive", "cursorops_reset_cursor",
+];
+/* The audit kinds the page lists: each gated operation's change and its closing request. */
+const OPERATIONS = ["skip", "undo-skip", "redrive", "reset-cursor"];
 const fmt = new Intl.NumberFormat("en-US");
 const $ = (id) => document.getElementById(id);
 
@@ -179,15 +184,41 @@ async function auditView(path, sub) {
   try {
     records = await getJson(`${path}/auditLog?limit=200`);
   } catch (error) { target.innerHTML = failed("the audit log", error); return; }
-  records = records.filter((r) => (r.kind === "skip" || r.kind === "skip-request") && (!sub || r.subscription === sub));
+  const undone = new Set(records.filter((r) => r.kind === "undo-skip").map((r) => r.detail && r.detail.skipId));
+  records = records.filter((r) => OPERATIONS.some((op) => r.kind === op || r.kind === `${op}-request`) &&
+    (!sub || r.subscription === sub));
   if (!records.length) { target.innerHTML = `<p class="muted">No skips recorded${sub ? " on this subscription" : ""}.</p>`; return; }
   target.innerHTML = `<table data-testid="audit-table"><thead><tr><th>when (UTC)</th><th>what</th><th>subscription</th><th>requested by</th><th>approved by</th><th>why</th><th>outcome</th></tr></thead><tbody>${
-    records.map(auditRow).join("")}</tbody></table>`;
+    records.map((r) => auditRow(r, undone)).join("")}</tbody></table>`;
+  target.querySelectorAll("button.undo").forEach((button) => button.addEventListener("click", () => requestUndo(path, button)));
 }
 
-function auditRow(r) {
+/* Undo of a skip: applied at once, or, where the namespace requires approval, a workflow run
+   started as this user (the answer links to its approval). The reason is recorded. */
+async function requestUndo(path, button) {
+  const reason = window.prompt(`Why undo skip ${button.dataset.skipId}? (recorded; its messages are delivered again)`);
+  if (reason === null) return;
+  const out = button.parentElement.querySelector(".undo-result");
+  button.disabled = true;
+  try {
+    const response = await fetch(
+      `${path}/subscription/${seg(button.dataset.subscription)}/undoSkip/${seg(button.dataset.skipId)}`,
+      { method: "POST", credentials: "same-origin", headers: { "X-Cursorops-Reason": reason } });
+    const body = await response.json().catch(() => ({}));
+    if (response.status === 202) {
+      out.innerHTML = `waiting for approval: <a href="${esc(body.url)}">run ${esc(body.runId)}</a>`;
+    } else if (response.ok) {
+      out.textContent = `undone: ${num((body.unacknowledged || []).length)} message(s) delivered again`;
+    } else {
+      out.textContent = `refused: ${body.reason || response.status}`;
+      button.disabled = false;
+    }
+  } catch (error) { out.textContent = `failed: ${error}`; button.disabled = false; }
+}
+
+function auditRow(r, undone) {
   const d = r.detail || {};
-  if (r.kind === "skip-request") {
+  if (r.kind.endsWith("-request")) {
     const answer = d.answer || {};
     return `<tr data-testid="audit-row" data-run-id="${esc(d.runId)}"><td class="when">${utc(r.atMs)}</td>` +
       `<td class="nowrap">request via <a href="/dags/${seg(d.dagId)}/runs/${seg(d.runId)}">${esc(d.dagId)}</a></td>` +
@@ -196,12 +227,25 @@ function auditRow(r) {
       `<td>${esc(d.reason)}${d.ticket ? `<br><span class="muted">ticket ${esc(d.ticket)}</span>` : ""}</td>` +
       `<td><span class="badge ${esc(d.outcome)}">${esc(d.outcome)}</span><br><span class="muted">${esc(d.statement)}</span></td></tr>`;
   }
+  if (r.kind !== "skip") {
+    const what = { "undo-skip": `undo of skip ${esc(d.skipId)}`, redrive: "redrive", "reset-cursor": "reset-cursor" }[r.kind] || esc(r.kind);
+    const changed = r.kind === "undo-skip" ? `${num((d.unacknowledged || []).length)} delivered again`
+      : r.kind === "redrive" ? `${num((d.redriven || []).length)} redriven`
+      : `${num((d.partitions || []).length)} partition(s) moved`;
+    return `<tr data-testid="audit-row"><td class="when">${utc(r.atMs)}</td><td class="nowrap">${what} via ${esc(d.via || "?")}</td>` +
+      `<td>${esc(r.subscription)}</td><td>${esc(r.role)}</td>` +
+      `<td>${d.via === "airflow" ? `<span class="muted">see the request</span>` : `<span class="muted">not required</span>`}</td>` +
+      `<td><span class="muted">plan</span> <code>${esc(String(d.planId || "").slice(0, 12))}</code></td>` +
+      `<td><span class="badge applied">applied</span><br>${changed}</td></tr>`;
+  }
   const skipped = (d.skipped || []).length;
-  return `<tr data-testid="audit-row"><td class="when">${utc(r.atMs)}</td><td class="nowrap">skip via ${esc(d.via || "?")}</td>` +
+  const undo = undone.has(r.id) ? `<br><span class="muted" data-testid="undone">undone</span>`
+    : skipped ? `<br><button type="button" class="undo" data-testid="undo-skip" data-skip-id="${esc(r.id)}" data-subscription="${esc(r.subscription)}">request undo</button> <span class="undo-result muted"></span>` : "";
+  return `<tr data-testid="audit-row" data-skip-id="${esc(r.id)}"><td class="when">${utc(r.atMs)}</td><td class="nowrap">skip via ${esc(d.via || "?")}<br><span class="muted">skip id ${esc(r.id)}</span></td>` +
     `<td>${esc(r.subscription)}</td><td>${esc(r.role)}</td>` +
     `<td>${d.via === "airflow" ? `<span class="muted">see the request</span>` : `<span class="muted">not required</span>`}</td>` +
     `<td><span class="muted">plan</span> <code>${esc(String(d.planId || "").slice(0, 12))}</code></td>` +
-    `<td><span class="badge applied">applied</span><br>${num(skipped)} skipped, ${num((d.alreadyAcknowledged || []).length)} already acknowledged, ${num((d.acknowledgedMeanwhile || []).length)} acknowledged meanwhile</td></tr>`;
+    `<td><span class="badge applied">applied</span><br>${num(skipped)} skipped, ${num((d.alreadyAcknowledged || []).length)} already acknowledged, ${num((d.acknowledgedMeanwhile || []).length)} acknowledged meanwhile${undo}</td></tr>`;
 }
 
 /* ---------- pending approvals (Airflow's own REST API, the caller's cookie) ---------- */
@@ -221,7 +265,7 @@ async function listApprovals(target) {
   // a gate whose task still waits can be approved (the query asks for those, and so does this).
   const pending = (found.hitl_details || []).filter((h) =>
     SKIP_DAGS.includes(h.task_instance.dag_id) && h.task_instance.state === "awaiting_input");
-  if (!pending.length) { target.innerHTML = `<p class="muted" data-testid="no-approvals">No skip waits for an approval.</p>`; return; }
+  if (!pending.length) { target.innerHTML = `<p class="muted" data-testid="no-approvals">No request waits for an approval.</p>`; return; }
   // The link sits under the subject, not in a column of its own: a wide preview can never
   // push it out of sight.
   target.innerHTML = `<table data-testid="approvals-table"><thead><tr><th>waiting since (UTC)</th><th>request</th></tr></thead><tbody>${
