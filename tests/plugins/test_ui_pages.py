@@ -238,6 +238,23 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
             page.locator("[data-testid=audit-table]").wait_for()
             assert_fits(page.main_frame, "[data-testid=audit-table]")
             page.screenshot(path=SCREENSHOTS / "ui_cursors_7_page_alone.png", full_page=True)
+
+            # The direct skip's row offers an undo; it asks why, and its messages come back.
+            direct_row = page.locator("[data-testid=audit-row]").filter(has_text="skip via rest")
+            page.once("dialog", lambda dialog: dialog.accept("skipped the wrong orders"))
+            direct_row.locator("[data-testid=undo-skip]").click()
+            direct_row.get_by_text(f"undone: {len(direct)} message(s) delivered again").wait_for()
+            again = rest(airflow, "admin", "GET", f"{sub_path}/analyzeBacklog").json()
+            assert again["messages"] == after["messages"] + len(direct)
+            page.screenshot(path=SCREENSHOTS / "ui_cursors_8_undo.png", full_page=True)
+            page.reload()
+            direct_row.locator("[data-testid=undone]").wait_for()
+            [undo] = [
+                r
+                for r in rest(airflow, "admin", "GET", f"{rest_path(topic)}/auditLog").json()
+                if r["kind"] == "undo-skip"
+            ]
+            assert undo["detail"]["via"] == "rest" and undo["role"] == "admin"
         finally:
             browser.close()
             # Leave no unanswered approval on the session's Airflow.
