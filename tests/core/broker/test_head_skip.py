@@ -100,3 +100,23 @@ def test_refused_without_approval_there(broker: Broker) -> None:
     assert backlog(broker, TOPIC, "s") == 10
     # Planning is allowed: it is what the workflow previews.
     assert len(broker.plan_skip_head("admin", TOPIC, "s", 3)) == 3
+
+
+def test_an_approved_head_record_applies_on_any_type_a_plain_skip_record_does_not(
+    broker: Broker,
+) -> None:
+    from core.errors import UnsupportedSubscriptionTypeError
+    from core.skipping.plan_record import PlanBinding
+
+    batched(broker, SubscriptionType.FAILOVER)
+    broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    plan = broker.plan_skip_head("admin", TOPIC, "s", 5)
+    plain = broker.save_plan_record(PlanBinding("d", "plain", "ann", "admin"), plan, {})
+    with pytest.raises(UnsupportedSubscriptionTypeError):
+        broker.apply_approved_plan(plain, [{"approver": "bob"}])
+    head = broker.save_plan_record(
+        PlanBinding("d", "head", "ann", "admin"), plan, {"head": {"messages": 5}}
+    )
+    applied = broker.apply_approved_plan(head, [{"approver": "bob"}])
+    assert applied.changed == 2  # the first batch whole (4) and one index of the second
+    assert backlog(broker, TOPIC, "s") == 5

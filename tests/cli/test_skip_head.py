@@ -1,0 +1,97 @@
+"""``topics skip -n`` and ``topics clear-backlog``: messages counted, not entries; exit codes
+of refusals; nothing changes on a refusal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli.main import main
+from core.broker import Broker
+from core.config import Config
+from core.producer import OutgoingMessage
+from core.subscription import SubscriptionType
+
+TOPIC = "persistent://acme/shop/orders"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """Ten messages in batches of four on an Exclusive subscription."""
+    with Broker(Config.from_home(tmp_path)) as broker:
+        broker.create_tenant("admin", "acme")
+        broker.create_namespace("admin", "acme/shop")
+        broker.create_topic("admin", TOPIC)
+        broker.create_subscription(
+            "admin", TOPIC, "s", SubscriptionType.EXCLUSIVE, initial_position="earliest"
+        )
+        broker.produce(
+            "admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(10)], batch_size=4
+        )
+    return tmp_path
+
+
+def run(capsys: pytest.CaptureFixture[str], home: Path, *args: str) -> tuple[int, str, str]:
+    try:
+        code = main(["--home", str(home), *args])
+    except SystemExit as usage:
+        code = int(usage.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def backlog(home: Path) -> int:
+    with Broker(Config.from_home(home)) as broker:
+        return sum(a.result.messages for a in broker.analyze_backlog("admin", TOPIC, "s"))
+
+
+def test_skip_n_then_clear_backlog(capsys: pytest.CaptureFixture[str], home: Path) -> None:
+    code, out, err = run(capsys, home, "topics", "skip", TOPIC, "-s", "s", "-n", "6")
+    assert code == 0, err
+    assert out.startswith(f"Skipped 6 message(s) (3 id(s)) on subscription s of {TOPIC}")
+    assert backlog(home) == 4
+    code, out, err = run(capsys, home, "-o", "json", "topics", "clear-backlog", TOPIC, "-s", "s")
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["messages"] == 4 and isinstance(document["skipId"], int)
+    assert backlog(home) == 0
+    code, out, _ = run(capsys, home, "audit", "skips", TOPIC, "-s", "s")
+    assert code == 0 and out.count("\n") >= 2
+
+
+@pytest.mark.parametrize(
+    ("args", "exit_code"),
+    [
+        (("-n", "0"), 2),
+        (("-n", "-3"), 2),
+        (("-n", "１２"), 2),
+        (("-n", "x"), 2),
+        ((), 2),
+    ],
+)
+def test_bad_counts_change_nothing(
+    capsys: pytest.CaptureFixture[str], home: Path, args: tuple[str, ...], exit_code: int
+) -> None:
+    code, _, err = run(capsys, home, "topics", "skip", TOPIC, "-s", "s", *args)
+    assert code == exit_code, err
+    assert backlog(home) == 10
+
+
+def test_unknown_subscription_and_no_permission(
+    capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    assert run(capsys, home, "topics", "clear-backlog", TOPIC, "-s", "nobody")[0] == 3
+    assert run(capsys, home, "--role", "eve", "topics", "clear-backlog", TOPIC, "-s", "s")[0] == 5
+    assert backlog(home) == 10
+
+
+def test_refused_where_approval_is_required_naming_the_workflow(
+    capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    with Broker(Config.from_home(home)) as broker:
+        broker.set_namespace_policy("admin", "acme/shop", skip_requires_approval=True)
+    code, _, err = run(capsys, home, "topics", "skip", TOPIC, "-s", "s", "-n", "1")
+    assert code == 5 and "cursorops_skip_head" in err
+    assert backlog(home) == 10
