@@ -23,7 +23,14 @@ from typing import Any
 from airflow.sdk import XComArg, get_current_context, task
 
 from airflow_glue.gate import FourEyesApprovalOperator
-from core.skipping.plan_record import MAX_APPROVALS, REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP
+from core.skipping.plan_record import (
+    MAX_APPROVALS,
+    REDRIVE,
+    RESET_CURSOR,
+    SKIP,
+    UNDO_SKIP,
+    UNSUBSCRIBE,
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ TAILS = {
     UNDO_SKIP: Tail(UNDO_SKIP, "approve_undo_skip", "apply_undo_skip", "Undo a skip"),
     REDRIVE: Tail(REDRIVE, "approve_redrive", "apply_redrive", "Redrive dead letters"),
     RESET_CURSOR: Tail(RESET_CURSOR, "approve_reset", "apply_reset", "Reset a cursor"),
+    UNSUBSCRIBE: Tail(UNSUBSCRIBE, "approve_unsubscribe", "apply_unsubscribe", "Unsubscribe"),
 }
 
 GATE = TAILS[SKIP].gate

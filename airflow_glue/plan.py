@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_glue.inert import inert
-from core.skipping.plan_record import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP
+from core.skipping.plan_record import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, UNSUBSCRIBE
 
 if TYPE_CHECKING:
     from core.broker import Broker
@@ -179,7 +179,12 @@ def _cell(value: object) -> str:
     return inert(value if value not in (None, {}) else "", 200)
 
 
-TITLES = {UNDO_SKIP: "Undo skip", REDRIVE: "Redrive", RESET_CURSOR: "Reset cursor"}
+TITLES = {
+    UNDO_SKIP: "Undo skip",
+    REDRIVE: "Redrive",
+    RESET_CURSOR: "Reset cursor",
+    UNSUBSCRIBE: "Unsubscribe",
+}
 
 
 def subject(record: PlanRecord, ordinal: int = 1) -> str:

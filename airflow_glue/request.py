@@ -163,6 +163,23 @@ class UndoSkipRequest(BaseModel):
         return value or None
 
 
+class UnsubscribeRequest(BaseModel):
+    """Unsubscribe of a subscription that still has a backlog (it is dropped with it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+    topic: str = Field(min_length=1, description="Topic (not a partition)")
+    subscription: str = Field(min_length=1, description="Subscription to delete")
+    force: bool = Field(default=False, description="Delete it even while consumers are connected")
+    reason: str = Field(min_length=1, description="Why (required; recorded)")
+    ticket: str | None = Field(default=None, description="Change ticket (optional)")
+
+    @field_validator("ticket")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
+
 def validate_conf(model: type[Request], conf: Mapping[str, object]) -> Request:
     """A run's conf through ``model``; a problem is one line naming the first field at fault."""
     try:

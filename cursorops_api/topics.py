@@ -151,21 +151,52 @@ def create_subscription(
 @router.delete(
     SUBSCRIPTION,
     status_code=204,
-    responses={**_ERRORS, 412: {"description": "Subscription has active connected consumers"}},
+    responses={
+        **_ERRORS,
+        202: {"model": SkipTriggered, "description": "Waiting for an approval in Airflow"},
+        412: {"description": "Subscription has active connected consumers"},
+    },
 )
 def delete_subscription(
     tenant: Tenant,
     namespace: Namespace,
     topic: Topic,
     subscription: Subscription,
+    request: Request,
     broker: BrokerDep,
     role: RoleDep,
     force: bool = False,
+    reason: Annotated[str | None, Query(max_length=4096)] = None,
+    ticket: Annotated[str | None, Query(max_length=256)] = None,
+    x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
+    x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
 ) -> Response:
-    """Unsubscribe; refused (412) while consumers are connected, unless ``force``."""
+    """Unsubscribe; refused (412) while consumers are connected, unless ``force``. Where
+    the namespace requires approval and the subscription still has a backlog, the
+    ``cursorops_unsubscribe`` workflow is started as the caller (202), with the reason."""
+    from core.errors import ApprovalRequiredError
+    from cursorops_api.approval import required_reason, trigger_workflow
+
     name = topic_name(tenant, namespace, topic)
-    broker.delete_subscription(role, str(name), subscription, force=force)
-    return Response(status_code=204)
+    try:
+        broker.delete_subscription(role, str(name), subscription, force=force)
+    except ApprovalRequiredError:
+        pass
+    else:
+        return Response(status_code=204)
+    why = required_reason(name.namespace_name, x_cursorops_reason or reason, "Unsubscribes")
+    conf = {
+        "topic": str(name),
+        "subscription": subscription,
+        "force": force,
+        "reason": why,
+        "ticket": (x_cursorops_ticket or ticket or "").strip() or None,
+    }
+    run = trigger_workflow(caller_token(request), UNSUBSCRIBE_DAG, conf, gate="approve_unsubscribe")
+    return JSONResponse(run.model_dump(by_alias=True), status_code=202)
+
+
+UNSUBSCRIBE_DAG = "cursorops_unsubscribe"
 
 
 def _analysis(

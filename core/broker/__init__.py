@@ -63,6 +63,7 @@ from core.ids.position import Position
 from core.ids.topic_name import TopicName
 from core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
 from core.resetting.reset_plan import ResetPlan
+from core.resetting.unsubscribe_plan import UnsubscribePlan
 from core.skipping import skip
 from core.skipping.plan_record import (
     ApprovalPolicy,
@@ -114,7 +115,7 @@ class Broker:
         self.redrive = Redrive(self.context)
         self.undo = SkipUndo(self.context)
         self.gated = GatedOperations(
-            self.context, self.cursor_ops, self.resets, self.redrive, self.undo
+            self.context, self.cursor_ops, self.resets, self.redrive, self.undo, self.admin
         )
         self.workflow = Workflow(self.context)
 
@@ -241,6 +242,21 @@ class Broker:
         self, role: str, topic: str | TopicName, subscription: str, *, force: bool = False
     ) -> None:
         self.admin.delete_subscription(role, topic, subscription, force=force)
+
+    def plan_unsubscribe(
+        self, role: str, topic: str | TopicName, subscription: str, *, force: bool = False
+    ) -> UnsubscribePlan:
+        return self.admin.plan_unsubscribe(role, topic, subscription, force=force)
+
+    def apply_unsubscribe(
+        self,
+        role: str,
+        plan: UnsubscribePlan,
+        *,
+        via: str = "broker",
+        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+    ) -> int:
+        return self.admin.apply_unsubscribe(role, plan, via=via, _approved=_approved)
 
     def update_subscription_properties(
         self, role: str, topic: str, subscription: str, properties: Mapping[str, str]

@@ -15,8 +15,9 @@ from core.errors import InvalidArgumentError, SubscriptionBusyError
 from core.ids.position import EARLIEST, Position
 from core.ids.topic_name import TopicName
 from core.reading.entry_filters import validate_filter_properties
-from core.skipping.plan_record import ApprovalPolicy
-from core.store.metadata import SubscriptionInfo, TopicInfo
+from core.resetting.unsubscribe_plan import UnsubscribePlan
+from core.skipping.plan_record import ApprovalPolicy, PlanRecord
+from core.store.metadata import AuditEntry, SubscriptionInfo, TopicInfo
 from core.subscription import SubscriptionType
 
 
@@ -179,31 +180,88 @@ class Admin(Collaborator):
         """``topics unsubscribe``: Pulsar's UNSUBSCRIBE, which needs ``consume``.
 
         As in Pulsar, refused while a consumer is connected (its lease has not
-        lapsed), unless ``force``.
+        lapsed), unless ``force``. Where the namespace requires approval, a
+        subscription that still has a backlog is refused: the ``cursorops_unsubscribe``
+        workflow deletes it once approved.
         """
         info = self.access.authorized_topic(role, Operation.UNSUBSCRIBE, topic)
         if info.approval_required:
-            left = sum(
-                row.result.messages
-                for row in self.analysis.analyze_backlog(role, info.name, subscription)
-            )
-            if left:
+            plan = self.plan_unsubscribe(role, info.name, subscription, force=force)
+            if plan.messages:
                 self.access.refuse_without_approval(
                     info,
-                    f"unsubscribing '{subscription}', which has {left} message(s) left",
-                    "the cursorops_skip_head workflow with no message count (clear-backlog), "
-                    "then unsubscribe",
+                    f"unsubscribing '{subscription}', which has {plan.messages} message(s) left",
+                    "the cursorops_unsubscribe workflow",
                 )
-        if not force:
-            now = self.clock()
-            with self.metadata.subscription_transaction(info.name, subscription, now) as txn:
-                live = [c for c in txn.consumers() if c.lease_expires_ms > now]
-            if live:
-                raise SubscriptionBusyError(
-                    f"Subscription '{subscription}' of {info.name} has {len(live)} active "
-                    "connected consumer(s); use force to delete it anyway"
-                )
+        self._refuse_while_connected(info.name, subscription, force)
         self.metadata.delete_subscription(info.name, subscription)
+
+    def plan_unsubscribe(
+        self, role: str, topic: str | TopicName, subscription: str, *, force: bool = False
+    ) -> UnsubscribePlan:
+        """What unsubscribing would drop: the backlog per partition now; changes nothing."""
+        info = self.access.authorized_topic(role, Operation.UNSUBSCRIBE, topic)
+        rows = self.analysis.analyze_backlog(role, info.name, subscription)
+        backlog = tuple((row.topic_partition, row.result.messages) for row in rows)
+        return UnsubscribePlan(info.name, subscription, backlog, force, self.clock())
+
+    def apply_unsubscribe(
+        self,
+        role: str,
+        plan: UnsubscribePlan,
+        *,
+        via: str = "broker",
+        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+    ) -> int:
+        """Delete the plan's subscription with an ``unsubscribe`` audit record (and an approved
+        record's claim), in one transaction; the messages it dropped, counted now.
+
+        Refused where the namespace requires approval unless approved, and while a
+        consumer is connected unless the plan says ``force``."""
+        info = self.access.authorized_topic(role, Operation.UNSUBSCRIBE, plan.topic)
+        if _approved is None:
+            self.access.refuse_without_approval(
+                info, f"unsubscribing '{plan.subscription}'", "the cursorops_unsubscribe workflow"
+            )
+        if info.name != plan.topic:
+            raise InvalidArgumentError(f"Invalid unsubscribe plan: '{plan.topic}' is not canonical")
+        self._refuse_while_connected(info.name, plan.subscription, plan.force)
+        dropped = sum(
+            row.result.messages
+            for row in self.analysis.analyze_backlog(role, info.name, plan.subscription)
+        )
+        at_ms = self.clock()
+        with self.metadata.transaction() as work:
+            work.remove_subscription(info.name, plan.subscription)
+            detail = {
+                "planId": plan.plan_id,
+                "plannedBacklog": plan.messages,
+                "dropped": dropped,
+                "via": via,
+                **(_approved[1] if _approved else {}),
+            }
+            audit_id = work.record_audit(
+                AuditEntry("unsubscribe", info.name, plan.subscription, role, detail, at_ms)
+            )
+            if _approved is not None:
+                work.claim_plan(
+                    _approved[0].digest,
+                    at_ms,
+                    {**_approved[1], "auditId": audit_id, "dropped": dropped},
+                )
+        return dropped
+
+    def _refuse_while_connected(self, topic: str, subscription: str, force: bool) -> None:
+        if force:
+            return
+        now = self.clock()
+        with self.metadata.subscription_transaction(topic, subscription, now) as txn:
+            live = [c for c in txn.consumers() if c.lease_expires_ms > now]
+        if live:
+            raise SubscriptionBusyError(
+                f"Subscription '{subscription}' of {topic} has {len(live)} active "
+                "connected consumer(s); use force to delete it anyway"
+            )
 
     def update_subscription_properties(
         self, role: str, topic: str, subscription: str, properties: Mapping[str, str]

@@ -13,15 +13,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.broker.admin import Admin
 from core.broker.context import BrokerContext, Collaborator
 from core.broker.cursor_ops import CursorOperations
 from core.broker.redrive import Redrive
 from core.broker.reset import Resets
 from core.broker.undo import SkipUndo
-from core.errors import InvalidArgumentError
+from core.errors import InvalidArgumentError, PlanAlreadyAppliedError
 from core.redriving.redrive_plan import RedrivePlan
 from core.resetting.reset_plan import ResetPlan
-from core.skipping.plan_record import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, PlanRecord
+from core.resetting.unsubscribe_plan import UnsubscribePlan
+from core.skipping.plan_record import (
+    REDRIVE,
+    RESET_CURSOR,
+    SKIP,
+    UNDO_SKIP,
+    UNSUBSCRIBE,
+    PlanRecord,
+)
 from core.skipping.undo import UndoPlan
 
 
@@ -48,12 +57,14 @@ class GatedOperations(Collaborator):
         resets: Resets,
         redrive: Redrive,
         undo: SkipUndo,
+        admin: Admin,
     ) -> None:
         super().__init__(context)
         self.cursor_ops = cursor_ops
         self.resets = resets
         self.redrive = redrive
         self.undo = undo
+        self.admin = admin
 
     def apply_approved_plan(
         self,
@@ -65,6 +76,10 @@ class GatedOperations(Collaborator):
         """Apply ``record`` (its approvals checked by the caller: who, when, for this digest)
         as its requester's role, by its operation."""
         record = record.verified()
+        if record.applied_at_ms is not None:
+            raise PlanAlreadyAppliedError(
+                f"Plan {record.digest} was applied already (a plan is applied at most once)"
+            )
         if record.operation == SKIP:
             done = self.cursor_ops.apply_approved_skip(record, approvals, via=via)
             return Applied(
@@ -96,4 +111,7 @@ class GatedOperations(Collaborator):
                 len(redrove.acknowledged_meanwhile),
                 redrove.to_json(),
             )
+        if record.operation == UNSUBSCRIBE and isinstance(plan, UnsubscribePlan):
+            dropped = self.admin.apply_unsubscribe(role, plan, via=via, _approved=(record, extra))
+            return Applied(UNSUBSCRIBE, dropped, 0, {"dropped": dropped})
         raise InvalidArgumentError(f"No apply for operation {record.operation!r}")

@@ -13,15 +13,17 @@ Spark jobs and backlog checks of any subset of a partition
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from core.acks import ack_set
 from core.acks.cursor import BatchAckSets, CursorState
-from core.analysis.columns import Rows, int_column
 from core.ids.position import match_positions
+
+if TYPE_CHECKING:
+    from core.analysis.columns import Rows
 
 Ints = npt.NDArray[np.int64]
 Flags = npt.NDArray[np.bool_]
@@ -100,6 +102,10 @@ def unacked_rows(state: CursorState, rows: Rows) -> Flags:
     position order for :func:`acked_rows` and the answer put back. Cost:
     O(n log n).
     """
+    # Arrow's compute functions load only where rows come as Arrow columns: a command that
+    # only asks acked_rows (a skip's head) does not pay their import.
+    from core.analysis.columns import int_column
+
     ledger = int_column(rows.column("ledger_id"))
     entry = int_column(rows.column("entry_id"))
     index = int_column(rows.column("batch_index"))

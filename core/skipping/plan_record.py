@@ -35,6 +35,7 @@ SKIP = "skip"
 UNDO_SKIP = "undo-skip"
 REDRIVE = "redrive"
 RESET_CURSOR = "reset-cursor"
+UNSUBSCRIBE = "unsubscribe"
 
 
 @runtime_checkable
@@ -56,6 +57,7 @@ PLAN_TYPES: Mapping[str, str] = {
     RESET_CURSOR: "core.resetting.reset_plan:ResetPlan",
     REDRIVE: "core.redriving.redrive_plan:RedrivePlan",
     UNDO_SKIP: "core.skipping.undo:UndoPlan",
+    UNSUBSCRIBE: "core.resetting.unsubscribe_plan:UnsubscribePlan",
 }
 """Each gated operation's plan class (``module:Class``, imported on first use), whose
 ``from_json`` reads back what its ``dumps`` wrote."""

@@ -273,15 +273,7 @@ class Tenancy(StoreBase):
         topic_name = canonical_topic(topic)
         check_label("subscription name", name)
         with self._session(write=True) as session:
-            result = session.execute(
-                delete(SubscriptionRow)
-                .where(SubscriptionRow.topic == topic_name, SubscriptionRow.name == name)
-                .execution_options(synchronize_session=False)
-            )
-            if result.rowcount == 0:  # type: ignore[attr-defined]
-                raise SubscriptionNotFoundError(
-                    f"Subscription '{name}' not found on topic '{topic_name}'"
-                )
+            remove_subscription(session, topic_name, name)
 
     def update_subscription_properties(
         self, topic: str, name: str, properties: Mapping[str, str]
@@ -394,3 +386,15 @@ class Tenancy(StoreBase):
             self._require_namespace(session, namespace)
             row = session.get(NamespacePolicyRow, namespace)
             return bool(row is not None and row.skip_requires_approval)
+
+
+def remove_subscription(session: Session, topic_name: str, name: str) -> None:
+    """Delete subscription ``name`` of canonical ``topic_name`` with its cursors and their
+    journals, in the caller's transaction; SubscriptionNotFoundError when there is none."""
+    result = session.execute(
+        delete(SubscriptionRow)
+        .where(SubscriptionRow.topic == topic_name, SubscriptionRow.name == name)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount == 0:  # type: ignore[attr-defined]
+        raise SubscriptionNotFoundError(f"Subscription '{name}' not found on topic '{topic_name}'")

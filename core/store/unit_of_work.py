@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from core.store import audit_log, plan_records
+from core.store import audit_log, plan_records, tenancy
 from core.store.cursor_state import ConnectionStatements, CursorStates
 from core.store.ledger_index import allocated_entries
 from core.store.read_view import ReadView
@@ -48,6 +48,10 @@ class UnitOfWork:
         """
         with allocated_entries(self.session, requests, max_entries_per_ledger) as allocations:
             yield allocations
+
+    def remove_subscription(self, topic: str, name: str) -> None:
+        """Delete a subscription of canonical ``topic`` with its cursors and journals."""
+        tenancy.remove_subscription(self.session, topic, name)
 
     def record_audit(self, entry: AuditEntry) -> int:
         """Append an audit record of what this transaction changes; its id."""

@@ -4,10 +4,10 @@
 const BASE = location.pathname.replace(/\/ui\/?$/, "");   // where the plugin is mounted
 const SKIP_DAGS = [
   "cursorops_skip_messages", "cursorops_skip_matching", "cursorops_skip_head",
-  "cursorops_undo_skip", "cursorops_redrive", "cursorops_reset_cursor",
+  "cursorops_undo_skip", "cursorops_redrive", "cursorops_reset_cursor", "cursorops_unsubscribe",
 ];
 /* The audit kinds the page lists: each gated operation's change and its closing request. */
-const OPERATIONS = ["skip", "undo-skip", "redrive", "reset-cursor"];
+const OPERATIONS = ["skip", "undo-skip", "redrive", "reset-cursor", "unsubscribe"];
 const fmt = new Intl.NumberFormat("en-US");
 const $ = (id) => document.getElementById(id);
 
@@ -228,9 +228,10 @@ function auditRow(r, undone) {
       `<td><span class="badge ${esc(d.outcome)}">${esc(d.outcome)}</span><br><span class="muted">${esc(d.statement)}</span></td></tr>`;
   }
   if (r.kind !== "skip") {
-    const what = { "undo-skip": `undo of skip ${esc(d.skipId)}`, redrive: "redrive", "reset-cursor": "reset-cursor" }[r.kind] || esc(r.kind);
+    const what = { "undo-skip": `undo of skip ${esc(d.skipId)}`, redrive: "redrive", "reset-cursor": "reset-cursor", unsubscribe: "unsubscribe" }[r.kind] || esc(r.kind);
     const changed = r.kind === "undo-skip" ? `${num((d.unacknowledged || []).length)} delivered again`
       : r.kind === "redrive" ? `${num((d.redriven || []).length)} redriven`
+      : r.kind === "unsubscribe" ? `${num(d.dropped || 0)} message(s) dropped`
       : `${num((d.partitions || []).length)} partition(s) moved`;
     return `<tr data-testid="audit-row"><td class="when">${utc(r.atMs)}</td><td class="nowrap">${what} via ${esc(d.via || "?")}</td>` +
       `<td>${esc(r.subscription)}</td><td>${esc(r.role)}</td>` +

@@ -1,6 +1,6 @@
-"""Undo-skip, redrive and reset-cursor where the namespace requires approval: REST starts each
-operation's workflow as the caller, a second person approves the preview, and only then does
-anything change (the one tail every gated operation shares)."""
+"""Undo-skip, redrive, reset-cursor and unsubscribe where the namespace requires approval:
+REST starts each operation's workflow as the caller, a second person approves the preview,
+and only then does anything change (the one tail every gated operation shares)."""
 
 from __future__ import annotations
 
@@ -124,3 +124,25 @@ def test_reset_cursor_waits_for_approval_then_moves_back(
     states = approved(airflow, answer, "approve_reset", "Reset cursor")
     assert states["apply_reset"] == ["success"]
     assert backlog(cursorops_home, topic, "s") == 5
+
+
+def test_unsubscribe_with_a_backlog_waits_for_approval_then_drops_it(
+    airflow: Airflow, cursorops_home: Config
+) -> None:
+    topic = approval_topic(cursorops_home, "s", "keep")
+    with Broker(cursorops_home) as broker:
+        broker.produce("admin", topic, [OutgoingMessage(b"x")] * 4)
+    answer = airflow.request(
+        "alice",
+        "DELETE",
+        f"{PREFIX}{rest_path(topic)}/subscription/s",
+        headers={"X-Cursorops-Reason": "service retired"},
+    )
+    with Broker(cursorops_home) as broker:
+        assert {s.name for s in broker.list_subscriptions("admin", topic)} == {"s", "keep"}
+    states = approved(airflow, answer, "approve_unsubscribe", "Unsubscribe")
+    assert states["apply_unsubscribe"] == ["success"]
+    with Broker(cursorops_home) as broker:
+        assert [s.name for s in broker.list_subscriptions("admin", topic)] == ["keep"]
+        [audit] = broker.audit_log("admin", topic, kind="unsubscribe")
+    assert audit.detail["dropped"] == 4 and audit.detail["approvedBy"] == ["bob"]

@@ -87,3 +87,37 @@ def test_unsubscribing_with_a_backlog_needs_approval_there(
     with pytest.raises(ApprovalRequiredError, match="10 message"):
         broker.admin.delete_subscription("admin", TOPIC, "s")
     assert [s.name for s in broker.admin.list_subscriptions("admin", TOPIC)] == ["s"]
+
+
+def test_an_approved_unsubscribe_drops_the_subscription_once(
+    broker: Broker, ids: list[MessageId]
+) -> None:
+    from core.errors import PlanAlreadyAppliedError
+    from core.resetting.unsubscribe_plan import UnsubscribePlan
+    from core.skipping.plan_record import UNSUBSCRIBE, PlanBinding
+
+    broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    plan = broker.plan_unsubscribe("admin", TOPIC, "s")
+    assert plan.messages == 10 and plan.preview()["messagesDropped"] == 10
+    assert UnsubscribePlan.from_json(plan.dumps()) == plan
+    with pytest.raises(ApprovalRequiredError, match="cursorops_unsubscribe"):
+        broker.apply_unsubscribe("admin", plan)
+    record = broker.save_plan_record(
+        PlanBinding("d", "r", "ann", "admin", UNSUBSCRIBE), plan, {"reason": "retired"}
+    )
+    applied = broker.apply_approved_plan(record, [{"approver": "bob"}])
+    assert applied.changed == 10
+    assert broker.admin.list_subscriptions("admin", TOPIC) == []
+    [audit] = broker.audit_log("admin", TOPIC, kind="unsubscribe")
+    assert audit.detail["dropped"] == 10 and audit.detail["approvedBy"] == ["bob"]
+    with pytest.raises(PlanAlreadyAppliedError):
+        broker.apply_approved_plan(broker.current_plan_record("admin", "d", "r"), [])  # type: ignore[arg-type]
+
+
+def test_an_empty_subscription_unsubscribes_directly_even_there(
+    broker: Broker, ids: list[MessageId]
+) -> None:
+    broker.skip_head("admin", TOPIC, "s", None)
+    broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    broker.admin.delete_subscription("admin", TOPIC, "s")
+    assert broker.admin.list_subscriptions("admin", TOPIC) == []
