@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -96,7 +96,7 @@ class RadarLimits:
                 f"Invalid thresholds: {where}: unknown {', '.join(unknown)} "
                 f"(known: {', '.join(_KEYS)})"
             )
-        values: dict[str, int | None] = {}
+        values: dict[str, int | None] = cls().to_fields()
         for key, (name, low) in _KEYS.items():
             if key not in document:
                 continue
@@ -118,7 +118,16 @@ class RadarLimits:
                     f"got {value!r}"
                 )
             values[name] = value
-        return replace(cls(), **values)
+        listed = values["max_listed"]
+        assert listed is not None
+        return cls(values["min_redeliveries"], values["min_age_s"], listed)
+
+    def to_fields(self) -> dict[str, int | None]:
+        return {
+            "min_redeliveries": self.min_redeliveries,
+            "min_age_s": self.min_age_s,
+            "max_listed": self.max_listed,
+        }
 
     def to_json(self) -> dict[str, int | None]:
         return {
@@ -204,6 +213,64 @@ class RadarResult:
     @classmethod
     def empty(cls) -> RadarResult:
         return cls(0, 0, 0, ())
+
+
+@dataclass(frozen=True)
+class SubscriptionRadar:
+    """One subscription's stuck messages over every partition of its topic, at ``at_ms``."""
+
+    topic: str
+    subscription: str
+    subscription_type: str
+    at_ms: int
+    limits: RadarLimits
+    result: RadarResult
+
+    @property
+    def skippable(self) -> bool:
+        """Skip by id is Shared and Key_Shared only (PIP-423)."""
+        return self.subscription_type in ("Shared", "Key_Shared")
+
+    def to_json(self, airflow_url: str | None = None) -> dict[str, object]:
+        """The findings, and a prefilled skip request of all listed when the type allows one."""
+        listed = self.result.listed
+        request = (
+            skip_request(
+                self.topic,
+                self.subscription,
+                listed,
+                suggested_reason(listed, self.limits),
+                airflow_url,
+            )
+            if listed and self.skippable
+            else None
+        )
+        return {
+            "topic": self.topic,
+            "subscription": self.subscription,
+            "type": self.subscription_type,
+            "atMs": self.at_ms,
+            "limits": self.limits.to_json(),
+            "stuck": self.result.stuck,
+            "redelivered": self.result.redelivered,
+            "behindAcks": self.result.behind_acks,
+            "listed": [m.to_json() for m in listed],
+            "skipRequest": request,
+        }
+
+    def lines(self) -> list[str]:
+        """For people: a summary line, then one line per finding."""
+        r = self.result
+        head = (
+            f"{self.topic} / {self.subscription}: {r.stuck} stuck message(s) "
+            f"({r.redelivered} redelivered >= {self.limits.min_redeliveries}, {r.behind_acks} "
+            f"behind acknowledgements for >= {self.limits.min_age_s} s)"
+        )
+        return [head] + [
+            f"  {m.triplet}  partition {m.partition}  key {m.key if m.key is not None else '-'}"
+            f"  redelivered {m.redelivery_count}x  age {m.age_ms // 1000} s"
+            for m in r.listed
+        ]
 
 
 def scan_partition(
@@ -408,6 +475,7 @@ __all__ = [
     "RadarLimits",
     "RadarResult",
     "StuckMessage",
+    "SubscriptionRadar",
     "merge",
     "scan_partition",
     "skip_request",
