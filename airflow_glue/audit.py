@@ -5,7 +5,9 @@ a superuser): listing every namespace of every tenant is a superuser's or a
 tenant admin's right in Pulsar. Thresholds come from the run's ``thresholds``
 param, else from ``<cursorops home>/backlog-thresholds.json`` when it exists
 (read inside the task, never at parse time); the format is
-:mod:`core.analysis.backlog_audit`'s.
+:mod:`core.analysis.backlog_audit`'s. Its ``radar`` object sets the poison-pill
+radar's limits (:mod:`core.analysis.poison_radar`), which :func:`radar_report`
+applies to every subscription of the audited topics.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from core.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from core.analysis.backlog_audit import BacklogSample, Breach, Thresholds
+    from core.analysis.poison_radar import RadarLimits
     from core.broker import Broker
 
 AUDIT_ROLE = "CURSOROPS_AUDIT_ROLE"
 THRESHOLDS_FILE = "backlog-thresholds.json"
+RADAR_SUMMARY_IDS = 5
+"""Message ids per subscription the radar's XCom carries (the run's radar.json has them all)."""
 
 
 def audit_role(environ: Mapping[str, str] | None = None) -> str:
@@ -98,3 +103,68 @@ def chart_selection(
         key=lambda s: (-s.messages, s.topic, s.subscription),
     )
     return breached + [(s.topic, s.subscription) for s in rest[:largest]]
+
+
+def radar_report(
+    broker: Broker,
+    role: str,
+    topics: Sequence[str],
+    limits: RadarLimits,
+    airflow_url: str | None = None,
+) -> dict[str, Any]:
+    """The poison-pill radar over every subscription of ``topics``: one document.
+
+    ``subscriptions`` holds every subscription with findings (each with its
+    prefilled skip request); the counts cover all of them.
+    """
+    found = [radar for topic in topics for radar in broker.poison_radar(role, topic, None, limits)]
+    return {
+        "limits": limits.to_json(),
+        "subscriptions": len(found),
+        "stuck": sum(r.result.stuck for r in found),
+        "findings": [r.to_json(airflow_url) for r in found if r.result.stuck],
+    }
+
+
+def radar_summary(report: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """The small part of :func:`radar_report` an XCom carries, and where the rest is."""
+    return {
+        "subscriptions": report["subscriptions"],
+        "stuck": report["stuck"],
+        "file": str(path),
+        "withFindings": [
+            {
+                "topic": f["topic"],
+                "subscription": f["subscription"],
+                "stuck": f["stuck"],
+                "messageIds": [m["messageId"] for m in f["listed"][:RADAR_SUMMARY_IDS]],
+            }
+            for f in report["findings"]
+        ],
+    }
+
+
+def radar_lines(report: Mapping[str, Any]) -> list[str]:
+    """The task log's lines: each finding, and the command that requests its skip."""
+    lines = [
+        f"Poison-pill radar {json.dumps(report['limits'])}: {report['stuck']} stuck message(s) "
+        f"in {len(report['findings'])} of {report['subscriptions']} subscription(s)"
+    ]
+    for f in report["findings"]:
+        lines.append(
+            f"{f['topic']} / {f['subscription']}: {f['stuck']} stuck "
+            f"({f['redelivered']} redelivered, {f['behindAcks']} behind acknowledgements)"
+        )
+        lines += [
+            f"  {m['messageId']} partition {m['partition']} key {m['key']} "
+            f"redelivered {m['redeliveryCount']}x age {m['ageSeconds']} s"
+            for m in f["listed"]
+        ]
+        request = f["skipRequest"]
+        if request is None:
+            lines.append(f"  no skip request: skip by id is refused on {f['type']} subscriptions")
+            continue
+        lines.append(f"  skip them: {request['command']}")
+        if "form" in request:
+            lines.append(f"  trigger form: {request['form']}")
+    return lines

@@ -303,6 +303,29 @@ def audit_skips(ctx: Context, args: argparse.Namespace) -> Result:
     return Result([s.to_json() for s in skips], lines)
 
 
+def audit_radar(ctx: Context, args: argparse.Namespace) -> Result:
+    """The backlog audit's poison-pill radar, now: messages stuck at each subscription's head."""
+    from core.analysis.poison_radar import MAX_LISTED, RadarLimits
+    from core.errors import InvalidArgumentError
+
+    if args.min_age_seconds < 0:
+        raise InvalidArgumentError(
+            f"Invalid --min-age-seconds {args.min_age_seconds}: must be at least 0"
+        )
+    if not 0 <= args.max_listed <= MAX_LISTED:
+        raise InvalidArgumentError(
+            f"Invalid --max-listed {args.max_listed}: must be from 0 to {MAX_LISTED}"
+        )
+    limits = RadarLimits(
+        values.positive(args.min_redeliveries, "--min-redeliveries"),
+        args.min_age_seconds,
+        args.max_listed,
+    )
+    found = ctx.broker.poison_radar(ctx.role, _topic_arg(args.topic), args.subscription, limits)
+    lines = [line for radar in found for line in radar.lines()] or ["No subscriptions"]
+    return Result([radar.to_json(args.airflow_url) for radar in found], lines)
+
+
 def topics_peek(ctx: Context, args: argparse.Namespace) -> Result:
     count = values.positive(args.count, "--count")
     messages = ctx.broker.peek_messages(ctx.role, args.topic, args.subscription, count)
@@ -1153,7 +1176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=db_migrate)
 
     audit = commands.add_parser(
-        "audit", help="the scheduled backlog audit's records, and the applied skips"
+        "audit", help="the backlog audit's records and poison-pill radar, and the applied skips"
     )
     au = audit.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = au.add_parser(
@@ -1179,6 +1202,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=values.ascii_int, default=100, help="newest skips shown (default 100)"
     )
     p.set_defaults(handler=audit_skips)
+    p = au.add_parser(
+        "radar",
+        parents=[common],
+        help="messages stuck at the head of TOPIC's subscriptions now (redelivered at least "
+        "--min-redeliveries times, or older than --min-age-seconds behind a later "
+        "acknowledged message), each with a prefilled cursorops_skip_messages request",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", help="one subscription (default: all)")
+    p.add_argument("--min-redeliveries", type=values.ascii_int, default=3, help="default 3")
+    p.add_argument("--min-age-seconds", type=values.ascii_int, default=600, help="default 600")
+    p.add_argument(
+        "--max-listed", type=values.ascii_int, default=50, help="per subscription (default 50)"
+    )
+    p.add_argument(
+        "--airflow-url", help="Airflow's base URL, for a trigger-form link in the skip request"
+    )
+    p.set_defaults(handler=audit_radar)
     return parser
 
 

@@ -8,7 +8,11 @@ metadata store; ``cursorops audit history TOPIC`` reads them) →
 check_thresholds (max messages, max age of the oldest unacknowledged message,
 growth per hour; per namespace or subscription). The check draws a PNG chart of
 the breached and largest subscriptions under the cursorops home and logs its
-path; breaches call the notifier and fail the task, naming them.
+path; breaches call the notifier and fail the task, naming them. Beside it,
+scan_radar (the poison-pill radar, limits from the thresholds' ``radar`` object)
+lists each subscription's messages stuck at the head, redelivered again and again
+or left behind acknowledged ones, with a prefilled cursorops_skip_messages request
+for them; it reports, and fails only when it cannot look.
 """
 
 from __future__ import annotations
@@ -151,6 +155,42 @@ def cursorops_backlog_audit() -> None:
             raise AirflowFailException(f"{len(breaches)} backlog threshold breach(es):\n{named}")
         return {"subscriptions": len(now), "breaches": 0, "chart": str(chart)}
 
+    @task
+    def scan_radar(recorded: dict[str, Any]) -> dict[str, Any]:
+        """The poison-pill radar: messages stuck at each subscription's head, each with a
+        prefilled cursorops_skip_messages request (logged, and in the run's radar.json)."""
+        import json
+
+        from airflow.configuration import conf
+
+        from airflow_glue.audit import (
+            audit_role,
+            load_thresholds,
+            radar_lines,
+            radar_report,
+            radar_summary,
+        )
+        from airflow_glue.environment import config
+        from airflow_glue.outcomes import airflow_outcome
+        from airflow_glue.runs import run_folder
+        from core.broker import Broker
+
+        context = get_current_context()
+        cfg = config()
+        with airflow_outcome(), Broker(cfg) as broker:
+            limits = load_thresholds(context["params"]["thresholds"], cfg.home).radar
+            report = radar_report(
+                broker,
+                audit_role(),
+                recorded["topics"],
+                limits,
+                conf.get("api", "base_url", fallback=None),
+            )
+        path = run_folder(cfg, context["dag_run"]) / "radar.json"
+        path.write_text(json.dumps(report, indent=1), encoding="utf-8")
+        print("\n".join(radar_lines(report)))
+        return radar_summary(report, path)
+
     listed = list_topics()
     analyzed = spark_job(
         "analyze_backlog",
@@ -169,6 +209,7 @@ def cursorops_backlog_audit() -> None:
     recorded = record_history(listed)
     analyzed >> recorded  # the analysis travels as the file the Spark job writes
     check_thresholds(recorded)
+    scan_radar(recorded)
 
 
 def _breaches(count: int) -> str:

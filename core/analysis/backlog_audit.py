@@ -10,9 +10,12 @@ The thresholds document (JSON)::
 
     {"defaults":      {"maxMessages": 100000, "maxAgeSeconds": 3600, "maxGrowthPerHour": 5000},
      "namespaces":    {"acme/orders": {"maxMessages": 10000}},
-     "subscriptions": {"persistent://acme/orders/events": {"billing": {"maxAgeSeconds": 600}}}}
+     "subscriptions": {"persistent://acme/orders/events": {"billing": {"maxAgeSeconds": 600}}},
+     "radar":         {"minRedeliveries": 3, "minAgeSeconds": 600, "maxListed": 50}}
 
-Every field is optional; an absent limit is not checked. Growth per hour is
+Every field is optional; an absent limit is not checked. ``radar`` holds the
+poison-pill radar's limits, one set for the whole audit, with defaults
+(:class:`core.analysis.poison_radar.RadarLimits`). Growth per hour is
 the change in messages since the subscription's previous sample, scaled to an
 hour; with no earlier sample it is unknown and not checked.
 """
@@ -23,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
+from core.analysis.poison_radar import RadarLimits
 from core.errors import InvalidArgumentError
 
 HOUR_MS = 3_600_000
@@ -134,6 +138,7 @@ class Thresholds:
     namespaces: Mapping[str, Limits] = field(default_factory=dict)
     subscriptions: Mapping[tuple[str, str], Limits] = field(default_factory=dict)
     """(topic, subscription) → limits."""
+    radar: RadarLimits = field(default_factory=RadarLimits)
 
     def limits_for(self, topic: str, subscription: str) -> Limits:
         own = self.subscriptions.get((topic, subscription), Limits())
@@ -147,11 +152,11 @@ class Thresholds:
             return cls()
         if not isinstance(document, Mapping):
             raise InvalidArgumentError("Invalid thresholds: expected a JSON object")
-        unknown = sorted(set(document) - {"defaults", "namespaces", "subscriptions"})
+        unknown = sorted(set(document) - {"defaults", "namespaces", "subscriptions", "radar"})
         if unknown:
             raise InvalidArgumentError(
                 f"Invalid thresholds: unknown {', '.join(map(str, unknown))} "
-                "(known: defaults, namespaces, subscriptions)"
+                "(known: defaults, namespaces, subscriptions, radar)"
             )
         defaults = Limits.from_json(document.get("defaults") or {}, "defaults")
         spaces = document.get("namespaces") or {}
@@ -178,7 +183,7 @@ class Thresholds:
                 per_sub[(str(topic), str(sub))] = Limits.from_json(
                     limits, f"subscriptions.{topic}.{sub}"
                 )
-        return cls(defaults, namespaces, per_sub)
+        return cls(defaults, namespaces, per_sub, RadarLimits.from_json(document.get("radar")))
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from core.acks.cursor import CursorState
 from core.analysis.backlog import PartitionAnalysis
 from core.analysis.backlog_audit import BacklogSample
+from core.analysis.poison_radar import RadarLimits, SubscriptionRadar
 from core.analysis.topic_scan import TopicScan
 from core.analysis.topic_stats import TopicStats
 from core.authz import Operation
@@ -497,6 +498,15 @@ class Broker:
 
     def backlog_ages(self, role: str, topic: str) -> dict[str, int | None]:
         return self.analysis.backlog_ages(role, topic)
+
+    def poison_radar(
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str | None = None,
+        limits: RadarLimits | None = None,
+    ) -> list[SubscriptionRadar]:
+        return self.analysis.poison_radar(role, topic, subscription, limits)
 
     def record_backlog_audit(self, role: str, run_id: str, samples: Sequence[BacklogSample]) -> int:
         return self.analysis.record_backlog_audit(role, run_id, samples)

@@ -5,7 +5,7 @@ its messages described)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -15,6 +15,14 @@ from core.acks.ledger_layout import LedgerLayout
 from core.analysis import backlog
 from core.analysis.backlog import PartitionAnalysis
 from core.analysis.backlog_audit import BacklogSample
+from core.analysis.poison_radar import (
+    PendingCounts,
+    RadarLimits,
+    StuckMessage,
+    SubscriptionRadar,
+    merge,
+    scan_partition,
+)
 from core.analysis.topic_scan import ScanPartition, ScanSubscription, TopicScan
 from core.analysis.topic_stats import SubscriptionStats, TopicStats
 from core.authz import Operation
@@ -229,6 +237,82 @@ class Analysis(Collaborator):
                     seen = oldest[sub.name]
                     oldest[sub.name] = first if seen is None else min(seen, first)
         return oldest
+
+    def poison_radar(
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str | None = None,
+        limits: RadarLimits | None = None,
+    ) -> list[SubscriptionRadar]:
+        """The messages stuck at the head of each subscription (:mod:`core.analysis.poison_radar`).
+
+        ``subscription`` None covers every subscription. Authorized as CONSUME, as
+        the backlog analysis. Reads each partition's entry index (cached), each
+        cursor, and the subscription's pending messages with their redelivery
+        counts (a snapshot, no lock); then the listed findings' rows, for their keys.
+        """
+        chosen = limits or RadarLimits()
+        info = self.access.authorized_topic(role, Operation.CONSUME, topic)
+        subs = (
+            [self.metadata.get_subscription(info.name, subscription)]
+            if subscription is not None
+            else self.metadata.list_subscriptions(info.name)
+        )
+        now = self.clock()
+        numbers = {str(p): n for n, p in enumerate(self.context.partition_topics(info))}
+        indexes = {name: self.ledgers.entry_index(TopicName.parse(name)) for name in numbers}
+        out = []
+        for sub in subs:
+            pending = self.metadata.pending_members(info.name, sub.name)
+            parts = []
+            for name, index in indexes.items():
+                members = pending.get(name)
+                counts = (
+                    PendingCounts(members.ledger, members.entry, members.index, members.redelivery)
+                    if members is not None
+                    else PendingCounts.empty()
+                )
+                state = self.context.cursor(name, sub.name).state
+                found = scan_partition(
+                    state,
+                    index.ledger_id,
+                    index.entry_id,
+                    index.batch_size,
+                    index.publish_time,
+                    counts,
+                    now,
+                    chosen,
+                )
+                number = numbers[name] if info.partitions else -1
+                parts.append(
+                    replace(
+                        found,
+                        listed=tuple(
+                            replace(m, topic_partition=name, partition=number) for m in found.listed
+                        ),
+                    )
+                )
+            result = merge(parts, chosen.max_listed)
+            result = replace(result, listed=self._with_keys(result.listed))
+            out.append(SubscriptionRadar(info.name, sub.name, sub.type.value, now, chosen, result))
+        return out
+
+    def _with_keys(self, listed: Sequence[StuckMessage]) -> tuple[StuckMessage, ...]:
+        """The findings with each message's key, read from its entry's rows."""
+        keys: dict[tuple[str, int, int, int], str | None] = {}
+        for name in sorted({m.topic_partition for m in listed}):
+            positions = sorted(
+                {Position(m.ledger_id, m.entry_id) for m in listed if m.topic_partition == name}
+            )
+            rows = self.ledgers.read_entries(TopicName.parse(name), positions)
+            for row in rows.select(["ledger_id", "entry_id", "batch_index", "key"]).to_pylist():
+                key = (name, row["ledger_id"], row["entry_id"], row["batch_index"])
+                keys[key] = row["key"]
+        return tuple(
+            replace(m, key=keys.get((m.topic_partition, m.ledger_id, m.entry_id, m.batch_index)))
+            for m in listed
+        )
 
     def record_backlog_audit(self, role: str, run_id: str, samples: Sequence[BacklogSample]) -> int:
         """Store one history row per sample (one per subscription of a run); how many were new.

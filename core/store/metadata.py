@@ -55,6 +55,7 @@ from core.store.engine import (
 )
 from core.store.group_commit import GroupCommit
 from core.store.ledger_index import LedgerIndex
+from core.store.pending_runs import Members
 from core.store.plan_records import PlanRecords
 from core.store.records import (
     PERMISSION_ACTIONS,
@@ -287,6 +288,35 @@ class MetadataStore(Tenancy, LedgerIndex):
                 yield txn
         finally:
             raw.close()
+
+    def pending_members(self, topic: str, subscription: str) -> dict[str, Members]:
+        """The subscription's pending messages (held or released) per topic partition,
+        with their redelivery counts (bumps applied).
+
+        A plain read, no lock: a snapshot, which the next dispatch or acknowledgement
+        may change. One statement; the runs are decoded as arrays.
+        """
+        from sqlalchemy import select
+
+        from core.store import pending_runs
+
+        topic_name = canonical_topic(topic)
+        check_label("subscription name", subscription)
+        query = (
+            select(
+                PendingRunRow.topic_partition,
+                PendingRunRow.ledger_id,
+                PendingRunRow.bumps,
+                PendingRunRow.members,
+            )
+            .join(SubscriptionRow, SubscriptionRow.id == PendingRunRow.subscription_id)
+            .where(SubscriptionRow.topic == topic_name, SubscriptionRow.name == subscription)
+        )
+        parts: dict[str, list[Members]] = {}
+        with self._session(write=False) as session:
+            for partition, ledger, bumps, blob in session.execute(query):
+                parts.setdefault(partition, []).append(pending_runs.decode(ledger, blob, bumps))
+        return {name: Members.concat(found) for name, found in parts.items()}
 
     # Audit log and backlog history (:mod:`core.store.audit_log`).
 

@@ -3,11 +3,13 @@ Spark Connect server the launcher starts with it).
 
 A fresh namespace with one seeded topic is audited: the history row equals the
 Broker's exact analysis, a threshold breach fails check_thresholds naming it,
-and the chart is a non-empty PNG under the cursorops home.
+the chart is a non-empty PNG under the cursorops home, and the poison-pill radar
+lists the redelivered messages with their skip request.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 
 import pytest
@@ -36,7 +38,11 @@ def test_audit_records_exact_history_and_fails_on_a_breach(airflow: Airflow, cur
     entries = sum(a.result.entries for a in exact)
     assert messages == 56
 
-    thresholds = {"namespaces": {namespace: {"maxMessages": 50, "maxAgeSeconds": 86_400}}}
+    thresholds = {
+        "namespaces": {namespace: {"maxMessages": 50, "maxAgeSeconds": 86_400}},
+        # seed_topic's consumer gave back what it had prefetched: redelivered once.
+        "radar": {"minRedeliveries": 1, "minAgeSeconds": None},
+    }
     run = airflow.trigger(DAG, {"namespaces": [namespace], "thresholds": thresholds}, user="admin")
     assert airflow.wait_run(DAG, run, timeout=1200) == "failed"
     states = airflow.task_states(DAG, run)
@@ -63,3 +69,13 @@ def test_audit_records_exact_history_and_fails_on_a_breach(airflow: Airflow, cur
     assert f"Backlog chart: {chart}" in log
     data = chart.read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 5_000
+
+    # The radar runs beside the threshold check, which failing does not stop it.
+    assert states["scan_radar"] == ["success"]
+    radar = json.loads((chart.parent / "radar.json").read_text())
+    [finding] = radar["findings"]
+    assert finding["subscription"] == SUBSCRIPTION and finding["stuck"] >= 1
+    assert all(m["redeliveryCount"] >= 1 for m in finding["listed"])
+    radar_log = airflow.task_log(DAG, run, "scan_radar")
+    assert f"{seeded.topic} / {SUBSCRIPTION}: {finding['stuck']} stuck" in radar_log
+    assert "skip them: airflow dags trigger cursorops_skip_messages --conf" in radar_log

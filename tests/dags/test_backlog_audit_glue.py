@@ -160,3 +160,46 @@ def test_audit_topics_every_namespace_or_the_chosen_ones(home):
             broker.list_namespaces("nobody", "acme")
         with pytest.raises(NotAuthorizedError):
             audit_topics(broker, "nobody", [])
+
+
+def test_radar_report_lists_a_poison_pill_with_its_skip_request(home, tmp_path):
+    from airflow_glue.audit import radar_lines, radar_report, radar_summary
+
+    seeded = seed_topic(home)
+    (home.home / "backlog-thresholds.json").write_text(
+        '{"radar": {"minRedeliveries": 3, "minAgeSeconds": null}}'
+    )
+    limits = load_thresholds(None, home.home).radar
+    with Broker(home) as broker:
+        consumer = broker.dispatcher("admin", seeded.topic, SUBSCRIPTION).subscribe("c")
+        first, count = None, 0
+        for _ in range(3):  # the first message received is negatively acknowledged 3 times
+            for message in consumer.receive_many(100):
+                first = first or message
+                if message.message_id == first.message_id:
+                    count = message.redelivery_count + 1
+                    consumer.negative_acknowledge(message)
+                else:
+                    consumer.acknowledge(message)
+        consumer.close()
+        report = radar_report(broker, "admin", [seeded.topic], limits, "http://af:8080")
+    assert first is not None
+    assert (report["subscriptions"], report["stuck"]) == (1, 1)
+    [finding] = report["findings"]
+    [pill] = finding["listed"]
+    # seed_topic's consumer released it once before: 4, as the dispatcher counts.
+    assert pill["redeliveryCount"] == count == 4 and pill["key"] == first.key
+    assert pill["messageId"] == first.message_id.triplet()
+    assert finding["skipRequest"]["conf"]["message_ids"] == [pill["messageId"]]
+    summary = radar_summary(report, tmp_path / "radar.json")
+    assert summary["withFindings"][0]["messageIds"] == [pill["messageId"]]
+    assert len(json.dumps(summary)) < 1000
+    logged = "\n".join(radar_lines(report))
+    assert "airflow dags trigger cursorops_skip_messages" in logged
+    assert "/dags/cursorops_skip_messages/trigger/single?conf=" in logged
+
+
+def test_bad_radar_thresholds_in_the_home_file_are_refused(tmp_path):
+    (tmp_path / "backlog-thresholds.json").write_text('{"radar": {"maxListed": -1}}')
+    with pytest.raises(InvalidArgumentError, match=r"radar\.maxListed must be an integer"):
+        load_thresholds(None, tmp_path)

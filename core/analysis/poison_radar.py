@@ -1,0 +1,483 @@
+"""The poison-pill radar: a subscription's messages stuck at the head of its backlog.
+
+Pure: arrays in, findings out; no store, no clock. A message is *stuck* when it
+is unacknowledged and either
+
+- **redelivered**: delivered and given back at least ``min_redeliveries``
+  times (negative acknowledgement, redeliver, a closed consumer, a lapsed
+  lease). The count is the dispatcher's, persisted with the pending message
+  in the metadata store (:mod:`core.store.pending_runs`); a message nobody
+  received yet counts 0. Or
+- **behind acknowledgements**: its partition has an acknowledged message at a
+  later position (consumers have moved past it) and it is at least
+  ``min_age_s`` old (now - publish time). Entries at or before mark-delete are
+  acknowledged by definition, so a message is behind when an individually
+  acknowledged entry or batch index follows it.
+
+The thresholds document (:mod:`core.analysis.backlog_audit`) carries the limits
+as one ``radar`` object; every field is optional::
+
+    "radar": {"minRedeliveries": 3, "minAgeSeconds": 600, "maxListed": 50}
+
+Defaults (:class:`RadarLimits`): 3 redeliveries (a handler that failed three
+times is unlikely to succeed on the fourth, and Pulsar's dead-letter policies
+are commonly set to a few), 600 s (longer than any sane processing or
+ack-timeout window, shorter than an hourly audit), 50 listed per subscription
+(enough to read, small enough for one skip request). ``null`` switches that
+criterion off; both off switches the radar off.
+
+The findings listed are the ``max_listed`` first by redelivery count
+(highest first), then topic partition, then position: the most redelivered
+first, the head of each partition next. The counts cover every stuck message.
+Cost per partition: O(n log n) numpy work for n entries, plus the pending
+messages; no Python step per message.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+import numpy.typing as npt
+
+from core.acks import ack_set
+from core.acks.cursor import CursorState
+from core.analysis import backlog
+from core.errors import InvalidArgumentError
+from core.ids.position import Position, match_positions
+
+Ints = npt.NDArray[np.int64]
+Flags = npt.NDArray[np.bool_]
+
+MAX_LISTED = 1000
+"""Upper bound of ``maxListed``: the listed ids travel in one skip request."""
+
+SKIP_DAG = "cursorops_skip_messages"
+
+_KEYS = {
+    "minRedeliveries": ("min_redeliveries", 1),
+    "minAgeSeconds": ("min_age_s", 0),
+    "maxListed": ("max_listed", 0),
+}
+"""Document key -> (field, smallest value)."""
+
+
+@dataclass(frozen=True)
+class RadarLimits:
+    """When a message counts as stuck, and how many findings are listed.
+
+    ``min_redeliveries`` and ``min_age_s`` are inclusive (at least); None
+    switches that criterion off.
+    """
+
+    min_redeliveries: int | None = 3
+    min_age_s: int | None = 600
+    max_listed: int = 50
+
+    @property
+    def enabled(self) -> bool:
+        return self.min_redeliveries is not None or self.min_age_s is not None
+
+    @classmethod
+    def from_json(cls, document: object, where: str = "radar") -> RadarLimits:
+        """Parse the ``radar`` object; absent fields keep their defaults, null is off."""
+        if document is None:
+            return cls()
+        if not isinstance(document, Mapping):
+            raise InvalidArgumentError(f"Invalid thresholds: {where} must be an object")
+        unknown = sorted(set(map(str, document)) - set(_KEYS))
+        if unknown:
+            raise InvalidArgumentError(
+                f"Invalid thresholds: {where}: unknown {', '.join(unknown)} "
+                f"(known: {', '.join(_KEYS)})"
+            )
+        values: dict[str, int | None] = cls().to_fields()
+        for key, (name, low) in _KEYS.items():
+            if key not in document:
+                continue
+            value = document[key]
+            if value is None and key != "maxListed":
+                values[name] = None
+                continue
+            high = MAX_LISTED if key == "maxListed" else None
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or value < low
+                or (high is not None and value > high)
+            ):
+                bound = f"from {low} to {high}" if high is not None else f">= {low}"
+                off = "" if key == "maxListed" else " or null (off)"
+                raise InvalidArgumentError(
+                    f"Invalid thresholds: {where}.{key} must be an integer {bound}{off}, "
+                    f"got {value!r}"
+                )
+            values[name] = value
+        listed = values["max_listed"]
+        assert listed is not None
+        return cls(values["min_redeliveries"], values["min_age_s"], listed)
+
+    def to_fields(self) -> dict[str, int | None]:
+        return {
+            "min_redeliveries": self.min_redeliveries,
+            "min_age_s": self.min_age_s,
+            "max_listed": self.max_listed,
+        }
+
+    def to_json(self) -> dict[str, int | None]:
+        return {
+            "minRedeliveries": self.min_redeliveries,
+            "minAgeSeconds": self.min_age_s,
+            "maxListed": self.max_listed,
+        }
+
+
+@dataclass(frozen=True)
+class PendingCounts:
+    """A subscription's pending messages of one partition and their redelivery counts."""
+
+    ledger_id: Ints
+    entry_id: Ints
+    batch_index: Ints
+    redelivery_count: Ints
+
+    @classmethod
+    def empty(cls) -> PendingCounts:
+        none = np.zeros(0, np.int64)
+        return cls(none, none, none, none)
+
+
+@dataclass(frozen=True)
+class StuckMessage:
+    """One finding. ``topic_partition``, ``partition`` and ``key`` are filled by the caller."""
+
+    ledger_id: int
+    entry_id: int
+    batch_index: int
+    """-1 for a message that is not batched."""
+    redelivery_count: int
+    publish_ms: int
+    age_ms: int
+    redelivered: bool
+    """It met the redelivery criterion."""
+    behind_acks: bool
+    """It met the age criterion: old, with a later message of its partition acknowledged."""
+    topic_partition: str = ""
+    partition: int = -1
+    key: str | None = None
+
+    @property
+    def triplet(self) -> str:
+        """pulsar-admin's ``ledgerId:entryId[:batchIndex]``."""
+        head = f"{self.ledger_id}:{self.entry_id}"
+        return head if self.batch_index < 0 else f"{head}:{self.batch_index}"
+
+    def sort_key(self) -> tuple[int, str, int, int, int]:
+        return (
+            -self.redelivery_count,
+            self.topic_partition,
+            self.ledger_id,
+            self.entry_id,
+            self.batch_index,
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "messageId": self.triplet,
+            "topicPartition": self.topic_partition,
+            "partition": self.partition,
+            "key": self.key,
+            "redeliveryCount": self.redelivery_count,
+            "publishMs": self.publish_ms,
+            "ageSeconds": self.age_ms // 1000,
+            "redelivered": self.redelivered,
+            "behindAcks": self.behind_acks,
+        }
+
+
+@dataclass(frozen=True)
+class RadarResult:
+    """Stuck messages of one partition, or of a subscription (:func:`merge`)."""
+
+    stuck: int
+    """Messages meeting either criterion."""
+    redelivered: int
+    behind_acks: int
+    listed: tuple[StuckMessage, ...]
+
+    @classmethod
+    def empty(cls) -> RadarResult:
+        return cls(0, 0, 0, ())
+
+
+@dataclass(frozen=True)
+class SubscriptionRadar:
+    """One subscription's stuck messages over every partition of its topic, at ``at_ms``."""
+
+    topic: str
+    subscription: str
+    subscription_type: str
+    at_ms: int
+    limits: RadarLimits
+    result: RadarResult
+
+    @property
+    def skippable(self) -> bool:
+        """Skip by id is Shared and Key_Shared only (PIP-423)."""
+        return self.subscription_type in ("Shared", "Key_Shared")
+
+    def to_json(self, airflow_url: str | None = None) -> dict[str, object]:
+        """The findings, and a prefilled skip request of all listed when the type allows one."""
+        listed = self.result.listed
+        request = (
+            skip_request(
+                self.topic,
+                self.subscription,
+                listed,
+                suggested_reason(listed, self.limits),
+                airflow_url,
+            )
+            if listed and self.skippable
+            else None
+        )
+        return {
+            "topic": self.topic,
+            "subscription": self.subscription,
+            "type": self.subscription_type,
+            "atMs": self.at_ms,
+            "limits": self.limits.to_json(),
+            "stuck": self.result.stuck,
+            "redelivered": self.result.redelivered,
+            "behindAcks": self.result.behind_acks,
+            "listed": [m.to_json() for m in listed],
+            "skipRequest": request,
+        }
+
+    def lines(self) -> list[str]:
+        """For people: a summary line, then one line per finding."""
+        r = self.result
+        head = (
+            f"{self.topic} / {self.subscription}: {r.stuck} stuck message(s) "
+            f"({r.redelivered} redelivered >= {self.limits.min_redeliveries}, {r.behind_acks} "
+            f"behind acknowledgements for >= {self.limits.min_age_s} s)"
+        )
+        return [head] + [
+            f"  {m.triplet}  partition {m.partition}  key {m.key if m.key is not None else '-'}"
+            f"  redelivered {m.redelivery_count}x  age {m.age_ms // 1000} s"
+            for m in r.listed
+        ]
+
+
+def scan_partition(
+    state: CursorState,
+    ledger_ids: npt.ArrayLike,
+    entry_ids: npt.ArrayLike,
+    batch_sizes: npt.ArrayLike,
+    publish_ms: npt.ArrayLike,
+    pending: PendingCounts,
+    now_ms: int,
+    limits: RadarLimits,
+) -> RadarResult:
+    """The stuck messages of one partition for one subscription's cursor ``state``.
+
+    ``ledger_ids``, ``entry_ids``, ``batch_sizes`` and ``publish_ms`` describe
+    the partition's stored entries, aligned, in any order (``batch_size`` 0: not
+    batched, one message with batch index -1). ``pending`` are the
+    subscription's pending messages of the partition; those acknowledged since
+    or not stored are ignored.
+    """
+    ledger = np.asarray(ledger_ids, np.int64)
+    entry = np.asarray(entry_ids, np.int64)
+    order = np.lexsort((entry, ledger))
+    ledger, entry = ledger[order], entry[order]
+    size = np.asarray(batch_sizes, np.int64)[order]
+    publish = np.asarray(publish_ms, np.int64)[order]
+    n = len(ledger)
+    if n == 0 or not limits.enabled:
+        return RadarResult.empty()
+    unacked = backlog.unacked_messages(state, ledger, entry, size)
+    old = (
+        (now_ms - publish) >= limits.min_age_s * 1000
+        if limits.min_age_s is not None
+        else np.zeros(n, np.bool_)
+    )
+    # The last acknowledged message: row ``last``, indexes below ``cut`` of it.
+    touched = np.flatnonzero(unacked < np.maximum(size, 1))
+    last, cut = -1, -1
+    if touched.size:
+        last = int(touched[-1])
+        if unacked[last]:
+            bits = state.batch_acks[Position(int(ledger[last]), int(entry[last]))]
+            cut = max(i for i in range(int(size[last])) if ack_set.is_acked(bits, i))
+    rows = np.arange(n)
+    behind_rows = (rows < last) & (unacked > 0) & old
+
+    # Pending messages still unacknowledged, at their row.
+    p_row = match_positions(pending.ledger_id, pending.entry_id, ledger, entry)
+    p_index = np.asarray(pending.batch_index, np.int64)
+    p_size = size[np.maximum(p_row, 0)] if n else np.zeros(len(p_row), np.int64)
+    live = (p_row >= 0) & np.where(p_size > 0, (p_index >= 0) & (p_index < p_size), p_index == -1)
+    if live.any():
+        live[live] = ~state.acked_many(
+            pending.ledger_id[live], pending.entry_id[live], p_index[live]
+        )
+    p_row, p_index = p_row[live], p_index[live]
+    p_count = np.asarray(pending.redelivery_count, np.int64)[live]
+    p_behind = old[p_row] & ((p_row < last) | ((p_row == last) & (p_index < cut)))
+    p_red = (
+        p_count >= limits.min_redeliveries
+        if limits.min_redeliveries is not None
+        else np.zeros(len(p_row), np.bool_)
+    )
+
+    # Every message behind the last acknowledged one: whole rows, and row ``last``'s part.
+    partial = _messages(state, ledger, entry, size, np.array([last] if last >= 0 else []))
+    partial_behind = (partial[1] < cut) & (old[last] if last >= 0 else False)
+    behind = int(unacked[behind_rows].sum()) + int(partial_behind.sum())
+    redelivered = int(p_red.sum())
+    stuck = redelivered + behind - int((p_red & p_behind).sum())
+
+    # Listed: the pending findings, and the head of the behind messages nobody holds.
+    found = p_red | p_behind
+    width = int(max(int(size.max()), 1)) + 1
+    pending_keys = np.sort(p_row * width + p_index + 1)
+    # The first max_listed behind messages by position cover every zero-count finding listed
+    # (pending ones among them are in ``found`` already).
+    head = np.flatnonzero(behind_rows)
+    head = head[np.cumsum(unacked[head]) - unacked[head] < limits.max_listed]
+    h_row, h_index = _messages(state, ledger, entry, size, head)
+    h_row = np.concatenate([h_row, partial[0][partial_behind]])
+    h_index = np.concatenate([h_index, partial[1][partial_behind]])
+    keys = h_row * width + h_index + 1
+    fresh = ~_among(keys, pending_keys)
+    rows_out = np.concatenate([p_row[found], h_row[fresh]])
+    index_out = np.concatenate([p_index[found], h_index[fresh]])
+    count_out = np.concatenate([p_count[found], np.zeros(int(fresh.sum()), np.int64)])
+    red_out = np.concatenate([p_red[found], np.zeros(int(fresh.sum()), np.bool_)])
+    behind_out = np.concatenate([p_behind[found], np.ones(int(fresh.sum()), np.bool_)])
+    chosen = np.lexsort((index_out, rows_out, -count_out))[: limits.max_listed]
+    listed = tuple(
+        StuckMessage(
+            ledger_id=int(ledger[r]),
+            entry_id=int(entry[r]),
+            batch_index=int(i),
+            redelivery_count=int(c),
+            publish_ms=int(publish[r]),
+            age_ms=max(0, now_ms - int(publish[r])),
+            redelivered=bool(red),
+            behind_acks=bool(b),
+        )
+        for r, i, c, red, b in zip(
+            rows_out[chosen].tolist(),
+            index_out[chosen].tolist(),
+            count_out[chosen].tolist(),
+            red_out[chosen].tolist(),
+            behind_out[chosen].tolist(),
+            strict=True,
+        )
+    )
+    return RadarResult(stuck, redelivered, behind, listed)
+
+
+def _messages(
+    state: CursorState, ledger: Ints, entry: Ints, size: Ints, rows: npt.ArrayLike
+) -> tuple[Ints, Ints]:
+    """(row, batch index) of every unacknowledged message of ``rows``, in position order."""
+    rows = np.asarray(rows, np.int64)
+    counts = np.maximum(size[rows], 1)
+    row = np.repeat(rows, counts)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    index = np.arange(len(row), dtype=np.int64) - starts
+    index = np.where(size[row] == 0, -1, index)
+    if not len(row):
+        return row, index
+    live = ~state.acked_many(ledger[row], entry[row], index)
+    return row[live], index[live]
+
+
+def _among(keys: Ints, sorted_keys: Ints) -> Flags:
+    if not len(sorted_keys):
+        return np.zeros(len(keys), np.bool_)
+    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return np.asarray(sorted_keys[at] == keys, np.bool_)
+
+
+def merge(parts: Sequence[RadarResult], max_listed: int) -> RadarResult:
+    """One subscription's result from its partitions' (each listed part already tagged)."""
+    listed = sorted((m for p in parts for m in p.listed), key=StuckMessage.sort_key)
+    return RadarResult(
+        sum(p.stuck for p in parts),
+        sum(p.redelivered for p in parts),
+        sum(p.behind_acks for p in parts),
+        tuple(listed[:max_listed]),
+    )
+
+
+def suggested_reason(messages: Sequence[StuckMessage], limits: RadarLimits) -> str:
+    """The reason a skip request of these findings proposes (the requester may edit it)."""
+    most = max((m.redelivery_count for m in messages), default=0)
+    oldest = max((m.age_ms for m in messages), default=0) // 1000
+    return (
+        f"poison-pill radar: {len(messages)} message(s) stuck at the head "
+        f"(up to {most} redeliveries, oldest {oldest} s; limits {limits.to_json()})"
+    )
+
+
+def skip_request(
+    topic: str,
+    subscription: str,
+    messages: Sequence[StuckMessage],
+    reason: str,
+    airflow_url: str | None = None,
+) -> dict[str, Any]:
+    """A prefilled request of :data:`SKIP_DAG` for these findings, in three equal forms.
+
+    ``conf`` is the run's conf; ``command`` the ``airflow dags trigger`` line;
+    ``rest`` Airflow's ``POST /api/v2/dags/{dag}/dagRuns`` call; ``form`` (with
+    ``airflow_url``) the UI trigger form with the conf in its ``conf`` query
+    parameter, which Airflow UIs that preload the form from the URL read
+    (docs/decisions.md: the installed 3.3.2 does not, so the first two are the
+    ones to rely on).
+    """
+    conf = {
+        "topic": topic,
+        "subscription": subscription,
+        "message_ids": [m.triplet for m in messages],
+        "reason": reason,
+    }
+    body = json.dumps(conf, separators=(",", ":"))
+    out: dict[str, Any] = {
+        "dag": SKIP_DAG,
+        "conf": conf,
+        "command": f"airflow dags trigger {SKIP_DAG} --conf {shlex.quote(body)}",
+        "rest": {
+            "method": "POST",
+            "path": f"/api/v2/dags/{SKIP_DAG}/dagRuns",
+            "body": {"logical_date": None, "conf": conf},
+        },
+    }
+    if airflow_url:
+        out["form"] = (
+            f"{airflow_url.rstrip('/')}/dags/{SKIP_DAG}/trigger/single?conf={quote(body, safe='')}"
+        )
+    return out
+
+
+__all__ = [
+    "MAX_LISTED",
+    "SKIP_DAG",
+    "PendingCounts",
+    "RadarLimits",
+    "RadarResult",
+    "StuckMessage",
+    "SubscriptionRadar",
+    "merge",
+    "scan_partition",
+    "skip_request",
+    "suggested_reason",
+]
