@@ -73,6 +73,30 @@ def backlog_history(
     return [sample.to_json() for sample in samples]
 
 
+@router.get(SUBSCRIPTION + "/poisonRadar", responses=_ERRORS)
+def poison_radar(
+    tenant: Tenant,
+    namespace: Namespace,
+    topic: Topic,
+    subscription: Subscription,
+    broker: BrokerDep,
+    role: RoleDep,
+    min_redeliveries: Annotated[int, Query(alias="minRedeliveries", ge=1, le=1_000_000)] = 3,
+    min_age_seconds: Annotated[int, Query(alias="minAgeSeconds", ge=0, le=10**9)] = 600,
+    max_listed: Annotated[int, Query(alias="maxListed", ge=0, le=1_000)] = 50,
+) -> dict[str, Any]:
+    """Messages stuck at the subscription's head now: redelivered at least
+    ``minRedeliveries`` times, or unacknowledged for ``minAgeSeconds`` behind a later
+    acknowledged message; with a prefilled ``cursorops_skip_messages`` request of those
+    listed (cursorops extension; the backlog audit runs the same radar)."""
+    from core.analysis.poison_radar import RadarLimits
+
+    name = topic_name(tenant, namespace, topic)
+    limits = RadarLimits(min_redeliveries, min_age_seconds, max_listed)
+    [radar] = broker.poison_radar(role, base_of(name), subscription, limits)
+    return radar.to_json()
+
+
 @router.get(TOPIC + "/auditLog", responses=_ERRORS)
 def audit_log(
     tenant: Tenant,

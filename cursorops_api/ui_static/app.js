@@ -170,8 +170,68 @@ async function subscriptionView(body, tenant, namespace, topic, sub) {
       ${history.length ? `<table data-testid="history-table"><thead><tr><th>measured at (UTC)</th><th class="num">messages</th><th class="num">entries</th></tr></thead><tbody>
       ${history.slice(-12).reverse().map((h) => `<tr><td class="when">${utc(h.atMs)}</td><td class="num">${num(h.messages)}</td><td class="num">${num(h.entries)}</td></tr>`).join("")}
       </tbody></table>${history.length > 12 ? `<p class="muted">Newest 12 of ${history.length} measurements listed; all are drawn.</p>` : ""}` : ""}
-    </div></div>`;
-  await auditView(path, sub);
+    </div></div>
+    <div data-testid="radar"><h3>Poison-pill radar</h3><div id="radar-body"><p class="muted">Looking…</p></div></div>`;
+  await Promise.all([radarView(path, sub), auditView(path, sub)]);
+}
+
+/* ---------- poison-pill radar: messages stuck at the head, with a prefilled skip request ---------- */
+
+async function radarView(path, sub) {
+  const target = $("radar-body");
+  let radar;
+  try {
+    radar = await getJson(`${path}/subscription/${seg(sub)}/poisonRadar`);
+  } catch (error) { target.innerHTML = failed("the radar", error); return; }
+  const limits = radar.limits || {};
+  const rule = `redelivered at least ${esc(limits.minRedeliveries)} times, or unacknowledged for ` +
+    `${esc(limits.minAgeSeconds)} s behind a later acknowledged message`;
+  if (!radar.listed.length) {
+    target.innerHTML = `<p class="muted" data-testid="radar-none">Nothing stuck at the head (${rule}).</p>`;
+    return;
+  }
+  const request = radar.skipRequest;
+  target.innerHTML = `<p>${num(radar.stuck)} message(s) stuck (${rule}); ${num(radar.listed.length)} listed.</p>` +
+    `<table data-testid="radar-table"><thead><tr><th>id</th><th>partition</th><th>key</th>` +
+    `<th class="num">redeliveries</th><th class="num">age (s)</th></tr></thead><tbody>${
+      radar.listed.map((m) => `<tr data-testid="radar-row"><td class="mono">${esc(m.messageId)}</td>` +
+        `<td>${esc(m.partition)}</td><td>${esc(m.key ?? "")}</td><td class="num">${num(m.redeliveryCount)}</td>` +
+        `<td class="num">${num(m.ageSeconds)}</td></tr>`).join("")}</tbody></table>` +
+    (request ? `<p><button type="button" data-testid="radar-skip">request a skip of these ${num(radar.listed.length)}</button> ` +
+      `<span class="radar-result muted"></span></p>` :
+      `<p class="muted">Skip by id needs a Shared or Key_Shared subscription.</p>`);
+  const button = target.querySelector("[data-testid=radar-skip]");
+  if (button) button.addEventListener("click", () => requestSkip(path, sub, request, button));
+}
+
+/* The radar's prefilled request through skipByMessageIds: applied at once, or, where the
+   namespace requires approval, the skip workflow started as this user (the answer links to
+   its approval). The suggested reason can be edited; it is recorded. */
+async function requestSkip(path, sub, request, button) {
+  const reason = window.prompt("Why skip these messages? (recorded)", request.conf.reason);
+  if (reason === null) return;
+  const out = button.parentElement.querySelector(".radar-result");
+  const ids = request.conf.message_ids.map((triplet) => {
+    const [ledgerId, entryId, batchIndex] = triplet.split(":").map(Number);
+    return batchIndex === undefined ? { ledgerId, entryId } : { ledgerId, entryId, batchIndex };
+  });
+  button.disabled = true;
+  try {
+    const response = await fetch(`${path}/subscription/${seg(sub)}/skipByMessageIds`, {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-Cursorops-Reason": reason },
+      body: JSON.stringify({ type: "messageId", messageIds: ids }),
+    });
+    const body = await response.json().catch(() => ({}));
+    if (response.status === 202) {
+      out.innerHTML = `waiting for approval: <a href="${esc(body.url)}">run ${esc(body.runId)}</a>`;
+    } else if (response.ok) {
+      out.textContent = `skipped ${num(ids.length)} message(s)`;
+    } else {
+      out.textContent = `refused: ${body.reason || response.status}`;
+      button.disabled = false;
+    }
+  } catch (error) { out.textContent = `failed: ${error}`; button.disabled = false; }
 }
 
 /* ---------- audit log ---------- */

@@ -380,3 +380,25 @@ def test_skip_n_bad_input_is_refused_and_changes_nothing(api: Api) -> None:
     missing = rest_path(seeded.topic) + "/subscription/nobody"
     _reason(api.call("alice", "POST", missing + "/skip_all"), 404)
     assert api.backlog(seeded.topic) == SEEDED_BACKLOG
+
+
+# -- poisonRadar (cursorops extension) --------------------------------------------------
+
+
+def test_poison_radar_lists_the_head_behind_a_later_ack_with_a_skip_request(api: Api) -> None:
+    seeded = api.seeded(partitions=1)
+    unacked = [m for m in seeded.ids if label(m) in seeded.unacknowledged()]
+    later = unacked[5]
+    sub = rest_path(seeded.topic) + f"/subscription/{SUBSCRIPTION}"
+    assert (
+        api.call("alice", "POST", sub + "/skipByMessageIds", json=[later.to_base64()]).status_code
+        == 204
+    )
+    answer = api.call("alice", "GET", sub + "/poisonRadar?minAgeSeconds=0&maxListed=3")
+    assert answer.status_code == 200, answer.text
+    radar = answer.json()
+    assert radar["behindAcks"] == 5 and len(radar["listed"]) == 3
+    assert radar["skipRequest"]["conf"]["message_ids"] == [m["messageId"] for m in radar["listed"]]
+    assert api.call("alice", "GET", sub + "/poisonRadar?maxListed=5000").status_code in (400, 422)
+    assert api.call("carol", "GET", sub + "/poisonRadar").status_code == 403
+    assert api.backlog(seeded.topic) == SEEDED_BACKLOG - 1

@@ -178,6 +178,8 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
             table = frame.locator("[data-testid=history-table]").inner_text()
             for sample in history:
                 assert grouped(sample["messages"]) in table
+            # The radar has looked: these messages are fresh and nothing was redelivered.
+            frame.locator("[data-testid=radar-none]").wait_for()
             page.screenshot(path=SCREENSHOTS / "ui_cursors_4_subscription.png", full_page=True)
 
             # The run reaches its gate: the page lists it with its preview and the link; the
