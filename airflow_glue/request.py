@@ -22,20 +22,26 @@ if TYPE_CHECKING:
 Request = TypeVar("Request", bound=BaseModel)
 
 
-class SkipRequest(BaseModel):
+class GatedRequest(BaseModel):
+    """What every gated operation's request carries besides its target: why, and a ticket.
+    The trigger form lists these two last (:func:`conf_params`)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
-    topic: str = Field(min_length=1)
-    subscription: str = Field(min_length=1)
-    message_ids: list[str] = Field(default_factory=list)
-    payload: list[Any] | dict[str, Any] | None = None
-    reason: str = Field(min_length=1)
-    ticket: str | None = None
+    reason: str = Field(min_length=1, description="Why (required; recorded)")
+    ticket: str | None = Field(default=None, description="Change ticket (optional)")
 
     @field_validator("ticket")
     @classmethod
     def _blank_ticket_is_none(cls, value: str | None) -> str | None:
         return value or None
+
+
+class SkipRequest(GatedRequest):
+    topic: str = Field(min_length=1)
+    subscription: str = Field(min_length=1)
+    message_ids: list[str] = Field(default_factory=list)
+    payload: list[Any] | dict[str, Any] | None = None
 
     def ids(self) -> list[MessageId]:
         """Every id asked for, in order; raises a ``core.errors`` leaf on a bad one."""
@@ -53,10 +59,8 @@ class SkipRequest(BaseModel):
         return out
 
 
-class HeadSkipRequest(BaseModel):
+class HeadSkipRequest(GatedRequest):
     """``skip -n`` (``messages``) or ``clear-backlog`` (``messages`` empty) of a subscription."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
     topic: str = Field(
         min_length=1,
@@ -69,19 +73,10 @@ class HeadSkipRequest(BaseModel):
         description="Skip this many messages from the head of each partition (batches count "
         "their messages); empty: clear the whole backlog",
     )
-    reason: str = Field(min_length=1, description="Why (required; recorded)")
-    ticket: str | None = Field(default=None, description="Change ticket (optional)")
-
-    @field_validator("ticket")
-    @classmethod
-    def _blank_ticket_is_none(cls, value: str | None) -> str | None:
-        return value or None
 
 
-class ResetRequest(BaseModel):
+class ResetRequest(GatedRequest):
     """``reset-cursor`` to a message id (``ledgerId:entryId``) or a publish time."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
     topic: str = Field(
         min_length=1,
@@ -96,10 +91,8 @@ class ResetRequest(BaseModel):
         default=None,
         description="Or a publish time: 10m (before now), epoch ms or ISO-8601 (UTC)",
     )
-    reason: str = Field(min_length=1, description="Why (required; recorded)")
-    ticket: str | None = Field(default=None, description="Change ticket (optional)")
 
-    @field_validator("ticket", "message_id", "time")
+    @field_validator("message_id", "time")
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value or None
@@ -116,10 +109,8 @@ class ResetRequest(BaseModel):
         return None, parse_time_ms(self.time or "", "time", now_ms)
 
 
-class RedriveWorkflowRequest(BaseModel):
+class RedriveWorkflowRequest(GatedRequest):
     """A redrive of a subscription's dead-letter topic, to that subscription alone."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
     topic: str = Field(min_length=1, description="Topic the messages go back to (not a partition)")
     subscription: str = Field(
@@ -133,19 +124,15 @@ class RedriveWorkflowRequest(BaseModel):
     predicate: dict[str, Any] | None = Field(
         default=None, description='Only the messages it matches, e.g. {"key": "order-42"}'
     )
-    reason: str = Field(min_length=1, description="Why (required; recorded)")
-    ticket: str | None = Field(default=None, description="Change ticket (optional)")
 
-    @field_validator("ticket", "dead_letter_topic")
+    @field_validator("dead_letter_topic")
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value or None
 
 
-class UndoSkipRequest(BaseModel):
+class UndoSkipRequest(GatedRequest):
     """Undo of one applied skip: its messages unacknowledged again, nothing else."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
     topic: str = Field(min_length=1, description="Topic the skip was on")
     subscription: str = Field(min_length=1, description="Subscription the skip was on")
@@ -154,30 +141,14 @@ class UndoSkipRequest(BaseModel):
         le=2**63 - 1,
         description="The skip's id (skip-messages prints it; cursorops audit skips lists them)",
     )
-    reason: str = Field(min_length=1, description="Why (required; recorded)")
-    ticket: str | None = Field(default=None, description="Change ticket (optional)")
-
-    @field_validator("ticket")
-    @classmethod
-    def _blank_is_none(cls, value: str | None) -> str | None:
-        return value or None
 
 
-class UnsubscribeRequest(BaseModel):
+class UnsubscribeRequest(GatedRequest):
     """Unsubscribe of a subscription that still has a backlog (it is dropped with it)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
     topic: str = Field(min_length=1, description="Topic (not a partition)")
     subscription: str = Field(min_length=1, description="Subscription to delete")
     force: bool = Field(default=False, description="Delete it even while consumers are connected")
-    reason: str = Field(min_length=1, description="Why (required; recorded)")
-    ticket: str | None = Field(default=None, description="Change ticket (optional)")
-
-    @field_validator("ticket")
-    @classmethod
-    def _blank_is_none(cls, value: str | None) -> str | None:
-        return value or None
 
 
 def validate_conf(model: type[Request], conf: Mapping[str, object]) -> Request:
@@ -200,7 +171,8 @@ def conf_params(model: type[BaseModel], first: Sequence[str] = ()) -> dict[str, 
     from airflow.sdk import Param
 
     schema = model.model_json_schema()["properties"]
-    order = [*first, *(name for name in model.model_fields if name not in first)]
+    last = [name for name in GatedRequest.model_fields if name in model.model_fields]
+    order = [*first, *(name for name in model.model_fields if name not in (*first, *last)), *last]
     params = {}
     for name in order:
         field, spec = model.model_fields[name], schema[name]

@@ -7,15 +7,18 @@ sees who asked. Nothing is acknowledged here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
 from urllib.parse import quote
 
 import httpx
-from fastapi import HTTPException
+from fastapi import Depends, Header, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
 
 from core.errors import InvalidArgumentError
-from core.ids.message_id import MessageId
+from core.ids.topic_name import TopicName
+from cursorops_api.deps import caller_token
 from cursorops_api.models import SkipTriggered
 
 SKIP_DAG = "cursorops_skip_messages"
@@ -31,27 +34,47 @@ def airflow_base_url() -> str:
     return (conf.get("api", "base_url", fallback="") or "http://127.0.0.1:8080").rstrip("/")
 
 
-def trigger_skip(
-    token: str | None,
-    topic: str,
-    subscription: str,
-    ids: Sequence[MessageId],
-    reason: str,
-    ticket: str | None,
-    *,
-    base_url: str | None = None,
-    transport: httpx.BaseTransport | None = None,
-) -> SkipTriggered:
-    """Trigger ``cursorops_skip_messages`` as the token's user; the run's id and UI link."""
-    conf: Mapping[str, Any] = {
-        "topic": topic,
-        "subscription": subscription,
-        # Ledger ids are unique across the store, so a triplet names its partition.
-        "message_ids": [m.triplet() for m in ids],
-        "reason": reason,
-        "ticket": ticket,
-    }
-    return trigger_workflow(token, SKIP_DAG, conf, base_url=base_url, transport=transport)
+@dataclass(frozen=True)
+class ApprovalText:
+    """Why the caller asks, and their change ticket: ``X-Cursorops-Reason`` and
+    ``X-Cursorops-Ticket`` headers, or the ``reason`` and ``ticket`` query parameters."""
+
+    reason: str | None
+    ticket: str | None
+
+
+def approval_text(
+    reason: Annotated[str | None, Query(max_length=4096)] = None,
+    ticket: Annotated[str | None, Query(max_length=256)] = None,
+    x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
+    x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
+) -> ApprovalText:
+    return ApprovalText(
+        (x_cursorops_reason or reason or "").strip() or None,
+        (x_cursorops_ticket or ticket or "").strip() or None,
+    )
+
+
+ApprovalTextDep = Annotated[ApprovalText, Depends(approval_text)]
+
+
+def start_workflow(
+    request: Request,
+    name: TopicName,
+    text: ApprovalText,
+    what: str,
+    dag_id: str,
+    conf: Mapping[str, Any],
+    gate: str = GATE,
+) -> JSONResponse:
+    """Where the namespace requires approval: start ``dag_id`` as the caller with ``conf``
+    and the caller's reason (required) and ticket; 202 with the run and its gate's link.
+    ``what`` names the operation in the refusal without a reason (``Skips``, ...)."""
+    why = required_reason(name.namespace_name, text.reason, what)
+    run = trigger_workflow(
+        caller_token(request), dag_id, {**conf, "reason": why, "ticket": text.ticket}, gate=gate
+    )
+    return JSONResponse(run.model_dump(by_alias=True), status_code=202)
 
 
 def trigger_workflow(

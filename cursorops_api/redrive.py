@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Body, Request
 
 from core.errors import ApprovalRequiredError, InvalidArgumentError
-from cursorops_api.approval import required_reason, trigger_workflow
-from cursorops_api.deps import BrokerDep, RoleDep, caller_token
+from cursorops_api.approval import ApprovalTextDep, start_workflow
+from cursorops_api.deps import BrokerDep, RoleDep
 from cursorops_api.models import RedriveRequest, SkipTriggered
 from cursorops_api.paths import SUBSCRIPTION, topic_name
 from cursorops_api.topics import _ERRORS, Namespace, Subscription, Tenant, Topic
@@ -37,11 +36,8 @@ def redrive(
     request: Request,
     broker: BrokerDep,
     role: RoleDep,
+    text: ApprovalTextDep,
     body: Annotated[RedriveRequest | None, Body()] = None,
-    reason: Annotated[str | None, Query(max_length=4096)] = None,
-    ticket: Annotated[str | None, Query(max_length=256)] = None,
-    x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
-    x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
 ) -> Any:
     """Publish the subscription's dead-lettered messages (``<topic>-<subscription>-DLQ``, or
     ``deadLetterTopic``; those ``predicate`` matches) back to the topic, acknowledged on its
@@ -69,14 +65,12 @@ def redrive(
         return broker.apply_redrive(role, plan, via="rest").to_json()
     except ApprovalRequiredError:
         pass
-    why = required_reason(name.namespace_name, x_cursorops_reason or reason, "Redrives")
     conf = {
         "topic": str(name),
         "subscription": subscription,
         "dead_letter_topic": asked.dead_letter_topic,
         "predicate": None if asked.predicate is None else dict(asked.predicate),
-        "reason": why,
-        "ticket": (x_cursorops_ticket or ticket or "").strip() or None,
     }
-    run = trigger_workflow(caller_token(request), REDRIVE_DAG, conf, gate="approve_redrive")
-    return JSONResponse(run.model_dump(by_alias=True), status_code=202)
+    return start_workflow(
+        request, name, text, "Redrives", REDRIVE_DAG, conf, gate="approve_redrive"
+    )

@@ -7,14 +7,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Body, HTTPException, Path, Request, Response
 
 from core.errors import ApprovalRequiredError, InvalidArgumentError
 from core.ids.topic_name import TopicName
 from core.skipping.skip_payload import parse_payload
-from cursorops_api.approval import required_reason, trigger_skip, trigger_workflow
-from cursorops_api.deps import BrokerDep, RoleDep, caller_token
+from cursorops_api.approval import (
+    SKIP_DAG,
+    ApprovalText,
+    ApprovalTextDep,
+    required_reason,
+    start_workflow,
+)
+from cursorops_api.deps import BrokerDep, RoleDep
 from cursorops_api.limits import MAX_SKIP_IDS
 from cursorops_api.models import SkipTriggered
 from cursorops_api.paths import SUBSCRIPTION, base_of, topic_name
@@ -59,10 +64,7 @@ def skip_by_message_ids(
     broker: BrokerDep,
     role: RoleDep,
     body: Annotated[list[Any] | dict[str, Any], Body(json_schema_extra=SKIP_BODY_SCHEMA)],
-    reason: Annotated[str | None, Query(max_length=4096)] = None,
-    ticket: Annotated[str | None, Query(max_length=256)] = None,
-    x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
-    x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
+    text: ApprovalTextDep,
 ) -> Response:
     """Acknowledge exactly the given messages of a Shared or Key_Shared subscription.
 
@@ -93,21 +95,13 @@ def skip_by_message_ids(
     plan = broker.plan_skip(role, base, subscription, ids)
     if name.is_partition:
         plan.check_only_on(str(name))
-    why = (x_cursorops_reason or reason or "").strip()
-    if not why:
-        raise InvalidArgumentError(
-            f"Skips on namespace {name.namespace_name} require approval: give a reason "
-            "(X-Cursorops-Reason header or reason query parameter); nothing skipped"
-        )
-    run = trigger_skip(
-        caller_token(request),
-        base,
-        subscription,
-        ids,
-        why,
-        (x_cursorops_ticket or ticket or "").strip() or None,
-    )
-    return JSONResponse(run.model_dump(by_alias=True), status_code=202)
+    conf = {
+        "topic": base,
+        "subscription": subscription,
+        # Ledger ids are unique across the store, so a triplet names its partition.
+        "message_ids": [m.triplet() for m in ids],
+    }
+    return start_workflow(request, name, text, "Skips", SKIP_DAG, conf)
 
 
 HEAD_DAG = "cursorops_skip_head"
@@ -120,8 +114,7 @@ def _skip_head(
     request: Request,
     broker: BrokerDep,
     role: str,
-    reason: str | None,
-    ticket: str | None,
+    text: ApprovalText,
 ) -> Response:
     try:
         # Authorized, chosen and applied with its audit record, in one call.
@@ -131,20 +124,13 @@ def _skip_head(
     else:
         return Response(status_code=204)
     plan = broker.plan_skip_head(role, name, subscription, limit)
-    why = required_reason(name.namespace_name, reason, "Skips")
+    required_reason(name.namespace_name, text.reason, "Skips")
     if not len(plan):
         raise InvalidArgumentError(
             f"Subscription {subscription} of {name} has no backlog: nothing to skip"
         )
-    conf = {
-        "topic": str(name),
-        "subscription": subscription,
-        "messages": limit,
-        "reason": why,
-        "ticket": (ticket or "").strip() or None,
-    }
-    run = trigger_workflow(caller_token(request), HEAD_DAG, conf)
-    return JSONResponse(run.model_dump(by_alias=True), status_code=202)
+    conf = {"topic": str(name), "subscription": subscription, "messages": limit}
+    return start_workflow(request, name, text, "Skips", HEAD_DAG, conf)
 
 
 _HEAD_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -163,10 +149,7 @@ def skip_messages_count(
     request: Request,
     broker: BrokerDep,
     role: RoleDep,
-    reason: Annotated[str | None, Query(max_length=4096)] = None,
-    ticket: Annotated[str | None, Query(max_length=256)] = None,
-    x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
-    x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
+    text: ApprovalTextDep,
 ) -> Response:
     """Skip the first ``numMessages`` messages of each partition (a batch counts its
     messages, where Pulsar counts entries)."""
@@ -177,8 +160,7 @@ def skip_messages_count(
         request,
         broker,
         role,
-        x_cursorops_reason or reason,
-        x_cursorops_ticket or ticket,
+        text,
     )
 
 
@@ -191,10 +173,7 @@ def skip_all_messages(
     request: Request,
     broker: BrokerDep,
     role: RoleDep,
-    reason: Annotated[str | None, Query(max_length=4096)] = None,
-    ticket: Annotated[str | None, Query(max_length=256)] = None,
-    x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
-    x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
+    text: ApprovalTextDep,
 ) -> Response:
     """Clear the subscription's backlog: every message unacknowledged now."""
     return _skip_head(
@@ -204,8 +183,7 @@ def skip_all_messages(
         request,
         broker,
         role,
-        x_cursorops_reason or reason,
-        x_cursorops_ticket or ticket,
+        text,
     )
 
 
@@ -230,10 +208,7 @@ def undo_skip(
     request: Request,
     broker: BrokerDep,
     role: RoleDep,
-    reason: Annotated[str | None, Query(max_length=4096)] = None,
-    ticket: Annotated[str | None, Query(max_length=256)] = None,
-    x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
-    x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
+    text: ApprovalTextDep,
 ) -> Any:
     """Unacknowledge exactly what skip ``skipId`` acknowledged (those still acknowledged),
     once; the answer lists them. Needs the permission the skip needed. Every message must
@@ -245,13 +220,7 @@ def undo_skip(
         return broker.apply_undo_skip(role, plan, via="rest").to_json()
     except ApprovalRequiredError:
         pass
-    why = required_reason(name.namespace_name, x_cursorops_reason or reason, "Undoing skips")
-    conf = {
-        "topic": str(name),
-        "subscription": subscription,
-        "skip_id": skip_id,
-        "reason": why,
-        "ticket": (x_cursorops_ticket or ticket or "").strip() or None,
-    }
-    run = trigger_workflow(caller_token(request), UNDO_DAG, conf, gate="approve_undo_skip")
-    return JSONResponse(run.model_dump(by_alias=True), status_code=202)
+    conf = {"topic": str(name), "subscription": subscription, "skip_id": skip_id}
+    return start_workflow(
+        request, name, text, "Undoing skips", UNDO_DAG, conf, gate="approve_undo_skip"
+    )

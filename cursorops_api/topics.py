@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Body, HTTPException, Path, Query, Request, Response
 
 from core.analysis.backlog import TopicAnalysis
 from core.authz import Operation
 from core.errors import InvalidArgumentError, TopicNotFoundError
 from core.ids.position import Position
 from core.subscription import SubscriptionType
-from cursorops_api.deps import BrokerDep, RoleDep, caller_token
+from cursorops_api.approval import ApprovalTextDep
+from cursorops_api.deps import BrokerDep, RoleDep
 from cursorops_api.models import MessageIdBody, SkipTriggered
 from cursorops_api.paths import SUBSCRIPTION, TOPIC, base_of, topic_name
 from cursorops_api.results import message_response, pulsar_json
@@ -165,17 +165,14 @@ def delete_subscription(
     request: Request,
     broker: BrokerDep,
     role: RoleDep,
+    text: ApprovalTextDep,
     force: bool = False,
-    reason: Annotated[str | None, Query(max_length=4096)] = None,
-    ticket: Annotated[str | None, Query(max_length=256)] = None,
-    x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
-    x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
 ) -> Response:
     """Unsubscribe; refused (412) while consumers are connected, unless ``force``. Where
     the namespace requires approval and the subscription still has a backlog, the
     ``cursorops_unsubscribe`` workflow is started as the caller (202), with the reason."""
     from core.errors import ApprovalRequiredError
-    from cursorops_api.approval import required_reason, trigger_workflow
+    from cursorops_api.approval import start_workflow
 
     name = topic_name(tenant, namespace, topic)
     try:
@@ -184,16 +181,10 @@ def delete_subscription(
         pass
     else:
         return Response(status_code=204)
-    why = required_reason(name.namespace_name, x_cursorops_reason or reason, "Unsubscribes")
-    conf = {
-        "topic": str(name),
-        "subscription": subscription,
-        "force": force,
-        "reason": why,
-        "ticket": (x_cursorops_ticket or ticket or "").strip() or None,
-    }
-    run = trigger_workflow(caller_token(request), UNSUBSCRIBE_DAG, conf, gate="approve_unsubscribe")
-    return JSONResponse(run.model_dump(by_alias=True), status_code=202)
+    conf = {"topic": str(name), "subscription": subscription, "force": force}
+    return start_workflow(
+        request, name, text, "Unsubscribes", UNSUBSCRIBE_DAG, conf, gate="approve_unsubscribe"
+    )
 
 
 UNSUBSCRIBE_DAG = "cursorops_unsubscribe"
@@ -268,16 +259,13 @@ def reset_cursor(
     broker: BrokerDep,
     role: RoleDep,
     timestamp: Annotated[int, Path(ge=0, le=_INT64_MAX)],
-    reason: Annotated[str | None, Query(max_length=4096)] = None,
-    ticket: Annotated[str | None, Query(max_length=256)] = None,
-    x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
-    x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
+    text: ApprovalTextDep,
 ) -> Response:
     """Each partition's next message becomes its first published at or after ``timestamp``
     (epoch ms). Where the namespace requires approval, the ``cursorops_reset_cursor``
     workflow is started as the caller (202), with the reason."""
     from core.errors import ApprovalRequiredError
-    from cursorops_api.approval import required_reason, trigger_workflow
+    from cursorops_api.approval import start_workflow
 
     name = topic_name(tenant, namespace, topic)
     try:
@@ -287,17 +275,13 @@ def reset_cursor(
     else:
         return Response(status_code=204)
     broker.plan_reset(role, str(name), subscription, timestamp_ms=timestamp)
-    why = required_reason(name.namespace_name, x_cursorops_reason or reason, "Resets")
     conf = {
         "topic": str(name),
         "subscription": subscription,
         "message_id": None,
         "time": str(timestamp),
-        "reason": why,
-        "ticket": (x_cursorops_ticket or ticket or "").strip() or None,
     }
-    run = trigger_workflow(caller_token(request), RESET_DAG, conf, gate="approve_reset")
-    return JSONResponse(run.model_dump(by_alias=True), status_code=202)
+    return start_workflow(request, name, text, "Resets", RESET_DAG, conf, gate="approve_reset")
 
 
 RESET_DAG = "cursorops_reset_cursor"

@@ -21,6 +21,7 @@ from typing import Any
 
 from core.errors import InvalidArgumentError
 from core.ids.position import Position
+from core.skipping.plan_record import canonical_json
 
 RESET_PLAN_FORMAT = 1
 
@@ -105,10 +106,10 @@ class ResetPlan:
 
     @cached_property
     def plan_id(self) -> str:
-        return hashlib.sha256(_canonical(self._body()).encode("utf-8")).hexdigest()
+        return hashlib.sha256(canonical_json(self._body()).encode("utf-8")).hexdigest()
 
     def dumps(self) -> str:
-        return _canonical({"planId": self.plan_id, **self._body()})
+        return canonical_json({"planId": self.plan_id, **self._body()})
 
     @classmethod
     def from_json(cls, document: object) -> ResetPlan:
@@ -155,10 +156,6 @@ class ResetPlan:
             "backlogAfter": sum(p.backlog_after for p in self.partitions),
             "partitions": [p.to_json() for p in self.partitions],
         }
-
-
-def _canonical(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 __all__ = ["RESET_PLAN_FORMAT", "PartitionReset", "ResetPlan"]

@@ -18,6 +18,7 @@ from functools import cached_property
 from typing import Any
 
 from core.errors import InvalidArgumentError
+from core.skipping.plan_record import canonical_json
 
 UNSUBSCRIBE_PLAN_FORMAT = 1
 
@@ -51,10 +52,10 @@ class UnsubscribePlan:
 
     @cached_property
     def plan_id(self) -> str:
-        return hashlib.sha256(_canonical(self._body()).encode("utf-8")).hexdigest()
+        return hashlib.sha256(canonical_json(self._body()).encode("utf-8")).hexdigest()
 
     def dumps(self) -> str:
-        return _canonical({"planId": self.plan_id, **self._body()})
+        return canonical_json({"planId": self.plan_id, **self._body()})
 
     @classmethod
     def from_json(cls, document: object) -> UnsubscribePlan:
@@ -106,10 +107,6 @@ class UnsubscribePlan:
             "evenWithConsumersConnected": self.force,
             "partitions": [{"partition": p, "backlog": c} for p, c in self.backlog],
         }
-
-
-def _canonical(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 __all__ = ["UNSUBSCRIBE_PLAN_FORMAT", "UnsubscribePlan"]
