@@ -851,6 +851,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="delete even while consumers are connected (as pulsar-admin's -f)",
     )
+    p.add_argument(
+        "--reason",
+        help="why: through --admin-url where the namespace requires approval, the "
+        "workflow started records it (required there)",
+    )
+    p.add_argument("--ticket", help="change ticket (recorded)")
     p.set_defaults(handler=topics_unsubscribe)
 
     p = tp.add_parser(
@@ -926,6 +932,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topic")
     p.add_argument("-s", "--subscription", required=True)
     p.add_argument("-n", "--count", type=values.ascii_int, required=True, help="messages to skip")
+    p.add_argument(
+        "--reason",
+        help="why: through --admin-url where the namespace requires approval, the "
+        "workflow started records it (required there)",
+    )
+    p.add_argument("--ticket", help="change ticket (recorded)")
     p.set_defaults(handler=topics_skip_head)
 
     p = tp.add_parser(
@@ -935,6 +947,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("topic")
     p.add_argument("-s", "--subscription", required=True)
+    p.add_argument(
+        "--reason",
+        help="why: through --admin-url where the namespace requires approval, the "
+        "workflow started records it (required there)",
+    )
+    p.add_argument("--ticket", help="change ticket (recorded)")
     p.set_defaults(handler=topics_clear_backlog)
 
     p = tp.add_parser(
@@ -960,6 +978,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--preview", action="store_true", help="show what would be redriven, change nothing"
     )
+    p.add_argument(
+        "--reason",
+        help="why: through --admin-url where the namespace requires approval, the "
+        "workflow started records it (required there)",
+    )
+    p.add_argument("--ticket", help="change ticket (recorded)")
     p.set_defaults(handler=topics_redrive)
 
     p = tp.add_parser(
@@ -973,6 +997,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--skip-id", required=True, type=values.ascii_int, help="the skip's id (audit skips)"
     )
+    p.add_argument(
+        "--reason",
+        help="why: through --admin-url where the namespace requires approval, the "
+        "workflow started records it (required there)",
+    )
+    p.add_argument("--ticket", help="change ticket (recorded)")
     p.set_defaults(handler=topics_undo_skip)
 
     p = tp.add_parser(
@@ -1021,6 +1051,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TIME",
         help="relative (10m, 3h, 2d, 1w: that long ago), epoch ms, or ISO-8601 (UTC if no offset)",
     )
+    p.add_argument(
+        "--reason",
+        help="why: through --admin-url where the namespace requires approval, the "
+        "workflow started records it (required there)",
+    )
+    p.add_argument("--ticket", help="change ticket (recorded)")
     p.set_defaults(handler=topics_reset_cursor)
 
     p = commands.add_parser("produce", parents=[common], help="produce messages (pulsar-client)")

@@ -58,6 +58,13 @@ class Remote:
         self, method: str, path: str, *, expect: tuple[int, ...] = (200,), **kwargs: Any
     ) -> Any:
         """The JSON answer (None when empty); an error answer becomes its cursorops error."""
+        return self.exchange(method, path, expect=expect, **kwargs)[1]
+
+    def exchange(
+        self, method: str, path: str, *, expect: tuple[int, ...] = (200,), **kwargs: Any
+    ) -> tuple[int, Any]:
+        """The status and the JSON answer (None when empty), for a caller that tells a 202
+        from a 200; an error answer becomes its cursorops error."""
         import httpx
 
         try:
@@ -67,11 +74,11 @@ class Remote:
         if answer.status_code not in expect:
             raise _error(answer.status_code, _reason(answer))
         if not answer.content:
-            return None
+            return answer.status_code, None
         try:
-            return answer.json()
+            return answer.status_code, answer.json()
         except ValueError:
-            return answer.text
+            return answer.status_code, answer.text
 
 
 def login(admin_url: str, user: str, password: str | None) -> str:
@@ -195,25 +202,89 @@ def topics_analyze_backlog(remote: Remote, args: argparse.Namespace) -> tuple[ob
 
 def topics_skip(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
     ids = args.base64_ids if args.base64_ids else _triplet_body(args.triplets)
-    headers = {}
-    if args.reason:
-        headers["X-Cursorops-Reason"] = args.reason
-    if args.ticket:
-        headers["X-Cursorops-Ticket"] = args.ticket
-    answer = remote.call(
+    return _gated(
+        remote,
+        args,
         "POST",
         _sub_path(args.topic, args.subscription) + "/skipByMessageIds",
-        expect=(202, 204),
+        f"Skipped the given message(s) on subscription {args.subscription} of {args.topic}",
         json=ids,
-        headers=headers,
     )
-    if answer is None:
-        return {"applied": True}, [
-            f"Skipped the given message(s) on subscription {args.subscription} of {args.topic}"
-        ]
+
+
+def topics_skip_head(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
+    from cli import values
+
+    count = values.positive(args.count, "-n")
+    return _gated(
+        remote,
+        args,
+        "POST",
+        _sub_path(args.topic, args.subscription) + f"/skip/{count}",
+        f"Skipped {count} message(s) from the head of each partition of {args.topic} "
+        f"on subscription {args.subscription}",
+    )
+
+
+def topics_clear_backlog(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
+    return _gated(
+        remote,
+        args,
+        "POST",
+        _sub_path(args.topic, args.subscription) + "/skip_all",
+        f"Cleared the backlog of subscription {args.subscription} of {args.topic}",
+    )
+
+
+def topics_undo_skip(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
+    return _gated(
+        remote,
+        args,
+        "POST",
+        _sub_path(args.topic, args.subscription) + f"/undoSkip/{int(args.skip_id)}",
+        f"Undid skip {args.skip_id} on subscription {args.subscription} of {args.topic}",
+    )
+
+
+def topics_redrive(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
+    body: dict[str, object] = {"preview": bool(args.preview)}
+    if args.dead_letter_topic:
+        body["deadLetterTopic"] = args.dead_letter_topic
+    if args.predicate:
+        body["predicate"] = json.loads(args.predicate)
+    return _gated(
+        remote,
+        args,
+        "POST",
+        _sub_path(args.topic, args.subscription) + "/redrive",
+        f"Redrove the dead letters of subscription {args.subscription} of {args.topic}",
+        json=body,
+    )
+
+
+def _gated(
+    remote: Remote,
+    args: argparse.Namespace,
+    method: str,
+    path: str,
+    done: str,
+    **kwargs: Any,
+) -> tuple[object, list[str]]:
+    """A gated operation through REST: applied (204, or 200 with its outcome), or, where the
+    namespace requires approval, its workflow started as this user (202)."""
+    headers = {}
+    if getattr(args, "reason", None):
+        headers["X-Cursorops-Reason"] = args.reason
+    if getattr(args, "ticket", None):
+        headers["X-Cursorops-Ticket"] = args.ticket
+    status, answer = remote.exchange(
+        method, path, expect=(200, 202, 204), headers=headers, **kwargs
+    )
+    if status != 202:
+        return (answer if answer is not None else {"applied": True}), [done]
     return answer, [
         f"Waiting for approval: the namespace requires a second person's approval. Run "
-        f"{answer['runId']} of {answer['dagId']} started; nothing is acknowledged until an "
+        f"{answer['runId']} of {answer['dagId']} started; nothing changes until an "
         "approver other than you approves it.",
         f"  approve or reject at {answer['url']}",
     ]
@@ -242,24 +313,24 @@ def topics_reset_cursor(remote: Remote, args: argparse.Namespace) -> tuple[objec
             "reset-cursor to a message id is not available through --admin-url; give --time"
         )
     timestamp = values.parse_time_ms(args.time, "--time", wall_clock_ms())
-    remote.call(
+    return _gated(
+        remote,
+        args,
         "POST",
         _sub_path(args.topic, args.subscription) + f"/resetcursor/{timestamp}",
-        expect=(204,),
+        f"Reset subscription {args.subscription} to {timestamp} (epoch ms)",
     )
-    return {"subscription": args.subscription, "timestamp": timestamp}, [
-        f"Reset subscription {args.subscription} to {timestamp} (epoch ms)"
-    ]
 
 
 def topics_unsubscribe(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
-    remote.call(
+    return _gated(
+        remote,
+        args,
         "DELETE",
         _sub_path(args.topic, args.subscription),
-        expect=(204,),
+        f"Deleted subscription {args.subscription}",
         params={"force": bool(getattr(args, "force", False))},
     )
-    return {"subscription": args.subscription}, [f"Deleted subscription {args.subscription}"]
 
 
 HANDLERS: Mapping[str, RemoteHandler] = {
@@ -269,6 +340,10 @@ HANDLERS: Mapping[str, RemoteHandler] = {
     "topics_subscriptions": topics_subscriptions,
     "topics_analyze_backlog": topics_analyze_backlog,
     "topics_skip": topics_skip,
+    "topics_skip_head": topics_skip_head,
+    "topics_clear_backlog": topics_clear_backlog,
+    "topics_undo_skip": topics_undo_skip,
+    "topics_redrive": topics_redrive,
     "topics_reset_cursor": topics_reset_cursor,
     "topics_unsubscribe": topics_unsubscribe,
 }
@@ -285,6 +360,12 @@ def handler_for(local_name: str, command: str) -> RemoteHandler:
     return found
 
 
+_COMMANDS = {"topics_skip": "topics skip-messages", "topics_skip_head": "topics skip"}
+"""Handlers whose command is not their name with ``-`` for ``_``."""
+
+
 def _command(handler_name: str) -> str:
+    if handler_name in _COMMANDS:
+        return _COMMANDS[handler_name]
     group, _, name = handler_name.partition("_")
-    return f"{group} {name.replace('_', '-')}".replace("skip", "skip-messages", 1)
+    return f"{group} {name.replace('_', '-')}"

@@ -145,6 +145,30 @@ def test_the_cli_logged_in_acts_as_its_user_through_rest(
     assert claimed.returncode == 2 and "--role is for the embedded home" in claimed.stderr
     local_only = _cli(airflow, "produce", seeded.topic, "-m", "x", **token)
     assert local_only.returncode == 2 and "not available through --admin-url" in local_only.stderr
+    assert "topics skip, " in local_only.stderr and "topics undo-skip" in local_only.stderr
+
+    # skip -n and undo-skip through REST, applied at once on this namespace.
+    head = _cli(airflow, "topics", "skip", seeded.topic, "-s", SUBSCRIPTION, "-n", "1", **token)
+    assert head.returncode == 0, head.stderr
+    assert len(seeded.unacknowledged()) == len(before) - 3  # one per partition
+    with Broker(cursorops_home) as broker:
+        [latest] = broker.list_skips("admin", seeded.topic, SUBSCRIPTION, limit=1)
+    undo = _cli(
+        airflow,
+        "-o",
+        "json",
+        "topics",
+        "undo-skip",
+        seeded.topic,
+        "-s",
+        SUBSCRIPTION,
+        "--skip-id",
+        str(latest.skip_id),
+        **token,
+    )
+    assert undo.returncode == 0, undo.stderr
+    assert len(json.loads(undo.stdout)["unacknowledged"]) == 3
+    assert seeded.unacknowledged() == before
 
     with Broker(cursorops_home) as broker:
         broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
