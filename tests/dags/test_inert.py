@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from airflow_glue.inert import MAX_CHARS, inert
+from core.ids.position import Position
 
 RENDERER = MarkdownIt("commonmark", {"html": True}).enable("table")
 HOSTILE = st.text(
@@ -68,3 +69,49 @@ def test_the_hidden_plan_line_attack_is_shown_as_text() -> None:
 
 def test_long_text_is_cut_and_says_so() -> None:
     assert inert("x" * (MAX_CHARS + 5)).endswith("… (5 more characters)")
+
+
+@given(reason=HOSTILE, key=HOSTILE)
+@settings(max_examples=60, deadline=None)
+def test_a_gated_operations_preview_makes_no_element_of_what_others_wrote(
+    reason: str, key: str
+) -> None:
+    """Undo, redrive, reset and unsubscribe previews render a plan's ``preview()``: the
+    requester's reason and any text in the plan (a message key here) stay text."""
+    from airflow_glue.plan import gated_document, preview_markdown
+    from core.resetting.reset_plan import PartitionReset, ResetPlan
+    from core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
+
+    plan = ResetPlan(
+        "persistent://acme/ops/t",
+        "s",
+        (PartitionReset("persistent://acme/ops/t", Position(1, 0), Position(1, 4), 3, 8),),
+        1,
+        None,
+    )
+    preview = {**plan.preview(), "messages": [{"id": "1:2", "key": key}]}
+    document = gated_document({"requester": "ann", "reason": reason}, "ann", preview)
+    record = PlanRecord.create(
+        PlanBinding("d", "r", "ann", "ann", RESET_CURSOR),
+        plan,
+        document,
+        required_approvals=1,
+        created_at_ms=1,
+    )
+    rendered = RENDERER.render(preview_markdown(record, payloads=False))
+    tags = set(re.findall(r"</?([a-zA-Z][a-zA-Z0-9]*)", rendered))
+    assert tags <= {
+        "p",
+        "strong",
+        "code",
+        "h3",
+        "ul",
+        "li",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+    }
+    assert "<a" not in rendered and "<img" not in rendered and "<script" not in rendered.lower()
