@@ -402,3 +402,21 @@ def test_poison_radar_lists_the_head_behind_a_later_ack_with_a_skip_request(api:
     assert api.call("alice", "GET", sub + "/poisonRadar?maxListed=5000").status_code in (400, 422)
     assert api.call("carol", "GET", sub + "/poisonRadar").status_code == 403
     assert api.backlog(seeded.topic) == SEEDED_BACKLOG - 1
+
+
+def test_skip_on_a_partitions_url_skips_its_ids_and_refuses_the_others(api: Api) -> None:
+    """As Pulsar's REST path has it: a partition's URL acts on that partition alone."""
+    seeded = api.seeded()
+    open_ids = seeded.unacknowledged()
+    unacked = [m for m in seeded.ids if label(m) in open_ids]
+    on_one = next(m for m in unacked if m.partition == 1)
+    on_two = next(m for m in unacked if m.partition == 2)
+    path = rest_path(seeded.topic + "-partition-1") + f"/subscription/{SUBSCRIPTION}"
+    refused = api.call(
+        "alice", "POST", path + "/skipByMessageIds", json=[on_one.to_base64(), on_two.to_base64()]
+    )
+    assert refused.status_code == 400, refused.text
+    assert api.backlog(seeded.topic) == SEEDED_BACKLOG
+    done = api.call("alice", "POST", path + "/skipByMessageIds", json=[on_one.to_base64()])
+    assert done.status_code == 204, done.text
+    assert seeded.unacknowledged() == open_ids - {label(on_one)}
