@@ -107,7 +107,10 @@ class TopicNotFoundError(NotFoundError):
 
 
 class SubscriptionNotFoundError(NotFoundError):
-    pass
+    @classmethod
+    def of(cls, topic: str, subscription: str) -> SubscriptionNotFoundError:
+        """The one wording: which subscription, on which topic or partition."""
+        return cls(f"Subscription '{subscription}' not found on topic '{topic}'")
 
 
 class EntryNotFoundError(NotFoundError):

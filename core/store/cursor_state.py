@@ -176,9 +176,7 @@ class JournalSince:
 
 
 def missing(topic_partition: str, subscription: str) -> SubscriptionNotFoundError:
-    return SubscriptionNotFoundError(
-        f"Subscription '{subscription}' not found on topic '{topic_partition}'"
-    )
+    return SubscriptionNotFoundError.of(topic_partition, subscription)
 
 
 class CursorStates:

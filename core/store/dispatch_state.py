@@ -263,9 +263,7 @@ class SubscriptionTransaction:
             (topic, self.subscription),
         )
         if not rows:
-            raise SubscriptionNotFoundError(
-                f"Subscription '{self.subscription}' not found on topic '{topic}'"
-            )
+            raise SubscriptionNotFoundError.of(topic, self.subscription)
         self._id = int(rows[0][0])
 
     def _commit(self) -> None:

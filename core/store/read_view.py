@@ -35,9 +35,7 @@ class ReadView:
             )
         ).one_or_none()
         if row is None:
-            raise SubscriptionNotFoundError(
-                f"Subscription '{name}' not found on topic '{topic_name}'"
-            )
+            raise SubscriptionNotFoundError.of(topic_name, name)
         return subscription_info(row)
 
     def subscriptions(self, topic: str) -> list[SubscriptionInfo]:

@@ -289,9 +289,7 @@ class Tenancy(StoreBase):
                 .with_for_update()
             ).one_or_none()
             if row is None:
-                raise SubscriptionNotFoundError(
-                    f"Subscription '{name}' not found on topic '{topic_name}'"
-                )
+                raise SubscriptionNotFoundError.of(topic_name, name)
             row.properties = props
             return subscription_info(row)
 
@@ -397,4 +395,4 @@ def remove_subscription(session: Session, topic_name: str, name: str) -> None:
         .execution_options(synchronize_session=False)
     )
     if result.rowcount == 0:  # type: ignore[attr-defined]
-        raise SubscriptionNotFoundError(f"Subscription '{name}' not found on topic '{topic_name}'")
+        raise SubscriptionNotFoundError.of(topic_name, name)
