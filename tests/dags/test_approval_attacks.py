@@ -227,7 +227,9 @@ def test_every_door_of_an_approval_namespace_asks_first(
     airflow: Airflow, cursorops_home: Config, tmp_path
 ):
     """REST reset-cursor and unsubscribe, and a CLI skip, on a namespace that requires
-    approval: refused, the cursor unchanged."""
+    approval: nothing applied, the cursor unchanged. REST asks for a reason to start the
+    operation's workflow (tests/dags/test_gated_operations_airflow.py goes on from there);
+    the CLI refuses, naming the workflow."""
     import subprocess
     import sys
 
@@ -245,10 +247,11 @@ def test_every_door_of_an_approval_namespace_asks_first(
     short = guarded.topic.removeprefix("persistent://")
     path = f"/cursorops/admin/v2/persistent/{short}/subscription/{SUBSCRIPTION}"
     reset = airflow.request("alice", "POST", f"{path}/resetcursor/{2**62}")
-    assert reset.status_code == 403, reset.text
-    assert "requires a second person's approval" in reset.json()["reason"]
+    assert reset.status_code == 400, reset.text
+    assert "require approval: give a reason" in reset.json()["reason"]
     gone = airflow.request("alice", "DELETE", path, params={"force": True})
-    assert gone.status_code == 403, gone.text
+    assert gone.status_code == 400, gone.text
+    assert "require approval: give a reason" in gone.json()["reason"]
     cli = subprocess.run(
         [
             sys.executable,
