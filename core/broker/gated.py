@@ -41,7 +41,8 @@ class Applied:
 
     operation: str
     changed: int
-    """Messages acknowledged (skip), un-acknowledged (undo-skip) or published (redrive)."""
+    """Messages acknowledged (skip), un-acknowledged (undo-skip), published (redrive),
+    moved either way (reset-cursor, as planned) or dropped (unsubscribe)."""
     unchanged: int
     """Messages of the plan left as they were (acknowledged meanwhile, gone, ...)."""
     outcome: Mapping[str, Any]
