@@ -23,7 +23,18 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-CORE_BENCHMARKS = ("cursor_acks", "group_acks", "read_path", "produce", "skip_ids", "cli_latency")
+CORE_BENCHMARKS = (
+    "cursor_acks",
+    "group_acks",
+    "read_path",
+    "produce",
+    "skip_ids",
+    "skip_head",
+    "undo_skip",
+    "redrive",
+    "radar",
+    "cli_latency",
+)
 OPTIONAL_BENCHMARKS = ("spark_backlog", "airflow_skip", "airflow_match", "rest_load", "protocol")
 NEEDED_ENV = {"rest_load": "CURSOROPS_TEST_PG_URL"}
 """An environment variable a benchmark needs set, or it is skipped."""
