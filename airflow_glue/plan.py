@@ -283,6 +283,34 @@ def preview_markdown(record: PlanRecord, *, payloads: bool) -> str:
     return "\n".join(lines)
 
 
+SHOWN_ABOVE = frozenset({"topic", "subscription", "planId"})
+ROW_NAMES = frozenset({"partition", "messageId", "id"})
+"""Preview keys the heading and the plan id already show."""
+
+
+def _words(key: str) -> str:
+    """``skippedAt`` → ``skipped at``: a preview key as the approver reads it."""
+    out = "".join(f" {c.lower()}" if c.isupper() else c for c in key)
+    return out.strip().replace("_", " ")
+
+
+def _readable(key: str, value: object) -> str:
+    """A preview value as text: times in UTC, lists and mappings spelled out."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if (
+        isinstance(value, int)
+        and value > 10**11
+        and (key.endswith(("At", "Ms", "Time")) or "time" in key.lower())
+    ):
+        return _ms(value)
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {_readable(str(k), v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(_readable(key, v) for v in value)
+    return "" if value is None else str(value)
+
+
 def _gated_markdown(record: PlanRecord) -> str:
     """An operation other than skip: the request, then its plan's preview, every value
     inert (scalars as a list, lists of rows as tables of at most :data:`PREVIEW_ROWS`)."""
@@ -304,21 +332,26 @@ def _gated_markdown(record: PlanRecord) -> str:
     tables = []
     for key in sorted(preview):
         value = preview[key]
-        if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        if key in SHOWN_ABOVE or value in (None, "", [], {}):
+            continue
+        if isinstance(value, list) and all(isinstance(v, Mapping) for v in value):
             tables.append((key, value))
         else:
-            lines.append(f"- **{inert(key, 80)}:** {_cell(value)}")
+            lines.append(f"- **{inert(_words(key), 80)}:** {inert(_readable(key, value), 400)}")
     for key, rows in tables:
-        columns = list(dict.fromkeys(k for row in rows for k in row))[:8]
+        # The stored document's keys are sorted: what names a row goes first.
+        found = list(dict.fromkeys(k for row in rows for k in row))
+        columns = sorted(found, key=lambda c: c not in ROW_NAMES)[:8]
         lines += [
             "",
-            f"**{inert(key, 80)}**",
+            f"**{inert(_words(key), 80)}**",
             "",
-            "| " + " | ".join(inert(c, 40) for c in columns) + " |",
+            "| " + " | ".join(inert(_words(c), 40) for c in columns) + " |",
             "| " + " | ".join("---" for _ in columns) + " |",
         ]
         for row in rows[:PREVIEW_ROWS]:
-            lines.append("| " + " | ".join(_cell(row.get(c)) for c in columns) + " |")
+            cells = (_readable(c, row.get(c)) for c in columns)
+            lines.append("| " + " | ".join(inert(v, 200) for v in cells) + " |")
         if len(rows) > PREVIEW_ROWS:
             lines.append(f"\n… and {len(rows) - PREVIEW_ROWS} more, applied exactly as planned.")
     return "\n".join(lines)
