@@ -251,7 +251,19 @@ def topics_redrive(remote: Remote, args: argparse.Namespace) -> tuple[object, li
     if args.dead_letter_topic:
         body["deadLetterTopic"] = args.dead_letter_topic
     if args.predicate:
-        body["predicate"] = json.loads(args.predicate)
+        try:
+            body["predicate"] = json.loads(args.predicate)
+        except ValueError as exc:
+            raise InvalidArgumentError(f"Invalid --predicate: not JSON: {exc}") from exc
+    if args.preview:
+        preview = remote.call(
+            "POST", _sub_path(args.topic, args.subscription) + "/redrive", json=body
+        )
+        return preview, [
+            f"Would redrive {preview.get('messages')} message(s) of "
+            f"{preview.get('deadLetterTopic')} to subscription {args.subscription} of "
+            f"{args.topic}"
+        ]
     return _gated(
         remote,
         args,
