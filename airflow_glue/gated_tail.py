@@ -57,11 +57,6 @@ TAILS = {
     UNSUBSCRIBE: Tail(UNSUBSCRIBE, "approve_unsubscribe", "apply_unsubscribe", "Unsubscribe"),
 }
 
-GATE = TAILS[SKIP].gate
-APPLY = TAILS[SKIP].apply
-GATES = TAILS[SKIP].gates
-"""The skip DAGs' gates."""
-
 
 def approve_and_apply(plan: XComArg, operation: str = SKIP) -> None:
     """``plan >> <gate> >> <gate>_2 >> ... >> <apply> >> verify``, and ``record`` after all

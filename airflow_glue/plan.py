@@ -116,15 +116,8 @@ def build_document(
 def save_plan(
     broker: Broker, context: Mapping[str, Any], plan: SkipPlan, document: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Store ``plan`` as the run's current plan record; the summary the task returns."""
-    from airflow_glue.environment import pulsar_role
-    from core.skipping.plan_record import PlanBinding
-
-    dag_run = context["dag_run"]
-    requester = dag_run.triggering_user_name or ""
-    binding = PlanBinding(dag_run.dag_id, dag_run.run_id, requester, pulsar_role(requester))
-    record = broker.save_plan_record(binding, plan, document)
-    return summary(record)
+    """Store skip ``plan`` as the run's current plan record; the summary the task returns."""
+    return save_gated_plan(broker, context, SKIP, plan, document)
 
 
 def summary(record: PlanRecord) -> dict[str, Any]:

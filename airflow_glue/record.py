@@ -33,10 +33,6 @@ class AuditRecord(Protocol):
     def detail(self) -> Mapping[str, Any]: ...
 
 
-KIND = "skip-request"
-"""The closing record of a skip run."""
-
-
 def request_kind(operation: str) -> str:
     return f"{operation}-request"
 

@@ -18,9 +18,6 @@ if TYPE_CHECKING:
     from core.broker import Broker
     from core.skipping.plan_record import PlanRecord
 
-REFUSED = "skip-refused"
-"""Audit kind of a skip's apply attempt that applied nothing, and why."""
-
 
 def refused_kind(operation: str) -> str:
     """Audit kind of an apply attempt of ``operation`` that applied nothing."""

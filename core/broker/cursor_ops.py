@@ -126,23 +126,7 @@ class CursorOperations(Collaborator):
         info = self.access.authorized_topic(
             role, Operation.SKIP, name.base if name.is_partition else name
         )
-        if limit is not None and (isinstance(limit, bool) or limit < 1):
-            raise InvalidArgumentError(f"Invalid number of messages {limit!r}: expected 1 or more")
-        chosen = [str(name)] if name.is_partition else info.partition_names()
-        if name.is_partition and str(name) not in info.partition_names():
-            raise TopicNotFoundError(
-                f"Topic '{name}' not found: {info.name} has {info.partitions} partitions"
-            )
-        read = self._read(info, subscription, lambda _: chosen, with_states=True, any_type=True)
-        heads = [head_messages(read.states[p], read.facts[p], limit) for p in chosen]
-        ids = skip.IdArrays(
-            np.concatenate([h.ledger_id for h in heads]),
-            np.concatenate([h.entry_id for h in heads]),
-            np.full(sum(len(h) for h in heads), -1, dtype=np.int64),
-            np.concatenate([h.batch_index for h in heads]),
-        )
-        selection = skip.validate(ids, read.owners, read.facts, read.states)
-        return SkipPlan(info.name, subscription, selection.columns, self.clock())
+        return self._head(info, name, subscription, limit)[0]
 
     def skip_head(
         self,
@@ -165,11 +149,32 @@ class CursorOperations(Collaborator):
             role, Operation.SKIP, name.base if name.is_partition else name
         )
         self.access.refuse_without_approval(info, "skips", "the cursorops_skip_head workflow")
-        plan = self.plan_skip_head(role, name, subscription, limit)
-        columns = plan.columns
-        layouts = {n: self.context.layout(n) for n in columns.names}
-        rows = np.arange(len(columns), dtype=np.int64)
-        return self._apply_validated(role, info, plan, columns, rows, layouts, via)
+        plan, layouts = self._head(info, name, subscription, limit)
+        rows = np.arange(len(plan.columns), dtype=np.int64)
+        return self._apply_validated(role, info, plan, plan.columns, rows, layouts, via)
+
+    def _head(
+        self, info: TopicInfo, name: TopicName, subscription: str, limit: int | None
+    ) -> tuple[SkipPlan, Mapping[str, LedgerLayout]]:
+        """The head's skip plan, and the layouts of the partitions it read (one read)."""
+        if limit is not None and (isinstance(limit, bool) or limit < 1):
+            raise InvalidArgumentError(f"Invalid number of messages {limit!r}: expected 1 or more")
+        chosen = [str(name)] if name.is_partition else info.partition_names()
+        if name.is_partition and str(name) not in info.partition_names():
+            raise TopicNotFoundError(
+                f"Topic '{name}' not found: {info.name} has {info.partitions} partitions"
+            )
+        read = self._read(info, subscription, lambda _: chosen, with_states=True, any_type=True)
+        heads = [head_messages(read.states[p], read.facts[p], limit) for p in chosen]
+        ids = skip.IdArrays(
+            np.concatenate([h.ledger_id for h in heads]),
+            np.concatenate([h.entry_id for h in heads]),
+            np.full(sum(len(h) for h in heads), -1, dtype=np.int64),
+            np.concatenate([h.batch_index for h in heads]),
+        )
+        selection = skip.validate(ids, read.owners, read.facts, read.states)
+        plan = SkipPlan(info.name, subscription, selection.columns, self.clock())
+        return plan, {n: read.layouts[n] for n in selection.columns.names}
 
     def _read(
         self,
