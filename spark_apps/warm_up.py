@@ -1,14 +1,20 @@
 """Warm a fresh Spark Connect server up before the first real job reaches it.
 
 A new server's first job pays for everything once: the JVM loads and compiles
-the Parquet reader and writer and the Arrow paths, and Spark forks the shared
-session's Python workers, which import ``core`` and the jobs' modules. On two
-loaded cores that was most of a minute, paid by whichever Airflow task came
-first. The launchers (``scripts/airflow-env.sh``) run this once the server
-listens, while Airflow is still starting: a tiny Parquet file written and read
-back through a ``mapInArrow`` and an ``applyInArrow`` that import what the jobs
-import, on the shared session every job attaches to
-(:func:`spark_apps.session.shared_session_id`).
+the Parquet reader and writer, the Arrow paths, the shuffle, sort and
+aggregation code the jobs' plans use, and Spark forks the shared session's
+Python workers, which import ``core`` and the jobs' modules. On two loaded
+cores that was most of a minute, paid by whichever Airflow task came first.
+
+A toy job warms only what it runs: one that wrote and read a small file through
+``mapInArrow`` still left the first ``find_messages`` of a fresh server at
+13 s against 4 s afterwards. So the warm-up runs the real jobs, unchanged, on
+a throwaway home (a temporary folder, deleted afterwards): ``find_messages``
+(its read, match, sort, write and summary) and ``audit_backlog`` (its grouped
+analysis), on the shared session every job attaches to
+(:func:`spark_apps.session.shared_session_id`). The launchers
+(``scripts/airflow-env.sh``) run this once the server listens, while Airflow is
+still starting.
 
 Run::
 
@@ -21,49 +27,73 @@ import argparse
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 
-import pyarrow as pa
+from core.config import Config
 
-from spark_apps.session import job_logger, session_scope
+ROLE = "admin"
+TOPIC = "persistent://warm-up/jobs/orders"
+"""Two partitions, so the jobs' per-partition paths run as they do on a real topic."""
+SUBSCRIPTION = "warm-up"
+MESSAGES = 200
+PILL_EVERY = 20
+"""One message in this many carries ``poison=yes``, the property the warm-up finds."""
 
 
-def touch_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """What a ``find_messages`` worker imports, then the batches unchanged."""
-    import spark_apps.find_messages  # noqa: F401
+def build_home(home: Path) -> Config:
+    """A home with :data:`TOPIC`: batches, keys and properties, one subscription owing all."""
+    from core.broker import Broker
+    from core.producer import OutgoingMessage
+    from core.subscription import SubscriptionType
 
-    yield from batches
-
-
-def touch_group(table: pa.Table) -> pa.Table:
-    """What an ``analyze_backlog`` / ``audit_backlog`` worker imports, then the group."""
-    import spark_apps.audit_backlog  # noqa: F401
-
-    return table
+    config = Config.from_home(home)
+    with Broker(config) as broker:
+        broker.create_tenant(ROLE, "warm-up")
+        broker.create_namespace(ROLE, "warm-up/jobs")
+        broker.create_topic(ROLE, TOPIC, partitions=2)
+        broker.create_subscription(
+            ROLE, TOPIC, SUBSCRIPTION, SubscriptionType.SHARED, initial_position="earliest"
+        )
+        messages = [
+            OutgoingMessage(
+                b"order %d" % i,
+                key=f"customer-{i % 7}",
+                properties={"poison": "yes"} if i % PILL_EVERY == 0 else {},
+            )
+            for i in range(MESSAGES)
+        ]
+        broker.produce(ROLE, TOPIC, messages, batch_size=10)
+    return config
 
 
 def warm_up(remote: str) -> float:
-    """One small round trip of every kind the jobs make; seconds taken."""
-    from pyspark.sql import functions as F
+    """The real jobs once each on a throwaway home; seconds taken."""
+    from core.analysis.predicates import parse_predicate
+    from spark_apps import audit_backlog, find_messages
 
     started = time.monotonic()
-    with (
-        session_scope(None, "cursorops-warm-up", None, remote) as spark,
-        tempfile.TemporaryDirectory(prefix="cursorops-warm-up-") as folder,
-    ):
-        rows = spark.range(0, 64, numPartitions=2).withColumn("partition", F.col("id") % 4)
-        rows.write.mode("overwrite").parquet(folder)
-        read = spark.read.parquet(folder)
-        read.mapInArrow(touch_batches, read.schema).count()
-
-        def group(table):  # type: ignore[no-untyped-def]
-            return touch_group(table)
-
-        read.groupBy("partition").applyInArrow(group, read.schema).collect()
+    with tempfile.TemporaryDirectory(prefix="cursorops-warm-up-") as folder:
+        config = build_home(Path(folder) / "home")
+        summary = find_messages.run(
+            config,
+            TOPIC,
+            SUBSCRIPTION,
+            parse_predicate({"properties": {"poison": "yes"}}),
+            str(Path(folder) / "matches"),
+            role=ROLE,
+            remote=remote,
+        )
+        expected = MESSAGES // PILL_EVERY
+        if summary["matches"] != expected:
+            raise RuntimeError(f"find_messages found {summary['matches']}, expected {expected}")
+        audit_backlog.run(config, [TOPIC], role=ROLE, remote=remote)
     return time.monotonic() - started
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from spark_apps.session import job_logger
+
     parser = argparse.ArgumentParser(prog="warm_up", description=__doc__.splitlines()[0])
     parser.add_argument("--remote", required=True, metavar="sc://HOST:PORT")
     args = parser.parse_args(argv)

@@ -497,3 +497,24 @@ def test_a_job_gets_a_session_of_its_own_when_the_shared_one_was_closed(
         )
     )
     assert _as_tuples(analyses) == _as_tuples(core_analyses(topic.config, TOPIC))
+
+
+def test_the_warm_up_runs_the_real_jobs_and_leaves_nothing_behind(
+    server: Server, tmp_path: Path
+) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    outcome = _in_client(
+        tmp_path,
+        """
+        from spark_apps import warm_up
+        result = warm_up.main(["--remote", url])
+        """,
+        env={"TMPDIR": str(scratch)},
+        url=server.url,
+    )
+    # find_messages found every pill of the throwaway topic (it raises otherwise), the audit
+    # job ran, and the throwaway home is gone.
+    assert _result(outcome) == 0, outcome
+    assert "warmed up in" in outcome[-1]
+    assert list(scratch.iterdir()) == []
