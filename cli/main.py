@@ -693,6 +693,16 @@ _ROLE_HELP = (
 )
 
 
+def add_request_flags(p: argparse.ArgumentParser) -> None:
+    """``--reason`` and ``--ticket`` of a command that may need a second person's approval."""
+    p.add_argument(
+        "--reason",
+        help="why (recorded; required through --admin-url where the namespace requires "
+        "approval, and the workflow started shows it to the approver)",
+    )
+    p.add_argument("--ticket", help="change ticket (recorded)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     env = os.environ
     parser = argparse.ArgumentParser(
@@ -851,12 +861,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="delete even while consumers are connected (as pulsar-admin's -f)",
     )
-    p.add_argument(
-        "--reason",
-        help="why: through --admin-url where the namespace requires approval, the "
-        "workflow started records it (required there)",
-    )
-    p.add_argument("--ticket", help="change ticket (recorded)")
+    add_request_flags(p)
     p.set_defaults(handler=topics_unsubscribe)
 
     p = tp.add_parser(
@@ -918,10 +923,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="B64",
         help="base64 MessageIdData (pulsar-client MessageId.serialize()); several, repeatable",
     )
-    p.add_argument(
-        "--reason", help="why (recorded; required where the namespace requires approval)"
-    )
-    p.add_argument("--ticket", help="change ticket (recorded)")
+    add_request_flags(p)
     p.set_defaults(handler=topics_skip)
 
     p = tp.add_parser(
@@ -932,12 +934,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topic")
     p.add_argument("-s", "--subscription", required=True)
     p.add_argument("-n", "--count", type=values.ascii_int, required=True, help="messages to skip")
-    p.add_argument(
-        "--reason",
-        help="why: through --admin-url where the namespace requires approval, the "
-        "workflow started records it (required there)",
-    )
-    p.add_argument("--ticket", help="change ticket (recorded)")
+    add_request_flags(p)
     p.set_defaults(handler=topics_skip_head)
 
     p = tp.add_parser(
@@ -947,12 +944,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("topic")
     p.add_argument("-s", "--subscription", required=True)
-    p.add_argument(
-        "--reason",
-        help="why: through --admin-url where the namespace requires approval, the "
-        "workflow started records it (required there)",
-    )
-    p.add_argument("--ticket", help="change ticket (recorded)")
+    add_request_flags(p)
     p.set_defaults(handler=topics_clear_backlog)
 
     p = tp.add_parser(
@@ -978,12 +970,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--preview", action="store_true", help="show what would be redriven, change nothing"
     )
-    p.add_argument(
-        "--reason",
-        help="why: through --admin-url where the namespace requires approval, the "
-        "workflow started records it (required there)",
-    )
-    p.add_argument("--ticket", help="change ticket (recorded)")
+    add_request_flags(p)
     p.set_defaults(handler=topics_redrive)
 
     p = tp.add_parser(
@@ -997,12 +984,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--skip-id", required=True, type=values.ascii_int, help="the skip's id (audit skips)"
     )
-    p.add_argument(
-        "--reason",
-        help="why: through --admin-url where the namespace requires approval, the "
-        "workflow started records it (required there)",
-    )
-    p.add_argument("--ticket", help="change ticket (recorded)")
+    add_request_flags(p)
     p.set_defaults(handler=topics_undo_skip)
 
     p = tp.add_parser(
@@ -1051,12 +1033,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TIME",
         help="relative (10m, 3h, 2d, 1w: that long ago), epoch ms, or ISO-8601 (UTC if no offset)",
     )
-    p.add_argument(
-        "--reason",
-        help="why: through --admin-url where the namespace requires approval, the "
-        "workflow started records it (required there)",
-    )
-    p.add_argument("--ticket", help="change ticket (recorded)")
+    add_request_flags(p)
     p.set_defaults(handler=topics_reset_cursor)
 
     p = commands.add_parser("produce", parents=[common], help="produce messages (pulsar-client)")
