@@ -296,7 +296,7 @@ def audit_skips(ctx: Context, args: argparse.Namespace) -> Result:
     skips = ctx.broker.list_skips(ctx.role, args.topic, args.subscription, limit=limit)
     lines = [
         f"{s.skip_id}  {output.format_time(s.at_ms)}  {s.subscription}  {s.role}  "
-        f"via {s.via or '-'}  {s.messages} message(s)  "
+        f"via {s.via or '-'}  {s.ids} id(s)  "
         + (f"undone (undo {s.undone_by})" if s.undone_by is not None else "applied")
         for s in skips
     ] or ["No skips"]

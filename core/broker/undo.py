@@ -65,7 +65,7 @@ class SkipUndo(Collaborator):
                     subscription=record.subscription,
                     role=record.role,
                     via=via if isinstance(via, str) else None,
-                    messages=len(skipped) if isinstance(skipped, list) else 0,
+                    ids=len(skipped) if isinstance(skipped, list) else 0,
                     undone_by=None if undo is None else undo.id,
                     undone_at_ms=None if undo is None else undo.at_ms,
                 )

@@ -351,8 +351,8 @@ class AppliedSkip:
     subscription: str | None
     role: str
     via: str | None
-    messages: int
-    """Messages the skip acknowledged."""
+    ids: int
+    """Message ids the skip acknowledged (an id of a whole batch counts once)."""
     undone_by: int | None = None
     """The ``undo-skip`` record's id, None while the skip stands."""
     undone_at_ms: int | None = None
@@ -365,7 +365,7 @@ class AppliedSkip:
             "subscription": self.subscription,
             "role": self.role,
             "via": self.via,
-            "messages": self.messages,
+            "ids": self.ids,
             "undone": self.undone_by is not None,
             "undoId": self.undone_by,
             "undoneAt": self.undone_at_ms,

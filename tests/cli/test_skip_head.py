@@ -57,8 +57,14 @@ def test_skip_n_then_clear_backlog(capsys: pytest.CaptureFixture[str], home: Pat
     document = json.loads(out)
     assert document["messages"] == 4 and isinstance(document["skipId"], int)
     assert backlog(home) == 0
-    code, out, _ = run(capsys, home, "audit", "skips", TOPIC, "-s", "s")
-    assert code == 0 and out.count("\n") >= 2
+    code, out, _ = run(capsys, home, "-o", "json", "audit", "skips", TOPIC, "-s", "s")
+    listed = json.loads(out)
+    # Newest first. Batches of 4, 4 and 2: skip -n 6 took the first batch whole and two
+    # indexes of the second (3 ids); clear-backlog the second's last two and the third whole.
+    assert [(s["skipId"], s["ids"], s["undone"]) for s in listed] == [
+        (document["skipId"], 3, False),
+        (document["skipId"] - 1, 3, False),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,7 @@ def test_skip_list_and_undo(home: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert backlog(home) == 3
 
     listed = as_json(capsys, home, "audit", "skips", TOPIC, "-s", "s")
-    assert [(s["skipId"], s["messages"], s["undone"]) for s in listed] == [  # type: ignore[union-attr]
+    assert [(s["skipId"], s["ids"], s["undone"]) for s in listed] == [  # type: ignore[union-attr]
         (second, 1, False),
         (first, 2, False),
     ]
@@ -77,7 +77,7 @@ def test_skip_list_and_undo(home: Path, capsys: pytest.CaptureFixture[str]) -> N
     lines = text.splitlines()
     assert lines[0].startswith(f"{second}  ") and lines[0].endswith("applied")
     assert lines[1].startswith(f"{first}  ") and f"undone (undo {undone['undoId']})" in lines[1]
-    assert "via cli  2 message(s)" in lines[1]
+    assert "via cli  2 id(s)" in lines[1]
 
     code, text, _ = run(
         capsys, home, "topics", "undo-skip", TOPIC, "-s", "s", "--skip-id", str(second)

@@ -87,7 +87,7 @@ def test_every_skipped_message_is_delivered_once_again_and_nothing_else(
         "cli",
     )
     [listed] = broker.list_skips("admin", TOPIC, "s")
-    assert (listed.skip_id, listed.messages, listed.undone_by) == (
+    assert (listed.skip_id, listed.ids, listed.undone_by) == (
         skipped.skip_id,
         3,
         outcome.undo_id,
