@@ -272,6 +272,7 @@ def run_skips(
     spark_task: str | None = None,
     spark_events: Path | None = None,
     timeout: float = 600,
+    stack: str = "stack",
 ) -> SkipRuns:
     """Start a local Airflow under ``work`` serving ``dag`` alone (every other DAG paused),
     its tasks on the cursorops installation ``config`` (``environ`` added), then ``runs``
@@ -279,12 +280,13 @@ def run_skips(
     ``conf`` as :data:`REQUESTER` and approved as :data:`APPROVER`, both phases timed
     (:func:`timed_run`; ``first_phase`` up to the gate, then :data:`APPLY_PHASE`), then
     ``check(subscription)``, which asserts what the run skipped. Airflow is stopped at the
-    end."""
+    end. ``stack`` names the Airflow's folder under ``work`` and prefixes the subscriptions,
+    so that several Airflows, each started cold, can run one after the other on one topic."""
     from airflow_glue.local_airflow import start_airflow
 
     started = time.monotonic()
     airflow = start_airflow(
-        work / "stack",
+        work / stack,
         {
             "CURSOROPS_HOME": str(config.home),
             "CURSOROPS_METADATA_URL": config.metadata_url,
@@ -299,7 +301,7 @@ def run_skips(
     timed: list[TimedRun] = []
     try:
         for run in range(runs):
-            subscription = f"run-{run}"
+            subscription = f"{stack}-run-{run}"
             with Broker(config) as broker:
                 broker.create_subscription(
                     ROLE, topic, subscription, SubscriptionType.SHARED, initial_position="earliest"
@@ -319,7 +321,7 @@ def run_skips(
                 )
             )
             check(subscription)
-            print(f"  run {run}: {describe(timed[-1])}", flush=True)
+            print(f"  {stack} run {run}: {describe(timed[-1])}", flush=True)
     finally:
         airflow.stop()
     return SkipRuns(timed, start_seconds)
