@@ -185,3 +185,22 @@ def test_nothing_found_writes_an_empty_match_list(spark: SparkSession, tmp_path:
     )
     assert summary["matches"] == 0 and summary["preview"] == []
     assert pq.read_table(output).num_rows == 0
+
+
+@pytest.mark.spark
+def test_the_summary_read_here_equals_the_summary_spark_reads(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    topic = make_topic(tmp_path / "home", 44, partitions=3, messages=400)
+    output = str(tmp_path / "matches")
+    find_messages.run(
+        topic.config, TOPIC, "plain", parse_predicate(PREDICATES[-1]), output, spark=spark
+    )
+    here = find_messages.written_summary(spark, output)
+    by_spark = find_messages.written_summary(spark, output, local=False)
+    assert here[0] == by_spark[0] and sum(here[0].values()) > find_messages.PREVIEW_ROWS
+    # Maps come back as pairs from pyarrow and as dicts from Spark: the document makes both dicts.
+    assert [{**r, "properties": dict(r["properties"] or {})} for r in here[1]] == [
+        {**r, "properties": dict(r["properties"] or {})} for r in by_spark[1]
+    ]
+    assert len(here[1]) == find_messages.PREVIEW_ROWS
