@@ -7,11 +7,11 @@ Layout (docs/architecture.md, "Storage layout")::
 ``partition-none`` for a non-partitioned topic. Each file is one *segment*: the
 entries one append wrote into one ledger. The metadata store allocates the entry
 ids and lists every committed segment (paths relative to the root); a segment is
-written to a hidden temporary name, fsynced and renamed into place while the
-partition's allocation lock is held, then registered in the same transaction.
-Readers read only listed segments, so a file left behind by a crash before the
-commit is never read, and the next append reuses its entry ids (and its name);
-the next append to the partition also deletes the temporaries a killed writer left.
+written under its own name while the partition's allocation lock is held, the
+file and its folder fsynced side by side, then registered in the same
+transaction. Readers read only listed segments, so a file left behind by a crash
+before the commit (whole or cut short) is never read, and the next append
+reuses its entry ids and its name, writing over it.
 
 pyarrow and OS errors are translated here to :class:`~core.errors.LedgerStoreError`
 naming the file.
@@ -24,10 +24,9 @@ format has one home.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
-import re
 import threading
-import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -85,8 +84,6 @@ SORT_KEYS = ("ledger_id", "entry_id", "batch_index")
 """The order rows are returned in."""
 
 _INT64_MAX = 2**63 - 1
-_TEMPORARY = re.compile(r"\.ledger-[0-9]{20}-[0-9]{12}\.parquet\.[0-9a-f]{32}\.tmp")
-"""The name :meth:`LedgerStore._write_segment` writes a segment under before renaming it."""
 
 _INDEX_COLUMNS = [
     "ledger_id",
@@ -315,7 +312,6 @@ class LedgerStore:
                     name.partition_index, allocation.ledger_id, allocation.first_entry, chunk
                 )
                 path = self.relative_path(name, allocation.ledger_id, allocation.first_entry)
-                self._remove_temporaries(os.path.dirname(self._absolute(path)))
                 self._write_segment(self._absolute(path), table)
                 allocation.path = path
                 allocation.messages = table.num_rows
@@ -432,30 +428,20 @@ class LedgerStore:
             segment.sizes,
             segment.columns,
         )
-        self._remove_temporaries(os.path.dirname(segment.path))
         self._write_segment(segment.path, table)
 
     @staticmethod
-    def _remove_temporaries(folder: str) -> None:
-        """Delete segment temporaries a killed writer left in the partition's folder.
-
-        Called while the partition's allocation lock is held: every writer of the
-        partition writes its temporary under that lock, so any temporary found
-        now belongs to a writer that died; none is ever read.
-        """
-        with _io(f"Cannot clean ledger folder {folder}"):
-            try:
-                names = os.listdir(folder)
-            except FileNotFoundError:
-                return
-            for name in names:
-                if _TEMPORARY.fullmatch(name):
-                    os.unlink(os.path.join(folder, name))
-
-    @staticmethod
     def _write_segment(path: str, table: pa.Table) -> None:
+        """Write and fsync the segment under its final name, and fsync its folder.
+
+        No temporary and rename: until the metadata commit lists it, the file is
+        never read, so a crash that leaves it whole or cut short loses nothing,
+        and the next append, allocated the same entry ids, writes over it
+        (``O_TRUNC``). The file's bytes and the folder's entry for it are
+        flushed side by side, not one after the other: the commit that lists it
+        waits for both. A failed write removes the file.
+        """
         folder = os.path.dirname(path)
-        temporary = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
         with _io(f"Cannot write ledger segment {path}"):
             os.makedirs(folder, exist_ok=True)
             # Encoded in memory, then written and fsynced through a plain descriptor:
@@ -463,19 +449,21 @@ class LedgerStore:
             encoded = pa.BufferOutputStream()
             pq.write_table(table, encoded, **SEGMENT_WRITE_OPTIONS)
             data = memoryview(encoded.getvalue())
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
             try:
-                descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                while data:
+                    data = data[os.write(descriptor, data) :]
+                folder_synced = _folder_syncs().submit(_fsync_folder, folder)
                 try:
-                    while data:
-                        data = data[os.write(descriptor, data) :]
                     os.fsync(descriptor)
                 finally:
-                    os.close(descriptor)
-                os.replace(temporary, path)
-            finally:
-                if os.path.exists(temporary):
-                    os.unlink(temporary)
-            _fsync_folder(folder)
+                    folder_synced.result()
+            except BaseException:
+                os.close(descriptor)
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                raise
+            os.close(descriptor)
 
     # Reading.
 
@@ -823,8 +811,23 @@ def _first_unreadable(paths: Sequence[str], columns: Sequence[str]) -> str | Non
     return None
 
 
+_FOLDER_SYNCS: list[ThreadPoolExecutor] = []
+_FOLDER_SYNCS_LOCK = threading.Lock()
+
+
+def _folder_syncs() -> ThreadPoolExecutor:
+    """The threads that fsync segment folders while the writers fsync the files."""
+    if not _FOLDER_SYNCS:
+        with _FOLDER_SYNCS_LOCK:
+            if not _FOLDER_SYNCS:
+                _FOLDER_SYNCS.append(
+                    ThreadPoolExecutor(_WRITERS, thread_name_prefix="cursorops-folder-sync")
+                )
+    return _FOLDER_SYNCS[0]
+
+
 def _fsync_folder(folder: str) -> None:
-    """Make the rename durable (POSIX); a no-op where folders cannot be opened."""
+    """Make a new file's name durable (POSIX); a no-op where folders cannot be opened."""
     try:
         descriptor = os.open(folder, os.O_RDONLY)
     except OSError:
