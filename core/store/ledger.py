@@ -149,6 +149,15 @@ class _Segment:
 
 
 @dataclass(frozen=True)
+class _Written:
+    """A segment as :meth:`LedgerStore._write_one` wrote it."""
+
+    path: str
+    signature: tuple[int, int, int]
+    table: pa.Table
+
+
+@dataclass(frozen=True)
 class EntryColumns:
     """The per-entry columns of a partition: one row per committed entry, sorted by
     ``(ledger_id, entry_id)``.
@@ -260,6 +269,8 @@ class LedgerStore:
             "max_entries_per_ledger", max_entries_per_ledger, 1
         )
         self._entry_indexes = _SegmentIndexCache(ENTRY_INDEX_CACHE_BYTES)
+        self.recent = RecentSegments(RECENT_SEGMENT_BYTES)
+        """Segments this store appended lately (columnar path), as written."""
 
     @classmethod
     def from_config(cls, config: Config, metadata: MetadataStore) -> LedgerStore:
@@ -400,7 +411,11 @@ class LedgerStore:
                             },
                         )
                     )
-                self._write_segments(segments)
+                written = self._write_segments(segments)
+            if work is None:
+                # Committed: from now on a dispatcher may read them from memory.
+                for segment in written:
+                    self.recent.put(segment.path, segment.signature, segment.table)
             for i, allocation in zip(pending, allocations, strict=True):
                 positions[i].extend(
                     Position(allocation.ledger_id, allocation.first_entry + k)
@@ -408,19 +423,17 @@ class LedgerStore:
                 )
                 done[i] += allocation.count
 
-    def _write_segments(self, segments: Sequence[_Segment]) -> None:
+    def _write_segments(self, segments: Sequence[_Segment]) -> list[_Written]:
         """Write segments of different partitions, side by side when there are several."""
         if len(segments) == 1:
-            self._write_one(segments[0])
-            return
+            return [self._write_one(segments[0])]
         with ThreadPoolExecutor(max_workers=min(len(segments), _WRITERS)) as pool:
             # Table assembly, Parquet encoding, the write and fsync release the GIL: the
             # files are encoded on every core and flushed at the same time, and the file
             # system joins the flushes.
-            for done in [pool.submit(self._write_one, segment) for segment in segments]:
-                done.result()
+            return [done.result() for done in [pool.submit(self._write_one, s) for s in segments]]
 
-    def _write_one(self, segment: _Segment) -> None:
+    def _write_one(self, segment: _Segment) -> _Written:
         table = _assemble(
             segment.partition,
             segment.ledger_id,
@@ -428,10 +441,10 @@ class LedgerStore:
             segment.sizes,
             segment.columns,
         )
-        self._write_segment(segment.path, table)
+        return _Written(segment.path, self._write_segment(segment.path, table), table)
 
     @staticmethod
-    def _write_segment(path: str, table: pa.Table) -> None:
+    def _write_segment(path: str, table: pa.Table) -> tuple[int, int, int]:
         """Write and fsync the segment under its final name, and fsync its folder.
 
         No temporary and rename: until the metadata commit lists it, the file is
@@ -439,7 +452,8 @@ class LedgerStore:
         and the next append, allocated the same entry ids, writes over it
         (``O_TRUNC``). The file's bytes and the folder's entry for it are
         flushed side by side, not one after the other: the commit that lists it
-        waits for both. A failed write removes the file.
+        waits for both. A failed write removes the file. Returns the file's
+        size, modification time and inode (what the read caches key it by).
         """
         folder = os.path.dirname(path)
         with _io(f"Cannot write ledger segment {path}"):
@@ -463,7 +477,11 @@ class LedgerStore:
                 with contextlib.suppress(OSError):
                     os.unlink(path)
                 raise
-            os.close(descriptor)
+            try:
+                stat = os.fstat(descriptor)
+            finally:
+                os.close(descriptor)
+            return stat.st_size, stat.st_mtime_ns, stat.st_ino
 
     # Reading.
 
@@ -785,6 +803,51 @@ class _SegmentIndexCache:
             while self._bytes > self.limit:
                 _, dropped = self._items.popitem(last=False)
                 self._bytes -= self._size(dropped)
+
+
+RECENT_SEGMENT_BYTES = 64 << 20
+"""What :class:`RecentSegments` keeps of the segments a store wrote last."""
+
+
+class RecentSegments:
+    """The segments this process appended and committed last, as the tables it wrote.
+
+    A consumer keeping up with its producers reads each entry just after it was
+    committed: from here, by the file's path and its size, modification time and
+    inode (the key every read cache uses), it gets the rows without reading the
+    Parquet file back. Only committed segments are put here (a committed segment
+    never changes), least recently written dropped past ``limit`` bytes; safe to
+    share between threads. In memory only: a restart reads the files.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._items: OrderedDict[str, tuple[tuple[int, int, int], pa.Table]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def put(self, path: str, signature: tuple[int, int, int], table: pa.Table) -> None:
+        size = table.nbytes
+        if size > self.limit:
+            return
+        with self._lock:
+            old = self._items.pop(path, None)
+            if old is not None:
+                self._bytes -= old[1].nbytes
+            self._items[path] = (signature, table)
+            self._bytes += size
+            while self._bytes > self.limit:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._bytes -= dropped.nbytes
+
+    def get(self, path: str, signature: tuple[int, int, int]) -> pa.Table | None:
+        """The segment's rows as written (every column of MESSAGE_SCHEMA); None when
+        not kept, or when the file is not the one written."""
+        with self._lock:
+            found = self._items.get(path)
+        if found is None or found[0] != signature:
+            return None
+        return found[1]
 
 
 def _is_sorted(table: pa.Table) -> bool:
