@@ -41,7 +41,8 @@ class Reading(Collaborator):
         sub = self.metadata.get_subscription(info.name, subscription)
         # The dispatcher's own cache of decoded row groups: each dispatch reads on from
         # where the last one stopped, so a drained backlog decodes each row group once.
-        cache = segment_reader.SegmentCache(self.ledgers.root)
+        # Segments this process just wrote come from the ledger store's memory, not the files.
+        cache = segment_reader.SegmentCache(self.ledgers.root, fresh=self.ledgers.recent.get)
 
         def cached(name: str) -> Callable[[Position], Iterator[pa.RecordBatch]]:
             return lambda after: cache.batches_after(self.metadata.segments(name), after)

@@ -728,8 +728,12 @@ class Dispatcher:
         self._layouts: dict[str, LedgerLayout] = {}
         """Each partition's ledgers as of the segments in ``_segments``."""
 
-    def _transaction(self) -> AbstractContextManager[SubscriptionTransaction]:
-        return self.store.subscription_transaction(self.topic, self.subscription, self.clock())
+    def _transaction(
+        self, *, flushed: bool = True
+    ) -> AbstractContextManager[SubscriptionTransaction]:
+        return self.store.subscription_transaction(
+            self.topic, self.subscription, self.clock(), flushed=flushed
+        )
 
     # -- consumers ------------------------------------------------------------
 
@@ -816,12 +820,16 @@ class Dispatcher:
 
         One transaction under the subscription's lock: choose, record pending,
         move the read positions, commit; the messages reach the wire only once
-        they are recorded.
+        they are recorded. The commit does not wait for the disk (``flushed``
+        False): what it records is bookkeeping that a power loss may undo
+        without losing anything acknowledged (the messages become deliverable
+        again, as when their consumer goes); acknowledgements are flushed, and
+        flush every dispatch before them.
         """
         if consumer.closed or permits < 1:
             return
         compact: list[tuple[str, CursorState, int]] = []
-        with self._transaction() as txn:
+        with self._transaction(flushed=False) as txn:
             live = self._join(txn, consumer)
             served = self._served(consumer, live)
             if self.subscription_type is SubscriptionType.FAILOVER:

@@ -245,16 +245,21 @@ class SubscriptionTransaction:
         self.subscription = subscription
         self.now_ms = now_ms
 
-    def _lock(self, topic: str) -> None:
+    def _lock(self, topic: str, *, flushed: bool = True) -> None:
         """Begin, and hold the subscription's row lock until the transaction ends.
 
         SQLite: ``BEGIN IMMEDIATE`` takes the database's write lock (waiting
         up to the busy timeout), as the store's write engine begins. PostgreSQL:
         the driver begins at the first statement, which locks the row.
+        ``flushed`` False: the commit does not wait for its log flush
+        (PostgreSQL's ``synchronous_commit`` off for this transaction; on SQLite
+        the caller set ``synchronous`` to ``NORMAL``, see :func:`locked_transaction`).
         """
         if self._postgres:
             if self._raw.autocommit:
                 raise MetadataStoreError("Metadata store connection is in autocommit mode")
+            if not flushed:
+                self._run("SET LOCAL synchronous_commit = off", ())
         else:
             self._run("BEGIN IMMEDIATE", ())
         rows = self._driver_rows(
@@ -787,7 +792,13 @@ class _Statements:
 
 @contextmanager
 def locked_transaction(
-    raw: Any, dialect: Dialect, topic: str, subscription: str, now_ms: int
+    raw: Any,
+    dialect: Dialect,
+    topic: str,
+    subscription: str,
+    now_ms: int,
+    *,
+    flushed: bool = True,
 ) -> Iterator[SubscriptionTransaction]:
     """One transaction on ``raw`` (a pooled DBAPI connection) under the subscription's row lock.
 
@@ -795,15 +806,33 @@ def locked_transaction(
     connection's own DBAPI calls, not SQLAlchemy's: a dispatch is one such
     transaction, and connection checkout, begin and commit through the
     engine cost more than the dispatch's statements.
+
+    ``flushed`` False (a dispatch's bookkeeping): the commit returns without
+    waiting for the disk. It is still atomic and ordered, and survives the
+    process being killed; a power loss may take it back, but only together with
+    every commit after it (both engines' logs are flushed in order, and the next
+    flushed commit flushes it too). SQLite's ``synchronous`` is ``NORMAL`` for
+    this transaction and set back afterwards; a connection that cannot be set
+    back is not handed out again.
     """
     txn = SubscriptionTransaction(raw, dialect, 0, subscription, now_ms)
+    relaxed = not flushed and not txn._postgres
+    before = int(txn._driver_rows("PRAGMA synchronous", ())[0][0]) if relaxed else 0
     try:
-        txn._lock(topic)
+        if relaxed:
+            txn._run("PRAGMA synchronous = NORMAL", ())
+        txn._lock(topic, flushed=flushed)
         yield txn
         txn._commit()
     except BaseException:
         txn._rollback()
         raise
+    finally:
+        if relaxed:
+            try:
+                txn._run(f"PRAGMA synchronous = {before}", ())
+            except MetadataStoreError:
+                raw.invalidate()
 
 
 __all__ = [

@@ -7,11 +7,11 @@ Layout (docs/architecture.md, "Storage layout")::
 ``partition-none`` for a non-partitioned topic. Each file is one *segment*: the
 entries one append wrote into one ledger. The metadata store allocates the entry
 ids and lists every committed segment (paths relative to the root); a segment is
-written to a hidden temporary name, fsynced and renamed into place while the
-partition's allocation lock is held, then registered in the same transaction.
-Readers read only listed segments, so a file left behind by a crash before the
-commit is never read, and the next append reuses its entry ids (and its name);
-the next append to the partition also deletes the temporaries a killed writer left.
+written under its own name while the partition's allocation lock is held, the
+file and its folder fsynced side by side, then registered in the same
+transaction. Readers read only listed segments, so a file left behind by a crash
+before the commit (whole or cut short) is never read, and the next append
+reuses its entry ids and its name, writing over it.
 
 pyarrow and OS errors are translated here to :class:`~core.errors.LedgerStoreError`
 naming the file.
@@ -24,10 +24,9 @@ format has one home.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
-import re
 import threading
-import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -85,8 +84,6 @@ SORT_KEYS = ("ledger_id", "entry_id", "batch_index")
 """The order rows are returned in."""
 
 _INT64_MAX = 2**63 - 1
-_TEMPORARY = re.compile(r"\.ledger-[0-9]{20}-[0-9]{12}\.parquet\.[0-9a-f]{32}\.tmp")
-"""The name :meth:`LedgerStore._write_segment` writes a segment under before renaming it."""
 
 _INDEX_COLUMNS = [
     "ledger_id",
@@ -149,6 +146,15 @@ class _Segment:
     first_entry: int
     sizes: np.ndarray
     columns: Mapping[str, pa.Array]
+
+
+@dataclass(frozen=True)
+class _Written:
+    """A segment as :meth:`LedgerStore._write_one` wrote it."""
+
+    path: str
+    signature: tuple[int, int, int]
+    table: pa.Table
 
 
 @dataclass(frozen=True)
@@ -263,6 +269,8 @@ class LedgerStore:
             "max_entries_per_ledger", max_entries_per_ledger, 1
         )
         self._entry_indexes = _SegmentIndexCache(ENTRY_INDEX_CACHE_BYTES)
+        self.recent = RecentSegments(RECENT_SEGMENT_BYTES)
+        """Segments this store appended lately (columnar path), as written."""
 
     @classmethod
     def from_config(cls, config: Config, metadata: MetadataStore) -> LedgerStore:
@@ -315,7 +323,6 @@ class LedgerStore:
                     name.partition_index, allocation.ledger_id, allocation.first_entry, chunk
                 )
                 path = self.relative_path(name, allocation.ledger_id, allocation.first_entry)
-                self._remove_temporaries(os.path.dirname(self._absolute(path)))
                 self._write_segment(self._absolute(path), table)
                 allocation.path = path
                 allocation.messages = table.num_rows
@@ -404,7 +411,11 @@ class LedgerStore:
                             },
                         )
                     )
-                self._write_segments(segments)
+                written = self._write_segments(segments)
+            if work is None:
+                # Committed: from now on a dispatcher may read them from memory.
+                for segment in written:
+                    self.recent.put(segment.path, segment.signature, segment.table)
             for i, allocation in zip(pending, allocations, strict=True):
                 positions[i].extend(
                     Position(allocation.ledger_id, allocation.first_entry + k)
@@ -412,19 +423,17 @@ class LedgerStore:
                 )
                 done[i] += allocation.count
 
-    def _write_segments(self, segments: Sequence[_Segment]) -> None:
+    def _write_segments(self, segments: Sequence[_Segment]) -> list[_Written]:
         """Write segments of different partitions, side by side when there are several."""
         if len(segments) == 1:
-            self._write_one(segments[0])
-            return
+            return [self._write_one(segments[0])]
         with ThreadPoolExecutor(max_workers=min(len(segments), _WRITERS)) as pool:
             # Table assembly, Parquet encoding, the write and fsync release the GIL: the
             # files are encoded on every core and flushed at the same time, and the file
             # system joins the flushes.
-            for done in [pool.submit(self._write_one, segment) for segment in segments]:
-                done.result()
+            return [done.result() for done in [pool.submit(self._write_one, s) for s in segments]]
 
-    def _write_one(self, segment: _Segment) -> None:
+    def _write_one(self, segment: _Segment) -> _Written:
         table = _assemble(
             segment.partition,
             segment.ledger_id,
@@ -432,30 +441,21 @@ class LedgerStore:
             segment.sizes,
             segment.columns,
         )
-        self._remove_temporaries(os.path.dirname(segment.path))
-        self._write_segment(segment.path, table)
+        return _Written(segment.path, self._write_segment(segment.path, table), table)
 
     @staticmethod
-    def _remove_temporaries(folder: str) -> None:
-        """Delete segment temporaries a killed writer left in the partition's folder.
+    def _write_segment(path: str, table: pa.Table) -> tuple[int, int, int]:
+        """Write and fsync the segment under its final name, and fsync its folder.
 
-        Called while the partition's allocation lock is held: every writer of the
-        partition writes its temporary under that lock, so any temporary found
-        now belongs to a writer that died; none is ever read.
+        No temporary and rename: until the metadata commit lists it, the file is
+        never read, so a crash that leaves it whole or cut short loses nothing,
+        and the next append, allocated the same entry ids, writes over it
+        (``O_TRUNC``). The file's bytes and the folder's entry for it are
+        flushed side by side, not one after the other: the commit that lists it
+        waits for both. A failed write removes the file. Returns the file's
+        size, modification time and inode (what the read caches key it by).
         """
-        with _io(f"Cannot clean ledger folder {folder}"):
-            try:
-                names = os.listdir(folder)
-            except FileNotFoundError:
-                return
-            for name in names:
-                if _TEMPORARY.fullmatch(name):
-                    os.unlink(os.path.join(folder, name))
-
-    @staticmethod
-    def _write_segment(path: str, table: pa.Table) -> None:
         folder = os.path.dirname(path)
-        temporary = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
         with _io(f"Cannot write ledger segment {path}"):
             os.makedirs(folder, exist_ok=True)
             # Encoded in memory, then written and fsynced through a plain descriptor:
@@ -463,19 +463,25 @@ class LedgerStore:
             encoded = pa.BufferOutputStream()
             pq.write_table(table, encoded, **SEGMENT_WRITE_OPTIONS)
             data = memoryview(encoded.getvalue())
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
             try:
-                descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                while data:
+                    data = data[os.write(descriptor, data) :]
+                folder_synced = _folder_syncs().submit(_fsync_folder, folder)
                 try:
-                    while data:
-                        data = data[os.write(descriptor, data) :]
                     os.fsync(descriptor)
                 finally:
-                    os.close(descriptor)
-                os.replace(temporary, path)
+                    folder_synced.result()
+            except BaseException:
+                os.close(descriptor)
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                raise
+            try:
+                stat = os.fstat(descriptor)
             finally:
-                if os.path.exists(temporary):
-                    os.unlink(temporary)
-            _fsync_folder(folder)
+                os.close(descriptor)
+            return stat.st_size, stat.st_mtime_ns, stat.st_ino
 
     # Reading.
 
@@ -799,6 +805,51 @@ class _SegmentIndexCache:
                 self._bytes -= self._size(dropped)
 
 
+RECENT_SEGMENT_BYTES = 64 << 20
+"""What :class:`RecentSegments` keeps of the segments a store wrote last."""
+
+
+class RecentSegments:
+    """The segments this process appended and committed last, as the tables it wrote.
+
+    A consumer keeping up with its producers reads each entry just after it was
+    committed: from here, by the file's path and its size, modification time and
+    inode (the key every read cache uses), it gets the rows without reading the
+    Parquet file back. Only committed segments are put here (a committed segment
+    never changes), least recently written dropped past ``limit`` bytes; safe to
+    share between threads. In memory only: a restart reads the files.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._items: OrderedDict[str, tuple[tuple[int, int, int], pa.Table]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def put(self, path: str, signature: tuple[int, int, int], table: pa.Table) -> None:
+        size = table.nbytes
+        if size > self.limit:
+            return
+        with self._lock:
+            old = self._items.pop(path, None)
+            if old is not None:
+                self._bytes -= old[1].nbytes
+            self._items[path] = (signature, table)
+            self._bytes += size
+            while self._bytes > self.limit:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._bytes -= dropped.nbytes
+
+    def get(self, path: str, signature: tuple[int, int, int]) -> pa.Table | None:
+        """The segment's rows as written (every column of MESSAGE_SCHEMA); None when
+        not kept, or when the file is not the one written."""
+        with self._lock:
+            found = self._items.get(path)
+        if found is None or found[0] != signature:
+            return None
+        return found[1]
+
+
 def _is_sorted(table: pa.Table) -> bool:
     """True when rows are already in ``SORT_KEYS`` order (the usual case: segments in order)."""
     if table.num_rows < 2:
@@ -823,8 +874,23 @@ def _first_unreadable(paths: Sequence[str], columns: Sequence[str]) -> str | Non
     return None
 
 
+_FOLDER_SYNCS: list[ThreadPoolExecutor] = []
+_FOLDER_SYNCS_LOCK = threading.Lock()
+
+
+def _folder_syncs() -> ThreadPoolExecutor:
+    """The threads that fsync segment folders while the writers fsync the files."""
+    if not _FOLDER_SYNCS:
+        with _FOLDER_SYNCS_LOCK:
+            if not _FOLDER_SYNCS:
+                _FOLDER_SYNCS.append(
+                    ThreadPoolExecutor(_WRITERS, thread_name_prefix="cursorops-folder-sync")
+                )
+    return _FOLDER_SYNCS[0]
+
+
 def _fsync_folder(folder: str) -> None:
-    """Make the rename durable (POSIX); a no-op where folders cannot be opened."""
+    """Make a new file's name durable (POSIX); a no-op where folders cannot be opened."""
     try:
         descriptor = os.open(folder, os.O_RDONLY)
     except OSError:

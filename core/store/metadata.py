@@ -264,7 +264,7 @@ class MetadataStore(Tenancy, LedgerIndex):
 
     @contextmanager
     def subscription_transaction(
-        self, topic: str, subscription: str, now_ms: int
+        self, topic: str, subscription: str, now_ms: int, *, flushed: bool = True
     ) -> Iterator[SubscriptionTransaction]:
         """One write transaction holding the subscription's row lock.
 
@@ -274,6 +274,8 @@ class MetadataStore(Tenancy, LedgerIndex):
         entries, or neither does. Lock order: the subscription row, then cursor rows.
         A DBAPI connection of the write pool, not an ORM session: every statement
         of the transaction runs on its cursor (a dispatch is mostly this fixed cost).
+        ``flushed`` False: the commit does not wait for the disk
+        (:func:`~core.store.dispatch_state.locked_transaction`).
         """
         from core.store.dispatch_state import locked_transaction
 
@@ -283,7 +285,7 @@ class MetadataStore(Tenancy, LedgerIndex):
             raw = self._write_engine.raw_connection()
         try:
             with locked_transaction(
-                raw, self._engine.dialect, topic_name, subscription, now_ms
+                raw, self._engine.dialect, topic_name, subscription, now_ms, flushed=flushed
             ) as txn:
                 yield txn
         finally:

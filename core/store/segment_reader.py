@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import os
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from core.errors import LedgerStoreError
 from core.ids.position import Position
-from core.store.ledger import MESSAGE_SCHEMA, with_later_columns
+from core.store.ledger import MESSAGE_SCHEMA, SEGMENT_ROW_GROUP, with_later_columns
 from core.store.metadata import SegmentInfo
 
 BATCH_ROWS = 1024
@@ -92,17 +92,28 @@ def _group_at_or_before(reader: pq.ParquetFile, group: int, entry_id: int) -> bo
 class SegmentCache:
     """Decoded row groups of committed segments, kept between the dispatches of a dispatcher.
 
-    A committed segment never changes (the ledger store writes it once, by
-    rename), so a row group decoded for one dispatch serves the next ones: a
-    consumer draining a backlog decodes each row group once, not once per
-    dispatch. An entry is keyed by the file's path, size, modification time and
+    A committed segment never changes (the ledger store writes it once, before
+    the commit that lists it), so a row group decoded for one dispatch serves the
+    next ones: a consumer draining a backlog decodes each row group once, not once
+    per dispatch. An entry is keyed by the file's path, size, modification time and
     inode, so a file replaced under the same name is read afresh. In memory
     only, least recently used first out past ``max_rows`` rows.
+
+    ``fresh``: the rows of a segment this process wrote lately, by path and
+    signature (:meth:`core.store.ledger.RecentSegments.get`); such a segment is
+    not read back from its file, its rows are cut in groups of
+    :data:`~core.store.ledger.SEGMENT_ROW_GROUP` as the file's row groups are.
     """
 
-    def __init__(self, root: str, max_rows: int = 1_000_000) -> None:
+    def __init__(
+        self,
+        root: str,
+        max_rows: int = 1_000_000,
+        fresh: Callable[[str, tuple[int, int, int]], pa.Table | None] | None = None,
+    ) -> None:
         self.root = root
         self.max_rows = max_rows
+        self._fresh = fresh
         self._files: dict[str, _File] = {}
         self._groups: OrderedDict[tuple[str, tuple[int, int, int], int], _Group] = OrderedDict()
         self._rows = 0
@@ -143,6 +154,16 @@ class SegmentCache:
         known = self._files.get(path)
         if known is not None and known.signature == signature:
             return known
+        table = None if self._fresh is None else self._fresh(path, signature)
+        if table is not None:
+            groups = [
+                table.slice(offset, SEGMENT_ROW_GROUP)
+                for offset in range(0, table.num_rows, SEGMENT_ROW_GROUP)
+            ]
+            # Rows are in position order: a group's largest entry id is its last row's.
+            group_ends = [int(group.column("entry_id")[-1].as_py()) for group in groups]
+            # Not kept in ``_files``: the ledger store's copy is what bounds the memory.
+            return _File(signature, None, list(group_ends), groups)
         metadata = pq.read_metadata(path)
         column = metadata.schema.to_arrow_schema().get_field_index("entry_id")
         group_max: list[int | None] = []
@@ -160,15 +181,18 @@ class SegmentCache:
         if found is not None:
             self._groups.move_to_end(key)
             return found
-        # The footer read for the statistics serves the reader: it is not parsed again.
-        reader = pq.ParquetFile(path, metadata=known.metadata)
-        present = set(reader.schema_arrow.names)
-        table = with_later_columns(
-            reader.read_row_group(
-                group, columns=[name for name in MESSAGE_SCHEMA.names if name in present]
-            ),
-            MESSAGE_SCHEMA.names,
-        )
+        if known.fresh is not None:
+            table = known.fresh[group]
+        else:
+            # The footer read for the statistics serves the reader: it is not parsed again.
+            reader = pq.ParquetFile(path, metadata=known.metadata)
+            present = set(reader.schema_arrow.names)
+            table = with_later_columns(
+                reader.read_row_group(
+                    group, columns=[name for name in MESSAGE_SCHEMA.names if name in present]
+                ),
+                MESSAGE_SCHEMA.names,
+            )
         batches = table.to_batches()
         if len(batches) == 1:
             batch = batches[0]
@@ -186,19 +210,23 @@ class SegmentCache:
 class _File:
     """What a segment's footer says, for the file as it was when read."""
 
-    __slots__ = ("group_max", "metadata", "signature")
+    __slots__ = ("fresh", "group_max", "metadata", "signature")
 
     def __init__(
         self,
         signature: tuple[int, int, int],
-        metadata: pq.FileMetaData,
+        metadata: pq.FileMetaData | None,
         group_max: list[int | None],
+        fresh: list[pa.Table] | None = None,
     ) -> None:
         self.signature = signature
         """Size, modification time and inode: a file replaced under its name is read afresh."""
         self.metadata = metadata
+        """The footer; None for a segment served from memory (``fresh``)."""
         self.group_max = group_max
         """Each row group's largest entry id (None: no statistics)."""
+        self.fresh = fresh
+        """The row groups as the ledger store wrote them, when it still had them."""
 
 
 class _Group:

@@ -25,6 +25,7 @@ from core.config import Config
 from core.errors import MetadataStoreError, SubscriptionNotFoundError
 from core.ids.position import Position
 from core.producer import OutgoingMessage
+from core.store.dispatch_state import SubscriptionTransaction
 from core.store.metadata import MetadataStore
 from core.store.segment_reader import SegmentCache
 from core.subscription import SubscriptionType
@@ -139,3 +140,46 @@ def test_a_failed_transaction_writes_nothing_and_returns_its_connection(
         assert record.deltas == [b"delta"]
         with store.subscription_transaction(TOPIC, "s", 0) as txn:
             assert [c.consumer_id for c in txn.consumers()] == ["c"]
+
+
+def _flush_setting(txn: SubscriptionTransaction) -> str:
+    if txn._postgres:
+        return str(txn._driver_rows("SHOW synchronous_commit", ())[0][0])
+    return {0: "off", 1: "normal", 2: "full", 3: "extra"}[
+        int(txn._driver_rows("PRAGMA synchronous", ())[0][0])
+    ]
+
+
+def test_only_a_dispatch_commits_without_waiting_for_the_disk(
+    small_ledgers: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dispatch's bookkeeping commits without a flush; joining, acknowledging and
+    every later transaction on the same pooled connection flush as before."""
+    broker = small_ledgers
+    _produce(broker, 0, 2)
+    seen: list[tuple[str, str]] = []
+    real_lock = SubscriptionTransaction._lock
+
+    def lock(self: SubscriptionTransaction, topic: str, *, flushed: bool = True) -> None:
+        if self._postgres:
+            # The test server runs with synchronous_commit off: on for this session, so
+            # that a transaction turning it off shows.
+            self._run("SET synchronous_commit = on", ())
+        real_lock(self, topic, flushed=flushed)
+        seen.append(("flushed" if flushed else "not flushed", _flush_setting(self)))
+
+    monkeypatch.setattr(SubscriptionTransaction, "_lock", lock)
+    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c")
+    messages = consumer.receive_many(10)
+    assert [m.payload for m in messages] == [b"m0", b"m1"]
+    consumer.acknowledge(messages)
+    postgres = broker.metadata.engine.dialect.name == "postgresql"
+    full = ("flushed", "on" if postgres else "full")
+    relaxed = ("not flushed", "off" if postgres else "normal")
+    assert seen[0] == full  # subscribe
+    assert seen[-1] == full  # acknowledge
+    assert set(seen[1:-1]) == {relaxed}  # the dispatches
+    # Set back: the next transaction on the pool's connections flushes.
+    with broker.metadata.subscription_transaction(TOPIC, "s", 0) as txn:
+        assert _flush_setting(txn) == full[1]
+    assert broker.topic_stats("admin", TOPIC).subscriptions["s"].msg_backlog == 0

@@ -249,13 +249,13 @@ def test_read_entries(ledger_store: LedgerStore) -> None:
 
 def _fail_after_publish(monkeypatch: pytest.MonkeyPatch) -> None:
     """A crash after the segment file is in place but before the metadata commit."""
-    real_replace = os.replace
+    real_write = LedgerStore._write_segment
 
-    def replace_then_crash(src: str, dst: str) -> None:
-        real_replace(src, dst)
+    def write_then_crash(path: str, table: pa.Table) -> None:
+        real_write(path, table)
         raise RuntimeError("crash before commit")
 
-    monkeypatch.setattr(os, "replace", replace_then_crash)
+    monkeypatch.setattr(LedgerStore, "_write_segment", staticmethod(write_then_crash))
 
 
 def test_crash_inside_append_leaves_nothing_visible(
@@ -381,20 +381,20 @@ def test_concurrent_appends_to_one_partition(ledger_store: LedgerStore) -> None:
         assert info.entries <= 4
 
 
-def test_an_append_removes_temporaries_a_killed_writer_left(ledger_store: LedgerStore) -> None:
-    """A kill between writing a segment's temporary and renaming it leaves the temporary:
-    the next append to the partition (under its lock) deletes it, and nothing else."""
+def test_an_append_writes_over_what_a_killed_writer_left(ledger_store: LedgerStore) -> None:
+    """A kill while a segment is written (before its commit) leaves the file cut short
+    under the segment's name: it is never read, and the next append, allocated the same
+    entry ids, writes over it."""
     name = TOPIC
-    ledger_store.append(name, [single(b"a")])
+    [first] = ledger_store.append(name, [single(b"a")])
     folder = Path(ledger_store.segment_paths(name)[0]).parent
-    stale = folder / f".ledger-{1:020d}-{1:012d}.parquet.{'ab' * 16}.tmp"
-    stale.write_bytes(b"half a parquet file")
-    other = folder / "notes.tmp"
-    other.write_bytes(b"not ours")
-    ledger_store.append(name, [single(b"b")])
-    assert not stale.exists()
-    assert other.exists()
+    stale = folder / f"ledger-{first.ledger_id:020d}-{1:012d}.parquet"
+    stale.write_bytes(b"half a parquet file, longer than the segment that replaces it" * 100)
+    assert payloads(ledger_store.read_table(name)) == [b"a"]
+    assert len(ledger_store.entry_index(name)) == 1
+    assert ledger_store.append(name, [single(b"b")]) == [Position(first.ledger_id, 1)]
     assert payloads(ledger_store.read_table(name)) == [b"a", b"b"]
+    assert pq.read_schema(stale).remove_metadata() == MESSAGE_SCHEMA
 
 
 @pytest.mark.parametrize(
@@ -414,3 +414,19 @@ def test_keys_properties_and_times_that_parquet_cannot_hold_are_refused(
     with pytest.raises(InvalidArgumentError):
         ledger_store.append(name, [single(b"x", **bad)])
     assert ledger_store.metadata.ledgers(str(name)) == []
+
+
+def test_a_failed_fsync_leaves_no_file_and_nothing_listed(
+    ledger_store: LedgerStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def broken_fsync(_descriptor: int) -> None:
+        raise OSError("I/O error")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fsync", broken_fsync)
+        with pytest.raises(LedgerStoreError, match="Cannot write ledger segment .*I/O error"):
+            ledger_store.append(TOPIC, [single(b"x")])
+    assert [p for p in (tmp_path / "ledgers").rglob("*") if p.is_file()] == []
+    assert ledger_store.segment_paths(TOPIC) == []
+    assert ledger_store.append(TOPIC, [single(b"y")])[0].entry_id == 0
+    assert payloads(ledger_store.read_table(TOPIC)) == [b"y"]
