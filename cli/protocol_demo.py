@@ -252,6 +252,7 @@ def run(
             "answers 202 on this namespace and starts the skip workflow as her):"
         )
         line(f"    $ CURSOROPS_PASSWORD=*** {shlex.join(command)}")
+        requested_at = time.time()
         asked = _cursorops(config, command[1:], password=f"{REQUESTER}-pw")
         run_id = str(asked["runId"])
         summary["runId"] = run_id
@@ -347,11 +348,16 @@ def run(
                 "approver": APPROVER,
                 "backlogBefore": before,
                 "backlogAfter": after,
+                "requestedAtMs": int(requested_at * 1000),
+                "refusedAtMs": int(refused_at * 1000),
                 "approvedAtMs": approved_at_ms,
                 "appliedAtMs": applied_at_ms,
                 "pillDeliveries": len(app.pills()),
-                "pillDeliveriesAfterApply": len(late),
-                "lastPillAtMs": int(last["t"] * 1000),
+                # The evidence, from the app's own output: its every delivery of the pill
+                # since alice asked (its wall clock).
+                "pillDeliveredAtMs": [
+                    int(e["t"] * 1000) for e in app.pills() if e["t"] >= requested_at
+                ],
             }
         )
         line("[12] stopping what the demo started ...")
