@@ -1,6 +1,6 @@
 """A local Airflow 3.3.2 started from Python, driven over its public REST API.
 
-Used by ``cursorops demo --airflow``, the Airflow tests and the benchmarks, so
+Used by ``cursorops demo --protocol``, the Airflow tests and the benchmarks, so
 all three start Airflow the way a person does:
 
 - :func:`start_airflow` runs ``scripts/airflow-up.sh`` (``airflow standalone``:

@@ -35,6 +35,9 @@ PILL_INDEX = 157
 PILL = b"POISON PILL: order with a malformed amount"
 DELAYED = 4
 HOUR_MS = 3_600_000
+OPERATORS = ("alice", "bob")
+"""Pulsar roles allowed to skip in the namespace: the README's browser and REST walks act
+as them."""
 
 
 def run(
@@ -60,10 +63,13 @@ def run(
     with Broker(config) as broker:
         step(
             "Tenant and namespace",
-            f"The demo keeps its topics in {NAMESPACE}; created on the first run, reused after.",
+            f"The demo keeps its topics in {NAMESPACE}; created on the first run, reused after. "
+            f"{' and '.join(OPERATORS)} (users of make up's Airflow) may consume and skip there.",
         )
         _create_once(lambda: broker.create_tenant(role, TENANT))
         _create_once(lambda: broker.create_namespace(role, NAMESPACE))
+        for user in OPERATORS:
+            broker.grant_permission(role, NAMESPACE, user, ["consume"])
         line(f"    home: {config.home}")
 
         step(
