@@ -11,17 +11,24 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
 
 import pytest
 
 from cli import protocol_demo
 from core.broker import Broker
 from core.config import Config
+from tests import leftovers
 from tests.airflow_harness import Airflow
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.airflow]
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
+@pytest.mark.airflow
 def test_the_pill_is_skipped_after_bobs_approval_and_never_delivered_again(
     airflow: Airflow, cursorops_home: Config
 ) -> None:
@@ -71,3 +78,38 @@ def test_the_pill_is_skipped_after_bobs_approval_and_never_delivered_again(
     assert isinstance(delivered, list)
     assert any(refused_at < t < approved_at for t in delivered), delivered
     assert not [t for t in delivered if t > skip.at_ms + protocol_demo.IN_FLIGHT_S * 1000]
+
+
+def test_a_failed_step_stops_the_app_and_the_standalone(tmp_path: Path) -> None:
+    """Airflow cannot start (no Airflow where the launcher looks): the demo ends with one
+    clear error line, after stopping the app and the standalone it had started."""
+    token = f"protocol-demo-{uuid.uuid4().hex}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CURSOROPS_")}
+    env.update(
+        {leftovers.RUN_MARKER: token, "VENV": str(tmp_path / "no-venv"), "CURSOROPS_DAEMON": "off"}
+    )
+    # Files, not pipes: a process left behind would hold a pipe open, and the test would
+    # wait for it instead of finding it.
+    stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
+    with stdout.open("w") as out_file, stderr.open("w") as err_file:
+        demo = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "--home", str(tmp_path / "home"), "demo"]
+            + ["--protocol"],
+            stdout=out_file,
+            stderr=err_file,
+            env=env,
+        )
+    try:
+        demo.wait(timeout=300)
+    finally:
+        demo.kill()
+        # Only what carries this test's marker (or descends from the demo) is looked at.
+        left = leftovers.wait_for_servers(token, demo.pid, grace_s=15)
+        leftovers.stop(left)
+    out, err = stdout.read_text(), stderr.read_text()
+    assert demo.returncode == 1, out + err
+    # It got as far as the app's pill: the standalone and the app were running.
+    assert "exact backlog: 1 message: the pill" in out, out
+    assert "the Airflow launcher exited 1: no " in err, err
+    assert "run make install first" in err, err
+    assert left == [], left
