@@ -1,6 +1,6 @@
 """A local Airflow 3.3.2 started from Python, driven over its public REST API.
 
-Used by ``cursorops demo --airflow``, the Airflow tests and the benchmarks, so
+Used by ``cursorops demo --protocol``, the Airflow tests and the benchmarks, so
 all three start Airflow the way a person does:
 
 - :func:`start_airflow` runs ``scripts/airflow-up.sh`` (``airflow standalone``:
@@ -415,7 +415,8 @@ def _wait_ready(airflow: Airflow, dag_id: str, progress: Progress, timeout: floa
     while time.monotonic() < deadline:
         if airflow.process.poll() is not None:
             raise RuntimeError(
-                f"the Airflow launcher exited {airflow.process.returncode}: {airflow.log}"
+                f"the Airflow launcher exited {airflow.process.returncode}: "
+                f"{_last_line(airflow.log)} (log: {airflow.log})"
             )
         try:
             health = httpx.get(f"{airflow.base_url}/api/v2/monitor/health", timeout=10)
@@ -439,3 +440,12 @@ def _wait_ready(airflow: Airflow, dag_id: str, progress: Progress, timeout: floa
             progress(f"... still {phase} ({last_said - start:.0f} s)")
         time.sleep(1)
     raise TimeoutError(f"Airflow not ready after {timeout:.0f} s: {airflow.log}")
+
+
+def _last_line(log: Path) -> str:
+    """The log's last line that says something: usually why the launcher gave up."""
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return next((text.strip() for text in reversed(lines) if text.strip()), "(empty log)")

@@ -10,7 +10,6 @@ ends with checks; a failed check makes the command exit 1.
 from __future__ import annotations
 
 import contextlib
-import re
 import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -36,6 +35,9 @@ PILL_INDEX = 157
 PILL = b"POISON PILL: order with a malformed amount"
 DELAYED = 4
 HOUR_MS = 3_600_000
+OPERATORS = ("alice", "bob")
+"""Pulsar roles allowed to skip in the namespace: the README's browser and REST walks act
+as them."""
 
 
 def run(
@@ -61,10 +63,13 @@ def run(
     with Broker(config) as broker:
         step(
             "Tenant and namespace",
-            f"The demo keeps its topics in {NAMESPACE}; created on the first run, reused after.",
+            f"The demo keeps its topics in {NAMESPACE}; created on the first run, reused after. "
+            f"{' and '.join(OPERATORS)} (users of make up's Airflow) may consume and skip there.",
         )
         _create_once(lambda: broker.create_tenant(role, TENANT))
         _create_once(lambda: broker.create_namespace(role, NAMESPACE))
+        for user in OPERATORS:
+            broker.grant_permission(role, NAMESPACE, user, ["consume"])
         line(f"    home: {config.home}")
 
         step(
@@ -251,195 +256,3 @@ def _drain(broker: Broker, role: str, topic: str) -> list[Message]:
 
 def _short(message_id: MessageId) -> str:
     return f"{message_id.triplet()} (partition {message_id.partition})"
-
-
-# -- the same skip through Airflow: previewed, refused to the requester, approved --------
-
-SKIP_DAG = "cursorops_skip_messages"
-GATE = "approve_skip"
-REQUESTER = "alice"
-APPROVER = "bob"
-LATE_ORDERS = 30
-PILLS = (ORDERS + 3, ORDERS + 16, ORDERS + 29)
-"""Orders that are poison pills in the Airflow story, each inside a batch of the orders
-produced after the consumers' progress, so that all three are still in the backlog."""
-
-
-def run_airflow(
-    config: Config, role: str, *, partitions: int = 4, say: TextIO | None = None
-) -> dict[str, object]:
-    """Skip poison pills and a delayed message through ``cursorops_skip_messages`` on a
-    local Airflow (standalone on SQLite, started and stopped here): alice asks, alice's own
-    approval is refused, bob approves. Returns a summary with the checks."""
-    from airflow_glue.local_airflow import start_airflow
-
-    step_count = 0
-
-    def step(title: str, why: str) -> None:
-        nonlocal step_count
-        step_count += 1
-        line(f"\n[A{step_count}] {title}")
-        line(f"    {why}")
-
-    def line(text: str = "") -> None:
-        if say is not None:
-            print(text, file=say, flush=True)
-
-    stamp = datetime.now(tz=UTC).strftime("%Y%m%d-%H%M%S")
-    topic = f"persistent://{NAMESPACE}/airflow-{stamp}-{secrets.token_hex(2)}"
-    with Broker(config) as broker:
-        step(
-            f"Topic {topic} with {partitions} partitions",
-            f"{ORDERS} orders in batches of {BATCH_SIZE}, {DELAYED} reminders due in 1 h, "
-            f"{ACKED_FIRST} consumed; then {LATE_ORDERS} more orders, of which "
-            f"{', '.join(f'#{i}' for i in PILLS)} are poison pills. "
-            f"{REQUESTER} and {APPROVER} (Airflow users, same-named Pulsar roles) may skip here.",
-        )
-        _create_once(lambda: broker.create_tenant(role, TENANT))
-        _create_once(lambda: broker.create_namespace(role, NAMESPACE))
-        for user in (REQUESTER, APPROVER):
-            broker.grant_permission(role, NAMESPACE, user, ["consume"])
-        broker.create_topic(role, topic, partitions)
-        broker.create_subscription(
-            role, topic, SUBSCRIPTION, SubscriptionType.SHARED, initial_position="earliest"
-        )
-        orders = [
-            OutgoingMessage(payload=PILL if i in PILLS else _order(i), key=f"customer-{i % 7}")
-            for i in range(ORDERS + LATE_ORDERS)
-        ]
-        order_ids = broker.produce(role, topic, orders[:ORDERS], batch_size=BATCH_SIZE)
-        due = wall_clock_ms() + HOUR_MS
-        reminders = [
-            OutgoingMessage(payload=f"reminder #{i}: invoice due".encode(), deliver_at=due)
-            for i in range(DELAYED)
-        ]
-        reminder_ids = broker.produce(role, topic, reminders)
-        first = broker.consume(role, topic, SUBSCRIPTION, ACKED_FIRST, ack=True)
-        order_ids += broker.produce(role, topic, orders[ORDERS:], batch_size=BATCH_SIZE)
-        chosen = [order_ids[i] for i in PILLS] + [reminder_ids[0]]
-        before = _total(broker, role, topic)
-        line(
-            f"    exact backlog before: {before['entries']} entries / {before['messages']} messages"
-        )
-        line(f"    to skip: {', '.join(_short(m) for m in chosen)}")
-
-    step(
-        "Start Airflow: api-server, scheduler, dag-processor (standalone, LocalExecutor, SQLite)",
-        "Local processes on 127.0.0.1, with a Spark Connect server for the Spark tasks (no JVM "
-        "per task), stopped at the end; the DAG reads the same cursorops home.",
-    )
-    airflow = start_airflow(
-        config.home / "airflow-demo",
-        {
-            "CURSOROPS_HOME": str(config.home),
-            "CURSOROPS_METADATA_URL": config.metadata_url,
-            "CURSOROPS_LEDGER_ROOT": config.ledger_root,
-        },
-        only_dag=True,
-        progress=lambda text: line(f"    {text}"),
-    )
-    checks: dict[str, bool] = {}
-    try:
-        line(f"    {airflow.base_url}  (logs: {airflow.log})")
-        step(
-            f"{REQUESTER} triggers {SKIP_DAG} over the REST API",
-            "validate → authorize → plan_requested_ids (exact preview, nothing acknowledged) "
-            "→ the gate.",
-        )
-        run_id = airflow.trigger(
-            SKIP_DAG,
-            {
-                "topic": topic,
-                "subscription": SUBSCRIPTION,
-                "message_ids": [m.triplet() for m in chosen],
-                "reason": "poison pills with a malformed amount; obsolete reminder",
-                "ticket": "OPS-1",
-            },
-            user=REQUESTER,
-        )
-        line(f"    run {run_id}; waiting for the approval gate ...")
-        detail = airflow.wait_awaiting_input(SKIP_DAG, run_id, GATE)
-        assigned = sorted(u["id"] for u in detail["assigned_users"])
-        step(
-            "The preview: the gate's body, what the approver reads",
-            f"Assigned approvers: {', '.join(assigned)} (permitted, never the requester).",
-        )
-        for text in str(detail["body"]).splitlines():
-            # As the page shows it: backslash escapes (requester text made inert) read as text.
-            line("    | " + re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text))
-
-        step(
-            f"{REQUESTER} tries to approve her own request",
-            "Four eyes: Airflow refuses, and nothing is acknowledged.",
-        )
-        refused = airflow.answer(SKIP_DAG, run_id, GATE, "Approve", user=REQUESTER)
-        line(f"    HTTP {refused.status_code}: {refused.json().get('detail', refused.text)}")
-        with Broker(config) as broker:
-            unchanged = _total(broker, role, topic) == before
-
-        step(
-            f"{APPROVER} approves",
-            "apply_skip commits every partition touched in one transaction, then verify, record.",
-        )
-        approved = airflow.answer(SKIP_DAG, run_id, GATE, "Approve", user=APPROVER)
-        line(f"    HTTP {approved.status_code}; waiting for the run ...")
-        state = airflow.wait_run(SKIP_DAG, run_id)
-        for task, states in airflow.task_states(SKIP_DAG, run_id).items():
-            line(f"    {task:<17} {', '.join(states)}")
-        line(f"    run: {state}")
-    finally:
-        step("Stop Airflow", "SIGINT to standalone: every Airflow process ends.")
-        airflow.stop()
-        line("    stopped")
-
-    with Broker(config) as broker:
-        after = _total(broker, role, topic)
-        records = [r.detail for r in broker.audit_log(role, topic, kind="skip-request")]
-        now_messages = _drain(broker, role, topic)
-    with Broker(config, clock=lambda: wall_clock_ms() + 2 * HOUR_MS) as later:
-        later_messages = _drain(later, role, topic)
-    step(
-        "Backlog after, and what consumers receive now and 2 h later",
-        "The skipped messages never arrive; every other message arrives exactly once.",
-    )
-    line(f"    exact backlog before: {before['entries']} entries / {before['messages']} messages")
-    line(f"    exact backlog after:  {after['entries']} entries / {after['messages']} messages")
-    received = [(m.topic, m.message_id) for m in [*first, *now_messages, *later_messages]]
-    skipped = set(chosen)
-    line(f"    received {len(now_messages)} now, {len(later_messages)} two hours later")
-    record = records[0] if records else {}
-    checks = {
-        f"{REQUESTER}'s own approval refused (HTTP 403)": refused.status_code == 403,
-        "nothing acknowledged before the approval": unchanged,
-        f"{APPROVER}'s approval accepted": approved.status_code == 200,
-        "run succeeded": state == "success",
-        f"recorded: asked by {REQUESTER}, approved by {APPROVER}": record.get("requester")
-        == REQUESTER
-        and (record.get("answer") or {}).get("by") == APPROVER,
-        f"backlog after = before - {len(chosen)} messages": after["messages"]
-        == before["messages"] - len(chosen),
-        "skipped messages never delivered": not {m for _, m in received} & skipped,
-        "every other message delivered exactly once": len(received)
-        == len(set(received))
-        == ORDERS + LATE_ORDERS + DELAYED - len(chosen),
-    }
-    step("Checks", "What the Airflow story set out to show.")
-    for name, ok in checks.items():
-        line(f"    {'ok  ' if ok else 'FAIL'}  {name}")
-    return {
-        "topic": topic,
-        "runId": run_id,
-        "skipped": [output.id_json(m) for m in chosen],
-        "backlogBefore": before,
-        "backlogAfter": after,
-        "checks": checks,
-        "ok": all(checks.values()),
-    }
-
-
-def _total(broker: Broker, role: str, topic: str) -> dict[str, int]:
-    """The subscription's exact backlog over all partitions: entries and messages."""
-    total = TopicAnalysis.of(
-        topic, SUBSCRIPTION, broker.analyze_backlog(role, topic, SUBSCRIPTION)
-    ).total
-    return {"entries": total.entries, "messages": total.messages}

@@ -565,8 +565,7 @@ def demo(ctx: Context, args: argparse.Namespace) -> Result:
         summary = protocol_demo.run(config, ctx.role, say=None if ctx.json else ctx.out)
         return Result(summary, [], 0 if summary["ok"] else EXIT_UNEXPECTED)
     cap = config.max_partitions_per_topic
-    story = demo_module.run_airflow if args.airflow else demo_module.run
-    summary = story(
+    summary = demo_module.run(
         config,
         ctx.role,
         partitions=values.positive(args.partitions, "--partitions", cap),
@@ -1103,16 +1102,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--partitions", type=values.ascii_int, default=4, help="partitions of the demo topic"
     )
     p.add_argument(
-        "--airflow",
-        action="store_true",
-        help="the same skip through Airflow: start it locally, alice asks, her own approval "
-        "is refused, bob approves; stop it",
-    )
-    p.add_argument(
         "--protocol",
         action="store_true",
-        help="a real pulsar-client app's poison pill, through cursorops standalone: the app "
-        "nacks it, the operator previews and applies the skip, the app moves on",
+        help="a real pulsar-client app's poison pill, through cursorops standalone and a local "
+        "Airflow (started and stopped): the app nacks it, alice asks for the skip, her own "
+        "approval is refused, bob approves, the app moves on",
     )
     p.set_defaults(handler=demo)
 

@@ -262,7 +262,6 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int]]
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(cli_daemon, "start", _no_daemon)
             patch.setattr(cli_demo, "run", _no_demo)
-            patch.setattr(cli_demo, "run_airflow", _no_demo)
             patch.setattr(cli_protocol_demo, "run", _no_demo)
             patch.setattr(protocol_standalone, "run", _no_standalone)
             for argv in seed:
