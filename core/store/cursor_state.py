@@ -336,6 +336,12 @@ class CursorStates:
         self._run.execute(_SET_SNAPSHOT, (snapshot, through_version, cursor_id))
         self._run.execute(_DROP_THROUGH, (cursor_id, through_version))
 
+    def fold(self, cursor_id: int, snapshot: bytes, through_version: int) -> None:
+        """:meth:`compact` for a cursor this transaction read with ``lock="update"``: its
+        row is locked already, and ``through_version`` is the version read."""
+        self._run.execute(_SET_SNAPSHOT, (snapshot, through_version, cursor_id))
+        self._run.execute(_DROP_THROUGH, (cursor_id, through_version))
+
     def _locked_versions(
         self, topic_partition: str, subscription: str
     ) -> tuple[int, tuple[int, int]]:
