@@ -28,7 +28,6 @@ from core.skipping.plan_record import PlanRecord
 from core.skipping.skip_plan import SkipColumns, SkipPlan
 from core.store.metadata import AuditEntry, TopicInfo
 
-
 FOLD_AFTER_DELTAS = 32
 """A skip that read this many deltas after a cursor's snapshot folds them into a new one, in
 its own transaction. Each read of a cursor decodes every delta after its snapshot (about 25
@@ -383,12 +382,14 @@ class CursorOperations(Collaborator):
             ]
             acks, audit = decide(states)
             for (cursor_id, record), state, ack in zip(read, states, acks, strict=True):
+                payloads = [cursor_codec.encode_columns(ack)] if len(ack) else []
                 if len(record.deltas) >= FOLD_AFTER_DELTAS:
                     # Under the row lock, with the state replayed: the next reader replays
                     # a short journal again, whoever else writes this cursor.
-                    work.cursors.fold(cursor_id, cursor_codec.encode(state), record.version)
-                if len(ack):
-                    work.cursors.append(cursor_id, [cursor_codec.encode_columns(ack)])
+                    snapshot = cursor_codec.encode(state)
+                    work.cursors.fold_and_append(cursor_id, snapshot, record.version, payloads)
+                elif payloads:
+                    work.cursors.append(cursor_id, payloads)
             audit_id = work.record_audit(audit)
             if approved is not None:
                 done = outcomes[-1]

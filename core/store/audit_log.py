@@ -37,7 +37,7 @@ def check(entry: AuditEntry) -> dict[str, object]:
     return detail
 
 
-_INSERT = insert(AuditRow.__table__).returning(AuditRow.__table__.c.id)
+_INSERT = insert(AuditRow).returning(AuditRow.id)
 
 
 def add(session: Session, entry: AuditEntry) -> int:

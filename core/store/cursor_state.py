@@ -89,6 +89,10 @@ _CREATE = (
     "VALUES (?, ?, ?, 0, 0)"
 )
 _SET_SNAPSHOT = "UPDATE cursors SET snapshot = ?, snapshot_version = ? WHERE id = ?"
+_FOLD_AND_BUMP = (
+    "UPDATE cursors SET snapshot = ?, snapshot_version = ?, version = version + ? "
+    "WHERE id = ? RETURNING version"
+)
 _DROP_THROUGH = "DELETE FROM cursor_deltas WHERE cursor_id = ? AND version <= ?"
 _SIZES = (
     "SELECT cursors.id, length(cursors.snapshot), (SELECT coalesce(sum(length(d.payload)), 0) "
@@ -336,9 +340,24 @@ class CursorStates:
         self._run.execute(_SET_SNAPSHOT, (snapshot, through_version, cursor_id))
         self._run.execute(_DROP_THROUGH, (cursor_id, through_version))
 
-    def fold(self, cursor_id: int, snapshot: bytes, through_version: int) -> None:
-        """:meth:`compact` for a cursor this transaction read with ``lock="update"``: its
-        row is locked already, and ``through_version`` is the version read."""
+    def fold_and_append(
+        self, cursor_id: int, snapshot: bytes, through_version: int, payloads: Sequence[bytes]
+    ) -> None:
+        """:meth:`compact`, then :meth:`append`, for a cursor this transaction read with
+        ``lock="update"``: its row is locked already, ``through_version`` is the version read.
+
+        One UPDATE of the row for both. PostgreSQL checks the foreign keys of a row updated
+        a second time in one transaction: that check takes a key-share lock on the
+        subscription's row, which a dispatcher holds for update while it waits for this
+        cursor (a deadlock).
+        """
+        if payloads:
+            bumped = self._run.rows(
+                _FOLD_AND_BUMP, (snapshot, through_version, len(payloads), cursor_id)
+            )
+            self._run.execute(_DROP_THROUGH, (cursor_id, through_version))
+            self._insert(cursor_id, int(bumped[0][0]), payloads)
+            return
         self._run.execute(_SET_SNAPSHOT, (snapshot, through_version, cursor_id))
         self._run.execute(_DROP_THROUGH, (cursor_id, through_version))
 

@@ -399,7 +399,7 @@ class Tenancy(StoreBase):
             return bool(row is not None and row.skip_requires_approval)
 
 
-def _topic_query(name: str) -> Select[tuple[str, int, bool | None]]:
+def _topic_query(name: str) -> Select[str, int, bool]:
     """A topic's name, partitions and its namespace's approval flag."""
     return (
         select(TopicRow.name, TopicRow.partitions, NamespacePolicyRow.skip_requires_approval)

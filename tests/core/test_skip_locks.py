@@ -17,7 +17,10 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
+from core.acks import cursor_codec
+from core.acks.cursor import CursorState
 from core.broker import Broker
+from core.broker.cursor_ops import FOLD_AFTER_DELTAS
 from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
@@ -159,3 +162,20 @@ def test_skips_over_the_same_partitions_in_opposite_orders_all_apply(
     skips = [Skip(lambda: skip_all(False)), Skip(lambda: skip_all(True))]
     assert all(s.finished() for s in skips)
     assert acknowledged(broker, [m for ids in rounds for m in ids])
+
+
+def test_a_skip_that_folds_the_journal_waits_for_no_dispatcher(
+    broker: Broker, by_partition: dict[int, list[MessageId]], postgres_url: str
+) -> None:
+    """A dispatcher holds the subscription's row while it reads the cursors: a skip that
+    folds a long journal under its cursor lock must not need that row (a second UPDATE of
+    the cursor row in one transaction would: PostgreSQL re-checks its foreign keys)."""
+    name = partition(0)
+    for _ in range(FOLD_AFTER_DELTAS):
+        broker.metadata.append_cursor_delta(name, "s", cursor_codec.encode(CursorState()))
+    with write_lock_held(
+        postgres_url, "SELECT id FROM subscriptions WHERE name = :name FOR UPDATE", name="s"
+    ):
+        folding = Skip(lambda: broker.skip_messages("admin", TOPIC, "s", by_partition[0][:2]))
+        assert folding.finished()
+    assert len(broker.metadata.load_cursor(name, "s").deltas) == 1
