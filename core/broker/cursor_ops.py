@@ -376,11 +376,12 @@ class CursorOperations(Collaborator):
         # (in the fixed lock order), the acknowledgements decided from them, the audit record
         # and an approved plan's claim; all of it commits, or nothing does.
         with self.metadata.transaction() as work:
-            read = [work.cursors.read(name, plan.subscription, lock="update") for name in names]
+            read = work.cursors.read_many(info.name, plan.subscription, names, lock="update")
             states = [
                 replay(record, layouts[n]) for (_, record), n in zip(read, names, strict=True)
             ]
             acks, audit = decide(states)
+            appends = []
             for (cursor_id, record), state, ack in zip(read, states, acks, strict=True):
                 payloads = [cursor_codec.encode_columns(ack)] if len(ack) else []
                 if len(record.deltas) >= FOLD_AFTER_DELTAS:
@@ -389,7 +390,8 @@ class CursorOperations(Collaborator):
                     snapshot = cursor_codec.encode(state)
                     work.cursors.fold_and_append(cursor_id, snapshot, record.version, payloads)
                 elif payloads:
-                    work.cursors.append(cursor_id, payloads)
+                    appends.append((cursor_id, payloads[0]))
+            work.cursors.append_each(appends)
             audit_id = work.record_audit(audit)
             if approved is not None:
                 done = outcomes[-1]

@@ -83,6 +83,14 @@ _BUMP_AND_INSERT = (
     "RETURNING version"
 )
 """PostgreSQL: bump and insert in one statement (a data-modifying CTE)."""
+_BUMP_AND_INSERT_EACH = (
+    "WITH d AS (SELECT * FROM unnest(?::bigint[], ?::bytea[]) AS d(id, payload)), "
+    "bumped AS (UPDATE cursors SET version = cursors.version + 1 FROM d "
+    "WHERE cursors.id = d.id RETURNING cursors.id, cursors.version) "
+    "INSERT INTO cursor_deltas (cursor_id, version, payload) "
+    "SELECT bumped.id, bumped.version, d.payload FROM bumped JOIN d ON d.id = bumped.id"
+)
+"""PostgreSQL: one delta to each of several cursors, bumped and inserted in one statement."""
 _INSERT_DELTA = "INSERT INTO cursor_deltas (cursor_id, version, payload) VALUES (?, ?, ?)"
 _CREATE = (
     "INSERT INTO cursors (subscription_id, topic_partition, snapshot, snapshot_version, version) "
@@ -221,6 +229,54 @@ class CursorStates:
         )
         return int(cursor_id), record
 
+    def read_many(
+        self, topic: str, subscription: str, partitions: Sequence[str], *, lock: Lock
+    ) -> list[tuple[int, CursorRecord]]:
+        """:meth:`read` of several partitions of canonical ``topic``, in ``partitions``' order
+        (raises when one is missing), in two statements whatever their number.
+
+        The rows are locked by one statement, in the order of the partitions' names (the
+        writers' order; ``COLLATE "C"`` compares as Python does), then every delta after
+        each snapshot is read by a second one: a statement that starts after the locks
+        sees every delta committed before them.
+        """
+        if not partitions:
+            return []
+        marks = ", ".join("?" * len(partitions))
+        order = ' COLLATE "C"' if self._postgres else ""
+        clause = _LOCK_CLAUSE[lock] if self._postgres else ""
+        sql = (
+            "SELECT cursors.id, cursors.topic_partition, cursors.snapshot, "
+            "cursors.snapshot_version, cursors.version FROM cursors "
+            "WHERE cursors.subscription_id = (SELECT s.id FROM subscriptions s "
+            f"WHERE s.topic = ? AND s.name = ?) AND cursors.topic_partition IN ({marks}) "
+            f"ORDER BY cursors.topic_partition{order}{clause}"
+        )
+        rows = {str(row[1]): row for row in self._run.rows(sql, (topic, subscription, *partitions))}
+        for name in partitions:
+            if name not in rows:
+                raise missing(name, subscription)
+        after = " OR ".join("(cursor_id = ? AND version > ?)" for _ in partitions)
+        bounds = [v for name in partitions for v in (rows[name][0], rows[name][3])]
+        deltas: dict[int, list[bytes]] = {}
+        for cursor_id, _, payload in self._run.rows(
+            "SELECT cursor_id, version, payload FROM cursor_deltas "
+            f"WHERE {after} ORDER BY cursor_id, version",
+            tuple(bounds),
+        ):
+            deltas.setdefault(int(cursor_id), []).append(bytes(payload))
+        found = []
+        for name in partitions:
+            cursor_id, _, snapshot, snapshot_version, version = rows[name]
+            record = CursorRecord(
+                None if snapshot is None else bytes(snapshot),
+                int(snapshot_version),
+                deltas.get(int(cursor_id), []),
+                int(version),
+            )
+            found.append((int(cursor_id), record))
+        return found
+
     def since(
         self, subscription_id: int, topic_partition: str, known: tuple[int, int, int] | None
     ) -> JournalSince:
@@ -280,6 +336,20 @@ class CursorStates:
         version = int(self._run.rows(_BUMP, (len(payloads), cursor_id))[0][0])
         self._insert(cursor_id, version, payloads)
         return version
+
+    def append_each(self, appends: Sequence[tuple[int, bytes]]) -> None:
+        """One delta to each of several cursors found by :meth:`read_many` (their rows
+        locked); PostgreSQL: one statement for all of them."""
+        if not appends:
+            return
+        if not self._postgres or len(appends) == 1:
+            for cursor_id, payload in appends:
+                self.append(cursor_id, [payload])
+            return
+        ids = [cursor_id for cursor_id, _ in appends]
+        if len(set(ids)) != len(ids):
+            raise InvalidArgumentError("One delta per cursor: a cursor is listed twice")
+        self._run.execute(_BUMP_AND_INSERT_EACH, (ids, [payload for _, payload in appends]))
 
     def append_to(
         self, topic_partition: str, subscription: str, payloads: Sequence[bytes]
