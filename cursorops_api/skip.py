@@ -5,6 +5,7 @@ or ``cursorops_undo_skip`` workflow as the caller (202)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Path, Request, Response
@@ -26,6 +27,14 @@ from cursorops_api.paths import SUBSCRIPTION, base_of, topic_name
 from cursorops_api.topics import _ERRORS, Namespace, Subscription, Tenant, Topic
 
 router = APIRouter(tags=["persistent topic"])
+
+SKIPS_AT_ONCE = 4
+"""Skips one process runs at once; the others wait their turn before any work. A skip
+locks the cursors of the partitions it touches, and the lock holders need the CPU: more
+skips in flight than a topic's partitions can take only compete with the holders for the
+process's one interpreter lock and stretch the time the cursors stay locked
+(docs/decisions.md, "REST under load")."""
+_skip_turns = threading.BoundedSemaphore(SKIPS_AT_ONCE)
 
 SKIP_ID_HEADER = "X-Cursorops-Skip-Id"
 """The applied skip's id on the 204 of ``skipByMessageIds``: the id ``undoSkip`` takes."""
@@ -83,7 +92,8 @@ def skip_by_message_ids(
     name = topic_name(tenant, namespace, topic)
     try:
         # The one skip path: authorized, validated and applied with its audit record.
-        outcome = broker.skip_messages(role, name, subscription, ids, via="rest")
+        with _skip_turns:
+            outcome = broker.skip_messages(role, name, subscription, ids, via="rest")
     except ApprovalRequiredError:
         pass
     else:
@@ -118,7 +128,8 @@ def _skip_head(
 ) -> Response:
     try:
         # Authorized, chosen and applied with its audit record, in one call.
-        broker.skip_head(role, name, subscription, limit, via="rest")
+        with _skip_turns:
+            broker.skip_head(role, name, subscription, limit, via="rest")
     except ApprovalRequiredError:
         pass
     else:

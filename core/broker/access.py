@@ -11,6 +11,7 @@ from core.errors import (
     InvalidArgumentError,
     NotAuthorizedError,
     NotFoundError,
+    TopicNotFoundError,
 )
 from core.ids.topic_name import TopicName
 from core.store.metadata import MetadataStore, TopicInfo
@@ -66,8 +67,31 @@ class Access:
         name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
         if name.is_partition:
             raise InvalidArgumentError(f"'{topic}' names a partition; give the topic '{name.base}'")
-        self.check(role, operation, name.tenant, str(name), name.namespace_name)
-        return self.metadata.get_topic(str(name))
+        if role in self.config.superuser_roles or not authz.GRANTS_ALLOWING[operation]:
+            self.check(role, operation, name.tenant, str(name), name.namespace_name)
+            return self.metadata.get_topic(str(name))
+        # One statement reads what authorizes the role and the topic; the decision comes
+        # first, so a refusal still says nothing of whether the topic exists.
+        resource = str(name)
+        try:
+            tenant_admins, granted, info = self.metadata.access_and_topic(
+                name.tenant, name.namespace_name, role, resource
+            )
+        except NotFoundError as exc:
+            raise NotAuthorizedError(
+                f"Role '{role}' is not authorized to {operation.value} on {resource}"
+            ) from exc
+        authz.check(
+            role,
+            operation,
+            resource,
+            superusers=self.config.superuser_roles,
+            tenant_admins=tenant_admins,
+            granted_actions=granted,
+        )
+        if info is None:
+            raise TopicNotFoundError(f"Topic '{resource}' not found")
+        return info
 
     def refuse_without_approval(
         self,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from core.analysis.backlog_audit import BacklogSample
@@ -37,19 +37,25 @@ def check(entry: AuditEntry) -> dict[str, object]:
     return detail
 
 
+_TABLE = AuditRow.metadata.tables[AuditRow.__tablename__]
+_INSERT = insert(_TABLE).returning(_TABLE.c.id)
+"""The table's own INSERT, not the mapped class's: the ORM's insert paths cost about a
+fifth of a skip's writing transaction."""
+
+
 def add(session: Session, entry: AuditEntry) -> int:
-    """Append ``entry``; its id."""
-    row = AuditRow(
-        at_ms=entry.at_ms,
-        kind=entry.kind,
-        topic=entry.topic,
-        subscription=entry.subscription,
-        role=entry.role,
-        detail=check(entry),
-    )
-    session.add(row)
-    session.flush()
-    return row.id
+    """Append ``entry``; its id. One INSERT ... RETURNING, without the ORM's unit of work:
+    nothing reads the row back in this transaction."""
+    detail = check(entry)
+    values = {
+        "at_ms": entry.at_ms,
+        "kind": entry.kind,
+        "topic": entry.topic,
+        "subscription": entry.subscription,
+        "role": entry.role,
+        "detail": detail,
+    }
+    return int(session.connection().execute(_INSERT, values).scalar_one())
 
 
 def newest(

@@ -83,12 +83,24 @@ _BUMP_AND_INSERT = (
     "RETURNING version"
 )
 """PostgreSQL: bump and insert in one statement (a data-modifying CTE)."""
+_BUMP_AND_INSERT_EACH = (
+    "WITH d AS (SELECT * FROM unnest(?::bigint[], ?::bytea[]) AS d(id, payload)), "
+    "bumped AS (UPDATE cursors SET version = cursors.version + 1 FROM d "
+    "WHERE cursors.id = d.id RETURNING cursors.id, cursors.version) "
+    "INSERT INTO cursor_deltas (cursor_id, version, payload) "
+    "SELECT bumped.id, bumped.version, d.payload FROM bumped JOIN d ON d.id = bumped.id"
+)
+"""PostgreSQL: one delta to each of several cursors, bumped and inserted in one statement."""
 _INSERT_DELTA = "INSERT INTO cursor_deltas (cursor_id, version, payload) VALUES (?, ?, ?)"
 _CREATE = (
     "INSERT INTO cursors (subscription_id, topic_partition, snapshot, snapshot_version, version) "
     "VALUES (?, ?, ?, 0, 0)"
 )
 _SET_SNAPSHOT = "UPDATE cursors SET snapshot = ?, snapshot_version = ? WHERE id = ?"
+_FOLD_AND_BUMP = (
+    "UPDATE cursors SET snapshot = ?, snapshot_version = ?, version = version + ? "
+    "WHERE id = ? RETURNING version"
+)
 _DROP_THROUGH = "DELETE FROM cursor_deltas WHERE cursor_id = ? AND version <= ?"
 _SIZES = (
     "SELECT cursors.id, length(cursors.snapshot), (SELECT coalesce(sum(length(d.payload)), 0) "
@@ -217,6 +229,54 @@ class CursorStates:
         )
         return int(cursor_id), record
 
+    def read_many(
+        self, topic: str, subscription: str, partitions: Sequence[str], *, lock: Lock
+    ) -> list[tuple[int, CursorRecord]]:
+        """:meth:`read` of several partitions of canonical ``topic``, in ``partitions``' order
+        (raises when one is missing), in two statements whatever their number.
+
+        The rows are locked by one statement, in the order of the partitions' names (the
+        writers' order; ``COLLATE "C"`` compares as Python does), then every delta after
+        each snapshot is read by a second one: a statement that starts after the locks
+        sees every delta committed before them.
+        """
+        if not partitions:
+            return []
+        marks = ", ".join("?" * len(partitions))
+        order = ' COLLATE "C"' if self._postgres else ""
+        clause = _LOCK_CLAUSE[lock] if self._postgres else ""
+        sql = (
+            "SELECT cursors.id, cursors.topic_partition, cursors.snapshot, "
+            "cursors.snapshot_version, cursors.version FROM cursors "
+            "WHERE cursors.subscription_id = (SELECT s.id FROM subscriptions s "
+            f"WHERE s.topic = ? AND s.name = ?) AND cursors.topic_partition IN ({marks}) "
+            f"ORDER BY cursors.topic_partition{order}{clause}"
+        )
+        rows = {str(row[1]): row for row in self._run.rows(sql, (topic, subscription, *partitions))}
+        for name in partitions:
+            if name not in rows:
+                raise missing(name, subscription)
+        after = " OR ".join("(cursor_id = ? AND version > ?)" for _ in partitions)
+        bounds = [v for name in partitions for v in (rows[name][0], rows[name][3])]
+        deltas: dict[int, list[bytes]] = {}
+        for cursor_id, _, payload in self._run.rows(
+            "SELECT cursor_id, version, payload FROM cursor_deltas "
+            f"WHERE {after} ORDER BY cursor_id, version",
+            tuple(bounds),
+        ):
+            deltas.setdefault(int(cursor_id), []).append(bytes(payload))
+        found = []
+        for name in partitions:
+            cursor_id, _, snapshot, snapshot_version, version = rows[name]
+            record = CursorRecord(
+                None if snapshot is None else bytes(snapshot),
+                int(snapshot_version),
+                deltas.get(int(cursor_id), []),
+                int(version),
+            )
+            found.append((int(cursor_id), record))
+        return found
+
     def since(
         self, subscription_id: int, topic_partition: str, known: tuple[int, int, int] | None
     ) -> JournalSince:
@@ -277,6 +337,20 @@ class CursorStates:
         self._insert(cursor_id, version, payloads)
         return version
 
+    def append_each(self, appends: Sequence[tuple[int, bytes]]) -> None:
+        """One delta to each of several cursors found by :meth:`read_many` (their rows
+        locked); PostgreSQL: one statement for all of them."""
+        if not appends:
+            return
+        if not self._postgres or len(appends) == 1:
+            for cursor_id, payload in appends:
+                self.append(cursor_id, [payload])
+            return
+        ids = [cursor_id for cursor_id, _ in appends]
+        if len(set(ids)) != len(ids):
+            raise InvalidArgumentError("One delta per cursor: a cursor is listed twice")
+        self._run.execute(_BUMP_AND_INSERT_EACH, (ids, [payload for _, payload in appends]))
+
     def append_to(
         self, topic_partition: str, subscription: str, payloads: Sequence[bytes]
     ) -> int | None:
@@ -332,6 +406,27 @@ class CursorStates:
                 f"{through_version}: its journal ends at version {record[1]}"
             )
         if through_version < record[0]:
+            return
+        self._run.execute(_SET_SNAPSHOT, (snapshot, through_version, cursor_id))
+        self._run.execute(_DROP_THROUGH, (cursor_id, through_version))
+
+    def fold_and_append(
+        self, cursor_id: int, snapshot: bytes, through_version: int, payloads: Sequence[bytes]
+    ) -> None:
+        """:meth:`compact`, then :meth:`append`, for a cursor this transaction read with
+        ``lock="update"``: its row is locked already, ``through_version`` is the version read.
+
+        One UPDATE of the row for both. PostgreSQL checks the foreign keys of a row updated
+        a second time in one transaction: that check takes a key-share lock on the
+        subscription's row, which a dispatcher holds for update while it waits for this
+        cursor (a deadlock).
+        """
+        if payloads:
+            bumped = self._run.rows(
+                _FOLD_AND_BUMP, (snapshot, through_version, len(payloads), cursor_id)
+            )
+            self._run.execute(_DROP_THROUGH, (cursor_id, through_version))
+            self._insert(cursor_id, int(bumped[0][0]), payloads)
             return
         self._run.execute(_SET_SNAPSHOT, (snapshot, through_version, cursor_id))
         self._run.execute(_DROP_THROUGH, (cursor_id, through_version))

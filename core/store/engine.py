@@ -27,6 +27,16 @@ SQLITE_BUSY_TIMEOUT_S = 60.0
 WRITE_OPTION = "cursorops_write"
 """Execution option marking a write engine (SQLite: ``BEGIN IMMEDIATE``)."""
 
+PG_POOL_SIZE = 20
+"""PostgreSQL connections an engine keeps open once used. SQLAlchemy's default (5) made a
+process serving concurrent requests (an api-server worker runs up to 40 in its thread pool)
+open and close a connection for most of its transactions past the fifth: a new backend, a
+login and a pre-ping each time. A connection is opened only when needed: a CLI run that
+needs one keeps one."""
+PG_POOL_OVERFLOW = 20
+"""Connections opened past :data:`PG_POOL_SIZE` while that many are in use, closed when
+returned: 40 in all, the api-server's thread pool."""
+
 PG_SCHEMA_LOCK_KEY = 0x637572736F72
 """Advisory lock held while migrating the schema, so concurrent migrations do not race."""
 
@@ -106,7 +116,9 @@ def create_store_engine(url: URL) -> Engine:
         return engine
     if url.drivername == "postgresql":
         url = url.set(drivername="postgresql+psycopg")
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(
+        url, pool_pre_ping=True, pool_size=PG_POOL_SIZE, max_overflow=PG_POOL_OVERFLOW
+    )
 
 
 def is_unique_violation(exc: IntegrityError) -> bool:

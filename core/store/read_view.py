@@ -29,14 +29,18 @@ class ReadView:
     def subscription(self, topic: str, name: str) -> SubscriptionInfo:
         topic_name = canonical_topic(topic)
         check_label("subscription name", name)
-        row = self.session.scalars(
-            select(SubscriptionRow).where(
-                SubscriptionRow.topic == topic_name, SubscriptionRow.name == name
-            )
+        # Columns, not the mapped row: a look-up per skip, without the ORM's identity map.
+        row = self.session.execute(
+            select(
+                SubscriptionRow.topic,
+                SubscriptionRow.name,
+                SubscriptionRow.type,
+                SubscriptionRow.properties,
+            ).where(SubscriptionRow.topic == topic_name, SubscriptionRow.name == name)
         ).one_or_none()
         if row is None:
             raise SubscriptionNotFoundError.of(topic_name, name)
-        return subscription_info(row)
+        return SubscriptionInfo(row[0], row[1], SubscriptionType(row[2]), dict(row[3]))
 
     def subscriptions(self, topic: str) -> list[SubscriptionInfo]:
         """The topic's subscriptions, by name (none for a topic that does not exist)."""
@@ -53,16 +57,18 @@ class ReadView:
         names = [canonical_topic(name) for name in topic_partitions]
         # The outer join keeps a partition without ledgers and tells a missing one apart.
         query = (
-            select(TopicPartitionRow.name, LedgerRow)
+            select(
+                TopicPartitionRow.name, LedgerRow.ledger_id, LedgerRow.entries, LedgerRow.messages
+            )
             .outerjoin(LedgerRow, LedgerRow.topic_partition == TopicPartitionRow.name)
             .where(TopicPartitionRow.name.in_(names))
             .order_by(TopicPartitionRow.name, LedgerRow.ledger_id)
         )
         found: dict[str, list[LedgerInfo]] = {}
-        for name, row in self.session.execute(query):
+        for name, ledger_id, entries, messages in self.session.execute(query):
             ledgers = found.setdefault(name, [])
-            if row is not None:
-                ledgers.append(ledger_info(row))
+            if ledger_id is not None:
+                ledgers.append(LedgerInfo(ledger_id, name, entries, messages))
         missing = [name for name in names if name not in found]
         if missing:
             raise TopicNotFoundError(f"Topic partition '{missing[0]}' not found")
@@ -76,15 +82,20 @@ class ReadView:
         if not names:
             return found
         query = (
-            select(LedgerRow.topic_partition, SegmentRow)
+            select(
+                LedgerRow.topic_partition,
+                SegmentRow.ledger_id,
+                SegmentRow.first_entry,
+                SegmentRow.last_entry,
+                SegmentRow.messages,
+                SegmentRow.path,
+            )
             .join(LedgerRow, LedgerRow.ledger_id == SegmentRow.ledger_id)
             .where(LedgerRow.topic_partition.in_(names))
             .order_by(LedgerRow.topic_partition, SegmentRow.ledger_id, SegmentRow.first_entry)
         )
-        for name, row in self.session.execute(query):
-            found[name].append(
-                SegmentInfo(row.ledger_id, row.first_entry, row.last_entry, row.messages, row.path)
-            )
+        for name, ledger_id, first_entry, last_entry, messages, path in self.session.execute(query):
+            found[name].append(SegmentInfo(ledger_id, first_entry, last_entry, messages, path))
         return found
 
 

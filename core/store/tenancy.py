@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from sqlalchemy import (
+    Select,
     delete,
+    literal,
     select,
 )
 from sqlalchemy.orm import Session
@@ -183,13 +185,8 @@ class Tenancy(StoreBase):
     def get_topic(self, topic: str) -> TopicInfo:
         """The topic, with its namespace's approval flag read in the same statement."""
         name = canonical_topic(topic)
-        query = (
-            select(TopicRow.name, TopicRow.partitions, NamespacePolicyRow.skip_requires_approval)
-            .outerjoin(NamespacePolicyRow, NamespacePolicyRow.namespace == TopicRow.namespace)
-            .where(TopicRow.name == name)
-        )
         with self._session(write=False) as session:
-            row = session.execute(query).one_or_none()
+            row = session.execute(_topic_query(name)).one_or_none()
         if row is None:
             raise TopicNotFoundError(f"Topic '{name}' not found")
         return TopicInfo(row[0], row[1], approval_required=bool(row[2]))
@@ -302,6 +299,15 @@ class Tenancy(StoreBase):
         check_name("tenant", tenant)
         if namespace is None:
             return self.get_tenant(tenant).admin_roles, frozenset()
+        return self.access_and_topic(tenant, namespace, role, None)[:2]
+
+    def access_and_topic(
+        self, tenant: str, namespace: str, role: str, topic: str | None
+    ) -> tuple[frozenset[str], frozenset[str], TopicInfo | None]:
+        """:meth:`access`, and canonical ``topic`` as :meth:`get_topic` reads it (None when it
+        does not exist, or is not asked), in ONE statement. The caller decides the
+        authorization before it says whether the topic exists."""
+        check_name("tenant", tenant)
         split_namespace(namespace)
         exists = select(NamespaceRow.name).where(NamespaceRow.name == namespace)
         # A role no grant can name (control characters, lone surrogates) has none; it is
@@ -310,16 +316,23 @@ class Tenancy(StoreBase):
         grant = select(PermissionRow.actions).where(
             PermissionRow.namespace == namespace, PermissionRow.role == asked
         )
-        query = select(
-            TenantRow.admin_roles, exists.scalar_subquery(), grant.scalar_subquery()
-        ).where(TenantRow.name == tenant)
+        columns = [TenantRow.admin_roles, exists.scalar_subquery(), grant.scalar_subquery()]
+        if topic is not None:
+            found = _topic_query(canonical_topic(topic)).subquery()
+            columns += [found.c.name, found.c.partitions, found.c.skip_requires_approval]
+            query = select(*columns).outerjoin(found, literal(True)).where(TenantRow.name == tenant)
+        else:
+            query = select(*columns).where(TenantRow.name == tenant)
         with self._session(write=False) as session:
             row = session.execute(query).one_or_none()
         if row is None:
             raise TenantNotFoundError(f"Tenant '{tenant}' not found")
         if row[1] is None:
             raise NamespaceNotFoundError(f"Namespace '{namespace}' not found")
-        return frozenset(row[0]), frozenset(row[2] or ())
+        info = None
+        if topic is not None and row[3] is not None:
+            info = TopicInfo(row[3], row[4], approval_required=bool(row[5]))
+        return frozenset(row[0]), frozenset(row[2] or ()), info
 
     # Namespace policies of cursorops (not Pulsar's): whether skips need an approval.
 
@@ -384,6 +397,15 @@ class Tenancy(StoreBase):
             self._require_namespace(session, namespace)
             row = session.get(NamespacePolicyRow, namespace)
             return bool(row is not None and row.skip_requires_approval)
+
+
+def _topic_query(name: str) -> Select[str, int, bool]:
+    """A topic's name, partitions and its namespace's approval flag."""
+    return (
+        select(TopicRow.name, TopicRow.partitions, NamespacePolicyRow.skip_requires_approval)
+        .outerjoin(NamespacePolicyRow, NamespacePolicyRow.namespace == TopicRow.namespace)
+        .where(TopicRow.name == name)
+    )
 
 
 def remove_subscription(session: Session, topic_name: str, name: str) -> None:

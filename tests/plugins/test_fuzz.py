@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.dags.conftest import SUBSCRIPTION
-from tests.plugins.conftest import PREFIX, Api
+from tests.plugins.conftest import APPROVAL_NS, CONSUMERS, OPEN_NS, PREFIX, Api
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +35,20 @@ def _snapshot(api: Api) -> dict[str, list[tuple[Any, ...]]]:
             table: sorted(db.execute(f'SELECT * FROM "{table}"').fetchall(), key=repr)
             for table in tables
         }
+
+
+def restore_policies(api: Api) -> None:
+    """What the session's other tests rely on, as the ``api`` fixture set it: a successful
+    case may have granted other actions or turned the approval policy off (how many cases
+    run depends on the speed of the machine)."""
+    from core.broker import Broker
+
+    with Broker(api.config) as broker:
+        for namespace in (OPEN_NS, APPROVAL_NS):
+            for role in CONSUMERS:
+                broker.grant_permission("admin", namespace, role, ["consume"])
+        broker.set_namespace_policy("admin", OPEN_NS, skip_requires_approval=False)
+        broker.set_namespace_policy("admin", APPROVAL_NS, skip_requires_approval=True)
 
 
 def test_fuzz_finds_no_500_and_no_state_change_on_errors(api: Api) -> None:
@@ -97,7 +111,10 @@ def test_fuzz_finds_no_500_and_no_state_change_on_errors(api: Api) -> None:
             if _snapshot(api) != before:
                 failures.append(f"{answer.status_code} {label} changed the metadata store")
 
-    run()
+    try:
+        run()
+    finally:
+        restore_policies(api)
     print(f"fuzz: {sum(seen.values())} requests, statuses {sorted(seen.items())}")
     assert failures == []
     assert sum(seen.values()) >= 50, seen

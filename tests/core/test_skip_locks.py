@@ -1,0 +1,181 @@
+"""Which cursor rows a skip locks, and in what order (PostgreSQL: SQLite has one writer).
+
+A skip plans outside any lock, then locks the cursors of the partitions its ids
+are on, and only those, in the order of the partitions' names, and decides what
+is still unacknowledged under them. Here another connection holds one cursor's
+row lock, and the skips that need it wait while the others go on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
+
+from core.acks import cursor_codec
+from core.acks.cursor import CursorState
+from core.broker import Broker
+from core.broker.cursor_ops import FOLD_AFTER_DELTAS
+from core.ids.message_id import MessageId
+from core.producer import OutgoingMessage
+from core.subscription import SubscriptionType
+
+from .conftest import write_lock_held
+
+TOPIC = "persistent://acme/ops/locks"
+LOCK_CURSORS_OF = "SELECT id FROM cursors WHERE topic_partition = :partition FOR UPDATE"
+DEADLINE_S = 120.0
+"""How long a skip that must not wait gets before the test calls it blocked: no timing
+is measured, a skip that waits for the held lock waits until it is released."""
+
+
+@pytest.fixture
+def postgres_url(metadata_url: str) -> str:
+    if metadata_url.startswith("sqlite"):
+        pytest.skip("SQLite has one writer at a time: every write waits for every other")
+    return metadata_url
+
+
+@pytest.fixture
+def by_partition(broker: Broker) -> dict[int, list[MessageId]]:
+    broker.create_topic("admin", TOPIC, partitions=4)
+    broker.create_subscription(
+        "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    ids = broker.produce("admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(40)])
+    found: dict[int, list[MessageId]] = {}
+    for m in ids:
+        found.setdefault(m.partition, []).append(m)
+    assert sorted(found) == [0, 1, 2, 3]
+    return found
+
+
+def partition(index: int) -> str:
+    return f"{TOPIC}-partition-{index}"
+
+
+class Skip:
+    """A skip run in a thread of its own."""
+
+    def __init__(self, call: Callable[[], object]) -> None:
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(call,), daemon=True)
+        self.thread.start()
+
+    def _run(self, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def finished(self) -> bool:
+        self.thread.join(DEADLINE_S)
+        if self.error is not None:
+            raise self.error
+        return not self.thread.is_alive()
+
+
+@contextmanager
+def lock_waits(url: str) -> Iterator[Callable[[], int]]:
+    """How many backends wait for a row lock of ``cursors`` now."""
+    engine = create_engine(url, poolclass=NullPool)
+    query = text(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND query LIKE '%FROM cursors%FOR UPDATE%' AND pid <> pg_backend_pid()"
+    )
+    try:
+        with engine.connect() as connection:
+
+            def count() -> int:
+                connection.commit()
+                return int(connection.execute(query).scalar_one())
+
+            yield count
+    finally:
+        engine.dispose()
+
+
+def acknowledged(broker: Broker, ids: list[MessageId]) -> bool:
+    return bool(broker.plan_skip("admin", TOPIC, "s", ids).columns.already_acknowledged.all())
+
+
+def wait_until_blocked(waiting: Callable[[], int], skips: int) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while waiting() < skips:
+        assert time.monotonic() < deadline, "the skip never waited for the held lock"
+        time.sleep(0.05)
+
+
+def test_a_skip_waits_only_for_the_partitions_it_touches(
+    broker: Broker, by_partition: dict[int, list[MessageId]], postgres_url: str
+) -> None:
+    with (
+        lock_waits(postgres_url) as waiting,
+        write_lock_held(postgres_url, LOCK_CURSORS_OF, partition=partition(0)),
+    ):
+        # The held lock is one a skip needs: a skip on partition 0 waits for it...
+        blocked = Skip(lambda: broker.skip_messages("admin", TOPIC, "s", by_partition[0][:1]))
+        wait_until_blocked(waiting, 1)
+        # ...and one on partition 1 is not held up, nor by the skip waiting on partition 0.
+        free = Skip(lambda: broker.skip_messages("admin", TOPIC, "s", by_partition[1][:1]))
+        assert free.finished()
+        assert blocked.thread.is_alive()
+    assert blocked.finished()
+    assert acknowledged(broker, by_partition[0][:1] + by_partition[1][:1])
+
+
+def test_a_skip_locks_its_partitions_in_the_order_of_their_names(
+    broker: Broker, by_partition: dict[int, list[MessageId]], postgres_url: str
+) -> None:
+    """Whatever the order of the ids, partition 0's cursor is locked before partition 3's:
+    a skip waiting for partition 0 holds nothing of partition 3 meanwhile, and two skips
+    over the same partitions cannot deadlock."""
+    ids = [by_partition[3][0], by_partition[0][0]]
+    with (
+        lock_waits(postgres_url) as waiting,
+        write_lock_held(postgres_url, LOCK_CURSORS_OF, partition=partition(0)),
+    ):
+        both = Skip(lambda: broker.skip_messages("admin", TOPIC, "s", ids))
+        wait_until_blocked(waiting, 1)
+        alone = Skip(lambda: broker.skip_messages("admin", TOPIC, "s", by_partition[3][1:2]))
+        assert alone.finished()
+        assert both.thread.is_alive()
+    assert both.finished()
+
+
+def test_skips_over_the_same_partitions_in_opposite_orders_all_apply(
+    broker: Broker, by_partition: dict[int, list[MessageId]], postgres_url: str
+) -> None:
+    """Two writers, each skipping one message of every partition at a time, listed in
+    opposite orders: in the one lock order, neither deadlocks the other."""
+    rounds = [[by_partition[p][i] for p in (0, 1, 2, 3)] for i in range(8)]
+
+    def skip_all(reverse: bool) -> None:
+        for ids in rounds:
+            broker.skip_messages("admin", TOPIC, "s", ids[::-1] if reverse else ids)
+
+    skips = [Skip(lambda: skip_all(False)), Skip(lambda: skip_all(True))]
+    assert all(s.finished() for s in skips)
+    assert acknowledged(broker, [m for ids in rounds for m in ids])
+
+
+def test_a_skip_that_folds_the_journal_waits_for_no_dispatcher(
+    broker: Broker, by_partition: dict[int, list[MessageId]], postgres_url: str
+) -> None:
+    """A dispatcher holds the subscription's row while it reads the cursors: a skip that
+    folds a long journal under its cursor lock must not need that row (a second UPDATE of
+    the cursor row in one transaction would: PostgreSQL re-checks its foreign keys)."""
+    name = partition(0)
+    for _ in range(FOLD_AFTER_DELTAS):
+        broker.metadata.append_cursor_delta(name, "s", cursor_codec.encode(CursorState()))
+    with write_lock_held(
+        postgres_url, "SELECT id FROM subscriptions WHERE name = :name FOR UPDATE", name="s"
+    ):
+        folding = Skip(lambda: broker.skip_messages("admin", TOPIC, "s", by_partition[0][:2]))
+        assert folding.finished()
+    assert len(broker.metadata.load_cursor(name, "s").deltas) == 1
