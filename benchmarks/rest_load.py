@@ -463,6 +463,35 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[index]
 
 
+HISTORY = (
+    "Earlier figures of this benchmark: 53.0 requests/s, p50 827 ms, p99 1,800 ms (commit "
+    "4ea534e, while other suites loaded the machine, load average 2 to 8); 37.3 requests/s, "
+    "p50 742 ms, p99 5,550 ms before the changes below (commit f54302a, load 3.6); 18.1 "
+    "requests/s before the skip route became the one skip path (load 6 to 10). The changes "
+    '(docs/decisions.md, "REST under load"): a skip costs 8 statements instead of 14; its '
+    "cursors are locked in one statement and their journals read in one; a long journal is "
+    "folded into a snapshot under the skip's lock, so a skip decodes at most 32 deltas per "
+    "cursor instead of up to 512; the PostgreSQL pool keeps 20 connections instead of opening "
+    "and closing one per transaction past the fifth; each api-server worker runs 4 skips at a "
+    "time. The last one moved the queue from PostgreSQL's row locks (about 40 of 55 sessions "
+    "waited on a cursor's lock, sampled every 0.25 s) to a turn in the worker: the same rate, "
+    "a p99 of about 2 s instead of 6 to 8 s."
+)
+WHERE_THE_TIME_GOES = (
+    "Why the aim is missed. The rate is bound by CPU: 50 clients that each wait for their "
+    "answer see a mean latency of 50 divided by the rate, so a p99 under 1 s needs more than "
+    "50 answers a second, and 100 a second needs 10 ms of CPU per request, all processes "
+    "included, on the 2 cores. Measured in process (Airflow's app through an ASGI client, "
+    "PostgreSQL, no other load in the process), a REST skip takes about 15 ms of CPU, the "
+    "client's share included (19 ms before these changes); of the server's part, about three "
+    "quarters is the Broker's Python (the plan's three reads and its validation, the cursors' "
+    "replay, ORM sessions and their connection checks), the rest Airflow's token check (a "
+    "query of its revoked tokens per request) and FastAPI. The load adds the 50 client "
+    "threads' HTTP work, 2 consumer processes dispatching and acknowledging on the same "
+    "cursors, and PostgreSQL's backends, all on the same 2 cores."
+)
+
+
 def render(
     host: machine.Machine,
     sizes: Sizes,
@@ -522,6 +551,7 @@ def render(
     violations = [v for r in results for v in r.violations]
     if violations:
         lines += ["**Violations:** " + "; ".join(violations), ""]
+    lines += [HISTORY, "", WHERE_THE_TIME_GOES, ""]
     return "\n".join(lines) + "\n"
 
 
