@@ -3,6 +3,9 @@ an irreversible operation on a namespace that requires approval."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
 from core import authz
 from core.authz import Operation
 from core.config import Config
@@ -38,22 +41,11 @@ class Access:
         if operation in authz.SUPERUSER_ONLY:
             authz.check(role, operation, resource, superusers=self.config.superuser_roles)
             return
-        try:
-            # One statement: the tenant's admins and the role's grant in the namespace.
-            asked = namespace if authz.GRANTS_ALLOWING[operation] else None
+        # One statement: the tenant's admins and the role's grant in the namespace.
+        asked = namespace if authz.GRANTS_ALLOWING[operation] else None
+        with self._refused_when_missing(role, operation, resource):
             tenant_admins, granted = self.metadata.access(tenant, asked, role)
-        except NotFoundError as exc:
-            raise NotAuthorizedError(
-                f"Role '{role}' is not authorized to {operation.value} on {resource}"
-            ) from exc
-        authz.check(
-            role,
-            operation,
-            resource,
-            superusers=self.config.superuser_roles,
-            tenant_admins=tenant_admins,
-            granted_actions=granted,
-        )
+        self._decide(role, operation, resource, tenant_admins, granted)
 
     def authorized_topic(
         self, role: str, operation: Operation, topic: str | TopicName
@@ -73,14 +65,36 @@ class Access:
         # One statement reads what authorizes the role and the topic; the decision comes
         # first, so a refusal still says nothing of whether the topic exists.
         resource = str(name)
-        try:
+        with self._refused_when_missing(role, operation, resource):
             tenant_admins, granted, info = self.metadata.access_and_topic(
                 name.tenant, name.namespace_name, role, resource
             )
+        self._decide(role, operation, resource, tenant_admins, granted)
+        if info is None:
+            raise TopicNotFoundError(f"Topic '{resource}' not found")
+        return info
+
+    @staticmethod
+    @contextmanager
+    def _refused_when_missing(role: str, operation: Operation, resource: str) -> Iterator[None]:
+        """A missing tenant or namespace is a refusal, never "not found": a refusal must not
+        reveal what exists."""
+        try:
+            yield
         except NotFoundError as exc:
             raise NotAuthorizedError(
                 f"Role '{role}' is not authorized to {operation.value} on {resource}"
             ) from exc
+
+    def _decide(
+        self,
+        role: str,
+        operation: Operation,
+        resource: str,
+        tenant_admins: Iterable[str],
+        granted: Iterable[str],
+    ) -> None:
+        """The rule (:func:`core.authz.check`) on what the store said of the role."""
         authz.check(
             role,
             operation,
@@ -89,9 +103,6 @@ class Access:
             tenant_admins=tenant_admins,
             granted_actions=granted,
         )
-        if info is None:
-            raise TopicNotFoundError(f"Topic '{resource}' not found")
-        return info
 
     def refuse_without_approval(
         self,
