@@ -1,12 +1,14 @@
 """Ctrl-C on ``scripts/airflow-up.sh`` while a Spark task runs: nothing is left behind.
 
 A real launcher (standalone with the LocalExecutor, and its Spark Connect
-server) runs ``cursorops_backlog_audit`` over a topic large enough that its job
-takes a while; once ``analyze_backlog`` runs its job on the server (its task
-runner is alive and its log says so), SIGINT goes to the launcher's whole
-process group, as a terminal's Ctrl-C does. Every process the launcher started,
-in whatever process group it put itself (Airflow puts each task runner in its
-own), must be gone before the bounded stop's deadline, the Spark Connect port
+server) runs ``cursorops_backlog_audit`` on a busy server: another client's job
+holds every executor slot, so the audit's job waits on the server for as long as
+the test needs, however fast the machine (a warm server audits the topic in about
+2 s, less than the stop takes to reach the task). Once ``analyze_backlog`` runs
+its job on the server (its task runner is alive and its log says so), SIGINT goes
+to the launcher's whole process group, as a terminal's Ctrl-C does. Every process
+the launcher started, in whatever process group it put itself (Airflow puts each
+task runner in its own), must be gone before the bounded stop's deadline, the Spark Connect port
 closed, and the task recorded as interrupted (up for retry) by Airflow itself.
 """
 
@@ -16,6 +18,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,7 +33,9 @@ pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 DAG = "cursorops_backlog_audit"
 TASK = "analyze_backlog"
-MESSAGES = 500_000
+MESSAGES = 50_000
+BUSY_S = 600
+"""How long the other client's job holds the server's slots: longer than the test runs."""
 STOP_DEADLINE_S = 60 + 20 + 60
 """The launcher's bound (standalone 60 s after its SIGINT, the Spark Connect server 20 s
 after its SIGTERM, then their process groups are killed) and a generous margin: a bound for
@@ -58,6 +63,43 @@ def _seed(config: Config, namespace: str) -> None:
         )
         messages = [OutgoingMessage(payload=b"x" * 100, key=f"k{i % 97}") for i in range(MESSAGES)]
         broker.produce("admin", topic, messages, batch_size=10)
+
+
+def _occupy_every_slot(port: int, started: Path) -> threading.Thread:
+    """Another client's job on the server at ``port``, one sleeping task per core (the
+    server runs ``local[*]``), each touching a file under ``started`` once it runs; in a
+    thread, which ends when the server stops."""
+    from pyspark.sql.connect.session import SparkSession
+
+    slots = os.cpu_count() or 1
+    spark = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").create()
+    marker = str(started)
+
+    def hold(batches):  # type: ignore[no-untyped-def]
+        import os as worker_os
+        import time as worker_time
+
+        for batch in batches:
+            Path(marker, f"slot-{worker_os.getpid()}").touch()
+            worker_time.sleep(BUSY_S)
+            yield batch
+
+    def run() -> None:
+        try:
+            spark.range(slots, numPartitions=slots).mapInArrow(hold, "id long").collect()
+        except Exception:  # the server stopped under it: what the test wants
+            pass
+        finally:
+            # Closed here, the client makes no clean-up call to the stopped server at exit.
+            spark.client.close()
+
+    busy = threading.Thread(target=run, name="busy-server", daemon=True)
+    busy.start()
+    deadline = time.monotonic() + 120
+    while len(list(started.glob("slot-*"))) < slots:
+        assert busy.is_alive() and time.monotonic() < deadline, "the busy job never ran"
+        time.sleep(0.2)
+    return busy
 
 
 def _task_state(home: Path, environ: Mapping[str, str], run_id: str) -> str | None:
@@ -100,7 +142,16 @@ def test_ctrl_c_during_a_spark_task_stops_everything(tmp_path: Path) -> None:
     launcher = airflow.process
     session = launcher.pid  # started with start_new_session: its pid is the session's id
     connect_port = int(airflow.launcher_env["SPARK_CONNECT_PORT"])
+    busy: threading.Thread | None = None
     try:
+        ready = airflow.home / "spark-connect.ready"  # the launcher's warm-up is over
+        deadline = time.monotonic() + 300
+        while not ready.exists():
+            assert time.monotonic() < deadline, f"Spark Connect never got ready: {airflow.log}"
+            time.sleep(0.2)
+        started = tmp_path / "busy"
+        started.mkdir()
+        busy = _occupy_every_slot(connect_port, started)
         run = airflow.trigger(DAG, {"namespaces": [namespace]}, user="admin")
         deadline = time.monotonic() + 600
         while True:
@@ -130,7 +181,9 @@ def test_ctrl_c_during_a_spark_task_stops_everything(tmp_path: Path) -> None:
         with socket.socket() as probe, pytest.raises(OSError):
             probe.connect(("127.0.0.1", connect_port))
         # Interrupted, and its end recorded while the api-server still ran (not left
-        # "running"); "success" would mean the job ended before Ctrl-C.
+        # "running").
         assert _task_state(airflow.home, airflow.launcher_env, run) == "up_for_retry"
     finally:
         leftovers.stop(leftovers.in_session(session))
+        if busy is not None:
+            busy.join(timeout=60)
