@@ -247,6 +247,54 @@ def start_api_server(work: Path, environ: dict[str, str]) -> ApiServer:
     raise TimeoutError(f"the api-server did not start: {log}")
 
 
+# -- where the CPU goes -----------------------------------------------------------
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """``/proc/<pid>/stat``'s fields after the command (field 3 on), or None when gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()
+
+
+def session_cpu(session: int) -> float:
+    """CPU seconds used so far by the live processes of ``session`` (the api-server's)."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        fields = _proc_stat(int(entry.name)) if entry.name.isdigit() else None
+        if fields and int(fields[3]) == session:
+            total += (int(fields[11]) + int(fields[12])) / _TICK
+    return total
+
+
+def postgres_cpu(port: int) -> float:
+    """CPU seconds used so far by the PostgreSQL server on ``port``: its postmaster and live
+    processes, and the backends that exited (their time is added to the postmaster's
+    children's)."""
+    pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+    postmaster = None
+    for pid in pids:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        postgres = bool(argv) and argv[0].endswith(b"/postgres") and b"-p" in argv
+        if postgres and argv[argv.index(b"-p") + 1 :][:1] == [str(port).encode()]:
+            postmaster = pid
+    if postmaster is None:
+        return float("nan")
+    total = 0.0
+    for pid in pids:
+        fields = _proc_stat(pid)
+        if fields and (pid == postmaster or int(fields[1]) == postmaster):
+            total += sum(int(value) for value in fields[11:15]) / _TICK
+    return total
+
+
 # -- the load ----------------------------------------------------------------------
 
 
@@ -313,7 +361,7 @@ def consumer(config_json: str, topic: str, seconds: float, out: Any) -> None:
             )
             if not got:
                 time.sleep(0.05)
-    out.put(batches)
+    out.put((batches, time.process_time()))
 
 
 @dataclass(frozen=True)
@@ -326,6 +374,9 @@ class Results:
     failures: list[str]
     violations: list[str]
     remaining: int
+    cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds of the loaded window by process: api-server, clients, consumers,
+    PostgreSQL."""
 
 
 def measure(sizes: Sizes, work: Path, runs: int) -> list[Results]:
@@ -370,6 +421,8 @@ def summary(r: Results) -> str:
 
 
 def measure_one(sizes: Sizes, config: Any, server: ApiServer, token: str, run: int) -> Results:
+    from sqlalchemy.engine import make_url
+
     from core.broker import Broker, wall_clock_ms
 
     topic, messages = seed(config, sizes, run)
@@ -398,6 +451,9 @@ def measure_one(sizes: Sizes, config: Any, server: ApiServer, token: str, run: i
     ]
     for process in consumers:
         process.start()
+    pg_port = make_url(config.metadata_url).port or 5432
+    server_cpu, pg_cpu = session_cpu(server.process.pid), postgres_cpu(pg_port)
+    client_cpu = time.process_time()
     began = time.monotonic()
     until = began + sizes.seconds
     threads = [
@@ -411,7 +467,15 @@ def measure_one(sizes: Sizes, config: Any, server: ApiServer, token: str, run: i
     for thread in threads:
         thread.join()
     seconds = time.monotonic() - began
-    batches = [batch for _ in consumers for batch in queue.get(timeout=600)]
+    cpu = {
+        "api-server": session_cpu(server.process.pid) - server_cpu,
+        "clients": time.process_time() - client_cpu,
+        "PostgreSQL": postgres_cpu(pg_port) - pg_cpu,
+    }
+    reports = [queue.get(timeout=600) for _ in consumers]
+    batches = [batch for got, _ in reports for batch in got]
+    # A consumer's whole life: its start-up and its last batch outside the window included.
+    cpu["consumers"] = sum(used for _, used in reports)
     for process in consumers:
         process.join(timeout=120)
 
@@ -454,7 +518,28 @@ def measure_one(sizes: Sizes, config: Any, server: ApiServer, token: str, run: i
         failures=[f for log in logs for f in log.failures],
         violations=violations,
         remaining=len(unacked),
+        cpu=cpu,
     )
+
+
+CPU_GROUPS = ("api-server", "clients", "consumers", "PostgreSQL")
+
+
+def cpu_rows(results: Sequence[Results]) -> list[list[str]]:
+    """Median CPU milliseconds per request of each group, their total, and the rate that
+    total allows on this machine's cores."""
+    rows = []
+    totals = [1000 * sum(r.cpu.values()) / r.requests for r in results if r.requests]
+    for group in CPU_GROUPS:
+        each = report.Runs.of([1000 * r.cpu[group] / r.requests for r in results if r.requests])
+        rows.append([group, each.cell("ms")])
+    total = report.Runs.of(totals)
+    cores = os.cpu_count() or 1
+    rows.append(["all of them", total.cell("ms")])
+    rows.append(
+        [f"requests/s that CPU allows on {cores} cores", f"{cores * 1000 / total.median:.0f}"]
+    )
+    return rows
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -546,6 +631,12 @@ def render(
                 ],
             ],
         ),
+        "",
+        "Where the CPU went while loaded, per answered request (CPU time of each group of "
+        "processes over the loaded window, divided by the requests answered; the consumers' "
+        "whole lives, start-up included):",
+        "",
+        report.table(["processes", "CPU per request"], cpu_rows(results)),
         "",
     ]
     violations = [v for r in results for v in r.violations]

@@ -43,7 +43,7 @@ class ApprovalText:
     ticket: str | None
 
 
-def approval_text(
+async def approval_text(  # async: no thread-pool hop for a few strings
     reason: Annotated[str | None, Query(max_length=4096)] = None,
     ticket: Annotated[str | None, Query(max_length=256)] = None,
     x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,

@@ -9,8 +9,9 @@ snapshot and as few statements, instead of a transaction per look-up.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
-from sqlalchemy import select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session
 
 from core.errors import SubscriptionNotFoundError, TopicNotFoundError
@@ -29,14 +30,8 @@ class ReadView:
     def subscription(self, topic: str, name: str) -> SubscriptionInfo:
         topic_name = canonical_topic(topic)
         check_label("subscription name", name)
-        # Columns, not the mapped row: a look-up per skip, without the ORM's identity map.
         row = self.session.execute(
-            select(
-                SubscriptionRow.topic,
-                SubscriptionRow.name,
-                SubscriptionRow.type,
-                SubscriptionRow.properties,
-            ).where(SubscriptionRow.topic == topic_name, SubscriptionRow.name == name)
+            _subscription_query(), {"topic": topic_name, "name": name}
         ).one_or_none()
         if row is None:
             raise SubscriptionNotFoundError.of(topic_name, name)
@@ -55,17 +50,10 @@ class ReadView:
     def ledgers_of(self, topic_partitions: Sequence[str]) -> dict[str, list[LedgerInfo]]:
         """Each partition's ledgers, ordered by ledger id, in ONE statement."""
         names = [canonical_topic(name) for name in topic_partitions]
-        # The outer join keeps a partition without ledgers and tells a missing one apart.
-        query = (
-            select(
-                TopicPartitionRow.name, LedgerRow.ledger_id, LedgerRow.entries, LedgerRow.messages
-            )
-            .outerjoin(LedgerRow, LedgerRow.topic_partition == TopicPartitionRow.name)
-            .where(TopicPartitionRow.name.in_(names))
-            .order_by(TopicPartitionRow.name, LedgerRow.ledger_id)
-        )
         found: dict[str, list[LedgerInfo]] = {}
-        for name, ledger_id, entries, messages in self.session.execute(query):
+        for name, ledger_id, entries, messages in self.session.execute(
+            _ledgers_query(), {"names": names}
+        ):
             ledgers = found.setdefault(name, [])
             if ledger_id is not None:
                 ledgers.append(LedgerInfo(ledger_id, name, entries, messages))
@@ -81,22 +69,51 @@ class ReadView:
         found: dict[str, list[SegmentInfo]] = {name: [] for name in names}
         if not names:
             return found
-        query = (
-            select(
-                LedgerRow.topic_partition,
-                SegmentRow.ledger_id,
-                SegmentRow.first_entry,
-                SegmentRow.last_entry,
-                SegmentRow.messages,
-                SegmentRow.path,
-            )
-            .join(LedgerRow, LedgerRow.ledger_id == SegmentRow.ledger_id)
-            .where(LedgerRow.topic_partition.in_(names))
-            .order_by(LedgerRow.topic_partition, SegmentRow.ledger_id, SegmentRow.first_entry)
-        )
-        for name, ledger_id, first_entry, last_entry, messages, path in self.session.execute(query):
+        rows = self.session.execute(_segments_query(), {"names": names})
+        for name, ledger_id, first_entry, last_entry, messages, path in rows:
             found[name].append(SegmentInfo(ledger_id, first_entry, last_entry, messages, path))
         return found
+
+
+# The statements a skip runs on every request, built once each (bound parameters): a
+# request pays their execution, not building and keying them again.
+
+
+@cache
+def _subscription_query() -> Select[str, str, str, dict[str, str]]:
+    # Columns, not the mapped row: a look-up per skip, without the ORM's identity map.
+    row = SubscriptionRow
+    return select(row.topic, row.name, row.type, row.properties).where(
+        row.topic == bindparam("topic"), row.name == bindparam("name")
+    )
+
+
+@cache
+def _ledgers_query() -> Select[str, int, int, int]:
+    # The outer join keeps a partition without ledgers and tells a missing one apart.
+    return (
+        select(TopicPartitionRow.name, LedgerRow.ledger_id, LedgerRow.entries, LedgerRow.messages)
+        .outerjoin(LedgerRow, LedgerRow.topic_partition == TopicPartitionRow.name)
+        .where(TopicPartitionRow.name.in_(bindparam("names", expanding=True)))
+        .order_by(TopicPartitionRow.name, LedgerRow.ledger_id)
+    )
+
+
+@cache
+def _segments_query() -> Select[str, int, int, int, int, str]:
+    return (
+        select(
+            LedgerRow.topic_partition,
+            SegmentRow.ledger_id,
+            SegmentRow.first_entry,
+            SegmentRow.last_entry,
+            SegmentRow.messages,
+            SegmentRow.path,
+        )
+        .join(LedgerRow, LedgerRow.ledger_id == SegmentRow.ledger_id)
+        .where(LedgerRow.topic_partition.in_(bindparam("names", expanding=True)))
+        .order_by(LedgerRow.topic_partition, SegmentRow.ledger_id, SegmentRow.first_entry)
+    )
 
 
 def subscription_info(row: SubscriptionRow) -> SubscriptionInfo:

@@ -7,9 +7,12 @@ administration); each method is one transaction.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import cache
+from typing import Any
 
 from sqlalchemy import (
     Select,
+    bindparam,
     delete,
     literal,
     select,
@@ -309,22 +312,15 @@ class Tenancy(StoreBase):
         authorization before it says whether the topic exists."""
         check_name("tenant", tenant)
         split_namespace(namespace)
-        exists = select(NamespaceRow.name).where(NamespaceRow.name == namespace)
         # A role no grant can name (control characters, lone surrogates) has none; it is
         # never sent to the database, whose driver may refuse to encode it.
         asked = role if label_problem(role) is None else ""
-        grant = select(PermissionRow.actions).where(
-            PermissionRow.namespace == namespace, PermissionRow.role == asked
-        )
-        columns = [TenantRow.admin_roles, exists.scalar_subquery(), grant.scalar_subquery()]
+        values: dict[str, object] = {"tenant": tenant, "namespace": namespace, "role": asked}
         if topic is not None:
-            found = _topic_query(canonical_topic(topic)).subquery()
-            columns += [found.c.name, found.c.partitions, found.c.skip_requires_approval]
-            query = select(*columns).outerjoin(found, literal(True)).where(TenantRow.name == tenant)
-        else:
-            query = select(*columns).where(TenantRow.name == tenant)
+            values["topic"] = canonical_topic(topic)
+        query = _access_query(with_topic=topic is not None)
         with self._session(write=False) as session:
-            row = session.execute(query).one_or_none()
+            row = session.execute(query, values).one_or_none()
         if row is None:
             raise TenantNotFoundError(f"Tenant '{tenant}' not found")
         if row[1] is None:
@@ -399,7 +395,25 @@ class Tenancy(StoreBase):
             return bool(row is not None and row.skip_requires_approval)
 
 
-def _topic_query(name: str) -> Select[str, int, bool]:
+@cache
+def _access_query(*, with_topic: bool) -> Select[Any]:
+    """:meth:`Tenancy.access_and_topic`'s statement, built once: what a request that
+    authorizes pays is its execution, not building it again (bound parameters ``tenant``,
+    ``namespace``, ``role`` and, ``with_topic``, ``topic``)."""
+    exists = select(NamespaceRow.name).where(NamespaceRow.name == bindparam("namespace"))
+    grant = select(PermissionRow.actions).where(
+        PermissionRow.namespace == bindparam("namespace"), PermissionRow.role == bindparam("role")
+    )
+    columns: list[Any] = [TenantRow.admin_roles, exists.scalar_subquery(), grant.scalar_subquery()]
+    tenant = TenantRow.name == bindparam("tenant")
+    if not with_topic:
+        return select(*columns).where(tenant)
+    found = _topic_query(bindparam("topic")).subquery()
+    columns += [found.c.name, found.c.partitions, found.c.skip_requires_approval]
+    return select(*columns).outerjoin(found, literal(True)).where(tenant)
+
+
+def _topic_query(name: Any) -> Select[str, int, bool]:
     """A topic's name, partitions and its namespace's approval flag."""
     return (
         select(TopicRow.name, TopicRow.partitions, NamespacePolicyRow.skip_requires_approval)
