@@ -31,6 +31,8 @@ writer at a time (``BEGIN IMMEDIATE``), so the clauses are PostgreSQL's only.
 from __future__ import annotations
 
 import functools
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -447,6 +449,53 @@ class CursorStates:
 # -- replaying ----------------------------------------------------------------
 
 
+class DecodedSnapshots:
+    """The cursor snapshots this process decoded last, by their bytes.
+
+    Every skip replays the cursors it touches from their stored snapshot, and a
+    cursor that random skips left with many partly acknowledged batches decodes
+    slowly (a Python object per batch): over a skip benchmark, most of a skip's
+    CPU. A snapshot's bytes decide its state, so the state decoded from equal
+    bytes is reused whatever the cursor or its version, and no writer's change
+    can make it stale (a new snapshot is new bytes). Callers get a copy; the
+    kept state is never handed out. Bounded by the snapshots' bytes, least
+    recently used out first; thread-safe. Small snapshots decode faster than
+    they are looked up and are not kept.
+    """
+
+    def __init__(self, max_bytes: int, *, small: int = 1024) -> None:
+        self._states: OrderedDict[bytes, CursorState] = OrderedDict()
+        self._bytes = 0
+        self._max_bytes = max_bytes
+        self._small = small
+        """Bytes under which a snapshot is decoded every time."""
+        self._lock = threading.Lock()
+
+    def state(self, snapshot: bytes) -> CursorState:
+        """The state ``snapshot`` encodes, as a copy the caller owns."""
+        if len(snapshot) < self._small or len(snapshot) > self._max_bytes:
+            return cursor_codec.decode(snapshot)[0]
+        with self._lock:
+            kept = self._states.get(snapshot)
+            if kept is not None:
+                self._states.move_to_end(snapshot)
+        if kept is None:
+            kept = cursor_codec.decode(snapshot)[0]
+            with self._lock:
+                if snapshot not in self._states:
+                    self._states[snapshot] = kept
+                    self._bytes += len(snapshot)
+                    while self._bytes > self._max_bytes:
+                        dropped, _ = self._states.popitem(last=False)
+                        self._bytes -= len(dropped)
+        return kept.copy()
+
+
+SNAPSHOTS = DecodedSnapshots(max_bytes=16 * 1024 * 1024)
+"""This process's decoded snapshots (16 MiB of snapshot bytes; the states take a few times
+that in memory)."""
+
+
 def replay(record: CursorRecord, layout: LedgerLayout) -> CursorState:
     """The state a stored record describes: snapshot, then every later delta."""
     state, _ = replay_since(None, None, record.snapshot, enumerate(record.deltas, 1), layout)
@@ -468,9 +517,7 @@ def replay_since(
     when none), for readers whose cached positions a reset voids.
     """
     if state is None:
-        state = CursorState()
-        if snapshot is not None:
-            state, _ = cursor_codec.decode(snapshot)
+        state = CursorState() if snapshot is None else SNAPSHOTS.state(snapshot)
         known = False
         last_reset = 0
     else:
@@ -490,8 +537,10 @@ def replay_since(
 
 
 __all__ = [
+    "SNAPSHOTS",
     "ConnectionStatements",
     "CursorStates",
+    "DecodedSnapshots",
     "JournalSince",
     "Lock",
     "ReadPosition",
