@@ -5,7 +5,6 @@ or ``cursorops_undo_skip`` workflow as the caller (202)."""
 
 from __future__ import annotations
 
-import threading
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Path, Request, Response
@@ -25,6 +24,7 @@ from cursorops_api.limits import MAX_SKIP_IDS
 from cursorops_api.models import SkipTriggered
 from cursorops_api.paths import SUBSCRIPTION, base_of, topic_name
 from cursorops_api.topics import _ERRORS, Namespace, Subscription, Tenant, Topic
+from cursorops_api.turns import Turns
 
 router = APIRouter(tags=["persistent topic"])
 
@@ -33,8 +33,8 @@ SKIPS_AT_ONCE = 4
 locks the cursors of the partitions it touches, and the lock holders need the CPU: more
 skips in flight than a topic's partitions can take only compete with the holders for the
 process's one interpreter lock and stretch the time the cursors stay locked
-(docs/decisions.md, "REST under load")."""
-_skip_turns = threading.BoundedSemaphore(SKIPS_AT_ONCE)
+(docs/decisions.md, "REST under load"). Turns are taken in the order requests came."""
+_skip_turns = Turns(SKIPS_AT_ONCE)
 
 SKIP_ID_HEADER = "X-Cursorops-Skip-Id"
 """The applied skip's id on the 204 of ``skipByMessageIds``: the id ``undoSkip`` takes."""

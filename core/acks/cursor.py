@@ -418,14 +418,22 @@ class CursorState:
         individually deleted, mark-delete jumps to the end of that run, across
         ledger boundaries. Cost: O(runs crossed + batch sets).
         """
-        for position, bits in list(self.batch_acks.items()):
-            if bits == 0:
-                del self.batch_acks[position]
-                self.individually_deleted.add(*position)
+        for position in [p for p, bits in self.batch_acks.items() if bits == 0]:
+            del self.batch_acks[position]
+            self.individually_deleted.add(*position)
         deleted = self.individually_deleted
-        self.batch_acks = BatchAckSets(
-            {p: b for p, b in self.batch_acks.items() if not deleted.contains(*p)}
-        )
+        if self.batch_acks and deleted:
+            # One vectorised look-up for every partly acknowledged entry: a cursor that
+            # random skips left with many of them is normalized on each replay.
+            positions = list(self.batch_acks)
+            covered = deleted.contains_many(
+                np.fromiter((p.ledger_id for p in positions), np.int64, len(positions)),
+                np.fromiter((p.entry_id for p in positions), np.int64, len(positions)),
+            )
+            if covered.any():
+                acks = self.batch_acks
+                kept = zip(positions, covered.tolist(), strict=True)
+                self.batch_acks = BatchAckSets({p: acks[p] for p, gone in kept if not gone})
         self._advance(layout, None)
 
     def _advance(self, layout: LedgerLayout, start: Position | None) -> None:
