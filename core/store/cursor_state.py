@@ -449,56 +449,76 @@ class CursorStates:
 # -- replaying ----------------------------------------------------------------
 
 
-class DecodedSnapshots:
-    """The cursor snapshots this process decoded last, by their bytes.
+class Replays:
+    """The cursor states this process replayed last: a snapshot's bytes, the deltas
+    applied after it, and the state they make (merged, not yet normalized).
 
-    Every skip replays the cursors it touches from their stored snapshot, and a
-    cursor that random skips left with many partly acknowledged batches decodes
-    slowly (a Python object per batch): over a skip benchmark, most of a skip's
-    CPU. A snapshot's bytes decide its state, so the state decoded from equal
-    bytes is reused whatever the cursor or its version, and no writer's change
-    can make it stale (a new snapshot is new bytes). Callers get a copy; the
-    kept state is never handed out. Bounded by the snapshots' bytes, least
-    recently used out first; thread-safe. Small snapshots decode faster than
-    they are looked up and are not kept.
+    Every skip replays the cursors it touches from their stored snapshot and
+    journal, and a cursor that random skips left with many partly acknowledged
+    batches decodes slowly (a Python object per batch): over the REST benchmark,
+    most of a skip's CPU. That state is a function of the bytes alone, so a replay
+    whose snapshot is a kept one and whose deltas start with the kept deltas goes
+    on from the kept state and decodes only the deltas after them. No writer can
+    make a kept state stale: a new snapshot is new bytes, and a journal only grows
+    until it is folded into one. Callers get a copy; the kept state is never
+    handed out. Bounded by the bytes kept, least recently used out first;
+    thread-safe.
     """
 
-    def __init__(self, max_bytes: int, *, small: int = 1024) -> None:
-        self._states: OrderedDict[bytes, CursorState] = OrderedDict()
+    def __init__(self, max_bytes: int) -> None:
+        self._kept: OrderedDict[bytes, tuple[tuple[bytes, ...], CursorState]] = OrderedDict()
         self._bytes = 0
         self._max_bytes = max_bytes
-        self._small = small
-        """Bytes under which a snapshot is decoded every time."""
         self._lock = threading.Lock()
 
-    def state(self, snapshot: bytes) -> CursorState:
-        """The state ``snapshot`` encodes, as a copy the caller owns."""
-        if len(snapshot) < self._small or len(snapshot) > self._max_bytes:
-            return cursor_codec.decode(snapshot)[0]
+    def state(self, snapshot: bytes | None, deltas: Sequence[bytes]) -> CursorState:
+        """``snapshot`` (None: an empty cursor) with every delta merged in order, a
+        replacing delta starting over from itself; not normalized. A copy the caller owns."""
+        key = b"" if snapshot is None else snapshot
         with self._lock:
-            kept = self._states.get(snapshot)
+            kept = self._kept.get(key)
             if kept is not None:
-                self._states.move_to_end(snapshot)
-        if kept is None:
-            kept = cursor_codec.decode(snapshot)[0]
-            with self._lock:
-                if snapshot not in self._states:
-                    self._states[snapshot] = kept
-                    self._bytes += len(snapshot)
-                    while self._bytes > self._max_bytes:
-                        dropped, _ = self._states.popitem(last=False)
-                        self._bytes -= len(dropped)
-        return kept.copy()
+                self._kept.move_to_end(key)
+        state, start = None, 0
+        if kept is not None and tuple(deltas[: len(kept[0])]) == kept[0]:
+            state, start = kept[1].copy(), len(kept[0])
+        if state is None:
+            state = CursorState() if snapshot is None else cursor_codec.decode(snapshot)[0]
+        for payload in deltas[start:]:
+            delta, replace = cursor_codec.decode(payload)
+            if replace:
+                state = delta
+            else:
+                state.merge(delta, None)
+        if kept is None or (start < len(deltas) and len(deltas) >= len(kept[0])):
+            self._keep(key, tuple(deltas), state.copy())
+        return state
+
+    def _keep(self, key: bytes, deltas: tuple[bytes, ...], state: CursorState) -> None:
+        size = len(key) + sum(len(delta) for delta in deltas)
+        if size > self._max_bytes:
+            return
+        with self._lock:
+            old = self._kept.pop(key, None)
+            if old is not None:
+                self._bytes -= len(key) + sum(len(delta) for delta in old[0])
+            self._kept[key] = (deltas, state)
+            self._bytes += size
+            while self._bytes > self._max_bytes:
+                dropped, (dropped_deltas, _) = self._kept.popitem(last=False)
+                self._bytes -= len(dropped) + sum(len(delta) for delta in dropped_deltas)
 
 
-SNAPSHOTS = DecodedSnapshots(max_bytes=16 * 1024 * 1024)
-"""This process's decoded snapshots (16 MiB of snapshot bytes; the states take a few times
-that in memory)."""
+REPLAYS = Replays(max_bytes=16 * 1024 * 1024)
+"""This process's replayed cursors (16 MiB of snapshot and delta bytes; the states take a
+few times that in memory)."""
 
 
 def replay(record: CursorRecord, layout: LedgerLayout) -> CursorState:
-    """The state a stored record describes: snapshot, then every later delta."""
-    state, _ = replay_since(None, None, record.snapshot, enumerate(record.deltas, 1), layout)
+    """The state a stored record describes: snapshot, then every later delta (what
+    :func:`replay_since` does from no state, through :data:`REPLAYS`)."""
+    state = REPLAYS.state(record.snapshot, record.deltas)
+    state.normalize(layout)
     return state
 
 
@@ -517,7 +537,7 @@ def replay_since(
     when none), for readers whose cached positions a reset voids.
     """
     if state is None:
-        state = CursorState() if snapshot is None else SNAPSHOTS.state(snapshot)
+        state = REPLAYS.state(snapshot, ())
         known = False
         last_reset = 0
     else:
@@ -537,13 +557,13 @@ def replay_since(
 
 
 __all__ = [
-    "SNAPSHOTS",
+    "REPLAYS",
     "ConnectionStatements",
     "CursorStates",
-    "DecodedSnapshots",
     "JournalSince",
     "Lock",
     "ReadPosition",
+    "Replays",
     "Statements",
     "format_style",
     "missing",
