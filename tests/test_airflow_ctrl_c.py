@@ -73,6 +73,9 @@ def _occupy_every_slot(port: int, started: Path) -> threading.Thread:
 
     slots = os.cpu_count() or 1
     spark = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").create()
+    # No retries: once the launcher stops the server, this job fails at once, and neither
+    # the thread nor the client's clean-up at exit waits minutes for a server that is gone.
+    spark.client.set_retry_policies([])
     marker = str(started)
 
     def hold(batches):  # type: ignore[no-untyped-def]
