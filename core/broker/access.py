@@ -18,6 +18,7 @@ from core.errors import (
 )
 from core.ids.topic_name import TopicName
 from core.store.metadata import MetadataStore, TopicInfo
+from core.store.read_view import ReadView
 
 
 class Access:
@@ -34,8 +35,12 @@ class Access:
         tenant: str,
         resource: str,
         namespace: str | None = None,
+        *,
+        view: ReadView | None = None,
     ) -> None:
-        """Authorize before anything is looked up, so a refusal never reveals what exists."""
+        """Authorize before anything is looked up, so a refusal never reveals what exists.
+
+        ``view``: read in the caller's read transaction, else in one of its own."""
         if role in self.config.superuser_roles:
             return
         if operation in authz.SUPERUSER_ONLY:
@@ -44,7 +49,10 @@ class Access:
         # One statement: the tenant's admins and the role's grant in the namespace.
         asked = namespace if authz.GRANTS_ALLOWING[operation] else None
         with self._refused_when_missing(role, operation, resource):
-            tenant_admins, granted = self.metadata.access(tenant, asked, role)
+            if view is None:
+                tenant_admins, granted = self.metadata.access(tenant, asked, role)
+            else:
+                tenant_admins, granted = view.access(tenant, asked, role)
         self._decide(role, operation, resource, tenant_admins, granted)
 
     def authorized_topic(
@@ -56,17 +64,25 @@ class Access:
         path and for the Spark jobs alike. A partition's name is refused: give
         the topic.
         """
+        with self.metadata.reading() as view:
+            return self.authorized_topic_in(view, role, operation, topic)
+
+    def authorized_topic_in(
+        self, view: ReadView, role: str, operation: Operation, topic: str | TopicName
+    ) -> TopicInfo:
+        """:meth:`authorized_topic` in the caller's read transaction ``view``: an operation
+        that reads more right after reads it in the same transaction."""
         name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
         if name.is_partition:
             raise InvalidArgumentError(f"'{topic}' names a partition; give the topic '{name.base}'")
         if role in self.config.superuser_roles or not authz.GRANTS_ALLOWING[operation]:
-            self.check(role, operation, name.tenant, str(name), name.namespace_name)
-            return self.metadata.get_topic(str(name))
+            self.check(role, operation, name.tenant, str(name), name.namespace_name, view=view)
+            return view.topic(str(name))
         # One statement reads what authorizes the role and the topic; the decision comes
         # first, so a refusal still says nothing of whether the topic exists.
         resource = str(name)
         with self._refused_when_missing(role, operation, resource):
-            tenant_admins, granted, info = self.metadata.access_and_topic(
+            tenant_admins, granted, info = view.access_and_topic(
                 name.tenant, name.namespace_name, role, resource
             )
         self._decide(role, operation, resource, tenant_admins, granted)

@@ -27,6 +27,8 @@ from core.skipping.head import head_messages
 from core.skipping.plan_record import PlanRecord
 from core.skipping.skip_plan import SkipColumns, SkipPlan
 from core.store.metadata import AuditEntry, TopicInfo
+from core.store.read_view import ReadView
+from core.store.records import SegmentInfo
 
 FOLD_AFTER_DELTAS = 32
 """A skip that read this many deltas after a cursor's snapshot folds them into a new one, in
@@ -44,6 +46,29 @@ class _Partitions:
     layouts: Mapping[str, LedgerLayout]
     facts: Mapping[str, skip.SkipLookup]
     states: Mapping[str, CursorState]
+
+
+@dataclass(frozen=True)
+class _Listed:
+    """What :meth:`CursorOperations._list` read in a metadata transaction."""
+
+    owners: Mapping[int, tuple[str, int]]
+    """Each ledger of the topic: (partition name, partition index or -1)."""
+    layouts: Mapping[str, LedgerLayout]
+    """The wanted partitions' ledgers, by partition name (sorted)."""
+    segments: Mapping[str, Sequence[SegmentInfo]]
+
+
+def _partitions_of(
+    ids: skip.IdArrays,
+) -> Callable[[Mapping[int, tuple[str, int]]], list[str]]:
+    """The partitions the ids' ledgers are on (unknown ledgers name none)."""
+
+    def partitions_of_ids(owners: Mapping[int, tuple[str, int]]) -> list[str]:
+        ledgers = np.unique(ids.ledger_ids).tolist()
+        return sorted({owners[ledger][0] for ledger in ledgers if ledger in owners})
+
+    return partitions_of_ids
 
 
 class CursorOperations(Collaborator):
@@ -68,15 +93,20 @@ class CursorOperations(Collaborator):
         refused (ApprovalRequiredError) before anything is read.
         """
         name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
-        info = self.access.authorized_topic(
-            role, Operation.SKIP, name.base if name.is_partition else name
-        )
-        self.access.refuse_without_approval(info, "skips")
-        if not ids:
-            raise InvalidArgumentError("No message ids given")
-        selection, layouts = self._validated_skip(
-            info, subscription, skip.IdArrays.of(ids), with_states=False
-        )
+        # One read transaction: what authorizes the role, then (allowed) what validates the
+        # ids; the files the ids are checked against are read after it ends.
+        with self.metadata.reading() as view:
+            info = self.access.authorized_topic_in(
+                view, role, Operation.SKIP, name.base if name.is_partition else name
+            )
+            self.access.refuse_without_approval(info, "skips")
+            if not ids:
+                raise InvalidArgumentError("No message ids given")
+            asked = skip.IdArrays.of(ids)
+            listed = self._list(view, info, subscription, _partitions_of(asked), any_type=False)
+        read = self._partitions(listed, subscription, with_states=False)
+        selection = skip.validate(asked, read.owners, read.facts, read.states)
+        layouts = dict(read.layouts)
         plan = SkipPlan(info.name, subscription, selection.columns, self.clock())
         if name.is_partition:
             plan.check_only_on(str(name))
@@ -200,33 +230,51 @@ class CursorOperations(Collaborator):
         without, nothing is marked (an apply decides that from the cursors under their locks).
         ``any_type``: any subscription type (a head skip); else Shared or Key_Shared only.
         """
+        with self.metadata.reading() as view:
+            listed = self._list(view, info, subscription, wanted_of, any_type=any_type)
+        return self._partitions(listed, subscription, with_states=with_states)
+
+    @staticmethod
+    def _list(
+        view: ReadView,
+        info: TopicInfo,
+        subscription: str,
+        wanted_of: Callable[[Mapping[int, tuple[str, int]]], Sequence[str]],
+        *,
+        any_type: bool,
+    ) -> _Listed:
+        """:meth:`_read`'s statements, in the caller's read transaction."""
         owners: dict[int, tuple[str, int]] = {}
         layouts: dict[str, LedgerLayout] = {}
-        with self.metadata.reading() as view:
-            sub = view.subscription(info.name, subscription)
-            if not any_type and not sub.type.allows_skip:
-                raise UnsupportedSubscriptionTypeError(
-                    f"Unsupported subscription type. Skipping messages needs a Shared or "
-                    f"Key_Shared subscription; '{subscription}' is {sub.type.value}"
-                )
-            ledger_lists = view.ledgers_of(info.partition_names())
-            for index, partition in enumerate(info.partition_names()):
-                ledgers = ledger_lists[partition]
-                layouts[partition] = LedgerLayout.of((i.ledger_id, i.entries) for i in ledgers)
-                for ledger in ledgers:
-                    owners[ledger.ledger_id] = (partition, index if info.partitions else -1)
-            wanted = sorted(wanted_of(owners))
-            segments = view.segments_of(wanted)
+        sub = view.subscription(info.name, subscription)
+        if not any_type and not sub.type.allows_skip:
+            raise UnsupportedSubscriptionTypeError(
+                f"Unsupported subscription type. Skipping messages needs a Shared or "
+                f"Key_Shared subscription; '{subscription}' is {sub.type.value}"
+            )
+        ledger_lists = view.ledgers_of(info.partition_names())
+        for index, partition in enumerate(info.partition_names()):
+            ledgers = ledger_lists[partition]
+            layouts[partition] = LedgerLayout.of((i.ledger_id, i.entries) for i in ledgers)
+            for ledger in ledgers:
+                owners[ledger.ledger_id] = (partition, index if info.partitions else -1)
+        wanted = sorted(wanted_of(owners))
+        return _Listed(owners, {name: layouts[name] for name in wanted}, view.segments_of(wanted))
+
+    def _partitions(self, listed: _Listed, subscription: str, *, with_states: bool) -> _Partitions:
+        """The listed partitions' entries (from the segment files) and, ``with_states``,
+        cursors: read outside any metadata transaction."""
         facts = {
-            name: self.context.entry_arrays(name, layouts[name], segments[name]) for name in wanted
+            name: self.context.entry_arrays(name, layout, listed.segments[name])
+            for name, layout in listed.layouts.items()
         }
         states = {
-            name: self.context.cursor(name, subscription, layouts[name]).state
+            name: self.context.cursor(name, subscription, layout).state
             if with_states
             else CursorState()
-            for name in wanted
+            for name, layout in listed.layouts.items()
         }
-        return _Partitions(owners, {name: layouts[name] for name in wanted}, facts, states)
+        return _Partitions(listed.owners, listed.layouts, facts, states)
 
     def _validated_skip(
         self,
@@ -240,12 +288,8 @@ class CursorOperations(Collaborator):
         """:func:`core.skipping.skip.validate` against the stores as they are now, and the
         ledger layouts of the partitions the ids are on."""
 
-        def partitions_of_ids(owners: Mapping[int, tuple[str, int]]) -> list[str]:
-            ledgers = np.unique(ids.ledger_ids).tolist()
-            return sorted({owners[ledger][0] for ledger in ledgers if ledger in owners})
-
         read = self._read(
-            info, subscription, partitions_of_ids, with_states=with_states, any_type=any_type
+            info, subscription, _partitions_of(ids), with_states=with_states, any_type=any_type
         )
         return skip.validate(ids, read.owners, read.facts, read.states), dict(read.layouts)
 

@@ -10,27 +10,95 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
+from typing import Any
 
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import Select, bindparam, literal, select
 from sqlalchemy.orm import Session
 
-from core.errors import SubscriptionNotFoundError, TopicNotFoundError
-from core.store.checks import canonical_topic, check_label
-from core.store.records import LedgerInfo, SegmentInfo, SubscriptionInfo
-from core.store.tables import LedgerRow, SegmentRow, SubscriptionRow, TopicPartitionRow
+from core.errors import (
+    NamespaceNotFoundError,
+    SubscriptionNotFoundError,
+    TenantNotFoundError,
+    TopicNotFoundError,
+)
+from core.ids.topic_name import label_problem
+from core.store.checks import canonical_topic, check_label, check_name, split_namespace
+from core.store.records import LedgerInfo, SegmentInfo, SubscriptionInfo, TopicInfo
+from core.store.tables import (
+    LedgerRow,
+    NamespacePolicyRow,
+    NamespaceRow,
+    PermissionRow,
+    SegmentRow,
+    SubscriptionRow,
+    TenantRow,
+    TopicPartitionRow,
+    TopicRow,
+)
 from core.subscription import SubscriptionType
 
 
 class ReadView:
-    """Look-ups inside one open read transaction."""
+    """Look-ups inside one open read transaction.
+
+    The look-ups that select columns run on the session's connection: a request pays the
+    statement, not the ORM's execution layer around it (no mapped row is loaded there)."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
+        self._connection = session.connection()
+
+    def access(
+        self, tenant: str, namespace: str | None, role: str
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        """What may authorize ``role``: the tenant's admin roles and the role's grant on
+        ``namespace`` (empty when None), in ONE statement. Raises TenantNotFoundError, and
+        NamespaceNotFoundError for a namespace that does not exist."""
+        check_name("tenant", tenant)
+        if namespace is None:
+            row = self._connection.execute(_tenant_admins_query(), {"tenant": tenant}).one_or_none()
+            if row is None:
+                raise TenantNotFoundError(f"Tenant '{tenant}' not found")
+            return frozenset(row[0]), frozenset()
+        return self.access_and_topic(tenant, namespace, role, None)[:2]
+
+    def access_and_topic(
+        self, tenant: str, namespace: str, role: str, topic: str | None
+    ) -> tuple[frozenset[str], frozenset[str], TopicInfo | None]:
+        """:meth:`access`, and canonical ``topic`` as :meth:`topic` reads it (None when it
+        does not exist, or is not asked), in ONE statement. The caller decides the
+        authorization before it says whether the topic exists."""
+        check_name("tenant", tenant)
+        split_namespace(namespace)
+        # A role no grant can name (control characters, lone surrogates) has none; it is
+        # never sent to the database, whose driver may refuse to encode it.
+        asked = role if label_problem(role) is None else ""
+        values: dict[str, object] = {"tenant": tenant, "namespace": namespace, "role": asked}
+        if topic is not None:
+            values["topic"] = canonical_topic(topic)
+        query = _access_query(with_topic=topic is not None)
+        row = self._connection.execute(query, values).one_or_none()
+        if row is None:
+            raise TenantNotFoundError(f"Tenant '{tenant}' not found")
+        if row[1] is None:
+            raise NamespaceNotFoundError(f"Namespace '{namespace}' not found")
+        info = None
+        if topic is not None and row[3] is not None:
+            info = TopicInfo(row[3], row[4], approval_required=bool(row[5]))
+        return frozenset(row[0]), frozenset(row[2] or ()), info
+
+    def topic(self, topic: str) -> TopicInfo:
+        """The topic, with its namespace's approval flag read in the same statement."""
+        name = canonical_topic(topic)
+        found = self._connection.execute(_topic_by_name(), {"topic": name}).one_or_none()
+        if found is None:
+            raise TopicNotFoundError(f"Topic '{name}' not found")
+        return TopicInfo(found[0], found[1], approval_required=bool(found[2]))
 
     def subscription(self, topic: str, name: str) -> SubscriptionInfo:
         topic_name = canonical_topic(topic)
         check_label("subscription name", name)
-        row = self.session.execute(
+        row = self._connection.execute(
             _subscription_query(), {"topic": topic_name, "name": name}
         ).one_or_none()
         if row is None:
@@ -51,7 +119,7 @@ class ReadView:
         """Each partition's ledgers, ordered by ledger id, in ONE statement."""
         names = [canonical_topic(name) for name in topic_partitions]
         found: dict[str, list[LedgerInfo]] = {}
-        for name, ledger_id, entries, messages in self.session.execute(
+        for name, ledger_id, entries, messages in self._connection.execute(
             _ledgers_query(), {"names": names}
         ):
             ledgers = found.setdefault(name, [])
@@ -69,7 +137,7 @@ class ReadView:
         found: dict[str, list[SegmentInfo]] = {name: [] for name in names}
         if not names:
             return found
-        rows = self.session.execute(_segments_query(), {"names": names})
+        rows = self._connection.execute(_segments_query(), {"names": names})
         for name, ledger_id, first_entry, last_entry, messages, path in rows:
             found[name].append(SegmentInfo(ledger_id, first_entry, last_entry, messages, path))
         return found
@@ -77,6 +145,42 @@ class ReadView:
 
 # The statements a skip runs on every request, built once each (bound parameters): a
 # request pays their execution, not building and keying them again.
+
+
+@cache
+def _tenant_admins_query() -> Select[list[str]]:
+    return select(TenantRow.admin_roles).where(TenantRow.name == bindparam("tenant"))
+
+
+@cache
+def _access_query(*, with_topic: bool) -> Select[Any]:
+    """:meth:`ReadView.access_and_topic`'s statement (bound parameters ``tenant``,
+    ``namespace``, ``role`` and, ``with_topic``, ``topic``)."""
+    exists = select(NamespaceRow.name).where(NamespaceRow.name == bindparam("namespace"))
+    grant = select(PermissionRow.actions).where(
+        PermissionRow.namespace == bindparam("namespace"), PermissionRow.role == bindparam("role")
+    )
+    columns: list[Any] = [TenantRow.admin_roles, exists.scalar_subquery(), grant.scalar_subquery()]
+    tenant = TenantRow.name == bindparam("tenant")
+    if not with_topic:
+        return select(*columns).where(tenant)
+    found = _topic_query(bindparam("topic")).subquery()
+    columns += [found.c.name, found.c.partitions, found.c.skip_requires_approval]
+    return select(*columns).outerjoin(found, literal(True)).where(tenant)
+
+
+@cache
+def _topic_by_name() -> Select[str, int, bool]:
+    return _topic_query(bindparam("topic"))
+
+
+def _topic_query(name: Any) -> Select[str, int, bool]:
+    """A topic's name, partitions and its namespace's approval flag."""
+    return (
+        select(TopicRow.name, TopicRow.partitions, NamespacePolicyRow.skip_requires_approval)
+        .outerjoin(NamespacePolicyRow, NamespacePolicyRow.namespace == TopicRow.namespace)
+        .where(TopicRow.name == name)
+    )
 
 
 @cache

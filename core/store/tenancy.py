@@ -7,14 +7,9 @@ administration); each method is one transaction.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from functools import cache
-from typing import Any
 
 from sqlalchemy import (
-    Select,
-    bindparam,
     delete,
-    literal,
     select,
 )
 from sqlalchemy.orm import Session
@@ -30,7 +25,6 @@ from core.errors import (
 )
 from core.ids.topic_name import (
     TopicName,
-    label_problem,
 )
 from core.skipping.plan_record import MAX_APPROVALS, ApprovalPolicy
 from core.store.checks import (
@@ -187,12 +181,8 @@ class Tenancy(StoreBase):
 
     def get_topic(self, topic: str) -> TopicInfo:
         """The topic, with its namespace's approval flag read in the same statement."""
-        name = canonical_topic(topic)
-        with self._session(write=False) as session:
-            row = session.execute(_topic_query(name)).one_or_none()
-        if row is None:
-            raise TopicNotFoundError(f"Topic '{name}' not found")
-        return TopicInfo(row[0], row[1], approval_required=bool(row[2]))
+        with self.reading() as view:
+            return view.topic(topic)
 
     def list_topics(self, namespace: str) -> list[TopicInfo]:
         with self._session(write=False) as session:
@@ -296,39 +286,17 @@ class Tenancy(StoreBase):
     def access(
         self, tenant: str, namespace: str | None, role: str
     ) -> tuple[frozenset[str], frozenset[str]]:
-        """What may authorize ``role``: the tenant's admin roles and the role's grant on
-        ``namespace`` (empty when None), in ONE statement. Raises TenantNotFoundError, and
-        NamespaceNotFoundError for a namespace that does not exist."""
-        check_name("tenant", tenant)
-        if namespace is None:
-            return self.get_tenant(tenant).admin_roles, frozenset()
-        return self.access_and_topic(tenant, namespace, role, None)[:2]
+        """:meth:`ReadView.access <core.store.read_view.ReadView.access>` in its own read."""
+        with self.reading() as view:
+            return view.access(tenant, namespace, role)
 
     def access_and_topic(
         self, tenant: str, namespace: str, role: str, topic: str | None
     ) -> tuple[frozenset[str], frozenset[str], TopicInfo | None]:
-        """:meth:`access`, and canonical ``topic`` as :meth:`get_topic` reads it (None when it
-        does not exist, or is not asked), in ONE statement. The caller decides the
-        authorization before it says whether the topic exists."""
-        check_name("tenant", tenant)
-        split_namespace(namespace)
-        # A role no grant can name (control characters, lone surrogates) has none; it is
-        # never sent to the database, whose driver may refuse to encode it.
-        asked = role if label_problem(role) is None else ""
-        values: dict[str, object] = {"tenant": tenant, "namespace": namespace, "role": asked}
-        if topic is not None:
-            values["topic"] = canonical_topic(topic)
-        query = _access_query(with_topic=topic is not None)
-        with self._session(write=False) as session:
-            row = session.execute(query, values).one_or_none()
-        if row is None:
-            raise TenantNotFoundError(f"Tenant '{tenant}' not found")
-        if row[1] is None:
-            raise NamespaceNotFoundError(f"Namespace '{namespace}' not found")
-        info = None
-        if topic is not None and row[3] is not None:
-            info = TopicInfo(row[3], row[4], approval_required=bool(row[5]))
-        return frozenset(row[0]), frozenset(row[2] or ()), info
+        """:meth:`ReadView.access_and_topic <core.store.read_view.ReadView.access_and_topic>`
+        in its own read."""
+        with self.reading() as view:
+            return view.access_and_topic(tenant, namespace, role, topic)
 
     # Namespace policies of cursorops (not Pulsar's): whether skips need an approval.
 
@@ -393,33 +361,6 @@ class Tenancy(StoreBase):
             self._require_namespace(session, namespace)
             row = session.get(NamespacePolicyRow, namespace)
             return bool(row is not None and row.skip_requires_approval)
-
-
-@cache
-def _access_query(*, with_topic: bool) -> Select[Any]:
-    """:meth:`Tenancy.access_and_topic`'s statement, built once: what a request that
-    authorizes pays is its execution, not building it again (bound parameters ``tenant``,
-    ``namespace``, ``role`` and, ``with_topic``, ``topic``)."""
-    exists = select(NamespaceRow.name).where(NamespaceRow.name == bindparam("namespace"))
-    grant = select(PermissionRow.actions).where(
-        PermissionRow.namespace == bindparam("namespace"), PermissionRow.role == bindparam("role")
-    )
-    columns: list[Any] = [TenantRow.admin_roles, exists.scalar_subquery(), grant.scalar_subquery()]
-    tenant = TenantRow.name == bindparam("tenant")
-    if not with_topic:
-        return select(*columns).where(tenant)
-    found = _topic_query(bindparam("topic")).subquery()
-    columns += [found.c.name, found.c.partitions, found.c.skip_requires_approval]
-    return select(*columns).outerjoin(found, literal(True)).where(tenant)
-
-
-def _topic_query(name: Any) -> Select[str, int, bool]:
-    """A topic's name, partitions and its namespace's approval flag."""
-    return (
-        select(TopicRow.name, TopicRow.partitions, NamespacePolicyRow.skip_requires_approval)
-        .outerjoin(NamespacePolicyRow, NamespacePolicyRow.namespace == TopicRow.namespace)
-        .where(TopicRow.name == name)
-    )
 
 
 def remove_subscription(session: Session, topic_name: str, name: str) -> None:

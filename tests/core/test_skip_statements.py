@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import Connection, event
 
 from core.acks import cursor_codec
 from core.acks.cursor import CursorState
@@ -14,6 +14,7 @@ from core.broker import Broker
 from core.broker.cursor_ops import FOLD_AFTER_DELTAS
 from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
+from core.store.engine import WRITE_OPTION
 from core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/skips"
@@ -62,12 +63,34 @@ def test_a_two_id_skip_on_four_partitions_costs_at_most_13_statements(
     # where the driver sends it as a statement.
     # 14 (16 on SQLite) before the authorization and the topic were read in one statement,
     # the cursors locked and their journals read in two, and (PostgreSQL) the deltas written
-    # in one. SQLite, one writer at a time, appends each delta with two statements.
+    # in one. SQLite, one writer at a time, appends each delta with two statements. 14 on
+    # SQLite before the authorization joined the validation's read transaction.
     sqlite = broker.metadata.engine.dialect.name == "sqlite"
-    assert len(seen) <= (11 + 3 if sqlite else 8), "\n".join(seen)
+    assert len(seen) <= (10 + 3 if sqlite else 8), "\n".join(seen)
     ledger_reads = [s for s in seen if "FROM ledgers" in s or "JOIN ledgers" in s]
     assert len([s for s in ledger_reads if "segments" not in s]) == 1
     assert len([s for s in seen if s.startswith("SELECT") and "FROM cursor_deltas" in s]) == 1
+
+
+@pytest.mark.parametrize("role", ["admin", "reader"])
+def test_a_skip_is_one_read_transaction_and_one_write(
+    broker: Broker, produced: list[MessageId], role: str
+) -> None:
+    """The authorization and the look-ups that validate the ids share one read transaction
+    (one pooled connection, one commit); the acknowledgements and the audit one write."""
+    broker.grant_permission("admin", "acme/ops", "reader", ["consume"])
+    commits: list[bool] = []
+    engine = broker.metadata.engine
+
+    def committed(connection: Connection) -> None:
+        commits.append(bool(connection.get_execution_options().get(WRITE_OPTION)))
+
+    event.listen(engine, "commit", committed)
+    try:
+        broker.skip_messages(role, TOPIC, "s", produced[:2], via="rest")
+    finally:
+        event.remove(engine, "commit", committed)
+    assert commits == [False, True]
 
 
 def test_a_skip_folds_a_long_journal_into_a_snapshot(
