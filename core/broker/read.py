@@ -74,14 +74,15 @@ class Reading(Collaborator):
         The consumer joins the subscription's consumers (across processes) for
         the call and leaves at its end: unacknowledged messages become
         deliverable again, and an Exclusive subscription held by another live
-        consumer is refused.
+        consumer is refused. Only the messages returned are dispatched to it: none
+        is read ahead, to be handed back (and counted as redelivered) at its end.
         """
         if count < 1:
             raise InvalidArgumentError("The number of messages must be at least 1")
         dispatcher = self.dispatcher(role, topic, subscription)
         consumer = dispatcher.subscribe("cursorops-cli", receiver_queue_size=min(count, 1000))
         try:
-            messages = consumer.receive_many(count)
+            messages = consumer.receive_many(count, prefetch=False)
             if ack and messages:
                 consumer.acknowledge(messages)
         finally:

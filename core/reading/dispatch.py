@@ -574,9 +574,24 @@ class Consumer:
             self._take_from_wire()
         return bool(self._incoming)
 
-    def receive_many(self, max_messages: int) -> list[Message]:
-        """Up to ``max_messages`` messages available now (never waits)."""
+    def receive_many(self, max_messages: int, *, prefetch: bool = True) -> list[Message]:
+        """Up to ``max_messages`` messages available now (never waits).
+
+        ``prefetch``: keep the receiver queue filled ahead, as a client does, for the
+        receives to come. Without, ask the dispatcher only for the messages still
+        wanted: a one-off receive leaves nothing dispatched that it did not return."""
         received: list[Message] = []
+        if not prefetch:
+            while len(received) < max_messages:
+                if not self._incoming:
+                    self._take_from_wire()
+                if not self._incoming:
+                    self.dispatcher.flow(self, max_messages - len(received))
+                    self._take_from_wire()
+                if not self._incoming:
+                    break
+                received += self._take(max_messages - len(received)).messages()
+            return received
         dry = False
         half = self.receiver_queue_size // 2
         while len(received) < max_messages:

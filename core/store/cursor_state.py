@@ -466,7 +466,7 @@ class Replays:
     """
 
     def __init__(self, max_bytes: int) -> None:
-        self._kept: OrderedDict[bytes, tuple[tuple[bytes, ...], CursorState]] = OrderedDict()
+        self._kept: OrderedDict[bytes, tuple[tuple[bytes, ...], CursorState, int]] = OrderedDict()
         self._bytes = 0
         self._max_bytes = max_bytes
         self._lock = threading.Lock()
@@ -474,27 +474,34 @@ class Replays:
     def state(self, snapshot: bytes | None, deltas: Sequence[bytes]) -> CursorState:
         """``snapshot`` (None: an empty cursor) with every delta merged in order, a
         replacing delta starting over from itself; not normalized. A copy the caller owns."""
+        return self.replay(snapshot, deltas)[0]
+
+    def replay(self, snapshot: bytes | None, deltas: Sequence[bytes]) -> tuple[CursorState, int]:
+        """:meth:`state`, and how many of ``deltas`` run through the last replacing one (0
+        when none replaces): the caller names the reset it started over from."""
         key = b"" if snapshot is None else snapshot
         with self._lock:
             kept = self._kept.get(key)
             if kept is not None:
                 self._kept.move_to_end(key)
-        state, start = None, 0
+        state, start, replaced = None, 0, 0
         if kept is not None and tuple(deltas[: len(kept[0])]) == kept[0]:
-            state, start = kept[1].copy(), len(kept[0])
+            state, start, replaced = kept[1].copy(), len(kept[0]), kept[2]
         if state is None:
             state = CursorState() if snapshot is None else cursor_codec.decode(snapshot)[0]
-        for payload in deltas[start:]:
-            delta, replace = cursor_codec.decode(payload)
+        for index in range(start, len(deltas)):
+            delta, replace = cursor_codec.decode(deltas[index])
             if replace:
-                state = delta
+                state, replaced = delta, index + 1
             else:
                 state.merge(delta, None)
         if kept is None or (start < len(deltas) and len(deltas) >= len(kept[0])):
-            self._keep(key, tuple(deltas), state.copy())
-        return state
+            self._keep(key, tuple(deltas), state.copy(), replaced)
+        return state, replaced
 
-    def _keep(self, key: bytes, deltas: tuple[bytes, ...], state: CursorState) -> None:
+    def _keep(
+        self, key: bytes, deltas: tuple[bytes, ...], state: CursorState, replaced: int
+    ) -> None:
         size = len(key) + sum(len(delta) for delta in deltas)
         if size > self._max_bytes:
             return
@@ -502,10 +509,10 @@ class Replays:
             old = self._kept.pop(key, None)
             if old is not None:
                 self._bytes -= len(key) + sum(len(delta) for delta in old[0])
-            self._kept[key] = (deltas, state)
+            self._kept[key] = (deltas, state, replaced)
             self._bytes += size
             while self._bytes > self._max_bytes:
-                dropped, (dropped_deltas, _) = self._kept.popitem(last=False)
+                dropped, (dropped_deltas, _, _) = self._kept.popitem(last=False)
                 self._bytes -= len(dropped) + sum(len(delta) for delta in dropped_deltas)
 
 
@@ -537,22 +544,19 @@ def replay_since(
     when none), for readers whose cached positions a reset voids.
     """
     if state is None:
-        state = REPLAYS.state(snapshot, ())
-        known = False
-        last_reset = 0
-    else:
-        known = True
-        last_reset = last_reset or 0
+        # From the snapshot: the whole journal after it, through what this process kept.
+        listed = list(deltas)
+        state, replaced = REPLAYS.replay(snapshot, [payload for _, payload in listed])
+        state.normalize(layout)
+        return state, listed[replaced - 1][0] if replaced else 0
+    last_reset = last_reset or 0
     for version, payload in deltas:
         delta, replace = cursor_codec.decode(payload)
         if replace:
             state, last_reset = delta, version
-            if known:
-                state.normalize(layout)
+            state.normalize(layout)
         else:
-            state.merge(delta, layout if known else None)
-    if not known:
-        state.normalize(layout)
+            state.merge(delta, layout)
     return state, last_reset
 
 

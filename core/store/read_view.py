@@ -13,7 +13,7 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import Select, bindparam, literal, select
-from sqlalchemy.orm import Session
+from sqlalchemy.engine import Connection
 
 from core.errors import (
     NamespaceNotFoundError,
@@ -39,14 +39,13 @@ from core.subscription import SubscriptionType
 
 
 class ReadView:
-    """Look-ups inside one open read transaction.
+    """Look-ups inside one open transaction, on its connection.
 
-    The look-ups that select columns run on the session's connection: a request pays the
-    statement, not the ORM's execution layer around it (no mapped row is loaded there)."""
+    Every look-up selects columns and runs on the connection itself: a request pays the
+    statement, not an ORM session and its execution layer (no mapped row is loaded)."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self._connection = session.connection()
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
 
     def access(
         self, tenant: str, namespace: str | None, role: str
@@ -108,12 +107,16 @@ class ReadView:
     def subscriptions(self, topic: str) -> list[SubscriptionInfo]:
         """The topic's subscriptions, by name (none for a topic that does not exist)."""
         topic_name = canonical_topic(topic)
+        row = SubscriptionRow
         query = (
-            select(SubscriptionRow)
-            .where(SubscriptionRow.topic == topic_name)
-            .order_by(SubscriptionRow.name)
+            select(row.topic, row.name, row.type, row.properties)
+            .where(row.topic == topic_name)
+            .order_by(row.name)
         )
-        return [subscription_info(row) for row in self.session.scalars(query)]
+        return [
+            SubscriptionInfo(topic, name, SubscriptionType(kind), dict(properties))
+            for topic, name, kind, properties in self._connection.execute(query)
+        ]
 
     def ledgers_of(self, topic_partitions: Sequence[str]) -> dict[str, list[LedgerInfo]]:
         """Each partition's ledgers, ordered by ledger id, in ONE statement."""

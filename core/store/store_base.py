@@ -59,9 +59,10 @@ class StoreBase:
 
     @contextmanager
     def reading(self) -> Iterator[ReadView]:
-        """One read transaction the caller composes (:class:`~core.store.read_view.ReadView`)."""
-        with self._session(write=False) as session:
-            yield ReadView(session)
+        """One read transaction the caller composes (:class:`~core.store.read_view.ReadView`),
+        on a pooled connection without an ORM session around it."""
+        with translated_errors(None), self._engine.begin() as connection:
+            yield ReadView(connection)
 
     @staticmethod
     def _require_partition(session: Session, name: str, *, lock: bool) -> None:

@@ -31,7 +31,7 @@ class UnitOfWork:
     def __init__(self, session: Session, *, postgres: bool) -> None:
         self.session = session
         self.cursors = CursorStates(ConnectionStatements.of(session), postgres=postgres)
-        self.view = ReadView(session)
+        self.view = ReadView(session.connection())
         """Look-ups that see what this transaction wrote so far."""
 
     @contextmanager

@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 
 from core.acks import cursor_codec
 from core.acks.cursor import BatchAckSets, CursorState
+from core.acks.ledger_layout import LedgerLayout
 from core.acks.range_set import RangeSet
 from core.errors import MetadataStoreError
 from core.ids.position import Position
-from core.store.cursor_state import Replays
+from core.store.cursor_state import REPLAYS, Replays, replay_since
 
 
 @st.composite
@@ -46,14 +47,20 @@ def journals(draw: st.DrawFn) -> tuple[bytes | None, list[bytes]]:
 
 
 def plain(snapshot: bytes | None, deltas: list[bytes]) -> CursorState:
+    return plain_replay(snapshot, deltas)[0]
+
+
+def plain_replay(snapshot: bytes | None, deltas: list[bytes]) -> tuple[CursorState, int]:
+    """The state, and how many deltas run through the last replacing one."""
     state = CursorState() if snapshot is None else cursor_codec.decode(snapshot)[0]
-    for payload in deltas:
+    replaced = 0
+    for index, payload in enumerate(deltas):
         delta, replace = cursor_codec.decode(payload)
         if replace:
-            state = delta
+            state, replaced = delta, index + 1
         else:
             state.merge(delta, None)
-    return state
+    return state, replaced
 
 
 @settings(max_examples=80, deadline=None)
@@ -69,8 +76,10 @@ def test_a_replay_from_a_kept_state_is_the_plain_replay(
         snapshot, deltas = cursors[which % len(cursors)]
         seen = deltas[:length]  # a journal read as it was then: a prefix of today's
         # Equal bytes in other objects, as every read from the store gives.
-        got = replays.state(None if snapshot is None else bytes(snapshot), [*map(bytes, seen)])
-        assert got == plain(snapshot, seen)
+        got, replaced = replays.replay(
+            None if snapshot is None else bytes(snapshot), [*map(bytes, seen)]
+        )
+        assert (got, replaced) == plain_replay(snapshot, seen)
         # The caller owns what it got: change every part of it.
         got.mark_delete = Position(10**9, 0)
         got.individually_deleted.add(10**6, 1)
@@ -130,3 +139,30 @@ def test_a_corrupt_snapshot_raises_and_is_not_kept() -> None:
     with pytest.raises(MetadataStoreError):
         replays.state(bytes(snapshot), [])
     assert not replays._kept
+
+
+LAYOUT = LedgerLayout.of((ledger, 400) for ledger in range(8))
+
+
+@settings(max_examples=60, deadline=None)
+@given(journals(), st.integers(1, 4), st.integers(0, 8))
+def test_a_dispatcher_replay_from_the_snapshot_is_the_plain_one_with_its_last_reset(
+    journal: tuple[bytes | None, list[bytes]], step: int, first: int
+) -> None:
+    """A dispatcher starting from a snapshot (through this process's kept states, as an
+    earlier and shorter read left them) gets the plain replay, normalized, and the version
+    of the last replacing delta it read."""
+    snapshot, deltas = journal
+    versions = [100 + step * i for i in range(len(deltas))]
+    replays_before = dict(REPLAYS._kept)
+    try:
+        for length in (min(first, len(deltas)), len(deltas)):
+            listed = list(zip(versions[:length], deltas[:length], strict=True))
+            state, last_reset = replay_since(None, None, snapshot, listed, LAYOUT)
+            expected, replaced = plain_replay(snapshot, deltas[:length])
+            expected.normalize(LAYOUT)
+            assert state == expected
+            assert last_reset == (versions[replaced - 1] if replaced else 0)
+    finally:
+        REPLAYS._kept.clear()
+        REPLAYS._kept.update(replays_before)
