@@ -16,7 +16,8 @@ For a bounded time per run (30 s; ``--quick`` 5 s):
   share of the messages (PIP-423's ``messageId`` form);
 - 2 consumer processes receive and acknowledge through the Broker (Pulsar has
   no REST route for a consumer's acknowledgement: it is a binary-protocol
-  command, so consumers acknowledge where Pulsar's do).
+  command, so consumers acknowledge where Pulsar's do), :data:`CONSUMED_PER_S`
+  messages a second between them.
 
 Then it checks: every request answered 204 (none failed); no acknowledgement
 lost (every id a consumer acknowledged and every id a 204 skipped is
@@ -59,6 +60,11 @@ TENANT, NAMESPACE = "bench", "bench/load"
 SUBSCRIPTION = "load"
 CLIENTS = 50
 CONSUMERS = 2
+CONSUMED_PER_S = 450
+"""What the consumers receive and acknowledge a second between them: a fixed load, what
+consumers polling as fast as they could managed before a consume stopped reading ahead
+(13,500 messages a run). Unpaced, their share of the cores grows as receiving gets cheaper,
+and the REST figure would fall for it (docs/decisions.md, "REST under load")."""
 IDS_PER_REQUEST = 2
 PARTITIONS = 4
 TWO_HOURS_MS = 2 * 3_600_000
@@ -372,9 +378,17 @@ def consumer(config_json: str, topic: str, seconds: float, out: Any) -> None:
         fields["home"], metadata_url=fields["metadata_url"], ledger_root=fields["ledger_root"]
     )
     batches: list[tuple[float, list[str]]] = []
-    until = time.monotonic() + seconds
+    started = time.monotonic()
+    until = started + seconds
+    per_second = CONSUMED_PER_S / CONSUMERS
+    received = 0
     with Broker(config) as broker:
         while time.monotonic() < until:
+            # Paced: the next batch waits until this consumer is behind its share.
+            ahead = started + received / per_second - time.monotonic()
+            if ahead > 0:
+                time.sleep(min(ahead, until - time.monotonic(), 1.0))
+                continue
             began = time.time()
             got = broker.consume("alice", topic, SUBSCRIPTION, 100, ack=True)
             batches.append(
@@ -391,6 +405,7 @@ def consumer(config_json: str, topic: str, seconds: float, out: Any) -> None:
                     ],
                 )
             )
+            received += len(got)
             if not got:
                 time.sleep(0.05)
     out.put((batches, time.process_time()))
@@ -606,8 +621,8 @@ HISTORY = (
 )
 WHERE_THE_TIME_GOES = (
     "Where it stands. The rate is bound by the CPU of the two cores: the table above says "
-    "what each group of processes spends per answered request, and its total allows about 100 "
-    "requests a second. 50 clients that each wait for their answer see a mean latency of 50 "
+    "what each group of processes spends per answered request, and the rate its total "
+    "allows. 50 clients that each wait for their answer see a mean latency of 50 "
     "divided by the rate, about half a second at that rate, and a p99 about twice the mean: "
     "the aim's two figures sit at the edge of what these cores give. Of the api-server's "
     "share (py-spy, samples of the thread holding a worker's interpreter lock) about half is "
@@ -626,7 +641,22 @@ WHERE_THE_TIME_GOES = (
     "it wakes, and a burst of 50 gave one worker 48 of them (measured), so one worker did "
     "nearly all the work while the other idled; the figures above are with the connections "
     "spread (the split is in the table), every client waiting alike and both workers "
-    "competing for the two cores with the clients, the consumers and PostgreSQL."
+    "competing for the two cores with the clients, the consumers and PostgreSQL (90.3 "
+    "requests/s, p99 1.12 s, 19.6 ms per request, commit 92f6b62). Since then: a skip reads "
+    "what authorizes it and what validates its ids in one read transaction, on the "
+    "connection without an ORM session: one pooled connection, pre-ping and commit fewer per "
+    "skip; two runs right after the same code without it (92.1 requests/s, 12.2 ms of "
+    "api-server CPU) gave 99.5 requests/s and 10.9 ms. A one-off consume no longer reads "
+    "twice what it returns ahead, to hand it back at its end: 50 to 22 ms of CPU per consume "
+    "of 100 in process. The consumers then polled faster (21,200 messages a run instead of "
+    "13,500) and took the CPU the REST clients gained; they are paced at what they "
+    "managed before, 450 messages a second, so the figure measures the REST path on a fixed "
+    "load. Side by side on that paced load, runs of 3 one after the other: the code before "
+    "both changes (commit ddb85f1) 88.9 requests/s, p99 1.05 s, 20.3 ms of CPU per request "
+    "(its consumers fell behind the pace: 10,900 messages a run); with them 96.9 requests/s, "
+    "p99 935 ms, 17.4 ms. Runs minutes apart on this machine differ by up to 15% (the "
+    "ranges above), and the split of the clients between the two workers moves the rate as "
+    "much."
 )
 
 
@@ -663,7 +693,8 @@ def render(
         f"{sizes.seconds:.0f} s. {CLIENTS} REST clients (threads of one process, one "
         f"connection each) call `skipByMessageIds` with {IDS_PER_REQUEST} ids of their own "
         f"disjoint share; {CONSUMERS} consumer processes receive 100 at a time and acknowledge "
-        "through the Broker (Pulsar has no REST acknowledgement). The clients and consumers "
+        f"through the Broker, {CONSUMED_PER_S} messages a second between them (Pulsar has no "
+        "REST acknowledgement). The clients and consumers "
         "run on the same 2 cores as the server. Aim: at least 100 requests/s, p99 under 1 s.",
         "",
         report.table(
