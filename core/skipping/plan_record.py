@@ -163,7 +163,16 @@ class PlanRecord:
                 f"Invalid number of approvals {required_approvals!r}: expected 1 to {MAX_APPROVALS}"
             )
         try:
-            document = json.loads(canonical_json(dict(document)))
+            spelled = canonical_json(dict(document))
+            # What the digest is taken over, and what a store keeps: UTF-8, which a lone
+            # surrogate (a JSON escape such as "\ud800" decodes to one) is not.
+            spelled.encode("utf-8")
+            document = json.loads(spelled)
+        except UnicodeEncodeError as exc:
+            raise InvalidArgumentError(
+                "Invalid plan document: text that is not Unicode (a lone surrogate, "
+                f"{exc.object[exc.start : exc.end]!r})"
+            ) from exc
         except (TypeError, ValueError) as exc:
             raise InvalidArgumentError(f"Invalid plan document: not JSON: {exc}") from exc
         fields = {

@@ -8,13 +8,16 @@ exactly itself, in one paragraph or one table cell, with no element of its own.
 from __future__ import annotations
 
 import html
+import json
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from airflow_glue.inert import MAX_CHARS, inert
+from core.errors import InvalidArgumentError
 from core.ids.position import Position
 
 RENDERER = MarkdownIt("commonmark", {"html": True}).enable("table")
@@ -71,7 +74,11 @@ def test_long_text_is_cut_and_says_so() -> None:
     assert inert("x" * (MAX_CHARS + 5)).endswith("… (5 more characters)")
 
 
-@given(reason=HOSTILE, key=HOSTILE)
+def is_unicode(text: str) -> bool:
+    return not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+
+
+@given(reason=HOSTILE.filter(is_unicode), key=HOSTILE.filter(is_unicode))
 @settings(max_examples=60, deadline=None)
 def test_a_gated_operations_preview_makes_no_element_of_what_others_wrote(
     reason: str, key: str
@@ -115,3 +122,32 @@ def test_a_gated_operations_preview_makes_no_element_of_what_others_wrote(
         "td",
     }
     assert "<a" not in rendered and "<img" not in rendered and "<script" not in rendered.lower()
+
+
+@pytest.mark.parametrize("field", ["reason", "key"])
+def test_a_plan_document_with_a_lone_surrogate_is_refused_clearly(field: str) -> None:
+    """JSON's "\\ud800" decodes to a lone surrogate, which is not Unicode: no digest and no
+    store can take it, so the record is refused with what is wrong, not a traceback."""
+    from airflow_glue.plan import gated_document
+    from core.resetting.reset_plan import PartitionReset, ResetPlan
+    from core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
+
+    plan = ResetPlan(
+        "persistent://acme/ops/t",
+        "s",
+        (PartitionReset("persistent://acme/ops/t", Position(1, 0), Position(1, 4), 3, 8),),
+        1,
+        None,
+    )
+    text = json.loads('"why \\ud800"')
+    values = {"reason": "ok", "key": "k", field: text}
+    preview = {**plan.preview(), "messages": [{"id": "1:2", "key": values["key"]}]}
+    document = gated_document({"requester": "ann", "reason": values["reason"]}, "ann", preview)
+    with pytest.raises(InvalidArgumentError, match="lone surrogate"):
+        PlanRecord.create(
+            PlanBinding("d", "r", "ann", "ann", RESET_CURSOR),
+            plan,
+            document,
+            required_approvals=1,
+            created_at_ms=1,
+        )
