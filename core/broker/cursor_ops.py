@@ -104,9 +104,7 @@ class CursorOperations(Collaborator):
                 raise InvalidArgumentError("No message ids given")
             asked = skip.IdArrays.of(ids)
             listed = self._list(view, info, subscription, _partitions_of(asked), any_type=False)
-        read = self._partitions(listed, subscription, with_states=False)
-        selection = skip.validate(asked, read.owners, read.facts, read.states)
-        layouts = dict(read.layouts)
+        selection, layouts = self._validate(asked, listed, subscription, with_states=False)
         plan = SkipPlan(info.name, subscription, selection.columns, self.clock())
         if name.is_partition:
             plan.check_only_on(str(name))
@@ -288,9 +286,16 @@ class CursorOperations(Collaborator):
         """:func:`core.skipping.skip.validate` against the stores as they are now, and the
         ledger layouts of the partitions the ids are on."""
 
-        read = self._read(
-            info, subscription, _partitions_of(ids), with_states=with_states, any_type=any_type
-        )
+        with self.metadata.reading() as view:
+            listed = self._list(view, info, subscription, _partitions_of(ids), any_type=any_type)
+        return self._validate(ids, listed, subscription, with_states=with_states)
+
+    def _validate(
+        self, ids: skip.IdArrays, listed: _Listed, subscription: str, *, with_states: bool
+    ) -> tuple[skip.SkipSelection, dict[str, LedgerLayout]]:
+        """:func:`core.skipping.skip.validate` against what :meth:`_list` read, and the
+        ledger layouts of the partitions the ids are on."""
+        read = self._partitions(listed, subscription, with_states=with_states)
         return skip.validate(ids, read.owners, read.facts, read.states), dict(read.layouts)
 
     def apply_skip(

@@ -564,13 +564,13 @@ class Consumer:
     def _buffered(self) -> int:
         return self._incoming_count + sum(len(batch) for batch in self.wire)
 
-    def _refill(self) -> bool:
+    def _refill(self, permits: int | None = None) -> bool:
         """Whether anything is buffered: taken from the wire, else after asking the
-        dispatcher for a whole receiver queue."""
+        dispatcher for ``permits`` messages (None: a whole receiver queue)."""
         if not self._incoming:
             self._take_from_wire()
         if not self._incoming:
-            self.dispatcher.flow(self, self.receiver_queue_size)
+            self.dispatcher.flow(self, self.receiver_queue_size if permits is None else permits)
             self._take_from_wire()
         return bool(self._incoming)
 
@@ -582,14 +582,7 @@ class Consumer:
         wanted: a one-off receive leaves nothing dispatched that it did not return."""
         received: list[Message] = []
         if not prefetch:
-            while len(received) < max_messages:
-                if not self._incoming:
-                    self._take_from_wire()
-                if not self._incoming:
-                    self.dispatcher.flow(self, max_messages - len(received))
-                    self._take_from_wire()
-                if not self._incoming:
-                    break
+            while len(received) < max_messages and self._refill(max_messages - len(received)):
                 received += self._take(max_messages - len(received)).messages()
             return received
         dry = False

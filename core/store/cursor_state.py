@@ -471,14 +471,11 @@ class Replays:
         self._max_bytes = max_bytes
         self._lock = threading.Lock()
 
-    def state(self, snapshot: bytes | None, deltas: Sequence[bytes]) -> CursorState:
-        """``snapshot`` (None: an empty cursor) with every delta merged in order, a
-        replacing delta starting over from itself; not normalized. A copy the caller owns."""
-        return self.replay(snapshot, deltas)[0]
-
     def replay(self, snapshot: bytes | None, deltas: Sequence[bytes]) -> tuple[CursorState, int]:
-        """:meth:`state`, and how many of ``deltas`` run through the last replacing one (0
-        when none replaces): the caller names the reset it started over from."""
+        """``snapshot`` (None: an empty cursor) with every delta merged in order, a
+        replacing delta starting over from itself, not normalized, as a copy the caller
+        owns; and how many of ``deltas`` run through the last replacing one (0 when none
+        replaces): the caller names the reset it started over from."""
         key = b"" if snapshot is None else snapshot
         with self._lock:
             kept = self._kept.get(key)
@@ -522,10 +519,8 @@ few times that in memory)."""
 
 
 def replay(record: CursorRecord, layout: LedgerLayout) -> CursorState:
-    """The state a stored record describes: snapshot, then every later delta (what
-    :func:`replay_since` does from no state, through :data:`REPLAYS`)."""
-    state = REPLAYS.state(record.snapshot, record.deltas)
-    state.normalize(layout)
+    """The state a stored record describes: snapshot, then every later delta."""
+    state, _ = replay_since(None, None, record.snapshot, enumerate(record.deltas, 1), layout)
     return state
 
 

@@ -290,14 +290,6 @@ class Tenancy(StoreBase):
         with self.reading() as view:
             return view.access(tenant, namespace, role)
 
-    def access_and_topic(
-        self, tenant: str, namespace: str, role: str, topic: str | None
-    ) -> tuple[frozenset[str], frozenset[str], TopicInfo | None]:
-        """:meth:`ReadView.access_and_topic <core.store.read_view.ReadView.access_and_topic>`
-        in its own read."""
-        with self.reading() as view:
-            return view.access_and_topic(tenant, namespace, role, topic)
-
     # Namespace policies of cursorops (not Pulsar's): whether skips need an approval.
 
     def set_skip_requires_approval(self, namespace: str, required: bool) -> None:

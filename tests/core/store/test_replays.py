@@ -84,7 +84,7 @@ def test_a_replay_from_a_kept_state_is_the_plain_replay(
         got.mark_delete = Position(10**9, 0)
         got.individually_deleted.add(10**6, 1)
         got.batch_acks[Position(10**6, 2)] = 1
-        again = replays.state(snapshot, seen)
+        again = replays.replay(snapshot, seen)[0]
         assert again == plain(snapshot, seen)
         assert again is not got
 
@@ -99,12 +99,12 @@ def test_a_longer_journal_goes_on_from_the_kept_state() -> None:
     two = CursorState(Position(1, -1), RangeSet(), BatchAckSets({Position(2, 61): 1}))
     deltas = [cursor_codec.encode(one), cursor_codec.encode(two)]
     replays = Replays(max_bytes=1 << 20)
-    replays.state(snapshot, deltas[:1])
+    replays.replay(snapshot, deltas[:1])[0]
     assert replays._kept[snapshot][0] == (deltas[0],)
-    assert replays.state(snapshot, deltas) == plain(snapshot, deltas)
+    assert replays.replay(snapshot, deltas)[0] == plain(snapshot, deltas)
     assert replays._kept[snapshot][0] == tuple(deltas)
     # A reader of an older journal is answered, and does not shorten what is kept.
-    assert replays.state(snapshot, deltas[:1]) == plain(snapshot, deltas[:1])
+    assert replays.replay(snapshot, deltas[:1])[0] == plain(snapshot, deltas[:1])
     assert replays._kept[snapshot][0] == tuple(deltas)
 
 
@@ -122,7 +122,7 @@ def test_kept_bytes_stay_within_the_bound() -> None:
     bound = 3 * max(len(s) for s in snapshots)
     replays = Replays(max_bytes=bound)
     for snapshot in snapshots:
-        assert replays.state(snapshot, []) == plain(snapshot, [])
+        assert replays.replay(snapshot, [])[0] == plain(snapshot, [])
         assert replays._bytes <= bound
     assert 0 < len(replays._kept) <= 3
     # The most recent ones are kept, the oldest went first.
@@ -137,7 +137,7 @@ def test_a_corrupt_snapshot_raises_and_is_not_kept() -> None:
     del snapshot[len(snapshot) // 2 :]
     replays = Replays(max_bytes=1 << 20)
     with pytest.raises(MetadataStoreError):
-        replays.state(bytes(snapshot), [])
+        replays.replay(bytes(snapshot), [])[0]
     assert not replays._kept
 
 
