@@ -50,12 +50,11 @@ class _Partitions:
 
 @dataclass(frozen=True)
 class _Listed:
-    """What :meth:`CursorOperations._list` read in a metadata transaction."""
+    """What :meth:`CursorOperations._list` read in a metadata transaction (owners and
+    layouts as in :class:`_Partitions`)."""
 
     owners: Mapping[int, tuple[str, int]]
-    """Each ledger of the topic: (partition name, partition index or -1)."""
     layouts: Mapping[str, LedgerLayout]
-    """The wanted partitions' ledgers, by partition name (sorted)."""
     segments: Mapping[str, Sequence[SegmentInfo]]
 
 
@@ -93,8 +92,7 @@ class CursorOperations(Collaborator):
         refused (ApprovalRequiredError) before anything is read.
         """
         name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
-        # One read transaction: what authorizes the role, then (allowed) what validates the
-        # ids; the files the ids are checked against are read after it ends.
+        # One read transaction authorizes, then lists what validates the ids (files: after).
         with self.metadata.reading() as view:
             info = self.access.authorized_topic_in(
                 view, role, Operation.SKIP, name.base if name.is_partition else name
@@ -285,7 +283,6 @@ class CursorOperations(Collaborator):
     ) -> tuple[skip.SkipSelection, dict[str, LedgerLayout]]:
         """:func:`core.skipping.skip.validate` against the stores as they are now, and the
         ledger layouts of the partitions the ids are on."""
-
         with self.metadata.reading() as view:
             listed = self._list(view, info, subscription, _partitions_of(ids), any_type=any_type)
         return self._validate(ids, listed, subscription, with_states=with_states)
@@ -293,8 +290,7 @@ class CursorOperations(Collaborator):
     def _validate(
         self, ids: skip.IdArrays, listed: _Listed, subscription: str, *, with_states: bool
     ) -> tuple[skip.SkipSelection, dict[str, LedgerLayout]]:
-        """:func:`core.skipping.skip.validate` against what :meth:`_list` read, and the
-        ledger layouts of the partitions the ids are on."""
+        """:meth:`_validated_skip` against what :meth:`_list` read."""
         read = self._partitions(listed, subscription, with_states=with_states)
         return skip.validate(ids, read.owners, read.facts, read.states), dict(read.layouts)
 
