@@ -28,7 +28,7 @@ from cursorops_api.turns import Turns
 
 router = APIRouter(tags=["persistent topic"])
 
-SKIPS_AT_ONCE = 4
+SKIPS_AT_ONCE = 8
 """Skips one process runs at once; the others wait their turn before any work. A skip
 locks the cursors of the partitions it touches, and the lock holders need the CPU: more
 skips in flight than a topic's partitions can take only compete with the holders for the

@@ -6,14 +6,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
-from core.acks import cursor_codec
-from core.acks.cursor import AckColumns, CursorState
+from core.acks.cursor import CursorState
 from core.acks.ledger_layout import LedgerLayout
-from core.acks.managed_cursor import replay
 from core.authz import Operation
-from core.broker.context import Collaborator
+from core.broker.combining import Combiner
+from core.broker.context import BrokerContext, Collaborator
+from core.broker.skip_write import ValidatedSkip, write_skips
 from core.errors import (
     InvalidArgumentError,
     InvalidSkipPlanError,
@@ -25,16 +24,17 @@ from core.ids.topic_name import TopicName
 from core.skipping import skip
 from core.skipping.head import head_messages
 from core.skipping.plan_record import PlanRecord
-from core.skipping.skip_plan import SkipColumns, SkipPlan
-from core.store.metadata import AuditEntry, TopicInfo
+from core.skipping.skip_plan import SkipPlan
+from core.store.metadata import TopicInfo
 from core.store.read_view import ReadView
 from core.store.records import SegmentInfo
 
-FOLD_AFTER_DELTAS = 32
-"""A skip that read this many deltas after a cursor's snapshot folds them into a new one, in
-its own transaction. Each read of a cursor decodes every delta after its snapshot (about 25
-us each); a snapshot costs one encoding and two statements. The dispatcher folds only after
-:data:`~core.acks.managed_cursor.COMPACT_AFTER_DELTAS`, when it reads the cursor anyway."""
+SKIPS_PER_BATCH = 64
+"""At most this many skips of one subscription, queued while another was being written,
+are written together in one transaction (:mod:`core.broker.combining`)."""
+BATCHED_UP_TO = 1_000
+"""Skips of at most this many messages are written in batches (so a batch writes at most
+64,000); a larger one is written alone, waiting only for the cursor locks it takes."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,12 @@ def _partitions_of(
 class CursorOperations(Collaborator):
     """The operations that move a subscription's cursor on an operator's request."""
 
+    def __init__(self, context: BrokerContext) -> None:
+        super().__init__(context)
+        self._batches: Combiner[tuple[str, str], ValidatedSkip, skip.SkipOutcome] = Combiner(
+            self._write_batch, max_batch=SKIPS_PER_BATCH
+        )
+
     def skip_messages(
         self,
         role: str,
@@ -91,6 +97,23 @@ class CursorOperations(Collaborator):
         as Pulsar's REST path does. On a namespace that requires approval it is
         refused (ApprovalRequiredError) before anything is read.
         """
+        validated = self.validate_skip(role, topic, subscription, ids, via=via)
+        if len(validated.items) > BATCHED_UP_TO:
+            return self._write(validated)
+        # Skips of this subscription that wait for the same cursors are written together.
+        key = (validated.info.name, subscription)
+        return self._batches.submit(key, frozenset(validated.layouts), validated)
+
+    def validate_skip(
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str,
+        ids: Sequence[MessageId],
+        *,
+        via: str = "broker",
+    ) -> ValidatedSkip:
+        """What :meth:`skip_messages` writes, validated as it validates it: nothing written."""
         name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
         # One read transaction authorizes, then lists what validates the ids (files: after).
         with self.metadata.reading() as view:
@@ -111,9 +134,7 @@ class CursorOperations(Collaborator):
         # unacknowledged is decided under the locks, once: what is acknowledged there was
         # acknowledged before this call (nothing came "meanwhile").
         rows = np.arange(len(plan.columns), dtype=np.int64)
-        return self._apply_validated(
-            role, info, plan, plan.columns, rows, layouts, via, planned_now=True
-        )
+        return ValidatedSkip(role, info, plan, plan.columns, rows, layouts, via, planned_now=True)
 
     def plan_skip(
         self,
@@ -183,7 +204,7 @@ class CursorOperations(Collaborator):
         self.access.refuse_without_approval(info, "skips", "the cursorops_skip_head workflow")
         plan, layouts = self._head(info, name, subscription, limit)
         rows = np.arange(len(plan.columns), dtype=np.int64)
-        return self._apply_validated(role, info, plan, plan.columns, rows, layouts, via)
+        return self._write(ValidatedSkip(role, info, plan, plan.columns, rows, layouts, via))
 
     def _head(
         self, info: TopicInfo, name: TopicName, subscription: str, limit: int | None
@@ -349,106 +370,15 @@ class CursorOperations(Collaborator):
                 f"Invalid skip plan {plan.plan_id}: {items.item(row).message_id.triplet()} is on "
                 f"'{items.names[int(items.name_index[row])]}', not '{said}'; nothing skipped"
             )
-        return self._apply_validated(role, info, plan, items, source, layouts, via, _approved)
+        return self._write(ValidatedSkip(role, info, plan, items, source, layouts, via, _approved))
 
-    def _apply_validated(
-        self,
-        role: str,
-        info: TopicInfo,
-        plan: SkipPlan,
-        items: SkipColumns,
-        source: npt.NDArray[np.int64],
-        layouts: Mapping[str, LedgerLayout],
-        via: str,
-        approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
-        *,
-        planned_now: bool = False,
-    ) -> skip.SkipOutcome:
-        """Write a validated plan: ``items`` are its messages as validated, ``source`` each
-        one's row in the plan, ``layouts`` the partitions they are on (only their cursors
-        are locked: a skip waits for no writer of the partitions it leaves alone)."""
-        columns = plan.columns
-        code_of = {name: code for code, name in enumerate(items.names)}
-        was_acked = (
-            np.ones(len(source), dtype=np.bool_)
-            if planned_now
-            else columns.already_acknowledged[source]
-        )
-        # The content hash is a pass over every item: taken before the row locks.
-        plan_id = plan.plan_id
-        names = sorted(layouts)
-        outcomes: list[skip.SkipOutcome] = []
+    def _write(self, validated: ValidatedSkip) -> skip.SkipOutcome:
+        return write_skips(self.metadata, [validated], self.clock())[0]
 
-        def decide(states: list[CursorState]) -> tuple[list[AckColumns], AuditEntry]:
-            # The cursors as they are under their row locks: what is reported as
-            # skipped is exactly what this transaction writes.
-            state_of = dict(zip(names, states, strict=True))
-            acked = np.zeros(len(items), dtype=np.bool_)
-            for code, name in enumerate(items.names):
-                rows = np.flatnonzero(items.name_index == code)
-                acked[rows] = state_of[name].acked_many(
-                    items.ledger_id[rows], items.entry_id[rows], items.batch_index[rows]
-                )
-            fresh = np.flatnonzero(~acked)
-            per_partition = dict.fromkeys(plan.partitions(), 0)
-            counts = np.bincount(items.name_index[fresh], minlength=len(items.names))
-            for name, count in zip(items.names, counts.tolist(), strict=True):
-                per_partition[name] += count
-            outcome = skip.SkipOutcome(
-                info.name,
-                plan.subscription,
-                plan_id,
-                skipped=items.take(fresh),
-                already_acknowledged=items.take(np.flatnonzero(acked & was_acked)),
-                acknowledged_meanwhile=items.take(np.flatnonzero(acked & ~was_acked)),
-                per_partition=per_partition,
-                part_of=plan.part_of,
-            )
-            outcomes.append(outcome)
-            # The record's own id is the skip id: the detail does not repeat it.
-            detail = {**outcome.to_pulsar_json(), "via": via, **(approved[1] if approved else {})}
-            del detail["skipId"]
-            acks = [
-                skip.acknowledgements(
-                    items, fresh[items.name_index[fresh] == code_of.get(name, -1)]
-                )
-                for name in names
-            ]
-            return acks, AuditEntry("skip", info.name, plan.subscription, role, detail, at_ms)
-
-        at_ms = self.clock()
-        # One transaction the skip composes: the cursors read once under their row locks
-        # (in the fixed lock order), the acknowledgements decided from them, the audit record
-        # and an approved plan's claim; all of it commits, or nothing does.
-        with self.metadata.transaction() as work:
-            read = work.cursors.read_many(info.name, plan.subscription, names, lock="update")
-            states = [
-                replay(record, layouts[n]) for (_, record), n in zip(read, names, strict=True)
-            ]
-            acks, audit = decide(states)
-            appends = []
-            for (cursor_id, record), state, ack in zip(read, states, acks, strict=True):
-                payloads = [cursor_codec.encode_columns(ack)] if len(ack) else []
-                if len(record.deltas) >= FOLD_AFTER_DELTAS:
-                    # Under the row lock, with the state replayed: the next reader replays
-                    # a short journal again, whoever else writes this cursor.
-                    snapshot = cursor_codec.encode(state)
-                    work.cursors.fold_and_append(cursor_id, snapshot, record.version, payloads)
-                elif payloads:
-                    appends.append((cursor_id, payloads[0]))
-            work.cursors.append_each(appends)
-            audit_id = work.record_audit(audit)
-            if approved is not None:
-                done = outcomes[-1]
-                applied = {
-                    **approved[1],
-                    "auditId": audit_id,
-                    "skipped": len(done.skipped),
-                    "alreadyAcknowledged": len(done.already_acknowledged),
-                    "acknowledgedMeanwhile": len(done.acknowledged_meanwhile),
-                }
-                work.claim_plan(approved[0].digest, at_ms, applied)
-        return outcomes[-1].with_skip_id(audit_id)
+    def _write_batch(
+        self, _key: tuple[str, str], batch: Sequence[ValidatedSkip]
+    ) -> list[skip.SkipOutcome]:
+        return write_skips(self.metadata, batch, self.clock())
 
     def apply_approved_skip(
         self,

@@ -86,13 +86,18 @@ _BUMP_AND_INSERT = (
 )
 """PostgreSQL: bump and insert in one statement (a data-modifying CTE)."""
 _BUMP_AND_INSERT_EACH = (
-    "WITH d AS (SELECT * FROM unnest(?::bigint[], ?::bytea[]) AS d(id, payload)), "
-    "bumped AS (UPDATE cursors SET version = cursors.version + 1 FROM d "
-    "WHERE cursors.id = d.id RETURNING cursors.id, cursors.version) "
+    "WITH d AS (SELECT * FROM unnest(?::bigint[], ?::bytea[]) WITH ORDINALITY "
+    "AS d(id, payload, ord)), "
+    "n AS (SELECT id, count(*) AS k FROM d GROUP BY id), "
+    "bumped AS (UPDATE cursors SET version = cursors.version + n.k FROM n "
+    "WHERE cursors.id = n.id RETURNING cursors.id, cursors.version, n.k) "
     "INSERT INTO cursor_deltas (cursor_id, version, payload) "
-    "SELECT bumped.id, bumped.version, d.payload FROM bumped JOIN d ON d.id = bumped.id"
+    "SELECT bumped.id, bumped.version - bumped.k "
+    "+ row_number() OVER (PARTITION BY d.id ORDER BY d.ord), d.payload "
+    "FROM bumped JOIN d ON d.id = bumped.id"
 )
-"""PostgreSQL: one delta to each of several cursors, bumped and inserted in one statement."""
+"""PostgreSQL: deltas to each of several cursors, bumped and inserted in one statement (a
+cursor's deltas in the order given)."""
 _INSERT_DELTA = "INSERT INTO cursor_deltas (cursor_id, version, payload) VALUES (?, ?, ?)"
 _CREATE = (
     "INSERT INTO cursors (subscription_id, topic_partition, snapshot, snapshot_version, version) "
@@ -339,19 +344,21 @@ class CursorStates:
         self._insert(cursor_id, version, payloads)
         return version
 
-    def append_each(self, appends: Sequence[tuple[int, bytes]]) -> None:
-        """One delta to each of several cursors found by :meth:`read_many` (their rows
-        locked); PostgreSQL: one statement for all of them."""
+    def append_each(self, appends: Sequence[tuple[int, Sequence[bytes]]]) -> None:
+        """Deltas to each of several cursors found by :meth:`read_many` (their rows locked),
+        in the order given; PostgreSQL: one statement for all of them."""
+        appends = [(cursor_id, payloads) for cursor_id, payloads in appends if payloads]
         if not appends:
-            return
-        if not self._postgres or len(appends) == 1:
-            for cursor_id, payload in appends:
-                self.append(cursor_id, [payload])
             return
         ids = [cursor_id for cursor_id, _ in appends]
         if len(set(ids)) != len(ids):
-            raise InvalidArgumentError("One delta per cursor: a cursor is listed twice")
-        self._run.execute(_BUMP_AND_INSERT_EACH, (ids, [payload for _, payload in appends]))
+            raise InvalidArgumentError("One entry per cursor: a cursor is listed twice")
+        if not self._postgres or len(appends) == 1:
+            for cursor_id, payloads in appends:
+                self.append(cursor_id, payloads)
+            return
+        flat = [(cursor_id, p) for cursor_id, payloads in appends for p in payloads]
+        self._run.execute(_BUMP_AND_INSERT_EACH, ([i for i, _ in flat], [p for _, p in flat]))
 
     def append_to(
         self, topic_partition: str, subscription: str, payloads: Sequence[bytes]

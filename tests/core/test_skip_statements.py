@@ -11,7 +11,7 @@ from sqlalchemy import Connection, event
 from core.acks import cursor_codec
 from core.acks.cursor import CursorState
 from core.broker import Broker
-from core.broker.cursor_ops import FOLD_AFTER_DELTAS
+from core.broker.skip_write import FOLD_AFTER_DELTAS
 from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
 from core.store.engine import WRITE_OPTION
