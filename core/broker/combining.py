@@ -5,13 +5,14 @@ Skips of one subscription that touch the same partitions lock the same cursor ro
 they run one after the other whatever this process does; run one by one, each also
 pays for its own transaction, its own read and replay of the cursors, its own commit.
 A :class:`Combiner` keeps, per key, the batches being applied and the resources
-(partitions) each holds. A request whose resources are free starts at once, alone; one
-that needs a resource a running batch holds waits. When a batch ends, the waiters in
-order of arrival form the next batches: the first whose resources are free leads one,
-and every later waiter that needs nothing another running batch holds joins it (up to
-``max_batch``). So a request waits only for a batch it would have waited for on a lock
-(never for one on resources it leaves alone), and when nothing else is waiting it is
-applied alone, at once, as if there were no combiner.
+(partitions) each holds. A request whose resources are free, and that no waiter needs
+either, starts at once, alone; any other waits. When a batch ends, the waiters in order
+of arrival form the next batches: the first whose resources are free leads one, and
+every later waiter that needs nothing another running batch holds joins it (up to
+``max_batch``). No waiter overtakes an earlier one that needs the same resource. So a
+request waits only for batches on what it needs (never for one on resources it leaves
+alone), and when nothing else is waiting it is applied alone, at once, as if there
+were no combiner.
 
 A batch that fails is applied again one request at a time, so each request gets its
 own result or its own error, exactly as if it had been applied alone.
@@ -63,6 +64,16 @@ class _Queue(Generic[Request, Result]):
         """Whether no running batch (``but`` that one) holds any of ``needs``."""
         return all(held is but or held.isdisjoint(needs) for held in self.running)
 
+    def next_leader(self) -> tuple[int, set[Hashable]] | None:
+        """The first waiter that can lead a batch now, and what the waiters before it need
+        (no later waiter overtakes them on it); None when none can."""
+        ahead: set[Hashable] = set()
+        for index, waiting in enumerate(self.waiting):
+            if ahead.isdisjoint(waiting.needs) and self.free(waiting.needs):
+                return index, ahead
+            ahead |= waiting.needs
+        return None
+
 
 class Combiner(Generic[Key, Request, Result]):
     """Applies the requests of a key in batches: ``apply(key, requests)`` returns one
@@ -87,7 +98,7 @@ class Combiner(Generic[Key, Request, Result]):
         me: _Waiting[Request, Result] = _Waiting(request, needs)
         with self._lock:
             queue = self._queues.setdefault(key, _Queue())
-            if queue.free(needs):
+            if queue.free(needs) and all(w.needs.isdisjoint(needs) for w in queue.waiting):
                 me.batch, me.holds = [me], set(needs)
                 queue.running.append(me.holds)
             else:
@@ -113,19 +124,20 @@ class Combiner(Generic[Key, Request, Result]):
         """A batch holding ``held`` ended: start every batch the waiters can now form."""
         queue = self._queues[key]
         queue.running = [h for h in queue.running if h is not held]
-        while True:
-            leader = next((w for w in queue.waiting if queue.free(w.needs)), None)
-            if leader is None:
-                break
+        while (found := queue.next_leader()) is not None:
+            first, ahead = found
+            leader = queue.waiting[first]
             taking: set[Hashable] = set(leader.needs)
             queue.running.append(taking)
             batch = [leader]
-            for waiting in queue.waiting:
+            for waiting in queue.waiting[first + 1 :]:
                 if len(batch) == self._max_batch:
                     break
-                if waiting is not leader and queue.free(waiting.needs, but=taking):
+                if ahead.isdisjoint(waiting.needs) and queue.free(waiting.needs, but=taking):
                     batch.append(waiting)
                     taking |= waiting.needs
+                else:
+                    ahead |= waiting.needs
             chosen = {id(w) for w in batch}
             queue.waiting = [w for w in queue.waiting if id(w) not in chosen]
             leader.batch, leader.holds = batch, taking

@@ -122,6 +122,25 @@ def test_a_request_on_free_resources_does_not_wait_for_a_running_batch() -> None
     ]
 
 
+def test_a_request_does_not_overtake_a_waiter_that_needs_the_same() -> None:
+    """``b`` is free, but an earlier waiter needs it too: the later request waits, and is
+    applied with that waiter once the running batch ends."""
+    apply = Recorder()
+    combiner: Combiner[str, str, str] = Combiner(apply, max_batch=8)
+    apply.release.clear()
+    held = Submitted(combiner, "k", "a", "held")
+    assert apply.entered.wait(DEADLINE_S)
+    earlier = Submitted(combiner, "k", "ab", "earlier")
+    waiting(combiner, "k", 1)
+    later = Submitted(combiner, "k", "b", "later")
+    waiting(combiner, "k", 2)
+    assert apply.batches == [["held"]]
+    apply.release.set()
+    for s in (held, earlier, later):
+        s.join()
+    assert apply.batches == [["held"], ["earlier", "later"]]
+
+
 def test_a_batch_is_at_most_max_batch() -> None:
     apply = Recorder()
     combiner: Combiner[str, str, str] = Combiner(apply, max_batch=2)
