@@ -61,6 +61,18 @@ class Submitted:
         return self
 
 
+def holding(
+    apply: Recorder, needs: str, request: str, max_batch: int = 8
+) -> tuple[Combiner[str, str, str], Submitted]:
+    """A combiner whose first batch (``request``, needing ``needs``) is inside ``apply``,
+    held there until ``apply.release`` is set."""
+    combiner: Combiner[str, str, str] = Combiner(apply, max_batch=max_batch)
+    apply.release.clear()
+    first = Submitted(combiner, "k", needs, request)
+    assert apply.entered.wait(DEADLINE_S)
+    return combiner, first
+
+
 def waiting(combiner: Combiner[str, str, str], key: str, count: int) -> None:
     """Until ``count`` requests of ``key`` wait for a turn."""
     deadline = threading.Event()
@@ -82,10 +94,7 @@ def test_a_request_alone_is_applied_alone_and_at_once() -> None:
 
 def test_requests_that_wait_for_a_batch_are_applied_together_in_order() -> None:
     apply = Recorder()
-    combiner: Combiner[str, str, str] = Combiner(apply, max_batch=8)
-    apply.release.clear()
-    first = Submitted(combiner, "k", "ab", "r0")
-    assert apply.entered.wait(DEADLINE_S)
+    combiner, first = holding(apply, "ab", "r0")
     later = [Submitted(combiner, "k", needs, f"r{n}") for n, needs in enumerate("abba", 1)]
     waiting(combiner, "k", 4)
     apply.release.set()
@@ -98,10 +107,7 @@ def test_requests_that_wait_for_a_batch_are_applied_together_in_order() -> None:
 
 def test_a_request_on_free_resources_does_not_wait_for_a_running_batch() -> None:
     apply = Recorder()
-    combiner: Combiner[str, str, str] = Combiner(apply, max_batch=8)
-    apply.release.clear()
-    held = Submitted(combiner, "k", "a", "held")
-    assert apply.entered.wait(DEADLINE_S)
+    combiner, held = holding(apply, "a", "held")
     blocked = Submitted(combiner, "k", "ab", "blocked")
     waiting(combiner, "k", 1)
     # Needs nothing the running batch holds: it starts (and here, is held in apply too).
@@ -126,10 +132,7 @@ def test_a_request_does_not_overtake_a_waiter_that_needs_the_same() -> None:
     """``b`` is free, but an earlier waiter needs it too: the later request waits, and is
     applied with that waiter once the running batch ends."""
     apply = Recorder()
-    combiner: Combiner[str, str, str] = Combiner(apply, max_batch=8)
-    apply.release.clear()
-    held = Submitted(combiner, "k", "a", "held")
-    assert apply.entered.wait(DEADLINE_S)
+    combiner, held = holding(apply, "a", "held")
     earlier = Submitted(combiner, "k", "ab", "earlier")
     waiting(combiner, "k", 1)
     later = Submitted(combiner, "k", "b", "later")
@@ -143,10 +146,7 @@ def test_a_request_does_not_overtake_a_waiter_that_needs_the_same() -> None:
 
 def test_a_batch_is_at_most_max_batch() -> None:
     apply = Recorder()
-    combiner: Combiner[str, str, str] = Combiner(apply, max_batch=2)
-    apply.release.clear()
-    first = Submitted(combiner, "k", "a", "r0")
-    assert apply.entered.wait(DEADLINE_S)
+    combiner, first = holding(apply, "a", "r0", max_batch=2)
     later = [Submitted(combiner, "k", "a", f"r{n}") for n in range(1, 6)]
     waiting(combiner, "k", 5)
     apply.release.set()
@@ -157,11 +157,8 @@ def test_a_batch_is_at_most_max_batch() -> None:
 
 def test_a_failing_batch_is_applied_again_one_request_at_a_time() -> None:
     apply = Recorder()
-    combiner: Combiner[str, str, str] = Combiner(apply, max_batch=8)
     apply.failing = {"bad"}
-    apply.release.clear()
-    first = Submitted(combiner, "k", "a", "r0")
-    assert apply.entered.wait(DEADLINE_S)
+    combiner, first = holding(apply, "a", "r0")
     later = [Submitted(combiner, "k", "a", r) for r in ("r1", "bad", "r3")]
     waiting(combiner, "k", 3)
     apply.release.set()
