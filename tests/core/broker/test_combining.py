@@ -187,12 +187,15 @@ def test_many_threads_never_run_overlapping_batches_at_once() -> None:
     held: list[frozenset[str]] = []
     lock = threading.Lock()
     applied: list[str] = []
+    overlaps: list[tuple[frozenset[str], list[frozenset[str]]]] = []
     needs_of: dict[str, frozenset[str]] = {}
 
     def apply(key: str, requests: Sequence[str]) -> list[str]:
         mine = frozenset().union(*(needs_of[r] for r in requests))
         with lock:
-            assert all(mine.isdisjoint(other) for other in held), "overlapping batches ran"
+            # Noted, not raised: the combiner would retry a failing batch one by one.
+            if not all(mine.isdisjoint(other) for other in held):
+                overlaps.append((mine, list(held)))
             held.append(mine)
         threading.Event().wait(rng.random() / 500)
         with lock:
@@ -218,6 +221,7 @@ def test_many_threads_never_run_overlapping_batches_at_once() -> None:
     for thread in threads:
         thread.join(DEADLINE_S)
     assert not any(thread.is_alive() for thread in threads)
+    assert overlaps == [], "batches holding the same resource ran at the same time"
     assert sorted(applied) == sorted(results) and len(applied) == 12 * 40
     assert all(result == request.upper() for request, result in results.items())
     assert combiner.waiting("k") == 0
