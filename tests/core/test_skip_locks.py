@@ -140,8 +140,8 @@ def test_a_skip_locks_its_partitions_in_the_order_of_their_names(
     that needs a partition a waiting batch of skips holds joins the batch after it
     (core/broker/combining.py), whatever the lock order."""
     ids = [by_partition[3][0], by_partition[0][0]]
-    elsewhere = Broker(broker.config)
     with (
+        Broker(broker.config) as elsewhere,
         lock_waits(postgres_url) as waiting,
         write_lock_held(postgres_url, LOCK_CURSORS_OF, partition=partition(0)),
     ):
@@ -151,7 +151,6 @@ def test_a_skip_locks_its_partitions_in_the_order_of_their_names(
         assert alone.finished()
         assert both.thread.is_alive()
     assert both.finished()
-    elsewhere.close()
 
 
 def test_skips_over_the_same_partitions_in_opposite_orders_all_apply(

@@ -99,7 +99,7 @@ def test_a_longer_journal_goes_on_from_the_kept_state() -> None:
     two = CursorState(Position(1, -1), RangeSet(), BatchAckSets({Position(2, 61): 1}))
     deltas = [cursor_codec.encode(one), cursor_codec.encode(two)]
     replays = Replays(max_bytes=1 << 20)
-    replays.replay(snapshot, deltas[:1])[0]
+    replays.replay(snapshot, deltas[:1])
     assert replays._kept[snapshot][0] == (deltas[0],)
     assert replays.replay(snapshot, deltas)[0] == plain(snapshot, deltas)
     assert replays._kept[snapshot][0] == tuple(deltas)
