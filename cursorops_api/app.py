@@ -11,6 +11,7 @@ from fastapi import Depends, FastAPI, Request
 from airflow_glue.environment import PLUGIN_PREFIX
 from cursorops_api import errors, gates, namespaces, redrive, skip, topics, ui
 from cursorops_api.deps import GetUser
+from cursorops_api.heap import FreezeHeap
 from cursorops_api.limits import DEFAULT_MAX_BODY_BYTES, MAX_BODY_ENV, BodyLimit
 
 URL_PREFIX = PLUGIN_PREFIX
@@ -37,6 +38,7 @@ def create_app() -> FastAPI:
     errors.install(app)
 
     app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(FreezeHeap)
     app.include_router(namespaces.router)
     app.include_router(topics.router)
     app.include_router(skip.router)
