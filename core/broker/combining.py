@@ -124,6 +124,12 @@ class Combiner(Generic[Key, Request, Result]):
             queue = self._queues.get(key)
             return 0 if queue is None else len(queue.waiting)
 
+    def running(self, key: Key) -> int:
+        """How many batches of ``key`` are being applied now."""
+        with self._lock:
+            queue = self._queues.get(key)
+            return 0 if queue is None else len(queue.running)
+
     def _hand_over(self, key: Key, held: set[Hashable]) -> None:
         """A batch holding ``held`` ended: start every batch the waiters can now form."""
         queue = self._queues[key]

@@ -89,7 +89,7 @@ def test_a_request_alone_is_applied_alone_and_at_once() -> None:
     assert combiner.submit("k", frozenset("a"), "r1") == "k:r1"
     assert combiner.submit("k", frozenset("a"), "r2") == "k:r2"
     assert apply.batches == [["r1"], ["r2"]]
-    assert combiner.waiting("k") == 0
+    assert (combiner.waiting("k"), combiner.running("k")) == (0, 0)
 
 
 def test_requests_that_wait_for_a_batch_are_applied_together_in_order() -> None:
@@ -118,7 +118,8 @@ def test_a_request_on_free_resources_does_not_wait_for_a_running_batch() -> None
             break
         threading.Event().wait(0.01)
     assert sorted(map(tuple, apply.batches)) == [("elsewhere",), ("free",), ("held",)]
-    assert combiner.waiting("k") == 1
+    assert (combiner.waiting("k"), combiner.running("k")) == (1, 2)
+    assert (combiner.waiting("other"), combiner.running("other")) == (0, 1)
     apply.release.set()
     assert [s.join().result for s in (held, blocked, free, other_key)] == [
         "k:held",
