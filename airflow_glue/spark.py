@@ -41,6 +41,8 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from airflow_glue.termination import Termination
+
 REPO = Path(__file__).resolve().parents[1]
 APPS = REPO / "spark_apps"
 SPARK_CONF = {
@@ -145,6 +147,7 @@ class SparkJobOperator(SparkSubmitOperator):
     spark-submitted (see the module's docstring)."""
 
     _connect_tag: str | None = None
+    _termination: Termination | None = None
 
     def execute(self, context: Any) -> None:
         remote = connect_url()
@@ -154,9 +157,12 @@ class SparkJobOperator(SparkSubmitOperator):
         from spark_apps.session import JOB_TAG_ENV
 
         self.log.info("Running %s on Spark Connect %s", self.application, remote)
-        self._connect_tag = f"cursorops-{uuid.uuid4().hex}"
-        os.environ[JOB_TAG_ENV] = self._connect_tag
-        run_on_connect(self.application, [str(arg) for arg in self.application_args or []], remote)
+        self._termination = Termination()
+        with self._termination.running():
+            self._connect_tag = f"cursorops-{uuid.uuid4().hex}"
+            os.environ[JOB_TAG_ENV] = self._connect_tag
+            args = [str(arg) for arg in self.application_args or []]
+            run_on_connect(self.application, args, remote)
 
     def on_kill(self) -> None:
         """SIGTERM to the task (Airflow stopping, a timeout, a task marked failed).
@@ -166,16 +172,22 @@ class SparkJobOperator(SparkSubmitOperator):
         lets the task go on: its operations on the server are interrupted, and the task
         ends here, so a stop of Airflow does not wait for the job to finish.
         """
-        if self._connect_tag is None:
+        if self._termination is None:
             super().on_kill()
+            return
+        if self._termination.ended:
             return
         from airflow.sdk.exceptions import AirflowException
 
-        try:
-            interrupt_connect_job(self._connect_tag)
-        except Exception as exc:  # the task ends below whatever the server answers
-            self.log.warning("Could not interrupt the job on Spark Connect: %s", exc)
-        raise AirflowException(f"{self.task_id} terminated while its job ran on Spark Connect")
+        if self._connect_tag is not None:
+            try:
+                interrupt_connect_job(self._connect_tag)
+            except Exception as exc:  # the task ends below whatever the server answers
+                self.log.warning("Could not interrupt the job on Spark Connect: %s", exc)
+        # Raised until the job has ended, even when a raise is lost (airflow_glue/termination.py).
+        self._termination.stop(
+            AirflowException(f"{self.task_id} terminated while its job ran on Spark Connect")
+        )
 
 
 def spark_job(task_id: str, app: str, args: Sequence[str], **kwargs: Any) -> Any:
