@@ -13,9 +13,9 @@
 # With them, the Spark Connect server of scripts/airflow-env.sh (spark_connect_start:
 # started, or reused, on SPARK_CONNECT_PORT, with master SPARK_CONNECT_MASTER) named
 # by spark_connect_default, so no Spark task starts a JVM.
-# Stop it with SIGINT or SIGTERM: it sends SIGTERM to each component, waits for
-# them all, stops the Spark Connect server, and exits. If one component (or the
-# server) dies, it stops the others and exits 1.
+# Stop it with SIGINT or SIGTERM: it sends SIGTERM to each component, waits up to
+# 30 s for each (then kills it), stops the Spark Connect server, and exits. If one
+# component (or the server) dies, it stops the others and exits 1.
 set -euo pipefail
 
 source "$(dirname "$0")/airflow-env.sh" "${1:-}"
@@ -45,7 +45,11 @@ stop() {
         # The scheduler's tasks first, while the api-server they report to still runs.
         ((${#pids[@]} < 2)) || stop_tasks_under "${pids[1]}" 20
         kill -TERM "${pids[@]}" 2>/dev/null || true
-        wait "${pids[@]}" 2>/dev/null || true
+        # Bounded: a component whose exit on SIGTERM is lost runs on (seen with the
+        # dag-processor: its handler's sys.exit raised inside a callback, "Exception
+        # ignored"). stop_within kills it, and says so on stderr.
+        local pid
+        for pid in "${pids[@]}"; do stop_within 30 "$pid" || true; done
     fi
     spark_connect_stop
 }

@@ -6,7 +6,8 @@ Connect port until SIGTERM, and its ``python`` runs the real interpreter except
 for the warm-up (a no-op here). So the launcher's own logic is what is tested,
 in a second: the server is started and named by ``spark_connect_default``,
 Ctrl-C (SIGINT to the launcher's process group) or ``airflow-down.sh`` gives
-standalone exactly one SIGINT, and nothing outlives the launcher.
+standalone exactly one SIGINT, and nothing outlives the launcher. Last,
+``scripts/airflow-topology.sh`` kills a component that does not end on SIGTERM.
 """
 
 from __future__ import annotations
@@ -165,3 +166,66 @@ def test_which_server_start_airflow_waits_for() -> None:
     assert spark_connect_port({"SPARK_CONNECT_PORT": "4242"}) == 4242
     assert spark_connect_port({"CURSOROPS_SPARK_CONNECT": "0"}) is None
     assert spark_connect_port({"AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": "{}"}) is None
+
+
+# ``scripts/airflow-topology.sh``'s components: each writes its pid and ends on SIGTERM,
+# except the one named by FAKE_STUCK, whose exit on SIGTERM is lost.
+FAKE_COMPONENT = """#!/usr/bin/env python3
+import os, signal, sys, time
+role = sys.argv[1]
+if role == "db":
+    sys.exit(0)
+home = os.environ["AIRFLOW_HOME"]
+stuck = role == os.environ.get("FAKE_STUCK")
+signal.signal(signal.SIGTERM, signal.SIG_IGN if stuck else (lambda *_: sys.exit(0)))
+with open(os.path.join(home, role + ".pid"), "w") as out:
+    out.write(str(os.getpid()))
+while True:
+    time.sleep(0.1)
+"""
+
+
+def test_a_topology_component_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
+    venv = _venv(tmp_path)
+    (venv / "bin" / "airflow").write_text(FAKE_COMPONENT)
+    home = tmp_path / "airflow"
+    env = {
+        **os.environ,
+        "VENV": str(venv),
+        "CURSOROPS_HOME": str(tmp_path / "cursorops"),
+        "AIRFLOW_PORT": str(free_port()),
+        "AIRFLOW_LOG_PORT": str(free_port(span=2)),
+        "SPARK_CONNECT_PORT": str(free_port()),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path / 'airflow.db'}",
+        "FAKE_STUCK": "dag-processor",
+    }
+    env.pop("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", None)
+    log = tmp_path / "topology.log"
+    topology = subprocess.Popen(
+        ["bash", str(REPO / "scripts" / "airflow-topology.sh"), str(home)],
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        pids = [home / f"{role}.pid" for role in ("api-server", "scheduler", "dag-processor")]
+        while not (home / "spark-connect.ready").exists() or not all(p.exists() for p in pids):
+            assert topology.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        stuck = int((home / "dag-processor.pid").read_text())
+        topology.send_signal(signal.SIGTERM)
+        assert topology.wait(timeout=90) == 0, log.read_text()
+        assert f"stopping {stuck}: still up after 30 s, killed" in log.read_text()
+        with pytest.raises(ProcessLookupError):
+            os.kill(stuck, 0)
+    finally:
+        if topology.poll() is None:
+            os.killpg(topology.pid, signal.SIGKILL)
+            topology.wait()
+    deadline = time.monotonic() + 10
+    while _group_alive(topology.pid):
+        assert time.monotonic() < deadline, "a process outlived the topology script"
+        time.sleep(0.1)
