@@ -47,7 +47,8 @@ def test_the_first_request_freezes_what_exists_and_later_ones_do_not(unfrozen: N
     # Frozen objects that die leave the count; nothing allocated since joins it.
     assert gc.get_freeze_count() <= frozen, "what requests allocate stays collectable"
     assert len(served) == 2
-    assert len(allocated_after) == 10_000
+    # The collector still walks them: they are in its generations, not the permanent one.
+    assert any(o is allocated_after[0] for o in gc.get_objects())
 
 
 def test_the_plugin_app_freezes_its_process() -> None:
