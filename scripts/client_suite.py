@@ -1,0 +1,214 @@
+"""Run the official Python client's own test suite against ``cursorops standalone``.
+
+The acceptance check of the binary protocol: apache/pulsar-client-python's
+``tests/`` folder, at the tag of the installed ``pulsar-client``, run the way
+an application team would try a new broker. One ``cursorops standalone``
+listens where the suite expects Pulsar's (``pulsar://localhost:6650`` and
+``http://localhost:8080``), on a throwaway home; each test method runs in a
+process of its own (``python -m unittest module.Class.test``), so that one
+crash or hang costs one test, not the run.
+
+    git clone --branch v3.13.0-candidate-1 https://github.com/apache/pulsar-client-python
+    .venv/bin/python scripts/client_suite.py --tests pulsar-client-python/tests [--write]
+
+``--write`` writes the result (which tests, the commit, how many passed, each
+failure's last line) to ``docs/compatibility.md``; a test listed in ``KNOWN``
+is reported with its recorded reason instead of being run. Progress goes to
+stderr, one line per test. The standalone is stopped with SIGINT at the end,
+also on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+READY = "cursorops standalone ready:"
+SUITES = (
+    "pulsar_test.py",
+    "reader_test.py",
+    "schema_test.py",
+    "table_view_test.py",
+    "asyncio_test.py",
+    "custom_logger_test.py",
+    "debug_logger_test.py",
+    "interrupted_test.py",
+)
+"""The files the client's ``run-unit-tests.sh`` runs against a standalone. Its
+cluster-failover test starts Docker containers and its OAuth2 test an identity
+server; neither runs here."""
+
+KNOWN: dict[str, str] = {}
+"""Test id -> why it is not expected to pass (each also in ``docs/decisions.md``)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    test: str
+    status: str
+    """passed, failed, timeout or known."""
+    seconds: float
+    detail: str = ""
+
+
+def test_ids(path: Path) -> list[str]:
+    """``module.Class.test_method`` of every test method in ``path``, in file order."""
+    tree = ast.parse(path.read_text())
+    ids = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Test"):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and (
+                    item.name.startswith("test")
+                ):
+                    ids.append(f"{path.stem}.{node.name}.{item.name}")
+    return ids
+
+
+@contextlib.contextmanager
+def standalone(extra: Sequence[str]) -> Iterator[Path]:
+    """A standalone on 6650/8080 with a throwaway home; yields its log file."""
+    with tempfile.TemporaryDirectory(prefix="client-suite-") as home:
+        log = Path(home) / "standalone.log"
+        env = dict(os.environ, CURSOROPS_DAEMON="off", AIRFLOW_HOME=f"{home}/airflow")
+        argv = [sys.executable, "-m", "cli.main", "--home", home, "standalone", *extra]
+        with open(log, "w") as out:
+            process = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=out, text=True, env=env, cwd=ROOT
+            )
+        ready = threading.Event()
+
+        def watch() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                if READY in line:
+                    ready.set()
+
+        threading.Thread(target=watch, daemon=True).start()
+        try:
+            deadline = time.monotonic() + 60
+            while not ready.wait(0.1):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"the standalone did not start:\n{log.read_text()}")
+            yield log
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+
+def run_one(tests: Path, test: str, timeout_s: float) -> Outcome:
+    if test in KNOWN:
+        return Outcome(test, "known", 0.0, KNOWN[test])
+    start = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "unittest", "-q", test],
+            cwd=tests,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            start_new_session=True,
+        )
+    except subprocess.TimeoutExpired:
+        return Outcome(test, "timeout", time.monotonic() - start, f"over {timeout_s:.0f} s")
+    seconds = time.monotonic() - start
+    if done.returncode == 0:
+        return Outcome(test, "passed", seconds)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line or "Exception" in line]
+    detail = (errors or lines or [f"exit {done.returncode}"])[-1].strip()
+    return Outcome(test, "failed", seconds, detail[:200])
+
+
+def commit() -> str:
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    )
+    return head.stdout.strip() or "unknown"
+
+
+def report(outcomes: Sequence[Outcome], client_version: str) -> str:
+    by_file: dict[str, list[Outcome]] = {}
+    for outcome in outcomes:
+        by_file.setdefault(outcome.test.split(".")[0], []).append(outcome)
+    passed = sum(o.status == "passed" for o in outcomes)
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    lines = [
+        "# Compatibility with the official client's own tests",
+        "",
+        f"apache/pulsar-client-python's test suite at the tag of the installed `pulsar-client` "
+        f"({client_version}), run against `cursorops standalone` at commit `{commit()}` on "
+        f"{today} by `scripts/client_suite.py`, one process per test: **{passed} of "
+        f"{len(outcomes)} pass**.",
+        "",
+        "| file | passed | of |",
+        "| --- | --- | --- |",
+    ]
+    for name, group in by_file.items():
+        lines.append(f"| `{name}.py` | {sum(o.status == 'passed' for o in group)} | {len(group)} |")
+    failing = [o for o in outcomes if o.status != "passed"]
+    if failing:
+        lines += ["", "## Not passing", "", "| test | status | why |", "| --- | --- | --- |"]
+        for o in failing:
+            why = o.detail.replace("|", "\\|")
+            lines.append(f"| `{o.test}` | {o.status} | {why} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tests", type=Path, required=True, help="the client's tests/ folder")
+    parser.add_argument("--only", default="", help="run the test ids containing this text")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per test")
+    parser.add_argument(
+        "--standalone-arg", action="append", default=[], help="one more standalone argument"
+    )
+    parser.add_argument("--write", action="store_true", help="write docs/compatibility.md")
+    args = parser.parse_args(argv)
+    import pulsar
+
+    ids = [
+        test
+        for name in SUITES
+        if (args.tests / name).exists()
+        for test in test_ids(args.tests / name)
+        if args.only in test
+    ]
+    outcomes = []
+    with standalone(args.standalone_arg) as log:
+        for number, test in enumerate(ids, 1):
+            outcome = run_one(args.tests, test, args.timeout)
+            outcomes.append(outcome)
+            print(
+                f"[{number}/{len(ids)}] {outcome.status:7} {outcome.seconds:5.1f}s {test}"
+                + (f"  {outcome.detail}" if outcome.status != "passed" else ""),
+                file=sys.stderr,
+            )
+        print(f"standalone log: {log}", file=sys.stderr)
+    text = report(outcomes, pulsar.__version__)
+    if args.write:
+        (ROOT / "docs" / "compatibility.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
