@@ -114,6 +114,10 @@ def standalone(extra: Sequence[str]) -> Iterator[Path]:
                     process.wait()
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_one(tests: Path, test: str, timeout_s: float) -> Outcome:
     if test in KNOWN:
         return Outcome(test, "known", 0.0, KNOWN[test])
@@ -126,6 +130,9 @@ def run_one(tests: Path, test: str, timeout_s: float) -> Outcome:
             text=True,
             timeout=timeout_s,
             start_new_session=True,
+            # A run started in the background inherits SIGINT ignored, and Python then
+            # keeps it ignored; the suite's interrupt test raises SIGINT at itself.
+            preexec_fn=_default_sigint,
         )
     except subprocess.TimeoutExpired:
         return Outcome(test, "timeout", time.monotonic() - start, f"over {timeout_s:.0f} s")
