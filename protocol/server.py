@@ -229,8 +229,12 @@ class Service:
         role: str,
         authenticator: TokenAuthenticator | None = None,
         keepalive_s: float = KEEPALIVE_SECONDS,
+        broker_id: str = "",
     ) -> None:
         self.broker = broker
+        self.broker_id = broker_id
+        """Every consumer id this process registers starts with it
+        (:mod:`protocol.broker_identity`)."""
         self.authenticator = authenticator
         self.keepalive_s = keepalive_s
         self.store = store
@@ -310,7 +314,7 @@ class Connection:
         self.producers: dict[int, tuple[str, str]] = {}
         """producer_id -> (partition name, producer name)."""
         self.consumers: dict[int, _ConsumerLoop] = {}
-        self.registry = Registry(self.id)
+        self.registry = Registry(f"{service.broker_id}/{self.id}")
         self.last_received = time.monotonic()
         self._producer_names = itertools.count()
         self.role = service.role

@@ -7,6 +7,8 @@ v2 REST paths (the FastAPI app the Airflow plugin mounts, here without
 Airflow's login: the loopback standalone has authentication off, as Pulsar
 standalone has) on the web port (8080). A line on stdout says when both are
 ready; SIGINT or SIGTERM stops it cleanly, consumers' messages released.
+A standalone killed without that is freed by its next start on the home
+(:mod:`protocol.broker_identity`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from core.broker import Broker
 from core.config import Config
 from core.errors import AlreadyExistsError
 from protocol.auth import TokenAuthenticator, load_secret
+from protocol.broker_identity import claim
 from protocol.server import KEEPALIVE_SECONDS, Connection, Service, StoreThread, renew_leases
 
 log = logging.getLogger("cursorops.standalone")
@@ -63,6 +66,15 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
     store = StoreThread()
     broker = await store.run(Broker, config)
     await store.run(bootstrap, broker, settings.role)
+    identity = claim(config.home)
+    if identity.earlier_life:
+        # What the earlier process of this broker held is deliverable before the first
+        # client comes back, not when its consumers' leases lapse.
+        released = await store.run(broker.release_consumers_of, identity.consumer_prefix)
+        if released:
+            log.info(
+                "released %d consumers of broker %s's earlier life", released, identity.broker_id
+            )
     host = "127.0.0.1" if settings.bind in ("0.0.0.0", "::", "") else settings.bind
     authenticator = None
     if settings.auth_token_secret is not None:
@@ -74,6 +86,7 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
         settings.role,
         authenticator,
         settings.keepalive_s,
+        identity.broker_id,
     )
     service.appender.start()
 
@@ -131,6 +144,7 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
                 await web_task
         await store.run(broker.close)
         store.close()
+        identity.close()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
 

@@ -441,6 +441,9 @@ class Broker:
     def last_position(self, role: str, topic: str) -> Position:
         return self.reading.last_position(role, topic)
 
+    def release_consumers_of(self, process_prefix: str) -> int:
+        return self.reading.release_consumers_of(process_prefix)
+
     def peek_messages(self, role: str, topic: str, subscription: str, count: int) -> list[Message]:
         return self.reading.peek_messages(role, topic, subscription, count)
 

@@ -96,6 +96,16 @@ class Reading(Collaborator):
         self.access.authorized_topic(role, Operation.CONSUME, name.base)
         return self.context.layout(str(name)).last_position
 
+    def release_consumers_of(self, process_prefix: str) -> int:
+        """Remove the consumers a process registered (their ids start with
+        ``process_prefix``) from every subscription, releasing what they held; how many.
+
+        For a process known to be gone: what it held is deliverable at once rather
+        than when the leases lapse. No role check: the process's own identity is
+        the authority, and only the process that proved the other's end calls it.
+        """
+        return self.metadata.release_consumers_with_prefix(process_prefix, self.clock())
+
     def peek_messages(self, role: str, topic: str, subscription: str, count: int) -> list[Message]:
         """The next ``count`` unacknowledged messages, delayed ones included, without delivering.
 

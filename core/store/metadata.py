@@ -36,6 +36,7 @@ from core.analysis.backlog_audit import BacklogSample
 from core.config import Config
 from core.errors import (
     MetadataStoreError,
+    SubscriptionNotFoundError,
 )
 from core.store import audit_log
 from core.store.checks import (
@@ -319,6 +320,37 @@ class MetadataStore(Tenancy, LedgerIndex):
             for partition, ledger, bumps, blob in session.execute(query):
                 parts.setdefault(partition, []).append(pending_runs.decode(ledger, blob, bumps))
         return {name: Members.concat(found) for name, found in parts.items()}
+
+    def release_consumers_with_prefix(self, prefix: str, now_ms: int) -> int:
+        """Remove every registered consumer whose id starts with ``prefix``, in any
+        subscription, releasing what each held (as a lapsed lease would); how many.
+
+        Each subscription's consumers go in that subscription's locked transaction.
+        A consumer a live process registers meanwhile under another prefix is untouched.
+        """
+        from sqlalchemy import func, select
+
+        check_label("consumer id prefix", prefix)
+        query = (
+            select(SubscriptionRow.topic, SubscriptionRow.name, ConsumerRow.consumer_id)
+            .join(SubscriptionRow, SubscriptionRow.id == ConsumerRow.subscription_id)
+            .where(func.substr(ConsumerRow.consumer_id, 1, len(prefix)) == prefix)
+        )
+        with self._session(write=False) as session:
+            found = [(str(t), str(s), str(c)) for t, s, c in session.execute(query)]
+        by_subscription: dict[tuple[str, str], list[str]] = {}
+        for topic, subscription, consumer_id in found:
+            by_subscription.setdefault((topic, subscription), []).append(consumer_id)
+        released = 0
+        for (topic, subscription), consumer_ids in sorted(by_subscription.items()):
+            try:
+                with self.subscription_transaction(topic, subscription, now_ms) as txn:
+                    for consumer_id in consumer_ids:
+                        txn.remove_consumer(consumer_id)
+                        released += 1
+            except SubscriptionNotFoundError:
+                continue
+        return released
 
     # Audit log and backlog history (:mod:`core.store.audit_log`).
 

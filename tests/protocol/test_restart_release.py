@@ -1,0 +1,105 @@
+"""A standalone restarted after ``kill -9`` frees, before it serves, what its dead process held.
+
+Two standalones share one home and one store: the restarted one releases the
+consumers of its own earlier life only, never those of the other, live one.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pulsar
+
+from core.store.dispatch_state import PendingInfo
+from tests.protocol.harness import Standalone, drain, start, unique
+
+ROLE = "admin"
+MESSAGES = 60
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _registered(server: Standalone, topic: str, subscription: str) -> tuple[set[str], set[str]]:
+    """(registered consumer ids, ids holding pending messages) of the subscription."""
+    with (
+        server.broker() as broker,
+        broker.metadata.subscription_transaction(topic, subscription, 0) as txn,
+    ):
+        consumers = {c.consumer_id for c in txn.consumers()}
+        pending: dict[object, PendingInfo] = dict(txn.pending())
+    return consumers, {p.consumer_id for p in pending.values() if p.consumer_id is not None}
+
+
+def _hold(client: pulsar.Client, topic: str, subscription: str) -> pulsar.Consumer:
+    """A Shared consumer that acknowledged a few messages and holds the rest unacknowledged."""
+    consumer = client.subscribe(
+        topic,
+        subscription,
+        consumer_type=pulsar.ConsumerType.Shared,
+        initial_position=pulsar.InitialPosition.Earliest,
+        receiver_queue_size=MESSAGES,
+    )
+    for _ in range(5):
+        consumer.acknowledge(consumer.receive(5000))
+    return consumer
+
+
+def test_a_restart_releases_its_earlier_lifes_consumers_only(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    port = _free_port()
+    server = start(home, broker_port=port)
+    other = start(home)
+    topic = unique("restart")
+    client, other_client = server.client(), other.client()
+    try:
+        producer = other_client.create_producer(topic, batching_enabled=False)
+        for i in range(MESSAGES):
+            producer.send(f"m{i}".encode())
+        held = _hold(client, topic, "drain")
+        kept = _hold(other_client, topic, "kept")
+        dead, dead_holders = _registered(server, topic, "drain")
+        live, live_holders = _registered(server, topic, "kept")
+        assert dead and dead_holders == dead
+        assert live and live_holders == live
+
+        server.process.kill()
+        server.process.wait(10)
+        server = start(home, broker_port=port)
+
+        consumers, holders = _registered(server, topic, "drain")
+        assert not consumers & dead and not holders & dead
+        # The other standalone's consumer is alive: it keeps its registration and messages.
+        assert _registered(server, topic, "kept") == (live, live_holders)
+
+        # The client reconnects to the restarted process and gets every unacknowledged
+        # message again; once it has acknowledged them, the backlog is 0.
+        got = drain(held, 3000)
+        for message in got:
+            held.acknowledge(message)
+        assert {m.data() for m in got} == {f"m{i}".encode() for i in range(5, MESSAGES)}
+        held.close()
+        with server.broker() as broker:
+            stats = broker.topic_stats(ROLE, topic)
+        assert stats.subscriptions["drain"].msg_backlog == 0
+        kept.close()
+    finally:
+        client.close()
+        other_client.close()
+        server.stop()
+        other.stop()
+
+
+def test_a_graceful_stop_leaves_its_slot_to_the_next_start(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first = start(home)
+    first.stop()
+    second = start(home)
+    try:
+        assert len(list((home / "brokers").glob("*.lock"))) == 1
+    finally:
+        second.stop()
