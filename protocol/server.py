@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from core.acks import ack_set
 from core.authz import Operation
 from core.broker import Broker
 from core.errors import (
@@ -38,6 +39,7 @@ from core.errors import (
     ConflictError,
     ConsumerBusyError,
     CursorOpsError,
+    InvalidArgumentError,
     InvalidInputError,
     InvalidTopicNameError,
     NotAuthorizedError,
@@ -243,6 +245,9 @@ class Service:
         self.appender = Appender(self)
         self.connections: set[Connection] = set()
         self._consumers: dict[str, set[_ConsumerLoop]] = {}
+        self.non_durable: set[tuple[str, str]] = set()
+        """(base topic, subscription) of the readers' subscriptions this process made:
+        they live as long as their readers (touched on the store thread only)."""
 
     def wake(self, topic: str) -> None:
         for loop in self._consumers.get(topic, ()):
@@ -250,6 +255,15 @@ class Service:
 
     def watch(self, loop: _ConsumerLoop) -> None:
         self._consumers.setdefault(loop.wire.topic, set()).add(loop)
+
+    def consumers_of(self, topic: str, subscription: str) -> list[tuple[Connection, _ConsumerLoop]]:
+        """Every connection's consumers of ``subscription`` on one partition (or topic)."""
+        return [
+            (connection, loop)
+            for connection in self.connections
+            for loop in connection.consumers.values()
+            if loop.wire.topic == topic and loop.wire.subscription == subscription
+        ]
 
     def unwatch(self, loop: _ConsumerLoop) -> None:
         watchers = self._consumers.get(loop.wire.topic)
@@ -589,6 +603,15 @@ class Connection:
             base, partition = service.ensure_topic(self.role, name)
             broker = service.broker
             existing = service.subscription_type(self.role, base, subscription)
+            if (
+                not durable
+                and existing is not None
+                and (base, subscription) not in (service.non_durable)
+            ):
+                # A reader's cursor moves freely (seek); a durable one's may be gated.
+                raise ConflictError(
+                    f"Durable subscription with the same name already exists: {subscription}"
+                )
             if existing is None:
                 initial = "earliest" if start == InitialPosition.Earliest else "latest"
                 after = None
@@ -612,6 +635,8 @@ class Connection:
                         initial_position=initial,
                         start_after=after,
                     ).type
+                    if not durable:
+                        service.non_durable.add((base, subscription))
                 except AlreadyExistsError:
                     existing = service.subscription_type(self.role, base, subscription)
             if existing is not sub_type:
@@ -723,20 +748,25 @@ class Connection:
             await self._close_consumer(loop)
         self.send(command(CommandType.SUCCESS, request_id=body["request_id"]))
 
-    async def _close_consumer(self, loop: _ConsumerLoop, *, unsubscribe: bool = False) -> None:
+    async def _close_consumer(
+        self, loop: _ConsumerLoop, *, unsubscribe: bool = False, seeking: bool = False
+    ) -> None:
+        """``seeking``: closed by a seek, which the client follows with a new subscribe: what
+        it held on this partition is released, and a reader's subscription stays."""
         wire = loop.wire
         wire.closed = True
         self.service.unwatch(loop)
-        if loop.task is not None:
-            loop.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await loop.task
+        await _stop(loop)
         registry = self.registry
+        service = self.service
 
         def leave() -> None:
+            if seeking:
+                wire.release_held()
             if registry.leave(wire.registry_key):
                 wire.core.close()
-                if not wire.durable:
+                if not wire.durable and not seeking:
+                    service.non_durable.discard((wire.base_topic, wire.subscription))
                     # A reader's subscription lives as long as the reader (non-durable).
                     with contextlib.suppress(CursorOpsError):
                         self.service.broker.delete_subscription(
@@ -758,52 +788,93 @@ class Connection:
         self.send(command(CommandType.SUCCESS, request_id=body["request_id"]))
 
     async def _get_last_message_id(self, frame: Frame) -> None:
+        """The last entry, and the subscription's mark-delete position (the client compares
+        them: a reader at the last entry, inclusive, has a message available)."""
         body = frame.body
-        loop = self._consumer(body)
+        wire = self._consumer(body).wire
         broker = self.service.broker
 
-        def last() -> Position:
-            return broker.last_position(self.role, loop.wire.topic)
+        def last() -> tuple[Position, Position]:
+            state = broker.cursor_state(self.role, wire.topic, wire.subscription)
+            return broker.last_position(self.role, wire.topic), state.mark_delete
 
-        position = await self.service.store.run(last)
-        message_id: Proto = {
-            "ledgerId": position.ledger_id,
-            "entryId": position.entry_id,
-            "batch_index": -1,
-        }
-        if loop.wire.partition >= 0:
-            message_id["partition"] = loop.wire.partition
+        position, mark_delete = await self.service.store.run(last)
+
+        def message_id(at: Position) -> Proto:
+            mid: Proto = {"ledgerId": at.ledger_id, "entryId": at.entry_id, "batch_index": -1}
+            if wire.partition >= 0:
+                mid["partition"] = wire.partition
+            return mid
+
         self.send(
             command(
                 CommandType.GET_LAST_MESSAGE_ID_RESPONSE,
-                last_message_id=message_id,
+                last_message_id=message_id(position),
+                consumer_mark_delete_position=message_id(mark_delete),
                 request_id=body["request_id"],
             )
         )
 
     async def _seek(self, frame: Frame) -> None:
+        """Pulsar 4's seek: the subscription's consumers on this partition stop, its cursor
+        is reset, and they are disconnected (``CommandCloseConsumer``); each client
+        subscribes again and reads from the new position. A refused seek (an
+        approval namespace's durable subscription, an unknown id) changes nothing."""
         body = frame.body
-        loop = self._consumer(body)
-        wire = loop.wire
+        wire = self._consumer(body).wire
         service = self.service
-        mid = body.get("message_id")
-        publish_time = body.get("message_publish_time")
+        mid: Proto | None = body.get("message_id")
+        publish_time: int | None = body.get("message_publish_time")
+        if mid is None and publish_time is None:
+            raise InvalidArgumentError("A seek needs a message id or a publish time")
+        position = None
+        bits = None
+        if mid is not None:
+            position = Position(signed64(mid["ledgerId"]), signed64(mid["entryId"]))
+            if mid.get("ack_set"):
+                bits = ack_set.from_words(mid["ack_set"])
+            publish_time = None
+        affected = service.consumers_of(wire.topic, wire.subscription)
+        for _, loop in affected:
+            await _stop(loop)
 
         def seek() -> None:
-            wire.redeliver({})
-            if mid is not None:
-                position = Position(signed64(mid["ledgerId"]), signed64(mid["entryId"]))
-                service.broker.reset_cursor(
-                    self.role, wire.base_topic, wire.subscription, position=position
-                )
-            else:
-                service.broker.reset_cursor(
-                    self.role, wire.base_topic, wire.subscription, timestamp_ms=publish_time
-                )
+            service.broker.seek(
+                self.role,
+                wire.topic,
+                wire.subscription,
+                position=position,
+                timestamp_ms=publish_time,
+                ack_bits=bits,
+                non_durable=not wire.durable,
+            )
 
-        await service.store.run(seek)
+        try:
+            await service.store.run(seek)
+        except BaseException:
+            for connection, loop in affected:
+                connection._resume(loop)
+            raise
+        for connection, loop in affected:
+            await connection._disconnect_for_seek(loop)
         self.send(command(CommandType.SUCCESS, request_id=body["request_id"]))
-        loop.wake.set()
+
+    def _resume(self, loop: _ConsumerLoop) -> None:
+        if not loop.wire.closed and self.consumers.get(loop.wire.consumer_id) is loop:
+            loop.task = asyncio.create_task(self._dispatch_loop(loop))
+
+    async def _disconnect_for_seek(self, loop: _ConsumerLoop) -> None:
+        if self.consumers.get(loop.wire.consumer_id) is not loop:
+            return
+        del self.consumers[loop.wire.consumer_id]
+        await self._close_consumer(loop, seeking=True)
+        self.send(
+            command(
+                CommandType.CLOSE_CONSUMER,
+                consumer_id=loop.wire.consumer_id,
+                request_id=_NO_REQUEST,
+            )
+        )
 
     async def _get_schema(self, frame: Frame) -> None:
         body = frame.body
@@ -834,6 +905,15 @@ class Connection:
         CommandType.SEEK: _seek,
         CommandType.GET_SCHEMA: _get_schema,
     }
+
+
+async def _stop(loop: _ConsumerLoop) -> None:
+    """Stop the consumer's dispatch task (its permits stay; it may be resumed)."""
+    task, loop.task = loop.task, None
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
 
 
 async def renew_leases(service: Service) -> None:

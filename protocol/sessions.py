@@ -331,6 +331,18 @@ class WireConsumer:
 
     # -- redelivery -------------------------------------------------------------
 
+    def release_held(self) -> None:
+        """Make what this wire consumer holds deliverable again (its partition only: the
+        identity's other wire consumers keep theirs)."""
+        keys = [
+            (self.topic, ledger, entry, index)
+            for (ledger, entry), indexes in self.held.items()
+            for index in sorted(indexes)
+        ]
+        self.held.clear()
+        self.batch_sizes.clear()
+        self.dispatcher.release(self.core, keys)
+
     def redeliver(self, body: Proto) -> None:
         ids: list[Proto] = body.get("message_ids", [])
         if ids and self.sub_type in (SubscriptionType.SHARED, SubscriptionType.KEY_SHARED):

@@ -405,6 +405,27 @@ class Broker:
             role, topic, subscription, position=position, timestamp_ms=timestamp_ms
         )
 
+    def seek(
+        self,
+        role: str,
+        topic_partition: str,
+        subscription: str,
+        *,
+        position: Position | None = None,
+        timestamp_ms: int | None = None,
+        ack_bits: int | None = None,
+        non_durable: bool = False,
+    ) -> Position:
+        return self.resets.seek(
+            role,
+            topic_partition,
+            subscription,
+            position=position,
+            timestamp_ms=timestamp_ms,
+            ack_bits=ack_bits,
+            non_durable=non_durable,
+        )
+
     def plan_reset(
         self,
         role: str,

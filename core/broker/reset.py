@@ -3,12 +3,12 @@ to every partition in one transaction with its audit record."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from core.acks import cursor_codec
-from core.acks.cursor import CursorState
+from core.acks.cursor import AckTarget, CursorState
 from core.acks.ledger_layout import LedgerLayout
 from core.acks.managed_cursor import replay
 from core.authz import Operation
@@ -54,6 +54,62 @@ class Resets(Collaborator):
             role, topic, subscription, position=position, timestamp_ms=timestamp_ms
         )
         return self._apply(role, plan, "broker", None)
+
+    def seek(
+        self,
+        role: str,
+        topic_partition: str,
+        subscription: str,
+        *,
+        position: Position | None = None,
+        timestamp_ms: int | None = None,
+        ack_bits: int | None = None,
+        non_durable: bool = False,
+    ) -> Position:
+        """A consumer's seek (Pulsar's ``CommandSeek``) on one partition (or a
+        non-partitioned topic): a reset-cursor by message id or publish time, recorded
+        with a ``reset-cursor`` audit record (``via`` "seek"). Returns the new mark-delete.
+
+        A message id seeks to the first entry at or after it: before the first entry
+        is the start (``MessageId.earliest``), past the last the end
+        (``MessageId.latest``). ``ack_bits`` is the ack set a client sends with a
+        batch message id (Pulsar's layout: a set bit is a message still to deliver):
+        the target entry's other indexes stay acknowledged, as Pulsar's cursor keeps
+        the batch-deleted indexes of the position it resets to.
+
+        A durable subscription's seek is refused where the namespace requires
+        approval, as reset-cursor is; ``non_durable`` (a reader's own subscription,
+        which lives as long as the reader) moves freely there.
+        """
+        name = TopicName.parse(topic_partition)
+        info = self.access.authorized_topic(role, Operation.RESET_CURSOR, name.base)
+        if not non_durable:
+            self.access.refuse_without_approval(
+                info,
+                f"a seek of durable subscription '{subscription}' (it acknowledges or"
+                " redelivers; readers seek freely)",
+                "the cursorops_reset_cursor workflow",
+            )
+        if info.partitions and not name.is_partition:
+            raise InvalidArgumentError(
+                f"{info.name} has {info.partitions} partitions: a seek names one"
+            )
+        if position is not None:
+            position = seek_target(position, self.context.layout(str(name)))
+        plan = self.plan_reset(
+            role, str(name), subscription, position=position, timestamp_ms=timestamp_ms
+        )
+        (move,) = plan.partitions
+        acked: tuple[AckTarget, ...] = ()
+        if ack_bits is not None and position is not None:
+            lookup = self.context.entry_arrays(move.topic_partition)
+            (row,) = lookup.rows_of([move.target])
+            size = int(lookup.batch_sizes[row]) if row >= 0 else 0
+            acked = tuple(
+                AckTarget(move.target, i, size) for i in range(size) if not (ack_bits >> i) & 1
+            )
+        self._apply(role, plan, "seek", None, acked)
+        return self.context.cursor(move.topic_partition, subscription).state.mark_delete
 
     def plan_reset(
         self,
@@ -140,7 +196,10 @@ class Resets(Collaborator):
         plan: ResetPlan,
         via: str,
         approved: tuple[PlanRecord, Mapping[str, object]] | None,
+        acked: Sequence[AckTarget] = (),
     ) -> dict[str, str]:
+        """``acked``: batch indexes of a target entry that stay acknowledged (a seek to a
+        batch index)."""
         layouts = {
             m.topic_partition: self.context.layout(m.topic_partition) for m in plan.partitions
         }
@@ -156,6 +215,9 @@ class Resets(Collaborator):
                 before = replay(record, layout).mark_delete
                 after = CursorState()
                 after.reset(move.target, layout)
+                mine = [a for a in acked if a.position == move.target]
+                if mine:
+                    after.acknowledge(mine, layout)
                 work.cursors.append(cursor_id, [cursor_codec.encode(after, replace=True)])
                 result[move.topic_partition] = str(after.mark_delete)
                 moved.append(
@@ -213,3 +275,15 @@ def messages_from(lookup: SkipLookup, target: Position) -> int:
     )
     sizes = np.maximum(np.asarray(lookup.batch_sizes, dtype=np.int64)[at_or_after], 1)
     return int(sizes.sum())
+
+
+def seek_target(position: Position, layout: LedgerLayout) -> Position:
+    """Where a seek to ``position`` starts: the first entry at or after it, else the end
+    (just past the last entry; the start when there is none)."""
+    if layout.contains(position):
+        return position
+    found = layout.next_position(Position(position.ledger_id, position.entry_id - 1))
+    if found is not None:
+        return found
+    last = layout.last_position
+    return Position(last.ledger_id, last.entry_id + 1) if last != EARLIEST else EARLIEST
