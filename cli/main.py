@@ -578,8 +578,24 @@ def demo(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def standalone(ctx: Context, args: argparse.Namespace) -> Result:
+    from core.errors import InvalidArgumentError
     from protocol import standalone as standalone_module
+    from protocol.tls import TlsSettings
 
+    tls = None
+    if args.tls_cert_file or args.tls_key_file:
+        if not (args.tls_cert_file and args.tls_key_file):
+            raise InvalidArgumentError("TLS needs both --tls-cert-file and --tls-key-file")
+        tls = TlsSettings(
+            args.tls_cert_file,
+            args.tls_key_file,
+            args.tls_trust_certs_file,
+            args.tls_require_client_cert,
+        )
+    elif args.tls_trust_certs_file or args.tls_require_client_cert:
+        raise InvalidArgumentError(
+            "TLS client certificates need --tls-cert-file and --tls-key-file"
+        )
     settings = standalone_module.StandaloneSettings(
         bind=args.bind,
         broker_port=values.port(args.broker_port, "--broker-port"),
@@ -587,8 +603,16 @@ def standalone(ctx: Context, args: argparse.Namespace) -> Result:
         role=ctx.role,
         log_level=args.log_level,
         auth_token_secret=args.auth_token_secret,
+        auth_basic_file=args.auth_basic_file,
+        auth_tls=args.auth_tls,
+        anonymous_role=args.anonymous_role or None,
+        tls=tls,
+        broker_port_tls=values.port(args.broker_port_tls, "--broker-port-tls"),
+        web_port_tls=values.port(args.web_port_tls, "--web-port-tls"),
+        advertised_listeners=args.advertised_listeners,
         keepalive_s=values.positive(args.keepalive, "--keepalive"),
     )
+    standalone_module.check(settings)
     config = ctx.config()
     ctx.close()
     standalone_module.run(config, settings)
@@ -1141,6 +1165,59 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY",
         help="turn on Pulsar's token authentication: the HS256 secret key "
         "(data:;base64,..., file:///path or a path); a client's role is its token's subject",
+    )
+    p.add_argument(
+        "--auth-basic-file",
+        metavar="PATH",
+        help="turn on Pulsar's basic authentication: an htpasswd file of bcrypt hashes "
+        "(htpasswd -B); a client's role is its user name",
+    )
+    p.add_argument(
+        "--auth-tls",
+        action="store_true",
+        help="turn on Pulsar's TLS authentication: a client's role is its certificate's "
+        "common name (needs --tls-trust-certs-file)",
+    )
+    p.add_argument(
+        "--anonymous-role",
+        metavar="ROLE",
+        help="with authentication on, the role of a client on a loopback address that "
+        "offers no credentials (default: such a client is refused)",
+    )
+    p.add_argument(
+        "--tls-cert-file",
+        metavar="PATH",
+        help="serve TLS too (pulsar+ssl:// and https://): the server's certificate chain (PEM)",
+    )
+    p.add_argument("--tls-key-file", metavar="PATH", help="the server certificate's key (PEM)")
+    p.add_argument(
+        "--tls-trust-certs-file",
+        metavar="PATH",
+        help="CA certificates (PEM) a client certificate must chain to; a client may then "
+        "present one, and an untrusted one is refused",
+    )
+    p.add_argument(
+        "--tls-require-client-cert",
+        action="store_true",
+        help="refuse TLS clients without a trusted certificate",
+    )
+    p.add_argument(
+        "--broker-port-tls",
+        type=values.ascii_int,
+        default=6651,
+        help="binary protocol port over TLS (default 6651; 0 = any free port)",
+    )
+    p.add_argument(
+        "--web-port-tls",
+        type=values.ascii_int,
+        default=8443,
+        help="admin REST port over TLS (default 8443; 0 = any free port)",
+    )
+    p.add_argument(
+        "--advertised-listeners",
+        metavar="LISTENERS",
+        help="Pulsar's advertisedListeners: name:pulsar://host:port,name:pulsar+ssl://host:port"
+        ",...; a lookup naming a listener gets its URLs, one naming none the first's",
     )
     p.add_argument(
         "--log-level",

@@ -49,11 +49,22 @@ def _not_partitioned(broker: BrokerDep, role: str, name: str, what: str) -> None
 
 @router.get(TOPIC + "/partitions", responses=_ERRORS)
 def partitioned_metadata(
-    tenant: Tenant, namespace: Namespace, topic: Topic, broker: BrokerDep, role: RoleDep
+    tenant: Tenant,
+    namespace: Namespace,
+    topic: Topic,
+    broker: BrokerDep,
+    role: RoleDep,
+    checkAllowAutoCreation: bool = False,  # noqa: N803 (Pulsar's query parameter)
 ) -> dict[str, int]:
-    """The topic's partition count (0: not partitioned)."""
+    """The topic's partition count (0: not partitioned). With ``checkAllowAutoCreation``
+    (a client's HTTP lookup) a missing topic is 0 as well: it is created on first use."""
     name = topic_name(tenant, namespace, topic)
-    info = broker.authorized_topic(role, Operation.LOOKUP, base_of(name))
+    try:
+        info = broker.authorized_topic(role, Operation.LOOKUP, base_of(name))
+    except TopicNotFoundError:
+        if checkAllowAutoCreation:
+            return {"partitions": 0}
+        raise
     return {"partitions": info.partitions}
 
 

@@ -52,7 +52,8 @@ from core.ids.position import Position
 from core.ids.topic_name import TopicName
 from core.producer import Entry
 from core.subscription import SubscriptionType
-from protocol.auth import AuthenticationError, TokenAuthenticator
+from protocol.auth import AuthenticationError
+from protocol.authentication import Authentication, is_loopback
 from protocol.commands import (
     CommandType,
     InitialPosition,
@@ -70,8 +71,10 @@ from protocol.frames import (
     encode_frame,
     simple_frame,
 )
+from protocol.listeners import BrokerUrls, UnknownListenerError
 from protocol.proto import Proto
 from protocol.sessions import Registry, WireConsumer, signed64
+from protocol.tls import common_name
 
 log = logging.getLogger("cursorops.protocol")
 
@@ -227,9 +230,9 @@ class Service:
         self,
         broker: Broker,
         store: StoreThread,
-        service_url: str,
+        urls: BrokerUrls,
         role: str,
-        authenticator: TokenAuthenticator | None = None,
+        authentication: Authentication | None = None,
         keepalive_s: float = KEEPALIVE_SECONDS,
         broker_id: str = "",
     ) -> None:
@@ -237,10 +240,11 @@ class Service:
         self.broker_id = broker_id
         """Every consumer id this process registers starts with it
         (:mod:`protocol.broker_identity`)."""
-        self.authenticator = authenticator
+        self.authentication = authentication or Authentication(role)
         self.keepalive_s = keepalive_s
         self.store = store
-        self.service_url = service_url
+        self.urls = urls
+        """What lookups answer (set once the ports are bound)."""
         self.role = role
         self.appender = Appender(self)
         self.connections: set[Connection] = set()
@@ -274,8 +278,9 @@ class Service:
 
     # -- store-thread helpers ---------------------------------------------------
 
-    def ensure_topic(self, role: str, name: TopicName) -> tuple[str, int]:
-        """(base topic, partition or -1); creates a missing non-partitioned topic."""
+    def ensure_topic(self, role: str, name: TopicName, operation: Operation) -> tuple[str, int]:
+        """(base topic, partition or -1); creates a missing non-partitioned topic for a role
+        allowed ``operation`` on it (Pulsar's auto-creation)."""
         base = name.base
         try:
             info = self.broker.authorized_topic(role, Operation.LOOKUP, base)
@@ -283,7 +288,7 @@ class Service:
             if name.is_partition:
                 raise
             try:
-                info = self.broker.create_topic(role, str(base), 0)
+                info = self.broker.auto_create_topic(role, str(base), operation)
             except AlreadyExistsError:
                 info = self.broker.authorized_topic(role, Operation.LOOKUP, base)
         if name.is_partition:
@@ -293,7 +298,8 @@ class Service:
         return info.name, -1
 
     def partitions(self, role: str, topic: str) -> int:
-        """A topic's partitions; 0 for a non-partitioned or missing one (created on use)."""
+        """A topic's partitions; 0 for a non-partitioned or missing one (created on use).
+        Refused unless ``role`` may look the topic up (``canLookup``)."""
         try:
             return self.broker.authorized_topic(
                 role, Operation.LOOKUP, TopicName.parse(topic).base
@@ -322,6 +328,10 @@ class Connection:
         self.writer = writer
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.loopback = isinstance(peer, tuple) and is_loopback(str(peer[0]))
+        self.tls = writer.get_extra_info("ssl_object") is not None
+        self.peer_cn = common_name(writer.get_extra_info("peercert"))
+        """The common name of the client's verified certificate (TLS), if it showed one."""
         self.id = f"{next(self._ids)}-{uuid.uuid4().hex[:8]}"
         self.decoder = FrameDecoder()
         self.connected = False
@@ -402,7 +412,7 @@ class Connection:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("connection %s: %s %s", self.peer, kind.name, body)
         if kind is CommandType.CONNECT:
-            self._connect(body)
+            await self._connect(body)
             return
         if not self.connected:
             raise FrameError(f"{kind.name} before CONNECT")
@@ -454,16 +464,20 @@ class Connection:
             command(CommandType.ERROR, request_id=request_id, error=int(error), message=message)
         )
 
-    def _connect(self, body: Proto) -> None:
+    async def _connect(self, body: Proto) -> None:
         if self.connected:
             raise FrameError("CONNECT twice")
-        authenticator = self.service.authenticator
-        if authenticator is not None:
+        authentication = self.service.authentication
+        if authentication.enabled:
             try:
-                if body.get("auth_method_name") != "token":
-                    raise AuthenticationError("Token authentication is required")
-                token = bytes(body.get("auth_data", b"")).decode("utf-8", "replace")
-                self.role = authenticator.role(token.removeprefix("token:"))
+                # In a thread: a bcrypt check takes a while, and the loop serves others.
+                self.role = await asyncio.to_thread(
+                    authentication.role,
+                    str(body.get("auth_method_name", "")),
+                    bytes(body.get("auth_data", b"")),
+                    peer_cn=self.peer_cn,
+                    loopback=self.loopback,
+                )
             except AuthenticationError as exc:
                 log.warning("connection %s: authentication failed: %s", self.peer, exc)
                 self._error(_NO_REQUEST, ServerError.AuthenticationError, str(exc))
@@ -486,27 +500,68 @@ class Connection:
         return None
 
     async def _lookup(self, frame: Frame) -> None:
+        """This broker serves every topic; the answer is its URLs, or those of the
+        advertised listener the client names. Errors are answered in the lookup response
+        (the client waits for that, not for a CommandError)."""
         body = frame.body
-        TopicName.parse(body.get("topic", ""))
+        request_id = body["request_id"]
+        try:
+            TopicName.parse(body.get("topic", ""))
+            url, url_tls = self.service.urls.for_listener(body.get("advertised_listener_name"))
+            await self.service.store.run(self.service.partitions, self.role, body["topic"])
+        except UnknownListenerError as exc:
+            self._lookup_failed(request_id, ServerError.ServiceNotReady, str(exc))
+            return
+        except CursorOpsError as exc:
+            self._lookup_failed(request_id, server_error(exc), str(exc))
+            return
         self.send(
             command(
                 CommandType.LOOKUP_RESPONSE,
-                brokerServiceUrl=self.service.service_url,
+                brokerServiceUrl=url,
+                brokerServiceUrlTls=url_tls,
                 response=int(LookupType.Connect),
-                request_id=body["request_id"],
+                request_id=request_id,
                 authoritative=True,
+            )
+        )
+
+    def _lookup_failed(self, request_id: int, error: ServerError, message: str) -> None:
+        self.send(
+            command(
+                CommandType.LOOKUP_RESPONSE,
+                response=int(LookupType.Failed),
+                request_id=request_id,
+                error=int(error),
+                message=message,
             )
         )
 
     async def _partitioned_metadata(self, frame: Frame) -> None:
         body = frame.body
-        TopicName.parse(body.get("topic", ""))
-        partitions = await self.service.store.run(self.service.partitions, self.role, body["topic"])
+        request_id = body["request_id"]
+        try:
+            TopicName.parse(body.get("topic", ""))
+            partitions = await self.service.store.run(
+                self.service.partitions, self.role, body["topic"]
+            )
+        except CursorOpsError as exc:
+            # Pulsar's LookupType of this response: 0 Success, 1 Failed.
+            self.send(
+                command(
+                    CommandType.PARTITIONED_METADATA_RESPONSE,
+                    request_id=request_id,
+                    response=1,
+                    error=int(server_error(exc)),
+                    message=str(exc),
+                )
+            )
+            return
         self.send(
             command(
                 CommandType.PARTITIONED_METADATA_RESPONSE,
                 partitions=partitions,
-                request_id=body["request_id"],
+                request_id=request_id,
                 response=0,
             )
         )
@@ -519,7 +574,7 @@ class Connection:
         service = self.service
 
         def open_producer() -> str:
-            base, _ = service.ensure_topic(self.role, name)
+            base, _ = service.ensure_topic(self.role, name, Operation.PRODUCE)
             service.broker.authorized_topic(self.role, Operation.PRODUCE, base)
             return str(name)
 
@@ -600,7 +655,7 @@ class Connection:
         registry_key = (str(name.base if name.is_partition else name), subscription, consumer_name)
 
         def open_consumer() -> WireConsumer:
-            base, partition = service.ensure_topic(self.role, name)
+            base, partition = service.ensure_topic(self.role, name, Operation.SUBSCRIBE)
             broker = service.broker
             existing = service.subscription_type(self.role, base, subscription)
             if (

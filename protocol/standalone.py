@@ -9,6 +9,11 @@ standalone has) on the web port (8080). A line on stdout says when both are
 ready; SIGINT or SIGTERM stops it cleanly, consumers' messages released.
 A standalone killed without that is freed by its next start on the home
 (:mod:`protocol.broker_identity`).
+
+With a server certificate, both are served over TLS as well, on ports of their
+own (6651 and 8443, as Pulsar's ``brokerServicePortTls`` and
+``webServicePortTls``). Authentication (token, basic, TLS client certificates,
+an anonymous role for loopback) is the same on every port.
 """
 
 from __future__ import annotations
@@ -17,21 +22,28 @@ import asyncio
 import contextlib
 import logging
 import signal
+import ssl
 import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from core.broker import Broker
 from core.config import Config
-from core.errors import AlreadyExistsError
+from core.errors import AlreadyExistsError, InvalidArgumentError
 from protocol.auth import TokenAuthenticator, load_secret
+from protocol.authentication import Authentication
+from protocol.basic_auth import BasicAuthenticator
 from protocol.broker_identity import claim
+from protocol.listeners import BrokerUrls, parse_advertised_listeners
 from protocol.server import KEEPALIVE_SECONDS, Connection, Service, StoreThread, renew_leases
+from protocol.tls import TlsSettings, common_name, server_context
 
 log = logging.getLogger("cursorops.standalone")
 
 DEFAULT_BROKER_PORT = 6650
 DEFAULT_WEB_PORT = 8080
+DEFAULT_BROKER_PORT_TLS = 6651
+DEFAULT_WEB_PORT_TLS = 8443
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "public/default"
@@ -49,8 +61,57 @@ class StandaloneSettings:
     keepalive_s: float = KEEPALIVE_SECONDS
     """A connection silent this long is pinged, and closed when silent twice as long."""
     auth_token_secret: str | None = None
-    """Token authentication's secret key (``data:;base64,...``, ``file://...`` or a path);
-    None: authentication off, every client acts as :attr:`role`."""
+    """Token authentication's secret key (``data:;base64,...``, ``file://...`` or a path)."""
+    auth_basic_file: str | None = None
+    """Basic authentication's htpasswd file (bcrypt hashes)."""
+    auth_tls: bool = False
+    """TLS authentication: the role is the client certificate's common name."""
+    anonymous_role: str | None = None
+    """With authentication on, the role of a loopback client that offers no credentials
+    (None: such a client is refused). With every provider off, every client acts as
+    :attr:`role`."""
+    tls: TlsSettings | None = None
+    """None: no TLS ports."""
+    broker_port_tls: int = DEFAULT_BROKER_PORT_TLS
+    web_port_tls: int = DEFAULT_WEB_PORT_TLS
+    advertised_listeners: str | None = None
+    """Pulsar's ``advertisedListeners``: ``name:pulsar://host:port,...``."""
+
+
+def authentication(settings: StandaloneSettings) -> Authentication:
+    """The providers the settings turn on (ValueError on an unusable one)."""
+    if settings.auth_tls and (settings.tls is None or settings.tls.trust_certs_file is None):
+        raise ValueError(
+            "TLS authentication needs TLS with trusted client certificates "
+            "(--tls-cert-file, --tls-key-file, --tls-trust-certs-file)"
+        )
+    checks = Authentication(
+        settings.role,
+        token=None
+        if settings.auth_token_secret is None
+        else TokenAuthenticator(load_secret(settings.auth_token_secret)),
+        basic=None
+        if settings.auth_basic_file is None
+        else BasicAuthenticator.from_file(settings.auth_basic_file),
+        tls=settings.auth_tls,
+        anonymous_role=settings.anonymous_role,
+    )
+    if settings.anonymous_role is not None and not checks.enabled:
+        raise ValueError("An anonymous role needs an authentication provider turned on")
+    return checks
+
+
+def check(settings: StandaloneSettings) -> None:
+    """Refuse unusable settings before anything starts: InvalidArgumentError names the
+    first (a credentials file that cannot be read, a malformed listener, a bad key)."""
+    try:
+        authentication(settings)
+        if settings.advertised_listeners is not None:
+            parse_advertised_listeners(settings.advertised_listeners)
+        if settings.tls is not None:
+            server_context(settings.tls)
+    except (ValueError, OSError, ssl.SSLError) as exc:
+        raise InvalidArgumentError(f"cursorops standalone: {exc}") from exc
 
 
 def bootstrap(broker: Broker, role: str) -> None:
@@ -76,15 +137,19 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
                 "released %d consumers of broker %s's earlier life", released, identity.broker_id
             )
     host = "127.0.0.1" if settings.bind in ("0.0.0.0", "::", "") else settings.bind
-    authenticator = None
-    if settings.auth_token_secret is not None:
-        authenticator = TokenAuthenticator(load_secret(settings.auth_token_secret))
+    checks = authentication(settings)
+    listeners = (
+        None
+        if settings.advertised_listeners is None
+        else parse_advertised_listeners(settings.advertised_listeners)
+    )
+    tls_context = None if settings.tls is None else server_context(settings.tls)
     service = Service(
         broker,
         store,
-        f"pulsar://{host}:{settings.broker_port}",
+        BrokerUrls(f"pulsar://{host}:{settings.broker_port}"),
         settings.role,
-        authenticator,
+        checks,
         settings.keepalive_s,
         identity.broker_id,
     )
@@ -93,52 +158,60 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
     async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await Connection(service, reader, writer).serve()
 
-    server = await asyncio.start_server(accept, settings.bind, settings.broker_port)
-    port = server.sockets[0].getsockname()[1]
-    service.service_url = f"pulsar://{host}:{port}"
-    web: Any = None
-    web_task: asyncio.Task[None] | None = None
-    web_url = ""
-    if settings.web_port is not None:
-        import uvicorn
-
-        from protocol.web import web_app
-
-        app = web_app(config, settings.role, authenticator)
-        web = uvicorn.Server(
-            uvicorn.Config(
-                app,
-                host=settings.bind,
-                port=settings.web_port,
-                log_level="warning",
-                lifespan="off",
+    servers = [await asyncio.start_server(accept, settings.bind, settings.broker_port)]
+    broker_url = f"pulsar://{host}:{servers[0].sockets[0].getsockname()[1]}"
+    broker_url_tls = ""
+    if tls_context is not None:
+        servers.append(
+            await asyncio.start_server(
+                accept, settings.bind, settings.broker_port_tls, ssl=tls_context
             )
         )
-        web.install_signal_handlers = lambda: None
-        web_task = asyncio.create_task(web.serve())
-        while not web.started:
-            if web_task.done():
-                web_task.result()
-                raise RuntimeError("the web server did not start")
-            await asyncio.sleep(0.02)
-        web_port = web.servers[0].sockets[0].getsockname()[1]
-        web_url = f" admin http://{host}:{web_port}"
+        broker_url_tls = f"pulsar+ssl://{host}:{servers[1].sockets[0].getsockname()[1]}"
+    webs: list[tuple[Any, asyncio.Task[None]]] = []
+    web_urls: list[str] = []
+    if settings.web_port is not None:
+        from protocol.web import web_app
+
+        app = web_app(config, settings.role, checks, lambda: service.urls)
+        for scheme, port in (("http", settings.web_port), ("https", settings.web_port_tls)):
+            if scheme == "https" and settings.tls is None:
+                continue
+            web, task, bound = await _start_web(
+                app, settings.bind, port, settings.tls if scheme == "https" else None
+            )
+            webs.append((web, task))
+            web_urls.append(f"{scheme}://{host}:{bound}")
+    service.urls = BrokerUrls(
+        broker_url,
+        broker_url_tls,
+        next((url for url in web_urls if url.startswith("http:")), ""),
+        next((url for url in web_urls if url.startswith("https:")), ""),
+        listeners,
+    )
     renew = asyncio.create_task(renew_leases(service))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    print(f"cursorops standalone ready: {service.service_url}{web_url}", file=out, flush=True)
+    ready = broker_url
+    if web_urls and web_urls[0].startswith("http:"):
+        ready += f" admin {web_urls[0]}"
+    if broker_url_tls:
+        ready += f" tls {broker_url_tls}"
+        ready += "".join(f" {url}" for url in web_urls if url.startswith("https:"))
+    print(f"cursorops standalone ready: {ready}", file=out, flush=True)
     try:
         await stop.wait()
     finally:
         print("cursorops standalone stopping", file=out, flush=True)
-        server.close()
+        for server in servers:
+            server.close()
         renew.cancel()
         for connection in list(service.connections):
             await connection.close()
         await service.appender.drain()
-        if web is not None and web_task is not None:
+        for web, web_task in webs:
             web.should_exit = True
             with contextlib.suppress(Exception):
                 await web_task
@@ -147,6 +220,44 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
         identity.close()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+async def _start_web(
+    app: Any, bind: str, port: int, tls: TlsSettings | None
+) -> tuple[Any, asyncio.Task[None], int]:
+    """A uvicorn server for ``app``, started; over TLS it hands the app the CN of the
+    client's verified certificate (request state), for TLS authentication."""
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from protocol.web import PEER_CN
+
+    class PeerCertProtocol(H11Protocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            cn = common_name(transport.get_extra_info("peercert"))
+            # Per connection: the state is copied into each request's scope.
+            self.app_state = {**self.app_state, PEER_CN: cn}
+
+    options: dict[str, Any] = {}
+    if tls is not None:
+        context = server_context(tls)
+        options = {
+            "http": PeerCertProtocol,
+            "ssl_certfile": tls.cert_file,
+            "ssl_context_factory": lambda config, default: context,
+        }
+    web: Any = uvicorn.Server(
+        uvicorn.Config(app, host=bind, port=port, log_level="warning", lifespan="off", **options)
+    )
+    web.install_signal_handlers = lambda: None
+    task = asyncio.create_task(web.serve())
+    while not web.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("the web server did not start")
+        await asyncio.sleep(0.02)
+    return web, task, web.servers[0].sockets[0].getsockname()[1]
 
 
 def run(config: Config, settings: StandaloneSettings) -> int:

@@ -2,12 +2,14 @@
 
 The plugin's app authenticates every route through Airflow's ``get_user``; here
 that dependency is the standalone's own: its role when authentication is off
-(loopback, as Pulsar standalone), or the subject of the request's bearer token
-when token authentication is on.
+(loopback, as Pulsar standalone), else the role the request's credentials name
+as on the broker port (a bearer token, basic credentials, the client
+certificate over https, or the anonymous role on loopback).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from airflow.api_fastapi.core_api.security import get_user
@@ -18,7 +20,9 @@ from core.config import Config
 from cursorops_api import deps
 from cursorops_api.app import create_app
 from protocol import admin
-from protocol.auth import AuthenticationError, TokenAuthenticator
+from protocol.auth import AuthenticationError
+from protocol.authentication import Authentication, is_loopback
+from protocol.listeners import BrokerUrls
 
 
 class _StandaloneUser:
@@ -34,20 +38,36 @@ class _StandaloneUser:
         return self.name
 
 
-def web_app(config: Config, role: str, authenticator: TokenAuthenticator | None) -> Any:
+PEER_CN = "cursorops_peer_cn"
+"""The key of the request state that holds the CN of the https client's certificate."""
+
+
+def web_app(
+    config: Config,
+    role: str,
+    authentication: Authentication | None,
+    urls: Callable[[], BrokerUrls] | None = None,
+) -> Any:
     """The admin REST app with its own Broker; the user is the standalone's role, or
-    with token authentication the subject of the request's bearer token."""
+    with authentication on the role the request's credentials name. ``urls``: what the
+    HTTP lookup answers (None: no lookup paths)."""
     app = create_app()
     rest_broker = Broker(config)
+    checks = authentication or Authentication(role)
 
     def user(request: Request) -> _StandaloneUser:
-        if authenticator is None:
+        if not checks.enabled:
             return _StandaloneUser(role)
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        peer_cn = request.scope.get("state", {}).get(PEER_CN)
+        client = request.client
         try:
-            if scheme.lower() != "bearer":
-                raise AuthenticationError("A bearer token is required")
-            return _StandaloneUser(authenticator.role(token))
+            return _StandaloneUser(
+                checks.http_role(
+                    request.headers.get("authorization", ""),
+                    peer_cn=peer_cn if isinstance(peer_cn, str) else None,
+                    loopback=client is not None and is_loopback(client.host),
+                )
+            )
         except AuthenticationError as exc:
             raise HTTPException(401, str(exc)) from exc
 
@@ -57,5 +77,5 @@ def web_app(config: Config, role: str, authenticator: TokenAuthenticator | None)
     app.dependency_overrides[get_user] = user
     app.dependency_overrides[deps.broker] = lambda: rest_broker
     app.dependency_overrides[deps.role] = request_role
-    app.include_router(admin.router(rest_broker, request_role, role))
+    app.include_router(admin.router(rest_broker, request_role, role, urls))
     return app

@@ -221,6 +221,9 @@ class Broker:
     def create_topic(self, role: str, topic: str, partitions: int = 0) -> TopicInfo:
         return self.admin.create_topic(role, topic, partitions)
 
+    def auto_create_topic(self, role: str, topic: str, operation: Operation) -> TopicInfo:
+        return self.admin.auto_create_topic(role, topic, operation)
+
     def create_subscription(
         self,
         role: str,

@@ -108,6 +108,14 @@ class Admin(Collaborator):
             )
         return self.metadata.create_topic(str(name), partitions)
 
+    def auto_create_topic(self, role: str, topic: str, operation: Operation) -> TopicInfo:
+        """Pulsar's auto-creation (``allowAutoTopicCreation``): a missing non-partitioned
+        topic is created for whoever may do ``operation`` (produce, subscribe) on it, with
+        no need of the tenant admin's CREATE_TOPIC."""
+        name = TopicName.parse(topic)
+        self.access.check(role, operation, name.tenant, str(name), name.namespace_name)
+        return self.metadata.create_topic(str(name), 0)
+
     def create_subscription(
         self,
         role: str,

@@ -23,7 +23,10 @@ import pulsar
 from core.broker import Broker
 from core.config import Config
 
-READY = re.compile(r"cursorops standalone ready: (pulsar://\S+)(?: admin (http://\S+))?")
+READY = re.compile(
+    r"cursorops standalone ready: (pulsar://\S+)(?: admin (http://\S+))?"
+    r"(?: tls (pulsar\+ssl://\S+))?(?: (https://\S+))?"
+)
 START_TIMEOUT_S = 60.0
 
 
@@ -35,6 +38,8 @@ class Standalone:
     web_url: str | None
     log: Path
     lines: list[str] = field(default_factory=list)
+    tls_service_url: str | None = None
+    tls_web_url: str | None = None
 
     @property
     def port(self) -> int:
@@ -43,9 +48,11 @@ class Standalone:
     def broker(self) -> Broker:
         return Broker(Config.from_home(self.home))
 
-    def client(self, timeout_s: int = 10, **kwargs: object) -> pulsar.Client:
+    def client(
+        self, timeout_s: int = 10, service_url: str | None = None, **kwargs: object
+    ) -> pulsar.Client:
         return pulsar.Client(
-            self.service_url,
+            service_url or self.service_url,
             operation_timeout_seconds=timeout_s,
             logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
             **kwargs,  # type: ignore[arg-type]
@@ -119,7 +126,10 @@ def start(
             process.kill()
             raise RuntimeError(f"standalone did not start:\n{log.read_text()}")
         time.sleep(0.05)
-    return Standalone(home, process, found[0].group(1), found[0].group(2), log, lines)
+    ready = found[0]
+    return Standalone(
+        home, process, ready.group(1), ready.group(2), log, lines, ready.group(3), ready.group(4)
+    )
 
 
 def unique(prefix: str = "t") -> str:
