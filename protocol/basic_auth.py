@@ -52,6 +52,9 @@ class BasicAuthenticator:
         self._users = dict(users)
         self._key = secrets.token_bytes(32)
         self._verified: dict[bytes, str] = {}
+        # Checked against for an unknown user, so that a refusal takes as long whether or
+        # not the user exists (no user enumeration by timing).
+        self._decoy = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt())
 
     @classmethod
     def from_file(cls, path: str) -> BasicAuthenticator:
@@ -69,7 +72,8 @@ class BasicAuthenticator:
             return known
         user = user_bytes.decode("utf-8", "replace")
         hashed = self._users.get(user)
-        if hashed is None or not bcrypt.checkpw(password, hashed):
+        matches = bcrypt.checkpw(password, hashed or self._decoy)
+        if hashed is None or not matches:
             raise AuthenticationError("Unknown user or wrong password")
         if len(self._verified) >= _CACHE_SIZE:
             self._verified.clear()
