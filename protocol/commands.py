@@ -100,6 +100,14 @@ class InitialPosition(IntEnum):
     Earliest = 1
 
 
+class TopicsMode(IntEnum):
+    """``CommandGetTopicsOfNamespace.Mode``."""
+
+    PERSISTENT = 0
+    NON_PERSISTENT = 1
+    ALL = 2
+
+
 class LookupType(IntEnum):
     Redirect = 0
     Connect = 1
@@ -406,6 +414,7 @@ CommandGetTopicsOfNamespace = message(
     (3, "mode", "enum"),
     (4, "topics_pattern", "string"),
     (5, "topics_hash", "string"),
+    (6, "*properties", KeyValue),
 )
 CommandGetTopicsOfNamespaceResponse = message(
     "CommandGetTopicsOfNamespaceResponse",

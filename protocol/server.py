@@ -60,6 +60,7 @@ from protocol.commands import (
     LookupType,
     ServerError,
     SubType,
+    TopicsMode,
 )
 from protocol.entries import EntryError, entry_of_send, send_receipt_command
 from protocol.frames import (
@@ -75,6 +76,7 @@ from protocol.listeners import BrokerUrls, UnknownListenerError
 from protocol.proto import Proto
 from protocol.sessions import Registry, WireConsumer, signed64
 from protocol.tls import common_name
+from protocol.topic_list import topic_list
 
 log = logging.getLogger("cursorops.protocol")
 
@@ -931,6 +933,31 @@ class Connection:
             )
         )
 
+    async def _get_topics_of_namespace(self, frame: Frame) -> None:
+        """The namespace's topics (partitions for a partitioned topic) for a regex or
+        multi-topic consumer; an unchanged list (same hash) is answered without names."""
+        body = frame.body
+        namespace = body.get("namespace", "")
+        TopicName.parse(f"{namespace}/x")
+        try:
+            mode = TopicsMode(body.get("mode", TopicsMode.PERSISTENT))
+        except ValueError as exc:
+            raise InvalidArgumentError(f"Unknown topics mode {body.get('mode')}") from exc
+        infos = await self.service.store.run(self.service.broker.list_topics, self.role, namespace)
+        partitions = [name for info in infos for name in info.partition_names()]
+        listed = topic_list(partitions, mode, body.get("topics_pattern"))
+        changed = body.get("topics_hash") != listed.hash
+        self.send(
+            command(
+                CommandType.GET_TOPICS_OF_NAMESPACE_RESPONSE,
+                request_id=body["request_id"],
+                topics=listed.topics if changed else [],
+                filtered=listed.filtered,
+                topics_hash=listed.hash,
+                changed=changed,
+            )
+        )
+
     async def _get_schema(self, frame: Frame) -> None:
         body = frame.body
         self.send(
@@ -959,6 +986,7 @@ class Connection:
         CommandType.GET_LAST_MESSAGE_ID: _get_last_message_id,
         CommandType.SEEK: _seek,
         CommandType.GET_SCHEMA: _get_schema,
+        CommandType.GET_TOPICS_OF_NAMESPACE: _get_topics_of_namespace,
     }
 
 
