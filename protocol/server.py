@@ -302,12 +302,13 @@ class Service:
     def partitions(self, role: str, topic: str) -> int:
         """A topic's partitions; 0 for a non-partitioned or missing one (created on use).
         Refused unless ``role`` may look the topic up (``canLookup``)."""
+        name = TopicName.parse(topic)
         try:
-            return self.broker.authorized_topic(
-                role, Operation.LOOKUP, TopicName.parse(topic).base
-            ).partitions
+            info = self.broker.authorized_topic(role, Operation.LOOKUP, name.base)
         except TopicNotFoundError:
             return 0
+        # A partition is a topic of its own to a client, as in Pulsar: not partitioned.
+        return 0 if name.is_partition else info.partitions
 
     def subscription_type(self, role: str, topic: str, name: str) -> SubscriptionType | None:
         """The type of the topic's subscription ``name``; None when there is none."""
@@ -654,7 +655,13 @@ class Connection:
         start_id: Proto | None = body.get("start_message_id")
         durable = body.get("durable", True)
         service = self.service
-        registry_key = (str(name.base if name.is_partition else name), subscription, consumer_name)
+        # A reader of a partitioned topic is one consumer per partition, each with a name of
+        # its own: its subscription is its own, so they are one identity (as for a consumer).
+        registry_key = (
+            str(name.base if name.is_partition else name),
+            subscription,
+            consumer_name if durable else "",
+        )
 
         def open_consumer() -> WireConsumer:
             base, partition = service.ensure_topic(self.role, name, Operation.SUBSCRIBE)
