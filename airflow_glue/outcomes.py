@@ -18,6 +18,7 @@ from enum import StrEnum
 from core.errors import (
     ConflictError,
     CursorOpsError,
+    IncompatibleSchemaError,
     InvalidInputError,
     NotAuthorizedError,
     NotFoundError,
@@ -45,11 +46,13 @@ _TABLE = OutcomeTable(
         StoreError: Outcome.RETRY,
     },
     # Conflicts that no retry can resolve: the subscription's type never allows skips, a
-    # plan record is applied at most once, and so is an undo of a skip.
+    # plan record is applied at most once, and so is an undo of a skip; a schema the
+    # strategy refuses stays refused.
     overrides={
         UnsupportedSubscriptionTypeError: Outcome.FAIL,
         PlanAlreadyAppliedError: Outcome.FAIL,
         SkipAlreadyUndoneError: Outcome.FAIL,
+        IncompatibleSchemaError: Outcome.FAIL,
     },
     default=Outcome.RETRY,
 )

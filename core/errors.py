@@ -31,7 +31,8 @@ the HTTP status (``cursorops_api/errors.py``, checked by ``tests/plugins/test_er
     │   ├── ConsumerBusyError             Exclusive consumer is already connected
     │   ├── SubscriptionBusyError         unsubscribe while consumers are connected
     │   ├── PlanAlreadyAppliedError       a plan record is applied at most once
-    │   └── SkipAlreadyUndoneError        a skip is undone at most once
+    │   ├── SkipAlreadyUndoneError        a skip is undone at most once
+    │   └── IncompatibleSchemaError       a schema the topic's compatibility strategy refuses
     ├── NotAuthorizedError
     │   └── ApprovalRequiredError         only an approved workflow applies on this namespace
     └── StoreError                        the stores failed, not the request
@@ -147,6 +148,11 @@ class PlanAlreadyAppliedError(ConflictError):
 
 class SkipAlreadyUndoneError(ConflictError):
     """A skip is undone at most once; an ``undo-skip`` audit record names this one."""
+
+
+class IncompatibleSchemaError(ConflictError):
+    """The schema is refused by the topic's compatibility strategy, or the topic has no
+    schema to check a consumer's against (Pulsar's IncompatibleSchemaException)."""
 
 
 class NotAuthorizedError(CursorOpsError):

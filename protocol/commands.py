@@ -72,6 +72,7 @@ class ServerError(IntEnum):
     TooManyRequests = 14
     ProducerBusy = 16
     InvalidTopicName = 17
+    IncompatibleSchema = 18
     NotAllowedError = 22
 
 

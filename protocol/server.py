@@ -39,6 +39,7 @@ from core.errors import (
     ConflictError,
     ConsumerBusyError,
     CursorOpsError,
+    IncompatibleSchemaError,
     InvalidArgumentError,
     InvalidInputError,
     InvalidTopicNameError,
@@ -51,7 +52,9 @@ from core.errors import (
 from core.ids.position import Position
 from core.ids.topic_name import TopicName
 from core.producer import Entry
+from core.schemas import encode_version
 from core.subscription import SubscriptionType
+from protocol import schemas
 from protocol.auth import AuthenticationError
 from protocol.authentication import Authentication, is_loopback
 from protocol.commands import (
@@ -74,6 +77,7 @@ from protocol.frames import (
 )
 from protocol.listeners import BrokerUrls, UnknownListenerError
 from protocol.proto import Proto
+from protocol.schemas import schema_of
 from protocol.sessions import Registry, WireConsumer, signed64
 from protocol.tls import common_name
 from protocol.topic_list import topic_list
@@ -106,6 +110,8 @@ def server_error(exc: BaseException) -> ServerError:
     """The protocol's error code for a cursorops error."""
     if isinstance(exc, ConsumerBusyError):
         return ServerError.ConsumerBusy
+    if isinstance(exc, IncompatibleSchemaError):
+        return ServerError.IncompatibleSchema
     if isinstance(exc, InvalidTopicNameError):
         return ServerError.InvalidTopicName
     if isinstance(exc, TopicNotFoundError):
@@ -576,12 +582,17 @@ class Connection:
         name = TopicName.parse(body["topic"])
         service = self.service
 
-        def open_producer() -> str:
+        schema = schema_of(body)
+
+        def open_producer() -> tuple[str, int | None]:
             base, _ = service.ensure_topic(self.role, name, Operation.PRODUCE)
             service.broker.authorized_topic(self.role, Operation.PRODUCE, base)
-            return str(name)
+            version = None
+            if schema is not None:
+                version = service.broker.put_schema(self.role, str(name), schema)
+            return str(name), version
 
-        topic = await service.store.run(open_producer)
+        topic, schema_version = await service.store.run(open_producer)
         producer_name = body.get("producer_name") or (
             f"standalone-{self.id}-{next(self._producer_names)}"
         )
@@ -593,6 +604,11 @@ class Connection:
                 producer_name=producer_name,
                 last_sequence_id=-1,
                 producer_ready=True,
+                **(
+                    {}
+                    if schema_version is None
+                    else {"schema_version": encode_version(schema_version)}
+                ),
             )
         )
 
@@ -663,9 +679,13 @@ class Connection:
             consumer_name if durable else "",
         )
 
+        schema = schema_of(body)
+
         def open_consumer() -> WireConsumer:
             base, partition = service.ensure_topic(self.role, name, Operation.SUBSCRIBE)
             broker = service.broker
+            if schema is not None:
+                broker.check_consumer_schema(self.role, base, schema)
             existing = service.subscription_type(self.role, base, subscription)
             if (
                 not durable
@@ -965,17 +985,6 @@ class Connection:
             )
         )
 
-    async def _get_schema(self, frame: Frame) -> None:
-        body = frame.body
-        self.send(
-            command(
-                CommandType.GET_SCHEMA_RESPONSE,
-                request_id=body["request_id"],
-                error_code=int(ServerError.TopicNotFound),
-                error_message="No schema (cursorops stores bytes)",
-            )
-        )
-
     _handlers: dict[CommandType, Callable[[Connection, Frame], Any]] = {
         CommandType.PING: _ping,
         CommandType.PONG: _pong,
@@ -992,7 +1001,8 @@ class Connection:
         CommandType.UNSUBSCRIBE: _unsubscribe,
         CommandType.GET_LAST_MESSAGE_ID: _get_last_message_id,
         CommandType.SEEK: _seek,
-        CommandType.GET_SCHEMA: _get_schema,
+        CommandType.GET_SCHEMA: schemas.get_schema,
+        CommandType.GET_OR_CREATE_SCHEMA: schemas.get_or_create_schema,
         CommandType.GET_TOPICS_OF_NAMESPACE: _get_topics_of_namespace,
     }
 

@@ -22,6 +22,8 @@ attribute               module                 what it owns
 ``undo``                ``undo.py``            undo of a skip (plan, apply), the applied skips
 ``analysis``            ``analysis.py``        backlog, stats, cursor state, history, Spark reads
 ``workflow``            ``workflow.py``        plan records, approval requests, the audit log
+``schemas``             ``schemas.py``         schema versions, compatibility strategy
+``policies``            ``policies.py``        deduplication of a namespace or a topic
 ======================  =====================  =============================================
 
 They share one :class:`~core.broker.context.BrokerContext` (``context``): the
@@ -52,10 +54,12 @@ from core.broker.analysis import (
 from core.broker.context import BrokerContext, wall_clock_ms
 from core.broker.cursor_ops import CursorOperations
 from core.broker.gated import Applied, GatedOperations
+from core.broker.policies import Policies
 from core.broker.produce import Producing
 from core.broker.read import Reading
 from core.broker.redrive import Redrive
 from core.broker.reset import Resets
+from core.broker.schemas import Schemas
 from core.broker.undo import SkipUndo
 from core.broker.workflow import Workflow
 from core.config import Config
@@ -65,6 +69,7 @@ from core.ids.topic_name import TopicName
 from core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
 from core.resetting.reset_plan import ResetPlan
 from core.resetting.unsubscribe_plan import UnsubscribePlan
+from core.schemas.schema_info import SchemaInfo
 from core.skipping import skip
 from core.skipping.plan_record import (
     ApprovalPolicy,
@@ -119,6 +124,8 @@ class Broker:
             self.context, self.cursor_ops, self.resets, self.redrive, self.undo, self.admin
         )
         self.workflow = Workflow(self.context)
+        self.schemas = Schemas(self.context)
+        self.policies = Policies(self.context)
 
     @staticmethod
     def migrate_metadata(config: Config) -> Migration:
@@ -467,6 +474,35 @@ class Broker:
 
     def release_consumers_of(self, process_prefix: str) -> int:
         return self.reading.release_consumers_of(process_prefix)
+
+    def get_schema(
+        self, role: str, topic: str, version: int | None = None
+    ) -> tuple[int, SchemaInfo] | None:
+        return self.schemas.get_schema(role, topic, version)
+
+    def schema_versions(self, role: str, topic: str) -> list[tuple[int, SchemaInfo, int]]:
+        return self.schemas.schema_versions(role, topic)
+
+    def put_schema(self, role: str, topic: str, info: SchemaInfo) -> int:
+        return self.schemas.put_schema(role, topic, info)
+
+    def check_consumer_schema(self, role: str, topic: str, info: SchemaInfo) -> None:
+        return self.schemas.check_consumer_schema(role, topic, info)
+
+    def delete_schema(self, role: str, topic: str) -> int | None:
+        return self.schemas.delete_schema(role, topic)
+
+    def set_strategy(self, role: str, namespace: str, strategy: str | None) -> None:
+        return self.schemas.set_strategy(role, namespace, strategy)
+
+    def set_deduplication(self, role: str, scope: str, enabled: bool | None) -> None:
+        return self.policies.set_deduplication(role, scope, enabled)
+
+    def deduplication_policy(self, role: str, scope: str) -> bool | None:
+        return self.policies.deduplication_policy(role, scope)
+
+    def deduplication(self, topic: str) -> bool:
+        return self.policies.deduplication(topic)
 
     def peek_messages(self, role: str, topic: str, subscription: str, count: int) -> list[Message]:
         return self.reading.peek_messages(role, topic, subscription, count)

@@ -72,6 +72,7 @@ from core.store.records import (
     TopicInfo,
 )
 from core.store.schema import ensure_schema
+from core.store.schema_versions import SchemaVersions
 from core.store.tables import (
     AuditRow,
     BacklogHistoryRow,
@@ -129,7 +130,7 @@ __all__ = [
 ]
 
 
-class MetadataStore(Tenancy, LedgerIndex):
+class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
     """Tenants, namespaces, topics, subscriptions, ledgers, cursors and the audit log.
 
     Safe to share between threads; several stores (processes) may use one database.

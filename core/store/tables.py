@@ -275,3 +275,35 @@ class ApprovalRequestRow(Base):
     valid_for_ms: Mapped[int] = mapped_column(BigInteger)
     subject: Mapped[str] = mapped_column(Text, default="")
     body: Mapped[str] = mapped_column(Text, default="")
+
+
+class SchemaVersionRow(Base):
+    """One version of a topic's schema (Pulsar's schema registry), numbered from 0.
+
+    ``schema_id`` is the topic's schema name, ``tenant/namespace/topic`` without
+    its domain or partition: a partitioned topic's partitions share one schema.
+    ``deleted``: a deletion is a version of its own, as in Pulsar (the next
+    schema added after it starts the history afresh, at the next number).
+    """
+
+    __tablename__ = "schema_versions"
+    schema_id: Mapped[str] = mapped_column(String, primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    type: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    properties: Mapped[dict[str, str]] = mapped_column(JSON)
+    deleted: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at_ms: Mapped[int] = mapped_column(BigInteger)
+
+
+class BrokerPolicyRow(Base):
+    """A Pulsar policy set on a namespace or a topic (``scope``): absent = the default.
+
+    Pulsar's own policies (deduplication, schema compatibility, ...) by name, each
+    value JSON; cursorops's own namespace policies have tables of their own.
+    """
+
+    __tablename__ = "broker_policies"
+    scope: Mapped[str] = mapped_column(String, primary_key=True)
+    name: Mapped[str] = mapped_column(String, primary_key=True)
+    value: Mapped[Any] = mapped_column(JSON)

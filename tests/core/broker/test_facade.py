@@ -17,10 +17,12 @@ from core.broker.analysis import Analysis
 from core.broker.context import BrokerContext
 from core.broker.cursor_ops import CursorOperations
 from core.broker.gated import GatedOperations
+from core.broker.policies import Policies
 from core.broker.produce import Producing
 from core.broker.read import Reading
 from core.broker.redrive import Redrive
 from core.broker.reset import Resets
+from core.broker.schemas import Schemas
 from core.broker.undo import SkipUndo
 from core.broker.workflow import Workflow
 
@@ -36,6 +38,8 @@ PARTS = {
     "undo": SkipUndo,
     "analysis": Analysis,
     "workflow": Workflow,
+    "schemas": Schemas,
+    "policies": Policies,
 }
 OWN = {"close", "migrate_metadata"}
 """What the façade does itself: it owns the stores it opens."""

@@ -1,0 +1,90 @@
+"""The schema registry's versions, and Pulsar's policies of namespaces and topics.
+
+A part of :class:`~core.store.metadata.MetadataStore`. A version is written
+once, at the number its writer read as next: two processes adding one at the
+same time clash on the primary key, and the loser reads again
+(:class:`~core.errors.AlreadyExistsError`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, insert, select
+
+from core.schemas.schema_info import SchemaInfo
+from core.store.checks import check_label
+from core.store.store_base import StoreBase
+from core.store.tables import BrokerPolicyRow, SchemaVersionRow
+
+
+@dataclass(frozen=True)
+class StoredSchema:
+    version: int
+    info: SchemaInfo
+    deleted: bool
+    created_at_ms: int
+
+
+class SchemaVersions(StoreBase):
+    """Schema versions by schema id, and policies by scope."""
+
+    def schema_history(self, schema_id: str) -> list[StoredSchema]:
+        """Every version of the schema, oldest first (deletions included)."""
+        check_label("schema id", schema_id)
+        query = (
+            select(SchemaVersionRow)
+            .where(SchemaVersionRow.schema_id == schema_id)
+            .order_by(SchemaVersionRow.version)
+        )
+        with self._session(write=False) as session:
+            return [
+                StoredSchema(
+                    row.version,
+                    SchemaInfo.of(row.type, row.data, row.properties),
+                    row.deleted,
+                    row.created_at_ms,
+                )
+                for row in session.scalars(query)
+            ]
+
+    def add_schema_version(
+        self, schema_id: str, version: int, info: SchemaInfo, *, deleted: bool, now_ms: int
+    ) -> None:
+        """Write version ``version``; AlreadyExistsError when another writer took it first."""
+        check_label("schema id", schema_id)
+        with self._session(
+            write=True, conflict=f"Schema {schema_id} version {version} was added meanwhile"
+        ) as session:
+            session.execute(
+                insert(SchemaVersionRow).values(
+                    schema_id=schema_id,
+                    version=version,
+                    type=int(info.type),
+                    data=info.data,
+                    properties=dict(info.properties),
+                    deleted=deleted,
+                    created_at_ms=now_ms,
+                )
+            )
+
+    def broker_policy(self, scope: str, name: str) -> Any:
+        """The policy's value; None when it is not set."""
+        query = select(BrokerPolicyRow.value).where(
+            BrokerPolicyRow.scope == scope, BrokerPolicyRow.name == name
+        )
+        with self._session(write=False) as session:
+            return session.execute(query).scalar_one_or_none()
+
+    def set_broker_policy(self, scope: str, name: str, value: Any) -> None:
+        """Set the policy (None: remove it, back to the default)."""
+        check_label("policy scope", scope)
+        where = (BrokerPolicyRow.scope == scope, BrokerPolicyRow.name == name)
+        with self._session(write=True) as session:
+            session.execute(delete(BrokerPolicyRow).where(*where))
+            if value is not None:
+                session.execute(insert(BrokerPolicyRow).values(scope=scope, name=name, value=value))
+
+
+__all__ = ["SchemaVersions", "StoredSchema"]

@@ -1,0 +1,64 @@
+"""Revision 0004: a store at 0003 with topics and cursors upgrades, reads the same, and then
+keeps schema versions and broker policies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from sqlalchemy import inspect
+from sqlalchemy.engine import make_url
+
+from core.broker import Broker
+from core.config import Config
+from core.producer import OutgoingMessage
+from core.store import migrate as migrate_module
+from core.store.engine import create_store_engine
+from core.store.schema import HEAD_REVISION, recorded_revision
+from core.subscription import SubscriptionType
+
+TOPIC = "persistent://acme/ops/orders"
+BEFORE = "0003_drop_tables_digest"
+
+
+def _store_at(url: str, revision: str) -> None:
+    engine = create_store_engine(make_url(url))
+    try:
+        with engine.begin() as connection:
+            command.upgrade(migrate_module._alembic_config(connection), revision)
+    finally:
+        engine.dispose()
+
+
+def test_a_store_at_0003_upgrades_and_keeps_schemas(tmp_path: Path, metadata_url: str) -> None:
+    _store_at(metadata_url, BEFORE)
+    engine = create_store_engine(make_url(metadata_url))
+    try:
+        assert recorded_revision(engine) == BEFORE
+        assert "schema_versions" not in inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+    config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
+    migrate_module.migrate(config)
+    with Broker(config) as broker:
+        broker.create_tenant("admin", "acme")
+        broker.create_namespace("admin", "acme/ops")
+        broker.create_topic("admin", TOPIC)
+        broker.create_subscription(
+            "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
+        )
+        broker.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(3)])
+        assert broker.topic_stats("admin", TOPIC).subscriptions["s"].msg_backlog == 3
+        from core.schemas.schema_info import SchemaInfo, SchemaType
+
+        info = SchemaInfo(SchemaType.STRING, b"", {})
+        assert broker.put_schema("admin", TOPIC, info) == 0
+        assert broker.get_schema("admin", TOPIC) == (0, info)
+        broker.set_deduplication("admin", "acme/ops", True)
+        assert broker.deduplication_policy("admin", "acme/ops") is True
+        assert broker.deduplication(TOPIC) is True
+    engine = create_store_engine(make_url(metadata_url))
+    try:
+        assert recorded_revision(engine) == HEAD_REVISION
+    finally:
+        engine.dispose()
