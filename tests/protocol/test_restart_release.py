@@ -7,6 +7,7 @@ consumers of its own earlier life only, never those of the other, live one.
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 
 import pulsar
@@ -33,6 +34,18 @@ def _registered(server: Standalone, topic: str, subscription: str) -> tuple[set[
         consumers = {c.consumer_id for c in txn.consumers()}
         pending: dict[object, PendingInfo] = dict(txn.pending())
     return consumers, {p.consumer_id for p in pending.values() if p.consumer_id is not None}
+
+
+def _acknowledged(server: Standalone, topic: str, subscription: str, count: int) -> None:
+    """Wait until ``count`` acknowledgements are stored (the client sends them grouped)."""
+    deadline = time.monotonic() + 20
+    while True:
+        with server.broker() as broker:
+            backlog = broker.topic_stats(ROLE, topic).subscriptions[subscription].msg_backlog
+        if backlog == MESSAGES - count or time.monotonic() > deadline:
+            assert backlog == MESSAGES - count
+            return
+        time.sleep(0.05)
 
 
 def _hold(client: pulsar.Client, topic: str, subscription: str) -> pulsar.Consumer:
@@ -62,6 +75,7 @@ def test_a_restart_releases_its_earlier_lifes_consumers_only(tmp_path: Path) -> 
             producer.send(f"m{i}".encode())
         held = _hold(client, topic, "drain")
         kept = _hold(other_client, topic, "kept")
+        _acknowledged(server, topic, "drain", 5)
         dead, dead_holders = _registered(server, topic, "drain")
         live, live_holders = _registered(server, topic, "kept")
         assert dead and dead_holders == dead
