@@ -64,9 +64,12 @@ class Authentication:
                     "TLS authentication needs a trusted client certificate with a common name"
                 )
             return peer_cn
+        # No credentials, or a method no provider serves: the anonymous role where one
+        # is set, as Pulsar's ServerCnx falls back to anonymousUserRole when it finds no
+        # provider for the method (the data offered is not read).
+        if self.anonymous_role is not None and loopback:
+            return self.anonymous_role
         if method in _NO_CREDENTIALS:
-            if self.anonymous_role is not None and loopback:
-                return self.anonymous_role
             raise AuthenticationError(
                 f"Authentication is required (methods: {', '.join(self.methods())})"
             )

@@ -11,6 +11,15 @@ crash or hang costs one test, not the run.
     git clone --branch v3.13.0-candidate-1 https://github.com/apache/pulsar-client-python
     .venv/bin/python scripts/client_suite.py --tests pulsar-client-python/tests [--write]
 
+The service is set up as the client's own CI sets up Pulsar's
+(``build-support/start-test-service-inside-container.sh``): TLS on 6651 and
+8443 with the suite's certificates, token, basic and TLS authentication with
+an anonymous role for loopback clients, the token the suite reads written to
+``tests/.test-token.txt``, the tenants ``public`` (administered by
+``anonymous``) and ``private``, and the namespaces ``public/default``,
+``public/default-2`` and ``private/auth`` with their grants. The htpasswd file
+is made here, with a bcrypt hash of the suite's password.
+
 ``--write`` writes the result (which tests, the commit, how many passed, each
 failure's last line) to ``docs/compatibility.md``; a test listed in ``KNOWN``
 is reported with its recorded reason instead of being run. Progress goes to
@@ -78,11 +87,56 @@ def test_ids(path: Path) -> list[str]:
     return ids
 
 
+def set_up(home: Path, tests: Path) -> list[str]:
+    """The store as the client's CI configures Pulsar; the standalone's arguments."""
+    import secrets
+
+    import bcrypt
+
+    from core.broker import Broker
+    from core.config import Config
+    from protocol.auth import create_token
+
+    secret = secrets.token_bytes(32)
+    (home / "secret.key").write_bytes(secret)
+    (tests / ".test-token.txt").write_text(create_token(secret, "token-principal") + "\n")
+    hashed = bcrypt.hashpw(b"123456", bcrypt.gensalt()).decode()
+    (home / "htpasswd").write_text(f"admin:{hashed}\n")
+    with Broker(Config.from_home(home)) as broker:
+        broker.create_tenant("admin", "public", ["anonymous"])
+        broker.create_tenant("admin", "private")
+        for namespace, role in (
+            ("public/default", "anonymous"),
+            ("public/default-2", "anonymous"),
+            ("private/auth", "token-principal"),
+        ):
+            broker.create_namespace("admin", namespace)
+            broker.grant_permission("admin", namespace, role, ["produce", "consume"])
+    certs = tests / "test-conf"
+    return [
+        "--auth-token-secret",
+        str(home / "secret.key"),
+        "--auth-basic-file",
+        str(home / "htpasswd"),
+        "--auth-tls",
+        "--anonymous-role",
+        "anonymous",
+        "--tls-cert-file",
+        str(certs / "broker-cert.pem"),
+        "--tls-key-file",
+        str(certs / "broker-key.pem"),
+        "--tls-trust-certs-file",
+        str(certs / "cacert.pem"),
+    ]
+
+
 @contextlib.contextmanager
-def standalone(extra: Sequence[str]) -> Iterator[Path]:
-    """A standalone on 6650/8080 with a throwaway home; yields its log file."""
+def standalone(tests: Path, extra: Sequence[str]) -> Iterator[Path]:
+    """A standalone on 6650/8080 (6651/8443 with TLS) with a throwaway home, set up as
+    the client's CI sets up Pulsar; yields its log file."""
     with tempfile.TemporaryDirectory(prefix="client-suite-") as home:
         log = Path(home) / "standalone.log"
+        extra = [*set_up(Path(home), tests), *extra]
         env = dict(os.environ, CURSOROPS_DAEMON="off", AIRFLOW_HOME=f"{home}/airflow")
         argv = [sys.executable, "-m", "cli.main", "--home", home, "standalone", *extra]
         with open(log, "w") as out:
@@ -200,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.only in test
     ]
     outcomes = []
-    with standalone(args.standalone_arg) as log:
+    with standalone(args.tests.resolve(), args.standalone_arg) as log:
         for number, test in enumerate(ids, 1):
             outcome = run_one(args.tests, test, args.timeout)
             outcomes.append(outcome)

@@ -181,9 +181,15 @@ def test_the_anonymous_role_is_for_loopback_clients_only() -> None:
             checks.role(method, b"", peer_cn=None, loopback=False)
     with pytest.raises(AuthenticationError):
         checks.http_role("", peer_cn=None, loopback=False)
-    # A method that is off is refused, never taken as anonymous.
+    # A method no provider serves is anonymous, as in Pulsar: never more than that, its
+    # data unread, and refused where the anonymous role does not apply.
+    assert checks.role("token", b"x", peer_cn=None, loopback=True) == "guest"
+    assert checks.role("basic", b"admin:pw", peer_cn=None, loopback=True) == "guest"
     with pytest.raises(AuthenticationError):
-        checks.role("token", b"x", peer_cn=None, loopback=True)
+        checks.role("token", b"x", peer_cn=None, loopback=False)
+    strict = Authentication("admin", token=None, basic=None, tls=True)
+    with pytest.raises(AuthenticationError):
+        strict.role("token", b"x", peer_cn=None, loopback=True)
 
 
 def test_an_htpasswd_file_without_bcrypt_hashes_is_refused(tmp_path: Path) -> None:
