@@ -65,6 +65,7 @@ from protocol.commands import (
     SubType,
     TopicsMode,
 )
+from protocol.deduplication import Deduplication, Verdict
 from protocol.entries import EntryError, entry_of_send, send_receipt_command
 from protocol.frames import (
     MAX_MESSAGE_SIZE,
@@ -95,6 +96,8 @@ POLL_SECONDS = 0.1
 _INT64_MAX = 2**63 - 1
 _NO_REQUEST = 2**64 - 1
 """The request id of an error that answers no request (Pulsar's -1)."""
+_NO_ID = 2**64 - 1
+"""Ledger and entry id -1 on the wire: the receipt of a duplicate, stored nothing."""
 RENEW_SECONDS = 5.0
 """How often live connections renew their consumers' leases in the registry."""
 
@@ -255,6 +258,7 @@ class Service:
         """What lookups answer (set once the ports are bound)."""
         self.role = role
         self.appender = Appender(self)
+        self.deduplication = Deduplication()
         self.connections: set[Connection] = set()
         self._consumers: dict[str, set[_ConsumerLoop]] = {}
         self.non_durable: set[tuple[str, str]] = set()
@@ -584,25 +588,33 @@ class Connection:
 
         schema = schema_of(body)
 
-        def open_producer() -> tuple[str, int | None]:
+        producer_name = body.get("producer_name") or (
+            f"standalone-{self.id}-{next(self._producer_names)}"
+        )
+
+        def open_producer() -> tuple[str, int | None, int | None]:
             base, _ = service.ensure_topic(self.role, name, Operation.PRODUCE)
             service.broker.authorized_topic(self.role, Operation.PRODUCE, base)
             version = None
             if schema is not None:
                 version = service.broker.put_schema(self.role, str(name), schema)
-            return str(name), version
+            last = None
+            if service.broker.deduplication(str(name)):
+                last = service.broker.last_sequence_id(self.role, str(name), producer_name)
+            return str(name), version, last
 
-        topic, schema_version = await service.store.run(open_producer)
-        producer_name = body.get("producer_name") or (
-            f"standalone-{self.id}-{next(self._producer_names)}"
-        )
+        topic, schema_version, last_stored = await service.store.run(open_producer)
+        if last_stored is None:
+            service.deduplication.forget(topic, producer_name)
+        else:
+            service.deduplication.track(topic, producer_name, last_stored)
         self.producers[body["producer_id"]] = (topic, producer_name)
         self.send(
             command(
                 CommandType.PRODUCER_SUCCESS,
                 request_id=body["request_id"],
                 producer_name=producer_name,
-                last_sequence_id=-1,
+                last_sequence_id=service.deduplication.last_persisted(topic, producer_name),
                 producer_ready=True,
                 **(
                     {}
@@ -629,11 +641,31 @@ class Connection:
             self._fail(CommandType.SEND, body, ServerError.UnknownError, str(exc))
             return
         highest = body.get("highest_sequence_id")
+        topic, producer_name = producer
+        deduplication = self.service.deduplication
+        verdict = deduplication.check(topic, producer_name, sequence_id, highest or sequence_id)
+        if verdict is Verdict.DUPLICATE:
+            self.writer.write(
+                simple_frame(
+                    send_receipt_command(producer_id, sequence_id, _NO_ID, _NO_ID, highest)
+                )
+            )
+            return
+        if verdict is Verdict.IN_FLIGHT:
+            self._fail(
+                CommandType.SEND,
+                body,
+                ServerError.PersistenceError,
+                f"Message {sequence_id} of {producer_name} is being written: send it again",
+            )
+            return
 
         def done(position: Position | None, error: BaseException | None) -> None:
             if error is not None or position is None:
+                deduplication.failed(topic, producer_name)
                 self._fail(CommandType.SEND, body, server_error(error or Exception()), str(error))
                 return
+            deduplication.persisted(topic, producer_name, sequence_id, highest or sequence_id)
             if not self.writer.is_closing():
                 self.writer.write(
                     simple_frame(
@@ -647,7 +679,7 @@ class Connection:
                     )
                 )
 
-        self.service.appender.submit(_Pending(self.role, producer[0], entry, done))
+        self.service.appender.submit(_Pending(self.role, topic, entry, done))
 
     async def _close_producer(self, frame: Frame) -> None:
         body = frame.body

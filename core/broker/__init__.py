@@ -475,6 +475,9 @@ class Broker:
     def release_consumers_of(self, process_prefix: str) -> int:
         return self.reading.release_consumers_of(process_prefix)
 
+    def last_sequence_id(self, role: str, topic: str, producer_name: str) -> int:
+        return self.producing.last_sequence_id(role, topic, producer_name)
+
     def get_schema(
         self, role: str, topic: str, version: int | None = None
     ) -> tuple[int, SchemaInfo] | None:
