@@ -70,10 +70,13 @@ class ServerError(IntEnum):
     SubscriptionNotFound = 12
     ConsumerNotFound = 13
     TooManyRequests = 14
+    TopicTerminatedError = 15
     ProducerBusy = 16
     InvalidTopicName = 17
     IncompatibleSchema = 18
+    ConsumerAssignError = 19
     NotAllowedError = 22
+    ProducerFenced = 25
 
 
 class SubType(IntEnum):
@@ -192,10 +195,13 @@ FeatureFlags = message(
     (4, "supports_topic_watchers", "bool"),
 )
 
+IntRange = message("IntRange", (1, "start", "int32"), (2, "end", "int32"))
+
 KeySharedMeta = message(
     "KeySharedMeta",
     (1, "keySharedMode", "enum"),
-    (3, "allowOutOfOrderDelivery", "bool"),
+    (3, "*hashRanges", IntRange),
+    (4, "allowOutOfOrderDelivery", "bool"),
 )
 
 CommandConnect = message(

@@ -76,6 +76,7 @@ from protocol.frames import (
     encode_frame,
     simple_frame,
 )
+from protocol.key_shared import KeySharedConsumers, RangeConflictError, requested_ranges
 from protocol.listeners import BrokerUrls, UnknownListenerError
 from protocol.proto import Proto
 from protocol.schemas import schema_of
@@ -261,6 +262,8 @@ class Service:
         self.deduplication = Deduplication()
         self.connections: set[Connection] = set()
         self._consumers: dict[str, set[_ConsumerLoop]] = {}
+        self.key_shared = KeySharedConsumers()
+        """Key_Shared modes and sticky ranges (touched on the store thread only)."""
         self.non_durable: set[tuple[str, str]] = set()
         """(base topic, subscription) of the readers' subscriptions this process made:
         they live as long as their readers (touched on the store thread only)."""
@@ -441,6 +444,8 @@ class Connection:
             await handler(self, frame)
         except CursorOpsError as exc:
             self._fail(kind, body, server_error(exc), str(exc))
+        except RangeConflictError as exc:
+            self._fail(kind, body, ServerError.ConsumerAssignError, str(exc))
         except Exception as exc:
             log.exception("connection %s: %s failed", self.peer, kind.name)
             self._fail(kind, body, ServerError.UnknownError, f"{type(exc).__name__}: {exc}")
@@ -763,16 +768,23 @@ class Connection:
             dispatcher = broker.dispatcher(
                 self.role, base, subscription, partition=partition if partition >= 0 else None
             )
+            ranges = None
+            if sub_type is SubscriptionType.KEY_SHARED:
+                ranges = requested_ranges(body.get("keySharedMeta"))
             identity = self.registry.join(registry_key)
             try:
+                if sub_type is SubscriptionType.KEY_SHARED:
+                    service.key_shared.join(base, subscription, identity.consumer_id, ranges)
                 core = dispatcher.subscribe(
                     consumer_name,
                     priority=body.get("priority_level", 0),
                     consumer_id=identity.consumer_id,
                     epoch=body.get("consumer_epoch"),
+                    hash_ranges=ranges,
                 )
             except BaseException:
-                self.registry.leave(registry_key)
+                if self.registry.leave(registry_key):
+                    service.key_shared.leave(base, subscription, identity.consumer_id)
                 raise
             return WireConsumer(
                 consumer_id,
@@ -880,6 +892,9 @@ class Connection:
             if seeking:
                 wire.release_held()
             if registry.leave(wire.registry_key):
+                service.key_shared.leave(
+                    wire.base_topic, wire.subscription, wire.identity.consumer_id
+                )
                 wire.core.close()
                 if not wire.durable and not seeking:
                     service.non_durable.discard((wire.base_topic, wire.subscription))

@@ -80,7 +80,7 @@ from core.acks.ledger_layout import LedgerLayout
 from core.acks.managed_cursor import COMPACT_AFTER_DELTAS
 from core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
 from core.ids.position import Position, match_positions
-from core.reading.key_hash import HashRing, sticky_key_hash
+from core.reading.key_hash import HashRanges, HashRing, in_ranges, sticky_key_hash
 from core.reading.message import MESSAGE_COLUMNS, Message, MessageBatch
 from core.reading.unacked_rows import acked_rows
 from core.store.checks import check_label
@@ -504,6 +504,8 @@ class _Deliverable:
     """Key_Shared: the live consumers' ring."""
     draining: set[int]
     """Key_Shared: hashes still pending at another consumer (PIP-379)."""
+    ranges: HashRanges | None = None
+    """Key_Shared sticky: the hashes this consumer owns (none else: the ring is unused)."""
 
     @property
     def key_shared(self) -> bool:
@@ -528,9 +530,13 @@ class _Deliverable:
         if None in keys:
             keys = _fallback_keys(batch, taken, keys)
         hashes = np.fromiter((sticky_key_hash(k) for k in keys), dtype=np.int64, count=len(keys))
-        ring, me, draining = self.ring, self.me, self.draining
+        ring, me, draining, ranges = self.ring, self.me, self.draining, self.ranges
         mine = np.fromiter(
-            (ring.select(h) == me and h not in draining for h in hashes.tolist()),
+            (
+                (ring.select(h) == me if ranges is None else in_ranges(h, ranges))
+                and h not in draining
+                for h in hashes.tolist()
+            ),
             dtype=np.bool_,
             count=len(keys),
         )
@@ -560,6 +566,8 @@ class Consumer:
         self.wire: deque[MessageBatch] = deque()
         """Dispatches the dispatcher has sent that the client has not taken in yet."""
         self.closed = False
+        self.hash_ranges: HashRanges | None = None
+        """Key_Shared sticky mode: the hashes it owns; None: auto-split (the ring)."""
 
     def _buffered(self) -> int:
         return self._incoming_count + sum(len(batch) for batch in self.wire)
@@ -753,6 +761,7 @@ class Dispatcher:
         *,
         consumer_id: str | None = None,
         epoch: int | None = None,
+        hash_ranges: HashRanges | None = None,
     ) -> Consumer:
         """Join the subscription's consumers.
 
@@ -761,6 +770,9 @@ class Dispatcher:
         (the binary protocol's consumer of a partitioned topic is one consumer
         per partition). ``epoch``: the consumer epoch to start at (PIP-84: a
         reconnecting client sends its own), for Exclusive and Failover.
+        ``hash_ranges`` (Key_Shared sticky mode, validated by
+        :func:`~core.reading.key_hash.sticky_ranges`): the hashes it alone gets; a
+        hash no consumer's ranges hold waits, as in Pulsar.
         """
         if receiver_queue_size < 1:
             raise InvalidArgumentError("receiver_queue_size must be at least 1")
@@ -772,6 +784,10 @@ class Dispatcher:
             consumer.consumer_id = consumer_id
         if epoch is not None and consumer.epoch >= 0:
             consumer.epoch = max(epoch, 0)
+        if hash_ranges is not None:
+            if self.subscription_type is not SubscriptionType.KEY_SHARED:
+                raise InvalidArgumentError("Sticky hash ranges are for Key_Shared subscriptions")
+            consumer.hash_ranges = hash_ranges
         with self._transaction() as txn:
             self._join(txn, consumer)
         _OPEN_CONSUMERS.add(consumer)
@@ -1021,6 +1037,7 @@ class Dispatcher:
             me=consumer.consumer_id,
             ring=HashRing([c.consumer_id for c in live]) if key_shared else None,
             draining=self._draining(txn, consumer, sources, states) if key_shared else set(),
+            ranges=consumer.hash_ranges,
         )
 
     # -- acknowledgements -----------------------------------------------------

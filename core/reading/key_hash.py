@@ -14,6 +14,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
+from core.errors import InvalidArgumentError
+
 HASH_RANGE_SIZE = 65_536
 """Pulsar's sticky-key hash space: ``0..65535``."""
 
@@ -66,6 +68,41 @@ def sticky_key_hash(key: str | bytes | None) -> int:
     else:
         data = key.encode("utf-8", "surrogatepass")
     return (murmur3_32(data) & 0x7FFFFFFF) % HASH_RANGE_SIZE
+
+
+HashRanges = tuple[tuple[int, int], ...]
+"""A sticky consumer's hash ranges: ``(start, end)``, both inclusive, ascending."""
+
+
+def sticky_ranges(ranges: Sequence[tuple[int, int]]) -> HashRanges:
+    """Validated sticky hash ranges (Pulsar's Key_Shared ``STICKY`` mode), sorted: each
+    within ``0..65535``, start at most end, none overlapping another."""
+    if not ranges:
+        raise InvalidArgumentError("Sticky Key_Shared needs at least one hash range")
+    ordered = tuple(sorted((int(start), int(end)) for start, end in ranges))
+    for start, end in ordered:
+        if not 0 <= start <= end < HASH_RANGE_SIZE:
+            raise InvalidArgumentError(
+                f"Invalid sticky hash range [{start}, {end}]: within 0..{HASH_RANGE_SIZE - 1}"
+            )
+    for (_, end), (start, _) in zip(ordered, ordered[1:], strict=False):
+        if start <= end:
+            raise InvalidArgumentError(f"Sticky hash ranges overlap at {start}")
+    return ordered
+
+
+def in_ranges(key_hash: int, ranges: HashRanges) -> bool:
+    """Whether a sticky consumer owns ``key_hash``."""
+    return any(start <= key_hash <= end for start, end in ranges)
+
+
+def overlap(a: HashRanges, b: HashRanges) -> tuple[int, int] | None:
+    """The first range of ``a`` that overlaps one of ``b``; None when they are disjoint."""
+    for start, end in a:
+        for other_start, other_end in b:
+            if start <= other_end and other_start <= end:
+                return start, end
+    return None
 
 
 class HashRing:
