@@ -75,6 +75,19 @@ class Entry:
     event_times: Sequence[int | None]
     """Epoch ms; None where the producer set no event time."""
     ordering_keys: Sequence[bytes | None]
+    null_values: Sequence[bool] | None = None
+    """Which messages were sent as a null value; None: none was."""
+    encryption_keys: Sequence[str] | None = None
+    """The names of the keys its payload is encrypted with; None: not encrypted."""
+    chunk: tuple[str, int, int, int] | None = None
+    """A chunk of a larger message: (uuid, chunk id, chunks in the message, its size)."""
+    schema_version: bytes | None = None
+    metadata: bytes | None = None
+    """The client's ``MessageMetadata`` bytes, verbatim."""
+    raw_payload: bytes | None = None
+    """The payload as sent, where it cannot be rebuilt from the message columns."""
+    single_metadata: Sequence[bytes] | pa.BinaryArray | None = None
+    """Each batched message's ``SingleMessageMetadata`` bytes, verbatim."""
 
     @classmethod
     def of_messages(
@@ -126,6 +139,7 @@ def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Ar
     # Entries read as a whole come as arrays: chunks, with the list items between them.
     payload_chunks: list[pa.Array] = []
     sequence_chunks: list[np.ndarray] = []
+    sent = _SentColumns()
     for number, entry in enumerate(entries):
         n = len(entry.payloads)
         if n == 0 or (n > 1 and not entry.batched):
@@ -165,6 +179,7 @@ def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Ar
         deliver.extend(entry.deliver_at)
         event_times.extend(entry.event_times)
         ordering_keys.extend(entry.ordering_keys)
+        sent.add(entry, n)
     if not sizes:
         raise InvalidArgumentError("No entry to append")
     if None in sequence:
@@ -224,10 +239,126 @@ def entry_columns(entries: Sequence[Entry]) -> tuple[np.ndarray, dict[str, pa.Ar
             "sequence_id": arrow_columns.from_numpy(sequence_ids),
             "event_time": _nullable(event_times, pa.int64()),
             "ordering_key": _nullable(ordering_keys, pa.binary()),
+            **sent.columns(counts),
         }
     except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"Invalid entry: {exc}") from exc
     return np.asarray(sizes, dtype=np.int64), columns
+
+
+class _SentColumns:
+    """The columns of what clients sent verbatim, and of the facts analysis reads from it
+    (null value, encryption, chunk, schema version), gathered entry by entry.
+
+    Entries with none of it (every entry not sent by a client) add nothing per
+    message: their columns come out as nulls without a pass over the rows.
+    """
+
+    def __init__(self) -> None:
+        self.entries = 0
+        self.any = False
+        self.metadata: list[bytes | None] = []
+        self.raw_payloads: list[bytes | None] = []
+        self.encryption_keys: list[list[str] | None] = []
+        self.chunks: list[tuple[str, int, int, int] | None] = []
+        self.schema_versions: list[bytes | None] = []
+        self.null_values: list[bool | None] = []
+        self.singles: list[pa.Array] = []
+        self.single_rows = 0
+
+    def add(self, entry: Entry, n: int) -> None:
+        self.entries += 1
+        self.metadata.append(entry.metadata)
+        self.raw_payloads.append(entry.raw_payload)
+        keys = entry.encryption_keys
+        self.encryption_keys.append(None if keys is None else list(keys))
+        self.chunks.append(entry.chunk)
+        self.schema_versions.append(entry.schema_version)
+        if entry.null_values is None:
+            self.null_values.extend([None] * n)
+        else:
+            self.null_values.extend(True if v else None for v in entry.null_values)
+        single = entry.single_metadata
+        if single is not None:
+            if self.single_rows:
+                self.singles.append(pa.nulls(self.single_rows, pa.binary()))
+                self.single_rows = 0
+            self.singles.append(single if isinstance(single, pa.Array) else _binary(single))
+        else:
+            self.single_rows += n
+        self.any = self.any or entry.metadata is not None or entry.null_values is not None
+
+    def columns(self, counts: np.ndarray) -> dict[str, pa.Array]:
+        total = int(counts.sum())
+        if not self.any and not self.singles:
+            return {}
+        rows = np.repeat(np.arange(self.entries, dtype=np.int64), counts)
+        firsts = np.zeros(total, np.bool_)
+        firsts[np.cumsum(counts) - counts] = True
+        keys = self.encryption_keys
+        chunks = self.chunks
+        out = {
+            "metadata": _at_first_rows(self.metadata, firsts),
+            "entry_payload": _at_first_rows(self.raw_payloads, firsts),
+            "null_value": _nullable(self.null_values, pa.bool_()),
+            "encrypted": _per_entry(
+                [True if k is not None else None for k in keys], rows, pa.bool_()
+            ),
+            "encryption_keys": _per_entry(keys, rows, pa.list_(pa.string())),
+            "uuid": _per_entry([None if c is None else c[0] for c in chunks], rows, pa.string()),
+            "chunk_id": _per_entry([None if c is None else c[1] for c in chunks], rows, pa.int32()),
+            "num_chunks_from_msg": _per_entry(
+                [None if c is None else c[2] for c in chunks], rows, pa.int32()
+            ),
+            "total_chunk_msg_size": _per_entry(
+                [None if c is None else c[3] for c in chunks], rows, pa.int64()
+            ),
+            "schema_version": _per_entry(self.schema_versions, rows, pa.binary()),
+        }
+        singles = self.singles
+        if self.single_rows or not singles:
+            singles = [*singles, pa.nulls(self.single_rows, pa.binary())]
+        out["single_metadata"] = singles[0] if len(singles) == 1 else pa.concat_arrays(singles)
+        return out
+
+
+def _binary(values: Sequence[bytes]) -> pa.Array:
+    return arrow_columns.binary(values) or pa.array(values, pa.binary())
+
+
+def _per_entry(values: list[Any], rows: np.ndarray, kind: pa.DataType) -> pa.Array:
+    """A value per entry, repeated on each of its rows; all null without a pass when none."""
+    if values.count(None) == len(values):
+        return pa.nulls(len(rows), kind)
+    return pa.array(values, kind).take(arrow_columns.from_numpy(rows))
+
+
+def _at_first_rows(values: list[bytes | None], firsts: np.ndarray) -> pa.Array:
+    """A binary value per entry on its first row, null on the others (built from buffers)."""
+    total = len(firsts)
+    if values.count(None) == len(values):
+        return pa.nulls(total, pa.binary())
+    lengths = np.zeros(total, np.int64)
+    valid = np.zeros(total, np.bool_)
+    at = np.flatnonzero(firsts)
+    lengths[at] = [0 if v is None else len(v) for v in values]
+    valid[at] = [v is not None for v in values]
+    ends = np.cumsum(lengths)
+    if total and int(ends[-1]) > 2**31 - 1:
+        raise InvalidArgumentError("Entries of more than 2 GiB of metadata in one append")
+    offsets = np.zeros(total + 1, np.int32)
+    offsets[1:] = ends
+    bitmap = np.packbits(valid, bitorder="little")
+    return pa.Array.from_buffers(
+        pa.binary(),
+        total,
+        [
+            pa.py_buffer(bitmap),
+            pa.py_buffer(offsets),
+            pa.py_buffer(b"".join(v or b"" for v in values)),
+        ],
+        null_count=int(total - valid.sum()),
+    )
 
 
 def _payload_chunk(payloads: list[bytes]) -> pa.Array:

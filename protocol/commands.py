@@ -120,6 +120,9 @@ class LookupType(IntEnum):
 
 KeyValue = message("KeyValue", (1, "key", "string"), (2, "value", "string"))
 KeyLongValue = message("KeyLongValue", (1, "key", "string"), (2, "value", "uint64"))
+EncryptionKeys = message(
+    "EncryptionKeys", (1, "key", "string"), (2, "value", "bytes"), (3, "*metadata", KeyValue)
+)
 
 _MESSAGE_ID_FIELDS = (
     (1, "ledgerId", "uint64"),
@@ -155,6 +158,7 @@ MessageMetadata = message(
     (9, "uncompressed_size", "uint32"),
     (11, "num_messages_in_batch", "int32"),
     (12, "event_time", "uint64"),
+    (13, "*encryption_keys", EncryptionKeys),
     (14, "encryption_algo", "string"),
     (15, "encryption_param", "bytes"),
     (16, "schema_version", "bytes"),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import cramjam
@@ -68,11 +68,14 @@ def _properties(items: Sequence[Proto] | None) -> list[tuple[str, str]]:
     return [(kv["key"], kv.get("value", "")) for kv in items or ()]
 
 
-def entry_of_send(metadata: Proto, payload: bytes) -> Entry:
-    """The entry one ``CommandSend`` carries; :class:`EntryError` when it cannot be read."""
-    data = decompress(
-        metadata.get("compression", 0), payload, metadata.get("uncompressed_size", len(payload))
-    )
+def entry_of_send(metadata: Proto, payload: bytes, raw_metadata: bytes | None = None) -> Entry:
+    """The entry one ``CommandSend`` carries; :class:`EntryError` when it cannot be read.
+
+    ``raw_metadata``: the ``MessageMetadata`` bytes as received, kept verbatim with
+    the payload as sent (what a consumer is given back). The payload is read only
+    for the analysis columns, and only where the broker can: an encrypted entry or
+    a chunk is stored as it came, its messages' payload columns left empty.
+    """
     producer = metadata.get("producer_name", "")
     sequence_id = metadata.get("sequence_id", 0)
     publish_time = metadata.get("publish_time", 0)
@@ -83,27 +86,54 @@ def entry_of_send(metadata: Proto, payload: bytes) -> Entry:
     # would share with others.
     if max(sequence_id, publish_time) > _INT64_MAX:
         raise EntryError("sequence id or publish time beyond int64")
-    if "num_messages_in_batch" not in metadata:
-        key = None if metadata.get("null_partition_key") else metadata.get("partition_key")
-        return Entry(
-            False,
-            producer,
-            publish_time,
-            [data],
-            [sequence_id],
-            [key],
-            [_properties(metadata.get("properties"))],
-            [deliver_at],
-            [_event_time(metadata.get("event_time"))],
-            [metadata.get("ordering_key")],
-        )
-    count = metadata["num_messages_in_batch"]
+    batched = "num_messages_in_batch" in metadata
+    count = metadata["num_messages_in_batch"] if batched else 1
     if count < 1:
         raise EntryError(f"batch of {count} messages")
+    keys_sent = metadata.get("encryption_keys")
+    encryption = [k.get("key", "") for k in keys_sent] if keys_sent else None
+    chunk = _chunk_of(metadata)
+    sent = _Sent(encryption, chunk, metadata.get("schema_version"), raw_metadata)
+    codec = metadata.get("compression", 0)
+    if encryption is not None or chunk is not None:
+        # Not readable on its own: encrypted, or a piece of a message compressed whole.
+        readable = encryption is None and codec == CompressionType.NONE
+        if not batched:
+            return _single(
+                metadata,
+                payload if readable else b"",
+                producer,
+                deliver_at,
+                sent,
+                None if readable else payload,
+            )
+        if sequence_id + count - 1 > _INT64_MAX:
+            raise EntryError("sequence id beyond int64")
+        nothing: list[None] = [None] * count
+        return Entry(
+            True,
+            producer,
+            publish_time,
+            [b""] * count,
+            list(range(sequence_id, sequence_id + count)),
+            nothing,
+            [_NO_PROPERTIES] * count,
+            [deliver_at] * count,
+            nothing,
+            nothing,
+            None,
+            *sent.fields(payload),
+        )
+    data = decompress(codec, payload, metadata.get("uncompressed_size", len(payload)))
+    # A compressed payload is kept as sent; a plain one is rebuilt exactly from the
+    # message columns and the verbatim SingleMessageMetadata bytes.
+    raw = payload if codec != CompressionType.NONE else None
+    if not batched:
+        return _single(metadata, data, producer, deliver_at, sent, raw)
     uniform = _uniform_batch(data, count)
     if uniform is not None:
-        payloads, sequence_ids = uniform
-        nothing: list[None] = [None] * count
+        payloads, sequence_ids, singles = uniform
+        nothing = [None] * count
         return Entry(
             True,
             producer,
@@ -115,8 +145,12 @@ def entry_of_send(metadata: Proto, payload: bytes) -> Entry:
             [deliver_at] * count,
             nothing,
             nothing,
+            None,
+            *sent.fields(raw, None if raw is not None else singles),
         )
     batch = _read_batch(data, count, sequence_id)
+    if batch.consumed != len(data):
+        raw = payload
     return Entry(
         True,
         producer,
@@ -128,6 +162,80 @@ def entry_of_send(metadata: Proto, payload: bytes) -> Entry:
         [deliver_at] * count,
         batch.event_times,
         batch.ordering_keys,
+        batch.null_values if True in batch.null_values else None,
+        *sent.fields(raw, None if raw is not None else batch.singles),
+    )
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """What an entry keeps of what the client sent, besides its messages' columns."""
+
+    encryption_keys: list[str] | None
+    chunk: tuple[str, int, int, int] | None
+    schema_version: bytes | None
+    metadata: bytes | None
+
+    def fields(
+        self, raw_payload: bytes | None, singles: Sequence[bytes] | pa.Array | None = None
+    ) -> tuple[
+        list[str] | None,
+        tuple[str, int, int, int] | None,
+        bytes | None,
+        bytes | None,
+        bytes | None,
+        Sequence[bytes] | pa.Array | None,
+    ]:
+        """The trailing fields of :class:`~core.producer.Entry`, from ``encryption_keys`` on."""
+        return (
+            self.encryption_keys,
+            self.chunk,
+            self.schema_version,
+            self.metadata,
+            raw_payload,
+            singles,
+        )
+
+
+def _chunk_of(metadata: Proto) -> tuple[str, int, int, int] | None:
+    """(uuid, chunk id, chunks, total size) of a chunk of a larger message; None otherwise."""
+    chunks = metadata.get("num_chunks_from_msg", 0)
+    if chunks <= 1:
+        return None
+    chunk_id = metadata.get("chunk_id", 0)
+    if not 0 <= chunk_id < chunks:
+        raise EntryError(f"chunk {chunk_id} of a message of {chunks} chunks")
+    return (
+        metadata.get("uuid", ""),
+        chunk_id,
+        chunks,
+        metadata.get("total_chunk_msg_size", 0),
+    )
+
+
+def _single(
+    metadata: Proto,
+    payload: bytes,
+    producer: str,
+    deliver_at: int | None,
+    sent: _Sent,
+    raw: bytes | None,
+) -> Entry:
+    """The entry of one message, not batched."""
+    key = None if metadata.get("null_partition_key") else metadata.get("partition_key")
+    return Entry(
+        False,
+        producer,
+        metadata.get("publish_time", 0),
+        [payload],
+        [metadata.get("sequence_id", 0)],
+        [key],
+        [_properties(metadata.get("properties"))],
+        [deliver_at],
+        [_event_time(metadata.get("event_time"))],
+        [metadata.get("ordering_key")],
+        [True] if metadata.get("null_value") else None,
+        *sent.fields(raw),
     )
 
 
@@ -150,15 +258,20 @@ class _Batch:
     properties: list[Sequence[tuple[str, str]]] = field(default_factory=list)
     event_times: list[int | None] = field(default_factory=list)
     ordering_keys: list[bytes | None] = field(default_factory=list)
+    null_values: list[bool] = field(default_factory=list)
+    singles: list[bytes] = field(default_factory=list)
+    """Each message's ``SingleMessageMetadata`` bytes, as sent."""
+    consumed: int = 0
+    """Bytes of the batch payload its messages span (the whole payload, unless padded)."""
 
 
 _NO_PROPERTIES: list[tuple[str, str]] = []
 
 
-def _uniform_batch(data: bytes, count: int) -> tuple[pa.Array, np.ndarray] | None:
-    """(payloads, sequence ids) of a batch of plain messages of one payload size with
-    consecutive sequence ids, read with numpy over the whole batch (no Python per
-    message); None for any other batch.
+def _uniform_batch(data: bytes, count: int) -> tuple[pa.Array, np.ndarray, pa.Array] | None:
+    """(payloads, sequence ids, SingleMessageMetadata bytes) of a batch of plain
+    messages of one payload size with consecutive sequence ids, read with numpy over
+    the whole batch (no Python per message); None for any other batch.
 
     Every message is then ``[u32 m][0x18 size 0x40 sequence][payload]`` with the same
     ``m`` and payload size: the batch is a ``count x stride`` array whose columns
@@ -202,7 +315,13 @@ def _uniform_batch(data: bytes, count: int) -> tuple[pa.Array, np.ndarray] | Non
     payloads = pa.Array.from_buffers(
         pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(body)]
     )
-    return payloads, sequences.astype(np.int64)
+    single_offsets = np.arange(count + 1, dtype=np.int32) * size
+    singles = pa.Array.from_buffers(
+        pa.binary(),
+        count,
+        [None, pa.py_buffer(single_offsets), pa.py_buffer(rows[:, 4 : 4 + size].tobytes())],
+    )
+    return payloads, sequences.astype(np.int64), singles
 
 
 def _read_batch(data: bytes, count: int, first_sequence_id: int) -> _Batch:
@@ -217,6 +336,7 @@ def _read_batch(data: bytes, count: int, first_sequence_id: int) -> _Batch:
     out = _Batch()
     payloads, sequence_ids, keys = out.payloads, out.sequence_ids, out.keys
     properties, event_times, ordering_keys = out.properties, out.event_times, out.ordering_keys
+    null_values, singles = out.null_values, out.singles
     end = len(data)
     pos = 0
     for index in range(count):
@@ -227,6 +347,7 @@ def _read_batch(data: bytes, count: int, first_sequence_id: int) -> _Batch:
         stop = pos + size
         if stop > end:
             raise EntryError(f"message {index} of the batch runs past the payload")
+        singles.append(data[pos:stop])
         fields = _plain_single(data, pos, stop)
         if fields is None:
             try:
@@ -242,8 +363,10 @@ def _read_batch(data: bytes, count: int, first_sequence_id: int) -> _Batch:
                 single.get("ordering_key"),
             )
             properties.append(_properties(single.get("properties")))
+            null_values.append(bool(single.get("null_value")))
         else:
             properties.append(_NO_PROPERTIES)
+            null_values.append(False)
         length, sequence, key, event_time, ordering_key = fields
         pos = stop
         if length < 0 or pos + length > end:
@@ -261,6 +384,7 @@ def _read_batch(data: bytes, count: int, first_sequence_id: int) -> _Batch:
         except EntryError as exc:
             raise EntryError(f"message {index} of the batch: {exc}") from exc
         ordering_keys.append(ordering_key)
+    out.consumed = pos
     return out
 
 
@@ -465,13 +589,50 @@ def entry_payload(entry: OutgoingEntry) -> tuple[bytes, bytes, list[int] | None]
     meta_bytes = batch_metadata(
         entry.producer_name, first, entry.publish_time, size, entry.deliver_at
     )
-    ack_set: list[int] | None = None
-    if not whole:
-        words = [0] * ((size + 63) // 64)
-        for index in indexes:
-            words[index // 64] |= 1 << (index % 64)
-        ack_set = [w - (1 << 64) if w >> 63 else w for w in words]
-    return meta_bytes, b"".join(parts), ack_set
+    return meta_bytes, b"".join(parts), None if whole else ack_set_of(indexes, size)
+
+
+def ack_set_of(indexes: Iterable[int], size: int) -> list[int]:
+    """The ``ack_set`` of a batch of ``size`` of which ``indexes`` are delivered (set bit =
+    delivered here, the words of ``BitSet.toLongArray`` as int64)."""
+    words = [0] * ((size + 63) // 64)
+    for index in indexes:
+        words[index // 64] |= 1 << (index % 64)
+    return [w - (1 << 64) if w >> 63 else w for w in words]
+
+
+def sent_payload(
+    batch_size: int,
+    raw: bytes | None,
+    singles: Sequence[bytes | None],
+    payloads: Sequence[bytes],
+) -> bytes:
+    """An entry's payload exactly as its client sent it: kept as sent (``raw``), or, for a
+    plain batch, each message's ``[u32 size][SingleMessageMetadata][payload]`` from its
+    verbatim metadata bytes; ``singles`` and ``payloads`` hold every message of it."""
+    if raw is not None:
+        return raw
+    if batch_size == 0:
+        return payloads[0]
+    pack = _U32.pack
+    parts: list[bytes] = []
+    for single, payload in zip(singles, payloads, strict=True):
+        if single is None:
+            raise EntryError("a batched message without its metadata")
+        parts += (pack(len(single)), single, payload)
+    return b"".join(parts)
+
+
+def interleaved_batch(singles: np.ndarray, payloads: np.ndarray) -> bytes:
+    """:func:`sent_payload` of a plain batch whose messages' metadata are of one size and
+    payloads of one size, one message per row of each array, with numpy (no Python per
+    message)."""
+    count, width = singles.shape
+    rows = np.empty((count, 4 + width + payloads.shape[1]), np.uint8)
+    rows[:, :4] = np.frombuffer(_U32.pack(width), np.uint8)
+    rows[:, 4 : 4 + width] = singles
+    rows[:, 4 + width :] = payloads
+    return rows.tobytes()
 
 
 def uniform_batch_payload(payloads: np.ndarray, first_sequence: int) -> bytes | None:

@@ -52,6 +52,8 @@ class Frame:
     metadata: Proto | None = None
     """``MessageMetadata`` of a payload frame."""
     payload: bytes = b""
+    raw_metadata: bytes = b""
+    """The ``MessageMetadata`` bytes as they came off the wire: what the broker stores."""
 
     @property
     def type(self) -> CommandType:
@@ -130,11 +132,12 @@ def decode_frame(frame: bytes | memoryview) -> Frame:
     (metadata_size,) = _U32.unpack_from(rest, 0)
     if metadata_size > len(rest) - 4:
         raise FrameError(f"metadata size {metadata_size} exceeds the frame")
+    raw = bytes(rest[4 : 4 + metadata_size])
     try:
-        metadata = decode(commands.MessageMetadata, rest[4 : 4 + metadata_size])
+        metadata = decode(commands.MessageMetadata, raw)
     except ProtoError as exc:
         raise FrameError(f"malformed message metadata: {exc}") from exc
-    return Frame(cmd, metadata, bytes(rest[4 + metadata_size :]))
+    return Frame(cmd, metadata, bytes(rest[4 + metadata_size :]), raw)
 
 
 class FrameDecoder:

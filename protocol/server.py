@@ -640,7 +640,7 @@ class Connection:
         if frame.metadata is None:
             raise FrameError("SEND without a payload")
         try:
-            entry = entry_of_send(frame.metadata, frame.payload)
+            entry = entry_of_send(frame.metadata, frame.payload, frame.raw_metadata)
         except EntryError as exc:
             log.warning("connection %s: unreadable message: %s", self.peer, exc)
             self._fail(CommandType.SEND, body, ServerError.UnknownError, str(exc))

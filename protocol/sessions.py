@@ -22,15 +22,19 @@ import numpy as np
 import pyarrow as pa
 
 from core.ids.message_id import MessageId
+from core.ids.position import Position
 from core.reading.dispatch import Consumer, Dispatcher
 from core.reading.message import Message, MessageBatch
 from core.subscription import SubscriptionType
 from protocol.commands import AckType
 from protocol.entries import (
     OutgoingEntry,
+    ack_set_of,
     batch_metadata,
     entry_payload,
+    interleaved_batch,
     message_command,
+    sent_payload,
     unacked_indexes,
     uniform_batch_payload,
 )
@@ -99,6 +103,125 @@ def _properties(column: pa.Array, n: int) -> list[Sequence[tuple[str, str]]]:
     return [p or () for p in column.to_pylist()]
 
 
+class _Verbatim:
+    """Entries' payloads as their clients sent them, from a dispatch's columns."""
+
+    def __init__(self, columns: pa.RecordBatch | pa.Table) -> None:
+        self.raw = columns.column("entry_payload")
+        if isinstance(self.raw, pa.ChunkedArray):
+            self.raw = self.raw.combine_chunks()
+        payload = columns.column("payload")
+        singles = columns.column("single_metadata")
+        if isinstance(payload, pa.ChunkedArray):
+            payload, singles = payload.combine_chunks(), singles.combine_chunks()
+        self.payload_column, self.single_column = payload, singles
+        self.offsets, self.values = _binary_buffers(payload)
+        self.single_offsets, self.single_values = _binary_buffers(singles)
+
+    def payload(self, start: int, stop: int, size: int) -> bytes:
+        """The payload of the entry at rows ``start .. stop - 1`` (all its messages)."""
+        raw = self.raw[start].as_py()
+        if raw is not None:
+            return bytes(raw)
+        if size == 0:
+            return bytes(self.payload_column[start].as_py())
+        own = np.diff(self.offsets[start : stop + 1])
+        single = np.diff(self.single_offsets[start : stop + 1])
+        if own.min() == own.max() and single.min() == single.max() and single[0] > 0:
+            # One payload size and one metadata size (what producers mostly send): numpy.
+            length, width = int(own[0]), int(single[0])
+            first, at = int(self.offsets[start]), int(self.single_offsets[start])
+            return interleaved_batch(
+                self.single_values[at : at + width * size].reshape(size, width),
+                self.values[first : first + length * size].reshape(size, length),
+            )
+        return sent_payload(
+            size,
+            None,
+            self.single_column.slice(start, stop - start).to_pylist(),
+            self.payload_column.slice(start, stop - start).to_pylist(),
+        )
+
+
+class _Rebuilt:
+    """Entries without their client's bytes, written from the dispatch's columns."""
+
+    def __init__(self, batch: MessageBatch, bounds: list[int]) -> None:
+        columns = batch.columns
+        n = len(batch)
+        firsts = pa.array(bounds[:-1], pa.int64())
+        self.payload_column = columns.column("payload")
+        self.sequence_column = columns.column("sequence_id")
+        self.keys = _values_or_none(columns.column("key"))
+        self.properties = _properties(columns.column("properties"), n)
+        self.producers = columns.column("producer_name").take(firsts).to_pylist()
+        self.publish_times = columns.column("publish_time").take(firsts).to_pylist()
+        self.deliver_at = columns.column("deliver_at").take(firsts).to_pylist()
+        self.event_times = _values_or_none(columns.column("event_time"))
+        self.ordering_keys = _values_or_none(columns.column("ordering_key"))
+        self.n = n
+        self.plain = (
+            self.keys is None
+            and self.event_times is None
+            and self.ordering_keys is None
+            and self.properties[0] == ()
+            and self.properties.count(()) == n
+        )
+        self.offsets, self.values = _binary_buffers(self.payload_column)
+        self.lengths = np.diff(self.offsets)
+        self.sequences = _int64s(self.sequence_column)
+        self._lists: dict[str, list[Any]] = {}
+
+    def _listed(self, name: str, column: pa.Array) -> list[Any]:
+        if name not in self._lists:
+            self._lists[name] = column.to_pylist()
+        return self._lists[name]
+
+    def entry(
+        self, number: int, start: int, stop: int, size: int, delivered: list[int]
+    ) -> tuple[bytes, bytes, list[int] | None]:
+        """(metadata, payload, ack_set) of the entry at rows ``start .. stop - 1``.
+
+        A whole batch of plain messages of one size with consecutive sequence ids is
+        written with numpy from the payload column's buffers; any other entry message
+        by message (:func:`entry_payload`).
+        """
+        sequences = self.sequences
+        if self.plain and size == stop - start and delivered[0] == 0 and delivered[-1] == size - 1:
+            own = self.lengths[start:stop]
+            steps = np.diff(sequences[start:stop])
+            if own.min() == own.max() and (steps == 1).all():
+                length = int(own[0])
+                first = int(self.offsets[start])
+                rows = self.values[first : first + length * size].reshape(size, length)
+                body = uniform_batch_payload(rows, int(sequences[start]))
+                if body is not None:
+                    meta = batch_metadata(
+                        self.producers[number],
+                        int(sequences[start]),
+                        self.publish_times[number],
+                        size,
+                        self.deliver_at[number],
+                    )
+                    return meta, body, None
+        keys, event_times, ordering_keys = self.keys, self.event_times, self.ordering_keys
+        return entry_payload(
+            OutgoingEntry(
+                size,
+                self.producers[number],
+                self.publish_times[number],
+                self.deliver_at[number],
+                delivered,
+                self._listed("payload", self.payload_column)[start:stop],
+                (keys or [None] * self.n)[start:stop],
+                self.properties[start:stop],
+                self._listed("sequence_id", self.sequence_column)[start:stop],
+                event_times[start:stop] if event_times is not None else None,
+                ordering_keys[start:stop] if ordering_keys is not None else None,
+            )
+        )
+
+
 @dataclass
 class Identity:
     """One consumer in the subscription's registry, shared by its wire consumers."""
@@ -163,48 +286,27 @@ class WireConsumer:
     def _frames(self, batch: MessageBatch) -> list[bytes]:
         """One frame per entry, from the dispatch's columns (no object per message).
 
-        A whole batch of plain messages of one size with consecutive sequence ids
-        (what producers mostly send) is written with numpy from the payload column's
-        buffers; any other entry message by message (:func:`entry_payload`).
+        An entry a client sent over this protocol goes out as it came: its
+        ``MessageMetadata`` bytes and its payload as sent (:meth:`_sent`); only the
+        ``CommandMessage`` says what the broker adds (redelivery count, ``ack_set``,
+        epoch). Any other entry (written before the broker kept them, or produced
+        by the command line or the REST API) is written from its columns
+        (:meth:`_rebuilt`).
         """
         columns = batch.columns
         n = len(batch)
         ledgers, entries = batch.ledger_id, batch.entry_id
         cuts = np.flatnonzero((ledgers[1:] != ledgers[:-1]) | (entries[1:] != entries[:-1])) + 1
         bounds = [0, *cuts.tolist(), n]
-        # Per message only what differs per message; the entry's own fields at its first row.
         firsts = pa.array(bounds[:-1], pa.int64())
-        payload_column = columns.column("payload")
-        sequence_column = columns.column("sequence_id")
-        keys = _values_or_none(columns.column("key"))
-        properties = _properties(columns.column("properties"), n)
-        producers = columns.column("producer_name").take(firsts).to_pylist()
-        publish_times = columns.column("publish_time").take(firsts).to_pylist()
-        deliver_at = columns.column("deliver_at").take(firsts).to_pylist()
-        event_times = _values_or_none(columns.column("event_time"))
-        ordering_keys = _values_or_none(columns.column("ordering_key"))
+        metadata = columns.column("metadata").take(firsts).to_pylist()
         sizes = batch.batch_sizes.tolist()
         indexes = batch.batch_index.tolist()
         redeliveries = batch.redelivery_count.tolist()
         ledger_list, entry_list = ledgers.tolist(), entries.tolist()
         epoch = batch.consumer_epoch
-        plain = (
-            keys is None
-            and event_times is None
-            and ordering_keys is None
-            and properties[0] == ()
-            and properties.count(()) == n
-        )
-        offsets, values = _binary_buffers(payload_column)
-        lengths = np.diff(offsets)
-        sequences = _int64s(sequence_column)
-        lists: dict[str, list[Any]] = {}
-
-        def listed(name: str, column: pa.Array) -> list[Any]:
-            if name not in lists:
-                lists[name] = column.to_pylist()
-            return lists[name]
-
+        rebuilt: _Rebuilt | None = None
+        sent: _Verbatim | None = None
         frames = []
         for number, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
             position = (ledger_list[start], entry_list[start])
@@ -212,40 +314,19 @@ class WireConsumer:
             delivered = indexes[start:stop]
             self.batch_sizes[position] = size
             self.held.setdefault(position, set()).update(delivered)
-            body = None
-            if plain and size == stop - start and delivered[0] == 0 and delivered[-1] == size - 1:
-                own = lengths[start:stop]
-                steps = np.diff(sequences[start:stop])
-                if own.min() == own.max() and (steps == 1).all():
-                    length = int(own[0])
-                    first = int(offsets[start])
-                    rows = values[first : first + length * size].reshape(size, length)
-                    body = uniform_batch_payload(rows, int(sequences[start]))
-            if body is not None:
-                meta = batch_metadata(
-                    producers[number],
-                    int(sequences[start]),
-                    publish_times[number],
-                    size,
-                    deliver_at[number],
-                )
-                ack_set = None
-            else:
-                meta, body, ack_set = entry_payload(
-                    OutgoingEntry(
-                        size,
-                        producers[number],
-                        publish_times[number],
-                        deliver_at[number],
-                        delivered,
-                        listed("payload", payload_column)[start:stop],
-                        (keys or [None] * n)[start:stop],
-                        properties[start:stop],
-                        listed("sequence_id", sequence_column)[start:stop],
-                        event_times[start:stop] if event_times is not None else None,
-                        ordering_keys[start:stop] if ordering_keys is not None else None,
-                    )
-                )
+            whole = size == 0 or (
+                size == stop - start and delivered[0] == 0 and delivered[-1] == size - 1
+            )
+            out: tuple[bytes, bytes, list[int] | None] | None = None
+            if whole and metadata[number] is not None:
+                sent = sent or _Verbatim(columns)
+                out = metadata[number], sent.payload(start, stop, size), None
+            elif not whole:
+                out = self._sent_whole(position, size, delivered)
+            if out is None:
+                rebuilt = rebuilt or _Rebuilt(batch, bounds)
+                out = rebuilt.entry(number, start, stop, size, delivered)
+            meta, body, ack_set = out
             cmd = message_command(
                 self.consumer_id,
                 position[0],
@@ -257,6 +338,22 @@ class WireConsumer:
             )
             frames.append(encode_payload_frame(cmd, meta, body))
         return frames
+
+    def _sent_whole(
+        self, position: tuple[int, int], size: int, delivered: Sequence[int]
+    ) -> tuple[bytes, bytes, list[int] | None] | None:
+        """Part of a batch a client sent: the whole entry as sent, read again from the
+        partition, with the indexes delivered now set in the ``ack_set`` (the client
+        skips the others, as it skips what Pulsar marks acknowledged); None for an
+        entry without its client's bytes."""
+        rows = self.dispatcher.entry_rows(self.topic, Position(*position))
+        if rows is None or len(rows) != size:
+            return None
+        meta = rows.column("metadata")[0].as_py()
+        if meta is None:
+            return None
+        body = _Verbatim(rows).payload(0, size, size)
+        return meta, body, ack_set_of(delivered, size)
 
     # -- acknowledgements -------------------------------------------------------
 

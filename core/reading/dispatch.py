@@ -751,6 +751,28 @@ class Dispatcher:
             self.topic, self.subscription, self.clock(), flushed=flushed
         )
 
+    def entry_rows(self, topic_partition: str, position: Position) -> pa.RecordBatch | None:
+        """Every row of the entry at ``position`` (its :data:`MESSAGE_COLUMNS` and
+        ``batch_index``), read from the partition; None when there is no such entry.
+
+        For a consumer given part of a batch: it is sent the whole entry as its
+        client wrote it, with the indexes not delivered marked in the ``ack_set``.
+        """
+        source = self._by_topic[topic_partition]
+        wanted = (position.ledger_id, position.entry_id)
+        parts = []
+        for batch in source.read_after(Position(position.ledger_id, position.entry_id - 1)):
+            ledger = _ints(batch.column("ledger_id"))
+            entry = _ints(batch.column("entry_id"))
+            mine = (ledger == wanted[0]) & (entry == wanted[1])
+            if mine.any():
+                parts.append(batch.filter(pa.array(mine)).select([*MESSAGE_COLUMNS, "batch_index"]))
+            if len(mine) and not mine[-1]:
+                break
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
+
     # -- consumers ------------------------------------------------------------
 
     def subscribe(

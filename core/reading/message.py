@@ -34,8 +34,20 @@ MESSAGE_COLUMNS = (
     "sequence_id",
     "event_time",
     "ordering_key",
+    "null_value",
+    "encrypted",
+    "encryption_keys",
+    "uuid",
+    "chunk_id",
+    "num_chunks_from_msg",
+    "total_chunk_msg_size",
+    "metadata",
+    "entry_payload",
+    "single_metadata",
 )
-"""The ledger columns a :class:`MessageBatch` carries besides the position."""
+"""The ledger columns a :class:`MessageBatch` carries besides the position: what a
+consumer is given (the entry as its client sent it, where it was kept) and what a
+preview shows."""
 
 _COLUMN_SCHEMA = pa.schema([MESSAGE_SCHEMA.field(name) for name in MESSAGE_COLUMNS])
 # Built from arrays: RecordBatch.from_pylist imports pandas (a third of a second) when it is
@@ -62,6 +74,17 @@ class Message:
     """Epoch ms the producer set as the message's event time; None when it set none."""
     ordering_key: bytes | None = None
     """The producer's ordering key (Key_Shared); None when it set none."""
+    null_value: bool = False
+    """Sent as a null value (a tombstone): not an empty payload."""
+    encryption_keys: tuple[str, ...] | None = None
+    """The names of the keys its payload is encrypted with (``payload`` is then empty:
+    the broker cannot read it); None when it is not encrypted."""
+    chunk: tuple[str, int, int, int] | None = None
+    """A chunk of a larger message: (uuid, chunk id, chunks in the message, its total
+    size); None when the message is not chunked."""
+    stored_size: int | None = None
+    """The size of the payload as stored when ``payload`` is not it (an encrypted or
+    compressed chunk's bytes as sent); None when ``payload`` is."""
 
     @property
     def position(self) -> Position:
@@ -154,6 +177,12 @@ class MessageBatch:
                 consumer_epoch=epoch,
                 event_time=event_time,
                 ordering_key=ordering_key,
+                null_value=bool(null_value),
+                encryption_keys=tuple(keys or ()) if encrypted else None,
+                chunk=None if uuid is None else (uuid, chunk_id, chunks, total),
+                stored_size=(
+                    len(raw) if raw is not None and (encrypted or uuid is not None) else None
+                ),
             )
             for (
                 mid,
@@ -168,6 +197,14 @@ class MessageBatch:
                 redelivery_count,
                 event_time,
                 ordering_key,
+                null_value,
+                encrypted,
+                keys,
+                uuid,
+                chunk_id,
+                chunks,
+                total,
+                raw,
             ) in zip(
                 self.message_ids(),
                 self.topic_names(),
@@ -181,6 +218,14 @@ class MessageBatch:
                 self.redelivery_count.tolist(),
                 values["event_time"],
                 values["ordering_key"],
+                values["null_value"],
+                values["encrypted"],
+                values["encryption_keys"],
+                values["uuid"],
+                values["chunk_id"],
+                values["num_chunks_from_msg"],
+                values["total_chunk_msg_size"],
+                values["entry_payload"],
                 strict=True,
             )
         ]

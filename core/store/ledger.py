@@ -68,15 +68,53 @@ MESSAGE_SCHEMA = pa.schema(
         pa.field("sequence_id", pa.int64(), nullable=False),
         pa.field("event_time", pa.int64(), nullable=True),
         pa.field("ordering_key", pa.binary(), nullable=True),
+        pa.field("null_value", pa.bool_(), nullable=True),
+        pa.field("encrypted", pa.bool_(), nullable=True),
+        pa.field("encryption_keys", pa.list_(pa.string()), nullable=True),
+        pa.field("uuid", pa.string(), nullable=True),
+        pa.field("chunk_id", pa.int32(), nullable=True),
+        pa.field("num_chunks_from_msg", pa.int32(), nullable=True),
+        pa.field("total_chunk_msg_size", pa.int64(), nullable=True),
+        pa.field("schema_version", pa.binary(), nullable=True),
+        pa.field("metadata", pa.binary(), nullable=True),
+        pa.field("entry_payload", pa.binary(), nullable=True),
+        pa.field("single_metadata", pa.binary(), nullable=True),
     ]
 )
 """One row per message; ``partition`` -1 for a non-partitioned topic; ``batch_index``
 -1 and ``batch_size`` 0 for an entry that is not batched; ``deliver_at`` null when
 the message is not delayed; ``event_time`` (epoch ms, the producer's) and
 ``ordering_key`` (Pulsar's Key_Shared ordering key, bytes) null when the producer
-set none."""
+set none.
 
-LATER_COLUMNS = ("event_time", "ordering_key")
+Entries a client sent over the binary protocol also keep what it sent, verbatim:
+``metadata`` (its ``MessageMetadata`` bytes, on the entry's first row only, null on
+the others), ``single_metadata`` (a batched message's ``SingleMessageMetadata``
+bytes) and ``entry_payload`` (the entry's payload as sent, on the first row, only
+when it cannot be rebuilt from ``single_metadata`` and ``payload``: compressed,
+encrypted or a chunk). The other columns are what analysis reads: ``payload`` is
+the message's own bytes, decompressed, and empty when the broker cannot read it
+(``encrypted``, with the names of its ``encryption_keys``; or a compressed chunk);
+``null_value`` marks a message sent as a null value; ``uuid``, ``chunk_id``,
+``num_chunks_from_msg`` and ``total_chunk_msg_size`` are a chunk's place in its
+message (null when not chunked); ``schema_version`` the producer's. All null in
+segments written before they existed and for entries not built by a client."""
+
+LATER_COLUMNS = (
+    "event_time",
+    "ordering_key",
+    "null_value",
+    "encrypted",
+    "encryption_keys",
+    "uuid",
+    "chunk_id",
+    "num_chunks_from_msg",
+    "total_chunk_msg_size",
+    "schema_version",
+    "metadata",
+    "entry_payload",
+    "single_metadata",
+)
 """Nullable columns added after the first segments were written: a segment without
 one reads it as all null, so older ledger folders stay readable without a rewrite."""
 

@@ -17,6 +17,7 @@ from core.analysis.match_conditions import MATCH_OPTIONS
 from core.analysis.predicates import parse_predicate
 from core.errors import InvalidPredicateError
 from core.ids.position import Position
+from core.store.ledger import MESSAGE_SCHEMA
 from spark_apps import find_messages
 from spark_apps.find_messages import add_match_flags, predicate_document, transform
 from spark_apps.match_list import MATCH_LIST_SCHEMA, match_list_ids, read_match_list
@@ -35,7 +36,7 @@ def test_transform_finds_unacknowledged_matches_only(spark: SparkSession) -> Non
     def message(entry: int, index: int, size: int, key: str | None, deliver_at: int | None,
                 payload: bytes) -> tuple[Any, ...]:  # fmt: skip
         return (0, 7, entry, index, size, NOW, deliver_at, key, {"c": "x"}, payload, "p", entry,
-                None, None)  # fmt: skip
+                None, None, *[None] * (len(MESSAGE_SCHEMA) - 14))  # fmt: skip
 
     rows = [
         message(0, 0, 3, "a", None, b"first"),

@@ -15,7 +15,7 @@ from core.config import Config
 from core.errors import InvalidArgumentError, LedgerStoreError, TopicNotFoundError
 from core.ids.position import Position
 from core.ids.topic_name import TopicName
-from core.store.ledger import MESSAGE_SCHEMA, LedgerStore, RowDraft
+from core.store.ledger import LATER_COLUMNS, MESSAGE_SCHEMA, LedgerStore, RowDraft
 from core.store.metadata import LedgerInfo, MetadataStore
 
 TOPIC = TopicName.parse("persistent://acme/orders/events")
@@ -73,6 +73,17 @@ def test_message_schema_follows_the_architecture() -> None:
         ("sequence_id", "int64", False),
         ("event_time", "int64", True),
         ("ordering_key", "binary", True),
+        ("null_value", "bool", True),
+        ("encrypted", "bool", True),
+        ("encryption_keys", "list<item: string>", True),
+        ("uuid", "string", True),
+        ("chunk_id", "int32", True),
+        ("num_chunks_from_msg", "int32", True),
+        ("total_chunk_msg_size", "int64", True),
+        ("schema_version", "binary", True),
+        ("metadata", "binary", True),
+        ("entry_payload", "binary", True),
+        ("single_metadata", "binary", True),
     ]
 
 
@@ -110,6 +121,7 @@ def test_append_and_read_back(ledger_store: LedgerStore) -> None:
         "sequence_id": 7,
         "event_time": None,
         "ordering_key": None,
+        **{name: None for name in LATER_COLUMNS[2:]},
     }
     assert rows[1]["publish_time"] == 2_000
     assert rows[4]["deliver_at"] == 9_000
