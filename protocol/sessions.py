@@ -110,6 +110,7 @@ class _Verbatim:
         self.raw = columns.column("entry_payload")
         if isinstance(self.raw, pa.ChunkedArray):
             self.raw = self.raw.combine_chunks()
+        self.any_raw = self.raw.null_count < len(self.raw)
         payload = columns.column("payload")
         singles = columns.column("single_metadata")
         if isinstance(payload, pa.ChunkedArray):
@@ -120,9 +121,10 @@ class _Verbatim:
 
     def payload(self, start: int, stop: int, size: int) -> bytes:
         """The payload of the entry at rows ``start .. stop - 1`` (all its messages)."""
-        raw = self.raw[start].as_py()
-        if raw is not None:
-            return bytes(raw)
+        if self.any_raw:
+            raw = self.raw[start].as_py()
+            if raw is not None:
+                return bytes(raw)
         if size == 0:
             return bytes(self.payload_column[start].as_py())
         own = np.diff(self.offsets[start : stop + 1])
