@@ -61,6 +61,7 @@ from protocol.commands import (
     CommandType,
     InitialPosition,
     LookupType,
+    MessageMetadata,
     ServerError,
     SubType,
     TopicsMode,
@@ -78,7 +79,8 @@ from protocol.frames import (
 )
 from protocol.key_shared import KeySharedConsumers, RangeConflictError, requested_ranges
 from protocol.listeners import BrokerUrls, UnknownListenerError
-from protocol.proto import Proto
+from protocol.non_persistent import NonPersistentConsumer, NonPersistentTopics
+from protocol.proto import Proto, encode
 from protocol.schemas import schema_of
 from protocol.sessions import Registry, WireConsumer, signed64
 from protocol.tls import common_name
@@ -99,6 +101,20 @@ _NO_REQUEST = 2**64 - 1
 """The request id of an error that answers no request (Pulsar's -1)."""
 _NO_ID = 2**64 - 1
 """Ledger and entry id -1 on the wire: the receipt of a duplicate, stored nothing."""
+NON_PERSISTENT = "non-persistent://"
+_NON_PERSISTENT_COMMANDS = frozenset(
+    {
+        CommandType.SUBSCRIBE,
+        CommandType.FLOW,
+        CommandType.ACK,
+        CommandType.REDELIVER_UNACKNOWLEDGED_MESSAGES,
+        CommandType.CLOSE_CONSUMER,
+        CommandType.UNSUBSCRIBE,
+        CommandType.SEEK,
+        CommandType.GET_LAST_MESSAGE_ID,
+    }
+)
+"""Commands a non-persistent consumer's connection sends about it."""
 RENEW_SECONDS = 5.0
 """How often live connections renew their consumers' leases in the registry."""
 
@@ -260,6 +276,7 @@ class Service:
         self.role = role
         self.appender = Appender(self)
         self.deduplication = Deduplication()
+        self.non_persistent = NonPersistentTopics()
         self.connections: set[Connection] = set()
         self._consumers: dict[str, set[_ConsumerLoop]] = {}
         self.key_shared = KeySharedConsumers()
@@ -354,6 +371,8 @@ class Connection:
         self.producers: dict[int, tuple[str, str]] = {}
         """producer_id -> (partition name, producer name)."""
         self.consumers: dict[int, _ConsumerLoop] = {}
+        self.non_persistent: dict[int, NonPersistentConsumer] = {}
+        """Consumers of non-persistent topics (:mod:`protocol.non_persistent`)."""
         self.registry = Registry(f"{service.broker_id}/{self.id}")
         self.last_received = time.monotonic()
         self._producer_names = itertools.count()
@@ -411,6 +430,9 @@ class Connection:
         """Free what the connection held at once: its consumers' messages and slots."""
         loops = list(self.consumers.values())
         self.consumers.clear()
+        for consumer in self.non_persistent.values():
+            self.service.non_persistent.leave(consumer)
+        self.non_persistent.clear()
         self.producers.clear()
         for loop in loops:
             await self._close_consumer(loop)
@@ -433,6 +455,8 @@ class Connection:
         if not self.connected:
             raise FrameError(f"{kind.name} before CONNECT")
         handler = self._handlers.get(kind)
+        if kind in _NON_PERSISTENT_COMMANDS and self._non_persistent_command(kind, body):
+            handler = Connection._non_persistent_consumer
         if handler is None:
             request_id = body.get("request_id")
             if request_id is not None:
@@ -647,6 +671,9 @@ class Connection:
             return
         highest = body.get("highest_sequence_id")
         topic, producer_name = producer
+        if topic.startswith(NON_PERSISTENT):
+            self._publish_non_persistent(topic, frame, producer_id, sequence_id, highest)
+            return
         deduplication = self.service.deduplication
         verdict = deduplication.check(topic, producer_name, sequence_id, highest or sequence_id)
         if verdict is Verdict.DUPLICATE:
@@ -685,6 +712,79 @@ class Connection:
                 )
 
         self.service.appender.submit(_Pending(self.role, topic, entry, done))
+
+    def _publish_non_persistent(
+        self, topic: str, frame: Frame, producer_id: int, sequence_id: int, highest: int | None
+    ) -> None:
+        """Receipted at once with (0, 0), as Pulsar does, and handed to the consumers
+        connected now (:mod:`protocol.non_persistent`)."""
+        metadata = frame.metadata or {}
+        key = metadata.get("ordering_key") or metadata.get("partition_key", "").encode() or None
+        self.service.non_persistent.publish(
+            topic,
+            encode(MessageMetadata, metadata),
+            frame.payload,
+            max(1, int(metadata.get("num_messages_in_batch", 1))),
+            key,
+        )
+        self.writer.write(
+            simple_frame(send_receipt_command(producer_id, sequence_id, 0, 0, highest))
+        )
+
+    def _non_persistent_command(self, kind: CommandType, body: Proto) -> bool:
+        """True when the command is a non-persistent consumer's (or subscribes one)."""
+        if kind is CommandType.SUBSCRIBE:
+            return str(body.get("topic", "")).startswith(NON_PERSISTENT)
+        return body.get("consumer_id") in self.non_persistent
+
+    async def _non_persistent_consumer(self, frame: Frame) -> None:
+        """A non-persistent consumer's commands: nothing is stored, acknowledged, or
+        delivered again; a seek or a redelivery has nothing to act on."""
+        kind, body = frame.type, frame.body
+        service = self.service
+        if kind is CommandType.SUBSCRIBE:
+            if body.get("read_compacted"):
+                raise InvalidArgumentError("readCompacted only valid on persistent topics")
+            name = TopicName.parse(body["topic"])
+            consumer_id = body["consumer_id"]
+            if consumer_id in self.non_persistent:
+                self.send(command(CommandType.SUCCESS, request_id=body["request_id"]))
+                return
+            await service.store.run(service.ensure_topic, self.role, name, Operation.SUBSCRIBE)
+            consumer = NonPersistentConsumer(
+                consumer_id,
+                str(name),
+                body["subscription"],
+                SubType(body.get("subType", 0)),
+                name.partition_index if name.is_partition else -1,
+                body.get("priority_level", 0),
+                body.get("consumer_name") or f"consumer-{consumer_id}",
+                self.writer.write,
+            )
+            service.non_persistent.subscribe(consumer)
+            self.non_persistent[consumer_id] = consumer
+            self.send(command(CommandType.SUCCESS, request_id=body["request_id"]))
+            return
+        consumer = self.non_persistent[body["consumer_id"]]
+        if kind is CommandType.FLOW:
+            consumer.permits += body.get("messagePermits", 0)
+        elif kind is CommandType.ACK:
+            if body.get("request_id") is not None:
+                self.send(
+                    command(
+                        CommandType.ACK_RESPONSE,
+                        consumer_id=consumer.consumer_id,
+                        request_id=body["request_id"],
+                    )
+                )
+        elif kind in (CommandType.CLOSE_CONSUMER, CommandType.UNSUBSCRIBE):
+            service.non_persistent.leave(consumer)
+            del self.non_persistent[consumer.consumer_id]
+            self.send(command(CommandType.SUCCESS, request_id=body["request_id"]))
+        elif kind is CommandType.SEEK:
+            self.send(command(CommandType.SUCCESS, request_id=body["request_id"]))
+        elif kind is CommandType.GET_LAST_MESSAGE_ID:
+            raise InvalidArgumentError("GetLastMessageId is not supported on non-persistent topics")
 
     async def _close_producer(self, frame: Frame) -> None:
         body = frame.body
