@@ -133,7 +133,8 @@ def create_subscription(
     ] = "Exclusive",
 ) -> Response:
     """Create a subscription at latest (no body), or at a message id (Pulsar's
-    ``MessageIdImpl``: ``(-1,-1)`` earliest, ``(2^63-1, 2^63-1)`` latest)."""
+    ``MessageIdImpl``: ``(-1,-1)`` earliest, ``(2^63-1, 2^63-1)`` latest). Where the
+    namespace requires approval, a name with history comes back at latest only (403)."""
     if replicated:
         raise InvalidArgumentError("Replicated subscriptions are not supported: one cluster")
     position: str | Position = "latest"
@@ -180,8 +181,8 @@ def delete_subscription(
     force: bool = False,
 ) -> Response:
     """Unsubscribe; refused (412) while consumers are connected, unless ``force``. Where
-    the namespace requires approval and the subscription still has a backlog, the
-    ``cursorops_unsubscribe`` workflow is started as the caller (202), with the reason."""
+    the namespace requires approval, the ``cursorops_unsubscribe`` workflow is started as
+    the caller (202), with the reason."""
     from core.errors import ApprovalRequiredError
     from cursorops_api.approval import start_workflow
 

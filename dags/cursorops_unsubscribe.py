@@ -1,7 +1,8 @@
-"""Unsubscribe a subscription that still has a backlog, approved by a second person.
+"""Unsubscribe, approved by a second person.
 
-Where the namespace requires approval, ``topics unsubscribe`` of a subscription with
-unacknowledged messages is refused: it drops them with the subscription. Trigger
+Where the namespace requires approval, ``topics unsubscribe`` is refused: it drops the
+backlog with the subscription, and a subscription gone for a while misses what is
+published meanwhile. Trigger
 this with the topic, the subscription, ``force`` (delete it even while consumers
 are connected) and a reason. The preview shows what is dropped, per partition.
 

@@ -1000,8 +1000,8 @@ class Connection:
                     service.non_durable.discard((wire.base_topic, wire.subscription))
                     # A reader's subscription lives as long as the reader (non-durable).
                     with contextlib.suppress(CursorOpsError):
-                        self.service.broker.delete_subscription(
-                            self.role, wire.base_topic, wire.subscription, force=True
+                        self.service.broker.end_reader_subscription(
+                            self.role, wire.base_topic, wire.subscription
                         )
                     return
             if unsubscribe:

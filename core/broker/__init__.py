@@ -254,6 +254,9 @@ class Broker:
     ) -> None:
         self.admin.delete_subscription(role, topic, subscription, force=force)
 
+    def end_reader_subscription(self, role: str, topic: str | TopicName, subscription: str) -> None:
+        self.admin.end_reader_subscription(role, topic, subscription)
+
     def plan_unsubscribe(
         self, role: str, topic: str | TopicName, subscription: str, *, force: bool = False
     ) -> UnsubscribePlan:

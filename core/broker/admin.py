@@ -134,7 +134,8 @@ class Admin(Collaborator):
         the end. ``start_after`` instead makes the entry after it the first one
         (mark-delete at it, as Pulsar's non-durable cursor of a reader starting at a
         message id): before the first entry means the start, past the last the end.
-        Entry filter properties are validated before anything is created.
+        Entry filter properties are validated before anything is created. Where the
+        namespace requires approval, a name with history is created at latest only.
         """
         info = self.access.authorized_topic(role, Operation.SUBSCRIBE, topic)
         if start_after is not None and info.partitions:
@@ -152,6 +153,8 @@ class Admin(Collaborator):
         if not subscription or not subscription.strip():
             raise InvalidArgumentError("Subscription name must not be empty")
         validate_filter_properties(dict(properties or {}))
+        if info.approval_required and (initial_position != "latest" or start_after is not None):
+            self._refuse_with_history(info, subscription)
         if isinstance(initial_position, Position):
             if info.partitions:
                 raise InvalidArgumentError(
@@ -188,21 +191,43 @@ class Admin(Collaborator):
         """``topics unsubscribe``: Pulsar's UNSUBSCRIBE, which needs ``consume``.
 
         As in Pulsar, refused while a consumer is connected (its lease has not
-        lapsed), unless ``force``. Where the namespace requires approval, a
-        subscription that still has a backlog is refused: the ``cursorops_unsubscribe``
-        workflow deletes it once approved.
+        lapsed), unless ``force``. Where the namespace requires approval it is refused,
+        backlog or not (a subscription gone for a while misses what is published
+        meanwhile): the ``cursorops_unsubscribe`` workflow deletes it once approved.
+        Audited: the record is the name's history (:meth:`create_subscription`).
         """
         info = self.access.authorized_topic(role, Operation.UNSUBSCRIBE, topic)
-        if info.approval_required:
-            plan = self.plan_unsubscribe(role, info.name, subscription, force=force)
-            if plan.messages:
-                self.access.refuse_without_approval(
-                    info,
-                    f"unsubscribing '{subscription}', which has {plan.messages} message(s) left",
-                    "the cursorops_unsubscribe workflow",
-                )
+        self.access.refuse_without_approval(
+            info, f"unsubscribing '{subscription}'", "the cursorops_unsubscribe workflow"
+        )
         self._refuse_while_connected(info.name, subscription, force)
+        with self.metadata.transaction() as work:
+            work.remove_subscription(info.name, subscription)
+            # The name's history: a subscription created again under it later is a cursor
+            # move where the namespace requires approval (see create_subscription).
+            detail = {"via": "broker", "force": force}
+            work.record_audit(
+                AuditEntry("unsubscribe", info.name, subscription, role, detail, self.clock())
+            )
+
+    def end_reader_subscription(self, role: str, topic: str | TopicName, subscription: str) -> None:
+        """Delete the subscription a reader (a non-durable consumer) created for itself, as
+        it closes: no one's cursor, so neither gated nor audited. The caller (the binary
+        protocol's session) calls it only for a subscription its reader created."""
+        info = self.access.authorized_topic(role, Operation.UNSUBSCRIBE, topic)
         self.metadata.delete_subscription(info.name, subscription)
+
+    def _refuse_with_history(self, info: TopicInfo, subscription: str) -> None:
+        """A subscription created anywhere but at the latest message under a name that has
+        history (an audit record: every unsubscribe and every gated change writes one) is a
+        cursor move: refused where the namespace requires approval, as a reset is."""
+        if self.metadata.audit_log(info.name, 1, subscription=subscription):
+            self.access.refuse_without_approval(
+                info,
+                f"creating subscription '{subscription}' again anywhere but at the latest "
+                "message (the name has history: that is a reset)",
+                "the cursorops_reset_cursor workflow, after creating it at latest",
+            )
 
     def plan_unsubscribe(
         self, role: str, topic: str | TopicName, subscription: str, *, force: bool = False

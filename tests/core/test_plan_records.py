@@ -179,6 +179,61 @@ def test_every_door_of_an_approval_namespace_refuses_and_writes_nothing(seeded: 
     record = seeded.save_plan_record(binding(), plan, {})
     seeded.apply_approved_skip(record, [{"approver": "bob"}])
     assert unacked(seeded) == before - 2
-    # A subscription with nothing left may go without an approval.
+    # A subscription with nothing left goes through the workflow too: gone for a while, it
+    # misses what is published meanwhile.
     seeded.create_subscription("admin", TOPIC, "empty", SubscriptionType.SHARED)
-    seeded.delete_subscription("alice", TOPIC, "empty")
+    with pytest.raises(ApprovalRequiredError, match="cursorops_unsubscribe"):
+        seeded.delete_subscription("alice", TOPIC, "empty")
+    assert "empty" in {s.name for s in seeded.list_subscriptions("admin", TOPIC)}
+
+
+def test_a_drained_subscription_comes_back_only_at_latest_on_an_approval_namespace(
+    seeded: Broker,
+) -> None:
+    """The trial's door: drain, delete, create again at earliest (or at a message id) gave
+    back every acknowledged message with no approval and no audit record."""
+    seeded.skip_messages("admin", TOPIC, SUB, ids(seeded))  # drained, before the policy
+    assert unacked(seeded) == 0
+    seeded.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    with pytest.raises(ApprovalRequiredError, match="cursorops_unsubscribe"):
+        seeded.delete_subscription("alice", TOPIC, SUB)
+    # The approved workflow's apply deletes it, audited: the name now has history.
+    plan = seeded.plan_unsubscribe("alice", TOPIC, SUB)
+    record = seeded.save_plan_record(
+        PlanBinding("cursorops_unsubscribe", "manual__u", "alice", "alice", "unsubscribe"),
+        plan,
+        {},
+    )
+    seeded.apply_approved_plan(record, [{"approver": "bob"}])
+    doors = {
+        "earliest": lambda: seeded.create_subscription(
+            "alice", TOPIC, SUB, SubscriptionType.SHARED, initial_position="earliest"
+        ),
+        "a message id": lambda: seeded.create_subscription(
+            "alice", TOPIC, SUB, SubscriptionType.SHARED, initial_position=Position(0, 0)
+        ),
+        "after a message id (a reader)": lambda: seeded.create_subscription(
+            "alice", TOPIC, SUB, SubscriptionType.SHARED, start_after=Position(0, 0)
+        ),
+        "a superuser too": lambda: seeded.create_subscription(
+            "admin", TOPIC, SUB, SubscriptionType.SHARED, initial_position="earliest"
+        ),
+    }
+    for door, call in doors.items():
+        with pytest.raises(ApprovalRequiredError, match="cursorops_reset_cursor"):
+            call()
+        assert SUB not in {s.name for s in seeded.list_subscriptions("admin", TOPIC)}, door
+    # At latest it comes back with nothing to deliver; a name without history may start
+    # anywhere (it moves no one's cursor).
+    seeded.create_subscription("alice", TOPIC, SUB, SubscriptionType.SHARED)
+    assert unacked(seeded) == 0
+    seeded.create_subscription(
+        "alice", TOPIC, "fresh", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    assert len(seeded.peek_messages("admin", TOPIC, "fresh", 100)) == 25
+
+
+def test_every_unsubscribe_is_audited(seeded: Broker) -> None:
+    seeded.delete_subscription("alice", TOPIC, SUB)
+    [entry] = seeded.audit_log("admin", TOPIC, kind="unsubscribe")
+    assert (entry.subscription, entry.role, entry.detail["via"]) == (SUB, "alice", "broker")

@@ -420,3 +420,29 @@ def test_skip_on_a_partitions_url_skips_its_ids_and_refuses_the_others(api: Api)
     done = api.call("alice", "POST", path + "/skipByMessageIds", json=[on_one.to_base64()])
     assert done.status_code == 204, done.text
     assert seeded.unacknowledged() == open_ids - {label(on_one)}
+
+
+def test_delete_and_create_again_are_cursor_moves_on_an_approval_namespace(api: Api) -> None:
+    """The trial's door over REST: a delete starts the unsubscribe workflow (here Airflow is
+    unreachable: 503, nothing applied), and a name with history comes back at latest only."""
+    from core.broker import Broker
+    from core.skipping.plan_record import PlanBinding
+
+    seeded = api.seeded(APPROVAL_NS)
+    path = rest_path(seeded.topic) + f"/subscription/{SUBSCRIPTION}"
+    assert "reason" in _reason(api.call("alice", "DELETE", path), 400)
+    asked = api.call("alice", "DELETE", path, headers={"X-Cursorops-Reason": "drained"})
+    assert "Cannot reach Airflow" in _reason(asked, 503)
+    assert api.backlog(seeded.topic) == SEEDED_BACKLOG
+    with Broker(api.config) as broker:  # what the approved workflow's apply does
+        plan = broker.plan_unsubscribe("alice", seeded.topic, SUBSCRIPTION)
+        binding = PlanBinding("cursorops_unsubscribe", "manual__r", "alice", "alice", "unsubscribe")
+        record = broker.save_plan_record(binding, plan, {})
+        broker.apply_approved_plan(record, [{"approver": "bob"}])
+    for start in ({"ledgerId": -1, "entryId": -1}, {"ledgerId": 0, "entryId": 0}):
+        refused = api.call("alice", "PUT", path + "?subscriptionType=Shared", json=start)
+        assert "cursorops_reset_cursor" in _reason(refused, 403)
+        assert api.audit(seeded.topic).count("unsubscribe") == 1
+    again = api.call("alice", "PUT", path + "?subscriptionType=Shared")
+    assert again.status_code == 204, again.text
+    assert api.backlog(seeded.topic) == 0

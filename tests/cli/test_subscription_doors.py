@@ -1,0 +1,69 @@
+"""``topics unsubscribe`` and ``topics create-subscription`` where the namespace requires
+approval: a delete is the unsubscribe workflow's, and a name with history comes back at
+latest only (anywhere else is a reset). Each refusal names its workflow and changes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli.main import main
+from core.broker import Broker
+from core.config import Config
+from core.producer import OutgoingMessage
+from core.skipping.plan_record import PlanBinding
+from core.subscription import SubscriptionType
+
+TOPIC = "persistent://acme/vault/ledger"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """Six messages, all acknowledged by ``ledger``; the namespace requires approval."""
+    with Broker(Config.from_home(tmp_path)) as broker:
+        broker.create_tenant("admin", "acme")
+        broker.create_namespace("admin", "acme/vault")
+        broker.create_topic("admin", TOPIC)
+        broker.create_subscription(
+            "admin", TOPIC, "ledger", SubscriptionType.SHARED, initial_position="earliest"
+        )
+        broker.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(6)])
+        broker.skip_head("admin", TOPIC, "ledger", None)
+        broker.set_namespace_policy("admin", "acme/vault", skip_requires_approval=True)
+    return tmp_path
+
+
+def run(capsys: pytest.CaptureFixture[str], home: Path, *args: str) -> tuple[int, str]:
+    try:
+        code = main(["--home", str(home), *args])
+    except SystemExit as usage:
+        code = int(usage.code or 0)
+    return code, capsys.readouterr().err
+
+
+def names(home: Path) -> set[str]:
+    with Broker(Config.from_home(home)) as broker:
+        return {s.name for s in broker.list_subscriptions("admin", TOPIC)}
+
+
+def test_a_drained_subscription_is_not_reset_by_delete_and_create(
+    capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    code, err = run(capsys, home, "topics", "unsubscribe", TOPIC, "-s", "ledger")
+    assert code == 5 and "cursorops_unsubscribe" in err
+    assert names(home) == {"ledger"}
+    with Broker(Config.from_home(home)) as broker:  # the approved workflow's apply
+        plan = broker.plan_unsubscribe("admin", TOPIC, "ledger")
+        binding = PlanBinding("cursorops_unsubscribe", "manual__1", "alice", "admin", "unsubscribe")
+        record = broker.save_plan_record(binding, plan, {})
+        broker.apply_approved_plan(record, [{"approver": "bob"}])
+    for start in ("earliest", "0:0"):
+        code, err = run(
+            capsys, home, "topics", "create-subscription", TOPIC, "-s", "ledger", "-m", start
+        )
+        assert code == 5 and "cursorops_reset_cursor" in err, start
+        assert names(home) == set()
+    assert run(capsys, home, "topics", "create-subscription", TOPIC, "-s", "ledger")[0] == 0
+    with Broker(Config.from_home(home)) as broker:
+        assert broker.peek_messages("admin", TOPIC, "ledger", 10) == []
