@@ -61,7 +61,6 @@ from protocol.commands import (
     CommandType,
     InitialPosition,
     LookupType,
-    MessageMetadata,
     ServerError,
     SubType,
     TopicsMode,
@@ -80,7 +79,7 @@ from protocol.frames import (
 from protocol.key_shared import KeySharedConsumers, RangeConflictError, requested_ranges
 from protocol.listeners import BrokerUrls, UnknownListenerError
 from protocol.non_persistent import NonPersistentConsumer, NonPersistentTopics
-from protocol.proto import Proto, encode
+from protocol.proto import Proto
 from protocol.schemas import schema_of
 from protocol.sessions import Registry, WireConsumer, signed64
 from protocol.tls import common_name
@@ -722,7 +721,7 @@ class Connection:
         key = metadata.get("ordering_key") or metadata.get("partition_key", "").encode() or None
         self.service.non_persistent.publish(
             topic,
-            encode(MessageMetadata, metadata),
+            frame.raw_metadata,
             frame.payload,
             max(1, int(metadata.get("num_messages_in_batch", 1))),
             key,

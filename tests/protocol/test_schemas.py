@@ -180,3 +180,26 @@ def test_get_schema_and_get_or_create_schema(standalone: Standalone) -> None:
             raw.expect(CommandType.GET_SCHEMA_RESPONSE)["error_code"] == ServerError.TopicNotFound
         )
     assert _versions(standalone, topic) == [(0, SchemaType.AVRO)]
+
+
+def test_a_consumer_reads_every_version_by_the_message_s_schema_version(
+    client: pulsar.Client,
+) -> None:
+    topic = unique("versions")
+    first = client.create_producer(topic, schema=AvroSchema(Order))
+    first.send(Order(item="a", quantity=1))
+    second = client.create_producer(topic, schema=AvroSchema(OrderWithNote))
+    second.send(OrderWithNote(item="b", quantity=2, note="n"))
+    reader = client.subscribe(
+        topic,
+        "all",
+        schema=AvroSchema(OrderWithNote),
+        initial_position=pulsar.InitialPosition.Earliest,
+    )
+    got = [reader.receive(5000) for _ in range(2)]
+    # The version each producer was given is in its messages' metadata.
+    assert [decode_version(m.schema_version().encode("latin-1")) for m in got] == [0, 1]
+    values = [m.value() for m in got]
+    assert [(v.item, v.quantity, v.note) for v in values] == [("a", 1, None), ("b", 2, "n")]
+    for closing in (first, second, reader):
+        closing.close()
