@@ -104,6 +104,13 @@ class InitialPosition(IntEnum):
     Earliest = 1
 
 
+class ProducerAccessMode(IntEnum):
+    Shared = 0
+    Exclusive = 1
+    WaitForExclusive = 2
+    ExclusiveWithFencing = 3
+
+
 class TopicsMode(IntEnum):
     """``CommandGetTopicsOfNamespace.Mode``."""
 

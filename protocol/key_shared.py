@@ -13,15 +13,17 @@ from dataclasses import dataclass, field
 
 from core.errors import ConsumerBusyError
 from core.reading.key_hash import HashRanges, overlap, sticky_ranges
+from protocol.commands import ServerError
 from protocol.proto import Proto
+from protocol.refusal import Refusal
 
 STICKY = 1
 """``KeySharedMode.STICKY``; ``AUTO_SPLIT`` is 0."""
 
 
-class RangeConflictError(Exception):
-    """A sticky range overlaps another consumer's (Pulsar's ``ConsumerAssignException``):
-    a protocol answer of its own, not a cursorops error (no other door declares ranges)."""
+def range_conflict(message: str) -> Refusal:
+    """A sticky range overlaps another consumer's (Pulsar's ``ConsumerAssignException``)."""
+    return Refusal(ServerError.ConsumerAssignError, message)
 
 
 def requested_ranges(meta: Proto | None) -> HashRanges | None:
@@ -58,7 +60,7 @@ class KeySharedConsumers:
             if ranges is not None and theirs is not None:
                 clash = overlap(ranges, theirs)
                 if clash is not None:
-                    raise RangeConflictError(
+                    raise range_conflict(
                         f"Range conflict: [{clash[0]}, {clash[1]}] overlaps another consumer's"
                         f" ranges of subscription {subscription}"
                     )

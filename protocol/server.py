@@ -76,10 +76,12 @@ from protocol.frames import (
     encode_frame,
     simple_frame,
 )
-from protocol.key_shared import KeySharedConsumers, RangeConflictError, requested_ranges
+from protocol.key_shared import KeySharedConsumers, requested_ranges
 from protocol.listeners import BrokerUrls, UnknownListenerError
 from protocol.non_persistent import NonPersistentConsumer, NonPersistentTopics
+from protocol.producer_access import TopicProducers, access_mode
 from protocol.proto import Proto
+from protocol.refusal import Refusal
 from protocol.schemas import schema_of
 from protocol.sessions import Registry, WireConsumer, signed64
 from protocol.tls import common_name
@@ -278,6 +280,8 @@ class Service:
         self.non_persistent = NonPersistentTopics()
         self.connections: set[Connection] = set()
         self._consumers: dict[str, set[_ConsumerLoop]] = {}
+        self.producers: dict[str, TopicProducers[tuple[Connection, int]]] = {}
+        """Each topic's (or partition's) connected producers: names, access modes, epoch."""
         self.key_shared = KeySharedConsumers()
         """Key_Shared modes and sticky ranges (touched on the store thread only)."""
         self.non_durable: set[tuple[str, str]] = set()
@@ -290,6 +294,17 @@ class Service:
 
     def watch(self, loop: _ConsumerLoop) -> None:
         self._consumers.setdefault(loop.wire.topic, set()).add(loop)
+
+    def producers_of(self, topic: str) -> TopicProducers[tuple[Connection, int]]:
+        return self.producers.setdefault(topic, TopicProducers())
+
+    def producer_gone(self, topic: str, key: tuple[Connection, int]) -> None:
+        producers = self.producers.get(topic)
+        if producers is not None:
+            producers.remove(key)
+            if producers.empty and producers.epoch is None:
+                # A topic's epoch stays for the process's life, as Pulsar keeps it with the topic.
+                del self.producers[topic]
 
     def consumers_of(self, topic: str, subscription: str) -> list[tuple[Connection, _ConsumerLoop]]:
         """Every connection's consumers of ``subscription`` on one partition (or topic)."""
@@ -369,6 +384,9 @@ class Connection:
         self.connected = False
         self.producers: dict[int, tuple[str, str]] = {}
         """producer_id -> (partition name, producer name)."""
+        self.waiting_producers: dict[int, str] = {}
+        """producer_id -> partition name: WaitForExclusive producers not admitted yet."""
+        self._tasks: set[asyncio.Task[None]] = set()
         self.consumers: dict[int, _ConsumerLoop] = {}
         self.non_persistent: dict[int, NonPersistentConsumer] = {}
         """Consumers of non-persistent topics (:mod:`protocol.non_persistent`)."""
@@ -432,7 +450,14 @@ class Connection:
         for consumer in self.non_persistent.values():
             self.service.non_persistent.leave(consumer)
         self.non_persistent.clear()
+        for producer_id, (topic, _) in list(self.producers.items()):
+            self.service.producer_gone(topic, (self, producer_id))
         self.producers.clear()
+        for producer_id, topic in list(self.waiting_producers.items()):
+            self.service.producer_gone(topic, (self, producer_id))
+        self.waiting_producers.clear()
+        for task in list(self._tasks):
+            task.cancel()
         for loop in loops:
             await self._close_consumer(loop)
         self.service.connections.discard(self)
@@ -467,8 +492,8 @@ class Connection:
             await handler(self, frame)
         except CursorOpsError as exc:
             self._fail(kind, body, server_error(exc), str(exc))
-        except RangeConflictError as exc:
-            self._fail(kind, body, ServerError.ConsumerAssignError, str(exc))
+        except Refusal as exc:
+            self._fail(kind, body, exc.code, str(exc))
         except Exception as exc:
             log.exception("connection %s: %s failed", self.peer, kind.name)
             self._fail(kind, body, ServerError.UnknownError, f"{type(exc).__name__}: {exc}")
@@ -611,8 +636,12 @@ class Connection:
 
     async def _producer(self, frame: Frame) -> None:
         body = frame.body
+        producer_id = body["producer_id"]
+        if producer_id in self.producers or producer_id in self.waiting_producers:
+            raise Refusal(ServerError.ProducerBusy, f"Producer {producer_id} is already open")
         name = TopicName.parse(body["topic"])
         service = self.service
+        mode = access_mode(body.get("producer_access_mode", 0))
 
         schema = schema_of(body)
 
@@ -632,18 +661,65 @@ class Connection:
             return str(name), version, last
 
         topic, schema_version, last_stored = await service.store.run(open_producer)
+        if producer_id in self.producers or producer_id in self.waiting_producers:
+            raise Refusal(ServerError.ProducerBusy, f"Producer {producer_id} is already open")
+        key = (self, producer_id)
+        epoch, fenced, admitted = service.producers_of(topic).admit(
+            key, producer_name, mode, body.get("topic_epoch")
+        )
+        for connection, other_id in fenced:
+            connection._fence(other_id)
+        if admitted is None:
+            self._producer_ready(body, topic, producer_name, epoch, schema_version, last_stored)
+            return
+        # WaitForExclusive: answered "not ready" now, and ready once it takes the topic;
+        # the connection goes on serving meanwhile.
+        self.waiting_producers[producer_id] = topic
+        self.send(
+            command(
+                CommandType.PRODUCER_SUCCESS,
+                request_id=body["request_id"],
+                producer_name=producer_name,
+                producer_ready=False,
+            )
+        )
+
+        async def wait() -> None:
+            try:
+                epoch = await admitted
+            except Refusal as exc:
+                if self.waiting_producers.pop(producer_id, None) is not None:
+                    self._fail(CommandType.PRODUCER, body, exc.code, str(exc))
+                return
+            if self.waiting_producers.pop(producer_id, None) is not None:
+                self._producer_ready(body, topic, producer_name, epoch, schema_version, last_stored)
+
+        self._tasks.add(task := asyncio.create_task(wait()))
+        task.add_done_callback(self._tasks.discard)
+
+    def _producer_ready(
+        self,
+        body: Proto,
+        topic: str,
+        producer_name: str,
+        epoch: int | None,
+        schema_version: int | None,
+        last_stored: int | None,
+    ) -> None:
+        deduplication = self.service.deduplication
         if last_stored is None:
-            service.deduplication.forget(topic, producer_name)
+            deduplication.forget(topic, producer_name)
         else:
-            service.deduplication.track(topic, producer_name, last_stored)
+            deduplication.track(topic, producer_name, last_stored)
         self.producers[body["producer_id"]] = (topic, producer_name)
         self.send(
             command(
                 CommandType.PRODUCER_SUCCESS,
                 request_id=body["request_id"],
                 producer_name=producer_name,
-                last_sequence_id=service.deduplication.last_persisted(topic, producer_name),
+                last_sequence_id=deduplication.last_persisted(topic, producer_name),
                 producer_ready=True,
+                **({} if epoch is None else {"topic_epoch": epoch}),
                 **(
                     {}
                     if schema_version is None
@@ -651,6 +727,14 @@ class Connection:
                 ),
             )
         )
+
+    def _fence(self, producer_id: int) -> None:
+        """An exclusive producer with fencing took the topic: this producer is closed, and
+        its client, coming back with an older epoch, is refused as fenced."""
+        if self.producers.pop(producer_id, None) is not None:
+            self.send(
+                command(CommandType.CLOSE_PRODUCER, producer_id=producer_id, request_id=_NO_REQUEST)
+            )
 
     async def _send(self, frame: Frame) -> None:
         body = frame.body
@@ -787,7 +871,13 @@ class Connection:
 
     async def _close_producer(self, frame: Frame) -> None:
         body = frame.body
-        self.producers.pop(body["producer_id"], None)
+        producer_id = body["producer_id"]
+        producer = self.producers.pop(producer_id, None)
+        topic = (
+            producer[0] if producer is not None else self.waiting_producers.pop(producer_id, None)
+        )
+        if topic is not None:
+            self.service.producer_gone(topic, (self, producer_id))
         self.send(command(CommandType.SUCCESS, request_id=body["request_id"]))
 
     # -- consumers ---------------------------------------------------------------
