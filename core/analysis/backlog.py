@@ -29,17 +29,22 @@ def unacked_messages(
     ledger_ids: np.ndarray,
     entry_ids: np.ndarray,
     batch_sizes: np.ndarray,
+    chunk_rest: np.ndarray | None = None,
 ) -> np.ndarray:
     """Unacknowledged messages per entry (int64 array aligned with the inputs).
 
     0 for an acknowledged entry; ``max(batch_size, 1)`` for an untouched one; the
-    number of set bits of its ack set for a partly acknowledged batch. The input
+    number of set bits of its ack set for a partly acknowledged batch. ``chunk_rest``
+    (aligned): the chunks before a chunked message's last, which count 0: the
+    message counts once, at its last chunk. The input
     rows may be any subset of a partition's entries, in any order. Cost: O(n log n)
     for n rows, plus the size of the individually deleted set restricted to them.
     """
     ledger_ids = np.asarray(ledger_ids, dtype=np.int64)
     entry_ids = np.asarray(entry_ids, dtype=np.int64)
     counts = np.maximum(np.asarray(batch_sizes, dtype=np.int64), 1)
+    if chunk_rest is not None:
+        counts[chunk_rest] = 0
     md_ledger, md_entry = state.mark_delete
     live = (ledger_ids > md_ledger) | ((ledger_ids == md_ledger) & (entry_ids > md_entry))
     deleted = state.individually_deleted
@@ -86,10 +91,14 @@ class Backlog:
 
 
 def backlog(
-    state: CursorState, ledger_ids: np.ndarray, entry_ids: np.ndarray, batch_sizes: np.ndarray
+    state: CursorState,
+    ledger_ids: np.ndarray,
+    entry_ids: np.ndarray,
+    batch_sizes: np.ndarray,
+    chunk_rest: np.ndarray | None = None,
 ) -> Backlog:
-    """Exact backlog of one cursor over the given entries."""
-    counts = unacked_messages(state, ledger_ids, entry_ids, batch_sizes)
+    """Exact backlog of one cursor over the given entries (a chunked message counted once)."""
+    counts = unacked_messages(state, ledger_ids, entry_ids, batch_sizes, chunk_rest)
     return Backlog(entries=int(np.count_nonzero(counts)), messages=int(counts.sum()))
 
 
@@ -240,8 +249,10 @@ def analyze(
     *,
     start_after: Position | None = None,
     max_entries: int | None = None,
+    chunk_rest: np.ndarray | None = None,
 ) -> BacklogAnalysis:
-    """PIP-187 analysis of one cursor over a partition's entry index (sorted).
+    """PIP-187 analysis of one cursor over a partition's entry index (sorted); a chunked
+    message counts once (``chunk_rest``, as :func:`unacked_messages`).
 
     ``verdicts`` (per entry: ACCEPT, REJECT, RESCHEDULE) come from the
     subscription's entry filters; None means no filter, i.e. all accepted.
@@ -250,7 +261,7 @@ def analyze(
     """
     ledger_ids = np.asarray(ledger_ids, dtype=np.int64)
     entry_ids = np.asarray(entry_ids, dtype=np.int64)
-    counts = unacked_messages(state, ledger_ids, entry_ids, batch_sizes)
+    counts = unacked_messages(state, ledger_ids, entry_ids, batch_sizes, chunk_rest)
     rows = np.flatnonzero(counts)
     if start_after is not None:
         after = (ledger_ids[rows] > start_after.ledger_id) | (

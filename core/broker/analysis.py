@@ -113,7 +113,12 @@ class Analysis(Collaborator):
                     chosen.verdicts(first_rows) if chosen and first_rows is not None else None
                 )
                 result = backlog.analyze(
-                    state, facts.ledger_ids, facts.entry_ids, facts.batch_sizes, verdicts
+                    state,
+                    facts.ledger_ids,
+                    facts.entry_ids,
+                    facts.batch_sizes,
+                    verdicts,
+                    chunk_rest=facts.chunk_rest,
                 )
                 out.append(PartitionAnalysis(name, sub.name, result))
         return out
@@ -145,7 +150,7 @@ class Analysis(Collaborator):
             for sub in subs:
                 state = self.context.cursor(str(partition), sub.name, facts.layout).state
                 counts = backlog.backlog(
-                    state, facts.ledger_ids, facts.entry_ids, facts.batch_sizes
+                    state, facts.ledger_ids, facts.entry_ids, facts.batch_sizes, facts.chunk_rest
                 )
                 one = totals[sub.name]
                 one[0] += counts.messages
@@ -229,7 +234,7 @@ class Analysis(Collaborator):
             for sub in subs:
                 state = self.context.cursor(name, sub.name, facts.layout).state
                 counts = backlog.unacked_messages(
-                    state, facts.ledger_ids, facts.entry_ids, facts.batch_sizes
+                    state, facts.ledger_ids, facts.entry_ids, facts.batch_sizes, facts.chunk_rest
                 )
                 live = np.flatnonzero(counts)
                 if live.size:
@@ -405,7 +410,7 @@ class Analysis(Collaborator):
         for name in info.partition_names():
             facts = self.context.entry_arrays(name)
             state = self.context.cursor(name, plan.subscription, facts.layout).state
-            args = (facts.ledger_ids, facts.entry_ids, facts.batch_sizes)
+            args = (facts.ledger_ids, facts.entry_ids, facts.batch_sizes, facts.chunk_rest)
             before = backlog.backlog(state, *args).messages
             after = before
             if name in touched:

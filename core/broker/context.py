@@ -78,6 +78,7 @@ class BrokerContext:
             entry_ids=np.asarray(index.entry_id, dtype=np.int64),
             batch_sizes=np.asarray(index.batch_size, dtype=np.int64),
             deliver_at=np.asarray(index.deliver_at, dtype=np.int64),
+            chunk_rest=index.chunk_rest if index.chunk_rest.any() else None,
         )
 
 

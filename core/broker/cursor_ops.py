@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from core.acks.cursor import CursorState
 from core.acks.ledger_layout import LedgerLayout
@@ -22,6 +23,7 @@ from core.errors import (
 from core.ids.message_id import MessageId
 from core.ids.topic_name import TopicName
 from core.skipping import skip
+from core.skipping.chunk_ids import whole_chunked_messages
 from core.skipping.head import head_messages
 from core.skipping.plan_record import PlanRecord
 from core.skipping.skip_plan import SkipPlan
@@ -313,7 +315,18 @@ class CursorOperations(Collaborator):
     ) -> tuple[skip.SkipSelection, dict[str, LedgerLayout]]:
         """:meth:`_validated_skip` against what :meth:`_list` read."""
         read = self._partitions(listed, subscription, with_states=with_states)
+        ids = whole_chunked_messages(ids, read.owners, read.facts, self._chunks)
         return skip.validate(ids, read.owners, read.facts, read.states), dict(read.layouts)
+
+    def _chunks(self, partition: str) -> pa.Table:
+        """The partition's chunks: ``ledger_id``, ``entry_id`` and ``uuid`` (one scan)."""
+        import pyarrow.compute as pc
+
+        return self.ledgers.read_table(
+            TopicName.parse(partition),
+            columns=["ledger_id", "entry_id", "uuid"],
+            filter=pc.field("uuid").is_valid(),
+        )
 
     def apply_skip(
         self,

@@ -55,6 +55,8 @@ class SkipLookup:
     batch_sizes: np.ndarray
     deliver_at: np.ndarray
     """Per entry, -1 when not delayed."""
+    chunk_rest: np.ndarray | None = None
+    """Per entry, a chunk before its message's last (counted at the last); None: none is."""
 
     def rows_of(self, positions: Sequence[Position]) -> np.ndarray:
         """Row of each position, -1 where there is no such entry (vectorised, collision-free)."""

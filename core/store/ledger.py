@@ -130,6 +130,8 @@ _INDEX_COLUMNS = [
     "batch_size",
     "deliver_at",
     "publish_time",
+    "chunk_id",
+    "num_chunks_from_msg",
 ]
 
 
@@ -213,6 +215,9 @@ class EntryColumns:
     """int64 epoch ms, the latest over the entry's messages; -1 = not delayed."""
     publish_time: np.ndarray
     """int64 epoch ms."""
+    chunk_rest: np.ndarray
+    """bool; a chunk before its message's last: the message is counted once, at its
+    last chunk (the client gets it, whole, only once that one is there)."""
 
     def __len__(self) -> int:
         return len(self.ledger_id)
@@ -779,11 +784,18 @@ def _numpy(table: pa.Table, column: str, dtype: type[np.generic], null: int = 0)
     return np.concatenate(parts)
 
 
-_ENTRY_FIELDS = ("ledger_id", "entry_id", "batch_size", "deliver_at", "publish_time")
+_ENTRY_FIELDS = (
+    "ledger_id",
+    "entry_id",
+    "batch_size",
+    "deliver_at",
+    "publish_time",
+    "chunk_rest",
+)
 
 ENTRY_INDEX_CACHE_BYTES = 128 << 20
 """Most bytes of per-segment entry indexes a store keeps (least recently used dropped):
-36 bytes an entry, so about 3,700,000 entries."""
+37 bytes an entry, so about 3,600,000 entries."""
 
 
 def _entry_columns(table: pa.Table) -> EntryColumns:
@@ -796,12 +808,15 @@ def _entry_columns(table: pa.Table) -> EntryColumns:
     if later.any():
         ordinal = np.cumsum(first) - 1
         np.maximum.at(deliver, ordinal[later], deliver_all[later])
+    chunks = _numpy(table, "num_chunks_from_msg", np.int32)[first]
     return EntryColumns(
         ledger_id=_numpy(table, "ledger_id", np.int64)[first],
         entry_id=_numpy(table, "entry_id", np.int64)[first],
         batch_size=_numpy(table, "batch_size", np.int32)[first],
         deliver_at=deliver,
         publish_time=_numpy(table, "publish_time", np.int64)[first],
+        chunk_rest=(chunks > 1)
+        & (_numpy(table, "chunk_id", np.int32, null=-1)[first] < chunks - 1),
     )
 
 

@@ -12,6 +12,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from core.subscription import SubscriptionType
 from protocol import commands
 from protocol.commands import CommandType
 from protocol.frames import command, encode_payload_frame
@@ -265,3 +266,38 @@ def test_schema_version_reaches_the_consumer(standalone: Standalone, raw: RawCli
         consumer.close()
     finally:
         client.close()
+
+
+def _backlog(standalone: Standalone, topic: str, subscription: str) -> int:
+    with standalone.broker() as broker:
+        parts = broker.analyze_backlog(ROLE, topic, subscription)
+    return sum(part.result.messages for part in parts)
+
+
+@pytest.mark.parametrize("chunk", ["first", "last"])
+def test_a_chunked_message_is_one_message_to_the_backlog_and_to_a_skip(
+    standalone: Standalone, client: pulsar.Client, chunk: str
+) -> None:
+    topic = unique("chunks")
+    producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=True)
+    with standalone.broker() as broker:
+        broker.create_subscription(
+            ROLE, topic, "s", SubscriptionType.SHARED, initial_position="earliest"
+        )
+    big = os.urandom(11 * 1024 * 1024)
+    producer.send(b"before")
+    producer.send(big)
+    producer.send(b"after")
+    producer.close()
+    assert _backlog(standalone, topic, "s") == 3
+    with standalone.broker() as broker:
+        stored = broker.peek_messages(ROLE, topic, "s", 10)
+        chunks = [m for m in stored if m.chunk is not None]
+        assert len(chunks) == 3 and {m.chunk[3] for m in chunks} == {len(big)}
+        named = chunks[0] if chunk == "first" else chunks[-1]
+        outcome = broker.skip_messages(ROLE, topic, "s", [named.message_id])
+    assert len(outcome.skipped) == 3
+    assert _backlog(standalone, topic, "s") == 2
+    consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    assert [m.data() for m in drain(consumer)] == [b"before", b"after"]
+    consumer.close()
