@@ -65,6 +65,7 @@ from protocol.commands import (
     SubType,
     TopicsMode,
 )
+from protocol.compacted_reads import skip_compacted_away
 from protocol.deduplication import Deduplication, Verdict
 from protocol.entries import EntryError, entry_of_send, send_receipt_command
 from protocol.frames import (
@@ -906,6 +907,14 @@ class Connection:
         )
 
         schema = schema_of(body)
+        read_compacted = bool(body.get("read_compacted"))
+        if read_compacted and sub_type not in (
+            SubscriptionType.EXCLUSIVE,
+            SubscriptionType.FAILOVER,
+        ):
+            raise InvalidArgumentError(
+                "readCompacted only allowed on failover or exclusive subscriptions"
+            )
 
         def open_consumer() -> WireConsumer:
             base, partition = service.ensure_topic(self.role, name, Operation.SUBSCRIBE)
@@ -975,7 +984,7 @@ class Connection:
                 if self.registry.leave(registry_key):
                     service.key_shared.leave(base, subscription, identity.consumer_id)
                 raise
-            return WireConsumer(
+            wire = WireConsumer(
                 consumer_id,
                 str(name),
                 base,
@@ -988,6 +997,9 @@ class Connection:
                 registry_key,
                 durable=durable,
             )
+            if read_compacted:
+                skip_compacted_away(broker, self.role, wire)
+            return wire
 
         wire = await service.store.run(open_consumer)
         loop = _ConsumerLoop(wire)

@@ -24,6 +24,7 @@ attribute               module                 what it owns
 ``workflow``            ``workflow.py``        plan records, approval requests, the audit log
 ``schemas``             ``schemas.py``         schema versions, compatibility strategy
 ``policies``            ``policies.py``        deduplication of a namespace or a topic
+``compaction``          ``compaction.py``      compaction horizons, the compacted view
 ======================  =====================  =============================================
 
 They share one :class:`~core.broker.context.BrokerContext` (``context``): the
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING
 from core.acks.cursor import CursorState
 from core.analysis.backlog import PartitionAnalysis
 from core.analysis.backlog_audit import BacklogSample
+from core.analysis.compaction import CompactedAway
 from core.analysis.poison_radar import RadarLimits, SubscriptionRadar
 from core.analysis.topic_scan import TopicScan
 from core.analysis.topic_stats import TopicStats
@@ -51,6 +53,7 @@ from core.broker.analysis import (
     MessageDescription,
     PartitionProjection,
 )
+from core.broker.compaction import Compaction
 from core.broker.context import BrokerContext, wall_clock_ms
 from core.broker.cursor_ops import CursorOperations
 from core.broker.gated import Applied, GatedOperations
@@ -126,6 +129,7 @@ class Broker:
         self.workflow = Workflow(self.context)
         self.schemas = Schemas(self.context)
         self.policies = Policies(self.context)
+        self.compaction = Compaction(self.context)
 
     @staticmethod
     def migrate_metadata(config: Config) -> Migration:
@@ -480,6 +484,15 @@ class Broker:
 
     def last_sequence_id(self, role: str, topic: str, producer_name: str) -> int:
         return self.producing.last_sequence_id(role, topic, producer_name)
+
+    def compact(self, role: str, topic: str) -> dict[str, str]:
+        return self.compaction.compact(role, topic)
+
+    def compaction_status(self, role: str, topic: str) -> str:
+        return self.compaction.compaction_status(role, topic)
+
+    def compacted_away(self, role: str, topic_partition: str) -> CompactedAway:
+        return self.compaction.compacted_away(role, topic_partition)
 
     def get_schema(
         self, role: str, topic: str, version: int | None = None

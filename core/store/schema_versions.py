@@ -1,4 +1,5 @@
-"""The schema registry's versions, and Pulsar's policies of namespaces and topics.
+"""The schema registry's versions, Pulsar's policies of namespaces and topics, and the
+compaction horizons of topic partitions.
 
 A part of :class:`~core.store.metadata.MetadataStore`. A version is written
 once, at the number its writer read as next: two processes adding one at the
@@ -13,10 +14,11 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select
 
+from core.ids.position import Position
 from core.schemas.schema_info import SchemaInfo
 from core.store.checks import check_label
 from core.store.store_base import StoreBase
-from core.store.tables import BrokerPolicyRow, SchemaVersionRow
+from core.store.tables import BrokerPolicyRow, CompactionHorizonRow, SchemaVersionRow
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,30 @@ class SchemaVersions(StoreBase):
             session.execute(delete(BrokerPolicyRow).where(*where))
             if value is not None:
                 session.execute(insert(BrokerPolicyRow).values(scope=scope, name=name, value=value))
+
+    def compaction_horizon(self, topic_partition: str) -> tuple[Position, int] | None:
+        """(the position the partition was compacted through, when, ms); None: never."""
+        query = select(CompactionHorizonRow).where(
+            CompactionHorizonRow.topic_partition == topic_partition
+        )
+        with self._session(write=False) as session:
+            row = session.scalars(query).first()
+            if row is None:
+                return None
+            return Position(row.ledger_id, row.entry_id), row.compacted_at_ms
+
+    def set_compaction_horizon(self, topic_partition: str, horizon: Position, now_ms: int) -> None:
+        where = CompactionHorizonRow.topic_partition == topic_partition
+        with self._session(write=True) as session:
+            session.execute(delete(CompactionHorizonRow).where(where))
+            session.execute(
+                insert(CompactionHorizonRow).values(
+                    topic_partition=topic_partition,
+                    ledger_id=horizon.ledger_id,
+                    entry_id=horizon.entry_id,
+                    compacted_at_ms=now_ms,
+                )
+            )
 
 
 __all__ = ["SchemaVersions", "StoredSchema"]

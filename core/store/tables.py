@@ -307,3 +307,13 @@ class BrokerPolicyRow(Base):
     scope: Mapped[str] = mapped_column(String, primary_key=True)
     name: Mapped[str] = mapped_column(String, primary_key=True)
     value: Mapped[Any] = mapped_column(JSON)
+
+
+class CompactionHorizonRow(Base):
+    """The last compaction of a topic partition: the position it compacted through."""
+
+    __tablename__ = "compaction_horizons"
+    topic_partition: Mapped[str] = mapped_column(String, primary_key=True)
+    ledger_id: Mapped[int] = mapped_column(BigInteger)
+    entry_id: Mapped[int] = mapped_column(BigInteger)
+    compacted_at_ms: Mapped[int] = mapped_column(BigInteger)

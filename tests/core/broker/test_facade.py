@@ -14,6 +14,7 @@ from core.broker import Broker
 from core.broker.access import Access
 from core.broker.admin import Admin
 from core.broker.analysis import Analysis
+from core.broker.compaction import Compaction
 from core.broker.context import BrokerContext
 from core.broker.cursor_ops import CursorOperations
 from core.broker.gated import GatedOperations
@@ -40,6 +41,7 @@ PARTS = {
     "workflow": Workflow,
     "schemas": Schemas,
     "policies": Policies,
+    "compaction": Compaction,
 }
 OWN = {"close", "migrate_metadata"}
 """What the façade does itself: it owns the stores it opens."""

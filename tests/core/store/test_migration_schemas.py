@@ -1,10 +1,11 @@
-"""Revision 0004: a store at 0003 with topics and cursors upgrades, reads the same, and then
-keeps schema versions and broker policies."""
+"""Revisions 0004 and 0005: a store at 0003 or 0004 upgrades, reads the same, and then keeps
+schema versions, broker policies and compaction horizons."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from alembic import command
 from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
@@ -18,7 +19,6 @@ from core.store.schema import HEAD_REVISION, recorded_revision
 from core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/orders"
-BEFORE = "0003_drop_tables_digest"
 
 
 def _store_at(url: str, revision: str) -> None:
@@ -30,12 +30,15 @@ def _store_at(url: str, revision: str) -> None:
         engine.dispose()
 
 
-def test_a_store_at_0003_upgrades_and_keeps_schemas(tmp_path: Path, metadata_url: str) -> None:
-    _store_at(metadata_url, BEFORE)
+@pytest.mark.parametrize("before", ["0003_drop_tables_digest", "0004_schemas_and_policies"])
+def test_an_older_store_upgrades_and_keeps_schemas_and_horizons(
+    tmp_path: Path, metadata_url: str, before: str
+) -> None:
+    _store_at(metadata_url, before)
     engine = create_store_engine(make_url(metadata_url))
     try:
-        assert recorded_revision(engine) == BEFORE
-        assert "schema_versions" not in inspect(engine).get_table_names()
+        assert recorded_revision(engine) == before
+        assert "compaction_horizons" not in inspect(engine).get_table_names()
     finally:
         engine.dispose()
     config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
@@ -57,6 +60,9 @@ def test_a_store_at_0003_upgrades_and_keeps_schemas(tmp_path: Path, metadata_url
         broker.set_deduplication("admin", "acme/ops", True)
         assert broker.deduplication_policy("admin", "acme/ops") is True
         assert broker.deduplication(TOPIC) is True
+        assert broker.compaction_status("admin", TOPIC) == "NOT_RUN"
+        broker.compact("admin", TOPIC)
+        assert broker.compaction_status("admin", TOPIC) == "SUCCESS"
     engine = create_store_engine(make_url(metadata_url))
     try:
         assert recorded_revision(engine) == HEAD_REVISION
