@@ -9,7 +9,18 @@ from airflow.api_fastapi.core_api.security import get_user
 from fastapi import Depends, FastAPI, Request
 
 from airflow_glue.environment import PLUGIN_PREFIX
-from cursorops_api import compaction, errors, gates, namespaces, policies, redrive, skip, topics, ui
+from cursorops_api import (
+    compaction,
+    errors,
+    gates,
+    namespaces,
+    policies,
+    redrive,
+    schemas,
+    skip,
+    topics,
+    ui,
+)
 from cursorops_api.deps import GetUser
 from cursorops_api.heap import FreezeHeap
 from cursorops_api.limits import DEFAULT_MAX_BODY_BYTES, MAX_BODY_ENV, BodyLimit
@@ -47,6 +58,7 @@ def create_app() -> FastAPI:
     app.include_router(gates.router)
     app.include_router(policies.router)
     app.include_router(compaction.router)
+    app.include_router(schemas.router)
 
     @app.get("/openapi.json", include_in_schema=False)
     def openapi(request: Request, _user: GetUser) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Pulsar admin v2 routes of the deduplication policy, of a namespace and of a topic.
+"""Pulsar admin v2 routes of the deduplication policy (of a namespace and of a topic) and
+of a namespace's schema compatibility strategy.
 
 The body of a POST is a bare boolean, as Pulsar's boolean policies; a GET answers
 the policy set there, ``null`` when none is (the broker's default, off, applies).
@@ -18,6 +19,7 @@ router = APIRouter(tags=["policies"])
 
 Name = Annotated[str, Path(min_length=1)]
 NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}/deduplication"
+STRATEGY = "/admin/v2/namespaces/{tenant}/{namespace}/schemaCompatibilityStrategy"
 TOPIC_DEDUPLICATION = TOPIC + "/deduplicationEnabled"
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -86,4 +88,34 @@ def remove_topic_deduplication(
 ) -> Response:
     """Back to the namespace's policy."""
     broker.set_deduplication(role, base_of(topic_name(tenant, namespace, topic)), None)
+    return Response(status_code=204)
+
+
+@router.get(STRATEGY, responses=_ERRORS)
+def schema_compatibility_strategy(
+    tenant: Name, namespace: Name, broker: BrokerDep, role: RoleDep
+) -> str:
+    """The namespace's strategy; ``UNDEFINED`` when none is set (FULL applies)."""
+    return broker.strategy_policy(role, f"{tenant}/{namespace}") or "UNDEFINED"
+
+
+@router.put(STRATEGY, status_code=204, responses=_ERRORS)
+def set_schema_compatibility_strategy(
+    tenant: Name,
+    namespace: Name,
+    broker: BrokerDep,
+    role: RoleDep,
+    strategy: Annotated[str, Body(max_length=32)],
+) -> Response:
+    """Set the strategy new schemas of the namespace's topics are checked under."""
+    broker.set_strategy(role, f"{tenant}/{namespace}", strategy)
+    return Response(status_code=204)
+
+
+@router.delete(STRATEGY, status_code=204, responses=_ERRORS)
+def remove_schema_compatibility_strategy(
+    tenant: Name, namespace: Name, broker: BrokerDep, role: RoleDep
+) -> Response:
+    """Back to the default (FULL)."""
+    broker.set_strategy(role, f"{tenant}/{namespace}", None)
     return Response(status_code=204)

@@ -514,6 +514,9 @@ class Broker:
     def set_strategy(self, role: str, namespace: str, strategy: str | None) -> None:
         return self.schemas.set_strategy(role, namespace, strategy)
 
+    def strategy_policy(self, role: str, namespace: str) -> str | None:
+        return self.schemas.strategy_policy(role, namespace)
+
     def set_deduplication(self, role: str, scope: str, enabled: bool | None) -> None:
         return self.policies.set_deduplication(role, scope, enabled)
 

@@ -62,12 +62,21 @@ class Schemas(Collaborator):
         """Set a namespace's compatibility strategy (None: back to the default)."""
         tenant = namespace.split("/", 1)[0]
         self.access.check(role, Operation.SET_NAMESPACE_POLICY, tenant, namespace, namespace)
+        self.metadata.get_namespace(namespace)
         if strategy is not None:
             try:
                 strategy = CompatibilityStrategy(strategy).value
             except ValueError:
                 raise InvalidArgumentError(f"Unknown compatibility strategy {strategy!r}") from None
         self.metadata.set_broker_policy(namespace, STRATEGY_POLICY, strategy)
+
+    def strategy_policy(self, role: str, namespace: str) -> str | None:
+        """The compatibility strategy set on a namespace; None when none is (FULL applies)."""
+        tenant = namespace.split("/", 1)[0]
+        self.access.check(role, Operation.SET_NAMESPACE_POLICY, tenant, namespace, namespace)
+        self.metadata.get_namespace(namespace)
+        value = self.metadata.broker_policy(namespace, STRATEGY_POLICY)
+        return None if value is None else str(value)
 
     def get_schema(
         self, role: str, topic: str, version: int | None = None

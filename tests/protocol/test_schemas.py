@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pulsar
 import pytest
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
@@ -36,7 +37,7 @@ OrderQuantityAsText = _order(item=String(), quantity=String())
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    server = start(Path(tmp_path_factory.mktemp("schemas")))
+    server = start(Path(tmp_path_factory.mktemp("schemas")), web=True)
     try:
         yield server
     finally:
@@ -203,3 +204,55 @@ def test_a_consumer_reads_every_version_by_the_message_s_schema_version(
     assert [(v.item, v.quantity, v.note) for v in values] == [("a", 1, None), ("b", 2, "n")]
     for closing in (first, second, reader):
         closing.close()
+
+
+def test_the_admin_schema_paths(standalone: Standalone, client: pulsar.Client) -> None:
+    topic = unique("admin")
+    path = "/admin/v2/schemas/" + topic.removeprefix("persistent://") + "/schema"
+    definition = json.dumps(Order.schema(), indent=True)  # as the official client writes it
+    with httpx.Client(base_url=str(standalone.web_url)) as web:
+        assert web.get(path).status_code == 404
+        posted = web.post(path, json={"type": "AVRO", "schema": definition, "properties": {}})
+        assert posted.json() == {"version": {"version": 0}}
+        found = web.get(path).json()
+        assert (found["version"], found["type"], json.loads(found["data"])) == (
+            0,
+            "AVRO",
+            Order.schema(),
+        )
+        refused = json.dumps(OrderQuantityAsText.schema())
+        assert web.post(path, json={"type": "AVRO", "schema": refused}).status_code == 409
+        assert web.post(path, json={"type": "NOPE", "schema": ""}).status_code == 400
+        # The official client's producer with that schema is given the stored version.
+        producer = client.create_producer(topic, schema=AvroSchema(Order))
+        producer.close()
+        assert [v["version"] for v in web.get(path + "s").json()["getSchemaResponses"]] == [0]
+        assert web.delete(path).json() == {"version": 1}
+        assert web.get(path).status_code == 404
+        # After a deletion any schema may start the history afresh, at the next number.
+        again = web.post(path, json={"type": "STRING", "schema": ""})
+        assert again.json() == {"version": {"version": 2}}
+        assert web.get(path + "/2").json()["type"] == "STRING"
+        assert web.get(path + "/0").status_code == 404
+
+
+def test_a_namespace_strategy_admits_what_full_refuses(
+    standalone: Standalone, client: pulsar.Client
+) -> None:
+    path = "/admin/v2/namespaces/public/default/schemaCompatibilityStrategy"
+    topic = unique("strategy")
+    first = client.create_producer(topic, schema=AvroSchema(Order))
+    with httpx.Client(base_url=str(standalone.web_url)) as web:
+        assert web.get(path).json() == "UNDEFINED"
+        assert web.put(path, json="SOMETIMES").status_code == 400
+        assert web.put(path, json="ALWAYS_COMPATIBLE").status_code == 204
+        try:
+            assert web.get(path).json() == "ALWAYS_COMPATIBLE"
+            changed = client.create_producer(topic, schema=AvroSchema(OrderQuantityAsText))
+            changed.close()
+        finally:
+            assert web.delete(path).status_code == 204
+        assert web.get(path).json() == "UNDEFINED"
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(topic, schema=AvroSchema(OrderNoteWithoutDefault))
+    first.close()
