@@ -927,10 +927,14 @@ class Connection:
                 and existing is not None
                 and (base, subscription) not in (service.non_durable)
             ):
-                # A reader's cursor moves freely (seek); a durable one's may be gated.
-                raise ConflictError(
-                    f"Durable subscription with the same name already exists: {subscription}"
-                )
+                # A reader's cursor moves freely (seek); where a durable one's is gated, a
+                # subscription this process did not make for a reader is durable to it. On
+                # other namespaces a reader takes it (as one coming back after a restart).
+                if broker.authorized_topic(self.role, Operation.LOOKUP, base).approval_required:
+                    raise ConflictError(
+                        f"Durable subscription with the same name already exists: {subscription}"
+                    )
+                service.non_durable.add((base, subscription))
             if existing is None:
                 initial = "earliest" if start == InitialPosition.Earliest else "latest"
                 after = None

@@ -13,6 +13,7 @@ from core.acks import ack_set
 from core.ids.position import Position
 from protocol.commands import CommandType, ServerError
 from protocol.frames import command
+from protocol.proto import Proto
 from tests.protocol.harness import Standalone, drain, unique
 from tests.protocol.raw import RawClient
 
@@ -163,11 +164,17 @@ def test_a_durable_seek_on_an_approval_namespace_is_refused_and_a_reader_seeks_f
         broker.set_namespace_policy(ROLE, namespace, skip_requires_approval=True)
     topic = f"persistent://{namespace}/t"
     consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-    _sent(client, topic, 3)
+    last = _sent(client, topic, 3)[-1]
     for message in drain(consumer, 800):
         consumer.acknowledge(message)
-    with standalone.broker() as broker:
-        before = broker.cursor_state(ROLE, topic, "s").mark_delete
+    before = Position(last.ledger_id(), last.entry_id())
+    # The client sends acknowledgements grouped: wait until they are in.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with standalone.broker() as broker:
+            if broker.cursor_state(ROLE, topic, "s").mark_delete == before:
+                break
+        time.sleep(0.05)
     with pytest.raises(pulsar.PulsarException):
         consumer.seek(pulsar.MessageId.earliest)
     with standalone.broker() as broker:
@@ -218,26 +225,51 @@ def test_a_seek_with_an_ack_set_keeps_the_indexes_before_it_acknowledged(
         assert ack_set.unacked_indexes(ack_set.from_words(delivered["ack_set"])) == [6, 7, 8, 9]
 
 
-def test_a_reader_may_not_take_a_durable_subscription(
-    standalone: Standalone, client: pulsar.Client
-) -> None:
-    """Its cursor would move freely (a reader's seek is not gated): refused, as Pulsar
-    refuses a non-durable subscription of a durable one's name."""
-    topic = unique("seek")
-    client.subscribe(topic, "durable").close()
+def _non_durable_subscribe(standalone: Standalone, topic: str, subscription: str) -> Proto:
     with RawClient(standalone.port) as raw:
         raw.connect()
         raw.send(
             command(
                 CommandType.SUBSCRIBE,
                 topic=topic,
-                subscription="durable",
+                subscription=subscription,
                 subType=0,
                 consumer_id=1,
                 request_id=9,
                 durable=False,
             )
         )
-        error = raw.expect(CommandType.ERROR)
+        return _answer(raw)
+
+
+def _answer(raw: RawClient) -> Proto:
+    frame = raw.recv(5.0)
+    while frame.type not in (CommandType.SUCCESS, CommandType.ERROR):
+        frame = raw.recv(5.0)
+    return {"type": frame.type, **frame.body}
+
+
+def test_a_reader_may_not_take_a_durable_subscription_where_seeks_are_gated(
+    standalone: Standalone, client: pulsar.Client
+) -> None:
+    """Its cursor would move freely (a reader's seek is not gated): refused, as Pulsar
+    refuses a non-durable subscription of a durable one's name. Elsewhere a reader takes a
+    subscription it finds (one of its own, left by a standalone that restarted)."""
+    namespace = f"public/gated-{uuid.uuid4().hex[:6]}"
+    with standalone.broker() as broker:
+        broker.create_namespace(ROLE, namespace)
+        broker.set_namespace_policy(ROLE, namespace, skip_requires_approval=True)
+    gated = f"persistent://{namespace}/t"
+    client.subscribe(gated, "durable").close()
+    error = _non_durable_subscribe(standalone, gated, "durable")
+    assert error["type"] is CommandType.ERROR
     assert error["error"] == ServerError.NotAllowedError
     assert "Durable subscription" in error["message"]
+
+    ordinary = unique("seek")
+    client.create_producer(ordinary).close()
+    with standalone.broker() as broker:
+        broker.create_subscription(ROLE, ordinary, "reader-left-over")
+    assert _non_durable_subscribe(standalone, ordinary, "reader-left-over")["type"] is (
+        CommandType.SUCCESS
+    )
