@@ -6,8 +6,10 @@ round; FULL: both. The plain strategies check against the latest version, the
 ``_TRANSITIVE`` ones against every version since the last deletion.
 
 AVRO and JSON definitions (Avro's schema JSON, as every official client sends
-for both) follow Avro's schema resolution: field defaults, numeric promotions,
-unions, enum symbols, named types. PROTOBUF_NATIVE requires the same root
+for both) follow Avro's schema resolution as Pulsar's checker applies it (Avro's
+resolving grammar): field defaults, numeric promotions, unions, enum symbols;
+a record or an enum is matched by its fields or symbols, not its name (a fixed
+by its name and size). PROTOBUF_NATIVE requires the same root
 message. KEY_VALUE checks its key and its value schema each by its own type.
 Any other type is compatible only with an identical definition.
 """
@@ -147,12 +149,12 @@ def _reads(reader: _Node, writer: _Node, seen: set[tuple[int, int]]) -> bool:
         return any(_reads(branch, writer, set(seen)) for branch in reader.children)
     if reader.kind in _PRIMITIVES or writer.kind in _PRIMITIVES:
         return reader.kind == writer.kind or (writer.kind, reader.kind) in _PROMOTIONS
-    if reader.kind != writer.kind or reader.name != writer.name:
+    if reader.kind != writer.kind:
         return False
     if reader.kind in ("array", "map"):
         return _reads(reader.children[0], writer.children[0], seen)
     if reader.kind == "fixed":
-        return reader.size == writer.size
+        return reader.name == writer.name and reader.size == writer.size
     if reader.kind == "enum":
         return reader.has_default or set(writer.symbols) <= set(reader.symbols)
     written = {name: node for name, _, node, _ in writer.fields}

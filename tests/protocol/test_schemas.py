@@ -22,7 +22,7 @@ ROLE = "admin"
 
 
 def _order(**fields: object) -> type[Record]:
-    """A record named ``Order`` (Avro matches records by name) with these fields."""
+    """A record class named ``Order`` with these fields (the versions of one record)."""
     return type("Order", (Record,), fields)
 
 
