@@ -53,6 +53,11 @@ def _describe(broker: Broker, role: str, plan: SkipPlan, limit: int) -> list[dic
     for d in broker.describe_messages(role, plan, limit):
         mid = d.message_id
         excerpt = d.payload_excerpt[:PAYLOAD_EXCERPT].decode("utf-8", "replace")
+        if d.encryption_keys is not None:
+            # An encrypted payload is never shown, not even as replacement characters.
+            excerpt = f"(encrypted with {', '.join(d.encryption_keys)})"
+        elif d.chunks:
+            excerpt += f" (chunked message, {d.chunks} chunks)"
         out.append(
             {
                 "id": mid.triplet(),
@@ -61,7 +66,8 @@ def _describe(broker: Broker, role: str, plan: SkipPlan, limit: int) -> list[dic
                 "publishTime": _ms(d.publish_time_ms),
                 "deliverAt": _ms(d.deliver_at_ms),
                 "properties": dict(d.properties),
-                "payload": excerpt + ("…" if d.payload_size > PAYLOAD_EXCERPT else ""),
+                "payload": excerpt
+                + ("…" if d.payload_size > PAYLOAD_EXCERPT and d.encryption_keys is None else ""),
                 "payloadSize": d.payload_size,
                 "wholeBatchOf": d.whole_batch_of,
                 "alreadyAcknowledged": d.already_acknowledged,

@@ -328,7 +328,9 @@ def audit_radar(ctx: Context, args: argparse.Namespace) -> Result:
 
 def topics_peek(ctx: Context, args: argparse.Namespace) -> Result:
     count = values.positive(args.count, "--count")
-    messages = ctx.broker.peek_messages(ctx.role, args.topic, args.subscription, count)
+    messages = output.whole_messages(
+        ctx.broker.peek_messages(ctx.role, args.topic, args.subscription, count)
+    )
     lines = [output.message_line(m) for m in messages] or ["No unacknowledged messages"]
     return Result([output.message_json(m) for m in messages], lines)
 

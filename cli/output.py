@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, TextIO
 from core.ids.message_id import MessageId
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from core.analysis.backlog import BacklogAnalysis, TopicAnalysis
     from core.analysis.topic_stats import TopicStats
     from core.reading.dispatch import Message
@@ -58,7 +60,12 @@ def payload_json(payload: bytes) -> tuple[str, str]:
 
 
 def message_json(message: Message) -> dict[str, object]:
-    payload, encoding = payload_json(message.payload)
+    """A message as JSON. An encrypted payload is never shown: its size and the names of
+    its keys are (``payloadEncoding`` "encrypted"); a chunk names its message's size."""
+    if message.encryption_keys is not None:
+        payload, encoding = "", "encrypted"
+    else:
+        payload, encoding = payload_json(message.payload)
     doc: dict[str, object] = {
         **id_json(message.message_id),
         "topic": message.topic,
@@ -76,13 +83,46 @@ def message_json(message: Message) -> dict[str, object]:
         doc["eventTime"] = message.event_time
     if message.ordering_key is not None:
         doc["orderingKey"] = base64.b64encode(message.ordering_key).decode("ascii")
+    if message.null_value:
+        doc["nullValue"] = True
+    if message.encryption_keys is not None:
+        doc["encryptionKeys"] = list(message.encryption_keys)
+        doc["payloadSize"] = message.stored_size or 0
+    if message.chunk is not None:
+        uuid, chunk_id, chunks, size = message.chunk
+        doc["chunk"] = {"uuid": uuid, "chunkId": chunk_id, "chunks": chunks}
+        doc["payloadSize"] = size
     return doc
+
+
+def whole_messages(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` with a chunked message shown once, at its first chunk listed (its
+    other chunks are the same message)."""
+    seen: set[str] = set()
+    out = []
+    for message in messages:
+        if message.chunk is not None:
+            if message.chunk[0] in seen:
+                continue
+            seen.add(message.chunk[0])
+        out.append(message)
+    return out
 
 
 def message_line(message: Message) -> str:
     doc = message_json(message)
     properties = ",".join(f"{k}={v}" for k, v in sorted(message.properties.items()))
-    payload = doc["payload"] if doc["payloadEncoding"] == "utf-8" else f"base64:{doc['payload']}"
+    if message.encryption_keys is not None:
+        names = ",".join(message.encryption_keys)
+        payload = f"<encrypted: {doc['payloadSize']} bytes, keys {names}>"
+    elif message.chunk is not None:
+        payload = f"<chunked message: {message.chunk[3]} bytes in {message.chunk[2]} chunks>"
+    elif message.null_value:
+        payload = "<null value>"
+    elif doc["payloadEncoding"] == "utf-8":
+        payload = str(doc["payload"])
+    else:
+        payload = f"base64:{doc['payload']}"
     parts = [
         f"{doc['triplet']:<12}",
         f"partition={message.message_id.partition}",

@@ -74,6 +74,11 @@ class MessageDescription:
     whole_batch_of: int
     """The batch size when the item is a whole batched entry, else 0."""
     already_acknowledged: bool
+    encryption_keys: tuple[str, ...] | None = None
+    """The names of the keys an encrypted payload is encrypted with (its excerpt is then
+    empty, its size the entry's as stored); None when it is not encrypted."""
+    chunks: int = 0
+    """A chunked message: its number of chunks (``payload_size`` is the whole message's)."""
 
 
 class Analysis(Collaborator):
@@ -458,6 +463,16 @@ class Analysis(Collaborator):
                 )
                 payload = row.get("payload")
                 data = bytes(payload) if isinstance(payload, (bytes, bytearray)) else b""
+                size = len(data)
+                keys = row.get("encryption_keys") if row.get("encrypted") else None
+                if keys is not None:
+                    # Never the bytes: the size as stored, and the keys' names.
+                    raw = row.get("entry_payload")
+                    data, size = b"", len(raw) if isinstance(raw, bytes) else 0
+                chunks = row.get("num_chunks_from_msg")
+                total = row.get("total_chunk_msg_size")
+                if isinstance(chunks, int) and isinstance(total, int):
+                    size = total
                 publish = row.get("publish_time")
                 key = row.get("key")
                 properties = row.get("properties")
@@ -472,9 +487,11 @@ class Analysis(Collaborator):
                         if isinstance(properties, (list, dict))
                         else (),
                         payload_excerpt=data[:PAYLOAD_EXCERPT_BYTES],
-                        payload_size=len(data),
+                        payload_size=size,
                         whole_batch_of=item.batch_size if item.batch_index < 0 else 0,
                         already_acknowledged=item.already_acknowledged,
+                        encryption_keys=tuple(keys) if isinstance(keys, list) else None,
+                        chunks=chunks if isinstance(chunks, int) else 0,
                     )
                 )
         order = {(i.ledger_id, i.entry_id, i.batch_index): n for n, i in enumerate(chosen)}

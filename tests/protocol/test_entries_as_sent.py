@@ -12,6 +12,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from cli import output
 from core.subscription import SubscriptionType
 from protocol import commands
 from protocol.commands import CommandType
@@ -129,15 +130,27 @@ def test_an_encrypted_entry_is_stored_opaque(
         compression_type=pulsar.CompressionType.LZ4,
     )
     with standalone.broker() as broker:
-        broker.create_subscription(ROLE, topic, "peek", initial_position="earliest")
+        broker.create_subscription(
+            ROLE, topic, "peek", SubscriptionType.SHARED, initial_position="earliest"
+        )
     for i in range(3):
         producer.send_async(f"secret-{i}".encode(), None)
     producer.flush()
     with standalone.broker() as broker:
         stored = broker.peek_messages(ROLE, topic, "peek", 10)
+        plan = broker.plan_skip(ROLE, topic, "peek", [stored[0].message_id])
+        [described] = broker.describe_messages(ROLE, plan, 5)
     assert len(stored) == 3
+    assert described.payload_excerpt == b"" and described.encryption_keys == ("app-key",)
+    assert described.payload_size == stored[0].stored_size
     assert all(m.payload == b"" and m.encryption_keys == ("app-key",) for m in stored)
     assert stored[0].stored_size is not None and stored[0].stored_size > 0
+    # Shown as encrypted: its size and its key's name, never the bytes.
+    line = output.message_line(stored[0])
+    assert f"<encrypted: {stored[0].stored_size} bytes, keys app-key>" in line
+    doc = output.message_json(stored[0])
+    assert (doc["payload"], doc["payloadEncoding"]) == ("", "encrypted")
+    assert doc["encryptionKeys"] == ["app-key"]
     producer.close()
 
 
@@ -294,6 +307,12 @@ def test_a_chunked_message_is_one_message_to_the_backlog_and_to_a_skip(
         stored = broker.peek_messages(ROLE, topic, "s", 10)
         chunks = [m for m in stored if m.chunk is not None]
         assert len(chunks) == 3 and {m.chunk[3] for m in chunks} == {len(big)}
+        shown = output.whole_messages(stored)
+        assert [output.message_line(m).split("payload=")[1] for m in shown] == [
+            "before",
+            f"<chunked message: {len(big)} bytes in 3 chunks>",
+            "after",
+        ]
         named = chunks[0] if chunk == "first" else chunks[-1]
         outcome = broker.skip_messages(ROLE, topic, "s", [named.message_id])
     assert len(outcome.skipped) == 3
