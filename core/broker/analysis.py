@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 
@@ -463,16 +464,11 @@ class Analysis(Collaborator):
                 )
                 payload = row.get("payload")
                 data = bytes(payload) if isinstance(payload, (bytes, bytearray)) else b""
-                size = len(data)
                 keys = row.get("encryption_keys") if row.get("encrypted") else None
-                if keys is not None:
-                    # Never the bytes: the size as stored, and the keys' names.
-                    raw = row.get("entry_payload")
-                    data, size = b"", len(raw) if isinstance(raw, bytes) else 0
+                if keys is not None:  # never the bytes: the size as stored, the keys' names
+                    data = cast("bytes", row.get("entry_payload") or b"")
+                size = cast("int", row.get("total_chunk_msg_size") or len(data))
                 chunks = row.get("num_chunks_from_msg")
-                total = row.get("total_chunk_msg_size")
-                if isinstance(chunks, int) and isinstance(total, int):
-                    size = total
                 publish = row.get("publish_time")
                 key = row.get("key")
                 properties = row.get("properties")
@@ -486,7 +482,7 @@ class Analysis(Collaborator):
                         properties=tuple(sorted(dict(properties or []).items()))
                         if isinstance(properties, (list, dict))
                         else (),
-                        payload_excerpt=data[:PAYLOAD_EXCERPT_BYTES],
+                        payload_excerpt=b"" if keys is not None else data[:PAYLOAD_EXCERPT_BYTES],
                         payload_size=size,
                         whole_batch_of=item.batch_size if item.batch_index < 0 else 0,
                         already_acknowledged=item.already_acknowledged,
