@@ -273,3 +273,23 @@ def test_a_reader_may_not_take_a_durable_subscription_where_seeks_are_gated(
     assert _non_durable_subscribe(standalone, ordinary, "reader-left-over")["type"] is (
         CommandType.SUCCESS
     )
+
+
+def test_a_seek_without_a_target_or_of_no_consumer_is_refused_and_changes_nothing(
+    standalone: Standalone,
+) -> None:
+    topic = unique("seek")
+    with RawClient(standalone.port) as raw:
+        raw.connect()
+        raw.producer(topic)
+        raw.send_message(b"x", 1)
+        raw.subscribe(topic, "s", 0)
+        with standalone.broker() as broker:
+            before = broker.cursor_state(ROLE, topic, "s")
+        for request_id, fields in ((20, {"consumer_id": 1}), (21, {"consumer_id": 99})):
+            raw.send(command(CommandType.SEEK, request_id=request_id, **fields))
+            assert raw.expect(CommandType.ERROR)["request_id"] == request_id
+        with standalone.broker() as broker:
+            assert broker.cursor_state(ROLE, topic, "s") == before
+        raw.send(command(CommandType.PING))
+        raw.expect(CommandType.PONG)
