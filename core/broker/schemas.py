@@ -20,7 +20,12 @@ from core.errors import (
 )
 from core.ids.position import EARLIEST
 from core.ids.topic_name import TopicName
-from core.schemas.compatibility import DEFAULT_STRATEGY, CompatibilityStrategy, check_compatible
+from core.schemas.compatibility import (
+    DEFAULT_STRATEGY,
+    CompatibilityStrategy,
+    check_compatible,
+    validate,
+)
 from core.schemas.schema_info import SchemaInfo
 from core.store.schema_versions import StoredSchema
 
@@ -105,6 +110,7 @@ class Schemas(Collaborator):
         Raises IncompatibleSchemaError when the strategy refuses it.
         """
         name = self._authorized(role, Operation.PRODUCE, topic)
+        validate(info)
         key = schema_id(name)
         strategy = self.strategy(name)
         for _ in range(_WRITE_ATTEMPTS):
@@ -129,6 +135,7 @@ class Schemas(Collaborator):
         it must read the latest version (Pulsar checks consumers BACKWARD, or against
         every version under a transitive strategy)."""
         name = self._authorized(role, Operation.CONSUME, topic)
+        validate(info)
         strategy = self.strategy(name)
         live = _live(self.metadata.schema_history(schema_id(name)))
         if not live:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from core.schemas.compatibility import DEFAULT_STRATEGY, CompatibilityStrategy, check_compatible
+from core.schemas.compatibility import (
+    DEFAULT_STRATEGY,
+    CompatibilityStrategy,
+    check_compatible,
+    validate,
+)
 from core.schemas.schema_info import SchemaInfo, SchemaType, decode_version, encode_version
 
 __all__ = [
@@ -13,4 +18,5 @@ __all__ = [
     "check_compatible",
     "decode_version",
     "encode_version",
+    "validate",
 ]

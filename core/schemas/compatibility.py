@@ -203,6 +203,19 @@ def _protobuf_root(info: SchemaInfo) -> str:
         raise IncompatibleSchemaError(f"Invalid PROTOBUF_NATIVE schema definition: {exc}") from exc
 
 
+def validate(info: SchemaInfo) -> None:
+    """Refuse a definition its type cannot have (Pulsar's schema data validator): AVRO and
+    JSON must be Avro schemas, PROTOBUF_NATIVE must name its root message, KEY_VALUE
+    must hold a key and a value schema that are valid themselves."""
+    if info.type in (SchemaType.AVRO, SchemaType.JSON):
+        _avro(info)
+    elif info.type is SchemaType.PROTOBUF_NATIVE:
+        _protobuf_root(info)
+    elif info.type is SchemaType.KEY_VALUE:
+        for part in _key_value_parts(info):
+            validate(part)
+
+
 def check_compatible(
     new: SchemaInfo, existing: Sequence[SchemaInfo], strategy: CompatibilityStrategy
 ) -> None:

@@ -256,3 +256,51 @@ def test_a_namespace_strategy_admits_what_full_refuses(
     with pytest.raises(pulsar.IncompatibleSchema):
         client.create_producer(topic, schema=AvroSchema(OrderNoteWithoutDefault))
     first.close()
+
+
+def test_hostile_schemas_are_refused_and_change_nothing(standalone: Standalone) -> None:
+    topic = unique("hostile")
+    with RawClient(standalone.port) as raw:
+        raw.connect()
+        raw.send(
+            command(CommandType.GET_SCHEMA, request_id=1, topic=topic, schema_version=b"\x01\x02")
+        )
+        short = raw.expect(CommandType.GET_SCHEMA_RESPONSE)
+        assert short["error_code"] == ServerError.NotAllowedError
+        assert "8 bytes" in short["error_message"]
+        for request_id, schema in enumerate(
+            (
+                {"name": "x", "schema_data": b"", "type": 99},
+                {"name": "x", "schema_data": b"{not json", "type": int(SchemaType.AVRO)},
+                {"name": "x", "schema_data": b'{"type": "nope"}', "type": int(SchemaType.JSON)},
+            ),
+            start=10,
+        ):
+            raw.send(
+                command(
+                    CommandType.GET_OR_CREATE_SCHEMA,
+                    request_id=request_id,
+                    topic=topic,
+                    schema=schema,
+                )
+            )
+            answer = raw.expect(CommandType.GET_OR_CREATE_SCHEMA_RESPONSE)
+            assert answer["error_code"] in (
+                ServerError.NotAllowedError,
+                ServerError.IncompatibleSchema,
+            )
+            assert answer["error_message"]
+            raw.send(
+                command(
+                    CommandType.PRODUCER,
+                    topic=topic,
+                    producer_id=request_id,
+                    request_id=100 + request_id,
+                    schema=schema,
+                )
+            )
+            assert raw.expect(CommandType.ERROR)["request_id"] == 100 + request_id
+        # The connection is still served.
+        raw.send(command(CommandType.PING))
+        raw.expect(CommandType.PONG)
+    assert _versions(standalone, topic) == []

@@ -104,3 +104,18 @@ def test_key_value_parts_and_other_types() -> None:
     )
     with pytest.raises(IncompatibleSchemaError, match="Invalid AVRO"):
         check_compatible(SchemaInfo(SchemaType.AVRO, b"{not json"), [avro(A)], S.FULL)
+
+
+def test_invalid_definitions_are_refused_even_first() -> None:
+    from core.schemas import validate
+
+    validate(avro(A))
+    validate(SchemaInfo(SchemaType.STRING, b""))
+    for bad in (
+        SchemaInfo(SchemaType.JSON, b'{"type": "nope"}'),
+        SchemaInfo(SchemaType.AVRO, b"[1, 2"),
+        SchemaInfo(SchemaType.PROTOBUF_NATIVE, b"{}"),
+        SchemaInfo(SchemaType.KEY_VALUE, b"\x00\x00"),
+    ):
+        with pytest.raises(IncompatibleSchemaError, match="Invalid"):
+            validate(bad)
