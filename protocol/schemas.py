@@ -17,6 +17,14 @@ if TYPE_CHECKING:
     from protocol.server import Connection
 
 
+def _error_code(exc: CursorOpsError) -> ServerError:
+    """The protocol's code for ``exc``: these answers carry it in their own response."""
+    # protocol.server imports this module: its error table is looked up at the call.
+    from protocol.server import server_error
+
+    return server_error(exc)
+
+
 def schema_of(body: Proto) -> SchemaInfo | None:
     """The command's schema; None when it has none or declares plain bytes."""
     wire: Proto | None = body.get("schema")
@@ -52,9 +60,7 @@ async def get_schema(connection: Connection, frame: Frame) -> None:
     try:
         result = await service.store.run(found)
     except CursorOpsError as exc:
-        from protocol.server import server_error
-
-        result, error, message = None, server_error(exc), str(exc)
+        result, error, message = None, _error_code(exc), str(exc)
     else:
         error, message = ServerError.TopicNotFound, "Topic not found or no-schema"
     if result is None:
@@ -92,13 +98,11 @@ async def get_or_create_schema(connection: Connection, frame: Frame) -> None:
     try:
         version = await service.store.run(put)
     except CursorOpsError as exc:
-        from protocol.server import server_error
-
         connection.send(
             command(
                 CommandType.GET_OR_CREATE_SCHEMA_RESPONSE,
                 request_id=body["request_id"],
-                error_code=int(server_error(exc)),
+                error_code=int(_error_code(exc)),
                 error_message=str(exc),
             )
         )
