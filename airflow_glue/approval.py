@@ -155,7 +155,9 @@ def check_approvals(
                 f"stay valid for {request.valid_for_ms // 60_000} min; ask again"
             )
         if not may_skip(approver):
-            raise NotAuthorizedError(f"Approver {approver} may not skip on {record.topic}")
+            raise NotAuthorizedError(
+                f"Approver {approver} may not skip on {' and '.join(record.topics())}"
+            )
         approved.append(
             {"approver": approver, "approvedAt": answer.get("responded_at"), "gate": gate}
         )
@@ -172,11 +174,12 @@ def require_approvals(
 
     dag_run = context["dag_run"]
     answers = {g: fetch_approval_record(dag_run.dag_id, dag_run.run_id, g) for g in gates}
+    topics = record.topics()
     return check_approvals(
         answers,
         broker.approval_requests(dag_run.dag_id, dag_run.run_id),
         record,
         dag_run.triggering_user_name,
-        lambda user: may_skip(broker, pulsar_role(user), record.topic),
+        lambda user: all(may_skip(broker, pulsar_role(user), t) for t in topics),
         wall_clock_ms(),
     )

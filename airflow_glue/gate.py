@@ -83,20 +83,21 @@ def may_skip(broker: Broker, role: str, topic: str) -> bool:
 
 def permitted_approvers(
     broker: Broker,
-    topic: str,
+    topics: Iterable[str],
     requester: str | None,
     candidates: Iterable[str],
     excluded: Iterable[str] = (),
 ) -> list[str]:
     """Candidates, minus the requester and ``excluded``, whose Pulsar role may skip on
-    ``topic``."""
+    every one of ``topics`` (a plan's topics: a redrive's dead-letter topic too)."""
     from airflow_glue.environment import pulsar_role
 
     out = set(excluded) | {requester}
+    wanted = tuple(topics)
     return [
         user
         for user in sorted(set(candidates))
-        if user not in out and may_skip(broker, pulsar_role(user), topic)
+        if user not in out and all(may_skip(broker, pulsar_role(user), t) for t in wanted)
     ]
 
 
@@ -167,14 +168,15 @@ class FourEyesApprovalOperator(ApprovalOperator):
                     f"Plan {record.digest} needs {record.required_approvals} approval(s)"
                 )
             earlier = earlier_approvers(dag_run.dag_id, dag_run.run_id, self.earlier_gates)
+            topics = record.topics()
             approvers = permitted_approvers(
-                broker, record.topic, requester, approver_candidates(), earlier
+                broker, topics, requester, approver_candidates(), earlier
             )
             if not approvers:
                 raise AirflowFailException(
                     f"No permitted approver other than {requester}"
                     + (f" and {', '.join(earlier)}" if earlier else "")
-                    + f" may skip on {record.topic}: the request cannot be approved"
+                    + f" may skip on {' and '.join(topics)}: the request cannot be approved"
                 )
             self.assigned_users = [{"id": user, "name": user} for user in approvers]
             self.subject = subject(record, self.ordinal)

@@ -264,8 +264,15 @@ class Redrive(Collaborator):
                 "via": via,
                 **(_approved[1] if _approved else {}),
             }
-            audit_id = work.record_audit(
-                AuditEntry("redrive", info.name, plan.subscription, role, detail, at_ms)
+            # Recorded on both topics: the dead-letter topic's cursors move too, and its
+            # namespace's auditor reads its own topic's log.
+            audit_id, _ = work.record_audits(
+                [
+                    AuditEntry("redrive", info.name, plan.subscription, role, detail, at_ms),
+                    AuditEntry(
+                        "redrive", dlq.name, None, role, {**detail, "redrivenTo": info.name}, at_ms
+                    ),
+                ]
             )
             if _approved is not None:
                 applied = {

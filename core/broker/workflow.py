@@ -13,6 +13,7 @@ from core.skipping.plan_record import (
     GatedPlan,
     PlanBinding,
     PlanRecord,
+    gated_topics,
     plan_messages,
 )
 from core.store.metadata import AuditRecord
@@ -27,18 +28,23 @@ class Workflow(Collaborator):
         """Store ``plan`` as the current plan of ``binding``'s run; the record, its digest and
         the approvals it needs (the namespace's policy, by the plan's size in messages).
 
-        Every gated operation moves a subscription's cursor on the plan's topic, so the
-        requester's role must hold the skip permission there, whatever else the
-        operation's own planning checked."""
-        info = self.access.authorized_topic(binding.role, Operation.SKIP, plan.topic)
-        if info.name != plan.topic:
-            raise InvalidSkipPlanError(f"Invalid plan: '{plan.topic}' is not canonical")
-        policy = self.metadata.approval_policy(TopicName.parse(info.name).namespace_name)
+        Every gated operation moves a subscription's cursor on each of the plan's topics
+        (:func:`~core.skipping.plan_record.gated_topics`: a redrive's dead-letter topic
+        too), so the requester's role must hold the skip permission on each, whatever else
+        the operation's own planning checked; the strictest of their namespaces' policies
+        decides the approvals."""
+        approvals = 1
+        for topic in gated_topics(plan):
+            info = self.access.authorized_topic(binding.role, Operation.SKIP, topic)
+            if info.name != topic:
+                raise InvalidSkipPlanError(f"Invalid plan: '{topic}' is not canonical")
+            policy = self.metadata.approval_policy(TopicName.parse(info.name).namespace_name)
+            approvals = max(approvals, policy.approvals_for(plan_messages(plan)))
         record = PlanRecord.create(
             binding,
             plan,
             document,
-            required_approvals=policy.approvals_for(plan_messages(plan)),
+            required_approvals=approvals,
             created_at_ms=self.clock(),
         )
         return self.metadata.plans.save(record)

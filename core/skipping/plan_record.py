@@ -71,6 +71,17 @@ def plan_type(operation: str) -> type[Any]:
     return found
 
 
+def gated_topics(plan: GatedPlan) -> tuple[str, ...]:
+    """The topics whose cursors ``plan`` moves: its topic, and a redrive's dead-letter
+    topic too (its messages are acknowledged there). Each namespace's policy counts, the
+    strictest wins, and an approver must be permitted on every one."""
+    from core.redriving.redrive_plan import RedrivePlan
+
+    if isinstance(plan, RedrivePlan):
+        return (plan.topic, plan.dead_letter_topic)
+    return (plan.topic,)
+
+
 def plan_messages(plan: GatedPlan) -> int:
     """How many messages a plan acts on (what the approval quorum is decided by)."""
     if isinstance(plan, SkipPlan):
@@ -212,6 +223,10 @@ class PlanRecord:
         ``from_json``)."""
         plan: GatedPlan = plan_type(self.operation).from_json(self.plan_json)
         return plan
+
+    def topics(self) -> tuple[str, ...]:
+        """:func:`gated_topics` of the stored plan."""
+        return gated_topics(self.plan())
 
     def skip_plan(self) -> SkipPlan:
         """The stored plan of a skip record; refused for another operation's record."""

@@ -265,3 +265,39 @@ def test_an_invalid_plan_document_is_refused() -> None:
     for text in ("", "[]", '{"kind": "skip"}', '{"kind": "redrive"}'):
         with pytest.raises(InvalidArgumentError, match="Invalid redrive plan"):
             RedrivePlan.from_json(text)
+
+
+def test_a_redrive_takes_the_stricter_policy_of_its_two_namespaces(broker: Broker) -> None:
+    """The trial's door: a dead-letter topic in a vault (quorum 2) redriven into an ordinary
+    namespace asked for one approval, and the vault's log recorded nothing."""
+    from core.skipping.plan_record import PlanBinding
+
+    vault_dlq = "persistent://acme/vault/orders-billing-DLQ"
+    broker.create_namespace("admin", "acme/vault")
+    broker.create_topic("admin", TOPIC)
+    broker.create_subscription("admin", TOPIC, "billing", SubscriptionType.SHARED)
+    broker.create_topic("admin", vault_dlq)
+    broker.produce("admin", vault_dlq, [OutgoingMessage(b"pill-%d" % i) for i in range(3)])
+    broker.set_namespace_policy("admin", "acme/vault", skip_requires_approval=True)
+    broker.set_approval_quorum("admin", "acme/vault", large_above_messages=0, approvals=2)
+    for role in ("alice", "bob"):
+        for namespace in ("acme/ops", "acme/vault"):
+            broker.grant_permission("admin", namespace, role, ["produce", "consume"])
+    plan = broker.plan_redrive("alice", TOPIC, "billing", dead_letter=vault_dlq)
+    with pytest.raises(ApprovalRequiredError, match="acme/vault"):
+        broker.apply_redrive("alice", plan)
+    binding = PlanBinding("cursorops_redrive", "manual__1", "alice", "alice", "redrive")
+    record = broker.save_plan_record(binding, plan, {})
+    assert record.required_approvals == 2
+    assert record.topics() == (TOPIC, vault_dlq)
+    # A requester must be permitted on both: carol may consume on ops only.
+    broker.grant_permission("admin", "acme/ops", "carol", ["produce", "consume"])
+    carol = PlanBinding("cursorops_redrive", "manual__2", "carol", "carol", "redrive")
+    with pytest.raises(NotAuthorizedError):
+        broker.save_plan_record(carol, plan, {})
+    broker.apply_approved_plan(record, [{"approver": "bob"}, {"approver": "dave"}])
+    [mine] = broker.audit_log("admin", TOPIC, kind="redrive")
+    [theirs] = broker.audit_log("admin", vault_dlq, kind="redrive")
+    assert theirs.detail["planDigest"] == mine.detail["planDigest"] == record.digest
+    assert theirs.detail["redrivenTo"] == TOPIC and len(theirs.detail["deadLetterIds"]) == 3
+    assert backlog(broker, TOPIC, "billing") == 3
