@@ -303,6 +303,12 @@ def audit_skips(ctx: Context, args: argparse.Namespace) -> Result:
     return Result([s.to_json() for s in skips], lines)
 
 
+def audit_requests(ctx: Context, args: argparse.Namespace) -> Result:
+    """The topic's gated requests planned and never closed, newest first."""
+    found = [r.to_json() for r in ctx.broker.open_requests(ctx.role, args.topic)]
+    return Result(found, output.open_request_lines(found))
+
+
 def audit_radar(ctx: Context, args: argparse.Namespace) -> Result:
     """The backlog audit's poison-pill radar, now: messages stuck at each subscription's head."""
     from core.analysis.poison_radar import MAX_LISTED, RadarLimits
@@ -1288,6 +1294,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=values.ascii_int, default=100, help="newest skips shown (default 100)"
     )
     p.set_defaults(handler=audit_skips)
+    p = au.add_parser(
+        "requests",
+        parents=[common],
+        help="gated requests of TOPIC planned and never closed (waiting, forced, failed or "
+        "abandoned runs), newest first, each with its plan digest",
+    )
+    p.add_argument("topic")
+    p.set_defaults(handler=audit_requests)
     p = au.add_parser(
         "radar",
         parents=[common],

@@ -11,7 +11,7 @@ import base64
 import json
 import sys
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from core.ids.message_id import MessageId
 
@@ -214,3 +214,15 @@ def _align(table: list[list[str]]) -> list[str]:
         "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in table
     ]
+
+
+def open_request_lines(requests: list[dict[str, Any]]) -> list[str]:
+    """Requests planned and never closed: each with the plan digest its approvers saw."""
+    lines = [
+        f"{format_time(r['plannedAtMs'])}  {r['operation']}  {r['subscription']}  "
+        f"asked by {r['requester']}  run {r['runId']} of {r['dagId']}  "
+        + ("APPLIED, not closed" if r["applied"] else "not applied")
+        + f"\n  plan {r['planDigest']}"
+        for r in requests
+    ]
+    return lines or ["No open requests"]

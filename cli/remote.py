@@ -345,7 +345,15 @@ def topics_unsubscribe(remote: Remote, args: argparse.Namespace) -> tuple[object
     )
 
 
+def audit_requests(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
+    from cli.output import open_request_lines
+
+    found = remote.call("GET", _topic_path(args.topic) + "/openRequests")
+    return found, open_request_lines(found)
+
+
 HANDLERS: Mapping[str, RemoteHandler] = {
+    "audit_requests": audit_requests,
     "tenants_list": tenants_list,
     "topics_list": topics_list,
     "topics_stats": topics_stats,

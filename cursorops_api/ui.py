@@ -8,10 +8,11 @@ the page shows comes from this app's JSON (same origin, the caller's cookie)
 or from Airflow's own REST API (pending approvals), never from a second
 computation in the page.
 
-The two cursorops extensions (not Pulsar paths, tagged as such):
+The cursorops extensions (not Pulsar paths, tagged as such):
 
 - ``.../subscription/{sub}/backlogHistory``: the backlog audit DAG's rows;
-- ``.../auditLog``: the topic's audit records (skips, skip requests).
+- ``.../auditLog``: the topic's audit records (skips, skip requests);
+- ``.../openRequests``: requests planned and never closed.
 """
 
 from __future__ import annotations
@@ -124,6 +125,17 @@ def audit_log(
         }
         for r in records
     ]
+
+
+@router.get(TOPIC + "/openRequests", responses=_ERRORS)
+def open_requests(
+    tenant: Tenant, namespace: Namespace, topic: Topic, broker: BrokerDep, role: RoleDep
+) -> list[dict[str, Any]]:
+    """The topic's gated requests recorded as planned with no closing record, newest first:
+    waiting, or forced to a state, failed or abandoned before they closed; ``applied`` says
+    whether the plan record was applied all the same (cursorops extension)."""
+    name = topic_name(tenant, namespace, topic)
+    return [request.to_json() for request in broker.open_requests(role, base_of(name))]
 
 
 @router.get("/planRecords/{dag_id}/{run_id}", responses=_ERRORS)

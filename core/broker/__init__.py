@@ -64,7 +64,7 @@ from core.broker.redrive import Redrive
 from core.broker.reset import Resets
 from core.broker.schemas import Schemas
 from core.broker.undo import SkipUndo
-from core.broker.workflow import Workflow
+from core.broker.workflow import OpenRequest, Workflow
 from core.config import Config
 from core.ids.message_id import MessageId
 from core.ids.position import Position
@@ -204,6 +204,9 @@ class Broker:
 
     def waiting_plan_records(self, role: str, topic: str) -> list[PlanRecord]:
         return self.workflow.waiting_plan_records(role, topic)
+
+    def open_requests(self, role: str, topic: str) -> list[OpenRequest]:
+        return self.workflow.open_requests(role, topic)
 
     def record_approval_request(self, request: ApprovalRequest) -> None:
         self.workflow.record_approval_request(request)

@@ -197,9 +197,13 @@ class Admin(Collaborator):
         Audited: the record is the name's history (:meth:`create_subscription`).
         """
         info = self.access.authorized_topic(role, Operation.UNSUBSCRIBE, topic)
-        self.access.refuse_without_approval(
-            info, f"unsubscribing '{subscription}'", "the cursorops_unsubscribe workflow"
-        )
+        if info.approval_required:
+            left = self.plan_unsubscribe(role, info.name, subscription, force=force).messages
+            self.access.refuse_without_approval(
+                info,
+                f"unsubscribing '{subscription}', which has {left} message(s) left",
+                "the cursorops_unsubscribe workflow",
+            )
         self._refuse_while_connected(info.name, subscription, force)
         with self.metadata.transaction() as work:
             work.remove_subscription(info.name, subscription)

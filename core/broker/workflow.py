@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from core.authz import Operation
 from core.broker.context import Collaborator
 from core.errors import InvalidSkipPlanError
 from core.ids.topic_name import TopicName
 from core.skipping.plan_record import (
+    OPERATIONS,
     ApprovalRequest,
     GatedPlan,
     PlanBinding,
@@ -16,7 +19,36 @@ from core.skipping.plan_record import (
     gated_topics,
     plan_messages,
 )
-from core.store.metadata import AuditRecord
+from core.store.metadata import AuditEntry, AuditRecord
+
+PLANNED = "-planned"
+
+
+def planned_kind(operation: str) -> str:
+    """Audit kind of a request of ``operation`` recorded as planned (``skip-planned``, ...)."""
+    return f"{operation}{PLANNED}"
+
+
+@dataclass(frozen=True)
+class OpenRequest:
+    """A request recorded as planned with no closing record, and whether its plan record
+    was applied all the same (a run forced to success after its apply)."""
+
+    planned: AuditRecord
+    applied_at_ms: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.planned.detail
+        return {
+            "plannedAtMs": self.planned.at_ms,
+            "topic": self.planned.topic,
+            "subscription": self.planned.subscription,
+            "role": self.planned.role,
+            **{k: d.get(k) for k in ("planDigest", "operation", "dagId", "runId", "requester")},
+            **{k: d.get(k) for k in ("reason", "ticket", "messages", "requiredApprovals")},
+            "applied": self.applied_at_ms is not None,
+            "appliedAtMs": self.applied_at_ms,
+        }
 
 
 class Workflow(Collaborator):
@@ -40,14 +72,34 @@ class Workflow(Collaborator):
                 raise InvalidSkipPlanError(f"Invalid plan: '{topic}' is not canonical")
             policy = self.metadata.approval_policy(TopicName.parse(info.name).namespace_name)
             approvals = max(approvals, policy.approvals_for(plan_messages(plan)))
+        at_ms = self.clock()
         record = PlanRecord.create(
-            binding,
-            plan,
-            document,
-            required_approvals=approvals,
-            created_at_ms=self.clock(),
+            binding, plan, document, required_approvals=approvals, created_at_ms=at_ms
         )
-        return self.metadata.plans.save(record)
+        # Recorded as planned, on each of its topics, with the record itself: a run that
+        # never closes (forced green, failed, abandoned) still leaves a request in the log
+        # with no closing record (open_requests).
+        detail = {
+            "planDigest": record.digest,
+            "dagId": binding.dag_id,
+            "runId": binding.run_id,
+            "requester": binding.requester,
+            "operation": binding.operation,
+            "messages": record.messages,
+            "requiredApprovals": record.required_approvals,
+            "reason": record.document.get("reason"),
+            "ticket": record.document.get("ticket"),
+        }
+        kind = planned_kind(binding.operation)
+        with self.metadata.transaction() as work:
+            work.save_plan(record)
+            work.record_audits(
+                [
+                    AuditEntry(kind, topic, record.subscription, binding.role, detail, at_ms)
+                    for topic in gated_topics(plan)
+                ]
+            )
+        return record
 
     def current_plan_record(self, role: str, dag_id: str, run_id: str) -> PlanRecord | None:
         """The plan a run is bound to now (its newest record), checked against its digest;
@@ -69,6 +121,31 @@ class Workflow(Collaborator):
 
     def approval_requests(self, dag_id: str, run_id: str) -> list[ApprovalRequest]:
         return self.metadata.plans.requests(dag_id, run_id)
+
+    def open_requests(self, role: str, topic: str) -> list[OpenRequest]:
+        """The topic's requests recorded as planned and never closed, newest first: no
+        ``<operation>-request`` record names their plan (the workflow's closing task did
+        not run: the run waits, or was forced to a state, failed before it, or was
+        abandoned), and no later plan of the same run replaced theirs. Nothing of such a
+        request was applied unless its plan record says so (GET_STATS on the topic)."""
+        info = self.access.authorized_topic(role, Operation.GET_STATS, topic)
+        kinds = [f"{op}{end}" for op in OPERATIONS for end in (PLANNED, "-request")]
+        records = self.metadata.audit_log(info.name, None, kinds=kinds)
+        closed = {r.detail.get("planDigest") for r in records if r.kind.endswith("-request")}
+        newest: set[tuple[object, object]] = set()
+        out = []
+        for r in records:
+            if not r.kind.endswith(PLANNED):
+                continue
+            run = (r.detail.get("dagId"), r.detail.get("runId"))
+            if run in newest:
+                continue  # replaced by a later plan of the same run
+            newest.add(run)
+            digest = r.detail.get("planDigest")
+            if digest not in closed:
+                plan = self.metadata.plans.get(str(digest))
+                out.append(OpenRequest(r, None if plan is None else plan.applied_at_ms))
+        return out
 
     def record_audit(
         self,

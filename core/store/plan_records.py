@@ -32,26 +32,8 @@ class PlanRecords:
 
     def save(self, record: PlanRecord) -> PlanRecord:
         """Insert ``record`` (its digest checked against its content first)."""
-        record.verified()
-        b = record.binding
-        row = PlanRecordRow(
-            digest=record.digest,
-            operation=b.operation,
-            dag_id=check_text("run's DAG", b.dag_id),
-            run_id=check_text("run id", b.run_id),
-            requester=check_text("requester", b.requester),
-            role=check_text("role", b.role),
-            topic=record.topic,
-            subscription=record.subscription,
-            created_at_ms=check_int("plan time", record.created_at_ms, 0),
-            plan_id=record.plan_id,
-            plan_json=record.plan_json,
-            document=dict(record.document),
-            messages=record.messages,
-            required_approvals=record.required_approvals,
-        )
         with self._session(write=True, conflict=f"Plan record {record.digest} exists") as session:
-            session.add(row)
+            add(session, record)
         return record
 
     def current(self, dag_id: str, run_id: str) -> PlanRecord | None:
@@ -126,6 +108,31 @@ class PlanRecords:
                 )
                 for row in session.scalars(query)
             ]
+
+
+def add(session: Session, record: PlanRecord) -> None:
+    """Insert ``record`` in the caller's transaction (its digest checked against its content
+    first)."""
+    record.verified()
+    b = record.binding
+    session.add(
+        PlanRecordRow(
+            digest=record.digest,
+            operation=b.operation,
+            dag_id=check_text("run's DAG", b.dag_id),
+            run_id=check_text("run id", b.run_id),
+            requester=check_text("requester", b.requester),
+            role=check_text("role", b.role),
+            topic=record.topic,
+            subscription=record.subscription,
+            created_at_ms=check_int("plan time", record.created_at_ms, 0),
+            plan_id=record.plan_id,
+            plan_json=record.plan_json,
+            document=dict(record.document),
+            messages=record.messages,
+            required_approvals=record.required_approvals,
+        )
+    )
 
 
 def claim(session: Session, digest: str, at_ms: int, applied: Mapping[str, Any]) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from core.skipping.plan_record import PlanRecord
 from core.store import audit_log, plan_records, tenancy
 from core.store.cursor_state import ConnectionStatements, CursorStates
 from core.store.ledger_index import allocated_entries
@@ -65,6 +66,10 @@ class UnitOfWork:
         """The topic's audit records of ``kinds``, newest first, as this transaction sees
         them: after a row lock, what a concurrent writer committed before it too."""
         return audit_log.newest(self.session, topic, None, kinds)
+
+    def save_plan(self, record: PlanRecord) -> None:
+        """Insert a plan record, with whatever else this transaction records of it."""
+        plan_records.add(self.session, record)
 
     def claim_plan(self, digest: str, at_ms: int, applied: Mapping[str, Any]) -> None:
         """Mark a plan record applied; raises PlanAlreadyAppliedError if it already was."""

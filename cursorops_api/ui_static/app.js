@@ -247,10 +247,32 @@ async function auditView(path, sub) {
   const undone = new Set(records.filter((r) => r.kind === "undo-skip").map((r) => r.detail && r.detail.skipId));
   records = records.filter((r) => OPERATIONS.some((op) => r.kind === op || r.kind === `${op}-request`) &&
     (!sub || r.subscription === sub));
-  if (!records.length) { target.innerHTML = `<p class="muted">No skips recorded${sub ? " on this subscription" : ""}.</p>`; return; }
+  if (!records.length) {
+    target.innerHTML = `<p class="muted">No skips recorded${sub ? " on this subscription" : ""}.</p>`;
+    await openRequestsView(path, sub);
+    return;
+  }
   target.innerHTML = `<table data-testid="audit-table"><thead><tr><th>when (UTC)</th><th>what</th><th>subscription</th><th>requested by</th><th>approved by</th><th>why</th><th>outcome</th></tr></thead><tbody>${
     records.map((r) => auditRow(r, undone)).join("")}</tbody></table>`;
   target.querySelectorAll("button.undo").forEach((button) => button.addEventListener("click", () => requestUndo(path, button)));
+  await openRequestsView(path, sub);
+}
+
+/* Requests planned and never closed: waiting, or forced green, failed or abandoned before
+   their closing record. Listed until a closing record names their plan. */
+async function openRequestsView(path, sub) {
+  const target = $("open-requests-body");
+  let found;
+  try {
+    found = await getJson(`${path}/openRequests`);
+  } catch (error) { target.innerHTML = failed("the open requests", error); return; }
+  found = found.filter((r) => !sub || r.subscription === sub);
+  if (!found.length) { target.innerHTML = `<p class="muted" data-testid="no-open-requests">Every request planned here is closed.</p>`; return; }
+  target.innerHTML = `<table data-testid="open-requests-table"><thead><tr><th>planned (UTC)</th><th>what</th><th>subscription</th><th>requested by</th><th>why</th><th>state</th></tr></thead><tbody>${
+    found.map((r) => `<tr data-testid="open-request-row" data-run-id="${esc(r.runId)}"><td class="when">${utc(r.plannedAtMs)}</td>` +
+      `<td class="nowrap">${esc(r.operation)} via <a href="/dags/${seg(r.dagId)}/runs/${seg(r.runId)}">${esc(r.dagId)}</a></td>` +
+      `<td>${esc(r.subscription)}</td><td>${esc(r.requester)}</td><td>${esc(r.reason)}</td>` +
+      `<td><span class="badge ${r.applied ? "partly-applied" : "awaiting"}">${r.applied ? "applied, not closed" : "not applied"}</span><br>${planCell(r)}</td></tr>`).join("")}</tbody></table>`;
 }
 
 /* Undo of a skip: applied at once, or, where the namespace requires approval, a workflow run
@@ -276,6 +298,14 @@ async function requestUndo(path, button) {
   } catch (error) { out.textContent = `failed: ${error}`; button.disabled = false; }
 }
 
+/* One identifier per plan: the plan record's digest, which the approver read in the gate's
+   text, in full; a direct change (no approval) has only core's plan id. */
+function planCell(d) {
+  return d.planDigest
+    ? `<span class="muted">plan</span> <code data-testid="plan-digest">${esc(d.planDigest)}</code>`
+    : `<span class="muted">direct, plan id</span> <code>${esc(String(d.planId || "").slice(0, 12))}</code>`;
+}
+
 function auditRow(r, undone) {
   const d = r.detail || {};
   if (r.kind.endsWith("-request")) {
@@ -285,18 +315,18 @@ function auditRow(r, undone) {
       `<td>${esc(r.subscription)}</td><td>${esc(d.requester)}</td>` +
       `<td>${answer.by ? `${esc(answer.by)}<br><span class="muted nowrap">${utc(answer.at)}</span>` : `<span class="muted">nobody</span>`}</td>` +
       `<td>${esc(d.reason)}${d.ticket ? `<br><span class="muted">ticket ${esc(d.ticket)}</span>` : ""}</td>` +
-      `<td><span class="badge ${esc(d.outcome)}">${esc(d.outcome)}</span><br><span class="muted">${esc(d.statement)}</span></td></tr>`;
+      `<td><span class="badge ${esc(d.outcome)}">${esc(d.outcome)}</span><br><span class="muted">${esc(d.statement)}</span><br>${planCell(d)}</td></tr>`;
   }
   if (r.kind !== "skip") {
     const what = { "undo-skip": `undo of skip ${esc(d.skipId)}`, redrive: "redrive", "reset-cursor": "reset-cursor", unsubscribe: "unsubscribe" }[r.kind] || esc(r.kind);
     const changed = r.kind === "undo-skip" ? `${num((d.unacknowledged || []).length)} delivered again`
-      : r.kind === "redrive" ? `${num((d.redriven || []).length)} redriven`
+      : r.kind === "redrive" ? (d.redrivenTo ? `${num((d.deadLetterIds || []).length)} redriven to ${esc(d.redrivenTo)}` : `${num((d.deadLetterIds || []).length)} redriven`)
       : r.kind === "unsubscribe" ? `${num(d.dropped || 0)} message(s) dropped`
       : `${num((d.partitions || []).length)} partition(s) moved`;
     return `<tr data-testid="audit-row"><td class="when">${utc(r.atMs)}</td><td class="nowrap">${what} via ${esc(d.via || "?")}</td>` +
       `<td>${esc(r.subscription)}</td><td>${esc(r.role)}</td>` +
       `<td>${d.via === "airflow" ? `<span class="muted">see the request</span>` : `<span class="muted">not required</span>`}</td>` +
-      `<td><span class="muted">plan</span> <code>${esc(String(d.planId || "").slice(0, 12))}</code></td>` +
+      `<td>${planCell(d)}</td>` +
       `<td><span class="badge applied">applied</span><br>${changed}</td></tr>`;
   }
   const skipped = (d.skipped || []).length;
@@ -305,7 +335,7 @@ function auditRow(r, undone) {
   return `<tr data-testid="audit-row" data-skip-id="${esc(r.id)}"><td class="when">${utc(r.atMs)}</td><td class="nowrap">skip via ${esc(d.via || "?")}<br><span class="muted">skip id ${esc(r.id)}</span></td>` +
     `<td>${esc(r.subscription)}</td><td>${esc(r.role)}</td>` +
     `<td>${d.via === "airflow" ? `<span class="muted">see the request</span>` : `<span class="muted">not required</span>`}</td>` +
-    `<td><span class="muted">plan</span> <code>${esc(String(d.planId || "").slice(0, 12))}</code></td>` +
+    `<td>${planCell(d)}</td>` +
     `<td><span class="badge applied">applied</span><br>${num(skipped)} skipped, ${num((d.alreadyAcknowledged || []).length)} already acknowledged, ${num((d.acknowledgedMeanwhile || []).length)} acknowledged meanwhile${undo}</td></tr>`;
 }
 

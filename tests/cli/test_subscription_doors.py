@@ -67,3 +67,15 @@ def test_a_drained_subscription_is_not_reset_by_delete_and_create(
     assert run(capsys, home, "topics", "create-subscription", TOPIC, "-s", "ledger")[0] == 0
     with Broker(Config.from_home(home)) as broker:
         assert broker.peek_messages("admin", TOPIC, "ledger", 10) == []
+
+
+def test_audit_requests_names_each_open_plan_by_its_digest(
+    capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    with Broker(Config.from_home(home)) as broker:
+        plan = broker.plan_unsubscribe("admin", TOPIC, "ledger")
+        binding = PlanBinding("cursorops_unsubscribe", "manual__2", "alice", "admin", "unsubscribe")
+        record = broker.save_plan_record(binding, plan, {"reason": "retired"})
+    assert main(["--home", str(home), "audit", "requests", TOPIC]) == 0
+    out = capsys.readouterr().out
+    assert f"plan {record.digest}" in out and "not applied" in out and "manual__2" in out

@@ -237,3 +237,27 @@ def test_every_unsubscribe_is_audited(seeded: Broker) -> None:
     seeded.delete_subscription("alice", TOPIC, SUB)
     [entry] = seeded.audit_log("admin", TOPIC, kind="unsubscribe")
     assert (entry.subscription, entry.role, entry.detail["via"]) == (SUB, "alice", "broker")
+
+
+def test_a_request_is_recorded_when_planned_and_listed_until_it_is_closed(seeded: Broker) -> None:
+    """A run forced green (or failed, or abandoned) never writes its closing record: its
+    request stays listed, its plan not applied."""
+    some = ids(seeded)[:2]
+    record = seeded.save_plan_record(
+        binding("forced"), seeded.plan_skip("alice", TOPIC, SUB, some), {"reason": "why"}
+    )
+    [planned] = seeded.audit_log("admin", TOPIC, kind="skip-planned")
+    assert planned.detail["planDigest"] == record.digest and planned.detail["reason"] == "why"
+    [open_request] = seeded.open_requests("alice", TOPIC)
+    assert open_request.to_json()["planDigest"] == record.digest
+    assert open_request.to_json()["applied"] is False
+    # A cleared planning task replaces the run's plan: only the newest is open.
+    newer = seeded.save_plan_record(
+        binding("forced"), seeded.plan_skip("alice", TOPIC, SUB, some[:1]), {}
+    )
+    assert [r.planned.detail["planDigest"] for r in seeded.open_requests("alice", TOPIC)] == [
+        newer.digest
+    ]
+    seeded.record_audit("alice", "skip-request", TOPIC, SUB, {"planDigest": newer.digest})
+    assert seeded.open_requests("alice", TOPIC) == []
+    assert unacked(seeded) == 25

@@ -446,3 +446,24 @@ def test_delete_and_create_again_are_cursor_moves_on_an_approval_namespace(api: 
     again = api.call("alice", "PUT", path + "?subscriptionType=Shared")
     assert again.status_code == 204, again.text
     assert api.backlog(seeded.topic) == 0
+
+
+def test_open_requests_list_what_was_planned_and_never_closed(api: Api) -> None:
+    """A run forced green never writes its closing record: its request stays listed, with
+    the plan digest its approvers read, as not applied."""
+    from core.broker import Broker
+    from core.skipping.plan_record import PlanBinding
+
+    seeded = api.seeded(APPROVAL_NS)
+    with Broker(api.config) as broker:  # what the DAG's planning task stores
+        plan = broker.plan_skip("alice", seeded.topic, SUBSCRIPTION, seeded.ids[20:22])
+        binding = PlanBinding("cursorops_skip_messages", "manual__forced", "alice", "alice")
+        record = broker.save_plan_record(binding, plan, {"reason": "stuck"})
+    path = rest_path(seeded.topic) + "/openRequests"
+    answer = api.call("bob", "GET", path)
+    assert answer.status_code == 200, answer.text
+    [listed] = [r for r in answer.json() if r["runId"] == "manual__forced"]
+    assert listed["planDigest"] == record.digest and listed["applied"] is False
+    who = (listed["requester"], listed["reason"], listed["operation"])
+    assert who == ("alice", "stuck", "skip")
+    _reason(api.call("carol", "GET", path), 403)

@@ -32,7 +32,7 @@ from core.store.unit_of_work import UnitOfWork
 
 home, url, stop_at = sys.argv[1:]
 owner = {"append": LedgerStore, "audit": UnitOfWork}[stop_at]
-name = {"append": "append_columns_many", "audit": "record_audit"}[stop_at]
+name = {"append": "append_columns_many", "audit": "record_audits"}[stop_at]
 original = getattr(owner, name)
 
 def stopped(*args, **kwargs):

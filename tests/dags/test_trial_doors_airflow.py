@@ -1,0 +1,108 @@
+"""The doors a two-user trial found around the gate (alice asks, bob approves), on a real
+Airflow: each is now gated, or leaves a record an auditor sees."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from core.broker import Broker
+from core.config import Config
+from core.producer import OutgoingMessage
+from core.subscription import SubscriptionType
+from tests.airflow_harness import Airflow
+from tests.dags.conftest import seed_topic
+from tests.dags.test_gated_operations_airflow import approval_topic, approved, backlog
+from tests.dags.test_skip_messages_airflow import conf
+from tests.plugins.conftest import PREFIX, rest_path
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+
+def test_a_drained_subscription_deleted_and_created_at_earliest_gets_nothing_back(
+    airflow: Airflow, cursorops_home: Config
+) -> None:
+    topic = approval_topic(cursorops_home, "ledger")
+    with Broker(cursorops_home) as broker:
+        broker.produce("admin", topic, [OutgoingMessage(b"x")] * 6)
+        broker.consume("admin", topic, "ledger", 6, ack=True)
+    path = f"{PREFIX}{rest_path(topic)}/subscription/ledger"
+    answer = airflow.request("alice", "DELETE", path, headers={"X-Cursorops-Reason": "drained"})
+    states = approved(airflow, answer, "approve_unsubscribe", "Unsubscribe")
+    assert states["apply_unsubscribe"] == ["success"]
+    for start in ({"ledgerId": -1, "entryId": -1}, {"ledgerId": 0, "entryId": 0}):
+        again = airflow.request("alice", "PUT", path + "?subscriptionType=Shared", json=start)
+        assert again.status_code == 403, again.text
+        assert "cursorops_reset_cursor" in again.json()["reason"]
+    assert airflow.request("alice", "PUT", path + "?subscriptionType=Shared").status_code == 204
+    assert backlog(cursorops_home, topic, "ledger") == 0
+
+
+def test_a_redrive_from_a_vault_asks_the_vaults_quorum_and_is_recorded_there(
+    airflow: Airflow, cursorops_home: Config
+) -> None:
+    vault = f"acme/vault-{secrets.token_hex(3)}"
+    topic = f"persistent://acme/open-{secrets.token_hex(3)}/orders"
+    dlq = f"persistent://{vault}/orders-billing-DLQ"
+    with Broker(cursorops_home) as broker:
+        for namespace in (vault, topic.removeprefix("persistent://").rsplit("/", 1)[0]):
+            broker.create_namespace("admin", namespace)
+            for role in ("alice", "bob"):
+                broker.grant_permission("admin", namespace, role, ["produce", "consume"])
+        broker.create_topic("admin", topic)
+        broker.create_subscription("admin", topic, "billing", SubscriptionType.SHARED)
+        broker.create_topic("admin", dlq)
+        broker.produce("admin", dlq, [OutgoingMessage(b"pill")] * 3)
+        broker.set_namespace_policy("admin", vault, skip_requires_approval=True)
+        broker.set_approval_quorum("admin", vault, large_above_messages=0, approvals=2)
+    answer = airflow.request(
+        "alice",
+        "POST",
+        f"{PREFIX}{rest_path(topic)}/subscription/billing/redrive",
+        json={"deadLetterTopic": dlq},
+        headers={"X-Cursorops-Reason": "fixed the consumer"},
+    )
+    assert answer.status_code == 202, answer.text
+    dag, run = answer.json()["dagId"], answer.json()["runId"]
+    first = airflow.wait_awaiting_input(dag, run, "approve_redrive")
+    assert "approval 1 of 2" in first["subject"]
+    assert airflow.answer(dag, run, "approve_redrive", "Approve", user="bob").status_code == 200
+    airflow.wait_awaiting_input(dag, run, "approve_redrive_2")
+    assert backlog(cursorops_home, topic, "billing") == 0  # one approval applies nothing
+    assert airflow.answer(dag, run, "approve_redrive_2", "Approve", user="admin").status_code == 200
+    assert airflow.wait_run(dag, run) == "success", airflow.task_states(dag, run)
+    assert backlog(cursorops_home, topic, "billing") == 3
+    with Broker(cursorops_home) as broker:
+        [mine] = broker.audit_log("admin", topic, kind="redrive")
+        [theirs] = broker.audit_log("admin", dlq, kind="redrive")
+    assert mine.detail["approvedBy"] == theirs.detail["approvedBy"] == ["bob", "admin"]
+
+
+def test_a_run_the_requester_forces_green_stays_an_open_request_not_applied(
+    airflow: Airflow, cursorops_home: Config
+) -> None:
+    namespace = f"acme/forced-{secrets.token_hex(3)}"
+    with Broker(cursorops_home) as broker:
+        broker.create_namespace("admin", namespace)
+        for role in ("alice", "bob"):
+            broker.grant_permission("admin", namespace, role, ["consume"])
+    seeded = seed_topic(cursorops_home, namespace=namespace)
+    with Broker(cursorops_home) as broker:
+        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+    before = seeded.unacknowledged()
+    dag = "cursorops_skip_messages"
+    run = airflow.trigger(dag, conf(seeded, seeded.ids[20:22]), user="alice")
+    airflow.wait_awaiting_input(dag, run, "approve_skip")
+    forced = airflow.request(
+        "alice", "PATCH", f"/api/v2/dags/{dag}/dagRuns/{run}", json={"state": "success"}
+    )
+    assert forced.status_code == 200, forced.text
+    assert airflow.run_state(dag, run) == "success"
+    listed = airflow.get("bob", f"{PREFIX}{rest_path(seeded.topic)}/openRequests")
+    [request] = [r for r in listed if r["runId"] == run]
+    assert request["applied"] is False and request["requester"] == "alice"
+    with Broker(cursorops_home) as broker:
+        record = broker.current_plan_record("admin", dag, run)
+    assert record is not None and request["planDigest"] == record.digest
+    assert seeded.unacknowledged() == before
