@@ -1,4 +1,4 @@
-"""The plan of an unsubscribe of a subscription that still has a backlog: what is dropped.
+"""The plan of an unsubscribe: what is dropped (the backlog, possibly none).
 
 Unsubscribing deletes the subscription's cursor with every message it has not
 acknowledged: where the namespace requires approval, that is a gated operation.
