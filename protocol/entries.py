@@ -720,12 +720,3 @@ def message_command(
     if consumer_epoch is not None:
         body += b"\x28" + _varint(consumer_epoch)
     return b"\x08" + _varint(int(CommandType.MESSAGE)) + _MESSAGE_BODY + _varint(len(body)) + body
-
-
-def unacked_indexes(ack_set: Sequence[int], batch_size: int) -> set[int]:
-    """The indexes an ``ack_set`` marks (set bit) among ``0..batch_size-1``."""
-    return {
-        i
-        for i in range(batch_size)
-        if i // 64 < len(ack_set) and (ack_set[i // 64] >> (i % 64)) & 1
-    }

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from core.acks.ack_set import first_unacked, from_words, full
+from core.acks.ack_words import AckWords
 from core.ids.message_id import MessageId
 from core.ids.position import Position
 from core.reading.dispatch import Consumer, Dispatcher
@@ -35,7 +37,6 @@ from protocol.entries import (
     interleaved_batch,
     message_command,
     sent_payload,
-    unacked_indexes,
     uniform_batch_payload,
 )
 from protocol.frames import encode_payload_frame
@@ -47,30 +48,6 @@ _INT64 = 1 << 64
 def signed64(value: int) -> int:
     """A ``uint64`` id field as the int64 it encodes (-1 is ``2**64 - 1`` on the wire)."""
     return value - _INT64 if value >= 1 << 63 else value
-
-
-def _id_batch(
-    topic: str,
-    partition: int,
-    ledgers: list[int],
-    entries: list[int],
-    indexes: list[int],
-    sizes: list[int],
-) -> MessageBatch:
-    """Acknowledged ids as a :class:`MessageBatch` for ``Dispatcher.acknowledge_batch``,
-    which reads the ids and batch sizes only: no message object per id."""
-    n = len(indexes)
-    columns = pa.RecordBatch.from_arrays([pa.array(sizes, pa.int32())], names=["batch_size"])
-    return MessageBatch(
-        (topic,),
-        np.zeros(n, np.int64),
-        np.full(n, partition, np.int64),
-        np.asarray(ledgers, np.int64),
-        np.asarray(entries, np.int64),
-        np.asarray(indexes, np.int64),
-        np.zeros(n, np.int64),
-        columns,
-    )
 
 
 def _binary_buffers(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -372,32 +349,42 @@ class WireConsumer:
             return
         ledgers: list[int] = []
         entries: list[int] = []
-        indexes: list[int] = []
         sizes: list[int] = []
+        counts: list[int] = []
+        words: list[int] = []
         for mid in ids:
             ledger, entry = signed64(mid["ledgerId"]), signed64(mid["entryId"])
-            key = (ledger, entry)
-            size = self.batch_sizes.get(key) or mid.get("batch_size", 0)
-            ack_set = mid.get("ack_set")
-            if size <= 0:
-                acked = [-1]
-                size = 0
-            elif ack_set:
-                remaining = unacked_indexes(ack_set, size)
-                acked = [i for i in range(size) if i not in remaining]
-            else:
-                # No ack_set: the whole entry (a client with batch-index acks off
-                # acknowledges a batch once all its messages are).
-                acked = list(range(size))
-            ledgers += [ledger] * len(acked)
-            entries += [entry] * len(acked)
-            indexes += acked
-            sizes += [size] * len(acked)
-            self._forget(key, acked)
-        if indexes:
-            self.dispatcher.acknowledge_batch(
-                self.core, _id_batch(self.topic, self.partition, ledgers, entries, indexes, sizes)
-            )
+            size = max(self.batch_sizes.get((ledger, entry)) or mid.get("batch_size", 0), 0)
+            # No ack_set on a batch: the whole entry (a client with batch-index acks off
+            # acknowledges a batch once all its messages are).
+            given = mid.get("ack_set") if size else None
+            ledgers.append(ledger)
+            entries.append(entry)
+            sizes.append(size)
+            counts.append(len(given) if given else 0)
+            if given:
+                words.extend(given)
+        if not ledgers:
+            return
+        acks = AckWords.of(ledgers, entries, sizes, counts, words)
+        self.dispatcher.acknowledge_words(self.core, self.topic, acks)
+        at = 0
+        for ledger, entry, count in zip(ledgers, entries, counts, strict=True):
+            self._forget_acked((ledger, entry), words[at : at + count])
+            at += count
+
+    def _forget_acked(self, key: tuple[int, int], words: Sequence[int]) -> None:
+        """Forget the held indexes of an entry that ``words`` (an ack set) acknowledge: all
+        of them when there are none."""
+        held = self.held.get(key)
+        if held is None:
+            return
+        if words:
+            bits = from_words(words)
+            held.intersection_update([index for index in held if bits >> index & 1])
+        if not words or not held:
+            del self.held[key]
+            self.batch_sizes.pop(key, None)
 
     def _forget(self, key: tuple[int, int], indexes: Iterable[int]) -> None:
         held = self.held.get(key)
@@ -412,11 +399,11 @@ class WireConsumer:
         ledger, entry = signed64(mid["ledgerId"]), signed64(mid["entryId"])
         size = self.batch_sizes.get((ledger, entry)) or mid.get("batch_size", 0)
         index = -1
-        ack_set = mid.get("ack_set")
-        if size > 0 and ack_set:
-            remaining = sorted(unacked_indexes(ack_set, size))
-            if remaining:
-                index = remaining[0] - 1
+        words = mid.get("ack_set")
+        if size > 0 and words:
+            first = first_unacked(from_words(words) & full(size))
+            if first >= 0:
+                index = first - 1
                 if index < 0:
                     return
         self.dispatcher.acknowledge_cumulative(self.core, self._message(ledger, entry, index, size))

@@ -32,6 +32,7 @@ from core.errors import InvalidArgumentError, InvalidBatchIndexError
 __all__ = [
     "ack",
     "ack_many",
+    "first_unacked",
     "from_words",
     "full",
     "is_acked",
@@ -151,6 +152,13 @@ def unacked_indexes(bits: int) -> list[int]:
             base = byte_no << 3
             found.extend(base + bit for bit in _BYTE_BITS[value])
     return found
+
+
+def first_unacked(bits: int) -> int:
+    """The lowest still-unacknowledged batch index, or -1 when every index is
+    acknowledged. Cost: O(len(bits) / 64)."""
+    _check_bits(bits)
+    return (bits & -bits).bit_length() - 1
 
 
 def to_words(bits: int) -> list[int]:

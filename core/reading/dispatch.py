@@ -75,6 +75,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.acks import cursor_codec
+from core.acks.ack_words import AckWords
 from core.acks.cursor import AckColumns, AckTarget, CursorState
 from core.acks.ledger_layout import LedgerLayout
 from core.acks.managed_cursor import COMPACT_AFTER_DELTAS
@@ -1109,6 +1110,22 @@ class Dispatcher:
             for topic, payload, ledger, entry, index in parts:
                 txn.append_cursor_delta(topic, payload)
                 txn.drop_pending_columns(topic, ledger, entry, index)
+
+    def acknowledge_words(self, consumer: Consumer, topic: str, acks: AckWords) -> None:
+        """Acknowledge message ids of one partition as a ``CommandAck`` carries them, in one
+        transaction: the cursor delta is made of the ack sets' words, and the pending
+        messages leave as arrays (:class:`AckWords`), with no object per batch index."""
+        if topic not in self._by_topic:
+            raise InvalidArgumentError(f"Messages of {topic} are not from this subscription")
+        if not len(acks):
+            return
+        # Built before the transaction: a bad acknowledgement is refused with nothing written.
+        payload = cursor_codec.encode_columns(acks.delta())
+        ledger, entry, index = acks.acked()
+        with self._transaction() as txn:
+            txn.renew_lease(consumer.consumer_id, self.lease_ms)
+            txn.append_cursor_delta(topic, payload)
+            txn.drop_pending_columns(topic, ledger, entry, index)
 
     def _acknowledge(
         self, consumer: Consumer, by_topic: dict[str, list[AckTarget]], keys: list[PendingKey]

@@ -216,3 +216,40 @@ def test_a_half_open_connection_is_found_by_ping(tmp_path: Path) -> None:
         assert "no answer to ping" in server.log_text()
     finally:
         server.stop()
+
+
+def test_an_ack_naming_an_impossible_batch_is_refused_and_changes_nothing(
+    standalone: Standalone,
+) -> None:
+    """A batch size no entry can have would cost its size in memory to acknowledge: the
+    ack gets an error and the cursor and the messages held stay as they were."""
+    topic = unique()
+    with RawClient(standalone.port) as raw:
+        raw.connect()
+        raw.producer(topic)
+        raw.send_message(b"", 0, batch=[b"a", b"b", b"c", b"d"])
+        raw.subscribe(topic, "s", SubType.Shared)
+        raw.send(command(CommandType.FLOW, consumer_id=1, messagePermits=10))
+        entry = raw.expect_frame(CommandType.MESSAGE).body["message_id"]
+        with standalone.broker() as broker:
+            before = broker.cursor_state(ROLE, topic, "s")
+        other = {**entry, "entryId": entry["entryId"] + 1, "batch_size": 2**31 - 1}
+        raw.send(
+            command(
+                CommandType.ACK,
+                consumer_id=1,
+                ack_type=0,
+                message_id=[{**entry, "ack_set": [0b1010]}, other],
+                request_id=9,
+            )
+        )
+        answer = raw.expect(CommandType.ACK_RESPONSE)
+        assert answer["request_id"] == 9 and "batch size" in answer["message"]
+        with standalone.broker() as broker:
+            assert broker.cursor_state(ROLE, topic, "s") == before
+        raw.send(command(CommandType.CLOSE_CONSUMER, consumer_id=1, request_id=10))
+        raw.expect(CommandType.SUCCESS)
+        raw.subscribe(topic, "s", SubType.Shared, consumer_id=2)
+        raw.send(command(CommandType.FLOW, consumer_id=2, messagePermits=10))
+        again = raw.expect_frame(CommandType.MESSAGE)
+        assert "ack_set" not in again.body
