@@ -30,10 +30,8 @@ The children (each prints one JSON line of results):
   with ``receive_many(1000)`` acknowledging each chunk, and (a fresh
   subscription) with ``receive_batch(1000)`` without acknowledging; messages
   per second including building the dispatcher.
-- ``acks``: durable individual acknowledgements on SQLite: one id per
-  ``ManagedCursor.acknowledge`` call from one thread and from 8 threads
-  sharing the cursor (group commit), and one ``Consumer.acknowledge`` per
-  received message.
+- ``acks``: durable individual acknowledgements on SQLite, the way every
+  consumer's go: one ``Consumer.acknowledge`` per received message.
 
 ``python -m benchmarks.before_after [--base REV] [--rounds N] [--quick]``
 writes its section of ``docs/benchmarks.md`` (not with ``--quick`` unless
@@ -117,10 +115,6 @@ class Sizes:
     timed_skips: int
     """Timed skips of each path (Broker, REST), interleaved."""
     read_messages: int
-    single_acks: int
-    """``ManagedCursor.acknowledge`` calls of one id from one thread."""
-    threaded_acks: int
-    """Calls of one id from :data:`THREADS` threads sharing one cursor."""
     consumer_acks: int
     """``Consumer.acknowledge`` calls, one received message each."""
 
@@ -130,8 +124,6 @@ FULL = Sizes(
     warm_skips=5,
     timed_skips=60,
     read_messages=10_000,
-    single_acks=200,
-    threaded_acks=1_000,
     consumer_acks=200,
 )
 QUICK = Sizes(
@@ -139,13 +131,8 @@ QUICK = Sizes(
     warm_skips=2,
     timed_skips=10,
     read_messages=2_000,
-    single_acks=30,
-    threaded_acks=200,
     consumer_acks=40,
 )
-THREADS = 8
-ACK_LAYOUT = (40, 5_000)
-"""Ledgers x entries of the acknowledged cursor."""
 
 
 # == the child: measures the tree it imports ==========================================
@@ -349,79 +336,13 @@ def child_read(sizes: Sizes, work: Path) -> dict[str, Any]:
 
 
 def child_acks(sizes: Sizes, work: Path) -> dict[str, Any]:
-    import random
-    import threading
-
-    from core.acks import cursor_codec
-    from core.acks.cursor import AckTarget, CursorState
-    from core.acks.ledger_layout import LedgerLayout
-    from core.acks.managed_cursor import ManagedCursor
     from core.broker import Broker
     from core.config import Config
-    from core.ids.position import Position
     from core.producer import OutgoingMessage
-    from core.store.metadata import MetadataStore
     from core.subscription import SubscriptionType
-
-    ledgers, entries = ACK_LAYOUT
-    layout = LedgerLayout.of([(ledger, entries) for ledger in range(1, ledgers + 1)])
-
-    def cursor_of(name: str) -> tuple[MetadataStore, ManagedCursor]:
-        store = MetadataStore(f"sqlite:///{work / f'{name}.db'}")
-        store.create_tenant(TENANT)
-        store.create_namespace(NAMESPACE)
-        topic = store.create_topic(ACK_TOPIC, 0)
-        store.create_subscription(
-            topic.name,
-            "bench",
-            SubscriptionType.SHARED,
-            {},
-            {topic.name: cursor_codec.encode(CursorState())},
-        )
-        return store, ManagedCursor.open(store, ACK_TOPIC, "bench", layout)
-
-    def targets(count: int, seed: int) -> list[AckTarget]:
-        rng = random.Random(seed)
-        chosen = rng.sample(range(ledgers * entries), count)
-        return [AckTarget(Position(1 + c // entries, c % entries), -1, 0) for c in chosen]
-
-    def check(store: MetadataStore, acked: list[AckTarget]) -> None:
-        state = ManagedCursor.open(store, ACK_TOPIC, "bench", layout).state
-        assert all(state.is_acked(t.position, -1) for t in acked), "an acknowledgement is missing"
-        store.close()
 
     work.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}
-
-    store, cursor = cursor_of("single")
-    single = targets(sizes.single_acks, 1)
-    started, cpu = time.perf_counter(), time.process_time()
-    for target in single:
-        cursor.acknowledge([target])
-    results["single"] = len(single) / (time.perf_counter() - started)
-    results["cpu_us_single"] = 1e6 * (time.process_time() - cpu) / len(single)
-    check(store, single)
-
-    store, cursor = cursor_of("threads")
-    many = targets(sizes.threaded_acks, 2)
-    gate = threading.Barrier(THREADS + 1)
-
-    def work_of(worker: int) -> None:
-        gate.wait()
-        for target in many[worker::THREADS]:
-            cursor.acknowledge([target])
-
-    pool = [threading.Thread(target=work_of, args=(w,)) for w in range(THREADS)]
-    for thread in pool:
-        thread.start()
-    started, cpu = time.perf_counter(), time.process_time()
-    gate.wait()
-    for thread in pool:
-        thread.join()
-    results["threads"] = len(many) / (time.perf_counter() - started)
-    results["cpu_us_threads"] = 1e6 * (time.process_time() - cpu) / len(many)
-    check(store, many)
-
     with Broker(Config.from_home(work / "consumer")) as broker:
         _installation(broker)
         broker.create_topic(ROLE, ACK_TOPIC, partitions=0)
@@ -656,11 +577,7 @@ def _figures(results: dict[tuple[str, str, str], list[dict[str, Any]]]) -> list[
                 cpu_current=cpu_current,
             )
         )
-    for key, label in (
-        ("single", "acks: `ManagedCursor.acknowledge`, 1 id per call, 1 thread"),
-        ("threads", f"acks: `ManagedCursor.acknowledge`, 1 id per call, {THREADS} threads"),
-        ("consumer", "acks: `Consumer.acknowledge`, one message per call"),
-    ):
+    for key, label in (("consumer", "acks: `Consumer.acknowledge`, one message per call"),):
         base, current, loads = pick("acks", "sqlite", key)
         cpu_base, cpu_current, _ = pick("acks", "sqlite", f"cpu_us_{key}")
         figures.append(
@@ -719,9 +636,9 @@ def render(run: dict[str, Any], figures: list[Figure]) -> str:
         f"Broker and REST calls interleaved. Read path: {sizes.read_messages:,} messages in "
         "batches of 10 on one topic, read to the end through a Shared subscription (building "
         "the dispatcher included). Acknowledgements, durable on SQLite: "
-        f"{sizes.single_acks} calls of one id from one thread, {sizes.threaded_acks:,} from "
-        f"{THREADS} threads sharing the cursor (group commit), {sizes.consumer_acks} "
-        "`Consumer.acknowledge` calls of one received message. *CPU per op* is the measuring "
+        f"{sizes.consumer_acks} `Consumer.acknowledge` calls of one received message (the "
+        "subscription transaction every consumer's acknowledgement takes). *CPU per op* is "
+        "the measuring "
         "process's CPU time (all its threads) per skip, message or acknowledgement, medians "
         "likewise: what the code costs, less exposed than wall time to waiting for a core or "
         "for the shared disk (each durable acknowledgement on SQLite waits for an `fsync`).",

@@ -40,12 +40,13 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
-from core.acks.cursor import AckTarget
+from core.acks import cursor_codec
+from core.acks.cursor import AckTarget, CursorState
 from core.acks.ledger_layout import LedgerLayout
-from core.acks.managed_cursor import ManagedCursor
 from core.broker import Broker
 from core.config import Config
 from core.ids.message_id import MessageId
+from core.store.cursor_state import replay
 from core.subscription import SubscriptionType
 
 SECTION = "read_path"
@@ -125,8 +126,9 @@ class Topic:
         self.broker.create_subscription(
             ROLE, TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
         )
-        cursor = ManagedCursor.open(self.broker.metadata, TOPIC, name, self.layout)
-        cursor.acknowledge([AckTarget(m.position, m.batch_index, m.batch_size) for m in self.acked])
+        targets = [AckTarget(m.position, m.batch_index, m.batch_size) for m in self.acked]
+        delta = cursor_codec.encode(CursorState.ack_delta(targets))
+        self.broker.metadata.append_cursor_delta(TOPIC, name, delta)
         return name
 
     def read(
@@ -201,8 +203,7 @@ class Topic:
         assert seen == expected, "delivered messages differ from the unacknowledged ones"
 
     def check_all_acknowledged(self, subscription: str) -> None:
-        cursor = ManagedCursor.open(self.broker.metadata, TOPIC, subscription, self.layout)
-        state = cursor.state
+        state = replay(self.broker.metadata.load_cursor(TOPIC, subscription), self.layout)
         assert state.mark_delete == self.layout.last_position, state.mark_delete
         assert not state.individually_deleted and not state.batch_acks
 

@@ -25,7 +25,6 @@ from pathlib import Path
 
 CORE_BENCHMARKS = (
     "cursor_acks",
-    "group_acks",
     "read_path",
     "produce",
     "skip_ids",

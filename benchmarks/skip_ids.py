@@ -34,10 +34,10 @@ from pathlib import Path
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
 from core.acks.ledger_layout import LedgerLayout
-from core.acks.managed_cursor import ManagedCursor
 from core.broker import Broker
 from core.config import Config
 from core.ids.message_id import MessageId
+from core.store.cursor_state import replay
 from core.subscription import SubscriptionType
 
 SECTION = "skip_ids"
@@ -115,7 +115,7 @@ def check_skipped(broker: Broker, subscription: str, chosen: list[MessageId]) ->
         layout = LedgerLayout.of(
             (ledger.ledger_id, ledger.entries) for ledger in broker.metadata.ledgers(name)
         )
-        state = ManagedCursor.open(broker.metadata, name, subscription, layout).state
+        state = replay(broker.metadata.load_cursor(name, subscription), layout)
         mine = [m for m in chosen if m.partition == index]
         assert mine and all(state.is_acked(m.position, m.batch_index) for m in mine), name
 

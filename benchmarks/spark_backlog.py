@@ -49,16 +49,16 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks import machine, report
-from core.acks import ack_set
-from core.acks.cursor import AckTarget
+from core.acks import ack_set, cursor_codec
+from core.acks.cursor import AckTarget, CursorState
 from core.acks.ledger_layout import LedgerLayout
-from core.acks.managed_cursor import ManagedCursor
 from core.analysis.backlog import PartitionAnalysis
 from core.broker import Broker
 from core.config import Config
 from core.ids.position import Position
 from core.ids.topic_name import TopicName
 from core.producer import OutgoingMessage, Producer
+from core.store.cursor_state import replay
 from core.subscription import SubscriptionType
 
 SECTION = "spark_backlog"
@@ -158,12 +158,12 @@ def _acknowledge(
     n = len(index)
     if n == 0:
         return
-    cursor = ManagedCursor.open(broker.metadata, partition, subscription, layout)
+    store = broker.metadata
     head = int(n * rng.uniform(0.0, 0.2))
     if head:
-        cursor.acknowledge_cumulative(
-            Position(int(index.ledger_id[head - 1]), int(index.entry_id[head - 1]))
-        )
+        through = Position(int(index.ledger_id[head - 1]), int(index.entry_id[head - 1]))
+        delta = CursorState().acknowledge_cumulative(through, layout)
+        store.append_cursor_delta(partition, subscription, cursor_codec.encode(delta))
     draw = rng.random(n)
     targets = [
         AckTarget(Position(int(index.ledger_id[row]), int(index.entry_id[row])))
@@ -175,7 +175,9 @@ def _acknowledge(
         position = Position(int(index.ledger_id[row]), int(index.entry_id[row]))
         picked = rng.choice(size, size=int(rng.integers(1, size)), replace=False)
         targets.extend(AckTarget(position, int(i), size) for i in picked.tolist())
-    cursor.acknowledge(targets)
+    if targets:
+        delta = CursorState.ack_delta(targets)
+        store.append_cursor_delta(partition, subscription, cursor_codec.encode(delta))
 
 
 # -- the four ways to the answer ------------------------------------------------------
@@ -375,7 +377,7 @@ def duckdb_reference(config: Config) -> Answer:
                 (ledger.ledger_id, ledger.entries) for ledger in broker.metadata.ledgers(partition)
             )
             for sub in SUBSCRIPTIONS:
-                state = ManagedCursor.open(broker.metadata, partition, sub, layout).state
+                state = replay(broker.metadata.load_cursor(partition, sub), layout)
                 marks.append((number, sub, *state.mark_delete))
                 deleted = state.individually_deleted
                 for ledger_id in deleted.ledgers():

@@ -31,10 +31,10 @@ from benchmarks import machine, report
 from benchmarks.report import Options, Runs, Stopwatch
 from benchmarks.skip_ids import FULL, QUICK, ROLE, TOPIC, Sizes, build_topic
 from core.acks.ledger_layout import LedgerLayout
-from core.acks.managed_cursor import ManagedCursor
 from core.broker import Broker
 from core.config import Config
 from core.ids.message_id import MessageId
+from core.store.cursor_state import replay
 from core.subscription import SubscriptionType
 
 SECTION = "undo_skip"
@@ -49,7 +49,7 @@ def check_unacknowledged(broker: Broker, subscription: str, chosen: list[Message
         layout = LedgerLayout.of(
             (ledger.ledger_id, ledger.entries) for ledger in broker.metadata.ledgers(name)
         )
-        state = ManagedCursor.open(broker.metadata, name, subscription, layout).state
+        state = replay(broker.metadata.load_cursor(name, subscription), layout)
         mine = [m for m in chosen if m.partition == index]
         acked = state.acked_many(
             np.array([m.ledger_id for m in mine], dtype=np.int64),

@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,8 +22,10 @@ from tests import leftovers
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from core.acks.managed_cursor import ManagedCursor
+    from core.acks.cursor import AckTarget, CursorState
+    from core.acks.ledger_layout import LedgerLayout
     from core.broker import Broker
+    from core.ids.position import Position
 
 PG_URL_ENV = "CURSOROPS_TEST_PG_URL"
 
@@ -129,14 +131,41 @@ def tmp_config(tmp_path: Path) -> Config:
     return Config.from_home(tmp_path)
 
 
-def open_cursor(broker: Broker, topic: str, subscription: str) -> ManagedCursor:
-    """The subscription's durable cursor itself, over the topic's current ledgers."""
+def _layout(broker: Broker, topic: str) -> LedgerLayout:
     from core.acks.ledger_layout import LedgerLayout
-    from core.acks.managed_cursor import ManagedCursor
 
     ledgers = broker.metadata.ledgers(topic)
-    layout = LedgerLayout.of((ledger.ledger_id, ledger.entries) for ledger in ledgers)
-    return ManagedCursor.open(broker.metadata, topic, subscription, layout)
+    return LedgerLayout.of((ledger.ledger_id, ledger.entries) for ledger in ledgers)
+
+
+def stored_cursor(broker: Broker, topic: str, subscription: str) -> CursorState:
+    """The subscription's cursor on one partition as stored, over its current ledgers."""
+    from core.store.cursor_state import replay
+
+    return replay(broker.metadata.load_cursor(topic, subscription), _layout(broker, topic))
+
+
+def acknowledge(
+    broker: Broker, topic: str, subscription: str, targets: Iterable[AckTarget]
+) -> None:
+    """Individual acknowledgements of any messages of one partition, whatever the
+    subscription's type, as one journal delta in a cursor transaction of its own."""
+    from core.acks import cursor_codec
+    from core.acks.cursor import CursorState
+
+    delta = CursorState.ack_delta(targets)
+    broker.metadata.append_cursor_delta(topic, subscription, cursor_codec.encode(delta))
+
+
+def acknowledge_cumulative(
+    broker: Broker, topic: str, subscription: str, position: Position
+) -> None:
+    """Everything up to ``position`` (inclusive) acknowledged, as :func:`acknowledge` writes."""
+    from core.acks import cursor_codec
+    from core.acks.cursor import CursorState
+
+    delta = CursorState().acknowledge_cumulative(position, _layout(broker, topic))
+    broker.metadata.append_cursor_delta(topic, subscription, cursor_codec.encode(delta))
 
 
 def _postgres_base_url() -> str:

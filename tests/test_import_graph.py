@@ -5,8 +5,7 @@ Every module outside ``core/`` that ships (``cli``, ``protocol``, ``spark_apps``
 test fails when one of them
 
 - imports a private ``core`` name (a leading underscore, module or name);
-- imports a store module: ``core.store`` (any), ``core.acks.managed_cursor``,
-  ``core.acks.cursor_codec``;
+- imports a store module: ``core.store`` (any), ``core.acks.cursor_codec``;
 - imports one of the Broker's collaborators (``core.broker.admin``, ...): the
   façade ``core.broker`` is the way in;
 - reaches a Broker's stores or cursors: ``<x>.metadata``, ``<x>.ledgers`` or
@@ -30,7 +29,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EDGES = ("cli", "protocol", "spark_apps", "dags", "airflow_glue", "plugins", "cursorops_api")
-STORE_MODULES = ("core.store", "core.acks.managed_cursor", "core.acks.cursor_codec")
+STORE_MODULES = ("core.store", "core.acks.cursor_codec")
 BROKER_STORES = ("metadata", "ledgers")
 BROKER_INTERNALS = (*BROKER_STORES, "context")
 FACADE = "core.broker"
@@ -119,7 +118,7 @@ def test_the_checker_catches_each_kind() -> None:
     bad = (
         "import core.store.metadata\n"
         "from core.store import ledger\n"
-        "from core.acks.managed_cursor import ManagedCursor\n"
+        "from core.store.cursor_state import replay\n"
         "from core.acks import cursor_codec\n"
         "from core.broker import _helper\n"
         "x = broker.metadata.ledgers('t')\n"
@@ -198,3 +197,13 @@ def test_the_shared_context_imports_no_collaborator_but_the_authorization() -> N
 def test_no_collaborator_is_over_500_lines(path: Path) -> None:
     lines = path.read_text(encoding="utf-8").count("\n")
     assert lines <= 500, f"{path.name} has {lines} lines"
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "core" / "acks").glob("*.py")), ids=lambda p: p.stem
+)
+def test_the_acks_folder_imports_no_store(path: Path) -> None:
+    """Ack sets, range sets, the cursor and its encoding are pure: cursor state is stored
+    and changed by the transactions of ``core.store``, never from here."""
+    stores = sorted(m for m in _imported(path) if m == "core.store" or m.startswith("core.store."))
+    assert not stores, f"{path.name} imports {stores}"

@@ -14,7 +14,8 @@ state is normalised against a :class:`~core.acks.ledger_layout.LedgerLayout`:
 mark-delete auto-advances through acknowledged entries, also across ledger
 boundaries, and everything at or before it is dropped.
 
-This module is pure and in memory; :mod:`core.acks.managed_cursor` makes it durable.
+This module is pure and in memory; :mod:`core.store.cursor_state` stores it (a snapshot
+and a journal of deltas) inside the transactions that change cursors.
 Every operation also returns the *delta* it applied (a small ``CursorState``),
 which is what gets persisted: deltas merge by union, so concurrent writers
 never lose each other's acknowledgements.

@@ -113,7 +113,7 @@ class Analysis(Collaborator):
                 )
                 first_rows = first_messages(table)
             for sub in subs:
-                state = self.context.cursor(name, sub.name, facts.layout).state
+                state = self.context.cursor_state(name, sub.name, facts.layout)
                 chosen = filters[sub.name]
                 verdicts = (
                     chosen.verdicts(first_rows) if chosen and first_rows is not None else None
@@ -154,7 +154,7 @@ class Analysis(Collaborator):
             entries += int(facts.ledger_ids.size)
             messages += int(np.maximum(facts.batch_sizes, 1).sum())
             for sub in subs:
-                state = self.context.cursor(str(partition), sub.name, facts.layout).state
+                state = self.context.cursor_state(str(partition), sub.name, facts.layout)
                 counts = backlog.backlog(
                     state, facts.ledger_ids, facts.entry_ids, facts.batch_sizes, facts.chunk_rest
                 )
@@ -208,7 +208,7 @@ class Analysis(Collaborator):
                 f"'{name.partition(0)}'"
             )
         self.metadata.get_subscription(info.name, subscription)
-        return self.context.cursor(str(name), subscription).state
+        return self.context.cursor_state(str(name), subscription)
 
     def entry_count(self, role: str, topic: str | TopicName) -> int:
         """Committed entries of every partition of ``topic``, from the ledger list only.
@@ -238,7 +238,7 @@ class Analysis(Collaborator):
             index = self.ledgers.entry_index(TopicName.parse(name))
             publish = np.asarray(index.publish_time, dtype=np.int64)
             for sub in subs:
-                state = self.context.cursor(name, sub.name, facts.layout).state
+                state = self.context.cursor_state(name, sub.name, facts.layout)
                 counts = backlog.unacked_messages(
                     state, facts.ledger_ids, facts.entry_ids, facts.batch_sizes, facts.chunk_rest
                 )
@@ -284,7 +284,7 @@ class Analysis(Collaborator):
                     if members is not None
                     else PendingCounts.empty()
                 )
-                state = self.context.cursor(name, sub.name).state
+                state = self.context.cursor_state(name, sub.name)
                 found = scan_partition(
                     state,
                     index.ledger_id,
@@ -391,7 +391,7 @@ class Analysis(Collaborator):
             )
             for sub in subs:
                 states[(name, sub.name)] = cursor_codec.encode(
-                    self.context.cursor(name, sub.name, layout).state
+                    self.context.cursor_state(name, sub.name, layout)
                 )
         return TopicScan(
             info.name,
@@ -415,7 +415,7 @@ class Analysis(Collaborator):
         before_total = after_total = 0
         for name in info.partition_names():
             facts = self.context.entry_arrays(name)
-            state = self.context.cursor(name, plan.subscription, facts.layout).state
+            state = self.context.cursor_state(name, plan.subscription, facts.layout)
             args = (facts.ledger_ids, facts.entry_ids, facts.batch_sizes, facts.chunk_rest)
             before = backlog.backlog(state, *args).messages
             after = before

@@ -16,10 +16,6 @@ were no combiner.
 
 A batch that fails is applied again one request at a time, so each request gets its
 own result or its own error, exactly as if it had been applied alone.
-
-:class:`core.store.group_commit.GroupCommit` (the acknowledgements' group commit) has the
-same leader and waiters, for one serial stream: its batches never overlap. This one keeps
-a stream per key, and lets batches on disjoint resources run at once.
 """
 
 from __future__ import annotations

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.acks.cursor import CursorState
 from core.acks.ledger_layout import LedgerLayout
-from core.acks.managed_cursor import ManagedCursor
 from core.broker.access import Access
 from core.config import Config
 from core.ids.topic_name import TopicName
 from core.skipping import skip
+from core.store.cursor_state import replay
 from core.store.ledger import LedgerStore
 from core.store.metadata import MetadataStore, SegmentInfo, TopicInfo
 
@@ -47,16 +48,14 @@ class BrokerContext:
             (info.ledger_id, info.entries) for info in self.metadata.ledgers(topic_partition)
         )
 
-    def cursor(
+    def cursor_state(
         self, topic_partition: str, subscription: str, layout: LedgerLayout | None = None
-    ) -> ManagedCursor:
-        """Open a cursor; pass ``layout`` when the caller already read the ledger list."""
-        return ManagedCursor.open(
-            self.metadata,
-            topic_partition,
-            subscription,
-            layout if layout is not None else self.layout(topic_partition),
-        )
+    ) -> CursorState:
+        """The cursor as stored now, read-only (a consistent read, replayed); pass ``layout``
+        when the caller already read the ledger list. Every change goes through a cursor
+        transaction (docs/architecture.md, "Cursor durability")."""
+        record = self.metadata.load_cursor(topic_partition, subscription)
+        return replay(record, layout if layout is not None else self.layout(topic_partition))
 
     def entry_arrays(
         self,

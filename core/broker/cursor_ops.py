@@ -288,7 +288,7 @@ class CursorOperations(Collaborator):
             for name, layout in listed.layouts.items()
         }
         states = {
-            name: self.context.cursor(name, subscription, layout).state
+            name: self.context.cursor_state(name, subscription, layout)
             if with_states
             else CursorState()
             for name, layout in listed.layouts.items()

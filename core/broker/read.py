@@ -117,7 +117,7 @@ class Reading(Collaborator):
         if count < 1:
             raise InvalidArgumentError("The number of messages must be at least 1")
         states = [
-            self.context.cursor(source.topic_partition, subscription).state for source in sources
+            self.context.cursor_state(source.topic_partition, subscription) for source in sources
         ]
         from core.reading import dispatch
 

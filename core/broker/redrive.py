@@ -47,7 +47,6 @@ import pyarrow as pa
 from core.acks import cursor_codec
 from core.acks.cursor import AckColumns
 from core.acks.ledger_layout import LedgerLayout
-from core.acks.managed_cursor import replay
 from core.authz import Operation
 from core.broker.context import Collaborator
 from core.errors import InvalidArgumentError, TopicNotFoundError
@@ -67,6 +66,7 @@ from core.redriving.redrive_plan import (
 )
 from core.skipping.plan_record import PlanRecord
 from core.store import arrow_columns
+from core.store.cursor_state import replay
 from core.store.ledger import MESSAGE_SCHEMA
 from core.store.metadata import AuditEntry, TopicInfo
 
@@ -118,7 +118,7 @@ class Redrive(Collaborator):
                 layout = self.context.layout(name)
                 live[:] = False
                 for sub in dlq_subs:
-                    live |= unacked_rows(self.context.cursor(name, sub, layout).state, table)
+                    live |= unacked_rows(self.context.cursor_state(name, sub, layout), table)
             if chosen is not None and table.num_rows:
                 live &= chosen.mask(table)
             rows = table.filter(pa.array(live))

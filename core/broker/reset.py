@@ -10,7 +10,6 @@ import numpy as np
 from core.acks import cursor_codec
 from core.acks.cursor import AckTarget, CursorState
 from core.acks.ledger_layout import LedgerLayout
-from core.acks.managed_cursor import replay
 from core.authz import Operation
 from core.broker.context import Collaborator
 from core.errors import InvalidArgumentError, PositionOutOfRangeError, TopicNotFoundError
@@ -20,6 +19,7 @@ from core.resetting.reset_plan import PartitionReset, ResetPlan
 from core.skipping.head import head_messages
 from core.skipping.plan_record import PlanRecord
 from core.skipping.skip import SkipLookup
+from core.store.cursor_state import replay
 from core.store.metadata import AuditEntry
 
 
@@ -109,7 +109,7 @@ class Resets(Collaborator):
                 AckTarget(move.target, i, size) for i in range(size) if not (ack_bits >> i) & 1
             )
         self._apply(role, plan, "seek", None, acked)
-        return self.context.cursor(move.topic_partition, subscription).state.mark_delete
+        return self.context.cursor_state(move.topic_partition, subscription).mark_delete
 
     def plan_reset(
         self,
@@ -151,7 +151,7 @@ class Resets(Collaborator):
                 check_reset_target(position, layout)
             target = position if position is not None else self._first_at(name, timestamp_ms or 0)
             lookup = self.context.entry_arrays(name, layout)
-            state = self.context.cursor(name, subscription, layout).state
+            state = self.context.cursor_state(name, subscription, layout)
             moves.append(
                 PartitionReset(
                     name,

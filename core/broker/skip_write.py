@@ -30,7 +30,7 @@ FOLD_AFTER_DELTAS = 32
 """A skip that read this many deltas after a cursor's snapshot folds them into a new one, in
 its own transaction. Each read of a cursor decodes every delta after its snapshot (about 25
 us each); a snapshot costs one encoding and two statements. The dispatcher folds only after
-:data:`~core.acks.managed_cursor.COMPACT_AFTER_DELTAS`, when it reads the cursor anyway."""
+:data:`~core.store.cursor_state.COMPACT_AFTER_DELTAS`, when it reads the cursor anyway."""
 
 
 @dataclass(frozen=True)

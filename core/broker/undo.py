@@ -8,7 +8,6 @@ import numpy as np
 
 from core.acks import cursor_codec
 from core.acks.ledger_layout import LedgerLayout
-from core.acks.managed_cursor import replay
 from core.acks.unacknowledge import acknowledged, unacknowledge
 from core.authz import Operation
 from core.broker.context import Collaborator
@@ -28,6 +27,7 @@ from core.skipping.undo import (
     check_skip_id,
     parse_triplets,
 )
+from core.store.cursor_state import replay
 from core.store.metadata import AuditEntry, AuditRecord, TopicInfo
 
 SKIP = "skip"
@@ -155,7 +155,7 @@ class SkipUndo(Collaborator):
             )
             partitions.append(part)
             if count:
-                state = self.context.cursor(name, subscription, layouts[name]).state
+                state = self.context.cursor_state(name, subscription, layouts[name])
                 still += int(acknowledged(state, *part.arrays()).sum())
         detail = record.detail
         approvers = detail.get("approvedBy")

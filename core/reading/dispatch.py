@@ -78,14 +78,13 @@ from core.acks import cursor_codec
 from core.acks.ack_words import AckWords
 from core.acks.cursor import AckColumns, AckTarget, CursorState
 from core.acks.ledger_layout import LedgerLayout
-from core.acks.managed_cursor import COMPACT_AFTER_DELTAS
 from core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
 from core.ids.position import Position, match_positions
 from core.reading.key_hash import HashRanges, HashRing, in_ranges, sticky_key_hash
 from core.reading.message import MESSAGE_COLUMNS, Message, MessageBatch
 from core.reading.unacked_rows import acked_rows
 from core.store.checks import check_label
-from core.store.cursor_state import replay_since
+from core.store.cursor_state import COMPACT_AFTER_DELTAS, replay_since
 from core.store.dispatch_state import (
     ConsumerInfo,
     DispatchedColumns,

@@ -6,10 +6,10 @@ cursor, reading it (the snapshot and the deltas after it, or only the deltas a
 reader has not seen), replaying what was read into a
 :class:`~core.acks.cursor.CursorState`, appending deltas under new versions,
 compacting the journal into a snapshot, and the row locks that serialize the
-writers. Every other module (the metadata store's cursor methods, the
-dispatcher's locked transaction, the group commit of acknowledgements, the
-skip's and reset's writes) calls :class:`CursorStates` inside a transaction its
-caller owns. ``tests/core/store/test_journal_writers.py`` fails if another
+writers. Every other module (the dispatcher's locked transaction, the metadata
+store's unit of work that skip, reset, undo, redrive, clear-backlog and unsubscribe
+write in) calls :class:`CursorStates` inside a transaction its caller owns.
+``tests/core/store/test_journal_writers.py`` fails if another
 module writes these tables.
 
 One SQL style: plain statements with ``?`` placeholders, run on the caller's
@@ -50,6 +50,10 @@ if TYPE_CHECKING:
     from core.acks.ledger_layout import LedgerLayout
 
 Lock = Literal["share", "update"]
+
+COMPACT_AFTER_DELTAS = 512
+"""Journal length after which the dispatcher folds a cursor's journal into a new snapshot,
+when it has read the cursor anyway."""
 
 Cursor = tuple[str, str]
 """``(topic partition, subscription)``, canonical."""
@@ -563,6 +567,7 @@ def replay_since(
 
 
 __all__ = [
+    "COMPACT_AFTER_DELTAS",
     "REPLAYS",
     "ConnectionStatements",
     "CursorStates",

@@ -46,7 +46,6 @@ from core.store.checks import (
     check_label,
 )
 from core.store.cursor_state import missing
-from core.store.delta_journal import DeltaJournal
 from core.store.engine import (
     SQLITE_BUSY_TIMEOUT_S,
     WRITE_OPTION,
@@ -54,7 +53,6 @@ from core.store.engine import (
     prepare_location,
     translated_errors,
 )
-from core.store.group_commit import GroupCommit
 from core.store.ledger_index import LedgerIndex
 from core.store.pending_runs import Members
 from core.store.plan_records import PlanRecords
@@ -148,8 +146,6 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
                 self._engine.dispose()
                 raise
             self._postgres = self._engine.dialect.name == "postgresql"
-            self._journal = DeltaJournal(self._write_engine, missing)
-            self._delta_commits = GroupCommit(self._commit_deltas)
             self.plans = PlanRecords(self._session)
         except SQLAlchemyError as exc:
             raise MetadataStoreError(f"Cannot open the metadata store {url!r}: {exc}") from exc
@@ -161,7 +157,6 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
         return cls(config.metadata_url)
 
     def close(self) -> None:
-        self._journal.close()
         self._engine.dispose()
 
     def __enter__(self) -> MetadataStore:
@@ -189,28 +184,14 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
             return record
 
     def append_cursor_delta(self, topic_partition: str, subscription: str, payload: bytes) -> int:
-        """Append one delta to the cursor's journal; durable when it returns.
+        """Append one delta to the cursor's journal in a transaction of its own (as
+        :meth:`append_cursor_deltas`); durable when it returns.
 
         Bumps the cursor row's version under its row lock and stores the delta
         under the new version: concurrent writers are serialized and none is
-        lost. Returns the new version. Concurrent calls on this store, for one
-        cursor or many, share one transaction (group commit,
-        :mod:`core.store.group_commit`): each returns once its delta committed.
+        lost. Returns the new version.
         """
-        item = (
-            canonical_topic(topic_partition),
-            subscription,
-            check_bytes("cursor delta", payload),
-        )
-        return self._delta_commits.submit(item)
-
-    def _commit_deltas(self, items: list[tuple[str, str, bytes]]) -> list[int | BaseException]:
-        """One group commit's batch: every delta in one transaction (:mod:`.delta_journal`).
-
-        A cursor that does not exist fails only its own callers; anything else
-        fails the whole batch (and nothing of it is committed).
-        """
-        return self._journal.append(items)
+        return self.append_cursor_deltas([(topic_partition, subscription, payload)])[0]
 
     def append_cursor_deltas(self, items: Sequence[tuple[str, str, bytes]]) -> list[int]:
         """Append one delta to each of several cursors in ONE transaction: all or none.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from core.acks import cursor_codec
 from core.broker import Broker
 from core.ids.position import Position
 from core.producer import OutgoingMessage
@@ -91,7 +92,9 @@ def test_a_reset_folded_into_a_snapshot_voids_the_read_position(broker: Broker) 
     setup(broker)
     assert len(broker.consume("admin", TOPIC, "s", 25, ack=True)) == 25
     broker.reset_cursor("admin", TOPIC, "s", position=Position(-1, -1))
-    broker.context.cursor(TOPIC, "s").compact()
+    record = broker.metadata.load_cursor(TOPIC, "s")
+    state = broker.context.cursor_state(TOPIC, "s")
+    broker.metadata.compact_cursor(TOPIC, "s", cursor_codec.encode(state), record.version)
     assert payloads(broker.consume("admin", TOPIC, "s", 2)) == [b"c0-0", b"c0-1"]
 
 

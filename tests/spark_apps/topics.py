@@ -10,8 +10,6 @@ from pathlib import Path
 import pyarrow as pa
 
 from core.acks.cursor import AckTarget, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.acks.managed_cursor import ManagedCursor
 from core.analysis import backlog
 from core.analysis.backlog import PartitionAnalysis
 from core.analysis.predicates import Predicate
@@ -23,7 +21,7 @@ from core.producer import OutgoingMessage
 from core.reading.entry_filters import EntryFilters, first_messages
 from core.reading.unacked_rows import unacked_rows
 from core.subscription import SubscriptionType
-from tests.conftest import open_cursor
+from tests.conftest import acknowledge, acknowledge_cumulative, stored_cursor
 
 NOW = 1_700_000_000_000
 TOPIC = "persistent://acme/ops/orders"
@@ -107,11 +105,7 @@ def make_topic(
         info = broker.metadata.get_topic(topic)
         for partition in info.partition_names():
             index = broker.ledgers.entry_index(TopicName.parse(partition))
-            layout = LedgerLayout.of(
-                (ledger.ledger_id, ledger.entries) for ledger in broker.metadata.ledgers(partition)
-            )
             for sub in ("plain", "filtered", "keyed", "exclusive"):
-                cursor = ManagedCursor.open(broker.metadata, partition, sub, layout)
                 targets = []
                 for ledger_id, entry_id, size in zip(
                     index.ledger_id.tolist(),
@@ -127,17 +121,20 @@ def make_topic(
                         picked = rng.sample(range(size), rng.randint(1, size - 1))
                         targets.extend(AckTarget(position, i, size) for i in picked)
                 if targets:
-                    cursor.acknowledge(targets)
+                    acknowledge(broker, partition, sub, targets)
                 if len(index) and rng.random() < 0.5:
                     row = rng.randrange(len(index))
-                    cursor.acknowledge_cumulative(
-                        Position(int(index.ledger_id[row]), int(index.entry_id[row]))
+                    acknowledge_cumulative(
+                        broker,
+                        partition,
+                        sub,
+                        Position(int(index.ledger_id[row]), int(index.entry_id[row])),
                     )
     return Installation(config, topic, partitions)
 
 
 def _state(broker: Broker, partition: str, subscription: str) -> CursorState:
-    return open_cursor(broker, partition, subscription).state
+    return stored_cursor(broker, partition, subscription)
 
 
 def core_analyses(

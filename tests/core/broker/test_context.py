@@ -7,6 +7,7 @@ from core.authz import Operation
 from core.broker import Broker
 from core.ids.message_id import MessageId
 from core.ids.position import EARLIEST
+from tests.conftest import acknowledge
 
 from .conftest import TOPIC
 
@@ -15,11 +16,10 @@ def test_the_layout_ends_at_the_last_entry(broker: Broker, ids: list[MessageId])
     assert broker.context.layout(TOPIC).last_position == ids[-1].position
 
 
-def test_a_cursor_opens_on_the_stored_state(broker: Broker, ids: list[MessageId]) -> None:
-    cursor = broker.context.cursor(TOPIC, "s")
-    assert cursor.mark_delete == EARLIEST
-    cursor.acknowledge([AckTarget(ids[0].position, -1, 1)])
-    assert broker.context.cursor(TOPIC, "s").mark_delete == ids[0].position
+def test_a_cursor_state_is_the_stored_state(broker: Broker, ids: list[MessageId]) -> None:
+    assert broker.context.cursor_state(TOPIC, "s").mark_delete == EARLIEST
+    acknowledge(broker, TOPIC, "s", [AckTarget(ids[0].position, -1, 1)])
+    assert broker.context.cursor_state(TOPIC, "s").mark_delete == ids[0].position
     assert broker.cursor_state("admin", TOPIC, "s").mark_delete == ids[0].position
 
 

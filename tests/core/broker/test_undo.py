@@ -31,7 +31,7 @@ from core.reading.dispatch import Consumer
 from core.skipping.undo import UndoPartition, UndoPlan
 from core.store.tables import LedgerRow, SegmentRow
 from core.subscription import SubscriptionType
-from tests.conftest import open_cursor
+from tests.conftest import acknowledge_cumulative
 
 from .conftest import TOPIC
 
@@ -99,7 +99,7 @@ def test_undo_after_a_later_cumulative_ack_moves_mark_delete_back(
 ) -> None:
     skipped = broker.skip_messages("admin", TOPIC, "s", [ids[3], ids[6]])
     assert skipped.skip_id is not None
-    open_cursor(broker, TOPIC, "s").acknowledge_cumulative(ids[8].position)
+    acknowledge_cumulative(broker, TOPIC, "s", ids[8].position)
     assert states(broker).mark_delete == ids[8].position
     outcome = broker.apply_undo_skip(
         "admin", broker.plan_undo_skip("admin", TOPIC, "s", skipped.skip_id)

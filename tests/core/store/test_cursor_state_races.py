@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from core.acks import cursor_codec
-from core.acks.managed_cursor import replay
 from core.broker import Broker
 from core.producer import OutgoingMessage
+from core.store.cursor_state import replay
 from core.store.dispatch_state import SubscriptionTransaction
 from core.subscription import SubscriptionType
 

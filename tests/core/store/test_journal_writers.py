@@ -1,9 +1,12 @@
 """Only the cursor-state repository writes the journal tables (``cursors``, ``cursor_deltas``).
 
 Cursor state has one write path: :mod:`core.store.cursor_state` appends a delta
-with its version, compacts, creates cursors and takes the locks; the metadata
-store, the dispatcher's transaction and the group commit call it. No other
-module may write the tables, nor read the journal itself.
+with its version, compacts, creates cursors and takes the locks. It is called in
+a transaction that holds the cursor's row lock: the dispatcher's subscription
+transaction (consumer acknowledgements) or the metadata store's unit of work
+(skip, reset, undo, redrive, clear-backlog; creating and folding cursors). No
+other module may write the tables, nor read the journal itself, nor call the
+repository's writing methods (docs/architecture.md, "Cursor durability").
 
 Every ``core`` module is read as text: a write is a SQLAlchemy ``insert``,
 ``update`` or ``delete`` of ``CursorRow``/``CursorDeltaRow``, a new row object of
@@ -36,6 +39,24 @@ JOURNAL_READS = re.compile(r"\bFROM\s+cursor_deltas\b|\bselect\(\s*CursorDeltaRo
 
 NOT_WRITERS = ("core/store/tables.py", "core/store/migrations/")
 """Where the tables are declared and migrated, not written."""
+
+
+WRITE_CALLS = re.compile(
+    r"\b_?cursors(?:\([^()]*\))?\."
+    r"(?:create|append|append_each|append_to|append_for_subscription|compact|fold_and_append)\("
+)
+"""A call of one of :class:`~core.store.cursor_state.CursorStates`' writing methods."""
+
+WRITE_CALLERS = {
+    "core/store/dispatch_state.py": "consumer acknowledgements, in the subscription transaction",
+    "core/store/metadata.py": "appends and folds in a unit of work, for tests and the dispatcher",
+    "core/store/tenancy.py": "a new subscription's cursors, with the subscription",
+    "core/broker/skip_write.py": "skips and clear-backlog, in a unit of work",
+    "core/broker/reset.py": "reset-cursor, in a unit of work",
+    "core/broker/undo.py": "undo of a skip, in a unit of work",
+    "core/broker/redrive.py": "redrive, in a unit of work",
+}
+"""Every module that changes cursor state, and the transaction it does it in."""
 
 
 def writes_in(text: str) -> list[str]:
@@ -96,3 +117,25 @@ def test_only_the_repository_reads_the_journal() -> None:
         if JOURNAL_READS.search(path.read_text(encoding="utf-8")):
             readers.add(name)
     assert readers == WRITERS
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "work.cursors.append(cursor_id, [payload])",
+        "self._cursors.append_for_subscription(1, 's', 't', b'')",
+        "self._cursors(session).compact(name, sub, data, 3)",
+        "work.cursors.fold_and_append(i, s, v, p)",
+    ],
+)
+def test_the_detector_sees_each_writing_call(source: str) -> None:
+    assert WRITE_CALLS.search(source), source
+
+
+def test_only_the_known_transactions_change_cursor_state() -> None:
+    callers = set()
+    for path in CORE.rglob("*.py"):
+        name = path.relative_to(ROOT).as_posix()
+        if WRITE_CALLS.search(path.read_text(encoding="utf-8")):
+            callers.add(name)
+    assert callers == set(WRITE_CALLERS)
