@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from core.ids.position import Position
 
@@ -46,6 +45,10 @@ def compacted_away(table: pa.Table, horizon: Position) -> CompactedAway:
     inside = (ledger < horizon.ledger_id) | (
         (ledger == horizon.ledger_id) & (entry <= horizon.entry_id)
     )
+    # Imported here: pyarrow.compute is slow to import, and every command imports this
+    # module through the Broker (tests/cli/test_import_budget.py).
+    import pyarrow.compute as pc
+
     keys = table.column("key").to_pylist()
     null = pc.fill_null(table.column("null_value"), False).to_numpy(zero_copy_only=False)
     empty = (pc.binary_length(table.column("payload")).to_numpy() == 0) | null
