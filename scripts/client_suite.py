@@ -60,7 +60,16 @@ SUITES = (
 cluster-failover test starts Docker containers and its OAuth2 test an identity
 server; neither runs here."""
 
-KNOWN: dict[str, str] = {}
+KNOWN: dict[str, str] = {
+    "pulsar_test.PulsarTest.test_connect_timeout": (
+        "client only: it connects to the unroutable 192.0.2.1 and times its own connection "
+        "timeout; no broker is involved, and without a route here the client reports TimeOut"
+    ),
+    "asyncio_test.AsyncioTest.test_create_producer_failure": (
+        "deliberate: a role with no grant on a missing tenant is refused (AuthorizationError), "
+        "never told TopicNotFound, so that a refusal does not reveal what exists"
+    ),
+}
 """Test id -> why it is not expected to pass (each also in ``docs/decisions.md``)."""
 
 
@@ -68,7 +77,7 @@ KNOWN: dict[str, str] = {}
 class Outcome:
     test: str
     status: str
-    """passed, failed, timeout or known."""
+    """passed, flaky (failed, then passed when run again), failed, timeout or known."""
     seconds: float
     detail: str = ""
 
@@ -173,8 +182,20 @@ def _default_sigint() -> None:
 
 
 def run_one(tests: Path, test: str, timeout_s: float) -> Outcome:
+    """Run ``test``; a failure is run once more, and one that does not repeat is reported
+    as flaky (with the first failure's reason), not hidden."""
     if test in KNOWN:
         return Outcome(test, "known", 0.0, KNOWN[test])
+    first = _run(tests, test, timeout_s)
+    if first.status == "passed":
+        return first
+    again = _run(tests, test, timeout_s)
+    if again.status == "passed":
+        return Outcome(test, "flaky", first.seconds, f"at the first run: {first.detail}")
+    return first
+
+
+def _run(tests: Path, test: str, timeout_s: float) -> Outcome:
     start = time.monotonic()
     try:
         done = subprocess.run(
@@ -211,6 +232,7 @@ def report(outcomes: Sequence[Outcome], client_version: str) -> str:
     for outcome in outcomes:
         by_file.setdefault(outcome.test.split(".")[0], []).append(outcome)
     passed = sum(o.status == "passed" for o in outcomes)
+    flaky = sum(o.status == "flaky" for o in outcomes)
     today = dt.datetime.now(dt.UTC).date().isoformat()
     lines = [
         "# Compatibility with the official client's own tests",
@@ -218,13 +240,16 @@ def report(outcomes: Sequence[Outcome], client_version: str) -> str:
         f"apache/pulsar-client-python's test suite at the tag of the installed `pulsar-client` "
         f"({client_version}), run against `cursorops standalone` at commit `{commit()}` on "
         f"{today} by `scripts/client_suite.py`, one process per test: **{passed} of "
-        f"{len(outcomes)} pass**.",
+        f"{len(outcomes)} pass** at the first run, {flaky} more when run again; the others are "
+        "listed below with the reason.",
         "",
-        "| file | passed | of |",
-        "| --- | --- | --- |",
+        "| file | passed | flaky | of |",
+        "| --- | --- | --- | --- |",
     ]
     for name, group in by_file.items():
-        lines.append(f"| `{name}.py` | {sum(o.status == 'passed' for o in group)} | {len(group)} |")
+        ok = sum(o.status == "passed" for o in group)
+        again = sum(o.status == "flaky" for o in group)
+        lines.append(f"| `{name}.py` | {ok} | {again} | {len(group)} |")
     failing = [o for o in outcomes if o.status != "passed"]
     if failing:
         lines += ["", "## Not passing", "", "| test | status | why |", "| --- | --- | --- |"]
