@@ -3,39 +3,16 @@ the consumers connected when it is sent, and is dropped when there is none."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pulsar
 import pytest
 
-from tests.protocol.harness import Standalone, drain, start
+from tests.protocol.harness import Standalone, drain, unique
 
 ROLE = "admin"
 
 
-@pytest.fixture(scope="module")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    server = start(Path(tmp_path_factory.mktemp("non-persistent")))
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def client(standalone: Standalone) -> Iterator[pulsar.Client]:
-    c = standalone.client()
-    try:
-        yield c
-    finally:
-        c.close()
-
-
 def _unique(prefix: str) -> str:
-    import uuid
-
-    return f"non-persistent://public/default/{prefix}-{uuid.uuid4().hex[:10]}"
+    return "non-" + unique(prefix)
 
 
 def test_only_connected_consumers_receive_and_nothing_is_stored(
