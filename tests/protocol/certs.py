@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
 
@@ -114,3 +114,22 @@ def issue(ca: Authority, folder: Path, cn: str, *, server: bool = False) -> Pem:
             critical=False,
         )
     return _write(folder, cn, builder.sign(ca.key, hashes.SHA256()), key)
+
+
+def message_keys(folder: Path) -> tuple[Path, Path]:
+    """(public, private) PEM files of an RSA key pair for end-to-end message encryption,
+    as ``pulsar.CryptoKeyReader`` reads them."""
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    (folder / "private.pem").write_bytes(
+        private.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+    (folder / "public.pem").write_bytes(
+        private.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return folder / "public.pem", folder / "private.pem"

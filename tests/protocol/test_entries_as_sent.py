@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from cli import output
 from core.subscription import SubscriptionType
@@ -18,6 +16,7 @@ from protocol import commands
 from protocol.commands import CommandType
 from protocol.frames import command, encode_payload_frame
 from protocol.proto import encode
+from tests.protocol.certs import message_keys
 from tests.protocol.harness import Standalone, drain, unique
 from tests.protocol.raw import RawClient
 
@@ -38,20 +37,8 @@ CODECS = [
 def keys(tmp_path_factory: pytest.TempPathFactory) -> pulsar.CryptoKeyReader:
     """An RSA key pair made for the test, as PEM files the client reads."""
     folder: Path = tmp_path_factory.mktemp("keys")
-    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    (folder / "private.pem").write_bytes(
-        private.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-    )
-    (folder / "public.pem").write_bytes(
-        private.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-    return pulsar.CryptoKeyReader(str(folder / "public.pem"), str(folder / "private.pem"))
+    public, private = message_keys(folder)
+    return pulsar.CryptoKeyReader(str(public), str(private))
 
 
 def _payloads(n: int, size: int = 40) -> list[bytes]:

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.protocol.certs import message_keys
 from tests.protocol.harness import unique
 
 pytestmark = pytest.mark.slow
@@ -73,20 +72,8 @@ producing = st.builds(
 @pytest.fixture(scope="module")
 def crypto(tmp_path_factory: pytest.TempPathFactory) -> pulsar.CryptoKeyReader:
     folder: Path = tmp_path_factory.mktemp("property-keys")
-    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    (folder / "private.pem").write_bytes(
-        private.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-    )
-    (folder / "public.pem").write_bytes(
-        private.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-    return pulsar.CryptoKeyReader(str(folder / "public.pem"), str(folder / "private.pem"))
+    public, private = message_keys(folder)
+    return pulsar.CryptoKeyReader(str(public), str(private))
 
 
 def _rest(sent: Sent) -> tuple[str | None, dict[str, str], int | None, str | None, int]:
