@@ -286,7 +286,13 @@ class _SentColumns:
             self.singles.append(single if isinstance(single, pa.Array) else _binary(single))
         else:
             self.single_rows += n
-        self.any = self.any or entry.metadata is not None or entry.null_values is not None
+        self.any = (
+            self.any
+            or entry.metadata is not None
+            or entry.null_values is not None
+            or entry.chunk is not None
+            or keys is not None
+        )
 
     def columns(self, counts: np.ndarray) -> dict[str, pa.Array]:
         total = int(counts.sum())

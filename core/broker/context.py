@@ -14,6 +14,7 @@ from core.acks.cursor import CursorState
 from core.acks.ledger_layout import LedgerLayout
 from core.broker.access import Access
 from core.config import Config
+from core.ids.chunked_messages import CHUNK_COLUMNS, ChunkedMessages
 from core.ids.topic_name import TopicName
 from core.skipping import skip
 from core.store.cursor_state import replay
@@ -78,6 +79,19 @@ class BrokerContext:
             batch_sizes=np.asarray(index.batch_size, dtype=np.int64),
             deliver_at=np.asarray(index.deliver_at, dtype=np.int64),
             chunk_rest=index.chunk_rest if index.chunk_rest.any() else None,
+        )
+
+    def chunked_messages(self, topic_partition: str) -> ChunkedMessages:
+        """The partition's chunked messages: one scan of its chunk rows' columns (a caller
+        asks only of a partition whose entry index has chunks)."""
+        import pyarrow.compute as pc
+
+        return ChunkedMessages.of_rows(
+            self.ledgers.read_table(
+                TopicName.parse(topic_partition),
+                columns=list(CHUNK_COLUMNS),
+                filter=pc.field("uuid").is_valid(),
+            )
         )
 
 

@@ -6,7 +6,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 
 from core.acks.cursor import CursorState
 from core.acks.ledger_layout import LedgerLayout
@@ -20,6 +19,7 @@ from core.errors import (
     TopicNotFoundError,
     UnsupportedSubscriptionTypeError,
 )
+from core.ids.chunked_messages import ChunkedMessages
 from core.ids.message_id import MessageId
 from core.ids.topic_name import TopicName
 from core.skipping import skip
@@ -173,7 +173,8 @@ class CursorOperations(Collaborator):
         them (``limit`` None: ``clear-backlog``), as a skip plan to preview, approve and apply.
 
         Messages are counted, not entries (:mod:`core.skipping.head`): a batch of 100
-        is 100 messages. Each partition skips its own ``limit``, as pulsar-admin's
+        is 100 messages, a chunked message one (all its chunks taken, or none).
+        Each partition skips its own ``limit``, as pulsar-admin's
         ``skip -n`` does on a partitioned topic; a partition's name limits it to that one.
         Any subscription type may skip its head, as in Pulsar.
         """
@@ -220,7 +221,15 @@ class CursorOperations(Collaborator):
                 f"Topic '{name}' not found: {info.name} has {info.partitions} partitions"
             )
         read = self._read(info, subscription, lambda _: chosen, with_states=True, any_type=True)
-        heads = [head_messages(read.states[p], read.facts[p], limit) for p in chosen]
+        heads = [
+            head_messages(
+                read.states[p],
+                read.facts[p],
+                limit,
+                None if read.facts[p].chunk_rest is None else self._chunks(p),
+            )
+            for p in chosen
+        ]
         ids = skip.IdArrays(
             np.concatenate([h.ledger_id for h in heads]),
             np.concatenate([h.entry_id for h in heads]),
@@ -318,15 +327,9 @@ class CursorOperations(Collaborator):
         ids = whole_chunked_messages(ids, read.owners, read.facts, self._chunks)
         return skip.validate(ids, read.owners, read.facts, read.states), dict(read.layouts)
 
-    def _chunks(self, partition: str) -> pa.Table:
-        """The partition's chunks: ``ledger_id``, ``entry_id`` and ``uuid`` (one scan)."""
-        import pyarrow.compute as pc
-
-        return self.ledgers.read_table(
-            TopicName.parse(partition),
-            columns=["ledger_id", "entry_id", "uuid"],
-            filter=pc.field("uuid").is_valid(),
-        )
+    def _chunks(self, partition: str) -> ChunkedMessages:
+        """The partition's chunked messages (one scan of its chunk columns)."""
+        return self.context.chunked_messages(partition)
 
     def apply_skip(
         self,

@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from core.broker import Broker
 from core.ids.message_id import MessageId
-from core.producer import OutgoingMessage
+from core.producer import Entry, OutgoingMessage
 from core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/orders"
@@ -22,3 +24,27 @@ def ids(broker: Broker) -> list[MessageId]:
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
     return broker.produce("admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(10)])
+
+
+def chunk_entries(
+    payload: bytes, chunks: int, *, uuid: str, producer: str = "big", send: int | None = None
+) -> list[Entry]:
+    """A message of ``chunks`` chunks as a client sends it, one entry each (the first
+    ``send`` chunks only: a message whose producer has not sent the rest)."""
+    size = -(-len(payload) // chunks)
+    return [
+        dataclasses.replace(
+            Entry.of_messages(
+                [OutgoingMessage(payload[i * size : (i + 1) * size], key="big", sequence_id=7)],
+                False,
+                producer,
+                1_000 + i,
+            ),
+            chunk=(uuid, i, chunks, len(payload)),
+        )
+        for i in range(chunks if send is None else send)
+    ]
+
+
+def plain_entry(payload: bytes, producer: str = "small") -> Entry:
+    return Entry.of_messages([OutgoingMessage(payload, sequence_id=1)], False, producer, 1_000)

@@ -17,7 +17,7 @@ from core.ids.position import EARLIEST, Position
 from core.skipping.plan_record import PlanBinding
 from core.subscription import SubscriptionType
 
-from .conftest import TOPIC
+from .conftest import TOPIC, chunk_entries, plain_entry
 
 
 def backlog(broker: Broker) -> int:
@@ -100,3 +100,18 @@ def test_an_approved_plan_applies_where_approval_is_required(
     assert backlog(broker) == 8
     [audit] = broker.audit_log("admin", TOPIC, kind="skip")
     assert (audit.detail["approvedBy"], audit.detail["via"]) == (["bob"], "airflow")
+
+
+def test_a_skip_of_one_chunk_id_skips_its_message_whole(broker: Broker) -> None:
+    broker.create_topic("admin", TOPIC)
+    broker.create_subscription(
+        "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    a = chunk_entries(b"A" * 30, 3, uuid="big-7")
+    positions = broker.append_entries(
+        "admin", TOPIC, [a[0], plain_entry(b"x"), a[1], a[2], plain_entry(b"y")]
+    )
+    ledger = positions[0].ledger_id
+    outcome = broker.skip_messages("admin", TOPIC, "s", [MessageId(ledger, 2)])
+    assert sorted(m.entry_id for m in outcome.skipped) == [0, 2, 3]
+    assert sum(a.result.messages for a in broker.analyze_backlog("admin", TOPIC, "s")) == 2

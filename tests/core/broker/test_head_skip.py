@@ -8,10 +8,12 @@ import pytest
 
 from core.broker import Broker
 from core.errors import ApprovalRequiredError, InvalidArgumentError, TopicNotFoundError
+from core.ids.position import Position
 from core.producer import OutgoingMessage
+from core.skipping import skip
 from core.subscription import SubscriptionType
 
-from .conftest import TOPIC
+from .conftest import TOPIC, chunk_entries, plain_entry
 
 
 def backlog(broker: Broker, topic: str, subscription: str) -> int:
@@ -120,3 +122,45 @@ def test_an_approved_head_record_applies_on_any_type_a_plain_skip_record_does_no
     applied = broker.apply_approved_plan(head, [{"approver": "bob"}])
     assert applied.changed == 2  # the first batch whole (4) and one index of the second
     assert backlog(broker, TOPIC, "s") == 5
+
+
+def chunked(broker: Broker) -> None:
+    """before, chunk 0 of A, x (another producer), chunks 1 and 2 (the last) of A, after,
+    and the first chunk of B, whose producer has not sent the rest."""
+    broker.create_topic("admin", TOPIC)
+    broker.create_subscription(
+        "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    a = chunk_entries(b"A" * 30, 3, uuid="big-7")
+    b = chunk_entries(b"B" * 20, 2, uuid="other-1", producer="other", send=1)
+    broker.append_entries(
+        "admin",
+        TOPIC,
+        [plain_entry(b"before"), a[0], plain_entry(b"x"), a[1], a[2], plain_entry(b"after"), *b],
+    )
+
+
+def skipped_entries(outcome: skip.SkipOutcome) -> list[int]:
+    return sorted(m.entry_id for m in outcome.skipped)
+
+
+def test_skip_n_takes_a_chunked_message_whole_where_a_consumer_gets_it(broker: Broker) -> None:
+    chunked(broker)
+    assert backlog(broker, TOPIC, "s") == 4  # before, x, A, after
+    # A is received at its last chunk, after x: the first two messages are before and x.
+    assert skipped_entries(broker.skip_head("admin", TOPIC, "s", 2)) == [0, 2]
+    assert backlog(broker, TOPIC, "s") == 2
+    plan = broker.plan_skip_head("admin", TOPIC, "s", 1)
+    assert plan.columns.entry_id.tolist() == [1, 3, 4]  # one message: all of A's chunks
+    assert skipped_entries(broker.apply_skip("admin", plan)) == [1, 3, 4]
+    assert backlog(broker, TOPIC, "s") == 1
+
+
+def test_clear_backlog_leaves_a_message_whose_last_chunk_is_not_there(broker: Broker) -> None:
+    chunked(broker)
+    outcome = broker.skip_head("admin", TOPIC, "s", None)
+    assert skipped_entries(outcome) == [0, 1, 2, 3, 4, 5]
+    assert backlog(broker, TOPIC, "s") == 0
+    # B's chunk stays: taking it would leave its later chunks alone when they come.
+    state = broker.cursor_state("admin", TOPIC, "s")
+    assert not state.is_acked(Position(outcome.skipped[0].ledger_id, 6))

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from core.acks.cursor import AckTarget, CursorState
 from core.acks.ledger_layout import LedgerLayout
+from core.ids.chunked_messages import ChunkedMessages
 from core.ids.position import Position
 from core.skipping.head import head_messages
 from core.skipping.skip import SkipLookup
@@ -128,3 +129,93 @@ def test_no_limit_is_the_whole_backlog_and_zero_is_nothing() -> None:
     lookup = lookup_of([[0, 3], [2]])
     assert head_messages(CursorState(), lookup, None).messages == 6
     assert len(head_messages(CursorState(), lookup, 0)) == 0
+
+
+# -- a chunked message is one message ------------------------------------------------------
+
+
+@given(ledgers=ledgers_strategy, data=st.data())
+@settings(max_examples=300, deadline=None)
+def test_head_takes_a_chunked_message_whole_and_counts_it_once(
+    ledgers: list[list[int]], data: st.DataObject
+) -> None:
+    lookup = lookup_of(ledgers)
+    every = messages(lookup)
+    plain = [m for m in every if m[2] < 0]
+    # Some non-batched entries are the chunks of a few messages, interleaved; a message may
+    # lack its last chunk (incomplete: its producer has not sent it yet).
+    owners = data.draw(st.lists(st.sampled_from([None, 0, 1, 2]), min_size=len(plain)), "owners")
+    members: dict[int, list[tuple[int, int, int]]] = {}
+    for m, owner in zip(plain, owners, strict=False):
+        if owner is not None:
+            members.setdefault(owner, []).append(m)
+    complete = {o: data.draw(st.booleans(), f"complete {o}") for o in members}
+    rows = []
+    for owner, chunks in members.items():
+        size = len(chunks) + (0 if complete[owner] else 1)
+        rows += [(m[0], m[1], f"u{owner}", i, size) for i, m in enumerate(chunks)]
+    grouped = ChunkedMessages.of(
+        [r[0] for r in rows],
+        [r[1] for r in rows],
+        [r[2] for r in rows],
+        [r[3] for r in rows],
+        [r[4] for r in rows],
+    )
+    state = CursorState()
+    acked = data.draw(st.lists(st.sampled_from(every), unique=True), "acks") if every else []
+    sizes = {}
+    for m in every:
+        sizes[(m[0], m[1])] = max(sizes.get((m[0], m[1]), 0), m[2] + 1)
+    if acked:
+        state.acknowledge(
+            [AckTarget(Position(m[0], m[1]), m[2], sizes[(m[0], m[1])]) for m in acked],
+            lookup.layout,
+        )
+    limit = data.draw(st.one_of(st.none(), st.integers(0, len(every) + 2)), "limit")
+
+    def live(m: tuple[int, int, int]) -> bool:
+        return not state.is_acked(Position(m[0], m[1]), m[2])
+
+    # The model: units in the order a consumer gets them (a chunked message at its last
+    # chunk), each counting 1, a chunked message only when its last chunk is unacknowledged;
+    # taken in order until N are counted.
+    chunk_of = {m: o for o, chunks in members.items() for m in chunks}
+    units = [(m, [m], 1) for m in every if m not in chunk_of and live(m)]
+    for owner, chunks in members.items():
+        if complete[owner] and any(map(live, chunks)):
+            units.append((chunks[-1], [m for m in chunks if live(m)], int(live(chunks[-1]))))
+    units.sort()
+    model: list[tuple[int, int, int]] = []
+    counted = 0
+    for _, unit, count in units:
+        if limit is not None and counted >= limit:
+            break
+        model += unit
+        counted += count
+
+    got = head_messages(state, lookup, limit, grouped)
+    ids = list(
+        zip(got.ledger_id.tolist(), got.entry_id.tolist(), got.batch_index.tolist(), strict=True)
+    )
+    assert sorted(expanded(ids, lookup)) == sorted(model)
+    assert got.messages == counted
+    for owner, chunks in members.items():
+        taken = [m for m in chunks if m in set(model)]
+        assert taken in ([], [m for m in chunks if live(m)]) and (complete[owner] or not taken)
+
+
+def test_skip_n_counts_a_chunked_message_once_where_a_consumer_gets_it() -> None:
+    # Entries: chunk 0 of A, plain X, chunk 1 (last) of A, plain Y.
+    lookup = lookup_of([[0, 0, 0, 0]])
+    grouped = ChunkedMessages.of([10, 10], [0, 2], ["a", "a"], [0, 1], [2, 2])
+
+    def head(limit: int | None) -> list[int]:
+        return head_messages(CursorState(), lookup, limit, grouped).entry_id.tolist()
+
+    assert head(1) == [1]  # X: A is received after it, at its last chunk
+    assert head(2) == [0, 1, 2]
+    assert head_messages(CursorState(), lookup, 2, grouped).messages == 2
+    assert head(None) == [0, 1, 2, 3]
+    # Without its last chunk A is no message yet: clear-backlog leaves its chunk.
+    partial = ChunkedMessages.of([10], [0], ["a"], [0], [2])
+    assert head_messages(CursorState(), lookup, None, partial).entry_id.tolist() == [1, 2, 3]

@@ -1,0 +1,142 @@
+"""A chunked message is one message: which entries hold it, and whether all of it is there.
+
+Pulsar stores a message larger than the maximum message size as chunks, one
+entry each, which the client joins; another producer's entries may come
+between them. Every operation takes a chunked message whole or not at all
+(skip, skip N, clear-backlog, undo, redrive, dispatch, redelivery), so all of
+them ask this module which entries are one message: the chunk entries of a
+partition with one ``uuid``, as Pulsar's Shared dispatcher pins them by uuid.
+
+The message is *complete* once a last chunk (``chunk_id ==
+num_chunks_from_msg - 1``) is stored; it is counted once, at its first last
+chunk (:attr:`core.store.ledger.EntryColumns.chunk_rest` counts the chunks
+before it 0). One whose last chunk is not stored is not a message yet: no
+consumer can receive it.
+
+Pure: arrays in, arrays out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from core.ids.position import match_positions
+
+Ints = npt.NDArray[np.int64]
+Flags = npt.NDArray[np.bool_]
+
+CHUNK_COLUMNS = ("ledger_id", "entry_id", "uuid", "chunk_id", "num_chunks_from_msg")
+"""The ledger columns :meth:`ChunkedMessages.of_rows` reads."""
+
+
+@dataclass(frozen=True)
+class ChunkedMessages:
+    """The chunk entries of some rows of one partition, grouped into their messages.
+
+    ``ledger_id``, ``entry_id``: the chunk entries, in position order;
+    ``message``: each one's message, numbered ``0 .. count - 1`` in the order of
+    their first chunks; ``last``: per message, the index (into the chunk entries)
+    of its first last chunk, -1 while none is stored.
+    """
+
+    ledger_id: Ints
+    entry_id: Ints
+    message: Ints
+    last: Ints
+
+    def __len__(self) -> int:
+        return int(self.ledger_id.size)
+
+    @property
+    def count(self) -> int:
+        """How many chunked messages."""
+        return int(self.last.size)
+
+    @property
+    def complete(self) -> Flags:
+        """Per message: its last chunk is stored."""
+        return self.last >= 0
+
+    @classmethod
+    def of(
+        cls,
+        ledger_id: npt.ArrayLike,
+        entry_id: npt.ArrayLike,
+        uuid: Sequence[str | None] | pa.Array | pa.ChunkedArray,
+        chunk_id: npt.ArrayLike,
+        num_chunks: npt.ArrayLike,
+    ) -> ChunkedMessages:
+        """Group aligned rows (any order; a row without a ``uuid`` is not a chunk and is left
+        out). Cost: O(n log n) for n rows."""
+        uuids = uuid.to_pylist() if isinstance(uuid, pa.Array | pa.ChunkedArray) else list(uuid)
+        keep = np.fromiter((u is not None for u in uuids), np.bool_, len(uuids))
+        ledgers = np.asarray(ledger_id, dtype=np.int64)[keep]
+        entries = np.asarray(entry_id, dtype=np.int64)[keep]
+        chunk = np.asarray(chunk_id, dtype=np.int64)[keep]
+        chunks = np.asarray(num_chunks, dtype=np.int64)[keep]
+        order = np.lexsort((entries, ledgers))
+        ledgers, entries = ledgers[order], entries[order]
+        chunk, chunks = chunk[order], chunks[order]
+        kept = [u for u, k in zip(uuids, keep.tolist(), strict=True) if k]
+        names = np.asarray([kept[i] for i in order.tolist()], dtype=object)
+        if not names.size:
+            none = np.zeros(0, np.int64)
+            return cls(none, none, none, none)
+        _, first, code = np.unique(names, return_index=True, return_inverse=True)
+        # Numbered by first chunk: message k's first chunk comes before message k + 1's.
+        rank = np.empty(first.size, np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(first.size, dtype=np.int64)
+        message = rank[code]
+        unset = np.iinfo(np.int64).max
+        last = np.full(first.size, unset, np.int64)
+        ends = np.flatnonzero(chunk == chunks - 1)
+        np.minimum.at(last, message[ends], ends)
+        last[last == unset] = -1
+        return cls(ledgers, entries, message, last)
+
+    @classmethod
+    def of_rows(cls, rows: pa.Table | pa.RecordBatch) -> ChunkedMessages:
+        """:meth:`of` the :data:`CHUNK_COLUMNS` of ledger rows (any other columns ignored)."""
+        import pyarrow.compute as pc
+
+        uuid = rows.column("uuid")
+        if uuid.null_count:
+            rows = rows.filter(pc.is_valid(uuid))
+        return cls.of(
+            _ints(rows.column("ledger_id")),
+            _ints(rows.column("entry_id")),
+            rows.column("uuid"),
+            _ints(rows.column("chunk_id")),
+            _ints(rows.column("num_chunks_from_msg")),
+        )
+
+    def index_of(self, ledger_ids: npt.ArrayLike, entry_ids: npt.ArrayLike) -> Ints:
+        """Each position's index among the chunk entries; -1 where it is not one."""
+        return match_positions(
+            np.asarray(ledger_ids, np.int64),
+            np.asarray(entry_ids, np.int64),
+            self.ledger_id,
+            self.entry_id,
+        )
+
+    def whole(self, ledger_ids: npt.ArrayLike, entry_ids: npt.ArrayLike) -> tuple[Ints, Ints]:
+        """The positions of every chunk of each message one of these positions is a chunk of,
+        in position order, each once (positions that are no chunk name none)."""
+        at = self.index_of(ledger_ids, entry_ids)
+        named = np.zeros(self.count, np.bool_)
+        named[self.message[at[at >= 0]]] = True
+        mine = named[self.message]
+        return self.ledger_id[mine], self.entry_id[mine]
+
+
+def _ints(column: pa.Array | pa.ChunkedArray) -> Ints:
+    """A column of chunk rows (no nulls there) as int64."""
+    return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+__all__ = ["CHUNK_COLUMNS", "ChunkedMessages"]
