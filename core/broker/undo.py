@@ -81,8 +81,9 @@ class SkipUndo(Collaborator):
         (SkipNotFoundError otherwise), not undone yet (SkipAlreadyUndoneError).
         Every message it acknowledged must still be on a retained ledger of the
         topic, else the whole undo is refused (InvalidArgumentError naming the
-        ids). The plan counts those acknowledged now. Authorized as SKIP on the
-        topic, the permission the skip needed.
+        ids). A chunked message is taken back whole: the plan names every chunk of
+        each one the skip's record names. The plan counts those acknowledged now.
+        Authorized as SKIP on the topic, the permission the skip needed.
         """
         plan, _ = self._plan(role, topic, subscription, skip_id)
         return plan
@@ -147,11 +148,14 @@ class SkipUndo(Collaborator):
             mine = np.flatnonzero(code_of == code)
             if not mine.size:
                 continue
-            part = UndoPartition(
-                name,
-                tuple(rows[mine, 0].tolist()),
-                tuple(rows[mine, 1].tolist()),
-                tuple(rows[mine, 2].tolist()),
+            part = self._whole_chunked_messages(
+                UndoPartition(
+                    name,
+                    tuple(rows[mine, 0].tolist()),
+                    tuple(rows[mine, 1].tolist()),
+                    tuple(rows[mine, 2].tolist()),
+                ),
+                layouts[name],
             )
             partitions.append(part)
             if count:
@@ -175,6 +179,29 @@ class SkipUndo(Collaborator):
             approved_by=tuple(str(a) for a in approvers) if isinstance(approvers, list) else (),
         )
         return plan, {p.topic_partition: layouts[p.topic_partition] for p in partitions}
+
+    def _whole_chunked_messages(self, part: UndoPartition, layout: LedgerLayout) -> UndoPartition:
+        """``part`` and, after its messages, the other chunks of each chunked message it
+        names (position order): an undo takes a chunked message back whole, whichever of
+        its chunks the skip's record lists (:mod:`core.ids.chunked_messages`)."""
+        if self.context.entry_arrays(part.topic_partition, layout).chunk_rest is None:
+            return part
+        chunks = self.context.chunked_messages(part.topic_partition)
+        ledgers, entries = chunks.whole(part.ledger_ids, part.entry_ids)
+        listed = set(zip(part.ledger_ids, part.entry_ids, strict=True))
+        added = [
+            (ledger, entry)
+            for ledger, entry in zip(ledgers.tolist(), entries.tolist(), strict=True)
+            if (ledger, entry) not in listed
+        ]
+        if not added:
+            return part
+        return UndoPartition(
+            part.topic_partition,
+            part.ledger_ids + tuple(a[0] for a in added),
+            part.entry_ids + tuple(a[1] for a in added),
+            part.batch_indexes + (-1,) * len(added),
+        )
 
     def _skip_record(self, info: TopicInfo, subscription: str, skip_id: int) -> AuditRecord:
         record = self.metadata.audit_record(skip_id)

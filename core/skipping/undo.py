@@ -5,7 +5,8 @@ A skip's id is the id of its ``skip`` audit record, written in the transaction o
 its acknowledgements; that record lists the messages the skip acknowledged
 (``skipped``). An undo takes back the acknowledgement of exactly those messages,
 the ones still acknowledged when it applies, and records an ``undo-skip`` audit
-record naming the skip: a skip is undone at most once.
+record naming the skip: a skip is undone at most once. A chunked message is
+taken back whole: every chunk of one the record names.
 
 An :class:`UndoPlan` is what an operator previews (or a reviewer approves, where
 the namespace requires approval): it travels as JSON with an id derived from its

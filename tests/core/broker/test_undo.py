@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import create_engine, delete
 from sqlalchemy.pool import NullPool
 
-from core.acks.cursor import CursorState
+from core.acks.cursor import AckTarget, CursorState
 from core.broker import Broker
 from core.config import Config
 from core.errors import (
@@ -26,14 +26,15 @@ from core.errors import (
     SkipNotFoundError,
 )
 from core.ids.message_id import MessageId
+from core.ids.position import Position
 from core.producer import OutgoingMessage
 from core.reading.dispatch import Consumer
 from core.skipping.undo import UndoPartition, UndoPlan
 from core.store.tables import LedgerRow, SegmentRow
 from core.subscription import SubscriptionType
-from tests.conftest import acknowledge_cumulative
+from tests.conftest import acknowledge, acknowledge_cumulative
 
-from .conftest import TOPIC
+from .conftest import TOPIC, chunk_entries, plain_entry
 
 
 @pytest.fixture
@@ -285,3 +286,46 @@ def test_undo_needs_skip_permission_and_is_refused_where_approval_is_required(
     )
     # Planning changes nothing: still allowed, for the workflow that gates the apply.
     assert broker.plan_undo_skip("admin", TOPIC, "s", skipped.skip_id).messages == 3
+
+
+def chunked(broker: Broker) -> int:
+    """A, a message in three chunks with x between its first two, then y; A's ledger."""
+    broker.create_topic("admin", TOPIC)
+    broker.create_subscription(
+        "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    a = chunk_entries(b"A" * 30, 3, uuid="big-7")
+    entries = [a[0], plain_entry(b"x"), a[1], a[2], plain_entry(b"y")]
+    return broker.append_entries("admin", TOPIC, entries)[0].ledger_id
+
+
+def unacknowledged(broker: Broker, ledger: int) -> list[int]:
+    state = states(broker)
+    return [e for e in range(5) if not state.is_acked(Position(ledger, e))]
+
+
+def test_a_skipped_chunked_message_comes_back_whole(broker: Broker) -> None:
+    ledger = chunked(broker)
+    skipped = broker.skip_messages("admin", TOPIC, "s", [MessageId(ledger, 2)])
+    assert skipped.skip_id is not None
+    assert unacknowledged(broker, ledger) == [1, 4]
+    outcome = broker.apply_undo_skip(
+        "admin", broker.plan_undo_skip("admin", TOPIC, "s", skipped.skip_id)
+    )
+    assert sorted(outcome.unacknowledged) == [f"{ledger}:{e}" for e in (0, 2, 3)]
+    assert unacknowledged(broker, ledger) == [0, 1, 2, 3, 4]
+
+
+def test_an_undo_takes_back_every_chunk_whichever_the_skip_names(broker: Broker) -> None:
+    # A skip recorded as naming one chunk of A (its other chunks acknowledged otherwise,
+    # as a skip made before a skip took chunked messages whole left them).
+    ledger = chunked(broker)
+    acknowledge(broker, TOPIC, "s", [AckTarget(Position(ledger, e)) for e in (0, 2, 3)])
+    skip_id = broker.metadata.record_audit(
+        "skip", TOPIC, "s", "admin", {"skipped": [f"{ledger}:2"], "via": "cli"}, 1
+    )
+    plan = broker.plan_undo_skip("admin", TOPIC, "s", skip_id)
+    assert plan.partitions[0].triplets() == [f"{ledger}:{e}" for e in (2, 0, 3)]
+    assert (plan.messages, plan.still_acknowledged) == (3, 3)
+    broker.apply_undo_skip("admin", plan)
+    assert unacknowledged(broker, ledger) == [0, 1, 2, 3, 4]
