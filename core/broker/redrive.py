@@ -29,7 +29,8 @@ redrive is the producer, ``cursorops-redrive``). Added: :data:`ORIGIN_PROPERTY`
 (the dead-letter message's id, ``ledger:entry[:batch]``, plus
 :data:`ORIGIN_TOPIC_PROPERTY`) and :data:`REDRIVE_PROPERTY` (the plan's id, which
 the audit record names too: it is known before anything is written, the record's
-id only once the record is). Each message is one entry, not batched.
+id only once the record is). Each message is one entry, not batched; a chunked
+message goes whole, its chunks as sent (:mod:`core.redriving.chunked_rows`).
 
 Cost: planning reads the dead-letter topic's segments and its cursors; applying
 reads the planned entries again, writes the new segments and one cursor delta
@@ -52,6 +53,7 @@ from core.broker.context import Collaborator
 from core.errors import InvalidArgumentError, TopicNotFoundError
 from core.ids.message_id import MessageId
 from core.ids.topic_name import TopicName, dead_letter_topic
+from core.redriving.chunked_rows import chunk_columns, first_rows, whole_messages
 from core.redriving.redrive_plan import (
     ORIGIN_PROPERTY,
     ORIGIN_TOPIC_PROPERTY,
@@ -121,7 +123,7 @@ class Redrive(Collaborator):
                     live |= unacked_rows(self.context.cursor_state(name, sub, layout), table)
             if chosen is not None and table.num_rows:
                 live &= chosen.mask(table)
-            rows = table.filter(pa.array(live))
+            rows = table.filter(pa.array(whole_messages(table, live)))
             partition = index if dlq.partitions else -1
             found = _ids(rows, None, partition)
             ids += found
@@ -226,6 +228,8 @@ class Redrive(Collaborator):
                     assert pending is not None
                     pending[in_partition] |= unacked_rows(state, part)
                     locked.append((cursor_id, name))
+            if pending is not None:
+                pending = whole_messages(rows, pending, complete_only=False)
             go = np.arange(rows.num_rows) if pending is None else np.flatnonzero(pending)
             chosen = rows.take(pa.array(go, pa.int64()))
             published = self._publish(work, targets, chosen, plan_id, at_ms)
@@ -247,11 +251,7 @@ class Redrive(Collaborator):
                 )
                 work.cursors.append(cursor_id, [cursor_codec.encode_columns(ack)])
             redriven = _ids(chosen, dlq)
-            meanwhile = (
-                ()
-                if pending is None
-                else tuple(_ids(rows.take(pa.array(np.flatnonzero(~pending))), dlq))
-            )
+            meanwhile = () if pending is None else tuple(_ids(rows.filter(pa.array(~pending)), dlq))
             detail: dict[str, object] = {
                 "planId": plan_id,
                 "deadLetterTopic": dlq.name,
@@ -403,6 +403,7 @@ class Redrive(Collaborator):
         n = rows.num_rows
         if not n:
             return []
+        first = first_rows(rows)  # a chunked message's chunks share their first's sequence id
         keys = rows.column("key").to_pylist()
         count = len(targets.names)
         if count == 1:
@@ -411,8 +412,8 @@ class Redrive(Collaborator):
             slots = np.array(
                 [i % count if k is None else key_partition(k, count) for i, k in enumerate(keys)],
                 np.int64,
-            )
-        origins = [id_text(m) for m in _ids(rows, None)]
+            )[first]
+        origins = [id_text(m) for m in _ids(rows.take(pa.array(first)), None)]
         source = rows.column("topic_partition").to_pylist()
         properties = [
             [(k, v) for k, v in pairs if k not in PROVENANCE]
@@ -430,9 +431,10 @@ class Redrive(Collaborator):
             "properties": pa.array(properties, _PROPERTIES_TYPE),
             "payload": rows.column("payload").combine_chunks(),
             "producer_name": arrow_columns.repeated_string(PRODUCER_NAME, n),
-            "sequence_id": arrow_columns.from_numpy(np.arange(n, dtype=np.int64)),
+            "sequence_id": arrow_columns.from_numpy(first),
             "event_time": rows.column("event_time").combine_chunks(),
             "ordering_key": rows.column("ordering_key").combine_chunks(),
+            **chunk_columns(rows, first, properties, f"{PRODUCER_NAME}-{plan_id[:16]}", at_ms),
         }
         parts = []
         groups = []

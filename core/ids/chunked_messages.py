@@ -124,6 +124,11 @@ class ChunkedMessages:
             self.entry_id,
         )
 
+    def message_at(self, ledger_ids: npt.ArrayLike, entry_ids: npt.ArrayLike) -> Ints:
+        """Each position's message; -1 where it is not a chunk."""
+        at = self.index_of(ledger_ids, entry_ids)
+        return np.where(at >= 0, self.message[np.maximum(at, 0)], -1) if len(self) else at
+
     def whole(self, ledger_ids: npt.ArrayLike, entry_ids: npt.ArrayLike) -> tuple[Ints, Ints]:
         """The positions of every chunk of each message one of these positions is a chunk of,
         in position order, each once (positions that are no chunk name none)."""

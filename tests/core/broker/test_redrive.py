@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.acks.cursor import AckTarget
 from core.broker import Broker
 from core.errors import (
     ApprovalRequiredError,
@@ -22,8 +23,12 @@ from core.redriving.redrive_plan import (
     REDRIVE_PROPERTY,
     RedrivePlan,
 )
+from core.redriving.redriven_metadata import redriven_metadata
 from core.subscription import SubscriptionType
+from tests.conftest import acknowledge
 from tests.core.test_admin_rules import _refused
+
+from .conftest import chunk_entries, plain_entry
 
 TOPIC = "persistent://acme/ops/orders"
 DLQ = "persistent://acme/ops/orders-billing-DLQ"
@@ -301,3 +306,107 @@ def test_a_redrive_takes_the_stricter_policy_of_its_two_namespaces(broker: Broke
     assert theirs.detail["planDigest"] == mine.detail["planDigest"] == record.digest
     assert theirs.detail["redrivenTo"] == TOPIC and len(theirs.detail["deadLetterIds"]) == 3
     assert backlog(broker, TOPIC, "billing") == 3
+
+
+def test_a_chunked_dead_letter_is_redriven_whole(broker: Broker) -> None:
+    broker.create_topic("admin", TOPIC)
+    for sub in ("audit", "billing"):
+        broker.create_subscription(
+            "admin", TOPIC, sub, SubscriptionType.SHARED, initial_position="earliest"
+        )
+    broker.create_topic("admin", DLQ)
+    broker.create_subscription(
+        "admin", DLQ, "dlq-reader", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    big = bytes(range(256)) * 3
+    a = chunk_entries(big, 3, uuid="dlq-producer-7", producer="dlq-producer")
+    b = chunk_entries(b"B" * 40, 2, uuid="other-1", producer="other", send=1)
+    dead = broker.append_entries(
+        "admin", DLQ, [plain_entry(b"p0"), a[0], plain_entry(b"p1"), a[1], a[2], *b]
+    )
+    chunks = [dead[i] for i in (1, 3, 4)]
+    # One chunk of A acknowledged on the DLQ already, another after planning: A goes whole.
+    acknowledge(broker, DLQ, "dlq-reader", [AckTarget(chunks[1])])
+    plan = broker.plan_redrive("admin", TOPIC, "billing", predicate={"key": "big"})
+    # B has no last chunk: no message yet, not planned.
+    assert [m.position for m in plan.ids] == chunks
+    acknowledge(broker, DLQ, "dlq-reader", [AckTarget(chunks[0])])
+    outcome = broker.apply_redrive("admin", plan)
+    assert [m.position for m in outcome.redriven] == chunks
+    assert outcome.acknowledged_meanwhile == ()
+    assert [m.payload for m in broker.peek_messages("admin", DLQ, "dlq-reader", 10)] == [
+        b"p0",
+        b"p1",
+        b"B" * 20,
+    ]
+    assert broker.peek_messages("admin", TOPIC, "audit", 10) == []
+    got = broker.peek_messages("admin", TOPIC, "billing", 10)
+    assert b"".join(m.payload for m in got) == big
+    assert [m.message_id for m in got] == list(outcome.published)
+    (uuid,) = {m.chunk[0] for m in got if m.chunk is not None}
+    assert uuid != "dlq-producer-7"
+    assert [m.chunk[1:] for m in got if m.chunk is not None] == [(i, 3, len(big)) for i in range(3)]
+    assert {m.sequence_id for m in got} == {got[0].sequence_id}
+    assert {m.properties[ORIGIN_PROPERTY] for m in got} == {f"{chunks[0][0]}:{chunks[0][1]}"}
+
+
+def test_a_redriven_chunk_keeps_its_metadata_but_what_a_redrive_owns() -> None:
+    from protocol import commands
+    from protocol.proto import decode, encode
+
+    sent = {
+        "producer_name": "dlq-producer",
+        "sequence_id": 7,
+        "publish_time": 1234,
+        "properties": [{"key": "REAL_TOPIC", "value": "t"}],
+        "partition_key": "big",
+        "compression": 1,
+        "uncompressed_size": 99,
+        "deliver_at_time": 5000,
+        "uuid": "dlq-producer-7",
+        "num_chunks_from_msg": 3,
+        "total_chunk_msg_size": 99,
+        "chunk_id": 1,
+        "encryption_keys": [{"key": "k", "value": b"secret"}],
+        "schema_version": b"\x00" * 8,
+    }
+    out = redriven_metadata(
+        encode(commands.MessageMetadata, sent),
+        producer_name="cursorops-redrive",
+        sequence_id=3,
+        publish_time=2000,
+        properties=[("REAL_TOPIC", "t"), (ORIGIN_PROPERTY, "5:6")],
+        uuid="cursorops-redrive-x-3",
+    )
+    got = decode(commands.MessageMetadata, out)
+    assert got["producer_name"] == "cursorops-redrive"
+    assert (got["sequence_id"], got["publish_time"], got["uuid"]) == (
+        3,
+        2000,
+        "cursorops-redrive-x-3",
+    )
+    assert [(p["key"], p["value"]) for p in got["properties"]] == [
+        ("REAL_TOPIC", "t"),
+        (ORIGIN_PROPERTY, "5:6"),
+    ]
+    assert "deliver_at_time" not in got
+    for field in (
+        "partition_key",
+        "compression",
+        "uncompressed_size",
+        "num_chunks_from_msg",
+        "total_chunk_msg_size",
+        "chunk_id",
+        "schema_version",
+    ):
+        assert got[field] == sent[field]
+    assert got["encryption_keys"][0]["value"] == b"secret"
+    with pytest.raises(InvalidArgumentError, match="Invalid message metadata"):
+        redriven_metadata(
+            b"\x0a\x50abc",
+            producer_name="p",
+            sequence_id=0,
+            publish_time=0,
+            properties=[],
+            uuid="u",
+        )
