@@ -57,6 +57,7 @@ from core.authz import Operation
 from core.config import Config
 from core.durations import parse_duration_ms
 from core.errors import InvalidArgumentError
+from core.ids import chunked_messages
 from core.ids.position import EARLIEST, Position
 from core.ids.topic_name import TopicName, shown
 from core.reading.entry_filters import EntryFilters, describe
@@ -76,8 +77,17 @@ from spark_apps.session import job_logger, session_scope
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-ENTRY_COLUMNS = ("partition", "ledger_id", "entry_id", "batch_index", "batch_size")
-"""What every analysis reads; entry filters add the columns they look at."""
+ENTRY_COLUMNS = (
+    "partition",
+    "ledger_id",
+    "entry_id",
+    "batch_index",
+    "batch_size",
+    "chunk_id",
+    "num_chunks_from_msg",
+)
+"""What every analysis reads (the chunk columns: a chunked message counts once, at its
+last chunk); entry filters add the columns they look at."""
 
 CHUNK_ENTRIES = 1 << 17
 """Entries analysed between two looks at the clock when a time limit is set."""
@@ -233,6 +243,24 @@ def paginate(
     return sorted(out, key=lambda a: order[(a.topic_partition, a.subscription)])
 
 
+def entry_chunk_rest(entries: pa.Table) -> np.ndarray | None:
+    """Per entry row, whether it is a chunk before its message's last
+    (:func:`core.ids.chunked_messages.chunk_rest`); None when the rows hold no such
+    chunk, or have no chunk columns (rows built without them)."""
+    import pyarrow.compute as pc
+
+    if "num_chunks_from_msg" not in entries.column_names:
+        return None
+    chunks = entries.column("num_chunks_from_msg")
+    if chunks.null_count == len(chunks):
+        return None
+    rest = chunked_messages.chunk_rest(
+        pc.fill_null(entries.column("chunk_id"), -1).to_numpy(),
+        pc.fill_null(chunks, 0).to_numpy(),
+    )
+    return rest if rest.any() else None
+
+
 def analyze_entries(
     state: CursorState,
     ledger_ids: np.ndarray,
@@ -243,8 +271,10 @@ def analyze_entries(
     start_after: Position | None = None,
     max_entries: int | None = None,
     deadline_ms: int | None = None,
+    chunk_rest: np.ndarray | None = None,
 ) -> BacklogAnalysis:
-    """:func:`core.analysis.backlog.analyze`, in chunks when a deadline is set.
+    """:func:`core.analysis.backlog.analyze`, in chunks when a deadline is set (``chunk_rest``
+    as it takes it: a chunked message counted once).
 
     Without a deadline this *is* one ``backlog.analyze`` call. With one, chunks
     of :data:`CHUNK_ENTRIES` entries are analysed until the clock passes it;
@@ -260,6 +290,7 @@ def analyze_entries(
             verdicts,
             start_after=start_after,
             max_entries=max_entries,
+            chunk_rest=chunk_rest,
         )
     total = BacklogAnalysis()
     remaining = max_entries
@@ -283,6 +314,7 @@ def analyze_entries(
                 None,
                 start_after=start_after,
                 max_entries=0,
+                chunk_rest=None if chunk_rest is None else chunk_rest[begin:],
             )
             if rest.aborted:
                 total = replace(total, aborted=True, resume_after=total.last_message_id)
@@ -295,6 +327,7 @@ def analyze_entries(
             None if verdicts is None else verdicts[begin:end],
             start_after=start_after,
             max_entries=remaining,
+            chunk_rest=None if chunk_rest is None else chunk_rest[begin:end],
         )
         total = total.plus(part)
         if part.aborted:
@@ -324,6 +357,7 @@ def analyze_partition(
     ledger_ids = entries.column("ledger_id").to_numpy()
     entry_ids = entries.column("entry_id").to_numpy()
     batch_sizes = entries.column("batch_size").to_numpy()
+    rest = entry_chunk_rest(entries)
     started = time.monotonic()
     rows = []
     for subscription in subscriptions:
@@ -339,6 +373,7 @@ def analyze_partition(
             start_after=limits.start_after.get(name),
             max_entries=limits.budgets.get((name, subscription), limits.max_entries),
             deadline_ms=limits.deadline_ms,
+            chunk_rest=rest,
         )
         rows.append(_row(name, subscription, result))
     print(
@@ -414,11 +449,17 @@ def count_partition(
     ledger_ids = entries.column("ledger_id").to_numpy()
     entry_ids = entries.column("entry_id").to_numpy()
     batch_sizes = entries.column("batch_size").to_numpy()
+    rest = entry_chunk_rest(entries)
     rows = []
     for subscription in subscriptions:
         state = decode_state(states[(name, subscription)])
         result = backlog.analyze(
-            state, ledger_ids, entry_ids, batch_sizes, start_after=start_after.get(name)
+            state,
+            ledger_ids,
+            entry_ids,
+            batch_sizes,
+            start_after=start_after.get(name),
+            chunk_rest=rest,
         )
         rows.append(
             {"topic_partition": name, "subscription": subscription, "entries": result.entries}

@@ -50,6 +50,7 @@ from spark_apps.analyze_backlog import (
     ScanLimits,
     analyze_partition,
     collect_analyses,
+    entry_chunk_rest,
 )
 from spark_apps.common import (
     config_from,
@@ -96,10 +97,12 @@ def audit_partition(
     entry_ids = ordered.column("entry_id").to_numpy()
     batch_sizes = ordered.column("batch_size").to_numpy()
     publish = np.asarray(ordered.column("publish_time").to_numpy(), dtype=np.int64)
+    rest = entry_chunk_rest(ordered)
     oldest: list[int | None] = []
     for subscription in subs:
         state = decode_state(states[(name, subscription)])
-        live = np.flatnonzero(backlog.unacked_messages(state, ledger_ids, entry_ids, batch_sizes))
+        counts = backlog.unacked_messages(state, ledger_ids, entry_ids, batch_sizes, rest)
+        live = np.flatnonzero(counts)
         oldest.append(int(publish[live].min()) if live.size else None)
     return analysed.append_column(
         AUDIT_SCHEMA.field("oldest_publish_ms"), pa.array(oldest, pa.int64())

@@ -23,7 +23,6 @@ import json
 import os
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +53,7 @@ from spark_apps.match_list import (
     MATCH_LIST_SCHEMA,
     SORT_KEYS,
     match_list_rows,
+    matched_messages,
     read_match_list,
 )
 from spark_apps.session import job_logger, session_scope
@@ -72,6 +72,7 @@ MESSAGE_COLUMNS = (
     "key",
     "properties",
     "payload",
+    "uuid",
 )
 """Read for every match list; :func:`message_columns` adds what the predicate needs beyond them."""
 PREVIEW_ROWS = 20
@@ -186,8 +187,9 @@ def run(
 def written_summary(
     session: SparkSession, output: str, *, local: bool = True
 ) -> tuple[dict[str, int], list[dict[str, Any]]]:
-    """Matches per topic partition, and the first :data:`PREVIEW_ROWS` rows in id order, of
-    the match list just written to ``output``.
+    """Matches per topic partition (a chunked message once:
+    :func:`spark_apps.match_list.matched_messages`), and the first :data:`PREVIEW_ROWS` rows
+    in id order, of the match list just written to ``output``.
 
     Read here with pyarrow when ``output`` is a folder this process sees (``local``), as the
     tasks that use a match list read it (:func:`spark_apps.match_list.read_match_list`):
@@ -196,14 +198,19 @@ def written_summary(
     """
     if local and os.path.isdir(output):
         table = read_match_list(output)
-        found = Counter(table.column("topic_partition").to_pylist())
         first = pc.select_k_unstable(table, PREVIEW_ROWS, [(key, "ascending") for key in SORT_KEYS])
         preview = table.take(first).sort_by([(key, "ascending") for key in SORT_KEYS])
-        return dict(found), preview.to_pylist()
+        return matched_messages(table), preview.to_pylist()
+    from pyspark.sql import functions as F
+
     written = session.read.parquet(output)
+    # A chunked message once: the rows without a uuid, and each uuid of a partition once.
+    plain = F.sum(F.when(F.col("uuid").isNull(), 1).otherwise(0))
     counts = {
         row["topic_partition"]: int(row["count"])
-        for row in written.groupBy("topic_partition").count().collect()
+        for row in written.groupBy("topic_partition")
+        .agg((plain + F.countDistinct("uuid")).alias("count"))
+        .collect()
     }
     preview_rows = written.orderBy(*SORT_KEYS).limit(PREVIEW_ROWS).collect()
     return counts, [row.asDict() for row in preview_rows]

@@ -12,6 +12,7 @@ nothing in it is validated until the Broker plans a skip of its ids.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -43,9 +44,13 @@ MATCH_LIST_SCHEMA = pa.schema(
         pa.field("properties", MESSAGE_SCHEMA.field("properties").type),
         pa.field("payload_size", pa.int32()),
         pa.field("payload_excerpt", pa.string()),
+        pa.field("uuid", pa.string()),
     ]
 )
-"""A match list's columns; ``message_id`` is the triplet ``ledger:entry[:batchIndex]``."""
+"""A match list's columns; ``message_id`` is the triplet ``ledger:entry[:batchIndex]``;
+``uuid`` names a chunk's message (null when not chunked): a chunked message is one
+match however many of its chunks matched, and a plan made of the list takes all its
+chunks (:mod:`core.skipping.chunk_ids`)."""
 
 SORT_KEYS = ("partition", "ledger_id", "entry_id", "batch_index")
 
@@ -88,9 +93,33 @@ def match_list_rows(
             "properties": rows.column("properties"),
             "payload_size": pc.cast(pc.binary_length(payload), pa.int32()),
             "payload_excerpt": pa.array(excerpt, pa.string()),
+            "uuid": rows.column("uuid") if "uuid" in rows.column_names else pa.nulls(n, pa.utf8()),
         },
         schema=MATCH_LIST_SCHEMA,
     )
+
+
+def matched_messages(matches: pa.Table) -> dict[str, int]:
+    """Messages per topic partition of a match list: a row each, but a chunked message
+    (one ``uuid`` in a partition) once. A list written without ``uuid`` counts rows."""
+    import pyarrow.compute as pc
+
+    partitions = matches.column("topic_partition")
+    if "uuid" not in matches.column_names:
+        return dict(Counter(partitions.to_pylist()))
+    uuid = matches.column("uuid")
+    plain = Counter(partitions.filter(pc.is_null(uuid)).to_pylist())
+    chunked = Counter(
+        name
+        for name, _ in set(
+            zip(
+                partitions.filter(pc.is_valid(uuid)).to_pylist(),
+                uuid.drop_null().to_pylist(),
+                strict=True,
+            )
+        )
+    )
+    return dict(plain + chunked)
 
 
 def match_list_from_ids(topic: str, subscription: str, ids: Sequence[MessageId]) -> pa.Table:
@@ -116,6 +145,7 @@ def match_list_from_ids(topic: str, subscription: str, ids: Sequence[MessageId])
             "properties": pa.nulls(n, MATCH_LIST_SCHEMA.field("properties").type),
             "payload_size": pa.nulls(n, pa.int32()),
             "payload_excerpt": pa.nulls(n, pa.string()),
+            "uuid": pa.nulls(n, pa.string()),
         },
         schema=MATCH_LIST_SCHEMA,
     )

@@ -139,9 +139,17 @@ class ChunkedMessages:
         return self.ledger_id[mine], self.entry_id[mine]
 
 
+def chunk_rest(chunk_id: npt.ArrayLike, num_chunks: npt.ArrayLike) -> Flags:
+    """Per entry, whether it is a chunk before its message's last (a chunk id of -1 and 0
+    chunks, what nulls are read as, are no chunk): such an entry counts 0, and its
+    message counts once, at its last chunk."""
+    chunks = np.asarray(num_chunks, dtype=np.int64)
+    return (chunks > 1) & (np.asarray(chunk_id, dtype=np.int64) < chunks - 1)
+
+
 def _ints(column: pa.Array | pa.ChunkedArray) -> Ints:
     """A column of chunk rows (no nulls there) as int64."""
     return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-__all__ = ["CHUNK_COLUMNS", "ChunkedMessages"]
+__all__ = ["CHUNK_COLUMNS", "ChunkedMessages", "chunk_rest"]

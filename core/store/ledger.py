@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 
 from core.config import Config
 from core.errors import InvalidArgumentError, LedgerStoreError
+from core.ids.chunked_messages import chunk_rest
 from core.ids.position import Position
 from core.ids.topic_name import TopicName
 from core.store import arrow_columns
@@ -808,15 +809,16 @@ def _entry_columns(table: pa.Table) -> EntryColumns:
     if later.any():
         ordinal = np.cumsum(first) - 1
         np.maximum.at(deliver, ordinal[later], deliver_all[later])
-    chunks = _numpy(table, "num_chunks_from_msg", np.int32)[first]
     return EntryColumns(
         ledger_id=_numpy(table, "ledger_id", np.int64)[first],
         entry_id=_numpy(table, "entry_id", np.int64)[first],
         batch_size=_numpy(table, "batch_size", np.int32)[first],
         deliver_at=deliver,
         publish_time=_numpy(table, "publish_time", np.int64)[first],
-        chunk_rest=(chunks > 1)
-        & (_numpy(table, "chunk_id", np.int32, null=-1)[first] < chunks - 1),
+        chunk_rest=chunk_rest(
+            _numpy(table, "chunk_id", np.int32, null=-1)[first],
+            _numpy(table, "num_chunks_from_msg", np.int32)[first],
+        ),
     )
 
 

@@ -66,7 +66,7 @@ def test_transform_finds_unacknowledged_matches_only(spark: SparkSession) -> Non
         return (
             "persistent://t/n/x", "s", "persistent://t/n/x-partition-0", 0, 7, entry, index,
             size, message_id, "a", NOW, deliver_at, {"c": "x"}, len(payload),
-            payload.decode(),
+            payload.decode(), None,
         )  # fmt: skip
 
     expected = spark.createDataFrame(
