@@ -944,11 +944,12 @@ class Connection:
                         initial = "earliest"
                     elif ledger == _INT64_MAX:
                         initial = "latest"
-                    elif start_id.get("batch_index", -1) >= 0:
-                        # The whole batch again: the client drops what precedes the id.
-                        after = Position(ledger, entry - 1)
                     else:
-                        after = Position(ledger, entry)
+                        # At the id's entry, as Pulsar's broker starts a non-durable cursor
+                        # (every start id is a batch id to it): the client drops what its
+                        # start excludes (the id itself unless inclusive, a batch's earlier
+                        # indexes).
+                        after = Position(ledger, entry - 1)
                 try:
                     existing = broker.create_subscription(
                         self.role,

@@ -46,10 +46,14 @@ def test_readers_from_the_start_and_after_an_id(client: pulsar.Client) -> None:
     ]
     after = client.create_reader(topic, ids[2])
     assert [after.read_next(5000).data() for _ in range(2)] == [b"m3", b"m4"]
+    # The broker starts at the id's entry, as Pulsar's does; the client drops the id itself
+    # unless its start is inclusive.
+    at = client.create_reader(topic, ids[2], start_message_id_inclusive=True)
+    assert [at.read_next(5000).data() for _ in range(3)] == [b"m2", b"m3", b"m4"]
     latest = client.create_reader(topic, pulsar.MessageId.latest)
     producer.send(b"new")
     assert latest.read_next(5000).data() == b"new"
-    for reader in (earliest, after, latest):
+    for reader in (earliest, after, at, latest):
         reader.close()
 
 
