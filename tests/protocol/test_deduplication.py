@@ -4,6 +4,9 @@ reconnect or a restart) learns its last stored sequence id."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +17,7 @@ import pytest
 from tests.protocol.harness import Standalone, drain, start, unique
 
 NAMESPACE = "/admin/v2/namespaces/public/default/deduplication"
+ROLE = "admin"
 
 
 @pytest.fixture(scope="module")
@@ -127,4 +131,99 @@ def test_the_last_sequence_id_survives_a_restart(tmp_path: Path) -> None:
         assert producer.send(b"dup", sequence_id=11).entry_id() == -1
         client.close()
     finally:
+        server.stop()
+
+
+class _Sender:
+    """One producer's sends ``p0``, ``p1``, ... from a thread of its own until stopped, and
+    what each send's callback said."""
+
+    def __init__(self, client: pulsar.Client, topic: str, batching: bool) -> None:
+        self.topic = topic
+        self.producer = client.create_producer(
+            topic,
+            producer_name="p",
+            batching_enabled=batching,
+            batching_max_publish_delay_ms=5,
+            block_if_queue_full=True,
+            send_timeout_millis=120_000,
+        )
+        self.lock = threading.Lock()
+        self.results: dict[int, pulsar.Result] = {}
+        self.sent = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._send)
+        self.thread.start()
+
+    def _send(self) -> None:
+        while not self.stop.is_set():
+            self.producer.send_async(f"p{self.sent}".encode(), self._callback(self.sent))
+            self.sent += 1
+            if self.sent % 20 == 0:
+                time.sleep(0.002)
+
+    def _callback(self, i: int) -> object:
+        def done(result: pulsar.Result, _: pulsar.MessageId) -> None:
+            with self.lock:
+                self.results[i] = result
+
+        return done
+
+    def receipted(self) -> set[int]:
+        with self.lock:
+            return {i for i, r in self.results.items() if r == pulsar.Result.Ok}
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.thread.join(120)
+        self.producer.flush()
+        deadline = time.monotonic() + 120
+        while len(self.results) < self.sent:
+            assert time.monotonic() < deadline, "sends without an answer"
+            time.sleep(0.05)
+
+
+def test_a_kill_9_in_the_middle_of_sends_leaves_every_send_once(tmp_path: Path) -> None:
+    """With deduplication on, the official client's sends survive ``kill -9`` exactly
+    once: a send its callback saw succeed is stored once, and nothing is stored twice,
+    in the order sent. What was stored but not yet receipted when the process died is
+    sent again by the client after the restart, and answered as a duplicate. A batching
+    producer and a non-batching one send side by side, before, during and after."""
+    home = tmp_path / "home"
+    server = start(home)
+    port = server.port
+    with server.broker() as broker:
+        broker.set_deduplication(ROLE, "public/default", True)
+    client = server.client()
+    try:
+        senders = [_Sender(client, unique("kill"), batching) for batching in (True, False)]
+        deadline = time.monotonic() + 60
+        while min(len(s.receipted()) for s in senders) < 300:
+            assert time.monotonic() < deadline, "no receipts"
+            time.sleep(0.002)
+        server.process.kill()
+        server.process.wait(10)
+        receipted_at_kill = [s.receipted() for s in senders]
+        server = start(home, broker_port=port)
+        sent_by_restart = [s.sent for s in senders]
+        for sender in senders:
+            sender.finish()
+        for sender, before, sent in zip(senders, receipted_at_kill, sent_by_restart, strict=True):
+            # Sends were in flight across the kill.
+            assert len(before) < sent
+            receipted = sender.receipted()
+            assert before <= receipted
+            with server.broker() as broker:
+                broker.create_subscription(ROLE, sender.topic, "check", initial_position="earliest")
+                stored = [
+                    int(m.payload[1:])
+                    for m in broker.peek_messages(ROLE, sender.topic, "check", 2 * sender.sent)
+                ]
+            counts = Counter(stored)
+            assert all(counts[i] == 1 for i in receipted), sender.topic
+            assert max(counts.values()) == 1, sender.topic
+            assert stored == sorted(stored)
+            assert set(stored) <= set(range(sender.sent))
+    finally:
+        client.close()
         server.stop()
