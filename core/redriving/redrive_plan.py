@@ -2,20 +2,20 @@
 what it did (:mod:`core.broker.redrive` plans and applies them).
 
 A :class:`RedrivePlan` is immutable and identified by the SHA-256 of its content
-(``planId``), so a plan written to a file, previewed and applied later is the one
-that was previewed: :meth:`RedrivePlan.from_json` refuses one altered since.
+(``planId``, :class:`~core.portable_plan.PortablePlan`), so a plan written to a file,
+previewed and applied later is the one that was previewed: ``RedrivePlan.from_json``
+refuses one altered since.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from core.errors import InvalidArgumentError, InvalidInputError
+from core.errors import InvalidArgumentError
 from core.ids.message_id import MessageId
+from core.portable_plan import PortablePlan, Spelling
 
 ORIGIN_PROPERTY = "cursorops-redrive-origin"
 """The dead-letter message's id (``ledger:entry[:batch]``) a redriven message came from."""
@@ -29,6 +29,22 @@ PREVIEW_MESSAGES = 50
 
 PROVENANCE = frozenset({ORIGIN_PROPERTY, ORIGIN_TOPIC_PROPERTY, REDRIVE_PROPERTY})
 """The properties a redrive sets (replacing those of an earlier redrive)."""
+_FIELDS = frozenset(
+    {
+        "kind",
+        "topic",
+        "subscription",
+        "deadLetterTopic",
+        "deadLetterSubscriptions",
+        "otherSubscriptions",
+        "ids",
+        "keys",
+        "sample",
+        "predicate",
+        "plannedAt",
+    }
+)
+"""What a plan's content holds, no more."""
 
 
 @dataclass(frozen=True)
@@ -50,13 +66,16 @@ class RedriveMessage:
 
 
 @dataclass(frozen=True)
-class RedrivePlan:
+class RedrivePlan(PortablePlan):
     """What a redrive would publish, planned against the stores as they were at
     ``planned_at`` (the broker's clock); immutable, identified by its content hash.
 
     ``ids`` are the dead-letter messages (``partition`` -1 when the dead-letter topic
     is not partitioned), in the order they are published, ``keys`` theirs.
     """
+
+    SPELLING: ClassVar[Spelling] = Spelling.SORTED
+    KIND: ClassVar[str] = "redrive plan"
 
     topic: str
     subscription: str
@@ -71,20 +90,16 @@ class RedrivePlan:
     """The first :data:`PREVIEW_MESSAGES` messages."""
     predicate: Mapping[str, Any] | None
     planned_at: int
-    plan_id: str = field(init=False, compare=False)
-    """SHA-256 of the plan's content (:meth:`dumps` without ``planId``)."""
 
     def __post_init__(self) -> None:
         if len(self.keys) != len(self.ids):
             raise InvalidArgumentError("Invalid redrive plan: one key per message")
-        digest = hashlib.sha256(_canonical(self._content()).encode()).hexdigest()
-        object.__setattr__(self, "plan_id", digest)
 
     @property
     def messages(self) -> int:
         return len(self.ids)
 
-    def _content(self) -> dict[str, Any]:
+    def content(self) -> dict[str, Any]:
         return {
             "kind": "redrive",
             "topic": self.topic,
@@ -99,51 +114,37 @@ class RedrivePlan:
             "plannedAt": self.planned_at,
         }
 
-    def dumps(self) -> str:
-        """The plan as JSON text; :meth:`from_json` reads it back."""
-        return _canonical({**self._content(), "planId": self.plan_id})
-
     @classmethod
-    def from_json(cls, text: str) -> RedrivePlan:
-        """Read a plan :meth:`dumps` wrote; refuses one malformed or altered (its content no
-        longer hashes to its ``planId``)."""
-        try:
-            doc = json.loads(text)
-            if not isinstance(doc, dict) or doc.get("kind") != "redrive":
-                raise ValueError("not a redrive plan")
-            sample = tuple(
-                RedriveMessage(
-                    _parse_id(m["messageId"], int(m["partition"])),
-                    _optional_text(m["key"]),
-                    {str(k): str(v) for k, v in dict(m["properties"]).items()},
-                    int(m["publishTime"]),
-                )
-                for m in doc["sample"]
+    def from_content(cls, content: Mapping[str, Any]) -> RedrivePlan:
+        if content.get("kind") != "redrive":
+            raise ValueError("not a redrive plan")
+        if set(content) != _FIELDS:
+            raise ValueError(f"fields {sorted(set(content) ^ _FIELDS)} missing or unexpected")
+        sample = tuple(
+            RedriveMessage(
+                _parse_id(m["messageId"], int(m["partition"])),
+                _optional_text(m["key"]),
+                {str(k): str(v) for k, v in dict(m["properties"]).items()},
+                int(m["publishTime"]),
             )
-            predicate = doc["predicate"]
-            plan = cls(
-                topic=str(doc["topic"]),
-                subscription=str(doc["subscription"]),
-                dead_letter_topic=str(doc["deadLetterTopic"]),
-                dead_letter_subscriptions=tuple(map(str, doc["deadLetterSubscriptions"])),
-                other_subscriptions=tuple(map(str, doc["otherSubscriptions"])),
-                ids=tuple(
-                    MessageId(int(led), int(ent), int(part), int(index))
-                    for part, led, ent, index in doc["ids"]
-                ),
-                keys=tuple(_optional_text(k) for k in doc["keys"]),
-                sample=sample,
-                predicate=None if predicate is None else dict(predicate),
-                planned_at=int(doc["plannedAt"]),
-            )
-            said = doc["planId"]
-        except (KeyError, TypeError, ValueError, InvalidInputError) as exc:
-            raise InvalidArgumentError(f"Invalid redrive plan: {exc}") from exc
-        if plan.plan_id != said:
-            raise InvalidArgumentError(
-                f"Invalid redrive plan: its content hashes to {plan.plan_id}, not {said!r}"
-            )
-        return plan
+            for m in content["sample"]
+        )
+        predicate = content["predicate"]
+        return cls(
+            topic=str(content["topic"]),
+            subscription=str(content["subscription"]),
+            dead_letter_topic=str(content["deadLetterTopic"]),
+            dead_letter_subscriptions=tuple(map(str, content["deadLetterSubscriptions"])),
+            other_subscriptions=tuple(map(str, content["otherSubscriptions"])),
+            ids=tuple(
+                MessageId(int(led), int(ent), int(part), int(index))
+                for part, led, ent, index in content["ids"]
+            ),
+            keys=tuple(_optional_text(k) for k in content["keys"]),
+            sample=sample,
+            predicate=None if predicate is None else dict(predicate),
+            planned_at=int(content["plannedAt"]),
+        )
 
     def preview(self) -> dict[str, Any]:
         """Counts and the first :data:`PREVIEW_MESSAGES` messages, as JSON values."""
@@ -218,10 +219,6 @@ def _optional_text(value: object) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ValueError(f"{value!r} is not text")
     return value
-
-
-def _canonical(document: Mapping[str, Any]) -> str:
-    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 __all__ = [

@@ -7,21 +7,20 @@ or a publish time) to one target entry per partition when it is made, so the
 approver sees, and apply makes, exactly those moves: a message published after
 planning never changes where a time-based reset lands.
 
-Portable JSON with an id derived from its content (:attr:`ResetPlan.plan_id`); a
-document whose id does not match its content is refused. Pure: no store here.
+Portable JSON with an id derived from its content
+(:class:`~core.portable_plan.PortablePlan`); a document whose id does not match its
+content is refused. Pure: no store here.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 from core.errors import InvalidArgumentError
 from core.ids.position import Position
-from core.skipping.plan_record import canonical_json
+from core.portable_plan import PortablePlan, Spelling
 
 RESET_PLAN_FORMAT = 1
 
@@ -78,8 +77,11 @@ def _position(text: object, where: str) -> Position:
 
 
 @dataclass(frozen=True)
-class ResetPlan:
+class ResetPlan(PortablePlan):
     """Every partition's move of one reset-cursor; immutable."""
+
+    SPELLING: ClassVar[Spelling] = Spelling.SORTED
+    KIND: ClassVar[str] = "reset plan"
 
     topic: str
     subscription: str
@@ -94,7 +96,7 @@ class ResetPlan:
         acknowledged (what the approval quorum counts)."""
         return sum(abs(p.backlog_after - p.backlog_before) for p in self.partitions)
 
-    def _body(self) -> dict[str, Any]:
+    def content(self) -> dict[str, Any]:
         return {
             "format": RESET_PLAN_FORMAT,
             "topic": self.topic,
@@ -104,48 +106,31 @@ class ResetPlan:
             "timestamp": self.timestamp_ms,
         }
 
-    @cached_property
-    def plan_id(self) -> str:
-        return hashlib.sha256(canonical_json(self._body()).encode("utf-8")).hexdigest()
-
-    def dumps(self) -> str:
-        return canonical_json({"planId": self.plan_id, **self._body()})
-
     @classmethod
-    def from_json(cls, document: object) -> ResetPlan:
-        """A plan from :meth:`dumps`'s text; refuses a malformed or altered one."""
-        try:
-            body = json.loads(document) if isinstance(document, (str, bytes)) else document
-        except ValueError as exc:
-            raise InvalidArgumentError(f"Invalid reset plan: not JSON: {exc}") from exc
-        fields = {"planId", "format", "topic", "subscription", "partitions", "plannedAt"}
-        if not isinstance(body, dict) or set(body) != fields | {"timestamp"}:
+    def from_content(cls, content: Mapping[str, Any]) -> ResetPlan:
+        fields = {"format", "topic", "subscription", "partitions", "plannedAt", "timestamp"}
+        if set(content) != fields:
             raise InvalidArgumentError("Invalid reset plan: unexpected fields")
-        if body["format"] != RESET_PLAN_FORMAT or not isinstance(body["partitions"], list):
+        if content["format"] != RESET_PLAN_FORMAT or not isinstance(content["partitions"], list):
             raise InvalidArgumentError("Invalid reset plan: unknown format")
-        timestamp = body["timestamp"]
+        timestamp = content["timestamp"]
         if timestamp is not None and (
             isinstance(timestamp, bool) or not isinstance(timestamp, int)
         ):
             raise InvalidArgumentError("Invalid reset plan: bad timestamp")
-        planned = body["plannedAt"]
+        planned = content["plannedAt"]
         if isinstance(planned, bool) or not isinstance(planned, int) or planned < 0:
             raise InvalidArgumentError("Invalid reset plan: bad plannedAt")
-        plan = cls(
-            topic=str(body["topic"]),
-            subscription=str(body["subscription"]),
+        return cls(
+            topic=str(content["topic"]),
+            subscription=str(content["subscription"]),
             partitions=tuple(
                 PartitionReset.from_json(p, f"partitions[{i}]")
-                for i, p in enumerate(body["partitions"])
+                for i, p in enumerate(content["partitions"])
             ),
             planned_at_ms=planned,
             timestamp_ms=timestamp,
         )
-        if body["planId"] != plan.plan_id:
-            raise InvalidArgumentError(
-                f"Invalid reset plan: planId {body['planId']!r} does not match its content"
-            )
-        return plan
 
     def preview(self) -> dict[str, Any]:
         """What the approver reads: each partition's move and its backlog before and after."""

@@ -6,26 +6,28 @@ The plan records the backlog per partition at planning time, which the approver
 reads; apply deletes the subscription (whatever arrived since is dropped with it,
 and the audit record says how much that was).
 
-Portable JSON with an id derived from its content. Pure: no store here.
+Portable JSON with an id derived from its content
+(:class:`~core.portable_plan.PortablePlan`). Pure: no store here.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 from core.errors import InvalidArgumentError
-from core.skipping.plan_record import canonical_json
+from core.portable_plan import PortablePlan, Spelling
 
 UNSUBSCRIBE_PLAN_FORMAT = 1
 
 
 @dataclass(frozen=True)
-class UnsubscribePlan:
+class UnsubscribePlan(PortablePlan):
     """One subscription to delete, and its backlog per partition when planned."""
+
+    SPELLING: ClassVar[Spelling] = Spelling.SORTED
+    KIND: ClassVar[str] = "unsubscribe plan"
 
     topic: str
     subscription: str
@@ -40,7 +42,7 @@ class UnsubscribePlan:
         """Messages the subscription drops, at planning time (what the quorum counts)."""
         return sum(count for _, count in self.backlog)
 
-    def _body(self) -> dict[str, Any]:
+    def content(self) -> dict[str, Any]:
         return {
             "format": UNSUBSCRIBE_PLAN_FORMAT,
             "topic": self.topic,
@@ -50,27 +52,15 @@ class UnsubscribePlan:
             "plannedAt": self.planned_at_ms,
         }
 
-    @cached_property
-    def plan_id(self) -> str:
-        return hashlib.sha256(canonical_json(self._body()).encode("utf-8")).hexdigest()
-
-    def dumps(self) -> str:
-        return canonical_json({"planId": self.plan_id, **self._body()})
-
     @classmethod
-    def from_json(cls, document: object) -> UnsubscribePlan:
-        """A plan from :meth:`dumps`'s text; refuses a malformed or altered one."""
-        try:
-            body = json.loads(document) if isinstance(document, (str, bytes)) else document
-        except ValueError as exc:
-            raise InvalidArgumentError(f"Invalid unsubscribe plan: not JSON: {exc}") from exc
-        fields = {"planId", "format", "topic", "subscription", "backlog", "force", "plannedAt"}
-        if not isinstance(body, dict) or set(body) != fields:
+    def from_content(cls, content: Mapping[str, Any]) -> UnsubscribePlan:
+        fields = {"format", "topic", "subscription", "backlog", "force", "plannedAt"}
+        if set(content) != fields:
             raise InvalidArgumentError("Invalid unsubscribe plan: unexpected fields")
-        backlog = body["backlog"]
+        backlog = content["backlog"]
         if (
-            body["format"] != UNSUBSCRIBE_PLAN_FORMAT
-            or not isinstance(body["force"], bool)
+            content["format"] != UNSUBSCRIBE_PLAN_FORMAT
+            or not isinstance(content["force"], bool)
             or not isinstance(backlog, list)
             or not all(
                 isinstance(row, list)
@@ -83,21 +73,16 @@ class UnsubscribePlan:
             )
         ):
             raise InvalidArgumentError("Invalid unsubscribe plan: malformed")
-        planned = body["plannedAt"]
+        planned = content["plannedAt"]
         if isinstance(planned, bool) or not isinstance(planned, int) or planned < 0:
             raise InvalidArgumentError("Invalid unsubscribe plan: bad plannedAt")
-        plan = cls(
-            topic=str(body["topic"]),
-            subscription=str(body["subscription"]),
+        return cls(
+            topic=str(content["topic"]),
+            subscription=str(content["subscription"]),
             backlog=tuple((row[0], row[1]) for row in backlog),
-            force=body["force"],
+            force=content["force"],
             planned_at_ms=planned,
         )
-        if body["planId"] != plan.plan_id:
-            raise InvalidArgumentError(
-                f"Invalid unsubscribe plan: planId {body['planId']!r} does not match its content"
-            )
-        return plan
 
     def preview(self) -> dict[str, Any]:
         """What the approver reads: the subscription, what it drops, per partition."""

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from core.errors import InvalidArgumentError
+from core.portable_plan import canonical_json
 from core.skipping.skip_plan import SkipPlan
 
 SKIP = "skip"
@@ -96,11 +97,6 @@ MAX_APPROVALS = 3
 """The most distinct approvers a plan may need (the workflows have that many gates)."""
 
 
-def canonical_json(value: object) -> str:
-    """The one JSON spelling digests are taken over: sorted keys, no spaces, UTF-8 as is."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 @dataclass(frozen=True)
 class PlanBinding:
     """What a plan is bound to: a workflow run, who asked, and as which role."""
@@ -125,9 +121,7 @@ class PlanBinding:
 
 def messages_of(plan: SkipPlan) -> int:
     """How many messages the plan names: a whole batched entry counts its batch size."""
-    columns = plan.columns
-    whole = (columns.batch_index < 0) & (columns.batch_size > 0)
-    return int(len(columns) - int(whole.sum()) + int(columns.batch_size[whole].sum()))
+    return plan.messages
 
 
 @dataclass(frozen=True)

@@ -15,18 +15,18 @@ module imports neither store.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from core.errors import InvalidArgumentError, InvalidSkipPlanError
+from core.errors import InvalidArgumentError, InvalidInputError, InvalidSkipPlanError
 from core.ids.message_id import MessageId
+from core.portable_plan import PortablePlan, Spelling
 
 PLAN_FORMAT = 1
 """Version of the JSON document; a document of another version is refused."""
@@ -45,7 +45,7 @@ _ITEM_FIELDS = (
     "alreadyAcknowledged",
 )
 _PLAN_ATTRIBUTES = frozenset({"topic", "subscription", "_columns", "planned_at_ms", "part_of"})
-_PLAN_FIELDS = ("format", "planId", "topic", "subscription", "plannedAt", "partOf", "items")
+_PLAN_FIELDS = ("format", "topic", "subscription", "plannedAt", "partOf", "items")
 
 
 @dataclass(frozen=True)
@@ -274,7 +274,7 @@ _ARRAY_FIELDS = (
 )
 
 
-class SkipPlan:
+class SkipPlan(PortablePlan):
     """The validated messages of one skip on one subscription; immutable.
 
     Items are in the order planning produced them (partition by partition).
@@ -283,6 +283,10 @@ class SkipPlan:
     :class:`PlannedSkip` objects or as :class:`SkipColumns`; the plan keeps
     columns and builds :attr:`items` only when asked.
     """
+
+    SPELLING: ClassVar[Spelling] = Spelling.ID_FIRST
+    KIND: ClassVar[str] = "skip plan"
+    INVALID: ClassVar[type[InvalidInputError]] = InvalidSkipPlanError
 
     def __init__(
         self,
@@ -337,20 +341,23 @@ class SkipPlan:
             f"plan_id={self.plan_id!r})"
         )
 
+    @property
+    def messages(self) -> int:
+        """How many messages the plan names: a whole batched entry counts its batch size."""
+        columns = self._columns
+        whole = (columns.batch_index < 0) & (columns.batch_size > 0)
+        return int(len(columns) - int(whole.sum()) + int(columns.batch_size[whole].sum()))
+
     @cached_property
-    def _canonical(self) -> str:
-        """``json.dumps(self._body(), sort_keys=True, separators=(",", ":"))``, written
-        from the columns (the keys below are in sorted order)."""
+    def canonical(self) -> str:
+        """``json.dumps(self.content(), sort_keys=True, separators=(",", ":"))``, written
+        from the columns (the keys below are in sorted order): the content hash of a
+        1,000,000-id plan costs no dict per item."""
         return (
             f'{{"format":{PLAN_FORMAT},"items":{self._columns.canonical_items()},'
             f'"partOf":{json.dumps(self.part_of)},"plannedAt":{json.dumps(self.planned_at_ms)},'
             f'"subscription":{json.dumps(self.subscription)},"topic":{json.dumps(self.topic)}}}'
         )
-
-    @cached_property
-    def plan_id(self) -> str:
-        """SHA-256 of the canonical JSON of everything else in the plan (64 hex digits)."""
-        return hashlib.sha256(self._canonical.encode("utf-8")).hexdigest()
 
     def message_ids(self) -> list[MessageId]:
         return self._columns.message_ids()
@@ -403,7 +410,7 @@ class SkipPlan:
             part_of=self.part_of or self.plan_id,
         )
 
-    def _body(self) -> dict[str, object]:
+    def content(self) -> dict[str, Any]:
         return {
             "format": PLAN_FORMAT,
             "topic": self.topic,
@@ -415,21 +422,11 @@ class SkipPlan:
 
     def to_json(self) -> dict[str, object]:
         """The plan as a JSON-ready dict, ``planId`` included."""
-        return {"planId": self.plan_id, **self._body()}
-
-    def dumps(self) -> str:
-        """The plan as JSON text: :meth:`to_json`'s content, keys sorted after ``planId``."""
-        return f'{{"planId":"{self.plan_id}",' + self._canonical[1:]
+        return {"planId": self.plan_id, **self.content()}
 
     @classmethod
-    def from_json(cls, document: object) -> SkipPlan:
-        """A plan from :meth:`to_json`'s dict or its text; refuses a malformed or altered one."""
-        if isinstance(document, (str, bytes)):
-            try:
-                document = json.loads(document)
-            except ValueError as exc:
-                raise InvalidSkipPlanError(f"Invalid skip plan: not JSON: {exc}") from exc
-        body = _object(document, "plan", _PLAN_FIELDS)
+    def from_content(cls, content: Mapping[str, Any]) -> SkipPlan:
+        body = _object(content, "plan", _PLAN_FIELDS)
         if body["format"] != PLAN_FORMAT or isinstance(body["format"], bool):
             raise InvalidSkipPlanError(
                 f"Invalid skip plan: format {body['format']!r}, expected {PLAN_FORMAT}"
@@ -438,19 +435,13 @@ class SkipPlan:
         if not isinstance(items, list):
             raise InvalidSkipPlanError("Invalid skip plan: items must be a list")
         part_of = body["partOf"]
-        plan = cls(
+        return cls(
             topic=_text(body["topic"], "topic"),
             subscription=_text(body["subscription"], "subscription"),
             items=[PlannedSkip.from_json(item, f"items[{i}]") for i, item in enumerate(items)],
             planned_at_ms=_integer(body["plannedAt"], "plannedAt", 0),
             part_of=None if part_of is None else _text(part_of, "partOf"),
         )
-        if body["planId"] != plan.plan_id:
-            raise InvalidSkipPlanError(
-                f"Invalid skip plan: planId {body['planId']!r} does not match its content "
-                f"({plan.plan_id}); the plan was altered after planning"
-            )
-        return plan
 
 
 def _object(document: object, where: str, names: Sequence[str]) -> Mapping[str, object]:

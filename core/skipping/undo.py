@@ -10,8 +10,8 @@ taken back whole: every chunk of one the record names.
 
 An :class:`UndoPlan` is what an operator previews (or a reviewer approves, where
 the namespace requires approval): it travels as JSON with an id derived from its
-content (:attr:`UndoPlan.plan_id`), and a document whose id does not match its
-content is refused. A matching id proves nothing about the store: applying plans
+content (:class:`~core.portable_plan.PortablePlan`), and a document whose id does
+not match its content is refused. A matching id proves nothing about the store: applying plans
 the undo again from the audit log and refuses a plan that names other messages.
 
 Pure: this module reads no store.
@@ -19,18 +19,16 @@ Pure: this module reads no store.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from itertools import repeat
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from core.errors import InvalidArgumentError, InvalidSkipPlanError
+from core.errors import InvalidArgumentError, InvalidInputError, InvalidSkipPlanError
+from core.portable_plan import PortablePlan, Spelling
 
 UNDO_PLAN_FORMAT = 1
 PREVIEW_IDS = 50
@@ -144,7 +142,7 @@ class UndoPartition:
 
 
 @dataclass(frozen=True)
-class UndoPlan:
+class UndoPlan(PortablePlan):
     """What undoing skip ``skip_id`` would take back, planned at ``planned_at_ms``.
 
     ``partitions`` hold the skip's messages per topic partition (each still on a
@@ -152,6 +150,10 @@ class UndoPlan:
     then (only they change). The original skip's when, who, door and why come
     from its audit record and, for an approved skip, its plan record.
     """
+
+    SPELLING: ClassVar[Spelling] = Spelling.ID_FIRST
+    KIND: ClassVar[str] = "undo plan"
+    INVALID: ClassVar[type[InvalidInputError]] = InvalidSkipPlanError
 
     topic: str
     subscription: str
@@ -171,7 +173,7 @@ class UndoPlan:
         """Messages the skip acknowledged, and this undo names."""
         return sum(len(part) for part in self.partitions)
 
-    def _body(self) -> dict[str, Any]:
+    def content(self) -> dict[str, Any]:
         return {
             "format": UNDO_PLAN_FORMAT,
             "topic": self.topic,
@@ -193,27 +195,9 @@ class UndoPlan:
             ],
         }
 
-    @cached_property
-    def _canonical(self) -> str:
-        return json.dumps(self._body(), sort_keys=True, separators=(",", ":"))
-
-    @cached_property
-    def plan_id(self) -> str:
-        """SHA-256 of the canonical JSON of everything else in the plan (64 hex digits)."""
-        return hashlib.sha256(self._canonical.encode("utf-8")).hexdigest()
-
-    def dumps(self) -> str:
-        """The plan as JSON text: ``planId``, then the content it hashes, keys sorted."""
-        return f'{{"planId":"{self.plan_id}",' + self._canonical[1:]
-
     @classmethod
-    def from_json(cls, text: str | bytes) -> UndoPlan:
-        """A plan from :meth:`dumps`' text; refuses a malformed or altered one."""
-        try:
-            document = json.loads(text)
-        except ValueError as exc:
-            raise InvalidSkipPlanError(f"Invalid undo plan: not JSON: {exc}") from exc
-        body = _fields(document, "undo plan", (*_PLAN_FIELDS, "planId"))
+    def from_content(cls, content: Mapping[str, Any]) -> UndoPlan:
+        body = _fields(content, "undo plan", _PLAN_FIELDS)
         if body["format"] != UNDO_PLAN_FORMAT or isinstance(body["format"], bool):
             raise InvalidSkipPlanError(
                 f"Invalid undo plan: format {body['format']!r}, expected {UNDO_PLAN_FORMAT}"
@@ -240,7 +224,7 @@ class UndoPlan:
         approved_by = skip["approvedBy"]
         if not isinstance(approved_by, list) or not all(isinstance(a, str) for a in approved_by):
             raise InvalidSkipPlanError("Invalid undo plan: skip.approvedBy must be a list of text")
-        plan = cls(
+        return cls(
             topic=_text(body["topic"], "topic"),
             subscription=_text(body["subscription"], "subscription"),
             skip_id=_integer(body["skipId"], "skipId"),
@@ -254,12 +238,6 @@ class UndoPlan:
             ticket=_optional_text(skip["ticket"], "skip.ticket"),
             approved_by=tuple(approved_by),
         )
-        if body["planId"] != plan.plan_id:
-            raise InvalidSkipPlanError(
-                f"Invalid undo plan: planId {body['planId']!r} does not match its content "
-                f"({plan.plan_id}); the plan was altered after planning"
-            )
-        return plan
 
     def preview(self) -> dict[str, object]:
         """What a reviewer reads: the skip (when, who, why), the counts, the first ids."""
