@@ -10,9 +10,10 @@ the plan record by the run and apply it through the one door of approved records
 ``Broker.apply_approved_plan``. The plan task's result reaches apply as its argument
 (an XComArg), so the graph shows where the digest apply checks comes from.
 
-Task ids are fixed per operation (:data:`TAILS`): tests, benchmarks and the UI's
-links name them. Called at parse time inside a ``@dag`` function: it builds tasks and
-edges only; every heavy import stays inside the task bodies.
+Task ids are fixed per operation (:data:`TAILS`, derived from each operation's steps in
+:mod:`core.gating.registry`): tests, benchmarks and the UI's links name them. Called at
+parse time inside a ``@dag`` function: it builds tasks and edges only; every heavy import
+stays inside the task bodies.
 """
 
 from __future__ import annotations
@@ -23,14 +24,9 @@ from typing import Any
 from airflow.sdk import XComArg, get_current_context, task
 
 from airflow_glue.gate import FourEyesApprovalOperator
-from core.skipping.plan_record import (
-    MAX_APPROVALS,
-    REDRIVE,
-    RESET_CURSOR,
-    SKIP,
-    UNDO_SKIP,
-    UNSUBSCRIBE,
-)
+from core.gating.operation import SKIP
+from core.gating.registry import BY_RECORD
+from core.skipping.plan_record import MAX_APPROVALS
 
 
 @dataclass(frozen=True)
@@ -50,12 +46,10 @@ class Tail:
 
 
 TAILS = {
-    SKIP: Tail(SKIP, "approve_skip", "apply_skip", "Skip messages"),
-    UNDO_SKIP: Tail(UNDO_SKIP, "approve_undo_skip", "apply_undo_skip", "Undo a skip"),
-    REDRIVE: Tail(REDRIVE, "approve_redrive", "apply_redrive", "Redrive dead letters"),
-    RESET_CURSOR: Tail(RESET_CURSOR, "approve_reset", "apply_reset", "Reset a cursor"),
-    UNSUBSCRIBE: Tail(UNSUBSCRIBE, "approve_unsubscribe", "apply_unsubscribe", "Unsubscribe"),
+    recorded: Tail(recorded, f"approve_{entry.step}", f"apply_{entry.step}", entry.title)
+    for recorded, entry in BY_RECORD.items()
 }
+"""The tail of each operation a plan record stores, by that operation."""
 
 
 def approve_and_apply(plan: XComArg, operation: str = SKIP) -> None:

@@ -1,129 +1,53 @@
-"""The plan of a skip run: stored as a plan record, previewed from that record only.
+"""A gated run's plan: stored as a plan record by core, previewed from that record only.
 
-The planning task builds the preview document (the request, the exact backlog
-before and after per partition, the first messages described) and stores it
-with core's :class:`~core.skipping.skip_plan.SkipPlan` as a
-:class:`~core.skipping.plan_record.PlanRecord`
-bound to the run, the requester and the target (:func:`save_plan`). Only a
-small summary with the record's digest travels as the task's XCom, and nothing
-downstream trusts it: the gate renders the approver's text from the record
-(:func:`preview_markdown`), and apply loads the record by the run.
+A planning task asks core to plan the run's operation (:func:`plan_in_run`:
+``Broker.plan_request``, which plans once, builds the preview document and stores
+both as a :class:`~core.skipping.plan_record.PlanRecord` bound to the run, the
+requester and the target). Only a small summary with the record's digest travels
+as the task's XCom, and nothing downstream trusts it: the gate renders the
+approver's text from the record (:func:`preview_markdown`), and apply loads the
+record by the run.
 
 Every piece of text the approver reads that someone else wrote (reason,
 ticket, predicate, names, keys, properties, payloads) goes through
 :func:`airflow_glue.inert.inert`. Payload excerpts are kept in the record but
 shown only where the reader's role may peek (the Cursors page); Airflow's
 approval page, which any Airflow user may open, shows them masked.
-
-Large requests belong on Spark (``spark_apps/find_messages.py`` writes skip
-plans of the same shape); :func:`build_document` is the seam: it takes a
-SkipPlan, whichever engine produced it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_glue.inert import inert
-from core.skipping.plan_record import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, UNSUBSCRIBE
+from core.durations import format_time_ms
+from core.gating.operation import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, UNSUBSCRIBE
 
 if TYPE_CHECKING:
     from core.broker import Broker
-    from core.skipping.plan_record import GatedPlan, PlanRecord
-    from core.skipping.skip_plan import SkipPlan
+    from core.gating.operation import GatedArguments
+    from core.skipping.plan_record import PlanRecord
 
 PREVIEW_ROWS = 50
-"""Messages listed in the preview; the rest are counted."""
-PAYLOAD_EXCERPT = 60
+"""Rows a preview table lists; the rest are counted."""
 MASKED = "masked (peek permission needed: see the Cursors page)"
 
 
-def _ms(value: int | None) -> str:
-    if value is None or value < 0:
-        return ""
-    return datetime.fromtimestamp(value / 1000, tz=UTC).isoformat(timespec="milliseconds")
-
-
-def _describe(broker: Broker, role: str, plan: SkipPlan, limit: int) -> list[dict[str, Any]]:
-    """Key, publish time, deliver-at, properties and a payload excerpt of the first items."""
-    out = []
-    for d in broker.describe_messages(role, plan, limit):
-        mid = d.message_id
-        excerpt = d.payload_excerpt[:PAYLOAD_EXCERPT].decode("utf-8", "replace")
-        if d.encryption_keys is not None:
-            # An encrypted payload is never shown, not even as replacement characters.
-            excerpt = f"(encrypted with {', '.join(d.encryption_keys)})"
-        elif d.chunks:
-            excerpt += f" (chunked message, {d.chunks} chunks)"
-        out.append(
-            {
-                "id": mid.triplet(),
-                "partition": d.topic_partition,
-                "key": d.key,
-                "publishTime": _ms(d.publish_time_ms),
-                "deliverAt": _ms(d.deliver_at_ms),
-                "properties": dict(d.properties),
-                "payload": excerpt
-                + ("…" if d.payload_size > PAYLOAD_EXCERPT and d.encryption_keys is None else ""),
-                "payloadSize": d.payload_size,
-                "wholeBatchOf": d.whole_batch_of,
-                "alreadyAcknowledged": d.already_acknowledged,
-            }
-        )
-    return out
-
-
-def build_document(
-    broker: Broker,
-    request: Mapping[str, Any],
-    role: str,
-    plan: SkipPlan,
-    *,
-    predicate: Mapping[str, Any] | None = None,
-    head: Mapping[str, Any] | None = None,
+def plan_in_run(
+    broker: Broker, context: Mapping[str, Any], operation: str, arguments: GatedArguments
 ) -> dict[str, Any]:
-    """What the preview shows of ``plan``: the request, the exact backlog, the messages.
+    """Plan ``operation`` as the run's requester and store it as the run's plan record; the
+    summary the planning task returns."""
+    from airflow_glue.environment import pulsar_role
+    from core.gating.operation import Caller, Run
 
-    ``head``: the plan is the head of the backlog (``{"messages": N}``, N None for
-    clear-backlog); apply then accepts any subscription type, as Pulsar's skip does."""
-    from core.skipping.plan_record import messages_of
-
-    projection = broker.project_backlog(role, plan)
-    per_partition = {
-        p.topic_partition: {"before": p.before, "after": p.after, "ids": p.items}
-        for p in projection.partitions
-    }
-    document: dict[str, Any] = {
-        "requester": request["requester"],
-        "role": role,
-        "reason": request["reason"],
-        "ticket": request.get("ticket"),
-        "partitions": list(plan.partitions()),
-        "backlog": {
-            "before": projection.before,
-            "after": projection.after,
-            "perPartition": per_partition,
-        },
-        "messages": _describe(broker, role, plan, PREVIEW_ROWS),
-        "total": len(plan.items),
-        "totalMessages": messages_of(plan),
-        "alreadyAcknowledged": sum(1 for i in plan.items if i.already_acknowledged),
-    }
-    if predicate is not None:
-        document["predicate"] = dict(predicate)
-    if head is not None:
-        document["head"] = {"messages": head.get("messages")}
-    return document
-
-
-def save_plan(
-    broker: Broker, context: Mapping[str, Any], plan: SkipPlan, document: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Store skip ``plan`` as the run's current plan record; the summary the task returns."""
-    return save_gated_plan(broker, context, SKIP, plan, document)
+    dag_run = context["dag_run"]
+    requester = dag_run.triggering_user_name or ""
+    caller = Caller(pulsar_role(requester), requester, via="airflow")
+    run = Run(dag_run.dag_id, dag_run.run_id)
+    return summary(broker.plan_request(operation, caller, arguments, run))
 
 
 def summary(record: PlanRecord) -> dict[str, Any]:
@@ -139,39 +63,6 @@ def summary(record: PlanRecord) -> dict[str, Any]:
     if record.operation == SKIP:
         out |= {"ids": len(record.skip_plan()), "backlog": record.document["backlog"]}
     return out
-
-
-def gated_document(
-    request: Mapping[str, Any], role: str, preview: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The preview document of an operation other than skip: who asked, why, and the
-    plan's own ``preview()`` (which core built from the stores, not from the request)."""
-    return {
-        "requester": request["requester"],
-        "role": role,
-        "reason": request["reason"],
-        "ticket": request.get("ticket"),
-        "preview": dict(preview),
-    }
-
-
-def save_gated_plan(
-    broker: Broker,
-    context: Mapping[str, Any],
-    operation: str,
-    plan: GatedPlan,
-    document: Mapping[str, Any],
-) -> dict[str, Any]:
-    """Store ``plan`` of ``operation`` as the run's current plan record; the task's summary."""
-    from airflow_glue.environment import pulsar_role
-    from core.skipping.plan_record import PlanBinding
-
-    dag_run = context["dag_run"]
-    requester = dag_run.triggering_user_name or ""
-    binding = PlanBinding(
-        dag_run.dag_id, dag_run.run_id, requester, pulsar_role(requester), operation
-    )
-    return summary(broker.save_plan_record(binding, plan, document))
 
 
 def _cell(value: object) -> str:
@@ -302,7 +193,7 @@ def _readable(key: str, value: object) -> str:
         and value > 10**11
         and (key.endswith(("At", "Ms", "Time")) or "time" in key.lower())
     ):
-        return _ms(value)
+        return format_time_ms(value)
     if isinstance(value, Mapping):
         return ", ".join(f"{k}: {_readable(str(k), v)}" for k, v in value.items())
     if isinstance(value, list):

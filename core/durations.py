@@ -109,6 +109,14 @@ def parse_time_ms(
     return _in_range(int(moment.timestamp() * 1000), value, what, error)
 
 
+def format_time_ms(epoch_ms: int | None) -> str:
+    """A point in time as a person reads it: ISO-8601 in UTC to the millisecond; empty for
+    None or a negative value (no time)."""
+    if epoch_ms is None or epoch_ms < 0:
+        return ""
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
+
+
 def _in_range(epoch_ms: int, text: str, what: str, error: type[CursorOpsError]) -> int:
     if not 0 <= epoch_ms <= INT64_MAX:
         raise error(

@@ -54,31 +54,25 @@ def cursorops_redrive() -> None:
     def plan_redrive(request: dict[str, Any]) -> dict[str, Any]:
         """The dead-letter messages to publish back, as the run's plan record (the
         requester's role must produce to the topic and consume the dead-letter topic)."""
-        from airflow.sdk.exceptions import AirflowFailException
-
-        from airflow_glue.environment import config, pulsar_role
+        from airflow_glue.environment import config
         from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.plan import gated_document, save_gated_plan
+        from airflow_glue.plan import plan_in_run
         from core.broker import Broker
+        from core.gating import RedriveDeadLetters
 
-        context = get_current_context()
-        requester = context["dag_run"].triggering_user_name or ""
-        role = pulsar_role(requester)
         ask = RedriveWorkflowRequest.model_validate(
             {k: v for k, v in request.items() if k != "requester"}
         )
         with airflow_outcome(), Broker(config()) as broker:
-            plan = broker.plan_redrive(
-                role,
-                ask.topic,
-                ask.subscription,
+            arguments = RedriveDeadLetters(
+                topic=ask.topic,
+                subscription=ask.subscription,
+                dead_letter_topic=ask.dead_letter_topic,
                 predicate=ask.predicate,
-                dead_letter=ask.dead_letter_topic,
+                reason=ask.reason,
+                ticket=ask.ticket,
             )
-            if not plan.messages:
-                raise AirflowFailException(f"{plan.dead_letter_topic} holds nothing to redrive")
-            document = gated_document({**request, "requester": requester}, role, plan.preview())
-            return save_gated_plan(broker, context, REDRIVE, plan, document)
+            return plan_in_run(broker, get_current_context(), "redrive", arguments)
 
     approve_and_apply(plan_redrive(validate_request()), REDRIVE)
 

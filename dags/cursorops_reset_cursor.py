@@ -55,22 +55,24 @@ def cursorops_reset_cursor() -> None:
     def plan_reset(request: dict[str, Any]) -> dict[str, Any]:
         """Each partition's target and its backlog before and after, as the run's plan
         record (the requester's role must hold reset-cursor on the topic)."""
-        from airflow_glue.environment import config, pulsar_role
+        from airflow_glue.environment import config
         from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.plan import gated_document, save_gated_plan
+        from airflow_glue.plan import plan_in_run
         from core.broker import Broker, wall_clock_ms
+        from core.gating import ResetCursor
 
-        context = get_current_context()
-        requester = context["dag_run"].triggering_user_name or ""
-        role = pulsar_role(requester)
         ask = ResetRequest.model_validate({k: v for k, v in request.items() if k != "requester"})
         with airflow_outcome(), Broker(config()) as broker:
             position, timestamp = ask.target(wall_clock_ms())
-            plan = broker.plan_reset(
-                role, ask.topic, ask.subscription, position=position, timestamp_ms=timestamp
+            arguments = ResetCursor(
+                topic=ask.topic,
+                subscription=ask.subscription,
+                position=position,
+                timestamp_ms=timestamp,
+                reason=ask.reason,
+                ticket=ask.ticket,
             )
-            document = gated_document({**request, "requester": requester}, role, plan.preview())
-            return save_gated_plan(broker, context, RESET_CURSOR, plan, document)
+            return plan_in_run(broker, get_current_context(), "reset-cursor", arguments)
 
     approve_and_apply(plan_reset(validate_request()), RESET_CURSOR)
 

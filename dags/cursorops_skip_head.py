@@ -66,32 +66,22 @@ def cursorops_skip_head() -> None:
     def plan_head(request: dict[str, Any]) -> dict[str, Any]:
         """The first N unacknowledged messages of each partition (or all of them), exactly;
         the preview and the backlog before and after, stored as the run's plan record."""
-        from airflow.sdk.exceptions import AirflowFailException
-
-        from airflow_glue.environment import config, pulsar_role
+        from airflow_glue.environment import config
         from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.plan import build_document, save_plan
+        from airflow_glue.plan import plan_in_run
         from core.broker import Broker
+        from core.gating import ClearBacklog, GatedArguments, SkipHead
 
-        context = get_current_context()
-        requester = context["dag_run"].triggering_user_name or ""
-        role = pulsar_role(requester)
         ask = HeadSkipRequest.model_validate({k: v for k, v in request.items() if k != "requester"})
+        target = {"topic": ask.topic, "subscription": ask.subscription}
+        why = {"reason": ask.reason, "ticket": ask.ticket}
         with airflow_outcome(), Broker(config()) as broker:
-            plan = broker.plan_skip_head(role, ask.topic, ask.subscription, ask.messages)
-            if not len(plan):
-                raise AirflowFailException(
-                    f"Subscription {ask.subscription} of {ask.topic} has no backlog: "
-                    "nothing to skip"
-                )
-            document = build_document(
-                broker,
-                {**request, "requester": requester},
-                role,
-                plan,
-                head={"messages": ask.messages},
-            )
-            return save_plan(broker, context, plan, document)
+            arguments: GatedArguments
+            if ask.messages is None:
+                operation, arguments = "clear-backlog", ClearBacklog(**target, **why)
+            else:
+                operation, arguments = "skip-head", SkipHead(**target, **why, messages=ask.messages)
+            return plan_in_run(broker, get_current_context(), operation, arguments)
 
     request = validate_request()
     plan = plan_head(request)

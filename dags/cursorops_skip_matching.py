@@ -84,16 +84,14 @@ def cursorops_skip_matching() -> None:
 
         from airflow.sdk.exceptions import AirflowFailException
 
-        from airflow_glue.environment import config, pulsar_role
+        from airflow_glue.environment import config
         from airflow_glue.matching import over_limit
         from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.plan import build_document, save_plan
+        from airflow_glue.plan import plan_in_run
         from core.broker import Broker
+        from core.gating import SkipMatching
         from spark_apps.match_list import match_list_ids, read_match_list
 
-        context = get_current_context()
-        requester = context["dag_run"].triggering_user_name or ""
-        role = pulsar_role(requester)
         with open(request["summary"], encoding="utf-8") as source:
             found = json.load(source)
         refusal = over_limit(int(found["matches"]), request["limit"], request["allow_large"])
@@ -102,16 +100,15 @@ def cursorops_skip_matching() -> None:
         if not found["matches"]:
             raise AirflowFailException("The predicate matches no unacknowledged message")
         with airflow_outcome(), Broker(config()) as broker:
-            ids = match_list_ids(read_match_list(request["matchList"]))
-            plan = broker.plan_skip(role, request["topic"], request["subscription"], ids)
-            document = build_document(
-                broker,
-                {**request, "requester": requester},
-                role,
-                plan,
+            arguments = SkipMatching(
+                topic=request["topic"],
+                subscription=request["subscription"],
                 predicate=json.loads(request["predicateJson"]),
+                matches=tuple(match_list_ids(read_match_list(request["matchList"]))),
+                reason=request["reason"],
+                ticket=request.get("ticket"),
             )
-            return save_plan(broker, context, plan, document)
+            return plan_in_run(broker, get_current_context(), "skip-matching", arguments)
 
     request = validate_request()
     find = spark_job(

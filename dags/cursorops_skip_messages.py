@@ -92,21 +92,24 @@ def cursorops_skip_messages() -> None:
     def plan_requested_ids(request: dict[str, Any]) -> dict[str, Any]:
         """Validate and locate every id; the preview and the exact backlog before and after,
         stored as the run's plan record (the XCom carries only its digest and counts)."""
-        from airflow_glue.environment import config, pulsar_role
+        from airflow_glue.environment import config
         from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.plan import build_document, save_plan
+        from airflow_glue.plan import plan_in_run
         from airflow_glue.request import SkipRequest
         from core.broker import Broker
+        from core.gating import SkipMessages
 
-        # Every task takes the role from the run itself, never from an XCom anyone may post.
-        context = get_current_context()
-        requester = context["dag_run"].triggering_user_name or ""
-        role = pulsar_role(requester)
+        # Every task takes the requester from the run itself, never from an XCom anyone may post.
         ask = SkipRequest.model_validate({k: v for k, v in request.items() if k != "requester"})
         with airflow_outcome(), Broker(config()) as broker:
-            plan = broker.plan_skip(role, ask.topic, ask.subscription, ask.ids())
-            document = build_document(broker, {**request, "requester": requester}, role, plan)
-            return save_plan(broker, context, plan, document)
+            arguments = SkipMessages(
+                topic=ask.topic,
+                subscription=ask.subscription,
+                ids=tuple(ask.ids()),
+                reason=ask.reason,
+                ticket=ask.ticket,
+            )
+            return plan_in_run(broker, get_current_context(), "skip-messages", arguments)
 
     request = validate_request()
     plan = plan_requested_ids(request)

@@ -52,19 +52,22 @@ def cursorops_undo_skip() -> None:
     def plan_undo_skip(request: dict[str, Any]) -> dict[str, Any]:
         """The skip's messages still acknowledged, from its audit record, as the run's plan
         record (the requester's role must hold the skip permission on the topic)."""
-        from airflow_glue.environment import config, pulsar_role
+        from airflow_glue.environment import config
         from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.plan import gated_document, save_gated_plan
+        from airflow_glue.plan import plan_in_run
         from core.broker import Broker
+        from core.gating import UndoSkip
 
-        context = get_current_context()
-        requester = context["dag_run"].triggering_user_name or ""
-        role = pulsar_role(requester)
         ask = UndoSkipRequest.model_validate({k: v for k, v in request.items() if k != "requester"})
         with airflow_outcome(), Broker(config()) as broker:
-            plan = broker.plan_undo_skip(role, ask.topic, ask.subscription, ask.skip_id)
-            document = gated_document({**request, "requester": requester}, role, plan.preview())
-            return save_gated_plan(broker, context, UNDO_SKIP, plan, document)
+            arguments = UndoSkip(
+                topic=ask.topic,
+                subscription=ask.subscription,
+                skip_id=ask.skip_id,
+                reason=ask.reason,
+                ticket=ask.ticket,
+            )
+            return plan_in_run(broker, get_current_context(), "undo-skip", arguments)
 
     approve_and_apply(plan_undo_skip(validate_request()), UNDO_SKIP)
 

@@ -51,21 +51,24 @@ def cursorops_unsubscribe() -> None:
     @task
     def plan_unsubscribe(request: dict[str, Any]) -> dict[str, Any]:
         """The backlog the subscription would drop, per partition, as the run's plan record."""
-        from airflow_glue.environment import config, pulsar_role
+        from airflow_glue.environment import config
         from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.plan import gated_document, save_gated_plan
+        from airflow_glue.plan import plan_in_run
         from core.broker import Broker
+        from core.gating import Unsubscribe
 
-        context = get_current_context()
-        requester = context["dag_run"].triggering_user_name or ""
-        role = pulsar_role(requester)
         ask = UnsubscribeRequest.model_validate(
             {k: v for k, v in request.items() if k != "requester"}
         )
         with airflow_outcome(), Broker(config()) as broker:
-            plan = broker.plan_unsubscribe(role, ask.topic, ask.subscription, force=ask.force)
-            document = gated_document({**request, "requester": requester}, role, plan.preview())
-            return save_gated_plan(broker, context, UNSUBSCRIBE, plan, document)
+            arguments = Unsubscribe(
+                topic=ask.topic,
+                subscription=ask.subscription,
+                force=ask.force,
+                reason=ask.reason,
+                ticket=ask.ticket,
+            )
+            return plan_in_run(broker, get_current_context(), "unsubscribe", arguments)
 
     approve_and_apply(plan_unsubscribe(validate_request()), UNSUBSCRIBE)
 

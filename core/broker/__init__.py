@@ -17,7 +17,7 @@ attribute               module                 what it owns
 ``reading``             ``read.py``            dispatcher, consume, peek, examine, last position
 ``cursor_ops``          ``cursor_ops.py``      skip by id or head (plan, apply, approved apply)
 ``resets``              ``reset.py``           reset-cursor by message id or time
-``gated``               ``gated.py``           an approved plan record, applied by its operation
+``gated``               ``gated.py``           requests of gated operations, approved records
 ``redrive``             ``redrive.py``         a dead-letter topic's redrive (plan, apply)
 ``undo``                ``undo.py``            undo of a skip (plan, apply), the applied skips
 ``analysis``            ``analysis.py``        backlog, stats, cursor state, history, Spark reads
@@ -56,7 +56,7 @@ from core.broker.analysis import (
 from core.broker.compaction import Compaction
 from core.broker.context import BrokerContext, wall_clock_ms
 from core.broker.cursor_ops import CursorOperations
-from core.broker.gated import Applied, GatedOperations
+from core.broker.gated import GatedOperations
 from core.broker.policies import Policies
 from core.broker.produce import Producing
 from core.broker.read import Reading
@@ -66,21 +66,17 @@ from core.broker.schemas import Schemas
 from core.broker.undo import SkipUndo
 from core.broker.workflow import OpenRequest, Workflow
 from core.config import Config
+from core.gating.operation import Applied, Caller, GatedArguments, Pending, Run, RunStarter
 from core.ids.message_id import MessageId
 from core.ids.position import Position
 from core.ids.topic_name import TopicName
+from core.portable_plan import PortablePlan
 from core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
 from core.resetting.reset_plan import ResetPlan
 from core.resetting.unsubscribe_plan import UnsubscribePlan
 from core.schemas.schema_info import SchemaInfo
 from core.skipping import skip
-from core.skipping.plan_record import (
-    ApprovalPolicy,
-    ApprovalRequest,
-    GatedPlan,
-    PlanBinding,
-    PlanRecord,
-)
+from core.skipping.plan_record import ApprovalPolicy, ApprovalRequest, PlanBinding, PlanRecord
 from core.skipping.skip_plan import SkipPlan
 from core.skipping.undo import AppliedSkip, UndoOutcome, UndoPlan
 from core.store.ledger import LedgerStore
@@ -123,10 +119,17 @@ class Broker:
         self.resets = Resets(self.context)
         self.redrive = Redrive(self.context)
         self.undo = SkipUndo(self.context)
-        self.gated = GatedOperations(
-            self.context, self.cursor_ops, self.resets, self.redrive, self.undo, self.admin
-        )
         self.workflow = Workflow(self.context)
+        self.gated = GatedOperations(
+            self.context,
+            self.analysis,
+            self.cursor_ops,
+            self.resets,
+            self.redrive,
+            self.undo,
+            self.admin,
+            self.workflow,
+        )
         self.schemas = Schemas(self.context)
         self.policies = Policies(self.context)
         self.compaction = Compaction(self.context)
@@ -194,8 +197,18 @@ class Broker:
     def approval_policy(self, role: str, topic: str | TopicName) -> ApprovalPolicy:
         return self.admin.approval_policy(role, topic)
 
+    def request(
+        self, operation: str, caller: Caller, arguments: GatedArguments, runs: RunStarter
+    ) -> Applied | Pending:
+        return self.gated.request(operation, caller, arguments, runs)
+
+    def plan_request(
+        self, operation: str, caller: Caller, arguments: GatedArguments, run: Run
+    ) -> PlanRecord:
+        return self.gated.plan_request(operation, caller, arguments, run)
+
     def save_plan_record(
-        self, binding: PlanBinding, plan: GatedPlan, document: Mapping[str, object]
+        self, binding: PlanBinding, plan: PortablePlan, document: Mapping[str, object]
     ) -> PlanRecord:
         return self.workflow.save_plan_record(binding, plan, document)
 
@@ -223,15 +236,6 @@ class Broker:
     ) -> Applied:
         return self.gated.apply_approved_plan(record, approvals, via=via)
 
-    def apply_approved_skip(
-        self,
-        record: PlanRecord,
-        approvals: Sequence[Mapping[str, object]],
-        *,
-        via: str = "airflow",
-    ) -> skip.SkipOutcome:
-        return self.cursor_ops.apply_approved_skip(record, approvals, via=via)
-
     def create_topic(self, role: str, topic: str, partitions: int = 0) -> TopicInfo:
         return self.admin.create_topic(role, topic, partitions)
 
@@ -257,9 +261,15 @@ class Broker:
         return self.admin.list_subscriptions(role, topic)
 
     def delete_subscription(
-        self, role: str, topic: str | TopicName, subscription: str, *, force: bool = False
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str,
+        *,
+        force: bool = False,
+        via: str = "broker",
     ) -> None:
-        self.admin.delete_subscription(role, topic, subscription, force=force)
+        self.admin.delete_subscription(role, topic, subscription, force=force, via=via)
 
     def end_reader_subscription(self, role: str, topic: str | TopicName, subscription: str) -> None:
         self.admin.end_reader_subscription(role, topic, subscription)
@@ -269,15 +279,8 @@ class Broker:
     ) -> UnsubscribePlan:
         return self.admin.plan_unsubscribe(role, topic, subscription, force=force)
 
-    def apply_unsubscribe(
-        self,
-        role: str,
-        plan: UnsubscribePlan,
-        *,
-        via: str = "broker",
-        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
-    ) -> int:
-        return self.admin.apply_unsubscribe(role, plan, via=via, _approved=_approved)
+    def apply_unsubscribe(self, role: str, plan: UnsubscribePlan, *, via: str = "broker") -> int:
+        return self.admin.apply_unsubscribe(role, plan, via=via)
 
     def update_subscription_properties(
         self, role: str, topic: str, subscription: str, properties: Mapping[str, str]
@@ -330,10 +333,8 @@ class Broker:
         topic: str | TopicName,
         subscription: str,
         ids: Sequence[MessageId],
-        *,
-        _any_type: bool = False,
     ) -> SkipPlan:
-        return self.cursor_ops.plan_skip(role, topic, subscription, ids, _any_type=_any_type)
+        return self.cursor_ops.plan_skip(role, topic, subscription, ids)
 
     def skip_head(
         self,
@@ -351,18 +352,8 @@ class Broker:
     ) -> SkipPlan:
         return self.cursor_ops.plan_skip_head(role, topic, subscription, limit)
 
-    def apply_skip(
-        self,
-        role: str,
-        plan: SkipPlan,
-        *,
-        via: str = "broker",
-        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
-        _any_type: bool = False,
-    ) -> skip.SkipOutcome:
-        return self.cursor_ops.apply_skip(
-            role, plan, via=via, _approved=_approved, _any_type=_any_type
-        )
+    def apply_skip(self, role: str, plan: SkipPlan, *, via: str = "broker") -> skip.SkipOutcome:
+        return self.cursor_ops.apply_skip(role, plan, via=via)
 
     def plan_redrive(
         self,
@@ -377,15 +368,8 @@ class Broker:
             role, topic, subscription, predicate=predicate, dead_letter=dead_letter
         )
 
-    def apply_redrive(
-        self,
-        role: str,
-        plan: RedrivePlan,
-        *,
-        via: str = "broker",
-        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
-    ) -> RedriveOutcome:
-        return self.redrive.apply_redrive(role, plan, via=via, _approved=_approved)
+    def apply_redrive(self, role: str, plan: RedrivePlan, *, via: str = "broker") -> RedriveOutcome:
+        return self.redrive.apply_redrive(role, plan, via=via)
 
     def list_skips(
         self,
@@ -402,15 +386,8 @@ class Broker:
     ) -> UndoPlan:
         return self.undo.plan_undo_skip(role, topic, subscription, skip_id)
 
-    def apply_undo_skip(
-        self,
-        role: str,
-        plan: UndoPlan,
-        *,
-        via: str = "broker",
-        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
-    ) -> UndoOutcome:
-        return self.undo.apply_undo_skip(role, plan, via=via, _approved=_approved)
+    def apply_undo_skip(self, role: str, plan: UndoPlan, *, via: str = "broker") -> UndoOutcome:
+        return self.undo.apply_undo_skip(role, plan, via=via)
 
     def reset_cursor(
         self,
@@ -459,15 +436,8 @@ class Broker:
             role, topic, subscription, position=position, timestamp_ms=timestamp_ms
         )
 
-    def apply_reset(
-        self,
-        role: str,
-        plan: ResetPlan,
-        *,
-        via: str = "broker",
-        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
-    ) -> dict[str, str]:
-        return self.resets.apply_reset(role, plan, via=via, _approved=_approved)
+    def apply_reset(self, role: str, plan: ResetPlan, *, via: str = "broker") -> dict[str, str]:
+        return self.resets.apply_reset(role, plan, via=via)
 
     def dispatcher(
         self, role: str, topic: str, subscription: str, *, partition: int | None = None

@@ -12,11 +12,12 @@ from core.broker.analysis import Analysis
 from core.broker.context import BrokerContext, Collaborator
 from core.broker.reset import check_reset_target
 from core.errors import InvalidArgumentError, SubscriptionBusyError
+from core.gating.operation import Approval
 from core.ids.position import EARLIEST, Position
 from core.ids.topic_name import TopicName
 from core.reading.entry_filters import validate_filter_properties
 from core.resetting.unsubscribe_plan import UnsubscribePlan
-from core.skipping.plan_record import ApprovalPolicy, PlanRecord
+from core.skipping.plan_record import ApprovalPolicy
 from core.store.metadata import AuditEntry, SubscriptionInfo, TopicInfo
 from core.subscription import SubscriptionType
 
@@ -186,7 +187,13 @@ class Admin(Collaborator):
         return self.metadata.list_subscriptions(info.name)
 
     def delete_subscription(
-        self, role: str, topic: str | TopicName, subscription: str, *, force: bool = False
+        self,
+        role: str,
+        topic: str | TopicName,
+        subscription: str,
+        *,
+        force: bool = False,
+        via: str = "broker",
     ) -> None:
         """``topics unsubscribe``: Pulsar's UNSUBSCRIBE, which needs ``consume``.
 
@@ -209,7 +216,7 @@ class Admin(Collaborator):
             work.remove_subscription(info.name, subscription)
             # The name's history: a subscription created again under it later is a cursor
             # move where the namespace requires approval (see create_subscription).
-            detail = {"via": "broker", "force": force}
+            detail = {"via": via, "force": force}
             work.record_audit(
                 AuditEntry("unsubscribe", info.name, subscription, role, detail, self.clock())
             )
@@ -242,13 +249,17 @@ class Admin(Collaborator):
         backlog = tuple((row.topic_partition, row.result.messages) for row in rows)
         return UnsubscribePlan(info.name, subscription, backlog, force, self.clock())
 
-    def apply_unsubscribe(
-        self,
-        role: str,
-        plan: UnsubscribePlan,
-        *,
-        via: str = "broker",
-        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+    def apply_unsubscribe(self, role: str, plan: UnsubscribePlan, *, via: str = "broker") -> int:
+        """:meth:`_apply_unsubscribe` at once; refused where the namespace requires approval."""
+        return self._apply_unsubscribe(role, plan, via, None)
+
+    def apply_approved_unsubscribe(self, plan: UnsubscribePlan, approval: Approval) -> int:
+        """:meth:`_apply_unsubscribe` of an approved plan record's plan, as its requester's
+        role, with the record's claim in the same transaction."""
+        return self._apply_unsubscribe(approval.role, plan, approval.via, approval)
+
+    def _apply_unsubscribe(
+        self, role: str, plan: UnsubscribePlan, via: str, approval: Approval | None
     ) -> int:
         """Delete the plan's subscription with an ``unsubscribe`` audit record (and an approved
         record's claim), in one transaction; the messages it dropped, counted now.
@@ -256,7 +267,7 @@ class Admin(Collaborator):
         Refused where the namespace requires approval unless approved, and while a
         consumer is connected unless the plan says ``force``."""
         info = self.access.authorized_topic(role, Operation.UNSUBSCRIBE, plan.topic)
-        if _approved is None:
+        if approval is None:
             self.access.refuse_without_approval(
                 info, f"unsubscribing '{plan.subscription}'", "the cursorops_unsubscribe workflow"
             )
@@ -275,17 +286,13 @@ class Admin(Collaborator):
                 "plannedBacklog": plan.messages,
                 "dropped": dropped,
                 "via": via,
-                **(_approved[1] if _approved else {}),
+                **(approval.detail() if approval else {}),
             }
             audit_id = work.record_audit(
                 AuditEntry("unsubscribe", info.name, plan.subscription, role, detail, at_ms)
             )
-            if _approved is not None:
-                work.claim_plan(
-                    _approved[0].digest,
-                    at_ms,
-                    {**_approved[1], "auditId": audit_id, "dropped": dropped},
-                )
+            if approval is not None:
+                work.claim_plan(approval.digest, at_ms, approval.claim(audit_id, dropped=dropped))
         return dropped
 
     def _refuse_while_connected(self, topic: str, subscription: str, force: bool) -> None:

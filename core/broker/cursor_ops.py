@@ -19,14 +19,14 @@ from core.errors import (
     TopicNotFoundError,
     UnsupportedSubscriptionTypeError,
 )
+from core.gating.operation import Approval
 from core.ids.chunked_messages import ChunkedMessages
 from core.ids.message_id import MessageId
 from core.ids.topic_name import TopicName
 from core.skipping import skip
 from core.skipping.chunk_ids import whole_chunked_messages
 from core.skipping.head import head_messages
-from core.skipping.plan_record import PlanRecord
-from core.skipping.skip_plan import SkipPlan
+from core.skipping.skip_plan import SkipColumns, SkipPlan
 from core.store.metadata import TopicInfo
 from core.store.read_view import ReadView
 from core.store.records import SegmentInfo
@@ -144,8 +144,6 @@ class CursorOperations(Collaborator):
         topic: str | TopicName,
         subscription: str,
         ids: Sequence[MessageId],
-        *,
-        _any_type: bool = False,
     ) -> SkipPlan:
         """Validate and route ``ids`` without changing anything: the plan to preview and approve.
 
@@ -158,7 +156,7 @@ class CursorOperations(Collaborator):
         if not ids:
             raise InvalidArgumentError("No message ids given")
         selection, _ = self._validated_skip(
-            info, subscription, skip.IdArrays.of(ids), with_states=True, any_type=_any_type
+            info, subscription, skip.IdArrays.of(ids), with_states=True
         )
         return SkipPlan(info.name, subscription, selection.columns, self.clock())
 
@@ -337,8 +335,6 @@ class CursorOperations(Collaborator):
         plan: SkipPlan,
         *,
         via: str = "broker",
-        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
-        _any_type: bool = False,
     ) -> skip.SkipOutcome:
         """Acknowledge exactly the plan's messages, all partitions in one transaction.
 
@@ -352,12 +348,49 @@ class CursorOperations(Collaborator):
         audit record (stamped with the broker's clock) commit in that one
         transaction, or neither does; ``via`` names the front door in the record
         (``cli``, ``spark``, ...). Idempotent: applying again acknowledges nothing more.
-        On a namespace that requires approval it is refused: only
-        :meth:`apply_approved_skip` applies there.
+        On a namespace that requires approval it is refused: only an approved plan
+        record applies there (:meth:`apply_approved_skip`).
         """
         info = self.access.authorized_topic(role, Operation.SKIP, plan.topic)
-        if _approved is None:
-            self.access.refuse_without_approval(info, "skips")
+        self.access.refuse_without_approval(info, "skips")
+        return self._write(self._validated_plan(info, role, plan, via, None, any_type=False))
+
+    def apply_approved_skip(
+        self, plan: SkipPlan, approval: Approval, *, any_type: bool
+    ) -> skip.SkipOutcome:
+        """Apply the approved ``plan`` of a plan record, as its requester's role.
+
+        Validated once against the ledgers as they are now, and refused (nothing
+        applied) unless it gives exactly the approved messages: one gone, moved to
+        another partition, or a chunked message grown since planning refuses it. Then
+        decided under the cursors' row locks (what was acknowledged meanwhile is
+        reported) and written with its audit record and the record's claim (applied at
+        most once) in one transaction. ``any_type``: a head skip, which any subscription
+        type may make (Pulsar's ``skip -n``); else Shared or Key_Shared only.
+        """
+        info = self.access.authorized_topic(approval.role, Operation.SKIP, plan.topic)
+        validated = self._validated_plan(
+            info, approval.role, plan, approval.via, approval, any_type=any_type
+        )
+        outside = _keys(validated.items) - _keys(plan.columns)
+        if outside or len(validated.items) != len(plan):
+            raise InvalidSkipPlanError(
+                f"Plan {approval.digest} would acknowledge messages outside the approved set "
+                f"now ({len(outside)} of them): nothing applied"
+            )
+        return self._write(validated)
+
+    def _validated_plan(
+        self,
+        info: TopicInfo,
+        role: str,
+        plan: SkipPlan,
+        via: str,
+        approval: Approval | None,
+        *,
+        any_type: bool,
+    ) -> ValidatedSkip:
+        """``plan`` validated against the ledgers (one read), ready to write."""
         if info.name != plan.topic:
             raise InvalidSkipPlanError(
                 f"Invalid skip plan: topic '{plan.topic}' is not a canonical topic name "
@@ -372,7 +405,7 @@ class CursorOperations(Collaborator):
             columns.ledger_id, columns.entry_id, columns.partition, columns.batch_index
         )
         selection, layouts = self._validated_skip(
-            info, plan.subscription, ids, with_states=False, any_type=_any_type
+            info, plan.subscription, ids, with_states=False, any_type=any_type
         )
         items, source = selection.columns, selection.source
         # The plan's partition of each validated item, in the validation's numbering.
@@ -386,7 +419,7 @@ class CursorOperations(Collaborator):
                 f"Invalid skip plan {plan.plan_id}: {items.item(row).message_id.triplet()} is on "
                 f"'{items.names[int(items.name_index[row])]}', not '{said}'; nothing skipped"
             )
-        return self._write(ValidatedSkip(role, info, plan, items, source, layouts, via, _approved))
+        return ValidatedSkip(role, info, plan, items, source, layouts, via, approval)
 
     def _write(self, validated: ValidatedSkip) -> skip.SkipOutcome:
         return write_skips(self.metadata, [validated], self.clock())[0]
@@ -396,44 +429,9 @@ class CursorOperations(Collaborator):
     ) -> list[skip.SkipOutcome]:
         return write_skips(self.metadata, batch, self.clock())
 
-    def apply_approved_skip(
-        self,
-        record: PlanRecord,
-        approvals: Sequence[Mapping[str, object]],
-        *,
-        via: str = "airflow",
-    ) -> skip.SkipOutcome:
-        """Apply an approved plan record: the only door open on a namespace that requires
-        approval. The caller has checked ``approvals`` (who, when, for this digest).
 
-        Planned again against the current cursor first: ids acknowledged meanwhile
-        are reported, and anything outside the approved set refuses the whole plan.
-        The acknowledgements, the audit record and the record's claim (applied at most
-        once) commit in one transaction, as the requester's role.
-        """
-        record = record.verified()
-        role = record.binding.role
-        approved = record.skip_plan()
-        # A head skip (skip -n, clear-backlog) may move any subscription type, as in Pulsar;
-        # the planning task wrote "head" into the record, whose digest covers it.
-        head = "head" in record.document
-        again = self.plan_skip(
-            role, record.topic, record.subscription, approved.message_ids(), _any_type=head
-        )
-        outside = _keys(again) - _keys(approved)
-        if outside or len(again) != len(approved):
-            raise InvalidSkipPlanError(
-                f"Planning plan {record.digest} again would acknowledge messages outside the "
-                f"approved set ({len(outside)} of them): nothing applied"
-            )
-        by = [str(a.get("approver")) for a in approvals]
-        extra = {"runId": record.binding.run_id, "planDigest": record.digest, "approvedBy": by}
-        return self.apply_skip(role, approved, via=via, _approved=(record, extra), _any_type=head)
-
-
-def _keys(plan: SkipPlan) -> set[tuple[str, int, int, int]]:
-    """Each message of a plan as (partition, ledger, entry, batch index)."""
-    c = plan.columns
+def _keys(c: SkipColumns) -> set[tuple[str, int, int, int]]:
+    """Each message as (partition, ledger, entry, batch index)."""
     return {
         (c.names[n], led, ent, b)
         for n, led, ent, b in zip(

@@ -1,71 +1,127 @@
-"""The one door of every approved plan record: each gated operation applies its own kind.
+"""The one door of every gated operation: a request, and the apply of an approved record.
 
-A gated operation supplies its plan, preview and apply in ``core``; the workflow
-(``airflow_glue``) plans, gates and then hands the approved record here. The
-record's operation, which its digest covers, chooses the apply: nothing a
-requester wrote does. Every apply commits the change, its audit record and the
-record's claim (applied at most once) in one transaction.
+A door asks with :meth:`GatedOperations.request`: the operation (by its name in
+:mod:`core.gating.registry`), who asks and the operation's arguments. Whether approval
+is needed is decided once, from the namespace policies of the topics the request would
+move cursors on (authorized first): without, it is applied at once with its audit
+record (:class:`~core.gating.operation.Applied`); with, it is planned once and stored as
+a plan record bound to a new run, recorded as planned, and the run is started by the
+door's :class:`~core.gating.operation.RunStarter`
+(:class:`~core.gating.operation.Pending`).
+
+An approved record comes back through :meth:`GatedOperations.apply_approved_plan`: the
+registry's entry for the operation the record stores (which its digest covers, so
+nothing a requester wrote chooses it) applies it, committing the change, its audit
+record and the record's claim (applied at most once) in one transaction.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from core.broker.admin import Admin
+from core.broker.analysis import Analysis
 from core.broker.context import BrokerContext, Collaborator
 from core.broker.cursor_ops import CursorOperations
 from core.broker.redrive import Redrive
 from core.broker.reset import Resets
 from core.broker.undo import SkipUndo
+from core.broker.workflow import Workflow
 from core.errors import InvalidArgumentError, PlanAlreadyAppliedError
-from core.redriving.redrive_plan import RedrivePlan
-from core.resetting.reset_plan import ResetPlan
-from core.resetting.unsubscribe_plan import UnsubscribePlan
-from core.skipping.plan_record import (
-    REDRIVE,
-    RESET_CURSOR,
-    SKIP,
-    UNDO_SKIP,
-    UNSUBSCRIBE,
-    PlanRecord,
+from core.gating.operation import (
+    Applied,
+    Approval,
+    Caller,
+    GatedArguments,
+    GatedOperation,
+    Pending,
+    Run,
+    RunStarter,
 )
-from core.skipping.undo import UndoPlan
+from core.gating.registry import named, recorded
+from core.skipping.plan_record import PlanBinding, PlanRecord
 
 
-@dataclass(frozen=True)
-class Applied:
-    """What an approved apply did, in the shape the workflow records: the operation, how
-    many messages it changed, and its own JSON outcome."""
-
-    operation: str
-    changed: int
-    """Messages acknowledged (skip), un-acknowledged (undo-skip), published (redrive),
-    moved either way (reset-cursor, as planned) or dropped (unsubscribe)."""
-    unchanged: int
-    """Messages of the plan left as they were (acknowledged meanwhile, gone, ...)."""
-    outcome: Mapping[str, Any]
+def new_run_id(at_ms: int) -> str:
+    """A run id for a request's run, chosen before its plan record binds it: the time it was
+    asked and a random part (two requests in one millisecond get two runs)."""
+    at = datetime.fromtimestamp(at_ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
+    return f"request__{at}_{secrets.token_hex(4)}"
 
 
 class GatedOperations(Collaborator):
-    """Applies an approved plan record by its operation."""
+    """Requests of gated operations, and the apply of their approved plan records."""
 
     def __init__(
         self,
         context: BrokerContext,
+        analysis: Analysis,
         cursor_ops: CursorOperations,
         resets: Resets,
         redrive: Redrive,
         undo: SkipUndo,
         admin: Admin,
+        workflow: Workflow,
     ) -> None:
         super().__init__(context)
+        self.analysis = analysis
         self.cursor_ops = cursor_ops
         self.resets = resets
         self.redrive = redrive
         self.undo = undo
         self.admin = admin
+        self.workflow = workflow
+
+    def request(
+        self, operation: str, caller: Caller, arguments: GatedArguments, runs: RunStarter
+    ) -> Applied | Pending:
+        """Ask for ``operation`` (``skip-messages``, ``reset-cursor``, ...) as ``caller``.
+
+        Where no namespace of the request's topics requires approval, it is applied at
+        once with its audit record (:class:`Applied`). Where one does, it is planned once
+        and stored as a plan record bound to a new run of the operation's workflow,
+        recorded as planned on each topic, and ``runs`` starts that run with the record's
+        digest as the requester (:class:`Pending`); nothing else is changed. A reason is
+        required there. Bad arguments are refused before anything is read or stored.
+        """
+        entry = named(operation)
+        checked = entry.check(arguments)
+        targets = entry.targets(self, caller.role, checked)
+        if not any(info.approval_required for info in targets):
+            return entry.apply_now(self, caller, checked)
+        run = Run(entry.workflow, new_run_id(self.clock()))
+        record = self._plan_and_store(entry, caller, checked, run)
+        return Pending(record, runs.start(run, record.digest, caller.requester))
+
+    def plan_request(
+        self, operation: str, caller: Caller, arguments: GatedArguments, run: Run
+    ) -> PlanRecord:
+        """Plan ``operation`` once and store it as the plan record of ``run`` (a run that is
+        already going: a workflow that plans in its own first step), recorded as planned;
+        nothing else is changed."""
+        entry = named(operation)
+        return self._plan_and_store(entry, caller, entry.check(arguments), run)
+
+    def _plan_and_store(
+        self,
+        entry: GatedOperation[Any, Any],
+        caller: Caller,
+        arguments: GatedArguments,
+        run: Run,
+    ) -> PlanRecord:
+        if not arguments.reason:
+            raise InvalidArgumentError(
+                f"A reason is required: {entry.name} on {arguments.topic} waits for a second "
+                "person's approval, who reads it"
+            )
+        planned = entry.plan(self, caller, arguments)
+        binding = PlanBinding(
+            run.dag_id, run.run_id, caller.requester, caller.role, entry.recorded_as
+        )
+        return self.workflow.save_plan_record(binding, planned.plan, planned.document)
 
     def apply_approved_plan(
         self,
@@ -75,44 +131,14 @@ class GatedOperations(Collaborator):
         via: str = "airflow",
     ) -> Applied:
         """Apply ``record`` (its approvals checked by the caller: who, when, for this digest)
-        as its requester's role, by its operation."""
-        record = record.verified()
+        as its requester's role, by the operation it stores."""
+        plan = record.verified_plan()
         if record.applied_at_ms is not None:
             raise PlanAlreadyAppliedError(
                 f"Plan {record.digest} was applied already (a plan is applied at most once)"
             )
-        if record.operation == SKIP:
-            done = self.cursor_ops.apply_approved_skip(record, approvals, via=via)
-            return Applied(
-                SKIP,
-                changed=len(done.skipped),
-                unchanged=len(done.acknowledged_meanwhile) + len(done.already_acknowledged),
-                outcome=done.to_pulsar_json(),
-            )
-        by = [str(a.get("approver")) for a in approvals]
-        extra = {"runId": record.binding.run_id, "planDigest": record.digest, "approvedBy": by}
-        role = record.binding.role
-        plan = record.plan()
-        if record.operation == RESET_CURSOR and isinstance(plan, ResetPlan):
-            moved = self.resets.apply_reset(role, plan, via=via, _approved=(record, extra))
-            return Applied(RESET_CURSOR, plan.messages, 0, {"markDelete": moved})
-        if record.operation == UNDO_SKIP and isinstance(plan, UndoPlan):
-            undone = self.undo.apply_undo_skip(role, plan, via=via, _approved=(record, extra))
-            return Applied(
-                UNDO_SKIP,
-                len(undone.unacknowledged),
-                len(undone.not_acknowledged),
-                undone.to_json(),
-            )
-        if record.operation == REDRIVE and isinstance(plan, RedrivePlan):
-            redrove = self.redrive.apply_redrive(role, plan, via=via, _approved=(record, extra))
-            return Applied(
-                REDRIVE,
-                len(redrove.redriven),
-                len(redrove.acknowledged_meanwhile),
-                redrove.to_json(),
-            )
-        if record.operation == UNSUBSCRIBE and isinstance(plan, UnsubscribePlan):
-            dropped = self.admin.apply_unsubscribe(role, plan, via=via, _approved=(record, extra))
-            return Applied(UNSUBSCRIBE, dropped, 0, {"dropped": dropped})
-        raise InvalidArgumentError(f"No apply for operation {record.operation!r}")
+        approval = Approval(record, tuple(str(a.get("approver")) for a in approvals), via)
+        return recorded(record.operation).apply_approved(self, plan, approval)
+
+
+__all__ = ["GatedOperations", "new_run_id"]

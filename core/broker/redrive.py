@@ -51,6 +51,7 @@ from core.acks.ledger_layout import LedgerLayout
 from core.authz import Operation
 from core.broker.context import Collaborator
 from core.errors import InvalidArgumentError, TopicNotFoundError
+from core.gating.operation import Approval
 from core.ids.message_id import MessageId
 from core.ids.topic_name import TopicName, dead_letter_topic
 from core.redriving.chunked_rows import chunk_columns, first_rows, whole_messages
@@ -66,7 +67,6 @@ from core.redriving.redrive_plan import (
     RedrivePlan,
     id_text,
 )
-from core.skipping.plan_record import PlanRecord
 from core.store import arrow_columns
 from core.store.cursor_state import replay
 from core.store.ledger import MESSAGE_SCHEMA
@@ -104,7 +104,7 @@ class Redrive(Collaborator):
         """
         from core.reading.unacked_rows import unacked_rows
 
-        info, dlq = self._authorized(role, topic, subscription, dead_letter)
+        info, dlq = self.authorized(role, topic, subscription, dead_letter)
         chosen = _predicate(predicate, self.clock())
         other = self._other_subscriptions(info, subscription)
         with self.metadata.reading() as view:
@@ -160,13 +160,16 @@ class Redrive(Collaborator):
             self.clock(),
         )
 
-    def apply_redrive(
-        self,
-        role: str,
-        plan: RedrivePlan,
-        *,
-        via: str = "broker",
-        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
+    def apply_redrive(self, role: str, plan: RedrivePlan, *, via: str = "broker") -> RedriveOutcome:
+        """:meth:`_apply` at once; refused where a namespace requires approval."""
+        return self._apply(role, plan, via, None)
+
+    def apply_approved_redrive(self, plan: RedrivePlan, approval: Approval) -> RedriveOutcome:
+        """:meth:`_apply` of an approved plan record's plan, as its requester's role."""
+        return self._apply(approval.role, plan, approval.via, approval)
+
+    def _apply(
+        self, role: str, plan: RedrivePlan, via: str, approval: Approval | None
     ) -> RedriveOutcome:
         """Publish the plan's messages still on the dead-letter topic, for the plan's
         subscription alone, in ONE metadata transaction with the acknowledgements on the
@@ -180,17 +183,18 @@ class Redrive(Collaborator):
         subscription acknowledged since planning is reported, not published.
         Killed part-way, nothing of it is visible: segment files written for a
         transaction that never committed are never listed. On a namespace that
-        requires approval it is refused unless ``_approved``.
+        requires approval (the topic's or the dead-letter topic's) it is refused unless
+        ``approval`` (an approved plan record, claimed in the same transaction).
         """
         from core.analysis.columns import int_column
         from core.reading.unacked_rows import unacked_rows
 
-        info, dlq = self._authorized(role, plan.topic, plan.subscription, plan.dead_letter_topic)
+        info, dlq = self.authorized(role, plan.topic, plan.subscription, plan.dead_letter_topic)
         if info.name != plan.topic or dlq.name != plan.dead_letter_topic:
             raise InvalidArgumentError(
                 f"Invalid redrive plan {plan.plan_id}: topic names are not canonical"
             )
-        if _approved is None:
+        if approval is None:
             self.access.refuse_without_approval(info, "redrive", "the cursorops_redrive workflow")
             self.access.refuse_without_approval(dlq, "redrive", "the cursorops_redrive workflow")
         if not plan.ids:
@@ -262,7 +266,7 @@ class Redrive(Collaborator):
                 "acknowledgedMeanwhile": [id_text(m) for m in meanwhile],
                 "predicate": None if plan.predicate is None else dict(plan.predicate),
                 "via": via,
-                **(_approved[1] if _approved else {}),
+                **(approval.detail() if approval else {}),
             }
             # Recorded on both topics: the dead-letter topic's cursors move too, and its
             # namespace's auditor reads its own topic's log.
@@ -274,14 +278,11 @@ class Redrive(Collaborator):
                     ),
                 ]
             )
-            if _approved is not None:
-                applied = {
-                    **_approved[1],
-                    "auditId": audit_id,
-                    "redriven": len(redriven),
-                    "acknowledgedMeanwhile": len(meanwhile),
-                }
-                work.claim_plan(_approved[0].digest, at_ms, applied)
+            if approval is not None:
+                applied = approval.claim(
+                    audit_id, redriven=len(redriven), acknowledgedMeanwhile=len(meanwhile)
+                )
+                work.claim_plan(approval.digest, at_ms, applied)
         return RedriveOutcome(
             info.name,
             plan.subscription,
@@ -297,7 +298,7 @@ class Redrive(Collaborator):
 
     # -- the parts -------------------------------------------------------------------------
 
-    def _authorized(
+    def authorized(
         self, role: str, topic: str | TopicName, subscription: str, dead_letter: str | None
     ) -> tuple[TopicInfo, TopicInfo]:
         """The topic (PRODUCE) and its dead-letter topic (CONSUME), both authorized before

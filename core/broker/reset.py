@@ -3,7 +3,7 @@ to every partition in one transaction with its audit record."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -13,14 +13,14 @@ from core.acks.ledger_layout import LedgerLayout
 from core.authz import Operation
 from core.broker.context import Collaborator
 from core.errors import InvalidArgumentError, PositionOutOfRangeError, TopicNotFoundError
+from core.gating.operation import Approval
 from core.ids.position import EARLIEST, Position
 from core.ids.topic_name import TopicName
 from core.resetting.reset_plan import PartitionReset, ResetPlan
 from core.skipping.head import head_messages
-from core.skipping.plan_record import PlanRecord
 from core.skipping.skip import SkipLookup
 from core.store.cursor_state import replay
-from core.store.metadata import AuditEntry
+from core.store.metadata import AuditEntry, TopicInfo
 
 
 class Resets(Collaborator):
@@ -163,24 +163,28 @@ class Resets(Collaborator):
             )
         return ResetPlan(info.name, subscription, tuple(moves), self.clock(), timestamp_ms)
 
-    def apply_reset(
-        self,
-        role: str,
-        plan: ResetPlan,
-        *,
-        via: str = "broker",
-        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
-    ) -> dict[str, str]:
+    def apply_reset(self, role: str, plan: ResetPlan, *, via: str = "broker") -> dict[str, str]:
         """Move every partition of ``plan`` to its target in one transaction, with its audit
-        record (and an approved record's claim). Refused where the namespace requires
-        approval, unless approved."""
+        record. Refused where the namespace requires approval: only an approved plan record
+        applies there (:meth:`apply_approved_reset`)."""
         info = self.access.authorized_topic(role, Operation.RESET_CURSOR, plan.topic)
-        if _approved is None:
-            self.access.refuse_without_approval(
-                info,
-                "reset-cursor (it acknowledges or redelivers)",
-                "the cursorops_reset_cursor workflow",
-            )
+        self.access.refuse_without_approval(
+            info,
+            "reset-cursor (it acknowledges or redelivers)",
+            "the cursorops_reset_cursor workflow",
+        )
+        self._check(info, plan)
+        return self._apply(role, plan, via, None)
+
+    def apply_approved_reset(self, plan: ResetPlan, approval: Approval) -> dict[str, str]:
+        """:meth:`apply_reset` of an approved plan record's plan, as its requester's role,
+        with the record's claim in the same transaction."""
+        info = self.access.authorized_topic(approval.role, Operation.RESET_CURSOR, plan.topic)
+        self._check(info, plan)
+        return self._apply(approval.role, plan, approval.via, approval)
+
+    def _check(self, info: TopicInfo, plan: ResetPlan) -> None:
+        """Every move of the plan is on a partition of the topic, to a position it has."""
         known = set(info.partition_names())
         for move in plan.partitions:
             if move.topic_partition not in known:
@@ -188,14 +192,13 @@ class Resets(Collaborator):
                     f"Invalid reset plan: {move.topic_partition} is not a partition of {info.name}"
                 )
             check_reset_target(move.target, self.context.layout(move.topic_partition))
-        return self._apply(role, plan, via, _approved)
 
     def _apply(
         self,
         role: str,
         plan: ResetPlan,
         via: str,
-        approved: tuple[PlanRecord, Mapping[str, object]] | None,
+        approval: Approval | None,
         acked: Sequence[AckTarget] = (),
     ) -> dict[str, str]:
         """``acked``: batch indexes of a target entry that stay acknowledged (a seek to a
@@ -233,15 +236,13 @@ class Resets(Collaborator):
                 "publishTime": plan.timestamp_ms,
                 "partitions": moved,
                 "via": via,
-                **(approved[1] if approved else {}),
+                **(approval.detail() if approval else {}),
             }
             audit_id = work.record_audit(
                 AuditEntry("reset-cursor", plan.topic, plan.subscription, role, detail, at_ms)
             )
-            if approved is not None:
-                work.claim_plan(
-                    approved[0].digest, at_ms, {**approved[1], "auditId": audit_id, "moved": moved}
-                )
+            if approval is not None:
+                work.claim_plan(approval.digest, at_ms, approval.claim(audit_id, moved=moved))
         return result
 
     def _first_at(self, topic_partition: str, timestamp_ms: int) -> Position:

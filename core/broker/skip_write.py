@@ -20,8 +20,8 @@ import numpy.typing as npt
 from core.acks import cursor_codec
 from core.acks.cursor import AckColumns, CursorState
 from core.acks.ledger_layout import LedgerLayout
+from core.gating.operation import Approval
 from core.skipping import skip
-from core.skipping.plan_record import PlanRecord
 from core.skipping.skip_plan import SkipColumns, SkipPlan
 from core.store.cursor_state import replay
 from core.store.metadata import AuditEntry, MetadataStore, TopicInfo
@@ -51,7 +51,7 @@ class ValidatedSkip:
     source: npt.NDArray[np.int64]
     layouts: Mapping[str, LedgerLayout]
     via: str
-    approved: tuple[PlanRecord, Mapping[str, object]] | None = None
+    approval: Approval | None = None
     planned_now: bool = False
 
     def decide(
@@ -87,7 +87,7 @@ class ValidatedSkip:
             part_of=plan.part_of,
         )
         # The record's own id is the skip id: the detail does not repeat it.
-        extra = self.approved[1] if self.approved else {}
+        extra = self.approval.detail() if self.approval else {}
         detail = {**outcome.to_pulsar_json(), "via": self.via, **extra}
         del detail["skipId"]
         acks = {
@@ -151,15 +151,14 @@ def write_skips(
         named = []
         audit_ids = work.record_audits(entries)
         for s, outcome, audit_id in zip(skips, outcomes, audit_ids, strict=True):
-            if s.approved is not None:
-                applied = {
-                    **s.approved[1],
-                    "auditId": audit_id,
-                    "skipped": len(outcome.skipped),
-                    "alreadyAcknowledged": len(outcome.already_acknowledged),
-                    "acknowledgedMeanwhile": len(outcome.acknowledged_meanwhile),
-                }
-                work.claim_plan(s.approved[0].digest, at_ms, applied)
+            if s.approval is not None:
+                applied = s.approval.claim(
+                    audit_id,
+                    skipped=len(outcome.skipped),
+                    alreadyAcknowledged=len(outcome.already_acknowledged),
+                    acknowledgedMeanwhile=len(outcome.acknowledged_meanwhile),
+                )
+                work.claim_plan(s.approval.digest, at_ms, applied)
             named.append(outcome.with_skip_id(audit_id))
     return named
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 
 from core.acks import cursor_codec
@@ -17,8 +15,8 @@ from core.errors import (
     SkipAlreadyUndoneError,
     SkipNotFoundError,
 )
+from core.gating.operation import Approval
 from core.ids.topic_name import TopicName
-from core.skipping.plan_record import PlanRecord
 from core.skipping.undo import (
     AppliedSkip,
     UndoOutcome,
@@ -235,19 +233,21 @@ class SkipUndo(Collaborator):
             if isinstance(value := record.document.get(key), str) and value
         }
 
-    def apply_undo_skip(
-        self,
-        role: str,
-        plan: UndoPlan,
-        *,
-        via: str = "broker",
-        _approved: tuple[PlanRecord, Mapping[str, object]] | None = None,
-    ) -> UndoOutcome:
+    def apply_undo_skip(self, role: str, plan: UndoPlan, *, via: str = "broker") -> UndoOutcome:
+        """:meth:`_apply` at once; refused on a namespace that requires approval
+        (ApprovalRequiredError): only an approved plan record applies there."""
+        return self._apply(role, plan, via, None)
+
+    def apply_approved_undo(self, plan: UndoPlan, approval: Approval) -> UndoOutcome:
+        """:meth:`_apply` of an approved plan record's plan, as its requester's role, with
+        the record's claim in the same transaction."""
+        return self._apply(approval.role, plan, approval.via, approval)
+
+    def _apply(self, role: str, plan: UndoPlan, via: str, approval: Approval | None) -> UndoOutcome:
         """Take back the acknowledgement of the plan's messages still acknowledged, in one
         transaction with the ``undo-skip`` audit record (and an approved plan's claim).
 
-        On a namespace that requires approval it is refused (ApprovalRequiredError)
-        unless approved. The plan may be stale or forged: it is planned again from
+        The plan may be stale or forged: it is planned again from
         the audit log (authorization, the skip, not undone, every ledger retained)
         and refused unless it names the same messages. Under the cursors' row locks
         the skip is checked again for an undo committed meanwhile; each cursor is
@@ -256,7 +256,7 @@ class SkipUndo(Collaborator):
         mark-delete position back before it, and keeps everything else acknowledged.
         """
         info = self.access.authorized_topic(role, Operation.SKIP, plan.topic)
-        if _approved is None:
+        if approval is None:
             self.access.refuse_without_approval(
                 info, "undo-skip", "the cursorops_undo_skip workflow"
             )
@@ -298,7 +298,7 @@ class SkipUndo(Collaborator):
                 if acked.any():
                     after = unacknowledge(state, layout, *columns)
                     work.cursors.append(cursor_id, [cursor_codec.encode(after, replace=True)])
-            extra = dict(_approved[1]) if _approved is not None else {}
+            extra = approval.detail() if approval is not None else {}
             detail = {
                 "skipId": plan.skip_id,
                 "planId": plan_id,
@@ -311,9 +311,9 @@ class SkipUndo(Collaborator):
             undo_id = work.record_audit(
                 AuditEntry(UNDO_SKIP, info.name, plan.subscription, role, detail, at_ms)
             )
-            if _approved is not None:
-                applied = {**extra, "auditId": undo_id, "unacknowledged": len(taken)}
-                work.claim_plan(_approved[0].digest, at_ms, applied)
+            if approval is not None:
+                applied = approval.claim(undo_id, unacknowledged=len(taken))
+                work.claim_plan(approval.digest, at_ms, applied)
         return UndoOutcome(
             topic=info.name,
             subscription=plan.subscription,

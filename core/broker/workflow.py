@@ -9,16 +9,10 @@ from typing import Any
 from core.authz import Operation
 from core.broker.context import Collaborator
 from core.errors import InvalidSkipPlanError
+from core.gating.registry import RECORDED_OPERATIONS, recorded
 from core.ids.topic_name import TopicName
-from core.skipping.plan_record import (
-    OPERATIONS,
-    ApprovalRequest,
-    GatedPlan,
-    PlanBinding,
-    PlanRecord,
-    gated_topics,
-    plan_messages,
-)
+from core.portable_plan import PortablePlan
+from core.skipping.plan_record import ApprovalRequest, PlanBinding, PlanRecord
 from core.store.metadata import AuditEntry, AuditRecord
 
 PLANNED = "-planned"
@@ -55,23 +49,25 @@ class Workflow(Collaborator):
     """What the approval workflow and the front doors record, and read back."""
 
     def save_plan_record(
-        self, binding: PlanBinding, plan: GatedPlan, document: Mapping[str, object]
+        self, binding: PlanBinding, plan: PortablePlan, document: Mapping[str, object]
     ) -> PlanRecord:
         """Store ``plan`` as the current plan of ``binding``'s run; the record, its digest and
         the approvals it needs (the namespace's policy, by the plan's size in messages).
 
         Every gated operation moves a subscription's cursor on each of the plan's topics
-        (:func:`~core.skipping.plan_record.gated_topics`: a redrive's dead-letter topic
+        (:meth:`~core.gating.operation.GatedOperation.topics`: a redrive's dead-letter topic
         too), so the requester's role must hold the skip permission on each, whatever else
         the operation's own planning checked; the strictest of their namespaces' policies
         decides the approvals."""
+        operation = recorded(binding.operation)
+        topics = operation.topics(plan)
         approvals = 1
-        for topic in gated_topics(plan):
+        for topic in topics:
             info = self.access.authorized_topic(binding.role, Operation.SKIP, topic)
             if info.name != topic:
                 raise InvalidSkipPlanError(f"Invalid plan: '{topic}' is not canonical")
             policy = self.metadata.approval_policy(TopicName.parse(info.name).namespace_name)
-            approvals = max(approvals, policy.approvals_for(plan_messages(plan)))
+            approvals = max(approvals, policy.approvals_for(operation.messages(plan)))
         at_ms = self.clock()
         record = PlanRecord.create(
             binding, plan, document, required_approvals=approvals, created_at_ms=at_ms
@@ -96,7 +92,7 @@ class Workflow(Collaborator):
             work.record_audits(
                 [
                     AuditEntry(kind, topic, record.subscription, binding.role, detail, at_ms)
-                    for topic in gated_topics(plan)
+                    for topic in topics
                 ]
             )
         return record
@@ -129,7 +125,7 @@ class Workflow(Collaborator):
         abandoned), and no later plan of the same run replaced theirs. Nothing of such a
         request was applied unless its plan record says so (GET_STATS on the topic)."""
         info = self.access.authorized_topic(role, Operation.GET_STATS, topic)
-        kinds = [f"{op}{end}" for op in OPERATIONS for end in (PLANNED, "-request")]
+        kinds = [f"{op}{end}" for op in RECORDED_OPERATIONS for end in (PLANNED, "-request")]
         records = self.metadata.audit_log(info.name, None, kinds=kinds)
         closed = {r.detail.get("planDigest") for r in records if r.kind.endswith("-request")}
         newest: set[tuple[object, object]] = set()

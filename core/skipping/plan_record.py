@@ -21,77 +21,29 @@ task writes a new record, and an approval of the earlier one no longer applies.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from core.errors import InvalidArgumentError
-from core.portable_plan import canonical_json
+from core.gating.operation import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, UNSUBSCRIBE
+from core.gating.registry import RECORDED_OPERATIONS, recorded
+from core.portable_plan import PortablePlan, canonical_json
 from core.skipping.skip_plan import SkipPlan
 
-SKIP = "skip"
-"""The operation of a skip plan: by id, by matching, or the head of the backlog."""
-UNDO_SKIP = "undo-skip"
-REDRIVE = "redrive"
-RESET_CURSOR = "reset-cursor"
-UNSUBSCRIBE = "unsubscribe"
-
-
-@runtime_checkable
-class GatedPlan(Protocol):
-    """What every gated operation's plan is: a portable, content-addressed JSON object on
-    one subscription, of a known number of messages."""
-
-    @property
-    def topic(self) -> str: ...
-    @property
-    def subscription(self) -> str: ...
-    @property
-    def plan_id(self) -> str: ...
-    def dumps(self) -> str: ...
-
-
-PLAN_TYPES: Mapping[str, str] = {
-    SKIP: "core.skipping.skip_plan:SkipPlan",
-    RESET_CURSOR: "core.resetting.reset_plan:ResetPlan",
-    REDRIVE: "core.redriving.redrive_plan:RedrivePlan",
-    UNDO_SKIP: "core.skipping.undo:UndoPlan",
-    UNSUBSCRIBE: "core.resetting.unsubscribe_plan:UnsubscribePlan",
-}
-"""Each gated operation's plan class (``module:Class``, imported on first use), whose
-``from_json`` reads back what its ``dumps`` wrote."""
-OPERATIONS = frozenset(PLAN_TYPES)
-
-
-def plan_type(operation: str) -> type[Any]:
-    """The plan class of ``operation``."""
-    module, name = PLAN_TYPES[operation].split(":")
-    found: type[Any] = getattr(importlib.import_module(module), name)
-    return found
-
-
-def gated_topics(plan: GatedPlan) -> tuple[str, ...]:
-    """The topics whose cursors ``plan`` moves: its topic, and a redrive's dead-letter
-    topic too (its messages are acknowledged there). Each namespace's policy counts, the
-    strictest wins, and an approver must be permitted on every one."""
-    from core.redriving.redrive_plan import RedrivePlan
-
-    if isinstance(plan, RedrivePlan):
-        return (plan.topic, plan.dead_letter_topic)
-    return (plan.topic,)
-
-
-def plan_messages(plan: GatedPlan) -> int:
-    """How many messages a plan acts on (what the approval quorum is decided by)."""
-    if isinstance(plan, SkipPlan):
-        return messages_of(plan)
-    count = getattr(plan, "messages", None)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise InvalidArgumentError(f"Invalid plan: {type(plan).__name__} counts no messages")
-    return count
-
+__all__ = [
+    "MAX_APPROVALS",
+    "REDRIVE",
+    "RESET_CURSOR",
+    "SKIP",
+    "UNDO_SKIP",
+    "UNSUBSCRIBE",
+    "ApprovalPolicy",
+    "ApprovalRequest",
+    "PlanBinding",
+    "PlanRecord",
+]
 
 MAX_APPROVALS = 3
 """The most distinct approvers a plan may need (the workflows have that many gates)."""
@@ -112,16 +64,11 @@ class PlanBinding:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise InvalidArgumentError(f"Invalid plan binding: {name} must be a non-empty text")
-        if self.operation not in OPERATIONS:
+        if self.operation not in RECORDED_OPERATIONS:
             raise InvalidArgumentError(
                 f"Invalid plan binding: operation {self.operation!r}; known: "
-                f"{', '.join(sorted(OPERATIONS))}"
+                f"{', '.join(sorted(RECORDED_OPERATIONS))}"
             )
-
-
-def messages_of(plan: SkipPlan) -> int:
-    """How many messages the plan names: a whole batched entry counts its batch size."""
-    return plan.messages
 
 
 @dataclass(frozen=True)
@@ -133,10 +80,10 @@ class PlanRecord:
     subscription: str
     created_at_ms: int
     plan_json: str
-    """The plan as its ``dumps`` wrote it (a :class:`~core.skipping.skip_plan.SkipPlan` for
-    a skip)."""
+    """The plan as its ``dumps`` wrote it (of its operation's plan class,
+    :mod:`core.gating.registry`)."""
     plan_id: str
-    """The plan's own content hash (:attr:`SkipPlan.plan_id`)."""
+    """The plan's own content hash (:attr:`~core.portable_plan.PortablePlan.plan_id`)."""
     document: Mapping[str, Any]
     """What the preview shows besides the plan: reason, ticket, predicate, backlog, messages."""
     messages: int
@@ -150,7 +97,7 @@ class PlanRecord:
     def create(
         cls,
         binding: PlanBinding,
-        plan: GatedPlan,
+        plan: PortablePlan,
         document: Mapping[str, Any],
         *,
         required_approvals: int,
@@ -159,7 +106,8 @@ class PlanRecord:
         """A new record of ``plan``, its digest computed here (never taken from anyone).
 
         ``plan`` must be of the binding's operation's plan class."""
-        if not isinstance(plan, plan_type(binding.operation)):
+        operation = recorded(binding.operation)
+        if not isinstance(plan, operation.plan_type):
             raise InvalidArgumentError(
                 f"Invalid plan record: a {type(plan).__name__} is not a {binding.operation} plan"
             )
@@ -188,13 +136,17 @@ class PlanRecord:
             "plan_json": plan.dumps(),
             "plan_id": plan.plan_id,
             "document": document,
-            "messages": plan_messages(plan),
+            "messages": operation.messages(plan),
             "required_approvals": required_approvals,
         }
         return cls(**fields, digest=_digest(**fields))
 
     def verified(self) -> PlanRecord:
         """This record, after checking that its digest and its plan match its content."""
+        self.verified_plan()
+        return self
+
+    def _checked_digest(self) -> PlanRecord:
         expected = _digest(
             binding=self.binding,
             topic=self.topic,
@@ -206,21 +158,27 @@ class PlanRecord:
             messages=self.messages,
             required_approvals=self.required_approvals,
         )
-        if expected != self.digest or self.plan().plan_id != self.plan_id:
+        if expected != self.digest:
             raise InvalidArgumentError(
                 f"Plan record {self.digest} does not match its content: refused"
             )
         return self
 
-    def plan(self) -> GatedPlan:
-        """The stored plan, of its operation's class (its content hash checked by its
-        ``from_json``)."""
-        plan: GatedPlan = plan_type(self.operation).from_json(self.plan_json)
+    def verified_plan(self) -> PortablePlan:
+        """The stored plan, after :meth:`verified`'s checks (one decoding of it)."""
+        return self._checked_digest().plan()
+
+    def plan(self) -> PortablePlan:
+        """The stored plan, of its operation's class, its content hash checked and the one
+        :attr:`plan_id` names (:meth:`~core.gating.operation.GatedOperation.plan_of`)."""
+        plan: PortablePlan = recorded(self.operation).plan_of(self)
         return plan
 
     def topics(self) -> tuple[str, ...]:
-        """:func:`gated_topics` of the stored plan."""
-        return gated_topics(self.plan())
+        """The topics the stored plan gates (a redrive's dead-letter topic too): each
+        namespace's policy counts, the strictest wins, and an approver must be permitted on
+        every one."""
+        return recorded(self.operation).topics(self.plan())
 
     def skip_plan(self) -> SkipPlan:
         """The stored plan of a skip record; refused for another operation's record."""

@@ -26,7 +26,6 @@ from core.skipping.plan_record import (
     ApprovalPolicy,
     PlanBinding,
     PlanRecord,
-    messages_of,
 )
 from core.skipping.skip_plan import SkipPlan
 from core.subscription import SubscriptionType
@@ -65,7 +64,7 @@ def test_messages_count_a_whole_batch_by_its_size(seeded: Broker) -> None:
     all_ids = ids(seeded)
     whole = type(all_ids[0])(all_ids[0].ledger_id, all_ids[0].entry_id, -1, -1)
     plan = seeded.plan_skip("alice", TOPIC, SUB, [whole, all_ids[22]])
-    assert messages_of(plan) == 6 and len(plan) == 2
+    assert plan.messages == 6 and len(plan) == 2
 
 
 def test_the_digest_covers_every_field_and_a_changed_record_is_refused(seeded: Broker) -> None:
@@ -113,7 +112,7 @@ def test_a_record_is_applied_at_most_once_even_by_racing_appliers(seeded: Broker
 
     def apply(_: int) -> None:
         try:
-            results.append(seeded.apply_approved_skip(record, [{"approver": "bob"}]))
+            results.append(seeded.apply_approved_plan(record, [{"approver": "bob"}]))
         except PlanAlreadyAppliedError as exc:
             results.append(exc)
 
@@ -137,7 +136,7 @@ def test_apply_refuses_a_record_changed_in_the_store(
     # again cannot give the approved set.
     forged = replace(record, plan_json=plan.dumps().replace('"batchIndex":0', '"batchIndex":9'))
     with pytest.raises((InvalidArgumentError, InvalidSkipPlanError)):
-        seeded.apply_approved_skip(forged, [{"approver": "bob"}])
+        seeded.apply_approved_plan(forged, [{"approver": "bob"}])
     assert unacked(seeded) == before
 
 
@@ -177,7 +176,7 @@ def test_every_door_of_an_approval_namespace_refuses_and_writes_nothing(seeded: 
         assert unacked(seeded) == before, door
     # An approved record is the one door open.
     record = seeded.save_plan_record(binding(), plan, {})
-    seeded.apply_approved_skip(record, [{"approver": "bob"}])
+    seeded.apply_approved_plan(record, [{"approver": "bob"}])
     assert unacked(seeded) == before - 2
     # A subscription with nothing left goes through the workflow too: gone for a while, it
     # misses what is published meanwhile.

@@ -22,21 +22,23 @@ import pytest
 from sqlalchemy import insert
 
 from core.errors import InvalidArgumentError
-from core.skipping.plan_record import GatedPlan, PlanRecord, plan_messages
+from core.gating.registry import recorded
+from core.portable_plan import PortablePlan
+from core.skipping.plan_record import PlanRecord
 from core.store.metadata import MetadataStore
 from core.store.tables import PlanRecordRow
 
 
-def stored_plan(record: PlanRecord) -> GatedPlan:
+def stored_plan(record: PlanRecord) -> PortablePlan:
     """The record's plan, decoded as every apply decodes it."""
-    return record.plan()
+    return record.verified_plan()
 
 
-def messages(plan: GatedPlan) -> int:
-    return plan_messages(plan)
+def messages(record: PlanRecord, plan: PortablePlan) -> int:
+    return recorded(record.operation).messages(plan)
 
 
-def created_again(record: PlanRecord, plan: GatedPlan) -> PlanRecord:
+def created_again(record: PlanRecord, plan: PortablePlan) -> PlanRecord:
     return PlanRecord.create(
         record.binding,
         plan,
@@ -475,7 +477,7 @@ def test_a_stored_record_verifies_and_its_plan_spells_the_same_bytes(
     assert plan.plan_id == row["plan_id"]
     assert plan.dumps() == row["plan_json"]
     assert (plan.topic, plan.subscription) == (row["topic"], row["subscription"])
-    assert messages(plan) == row["messages"]
+    assert messages(record, plan) == row["messages"]
     assert created_again(record, plan).digest == row["digest"]
 
 

@@ -128,9 +128,8 @@ def test_bad_request_is_one_line(conf, message):
 
 def _record(tmp_path: Path, run_id: str = "manual__1"):
     """A seeded topic and a plan record of two of its ids, bound to ``run_id`` of alice."""
-    from airflow_glue.plan import build_document
     from core.broker import Broker
-    from core.skipping.plan_record import PlanBinding
+    from core.gating import Caller, Run, SkipMessages
     from tests.dags.conftest import GRANTED, NAMESPACE, SUBSCRIPTION, TENANT, seed_topic
 
     config = Config.from_home(tmp_path)
@@ -140,12 +139,16 @@ def _record(tmp_path: Path, run_id: str = "manual__1"):
         for role in GRANTED:
             broker.grant_permission("admin", NAMESPACE, role, ["consume"])
     seeded = seed_topic(config)
-    request = {"requester": "alice", "reason": "r", "ticket": None}
+    ask = SkipMessages(
+        topic=seeded.topic, subscription=SUBSCRIPTION, ids=tuple(seeded.ids[20:22]), reason="r"
+    )
     with Broker(config) as broker:
-        plan = broker.plan_skip("alice", seeded.topic, SUBSCRIPTION, seeded.ids[20:22])
-        document = build_document(broker, request, "alice", plan)
-        binding = PlanBinding("cursorops_skip_messages", run_id, "alice", "alice")
-        return config, seeded, broker.save_plan_record(binding, plan, document)
+        run = Run("cursorops_skip_messages", run_id)
+        return (
+            config,
+            seeded,
+            broker.plan_request("skip-messages", Caller("alice", "alice"), ask, run),
+        )
 
 
 def test_record_is_written_once_per_attempt(tmp_path: Path):

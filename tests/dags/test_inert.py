@@ -85,7 +85,9 @@ def test_a_gated_operations_preview_makes_no_element_of_what_others_wrote(
 ) -> None:
     """Undo, redrive, reset and unsubscribe previews render a plan's ``preview()``: the
     requester's reason and any text in the plan (a message key here) stay text."""
-    from airflow_glue.plan import gated_document, preview_markdown
+    from airflow_glue.plan import preview_markdown
+    from core.gating import Caller, ResetCursor
+    from core.gating.operation import gated_document
     from core.resetting.reset_plan import PartitionReset, ResetPlan
     from core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
 
@@ -97,7 +99,10 @@ def test_a_gated_operations_preview_makes_no_element_of_what_others_wrote(
         None,
     )
     preview = {**plan.preview(), "messages": [{"id": "1:2", "key": key}]}
-    document = gated_document({"requester": "ann", "reason": reason}, "ann", preview)
+    asked = ResetCursor(
+        topic="persistent://acme/ops/t", subscription="s", timestamp_ms=1, reason=reason
+    )
+    document = gated_document(Caller("ann", "ann"), asked, preview)
     record = PlanRecord.create(
         PlanBinding("d", "r", "ann", "ann", RESET_CURSOR),
         plan,
@@ -128,7 +133,8 @@ def test_a_gated_operations_preview_makes_no_element_of_what_others_wrote(
 def test_a_plan_document_with_a_lone_surrogate_is_refused_clearly(field: str) -> None:
     """JSON's "\\ud800" decodes to a lone surrogate, which is not Unicode: no digest and no
     store can take it, so the record is refused with what is wrong, not a traceback."""
-    from airflow_glue.plan import gated_document
+    from core.gating import Caller, ResetCursor
+    from core.gating.operation import gated_document
     from core.resetting.reset_plan import PartitionReset, ResetPlan
     from core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
 
@@ -142,7 +148,10 @@ def test_a_plan_document_with_a_lone_surrogate_is_refused_clearly(field: str) ->
     text = json.loads('"why \\ud800"')
     values = {"reason": "ok", "key": "k", field: text}
     preview = {**plan.preview(), "messages": [{"id": "1:2", "key": values["key"]}]}
-    document = gated_document({"requester": "ann", "reason": values["reason"]}, "ann", preview)
+    asked = ResetCursor(
+        topic="persistent://acme/ops/t", subscription="s", timestamp_ms=1, reason=values["reason"]
+    )
+    document = gated_document(Caller("ann", "ann"), asked, preview)
     with pytest.raises(InvalidArgumentError, match="lone surrogate"):
         PlanRecord.create(
             PlanBinding("d", "r", "ann", "ann", RESET_CURSOR),

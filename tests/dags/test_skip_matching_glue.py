@@ -15,7 +15,6 @@ from airflow_glue.matching import (
     over_limit,
     parse_match_request,
 )
-from airflow_glue.plan import build_document
 from core.broker import Broker
 from core.config import Config
 from core.errors import InvalidInputError
@@ -100,6 +99,7 @@ def test_the_plan_record_is_what_apply_reads_and_a_tampered_one_is_refused(tmp_p
     from sqlalchemy import update
 
     from airflow_glue.plan import preview_markdown
+    from core.gating import Caller, Run, SkipMatching
     from core.skipping.plan_record import PlanBinding
     from core.store.tables import PlanRecordRow
 
@@ -110,21 +110,31 @@ def test_the_plan_record_is_what_apply_reads_and_a_tampered_one_is_refused(tmp_p
     seeded = seed_topic(config)
     reminders = seeded.ids[-3:]
     with Broker(config) as broker:
-        plan = broker.plan_skip("admin", seeded.topic, SUBSCRIPTION, reminders)
-        request = {"requester": "alice", "reason": "cancel", "ticket": None}
-        document = build_document(broker, request, "admin", plan, predicate={"deliverAt": {}})
-        binding = PlanBinding("cursorops_skip_matching", "manual__1", "alice", "admin")
-        record = broker.save_plan_record(binding, plan, document)
-        assert record.plan() == plan
+        arguments = SkipMatching(
+            topic=seeded.topic,
+            subscription=SUBSCRIPTION,
+            predicate={"deliverAt": {}},
+            matches=tuple(reminders),
+            reason="cancel",
+        )
+        record = broker.plan_request(
+            "skip-matching",
+            Caller("admin", "alice"),
+            arguments,
+            Run("cursorops_skip_matching", "manual__1"),
+        )
+        plan = record.skip_plan()
+        assert sorted(m.triplet() for m in plan.message_ids()) == sorted(
+            m.triplet() for m in reminders
+        )
+        document = record.document
         assert document["backlog"]["before"] - document["backlog"]["after"] == 3
         shown = preview_markdown(record, payloads=True)
         assert '**Matching:** \\{\\"deliverAt\\"\\: \\{\\}\\}' in shown
         assert "reminder \\#1" in shown
         assert "reminder" not in preview_markdown(record, payloads=False)
-        outcome = broker.apply_approved_skip(record, [{"approver": "bob"}])
-        assert sorted(m.triplet() for m in outcome.skipped) == sorted(
-            m.triplet() for m in reminders
-        )
+        applied = broker.apply_approved_plan(record, [{"approver": "bob"}])
+        assert sorted(applied.outcome["skipped"]) == sorted(m.triplet() for m in reminders)
         assert not {label(m) for m in reminders} & seeded.unacknowledged()
 
         other = broker.save_plan_record(

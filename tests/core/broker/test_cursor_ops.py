@@ -12,6 +12,7 @@ from core.errors import (
     PositionOutOfRangeError,
     UnsupportedSubscriptionTypeError,
 )
+from core.gating.operation import Approval
 from core.ids.message_id import MessageId
 from core.ids.position import EARLIEST, Position
 from core.skipping.plan_record import PlanBinding
@@ -95,7 +96,8 @@ def test_an_approved_plan_applies_where_approval_is_required(
     plan = broker.cursor_ops.plan_skip("admin", TOPIC, "s", ids[:2])
     binding = PlanBinding(dag_id="d", run_id="r", requester="ann", role="admin")
     record = broker.save_plan_record(binding, plan, {"plan": "document"})
-    outcome = broker.cursor_ops.apply_approved_skip(record, [{"approver": "bob"}])
+    approval = Approval(record, ("bob",))
+    outcome = broker.cursor_ops.apply_approved_skip(plan, approval, any_type=False)
     assert len(outcome.skipped) == 2
     assert backlog(broker) == 8
     [audit] = broker.audit_log("admin", TOPIC, kind="skip")

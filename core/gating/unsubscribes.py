@@ -1,0 +1,86 @@
+"""The gated unsubscribe: a subscription deleted with whatever it has not acknowledged
+(:class:`~core.resetting.unsubscribe_plan.UnsubscribePlan` counts it, per partition)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from core.authz import Operation
+from core.errors import InvalidArgumentError
+from core.gating.operation import (
+    UNSUBSCRIBE,
+    Applied,
+    Approval,
+    Caller,
+    GatedArguments,
+    GatedOperation,
+    GatingServices,
+    Planned,
+    gated_document,
+)
+from core.resetting.unsubscribe_plan import UnsubscribePlan
+
+if TYPE_CHECKING:
+    from core.store.records import TopicInfo
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unsubscribe(GatedArguments):
+    """Delete the subscription; ``force``: even while consumers are connected."""
+
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.force, bool):
+            raise InvalidArgumentError(f"Invalid force {self.force!r}: expected true or false")
+
+
+class UnsubscribeOperation(GatedOperation[UnsubscribePlan, Unsubscribe]):
+    def targets(
+        self, services: GatingServices, role: str, arguments: Unsubscribe
+    ) -> Sequence[TopicInfo]:
+        return (services.access.authorized_topic(role, Operation.UNSUBSCRIBE, arguments.topic),)
+
+    def plan(
+        self, services: GatingServices, caller: Caller, arguments: Unsubscribe
+    ) -> Planned[UnsubscribePlan]:
+        plan = services.admin.plan_unsubscribe(
+            caller.role, arguments.topic, arguments.subscription, force=arguments.force
+        )
+        return Planned(plan, gated_document(caller, arguments, plan.preview()))
+
+    def apply_now(
+        self, services: GatingServices, caller: Caller, arguments: Unsubscribe
+    ) -> Applied:
+        # As pulsar-admin's: no count of what is dropped (that would analyze the backlog).
+        services.admin.delete_subscription(
+            caller.role,
+            arguments.topic,
+            arguments.subscription,
+            force=arguments.force,
+            via=caller.via,
+        )
+        outcome = {"subscription": arguments.subscription, "force": arguments.force}
+        return Applied(UNSUBSCRIBE, None, None, outcome)
+
+    def apply_approved(
+        self, services: GatingServices, plan: UnsubscribePlan, approval: Approval
+    ) -> Applied:
+        dropped = services.admin.apply_approved_unsubscribe(plan, approval)
+        return Applied(UNSUBSCRIBE, dropped, 0, {"dropped": dropped})
+
+
+OPERATION = UnsubscribeOperation(
+    "unsubscribe",
+    UNSUBSCRIBE,
+    UnsubscribePlan,
+    Unsubscribe,
+    "cursorops_unsubscribe",
+    "unsubscribe",
+    "Unsubscribe",
+)
+
+__all__ = ["OPERATION", "Unsubscribe"]
