@@ -438,6 +438,11 @@ class WireConsumer:
                 for index in sorted(self.held.pop(entry, {-1})):
                     keys.append((self.topic, entry[0], entry[1], index))
                 self.batch_sizes.pop(entry, None)
+            # The client names a chunked message by its last chunk: all its chunks go again.
+            keys = self.dispatcher.whole_messages(self.core, keys)
+            for _, ledger, entry_id, _ in keys:
+                self.held.pop((ledger, entry_id), None)
+                self.batch_sizes.pop((ledger, entry_id), None)
             self.dispatcher.release(self.core, keys)
             return
         if self.core.epoch >= 0:

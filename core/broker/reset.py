@@ -10,14 +10,15 @@ import numpy as np
 from core.acks import cursor_codec
 from core.acks.cursor import AckTarget, CursorState
 from core.acks.ledger_layout import LedgerLayout
+from core.analysis import backlog
 from core.authz import Operation
 from core.broker.context import Collaborator
 from core.errors import InvalidArgumentError, PositionOutOfRangeError, TopicNotFoundError
 from core.gating.operation import Approval
+from core.ids.chunked_messages import ChunkedMessages
 from core.ids.position import EARLIEST, Position
 from core.ids.topic_name import TopicName
 from core.resetting.reset_plan import PartitionReset, ResetPlan
-from core.skipping.head import head_messages
 from core.skipping.skip import SkipLookup
 from core.store.cursor_state import replay
 from core.store.metadata import AuditEntry, TopicInfo
@@ -125,7 +126,9 @@ class Resets(Collaborator):
 
         A partition's name (``t-partition-2``) resets that partition only, as
         pulsar-admin's does. With a time, each partition's next entry becomes its
-        first entry published at or after that time, resolved now.
+        first entry published at or after that time, resolved now. A target inside a
+        chunked message moves to its first chunk: the message is delivered again whole,
+        never from a middle chunk.
         """
         parsed = TopicName.parse(topic)
         info = self.access.authorized_topic(role, Operation.RESET_CURSOR, parsed.base)
@@ -151,13 +154,16 @@ class Resets(Collaborator):
                 check_reset_target(position, layout)
             target = position if position is not None else self._first_at(name, timestamp_ms or 0)
             lookup = self.context.entry_arrays(name, layout)
+            if lookup.chunk_rest is not None:
+                target = message_start(self.context.chunked_messages(name), target)
             state = self.context.cursor_state(name, subscription, layout)
+            args = (lookup.ledger_ids, lookup.entry_ids, lookup.batch_sizes, lookup.chunk_rest)
             moves.append(
                 PartitionReset(
                     name,
                     target,
                     state.mark_delete,
-                    head_messages(state, lookup, None).messages,
+                    backlog.backlog(state, *args).messages,
                     messages_from(lookup, target),
                 )
             )
@@ -269,13 +275,25 @@ def check_reset_target(position: Position, layout: LedgerLayout) -> None:
 
 def messages_from(lookup: SkipLookup, target: Position) -> int:
     """Messages in the entries at or after ``target``: a reset's backlog (a batch counts its
-    messages)."""
+    messages, a chunked message one, at its last chunk)."""
     ledgers, entries = lookup.ledger_ids, lookup.entry_ids
     at_or_after = (ledgers > target.ledger_id) | (
         (ledgers == target.ledger_id) & (entries >= target.entry_id)
     )
+    if lookup.chunk_rest is not None:
+        at_or_after &= ~lookup.chunk_rest
     sizes = np.maximum(np.asarray(lookup.batch_sizes, dtype=np.int64)[at_or_after], 1)
     return int(sizes.sum())
+
+
+def message_start(chunks: ChunkedMessages, target: Position) -> Position:
+    """``target``, or the first chunk of the chunked message ``target`` is a later chunk of:
+    a cursor reset there delivers that message again whole."""
+    (at,) = chunks.index_of([target.ledger_id], [target.entry_id]).tolist()
+    if at < 0:
+        return target
+    first = int(np.flatnonzero(chunks.message == chunks.message[at])[0])
+    return Position(int(chunks.ledger_id[first]), int(chunks.entry_id[first]))
 
 
 def seek_target(position: Position, layout: LedgerLayout) -> Position:

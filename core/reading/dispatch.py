@@ -24,6 +24,10 @@ What a consumer receives, per Pulsar's dispatchers:
   messages are still pending at another consumer is blocked until those are
   acknowledged (PIP-379 draining hashes), so per-key order holds when
   consumers join or leave.
+- A chunked message goes to one consumer whole: all its unacknowledged chunks in
+  one dispatch, in position order (past the permits, as a batch does), and only
+  once its last chunk is stored; releasing any of its chunks (a client names its
+  last) releases them all (:mod:`core.reading.chunk_dispatch`).
 - Exclusive and Failover consumers carry a consumer epoch (PIP-84):
   ``redeliver_unacknowledged_messages`` bumps it and releases the consumer's
   pending messages, so the next read starts again from the first
@@ -80,6 +84,7 @@ from core.acks.cursor import AckColumns, AckTarget, CursorState
 from core.acks.ledger_layout import LedgerLayout
 from core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
 from core.ids.position import Position, match_positions
+from core.reading.chunk_dispatch import ChunkVerdicts, judge_chunks, undecided
 from core.reading.key_hash import HashRanges, HashRing, in_ranges, sticky_key_hash
 from core.reading.message import MESSAGE_COLUMNS, Message, MessageBatch
 from core.reading.unacked_rows import acked_rows
@@ -106,6 +111,9 @@ Flags = npt.NDArray[np.bool_]
 _NOT_DELAYED = np.iinfo(np.int64).min
 _MIN_READ_ROWS = 1024
 """The fewest rows a dispatch reads per record batch (the segment reader's default)."""
+_CHUNK_READ_AHEAD = 8
+"""Record batches a dispatch reads on, at most, for the last chunk of a chunked message
+(past them, the message waits as if it were incomplete)."""
 
 
 @dataclass
@@ -213,6 +221,7 @@ class _Stream:
                 "before_ledger": np.int64,
                 "before_entry": np.int64,
                 "has_before": np.bool_,
+                "follows": np.int64,
             }
         )
         self.last_read: Position | None = None
@@ -221,10 +230,28 @@ class _Stream:
         self._pending = pending
         self._judge = judge
         self._reader = (source.read_after if read_after is None else read_after)(start)
+        self._completed: set[str] = set()
+        """The uuids of the chunked messages completed in the rows read so far."""
+
+    def _next_batch(self) -> pa.RecordBatch | None:
+        """The next record batch; a dispatch's reads on while a chunked message in it may
+        still be completed by later rows (:func:`~core.reading.chunk_dispatch.undecided`),
+        so that every chunked message is judged whole."""
+        batch = next(self._reader, None)
+        if batch is None or self._judge is None:
+            return batch
+        ahead = 0
+        while batch.num_rows and undecided(batch, self._completed):
+            more = None if ahead == _CHUNK_READ_AHEAD else next(self._reader, None)
+            if more is None:
+                break
+            batch = pa.concat_batches([batch, more])
+            ahead += 1
+        return batch
 
     def read_more(self) -> None:
         """Read the next record batch (or find the partition exhausted)."""
-        batch = next(self._reader, None)
+        batch = self._next_batch()
         if batch is None:
             self.exhausted = True
             return
@@ -271,6 +298,10 @@ class _Stream:
         self._last_before = (
             Position(int(before_ledger[-1]), int(before_entry[-1])) if has_before[-1] else None
         )
+        chunks = None if self._judge is None else judge_chunks(batch, live, held, self._completed)
+        if chunks is not None:
+            self._completed |= chunks.completed
+            live &= ~chunks.passed
         rows = np.flatnonzero(live & ~held)
         chunk = len(self.batches)
         self.batches.append(batch)
@@ -280,6 +311,9 @@ class _Stream:
             eligible, key_hash = np.ones(len(rows), dtype=np.bool_), None
         else:
             eligible, key_hash = self._judge(batch, rows)
+        follows = np.full(len(rows), -1, dtype=np.int64)
+        if chunks is not None:
+            eligible, follows = _whole_chunks(chunks, rows, eligible, self.candidates.count)
         self.candidates.append(
             {
                 "chunk": np.full(len(rows), chunk, dtype=np.int64),
@@ -293,6 +327,7 @@ class _Stream:
                 "before_ledger": before_ledger[rows],
                 "before_entry": before_entry[rows],
                 "has_before": has_before[rows],
+                "follows": follows,
             }
         )
 
@@ -305,6 +340,27 @@ class _Stream:
 
 def _ints(column: pa.Array | pa.ChunkedArray) -> Ints:
     return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _whole_chunks(
+    chunks: ChunkVerdicts, rows: Ints, eligible: Flags, first: int
+) -> tuple[Flags, Ints]:
+    """A batch's candidates (``rows``, the first numbered ``first``) with each chunked
+    message whole: its chunks eligible only together (and only when it may go now), each
+    but its first following that one (``follows``: the candidate number it comes with)."""
+    leader = chunks.leader[rows]
+    eligible = eligible & ~chunks.waiting[rows]
+    follows = np.full(len(rows), -1, dtype=np.int64)
+    mine = np.flatnonzero(leader >= 0)
+    if mine.size:
+        # Candidate number of each chunk's first chunk (rows are sorted: a search finds it).
+        lead = np.searchsorted(rows, leader[mine])
+        together = np.ones(int(lead.max()) + 1, dtype=np.bool_)
+        np.logical_and.at(together, lead, eligible[mine])
+        eligible[mine] = together[lead]
+        behind = lead != mine
+        follows[mine[behind]] = first + lead[behind]
+    return eligible, follows
 
 
 @dataclass(frozen=True)
@@ -350,7 +406,9 @@ def _pick(streams: Sequence[_Stream], permits: int, whole_entries: bool = False)
         for i, stream in enumerate(streams):
             stop = min(reach, stream.candidates.count)
             if stop > done:
-                rounds = np.flatnonzero(stream.candidates["eligible"][done:stop]) + done
+                c = stream.candidates
+                leads = c["eligible"][done:stop] & (c["follows"][done:stop] < 0)
+                rounds = np.flatnonzero(leads) + done
                 keys.append(rounds * width + i)
         block = np.sort(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
         block = block[: permits - taken]
@@ -363,7 +421,23 @@ def _pick(streams: Sequence[_Stream], permits: int, whole_entries: bool = False)
     last = None
     if taken >= permits and len(picked):
         last = (int(picked[-1]) // width, int(picked[-1]) % width)
+    picked = _with_followers(streams, picked)
     return _Picked(picked % width, picked // width, last)
+
+
+def _with_followers(streams: Sequence[_Stream], picked: Ints) -> Ints:
+    """``picked`` (turn keys, sorted) with the other chunks of each chunked message whose
+    first chunk is picked, in their places: a chunked message goes whole, past the permits,
+    as a batch does."""
+    width = len(streams)
+    extra = []
+    for i, stream in enumerate(streams):
+        follows = stream.candidates["follows"]
+        if not (follows >= 0).any():
+            continue
+        leaders = picked[picked % width == i] // width
+        extra.append(np.flatnonzero(np.isin(follows, leaders)) * width + i)
+    return np.sort(np.concatenate([picked, *extra])) if extra else picked
 
 
 def _rest_of_entry(stream: _Stream, candidate: int) -> Ints:
@@ -568,6 +642,9 @@ class Consumer:
         self.closed = False
         self.hash_ranges: HashRanges | None = None
         """Key_Shared sticky mode: the hashes it owns; None: auto-split (the ring)."""
+        self.chunked: dict[PendingKey, tuple[PendingKey, ...]] = {}
+        """Per chunk it was given and holds, every chunk of that chunked message: what a
+        release of any of them releases (a client names only one, its message's last)."""
 
     def _buffered(self) -> int:
         return self._incoming_count + sum(len(batch) for batch in self.wire)
@@ -656,6 +733,39 @@ class Consumer:
                 self._incoming.append(batch)
                 self._incoming_count += len(batch)
 
+    def forget_buffered(self, keys: Sequence[PendingKey]) -> None:
+        """Drop these messages from what was dispatched to it and not received yet: they
+        were released with a chunk of their chunked message that it received."""
+        wanted = set(keys)
+        for queue in (self._incoming, self.wire):
+            kept: list[MessageBatch] = []
+            for batch in queue:
+                topics = batch.topic_index.tolist()
+                drop = np.fromiter(
+                    (
+                        (batch.topics[t], led, ent, ind) in wanted
+                        for t, led, ent, ind in zip(
+                            topics,
+                            batch.ledger_id.tolist(),
+                            batch.entry_id.tolist(),
+                            batch.batch_index.tolist(),
+                            strict=True,
+                        )
+                    ),
+                    np.bool_,
+                    len(batch),
+                )
+                # Runs of kept rows: where the padded mask turns False, then True again.
+                edges = np.flatnonzero(np.diff(np.concatenate([[True], drop, [True]])))
+                runs = [
+                    batch.slice(int(a), int(b))
+                    for a, b in zip(edges[::2], edges[1::2], strict=True)
+                ]
+                kept += [MessageBatch.concat(runs)] if runs else []
+            queue.clear()
+            queue.extend(kept)
+        self._incoming_count = sum(len(batch) for batch in self._incoming)
+
     def acknowledge(self, messages: Message | Sequence[Message] | MessageBatch) -> None:
         """Individual acknowledgement; durable when it returns."""
         if isinstance(messages, MessageBatch):
@@ -685,6 +795,7 @@ class Consumer:
         self._incoming.clear()
         self._incoming_count = 0
         self.wire.clear()
+        self.chunked.clear()
         self.closed = True
 
 
@@ -839,12 +950,30 @@ class Dispatcher:
 
     def release(self, consumer: Consumer, keys: Sequence[PendingKey]) -> None:
         """Make these messages held by ``consumer`` deliverable again (redelivery count
-        bumped): the binary protocol's redeliver of given message ids."""
+        bumped): the binary protocol's redeliver of given message ids. A chunk releases
+        its whole message (:meth:`whole_messages`)."""
         if not keys:
             return
+        whole = self.whole_messages(consumer, keys)
         with self._transaction() as txn:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
-            txn.release(consumer.consumer_id, keys)
+            txn.release(consumer.consumer_id, whole)
+        _forget_chunks(consumer, whole)
+        if len(whole) > len(keys):
+            consumer.forget_buffered(whole[len(keys) :])
+
+    @staticmethod
+    def whole_messages(consumer: Consumer, keys: Sequence[PendingKey]) -> list[PendingKey]:
+        """``keys`` and, after them, the other chunks of each chunked message one of them is
+        a chunk of, as ``consumer`` was given them (each once): a chunked message is
+        released whole, so that it is delivered again whole, never a chunk alone."""
+        if not consumer.chunked:
+            return list(keys)
+        whole = dict.fromkeys(keys)
+        for key in keys:
+            for chunk in consumer.chunked.get(key, ()):
+                whole.setdefault(chunk)
+        return list(whole)
 
     # -- dispatching ----------------------------------------------------------
 
@@ -926,6 +1055,7 @@ class Dispatcher:
         for topic, state, version in compact:
             self.store.compact_cursor(topic, self.subscription, cursor_codec.encode(state), version)
         if len(batch):
+            _remember_chunks(consumer, batch)
             consumer.wire.append(batch)
 
     def _reader(
@@ -1075,6 +1205,7 @@ class Dispatcher:
                 AckTarget(mid.position, mid.batch_index, mid.batch_size)
             )
         self._acknowledge(consumer, by_topic, keys)
+        _forget_chunks(consumer, keys)
 
     def acknowledge_batch(self, consumer: Consumer, batch: MessageBatch) -> None:
         """Acknowledge every message of a :class:`MessageBatch` in one transaction.
@@ -1109,6 +1240,8 @@ class Dispatcher:
             for topic, payload, ledger, entry, index in parts:
                 txn.append_cursor_delta(topic, payload)
                 txn.drop_pending_columns(topic, ledger, entry, index)
+        for topic, _, ledger, entry, index in parts:
+            _forget_chunk_columns(consumer, topic, ledger, entry, index)
 
     def acknowledge_words(self, consumer: Consumer, topic: str, acks: AckWords) -> None:
         """Acknowledge message ids of one partition as a ``CommandAck`` carries them, in one
@@ -1125,6 +1258,7 @@ class Dispatcher:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
             txn.append_cursor_delta(topic, payload)
             txn.drop_pending_columns(topic, ledger, entry, index)
+        _forget_chunk_columns(consumer, topic, ledger, entry, index)
 
     def _acknowledge(
         self, consumer: Consumer, by_topic: dict[str, list[AckTarget]], keys: list[PendingKey]
@@ -1154,15 +1288,17 @@ class Dispatcher:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
             txn.append_cursor_delta(topic, cursor_codec.encode(delta))
             txn.drop_pending_through(topic, mid.position, mid.batch_index)
+        _forget_chunks(
+            consumer, [k for k in consumer.chunked if k[0] == topic and k[1:3] <= mid.position]
+        )
 
     def negative_acknowledge(self, consumer: Consumer, message: Message) -> None:
-        key = self._key_of(message)
-        with self._transaction() as txn:
-            txn.renew_lease(consumer.consumer_id, self.lease_ms)
-            txn.release(consumer.consumer_id, [key])
+        """Deliver the message again, later (a chunk: its whole chunked message)."""
+        self.release(consumer, [self._key_of(message)])
 
     def redeliver_unacknowledged(self, consumer: Consumer) -> None:
         """Release everything the consumer holds; on Exclusive/Failover it reads again in order."""
+        consumer.chunked.clear()
         with self._transaction() as txn:
             txn.release(consumer.consumer_id)
             if txn.renew_lease(consumer.consumer_id, self.lease_ms):
@@ -1181,6 +1317,48 @@ class Dispatcher:
             )
         mid = message.message_id
         return (message.topic, mid.ledger_id, mid.entry_id, mid.batch_index)
+
+
+def _remember_chunks(consumer: Consumer, batch: MessageBatch) -> None:
+    """Note, for each chunk of a chunked message in ``batch``, all of that message's chunks
+    the consumer now holds (a dispatch gives a chunked message whole)."""
+    uuid = batch.columns.column("uuid")
+    if uuid.null_count == len(batch):
+        return
+    groups: dict[tuple[int, str], list[PendingKey]] = {}
+    topics = batch.topic_index.tolist()
+    ledgers, entries = batch.ledger_id.tolist(), batch.entry_id.tolist()
+    indexes = batch.batch_index.tolist()
+    for row, name in enumerate(uuid.to_pylist()):
+        if name is not None:
+            key = (batch.topics[topics[row]], ledgers[row], entries[row], indexes[row])
+            groups.setdefault((topics[row], name), []).append(key)
+    for keys in groups.values():
+        whole = tuple(keys)
+        consumer.chunked.update(dict.fromkeys(whole, whole))
+
+
+def _forget_chunks(consumer: Consumer, keys: Sequence[PendingKey]) -> None:
+    """Forget the chunks among ``keys`` (acknowledged or released)."""
+    if consumer.chunked:
+        for key in keys:
+            consumer.chunked.pop(key, None)
+
+
+def _forget_chunk_columns(
+    consumer: Consumer, topic: str, ledger: Ints, entry: Ints, index: Ints
+) -> None:
+    """:func:`_forget_chunks` of one partition's messages given as aligned arrays."""
+    if consumer.chunked:
+        _forget_chunks(
+            consumer,
+            [
+                (topic, led, ent, ind)
+                for led, ent, ind in zip(
+                    ledger.tolist(), entry.tolist(), index.tolist(), strict=True
+                )
+            ],
+        )
 
 
 __all__ = ["Consumer", "Dispatcher", "Message", "MessageBatch", "PartitionSource", "peek"]

@@ -75,3 +75,123 @@ def test_a_chunked_dead_letter_is_redriven_whole_as_sent(
     reader = client.subscribe(dlq, "dlq-reader", consumer_type=pulsar.ConsumerType.Shared)
     assert drain(reader) == []
     reader.close()
+
+
+def _big_then_small(client: pulsar.Client, topic: str) -> tuple[bytes, bytes]:
+    producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=True)
+    big, small = os.urandom(BIG), b"after"
+    producer.send(big, properties={"kind": "big"})
+    producer.send(small)
+    producer.close()
+    return big, small
+
+
+def test_a_negatively_acknowledged_chunked_message_comes_back_whole(
+    client: pulsar.Client,
+) -> None:
+    topic = unique("nack")
+    consumer = client.subscribe(
+        topic,
+        "s",
+        consumer_type=pulsar.ConsumerType.Shared,
+        negative_ack_redelivery_delay_ms=100,
+    )
+    big, small = _big_then_small(client, topic)
+    first = consumer.receive(15_000)
+    assert first.data() == big
+    consumer.negative_acknowledge(first)
+    got = {m.data(): m for m in (consumer.receive(15_000), consumer.receive(15_000))}
+    assert set(got) == {big, small}
+    again = got[big]
+    assert again.properties() == {"kind": "big"}
+    assert again.redelivery_count() >= 1
+    for message in got.values():
+        consumer.acknowledge(message)
+    assert drain(consumer) == []
+    consumer.close()
+
+
+def test_a_shared_consumer_that_closes_leaves_the_whole_message_to_the_other(
+    client: pulsar.Client,
+) -> None:
+    topic = unique("handover")
+    first = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    big, small = _big_then_small(client, topic)
+    assert first.receive(15_000).data() == big
+    second = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    first.close()  # without acknowledging
+    received = drain(second, 5_000)
+    assert sorted(m.data() for m in received) == sorted([big, small])
+    for message in received:
+        second.acknowledge(message)
+    second.close()
+
+
+def test_two_shared_consumers_each_get_whole_messages(client: pulsar.Client) -> None:
+    topic = unique("split")
+    consumers = [
+        client.subscribe(
+            topic, "s", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=2
+        )
+        for _ in range(2)
+    ]
+    producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=True)
+    sent = [os.urandom(6 * 1024 * 1024 + n) for n in range(4)]
+    for payload in sent:
+        producer.send_async(payload, None)
+    producer.flush()
+    producer.close()
+    got: list[bytes] = []
+    for consumer in consumers * 3:
+        for message in drain(consumer, 2_000):
+            got.append(message.data())
+            consumer.acknowledge(message)
+    assert sorted(got) == sorted(sent)
+    for consumer in consumers:
+        consumer.close()
+
+
+def test_an_acknowledgement_timeout_sends_the_whole_message_again(
+    client: pulsar.Client,
+) -> None:
+    topic = unique("timeout")
+    consumer = client.subscribe(
+        topic,
+        "s",
+        consumer_type=pulsar.ConsumerType.Shared,
+        unacked_messages_timeout_ms=10_000,
+    )
+    big, _ = _big_then_small(client, topic)
+    received = [consumer.receive(15_000), consumer.receive(15_000)]
+    assert [m.data() for m in received][0] == big
+    consumer.acknowledge(received[1])
+    again = consumer.receive(30_000)
+    assert again.data() == big and again.redelivery_count() >= 1
+    consumer.acknowledge(again)
+    consumer.close()
+
+
+@pytest.mark.parametrize("subscription_type", ["Shared", "Exclusive"])
+def test_a_seek_before_a_chunked_message_sends_it_again_whole(
+    client: pulsar.Client, subscription_type: str
+) -> None:
+    topic = unique("seek")
+    consumer = client.subscribe(
+        topic, "s", consumer_type=getattr(pulsar.ConsumerType, subscription_type)
+    )
+    producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=True)
+    big = os.urandom(BIG)
+    for payload in (b"before", big, b"after"):
+        producer.send(payload)
+    producer.close()
+    received = [consumer.receive(15_000) for _ in range(3)]
+    assert [m.data() for m in received] == [b"before", big, b"after"]
+    for message in received:
+        consumer.acknowledge(message)
+    # The client resumes after the id it seeks to (it drops that message itself), so a
+    # seek to the message before the chunked one is the one that sends it again.
+    consumer.seek(received[0].message_id())
+    assert [m.data() for m in drain(consumer, 5_000)] == [big, b"after"]
+    consumer.seek(received[1].publish_timestamp())
+    assert [m.data() for m in drain(consumer, 5_000)] == [big, b"after"]
+    consumer.close()

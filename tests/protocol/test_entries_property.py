@@ -419,9 +419,6 @@ class Run:
             self.wait_stored(set(chosen))
         elif isinstance(one, Nack):
             chosen = self.masked(one.mask)
-            # A chunked message is not nacked here: the broker redelivers the chunk ids the
-            # client names, not its message's other chunks (docs/decisions.md).
-            chosen = [i for i in chosen if self.sent[i].key != "big"]
             for index in chosen:
                 self.consumer.negative_acknowledge(self.held.pop(index))
             entries = {self.seen[i].position for i in chosen}

@@ -13,7 +13,7 @@ from core.resetting.reset_plan import ResetPlan
 from core.skipping.plan_record import RESET_CURSOR, PlanBinding
 from core.subscription import SubscriptionType
 
-from .conftest import TOPIC
+from .conftest import TOPIC, chunk_entries, plain_entry
 
 
 def backlog(broker: Broker, topic: str = TOPIC) -> int:
@@ -76,3 +76,30 @@ def test_a_reset_plan_cannot_pose_as_a_skip(broker: Broker, ids: list[MessageId]
     plan = broker.plan_reset("admin", TOPIC, "s", position=ids[0].position)
     with pytest.raises(InvalidArgumentError, match="not a skip plan"):
         broker.save_plan_record(PlanBinding("d", "r", "ann", "admin"), plan, {})
+
+
+def test_a_reset_or_seek_into_a_chunked_message_starts_at_its_first_chunk(
+    broker: Broker,
+) -> None:
+    broker.create_topic("admin", TOPIC)
+    broker.create_subscription(
+        "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    a = chunk_entries(b"A" * 30, 3, uuid="big-7")
+    entries = [plain_entry(b"before"), a[0], plain_entry(b"x"), a[1], a[2], plain_entry(b"y")]
+    positions = broker.append_entries("admin", TOPIC, entries)
+    broker.skip_head("admin", TOPIC, "s", None)
+    plan = broker.plan_reset("admin", TOPIC, "s", position=positions[3])  # A's chunk 1
+    (move,) = plan.partitions
+    assert move.target == positions[1]
+    assert (move.backlog_before, move.backlog_after) == (0, 3)  # A once, x, y
+    broker.apply_reset("admin", plan)
+    assert [m.payload for m in broker.consume("admin", TOPIC, "s", 10, ack=True)] == [
+        b"A" * 10,
+        b"x",
+        b"A" * 10,
+        b"A" * 10,
+        b"y",
+    ]
+    broker.seek("admin", TOPIC, "s", position=positions[4])  # A's last chunk
+    assert len(broker.consume("admin", TOPIC, "s", 10)) == 5
