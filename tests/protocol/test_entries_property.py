@@ -536,6 +536,15 @@ class Run:
         SeekEdge(earliest=True),
     ],
 )
+@example(
+    # A chunked message negatively acknowledged: the client names its last chunk, and it
+    # comes back whole.
+    how=Producing(False, pulsar.CompressionType.LZ4, True, True),
+    sent=[Sent(b"small", None, {}, None, None, 0)],
+    big=True,
+    inclusive=False,
+    plan=[Nack(0b10), Nack(0b11), Ack(0b01)],
+)
 def test_the_consumer_receives_what_the_producer_sent(
     node: Node,
     crypto: pulsar.CryptoKeyReader,
