@@ -660,7 +660,8 @@ class Consumer:
         return bool(self._incoming)
 
     def receive_many(self, max_messages: int, *, prefetch: bool = True) -> list[Message]:
-        """Up to ``max_messages`` messages available now (never waits).
+        """Up to ``max_messages`` messages available now (never waits); a chunked message
+        all its chunks, past ``max_messages`` if it must.
 
         ``prefetch``: keep the receiver queue filled ahead, as a client does, for the
         receives to come. Without, ask the dispatcher only for the messages still
@@ -690,7 +691,8 @@ class Consumer:
         return received
 
     def receive_batch(self, max_messages: int) -> MessageBatch:
-        """Up to ``max_messages`` messages available now, as columns (never waits).
+        """Up to ``max_messages`` messages available now, as columns (never waits); a
+        chunked message all its chunks, past ``max_messages`` if it must.
 
         When the buffer is empty it asks for a whole receiver queue in one
         dispatch (one metadata transaction), so a queue of 1,000 costs one
@@ -709,8 +711,11 @@ class Consumer:
         return MessageBatch.concat(parts) if parts else MessageBatch.empty(self.epoch)
 
     def _take(self, most: int) -> MessageBatch:
-        """Up to ``most`` messages of the first buffered dispatch."""
+        """Up to ``most`` messages of the first buffered dispatch; more when ``most`` would
+        cut a chunked message: never some of its chunks without the others."""
         first = self._incoming[0]
+        if len(first) > most:
+            most = _uncut(first, most)
         if len(first) <= most:
             self._incoming.popleft()
             self._incoming_count -= len(first)
@@ -732,39 +737,6 @@ class Consumer:
             if len(batch):
                 self._incoming.append(batch)
                 self._incoming_count += len(batch)
-
-    def forget_buffered(self, keys: Sequence[PendingKey]) -> None:
-        """Drop these messages from what was dispatched to it and not received yet: they
-        were released with a chunk of their chunked message that it received."""
-        wanted = set(keys)
-        for queue in (self._incoming, self.wire):
-            kept: list[MessageBatch] = []
-            for batch in queue:
-                topics = batch.topic_index.tolist()
-                drop = np.fromiter(
-                    (
-                        (batch.topics[t], led, ent, ind) in wanted
-                        for t, led, ent, ind in zip(
-                            topics,
-                            batch.ledger_id.tolist(),
-                            batch.entry_id.tolist(),
-                            batch.batch_index.tolist(),
-                            strict=True,
-                        )
-                    ),
-                    np.bool_,
-                    len(batch),
-                )
-                # Runs of kept rows: where the padded mask turns False, then True again.
-                edges = np.flatnonzero(np.diff(np.concatenate([[True], drop, [True]])))
-                runs = [
-                    batch.slice(int(a), int(b))
-                    for a, b in zip(edges[::2], edges[1::2], strict=True)
-                ]
-                kept += [MessageBatch.concat(runs)] if runs else []
-            queue.clear()
-            queue.extend(kept)
-        self._incoming_count = sum(len(batch) for batch in self._incoming)
 
     def acknowledge(self, messages: Message | Sequence[Message] | MessageBatch) -> None:
         """Individual acknowledgement; durable when it returns."""
@@ -959,8 +931,6 @@ class Dispatcher:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
             txn.release(consumer.consumer_id, whole)
         _forget_chunks(consumer, whole)
-        if len(whole) > len(keys):
-            consumer.forget_buffered(whole[len(keys) :])
 
     @staticmethod
     def whole_messages(consumer: Consumer, keys: Sequence[PendingKey]) -> list[PendingKey]:
@@ -1317,6 +1287,23 @@ class Dispatcher:
             )
         mid = message.message_id
         return (message.topic, mid.ledger_id, mid.entry_id, mid.batch_index)
+
+
+def _uncut(batch: MessageBatch, most: int) -> int:
+    """``most``, or past the last row of each chunked message among the first ``most`` rows
+    of ``batch`` (a dispatch holds a chunked message's chunks together, other messages
+    perhaps between them)."""
+    uuid = batch.columns.column("uuid")
+    if uuid.null_count == len(batch):
+        return most
+    names = uuid.to_pylist()
+    topics = batch.topic_index.tolist()
+    taken = {(topics[row], names[row]) for row in range(most) if names[row] is not None}
+    cut = most
+    for row in range(most, len(batch)):
+        if names[row] is not None and (topics[row], names[row]) in taken:
+            cut = row + 1
+    return cut
 
 
 def _remember_chunks(consumer: Consumer, batch: MessageBatch) -> None:

@@ -226,14 +226,19 @@ def test_a_negative_acknowledgement_of_the_last_chunk_releases_the_whole_message
         assert first.receive_many(10) == []
 
 
-def test_a_chunk_released_while_buffered_is_not_handed_out_after(tmp_path: Path) -> None:
+def test_a_receive_never_cuts_a_chunked_message(tmp_path: Path) -> None:
     with Broker(Config.from_home(tmp_path / "home")) as broker:
-        _chunked_topic(broker)
-        dispatcher = broker.dispatcher("admin", TOPIC, "s")
-        first = dispatcher.subscribe("a", receiver_queue_size=5)
-        (head,) = first.receive_many(1)
-        assert head.payload == b"A0"  # A1 and x wait in its receiver queue
-        first.negative_acknowledge(head)
-        assert [m.payload for m in first.receive_many(1, prefetch=False)] == [b"x"]
-        second = dispatcher.subscribe("b")
-        assert [m.payload for m in second.receive_many(10)] == [b"A0", b"A1"]
+        positions = _chunked_topic(broker)
+        # One message asked for: the chunked one, whole, and all of it acknowledged.
+        got = broker.consume("admin", TOPIC, "s", 1, ack=True)
+        assert [m.payload for m in got] == [b"A0", b"A1"]
+        state = broker.cursor_state("admin", TOPIC, "s")
+        assert [state.is_acked(p) for p in positions] == [True, False, True]
+        # A consumer that read ahead hands the chunked one out whole too, with x, which
+        # came between its chunks.
+        broker.create_subscription(
+            "admin", TOPIC, "t", SubscriptionType.SHARED, initial_position="earliest"
+        )
+        ahead = broker.dispatcher("admin", TOPIC, "t").subscribe("a", receiver_queue_size=5)
+        assert [m.payload for m in ahead.receive_many(1)] == [b"A0", b"x", b"A1"]
+        ahead.close()
