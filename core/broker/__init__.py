@@ -76,7 +76,13 @@ from core.resetting.reset_plan import ResetPlan
 from core.resetting.unsubscribe_plan import UnsubscribePlan
 from core.schemas.schema_info import SchemaInfo
 from core.skipping import skip
-from core.skipping.plan_record import ApprovalPolicy, ApprovalRequest, PlanBinding, PlanRecord
+from core.skipping.plan_record import (
+    ApprovalAnswer,
+    ApprovalPolicy,
+    ApprovalRequest,
+    PlanBinding,
+    PlanRecord,
+)
 from core.skipping.skip_plan import SkipPlan
 from core.skipping.undo import AppliedSkip, UndoOutcome, UndoPlan
 from core.store.ledger import LedgerStore
@@ -226,6 +232,23 @@ class Broker:
 
     def approval_requests(self, dag_id: str, run_id: str) -> list[ApprovalRequest]:
         return self.workflow.approval_requests(dag_id, run_id)
+
+    def record_approval_answer(
+        self,
+        dag_id: str,
+        run_id: str,
+        gate: str,
+        try_number: int,
+        chosen: Sequence[str],
+        responded_by: str | None,
+        responded_at_ms: int,
+    ) -> ApprovalAnswer:
+        return self.workflow.record_approval_answer(
+            dag_id, run_id, gate, try_number, chosen, responded_by, responded_at_ms
+        )
+
+    def approval_answers(self, dag_id: str, run_id: str) -> list[ApprovalAnswer]:
+        return self.workflow.approval_answers(dag_id, run_id)
 
     def apply_approved_plan(
         self,

@@ -1,8 +1,9 @@
-"""Workflow records: plan records of gated operations, approval requests, the audit log."""
+"""Workflow records: plan records of gated operations, approval requests and their answers,
+the audit log."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,7 @@ from core.errors import InvalidSkipPlanError
 from core.gating.registry import RECORDED_OPERATIONS, recorded
 from core.ids.topic_name import TopicName
 from core.portable_plan import PortablePlan
-from core.skipping.plan_record import ApprovalRequest, PlanBinding, PlanRecord
+from core.skipping.plan_record import ApprovalAnswer, ApprovalRequest, PlanBinding, PlanRecord
 from core.store.metadata import AuditEntry, AuditRecord
 
 PLANNED = "-planned"
@@ -117,6 +118,26 @@ class Workflow(Collaborator):
 
     def approval_requests(self, dag_id: str, run_id: str) -> list[ApprovalRequest]:
         return self.metadata.plans.requests(dag_id, run_id)
+
+    def record_approval_answer(
+        self,
+        dag_id: str,
+        run_id: str,
+        gate: str,
+        try_number: int,
+        chosen: Sequence[str],
+        responded_by: str | None,
+        responded_at_ms: int,
+    ) -> ApprovalAnswer:
+        """The answer Airflow resumed a waiting gate with, recorded as the answer to what that
+        gate's try showed (once; the same answer again returns it)."""
+        return self.metadata.plans.record_answer(
+            dag_id, run_id, gate, try_number, chosen, responded_by, responded_at_ms
+        )
+
+    def approval_answers(self, dag_id: str, run_id: str) -> list[ApprovalAnswer]:
+        """The answers the run's gates recorded, in the order they showed their requests."""
+        return self.metadata.plans.answers(dag_id, run_id)
 
     def open_requests(self, role: str, topic: str) -> list[OpenRequest]:
         """The topic's requests recorded as planned and never closed, newest first: no

@@ -225,11 +225,12 @@ def _digest(
 
 @dataclass(frozen=True)
 class ApprovalRequest:
-    """What one approval gate showed, recorded by the gate itself as it started to wait.
+    """What one approval gate showed, recorded by the gate itself before it waited.
 
-    Apply trusts an answer only for the text recorded here: the SHA-256 of the
-    body Airflow stored with the answer must be one the gate recorded for this
-    run, and that presentation names the plan digest it showed.
+    A gate presents once per run: a cleared or retried gate finds its presentation
+    and refuses, so Airflow's approval record of a gate (created by that one try)
+    holds exactly this text. An answer counts only as an answer to a presentation
+    (:class:`ApprovalAnswer`), which names the plan digest it showed.
     """
 
     digest: str
@@ -243,7 +244,24 @@ class ApprovalRequest:
     """How long an approval given to this presentation stays valid."""
     subject: str = ""
     body: str = ""
-    """The text itself, so the gate's text in Airflow can be set from it again."""
+    """The text itself, as the approver read it."""
+    try_number: int | None = None
+    """The gate's try that showed it (None: recorded before tries were recorded)."""
+
+
+@dataclass(frozen=True)
+class ApprovalAnswer:
+    """The answer to one presentation, recorded by the gate as Airflow resumed it.
+
+    Airflow resumes a waiting gate only with the answer an assigned user wrote
+    through its API (or with a timeout), so a gate forced to a state by hand
+    records none. ``responded_by`` is Airflow's user id (None: nobody, a default).
+    """
+
+    request: ApprovalRequest
+    chosen: tuple[str, ...]
+    responded_by: str | None
+    responded_at_ms: int
 
 
 @dataclass(frozen=True)

@@ -1,25 +1,26 @@
-"""The plan records of gated operations and the approval requests their gates showed.
+"""The plan records of gated operations, what their gates showed and the answers given.
 
-One aggregate, in its own tables (``plan_records``, ``approval_requests``):
-a record is written once and never updated, except for the one claim that
-marks it applied, made inside the transaction that acknowledges its messages
-(:func:`claim`), so a plan is applied at most once whatever retries or clears
-the workflow sees.
+One aggregate, in its own tables (``plan_records``, ``approval_requests``,
+``approval_answers``): a row is written once and never updated, except for the
+one claim that marks a record applied, made inside the transaction that
+acknowledges its messages (:func:`claim`), so a plan is applied at most once
+whatever retries or clears the workflow sees. A gate shows at most one
+presentation per run, and a presentation has at most one answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from core.errors import PlanAlreadyAppliedError
-from core.skipping.plan_record import ApprovalRequest, PlanBinding, PlanRecord
+from core.errors import AlreadyExistsError, NotAuthorizedError, PlanAlreadyAppliedError
+from core.skipping.plan_record import ApprovalAnswer, ApprovalRequest, PlanBinding, PlanRecord
 from core.store.checks import check_int, check_text
-from core.store.tables import ApprovalRequestRow, PlanRecordRow
+from core.store.tables import ApprovalAnswerRow, ApprovalRequestRow, PlanRecordRow
 
 SessionFactory = Callable[..., AbstractContextManager[Session]]
 
@@ -69,7 +70,8 @@ class PlanRecords:
             return [_record(row) for row in session.scalars(query)]
 
     def record_request(self, request: ApprovalRequest) -> None:
-        """Record what a gate shows, before it waits."""
+        """Record what a gate shows, before it waits; refuse (AlreadyExistsError) when the
+        run's gate showed something already: a gate presents once per run."""
         row = ApprovalRequestRow(
             digest=request.digest,
             dag_id=request.dag_id,
@@ -81,8 +83,24 @@ class PlanRecords:
             valid_for_ms=check_int("validity", request.valid_for_ms, 1),
             subject=request.subject,
             body=request.body,
+            try_number=None
+            if request.try_number is None
+            else check_int("try", request.try_number, 0),
         )
         with self._session(write=True) as session:
+            shown = session.scalar(
+                select(ApprovalRequestRow.id)
+                .where(
+                    ApprovalRequestRow.dag_id == request.dag_id,
+                    ApprovalRequestRow.run_id == request.run_id,
+                    ApprovalRequestRow.gate == request.gate,
+                )
+                .limit(1)
+            )
+            if shown is not None:
+                raise AlreadyExistsError(
+                    f"Gate {request.gate} of run {request.run_id} showed its request already"
+                )
             session.add(row)
 
     def requests(self, dag_id: str, run_id: str) -> list[ApprovalRequest]:
@@ -93,21 +111,71 @@ class PlanRecords:
             .order_by(ApprovalRequestRow.id)
         )
         with self._session(write=False) as session:
-            return [
-                ApprovalRequest(
-                    row.digest,
-                    row.dag_id,
-                    row.run_id,
-                    row.gate,
-                    row.body_sha256,
-                    tuple(row.approvers),
-                    row.presented_at_ms,
-                    row.valid_for_ms,
-                    row.subject,
-                    row.body,
+            return [_request(row) for row in session.scalars(query)]
+
+    def record_answer(
+        self,
+        dag_id: str,
+        run_id: str,
+        gate: str,
+        try_number: int,
+        chosen: Sequence[str],
+        responded_by: str | None,
+        responded_at_ms: int,
+    ) -> ApprovalAnswer:
+        """Record the answer Airflow resumed try ``try_number`` of the run's gate with, as the
+        answer to what that gate showed. Recording the same answer again returns it; any
+        other answer to a presentation already answered, or an answer to a try that showed
+        nothing, is refused (NotAuthorizedError)."""
+        choice = [check_text("chosen option", c) for c in chosen]
+        when = check_int("answer time", responded_at_ms, 0)
+        with self._session(write=True, conflict=f"Gate {gate} of {run_id} has an answer") as s:
+            row = s.scalars(
+                select(ApprovalRequestRow)
+                .where(
+                    ApprovalRequestRow.dag_id == dag_id,
+                    ApprovalRequestRow.run_id == run_id,
+                    ApprovalRequestRow.gate == gate,
                 )
-                for row in session.scalars(query)
-            ]
+                .order_by(ApprovalRequestRow.id.desc())
+                .limit(1)
+            ).one_or_none()
+            if row is None or row.try_number not in (None, try_number):
+                raise NotAuthorizedError(
+                    f"Try {try_number} of gate {gate} of run {run_id} showed nothing: "
+                    "its answer is not recorded"
+                )
+            answer = ApprovalAnswer(_request(row), tuple(choice), responded_by, when)
+            found = s.scalars(
+                select(ApprovalAnswerRow).where(ApprovalAnswerRow.request_id == row.id)
+            ).one_or_none()
+            if found is not None:
+                if _answer(answer.request, found) != answer:
+                    raise NotAuthorizedError(
+                        f"Gate {gate} of run {run_id} was answered already: the answer "
+                        "recorded first stands"
+                    )
+                return answer
+            s.add(
+                ApprovalAnswerRow(
+                    request_id=row.id,
+                    chosen=choice,
+                    responded_by=responded_by,
+                    responded_at_ms=when,
+                )
+            )
+        return answer
+
+    def answers(self, dag_id: str, run_id: str) -> list[ApprovalAnswer]:
+        """The answers the run's gates recorded, in the order of their presentations."""
+        query = (
+            select(ApprovalRequestRow, ApprovalAnswerRow)
+            .join(ApprovalAnswerRow, ApprovalAnswerRow.request_id == ApprovalRequestRow.id)
+            .where(ApprovalRequestRow.dag_id == dag_id, ApprovalRequestRow.run_id == run_id)
+            .order_by(ApprovalRequestRow.id)
+        )
+        with self._session(write=False) as session:
+            return [_answer(_request(shown), answer) for shown, answer in session.execute(query)]
 
 
 def add(session: Session, record: PlanRecord) -> None:
@@ -165,3 +233,23 @@ def _record(row: PlanRecordRow) -> PlanRecord:
         applied_at_ms=row.applied_at_ms,
         applied=row.applied,
     )
+
+
+def _request(row: ApprovalRequestRow) -> ApprovalRequest:
+    return ApprovalRequest(
+        row.digest,
+        row.dag_id,
+        row.run_id,
+        row.gate,
+        row.body_sha256,
+        tuple(row.approvers),
+        row.presented_at_ms,
+        row.valid_for_ms,
+        row.subject,
+        row.body,
+        row.try_number,
+    )
+
+
+def _answer(request: ApprovalRequest, row: ApprovalAnswerRow) -> ApprovalAnswer:
+    return ApprovalAnswer(request, tuple(row.chosen), row.responded_by, row.responded_at_ms)

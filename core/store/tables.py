@@ -275,6 +275,20 @@ class ApprovalRequestRow(Base):
     valid_for_ms: Mapped[int] = mapped_column(BigInteger)
     subject: Mapped[str] = mapped_column(Text, default="")
     body: Mapped[str] = mapped_column(Text, default="")
+    try_number: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class ApprovalAnswerRow(Base):
+    """The answer to one presentation, as Airflow resumed the gate with it (at most one)."""
+
+    __tablename__ = "approval_answers"
+    id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
+    request_id: Mapped[int] = mapped_column(
+        ForeignKey("approval_requests.id", ondelete="CASCADE"), unique=True
+    )
+    chosen: Mapped[list[str]] = mapped_column(JSON)
+    responded_by: Mapped[str | None] = mapped_column(String, nullable=True)
+    responded_at_ms: Mapped[int] = mapped_column(BigInteger)
 
 
 class SchemaVersionRow(Base):
