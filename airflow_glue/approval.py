@@ -1,93 +1,51 @@
 """``require_approvals``: the check every irreversible task makes first.
 
 It trusts neither the gate task's state (anyone who may trigger runs may mark
-it success by hand) nor its XCom (anyone may post one). It re-reads the
-approval record from Airflow's REST API, which only an assigned user can
-write, once: ``GET /api/v2/dags/{dag}/dagRuns/{run}/taskInstances/{gate}/-1/hitlDetails``.
-It answers with a read-only service account, the Airflow connection
-``cursorops_airflow_api`` (host, port, login, password; a viewer suffices).
+it success by hand) nor its XCom (anyone may post one), nor anything it would
+have to fetch from Airflow. It reads the answers the run's gates recorded in
+cursorops's store, which no requester writes: each gate records, before it
+waits, what it showed (:class:`~core.skipping.plan_record.ApprovalRequest`), and,
+as Airflow resumes it, the answer Airflow handed it
+(:class:`~core.skipping.plan_record.ApprovalAnswer`). Airflow resumes a waiting
+gate only with an answer written through its API by an assigned user, or with
+a timeout; a gate forced to success, failed or skipped by hand never resumes,
+so it records no answer and never counts.
 
 It refuses unless each approval the plan needs is an Approve, answered by a
 distinct assigned user other than the requester whose Pulsar role may skip on
-the topic now, to a text the run's gate recorded it showed (by its SHA-256,
-in cursorops's store, which no requester writes) for the run's current plan
-record, and no older than its validity. Nothing is parsed out of the text.
+every topic of the plan now, to what a gate of this run showed for the run's
+current plan record, and no older than that presentation's validity.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from core.errors import NotAuthorizedError
 
 if TYPE_CHECKING:
     from core.broker import Broker
-    from core.skipping.plan_record import ApprovalRequest, PlanRecord
+    from core.skipping.plan_record import ApprovalAnswer, PlanRecord
 
-API_CONNECTION = "cursorops_airflow_api"
-TIMEOUT_S = 30.0
-
-
-@contextmanager
-def _service_client() -> Iterator[Any]:
-    """An httpx client on Airflow's API server, logged in as the service account."""
-    import httpx
-    from airflow.sdk import BaseHook
-
-    conn = BaseHook.get_connection(API_CONNECTION)
-    scheme = conn.schema or "http"
-    base = f"{scheme}://{conn.host}" + (f":{conn.port}" if conn.port else "")
-    with httpx.Client(base_url=base, timeout=TIMEOUT_S) as client:
-        token = client.post("/auth/token", json={"username": conn.login, "password": conn.password})
-        token.raise_for_status()
-        client.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
-        yield client
+CLOCK_SKEW_MS = 1000
+"""An answer may carry a time up to this much before its presentation's (two clocks)."""
 
 
-def fetch_approval_record(dag_id: str, run_id: str, gate_task_id: str) -> dict[str, Any]:
-    """The HITL record of the gate, from Airflow's REST API, as the service account."""
-    with _service_client() as client:
-        path = (
-            f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}"
-            f"/taskInstances/{quote(gate_task_id, safe='')}/-1/hitlDetails"
-        )
-        response = client.get(path)
-        if response.status_code == 404:
-            return {}
-        response.raise_for_status()
-        return dict(response.json())
+def iso(ms: int) -> str:
+    """An answer time as Airflow shows it: ISO 8601 in UTC, to the millisecond."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
 
 
-def refresh_gate_text(dag_id: str, run_id: str, gate_task_id: str) -> None:
-    """Have the plugin set the starting gate's HITL record to the text the gate recorded
-    (:mod:`cursorops_api.gates`: Airflow keeps a cleared gate's first text otherwise)."""
-    from airflow_glue.environment import PLUGIN_PREFIX
-
-    with _service_client() as client:
-        path = (
-            f"{PLUGIN_PREFIX}/gates/{quote(dag_id, safe='')}/{quote(run_id, safe='')}"
-            f"/{quote(gate_task_id, safe='')}/refresh"
-        )
-        client.post(path).raise_for_status()
-
-
-def _ms(when: object) -> int | None:
-    from datetime import datetime
-
-    if not isinstance(when, str):
-        return None
-    try:
-        return int(datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        return None
+def by_gate(answers: Sequence[ApprovalAnswer]) -> dict[str, ApprovalAnswer]:
+    """Each gate's answer (the answer to its newest presentation that has one)."""
+    return {answer.request.gate: answer for answer in answers}
 
 
 def check_approvals(
-    answers: Mapping[str, Mapping[str, Any]],
-    requests: Sequence[ApprovalRequest],
+    gates: Sequence[str],
+    answers: Sequence[ApprovalAnswer],
     record: PlanRecord,
     requester: str | None,
     may_skip: Callable[[str], bool],
@@ -95,16 +53,12 @@ def check_approvals(
 ) -> list[dict[str, Any]]:
     """Raise NotAuthorizedError unless ``answers`` hold the approvals ``record`` needs.
 
-    ``answers`` are the HITL records of the run's gates, in gate order, as Airflow
-    stores them; ``requests`` what those gates recorded they showed. Each of the
-    first ``record.required_approvals`` gates must hold an Approve, by a distinct
-    user who is not the requester, was assigned, and may skip on the topic now, given
-    to a text a gate of this run recorded (its SHA-256) for this very plan digest,
-    and not older than that presentation's validity. Returns who approved, when.
+    ``gates`` are the run's gates in order, ``answers`` what they recorded. Each of the
+    first ``record.required_approvals`` gates must hold an Approve, by a distinct user
+    who is not the requester, was assigned, and may skip on the plan's topics now, given
+    to what the gate showed for this very plan digest, and not older than that
+    presentation's validity. Returns who approved, when.
     """
-    from airflow_glue.gate import body_sha256
-
-    gates = list(answers)
     if len(gates) < record.required_approvals:
         raise NotAuthorizedError(
             f"Plan {record.digest} needs {record.required_approvals} approvals; this workflow "
@@ -114,16 +68,17 @@ def check_approvals(
         raise NotAuthorizedError(
             f"The run's requester ({requester}) is not the plan's ({record.binding.requester})"
         )
+    found = by_gate(answers)
     approved: list[dict[str, Any]] = []
     for gate in gates[: record.required_approvals]:
-        answer = answers[gate]
         where = f"approval gate {gate}"
-        if not answer or not answer.get("response_received"):
+        answer = found.get(gate)
+        if answer is None:
             raise NotAuthorizedError(f"No approval on record: nobody answered the {where}")
-        chosen = answer.get("chosen_options")
-        if chosen != ["Approve"]:
-            raise NotAuthorizedError(f"The {where} was answered {chosen}, not Approve")
-        approver = (answer.get("responded_by_user") or {}).get("id")
+        request = answer.request
+        if list(answer.chosen) != ["Approve"]:
+            raise NotAuthorizedError(f"The {where} was answered {list(answer.chosen)}, not Approve")
+        approver = answer.responded_by
         if not approver:
             raise NotAuthorizedError(f"The approval on record at {where} names no user")
         if approver == requester:
@@ -132,13 +87,6 @@ def check_approvals(
             )
         if approver in {a["approver"] for a in approved}:
             raise NotAuthorizedError(f"{approver} approved twice: the approvals must be distinct")
-        seen = body_sha256(str(answer.get("body") or ""))
-        shown = [r for r in requests if r.gate == gate and r.body_sha256 == seen]
-        if not shown:
-            raise NotAuthorizedError(
-                f"The text approved at {where} is not one this run's gate showed: nothing applied"
-            )
-        request = shown[-1]
         if request.digest != record.digest:
             raise NotAuthorizedError(
                 f"The plan differs from the one approved (approved {request.digest}, "
@@ -146,38 +94,35 @@ def check_approvals(
             )
         if approver not in request.approvers:
             raise NotAuthorizedError(f"{approver} was not assigned the {where}")
-        at = _ms(answer.get("responded_at"))
-        if at is None or at < request.presented_at_ms - 1000:
+        at = answer.responded_at_ms
+        if at < request.presented_at_ms - CLOCK_SKEW_MS:
             raise NotAuthorizedError(f"The approval at {where} has no valid answer time")
         if now_ms - at > request.valid_for_ms:
             raise NotAuthorizedError(
-                f"The approval by {approver} at {answer.get('responded_at')} expired: approvals "
-                f"stay valid for {request.valid_for_ms // 60_000} min; ask again"
+                f"The approval by {approver} at {iso(at)} expired: approvals stay valid for "
+                f"{request.valid_for_ms // 60_000} min; ask again"
             )
         if not may_skip(approver):
             raise NotAuthorizedError(
                 f"Approver {approver} may not skip on {' and '.join(record.topics())}"
             )
-        approved.append(
-            {"approver": approver, "approvedAt": answer.get("responded_at"), "gate": gate}
-        )
+        approved.append({"approver": approver, "approvedAt": iso(at), "gate": gate})
     return approved
 
 
 def require_approvals(
     context: Mapping[str, Any], record: PlanRecord, broker: Broker, gates: Sequence[str]
 ) -> list[dict[str, Any]]:
-    """Re-read every gate's answer from Airflow and check them; who approved and when."""
+    """Read every gate's recorded answer from the store and check them; who approved, when."""
     from airflow_glue.environment import pulsar_role
     from airflow_glue.gate import may_skip
     from core.broker import wall_clock_ms
 
     dag_run = context["dag_run"]
-    answers = {g: fetch_approval_record(dag_run.dag_id, dag_run.run_id, g) for g in gates}
     topics = record.topics()
     return check_approvals(
-        answers,
-        broker.approval_requests(dag_run.dag_id, dag_run.run_id),
+        gates,
+        broker.approval_answers(dag_run.dag_id, dag_run.run_id),
         record,
         dag_run.triggering_user_name,
         lambda user: all(may_skip(broker, pulsar_role(user), t) for t in topics),

@@ -3,15 +3,29 @@
 A gate renders its text from the run's current plan record in the metadata
 store (never from an XCom, which any Airflow user with edit rights may
 overwrite), and records what it showed (:class:`core.skipping.plan_record.ApprovalRequest`:
-the plan's digest and the SHA-256 of the text, the approvers, the validity)
-before it waits, so that apply can tell exactly which plan an answer approved.
+the plan's digest and the SHA-256 of the text, the approvers, the validity,
+its try) before it waits. When Airflow resumes it with the answer
+(``execute_complete``), it records that answer next to what it showed
+(:class:`core.skipping.plan_record.ApprovalAnswer`) before it returns, so that
+apply can tell exactly which plan an answer approved without asking Airflow.
+
+Airflow resumes a waiting gate with the answer only when an assigned user
+writes it through Airflow's API (``PATCH …/hitlDetails``; anyone else gets
+403), or with a timeout from the scheduler. Nobody can post that event
+through the API, and a gate marked success, failed or skipped by hand never
+resumes: it records no answer, and apply never counts it.
 
 At run time the gate assigns the approval to the permitted approvers: the
 Airflow users (:func:`airflow_glue.environment.approver_candidates`) whose
 Pulsar role holds the skip permission on the topic, minus the requester
-(``dag_run.triggering_user_name``) and minus whoever approved an earlier gate of
-the run. Airflow then refuses an answer from anyone else (403). An empty list
-would let anyone with edit rights answer, so the gate fails instead.
+(``dag_run.triggering_user_name``) and minus whoever answered an earlier gate of
+the run (from the store). An empty list would let anyone with edit rights
+answer, so the gate fails instead.
+
+A gate shows its request once per run. A cleared, retried or re-run gate finds
+what it showed before and refuses, recording nothing, so the approval record
+Airflow kept from the first try (Airflow 3.3 keeps a cleared gate's first text)
+is never answered for anything but what it showed. A new request is a new run.
 
 Quorum: a plan record says how many approvals it needs (the namespace's
 policy by the plan's size). Gate *k* skips itself when the plan needs fewer
@@ -20,14 +34,14 @@ hand never counts.
 
 A Reject fails the gate (``fail_on_reject``), so the apply task ends
 ``upstream_failed``; so does a timeout (default 24 hours), since the gate has
-no default answer. The gate never retries, so a refusal is never asked again.
+no default answer. The gate never retries.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
@@ -105,17 +119,34 @@ def body_sha256(body: str) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-def earlier_approvers(dag_id: str, run_id: str, gates: Sequence[str]) -> list[str]:
-    """Who answered ``gates`` (as Airflow records it), so a later gate can leave them out."""
-    from airflow_glue.approval import fetch_approval_record
+def earlier_approvers(broker: Broker, dag_id: str, run_id: str, gates: Sequence[str]) -> list[str]:
+    """Who answered ``gates`` of the run (as those gates recorded it), so a later gate can
+    leave them out."""
+    from airflow_glue.approval import by_gate
 
-    out = []
-    for gate in gates:
-        answer = fetch_approval_record(dag_id, run_id, gate)
-        who = (answer.get("responded_by_user") or {}).get("id")
-        if who:
-            out.append(str(who))
-    return out
+    answers = by_gate(broker.approval_answers(dag_id, run_id))
+    return [str(answers[g].responded_by) for g in gates if g in answers and answers[g].responded_by]
+
+
+def closed_request(gate: str, run_id: str) -> str:
+    """Why a gate that showed its request already refuses to show one again."""
+    return (
+        f"This request was closed: gate {gate} of run {run_id} showed its request already, "
+        "and a cleared or re-run gate never asks again. Nothing was recorded or applied. "
+        "Make a new request (the REST route, the `cursorops` CLI or the Cursors page): "
+        "it gets its own plan record, preview and gates."
+    )
+
+
+def answer_ms(when: object) -> int:
+    """The answer time of Airflow's event (a datetime, or its ISO text) in epoch ms."""
+    if isinstance(when, str):
+        when = datetime.fromisoformat(when.replace("Z", "+00:00"))
+    if not isinstance(when, datetime):
+        raise ValueError(f"The answer carries no time: {when!r}")
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1000)
 
 
 class FourEyesApprovalOperator(ApprovalOperator):
@@ -140,11 +171,11 @@ class FourEyesApprovalOperator(ApprovalOperator):
     def execute(self, context: Context) -> Any:
         from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-        from airflow_glue.approval import refresh_gate_text
         from airflow_glue.environment import approver_candidates, config, pulsar_role
         from airflow_glue.outcomes import airflow_outcome
         from airflow_glue.plan import preview_markdown, subject
         from core.broker import Broker, wall_clock_ms
+        from core.errors import AlreadyExistsError
         from core.skipping.plan_record import ApprovalRequest
 
         dag_run = context["dag_run"]
@@ -167,7 +198,7 @@ class FourEyesApprovalOperator(ApprovalOperator):
                 raise AirflowSkipException(
                     f"Plan {record.digest} needs {record.required_approvals} approval(s)"
                 )
-            earlier = earlier_approvers(dag_run.dag_id, dag_run.run_id, self.earlier_gates)
+            earlier = earlier_approvers(broker, dag_run.dag_id, dag_run.run_id, self.earlier_gates)
             topics = record.topics()
             approvers = permitted_approvers(
                 broker, topics, requester, approver_candidates(), earlier
@@ -188,22 +219,24 @@ class FourEyesApprovalOperator(ApprovalOperator):
                 + f"). No answer within {_readable(self.response_timeout)} counts as a "
                 f"rejection; an approval stays valid for {_readable(validity)}."
             )
-            broker.record_approval_request(
-                ApprovalRequest(
-                    digest=record.digest,
-                    dag_id=dag_run.dag_id,
-                    run_id=dag_run.run_id,
-                    gate=self.task_id,
-                    body_sha256=body_sha256(self.body),
-                    approvers=tuple(approvers),
-                    presented_at_ms=wall_clock_ms(),
-                    valid_for_ms=int(validity.total_seconds() * 1000),
-                    subject=self.subject,
-                    body=self.body,
+            try:
+                broker.record_approval_request(
+                    ApprovalRequest(
+                        digest=record.digest,
+                        dag_id=dag_run.dag_id,
+                        run_id=dag_run.run_id,
+                        gate=self.task_id,
+                        body_sha256=body_sha256(self.body),
+                        approvers=tuple(approvers),
+                        presented_at_ms=wall_clock_ms(),
+                        valid_for_ms=int(validity.total_seconds() * 1000),
+                        subject=self.subject,
+                        body=self.body,
+                        try_number=context["ti"].try_number,
+                    )
                 )
-            )
-        # A cleared gate would otherwise show its first text and approvers (Airflow 3.3).
-        refresh_gate_text(dag_run.dag_id, dag_run.run_id, self.task_id)
+            except AlreadyExistsError as exc:
+                raise AirflowFailException(closed_request(self.task_id, dag_run.run_id)) from exc
         self.log.info(
             "Approval %d of %d for plan %s assigned to %s; requester %s",
             self.ordinal,
@@ -213,6 +246,34 @@ class FourEyesApprovalOperator(ApprovalOperator):
             requester,
         )
         return super().execute(context)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        """Record the answer Airflow resumed the gate with, next to what the gate showed, then
+        let the operator act on it (a Reject fails the gate). A timeout records nothing."""
+        if "error" not in event:
+            from airflow_glue.environment import config
+            from airflow_glue.outcomes import airflow_outcome
+            from core.broker import Broker
+
+            dag_run = context["dag_run"]
+            by = (event.get("responded_by_user") or {}).get("id")
+            with airflow_outcome(), Broker(config()) as broker:
+                broker.record_approval_answer(
+                    dag_run.dag_id,
+                    dag_run.run_id,
+                    self.task_id,
+                    context["ti"].try_number,
+                    [str(option) for option in event.get("chosen_options") or []],
+                    None if by is None else str(by),
+                    answer_ms(event.get("responded_at")),
+                )
+            self.log.info(
+                "Answer %s by %s recorded for gate %s",
+                event.get("chosen_options"),
+                by,
+                self.task_id,
+            )
+        return super().execute_complete(context, event)
 
 
 def _readable(timeout: timedelta | None) -> str:

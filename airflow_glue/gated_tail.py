@@ -64,8 +64,8 @@ def approve_and_apply(plan: XComArg, operation: str = SKIP) -> None:
     # apply counts the approvals itself, so a gate skipped or forced by hand never counts.
     @task(task_id=tail.apply, retries=2, trigger_rule="none_failed")
     def apply(planned: dict[str, Any]) -> dict[str, Any]:
-        """Re-check every approval in Airflow, then apply the run's plan record in one
-        transaction."""
+        """Check every approval the run's gates recorded, then apply the run's plan record
+        in one transaction."""
         from airflow_glue.steps import apply_approved_plan
 
         return apply_approved_plan(get_current_context(), planned, gates_ids)

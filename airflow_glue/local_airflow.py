@@ -37,8 +37,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
 DEMO_USERS = {"admin": "admin", "alice": "op", "bob": "op", "carol": "viewer"}
-"""Airflow user → SimpleAuthManager role. carol, a viewer, is the read-only service
-account the apply step re-reads approvals with (``scripts/airflow-env.sh``)."""
+"""Airflow user → SimpleAuthManager role (carol, a viewer, reads and answers nothing)."""
 START_TIMEOUT_S = 300.0
 HITL_SETTLE_S = 3.0
 """Airflow 3.3.2 with the LocalExecutor fails a run whose approval lands before the scheduler
@@ -53,6 +52,9 @@ AIRFLOW_READY = "airflow.ready"
 """Touched in AIRFLOW_HOME once the launcher has warmed up the api-server's execution API."""
 FINISHED = {"success", "failed"}
 SKIP_DAG = "cursorops_skip_messages"
+CLIENT_REQUEST_ID = "local-airflow-client"
+"""The ``X-Request-ID`` of every request these helpers make: Airflow's access log names it
+(``request_id=``), so a request the helpers did not make stands out."""
 
 Progress = Callable[[str], None]
 
@@ -98,6 +100,7 @@ class Airflow:
             response = httpx.post(
                 f"{self.base_url}/auth/token",
                 json={"username": user, "password": password(user)},
+                headers={"X-Request-ID": CLIENT_REQUEST_ID},
                 timeout=60,
             )
             response.raise_for_status()
@@ -105,7 +108,11 @@ class Airflow:
         return self._tokens[user]
 
     def request(self, user: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {self.token(user)}", **kwargs.pop("headers", {})}
+        headers = {
+            "Authorization": f"Bearer {self.token(user)}",
+            "X-Request-ID": CLIENT_REQUEST_ID,
+            **kwargs.pop("headers", {}),
+        }
         return httpx.request(
             method, f"{self.base_url}{path}", headers=headers, timeout=60, **kwargs
         )

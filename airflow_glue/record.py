@@ -3,10 +3,10 @@
 One ``<operation>-request`` record (``skip-request``, ``undo-skip-request``,
 ``redrive-request``) per attempt at closing a run: who asked and as which role,
 why (reason, ticket), who answered each approval gate and when, and what the
-run's plan record became, read from the store: the apply's own record (``skip``,
-..., written in the transaction that made the change) or an
-``<operation>-refused`` record of an apply that applied nothing. Nothing in it
-comes from an XCom.
+run's plan record became, all read from cursorops's store: the answers the gates
+recorded, and the apply's own record (``skip``, ..., written in the transaction
+that made the change) or an ``<operation>-refused`` record of an apply that
+applied nothing. Nothing in it comes from an XCom or from Airflow's API.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from core.skipping.plan_record import SKIP
 
 if TYPE_CHECKING:
     from core.broker import Broker
-    from core.config import Config
     from core.skipping.plan_record import PlanRecord
 
 
@@ -37,17 +36,38 @@ def request_kind(operation: str) -> str:
     return f"{operation}-request"
 
 
-def _answers(answers: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        {
-            "gate": gate,
-            "chosen": a.get("chosen_options") if a.get("response_received") else None,
-            "by": (a.get("responded_by_user") or {}).get("id"),
-            "at": a.get("responded_at"),
-        }
-        for gate, a in answers.items()
-        if a
-    ]
+def _answers(broker: Broker, record: PlanRecord, gates: Sequence[str]) -> list[dict[str, Any]]:
+    """The answer each gate of the run recorded to what it showed for ``record`` (chosen
+    None: shown, unanswered), in gate order; an answer to another plan of the run (a
+    planning task cleared meanwhile) is not one to this plan."""
+    from airflow_glue.approval import by_gate, iso
+
+    b = record.binding
+    answers = by_gate(
+        [
+            a
+            for a in broker.approval_answers(b.dag_id, b.run_id)
+            if a.request.digest == record.digest
+        ]
+    )
+    shown = {
+        r.gate for r in broker.approval_requests(b.dag_id, b.run_id) if r.digest == record.digest
+    }
+    out = []
+    for gate in gates:
+        answer = answers.get(gate)
+        if answer is not None:
+            out.append(
+                {
+                    "gate": gate,
+                    "chosen": list(answer.chosen),
+                    "by": answer.responded_by,
+                    "at": iso(answer.responded_at_ms),
+                }
+            )
+        elif gate in shown:
+            out.append({"gate": gate, "chosen": None, "by": None, "at": None})
+    return out
 
 
 def attempt_events(broker: Broker, role: str, record: PlanRecord) -> list[AuditRecord]:
@@ -119,58 +139,53 @@ def _per_partition(record: PlanRecord, latest: AuditRecord | None) -> dict[str, 
 
 
 def record_request(
-    config: Config,
-    dag_run: Any,
-    record: PlanRecord,
-    answers: Mapping[str, Mapping[str, Any]],
+    broker: Broker, dag_run: Any, record: PlanRecord, gates: Sequence[str]
 ) -> dict[str, Any]:
     """Write the record of this attempt; return it with the outcome and the plain sentence."""
     from airflow_glue.environment import pulsar_role
-    from core.broker import Broker
 
     requester = dag_run.triggering_user_name or ""
     role = pulsar_role(requester)
-    given = _answers(answers)
-    with Broker(config) as broker:
-        events = attempt_events(broker, role, record)
-        latest = events[0] if events else None
-        outcome, statement = decide(record, given, latest)
-        after = None
-        if outcome == "applied" and record.operation == SKIP:
-            after = broker.project_backlog(role, record.skip_plan()).before
-            statement = statement[:-1] + f"; backlog now {after}."
-        doc = record.document
-        backlog = doc.get("backlog") or {}
-        detail = {
-            "dagId": dag_run.dag_id,
-            "runId": dag_run.run_id,
-            "requester": requester,
-            "reason": doc["reason"],
-            "ticket": doc.get("ticket"),
-            "planDigest": record.digest,
-            "attemptEvent": None if latest is None else latest.id,
-            "operation": record.operation,
-            "planned": {p: v["ids"] for p, v in backlog.get("perPartition", {}).items()},
-            "messages": record.messages,
-            "backlog": {
-                "before": backlog.get("before"),
-                "plannedAfter": backlog.get("after"),
-                "after": after,
-            },
-            "answer": given[0] if given else {"chosen": None, "by": None, "at": None},
-            "answers": given,
-            "approvedBy": list((latest.detail.get("approvedBy") or []) if latest else [])
-            if outcome == "applied"
-            else [],
-            "perPartition": _per_partition(record, latest),
-            "outcome": outcome,
-            "statement": statement,
-        }
-        # Idempotent per attempt: a retried record task finds its own record.
-        keys = ("runId", "planDigest", "attemptEvent", "outcome")
-        kind = request_kind(record.operation)
-        for entry in broker.audit_log(role, record.topic, kind=kind, limit=1000):
-            if all(entry.detail.get(k) == detail[k] for k in keys):
-                return dict(entry.detail)
-        broker.record_audit(role, kind, record.topic, record.subscription, detail)
+    given = _answers(broker, record, gates)
+    events = attempt_events(broker, role, record)
+    latest = events[0] if events else None
+    outcome, statement = decide(record, given, latest)
+    after = None
+    if outcome == "applied" and record.operation == SKIP:
+        after = broker.project_backlog(role, record.skip_plan()).before
+        statement = statement[:-1] + f"; backlog now {after}."
+    doc = record.document
+    backlog = doc.get("backlog") or {}
+    detail = {
+        "dagId": dag_run.dag_id,
+        "runId": dag_run.run_id,
+        "requester": requester,
+        "reason": doc["reason"],
+        "ticket": doc.get("ticket"),
+        "planDigest": record.digest,
+        "attemptEvent": None if latest is None else latest.id,
+        "operation": record.operation,
+        "planned": {p: v["ids"] for p, v in backlog.get("perPartition", {}).items()},
+        "messages": record.messages,
+        "backlog": {
+            "before": backlog.get("before"),
+            "plannedAfter": backlog.get("after"),
+            "after": after,
+        },
+        "answer": given[0] if given else {"chosen": None, "by": None, "at": None},
+        "answers": given,
+        "approvedBy": list((latest.detail.get("approvedBy") or []) if latest else [])
+        if outcome == "applied"
+        else [],
+        "perPartition": _per_partition(record, latest),
+        "outcome": outcome,
+        "statement": statement,
+    }
+    # Idempotent per attempt: a retried record task finds its own record.
+    keys = ("runId", "planDigest", "attemptEvent", "outcome")
+    kind = request_kind(record.operation)
+    for entry in broker.audit_log(role, record.topic, kind=kind, limit=1000):
+        if all(entry.detail.get(k) == detail[k] for k in keys):
+            return dict(entry.detail)
+    broker.record_audit(role, kind, record.topic, record.subscription, detail)
     return detail

@@ -27,7 +27,7 @@ def refused_kind(operation: str) -> str:
 def apply_approved_plan(
     context: Mapping[str, Any], planned: Mapping[str, Any] | None, gates: Sequence[str]
 ) -> dict[str, Any]:
-    """Re-check every approval in Airflow itself, then apply the run's plan record in one
+    """Check every approval the run's gates recorded, then apply the run's plan record in one
     transaction (the change, its audit record and the record's claim, or nothing).
 
     ``planned`` is the planning task's result (its XCom, which anyone with edit rights
@@ -134,13 +134,12 @@ def _verify_by_record(broker: Broker, role: str, record: PlanRecord) -> dict[str
 
 def record_run(context: Mapping[str, Any], gates: Sequence[str]) -> dict[str, Any]:
     """Who asked, who answered each gate, when, why, and what this attempt applied, to the
-    audit log, from the store and Airflow's own records only.
+    audit log, from cursorops's store only.
 
     Fails the task (after recording) unless the run's plan record was applied by this run.
     """
     from airflow.sdk.exceptions import AirflowFailException
 
-    from airflow_glue.approval import fetch_approval_record
     from airflow_glue.environment import config, pulsar_role
     from airflow_glue.record import record_request
     from core.broker import Broker
@@ -149,12 +148,11 @@ def record_run(context: Mapping[str, Any], gates: Sequence[str]) -> dict[str, An
     role = pulsar_role(dag_run.triggering_user_name or "")
     with Broker(config()) as broker:
         record = broker.current_plan_record(role, dag_run.dag_id, dag_run.run_id)
-    if record is None:
-        raise AirflowFailException(
-            "Refused before planning (see the tasks before the approval gate): nothing applied"
-        )
-    answers = {g: fetch_approval_record(dag_run.dag_id, dag_run.run_id, g) for g in gates}
-    summary = record_request(config(), dag_run, record, answers)
+        if record is None:
+            raise AirflowFailException(
+                "Refused before planning (see the tasks before the approval gate): nothing applied"
+            )
+        summary = record_request(broker, dag_run, record, gates)
     if summary["outcome"] != "applied":
         raise AirflowFailException(summary["statement"])
     return summary

@@ -12,7 +12,6 @@ from airflow_glue.environment import PLUGIN_PREFIX
 from cursorops_api import (
     compaction,
     errors,
-    gates,
     namespaces,
     policies,
     redrive,
@@ -55,7 +54,6 @@ def create_app() -> FastAPI:
     app.include_router(skip.router)
     app.include_router(redrive.router)
     app.include_router(ui.router)
-    app.include_router(gates.router)
     app.include_router(policies.router)
     app.include_router(compaction.router)
     app.include_router(schemas.router)

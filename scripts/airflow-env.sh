@@ -58,15 +58,6 @@ fi
 spark_default='{"conn_type":"spark","host":"local[*]"}'
 export AIRFLOW_CONN_SPARK_DEFAULT="${AIRFLOW_CONN_SPARK_DEFAULT:-$spark_default}"
 export SPARK_LOCAL_IP=127.0.0.1
-# The read-only account apply_skip uses to re-read the approval from Airflow itself.
-AIRFLOW_CONN_CURSOROPS_AIRFLOW_API="$("$venv/bin/python" - "$passwords" "$port" <<'PY'
-import json, sys
-passwords = json.load(open(sys.argv[1]))
-print(json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": int(sys.argv[2]),
-                  "schema": "http", "login": "carol", "password": passwords["carol"]}))
-PY
-)"
-export AIRFLOW_CONN_CURSOROPS_AIRFLOW_API
 
 # Spark for every Spark task of every DAG: a Spark Connect server started with Airflow
 # and stopped with it, so a task runs its job as a thin client (no JVM start, pyspark

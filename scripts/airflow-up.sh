@@ -25,7 +25,7 @@ cat <<'INFO'
 Each Airflow user acts as the Pulsar role of the same name (CURSOROPS_ROLE_MAP changes
 that); give the approvers the skip permission, e.g.
   cursorops namespaces grant-permission acme/orders --role bob --actions consume
-The read-only service account carol re-reads approvals. Ready in 15-90 s; stop with Ctrl-C.
+Ready in 15-90 s; stop with Ctrl-C.
 INFO
 
 spark_connect_start

@@ -108,8 +108,9 @@ def test_api_server_listens_where_the_workers_call_it() -> None:
     assert "healthcheck" in api
 
 
-def test_apply_step_account_is_a_viewer_whose_password_airflow_init_writes(tmp_path: Path) -> None:
-    import json
+def test_no_component_logs_in_to_airflow_and_airflow_init_migrates_both_stores(
+    tmp_path: Path,
+) -> None:
     import os
     import sqlite3
     import subprocess
@@ -118,36 +119,20 @@ def test_apply_step_account_is_a_viewer_whose_password_airflow_init_writes(tmp_p
     from core.store.schema import HEAD_REVISION
 
     services = load()["services"]
-    env = services["airflow-init"]["environment"]
     assert services["airflow-init"]["command"] == [
         "bash",
         "/opt/cursorops/scripts/compose-airflow-init.sh",
     ]
-    users = dict(
-        user.split(":")[:2]
-        for user in env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"]
-        .split(":-", 1)[1]
-        .rstrip("}")
-        .split(",")
-    )
-    chosen = "${CURSOROPS_AIRFLOW_API_PASSWORD:?set CURSOROPS_AIRFLOW_API_PASSWORD}"
-    for name in AIRFLOW_COMPONENTS:
+    for name in (*AIRFLOW_COMPONENTS, "airflow-init"):
         environment = services[name]["environment"]
-        connection = json.loads(environment["AIRFLOW_CONN_CURSOROPS_AIRFLOW_API"])
-        assert connection["host"] == "airflow-api-server" and connection["port"] == 8080
-        assert users[connection["login"]] == "viewer", "the apply step needs no more than reads"
-        assert connection["password"] == chosen == environment["CURSOROPS_AIRFLOW_API_PASSWORD"]
-        auth = environment["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]
-        assert any(
-            v.startswith("airflow-auth:") and auth.startswith(v.split(":")[1] + "/")
-            for v in services[name]["volumes"]
-        ), name
+        # The gates record the answers they are resumed with; nothing reads Airflow's API.
+        logins = [k for k in environment if k.startswith("AIRFLOW_CONN_") and "API" in k]
+        assert logins == [], name
+        assert not [k for k in environment if k.endswith("_PASSWORD")], name
+        users = environment["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"]
+        assert users == "${CURSOROPS_AIRFLOW_USERS:-admin:admin}", name
 
-    # The script itself, with the real airflow on a throwaway SQLite database: the
-    # account's password is the deployer's, other users' passwords are kept.
-    passwords = tmp_path / "auth" / "passwords.json"
-    passwords.parent.mkdir()
-    passwords.write_text(json.dumps({"admin": "kept", "cursorops_airflow_api": "old"}))
+    # The script itself, with the real airflow on a throwaway SQLite database.
     bin_dir = Path(sys.executable).parent
     run = subprocess.run(
         ["bash", str(ROOT / "scripts" / "compose-airflow-init.sh")],
@@ -156,8 +141,6 @@ def test_apply_step_account_is_a_viewer_whose_password_airflow_init_writes(tmp_p
             "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
             "AIRFLOW_HOME": str(tmp_path / "airflow"),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path / 'airflow.db'}",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-            "CURSOROPS_AIRFLOW_API_PASSWORD": "chosen-by-the-deployer",
             "CURSOROPS_HOME": str(tmp_path / "cursorops"),
             "CURSOROPS_METADATA_URL": f"sqlite:///{tmp_path / 'cursorops.db'}",
         },
@@ -166,10 +149,6 @@ def test_apply_step_account_is_a_viewer_whose_password_airflow_init_writes(tmp_p
         timeout=600,
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    assert json.loads(passwords.read_text()) == {
-        "admin": "kept",
-        "cursorops_airflow_api": "chosen-by-the-deployer",
-    }
     assert (tmp_path / "airflow.db").stat().st_size > 0
     # The cursorops metadata store was migrated first (a shared one refuses commands until then).
     assert "Migrated the metadata store" in run.stdout
@@ -179,13 +158,9 @@ def test_apply_step_account_is_a_viewer_whose_password_airflow_init_writes(tmp_p
 
     missing = subprocess.run(
         ["bash", str(ROOT / "scripts" / "compose-airflow-init.sh")],
-        env={
-            **os.environ,
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-            "CURSOROPS_AIRFLOW_API_PASSWORD": "",
-        },
+        env={k: v for k, v in os.environ.items() if k != "CURSOROPS_METADATA_URL"},
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert missing.returncode != 0 and "CURSOROPS_AIRFLOW_API_PASSWORD" in missing.stderr
+    assert missing.returncode != 0 and "CURSOROPS_METADATA_URL" in missing.stderr

@@ -123,6 +123,8 @@ def _wait_state(airflow: Airflow, run: str, task: str, states: set[str]) -> None
 
 
 def test_reruns_tell_the_truth(airflow: Airflow, cursorops_home: Config):
+    from core.broker import Broker
+
     seeded = seed_topic(cursorops_home)
     pills = first_unacked(seeded, 3)
     before = seeded.unacknowledged()
@@ -142,16 +144,33 @@ def test_reruns_tell_the_truth(airflow: Airflow, cursorops_home: Config):
     outcomes = [str(r["outcome"]) for r in seeded.audit("skip-request")]
     assert outcomes == ["refused", "applied"]  # newest first
 
-    # Clearing the whole finished run: a new plan record, and the gate shows the new one.
+    # Clearing the whole finished run: the request was closed. The gate refuses to ask
+    # again (Airflow would show the first run's text), records nothing, nothing is applied.
     _clear(airflow, run)
-    _wait_state(airflow, run, GATE, {"awaiting_input"})
-    second = airflow.wait_awaiting_input(DAG, run, GATE)
+    assert airflow.wait_run(DAG, run) == "failed"
+    states = airflow.task_states(DAG, run)
+    assert states[GATE] == ["failed"] and states["apply_skip"] == ["upstream_failed"]
+    gate_try = airflow.task_instance(DAG, run, GATE)["try_number"]
+    log = airflow.task_log(DAG, run, GATE, try_number=gate_try)
+    assert "This request was closed" in log and "Make a new request" in log
+    with Broker(cursorops_home) as broker:
+        assert [r.gate for r in broker.approval_requests(DAG, run)] == [GATE]
+        [answer] = broker.approval_answers(DAG, run)
+    assert answer.responded_by == "bob" and answer.request.try_number == 1
+    assert seeded.unacknowledged() == before - {label(m) for m in pills}
+    assert len(seeded.audit("skip")) == 1
+    assert seeded.audit("skip-request")[0]["outcome"] == "not-approved"
+
+    # A new request is a new run: its own plan record, its own fresh preview.
+    again = airflow.trigger(DAG, conf(seeded, pills), user="alice")
+    second = airflow.wait_awaiting_input(DAG, again, GATE)
     assert second["body"] != first["body"]
     assert "Already acknowledged, left as is:** 3 id(s)" in second["body"]
-    assert airflow.answer(DAG, run, GATE, "Approve", user="bob").status_code == 200
-    assert airflow.wait_run(DAG, run) == "success"
+    assert "Already acknowledged, left as is:** 0 id(s)" in first["body"]
+    assert airflow.answer(DAG, again, GATE, "Approve", user="bob").status_code == 200
+    assert airflow.wait_run(DAG, again) == "success"
     newest = seeded.audit("skip-request")[0]
-    assert newest["outcome"] == "applied"
+    assert newest["outcome"] == "applied" and newest["runId"] == again
     assert str(newest["statement"]).startswith("Approved by bob: 0 id(s) acknowledged")
     assert seeded.unacknowledged() == before - {label(m) for m in pills}
 

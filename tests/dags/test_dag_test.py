@@ -3,7 +3,7 @@
 ``dag.test(run_conf=...)`` runs in a subprocess whose environment is the
 session Airflow's (:meth:`Airflow.environment`: same AIRFLOW_HOME, SQLite
 metadata database, DAGs folder and connections), so the running api-server
-answers the HITL REST calls and the apply step's re-read of the approval. The
+takes the HITL REST calls and resumes the gate with the answer. The
 DAG is paused in the standalone while dag.test runs it: Airflow's scheduler
 only examines runs of unpaused DAGs, so no task runs twice; each test checks
 that the scheduler ran none of the run's tasks. The scheduler's awaiting-input

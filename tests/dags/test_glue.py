@@ -151,114 +151,232 @@ def _record(tmp_path: Path, run_id: str = "manual__1"):
         )
 
 
+def _presented(broker, record, gate: str = "approve_skip", at: int = 0, approvers=("bob",)):
+    """What gate ``gate`` of the record's run showed, recorded as the gate records it."""
+    from airflow_glue.gate import body_sha256
+    from core.skipping.plan_record import ApprovalRequest
+
+    b = record.binding
+    shown = ApprovalRequest(
+        record.digest,
+        b.dag_id,
+        b.run_id,
+        gate,
+        body_sha256(GATE_BODY),
+        approvers,
+        at,
+        60_000,
+        try_number=1,
+    )
+    broker.record_approval_request(shown)
+    return shown
+
+
 def test_record_is_written_once_per_attempt(tmp_path: Path):
     from types import SimpleNamespace
 
     from airflow_glue.record import record_request
+    from core.broker import Broker
 
     config, seeded, record = _record(tmp_path)
     run = SimpleNamespace(
         dag_id="cursorops_skip_messages", run_id="manual__1", triggering_user_name="alice"
     )
-    answer = {
-        "response_received": True,
-        "chosen_options": ["Reject"],
-        "responded_by_user": {"id": "bob", "name": "bob"},
-        "responded_at": "2026-11-23T01:00:00Z",
-    }
-    first = record_request(config, run, record, {"approve_skip": answer})
-    again = record_request(config, run, record, {"approve_skip": answer})
+    gates = ("approve_skip", "approve_skip_2")
+    with Broker(config) as broker:
+        _presented(broker, record)
+        unanswered = record_request(broker, run, record, gates)
+        assert unanswered["outcome"] == "not-approved"
+        assert unanswered["answers"] == [
+            {"gate": "approve_skip", "chosen": None, "by": None, "at": None}
+        ]
+        at = 1_795_395_600_000  # 2026-11-23T01:00:00Z
+        broker.record_approval_answer(
+            run.dag_id, run.run_id, "approve_skip", 1, ["Reject"], "bob", at
+        )
+        first = record_request(broker, run, record, gates)
+        again = record_request(broker, run, record, gates)
     assert first == again
     assert first["outcome"] == "rejected"
-    assert first["statement"] == "Rejected by bob at 2026-11-23T01:00:00Z: nothing applied."
-    assert len(seeded.audit("skip-request")) == 1
-    assert record_request(config, run, record, {})["outcome"] == "not-approved"
-    assert len(seeded.audit("skip-request")) == 2
+    assert (
+        first["statement"] == "Rejected by bob at 2026-11-23T01:00:00.000+00:00: nothing applied."
+    )
+    assert [r["outcome"] for r in seeded.audit("skip-request")] == ["rejected", "not-approved"]
 
 
 GATE_BODY = "the text the gate showed"
+AT = 1_795_395_600_000
+"""2026-11-23T01:00:00Z, when the gates showed their text."""
 
 
-def _answer(by: str = "bob", at: str = "2026-11-23T01:00:00Z", body: str = GATE_BODY):
-    return {
-        "response_received": True,
-        "chosen_options": ["Approve"],
-        "responded_by_user": {"id": by, "name": by},
-        "responded_at": at,
-        "body": body,
-    }
+def _answer(shown, by: str | None = "bob", chosen=("Approve",), at: int = AT):
+    from core.skipping.plan_record import ApprovalAnswer
+
+    return ApprovalAnswer(shown, tuple(chosen), by, at)
 
 
 def test_approval_check_refuses_all_but_a_permitted_second_user_for_this_very_plan(
     tmp_path: Path,
 ):
-    from airflow_glue.approval import _ms, check_approvals
+    from dataclasses import replace
+
+    from airflow_glue.approval import check_approvals
     from airflow_glue.gate import body_sha256
     from core.skipping.plan_record import ApprovalRequest
 
     _, _, record = _record(tmp_path)
-    at = _ms("2026-11-23T01:00:00Z") or 0
     shown = ApprovalRequest(
-        record.digest, "d", "r", "approve_skip", body_sha256(GATE_BODY), ("bob", "dave"), at, 60_000
+        record.digest, "d", "r", "approve_skip", body_sha256(GATE_BODY), ("bob", "dave"), AT, 60_000
     )
-    stale = ApprovalRequest(
-        "0" * 64, "d", "r", "approve_skip", body_sha256("older"), ("bob",), at, 60_000
-    )
+    stale = replace(shown, digest="0" * 64)
     allowed = {"bob", "carol", "admin"}.__contains__
-    good = _answer()
+    good = _answer(shown)
 
-    def check(answer, requests=(shown,), now=at + 1_000, requester="alice"):
-        return check_approvals({"approve_skip": answer}, requests, record, requester, allowed, now)
+    def check(answer, now=AT + 1_000, requester="alice"):
+        answers = [] if answer is None else [answer]
+        return check_approvals(["approve_skip"], answers, record, requester, allowed, now)
 
     assert check(good) == [
-        {"approver": "bob", "approvedAt": "2026-11-23T01:00:00Z", "gate": "approve_skip"}
+        {"approver": "bob", "approvedAt": "2026-11-23T01:00:00.000+00:00", "gate": "approve_skip"}
     ]
     refusals = {
-        "nobody answered": ({**good, "response_received": False}, {}),
-        "answered ['Reject']": ({**good, "chosen_options": ["Reject"]}, {}),
-        "the requester (alice) themselves": (_answer("alice"), {}),
-        "may not skip": (_answer("dave"), {}),
-        "was not assigned": (_answer("carol"), {}),
-        "names no user": ({**good, "responded_by_user": None}, {}),
-        "not one this run's gate showed": (_answer(body=GATE_BODY + "<!-- -->"), {}),
-        "The plan differs from the one approved": (
-            _answer(body="older"),
-            {"requests": (shown, stale)},
+        "nobody answered": (None, {}),
+        "answered ['Reject']": (_answer(shown, chosen=["Reject"]), {}),
+        "the requester (alice) themselves": (
+            _answer(replace(shown, approvers=("alice",)), "alice"),
+            {},
         ),
-        "expired": (good, {"now": at + 61_000}),
+        "may not skip": (_answer(shown, "dave"), {}),
+        "was not assigned": (_answer(shown, "carol"), {}),
+        "names no user": (_answer(shown, None), {}),
+        "The plan differs from the one approved": (_answer(stale), {}),
+        "no valid answer time": (_answer(shown, at=AT - 60_000), {}),
+        "expired": (good, {"now": AT + 61_000}),
         "is not the plan's": (good, {"requester": "mallory"}),
     }
     for message, (answer, options) in refusals.items():
         with pytest.raises(NotAuthorizedError, match=re.escape(message)):
             check(answer, **options)
-    with pytest.raises(NotAuthorizedError, match="nobody answered"):
-        check({})
+    # An answer recorded by another gate is not this gate's.
+    other = _answer(replace(shown, gate="approve_skip_2"))
+    with pytest.raises(NotAuthorizedError, match="nobody answered the approval gate approve_skip"):
+        check(other)
 
 
 def test_a_quorum_needs_distinct_approvers_on_every_gate(tmp_path: Path):
     from dataclasses import replace
 
-    from airflow_glue.approval import _ms, check_approvals
+    from airflow_glue.approval import check_approvals
     from airflow_glue.gate import body_sha256
     from core.skipping.plan_record import ApprovalRequest
 
     _, _, record = _record(tmp_path)
     record = replace(record, required_approvals=2)
-    at = _ms("2026-11-23T01:00:00Z") or 0
-    requests = [
+    gates = ["approve_skip", "approve_skip_2", "approve_skip_3"]
+    first, second = (
         ApprovalRequest(
-            record.digest, "d", "r", gate, body_sha256(GATE_BODY), ("bob", "carol"), at, 600_000
+            record.digest, "d", "r", gate, body_sha256(GATE_BODY), ("bob", "carol"), AT, 600_000
         )
-        for gate in ("approve_skip", "approve_skip_2")
-    ]
+        for gate in gates[:2]
+    )
 
-    def check(second):
-        answers = {"approve_skip": _answer("bob"), "approve_skip_2": second}
-        return check_approvals(answers, requests, record, "alice", lambda _: True, at + 1)
+    def check(*answers):
+        return check_approvals(gates, list(answers), record, "alice", lambda _: True, AT + 1)
 
-    assert [a["approver"] for a in check(_answer("carol"))] == ["bob", "carol"]
+    approved = check(_answer(first, "bob"), _answer(second, "carol"))
+    assert [a["approver"] for a in approved] == ["bob", "carol"]
     with pytest.raises(NotAuthorizedError, match="approved twice"):
-        check(_answer("bob"))
-    gate_2 = "nobody answered the approval gate approve_skip_2"
-    with pytest.raises(NotAuthorizedError, match=gate_2):
-        check({})
+        check(_answer(first, "bob"), _answer(second, "bob"))
+    with pytest.raises(
+        NotAuthorizedError, match="nobody answered the approval gate approve_skip_2"
+    ):
+        check(_answer(first, "bob"))
+    with pytest.raises(NotAuthorizedError, match="needs 2 approvals; this workflow has 1"):
+        check_approvals(gates[:1], [_answer(first)], record, "alice", lambda _: True, AT + 1)
+
+
+def _gate_context(config: Config, monkeypatch: pytest.MonkeyPatch, try_number: int = 1):
+    """What the gate reads of its Airflow context, for run ``manual__1`` of alice."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("CURSOROPS_HOME", str(config.home))
+    monkeypatch.setenv("CURSOROPS_METADATA_URL", "")
+    monkeypatch.setenv("CURSOROPS_APPROVER_CANDIDATES", "alice,bob,carol")
+    run = SimpleNamespace(
+        dag_id="cursorops_skip_messages", run_id="manual__1", triggering_user_name="alice"
+    )
+    return {"dag_run": run, "ti": SimpleNamespace(try_number=try_number), "params": {}}
+
+
+def test_the_gate_records_the_answer_it_is_resumed_with(tmp_path: Path, monkeypatch):
+    """Airflow hands the resumed gate its answer; the gate records it against what it
+    showed, before the operator acts on it. A Reject is recorded, then fails the gate."""
+    from datetime import UTC, datetime
+
+    from airflow.providers.standard.exceptions import HITLRejectException, HITLTimeoutError
+
+    from airflow_glue.gate import FourEyesApprovalOperator
+    from core.broker import Broker
+
+    config, _, record = _record(tmp_path)
+    context = _gate_context(config, monkeypatch)
+    gate = FourEyesApprovalOperator(task_id="approve_skip", subject="s", body="")
+    second = FourEyesApprovalOperator(task_id="approve_skip_2", subject="s", body="")
+    at = datetime(2026, 11, 23, 1, tzinfo=UTC)
+    with Broker(config) as broker:
+        _presented(broker, record, at=AT)
+        _presented(broker, record, "approve_skip_2", at=AT)
+
+    def event(chosen: str, by: str | None = "bob") -> dict[str, object]:
+        user = None if by is None else {"id": by, "name": by}
+        return {
+            "chosen_options": [chosen],
+            "params_input": {},
+            "responded_at": at,
+            "responded_by_user": user,
+        }
+
+    assert gate.execute_complete(context, event("Approve"))["chosen_options"] == ["Approve"]
+    with pytest.raises(HITLTimeoutError):  # a timeout records nothing
+        second.execute_complete(context, {"error": "no answer", "error_type": "timeout"})
+    with pytest.raises(HITLRejectException):
+        second.execute_complete(context, event("Reject", "carol"))
+    with Broker(config) as broker:
+        answers = broker.approval_answers("cursorops_skip_messages", "manual__1")
+    assert [(a.request.gate, a.chosen, a.responded_by, a.responded_at_ms) for a in answers] == [
+        ("approve_skip", ("Approve",), "bob", AT),
+        ("approve_skip_2", ("Reject",), "carol", AT),
+    ]
+    # Another answer to a presentation already answered is refused; the first stands.
+    from airflow.sdk.exceptions import AirflowFailException
+
+    with pytest.raises(AirflowFailException, match="answered already"):
+        gate.execute_complete(context, event("Approve", "carol"))
+    # A try that showed nothing records nothing.
+    later = _gate_context(config, monkeypatch, try_number=2)
+    with pytest.raises(AirflowFailException, match="Try 2 of gate approve_skip"):
+        gate.execute_complete(later, event("Approve"))
+
+
+def test_a_gate_that_showed_its_request_refuses_to_ask_again(tmp_path: Path, monkeypatch):
+    """A cleared or re-run gate: the request was closed, nothing is recorded, and Airflow's
+    approval record (which keeps the first text) is never created or answered again."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_glue.gate import FourEyesApprovalOperator
+    from core.broker import Broker
+
+    config, seeded, record = _record(tmp_path)
+    context = _gate_context(config, monkeypatch, try_number=2)
+    with Broker(config) as broker:
+        shown = _presented(broker, record)
+    gate = FourEyesApprovalOperator(task_id="approve_skip", subject="s", body="")
+    with pytest.raises(AirflowFailException) as refused:
+        gate.execute(context)  # type: ignore[arg-type]
+    message = str(refused.value)
+    assert message.startswith("This request was closed: gate approve_skip of run manual__1")
+    for door in ("REST route", "`cursorops` CLI", "Cursors page"):
+        assert door in message
+    with Broker(config) as broker:
+        assert broker.approval_requests("cursorops_skip_messages", "manual__1") == [shown]
+    assert seeded.audit("skip") == []
