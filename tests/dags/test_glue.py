@@ -204,6 +204,37 @@ def test_record_is_written_once_per_attempt(tmp_path: Path):
     assert [r["outcome"] for r in seeded.audit("skip-request")] == ["rejected", "not-approved"]
 
 
+def test_the_closing_record_lists_only_answers_to_its_own_plan(tmp_path: Path):
+    """The planning task cleared while the gate waited: the run's plan is a new record, and
+    the answer given to the first one is not an answer to it."""
+    from types import SimpleNamespace
+
+    from airflow_glue.record import record_request
+    from core.broker import Broker
+    from core.gating import Caller, Run, SkipMessages
+    from tests.dags.conftest import SUBSCRIPTION
+
+    config, seeded, first = _record(tmp_path)
+    run = SimpleNamespace(
+        dag_id="cursorops_skip_messages", run_id="manual__1", triggering_user_name="alice"
+    )
+    ask = SkipMessages(
+        topic=seeded.topic, subscription=SUBSCRIPTION, ids=tuple(seeded.ids[30:31]), reason="r"
+    )
+    with Broker(config) as broker:
+        _presented(broker, first)
+        broker.record_approval_answer(
+            run.dag_id, run.run_id, "approve_skip", 1, ["Approve"], "bob", 9
+        )
+        second = broker.plan_request(
+            "skip-messages", Caller("alice", "alice"), ask, Run(run.dag_id, run.run_id)
+        )
+        assert broker.current_plan_record("alice", run.dag_id, run.run_id) == second
+        closing = record_request(broker, run, second, ("approve_skip",))
+    assert closing["planDigest"] == second.digest
+    assert closing["answers"] == [] and closing["outcome"] == "not-approved"
+
+
 GATE_BODY = "the text the gate showed"
 AT = 1_795_395_600_000
 """2026-11-23T01:00:00Z, when the gates showed their text."""
