@@ -124,6 +124,7 @@ class Redrive(Collaborator):
             if chosen is not None and table.num_rows:
                 live &= chosen.mask(table)
             rows = table.filter(pa.array(whole_messages(table, live)))
+            _refuse_sealed_batches(rows, name)
             partition = index if dlq.partitions else -1
             found = _ids(rows, None, partition)
             ids += found
@@ -460,6 +461,25 @@ class Redrive(Collaborator):
         partition = slots if targets.partitioned else np.full(n, -1, np.int64)
         return MessageId.of_store_many(
             ledger_ids.tolist(), entry_ids.tolist(), partition.tolist(), [-1] * n, [0] * n
+        )
+
+
+def _refuse_sealed_batches(rows: pa.Table, name: str) -> None:
+    """Refuse messages of an encrypted batch: their payloads and metadata are sealed in one
+    payload the broker cannot read, so no message of it can be published on its own, and the
+    whole batch again would repeat the messages already handled."""
+    if not rows.num_rows:
+        return
+    sealed = np.asarray(rows.column("encrypted").to_numpy(zero_copy_only=False), np.bool_)
+    batched = np.asarray(rows.column("batch_size").to_numpy(), np.int64) > 0
+    found = np.flatnonzero(sealed & batched)
+    if found.size:
+        first = rows.slice(int(found[0]), 1)
+        where = f"{first.column('ledger_id')[0]}:{first.column('entry_id')[0]}"
+        raise InvalidArgumentError(
+            f"Cannot redrive {found.size} message(s) of an encrypted batch on {name} "
+            f"(entry {where}): the broker cannot read them one by one; consume them with "
+            "the key, or skip them. Nothing planned"
         )
 
 

@@ -90,13 +90,17 @@ def chunk_columns(
     from core.redriving.redriven_metadata import redriven_metadata
 
     uuid = rows.column("uuid")
-    if uuid.null_count == rows.num_rows:
+    encrypted = rows.column("encrypted").to_pylist()
+    if uuid.null_count == rows.num_rows and not any(encrypted):
         return {}
     sent = rows.column("metadata").to_pylist()
-    chunk = [u is not None for u in uuid.to_pylist()]
+    is_chunk = [u is not None for u in uuid.to_pylist()]
+    # An encrypted payload cannot be written again from the analysis columns either (the
+    # broker never reads it): it goes as sent, as a chunk does.
+    chunk = [c or bool(e) for c, e in zip(is_chunk, encrypted, strict=True)]
     uuids = [
         f"{uuid_prefix}-{at_ms}-{int(f)}" if c else None
-        for c, f in zip(chunk, first.tolist(), strict=True)
+        for c, f in zip(is_chunk, first.tolist(), strict=True)
     ]
     metadata = [
         redriven_metadata(
@@ -107,7 +111,7 @@ def chunk_columns(
             properties=p,
             uuid=u,
         )
-        if c and m is not None and u is not None
+        if c and m is not None
         else None
         for c, m, f, p, u in zip(chunk, sent, first.tolist(), properties, uuids, strict=True)
     ]

@@ -50,7 +50,7 @@ def redriven_metadata(
     sequence_id: int,
     publish_time: int,
     properties: Sequence[tuple[str, str]],
-    uuid: str,
+    uuid: str | None,
 ) -> bytes:
     """``sent`` (``MessageMetadata`` bytes) with the redrive's fields; every other field
     kept byte for byte, in its order. InvalidArgumentError when ``sent`` is not protobuf."""
@@ -73,7 +73,8 @@ def redriven_metadata(
         _text(pair, 2, value)
         _bytes(out, PROPERTIES, bytes(pair))
     out += kept
-    _text(out, UUID, uuid)
+    if uuid is not None:
+        _text(out, UUID, uuid)
     return bytes(out)
 
 

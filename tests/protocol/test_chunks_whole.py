@@ -10,6 +10,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from core.errors import InvalidArgumentError
 from core.redriving.redrive_plan import ORIGIN_PROPERTY, REDRIVE_PROPERTY
 from core.subscription import SubscriptionType
 from tests.protocol.certs import message_keys
@@ -195,3 +196,62 @@ def test_a_seek_before_a_chunked_message_sends_it_again_whole(
     consumer.seek(received[1].publish_timestamp())
     assert [m.data() for m in drain(consumer, 5_000)] == [big, b"after"]
     consumer.close()
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_an_encrypted_dead_letter_is_redriven_as_sent(
+    standalone: Standalone,
+    client: pulsar.Client,
+    keys: pulsar.CryptoKeyReader,
+    batched: bool,
+) -> None:
+    """The broker never reads an encrypted payload: a redrive publishes it as its client sent
+    it, and the consumer with the key reads what the producer wrote."""
+    topic = unique("redrive-enc")
+    dlq = f"{topic}-s-DLQ"
+    consumer = client.subscribe(
+        topic, "s", consumer_type=pulsar.ConsumerType.Shared, crypto_key_reader=keys
+    )
+    with standalone.broker() as broker:
+        broker.create_topic(ROLE, dlq)
+        broker.create_subscription(
+            ROLE, dlq, "dlq-reader", SubscriptionType.SHARED, initial_position="earliest"
+        )
+    producer = client.create_producer(
+        dlq,
+        batching_enabled=batched,
+        batching_max_publish_delay_ms=50,
+        encryption_key="chunks-key",
+        crypto_key_reader=keys,
+    )
+    sent = [f"secret-{i}".encode() for i in range(3)]
+    for body in sent:
+        producer.send_async(body, None, properties={"n": body.decode()}, partition_key="k")
+    producer.flush()
+    producer.close()
+    with standalone.broker() as broker:
+        if batched:
+            # Sealed in one payload the broker cannot read: refused, nothing changes.
+            with pytest.raises(InvalidArgumentError, match="encrypted batch"):
+                broker.plan_redrive(ROLE, topic, "s")
+            consumer.close()
+            reader = client.subscribe(
+                dlq, "dlq-reader", consumer_type=pulsar.ConsumerType.Shared, crypto_key_reader=keys
+            )
+            assert sorted(m.data() for m in drain(reader)) == sorted(sent)  # all still there
+            reader.close()
+            return
+        plan = broker.plan_redrive(ROLE, topic, "s")
+        broker.apply_redrive(ROLE, plan)
+    got = [consumer.receive(15_000) for _ in sent]
+    assert sorted(m.data() for m in got) == sorted(sent)
+    assert all(m.properties()["n"] == m.data().decode() for m in got)
+    assert all(m.partition_key() == "k" for m in got)
+    for m in got:
+        consumer.acknowledge(m)
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(1_000)
+    consumer.close()
+    reader = client.subscribe(dlq, "dlq-reader", consumer_type=pulsar.ConsumerType.Shared)
+    assert drain(reader) == []
+    reader.close()
