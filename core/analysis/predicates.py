@@ -199,6 +199,16 @@ class Predicate:
         return out
 
 
+def optional_predicate(
+    predicate: Predicate | Mapping[str, object] | str | None, now_ms: int
+) -> Predicate | None:
+    """``predicate`` as a Predicate, parsed if it is a document; None when it is absent or
+    matches everything (no condition)."""
+    if predicate is None or isinstance(predicate, Predicate):
+        return None if predicate is None or predicate.is_empty else predicate
+    return parse_predicate(predicate, now_ms=now_ms)
+
+
 def parse_predicate(document: str | Mapping[str, Any], *, now_ms: int | None = None) -> Predicate:
     """Validate a predicate document (JSON text or a mapping) into a :class:`Predicate`.
 

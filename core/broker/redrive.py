@@ -54,7 +54,7 @@ from core.errors import InvalidArgumentError, TopicNotFoundError
 from core.gating.operation import Approval
 from core.ids.message_id import MessageId
 from core.ids.topic_name import TopicName, dead_letter_topic
-from core.redriving.chunked_rows import chunk_columns, first_rows, whole_messages
+from core.redriving import chunked_rows
 from core.redriving.redrive_plan import (
     ORIGIN_PROPERTY,
     ORIGIN_TOPIC_PROPERTY,
@@ -102,10 +102,11 @@ class Redrive(Collaborator):
         messages it matches. Refused (nothing to plan) when the dead-letter topic
         does not exist or holds no message to redrive.
         """
+        from core.analysis.predicates import optional_predicate
         from core.reading.unacked_rows import unacked_rows
 
         info, dlq = self.authorized(role, topic, subscription, dead_letter)
-        chosen = _predicate(predicate, self.clock())
+        chosen = optional_predicate(predicate, self.clock())
         other = self._other_subscriptions(info, subscription)
         with self.metadata.reading() as view:
             dlq_subs = tuple(s.name for s in view.subscriptions(dlq.name))
@@ -123,8 +124,8 @@ class Redrive(Collaborator):
                     live |= unacked_rows(self.context.cursor_state(name, sub, layout), table)
             if chosen is not None and table.num_rows:
                 live &= chosen.mask(table)
-            rows = table.filter(pa.array(whole_messages(table, live)))
-            _refuse_sealed_batches(rows, name)
+            rows = table.filter(pa.array(chunked_rows.whole_messages(table, live)))
+            chunked_rows.refuse_sealed_batches(rows, name)
             partition = index if dlq.partitions else -1
             found = _ids(rows, None, partition)
             ids += found
@@ -234,7 +235,7 @@ class Redrive(Collaborator):
                     pending[in_partition] |= unacked_rows(state, part)
                     locked.append((cursor_id, name))
             if pending is not None:
-                pending = whole_messages(rows, pending, complete_only=False)
+                pending = chunked_rows.whole_messages(rows, pending, complete_only=False)
             go = np.arange(rows.num_rows) if pending is None else np.flatnonzero(pending)
             chosen = rows.take(pa.array(go, pa.int64()))
             published = self._publish(work, targets, chosen, plan_id, at_ms)
@@ -405,7 +406,9 @@ class Redrive(Collaborator):
         n = rows.num_rows
         if not n:
             return []
-        first = first_rows(rows)  # a chunked message's chunks share their first's sequence id
+        first = chunked_rows.first_rows(
+            rows
+        )  # a chunked message's chunks share their first's sequence id
         keys = rows.column("key").to_pylist()
         count = len(targets.names)
         if count == 1:
@@ -436,7 +439,9 @@ class Redrive(Collaborator):
             "sequence_id": arrow_columns.from_numpy(first),
             "event_time": rows.column("event_time").combine_chunks(),
             "ordering_key": rows.column("ordering_key").combine_chunks(),
-            **chunk_columns(rows, first, properties, f"{PRODUCER_NAME}-{plan_id[:16]}", at_ms),
+            **chunked_rows.chunk_columns(
+                rows, first, properties, f"{PRODUCER_NAME}-{plan_id[:16]}", at_ms
+            ),
         }
         parts = []
         groups = []
@@ -464,25 +469,6 @@ class Redrive(Collaborator):
         )
 
 
-def _refuse_sealed_batches(rows: pa.Table, name: str) -> None:
-    """Refuse messages of an encrypted batch: their payloads and metadata are sealed in one
-    payload the broker cannot read, so no message of it can be published on its own, and the
-    whole batch again would repeat the messages already handled."""
-    if not rows.num_rows:
-        return
-    sealed = np.asarray(rows.column("encrypted").to_numpy(zero_copy_only=False), np.bool_)
-    batched = np.asarray(rows.column("batch_size").to_numpy(), np.int64) > 0
-    found = np.flatnonzero(sealed & batched)
-    if found.size:
-        first = rows.slice(int(found[0]), 1)
-        where = f"{first.column('ledger_id')[0]}:{first.column('entry_id')[0]}"
-        raise InvalidArgumentError(
-            f"Cannot redrive {found.size} message(s) of an encrypted batch on {name} "
-            f"(entry {where}): the broker cannot read them one by one; consume them with "
-            "the key, or skip them. Nothing planned"
-        )
-
-
 class _Targets:
     """The partitions a redrive publishes to, and what it wrote to each."""
 
@@ -492,16 +478,6 @@ class _Targets:
         self.partitioned = info.partitions > 0
         self.written: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         """Partition -> the ledger and entry ids written there."""
-
-
-def _predicate(
-    predicate: Predicate | Mapping[str, object] | str | None, now_ms: int
-) -> Predicate | None:
-    from core.analysis.predicates import Predicate, parse_predicate
-
-    if predicate is None or isinstance(predicate, Predicate):
-        return None if predicate is None or predicate.is_empty else predicate
-    return parse_predicate(predicate, now_ms=now_ms)
 
 
 def _ids(rows: pa.Table, dlq: TopicInfo | None, partition: int = -1) -> list[MessageId]:

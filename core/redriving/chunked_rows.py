@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from core.errors import InvalidArgumentError
 from core.ids.chunked_messages import ChunkedMessages
 from core.redriving.redrive_plan import PRODUCER_NAME
 
@@ -139,4 +140,23 @@ def chunk_columns(
     }
 
 
-__all__ = ["chunk_columns", "first_rows", "whole_messages"]
+def refuse_sealed_batches(rows: pa.Table, name: str) -> None:
+    """Refuse messages of an encrypted batch: their payloads and metadata are sealed in one
+    payload the broker cannot read, so no message of it can be published on its own, and the
+    whole batch again would repeat the messages already handled."""
+    if not rows.num_rows:
+        return
+    sealed = np.asarray(rows.column("encrypted").to_numpy(zero_copy_only=False), np.bool_)
+    batched = np.asarray(rows.column("batch_size").to_numpy(), np.int64) > 0
+    found = np.flatnonzero(sealed & batched)
+    if found.size:
+        first = rows.slice(int(found[0]), 1)
+        where = f"{first.column('ledger_id')[0]}:{first.column('entry_id')[0]}"
+        raise InvalidArgumentError(
+            f"Cannot redrive {found.size} message(s) of an encrypted batch on {name} "
+            f"(entry {where}): the broker cannot read them one by one; consume them with "
+            "the key, or skip them. Nothing planned"
+        )
+
+
+__all__ = ["chunk_columns", "first_rows", "refuse_sealed_batches", "whole_messages"]
