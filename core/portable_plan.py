@@ -121,4 +121,13 @@ class PortablePlan(ABC):
         return plan
 
 
-__all__ = ["PortablePlan", "Spelling", "canonical_json"]
+class PreviewedPlan(PortablePlan):
+    """A plan that says itself what its approver reads of it (reset, undo, redrive,
+    unsubscribe; a skip's approver reads the listed messages instead)."""
+
+    @abstractmethod
+    def preview(self) -> dict[str, Any]:
+        """What the approver reads of the plan, beside who asked and why."""
+
+
+__all__ = ["PortablePlan", "PreviewedPlan", "Spelling", "canonical_json"]

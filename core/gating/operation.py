@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from core.errors import InvalidArgumentError
-from core.portable_plan import PortablePlan
+from core.portable_plan import PortablePlan, PreviewedPlan
 
 if TYPE_CHECKING:
     from core.broker.access import Access
@@ -96,6 +96,7 @@ class GatedArguments:
 
 
 P = TypeVar("P", bound=PortablePlan)
+V = TypeVar("V", bound=PreviewedPlan)
 A = TypeVar("A", bound=GatedArguments)
 
 
@@ -275,6 +276,20 @@ class GatedOperation(ABC, Generic[P, A]):
         cursors' locks, with its audit record and the record's claim in one transaction."""
 
 
+class PreviewedOperation(GatedOperation[V, A]):
+    """An operation whose plan previews itself (reset, undo, redrive, unsubscribe): its
+    request plans through :meth:`plan_for`, and the preview document is who asked, why, and
+    the plan's own ``preview()``."""
+
+    @abstractmethod
+    def plan_for(self, services: GatingServices, role: str, arguments: A) -> V:
+        """The plan of ``arguments`` for ``role``; nothing changed."""
+
+    def plan(self, services: GatingServices, caller: Caller, arguments: A) -> Planned[V]:
+        plan = self.plan_for(services, caller.role, arguments)
+        return Planned(plan, gated_document(caller, arguments, plan.preview()))
+
+
 def gated_document(
     caller: Caller, arguments: GatedArguments, preview: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -303,6 +318,7 @@ __all__ = [
     "GatingServices",
     "Pending",
     "Planned",
+    "PreviewedOperation",
     "Run",
     "RunStarter",
     "gated_document",

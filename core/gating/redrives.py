@@ -16,10 +16,8 @@ from core.gating.operation import (
     Approval,
     Caller,
     GatedArguments,
-    GatedOperation,
     GatingServices,
-    Planned,
-    gated_document,
+    PreviewedOperation,
 )
 from core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
 
@@ -50,7 +48,7 @@ def _applied(outcome: RedriveOutcome) -> Applied:
     )
 
 
-class RedriveOperation(GatedOperation[RedrivePlan, RedriveDeadLetters]):
+class RedriveOperation(PreviewedOperation[RedrivePlan, RedriveDeadLetters]):
     def topics(self, plan: RedrivePlan) -> tuple[str, ...]:
         return (plan.topic, plan.dead_letter_topic)
 
@@ -61,7 +59,7 @@ class RedriveOperation(GatedOperation[RedrivePlan, RedriveDeadLetters]):
             role, arguments.topic, arguments.subscription, arguments.dead_letter_topic
         )
 
-    def _plan(
+    def plan_for(
         self, services: GatingServices, role: str, arguments: RedriveDeadLetters
     ) -> RedrivePlan:
         return services.redrive.plan_redrive(
@@ -72,16 +70,10 @@ class RedriveOperation(GatedOperation[RedrivePlan, RedriveDeadLetters]):
             dead_letter=arguments.dead_letter_topic,
         )
 
-    def plan(
-        self, services: GatingServices, caller: Caller, arguments: RedriveDeadLetters
-    ) -> Planned[RedrivePlan]:
-        plan = self._plan(services, caller.role, arguments)
-        return Planned(plan, gated_document(caller, arguments, plan.preview()))
-
     def apply_now(
         self, services: GatingServices, caller: Caller, arguments: RedriveDeadLetters
     ) -> Applied:
-        plan = self._plan(services, caller.role, arguments)
+        plan = self.plan_for(services, caller.role, arguments)
         return _applied(services.redrive.apply_redrive(caller.role, plan, via=caller.via))
 
     def apply_approved(

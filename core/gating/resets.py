@@ -16,10 +16,8 @@ from core.gating.operation import (
     Approval,
     Caller,
     GatedArguments,
-    GatedOperation,
     GatingServices,
-    Planned,
-    gated_document,
+    PreviewedOperation,
 )
 from core.ids.position import Position
 from core.ids.topic_name import TopicName
@@ -50,14 +48,14 @@ class ResetCursor(GatedArguments):
             raise InvalidArgumentError(f"Invalid time {stamp!r}: expected epoch milliseconds")
 
 
-class ResetCursorOperation(GatedOperation[ResetPlan, ResetCursor]):
+class ResetCursorOperation(PreviewedOperation[ResetPlan, ResetCursor]):
     def targets(
         self, services: GatingServices, role: str, arguments: ResetCursor
     ) -> Sequence[TopicInfo]:
         base = TopicName.parse(arguments.topic).base
         return (services.access.authorized_topic(role, Operation.RESET_CURSOR, base),)
 
-    def _plan(self, services: GatingServices, role: str, arguments: ResetCursor) -> ResetPlan:
+    def plan_for(self, services: GatingServices, role: str, arguments: ResetCursor) -> ResetPlan:
         return services.resets.plan_reset(
             role,
             arguments.topic,
@@ -66,16 +64,10 @@ class ResetCursorOperation(GatedOperation[ResetPlan, ResetCursor]):
             timestamp_ms=arguments.timestamp_ms,
         )
 
-    def plan(
-        self, services: GatingServices, caller: Caller, arguments: ResetCursor
-    ) -> Planned[ResetPlan]:
-        plan = self._plan(services, caller.role, arguments)
-        return Planned(plan, gated_document(caller, arguments, plan.preview()))
-
     def apply_now(
         self, services: GatingServices, caller: Caller, arguments: ResetCursor
     ) -> Applied:
-        plan = self._plan(services, caller.role, arguments)
+        plan = self.plan_for(services, caller.role, arguments)
         moved = services.resets.apply_reset(caller.role, plan, via=caller.via)
         return Applied(RESET_CURSOR, plan.messages, 0, {"markDelete": moved})
 

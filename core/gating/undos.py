@@ -14,10 +14,8 @@ from core.gating.operation import (
     Approval,
     Caller,
     GatedArguments,
-    GatedOperation,
     GatingServices,
-    Planned,
-    gated_document,
+    PreviewedOperation,
 )
 from core.skipping.undo import UndoOutcome, UndoPlan, check_skip_id
 
@@ -42,25 +40,19 @@ def _applied(outcome: UndoOutcome) -> Applied:
     )
 
 
-class UndoSkipOperation(GatedOperation[UndoPlan, UndoSkip]):
+class UndoSkipOperation(PreviewedOperation[UndoPlan, UndoSkip]):
     def targets(
         self, services: GatingServices, role: str, arguments: UndoSkip
     ) -> Sequence[TopicInfo]:
         return (services.access.authorized_topic(role, Operation.SKIP, arguments.topic),)
 
-    def _plan(self, services: GatingServices, role: str, arguments: UndoSkip) -> UndoPlan:
+    def plan_for(self, services: GatingServices, role: str, arguments: UndoSkip) -> UndoPlan:
         return services.undo.plan_undo_skip(
             role, arguments.topic, arguments.subscription, arguments.skip_id
         )
 
-    def plan(
-        self, services: GatingServices, caller: Caller, arguments: UndoSkip
-    ) -> Planned[UndoPlan]:
-        plan = self._plan(services, caller.role, arguments)
-        return Planned(plan, gated_document(caller, arguments, plan.preview()))
-
     def apply_now(self, services: GatingServices, caller: Caller, arguments: UndoSkip) -> Applied:
-        plan = self._plan(services, caller.role, arguments)
+        plan = self.plan_for(services, caller.role, arguments)
         return _applied(services.undo.apply_undo_skip(caller.role, plan, via=caller.via))
 
     def apply_approved(

@@ -15,10 +15,8 @@ from core.gating.operation import (
     Approval,
     Caller,
     GatedArguments,
-    GatedOperation,
     GatingServices,
-    Planned,
-    gated_document,
+    PreviewedOperation,
 )
 from core.resetting.unsubscribe_plan import UnsubscribePlan
 
@@ -38,19 +36,18 @@ class Unsubscribe(GatedArguments):
             raise InvalidArgumentError(f"Invalid force {self.force!r}: expected true or false")
 
 
-class UnsubscribeOperation(GatedOperation[UnsubscribePlan, Unsubscribe]):
+class UnsubscribeOperation(PreviewedOperation[UnsubscribePlan, Unsubscribe]):
     def targets(
         self, services: GatingServices, role: str, arguments: Unsubscribe
     ) -> Sequence[TopicInfo]:
         return (services.access.authorized_topic(role, Operation.UNSUBSCRIBE, arguments.topic),)
 
-    def plan(
-        self, services: GatingServices, caller: Caller, arguments: Unsubscribe
-    ) -> Planned[UnsubscribePlan]:
-        plan = services.admin.plan_unsubscribe(
-            caller.role, arguments.topic, arguments.subscription, force=arguments.force
+    def plan_for(
+        self, services: GatingServices, role: str, arguments: Unsubscribe
+    ) -> UnsubscribePlan:
+        return services.admin.plan_unsubscribe(
+            role, arguments.topic, arguments.subscription, force=arguments.force
         )
-        return Planned(plan, gated_document(caller, arguments, plan.preview()))
 
     def apply_now(
         self, services: GatingServices, caller: Caller, arguments: Unsubscribe

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from core.errors import InvalidArgumentError
 from core.ids.message_id import MessageId
-from core.portable_plan import PortablePlan, Spelling
+from core.portable_plan import PreviewedPlan, Spelling
 
 ORIGIN_PROPERTY = "cursorops-redrive-origin"
 """The dead-letter message's id (``ledger:entry[:batch]``) a redriven message came from."""
@@ -66,7 +66,7 @@ class RedriveMessage:
 
 
 @dataclass(frozen=True)
-class RedrivePlan(PortablePlan):
+class RedrivePlan(PreviewedPlan):
     """What a redrive would publish, planned against the stores as they were at
     ``planned_at`` (the broker's clock); immutable, identified by its content hash.
 

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from core.errors import InvalidArgumentError
 from core.ids.position import Position
-from core.portable_plan import PortablePlan, Spelling
+from core.portable_plan import PreviewedPlan, Spelling
 
 RESET_PLAN_FORMAT = 1
 
@@ -77,7 +77,7 @@ def _position(text: object, where: str) -> Position:
 
 
 @dataclass(frozen=True)
-class ResetPlan(PortablePlan):
+class ResetPlan(PreviewedPlan):
     """Every partition's move of one reset-cursor; immutable."""
 
     SPELLING: ClassVar[Spelling] = Spelling.SORTED

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from core.errors import InvalidArgumentError
-from core.portable_plan import PortablePlan, Spelling
+from core.portable_plan import PreviewedPlan, Spelling
 
 UNSUBSCRIBE_PLAN_FORMAT = 1
 
 
 @dataclass(frozen=True)
-class UnsubscribePlan(PortablePlan):
+class UnsubscribePlan(PreviewedPlan):
     """One subscription to delete, and its backlog per partition when planned."""
 
     SPELLING: ClassVar[Spelling] = Spelling.SORTED

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from core.errors import InvalidArgumentError, InvalidInputError, InvalidSkipPlanError
-from core.portable_plan import PortablePlan, Spelling
+from core.portable_plan import PreviewedPlan, Spelling
 
 UNDO_PLAN_FORMAT = 1
 PREVIEW_IDS = 50
@@ -142,7 +142,7 @@ class UndoPartition:
 
 
 @dataclass(frozen=True)
-class UndoPlan(PortablePlan):
+class UndoPlan(PreviewedPlan):
     """What undoing skip ``skip_id`` would take back, planned at ``planned_at_ms``.
 
     ``partitions`` hold the skip's messages per topic partition (each still on a
@@ -239,7 +239,7 @@ class UndoPlan(PortablePlan):
             approved_by=tuple(approved_by),
         )
 
-    def preview(self) -> dict[str, object]:
+    def preview(self) -> dict[str, Any]:
         """What a reviewer reads: the skip (when, who, why), the counts, the first ids."""
         listed: list[str] = []
         for part in self.partitions:
