@@ -405,8 +405,9 @@ def topics_redrive(ctx: Context, args: argparse.Namespace) -> Result:
     )
     if args.preview:
         preview = plan.preview()
+        ids = f", {len(plan.ids)} ids" if len(plan.ids) != plan.messages else ""
         lines = [
-            f"Would redrive {plan.messages} message(s) of {plan.dead_letter_topic} to "
+            f"Would redrive {plan.messages} message(s){ids} of {plan.dead_letter_topic} to "
             f"subscription {plan.subscription} of {plan.topic} (plan {plan.plan_id})"
         ]
         lines += [

@@ -14,6 +14,10 @@ is unacknowledged and either
   acknowledged by definition, so a message is behind when an individually
   acknowledged entry or batch index follows it.
 
+A chunked message is one message (:mod:`core.ids.chunked_messages`): found,
+counted and listed once, at its last chunk, where the backlog counts it and a
+consumer receives it (a skip of that id takes every chunk).
+
 The thresholds document (:mod:`core.analysis.backlog_audit`) carries the limits
 as one ``radar`` object; every field is optional::
 
@@ -282,6 +286,7 @@ def scan_partition(
     pending: PendingCounts,
     now_ms: int,
     limits: RadarLimits,
+    chunk_rest: npt.ArrayLike | None = None,
 ) -> RadarResult:
     """The stuck messages of one partition for one subscription's cursor ``state``.
 
@@ -289,7 +294,10 @@ def scan_partition(
     the partition's stored entries, aligned, in any order (``batch_size`` 0: not
     batched, one message with batch index -1). ``pending`` are the
     subscription's pending messages of the partition; those acknowledged since
-    or not stored are ignored.
+    or not stored are ignored. ``chunk_rest`` (aligned; the entry index's,
+    :func:`core.ids.chunked_messages.chunk_rest`): the chunks before a chunked
+    message's last. The message is found, counted and listed once, at its last
+    chunk, as the backlog counts it; the chunks before it are no finding.
     """
     ledger = np.asarray(ledger_ids, np.int64)
     entry = np.asarray(entry_ids, np.int64)
@@ -300,18 +308,23 @@ def scan_partition(
     n = len(ledger)
     if n == 0 or not limits.enabled:
         return RadarResult.empty()
-    unacked = backlog.unacked_messages(state, ledger, entry, size)
+    rest = (
+        np.asarray(chunk_rest, np.bool_)[order] if chunk_rest is not None else np.zeros(n, np.bool_)
+    )
+    # Which rows are acknowledged reads every chunk; what counts is each message once.
+    stored = backlog.unacked_messages(state, ledger, entry, size)
+    unacked = np.where(rest, 0, stored)
     old = (
         (now_ms - publish) >= limits.min_age_s * 1000
         if limits.min_age_s is not None
         else np.zeros(n, np.bool_)
     )
     # The last acknowledged message: row ``last``, indexes below ``cut`` of it.
-    touched = np.flatnonzero(unacked < np.maximum(size, 1))
+    touched = np.flatnonzero(stored < np.maximum(size, 1))
     last, cut = -1, -1
     if touched.size:
         last = int(touched[-1])
-        if unacked[last]:
+        if stored[last]:
             bits = state.batch_acks[Position(int(ledger[last]), int(entry[last]))]
             cut = max(i for i in range(int(size[last])) if ack_set.is_acked(bits, i))
     rows = np.arange(n)
@@ -322,6 +335,7 @@ def scan_partition(
     p_index = np.asarray(pending.batch_index, np.int64)
     p_size = size[np.maximum(p_row, 0)] if n else np.zeros(len(p_row), np.int64)
     live = (p_row >= 0) & np.where(p_size > 0, (p_index >= 0) & (p_index < p_size), p_index == -1)
+    live &= ~rest[np.maximum(p_row, 0)]
     if live.any():
         live[live] = ~state.acked_many(
             pending.ledger_id[live], pending.entry_id[live], p_index[live]

@@ -294,6 +294,7 @@ class Analysis(Collaborator):
                     counts,
                     now,
                     chosen,
+                    index.chunk_rest,
                 )
                 number = numbers[name] if info.partitions else -1
                 parts.append(

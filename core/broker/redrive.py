@@ -111,6 +111,7 @@ class Redrive(Collaborator):
         with self.metadata.reading() as view:
             dlq_subs = tuple(s.name for s in view.subscriptions(dlq.name))
         ids: list[MessageId] = []
+        groups: list[tuple[int, ...]] = []
         keys: list[str | None] = []
         sample: list[RedriveMessage] = []
         for index, name in enumerate(dlq.partition_names()):
@@ -128,6 +129,7 @@ class Redrive(Collaborator):
             chunked_rows.refuse_sealed_batches(rows, name)
             partition = index if dlq.partitions else -1
             found = _ids(rows, None, partition)
+            groups += [tuple(len(ids) + i for i in g) for g in chunked_rows.groups(rows)]
             ids += found
             keys += rows.column("key").to_pylist()
             room = PREVIEW_MESSAGES - len(sample)
@@ -160,6 +162,7 @@ class Redrive(Collaborator):
             tuple(sample),
             None if chosen is None else chosen.to_json(),
             self.clock(),
+            tuple(groups),
         )
 
     def apply_redrive(self, role: str, plan: RedrivePlan, *, via: str = "broker") -> RedriveOutcome:

@@ -158,7 +158,7 @@ class SkipUndo(Collaborator):
             partitions.append(part)
             if count:
                 state = self.context.cursor_state(name, subscription, layouts[name])
-                still += int(acknowledged(state, *part.arrays()).sum())
+                still += part.count(acknowledged(state, *part.arrays()))
         detail = record.detail
         approvers = detail.get("approvedBy")
         why = self._why(detail.get("planDigest"))
@@ -181,7 +181,8 @@ class SkipUndo(Collaborator):
     def _whole_chunked_messages(self, part: UndoPartition, layout: LedgerLayout) -> UndoPartition:
         """``part`` and, after its messages, the other chunks of each chunked message it
         names (position order): an undo takes a chunked message back whole, whichever of
-        its chunks the skip's record lists (:mod:`core.ids.chunked_messages`)."""
+        its chunks the skip's record lists (:mod:`core.ids.chunked_messages`); with which
+        are chunks of one message, for its counts."""
         if self.context.entry_arrays(part.topic_partition, layout).chunk_rest is None:
             return part
         chunks = self.context.chunked_messages(part.topic_partition)
@@ -192,13 +193,14 @@ class SkipUndo(Collaborator):
             for ledger, entry in zip(ledgers.tolist(), entries.tolist(), strict=True)
             if (ledger, entry) not in listed
         ]
-        if not added:
-            return part
+        ledger_ids = part.ledger_ids + tuple(a[0] for a in added)
+        entry_ids = part.entry_ids + tuple(a[1] for a in added)
         return UndoPartition(
             part.topic_partition,
-            part.ledger_ids + tuple(a[0] for a in added),
-            part.entry_ids + tuple(a[1] for a in added),
+            ledger_ids,
+            entry_ids,
             part.batch_indexes + (-1,) * len(added),
+            chunks.groups(ledger_ids, entry_ids),
         )
 
     def _skip_record(self, info: TopicInfo, subscription: str, skip_id: int) -> AuditRecord:

@@ -11,7 +11,9 @@ The message is *complete* once a last chunk (``chunk_id ==
 num_chunks_from_msg - 1``) is stored; it is counted once, at its first last
 chunk (:attr:`core.store.ledger.EntryColumns.chunk_rest` counts the chunks
 before it 0). One whose last chunk is not stored is not a message yet: no
-consumer can receive it.
+consumer can receive it. What counts messages counts a chunked message once: over
+entries by :func:`chunk_rest`, over a plan's ids by :meth:`ChunkedMessages.groups`
+and :func:`count_once`.
 
 Pure: arrays in, arrays out.
 """
@@ -29,6 +31,9 @@ from core.ids.position import match_positions
 
 Ints = npt.NDArray[np.int64]
 Flags = npt.NDArray[np.bool_]
+Groups = tuple[tuple[int, ...], ...]
+"""Indexes into a list of message ids, one tuple per chunked message whose chunks are
+among them (:meth:`ChunkedMessages.groups`)."""
 
 CHUNK_COLUMNS = ("ledger_id", "entry_id", "uuid", "chunk_id", "num_chunks_from_msg")
 """The ledger columns :meth:`ChunkedMessages.of_rows` reads."""
@@ -138,6 +143,59 @@ class ChunkedMessages:
         mine = named[self.message]
         return self.ledger_id[mine], self.entry_id[mine]
 
+    def groups(self, ledger_ids: npt.ArrayLike, entry_ids: npt.ArrayLike) -> Groups:
+        """Which of these positions are chunks of one message: per chunked message two or
+        more of them are chunks of, their indexes (into the positions), ascending; ordered by
+        first index. A position that is no chunk, or its message's only one here, is in none.
+        :func:`count_once` counts by them."""
+        at = self.message_at(ledger_ids, entry_ids) if len(self) else np.zeros(0, np.int64)
+        found: dict[int, list[int]] = {}
+        for index in np.flatnonzero(at >= 0).tolist():
+            found.setdefault(int(at[index]), []).append(index)
+        return tuple(tuple(group) for group in found.values() if len(group) > 1)
+
+
+def count_once(flags: npt.ArrayLike, groups: Groups) -> int:
+    """How many messages the flagged ids are, a chunked message once: ``flags`` has one
+    flag per id, ``groups`` says which ids are chunks of one message; a message counts 1
+    when any of its chunks is flagged."""
+    flagged = np.asarray(flags, np.bool_)
+    total = int(np.count_nonzero(flagged))
+    if not groups:
+        return total
+    members = np.fromiter((i for group in groups for i in group), np.int64)
+    label = np.repeat(np.arange(len(groups)), [len(group) for group in groups])
+    hits = np.bincount(label, weights=flagged[members], minlength=len(groups))
+    return total - int(hits.sum()) + int(np.count_nonzero(hits))
+
+
+def check_groups(groups: object, ids: int) -> Groups:
+    """``groups`` as read from a plan's JSON, in the one spelling :meth:`ChunkedMessages.groups`
+    gives (lists of two or more ascending indexes below ``ids``, no index twice, ordered by
+    first index); ValueError naming what is wrong otherwise."""
+    if not isinstance(groups, list):
+        raise ValueError("chunked messages must be a list")
+    out: list[tuple[int, ...]] = []
+    seen: set[int] = set()
+    for n, group in enumerate(groups):
+        if (
+            not isinstance(group, list)
+            or len(group) < 2
+            or not all(isinstance(i, int) and not isinstance(i, bool) for i in group)
+        ):
+            raise ValueError(f"chunked message {n} must be a list of two or more indexes")
+        if any(i < 0 or i >= ids for i in group):
+            raise ValueError(f"chunked message {n} names an index outside 0..{ids - 1}")
+        if any(b <= a for a, b in zip(group, group[1:], strict=False)):
+            raise ValueError(f"chunked message {n}: indexes must be ascending")
+        if seen.intersection(group):
+            raise ValueError(f"chunked message {n} names an id of another one")
+        if out and group[0] < out[-1][0]:
+            raise ValueError("chunked messages must be ordered by their first index")
+        seen.update(group)
+        out.append(tuple(group))
+    return tuple(out)
+
 
 def chunk_rest(chunk_id: npt.ArrayLike, num_chunks: npt.ArrayLike) -> Flags:
     """Per entry, whether it is a chunk before its message's last (a chunk id of -1 and 0
@@ -152,4 +210,11 @@ def _ints(column: pa.Array | pa.ChunkedArray) -> Ints:
     return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-__all__ = ["CHUNK_COLUMNS", "ChunkedMessages", "chunk_rest"]
+__all__ = [
+    "CHUNK_COLUMNS",
+    "ChunkedMessages",
+    "Groups",
+    "check_groups",
+    "chunk_rest",
+    "count_once",
+]

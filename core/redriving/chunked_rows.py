@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from core.errors import InvalidArgumentError
-from core.ids.chunked_messages import ChunkedMessages
+from core.ids.chunked_messages import ChunkedMessages, Groups
 from core.redriving.redrive_plan import PRODUCER_NAME
 
 
@@ -60,6 +60,17 @@ def whole_messages(rows: pa.Table, chosen: np.ndarray, *, complete_only: bool = 
     whole = chosen.copy()
     whole[chunk] = taken[message[chunk]]
     return whole
+
+
+def groups(rows: pa.Table) -> Groups:
+    """Which rows of one partition are chunks of one message
+    (:meth:`~core.ids.chunked_messages.ChunkedMessages.groups`): a plan's
+    ``chunked_messages``."""
+    if rows.column("uuid").null_count == rows.num_rows:
+        return ()
+    return ChunkedMessages.of_rows(rows).groups(
+        rows.column("ledger_id").to_numpy(), rows.column("entry_id").to_numpy()
+    )
 
 
 def first_rows(rows: pa.Table) -> np.ndarray:
@@ -159,4 +170,4 @@ def refuse_sealed_batches(rows: pa.Table, name: str) -> None:
         )
 
 
-__all__ = ["chunk_columns", "first_rows", "refuse_sealed_batches", "whole_messages"]
+__all__ = ["chunk_columns", "first_rows", "groups", "refuse_sealed_batches", "whole_messages"]

@@ -13,7 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from core.errors import InvalidArgumentError
+from core.ids.chunked_messages import Groups, check_groups, count_once
 from core.ids.message_id import MessageId
 from core.portable_plan import PreviewedPlan, Spelling
 
@@ -44,7 +47,10 @@ _FIELDS = frozenset(
         "plannedAt",
     }
 )
-"""What a plan's content holds, no more."""
+"""What a plan's content holds, no more (and :data:`CHUNKED` when it holds a chunked message)."""
+CHUNKED = "chunkedMessages"
+"""The content's field of the ids that are chunks of one message, present only when some are:
+a plan without a chunked message is spelled, and identified, as before the field."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,10 @@ class RedrivePlan(PreviewedPlan):
     ``planned_at`` (the broker's clock); immutable, identified by its content hash.
 
     ``ids`` are the dead-letter messages (``partition`` -1 when the dead-letter topic
-    is not partitioned), in the order they are published, ``keys`` theirs.
+    is not partitioned), in the order they are published, ``keys`` theirs: every chunk of a
+    chunked message. ``chunked_messages``: which ids are chunks of one message
+    (:meth:`~core.ids.chunked_messages.ChunkedMessages.groups`), so that what counts
+    messages counts it once.
     """
 
     SPELLING: ClassVar[Spelling] = Spelling.SORTED
@@ -87,17 +96,23 @@ class RedrivePlan(PreviewedPlan):
     ids: tuple[MessageId, ...]
     keys: tuple[str | None, ...]
     sample: tuple[RedriveMessage, ...]
-    """The first :data:`PREVIEW_MESSAGES` messages."""
+    """The first :data:`PREVIEW_MESSAGES` ids (a chunked message's chunks each)."""
     predicate: Mapping[str, Any] | None
     planned_at: int
+    chunked_messages: Groups = ()
 
     def __post_init__(self) -> None:
         if len(self.keys) != len(self.ids):
             raise InvalidArgumentError("Invalid redrive plan: one key per message")
+        try:
+            check_groups([list(g) for g in self.chunked_messages], len(self.ids))
+        except ValueError as exc:
+            raise InvalidArgumentError(f"Invalid redrive plan: {exc}") from exc
 
     @property
     def messages(self) -> int:
-        return len(self.ids)
+        """Messages planned, a chunked message once (what the approval quorum counts)."""
+        return count_once(np.ones(len(self.ids), np.bool_), self.chunked_messages)
 
     def content(self) -> dict[str, Any]:
         return {
@@ -112,14 +127,18 @@ class RedrivePlan(PreviewedPlan):
             "sample": [m.to_json() | {"partition": m.message_id.partition} for m in self.sample],
             "predicate": None if self.predicate is None else dict(self.predicate),
             "plannedAt": self.planned_at,
-        }
+        } | ({CHUNKED: [list(g) for g in self.chunked_messages]} if self.chunked_messages else {})
 
     @classmethod
     def from_content(cls, content: Mapping[str, Any]) -> RedrivePlan:
         if content.get("kind") != "redrive":
             raise ValueError("not a redrive plan")
-        if set(content) != _FIELDS:
-            raise ValueError(f"fields {sorted(set(content) ^ _FIELDS)} missing or unexpected")
+        if set(content) - {CHUNKED} != _FIELDS:
+            raise ValueError(
+                f"fields {sorted((set(content) - {CHUNKED}) ^ _FIELDS)} missing or unexpected"
+            )
+        if content.get(CHUNKED, True) == []:
+            raise ValueError(f"{CHUNKED} is left out when there is none")
         sample = tuple(
             RedriveMessage(
                 _parse_id(m["messageId"], int(m["partition"])),
@@ -144,11 +163,13 @@ class RedrivePlan(PreviewedPlan):
             sample=sample,
             predicate=None if predicate is None else dict(predicate),
             planned_at=int(content["plannedAt"]),
+            chunked_messages=check_groups(content.get(CHUNKED, []), len(content["ids"])),
         )
 
     def preview(self) -> dict[str, Any]:
-        """Counts and the first :data:`PREVIEW_MESSAGES` messages, as JSON values."""
-        keyed = sum(k is not None for k in self.keys)
+        """Counts (a chunked message once; ``ids`` counts every chunk) and the first
+        :data:`PREVIEW_MESSAGES` ids, as JSON values."""
+        keyed = count_once([k is not None for k in self.keys], self.chunked_messages)
         return {
             "planId": self.plan_id,
             "topic": self.topic,
@@ -158,6 +179,7 @@ class RedrivePlan(PreviewedPlan):
             "otherSubscriptions": list(self.other_subscriptions),
             "predicate": None if self.predicate is None else dict(self.predicate),
             "messages": self.messages,
+            "ids": len(self.ids),
             "keyedMessages": keyed,
             "distinctKeys": len({k for k in self.keys if k is not None}),
             "plannedAt": self.planned_at,
@@ -222,6 +244,7 @@ def _optional_text(value: object) -> str | None:
 
 
 __all__ = [
+    "CHUNKED",
     "ORIGIN_PROPERTY",
     "ORIGIN_TOPIC_PROPERTY",
     "PREVIEW_MESSAGES",

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from core.errors import InvalidArgumentError, InvalidInputError, InvalidSkipPlanError
+from core.ids.chunked_messages import Groups, check_groups, count_once
 from core.portable_plan import PreviewedPlan, Spelling
 
 UNDO_PLAN_FORMAT = 1
@@ -35,6 +36,9 @@ PREVIEW_IDS = 50
 """Message ids a preview lists at most."""
 
 _INT64_MAX = 2**63 - 1
+CHUNKED = "chunkedMessages"
+"""A partition's field of the ids that are chunks of one message, present only when some are:
+a plan without a chunked message is spelled, and identified, as before the field."""
 
 __all__ = [
     "PREVIEW_IDS",
@@ -126,9 +130,31 @@ class UndoPartition:
     entry_ids: tuple[int, ...]
     batch_indexes: tuple[int, ...]
     """-1: the whole entry."""
+    chunked_messages: Groups = ()
+    """Which ids are chunks of one message
+    (:meth:`~core.ids.chunked_messages.ChunkedMessages.groups`)."""
 
     def __len__(self) -> int:
+        """Ids, every chunk of a chunked message."""
         return len(self.ledger_ids)
+
+    @property
+    def messages(self) -> int:
+        """Messages, a chunked message once."""
+        return self.count(np.ones(len(self), np.bool_))
+
+    def count(self, flags: npt.ArrayLike) -> int:
+        """How many messages the flagged ids are (one flag per id), a chunked message once
+        (:func:`~core.ids.chunked_messages.count_once`)."""
+        return count_once(flags, self.chunked_messages)
+
+    def same_ids(self, other: UndoPartition) -> bool:
+        return (self.topic_partition, self.ledger_ids, self.entry_ids, self.batch_indexes) == (
+            other.topic_partition,
+            other.ledger_ids,
+            other.entry_ids,
+            other.batch_indexes,
+        )
 
     def arrays(self) -> tuple[npt.NDArray[np.int64], ...]:
         """``(ledger ids, entry ids, batch indexes)`` as int64 arrays."""
@@ -147,8 +173,9 @@ class UndoPlan(PreviewedPlan):
 
     ``partitions`` hold the skip's messages per topic partition (each still on a
     retained ledger when planned); ``still_acknowledged`` counts those acknowledged
-    then (only they change). The original skip's when, who, door and why come
-    from its audit record and, for an approved skip, its plan record.
+    then (only they change), a chunked message once, when any of its chunks is. The
+    original skip's when, who, door and why come from its audit record and, for an
+    approved skip, its plan record.
     """
 
     SPELLING: ClassVar[Spelling] = Spelling.ID_FIRST
@@ -170,7 +197,12 @@ class UndoPlan(PreviewedPlan):
 
     @property
     def messages(self) -> int:
-        """Messages the skip acknowledged, and this undo names."""
+        """Messages the skip acknowledged, and this undo names, a chunked message once."""
+        return sum(part.messages for part in self.partitions)
+
+    @property
+    def ids(self) -> int:
+        """Ids this undo names: every chunk of a chunked message."""
         return sum(len(part) for part in self.partitions)
 
     def content(self) -> dict[str, Any]:
@@ -191,6 +223,11 @@ class UndoPlan(PreviewedPlan):
             },
             "partitions": [
                 {"topicPartition": part.topic_partition, "ids": part.triplets()}
+                | (
+                    {CHUNKED: [list(g) for g in part.chunked_messages]}
+                    if part.chunked_messages
+                    else {}
+                )
                 for part in self.partitions
             ],
         }
@@ -208,17 +245,27 @@ class UndoPlan(PreviewedPlan):
             raise InvalidSkipPlanError("Invalid undo plan: partitions must be a list")
         partitions = []
         for i, entry in enumerate(listed):
-            part = _fields(entry, f"undo plan partitions[{i}]", ("topicPartition", "ids"))
+            names: tuple[str, ...] = ("topicPartition", "ids")
+            if isinstance(entry, Mapping) and CHUNKED in entry:
+                names += (CHUNKED,)
+            part = _fields(entry, f"undo plan partitions[{i}]", names)
             ids = part["ids"]
             if not isinstance(ids, list):
                 raise InvalidSkipPlanError(f"Invalid undo plan: partitions[{i}].ids must be a list")
             rows = parse_triplets(ids, f"partitions[{i}].ids")
+            try:
+                groups = check_groups(part.get(CHUNKED, []), len(ids))
+                if part.get(CHUNKED) == []:
+                    raise ValueError(f"{CHUNKED} is left out when there is none")
+            except ValueError as exc:
+                raise InvalidSkipPlanError(f"Invalid undo plan: partitions[{i}]: {exc}") from exc
             partitions.append(
                 UndoPartition(
                     _text(part["topicPartition"], f"partitions[{i}].topicPartition"),
                     tuple(rows[:, 0].tolist()),
                     tuple(rows[:, 1].tolist()),
                     tuple(rows[:, 2].tolist()),
+                    groups,
                 )
             )
         approved_by = skip["approvedBy"]
@@ -263,18 +310,19 @@ class UndoPlan(PreviewedPlan):
             "approvedBy": list(self.approved_by),
             "messages": self.messages,
             "stillAcknowledged": self.still_acknowledged,
-            "perPartition": {part.topic_partition: len(part) for part in self.partitions},
+            "perPartition": {part.topic_partition: part.messages for part in self.partitions},
             "ids": listed,
-            "idsNotListed": self.messages - len(listed),
+            "idsNotListed": self.ids - len(listed),
         }
 
     def same_messages(self, other: UndoPlan) -> bool:
-        """Whether both name the same messages of the same skip, partition by partition."""
-        return (self.topic, self.subscription, self.skip_id, self.partitions) == (
-            other.topic,
-            other.subscription,
-            other.skip_id,
-            other.partitions,
+        """Whether both name the same ids of the same skip, partition by partition (which
+        are chunks of one message only decides counts)."""
+        return (
+            (self.topic, self.subscription, self.skip_id)
+            == (other.topic, other.subscription, other.skip_id)
+            and len(self.partitions) == len(other.partitions)
+            and all(a.same_ids(b) for a, b in zip(self.partitions, other.partitions, strict=True))
         )
 
 

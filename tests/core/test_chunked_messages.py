@@ -7,7 +7,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.ids.chunked_messages import ChunkedMessages
+from core.ids.chunked_messages import ChunkedMessages, check_groups, count_once
 
 
 @st.composite
@@ -77,3 +77,38 @@ def test_a_position_that_is_no_chunk_names_nothing() -> None:
     ledgers, entries = chunks.whole(np.array([1]), np.array([1]))
     assert ledgers.size == entries.size == 0
     assert chunks.last.tolist() == [1]
+
+
+@given(rows=chunk_rows(), data=st.data())
+@settings(max_examples=300, deadline=None)
+def test_a_list_of_ids_counts_each_chunked_message_once(
+    rows: list[tuple[int, int, str | None, int, int]], data: st.DataObject
+) -> None:
+    """Any list of positions (some twice over none, some not stored), with any flags: the
+    count is the number of distinct messages flagged, a chunked message by its uuid."""
+    chunks = grouped(rows)
+    uuid_of = {(r[0], r[1]): r[2] for r in rows}
+    stored = sorted(uuid_of)
+    listed = data.draw(st.lists(st.sampled_from([*stored, (99, 0)]), unique=True))
+    flags = data.draw(st.lists(st.booleans(), min_size=len(listed), max_size=len(listed)))
+    groups = chunks.groups([p[0] for p in listed], [p[1] for p in listed])
+    model = {uuid_of.get(p) or ("plain", p) for p, flag in zip(listed, flags, strict=True) if flag}
+    assert count_once(flags, groups) == len(model)
+    assert count_once([True] * len(listed), groups) == len(
+        {uuid_of.get(p) or ("plain", p) for p in listed}
+    )
+    # The one spelling a plan stores them in reads back as it is.
+    assert check_groups([list(g) for g in groups], len(listed)) == groups
+
+
+def test_groups_name_indexes_into_the_positions_given() -> None:
+    chunks = grouped(
+        [(1, 0, "u", 0, 3), (1, 1, None, -1, 0), (1, 2, "u", 1, 3), (1, 3, "u", 2, 3)]
+        + [(1, 4, "v", 0, 2), (1, 5, "v", 1, 2)]
+    )
+    # Listed as a skip's record lists them: u's last chunk, then x, u's first, v's first alone.
+    groups = chunks.groups(np.array([1, 1, 1, 1, 1]), np.array([3, 1, 0, 4, 2]))
+    assert groups == ((0, 2, 4),)
+    assert count_once([True] * 5, groups) == 3
+    assert count_once([False, True, True, False, False], groups) == 2
+    assert grouped([]).groups(np.array([1]), np.array([0])) == ()

@@ -21,6 +21,7 @@ from core.analysis.poison_radar import (
     skip_request,
 )
 from core.errors import InvalidArgumentError
+from core.ids.chunked_messages import chunk_rest
 from core.ids.position import EARLIEST, Position
 
 NOW = 1_000_000
@@ -148,6 +149,40 @@ def test_a_redelivered_message_and_one_left_behind() -> None:
         ("1:1:0", 0, False, True),
     ]
     assert (got.stuck, got.redelivered, got.behind_acks) == (2, 1, 2)
+
+
+def test_a_chunked_message_is_one_finding_at_its_last_chunk() -> None:
+    """A in three chunks (1:0, 1:2, 1:3) with x (1:1) between, then y (1:4) acknowledged;
+    every chunk of A pending, redelivered 4 times; then B, whose last chunk is not stored."""
+    chunk_id = [0, -1, 1, 2, -1, 0]
+    num_chunks = [3, 0, 3, 3, 0, 2]
+    acked = RangeSet()
+    acked.add(1, 4)
+    state = CursorState(individually_deleted=acked)
+    pending = PendingCounts(
+        *(np.array(v, np.int64) for v in ([1] * 3, [0, 2, 3], [-1] * 3, [4] * 3))
+    )
+    got = scan_partition(
+        state,
+        [1] * 6,
+        list(range(6)),
+        [0] * 6,
+        [0] * 6,
+        pending,
+        NOW,
+        RadarLimits(),
+        chunk_rest(chunk_id, num_chunks),
+    )
+    assert [(m.triplet, m.redelivery_count, m.redelivered, m.behind_acks) for m in got.listed] == [
+        ("1:3", 4, True, True),
+        ("1:1", 0, False, True),
+    ]
+    assert (got.stuck, got.redelivered, got.behind_acks) == (2, 1, 2)
+    # Without the chunks marked, each chunk of A was a message of its own.
+    each = scan_partition(
+        state, [1] * 6, list(range(6)), [0] * 6, [0] * 6, pending, NOW, RadarLimits()
+    )
+    assert (each.stuck, each.redelivered) == (4, 3)
 
 
 def test_merge_orders_partitions_by_count_then_name() -> None:

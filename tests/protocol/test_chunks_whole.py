@@ -30,16 +30,16 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> pulsar.CryptoKeyReader:
     return pulsar.CryptoKeyReader(str(public), str(private))
 
 
-@pytest.mark.parametrize("sent_as", ["lz4", "encrypted"])
-def test_a_chunked_dead_letter_is_redriven_whole_as_sent(
+def dead_letter_topic(
     standalone: Standalone,
     client: pulsar.Client,
-    keys: pulsar.CryptoKeyReader,
-    sent_as: str,
-) -> None:
-    topic = unique("redrive")
+    prefix: str,
+    crypto: pulsar.CryptoKeyReader | None,
+) -> tuple[str, str, pulsar.Consumer]:
+    """A new topic, its subscription ``s`` (a Shared consumer, reading with ``crypto``) and
+    its dead-letter topic ``<topic>-s-DLQ``, read by ``dlq-reader`` from the earliest."""
+    topic = unique(prefix)
     dlq = f"{topic}-s-DLQ"
-    crypto = keys if sent_as == "encrypted" else None
     consumer = client.subscribe(
         topic, "s", consumer_type=pulsar.ConsumerType.Shared, crypto_key_reader=crypto
     )
@@ -48,6 +48,30 @@ def test_a_chunked_dead_letter_is_redriven_whole_as_sent(
         broker.create_subscription(
             ROLE, dlq, "dlq-reader", SubscriptionType.SHARED, initial_position="earliest"
         )
+    return topic, dlq, consumer
+
+
+def left_on(
+    client: pulsar.Client, dlq: str, crypto: pulsar.CryptoKeyReader | None = None
+) -> list[pulsar.Message]:
+    """What ``dlq-reader`` still has to read on ``dlq`` (reading with ``crypto``)."""
+    reader = client.subscribe(
+        dlq, "dlq-reader", consumer_type=pulsar.ConsumerType.Shared, crypto_key_reader=crypto
+    )
+    left = drain(reader)
+    reader.close()
+    return left
+
+
+@pytest.mark.parametrize("sent_as", ["lz4", "encrypted"])
+def test_a_chunked_dead_letter_is_redriven_whole_as_sent(
+    standalone: Standalone,
+    client: pulsar.Client,
+    keys: pulsar.CryptoKeyReader,
+    sent_as: str,
+) -> None:
+    crypto = keys if sent_as == "encrypted" else None
+    topic, dlq, consumer = dead_letter_topic(standalone, client, "redrive", crypto)
     # A dead-letter producer that chunks, as one must for a message past the maximum size.
     producer = client.create_producer(
         dlq,
@@ -63,6 +87,8 @@ def test_a_chunked_dead_letter_is_redriven_whole_as_sent(
     with standalone.broker() as broker:
         plan = broker.plan_redrive(ROLE, topic, "s")
         assert len(plan.ids) == 3  # every chunk, acknowledged on the DLQ together
+        # What the approver reads and the quorum counts: one message.
+        assert plan.messages == plan.preview()["messages"] == 1
         outcome = broker.apply_redrive(ROLE, plan)
     assert len(outcome.published) == 3
     got = consumer.receive(15_000)
@@ -73,9 +99,7 @@ def test_a_chunked_dead_letter_is_redriven_whole_as_sent(
     assert got.properties()[ORIGIN_PROPERTY] == plan.ids[0].triplet()
     consumer.acknowledge(got)
     consumer.close()
-    reader = client.subscribe(dlq, "dlq-reader", consumer_type=pulsar.ConsumerType.Shared)
-    assert drain(reader) == []
-    reader.close()
+    assert left_on(client, dlq) == []
 
 
 def _big_then_small(client: pulsar.Client, topic: str) -> tuple[bytes, bytes]:
@@ -207,16 +231,7 @@ def test_an_encrypted_dead_letter_is_redriven_as_sent(
 ) -> None:
     """The broker never reads an encrypted payload: a redrive publishes it as its client sent
     it, and the consumer with the key reads what the producer wrote."""
-    topic = unique("redrive-enc")
-    dlq = f"{topic}-s-DLQ"
-    consumer = client.subscribe(
-        topic, "s", consumer_type=pulsar.ConsumerType.Shared, crypto_key_reader=keys
-    )
-    with standalone.broker() as broker:
-        broker.create_topic(ROLE, dlq)
-        broker.create_subscription(
-            ROLE, dlq, "dlq-reader", SubscriptionType.SHARED, initial_position="earliest"
-        )
+    topic, dlq, consumer = dead_letter_topic(standalone, client, "redrive-enc", keys)
     producer = client.create_producer(
         dlq,
         batching_enabled=batched,
@@ -235,11 +250,7 @@ def test_an_encrypted_dead_letter_is_redriven_as_sent(
             with pytest.raises(InvalidArgumentError, match="encrypted batch"):
                 broker.plan_redrive(ROLE, topic, "s")
             consumer.close()
-            reader = client.subscribe(
-                dlq, "dlq-reader", consumer_type=pulsar.ConsumerType.Shared, crypto_key_reader=keys
-            )
-            assert sorted(m.data() for m in drain(reader)) == sorted(sent)  # all still there
-            reader.close()
+            assert sorted(m.data() for m in left_on(client, dlq, keys)) == sorted(sent)
             return
         plan = broker.plan_redrive(ROLE, topic, "s")
         broker.apply_redrive(ROLE, plan)
@@ -252,6 +263,4 @@ def test_an_encrypted_dead_letter_is_redriven_as_sent(
     with pytest.raises(pulsar.Timeout):
         consumer.receive(1_000)
     consumer.close()
-    reader = client.subscribe(dlq, "dlq-reader", consumer_type=pulsar.ConsumerType.Shared)
-    assert drain(reader) == []
-    reader.close()
+    assert left_on(client, dlq) == []

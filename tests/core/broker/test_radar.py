@@ -15,6 +15,7 @@ from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
 
 from ..conftest import Clock
+from .conftest import chunk_entries, plain_entry
 
 TOPIC = "persistent://acme/ops/payments"
 POISON = b"order 5"
@@ -83,6 +84,40 @@ def test_the_radar_lists_exactly_the_poison_pill(
     assert row["listed"][0]["redeliveryCount"] == NACKS
     assert row["skipRequest"]["conf"]["message_ids"] == [pill.triplet]
     assert row["skipRequest"]["command"].startswith("airflow dags trigger cursorops_skip_messages")
+
+
+def test_a_chunked_poison_pill_is_one_finding(broker: Broker) -> None:
+    """A, in three chunks with x between its first two, is negatively acknowledged
+    ``NACKS`` times; x and y after it are acknowledged. A is one stuck message, listed at
+    its last chunk, the id a skip takes whole."""
+    broker.create_topic("admin", TOPIC)
+    broker.create_subscription(
+        "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    a = chunk_entries(b"A" * 30, 3, uuid="big-7")
+    stored = broker.append_entries(
+        "admin", TOPIC, [a[0], plain_entry(b"x"), a[1], a[2], plain_entry(b"y")]
+    )
+    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c", receiver_queue_size=100)
+    for _ in range(NACKS):
+        for message in consumer.receive_many(100):
+            if message.chunk is not None:
+                consumer.negative_acknowledge(message)
+            else:
+                consumer.acknowledge(message)
+    consumer.close()
+    # Its chunks were published long ago (at 1 s), before y, acknowledged: behind too.
+    (radar,) = broker.poison_radar("admin", TOPIC, "s")
+    assert (radar.result.stuck, radar.result.redelivered, radar.result.behind_acks) == (1, 1, 1)
+    (pill,) = radar.result.listed
+    assert (pill.triplet, pill.key, pill.redelivery_count) == (
+        f"{stored[3][0]}:{stored[3][1]}",
+        "big",
+        NACKS,
+    )
+    assert pill.redelivered and pill.behind_acks
+    assert radar.lines()[0].startswith(f"{TOPIC} / s: 1 stuck message(s)")
+    assert radar.to_json()["skipRequest"]["conf"]["message_ids"] == [pill.triplet]  # type: ignore[index]
 
 
 def test_the_cli_refuses_bad_limits(

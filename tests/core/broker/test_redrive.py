@@ -410,3 +410,77 @@ def test_a_redriven_chunk_keeps_its_metadata_but_what_a_redrive_owns() -> None:
             properties=[],
             uuid="u",
         )
+
+
+def test_a_chunked_dead_letter_counts_once_in_the_preview_and_the_quorum(broker: Broker) -> None:
+    """A, three chunks with p0 between its first two: the approver reads 2 messages (4 ids),
+    and a quorum for more than 2 messages is not asked; one more dead letter asks it."""
+    from core.skipping.plan_record import PlanBinding
+
+    broker.create_topic("admin", TOPIC)
+    broker.create_subscription("admin", TOPIC, "billing", SubscriptionType.SHARED)
+    broker.create_topic("admin", DLQ)
+    a = chunk_entries(b"A" * 90, 3, uuid="dlq-producer-7", producer="dlq-producer")
+    dead = broker.append_entries("admin", DLQ, [a[0], plain_entry(b"p0"), a[1], a[2]])
+    broker.set_approval_quorum("admin", "acme/ops", large_above_messages=2, approvals=2)
+    plan = broker.plan_redrive("admin", TOPIC, "billing")
+    assert [m.position for m in plan.ids] == dead
+    assert plan.chunked_messages == ((0, 2, 3),)
+    preview = plan.preview()
+    assert (preview["messages"], preview["ids"], preview["keyedMessages"]) == (2, 4, 1)
+    assert preview["distinctKeys"] == 1
+    # The grouping is part of what the plan's id is taken over, and read back as written.
+    assert '"chunkedMessages":[[0,2,3]]' in plan.dumps()
+    assert RedrivePlan.from_json(plan.dumps()) == plan
+    binding = PlanBinding("cursorops_redrive", "manual__1", "admin", "admin", "redrive")
+    assert broker.save_plan_record(binding, plan, {}).required_approvals == 1
+
+    broker.append_entries("admin", DLQ, [plain_entry(b"p1")])
+    bigger = broker.plan_redrive("admin", TOPIC, "billing")
+    assert (bigger.messages, len(bigger.ids)) == (3, 5)
+    again = PlanBinding("cursorops_redrive", "manual__2", "admin", "admin", "redrive")
+    assert broker.save_plan_record(again, bigger, {}).required_approvals == 2
+
+
+def test_a_plan_without_a_chunked_message_is_spelled_as_before(seeded: Broker) -> None:
+    plan = seeded.plan_redrive("admin", TOPIC, "billing")
+    assert plan.chunked_messages == () and "chunkedMessages" not in plan.dumps()
+    assert plan.messages == len(plan.ids) == plan.preview()["ids"]
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [
+        ([], "left out when there is none"),
+        ([[0]], "two or more indexes"),
+        ([[0, 9]], "outside 0..2"),
+        ([[1, 0]], "ascending"),
+        ([[0, 1], [1, 2]], "another one"),
+        ([[1, 2], [0, 0]], "ascending"),
+        ("0,1", "must be a list"),
+        ([[0, True]], "two or more indexes"),
+    ],
+)
+def test_a_plan_whose_chunked_messages_are_malformed_is_refused(
+    groups: object, message: str
+) -> None:
+    import json
+
+    from core.ids.message_id import MessageId
+
+    plan = RedrivePlan(
+        TOPIC,
+        "billing",
+        DLQ,
+        (),
+        (),
+        tuple(MessageId(3, e) for e in range(3)),
+        (None, None, None),
+        (),
+        None,
+        1,
+    )
+    content = plan.content() | {"chunkedMessages": groups}
+    document = json.dumps({"planId": "0" * 64, **content})
+    with pytest.raises(InvalidArgumentError, match=message):
+        RedrivePlan.from_json(document)

@@ -326,6 +326,49 @@ def test_an_undo_takes_back_every_chunk_whichever_the_skip_names(broker: Broker)
     )
     plan = broker.plan_undo_skip("admin", TOPIC, "s", skip_id)
     assert plan.partitions[0].triplets() == [f"{ledger}:{e}" for e in (2, 0, 3)]
-    assert (plan.messages, plan.still_acknowledged) == (3, 3)
+    # A is one message to every count, whichever of its chunks are listed.
+    assert (plan.ids, plan.messages, plan.still_acknowledged) == (3, 1, 1)
     broker.apply_undo_skip("admin", plan)
     assert unacknowledged(broker, ledger) == [0, 1, 2, 3, 4]
+
+
+def test_the_preview_of_an_undo_counts_a_chunked_message_once(broker: Broker) -> None:
+    """The skip took A (three chunks) and x: the approver reads 2 messages of 4 ids; a
+    message of which only some chunks are acknowledged still counts once."""
+    ledger = chunked(broker)
+    skipped = broker.skip_messages(
+        "admin", TOPIC, "s", [MessageId(ledger, 3), MessageId(ledger, 1)]
+    )
+    assert skipped.skip_id is not None
+    plan = broker.plan_undo_skip("admin", TOPIC, "s", skipped.skip_id)
+    (part,) = plan.partitions
+    assert part.triplets() == [f"{ledger}:{e}" for e in (3, 1, 0, 2)]
+    assert part.chunked_messages == ((0, 2, 3),)
+    preview = plan.preview()
+    assert (preview["messages"], preview["stillAcknowledged"]) == (2, 2)
+    assert preview["perPartition"] == {TOPIC: 2}
+    assert (len(preview["ids"]), preview["idsNotListed"]) == (4, 0)  # type: ignore[arg-type]
+    assert '"chunkedMessages":[[0,2,3]]' in plan.dumps()
+    assert UndoPlan.from_json(plan.dumps()) == plan
+    broker.apply_undo_skip("admin", plan)
+    # Two of A's chunks acknowledged again, x not: a skip recorded as naming x and A's
+    # last chunk has one message still acknowledged, A.
+    acknowledge(broker, TOPIC, "s", [AckTarget(Position(ledger, e)) for e in (2, 3)])
+    record = broker.metadata.record_audit(
+        "skip", TOPIC, "s", "admin", {"skipped": [f"{ledger}:{e}" for e in (1, 3)]}, 2
+    )
+    partly = broker.plan_undo_skip("admin", TOPIC, "s", record)
+    assert partly.partitions[0].chunked_messages == ((1, 2, 3),)
+    assert (partly.ids, partly.messages, partly.still_acknowledged) == (4, 2, 1)
+
+
+def test_an_undo_plan_with_malformed_chunked_messages_is_refused(broker: Broker) -> None:
+    ledger = chunked(broker)
+    skipped = broker.skip_messages("admin", TOPIC, "s", [MessageId(ledger, 0)])
+    assert skipped.skip_id is not None
+    text = broker.plan_undo_skip("admin", TOPIC, "s", skipped.skip_id).dumps()
+    for wrong, message in (("[[0,1,9]]", "outside"), ("[]", "left out"), ("[[0]]", "two or more")):
+        forged = text.replace('"chunkedMessages":[[0,1,2]]', f'"chunkedMessages":{wrong}')
+        assert forged != text
+        with pytest.raises(InvalidSkipPlanError, match=message):
+            UndoPlan.from_json(forged)
