@@ -33,6 +33,7 @@ from pathlib import Path
 
 from benchmarks import protocol, report
 from benchmarks.before_after import base_worktree
+from benchmarks.machine import storage
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = ("produce_batched", "consume_ack", "produce_unbatched")
@@ -149,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"base {_commit(base)} ({base}), current {_commit(current)} ({current}); "
                 f"{count:,} msgs batched, {unbatched:,} unbatched; stores on "
-                f"{report.storage(work)}",
+                f"{storage(work)}",
                 flush=True,
             )
             runs = []
