@@ -30,7 +30,7 @@ FOLD_AFTER_DELTAS = 32
 """A skip that read this many deltas after a cursor's snapshot folds them into a new one, in
 its own transaction. Each read of a cursor decodes every delta after its snapshot (about 25
 us each); a snapshot costs one encoding and two statements. The dispatcher folds only after
-:data:`~core.store.cursor_state.COMPACT_AFTER_DELTAS`, when it reads the cursor anyway."""
+:data:`~core.store.cursor_door.COMPACT_AFTER_DELTAS`, when it reads the cursor anyway."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def write_skips(
     names = sorted(layouts)
     outcomes: list[skip.SkipOutcome] = []
     with metadata.transaction() as work:
-        read = work.cursors.read_many(topic, subscription, names, lock="update")
+        read = work.cursors.read_locked(topic, subscription, names)
         states = [replay(record, layouts[n]) for (_, record), n in zip(read, names, strict=True)]
         # A long journal is folded into a snapshot of the cursor as read, before this
         # transaction's deltas: the next reader replays a short journal again.
@@ -144,7 +144,7 @@ def write_skips(
         appends = []
         for (cursor_id, record), n in zip(read, names, strict=True):
             if n in folds:
-                work.cursors.fold_and_append(cursor_id, folds[n], record.version, payloads[n])
+                work.cursors.fold(cursor_id, folds[n], record.version, payloads[n])
             elif payloads[n]:
                 appends.append((cursor_id, payloads[n]))
         work.cursors.append_each(appends)

@@ -89,7 +89,8 @@ from core.reading.key_hash import HashRanges, HashRing, in_ranges, sticky_key_ha
 from core.reading.message import MESSAGE_COLUMNS, Message, MessageBatch
 from core.reading.unacked_rows import acked_rows
 from core.store.checks import check_label
-from core.store.cursor_state import COMPACT_AFTER_DELTAS, replay_since
+from core.store.cursor_door import COMPACT_AFTER_DELTAS
+from core.store.cursor_state import replay_since
 from core.store.dispatch_state import (
     ConsumerInfo,
     DispatchedColumns,
@@ -980,17 +981,22 @@ class Dispatcher:
             if self.subscription_type is SubscriptionType.FAILOVER:
                 self._take_over(txn, consumer, served)
             read_rows = _read_rows(permits, len(served))
-            sources, states, starts, versions, readers = [], [], [], [], []
-            for source in served:
+            # The cursors in the order of their partitions' names: every writer's lock order.
+            cursors = {}
+            for source in sorted(served, key=lambda s: s.topic_partition):
                 reader, layout = self._reader(txn, source, read_rows)
                 state, journal, start = self._cursor(txn, source.topic_partition, layout)
+                cursors[source.topic_partition] = (reader, state, journal, start)
+                if journal.version - journal.snapshot_version >= COMPACT_AFTER_DELTAS:
+                    compact.append((source.topic_partition, state, journal.version))
+            sources, states, starts, versions, readers = [], [], [], [], []
+            for source in served:
+                reader, state, journal, start = cursors[source.topic_partition]
                 sources.append(source)
                 readers.append(reader)
                 states.append(state)
                 starts.append(start)
                 versions.append(journal.version)
-                if journal.version - journal.snapshot_version >= COMPACT_AFTER_DELTAS:
-                    compact.append((source.topic_partition, state, journal.version))
             judge = self._judge(txn, consumer, live, sources, states)
             streams = [
                 _Stream(source, state, start, txn.pending_columns, judge, reader)
@@ -1022,8 +1028,9 @@ class Dispatcher:
                     txn.set_read_position(
                         stream.source.topic_partition, ReadPosition(settled, version)
                     )
-        for topic, state, version in compact:
-            self.store.compact_cursor(topic, self.subscription, cursor_codec.encode(state), version)
+            # A long journal folded into a snapshot of the state this dispatch replayed.
+            for topic, state, version in compact:
+                txn.compact(topic, self.subscription, cursor_codec.encode(state), version)
         if len(batch):
             _remember_chunks(consumer, batch)
             consumer.wire.append(batch)

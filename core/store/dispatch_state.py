@@ -3,8 +3,9 @@
 Pulsar keeps a subscription's consumers and its pending-ack set in the broker's
 memory; here several processes serve one subscription, so both live in the
 metadata store and every change happens inside
-:meth:`~core.store.metadata.MetadataStore.subscription_transaction`, under the
-subscription's row lock.
+:meth:`~core.store.metadata.MetadataStore.subscription_transaction`: a transaction
+of the cursor door (:class:`~core.store.cursor_door.CursorTransaction`) that holds
+the subscription's row for dispatching (:attr:`~core.store.cursor_door.Hold.DISPATCH`).
 
 - A consumer holds a lease (``lease_expires_ms``), renewed on every call. When
   it lapses the consumer is gone: its pending messages become deliverable again.
@@ -29,7 +30,6 @@ transaction is here, so the lock order and the pending-run rewrites read in one 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,10 +39,10 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy.engine import Dialect
 
-from core.errors import MetadataStoreError, SubscriptionNotFoundError
 from core.ids.position import Position
 from core.store import pending_runs
-from core.store.cursor_state import CursorStates, JournalSince, ReadPosition, format_style
+from core.store.cursor_door import CursorTransaction, Hold, opened
+from core.store.cursor_state import JournalSince, ReadPosition
 from core.store.pending_runs import RUN_SPAN_ENTRIES, Members
 from core.store.records import SegmentInfo
 
@@ -227,62 +227,27 @@ class _Rewrite:
         return cls(deleted, updated, Members.concat(taken))
 
 
-class SubscriptionTransaction:
-    """The subscription's consumers, pending acks and cursors, inside one locked transaction."""
+class SubscriptionTransaction(CursorTransaction):
+    """A cursor transaction that holds a subscription for dispatching: its consumers,
+    pending acks and read positions, and its cursors (acknowledgements)."""
 
     def __init__(
         self, raw: Any, dialect: Dialect, subscription_id: int, subscription: str, now_ms: int
     ) -> None:
+        super().__init__(raw, dialect)
         self._consumers: list[ConsumerInfo] | None = None
         self._released: dict[str, dict[tuple[int, int, int], _StoredRun]] = {}
         """Released runs :meth:`pending_columns` read, by partition and key; emptied by any
         write. A dispatch takes released messages again from the runs it just read."""
-        self._qmark = dialect.paramstyle == "qmark"
-        self._postgres = dialect.name == "postgresql"
-        self._raw = raw
-        self._dbapi_error: type[Exception] = dialect.loaded_dbapi.Error
         self._id = subscription_id
         self.subscription = subscription
         self.now_ms = now_ms
 
     def _lock(self, topic: str, *, flushed: bool = True) -> None:
-        """Begin, and hold the subscription's row lock until the transaction ends.
-
-        SQLite: ``BEGIN IMMEDIATE`` takes the database's write lock (waiting
-        up to the busy timeout), as the store's write engine begins. PostgreSQL:
-        the driver begins at the first statement, which locks the row.
-        ``flushed`` False: the commit does not wait for its log flush
-        (PostgreSQL's ``synchronous_commit`` off for this transaction; on SQLite
-        the caller set ``synchronous`` to ``NORMAL``, see :func:`locked_transaction`).
-        """
-        if self._postgres:
-            if self._raw.autocommit:
-                raise MetadataStoreError("Metadata store connection is in autocommit mode")
-            if not flushed:
-                self._run("SET LOCAL synchronous_commit = off", ())
-        else:
-            self._run("BEGIN IMMEDIATE", ())
-        rows = self._driver_rows(
-            "SELECT id FROM subscriptions WHERE topic = ? AND name = ?"
-            + (" FOR UPDATE" if self._postgres else ""),
-            (topic, self.subscription),
-        )
-        if not rows:
-            raise SubscriptionNotFoundError.of(topic, self.subscription)
-        self._id = int(rows[0][0])
-
-    def _commit(self) -> None:
-        try:
-            self._raw.commit()
-        except self._dbapi_error as exc:
-            raise MetadataStoreError(f"Metadata store failed: {exc}") from exc
-
-    def _rollback(self) -> None:
-        """Roll back; a connection that cannot is not handed out again (never raises)."""
-        try:
-            self._raw.rollback()
-        except self._dbapi_error:
-            self._raw.invalidate()
+        """Begin, and hold the subscription's row for dispatching until the transaction
+        ends (:attr:`~core.store.cursor_door.Hold.DISPATCH`)."""
+        self._begin(flushed=flushed)
+        self._id = self.lock(topic, self.subscription, Hold.DISPATCH)
 
     # -- consumers ------------------------------------------------------------
 
@@ -646,44 +611,10 @@ class SubscriptionTransaction:
                 rows,
             )
 
-    def _dbapi(self) -> Any:
-        """A cursor of the transaction's own DBAPI connection.
-
-        The statements are plain SQL run on the driver's cursor: a dispatch
-        runs a dozen, and SQLAlchemy's execution and result layers cost more
-        than the statements themselves. Errors are translated here (the
-        driver's, not SQLAlchemy's, reach this layer).
-        """
-        return self._raw.cursor()
-
     def _run(self, sql: str, parameters: Any, *, many: bool = False) -> Any:
         if self._released and not sql.startswith("SELECT"):
             self._released = {}
-        cursor = self._dbapi()
-        if not self._qmark:
-            sql = format_style(sql)
-        try:
-            if many:
-                cursor.executemany(sql, parameters)
-            else:
-                cursor.execute(sql, parameters)
-        except self._dbapi_error as exc:
-            raise MetadataStoreError(f"Metadata store failed: {exc}") from exc
-        return cursor
-
-    def _driver_execute(self, sql: str, parameters: tuple[object, ...]) -> int:
-        return int(self._run(sql, parameters).rowcount)
-
-    def _driver_execute_many(self, sql: str, parameters: Sequence[tuple[object, ...]]) -> None:
-        self._run(sql, parameters, many=True)
-
-    def _driver_rows(self, sql: str, parameters: tuple[object, ...]) -> Sequence[Sequence[Any]]:
-        cursor = self._run(sql, parameters)
-        try:
-            rows: Sequence[Sequence[Any]] = cursor.fetchall()
-        except self._dbapi_error as exc:
-            raise MetadataStoreError(f"Metadata store failed: {exc}") from exc
-        return rows
+        return super()._run(sql, parameters, many=many)
 
     # -- ledgers and segments -------------------------------------------------
 
@@ -750,18 +681,14 @@ class SubscriptionTransaction:
                 topic_partition, ReadPosition(settled_through, current.cursor_version)
             )
 
-    # -- cursors (core.store.cursor_state) ------------------------------------
-
-    @functools.cached_property
-    def _cursors(self) -> CursorStates:
-        return CursorStates(_Statements(self), postgres=self._postgres)
+    # -- cursors (through the door) ---------------------------------------
 
     def cursor_since(
         self, topic_partition: str, known: tuple[int, int, int] | None
     ) -> JournalSince:
         """The cursor's journal after ``known`` = (cursor id, snapshot version, version) held,
-        with the read position (:meth:`CursorStates.since`)."""
-        return self._cursors.since(self._id, topic_partition, known)
+        with the read position (:meth:`CursorTransaction.since`)."""
+        return self.since(self._id, topic_partition, known)
 
     def append_cursor_delta(self, topic_partition: str, payload: bytes) -> int:
         """Append a delta to the cursor's journal in this transaction; returns its version.
@@ -769,25 +696,7 @@ class SubscriptionTransaction:
         The cursor row's version is bumped under its row lock (after the
         subscription's: the lock order of every writer).
         """
-        return self._cursors.append_for_subscription(
-            self._id, self.subscription, topic_partition, payload
-        )
-
-
-class _Statements:
-    """:class:`~core.store.cursor_state.Statements` on a subscription transaction's connection."""
-
-    def __init__(self, txn: SubscriptionTransaction) -> None:
-        self._txn = txn
-
-    def rows(self, sql: str, parameters: tuple[object, ...]) -> Sequence[Sequence[Any]]:
-        return self._txn._driver_rows(sql, parameters)
-
-    def execute(self, sql: str, parameters: tuple[object, ...]) -> int:
-        return self._txn._driver_execute(sql, parameters)
-
-    def execute_many(self, sql: str, parameters: Sequence[tuple[object, ...]]) -> None:
-        self._txn._driver_execute_many(sql, parameters)
+        return self.append_by_subscription(self._id, self.subscription, topic_partition, payload)
 
 
 @contextmanager
@@ -800,39 +709,13 @@ def locked_transaction(
     *,
     flushed: bool = True,
 ) -> Iterator[SubscriptionTransaction]:
-    """One transaction on ``raw`` (a pooled DBAPI connection) under the subscription's row lock.
-
-    Committed when the block ends, rolled back when it raises. The
-    connection's own DBAPI calls, not SQLAlchemy's: a dispatch is one such
-    transaction, and connection checkout, begin and commit through the
-    engine cost more than the dispatch's statements.
-
-    ``flushed`` False (a dispatch's bookkeeping): the commit returns without
-    waiting for the disk. It is still atomic and ordered, and survives the
-    process being killed; a power loss may take it back, but only together with
-    every commit after it (both engines' logs are flushed in order, and the next
-    flushed commit flushes it too). SQLite's ``synchronous`` is ``NORMAL`` for
-    this transaction and set back afterwards; a connection that cannot be set
-    back is not handed out again.
-    """
+    """One transaction on ``raw`` (a pooled DBAPI connection) holding the subscription's row
+    for dispatching; committed when the block ends, rolled back when it raises.
+    ``flushed`` False (a dispatch's bookkeeping): the commit does not wait for the disk
+    (:func:`~core.store.cursor_door.opened`)."""
     txn = SubscriptionTransaction(raw, dialect, 0, subscription, now_ms)
-    relaxed = not flushed and not txn._postgres
-    before = int(txn._driver_rows("PRAGMA synchronous", ())[0][0]) if relaxed else 0
-    try:
-        if relaxed:
-            txn._run("PRAGMA synchronous = NORMAL", ())
-        txn._lock(topic, flushed=flushed)
+    with opened(txn, flushed=flushed, begin=lambda: txn._lock(topic, flushed=flushed)):
         yield txn
-        txn._commit()
-    except BaseException:
-        txn._rollback()
-        raise
-    finally:
-        if relaxed:
-            try:
-                txn._run(f"PRAGMA synchronous = {before}", ())
-            except MetadataStoreError:
-                raw.invalidate()
 
 
 __all__ = [

@@ -16,9 +16,10 @@ from sqlalchemy.engine import URL, Engine
 from sqlalchemy.orm import Session
 
 from core.errors import TopicNotFoundError
-from core.store.cursor_state import ConnectionStatements, CursorStates
+from core.store.cursor_door import Journal
 from core.store.engine import translated_errors
 from core.store.read_view import ReadView
+from core.store.statements import ConnectionStatements
 from core.store.tables import TopicPartitionRow
 
 
@@ -72,8 +73,9 @@ class StoreBase:
         if session.execute(query).first() is None:
             raise TopicNotFoundError(f"Topic partition '{name}' not found")
 
-    def _cursors(self, session: Session) -> CursorStates:
-        return CursorStates(ConnectionStatements.of(session), postgres=self._postgres)
+    @staticmethod
+    def _cursors(session: Session) -> Journal:
+        return Journal(ConnectionStatements.of(session))
 
 
 __all__ = ["StoreBase"]

@@ -1,7 +1,7 @@
 """A unit of work: one write transaction whose caller composes what it writes.
 
 :meth:`MetadataStore.transaction <core.store.metadata.MetadataStore.transaction>`
-opens one. The caller reads and writes cursors (:class:`~core.store.cursor_state.CursorStates`),
+opens one. The caller reads and writes cursors (:class:`~core.store.cursor_door.Journal`),
 reads what it needs (:attr:`UnitOfWork.view`), allocates entries for segments it writes
 (:meth:`UnitOfWork.append_entries`), appends audit records and claims plan records in
 it, in whatever combination the operation needs: a skip is cursor reads under their
@@ -20,10 +20,11 @@ from sqlalchemy.orm import Session
 
 from core.skipping.plan_record import PlanRecord
 from core.store import audit_log, plan_records, tenancy
-from core.store.cursor_state import ConnectionStatements, CursorStates
+from core.store.cursor_door import Journal
 from core.store.ledger_index import allocated_entries
 from core.store.read_view import ReadView
 from core.store.records import Allocation, AuditEntry, AuditRecord
+from core.store.statements import ConnectionStatements
 
 
 class UnitOfWork:
@@ -31,7 +32,7 @@ class UnitOfWork:
 
     def __init__(self, session: Session, *, postgres: bool) -> None:
         self.session = session
-        self.cursors = CursorStates(ConnectionStatements.of(session), postgres=postgres)
+        self.cursors = Journal(ConnectionStatements.of(session))
         self.view = ReadView(session.connection())
         """Look-ups that see what this transaction wrote so far."""
 

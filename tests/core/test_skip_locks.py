@@ -23,11 +23,14 @@ from core.broker import Broker
 from core.broker.skip_write import FOLD_AFTER_DELTAS
 from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
+from core.store.cursor_door import Hold
 from core.subscription import SubscriptionType
 
 from .conftest import write_lock_held
 
 TOPIC = "persistent://acme/ops/locks"
+WIDE = "persistent://acme/ops/wide"
+"""Twelve partitions: ``-partition-10`` sorts before ``-partition-2``."""
 LOCK_CURSORS_OF = "SELECT id FROM cursors WHERE topic_partition = :partition FOR UPDATE"
 DEADLINE_S = 120.0
 """How long a skip that must not wait gets before the test calls it blocked: no timing
@@ -81,13 +84,14 @@ class Skip:
 
 
 @contextmanager
-def lock_waits(url: str) -> Iterator[Callable[[], int]]:
-    """How many backends wait for a row lock of ``cursors`` now."""
+def lock_waits(url: str, waiting: str = "%FROM cursors%FOR UPDATE%") -> Iterator[Callable[[], int]]:
+    """How many backends running a statement ``LIKE waiting`` (by default, one locking rows of
+    ``cursors``) wait for a lock now."""
     engine = create_engine(url, poolclass=NullPool)
     query = text(
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND query LIKE '%FROM cursors%FOR UPDATE%' AND pid <> pg_backend_pid()"
-    )
+        "AND query LIKE :waiting AND pid <> pg_backend_pid()"
+    ).bindparams(waiting=waiting)
     try:
         with engine.connect() as connection:
 
@@ -172,15 +176,64 @@ def test_skips_over_the_same_partitions_in_opposite_orders_all_apply(
 def test_a_skip_that_folds_the_journal_waits_for_no_dispatcher(
     broker: Broker, by_partition: dict[int, list[MessageId]], postgres_url: str
 ) -> None:
-    """A dispatcher holds the subscription's row while it reads the cursors: a skip that
-    folds a long journal under its cursor lock must not need that row (a second UPDATE of
-    the cursor row in one transaction would: PostgreSQL re-checks its foreign keys)."""
+    """A dispatcher holds the subscription's row while it reads the cursors, as a
+    dispatch holds it (``Hold.DISPATCH``): a skip that folds a long journal under its
+    cursor lock holds the row shared (``Hold.MOVE``), which a dispatch leaves free (and
+    which a second UPDATE of the cursor row in one transaction takes anyway: PostgreSQL
+    re-checks its foreign keys)."""
     name = partition(0)
     for _ in range(FOLD_AFTER_DELTAS):
         broker.metadata.append_cursor_delta(name, "s", cursor_codec.encode(CursorState()))
     with write_lock_held(
-        postgres_url, "SELECT id FROM subscriptions WHERE name = :name FOR UPDATE", name="s"
+        postgres_url,
+        f"SELECT id FROM subscriptions WHERE name = :name{Hold.DISPATCH.value}",
+        name="s",
     ):
         folding = Skip(lambda: broker.skip_messages("admin", TOPIC, "s", by_partition[0][:2]))
         assert folding.finished()
     assert len(broker.metadata.load_cursor(name, "s").deltas) == 1
+
+
+def test_a_dispatch_reads_the_cursors_in_the_order_of_their_names(
+    broker: Broker, postgres_url: str
+) -> None:
+    """A dispatch over every partition reads (and key-share locks) their cursors in the order
+    of their names, the order a skip locks them in: waiting for partition 10's cursor, it
+    holds nothing of partition 2's, so a skip holding 10 and wanting 2 cannot deadlock with
+    it (in partition-number order it would hold 2 while waiting for 10)."""
+    broker.create_topic("admin", WIDE, partitions=12)
+    broker.create_subscription(
+        "admin", WIDE, "s", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    ids = broker.produce("admin", WIDE, [OutgoingMessage(b"%d" % i) for i in range(120)])
+    on_2 = [m for m in ids if m.partition == 2][:1]
+    consumer = broker.dispatcher("admin", WIDE, "s").subscribe("c", receiver_queue_size=10)
+    with (
+        Broker(broker.config) as elsewhere,
+        lock_waits(postgres_url, "%read_positions%FOR KEY SHARE%") as waiting,
+        write_lock_held(postgres_url, LOCK_CURSORS_OF, partition=f"{WIDE}-partition-10"),
+    ):
+        reading = Skip(lambda: consumer.receive_many(10))
+        wait_until_blocked(waiting, 1)
+        free = Skip(lambda: elsewhere.skip_messages("admin", WIDE, "s", on_2))
+        assert free.finished()
+        assert reading.thread.is_alive()
+    assert reading.finished()
+    assert broker.plan_skip("admin", WIDE, "s", on_2).columns.already_acknowledged.all()
+
+
+def test_a_cursor_move_waits_for_a_deletion_of_its_subscription(
+    broker: Broker, by_partition: dict[int, list[MessageId]], postgres_url: str
+) -> None:
+    """While the subscription's row is held for deletion (``Hold.REMOVE``), a skip waits
+    before it locks any cursor; here the deletion is rolled back, and the skip applies."""
+    held = f"SELECT id FROM subscriptions WHERE name = :name{Hold.REMOVE.value}"
+    with (
+        lock_waits(postgres_url) as waiting,
+        write_lock_held(postgres_url, held, name="s"),
+    ):
+        blocked = Skip(lambda: broker.skip_messages("admin", TOPIC, "s", by_partition[1][:1]))
+        wait_until_blocked(waiting, 1)
+        assert blocked.thread.is_alive()
+    assert blocked.finished()
+    assert acknowledged(broker, by_partition[1][:1])

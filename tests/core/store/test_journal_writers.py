@@ -31,7 +31,7 @@ WRITES = re.compile(
     rf"|\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+{TABLE}(?![\w])",
 )
 
-WRITERS = {"core/store/cursor_state.py"}
+WRITERS = {"core/store/cursor_door.py"}
 """The one module that writes the journal tables."""
 
 JOURNAL_READS = re.compile(r"\bFROM\s+cursor_deltas\b|\bselect\(\s*CursorDeltaRow\b")
@@ -42,13 +42,13 @@ NOT_WRITERS = ("core/store/tables.py", "core/store/migrations/")
 
 
 WRITE_CALLS = re.compile(
-    r"\b_?cursors(?:\([^()]*\))?\."
-    r"(?:create|append|append_each|append_to|append_for_subscription|compact|fold_and_append)\("
+    r"\b(?:_?cursors|_?journal)(?:\([^()]*\))?\."
+    r"(?:create|append|append_each|append_to|append_by_subscription|compact|fold)\("
 )
 """A call of one of :class:`~core.store.cursor_state.CursorStates`' writing methods."""
 
 WRITE_CALLERS = {
-    "core/store/dispatch_state.py": "consumer acknowledgements, in the subscription transaction",
+    "core/store/cursor_door.py": "the door: consumer acknowledgements, dispatches' folds",
     "core/store/metadata.py": "appends and folds in a unit of work, for tests and the dispatcher",
     "core/store/tenancy.py": "a new subscription's cursors, with the subscription",
     "core/broker/skip_write.py": "skips and clear-backlog, in a unit of work",
@@ -123,9 +123,9 @@ def test_only_the_repository_reads_the_journal() -> None:
     "source",
     [
         "work.cursors.append(cursor_id, [payload])",
-        "self._cursors.append_for_subscription(1, 's', 't', b'')",
+        "self._journal.append_by_subscription(1, 's', 't', b'')",
         "self._cursors(session).compact(name, sub, data, 3)",
-        "work.cursors.fold_and_append(i, s, v, p)",
+        "work.cursors.fold(i, s, v, p)",
     ],
 )
 def test_the_detector_sees_each_writing_call(source: str) -> None:
