@@ -101,10 +101,11 @@ class ValidatedSkip:
 def write_skips(
     metadata: MetadataStore, skips: Sequence[ValidatedSkip], at_ms: int
 ) -> list[skip.SkipOutcome]:
-    """Write ``skips`` (all of one topic and subscription) in one transaction: the cursors
-    of every partition they touch locked and read once (in the fixed lock order), each
-    skip decided in turn, its journal deltas, its audit record and an approved plan's
-    claim. All of it commits, or nothing does. Each outcome carries its skip id."""
+    """Write ``skips`` (all of one topic and subscription) in one cursor transaction: the
+    subscription held shared and the cursors of every partition they touch locked and
+    read once (in the one lock order), each skip decided in turn, its journal deltas, its
+    audit record and an approved plan's claim. All of it commits, or nothing does. Each
+    outcome carries its skip id."""
     first = skips[0]
     topic, subscription = first.info.name, first.plan.subscription
     if any(s.info.name != topic or s.plan.subscription != subscription for s in skips):
@@ -118,8 +119,8 @@ def write_skips(
         layouts.update(s.layouts)
     names = sorted(layouts)
     outcomes: list[skip.SkipOutcome] = []
-    with metadata.transaction() as work:
-        read = work.cursors.read_locked(topic, subscription, names)
+    with metadata.cursor_transaction() as work:
+        read = work.read(topic, subscription, names)
         states = [replay(record, layouts[n]) for (_, record), n in zip(read, names, strict=True)]
         # A long journal is folded into a snapshot of the cursor as read, before this
         # transaction's deltas: the next reader replays a short journal again.
@@ -144,10 +145,10 @@ def write_skips(
         appends = []
         for (cursor_id, record), n in zip(read, names, strict=True):
             if n in folds:
-                work.cursors.fold(cursor_id, folds[n], record.version, payloads[n])
+                work.fold(cursor_id, folds[n], record.version, payloads[n])
             elif payloads[n]:
                 appends.append((cursor_id, payloads[n]))
-        work.cursors.append_each(appends)
+        work.append_each(appends)
         named = []
         audit_ids = work.record_audits(entries)
         for s, outcome, audit_id in zip(skips, outcomes, audit_ids, strict=True):

@@ -1,8 +1,11 @@
 """The audit log and the backlog history, in the caller's transaction.
 
 Every record of a change is written in the transaction of the change it records
-(:class:`~core.store.unit_of_work.UnitOfWork`); the metadata store's own methods
-open one for a record alone.
+(a cursor change's :class:`~core.store.cursor_door.CursorTransaction`, or a
+:class:`~core.store.unit_of_work.UnitOfWork`); the metadata store's own methods
+open one for a record alone. Records are written and read back in the plain ``?``
+statements of :mod:`core.store.statements`, so the cursor door's transaction and
+a SQLAlchemy one write them alike.
 """
 
 from __future__ import annotations
@@ -10,13 +13,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.analysis.backlog_audit import BacklogSample
 from core.errors import InvalidArgumentError
 from core.store.checks import check_int, check_text
 from core.store.records import AuditEntry, AuditRecord
+from core.store.statements import Statements
 from core.store.tables import AuditRow, BacklogHistoryRow
 
 
@@ -37,43 +41,63 @@ def check(entry: AuditEntry) -> dict[str, object]:
     return detail
 
 
-_TABLE = AuditRow.metadata.tables[AuditRow.__tablename__]
-_INSERT = insert(_TABLE).returning(_TABLE.c.id)
-"""The table's own INSERT, not the mapped class's: the ORM's insert paths cost about a
-fifth of a skip's writing transaction."""
-_INSERT_IN_ORDER = insert(_TABLE).returning(_TABLE.c.id, sort_by_parameter_order=True)
-"""Several rows in one statement, their ids in the order of the rows."""
+_ROW = "(?, ?, ?, ?, ?, ?)"
+_FIELDS = "id, at_ms, kind, topic, subscription, role, detail"
 
 
-def add(session: Session, entry: AuditEntry) -> int:
-    """Append ``entry``; its id. One INSERT ... RETURNING, without the ORM's unit of work:
-    nothing reads the row back in this transaction."""
-    return int(session.connection().execute(_INSERT, _values(entry)).scalar_one())
-
-
-def add_many(session: Session, entries: Sequence[AuditEntry]) -> list[int]:
-    """Append ``entries`` in order, in one statement; their ids, in the same order (each
-    later than the one before)."""
-    if len(entries) == 1:
-        return [add(session, entries[0])]
-    values = [_values(entry) for entry in entries]
-    rows = session.connection().execute(_INSERT_IN_ORDER, values).all()
-    ids = [int(row[0]) for row in rows]
+def add_many(statements: Statements, entries: Sequence[AuditEntry]) -> list[int]:
+    """Append ``entries`` in order, in one ``INSERT ... RETURNING``; their ids, in the same
+    order (each later than the one before). The detail is stored as its JSON text, as the
+    table's JSON type writes it."""
+    if not entries:
+        return []
+    values = tuple(
+        value
+        for entry in entries
+        for value in (
+            entry.at_ms,
+            entry.kind,
+            entry.topic,
+            entry.subscription,
+            entry.role,
+            json.dumps(check(entry)),
+        )
+    )
+    rows = statements.rows(
+        "INSERT INTO audit_log (at_ms, kind, topic, subscription, role, detail) VALUES "
+        + ", ".join([_ROW] * len(entries))
+        + " RETURNING id",
+        values,
+    )
+    # The rows are inserted in the order of the VALUES list, each taking the next id.
+    ids = sorted(int(row[0]) for row in rows)
     if len(ids) != len(entries):
         raise RuntimeError(f"{len(entries)} audit records written, {len(ids)} ids returned")
     return ids
 
 
-def _values(entry: AuditEntry) -> dict[str, object]:
-    detail = check(entry)
-    return {
-        "at_ms": entry.at_ms,
-        "kind": entry.kind,
-        "topic": entry.topic,
-        "subscription": entry.subscription,
-        "role": entry.role,
-        "detail": detail,
-    }
+def records_of(statements: Statements, topic: str, kinds: Sequence[str]) -> list[AuditRecord]:
+    """The topic's records of ``kinds``, newest first, as the caller's transaction sees them."""
+    if not kinds:
+        return []
+    marks = ", ".join("?" * len(kinds))
+    rows = statements.rows(
+        f"SELECT {_FIELDS} FROM audit_log WHERE topic = ? AND kind IN ({marks}) ORDER BY id DESC",
+        (topic, *kinds),
+    )
+    return [
+        AuditRecord(
+            int(audit_id),
+            int(at_ms),
+            str(kind),
+            str(topic_name),
+            None if subscription is None else str(subscription),
+            str(role),
+            # SQLite gives the stored text; psycopg decodes a json column itself.
+            json.loads(detail) if isinstance(detail, str | bytes) else detail,
+        )
+        for audit_id, at_ms, kind, topic_name, subscription, role, detail in rows
+    ]
 
 
 def newest(
@@ -166,4 +190,13 @@ def samples(
     ]
 
 
-__all__ = ["add", "add_samples", "check", "check_samples", "newest", "one", "samples"]
+__all__ = [
+    "add_many",
+    "add_samples",
+    "check",
+    "check_samples",
+    "newest",
+    "one",
+    "records_of",
+    "samples",
+]

@@ -43,8 +43,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from core.errors import InvalidArgumentError, MetadataStoreError, SubscriptionNotFoundError
 from core.ids.position import Position
 from core.ids.topic_name import TopicName
+from core.store import audit_log, plan_records
 from core.store.cursor_state import JournalSince, ReadPosition, missing
-from core.store.records import CursorRecord
+from core.store.records import AuditEntry, AuditRecord, CursorRecord
 from core.store.statements import Statements, format_style
 
 if TYPE_CHECKING:
@@ -409,7 +410,8 @@ class CursorTransaction:
         """The ids of those :meth:`lock` locked."""
         self._locked_cursors: set[int] = set()
         """The cursors this transaction read under their row locks."""
-        self._journal = Journal(_Statements(self))
+        self._statements = _Statements(self)
+        self._journal = Journal(self._statements)
 
     # -- the transaction ------------------------------------------------------
 
@@ -568,6 +570,26 @@ class CursorTransaction:
         deltas it covers, under the cursor's row lock (its subscription locked first)."""
         self._holding(topic_partition, subscription)
         self._journal.compact(topic_partition, subscription, snapshot, through_version)
+
+    # -- audit and claim ------------------------------------------------------
+
+    def record_audit(self, entry: AuditEntry) -> int:
+        """Append an audit record of what this transaction changes; its id."""
+        return audit_log.add_many(self._statements, [entry])[0]
+
+    def record_audits(self, entries: Sequence[AuditEntry]) -> list[int]:
+        """:meth:`record_audit` of each of ``entries``, in order, in one statement; their ids."""
+        return audit_log.add_many(self._statements, entries)
+
+    def audit_records(self, topic: str, kinds: Sequence[str]) -> list[AuditRecord]:
+        """The topic's audit records of ``kinds``, newest first, as this transaction sees
+        them: after a row lock, what a concurrent writer committed before it too."""
+        return audit_log.records_of(self._statements, topic, kinds)
+
+    def claim_plan(self, digest: str, at_ms: int, applied: Mapping[str, Any]) -> None:
+        """Mark an approved plan record applied with the change this transaction writes;
+        raises PlanAlreadyAppliedError if it already was (applied at most once)."""
+        plan_records.claim(self._statements, digest, at_ms, applied)
 
 
 class _Statements:

@@ -38,6 +38,7 @@ from core.errors import (
     MetadataStoreError,
     SubscriptionNotFoundError,
 )
+from core.ids.topic_name import TopicName
 from core.store import audit_log
 from core.store.checks import (
     canonical_topic,
@@ -45,6 +46,7 @@ from core.store.checks import (
     check_int,
     check_label,
 )
+from core.store.cursor_door import Hold
 from core.store.cursor_state import missing
 from core.store.engine import (
     SQLITE_BUSY_TIMEOUT_S,
@@ -71,6 +73,7 @@ from core.store.records import (
 )
 from core.store.schema import ensure_schema
 from core.store.schema_versions import SchemaVersions
+from core.store.statements import ConnectionStatements
 from core.store.tables import (
     AuditRow,
     BacklogHistoryRow,
@@ -210,11 +213,14 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
             for tp, sub, payload in items
         ]
         order = sorted(range(len(checked)), key=lambda i: checked[i][:2])
+        held = sorted({(str(TopicName.parse(tp).base), sub) for tp, sub, _ in checked})
         versions = [0] * len(checked)
-        with self.transaction() as work:
+        with self.cursor_transaction() as work:
+            for topic, subscription in held:
+                work.lock(topic, subscription, Hold.MOVE)
             for i in order:
                 name, subscription, data = checked[i]
-                version = work.cursors.append_to(name, subscription, [data])
+                version = work.append_to(name, subscription, [data])
                 if version is None:
                     raise missing(name, subscription)
                 versions[i] = version
@@ -233,8 +239,9 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
         check_label("subscription name", subscription)
         data = check_bytes("cursor snapshot", snapshot)
         check_int("through_version", through_version, 0)
-        with self._session(write=True) as session:
-            self._cursors(session).compact(name, subscription, data, through_version)
+        with self.cursor_transaction() as work:
+            work.lock(str(TopicName.parse(name).base), subscription, Hold.MOVE)
+            work.compact(name, subscription, data, through_version)
 
     def cursor_sizes(self, topic_partition: str, subscription: str) -> tuple[int, int]:
         """``(snapshot bytes, total bytes of the journal's deltas)``."""
@@ -349,7 +356,7 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
         entry = AuditEntry(kind, topic, subscription, role, detail, at_ms)
         audit_log.check(entry)
         with self._session(write=True) as session:
-            return audit_log.add(session, entry)
+            return audit_log.add_many(ConnectionStatements.of(session), [entry])[0]
 
     def audit_log(
         self,

@@ -10,16 +10,18 @@ presentation per run, and a presentation has at most one answer.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.errors import AlreadyExistsError, NotAuthorizedError, PlanAlreadyAppliedError
 from core.skipping.plan_record import ApprovalAnswer, ApprovalRequest, PlanBinding, PlanRecord
 from core.store.checks import check_int, check_text
+from core.store.statements import Statements
 from core.store.tables import ApprovalAnswerRow, ApprovalRequestRow, PlanRecordRow
 
 SessionFactory = Callable[..., AbstractContextManager[Session]]
@@ -203,15 +205,15 @@ def add(session: Session, record: PlanRecord) -> None:
     )
 
 
-def claim(session: Session, digest: str, at_ms: int, applied: Mapping[str, Any]) -> None:
-    """Mark the record applied, in the caller's transaction; raise if it already was."""
-    claimed = session.execute(
-        update(PlanRecordRow)
-        .where(PlanRecordRow.digest == digest, PlanRecordRow.applied_at_ms.is_(None))
-        .values(applied_at_ms=at_ms, applied=dict(applied))
-        .execution_options(synchronize_session=False)
+def claim(statements: Statements, digest: str, at_ms: int, applied: Mapping[str, Any]) -> None:
+    """Mark the record applied, in the caller's transaction (the cursor door's, with the
+    change it applies); raise if it already was."""
+    claimed = statements.execute(
+        "UPDATE plan_records SET applied_at_ms = ?, applied = ? "
+        "WHERE digest = ? AND applied_at_ms IS NULL",
+        (at_ms, json.dumps(dict(applied)), digest),
     )
-    if claimed.rowcount != 1:  # type: ignore[attr-defined]
+    if claimed != 1:
         raise PlanAlreadyAppliedError(
             f"Plan {digest} was applied already (a plan is applied at most once): "
             "nothing applied by this attempt"

@@ -16,7 +16,7 @@ from sqlalchemy.engine import URL, Engine
 from sqlalchemy.orm import Session
 
 from core.errors import TopicNotFoundError
-from core.store.cursor_door import Journal
+from core.store.cursor_door import CursorTransaction, Journal, opened
 from core.store.engine import translated_errors
 from core.store.read_view import ReadView
 from core.store.statements import ConnectionStatements
@@ -57,6 +57,19 @@ class StoreBase:
             session.begin(),
         ):
             yield session
+
+    @contextmanager
+    def cursor_transaction(self) -> Iterator[CursorTransaction]:
+        """One transaction through the cursor door (:mod:`core.store.cursor_door`), on a
+        pooled DBAPI connection of the write engine: every change of a cursor. Committed
+        (flushed) when the block ends, rolled back when it raises."""
+        with translated_errors():
+            raw = self._write_engine.raw_connection()
+        try:
+            with opened(CursorTransaction(raw, self._engine.dialect)) as work:
+                yield work
+        finally:
+            raw.close()
 
     @contextmanager
     def reading(self) -> Iterator[ReadView]:

@@ -32,7 +32,8 @@ class UnitOfWork:
 
     def __init__(self, session: Session, *, postgres: bool) -> None:
         self.session = session
-        self.cursors = Journal(ConnectionStatements.of(session))
+        self._statements = ConnectionStatements.of(session)
+        self.cursors = Journal(self._statements)
         self.view = ReadView(session.connection())
         """Look-ups that see what this transaction wrote so far."""
 
@@ -57,11 +58,11 @@ class UnitOfWork:
 
     def record_audit(self, entry: AuditEntry) -> int:
         """Append an audit record of what this transaction changes; its id."""
-        return audit_log.add(self.session, entry)
+        return audit_log.add_many(self._statements, [entry])[0]
 
     def record_audits(self, entries: Sequence[AuditEntry]) -> list[int]:
         """:meth:`record_audit` of each of ``entries``, in order, in one statement; their ids."""
-        return audit_log.add_many(self.session, entries)
+        return audit_log.add_many(self._statements, entries)
 
     def audit_records(self, topic: str, kinds: Sequence[str]) -> list[AuditRecord]:
         """The topic's audit records of ``kinds``, newest first, as this transaction sees
@@ -74,7 +75,7 @@ class UnitOfWork:
 
     def claim_plan(self, digest: str, at_ms: int, applied: Mapping[str, Any]) -> None:
         """Mark a plan record applied; raises PlanAlreadyAppliedError if it already was."""
-        plan_records.claim(self.session, digest, at_ms, applied)
+        plan_records.claim(self._statements, digest, at_ms, applied)
 
 
 __all__ = ["UnitOfWork"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from unittest.mock import patch
 
 import pytest
 from sqlalchemy import Connection, event
@@ -14,6 +15,7 @@ from core.broker import Broker
 from core.broker.skip_write import FOLD_AFTER_DELTAS
 from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
+from core.store.cursor_door import CursorTransaction
 from core.store.engine import WRITE_OPTION
 from core.subscription import SubscriptionType
 
@@ -22,16 +24,25 @@ TOPIC = "persistent://acme/ops/skips"
 
 @contextmanager
 def statements(broker: Broker) -> Iterator[list[str]]:
-    """Every statement the broker's metadata engine sends while the block runs."""
+    """Every statement the broker's metadata engine sends while the block runs: through
+    SQLAlchemy, and on the cursor door's own DBAPI connection."""
     seen: list[str] = []
     engine = broker.metadata.engine
+    run = CursorTransaction._run
 
     def record(conn: object, cursor: object, statement: str, *args: object) -> None:
         seen.append(" ".join(statement.split()))
 
+    def door_run(
+        txn: CursorTransaction, sql: str, parameters: object, *, many: bool = False
+    ) -> object:
+        seen.append(" ".join(sql.split()))
+        return run(txn, sql, parameters, many=many)
+
     event.listen(engine, "before_cursor_execute", record)
     try:
-        yield seen
+        with patch.object(CursorTransaction, "_run", door_run):
+            yield seen
     finally:
         event.remove(engine, "before_cursor_execute", record)
 
@@ -77,20 +88,28 @@ def test_a_skip_is_one_read_transaction_and_one_write(
     broker: Broker, produced: list[MessageId], role: str
 ) -> None:
     """The authorization and the look-ups that validate the ids share one read transaction
-    (one pooled connection, one commit); the acknowledgements and the audit one write."""
+    (one pooled connection, one commit); the acknowledgements and the audit one write,
+    through the cursor door."""
     broker.grant_permission("admin", "acme/ops", "reader", ["consume"])
-    commits: list[bool] = []
+    commits: list[str] = []
     engine = broker.metadata.engine
+    commit = CursorTransaction._commit
 
     def committed(connection: Connection) -> None:
-        commits.append(bool(connection.get_execution_options().get(WRITE_OPTION)))
+        write = connection.get_execution_options().get(WRITE_OPTION)
+        commits.append("write" if write else "read")
+
+    def door_committed(txn: CursorTransaction) -> None:
+        commits.append("cursor door")
+        commit(txn)
 
     event.listen(engine, "commit", committed)
     try:
-        broker.skip_messages(role, TOPIC, "s", produced[:2], via="rest")
+        with patch.object(CursorTransaction, "_commit", door_committed):
+            broker.skip_messages(role, TOPIC, "s", produced[:2], via="rest")
     finally:
         event.remove(engine, "commit", committed)
-    assert commits == [False, True]
+    assert commits == ["read", "cursor door"]
 
 
 def test_a_skip_folds_a_long_journal_into_a_snapshot(

@@ -49,9 +49,7 @@ WRITE_CALLS = re.compile(
 
 WRITE_CALLERS = {
     "core/store/cursor_door.py": "the door: consumer acknowledgements, dispatches' folds",
-    "core/store/metadata.py": "appends and folds in a unit of work, for tests and the dispatcher",
     "core/store/tenancy.py": "a new subscription's cursors, with the subscription",
-    "core/broker/skip_write.py": "skips and clear-backlog, in a unit of work",
     "core/broker/reset.py": "reset-cursor, in a unit of work",
     "core/broker/undo.py": "undo of a skip, in a unit of work",
     "core/broker/redrive.py": "redrive, in a unit of work",
