@@ -212,7 +212,7 @@ class Admin(Collaborator):
                 "the cursorops_unsubscribe workflow",
             )
         self._refuse_while_connected(info.name, subscription, force)
-        with self.metadata.transaction() as work:
+        with self.metadata.cursor_transaction() as work:
             work.remove_subscription(info.name, subscription)
             # The name's history: a subscription created again under it later is a cursor
             # move where the namespace requires approval (see create_subscription).
@@ -279,7 +279,7 @@ class Admin(Collaborator):
             for row in self.analysis.analyze_backlog(role, info.name, plan.subscription)
         )
         at_ms = self.clock()
-        with self.metadata.transaction() as work:
+        with self.metadata.cursor_transaction() as work:
             work.remove_subscription(info.name, plan.subscription)
             detail = {
                 "planId": plan.plan_id,

@@ -50,7 +50,7 @@ from core.acks.cursor import AckColumns
 from core.acks.ledger_layout import LedgerLayout
 from core.authz import Operation
 from core.broker.context import Collaborator
-from core.errors import InvalidArgumentError, TopicNotFoundError
+from core.errors import InvalidArgumentError, SubscriptionNotFoundError, TopicNotFoundError
 from core.gating.operation import Approval
 from core.ids.message_id import MessageId
 from core.ids.topic_name import TopicName, dead_letter_topic
@@ -77,7 +77,7 @@ from core.store.metadata import AuditEntry, TopicInfo
 # not load them with the Broker.
 if TYPE_CHECKING:
     from core.analysis.predicates import Predicate
-    from core.store.unit_of_work import UnitOfWork
+    from core.store.cursor_door import CursorTransaction
 
 _PROPERTIES_TYPE = MESSAGE_SCHEMA.field("properties").type
 
@@ -215,12 +215,12 @@ class Redrive(Collaborator):
         plan_id = plan.plan_id
         targets = _Targets(info)
         partition_of = np.asarray(rows.column("topic_partition").to_pylist(), dtype=object)
-        with self.metadata.transaction() as work:
-            work.view.subscription(info.name, plan.subscription)
-            dlq_subs = tuple(s.name for s in work.view.subscriptions(dlq.name))
-            others = tuple(
-                s.name for s in work.view.subscriptions(info.name) if s.name != plan.subscription
-            )
+        with self.metadata.cursor_transaction() as work:
+            subs = work.lock_subscriptions([info.name, dlq.name])  # shared, before any cursor
+            if plan.subscription not in subs[info.name]:
+                raise SubscriptionNotFoundError.of(info.name, plan.subscription)
+            dlq_subs = tuple(subs[dlq.name])
+            others = tuple(n for n in subs[info.name] if n != plan.subscription)
             # The dead-letter cursors under their row locks, in the lock order of every
             # multi-cursor writer (partition, then subscription): what is redriven is what
             # they have not all acknowledged now.
@@ -232,7 +232,7 @@ class Redrive(Collaborator):
                     continue
                 part = rows.take(pa.array(in_partition))
                 for sub in dlq_subs:
-                    cursor_id, record = work.cursors.read(name, sub, lock="update")
+                    ((cursor_id, record),) = work.read(dlq.name, sub, [name])
                     state = replay(record, layouts[name])
                     assert pending is not None
                     pending[in_partition] |= unacked_rows(state, part)
@@ -246,7 +246,7 @@ class Redrive(Collaborator):
                 ledger_ids, entry_ids = targets.written[name]
                 whole = np.full(len(ledger_ids), -1, np.int64)
                 ack = AckColumns.of(ledger_ids, entry_ids, whole, np.zeros_like(whole))
-                work.cursors.append_to(name, sub, [cursor_codec.encode_columns(ack)])
+                work.append_to(name, sub, [cursor_codec.encode_columns(ack)])
             for cursor_id, name in locked:
                 mine = np.flatnonzero(partition_of[go] == name)
                 if not mine.size:
@@ -258,7 +258,7 @@ class Redrive(Collaborator):
                     int_column(acked.column("batch_index")),
                     int_column(acked.column("batch_size")),
                 )
-                work.cursors.append(cursor_id, [cursor_codec.encode_columns(ack)])
+                work.append(cursor_id, [cursor_codec.encode_columns(ack)])
             redriven = _ids(chosen, dlq)
             meanwhile = () if pending is None else tuple(_ids(rows.filter(pa.array(~pending)), dlq))
             detail: dict[str, object] = {
@@ -395,13 +395,13 @@ class Redrive(Collaborator):
 
     def _publish(
         self,
-        work: UnitOfWork,
+        work: CursorTransaction,
         targets: _Targets,
         rows: pa.Table,
         plan_id: str,
         at_ms: int,
     ) -> list[MessageId]:
-        """Append ``rows`` to the topic in the unit of work, one entry per message; their
+        """Append ``rows`` to the topic in the cursor transaction, one entry per message; their
         new ids, in order. Keyed messages go to their key's partition (the clients'
         routing); the others round-robin from partition 0."""
         from core.producer import key_partition

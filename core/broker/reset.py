@@ -214,20 +214,21 @@ class Resets(Collaborator):
         }
         at_ms = self.clock()
         result: dict[str, str] = {}
-        with self.metadata.transaction() as work:
+        moves = sorted(plan.partitions, key=lambda m: m.topic_partition)
+        # The subscription's topic, from its partitions (checked against the topic's).
+        topic = str(TopicName.parse(moves[0].topic_partition).base) if moves else plan.topic
+        with self.metadata.cursor_transaction() as work:
+            read = work.read(topic, plan.subscription, [m.topic_partition for m in moves])
             moved = []
-            for move in sorted(plan.partitions, key=lambda m: m.topic_partition):
+            for move, (cursor_id, record) in zip(moves, read, strict=True):
                 layout = layouts[move.topic_partition]
-                cursor_id, record = work.cursors.read(
-                    move.topic_partition, plan.subscription, lock="update"
-                )
                 before = replay(record, layout).mark_delete
                 after = CursorState()
                 after.reset(move.target, layout)
                 mine = [a for a in acked if a.position == move.target]
                 if mine:
                     after.acknowledge(mine, layout)
-                work.cursors.append(cursor_id, [cursor_codec.encode(after, replace=True)])
+                work.append(cursor_id, [cursor_codec.encode(after, replace=True)])
                 result[move.topic_partition] = str(after.mark_delete)
                 moved.append(
                     {

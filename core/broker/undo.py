@@ -276,11 +276,8 @@ class SkipUndo(Collaborator):
         plan_id = plan.plan_id
         parts = again.partitions
         at_ms = self.clock()
-        with self.metadata.transaction() as work:
-            read = [
-                work.cursors.read(part.topic_partition, plan.subscription, lock="update")
-                for part in parts
-            ]
+        with self.metadata.cursor_transaction() as work:
+            read = work.read(info.name, plan.subscription, [p.topic_partition for p in parts])
             # Under the row locks every undo of this skip committed before is visible.
             undone = _undos(work.audit_records(info.name, (UNDO_SKIP,)))
             if plan.skip_id in undone:
@@ -299,7 +296,7 @@ class SkipUndo(Collaborator):
                 per_partition[part.topic_partition] = int(acked.sum())
                 if acked.any():
                     after = unacknowledge(state, layout, *columns)
-                    work.cursors.append(cursor_id, [cursor_codec.encode(after, replace=True)])
+                    work.append(cursor_id, [cursor_codec.encode(after, replace=True)])
             extra = approval.detail() if approval is not None else {}
             detail = {
                 "skipId": plan.skip_id,

@@ -36,16 +36,25 @@ exclusive against everything for a deletion. SQLite has one writer at a time
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from core.errors import InvalidArgumentError, MetadataStoreError, SubscriptionNotFoundError
+from core.errors import (
+    AlreadyExistsError,
+    InvalidArgumentError,
+    MetadataStoreError,
+    SubscriptionNotFoundError,
+    TopicNotFoundError,
+)
 from core.ids.position import Position
 from core.ids.topic_name import TopicName
 from core.store import audit_log, plan_records
 from core.store.cursor_state import JournalSince, ReadPosition, missing
-from core.store.records import AuditEntry, AuditRecord, CursorRecord
+from core.store.engine import is_unique_violation
+from core.store.entry_allocation import allocated_entries
+from core.store.records import Allocation, AuditEntry, AuditRecord, CursorRecord, TopicInfo
 from core.store.statements import Statements, format_style
 
 if TYPE_CHECKING:
@@ -138,12 +147,12 @@ _SNAPSHOT = "SELECT snapshot FROM cursors WHERE id = ?"
 _SUBSCRIPTION = "SELECT id FROM subscriptions WHERE topic = ? AND name = ?"
 
 
-class Journal:
+class _Journal:
     """Cursors' snapshots and journals: the statements, on a transaction's :class:`Statements`.
 
     The door's own part: :class:`CursorTransaction` calls the writing methods under the
-    lock rule; read-only callers (:meth:`~core.store.metadata.MetadataStore.load_cursor`)
-    use :meth:`read` and :meth:`sizes` in a read transaction. Locking: a writer bumps the
+    lock rule; read-only callers use :func:`load_record` and :func:`journal_sizes` in a
+    read transaction. Locking: a writer bumps the
     cursor row's ``version`` (``UPDATE ... RETURNING``) before inserting its deltas under
     the versions it took, so no version is taken twice and no delta is lost.
     """
@@ -411,7 +420,7 @@ class CursorTransaction:
         self._locked_cursors: set[int] = set()
         """The cursors this transaction read under their row locks."""
         self._statements = _Statements(self)
-        self._journal = Journal(self._statements)
+        self._journal = _Journal(self._statements)
 
     # -- the transaction ------------------------------------------------------
 
@@ -483,6 +492,26 @@ class CursorTransaction:
         self._held_ids.add(subscription_id)
         return subscription_id
 
+    def lock_subscriptions(self, topics: Sequence[str]) -> dict[str, list[str]]:
+        """Hold every subscription of ``topics`` for a cursor move (:attr:`Hold.MOVE`), in
+        the order (topic, name) (PostgreSQL locks the rows of a sorted locking select in its
+        order): a move of several subscriptions' cursors (a redrive). Their names by topic,
+        in that order (every topic given is a key)."""
+        marks = ", ".join("?" * len(topics))
+        order = ' COLLATE "C"' if self._postgres else ""
+        clause = Hold.MOVE.value if self._postgres else ""
+        rows = self._driver_rows(
+            f"SELECT id, topic, name FROM subscriptions WHERE topic IN ({marks}) "
+            f"ORDER BY topic{order}, name{order}{clause}",
+            tuple(topics),
+        )
+        found: dict[str, list[str]] = {topic: [] for topic in topics}
+        for subscription_id, topic, name in rows:
+            self._held[(str(topic), str(name))] = Hold.MOVE
+            self._held_ids.add(int(subscription_id))
+            found[str(topic)].append(str(name))
+        return found
+
     def _holding_id(self, subscription_id: int) -> None:
         if subscription_id not in self._held_ids:
             raise RuntimeError(
@@ -549,7 +578,7 @@ class CursorTransaction:
     ) -> JournalSince:
         """The journal of a locked subscription's cursor after ``known`` = (cursor id,
         snapshot version, version) a reader holds, with the subscription's read position on
-        the partition (:meth:`Journal.since`)."""
+        the partition (:meth:`_Journal.since`)."""
         self._holding_id(subscription_id)
         return self._journal.since(subscription_id, topic_partition, known)
 
@@ -570,6 +599,70 @@ class CursorTransaction:
         deltas it covers, under the cursor's row lock (its subscription locked first)."""
         self._holding(topic_partition, subscription)
         self._journal.compact(topic_partition, subscription, snapshot, through_version)
+
+    # -- subscriptions --------------------------------------------------------
+
+    def partitions_of(self, topic: str) -> list[str]:
+        """The names a new subscription of canonical ``topic`` has cursors under (the topic
+        itself, or each partition); TopicNotFoundError when there is no such topic."""
+        rows = self._driver_rows("SELECT partitions FROM topics WHERE name = ?", (topic,))
+        if not rows:
+            raise TopicNotFoundError(f"Topic '{topic}' not found")
+        return TopicInfo(topic, int(rows[0][0])).partition_names()
+
+    def create_subscription(
+        self,
+        topic: str,
+        name: str,
+        type_name: str,
+        properties: Mapping[str, str],
+        snapshots: Mapping[str, bytes],
+    ) -> None:
+        """A new subscription of canonical ``topic`` with its cursor on each partition of
+        ``snapshots`` (every name :meth:`partitions_of` gives), each at version 0 with its
+        snapshot. AlreadyExistsError when the name is taken, by then or meanwhile."""
+        taken = f"Subscription '{name}' already exists on topic '{topic}'"
+        if self._driver_rows(_SUBSCRIPTION, (topic, name)):
+            raise AlreadyExistsError(taken)
+        try:
+            rows = self._driver_rows(
+                "INSERT INTO subscriptions (topic, name, type, properties) VALUES (?, ?, ?, ?) "
+                "RETURNING id",
+                (topic, name, type_name, json.dumps(dict(properties))),
+            )
+        except MetadataStoreError as exc:
+            if exc.__cause__ is not None and is_unique_violation(exc.__cause__):
+                raise AlreadyExistsError(taken) from exc
+            raise
+        subscription_id = int(rows[0][0])
+        # A row this transaction inserted: no other sees it before the commit.
+        self._held[(topic, name)] = Hold.REMOVE
+        self._held_ids.add(subscription_id)
+        self._journal.create(subscription_id, snapshots)
+
+    def remove_subscription(self, topic: str, name: str) -> None:
+        """Delete subscription ``name`` of canonical ``topic`` with its cursors, their
+        journals and its dispatcher's rows, once every transaction holding it has ended
+        (:attr:`Hold.REMOVE`); SubscriptionNotFoundError when there is none."""
+        subscription_id = self.lock(topic, name, Hold.REMOVE)
+        self._driver_execute("DELETE FROM subscriptions WHERE id = ?", (subscription_id,))
+
+    # -- entries (a redrive's publish) ------------------------------------------
+
+    @contextmanager
+    def append_entries(
+        self, requests: Sequence[tuple[str, int]], max_entries_per_ledger: int
+    ) -> Iterator[list[Allocation]]:
+        """Entry ids for new segments of ``requests`` = ``(topic partition, n_entries)``, in
+        this transaction (:func:`~core.store.entry_allocation.allocated_entries`).
+
+        The segments are registered when the block ends normally, but visible to
+        other transactions only once this one commits; the partitions stay locked
+        until then. A segment file written for a transaction that never commits is
+        never listed, so never read (the next append reuses its entry ids and name).
+        """
+        with allocated_entries(self._statements, requests, max_entries_per_ledger) as found:
+            yield found
 
     # -- audit and claim ------------------------------------------------------
 
@@ -607,6 +700,19 @@ class _Statements:
 
     def execute_many(self, sql: str, parameters: Sequence[tuple[object, ...]]) -> None:
         self._txn._driver_execute_many(sql, parameters)
+
+
+def load_record(statements: Statements, topic_partition: str, subscription: str) -> CursorRecord:
+    """A cursor's snapshot and every later delta, read consistently in the caller's read
+    transaction (a share lock of the cursor's row on PostgreSQL): what a reader replays."""
+    return _Journal(statements).read(topic_partition, subscription, lock="share")[1]
+
+
+def journal_sizes(
+    statements: Statements, topic_partition: str, subscription: str
+) -> tuple[int, int]:
+    """``(snapshot bytes, total bytes of the journal's deltas)`` of a cursor."""
+    return _Journal(statements).sizes(topic_partition, subscription)
 
 
 T = TypeVar("T", bound=CursorTransaction)
@@ -654,6 +760,7 @@ __all__ = [
     "COMPACT_AFTER_DELTAS",
     "CursorTransaction",
     "Hold",
-    "Journal",
+    "journal_sizes",
+    "load_record",
     "opened",
 ]

@@ -121,10 +121,12 @@ def create_store_engine(url: URL) -> Engine:
     )
 
 
-def is_unique_violation(exc: IntegrityError) -> bool:
-    if getattr(exc.orig, "sqlstate", None) == "23505":
+def is_unique_violation(exc: BaseException) -> bool:
+    """A unique key's clash: SQLAlchemy's IntegrityError, or the driver's own error."""
+    orig = exc.orig if isinstance(exc, IntegrityError) else exc
+    if getattr(orig, "sqlstate", None) == "23505":
         return True
-    return "UNIQUE constraint failed" in str(exc.orig)
+    return "UNIQUE constraint failed" in str(orig)
 
 
 @contextmanager

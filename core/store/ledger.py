@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     # a small command line takes to run, and only filtered reads need it.
     import pyarrow.compute as pc
 
-    from core.store.unit_of_work import UnitOfWork
+    from core.store.cursor_door import CursorTransaction
 
 MESSAGE_SCHEMA = pa.schema(
     [
@@ -397,7 +397,7 @@ class LedgerStore:
         self,
         parts: Sequence[tuple[TopicName, np.ndarray, Mapping[str, pa.Array]]],
         *,
-        work: UnitOfWork | None = None,
+        work: CursorTransaction | None = None,
     ) -> list[list[Position]]:
         """:meth:`append_columns` to several partitions (each once), committed together.
 
@@ -408,7 +408,7 @@ class LedgerStore:
         fsync and one commit, not one of each per partition.
 
         ``work``: register the segments in the caller's transaction instead
-        (:meth:`~core.store.unit_of_work.UnitOfWork.append_entries`), every
+        (:meth:`~core.store.cursor_door.CursorTransaction.append_entries`), every
         ledger the append fills included: they become readable when, and only
         if, that transaction commits. The files are on disk (fsynced) when this
         returns; the positions are final once the caller commits.

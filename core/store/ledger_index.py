@@ -10,33 +10,24 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from sqlalchemy import (
-    bindparam,
-    func,
-    insert,
     select,
-    update,
 )
-from sqlalchemy.orm import Session
 
-from core.errors import (
-    InvalidArgumentError,
-    TopicNotFoundError,
-)
 from core.store.checks import (
     canonical_topic,
-    check_int,
 )
+from core.store.entry_allocation import allocated_entries
 from core.store.read_view import ledger_info
 from core.store.records import (
     Allocation,
     LedgerInfo,
     SegmentInfo,
 )
+from core.store.statements import ConnectionStatements
 from core.store.store_base import StoreBase
 from core.store.tables import (
     LedgerRow,
     SegmentRow,
-    TopicPartitionRow,
 )
 
 
@@ -77,7 +68,9 @@ class LedgerIndex(StoreBase):
         """
         with (
             self._session(write=True) as session,
-            allocated_entries(session, requests, max_entries_per_ledger) as allocations,
+            allocated_entries(
+                ConnectionStatements.of(session), requests, max_entries_per_ledger
+            ) as allocations,
         ):
             yield allocations
 
@@ -120,90 +113,3 @@ class LedgerIndex(StoreBase):
         with self._session(write=False) as session:
             row = session.get(LedgerRow, ledger_id)
             return None if row is None else ledger_info(row)
-
-
-@contextmanager
-def allocated_entries(
-    session: Session, requests: Sequence[tuple[str, int]], max_entries_per_ledger: int
-) -> Iterator[list[Allocation]]:
-    """:meth:`LedgerIndex.append_entries_many` inside a transaction the caller owns: the
-    allocations, registered when the block ends normally, committed
-    (or not) with the rest of the caller's transaction.
-
-    The partitions' rows stay locked until that transaction ends. Ledger rows are
-    read afresh (``populate_existing``): a second allocation in one transaction (the
-    rest of an append that filled a ledger) sees the counts the first one wrote.
-    """
-    names = [canonical_topic(topic_partition) for topic_partition, _ in requests]
-    if len(set(names)) != len(names):
-        raise InvalidArgumentError("append_entries_many: a partition is named twice")
-    for _, n_entries in requests:
-        check_int("number of entries", n_entries, 1)
-    check_int("max entries per ledger", max_entries_per_ledger, 1)
-    # One query locks every partition (in name order: rows are locked as the
-    # sorted scan returns them) and one reads their latest ledgers.
-    locked = session.scalars(
-        select(TopicPartitionRow.name)
-        .where(TopicPartitionRow.name.in_(names))
-        .order_by(TopicPartitionRow.name)
-        .with_for_update()
-    ).all()
-    missing = sorted(set(names) - set(locked))
-    if missing:
-        raise TopicNotFoundError(f"Topic partition '{missing[0]}' not found")
-    latest = (
-        select(func.max(LedgerRow.ledger_id))
-        .where(LedgerRow.topic_partition.in_(names))
-        .group_by(LedgerRow.topic_partition)
-    )
-    current: dict[str, LedgerRow | None] = dict.fromkeys(names)
-    fresh = (
-        select(LedgerRow)
-        .where(LedgerRow.ledger_id.in_(latest))
-        .execution_options(populate_existing=True)
-    )
-    for row in session.scalars(fresh):
-        current[row.topic_partition] = row
-    reserved: list[tuple[LedgerRow, Allocation]] = []
-    # New ledgers in request order: the ids come out as from one append after another.
-    for name, (_, n_entries) in zip(names, requests, strict=True):
-        ledger = current[name]
-        if ledger is None or ledger.entries >= max_entries_per_ledger:
-            ledger = LedgerRow(topic_partition=name, entries=0, messages=0)
-            session.add(ledger)
-            session.flush()
-        count = min(n_entries, max_entries_per_ledger - ledger.entries)
-        reserved.append((ledger, Allocation(ledger.ledger_id, ledger.entries, count)))
-    yield [allocation for _, allocation in reserved]
-    for _, allocation in reserved:
-        if not isinstance(allocation.path, str) or not allocation.path:
-            raise InvalidArgumentError("append_entries: the segment path was not set")
-        check_int("number of messages", allocation.messages, allocation.count)
-    # Two statements for all partitions, not the ORM's flush of an object each.
-    connection = session.connection()
-    connection.execute(
-        insert(SegmentRow),
-        [
-            {
-                "ledger_id": ledger.ledger_id,
-                "first_entry": allocation.first_entry,
-                "last_entry": allocation.first_entry + allocation.count - 1,
-                "messages": allocation.messages,
-                "path": allocation.path,
-            }
-            for ledger, allocation in reserved
-        ],
-    )
-    connection.execute(
-        update(LedgerRow)
-        .where(LedgerRow.ledger_id == bindparam("row_ledger_id"))
-        .values(entries=bindparam("row_entries"), messages=bindparam("row_messages")),
-        [
-            {
-                "row_ledger_id": ledger.ledger_id,
-                "row_entries": ledger.entries + allocation.count,
-                "row_messages": ledger.messages + allocation.messages,
-            }
-            for ledger, allocation in reserved
-        ],
-    )

@@ -46,7 +46,7 @@ from core.store.checks import (
     check_int,
     check_label,
 )
-from core.store.cursor_door import Hold
+from core.store.cursor_door import Hold, journal_sizes, load_record
 from core.store.cursor_state import missing
 from core.store.engine import (
     SQLITE_BUSY_TIMEOUT_S,
@@ -168,23 +168,23 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    # Cursors: snapshot + journal (:mod:`core.store.cursor_state` reads and writes them).
+    # Cursors: snapshot + journal, changed only through the cursor door
+    # (:meth:`cursor_transaction`, :mod:`core.store.cursor_door`).
 
     @contextmanager
     def transaction(self) -> Iterator[UnitOfWork]:
-        """One write transaction the caller composes: cursor reads and writes, audit records,
-        a plan's claim (:class:`~core.store.unit_of_work.UnitOfWork`). All of it commits
-        when the block ends, or none of it when it raises."""
+        """One write transaction the caller composes when it changes no cursor: a plan record
+        with its audit records (:class:`~core.store.unit_of_work.UnitOfWork`). All of it
+        commits when the block ends, or none of it when it raises."""
         with self._session(write=True) as session:
-            yield UnitOfWork(session, postgres=self._postgres)
+            yield UnitOfWork(session)
 
     def load_cursor(self, topic_partition: str, subscription: str) -> CursorRecord:
         """The snapshot and every later delta, read consistently (a share lock on PostgreSQL)."""
         name = canonical_topic(topic_partition)
         check_label("subscription name", subscription)
         with self._session(write=False) as session:
-            _, record = self._cursors(session).read(name, subscription, lock="share")
-            return record
+            return load_record(ConnectionStatements.of(session), name, subscription)
 
     def append_cursor_delta(self, topic_partition: str, subscription: str, payload: bytes) -> int:
         """Append one delta to the cursor's journal in a transaction of its own (as
@@ -248,7 +248,7 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
         name = canonical_topic(topic_partition)
         check_label("subscription name", subscription)
         with self._session(write=False) as session:
-            return self._cursors(session).sizes(name, subscription)
+            return journal_sizes(ConnectionStatements.of(session), name, subscription)
 
     # The dispatcher's shared state: consumers and pending acknowledgements.
 

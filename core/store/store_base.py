@@ -16,10 +16,9 @@ from sqlalchemy.engine import URL, Engine
 from sqlalchemy.orm import Session
 
 from core.errors import TopicNotFoundError
-from core.store.cursor_door import CursorTransaction, Journal, opened
+from core.store.cursor_door import CursorTransaction, opened
 from core.store.engine import translated_errors
 from core.store.read_view import ReadView
-from core.store.statements import ConnectionStatements
 from core.store.tables import TopicPartitionRow
 
 
@@ -85,10 +84,6 @@ class StoreBase:
             query = query.with_for_update()
         if session.execute(query).first() is None:
             raise TopicNotFoundError(f"Topic partition '{name}' not found")
-
-    @staticmethod
-    def _cursors(session: Session) -> Journal:
-        return Journal(ConnectionStatements.of(session))
 
 
 __all__ = ["StoreBase"]

@@ -223,24 +223,17 @@ class Tenancy(StoreBase):
             canonical_topic(partition): check_bytes(f"initial snapshot of {partition}", snapshot)
             for partition, snapshot in initial_snapshots.items()
         }
-        message = f"Subscription '{name}' already exists on topic '{topic_name}'"
-        with self._session(write=True, conflict=message) as session:
-            info = self._require_topic(session, topic_name)
-            expected = info.partition_names()
+        # Through the cursor door: a subscription's cursors are created with it.
+        with self.cursor_transaction() as work:
+            expected = work.partitions_of(topic_name)
             if sorted(snapshots) != sorted(expected) or len(initial_snapshots) != len(expected):
                 raise InvalidArgumentError(
                     f"Initial snapshots must be given for exactly the partitions {expected}, "
                     f"got {sorted(initial_snapshots)}"
                 )
-            exists = select(SubscriptionRow.id).where(
-                SubscriptionRow.topic == topic_name, SubscriptionRow.name == name
+            work.create_subscription(
+                topic_name, name, type.value, props, {p: snapshots[p] for p in expected}
             )
-            if session.execute(exists).first() is not None:
-                raise AlreadyExistsError(message)
-            row = SubscriptionRow(topic=topic_name, name=name, type=type.value, properties=props)
-            session.add(row)
-            session.flush()
-            self._cursors(session).create(row.id, {p: snapshots[p] for p in expected})
         return SubscriptionInfo(topic_name, name, type, props)
 
     def get_subscription(self, topic: str, name: str) -> SubscriptionInfo:
@@ -259,11 +252,12 @@ class Tenancy(StoreBase):
             return [subscription_info(row) for row in session.scalars(query)]
 
     def delete_subscription(self, topic: str, name: str) -> None:
-        """Delete the subscription with its cursors and their journals."""
+        """Delete the subscription with its cursors and their journals, through the cursor
+        door (:meth:`~core.store.cursor_door.CursorTransaction.remove_subscription`)."""
         topic_name = canonical_topic(topic)
         check_label("subscription name", name)
-        with self._session(write=True) as session:
-            remove_subscription(session, topic_name, name)
+        with self.cursor_transaction() as work:
+            work.remove_subscription(topic_name, name)
 
     def update_subscription_properties(
         self, topic: str, name: str, properties: Mapping[str, str]
@@ -353,15 +347,3 @@ class Tenancy(StoreBase):
             self._require_namespace(session, namespace)
             row = session.get(NamespacePolicyRow, namespace)
             return bool(row is not None and row.skip_requires_approval)
-
-
-def remove_subscription(session: Session, topic_name: str, name: str) -> None:
-    """Delete subscription ``name`` of canonical ``topic_name`` with its cursors and their
-    journals, in the caller's transaction; SubscriptionNotFoundError when there is none."""
-    result = session.execute(
-        delete(SubscriptionRow)
-        .where(SubscriptionRow.topic == topic_name, SubscriptionRow.name == name)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount == 0:  # type: ignore[attr-defined]
-        raise SubscriptionNotFoundError.of(topic_name, name)

@@ -222,6 +222,23 @@ def test_a_dispatch_reads_the_cursors_in_the_order_of_their_names(
     assert broker.plan_skip("admin", WIDE, "s", on_2).columns.already_acknowledged.all()
 
 
+def test_an_unsubscribe_waits_for_a_cursor_move_in_progress(
+    broker: Broker, by_partition: dict[int, list[MessageId]], postgres_url: str
+) -> None:
+    """A cursor move holds its subscription's row shared (``Hold.MOVE``); deleting the
+    subscription (``Hold.REMOVE``) waits for it to end."""
+    held = f"SELECT id FROM subscriptions WHERE name = :name{Hold.MOVE.value}"
+    with (
+        lock_waits(postgres_url, "%FROM subscriptions%FOR UPDATE%") as waiting,
+        write_lock_held(postgres_url, held, name="s"),
+    ):
+        gone = Skip(lambda: broker.delete_subscription("admin", TOPIC, "s", force=True))
+        wait_until_blocked(waiting, 1)
+        assert gone.thread.is_alive()
+    assert gone.finished()
+    assert [s.name for s in broker.list_subscriptions("admin", TOPIC)] == []
+
+
 def test_a_cursor_move_waits_for_a_deletion_of_its_subscription(
     broker: Broker, by_partition: dict[int, list[MessageId]], postgres_url: str
 ) -> None:

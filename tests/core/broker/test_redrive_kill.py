@@ -27,11 +27,11 @@ CHILD = """
 import sys, time
 from core.broker import Broker
 from core.config import Config
+from core.store.cursor_door import CursorTransaction
 from core.store.ledger import LedgerStore
-from core.store.unit_of_work import UnitOfWork
 
 home, url, stop_at = sys.argv[1:]
-owner = {"append": LedgerStore, "audit": UnitOfWork}[stop_at]
+owner = {"append": LedgerStore, "audit": CursorTransaction}[stop_at]
 name = {"append": "append_columns_many", "audit": "record_audits"}[stop_at]
 original = getattr(owner, name)
 

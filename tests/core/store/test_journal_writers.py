@@ -1,16 +1,16 @@
-"""Only the cursor-state repository writes the journal tables (``cursors``, ``cursor_deltas``).
+"""One door for cursor changes: only :mod:`core.store.cursor_door` writes cursor state.
 
-Cursor state has one write path: :mod:`core.store.cursor_state` appends a delta
-with its version, compacts, creates cursors and takes the locks. It is called in
-a transaction that holds the cursor's row lock: the dispatcher's subscription
-transaction (consumer acknowledgements) or the metadata store's unit of work
-(skip, reset, undo, redrive, clear-backlog; creating and folding cursors). No
-other module may write the tables, nor read the journal itself, nor call the
-repository's writing methods (docs/architecture.md, "Cursor durability").
+Every change of a cursor (a consumer's acknowledgement, individual or cumulative; a
+dispatch's fold; a skip, by ids, matching, ``skip -n`` or clear-backlog; a reset or
+seek; an undo; a redrive; creating and deleting a subscription) is a
+``CursorTransaction`` of that module, as a Pulsar subscription's changes all go through
+its ``ManagedCursor`` (docs/architecture.md, "Cursor durability"). No other module may
+write the tables ``cursors`` and ``cursor_deltas``, insert or delete a subscription (its
+cursors come and go with it), read the journal, or call the door's own repository.
 
-Every ``core`` module is read as text: a write is a SQLAlchemy ``insert``,
-``update`` or ``delete`` of ``CursorRow``/``CursorDeltaRow``, a new row object of
-either class, or SQL text that inserts into, updates or deletes from the tables.
+Every ``core`` module is read as text: a write is a SQLAlchemy ``insert``, ``update`` or
+``delete`` of the rows' classes, a new row object, or SQL text that inserts into,
+updates or deletes from the tables.
 """
 
 from __future__ import annotations
@@ -22,53 +22,58 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 CORE = ROOT / "core"
-JOURNAL_TABLES = ("cursors", "cursor_deltas")
-ROWS = r"(?:CursorRow|CursorDeltaRow)"
-TABLE = r"(?:cursors|cursor_deltas|\{CursorRow\.__tablename__\}|\{CursorDeltaRow\.__tablename__\})"
+DOOR = "core/store/cursor_door.py"
+ROWS = r"(?:CursorRow|CursorDeltaRow|SubscriptionRow)"
+TABLE = (
+    r"(?:cursors|cursor_deltas|subscriptions"
+    r"|\{(?:CursorRow|CursorDeltaRow|SubscriptionRow)\.__tablename__\})"
+)
 WRITES = re.compile(
     rf"\b(?:insert|update|delete)\(\s*{ROWS}\b"
-    rf"|\b{ROWS}\("
+    rf"|(?<!class )\b{ROWS}\("
     rf"|\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+{TABLE}(?![\w])",
 )
-
-WRITERS = {"core/store/cursor_door.py"}
-"""The one module that writes the journal tables."""
+"""A write of cursor state: the journal tables, or a subscription's row (created and deleted
+with its cursors). Updating a subscription's type or properties moves no cursor, so only
+inserts and deletes of ``subscriptions`` count."""
 
 JOURNAL_READS = re.compile(r"\bFROM\s+cursor_deltas\b|\bselect\(\s*CursorDeltaRow\b")
-"""Reading the journal's deltas (replay belongs to the repository too)."""
+"""Reading the journal's deltas (replay input belongs to the door too)."""
 
 NOT_WRITERS = ("core/store/tables.py", "core/store/migrations/")
 """Where the tables are declared and migrated, not written."""
 
-
-WRITE_CALLS = re.compile(
-    r"\b(?:_?cursors|_?journal)(?:\([^()]*\))?\."
-    r"(?:create|append|append_each|append_to|append_by_subscription|compact|fold)\("
+REPOSITORY_CALLS = re.compile(
+    r"\b_?(?:journal|cursors|Journal)(?:\([^()]*\))?\."
+    r"(?:create|append|append_each|append_to|append_by_subscription|compact|fold|read_locked)\("
 )
-"""A call of one of :class:`~core.store.cursor_state.CursorStates`' writing methods."""
+"""A call of one of the door's repository's writing (or locking) methods."""
 
-WRITE_CALLERS = {
-    "core/store/cursor_door.py": "the door: consumer acknowledgements, dispatches' folds",
-    "core/store/tenancy.py": "a new subscription's cursors, with the subscription",
-    "core/broker/reset.py": "reset-cursor, in a unit of work",
-    "core/broker/undo.py": "undo of a skip, in a unit of work",
-    "core/broker/redrive.py": "redrive, in a unit of work",
+DOOR_USERS = {
+    "core/reading/dispatch.py": "consumer acknowledgements, cumulative ones, dispatches",
+    "core/broker/skip_write.py": "skips by ids, matching, skip -n and clear-backlog",
+    "core/broker/reset.py": "reset-cursor and a consumer's seek",
+    "core/broker/undo.py": "undo of a skip",
+    "core/broker/redrive.py": "redrive",
+    "core/broker/admin.py": "unsubscribe (and the live consumers it refuses on)",
+    "core/store/tenancy.py": "creating and deleting a subscription with its cursors",
+    "core/store/metadata.py": "the store's own appends and folds, and releasing consumers",
 }
-"""Every module that changes cursor state, and the transaction it does it in."""
+"""Every module that opens a transaction of the door, and what it changes there."""
+
+OPENS_THE_DOOR = re.compile(r"\.(?:cursor_transaction|subscription_transaction)\(")
 
 
 def writes_in(text: str) -> list[str]:
     return [match.group(0) for match in WRITES.finditer(text)]
 
 
-def journal_writers() -> set[str]:
-    found = set()
-    for path in CORE.rglob("*.py"):
+def core_modules() -> list[tuple[str, str]]:
+    found = []
+    for path in sorted(CORE.rglob("*.py")):
         name = path.relative_to(ROOT).as_posix()
-        if name.startswith(NOT_WRITERS):
-            continue
-        if writes_in(path.read_text(encoding="utf-8")):
-            found.add(name)
+        if not name.startswith(NOT_WRITERS):
+            found.append((name, path.read_text(encoding="utf-8")))
     return found
 
 
@@ -79,10 +84,14 @@ def journal_writers() -> set[str]:
         "insert(CursorDeltaRow).values(cursor_id=1)",
         "delete(CursorDeltaRow).where(x)",
         "session.add(CursorRow(topic_partition=p))",
+        "session.add(SubscriptionRow(topic=t, name=n))",
+        "delete(SubscriptionRow).where(SubscriptionRow.name == n)",
         '"UPDATE cursors SET version = version + 1 WHERE id = ?"',
         '"INSERT INTO cursor_deltas (cursor_id, version, payload) VALUES (?, ?, ?)"',
         'f"UPDATE {CursorRow.__tablename__} SET version = version + :n"',
         '"DELETE FROM cursor_deltas WHERE cursor_id = ?"',
+        '"INSERT INTO subscriptions (topic, name) VALUES (?, ?)"',
+        '"DELETE FROM subscriptions WHERE id = ?"',
     ],
 )
 def test_the_detector_sees_each_kind_of_write(source: str) -> None:
@@ -95,26 +104,23 @@ def test_the_detector_sees_each_kind_of_write(source: str) -> None:
         "select(CursorRow).where(CursorRow.id == 1)",
         '"SELECT version FROM cursors WHERE id = ?"',
         '"UPDATE cursors_archive SET x = 1"',
-        "update(SubscriptionRow).values(type='Shared')",
+        "update(TopicRow).values(partitions=2)",
+        "class SubscriptionRow(Base):",
+        '"SELECT id FROM subscriptions WHERE topic = ?"',
     ],
 )
 def test_reads_and_other_tables_are_not_writes(source: str) -> None:
     assert writes_in(source) == [], source
 
 
-def test_only_the_known_modules_write_the_cursor_journal() -> None:
-    assert journal_writers() == WRITERS
+def test_only_the_door_writes_cursor_state() -> None:
+    writers = {name for name, text in core_modules() if writes_in(text)}
+    assert writers == {DOOR}
 
 
-def test_only_the_repository_reads_the_journal() -> None:
-    readers = set()
-    for path in CORE.rglob("*.py"):
-        name = path.relative_to(ROOT).as_posix()
-        if name.startswith(NOT_WRITERS):
-            continue
-        if JOURNAL_READS.search(path.read_text(encoding="utf-8")):
-            readers.add(name)
-    assert readers == WRITERS
+def test_only_the_door_reads_the_journal() -> None:
+    readers = {name for name, text in core_modules() if JOURNAL_READS.search(text)}
+    assert readers == {DOOR}
 
 
 @pytest.mark.parametrize(
@@ -124,16 +130,25 @@ def test_only_the_repository_reads_the_journal() -> None:
         "self._journal.append_by_subscription(1, 's', 't', b'')",
         "self._cursors(session).compact(name, sub, data, 3)",
         "work.cursors.fold(i, s, v, p)",
+        "Journal(statements).read_locked(t, s, ps)",
     ],
 )
-def test_the_detector_sees_each_writing_call(source: str) -> None:
-    assert WRITE_CALLS.search(source), source
+def test_the_detector_sees_each_repository_call(source: str) -> None:
+    assert REPOSITORY_CALLS.search(source), source
 
 
-def test_only_the_known_transactions_change_cursor_state() -> None:
-    callers = set()
-    for path in CORE.rglob("*.py"):
-        name = path.relative_to(ROOT).as_posix()
-        if WRITE_CALLS.search(path.read_text(encoding="utf-8")):
-            callers.add(name)
-    assert callers == set(WRITE_CALLERS)
+def test_only_the_door_calls_its_repository() -> None:
+    callers = {name for name, text in core_modules() if REPOSITORY_CALLS.search(text)}
+    assert callers == {DOOR}
+
+
+def test_every_cursor_change_opens_the_door_where_listed() -> None:
+    """A module that changes cursors does it in a transaction of the door: the list says
+    which, so a new one is added knowingly (and the lock rule of docs/decisions.md,
+    "One door for cursor changes", is its rule too)."""
+    users = {
+        name
+        for name, text in core_modules()
+        if OPENS_THE_DOOR.search(text) and name not in {DOOR, "core/store/store_base.py"}
+    }
+    assert users == set(DOOR_USERS)

@@ -1,5 +1,6 @@
-"""Appending in a caller's unit of work: the segments become readable with the caller's
-commit and never without it, across ledgers that fill up inside the one transaction."""
+"""Appending in a cursor transaction (a redrive publishes in the one that moves the cursors):
+the segments become readable with its commit and never without it, across ledgers that
+fill up inside the one transaction."""
 
 from __future__ import annotations
 
@@ -43,13 +44,13 @@ def stores(tmp_path: Path, metadata_url: str) -> tuple[MetadataStore, LedgerStor
     return metadata, LedgerStore.from_config(config, metadata)
 
 
-def test_an_append_in_a_unit_of_work_commits_with_it(
+def test_an_append_in_a_cursor_transaction_commits_with_it(
     stores: tuple[MetadataStore, LedgerStore],
 ) -> None:
     metadata, ledgers = stores
     name = TopicName.parse(TOPIC)
     payloads = [b"%d" % i for i in range(7)]
-    with metadata.transaction() as work:
+    with metadata.cursor_transaction() as work:
         (positions,) = ledgers.append_columns_many(
             [(name, np.ones(7, np.int64), columns(payloads))], work=work
         )
@@ -63,12 +64,12 @@ def test_an_append_in_a_unit_of_work_commits_with_it(
     metadata.close()
 
 
-def test_an_append_in_a_unit_of_work_that_fails_stays_invisible(
+def test_an_append_in_a_cursor_transaction_that_fails_stays_invisible(
     stores: tuple[MetadataStore, LedgerStore],
 ) -> None:
     metadata, ledgers = stores
     name = TopicName.parse(TOPIC)
-    with pytest.raises(RuntimeError), metadata.transaction() as work:
+    with pytest.raises(RuntimeError), metadata.cursor_transaction() as work:
         ledgers.append_columns_many(
             [(name, np.ones(2, np.int64), columns([b"a", b"b"]))], work=work
         )
