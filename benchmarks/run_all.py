@@ -33,6 +33,7 @@ CORE_BENCHMARKS = (
     "redrive",
     "radar",
     "cli_latency",
+    "segment_encode",
 )
 OPTIONAL_BENCHMARKS = ("spark_backlog", "airflow_skip", "airflow_match", "rest_load", "protocol")
 NEEDED_ENV = {"rest_load": "CURSOROPS_TEST_PG_URL"}

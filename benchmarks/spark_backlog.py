@@ -427,7 +427,7 @@ def duckdb_reference(config: Config) -> Answer:
         """
         WITH e AS (
             SELECT partition, ledger_id, entry_id, greatest(batch_size, 1) AS n
-            FROM read_parquet($paths) WHERE batch_index <= 0
+            FROM read_parquet($paths, union_by_name = true) WHERE batch_index <= 0
         ),
         live AS (
             SELECT e.*, m.sub FROM e JOIN marks m ON e.partition = m.partition

@@ -71,7 +71,7 @@ def batches_after(
 
 
 def _complete(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """A batch of a segment written before the later columns, with them as nulls."""
+    """A batch of a segment without some of the later columns, with them as nulls."""
     if batch.num_columns == len(MESSAGE_SCHEMA):
         return batch
     table = with_later_columns(pa.Table.from_batches([batch]), MESSAGE_SCHEMA.names)

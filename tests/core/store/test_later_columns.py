@@ -31,7 +31,7 @@ def test_a_segment_written_before_the_later_columns_reads_them_as_absent(
         (path,) = glob.glob(str(tmp_path / "**" / "*.parquet"), recursive=True)
         # The segment as it was written before the columns existed.
         table = pq.read_table(path)
-        table = table.drop_columns(list(LATER_COLUMNS))
+        table = table.drop_columns([c for c in LATER_COLUMNS if c in table.column_names])
         stat = os.stat(path)
         pq.write_table(table, path)
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
