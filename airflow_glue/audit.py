@@ -110,7 +110,6 @@ def radar_report(
     role: str,
     topics: Sequence[str],
     limits: RadarLimits,
-    airflow_url: str | None = None,
 ) -> dict[str, Any]:
     """The poison-pill radar over every subscription of ``topics``: one document.
 
@@ -122,7 +121,7 @@ def radar_report(
         "limits": limits.to_json(),
         "subscriptions": len(found),
         "stuck": sum(r.result.stuck for r in found),
-        "findings": [r.to_json(airflow_url) for r in found if r.result.stuck],
+        "findings": [r.to_json() for r in found if r.result.stuck],
     }
 
 
@@ -165,6 +164,4 @@ def radar_lines(report: Mapping[str, Any]) -> list[str]:
             lines.append(f"  no skip request: skip by id is refused on {f['type']} subscriptions")
             continue
         lines.append(f"  skip them: {request['command']}")
-        if "form" in request:
-            lines.append(f"  trigger form: {request['form']}")
     return lines

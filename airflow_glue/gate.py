@@ -1,8 +1,10 @@
 """The approval gates: unmapped ``ApprovalOperator``s before every apply task, one per approver.
 
-A gate renders its text from the run's current plan record in the metadata
-store (never from an XCom, which any Airflow user with edit rights may
-overwrite), and records what it showed (:class:`core.skipping.plan_record.ApprovalRequest`:
+A gate renders its text from the run's plan record in the metadata store: the
+one the run's ``plan_digest`` names, which the first gate refuses unless it is
+bound to this very run and its requester (:func:`airflow_glue.steps.run_plan_record`),
+never from an XCom, which any Airflow user with edit rights may overwrite; and
+records what it showed (:class:`core.skipping.plan_record.ApprovalRequest`:
 the plan's digest and the SHA-256 of the text, the approvers, the validity,
 its try) before it waits. When Airflow resumes it with the answer
 (``execute_complete``), it records that answer next to what it showed
@@ -29,7 +31,9 @@ is never answered for anything but what it showed. A new request is a new run.
 
 Quorum: a plan record says how many approvals it needs (the namespace's
 policy by the plan's size). Gate *k* skips itself when the plan needs fewer
-than *k*; apply counts the approvals itself, so a gate skipped or marked by
+than *k*: the first gate says the count in an XCom (``required_approvals``), so
+a gate not needed skips without opening the store; apply counts the approvals
+itself from the store, so a gate skipped (on a forged count too) or marked by
 hand never counts.
 
 A Reject fails the gate (``fail_on_reject``), so the apply task ends
@@ -81,6 +85,8 @@ def gate_params() -> dict[str, Any]:
 
 
 GATE_PARAMS = frozenset({TIMEOUT_PARAM, VALIDITY_PARAM})
+REQUIRED_APPROVALS = "required_approvals"
+"""The XCom key under which the first gate says how many approvals the plan needs."""
 
 
 def may_skip(broker: Broker, role: str, topic: str) -> bool:
@@ -171,9 +177,10 @@ class FourEyesApprovalOperator(ApprovalOperator):
     def execute(self, context: Context) -> Any:
         from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-        from airflow_glue.environment import approver_candidates, config, pulsar_role
+        from airflow_glue.environment import approver_candidates, config
         from airflow_glue.outcomes import airflow_outcome
         from airflow_glue.plan import preview_markdown, subject
+        from airflow_glue.steps import run_plan_record
         from core.broker import Broker, wall_clock_ms
         from core.errors import AlreadyExistsError
         from core.skipping.plan_record import ApprovalRequest
@@ -188,16 +195,23 @@ class FourEyesApprovalOperator(ApprovalOperator):
         valid = (context.get("params") or {}).get(VALIDITY_PARAM)
         validity = timedelta(minutes=float(valid)) if valid else self.response_timeout
         validity = min(validity or DEFAULT_RESPONSE_TIMEOUT, MAX_VALIDITY)
+        ti = context["ti"]
+        if self.earlier_gates:
+            # What the first gate said the plan needs (an XCom, which anyone may post): a
+            # gate it says is not needed skips itself without opening the store. Apply counts
+            # the approvals from the store, so a gate skipped on a forged count only makes
+            # the apply refuse.
+            needed = ti.xcom_pull(task_ids=self.earlier_gates[0], key=REQUIRED_APPROVALS)
+            if isinstance(needed, int) and not isinstance(needed, bool) and needed < self.ordinal:
+                raise AirflowSkipException(f"The plan needs {needed} approval(s)")
         with airflow_outcome(), Broker(config()) as broker:
-            record = broker.current_plan_record(
-                pulsar_role(requester), dag_run.dag_id, dag_run.run_id
-            )
-            if record is None:
-                raise AirflowFailException("This run has no plan record: nothing to approve")
+            record = run_plan_record(broker, context, first=not self.earlier_gates)
             if self.ordinal > record.required_approvals:
                 raise AirflowSkipException(
                     f"Plan {record.digest} needs {record.required_approvals} approval(s)"
                 )
+            if not self.earlier_gates:
+                ti.xcom_push(key=REQUIRED_APPROVALS, value=record.required_approvals)
             earlier = earlier_approvers(broker, dag_run.dag_id, dag_run.run_id, self.earlier_gates)
             topics = record.topics()
             approvers = permitted_approvers(

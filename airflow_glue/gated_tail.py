@@ -1,14 +1,16 @@
-"""The tail every gated operation's DAG shares: the approval gates → apply → verify → record.
+"""The tail every gated operation's DAG shares: the approval gates → apply → record.
 
-A gated operation (skip, undo-skip, redrive) is validate → authorize → plan (a plan
-record in cursorops's store) → preview → gate → apply → verify → audit. Each DAG
-says only how it gets to its plan record; :func:`approve_and_apply` builds the rest
-behind the plan task: the gates (one per approval a plan may need, up to
+A request of a gated operation is made at its door (REST, CLI, the Cursors page:
+``Broker.request``): planned once, stored as a plan record bound to a run, and that run
+started with the record's digest as its one param (:func:`request_params`). Such a DAG
+is only this tail: the gates (one per approval a plan may need, up to
 :data:`core.skipping.plan_record.MAX_APPROVALS`; a gate a plan does not need skips
-itself) and the three tasks after them, whose bodies (:mod:`airflow_glue.steps`) read
-the plan record by the run and apply it through the one door of approved records,
-``Broker.apply_approved_plan``. The plan task's result reaches apply as its argument
-(an XComArg), so the graph shows where the digest apply checks comes from.
+itself), ``apply`` and ``record``. The first gate loads the record by the digest and
+refuses it unless it is bound to this very run and its requester; apply validates it
+once, under the cursors' locks, in the transaction that writes it with its audit
+record and the record's claim (so no separate verify step: what it would check, that
+transaction checked). A DAG that plans in a step of its own (a Spark scan first: skip
+matching) puts its plan task in front (``plan``).
 
 Task ids are fixed per operation (:data:`TAILS`, derived from each operation's steps in
 :mod:`core.gating.registry`): tests, benchmarks and the UI's links name them. Called at
@@ -23,8 +25,8 @@ from typing import Any
 
 from airflow.sdk import XComArg, get_current_context, task
 
-from airflow_glue.gate import FourEyesApprovalOperator
-from core.gating.operation import SKIP
+from airflow_glue.gate import FourEyesApprovalOperator, gate_params
+from core.gating.operation import RUN_DIGEST, SKIP
 from core.gating.registry import BY_RECORD
 from core.skipping.plan_record import MAX_APPROVALS
 
@@ -52,30 +54,39 @@ TAILS = {
 """The tail of each operation a plan record stores, by that operation."""
 
 
-def approve_and_apply(plan: XComArg, operation: str = SKIP) -> None:
-    """``plan >> <gate> >> <gate>_2 >> ... >> <apply> >> verify``, and ``record`` after all
-    of them whatever happened.
+def request_params() -> dict[str, Any]:
+    """The params of a DAG whose runs its doors start: the plan record's digest (the door
+    fills it in; a run started by hand with another run's digest gets nothing), and the
+    gates' timeout and validity."""
+    from airflow.sdk import Param
 
-    ``plan`` is the output of the DAG's plan task: apply takes it as its argument."""
+    return {
+        RUN_DIGEST: Param(
+            "",
+            type="string",
+            description="The plan record's digest. Requests are made at cursorops's doors "
+            "(REST, CLI, the Cursors page), which start the run with it; a digest bound to "
+            "another run, or asked for by someone else, is refused",
+        ),
+        **gate_params(),
+    }
+
+
+def approve_and_apply(operation: str = SKIP, plan: XComArg | None = None) -> None:
+    """``[plan >>] <gate> >> <gate>_2 >> ... >> <apply>``, and ``record`` after all of
+    them whatever happened."""
     tail = TAILS[operation]
     gates_ids = tail.gates
 
     # none_failed: a gate the plan does not need skips itself and must not skip apply;
     # apply counts the approvals itself, so a gate skipped or forced by hand never counts.
     @task(task_id=tail.apply, retries=2, trigger_rule="none_failed")
-    def apply(planned: dict[str, Any]) -> dict[str, Any]:
+    def apply() -> dict[str, Any]:
         """Check every approval the run's gates recorded, then apply the run's plan record
-        in one transaction."""
+        in one transaction (validated once, under the locks)."""
         from airflow_glue.steps import apply_approved_plan
 
-        return apply_approved_plan(get_current_context(), planned, gates_ids)
-
-    @task
-    def verify() -> dict[str, Any]:
-        """What the plan record promised holds now."""
-        from airflow_glue.steps import verify_applied
-
-        return verify_applied(get_current_context())
+        return apply_approved_plan(get_current_context(), gates_ids)
 
     @task(trigger_rule="all_done", retries=2)
     def record() -> dict[str, Any]:
@@ -95,10 +106,10 @@ def approve_and_apply(plan: XComArg, operation: str = SKIP) -> None:
         )
         for n, gate in enumerate(gates_ids, start=1)
     ]
-    applied = apply(plan)  # type: ignore[arg-type]  # an XComArg: Airflow passes its value
-    checked = verify()
+    applied = apply()
     closing = record()
-    plan >> gates[0]
+    if plan is not None:
+        plan >> gates[0]
     for earlier, later in zip(gates, gates[1:], strict=False):
         earlier >> later
-    gates[-1] >> applied >> checked >> closing
+    gates[-1] >> applied >> closing

@@ -132,13 +132,13 @@ class Airflow:
 
     # -- runs ------------------------------------------------------------------
 
-    def trigger(self, dag_id: str, conf: Mapping[str, Any], user: str) -> str:
-        response = self.request(
-            user,
-            "POST",
-            f"/api/v2/dags/{dag_id}/dagRuns",
-            json={"logical_date": None, "conf": conf},
-        )
+    def trigger(
+        self, dag_id: str, conf: Mapping[str, Any], user: str, run_id: str | None = None
+    ) -> str:
+        body: dict[str, Any] = {"logical_date": None, "conf": conf}
+        if run_id is not None:
+            body["dag_run_id"] = run_id
+        response = self.request(user, "POST", f"/api/v2/dags/{dag_id}/dagRuns", json=body)
         if response.status_code != 200:
             raise RuntimeError(
                 f"trigger {dag_id} as {user}: {response.status_code} {response.text}"

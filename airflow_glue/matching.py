@@ -22,14 +22,15 @@ A match count above ``limit`` (default 1,000,000) is refused unless
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from airflow_glue.request import conf_params, validate_conf
 from core.analysis.match_conditions import MATCH_OPTIONS, MatchOption, predicate_from_options
-from core.errors import InvalidPredicateError
+from core.errors import InvalidArgumentError, InvalidPredicateError
+
+Request = TypeVar("Request", bound=BaseModel)
 
 DEFAULT_LIMIT = 1_000_000
 EVERYTHING = {"publishTime": {"after": 0}}
@@ -38,6 +39,42 @@ STILL_SCHEDULED = "deliver_at_after"
 """The match option ``still_scheduled`` sets (to ``now``)."""
 BLANK_IS_NONE = frozenset({"ticket", *(o.name for o in MATCH_OPTIONS if o.kind != "pairs")})
 """Fields where an empty text (an untouched field of the trigger form) means: not given."""
+
+
+def validate_conf(model: type[Request], conf: Mapping[str, object]) -> Request:
+    """A run's conf through ``model``; a problem is one line naming the first field at fault."""
+    try:
+        return model.model_validate(dict(conf))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "conf"
+        raise InvalidArgumentError(
+            f"Invalid skip request: {where}: {first['msg']}"
+            + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
+        ) from exc
+
+
+def conf_params(model: type[BaseModel], first: Sequence[str] = ()) -> dict[str, Any]:
+    """One Airflow ``Param`` per field of ``model`` (the trigger form's fields), ``first``
+    first: the field's JSON type, its description, its bounds and default (a required text
+    defaults to empty, which ``model`` refuses with one line when the run starts)."""
+    from airflow.sdk import Param
+
+    schema = model.model_json_schema()["properties"]
+    last = [name for name in ("reason", "ticket") if name in model.model_fields]
+    order = [*first, *(name for name in model.model_fields if name not in (*first, *last)), *last]
+    params = {}
+    for name in order:
+        field, spec = model.model_fields[name], schema[name]
+        types = [t["type"] for t in spec["anyOf"]] if "anyOf" in spec else [spec["type"]]
+        nullable = "null" in types
+        types = [t for t in types if t != "null"]
+        kept = {k: spec[k] for k in ("description", "items", "minimum", "maximum") if k in spec}
+        default = field.get_default(call_default_factory=True)
+        if field.is_required():
+            default = "" if types == ["string"] else None
+        params[name] = Param(default, type=["null", *types] if nullable else types[0], **kept)
+    return params
 
 
 class MatchRequestBase(BaseModel):

@@ -12,8 +12,8 @@ batches of 10, round-robin over every partition. The predicate
 Each run, on a fresh Shared subscription, is timed as
 :mod:`benchmarks.airflow_phases` says: trigger → preview ready (validate,
 authorize, the ``find_messages`` Spark job over the whole topic, plan_matched_ids, the
-gate parked with its preview) and approval → verified (apply_skip in one
-transaction, verify, record). The first phase's Spark start-up runs from the provider's
+gate parked with its preview) and approval → applied (apply_skip in one
+transaction, record). The first phase's Spark start-up runs from the provider's
 ``spark-submit`` log line of ``find_messages`` to the submission of Spark's
 first job (Spark's event log, turned on through ``SPARK_CONF_DIR``).
 Afterwards every matched id is checked acknowledged, and the exact backlog is
@@ -159,7 +159,7 @@ def render(host: machine.Machine, options: Options, work: Path, results: Results
     rows = phase_rows(
         [
             ("trigger → preview ready (gate awaiting input)", results.skips.previews),
-            ("approval → verified (run success)", results.skips.applies),
+            ("approval → applied and recorded (run success)", results.skips.applies),
         ],
         AIM_SECONDS,
         spark=True,

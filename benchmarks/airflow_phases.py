@@ -43,13 +43,16 @@ from core.subscription import SubscriptionType
 if TYPE_CHECKING:
     from airflow_glue.local_airflow import Airflow
 
+Starter = Callable[["Airflow", dict[str, Any]], str]
+"""Makes a request as a door makes it, from a run's would-be conf; its run's id."""
+
 ROLE = "admin"
 """The role that sets a benchmark up (topics, grants, subscriptions, checks)."""
 REQUESTER = "alice"
 APPROVER = "bob"
 GATE = "approve_skip"
-APPLY_PHASE = (GATE, "apply_skip", "verify", "record")
-"""The tasks of approval → verified, the same in every skip DAG."""
+APPLY_PHASE = (GATE, "apply_skip", "record")
+"""The tasks of approval → applied and recorded, the same in every skip DAG."""
 
 SPARK_SUBMITTED = "Spark-Submit cmd:"
 """The provider's log line just before it starts ``spark-submit``."""
@@ -218,12 +221,14 @@ def timed_run(
     spark_task: str | None = None,
     spark_events: Path | None = None,
     timeout: float = 600,
+    start: Starter | None = None,
 ) -> TimedRun:
-    """Trigger ``dag`` as ``requester``, approve as ``approver``; time both phases. With
-    ``spark_task`` (a task of the first phase) and ``spark_events`` (the event log folder of
-    :func:`spark_conf_dir`) its Spark start-up is split off from work."""
+    """Trigger ``dag`` as ``requester`` with ``conf`` (or make the request with ``start``, as
+    a door does: planned, stored, its run started), approve as ``approver``; time both
+    phases. With ``spark_task`` (a task of the first phase) and ``spark_events`` (the event
+    log folder of :func:`spark_conf_dir`) its Spark start-up is split off from work."""
     triggered = time.time()
-    run_id = airflow.trigger(dag, conf, user=requester)
+    run_id = airflow.trigger(dag, conf, user=requester) if start is None else start(airflow, conf)
     airflow.wait_parked(dag, run_id, gate, timeout=timeout, poll=0.25)
     parked = time.time()
     startup, command = 0.0, ""
@@ -273,6 +278,7 @@ def run_skips(
     spark_events: Path | None = None,
     timeout: float = 600,
     stack: str = "stack",
+    start: Starter | None = None,
 ) -> SkipRuns:
     """Start a local Airflow under ``work`` serving ``dag`` alone (every other DAG paused),
     its tasks on the cursorops installation ``config`` (``environ`` added), then ``runs``
@@ -318,6 +324,7 @@ def run_skips(
                     spark_task=spark_task,
                     spark_events=spark_events,
                     timeout=timeout,
+                    start=start,
                 )
             )
             check(subscription)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from cli import daemon as daemon_module
     from core.broker import Broker
     from core.config import Config
+    from core.gating import Applied, GatedArguments, Run
     from core.ids.position import Position
     from core.ids.topic_name import TopicName
 
@@ -101,6 +102,40 @@ class Context:
 
 
 Handler = Callable[[Context, argparse.Namespace], Result]
+
+
+# -- gated operations ------------------------------------------------------------
+
+
+class _NoWorkflow:
+    """The local CLI's run starter: no workflow system runs here, so a request that waits
+    for approval is refused before anything is planned or stored (``--admin-url`` asks
+    the deployment, which starts the request's workflow as the logged-in user)."""
+
+    def authorize(self, workflow: str, requester: str) -> None:
+        from core.errors import ApprovalRequiredError
+
+        raise ApprovalRequiredError(
+            f"The namespace requires a second person's approval: nothing applied. Ask "
+            f"through --admin-url: the deployment starts the {workflow} workflow as you"
+        )
+
+    def start(self, run: Run, digest: str, requester: str) -> Run:
+        raise AssertionError("authorize refuses every run")  # pragma: no cover
+
+
+def _request(
+    ctx: Context, args: argparse.Namespace, operation: str, arguments: GatedArguments
+) -> Applied:
+    """Ask for a gated operation, as the command's role, through the one door of them all
+    (``Broker.request``): applied at once, or refused where approval is required."""
+    from core.gating import Applied, Caller
+
+    result = ctx.broker.request(
+        operation, Caller(ctx.role, ctx.role, via="cli"), arguments, _NoWorkflow()
+    )
+    assert isinstance(result, Applied)  # _NoWorkflow refuses every pending request
+    return result
 
 
 # -- tenants and namespaces ----------------------------------------------------
@@ -240,9 +275,17 @@ def topics_subscriptions(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def topics_unsubscribe(ctx: Context, args: argparse.Namespace) -> Result:
-    parsed = _topic_arg(args.topic)
-    ctx.broker.delete_subscription(ctx.role, parsed, args.subscription, force=args.force)
-    topic = str(parsed)
+    from core.gating import Unsubscribe
+
+    topic = str(_topic_arg(args.topic))
+    arguments = Unsubscribe(
+        topic=topic,
+        subscription=args.subscription,
+        force=args.force,
+        reason=args.reason or "",
+        ticket=args.ticket,
+    )
+    _request(ctx, args, "unsubscribe", arguments)
     return Result(
         {"topic": topic, "subscription": args.subscription, "deleted": True},
         [f"Deleted subscription {args.subscription} of {topic}"],
@@ -329,7 +372,7 @@ def audit_radar(ctx: Context, args: argparse.Namespace) -> Result:
     )
     found = ctx.broker.poison_radar(ctx.role, _topic_arg(args.topic), args.subscription, limits)
     lines = [line for radar in found for line in radar.lines()] or ["No subscriptions"]
-    return Result([radar.to_json(args.airflow_url) for radar in found], lines)
+    return Result([radar.to_json() for radar in found], lines)
 
 
 def topics_peek(ctx: Context, args: argparse.Namespace) -> Result:
@@ -349,10 +392,19 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
     else:
         ids = skip_payload.parse_base64_ids(args.base64_ids)
 
-    # The one skip path; a partition's name skips its ids only, as the REST path has it.
-    outcome = ctx.broker.skip_messages(
-        ctx.role, _topic_arg(args.topic), args.subscription, ids, via="cli"
+    from core.gating import SkipMessages
+    from core.skipping.skip import SkipOutcome
+
+    # A partition's name skips its ids only, as the REST path has it.
+    arguments = SkipMessages(
+        topic=str(_topic_arg(args.topic)),
+        subscription=args.subscription,
+        ids=tuple(ids),
+        reason=args.reason or "",
+        ticket=args.ticket,
     )
+    outcome = _request(ctx, args, "skip-messages", arguments).result
+    assert isinstance(outcome, SkipOutcome)
     document = outcome.to_pulsar_json(output.id_json)
     lines = [
         f"Skipped {len(outcome.skipped)} message(s) on subscription {outcome.subscription} "
@@ -370,10 +422,24 @@ def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
 
 def topics_skip_head(ctx: Context, args: argparse.Namespace) -> Result:
     """``skip -n N`` and ``clear-backlog``: the head of the backlog, counted in messages."""
-    limit = None if args.handler is topics_clear_backlog else values.positive(args.count, "-n")
-    outcome = ctx.broker.skip_head(
-        ctx.role, _topic_arg(args.topic), args.subscription, limit, via="cli"
-    )
+    from core.gating import ClearBacklog, SkipHead
+    from core.skipping.skip import SkipOutcome
+
+    target = {"topic": str(_topic_arg(args.topic)), "subscription": args.subscription}
+    arguments: GatedArguments
+    if args.handler is topics_clear_backlog:
+        operation, arguments = (
+            "clear-backlog",
+            ClearBacklog(**target, reason=args.reason or "", ticket=args.ticket),
+        )
+    else:
+        count = values.positive(args.count, "-n")
+        operation, arguments = (
+            "skip-head",
+            SkipHead(**target, messages=count, reason=args.reason or "", ticket=args.ticket),
+        )
+    outcome = _request(ctx, args, operation, arguments).result
+    assert isinstance(outcome, SkipOutcome)
     messages = sum(
         m.batch_size if m.batch_index < 0 and m.batch_size > 0 else 1 for m in outcome.skipped
     )
@@ -395,7 +461,10 @@ def topics_clear_backlog(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def topics_redrive(ctx: Context, args: argparse.Namespace) -> Result:
-    """Publish the subscription's dead-letter messages back to the topic, for it alone."""
+    """Publish the subscription's dead-letter messages back to the topic, for it alone
+    (``--preview``: the plan, nothing changed)."""
+    if not args.preview:
+        return _redrive(ctx, args)
     plan = ctx.broker.plan_redrive(
         ctx.role,
         _topic_arg(args.topic),
@@ -403,19 +472,42 @@ def topics_redrive(ctx: Context, args: argparse.Namespace) -> Result:
         predicate=args.predicate,
         dead_letter=args.dead_letter_topic,
     )
-    if args.preview:
-        preview = plan.preview()
-        ids = f", {len(plan.ids)} ids" if len(plan.ids) != plan.messages else ""
-        lines = [
-            f"Would redrive {plan.messages} message(s){ids} of {plan.dead_letter_topic} to "
-            f"subscription {plan.subscription} of {plan.topic} (plan {plan.plan_id})"
-        ]
-        lines += [
-            f"  {m['messageId']:<12}  key={m['key']}  {output.format_time(m['publishTime'])}"
-            for m in preview["firstMessages"]
-        ]
-        return Result(preview, lines)
-    outcome = ctx.broker.apply_redrive(ctx.role, plan, via="cli")
+    preview = plan.preview()
+    ids = f", {len(plan.ids)} ids" if len(plan.ids) != plan.messages else ""
+    lines = [
+        f"Would redrive {plan.messages} message(s){ids} of {plan.dead_letter_topic} to "
+        f"subscription {plan.subscription} of {plan.topic} (plan {plan.plan_id})"
+    ]
+    lines += [
+        f"  {m['messageId']:<12}  key={m['key']}  {output.format_time(m['publishTime'])}"
+        for m in preview["firstMessages"]
+    ]
+    return Result(preview, lines)
+
+
+def _redrive(ctx: Context, args: argparse.Namespace) -> Result:
+    import json
+
+    from core.errors import InvalidPredicateError
+    from core.gating import RedriveDeadLetters
+    from core.redriving.redrive_plan import RedriveOutcome
+
+    predicate = None
+    if args.predicate is not None:
+        try:
+            predicate = json.loads(args.predicate)
+        except ValueError as exc:
+            raise InvalidPredicateError(f"Invalid predicate: not JSON: {exc}") from exc
+    arguments = RedriveDeadLetters(
+        topic=str(_topic_arg(args.topic)),
+        subscription=args.subscription,
+        dead_letter_topic=args.dead_letter_topic,
+        predicate=predicate,
+        reason=args.reason or "",
+        ticket=args.ticket,
+    )
+    outcome = _request(ctx, args, "redrive", arguments).result
+    assert isinstance(outcome, RedriveOutcome)
     others = ", ".join(outcome.acknowledged_on) or "none"
     lines = [
         f"Redrove {len(outcome.redriven)} message(s) of {outcome.dead_letter_topic} to "
@@ -432,9 +524,19 @@ def topics_redrive(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def topics_undo_skip(ctx: Context, args: argparse.Namespace) -> Result:
-    """Take back exactly what skip ``--skip-id`` acknowledged (direct: no approval policy)."""
-    plan = ctx.broker.plan_undo_skip(ctx.role, args.topic, args.subscription, args.skip_id)
-    outcome = ctx.broker.apply_undo_skip(ctx.role, plan, via="cli")
+    """Take back exactly what skip ``--skip-id`` acknowledged."""
+    from core.gating import UndoSkip
+    from core.skipping.undo import UndoOutcome
+
+    arguments = UndoSkip(
+        topic=str(_topic_arg(args.topic)),
+        subscription=args.subscription,
+        skip_id=args.skip_id,
+        reason=args.reason or "",
+        ticket=args.ticket,
+    )
+    outcome = _request(ctx, args, "undo-skip", arguments).result
+    assert isinstance(outcome, UndoOutcome)
     lines = [
         f"Undid skip {outcome.skip_id} on subscription {outcome.subscription} of "
         f"{outcome.topic}: {len(outcome.unacknowledged)} message(s) unacknowledged again "
@@ -497,17 +599,25 @@ def _analyze_on_spark(ctx: Context, args: argparse.Namespace, topic: TopicName) 
 
 def topics_reset_cursor(ctx: Context, args: argparse.Namespace) -> Result:
     from core.broker import wall_clock_ms
+    from core.gating import ResetCursor
 
+    position: Position | None = None
+    timestamp: int | None = None
     if args.message_id is not None:
         position = values.parse_position(args.message_id, "--messageId")
-        result = ctx.broker.reset_cursor(ctx.role, args.topic, args.subscription, position=position)
         target = str(position)
     else:
         timestamp = values.parse_time_ms(args.time, "--time", wall_clock_ms())
-        result = ctx.broker.reset_cursor(
-            ctx.role, args.topic, args.subscription, timestamp_ms=timestamp
-        )
         target = output.format_time(timestamp)
+    arguments = ResetCursor(
+        topic=str(_topic_arg(args.topic)),
+        subscription=args.subscription,
+        position=position,
+        timestamp_ms=timestamp,
+        reason=args.reason or "",
+        ticket=args.ticket,
+    )
+    result = dict(_request(ctx, args, "reset-cursor", arguments).outcome["markDelete"])
     lines = [f"Reset subscription {args.subscription} to {target}; mark-delete position now:"]
     lines += [f"  {partition}: {position}" for partition, position in result.items()]
     return Result(
@@ -1308,7 +1418,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="messages stuck at the head of TOPIC's subscriptions now (redelivered at least "
         "--min-redeliveries times, or older than --min-age-seconds behind a later "
-        "acknowledged message), each with a prefilled cursorops_skip_messages request",
+        "acknowledged message), each with a prefilled skip-messages request",
     )
     p.add_argument("topic")
     p.add_argument("-s", "--subscription", help="one subscription (default: all)")
@@ -1316,9 +1426,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-age-seconds", type=values.ascii_int, default=600, help="default 600")
     p.add_argument(
         "--max-listed", type=values.ascii_int, default=50, help="per subscription (default 50)"
-    )
-    p.add_argument(
-        "--airflow-url", help="Airflow's base URL, for a trigger-form link in the skip request"
     )
     p.set_defaults(handler=audit_radar)
     return parser

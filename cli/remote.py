@@ -10,10 +10,11 @@ Airflow plugin) every command is a REST call made as the authenticated user:
   the terminal), exchanged for a token at the deployment's ``/auth/token``.
 
 The server decides who the user is and what their Pulsar role may do, and a
-namespace's approval policy holds as at every other door: a skip there starts
-the approval workflow (202) and the CLI prints the run and the approval's
-link. ``--role`` is for the embedded home only. Commands that have no REST
-path yet are refused with a clear line, never run locally behind the user's back.
+namespace's approval policy holds as at every other door: a skip there is stored
+as a plan record and its approval workflow started (202), and the CLI prints the
+run, the plan's digest and the approval's link. ``--role`` is for the embedded
+home only. Commands that have no REST path yet are refused with a clear line,
+never run locally behind the user's back.
 """
 
 from __future__ import annotations
@@ -298,6 +299,7 @@ def _gated(
         f"Waiting for approval: the namespace requires a second person's approval. Run "
         f"{answer['runId']} of {answer['dagId']} started; nothing changes until an "
         "approver other than you approves it.",
+        f"  plan {answer.get('planDigest')} (what the approver reads, and the audit names)",
         f"  approve or reject at {answer['url']}",
     ]
 

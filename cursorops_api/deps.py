@@ -19,6 +19,7 @@ from fastapi import Depends, Request
 from airflow_glue.environment import config, pulsar_role
 from core.broker import Broker
 from core.config import Config
+from core.gating import Caller, RunStarter
 
 GetUser = Annotated[BaseUser, Depends(get_user)]
 
@@ -55,3 +56,20 @@ def caller_token(request: Request) -> str | None:
 
 BrokerDep = Annotated[Broker, Depends(broker)]
 RoleDep = Annotated[str, Depends(role)]
+
+
+async def caller(user: GetUser, role: RoleDep) -> Caller:
+    """Who asks for a gated operation: the Airflow user, as their Pulsar role, over REST."""
+    return Caller(role, user.get_name(), via="rest")
+
+
+async def runs(user: GetUser) -> RunStarter:
+    """What starts the run of a request that waits for approval: inside Airflow's API
+    server, in process, as the calling user (:class:`cursorops_api.runs.AirflowRuns`)."""
+    from cursorops_api.runs import AirflowRuns
+
+    return AirflowRuns(user)
+
+
+CallerDep = Annotated[Caller, Depends(caller)]
+RunsDep = Annotated[RunStarter, Depends(runs)]

@@ -23,7 +23,8 @@ class MessageIdBody(BaseModel):
 
 
 class SkipTriggered(BaseModel):
-    """202: the skip waits for an approval in the ``cursorops_skip_messages`` run."""
+    """202: the request waits for an approval in its workflow's run (its plan record stored,
+    the run started with the record's digest)."""
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -33,6 +34,8 @@ class SkipTriggered(BaseModel):
     """The approval itself in Airflow's UI (the run's first gate; it appears once planned)."""
     run_url: str = Field(alias="runUrl")
     """The run in Airflow's UI."""
+    plan_digest: str = Field(alias="planDigest")
+    """The plan record's digest: the identifier the approver reads, and the audit names."""
 
 
 class RedriveRequest(BaseModel):

@@ -1,28 +1,21 @@
 """``skipByMessageIds`` (PIP-423), ``skip/{numMessages}`` and ``skip_all`` (clear-backlog),
-and ``undoSkip``, which takes an applied skip back: applied at once, or, on a namespace
-that requires approval, handed to the ``cursorops_skip_messages``, ``cursorops_skip_head``
-or ``cursorops_undo_skip`` workflow as the caller (202)."""
+and ``undoSkip``, which takes an applied skip back: each one request
+(``Broker.request``), applied at once, or, on a namespace that requires approval,
+stored as a plan record and handed to its workflow's run as the caller (202)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, HTTPException, Path, Request, Response
+from fastapi import APIRouter, Body, HTTPException, Path, Response
 
-from core.errors import ApprovalRequiredError, InvalidArgumentError
-from core.ids.topic_name import TopicName
+from core.gating import ClearBacklog, GatedArguments, Pending, SkipHead, SkipMessages, UndoSkip
 from core.skipping.skip_payload import parse_payload
-from cursorops_api.approval import (
-    SKIP_DAG,
-    ApprovalText,
-    ApprovalTextDep,
-    required_reason,
-    start_workflow,
-)
-from cursorops_api.deps import BrokerDep, RoleDep
+from cursorops_api.approval import ApprovalTextDep, waiting
+from cursorops_api.deps import BrokerDep, CallerDep, RunsDep
 from cursorops_api.limits import MAX_SKIP_IDS
 from cursorops_api.models import SkipTriggered
-from cursorops_api.paths import SUBSCRIPTION, base_of, topic_name
+from cursorops_api.paths import SUBSCRIPTION, topic_name
 from cursorops_api.topics import _ERRORS, Namespace, Subscription, Tenant, Topic
 from cursorops_api.turns import Turns
 
@@ -70,9 +63,9 @@ def skip_by_message_ids(
     namespace: Namespace,
     topic: Topic,
     subscription: Subscription,
-    request: Request,
     broker: BrokerDep,
-    role: RoleDep,
+    caller: CallerDep,
+    runs: RunsDep,
     body: Annotated[list[Any] | dict[str, Any], Body(json_schema_extra=SKIP_BODY_SCHEMA)],
     text: ApprovalTextDep,
 ) -> Response:
@@ -80,69 +73,38 @@ def skip_by_message_ids(
 
     Every id is checked first (all or nothing); the 204 carries the skip's id in
     ``X-Cursorops-Skip-Id``. Where the namespace requires approval, nothing is
-    acknowledged: the skip workflow is triggered as the
-    caller, with the reason (``X-Cursorops-Reason`` or ``reason``, required there)
-    and ticket, and the answer is 202 with the run.
+    acknowledged: the skip is planned once and stored, its workflow started as the
+    caller with the reason (``X-Cursorops-Reason`` or ``reason``, required there) and
+    ticket, and the answer is 202 with the run.
     """
     listed = body.get("messageIds") if isinstance(body, dict) else body
     if isinstance(listed, list) and len(listed) > MAX_SKIP_IDS:
         raise HTTPException(
             413, f"Too many message ids: {len(listed)}; at most {MAX_SKIP_IDS} per call"
         )
-    ids = parse_payload(body)
     name = topic_name(tenant, namespace, topic)
-    try:
-        # The one skip path: authorized, validated and applied with its audit record.
-        with _skip_turns:
-            outcome = broker.skip_messages(role, name, subscription, ids, via="rest")
-    except ApprovalRequiredError:
-        pass
-    else:
-        # Pulsar answers 204 with no body: the skip id (what undoSkip takes) is a header.
-        return Response(status_code=204, headers={SKIP_ID_HEADER: str(outcome.skip_id)})
-    # A namespace that requires approval: the ids are checked now (all or nothing), and the
-    # workflow is started as the caller.
-    base = base_of(name)
-    plan = broker.plan_skip(role, base, subscription, ids)
-    if name.is_partition:
-        plan.check_only_on(str(name))
-    conf = {
-        "topic": base,
-        "subscription": subscription,
-        # Ledger ids are unique across the store, so a triplet names its partition.
-        "message_ids": [m.triplet() for m in ids],
-    }
-    return start_workflow(request, name, text, "Skips", SKIP_DAG, conf)
-
-
-HEAD_DAG = "cursorops_skip_head"
+    arguments = SkipMessages(
+        topic=str(name),
+        subscription=subscription,
+        ids=tuple(parse_payload(body)),
+        reason=text.reason,
+        ticket=text.ticket,
+    )
+    with _skip_turns:
+        result = broker.request("skip-messages", caller, arguments, runs)
+    if isinstance(result, Pending):
+        return waiting(result)
+    # Pulsar answers 204 with no body: the skip id (what undoSkip takes) is a header.
+    return Response(status_code=204, headers={SKIP_ID_HEADER: str(result.outcome["skipId"])})
 
 
 def _skip_head(
-    name: TopicName,
-    subscription: str,
-    limit: int | None,
-    request: Request,
-    broker: BrokerDep,
-    role: str,
-    text: ApprovalText,
+    broker: BrokerDep, caller: CallerDep, runs: RunsDep, arguments: GatedArguments
 ) -> Response:
-    try:
-        # Authorized, chosen and applied with its audit record, in one call.
-        with _skip_turns:
-            broker.skip_head(role, name, subscription, limit, via="rest")
-    except ApprovalRequiredError:
-        pass
-    else:
-        return Response(status_code=204)
-    plan = broker.plan_skip_head(role, name, subscription, limit)
-    required_reason(name.namespace_name, text.reason, "Skips")
-    if not len(plan):
-        raise InvalidArgumentError(
-            f"Subscription {subscription} of {name} has no backlog: nothing to skip"
-        )
-    conf = {"topic": str(name), "subscription": subscription, "messages": limit}
-    return start_workflow(request, name, text, "Skips", HEAD_DAG, conf)
+    operation = "clear-backlog" if isinstance(arguments, ClearBacklog) else "skip-head"
+    with _skip_turns:
+        result = broker.request(operation, caller, arguments, runs)
+    return waiting(result) if isinstance(result, Pending) else Response(status_code=204)
 
 
 _HEAD_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -158,22 +120,22 @@ def skip_messages_count(
     topic: Topic,
     subscription: Subscription,
     numMessages: Annotated[int, Path(ge=1, le=2**62)],  # noqa: N803  (Pulsar's name)
-    request: Request,
     broker: BrokerDep,
-    role: RoleDep,
+    caller: CallerDep,
+    runs: RunsDep,
     text: ApprovalTextDep,
 ) -> Response:
     """Skip the first ``numMessages`` messages of each partition (a batch counts its
     messages, where Pulsar counts entries)."""
-    return _skip_head(
-        topic_name(tenant, namespace, topic),
-        subscription,
-        numMessages,
-        request,
-        broker,
-        role,
-        text,
+    name = str(topic_name(tenant, namespace, topic))
+    arguments = SkipHead(
+        topic=name,
+        subscription=subscription,
+        messages=numMessages,
+        reason=text.reason,
+        ticket=text.ticket,
     )
+    return _skip_head(broker, caller, runs, arguments)
 
 
 @router.post(SUBSCRIPTION + "/skip_all", status_code=204, responses=_HEAD_RESPONSES)
@@ -182,24 +144,17 @@ def skip_all_messages(
     namespace: Namespace,
     topic: Topic,
     subscription: Subscription,
-    request: Request,
     broker: BrokerDep,
-    role: RoleDep,
+    caller: CallerDep,
+    runs: RunsDep,
     text: ApprovalTextDep,
 ) -> Response:
     """Clear the subscription's backlog: every message unacknowledged now."""
-    return _skip_head(
-        topic_name(tenant, namespace, topic),
-        subscription,
-        None,
-        request,
-        broker,
-        role,
-        text,
+    name = str(topic_name(tenant, namespace, topic))
+    arguments = ClearBacklog(
+        topic=name, subscription=subscription, reason=text.reason, ticket=text.ticket
     )
-
-
-UNDO_DAG = "cursorops_undo_skip"
+    return _skip_head(broker, caller, runs, arguments)
 
 
 @router.post(
@@ -217,22 +172,23 @@ def undo_skip(
     topic: Topic,
     subscription: Subscription,
     skip_id: Annotated[int, Path(alias="skipId", ge=1, le=2**63 - 1)],
-    request: Request,
     broker: BrokerDep,
-    role: RoleDep,
+    caller: CallerDep,
+    runs: RunsDep,
     text: ApprovalTextDep,
 ) -> Any:
     """Unacknowledge exactly what skip ``skipId`` acknowledged (those still acknowledged),
     once; the answer lists them. Needs the permission the skip needed. Every message must
     still be on a retained ledger (400 otherwise, nothing undone). Where the namespace
-    requires approval, the ``cursorops_undo_skip`` workflow is started as the caller (202)."""
-    name = topic_name(tenant, namespace, topic)
-    plan = broker.plan_undo_skip(role, str(name), subscription, skip_id)
-    try:
-        return broker.apply_undo_skip(role, plan, via="rest").to_json()
-    except ApprovalRequiredError:
-        pass
-    conf = {"topic": str(name), "subscription": subscription, "skip_id": skip_id}
-    return start_workflow(
-        request, name, text, "Undoing skips", UNDO_DAG, conf, gate="approve_undo_skip"
+    requires approval, the undo is stored as a plan record and the ``cursorops_undo_skip``
+    workflow started as the caller (202)."""
+    name = str(topic_name(tenant, namespace, topic))
+    arguments = UndoSkip(
+        topic=name,
+        subscription=subscription,
+        skip_id=skip_id,
+        reason=text.reason,
+        ticket=text.ticket,
     )
+    result = broker.request("undo-skip", caller, arguments, runs)
+    return waiting(result) if isinstance(result, Pending) else dict(result.outcome)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, HTTPException, Path, Query, Request, Response
+from fastapi import APIRouter, Body, HTTPException, Path, Query, Response
 
 from core.analysis.backlog import TopicAnalysis
 from core.authz import Operation
 from core.errors import InvalidArgumentError, TopicNotFoundError
+from core.gating import Pending, ResetCursor, Unsubscribe
 from core.ids.position import Position
 from core.subscription import SubscriptionType
-from cursorops_api.approval import ApprovalTextDep
-from cursorops_api.deps import BrokerDep, RoleDep
+from cursorops_api.approval import ApprovalTextDep, waiting
+from cursorops_api.deps import BrokerDep, CallerDep, RoleDep, RunsDep
 from cursorops_api.models import MessageIdBody, SkipTriggered
 from cursorops_api.paths import SUBSCRIPTION, TOPIC, base_of, topic_name
 from cursorops_api.results import message_response, pulsar_json
@@ -174,32 +175,21 @@ def delete_subscription(
     namespace: Namespace,
     topic: Topic,
     subscription: Subscription,
-    request: Request,
     broker: BrokerDep,
-    role: RoleDep,
+    caller: CallerDep,
+    runs: RunsDep,
     text: ApprovalTextDep,
     force: bool = False,
 ) -> Response:
     """Unsubscribe; refused (412) while consumers are connected, unless ``force``. Where
-    the namespace requires approval, the ``cursorops_unsubscribe`` workflow is started as
-    the caller (202), with the reason."""
-    from core.errors import ApprovalRequiredError
-    from cursorops_api.approval import start_workflow
-
-    name = topic_name(tenant, namespace, topic)
-    try:
-        broker.delete_subscription(role, str(name), subscription, force=force)
-    except ApprovalRequiredError:
-        pass
-    else:
-        return Response(status_code=204)
-    conf = {"topic": str(name), "subscription": subscription, "force": force}
-    return start_workflow(
-        request, name, text, "Unsubscribes", UNSUBSCRIBE_DAG, conf, gate="approve_unsubscribe"
+    the namespace requires approval, the unsubscribe is stored as a plan record and the
+    ``cursorops_unsubscribe`` workflow started as the caller (202), with the reason."""
+    name = str(topic_name(tenant, namespace, topic))
+    arguments = Unsubscribe(
+        topic=name, subscription=subscription, force=force, reason=text.reason, ticket=text.ticket
     )
-
-
-UNSUBSCRIBE_DAG = "cursorops_unsubscribe"
+    result = broker.request("unsubscribe", caller, arguments, runs)
+    return waiting(result) if isinstance(result, Pending) else Response(status_code=204)
 
 
 def _analysis(
@@ -267,36 +257,26 @@ def reset_cursor(
     namespace: Namespace,
     topic: Topic,
     subscription: Subscription,
-    request: Request,
     broker: BrokerDep,
-    role: RoleDep,
+    caller: CallerDep,
+    runs: RunsDep,
     timestamp: Annotated[int, Path(ge=0, le=_INT64_MAX)],
     text: ApprovalTextDep,
 ) -> Response:
     """Each partition's next message becomes its first published at or after ``timestamp``
-    (epoch ms). Where the namespace requires approval, the ``cursorops_reset_cursor``
-    workflow is started as the caller (202), with the reason."""
-    from core.errors import ApprovalRequiredError
-    from cursorops_api.approval import start_workflow
-
-    name = topic_name(tenant, namespace, topic)
-    try:
-        broker.reset_cursor(role, str(name), subscription, timestamp_ms=timestamp)
-    except ApprovalRequiredError:
-        pass
-    else:
-        return Response(status_code=204)
-    broker.plan_reset(role, str(name), subscription, timestamp_ms=timestamp)
-    conf = {
-        "topic": str(name),
-        "subscription": subscription,
-        "message_id": None,
-        "time": str(timestamp),
-    }
-    return start_workflow(request, name, text, "Resets", RESET_DAG, conf, gate="approve_reset")
-
-
-RESET_DAG = "cursorops_reset_cursor"
+    (epoch ms). Where the namespace requires approval, the reset is stored as a plan record
+    and the ``cursorops_reset_cursor`` workflow started as the caller (202), with the
+    reason."""
+    name = str(topic_name(tenant, namespace, topic))
+    arguments = ResetCursor(
+        topic=name,
+        subscription=subscription,
+        timestamp_ms=timestamp,
+        reason=text.reason,
+        ticket=text.ticket,
+    )
+    result = broker.request("reset-cursor", caller, arguments, runs)
+    return waiting(result) if isinstance(result, Pending) else Response(status_code=204)
 
 
 @router.get(

@@ -88,7 +88,7 @@ def poison_radar(
 ) -> dict[str, Any]:
     """Messages stuck at the subscription's head now: redelivered at least
     ``minRedeliveries`` times, or unacknowledged for ``minAgeSeconds`` behind a later
-    acknowledged message; with a prefilled ``cursorops_skip_messages`` request of those
+    acknowledged message; with a prefilled skip-messages request of those
     listed (cursorops extension; the backlog audit runs the same radar)."""
     from core.analysis.poison_radar import RadarLimits
 

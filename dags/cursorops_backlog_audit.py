@@ -11,7 +11,7 @@ the breached and largest subscriptions under the cursorops home and logs its
 path; breaches call the notifier and fail the task, naming them. Beside it,
 scan_radar (the poison-pill radar, limits from the thresholds' ``radar`` object)
 lists each subscription's messages stuck at the head, redelivered again and again
-or left behind acknowledged ones, with a prefilled cursorops_skip_messages request
+or left behind acknowledged ones, with a prefilled skip-messages request
 for them; it reports, and fails only when it cannot look.
 """
 
@@ -158,10 +158,8 @@ def cursorops_backlog_audit() -> None:
     @task
     def scan_radar(recorded: dict[str, Any]) -> dict[str, Any]:
         """The poison-pill radar: messages stuck at each subscription's head, each with a
-        prefilled cursorops_skip_messages request (logged, and in the run's radar.json)."""
+        prefilled skip-messages request (logged, and in the run's radar.json)."""
         import json
-
-        from airflow.configuration import conf
 
         from airflow_glue.audit import (
             audit_role,
@@ -179,13 +177,7 @@ def cursorops_backlog_audit() -> None:
         cfg = config()
         with airflow_outcome(), Broker(cfg) as broker:
             limits = load_thresholds(context["params"]["thresholds"], cfg.home).radar
-            report = radar_report(
-                broker,
-                audit_role(),
-                recorded["topics"],
-                limits,
-                conf.get("api", "base_url", fallback=None),
-            )
+            report = radar_report(broker, audit_role(), recorded["topics"], limits)
         path = run_folder(cfg, context["dag_run"]) / "radar.json"
         path.write_text(json.dumps(report, indent=1), encoding="utf-8")
         print("\n".join(radar_lines(report)))

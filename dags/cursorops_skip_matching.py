@@ -6,10 +6,15 @@ predicate document, or everything: a gated clear-backlog) and a reason. The
 Airflow user who triggers it is the requester, acting as the Pulsar role
 ``CURSOROPS_ROLE_MAP`` maps them to (by default the same name).
 
-validate_request → authorize → find_messages (Spark: writes the match list under
-the cursorops home) → plan_matched_ids (the exact plan, counts per partition, a
-sample, the backlog before and after) → approve_skip (four eyes) → apply_skip
-(the whole plan in one transaction) → verify → record. More matches than ``limit``
+Unlike the other gated DAGs, whose doors plan a request and start the run with its
+digest, this one plans in a step of its own: its plan needs a Spark scan first. So it
+is triggered with the request itself, and checks everything it can before the scan.
+
+validate_request (the conf and its predicate) → authorize (the skip permission, the
+subscription and its type) → find_messages (Spark: writes the match list under the
+cursorops home) → plan_matched_ids (the exact plan, counts per partition, a sample, the
+backlog before and after, stored as the run's plan record) → approve_skip (four eyes) →
+apply_skip (the whole plan in one transaction) → record. More matches than ``limit``
 (default 1,000,000) are refused unless ``allow_large``. Nothing is acknowledged
 unless a permitted user other than the requester approved this very plan.
 """
@@ -26,6 +31,7 @@ from airflow_glue.gate import GATE_PARAMS, gate_params
 from airflow_glue.gated_tail import approve_and_apply
 from airflow_glue.matching import match_params
 from airflow_glue.spark import spark_job
+from core.gating.operation import SKIP
 
 
 @dag(
@@ -67,15 +73,27 @@ def cursorops_skip_matching() -> None:
 
     @task
     def authorize(request: dict[str, Any]) -> None:
-        """The requester's Pulsar role must hold the skip permission on the topic."""
+        """What can be checked before the scan: the requester's Pulsar role holds the skip
+        permission on the topic, and the subscription is there and may skip chosen
+        messages (Shared or Key_Shared)."""
         from airflow_glue.environment import config, pulsar_role
         from airflow_glue.outcomes import airflow_outcome
         from core.authz import Operation
         from core.broker import Broker
+        from core.errors import SubscriptionNotFoundError, UnsupportedSubscriptionTypeError
 
         role = pulsar_role(get_current_context()["dag_run"].triggering_user_name or "")
         with airflow_outcome(), Broker(config()) as broker:
-            broker.authorized_topic(role, Operation.SKIP, request["topic"])
+            info = broker.authorized_topic(role, Operation.SKIP, request["topic"])
+            wanted = request["subscription"]
+            found = [s for s in broker.list_subscriptions(role, info.name) if s.name == wanted]
+            if not found:
+                raise SubscriptionNotFoundError(f"Subscription {wanted} not found on {info.name}")
+            if not found[0].type.allows_skip:
+                raise UnsupportedSubscriptionTypeError(
+                    f"Unsupported subscription type. Skipping messages needs a Shared or "
+                    f"Key_Shared subscription; '{wanted}' is {found[0].type.value}"
+                )
 
     @task
     def plan_matched_ids(request: dict[str, Any]) -> dict[str, Any]:
@@ -133,7 +151,7 @@ def cursorops_skip_matching() -> None:
     plan = plan_matched_ids(request)
     # The match list and the summary travel as files the Spark job writes, not as XCom.
     authorize(request) >> find >> plan
-    approve_and_apply(plan)
+    approve_and_apply(SKIP, plan)
 
 
 cursorops_skip_matching()

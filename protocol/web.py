@@ -17,8 +17,10 @@ from fastapi import HTTPException, Request
 
 from core.broker import Broker
 from core.config import Config
+from core.gating import RunStarter
 from cursorops_api import deps
 from cursorops_api.app import create_app
+from cursorops_api.runs import HttpRuns
 from protocol import admin
 from protocol.auth import AuthenticationError
 from protocol.authentication import Authentication, is_loopback
@@ -77,5 +79,12 @@ def web_app(
     app.dependency_overrides[get_user] = user
     app.dependency_overrides[deps.broker] = lambda: rest_broker
     app.dependency_overrides[deps.role] = request_role
+
+    # A run of a request that waits for approval is started through Airflow's REST API
+    # with the caller's own token: this process is not Airflow's API server.
+    def runs(request: Request) -> RunStarter:
+        return HttpRuns(deps.caller_token(request))
+
+    app.dependency_overrides[deps.runs] = runs
     app.include_router(admin.router(rest_broker, request_role, role, urls))
     return app

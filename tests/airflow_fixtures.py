@@ -8,12 +8,18 @@ session instead of starting one per folder that imports the fixtures.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from core.config import Config
 from tests.airflow_harness import Airflow, start_airflow
 from tests.dags.conftest import GRANTED, NAMESPACE, SECRET_NAMESPACE, TENANT
+
+COUNTING = Path(__file__).resolve().parent / "counting"
+COUNTS_FILE = "counts.txt"
+"""Under the Airflow root: one line per Broker made and per validation of ids, by any of
+Airflow's processes."""
 
 
 @pytest.fixture(scope="session")
@@ -32,9 +38,13 @@ def cursorops_home(tmp_path_factory: pytest.TempPathFactory) -> Config:
 
 @pytest.fixture(scope="session")
 def airflow(tmp_path_factory: pytest.TempPathFactory, cursorops_home: Config) -> Iterator[Airflow]:
+    root = tmp_path_factory.mktemp("airflow")
     stack = start_airflow(
-        tmp_path_factory.mktemp("airflow"),
+        root,
         {
+            # What a request costs across Airflow's processes (tests/counting/sitecustomize.py).
+            "PYTHONPATH": str(COUNTING),
+            "CURSOROPS_TEST_COUNTS": str(root / COUNTS_FILE),
             "CURSOROPS_HOME": str(cursorops_home.home),
             "CURSOROPS_METADATA_URL": "",
             # Tests trigger the audit themselves; an hourly run would compete for the CPU.

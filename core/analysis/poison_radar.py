@@ -39,7 +39,6 @@ messages; no Python step per message.
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -235,7 +234,7 @@ class SubscriptionRadar:
         """Skip by id is Shared and Key_Shared only (PIP-423)."""
         return self.subscription_type in ("Shared", "Key_Shared")
 
-    def to_json(self, airflow_url: str | None = None) -> dict[str, object]:
+    def to_json(self) -> dict[str, object]:
         """The findings, and a prefilled skip request of all listed when the type allows one."""
         listed = self.result.listed
         request = (
@@ -244,7 +243,6 @@ class SubscriptionRadar:
                 self.subscription,
                 listed,
                 suggested_reason(listed, self.limits),
-                airflow_url,
             )
             if listed and self.skippable
             else None
@@ -447,39 +445,58 @@ def skip_request(
     subscription: str,
     messages: Sequence[StuckMessage],
     reason: str,
-    airflow_url: str | None = None,
 ) -> dict[str, Any]:
-    """A prefilled request of :data:`SKIP_DAG` for these findings, in three equal forms.
+    """A prefilled skip request of these findings (``skip-messages``), in two equal forms,
+    each a door that makes the request in one call: applied at once, or, on a namespace
+    that requires approval, stored and its :data:`SKIP_DAG` run started.
 
-    ``conf`` is the run's conf; ``command`` the ``airflow dags trigger`` line;
-    ``rest`` Airflow's ``POST /api/v2/dags/{dag}/dagRuns`` call; ``form`` (with
-    ``airflow_url``) the UI trigger form with the conf in its ``conf`` query
-    parameter, which Airflow UIs that preload the form from the URL read
-    (docs/decisions.md: the installed 3.3.2 does not, so the first two are the
-    ones to rely on).
+    ``conf`` is the request (topic, subscription, the ids as triplets, the reason);
+    ``command`` the ``cursorops topics skip-messages`` line (with ``--admin-url`` to a
+    deployment, as its user); ``rest`` the ``skipByMessageIds`` call, its reason in the
+    ``X-Cursorops-Reason`` header.
     """
+    from core.ids.topic_name import TopicName
+
     conf = {
         "topic": topic,
         "subscription": subscription,
         "message_ids": [m.triplet for m in messages],
         "reason": reason,
     }
-    body = json.dumps(conf, separators=(",", ":"))
-    out: dict[str, Any] = {
-        "dag": SKIP_DAG,
+    name = TopicName.parse(topic)
+    path = (
+        f"/admin/v2/persistent/{quote(name.tenant, safe='')}/{quote(name.namespace, safe='')}"
+        f"/{quote(name.local_name, safe='')}/subscription/{quote(subscription, safe='')}"
+        "/skipByMessageIds"
+    )
+    ids = [
+        {"ledgerId": m.ledger_id, "entryId": m.entry_id}
+        | ({"batchIndex": m.batch_index} if m.batch_index >= 0 else {})
+        for m in messages
+    ]
+    command = [
+        "cursorops",
+        "topics",
+        "skip-messages",
+        topic,
+        "-s",
+        subscription,
+        "--messageId-triplet",
+        *conf["message_ids"],
+        "--reason",
+        reason,
+    ]
+    return {
+        "operation": "skip-messages",
         "conf": conf,
-        "command": f"airflow dags trigger {SKIP_DAG} --conf {shlex.quote(body)}",
+        "command": shlex.join(command),
         "rest": {
             "method": "POST",
-            "path": f"/api/v2/dags/{SKIP_DAG}/dagRuns",
-            "body": {"logical_date": None, "conf": conf},
+            "path": path,
+            "headers": {"X-Cursorops-Reason": reason},
+            "body": {"type": "messageId", "messageIds": ids},
         },
     }
-    if airflow_url:
-        out["form"] = (
-            f"{airflow_url.rstrip('/')}/dags/{SKIP_DAG}/trigger/single?conf={quote(body, safe='')}"
-        )
-    return out
 
 
 __all__ = [

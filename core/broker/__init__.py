@@ -221,6 +221,20 @@ class Broker:
     def current_plan_record(self, role: str, dag_id: str, run_id: str) -> PlanRecord | None:
         return self.workflow.current_plan_record(role, dag_id, run_id)
 
+    def bound_plan_record(
+        self,
+        role: str,
+        digest: str,
+        dag_id: str,
+        run_id: str,
+        requester: str | None,
+        *,
+        started: bool = False,
+    ) -> PlanRecord:
+        return self.workflow.bound_plan_record(
+            role, digest, dag_id, run_id, requester, started=started
+        )
+
     def waiting_plan_records(self, role: str, topic: str) -> list[PlanRecord]:
         return self.workflow.waiting_plan_records(role, topic)
 

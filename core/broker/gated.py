@@ -52,6 +52,14 @@ def new_run_id(at_ms: int) -> str:
     return f"request__{at}_{secrets.token_hex(4)}"
 
 
+def _require_reason(entry: GatedOperation[Any, Any], arguments: GatedArguments) -> None:
+    if not arguments.reason:
+        raise InvalidArgumentError(
+            f"A reason is required: {entry.name} on {arguments.topic} waits for a second "
+            "person's approval, who reads it; nothing requested"
+        )
+
+
 class GatedOperations(Collaborator):
     """Requests of gated operations, and the apply of their approved plan records."""
 
@@ -85,16 +93,30 @@ class GatedOperations(Collaborator):
         and stored as a plan record bound to a new run of the operation's workflow,
         recorded as planned on each topic, and ``runs`` starts that run with the record's
         digest as the requester (:class:`Pending`); nothing else is changed. A reason is
-        required there. Bad arguments are refused before anything is read or stored.
+        required there, and ``runs`` is asked whether the requester may start the workflow
+        before anything is planned. A run that does not start closes the request (a
+        ``not-started`` closing record) and raises what the start raised. Bad arguments
+        are refused before anything is read or stored.
         """
         entry = named(operation)
         checked = entry.check(arguments)
         targets = entry.targets(self, caller.role, checked)
         if not any(info.approval_required for info in targets):
             return entry.apply_now(self, caller, checked)
+        _require_reason(entry, checked)
+        # Whether the requester may start the workflow at all: asked before anything is
+        # planned or stored, so a refusal leaves nothing behind.
+        runs.authorize(entry.workflow, caller.requester)
         run = Run(entry.workflow, new_run_id(self.clock()))
         record = self._plan_and_store(entry, caller, checked, run)
-        return Pending(record, runs.start(run, record.digest, caller.requester))
+        try:
+            started = runs.start(run, record.digest, caller.requester)
+        except Exception as exc:
+            # Stored and recorded as planned, never started: closed, so it does not stay
+            # listed as waiting, and a run that starts after all refuses it.
+            self.workflow.close_unstarted(record, str(exc) or type(exc).__name__)
+            raise
+        return Pending(record, started)
 
     def plan_request(
         self, operation: str, caller: Caller, arguments: GatedArguments, run: Run
@@ -103,7 +125,9 @@ class GatedOperations(Collaborator):
         already going: a workflow that plans in its own first step), recorded as planned;
         nothing else is changed."""
         entry = named(operation)
-        return self._plan_and_store(entry, caller, entry.check(arguments), run)
+        checked = entry.check(arguments)
+        _require_reason(entry, checked)
+        return self._plan_and_store(entry, caller, checked, run)
 
     def _plan_and_store(
         self,
@@ -112,11 +136,6 @@ class GatedOperations(Collaborator):
         arguments: GatedArguments,
         run: Run,
     ) -> PlanRecord:
-        if not arguments.reason:
-            raise InvalidArgumentError(
-                f"A reason is required: {entry.name} on {arguments.topic} waits for a second "
-                "person's approval, who reads it"
-            )
         planned = entry.plan(self, caller, arguments)
         binding = PlanBinding(
             run.dag_id, run.run_id, caller.requester, caller.role, entry.recorded_as

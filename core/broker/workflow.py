@@ -9,7 +9,7 @@ from typing import Any
 
 from core.authz import Operation
 from core.broker.context import Collaborator
-from core.errors import InvalidSkipPlanError
+from core.errors import InvalidSkipPlanError, NotAuthorizedError
 from core.gating.registry import RECORDED_OPERATIONS, recorded
 from core.ids.topic_name import TopicName
 from core.portable_plan import PortablePlan
@@ -17,6 +17,9 @@ from core.skipping.plan_record import ApprovalAnswer, ApprovalRequest, PlanBindi
 from core.store.metadata import AuditEntry, AuditRecord
 
 PLANNED = "-planned"
+REQUEST = "-request"
+NOT_STARTED = "not-started"
+"""The outcome of the closing record of a request whose run did not start."""
 
 
 def planned_kind(operation: str) -> str:
@@ -98,6 +101,84 @@ class Workflow(Collaborator):
             )
         return record
 
+    def close_unstarted(self, record: PlanRecord, why: str) -> None:
+        """Close a request whose run did not start (the workflow system refused or failed
+        after the record was stored): an ``<operation>-request`` record on each of its
+        topics, outcome ``not-started``. Its plan record stays, never applied: a run bound
+        to it that starts after all (a start that failed late) refuses it
+        (:meth:`bound_plan_record`)."""
+        b = record.binding
+        detail = {
+            "dagId": b.dag_id,
+            "runId": b.run_id,
+            "requester": b.requester,
+            "reason": record.document.get("reason"),
+            "ticket": record.document.get("ticket"),
+            "planDigest": record.digest,
+            "operation": b.operation,
+            "messages": record.messages,
+            "outcome": NOT_STARTED,
+            "statement": f"The run did not start: {why}. Nothing applied.",
+        }
+        at_ms = self.clock()
+        kind = f"{b.operation}{REQUEST}"
+        with self.metadata.transaction() as work:
+            work.record_audits(
+                [
+                    AuditEntry(kind, topic, record.subscription, b.role, detail, at_ms)
+                    for topic in record.topics()
+                ]
+            )
+
+    def bound_plan_record(
+        self,
+        role: str,
+        digest: str,
+        dag_id: str,
+        run_id: str,
+        requester: str | None,
+        *,
+        started: bool = False,
+    ) -> PlanRecord:
+        """The plan record ``digest`` names, checked against its digest, refused
+        (NotAuthorizedError) unless it is bound to this very run (``dag_id``, ``run_id``)
+        and ``requester``: a run started by hand with another run's digest, or by another
+        person, gets nothing. ``started``: refused too when its request was closed as not
+        started. ``role`` must read the topic's stats."""
+        found = self.metadata.plans.get(digest) if isinstance(digest, str) and digest else None
+        if found is None:
+            raise NotAuthorizedError(f"No plan record {digest!r}: nothing to approve")
+        record = found.verified()
+        b = record.binding
+        if (b.dag_id, b.run_id) != (dag_id, run_id):
+            raise NotAuthorizedError(
+                f"Plan {record.digest} is bound to run {b.run_id} of {b.dag_id}, not to this "
+                f"run {run_id}: a request is started by its door, nothing applied"
+            )
+        if not requester or requester != b.requester:
+            raise NotAuthorizedError(
+                f"Plan {record.digest} was asked for by {b.requester}, not by this run's "
+                f"requester ({requester}): nothing applied"
+            )
+        self.access.authorized_topic(role, Operation.GET_STATS, record.topic)
+        if started:
+            closing = self.metadata.audit_log(
+                record.topic,
+                None,
+                kinds=[f"{b.operation}{REQUEST}"],
+                subscription=record.subscription,
+            )
+            if any(
+                r.detail.get("planDigest") == record.digest
+                and r.detail.get("outcome") == NOT_STARTED
+                for r in closing
+            ):
+                raise NotAuthorizedError(
+                    f"The request of plan {record.digest} was closed when its run did not "
+                    "start: nothing applied; make a new request"
+                )
+        return record
+
     def current_plan_record(self, role: str, dag_id: str, run_id: str) -> PlanRecord | None:
         """The plan a run is bound to now (its newest record), checked against its digest;
         None when the run planned nothing. ``role`` must read the topic's stats."""
@@ -146,9 +227,9 @@ class Workflow(Collaborator):
         abandoned), and no later plan of the same run replaced theirs. Nothing of such a
         request was applied unless its plan record says so (GET_STATS on the topic)."""
         info = self.access.authorized_topic(role, Operation.GET_STATS, topic)
-        kinds = [f"{op}{end}" for op in RECORDED_OPERATIONS for end in (PLANNED, "-request")]
+        kinds = [f"{op}{end}" for op in RECORDED_OPERATIONS for end in (PLANNED, REQUEST)]
         records = self.metadata.audit_log(info.name, None, kinds=kinds)
-        closed = {r.detail.get("planDigest") for r in records if r.kind.endswith("-request")}
+        closed = {r.detail.get("planDigest") for r in records if r.kind.endswith(REQUEST)}
         newest: set[tuple[object, object]] = set()
         out = []
         for r in records:

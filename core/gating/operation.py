@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from core.errors import InvalidArgumentError
@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from core.skipping.plan_record import PlanRecord
     from core.store.records import TopicInfo
 
+
+RUN_DIGEST = "plan_digest"
+"""The one item of the conf a pending request's run is started with: its record's digest."""
 
 SKIP = "skip"
 """What a plan record and an audit record of any kind of skip store as their operation."""
@@ -122,6 +125,9 @@ class Applied:
     unchanged: int | None
     """Ids or messages of the plan left as they were (acknowledged meanwhile, gone, ...)."""
     outcome: Mapping[str, Any]
+    result: object = field(default=None, compare=False)
+    """The collaborator's own outcome object (a SkipOutcome, ...), for a door that renders
+    more than the JSON; None where there is none."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,12 @@ class RunStarter(Protocol):
     that run in or next to it). ``run`` is chosen by core before the record is stored, so
     the record is bound to it; the run's conf carries only ``digest``, and it is started
     as ``requester``, whose permission to start it the workflow system checks."""
+
+    def authorize(self, workflow: str, requester: str) -> None:
+        """Refuse (NotAuthorizedError) unless ``requester`` may start a run of ``workflow``,
+        where the workflow system can tell without starting one (a StoreError when it
+        cannot be asked). Called before anything is planned or stored."""
+        ...
 
     def start(self, run: Run, digest: str, requester: str) -> Run:
         """Start ``run``; the run as started (with its URL, when there is one)."""
@@ -307,6 +319,7 @@ def gated_document(
 __all__ = [
     "REDRIVE",
     "RESET_CURSOR",
+    "RUN_DIGEST",
     "SKIP",
     "UNDO_SKIP",
     "UNSUBSCRIBE",

@@ -44,7 +44,11 @@ class RedriveDeadLetters(GatedArguments):
 
 def _applied(outcome: RedriveOutcome) -> Applied:
     return Applied(
-        REDRIVE, len(outcome.redriven), len(outcome.acknowledged_meanwhile), outcome.to_json()
+        REDRIVE,
+        len(outcome.redriven),
+        len(outcome.acknowledged_meanwhile),
+        outcome.to_json(),
+        result=outcome,
     )
 
 

@@ -198,6 +198,7 @@ def skip_applied(outcome: SkipOutcome) -> Applied:
         changed=len(outcome.skipped),
         unchanged=len(outcome.acknowledged_meanwhile) + len(outcome.already_acknowledged),
         outcome=outcome.to_pulsar_json(),
+        result=outcome,
     )
 
 

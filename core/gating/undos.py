@@ -36,7 +36,11 @@ class UndoSkip(GatedArguments):
 
 def _applied(outcome: UndoOutcome) -> Applied:
     return Applied(
-        UNDO_SKIP, len(outcome.unacknowledged), len(outcome.not_acknowledged), outcome.to_json()
+        UNDO_SKIP,
+        len(outcome.unacknowledged),
+        len(outcome.not_acknowledged),
+        outcome.to_json(),
+        result=outcome,
     )
 
 

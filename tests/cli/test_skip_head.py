@@ -99,5 +99,8 @@ def test_refused_where_approval_is_required_naming_the_workflow(
     with Broker(Config.from_home(home)) as broker:
         broker.set_namespace_policy("admin", "acme/shop", skip_requires_approval=True)
     code, _, err = run(capsys, home, "topics", "skip", TOPIC, "-s", "s", "-n", "1")
-    assert code == 5 and "cursorops_skip_head" in err
+    assert code == 2 and "A reason is required" in err
+    asked = ("topics", "skip", TOPIC, "-s", "s", "-n", "1", "--reason", "stale")
+    code, _, err = run(capsys, home, *asked)
+    assert code == 5 and "cursorops_skip_head" in err and "--admin-url" in err
     assert backlog(home) == 10

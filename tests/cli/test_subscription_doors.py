@@ -50,7 +50,8 @@ def names(home: Path) -> set[str]:
 def test_a_drained_subscription_is_not_reset_by_delete_and_create(
     capsys: pytest.CaptureFixture[str], home: Path
 ) -> None:
-    code, err = run(capsys, home, "topics", "unsubscribe", TOPIC, "-s", "ledger")
+    asked = ("topics", "unsubscribe", TOPIC, "-s", "ledger", "--reason", "drained")
+    code, err = run(capsys, home, *asked)
     assert code == 5 and "cursorops_unsubscribe" in err
     assert names(home) == {"ledger"}
     with Broker(Config.from_home(home)) as broker:  # the approved workflow's apply

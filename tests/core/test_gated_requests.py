@@ -58,6 +58,13 @@ class Runs:
 
     started: list[tuple[Run, str, str]] = field(default_factory=list)
     fail: bool = False
+    may_start: bool = True
+    asked: list[tuple[str, str]] = field(default_factory=list)
+
+    def authorize(self, workflow: str, requester: str) -> None:
+        self.asked.append((workflow, requester))
+        if not self.may_start:
+            raise NotAuthorizedError(f"{requester} may not start {workflow}")
 
     def start(self, run: Run, digest: str, requester: str) -> Run:
         if self.fail:
@@ -330,15 +337,65 @@ def test_arguments_are_checked_when_made(make: Callable[[], object]) -> None:
         make()
 
 
-def test_a_run_that_does_not_start_leaves_an_open_request(seeded: Broker) -> None:
+def test_a_run_that_does_not_start_closes_its_request(seeded: Broker) -> None:
     """The record is stored and recorded as planned before the run starts: a run that never
-    starts leaves a request that shows as open (not applied), never a silent change."""
+    starts closes the request with a ``not-started`` record (nothing applied, nothing left
+    waiting), and a run that starts after all with that record's digest is refused."""
     with pytest.raises(StoreError):
         seeded.request(
             "clear-backlog", ALICE, REQUESTS["clear-backlog"](seeded, VAULT), Runs(fail=True)
         )
-    [open_request] = seeded.open_requests("admin", VAULT)
-    assert open_request.applied_at_ms is None and backlog(seeded, VAULT) == 10
+    assert seeded.open_requests("admin", VAULT) == [] and backlog(seeded, VAULT) == 10
+    [planned] = seeded.audit_log("admin", VAULT, kind="skip-planned")
+    [closing] = seeded.audit_log("admin", VAULT, kind="skip-request")
+    digest = planned.detail["planDigest"]
+    assert (closing.detail["planDigest"], closing.detail["outcome"]) == (digest, "not-started")
+    assert "the workflow system did not answer" in closing.detail["statement"]
+    run = (planned.detail["dagId"], planned.detail["runId"])
+    assert seeded.bound_plan_record("admin", digest, *run, "alice").digest == digest
+    with pytest.raises(NotAuthorizedError, match="closed when its run did not start"):
+        seeded.bound_plan_record("admin", digest, *run, "alice", started=True)
+
+
+def test_a_requester_who_may_not_start_the_workflow_stores_nothing(seeded: Broker) -> None:
+    runs = Runs(may_start=False)
+    arguments = REQUESTS["skip-messages"](seeded, VAULT)
+    message = _nothing_stored(
+        seeded,
+        runs,
+        lambda: seeded.request("skip-messages", ALICE, arguments, runs),
+        NotAuthorizedError,
+    )
+    assert "may not start cursorops_skip_messages" in message
+    assert runs.asked == [("cursorops_skip_messages", "alice")]
+    # On an ordinary namespace nothing asks the workflow system.
+    applied = seeded.request(
+        "skip-messages", ALICE, REQUESTS["skip-messages"](seeded, ORDINARY), runs
+    )
+    assert isinstance(applied, Applied) and len(runs.asked) == 1
+
+
+def test_a_plan_record_serves_only_the_run_and_requester_it_is_bound_to(seeded: Broker) -> None:
+    pending = seeded.request(
+        "skip-messages", ALICE, REQUESTS["skip-messages"](seeded, VAULT), Runs()
+    )
+    assert isinstance(pending, Pending)
+    digest, run = pending.record.digest, pending.run
+    assert (
+        seeded.bound_plan_record("admin", digest, run.dag_id, run.run_id, "alice", started=True)
+        == pending.record
+    )
+    refusals = {
+        "another run": (digest, run.dag_id, "manual__by_hand", "alice", "not to this run"),
+        "another workflow": (digest, "cursorops_skip_head", run.run_id, "alice", "not to this"),
+        "another person": (digest, run.dag_id, run.run_id, "mallory", "not by this run's"),
+        "no person": (digest, run.dag_id, run.run_id, None, "not by this run's"),
+        "no such record": ("0" * 64, run.dag_id, run.run_id, "alice", "No plan record"),
+    }
+    for what, (named_digest, dag_id, run_id, requester, said) in refusals.items():
+        with pytest.raises(NotAuthorizedError, match=said):
+            seeded.bound_plan_record("admin", named_digest, dag_id, run_id, requester)
+        assert what
 
 
 def test_a_direct_door_still_refuses_on_an_approval_namespace(seeded: Broker) -> None:

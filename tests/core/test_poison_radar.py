@@ -228,24 +228,33 @@ def test_bad_radar_limits_are_refused_in_one_line(radar: object, message: str) -
     assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
-def test_skip_request_forms_carry_the_same_conf() -> None:
-    import json
+def test_skip_request_forms_carry_the_same_request() -> None:
+    """The command line and the REST call name the same ids and reason: each a door that
+    makes the request in one call."""
     import shlex
-    from urllib.parse import parse_qs, urlsplit
 
-    found = [StuckMessage(7, 3, 2, 4, 0, 0, True, False)]
-    request = skip_request("persistent://a/b/t", "s", found, "poison", "http://af:8080/")
+    found = [
+        StuckMessage(7, 3, 2, 4, 0, 0, True, False),
+        StuckMessage(7, 4, -1, 0, 0, 0, True, False),
+    ]
+    request = skip_request("persistent://a/b/t", "s", found, "poison 'pill'")
     conf = {
         "topic": "persistent://a/b/t",
         "subscription": "s",
-        "message_ids": ["7:3:2"],
-        "reason": "poison",
+        "message_ids": ["7:3:2", "7:4"],
+        "reason": "poison 'pill'",
     }
-    assert request["conf"] == conf
-    assert request["rest"]["body"] == {"logical_date": None, "conf": conf}
+    assert request["conf"] == conf and request["operation"] == "skip-messages"
     words = shlex.split(request["command"])
-    assert words[:4] == ["airflow", "dags", "trigger", "cursorops_skip_messages"]
-    assert json.loads(words[5]) == conf
-    url = urlsplit(request["form"])
-    assert url.path == "/dags/cursorops_skip_messages/trigger/single"
-    assert json.loads(parse_qs(url.query)["conf"][0]) == conf
+    assert words[:6] == ["cursorops", "topics", "skip-messages", conf["topic"], "-s", "s"]
+    assert words[6:] == ["--messageId-triplet", "7:3:2", "7:4", "--reason", "poison 'pill'"]
+    rest = request["rest"]
+    assert rest["path"] == "/admin/v2/persistent/a/b/t/subscription/s/skipByMessageIds"
+    assert rest["headers"] == {"X-Cursorops-Reason": "poison 'pill'"}
+    assert rest["body"] == {
+        "type": "messageId",
+        "messageIds": [
+            {"ledgerId": 7, "entryId": 3, "batchIndex": 2},
+            {"ledgerId": 7, "entryId": 4},
+        ],
+    }

@@ -159,3 +159,30 @@ def test_apply_reads_the_cursors_only_under_their_locks(
     assert len([s for s in seen if s.startswith("SELECT") and "FROM cursor_deltas" in s]) == 1
     assert outcome.acknowledged_meanwhile == ids[:1]
     assert outcome.skipped == ids[1:]
+
+
+@pytest.mark.parametrize("role", ["admin", "reader"])
+def test_a_requested_skip_on_an_ordinary_namespace_costs_at_most_18_statements(
+    broker: Broker, produced: list[MessageId], role: str
+) -> None:
+    """What a REST skip sends where no approval is required: the door's one request
+    (``Broker.request``: the topic authorized and its policy read, then the one skip path)."""
+    from core.gating import Applied, Caller, SkipMessages
+
+    broker.grant_permission("admin", "acme/ops", "reader", ["consume"])
+    arguments = SkipMessages(topic=TOPIC, subscription="s", ids=tuple(produced[:2]))
+    with statements(broker) as seen:
+        applied = broker.request("skip-messages", Caller(role, role, "rest"), arguments, _NoRuns())
+    assert isinstance(applied, Applied) and applied.changed == 2
+    assert len(seen) <= 18, "\n".join(seen)
+    print(f"{len(seen)} statements as {role} on {broker.metadata.engine.dialect.name}")
+
+
+class _NoRuns:
+    """A door's run starter that no request on an ordinary namespace asks."""
+
+    def authorize(self, workflow: str, requester: str) -> None:
+        raise AssertionError("an ordinary namespace starts no workflow")
+
+    def start(self, run: object, digest: str, requester: str) -> object:
+        raise AssertionError("an ordinary namespace starts no workflow")

@@ -10,17 +10,24 @@ through the Broker, and by Airflow's task processes, which read it from
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from core.config import Config
 from core.ids.message_id import MessageId
 from core.producer import OutgoingMessage
 from core.subscription import SubscriptionType
 
+if TYPE_CHECKING:
+    from tests.airflow_harness import Airflow
+
 TENANT = "acme"
 NAMESPACE = "acme/orders"
 SECRET_NAMESPACE = "acme/secret"
 SUBSCRIPTION = "billing"
+SKIP_DAG = "cursorops_skip_messages"
+REASON = "poison pills from a bad producer"
 GRANTED = ("alice", "bob")
 """Pulsar roles with ``consume`` (hence skip) on acme/orders; dave and carol have none."""
 
@@ -77,3 +84,31 @@ def seed_topic(config: Config, namespace: str = NAMESPACE, partitions: int = 3) 
         ids += broker.produce("admin", topic, reminders)
         broker.consume("admin", topic, SUBSCRIPTION, 7, ack=True)
     return SeededTopic(config, topic, ids)
+
+
+def request_skip(
+    airflow: Airflow,
+    seeded: SeededTopic,
+    ids: Sequence[MessageId],
+    *,
+    user: str = "alice",
+    reason: str = REASON,
+    ticket: str | None = "OPS-42",
+    **params: Any,
+) -> str:
+    """A skip of ``ids`` requested as a door requests it, on any namespace: planned once and
+    stored as a plan record bound to a new run, and that run started over Airflow's REST API
+    as ``user`` with the record's digest (and ``params``: the gates' timeout and validity).
+    The run's id."""
+    from core.broker import Broker, wall_clock_ms
+    from core.broker.gated import new_run_id
+    from core.gating import Caller, Run, SkipMessages
+
+    run = Run(SKIP_DAG, new_run_id(wall_clock_ms()))
+    arguments = SkipMessages(
+        topic=seeded.topic, subscription=SUBSCRIPTION, ids=tuple(ids), reason=reason, ticket=ticket
+    )
+    with Broker(seeded.config) as broker:
+        record = broker.plan_request("skip-messages", Caller(user, user, "rest"), arguments, run)
+    conf = {"plan_digest": record.digest, **params}
+    return airflow.trigger(SKIP_DAG, conf, user=user, run_id=run.run_id)

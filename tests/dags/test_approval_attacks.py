@@ -16,8 +16,8 @@ import pytest
 
 from core.config import Config
 from tests.airflow_harness import Airflow
-from tests.dags.conftest import SUBSCRIPTION, SeededTopic, label, seed_topic
-from tests.dags.test_skip_messages_airflow import assert_untouched, conf, triplet
+from tests.dags.conftest import SUBSCRIPTION, SeededTopic, label, request_skip, seed_topic
+from tests.dags.test_skip_messages_airflow import assert_untouched, triplet
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -37,17 +37,8 @@ def first_unacked(seeded: SeededTopic, count: int, start: int = 10) -> list[Any]
     return [m for m in seeded.ids[start:60] if label(m) in before][:count]
 
 
-def xcom_path(run: str, task: str) -> str:
-    return f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances/{task}/xcomEntries/return_value"
-
-
-def overwrite_plan_xcom(airflow: Airflow, run: str, digest: str) -> None:
-    path = xcom_path(run, "plan_requested_ids")
-    value = airflow.request("alice", "GET", path, params={"deserialize": True}).json()["value"]
-    forged = airflow.request(
-        "alice", "PATCH", path, json={"value": {**value, "planDigest": digest}, "map_index": -1}
-    )
-    assert forged.status_code == 200, forged.text
+def xcom_path(run: str, task: str, key: str = "return_value") -> str:
+    return f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances/{task}/xcomEntries/{key}"
 
 
 def test_hidden_line_in_the_reason_is_shown_as_text_and_applies_only_the_plan(
@@ -56,7 +47,7 @@ def test_hidden_line_in_the_reason_is_shown_as_text_and_applies_only_the_plan(
     seeded = seed_topic(cursorops_home)
     [pill] = first_unacked(seeded, 1)
     before = seeded.unacknowledged()
-    run = airflow.trigger(DAG, conf(seeded, [pill], reason=HIDDEN), user="alice")
+    run = request_skip(airflow, seeded, [pill], reason=HIDDEN)
     detail = airflow.wait_awaiting_input(DAG, run, GATE)
     body = str(detail["body"])
     # The requester's text is inert: escaped, on one line, no forged plan id line.
@@ -71,32 +62,53 @@ def test_hidden_line_in_the_reason_is_shown_as_text_and_applies_only_the_plan(
     assert request["reason"] == HIDDEN and request["approvedBy"] == ["bob"]
 
 
-def test_plan_xcom_overwritten_while_the_gate_waits_applies_nothing(
+def test_xcoms_written_while_the_gate_waits_change_nothing_applied(
     airflow: Airflow, cursorops_home: Config
 ):
-    """alice asks for 1 message, then points the plan task's result at a 10-message plan of
-    another run of hers (the reason hides a forged plan id too): bob approves what he sees,
-    and nothing at all is applied."""
+    """alice asks for 1 message, and for 10 in another request of hers; while the 1-message
+    gate waits, she writes the gate's XComs: a result naming the 10-message plan's digest
+    and approved by bob, and the count of approvals it needs. Nothing reads a plan or an
+    approval from an XCom: bob approves what he sees, and exactly that 1 message is
+    applied; the 10-message request applies nothing (its own gate is rejected)."""
     seeded = seed_topic(cursorops_home)
     pills = first_unacked(seeded, 11)
     before = seeded.unacknowledged()
-    big = airflow.trigger(DAG, conf(seeded, pills[1:11]), user="alice")
+    big = request_skip(airflow, seeded, pills[1:11])
     airflow.wait_parked(DAG, big, GATE)
-    big_digest = airflow.get("alice", xcom_path(big, "plan_requested_ids"))["value"]["planDigest"]
+    big_digest = airflow.dag_run(DAG, big)["conf"]["plan_digest"]
 
-    run = airflow.trigger(DAG, conf(seeded, pills[:1], reason=HIDDEN), user="alice")
+    run = request_skip(airflow, seeded, pills[:1], reason=HIDDEN)
     detail = airflow.wait_awaiting_input(DAG, run, GATE)
     assert "Skip 1 message(s)" in detail["subject"]
-    overwrite_plan_xcom(airflow, run, big_digest)
+    forged = airflow.request(
+        "alice",
+        "POST",
+        f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances/{GATE}/xcomEntries",
+        json={
+            "key": "return_value",
+            "value": {"planDigest": big_digest, "chosen_options": ["Approve"]},
+        },
+    )
+    assert forged.status_code in (200, 201), forged.text
+    count = airflow.request(
+        "alice",
+        "PATCH",
+        xcom_path(run, GATE, "required_approvals"),
+        json={"value": 3, "map_index": -1},
+    )
+    assert count.status_code == 200, count.text
     assert airflow.answer(DAG, run, GATE, "Approve", user="bob").status_code == 200
-    assert airflow.wait_run(DAG, run) == "failed"
-    assert "not the run's plan record" in airflow.task_log(DAG, run, "apply_skip")
+    # The count forged upwards only makes the later gates read the record, which needs one.
+    assert airflow.wait_run(DAG, run) == "success", airflow.task_states(DAG, run)
+    assert airflow.task_states(DAG, run)[SECOND] == ["skipped"]
+    assert seeded.unacknowledged() == before - {label(pills[0])}
     assert airflow.answer(DAG, big, GATE, "Reject", user="bob").status_code == 200
     assert airflow.wait_run(DAG, big) == "failed"
-    assert seeded.unacknowledged() == before
-    assert seeded.audit("skip") == []
+    assert seeded.unacknowledged() == before - {label(pills[0])}
+    [skip] = seeded.audit("skip")
+    assert skip["skipped"] == [triplet(pills[0])]
     outcomes = sorted(str(r["outcome"]) for r in seeded.audit("skip-request"))
-    assert outcomes == ["refused", "rejected"]
+    assert outcomes == ["applied", "rejected"]
 
 
 def _clear(airflow: Airflow, run: str, tasks: list[str] | None = None) -> None:
@@ -128,7 +140,7 @@ def test_reruns_tell_the_truth(airflow: Airflow, cursorops_home: Config):
     seeded = seed_topic(cursorops_home)
     pills = first_unacked(seeded, 3)
     before = seeded.unacknowledged()
-    run = airflow.trigger(DAG, conf(seeded, pills), user="alice")
+    run = request_skip(airflow, seeded, pills)
     first = airflow.wait_awaiting_input(DAG, run, GATE)
     assert airflow.answer(DAG, run, GATE, "Approve", user="bob").status_code == 200
     assert airflow.wait_run(DAG, run) == "success"
@@ -159,10 +171,11 @@ def test_reruns_tell_the_truth(airflow: Airflow, cursorops_home: Config):
     assert answer.responded_by == "bob" and answer.request.try_number == 1
     assert seeded.unacknowledged() == before - {label(m) for m in pills}
     assert len(seeded.audit("skip")) == 1
-    assert seeded.audit("skip-request")[0]["outcome"] == "not-approved"
+    # The request was closed already: the refused re-run adds no closing record of its own.
+    assert [str(r["outcome"]) for r in seeded.audit("skip-request")] == ["refused", "applied"]
 
     # A new request is a new run: its own plan record, its own fresh preview.
-    again = airflow.trigger(DAG, conf(seeded, pills), user="alice")
+    again = request_skip(airflow, seeded, pills)
     second = airflow.wait_awaiting_input(DAG, again, GATE)
     assert second["body"] != first["body"]
     assert "Already acknowledged, left as is:** 3 id(s)" in second["body"]
@@ -193,7 +206,7 @@ def test_a_quorum_plan_approved_by_one_person_applies_nothing(
     seeded = seed_topic(cursorops_home, namespace=quorum_namespace)
     pills = first_unacked(seeded, 3)
     before = seeded.unacknowledged()
-    run = airflow.trigger(DAG, conf(seeded, pills), user="alice")
+    run = request_skip(airflow, seeded, pills)
     detail = airflow.wait_awaiting_input(DAG, run, GATE)
     assert "approval 1 of 2" in detail["subject"]
     assert airflow.answer(DAG, run, GATE, "Approve", user="bob").status_code == 200
@@ -216,10 +229,10 @@ def test_an_expired_approval_applies_nothing_and_a_full_quorum_applies(
     seeded = seed_topic(cursorops_home, namespace=quorum_namespace)
     pills = first_unacked(seeded, 3)
     before = seeded.unacknowledged()
-    late = airflow.trigger(
-        DAG, conf(seeded, pills, approval_valid_minutes=1, approval_timeout_minutes=10), "alice"
+    late = request_skip(
+        airflow, seeded, pills, approval_valid_minutes=1, approval_timeout_minutes=10
     )
-    fresh = airflow.trigger(DAG, conf(seeded, pills), user="alice")
+    fresh = request_skip(airflow, seeded, pills)
     airflow.wait_awaiting_input(DAG, late, GATE)
     assert airflow.answer(DAG, late, GATE, "Approve", user="bob").status_code == 200
     airflow.wait_awaiting_input(DAG, late, SECOND)
@@ -246,9 +259,9 @@ def test_every_door_of_an_approval_namespace_asks_first(
     airflow: Airflow, cursorops_home: Config, tmp_path
 ):
     """REST reset-cursor and unsubscribe, and a CLI skip, on a namespace that requires
-    approval: nothing applied, the cursor unchanged. REST asks for a reason to start the
-    operation's workflow (tests/dags/test_gated_operations_airflow.py goes on from there);
-    the CLI refuses, naming the workflow."""
+    approval: nothing applied, the cursor unchanged. REST asks for a reason to request the
+    operation (tests/dags/test_gated_operations_airflow.py goes on from there); the CLI on
+    the home refuses: it has no workflow to start."""
     import subprocess
     import sys
 
@@ -267,10 +280,10 @@ def test_every_door_of_an_approval_namespace_asks_first(
     path = f"/cursorops/admin/v2/persistent/{short}/subscription/{SUBSCRIPTION}"
     reset = airflow.request("alice", "POST", f"{path}/resetcursor/{2**62}")
     assert reset.status_code == 400, reset.text
-    assert "require approval: give a reason" in reset.json()["reason"]
+    assert "A reason is required" in reset.json()["reason"]
     gone = airflow.request("alice", "DELETE", path, params={"force": True})
     assert gone.status_code == 400, gone.text
-    assert "require approval: give a reason" in gone.json()["reason"]
+    assert "A reason is required" in gone.json()["reason"]
     cli = subprocess.run(
         [
             sys.executable,
@@ -287,6 +300,8 @@ def test_every_door_of_an_approval_namespace_asks_first(
             SUBSCRIPTION,
             "--messageId-triplet",
             triplet(first_unacked(guarded, 1)[0]),
+            "--reason",
+            "poison pill",
         ],
         capture_output=True,
         text=True,

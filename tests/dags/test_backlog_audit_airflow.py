@@ -81,4 +81,4 @@ def test_audit_records_exact_history_and_fails_on_a_breach(airflow: Airflow, cur
     assert (listed["messageId"], listed["redeliveryCount"]) == (held.message_id.triplet(), 1)
     radar_log = airflow.task_log(DAG, run, "scan_radar")
     assert f"{seeded.topic} / {SUBSCRIPTION}: {finding['stuck']} stuck" in radar_log
-    assert "skip them: airflow dags trigger cursorops_skip_messages --conf" in radar_log
+    assert "skip them: cursorops topics skip-messages persistent://" in radar_log

@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,6 @@ from tests.airflow_harness import DAG_TEST_USER, Airflow
 from tests.dags.conftest import SECRET_NAMESPACE, SUBSCRIPTION, SeededTopic, label, seed_topic
 from tests.dags.test_skip_matching_airflow import conf as matching_conf
 from tests.dags.test_skip_matching_airflow import delivered_later
-from tests.dags.test_skip_messages_airflow import conf as messages_conf
 from tests.dags.test_skip_messages_airflow import pick
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -47,7 +47,6 @@ pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 MESSAGES = "cursorops_skip_messages"
 MATCHING = "cursorops_skip_matching"
-PLAN_TASK = {MESSAGES: "plan_requested_ids", MATCHING: "plan_matched_ids"}
 AUDIT = "cursorops_backlog_audit"
 GATE = "approve_skip"
 NAMESPACE = "acme/dag-test"
@@ -67,7 +66,7 @@ from airflow.utils.types import DagRunType
 
 path, dag_id, conf = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 dag = DagBag(dag_folder=path).dags[dag_id]
-when = datetime.now(timezone.utc)
+when = datetime.fromisoformat(sys.argv[4]) if len(sys.argv) > 4 else datetime.now(timezone.utc)
 run_id = DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=when, run_after=when)
 print({MARK!r} + json.dumps({{"run_id": run_id}}), flush=True)
 run = dag.test(run_after=when, logical_date=when, run_conf=conf)
@@ -135,20 +134,40 @@ def granted(cursorops_home: Config) -> Config:
     return cursorops_home
 
 
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def run_id_at(when: datetime) -> str:
+    """The id dag.test() gives the run it creates at ``when`` (the runner's too)."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.types import DagRunType
+
+    return str(
+        DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=when, run_after=when)
+    )
+
+
 @contextmanager
 def dag_test(
-    airflow: Airflow, dag_id: str, conf: dict[str, Any], folder: Path
+    airflow: Airflow,
+    dag_id: str,
+    conf: dict[str, Any],
+    folder: Path,
+    when: datetime | None = None,
 ) -> Iterator[DagTest]:
-    """Pause ``dag_id`` in the standalone, start ``dag.test(run_conf=conf)`` with the
-    session Airflow's environment and wait for its run; afterwards check that the
-    scheduler ran none of its tasks and unpause."""
+    """Pause ``dag_id`` in the standalone, start ``dag.test(run_conf=conf)`` (its run at
+    ``when``: the id a request's record was bound to) with the session Airflow's
+    environment and wait for its run; afterwards check that the scheduler ran none of its
+    tasks and unpause."""
     paused = airflow.request("admin", "PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": True})
     paused.raise_for_status()
     log = folder / f"dag-test-{dag_id}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-c", RUNNER, str(REPO / "dags" / f"{dag_id}.py"), dag_id]
-            + [json.dumps(conf)],
+            + [json.dumps(conf)]
+            + ([] if when is None else [when.isoformat()]),
             env=airflow.environment(),
             cwd=REPO,
             stdout=out,
@@ -179,11 +198,28 @@ def wait_gate(airflow: Airflow, run: DagTest, timeout: float = 900) -> dict[str,
     return airflow.hitl_detail(run.dag_id, run.run_id, GATE)
 
 
-def skip_conf(dag_id: str, seeded: SeededTopic) -> dict[str, Any]:
-    """Three messages to skip: picked ids (two partitions and a delayed one) by id, or the
-    three delayed reminders by the predicate "still scheduled"."""
+def skip_conf(dag_id: str, seeded: SeededTopic, when: datetime) -> dict[str, Any]:
+    """Three messages to skip: picked ids (two partitions and a delayed one) by id,
+    requested as a door requests them (the plan record stored, bound to the run dag.test
+    makes at ``when``, requested by dag_test; the conf its digest), or the three delayed
+    reminders by the predicate "still scheduled" (skip matching is triggered with its
+    request)."""
     if dag_id == MESSAGES:
-        return messages_conf(seeded, pick(seeded))
+        from core.broker import Broker
+        from core.gating import Caller, Run, SkipMessages
+
+        arguments = SkipMessages(
+            topic=seeded.topic,
+            subscription=SUBSCRIPTION,
+            ids=tuple(pick(seeded)),
+            reason="poison pills from a bad producer",
+        )
+        caller = Caller(DAG_TEST_USER, DAG_TEST_USER, "rest")
+        with Broker(seeded.config) as broker:
+            record = broker.plan_request(
+                "skip-messages", caller, arguments, Run(MESSAGES, run_id_at(when))
+            )
+        return {"plan_digest": record.digest}
     return matching_conf(seeded)
 
 
@@ -206,7 +242,8 @@ def test_approved_by_a_second_user(airflow: Airflow, granted: Config, tmp_path: 
     before = seeded.unacknowledged()
     skipped = planned(dag_id, seeded)
     assert skipped <= before
-    with dag_test(airflow, dag_id, skip_conf(dag_id, seeded), tmp_path) as run:
+    when = now()
+    with dag_test(airflow, dag_id, skip_conf(dag_id, seeded, when), tmp_path, when) as run:
         detail = wait_gate(airflow, run)
         assert sorted(u["id"] for u in detail["assigned_users"]) == ["admin", "bob"]
         assert "Backlog:** 56 message(s) now, **53** after" in detail["body"]
@@ -236,7 +273,8 @@ def test_approved_by_a_second_user(airflow: Airflow, granted: Config, tmp_path: 
 def test_reject_applies_nothing(airflow: Airflow, granted: Config, tmp_path: Path, dag_id):
     seeded = seed_topic(granted, namespace=NAMESPACE)
     before = seeded.unacknowledged()
-    with dag_test(airflow, dag_id, skip_conf(dag_id, seeded), tmp_path) as run:
+    when = now()
+    with dag_test(airflow, dag_id, skip_conf(dag_id, seeded, when), tmp_path, when) as run:
         wait_gate(airflow, run)
         rejected = airflow.answer(dag_id, run.run_id, GATE, "Reject", user="bob")
         assert rejected.status_code == 200, rejected.text
@@ -259,10 +297,11 @@ def test_self_approval_is_refused_and_no_answer_times_out(
     a rejection. At the end bob rejects it, so no approval is left waiting."""
     seeded = seed_topic(granted, namespace=NAMESPACE)
     before = seeded.unacknowledged()
-    conf = {**skip_conf(MESSAGES, seeded), "approval_timeout_minutes": 1}
+    when = now()
+    conf = {**skip_conf(MESSAGES, seeded, when), "approval_timeout_minutes": 1}
     run_id = ""
     try:
-        with dag_test(airflow, MESSAGES, conf, tmp_path) as run:
+        with dag_test(airflow, MESSAGES, conf, tmp_path, when) as run:
             run_id = run.run_id
             detail = wait_gate(airflow, run)
             assert DAG_TEST_USER not in {u["id"] for u in detail["assigned_users"]}
@@ -312,40 +351,49 @@ def reject_unanswered(airflow: Airflow, dag_id: str, run_id: str) -> Any:
     return None
 
 
-@pytest.mark.parametrize("dag_id", [MESSAGES, MATCHING])
 def test_unauthorized_requester_is_refused_before_planning(
-    airflow: Airflow, granted: Config, tmp_path: Path, dag_id
+    airflow: Airflow, granted: Config, tmp_path: Path
 ):
+    """A request of skip by ids is refused at its door, nothing stored; skip matching,
+    triggered with its request, refuses in ``authorize`` before its scan."""
+    from core.errors import NotAuthorizedError
+
     seeded = seed_topic(granted, namespace=SECRET_NAMESPACE)  # dag_test holds no grant there
     before = seeded.unacknowledged()
-    with dag_test(airflow, dag_id, skip_conf(dag_id, seeded), tmp_path) as run:
+    with pytest.raises(NotAuthorizedError):
+        skip_conf(MESSAGES, seeded, now())
+    with dag_test(airflow, MATCHING, skip_conf(MATCHING, seeded, now()), tmp_path) as run:
         assert run.wait() == "failed"
 
-    states = airflow.task_states(dag_id, run.run_id)
+    states = airflow.task_states(MATCHING, run.run_id)
     assert states["authorize"] == ["failed"]
-    assert airflow.task_instance(dag_id, run.run_id, "authorize")["try_number"] == 1
-    assert states[PLAN_TASK[dag_id]] == ["upstream_failed"]
+    assert airflow.task_instance(MATCHING, run.run_id, "authorize")["try_number"] == 1
+    assert states["plan_matched_ids"] == ["upstream_failed"]
     assert states[GATE] == ["upstream_failed"]
     assert_untouched(seeded, before)
 
 
 @pytest.mark.parametrize(
-    ("dag_id", "bad"),
-    [(MESSAGES, {"message_ids": ["12:x"]}), (MATCHING, {"property": ["no-equals-sign"]})],
-    ids=["messages-bad-id", "matching-bad-property"],
+    ("dag_id", "bad", "failing"),
+    [
+        (MESSAGES, {"plan_digest": "f" * 64}, GATE),
+        (MATCHING, {"property": ["no-equals-sign"]}, "validate_request"),
+    ],
+    ids=["messages-unknown-digest", "matching-bad-property"],
 )
 def test_bad_conf_fails_at_once_without_retry(
-    airflow: Airflow, granted: Config, tmp_path: Path, dag_id, bad
+    airflow: Airflow, granted: Config, tmp_path: Path, dag_id, bad, failing
 ):
     seeded = seed_topic(granted, namespace=NAMESPACE)
     before = seeded.unacknowledged()
-    with dag_test(airflow, dag_id, {**skip_conf(dag_id, seeded), **bad}, tmp_path) as run:
+    conf = {**skip_conf(dag_id, seeded, now()), **bad}
+    with dag_test(airflow, dag_id, conf, tmp_path) as run:
         assert run.wait() == "failed"
 
-    ti = airflow.task_instance(dag_id, run.run_id, "validate_request")
+    ti = airflow.task_instance(dag_id, run.run_id, failing)
     assert ti["state"] == "failed"
     assert ti["try_number"] == 1
-    assert airflow.task_states(dag_id, run.run_id)["authorize"] == ["upstream_failed"]
+    assert airflow.task_states(dag_id, run.run_id)["apply_skip"] == ["upstream_failed"]
     assert_untouched(seeded, before)
 
 

@@ -82,8 +82,27 @@ def test_tags_and_retries(parsed):
 def test_skip_gate_and_validation_never_retry(parsed):
     retries = parsed["dags"]["cursorops_skip_messages"]["retries"]
     assert retries["approve_skip"] == 0
-    assert retries["validate_request"] == 0
     assert retries["apply_skip"] == 2
+    matching = parsed["dags"]["cursorops_skip_matching"]["retries"]
+    assert matching["validate_request"] == 0 and matching["approve_skip"] == 0
+
+
+def test_a_request_workflow_is_its_gates_apply_and_record(parsed):
+    """The DAGs whose runs the doors start: no planning or validating task (the door did
+    both), no verify (apply's transaction checks it), and the plan's digest as the param."""
+    for dag_id in (
+        "cursorops_skip_messages",
+        "cursorops_skip_head",
+        "cursorops_reset_cursor",
+        "cursorops_undo_skip",
+        "cursorops_unsubscribe",
+        "cursorops_redrive",
+    ):
+        tasks = set(parsed["dags"][dag_id]["retries"])
+        gates = {t for t in tasks if t.startswith("approve_")}
+        applies = {t for t in tasks if t.startswith("apply_")}
+        assert len(gates) == 3 and len(applies) == 1, dag_id
+        assert tasks == gates | applies | {"record"}, dag_id
 
 
 def test_nothing_heavy_at_parse_time(parsed):

@@ -21,8 +21,16 @@ from core.config import Config
 from core.reading.dispatch import Message
 from tests.airflow_harness import start_airflow
 from tests.conftest import postgres_databases
-from tests.dags.conftest import GRANTED, NAMESPACE, SUBSCRIPTION, TENANT, label, seed_topic
-from tests.dags.test_skip_messages_airflow import DAG, GATE, conf, pick
+from tests.dags.conftest import (
+    GRANTED,
+    NAMESPACE,
+    SUBSCRIPTION,
+    TENANT,
+    label,
+    request_skip,
+    seed_topic,
+)
+from tests.dags.test_skip_messages_airflow import DAG, GATE, pick
 
 pytestmark = [pytest.mark.airflow, pytest.mark.postgres, pytest.mark.slow]
 
@@ -82,7 +90,7 @@ def test_skip_on_separate_processes_with_postgresql(tmp_path: Path, databases: d
         engine.dispose()
         assert not (airflow.home / "airflow.db").exists()
 
-        run = airflow.trigger(DAG, conf(seeded, ids), user="alice")
+        run = request_skip(airflow, seeded, ids)
         detail = airflow.wait_awaiting_input(DAG, run, GATE)  # then waits 3 s more
         assert "bob" in {u["id"] for u in detail["assigned_users"]}
         assert seeded.unacknowledged() == before

@@ -10,7 +10,6 @@ import pytest
 
 from airflow_glue import environment
 from airflow_glue.outcomes import OUTCOMES, Outcome, airflow_outcome, outcome_of
-from airflow_glue.request import parse_request
 from core import errors
 from core.config import Config
 from core.errors import (
@@ -82,48 +81,6 @@ def test_config_from_environ(tmp_path: Path):
         }
     )
     assert (other.metadata_url, other.ledger_root) == ("sqlite:///x.db", "/data/ledgers")
-
-
-def test_request_accepts_every_id_shape():
-    from core.ids.message_id import MessageId
-
-    b64 = MessageId(7, 3, 1, 2).to_base64()
-    request = parse_request(
-        {
-            "topic": "persistent://a/b/c",
-            "subscription": "s",
-            "message_ids": ["1:2", "1:2:3", b64],
-            "payload": {"type": "messageId", "messageIds": [{"ledgerId": "4", "entryId": 5}]},
-            "reason": " poison ",
-            "ticket": "",
-        }
-    )
-    assert request.reason == "poison"
-    assert request.ticket is None
-    assert [(m.ledger_id, m.entry_id, m.batch_index) for m in request.ids()] == [
-        (1, 2, -1),
-        (1, 2, 3),
-        (7, 3, 2),
-        (4, 5, -1),
-    ]
-    assert request.ids()[2].partition == 1
-
-
-@pytest.mark.parametrize(
-    ("conf", "message"),
-    [
-        ({"subscription": "s", "reason": "r", "message_ids": ["1:2"]}, "topic: Field required"),
-        ({"topic": "t", "subscription": "s", "reason": "", "message_ids": ["1:2"]}, "reason"),
-        ({"topic": "t", "subscription": "s", "reason": "r", "message_ids": []}, "No message ids"),
-        ({"topic": "t", "subscription": "s", "reason": "r", "x": 1}, "x: Extra inputs"),
-        ({"topic": "t", "subscription": "s", "reason": "r", "message_ids": ["1:-2"]}, "triplet"),
-        ({"topic": "t", "subscription": "s", "reason": "r", "payload": {"type": "z"}}, "payload"),
-    ],
-)
-def test_bad_request_is_one_line(conf, message):
-    with pytest.raises(errors.InvalidInputError, match=message) as caught:
-        parse_request(conf)
-    assert "\n" not in str(caught.value)
 
 
 def _record(tmp_path: Path, run_id: str = "manual__1"):
@@ -336,7 +293,13 @@ def _gate_context(config: Config, monkeypatch: pytest.MonkeyPatch, try_number: i
     run = SimpleNamespace(
         dag_id="cursorops_skip_messages", run_id="manual__1", triggering_user_name="alice"
     )
-    return {"dag_run": run, "ti": SimpleNamespace(try_number=try_number), "params": {}}
+    pushed: dict[str, object] = {}
+    ti = SimpleNamespace(
+        try_number=try_number,
+        xcom_push=lambda key, value: pushed.__setitem__(key, value),
+        xcom_pull=lambda task_ids, key: pushed.get(key),
+    )
+    return {"dag_run": run, "ti": ti, "params": {}}
 
 
 def test_the_gate_records_the_answer_it_is_resumed_with(tmp_path: Path, monkeypatch):
@@ -411,3 +374,35 @@ def test_a_gate_that_showed_its_request_refuses_to_ask_again(tmp_path: Path, mon
     with Broker(config) as broker:
         assert broker.approval_requests("cursorops_skip_messages", "manual__1") == [shown]
     assert seeded.audit("skip") == []
+
+
+def test_a_run_finds_only_the_plan_record_bound_to_it(tmp_path: Path):
+    """The steps read the record the run's ``plan_digest`` names, only when it is bound to
+    this very run and its requester: another run started by hand with that digest, or a
+    run started by someone else, gets nothing."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_glue.steps import run_plan_record
+    from core.broker import Broker
+
+    config, _seeded, record = _record(tmp_path, "request__1")
+
+    def context(run_id: str, user: str, digest: str | None) -> dict[str, object]:
+        run = SimpleNamespace(
+            dag_id="cursorops_skip_messages", run_id=run_id, triggering_user_name=user
+        )
+        return {"dag_run": run, "params": {} if digest is None else {"plan_digest": digest}}
+
+    with Broker(config) as broker:
+        found = run_plan_record(broker, context("request__1", "alice", record.digest), first=True)
+        assert found == record
+        for run_id, user, digest in (
+            ("manual__by_hand", "alice", record.digest),
+            ("request__1", "bob", record.digest),
+            ("request__1", "alice", "f" * 64),
+            ("manual__by_hand", "alice", None),
+        ):
+            with pytest.raises(AirflowFailException):
+                run_plan_record(broker, context(run_id, user, digest))

@@ -54,13 +54,14 @@ def test_skip_n_waits_for_a_second_person_then_skips_exactly_the_preview(
     assert body["dagId"] == DAG
     assert body["url"] == body["runUrl"] + f"/tasks/{GATE}/required_actions"
     run = body["runId"]
-    assert airflow.dag_run(DAG, run)["conf"] == {
-        "topic": seeded.topic,
-        "subscription": SUBSCRIPTION,
-        "messages": 3,
-        "reason": "stale orders",
-        "ticket": None,
-    }
+    # The run carries the plan record's digest only: the door planned and stored it.
+    assert airflow.dag_run(DAG, run)["conf"] == {"plan_digest": body["planDigest"]}
+    with Broker(cursorops_home) as broker:
+        record = broker.current_plan_record("admin", DAG, run)
+    assert record is not None and record.digest == body["planDigest"]
+    assert (
+        record.document["head"] == {"messages": 3} and record.document["reason"] == "stale orders"
+    )
 
     detail = airflow.wait_awaiting_input(DAG, run, GATE)
     assert "the first 3 unacknowledged message(s) of each partition" in detail["body"]

@@ -1,23 +1,22 @@
 """cursorops_skip_messages on a real Airflow (standalone, LocalExecutor, SQLite).
 
-Each run is triggered over REST as alice; approvals are answered over REST as
-the users a person would be. Every test checks the subscription afterwards:
-which messages a consumer would still receive.
+Each run is requested as a door requests it (the plan record stored, the run started
+over REST as alice with its digest: :func:`tests.dags.conftest.request_skip`);
+approvals are answered over REST as the users a person would be. Every test checks the
+subscription afterwards: which messages a consumer would still receive.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import pytest
 
 from core.ids.message_id import MessageId
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import (
-    SECRET_NAMESPACE,
     SUBSCRIPTION,
     SeededTopic,
     label,
+    request_skip,
     seed_topic,
 )
 
@@ -31,17 +30,6 @@ def triplet(mid: MessageId) -> str:
     return f"{mid.ledger_id}:{mid.entry_id}" + (
         f":{mid.batch_index}" if mid.batch_index >= 0 else ""
     )
-
-
-def conf(seeded: SeededTopic, ids: list[MessageId], **extra: Any) -> dict[str, Any]:
-    return {
-        "topic": seeded.topic,
-        "subscription": SUBSCRIPTION,
-        "message_ids": [triplet(m) for m in ids],
-        "reason": "poison pills from a bad producer",
-        "ticket": "OPS-42",
-        **extra,
-    }
 
 
 def pick(seeded: SeededTopic) -> list[MessageId]:
@@ -69,7 +57,7 @@ def test_approved_by_a_second_user_skips_exactly_the_plan(airflow: Airflow, curs
     seeded = seed_topic(cursorops_home)
     ids = pick(seeded)
     before = seeded.unacknowledged()
-    run = airflow.trigger(DAG, conf(seeded, ids), user="alice")
+    run = request_skip(airflow, seeded, ids)
 
     detail = airflow.wait_awaiting_input(DAG, run, GATE)
     # Four eyes: the permitted approvers (admin is a superuser, bob holds consume), never
@@ -124,7 +112,7 @@ def test_approved_by_a_second_user_skips_exactly_the_plan(airflow: Airflow, curs
 def test_reject_applies_nothing_and_says_so(airflow: Airflow, cursorops_home):
     seeded = seed_topic(cursorops_home)
     before = seeded.unacknowledged()
-    run = airflow.trigger(DAG, conf(seeded, pick(seeded)), user="alice")
+    run = request_skip(airflow, seeded, pick(seeded))
     airflow.wait_awaiting_input(DAG, run, GATE)
     assert airflow.answer(DAG, run, GATE, "Reject", user="bob").status_code == 200
 
@@ -141,7 +129,7 @@ def test_reject_applies_nothing_and_says_so(airflow: Airflow, cursorops_home):
 def test_no_answer_within_the_timeout_is_a_rejection(airflow: Airflow, cursorops_home):
     seeded = seed_topic(cursorops_home)
     before = seeded.unacknowledged()
-    run = airflow.trigger(DAG, conf(seeded, pick(seeded), approval_timeout_minutes=1), user="alice")
+    run = request_skip(airflow, seeded, pick(seeded), approval_timeout_minutes=1)
     airflow.wait_awaiting_input(DAG, run, GATE)
     assert airflow.wait_run(DAG, run, timeout=400) == "failed"
     states = airflow.task_states(DAG, run)
@@ -152,36 +140,34 @@ def test_no_answer_within_the_timeout_is_a_rejection(airflow: Airflow, cursorops
     assert request["outcome"] == "not-approved"
 
 
-def test_unauthorized_requester_is_refused_before_planning(airflow: Airflow, cursorops_home):
-    seeded = seed_topic(cursorops_home, namespace=SECRET_NAMESPACE)  # alice holds no grant
-    before = seeded.unacknowledged()
-    run = airflow.trigger(DAG, conf(seeded, seeded.ids[10:12]), user="alice")
-    assert airflow.wait_run(DAG, run) == "failed"
-    states = airflow.task_states(DAG, run)
-    assert states["authorize"] == ["failed"]
-    assert airflow.task_instance(DAG, run, "authorize")["try_number"] == 1  # no retry
-    assert states["plan_requested_ids"] == ["upstream_failed"]
-    assert_untouched(seeded, before)
-
-
-@pytest.mark.parametrize(
-    "bad",
-    [
-        {"message_ids": ["12:x"]},
-        {"reason": ""},
-        {"unknown_field": 1},
-    ],
-    ids=["bad-id", "no-reason", "unknown-field"],
-)
-def test_bad_conf_fails_at_once_without_retry(airflow: Airflow, cursorops_home, bad):
+def test_a_run_started_by_hand_with_another_runs_digest_applies_nothing(
+    airflow: Airflow, cursorops_home
+):
+    """alice's request waits at its gate; mallory's way round it, as alice herself or as
+    bob: a run of the DAG started by hand with that request's digest. Each is refused at
+    its first gate, without retry, and records nothing; alice's request still waits, and
+    bob's approval of it applies exactly it."""
     seeded = seed_topic(cursorops_home)
+    ids = pick(seeded)
     before = seeded.unacknowledged()
-    run = airflow.trigger(DAG, {**conf(seeded, seeded.ids[10:11]), **bad}, user="alice")
-    assert airflow.wait_run(DAG, run) == "failed"
-    ti = airflow.task_instance(DAG, run, "validate_request")
-    assert ti["state"] == "failed"
-    assert ti["try_number"] == 1
+    run = request_skip(airflow, seeded, ids)
+    airflow.wait_awaiting_input(DAG, run, GATE)
+    digest = airflow.dag_run(DAG, run)["conf"]["plan_digest"]
+    for user in ("alice", "bob"):
+        by_hand = airflow.trigger(DAG, {"plan_digest": digest}, user=user)
+        assert airflow.wait_run(DAG, by_hand) == "failed"
+        states = airflow.task_states(DAG, by_hand)
+        assert states[GATE] == ["failed"] and states["apply_skip"] == ["upstream_failed"]
+        assert airflow.task_instance(DAG, by_hand, GATE)["try_number"] == 1  # no retry
+        assert "not to this run" in airflow.task_log(DAG, by_hand, GATE)
+    without = airflow.trigger(DAG, {}, user="alice")
+    assert airflow.wait_run(DAG, without) == "failed"
+    assert airflow.task_states(DAG, without)[GATE] == ["failed"]
     assert_untouched(seeded, before)
+    assert seeded.audit("skip-request") == [] and seeded.audit("skip-refused") == []
+    assert airflow.answer(DAG, run, GATE, "Approve", user="bob").status_code == 200
+    assert airflow.wait_run(DAG, run) == "success", airflow.task_states(DAG, run)
+    assert seeded.unacknowledged() == before - {label(m) for m in ids}
 
 
 def test_gate_marked_success_by_hand_and_forged_xcom_apply_nothing(
@@ -189,7 +175,7 @@ def test_gate_marked_success_by_hand_and_forged_xcom_apply_nothing(
 ):
     seeded = seed_topic(cursorops_home)
     before = seeded.unacknowledged()
-    run = airflow.trigger(DAG, conf(seeded, pick(seeded)), user="alice")
+    run = request_skip(airflow, seeded, pick(seeded))
     airflow.wait_awaiting_input(DAG, run, GATE)
 
     base = f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances/{GATE}"

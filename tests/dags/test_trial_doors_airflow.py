@@ -14,7 +14,6 @@ from core.subscription import SubscriptionType
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import seed_topic
 from tests.dags.test_gated_operations_airflow import approval_topic, approved, backlog
-from tests.dags.test_skip_messages_airflow import conf
 from tests.plugins.conftest import PREFIX, rest_path
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -92,7 +91,15 @@ def test_a_run_the_requester_forces_green_stays_an_open_request_not_applied(
         broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
     before = seeded.unacknowledged()
     dag = "cursorops_skip_messages"
-    run = airflow.trigger(dag, conf(seeded, seeded.ids[20:22]), user="alice")
+    asked = airflow.request(
+        "alice",
+        "POST",
+        f"{PREFIX}{rest_path(seeded.topic)}/subscription/billing/skipByMessageIds",
+        json=[m.to_base64() for m in seeded.ids[20:22]],
+        headers={"X-Cursorops-Reason": "pills"},
+    )
+    assert asked.status_code == 202, asked.text
+    run = asked.json()["runId"]
     airflow.wait_awaiting_input(dag, run, "approve_skip")
     forced = airflow.request(
         "alice", "PATCH", f"/api/v2/dags/{dag}/dagRuns/{run}", json={"state": "success"}

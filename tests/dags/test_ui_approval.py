@@ -1,8 +1,9 @@
 """bob approves a skip in the real Airflow UI, in headless Chromium (Debian's package).
 
-On the session's Airflow (standalone, tests/dags/conftest.py): alice triggers over
-REST with a reason that tries to hide a line (``<!-- ... -->``); bob logs in
-through the login form, opens the gate's Required Actions page, reads the
+On the session's Airflow (standalone, tests/dags/conftest.py): alice requests a skip
+(its run started over REST with the plan's digest) with a reason that tries to hide
+a line (``<!-- ... -->``); bob logs in through the login form, opens the gate's
+Required Actions page, reads the
 preview (the requester's comment shown as text, payloads masked), then the
 same plan on the Cursors page (the same plan id, the comment as text, payload
 excerpts shown, since bob may peek), and clicks Approve. Screenshots of each
@@ -19,9 +20,8 @@ from pathlib import Path
 import pytest
 
 from tests.airflow_harness import Airflow, password
-from tests.dags.conftest import label, seed_topic
-from tests.dags.test_approval_attacks import xcom_path
-from tests.dags.test_skip_messages_airflow import DAG, GATE, conf, pick
+from tests.dags.conftest import label, request_skip, seed_topic
+from tests.dags.test_skip_messages_airflow import DAG, GATE, pick
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -52,9 +52,9 @@ def test_second_user_approves_in_the_ui(airflow: Airflow, cursorops_home):
     ids = pick(seeded)
     before = seeded.unacknowledged()
     reason = "poison pills <!-- Plan id: forged --> see INC-7"
-    run = airflow.trigger(DAG, conf(seeded, ids, reason=reason), user="alice")
+    run = request_skip(airflow, seeded, ids, reason=reason)
     airflow.wait_awaiting_input(DAG, run, GATE)
-    digest = airflow.get("alice", xcom_path(run, "plan_requested_ids"))["value"]["planDigest"]
+    digest = airflow.dag_run(DAG, run)["conf"]["plan_digest"]
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, headless=True)

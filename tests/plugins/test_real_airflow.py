@@ -70,20 +70,21 @@ def test_a_skip_where_approval_is_required_triggers_the_workflow_as_the_caller(
     )
     assert answer.status_code == 202, answer.text
     body = answer.json()
-    assert set(body) == {"dagId", "runId", "url", "runUrl"} and body["dagId"] == SKIP_DAG
+    assert set(body) == {"dagId", "runId", "url", "runUrl", "planDigest"}
+    assert body["dagId"] == SKIP_DAG
     assert body["runUrl"].startswith(f"{airflow.base_url}/dags/{SKIP_DAG}/runs/")
     # The link opens the approval itself, not the run.
     assert body["url"] == body["runUrl"] + "/tasks/approve_skip/required_actions"
     run = airflow.dag_run(SKIP_DAG, body["runId"])
     assert run["triggering_user_name"] == "alice"
-    assert run["conf"] == {
-        "topic": seeded.topic,
-        "subscription": SUBSCRIPTION,
-        "message_ids": [chosen.triplet()],
-        "reason": "poison pill",
-        "ticket": "OPS-9",
-    }
-    # The workflow plans it and waits for a second person; nothing is acknowledged.
+    # Started in Airflow's API server itself, as a REST trigger would, with the digest only.
+    assert run["triggered_by"] == "rest_api" and run["run_type"] == "manual"
+    assert run["conf"] == {"plan_digest": body["planDigest"]}
+    with Broker(cursorops_home) as broker:
+        [record] = broker.waiting_plan_records("admin", seeded.topic)
+    assert record.digest == body["planDigest"] and record.binding.run_id == body["runId"]
+    assert record.document["reason"] == "poison pill" and record.document["ticket"] == "OPS-9"
+    # The workflow waits for a second person; nothing is acknowledged.
     airflow.wait_parked(SKIP_DAG, body["runId"], "approve_skip")
     assert seeded.unacknowledged() == before
     assert seeded.audit("skip") == []
@@ -192,3 +193,56 @@ def test_the_cli_logged_in_acts_as_its_user_through_rest(
     assert airflow.dag_run(SKIP_DAG, run)["triggering_user_name"] == "alice"
     airflow.wait_parked(SKIP_DAG, run, "approve_skip")
     assert seeded.unacknowledged() == before
+
+
+def test_the_standalone_starts_a_run_through_airflows_rest_api_with_the_callers_token(
+    airflow: Airflow, cursorops_home: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cursorops standalone`` serves the same REST app in another process: its request on
+    a namespace that requires approval starts the run through Airflow's REST API with the
+    caller's own token (run id core's, conf the digest, alice the requester). A token
+    Airflow refuses: 403, and the stored request closed as not started, nothing applied."""
+    from fastapi.testclient import TestClient
+
+    from protocol.web import web_app
+
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", airflow.base_url)
+    namespace = f"acme/standalone-{secrets.token_hex(3)}"
+    with Broker(cursorops_home) as broker:
+        broker.create_namespace("admin", namespace)
+        for role in ("alice", "bob"):
+            broker.grant_permission("admin", namespace, role, ["consume"])
+    seeded = seed_topic(cursorops_home, namespace)
+    with Broker(cursorops_home) as broker:
+        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+    before = seeded.unacknowledged()
+    chosen = [m for m in seeded.ids if label(m) in before][:2]
+    path = f"{rest_path(seeded.topic)}/subscription/{SUBSCRIPTION}/skipByMessageIds"
+    with TestClient(web_app(cursorops_home, "alice", None)) as client:
+
+        def skip(token: str, mid: Any) -> httpx.Response:
+            headers = {"Authorization": f"Bearer {token}", "X-Cursorops-Reason": "pill"}
+            return client.post(path, json=[mid.to_base64()], headers=headers)
+
+        refused = skip("not-a-token", chosen[1])
+        answer = skip(airflow.token("alice"), chosen[0])
+    assert refused.status_code == 403, refused.text
+    assert "Airflow refused to start cursorops_skip_messages" in refused.json()["reason"]
+    [closed] = seeded.audit("skip-request")
+    assert closed["outcome"] == "not-started"
+    assert answer.status_code == 202, answer.text
+    body = answer.json()
+    run = airflow.dag_run(SKIP_DAG, body["runId"])
+    assert run["triggering_user_name"] == "alice" and run["conf"] == {
+        "plan_digest": body["planDigest"]
+    }
+    with Broker(cursorops_home) as broker:
+        [waiting] = broker.open_requests("admin", seeded.topic)
+    assert waiting.planned.detail["planDigest"] == body["planDigest"]
+    airflow.wait_awaiting_input(SKIP_DAG, body["runId"], "approve_skip")
+    assert (
+        airflow.answer(SKIP_DAG, body["runId"], "approve_skip", "Reject", user="bob").status_code
+        == 200
+    )
+    assert airflow.wait_run(SKIP_DAG, body["runId"]) == "failed"
+    assert seeded.unacknowledged() == before and seeded.audit("skip") == []

@@ -57,6 +57,6 @@ def test_redrive_refusals(api: Api) -> None:
     # Where approval is required the workflow starts, with a reason (none given: refused).
     refused = _redrive(api, "admin", approval)
     assert refused.status_code == 400
-    assert "require approval: give a reason" in refused.json()["reason"]
+    assert "A reason is required: redrive" in refused.json()["reason"]
     assert api.backlog(approval, "a") == 0
     assert api.backlog(topic, "a") == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import pytest
@@ -306,12 +307,38 @@ def test_skip_on_an_approval_namespace_applies_nothing(api: Api) -> None:
     good = seeded.ids[20].to_base64()
     # Bad ids are refused before anything is triggered.
     _reason(_skip(api, "alice", seeded.topic, [good, "AAAA"], params={"reason": "x"}), 400)
-    assert "reason" in _reason(_skip(api, "alice", seeded.topic, [good]), 400)
-    # This Airflow (in-process, base_url unreachable) cannot be asked: 503, nothing applied.
-    unreachable = _skip(api, "alice", seeded.topic, [good], headers={"X-Cursorops-Reason": "dup"})
-    assert "Cannot reach Airflow" in _reason(unreachable, 503)
+    assert "A reason is required" in _reason(_skip(api, "alice", seeded.topic, [good]), 400)
+    # This Airflow (in-process) has no DAGs: asked before anything is planned, 503, nothing
+    # applied, nothing stored.
+    missing = _skip(api, "alice", seeded.topic, [good], headers={"X-Cursorops-Reason": "dup"})
+    assert "Airflow has no DAG cursorops_skip_messages" in _reason(missing, 503)
     assert api.backlog(seeded.topic) == SEEDED_BACKLOG
-    assert "skip" not in api.audit(seeded.topic)
+    assert api.audit(seeded.topic) == []
+
+
+def test_a_user_airflow_does_not_let_trigger_the_workflow_stores_nothing(api: Api) -> None:
+    """carol, an Airflow viewer, holds the Pulsar permission to skip on a namespace that
+    requires approval: Airflow's auth manager refuses her the run (403) before anything is
+    planned or stored; on an ordinary namespace her skip applies at once."""
+    from core.broker import Broker
+
+    namespace = f"acme/viewers-{secrets.token_hex(3)}"
+    with Broker(api.config) as broker:
+        broker.create_namespace("admin", namespace)
+        broker.grant_permission("admin", namespace, "carol", ["consume"])
+    guarded = api.seeded(namespace)
+    with Broker(api.config) as broker:
+        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+    good = guarded.ids[20].to_base64()
+    refused = _skip(api, "carol", guarded.topic, [good], headers={"X-Cursorops-Reason": "pill"})
+    assert "Airflow does not let carol trigger cursorops_skip_messages" in _reason(refused, 403)
+    assert api.backlog(guarded.topic) == SEEDED_BACKLOG
+    assert api.audit(guarded.topic) == []
+    with Broker(api.config) as broker:
+        assert broker.waiting_plan_records("admin", guarded.topic) == []
+        broker.set_namespace_policy("admin", namespace, skip_requires_approval=False)
+    assert _skip(api, "carol", guarded.topic, [good]).status_code == 204
+    assert api.backlog(guarded.topic) == SEEDED_BACKLOG - 1
 
 
 # -- hostile bodies ------------------------------------------------------------------------
@@ -423,16 +450,17 @@ def test_skip_on_a_partitions_url_skips_its_ids_and_refuses_the_others(api: Api)
 
 
 def test_delete_and_create_again_are_cursor_moves_on_an_approval_namespace(api: Api) -> None:
-    """The trial's door over REST: a delete starts the unsubscribe workflow (here Airflow is
-    unreachable: 503, nothing applied), and a name with history comes back at latest only."""
+    """The trial's door over REST: a delete is a request of the unsubscribe workflow (here
+    Airflow has no DAGs: 503, nothing applied), and a name with history comes back at latest
+    only."""
     from core.broker import Broker
     from core.skipping.plan_record import PlanBinding
 
     seeded = api.seeded(APPROVAL_NS)
     path = rest_path(seeded.topic) + f"/subscription/{SUBSCRIPTION}"
-    assert "reason" in _reason(api.call("alice", "DELETE", path), 400)
+    assert "A reason is required" in _reason(api.call("alice", "DELETE", path), 400)
     asked = api.call("alice", "DELETE", path, headers={"X-Cursorops-Reason": "drained"})
-    assert "Cannot reach Airflow" in _reason(asked, 503)
+    assert "Airflow has no DAG cursorops_unsubscribe" in _reason(asked, 503)
     assert api.backlog(seeded.topic) == SEEDED_BACKLOG
     with Broker(api.config) as broker:  # what the approved workflow's apply does
         plan = broker.plan_unsubscribe("alice", seeded.topic, SUBSCRIPTION)

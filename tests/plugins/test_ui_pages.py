@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from tests.airflow_harness import Airflow, password
-from tests.dags.conftest import SUBSCRIPTION, label, seed_topic
-from tests.dags.test_skip_messages_airflow import DAG, GATE, conf, pick
+from tests.dags.conftest import SUBSCRIPTION, label, request_skip, seed_topic
+from tests.dags.test_skip_messages_airflow import DAG, GATE, pick
 from tests.dags.test_ui_approval import SCREENSHOTS, UI_TIMEOUT_MS, chromium
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -96,8 +96,8 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
     # A skip waiting for an approval, and one whose gate times out after a minute: Airflow
     # still lists that one among the unanswered approvals, the page must not.
     ids = [m for m in pick(seeded) if m not in direct]
-    run = airflow.trigger(DAG, conf(seeded, ids), user="alice")
-    timed_out = airflow.trigger(DAG, conf(seeded, ids, approval_timeout_minutes=1), user="alice")
+    run = request_skip(airflow, seeded, ids)
+    timed_out = request_skip(airflow, seeded, ids, approval_timeout_minutes=1)
 
     analysis = rest(airflow, "admin", "GET", f"{sub_path}/analyzeBacklog").json()
     history = rest(airflow, "admin", "GET", f"{sub_path}/backlogHistory").json()
@@ -106,7 +106,8 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
     assert [h["runId"] for h in history] == ["ui-audit-0", "ui-audit-1", "ui-audit-2"]
     counts = [h["messages"] for h in history]
     assert counts == sorted(counts, reverse=True) and counts[0] > counts[-1]
-    assert [r["kind"] for r in audit] == ["skip"]
+    # The two requests were recorded as planned when they were made, after the direct skip.
+    assert [r["kind"] for r in audit] == ["skip-planned", "skip-planned", "skip"]
     assert analysis["messages"] == stats["subscriptions"][SUBSCRIPTION]["msgBacklog"]
 
     with sync_playwright() as playwright:

@@ -65,5 +65,5 @@ def test_undo_needs_a_reason_to_start_its_workflow_on_an_approval_namespace(api:
     # Without a reason nothing starts; with one, cursorops_undo_skip would (tests/dags).
     answer = _undo(api, "alice", seeded.topic, skip_id)
     assert answer.status_code == 400, answer.text
-    assert "Undoing skips on namespace" in answer.json()["reason"]
+    assert "A reason is required: undo-skip" in answer.json()["reason"]
     assert api.backlog(seeded.topic) == SEEDED_BACKLOG - 2

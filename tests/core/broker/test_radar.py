@@ -83,7 +83,7 @@ def test_the_radar_lists_exactly_the_poison_pill(
     assert [f["messageId"] for f in row["listed"]] == [pill.triplet]
     assert row["listed"][0]["redeliveryCount"] == NACKS
     assert row["skipRequest"]["conf"]["message_ids"] == [pill.triplet]
-    assert row["skipRequest"]["command"].startswith("airflow dags trigger cursorops_skip_messages")
+    assert row["skipRequest"]["command"].startswith(f"cursorops topics skip-messages {TOPIC}")
 
 
 def test_a_chunked_poison_pill_is_one_finding(broker: Broker) -> None:
