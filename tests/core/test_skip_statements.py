@@ -162,7 +162,7 @@ def test_apply_reads_the_cursors_only_under_their_locks(
 
 
 @pytest.mark.parametrize("role", ["admin", "reader"])
-def test_a_requested_skip_on_an_ordinary_namespace_costs_at_most_18_statements(
+def test_a_requested_skip_on_an_ordinary_namespace_costs_at_most_15_statements(
     broker: Broker, produced: list[MessageId], role: str
 ) -> None:
     """What a REST skip sends where no approval is required: the door's one request
@@ -174,7 +174,10 @@ def test_a_requested_skip_on_an_ordinary_namespace_costs_at_most_18_statements(
     with statements(broker) as seen:
         applied = broker.request("skip-messages", Caller(role, role, "rest"), arguments, _NoRuns())
     assert isinstance(applied, Applied) and applied.changed == 2
-    assert len(seen) <= 18, "\n".join(seen)
+    # Measured with the cursor door's own statements counted: 9 on PostgreSQL, 15 on
+    # SQLite (where BEGIN counts and each delta is appended with two statements).
+    sqlite = broker.metadata.engine.dialect.name == "sqlite"
+    assert len(seen) <= (15 if sqlite else 9), "\n".join(seen)
     print(f"{len(seen)} statements as {role} on {broker.metadata.engine.dialect.name}")
 
 
