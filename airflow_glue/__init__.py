@@ -13,8 +13,9 @@ Light on purpose: DAG files import it at parse time, so nothing here imports
   what they showed and the answer Airflow resumes them with in cursorops's store.
 - :mod:`airflow_glue.approval`: ``require_approvals``, which checks the answers the gates
   recorded against what they showed and the run's plan record.
-- :mod:`airflow_glue.record`: the closing record of a request in the audit log.
-- :mod:`airflow_glue.steps`: the run's plan record (by its digest); the bodies of apply, record.
+- :mod:`airflow_glue.closing_record`: the closing record of a request in the audit log.
+- :mod:`airflow_glue.steps`: the run's plan record (by its digest); the bodies of apply and
+  close_request.
 - :mod:`airflow_glue.gated_tail`: those tasks and the gates: a gated DAG's graph (or its tail).
 """
 

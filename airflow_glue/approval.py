@@ -51,7 +51,7 @@ def check_approvals(
     may_skip: Callable[[str], bool],
     now_ms: int,
 ) -> list[dict[str, Any]]:
-    """Raise NotAuthorizedError unless ``answers`` hold the approvals ``record`` needs.
+    """Raise NotAuthorizedError unless ``answers`` hold the approvals the plan record needs.
 
     ``gates`` are the run's gates in order, ``answers`` what they recorded. Each of the
     first ``record.required_approvals`` gates must hold an Approve, by a distinct user

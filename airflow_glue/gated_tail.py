@@ -5,7 +5,7 @@ A request of a gated operation is made at its door (REST, CLI, the Cursors page:
 started with the record's digest as its one param (:func:`request_params`). Such a DAG
 is only this tail: the gates (one per approval a plan may need, up to
 :data:`core.skipping.plan_record.MAX_APPROVALS`; a gate a plan does not need skips
-itself), ``apply`` and ``record``. The first gate loads the record by the digest and
+itself), ``apply`` and ``close_request``. The first gate loads the record by the digest and
 refuses it unless it is bound to this very run and its requester; apply validates it
 once, under the cursors' locks, in the transaction that writes it with its audit
 record and the record's claim (so no separate verify step: what it would check, that
@@ -73,7 +73,7 @@ def request_params() -> dict[str, Any]:
 
 
 def approve_and_apply(operation: str = SKIP, plan: XComArg | None = None) -> None:
-    """``[plan >>] <gate> >> <gate>_2 >> ... >> <apply>``, and ``record`` after all of
+    """``[plan >>] <gate> >> <gate>_2 >> ... >> <apply>``, and ``close_request`` after all of
     them whatever happened."""
     tail = TAILS[operation]
     gates_ids = tail.gates
@@ -89,11 +89,12 @@ def approve_and_apply(operation: str = SKIP, plan: XComArg | None = None) -> Non
         return apply_approved_plan(get_current_context(), gates_ids)
 
     @task(trigger_rule="all_done", retries=2)
-    def record() -> dict[str, Any]:
-        """Who asked, who answered, when, why and what was applied: to the audit log."""
-        from airflow_glue.steps import record_run
+    def close_request() -> dict[str, Any]:
+        """Who asked, who answered, when, why and what was applied: the request's closing
+        record, to the audit log."""
+        from airflow_glue.steps import close_run
 
-        return record_run(get_current_context(), gates_ids)
+        return close_run(get_current_context(), gates_ids)
 
     gates = [
         FourEyesApprovalOperator(
@@ -107,7 +108,7 @@ def approve_and_apply(operation: str = SKIP, plan: XComArg | None = None) -> Non
         for n, gate in enumerate(gates_ids, start=1)
     ]
     applied = apply()
-    closing = record()
+    closing = close_request()
     if plan is not None:
         plan >> gates[0]
     for earlier, later in zip(gates, gates[1:], strict=False):

@@ -102,7 +102,7 @@ def apply_approved_plan(context: Mapping[str, Any], gates: Sequence[str]) -> dic
     }
 
 
-def record_run(context: Mapping[str, Any], gates: Sequence[str]) -> dict[str, Any]:
+def close_run(context: Mapping[str, Any], gates: Sequence[str]) -> dict[str, Any]:
     """Who asked, who answered each gate, when, why, and what this attempt applied, to the
     audit log, from cursorops's store only.
 
@@ -110,8 +110,8 @@ def record_run(context: Mapping[str, Any], gates: Sequence[str]) -> dict[str, An
     """
     from airflow.sdk.exceptions import AirflowFailException
 
+    from airflow_glue.closing_record import close_request
     from airflow_glue.environment import config
-    from airflow_glue.record import record_request
     from core.broker import Broker
 
     dag_run = context["dag_run"]
@@ -119,7 +119,7 @@ def record_run(context: Mapping[str, Any], gates: Sequence[str]) -> dict[str, An
         # A run refused here (another run's digest, or planned nothing) records nothing: the
         # request it names is not its own.
         record = run_plan_record(broker, context)
-        summary = record_request(broker, dag_run, record, gates)
+        summary = close_request(broker, dag_run, record, gates)
     if summary["outcome"] != "applied":
         raise AirflowFailException(summary["statement"])
     return summary

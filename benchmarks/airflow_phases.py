@@ -51,7 +51,7 @@ ROLE = "admin"
 REQUESTER = "alice"
 APPROVER = "bob"
 GATE = "approve_skip"
-APPLY_PHASE = (GATE, "apply_skip", "record")
+APPLY_PHASE = (GATE, "apply_skip", "close_request")
 """The tasks of approval → applied and recorded, the same in every skip DAG."""
 
 SPARK_SUBMITTED = "Spark-Submit cmd:"

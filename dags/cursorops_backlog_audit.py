@@ -71,7 +71,7 @@ def cursorops_backlog_audit() -> None:
         """The topics of the chosen namespaces (in a file of the run), and the job's files."""
         import json
 
-        from airflow_glue.audit import audit_role, audit_topics
+        from airflow_glue.backlog_audit import audit_role, audit_topics
         from airflow_glue.environment import config
         from airflow_glue.outcomes import airflow_outcome
         from airflow_glue.runs import run_folder
@@ -98,7 +98,7 @@ def cursorops_backlog_audit() -> None:
         """One history row per subscription: the Spark job's exact counts, the oldest age."""
         import json
 
-        from airflow_glue.audit import audit_role, samples_from
+        from airflow_glue.backlog_audit import audit_role, samples_from
         from airflow_glue.environment import config
         from airflow_glue.outcomes import airflow_outcome
         from core.broker import Broker
@@ -118,7 +118,7 @@ def cursorops_backlog_audit() -> None:
         """Check the limits; chart the breached and largest; breaches notify and fail."""
         from airflow.sdk.exceptions import AirflowFailException
 
-        from airflow_glue.audit import audit_role, chart_selection, load_thresholds
+        from airflow_glue.backlog_audit import audit_role, chart_selection, load_thresholds
         from airflow_glue.chart import draw_history
         from airflow_glue.environment import config
         from airflow_glue.notify import BacklogBreachNotifier
@@ -161,7 +161,7 @@ def cursorops_backlog_audit() -> None:
         prefilled skip-messages request (logged, and in the run's radar.json)."""
         import json
 
-        from airflow_glue.audit import (
+        from airflow_glue.backlog_audit import (
             audit_role,
             load_thresholds,
             radar_lines,

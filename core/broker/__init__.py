@@ -100,6 +100,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PAYLOAD_EXCERPT_BYTES",
+    "AuditRecord",
     "BacklogProjection",
     "Broker",
     "BrokerContext",

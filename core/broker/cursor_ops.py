@@ -29,7 +29,7 @@ from core.skipping.head import head_messages
 from core.skipping.skip_plan import SkipColumns, SkipPlan
 from core.store.metadata import TopicInfo
 from core.store.read_view import ReadView
-from core.store.records import SegmentInfo
+from core.store.values import SegmentInfo
 
 SKIPS_PER_BATCH = 64
 """At most this many skips of one subscription, queued while another was being written,

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from core.broker.reset import Resets
     from core.broker.undo import SkipUndo
     from core.skipping.plan_record import PlanRecord
-    from core.store.records import TopicInfo
+    from core.store.values import TopicInfo
 
 
 RUN_DIGEST = "plan_digest"

@@ -22,7 +22,7 @@ from core.gating.operation import (
 from core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
 
 if TYPE_CHECKING:
-    from core.store.records import TopicInfo
+    from core.store.values import TopicInfo
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,7 +24,7 @@ from core.ids.topic_name import TopicName
 from core.resetting.reset_plan import ResetPlan
 
 if TYPE_CHECKING:
-    from core.store.records import TopicInfo
+    from core.store.values import TopicInfo
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -38,7 +38,7 @@ from core.skipping.skip import SkipOutcome
 from core.skipping.skip_plan import SkipPlan
 
 if TYPE_CHECKING:
-    from core.store.records import TopicInfo
+    from core.store.values import TopicInfo
 
 PREVIEW_ROWS = 50
 """Messages the preview describes; the rest are counted."""

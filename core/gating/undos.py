@@ -20,7 +20,7 @@ from core.gating.operation import (
 from core.skipping.undo import UndoOutcome, UndoPlan, check_skip_id
 
 if TYPE_CHECKING:
-    from core.store.records import TopicInfo
+    from core.store.values import TopicInfo
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,7 @@ from core.gating.operation import (
 from core.resetting.unsubscribe_plan import UnsubscribePlan
 
 if TYPE_CHECKING:
-    from core.store.records import TopicInfo
+    from core.store.values import TopicInfo
 
 
 @dataclass(frozen=True, kw_only=True)

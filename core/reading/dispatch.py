@@ -101,7 +101,7 @@ from core.store.dispatch_state import (
     SubscriptionTransaction,
 )
 from core.store.metadata import MetadataStore
-from core.store.records import SegmentInfo
+from core.store.values import SegmentInfo
 from core.subscription import SubscriptionType
 
 DEFAULT_LEASE_MS = 30_000

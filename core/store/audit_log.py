@@ -19,9 +19,9 @@ from sqlalchemy.orm import Session
 from core.analysis.backlog_audit import BacklogSample
 from core.errors import InvalidArgumentError
 from core.store.checks import check_int, check_text
-from core.store.records import AuditEntry, AuditRecord
 from core.store.statements import Statements
 from core.store.tables import AuditRow, BacklogHistoryRow
+from core.store.values import AuditEntry, AuditRecord
 
 
 def check(entry: AuditEntry) -> dict[str, object]:

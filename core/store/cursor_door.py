@@ -54,8 +54,8 @@ from core.store import audit_log, plan_records
 from core.store.cursor_state import JournalSince, ReadPosition, missing
 from core.store.engine import is_unique_violation
 from core.store.entry_allocation import allocated_entries
-from core.store.records import Allocation, AuditEntry, AuditRecord, CursorRecord, TopicInfo
 from core.store.statements import Statements, format_style
+from core.store.values import Allocation, AuditEntry, AuditRecord, CursorRecord, TopicInfo
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Dialect

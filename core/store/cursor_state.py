@@ -20,7 +20,7 @@ from core.acks import cursor_codec
 from core.acks.cursor import CursorState
 from core.errors import SubscriptionNotFoundError
 from core.ids.position import Position
-from core.store.records import CursorRecord
+from core.store.values import CursorRecord
 
 if TYPE_CHECKING:
     from core.acks.ledger_layout import LedgerLayout

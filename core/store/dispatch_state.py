@@ -44,7 +44,7 @@ from core.store import pending_runs
 from core.store.cursor_door import CursorTransaction, Hold, opened
 from core.store.cursor_state import JournalSince, ReadPosition
 from core.store.pending_runs import RUN_SPAN_ENTRIES, Members
-from core.store.records import SegmentInfo
+from core.store.values import SegmentInfo
 
 _WHOLE = 2**31 - 1
 """Above every batch index."""

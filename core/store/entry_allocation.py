@@ -14,8 +14,8 @@ from contextlib import contextmanager
 
 from core.errors import InvalidArgumentError, TopicNotFoundError
 from core.store.checks import canonical_topic, check_int
-from core.store.records import Allocation
 from core.store.statements import Statements
+from core.store.values import Allocation
 
 
 @contextmanager

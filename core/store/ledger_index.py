@@ -18,16 +18,16 @@ from core.store.checks import (
 )
 from core.store.entry_allocation import allocated_entries
 from core.store.read_view import ledger_info
-from core.store.records import (
-    Allocation,
-    LedgerInfo,
-    SegmentInfo,
-)
 from core.store.statements import ConnectionStatements
 from core.store.store_base import StoreBase
 from core.store.tables import (
     LedgerRow,
     SegmentRow,
+)
+from core.store.values import (
+    Allocation,
+    LedgerInfo,
+    SegmentInfo,
 )
 
 

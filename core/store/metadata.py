@@ -15,7 +15,7 @@ itself); SQLite has one writer at a time, so every write transaction starts with
 ``BEGIN IMMEDIATE`` and waits up to the busy timeout for the write lock.
 
 The tables are in :mod:`core.store.tables`, the returned records in
-:mod:`core.store.records`, engine set-up in :mod:`core.store.engine` and argument
+:mod:`core.store.values`, engine set-up in :mod:`core.store.engine` and argument
 checks in :mod:`core.store.checks`; this module re-exports their public names.
 
 Cursors are stored as a snapshot plus a journal of deltas (docs/architecture.md,
@@ -58,19 +58,6 @@ from core.store.engine import (
 from core.store.ledger_index import LedgerIndex
 from core.store.pending_runs import Members
 from core.store.plan_records import PlanRecords
-from core.store.records import (
-    PERMISSION_ACTIONS,
-    Allocation,
-    AuditEntry,
-    AuditRecord,
-    CursorRecord,
-    LedgerInfo,
-    NamespaceInfo,
-    SegmentInfo,
-    SubscriptionInfo,
-    TenantInfo,
-    TopicInfo,
-)
 from core.store.schema import ensure_schema
 from core.store.schema_versions import SchemaVersions
 from core.store.statements import ConnectionStatements
@@ -94,6 +81,19 @@ from core.store.tables import (
 )
 from core.store.tenancy import Tenancy
 from core.store.unit_of_work import UnitOfWork
+from core.store.values import (
+    PERMISSION_ACTIONS,
+    Allocation,
+    AuditEntry,
+    AuditRecord,
+    CursorRecord,
+    LedgerInfo,
+    NamespaceInfo,
+    SegmentInfo,
+    SubscriptionInfo,
+    TenantInfo,
+    TopicInfo,
+)
 
 if TYPE_CHECKING:
     from core.store.dispatch_state import SubscriptionTransaction

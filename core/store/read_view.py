@@ -23,7 +23,6 @@ from core.errors import (
 )
 from core.ids.topic_name import label_problem
 from core.store.checks import canonical_topic, check_label, check_name, split_namespace
-from core.store.records import LedgerInfo, SegmentInfo, SubscriptionInfo, TopicInfo
 from core.store.tables import (
     LedgerRow,
     NamespacePolicyRow,
@@ -35,6 +34,7 @@ from core.store.tables import (
     TopicPartitionRow,
     TopicRow,
 )
+from core.store.values import LedgerInfo, SegmentInfo, SubscriptionInfo, TopicInfo
 from core.subscription import SubscriptionType
 
 

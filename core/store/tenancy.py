@@ -39,13 +39,6 @@ from core.store.checks import (
     split_namespace,
 )
 from core.store.read_view import subscription_info
-from core.store.records import (
-    PERMISSION_ACTIONS,
-    NamespaceInfo,
-    SubscriptionInfo,
-    TenantInfo,
-    TopicInfo,
-)
 from core.store.store_base import StoreBase
 from core.store.tables import (
     ApprovalPolicyRow,
@@ -56,6 +49,13 @@ from core.store.tables import (
     TenantRow,
     TopicPartitionRow,
     TopicRow,
+)
+from core.store.values import (
+    PERMISSION_ACTIONS,
+    NamespaceInfo,
+    SubscriptionInfo,
+    TenantInfo,
+    TopicInfo,
 )
 from core.subscription import SubscriptionType
 

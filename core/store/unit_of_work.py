@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 from core.skipping.plan_record import PlanRecord
 from core.store import audit_log, plan_records
 from core.store.read_view import ReadView
-from core.store.records import AuditEntry
 from core.store.statements import ConnectionStatements
+from core.store.values import AuditEntry
 
 
 class UnitOfWork:

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from airflow_glue.audit import chart_selection, load_thresholds, samples_from
+from airflow_glue.backlog_audit import chart_selection, load_thresholds, samples_from
 from airflow_glue.chart import draw_history
 from core.analysis.backlog import analysis_document
 from core.analysis.backlog_audit import BacklogSample, Breach, Measure
@@ -141,7 +141,7 @@ def test_cli_audit_history_reads_the_same_rows(home, capsys):
 
 
 def test_audit_topics_every_namespace_or_the_chosen_ones(home):
-    from airflow_glue.audit import audit_topics
+    from airflow_glue.backlog_audit import audit_topics
     from core.errors import NotAuthorizedError
 
     seeded = seed_topic(home)
@@ -163,7 +163,7 @@ def test_audit_topics_every_namespace_or_the_chosen_ones(home):
 
 
 def test_radar_report_lists_a_poison_pill_with_its_skip_request(home, tmp_path):
-    from airflow_glue.audit import radar_lines, radar_report, radar_summary
+    from airflow_glue.backlog_audit import radar_lines, radar_report, radar_summary
 
     seeded = seed_topic(home)
     (home.home / "backlog-thresholds.json").write_text(

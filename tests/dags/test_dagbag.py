@@ -102,7 +102,7 @@ def test_a_request_workflow_is_its_gates_apply_and_record(parsed):
         gates = {t for t in tasks if t.startswith("approve_")}
         applies = {t for t in tasks if t.startswith("apply_")}
         assert len(gates) == 3 and len(applies) == 1, dag_id
-        assert tasks == gates | applies | {"record"}, dag_id
+        assert tasks == gates | applies | {"close_request"}, dag_id
 
 
 def test_nothing_heavy_at_parse_time(parsed):

@@ -132,7 +132,7 @@ def _presented(broker, record, gate: str = "approve_skip", at: int = 0, approver
 def test_record_is_written_once_per_attempt(tmp_path: Path):
     from types import SimpleNamespace
 
-    from airflow_glue.record import record_request
+    from airflow_glue.closing_record import close_request
     from core.broker import Broker
 
     config, seeded, record = _record(tmp_path)
@@ -142,7 +142,7 @@ def test_record_is_written_once_per_attempt(tmp_path: Path):
     gates = ("approve_skip", "approve_skip_2")
     with Broker(config) as broker:
         _presented(broker, record)
-        unanswered = record_request(broker, run, record, gates)
+        unanswered = close_request(broker, run, record, gates)
         assert unanswered["outcome"] == "not-approved"
         assert unanswered["answers"] == [
             {"gate": "approve_skip", "chosen": None, "by": None, "at": None}
@@ -151,8 +151,8 @@ def test_record_is_written_once_per_attempt(tmp_path: Path):
         broker.record_approval_answer(
             run.dag_id, run.run_id, "approve_skip", 1, ["Reject"], "bob", at
         )
-        first = record_request(broker, run, record, gates)
-        again = record_request(broker, run, record, gates)
+        first = close_request(broker, run, record, gates)
+        again = close_request(broker, run, record, gates)
     assert first == again
     assert first["outcome"] == "rejected"
     assert (
@@ -166,7 +166,7 @@ def test_the_closing_record_lists_only_answers_to_its_own_plan(tmp_path: Path):
     the answer given to the first one is not an answer to it."""
     from types import SimpleNamespace
 
-    from airflow_glue.record import record_request
+    from airflow_glue.closing_record import close_request
     from core.broker import Broker
     from core.gating import Caller, Run, SkipMessages
     from tests.dags.conftest import SUBSCRIPTION
@@ -187,7 +187,7 @@ def test_the_closing_record_lists_only_answers_to_its_own_plan(tmp_path: Path):
             "skip-messages", Caller("alice", "alice"), ask, Run(run.dag_id, run.run_id)
         )
         assert broker.current_plan_record("alice", run.dag_id, run.run_id) == second
-        closing = record_request(broker, run, second, ("approve_skip",))
+        closing = close_request(broker, run, second, ("approve_skip",))
     assert closing["planDigest"] == second.digest
     assert closing["answers"] == [] and closing["outcome"] == "not-approved"
 

@@ -41,7 +41,7 @@ def grouped(n: int) -> str:
 
 def record_history(config: Any, topic: str, at_ms: int, run_id: str) -> None:
     """What the audit DAG's record step stores for one run: exact counts per subscription."""
-    from airflow_glue.audit import samples_from
+    from airflow_glue.backlog_audit import samples_from
     from core.analysis.backlog import TopicAnalysis
     from core.broker import Broker
 

@@ -63,6 +63,7 @@ def owner(name: str) -> str:
 
 def test_the_public_names_stay_importable() -> None:
     assert sorted(core.broker.__all__) == [
+        "AuditRecord",
         "BacklogProjection",
         "Broker",
         "BrokerContext",

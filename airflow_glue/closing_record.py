@@ -12,24 +12,13 @@ applied nothing. Nothing in it comes from an XCom or from Airflow's API.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from core.skipping.plan_record import SKIP
 
 if TYPE_CHECKING:
-    from core.broker import Broker
+    from core.broker import AuditRecord, Broker
     from core.skipping.plan_record import PlanRecord
-
-
-class AuditRecord(Protocol):
-    """What this module reads of an audit record (``Broker.audit_log``'s items)."""
-
-    @property
-    def id(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def detail(self) -> Mapping[str, Any]: ...
 
 
 def request_kind(operation: str) -> str:
@@ -138,7 +127,7 @@ def _per_partition(record: PlanRecord, latest: AuditRecord | None) -> dict[str, 
     return out
 
 
-def record_request(
+def close_request(
     broker: Broker, dag_run: Any, record: PlanRecord, gates: Sequence[str]
 ) -> dict[str, Any]:
     """Write the record of this attempt; return it with the outcome and the plain sentence."""
