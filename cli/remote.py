@@ -37,6 +37,7 @@ from core.errors import (
     StoreError,
     SubscriptionBusyError,
 )
+from core.header_text import header_value
 
 TIMEOUT_S = 60.0
 
@@ -287,9 +288,9 @@ def _gated(
     namespace requires approval, its workflow started as this user (202)."""
     headers = {}
     if getattr(args, "reason", None):
-        headers["X-Cursorops-Reason"] = args.reason
+        headers["X-Cursorops-Reason"] = header_value(args.reason)
     if getattr(args, "ticket", None):
-        headers["X-Cursorops-Ticket"] = args.ticket
+        headers["X-Cursorops-Ticket"] = header_value(args.ticket)
     status, answer = remote.exchange(
         method, path, expect=(200, 202, 204), headers=headers, **kwargs
     )

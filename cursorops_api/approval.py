@@ -15,13 +15,15 @@ from fastapi import Depends, Header, Query
 from fastapi.responses import JSONResponse
 
 from core.gating import Pending
+from core.header_text import header_text
 from cursorops_api.runs import triggered
 
 
 @dataclass(frozen=True)
 class ApprovalText:
     """Why the caller asks, and their change ticket: ``X-Cursorops-Reason`` and
-    ``X-Cursorops-Ticket`` headers, or the ``reason`` and ``ticket`` query parameters."""
+    ``X-Cursorops-Ticket`` headers (RFC 8187 ``UTF-8''...`` values for text beyond ASCII:
+    :mod:`core.header_text`), or the ``reason`` and ``ticket`` query parameters."""
 
     reason: str
     ticket: str | None
@@ -33,10 +35,11 @@ async def approval_text(  # async: no thread-pool hop for a few strings
     x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
     x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
 ) -> ApprovalText:
-    return ApprovalText(
-        (x_cursorops_reason or reason or "").strip(),
-        (x_cursorops_ticket or ticket or "").strip() or None,
-    )
+    if x_cursorops_reason:
+        reason = header_text(x_cursorops_reason, "X-Cursorops-Reason")
+    if x_cursorops_ticket:
+        ticket = header_text(x_cursorops_ticket, "X-Cursorops-Ticket")
+    return ApprovalText((reason or "").strip(), (ticket or "").strip() or None)
 
 
 ApprovalTextDep = Annotated[ApprovalText, Depends(approval_text)]

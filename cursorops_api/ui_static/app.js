@@ -16,6 +16,8 @@ function esc(text) {
     ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 }
 const seg = (s) => encodeURIComponent(s);
+// Text in any script as a header value: RFC 8187's UTF-8'' form (core/header_text.py).
+const headerText = (s) => "UTF-8''" + encodeURIComponent(s);
 const num = (n) => fmt.format(n);
 
 function utc(ms) {
@@ -219,7 +221,7 @@ async function requestSkip(path, sub, request, button) {
   try {
     const response = await fetch(`${path}/subscription/${seg(sub)}/skipByMessageIds`, {
       method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-Cursorops-Reason": reason },
+      headers: { "Content-Type": "application/json", "X-Cursorops-Reason": headerText(reason) },
       body: JSON.stringify({ type: "messageId", messageIds: ids }),
     });
     const body = await response.json().catch(() => ({}));
@@ -285,7 +287,7 @@ async function requestUndo(path, button) {
   try {
     const response = await fetch(
       `${path}/subscription/${seg(button.dataset.subscription)}/undoSkip/${seg(button.dataset.skipId)}`,
-      { method: "POST", credentials: "same-origin", headers: { "X-Cursorops-Reason": reason } });
+      { method: "POST", credentials: "same-origin", headers: { "X-Cursorops-Reason": headerText(reason) } });
     const body = await response.json().catch(() => ({}));
     if (response.status === 202) {
       out.innerHTML = `waiting for approval: <a href="${esc(body.url)}">run ${esc(body.runId)}</a>`;

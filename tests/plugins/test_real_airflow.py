@@ -10,6 +10,7 @@ import pytest
 
 from core.broker import Broker
 from core.config import Config
+from core.header_text import header_value
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SUBSCRIPTION, label, seed_topic
 from tests.plugins.conftest import PREFIX, rest_path
@@ -17,6 +18,9 @@ from tests.plugins.conftest import PREFIX, rest_path
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 SKIP_DAG = "cursorops_skip_messages"
+REASON = "Rückbuchung für Kunde 顧客の返金 🧾"
+TICKET = "OPS\u20119"
+"""A ticket with a non-breaking hyphen: neither fits an HTTP header as it is."""
 
 
 def _runs(airflow: Airflow) -> int:
@@ -65,8 +69,13 @@ def test_a_skip_where_approval_is_required_triggers_the_workflow_as_the_caller(
     assert refused.status_code == 400 and "reason" in refused.json()
     assert _runs(airflow) == runs_before
 
+    # Text beyond Latin-1 travels as RFC 8187 values, as the CLI and the Cursors page send it.
     answer = skip(
-        [chosen.to_base64()], **{"X-Cursorops-Reason": "poison pill", "X-Cursorops-Ticket": "OPS-9"}
+        [chosen.to_base64()],
+        **{
+            "X-Cursorops-Reason": header_value(REASON),
+            "X-Cursorops-Ticket": header_value(TICKET),
+        },
     )
     assert answer.status_code == 202, answer.text
     body = answer.json()
@@ -83,7 +92,7 @@ def test_a_skip_where_approval_is_required_triggers_the_workflow_as_the_caller(
     with Broker(cursorops_home) as broker:
         [record] = broker.waiting_plan_records("admin", seeded.topic)
     assert record.digest == body["planDigest"] and record.binding.run_id == body["runId"]
-    assert record.document["reason"] == "poison pill" and record.document["ticket"] == "OPS-9"
+    assert record.document["reason"] == REASON and record.document["ticket"] == TICKET
     # The workflow waits for a second person; nothing is acknowledged.
     airflow.wait_parked(SKIP_DAG, body["runId"], "approve_skip")
     assert seeded.unacknowledged() == before
@@ -184,7 +193,9 @@ def test_the_cli_logged_in_acts_as_its_user_through_rest(
         "--messageId-triplet",
         chosen.triplet(),
         "--reason",
-        "poison pill",
+        REASON,
+        "--ticket",
+        TICKET,
         **token,
     )
     assert skip.returncode == 0, skip.stderr
@@ -192,6 +203,11 @@ def test_the_cli_logged_in_acts_as_its_user_through_rest(
     run = skip.stdout.split("Run ", 1)[1].split(" of ", 1)[0]
     assert airflow.dag_run(SKIP_DAG, run)["triggering_user_name"] == "alice"
     airflow.wait_parked(SKIP_DAG, run, "approve_skip")
+    with Broker(cursorops_home) as broker:
+        [record] = [
+            r for r in broker.waiting_plan_records("admin", seeded.topic) if r.binding.run_id == run
+        ]
+    assert record.document["reason"] == REASON and record.document["ticket"] == TICKET
     assert seeded.unacknowledged() == before
 
 

@@ -247,7 +247,10 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
 
             # The direct skip's row offers an undo; it asks why, and its messages come back.
             direct_row = page.locator("[data-testid=audit-row]").filter(has_text="skip via rest")
-            page.once("dialog", lambda dialog: dialog.accept("skipped the wrong orders"))
+            # A reason beyond Latin-1: the button sends it as an RFC 8187 header value.
+            page.once(
+                "dialog", lambda dialog: dialog.accept("falsche Bestellungen übersprungen 顧客 🧾")
+            )
             direct_row.locator("[data-testid=undo-skip]").click()
             direct_row.get_by_text(f"undone: {len(direct)} message(s) delivered again").wait_for()
             again = rest(airflow, "admin", "GET", f"{sub_path}/analyzeBacklog").json()
