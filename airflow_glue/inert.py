@@ -11,25 +11,25 @@ out of its table cell, or reorder what follows it (bidirectional controls).
 - every ASCII punctuation character is backslash-escaped (CommonMark allows it
   for all of them), so no ``<``, ``*``, ``|``, `````, ``[`` or ``&`` is markup;
 - line breaks and every other control or format character (bidi overrides,
-  zero-width characters) are spelled out as their code point, e.g. a right-to-left
-  override reads ``\\u{202E}`` (escaped in turn);
+  zero-width characters: :mod:`core.legible`'s rule) are spelled out as their
+  code point, e.g. a right-to-left override reads ``\\u{202E}`` (escaped in turn);
 - the result is cut at a length, with the cut said.
 """
 
 from __future__ import annotations
 
 import string
-import unicodedata
+
+from core.legible import is_hidden
 
 _PUNCTUATION = frozenset(string.punctuation)
-_HIDDEN = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
 MAX_CHARS = 500
 
 
 def _visible(char: str) -> str:
     if char in _PUNCTUATION:
         return "\\" + char
-    if unicodedata.category(char) in _HIDDEN:
+    if is_hidden(char):  # core.legible's rule, its braces escaped for Markdown
         return "\\\\u\\{" + f"{ord(char):04X}" + "\\}"
     return char
 

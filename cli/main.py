@@ -25,6 +25,7 @@ import cli.blas_threads  # noqa: F401  (before anything imports numpy)
 from cli import output, values
 from core.errors import CursorOpsError
 from core.exit_codes import EXIT_CODES, EXIT_UNEXPECTED, exit_code
+from core.legible import legible
 
 if TYPE_CHECKING:
     from cli import daemon as daemon_module
@@ -1433,7 +1434,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def report_error(message: str) -> None:
     """One line on stderr, whatever the message holds (newlines, undecodable bytes)."""
-    line = " ".join(message.split())
+    line = legible(" ".join(message.split()))
     line = line.encode("utf-8", "backslashreplace").decode("utf-8")
     print(f"error: {line}", file=sys.stderr)
 
@@ -1474,7 +1475,7 @@ def run(args: argparse.Namespace) -> int:
             output.emit_json(result.document, ctx.out)
         else:
             for line in result.lines:
-                print(line, file=ctx.out)
+                print(legible(line), file=ctx.out)
         ctx.out.flush()
     except BrokenPipeError:
         _silence_stdout()

@@ -218,11 +218,12 @@ def _align(table: list[list[str]]) -> list[str]:
 
 def open_request_lines(requests: list[dict[str, Any]]) -> list[str]:
     """Requests planned and never closed: each with the plan digest its approvers saw."""
-    lines = [
-        f"{format_time(r['plannedAtMs'])}  {r['operation']}  {r['subscription']}  "
-        f"asked by {r['requester']}  run {r['runId']} of {r['dagId']}  "
-        + ("APPLIED, not closed" if r["applied"] else "not applied")
-        + f"\n  plan {r['planDigest']}"
-        for r in requests
-    ]
+    lines = []
+    for r in requests:
+        lines.append(
+            f"{format_time(r['plannedAtMs'])}  {r['operation']}  {r['subscription']}  "
+            f"asked by {r['requester']}  run {r['runId']} of {r['dagId']}  "
+            + ("APPLIED, not closed" if r["applied"] else "not applied")
+        )
+        lines.append(f"  plan {r['planDigest']}")
     return lines or ["No open requests"]

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -200,3 +201,41 @@ def test_a_history_limit_beyond_any_store_is_a_clear_error(tmp_path) -> None:  #
 
     code = main(["--home", str(tmp_path), "audit", "history", "a/b/c", "--limit", "9" * 23])
     assert code == 2
+
+
+def test_text_output_spells_out_what_would_reorder_hide_or_forge_a_line(tmp_path: Path) -> None:
+    """A right-to-left override in a key or a subscription name, a zero-width space in a
+    property and a newline in a payload are printed as their code points: one line per
+    message, every other character (any script) as written; JSON keeps the exact text."""
+    topic, sub = "acme/ops/legible", "**APPROVED** | \u202eevil"
+    for args in (
+        ["tenants", "create", "acme"],
+        ["namespaces", "create", "acme/ops"],
+        ["topics", "create", topic],
+        ["topics", "create-subscription", topic, "-s", sub, "-m", "earliest"],
+        ["produce", topic, "-m", "Grüße 顧客\nFORGED line", "-k", "inv\u202egnp.exe"],
+        ["produce", topic, "-m", "two", "-p", "note=a\u200bb"],
+    ):
+        assert run(tmp_path, *args).returncode == 0
+    peek = run(tmp_path, "topics", "peek-messages", topic, "-s", sub, "-n", "2")
+    assert peek.returncode == 0, peek.stderr
+    text = peek.stdout.decode("utf-8")
+    assert len(text.splitlines()) == 2, text
+    assert "key=inv\\u{202E}gnp.exe" in text and "note=a\\u{200B}b" in text
+    assert "payload=Grüße 顧客\\u{000A}FORGED line" in text
+    listed = run(tmp_path, "topics", "subscriptions", topic).stdout.decode("utf-8")
+    assert "**APPROVED** | \\u{202E}evil" in listed
+    for shown in (text, listed):
+        assert not any(unicodedata.category(c) in {"Cc", "Cf"} for c in shown.replace("\n", ""))
+    exact = json.loads(
+        run(tmp_path, "-o", "json", "topics", "peek-messages", topic, "-s", sub).stdout
+    )
+    assert (
+        exact[0]["key"] == "inv\u202egnp.exe" and exact[0]["payload"] == "Grüße 顧客\nFORGED line"
+    )
+
+
+def test_an_error_names_a_hostile_value_legibly(tmp_path: Path) -> None:
+    result = run(tmp_path, "topics", "stats", "acme/ops/no\u202eexist")
+    line = one_error_line(result)
+    assert "\u202e" not in line and "no\\u202eexist" in line
