@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_glue.inert import inert
 from core.durations import format_time_ms
 from core.gating.operation import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, UNSUBSCRIBE
+from core.legible import legible
 
 if TYPE_CHECKING:
     from core.broker import Broker
@@ -78,24 +79,17 @@ TITLES = {
 
 
 def subject(record: PlanRecord, ordinal: int = 1) -> str:
-    """The approval's title: messages counted as messages (a whole batch counts its size)."""
-    b = record.binding
-    if record.operation != SKIP:
-        head = (
-            f"{TITLES.get(record.operation, record.operation)}: {record.messages} message(s) "
-            f"on {record.topic} / {record.subscription} (asked by {b.requester})"
-        )
-        if record.required_approvals > 1:
-            head += f": approval {ordinal} of {record.required_approvals}"
-        return head
-    ids = len(record.skip_plan())
-    head = (
-        f"Skip {record.messages} message(s) ({ids} id(s)) on {record.topic} / "
-        f"{record.subscription} (asked by {b.requester})"
-    )
+    """The approval's title: messages counted as messages (a whole batch counts its size).
+    Plain text, not Markdown: the names in it are made legible (:mod:`core.legible`), so a
+    bidirectional control in a subscription's name cannot reorder the title."""
+    if record.operation == SKIP:
+        what = f"Skip {record.messages} message(s) ({len(record.skip_plan())} id(s))"
+    else:
+        what = f"{TITLES.get(record.operation, record.operation)}: {record.messages} message(s)"
+    head = f"{what} on {record.topic} / {record.subscription} (asked by {record.binding.requester})"
     if record.required_approvals > 1:
         head += f": approval {ordinal} of {record.required_approvals}"
-    return head
+    return legible(head)
 
 
 def _head_text(head: Mapping[str, Any]) -> str:

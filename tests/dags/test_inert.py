@@ -160,3 +160,32 @@ def test_a_plan_document_with_a_lone_surrogate_is_refused_clearly(field: str) ->
             required_approvals=1,
             created_at_ms=1,
         )
+
+
+@given(name=HOSTILE.filter(is_unicode))
+@settings(max_examples=60, deadline=None)
+def test_the_approval_subject_shows_a_hostile_subscription_name_legibly(name: str) -> None:
+    """The subject is plain text on Airflow's page and in its Required Actions list: a
+    subscription name with a bidirectional control or a newline cannot reorder it or add a
+    line, and every other character reads as written."""
+    import unicodedata
+
+    from airflow_glue.plan import subject
+    from core.legible import HIDDEN, legible
+    from core.resetting.reset_plan import PartitionReset, ResetPlan
+    from core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
+
+    topic = "persistent://acme/ops/t"
+    plan = ResetPlan(
+        topic, name, (PartitionReset(topic, Position(1, 0), Position(1, 4), 3, 8),), 1, None
+    )
+    record = PlanRecord.create(
+        PlanBinding("d", "r", "ann", "ann", RESET_CURSOR),
+        plan,
+        {},
+        required_approvals=2,
+        created_at_ms=1,
+    )
+    title = subject(record, 2)
+    assert not any(unicodedata.category(c) in HIDDEN for c in title)
+    assert f" / {legible(name)} (asked by ann): approval 2 of 2" in title
