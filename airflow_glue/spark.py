@@ -122,7 +122,10 @@ def run_on_connect(app: str, args: Sequence[str], remote: str) -> None:
     """
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-    code = job_main(app)([*args, "--remote", remote])
+    from spark_apps.session import hosted_logging
+
+    with hosted_logging():
+        code = job_main(app)([*args, "--remote", remote])
     if code == 0:
         return
     message = f"spark_apps/{Path(app).stem}.py exited with {code} on {remote}: see the log above"

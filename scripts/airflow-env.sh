@@ -82,6 +82,7 @@ spark_connect_start() {
         VENV="$venv" SPARK_CONNECT_PORT="$spark_connect_port" \
             "$repo/scripts/spark-connect-up.sh" >"$log" 2>&1 &
         spark_connect_pid=$!
+        echo "$spark_connect_pid" >"$AIRFLOW_HOME/spark-connect.pid"
         echo "Spark Connect: starting a server on 127.0.0.1:$spark_connect_port (log $log)"
     fi
     export AIRFLOW_CONN_SPARK_CONNECT_DEFAULT="{\"conn_type\":\"spark_connect\",\"host\":\"127.0.0.1\",\"port\":$spark_connect_port}"
@@ -117,6 +118,7 @@ spark_connect_stop() {
     rm -f "$AIRFLOW_HOME/spark-connect.ready"
     kill -TERM "$spark_connect_pid" 2>/dev/null || true
     stop_within 20 "$spark_connect_pid" || true
+    rm -f "$AIRFLOW_HOME/spark-connect.pid"
     spark_connect_pid=""
 }
 
@@ -128,7 +130,8 @@ airflow_warm_pid=""
 airflow_warm_start() {
     rm -f "$AIRFLOW_HOME/airflow.ready"
     "$venv/bin/python" -c '
-import pathlib, sys, time, urllib.error, urllib.request
+import os, pathlib, sys, time, urllib.error, urllib.request
+launcher = os.getppid()
 base = "http://127.0.0.1:" + sys.argv[1]
 def get(path):
     try:
@@ -139,6 +142,8 @@ def get(path):
     except OSError:
         return None
 while get("/api/v2/monitor/health") != 200:
+    if os.getppid() != launcher:
+        sys.exit("Airflow: the launcher is gone; no warm-up")
     time.sleep(0.5)
 started = time.monotonic()
 status = get("/execution/health")

@@ -237,14 +237,36 @@ def session_scope(
             session.stop()
 
 
+_hosted = False
+"""Whether jobs run inside a host that logs (:func:`hosted_logging`)."""
+
+
+@contextmanager
+def hosted_logging() -> Iterator[None]:
+    """Run jobs in this process with their lines handed to the host's logging (an Airflow
+    task on Spark Connect) at their own level, instead of written to stderr, which Airflow
+    records as errors."""
+    global _hosted
+    _hosted = True
+    try:
+        yield
+    finally:
+        _hosted = False
+
+
 def job_logger(name: str) -> logging.Logger:
-    """A logger writing one line per step to stderr (the job's log)."""
+    """A logger writing one line per step: to stderr (the job's log), or, inside
+    :func:`hosted_logging`, to the host's handlers at the line's level."""
     logger = logging.getLogger(name)
-    if not logger.handlers:
+    logger.setLevel(logging.INFO)
+    for handler in [h for h in logger.handlers if isinstance(h, _StderrHandler)]:
+        logger.removeHandler(handler)
+    if _hosted:
+        logger.propagate = True
+    else:
         handler = _StderrHandler()
         handler.setFormatter(logging.Formatter(LOG_FORMAT))
         logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
         logger.propagate = False
     return logger
 

@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,26 @@ def _venv(root: Path) -> Path:
     return bin_dir.parent
 
 
+STUCK = """
+import signal, time
+signal.signal(signal.SIGINT, lambda *_: None)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def _group_running(group: int) -> bool:
+    """Whether a process of ``group`` runs: an orphan's zombie waits for init to reap it."""
+    states = subprocess.run(
+        ["ps", "-e", "-o", "pgid=", "-o", "stat="], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    return any(
+        fields[0] == str(group) and not fields[1].startswith("Z")
+        for fields in (line.split() for line in states)
+        if len(fields) == 2
+    )
+
+
 def _group_alive(group: int) -> bool:
     try:
         os.killpg(group, 0)
@@ -81,7 +102,13 @@ def _group_alive(group: int) -> bool:
     return True
 
 
-def _start(tmp_path: Path, **extra: str) -> tuple[subprocess.Popen[bytes], Path, int]:
+def ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _start(
+    tmp_path: Path, preexec_fn: Callable[[], None] = default_sigint, **extra: str
+) -> tuple[subprocess.Popen[bytes], Path, int]:
     venv = _venv(tmp_path)
     home = tmp_path / "airflow"
     port = free_port()
@@ -101,7 +128,7 @@ def _start(tmp_path: Path, **extra: str) -> tuple[subprocess.Popen[bytes], Path,
         stdout=(tmp_path / "launcher.log").open("wb"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=default_sigint,
+        preexec_fn=preexec_fn,
     )
     deadline = time.monotonic() + 60
     while not (home / "spark-connect.ready").exists() or not (home / "connection").exists():
@@ -145,6 +172,81 @@ def test_airflow_down_stops_everything(tmp_path: Path) -> None:
     _stopped(launcher, home, group, port)
     said, _ = down.communicate(timeout=60)
     assert down.returncode == 0 and "stopped" in said, said
+
+
+def test_airflow_down_ends_what_a_killed_launcher_left(tmp_path: Path) -> None:
+    """A launcher killed with SIGKILL stops nothing: airflow-down.sh ends standalone's group
+    and the Spark Connect server from the pid files the launcher wrote."""
+    launcher, home, port = _start(tmp_path)
+    group = int((home / "standalone.group").read_text())
+    launcher.kill()
+    launcher.wait(timeout=10)
+    assert _group_alive(group)
+    down = subprocess.run(
+        ["bash", str(REPO / "scripts" / "airflow-down.sh"), str(home)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert down.returncode == 0 and "stopped (forced)" in down.stdout, down
+    assert "is gone but left processes behind" in down.stderr
+    assert not _group_running(group)
+    with socket.socket() as probe, pytest.raises(OSError):
+        probe.connect(("127.0.0.1", port))
+    assert not (home / "standalone.pid").exists() and not (home / "spark-connect.pid").exists()
+    again = subprocess.run(
+        ["bash", str(REPO / "scripts" / "airflow-down.sh"), str(home)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.returncode == 1 and "not started by airflow-up.sh" in again.stderr
+
+
+def test_airflow_down_stops_a_launcher_started_with_sigint_ignored(tmp_path: Path) -> None:
+    """`make up &` from a script starts the launcher with SIGINT ignored, which a shell
+    cannot trap: airflow-down.sh sees it and sends SIGTERM, on which the launcher stops
+    standalone (one SIGINT) and the server as Ctrl-C would."""
+    launcher, home, port = _start(tmp_path, preexec_fn=ignore_sigint)
+    group = int((home / "standalone.group").read_text())
+    down = subprocess.Popen(
+        ["bash", str(REPO / "scripts" / "airflow-down.sh"), str(home)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _stopped(launcher, home, group, port)
+    said, complaint = down.communicate(timeout=60)
+    assert down.returncode == 0 and said == "stopped\n", (said, complaint)
+    assert "ignores SIGINT" in complaint
+
+
+def test_a_launcher_that_does_not_stop_on_sigint_gets_sigterm(tmp_path: Path) -> None:
+    """A launcher still up AIRFLOW_DOWN_SECONDS after its SIGINT gets SIGTERM."""
+    launcher, home, port = _start(tmp_path)
+    group = int((home / "standalone.group").read_text())
+    stuck = subprocess.Popen(  # stands in for the launcher: takes SIGINT, does nothing
+        [sys.executable, "-c", STUCK], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert stuck.stdout is not None and stuck.stdout.readline() == "ready\n"
+        (home / "standalone.pid").write_text(str(stuck.pid))
+        down = subprocess.run(
+            ["bash", str(REPO / "scripts" / "airflow-down.sh"), str(home)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "AIRFLOW_DOWN_SECONDS": "1"},
+        )
+        assert down.returncode == 0 and "stopped (forced)" in down.stdout, down
+        assert "still running after 1 s: SIGTERM" in down.stderr
+        assert stuck.wait(timeout=10) == -signal.SIGTERM
+        assert not _group_running(group)
+    finally:
+        stuck.kill()
+        stuck.wait()
+        os.killpg(launcher.pid, signal.SIGINT)
+        launcher.wait(timeout=60)
 
 
 def test_a_running_server_is_reused_and_left_running(tmp_path: Path) -> None:

@@ -383,14 +383,23 @@ def _connection(port: int) -> str:
 
 
 _TASKS = """
+import logging
+
 from airflow_glue.spark import spark_job
 
+lines = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        if record.name.startswith("cursorops."):
+            lines.append((record.levelname, record.getMessage()))
+logging.getLogger().addHandler(Keep())
 spark_job("analyze_backlog", "analyze_backlog", [*home, topic, "--output", output]).execute({})
 try:
     spark_job("analyze_backlog", "analyze_backlog", [*home, topic + "-missing"]).execute({})
-    result = None
+    missing = None
 except Exception as exc:
-    result = (f"{type(exc).__module__}.{type(exc).__name__}", str(exc))
+    missing = (f"{type(exc).__module__}.{type(exc).__name__}", str(exc))
+result = (missing, lines)
 """
 
 
@@ -405,16 +414,20 @@ def test_a_dag_spark_task_runs_on_connect_when_the_connection_exists(
         # spark-submit would fail on this master: only the Connect path can answer.
         "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "spark://127.0.0.1:9"}',
     }
-    missing = _result(
-        _in_client(
-            tmp_path,
-            _TASKS,
-            env,
-            home=["--home", str(topic.config.home)],
-            topic=TOPIC,
-            output=str(output),
-        )
+    outcome = _in_client(
+        tmp_path,
+        _TASKS,
+        env,
+        home=["--home", str(topic.config.home)],
+        topic=TOPIC,
+        output=str(output),
     )
+    missing, lines = _result(outcome)
+    # The job's lines reach the host's logging at their own level (Airflow records what a
+    # task writes to stderr as errors), and none is written to stderr.
+    assert lines and {level for level, _ in lines} <= {"INFO", "WARNING", "ERROR"}
+    assert any(level == "INFO" for level, _ in lines)
+    assert not [text for _, text in lines if text in outcome[-1]], outcome[-1][-2000:]
     rows = json.loads(output.read_text())["partitions"]
     assert [(r["topicPartition"], r["subscription"], r["entries"], r["messages"])
             for r in rows] == [(a.topic_partition, a.subscription, a.result.entries,
