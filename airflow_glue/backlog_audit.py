@@ -144,7 +144,11 @@ def radar_summary(report: Mapping[str, Any], path: Path) -> dict[str, Any]:
 
 
 def radar_lines(report: Mapping[str, Any]) -> list[str]:
-    """The task log's lines: each finding, and the command that requests its skip."""
+    """The task log's lines: each finding, and the command that requests its skip. Keys are
+    masked to their size: every reader of the DAG may open its task logs
+    (:mod:`core.content`); the run's radar.json keeps them."""
+    from core.content import masked_value
+
     lines = [
         f"Poison-pill radar {json.dumps(report['limits'])}: {report['stuck']} stuck message(s) "
         f"in {len(report['findings'])} of {report['subscriptions']} subscription(s)"
@@ -155,7 +159,8 @@ def radar_lines(report: Mapping[str, Any]) -> list[str]:
             f"({f['redelivered']} redelivered, {f['behindAcks']} behind acknowledgements)"
         )
         lines += [
-            f"  {m['messageId']} partition {m['partition']} key {m['key']} "
+            f"  {m['messageId']} partition {m['partition']} "
+            f"key {masked_value('key', m['key']) or '-'} "
             f"redelivered {m['redeliveryCount']}x age {m['ageSeconds']} s"
             for m in f["listed"]
         ]

@@ -1,6 +1,7 @@
 """The approval gates: unmapped ``ApprovalOperator``s before every apply task, one per approver.
 
-A gate renders its text from the run's plan record in the metadata store: the
+A gate renders its text from the run's plan record in the metadata store (message
+content masked, whatever the operation: every reader of the DAG may open it): the
 one the run's ``plan_digest`` names, which the first gate refuses unless it is
 bound to this very run and its requester (:func:`airflow_glue.steps.run_plan_record`),
 never from an XCom, which any Airflow user with edit rights may overwrite; and
@@ -226,7 +227,7 @@ class FourEyesApprovalOperator(ApprovalOperator):
             self.assigned_users = [{"id": user, "name": user} for user in approvers]
             self.subject = subject(record, self.ordinal)
             self.body = (
-                f"{preview_markdown(record, payloads=False)}\n\n"
+                f"{preview_markdown(record, content=False)}\n\n"
                 f"**Approvers:** {', '.join(approvers)} (the requester {requester} may not "
                 "approve"
                 + (f", nor {', '.join(earlier)}, who approved already" if earlier else "")

@@ -10,9 +10,11 @@ record by the run.
 
 Every piece of text the approver reads that someone else wrote (reason,
 ticket, predicate, names, keys, properties, payloads) goes through
-:func:`airflow_glue.inert.inert`. Payload excerpts are kept in the record but
-shown only where the reader's role may peek (the Cursors page); Airflow's
-approval page, which any Airflow user may open, shows them masked.
+:func:`airflow_glue.inert.inert`. Message content (keys, properties, payload
+excerpts, a predicate's content conditions: :mod:`core.content`) is kept in the
+record but shown only to a reader whose role may peek on the plan's topics (the
+Cursors page); everyone else reads its size or count. Airflow's approval page,
+which every reader of the DAG may open, always shows it masked.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_glue.inert import inert
+from core.content import NOT_SHOWN, shown
 from core.durations import format_time_ms
 from core.gating.operation import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, UNSUBSCRIBE
 from core.legible import legible
@@ -33,7 +36,6 @@ if TYPE_CHECKING:
 
 PREVIEW_ROWS = 50
 """Rows a preview table lists; the rest are counted."""
-MASKED = "masked (peek permission needed: see the Cursors page)"
 
 
 def plan_in_run(
@@ -102,17 +104,29 @@ def _head_text(head: Mapping[str, Any]) -> str:
     )
 
 
-def preview_markdown(record: PlanRecord, *, payloads: bool) -> str:
+def _pairs(properties: object) -> object:
+    """A message's properties as ``name=value, ...``; a masked count as it is."""
+    if isinstance(properties, Mapping):
+        return ", ".join(f"{k}={v}" for k, v in sorted(properties.items()))
+    return properties
+
+
+def _noted(markdown: str, content: bool) -> str:
+    return markdown if content else f"{markdown}\n\n{NOT_SHOWN}"
+
+
+def preview_markdown(record: PlanRecord, *, content: bool) -> str:
     """What the approver reads, rendered from the stored record only.
 
-    ``payloads``: show payload excerpts (only for a reader whose role may peek on the
-    topic); otherwise they are masked. Every text another person wrote is inert; topic
-    and partition names, which core validated (letters, digits, ``_ = : . -``), are
-    code spans.
+    ``content``: show keys, properties and payload excerpts (only for a reader whose role
+    may peek on the plan's topics, :meth:`core.broker.Broker.may_read_content`);
+    otherwise each says only its size or count (:func:`core.content.masked`). Every text
+    another person wrote is inert; topic and partition names, which core validated
+    (letters, digits, ``_ = : . -``), are code spans.
     """
     if record.operation != SKIP:
-        return _gated_markdown(record)
-    doc = record.document
+        return _noted(_gated_markdown(record, content), content)
+    doc = shown(record.document, content)
     b = doc["backlog"]
     binding = record.binding
     lines = [
@@ -150,21 +164,20 @@ def preview_markdown(record: PlanRecord, *, payloads: bool) -> str:
         ident = m["id"] + (f" (whole batch of {m['wholeBatchOf']})" if m["wholeBatchOf"] else "")
         if m["alreadyAcknowledged"]:
             ident += " (already acknowledged)"
-        payload = m["payload"] if payloads else f"{m.get('payloadSize', '?')} bytes, {MASKED}"
         cells = (
             ident,
             m["partition"].rsplit("-partition-", 1)[-1] if "-partition-" in m["partition"] else "",
             m["key"],
             m["publishTime"],
             m["deliverAt"],
-            ", ".join(f"{k}={v}" for k, v in sorted(m["properties"].items())),
-            payload,
+            _pairs(m["properties"]),
+            m["payload"],
         )
         lines.append("| " + " | ".join(_cell(v) for v in cells) + " |")
     hidden = doc["total"] - len(doc["messages"])
     if hidden > 0:
         lines.append(f"\n… and {hidden} more id(s), applied exactly as planned.")
-    return "\n".join(lines)
+    return _noted("\n".join(lines), content)
 
 
 SHOWN_ABOVE = frozenset({"topic", "subscription", "planId"})
@@ -195,12 +208,12 @@ def _readable(key: str, value: object) -> str:
     return "" if value is None else str(value)
 
 
-def _gated_markdown(record: PlanRecord) -> str:
+def _gated_markdown(record: PlanRecord, content: bool) -> str:
     """An operation other than skip: the request, then its plan's preview, every value
     inert (scalars as a list, lists of rows as tables of at most :data:`PREVIEW_ROWS`)."""
     doc = record.document
     binding = record.binding
-    preview = doc.get("preview") or {}
+    preview = shown(doc.get("preview") or {}, content)
     lines = [
         f"**Plan id:** `{record.digest}`",
         "",

@@ -13,6 +13,10 @@ The cursorops extensions (not Pulsar paths, tagged as such):
 - ``.../subscription/{sub}/backlogHistory``: the backlog audit DAG's rows;
 - ``.../auditLog``: the topic's audit records (skips, skip requests);
 - ``.../openRequests``: requests planned and never closed.
+
+Message content (keys, properties, payloads, a predicate's content conditions) is
+shown only to a caller whose role may peek on the topic (:mod:`core.content`); the
+others read its size or count (the radar needs consume, which may peek).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse
 
+from core.content import shown
 from cursorops_api.deps import BrokerDep, RoleDep
 from cursorops_api.paths import SUBSCRIPTION, TOPIC, base_of, topic_name
 from cursorops_api.topics import _ERRORS, Namespace, Subscription, Tenant, Topic
@@ -113,6 +118,7 @@ def audit_log(
     approved, the outcome) (cursorops extension)."""
     name = topic_name(tenant, namespace, topic)
     records = broker.audit_log(role, base_of(name), kind=kind, limit=limit)
+    content = broker.may_read_content(role, [base_of(name)])
     return [
         {
             "id": r.id,
@@ -121,7 +127,7 @@ def audit_log(
             "topic": r.topic,
             "subscription": r.subscription,
             "role": r.role,
-            "detail": r.detail,
+            "detail": shown(r.detail, content),
         }
         for r in records
     ]
@@ -135,7 +141,9 @@ def open_requests(
     waiting, or forced to a state, failed or abandoned before they closed; ``applied`` says
     whether the plan record was applied all the same (cursorops extension)."""
     name = topic_name(tenant, namespace, topic)
-    return [request.to_json() for request in broker.open_requests(role, base_of(name))]
+    found = broker.open_requests(role, base_of(name))
+    content = broker.may_read_content(role, [base_of(name)])
+    return [shown(request.to_json(), content) for request in found]
 
 
 @router.get("/planRecords/{dag_id}/{run_id}", responses=_ERRORS)
@@ -146,20 +154,15 @@ def plan_record(
     role: RoleDep,
 ) -> dict[str, Any]:
     """The current plan record of a workflow run, as the approver reads it: the same text as
-    the approval gate's, with payload excerpts only when the caller's role may peek on the
-    topic (cursorops extension)."""
+    the approval gate's, with keys, properties and payload excerpts only when the caller's
+    role may peek on every topic of the plan (cursorops extension)."""
     from airflow_glue.plan import preview_markdown, subject
-    from core.authz import Operation
-    from core.errors import NotAuthorizedError, NotFoundError
+    from core.errors import NotFoundError
 
     record = broker.current_plan_record(role, dag_id, run_id)
     if record is None:
         raise NotFoundError(f"Run {run_id} of {dag_id} has no plan record")
-    try:
-        broker.authorized_topic(role, Operation.PEEK_MESSAGES, record.topic)
-        payloads = True
-    except NotAuthorizedError:
-        payloads = False
+    content = broker.may_read_content(role, record.topics())
     return {
         "planDigest": record.digest,
         "topic": record.topic,
@@ -169,6 +172,6 @@ def plan_record(
         "requiredApprovals": record.required_approvals,
         "applied": record.applied_at_ms is not None,
         "subject": subject(record),
-        "preview": preview_markdown(record, payloads=payloads),
-        "payloadsShown": payloads,
+        "preview": preview_markdown(record, content=content),
+        "contentShown": content,
     }

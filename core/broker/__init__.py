@@ -167,6 +167,13 @@ class Broker:
     ) -> TopicInfo:
         return self.access.authorized_topic(role, operation, topic)
 
+    def may_read_content(self, role: str, topics: Iterable[str]) -> bool:
+        """Whether ``role`` may read the keys, properties and payloads of messages of every
+        one of ``topics`` (:func:`core.content.may_read`: PEEK_MESSAGES on each)."""
+        from core.content import may_read
+
+        return may_read(self.authorized_topic, role, topics)
+
     def create_tenant(self, role: str, tenant: str, admin_roles: Iterable[str] = ()) -> None:
         self.admin.create_tenant(role, tenant, admin_roles)
 

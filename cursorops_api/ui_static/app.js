@@ -371,13 +371,13 @@ async function listApprovals(target) {
         `<details class="preview" data-dag-id="${esc(ti.dag_id)}" data-run-id="${esc(ti.dag_run_id)}"><summary>Preview</summary>` +
         `<div class="md">${markdown(h.body || "")}</div></details></td></tr>`;
     }).join("")}</tbody></table>`;
-  // The same plan record, rendered by cursorops for this viewer: payload excerpts only where
-  // the viewer's role may peek on the topic (Airflow's page shows them masked to everyone).
+  // The same plan record, rendered by cursorops for this viewer: keys, properties and payload
+  // excerpts only where the viewer's role may peek on the topic (Airflow's page masks them).
   await Promise.all([...target.querySelectorAll("details.preview")].map(async (box) => {
     try {
       const plan = await getJson(`${BASE}/planRecords/${seg(box.dataset.dagId)}/${seg(box.dataset.runId)}`);
       box.querySelector(".md").innerHTML = markdown(plan.preview);
-      box.dataset.payloads = plan.payloadsShown ? "shown" : "masked";
+      box.dataset.payloads = plan.contentShown ? "shown" : "masked";
     } catch (error) { /* Airflow's own text stays */ }
   }));
 }

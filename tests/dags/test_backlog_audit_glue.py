@@ -197,6 +197,9 @@ def test_radar_report_lists_a_poison_pill_with_its_skip_request(home, tmp_path):
     assert len(json.dumps(summary)) < 1000
     logged = "\n".join(radar_lines(report))
     assert f"skip them: cursorops topics skip-messages {seeded.topic}" in logged
+    # Any reader of the DAG may open its task log: the key is there as its size only.
+    assert first.key not in logged
+    assert f"key {len(first.key.encode())} bytes, masked" in logged
 
 
 def test_bad_radar_thresholds_in_the_home_file_are_refused(tmp_path):

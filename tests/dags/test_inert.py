@@ -110,7 +110,7 @@ def test_a_gated_operations_preview_makes_no_element_of_what_others_wrote(
         required_approvals=1,
         created_at_ms=1,
     )
-    rendered = RENDERER.render(preview_markdown(record, payloads=False))
+    rendered = RENDERER.render(preview_markdown(record, content=True))
     tags = set(re.findall(r"</?([a-zA-Z][a-zA-Z0-9]*)", rendered))
     assert tags <= {
         "p",
