@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, HTTPException, Path, Response
+from fastapi import APIRouter, Body, HTTPException, Path, Query, Response
+from fastapi.responses import JSONResponse
 
+from core.broker.gated import Preview
 from core.gating import ClearBacklog, GatedArguments, Pending, SkipHead, SkipMessages, UndoSkip
 from core.skipping.skip_payload import parse_payload
 from cursorops_api.approval import ApprovalTextDep, waiting
@@ -68,6 +70,7 @@ def skip_by_message_ids(
     runs: RunsDep,
     body: Annotated[list[Any] | dict[str, Any], Body(json_schema_extra=SKIP_BODY_SCHEMA)],
     text: ApprovalTextDep,
+    preview: Annotated[bool, Query()] = False,
 ) -> Response:
     """Acknowledge exactly the given messages of a Shared or Key_Shared subscription.
 
@@ -76,6 +79,10 @@ def skip_by_message_ids(
     acknowledged: the skip is planned once and stored, its workflow started as the
     caller with the reason (``X-Cursorops-Reason`` or ``reason``, required there) and
     ticket, and the answer is 202 with the run.
+
+    ``preview=true`` (cursorops extension): 200 with the plan the request would apply or
+    send for approval (its counts, the exact backlog before and after per partition, the
+    ids) and whether it waits for an approval; nothing is changed or stored.
     """
     listed = body.get("messageIds") if isinstance(body, dict) else body
     if isinstance(listed, list) and len(listed) > MAX_SKIP_IDS:
@@ -90,12 +97,43 @@ def skip_by_message_ids(
         reason=text.reason,
         ticket=text.ticket,
     )
+    if preview:
+        return JSONResponse(
+            skip_preview(broker.preview_request("skip-messages", caller, arguments))
+        )
     with _skip_turns:
         result = broker.request("skip-messages", caller, arguments, runs)
     if isinstance(result, Pending):
         return waiting(result)
     # Pulsar answers 204 with no body: the skip id (what undoSkip takes) is a header.
     return Response(status_code=204, headers={SKIP_ID_HEADER: str(result.outcome["skipId"])})
+
+
+def skip_preview(preview: Preview) -> dict[str, Any]:
+    """A skip's preview as JSON: what it would acknowledge, with no message content (the
+    ids and counts only)."""
+    plan = preview.planned.plan
+    document = preview.planned.document
+    return {
+        "operation": "skip-messages",
+        "topic": plan.topic,
+        "subscription": plan.subscription,
+        "approvalRequired": preview.approval_required,
+        "planId": plan.plan_id,
+        "ids": len(plan),
+        "messages": plan.messages,
+        "alreadyAcknowledged": document["alreadyAcknowledged"],
+        "backlog": document["backlog"],
+        "messageIds": [
+            {
+                "messageId": item.message_id.triplet(),
+                "topicPartition": item.topic_partition,
+                "partition": item.partition,
+                "alreadyAcknowledged": item.already_acknowledged,
+            }
+            for item in plan.items
+        ],
+    }
 
 
 def _skip_head(

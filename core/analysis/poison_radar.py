@@ -8,11 +8,16 @@ is unacknowledged and either
   lease). The count is the dispatcher's, persisted with the pending message
   in the metadata store (:mod:`core.store.pending_runs`); a message nobody
   received yet counts 0. Or
-- **behind acknowledgements**: its partition has an acknowledged message at a
-  later position (consumers have moved past it) and it is at least
-  ``min_age_s`` old (now - publish time). Entries at or before mark-delete are
-  acknowledged by definition, so a message is behind when an individually
-  acknowledged entry or batch index follows it.
+- **behind acknowledgements**: a consumer acknowledged a later message of its
+  partition (consumers have moved past it) and it is at least ``min_age_s`` old
+  (now - publish time). Only consumers' acknowledgements count: the cursor's
+  consumer-ack mark, the highest message a consumer acknowledged, which the
+  dispatcher raises with each acknowledgement and nothing else does (a skip,
+  clear-backlog, undo or a redrive's acknowledgements leave it; a reset clears
+  it). Those acknowledge what an operator chose, not what consumers got past;
+  counted, every old message before a skipped one was listed. No mark known (a
+  cursor no consumer acknowledged on since it was created, reset or migrated):
+  nothing is behind.
 
 A chunked message is one message (:mod:`core.ids.chunked_messages`): found,
 counted and listed once, at its last chunk, where the backlog counts it and a
@@ -48,11 +53,10 @@ from urllib.parse import quote
 import numpy as np
 import numpy.typing as npt
 
-from core.acks import ack_set
 from core.acks.cursor import CursorState
 from core.analysis import backlog
 from core.errors import InvalidArgumentError
-from core.ids.position import Position, match_positions
+from core.ids.position import match_positions
 
 Ints = npt.NDArray[np.int64]
 Flags = npt.NDArray[np.bool_]
@@ -169,7 +173,8 @@ class StuckMessage:
     redelivered: bool
     """It met the redelivery criterion."""
     behind_acks: bool
-    """It met the age criterion: old, with a later message of its partition acknowledged."""
+    """It met the age criterion: old, with a later message of its partition acknowledged by
+    a consumer."""
     topic_partition: str = ""
     partition: int = -1
     key: str | None = None
@@ -228,6 +233,8 @@ class SubscriptionRadar:
     at_ms: int
     limits: RadarLimits
     result: RadarResult
+    approval_required: bool = False
+    """The topic's namespace requires approval of a skip: the request waits for one."""
 
     @property
     def skippable(self) -> bool:
@@ -258,6 +265,7 @@ class SubscriptionRadar:
             "behindAcks": self.result.behind_acks,
             "listed": [m.to_json() for m in listed],
             "skipRequest": request,
+            "approvalRequired": self.approval_required,
         }
 
     def lines(self) -> list[str]:
@@ -285,6 +293,8 @@ def scan_partition(
     now_ms: int,
     limits: RadarLimits,
     chunk_rest: npt.ArrayLike | None = None,
+    *,
+    consumer_ack: tuple[int, int, int] | None,
 ) -> RadarResult:
     """The stuck messages of one partition for one subscription's cursor ``state``.
 
@@ -296,6 +306,9 @@ def scan_partition(
     :func:`core.ids.chunked_messages.chunk_rest`): the chunks before a chunked
     message's last. The message is found, counted and listed once, at its last
     chunk, as the backlog counts it; the chunks before it are no finding.
+    ``consumer_ack``: the highest message (ledger, entry, batch index) a consumer
+    acknowledged on the partition (the cursor's consumer-ack mark), None when none is
+    known: then no message is behind acknowledgements.
     """
     ledger = np.asarray(ledger_ids, np.int64)
     entry = np.asarray(entry_ids, np.int64)
@@ -317,16 +330,18 @@ def scan_partition(
         if limits.min_age_s is not None
         else np.zeros(n, np.bool_)
     )
-    # The last acknowledged message: row ``last``, indexes below ``cut`` of it.
-    touched = np.flatnonzero(stored < np.maximum(size, 1))
-    last, cut = -1, -1
-    if touched.size:
-        last = int(touched[-1])
-        if stored[last]:
-            bits = state.batch_acks[Position(int(ledger[last]), int(entry[last]))]
-            cut = max(i for i in range(int(size[last])) if ack_set.is_acked(bits, i))
-    rows = np.arange(n)
-    behind_rows = (rows < last) & (unacked > 0) & old
+    # Behind the consumers' last acknowledgement: every row before its entry, and in the
+    # row of its entry (``last``, when stored) the indexes below its batch index ``cut``.
+    if consumer_ack is None:
+        before = np.zeros(n, np.bool_)
+        last, cut = -1, -1
+    else:
+        mark_ledger, mark_entry, cut = (int(v) for v in consumer_ack)
+        before = (ledger < mark_ledger) | ((ledger == mark_ledger) & (entry < mark_entry))
+        at = int(before.sum())
+        stored_mark = at < n and ledger[at] == mark_ledger and entry[at] == mark_entry
+        last = at if stored_mark else -1
+    behind_rows = before & (unacked > 0) & old
 
     # Pending messages still unacknowledged, at their row.
     p_row = match_positions(pending.ledger_id, pending.entry_id, ledger, entry)
@@ -340,7 +355,7 @@ def scan_partition(
         )
     p_row, p_index = p_row[live], p_index[live]
     p_count = np.asarray(pending.redelivery_count, np.int64)[live]
-    p_behind = old[p_row] & ((p_row < last) | ((p_row == last) & (p_index < cut)))
+    p_behind = old[p_row] & (before[p_row] | ((p_row == last) & (p_index < cut)))
     p_red = (
         p_count >= limits.min_redeliveries
         if limits.min_redeliveries is not None
@@ -348,7 +363,7 @@ def scan_partition(
     )
 
     # Every message behind the last acknowledged one: whole rows, and row ``last``'s part.
-    partial = _messages(state, ledger, entry, size, np.array([last] if last >= 0 else []))
+    partial = _messages(state, ledger, entry, size, np.array([last] if last >= 0 else [], np.int64))
     partial_behind = (partial[1] < cut) & (old[last] if last >= 0 else False)
     behind = int(unacked[behind_rows].sum()) + int(partial_behind.sum())
     redelivered = int(p_red.sum())

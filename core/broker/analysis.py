@@ -260,8 +260,9 @@ class Analysis(Collaborator):
 
         ``subscription`` None covers every subscription. Authorized as CONSUME, as
         the backlog analysis. Reads each partition's entry index (cached), each
-        cursor, and the subscription's pending messages with their redelivery
-        counts (a snapshot, no lock); then the listed findings' rows, for their keys.
+        cursor, the subscription's pending messages with their redelivery counts and
+        its consumer-ack marks (snapshots, no lock); then the listed findings' rows, for
+        their keys.
         """
         chosen = limits or RadarLimits()
         info = self.access.authorized_topic(role, Operation.CONSUME, topic)
@@ -276,6 +277,7 @@ class Analysis(Collaborator):
         out = []
         for sub in subs:
             pending = self.metadata.pending_members(info.name, sub.name)
+            marks = self.metadata.consumer_acks(info.name, sub.name)
             parts = []
             for name, index in indexes.items():
                 members = pending.get(name)
@@ -295,6 +297,7 @@ class Analysis(Collaborator):
                     now,
                     chosen,
                     index.chunk_rest,
+                    consumer_ack=marks.get(name),
                 )
                 number = numbers[name] if info.partitions else -1
                 parts.append(
@@ -307,7 +310,11 @@ class Analysis(Collaborator):
                 )
             result = merge(parts, chosen.max_listed)
             result = replace(result, listed=self._with_keys(result.listed))
-            out.append(SubscriptionRadar(info.name, sub.name, sub.type.value, now, chosen, result))
+            out.append(
+                SubscriptionRadar(
+                    info.name, sub.name, sub.type.value, now, chosen, result, info.approval_required
+                )
+            )
         return out
 
     def _with_keys(self, listed: Sequence[StuckMessage]) -> tuple[StuckMessage, ...]:

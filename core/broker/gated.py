@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,6 +39,7 @@ from core.gating.operation import (
     GatedArguments,
     GatedOperation,
     Pending,
+    Planned,
     Run,
     RunStarter,
 )
@@ -50,6 +52,16 @@ def new_run_id(at_ms: int) -> str:
     asked and a random part (two requests in one millisecond get two runs)."""
     at = datetime.fromtimestamp(at_ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
     return f"request__{at}_{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a request would do, planned as :meth:`GatedOperations.request` plans it and
+    stored nowhere: the plan, its preview document, and whether it waits for an approval
+    (else applying it is at once)."""
+
+    planned: Planned[Any]
+    approval_required: bool
 
 
 def _require_reason(entry: GatedOperation[Any, Any], arguments: GatedArguments) -> None:
@@ -118,6 +130,17 @@ class GatedOperations(Collaborator):
             raise
         return Pending(record, started)
 
+    def preview_request(self, operation: str, caller: Caller, arguments: GatedArguments) -> Preview:
+        """Plan ``operation`` as :meth:`request` would, as ``caller``, and change nothing:
+        no plan record, no run, no audit record. Authorized and checked as the request is;
+        the reason is not required (a preview is what a person reads before giving one).
+        Applying may still differ: the request plans again from the cursor as it is then."""
+        entry = named(operation)
+        checked = entry.check(arguments)
+        targets = entry.targets(self, caller.role, checked)
+        planned = entry.plan(self, caller, checked)
+        return Preview(planned, any(info.approval_required for info in targets))
+
     def plan_request(
         self, operation: str, caller: Caller, arguments: GatedArguments, run: Run
     ) -> PlanRecord:
@@ -160,4 +183,4 @@ class GatedOperations(Collaborator):
         return recorded(record.operation).apply_approved(self, plan, approval)
 
 
-__all__ = ["GatedOperations", "new_run_id"]
+__all__ = ["GatedOperations", "Preview", "new_run_id"]

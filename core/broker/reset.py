@@ -229,6 +229,9 @@ class Resets(Collaborator):
                 if mine:
                     after.acknowledge(mine, layout)
                 work.append(cursor_id, [cursor_codec.encode(after, replace=True)])
+                # What consumers acknowledged beyond the new place may be unacknowledged
+                # now: no consumer acknowledgement is known until one comes.
+                work.forget_consumer_ack(cursor_id)
                 result[move.topic_partition] = str(after.mark_delete)
                 moved.append(
                     {

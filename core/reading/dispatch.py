@@ -1215,7 +1215,7 @@ class Dispatcher:
         with self._transaction() as txn:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
             for topic, payload, ledger, entry, index in parts:
-                txn.append_cursor_delta(topic, payload)
+                txn.append_cursor_delta(topic, payload, _highest(ledger, entry, index))
                 txn.drop_pending_columns(topic, ledger, entry, index)
         for topic, _, ledger, entry, index in parts:
             _forget_chunk_columns(consumer, topic, ledger, entry, index)
@@ -1233,7 +1233,7 @@ class Dispatcher:
         ledger, entry, index = acks.acked()
         with self._transaction() as txn:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
-            txn.append_cursor_delta(topic, payload)
+            txn.append_cursor_delta(topic, payload, _highest(ledger, entry, index))
             txn.drop_pending_columns(topic, ledger, entry, index)
         _forget_chunk_columns(consumer, topic, ledger, entry, index)
 
@@ -1245,8 +1245,14 @@ class Dispatcher:
         with self._transaction() as txn:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
             for topic in sorted(by_topic):
-                delta = CursorState.ack_delta(by_topic[topic])
-                txn.append_cursor_delta(topic, cursor_codec.encode(delta))
+                targets = by_topic[topic]
+                delta = CursorState.ack_delta(targets)
+                highest = _highest(
+                    np.array([t.position.ledger_id for t in targets], np.int64),
+                    np.array([t.position.entry_id for t in targets], np.int64),
+                    np.array([t.batch_index for t in targets], np.int64),
+                )
+                txn.append_cursor_delta(topic, cursor_codec.encode(delta), highest)
             txn.drop_pending(keys)
 
     def acknowledge_cumulative(self, consumer: Consumer, message: Message) -> None:
@@ -1263,7 +1269,10 @@ class Dispatcher:
         )
         with self._transaction() as txn:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
-            txn.append_cursor_delta(topic, cursor_codec.encode(delta))
+            highest = _highest(
+                *(np.array([v], np.int64) for v in (mid.ledger_id, mid.entry_id, mid.batch_index))
+            )
+            txn.append_cursor_delta(topic, cursor_codec.encode(delta), highest)
             txn.drop_pending_through(topic, mid.position, mid.batch_index)
         _forget_chunks(
             consumer, [k for k in consumer.chunked if k[0] == topic and k[1:3] <= mid.position]
@@ -1294,6 +1303,17 @@ class Dispatcher:
             )
         mid = message.message_id
         return (message.topic, mid.ledger_id, mid.entry_id, mid.batch_index)
+
+
+def _highest(
+    ledger: npt.NDArray[np.int64], entry: npt.NDArray[np.int64], index: npt.NDArray[np.int64]
+) -> tuple[int, int, int] | None:
+    """The last of the messages (ledger, entry, batch index) a consumer acknowledged: the
+    consumer-ack mark it raises (:mod:`core.analysis.poison_radar`)."""
+    if not len(ledger):
+        return None
+    last = int(np.lexsort((index, entry, ledger))[-1])
+    return int(ledger[last]), int(entry[last]), int(index[last])
 
 
 def _uncut(batch: MessageBatch, most: int) -> int:

@@ -100,6 +100,23 @@ _BUMP_BY_SUBSCRIPTION = (
     "UPDATE cursors SET version = version + ? WHERE subscription_id = ? AND topic_partition = ? "
     "RETURNING id, version"
 )
+_NEWER = (
+    "(consumer_ack_ledger_id IS NULL OR (consumer_ack_ledger_id, consumer_ack_entry_id, "
+    "consumer_ack_batch_index) < (?, ?, ?))"
+)
+_BUMP_AND_MARK_BY_SUBSCRIPTION = (
+    "UPDATE cursors SET version = version + ?, "
+    f"consumer_ack_ledger_id = CASE WHEN {_NEWER} THEN ? ELSE consumer_ack_ledger_id END, "
+    f"consumer_ack_entry_id = CASE WHEN {_NEWER} THEN ? ELSE consumer_ack_entry_id END, "
+    f"consumer_ack_batch_index = CASE WHEN {_NEWER} THEN ? ELSE consumer_ack_batch_index END "
+    "WHERE subscription_id = ? AND topic_partition = ? RETURNING id, version"
+)
+"""A consumer's acknowledgement: the bump, and the consumer-ack mark raised to the message
+given when it is further on (every SET reads the row as it was)."""
+_FORGET_CONSUMER_ACK = (
+    "UPDATE cursors SET consumer_ack_ledger_id = NULL, consumer_ack_entry_id = NULL, "
+    "consumer_ack_batch_index = NULL WHERE id = ?"
+)
 _BUMP_AND_INSERT = (
     f"WITH bumped AS (UPDATE cursors SET version = version + ? WHERE {_BY_KEYS} "
     "RETURNING id, version) "
@@ -331,15 +348,36 @@ class _Journal:
         return version
 
     def append_by_subscription(
-        self, subscription_id: int, subscription: str, topic_partition: str, payload: bytes
+        self,
+        subscription_id: int,
+        subscription: str,
+        topic_partition: str,
+        payload: bytes,
+        consumer_ack: tuple[int, int, int] | None = None,
     ) -> int:
-        """Append one delta to the cursor of a subscription found by its id; its version."""
-        bumped = self._run.rows(_BUMP_BY_SUBSCRIPTION, (1, subscription_id, topic_partition))
+        """Append one delta to the cursor of a subscription found by its id; its version.
+        ``consumer_ack``: the delta is a consumer's acknowledgement, whose highest message
+        (ledger, entry, batch index) raises the cursor's consumer-ack mark, in the same
+        statement."""
+        sql = _BUMP_BY_SUBSCRIPTION
+        parameters: tuple[object, ...] = (1, subscription_id, topic_partition)
+        if consumer_ack is not None:
+            mark = tuple(int(v) for v in consumer_ack)
+            # Each of the three columns: the comparison's three values, then its own.
+            raised = tuple(value for v in mark for value in (*mark, v))
+            sql = _BUMP_AND_MARK_BY_SUBSCRIPTION
+            parameters = (1, *raised, subscription_id, topic_partition)
+        bumped = self._run.rows(sql, parameters)
         if not bumped:
             raise missing(topic_partition, subscription)
         cursor_id, version = int(bumped[0][0]), int(bumped[0][1])
         self._insert(cursor_id, version, [payload])
         return version
+
+    def forget_consumer_ack(self, cursor_id: int) -> None:
+        """Clear the cursor's consumer-ack mark (a reset moved the cursor: what consumers
+        acknowledged beyond its new place may be unacknowledged again)."""
+        self._run.execute(_FORGET_CONSUMER_ACK, (cursor_id,))
 
     def _insert(self, cursor_id: int, last_version: int, payloads: Sequence[bytes]) -> None:
         first = last_version - len(payloads) + 1
@@ -583,14 +621,26 @@ class CursorTransaction:
         return self._journal.since(subscription_id, topic_partition, known)
 
     def append_by_subscription(
-        self, subscription_id: int, subscription: str, topic_partition: str, payload: bytes
+        self,
+        subscription_id: int,
+        subscription: str,
+        topic_partition: str,
+        payload: bytes,
+        consumer_ack: tuple[int, int, int] | None = None,
     ) -> int:
         """Append one delta to the cursor of a subscription :meth:`lock` locked, decided
-        without reading it (acknowledgements merge by union); its version."""
+        without reading it (acknowledgements merge by union); its version. ``consumer_ack``:
+        the delta is a consumer's acknowledgement and this its highest message (ledger,
+        entry, batch index), which raises the cursor's consumer-ack mark."""
         self._holding_id(subscription_id)
         return self._journal.append_by_subscription(
-            subscription_id, subscription, topic_partition, payload
+            subscription_id, subscription, topic_partition, payload, consumer_ack
         )
+
+    def forget_consumer_ack(self, cursor_id: int) -> None:
+        """Clear the consumer-ack mark of a cursor :meth:`read` locked (a reset moved it)."""
+        self._require_read([cursor_id])
+        self._journal.forget_consumer_ack(cursor_id)
 
     def compact(
         self, topic_partition: str, subscription: str, snapshot: bytes, through_version: int

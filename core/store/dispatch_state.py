@@ -690,13 +690,22 @@ class SubscriptionTransaction(CursorTransaction):
         with the read position (:meth:`CursorTransaction.since`)."""
         return self.since(self._id, topic_partition, known)
 
-    def append_cursor_delta(self, topic_partition: str, payload: bytes) -> int:
+    def append_cursor_delta(
+        self,
+        topic_partition: str,
+        payload: bytes,
+        consumer_ack: tuple[int, int, int] | None = None,
+    ) -> int:
         """Append a delta to the cursor's journal in this transaction; returns its version.
 
         The cursor row's version is bumped under its row lock (after the
-        subscription's: the lock order of every writer).
+        subscription's: the lock order of every writer). ``consumer_ack``: the delta is a
+        consumer's acknowledgement, and this its highest message (ledger, entry, batch
+        index), which raises the cursor's consumer-ack mark in the same statement.
         """
-        return self.append_by_subscription(self._id, self.subscription, topic_partition, payload)
+        return self.append_by_subscription(
+            self._id, self.subscription, topic_partition, payload, consumer_ack
+        )
 
 
 @contextmanager

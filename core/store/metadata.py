@@ -310,6 +310,38 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
                 parts.setdefault(partition, []).append(pending_runs.decode(ledger, blob, bumps))
         return {name: Members.concat(found) for name, found in parts.items()}
 
+    def consumer_acks(self, topic: str, subscription: str) -> dict[str, tuple[int, int, int]]:
+        """The highest message (ledger, entry, batch index) a consumer acknowledged on each
+        of the subscription's cursors: raised with every acknowledgement through the
+        dispatcher, never by a skip, undo or redrive, cleared by a reset. A cursor with none
+        known (nothing acknowledged by a consumer since it was created, reset or migrated)
+        is left out. A plain read, no lock: a snapshot."""
+        from sqlalchemy import select
+
+        topic_name = canonical_topic(topic)
+        check_label("subscription name", subscription)
+        query = (
+            select(
+                CursorRow.topic_partition,
+                CursorRow.consumer_ack_ledger_id,
+                CursorRow.consumer_ack_entry_id,
+                CursorRow.consumer_ack_batch_index,
+            )
+            .join(SubscriptionRow, SubscriptionRow.id == CursorRow.subscription_id)
+            .where(
+                SubscriptionRow.topic == topic_name,
+                SubscriptionRow.name == subscription,
+                CursorRow.consumer_ack_ledger_id.is_not(None),
+            )
+        )
+        found: dict[str, tuple[int, int, int]] = {}
+        with self._session(write=False) as session:
+            for partition, ledger, entry, index in session.execute(query):
+                # The three are set together: a row with a ledger has the other two.
+                assert ledger is not None and entry is not None and index is not None
+                found[str(partition)] = (int(ledger), int(entry), int(index))
+        return found
+
     def release_consumers_with_prefix(self, prefix: str, now_ms: int) -> int:
         """Remove every registered consumer whose id starts with ``prefix``, in any
         subscription, releasing what each held (as a lapsed lease would); how many.

@@ -37,7 +37,7 @@ from sqlalchemy.exc import DBAPIError
 from core.store.engine import PG_SCHEMA_LOCK_KEY
 from core.store.tables import Base
 
-HEAD_REVISION = "0006_approval_answers"
+HEAD_REVISION = "0007_consumer_acks"
 """The newest revision in :mod:`core.store.migrations` (a test holds it equal to Alembic's head)."""
 
 VERSION_TABLE = Table(

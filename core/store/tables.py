@@ -90,6 +90,12 @@ class CursorRow(Base):
     snapshot: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     snapshot_version: Mapped[int] = mapped_column(BigInteger)
     version: Mapped[int] = mapped_column(BigInteger)
+    # The highest message (ledger, entry, batch index; -1 not batched) a consumer
+    # acknowledged, raised with each consumer acknowledgement; NULL: none known (a cursor
+    # from before revision 0007, or one a reset moved). Skips, undos and redrives leave it.
+    consumer_ack_ledger_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    consumer_ack_entry_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    consumer_ack_batch_index: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 
 class CursorDeltaRow(Base):

@@ -1,4 +1,5 @@
-"""The poison-pill radar held to a plain model: Python sets of acknowledged messages."""
+"""The poison-pill radar held to a plain model: Python sets of acknowledged messages, and the
+consumers' last acknowledgement as one (ledger, entry, batch index)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def model(
     state: CursorState,
     pending: dict[Message, int],
     limits: RadarLimits,
+    consumer_ack: Message | None,
 ) -> RadarResult:
     every = [
         ((p.ledger_id, p.entry_id, i), publish)
@@ -45,7 +47,7 @@ def model(
         for i in messages_of(size)
     ]
     acked = {m for m, _ in every if state.is_acked(Position(m[0], m[1]), m[2])}
-    last = max(acked, default=None)
+    last = consumer_ack
     found = []
     for m, publish in every:
         if m in acked:
@@ -105,7 +107,16 @@ def worlds(draw: st.DrawFn):  # type: ignore[no-untyped-def]
         draw(st.sampled_from([None, 0, 10, 600])),
         draw(st.integers(0, 8)),
     )
-    return entries, state, pending, limits
+    # The consumers' last acknowledgement: none known, a stored message, or a position
+    # that is not stored (trimmed, or between entries).
+    consumer_ack = draw(
+        st.one_of(
+            st.none(),
+            st.sampled_from(candidates),
+            st.tuples(st.integers(0, 4), st.integers(0, 7), st.integers(-1, 5)),
+        )
+    )
+    return entries, state, pending, limits, consumer_ack
 
 
 def pending_counts(pending: dict[Message, int]) -> PendingCounts:
@@ -121,7 +132,7 @@ def pending_counts(pending: dict[Message, int]) -> PendingCounts:
 @given(worlds(), st.randoms(use_true_random=False))
 @settings(max_examples=400, deadline=None)
 def test_scan_partition_matches_the_model(world, rng) -> None:  # type: ignore[no-untyped-def]
-    entries, state, pending, limits = world
+    entries, state, pending, limits, consumer_ack = world
     shuffled = list(entries)
     rng.shuffle(shuffled)
     got = scan_partition(
@@ -133,22 +144,51 @@ def test_scan_partition_matches_the_model(world, rng) -> None:  # type: ignore[n
         pending_counts(pending),
         NOW,
         limits,
+        consumer_ack=consumer_ack,
     )
-    assert got == model(entries, state, pending, limits)
+    assert got == model(entries, state, pending, limits, consumer_ack)
 
 
 def test_a_redelivered_message_and_one_left_behind() -> None:
-    """Entry 1:0 redelivered 4 times; 1:1 index 0 old and behind the acknowledged 1:1:1."""
+    """Entry 1:0 redelivered 4 times; 1:1 index 0 old and behind 1:1:1, which a consumer
+    acknowledged."""
     state = CursorState(batch_acks={Position(1, 1): ack_set.ack(ack_set.full(2), 1)})
     pending = PendingCounts(*(np.array([v], np.int64) for v in (1, 0, -1, 4)))
     got = scan_partition(
-        state, [1, 1, 1], [0, 1, 2], [0, 2, 0], [0, 0, NOW], pending, NOW, RadarLimits()
+        state,
+        [1, 1, 1],
+        [0, 1, 2],
+        [0, 2, 0],
+        [0, 0, NOW],
+        pending,
+        NOW,
+        RadarLimits(),
+        consumer_ack=(1, 1, 1),
     )
     assert [(m.triplet, m.redelivery_count, m.redelivered, m.behind_acks) for m in got.listed] == [
         ("1:0", 4, True, True),
         ("1:1:0", 0, False, True),
     ]
     assert (got.stuck, got.redelivered, got.behind_acks) == (2, 1, 2)
+
+
+def test_acknowledgements_no_consumer_made_leave_nothing_behind() -> None:
+    """1:5 acknowledged by a skip, 1:0 by a consumer: the old messages 1:1 to 1:4 before the
+    skipped one are not behind anything a consumer did; with no consumer acknowledgement
+    known, nothing is behind at all."""
+    skipped = RangeSet()
+    skipped.add(1, 5)
+    state = CursorState(Position(1, 0), skipped)
+    entries = ([1] * 7, list(range(7)), [0] * 7, [0] * 7)
+    none = PendingCounts.empty()
+    got = scan_partition(state, *entries, none, NOW, RadarLimits(), consumer_ack=(1, 0, -1))
+    assert (got.stuck, got.listed) == (0, ())
+    assert scan_partition(state, *entries, none, NOW, RadarLimits(), consumer_ack=None).stuck == 0
+    # A consumer acknowledged 1:3 (the rule's evidence): 1:1 and 1:2 are behind it.
+    consumer = CursorState(Position(1, 0), skipped)
+    consumer.individually_deleted.add(1, 3)
+    got = scan_partition(consumer, *entries, none, NOW, RadarLimits(), consumer_ack=(1, 3, -1))
+    assert [m.triplet for m in got.listed] == ["1:1", "1:2"]
 
 
 def test_a_chunked_message_is_one_finding_at_its_last_chunk() -> None:
@@ -172,6 +212,7 @@ def test_a_chunked_message_is_one_finding_at_its_last_chunk() -> None:
         NOW,
         RadarLimits(),
         chunk_rest(chunk_id, num_chunks),
+        consumer_ack=(1, 4, -1),
     )
     assert [(m.triplet, m.redelivery_count, m.redelivered, m.behind_acks) for m in got.listed] == [
         ("1:3", 4, True, True),
@@ -180,7 +221,15 @@ def test_a_chunked_message_is_one_finding_at_its_last_chunk() -> None:
     assert (got.stuck, got.redelivered, got.behind_acks) == (2, 1, 2)
     # Without the chunks marked, each chunk of A was a message of its own.
     each = scan_partition(
-        state, [1] * 6, list(range(6)), [0] * 6, [0] * 6, pending, NOW, RadarLimits()
+        state,
+        [1] * 6,
+        list(range(6)),
+        [0] * 6,
+        [0] * 6,
+        pending,
+        NOW,
+        RadarLimits(),
+        consumer_ack=(1, 4, -1),
     )
     assert (each.stuck, each.redelivered) == (4, 3)
 

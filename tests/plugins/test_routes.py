@@ -412,23 +412,68 @@ def test_skip_n_bad_input_is_refused_and_changes_nothing(api: Api) -> None:
 # -- poisonRadar (cursorops extension) --------------------------------------------------
 
 
-def test_poison_radar_lists_the_head_behind_a_later_ack_with_a_skip_request(api: Api) -> None:
+def test_poison_radar_lists_the_head_behind_a_consumers_ack_not_behind_a_skip(api: Api) -> None:
+    """An operator's skip of the sixth message is no evidence: nothing is behind it. A
+    consumer that acknowledges the seventh while it holds the six before it is: they are."""
+    from core.broker import Broker
+
     seeded = api.seeded(partitions=1)
     unacked = [m for m in seeded.ids if label(m) in seeded.unacknowledged()]
-    later = unacked[5]
     sub = rest_path(seeded.topic) + f"/subscription/{SUBSCRIPTION}"
-    assert (
-        api.call("alice", "POST", sub + "/skipByMessageIds", json=[later.to_base64()]).status_code
-        == 204
-    )
+    skipped = api.call("alice", "POST", sub + "/skipByMessageIds", json=[unacked[5].to_base64()])
+    assert skipped.status_code == 204
     answer = api.call("alice", "GET", sub + "/poisonRadar?minAgeSeconds=0&maxListed=3")
     assert answer.status_code == 200, answer.text
-    radar = answer.json()
+    assert (answer.json()["stuck"], answer.json()["listed"]) == (0, [])
+    with Broker(api.config) as broker:
+        consumer = broker.dispatcher("alice", seeded.topic, SUBSCRIPTION).subscribe(
+            "c", receiver_queue_size=6
+        )
+        received = consumer.receive_many(6)
+        assert [m.message_id.triplet() for m in received][:5] == [m.triplet() for m in unacked[:5]]
+        consumer.acknowledge(received[5])
+        radar = api.call("alice", "GET", sub + "/poisonRadar?minAgeSeconds=0&maxListed=3").json()
+        consumer.close()
     assert radar["behindAcks"] == 5 and len(radar["listed"]) == 3
+    assert [m["messageId"] for m in radar["listed"]] == [m.triplet() for m in unacked[:3]]
     assert radar["skipRequest"]["conf"]["message_ids"] == [m["messageId"] for m in radar["listed"]]
+    assert radar["approvalRequired"] is False
     assert api.call("alice", "GET", sub + "/poisonRadar?maxListed=5000").status_code in (400, 422)
     assert api.call("carol", "GET", sub + "/poisonRadar").status_code == 403
-    assert api.backlog(seeded.topic) == SEEDED_BACKLOG - 1
+    assert api.backlog(seeded.topic) == SEEDED_BACKLOG - 2
+
+
+@pytest.mark.parametrize("namespace", [OPEN_NS, APPROVAL_NS])
+def test_a_skip_preview_plans_what_the_skip_would_do_and_changes_nothing(
+    api: Api, namespace: str
+) -> None:
+    seeded = api.seeded(namespace, partitions=2)
+    unacked = [m for m in seeded.ids if label(m) in seeded.unacknowledged()]
+    chosen = [*unacked[:3], seeded.ids[0]]  # the last one is acknowledged already
+    sub = rest_path(seeded.topic) + f"/subscription/{SUBSCRIPTION}"
+    audit_before = api.audit(seeded.topic)
+    answer = api.call(
+        "alice",
+        "POST",
+        sub + "/skipByMessageIds?preview=true",
+        json=[m.to_base64() for m in chosen],
+    )
+    assert answer.status_code == 200, answer.text
+    plan = answer.json()
+    assert plan["approvalRequired"] is (namespace == APPROVAL_NS)
+    assert (plan["ids"], plan["alreadyAcknowledged"]) == (4, 1)
+    assert [m["messageId"] for m in plan["messageIds"]] == [m.triplet() for m in chosen]
+    assert plan["backlog"]["before"] == SEEDED_BACKLOG
+    assert plan["backlog"]["after"] == SEEDED_BACKLOG - 3
+    per_partition = plan["backlog"]["perPartition"]
+    assert sum(p["before"] - p["after"] for p in per_partition.values()) == 3
+    # Nothing applied, stored or audited; a preview needs no reason, and no more rights.
+    assert api.backlog(seeded.topic) == SEEDED_BACKLOG
+    assert api.audit(seeded.topic) == audit_before
+    refused = api.call(
+        "carol", "POST", sub + "/skipByMessageIds?preview=true", json=[chosen[0].to_base64()]
+    )
+    assert refused.status_code == 403
 
 
 def test_skip_on_a_partitions_url_skips_its_ids_and_refuses_the_others(api: Api) -> None:

@@ -128,3 +128,96 @@ def test_the_cli_refuses_bad_limits(
     assert capsys.readouterr().err.strip() == (
         "error: Invalid --max-listed 5000: must be from 0 to 1000"
     )
+
+
+def test_the_seeded_case_lists_every_pill_and_no_healthy_message(
+    broker: Broker, clock: Clock
+) -> None:
+    """A topic of 2 partitions with known pills and known healthy messages, after an
+    operator's skip and a redrive: the radar finds exactly the pills.
+
+    ``billing``'s consumer takes the first 24 orders: it negatively acknowledges two pills
+    ``NACKS`` times (redelivered) and holds a third without acknowledging it while it
+    acknowledges the orders after it (behind a consumer's acknowledgement); it acknowledges
+    every other. 16 orders come later, nobody has received them yet, and an operator skips
+    the last one of each partition. A redrive of ``billing``'s dead letters publishes two
+    messages to the topic, acknowledged on ``audit`` (which no consumer read) and on the
+    dead-letter topic's reader. Ten minutes later every message is old: the acknowledgements
+    of the skip and the redrive are no evidence, so precision and recall are both 1."""
+    dlq = f"{TOPIC}-billing-DLQ"
+    broker.create_topic("admin", TOPIC, 2)
+    for name in ("billing", "audit"):
+        broker.create_subscription(
+            "admin", TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
+        )
+    broker.create_topic("admin", dlq)
+    broker.create_subscription(
+        "admin", dlq, "dlq-reader", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    nacked = {b"order 5", b"order 14"}
+    held = b"order 2"
+    first = [OutgoingMessage(b"order %d" % i, key=f"customer-{i % 5}") for i in range(24)]
+    produced = broker.produce("admin", TOPIC, first, batch_size=4)
+    consumer = broker.dispatcher("admin", TOPIC, "billing").subscribe("c", receiver_queue_size=100)
+    for _ in range(NACKS):
+        for message in consumer.receive_many(100):
+            if message.payload in nacked:
+                consumer.negative_acknowledge(message)
+            elif message.payload != held:
+                consumer.acknowledge(message)
+    consumer.close()
+    later = [OutgoingMessage(b"order %d" % i, key=f"customer-{i % 5}") for i in range(24, 40)]
+    produced += broker.produce("admin", TOPIC, later)
+    last_of_each = {m.partition: m for m in produced[24:]}
+    broker.skip_messages("admin", TOPIC, "billing", list(last_of_each.values()))
+    broker.produce(
+        "admin", dlq, [OutgoingMessage(b"dead %d" % i, key=f"customer-{i}") for i in range(2)]
+    )
+    redriven = broker.apply_redrive("admin", broker.plan_redrive("admin", TOPIC, "billing"))
+    assert len(redriven.published) == 2
+    clock.advance(600_000)
+
+    payload_of = {
+        (m.partition, m.triplet()): bytes(p.payload)
+        for m, p in zip(produced, first + later, strict=True)
+    }
+    pills = {t for t, p in payload_of.items() if p in nacked | {held}}
+    healthy = {t for t, p in payload_of.items() if t not in pills}
+    radars = {r.subscription: r for r in broker.poison_radar("admin", TOPIC)}
+    listed = {(m.partition, m.triplet) for m in radars["billing"].result.listed}
+    found = listed & pills
+    precision = len(found) / len(listed)
+    recall = len(found) / len(pills)
+    assert (precision, recall) == (1.0, 1.0), (listed - pills, pills - listed)
+    assert not listed & healthy
+    by_payload = {payload_of[(m.partition, m.triplet)]: m for m in radars["billing"].result.listed}
+    assert all(by_payload[p].redelivered for p in nacked)
+    assert by_payload[held].behind_acks and not by_payload[held].redelivered
+    assert radars["billing"].result.stuck == 3
+    # Nobody consumed on "audit": the redrive's acknowledgements there are no evidence.
+    assert radars["audit"].result.stuck == 0
+    (dead,) = broker.poison_radar("admin", dlq)
+    assert dead.result.stuck == 0
+
+
+def test_a_reset_leaves_no_consumer_acknowledgement_to_be_behind(
+    broker: Broker, clock: Clock
+) -> None:
+    """The consumers' mark is raised by their acknowledgements alone and cleared by a reset:
+    after a reset to the start, every message is unacknowledged again, and none is behind
+    until a consumer acknowledges once more."""
+    poison_pill(broker)
+    clock.advance(600_000)
+    assert broker.metadata.consumer_acks(TOPIC, "s") != {}
+    assert broker.metadata.consumer_acks(TOPIC, "idle") == {}
+    broker.skip_messages(
+        "admin", TOPIC, "idle", [broker.peek_messages("admin", TOPIC, "idle", 10)[-1].message_id]
+    )
+    assert broker.metadata.consumer_acks(TOPIC, "idle") == {}
+    (before,) = broker.poison_radar("admin", TOPIC, "s")
+    assert before.result.behind_acks == 1
+    broker.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
+    assert broker.metadata.consumer_acks(TOPIC, "s") == {}
+    (after,) = broker.poison_radar("admin", TOPIC, "s")
+    assert after.result.behind_acks == 0
+    assert len(broker.peek_messages("admin", TOPIC, "s", 100)) == 10
