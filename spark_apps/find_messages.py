@@ -154,6 +154,7 @@ def run(
     where that session's executors run.
     """
     from core.broker import Broker
+    from core.content import masked
 
     log = job_logger("cursorops.find_messages")
     with Broker(config) as broker:
@@ -164,7 +165,8 @@ def run(
         subscription,
         len(scan.partitions),
         len(scan.paths),
-        json.dumps(predicate.to_json(), sort_keys=True),
+        # Every reader of the DAG may open the task's log: the predicate's content is masked.
+        json.dumps(masked(predicate.to_json()), sort_keys=True),
     )
     with (
         session_scope(master, "cursorops-find-messages", spark, remote) as session,

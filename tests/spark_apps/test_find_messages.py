@@ -178,7 +178,9 @@ def test_spark_match_list_equals_core_and_the_read_path(
 
 
 @pytest.mark.spark
-def test_nothing_found_writes_an_empty_match_list(spark: SparkSession, tmp_path: Path) -> None:
+def test_nothing_found_writes_an_empty_match_list(
+    spark: SparkSession, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     topic = make_topic(tmp_path / "home", 43, partitions=2, messages=60)
     output = str(tmp_path / "plan")
     summary = find_messages.run(
@@ -186,6 +188,10 @@ def test_nothing_found_writes_an_empty_match_list(spark: SparkSession, tmp_path:
     )
     assert summary["matches"] == 0 and summary["preview"] == []
     assert pq.read_table(output).num_rows == 0
+    # The job's log (an Airflow task log, open to every reader of the DAG) masks the
+    # predicate's content.
+    logged = capfd.readouterr().err
+    assert '"key": "6 bytes, masked"' in logged and "nobody" not in logged
 
 
 @pytest.mark.spark
