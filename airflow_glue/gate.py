@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from core.broker import Broker
+    from core.skipping.plan_record import ApprovalAnswer, PlanRecord
 
 DEFAULT_RESPONSE_TIMEOUT = timedelta(hours=24)
 TIMEOUT_PARAM = "approval_timeout_minutes"
@@ -126,13 +127,43 @@ def body_sha256(body: str) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-def earlier_approvers(broker: Broker, dag_id: str, run_id: str, gates: Sequence[str]) -> list[str]:
-    """Who answered ``gates`` of the run (as those gates recorded it), so a later gate can
-    leave them out."""
+def earlier_answers(
+    broker: Broker, dag_id: str, run_id: str, gates: Sequence[str]
+) -> list[ApprovalAnswer]:
+    """The answers ``gates`` of the run recorded, in the gates' order."""
     from airflow_glue.approval import by_gate
 
     answers = by_gate(broker.approval_answers(dag_id, run_id))
-    return [str(answers[g].responded_by) for g in gates if g in answers and answers[g].responded_by]
+    return [answers[g] for g in gates if g in answers]
+
+
+def earlier_approvers(broker: Broker, dag_id: str, run_id: str, gates: Sequence[str]) -> list[str]:
+    """Who answered ``gates`` of the run (as those gates recorded it), so a later gate can
+    leave them out."""
+    answers = earlier_answers(broker, dag_id, run_id, gates)
+    return [str(a.responded_by) for a in answers if a.responded_by]
+
+
+def stale_gate(
+    broker: Broker,
+    context: Context,
+    record: PlanRecord,
+    gates: Sequence[str],
+    shown: str | None = None,
+) -> str | None:
+    """Why the run's gate can no longer lead to an apply, with what to do, or None
+    (:func:`airflow_glue.approval.stale_reason`, from the store and the run's newest
+    record)."""
+    from airflow_glue.approval import STALE_ADVICE, stale_reason
+    from airflow_glue.environment import pulsar_role
+    from core.broker import wall_clock_ms
+
+    dag_run = context["dag_run"]
+    role = pulsar_role(dag_run.triggering_user_name or "")
+    current = broker.current_plan_record(role, dag_run.dag_id, dag_run.run_id)
+    earlier = earlier_answers(broker, dag_run.dag_id, dag_run.run_id, gates)
+    why = stale_reason(record, current, shown, earlier, wall_clock_ms())
+    return None if why is None else f"{why} {STALE_ADVICE}"
 
 
 def closed_request(gate: str, run_id: str) -> str:
@@ -214,6 +245,11 @@ class FourEyesApprovalOperator(ApprovalOperator):
             if not self.earlier_gates:
                 ti.xcom_push(key=REQUIRED_APPROVALS, value=record.required_approvals)
             earlier = earlier_approvers(broker, dag_run.dag_id, dag_run.run_id, self.earlier_gates)
+            stale = stale_gate(broker, context, record, self.earlier_gates)
+            if stale is not None:
+                # Airflow keeps a gate's options as first shown: a stale gate offers only
+                # Reject, which closes the request.
+                self.options = [self.REJECT]
             topics = record.topics()
             approvers = permitted_approvers(
                 broker, topics, requester, approver_candidates(), earlier
@@ -227,7 +263,7 @@ class FourEyesApprovalOperator(ApprovalOperator):
             self.assigned_users = [{"id": user, "name": user} for user in approvers]
             self.subject = subject(record, self.ordinal)
             self.body = (
-                f"{preview_markdown(record, content=False)}\n\n"
+                f"{preview_markdown(record, content=False, stale=stale, approved_by=earlier)}\n\n"
                 f"**Approvers:** {', '.join(approvers)} (the requester {requester} may not "
                 "approve"
                 + (f", nor {', '.join(earlier)}, who approved already" if earlier else "")
@@ -268,26 +304,41 @@ class FourEyesApprovalOperator(ApprovalOperator):
         if "error" not in event:
             from airflow_glue.environment import config
             from airflow_glue.outcomes import airflow_outcome
+            from airflow_glue.steps import run_plan_record
             from core.broker import Broker
 
             dag_run = context["dag_run"]
             by = (event.get("responded_by_user") or {}).get("id")
+            chosen = [str(option) for option in event.get("chosen_options") or []]
+            stale = None
             with airflow_outcome(), Broker(config()) as broker:
-                broker.record_approval_answer(
+                answer = broker.record_approval_answer(
                     dag_run.dag_id,
                     dag_run.run_id,
                     self.task_id,
                     context["ti"].try_number,
-                    [str(option) for option in event.get("chosen_options") or []],
+                    chosen,
                     None if by is None else str(by),
                     answer_ms(event.get("responded_at")),
                 )
+                if chosen == [self.APPROVE]:
+                    # The text Airflow shows cannot change once shown: an Approve given
+                    # after the run was re-planned, or an earlier approval expired, is
+                    # answered here as stale.
+                    record = run_plan_record(broker, context)
+                    stale = stale_gate(
+                        broker, context, record, self.earlier_gates, answer.request.digest
+                    )
             self.log.info(
                 "Answer %s by %s recorded for gate %s",
                 event.get("chosen_options"),
                 by,
                 self.task_id,
             )
+            if stale is not None:
+                from airflow.sdk.exceptions import AirflowFailException
+
+                raise AirflowFailException(f"This Approve cannot apply: {stale}")
         return super().execute_complete(context, event)
 
 

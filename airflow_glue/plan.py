@@ -5,8 +5,9 @@ A planning task asks core to plan the run's operation (:func:`plan_in_run`:
 both as a :class:`~core.skipping.plan_record.PlanRecord` bound to the run, the
 requester and the target). Only a small summary with the record's digest travels
 as the task's XCom, and nothing downstream trusts it: the gate renders the
-approver's text from the record (:func:`preview_markdown`), and apply loads the
-record by the run.
+approver's text from the record (:func:`preview_markdown`: the record's
+:class:`~core.gating.preview.Preview`, one layout for every operation), and apply
+loads the record by the run.
 
 Every piece of text the approver reads that someone else wrote (reason,
 ticket, predicate, names, keys, properties, payloads) goes through
@@ -19,19 +20,18 @@ which every reader of the DAG may open, always shows it masked.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_glue.inert import inert
-from core.content import NOT_SHOWN, shown
-from core.durations import format_time_ms
-from core.gating.operation import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, UNSUBSCRIBE
+from core.content import NOT_SHOWN
+from core.gating.operation import SKIP, UNDO_SKIP
 from core.legible import legible
 
 if TYPE_CHECKING:
     from core.broker import Broker
     from core.gating.operation import GatedArguments
+    from core.gating.preview import MessageRow, PartitionChange, Preview, PreviewRequest
     from core.skipping.plan_record import PlanRecord
 
 PREVIEW_ROWS = 50
@@ -72,183 +72,201 @@ def _cell(value: object) -> str:
     return inert(value if value not in (None, {}) else "", 200)
 
 
-TITLES = {
-    UNDO_SKIP: "Undo skip",
-    REDRIVE: "Redrive",
-    RESET_CURSOR: "Reset cursor",
-    UNSUBSCRIBE: "Unsubscribe",
-}
-
-
 def subject(record: PlanRecord, ordinal: int = 1) -> str:
-    """The approval's title: messages counted as messages (a whole batch counts its size).
-    Plain text, not Markdown: the names in it are made legible (:mod:`core.legible`), so a
+    """The approval's title: the preview's heading (what changes), where, who asked. Plain
+    text, not Markdown: the names in it are made legible (:mod:`core.legible`), so a
     bidirectional control in a subscription's name cannot reorder the title."""
-    if record.operation == SKIP:
-        what = f"Skip {record.messages} message(s) ({len(record.skip_plan())} id(s))"
-    else:
-        what = f"{TITLES.get(record.operation, record.operation)}: {record.messages} message(s)"
-    head = f"{what} on {record.topic} / {record.subscription} (asked by {record.binding.requester})"
+    head = (
+        f"{record.preview().heading} on {record.topic} / {record.subscription} "
+        f"(asked by {record.binding.requester})"
+    )
     if record.required_approvals > 1:
         head += f": approval {ordinal} of {record.required_approvals}"
     return legible(head)
 
 
-def _head_text(head: Mapping[str, Any]) -> str:
-    count = head.get("messages")
-    if count is None:
-        return "the whole backlog (clear-backlog), as it was at planning time"
-    return (
-        f"the first {int(count)} unacknowledged message(s) of each partition (skip -n; "
-        "batches count their messages)"
-    )
-
-
-def _pairs(properties: object) -> object:
-    """A message's properties as ``name=value, ...``; a masked count as it is."""
-    if isinstance(properties, Mapping):
-        return ", ".join(f"{k}={v}" for k, v in sorted(properties.items()))
-    return properties
-
-
-def _noted(markdown: str, content: bool) -> str:
-    return markdown if content else f"{markdown}\n\n{NOT_SHOWN}"
-
-
-def preview_markdown(record: PlanRecord, *, content: bool) -> str:
-    """What the approver reads, rendered from the stored record only.
+def preview_markdown(
+    record: PlanRecord,
+    *,
+    content: bool,
+    stale: str | None = None,
+    approved_by: Sequence[str] = (),
+) -> str:
+    """What the approver reads, rendered from the stored record only, the same way for
+    every operation (:class:`core.gating.preview.Preview`).
 
     ``content``: show keys, properties and payload excerpts (only for a reader whose role
     may peek on the plan's topics, :meth:`core.broker.Broker.may_read_content`);
-    otherwise each says only its size or count (:func:`core.content.masked`). Every text
-    another person wrote is inert; topic and partition names, which core validated
-    (letters, digits, ``_ = : . -``), are code spans.
+    otherwise each says only its size or count (:func:`core.content.masked`), and the
+    text says where they are. ``stale``: why the request can no longer be approved, said
+    first. ``approved_by``: who approved earlier gates of the run. Every text another
+    person wrote is inert; topic and partition names, which core validated (letters,
+    digits, ``_ = : . -``), are code spans.
     """
-    if record.operation != SKIP:
-        return _noted(_gated_markdown(record, content), content)
-    doc = shown(record.document, content)
-    b = doc["backlog"]
-    binding = record.binding
-    lines = [
-        f"**Plan id:** `{record.digest}`",
-        "",
-        f"### Skip {record.messages} message(s), {doc['total']} id(s), on "
-        f"`{record.topic}`, subscription {inert(record.subscription)}",
-        "",
-        f"- **Requested by:** {inert(binding.requester)} (Pulsar role {inert(binding.role)})",
-        f"- **Reason:** {inert(doc['reason'])}",
-        f"- **Ticket:** {inert(doc.get('ticket') or 'none')}",
-        *(
-            [f"- **Matching:** {inert(json.dumps(doc['predicate'], sort_keys=True))}"]
-            if doc.get("predicate") is not None
-            else []
-        ),
-        *([f"- **Chosen as:** {_head_text(doc['head'])}"] if "head" in doc else []),
-        f"- **Backlog:** {b['before']} message(s) now, **{b['after']}** after the skip "
-        f"(exact, at planning time)",
-        f"- **Already acknowledged, left as is:** {doc['alreadyAcknowledged']} id(s)",
-        f"- **Approvals needed:** {record.required_approvals} (distinct people, none the "
-        "requester)",
-        "",
-        "| partition | ids | backlog before | backlog after |",
-        "| --- | ---: | ---: | ---: |",
-    ]
-    for partition, v in b["perPartition"].items():
-        lines.append(f"| `{partition}` | {v['ids']} | {v['before']} | {v['after']} |")
+    markdown = render_preview(
+        record.digest, record.preview(content), stale=stale, approved_by=approved_by
+    )
+    return markdown if content else f"{markdown}\n\n{NOT_SHOWN}"
+
+
+def render_preview(
+    digest: str,
+    preview: Preview,
+    *,
+    stale: str | None = None,
+    approved_by: Sequence[str] = (),
+) -> str:
+    """A :class:`~core.gating.preview.Preview` as Markdown: the stale warning, the heading,
+    the request, the effect, per partition, the details, the messages."""
+    lines: list[str] = []
+    if stale:
+        lines += [f"> **{STALE}** {inert(stale, 600)}", ""]
     lines += [
+        f"**Plan id:** `{digest}`",
         "",
-        "| id | partition | key | publish time | deliver at | properties | payload |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        # A heading holds counts and fixed words only (core builds it): as is.
+        f"### {preview.heading} on `{preview.topic}`, subscription {inert(preview.subscription)}",
+        "",
+        *_request(preview.request, approved_by),
+        "",
+        "**Effect** (exact, at planning time)",
+        "",
+        *_effects(preview),
     ]
-    for m in doc["messages"]:
-        ident = m["id"] + (f" (whole batch of {m['wholeBatchOf']})" if m["wholeBatchOf"] else "")
-        if m["alreadyAcknowledged"]:
-            ident += " (already acknowledged)"
-        cells = (
-            ident,
-            m["partition"].rsplit("-partition-", 1)[-1] if "-partition-" in m["partition"] else "",
-            m["key"],
-            m["publishTime"],
-            m["deliverAt"],
-            _pairs(m["properties"]),
-            m["payload"],
+    if preview.partitions:
+        lines += ["", "**Per partition**", "", *_partitions(preview)]
+    if preview.details:
+        lines += ["", "**Details**", ""]
+        lines += [
+            f"- **{inert(label, 80)}:** {inert(value, 400)}" for label, value in preview.details
+        ]
+    if preview.messages:
+        lines += ["", "**Messages**", "", *_messages(preview.messages)]
+    if preview.messages_not_listed > 0:
+        lines.append(
+            f"\n… and {preview.messages_not_listed} more id(s), applied exactly as planned."
         )
-        lines.append("| " + " | ".join(_cell(v) for v in cells) + " |")
-    hidden = doc["total"] - len(doc["messages"])
-    if hidden > 0:
-        lines.append(f"\n… and {hidden} more id(s), applied exactly as planned.")
-    return _noted("\n".join(lines), content)
+    return "\n".join(lines)
 
 
-SHOWN_ABOVE = frozenset({"topic", "subscription", "planId"})
-ROW_NAMES = frozenset({"partition", "messageId", "id"})
-"""Preview keys the heading and the plan id already show."""
+STALE = "This request can no longer be approved: Approve is not offered, Reject closes it."
 
 
-def _words(key: str) -> str:
-    """``skippedAt`` → ``skipped at``: a preview key as the approver reads it."""
-    out = "".join(f" {c.lower()}" if c.isupper() else c for c in key)
-    return out.strip().replace("_", " ")
+def _request(request: PreviewRequest, approved_by: Sequence[str]) -> list[str]:
+    given = f"given so far by {inert(', '.join(approved_by))}" if approved_by else "none given yet"
+    lines = [
+        f"- **Requested by:** {inert(request.requester)} (Pulsar role {inert(request.role)})",
+        f"- **Reason:** {inert(request.reason)}",
+        f"- **Ticket:** {inert(request.ticket or 'none')}",
+        f"- **Approvals needed:** {request.approvals_needed} (distinct people, none the "
+        f"requester); {given}",
+    ]
+    if request.undone_skip_approvals is not None:
+        had = request.undone_skip_approvals
+        lines.append(
+            "- **The skip it undoes was approved by:** "
+            + (
+                inert(", ".join(had))
+                if had
+                else "nobody (it was applied where no approval was required)"
+            )
+            + " (from that skip's audit record)"
+        )
+    return lines
 
 
-def _readable(key: str, value: object) -> str:
-    """A preview value as text: times in UTC, lists and mappings spelled out."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if (
-        isinstance(value, int)
-        and value > 10**11
-        and (key.endswith(("At", "Ms", "Time")) or "time" in key.lower())
-    ):
-        return format_time_ms(value)
-    if isinstance(value, Mapping):
-        return ", ".join(f"{k}: {_readable(str(k), v)}" for k, v in value.items())
-    if isinstance(value, list):
-        return ", ".join(_readable(key, v) for v in value)
+def _effects(preview: Preview) -> list[str]:
+    e = preview.effects
+    if e.dropped is not None:
+        return [f"- **Dropped with the subscription:** {e.dropped} message(s)"]
+    lines = []
+    if preview.backlog is not None:
+        before, after = preview.backlog
+        lines.append(f"- **Backlog:** {before} message(s) now, **{after}** after")
+    lines += [
+        f"- **To be acknowledged:** {e.acknowledged} message(s)",
+        f"- **To be redelivered:** {e.redelivered} message(s)",
+    ]
+    if e.unchanged or preview.operation in (SKIP, UNDO_SKIP):
+        lines.append(f"- **{e.unchanged_as.capitalize()}, left as is:** {e.unchanged} message(s)")
+    return lines
+
+
+def _count(value: int | None) -> str:
     return "" if value is None else str(value)
 
 
-def _gated_markdown(record: PlanRecord, content: bool) -> str:
-    """An operation other than skip: the request, then its plan's preview, every value
-    inert (scalars as a list, lists of rows as tables of at most :data:`PREVIEW_ROWS`)."""
-    doc = record.document
-    binding = record.binding
-    preview = shown(doc.get("preview") or {}, content)
-    lines = [
-        f"**Plan id:** `{record.digest}`",
-        "",
-        f"### {TITLES.get(record.operation, record.operation)}: {record.messages} message(s) "
-        f"on `{record.topic}`, subscription {inert(record.subscription)}",
-        "",
-        f"- **Requested by:** {inert(binding.requester)} (Pulsar role {inert(binding.role)})",
-        f"- **Reason:** {inert(doc.get('reason'))}",
-        f"- **Ticket:** {inert(doc.get('ticket') or 'none')}",
-        f"- **Approvals needed:** {record.required_approvals} (distinct people, none the "
-        "requester)",
+def _partitions(preview: Preview) -> list[str]:
+    """One row per partition: before → after, and what moves on it; a column only where
+    some partition says it."""
+    rows = preview.partitions
+    columns: list[tuple[str, Callable[[PartitionChange], str]]] = [
+        ("partition", lambda p: f"`{p.partition}`")
     ]
-    tables = []
-    for key in sorted(preview):
-        value = preview[key]
-        if key in SHOWN_ABOVE or value in (None, "", [], {}):
-            continue
-        if isinstance(value, list) and all(isinstance(v, Mapping) for v in value):
-            tables.append((key, value))
-        else:
-            lines.append(f"- **{inert(_words(key), 80)}:** {inert(_readable(key, value), 400)}")
-    for key, rows in tables:
-        # The stored document's keys are sorted: what names a row goes first.
-        found = list(dict.fromkeys(k for row in rows for k in row))
-        columns = sorted(found, key=lambda c: c not in ROW_NAMES)[:8]
-        lines += [
-            "",
-            f"**{inert(_words(key), 80)}**",
-            "",
-            "| " + " | ".join(inert(_words(c), 40) for c in columns) + " |",
-            "| " + " | ".join("---" for _ in columns) + " |",
-        ]
-        for row in rows[:PREVIEW_ROWS]:
-            cells = (_readable(c, row.get(c)) for c in columns)
-            lines.append("| " + " | ".join(inert(v, 200) for v in cells) + " |")
-        if len(rows) > PREVIEW_ROWS:
-            lines.append(f"\n… and {len(rows) - PREVIEW_ROWS} more, applied exactly as planned.")
-    return "\n".join(lines)
+    if any(p.backlog_before is not None for p in rows):
+        columns.append(
+            (
+                "backlog before → after",
+                lambda p: (
+                    f"{_count(p.backlog_before)} → "
+                    + ("deleted" if p.gone else _count(p.backlog_after))
+                ),
+            )
+        )
+    if preview.moves_mark_delete:
+        columns.append(
+            (
+                "mark-delete position → next read",
+                lambda p: f"{p.mark_delete_before or ''} → {p.next_read_after or ''}",
+            )
+        )
+    if any(p.acknowledged is not None for p in rows):
+        columns.append(("to be acknowledged", lambda p: _count(p.acknowledged)))
+    if any(p.redelivered is not None for p in rows):
+        columns.append(("to be redelivered", lambda p: _count(p.redelivered)))
+    if any(p.ids is not None for p in rows):
+        columns.append(("ids", lambda p: _count(p.ids)))
+    out = [
+        "| " + " | ".join(name for name, _ in columns) + " |",
+        "| " + " | ".join("---" if n == 0 else "---:" for n in range(len(columns))) + " |",
+    ]
+    out += ["| " + " | ".join(show(p) for _, show in columns) + " |" for p in rows[:PREVIEW_ROWS]]
+    if len(rows) > PREVIEW_ROWS:
+        out.append(f"\n… and {len(rows) - PREVIEW_ROWS} more partition(s).")
+    return out
+
+
+def _content_cells(m: MessageRow) -> tuple[object, ...]:
+    """The message content of one row (key, properties, payload), as the preview holds it
+    for its reader (masked by core where the reader may not peek): the one place a
+    preview renders it."""
+    properties = m.properties
+    pairs = (
+        ", ".join(f"{k}={v}" for k, v in sorted(properties.items()))
+        if isinstance(properties, Mapping)
+        else properties
+    )
+    return (m.key, pairs, m.payload or "")
+
+
+def _messages(messages: Sequence[MessageRow]) -> list[str]:
+    header: tuple[str, ...]
+    rows: list[tuple[object, ...]]
+    if not any(m.content for m in messages):
+        header = ("id", "partition")
+        rows = [(m.id, m.partition) for m in messages[:PREVIEW_ROWS]]
+    else:
+        header = ("id", "partition", "key", "publish time", "deliver at", "properties", "payload")
+        rows = []
+        for m in messages[:PREVIEW_ROWS]:
+            ident = m.id + (f" ({m.note})" if m.note else "")
+            key, properties, payload = _content_cells(m)
+            rows.append(
+                (ident, m.partition, key, m.publish_time, m.deliver_at, properties, payload)
+            )
+    out = [
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join("---" for _ in header) + " |",
+    ]
+    out += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return out

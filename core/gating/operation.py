@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from core.broker.redrive import Redrive
     from core.broker.reset import Resets
     from core.broker.undo import SkipUndo
+    from core.gating.preview import Preview
     from core.skipping.plan_record import PlanRecord
     from core.store.values import TopicInfo
 
@@ -267,6 +268,13 @@ class GatedOperation(ABC, Generic[P, A]):
                 f"Plan record {record.digest} does not match its content: refused"
             )
         return plan
+
+    @abstractmethod
+    def preview(self, record: PlanRecord, content: bool = True) -> Preview:
+        """What the approver reads of ``record`` (:class:`~core.gating.preview.Preview`),
+        from the stored record only: its plan and its preview document. ``content``: with
+        message content (keys, properties, payloads, a predicate's content conditions);
+        otherwise masked to sizes and counts (:func:`core.content.masked`)."""
 
     @abstractmethod
     def targets(self, services: GatingServices, role: str, arguments: A) -> Sequence[TopicInfo]:

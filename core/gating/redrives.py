@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from core.content import masked_value, shown
 from core.errors import InvalidArgumentError
 from core.gating.operation import (
     REDRIVE,
@@ -19,9 +20,20 @@ from core.gating.operation import (
     GatingServices,
     PreviewedOperation,
 )
-from core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
+from core.gating.preview import (
+    Effects,
+    MessageRow,
+    PartitionChange,
+    Preview,
+    count,
+    predicate_text,
+    request_of,
+    time_text,
+)
+from core.redriving.redrive_plan import RedriveOutcome, RedrivePlan, id_text
 
 if TYPE_CHECKING:
+    from core.skipping.plan_record import PlanRecord
     from core.store.values import TopicInfo
 
 
@@ -52,7 +64,75 @@ def _applied(outcome: RedriveOutcome) -> Applied:
     )
 
 
+def redrive_preview(record: PlanRecord, plan: RedrivePlan, content: bool = True) -> Preview:
+    """The dead letters published again to the topic for the subscription alone (redelivered
+    to it), acknowledged on the dead-letter topic by its subscriptions; per dead-letter
+    partition, the ids named."""
+    per_partition: dict[str, int] = {}
+    for m in plan.ids:
+        name = (
+            plan.dead_letter_topic
+            if m.partition < 0
+            else f"{plan.dead_letter_topic}-partition-{m.partition}"
+        )
+        per_partition[name] = per_partition.get(name, 0) + 1
+    dead = plan.dead_letter_subscriptions
+    others = plan.other_subscriptions
+    keyed = sum(1 for k in plan.keys if k is not None)
+    return Preview(
+        operation=REDRIVE,
+        heading=f"Redrive {count(plan.messages)} from the dead-letter topic",
+        topic=record.topic,
+        subscription=record.subscription,
+        request=request_of(
+            record.binding.requester,
+            record.binding.role,
+            record.document,
+            record.required_approvals,
+        ),
+        partitions=tuple(PartitionChange(p, ids=n) for p, n in per_partition.items()),
+        effects=Effects(redelivered=plan.messages, acknowledged=plan.messages if dead else 0),
+        details=(
+            ("From the dead-letter topic", plan.dead_letter_topic),
+            (
+                "Which",
+                predicate_text(shown(plan.predicate, content), none="every message on it"),
+            ),
+            (
+                "Redelivered as",
+                f"new messages on the topic, delivered to subscription {plan.subscription} only",
+            ),
+            (
+                "Acknowledged on the dead-letter topic by",
+                ", ".join(dead) if dead else "no subscription (it has none)",
+            ),
+            (
+                "Acknowledged at once on the topic's other subscriptions",
+                ", ".join(others) if others else "none (it has no other)",
+            ),
+            ("Ids", f"{len(plan.ids)} ({keyed} with a key)"),
+            ("Planned at", time_text(plan.planned_at)),
+        ),
+        messages=tuple(
+            MessageRow(
+                id_text(m.message_id),
+                "" if m.message_id.partition < 0 else str(m.message_id.partition),
+                key=m.key if content else masked_value("key", m.key),
+                publish_time=time_text(m.publish_time),
+                properties=dict(m.properties)
+                if content
+                else masked_value("properties", dict(m.properties)),
+            )
+            for m in plan.sample
+        ),
+        messages_not_listed=max(len(plan.ids) - len(plan.sample), 0),
+    )
+
+
 class RedriveOperation(PreviewedOperation[RedrivePlan, RedriveDeadLetters]):
+    def preview(self, record: PlanRecord, content: bool = True) -> Preview:
+        return redrive_preview(record, self.plan_of(record), content)
+
     def topics(self, plan: RedrivePlan) -> tuple[str, ...]:
         return (plan.topic, plan.dead_letter_topic)
 

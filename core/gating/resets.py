@@ -19,11 +19,20 @@ from core.gating.operation import (
     GatingServices,
     PreviewedOperation,
 )
+from core.gating.preview import (
+    Effects,
+    PartitionChange,
+    Preview,
+    count,
+    request_of,
+    time_text,
+)
 from core.ids.position import Position
 from core.ids.topic_name import TopicName
 from core.resetting.reset_plan import ResetPlan
 
 if TYPE_CHECKING:
+    from core.skipping.plan_record import PlanRecord
     from core.store.values import TopicInfo
 
 
@@ -48,7 +57,59 @@ class ResetCursor(GatedArguments):
             raise InvalidArgumentError(f"Invalid time {stamp!r}: expected epoch milliseconds")
 
 
+def reset_preview(record: PlanRecord, plan: ResetPlan) -> Preview:
+    """Each partition's move: moving back redelivers what lies after the target, moving
+    forward acknowledges what lies before it (the backlog's change, exact at planning)."""
+    rows = tuple(
+        PartitionChange(
+            p.topic_partition,
+            backlog_before=p.backlog_before,
+            backlog_after=p.backlog_after,
+            mark_delete_before=str(p.mark_delete_before),
+            next_read_after=str(p.target),
+            acknowledged=max(p.backlog_before - p.backlog_after, 0),
+            redelivered=max(p.backlog_after - p.backlog_before, 0),
+        )
+        for p in plan.partitions
+    )
+    acknowledged = sum(r.acknowledged or 0 for r in rows)
+    redelivered = sum(r.redelivered or 0 for r in rows)
+    moves = [f"redeliver {count(redelivered)}"] if redelivered else []
+    moves += [f"acknowledge {count(acknowledged)}"] if acknowledged else []
+    if plan.timestamp_ms is None:
+        target = "the message id " + ", ".join(str(p.target) for p in plan.partitions)
+    else:
+        target = f"the first message published at or after {time_text(plan.timestamp_ms)}"
+    return Preview(
+        operation=RESET_CURSOR,
+        heading="Reset cursor: " + (" and ".join(moves) if moves else "no message changes"),
+        topic=record.topic,
+        subscription=record.subscription,
+        request=request_of(
+            record.binding.requester,
+            record.binding.role,
+            record.document,
+            record.required_approvals,
+        ),
+        partitions=rows,
+        effects=Effects(acknowledged=acknowledged, redelivered=redelivered),
+        details=(
+            ("Reset to", target),
+            ("Planned at", time_text(plan.planned_at_ms)),
+        ),
+        moves_mark_delete=True,
+        backlog=(
+            sum(p.backlog_before for p in plan.partitions),
+            sum(p.backlog_after for p in plan.partitions),
+        ),
+    )
+
+
 class ResetCursorOperation(PreviewedOperation[ResetPlan, ResetCursor]):
+    def preview(self, record: PlanRecord, content: bool = True) -> Preview:
+        # No message content in it: ids, counts, positions, the skip's own record.
+        return reset_preview(record, self.plan_of(record))
+
     def targets(
         self, services: GatingServices, role: str, arguments: ResetCursor
     ) -> Sequence[TopicInfo]:

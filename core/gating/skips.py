@@ -19,7 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
+
 from core.authz import Operation
+from core.content import shown
 from core.durations import format_time_ms
 from core.errors import InvalidArgumentError
 from core.gating.operation import (
@@ -32,12 +35,23 @@ from core.gating.operation import (
     GatingServices,
     Planned,
 )
+from core.gating.preview import (
+    Effects,
+    MessageRow,
+    PartitionChange,
+    Preview,
+    count,
+    predicate_text,
+    request_of,
+    time_text,
+)
 from core.ids.message_id import MessageId
 from core.ids.topic_name import TopicName
 from core.skipping.skip import SkipOutcome
 from core.skipping.skip_plan import SkipPlan
 
 if TYPE_CHECKING:
+    from core.skipping.plan_record import PlanRecord
     from core.store.values import TopicInfo
 
 PREVIEW_ROWS = 50
@@ -202,8 +216,97 @@ def skip_applied(outcome: SkipOutcome) -> Applied:
     )
 
 
+def head_text(limit: int | None) -> str:
+    """What a head skip chose, in words."""
+    if limit is None:
+        return "the whole backlog (clear-backlog), as it was at planning time"
+    return (
+        f"the first {int(limit)} unacknowledged message(s) of each partition (skip -n; "
+        "batches count their messages)"
+    )
+
+
+def _short(partition: str) -> str:
+    return partition.rsplit("-partition-", 1)[-1] if "-partition-" in partition else ""
+
+
+def skip_preview(record: PlanRecord, content: bool = True) -> Preview:
+    """A skip record's preview: the heading counts the messages that change (the ids not
+    acknowledged already, a whole batch its messages), the backlog per partition as
+    planned, the messages described."""
+    doc = shown(record.document, content)
+    columns = record.skip_plan().columns
+    whole = (columns.batch_index < 0) & (columns.batch_size > 0)
+    weight = np.where(whole, columns.batch_size, 1)
+    already = columns.already_acknowledged
+    changing, left = int(weight[~already].sum()), int(weight[already].sum())
+    ids = int((~already).sum())
+    heading = f"Skip {count(changing)}, {count(ids, 'id')}"
+    if left:
+        heading += f"; {left} already acknowledged"
+    backlog = doc["backlog"]
+    partitions = tuple(
+        PartitionChange(
+            partition,
+            backlog_before=v["before"],
+            backlog_after=v["after"],
+            acknowledged=max(v["before"] - v["after"], 0),
+            ids=v["ids"],
+        )
+        for partition, v in backlog["perPartition"].items()
+    )
+    details: list[tuple[str, str]] = []
+    if doc.get("predicate") is not None:
+        details.append(("Matching", predicate_text(doc["predicate"])))
+    if "head" in doc:
+        details.append(("Chosen as", head_text(doc["head"].get("messages"))))
+    details.append(
+        ("Ids named", f"{len(columns)}, {int(already.sum())} of them acknowledged already")
+    )
+    messages = tuple(
+        MessageRow(
+            id=m["id"],
+            partition=_short(m["partition"]),
+            note=", ".join(
+                n
+                for n in (
+                    f"whole batch of {m['wholeBatchOf']}" if m["wholeBatchOf"] else "",
+                    "already acknowledged" if m["alreadyAcknowledged"] else "",
+                )
+                if n
+            ),
+            key=m["key"],
+            publish_time=time_text(m["publishTime"]),
+            deliver_at=time_text(m["deliverAt"]),
+            properties=m["properties"],
+            payload=m["payload"],
+            payload_size=m.get("payloadSize"),
+        )
+        for m in doc["messages"]
+    )
+    return Preview(
+        operation=SKIP,
+        heading=heading,
+        topic=record.topic,
+        subscription=record.subscription,
+        request=request_of(
+            record.binding.requester, record.binding.role, doc, record.required_approvals
+        ),
+        partitions=partitions,
+        effects=Effects(acknowledged=changing, unchanged=left),
+        details=tuple(details),
+        messages=messages,
+        messages_not_listed=max(len(columns) - len(messages), 0),
+        backlog=(backlog["before"], backlog["after"]),
+    )
+
+
 class _Skip(GatedOperation[SkipPlan, S]):
-    """What every skip shares: the skip permission on the topic, and the approved apply."""
+    """What every skip shares: the skip permission on the topic, the preview and the
+    approved apply."""
+
+    def preview(self, record: PlanRecord, content: bool = True) -> Preview:
+        return skip_preview(record, content)
 
     def targets(self, services: GatingServices, role: str, arguments: S) -> Sequence[TopicInfo]:
         base = TopicName.parse(arguments.topic).base
@@ -306,5 +409,7 @@ __all__ = [
     "SkipHead",
     "SkipMatching",
     "SkipMessages",
+    "head_text",
     "skip_document",
+    "skip_preview",
 ]

@@ -17,9 +17,19 @@ from core.gating.operation import (
     GatingServices,
     PreviewedOperation,
 )
-from core.skipping.undo import UndoOutcome, UndoPlan, check_skip_id
+from core.gating.preview import (
+    Effects,
+    MessageRow,
+    PartitionChange,
+    Preview,
+    count,
+    request_of,
+    time_text,
+)
+from core.skipping.undo import PREVIEW_IDS, UndoOutcome, UndoPlan, check_skip_id
 
 if TYPE_CHECKING:
+    from core.skipping.plan_record import PlanRecord
     from core.store.values import TopicInfo
 
 
@@ -44,7 +54,68 @@ def _applied(outcome: UndoOutcome) -> Applied:
     )
 
 
+def _short(partition: str) -> str:
+    return partition.rsplit("-partition-", 1)[-1] if "-partition-" in partition else ""
+
+
+def undo_preview(record: PlanRecord, plan: UndoPlan) -> Preview:
+    """What the undo takes back: the skip's messages still acknowledged are redelivered,
+    those no longer acknowledged are left as is; the skip itself (when, by whom, why, and who
+    approved it: from its audit record) as details and in the request."""
+    listed: list[MessageRow] = []
+    for part in plan.partitions:
+        for triplet in part.triplets()[: PREVIEW_IDS - len(listed)]:
+            listed.append(MessageRow(triplet, _short(part.topic_partition), content=False))
+    left = max(plan.messages - plan.still_acknowledged, 0)
+    heading = f"Undo skip {plan.skip_id}: redeliver {count(plan.still_acknowledged)}"
+    if left:
+        heading += f"; {left} no longer acknowledged"
+    skip = f"{plan.skip_id}, applied at {time_text(plan.skipped_at_ms)} by {plan.skipped_by}"
+    if plan.skipped_via:
+        skip += f" via {plan.skipped_via}"
+    return Preview(
+        operation=UNDO_SKIP,
+        heading=heading,
+        topic=record.topic,
+        subscription=record.subscription,
+        request=request_of(
+            record.binding.requester,
+            record.binding.role,
+            record.document,
+            record.required_approvals,
+            undone_skip_approvals=plan.approved_by,
+        ),
+        partitions=tuple(
+            PartitionChange(part.topic_partition, ids=len(part)) for part in plan.partitions
+        ),
+        effects=Effects(
+            redelivered=plan.still_acknowledged,
+            unchanged=left,
+            unchanged_as="no longer acknowledged",
+        ),
+        details=(
+            ("Skip undone", skip),
+            ("Its reason", plan.reason or "none given"),
+            ("Its ticket", plan.ticket or "none"),
+            (
+                "Its approvals",
+                ", ".join(plan.approved_by)
+                if plan.approved_by
+                else "none (applied where no approval was required)",
+            ),
+            ("Messages it acknowledged", f"{plan.messages} ({count(plan.ids, 'id')})"),
+            ("Planned at", time_text(plan.planned_at_ms)),
+        ),
+        messages=tuple(listed),
+        messages_not_listed=max(plan.ids - len(listed), 0),
+    )
+
+
 class UndoSkipOperation(PreviewedOperation[UndoPlan, UndoSkip]):
+    def preview(self, record: PlanRecord, content: bool = True) -> Preview:
+        # No message content in it: ids, counts, positions, the skip's own record.
+        return undo_preview(record, self.plan_of(record))
+
     def targets(
         self, services: GatingServices, role: str, arguments: UndoSkip
     ) -> Sequence[TopicInfo]:

@@ -18,9 +18,11 @@ from core.gating.operation import (
     GatingServices,
     PreviewedOperation,
 )
+from core.gating.preview import Effects, PartitionChange, Preview, count, request_of, time_text
 from core.resetting.unsubscribe_plan import UnsubscribePlan
 
 if TYPE_CHECKING:
+    from core.skipping.plan_record import PlanRecord
     from core.store.values import TopicInfo
 
 
@@ -37,6 +39,37 @@ class Unsubscribe(GatedArguments):
 
 
 class UnsubscribeOperation(PreviewedOperation[UnsubscribePlan, Unsubscribe]):
+    def preview(self, record: PlanRecord, content: bool = True) -> Preview:
+        plan = self.plan_of(record)
+        return Preview(
+            operation=UNSUBSCRIBE,
+            heading=f"Unsubscribe: delete the subscription and drop {count(plan.messages)}",
+            topic=record.topic,
+            subscription=record.subscription,
+            request=request_of(
+                record.binding.requester,
+                record.binding.role,
+                record.document,
+                record.required_approvals,
+            ),
+            partitions=tuple(
+                PartitionChange(p, backlog_before=c, gone=True) for p, c in plan.backlog
+            ),
+            effects=Effects(dropped=plan.messages),
+            details=(
+                (
+                    "Deleted",
+                    "the subscription, its cursor and every message it has not acknowledged",
+                ),
+                (
+                    "Even with consumers connected",
+                    "yes (they are disconnected)" if plan.force else "no",
+                ),
+                ("Planned at", time_text(plan.planned_at_ms)),
+                ("Arrived since", "dropped too; the audit record counts what was dropped"),
+            ),
+        )
+
     def targets(
         self, services: GatingServices, role: str, arguments: Unsubscribe
     ) -> Sequence[TopicInfo]:

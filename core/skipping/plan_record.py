@@ -28,6 +28,7 @@ from typing import Any
 
 from core.errors import InvalidArgumentError
 from core.gating.operation import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, UNSUBSCRIBE
+from core.gating.preview import Preview
 from core.gating.registry import RECORDED_OPERATIONS, recorded
 from core.portable_plan import PortablePlan, canonical_json
 from core.skipping.skip_plan import SkipPlan
@@ -179,6 +180,12 @@ class PlanRecord:
         namespace's policy counts, the strictest wins, and an approver must be permitted on
         every one."""
         return recorded(self.operation).topics(self.plan())
+
+    def preview(self, content: bool = True) -> Preview:
+        """What the approver reads of this record, in the one shape every operation shares
+        (:mod:`core.gating.preview`), built from the record only; message content masked
+        unless ``content`` (:mod:`core.content`)."""
+        return recorded(self.operation).preview(self, content)
 
     def skip_plan(self) -> SkipPlan:
         """The stored plan of a skip record; refused for another operation's record."""

@@ -178,8 +178,9 @@ def test_reruns_tell_the_truth(airflow: Airflow, cursorops_home: Config):
     again = request_skip(airflow, seeded, pills)
     second = airflow.wait_awaiting_input(DAG, again, GATE)
     assert second["body"] != first["body"]
-    assert "Already acknowledged, left as is:** 3 id(s)" in second["body"]
-    assert "Already acknowledged, left as is:** 0 id(s)" in first["body"]
+    assert "Already acknowledged, left as is:** 3 message(s)" in second["body"]
+    assert "Already acknowledged, left as is:** 0 message(s)" in first["body"]
+    assert "### Skip 0 message(s), 0 id(s); 3 already acknowledged on" in second["body"]
     assert airflow.answer(DAG, again, GATE, "Approve", user="bob").status_code == 200
     assert airflow.wait_run(DAG, again) == "success"
     newest = seeded.audit("skip-request")[0]

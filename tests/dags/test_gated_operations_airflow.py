@@ -43,15 +43,31 @@ def backlog(config: Config, topic: str, subscription: str) -> int:
         return sum(a.result.messages for a in broker.analyze_backlog("admin", topic, subscription))
 
 
-def approved(airflow: Airflow, answer: httpx.Response, gate: str, needle: str) -> dict[str, Any]:
-    """The 202's run, waited for at its gate (whose text holds ``needle``), approved by bob
-    after alice, the requester, is refused; the run's final task states."""
+STRUCTURE = (
+    "- **Requested by:** alice (Pulsar role alice)",
+    "- **Approvals needed:** 1 (distinct people, none the requester); none given yet",
+    "**Effect** (exact, at planning time)",
+    "**Per partition**",
+    "| partition |",
+)
+"""What every gate's body holds, in this order: the one preview layout."""
+
+
+def approved(airflow: Airflow, answer: httpx.Response, gate: str, *needles: str) -> dict[str, Any]:
+    """The 202's run, waited for at its gate (whose text holds the structured preview and
+    ``needles``), approved by bob after alice, the requester, is refused; the run's final
+    task states."""
     assert answer.status_code == 202, answer.text
     body = answer.json()
     dag, run = body["dagId"], body["runId"]
     assert body["url"] == body["runUrl"] + f"/tasks/{gate}/required_actions"
     detail = airflow.wait_awaiting_input(dag, run, gate)
-    assert needle in detail["body"], detail["body"]
+    text = detail["body"]
+    places = [text.find(part) for part in STRUCTURE]
+    assert -1 not in places and places == sorted(places), text
+    for needle in needles:
+        assert needle in text, (needle, text)
+    assert detail["options"] == ["Approve", "Reject"]
     assert airflow.answer(dag, run, gate, "Approve", user="alice").status_code == 403
     assert airflow.answer(dag, run, gate, "Approve", user="bob").status_code == 200
     assert airflow.wait_run(dag, run) == "success", airflow.task_states(dag, run)
@@ -75,7 +91,15 @@ def test_undo_skip_waits_for_approval_then_redelivers_the_skip(
         "alice", "POST", f"{path}/undoSkip/{skip_id}", headers={"X-Cursorops-Reason": "wrong ids"}
     )
     assert backlog(cursorops_home, topic, "s") == 3  # nothing before the approval
-    states = approved(airflow, answer, "approve_undo_skip", "Undo skip")
+    states = approved(
+        airflow,
+        answer,
+        "approve_undo_skip",
+        f"### Undo skip {skip_id}: redeliver 3 message(s) on",
+        "- **To be redelivered:** 3 message(s)",
+        "- **The skip it undoes was approved by:** nobody (it was applied where no approval "
+        "was required)",
+    )
     assert states["apply_undo_skip"] == ["success"]
     assert backlog(cursorops_home, topic, "s") == 6
     with Broker(cursorops_home) as broker:
@@ -101,7 +125,13 @@ def test_redrive_waits_for_approval_then_reaches_only_the_failing_subscription(
         headers={"X-Cursorops-Reason": "fixed the consumer"},
     )
     assert backlog(cursorops_home, topic, "a") == 0
-    states = approved(airflow, answer, "approve_redrive", "Redrive")
+    states = approved(
+        airflow,
+        answer,
+        "approve_redrive",
+        "### Redrive 3 message(s) from the dead-letter topic on",
+        "- **To be redelivered:** 3 message(s)",
+    )
     assert states["apply_redrive"] == ["success"]
     assert [backlog(cursorops_home, topic, s) for s in ("a", "b", "c")] == [3, 0, 0]
     assert backlog(cursorops_home, dlq, "reader") == 0
@@ -121,7 +151,16 @@ def test_reset_cursor_waits_for_approval_then_moves_back(
         headers={"X-Cursorops-Reason": "replay after the fix"},
     )
     assert backlog(cursorops_home, topic, "s") == 0
-    states = approved(airflow, answer, "approve_reset", "Reset cursor")
+    states = approved(
+        airflow,
+        answer,
+        "approve_reset",
+        "### Reset cursor: redeliver 5 message(s) on",
+        "- **Backlog:** 0 message(s) now, **5** after",
+        "- **To be redelivered:** 5 message(s)",
+        "- **To be acknowledged:** 0 message(s)",
+        "| partition | backlog before → after | mark-delete position → next read |",
+    )
     assert states["apply_reset"] == ["success"]
     assert backlog(cursorops_home, topic, "s") == 5
 
@@ -140,9 +179,55 @@ def test_unsubscribe_with_a_backlog_waits_for_approval_then_drops_it(
     )
     with Broker(cursorops_home) as broker:
         assert {s.name for s in broker.list_subscriptions("admin", topic)} == {"s", "keep"}
-    states = approved(airflow, answer, "approve_unsubscribe", "Unsubscribe")
+    states = approved(
+        airflow,
+        answer,
+        "approve_unsubscribe",
+        "### Unsubscribe: delete the subscription and drop 4 message(s) on",
+        "- **Dropped with the subscription:** 4 message(s)",
+    )
     assert states["apply_unsubscribe"] == ["success"]
     with Broker(cursorops_home) as broker:
         assert [s.name for s in broker.list_subscriptions("admin", topic)] == ["keep"]
         [audit] = broker.audit_log("admin", topic, kind="unsubscribe")
     assert audit.detail["dropped"] == 4 and audit.detail["approvedBy"] == ["bob"]
+
+
+def test_an_approve_given_after_a_replan_is_refused_and_nothing_applies(
+    airflow: Airflow, cursorops_home: Config
+) -> None:
+    """Airflow keeps the text a waiting gate showed: the run is re-planned while it waits (a
+    newer plan record bound to the run), bob's Approve is taken by Airflow, and the gate
+    answers it as stale: it fails, apply never runs, the cursor does not move."""
+    from core.gating import Caller, ResetCursor, Run
+
+    topic = approval_topic(cursorops_home, "s")
+    with Broker(cursorops_home) as broker:
+        broker.produce("admin", topic, [OutgoingMessage(b"x")] * 3)
+        broker.consume("admin", topic, "s", 3, ack=True)
+    answer = airflow.request(
+        "alice",
+        "POST",
+        f"{PREFIX}{rest_path(topic)}/subscription/s/resetcursor/0",
+        headers={"X-Cursorops-Reason": "replay"},
+    )
+    assert answer.status_code == 202, answer.text
+    dag, run = answer.json()["dagId"], answer.json()["runId"]
+    airflow.wait_awaiting_input(dag, run, "approve_reset")
+    with Broker(cursorops_home) as broker:
+        broker.plan_request(
+            "reset-cursor",
+            Caller("alice", "alice"),
+            ResetCursor(topic=topic, subscription="s", timestamp_ms=0, reason="again"),
+            Run(dag, run),
+        )
+    assert airflow.answer(dag, run, "approve_reset", "Approve", user="bob").status_code == 200
+    assert airflow.wait_run(dag, run) == "failed"
+    states = airflow.task_states(dag, run)
+    assert states["approve_reset"] == ["failed"] and states["apply_reset"] == ["upstream_failed"]
+    gate_try = airflow.task_instance(dag, run, "approve_reset")["try_number"]
+    log = airflow.task_log(dag, run, "approve_reset", try_number=gate_try)
+    assert "This Approve cannot apply: The run was re-planned" in log
+    assert backlog(cursorops_home, topic, "s") == 0
+    with Broker(cursorops_home) as broker:
+        assert broker.audit_log("admin", topic, kind="reset-cursor") == []

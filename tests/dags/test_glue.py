@@ -406,3 +406,81 @@ def test_a_run_finds_only_the_plan_record_bound_to_it(tmp_path: Path):
         ):
             with pytest.raises(AirflowFailException):
                 run_plan_record(broker, context(run_id, user, digest))
+
+
+def test_a_gate_whose_plan_was_replanned_or_whose_earlier_approval_expired_is_stale(
+    tmp_path: Path,
+):
+    """Apply would refuse each of these: the gate says so instead of offering Approve."""
+    from dataclasses import replace
+
+    from airflow_glue.approval import stale_reason
+    from core.skipping.plan_record import ApprovalRequest
+
+    _, _, record = _record(tmp_path)
+    first = ApprovalRequest(record.digest, "d", "r", "approve_skip", "x", ("bob",), AT, 600_000)
+    assert stale_reason(record, record, None, [], AT) is None
+    assert stale_reason(record, record, record.digest, [_answer(first)], AT + 1) is None
+    newer = replace(record, digest="e" * 64)
+    assert "re-planned: its plan is now " + "e" * 64 in str(
+        stale_reason(record, newer, None, [], AT)
+    )
+    # The gate showed one plan; the run's plan is another by the time it is answered.
+    assert "re-planned" in str(stale_reason(newer, newer, record.digest, [], AT))
+    assert "was given to plan " + record.digest in str(
+        stale_reason(newer, newer, None, [_answer(first)], AT)
+    )
+    expired = stale_reason(record, record, None, [_answer(first)], AT + 600_001)
+    assert "The approval by bob at 2026-11-23T01:00:00.000+00:00 (gate approve_skip) expired" in (
+        str(expired)
+    )
+    # A Reject of an earlier gate is not an approval that could go stale.
+    assert stale_reason(record, record, None, [_answer(first, chosen=["Reject"])], AT * 2) is None
+    applied = replace(record, applied_at_ms=AT)
+    assert "applied already" in str(stale_reason(applied, applied, None, [], AT))
+
+
+def test_an_approve_given_after_a_replan_is_answered_as_stale(tmp_path: Path, monkeypatch):
+    """Airflow keeps the text a gate showed: when the run was re-planned while the gate
+    waited, its Approve is recorded, then refused, and nothing can apply."""
+    from datetime import UTC, datetime
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_glue.gate import FourEyesApprovalOperator
+    from core.broker import Broker
+    from core.gating import Caller, Run, SkipMessages
+
+    config, seeded, record = _record(tmp_path)
+    context = _gate_context(config, monkeypatch)
+    with Broker(config) as broker:
+        _presented(broker, record, at=AT)
+        again = SkipMessages(
+            topic=record.topic,
+            subscription=record.subscription,
+            ids=tuple(seeded.ids[20:21]),
+            reason="fewer ids",
+        )
+        replanned = broker.plan_request(
+            "skip-messages",
+            Caller("alice", "alice"),
+            again,
+            Run("cursorops_skip_messages", "manual__1"),
+        )
+    assert replanned.digest != record.digest
+    gate = FourEyesApprovalOperator(task_id="approve_skip", subject="s", body="")
+    event = {
+        "chosen_options": ["Approve"],
+        "params_input": {},
+        "responded_at": datetime(2026, 11, 23, 1, tzinfo=UTC),
+        "responded_by_user": {"id": "bob", "name": "bob"},
+    }
+    with pytest.raises(AirflowFailException) as refused:
+        gate.execute_complete(context, event)
+    message = str(refused.value)
+    assert message.startswith("This Approve cannot apply: The run was re-planned")
+    assert "make a new request" in message
+    with Broker(config) as broker:
+        [answer] = broker.approval_answers("cursorops_skip_messages", "manual__1")
+    assert (answer.chosen, answer.request.digest) == (("Approve",), record.digest)
+    assert seeded.audit("skip") == []

@@ -64,7 +64,7 @@ def test_skip_n_waits_for_a_second_person_then_skips_exactly_the_preview(
     )
 
     detail = airflow.wait_awaiting_input(DAG, run, GATE)
-    assert "the first 3 unacknowledged message(s) of each partition" in detail["body"]
+    assert "the first 3 unacknowledged message\\(s\\) of each partition" in detail["body"]
     assert (
         f"Backlog:** {len(before)} message(s) now, **{len(before) - 9}** after" in (detail["body"])
     )

@@ -130,7 +130,7 @@ def test_the_plan_record_is_what_apply_reads_and_a_tampered_one_is_refused(tmp_p
         document = record.document
         assert document["backlog"]["before"] - document["backlog"]["after"] == 3
         shown = preview_markdown(record, content=True)
-        assert '**Matching:** \\{\\"deliverAt\\"\\: \\{\\}\\}' in shown
+        assert "- **Matching:** delayed\\, due at any time" in shown
         assert "reminder \\#1" in shown
         assert "reminder" not in preview_markdown(record, content=False)
         applied = broker.apply_approved_plan(record, [{"approver": "bob"}])

@@ -67,8 +67,8 @@ def test_approved_by_a_second_user_skips_exactly_the_plan(airflow: Airflow, curs
     # Payloads are masked on Airflow's page (any Airflow user may open it).
     assert "reminder" not in detail["body"] and "masked" in detail["body"]
     # Messages counted as messages: the whole batched entry counts its 5.
-    assert detail["subject"].startswith(f"Skip {len(ids)} message(s) ({len(ids)} id(s))") or (
-        " id(s)) on " in detail["subject"]
+    assert detail["subject"].startswith(f"Skip {len(ids)} message(s), {len(ids)} id(s)") or (
+        " id(s) on " in detail["subject"]
     )
     assert seeded.unacknowledged() == before  # planning changed nothing
 
