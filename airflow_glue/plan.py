@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_glue.inert import inert
+from airflow_glue.inert import cell, inert
 from core.content import NOT_SHOWN
 from core.gating.operation import SKIP, UNDO_SKIP
 from core.legible import legible
@@ -69,7 +69,7 @@ def summary(record: PlanRecord) -> dict[str, Any]:
 
 
 def _cell(value: object) -> str:
-    return inert(value if value not in (None, {}) else "", 200)
+    return cell(value if value not in (None, {}) else "")
 
 
 def subject(record: PlanRecord, ordinal: int = 1) -> str:

@@ -16,9 +16,11 @@ Markdown (``airflow_glue.inert``) spells them out by the same rule.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 HIDDEN = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
+_PARTIAL = re.compile(r"\\u\{[0-9A-F]{0,6}$")
 
 
 def is_hidden(char: str) -> bool:
@@ -38,4 +40,21 @@ def legible(text: str) -> str:
     return "".join(code_point(c) if is_hidden(c) else c for c in text)
 
 
-__all__ = ["HIDDEN", "code_point", "is_hidden", "legible"]
+def cut_end(shown: str, end: int) -> int:
+    """Where to cut the legible text ``shown`` at most ``end`` characters in: before a
+    spelled-out code point that would be cut in two (``\\u{20`` reads as nothing)."""
+    partial = _PARTIAL.search(shown, max(0, end - 9), end)
+    return partial.start() if partial and end < len(shown) else end
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` legible, cut after ``width`` characters with the cut said: ``… (N more
+    characters)``, counted in the legible text (what takes room where it is shown)."""
+    shown = legible(text)
+    if len(shown) <= width:
+        return shown
+    end = cut_end(shown, width)
+    return f"{shown[:end]}… ({len(shown) - end:,} more characters)"
+
+
+__all__ = ["HIDDEN", "code_point", "cut", "cut_end", "is_hidden", "legible"]

@@ -15,6 +15,60 @@ function esc(text) {
   return String(text ?? "").replace(/[&<>"']/g, (c) =>
     ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 }
+/* Text someone else wrote (a subscription's name, a key, a property, a payload, a reason, a
+   ticket) is shown by core/legible.py's rule: every character of these Unicode general
+   categories (controls, bidirectional and zero-width characters, separators, private-use,
+   surrogate, unassigned) is spelled out as its code point, \u{202E}, so it cannot reorder,
+   hide or forge a line; any other character, in any script, reads as written. A test holds
+   this list equal to core.legible.HIDDEN. */
+const HIDDEN = ["Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"];
+const HIDDEN_CHAR = new RegExp(`[${HIDDEN.map((c) => `\\p{${c}}`).join("")}]`, "gu");
+const CELL_CHARS = 160;   // what a table cell shows of someone else's text before the cut
+const NAME_CHARS = 120;   // a name in the breadcrumb or a title
+const REASON_CHARS = 300; // a reason, a ticket or an outcome statement in a table cell
+
+function legible(text) {
+  return String(text ?? "").replace(HIDDEN_CHAR, (c) =>
+    "\\u{" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0") + "}");
+}
+
+/* Legible text cut after `width` characters (counted as core/legible.py's cut counts them),
+   never inside a spelled-out code point: [shown, how many more characters]. */
+function cutText(text, width) {
+  const chars = [...text];
+  if (chars.length <= width) return [text, 0];
+  const shown = chars.slice(0, width).join("").replace(/\\u\{[0-9A-F]{0,6}$/, "");
+  return [shown, chars.length - [...shown].length];
+}
+
+/* Someone else's text as HTML: legible, escaped, and cut after `width` characters with the
+   cut said; the whole (legible) value is the span's title and one click on the cut shows it.
+   Cells wrap anywhere (style.css), so no value can widen its table. */
+function theirs(value, width = CELL_CHARS, href = null) {
+  const text = legible(value);
+  const [shown, more] = cutText(text, width);
+  const inner = href === null ? esc(shown) : `<a href="${href}">${esc(shown)}</a>`;
+  if (!more) return `<span class="theirs">${inner}</span>`;
+  return `<span class="theirs" title="${esc(text)}">${inner}<button type="button" class="more" ` +
+    `data-testid="more">… (${num(more)} more characters)</button></span>`;
+}
+
+/* Plain text (a title, a message): legible and cut, the cut said. */
+function theirsText(value, width = CELL_CHARS) {
+  const [shown, more] = cutText(legible(value), width);
+  return more ? `${shown}… (${num(more)} more characters)` : shown;
+}
+
+// One click on a cut shows the whole value in place (inside its link, if it has one).
+document.addEventListener("click", (event) => {
+  const more = event.target.closest && event.target.closest("button.more");
+  if (!more) return;
+  const span = more.parentElement;
+  more.remove();
+  (span.querySelector("a") || span).textContent = span.title;
+  span.removeAttribute("title");
+});
+
 const seg = (s) => encodeURIComponent(s);
 // Text in any script as a header value: RFC 8187's UTF-8'' form (core/header_text.py).
 const headerText = (s) => "UTF-8''" + encodeURIComponent(s);
@@ -41,7 +95,7 @@ async function getJson(url) {
 }
 
 function failed(where, error) {
-  return `<p class="error" data-testid="error">Could not read ${esc(where)}: ${esc(error.message)}</p>`;
+  return `<p class="error" data-testid="error">Could not read ${esc(where)}: ${theirs(error.message, 600)}</p>`;
 }
 
 /* ---------- routes ---------- */
@@ -56,7 +110,7 @@ function crumbs(parts) {
   const names = ["tenant", "namespace", "topic", "subscription"];
   for (let i = 0; i < parts.length; i++) {
     const href = "#/" + parts.slice(0, i + 1).map(seg).join("/");
-    const label = `<span class="muted">${names[i]}</span> ${esc(parts[i])}`;
+    const label = `<span class="muted">${names[i]}</span> ${theirs(parts[i], NAME_CHARS)}`;
     links.push(i === parts.length - 1 ? `<strong>${label}</strong>` : `<a href="${href}">${label}</a>`);
   }
   $("crumbs").innerHTML = links.join(`<span class="sep">›</span>`);
@@ -106,7 +160,7 @@ document.addEventListener("submit", (event) => {
 function linkList(items, href, testid) {
   if (!items.length) return `<p class="muted">None.</p>`;
   return `<table data-testid="${testid}"><tbody>${items.map((name, i) =>
-    `<tr><td><a href="${href[i]}">${esc(name)}</a></td></tr>`).join("")}</tbody></table>`;
+    `<tr><td>${theirs(name, CELL_CHARS, href[i])}</td></tr>`).join("")}</tbody></table>`;
 }
 
 async function tenantsView(body) {
@@ -116,14 +170,14 @@ async function tenantsView(body) {
 }
 
 async function namespacesView(body, tenant) {
-  $("view-title").textContent = `Namespaces of ${tenant}`;
+  $("view-title").textContent = `Namespaces of ${theirsText(tenant, NAME_CHARS)}`;
   const names = await getJson(`${BASE}/admin/v2/namespaces/${seg(tenant)}`);
   const short = names.map((n) => n.split("/").slice(1).join("/"));
   body.innerHTML = linkList(short, short.map((n) => `#/${seg(tenant)}/${seg(n)}`), "namespaces");
 }
 
 async function topicsView(body, tenant, namespace) {
-  $("view-title").textContent = `Topics of ${tenant}/${namespace}`;
+  $("view-title").textContent = `Topics of ${theirsText(`${tenant}/${namespace}`, NAME_CHARS)}`;
   const path = `${BASE}/admin/v2/persistent/${seg(tenant)}/${seg(namespace)}`;
   const [all, partitioned] = await Promise.all([getJson(path), getJson(`${path}/partitioned`)]);
   const short = (full) => full.split("/").pop();
@@ -134,25 +188,26 @@ async function topicsView(body, tenant, namespace) {
   rows.sort((a, b) => a.name.localeCompare(b.name));
   if (!rows.length) { body.innerHTML = `<p class="muted">No topics.</p>`; return; }
   body.innerHTML = `<table data-testid="topics"><thead><tr><th>topic</th><th class="num">partitions</th></tr></thead><tbody>${
-    rows.map((r) => `<tr><td><a href="#/${seg(tenant)}/${seg(namespace)}/${seg(r.name)}">${esc(r.name)}</a></td>` +
+    rows.map((r) => `<tr><td>${theirs(r.name, CELL_CHARS, `#/${seg(tenant)}/${seg(namespace)}/${seg(r.name)}`)}</td>` +
       `<td class="num">${r.partitions || "not partitioned"}</td></tr>`).join("")}</tbody></table>`;
 }
 
 async function topicView(body, tenant, namespace, topic) {
-  $("view-title").textContent = `Subscriptions of persistent://${tenant}/${namespace}/${topic}`;
+  $("view-title").textContent = `Subscriptions of ${theirsText(`persistent://${tenant}/${namespace}/${topic}`, NAME_CHARS)}`;
   const path = `${BASE}/admin/v2/persistent/${seg(tenant)}/${seg(namespace)}/${seg(topic)}`;
   const stats = await getJson(`${path}/stats`);
   const subs = Object.entries(stats.subscriptions || {}).sort((a, b) => a[0].localeCompare(b[0]));
   body.innerHTML = subs.length ? `<table data-testid="subscriptions"><thead><tr><th>subscription</th><th>type</th>` +
     `<th class="num">backlog (messages)</th></tr></thead><tbody>${subs.map(([name, s]) =>
-      `<tr><td><a href="#/${seg(tenant)}/${seg(namespace)}/${seg(topic)}/${seg(name)}">${esc(name)}</a></td>` +
-      `<td>${esc(s.type || "")}</td><td class="num" data-testid="msgBacklog-${esc(name)}">${num(s.msgBacklog)}</td></tr>`).join("")}` +
+      `<tr><td>${theirs(name, CELL_CHARS, `#/${seg(tenant)}/${seg(namespace)}/${seg(topic)}/${seg(name)}`)}</td>` +
+      `<td>${theirs(s.type || "")}</td><td class="num" data-testid="msgBacklog-${esc(name)}">${num(s.msgBacklog)}</td></tr>`).join("")}` +
     `</tbody></table>` : `<p class="muted">No subscriptions.</p>`;
   await auditView(path, null);
 }
 
 async function subscriptionView(body, tenant, namespace, topic, sub) {
-  $("view-title").textContent = `persistent://${tenant}/${namespace}/${topic} · subscription ${sub}`;
+  $("view-title").textContent = `${theirsText(`persistent://${tenant}/${namespace}/${topic}`, NAME_CHARS)} · ` +
+    `subscription ${theirsText(sub, NAME_CHARS)}`;
   const path = `${BASE}/admin/v2/persistent/${seg(tenant)}/${seg(namespace)}/${seg(topic)}`;
   const [analysis, history] = await Promise.all([
     getJson(`${path}/subscription/${seg(sub)}/analyzeBacklog`),
@@ -165,7 +220,7 @@ async function subscriptionView(body, tenant, namespace, topic, sub) {
   body.innerHTML = `<div class="grid2">
     <div><h3>Exact backlog per partition</h3>${barChart(parts)}
       <table data-testid="backlog-table"><thead><tr><th>partition</th><th class="num">messages</th><th class="num">entries</th></tr></thead><tbody>
-      ${parts.map((p) => `<tr><td class="mono">${esc(p.name)}</td><td class="num" data-testid="backlog-${esc(p.label)}">${num(p.messages)}</td><td class="num">${num(p.entries)}</td></tr>`).join("")}
+      ${parts.map((p) => `<tr><td class="mono">${theirs(p.name)}</td><td class="num" data-testid="backlog-${esc(p.label)}">${num(p.messages)}</td><td class="num">${num(p.entries)}</td></tr>`).join("")}
       <tr class="total"><td>total</td><td class="num" data-testid="backlog-total">${num(analysis.messages)}</td><td class="num">${num(analysis.entries)}</td></tr>
       </tbody></table></div>
     <div><h3>Backlog history (backlog audit DAG)</h3>${history.length ? lineChart(history) : `<p class="muted">No history yet: the <code>cursorops_backlog_audit</code> DAG has not measured this subscription.</p>`}
@@ -196,8 +251,8 @@ async function radarView(path, sub) {
   target.innerHTML = `<p>${num(radar.stuck)} message(s) stuck (${rule}); ${num(radar.listed.length)} listed.</p>` +
     `<table data-testid="radar-table"><thead><tr><th>id</th><th>partition</th><th>key</th>` +
     `<th class="num">redeliveries</th><th class="num">age (s)</th></tr></thead><tbody>${
-      radar.listed.map((m) => `<tr data-testid="radar-row"><td class="mono">${esc(m.messageId)}</td>` +
-        `<td>${esc(m.partition)}</td><td>${esc(m.key ?? "")}</td><td class="num">${num(m.redeliveryCount)}</td>` +
+      radar.listed.map((m) => `<tr data-testid="radar-row"><td class="mono">${theirs(m.messageId)}</td>` +
+        `<td>${theirs(m.partition)}</td><td>${theirs(m.key ?? "")}</td><td class="num">${num(m.redeliveryCount)}</td>` +
         `<td class="num">${num(m.ageSeconds)}</td></tr>`).join("")}</tbody></table>` +
     (request ? `<p><button type="button" data-testid="radar-skip">request a skip of these ${num(radar.listed.length)}</button> ` +
       `<span class="radar-result muted"></span></p>` :
@@ -230,7 +285,7 @@ async function requestSkip(path, sub, request, button) {
     } else if (response.ok) {
       out.textContent = `skipped ${num(ids.length)} message(s)`;
     } else {
-      out.textContent = `refused: ${body.reason || response.status}`;
+      out.textContent = `refused: ${theirsText(body.reason || response.status)}`;
       button.disabled = false;
     }
   } catch (error) { out.textContent = `failed: ${error}`; button.disabled = false; }
@@ -272,8 +327,8 @@ async function openRequestsView(path, sub) {
   if (!found.length) { target.innerHTML = `<p class="muted" data-testid="no-open-requests">Every request planned here is closed.</p>`; return; }
   target.innerHTML = `<table data-testid="open-requests-table"><thead><tr><th>planned (UTC)</th><th>what</th><th>subscription</th><th>requested by</th><th>why</th><th>state</th></tr></thead><tbody>${
     found.map((r) => `<tr data-testid="open-request-row" data-run-id="${esc(r.runId)}"><td class="when">${utc(r.plannedAtMs)}</td>` +
-      `<td class="nowrap">${esc(r.operation)} via <a href="/dags/${seg(r.dagId)}/runs/${seg(r.runId)}">${esc(r.dagId)}</a></td>` +
-      `<td>${esc(r.subscription)}</td><td>${esc(r.requester)}</td><td>${esc(r.reason)}</td>` +
+      `<td>${esc(r.operation)} via <a href="/dags/${seg(r.dagId)}/runs/${seg(r.runId)}">${esc(r.dagId)}</a></td>` +
+      `<td>${theirs(r.subscription)}</td><td>${theirs(r.requester)}</td><td>${theirs(r.reason, REASON_CHARS)}</td>` +
       `<td><span class="badge ${r.applied ? "partly-applied" : "awaiting"}">${r.applied ? "applied, not closed" : "not applied"}</span><br>${planCell(r)}</td></tr>`).join("")}</tbody></table>`;
 }
 
@@ -294,7 +349,7 @@ async function requestUndo(path, button) {
     } else if (response.ok) {
       out.textContent = `undone: ${num((body.unacknowledged || []).length)} message(s) delivered again`;
     } else {
-      out.textContent = `refused: ${body.reason || response.status}`;
+      out.textContent = `refused: ${theirsText(body.reason || response.status)}`;
       button.disabled = false;
     }
   } catch (error) { out.textContent = `failed: ${error}`; button.disabled = false; }
@@ -304,8 +359,8 @@ async function requestUndo(path, button) {
    text, in full; a direct change (no approval) has only core's plan id. */
 function planCell(d) {
   return d.planDigest
-    ? `<span class="muted">plan</span> <code data-testid="plan-digest">${esc(d.planDigest)}</code>`
-    : `<span class="muted">direct, plan id</span> <code>${esc(String(d.planId || "").slice(0, 12))}</code>`;
+    ? `<span class="muted">plan</span> <code data-testid="plan-digest">${esc(legible(d.planDigest))}</code>`
+    : `<span class="muted">direct, plan id</span> <code>${esc([...legible(d.planId || "")].slice(0, 12).join(""))}</code>`;
 }
 
 function auditRow(r, undone) {
@@ -313,20 +368,20 @@ function auditRow(r, undone) {
   if (r.kind.endsWith("-request")) {
     const answer = d.answer || {};
     return `<tr data-testid="audit-row" data-run-id="${esc(d.runId)}"><td class="when">${utc(r.atMs)}</td>` +
-      `<td class="nowrap">request via <a href="/dags/${seg(d.dagId)}/runs/${seg(d.runId)}">${esc(d.dagId)}</a></td>` +
-      `<td>${esc(r.subscription)}</td><td>${esc(d.requester)}</td>` +
-      `<td>${answer.by ? `${esc(answer.by)}<br><span class="muted nowrap">${utc(answer.at)}</span>` : `<span class="muted">nobody</span>`}</td>` +
-      `<td>${esc(d.reason)}${d.ticket ? `<br><span class="muted">ticket ${esc(d.ticket)}</span>` : ""}</td>` +
-      `<td><span class="badge ${esc(d.outcome)}">${esc(d.outcome)}</span><br><span class="muted">${esc(d.statement)}</span><br>${planCell(d)}</td></tr>`;
+      `<td>request via <a href="/dags/${seg(d.dagId)}/runs/${seg(d.runId)}">${esc(d.dagId)}</a></td>` +
+      `<td>${theirs(r.subscription)}</td><td>${theirs(d.requester)}</td>` +
+      `<td>${answer.by ? `${theirs(answer.by)}<br><span class="muted nowrap">${utc(answer.at)}</span>` : `<span class="muted">nobody</span>`}</td>` +
+      `<td>${theirs(d.reason, REASON_CHARS)}${d.ticket ? `<br><span class="muted">ticket ${theirs(d.ticket)}</span>` : ""}</td>` +
+      `<td><span class="badge ${esc(d.outcome)}">${esc(d.outcome)}</span><br><span class="muted">${theirs(d.statement, REASON_CHARS)}</span><br>${planCell(d)}</td></tr>`;
   }
   if (r.kind !== "skip") {
     const what = { "undo-skip": `undo of skip ${esc(d.skipId)}`, redrive: "redrive", "reset-cursor": "reset-cursor", unsubscribe: "unsubscribe" }[r.kind] || esc(r.kind);
     const changed = r.kind === "undo-skip" ? `${num((d.unacknowledged || []).length)} delivered again`
-      : r.kind === "redrive" ? (d.redrivenTo ? `${num((d.deadLetterIds || []).length)} redriven to ${esc(d.redrivenTo)}` : `${num((d.deadLetterIds || []).length)} redriven`)
+      : r.kind === "redrive" ? (d.redrivenTo ? `${num((d.deadLetterIds || []).length)} redriven to ${theirs(d.redrivenTo)}` : `${num((d.deadLetterIds || []).length)} redriven`)
       : r.kind === "unsubscribe" ? `${num(d.dropped || 0)} message(s) dropped`
       : `${num((d.partitions || []).length)} partition(s) moved`;
     return `<tr data-testid="audit-row"><td class="when">${utc(r.atMs)}</td><td class="nowrap">${what} via ${esc(d.via || "?")}</td>` +
-      `<td>${esc(r.subscription)}</td><td>${esc(r.role)}</td>` +
+      `<td>${theirs(r.subscription)}</td><td>${theirs(r.role)}</td>` +
       `<td>${d.via === "airflow" ? `<span class="muted">see the request</span>` : `<span class="muted">not required</span>`}</td>` +
       `<td>${planCell(d)}</td>` +
       `<td><span class="badge applied">applied</span><br>${changed}</td></tr>`;
@@ -335,7 +390,7 @@ function auditRow(r, undone) {
   const undo = undone.has(r.id) ? `<br><span class="muted" data-testid="undone">undone</span>`
     : skipped ? `<br><button type="button" class="undo" data-testid="undo-skip" data-skip-id="${esc(r.id)}" data-subscription="${esc(r.subscription)}">request undo</button> <span class="undo-result muted"></span>` : "";
   return `<tr data-testid="audit-row" data-skip-id="${esc(r.id)}"><td class="when">${utc(r.atMs)}</td><td class="nowrap">skip via ${esc(d.via || "?")}<br><span class="muted">skip id ${esc(r.id)}</span></td>` +
-    `<td>${esc(r.subscription)}</td><td>${esc(r.role)}</td>` +
+    `<td>${theirs(r.subscription)}</td><td>${theirs(r.role)}</td>` +
     `<td>${d.via === "airflow" ? `<span class="muted">see the request</span>` : `<span class="muted">not required</span>`}</td>` +
     `<td>${planCell(d)}</td>` +
     `<td><span class="badge applied">applied</span><br>${num(skipped)} skipped, ${num((d.alreadyAcknowledged || []).length)} already acknowledged, ${num((d.acknowledgedMeanwhile || []).length)} acknowledged meanwhile${undo}</td></tr>`;
@@ -366,7 +421,7 @@ async function listApprovals(target) {
       const ti = h.task_instance;
       const page = `/dags/${seg(ti.dag_id)}/runs/${seg(ti.dag_run_id)}/tasks/${seg(ti.task_id)}/required_actions`;
       return `<tr data-testid="approval-row" data-run-id="${esc(ti.dag_run_id)}"><td class="when">${utc(h.created_at)}</td>` +
-        `<td><strong>${esc(h.subject)}</strong><br><span class="muted">${esc(ti.dag_id)} · run <code>${esc(ti.dag_run_id)}</code></span>` +
+        `<td><strong>${theirs(h.subject, REASON_CHARS)}</strong><br><span class="muted">${esc(ti.dag_id)} · run <code>${theirs(ti.dag_run_id)}</code></span>` +
         `<br><a class="approve-link" href="${page}">Approve or reject in Airflow →</a>` +
         `<details class="preview" data-dag-id="${esc(ti.dag_id)}" data-run-id="${esc(ti.dag_run_id)}"><summary>Preview</summary>` +
         `<div class="md">${markdown(h.body || "")}</div></details></td></tr>`;
@@ -388,7 +443,7 @@ function inline(text) {
   // Backslash-escaped punctuation (how the gate makes requester text inert) is literal text:
   // held aside first, so it can never open a code span, bold text or a table cell.
   const literal = [];
-  const held = text.replace(/\\([!-\/:-@\[-`{-~])/g, (_, ch) => { literal.push(ch); return `\uE000${literal.length - 1}\uE001`; });
+  const held = legible(text).replace(/\\([!-\/:-@\[-`{-~])/g, (_, ch) => { literal.push(ch); return `\uE000${literal.length - 1}\uE001`; });
   const html = esc(held).split(/(`[^`]*`)/).map((piece) => piece.startsWith("`") && piece.endsWith("`") && piece.length > 1
     ? `<code>${piece.slice(1, -1)}</code>` : piece.replace(/\*\*([^*]+)\*\*/g, "<strong>$1</strong>")).join("");
   return html.replace(/\uE000(\d+)\uE001/g, (_, k) => esc(literal[Number(k)]));
@@ -460,7 +515,7 @@ function barChart(parts) {
   const bw = Math.min(64, slot * 0.6);
   const bars = parts.map((p, i) => {
     const x = M.left + slot * i + (slot - bw) / 2;
-    return `<g data-testid="bar"><title>${esc(p.name)}: ${num(p.messages)} messages</title>` +
+    return `<g data-testid="bar"><title>${esc(theirsText(p.name))}: ${num(p.messages)} messages</title>` +
       `<rect class="bar-rect" x="${x}" y="${y(p.messages)}" width="${bw}" height="${Math.max(0, y(0) - y(p.messages))}"/>` +
       `<text class="bar-value" x="${x + bw / 2}" y="${y(p.messages) - 6}" text-anchor="middle">${num(p.messages)}</text>` +
       `<text x="${x + bw / 2}" y="${H - M.bottom + 16}" text-anchor="middle">${esc(p.label)}</text></g>`;

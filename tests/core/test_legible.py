@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.legible import HIDDEN, legible
+from core.legible import HIDDEN, cut, legible
+from tests.hostile_text import HOSTILE, hidden_in
 
 
 def test_what_would_reorder_hide_or_forge_a_line_is_spelled_out() -> None:
@@ -28,3 +29,21 @@ def test_nothing_hidden_is_left_and_the_rest_reads_as_written(text: str) -> None
     )
     if "\\u{" not in text:  # a text that spells a code point itself reads as it
         assert spelled == text
+
+
+@settings(max_examples=500, deadline=None)
+@given(HOSTILE, st.integers(1, 300))
+def test_a_cut_is_said_exactly_and_hides_nothing(text: str, width: int) -> None:
+    """The terminal's and the chart's cut: a beginning of the legible text, never half a
+    spelled-out code point, then how many characters are left out."""
+    shown = cut(text, width)
+    assert not hidden_in(shown)
+    whole = legible(text)
+    said = re.fullmatch(r"(.*)… \(([\d,]+) more characters\)", shown, re.S)
+    if said is None:
+        assert shown == whole and len(whole) <= width
+        return
+    head, more = said.group(1), int(said.group(2).replace(",", ""))
+    assert whole.startswith(head) and len(head) + more == len(whole)
+    assert width - 9 <= len(head) <= width
+    assert not re.search(r"\\u\{[0-9A-F]*$", head)

@@ -16,9 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from airflow_glue.inert import MAX_CHARS, inert
+from airflow_glue.inert import CELL_CHARS, CELL_RUN_CHARS, MAX_CHARS, RUN_CHARS, cell, inert
 from core.errors import InvalidArgumentError
 from core.ids.position import Position
+from tests.hostile_text import HOSTILE as SHARED_HOSTILE
+from tests.hostile_text import hidden_in
 
 RENDERER = MarkdownIt("commonmark", {"html": True}).enable("table")
 HOSTILE = st.text(
@@ -43,6 +45,21 @@ def visible(text: str) -> str:
     )
 
 
+def assert_shown(shown: str, text: str, run: int = RUN_CHARS) -> None:
+    """``shown`` (rendered, unescaped) is ``text``'s visible form, or a beginning of it
+    followed by the cut said with the exact count; no run without a space is longer than
+    ``run`` characters, so nothing widens its paragraph or cell."""
+    whole = visible(text).strip()
+    said = re.fullmatch(r"(.*) … \((\d+) more characters\)", shown, re.S)
+    if said is None:
+        assert shown == whole
+    else:
+        # Markdown drops leading spaces; the count is of the whole legible text.
+        whole, head = visible(text).lstrip(), said.group(1).lstrip()
+        assert whole.startswith(head) and len(head) + int(said.group(2)) == len(whole)
+    assert all(len(word) <= run for word in shown.split())
+
+
 @settings(max_examples=400, deadline=None)
 @given(HOSTILE)
 def test_a_paragraph_renders_exactly_the_text_and_nothing_else(text: str) -> None:
@@ -50,17 +67,19 @@ def test_a_paragraph_renders_exactly_the_text_and_nothing_else(text: str) -> Non
     inner = re.fullmatch(r"<ul>\n<li><strong>Reason:</strong>(.*)</li>\n</ul>\n", rendered, re.S)
     assert inner is not None, rendered
     assert "<" not in inner.group(1)  # no element of its own: every < is &lt;
-    assert html.unescape(inner.group(1)).strip() == visible(text).strip()
+    assert_shown(html.unescape(inner.group(1)).strip(), text)
 
 
 @settings(max_examples=400, deadline=None)
 @given(HOSTILE, HOSTILE)
 def test_a_table_row_keeps_its_cells(first: str, second: str) -> None:
-    table = f"| a | b |\n| --- | --- |\n| {inert(first)} | {inert(second)} |\n"
+    table = f"| a | b |\n| --- | --- |\n| {cell(first)} | {cell(second)} |\n"
     rendered = RENDERER.render(table)
     cells = re.findall(r"<td>(.*?)</td>", rendered, re.S)
     assert len(cells) == 2, rendered
-    assert [html.unescape(c) for c in cells] == [visible(first).strip(), visible(second).strip()]
+    for shown, text in zip(cells, (first, second), strict=True):
+        assert_shown(html.unescape(shown), text, CELL_RUN_CHARS)
+        assert len(html.unescape(shown)) <= CELL_CHARS + len(" … (99999 more characters)")
 
 
 def test_the_hidden_plan_line_attack_is_shown_as_text() -> None:
@@ -71,7 +90,28 @@ def test_the_hidden_plan_line_attack_is_shown_as_text() -> None:
 
 
 def test_long_text_is_cut_and_says_so() -> None:
-    assert inert("x" * (MAX_CHARS + 5)).endswith("… (5 more characters)")
+    assert inert("x y" * MAX_CHARS).endswith(f"… ({3 * MAX_CHARS - MAX_CHARS} more characters)")
+    # A run without a space is cut where it grows past RUN_CHARS: no wider than that.
+    assert inert("x" * 20_000) == "x" * RUN_CHARS + f" … ({20_000 - RUN_CHARS} more characters)"
+    assert cell("inv\u202egnp.exe" * 3) == (
+        # A spelled-out code point is never cut in two.
+        "inv\\\\u\\{202E\\}gnp\\.exeinv … (33 more characters)"
+    )
+
+
+@settings(max_examples=500, deadline=None)
+@given(SHARED_HOSTILE)
+def test_every_hostile_text_is_cut_and_legible_in_a_paragraph_and_a_cell(text: str) -> None:
+    """The strategy every surface shares: nothing hidden, nothing wider than a run."""
+    paragraph = RENDERER.render(f"- **Reason:** {inert(text)}\n")
+    table = RENDERER.render(f"| a |\n| --- |\n| {cell(text)} |\n")
+    [in_paragraph] = re.findall(r"<li><strong>Reason:</strong>(.*)</li>", paragraph, re.S)
+    [in_cell] = re.findall(r"<td>(.*)</td>", table, re.S)
+    for raw, run in ((in_paragraph, RUN_CHARS), (in_cell, CELL_RUN_CHARS)):
+        assert "<" not in raw  # no element of its own
+        shown = html.unescape(raw).strip()
+        assert not hidden_in(shown)
+        assert_shown(shown, text, run)
 
 
 def is_unicode(text: str) -> bool:
