@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, HTTPException, Path, Query, Response
 from fastapi.responses import JSONResponse
 
-from core.broker.gated import Preview
+from core.broker.gated import PlannedRequest
 from core.gating import ClearBacklog, GatedArguments, Pending, SkipHead, SkipMessages, UndoSkip
 from core.skipping.skip_payload import parse_payload
 from cursorops_api.approval import ApprovalTextDep, waiting
@@ -109,7 +109,7 @@ def skip_by_message_ids(
     return Response(status_code=204, headers={SKIP_ID_HEADER: str(result.outcome["skipId"])})
 
 
-def skip_preview(preview: Preview) -> dict[str, Any]:
+def skip_preview(preview: PlannedRequest) -> dict[str, Any]:
     """A skip's preview as JSON: what it would acknowledge, with no message content (the
     ids and counts only)."""
     plan = preview.planned.plan

@@ -56,7 +56,7 @@ from core.broker.analysis import (
 from core.broker.compaction import Compaction
 from core.broker.context import BrokerContext, wall_clock_ms
 from core.broker.cursor_ops import CursorOperations
-from core.broker.gated import GatedOperations, Preview
+from core.broker.gated import GatedOperations, PlannedRequest
 from core.broker.policies import Policies
 from core.broker.produce import Producing
 from core.broker.read import Reading
@@ -221,7 +221,9 @@ class Broker:
     ) -> PlanRecord:
         return self.gated.plan_request(operation, caller, arguments, run)
 
-    def preview_request(self, operation: str, caller: Caller, arguments: GatedArguments) -> Preview:
+    def preview_request(
+        self, operation: str, caller: Caller, arguments: GatedArguments
+    ) -> PlannedRequest:
         return self.gated.preview_request(operation, caller, arguments)
 
     def save_plan_record(

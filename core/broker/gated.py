@@ -55,7 +55,7 @@ def new_run_id(at_ms: int) -> str:
 
 
 @dataclass(frozen=True)
-class Preview:
+class PlannedRequest:
     """What a request would do, planned as :meth:`GatedOperations.request` plans it and
     stored nowhere: the plan, its preview document, and whether it waits for an approval
     (else applying it is at once)."""
@@ -130,7 +130,9 @@ class GatedOperations(Collaborator):
             raise
         return Pending(record, started)
 
-    def preview_request(self, operation: str, caller: Caller, arguments: GatedArguments) -> Preview:
+    def preview_request(
+        self, operation: str, caller: Caller, arguments: GatedArguments
+    ) -> PlannedRequest:
         """Plan ``operation`` as :meth:`request` would, as ``caller``, and change nothing:
         no plan record, no run, no audit record. Authorized and checked as the request is;
         the reason is not required (a preview is what a person reads before giving one).
@@ -139,7 +141,7 @@ class GatedOperations(Collaborator):
         checked = entry.check(arguments)
         targets = entry.targets(self, caller.role, checked)
         planned = entry.plan(self, caller, checked)
-        return Preview(planned, any(info.approval_required for info in targets))
+        return PlannedRequest(planned, any(info.approval_required for info in targets))
 
     def plan_request(
         self, operation: str, caller: Caller, arguments: GatedArguments, run: Run
@@ -183,4 +185,4 @@ class GatedOperations(Collaborator):
         return recorded(record.operation).apply_approved(self, plan, approval)
 
 
-__all__ = ["GatedOperations", "Preview", "new_run_id"]
+__all__ = ["GatedOperations", "PlannedRequest", "new_run_id"]

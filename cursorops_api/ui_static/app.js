@@ -242,7 +242,7 @@ async function radarView(path, sub) {
   } catch (error) { target.innerHTML = failed("the radar", error); return; }
   const limits = radar.limits || {};
   const rule = `redelivered at least ${esc(limits.minRedeliveries)} times, or unacknowledged for ` +
-    `${esc(limits.minAgeSeconds)} s behind a later acknowledged message`;
+    `${esc(limits.minAgeSeconds)} s behind a later message a consumer acknowledged`;
   if (!radar.listed.length) {
     target.innerHTML = `<p class="muted" data-testid="radar-none">Nothing stuck at the head (${rule}).</p>`;
     return;
@@ -254,41 +254,87 @@ async function radarView(path, sub) {
       radar.listed.map((m) => `<tr data-testid="radar-row"><td class="mono">${theirs(m.messageId)}</td>` +
         `<td>${theirs(m.partition)}</td><td>${theirs(m.key ?? "")}</td><td class="num">${num(m.redeliveryCount)}</td>` +
         `<td class="num">${num(m.ageSeconds)}</td></tr>`).join("")}</tbody></table>` +
-    (request ? `<p><button type="button" data-testid="radar-skip">request a skip of these ${num(radar.listed.length)}</button> ` +
-      `<span class="radar-result muted"></span></p>` :
+    (request ? `<p><button type="button" data-testid="radar-skip">${radar.approvalRequired ?
+      `request a skip of these ${num(radar.listed.length)}…` : `skip these ${num(radar.listed.length)} now…`}</button> ` +
+      `<span class="radar-result muted"></span></p><div data-testid="radar-preview" hidden></div>` :
       `<p class="muted">Skip by id needs a Shared or Key_Shared subscription.</p>`);
   const button = target.querySelector("[data-testid=radar-skip]");
-  if (button) button.addEventListener("click", () => requestSkip(path, sub, request, button));
+  if (button) button.addEventListener("click", () => previewSkip(path, sub, request, button));
 }
 
-/* The radar's prefilled request through skipByMessageIds: applied at once, or, where the
-   namespace requires approval, the skip workflow started as this user (the answer links to
-   its approval). The suggested reason can be edited; it is recorded. */
-async function requestSkip(path, sub, request, button) {
-  const reason = window.prompt("Why skip these messages? (recorded)", request.conf.reason);
-  if (reason === null) return;
+/* The radar's skip goes through the normal preview first: the same request with
+   ?preview=true plans exactly what the skip would apply (or send for approval) and changes
+   nothing. The preview shows its counts, the exact backlog before and after per partition
+   and the ids; only its confirm sends the request. */
+async function previewSkip(path, sub, request, button) {
   const out = button.parentElement.querySelector(".radar-result");
-  const ids = request.conf.message_ids.map((triplet) => {
+  const box = button.parentElement.nextElementSibling;
+  const url = `${path}/subscription/${seg(sub)}/skipByMessageIds`;
+  const body = JSON.stringify({ type: "messageId", messageIds: request.conf.message_ids.map((triplet) => {
     const [ledgerId, entryId, batchIndex] = triplet.split(":").map(Number);
     return batchIndex === undefined ? { ledgerId, entryId } : { ledgerId, entryId, batchIndex };
-  });
+  }) });
   button.disabled = true;
+  out.textContent = "planning the skip…";
+  let plan;
   try {
-    const response = await fetch(`${path}/subscription/${seg(sub)}/skipByMessageIds`, {
+    const response = await fetch(`${url}?preview=true`, {
       method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-Cursorops-Reason": headerText(reason) },
-      body: JSON.stringify({ type: "messageId", messageIds: ids }),
+      headers: { "Content-Type": "application/json", Accept: "application/json" }, body,
     });
-    const body = await response.json().catch(() => ({}));
-    if (response.status === 202) {
-      out.innerHTML = `waiting for approval: <a href="${esc(body.url)}">run ${esc(body.runId)}</a>`;
-    } else if (response.ok) {
-      out.textContent = `skipped ${num(ids.length)} message(s)`;
-    } else {
-      out.textContent = `refused: ${theirsText(body.reason || response.status)}`;
+    plan = await response.json().catch(() => ({}));
+    if (!response.ok) {
+      out.textContent = `refused: ${theirsText(plan.reason || response.status)}`;
       button.disabled = false;
+      return;
     }
-  } catch (error) { out.textContent = `failed: ${error}`; button.disabled = false; }
+  } catch (error) { out.textContent = `failed: ${error}`; button.disabled = false; return; }
+  out.textContent = "";
+  const gated = plan.approvalRequired;
+  const parts = Object.entries(plan.backlog.perPartition);
+  const action = gated ? `request approval to skip ${num(plan.ids)}` : `skip ${num(plan.ids)} now`;
+  box.innerHTML = `<p data-testid="radar-preview-summary">${gated ? "Requested for approval, this skip would acknowledge" :
+      "This skip acknowledges, at once,"} ${num(plan.ids)} message id(s) (${num(plan.messages)} message(s)); ` +
+      `${num(plan.alreadyAcknowledged)} already acknowledged. Backlog ${num(plan.backlog.before)} → ${num(plan.backlog.after)}.</p>` +
+    `<table data-testid="radar-preview-table"><thead><tr><th>partition</th><th class="num">ids</th>` +
+    `<th class="num">backlog before</th><th class="num">after</th></tr></thead><tbody>${parts.map(([name, p]) =>
+      `<tr><td class="mono">${theirs(name)}</td><td class="num">${num(p.ids)}</td><td class="num">${num(p.before)}</td>` +
+      `<td class="num">${num(p.after)}</td></tr>`).join("")}</tbody></table>` +
+    `<details><summary>the ${num(plan.ids)} id(s)</summary><p class="mono" data-testid="radar-preview-ids">${
+      plan.messageIds.map((m) => esc(`${m.partition}/${m.messageId}`)).join(" ")}</p></details>` +
+    // A reason is what the approver reads (required there, and recorded with the request).
+    (gated ? `<p><label>why (the approver reads it) <input type="text" size="60" data-testid="radar-reason"></label></p>` : "") +
+    `<p><button type="button" data-testid="radar-confirm">${action}</button> ` +
+    `<button type="button" data-testid="radar-cancel">cancel</button></p>`;
+  const reason = box.querySelector("[data-testid=radar-reason]");
+  if (reason) reason.value = request.conf.reason;
+  box.hidden = false;
+  box.querySelector("[data-testid=radar-cancel]").addEventListener("click", () => {
+    box.hidden = true; box.innerHTML = ""; button.disabled = false;
+  });
+  box.querySelector("[data-testid=radar-confirm]").addEventListener("click", (event) =>
+    applySkip(url, body, reason ? reason.value : null, plan, event.target, out));
+}
+
+/* The confirmed request through skipByMessageIds: applied at once, or, where the namespace
+   requires approval, the skip workflow started as this user (the answer links to its
+   approval) with the reason. */
+async function applySkip(url, body, reason, plan, confirm, out) {
+  confirm.disabled = true;
+  const headers = { "Content-Type": "application/json" };
+  if (reason !== null) headers["X-Cursorops-Reason"] = headerText(reason);
+  try {
+    const response = await fetch(url, { method: "POST", credentials: "same-origin", headers, body });
+    const answer = await response.json().catch(() => ({}));
+    if (response.status === 202) {
+      out.innerHTML = `waiting for approval: <a href="${esc(answer.url)}">run ${esc(answer.runId)}</a>`;
+    } else if (response.ok) {
+      out.textContent = `skipped ${num(plan.ids)} message id(s)`;
+    } else {
+      out.textContent = `refused: ${theirsText(answer.reason || response.status)}`;
+      confirm.disabled = false;
+    }
+  } catch (error) { out.textContent = `failed: ${error}`; confirm.disabled = false; }
 }
 
 /* ---------- audit log ---------- */

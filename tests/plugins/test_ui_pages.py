@@ -309,6 +309,98 @@ def test_a_role_that_may_not_list_tenants_opens_its_topic(airflow: Airflow, curs
             browser.close()
 
 
+@pytest.mark.timeout(900)
+def test_the_radar_button_previews_and_skips_only_on_confirm(airflow: Airflow, cursorops_home):
+    """A consumer negatively acknowledges two orders three times while it acknowledges every
+    other: the radar lists exactly those two. Its button, on a namespace without approval,
+    says "skip ... now" and only previews: the count, the backlog before and after, the ids,
+    nothing skipped; cancel leaves everything; the preview's confirm skips exactly them."""
+    from playwright.sync_api import sync_playwright
+
+    from core.broker import Broker
+
+    executable = chromium()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    seeded = seed_topic(cursorops_home)
+    topic = seeded.topic
+    tenant, namespace, short = topic.removeprefix("persistent://").split("/")
+    pills = {b"order #20", b"order #33"}
+    with Broker(cursorops_home) as broker:
+        consumer = broker.dispatcher("admin", topic, SUBSCRIPTION).subscribe(
+            "c", receiver_queue_size=100
+        )
+        for _ in range(3):
+            for message in consumer.receive_many(100):
+                if message.payload in pills:
+                    consumer.negative_acknowledge(message)
+                else:
+                    consumer.acknowledge(message)
+        consumer.close()
+    sub_path = f"{rest_path(topic)}/subscription/{SUBSCRIPTION}"
+    radar = rest(airflow, "alice", "GET", f"{sub_path}/poisonRadar").json()
+    assert sorted(m["redeliveryCount"] for m in radar["listed"]) == [3, 3]
+    before = rest(airflow, "alice", "GET", f"{sub_path}/analyzeBacklog").json()["messages"]
+    assert before == len(pills) + 3  # the pills are left, and the 3 reminders not yet due
+
+    def skips() -> int:
+        audit = rest(airflow, "admin", "GET", f"{rest_path(topic)}/auditLog").json()
+        return sum(r["kind"] == "skip" for r in audit)
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, headless=True)
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            context.add_cookies(
+                [{"name": "_token", "value": airflow.token("alice"), "url": airflow.base_url}]
+            )
+            page = context.new_page()
+            page.set_default_timeout(UI_TIMEOUT_MS)
+            page.on("dialog", lambda dialog: pytest.fail(f"a dialog: {dialog.message}"))
+            page.goto(f"{airflow.base_url}{PREFIX}/ui#/{tenant}/{namespace}/{short}/{SUBSCRIPTION}")
+            page.locator("[data-testid=radar-table]").wait_for()
+            assert page.locator("[data-testid=radar-row]").count() == 2
+            button = page.locator("[data-testid=radar-skip]")
+            assert button.inner_text() == "skip these 2 now…"
+            button.click()
+            summary = page.locator("[data-testid=radar-preview-summary]")
+            summary.wait_for()
+            assert "2 message id(s)" in summary.inner_text()
+            assert f"Backlog {before} → {before - 2}" in summary.inner_text()
+            page.get_by_text("the 2 id(s)").click()
+            shown = page.locator("[data-testid=radar-preview-ids]").inner_text().split()
+            assert sorted(shown) == sorted(
+                f"{m['partition']}/{m['messageId']}" for m in radar["listed"]
+            )
+            assert page.locator("[data-testid=radar-confirm]").inner_text() == "skip 2 now"
+            page.screenshot(path=SCREENSHOTS / "ui_cursors_radar_preview.png", full_page=True)
+            # The preview changed nothing; cancel neither.
+            assert (
+                rest(airflow, "alice", "GET", f"{sub_path}/analyzeBacklog").json()["messages"]
+                == before
+            )
+            assert skips() == 0
+            page.locator("[data-testid=radar-cancel]").click()
+            page.locator("[data-testid=radar-preview]").wait_for(state="hidden")
+            assert skips() == 0
+            # Confirmed: exactly the previewed ids.
+            button.click()
+            page.locator("[data-testid=radar-confirm]").click()
+            page.get_by_text("skipped 2 message id(s)").wait_for()
+            page.set_viewport_size({"width": 1000, "height": 1000})
+            page.screenshot(path=SCREENSHOTS / "ui_cursors_radar_skipped.png", full_page=True)
+        finally:
+            browser.close()
+    after = rest(airflow, "alice", "GET", f"{sub_path}/analyzeBacklog").json()["messages"]
+    assert after == before - 2
+    [skip] = [
+        r
+        for r in rest(airflow, "admin", "GET", f"{rest_path(topic)}/auditLog").json()
+        if r["kind"] == "skip"
+    ]
+    assert skip["role"] == "alice"
+    assert sorted(skip["detail"]["skipped"]) == sorted(m["messageId"] for m in radar["listed"])
+
+
 def unanswered(airflow: Airflow) -> set[str]:
     """The runs Airflow lists as waiting for an answer (``response_received=false``)."""
     found = airflow.get(
