@@ -231,3 +231,47 @@ def test_an_approve_given_after_a_replan_is_refused_and_nothing_applies(
     assert backlog(cursorops_home, topic, "s") == 0
     with Broker(cursorops_home) as broker:
         assert broker.audit_log("admin", topic, kind="reset-cursor") == []
+
+
+def test_a_gate_whose_plan_was_replanned_before_it_asks_offers_only_reject(
+    airflow: Airflow, cursorops_home: Config
+) -> None:
+    """The run waits (its DAG paused) while a newer plan record is bound to it: its gate
+    says at the top that the request can no longer be approved, and offers Reject only."""
+    from airflow_glue.plan import STALE
+    from core.gating import Caller, ResetCursor, Run
+
+    dag = "cursorops_reset_cursor"
+    topic = approval_topic(cursorops_home, "s")
+    with Broker(cursorops_home) as broker:
+        broker.produce("admin", topic, [OutgoingMessage(b"x")] * 2)
+        broker.consume("admin", topic, "s", 2, ack=True)
+    paused = airflow.request("admin", "PATCH", f"/api/v2/dags/{dag}", json={"is_paused": True})
+    assert paused.status_code == 200, paused.text
+    try:
+        answer = airflow.request(
+            "alice",
+            "POST",
+            f"{PREFIX}{rest_path(topic)}/subscription/s/resetcursor/0",
+            headers={"X-Cursorops-Reason": "replay"},
+        )
+        assert answer.status_code == 202, answer.text
+        run = answer.json()["runId"]
+        with Broker(cursorops_home) as broker:
+            newer = broker.plan_request(
+                "reset-cursor",
+                Caller("alice", "alice"),
+                ResetCursor(topic=topic, subscription="s", timestamp_ms=0, reason="again"),
+                Run(dag, run),
+            )
+    finally:
+        airflow.request("admin", "PATCH", f"/api/v2/dags/{dag}", json={"is_paused": False})
+    detail = airflow.wait_awaiting_input(dag, run, "approve_reset")
+    assert detail["body"].startswith(f"> **{STALE}** The run was re\\-planned"), detail["body"]
+    assert newer.digest in detail["body"]
+    assert detail["options"] == ["Reject"]
+    assert airflow.answer(dag, run, "approve_reset", "Approve", user="bob").status_code == 400
+    assert airflow.answer(dag, run, "approve_reset", "Reject", user="bob").status_code == 200
+    assert airflow.wait_run(dag, run) == "failed"
+    assert airflow.task_states(dag, run)["apply_reset"] == ["upstream_failed"]
+    assert backlog(cursorops_home, topic, "s") == 0
