@@ -145,7 +145,7 @@ async function render() {
 function openForm(parts) {
   const example = parts.length ? `${parts[0]}/namespace` : "tenant/namespace";
   return `<form class="open" data-testid="open-form"><label>Open a namespace or topic your role may read: ` +
-    `<input name="path" size="48" placeholder="${esc(example)}[/topic[/subscription]]"></label> ` +
+    `<input name="path" size="48" placeholder="${esc(theirsText(example, NAME_CHARS))}[/topic[/subscription]]"></label> ` +
     `<button type="submit">Open</button></form>`;
 }
 

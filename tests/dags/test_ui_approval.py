@@ -118,3 +118,86 @@ def test_second_user_approves_in_the_ui(airflow: Airflow, cursorops_home):
     assert request["answer"]["by"] == "bob"  # type: ignore[index]
     for shot in SCREENSHOTS.glob("ui_approval_*.png"):
         assert shot.stat().st_size > 10_000, shot
+
+
+HOSTILE_REASON = (
+    "\u202eevil by asked | **APPROVED** " + "r" * 20_000 + "\n<!-- hidden --> \u200bzero"
+)
+HOSTILE_TICKET = "OPS\u2011" + "t" * 3_000
+FITS = """() => {
+  const bidi = /[\\u202A-\\u202E\\u2066-\\u2069\\u200B-\\u200F\\uFEFF]/;
+  const raw = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (bidi.test(node.data)) raw.push(node.data.slice(0, 60));
+  }
+  const wide = [];
+  for (const el of document.querySelectorAll("table, td, th, li, p, h1, h2, h3, h4")) {
+    const box = el.getBoundingClientRect();
+    if (box.width === 0) continue;
+    if (box.right > innerWidth + 1 || el.scrollWidth > el.clientWidth + 1) {
+      wide.push(`${el.tagName} ${Math.round(box.right)} ${el.scrollWidth}>${el.clientWidth} ` +
+        el.textContent.slice(0, 40));
+    }
+  }
+  const root = document.documentElement;
+  return { raw, wide, page: [root.scrollWidth, root.clientWidth] };
+}"""
+
+
+def test_a_hostile_request_stays_legible_and_inside_the_pane(airflow: Airflow, cursorops_home):
+    """A reason of 20,000 characters without a space, with bidirectional controls, a newline
+    and a comment, and a long ticket: Airflow's approval page and the Cursors preview show
+    them legibly, cut, and keep every table, paragraph and the page inside the window, at
+    1,400 and 1,000 px."""
+    from playwright.sync_api import sync_playwright
+
+    executable = chromium()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    seeded = seed_topic(cursorops_home)
+    run = request_skip(airflow, seeded, pick(seeded), reason=HOSTILE_REASON, ticket=HOSTILE_TICKET)
+    airflow.wait_awaiting_input(DAG, run, GATE)
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=executable, headless=True)
+            try:
+                for width in (1400, 1000):
+                    context = browser.new_context(viewport={"width": width, "height": 1000})
+                    context.add_cookies(
+                        [{"name": "_token", "value": airflow.token("bob"), "url": airflow.base_url}]
+                    )
+                    page = context.new_page()
+                    page.set_default_timeout(UI_TIMEOUT_MS)
+                    page.goto(
+                        f"{airflow.base_url}/dags/{DAG}/runs/{run}/tasks/{GATE}/required_actions"
+                    )
+                    page.locator("[data-testid=hitl-option-Approve]").wait_for(state="visible")
+                    page.get_by_text("more characters", exact=False).first.wait_for()
+                    page.get_by_text("\\u{202E}evil by asked", exact=False).first.wait_for()
+                    seen = page.evaluate(FITS)
+                    page.screenshot(
+                        path=SCREENSHOTS / f"ui_approval_hostile_{width}_airflow.png",
+                        full_page=True,
+                    )
+                    assert seen["raw"] == [] and seen["wide"] == [], seen
+                    assert seen["page"][0] <= seen["page"][1], seen
+
+                    cursors = context.new_page()
+                    cursors.set_default_timeout(UI_TIMEOUT_MS)
+                    cursors.goto(f"{airflow.base_url}/cursorops/ui")
+                    row = cursors.locator(f"[data-testid=approval-row][data-run-id='{run}']")
+                    row.locator("summary").click()
+                    row.locator("details[data-payloads]").wait_for()
+                    row.get_by_text("\\u{202E}evil by asked", exact=False).first.wait_for()
+                    seen = cursors.evaluate(FITS)
+                    cursors.screenshot(
+                        path=SCREENSHOTS / f"ui_approval_hostile_{width}_cursors.png",
+                        full_page=True,
+                    )
+                    assert seen["raw"] == [] and seen["wide"] == [], seen
+                    assert seen["page"][0] <= seen["page"][1], seen
+                    context.close()
+            finally:
+                browser.close()
+    finally:
+        airflow.answer(DAG, run, GATE, "Reject", user="bob")

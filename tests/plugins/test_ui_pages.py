@@ -113,7 +113,7 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(UI_TIMEOUT_MS)
             page.goto(f"{airflow.base_url}/")
             page.locator("input[name=username]").fill("admin")
@@ -182,6 +182,7 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
             # The radar has looked: these messages are fresh and nothing was redelivered.
             frame.locator("[data-testid=radar-none]").wait_for()
             page.screenshot(path=SCREENSHOTS / "ui_cursors_4_subscription.png", full_page=True)
+            at_1000(page, "[data-testid=audit-table]", "ui_cursors_4_subscription_1000.png")
 
             # The run reaches its gate: the page lists it with its preview and the link; the
             # timed-out gate, still unanswered in Airflow's list, is not offered.
@@ -207,6 +208,7 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
             # and the link to Airflow's approval page stays in sight.
             assert_fits(cursors_frame(page), "a.approve-link")
             page.screenshot(path=SCREENSHOTS / "ui_cursors_5_approval.png", full_page=True)
+            at_1000(page, "a.approve-link", "ui_cursors_5_approval_1000.png")
 
             # bob approves over REST; the audit log then names who asked, who approved, why.
             assert airflow.answer(DAG, run, GATE, "Approve", user="bob").status_code == 200
@@ -428,6 +430,18 @@ def assert_fits(frame: Any, selector: str) -> None:
     )
     assert page_width <= view_width, (page_width, view_width)
     assert right <= view_width, (selector, right, view_width)
+
+
+def at_1000(page: Any, selector: str, screenshot: str) -> None:
+    """The same view in a 1,000 px window: it fits, and its screenshot; then 1,400 px again."""
+    page.set_viewport_size({"width": 1000, "height": 1000})
+    try:
+        frame = cursors_frame(page)
+        frame.wait_for_function("document.documentElement.clientWidth < 1000")
+        assert_fits(frame, selector)
+        page.screenshot(path=SCREENSHOTS / screenshot, full_page=True)
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
 
 
 def reload_frame(page: Any) -> None:
