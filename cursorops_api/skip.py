@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, HTTPException, Path, Query, Response
 from fastapi.responses import JSONResponse
 
-from core.broker.gated import PlannedRequest
+from core.broker import PlannedRequest
 from core.gating import ClearBacklog, GatedArguments, Pending, SkipHead, SkipMessages, UndoSkip
 from core.skipping.skip_payload import parse_payload
 from cursorops_api.approval import ApprovalTextDep, waiting

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
@@ -221,6 +221,13 @@ class RadarResult:
     @classmethod
     def empty(cls) -> RadarResult:
         return cls(0, 0, 0, ())
+
+    def placed(self, topic_partition: str, partition: int) -> RadarResult:
+        """This partition's result with its listed messages named by the partition."""
+        listed = tuple(
+            replace(m, topic_partition=topic_partition, partition=partition) for m in self.listed
+        )
+        return replace(self, listed=listed)
 
 
 @dataclass(frozen=True)

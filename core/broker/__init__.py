@@ -106,6 +106,7 @@ __all__ = [
     "BrokerContext",
     "MessageDescription",
     "PartitionProjection",
+    "PlannedRequest",
     "wall_clock_ms",
 ]
 
@@ -168,11 +169,7 @@ class Broker:
         return self.access.authorized_topic(role, operation, topic)
 
     def may_read_content(self, role: str, topics: Iterable[str]) -> bool:
-        """Whether ``role`` may read the keys, properties and payloads of messages of every
-        one of ``topics`` (:func:`core.content.may_read`: PEEK_MESSAGES on each)."""
-        from core.content import may_read
-
-        return may_read(self.authorized_topic, role, topics)
+        return self.access.may_read_content(role, topics)
 
     def create_tenant(self, role: str, tenant: str, admin_roles: Iterable[str] = ()) -> None:
         self.admin.create_tenant(role, tenant, admin_roles)

@@ -67,6 +67,13 @@ class Access:
         with self.metadata.reading() as view:
             return self.authorized_topic_in(view, role, operation, topic)
 
+    def may_read_content(self, role: str, topics: Iterable[str]) -> bool:
+        """Whether ``role`` may read the keys, properties and payloads of messages of every
+        one of ``topics`` (:func:`core.content.may_read`: PEEK_MESSAGES on each)."""
+        from core.content import may_read
+
+        return may_read(self.authorized_topic, role, topics)
+
     def authorized_topic_in(
         self, view: ReadView, role: str, operation: Operation, topic: str | TopicName
     ) -> TopicInfo:

@@ -280,15 +280,14 @@ class Analysis(Collaborator):
             marks = self.metadata.consumer_acks(info.name, sub.name)
             parts = []
             for name, index in indexes.items():
-                members = pending.get(name)
+                got = pending.get(name)
                 counts = (
-                    PendingCounts(members.ledger, members.entry, members.index, members.redelivery)
-                    if members is not None
+                    PendingCounts(got.ledger, got.entry, got.index, got.redelivery)
+                    if got is not None
                     else PendingCounts.empty()
                 )
-                state = self.context.cursor_state(name, sub.name)
                 found = scan_partition(
-                    state,
+                    self.context.cursor_state(name, sub.name),
                     index.ledger_id,
                     index.entry_id,
                     index.batch_size,
@@ -299,15 +298,7 @@ class Analysis(Collaborator):
                     index.chunk_rest,
                     consumer_ack=marks.get(name),
                 )
-                number = numbers[name] if info.partitions else -1
-                parts.append(
-                    replace(
-                        found,
-                        listed=tuple(
-                            replace(m, topic_partition=name, partition=number) for m in found.listed
-                        ),
-                    )
-                )
+                parts.append(found.placed(name, numbers[name] if info.partitions else -1))
             result = merge(parts, chosen.max_listed)
             result = replace(result, listed=self._with_keys(result.listed))
             out.append(

@@ -70,6 +70,7 @@ def test_the_public_names_stay_importable() -> None:
         "MessageDescription",
         "PAYLOAD_EXCERPT_BYTES",
         "PartitionProjection",
+        "PlannedRequest",
         "wall_clock_ms",
     ]
     for name in core.broker.__all__:
