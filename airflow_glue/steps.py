@@ -10,7 +10,8 @@ naming the run and the plan, so the closing record tells what this attempt did.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -21,6 +22,47 @@ if TYPE_CHECKING:
 def refused_kind(operation: str) -> str:
     """Audit kind of an apply attempt of ``operation`` that applied nothing."""
     return f"{operation}-refused"
+
+
+@contextmanager
+def refusal_audited(
+    context: Mapping[str, Any], operation: str, topic: object, subscription: object, stage: str
+) -> Iterator[None]:
+    """A request refused before it has a plan record (bad input, not found, not authorized,
+    over a limit: the task fails without retry) is audited as ``<operation>-refused`` on its
+    topic, as the requester's role, naming the run, the stage and the refusal; then the
+    refusal goes on. It holds no content (not the predicate). A topic the requester may not
+    read, or that is not there, keeps no record of it: the task's log still says why."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    try:
+        yield
+    except AirflowFailException as exc:
+        from airflow_glue.environment import config, pulsar_role
+        from core.broker import Broker
+        from core.errors import CursorOpsError
+
+        dag_run = context["dag_run"]
+        detail = {
+            "dagId": dag_run.dag_id,
+            "runId": dag_run.run_id,
+            "requester": dag_run.triggering_user_name,
+            "planDigest": None,
+            "stage": stage,
+            "reason": str(exc),
+        }
+        try:
+            with Broker(config()) as broker:
+                broker.record_audit(
+                    pulsar_role(dag_run.triggering_user_name or ""),
+                    refused_kind(operation),
+                    str(topic),
+                    None if subscription is None else str(subscription),
+                    detail,
+                )
+        except CursorOpsError:
+            pass
+        raise
 
 
 def run_plan_record(

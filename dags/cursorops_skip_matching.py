@@ -31,6 +31,7 @@ from airflow_glue.gate import GATE_PARAMS, gate_params
 from airflow_glue.gated_tail import approve_and_apply
 from airflow_glue.matching import match_params
 from airflow_glue.spark import spark_job
+from airflow_glue.steps import refusal_audited
 from core.gating.operation import SKIP
 
 
@@ -57,7 +58,8 @@ def cursorops_skip_matching() -> None:
         context = get_current_context()
         conf = {k: v for k, v in context["params"].items() if k not in GATE_PARAMS}
         requester = context["dag_run"].triggering_user_name or ""
-        with airflow_outcome():
+        topic, subscription = conf.get("topic"), conf.get("subscription")
+        with refusal_audited(context, SKIP, topic, subscription, "validate"), airflow_outcome():
             request, predicate = parse_match_request(conf, wall_clock_ms())
         cfg = config()
         folder = run_folder(cfg, context["dag_run"])
@@ -82,10 +84,15 @@ def cursorops_skip_matching() -> None:
         from core.broker import Broker
         from core.errors import SubscriptionNotFoundError, UnsupportedSubscriptionTypeError
 
-        role = pulsar_role(get_current_context()["dag_run"].triggering_user_name or "")
-        with airflow_outcome(), Broker(config()) as broker:
-            info = broker.authorized_topic(role, Operation.SKIP, request["topic"])
-            wanted = request["subscription"]
+        context = get_current_context()
+        role = pulsar_role(context["dag_run"].triggering_user_name or "")
+        topic, wanted = request["topic"], request["subscription"]
+        with (
+            refusal_audited(context, SKIP, topic, wanted, "authorize"),
+            airflow_outcome(),
+            Broker(config()) as broker,
+        ):
+            info = broker.authorized_topic(role, Operation.SKIP, topic)
             found = [s for s in broker.list_subscriptions(role, info.name) if s.name == wanted]
             if not found:
                 raise SubscriptionNotFoundError(f"Subscription {wanted} not found on {info.name}")
@@ -112,21 +119,24 @@ def cursorops_skip_matching() -> None:
 
         with open(request["summary"], encoding="utf-8") as source:
             found = json.load(source)
-        refusal = over_limit(int(found["matches"]), request["limit"], request["allow_large"])
-        if refusal:
-            raise AirflowFailException(refusal)
-        if not found["matches"]:
-            raise AirflowFailException("The predicate matches no unacknowledged message")
-        with airflow_outcome(), Broker(config()) as broker:
-            arguments = SkipMatching(
-                topic=request["topic"],
-                subscription=request["subscription"],
-                predicate=json.loads(request["predicateJson"]),
-                matches=tuple(match_list_ids(read_match_list(request["matchList"]))),
-                reason=request["reason"],
-                ticket=request.get("ticket"),
-            )
-            return plan_in_run(broker, get_current_context(), "skip-matching", arguments)
+        context = get_current_context()
+        topic, subscription = request["topic"], request["subscription"]
+        with refusal_audited(context, SKIP, topic, subscription, "plan"):
+            refusal = over_limit(int(found["matches"]), request["limit"], request["allow_large"])
+            if refusal:
+                raise AirflowFailException(refusal)
+            if not found["matches"]:
+                raise AirflowFailException("The predicate matches no unacknowledged message")
+            with airflow_outcome(), Broker(config()) as broker:
+                arguments = SkipMatching(
+                    topic=topic,
+                    subscription=subscription,
+                    predicate=json.loads(request["predicateJson"]),
+                    matches=tuple(match_list_ids(read_match_list(request["matchList"]))),
+                    reason=request["reason"],
+                    ticket=request.get("ticket"),
+                )
+                return plan_in_run(broker, context, "skip-matching", arguments)
 
     request = validate_request()
     find = spark_job(

@@ -348,7 +348,10 @@ async function auditView(path, sub) {
     records = await getJson(`${path}/auditLog?limit=200`);
   } catch (error) { target.innerHTML = failed("the audit log", error); return; }
   const undone = new Set(records.filter((r) => r.kind === "undo-skip").map((r) => r.detail && r.detail.skipId));
-  records = records.filter((r) => OPERATIONS.some((op) => r.kind === op || r.kind === `${op}-request`) &&
+  // A refusal before any plan (a workflow's validation) has no closing record: it is its own row.
+  const refusedEarly = (r) => r.kind.endsWith("-refused") && !(r.detail || {}).planDigest;
+  records = records.filter((r) => OPERATIONS.some((op) => r.kind === op || r.kind === `${op}-request` ||
+    (r.kind === `${op}-refused` && refusedEarly(r))) &&
     (!sub || r.subscription === sub));
   if (!records.length) {
     target.innerHTML = `<p class="muted">No skips recorded${sub ? " on this subscription" : ""}.</p>`;
@@ -419,6 +422,14 @@ function auditRow(r, undone) {
       `<td>${answer.by ? `${theirs(answer.by)}<br><span class="muted nowrap">${utc(answer.at)}</span>` : `<span class="muted">nobody</span>`}</td>` +
       `<td>${theirs(d.reason, REASON_CHARS)}${d.ticket ? `<br><span class="muted">ticket ${theirs(d.ticket)}</span>` : ""}</td>` +
       `<td><span class="badge ${esc(d.outcome)}">${esc(d.outcome)}</span><br><span class="muted">${theirs(d.statement, REASON_CHARS)}</span><br>${planCell(d)}</td></tr>`;
+  }
+  if (r.kind.endsWith("-refused")) {
+    return `<tr data-testid="audit-row" data-run-id="${esc(d.runId)}"><td class="when">${utc(r.atMs)}</td>` +
+      `<td>request via <a href="/dags/${seg(d.dagId)}/runs/${seg(d.runId)}">${esc(d.dagId)}</a><br>` +
+      `<span class="muted">refused at ${esc(d.stage)}, before any plan</span></td>` +
+      `<td>${theirs(r.subscription)}</td><td>${theirs(d.requester || r.role)}</td>` +
+      `<td><span class="muted">nobody</span></td><td></td>` +
+      `<td><span class="badge refused">refused</span><br><span class="muted">${theirs(d.reason, REASON_CHARS)}</span></td></tr>`;
   }
   if (r.kind !== "skip") {
     const what = { "undo-skip": `undo of skip ${esc(d.skipId)}`, redrive: "redrive", "reset-cursor": "reset-cursor", unsubscribe: "unsubscribe" }[r.kind] || esc(r.kind);

@@ -113,3 +113,32 @@ def test_more_matches_than_the_limit_are_refused(airflow: Airflow, cursorops_hom
     )
     assert seeded.unacknowledged() == before
     assert seeded.audit("skip") == []
+    # The refusal is audited on the topic, naming the run and the stage: no content in it.
+    [refused] = seeded.audit("skip-refused")
+    assert refused["runId"] == run and refused["stage"] == "plan"
+    assert "above the limit of 2" in str(refused["reason"])
+    assert refused["planDigest"] is None
+
+
+def test_an_exclusive_subscription_is_refused_before_the_scan_and_audited(
+    airflow: Airflow, cursorops_home
+):
+    from core.broker import Broker
+    from core.subscription import SubscriptionType
+
+    airflow.wait_dag(DAG)
+    seeded = seed_topic(cursorops_home)
+    with Broker(seeded.config) as broker:
+        broker.create_subscription(
+            "admin", seeded.topic, "exclusive-reader", SubscriptionType.EXCLUSIVE
+        )
+    run = airflow.trigger(DAG, conf(seeded, subscription="exclusive-reader"), user="alice")
+
+    assert airflow.wait_run(DAG, run, timeout=1200) == "failed"
+    states = airflow.task_states(DAG, run)
+    assert states["authorize"] == ["failed"]
+    assert states["find_messages"] == ["upstream_failed"]  # no Spark job ran
+    [refused] = seeded.audit("skip-refused")
+    assert refused["runId"] == run and refused["stage"] == "authorize"
+    assert "Unsupported subscription type" in str(refused["reason"])
+    assert seeded.audit("skip") == []

@@ -269,8 +269,13 @@ def test_hostile_strings_in_every_cell_hide_nothing_and_keep_their_table_in_its_
                           statement: values[6], planDigest: "f".repeat(64) } };
                       const skip = { kind: "skip", id: 7, atMs: 1, subscription: values[6],
                         role: values[5], detail: { via: "rest", skipped: [1], planId: values[4] } };
+                      const refused = { kind: "skip-refused", atMs: 3, subscription: values[1],
+                        role: values[2], detail: { dagId: "cursorops_skip_matching",
+                          runId: values[0], requester: values[2], planDigest: null,
+                          stage: "authorize", reason: values[3] } };
                       body.innerHTML = `<table data-testid="audit-table"><tbody>${
-                        auditRow(request, new Set())}${auditRow(skip, new Set())}</tbody></table>` +
+                        auditRow(request, new Set())}${auditRow(skip, new Set())}${
+                        auditRow(refused, new Set())}</tbody></table>` +
                         `<table><tbody><tr>${values.map((v) => `<td>${theirs(v)}</td>`).join("")}` +
                         `</tr></tbody></table><p>${theirs(values[3], REASON_CHARS)}</p>`;
                       return null;
@@ -279,6 +284,8 @@ def test_hostile_strings_in_every_cell_hide_nothing_and_keep_their_table_in_its_
                 )
                 assert seen is None
                 fits(page.evaluate(f"HIDDEN => ({MEASURE})()", sorted(HIDDEN)), 1000)
+                shown = page.evaluate("document.getElementById('view-body').innerText")
+                assert "refused at authorize, before any plan" in shown
                 # Each value reads as the page's legible() spells it (white space collapsed,
                 # as HTML does).
                 missing = page.evaluate(
