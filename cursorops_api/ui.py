@@ -156,6 +156,7 @@ def plan_record(
     """The current plan record of a workflow run, as the approver reads it: the same text as
     the approval gate's, with keys, properties and payload excerpts only when the caller's
     role may peek on every topic of the plan (cursorops extension)."""
+    from airflow_glue.approval import STALE_ADVICE, stale_reason
     from airflow_glue.plan import preview_markdown, subject
     from core.errors import NotFoundError
 
@@ -163,6 +164,11 @@ def plan_record(
     if record is None:
         raise NotFoundError(f"Run {run_id} of {dag_id} has no plan record")
     content = broker.may_read_content(role, record.topics())
+    # What the gate itself would say: applied already, or an approval given to another plan
+    # of the run or expired (the current record is the run's newest, so never re-planned).
+    answers = broker.approval_answers(dag_id, run_id)
+    why = stale_reason(record, record, None, answers, broker.clock())
+    stale = None if why is None else f"{why} {STALE_ADVICE}"
     return {
         "planDigest": record.digest,
         "topic": record.topic,
@@ -172,6 +178,7 @@ def plan_record(
         "requiredApprovals": record.required_approvals,
         "applied": record.applied_at_ms is not None,
         "subject": subject(record),
-        "preview": preview_markdown(record, content=content),
+        "preview": preview_markdown(record, content=content, stale=stale),
         "contentShown": content,
+        "stale": stale,
     }

@@ -490,6 +490,11 @@ async function listApprovals(target) {
       const plan = await getJson(`${BASE}/planRecords/${seg(box.dataset.dagId)}/${seg(box.dataset.runId)}`);
       box.querySelector(".md").innerHTML = markdown(plan.preview);
       box.dataset.payloads = plan.contentShown ? "shown" : "masked";
+      if (plan.stale) {
+        // The gate says the same and offers only Reject: no link that invites an Approve.
+        const link = box.parentElement.querySelector("a.approve-link");
+        if (link) { link.textContent = "No longer approvable: reject in Airflow →"; link.dataset.stale = "1"; }
+      }
     } catch (error) { /* Airflow's own text stays */ }
   }));
 }

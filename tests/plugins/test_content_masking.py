@@ -157,3 +157,20 @@ def test_a_role_that_may_peek_reads_the_content(api: Api) -> None:
     # the requester's role holds it here.
     dag, run = runs["redrive"]
     assert api.call(PEEKS, "GET", f"/planRecords/{dag}/{run}").json()["contentShown"] is True
+
+
+def test_a_plan_record_says_when_it_can_no_longer_be_approved(api: Api) -> None:
+    """The Cursors page reads the gate's own stale rule: an applied plan says so first; a
+    plan still waiting does not."""
+    topic, _dlq, runs = _seeded(api)
+    dag, run = runs["redrive"]  # applied by the seeding
+    applied = api.call("admin", "GET", f"/planRecords/{dag}/{run}").json()
+    assert applied["applied"] is True
+    assert applied["stale"].startswith(f"Plan {applied['planDigest']} was applied already")
+    assert "make a new request" in applied["stale"]
+    preview = _text(applied["preview"])
+    assert preview.startswith("> **This request can no longer be approved")
+    assert f"Plan {applied['planDigest'][:40]}" in preview
+    dag, run = runs["skip-messages"]
+    waiting = api.call("admin", "GET", f"/planRecords/{dag}/{run}").json()
+    assert waiting["applied"] is False and waiting["stale"] is None
