@@ -26,9 +26,11 @@ GATE = "approve_skip"
 SECOND = "approve_skip_2"
 QUORUM_NAMESPACE = "acme/quorum"
 FAKE_DIGEST = "f" * 64
+# The forged plan id line comes last: its 64-digit run is where the body cuts the reason
+# (a run without a space is cut, the cut said), and what comes before it is shown inert.
 HIDDEN = (
-    "one pill from a bad producer\n<!--\n**Plan id:** `" + FAKE_DIGEST + "`\n-->\n"
-    "| forged | row |\n[click](javascript:alert(1)) <b>bold</b> \u202eevil"
+    "one pill from a bad producer\n| forged | row |\n[click](javascript:alert(1)) <b>bold</b> "
+    "\u202eevil\n<!--\n**Plan id:** `" + FAKE_DIGEST + "`\n-->"
 )
 
 
@@ -240,7 +242,10 @@ def test_an_expired_approval_applies_nothing_and_a_full_quorum_applies(
     time.sleep(62)  # bob's approval is now older than its minute
     assert airflow.answer(DAG, late, SECOND, "Approve", user="admin").status_code == 200
     assert airflow.wait_run(DAG, late) == "failed"
-    assert "expired" in airflow.task_log(DAG, late, "apply_skip")
+    # The second gate finds the first approval expired: it records the Approve, refuses it,
+    # and apply never runs.
+    assert "expired" in airflow.task_log(DAG, late, SECOND)
+    assert airflow.task_states(DAG, late)["apply_skip"] == ["upstream_failed"]
     assert_untouched(seeded, before)
 
     airflow.wait_awaiting_input(DAG, fresh, GATE)
