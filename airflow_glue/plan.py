@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from core.gating.preview import MessageRow, PartitionChange, Preview, PreviewRequest
     from core.skipping.plan_record import PlanRecord
 
+DIGEST_CHARS = 64
+"""A plan digest's length: the stale warning names digests whole."""
 PREVIEW_ROWS = 50
 """Rows a preview table lists; the rest are counted."""
 
@@ -120,7 +122,9 @@ def render_preview(
     the request, the effect, per partition, the details, the messages."""
     lines: list[str] = []
     if stale:
-        lines += [f"> **{STALE}** {inert(stale, 600)}", ""]
+        # cursorops's own words with whole digests (64 hex digits, under Airflow's pane width);
+        # an approver's name in them is still legible and inert.
+        lines += [f"> **{STALE}** {inert(stale, 800, DIGEST_CHARS)}", ""]
     lines += [
         f"**Plan id:** `{digest}`",
         "",
