@@ -200,17 +200,24 @@ def _count(value: int | None) -> str:
     return "" if value is None else str(value)
 
 
+def _partition_name(name: str) -> str:
+    """A partition as its table names it: ``partition-2`` (the heading names the topic), or
+    a topic of its own (a redrive's dead-letter topic) whole."""
+    return "partition-" + name.rsplit("-partition-", 1)[1] if "-partition-" in name else name
+
+
 def _partitions(preview: Preview) -> list[str]:
-    """One row per partition: before → after, and what moves on it; a column only where
-    some partition says it."""
+    """One row per partition: before → after, and what moves on it (to be acknowledged, to
+    be redelivered: the effect's words above); a column only where some partition says it.
+    Short headers and names keep the table inside Airflow's pane at 1,000 px."""
     rows = preview.partitions
     columns: list[tuple[str, Callable[[PartitionChange], str]]] = [
-        ("partition", lambda p: f"`{p.partition}`")
+        ("partition", lambda p: f"`{_partition_name(p.partition)}`")
     ]
     if any(p.backlog_before is not None for p in rows):
         columns.append(
             (
-                "backlog before → after",
+                "backlog",
                 lambda p: (
                     f"{_count(p.backlog_before)} → "
                     + ("deleted" if p.gone else _count(p.backlog_after))
@@ -220,14 +227,14 @@ def _partitions(preview: Preview) -> list[str]:
     if preview.moves_mark_delete:
         columns.append(
             (
-                "mark-delete position → next read",
+                "mark-delete → next read",
                 lambda p: f"{p.mark_delete_before or ''} → {p.next_read_after or ''}",
             )
         )
     if any(p.acknowledged is not None for p in rows):
-        columns.append(("to be acknowledged", lambda p: _count(p.acknowledged)))
+        columns.append(("acknowledged", lambda p: _count(p.acknowledged)))
     if any(p.redelivered is not None for p in rows):
-        columns.append(("to be redelivered", lambda p: _count(p.redelivered)))
+        columns.append(("redelivered", lambda p: _count(p.redelivered)))
     if any(p.ids is not None for p in rows):
         columns.append(("ids", lambda p: _count(p.ids)))
     out = [

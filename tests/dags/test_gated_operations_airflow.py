@@ -159,7 +159,7 @@ def test_reset_cursor_waits_for_approval_then_moves_back(
         "- **Backlog:** 0 message(s) now, **5** after",
         "- **To be redelivered:** 5 message(s)",
         "- **To be acknowledged:** 0 message(s)",
-        "| partition | backlog before → after | mark-delete position → next read |",
+        "| partition | backlog | mark-delete → next read |",
     )
     assert states["apply_reset"] == ["success"]
     assert backlog(cursorops_home, topic, "s") == 5
