@@ -27,9 +27,12 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.durations import format_time_ms
+
+if TYPE_CHECKING:
+    from core.skipping.plan_record import PlanRecord
 
 __all__ = [
     "Effects",
@@ -269,19 +272,15 @@ class Preview:
 
 
 def request_of(
-    binding_requester: str,
-    binding_role: str,
-    document: Mapping[str, Any],
-    approvals_needed: int,
-    undone_skip_approvals: Sequence[str] | None = None,
+    record: PlanRecord, undone_skip_approvals: Sequence[str] | None = None
 ) -> PreviewRequest:
     """The request part of a preview, from a record's binding and document."""
     return PreviewRequest(
-        requester=binding_requester,
-        role=binding_role,
-        reason=str(document.get("reason") or ""),
-        ticket=document.get("ticket") or None,
-        approvals_needed=approvals_needed,
+        requester=record.binding.requester,
+        role=record.binding.role,
+        reason=str(record.document.get("reason") or ""),
+        ticket=record.document.get("ticket") or None,
+        approvals_needed=record.required_approvals,
         undone_skip_approvals=None
         if undone_skip_approvals is None
         else tuple(undone_skip_approvals),

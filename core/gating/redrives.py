@@ -84,12 +84,7 @@ def redrive_preview(record: PlanRecord, plan: RedrivePlan, content: bool = True)
         heading=f"Redrive {count(plan.messages)} from the dead-letter topic",
         topic=record.topic,
         subscription=record.subscription,
-        request=request_of(
-            record.binding.requester,
-            record.binding.role,
-            record.document,
-            record.required_approvals,
-        ),
+        request=request_of(record),
         partitions=tuple(PartitionChange(p, ids=n) for p, n in per_partition.items()),
         effects=Effects(redelivered=plan.messages, acknowledged=plan.messages if dead else 0),
         details=(

@@ -85,12 +85,7 @@ def reset_preview(record: PlanRecord, plan: ResetPlan) -> Preview:
         heading="Reset cursor: " + (" and ".join(moves) if moves else "no message changes"),
         topic=record.topic,
         subscription=record.subscription,
-        request=request_of(
-            record.binding.requester,
-            record.binding.role,
-            record.document,
-            record.required_approvals,
-        ),
+        request=request_of(record),
         partitions=rows,
         effects=Effects(acknowledged=acknowledged, redelivered=redelivered),
         details=(

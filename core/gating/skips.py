@@ -289,9 +289,7 @@ def skip_preview(record: PlanRecord, content: bool = True) -> Preview:
         heading=heading,
         topic=record.topic,
         subscription=record.subscription,
-        request=request_of(
-            record.binding.requester, record.binding.role, doc, record.required_approvals
-        ),
+        request=request_of(record),
         partitions=partitions,
         effects=Effects(acknowledged=changing, unchanged=left),
         details=tuple(details),

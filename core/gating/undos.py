@@ -78,13 +78,7 @@ def undo_preview(record: PlanRecord, plan: UndoPlan) -> Preview:
         heading=heading,
         topic=record.topic,
         subscription=record.subscription,
-        request=request_of(
-            record.binding.requester,
-            record.binding.role,
-            record.document,
-            record.required_approvals,
-            undone_skip_approvals=plan.approved_by,
-        ),
+        request=request_of(record, undone_skip_approvals=plan.approved_by),
         partitions=tuple(
             PartitionChange(part.topic_partition, ids=len(part)) for part in plan.partitions
         ),

@@ -46,12 +46,7 @@ class UnsubscribeOperation(PreviewedOperation[UnsubscribePlan, Unsubscribe]):
             heading=f"Unsubscribe: delete the subscription and drop {count(plan.messages)}",
             topic=record.topic,
             subscription=record.subscription,
-            request=request_of(
-                record.binding.requester,
-                record.binding.role,
-                record.document,
-                record.required_approvals,
-            ),
+            request=request_of(record),
             partitions=tuple(
                 PartitionChange(p, backlog_before=c, gone=True) for p, c in plan.backlog
             ),
