@@ -13,8 +13,8 @@ PYSPARK_VERSION := 4.3.0
 # have no dags/ or plugins/ yet). All of them pass ruff; the shipped code passes mypy --strict
 # (settings and the few per-module exceptions in pyproject.toml).
 present = $(foreach d,$(1),$(if $(wildcard $(d)/*.py $(d)/*/*.py),$(d)))
-LINT_PATHS := $(call present,core protocol cli spark_apps airflow_glue cursorops_api dags plugins tests benchmarks scripts)
-TYPED_PATHS := $(call present,core protocol cli spark_apps airflow_glue cursorops_api dags plugins)
+LINT_PATHS := $(call present,cursorops core spark_apps dags plugins tests benchmarks scripts)
+TYPED_PATHS := $(call present,cursorops dags plugins)
 
 # The Spark provider pulls pyspark-client, which overwrites files of pyspark: the last
 # pip command reinstalls pyspark so one consistent Spark remains.

@@ -1,6 +1,6 @@
 """``cursorops_backlog_audit`` on the embedded default: one Spark job for all the topics.
 
-Airflow is started as ``make up`` starts it (:func:`airflow_glue.local_airflow.start_airflow`:
+Airflow is started as ``make up`` starts it (:func:`cursorops.airflow.local_airflow.start_airflow`:
 standalone, LocalExecutor, SQLite, other DAGs paused, and the Spark Connect server named by
 ``spark_connect_default``). For each size, a namespace of ``topics`` non-partitioned
 topics of ``messages`` messages each (32-byte payloads in batches of 10) is audited: two
@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING
 from benchmarks import machine, report
 from benchmarks.airflow_phases import task_run_times
 from benchmarks.report import Options, Runs
-from core.broker import Broker
-from core.config import Config
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 
 if TYPE_CHECKING:
-    from airflow_glue.local_airflow import Airflow
+    from cursorops.airflow.local_airflow import Airflow
 
 SECTION = "airflow_audit"
 DAG = "cursorops_backlog_audit"
@@ -101,7 +101,7 @@ def audit_once(airflow: Airflow, namespace: str) -> tuple[str, float, float, str
 
 
 def measure(sizes: Sequence[tuple[int, int, float]], options: Options, work: Path) -> list[Size]:
-    from airflow_glue.local_airflow import start_airflow
+    from cursorops.airflow.local_airflow import start_airflow
 
     config = Config.from_home(work / "cursorops")
     built = {}

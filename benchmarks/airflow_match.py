@@ -44,10 +44,10 @@ from benchmarks.airflow_phases import (
     task_table,
 )
 from benchmarks.report import Options
-from core.broker import Broker
-from core.config import Config
-from core.ids.message_id import MessageId
-from core.producer import OutgoingMessage
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.producer import OutgoingMessage
 
 SECTION = "airflow_match"
 NAMESPACE = "bench/airflow"
@@ -176,7 +176,8 @@ def render(host: machine.Machine, options: Options, work: Path, results: Results
         f"{results.produce_seconds:.0f} s and Airflow {results.skips.start_seconds:.0f} s to start "
         "(not in the figures).",
         "",
-        "The Spark job was spark-submitted (`airflow_glue.spark.SparkJobOperator` with no Spark "
+        "The Spark job was spark-submitted (`cursorops.airflow.spark.SparkJobOperator` with no "
+        "Spark "
         f"Connect server configured: `spark-submit --master {master}`, the `spark_default` "
         "connection of `scripts/airflow-env.sh`) in the task's own process tree. "
         "**Airflow overhead** is the part of a phase when none of its tasks was running "

@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks import report
 from benchmarks.report import Runs
-from core.broker import Broker
-from core.config import Config
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.subscription import SubscriptionType
 
 if TYPE_CHECKING:
-    from airflow_glue.local_airflow import Airflow
+    from cursorops.airflow.local_airflow import Airflow
 
 Starter = Callable[["Airflow", dict[str, Any]], str]
 """Makes a request as a door makes it, from a run's would-be conf; its run's id."""
@@ -288,7 +288,7 @@ def run_skips(
     ``check(subscription)``, which asserts what the run skipped. Airflow is stopped at the
     end. ``stack`` names the Airflow's folder under ``work`` and prefixes the subscriptions,
     so that several Airflows, each started cold, can run one after the other on one topic."""
-    from airflow_glue.local_airflow import start_airflow
+    from cursorops.airflow.local_airflow import start_airflow
 
     started = time.monotonic()
     airflow = start_airflow(

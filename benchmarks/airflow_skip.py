@@ -37,13 +37,13 @@ from benchmarks.airflow_phases import (
     run_skips,
 )
 from benchmarks.report import Options
-from core.broker import Broker
-from core.config import Config
-from core.ids.message_id import MessageId
-from core.producer import OutgoingMessage
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.producer import OutgoingMessage
 
 if TYPE_CHECKING:
-    from airflow_glue.local_airflow import Airflow
+    from cursorops.airflow.local_airflow import Airflow
 
 SECTION = "airflow_skip"
 NAMESPACE = "bench/airflow"
@@ -108,9 +108,9 @@ def measure(sizes: Sizes, options: Options, work: Path) -> SkipRuns:
     def request(airflow: Airflow, conf: dict[str, Any]) -> str:
         """The request as the REST door makes it (here in the benchmark's process): planned
         once and stored bound to a new run, that run started as the requester."""
-        from core.broker import wall_clock_ms
-        from core.broker.gated import new_run_id
-        from core.gating import Caller, Run, SkipMessages
+        from cursorops.core.broker import wall_clock_ms
+        from cursorops.core.broker.gated import new_run_id
+        from cursorops.core.gating import Caller, Run, SkipMessages
 
         run = Run(DAG, new_run_id(wall_clock_ms()))
         arguments = SkipMessages(

@@ -1,7 +1,7 @@
 """``cursorops_skip_matching`` on the embedded default, warm Spark: a small topic, cold start.
 
 Airflow is started as ``make up`` starts it (``scripts/airflow-up.sh`` through
-:func:`airflow_glue.local_airflow.start_airflow`: standalone, LocalExecutor,
+:func:`cursorops.airflow.local_airflow.start_airflow`: standalone, LocalExecutor,
 SQLite, other DAGs paused), and with it, cold, the Spark Connect server that
 ``spark_connect_default`` names: every Spark task is a thin client of it, with
 no JVM start of its own. The topic is :mod:`benchmarks.airflow_match`'s (16
@@ -48,8 +48,8 @@ from benchmarks.airflow_phases import (
     task_table,
 )
 from benchmarks.report import Options
-from core.broker import Broker
-from core.config import Config
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
 
 SECTION = "airflow_warm"
 BEFORE = (

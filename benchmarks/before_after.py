@@ -5,7 +5,7 @@ metadata store and the Broker were restructured) is checked out into a
 temporary ``git worktree``, removed afterwards (also on error or Ctrl-C).
 Every measurement runs in a child process of this script started with
 ``python -P`` and ``PYTHONPATH`` set to one tree or the other, so each child
-imports only that tree's ``core``, ``cursorops_api`` and ``protocol`` (it
+imports only that tree's ``cursorops`` (it
 reports the file it imported ``core`` from, and the parent checks it). Each
 round runs every child once per tree, alternating which tree goes first from
 round to round; figures are medians over the rounds, and the ratio
@@ -15,7 +15,7 @@ The children (each prints one JSON line of results):
 
 - ``skip``: a 4-partition topic, a role with a ``consume`` grant on its
   namespace, and the standalone's REST app of that tree
-  (``protocol.web.web_app``: the plugin's app with the standalone's own user,
+  (``cursorops.wire.web.web_app``: the plugin's app with the standalone's own user,
   no Airflow login) called through FastAPI's ``TestClient``. Statements per
   two-id skip (one id on each of two partitions, a fresh subscription each
   time), counted by a ``before_cursor_execute`` listener on the store's
@@ -87,7 +87,8 @@ CAUSES: dict[str, str] = {
         "than the code: a read pass now sends fewer metadata statements than at the base "
         "(6, was 9, for building the dispatcher and reading to the end: authorization is one "
         "statement), and the dispatcher's cursor replay moved to "
-        "`core.store.cursor_state.replay_since` unchanged in substance (one more function "
+        "`cursorops.core.store.cursor_state.replay_since` unchanged in substance (one more "
+        "function "
         "call per dispatch); compare the ranges in brackets"
     ),
     "acks:": (
@@ -95,7 +96,8 @@ CAUSES: dict[str, str] = {
         "(`BEGIN IMMEDIATE`, `UPDATE cursors`, `INSERT INTO cursor_deltas`) and waits for an "
         "`fsync` of the shared disk, whose latency swings with other work: where the CPU "
         "columns are not higher, that wait is the likely cause; where they are, "
-        "`core.store.cursor_state` (the cursor-state repository the writes now go through)"
+        "`cursorops.core.store.cursor_state` (the cursor-state repository the writes now go "
+        "through)"
     ),
     "skip latency": (
         "where the statements are fewer and the CPU columns not higher, the likely cause is "
@@ -195,11 +197,11 @@ def _installation(broker: Any) -> None:
 def child_skip(sizes: Sizes, backend: str, work: Path) -> dict[str, Any]:
     from fastapi.testclient import TestClient
 
-    from core.config import Config
-    from core.producer import OutgoingMessage
-    from core.subscription import SubscriptionType
-    from cursorops_api import deps
-    from protocol.web import web_app
+    from cursorops.core.config import Config
+    from cursorops.core.producer import OutgoingMessage
+    from cursorops.core.subscription import SubscriptionType
+    from cursorops.rest import deps
+    from cursorops.wire.web import web_app
 
     home = work / "skip"
     home.mkdir(parents=True)
@@ -290,9 +292,9 @@ def child_skip(sizes: Sizes, backend: str, work: Path) -> dict[str, Any]:
 
 
 def child_read(sizes: Sizes, work: Path) -> dict[str, Any]:
-    from core.broker import Broker
-    from core.config import Config
-    from core.subscription import SubscriptionType
+    from cursorops.core.broker import Broker
+    from cursorops.core.config import Config
+    from cursorops.core.subscription import SubscriptionType
 
     config = Config.from_home(work / "read")
     with Broker(config) as broker:
@@ -336,10 +338,10 @@ def child_read(sizes: Sizes, work: Path) -> dict[str, Any]:
 
 
 def child_acks(sizes: Sizes, work: Path) -> dict[str, Any]:
-    from core.broker import Broker
-    from core.config import Config
-    from core.producer import OutgoingMessage
-    from core.subscription import SubscriptionType
+    from cursorops.core.broker import Broker
+    from cursorops.core.config import Config
+    from cursorops.core.producer import OutgoingMessage
+    from cursorops.core.subscription import SubscriptionType
 
     work.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}
@@ -365,7 +367,7 @@ def child_acks(sizes: Sizes, work: Path) -> dict[str, Any]:
 
 
 def child_main(kind: str, backend: str, quick: bool, work: Path) -> int:
-    import core
+    import cursorops.core
 
     sizes = QUICK if quick else FULL
     load = os.getloadavg()[0]
@@ -377,7 +379,7 @@ def child_main(kind: str, backend: str, quick: bool, work: Path) -> int:
         results = child_read(sizes, work)
     else:
         results = child_acks(sizes, work)
-    results["core"] = str(Path(core.__file__).resolve())
+    results["core"] = str(Path(cursorops.core.__file__).resolve())
     results["load"] = max(load, os.getloadavg()[0])
     results["seconds"] = time.perf_counter() - started
     results["cpu_seconds"] = time.process_time() - cpu
@@ -628,7 +630,7 @@ def render(run: dict[str, Any], figures: list[Figure]) -> str:
         "Statements are every statement the metadata engine sends during one skip of two ids "
         "(one on each of two partitions) on a fresh subscription, counted by a SQLAlchemy "
         "`before_cursor_execute` listener (`BEGIN` counts on SQLite, where the driver sends "
-        "it). The REST route is the standalone's admin app (`protocol.web.web_app`, the "
+        "it). The REST route is the standalone's admin app (`cursorops.wire.web.web_app`, the "
         "plugin's app without Airflow's login) called through FastAPI's `TestClient`; at the "
         "base revision it ran `plan_skip` + `skip_requires_approval` + `apply_skip`, now "
         f"`Broker.skip_messages`. Latency: the median of {sizes.timed_skips} two-id skips per "
@@ -733,7 +735,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     base_commit = _git("rev-parse", "--short", f"{args.base}^{{commit}}")
     current_commit = _git("rev-parse", "--short", "HEAD")
-    if _git("status", "--porcelain", "--", "core", "cursorops_api", "protocol"):
+    if _git("status", "--porcelain", "--", "core", "cursorops"):
         current_commit += " with uncommitted changes"
     pg = bool(os.environ.get(PG_ENV))
     children = [Child("skip", "sqlite")]

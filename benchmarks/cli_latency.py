@@ -3,7 +3,7 @@
 ``topics stats``, ``topics analyze-backlog`` and ``topics skip-messages`` (three
 ids, different ones each run, so every run really skips) on a non-partitioned
 topic of 1,000 messages with one Shared subscription, and at 10x and 30x that
-size. Each run is a new process (``python -m cli.launcher``, what the installed
+size. Each run is a new process (``python -m cursorops.cli.launcher``, what the installed
 script runs), timed from start to exit; its answer is checked (exit 0, the
 backlog it reports, the ids it skipped). Each command runs two ways in the same
 run: in its own process (no daemon serves its home), and handed to a running
@@ -36,10 +36,10 @@ from typing import Any
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Runs
-from cli import daemon as daemon_module
-from core.broker import Broker
-from core.config import Config
-from core.subscription import SubscriptionType
+from cursorops.cli import daemon as daemon_module
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.subscription import SubscriptionType
 
 SECTION = "cli_latency"
 ROLE = "admin"
@@ -106,7 +106,7 @@ def build_home(home: Path, messages: int) -> None:
 class Commands:
     """The three commands on one home, each run checked against what it must answer.
 
-    Run as the installed ``cursorops`` script runs them (``python -m cli.launcher``):
+    Run as the installed ``cursorops`` script runs them (``python -m cursorops.cli.launcher``):
     in the process itself when no daemon serves the home, handed to the daemon's
     forked worker when one does (``daemon`` set). Through the daemon, a command's CPU
     is the caller's plus its worker's (the daemon's reaped children, from its status).
@@ -135,7 +135,15 @@ class Commands:
             time.sleep(0.001)
 
     def _cursorops(self, *args: str) -> tuple[Timing, Any]:
-        command = [sys.executable, "-m", "cli.launcher", "--home", str(self.home), "-o", "json"]
+        command = [
+            sys.executable,
+            "-m",
+            "cursorops.cli.launcher",
+            "--home",
+            str(self.home),
+            "-o",
+            "json",
+        ]
         if self.daemon is None:
             timing, out = timed([*command, *args], self.environment)
             return timing, json.loads(out)

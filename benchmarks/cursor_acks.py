@@ -29,13 +29,13 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
-from core.acks import cursor_codec
-from core.acks.cursor import AckTarget, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.ids.position import Position
-from core.store.cursor_state import replay
-from core.store.metadata import MetadataStore
-from core.subscription import SubscriptionType
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import AckTarget, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.ids.position import Position
+from cursorops.core.store.cursor_state import replay
+from cursorops.core.store.metadata import MetadataStore
+from cursorops.core.subscription import SubscriptionType
 
 SECTION = "cursor_acks"
 TOPIC = "persistent://bench/acks/cursor"

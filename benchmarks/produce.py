@@ -52,9 +52,9 @@ _REPO = Path(__file__).resolve().parent.parent
 _MEASURE = """
 import importlib.util, json, sys, tempfile, time, gc
 from pathlib import Path
-from core.broker import Broker
-from core.config import Config
-from core.producer import OutgoingMessage, Producer
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.producer import OutgoingMessage, Producer
 
 if sys.argv[6] != "-":
     spec = importlib.util.spec_from_file_location("old_producer", sys.argv[6])
@@ -127,9 +127,9 @@ def _git_file(commit: str, path: str, into: Path) -> Path:
 
 def _profile_one_call(work: Path) -> report.Profile:
     """``cProfile`` of one ``send_columns`` of ``CALL`` payloads to a fresh topic."""
-    from core.broker import Broker
-    from core.config import Config
-    from core.producer import OutgoingMessage, Producer
+    from cursorops.core.broker import Broker
+    from cursorops.core.config import Config
+    from cursorops.core.producer import OutgoingMessage, Producer
 
     topic = "persistent://bench/produce/profiled"
     with (

@@ -17,7 +17,7 @@ Python package) from this process, one after the other in every run, with
 
 ``pulsar-lite`` (PyPI; not a dependency of cursorops) must be installed; the
 benchmark says so and measures nothing otherwise. The standalone runs as
-``python -m cli.main standalone``, so the code measured is this checkout's.
+``python -m cursorops.cli.main standalone``, so the code measured is this checkout's.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ METADATA_AS_SENT = (
     "load average 4 to 8), the time added per send is mostly in the store thread's "
     "append, 1.0 ms of it (active samples, which also count waiting for a core): Parquet "
     "encoding 0.55 ms, the producer building the columns 0.15 ms "
-    "(`core.producer.entry_columns`), the null arrays of the absent ones 0.14 ms "
+    "(`cursorops.core.producer.entry_columns`), the null arrays of the absent ones 0.14 ms "
     "(`_assemble`), slicing them 0.08 ms. Encoded in memory with the store's write "
     "options (pyarrow 26, best of 15): the one-message segment a synchronous send "
     "writes, 0.83 to 1.17 ms against 0.47 to 0.50 ms at the base (two rounds); the "
@@ -178,7 +178,7 @@ def standalone_process(home: Path, tree: Path = _REPO) -> Iterator[tuple[str, in
     ``PYTHONPATH``, so that tree's code is what runs): its broker URL and process id."""
     env = dict(os.environ, CURSOROPS_DAEMON="off", PYTHONPATH=str(tree))
     process = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "--home", str(home), "standalone"]
+        [sys.executable, "-m", "cursorops.cli.main", "--home", str(home), "standalone"]
         + ["--broker-port", "0", "--no-web", "--log-level", "warning"],
         stdout=subprocess.PIPE,
         text=True,
@@ -360,8 +360,8 @@ def correctness(url: str, backlog: Callable[[str, str], int] | None) -> tuple[st
 
 def _cursorops_backlog(home: Path) -> Callable[[str, str], int]:
     def backlog(topic: str, subscription: str) -> int:
-        from core.broker import Broker
-        from core.config import Config
+        from cursorops.core.broker import Broker
+        from cursorops.core.config import Config
 
         with Broker(Config.from_home(home)) as broker:
             parts = broker.analyze_backlog(ROLE, topic, subscription)

@@ -2,7 +2,7 @@
 
 The workloads are :func:`benchmarks.protocol.throughput`'s (batched produce,
 consume and acknowledge, unbatched produce; the official client, 64-byte
-payloads), run against ``python -m cli.main standalone`` of one checkout and
+payloads), run against ``python -m cursorops.cli.main standalone`` of one checkout and
 then of the other: a base revision (``--base REV``, checked out into a
 temporary ``git worktree`` removed afterwards, or ``--base-tree PATH``, a
 checkout already there) and this checkout (or ``--current-tree PATH``, to

@@ -9,7 +9,7 @@ subscription per topic a consumer receives 100 messages and negatively
 acknowledges 5 of them three times (redelivery counts in the pending set).
 Not timed.
 
-Timed: :func:`airflow_glue.backlog_audit.radar_report` over the 10 topics with the
+Timed: :func:`cursorops.airflow.backlog_audit.radar_report` over the 10 topics with the
 default limits and the age criterion at 0 s (every message behind an
 acknowledged one is a finding), on a fresh Broker each run, as the task opens
 one: entry indexes read from the segments, every cursor loaded, every pending
@@ -23,14 +23,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_glue.backlog_audit import radar_report
 from benchmarks import machine, report
 from benchmarks.report import Options, Runs, Stopwatch
-from core.analysis.poison_radar import RadarLimits
-from core.broker import Broker
-from core.config import Config
-from core.ids.message_id import MessageId
-from core.subscription import SubscriptionType
+from cursorops.airflow.backlog_audit import radar_report
+from cursorops.core.analysis.poison_radar import RadarLimits
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.subscription import SubscriptionType
 
 SECTION = "radar"
 ROLE = "admin"

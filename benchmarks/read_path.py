@@ -40,14 +40,14 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
-from core.acks import cursor_codec
-from core.acks.cursor import AckTarget, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.broker import Broker
-from core.config import Config
-from core.ids.message_id import MessageId
-from core.store.cursor_state import replay
-from core.subscription import SubscriptionType
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import AckTarget, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.store.cursor_state import replay
+from cursorops.core.subscription import SubscriptionType
 
 SECTION = "read_path"
 ROLE = "admin"
@@ -317,7 +317,8 @@ def _first_dispatch(passes: list[Pass]) -> str:
         f"Of each pass, the first `receive_batch` takes {first.cell('s')} "
         f"({share.median:.0%} of the loop, median): its dispatch loads the subscription's "
         "cursor afresh in a new dispatcher (the snapshot with the randomly acknowledged batch "
-        "indexes: one ack set per partly acknowledged batch, decoded by `core.acks.cursor_codec`) "
+        "indexes: one ack set per partly acknowledged batch, decoded by "
+        "`cursorops.core.acks.cursor_codec`) "
         "and decodes the first row group. The calls after it deliver at "
         f"{rest.cell()} msg/s (wall): the cost per dispatch once a consumer is running."
     )
@@ -357,7 +358,8 @@ def render(
         "with numpy masks over the decoded record batch, and records what it delivers "
         "pending in one metadata transaction (plain SQL on the store's DBAPI connection, "
         "no ORM), as runs (one row per stretch of a ledger, every message kept in it, each "
-        "field as offsets in as few bytes as they need: `core.store.pending_runs`). It lists "
+        "field as offsets in as few bytes as they need: `cursorops.core.store.pending_runs`). It "
+        "lists "
         "only segments added since the last dispatch, reads the ledger list again only when "
         "there were some, and keeps decoded row groups between dispatches. The subscription "
         "honours delayed delivery (every message's `deliver_at` is checked; none is delayed "
@@ -431,7 +433,8 @@ def _what_is_left(sizes: Sizes) -> str:
         f"({sizes.acked_fraction:.0%} of the batch indexes acknowledged leave gaps, so no "
         "slice); a Parquet row group decoded every few dispatches (decoded once per dispatcher "
         "and kept); per pass, the first dispatch's cursor load (above), paid once per "
-        "dispatcher, in `core.acks.cursor_codec` and `core.acks.ack_set`. Each no-ack pass "
+        "dispatcher, in `cursorops.core.acks.cursor_codec` and `cursorops.core.acks.ack_set`. "
+        "Each no-ack pass "
         "after the "
         "first also takes every message again from released runs (the previous pass closed "
         "its consumer), a lookup and a rewrite of those runs per dispatch. A larger receiver "

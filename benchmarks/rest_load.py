@@ -149,7 +149,7 @@ def drop_schema(schema: str) -> None:
 
 
 def create_namespace(config: Any) -> None:
-    from core.broker import Broker
+    from cursorops.core.broker import Broker
 
     with Broker(config) as broker:
         broker.create_tenant("admin", TENANT)
@@ -159,9 +159,9 @@ def create_namespace(config: Any) -> None:
 
 def seed(config: Any, sizes: Sizes, run: int) -> tuple[str, list[tuple[str, dict[str, int]]]]:
     """Run ``run``'s topic and every message as (label, messageId body)."""
-    from core.broker import Broker
-    from core.producer import OutgoingMessage
-    from core.subscription import SubscriptionType
+    from cursorops.core.broker import Broker
+    from cursorops.core.producer import OutgoingMessage
+    from cursorops.core.subscription import SubscriptionType
 
     topic = f"persistent://{NAMESPACE}/events-{run}"
     with Broker(config) as broker:
@@ -204,7 +204,7 @@ class ApiServer:
 
 
 def start_api_server(work: Path, environ: dict[str, str]) -> ApiServer:
-    from airflow_glue.local_airflow import free_port
+    from cursorops.airflow.local_airflow import free_port
 
     home = work / "airflow"
     home.mkdir()
@@ -372,8 +372,8 @@ def client(
 def consumer(config_json: str, topic: str, seconds: float, out: Any) -> None:
     """Receive and acknowledge through the Broker until the time is up; report each batch's
     start time and the labels it returned."""
-    from core.broker import Broker
-    from core.config import Config
+    from cursorops.core.broker import Broker
+    from cursorops.core.config import Config
 
     fields = json.loads(config_json)
     config = Config.from_home(
@@ -432,7 +432,7 @@ class Results:
 
 def measure(sizes: Sizes, work: Path, runs: int) -> list[Results]:
     """``runs`` bounded runs on one api-server, each on a fresh topic."""
-    from core.config import Config
+    from cursorops.core.config import Config
 
     url, schema = postgres_schema()
     server: ApiServer | None = None
@@ -475,7 +475,7 @@ def summary(r: Results) -> str:
 def measure_one(sizes: Sizes, config: Any, server: ApiServer, token: str, run: int) -> Results:
     from sqlalchemy.engine import make_url
 
-    from core.broker import Broker, wall_clock_ms
+    from cursorops.core.broker import Broker, wall_clock_ms
 
     topic, messages = seed(config, sizes, run)
     path = (
@@ -626,7 +626,7 @@ WHERE_THE_TIME_GOES = (
     "what each group of processes spends per answered request, and the rate its total allows."
     " 50 clients that each wait for their answer see a mean latency of 50 divided by the "
     "rate, about half a second at that rate. The p99 was about twice the mean until the "
-    "api-server's workers froze their start-up heap (`cursorops_api/heap.py`): a full "
+    "api-server's workers froze their start-up heap (`cursorops/rest/heap.py`): a full "
     "garbage collection walked the 600,000-odd objects a worker holds once it has loaded "
     "Airflow, and paused it for 400 to 550 ms every 10 to 15 s under load (timed with "
     "`gc.callbacks`); the slowest 1% of requests came in bursts that ended just after one. "

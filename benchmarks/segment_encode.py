@@ -2,7 +2,7 @@
 
 An unbatched synchronous send over the binary protocol commits one entry of one
 message: one Parquet segment encoded per send. The segment's table is built the
-way the producer's path builds it (``core.producer.entry_columns`` of an entry with
+way the producer's path builds it (``cursorops.core.producer.entry_columns`` of an entry with
 the client's ``MessageMetadata`` bytes, a 64-byte payload, no key, properties or
 delay), then encoded in memory with the store's settings (no file, no fsync), three
 ways:
@@ -12,7 +12,7 @@ ways:
 - ``every``: every column of ``MESSAGE_SCHEMA``, the later ones null but
   ``metadata`` (how segments were written before they left out their null columns);
 - ``now``: as the store writes it, without the later columns null on every row
-  (chosen by ``core.store.ledger.segment_tables`` as it assembles the segment).
+  (chosen by ``cursorops.core.store.ledger.segment_tables`` as it assembles the segment).
 
 Each run encodes each ``encodes`` times, the three kinds taking turns, and takes
 the median encode; the figure is the median over the runs. The assembly itself
@@ -35,8 +35,8 @@ import pyarrow.parquet as pq
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Runs
-from core.producer import Entry, entry_columns
-from core.store.ledger import (
+from cursorops.core.producer import Entry, entry_columns
+from cursorops.core.store.ledger import (
     LATER_COLUMNS,
     SEGMENT_WRITE_OPTIONS,
     segment_tables,

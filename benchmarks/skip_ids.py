@@ -33,12 +33,12 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
-from core.acks.ledger_layout import LedgerLayout
-from core.broker import Broker
-from core.config import Config
-from core.ids.message_id import MessageId
-from core.store.cursor_state import replay
-from core.subscription import SubscriptionType
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.store.cursor_state import replay
+from cursorops.core.subscription import SubscriptionType
 
 SECTION = "skip_ids"
 ROLE = "admin"

@@ -1,20 +1,20 @@
 """analyze-backlog over a big topic: Spark ``local[2]`` against core and a one-process reference.
 
 For each size (default 1M, 10M and 30M messages) a topic of 16 partitions is
-written with the real :class:`~core.producer.Producer` and ledger store
+written with the real :class:`~cursorops.core.producer.Producer` and ledger store
 (batches of 10, 1% delayed messages, which the producer never batches; 70%
 keyed, half with a property), and four Shared subscriptions get scattered
 acknowledgements: a cumulative acknowledgement part-way, individual entries,
 and some indexes of some batches. Then, on the same data, each several times:
 
-- **Spark, warm**: :func:`spark_apps.analyze_backlog.run` on a ``local[2]``
+- **Spark, warm**: :func:`cursorops.spark.analyze_backlog.run` on a ``local[2]``
   session already up (what a long-lived driver or notebook sees);
 - **Spark, spark-submit**: the job as an operator launches it, JVM start included;
 - **Spark Connect**: the job submitted to a Spark Connect server already running
   (``scripts/spark-connect-up.sh``, ``local[2]``, started once for the whole
-  run) through :func:`airflow_glue.spark.run_on_connect`, the very call a DAG's
+  run) through :func:`cursorops.airflow.spark.run_on_connect`, the very call a DAG's
   Spark task makes when ``spark_connect_default`` exists: no JVM starts;
-- **core**: :meth:`core.broker.Broker.analyze_backlog`, the pure-Python path;
+- **core**: :meth:`cursorops.core.broker.Broker.analyze_backlog`, the pure-Python path;
 - **DuckDB**: one SQL query over the same Parquet files and the cursors
   exported as tables, an independent reference for how fast one process reads
   this data (2 threads).
@@ -49,17 +49,17 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks import machine, report
-from core.acks import ack_set, cursor_codec
-from core.acks.cursor import AckTarget, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.analysis.backlog import PartitionAnalysis
-from core.broker import Broker
-from core.config import Config
-from core.ids.position import Position
-from core.ids.topic_name import TopicName
-from core.producer import OutgoingMessage, Producer
-from core.store.cursor_state import replay
-from core.subscription import SubscriptionType
+from cursorops.core.acks import ack_set, cursor_codec
+from cursorops.core.acks.cursor import AckTarget, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.analysis.backlog import PartitionAnalysis
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.producer import OutgoingMessage, Producer
+from cursorops.core.store.cursor_state import replay
+from cursorops.core.subscription import SubscriptionType
 
 SECTION = "spark_backlog"
 TOPIC = "persistent://bench/backlog/orders"
@@ -204,7 +204,7 @@ def core_path(config: Config) -> Answer:
 
 
 def spark_warm(config: Config, spark: Any) -> Answer:
-    from spark_apps import analyze_backlog
+    from cursorops.spark import analyze_backlog
 
     return _answer(analyze_backlog.run(config, TOPIC, spark=spark))
 
@@ -248,7 +248,7 @@ def _connect_args(home: str, output: str) -> list[str]:
 
 _CLIENT = """
 import json, sys, time
-from airflow_glue.spark import run_on_connect
+from cursorops.airflow.spark import run_on_connect
 from benchmarks.spark_backlog import _connect_args
 home, remote, output, runs, warm_up = sys.argv[1:]
 if warm_up == "1":
@@ -263,7 +263,7 @@ print(json.dumps(seconds))
 
 _FRESH = """
 import sys
-from airflow_glue.spark import run_on_connect
+from cursorops.airflow.spark import run_on_connect
 from benchmarks.spark_backlog import _connect_args
 run_on_connect("analyze_backlog", _connect_args(*sys.argv[1:3]), sys.argv[3])
 """
@@ -277,7 +277,7 @@ def _client_env() -> dict[str, str]:
 def spark_connect(
     config: Config, work: Path, remote: str, runs: int, *, warm_up: bool
 ) -> tuple[report.Runs, Answer]:
-    """The DAG task's call on Connect (:func:`airflow_glue.spark.run_on_connect`), timed in a
+    """The DAG task's call on Connect (:func:`cursorops.airflow.spark.run_on_connect`), timed in a
     client process of its own.
 
     pyspark allows one kind of session per process (this one holds the classic
@@ -540,7 +540,7 @@ def markdown(
         "answers (entries, messages, first and last id per partition and subscription) were "
         "checked equal. *Spark warm* runs the job on a session already up; *spark-submit* "
         "is the whole command (JVM and session start, metadata and cursors read on the "
-        "driver, the scan); *Spark Connect* is `airflow_glue.spark.run_on_connect`, what a "
+        "driver, the scan); *Spark Connect* is `cursorops.airflow.spark.run_on_connect`, what a "
         "DAG's Spark task runs when `spark_connect_default` exists: the job's `main` in the "
         "client's process (metadata and cursors read there, a new session on a Connect server "
         "started once for the whole benchmark, the scan on the server, the JSON written), "
@@ -687,7 +687,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = report.Options(args.quick, args.runs, write, args.dir)
     host = machine.describe()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from spark_apps.session import build_session
+    from cursorops.spark.session import build_session
 
     spark = build_session(
         "local[2]", "cursorops-bench", extra={"spark.driver.memory": "4g"}, remote=""

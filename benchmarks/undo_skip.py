@@ -30,12 +30,12 @@ import numpy as np
 from benchmarks import machine, report
 from benchmarks.report import Options, Runs, Stopwatch
 from benchmarks.skip_ids import FULL, QUICK, ROLE, TOPIC, Sizes, build_topic
-from core.acks.ledger_layout import LedgerLayout
-from core.broker import Broker
-from core.config import Config
-from core.ids.message_id import MessageId
-from core.store.cursor_state import replay
-from core.subscription import SubscriptionType
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.store.cursor_state import replay
+from cursorops.core.subscription import SubscriptionType
 
 SECTION = "undo_skip"
 AIM_SECONDS = 5.0

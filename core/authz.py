@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
-from core.errors import NotAuthorizedError
+from cursorops.core.errors import NotAuthorizedError
 
 ACTIONS = frozenset({"produce", "consume", "functions", "sources", "sinks", "packages"})
 """Pulsar's ``AuthAction`` values: what a namespace grant may hold."""

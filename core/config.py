@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.errors import InvalidArgumentError
+from cursorops.core.errors import InvalidArgumentError
 
 DEFAULT_HOME = "~/.cursorops"
 

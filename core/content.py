@@ -8,7 +8,7 @@ messages by content (a predicate's ``key``, ``properties``, ``payloadContains`` 
 ``jsonField``'s value) is content too: it names the very values it matches.
 
 Content is shown only to a reader whose role may peek on every topic it came from
-(``PEEK_MESSAGES``, as :mod:`core.authz` decides: :func:`may_read`); everyone else
+(``PEEK_MESSAGES``, as :mod:`cursorops.core.authz` decides: :func:`may_read`); everyone else
 reads :func:`masked` documents, where each content field says only how much was
 there (``"9 bytes, masked"``, ``"3 properties, masked"``). Airflow's approval body,
 and the task logs of a workflow, which every reader of the DAG may open, always hold
@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, cast
 
-from core.authz import Operation
-from core.errors import NotAuthorizedError, NotFoundError
+from cursorops.core.authz import Operation
+from cursorops.core.errors import NotAuthorizedError, NotFoundError
 
 TEXT_FIELDS = frozenset({"key", "orderingKey", "payload", "payloadContains"})
 """Fields whose value is one producer-written text (or its base64): masked to its size."""

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from core.errors import CursorOpsError, InvalidArgumentError
-from core.ids.topic_name import shown
+from cursorops.core.errors import CursorOpsError, InvalidArgumentError
+from cursorops.core.ids.topic_name import shown
 
 _DAY_MS = 86_400_000
 UNIT_MS = {

@@ -2,9 +2,9 @@
 
 Every front door maps each leaf of this tree, in one :class:`OutcomeTable` per
 edge that declares only its families and its exceptions: the exit code
-(:mod:`core.exit_codes`, checked by ``tests/cli/test_cli.py``), the Airflow task
-outcome (``airflow_glue/outcomes.py``, checked by ``tests/dags/test_glue.py``) and
-the HTTP status (``cursorops_api/errors.py``, checked by ``tests/plugins/test_errors.py``).
+(:mod:`cursorops.core.exit_codes`, checked by ``tests/cli/test_cli.py``), the Airflow task
+outcome (``cursorops/airflow/outcomes.py``, checked by ``tests/dags/test_glue.py``) and
+the HTTP status (``cursorops/rest/errors.py``, checked by ``tests/plugins/test_errors.py``).
 
 ::
 

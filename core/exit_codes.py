@@ -1,4 +1,4 @@
-"""The command-line edge of the error tree: the exit code of each ``core.errors`` leaf.
+"""The command-line edge of the error tree: the exit code of each ``cursorops.core.errors`` leaf.
 
 One table for every process an operator runs from a shell: the ``cursorops``
 command and the Spark jobs' drivers. ``tests/cli/test_cli.py`` checks that
@@ -7,7 +7,7 @@ every leaf is mapped.
 
 from __future__ import annotations
 
-from core.errors import (
+from cursorops.core.errors import (
     ConflictError,
     CursorOpsError,
     InvalidInputError,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from urllib.parse import quote, unquote
 
-from core.errors import InvalidArgumentError
+from cursorops.core.errors import InvalidArgumentError
 
 PREFIX = "UTF-8''"
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, ClassVar, Self
 
-from core.errors import InvalidArgumentError, InvalidInputError
+from cursorops.core.errors import InvalidArgumentError, InvalidInputError
 
 
 def canonical_json(value: object, *, ascii_only: bool = False) -> str:

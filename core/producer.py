@@ -16,7 +16,7 @@ the Arrow columns are computed over arrays, with one list pass per column.
 It writes exactly what the per-message path writes, which serves every other
 call and gives the one-line error for a bad message. ``send_columns`` takes
 plain messages as a payload array and returns their ids as
-:class:`~core.ids.message_id_columns.MessageIdColumns`, with no object per
+:class:`~cursorops.core.ids.message_id_columns.MessageIdColumns`, with no object per
 message on either side: the form for generating data in bulk.
 
 Size: one module on purpose. Batching, routing and the columnar send share the
@@ -34,13 +34,13 @@ from typing import Any, cast
 import numpy as np
 import pyarrow as pa
 
-from core.errors import InvalidArgumentError
-from core.ids.message_id import MessageId
-from core.ids.message_id_columns import MessageIdColumns
-from core.ids.topic_name import TopicName
-from core.store import arrow_columns
-from core.store.ledger import MESSAGE_SCHEMA, LedgerStore, RowDraft
-from core.store.metadata import TopicInfo
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.message_id_columns import MessageIdColumns
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.store import arrow_columns
+from cursorops.core.store.ledger import MESSAGE_SCHEMA, LedgerStore, RowDraft
+from cursorops.core.store.metadata import TopicInfo
 
 
 @dataclass(frozen=True)

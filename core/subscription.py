@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from core.errors import InvalidArgumentError
+from cursorops.core.errors import InvalidArgumentError
 
 
 class SubscriptionType(StrEnum):

@@ -24,7 +24,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
-from airflow_glue.spark import spark_job
+from cursorops.airflow.spark import spark_job
 
 # The schedule is a deployment setting (a cron expression, a preset, or "none" for
 # triggered runs only); read from the environment, never from a Variable at parse time.
@@ -71,11 +71,11 @@ def cursorops_backlog_audit() -> None:
         """The topics of the chosen namespaces (in a file of the run), and the job's files."""
         import json
 
-        from airflow_glue.backlog_audit import audit_role, audit_topics
-        from airflow_glue.environment import config
-        from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.runs import run_folder
-        from core.broker import Broker
+        from cursorops.airflow.backlog_audit import audit_role, audit_topics
+        from cursorops.airflow.environment import config
+        from cursorops.airflow.outcomes import airflow_outcome
+        from cursorops.airflow.runs import run_folder
+        from cursorops.core.broker import Broker
 
         context = get_current_context()
         cfg = config()
@@ -98,10 +98,10 @@ def cursorops_backlog_audit() -> None:
         """One history row per subscription: the Spark job's exact counts, the oldest age."""
         import json
 
-        from airflow_glue.backlog_audit import audit_role, samples_from
-        from airflow_glue.environment import config
-        from airflow_glue.outcomes import airflow_outcome
-        from core.broker import Broker
+        from cursorops.airflow.backlog_audit import audit_role, samples_from
+        from cursorops.airflow.environment import config
+        from cursorops.airflow.outcomes import airflow_outcome
+        from cursorops.core.broker import Broker
 
         run_id = get_current_context()["dag_run"].run_id
         role = audit_role()
@@ -118,14 +118,14 @@ def cursorops_backlog_audit() -> None:
         """Check the limits; chart the breached and largest; breaches notify and fail."""
         from airflow.sdk.exceptions import AirflowFailException
 
-        from airflow_glue.backlog_audit import audit_role, chart_selection, load_thresholds
-        from airflow_glue.chart import draw_history
-        from airflow_glue.environment import config
-        from airflow_glue.notify import BacklogBreachNotifier
-        from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.runs import run_folder
-        from core.analysis.backlog_audit import check, latest_before
-        from core.broker import Broker
+        from cursorops.airflow.backlog_audit import audit_role, chart_selection, load_thresholds
+        from cursorops.airflow.chart import draw_history
+        from cursorops.airflow.environment import config
+        from cursorops.airflow.notify import BacklogBreachNotifier
+        from cursorops.airflow.outcomes import airflow_outcome
+        from cursorops.airflow.runs import run_folder
+        from cursorops.core.analysis.backlog_audit import check, latest_before
+        from cursorops.core.broker import Broker
 
         context = get_current_context()
         run_id, params = context["dag_run"].run_id, context["params"]
@@ -161,17 +161,17 @@ def cursorops_backlog_audit() -> None:
         prefilled skip-messages request (logged, and in the run's radar.json)."""
         import json
 
-        from airflow_glue.backlog_audit import (
+        from cursorops.airflow.backlog_audit import (
             audit_role,
             load_thresholds,
             radar_lines,
             radar_report,
             radar_summary,
         )
-        from airflow_glue.environment import config
-        from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.runs import run_folder
-        from core.broker import Broker
+        from cursorops.airflow.environment import config
+        from cursorops.airflow.outcomes import airflow_outcome
+        from cursorops.airflow.runs import run_folder
+        from cursorops.core.broker import Broker
 
         context = get_current_context()
         cfg = config()

@@ -27,12 +27,12 @@ from typing import Any
 import pendulum
 from airflow.sdk import dag, get_current_context, task
 
-from airflow_glue.gate import GATE_PARAMS, gate_params
-from airflow_glue.gated_tail import approve_and_apply
-from airflow_glue.matching import match_params
-from airflow_glue.spark import spark_job
-from airflow_glue.steps import refusal_audited
-from core.gating.operation import SKIP
+from cursorops.airflow.gate import GATE_PARAMS, gate_params
+from cursorops.airflow.gated_tail import approve_and_apply
+from cursorops.airflow.matching import match_params
+from cursorops.airflow.spark import spark_job
+from cursorops.airflow.steps import refusal_audited
+from cursorops.core.gating.operation import SKIP
 
 
 @dag(
@@ -49,11 +49,11 @@ def cursorops_skip_matching() -> None:
     @task(retries=0, multiple_outputs=True)
     def validate_request() -> dict[str, Any]:
         """The conf and its predicate, checked; where the Spark job writes its match list."""
-        from airflow_glue.environment import config, pulsar_role
-        from airflow_glue.matching import parse_match_request
-        from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.runs import run_folder
-        from core.broker import wall_clock_ms
+        from cursorops.airflow.environment import config, pulsar_role
+        from cursorops.airflow.matching import parse_match_request
+        from cursorops.airflow.outcomes import airflow_outcome
+        from cursorops.airflow.runs import run_folder
+        from cursorops.core.broker import wall_clock_ms
 
         context = get_current_context()
         conf = {k: v for k, v in context["params"].items() if k not in GATE_PARAMS}
@@ -78,11 +78,14 @@ def cursorops_skip_matching() -> None:
         """What can be checked before the scan: the requester's Pulsar role holds the skip
         permission on the topic, and the subscription is there and may skip chosen
         messages (Shared or Key_Shared)."""
-        from airflow_glue.environment import config, pulsar_role
-        from airflow_glue.outcomes import airflow_outcome
-        from core.authz import Operation
-        from core.broker import Broker
-        from core.errors import SubscriptionNotFoundError, UnsupportedSubscriptionTypeError
+        from cursorops.airflow.environment import config, pulsar_role
+        from cursorops.airflow.outcomes import airflow_outcome
+        from cursorops.core.authz import Operation
+        from cursorops.core.broker import Broker
+        from cursorops.core.errors import (
+            SubscriptionNotFoundError,
+            UnsupportedSubscriptionTypeError,
+        )
 
         context = get_current_context()
         role = pulsar_role(context["dag_run"].triggering_user_name or "")
@@ -109,13 +112,13 @@ def cursorops_skip_matching() -> None:
 
         from airflow.sdk.exceptions import AirflowFailException
 
-        from airflow_glue.environment import config
-        from airflow_glue.matching import over_limit
-        from airflow_glue.outcomes import airflow_outcome
-        from airflow_glue.plan import plan_in_run
-        from core.broker import Broker
-        from core.gating import SkipMatching
-        from spark_apps.match_list import match_list_ids, read_match_list
+        from cursorops.airflow.environment import config
+        from cursorops.airflow.matching import over_limit
+        from cursorops.airflow.outcomes import airflow_outcome
+        from cursorops.airflow.plan import plan_in_run
+        from cursorops.core.broker import Broker
+        from cursorops.core.gating import SkipMatching
+        from cursorops.spark.match_list import match_list_ids, read_match_list
 
         with open(request["summary"], encoding="utf-8") as source:
             found = json.load(source)

@@ -23,8 +23,8 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import dag
 
-from airflow_glue.gated_tail import approve_and_apply, request_params
-from core.gating.operation import SKIP
+from cursorops.airflow.gated_tail import approve_and_apply, request_params
+from cursorops.core.gating.operation import SKIP
 
 
 @dag(

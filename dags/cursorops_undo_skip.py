@@ -22,8 +22,8 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import dag
 
-from airflow_glue.gated_tail import approve_and_apply, request_params
-from core.gating.operation import UNDO_SKIP
+from cursorops.airflow.gated_tail import approve_and_apply, request_params
+from cursorops.core.gating.operation import UNDO_SKIP
 
 
 @dag(

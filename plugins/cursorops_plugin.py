@@ -1,6 +1,6 @@
 """cursorops inside Airflow's API server: the REST app under ``/cursorops``.
 
-The app and everything it needs live in the installed ``cursorops_api`` package;
+The app and everything it needs live in the installed ``cursorops.rest`` package;
 this file only declares the plugin.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from cursorops_api import URL_PREFIX, create_app
+from cursorops.rest import URL_PREFIX, create_app
 
 
 class CursorOpsPlugin(AirflowPlugin):
@@ -16,7 +16,7 @@ class CursorOpsPlugin(AirflowPlugin):
     fastapi_apps = [
         {"app": create_app(), "url_prefix": URL_PREFIX, "name": "cursorops REST (Pulsar admin v2)"}
     ]
-    # The Cursors pages (cursorops_api/ui.py), in Airflow's navigation; Airflow shows them
+    # The Cursors pages (cursorops/rest/ui.py), in Airflow's navigation; Airflow shows them
     # in a same-origin iframe, so the page's requests carry the UI's _token cookie.
     external_views = [
         {

@@ -104,7 +104,7 @@ spark_connect_wait() {
     # The first job of a fresh server pays its JVM's and Python workers' start: pay it
     # now, while Airflow starts (spark_apps/warm_up.py). In the background so that a
     # signal's trap runs at once (spark_connect_stop ends it).
-    "$venv/bin/python" -m spark_apps.warm_up --remote "sc://127.0.0.1:$spark_connect_port" \
+    "$venv/bin/python" -m cursorops.spark.warm_up --remote "sc://127.0.0.1:$spark_connect_port" \
         >>"$AIRFLOW_HOME/spark-connect.log" 2>&1 &
     spark_connect_warm_pid=$!
     wait "$spark_connect_warm_pid" || echo "Spark Connect: the warm-up failed (see the log)" >&2
@@ -181,7 +181,7 @@ groups_alive() {
 # api-server still runs: stopped together, a task's supervisor retries reporting the task's
 # end to the gone api-server for about a minute, and the scheduler waits for it. SIGTERM to
 # each task runner's group (a Spark task on Connect interrupts its job and ends; see
-# airflow_glue/spark.py); what is still up after $2 s is killed. Then up to 10 s for the
+# cursorops/airflow/spark.py); what is still up after $2 s is killed. Then up to 10 s for the
 # supervisors to report (Airflow titles a LocalExecutor worker "<idle>" once it has).
 stop_tasks_under() {
     local root=$1 seconds=$2 groups waited=0

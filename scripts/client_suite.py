@@ -102,9 +102,9 @@ def set_up(home: Path, tests: Path) -> list[str]:
 
     import bcrypt
 
-    from core.broker import Broker
-    from core.config import Config
-    from protocol.auth import create_token
+    from cursorops.core.broker import Broker
+    from cursorops.core.config import Config
+    from cursorops.wire.auth import create_token
 
     secret = secrets.token_bytes(32)
     (home / "secret.key").write_bytes(secret)
@@ -147,7 +147,7 @@ def standalone(tests: Path, extra: Sequence[str]) -> Iterator[Path]:
         log = Path(home) / "standalone.log"
         extra = [*set_up(Path(home), tests), *extra]
         env = dict(os.environ, CURSOROPS_DAEMON="off", AIRFLOW_HOME=f"{home}/airflow")
-        argv = [sys.executable, "-m", "cli.main", "--home", home, "standalone", *extra]
+        argv = [sys.executable, "-m", "cursorops.cli.main", "--home", home, "standalone", *extra]
         with open(log, "w") as out:
             process = subprocess.Popen(
                 argv, stdout=subprocess.PIPE, stderr=out, text=True, env=env, cwd=ROOT

@@ -1,15 +1,15 @@
 """analyze-backlog on Spark: PIP-187's result, exact, for every partition and subscription.
 
 One pass over the topic's data answers every subscription at once. The driver
-takes a :class:`core.analysis.topic_scan.TopicScan` from
-:meth:`core.broker.Broker.scan_plan` (the committed segments, and each
+takes a :class:`cursorops.core.analysis.topic_scan.TopicScan` from
+:meth:`cursorops.core.broker.Broker.scan_plan` (the committed segments, and each
 subscription with its entry filters and cursor states); Spark reads one row per
 entry (the first message of each, which is what the entry filters look at),
 groups the rows by topic partition, and each group calls
-:func:`core.analysis.backlog.analyze` per subscription, with the verdicts of
-:meth:`core.reading.entry_filters.EntryFilters.verdicts` of the subscription's filters. So
+:func:`cursorops.core.analysis.backlog.analyze` per subscription, with the verdicts of
+:meth:`cursorops.core.reading.entry_filters.EntryFilters.verdicts` of the subscription's filters. So
 the answer is core's, message for message, and equals
-:meth:`core.broker.Broker.analyze_backlog`'s field for field.
+:meth:`cursorops.core.broker.Broker.analyze_backlog`'s field for field.
 
 No cap by default. ``--max-entries`` makes the answer a page of at most that
 many backlog entries per subscription over the whole topic, partitions in
@@ -43,25 +43,25 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from core.acks.cursor import CursorState
-from core.analysis import backlog
-from core.analysis.backlog import (
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.analysis import backlog
+from cursorops.core.analysis.backlog import (
     COUNT_FIELDS,
     ID_FIELDS,
     BacklogAnalysis,
     PartitionAnalysis,
     analysis_document,
 )
-from core.analysis.topic_scan import TopicScan, decode_state
-from core.authz import Operation
-from core.config import Config
-from core.durations import parse_duration_ms
-from core.errors import InvalidArgumentError
-from core.ids import chunked_messages
-from core.ids.position import EARLIEST, Position
-from core.ids.topic_name import TopicName, shown
-from core.reading.entry_filters import EntryFilters, describe
-from spark_apps.common import (
+from cursorops.core.analysis.topic_scan import TopicScan, decode_state
+from cursorops.core.authz import Operation
+from cursorops.core.config import Config
+from cursorops.core.durations import parse_duration_ms
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.ids import chunked_messages
+from cursorops.core.ids.position import EARLIEST, Position
+from cursorops.core.ids.topic_name import TopicName, shown
+from cursorops.core.reading.entry_filters import EntryFilters, describe
+from cursorops.spark.common import (
     ascii_int,
     base_parser,
     config_from,
@@ -72,7 +72,7 @@ from spark_apps.common import (
     run_job,
     spark_errors,
 )
-from spark_apps.session import job_logger, session_scope
+from cursorops.spark.session import job_logger, session_scope
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -245,7 +245,7 @@ def paginate(
 
 def entry_chunk_rest(entries: pa.Table) -> np.ndarray | None:
     """Per entry row, whether it is a chunk before its message's last
-    (:func:`core.ids.chunked_messages.chunk_rest`); None when the rows hold no such
+    (:func:`cursorops.core.ids.chunked_messages.chunk_rest`); None when the rows hold no such
     chunk, or have no chunk columns (rows built without them)."""
     import pyarrow.compute as pc
 
@@ -273,7 +273,8 @@ def analyze_entries(
     deadline_ms: int | None = None,
     chunk_rest: np.ndarray | None = None,
 ) -> BacklogAnalysis:
-    """:func:`core.analysis.backlog.analyze`, in chunks when a deadline is set (``chunk_rest``
+    """:func:`cursorops.core.analysis.backlog.analyze`, in chunks when a deadline is set
+    (``chunk_rest``
     as it takes it: a chunked message counted once).
 
     Without a deadline this *is* one ``backlog.analyze`` call. With one, chunks
@@ -405,9 +406,10 @@ def transform(
 
     ``entries`` needs :data:`ENTRY_COLUMNS` plus the columns the filters read;
     any message rows will do, only each entry's first message is kept (the rows
-    :func:`core.reading.entry_filters.first_messages` keeps). Partitions without entries yield
+    :func:`cursorops.core.reading.entry_filters.first_messages` keeps). Partitions without entries
+    yield
     no row. Cursor states go to the executors inside the function's closure
-    (see :func:`spark_apps.common.executor_states`).
+    (see :func:`cursorops.spark.common.executor_states`).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -527,7 +529,8 @@ def run(
     start_after: str | None = None,
     remote: str | None = None,
 ) -> list[PartitionAnalysis]:
-    """The Spark twin of :meth:`core.broker.Broker.analyze_backlog` (same list, same order).
+    """The Spark twin of :meth:`cursorops.core.broker.Broker.analyze_backlog` (same list, same
+    order).
 
     Paged when ``max_entries`` or ``time_limit_ms`` is given: a page examines at
     most ``max_entries`` backlog entries per subscription over the whole topic,
@@ -535,10 +538,10 @@ def run(
     :class:`ResumeToken` to give back as ``start_after`` (one subscription
     then). Pages never overlap and together count exactly the unpaged answer.
     Builds a session on ``master`` (or on the Spark Connect server ``remote``,
-    see :func:`spark_apps.session.build_session`) unless ``spark`` is given, and
+    see :func:`cursorops.spark.session.build_session`) unless ``spark`` is given, and
     then stops it.
     """
-    from core.broker import Broker
+    from cursorops.core.broker import Broker
 
     log = job_logger("cursorops.analyze_backlog")
     if max_entries is not None and max_entries < 1:
@@ -628,7 +631,8 @@ def run(
 def page_document(
     topic: str, subscription: str | None, analyses: Sequence[PartitionAnalysis]
 ) -> dict[str, Any]:
-    """:func:`core.analysis.backlog.analysis_document`, with each subscription's resume token.
+    """:func:`cursorops.core.analysis.backlog.analysis_document`, with each subscription's resume
+    token.
 
     A subscription's summary carries the ``resumeAfter`` of the partition where
     its page stopped (None when it is complete); so does the total when one
@@ -648,7 +652,8 @@ def page_document(
 
 
 def parse_time_limit(text: str) -> int:
-    """A positive duration in :mod:`core.durations`' grammar (``250ms``, ``30s``, ``2m``)."""
+    """A positive duration in :mod:`cursorops.core.durations`' grammar (``250ms``, ``30s``,
+    ``2m``)."""
     limit_ms = parse_duration_ms(text, "--time-limit")
     if limit_ms == 0:
         raise InvalidArgumentError(
@@ -701,6 +706,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     # Re-enter through the package, so executors unpickle these functions by module name.
-    from spark_apps.analyze_backlog import main as package_main
+    from cursorops.spark.analyze_backlog import main as package_main
 
     sys.exit(package_main(sys.argv[1:]))

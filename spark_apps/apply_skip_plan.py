@@ -5,14 +5,14 @@ a match list that ``find_messages`` wrote (a Parquet file or Spark's folder of
 part files, possibly millions of rows), checks that every row is an id of this
 topic, and reduces it to its distinct ids (:func:`transform`, a pure
 DataFrame -> DataFrame function). The driver then makes the one write, through
-``core``: :meth:`core.broker.Broker.plan_skip` validates every id against the
+``core``: :meth:`cursorops.core.broker.Broker.plan_skip` validates every id against the
 ledgers and the cursor (nothing written on any bad id), and
-:meth:`core.broker.Broker.apply_skip` acknowledges the plan on every partition
+:meth:`cursorops.core.broker.Broker.apply_skip` acknowledges the plan on every partition
 and writes its audit record (stamped by the broker's clock) in ONE
 metadata-store transaction: a killed job leaves all of it or none of it, and
 re-running converges.
 
-A plan already made by :meth:`~core.broker.Broker.plan_skip` (its JSON, e.g.
+A plan already made by :meth:`~cursorops.core.broker.Broker.plan_skip` (its JSON, e.g.
 the approved plan of a workflow) is applied as it is with ``--skip-plan``; the
 broker re-validates it first. Ids given with ``--ids`` / ``--ids-file`` need no
 Spark pass.
@@ -35,14 +35,14 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from core.config import Config
-from core.errors import InvalidArgumentError, InvalidMessageIdError, InvalidSkipPlanError
-from core.ids.message_id import MessageId
-from core.ids.topic_name import TopicName
-from core.skipping import skip_payload
-from core.skipping.skip_plan import SkipPlan
-from spark_apps.common import base_parser, config_from, emit_json, remote_from, run_job
-from spark_apps.session import job_logger, session_scope
+from cursorops.core.config import Config
+from cursorops.core.errors import InvalidArgumentError, InvalidMessageIdError, InvalidSkipPlanError
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.skipping import skip_payload
+from cursorops.core.skipping.skip_plan import SkipPlan
+from cursorops.spark.common import base_parser, config_from, emit_json, remote_from, run_job
+from cursorops.spark.session import job_logger, session_scope
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -144,12 +144,13 @@ def run(
 ) -> dict[str, Any]:
     """Apply ``plan``, or the plan of ``ids`` / of the match list (Parquet) at ``match_list``.
 
-    Exactly one of the three. Returns :meth:`core.skipping.skip.SkipOutcome.to_pulsar_json`.
+    Exactly one of the three. Returns
+    :meth:`cursorops.core.skipping.skip.SkipOutcome.to_pulsar_json`.
     An empty id list (a match list of no message) applies as a no-op, still
     audited. Only a match list needs Spark: ``spark``, else a
     session of ``master`` or of the Spark Connect server ``remote``.
     """
-    from core.broker import Broker
+    from cursorops.core.broker import Broker
 
     log = job_logger("cursorops.apply_skip_plan")
     if sum(x is not None for x in (ids, match_list, plan)) != 1:
@@ -245,6 +246,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from spark_apps.apply_skip_plan import main as package_main
+    from cursorops.spark.apply_skip_plan import main as package_main
 
     sys.exit(package_main(sys.argv[1:]))

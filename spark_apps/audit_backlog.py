@@ -1,15 +1,15 @@
 """The backlog audit on Spark: every subscription of every topic of some namespaces, one job.
 
 One scan over the committed segments of all the topics answers every
-subscription at once, as :mod:`spark_apps.analyze_backlog` does for one topic:
-the driver takes a :class:`core.analysis.topic_scan.TopicScan` per topic from
-:meth:`core.broker.Broker.scan_plan`, Spark reads one row per entry (the first
+subscription at once, as :mod:`cursorops.spark.analyze_backlog` does for one topic:
+the driver takes a :class:`cursorops.core.analysis.topic_scan.TopicScan` per topic from
+:meth:`cursorops.core.broker.Broker.scan_plan`, Spark reads one row per entry (the first
 message of each) of every segment, tags each row with its topic partition (a
 ledger belongs to exactly one), groups by topic partition, and each group calls
-:func:`spark_apps.analyze_backlog.analyze_partition` with that topic's
+:func:`cursorops.spark.analyze_backlog.analyze_partition` with that topic's
 subscriptions, cursor states and entry filters. So each topic's document is
-:func:`core.analysis.backlog.analysis_document` of core's answer, field for field, plus
-each subscription's ``oldestPublishMs`` (:meth:`core.broker.Broker.backlog_ages`'s
+:func:`cursorops.core.analysis.backlog.analysis_document` of core's answer, field for field, plus
+each subscription's ``oldestPublishMs`` (:meth:`cursorops.core.broker.Broker.backlog_ages`'s
 figure: the publish time of its oldest unacknowledged message, None when the
 backlog is empty).
 
@@ -37,14 +37,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from core.analysis import backlog
-from core.analysis.backlog import analysis_document
-from core.analysis.topic_scan import TopicScan, decode_state
-from core.authz import Operation
-from core.config import Config
-from core.errors import InvalidArgumentError
-from core.reading.entry_filters import EntryFilters
-from spark_apps.analyze_backlog import (
+from cursorops.core.analysis import backlog
+from cursorops.core.analysis.backlog import analysis_document
+from cursorops.core.analysis.topic_scan import TopicScan, decode_state
+from cursorops.core.authz import Operation
+from cursorops.core.config import Config
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.reading.entry_filters import EntryFilters
+from cursorops.spark.analyze_backlog import (
     ENTRY_COLUMNS,
     RESULT_SCHEMA,
     ScanLimits,
@@ -52,7 +52,7 @@ from spark_apps.analyze_backlog import (
     collect_analyses,
     entry_chunk_rest,
 )
-from spark_apps.common import (
+from cursorops.spark.common import (
     config_from,
     emit_json,
     executor_states,
@@ -62,7 +62,7 @@ from spark_apps.common import (
     spark_errors,
     with_home_options,
 )
-from spark_apps.session import job_logger, session_scope
+from cursorops.spark.session import job_logger, session_scope
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -70,7 +70,8 @@ if TYPE_CHECKING:
 AUDIT_SCHEMA = pa.schema(
     [*RESULT_SCHEMA, pa.field("oldest_publish_ms", pa.int64())],
 )
-""":data:`spark_apps.analyze_backlog.RESULT_SCHEMA` and the oldest unacknowledged publish time."""
+""":data:`cursorops.spark.analyze_backlog.RESULT_SCHEMA` and the oldest unacknowledged publish
+time."""
 
 KEY = "partition"
 """The grouping column: the topic partition's ordinal over all the topics audited (it
@@ -152,7 +153,7 @@ def tag_partitions(
 
 def plan_scans(config: Config, topics: Sequence[str], role: str, log: Any) -> list[TopicScan]:
     """Each topic's scan (authorized as CONSUME), with a progress line every 10 %."""
-    from core.broker import Broker
+    from cursorops.core.broker import Broker
 
     scans = []
     step = max(1, len(topics) // 10)
@@ -176,7 +177,7 @@ def run(
     spark: SparkSession | None = None,
     remote: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One document per topic (:func:`core.analysis.backlog.analysis_document`, with each
+    """One document per topic (:func:`cursorops.core.analysis.backlog.analysis_document`, with each
     subscription's ``oldestPublishMs``), from one Spark job over all the topics."""
     log = job_logger("cursorops.audit_backlog")
     started = time.monotonic()
@@ -293,6 +294,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     # Re-enter through the package, so executors unpickle these functions by module name.
-    from spark_apps.audit_backlog import main as package_main
+    from cursorops.spark.audit_backlog import main as package_main
 
     sys.exit(package_main(sys.argv[1:]))

@@ -1,10 +1,11 @@
 """find_messages on Spark: a subscription's unacknowledged messages matching a predicate.
 
-The answer is a match list (:mod:`spark_apps.match_list`): one Parquet row per
+The answer is a match list (:mod:`cursorops.spark.match_list`): one Parquet row per
 message, with its id and a preview, for a person to review and for
 ``apply_skip_plan`` to apply. No shuffle of the data: each Arrow batch of a
-segment is decided where it is read, by :func:`core.reading.unacked_rows.unacked_rows` (the
-cursor) and :meth:`core.analysis.predicates.Predicate.mask` (the predicate).
+segment is decided where it is read, by :func:`cursorops.core.reading.unacked_rows.unacked_rows`
+(the
+cursor) and :meth:`cursorops.core.analysis.predicates.Predicate.mask` (the predicate).
 
 Run::
 
@@ -30,16 +31,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.acks.cursor import CursorState
-from core.analysis.match_conditions import MATCH_OPTIONS, predicate_from_options
-from core.analysis.predicates import Predicate, parse_predicate
-from core.analysis.topic_scan import TopicScan, decode_state
-from core.authz import Operation
-from core.config import Config
-from core.errors import InvalidArgumentError, InvalidPredicateError
-from core.ids.topic_name import TopicName
-from core.reading.unacked_rows import unacked_rows
-from spark_apps.common import (
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.analysis.match_conditions import MATCH_OPTIONS, predicate_from_options
+from cursorops.core.analysis.predicates import Predicate, parse_predicate
+from cursorops.core.analysis.topic_scan import TopicScan, decode_state
+from cursorops.core.authz import Operation
+from cursorops.core.config import Config
+from cursorops.core.errors import InvalidArgumentError, InvalidPredicateError
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.reading.unacked_rows import unacked_rows
+from cursorops.spark.common import (
     base_parser,
     config_from,
     emit_json,
@@ -49,14 +50,14 @@ from spark_apps.common import (
     run_job,
     spark_errors,
 )
-from spark_apps.match_list import (
+from cursorops.spark.match_list import (
     MATCH_LIST_SCHEMA,
     SORT_KEYS,
     match_list_rows,
     matched_messages,
     read_match_list,
 )
-from spark_apps.session import job_logger, session_scope
+from cursorops.spark.session import job_logger, session_scope
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -120,7 +121,7 @@ def transform(
     states: Mapping[tuple[str, str], bytes],
     predicate: Predicate,
 ) -> DataFrame:
-    """Message rows -> :data:`~spark_apps.match_list.MATCH_LIST_SCHEMA` rows, in id order."""
+    """Message rows -> :data:`~cursorops.spark.match_list.MATCH_LIST_SCHEMA` rows, in id order."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     shared = executor_states(states)
@@ -150,11 +151,11 @@ def run(
     """Write the match list to ``output`` (Parquet folder); return the summary document.
 
     On ``spark``, else on a session of ``master`` or of the Spark Connect server
-    ``remote`` (:func:`spark_apps.session.build_session`); ``output`` is written
+    ``remote`` (:func:`cursorops.spark.session.build_session`); ``output`` is written
     where that session's executors run.
     """
-    from core.broker import Broker
-    from core.content import masked
+    from cursorops.core.broker import Broker
+    from cursorops.core.content import masked
 
     log = job_logger("cursorops.find_messages")
     with Broker(config) as broker:
@@ -190,11 +191,11 @@ def written_summary(
     session: SparkSession, output: str, *, local: bool = True
 ) -> tuple[dict[str, int], list[dict[str, Any]]]:
     """Matches per topic partition (a chunked message once:
-    :func:`spark_apps.match_list.matched_messages`), and the first :data:`PREVIEW_ROWS` rows
+    :func:`cursorops.spark.match_list.matched_messages`), and the first :data:`PREVIEW_ROWS` rows
     in id order, of the match list just written to ``output``.
 
     Read here with pyarrow when ``output`` is a folder this process sees (``local``), as the
-    tasks that use a match list read it (:func:`spark_apps.match_list.read_match_list`):
+    tasks that use a match list read it (:func:`cursorops.spark.match_list.read_match_list`):
     a few milliseconds, where the two Spark jobs took a second on a warm server. Else, as
     on a cluster whose executors write where this process cannot read, by those two jobs.
     """
@@ -250,7 +251,8 @@ def summary_document(
 
 
 def add_match_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per match option (:data:`core.analysis.match_conditions.MATCH_OPTIONS`)."""
+    """One flag per match option
+    (:data:`cursorops.core.analysis.match_conditions.MATCH_OPTIONS`)."""
     for option in MATCH_OPTIONS:
         if option.kind == "pairs":
             parser.add_argument(
@@ -320,6 +322,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from spark_apps.find_messages import main as package_main
+    from cursorops.spark.find_messages import main as package_main
 
     sys.exit(package_main(sys.argv[1:]))

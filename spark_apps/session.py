@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TextIO
 
-from core.errors import InvalidArgumentError, LedgerStoreError
+from cursorops.core.errors import InvalidArgumentError, LedgerStoreError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

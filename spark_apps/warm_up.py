@@ -12,13 +12,13 @@ A toy job warms only what it runs: one that wrote and read a small file through
 a throwaway home (a temporary folder, deleted afterwards): ``find_messages``
 (its read, match, sort, write and summary) and ``audit_backlog`` (its grouped
 analysis), on the shared session every job attaches to
-(:func:`spark_apps.session.shared_session_id`). The launchers
+(:func:`cursorops.spark.session.shared_session_id`). The launchers
 (``scripts/airflow-env.sh``) run this once the server listens, while Airflow is
 still starting.
 
 Run::
 
-    python -m spark_apps.warm_up --remote sc://127.0.0.1:15002
+    python -m cursorops.spark.warm_up --remote sc://127.0.0.1:15002
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from core.config import Config
+from cursorops.core.config import Config
 
 ROLE = "admin"
 TOPIC = "persistent://warm-up/jobs/orders"
@@ -43,9 +43,9 @@ PILL_EVERY = 20
 
 def build_home(home: Path) -> Config:
     """A home with :data:`TOPIC`: batches, keys and properties, one subscription owing all."""
-    from core.broker import Broker
-    from core.producer import OutgoingMessage
-    from core.subscription import SubscriptionType
+    from cursorops.core.broker import Broker
+    from cursorops.core.producer import OutgoingMessage
+    from cursorops.core.subscription import SubscriptionType
 
     config = Config.from_home(home)
     with Broker(config) as broker:
@@ -69,8 +69,8 @@ def build_home(home: Path) -> Config:
 
 def warm_up(remote: str) -> float:
     """The real jobs once each on a throwaway home; seconds taken."""
-    from core.analysis.predicates import parse_predicate
-    from spark_apps import audit_backlog, find_messages
+    from cursorops.core.analysis.predicates import parse_predicate
+    from cursorops.spark import audit_backlog, find_messages
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="cursorops-warm-up-") as folder:
@@ -92,7 +92,7 @@ def warm_up(remote: str) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from spark_apps.session import job_logger
+    from cursorops.spark.session import job_logger
 
     parser = argparse.ArgumentParser(prog="warm_up", description=__doc__.splitlines()[0])
     parser.add_argument("--remote", required=True, metavar="sc://HOST:PORT")

@@ -1,4 +1,4 @@
-"""A real Airflow 3.3.2 for tests: :mod:`airflow_glue.local_airflow` with the test users.
+"""A real Airflow 3.3.2 for tests: :mod:`cursorops.airflow.local_airflow` with the test users.
 
 The same start-up a person gets (``scripts/airflow-up.sh``: standalone with the
 LocalExecutor on SQLite; or ``scripts/airflow-topology.sh``: separate processes
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from airflow_glue.local_airflow import (
+from cursorops.airflow.local_airflow import (
     DEMO_USERS,
     FINISHED,
     HITL_SETTLE_S,
@@ -21,7 +21,7 @@ from airflow_glue.local_airflow import (
     free_port,
     password,
 )
-from airflow_glue.local_airflow import start_airflow as _start_airflow
+from cursorops.airflow.local_airflow import start_airflow as _start_airflow
 
 __all__ = [
     "DAG_TEST_USER",

@@ -15,17 +15,17 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from core.config import Config
-from core.store.metadata import MetadataStore
+from cursorops.core.config import Config
+from cursorops.core.store.metadata import MetadataStore
 from tests import leftovers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from core.acks.cursor import AckTarget, CursorState
-    from core.acks.ledger_layout import LedgerLayout
-    from core.broker import Broker
-    from core.ids.position import Position
+    from cursorops.core.acks.cursor import AckTarget, CursorState
+    from cursorops.core.acks.ledger_layout import LedgerLayout
+    from cursorops.core.broker import Broker
+    from cursorops.core.ids.position import Position
 
 PG_URL_ENV = "CURSOROPS_TEST_PG_URL"
 
@@ -132,7 +132,7 @@ def tmp_config(tmp_path: Path) -> Config:
 
 
 def _layout(broker: Broker, topic: str) -> LedgerLayout:
-    from core.acks.ledger_layout import LedgerLayout
+    from cursorops.core.acks.ledger_layout import LedgerLayout
 
     ledgers = broker.metadata.ledgers(topic)
     return LedgerLayout.of((ledger.ledger_id, ledger.entries) for ledger in ledgers)
@@ -140,7 +140,7 @@ def _layout(broker: Broker, topic: str) -> LedgerLayout:
 
 def stored_cursor(broker: Broker, topic: str, subscription: str) -> CursorState:
     """The subscription's cursor on one partition as stored, over its current ledgers."""
-    from core.store.cursor_state import replay
+    from cursorops.core.store.cursor_state import replay
 
     return replay(broker.metadata.load_cursor(topic, subscription), _layout(broker, topic))
 
@@ -150,8 +150,8 @@ def acknowledge(
 ) -> None:
     """Individual acknowledgements of any messages of one partition, whatever the
     subscription's type, as one journal delta in a cursor transaction of its own."""
-    from core.acks import cursor_codec
-    from core.acks.cursor import CursorState
+    from cursorops.core.acks import cursor_codec
+    from cursorops.core.acks.cursor import CursorState
 
     delta = CursorState.ack_delta(targets)
     broker.metadata.append_cursor_delta(topic, subscription, cursor_codec.encode(delta))
@@ -161,8 +161,8 @@ def acknowledge_cumulative(
     broker: Broker, topic: str, subscription: str, position: Position
 ) -> None:
     """Everything up to ``position`` (inclusive) acknowledged, as :func:`acknowledge` writes."""
-    from core.acks import cursor_codec
-    from core.acks.cursor import CursorState
+    from cursorops.core.acks import cursor_codec
+    from cursorops.core.acks.cursor import CursorState
 
     delta = CursorState().acknowledge_cumulative(position, _layout(broker, topic))
     broker.metadata.append_cursor_delta(topic, subscription, cursor_codec.encode(delta))
@@ -244,7 +244,7 @@ def spark() -> Iterator[SparkSession]:
     """The one Spark session of the test run: ``local[2]``, 2 shuffle partitions, no UI."""
     pytest.importorskip("pyspark")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from spark_apps.session import build_session
+    from cursorops.spark.session import build_session
 
     session = build_session(
         "local[2]",

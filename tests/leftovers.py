@@ -42,7 +42,7 @@ class Leftover:
     def kind(self) -> str:
         """What it is: one of :data:`SERVERS`, or ``process``."""
         command = self.command
-        if command.startswith("cursorops daemon") or "cli.daemon" in command:
+        if command.startswith("cursorops daemon") or "cursorops.cli.daemon" in command:
             return "cursorops daemon"
         if (
             "standalone" in command

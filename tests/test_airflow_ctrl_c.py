@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from core.config import Config
+from cursorops.core.config import Config
 from tests import leftovers
 from tests.airflow_harness import start_airflow
 
@@ -49,9 +49,9 @@ def _worker_alive(session: int, ti_id: str) -> bool:
 
 def _seed(config: Config, namespace: str) -> None:
     """One 4-partition topic of :data:`MESSAGES` messages and a Shared subscription."""
-    from core.broker import Broker
-    from core.producer import OutgoingMessage
-    from core.subscription import SubscriptionType
+    from cursorops.core.broker import Broker
+    from cursorops.core.producer import OutgoingMessage
+    from cursorops.core.subscription import SubscriptionType
 
     topic = f"persistent://{namespace}/large"
     with Broker(config) as broker:

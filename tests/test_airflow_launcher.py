@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_glue.local_airflow import default_sigint, free_port, spark_connect_port
+from cursorops.airflow.local_airflow import default_sigint, free_port, spark_connect_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,7 +56,7 @@ while True:
 """
 
 FAKE_PYTHON = f"""#!/usr/bin/env bash
-[[ "$1 $2" == "-m spark_apps.warm_up" ]] && exit 0
+[[ "$1 $2" == "-m cursorops.spark.warm_up" ]] && exit 0
 exec {sys.executable} "$@"
 """
 

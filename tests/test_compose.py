@@ -116,7 +116,7 @@ def test_no_component_logs_in_to_airflow_and_airflow_init_migrates_both_stores(
     import subprocess
     import sys
 
-    from core.store.schema import HEAD_REVISION
+    from cursorops.core.store.schema import HEAD_REVISION
 
     services = load()["services"]
     assert services["airflow-init"]["command"] == [

@@ -1,19 +1,20 @@
-"""The Broker and ``core``'s public API are the only way in for every front door.
+"""The Broker and ``cursorops.core``'s public API are the only way in for every front door.
 
-Every module outside ``core/`` that ships (``cli``, ``protocol``, ``spark_apps``, ``dags``,
-``airflow_glue``, ``plugins``, ``cursorops_api``) is parsed with ``ast``; the
+Every module outside ``cursorops.core`` that ships (``cursorops.cli``, ``cursorops.wire``,
+``cursorops.spark``, ``cursorops.rest``, ``cursorops.airflow``, ``dags``, ``plugins``) is parsed
+with ``ast``; the
 test fails when one of them
 
 - imports a private ``core`` name (a leading underscore, module or name);
-- imports a store module: ``core.store`` (any), ``core.acks.cursor_codec``;
-- imports one of the Broker's collaborators (``core.broker.admin``, ...): the
-  façade ``core.broker`` is the way in;
+- imports a store module: ``cursorops.core.store`` (any), ``cursorops.core.acks.cursor_codec``;
+- imports one of the Broker's collaborators (``cursorops.core.broker.admin``, ...): the
+  façade ``cursorops.core.broker`` is the way in;
 - reaches a Broker's stores or cursors: ``<x>.metadata``, ``<x>.ledgers`` or
   ``<x>.context`` on a name spelled ``broker`` (or ending in ``broker``),
   ``<x>.metadata`` or ``<x>.ledgers`` on any ``.context``, or any ``._cursor``.
 
 Inside ``core/broker/`` the layering is the other way round: the collaborators
-may use the stores (``core.store``), but none imports the façade or an edge,
+may use the stores (``cursorops.core.store``), but none imports the façade or an edge,
 and the shared context imports no collaborator but the authorization.
 
 ``tests/`` and ``benchmarks/`` are left out on purpose: tests check core's
@@ -28,11 +29,21 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-EDGES = ("cli", "protocol", "spark_apps", "dags", "airflow_glue", "plugins", "cursorops_api")
-STORE_MODULES = ("core.store", "core.acks.cursor_codec")
+EDGES = {
+    "cursorops/cli": "cursorops.cli",
+    "cursorops/wire": "cursorops.wire",
+    "cursorops/rest": "cursorops.rest",
+    "cursorops/airflow": "cursorops.airflow",
+    "spark_apps": "cursorops.spark",
+    "dags": "dags",
+    "plugins": "plugins",
+}
+"""Each edge's folder in the checkout, and its module path."""
+CORE = "cursorops.core"
+STORE_MODULES = ("cursorops.core.store", "cursorops.core.acks.cursor_codec")
 BROKER_STORES = ("metadata", "ledgers")
 BROKER_INTERNALS = (*BROKER_STORES, "context")
-FACADE = "core.broker"
+FACADE = "cursorops.core.broker"
 COLLABORATORS = sorted(
     p for p in (ROOT / "core" / "broker").glob("*.py") if p.name != "__init__.py"
 )
@@ -46,6 +57,10 @@ def edge_modules() -> list[Path]:
         for path in (ROOT / edge).rglob("*.py")
         if ".venv" not in path.parts
     )
+
+
+def _in_core(module: str) -> bool:
+    return module == CORE or module.startswith(CORE + ".")
 
 
 def _is_store(module: str) -> bool:
@@ -79,7 +94,7 @@ def violations(source: str, filename: str) -> list[str]:
         where = f"{filename}:{getattr(node, 'lineno', 0)}"
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] != "core":
+                if not _in_core(alias.name):
                     continue
                 if _is_store(alias.name):
                     found.append(f"{where}: imports store module {alias.name}")
@@ -88,7 +103,7 @@ def violations(source: str, filename: str) -> list[str]:
                 elif _is_private(alias.name):
                     found.append(f"{where}: imports private module {alias.name}")
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module.split(".")[0] != "core":
+            if not _in_core(node.module):
                 continue
             for alias in node.names:
                 full = f"{node.module}.{alias.name}"
@@ -116,26 +131,26 @@ def violations(source: str, filename: str) -> list[str]:
 
 def test_the_checker_catches_each_kind() -> None:
     bad = (
-        "import core.store.metadata\n"
-        "from core.store import ledger\n"
-        "from core.store.cursor_state import replay\n"
-        "from core.acks import cursor_codec\n"
-        "from core.broker import _helper\n"
+        "import cursorops.core.store.metadata\n"
+        "from cursorops.core.store import ledger\n"
+        "from cursorops.core.store.cursor_state import replay\n"
+        "from cursorops.core.acks import cursor_codec\n"
+        "from cursorops.core.broker import _helper\n"
         "x = broker.metadata.ledgers('t')\n"
         "y = self.broker.ledgers\n"
         "z = broker._cursor('t', 's')\n"
-        "from core.broker.cursor_ops import CursorOperations\n"
-        "import core.broker.admin\n"
-        "from core.broker import analysis\n"
+        "from cursorops.core.broker.cursor_ops import CursorOperations\n"
+        "import cursorops.core.broker.admin\n"
+        "from cursorops.core.broker import analysis\n"
         "c = broker.context\n"
         "m = self.broker.cursor_ops.context.metadata\n"
     )
     assert len(violations(bad, "bad.py")) == 13
     good = (
-        "from core import Broker, TopicStats\n"
-        "from core.analysis.topic_scan import TopicScan\n"
-        "import core.errors\n"
-        "from core.broker import Broker, wall_clock_ms\n"
+        "from cursorops.core import Broker, TopicStats\n"
+        "from cursorops.core.analysis.topic_scan import TopicScan\n"
+        "import cursorops.core.errors\n"
+        "from cursorops.core.broker import Broker, wall_clock_ms\n"
         "stats = broker.topic_stats('admin', 't')\n"
         "meta = document.metadata\n"
     )
@@ -143,8 +158,8 @@ def test_the_checker_catches_each_kind() -> None:
 
 
 def test_some_edge_modules_are_checked() -> None:
-    names = {path.relative_to(ROOT).parts[0] for path in edge_modules()}
-    assert {"cli", "spark_apps"} <= names
+    names = {edge for path in edge_modules() for edge in EDGES if path.is_relative_to(ROOT / edge)}
+    assert set(EDGES) == names
 
 
 @pytest.mark.parametrize("path", edge_modules(), ids=lambda p: str(p.relative_to(ROOT)))
@@ -182,7 +197,9 @@ def test_the_broker_is_made_of_collaborators() -> None:
 def test_a_collaborator_imports_neither_the_facade_nor_an_edge(path: Path) -> None:
     imported = _imported(path)
     assert FACADE not in imported, f"{path.name} imports the façade"
-    edges = sorted(m for m in imported if m.split(".")[0] in EDGES)
+    edges = sorted(
+        m for m in imported for edge in EDGES.values() if m == edge or m.startswith(edge + ".")
+    )
     assert not edges, f"{path.name} imports an edge: {edges}"
 
 
@@ -204,6 +221,10 @@ def test_no_collaborator_is_over_500_lines(path: Path) -> None:
 )
 def test_the_acks_folder_imports_no_store(path: Path) -> None:
     """Ack sets, range sets, the cursor and its encoding are pure: cursor state is stored
-    and changed by the transactions of ``core.store``, never from here."""
-    stores = sorted(m for m in _imported(path) if m == "core.store" or m.startswith("core.store."))
+    and changed by the transactions of ``cursorops.core.store``, never from here."""
+    stores = sorted(
+        m
+        for m in _imported(path)
+        if m == "cursorops.core.store" or m.startswith("cursorops.core.store.")
+    )
     assert not stores, f"{path.name} imports {stores}"

@@ -85,13 +85,19 @@ def test_only_servers_fail_the_run() -> None:
     ("command", "kind"),
     [
         ("cursorops daemon /tmp/home", "cursorops daemon"),
-        ("/venv/bin/python3.11 -m cli.daemon --idle-timeout-ms 5", "cursorops daemon"),
+        ("/venv/bin/python3.11 -m cursorops.cli.daemon --idle-timeout-ms 5", "cursorops daemon"),
         ("/venv/bin/python /venv/bin/cursorops standalone", "cursorops standalone"),
-        ("/venv/bin/python3.11 -m cli.main --home /tmp/h standalone", "cursorops standalone"),
+        (
+            "/venv/bin/python3.11 -m cursorops.cli.main --home /tmp/h standalone",
+            "cursorops standalone",
+        ),
         ("/venv/bin/python /venv/bin/airflow standalone", "Airflow"),
         ("/usr/lib/postgresql/15/bin/postgres -D /tmp/x/data", "PostgreSQL"),
         ("postgres: checkpointer ", "PostgreSQL"),
-        ("/venv/bin/python -m cli.main --metadata-url postgresql://h/db topics list", "process"),
+        (
+            "/venv/bin/python -m cursorops.cli.main --metadata-url postgresql://h/db topics list",
+            "process",
+        ),
         ("/usr/bin/java -cp /venv/pyspark/jars/* org.apache.spark.deploy.SparkSubmit", "Spark JVM"),
         ("/venv/bin/python /venv/bin/airflow scheduler", "Airflow"),
         ("sleep 300", "process"),

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from core.config import Config
+from cursorops.core.config import Config
 from tests.airflow_harness import USERS, Airflow, free_port, password
 from tests.conftest import postgres_databases
 from tests.dags.conftest import SUBSCRIPTION, TENANT, label, seed_topic
@@ -54,7 +54,7 @@ def databases() -> Iterator[dict[str, str]]:
 def start_topology(root: Path, environ: dict[str, str]) -> tuple[Airflow, dict[str, int]]:
     """``scripts/topology-up.sh`` on free ports, in its own process group; ready when the
     worker joined the master and the api-server serves the skip DAG."""
-    from airflow_glue.local_airflow import _wait_ready, default_sigint
+    from cursorops.airflow.local_airflow import _wait_ready, default_sigint
 
     home = root / "airflow"
     home.mkdir(parents=True)
@@ -116,7 +116,7 @@ def listening(port: int) -> bool:
 
 @pytest.mark.timeout(2400)
 def test_production_topology_as_local_processes(tmp_path: Path, databases: dict[str, str]):
-    from core.broker import Broker, wall_clock_ms
+    from cursorops.core.broker import Broker, wall_clock_ms
 
     config = Config.from_home(tmp_path / "cursorops", metadata_url=databases["cursorops_topology"])
     with Broker(config) as broker:

@@ -18,7 +18,7 @@ unbounded, immutable, and cheap to AND. On the wire and on disk it is a
 
 An ack set does not know its batch size: acknowledging an index beyond the
 batch is a no-op here, and checking ``0 <= index < batch_size`` is the caller's
-job (it raises :class:`~core.errors.InvalidBatchIndexError` with Pulsar's
+job (it raises :class:`~cursorops.core.errors.InvalidBatchIndexError` with Pulsar's
 message). Every function is pure and returns a new value.
 """
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 
-from core.errors import InvalidArgumentError, InvalidBatchIndexError
+from cursorops.core.errors import InvalidArgumentError, InvalidBatchIndexError
 
 __all__ = [
     "ack",
@@ -67,7 +67,7 @@ def full(batch_size: int) -> int:
     """The ack set of a batch of ``batch_size`` messages, none acknowledged.
 
     Bits ``0 .. batch_size - 1`` are set. ``batch_size`` must be >= 1, else
-    :class:`~core.errors.InvalidArgumentError`. Cost: O(batch_size / 64).
+    :class:`~cursorops.core.errors.InvalidArgumentError`. Cost: O(batch_size / 64).
     """
     if batch_size < 1:
         raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
@@ -79,7 +79,7 @@ def ack(bits: int, index: int) -> int:
 
     Idempotent: acknowledging an index that is already acknowledged, or that
     lies beyond the batch, returns ``bits`` unchanged. A negative index raises
-    :class:`~core.errors.InvalidBatchIndexError`. Cost: O(len(bits) / 64).
+    :class:`~cursorops.core.errors.InvalidBatchIndexError`. Cost: O(len(bits) / 64).
     """
     _check_bits(bits)
     _check_index(index)
@@ -93,7 +93,7 @@ def ack_many(bits: int, indexes: Iterable[int]) -> int:
 
     Same rules as :func:`ack`; all indexes are checked before anything is
     computed, so a negative one raises
-    :class:`~core.errors.InvalidBatchIndexError` and nothing else happens.
+    :class:`~cursorops.core.errors.InvalidBatchIndexError` and nothing else happens.
     Cost: O(len(indexes) + len(bits) / 8), one mask built in a byte buffer.
     """
     _check_bits(bits)
@@ -114,7 +114,7 @@ def is_acked(bits: int, index: int) -> bool:
     """Whether batch index ``index`` is acknowledged (its bit is clear).
 
     An index beyond the batch reads as acknowledged, since its bit is clear.
-    A negative index raises :class:`~core.errors.InvalidBatchIndexError`.
+    A negative index raises :class:`~cursorops.core.errors.InvalidBatchIndexError`.
     Cost: O(len(bits) / 64).
     """
     _check_bits(bits)
@@ -180,7 +180,7 @@ def from_words(words: Sequence[int]) -> int:
     The inverse of :func:`to_words`. Words may be signed or unsigned 64-bit
     (``-1`` and ``2**64 - 1`` are the same word); trailing zero words are
     allowed. A word outside ``[-2**63, 2**64)`` or not an int raises
-    :class:`~core.errors.InvalidArgumentError`. Cost: O(len(words)).
+    :class:`~cursorops.core.errors.InvalidArgumentError`. Cost: O(len(words)).
     """
     if not words:
         return 0

@@ -3,9 +3,10 @@
 A ``CommandAck`` names entries; a batched entry's ``ack_set`` is the ``long[]`` of
 ``java.util.BitSet.toLongArray()``, with Pulsar's polarity: a set bit is an index
 still unacknowledged. That is the polarity and the layout of the cursor's own ack
-sets (:mod:`core.acks.ack_set`), so the client's words are the cursor delta as they
+sets (:mod:`cursorops.core.acks.ack_set`), so the client's words are the cursor delta as they
 stand: masked to the batch, ANDed where one entry is named twice, and laid out as
-:class:`~core.acks.cursor.AckColumns` (whose bytes :func:`core.acks.cursor_codec.encode_columns`
+:class:`~cursorops.core.acks.cursor.AckColumns` (whose bytes
+:func:`cursorops.core.acks.cursor_codec.encode_columns`
 writes). Nothing here makes a Python object per batch index: acknowledging a batch
 of a thousand messages costs its words, not a thousand ints.
 """
@@ -19,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from core.acks.cursor import AckColumns
-from core.acks.range_set import RangeSet
-from core.errors import InvalidArgumentError
+from cursorops.core.acks.cursor import AckColumns
+from cursorops.core.acks.range_set import RangeSet
+from cursorops.core.errors import InvalidArgumentError
 
 MAX_BATCH_SIZE = 1 << 20
 """More messages than any entry holds: a batch is read whole from one frame of at most
@@ -64,7 +65,7 @@ class AckWords:
         unsigned 64-bit, as decoded) are row ``i``'s.
 
         A batch size below 0 or above :data:`MAX_BATCH_SIZE`, or a word outside 64 bits,
-        raises :class:`~core.errors.InvalidArgumentError`. Cost: O(rows + words).
+        raises :class:`~cursorops.core.errors.InvalidArgumentError`. Cost: O(rows + words).
         """
         sizes = np.asarray(batch_sizes, dtype=np.int64)
         bad = np.flatnonzero((sizes < 0) | (sizes > MAX_BATCH_SIZE))

@@ -4,17 +4,17 @@ Pulsar's ``ManagedCursorImpl`` keeps three things, and so does :class:`CursorSta
 
 - ``mark_delete``: every entry **at or before** it is acknowledged (inclusive).
 - ``individually_deleted``: entries acknowledged after mark-delete
-  (a :class:`~core.acks.range_set.RangeSet`, one roaring bitmap per ledger).
+  (a :class:`~cursorops.core.acks.range_set.RangeSet`, one roaring bitmap per ledger).
 - ``batch_acks``: per partly acknowledged batch entry, an ack set where a set
-  bit is an index still **unacknowledged** (:mod:`core.acks.ack_set`). An entry
+  bit is an index still **unacknowledged** (:mod:`cursorops.core.acks.ack_set`). An entry
   whose set becomes empty moves into ``individually_deleted``.
 
 Batch-index acknowledgement is always on (PIP-391). After every change the
-state is normalised against a :class:`~core.acks.ledger_layout.LedgerLayout`:
+state is normalised against a :class:`~cursorops.core.acks.ledger_layout.LedgerLayout`:
 mark-delete auto-advances through acknowledged entries, also across ledger
 boundaries, and everything at or before it is dropped.
 
-This module is pure and in memory; :mod:`core.store.cursor_state` stores it (a snapshot
+This module is pure and in memory; :mod:`cursorops.core.store.cursor_state` stores it (a snapshot
 and a journal of deltas) inside the transactions that change cursors.
 Every operation also returns the *delta* it applied (a small ``CursorState``),
 which is what gets persisted: deltas merge by union, so concurrent writers
@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from core.acks import ack_set
-from core.acks.ledger_layout import LedgerLayout
-from core.acks.range_set import RangeSet
-from core.errors import InvalidBatchIndexError
-from core.ids.position import EARLIEST, Position, match_positions
+from cursorops.core.acks import ack_set
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.acks.range_set import RangeSet
+from cursorops.core.errors import InvalidBatchIndexError
+from cursorops.core.ids.position import EARLIEST, Position, match_positions
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +56,9 @@ class AckColumns:
     acknowledged here included. The partly acknowledged batches are the rows of
     ``batch_ledger_ids`` / ``batch_entry_ids``, ascending by position; row ``i``'s
     ack set is ``words[word_starts[i]:word_starts[i + 1]]``, laid out as
-    :func:`core.acks.ack_set.to_words` lays it (trailing zero words dropped).
-    :func:`core.acks.cursor_codec.encode_columns` writes the bytes
-    :func:`core.acks.cursor_codec.encode` writes for :meth:`to_state`.
+    :func:`cursorops.core.acks.ack_set.to_words` lays it (trailing zero words dropped).
+    :func:`cursorops.core.acks.cursor_codec.encode_columns` writes the bytes
+    :func:`cursorops.core.acks.cursor_codec.encode` writes for :meth:`to_state`.
     """
 
     entries: RangeSet
@@ -235,7 +235,7 @@ class CursorState:
         at or before mark-delete (a lexicographic compare), individually deleted
         (:meth:`RangeSet.contains_many`), or, for a batch index >= 0 of a partly
         acknowledged entry, its bit clear in the entry's ack set (an index beyond
-        the set reads as acknowledged, as :func:`core.acks.ack_set.is_acked` says).
+        the set reads as acknowledged, as :func:`cursorops.core.acks.ack_set.is_acked` says).
         Cost: O(n log n) for n messages, plus one Python step per partly
         acknowledged entry of the cursor to list the ack sets.
         """

@@ -21,11 +21,11 @@ from array import array
 import numpy as np
 import numpy.typing as npt
 
-from core.acks import ack_set
-from core.acks.cursor import AckColumns, BatchAckSets, CursorState
-from core.acks.range_set import RangeSet
-from core.errors import InvalidArgumentError, MetadataStoreError
-from core.ids.position import EARLIEST, Position
+from cursorops.core.acks import ack_set
+from cursorops.core.acks.cursor import AckColumns, BatchAckSets, CursorState
+from cursorops.core.acks.range_set import RangeSet
+from cursorops.core.errors import InvalidArgumentError, MetadataStoreError
+from cursorops.core.ids.position import EARLIEST, Position
 
 _MAGIC = b"CUR1"
 _HEADER = struct.Struct("<4sBqqI")

@@ -12,7 +12,7 @@ import bisect
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from core.ids.position import EARLIEST, Position
+from cursorops.core.ids.position import EARLIEST, Position
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ Limits: ``ledger_id`` is a non-negative int64; ``entry_id`` is in
 entries (50,000 by default), far below ``2**32``, so the 32-bit
 ``pyroaring.BitMap`` fits; it is faster and serializes smaller than
 ``BitMap64``. Adding an entry id outside the range raises
-:class:`~core.errors.InvalidArgumentError`; queries with such ids simply find
+:class:`~cursorops.core.errors.InvalidArgumentError`; queries with such ids simply find
 nothing.
 
 A ledger whose bitmap becomes empty is dropped, so ``ledgers()`` lists only
@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 from pyroaring import AbstractBitMap, BitMap
 
-from core.errors import InvalidArgumentError
+from cursorops.core.errors import InvalidArgumentError
 
 __all__ = ["ENTRY_ID_LIMIT", "RangeSet"]
 
@@ -130,7 +130,7 @@ class RangeSet:
         """Add many entries of one ledger.
 
         All ids are checked before any is added: one out of ``[0, 2**32)``
-        raises :class:`~core.errors.InvalidArgumentError` and changes nothing.
+        raises :class:`~cursorops.core.errors.InvalidArgumentError` and changes nothing.
         A roaring bitmap is unioned in place, O(containers); any other iterable
         is first built into a bitmap in C, O(len(entry_ids)). An empty input
         changes nothing.
@@ -153,7 +153,7 @@ class RangeSet:
 
         Every position is checked first: the first one with a ledger id below 0
         or an entry id outside ``[0, 2**32)`` raises
-        :class:`~core.errors.InvalidArgumentError` (:meth:`add`'s message) and
+        :class:`~cursorops.core.errors.InvalidArgumentError` (:meth:`add`'s message) and
         nothing is added. Per ledger, its entry ids become one roaring bitmap
         built in C from a buffer: O(n log n) for n positions plus O(containers),
         no Python step per position.
@@ -211,7 +211,7 @@ class RangeSet:
     def add_range(self, ledger_id: int, first: int, last: int) -> None:
         """Add entries ``first`` to ``last`` of one ledger, **both inclusive**.
 
-        ``first > last`` raises :class:`~core.errors.InvalidArgumentError`.
+        ``first > last`` raises :class:`~cursorops.core.errors.InvalidArgumentError`.
         O(containers spanned), independent of the number of entries.
         """
         _check_ledger(ledger_id)
@@ -426,7 +426,7 @@ class RangeSet:
         """The set :meth:`serialize` wrote.
 
         Truncated, trailing or corrupt data, unsorted or negative ledger ids and
-        empty ledgers raise :class:`~core.errors.InvalidArgumentError`.
+        empty ledgers raise :class:`~cursorops.core.errors.InvalidArgumentError`.
         O(len(data)).
         """
         view = memoryview(data)

@@ -18,7 +18,7 @@ and an index not set reads as acknowledged, so taking back index ``i`` of a
 wholly acknowledged batch is the ack set ``1 << i`` whatever the batch holds.
 
 Pure and in memory: the result is a whole new state, which a durable caller
-writes as one replacing delta (:func:`core.acks.cursor_codec.encode` with
+writes as one replacing delta (:func:`cursorops.core.acks.cursor_codec.encode` with
 ``replace=True``), under the cursor's row lock.
 """
 
@@ -27,10 +27,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from core.acks.cursor import BatchAckSets, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.errors import InvalidArgumentError
-from core.ids.position import Position, match_positions
+from cursorops.core.acks.cursor import BatchAckSets, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.ids.position import Position, match_positions
 
 __all__ = ["acknowledged", "unacknowledge"]
 

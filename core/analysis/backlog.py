@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from core.acks import ack_set
-from core.acks.cursor import CursorState
-from core.ids.position import Position, match_positions
-from core.reading.filter_verdict import FilterVerdict
+from cursorops.core.acks import ack_set
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.ids.position import Position, match_positions
+from cursorops.core.reading.filter_verdict import FilterVerdict
 
 
 def unacked_messages(

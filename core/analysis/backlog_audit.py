@@ -2,7 +2,7 @@
 
 Pure: no store, no clock. A scheduled audit measures every subscription's
 exact backlog (:class:`BacklogSample`), stores it
-(:meth:`core.broker.Broker.record_backlog_audit`), and checks it here against
+(:meth:`cursorops.core.broker.Broker.record_backlog_audit`), and checks it here against
 :class:`Thresholds`, most specific first: a subscription's own limits, then its
 namespace's, then the defaults, field by field.
 
@@ -15,7 +15,7 @@ The thresholds document (JSON)::
 
 Every field is optional; an absent limit is not checked. ``radar`` holds the
 poison-pill radar's limits, one set for the whole audit, with defaults
-(:class:`core.analysis.poison_radar.RadarLimits`). Growth per hour is
+(:class:`cursorops.core.analysis.poison_radar.RadarLimits`). Growth per hour is
 the change in messages since the subscription's previous sample, scaled to an
 hour; with no earlier sample it is unknown and not checked.
 """
@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
-from core.analysis.poison_radar import RadarLimits
-from core.errors import InvalidArgumentError
+from cursorops.core.analysis.poison_radar import RadarLimits
+from cursorops.core.errors import InvalidArgumentError
 
 HOUR_MS = 3_600_000
 

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from core.ids.position import Position
+from cursorops.core.ids.position import Position
 
 Ints = npt.NDArray[np.int64]
 

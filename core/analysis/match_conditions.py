@@ -3,13 +3,13 @@
 A skip by predicate chooses messages by conditions on them. Each condition is
 one field of :class:`MatchConditions`, which is the predicate document as it
 arrives (a JSON object, in Pulsar's REST spelling: ``publishTime``,
-``payloadContains``) and which :func:`core.analysis.predicates.parse_predicate` validates.
+``payloadContains``) and which :func:`cursorops.core.analysis.predicates.parse_predicate` validates.
 Every other spelling is derived from it:
 
 - a field annotated with a :class:`Shortcut` can also be given as flat options,
   :data:`MATCH_OPTIONS` (``key``, ``property NAME=VALUE``, ``publish_time_after``,
   ...): the Spark job's flags (``spark_apps/find_messages.py``) and the
-  matching DAG's params (:mod:`airflow_glue.matching`) are generated from them;
+  matching DAG's params (:mod:`cursorops.airflow.matching`) are generated from them;
 - :func:`predicate_from_options` turns flat options back into the document.
 
 A condition added here is a flag, a DAG param and a document field at once.
@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 
-from core.errors import InvalidPredicateError
+from cursorops.core.errors import InvalidPredicateError
 
 TIME_HELP = "epoch ms, ISO-8601 (UTC without an offset), 'now' or a duration before now (1h)"
 """How a time bound is written, wherever one is given."""
@@ -63,7 +63,7 @@ class JsonFieldRequest(BaseModel):
 class MatchConditions(BaseModel):
     """The predicate document (CLI, REST, DAG run conf); every given condition must hold.
 
-    See :mod:`core.analysis.predicates` for what each condition means. ``jsonField`` is
+    See :mod:`cursorops.core.analysis.predicates` for what each condition means. ``jsonField`` is
     given in the document only; every other condition has a :class:`Shortcut`.
     """
 
@@ -152,7 +152,7 @@ def predicate_from_options(
     ``source`` and ``property_option`` are how the caller's users name the
     document and the pairs option, so each error names the flag or parameter
     they typed. Only the shape is checked here; hand the result to
-    :func:`core.analysis.predicates.parse_predicate`.
+    :func:`cursorops.core.analysis.predicates.parse_predicate`.
     """
     unknown = sorted(set(options) - {o.name for o in MATCH_OPTIONS})
     if unknown:

@@ -6,7 +6,7 @@ is unacknowledged and either
 - **redelivered**: delivered and given back at least ``min_redeliveries``
   times (negative acknowledgement, redeliver, a closed consumer, a lapsed
   lease). The count is the dispatcher's, persisted with the pending message
-  in the metadata store (:mod:`core.store.pending_runs`); a message nobody
+  in the metadata store (:mod:`cursorops.core.store.pending_runs`); a message nobody
   received yet counts 0. Or
 - **behind acknowledgements**: a consumer acknowledged a later message of its
   partition (consumers have moved past it) and it is at least ``min_age_s`` old
@@ -19,11 +19,11 @@ is unacknowledged and either
   cursor no consumer acknowledged on since it was created, reset or migrated):
   nothing is behind.
 
-A chunked message is one message (:mod:`core.ids.chunked_messages`): found,
+A chunked message is one message (:mod:`cursorops.core.ids.chunked_messages`): found,
 counted and listed once, at its last chunk, where the backlog counts it and a
 consumer receives it (a skip of that id takes every chunk).
 
-The thresholds document (:mod:`core.analysis.backlog_audit`) carries the limits
+The thresholds document (:mod:`cursorops.core.analysis.backlog_audit`) carries the limits
 as one ``radar`` object; every field is optional::
 
     "radar": {"minRedeliveries": 3, "minAgeSeconds": 600, "maxListed": 50}
@@ -53,10 +53,10 @@ from urllib.parse import quote
 import numpy as np
 import numpy.typing as npt
 
-from core.acks.cursor import CursorState
-from core.analysis import backlog
-from core.errors import InvalidArgumentError
-from core.ids.position import match_positions
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.analysis import backlog
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.ids.position import match_positions
 
 Ints = npt.NDArray[np.int64]
 Flags = npt.NDArray[np.bool_]
@@ -310,7 +310,7 @@ def scan_partition(
     batched, one message with batch index -1). ``pending`` are the
     subscription's pending messages of the partition; those acknowledged since
     or not stored are ignored. ``chunk_rest`` (aligned; the entry index's,
-    :func:`core.ids.chunked_messages.chunk_rest`): the chunks before a chunked
+    :func:`cursorops.core.ids.chunked_messages.chunk_rest`): the chunks before a chunked
     message's last. The message is found, counted and listed once, at its last
     chunk, as the backlog counts it; the chunks before it are no finding.
     ``consumer_ack``: the highest message (ledger, entry, batch index) a consumer
@@ -477,7 +477,7 @@ def skip_request(
     deployment, as its user); ``rest`` the ``skipByMessageIds`` call, its reason in the
     ``X-Cursorops-Reason`` header.
     """
-    from core.ids.topic_name import TopicName
+    from cursorops.core.ids.topic_name import TopicName
 
     conf = {
         "topic": topic,

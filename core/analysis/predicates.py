@@ -1,6 +1,6 @@
 """Message predicates: conditions on a message, vectorised over Arrow message rows.
 
-Evaluated on message rows (:data:`core.analysis.columns.Rows`) and answering one numpy
+Evaluated on message rows (:data:`cursorops.core.analysis.columns.Rows`) and answering one numpy
 array per row, so ``core`` and the Spark jobs call the very same functions.
 
 :func:`parse_predicate` reads the JSON document an operator gives to find
@@ -20,10 +20,10 @@ milliseconds, ISO-8601 (UTC when no offset), ``"now"``, or a duration before now
 messages still scheduled. A ``jsonField`` path is dot-separated object keys;
 a segment of digits indexes a list. ``equals`` is any JSON value, compared
 strictly (``true`` is not ``1``). Bad input raises
-:class:`~core.errors.InvalidPredicateError` naming the field.
+:class:`~cursorops.core.errors.InvalidPredicateError` naming the field.
 
 The document's fields are declared once, by
-:class:`core.analysis.match_conditions.MatchConditions`, with the flat options (``--key``,
+:class:`cursorops.core.analysis.match_conditions.MatchConditions`, with the flat options (``--key``,
 ``--property NAME=VALUE``, time bounds, ...) every front end derives from them.
 """
 
@@ -39,10 +39,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import ValidationError
 
-from core.analysis.columns import Rows, bool_mask, int_column, null_mask
-from core.analysis.match_conditions import MatchConditions, TimeRangeRequest
-from core.durations import parse_time_ms
-from core.errors import InvalidPredicateError
+from cursorops.core.analysis.columns import Rows, bool_mask, int_column, null_mask
+from cursorops.core.analysis.match_conditions import MatchConditions, TimeRangeRequest
+from cursorops.core.durations import parse_time_ms
+from cursorops.core.errors import InvalidPredicateError
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What a distributed scan of a topic needs, as plain picklable values.
 
-:meth:`core.broker.Broker.scan_plan` builds a :class:`TopicScan` after
+:meth:`cursorops.core.broker.Broker.scan_plan` builds a :class:`TopicScan` after
 authorizing the caller: the committed segments of each partition (paths), its
 ledgers, each subscription with its properties, and every cursor's state
 serialized. A Spark driver builds its DataFrame from it and ships the states to
@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from core.acks import cursor_codec
-from core.acks.cursor import CursorState
-from core.reading.entry_filters import EntryFilters
-from core.store.ledger import MESSAGE_SCHEMA
-from core.subscription import SubscriptionType
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.reading.entry_filters import EntryFilters
+from cursorops.core.store.ledger import MESSAGE_SCHEMA
+from cursorops.core.subscription import SubscriptionType
 
 __all__ = [
     "MESSAGE_SCHEMA",

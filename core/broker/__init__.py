@@ -27,7 +27,7 @@ attribute               module                 what it owns
 ``compaction``          ``compaction.py``      compaction horizons, the compacted view
 ======================  =====================  =============================================
 
-They share one :class:`~core.broker.context.BrokerContext` (``context``): the
+They share one :class:`~cursorops.core.broker.context.BrokerContext` (``context``): the
 configuration, the clock, the stores and the authorization.
 """
 
@@ -36,67 +36,75 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from core.acks.cursor import CursorState
-from core.analysis.backlog import PartitionAnalysis
-from core.analysis.backlog_audit import BacklogSample
-from core.analysis.compaction import CompactedAway
-from core.analysis.poison_radar import RadarLimits, SubscriptionRadar
-from core.analysis.topic_scan import TopicScan
-from core.analysis.topic_stats import TopicStats
-from core.authz import Operation
-from core.broker.access import Access
-from core.broker.admin import Admin
-from core.broker.analysis import (
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.analysis.backlog import PartitionAnalysis
+from cursorops.core.analysis.backlog_audit import BacklogSample
+from cursorops.core.analysis.compaction import CompactedAway
+from cursorops.core.analysis.poison_radar import RadarLimits, SubscriptionRadar
+from cursorops.core.analysis.topic_scan import TopicScan
+from cursorops.core.analysis.topic_stats import TopicStats
+from cursorops.core.authz import Operation
+from cursorops.core.broker.access import Access
+from cursorops.core.broker.admin import Admin
+from cursorops.core.broker.analysis import (
     PAYLOAD_EXCERPT_BYTES,
     Analysis,
     BacklogProjection,
     MessageDescription,
     PartitionProjection,
 )
-from core.broker.compaction import Compaction
-from core.broker.context import BrokerContext, wall_clock_ms
-from core.broker.cursor_ops import CursorOperations
-from core.broker.gated import GatedOperations, PlannedRequest
-from core.broker.policies import Policies
-from core.broker.produce import Producing
-from core.broker.read import Reading
-from core.broker.redrive import Redrive
-from core.broker.reset import Resets
-from core.broker.schemas import Schemas
-from core.broker.undo import SkipUndo
-from core.broker.workflow import OpenRequest, Workflow
-from core.config import Config
-from core.gating.operation import Applied, Caller, GatedArguments, Pending, Run, RunStarter
-from core.ids.message_id import MessageId
-from core.ids.position import Position
-from core.ids.topic_name import TopicName
-from core.portable_plan import PortablePlan
-from core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
-from core.resetting.reset_plan import ResetPlan
-from core.resetting.unsubscribe_plan import UnsubscribePlan
-from core.schemas.schema_info import SchemaInfo
-from core.skipping import skip
-from core.skipping.plan_record import (
+from cursorops.core.broker.compaction import Compaction
+from cursorops.core.broker.context import BrokerContext, wall_clock_ms
+from cursorops.core.broker.cursor_ops import CursorOperations
+from cursorops.core.broker.gated import GatedOperations, PlannedRequest
+from cursorops.core.broker.policies import Policies
+from cursorops.core.broker.produce import Producing
+from cursorops.core.broker.read import Reading
+from cursorops.core.broker.redrive import Redrive
+from cursorops.core.broker.reset import Resets
+from cursorops.core.broker.schemas import Schemas
+from cursorops.core.broker.undo import SkipUndo
+from cursorops.core.broker.workflow import OpenRequest, Workflow
+from cursorops.core.config import Config
+from cursorops.core.gating.operation import (
+    Applied,
+    Caller,
+    GatedArguments,
+    Pending,
+    Run,
+    RunStarter,
+)
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.portable_plan import PortablePlan
+from cursorops.core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
+from cursorops.core.resetting.reset_plan import ResetPlan
+from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
+from cursorops.core.schemas.schema_info import SchemaInfo
+from cursorops.core.skipping import skip
+from cursorops.core.skipping.plan_record import (
     ApprovalAnswer,
     ApprovalPolicy,
     ApprovalRequest,
     PlanBinding,
     PlanRecord,
 )
-from core.skipping.skip_plan import SkipPlan
-from core.skipping.undo import AppliedSkip, UndoOutcome, UndoPlan
-from core.store.ledger import LedgerStore
-from core.store.metadata import AuditRecord, MetadataStore, SubscriptionInfo, TopicInfo
-from core.subscription import SubscriptionType
+from cursorops.core.skipping.skip_plan import SkipPlan
+from cursorops.core.skipping.undo import AppliedSkip, UndoOutcome, UndoPlan
+from cursorops.core.store.ledger import LedgerStore
+from cursorops.core.store.metadata import AuditRecord, MetadataStore, SubscriptionInfo, TopicInfo
+from cursorops.core.subscription import SubscriptionType
 
-# The read path (core.reading.dispatch, core.store.segment_reader) and the producer are imported
+# The read path (cursorops.core.reading.dispatch, cursorops.core.store.segment_reader) and the
+# producer are imported
 # where they are used: a command that only counts or skips does not load them.
 if TYPE_CHECKING:
-    from core.analysis.predicates import Predicate
-    from core.ids.message_id_columns import MessageIdColumns
-    from core.producer import Entry, OutgoingMessage
-    from core.reading.dispatch import Dispatcher, Message
-    from core.store.migrate import Migration
+    from cursorops.core.analysis.predicates import Predicate
+    from cursorops.core.ids.message_id_columns import MessageIdColumns
+    from cursorops.core.producer import Entry, OutgoingMessage
+    from cursorops.core.reading.dispatch import Dispatcher, Message
+    from cursorops.core.store.migrate import Migration
 
 __all__ = [
     "PAYLOAD_EXCERPT_BYTES",
@@ -150,7 +158,7 @@ class Broker:
         shared store that is behind is refused). Not authorized by role: whoever
         holds the store's URL and credentials may change its schema.
         """
-        from core.store.migrate import migrate
+        from cursorops.core.store.migrate import migrate
 
         return migrate(config)
 

@@ -6,19 +6,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from core import authz
-from core.authz import Operation
-from core.config import Config
-from core.errors import (
+from cursorops.core import authz
+from cursorops.core.authz import Operation
+from cursorops.core.config import Config
+from cursorops.core.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
     NotAuthorizedError,
     NotFoundError,
     TopicNotFoundError,
 )
-from core.ids.topic_name import TopicName
-from core.store.metadata import MetadataStore, TopicInfo
-from core.store.read_view import ReadView
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.store.metadata import MetadataStore, TopicInfo
+from cursorops.core.store.read_view import ReadView
 
 
 class Access:
@@ -69,8 +69,8 @@ class Access:
 
     def may_read_content(self, role: str, topics: Iterable[str]) -> bool:
         """Whether ``role`` may read the keys, properties and payloads of messages of every
-        one of ``topics`` (:func:`core.content.may_read`: PEEK_MESSAGES on each)."""
-        from core.content import may_read
+        one of ``topics`` (:func:`cursorops.core.content.may_read`: PEEK_MESSAGES on each)."""
+        from cursorops.core.content import may_read
 
         return may_read(self.authorized_topic, role, topics)
 
@@ -117,7 +117,7 @@ class Access:
         tenant_admins: Iterable[str],
         granted: Iterable[str],
     ) -> None:
-        """The rule (:func:`core.authz.check`) on what the store said of the role."""
+        """The rule (:func:`cursorops.core.authz.check`) on what the store said of the role."""
         authz.check(
             role,
             operation,
@@ -135,7 +135,7 @@ class Access:
     ) -> None:
         """The one check every door of an irreversible operation makes: on a namespace that
         requires approval, only an approved plan record applies
-        (:meth:`~core.broker.cursor_ops.CursorOperations.apply_approved_skip`)."""
+        (:meth:`~cursorops.core.broker.cursor_ops.CursorOperations.apply_approved_skip`)."""
         if info.approval_required:
             namespace = TopicName.parse(info.name).namespace_name
             raise ApprovalRequiredError(

@@ -5,21 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from core.acks import cursor_codec
-from core.acks.cursor import CursorState
-from core.authz import Operation
-from core.broker.analysis import Analysis
-from core.broker.context import BrokerContext, Collaborator
-from core.broker.reset import check_reset_target
-from core.errors import InvalidArgumentError, SubscriptionBusyError
-from core.gating.operation import Approval
-from core.ids.position import EARLIEST, Position
-from core.ids.topic_name import TopicName
-from core.reading.entry_filters import validate_filter_properties
-from core.resetting.unsubscribe_plan import UnsubscribePlan
-from core.skipping.plan_record import ApprovalPolicy
-from core.store.metadata import AuditEntry, SubscriptionInfo, TopicInfo
-from core.subscription import SubscriptionType
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.authz import Operation
+from cursorops.core.broker.analysis import Analysis
+from cursorops.core.broker.context import BrokerContext, Collaborator
+from cursorops.core.broker.reset import check_reset_target
+from cursorops.core.errors import InvalidArgumentError, SubscriptionBusyError
+from cursorops.core.gating.operation import Approval
+from cursorops.core.ids.position import EARLIEST, Position
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.reading.entry_filters import validate_filter_properties
+from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
+from cursorops.core.skipping.plan_record import ApprovalPolicy
+from cursorops.core.store.metadata import AuditEntry, SubscriptionInfo, TopicInfo
+from cursorops.core.subscription import SubscriptionType
 
 
 class Admin(Collaborator):

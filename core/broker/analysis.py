@@ -10,13 +10,13 @@ from typing import cast
 
 import numpy as np
 
-from core.acks import cursor_codec
-from core.acks.cursor import AckTarget, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.analysis import backlog
-from core.analysis.backlog import PartitionAnalysis
-from core.analysis.backlog_audit import BacklogSample
-from core.analysis.poison_radar import (
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import AckTarget, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.analysis import backlog
+from cursorops.core.analysis.backlog import PartitionAnalysis
+from cursorops.core.analysis.backlog_audit import BacklogSample
+from cursorops.core.analysis.poison_radar import (
     PendingCounts,
     RadarLimits,
     StuckMessage,
@@ -24,16 +24,16 @@ from core.analysis.poison_radar import (
     merge,
     scan_partition,
 )
-from core.analysis.topic_scan import ScanPartition, ScanSubscription, TopicScan
-from core.analysis.topic_stats import SubscriptionStats, TopicStats
-from core.authz import Operation
-from core.broker.context import Collaborator
-from core.errors import InvalidArgumentError, TopicNotFoundError
-from core.ids.message_id import MessageId
-from core.ids.position import Position
-from core.ids.topic_name import TopicName
-from core.reading.entry_filters import EntryFilters, first_messages
-from core.skipping.skip_plan import SkipPlan
+from cursorops.core.analysis.topic_scan import ScanPartition, ScanSubscription, TopicScan
+from cursorops.core.analysis.topic_stats import SubscriptionStats, TopicStats
+from cursorops.core.authz import Operation
+from cursorops.core.broker.context import Collaborator
+from cursorops.core.errors import InvalidArgumentError, TopicNotFoundError
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.reading.entry_filters import EntryFilters, first_messages
+from cursorops.core.skipping.skip_plan import SkipPlan
 
 PAYLOAD_EXCERPT_BYTES = 120
 """Bytes of payload :meth:`Broker.describe_messages` returns per message."""
@@ -256,7 +256,8 @@ class Analysis(Collaborator):
         subscription: str | None = None,
         limits: RadarLimits | None = None,
     ) -> list[SubscriptionRadar]:
-        """The messages stuck at the head of each subscription (:mod:`core.analysis.poison_radar`).
+        """The messages stuck at the head of each subscription
+        (:mod:`cursorops.core.analysis.poison_radar`).
 
         ``subscription`` None covers every subscription. Authorized as CONSUME, as
         the backlog analysis. Reads each partition's entry index (cached), each

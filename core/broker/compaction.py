@@ -3,17 +3,17 @@
 Compacting records each partition's last position as its horizon (Pulsar's
 compaction horizon); nothing is rewritten. A reader of the compacted topic
 (``read_compacted``) gets, through the horizon, the latest message of each key
-(:mod:`core.analysis.compaction`, one pass over the partition's key, null-value
+(:mod:`cursorops.core.analysis.compaction`, one pass over the partition's key, null-value
 and payload columns), then every message after it.
 """
 
 from __future__ import annotations
 
-from core.analysis.compaction import COLUMNS, CompactedAway, compacted_away
-from core.authz import Operation
-from core.broker.context import Collaborator
-from core.ids.position import EARLIEST
-from core.ids.topic_name import TopicName
+from cursorops.core.analysis.compaction import COLUMNS, CompactedAway, compacted_away
+from cursorops.core.authz import Operation
+from cursorops.core.broker.context import Collaborator
+from cursorops.core.ids.position import EARLIEST
+from cursorops.core.ids.topic_name import TopicName
 
 NOT_RUN = "NOT_RUN"
 SUCCESS = "SUCCESS"

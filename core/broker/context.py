@@ -10,16 +10,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.acks.cursor import CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.broker.access import Access
-from core.config import Config
-from core.ids.chunked_messages import CHUNK_COLUMNS, ChunkedMessages
-from core.ids.topic_name import TopicName
-from core.skipping import skip
-from core.store.cursor_state import replay
-from core.store.ledger import LedgerStore
-from core.store.metadata import MetadataStore, SegmentInfo, TopicInfo
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.broker.access import Access
+from cursorops.core.config import Config
+from cursorops.core.ids.chunked_messages import CHUNK_COLUMNS, ChunkedMessages
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.skipping import skip
+from cursorops.core.store.cursor_state import replay
+from cursorops.core.store.ledger import LedgerStore
+from cursorops.core.store.metadata import MetadataStore, SegmentInfo, TopicInfo
 
 
 def wall_clock_ms() -> int:

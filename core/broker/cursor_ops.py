@@ -7,33 +7,33 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.acks.cursor import CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.authz import Operation
-from core.broker.combining import Combiner
-from core.broker.context import BrokerContext, Collaborator
-from core.broker.skip_write import ValidatedSkip, write_skips
-from core.errors import (
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.authz import Operation
+from cursorops.core.broker.combining import Combiner
+from cursorops.core.broker.context import BrokerContext, Collaborator
+from cursorops.core.broker.skip_write import ValidatedSkip, write_skips
+from cursorops.core.errors import (
     InvalidArgumentError,
     InvalidSkipPlanError,
     TopicNotFoundError,
     UnsupportedSubscriptionTypeError,
 )
-from core.gating.operation import Approval
-from core.ids.chunked_messages import ChunkedMessages
-from core.ids.message_id import MessageId
-from core.ids.topic_name import TopicName
-from core.skipping import skip
-from core.skipping.chunk_ids import whole_chunked_messages
-from core.skipping.head import head_messages
-from core.skipping.skip_plan import SkipColumns, SkipPlan
-from core.store.metadata import TopicInfo
-from core.store.read_view import ReadView
-from core.store.values import SegmentInfo
+from cursorops.core.gating.operation import Approval
+from cursorops.core.ids.chunked_messages import ChunkedMessages
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.skipping import skip
+from cursorops.core.skipping.chunk_ids import whole_chunked_messages
+from cursorops.core.skipping.head import head_messages
+from cursorops.core.skipping.skip_plan import SkipColumns, SkipPlan
+from cursorops.core.store.metadata import TopicInfo
+from cursorops.core.store.read_view import ReadView
+from cursorops.core.store.values import SegmentInfo
 
 SKIPS_PER_BATCH = 64
 """At most this many skips of one subscription, queued while another was being written,
-are written together in one transaction (:mod:`core.broker.combining`)."""
+are written together in one transaction (:mod:`cursorops.core.broker.combining`)."""
 BATCHED_UP_TO = 1_000
 """Skips of at most this many messages are written in batches (so a batch writes at most
 64,000); a larger one is written alone, waiting only for the cursor locks it takes."""
@@ -91,7 +91,8 @@ class CursorOperations(Collaborator):
         via: str = "broker",
     ) -> skip.SkipOutcome:
         """PIP-423 skip, the one path of every front door: validate, then acknowledge in one
-        transaction with its audit record (``via`` names the door: ``cli``, ``rest``, ...).
+        transaction with its audit record (``via`` names the door: ``cursorops.cli``, ``rest``,
+        ...).
 
         Raises before writing anything when any id is bad. Shared and Key_Shared
         only ("Unsupported subscription type." otherwise). A partition's name
@@ -170,7 +171,7 @@ class CursorOperations(Collaborator):
         """The first ``limit`` unacknowledged messages of each partition (``skip -n``), or all of
         them (``limit`` None: ``clear-backlog``), as a skip plan to preview, approve and apply.
 
-        Messages are counted, not entries (:mod:`core.skipping.head`): a batch of 100
+        Messages are counted, not entries (:mod:`cursorops.core.skipping.head`): a batch of 100
         is 100 messages, a chunked message one (all its chunks taken, or none).
         Each partition skips its own ``limit``, as pulsar-admin's
         ``skip -n`` does on a partitioned topic; a partition's name limits it to that one.
@@ -311,7 +312,7 @@ class CursorOperations(Collaborator):
         with_states: bool,
         any_type: bool = False,
     ) -> tuple[skip.SkipSelection, dict[str, LedgerLayout]]:
-        """:func:`core.skipping.skip.validate` against the stores as they are now, and the
+        """:func:`cursorops.core.skipping.skip.validate` against the stores as they are now, and the
         ledger layouts of the partitions the ids are on."""
         with self.metadata.reading() as view:
             listed = self._list(view, info, subscription, _partitions_of(ids), any_type=any_type)
@@ -347,7 +348,7 @@ class CursorOperations(Collaborator):
         ``acknowledged_meanwhile``, never as skipped. The acknowledgements and the
         audit record (stamped with the broker's clock) commit in that one
         transaction, or neither does; ``via`` names the front door in the record
-        (``cli``, ``spark``, ...). Idempotent: applying again acknowledges nothing more.
+        (``cursorops.cli``, ``spark``, ...). Idempotent: applying again acknowledges nothing more.
         On a namespace that requires approval it is refused: only an approved plan
         record applies there (:meth:`apply_approved_skip`).
         """

@@ -1,13 +1,13 @@
 """The one door of every gated operation: a request, and the apply of an approved record.
 
 A door asks with :meth:`GatedOperations.request`: the operation (by its name in
-:mod:`core.gating.registry`), who asks and the operation's arguments. Whether approval
+:mod:`cursorops.core.gating.registry`), who asks and the operation's arguments. Whether approval
 is needed is decided once, from the namespace policies of the topics the request would
 move cursors on (authorized first): without, it is applied at once with its audit
-record (:class:`~core.gating.operation.Applied`); with, it is planned once and stored as
+record (:class:`~cursorops.core.gating.operation.Applied`); with, it is planned once and stored as
 a plan record bound to a new run, recorded as planned, and the run is started by the
-door's :class:`~core.gating.operation.RunStarter`
-(:class:`~core.gating.operation.Pending`).
+door's :class:`~cursorops.core.gating.operation.RunStarter`
+(:class:`~cursorops.core.gating.operation.Pending`).
 
 An approved record comes back through :meth:`GatedOperations.apply_approved_plan`: the
 registry's entry for the operation the record stores (which its digest covers, so
@@ -23,16 +23,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from core.broker.admin import Admin
-from core.broker.analysis import Analysis
-from core.broker.context import BrokerContext, Collaborator
-from core.broker.cursor_ops import CursorOperations
-from core.broker.redrive import Redrive
-from core.broker.reset import Resets
-from core.broker.undo import SkipUndo
-from core.broker.workflow import Workflow
-from core.errors import InvalidArgumentError, PlanAlreadyAppliedError
-from core.gating.operation import (
+from cursorops.core.broker.admin import Admin
+from cursorops.core.broker.analysis import Analysis
+from cursorops.core.broker.context import BrokerContext, Collaborator
+from cursorops.core.broker.cursor_ops import CursorOperations
+from cursorops.core.broker.redrive import Redrive
+from cursorops.core.broker.reset import Resets
+from cursorops.core.broker.undo import SkipUndo
+from cursorops.core.broker.workflow import Workflow
+from cursorops.core.errors import InvalidArgumentError, PlanAlreadyAppliedError
+from cursorops.core.gating.operation import (
     Applied,
     Approval,
     Caller,
@@ -43,8 +43,8 @@ from core.gating.operation import (
     Run,
     RunStarter,
 )
-from core.gating.registry import named, recorded
-from core.skipping.plan_record import PlanBinding, PlanRecord
+from cursorops.core.gating.registry import named, recorded
+from cursorops.core.skipping.plan_record import PlanBinding, PlanRecord
 
 
 def new_run_id(at_ms: int) -> str:

@@ -6,10 +6,10 @@ wins over its namespace's, which wins over the default.
 
 from __future__ import annotations
 
-from core.authz import Operation
-from core.broker.context import Collaborator
-from core.errors import InvalidArgumentError
-from core.ids.topic_name import TopicName
+from cursorops.core.authz import Operation
+from cursorops.core.broker.context import Collaborator
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.ids.topic_name import TopicName
 
 DEDUPLICATION_POLICY = "deduplication_enabled"
 DEFAULT_DEDUPLICATION = False

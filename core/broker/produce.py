@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from core.authz import Operation
-from core.broker.context import Collaborator
-from core.ids.message_id import MessageId
-from core.ids.position import Position
-from core.ids.topic_name import TopicName
+from cursorops.core.authz import Operation
+from cursorops.core.broker.context import Collaborator
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import TopicName
 
 # The producer is imported where it is used: a command that only counts or skips does not
 # load it.
 if TYPE_CHECKING:
-    from core.ids.message_id_columns import MessageIdColumns
-    from core.producer import Entry, OutgoingMessage, Producer
+    from cursorops.core.ids.message_id_columns import MessageIdColumns
+    from cursorops.core.producer import Entry, OutgoingMessage, Producer
 
 
 class Producing(Collaborator):
@@ -56,7 +56,7 @@ class Producing(Collaborator):
         Durable when it returns; one commit for the lot (the binary protocol's
         group commit hands every entry queued meanwhile to one call).
         """
-        from core.producer import entry_columns
+        from cursorops.core.producer import entry_columns
 
         name = TopicName.parse(topic)
         self.access.check(role, Operation.PRODUCE, name.tenant, str(name.base), name.namespace_name)
@@ -85,7 +85,7 @@ class Producing(Collaborator):
         return int(pc.max(table.column("sequence_id")).as_py())
 
     def _producer(self, role: str, topic: str, batch_size: int, producer_name: str) -> Producer:
-        from core.producer import Producer
+        from cursorops.core.producer import Producer
 
         info = self.access.authorized_topic(role, Operation.PRODUCE, topic)
         return Producer(self.ledgers, info, producer_name=producer_name, batch_size=batch_size)

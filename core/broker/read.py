@@ -8,19 +8,20 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from core.acks.cursor import CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.authz import Operation
-from core.broker.context import Collaborator
-from core.errors import EntryNotFoundError, InvalidArgumentError, TopicNotFoundError
-from core.ids.position import Position
-from core.ids.topic_name import TopicName
-from core.store.metadata import TopicInfo
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.authz import Operation
+from cursorops.core.broker.context import Collaborator
+from cursorops.core.errors import EntryNotFoundError, InvalidArgumentError, TopicNotFoundError
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.store.metadata import TopicInfo
 
-# The read path (core.reading.dispatch, core.store.segment_reader) is imported where it is used: a
+# The read path (cursorops.core.reading.dispatch, cursorops.core.store.segment_reader) is imported
+# where it is used: a
 # command that only counts or skips does not load it.
 if TYPE_CHECKING:
-    from core.reading.dispatch import Dispatcher, Message, PartitionSource
+    from cursorops.core.reading.dispatch import Dispatcher, Message, PartitionSource
 
 
 class Reading(Collaborator):
@@ -34,8 +35,8 @@ class Reading(Collaborator):
         ``partition``: serve that partition of a partitioned topic only (the
         binary protocol subscribes partition by partition).
         """
-        from core.reading.dispatch import Dispatcher
-        from core.store import segment_reader
+        from cursorops.core.reading.dispatch import Dispatcher
+        from cursorops.core.store import segment_reader
 
         info = self.access.authorized_topic(role, Operation.CONSUME, topic)
         sub = self.metadata.get_subscription(info.name, subscription)
@@ -119,7 +120,7 @@ class Reading(Collaborator):
         states = [
             self.context.cursor_state(source.topic_partition, subscription) for source in sources
         ]
-        from core.reading import dispatch
+        from cursorops.core.reading import dispatch
 
         return dispatch.peek(sources, states, count)
 
@@ -158,7 +159,7 @@ class Reading(Collaborator):
             start.mark_delete = Position(
                 int(facts.ledger_ids[row - 1]), int(facts.entry_ids[row - 1])
             )
-        from core.reading import dispatch
+        from cursorops.core.reading import dispatch
 
         return dispatch.peek(sources, [start], 1)[0]
 
@@ -180,8 +181,8 @@ class Reading(Collaborator):
 
     def _sources(self, info: TopicInfo) -> list[PartitionSource]:
         """Each partition, read lazily segment by segment from a position on."""
-        from core.reading.dispatch import PartitionSource
-        from core.store import segment_reader
+        from cursorops.core.reading.dispatch import PartitionSource
+        from cursorops.core.store import segment_reader
 
         sources = []
         for index, name in enumerate(info.partition_names()):

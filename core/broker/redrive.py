@@ -1,41 +1,36 @@
 """Redrive: publish a subscription's dead-lettered messages back to its topic, for it alone.
 
-A Pulsar client with a dead-letter policy publishes a message that exceeded its
-redeliveries to ``<topic>-<subscription>-DLQ``
-(:func:`~core.ids.topic_name.dead_letter_topic`). Redriving takes the messages
-still on that topic, optionally those a predicate matches
-(:mod:`core.analysis.predicates`), and publishes them back to the topic so that
-only the failing subscription sees them again: in the transaction of the
-publish, every other subscription of the topic acknowledges the new messages
-and every subscription of the dead-letter topic acknowledges the originals.
+A Pulsar client with a dead-letter policy publishes a message that exceeded its redeliveries to
+``<topic>-<subscription>-DLQ`` (:func:`~cursorops.core.ids.topic_name.dead_letter_topic`).
+Redriving takes the messages still on that topic, optionally those a predicate matches
+(:mod:`cursorops.core.analysis.predicates`), and publishes them back to the topic so that only
+the failing subscription sees them again: in the transaction of the publish, every other
+subscription of the topic acknowledges the new messages and every subscription of the
+dead-letter topic acknowledges the originals.
 
-Which messages are "on" the dead-letter topic: those at least one of its
-subscriptions has not acknowledged; all of its messages when it has no
-subscription (the clients create one only when the dead-letter policy names an
-``initialSubscriptionName``), and then nothing is acknowledged there: a second
-redrive publishes them again (``docs/decisions.md``, "Redrive").
+Which messages are "on" the dead-letter topic: those at least one of its subscriptions has not
+acknowledged; all of its messages when it has no subscription (the clients create one only when
+the dead-letter policy names an ``initialSubscriptionName``), and then nothing is acknowledged
+there: a second redrive publishes them again (``docs/decisions.md``, "Redrive").
 
-Authorization: PRODUCE on the topic (the redrive publishes there; the
-acknowledgements on its other subscriptions only hide what this redrive
-itself publishes, no message of their backlog) and CONSUME on the dead-letter
-topic (the redrive reads its messages and acknowledges them, what a consumer of
-it does; SKIP, acknowledging without reading, would need the same ``consume``
-grant but names the wrong act). On a namespace that requires approval (the
-topic's or the dead-letter topic's) only an approved plan applies.
+Authorization: PRODUCE on the topic (the redrive publishes there; the acknowledgements on its
+other subscriptions only hide what this redrive itself publishes, no message of their backlog)
+and CONSUME on the dead-letter topic (the redrive reads its messages and acknowledges them,
+what a consumer of it does; SKIP, acknowledging without reading, would need the same
+``consume`` grant but names the wrong act). On a namespace that requires approval (the topic's
+or the dead-letter topic's) only an approved plan applies.
 
-Kept: key, ordering key, properties, event time, payload. Not kept: the delivery
-time (a redrive is delivered now) and the producer's name and sequence ids (the
-redrive is the producer, ``cursorops-redrive``). Added: :data:`ORIGIN_PROPERTY`
-(the dead-letter message's id, ``ledger:entry[:batch]``, plus
-:data:`ORIGIN_TOPIC_PROPERTY`) and :data:`REDRIVE_PROPERTY` (the plan's id, which
-the audit record names too: it is known before anything is written, the record's
-id only once the record is). Each message is one entry, not batched; a chunked
-message goes whole, its chunks as sent (:mod:`core.redriving.chunked_rows`).
+Kept: key, ordering key, properties, event time, payload. Not kept: the delivery time (a
+redrive is delivered now) and the producer's name and sequence ids (the redrive is the
+producer, ``cursorops-redrive``). Added: :data:`ORIGIN_PROPERTY` (the dead-letter message's id,
+``ledger:entry[:batch]``, plus :data:`ORIGIN_TOPIC_PROPERTY`) and :data:`REDRIVE_PROPERTY` (the
+plan's id, which the audit record names too: it is known before anything is written, the
+record's id only once the record is). Each message is one entry, not batched; a chunked message
+goes whole, its chunks as sent (:mod:`cursorops.core.redriving.chunked_rows`).
 
-Cost: planning reads the dead-letter topic's segments and its cursors; applying
-reads the planned entries again, writes the new segments and one cursor delta
-per acknowledging cursor, all in one metadata transaction.
-"""
+Cost: planning reads the dead-letter topic's segments and its cursors; applying reads the
+planned entries again, writes the new segments and one cursor delta per acknowledging cursor,
+all in one metadata transaction."""
 
 from __future__ import annotations
 
@@ -45,17 +40,21 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from core.acks import cursor_codec
-from core.acks.cursor import AckColumns
-from core.acks.ledger_layout import LedgerLayout
-from core.authz import Operation
-from core.broker.context import Collaborator
-from core.errors import InvalidArgumentError, SubscriptionNotFoundError, TopicNotFoundError
-from core.gating.operation import Approval
-from core.ids.message_id import MessageId
-from core.ids.topic_name import TopicName, dead_letter_topic
-from core.redriving import chunked_rows
-from core.redriving.redrive_plan import (
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import AckColumns
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.authz import Operation
+from cursorops.core.broker.context import Collaborator
+from cursorops.core.errors import (
+    InvalidArgumentError,
+    SubscriptionNotFoundError,
+    TopicNotFoundError,
+)
+from cursorops.core.gating.operation import Approval
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.topic_name import TopicName, dead_letter_topic
+from cursorops.core.redriving import chunked_rows
+from cursorops.core.redriving.redrive_plan import (
     ORIGIN_PROPERTY,
     ORIGIN_TOPIC_PROPERTY,
     PREVIEW_MESSAGES,
@@ -67,17 +66,17 @@ from core.redriving.redrive_plan import (
     RedrivePlan,
     id_text,
 )
-from core.store import arrow_columns
-from core.store.cursor_state import replay
-from core.store.ledger import MESSAGE_SCHEMA
-from core.store.metadata import AuditEntry, TopicInfo
+from cursorops.core.store import arrow_columns
+from cursorops.core.store.cursor_state import replay
+from cursorops.core.store.ledger import MESSAGE_SCHEMA
+from cursorops.core.store.metadata import AuditEntry, TopicInfo
 
 # The producer's routing, the predicates and the cursor checks over Arrow rows (they load
 # pyarrow.compute) are imported where they are used: a command that does not redrive does
 # not load them with the Broker.
 if TYPE_CHECKING:
-    from core.analysis.predicates import Predicate
-    from core.store.cursor_door import CursorTransaction
+    from cursorops.core.analysis.predicates import Predicate
+    from cursorops.core.store.cursor_door import CursorTransaction
 
 _PROPERTIES_TYPE = MESSAGE_SCHEMA.field("properties").type
 
@@ -98,12 +97,12 @@ class Redrive(Collaborator):
 
         ``dead_letter``: the dead-letter topic when the client's policy named its own
         (default ``<topic>-<subscription>-DLQ``). ``predicate``: a
-        :class:`~core.analysis.predicates.Predicate` or its document; only the
+        :class:`~cursorops.core.analysis.predicates.Predicate` or its document; only the
         messages it matches. Refused (nothing to plan) when the dead-letter topic
         does not exist or holds no message to redrive.
         """
-        from core.analysis.predicates import optional_predicate
-        from core.reading.unacked_rows import unacked_rows
+        from cursorops.core.analysis.predicates import optional_predicate
+        from cursorops.core.reading.unacked_rows import unacked_rows
 
         info, dlq = self.authorized(role, topic, subscription, dead_letter)
         chosen = optional_predicate(predicate, self.clock())
@@ -191,8 +190,8 @@ class Redrive(Collaborator):
         requires approval (the topic's or the dead-letter topic's) it is refused unless
         ``approval`` (an approved plan record, claimed in the same transaction).
         """
-        from core.analysis.columns import int_column
-        from core.reading.unacked_rows import unacked_rows
+        from cursorops.core.analysis.columns import int_column
+        from cursorops.core.reading.unacked_rows import unacked_rows
 
         info, dlq = self.authorized(role, plan.topic, plan.subscription, plan.dead_letter_topic)
         if info.name != plan.topic or dlq.name != plan.dead_letter_topic:
@@ -404,7 +403,7 @@ class Redrive(Collaborator):
         """Append ``rows`` to the topic in the cursor transaction, one entry per message; their
         new ids, in order. Keyed messages go to their key's partition (the clients'
         routing); the others round-robin from partition 0."""
-        from core.producer import key_partition
+        from cursorops.core.producer import key_partition
 
         n = rows.num_rows
         if not n:

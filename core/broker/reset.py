@@ -7,21 +7,21 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from core.acks import cursor_codec
-from core.acks.cursor import AckTarget, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.analysis import backlog
-from core.authz import Operation
-from core.broker.context import Collaborator
-from core.errors import InvalidArgumentError, PositionOutOfRangeError, TopicNotFoundError
-from core.gating.operation import Approval
-from core.ids.chunked_messages import ChunkedMessages
-from core.ids.position import EARLIEST, Position
-from core.ids.topic_name import TopicName
-from core.resetting.reset_plan import PartitionReset, ResetPlan
-from core.skipping.skip import SkipLookup
-from core.store.cursor_state import replay
-from core.store.metadata import AuditEntry, TopicInfo
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import AckTarget, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.analysis import backlog
+from cursorops.core.authz import Operation
+from cursorops.core.broker.context import Collaborator
+from cursorops.core.errors import InvalidArgumentError, PositionOutOfRangeError, TopicNotFoundError
+from cursorops.core.gating.operation import Approval
+from cursorops.core.ids.chunked_messages import ChunkedMessages
+from cursorops.core.ids.position import EARLIEST, Position
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.resetting.reset_plan import PartitionReset, ResetPlan
+from cursorops.core.skipping.skip import SkipLookup
+from cursorops.core.store.cursor_state import replay
+from cursorops.core.store.metadata import AuditEntry, TopicInfo
 
 
 class Resets(Collaborator):

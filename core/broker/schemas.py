@@ -10,24 +10,24 @@ The schema is the topic's, not a partition's: every partition shares it.
 
 from __future__ import annotations
 
-from core.authz import Operation
-from core.broker.context import Collaborator
-from core.errors import (
+from cursorops.core.authz import Operation
+from cursorops.core.broker.context import Collaborator
+from cursorops.core.errors import (
     AlreadyExistsError,
     IncompatibleSchemaError,
     InvalidArgumentError,
     TopicNotFoundError,
 )
-from core.ids.position import EARLIEST
-from core.ids.topic_name import TopicName
-from core.schemas.compatibility import (
+from cursorops.core.ids.position import EARLIEST
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.schemas.compatibility import (
     DEFAULT_STRATEGY,
     CompatibilityStrategy,
     check_compatible,
     validate,
 )
-from core.schemas.schema_info import SchemaInfo
-from core.store.schema_versions import StoredSchema
+from cursorops.core.schemas.schema_info import SchemaInfo
+from cursorops.core.store.schema_versions import StoredSchema
 
 STRATEGY_POLICY = "schema_compatibility_strategy"
 _WRITE_ATTEMPTS = 5

@@ -3,7 +3,7 @@ against them, its acknowledgements and audit record, all in one transaction.
 
 Every skip, from every front door, is written here: one plan alone (``skip -n``, an
 approved plan, ``apply_skip``), or the skips of one subscription that queued while
-another was being written (:mod:`core.broker.combining`). A batch is the same as its
+another was being written (:mod:`cursorops.core.broker.combining`). A batch is the same as its
 skips written one after the other: each is decided against the cursors as the skips
 before it in the batch left them, and gets its own audit record (its skip id) and its
 own journal delta per cursor.
@@ -17,20 +17,20 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from core.acks import cursor_codec
-from core.acks.cursor import AckColumns, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.gating.operation import Approval
-from core.skipping import skip
-from core.skipping.skip_plan import SkipColumns, SkipPlan
-from core.store.cursor_state import replay
-from core.store.metadata import AuditEntry, MetadataStore, TopicInfo
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import AckColumns, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.gating.operation import Approval
+from cursorops.core.skipping import skip
+from cursorops.core.skipping.skip_plan import SkipColumns, SkipPlan
+from cursorops.core.store.cursor_state import replay
+from cursorops.core.store.metadata import AuditEntry, MetadataStore, TopicInfo
 
 FOLD_AFTER_DELTAS = 32
 """A skip that read this many deltas after a cursor's snapshot folds them into a new one, in
 its own transaction. Each read of a cursor decodes every delta after its snapshot (about 25
 us each); a snapshot costs one encoding and two statements. The dispatcher folds only after
-:data:`~core.store.cursor_door.COMPACT_AFTER_DELTAS`, when it reads the cursor anyway."""
+:data:`~cursorops.core.store.cursor_door.COMPACT_AFTER_DELTAS`, when it reads the cursor anyway."""
 
 
 @dataclass(frozen=True)

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.acks import cursor_codec
-from core.acks.ledger_layout import LedgerLayout
-from core.acks.unacknowledge import acknowledged, unacknowledge
-from core.authz import Operation
-from core.broker.context import Collaborator
-from core.errors import (
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.acks.unacknowledge import acknowledged, unacknowledge
+from cursorops.core.authz import Operation
+from cursorops.core.broker.context import Collaborator
+from cursorops.core.errors import (
     InvalidArgumentError,
     InvalidSkipPlanError,
     SkipAlreadyUndoneError,
     SkipNotFoundError,
 )
-from core.gating.operation import Approval
-from core.ids.topic_name import TopicName
-from core.skipping.undo import (
+from cursorops.core.gating.operation import Approval
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.skipping.undo import (
     AppliedSkip,
     UndoOutcome,
     UndoPartition,
@@ -25,8 +25,8 @@ from core.skipping.undo import (
     check_skip_id,
     parse_triplets,
 )
-from core.store.cursor_state import replay
-from core.store.metadata import AuditEntry, AuditRecord, TopicInfo
+from cursorops.core.store.cursor_state import replay
+from cursorops.core.store.metadata import AuditEntry, AuditRecord, TopicInfo
 
 SKIP = "skip"
 UNDO_SKIP = "undo-skip"
@@ -181,7 +181,7 @@ class SkipUndo(Collaborator):
     def _whole_chunked_messages(self, part: UndoPartition, layout: LedgerLayout) -> UndoPartition:
         """``part`` and, after its messages, the other chunks of each chunked message it
         names (position order): an undo takes a chunked message back whole, whichever of
-        its chunks the skip's record lists (:mod:`core.ids.chunked_messages`); with which
+        its chunks the skip's record lists (:mod:`cursorops.core.ids.chunked_messages`); with which
         are chunks of one message, for its counts."""
         if self.context.entry_arrays(part.topic_partition, layout).chunk_rest is None:
             return part
@@ -253,7 +253,7 @@ class SkipUndo(Collaborator):
         the audit log (authorization, the skip, not undone, every ledger retained)
         and refused unless it names the same messages. Under the cursors' row locks
         the skip is checked again for an undo committed meanwhile; each cursor is
-        written as one replacing delta (:func:`core.acks.unacknowledge.unacknowledge`):
+        written as one replacing delta (:func:`cursorops.core.acks.unacknowledge.unacknowledge`):
         a later cumulative acknowledgement that passed a message moves the
         mark-delete position back before it, and keeps everything else acknowledged.
         """

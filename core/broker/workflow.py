@@ -7,14 +7,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.authz import Operation
-from core.broker.context import Collaborator
-from core.errors import InvalidSkipPlanError, NotAuthorizedError
-from core.gating.registry import RECORDED_OPERATIONS, recorded
-from core.ids.topic_name import TopicName
-from core.portable_plan import PortablePlan
-from core.skipping.plan_record import ApprovalAnswer, ApprovalRequest, PlanBinding, PlanRecord
-from core.store.metadata import AuditEntry, AuditRecord
+from cursorops.core.authz import Operation
+from cursorops.core.broker.context import Collaborator
+from cursorops.core.errors import InvalidSkipPlanError, NotAuthorizedError
+from cursorops.core.gating.registry import RECORDED_OPERATIONS, recorded
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.portable_plan import PortablePlan
+from cursorops.core.skipping.plan_record import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    PlanBinding,
+    PlanRecord,
+)
+from cursorops.core.store.metadata import AuditEntry, AuditRecord
 
 PLANNED = "-planned"
 REQUEST = "-request"
@@ -59,7 +64,8 @@ class Workflow(Collaborator):
         the approvals it needs (the namespace's policy, by the plan's size in messages).
 
         Every gated operation moves a subscription's cursor on each of the plan's topics
-        (:meth:`~core.gating.operation.GatedOperation.topics`: a redrive's dead-letter topic
+        (:meth:`~cursorops.core.gating.operation.GatedOperation.topics`: a redrive's dead-letter
+        topic
         too), so the requester's role must hold the skip permission on each, whatever else
         the operation's own planning checked; the strictest of their namespaces' policies
         decides the approvals."""

@@ -3,10 +3,10 @@
 A door asks the Broker for one by name (``Broker.request``) with a :class:`Caller` and the
 operation's arguments; on a namespace that requires approval the answer is a
 :class:`Pending` request (a plan record and its run), else the change :class:`Applied`.
-The operations are listed once, in :mod:`core.gating.registry`.
+The operations are listed once, in :mod:`cursorops.core.gating.registry`.
 """
 
-from core.gating.operation import (
+from cursorops.core.gating.operation import (
     REDRIVE,
     RESET_CURSOR,
     SKIP,
@@ -21,12 +21,12 @@ from core.gating.operation import (
     Run,
     RunStarter,
 )
-from core.gating.redrives import RedriveDeadLetters
-from core.gating.registry import GATED_OPERATIONS, named, recorded
-from core.gating.resets import ResetCursor
-from core.gating.skips import ClearBacklog, SkipHead, SkipMatching, SkipMessages
-from core.gating.undos import UndoSkip
-from core.gating.unsubscribes import Unsubscribe
+from cursorops.core.gating.redrives import RedriveDeadLetters
+from cursorops.core.gating.registry import GATED_OPERATIONS, named, recorded
+from cursorops.core.gating.resets import ResetCursor
+from cursorops.core.gating.skips import ClearBacklog, SkipHead, SkipMatching, SkipMessages
+from cursorops.core.gating.undos import UndoSkip
+from cursorops.core.gating.unsubscribes import Unsubscribe
 
 __all__ = [
     "GATED_OPERATIONS",

@@ -5,8 +5,8 @@ the head, clear-backlog, reset-cursor, unsubscribe, undo of a skip, redrive) is 
 :class:`GatedOperation`: it declares its name, the operation its plan records store,
 its plan class and its arguments, the workflow that gates it, how many messages a
 plan acts on and which topics it gates, and how it plans, applies at once and
-applies an approved record. :mod:`core.gating.registry` lists them;
-:class:`~core.broker.gated.GatedOperations` (the Broker's ``request``) is their one
+applies an approved record. :mod:`cursorops.core.gating.registry` lists them;
+:class:`~cursorops.core.broker.gated.GatedOperations` (the Broker's ``request``) is their one
 door.
 
 A door asks with a :class:`Caller` and the operation's arguments (a frozen
@@ -28,20 +28,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from core.errors import InvalidArgumentError
-from core.portable_plan import PortablePlan, PreviewedPlan
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.portable_plan import PortablePlan, PreviewedPlan
 
 if TYPE_CHECKING:
-    from core.broker.access import Access
-    from core.broker.admin import Admin
-    from core.broker.analysis import Analysis
-    from core.broker.cursor_ops import CursorOperations
-    from core.broker.redrive import Redrive
-    from core.broker.reset import Resets
-    from core.broker.undo import SkipUndo
-    from core.gating.preview import Preview
-    from core.skipping.plan_record import PlanRecord
-    from core.store.values import TopicInfo
+    from cursorops.core.broker.access import Access
+    from cursorops.core.broker.admin import Admin
+    from cursorops.core.broker.analysis import Analysis
+    from cursorops.core.broker.cursor_ops import CursorOperations
+    from cursorops.core.broker.redrive import Redrive
+    from cursorops.core.broker.reset import Resets
+    from cursorops.core.broker.undo import SkipUndo
+    from cursorops.core.gating.preview import Preview
+    from cursorops.core.skipping.plan_record import PlanRecord
+    from cursorops.core.store.values import TopicInfo
 
 
 RUN_DIGEST = "plan_digest"
@@ -65,7 +65,7 @@ def _text(value: object, what: str) -> str:
 class Caller:
     """Who asks: the person (``requester``, recorded on a plan record and never its
     approver), the Pulsar role they act as, and the door they ask through (``rest``,
-    ``cli``, ``ui``, ``airflow``), which the audit record names."""
+    ``cursorops.cli``, ``ui``, ``airflow``), which the audit record names."""
 
     role: str
     requester: str
@@ -271,10 +271,10 @@ class GatedOperation(ABC, Generic[P, A]):
 
     @abstractmethod
     def preview(self, record: PlanRecord, content: bool = True) -> Preview:
-        """What the approver reads of ``record`` (:class:`~core.gating.preview.Preview`),
+        """What the approver reads of ``record`` (:class:`~cursorops.core.gating.preview.Preview`),
         from the stored record only: its plan and its preview document. ``content``: with
         message content (keys, properties, payloads, a predicate's content conditions);
-        otherwise masked to sizes and counts (:func:`core.content.masked`)."""
+        otherwise masked to sizes and counts (:func:`cursorops.core.content.masked`)."""
 
     @abstractmethod
     def targets(self, services: GatingServices, role: str, arguments: A) -> Sequence[TopicInfo]:

@@ -18,7 +18,7 @@ redrive and an unsubscribe (:class:`Preview`):
 Each operation builds it from a stored record only (its plan and its preview
 document, both covered by the record's digest), so a record stored before this shape
 existed previews the same way (:meth:`GatedOperation.preview
-<core.gating.operation.GatedOperation.preview>`). Pure: no store here, no Markdown.
+<cursorops.core.gating.operation.GatedOperation.preview>`). Pure: no store here, no Markdown.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from core.durations import format_time_ms
+from cursorops.core.durations import format_time_ms
 
 if TYPE_CHECKING:
-    from core.skipping.plan_record import PlanRecord
+    from cursorops.core.skipping.plan_record import PlanRecord
 
 __all__ = [
     "Effects",
@@ -54,7 +54,7 @@ def count(n: int, what: str = "message") -> str:
 
 def time_text(epoch_ms: object) -> str:
     """A time in UTC (``2026-01-01 10:00:00.000 UTC``) from epoch ms or from the ISO text
-    :func:`~core.durations.format_time_ms` writes; any other text as written; empty for
+    :func:`~cursorops.core.durations.format_time_ms` writes; any other text as written; empty for
     none."""
     if isinstance(epoch_ms, bool) or epoch_ms is None:
         return ""

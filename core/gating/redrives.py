@@ -1,5 +1,5 @@
 """The gated redrive: a subscription's dead-letter messages published back to its topic for
-it alone (:class:`~core.redriving.redrive_plan.RedrivePlan`). It moves cursors on both
+it alone (:class:`~cursorops.core.redriving.redrive_plan.RedrivePlan`). It moves cursors on both
 topics, so both gate it: the stricter namespace policy counts, and an approver must be
 permitted on both."""
 
@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from core.content import masked_value, shown
-from core.errors import InvalidArgumentError
-from core.gating.operation import (
+from cursorops.core.content import masked_value, shown
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.gating.operation import (
     REDRIVE,
     Applied,
     Approval,
@@ -20,7 +20,7 @@ from core.gating.operation import (
     GatingServices,
     PreviewedOperation,
 )
-from core.gating.preview import (
+from cursorops.core.gating.preview import (
     Effects,
     MessageRow,
     PartitionChange,
@@ -30,11 +30,11 @@ from core.gating.preview import (
     request_of,
     time_text,
 )
-from core.redriving.redrive_plan import RedriveOutcome, RedrivePlan, id_text
+from cursorops.core.redriving.redrive_plan import RedriveOutcome, RedrivePlan, id_text
 
 if TYPE_CHECKING:
-    from core.skipping.plan_record import PlanRecord
-    from core.store.values import TopicInfo
+    from cursorops.core.skipping.plan_record import PlanRecord
+    from cursorops.core.store.values import TopicInfo
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from core.errors import InvalidArgumentError
-from core.gating import redrives, resets, undos, unsubscribes
-from core.gating.operation import GatedOperation
-from core.gating.skips import CLEAR_BACKLOG, SKIP_HEAD, SKIP_MATCHING, SKIP_MESSAGES
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.gating import redrives, resets, undos, unsubscribes
+from cursorops.core.gating.operation import GatedOperation
+from cursorops.core.gating.skips import CLEAR_BACKLOG, SKIP_HEAD, SKIP_MATCHING, SKIP_MESSAGES
 
 GATED_OPERATIONS: tuple[GatedOperation[Any, Any], ...] = (
     SKIP_MESSAGES,

@@ -1,5 +1,5 @@
 """The gated reset-cursor: each partition's cursor moved to a message id's position or to the
-first message published at or after a time (:class:`~core.resetting.reset_plan.ResetPlan`
+first message published at or after a time (:class:`~cursorops.core.resetting.reset_plan.ResetPlan`
 resolves the target when it plans, so the approver sees the very moves applied)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.authz import Operation
-from core.errors import InvalidArgumentError
-from core.gating.operation import (
+from cursorops.core.authz import Operation
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.gating.operation import (
     RESET_CURSOR,
     Applied,
     Approval,
@@ -19,7 +19,7 @@ from core.gating.operation import (
     GatingServices,
     PreviewedOperation,
 )
-from core.gating.preview import (
+from cursorops.core.gating.preview import (
     Effects,
     PartitionChange,
     Preview,
@@ -27,13 +27,13 @@ from core.gating.preview import (
     request_of,
     time_text,
 )
-from core.ids.position import Position
-from core.ids.topic_name import TopicName
-from core.resetting.reset_plan import ResetPlan
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.resetting.reset_plan import ResetPlan
 
 if TYPE_CHECKING:
-    from core.skipping.plan_record import PlanRecord
-    from core.store.values import TopicInfo
+    from cursorops.core.skipping.plan_record import PlanRecord
+    from cursorops.core.store.values import TopicInfo
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,7 @@
 """The gated skips: by message ids, by matching (from a scan's result), the head of the
 backlog (``skip -n``) and the whole backlog (``clear-backlog``).
 
-All four plan a :class:`~core.skipping.skip_plan.SkipPlan`, are recorded as ``skip`` and
+All four plan a :class:`~cursorops.core.skipping.skip_plan.SkipPlan`, are recorded as ``skip`` and
 apply an approved record the same way; they differ in what they ask for and in what
 their preview document says (a predicate, the head). A head's record says ``head`` in
 its document, which its digest covers: its apply accepts any subscription type, as
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from core.authz import Operation
-from core.content import shown
-from core.durations import format_time_ms
-from core.errors import InvalidArgumentError
-from core.gating.operation import (
+from cursorops.core.authz import Operation
+from cursorops.core.content import shown
+from cursorops.core.durations import format_time_ms
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.gating.operation import (
     SKIP,
     Applied,
     Approval,
@@ -35,7 +35,7 @@ from core.gating.operation import (
     GatingServices,
     Planned,
 )
-from core.gating.preview import (
+from cursorops.core.gating.preview import (
     Effects,
     MessageRow,
     PartitionChange,
@@ -45,14 +45,14 @@ from core.gating.preview import (
     request_of,
     time_text,
 )
-from core.ids.message_id import MessageId
-from core.ids.topic_name import TopicName
-from core.skipping.skip import SkipOutcome
-from core.skipping.skip_plan import SkipPlan
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.skipping.skip import SkipOutcome
+from cursorops.core.skipping.skip_plan import SkipPlan
 
 if TYPE_CHECKING:
-    from core.skipping.plan_record import PlanRecord
-    from core.store.values import TopicInfo
+    from cursorops.core.skipping.plan_record import PlanRecord
+    from cursorops.core.store.values import TopicInfo
 
 PREVIEW_ROWS = 50
 """Messages the preview describes; the rest are counted."""

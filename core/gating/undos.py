@@ -1,5 +1,5 @@
 """The gated undo of a skip: exactly the messages one applied skip acknowledged, taken back
-once (:class:`~core.skipping.undo.UndoPlan`, planned from the skip's audit record)."""
+once (:class:`~cursorops.core.skipping.undo.UndoPlan`, planned from the skip's audit record)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.authz import Operation
-from core.gating.operation import (
+from cursorops.core.authz import Operation
+from cursorops.core.gating.operation import (
     UNDO_SKIP,
     Applied,
     Approval,
@@ -17,7 +17,7 @@ from core.gating.operation import (
     GatingServices,
     PreviewedOperation,
 )
-from core.gating.preview import (
+from cursorops.core.gating.preview import (
     Effects,
     MessageRow,
     PartitionChange,
@@ -26,11 +26,11 @@ from core.gating.preview import (
     request_of,
     time_text,
 )
-from core.skipping.undo import PREVIEW_IDS, UndoOutcome, UndoPlan, check_skip_id
+from cursorops.core.skipping.undo import PREVIEW_IDS, UndoOutcome, UndoPlan, check_skip_id
 
 if TYPE_CHECKING:
-    from core.skipping.plan_record import PlanRecord
-    from core.store.values import TopicInfo
+    from cursorops.core.skipping.plan_record import PlanRecord
+    from cursorops.core.store.values import TopicInfo
 
 
 @dataclass(frozen=True, kw_only=True)

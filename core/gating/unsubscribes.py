@@ -1,5 +1,5 @@
 """The gated unsubscribe: a subscription deleted with whatever it has not acknowledged
-(:class:`~core.resetting.unsubscribe_plan.UnsubscribePlan` counts it, per partition)."""
+(:class:`~cursorops.core.resetting.unsubscribe_plan.UnsubscribePlan` counts it, per partition)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.authz import Operation
-from core.errors import InvalidArgumentError
-from core.gating.operation import (
+from cursorops.core.authz import Operation
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.gating.operation import (
     UNSUBSCRIBE,
     Applied,
     Approval,
@@ -18,12 +18,19 @@ from core.gating.operation import (
     GatingServices,
     PreviewedOperation,
 )
-from core.gating.preview import Effects, PartitionChange, Preview, count, request_of, time_text
-from core.resetting.unsubscribe_plan import UnsubscribePlan
+from cursorops.core.gating.preview import (
+    Effects,
+    PartitionChange,
+    Preview,
+    count,
+    request_of,
+    time_text,
+)
+from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
 
 if TYPE_CHECKING:
-    from core.skipping.plan_record import PlanRecord
-    from core.store.values import TopicInfo
+    from cursorops.core.skipping.plan_record import PlanRecord
+    from cursorops.core.store.values import TopicInfo
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,7 +9,7 @@ partition with one ``uuid``, as Pulsar's Shared dispatcher pins them by uuid.
 
 The message is *complete* once a last chunk (``chunk_id ==
 num_chunks_from_msg - 1``) is stored; it is counted once, at its first last
-chunk (:attr:`core.store.ledger.EntryColumns.chunk_rest` counts the chunks
+chunk (:attr:`cursorops.core.store.ledger.EntryColumns.chunk_rest` counts the chunks
 before it 0). One whose last chunk is not stored is not a message yet: no
 consumer can receive it. What counts messages counts a chunked message once: over
 entries by :func:`chunk_rest`, over a plan's ids by :meth:`ChunkedMessages.groups`
@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from core.ids.position import match_positions
+from cursorops.core.ids.position import match_positions
 
 Ints = npt.NDArray[np.int64]
 Flags = npt.NDArray[np.bool_]

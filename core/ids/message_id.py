@@ -28,9 +28,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from core.errors import InvalidMessageIdError
-from core.ids.position import Position
-from core.ids.topic_name import shown
+from cursorops.core.errors import InvalidMessageIdError
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import shown
 
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1

@@ -1,7 +1,7 @@
 """Message ids as aligned integer columns, MessageId objects built only when asked.
 
 A producer call of 100,000s of messages returns its ids as five numpy arrays:
-building one :class:`~core.ids.message_id.MessageId` per message costs more than
+building one :class:`~cursorops.core.ids.message_id.MessageId` per message costs more than
 writing the messages. :class:`MessageIdColumns` is a read-only sequence of
 ``MessageId``: indexing or iterating builds the ids it hands out, slicing keeps
 the columns, and callers that work on arrays read the columns directly.
@@ -14,7 +14,7 @@ from typing import overload
 
 import numpy as np
 
-from core.ids.message_id import MessageId
+from cursorops.core.ids.message_id import MessageId
 
 _CHUNK = 65_536
 """Ids built at a time while iterating."""

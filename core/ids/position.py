@@ -2,7 +2,7 @@
 
 A position names one entry in the ledger store. With producer batching one
 entry holds ``batch_size`` messages; a message inside it is named by a
-:class:`core.ids.message_id.MessageId` with a batch index.
+:class:`cursorops.core.ids.message_id.MessageId` with a batch index.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from core.acks.range_set import ENTRY_ID_LIMIT
+from cursorops.core.acks.range_set import ENTRY_ID_LIMIT
 
 
 class Position(NamedTuple):

@@ -12,7 +12,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from core.errors import InvalidTopicNameError
+from cursorops.core.errors import InvalidTopicNameError
 
 _PARTITION_SUFFIX = "-partition-"
 # Pulsar's NamedEntity pattern "[-=:.\\w]*" with \\w meaning ASCII word characters

@@ -1,7 +1,7 @@
 """A dispatch's chunked messages: which rows go together, which wait, which are passed over.
 
 A chunked message goes to one consumer, all its unacknowledged chunks in one
-dispatch and in position order, or not at all (:mod:`core.ids.chunked_messages`
+dispatch and in position order, or not at all (:mod:`cursorops.core.ids.chunked_messages`
 says which rows are one message). Per message read in a dispatch:
 
 - *complete* (its last chunk is stored, read here or earlier in the dispatch):
@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from core.ids.chunked_messages import ChunkedMessages
+from cursorops.core.ids.chunked_messages import ChunkedMessages
 
 Ints = npt.NDArray[np.int64]
 Flags = npt.NDArray[np.bool_]

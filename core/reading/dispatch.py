@@ -20,14 +20,14 @@ What a consumer receives, per Pulsar's dispatchers:
   Shared: whoever asks gets the next messages nobody holds. Key_Shared: a
   key's hash (Murmur3, ``0..65535``; a message without a key uses its entry's
   ``producer-sequence`` as Pulsar 4 does) goes to its consumer on the consistent-
-  hashing ring of the live consumers (:mod:`core.reading.key_hash`); a hash whose
+  hashing ring of the live consumers (:mod:`cursorops.core.reading.key_hash`); a hash whose
   messages are still pending at another consumer is blocked until those are
   acknowledged (PIP-379 draining hashes), so per-key order holds when
   consumers join or leave.
 - A chunked message goes to one consumer whole: all its unacknowledged chunks in
   one dispatch, in position order (past the permits, as a batch does), and only
   once its last chunk is stored; releasing any of its chunks (a client names its
-  last) releases them all (:mod:`core.reading.chunk_dispatch`).
+  last) releases them all (:mod:`cursorops.core.reading.chunk_dispatch`).
 - Exclusive and Failover consumers carry a consumer epoch (PIP-84):
   ``redeliver_unacknowledged_messages`` bumps it and releases the consumer's
   pending messages, so the next read starts again from the first
@@ -35,7 +35,7 @@ What a consumer receives, per Pulsar's dispatchers:
   already on their way are dropped by the consumer.
 
 Where the state lives: consumers (with leases) and the pending-ack set are in
-the metadata store (:mod:`core.store.dispatch_state`). Every dispatch,
+the metadata store (:mod:`cursorops.core.store.dispatch_state`). Every dispatch,
 acknowledgement and consumer change is one transaction under the
 subscription's row lock: dispatch picks the next deliverable messages, records
 them pending, commits, and only then hands them over. So consumers of one
@@ -51,7 +51,7 @@ the read position to it.
 A dispatch works on columns: each record batch read is judged with numpy
 masks (acknowledged entry or batch index, pending elsewhere, delayed, another
 consumer's key), the chosen rows are taken into one :class:`MessageBatch`,
-and they are recorded pending as runs (:mod:`core.store.pending_runs`: a row
+and they are recorded pending as runs (:mod:`cursorops.core.store.pending_runs`: a row
 per stretch of a ledger, not per message). Python runs per record batch and
 per entry, not per message; ``receive_many`` turns the batch into
 :class:`Message` objects, ``receive_batch`` hands it over as is.
@@ -78,20 +78,20 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.acks import cursor_codec
-from core.acks.ack_words import AckWords
-from core.acks.cursor import AckColumns, AckTarget, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
-from core.ids.position import Position, match_positions
-from core.reading.chunk_dispatch import ChunkVerdicts, judge_chunks, undecided
-from core.reading.key_hash import HashRanges, HashRing, in_ranges, sticky_key_hash
-from core.reading.message import MESSAGE_COLUMNS, Message, MessageBatch
-from core.reading.unacked_rows import acked_rows
-from core.store.checks import check_label
-from core.store.cursor_door import COMPACT_AFTER_DELTAS
-from core.store.cursor_state import replay_since
-from core.store.dispatch_state import (
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.ack_words import AckWords
+from cursorops.core.acks.cursor import AckColumns, AckTarget, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
+from cursorops.core.ids.position import Position, match_positions
+from cursorops.core.reading.chunk_dispatch import ChunkVerdicts, judge_chunks, undecided
+from cursorops.core.reading.key_hash import HashRanges, HashRing, in_ranges, sticky_key_hash
+from cursorops.core.reading.message import MESSAGE_COLUMNS, Message, MessageBatch
+from cursorops.core.reading.unacked_rows import acked_rows
+from cursorops.core.store.checks import check_label
+from cursorops.core.store.cursor_door import COMPACT_AFTER_DELTAS
+from cursorops.core.store.cursor_state import replay_since
+from cursorops.core.store.dispatch_state import (
     ConsumerInfo,
     DispatchedColumns,
     JournalSince,
@@ -100,9 +100,9 @@ from core.store.dispatch_state import (
     ReadPosition,
     SubscriptionTransaction,
 )
-from core.store.metadata import MetadataStore
-from core.store.values import SegmentInfo
-from core.subscription import SubscriptionType
+from cursorops.core.store.metadata import MetadataStore
+from cursorops.core.store.values import SegmentInfo
+from cursorops.core.subscription import SubscriptionType
 
 DEFAULT_LEASE_MS = 30_000
 
@@ -236,7 +236,7 @@ class _Stream:
 
     def _next_batch(self) -> pa.RecordBatch | None:
         """The next record batch; a dispatch's reads on while a chunked message in it may
-        still be completed by later rows (:func:`~core.reading.chunk_dispatch.undecided`),
+        still be completed by later rows (:func:`~cursorops.core.reading.chunk_dispatch.undecided`),
         so that every chunked message is judged whole."""
         batch = next(self._reader, None)
         if batch is None or self._judge is None:
@@ -877,7 +877,7 @@ class Dispatcher:
         per partition). ``epoch``: the consumer epoch to start at (PIP-84: a
         reconnecting client sends its own), for Exclusive and Failover.
         ``hash_ranges`` (Key_Shared sticky mode, validated by
-        :func:`~core.reading.key_hash.sticky_ranges`): the hashes it alone gets; a
+        :func:`~cursorops.core.reading.key_hash.sticky_ranges`): the hashes it alone gets; a
         hash no consumer's ranges hold waits, as in Pulsar.
         """
         if receiver_queue_size < 1:
@@ -1309,7 +1309,7 @@ def _highest(
     ledger: npt.NDArray[np.int64], entry: npt.NDArray[np.int64], index: npt.NDArray[np.int64]
 ) -> tuple[int, int, int] | None:
     """The last of the messages (ledger, entry, batch index) a consumer acknowledged: the
-    consumer-ack mark it raises (:mod:`core.analysis.poison_radar`)."""
+    consumer-ack mark it raises (:mod:`cursorops.core.analysis.poison_radar`)."""
     if not len(ledger):
         return None
     last = int(np.lexsort((index, entry, ledger))[-1])

@@ -1,6 +1,7 @@
 """Entry filters (PIP-105): a subscription's ``entryFilter.*`` properties as verdicts.
 
-Evaluated on message rows (:data:`core.analysis.columns.Rows`) with :mod:`core.analysis.predicates`,
+Evaluated on message rows (:data:`cursorops.core.analysis.columns.Rows`) with
+:mod:`cursorops.core.analysis.predicates`,
 one verdict per row.
 
 A subscription's filters come from its properties. Every property whose key
@@ -31,7 +32,7 @@ any reject filter matches is REJECT; else one that any reschedule filter
 matches is RESCHEDULE; else ACCEPT. No filter at all means ACCEPT.
 
 Any other ``entryFilter.*`` key (a typo, an unknown action or target) raises
-:class:`~core.errors.InvalidPredicateError` naming the property: a filter that
+:class:`~cursorops.core.errors.InvalidPredicateError` naming the property: a filter that
 silently does nothing would make every analysis wrong. Properties that do not
 start with ``entryFilter.`` are not filters and are ignored.
 
@@ -50,13 +51,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from core.durations import parse_time_ms
-from core.errors import InvalidPredicateError
-from core.reading.filter_verdict import FilterVerdict
+from cursorops.core.durations import parse_time_ms
+from cursorops.core.errors import InvalidPredicateError
+from cursorops.core.reading.filter_verdict import FilterVerdict
 
 if TYPE_CHECKING:
-    from core.analysis.columns import Rows
-    from core.analysis.predicates import Predicate
+    from cursorops.core.analysis.columns import Rows
+    from cursorops.core.analysis.predicates import Predicate
 
 FILTER_PREFIX = "entryFilter."
 """Subscription properties starting with this are entry filters."""
@@ -93,7 +94,7 @@ class EntryFilters:
         if not configured:
             return cls()
         # Imported here: only configured filters need the predicates (and pydantic).
-        from core.analysis.predicates import Predicate, TimeRange
+        from cursorops.core.analysis.predicates import Predicate, TimeRange
 
         for prop, value in configured:
             action_name, _, target = prop[len(FILTER_PREFIX) :].partition(".")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from core.errors import InvalidArgumentError
+from cursorops.core.errors import InvalidArgumentError
 
 HASH_RANGE_SIZE = 65_536
 """Pulsar's sticky-key hash space: ``0..65535``."""

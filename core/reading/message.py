@@ -17,9 +17,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from core.ids.message_id import MessageId
-from core.ids.position import Position
-from core.store.ledger import MESSAGE_SCHEMA
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position
+from cursorops.core.store.ledger import MESSAGE_SCHEMA
 
 Ints = npt.NDArray[np.int64]
 

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 import numpy.typing as npt
 
-from core.acks import ack_set
-from core.acks.cursor import BatchAckSets, CursorState
-from core.ids.position import match_positions
+from cursorops.core.acks import ack_set
+from cursorops.core.acks.cursor import BatchAckSets, CursorState
+from cursorops.core.ids.position import match_positions
 
 if TYPE_CHECKING:
-    from core.analysis.columns import Rows
+    from cursorops.core.analysis.columns import Rows
 
 Ints = npt.NDArray[np.int64]
 Flags = npt.NDArray[np.bool_]
@@ -104,7 +104,7 @@ def unacked_rows(state: CursorState, rows: Rows) -> Flags:
     """
     # Arrow's compute functions load only where rows come as Arrow columns: a command that
     # only asks acked_rows (a skip's head) does not pay their import.
-    from core.analysis.columns import int_column
+    from cursorops.core.analysis.columns import int_column
 
     ledger = int_column(rows.column("ledger_id"))
     entry = int_column(rows.column("entry_id"))

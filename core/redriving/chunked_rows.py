@@ -1,9 +1,9 @@
 """A redrive's rows of chunked dead letters: which go together, and what is written.
 
-A chunked message is one message (:mod:`core.ids.chunked_messages`): a redrive
+A chunked message is one message (:mod:`cursorops.core.ids.chunked_messages`): a redrive
 plans it whole, publishes all its chunks or none, and writes them as their
 client sent them, with the redrive's fields in their metadata
-(:mod:`core.redriving.redriven_metadata`). Rows are ledger rows (a partition's,
+(:mod:`cursorops.core.redriving.redriven_metadata`). Rows are ledger rows (a partition's,
 or several partitions' named in a ``topic_partition`` column), in any order
 within a partition.
 """
@@ -13,15 +13,15 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from core.errors import InvalidArgumentError
-from core.ids.chunked_messages import ChunkedMessages, Groups
-from core.redriving.redrive_plan import PRODUCER_NAME
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.ids.chunked_messages import ChunkedMessages, Groups
+from cursorops.core.redriving.redrive_plan import PRODUCER_NAME
 
 
 def _chunked(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """Per row, its chunked message (numbered across the partitions of ``rows``, which
     name them in ``topic_partition`` or are all of one; -1: not a chunk), and per message
-    whether it is complete (:class:`~core.ids.chunked_messages.ChunkedMessages`)."""
+    whether it is complete (:class:`~cursorops.core.ids.chunked_messages.ChunkedMessages`)."""
     message = np.full(rows.num_rows, -1, np.int64)
     complete: list[np.ndarray] = []
     uuid = rows.column("uuid")
@@ -64,7 +64,7 @@ def whole_messages(rows: pa.Table, chosen: np.ndarray, *, complete_only: bool = 
 
 def groups(rows: pa.Table) -> Groups:
     """Which rows of one partition are chunks of one message
-    (:meth:`~core.ids.chunked_messages.ChunkedMessages.groups`): a plan's
+    (:meth:`~cursorops.core.ids.chunked_messages.ChunkedMessages.groups`): a plan's
     ``chunked_messages``."""
     if rows.column("uuid").null_count == rows.num_rows:
         return ()
@@ -95,11 +95,11 @@ def chunk_columns(
 ) -> dict[str, pa.Array]:
     """The columns of the redriven chunks (none when ``rows`` holds no chunk): each chunk's
     place in its message, its payload and its client's metadata as sent, the redrive's
-    fields in it (:func:`~core.redriving.redriven_metadata.redriven_metadata`), and the
+    fields in it (:func:`~cursorops.core.redriving.redriven_metadata.redriven_metadata`), and the
     uuid ``<uuid_prefix>-<at_ms>-<sequence id>`` its message's chunks share."""
     import pyarrow.compute as pc
 
-    from core.redriving.redriven_metadata import redriven_metadata
+    from cursorops.core.redriving.redriven_metadata import redriven_metadata
 
     uuid = rows.column("uuid")
     encrypted = rows.column("encrypted").to_pylist()

@@ -1,8 +1,8 @@
 """A redrive's plan and outcome: what a redrive of a dead-letter topic would publish, and
-what it did (:mod:`core.broker.redrive` plans and applies them).
+what it did (:mod:`cursorops.core.broker.redrive` plans and applies them).
 
 A :class:`RedrivePlan` is immutable and identified by the SHA-256 of its content
-(``planId``, :class:`~core.portable_plan.PortablePlan`), so a plan written to a file,
+(``planId``, :class:`~cursorops.core.portable_plan.PortablePlan`), so a plan written to a file,
 previewed and applied later is the one that was previewed: ``RedrivePlan.from_json``
 refuses one altered since.
 """
@@ -15,10 +15,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from core.errors import InvalidArgumentError
-from core.ids.chunked_messages import Groups, check_groups, count_once
-from core.ids.message_id import MessageId
-from core.portable_plan import PreviewedPlan, Spelling
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.ids.chunked_messages import Groups, check_groups, count_once
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.portable_plan import PreviewedPlan, Spelling
 
 ORIGIN_PROPERTY = "cursorops-redrive-origin"
 """The dead-letter message's id (``ledger:entry[:batch]``) a redriven message came from."""
@@ -79,7 +79,7 @@ class RedrivePlan(PreviewedPlan):
     ``ids`` are the dead-letter messages (``partition`` -1 when the dead-letter topic
     is not partitioned), in the order they are published, ``keys`` theirs: every chunk of a
     chunked message. ``chunked_messages``: which ids are chunks of one message
-    (:meth:`~core.ids.chunked_messages.ChunkedMessages.groups`), so that what counts
+    (:meth:`~cursorops.core.ids.chunked_messages.ChunkedMessages.groups`), so that what counts
     messages counts it once.
     """
 

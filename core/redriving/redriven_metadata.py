@@ -6,7 +6,7 @@ piece of a message compressed (and perhaps encrypted) whole, which the client
 joins by the chunk fields and decodes with the codec and keys the metadata
 names. So a redrive publishes each chunk of a chunked dead letter with the
 metadata it was sent with, every field kept but those a redrive owns
-(:mod:`core.broker.redrive`): the producer name, sequence id, publish time,
+(:mod:`cursorops.core.broker.redrive`): the producer name, sequence id, publish time,
 properties (the client's and the provenance) and the chunks' ``uuid``, which
 are replaced; the delivery time and the highest sequence id, which are dropped.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.errors import InvalidArgumentError
+from cursorops.core.errors import InvalidArgumentError
 
 PRODUCER_NAME = 1
 SEQUENCE_ID = 2

@@ -8,7 +8,7 @@ approver sees, and apply makes, exactly those moves: a message published after
 planning never changes where a time-based reset lands.
 
 Portable JSON with an id derived from its content
-(:class:`~core.portable_plan.PortablePlan`); a document whose id does not match its
+(:class:`~cursorops.core.portable_plan.PortablePlan`); a document whose id does not match its
 content is refused. Pure: no store here.
 """
 
@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from core.errors import InvalidArgumentError
-from core.ids.position import Position
-from core.portable_plan import PreviewedPlan, Spelling
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.ids.position import Position
+from cursorops.core.portable_plan import PreviewedPlan, Spelling
 
 RESET_PLAN_FORMAT = 1
 

@@ -7,7 +7,7 @@ reads; apply deletes the subscription (whatever arrived since is dropped with it
 and the audit record says how much that was).
 
 Portable JSON with an id derived from its content
-(:class:`~core.portable_plan.PortablePlan`). Pure: no store here.
+(:class:`~cursorops.core.portable_plan.PortablePlan`). Pure: no store here.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from core.errors import InvalidArgumentError
-from core.portable_plan import PreviewedPlan, Spelling
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.portable_plan import PreviewedPlan, Spelling
 
 UNSUBSCRIBE_PLAN_FORMAT = 1
 

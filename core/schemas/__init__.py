@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from core.schemas.compatibility import (
+from cursorops.core.schemas.compatibility import (
     DEFAULT_STRATEGY,
     CompatibilityStrategy,
     check_compatible,
     validate,
 )
-from core.schemas.schema_info import SchemaInfo, SchemaType, decode_version, encode_version
+from cursorops.core.schemas.schema_info import (
+    SchemaInfo,
+    SchemaType,
+    decode_version,
+    encode_version,
+)
 
 __all__ = [
     "DEFAULT_STRATEGY",

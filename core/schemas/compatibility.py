@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
-from core.errors import IncompatibleSchemaError
-from core.schemas.schema_info import SchemaInfo, SchemaType
+from cursorops.core.errors import IncompatibleSchemaError
+from cursorops.core.schemas.schema_info import SchemaInfo, SchemaType
 
 
 class CompatibilityStrategy(StrEnum):

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from core.errors import InvalidArgumentError
+from cursorops.core.errors import InvalidArgumentError
 
 MAX_SCHEMA_BYTES = 1 << 20
 """A schema definition above this is refused (Pulsar's are a few KiB)."""

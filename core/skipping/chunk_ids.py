@@ -4,7 +4,7 @@ Pulsar stores a message larger than the maximum message size as chunks, one
 entry each, which the client joins; the id a client prints for it may be any
 of them. Skipping one chunk and not the others would leave a message no
 consumer can assemble, so the ids of a skip grow to every chunk of each
-chunked message they name (:class:`~core.ids.chunked_messages.ChunkedMessages`).
+chunked message they name (:class:`~cursorops.core.ids.chunked_messages.ChunkedMessages`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from core.ids.chunked_messages import ChunkedMessages
-from core.skipping.skip import IdArrays, SkipLookup
+from cursorops.core.ids.chunked_messages import ChunkedMessages
+from cursorops.core.skipping.skip import IdArrays, SkipLookup
 
 
 def whole_chunked_messages(

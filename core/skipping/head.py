@@ -10,7 +10,7 @@ otherwise each index is named (``ledger:entry:index``), so an id list never
 counts a message that was acknowledged already. ``clear-backlog`` is the same
 selection without a limit: every message unacknowledged now.
 
-A chunked message is one message (:mod:`core.ids.chunked_messages`), in its
+A chunked message is one message (:mod:`cursorops.core.ids.chunked_messages`), in its
 place at its last chunk, where a consumer receives it: it counts once, and N
 takes all its unacknowledged chunks or none of them. A message whose last
 chunk is not stored is not a message yet: neither counted nor taken.
@@ -27,11 +27,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from core.acks.cursor import CursorState
-from core.ids.chunked_messages import ChunkedMessages
-from core.ids.position import match_positions
-from core.reading.unacked_rows import acked_rows
-from core.skipping.skip import SkipLookup
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.ids.chunked_messages import ChunkedMessages
+from cursorops.core.ids.position import match_positions
+from cursorops.core.reading.unacked_rows import acked_rows
+from cursorops.core.skipping.skip import SkipLookup
 
 Ints = npt.NDArray[np.int64]
 

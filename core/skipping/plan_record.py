@@ -26,12 +26,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.errors import InvalidArgumentError
-from core.gating.operation import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, UNSUBSCRIBE
-from core.gating.preview import Preview
-from core.gating.registry import RECORDED_OPERATIONS, recorded
-from core.portable_plan import PortablePlan, canonical_json
-from core.skipping.skip_plan import SkipPlan
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.gating.operation import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, UNSUBSCRIBE
+from cursorops.core.gating.preview import Preview
+from cursorops.core.gating.registry import RECORDED_OPERATIONS, recorded
+from cursorops.core.portable_plan import PortablePlan, canonical_json
+from cursorops.core.skipping.skip_plan import SkipPlan
 
 __all__ = [
     "MAX_APPROVALS",
@@ -82,9 +82,9 @@ class PlanRecord:
     created_at_ms: int
     plan_json: str
     """The plan as its ``dumps`` wrote it (of its operation's plan class,
-    :mod:`core.gating.registry`)."""
+    :mod:`cursorops.core.gating.registry`)."""
     plan_id: str
-    """The plan's own content hash (:attr:`~core.portable_plan.PortablePlan.plan_id`)."""
+    """The plan's own content hash (:attr:`~cursorops.core.portable_plan.PortablePlan.plan_id`)."""
     document: Mapping[str, Any]
     """What the preview shows besides the plan: reason, ticket, predicate, backlog, messages."""
     messages: int
@@ -171,7 +171,7 @@ class PlanRecord:
 
     def plan(self) -> PortablePlan:
         """The stored plan, of its operation's class, its content hash checked and the one
-        :attr:`plan_id` names (:meth:`~core.gating.operation.GatedOperation.plan_of`)."""
+        :attr:`plan_id` names (:meth:`~cursorops.core.gating.operation.GatedOperation.plan_of`)."""
         plan: PortablePlan = recorded(self.operation).plan_of(self)
         return plan
 
@@ -183,8 +183,8 @@ class PlanRecord:
 
     def preview(self, content: bool = True) -> Preview:
         """What the approver reads of this record, in the one shape every operation shares
-        (:mod:`core.gating.preview`), built from the record only; message content masked
-        unless ``content`` (:mod:`core.content`)."""
+        (:mod:`cursorops.core.gating.preview`), built from the record only; message content masked
+        unless ``content`` (:mod:`cursorops.core.content`)."""
         return recorded(self.operation).preview(self, content)
 
     def skip_plan(self) -> SkipPlan:

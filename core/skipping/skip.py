@@ -29,17 +29,17 @@ from operator import attrgetter
 import numpy as np
 import numpy.typing as npt
 
-from core.acks.cursor import AckColumns, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.errors import (
+from cursorops.core.acks.cursor import AckColumns, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.errors import (
     EntryNotFoundError,
     InvalidBatchIndexError,
     InvalidMessageIdError,
     PositionOutOfRangeError,
 )
-from core.ids.message_id import MessageId
-from core.ids.position import Position, match_positions
-from core.skipping.skip_plan import SkipColumns
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position, match_positions
+from cursorops.core.skipping.skip_plan import SkipColumns
 
 MAX_ERRORS_LISTED = 10
 
@@ -76,7 +76,7 @@ class SkipOutcome:
     acknowledged_meanwhile`` are the plan's messages, each in exactly one list.
 
     Immutable. Each list may be given as message ids or as plan rows
-    (:class:`~core.skipping.skip_plan.SkipColumns`); from rows its ids are built on first
+    (:class:`~cursorops.core.skipping.skip_plan.SkipColumns`); from rows its ids are built on first
     use, and :meth:`to_pulsar_json`'s default triplets are written from the rows
     without them: a skip of a million ids needs no million objects to be recorded.
 
@@ -86,7 +86,7 @@ class SkipOutcome:
       and applying;
     - ``per_partition``: newly acknowledged ids per topic partition of the plan;
     - ``part_of``: the whole plan's id when a single partition's share was applied;
-    - ``plan_id``: the applied plan's :attr:`~core.skipping.skip_plan.SkipPlan.plan_id`;
+    - ``plan_id``: the applied plan's :attr:`~cursorops.core.skipping.skip_plan.SkipPlan.plan_id`;
     - ``skip_id``: the id of the skip's audit record (what an undo names), None until the
       record is written.
     """

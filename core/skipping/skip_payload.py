@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from core.errors import InvalidMessageIdError, InvalidSkipPayloadError
-from core.ids.message_id import MessageId, decode_base64
+from cursorops.core.errors import InvalidMessageIdError, InvalidSkipPayloadError
+from cursorops.core.ids.message_id import MessageId, decode_base64
 
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1

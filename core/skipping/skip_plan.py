@@ -1,7 +1,7 @@
 """A skip plan: the validated messages a skip will acknowledge, as one portable object.
 
-:meth:`core.broker.Broker.plan_skip` returns a :class:`SkipPlan`;
-:meth:`core.broker.Broker.apply_skip` takes one. In between it may travel as
+:meth:`cursorops.core.broker.Broker.plan_skip` returns a :class:`SkipPlan`;
+:meth:`cursorops.core.broker.Broker.apply_skip` takes one. In between it may travel as
 JSON (:meth:`SkipPlan.to_json` / :meth:`SkipPlan.from_json`): through an
 Airflow XCom, a REST body, a file the CLI wrote, or a Spark job's driver. The
 plan is what a reviewer approves, so it carries an id derived from its content
@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from core.errors import InvalidArgumentError, InvalidInputError, InvalidSkipPlanError
-from core.ids.message_id import MessageId
-from core.portable_plan import PortablePlan, Spelling
+from cursorops.core.errors import InvalidArgumentError, InvalidInputError, InvalidSkipPlanError
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.portable_plan import PortablePlan, Spelling
 
 PLAN_FORMAT = 1
 """Version of the JSON document; a document of another version is refused."""
@@ -223,7 +223,7 @@ class SkipColumns:
         )
 
     def triplets(self) -> list[str]:
-        """Each row's :meth:`MessageId.triplet <core.ids.message_id.MessageId.triplet>`
+        """Each row's :meth:`MessageId.triplet <cursorops.core.ids.message_id.MessageId.triplet>`
         (``ledger:entry``, plus ``:batchIndex`` when >= 0), without building the ids."""
         return [
             f"{ledger}:{entry}:{index}" if index >= 0 else f"{ledger}:{entry}"

@@ -10,7 +10,7 @@ taken back whole: every chunk of one the record names.
 
 An :class:`UndoPlan` is what an operator previews (or a reviewer approves, where
 the namespace requires approval): it travels as JSON with an id derived from its
-content (:class:`~core.portable_plan.PortablePlan`), and a document whose id does
+content (:class:`~cursorops.core.portable_plan.PortablePlan`), and a document whose id does
 not match its content is refused. A matching id proves nothing about the store: applying plans
 the undo again from the audit log and refuses a plan that names other messages.
 
@@ -27,9 +27,9 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from core.errors import InvalidArgumentError, InvalidInputError, InvalidSkipPlanError
-from core.ids.chunked_messages import Groups, check_groups, count_once
-from core.portable_plan import PreviewedPlan, Spelling
+from cursorops.core.errors import InvalidArgumentError, InvalidInputError, InvalidSkipPlanError
+from cursorops.core.ids.chunked_messages import Groups, check_groups, count_once
+from cursorops.core.portable_plan import PreviewedPlan, Spelling
 
 UNDO_PLAN_FORMAT = 1
 PREVIEW_IDS = 50
@@ -132,7 +132,7 @@ class UndoPartition:
     """-1: the whole entry."""
     chunked_messages: Groups = ()
     """Which ids are chunks of one message
-    (:meth:`~core.ids.chunked_messages.ChunkedMessages.groups`)."""
+    (:meth:`~cursorops.core.ids.chunked_messages.ChunkedMessages.groups`)."""
 
     def __len__(self) -> int:
         """Ids, every chunk of a chunked message."""
@@ -145,7 +145,7 @@ class UndoPartition:
 
     def count(self, flags: npt.ArrayLike) -> int:
         """How many messages the flagged ids are (one flag per id), a chunked message once
-        (:func:`~core.ids.chunked_messages.count_once`)."""
+        (:func:`~cursorops.core.ids.chunked_messages.count_once`)."""
         return count_once(flags, self.chunked_messages)
 
     def same_ids(self, other: UndoPartition) -> bool:

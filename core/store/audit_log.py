@@ -1,10 +1,10 @@
 """The audit log and the backlog history, in the caller's transaction.
 
 Every record of a change is written in the transaction of the change it records
-(a cursor change's :class:`~core.store.cursor_door.CursorTransaction`, or a
-:class:`~core.store.unit_of_work.UnitOfWork`); the metadata store's own methods
+(a cursor change's :class:`~cursorops.core.store.cursor_door.CursorTransaction`, or a
+:class:`~cursorops.core.store.unit_of_work.UnitOfWork`); the metadata store's own methods
 open one for a record alone. Records are written and read back in the plain ``?``
-statements of :mod:`core.store.statements`, so the cursor door's transaction and
+statements of :mod:`cursorops.core.store.statements`, so the cursor door's transaction and
 a SQLAlchemy one write them alike.
 """
 
@@ -16,12 +16,12 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core.analysis.backlog_audit import BacklogSample
-from core.errors import InvalidArgumentError
-from core.store.checks import check_int, check_text
-from core.store.statements import Statements
-from core.store.tables import AuditRow, BacklogHistoryRow
-from core.store.values import AuditEntry, AuditRecord
+from cursorops.core.analysis.backlog_audit import BacklogSample
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.store.checks import check_int, check_text
+from cursorops.core.store.statements import Statements
+from cursorops.core.store.tables import AuditRow, BacklogHistoryRow
+from cursorops.core.store.values import AuditEntry, AuditRecord
 
 
 def check(entry: AuditEntry) -> dict[str, object]:

@@ -4,7 +4,7 @@ In Pulsar a subscription owns one ``ManagedCursor``, and every acknowledgement,
 skip and reset goes through it. Here every change of a cursor is one
 :class:`CursorTransaction`: a consumer's acknowledgement (individual or
 cumulative) and a dispatch's bookkeeping (a
-:class:`~core.store.dispatch_state.SubscriptionTransaction` is this transaction
+:class:`~cursorops.core.store.dispatch_state.SubscriptionTransaction` is this transaction
 with the dispatcher's tables), a skip (by ids, matching,
 ``skip -n``, clear-backlog), a reset or seek, an undo, a redrive, creating and
 deleting a subscription, and folding a journal into a snapshot. The transaction
@@ -15,7 +15,7 @@ plan record's claim, all committed once, or none of it.
 A cursor is stored as a snapshot plus a journal of deltas (docs/architecture.md,
 "Cursor durability"). This module is the only one that writes ``cursors`` and
 ``cursor_deltas`` or reads the journal (``tests/core/store/test_journal_writers.py``);
-:mod:`core.store.cursor_state` replays what it reads.
+:mod:`cursorops.core.store.cursor_state` replays what it reads.
 
 One SQL idiom: plain statements with ``?`` placeholders on the transaction's own
 pooled DBAPI connection, begun and committed by the driver. A dispatch is a
@@ -41,21 +41,21 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from core.errors import (
+from cursorops.core.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
     MetadataStoreError,
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
-from core.ids.position import Position
-from core.ids.topic_name import TopicName
-from core.store import audit_log, plan_records
-from core.store.cursor_state import JournalSince, ReadPosition, missing
-from core.store.engine import is_unique_violation
-from core.store.entry_allocation import allocated_entries
-from core.store.statements import Statements, format_style
-from core.store.values import Allocation, AuditEntry, AuditRecord, CursorRecord, TopicInfo
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.store import audit_log, plan_records
+from cursorops.core.store.cursor_state import JournalSince, ReadPosition, missing
+from cursorops.core.store.engine import is_unique_violation
+from cursorops.core.store.entry_allocation import allocated_entries
+from cursorops.core.store.statements import Statements, format_style
+from cursorops.core.store.values import Allocation, AuditEntry, AuditRecord, CursorRecord, TopicInfo
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Dialect
@@ -439,8 +439,8 @@ class CursorTransaction:
     """One transaction through the cursor door, on a pooled DBAPI connection.
 
     Opened by :meth:`MetadataStore.cursor_transaction
-    <core.store.metadata.MetadataStore.cursor_transaction>` (or, for a dispatcher, as a
-    :class:`~core.store.dispatch_state.SubscriptionTransaction`) and committed when its
+    <cursorops.core.store.metadata.MetadataStore.cursor_transaction>` (or, for a dispatcher, as a
+    :class:`~cursorops.core.store.dispatch_state.SubscriptionTransaction`) and committed when its
     block ends. Its writes follow the lock rule: a cursor is written only after this
     transaction locked its subscription (:meth:`lock`, or :meth:`read`, which locks it),
     and a cursor given by its id only after :meth:`read` locked it.
@@ -704,7 +704,7 @@ class CursorTransaction:
         self, requests: Sequence[tuple[str, int]], max_entries_per_ledger: int
     ) -> Iterator[list[Allocation]]:
         """Entry ids for new segments of ``requests`` = ``(topic partition, n_entries)``, in
-        this transaction (:func:`~core.store.entry_allocation.allocated_entries`).
+        this transaction (:func:`~cursorops.core.store.entry_allocation.allocated_entries`).
 
         The segments are registered when the block ends normally, but visible to
         other transactions only once this one commits; the partitions stay locked
@@ -736,7 +736,7 @@ class CursorTransaction:
 
 
 class _Statements:
-    """:class:`~core.store.statements.Statements` on a cursor transaction's connection."""
+    """:class:`~cursorops.core.store.statements.Statements` on a cursor transaction's connection."""
 
     def __init__(self, txn: CursorTransaction) -> None:
         self._txn = txn

@@ -1,9 +1,9 @@
 """Stored cursor records as states: replaying a snapshot and the deltas after it.
 
 A cursor is stored as a snapshot plus a journal of deltas (docs/architecture.md,
-"Cursor durability"); only the cursor door (:mod:`core.store.cursor_door`) reads
+"Cursor durability"); only the cursor door (:mod:`cursorops.core.store.cursor_door`) reads
 and writes that form. What it reads comes here to become a
-:class:`~core.acks.cursor.CursorState`: :func:`replay` of a whole record,
+:class:`~cursorops.core.acks.cursor.CursorState`: :func:`replay` of a whole record,
 :func:`replay_since` of the deltas a reader has not seen, through the states this
 process replayed last (:class:`Replays`). Nothing here touches the store.
 """
@@ -16,19 +16,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.acks import cursor_codec
-from core.acks.cursor import CursorState
-from core.errors import SubscriptionNotFoundError
-from core.ids.position import Position
-from core.store.values import CursorRecord
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.errors import SubscriptionNotFoundError
+from cursorops.core.ids.position import Position
+from cursorops.core.store.values import CursorRecord
 
 if TYPE_CHECKING:
-    from core.acks.ledger_layout import LedgerLayout
+    from cursorops.core.acks.ledger_layout import LedgerLayout
 
 
 @dataclass(frozen=True)
 class ReadPosition:
-    """The dispatcher's read position on a partition (:mod:`core.store.dispatch_state`)."""
+    """The dispatcher's read position on a partition
+    (:mod:`cursorops.core.store.dispatch_state`)."""
 
     settled_through: Position
     """Every message at or before it is acknowledged or held by a consumer."""
@@ -39,7 +40,7 @@ class ReadPosition:
 @dataclass(frozen=True)
 class JournalSince:
     """A cursor's journal read from a known version on
-    (:meth:`~core.store.cursor_door.CursorTransaction.since`)."""
+    (:meth:`~cursorops.core.store.cursor_door.CursorTransaction.since`)."""
 
     cursor_id: int
     reloaded: bool

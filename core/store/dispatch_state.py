@@ -3,9 +3,9 @@
 Pulsar keeps a subscription's consumers and its pending-ack set in the broker's
 memory; here several processes serve one subscription, so both live in the
 metadata store and every change happens inside
-:meth:`~core.store.metadata.MetadataStore.subscription_transaction`: a transaction
-of the cursor door (:class:`~core.store.cursor_door.CursorTransaction`) that holds
-the subscription's row for dispatching (:attr:`~core.store.cursor_door.Hold.DISPATCH`).
+:meth:`~cursorops.core.store.metadata.MetadataStore.subscription_transaction`: a transaction
+of the cursor door (:class:`~cursorops.core.store.cursor_door.CursorTransaction`) that holds
+the subscription's row for dispatching (:attr:`~cursorops.core.store.cursor_door.Hold.DISPATCH`).
 
 - A consumer holds a lease (``lease_expires_ms``), renewed on every call. When
   it lapses the consumer is gone: its pending messages become deliverable again.
@@ -13,7 +13,7 @@ the subscription's row for dispatching (:attr:`~core.store.cursor_door.Hold.DISP
   not yet acknowledged. Releasing it (close, negative ack, redeliver, lease
   expiry) clears its consumer and bumps its redelivery count; acknowledging
   removes it in the transaction that appends the cursor delta. Pending
-  messages are stored as runs (:mod:`core.store.pending_runs`): one row per
+  messages are stored as runs (:mod:`cursorops.core.store.pending_runs`): one row per
   dispatch's stretch of a ledger, each member kept exactly.
 - A read position per partition (Pulsar's ``readPosition``): every message at
   or before it is acknowledged or held by a consumer, so a dispatch reads on
@@ -39,12 +39,12 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy.engine import Dialect
 
-from core.ids.position import Position
-from core.store import pending_runs
-from core.store.cursor_door import CursorTransaction, Hold, opened
-from core.store.cursor_state import JournalSince, ReadPosition
-from core.store.pending_runs import RUN_SPAN_ENTRIES, Members
-from core.store.values import SegmentInfo
+from cursorops.core.ids.position import Position
+from cursorops.core.store import pending_runs
+from cursorops.core.store.cursor_door import CursorTransaction, Hold, opened
+from cursorops.core.store.cursor_state import JournalSince, ReadPosition
+from cursorops.core.store.pending_runs import RUN_SPAN_ENTRIES, Members
+from cursorops.core.store.values import SegmentInfo
 
 _WHOLE = 2**31 - 1
 """Above every batch index."""
@@ -101,7 +101,7 @@ class DispatchedColumns:
 
 
 _RUN_FIELDS = "ledger_id, first_entry, first_index, bumps, members"
-"""The columns a run is read with (core.store.pending_runs)."""
+"""The columns a run is read with (cursorops.core.store.pending_runs)."""
 
 _RUN_KEY = (
     "subscription_id = ? AND topic_partition = ? AND ledger_id = ? AND first_entry = ? "
@@ -245,7 +245,7 @@ class SubscriptionTransaction(CursorTransaction):
 
     def _lock(self, topic: str, *, flushed: bool = True) -> None:
         """Begin, and hold the subscription's row for dispatching until the transaction
-        ends (:attr:`~core.store.cursor_door.Hold.DISPATCH`)."""
+        ends (:attr:`~cursorops.core.store.cursor_door.Hold.DISPATCH`)."""
         self._begin(flushed=flushed)
         self._id = self.lock(topic, self.subscription, Hold.DISPATCH)
 
@@ -721,7 +721,7 @@ def locked_transaction(
     """One transaction on ``raw`` (a pooled DBAPI connection) holding the subscription's row
     for dispatching; committed when the block ends, rolled back when it raises.
     ``flushed`` False (a dispatch's bookkeeping): the commit does not wait for the disk
-    (:func:`~core.store.cursor_door.opened`)."""
+    (:func:`~cursorops.core.store.cursor_door.opened`)."""
     txn = SubscriptionTransaction(raw, dialect, 0, subscription, now_ms)
     with opened(txn, flushed=flushed, begin=lambda: txn._lock(topic, flushed=flushed)):
         yield txn

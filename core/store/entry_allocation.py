@@ -1,10 +1,11 @@
 """Entry ids for new segments: the partitions locked, room taken in their current ledgers.
 
 One rule for every append, whoever writes: a producer's append
-(:meth:`~core.store.ledger_index.LedgerIndex.append_entries_many`, a transaction of
-its own) and a redrive's publish (:meth:`~core.store.cursor_door.CursorTransaction.append_entries`,
+(:meth:`~cursorops.core.store.ledger_index.LedgerIndex.append_entries_many`, a transaction of
+its own) and a redrive's publish
+(:meth:`~cursorops.core.store.cursor_door.CursorTransaction.append_entries`,
 inside the cursor transaction that moves the cursors too). Plain ``?`` statements
-(:mod:`core.store.statements`), so either transaction runs them.
+(:mod:`cursorops.core.store.statements`), so either transaction runs them.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from core.errors import InvalidArgumentError, TopicNotFoundError
-from core.store.checks import canonical_topic, check_int
-from core.store.statements import Statements
-from core.store.values import Allocation
+from cursorops.core.errors import InvalidArgumentError, TopicNotFoundError
+from cursorops.core.store.checks import canonical_topic, check_int
+from cursorops.core.store.statements import Statements
+from cursorops.core.store.values import Allocation
 
 
 @contextmanager

@@ -13,7 +13,7 @@ transaction. Readers read only listed segments, so a file left behind by a crash
 before the commit (whole or cut short) is never read, and the next append
 reuses its entry ids and its name, writing over it.
 
-pyarrow and OS errors are translated here to :class:`~core.errors.LedgerStoreError`
+pyarrow and OS errors are translated here to :class:`~cursorops.core.errors.LedgerStoreError`
 naming the file.
 
 Size: one module on purpose. The write path (checks, atomic segment commit,
@@ -38,20 +38,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from core.config import Config
-from core.errors import InvalidArgumentError, LedgerStoreError
-from core.ids.chunked_messages import chunk_rest
-from core.ids.position import Position
-from core.ids.topic_name import TopicName
-from core.store import arrow_columns
-from core.store.metadata import MetadataStore, SegmentInfo
+from cursorops.core.config import Config
+from cursorops.core.errors import InvalidArgumentError, LedgerStoreError
+from cursorops.core.ids.chunked_messages import chunk_rest
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.store import arrow_columns
+from cursorops.core.store.metadata import MetadataStore, SegmentInfo
 
 if TYPE_CHECKING:
     # Imported where filters are built: pyarrow.compute takes longer to import than
     # a small command line takes to run, and only filtered reads need it.
     import pyarrow.compute as pc
 
-    from core.store.cursor_door import CursorTransaction
+    from cursorops.core.store.cursor_door import CursorTransaction
 
 MESSAGE_SCHEMA = pa.schema(
     [
@@ -211,7 +211,7 @@ class EntryColumns:
     """The per-entry columns of a partition: one row per committed entry, sorted by
     ``(ledger_id, entry_id)``.
 
-    Aligned numpy arrays, the form ``core.analysis.backlog`` works on.
+    Aligned numpy arrays, the form ``cursorops.core.analysis.backlog`` works on.
     """
 
     ledger_id: np.ndarray
@@ -416,7 +416,7 @@ class LedgerStore:
         fsync and one commit, not one of each per partition.
 
         ``work``: register the segments in the caller's transaction instead
-        (:meth:`~core.store.cursor_door.CursorTransaction.append_entries`), every
+        (:meth:`~cursorops.core.store.cursor_door.CursorTransaction.append_entries`), every
         ledger the append fills included: they become readable when, and only
         if, that transaction commits. The files are on disk (fsynced) when this
         returns; the positions are final once the caller commits.

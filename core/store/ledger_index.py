@@ -1,7 +1,7 @@
 """Ledgers and segments: the index of what a topic partition holds.
 
-A part of :class:`~core.store.metadata.MetadataStore`; the segment files themselves are
-:mod:`core.store.ledger`'s.
+A part of :class:`~cursorops.core.store.metadata.MetadataStore`; the segment files themselves are
+:mod:`cursorops.core.store.ledger`'s.
 """
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from sqlalchemy import (
     select,
 )
 
-from core.store.checks import (
+from cursorops.core.store.checks import (
     canonical_topic,
 )
-from core.store.entry_allocation import allocated_entries
-from core.store.read_view import ledger_info
-from core.store.statements import ConnectionStatements
-from core.store.store_base import StoreBase
-from core.store.tables import (
+from cursorops.core.store.entry_allocation import allocated_entries
+from cursorops.core.store.read_view import ledger_info
+from cursorops.core.store.statements import ConnectionStatements
+from cursorops.core.store.store_base import StoreBase
+from cursorops.core.store.tables import (
     LedgerRow,
     SegmentRow,
 )
-from core.store.values import (
+from cursorops.core.store.values import (
     Allocation,
     LedgerInfo,
     SegmentInfo,

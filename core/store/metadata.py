@@ -3,10 +3,10 @@
 SQLAlchemy 2 models over SQLite (the embedded default: one file, WAL mode) or
 PostgreSQL (``postgresql+psycopg://``). Every public method is one transaction
 and returns plain frozen dataclasses, never ORM objects. Foreign exceptions are
-translated in one place, :func:`core.store.engine.translated_errors`, around
+translated in one place, :func:`cursorops.core.store.engine.translated_errors`, around
 every :meth:`MetadataStore._session`: a unique-key clash
-becomes :class:`~core.errors.AlreadyExistsError` where the caller named the
-clash, anything else from SQLAlchemy becomes :class:`~core.errors.MetadataStoreError`.
+becomes :class:`~cursorops.core.errors.AlreadyExistsError` where the caller named the
+clash, anything else from SQLAlchemy becomes :class:`~cursorops.core.errors.MetadataStoreError`.
 
 Locking. Writers that must be serialized take a row lock: the topic partition's
 row for :meth:`MetadataStore.append_entries`, the cursor's row for the cursor
@@ -14,12 +14,12 @@ journal. On PostgreSQL that is ``SELECT ... FOR UPDATE`` (or the ``UPDATE``
 itself); SQLite has one writer at a time, so every write transaction starts with
 ``BEGIN IMMEDIATE`` and waits up to the busy timeout for the write lock.
 
-The tables are in :mod:`core.store.tables`, the returned records in
-:mod:`core.store.values`, engine set-up in :mod:`core.store.engine` and argument
-checks in :mod:`core.store.checks`; this module re-exports their public names.
+The tables are in :mod:`cursorops.core.store.tables`, the returned records in
+:mod:`cursorops.core.store.values`, engine set-up in :mod:`cursorops.core.store.engine` and argument
+checks in :mod:`cursorops.core.store.checks`; this module re-exports their public names.
 
 Cursors are stored as a snapshot plus a journal of deltas (docs/architecture.md,
-"Cursor durability"). The payloads are opaque bytes here; ``core.acks.cursor_codec``
+"Cursor durability"). The payloads are opaque bytes here; ``cursorops.core.acks.cursor_codec``
 owns their format.
 """
 
@@ -32,36 +32,36 @@ from typing import TYPE_CHECKING
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from core.analysis.backlog_audit import BacklogSample
-from core.config import Config
-from core.errors import (
+from cursorops.core.analysis.backlog_audit import BacklogSample
+from cursorops.core.config import Config
+from cursorops.core.errors import (
     MetadataStoreError,
     SubscriptionNotFoundError,
 )
-from core.ids.topic_name import TopicName
-from core.store import audit_log
-from core.store.checks import (
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.store import audit_log
+from cursorops.core.store.checks import (
     canonical_topic,
     check_bytes,
     check_int,
     check_label,
 )
-from core.store.cursor_door import Hold, journal_sizes, load_record
-from core.store.cursor_state import missing
-from core.store.engine import (
+from cursorops.core.store.cursor_door import Hold, journal_sizes, load_record
+from cursorops.core.store.cursor_state import missing
+from cursorops.core.store.engine import (
     SQLITE_BUSY_TIMEOUT_S,
     WRITE_OPTION,
     create_store_engine,
     prepare_location,
     translated_errors,
 )
-from core.store.ledger_index import LedgerIndex
-from core.store.pending_runs import Members
-from core.store.plan_records import PlanRecords
-from core.store.schema import ensure_schema
-from core.store.schema_versions import SchemaVersions
-from core.store.statements import ConnectionStatements
-from core.store.tables import (
+from cursorops.core.store.ledger_index import LedgerIndex
+from cursorops.core.store.pending_runs import Members
+from cursorops.core.store.plan_records import PlanRecords
+from cursorops.core.store.schema import ensure_schema
+from cursorops.core.store.schema_versions import SchemaVersions
+from cursorops.core.store.statements import ConnectionStatements
+from cursorops.core.store.tables import (
     AuditRow,
     BacklogHistoryRow,
     Base,
@@ -79,9 +79,9 @@ from core.store.tables import (
     TopicPartitionRow,
     TopicRow,
 )
-from core.store.tenancy import Tenancy
-from core.store.unit_of_work import UnitOfWork
-from core.store.values import (
+from cursorops.core.store.tenancy import Tenancy
+from cursorops.core.store.unit_of_work import UnitOfWork
+from cursorops.core.store.values import (
     PERMISSION_ACTIONS,
     Allocation,
     AuditEntry,
@@ -96,7 +96,7 @@ from core.store.values import (
 )
 
 if TYPE_CHECKING:
-    from core.store.dispatch_state import SubscriptionTransaction
+    from cursorops.core.store.dispatch_state import SubscriptionTransaction
 
 __all__ = [
     "Allocation",
@@ -169,12 +169,12 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
         self.close()
 
     # Cursors: snapshot + journal, changed only through the cursor door
-    # (:meth:`cursor_transaction`, :mod:`core.store.cursor_door`).
+    # (:meth:`cursor_transaction`, :mod:`cursorops.core.store.cursor_door`).
 
     @contextmanager
     def transaction(self) -> Iterator[UnitOfWork]:
         """One write transaction the caller composes when it changes no cursor: a plan record
-        with its audit records (:class:`~core.store.unit_of_work.UnitOfWork`). All of it
+        with its audit records (:class:`~cursorops.core.store.unit_of_work.UnitOfWork`). All of it
         commits when the block ends, or none of it when it raises."""
         with self._session(write=True) as session:
             yield UnitOfWork(session)
@@ -265,9 +265,9 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
         A DBAPI connection of the write pool, not an ORM session: every statement
         of the transaction runs on its cursor (a dispatch is mostly this fixed cost).
         ``flushed`` False: the commit does not wait for the disk
-        (:func:`~core.store.dispatch_state.locked_transaction`).
+        (:func:`~cursorops.core.store.dispatch_state.locked_transaction`).
         """
-        from core.store.dispatch_state import locked_transaction
+        from cursorops.core.store.dispatch_state import locked_transaction
 
         topic_name = canonical_topic(topic)
         check_label("subscription name", subscription)
@@ -290,7 +290,7 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
         """
         from sqlalchemy import select
 
-        from core.store import pending_runs
+        from cursorops.core.store import pending_runs
 
         topic_name = canonical_topic(topic)
         check_label("subscription name", subscription)
@@ -373,7 +373,7 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
                 continue
         return released
 
-    # Audit log and backlog history (:mod:`core.store.audit_log`).
+    # Audit log and backlog history (:mod:`cursorops.core.store.audit_log`).
 
     def record_audit(
         self,

@@ -5,7 +5,7 @@ Two callers:
 - ``cursorops db migrate`` (:func:`migrate`): upgrade any store, SQLite or
   PostgreSQL, to the head revision. Idempotent: a store at the head is left as is.
 - an open of a store that holds tables at another revision than the head
-  (:func:`core.store.schema.ensure_schema` creates a new one itself,
+  (:func:`cursorops.core.store.schema.ensure_schema` creates a new one itself,
   :func:`bring_up_to_date` the rest): an embedded SQLite store is migrated at
   once; a shared store with an older schema is refused, so that no process of a
   new release alters a schema that processes of the old one are still using
@@ -13,7 +13,7 @@ Two callers:
 
 Both run every revision in one transaction under the schema lock: on SQLite the
 write lock (``BEGIN IMMEDIATE``), on PostgreSQL the advisory lock
-:data:`~core.store.engine.PG_SCHEMA_LOCK_KEY`, then read the revision again. So two
+:data:`~cursorops.core.store.engine.PG_SCHEMA_LOCK_KEY`, then read the revision again. So two
 processes migrating at once migrate once: the second waits, finds the head, and
 does nothing. PostgreSQL's DDL is transactional, so a failed migration leaves the
 store as it was; so is SQLite's.
@@ -39,10 +39,10 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from core.config import Config
-from core.errors import MetadataStoreError, SchemaOutOfDateError
-from core.store.engine import WRITE_OPTION, create_store_engine, prepare_location
-from core.store.schema import lock_schema
+from cursorops.core.config import Config
+from cursorops.core.errors import MetadataStoreError, SchemaOutOfDateError
+from cursorops.core.store.engine import WRITE_OPTION, create_store_engine, prepare_location
+from cursorops.core.store.schema import lock_schema
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 """The Alembic script directory, shipped inside the package."""
@@ -63,7 +63,8 @@ class Migration:
 
 
 def head_revision() -> str:
-    """The newest revision of :mod:`core.store.migrations` (read from the revision files)."""
+    """The newest revision of :mod:`cursorops.core.store.migrations` (read from the revision
+    files)."""
     head = _script().get_current_head()
     if head is None:
         raise MetadataStoreError(f"No migration found in {MIGRATIONS}")

@@ -18,11 +18,16 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core.errors import AlreadyExistsError, NotAuthorizedError, PlanAlreadyAppliedError
-from core.skipping.plan_record import ApprovalAnswer, ApprovalRequest, PlanBinding, PlanRecord
-from core.store.checks import check_int, check_text
-from core.store.statements import Statements
-from core.store.tables import ApprovalAnswerRow, ApprovalRequestRow, PlanRecordRow
+from cursorops.core.errors import AlreadyExistsError, NotAuthorizedError, PlanAlreadyAppliedError
+from cursorops.core.skipping.plan_record import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    PlanBinding,
+    PlanRecord,
+)
+from cursorops.core.store.checks import check_int, check_text
+from cursorops.core.store.statements import Statements
+from cursorops.core.store.tables import ApprovalAnswerRow, ApprovalRequestRow, PlanRecordRow
 
 SessionFactory = Callable[..., AbstractContextManager[Session]]
 

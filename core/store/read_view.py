@@ -1,6 +1,6 @@
 """Reads of several aggregates in one read transaction.
 
-:meth:`MetadataStore.reading <core.store.metadata.MetadataStore.reading>` opens one;
+:meth:`MetadataStore.reading <cursorops.core.store.metadata.MetadataStore.reading>` opens one;
 the caller reads what its operation needs (a skip: the subscription, every
 partition's ledgers, the segments of the partitions its ids are on) in one
 snapshot and as few statements, instead of a transaction per look-up.
@@ -15,15 +15,15 @@ from typing import Any
 from sqlalchemy import Select, bindparam, literal, select
 from sqlalchemy.engine import Connection
 
-from core.errors import (
+from cursorops.core.errors import (
     NamespaceNotFoundError,
     SubscriptionNotFoundError,
     TenantNotFoundError,
     TopicNotFoundError,
 )
-from core.ids.topic_name import label_problem
-from core.store.checks import canonical_topic, check_label, check_name, split_namespace
-from core.store.tables import (
+from cursorops.core.ids.topic_name import label_problem
+from cursorops.core.store.checks import canonical_topic, check_label, check_name, split_namespace
+from cursorops.core.store.tables import (
     LedgerRow,
     NamespacePolicyRow,
     NamespaceRow,
@@ -34,8 +34,8 @@ from core.store.tables import (
     TopicPartitionRow,
     TopicRow,
 )
-from core.store.values import LedgerInfo, SegmentInfo, SubscriptionInfo, TopicInfo
-from core.subscription import SubscriptionType
+from cursorops.core.store.values import LedgerInfo, SegmentInfo, SubscriptionInfo, TopicInfo
+from cursorops.core.subscription import SubscriptionType
 
 
 class ReadView:

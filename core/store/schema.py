@@ -1,6 +1,6 @@
 """Opening a metadata store whose schema is current without running any migration machinery.
 
-The schema's history is Alembic's (:mod:`core.store.migrations`), and a store
+The schema's history is Alembic's (:mod:`cursorops.core.store.migrations`), and a store
 records its revision in Alembic's own ``alembic_version`` table. An open reads
 that one row with a plain ``SELECT``; when it names :data:`HEAD_REVISION`, the
 open is done: no Alembic import, no write transaction (SQLite's ``BEGIN
@@ -9,13 +9,13 @@ IMMEDIATE`` would wait behind any writer), no advisory lock, no DDL.
 Otherwise the schema lock is taken (SQLite's write lock, PostgreSQL's advisory
 lock). A database that holds no table of the store yet gets the current tables
 and the head revision at once, still without Alembic: creating the tables of
-:mod:`core.store.tables` is what running every revision from nothing gives (a test
+:mod:`cursorops.core.store.tables` is what running every revision from nothing gives (a test
 holds the two schemas equal), in one statement per table instead of one
 migration each, and a new home's first command does not pay Alembic's import.
 A store that holds tables at another revision is handed to
-:func:`core.store.migrate.bring_up_to_date`: an embedded SQLite store is
+:func:`cursorops.core.store.migrate.bring_up_to_date`: an embedded SQLite store is
 migrated to the head; a shared store holding an older schema is refused with
-:class:`~core.errors.SchemaOutOfDateError` until ``cursorops db migrate`` runs.
+:class:`~cursorops.core.errors.SchemaOutOfDateError` until ``cursorops db migrate`` runs.
 """
 
 from __future__ import annotations
@@ -34,11 +34,12 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from core.store.engine import PG_SCHEMA_LOCK_KEY
-from core.store.tables import Base
+from cursorops.core.store.engine import PG_SCHEMA_LOCK_KEY
+from cursorops.core.store.tables import Base
 
 HEAD_REVISION = "0007_consumer_acks"
-"""The newest revision in :mod:`core.store.migrations` (a test holds it equal to Alembic's head)."""
+"""The newest revision in :mod:`cursorops.core.store.migrations` (a test holds it equal to
+Alembic's head)."""
 
 VERSION_TABLE = Table(
     "alembic_version",
@@ -63,8 +64,8 @@ def recorded_revision(engine: Engine) -> str | None:
 def ensure_schema(engine: Engine, write_engine: Engine) -> None:
     """Return at once if the store is at :data:`HEAD_REVISION`; else create, migrate or refuse.
 
-    Raises :class:`~core.errors.SchemaOutOfDateError` for a shared store that is
-    behind, :class:`~core.errors.MetadataStoreError` for one that is ahead of this code.
+    Raises :class:`~cursorops.core.errors.SchemaOutOfDateError` for a shared store that is
+    behind, :class:`~cursorops.core.errors.MetadataStoreError` for one that is ahead of this code.
     """
     if recorded_revision(engine) == HEAD_REVISION:
         return
@@ -75,7 +76,7 @@ def ensure_schema(engine: Engine, write_engine: Engine) -> None:
             VERSION_TABLE.create(connection)
             connection.execute(insert(VERSION_TABLE).values(version_num=HEAD_REVISION))
             return
-    from core.store.migrate import bring_up_to_date
+    from cursorops.core.store.migrate import bring_up_to_date
 
     bring_up_to_date(write_engine)
 

@@ -1,10 +1,10 @@
 """The schema registry's versions, Pulsar's policies of namespaces and topics, and the
 compaction horizons of topic partitions.
 
-A part of :class:`~core.store.metadata.MetadataStore`. A version is written
+A part of :class:`~cursorops.core.store.metadata.MetadataStore`. A version is written
 once, at the number its writer read as next: two processes adding one at the
 same time clash on the primary key, and the loser reads again
-(:class:`~core.errors.AlreadyExistsError`).
+(:class:`~cursorops.core.errors.AlreadyExistsError`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select
 
-from core.ids.position import Position
-from core.schemas.schema_info import SchemaInfo
-from core.store.checks import check_label
-from core.store.store_base import StoreBase
-from core.store.tables import BrokerPolicyRow, CompactionHorizonRow, SchemaVersionRow
+from cursorops.core.ids.position import Position
+from cursorops.core.schemas.schema_info import SchemaInfo
+from cursorops.core.store.checks import check_label
+from cursorops.core.store.store_base import StoreBase
+from cursorops.core.store.tables import BrokerPolicyRow, CompactionHorizonRow, SchemaVersionRow
 
 
 @dataclass(frozen=True)

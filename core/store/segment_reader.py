@@ -20,10 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from core.errors import LedgerStoreError
-from core.ids.position import Position
-from core.store.ledger import MESSAGE_SCHEMA, SEGMENT_ROW_GROUP, with_later_columns
-from core.store.metadata import SegmentInfo
+from cursorops.core.errors import LedgerStoreError
+from cursorops.core.ids.position import Position
+from cursorops.core.store.ledger import MESSAGE_SCHEMA, SEGMENT_ROW_GROUP, with_later_columns
+from cursorops.core.store.metadata import SegmentInfo
 
 BATCH_ROWS = 1024
 """Rows per record batch read from a segment."""
@@ -100,9 +100,9 @@ class SegmentCache:
     only, least recently used first out past ``max_rows`` rows.
 
     ``fresh``: the rows of a segment this process wrote lately, by path and
-    signature (:meth:`core.store.ledger.RecentSegments.get`); such a segment is
+    signature (:meth:`cursorops.core.store.ledger.RecentSegments.get`); such a segment is
     not read back from its file, its rows are cut in groups of
-    :data:`~core.store.ledger.SEGMENT_ROW_GROUP` as the file's row groups are.
+    :data:`~cursorops.core.store.ledger.SEGMENT_ROW_GROUP` as the file's row groups are.
     """
 
     def __init__(

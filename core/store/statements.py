@@ -1,6 +1,6 @@
 """Plain statements with ``?`` placeholders, run on a transaction the caller owns.
 
-The cursor door (:mod:`core.store.cursor_door`) runs every statement of its
+The cursor door (:mod:`cursorops.core.store.cursor_door`) runs every statement of its
 transaction this way on its own DBAPI connection; the same text runs on a
 SQLAlchemy connection through :class:`ConnectionStatements`, so a rule written
 once (an audit record's insert, a plan's claim, an entry allocation) serves both.

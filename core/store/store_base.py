@@ -1,7 +1,8 @@
 """What every part of the metadata store shares: its engines and its transactions.
 
-:class:`~core.store.metadata.MetadataStore` is made of parts by aggregate
-(:mod:`core.store.tenancy`, :mod:`core.store.ledger_index`, and its own cursors and
+:class:`~cursorops.core.store.metadata.MetadataStore` is made of parts by aggregate
+(:mod:`cursorops.core.store.tenancy`, :mod:`cursorops.core.store.ledger_index`, and its own cursors
+and
 audit); each part opens its transactions here, the one place SQLAlchemy errors become
 cursorops errors.
 """
@@ -15,11 +16,11 @@ from sqlalchemy import select
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.orm import Session
 
-from core.errors import TopicNotFoundError
-from core.store.cursor_door import CursorTransaction, opened
-from core.store.engine import translated_errors
-from core.store.read_view import ReadView
-from core.store.tables import TopicPartitionRow
+from cursorops.core.errors import TopicNotFoundError
+from cursorops.core.store.cursor_door import CursorTransaction, opened
+from cursorops.core.store.engine import translated_errors
+from cursorops.core.store.read_view import ReadView
+from cursorops.core.store.tables import TopicPartitionRow
 
 
 class StoreBase:
@@ -59,7 +60,7 @@ class StoreBase:
 
     @contextmanager
     def cursor_transaction(self) -> Iterator[CursorTransaction]:
-        """One transaction through the cursor door (:mod:`core.store.cursor_door`), on a
+        """One transaction through the cursor door (:mod:`cursorops.core.store.cursor_door`), on a
         pooled DBAPI connection of the write engine: every change of a cursor. Committed
         (flushed) when the block ends, rolled back when it raises."""
         with translated_errors():
@@ -72,7 +73,8 @@ class StoreBase:
 
     @contextmanager
     def reading(self) -> Iterator[ReadView]:
-        """One read transaction the caller composes (:class:`~core.store.read_view.ReadView`),
+        """One read transaction the caller composes
+        (:class:`~cursorops.core.store.read_view.ReadView`),
         on a pooled connection without an ORM session around it."""
         with translated_errors(None), self._engine.begin() as connection:
             yield ReadView(connection)

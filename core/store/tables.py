@@ -1,6 +1,6 @@
 """The metadata store's tables: one SQLAlchemy declarative base and every row class.
 
-A change here is also a revision in :mod:`core.store.migrations` (a test holds the
+A change here is also a revision in :mod:`cursorops.core.store.migrations` (a test holds the
 migrated schema equal to these tables).
 """
 
@@ -126,9 +126,9 @@ class PendingRunRow(Base):
 
     ``consumer_id`` NULL: released, due for redelivery. The run's messages lie
     in one ledger, from ``(first_entry, first_index)`` through ``(last_entry,
-    last_index)`` (at most :data:`core.store.dispatch_state.RUN_SPAN_ENTRIES`
+    last_index)`` (at most :data:`cursorops.core.store.dispatch_state.RUN_SPAN_ENTRIES`
     entries apart); ``members`` holds each one's entry, batch index,
-    redelivery count and key hash (core.store.dispatch_state); ``bumps`` is
+    redelivery count and key hash (cursorops.core.store.dispatch_state); ``bumps`` is
     added to those redelivery counts (a release bumps it without rewriting
     ``members``).
     """
@@ -150,7 +150,7 @@ class PendingRunRow(Base):
 
 
 class ReadPositionRow(Base):
-    """A subscription's read position on a partition (core.store.dispatch_state)."""
+    """A subscription's read position on a partition (cursorops.core.store.dispatch_state)."""
 
     __tablename__ = "read_positions"
     subscription_id: Mapped[int] = mapped_column(
@@ -238,7 +238,7 @@ class ApprovalPolicyRow(Base):
 
 class PlanRecordRow(Base):
     """One immutable plan of a gated operation, bound to its workflow run
-    (core.skipping.plan_record)."""
+    (cursorops.core.skipping.plan_record)."""
 
     __tablename__ = "plan_records"
     __table_args__ = (

@@ -1,6 +1,6 @@
 """Tenants, namespaces, permissions, topics, subscriptions and cursorops's namespace policies.
 
-A part of :class:`~core.store.metadata.MetadataStore` (the aggregates of tenancy and
+A part of :class:`~cursorops.core.store.metadata.MetadataStore` (the aggregates of tenancy and
 administration); each method is one transaction.
 """
 
@@ -14,7 +14,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from core.errors import (
+from cursorops.core.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
     InvalidTopicNameError,
@@ -23,11 +23,11 @@ from core.errors import (
     TenantNotFoundError,
     TopicNotFoundError,
 )
-from core.ids.topic_name import (
+from cursorops.core.ids.topic_name import (
     TopicName,
 )
-from core.skipping.plan_record import MAX_APPROVALS, ApprovalPolicy
-from core.store.checks import (
+from cursorops.core.skipping.plan_record import MAX_APPROVALS, ApprovalPolicy
+from cursorops.core.store.checks import (
     canonical_topic,
     check_bytes,
     check_int,
@@ -38,9 +38,9 @@ from core.store.checks import (
     check_text,
     split_namespace,
 )
-from core.store.read_view import subscription_info
-from core.store.store_base import StoreBase
-from core.store.tables import (
+from cursorops.core.store.read_view import subscription_info
+from cursorops.core.store.store_base import StoreBase
+from cursorops.core.store.tables import (
     ApprovalPolicyRow,
     NamespacePolicyRow,
     NamespaceRow,
@@ -50,14 +50,14 @@ from core.store.tables import (
     TopicPartitionRow,
     TopicRow,
 )
-from core.store.values import (
+from cursorops.core.store.values import (
     PERMISSION_ACTIONS,
     NamespaceInfo,
     SubscriptionInfo,
     TenantInfo,
     TopicInfo,
 )
-from core.subscription import SubscriptionType
+from cursorops.core.subscription import SubscriptionType
 
 
 class Tenancy(StoreBase):
@@ -253,7 +253,7 @@ class Tenancy(StoreBase):
 
     def delete_subscription(self, topic: str, name: str) -> None:
         """Delete the subscription with its cursors and their journals, through the cursor
-        door (:meth:`~core.store.cursor_door.CursorTransaction.remove_subscription`)."""
+        door (:meth:`~cursorops.core.store.cursor_door.CursorTransaction.remove_subscription`)."""
         topic_name = canonical_topic(topic)
         check_label("subscription name", name)
         with self.cursor_transaction() as work:
@@ -280,7 +280,8 @@ class Tenancy(StoreBase):
     def access(
         self, tenant: str, namespace: str | None, role: str
     ) -> tuple[frozenset[str], frozenset[str]]:
-        """:meth:`ReadView.access <core.store.read_view.ReadView.access>` in its own read."""
+        """:meth:`ReadView.access <cursorops.core.store.read_view.ReadView.access>` in its own
+        read."""
         with self.reading() as view:
             return view.access(tenant, namespace, role)
 

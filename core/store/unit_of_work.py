@@ -1,10 +1,10 @@
 """A unit of work: one write transaction whose caller composes what it writes, when it
 changes no cursor.
 
-:meth:`MetadataStore.transaction <core.store.metadata.MetadataStore.transaction>`
+:meth:`MetadataStore.transaction <cursorops.core.store.metadata.MetadataStore.transaction>`
 opens one: saving a plan record with the audit records that say it was planned, say.
 Every change of a cursor goes through the cursor door instead
-(:class:`~core.store.cursor_door.CursorTransaction`), which records its audit record
+(:class:`~cursorops.core.store.cursor_door.CursorTransaction`), which records its audit record
 and an approved plan's claim itself. All of a unit of work commits together or none of
 it does. The store grows no method per combination.
 """
@@ -15,11 +15,11 @@ from collections.abc import Sequence
 
 from sqlalchemy.orm import Session
 
-from core.skipping.plan_record import PlanRecord
-from core.store import audit_log, plan_records
-from core.store.read_view import ReadView
-from core.store.statements import ConnectionStatements
-from core.store.values import AuditEntry
+from cursorops.core.skipping.plan_record import PlanRecord
+from cursorops.core.store import audit_log, plan_records
+from cursorops.core.store.read_view import ReadView
+from cursorops.core.store.statements import ConnectionStatements
+from cursorops.core.store.values import AuditEntry
 
 
 class UnitOfWork:

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from cli import values
-from cli.main import EXIT_CODES
-from core.errors import (
+from cursorops.cli import values
+from cursorops.cli.main import EXIT_CODES
+from cursorops.core.errors import (
     ConflictError,
     InvalidInputError,
     NotAuthorizedError,
@@ -53,7 +53,7 @@ def cursorops(
     """Run the command in a new process; only ``env`` sets CURSOROPS_* variables."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CURSOROPS_")}
     environment.update(env or {})
-    command = [sys.executable, "-m", "cli.main"]
+    command = [sys.executable, "-m", "cursorops.cli.main"]
     if home is not None:
         command += ["--home", str(home)]
     if role is not None:

@@ -1,6 +1,6 @@
 """Hostile values for every subcommand and flag of ``cursorops``, run in-process.
 
-Each example runs ``cli.main.main(argv)`` against one seeded home and checks the
+Each example runs ``cursorops.cli.main.main(argv)`` against one seeded home and checks the
 contract of the command line:
 
 - the exit code is one of the documented ones, and never 1 (unexpected: a bug)
@@ -34,11 +34,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli import daemon as cli_daemon
-from cli import demo as cli_demo
-from cli import main as cli_main
-from cli import protocol_demo as cli_protocol_demo
-from protocol import standalone as protocol_standalone
+from cursorops.cli import daemon as cli_daemon
+from cursorops.cli import demo as cli_demo
+from cursorops.cli import main as cli_main
+from cursorops.cli import protocol_demo as cli_protocol_demo
+from cursorops.wire import standalone as protocol_standalone
 
 HOSTILE = [
     "",

@@ -28,7 +28,7 @@ def run(
 ) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
     environment = {k: v for k, v in os.environ.items() if not k.startswith("CURSOROPS_")}
     environment["CURSOROPS_HOME"] = str(home)
-    command: list[str | bytes] = [sys.executable, "-m", "cli.main", *args]
+    command: list[str | bytes] = [sys.executable, "-m", "cursorops.cli.main", *args]
     return subprocess.run(
         command,
         stdout=stdout,
@@ -197,7 +197,7 @@ def test_output_into_head_exits_quietly(home: Path) -> None:
 
 def test_a_history_limit_beyond_any_store_is_a_clear_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Found by the fuzz: a --limit no SQL integer holds was an unexpected error."""
-    from cli.main import main
+    from cursorops.cli.main import main
 
     code = main(["--home", str(tmp_path), "audit", "history", "a/b/c", "--limit", "9" * 23])
     assert code == 2

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from core.broker import Broker
-from core.config import Config
-from core.gating import Caller, Run, SkipMessages
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.gating import Caller, Run, SkipMessages
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 from tests.cli.test_cli import cursorops
 
 pytestmark = pytest.mark.e2e

@@ -1,6 +1,6 @@
 """``cursorops daemon``: commands handed to a warm process answer as they would in-process.
 
-Every command here runs through the real entry point (``python -m cli.launcher``,
+Every command here runs through the real entry point (``python -m cursorops.cli.launcher``,
 what the installed ``cursorops`` script calls) in a new process, against a real
 daemon started with ``cursorops daemon start``. The same command with
 ``CURSOROPS_DAEMON=off`` runs in-process; stdout, stderr and exit codes must be
@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-from cli import daemon, launcher
-from core.broker import Broker
-from core.config import Config
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.cli import daemon, launcher
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 from tests import leftovers
 
 pytestmark = pytest.mark.e2e
@@ -64,7 +64,7 @@ def cursorops(
 ) -> subprocess.CompletedProcess[str]:
     """The command through the console script's entry point, in a new process."""
     store = ["--metadata-url", metadata_url] if metadata_url is not None else []
-    return launch(["-m", "cli.launcher"], home, *store, *args, env=env)
+    return launch(["-m", "cursorops.cli.launcher"], home, *store, *args, env=env)
 
 
 def in_process(home: Path, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -204,14 +204,19 @@ def test_the_client_imports_only_the_standard_library(home: Path) -> None:
     done, modules = caller_modules(home, "-o", "json", "topics", "stats", TOPIC)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["subscriptions"]["sub"]["msgBacklog"] == MESSAGES
-    ours = sorted(m for m in modules if m.split(".")[0] in ("core", "spark_apps", "cursorops_api"))
+    ours = sorted(
+        m for m in modules if m.startswith(("cursorops.core", "cursorops.spark", "cursorops.rest"))
+    )
     heavy = sorted(
         m
         for m in modules
         if m.split(".")[0] in ("numpy", "pyarrow", "sqlalchemy", "pydantic", "pandas", "argparse")
     )
     assert (ours, heavy) == ([], [])
-    assert {"cli", "cli.launcher"} <= modules and "cli.main" not in modules
+    assert {
+        "cursorops.cli",
+        "cursorops.cli.launcher",
+    } <= modules and "cursorops.cli.main" not in modules
 
 
 def test_an_interrupt_reaches_the_command(home: Path, tmp_path: Path) -> None:
@@ -226,7 +231,7 @@ def test_an_interrupt_reaches_the_command(home: Path, tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "cli.launcher",
+            "cursorops.cli.launcher",
             "--home",
             str(home),
             "produce",
@@ -260,7 +265,7 @@ def test_another_ledger_root_runs_in_process(home: Path, tmp_path: Path) -> None
     """Same home and metadata store, other CURSOROPS_LEDGER_ROOT: the daemon declines."""
     elsewhere = {"CURSOROPS_LEDGER_ROOT": str(tmp_path / "ledgers")}
     warm, modules = caller_modules(home, "topics", "stats", TOPIC, env=elsewhere)
-    assert "cli.main" in modules
+    assert "cursorops.cli.main" in modules
     cold = in_process(home, "topics", "stats", TOPIC, env=elsewhere)
     assert (warm.returncode, warm.stdout) == (cold.returncode, cold.stdout)
     assert warm.returncode == 6 and "Cannot read ledger segment" in warm.stderr
@@ -411,7 +416,15 @@ def test_a_long_command_does_not_hold_the_daemon_lock(tmp_path: Path) -> None:
     environment = clean_environment()
     process = subprocess.Popen(
         [
-            *(sys.executable, "-m", "cli.launcher", "--home", str(root), "produce", TOPIC),
+            *(
+                sys.executable,
+                "-m",
+                "cursorops.cli.launcher",
+                "--home",
+                str(root),
+                "produce",
+                TOPIC,
+            ),
             *("-m", "x" * 100, "-n", "1000000", "--batch-size", "1"),
         ],
         stdout=subprocess.PIPE,
@@ -451,7 +464,7 @@ def test_files_a_command_creates_get_the_callers_umask(home: Path, tmp_path: Pat
                 "-c",
                 'umask 077 && exec "$@"',
                 "sh",
-                *(sys.executable, "-m", "cli.launcher", "--home", str(home)),
+                *(sys.executable, "-m", "cursorops.cli.launcher", "--home", str(home)),
                 *("produce", topic, "-m", "x"),
             ],
             capture_output=True,

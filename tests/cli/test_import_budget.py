@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from core.broker import Broker
-from core.config import Config
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 
 pytestmark = pytest.mark.e2e
 
@@ -46,18 +46,18 @@ HEAVY = (
     "psycopg",
     "sqlalchemy.dialects.postgresql",
     "alembic",
-    "core.reading.dispatch",
-    "core.analysis.predicates",
-    "spark_apps",
+    "cursorops.core.reading.dispatch",
+    "cursorops.core.analysis.predicates",
+    "cursorops.spark",
 )
 """Modules (and their submodules) none of the three commands may import on SQLite."""
 
-NEEDED = ("sqlalchemy", "numpy", "pyarrow.parquet", "core.store.metadata")
+NEEDED = ("sqlalchemy", "numpy", "pyarrow.parquet", "cursorops.core.store.metadata")
 """What they do need: seeing these proves the report came from a command that ran."""
 
 RUNNER = """
 import contextlib, io, json, sys
-from cli.main import main
+from cursorops.cli.main import main
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
     code = main(sys.argv[1:])
@@ -141,14 +141,15 @@ def test_skip_messages_imports_nothing_heavy(home: Path) -> None:
 
 @pytest.mark.parametrize("given", [None, "3"])
 def test_the_blas_thread_limit_stays_inside_the_import(given: str | None) -> None:
-    """cli.blas_threads (cli.main's first import) limits OpenBLAS to one thread while numpy
-    loads, then leaves the environment as given. The entry point, cli.launcher, imports no
+    """cursorops.cli.blas_threads (cursorops.cli.main's first import) limits OpenBLAS to one thread
+    while numpy
+    loads, then leaves the environment as given. The entry point, cursorops.cli.launcher, imports no
     numpy at all (tests/cli/test_daemon.py)."""
     environment = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if given is not None:
         environment["OPENBLAS_NUM_THREADS"] = given
     code = (
-        "import os, sys, cli.blas_threads; "
+        "import os, sys, cursorops.cli.blas_threads; "
         "print(os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules)"
     )
     done = subprocess.run(

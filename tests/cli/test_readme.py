@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cli import daemon
+from cursorops.cli import daemon
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

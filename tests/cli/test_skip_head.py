@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
-from core.broker import Broker
-from core.config import Config
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.cli.main import main
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/shop/orders"
 

@@ -21,13 +21,13 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from core.acks.cursor import AckTarget
-from core.broker import Broker
-from core.config import Config
-from core.ids.position import Position
-from core.producer import OutgoingMessage
-from core.store.ledger import MESSAGE_SCHEMA
-from core.subscription import SubscriptionType
+from cursorops.core.acks.cursor import AckTarget
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.ids.position import Position
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.store.ledger import MESSAGE_SCHEMA
+from cursorops.core.subscription import SubscriptionType
 
 T0 = 1_700_000_000_000
 """The tests' "now" in epoch milliseconds (2023-11-14T22:13:20Z)."""

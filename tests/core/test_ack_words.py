@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.acks import ack_set, cursor_codec
-from core.acks.ack_words import MAX_BATCH_SIZE, AckWords
-from core.acks.cursor import BatchAckSets, CursorState
-from core.acks.range_set import RangeSet
-from core.errors import InvalidArgumentError
-from core.ids.position import Position
+from cursorops.core.acks import ack_set, cursor_codec
+from cursorops.core.acks.ack_words import MAX_BATCH_SIZE, AckWords
+from cursorops.core.acks.cursor import BatchAckSets, CursorState
+from cursorops.core.acks.range_set import RangeSet
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.ids.position import Position
 
 Row = tuple[int, int, int, list[int] | None]
 """(ledger, entry, batch size, the ack set's words as the wire gives them, or None)."""

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core.broker import Broker
-from core.config import Config
-from core.errors import (
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import (
     InvalidArgumentError,
     InvalidInputError,
     InvalidPredicateError,
@@ -21,10 +21,10 @@ from core.errors import (
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
-from core.ids.position import Position
-from core.ids.topic_name import MAX_NAME_CHARS
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import MAX_NAME_CHARS
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 from tests.core.test_authz import dump
 
 TOPIC = "persistent://acme/ops/orders"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.broker import Broker
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/analysis"
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from core.broker import Broker
-from core.config import Config
-from core.producer import OutgoingMessage
-from core.skipping.skip_plan import SkipPlan
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.skipping.skip_plan import SkipPlan
+from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/orders"
 PARTITIONS = 8
@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 APPLY = """
 import sys
-from core.broker import Broker
-from core.config import Config
-from core.skipping.skip_plan import SkipPlan
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.skipping.skip_plan import SkipPlan
 
 home, url, path = sys.argv[1:]
 plan = SkipPlan.from_json(open(path, encoding="utf-8").read())
@@ -74,7 +74,7 @@ def run_apply(
     ``Broker.apply_skip``. Returns whether it finished, and how long applying took.
     """
     if job:
-        argv = ["-m", "spark_apps.apply_skip_plan", "--home", str(config.home)]
+        argv = ["-m", "cursorops.spark.apply_skip_plan", "--home", str(config.home)]
         argv += ["--metadata-url", config.metadata_url, TOPIC, "-s", subscription]
         argv += ["--skip-plan", str(plan_file)]
     else:

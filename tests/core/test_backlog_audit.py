@@ -1,4 +1,5 @@
-"""Threshold logic of the backlog audit (core.analysis.backlog_audit), against a plain model."""
+"""Threshold logic of the backlog audit (cursorops.core.analysis.backlog_audit), against a plain
+model."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.analysis.backlog_audit import (
+from cursorops.core.analysis.backlog_audit import (
     BacklogSample,
     Limits,
     Measure,
@@ -16,7 +17,7 @@ from core.analysis.backlog_audit import (
     latest_before,
     namespace_of,
 )
-from core.errors import InvalidArgumentError
+from cursorops.core.errors import InvalidArgumentError
 
 T1 = "persistent://acme/orders/events"
 T2 = "persistent://acme/billing/invoices"

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from core.analysis.backlog_audit import BacklogSample
-from core.broker import Broker, wall_clock_ms
-from core.config import Config
-from core.errors import InvalidArgumentError, NotAuthorizedError
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.analysis.backlog_audit import BacklogSample
+from cursorops.core.broker import Broker, wall_clock_ms
+from cursorops.core.config import Config
+from cursorops.core.errors import InvalidArgumentError, NotAuthorizedError
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/orders/events"
 SUB = "billing"

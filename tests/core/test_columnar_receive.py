@@ -21,12 +21,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.broker import Broker
-from core.config import Config
-from core.ids.message_id import MessageId
-from core.producer import OutgoingMessage
-from core.reading.dispatch import Consumer, Message, MessageBatch
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.reading.dispatch import Consumer, Message, MessageBatch
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import Clock
 

@@ -1,4 +1,5 @@
-"""Message content and who reads it (core.content): what is masked, and the permission rule
+"""Message content and who reads it (cursorops.core.content): what is masked, and the permission
+rule
 through the real Broker."""
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.authz import GRANTS_ALLOWING, Operation
-from core.broker import Broker
-from core.content import CONTENT_FIELDS, masked, masked_value, shown
+from cursorops.core.authz import GRANTS_ALLOWING, Operation
+from cursorops.core.broker import Broker
+from cursorops.core.content import CONTENT_FIELDS, masked, masked_value, shown
 
 TOPIC = "persistent://acme/ops/orders"
 MARK = "card-4111"

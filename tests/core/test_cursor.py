@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.acks import cursor_codec
-from core.acks.cursor import AckTarget, BatchAckSets, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.analysis import backlog
-from core.errors import InvalidBatchIndexError, MetadataStoreError
-from core.ids.position import EARLIEST, Position
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import AckTarget, BatchAckSets, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.analysis import backlog
+from cursorops.core.errors import InvalidBatchIndexError, MetadataStoreError
+from cursorops.core.ids.position import EARLIEST, Position
 
 
 @st.composite

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.broker import Broker
-from core.errors import ConflictError
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.errors import ConflictError
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import Clock
 

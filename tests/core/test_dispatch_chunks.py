@@ -20,12 +20,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.broker import Broker
-from core.config import Config
-from core.ids.position import Position
-from core.producer import Entry, OutgoingMessage
-from core.reading.dispatch import Consumer, Message
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.ids.position import Position
+from cursorops.core.producer import Entry, OutgoingMessage
+from cursorops.core.reading.dispatch import Consumer, Message
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import Clock
 

@@ -13,12 +13,12 @@ from collections import defaultdict
 
 import pytest
 
-from core.broker import Broker
-from core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
-from core.producer import OutgoingMessage
-from core.reading.dispatch import Consumer, Message
-from core.reading.key_hash import HashRing, sticky_key_hash
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.reading.dispatch import Consumer, Message
+from cursorops.core.reading.key_hash import HashRing, sticky_key_hash
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import Clock
 

@@ -19,16 +19,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from core.acks.ledger_layout import LedgerLayout
-from core.broker import Broker
-from core.config import Config
-from core.errors import MetadataStoreError, SubscriptionNotFoundError
-from core.ids.position import Position
-from core.producer import OutgoingMessage
-from core.store.dispatch_state import SubscriptionTransaction
-from core.store.metadata import MetadataStore
-from core.store.segment_reader import SegmentCache
-from core.subscription import SubscriptionType
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import MetadataStoreError, SubscriptionNotFoundError
+from cursorops.core.ids.position import Position
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.store.dispatch_state import SubscriptionTransaction
+from cursorops.core.store.metadata import MetadataStore
+from cursorops.core.store.segment_reader import SegmentCache
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import Clock
 

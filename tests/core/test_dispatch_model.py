@@ -14,11 +14,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.broker import Broker
-from core.config import Config
-from core.producer import OutgoingMessage
-from core.reading.dispatch import Consumer, Message
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.reading.dispatch import Consumer, Message
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import Clock
 

@@ -1,6 +1,6 @@
 """Pending messages stored as runs, against a plain model: one dict entry per message.
 
-The store keeps a dispatch's messages as runs (core.store.pending_runs): every
+The store keeps a dispatch's messages as runs (cursorops.core.store.pending_runs): every
 operation of the dispatcher's pending-ack set (record, take again, release all
 / some / one partition's, acknowledge, cumulative drop) must leave exactly the
 pending set, holders, redelivery counts and key hashes that a per-message
@@ -20,14 +20,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.acks.cursor import CursorState
-from core.acks.cursor_codec import encode
-from core.ids.position import Position
-from core.store.dispatch_state import DispatchedColumns, PendingInfo, SubscriptionTransaction
-from core.store.metadata import MetadataStore
-from core.store.pending_runs import RUN_SPAN_ENTRIES, Members, decode, runs_of
-from core.store.pending_runs import encode as encode_members
-from core.subscription import SubscriptionType
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.acks.cursor_codec import encode
+from cursorops.core.ids.position import Position
+from cursorops.core.store.dispatch_state import (
+    DispatchedColumns,
+    PendingInfo,
+    SubscriptionTransaction,
+)
+from cursorops.core.store.metadata import MetadataStore
+from cursorops.core.store.pending_runs import RUN_SPAN_ENTRIES, Members, decode, runs_of
+from cursorops.core.store.pending_runs import encode as encode_members
+from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/runs"
 PARTITIONS = [f"{TOPIC}-partition-0", f"{TOPIC}-partition-1"]

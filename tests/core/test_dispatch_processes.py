@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from core.broker import Broker
-from core.config import Config
-from core.errors import CursorOpsError
-from core.producer import OutgoingMessage
-from core.reading.key_hash import HashRing, sticky_key_hash
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import CursorOpsError
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.reading.key_hash import HashRing, sticky_key_hash
+from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/procs"
 SUB = "s"

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 
-from core.acks import cursor_codec
-from core.broker import Broker
-from core.ids.position import Position
-from core.producer import OutgoingMessage
-from core.reading.dispatch import Message
-from core.subscription import SubscriptionType
+from cursorops.core.acks import cursor_codec
+from cursorops.core.broker import Broker
+from cursorops.core.ids.position import Position
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.reading.dispatch import Message
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import Clock
 

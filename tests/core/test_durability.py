@@ -9,15 +9,15 @@ import threading
 
 import pytest
 
-from core.broker import Broker
-from core.config import Config
-from core.errors import PositionOutOfRangeError, SubscriptionNotFoundError
-from core.ids.message_id import MessageId
-from core.ids.position import Position
-from core.producer import OutgoingMessage
-from core.reading import dispatch
-from core.reading.message import Message
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import PositionOutOfRangeError, SubscriptionNotFoundError
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.reading import dispatch
+from cursorops.core.reading.message import Message
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import Clock
 

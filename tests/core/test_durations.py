@@ -2,19 +2,19 @@
 
 The CLI (``--deliver-after``, ``reset-cursor --time``), the predicates and entry
 filters, and the Spark job's ``--time-limit`` all read it through
-:mod:`core.durations`, so each case here holds at every door.
+:mod:`cursorops.core.durations`, so each case here holds at every door.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from cli import values
-from core.analysis.predicates import parse_predicate
-from core.durations import INT64_MAX, UNIT_MS, parse_duration_ms, parse_time_ms
-from core.errors import InvalidArgumentError, InvalidPredicateError
-from core.reading.entry_filters import EntryFilters
-from spark_apps.analyze_backlog import parse_time_limit
+from cursorops.cli import values
+from cursorops.core.analysis.predicates import parse_predicate
+from cursorops.core.durations import INT64_MAX, UNIT_MS, parse_duration_ms, parse_time_ms
+from cursorops.core.errors import InvalidArgumentError, InvalidPredicateError
+from cursorops.core.reading.entry_filters import EntryFilters
+from cursorops.spark.analyze_backlog import parse_time_limit
 
 NOW = 1_700_000_000_000
 

@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from core import SkipOutcome, TopicAnalysis, TopicScan, TopicStats
-from core.analysis.topic_scan import decode_state
-from core.authz import Operation
-from core.broker import Broker
-from core.errors import (
+from cursorops.core import SkipOutcome, TopicAnalysis, TopicScan, TopicStats
+from cursorops.core.analysis.topic_scan import decode_state
+from cursorops.core.authz import Operation
+from cursorops.core.broker import Broker
+from cursorops.core.errors import (
     InvalidArgumentError,
     NotAuthorizedError,
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
-from core.ids.topic_name import TopicName
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/orders"
 PLAIN = "persistent://acme/ops/plain"

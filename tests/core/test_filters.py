@@ -10,16 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.acks.cursor import AckTarget, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.analysis import backlog
-from core.analysis.predicates import Predicate, TimeRange, parse_predicate
-from core.durations import parse_time_ms
-from core.errors import InvalidArgumentError, InvalidInputError, InvalidPredicateError
-from core.ids.position import Position
-from core.reading.entry_filters import EntryFilters, describe, first_messages
-from core.reading.filter_verdict import FilterVerdict
-from core.reading.unacked_rows import unacked_rows
+from cursorops.core.acks.cursor import AckTarget, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.analysis import backlog
+from cursorops.core.analysis.predicates import Predicate, TimeRange, parse_predicate
+from cursorops.core.durations import parse_time_ms
+from cursorops.core.errors import InvalidArgumentError, InvalidInputError, InvalidPredicateError
+from cursorops.core.ids.position import Position
+from cursorops.core.reading.entry_filters import EntryFilters, describe, first_messages
+from cursorops.core.reading.filter_verdict import FilterVerdict
+from cursorops.core.reading.unacked_rows import unacked_rows
 
 from .conftest import T0, rows
 

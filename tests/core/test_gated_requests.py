@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from core.broker import Broker
-from core.errors import (
+from cursorops.core.broker import Broker
+from cursorops.core.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
     InvalidInputError,
@@ -24,7 +24,7 @@ from core.errors import (
     StoreError,
     SubscriptionNotFoundError,
 )
-from core.gating import (
+from cursorops.core.gating import (
     Applied,
     Caller,
     ClearBacklog,
@@ -40,10 +40,10 @@ from core.gating import (
     Unsubscribe,
     named,
 )
-from core.ids.message_id import MessageId
-from core.ids.position import Position
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 from tests.core.test_authz import dump
 
 ORDINARY = "persistent://acme/ops/orders"

@@ -1,4 +1,4 @@
-"""core.legible: hidden characters spelled out, every other one kept."""
+"""cursorops.core.legible: hidden characters spelled out, every other one kept."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.legible import HIDDEN, cut, legible
+from cursorops.core.legible import HIDDEN, cut, legible
 from tests.hostile_text import HOSTILE, hidden_in
 
 

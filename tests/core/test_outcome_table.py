@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from core import errors
-from core.errors import (
+from cursorops.core import errors
+from cursorops.core.errors import (
     ConflictError,
     CursorOpsError,
     InvalidInputError,

@@ -12,23 +12,23 @@ from dataclasses import replace
 
 import pytest
 
-from core.broker import Broker
-from core.errors import (
+from cursorops.core.broker import Broker
+from cursorops.core.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
     InvalidSkipPlanError,
     PlanAlreadyAppliedError,
 )
-from core.ids.position import Position
-from core.producer import OutgoingMessage
-from core.skipping.plan_record import (
+from cursorops.core.ids.position import Position
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.skipping.plan_record import (
     MAX_APPROVALS,
     ApprovalPolicy,
     PlanBinding,
     PlanRecord,
 )
-from core.skipping.skip_plan import SkipPlan
-from core.subscription import SubscriptionType
+from cursorops.core.skipping.skip_plan import SkipPlan
+from cursorops.core.subscription import SubscriptionType
 from tests.core.conftest import in_threads
 
 TOPIC = "persistent://acme/ops/orders"

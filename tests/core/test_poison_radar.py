@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.acks import ack_set
-from core.acks.cursor import CursorState
-from core.acks.range_set import RangeSet
-from core.analysis.backlog_audit import Thresholds
-from core.analysis.poison_radar import (
+from cursorops.core.acks import ack_set
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.acks.range_set import RangeSet
+from cursorops.core.analysis.backlog_audit import Thresholds
+from cursorops.core.analysis.poison_radar import (
     PendingCounts,
     RadarLimits,
     RadarResult,
@@ -21,9 +21,9 @@ from core.analysis.poison_radar import (
     scan_partition,
     skip_request,
 )
-from core.errors import InvalidArgumentError
-from core.ids.chunked_messages import chunk_rest
-from core.ids.position import EARLIEST, Position
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.ids.chunked_messages import chunk_rest
+from cursorops.core.ids.position import EARLIEST, Position
 
 NOW = 1_000_000
 Message = tuple[int, int, int]

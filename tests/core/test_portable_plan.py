@@ -8,15 +8,15 @@ import json
 
 import pytest
 
-from core.errors import InvalidArgumentError, InvalidSkipPlanError
-from core.ids.message_id import MessageId
-from core.ids.position import Position
-from core.portable_plan import PortablePlan, Spelling, canonical_json
-from core.redriving.redrive_plan import RedriveMessage, RedrivePlan
-from core.resetting.reset_plan import PartitionReset, ResetPlan
-from core.resetting.unsubscribe_plan import UnsubscribePlan
-from core.skipping.skip_plan import PlannedSkip, SkipPlan
-from core.skipping.undo import UndoPartition, UndoPlan
+from cursorops.core.errors import InvalidArgumentError, InvalidSkipPlanError
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position
+from cursorops.core.portable_plan import PortablePlan, Spelling, canonical_json
+from cursorops.core.redriving.redrive_plan import RedriveMessage, RedrivePlan
+from cursorops.core.resetting.reset_plan import PartitionReset, ResetPlan
+from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
+from cursorops.core.skipping.skip_plan import PlannedSkip, SkipPlan
+from cursorops.core.skipping.undo import UndoPartition, UndoPlan
 
 TOPIC = "persistent://acme/ops/orders"
 

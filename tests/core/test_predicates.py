@@ -1,4 +1,5 @@
-"""core.analysis.predicates and core.analysis.match_conditions: the document built from the
+"""cursorops.core.analysis.predicates and cursorops.core.analysis.match_conditions: the document
+built from the
 flat match options,
 and the producer condition."""
 
@@ -11,9 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.analysis.match_conditions import MATCH_OPTIONS, MatchConditions, predicate_from_options
-from core.analysis.predicates import parse_predicate
-from core.errors import InvalidInputError, InvalidPredicateError
+from cursorops.core.analysis.match_conditions import (
+    MATCH_OPTIONS,
+    MatchConditions,
+    predicate_from_options,
+)
+from cursorops.core.analysis.predicates import parse_predicate
+from cursorops.core.errors import InvalidInputError, InvalidPredicateError
 
 from .conftest import T0, rows
 

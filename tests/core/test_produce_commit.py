@@ -20,11 +20,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.config import Config
-from core.errors import LedgerStoreError, TopicNotFoundError
-from core.producer import OutgoingMessage, Producer, _all_plain
-from core.store.ledger import LedgerStore
-from core.store.metadata import MetadataStore
+from cursorops.core.config import Config
+from cursorops.core.errors import LedgerStoreError, TopicNotFoundError
+from cursorops.core.producer import OutgoingMessage, Producer, _all_plain
+from cursorops.core.store.ledger import LedgerStore
+from cursorops.core.store.metadata import MetadataStore
 
 from .conftest import file_digests
 

@@ -4,13 +4,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from core.config import Config
-from core.errors import InvalidArgumentError, TopicNotFoundError
-from core.ids.message_id import MessageId
-from core.ids.topic_name import TopicName
-from core.producer import OutgoingMessage, Producer, java_string_hash, key_partition
-from core.store.ledger import LedgerStore
-from core.store.metadata import MetadataStore, TopicInfo
+from cursorops.core.config import Config
+from cursorops.core.errors import InvalidArgumentError, TopicNotFoundError
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.producer import OutgoingMessage, Producer, java_string_hash, key_partition
+from cursorops.core.store.ledger import LedgerStore
+from cursorops.core.store.metadata import MetadataStore, TopicInfo
 
 TOPIC = "persistent://acme/orders/events"
 PARTITIONED = "persistent://acme/orders/payments"

@@ -13,12 +13,12 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.config import Config
-from core.ids.message_id import MessageId
-from core.ids.topic_name import TopicName
-from core.producer import OutgoingMessage, Producer
-from core.store.ledger import LedgerStore
-from core.store.metadata import MetadataStore
+from cursorops.core.config import Config
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.producer import OutgoingMessage, Producer
+from cursorops.core.store.ledger import LedgerStore
+from cursorops.core.store.metadata import MetadataStore
 
 
 def _shape(ids: list[MessageId]) -> list[tuple[int, int, int, int]]:

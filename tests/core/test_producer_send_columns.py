@@ -23,14 +23,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.config import Config
-from core.errors import InvalidArgumentError
-from core.ids.message_id import MessageId
-from core.ids.message_id_columns import MessageIdColumns, concatenate
-from core.producer import OutgoingMessage, Producer
-from core.store import arrow_columns
-from core.store.ledger import MESSAGE_SCHEMA, LedgerStore
-from core.store.metadata import MetadataStore
+from cursorops.core.config import Config
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.message_id_columns import MessageIdColumns, concatenate
+from cursorops.core.producer import OutgoingMessage, Producer
+from cursorops.core.store import arrow_columns
+from cursorops.core.store.ledger import MESSAGE_SCHEMA, LedgerStore
+from cursorops.core.store.metadata import MetadataStore
 
 from .conftest import file_digests
 
@@ -279,10 +279,10 @@ def test_producing_does_not_import_pandas(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from core.config import Config\n"
-        "from core.producer import OutgoingMessage, Producer\n"
-        "from core.store.ledger import LedgerStore\n"
-        "from core.store.metadata import MetadataStore\n"
+        "from cursorops.core.config import Config\n"
+        "from cursorops.core.producer import OutgoingMessage, Producer\n"
+        "from cursorops.core.store.ledger import LedgerStore\n"
+        "from cursorops.core.store.metadata import MetadataStore\n"
         f"config = Config.from_home(Path({str(tmp_path)!r}))\n"
         "metadata = MetadataStore.from_config(config)\n"
         "metadata.create_tenant('acme')\n"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import core
+import cursorops.core
 
 
 def test_all_is_pinned() -> None:
-    assert sorted(core.__all__) == [
+    assert sorted(cursorops.core.__all__) == [
         "AckTarget",
         "BacklogAnalysis",
         "Broker",
@@ -33,14 +33,15 @@ def test_all_is_pinned() -> None:
         "TopicStats",
         "exit_code",
     ]
-    for name in core.__all__:
-        assert getattr(core, name) is not None
+    for name in cursorops.core.__all__:
+        assert getattr(cursorops.core, name) is not None
 
 
 def test_core_imports_neither_airflow_nor_spark() -> None:
     code = (
-        "import sys, core, core.broker, core.reading.dispatch, core.skipping.skip, "
-        "core.analysis.backlog\n"
+        "import sys, cursorops.core, cursorops.core.broker, cursorops.core.reading.dispatch, "
+        "cursorops.core.skipping.skip, "
+        "cursorops.core.analysis.backlog\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('airflow', 'pyspark')]\n"
         "assert not bad, bad\n"
     )

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from core.acks.ledger_layout import LedgerLayout
-from core.broker import Broker
-from core.broker.reset import seek_target
-from core.errors import ApprovalRequiredError
-from core.ids.position import EARLIEST, Position
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.broker import Broker
+from cursorops.core.broker.reset import seek_target
+from cursorops.core.errors import ApprovalRequiredError
+from cursorops.core.ids.position import EARLIEST, Position
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/seek"
 

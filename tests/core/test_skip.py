@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.broker import Broker
-from core.errors import (
+from cursorops.core.broker import Broker
+from cursorops.core.errors import (
     EntryNotFoundError,
     InvalidArgumentError,
     InvalidBatchIndexError,
@@ -16,9 +16,9 @@ from core.errors import (
     TopicNotFoundError,
     UnsupportedSubscriptionTypeError,
 )
-from core.ids.message_id import MessageId
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import Clock
 

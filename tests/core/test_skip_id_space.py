@@ -16,19 +16,19 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from core.broker import Broker
-from core.config import Config
-from core.errors import (
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import (
     CursorOpsError,
     EntryNotFoundError,
     InvalidBatchIndexError,
     InvalidMessageIdError,
 )
-from core.ids.message_id import MessageId
-from core.ids.position import Position
-from core.producer import OutgoingMessage
-from core.skipping.skip_payload import parse_payload
-from core.subscription import SubscriptionType
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.skipping.skip_payload import parse_payload
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import Clock
 

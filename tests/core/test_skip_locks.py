@@ -17,14 +17,14 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from core.acks import cursor_codec
-from core.acks.cursor import CursorState
-from core.broker import Broker
-from core.broker.skip_write import FOLD_AFTER_DELTAS
-from core.ids.message_id import MessageId
-from core.producer import OutgoingMessage
-from core.store.cursor_door import Hold
-from core.subscription import SubscriptionType
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.broker import Broker
+from cursorops.core.broker.skip_write import FOLD_AFTER_DELTAS
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.store.cursor_door import Hold
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import write_lock_held
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import InvalidSkipPayloadError
-from core.ids.message_id import MessageId
-from core.skipping.skip_payload import parse_payload
+from cursorops.core.errors import InvalidSkipPayloadError
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.skipping.skip_payload import parse_payload
 
 
 def test_bare_array_of_base64() -> None:

@@ -15,9 +15,9 @@ import sys
 import pytest
 from sqlalchemy import create_engine, text
 
-from core.broker import Broker
-from core.config import Config
-from core.errors import (
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import (
     EntryNotFoundError,
     InvalidArgumentError,
     InvalidMessageIdError,
@@ -25,10 +25,10 @@ from core.errors import (
     MetadataStoreError,
     PositionOutOfRangeError,
 )
-from core.ids.message_id import MessageId
-from core.producer import OutgoingMessage
-from core.skipping.skip_plan import PlannedSkip, SkipPlan
-from core.subscription import SubscriptionType
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.skipping.skip_plan import PlannedSkip, SkipPlan
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import Clock
 
@@ -245,8 +245,8 @@ def test_a_failing_audit_write_leaves_nothing_acknowledged(
 def test_reading_a_plan_needs_neither_store_nor_pyarrow() -> None:
     """A DAG task or REST handler may parse a plan without the heavy imports."""
     code = (
-        "import sys, core.skipping.skip_plan; "
-        "print(sorted(m for m in ('pyarrow', 'sqlalchemy', 'pyspark', 'core.broker') "
+        "import sys, cursorops.core.skipping.skip_plan; "
+        "print(sorted(m for m in ('pyarrow', 'sqlalchemy', 'pyspark', 'cursorops.core.broker') "
         "if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

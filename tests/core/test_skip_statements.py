@@ -9,15 +9,15 @@ from unittest.mock import patch
 import pytest
 from sqlalchemy import Connection, event
 
-from core.acks import cursor_codec
-from core.acks.cursor import CursorState
-from core.broker import Broker
-from core.broker.skip_write import FOLD_AFTER_DELTAS
-from core.ids.message_id import MessageId
-from core.producer import OutgoingMessage
-from core.store.cursor_door import CursorTransaction
-from core.store.engine import WRITE_OPTION
-from core.subscription import SubscriptionType
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import CursorState
+from cursorops.core.broker import Broker
+from cursorops.core.broker.skip_write import FOLD_AFTER_DELTAS
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.store.cursor_door import CursorTransaction
+from cursorops.core.store.engine import WRITE_OPTION
+from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/skips"
 
@@ -167,7 +167,7 @@ def test_a_requested_skip_on_an_ordinary_namespace_costs_at_most_15_statements(
 ) -> None:
     """What a REST skip sends where no approval is required: the door's one request
     (``Broker.request``: the topic authorized and its policy read, then the one skip path)."""
-    from core.gating import Applied, Caller, SkipMessages
+    from cursorops.core.gating import Applied, Caller, SkipMessages
 
     broker.grant_permission("admin", "acme/ops", "reader", ["consume"])
     arguments = SkipMessages(topic=TOPIC, subscription="s", ids=tuple(produced[:2]))

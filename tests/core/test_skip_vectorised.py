@@ -1,6 +1,6 @@
 """Skip validation over arrays against the per-id rules written plainly.
 
-:func:`core.skipping.skip.validate` routes, range-checks, looks up and deduplicates ids
+:func:`cursorops.core.skipping.skip.validate` routes, range-checks, looks up and deduplicates ids
 with numpy, and decides "already acknowledged" with
 :meth:`CursorState.acked_many` (mark-delete compare, ``RangeSet.contains_many``,
 ack-set bits). The model below is the per-id code it replaced, written as
@@ -26,24 +26,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.acks import ack_set, cursor_codec
-from core.acks.cursor import AckColumns, AckTarget, BatchAckSets, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.acks.range_set import RangeSet
-from core.broker import Broker
-from core.config import Config
-from core.errors import (
+from cursorops.core.acks import ack_set, cursor_codec
+from cursorops.core.acks.cursor import AckColumns, AckTarget, BatchAckSets, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.acks.range_set import RangeSet
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import (
     EntryNotFoundError,
     InvalidArgumentError,
     InvalidBatchIndexError,
     InvalidMessageIdError,
     PositionOutOfRangeError,
 )
-from core.ids.message_id import MessageId
-from core.ids.position import Position
-from core.ids.topic_name import TopicName
-from core.producer import OutgoingMessage
-from core.skipping.skip import (
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.skipping.skip import (
     MAX_ERRORS_LISTED,
     IdArrays,
     SkipLookup,
@@ -52,7 +52,7 @@ from core.skipping.skip import (
     has_repeats,
     validate,
 )
-from core.skipping.skip_plan import PlannedSkip, SkipColumns, SkipPlan
+from cursorops.core.skipping.skip_plan import PlannedSkip, SkipColumns, SkipPlan
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from core.broker import Broker
-from core.errors import InvalidArgumentError
-from core.producer import OutgoingMessage
-from core.reading.key_hash import in_ranges, overlap, sticky_key_hash, sticky_ranges
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.reading.key_hash import in_ranges, overlap, sticky_key_hash, sticky_ranges
+from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/sticky"
 

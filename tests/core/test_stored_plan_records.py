@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 from sqlalchemy import insert
 
-from core.errors import InvalidArgumentError
-from core.gating.registry import recorded
-from core.portable_plan import PortablePlan
-from core.skipping.plan_record import PlanRecord
-from core.store.metadata import MetadataStore
-from core.store.tables import PlanRecordRow
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.gating.registry import recorded
+from cursorops.core.portable_plan import PortablePlan
+from cursorops.core.skipping.plan_record import PlanRecord
+from cursorops.core.store.metadata import MetadataStore
+from cursorops.core.store.tables import PlanRecordRow
 
 
 def stored_plan(record: PlanRecord) -> PortablePlan:

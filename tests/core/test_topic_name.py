@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.errors import InvalidInputError, InvalidTopicNameError
-from core.ids.topic_name import (
+from cursorops.core.errors import InvalidInputError, InvalidTopicNameError
+from cursorops.core.ids.topic_name import (
     MAX_LABEL_CHARS,
     MAX_NAME_CHARS,
     TopicName,

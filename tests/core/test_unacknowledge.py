@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.acks.cursor import AckTarget, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.acks.range_set import RangeSet
-from core.acks.unacknowledge import unacknowledge
-from core.errors import InvalidArgumentError, InvalidSkipPlanError
-from core.ids.position import EARLIEST, Position
-from core.skipping.undo import parse_triplets, triplets
+from cursorops.core.acks.cursor import AckTarget, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.acks.range_set import RangeSet
+from cursorops.core.acks.unacknowledge import unacknowledge
+from cursorops.core.errors import InvalidArgumentError, InvalidSkipPlanError
+from cursorops.core.ids.position import EARLIEST, Position
+from cursorops.core.skipping.undo import parse_triplets, triplets
 from tests.core.test_cursor import (
     apply_to_cursor,
     apply_to_model,

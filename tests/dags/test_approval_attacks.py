@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from core.config import Config
+from cursorops.core.config import Config
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SUBSCRIPTION, SeededTopic, label, request_skip, seed_topic
 from tests.dags.test_skip_messages_airflow import assert_untouched, triplet
@@ -137,7 +137,7 @@ def _wait_state(airflow: Airflow, run: str, task: str, states: set[str]) -> None
 
 
 def test_reruns_tell_the_truth(airflow: Airflow, cursorops_home: Config):
-    from core.broker import Broker
+    from cursorops.core.broker import Broker
 
     seeded = seed_topic(cursorops_home)
     pills = first_unacked(seeded, 3)
@@ -193,7 +193,7 @@ def test_reruns_tell_the_truth(airflow: Airflow, cursorops_home: Config):
 
 @pytest.fixture(scope="module")
 def quorum_namespace(cursorops_home: Config) -> str:
-    from core.broker import Broker
+    from cursorops.core.broker import Broker
 
     with Broker(cursorops_home) as broker:
         broker.create_namespace("admin", QUORUM_NAMESPACE)
@@ -271,7 +271,7 @@ def test_every_door_of_an_approval_namespace_asks_first(
     import subprocess
     import sys
 
-    from core.broker import Broker
+    from cursorops.core.broker import Broker
 
     seeded = seed_topic(cursorops_home)
     namespace = "acme/approved"
@@ -294,7 +294,7 @@ def test_every_door_of_an_approval_namespace_asks_first(
         [
             sys.executable,
             "-m",
-            "cli.main",
+            "cursorops.cli.main",
             "--home",
             str(cursorops_home.home),
             "--role",

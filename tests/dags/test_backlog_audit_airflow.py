@@ -24,8 +24,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def test_audit_records_exact_history_and_fails_on_a_breach(airflow: Airflow, cursorops_home):
-    from airflow_glue.runs import safe_name
-    from core.broker import Broker
+    from cursorops.airflow.runs import safe_name
+    from cursorops.core.broker import Broker
 
     airflow.wait_dag(DAG)
     namespace = f"acme/audit-{secrets.token_hex(3)}"

@@ -9,13 +9,13 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from airflow_glue.backlog_audit import chart_selection, load_thresholds, samples_from
-from airflow_glue.chart import draw_history
-from core.analysis.backlog import analysis_document
-from core.analysis.backlog_audit import BacklogSample, Breach, Measure
-from core.broker import Broker
-from core.config import Config
-from core.errors import InvalidArgumentError
+from cursorops.airflow.backlog_audit import chart_selection, load_thresholds, samples_from
+from cursorops.airflow.chart import draw_history
+from cursorops.core.analysis.backlog import analysis_document
+from cursorops.core.analysis.backlog_audit import BacklogSample, Breach, Measure
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import InvalidArgumentError
 from tests.dags.conftest import SUBSCRIPTION, seed_topic
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -87,7 +87,7 @@ def test_chart_is_a_png_of_the_breached_then_largest(tmp_path):
 
 
 def test_notifier_posts_the_breaches_to_the_webhook(monkeypatch):
-    from airflow_glue.notify import BacklogBreachNotifier
+    from cursorops.airflow.notify import BacklogBreachNotifier
 
     received: list[dict] = []
 
@@ -117,7 +117,7 @@ def test_notifier_posts_the_breaches_to_the_webhook(monkeypatch):
 
 
 def test_cli_audit_history_reads_the_same_rows(home, capsys):
-    from cli.main import main
+    from cursorops.cli.main import main
 
     seeded = seed_topic(home)
     rows = [
@@ -141,8 +141,8 @@ def test_cli_audit_history_reads_the_same_rows(home, capsys):
 
 
 def test_audit_topics_every_namespace_or_the_chosen_ones(home):
-    from airflow_glue.backlog_audit import audit_topics
-    from core.errors import NotAuthorizedError
+    from cursorops.airflow.backlog_audit import audit_topics
+    from cursorops.core.errors import NotAuthorizedError
 
     seeded = seed_topic(home)
     with Broker(home) as broker:
@@ -163,7 +163,7 @@ def test_audit_topics_every_namespace_or_the_chosen_ones(home):
 
 
 def test_radar_report_lists_a_poison_pill_with_its_skip_request(home, tmp_path):
-    from airflow_glue.backlog_audit import radar_lines, radar_report, radar_summary
+    from cursorops.airflow.backlog_audit import radar_lines, radar_report, radar_summary
 
     seeded = seed_topic(home)
     (home.home / "backlog-thresholds.json").write_text(

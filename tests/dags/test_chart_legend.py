@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_glue.chart import LEGEND_CHARS, history_figure, legend_label
-from core.legible import legible
+from cursorops.airflow.chart import LEGEND_CHARS, history_figure, legend_label
+from cursorops.core.legible import legible
 from tests.hostile_text import HOSTILE, hidden_in
 
 TOPIC = "persistent://acme/orders/events"

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from core.broker import Broker
-from core.config import Config
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 from tests.airflow_harness import Airflow
 from tests.dags.test_gated_operations_airflow import approval_topic
 from tests.plugins.conftest import PREFIX, rest_path

@@ -32,8 +32,8 @@ print(json.dumps({
         }
         for d in bag.dags.values()
     },
-    "modules": sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "core", "cli")
-                      or m.startswith(("airflow_glue",))),
+    "modules": sorted(m for m in sys.modules if m.split(".")[0] == "pyspark"
+                      or m.startswith(("cursorops.core", "cursorops.cli", "cursorops.airflow"))),
     "cursorops_home_created": os.path.exists(os.environ["CURSOROPS_HOME"]),
 }))
 """
@@ -108,7 +108,7 @@ def test_a_request_workflow_is_its_gates_apply_and_record(parsed):
 def test_nothing_heavy_at_parse_time(parsed):
     modules = parsed["modules"]
     assert not [m for m in modules if m.startswith("pyspark")]
-    assert "core.broker" not in modules
-    assert not [m for m in modules if m.startswith("core.store")]
+    assert "cursorops.core.broker" not in modules
+    assert not [m for m in modules if m.startswith("cursorops.core.store")]
     # No store opened: a metadata store would have created the (missing) home.
     assert parsed["cursorops_home_created"] is False

@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from core.config import Config
-from core.reading.dispatch import Message
+from cursorops.core.config import Config
+from cursorops.core.reading.dispatch import Message
 from tests.airflow_harness import start_airflow
 from tests.conftest import postgres_databases
 from tests.dags.conftest import (
@@ -45,7 +45,7 @@ def databases() -> Iterator[dict[str, str]]:
 
 def drain(config: Config, topic: str, clock_ahead_ms: int) -> list[Message]:
     """Everything a consumer receives (and acknowledges), with a clock this far ahead."""
-    from core.broker import Broker, wall_clock_ms
+    from cursorops.core.broker import Broker, wall_clock_ms
 
     received: list[Message] = []
     with Broker(config, clock=lambda: wall_clock_ms() + clock_ahead_ms) as broker:
@@ -55,7 +55,7 @@ def drain(config: Config, topic: str, clock_ahead_ms: int) -> list[Message]:
 
 
 def test_skip_on_separate_processes_with_postgresql(tmp_path: Path, databases: dict[str, str]):
-    from core.broker import Broker
+    from cursorops.core.broker import Broker
 
     config = Config.from_home(tmp_path / "cursorops", metadata_url=databases["cursorops_e2e"])
     with Broker(config) as broker:

@@ -2,7 +2,7 @@
 
 Airflow 3.3.2 logs every request it serves (``[http.access]``: method, path, the
 ``X-Request-ID`` it was sent with). Every request this test makes carries the
-harness's id (:data:`~airflow_glue.local_airflow.CLIENT_REQUEST_ID`); the Task SDK of
+harness's id (:data:`~cursorops.airflow.local_airflow.CLIENT_REQUEST_ID`); the Task SDK of
 each task talks to the Execution API (``/execution/…``), with its own token. Any other
 request is one a worker's code or the API server itself made: a worker logging in
 (``/auth/token``), reading an answer back (``…/hitlDetails``) or calling the plugin.
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_glue.local_airflow import CLIENT_REQUEST_ID
-from core.config import Config
+from cursorops.airflow.local_airflow import CLIENT_REQUEST_ID
+from cursorops.core.config import Config
 from tests.airflow_fixtures import COUNTS_FILE
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SUBSCRIPTION, label, request_skip, seed_topic
@@ -87,7 +87,7 @@ def others(requests: list[Served]) -> list[Served]:
 
 @pytest.fixture(scope="module")
 def approval_namespace(cursorops_home: Config) -> str:
-    from core.broker import Broker
+    from cursorops.core.broker import Broker
 
     namespace = f"acme/counted-{secrets.token_hex(3)}"
     with Broker(cursorops_home) as broker:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from airflow_glue import environment
-from airflow_glue.outcomes import OUTCOMES, Outcome, airflow_outcome, outcome_of
-from core import errors
-from core.config import Config
-from core.errors import (
+from cursorops.airflow import environment
+from cursorops.airflow.outcomes import OUTCOMES, Outcome, airflow_outcome, outcome_of
+from cursorops.core import errors
+from cursorops.core.config import Config
+from cursorops.core.errors import (
     ConsumerBusyError,
     InvalidArgumentError,
     InvalidMessageIdError,
@@ -85,8 +85,8 @@ def test_config_from_environ(tmp_path: Path):
 
 def _record(tmp_path: Path, run_id: str = "manual__1"):
     """A seeded topic and a plan record of two of its ids, bound to ``run_id`` of alice."""
-    from core.broker import Broker
-    from core.gating import Caller, Run, SkipMessages
+    from cursorops.core.broker import Broker
+    from cursorops.core.gating import Caller, Run, SkipMessages
     from tests.dags.conftest import GRANTED, NAMESPACE, SUBSCRIPTION, TENANT, seed_topic
 
     config = Config.from_home(tmp_path)
@@ -110,8 +110,8 @@ def _record(tmp_path: Path, run_id: str = "manual__1"):
 
 def _presented(broker, record, gate: str = "approve_skip", at: int = 0, approvers=("bob",)):
     """What gate ``gate`` of the record's run showed, recorded as the gate records it."""
-    from airflow_glue.gate import body_sha256
-    from core.skipping.plan_record import ApprovalRequest
+    from cursorops.airflow.gate import body_sha256
+    from cursorops.core.skipping.plan_record import ApprovalRequest
 
     b = record.binding
     shown = ApprovalRequest(
@@ -132,8 +132,8 @@ def _presented(broker, record, gate: str = "approve_skip", at: int = 0, approver
 def test_record_is_written_once_per_attempt(tmp_path: Path):
     from types import SimpleNamespace
 
-    from airflow_glue.closing_record import close_request
-    from core.broker import Broker
+    from cursorops.airflow.closing_record import close_request
+    from cursorops.core.broker import Broker
 
     config, seeded, record = _record(tmp_path)
     run = SimpleNamespace(
@@ -166,9 +166,9 @@ def test_the_closing_record_lists_only_answers_to_its_own_plan(tmp_path: Path):
     the answer given to the first one is not an answer to it."""
     from types import SimpleNamespace
 
-    from airflow_glue.closing_record import close_request
-    from core.broker import Broker
-    from core.gating import Caller, Run, SkipMessages
+    from cursorops.airflow.closing_record import close_request
+    from cursorops.core.broker import Broker
+    from cursorops.core.gating import Caller, Run, SkipMessages
     from tests.dags.conftest import SUBSCRIPTION
 
     config, seeded, first = _record(tmp_path)
@@ -198,7 +198,7 @@ AT = 1_795_395_600_000
 
 
 def _answer(shown, by: str | None = "bob", chosen=("Approve",), at: int = AT):
-    from core.skipping.plan_record import ApprovalAnswer
+    from cursorops.core.skipping.plan_record import ApprovalAnswer
 
     return ApprovalAnswer(shown, tuple(chosen), by, at)
 
@@ -208,9 +208,9 @@ def test_approval_check_refuses_all_but_a_permitted_second_user_for_this_very_pl
 ):
     from dataclasses import replace
 
-    from airflow_glue.approval import check_approvals
-    from airflow_glue.gate import body_sha256
-    from core.skipping.plan_record import ApprovalRequest
+    from cursorops.airflow.approval import check_approvals
+    from cursorops.airflow.gate import body_sha256
+    from cursorops.core.skipping.plan_record import ApprovalRequest
 
     _, _, record = _record(tmp_path)
     shown = ApprovalRequest(
@@ -254,9 +254,9 @@ def test_approval_check_refuses_all_but_a_permitted_second_user_for_this_very_pl
 def test_a_quorum_needs_distinct_approvers_on_every_gate(tmp_path: Path):
     from dataclasses import replace
 
-    from airflow_glue.approval import check_approvals
-    from airflow_glue.gate import body_sha256
-    from core.skipping.plan_record import ApprovalRequest
+    from cursorops.airflow.approval import check_approvals
+    from cursorops.airflow.gate import body_sha256
+    from cursorops.core.skipping.plan_record import ApprovalRequest
 
     _, _, record = _record(tmp_path)
     record = replace(record, required_approvals=2)
@@ -309,8 +309,8 @@ def test_the_gate_records_the_answer_it_is_resumed_with(tmp_path: Path, monkeypa
 
     from airflow.providers.standard.exceptions import HITLRejectException, HITLTimeoutError
 
-    from airflow_glue.gate import FourEyesApprovalOperator
-    from core.broker import Broker
+    from cursorops.airflow.gate import FourEyesApprovalOperator
+    from cursorops.core.broker import Broker
 
     config, _, record = _record(tmp_path)
     context = _gate_context(config, monkeypatch)
@@ -357,8 +357,8 @@ def test_a_gate_that_showed_its_request_refuses_to_ask_again(tmp_path: Path, mon
     approval record (which keeps the first text) is never created or answered again."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from airflow_glue.gate import FourEyesApprovalOperator
-    from core.broker import Broker
+    from cursorops.airflow.gate import FourEyesApprovalOperator
+    from cursorops.core.broker import Broker
 
     config, seeded, record = _record(tmp_path)
     context = _gate_context(config, monkeypatch, try_number=2)
@@ -384,8 +384,8 @@ def test_a_run_finds_only_the_plan_record_bound_to_it(tmp_path: Path):
 
     from airflow.sdk.exceptions import AirflowFailException
 
-    from airflow_glue.steps import run_plan_record
-    from core.broker import Broker
+    from cursorops.airflow.steps import run_plan_record
+    from cursorops.core.broker import Broker
 
     config, _seeded, record = _record(tmp_path, "request__1")
 
@@ -414,8 +414,8 @@ def test_a_gate_whose_plan_was_replanned_or_whose_earlier_approval_expired_is_st
     """Apply would refuse each of these: the gate says so instead of offering Approve."""
     from dataclasses import replace
 
-    from airflow_glue.approval import stale_reason
-    from core.skipping.plan_record import ApprovalRequest
+    from cursorops.airflow.approval import stale_reason
+    from cursorops.core.skipping.plan_record import ApprovalRequest
 
     _, _, record = _record(tmp_path)
     first = ApprovalRequest(record.digest, "d", "r", "approve_skip", "x", ("bob",), AT, 600_000)
@@ -447,9 +447,9 @@ def test_an_approve_given_after_a_replan_is_answered_as_stale(tmp_path: Path, mo
 
     from airflow.sdk.exceptions import AirflowFailException
 
-    from airflow_glue.gate import FourEyesApprovalOperator
-    from core.broker import Broker
-    from core.gating import Caller, Run, SkipMessages
+    from cursorops.airflow.gate import FourEyesApprovalOperator
+    from cursorops.core.broker import Broker
+    from cursorops.core.gating import Caller, Run, SkipMessages
 
     config, seeded, record = _record(tmp_path)
     context = _gate_context(config, monkeypatch)

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from airflow_glue.inert import CELL_CHARS, CELL_RUN_CHARS, MAX_CHARS, RUN_CHARS, cell, inert
-from core.errors import InvalidArgumentError
-from core.ids.position import Position
+from cursorops.airflow.inert import CELL_CHARS, CELL_RUN_CHARS, MAX_CHARS, RUN_CHARS, cell, inert
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.ids.position import Position
 from tests.hostile_text import HOSTILE as SHARED_HOSTILE
 from tests.hostile_text import hidden_in
 
@@ -125,11 +125,11 @@ def test_a_gated_operations_preview_makes_no_element_of_what_others_wrote(
 ) -> None:
     """Undo, redrive, reset and unsubscribe previews render a plan's ``preview()``: the
     requester's reason and any text in the plan (a message key here) stay text."""
-    from airflow_glue.plan import preview_markdown
-    from core.gating import Caller, ResetCursor
-    from core.gating.operation import gated_document
-    from core.resetting.reset_plan import PartitionReset, ResetPlan
-    from core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
+    from cursorops.airflow.plan import preview_markdown
+    from cursorops.core.gating import Caller, ResetCursor
+    from cursorops.core.gating.operation import gated_document
+    from cursorops.core.resetting.reset_plan import PartitionReset, ResetPlan
+    from cursorops.core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
 
     plan = ResetPlan(
         "persistent://acme/ops/t",
@@ -173,10 +173,10 @@ def test_a_gated_operations_preview_makes_no_element_of_what_others_wrote(
 def test_a_plan_document_with_a_lone_surrogate_is_refused_clearly(field: str) -> None:
     """JSON's "\\ud800" decodes to a lone surrogate, which is not Unicode: no digest and no
     store can take it, so the record is refused with what is wrong, not a traceback."""
-    from core.gating import Caller, ResetCursor
-    from core.gating.operation import gated_document
-    from core.resetting.reset_plan import PartitionReset, ResetPlan
-    from core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
+    from cursorops.core.gating import Caller, ResetCursor
+    from cursorops.core.gating.operation import gated_document
+    from cursorops.core.resetting.reset_plan import PartitionReset, ResetPlan
+    from cursorops.core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
 
     plan = ResetPlan(
         "persistent://acme/ops/t",
@@ -210,10 +210,10 @@ def test_the_approval_subject_shows_a_hostile_subscription_name_legibly(name: st
     line, and every other character reads as written."""
     import unicodedata
 
-    from airflow_glue.plan import subject
-    from core.legible import HIDDEN, legible
-    from core.resetting.reset_plan import PartitionReset, ResetPlan
-    from core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
+    from cursorops.airflow.plan import subject
+    from cursorops.core.legible import HIDDEN, legible
+    from cursorops.core.resetting.reset_plan import PartitionReset, ResetPlan
+    from cursorops.core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
 
     topic = "persistent://acme/ops/t"
     plan = ResetPlan(

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from airflow_glue.plan import STALE, preview_markdown, subject
-from core.broker import Broker
-from core.config import Config
-from core.gating import Caller, Pending, ResetCursor, SkipMatching, SkipMessages, UndoSkip
-from core.ids.message_id import MessageId
-from core.ids.position import Position
-from core.producer import OutgoingMessage
-from core.skipping.plan_record import PlanRecord
-from core.subscription import SubscriptionType
+from cursorops.airflow.plan import STALE, preview_markdown, subject
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.gating import Caller, Pending, ResetCursor, SkipMatching, SkipMessages, UndoSkip
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.skipping.plan_record import PlanRecord
+from cursorops.core.subscription import SubscriptionType
 from tests.dags.test_inert import RENDERER
 
 TOPIC = "persistent://acme/vault/ledger"

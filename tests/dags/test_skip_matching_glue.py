@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from airflow_glue.matching import (
+from cursorops.airflow.matching import (
     DEFAULT_LIMIT,
     EVERYTHING,
     MatchRequest,
@@ -15,9 +15,9 @@ from airflow_glue.matching import (
     over_limit,
     parse_match_request,
 )
-from core.broker import Broker
-from core.config import Config
-from core.errors import InvalidInputError
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import InvalidInputError
 from tests.dags.conftest import SUBSCRIPTION, label, seed_topic
 
 NOW = 1_800_000_000_000
@@ -48,7 +48,7 @@ def test_each_option_becomes_the_find_messages_predicate():
 
 
 def test_the_params_are_the_request_fields_and_the_match_options():
-    from core.analysis.match_conditions import MATCH_OPTIONS
+    from cursorops.core.analysis.match_conditions import MATCH_OPTIONS
 
     params = match_params()
     assert set(params) == set(MatchRequest.model_fields)
@@ -98,10 +98,10 @@ def test_over_limit_needs_allow_large():
 def test_the_plan_record_is_what_apply_reads_and_a_tampered_one_is_refused(tmp_path):
     from sqlalchemy import update
 
-    from airflow_glue.plan import preview_markdown
-    from core.gating import Caller, Run, SkipMatching
-    from core.skipping.plan_record import PlanBinding
-    from core.store.tables import PlanRecordRow
+    from cursorops.airflow.plan import preview_markdown
+    from cursorops.core.gating import Caller, Run, SkipMatching
+    from cursorops.core.skipping.plan_record import PlanBinding
+    from cursorops.core.store.tables import PlanRecordRow
 
     config = Config.from_home(tmp_path / "home")
     with Broker(config) as broker:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.ids.message_id import MessageId
+from cursorops.core.ids.message_id import MessageId
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import (
     SUBSCRIPTION,
@@ -79,7 +79,7 @@ def test_approved_by_a_second_user_skips_exactly_the_plan(airflow: Airflow, curs
     assert seeded.unacknowledged() == before
 
     # Someone acknowledges one planned message between the preview and the approval.
-    from core.broker import Broker
+    from cursorops.core.broker import Broker
 
     with Broker(seeded.config) as broker:
         broker.skip_messages("admin", seeded.topic, SUBSCRIPTION, [ids[0]])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_glue.termination import Termination
+from cursorops.airflow.termination import Termination
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 # drops the raise, as it did inside SQLAlchemy's callback while a task imported pyspark.
 TASK = """
 import os, signal, sys, time, weakref
-from airflow_glue.termination import Termination
+from cursorops.airflow.termination import Termination
 
 termination = Termination()
 signal.signal(signal.SIGTERM, lambda *_: termination.stop(RuntimeError("terminated")))

@@ -113,7 +113,7 @@ def test_state_changing_routes_are_never_get(api: Api) -> None:
 def test_the_airflow_user_acts_as_the_pulsar_role_the_dags_map_it_to(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow_glue.environment import pulsar_role
+    from cursorops.airflow.environment import pulsar_role
 
     listing = "/admin/v2/persistent/acme/orders"
     assert api.call("carol", "GET", listing).status_code == 403

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import secrets
 
-from core.broker import Broker
-from core.gating import Caller, RedriveDeadLetters, Run, SkipMatching, SkipMessages
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.gating import Caller, RedriveDeadLetters, Run, SkipMatching, SkipMessages
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 from tests.plugins.conftest import Api, rest_path
 
 KEY = "card-4111"

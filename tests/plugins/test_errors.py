@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from core import errors as core_errors
-from core.errors import leaf_classes
-from cursorops_api.errors import STATUS, status_of
+from cursorops.core import errors as core_errors
+from cursorops.core.errors import leaf_classes
+from cursorops.rest.errors import STATUS, status_of
 
 
 def test_every_error_leaf_has_an_http_status() -> None:

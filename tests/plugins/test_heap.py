@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from cursorops_api import create_app
-from cursorops_api.heap import FreezeHeap
+from cursorops.rest import create_app
+from cursorops.rest.heap import FreezeHeap
 
 
 @pytest.fixture

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
-from core.broker import Broker
-from core.config import Config
-from core.errors import NotAuthorizedError
+from cursorops.cli.main import main
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import NotAuthorizedError
 
 
 def test_cli_sets_and_clears_the_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

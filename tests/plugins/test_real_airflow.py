@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from core.broker import Broker
-from core.config import Config
-from core.header_text import header_value
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.header_text import header_value
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SUBSCRIPTION, label, seed_topic
 from tests.plugins.conftest import PREFIX, rest_path
@@ -112,7 +112,7 @@ def _cli(airflow: Airflow, *args: str, **env: str) -> Any:
         **env,
     }
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "cursorops.cli.main", *args],
         capture_output=True,
         text=True,
         env=environ,
@@ -220,7 +220,7 @@ def test_the_standalone_starts_a_run_through_airflows_rest_api_with_the_callers_
     Airflow refuses: 403, and the stored request closed as not started, nothing applied."""
     from fastapi.testclient import TestClient
 
-    from protocol.web import web_app
+    from cursorops.wire.web import web_app
 
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", airflow.base_url)
     namespace = f"acme/standalone-{secrets.token_hex(3)}"

@@ -7,8 +7,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from core.header_text import header_value
-from cursorops_api.approval import ApprovalTextDep
+from cursorops.core.header_text import header_value
+from cursorops.rest.approval import ApprovalTextDep
 from tests.core.test_header_text import SCRIPTS
 from tests.dags.conftest import SUBSCRIPTION
 from tests.plugins.conftest import Api, rest_path

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from core.broker import Broker
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 from tests.plugins.conftest import APPROVAL_NS, OPEN_NS, Api, rest_path
 
 

@@ -56,7 +56,7 @@ def test_topics_of_a_namespace(api: Api) -> None:
 
 
 def test_grant_permission(api: Api) -> None:
-    from core.broker import Broker
+    from cursorops.core.broker import Broker
 
     with Broker(api.config) as broker:
         broker.create_namespace("admin", "acme/grants")
@@ -153,7 +153,7 @@ def test_create_list_and_delete_subscriptions(api: Api) -> None:
 
 
 def test_unsubscribe_with_a_connected_consumer_is_412_unless_forced(api: Api) -> None:
-    from core.broker import Broker
+    from cursorops.core.broker import Broker
 
     seeded = api.seeded(partitions=0)
     base = rest_path(seeded.topic)
@@ -320,7 +320,7 @@ def test_a_user_airflow_does_not_let_trigger_the_workflow_stores_nothing(api: Ap
     """carol, an Airflow viewer, holds the Pulsar permission to skip on a namespace that
     requires approval: Airflow's auth manager refuses her the run (403) before anything is
     planned or stored; on an ordinary namespace her skip applies at once."""
-    from core.broker import Broker
+    from cursorops.core.broker import Broker
 
     namespace = f"acme/viewers-{secrets.token_hex(3)}"
     with Broker(api.config) as broker:
@@ -370,7 +370,7 @@ def test_a_body_over_the_cap_is_413_before_it_is_read(
 
 
 def test_more_ids_than_the_cap_is_413(api: Api) -> None:
-    from cursorops_api.limits import MAX_SKIP_IDS
+    from cursorops.rest.limits import MAX_SKIP_IDS
 
     seeded = api.seeded()
     ids = ["CAEQAA=="] * (MAX_SKIP_IDS + 1)
@@ -415,7 +415,7 @@ def test_skip_n_bad_input_is_refused_and_changes_nothing(api: Api) -> None:
 def test_poison_radar_lists_the_head_behind_a_consumers_ack_not_behind_a_skip(api: Api) -> None:
     """An operator's skip of the sixth message is no evidence: nothing is behind it. A
     consumer that acknowledges the seventh while it holds the six before it is: they are."""
-    from core.broker import Broker
+    from cursorops.core.broker import Broker
 
     seeded = api.seeded(partitions=1)
     unacked = [m for m in seeded.ids if label(m) in seeded.unacknowledged()]
@@ -498,8 +498,8 @@ def test_delete_and_create_again_are_cursor_moves_on_an_approval_namespace(api: 
     """The trial's door over REST: a delete is a request of the unsubscribe workflow (here
     Airflow has no DAGs: 503, nothing applied), and a name with history comes back at latest
     only."""
-    from core.broker import Broker
-    from core.skipping.plan_record import PlanBinding
+    from cursorops.core.broker import Broker
+    from cursorops.core.skipping.plan_record import PlanBinding
 
     seeded = api.seeded(APPROVAL_NS)
     path = rest_path(seeded.topic) + f"/subscription/{SUBSCRIPTION}"
@@ -524,8 +524,8 @@ def test_delete_and_create_again_are_cursor_moves_on_an_approval_namespace(api: 
 def test_open_requests_list_what_was_planned_and_never_closed(api: Api) -> None:
     """A run forced green never writes its closing record: its request stays listed, with
     the plan digest its approvers read, as not applied."""
-    from core.broker import Broker
-    from core.skipping.plan_record import PlanBinding
+    from cursorops.core.broker import Broker
+    from cursorops.core.skipping.plan_record import PlanBinding
 
     seeded = api.seeded(APPROVAL_NS)
     with Broker(api.config) as broker:  # what the DAG's planning task stores

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from cursorops_api.turns import Turns
+from cursorops.rest.turns import Turns
 
 
 def wait_for(condition, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]

@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.legible import HIDDEN, legible
+from cursorops.core.legible import HIDDEN, legible
 from tests.dags.test_ui_approval import SCREENSHOTS, chromium
 from tests.hostile_text import HOSTILE, hidden_in
 from tests.plugins.conftest import OPEN_NS, PREFIX, Api
@@ -41,7 +41,7 @@ KEY = "inv\u202egnp.exe" + "k" * 20_000
 PROPERTY = ("pii\u200b", "yes\n" + "p" * 20_000)
 REASON = "\u202e" + "r" * 20_000 + "\n<!-- **Plan id:** forged -->"
 DIGEST = "f" * 64
-APP_JS = Path(__file__).resolve().parents[2] / "cursorops_api" / "ui_static" / "app.js"
+APP_JS = Path(__file__).resolve().parents[2] / "cursorops" / "rest" / "ui_static" / "app.js"
 
 MEASURE = """() => {
   const hidden = new RegExp(`[${HIDDEN.map((c) => `\\\\p{${c}}`).join("")}]`, "u");
@@ -98,9 +98,9 @@ def hostile_topic(api: Api) -> str:
     subscriptions with hostile names, four messages with a hostile key, property and
     payload that both redelivered three times (the radar lists them), a skip on NAME, and
     a request's closing record with a hostile requester, reason and ticket."""
-    from core.broker import Broker, wall_clock_ms
-    from core.producer import OutgoingMessage
-    from core.subscription import SubscriptionType
+    from cursorops.core.broker import Broker, wall_clock_ms
+    from cursorops.core.producer import OutgoingMessage
+    from cursorops.core.subscription import SubscriptionType
 
     topic = f"persistent://{OPEN_NS}/hostile-{secrets.token_hex(4)}"
     with Broker(api.config) as broker:
@@ -140,7 +140,7 @@ def hostile_topic(api: Api) -> str:
 
 
 def test_the_page_spells_hidden_characters_as_core_legible_does(api: Api, served: str) -> None:
-    """One rule: app.js's list of categories is core.legible.HIDDEN, and the browser's
+    """One rule: app.js's list of categories is cursorops.core.legible.HIDDEN, and the browser's
     legible() spells out exactly the characters Python's does, over every code point (a
     newer Unicode in the browser may have assigned some that Python's still calls Cn)."""
     listed = re.search(r"const HIDDEN = \[([^\]]*)\];", APP_JS.read_text())

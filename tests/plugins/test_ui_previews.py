@@ -10,14 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_glue.plan import preview_markdown
-from core.broker import Broker
-from core.config import Config
-from core.gating import Pending, UndoSkip
-from core.legible import HIDDEN
-from core.producer import OutgoingMessage
-from core.skipping.plan_record import PlanRecord
-from core.subscription import SubscriptionType
+from cursorops.airflow.plan import preview_markdown
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.gating import Pending, UndoSkip
+from cursorops.core.legible import HIDDEN
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.skipping.plan_record import PlanRecord
+from cursorops.core.subscription import SubscriptionType
 from tests.core.test_gated_requests import ALICE, REQUESTS, SUB, VAULT, Runs
 from tests.dags.test_ui_approval import SCREENSHOTS, chromium
 from tests.plugins.conftest import Api

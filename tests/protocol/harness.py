@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pulsar
 
-from core.broker import Broker
-from core.config import Config
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
 
 READY = re.compile(
     r"cursorops standalone ready: (pulsar://\S+)(?: admin (http://\S+))?"
@@ -95,7 +95,7 @@ def start(
     argv = [
         sys.executable,
         "-m",
-        "cli.main",
+        "cursorops.cli.main",
         "--home",
         str(home),
         "standalone",

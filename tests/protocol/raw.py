@@ -6,10 +6,10 @@ from __future__ import annotations
 import socket
 import time
 
-from protocol import commands
-from protocol.commands import CommandType
-from protocol.frames import Frame, FrameDecoder, command, encode_frame, encode_payload_frame
-from protocol.proto import Proto, encode
+from cursorops.wire import commands
+from cursorops.wire.commands import CommandType
+from cursorops.wire.frames import Frame, FrameDecoder, command, encode_frame, encode_payload_frame
+from cursorops.wire.proto import Proto, encode
 
 
 class RawClient:

@@ -10,7 +10,7 @@ import uuid
 import pulsar
 import pytest
 
-from core.skipping.plan_record import PlanBinding
+from cursorops.core.skipping.plan_record import PlanBinding
 from tests.protocol.harness import Standalone, drain
 
 pytestmark = pytest.mark.slow

@@ -14,9 +14,9 @@ import bcrypt
 import pulsar
 import pytest
 
-from protocol.auth import AuthenticationError, create_token
-from protocol.authentication import Authentication
-from protocol.basic_auth import BasicAuthenticator, load_htpasswd
+from cursorops.wire.auth import AuthenticationError, create_token
+from cursorops.wire.authentication import Authentication
+from cursorops.wire.basic_auth import BasicAuthenticator, load_htpasswd
 from tests.protocol.harness import Standalone, start, unique
 
 SECRET = b"0123456789abcdef0123456789abcdef"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from core.errors import InvalidArgumentError
-from core.redriving.redrive_plan import ORIGIN_PROPERTY, REDRIVE_PROPERTY
-from core.subscription import SubscriptionType
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.redriving.redrive_plan import ORIGIN_PROPERTY, REDRIVE_PROPERTY
+from cursorops.core.subscription import SubscriptionType
 from tests.protocol.certs import message_keys
 from tests.protocol.harness import Standalone, drain, unique
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from cli import protocol_demo
-from core.broker import Broker
-from core.config import Config
+from cursorops.cli import protocol_demo
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
 from tests import leftovers
 from tests.airflow_harness import Airflow
 
@@ -93,7 +93,7 @@ def test_a_failed_step_stops_the_app_and_the_standalone(tmp_path: Path) -> None:
     stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
     with stdout.open("w") as out_file, stderr.open("w") as err_file:
         demo = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "--home", str(tmp_path / "home"), "demo"]
+            [sys.executable, "-m", "cursorops.cli.main", "--home", str(tmp_path / "home"), "demo"]
             + ["--protocol"],
             stdout=out_file,
             stderr=err_file,

@@ -13,14 +13,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.acks.ack_set import from_words, unacked_indexes
-from core.broker import Broker
-from core.config import Config
-from core.errors import InvalidArgumentError
-from core.producer import Entry, OutgoingMessage
-from protocol import commands
-from protocol.commands import CompressionType
-from protocol.entries import (
+from cursorops.core.acks.ack_set import from_words, unacked_indexes
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.producer import Entry, OutgoingMessage
+from cursorops.wire import commands
+from cursorops.wire.commands import CompressionType
+from cursorops.wire.entries import (
     EntryError,
     OutgoingEntry,
     batch_metadata,
@@ -32,7 +32,7 @@ from protocol.entries import (
     single_metadata,
     uniform_batch_payload,
 )
-from protocol.proto import decode, encode
+from cursorops.wire.proto import decode, encode
 
 TOPIC = "persistent://public/default/t"
 

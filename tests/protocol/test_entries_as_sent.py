@@ -10,12 +10,12 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from cli import output
-from core.subscription import SubscriptionType
-from protocol import commands
-from protocol.commands import CommandType
-from protocol.frames import command, encode_payload_frame
-from protocol.proto import encode
+from cursorops.cli import output
+from cursorops.core.subscription import SubscriptionType
+from cursorops.wire import commands
+from cursorops.wire.commands import CommandType
+from cursorops.wire.frames import command, encode_payload_frame
+from cursorops.wire.proto import encode
 from tests.protocol.certs import message_keys
 from tests.protocol.harness import Standalone, drain, unique
 from tests.protocol.raw import RawClient

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import commands
-from protocol.commands import CommandType
-from protocol.frames import (
+from cursorops.wire import commands
+from cursorops.wire.commands import CommandType
+from cursorops.wire.frames import (
     MAX_FRAME_SIZE,
     FrameDecoder,
     FrameError,
@@ -20,7 +20,7 @@ from protocol.frames import (
     encode_frame,
     encode_payload_frame,
 )
-from protocol.proto import ProtoError, decode, encode
+from cursorops.wire.proto import ProtoError, decode, encode
 
 uint64 = st.integers(0, 2**64 - 1)
 int64 = st.integers(-(2**63), 2**63 - 1)
@@ -116,7 +116,7 @@ def test_commands_round_trip(cmd: dict[str, object]) -> None:
 @given(message_ids())
 def test_message_id_data_matches_core(value: dict[str, object]) -> None:
     """The core's own MessageIdData reader agrees on the ids both understand."""
-    from core.ids.message_id import MessageId
+    from cursorops.core.ids.message_id import MessageId
 
     data = encode(commands.MessageIdData, value)
     ledger, entry = value["ledgerId"], value["entryId"]

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from protocol import commands
-from protocol.commands import CommandType, SubType
-from protocol.frames import command, encode_payload_frame
-from protocol.proto import encode
+from cursorops.wire import commands
+from cursorops.wire.commands import CommandType, SubType
+from cursorops.wire.frames import command, encode_payload_frame
+from cursorops.wire.proto import encode
 from tests.protocol.harness import Standalone, drain, start, unique
 from tests.protocol.raw import RawClient
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pulsar
 import pytest
 
-from core.reading.key_hash import sticky_key_hash
-from protocol.commands import CommandType, SubType
-from protocol.frames import command
+from cursorops.core.reading.key_hash import sticky_key_hash
+from cursorops.wire.commands import CommandType, SubType
+from cursorops.wire.frames import command
 from tests.protocol.harness import Standalone, drain, unique
 from tests.protocol.raw import RawClient
 

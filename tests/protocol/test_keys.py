@@ -5,8 +5,8 @@ from __future__ import annotations
 import pulsar
 import pytest
 
-from cli.output import message_json
-from cursorops_api.results import message_response
+from cursorops.cli.output import message_json
+from cursorops.rest.results import message_response
 from tests.protocol.harness import Standalone, drain, unique
 
 pytestmark = pytest.mark.slow

@@ -7,9 +7,9 @@ import threading
 import pulsar
 import pytest
 
-from protocol.commands import CommandType, ProducerAccessMode, ServerError
-from protocol.frames import command
-from protocol.proto import Proto
+from cursorops.wire.commands import CommandType, ProducerAccessMode, ServerError
+from cursorops.wire.frames import command
+from cursorops.wire.proto import Proto
 from tests.protocol.harness import Standalone, drain, unique
 from tests.protocol.raw import RawClient
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pulsar
 
-from core.store.dispatch_state import PendingInfo
+from cursorops.core.store.dispatch_state import PendingInfo
 from tests.protocol.harness import Standalone, drain, start, unique
 
 ROLE = "admin"

@@ -12,9 +12,9 @@ import pulsar
 import pytest
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
 
-from core.schemas import SchemaType, decode_version
-from protocol.commands import CommandType, ServerError
-from protocol.frames import command
+from cursorops.core.schemas import SchemaType, decode_version
+from cursorops.wire.commands import CommandType, ServerError
+from cursorops.wire.frames import command
 from tests.protocol.harness import Standalone, start, unique
 from tests.protocol.raw import RawClient
 

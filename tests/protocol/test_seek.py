@@ -9,11 +9,11 @@ import uuid
 import pulsar
 import pytest
 
-from core.acks import ack_set
-from core.ids.position import Position
-from protocol.commands import CommandType, ServerError
-from protocol.frames import command
-from protocol.proto import Proto
+from cursorops.core.acks import ack_set
+from cursorops.core.ids.position import Position
+from cursorops.wire.commands import CommandType, ServerError
+from cursorops.wire.frames import command
+from cursorops.wire.proto import Proto
 from tests.protocol.harness import Standalone, drain, unique
 from tests.protocol.raw import RawClient
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from protocol.commands import CommandType, SubType
-from protocol.frames import command
+from cursorops.wire.commands import CommandType, SubType
+from cursorops.wire.frames import command
 from tests.protocol.harness import Standalone, drain, start, unique
 from tests.protocol.raw import RawClient
 
@@ -256,7 +256,7 @@ def test_kill_9_in_the_middle_of_produce_and_ack(tmp_path: Path) -> None:
 
 
 def test_token_authentication(tmp_path: Path) -> None:
-    from protocol.auth import create_token
+    from cursorops.wire.auth import create_token
 
     secret = b"0123456789abcdef0123456789abcdef"
     key = tmp_path / "secret.key"

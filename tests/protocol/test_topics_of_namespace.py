@@ -9,8 +9,8 @@ import uuid
 import pulsar
 import pytest
 
-from protocol.commands import CommandType, TopicsMode
-from protocol.frames import command
+from cursorops.wire.commands import CommandType, TopicsMode
+from cursorops.wire.frames import command
 from tests.protocol.harness import Standalone, drain
 from tests.protocol.raw import RawClient
 

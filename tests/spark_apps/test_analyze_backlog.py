@@ -15,16 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.testing import assertDataFrameEqual
 
-from core.acks import cursor_codec
-from core.acks.cursor import AckTarget, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.analysis import backlog
-from core.analysis.backlog import analysis_document
-from core.broker import Broker
-from core.ids.position import Position
-from core.reading.entry_filters import EntryFilters, first_messages
-from spark_apps import analyze_backlog
-from spark_apps.analyze_backlog import (
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import AckTarget, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.analysis import backlog
+from cursorops.core.analysis.backlog import analysis_document
+from cursorops.core.broker import Broker
+from cursorops.core.ids.position import Position
+from cursorops.core.reading.entry_filters import EntryFilters, first_messages
+from cursorops.spark import analyze_backlog
+from cursorops.spark.analyze_backlog import (
     RESULT_SCHEMA,
     analyze_entries,
     transform,
@@ -97,7 +97,7 @@ def test_transform_discounts_acknowledged_batch_indexes_and_applies_filters(
 def test_transform_of_no_rows_is_no_rows(spark: SparkSession) -> None:
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from spark_apps.common import spark_message_schema
+    from cursorops.spark.common import spark_message_schema
 
     empty = spark.createDataFrame([], spark_message_schema())
     result = transform(empty, names={}, subscriptions=["s"], states={})

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from core.analysis.predicates import parse_predicate
-from core.broker import Broker
-from core.config import Config
-from core.ids.message_id import MessageId
-from core.ids.position import Position
-from spark_apps import analyze_backlog, apply_skip_plan, find_messages
-from spark_apps.apply_skip_plan import CHECKED_SCHEMA, ID_SCHEMA, transform
-from spark_apps.match_list import match_list_ids, read_match_list
+from cursorops.core.analysis.predicates import parse_predicate
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position
+from cursorops.spark import analyze_backlog, apply_skip_plan, find_messages
+from cursorops.spark.apply_skip_plan import CHECKED_SCHEMA, ID_SCHEMA, transform
+from cursorops.spark.match_list import match_list_ids, read_match_list
 from tests.spark_apps.topics import (
     TOPIC,
     Installation,
@@ -145,7 +145,7 @@ def test_main_applies_ids_and_an_empty_plan(
 
 
 def test_match_list_ids_keep_batch_indexes() -> None:
-    from spark_apps.match_list import match_list_from_ids
+    from cursorops.spark.match_list import match_list_from_ids
 
     ids = [MessageId(3, 4, -1, 2), MessageId(3, 5)]
     plan = match_list_from_ids(TOPIC, "s", ids)

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from core.analysis.backlog import analysis_document
-from core.broker import Broker
-from spark_apps import audit_backlog
+from cursorops.core.analysis.backlog import analysis_document
+from cursorops.core.broker import Broker
+from cursorops.spark import audit_backlog
 from tests.spark_apps.topics import core_analyses, make_topic
 
 if TYPE_CHECKING:

@@ -11,15 +11,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from core import errors
-from core.broker import Broker
-from core.exit_codes import EXIT_CODES
-from core.ids.message_id import MessageId
-from core.ids.topic_name import TopicName
-from core.subscription import SubscriptionType
-from spark_apps import analyze_backlog, apply_skip_plan, find_messages
-from spark_apps.common import run_job, translate_spark_error
-from spark_apps.match_list import match_list_from_ids
+from cursorops.core import errors
+from cursorops.core.broker import Broker
+from cursorops.core.exit_codes import EXIT_CODES
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.subscription import SubscriptionType
+from cursorops.spark import analyze_backlog, apply_skip_plan, find_messages
+from cursorops.spark.common import run_job, translate_spark_error
+from cursorops.spark.match_list import match_list_from_ids
 from tests.spark_apps.topics import TOPIC, Installation, cursor_records, make_topic
 
 if TYPE_CHECKING:
@@ -170,7 +170,7 @@ def test_python_worker_errors_come_back_as_their_class() -> None:
 
 
 def test_a_job_exits_with_the_cli_exit_code_of_every_leaf() -> None:
-    cli = pytest.importorskip("cli.main")
+    cli = pytest.importorskip("cursorops.cli.main")
     for leaf in errors.leaf_classes():
 
         def job(leaf: type[errors.CursorOpsError] = leaf) -> int:

@@ -11,18 +11,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
-from core.acks.cursor import AckTarget, CursorState
-from core.analysis import backlog
-from core.analysis.backlog import analysis_document
-from core.analysis.predicates import parse_predicate
-from core.broker import Broker
-from core.config import Config
-from core.ids.chunked_messages import chunk_rest
-from core.ids.position import Position
-from core.producer import Entry, OutgoingMessage
-from core.subscription import SubscriptionType
-from spark_apps import analyze_backlog, apply_skip_plan, audit_backlog, find_messages
-from spark_apps.match_list import match_list_ids, read_match_list
+from cursorops.core.acks.cursor import AckTarget, CursorState
+from cursorops.core.analysis import backlog
+from cursorops.core.analysis.backlog import analysis_document
+from cursorops.core.analysis.predicates import parse_predicate
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.ids.chunked_messages import chunk_rest
+from cursorops.core.ids.position import Position
+from cursorops.core.producer import Entry, OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
+from cursorops.spark import analyze_backlog, apply_skip_plan, audit_backlog, find_messages
+from cursorops.spark.match_list import match_list_ids, read_match_list
 from tests.conftest import acknowledge
 
 if TYPE_CHECKING:

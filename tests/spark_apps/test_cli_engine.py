@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from core.broker import Broker
-from core.errors import NotAuthorizedError
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.errors import NotAuthorizedError
+from cursorops.core.subscription import SubscriptionType
 from tests.spark_apps.topics import TOPIC, make_topic
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.spark
 
 
 def _analyze(home: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[dict, str]:
-    cli = pytest.importorskip("cli.main")
+    cli = pytest.importorskip("cursorops.cli.main")
     code = cli.main(["--home", str(home), "-o", "json", "topics", "analyze-backlog", TOPIC, *extra])
     captured = capsys.readouterr()
     assert code == 0, captured.err

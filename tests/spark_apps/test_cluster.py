@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from core.analysis.backlog import analysis_document
-from core.analysis.predicates import parse_predicate
-from spark_apps.match_list import read_match_list
+from cursorops.core.analysis.backlog import analysis_document
+from cursorops.core.analysis.predicates import parse_predicate
+from cursorops.spark.match_list import read_match_list
 from tests.spark_apps.topics import TOPIC, core_analyses, core_matches, make_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -140,12 +140,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int
 
 @pytest.fixture(scope="module")
 def py_files(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """``core`` and ``spark_apps`` zipped, as a deployment ships them to executors."""
+    """``cursorops.core`` and ``cursorops.spark`` zipped, as a deployment ships them to
+    executors."""
     target = tmp_path_factory.mktemp("py-files") / "cursorops.zip"
     with zipfile.ZipFile(target, "w") as archive:
-        for package in ("core", "spark_apps"):
-            for path in sorted((REPO / package).rglob("*.py")):
-                archive.write(path, path.relative_to(REPO).as_posix())
+        archive.write(REPO / "cursorops" / "__init__.py", "cursorops/__init__.py")
+        for package, folder in (("core", "core"), ("spark", "spark_apps")):
+            for path in sorted((REPO / folder).rglob("*.py")):
+                inside = path.relative_to(REPO / folder).as_posix()
+                archive.write(path, f"cursorops/{package}/{inside}")
     return str(target)
 
 

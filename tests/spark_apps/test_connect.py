@@ -30,14 +30,14 @@ from typing import Any
 import psutil
 import pytest
 
-from core.analysis.predicates import parse_predicate
-from core.broker import Broker
-from core.config import Config
-from core.errors import InvalidArgumentError
-from core.ids.topic_name import TopicName
-from spark_apps import analyze_backlog
-from spark_apps.match_list import match_list_ids, read_match_list
-from spark_apps.session import REMOTE_ENV, remote_url
+from cursorops.core.analysis.predicates import parse_predicate
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.spark import analyze_backlog
+from cursorops.spark.match_list import match_list_ids, read_match_list
+from cursorops.spark.session import REMOTE_ENV, remote_url
 from tests.spark_apps.topics import (
     TOPIC,
     Installation,
@@ -193,7 +193,7 @@ def test_analyze_backlog_on_connect_equals_core(server: Server, tmp_path: Path) 
         _in_client(
             tmp_path,
             """
-            from spark_apps import analyze_backlog
+            from cursorops.spark import analyze_backlog
             result = (
                 analyze_backlog.run(config, topic, remote=url),
                 # As large as the backlog: the counting pass runs, and the page is everything.
@@ -222,8 +222,8 @@ def test_find_and_apply_on_connect_equal_core_and_the_broker(
         _in_client(
             tmp_path,
             """
-            from core.analysis.predicates import parse_predicate
-            from spark_apps import analyze_backlog, apply_skip_plan, find_messages
+            from cursorops.core.analysis.predicates import parse_predicate
+            from cursorops.spark import analyze_backlog, apply_skip_plan, find_messages
             found = find_messages.run(
                 config, topic, "plain", parse_predicate(predicate), output, remote=url
             )
@@ -266,7 +266,7 @@ def test_an_unreadable_segment_is_named_on_connect_and_changes_nothing(
             tmp_path,
             """
             import contextlib, io
-            from spark_apps import analyze_backlog
+            from cursorops.spark import analyze_backlog
             err = io.StringIO()
             with contextlib.redirect_stderr(err), contextlib.redirect_stdout(err):
                 code = analyze_backlog.main(argv)
@@ -285,7 +285,7 @@ _TWO_JOBS = """
 import os
 import psutil
 from pyspark import SparkContext
-from spark_apps import analyze_backlog
+from cursorops.spark import analyze_backlog
 
 first = analyze_backlog.main(["--home", home, "--remote", url, topic, "--output", outputs[0]])
 os.environ[remote_env] = url
@@ -385,7 +385,7 @@ def _connection(port: int) -> str:
 _TASKS = """
 import logging
 
-from airflow_glue.spark import spark_job
+from cursorops.airflow.spark import spark_job
 
 lines = []
 class Keep(logging.Handler):
@@ -442,7 +442,7 @@ def test_the_connect_server_is_found_from_the_connection_else_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pytest.importorskip("airflow.providers.apache.spark")
-    from airflow_glue.spark import connect_url, permanent_exit_codes
+    from cursorops.airflow.spark import connect_url, permanent_exit_codes
 
     monkeypatch.delenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", raising=False)
     monkeypatch.delenv(REMOTE_ENV, raising=False)
@@ -458,19 +458,19 @@ def test_the_connect_server_is_found_from_the_connection_else_the_environment(
 def test_the_cli_spark_engine_on_connect_prints_the_python_document(
     server: Server, tmp_path: Path
 ) -> None:
-    pytest.importorskip("cli.main")
+    pytest.importorskip("cursorops.cli.main")
     topic = make_topic(tmp_path / "home", 101, partitions=3, messages=200)
     documents = _result(
         _in_client(
             tmp_path,
             """
             import contextlib, io, json
-            import cli.main
+            import cursorops.cli.main
             result = []
             for engine in (["--engine", "python"], ["--engine", "spark", "--remote", url]):
                 out = io.StringIO()
                 with contextlib.redirect_stdout(out):
-                    assert cli.main.main([*argv, *engine]) == 0
+                    assert cursorops.cli.main.main([*argv, *engine]) == 0
                 result.append(json.loads(out.getvalue()))
             """,
             url=server.url,
@@ -498,8 +498,8 @@ def test_a_job_gets_a_session_of_its_own_when_the_shared_one_was_closed(
             tmp_path,
             """
             from pyspark.sql import SparkSession
-            from spark_apps import analyze_backlog
-            from spark_apps.session import shared_session_id
+            from cursorops.spark import analyze_backlog
+            from cursorops.spark.session import shared_session_id
             shared = f"{url}/;session_id={shared_session_id(url)}"
             SparkSession.builder.remote(shared).create().stop()  # releases it on the server
             result = analyze_backlog.run(config, topic, remote=url)
@@ -520,7 +520,7 @@ def test_the_warm_up_runs_the_real_jobs_and_leaves_nothing_behind(
     outcome = _in_client(
         tmp_path,
         """
-        from spark_apps import warm_up
+        from cursorops.spark import warm_up
         result = warm_up.main(["--remote", url])
         """,
         env={"TMPDIR": str(scratch)},

@@ -10,17 +10,17 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from core.acks import cursor_codec
-from core.acks.cursor import AckTarget, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.analysis.match_conditions import MATCH_OPTIONS
-from core.analysis.predicates import parse_predicate
-from core.errors import InvalidPredicateError
-from core.ids.position import Position
-from core.store.ledger import MESSAGE_SCHEMA
-from spark_apps import find_messages
-from spark_apps.find_messages import add_match_flags, predicate_document, transform
-from spark_apps.match_list import MATCH_LIST_SCHEMA, match_list_ids, read_match_list
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import AckTarget, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.analysis.match_conditions import MATCH_OPTIONS
+from cursorops.core.analysis.predicates import parse_predicate
+from cursorops.core.errors import InvalidPredicateError
+from cursorops.core.ids.position import Position
+from cursorops.core.store.ledger import MESSAGE_SCHEMA
+from cursorops.spark import find_messages
+from cursorops.spark.find_messages import add_match_flags, predicate_document, transform
+from cursorops.spark.match_list import MATCH_LIST_SCHEMA, match_list_ids, read_match_list
 from tests.spark_apps.topics import NOW, TOPIC, core_matches, make_topic, peeked_matches
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 def test_transform_finds_unacknowledged_matches_only(spark: SparkSession) -> None:
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from spark_apps.common import spark_message_schema
+    from cursorops.spark.common import spark_message_schema
 
     def message(entry: int, index: int, size: int, key: str | None, deliver_at: int | None,
                 payload: bytes) -> tuple[Any, ...]:  # fmt: skip

@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING
 import pyarrow.parquet as pq
 import pytest
 
-from core.analysis.predicates import parse_predicate
-from core.broker import Broker
-from core.store.ledger import (
+from cursorops.core.analysis.predicates import parse_predicate
+from cursorops.core.broker import Broker
+from cursorops.core.store.ledger import (
     LATER_COLUMNS,
     MESSAGE_SCHEMA,
     SEGMENT_WRITE_OPTIONS,
     with_later_columns,
 )
-from spark_apps import find_messages
-from spark_apps.match_list import read_match_list
+from cursorops.spark import find_messages
+from cursorops.spark.match_list import read_match_list
 from tests.spark_apps.topics import NOW, TOPIC, core_matches, make_topic, peeked_matches
 
 if TYPE_CHECKING:

@@ -3,8 +3,8 @@
 Each page here is made as the job makes it (count each partition's backlog
 after the token, share the cap out with ``page_budgets``, analyse each
 partition with its budget, cut with ``paginate``, parse the token back with
-``parse_resume_token``), with ``core.analysis.backlog`` standing in for the Spark
-groups. The reference is one uncapped ``core.analysis.backlog.analyze`` per partition.
+``parse_resume_token``), with ``cursorops.core.analysis.backlog`` standing in for the Spark
+groups. The reference is one uncapped ``cursorops.core.analysis.backlog.analyze`` per partition.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.acks.cursor import AckTarget, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.analysis import backlog
-from core.analysis.backlog import PartitionAnalysis
-from core.analysis.topic_scan import ScanPartition, TopicScan
-from core.errors import InvalidArgumentError
-from core.ids.position import EARLIEST, Position
-from spark_apps.analyze_backlog import (
+from cursorops.core.acks.cursor import AckTarget, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.analysis import backlog
+from cursorops.core.analysis.backlog import PartitionAnalysis
+from cursorops.core.analysis.topic_scan import ScanPartition, TopicScan
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.ids.position import EARLIEST, Position
+from cursorops.spark.analyze_backlog import (
     ResumeToken,
     analyze_entries,
     page_budgets,
@@ -196,7 +196,7 @@ def test_max_entries_takes_ascii_digits_only(
     value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """As the CLI's counts: argparse's int() alone took '１２' as a page of 12 (no Spark starts)."""
-    from spark_apps import analyze_backlog
+    from cursorops.spark import analyze_backlog
 
     with pytest.raises(SystemExit) as exited:
         analyze_backlog.main(["persistent://acme/ops/t", "--max-entries", value])

@@ -8,10 +8,10 @@ import dataclasses
 
 import pytest
 
-from core.broker import Broker
-from core.ids.message_id import MessageId
-from core.producer import Entry, OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.producer import Entry, OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/orders"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.authz import Operation
-from core.broker import Broker
-from core.errors import ApprovalRequiredError, InvalidArgumentError, NotAuthorizedError
-from core.ids.message_id import MessageId
+from cursorops.core.authz import Operation
+from cursorops.core.broker import Broker
+from cursorops.core.errors import ApprovalRequiredError, InvalidArgumentError, NotAuthorizedError
+from cursorops.core.ids.message_id import MessageId
 
 from .conftest import TOPIC
 

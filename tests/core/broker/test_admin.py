@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from core.broker import Broker
-from core.errors import (
+from cursorops.core.broker import Broker
+from cursorops.core.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
     NotAuthorizedError,
     PositionOutOfRangeError,
 )
-from core.ids.message_id import MessageId
-from core.ids.position import Position
-from core.subscription import SubscriptionType
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import TOPIC
 
@@ -92,9 +92,9 @@ def test_unsubscribing_with_a_backlog_needs_approval_there(
 def test_an_approved_unsubscribe_drops_the_subscription_once(
     broker: Broker, ids: list[MessageId]
 ) -> None:
-    from core.errors import PlanAlreadyAppliedError
-    from core.resetting.unsubscribe_plan import UnsubscribePlan
-    from core.skipping.plan_record import UNSUBSCRIBE, PlanBinding
+    from cursorops.core.errors import PlanAlreadyAppliedError
+    from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
+    from cursorops.core.skipping.plan_record import UNSUBSCRIBE, PlanBinding
 
     broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
     plan = broker.plan_unsubscribe("admin", TOPIC, "s")

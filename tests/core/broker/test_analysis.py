@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from core.analysis.backlog_audit import BacklogSample
-from core.authz import Operation
-from core.broker import Broker
-from core.ids.message_id import MessageId
+from cursorops.core.analysis.backlog_audit import BacklogSample
+from cursorops.core.authz import Operation
+from cursorops.core.broker import Broker
+from cursorops.core.ids.message_id import MessageId
 
 from .conftest import TOPIC
 

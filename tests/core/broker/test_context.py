@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from core.acks.cursor import AckTarget
-from core.authz import Operation
-from core.broker import Broker
-from core.ids.message_id import MessageId
-from core.ids.position import EARLIEST
+from cursorops.core.acks.cursor import AckTarget
+from cursorops.core.authz import Operation
+from cursorops.core.broker import Broker
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import EARLIEST
 from tests.conftest import acknowledge
 
 from .conftest import TOPIC

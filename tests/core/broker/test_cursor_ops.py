@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from core.broker import Broker
-from core.broker.reset import check_reset_target
-from core.errors import (
+from cursorops.core.broker import Broker
+from cursorops.core.broker.reset import check_reset_target
+from cursorops.core.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
     PositionOutOfRangeError,
     UnsupportedSubscriptionTypeError,
 )
-from core.gating.operation import Approval
-from core.ids.message_id import MessageId
-from core.ids.position import EARLIEST, Position
-from core.skipping.plan_record import PlanBinding
-from core.subscription import SubscriptionType
+from cursorops.core.gating.operation import Approval
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import EARLIEST, Position
+from cursorops.core.skipping.plan_record import PlanBinding
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import TOPIC, chunk_entries, plain_entry
 

@@ -9,23 +9,23 @@ import textwrap
 
 import pytest
 
-import core.broker
-from core.broker import Broker
-from core.broker.access import Access
-from core.broker.admin import Admin
-from core.broker.analysis import Analysis
-from core.broker.compaction import Compaction
-from core.broker.context import BrokerContext
-from core.broker.cursor_ops import CursorOperations
-from core.broker.gated import GatedOperations
-from core.broker.policies import Policies
-from core.broker.produce import Producing
-from core.broker.read import Reading
-from core.broker.redrive import Redrive
-from core.broker.reset import Resets
-from core.broker.schemas import Schemas
-from core.broker.undo import SkipUndo
-from core.broker.workflow import Workflow
+import cursorops.core.broker
+from cursorops.core.broker import Broker
+from cursorops.core.broker.access import Access
+from cursorops.core.broker.admin import Admin
+from cursorops.core.broker.analysis import Analysis
+from cursorops.core.broker.compaction import Compaction
+from cursorops.core.broker.context import BrokerContext
+from cursorops.core.broker.cursor_ops import CursorOperations
+from cursorops.core.broker.gated import GatedOperations
+from cursorops.core.broker.policies import Policies
+from cursorops.core.broker.produce import Producing
+from cursorops.core.broker.read import Reading
+from cursorops.core.broker.redrive import Redrive
+from cursorops.core.broker.reset import Resets
+from cursorops.core.broker.schemas import Schemas
+from cursorops.core.broker.undo import SkipUndo
+from cursorops.core.broker.workflow import Workflow
 
 PARTS = {
     "access": Access,
@@ -62,7 +62,7 @@ def owner(name: str) -> str:
 
 
 def test_the_public_names_stay_importable() -> None:
-    assert sorted(core.broker.__all__) == [
+    assert sorted(cursorops.core.broker.__all__) == [
         "AuditRecord",
         "BacklogProjection",
         "Broker",
@@ -73,8 +73,8 @@ def test_the_public_names_stay_importable() -> None:
         "PlannedRequest",
         "wall_clock_ms",
     ]
-    for name in core.broker.__all__:
-        assert getattr(core.broker, name) is not None
+    for name in cursorops.core.broker.__all__:
+        assert getattr(cursorops.core.broker, name) is not None
 
 
 def test_every_public_method_has_one_owner() -> None:

@@ -6,12 +6,12 @@ import dataclasses
 
 import pytest
 
-from core.broker import Broker
-from core.errors import ApprovalRequiredError, InvalidArgumentError, TopicNotFoundError
-from core.ids.position import Position
-from core.producer import OutgoingMessage
-from core.skipping import skip
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.errors import ApprovalRequiredError, InvalidArgumentError, TopicNotFoundError
+from cursorops.core.ids.position import Position
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.skipping import skip
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import TOPIC, chunk_entries, plain_entry
 
@@ -107,8 +107,8 @@ def test_refused_without_approval_there(broker: Broker) -> None:
 def test_an_approved_head_record_applies_on_any_type_a_plain_skip_record_does_not(
     broker: Broker,
 ) -> None:
-    from core.errors import UnsupportedSubscriptionTypeError
-    from core.skipping.plan_record import PlanBinding
+    from cursorops.core.errors import UnsupportedSubscriptionTypeError
+    from cursorops.core.skipping.plan_record import PlanBinding
 
     batched(broker, SubscriptionType.FAILOVER)
     broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.broker import Broker
-from core.errors import NotAuthorizedError
-from core.ids.message_id import MessageId
-from core.producer import OutgoingMessage
+from cursorops.core.broker import Broker
+from cursorops.core.errors import NotAuthorizedError
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.producer import OutgoingMessage
 
 from .conftest import TOPIC
 

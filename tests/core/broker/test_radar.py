@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from cli.main import main
-from core.analysis.poison_radar import RadarLimits
-from core.broker import Broker
-from core.config import Config
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.cli.main import main
+from cursorops.core.analysis.poison_radar import RadarLimits
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 
 from ..conftest import Clock
 from .conftest import chunk_entries, plain_entry

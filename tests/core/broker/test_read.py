@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.broker import Broker
-from core.errors import EntryNotFoundError, InvalidArgumentError, TopicNotFoundError
-from core.ids.message_id import MessageId
+from cursorops.core.broker import Broker
+from cursorops.core.errors import EntryNotFoundError, InvalidArgumentError, TopicNotFoundError
+from cursorops.core.ids.message_id import MessageId
 
 from .conftest import TOPIC
 

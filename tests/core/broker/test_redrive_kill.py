@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from core.broker import Broker
-from core.config import Config
-from core.producer import OutgoingMessage
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/orders"
 DLQ = "persistent://acme/ops/orders-billing-DLQ"
@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 CHILD = """
 import sys, time
-from core.broker import Broker
-from core.config import Config
-from core.store.cursor_door import CursorTransaction
-from core.store.ledger import LedgerStore
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.store.cursor_door import CursorTransaction
+from cursorops.core.store.ledger import LedgerStore
 
 home, url, stop_at = sys.argv[1:]
 owner = {"append": LedgerStore, "audit": CursorTransaction}[stop_at]

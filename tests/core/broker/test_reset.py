@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from core.broker import Broker
-from core.errors import ApprovalRequiredError, InvalidArgumentError, PlanAlreadyAppliedError
-from core.ids.message_id import MessageId
-from core.producer import OutgoingMessage
-from core.resetting.reset_plan import ResetPlan
-from core.skipping.plan_record import RESET_CURSOR, PlanBinding
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.errors import (
+    ApprovalRequiredError,
+    InvalidArgumentError,
+    PlanAlreadyAppliedError,
+)
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.resetting.reset_plan import ResetPlan
+from cursorops.core.skipping.plan_record import RESET_CURSOR, PlanBinding
+from cursorops.core.subscription import SubscriptionType
 
 from .conftest import TOPIC, chunk_entries, plain_entry
 

@@ -16,14 +16,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.broker import Broker, cursor_ops
-from core.broker.combining import Combiner
-from core.broker.skip_write import ValidatedSkip, write_skips
-from core.ids.message_id import MessageId
-from core.producer import OutgoingMessage
-from core.skipping.skip import SkipOutcome
-from core.store.metadata import MetadataStore
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker, cursor_ops
+from cursorops.core.broker.combining import Combiner
+from cursorops.core.broker.skip_write import ValidatedSkip, write_skips
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.skipping.skip import SkipOutcome
+from cursorops.core.store.metadata import MetadataStore
+from cursorops.core.subscription import SubscriptionType
 
 from ..conftest import write_lock_held
 

@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import create_engine, delete
 from sqlalchemy.pool import NullPool
 
-from core.acks.cursor import AckTarget, CursorState
-from core.broker import Broker
-from core.config import Config
-from core.errors import (
+from cursorops.core.acks.cursor import AckTarget, CursorState
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import (
     ApprovalRequiredError,
     CursorOpsError,
     InvalidArgumentError,
@@ -25,13 +25,13 @@ from core.errors import (
     SkipAlreadyUndoneError,
     SkipNotFoundError,
 )
-from core.ids.message_id import MessageId
-from core.ids.position import Position
-from core.producer import OutgoingMessage
-from core.reading.dispatch import Consumer
-from core.skipping.undo import UndoPartition, UndoPlan
-from core.store.tables import LedgerRow, SegmentRow
-from core.subscription import SubscriptionType
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.reading.dispatch import Consumer
+from cursorops.core.skipping.undo import UndoPartition, UndoPlan
+from cursorops.core.store.tables import LedgerRow, SegmentRow
+from cursorops.core.subscription import SubscriptionType
 from tests.conftest import acknowledge, acknowledge_cumulative
 
 from .conftest import TOPIC, chunk_entries, plain_entry

@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from core.broker import Broker
-from core.errors import AlreadyExistsError, NotAuthorizedError
-from core.ids.message_id import MessageId
-from core.skipping.plan_record import ApprovalAnswer, ApprovalRequest, PlanBinding
+from cursorops.core.broker import Broker
+from cursorops.core.errors import AlreadyExistsError, NotAuthorizedError
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.skipping.plan_record import ApprovalAnswer, ApprovalRequest, PlanBinding
 
 from .conftest import TOPIC
 

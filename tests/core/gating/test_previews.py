@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from core.broker import Broker
-from core.gating import Pending, ResetCursor, SkipMessages, UndoSkip
-from core.gating.preview import Effects, predicate_text, time_text
-from core.ids.position import Position
-from core.skipping.plan_record import PlanRecord
+from cursorops.core.broker import Broker
+from cursorops.core.gating import Pending, ResetCursor, SkipMessages, UndoSkip
+from cursorops.core.gating.preview import Effects, predicate_text, time_text
+from cursorops.core.ids.position import Position
+from cursorops.core.skipping.plan_record import PlanRecord
 from tests.core.test_gated_requests import ALICE, REQUESTS, SUB, VAULT, Runs, ids, seeded
 
 __all__ = ["seeded"]

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-import core.gating
-from core.errors import InvalidArgumentError
-from core.gating import GATED_OPERATIONS, named, recorded
-from core.gating.operation import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, UNSUBSCRIBE
-from core.gating.registry import BY_RECORD, RECORDED_OPERATIONS
-from core.skipping.plan_record import PlanBinding
+import cursorops.core.gating
+from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.gating import GATED_OPERATIONS, named, recorded
+from cursorops.core.gating.operation import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, UNSUBSCRIBE
+from cursorops.core.gating.registry import BY_RECORD, RECORDED_OPERATIONS
+from cursorops.core.skipping.plan_record import PlanBinding
 
 
 def test_the_public_names_are_pinned() -> None:
-    assert sorted(core.gating.__all__) == sorted(
+    assert sorted(cursorops.core.gating.__all__) == sorted(
         [
             "GATED_OPERATIONS",
             "REDRIVE",

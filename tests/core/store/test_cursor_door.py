@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from core.errors import SubscriptionNotFoundError
-from core.store.cursor_door import Hold
-from core.store.metadata import MetadataStore
-from core.subscription import SubscriptionType
+from cursorops.core.errors import SubscriptionNotFoundError
+from cursorops.core.store.cursor_door import Hold
+from cursorops.core.store.metadata import MetadataStore
+from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/door"
 

@@ -10,11 +10,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from core.config import Config
-from core.ids.position import Position
-from core.ids.topic_name import TopicName
-from core.store.ledger import LedgerStore
-from core.store.metadata import AuditEntry, MetadataStore
+from cursorops.core.config import Config
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.store.ledger import LedgerStore
+from cursorops.core.store.metadata import AuditEntry, MetadataStore
 
 TOPIC = "persistent://acme/ops/orders"
 

@@ -1,4 +1,4 @@
-"""One door for cursor changes: only :mod:`core.store.cursor_door` writes cursor state.
+"""One door for cursor changes: only :mod:`cursorops.core.store.cursor_door` writes cursor state.
 
 Every change of a cursor (a consumer's acknowledgement, individual or cumulative; a
 dispatch's fold; a skip, by ids, matching, ``skip -n`` or clear-backlog; a reset or

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from core.broker import Broker
-from core.config import Config
-from core.producer import Entry, OutgoingMessage
-from core.store.ledger import LATER_COLUMNS
-from core.subscription import SubscriptionType
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.producer import Entry, OutgoingMessage
+from cursorops.core.store.ledger import LATER_COLUMNS
+from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://public/default/t"
 

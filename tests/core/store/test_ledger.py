@@ -11,12 +11,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from core.config import Config
-from core.errors import InvalidArgumentError, LedgerStoreError, TopicNotFoundError
-from core.ids.position import Position
-from core.ids.topic_name import TopicName
-from core.store.ledger import LATER_COLUMNS, MESSAGE_SCHEMA, LedgerStore, RowDraft
-from core.store.metadata import LedgerInfo, MetadataStore
+from cursorops.core.config import Config
+from cursorops.core.errors import InvalidArgumentError, LedgerStoreError, TopicNotFoundError
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.store.ledger import LATER_COLUMNS, MESSAGE_SCHEMA, LedgerStore, RowDraft
+from cursorops.core.store.metadata import LedgerInfo, MetadataStore
 
 TOPIC = TopicName.parse("persistent://acme/orders/events")
 PARTITIONED = TopicName.parse("persistent://acme/orders/payments")

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.store.ledger import MESSAGE_SCHEMA, _numpy
+from cursorops.core.store.ledger import MESSAGE_SCHEMA, _numpy
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -67,7 +67,7 @@ def test_reading_does_not_import_pandas(tmp_path: Path) -> None:
     pq.write_table(pa.table(rows, schema=MESSAGE_SCHEMA), path)
     code = (
         "import sys, numpy as np\n"
-        "from core.store.ledger import _numpy, _read_segments\n"
+        "from cursorops.core.store.ledger import _numpy, _read_segments\n"
         f"table = _read_segments([{str(path)!r}] * 2, ['ledger_id', 'deliver_at'])\n"
         "assert table.num_rows == 0, table\n"
         "assert _numpy(table, 'deliver_at', np.int64, null=-1).size == 0\n"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.config import Config
-from core.errors import (
+from cursorops.core.config import Config
+from cursorops.core.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
     InvalidTopicNameError,
@@ -19,7 +19,7 @@ from core.errors import (
     TenantNotFoundError,
     TopicNotFoundError,
 )
-from core.store.metadata import (
+from cursorops.core.store.metadata import (
     AuditRecord,
     CursorRecord,
     LedgerInfo,
@@ -30,7 +30,7 @@ from core.store.metadata import (
     TenantInfo,
     TopicInfo,
 )
-from core.subscription import SubscriptionType
+from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/orders/events"
 PARTITIONED = "persistent://acme/orders/payments"
@@ -578,7 +578,7 @@ def test_compaction_racing_appends_loses_nothing(store: MetadataStore) -> None:
 
 _APPEND_SCRIPT = """
 import sys
-from core.store.metadata import MetadataStore
+from cursorops.core.store.metadata import MetadataStore
 store = MetadataStore(sys.argv[1])
 for i in range(int(sys.argv[3])):
     store.append_cursor_delta(sys.argv[2], "s", f"{sys.argv[4]}:{i}".encode())

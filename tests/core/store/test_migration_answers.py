@@ -11,13 +11,13 @@ from alembic import command
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import make_url
 
-from core.broker import Broker
-from core.config import Config
-from core.errors import AlreadyExistsError
-from core.skipping.plan_record import ApprovalAnswer, ApprovalRequest
-from core.store import migrate as migrate_module
-from core.store.engine import create_store_engine
-from core.store.schema import HEAD_REVISION, recorded_revision
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import AlreadyExistsError
+from cursorops.core.skipping.plan_record import ApprovalAnswer, ApprovalRequest
+from cursorops.core.store import migrate as migrate_module
+from cursorops.core.store.engine import create_store_engine
+from cursorops.core.store.schema import HEAD_REVISION, recorded_revision
 
 BEFORE = "0005_compaction_horizons"
 DIGEST = "d" * 64

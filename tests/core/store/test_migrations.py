@@ -25,21 +25,21 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import insert, inspect
 from sqlalchemy.engine import make_url
 
-from cli.main import main
-from core.analysis.backlog_audit import BacklogSample
-from core.broker import Broker
-from core.config import Config
-from core.errors import SchemaOutOfDateError
-from core.ids.message_id import MessageId
-from core.producer import OutgoingMessage
-from core.reading import dispatch as dispatch_module
-from core.store import metadata as metadata_module
-from core.store.engine import create_store_engine
-from core.store.migrate import head_revision
-from core.store.migrations.versions.v0001_baseline import BASELINE
-from core.store.schema import HEAD_REVISION, recorded_revision
-from core.store.tables import Base
-from core.subscription import SubscriptionType
+from cursorops.cli.main import main
+from cursorops.core.analysis.backlog_audit import BacklogSample
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import SchemaOutOfDateError
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.reading import dispatch as dispatch_module
+from cursorops.core.store import metadata as metadata_module
+from cursorops.core.store.engine import create_store_engine
+from cursorops.core.store.migrate import head_revision
+from cursorops.core.store.migrations.versions.v0001_baseline import BASELINE
+from cursorops.core.store.schema import HEAD_REVISION, recorded_revision
+from cursorops.core.store.tables import Base
+from cursorops.core.subscription import SubscriptionType
 
 from ..conftest import Clock
 
@@ -177,7 +177,8 @@ def test_a_store_from_before_migrations_migrates_and_reads_the_same(
 
 
 def test_the_migrated_schema_is_the_tables(metadata_url: str) -> None:
-    """Upgrading from nothing and from the baseline both give exactly core.store.tables."""
+    """Upgrading from nothing and from the baseline both give exactly
+    cursorops.core.store.tables."""
     create_pre_migration_store(metadata_url)
     code, said = cli("--metadata-url", metadata_url, "db", "migrate")
     assert code == 0, said

@@ -23,16 +23,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.ids.position import Position
-from core.ids.topic_name import TopicName
-from core.store.ledger import (
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.store.ledger import (
     LATER_COLUMNS,
     MESSAGE_SCHEMA,
     SEGMENT_WRITE_OPTIONS,
     LedgerStore,
 )
-from core.store.metadata import MetadataStore
-from core.store.segment_reader import SegmentCache, batches_after
+from cursorops.core.store.metadata import MetadataStore
+from cursorops.core.store.segment_reader import SegmentCache, batches_after
 
 TOPIC = TopicName.parse("persistent://acme/orders/events")
 NULLABLE = [f.name for f in MESSAGE_SCHEMA if f.nullable]

@@ -10,13 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from core.broker import Broker
-from core.config import Config
-from core.ids.position import Position
-from core.producer import Entry
-from core.store import segment_reader
-from core.store.ledger import MESSAGE_SCHEMA, RecentSegments
-from core.store.segment_reader import SegmentCache
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.ids.position import Position
+from cursorops.core.producer import Entry
+from cursorops.core.store import segment_reader
+from cursorops.core.store.ledger import MESSAGE_SCHEMA, RecentSegments
+from cursorops.core.store.segment_reader import SegmentCache
 
 TOPIC = "persistent://acme/ops/recent"
 
@@ -94,7 +94,7 @@ def test_only_committed_segments_are_kept(broker: Broker, monkeypatch: pytest.Mo
 
     with monkeypatch.context() as patch:
         patch.setattr(
-            "core.store.ledger_index.allocated_entries", _failing(no_commit), raising=True
+            "cursorops.core.store.ledger_index.allocated_entries", _failing(no_commit), raising=True
         )
         with pytest.raises(RuntimeError, match="the commit failed"):
             broker.append_entries("admin", TOPIC, [_entry(3, 3)])
@@ -106,7 +106,7 @@ def _failing(fail: object) -> object:
     """``allocated_entries`` that allocates, lets the segment be written, then fails."""
     from contextlib import contextmanager
 
-    from core.store import ledger_index
+    from cursorops.core.store import ledger_index
 
     real = ledger_index.allocated_entries
 

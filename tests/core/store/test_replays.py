@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.acks import cursor_codec
-from core.acks.cursor import BatchAckSets, CursorState
-from core.acks.ledger_layout import LedgerLayout
-from core.acks.range_set import RangeSet
-from core.errors import MetadataStoreError
-from core.ids.position import Position
-from core.store.cursor_state import REPLAYS, Replays, replay_since
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import BatchAckSets, CursorState
+from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.acks.range_set import RangeSet
+from cursorops.core.errors import MetadataStoreError
+from cursorops.core.ids.position import Position
+from cursorops.core.store.cursor_state import REPLAYS, Replays, replay_since
 
 
 @st.composite

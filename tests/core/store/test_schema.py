@@ -19,12 +19,12 @@ import pytest
 from alembic import command as alembic_command
 from sqlalchemy import inspect, text
 
-from core.config import Config
-from core.errors import MetadataStoreError, SchemaOutOfDateError
-from core.store.engine import PG_SCHEMA_LOCK_KEY
-from core.store.metadata import MetadataStore
-from core.store.migrate import _alembic_config, migrate
-from core.store.schema import HEAD_REVISION, recorded_revision
+from cursorops.core.config import Config
+from cursorops.core.errors import MetadataStoreError, SchemaOutOfDateError
+from cursorops.core.store.engine import PG_SCHEMA_LOCK_KEY
+from cursorops.core.store.metadata import MetadataStore
+from cursorops.core.store.migrate import _alembic_config, migrate
+from cursorops.core.store.schema import HEAD_REVISION, recorded_revision
 
 from ..conftest import write_lock_held
 
@@ -79,7 +79,7 @@ def test_opens_of_a_new_and_of_a_current_store_import_no_alembic(tmp_path: Path)
     """A new store gets the tables and the head revision directly; a current one is read."""
     url = f"sqlite:///{tmp_path / 'metadata.db'}"
     code = (
-        "import sys; from core.store.metadata import MetadataStore; "
+        "import sys; from cursorops.core.store.metadata import MetadataStore; "
         "MetadataStore(sys.argv[1]).close(); print('alembic' in sys.modules)"
     )
     repo = str(Path(__file__).resolve().parents[3])
@@ -178,7 +178,7 @@ def test_many_first_connections_to_a_new_sqlite_home_all_open(tmp_path: Path) ->
     every first connection of several processes' first open must still succeed."""
     from sqlalchemy import make_url
 
-    from core.store.engine import create_store_engine
+    from cursorops.core.store.engine import create_store_engine
 
     for round_ in range(15):
         url = make_url(f"sqlite:///{tmp_path}/round-{round_}.db")

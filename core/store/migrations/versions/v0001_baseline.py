@@ -1,6 +1,6 @@
 """Baseline: the schema the store had before migrations, the tables of every existing home.
 
-The tables are frozen here as they were, not imported from :mod:`core.store.tables`
+The tables are frozen here as they were, not imported from :mod:`cursorops.core.store.tables`
 (which moves on with later revisions). ``upgrade`` creates only the tables that
 are missing, so the same revision starts a new store and adopts one that the
 code before migrations created (its tables present, no ``alembic_version``): it

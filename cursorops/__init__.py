@@ -1,0 +1,21 @@
+"""cursorops: operate Pulsar subscription cursors safely.
+
+The one import root of the distribution. Its layers are its subpackages:
+
+- ``cursorops.core``: domain values, the store and the services (the ``Broker``);
+- ``cursorops.wire``: Pulsar's binary protocol and ``cursorops standalone``;
+- ``cursorops.rest``: Pulsar's admin REST paths and the Cursors pages;
+- ``cursorops.cli``: the command line;
+- ``cursorops.airflow``: the Airflow integration (gates, tasks, the plugin's parts);
+- ``cursorops.spark``: the PySpark jobs.
+
+In a checkout ``cursorops/core`` and ``cursorops/spark`` are links to the design's
+top-level ``core/`` and ``spark_apps/`` folders; the wheel holds them as real folders.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("cursorops")
+except PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
+    __version__ = "0.0.0+checkout"

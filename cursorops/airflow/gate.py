@@ -1,0 +1,352 @@
+"""The approval gates: unmapped ``ApprovalOperator``s before every apply task, one per approver.
+
+A gate renders its text from the run's plan record in the metadata store (message
+content masked, whatever the operation: every reader of the DAG may open it): the
+one the run's ``plan_digest`` names, which the first gate refuses unless it is
+bound to this very run and its requester (:func:`cursorops.airflow.steps.run_plan_record`),
+never from an XCom, which any Airflow user with edit rights may overwrite; and
+records what it showed (:class:`cursorops.core.skipping.plan_record.ApprovalRequest`:
+the plan's digest and the SHA-256 of the text, the approvers, the validity,
+its try) before it waits. When Airflow resumes it with the answer
+(``execute_complete``), it records that answer next to what it showed
+(:class:`cursorops.core.skipping.plan_record.ApprovalAnswer`) before it returns, so that
+apply can tell exactly which plan an answer approved without asking Airflow.
+
+Airflow resumes a waiting gate with the answer only when an assigned user
+writes it through Airflow's API (``PATCH …/hitlDetails``; anyone else gets
+403), or with a timeout from the scheduler. Nobody can post that event
+through the API, and a gate marked success, failed or skipped by hand never
+resumes: it records no answer, and apply never counts it.
+
+At run time the gate assigns the approval to the permitted approvers: the
+Airflow users (:func:`cursorops.airflow.environment.approver_candidates`) whose
+Pulsar role holds the skip permission on the topic, minus the requester
+(``dag_run.triggering_user_name``) and minus whoever answered an earlier gate of
+the run (from the store). An empty list would let anyone with edit rights
+answer, so the gate fails instead.
+
+A gate shows its request once per run. A cleared, retried or re-run gate finds
+what it showed before and refuses, recording nothing, so the approval record
+Airflow kept from the first try (Airflow 3.3 keeps a cleared gate's first text)
+is never answered for anything but what it showed. A new request is a new run.
+
+Quorum: a plan record says how many approvals it needs (the namespace's
+policy by the plan's size). Gate *k* skips itself when the plan needs fewer
+than *k*: the first gate says the count in an XCom (``required_approvals``), so
+a gate not needed skips without opening the store; apply counts the approvals
+itself from the store, so a gate skipped (on a forged count too) or marked by
+hand never counts.
+
+A Reject fails the gate (``fail_on_reject``), so the apply task ends
+``upstream_failed``; so does a timeout (default 24 hours), since the gate has
+no default answer. The gate never retries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from cursorops.core.broker import Broker
+    from cursorops.core.skipping.plan_record import ApprovalAnswer, PlanRecord
+
+DEFAULT_RESPONSE_TIMEOUT = timedelta(hours=24)
+TIMEOUT_PARAM = "approval_timeout_minutes"
+"""The run's param that shortens or lengthens the wait (minutes); absent = the default."""
+VALIDITY_PARAM = "approval_valid_minutes"
+"""How long an approval stays valid for apply (minutes); absent = the gate's timeout."""
+MAX_VALIDITY = timedelta(days=7)
+
+
+def gate_params() -> dict[str, Any]:
+    """The run params every gated workflow declares for its gates (not part of the request)."""
+    from airflow.sdk import Param
+
+    return {
+        TIMEOUT_PARAM: Param(
+            24 * 60,
+            type="integer",
+            minimum=1,
+            description="Minutes to wait for an approval; no answer by then is a rejection",
+        ),
+        VALIDITY_PARAM: Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            maximum=int(MAX_VALIDITY.total_seconds() // 60),
+            description="Minutes an approval stays valid for apply (default: the wait above)",
+        ),
+    }
+
+
+GATE_PARAMS = frozenset({TIMEOUT_PARAM, VALIDITY_PARAM})
+REQUIRED_APPROVALS = "required_approvals"
+"""The XCom key under which the first gate says how many approvals the plan needs."""
+
+
+def may_skip(broker: Broker, role: str, topic: str) -> bool:
+    """Whether ``role`` holds the skip permission on ``topic`` (the Broker decides)."""
+    from cursorops.core.authz import Operation
+    from cursorops.core.errors import NotAuthorizedError
+
+    try:
+        broker.authorized_topic(role, Operation.SKIP, topic)
+    except NotAuthorizedError:
+        return False
+    return True
+
+
+def permitted_approvers(
+    broker: Broker,
+    topics: Iterable[str],
+    requester: str | None,
+    candidates: Iterable[str],
+    excluded: Iterable[str] = (),
+) -> list[str]:
+    """Candidates, minus the requester and ``excluded``, whose Pulsar role may skip on
+    every one of ``topics`` (a plan's topics: a redrive's dead-letter topic too)."""
+    from cursorops.airflow.environment import pulsar_role
+
+    out = set(excluded) | {requester}
+    wanted = tuple(topics)
+    return [
+        user
+        for user in sorted(set(candidates))
+        if user not in out and all(may_skip(broker, pulsar_role(user), t) for t in wanted)
+    ]
+
+
+def body_sha256(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def earlier_answers(
+    broker: Broker, dag_id: str, run_id: str, gates: Sequence[str]
+) -> list[ApprovalAnswer]:
+    """The answers ``gates`` of the run recorded, in the gates' order."""
+    from cursorops.airflow.approval import by_gate
+
+    answers = by_gate(broker.approval_answers(dag_id, run_id))
+    return [answers[g] for g in gates if g in answers]
+
+
+def earlier_approvers(broker: Broker, dag_id: str, run_id: str, gates: Sequence[str]) -> list[str]:
+    """Who answered ``gates`` of the run (as those gates recorded it), so a later gate can
+    leave them out."""
+    answers = earlier_answers(broker, dag_id, run_id, gates)
+    return [str(a.responded_by) for a in answers if a.responded_by]
+
+
+def stale_gate(
+    broker: Broker,
+    context: Context,
+    record: PlanRecord,
+    gates: Sequence[str],
+    shown: str | None = None,
+) -> str | None:
+    """Why the run's gate can no longer lead to an apply, with what to do, or None
+    (:func:`cursorops.airflow.approval.stale_reason`, from the store and the run's newest
+    record)."""
+    from cursorops.airflow.approval import STALE_ADVICE, stale_reason
+    from cursorops.airflow.environment import pulsar_role
+    from cursorops.core.broker import wall_clock_ms
+
+    dag_run = context["dag_run"]
+    role = pulsar_role(dag_run.triggering_user_name or "")
+    current = broker.current_plan_record(role, dag_run.dag_id, dag_run.run_id)
+    earlier = earlier_answers(broker, dag_run.dag_id, dag_run.run_id, gates)
+    why = stale_reason(record, current, shown, earlier, wall_clock_ms())
+    return None if why is None else f"{why} {STALE_ADVICE}"
+
+
+def closed_request(gate: str, run_id: str) -> str:
+    """Why a gate that showed its request already refuses to show one again."""
+    return (
+        f"This request was closed: gate {gate} of run {run_id} showed its request already, "
+        "and a cleared or re-run gate never asks again. Nothing was recorded or applied. "
+        "Make a new request (the REST route, the `cursorops` CLI or the Cursors page): "
+        "it gets its own plan record, preview and gates."
+    )
+
+
+def answer_ms(when: object) -> int:
+    """The answer time of Airflow's event (a datetime, or its ISO text) in epoch ms."""
+    if isinstance(when, str):
+        when = datetime.fromisoformat(when.replace("Z", "+00:00"))
+    if not isinstance(when, datetime):
+        raise ValueError(f"The answer carries no time: {when!r}")
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1000)
+
+
+class FourEyesApprovalOperator(ApprovalOperator):
+    """Approve / Reject, answerable only by a permitted user other than the requester and
+    the run's earlier approvers."""
+
+    def __init__(
+        self,
+        *,
+        ordinal: int = 1,
+        earlier_gates: Sequence[str] = (),
+        response_timeout: timedelta | None = DEFAULT_RESPONSE_TIMEOUT,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("retries", 0)
+        super().__init__(
+            fail_on_reject=True, response_timeout=response_timeout, defaults=None, **kwargs
+        )
+        self.ordinal = ordinal
+        self.earlier_gates = tuple(earlier_gates)
+
+    def execute(self, context: Context) -> Any:
+        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+        from cursorops.airflow.environment import approver_candidates, config
+        from cursorops.airflow.outcomes import airflow_outcome
+        from cursorops.airflow.plan import preview_markdown, subject
+        from cursorops.airflow.steps import run_plan_record
+        from cursorops.core.broker import Broker, wall_clock_ms
+        from cursorops.core.errors import AlreadyExistsError
+        from cursorops.core.skipping.plan_record import ApprovalRequest
+
+        dag_run = context["dag_run"]
+        requester = dag_run.triggering_user_name
+        if not requester:
+            raise AirflowFailException("The run has no triggering user: nobody to keep apart")
+        minutes = (context.get("params") or {}).get(TIMEOUT_PARAM)
+        if minutes:
+            self.response_timeout = timedelta(minutes=float(minutes))
+        valid = (context.get("params") or {}).get(VALIDITY_PARAM)
+        validity = timedelta(minutes=float(valid)) if valid else self.response_timeout
+        validity = min(validity or DEFAULT_RESPONSE_TIMEOUT, MAX_VALIDITY)
+        ti = context["ti"]
+        if self.earlier_gates:
+            # What the first gate said the plan needs (an XCom, which anyone may post): a
+            # gate it says is not needed skips itself without opening the store. Apply counts
+            # the approvals from the store, so a gate skipped on a forged count only makes
+            # the apply refuse.
+            needed = ti.xcom_pull(task_ids=self.earlier_gates[0], key=REQUIRED_APPROVALS)
+            if isinstance(needed, int) and not isinstance(needed, bool) and needed < self.ordinal:
+                raise AirflowSkipException(f"The plan needs {needed} approval(s)")
+        with airflow_outcome(), Broker(config()) as broker:
+            record = run_plan_record(broker, context, first=not self.earlier_gates)
+            if self.ordinal > record.required_approvals:
+                raise AirflowSkipException(
+                    f"Plan {record.digest} needs {record.required_approvals} approval(s)"
+                )
+            if not self.earlier_gates:
+                ti.xcom_push(key=REQUIRED_APPROVALS, value=record.required_approvals)
+            earlier = earlier_approvers(broker, dag_run.dag_id, dag_run.run_id, self.earlier_gates)
+            stale = stale_gate(broker, context, record, self.earlier_gates)
+            if stale is not None:
+                # Airflow keeps a gate's options as first shown: a stale gate offers only
+                # Reject, which closes the request.
+                self.options = [self.REJECT]
+            topics = record.topics()
+            approvers = permitted_approvers(
+                broker, topics, requester, approver_candidates(), earlier
+            )
+            if not approvers:
+                raise AirflowFailException(
+                    f"No permitted approver other than {requester}"
+                    + (f" and {', '.join(earlier)}" if earlier else "")
+                    + f" may skip on {' and '.join(topics)}: the request cannot be approved"
+                )
+            self.assigned_users = [{"id": user, "name": user} for user in approvers]
+            self.subject = subject(record, self.ordinal)
+            self.body = (
+                f"{preview_markdown(record, content=False, stale=stale, approved_by=earlier)}\n\n"
+                f"**Approvers:** {', '.join(approvers)} (the requester {requester} may not "
+                "approve"
+                + (f", nor {', '.join(earlier)}, who approved already" if earlier else "")
+                + f"). No answer within {_readable(self.response_timeout)} counts as a "
+                f"rejection; an approval stays valid for {_readable(validity)}."
+            )
+            try:
+                broker.record_approval_request(
+                    ApprovalRequest(
+                        digest=record.digest,
+                        dag_id=dag_run.dag_id,
+                        run_id=dag_run.run_id,
+                        gate=self.task_id,
+                        body_sha256=body_sha256(self.body),
+                        approvers=tuple(approvers),
+                        presented_at_ms=wall_clock_ms(),
+                        valid_for_ms=int(validity.total_seconds() * 1000),
+                        subject=self.subject,
+                        body=self.body,
+                        try_number=context["ti"].try_number,
+                    )
+                )
+            except AlreadyExistsError as exc:
+                raise AirflowFailException(closed_request(self.task_id, dag_run.run_id)) from exc
+        self.log.info(
+            "Approval %d of %d for plan %s assigned to %s; requester %s",
+            self.ordinal,
+            record.required_approvals,
+            record.digest,
+            approvers,
+            requester,
+        )
+        return super().execute(context)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        """Record the answer Airflow resumed the gate with, next to what the gate showed, then
+        let the operator act on it (a Reject fails the gate). A timeout records nothing."""
+        if "error" not in event:
+            from cursorops.airflow.environment import config
+            from cursorops.airflow.outcomes import airflow_outcome
+            from cursorops.airflow.steps import run_plan_record
+            from cursorops.core.broker import Broker
+
+            dag_run = context["dag_run"]
+            by = (event.get("responded_by_user") or {}).get("id")
+            chosen = [str(option) for option in event.get("chosen_options") or []]
+            stale = None
+            with airflow_outcome(), Broker(config()) as broker:
+                answer = broker.record_approval_answer(
+                    dag_run.dag_id,
+                    dag_run.run_id,
+                    self.task_id,
+                    context["ti"].try_number,
+                    chosen,
+                    None if by is None else str(by),
+                    answer_ms(event.get("responded_at")),
+                )
+                if chosen == [self.APPROVE]:
+                    # The text Airflow shows cannot change once shown: an Approve given
+                    # after the run was re-planned, or an earlier approval expired, is
+                    # answered here as stale.
+                    record = run_plan_record(broker, context)
+                    stale = stale_gate(
+                        broker, context, record, self.earlier_gates, answer.request.digest
+                    )
+            self.log.info(
+                "Answer %s by %s recorded for gate %s",
+                event.get("chosen_options"),
+                by,
+                self.task_id,
+            )
+            if stale is not None:
+                from airflow.sdk.exceptions import AirflowFailException
+
+                raise AirflowFailException(f"This Approve cannot apply: {stale}")
+        return super().execute_complete(context, event)
+
+
+def _readable(timeout: timedelta | None) -> str:
+    """``24 h`` or ``90 min``, as a person reads a timeout (not ``1 day, 0:00:00``)."""
+    if timeout is None:
+        return "the timeout"
+    minutes = round(timeout.total_seconds() / 60)
+    if minutes >= 60 and minutes % 60 == 0:
+        return f"{minutes // 60} h"
+    return f"{minutes} min"

@@ -1,0 +1,1525 @@
+"""The ``cursorops`` command: pulsar-admin and pulsar-client habits over the broker.
+
+Global options come before the command (``-o`` is also accepted after it)::
+
+    cursorops [--home PATH] [--role ROLE] [--metadata-url URL] [-o text|json] COMMAND ...
+
+This module is the only place that reads environment variables
+(``CURSOROPS_HOME``, ``CURSOROPS_ROLE``, ``CURSOROPS_METADATA_URL``); it builds a
+:class:`~cursorops.core.config.Config` and a :class:`~cursorops.core.broker.Broker` and hands them
+down.
+
+Every :class:`~cursorops.core.errors.CursorOpsError` becomes one line on stderr,
+``error: <message>``, and the exit code of its family (:mod:`cursorops.core.exit_codes`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TextIO
+
+import cursorops.cli.blas_threads  # noqa: F401  (before anything imports numpy)
+from cursorops.cli import output, values
+from cursorops.core.errors import CursorOpsError
+from cursorops.core.exit_codes import EXIT_CODES, EXIT_UNEXPECTED, exit_code
+from cursorops.core.legible import legible
+
+if TYPE_CHECKING:
+    from cursorops.cli import daemon as daemon_module
+    from cursorops.core.broker import Broker
+    from cursorops.core.config import Config
+    from cursorops.core.gating import Applied, GatedArguments, Run
+    from cursorops.core.ids.position import Position
+    from cursorops.core.ids.topic_name import TopicName
+
+DEFAULT_HOME = "~/.cursorops"
+DEFAULT_ROLE = "admin"
+SPARK_THRESHOLD_ENTRIES = 20_000_000
+"""``analyze-backlog --engine auto`` runs on Spark when the topic holds more entries.
+
+High on purpose: on one machine the pure-Python path is faster at every size
+measured (``docs/benchmarks.md``, spark_backlog); Spark pays when a cluster
+shares the work or a partition's index no longer fits one process."""
+
+__all__ = ["EXIT_CODES", "EXIT_UNEXPECTED", "exit_code", "main"]
+
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE, what a shell reports for a Unix tool whose reader went away (``| head``)."""
+MAX_HISTORY_ROWS = 1_000_000
+"""Rows ``audit history`` shows at most (``--limit``)."""
+MAX_PRODUCE = 1_000_000
+"""Messages one ``produce`` call may send (``-m`` values times ``--num-produce``)."""
+
+
+@dataclass
+class Result:
+    """What a command answers: one JSON document, and the same for people as lines."""
+
+    document: object
+    lines: list[str] = field(default_factory=list)
+    exit_code: int = 0
+
+
+class Context:
+    """The caller's role and output mode, and a broker opened on first use."""
+
+    def __init__(self, args: argparse.Namespace, out: TextIO) -> None:
+        self.role: str = args.role or os.environ.get("CURSOROPS_ROLE") or DEFAULT_ROLE
+        self.json: bool = args.output == "json"
+        self.out = out
+        self.home: str = args.home
+        self.metadata_url: str | None = args.metadata_url or None
+        self._broker: Broker | None = None
+
+    def config(self) -> Config:
+        from cursorops.core.config import Config
+
+        # The flags win over the environment they default from; the rest
+        # (CURSOROPS_LEDGER_ROOT) comes from the environment as is.
+        return Config.from_environ(
+            {
+                **os.environ,
+                "CURSOROPS_HOME": self.home,
+                "CURSOROPS_METADATA_URL": self.metadata_url or "",
+            }
+        )
+
+    @property
+    def broker(self) -> Broker:
+        if self._broker is None:
+            from cursorops.core.broker import Broker
+
+            self._broker = Broker(self.config())
+        return self._broker
+
+    def close(self) -> None:
+        if self._broker is not None:
+            self._broker.close()
+            self._broker = None
+
+
+Handler = Callable[[Context, argparse.Namespace], Result]
+
+
+# -- gated operations ------------------------------------------------------------
+
+
+class _NoWorkflow:
+    """The local CLI's run starter: no workflow system runs here, so a request that waits
+    for approval is refused before anything is planned or stored (``--admin-url`` asks
+    the deployment, which starts the request's workflow as the logged-in user)."""
+
+    def authorize(self, workflow: str, requester: str) -> None:
+        from cursorops.core.errors import ApprovalRequiredError
+
+        raise ApprovalRequiredError(
+            f"The namespace requires a second person's approval: nothing applied. Ask "
+            f"through --admin-url: the deployment starts the {workflow} workflow as you"
+        )
+
+    def start(self, run: Run, digest: str, requester: str) -> Run:
+        raise AssertionError("authorize refuses every run")  # pragma: no cover
+
+
+def _request(
+    ctx: Context, args: argparse.Namespace, operation: str, arguments: GatedArguments
+) -> Applied:
+    """Ask for a gated operation, as the command's role, through the one door of them all
+    (``Broker.request``): applied at once, or refused where approval is required."""
+    from cursorops.core.gating import Applied, Caller
+
+    result = ctx.broker.request(
+        operation, Caller(ctx.role, ctx.role, via="cli"), arguments, _NoWorkflow()
+    )
+    assert isinstance(result, Applied)  # _NoWorkflow refuses every pending request
+    return result
+
+
+# -- tenants and namespaces ----------------------------------------------------
+
+
+def tenants_create(ctx: Context, args: argparse.Namespace) -> Result:
+    roles = values.parse_list(args.admin_roles, "--admin-roles") if args.admin_roles else []
+    ctx.broker.create_tenant(ctx.role, args.tenant, roles)
+    shown = f" (admin roles: {', '.join(roles)})" if roles else ""
+    return Result(
+        {"tenant": args.tenant, "adminRoles": sorted(roles)},
+        [f"Created tenant {args.tenant}{shown}"],
+    )
+
+
+def tenants_list(ctx: Context, args: argparse.Namespace) -> Result:
+    names = ctx.broker.list_tenants(ctx.role)
+    return Result(names, list(names))
+
+
+def namespaces_create(ctx: Context, args: argparse.Namespace) -> Result:
+    namespace = _namespace_arg(args.namespace)
+    ctx.broker.create_namespace(ctx.role, namespace)
+    return Result({"namespace": namespace}, [f"Created namespace {namespace}"])
+
+
+def namespaces_set_skip_approval(ctx: Context, args: argparse.Namespace) -> Result:
+    namespace = _namespace_arg(args.namespace)
+    ctx.broker.set_namespace_policy(ctx.role, namespace, skip_requires_approval=args.required)
+    state = "need an approval in Airflow" if args.required else "apply at once"
+    return Result(
+        {"namespace": namespace, "skipRequiresApproval": args.required},
+        [f"Skips on {namespace} now {state}"],
+    )
+
+
+def namespaces_set_approval_quorum(ctx: Context, args: argparse.Namespace) -> Result:
+    namespace = _namespace_arg(args.namespace)
+    ctx.broker.set_approval_quorum(
+        ctx.role, namespace, large_above_messages=args.above, approvals=args.approvals
+    )
+    said = (
+        f"plans of more than {args.above} message(s) need {args.approvals} distinct approvers"
+        if args.above is not None
+        else "every plan needs one approver"
+    )
+    return Result(
+        {"namespace": namespace, "largeAboveMessages": args.above, "approvals": args.approvals},
+        [f"On {namespace}, {said} (none of them the requester)"],
+    )
+
+
+def namespaces_grant(ctx: Context, args: argparse.Namespace) -> Result:
+    namespace = _namespace_arg(args.namespace)
+    actions = values.parse_list(args.actions, "--actions")
+    ctx.broker.grant_permission(ctx.role, namespace, args.grantee, actions)
+    return Result(
+        {"namespace": namespace, "role": args.grantee, "actions": sorted(set(actions))},
+        [f"Granted {','.join(sorted(set(actions)))} on {namespace} to role {args.grantee}"],
+    )
+
+
+def _namespace_arg(text: str) -> str:
+    from cursorops.core.errors import InvalidArgumentError
+
+    parts = text.strip().split("/")
+    if len(parts) != 2 or not all(parts):
+        raise InvalidArgumentError(f"Invalid namespace '{text}': expected tenant/namespace")
+    return "/".join(parts)
+
+
+# -- topics --------------------------------------------------------------------
+
+
+def topics_create(ctx: Context, args: argparse.Namespace) -> Result:
+    info = ctx.broker.create_topic(ctx.role, args.topic, 0)
+    return Result({"topic": info.name, "partitions": 0}, [f"Created topic {info.name}"])
+
+
+def topics_create_partitioned(ctx: Context, args: argparse.Namespace) -> Result:
+    partitions = values.positive(args.partitions, "--partitions")
+    info = ctx.broker.create_topic(ctx.role, args.topic, partitions)
+    return Result(
+        {"topic": info.name, "partitions": info.partitions},
+        [f"Created partitioned topic {info.name} with {info.partitions} partitions"],
+    )
+
+
+def topics_list(ctx: Context, args: argparse.Namespace) -> Result:
+    namespace = _namespace_arg(args.namespace)
+    topics = ctx.broker.list_topics(ctx.role, namespace)
+    return Result(
+        [{"topic": t.name, "partitions": t.partitions} for t in topics],
+        [t.name + (f"  ({t.partitions} partitions)" if t.partitions else "") for t in topics],
+    )
+
+
+def topics_create_subscription(ctx: Context, args: argparse.Namespace) -> Result:
+    from cursorops.core.subscription import SubscriptionType
+
+    sub_type = SubscriptionType.parse(args.type)
+    properties = values.parse_pairs(args.property, "--property")
+    named = args.message_id.strip().lower()
+    start: str | Position = (
+        named
+        if named in ("latest", "earliest")
+        else values.parse_position(args.message_id, "--messageId")
+    )
+    info = ctx.broker.create_subscription(
+        ctx.role,
+        args.topic,
+        args.subscription,
+        sub_type,
+        properties,
+        initial_position=start,
+    )
+    position = str(start)
+    return Result(
+        {
+            "topic": info.topic,
+            "subscription": info.name,
+            "type": info.type.value,
+            "initialPosition": position,
+            "properties": dict(info.properties),
+        },
+        [f"Created {info.type.value} subscription {info.name} on {info.topic} at {position}"],
+    )
+
+
+def topics_subscriptions(ctx: Context, args: argparse.Namespace) -> Result:
+    # A partition's subscriptions are its topic's (pulsar-admin takes either name).
+    subs = ctx.broker.list_subscriptions(ctx.role, str(_topic_arg(args.topic).base))
+    return Result(
+        [{"subscription": s.name, "type": s.type.value, "properties": s.properties} for s in subs],
+        [f"{s.name}  ({s.type.value})" for s in subs] or ["No subscriptions"],
+    )
+
+
+def topics_unsubscribe(ctx: Context, args: argparse.Namespace) -> Result:
+    from cursorops.core.gating import Unsubscribe
+
+    topic = str(_topic_arg(args.topic))
+    arguments = Unsubscribe(
+        topic=topic,
+        subscription=args.subscription,
+        force=args.force,
+        reason=args.reason or "",
+        ticket=args.ticket,
+    )
+    _request(ctx, args, "unsubscribe", arguments)
+    return Result(
+        {"topic": topic, "subscription": args.subscription, "deleted": True},
+        [f"Deleted subscription {args.subscription} of {topic}"],
+    )
+
+
+def topics_update_subscription_properties(ctx: Context, args: argparse.Namespace) -> Result:
+    from cursorops.core.errors import InvalidArgumentError
+
+    if args.clear == bool(args.property):
+        raise InvalidArgumentError("Give either -p/--property KEY=VALUE (repeatable) or --clear")
+    properties = {} if args.clear else values.parse_pairs(args.property, "--property")
+    info = ctx.broker.update_subscription_properties(
+        ctx.role, args.topic, args.subscription, properties
+    )
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(info.properties.items())) or "none"
+    return Result(
+        {"topic": info.topic, "subscription": info.name, "properties": dict(info.properties)},
+        [f"Subscription {info.name} of {info.topic} now has properties: {shown}"],
+    )
+
+
+def topics_stats(ctx: Context, args: argparse.Namespace) -> Result:
+    stats = ctx.broker.topic_stats(ctx.role, _topic_arg(args.topic))
+    return Result(stats.to_pulsar_json(), output.stats_lines(stats))
+
+
+def audit_history(ctx: Context, args: argparse.Namespace) -> Result:
+    """The backlog audit's history rows (``cursorops_backlog_audit``), oldest first."""
+    from cursorops.core.broker import wall_clock_ms
+
+    since = (
+        None if args.since is None else values.parse_time_ms(args.since, "--since", wall_clock_ms())
+    )
+    limit = values.positive(args.limit, "--limit", MAX_HISTORY_ROWS)
+    rows = ctx.broker.backlog_history(
+        ctx.role, args.topic, args.subscription, since_ms=since, limit=limit
+    )
+    lines = [
+        f"{output.format_time(s.at_ms)}  {s.subscription}  {s.messages} message(s)  "
+        f"{s.entries} entr{'y' if s.entries == 1 else 'ies'}  oldest "
+        f"{output.format_time(s.oldest_publish_ms) if s.oldest_publish_ms is not None else '-'}"
+        for s in rows
+    ] or ["No backlog history"]
+    return Result([s.to_json() for s in rows], lines)
+
+
+def audit_skips(ctx: Context, args: argparse.Namespace) -> Result:
+    """The topic's applied skips, newest first, and whether each was undone."""
+    limit = values.positive(args.limit, "--limit", MAX_HISTORY_ROWS)
+    skips = ctx.broker.list_skips(ctx.role, args.topic, args.subscription, limit=limit)
+    lines = [
+        f"{s.skip_id}  {output.format_time(s.at_ms)}  {s.subscription}  {s.role}  "
+        f"via {s.via or '-'}  {s.ids} id(s)  "
+        + (f"undone (undo {s.undone_by})" if s.undone_by is not None else "applied")
+        for s in skips
+    ] or ["No skips"]
+    return Result([s.to_json() for s in skips], lines)
+
+
+def audit_requests(ctx: Context, args: argparse.Namespace) -> Result:
+    """The topic's gated requests planned and never closed, newest first."""
+    found = [r.to_json() for r in ctx.broker.open_requests(ctx.role, args.topic)]
+    return Result(found, output.open_request_lines(found))
+
+
+def audit_radar(ctx: Context, args: argparse.Namespace) -> Result:
+    """The backlog audit's poison-pill radar, now: messages stuck at each subscription's head."""
+    from cursorops.core.analysis.poison_radar import MAX_LISTED, RadarLimits
+    from cursorops.core.errors import InvalidArgumentError
+
+    if args.min_age_seconds < 0:
+        raise InvalidArgumentError(
+            f"Invalid --min-age-seconds {args.min_age_seconds}: must be at least 0"
+        )
+    if not 0 <= args.max_listed <= MAX_LISTED:
+        raise InvalidArgumentError(
+            f"Invalid --max-listed {args.max_listed}: must be from 0 to {MAX_LISTED}"
+        )
+    limits = RadarLimits(
+        values.positive(args.min_redeliveries, "--min-redeliveries"),
+        args.min_age_seconds,
+        args.max_listed,
+    )
+    found = ctx.broker.poison_radar(ctx.role, _topic_arg(args.topic), args.subscription, limits)
+    lines = [line for radar in found for line in radar.lines()] or ["No subscriptions"]
+    return Result([radar.to_json() for radar in found], lines)
+
+
+def topics_peek(ctx: Context, args: argparse.Namespace) -> Result:
+    count = values.positive(args.count, "--count")
+    messages = output.whole_messages(
+        ctx.broker.peek_messages(ctx.role, args.topic, args.subscription, count)
+    )
+    lines = [output.message_line(m) for m in messages] or ["No unacknowledged messages"]
+    return Result([output.message_json(m) for m in messages], lines)
+
+
+def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
+    from cursorops.core.skipping import skip_payload
+
+    if args.triplets:
+        ids = skip_payload.parse_triplets(args.triplets)
+    else:
+        ids = skip_payload.parse_base64_ids(args.base64_ids)
+
+    from cursorops.core.gating import SkipMessages
+    from cursorops.core.skipping.skip import SkipOutcome
+
+    # A partition's name skips its ids only, as the REST path has it.
+    arguments = SkipMessages(
+        topic=str(_topic_arg(args.topic)),
+        subscription=args.subscription,
+        ids=tuple(ids),
+        reason=args.reason or "",
+        ticket=args.ticket,
+    )
+    outcome = _request(ctx, args, "skip-messages", arguments).result
+    assert isinstance(outcome, SkipOutcome)
+    document = outcome.to_pulsar_json(output.id_json)
+    lines = [
+        f"Skipped {len(outcome.skipped)} message(s) on subscription {outcome.subscription} "
+        f"of {outcome.topic}",
+        f"  skip id              {outcome.skip_id} (cursorops topics undo-skip "
+        f"{outcome.topic} -s {outcome.subscription} --skip-id {outcome.skip_id})",
+    ]
+    lines += [f"  skipped              {output.id_line(m)}" for m in outcome.skipped]
+    lines += [f"  already acknowledged {output.id_line(m)}" for m in outcome.already_acknowledged]
+    lines += [
+        f"  acknowledged meanwhile {output.id_line(m)}" for m in outcome.acknowledged_meanwhile
+    ]
+    return Result(document, lines)
+
+
+def topics_skip_head(ctx: Context, args: argparse.Namespace) -> Result:
+    """``skip -n N`` and ``clear-backlog``: the head of the backlog, counted in messages."""
+    from cursorops.core.gating import ClearBacklog, SkipHead
+    from cursorops.core.skipping.skip import SkipOutcome
+
+    target = {"topic": str(_topic_arg(args.topic)), "subscription": args.subscription}
+    arguments: GatedArguments
+    if args.handler is topics_clear_backlog:
+        operation, arguments = (
+            "clear-backlog",
+            ClearBacklog(**target, reason=args.reason or "", ticket=args.ticket),
+        )
+    else:
+        count = values.positive(args.count, "-n")
+        operation, arguments = (
+            "skip-head",
+            SkipHead(**target, messages=count, reason=args.reason or "", ticket=args.ticket),
+        )
+    outcome = _request(ctx, args, operation, arguments).result
+    assert isinstance(outcome, SkipOutcome)
+    messages = sum(
+        m.batch_size if m.batch_index < 0 and m.batch_size > 0 else 1 for m in outcome.skipped
+    )
+    lines = [
+        f"Skipped {messages} message(s) ({len(outcome.skipped)} id(s)) on subscription "
+        f"{outcome.subscription} of {outcome.topic}"
+    ]
+    lines += [f"  {name}: {count} id(s)" for name, count in outcome.per_partition.items()]
+    if outcome.acknowledged_meanwhile:
+        lines.append(
+            f"  {len(outcome.acknowledged_meanwhile)} id(s) were acknowledged by a consumer "
+            "meanwhile"
+        )
+    return Result({**outcome.to_pulsar_json(output.id_json), "messages": messages}, lines)
+
+
+def topics_clear_backlog(ctx: Context, args: argparse.Namespace) -> Result:
+    return topics_skip_head(ctx, args)
+
+
+def topics_redrive(ctx: Context, args: argparse.Namespace) -> Result:
+    """Publish the subscription's dead-letter messages back to the topic, for it alone
+    (``--preview``: the plan, nothing changed)."""
+    if not args.preview:
+        return _redrive(ctx, args)
+    plan = ctx.broker.plan_redrive(
+        ctx.role,
+        _topic_arg(args.topic),
+        args.subscription,
+        predicate=args.predicate,
+        dead_letter=args.dead_letter_topic,
+    )
+    preview = plan.preview()
+    ids = f", {len(plan.ids)} ids" if len(plan.ids) != plan.messages else ""
+    lines = [
+        f"Would redrive {plan.messages} message(s){ids} of {plan.dead_letter_topic} to "
+        f"subscription {plan.subscription} of {plan.topic} (plan {plan.plan_id})"
+    ]
+    lines += [
+        f"  {m['messageId']:<12}  key={m['key']}  {output.format_time(m['publishTime'])}"
+        for m in preview["firstMessages"]
+    ]
+    return Result(preview, lines)
+
+
+def _redrive(ctx: Context, args: argparse.Namespace) -> Result:
+    import json
+
+    from cursorops.core.errors import InvalidPredicateError
+    from cursorops.core.gating import RedriveDeadLetters
+    from cursorops.core.redriving.redrive_plan import RedriveOutcome
+
+    predicate = None
+    if args.predicate is not None:
+        try:
+            predicate = json.loads(args.predicate)
+        except ValueError as exc:
+            raise InvalidPredicateError(f"Invalid predicate: not JSON: {exc}") from exc
+    arguments = RedriveDeadLetters(
+        topic=str(_topic_arg(args.topic)),
+        subscription=args.subscription,
+        dead_letter_topic=args.dead_letter_topic,
+        predicate=predicate,
+        reason=args.reason or "",
+        ticket=args.ticket,
+    )
+    outcome = _request(ctx, args, "redrive", arguments).result
+    assert isinstance(outcome, RedriveOutcome)
+    others = ", ".join(outcome.acknowledged_on) or "none"
+    lines = [
+        f"Redrove {len(outcome.redriven)} message(s) of {outcome.dead_letter_topic} to "
+        f"subscription {outcome.subscription} of {outcome.topic} (redrive {outcome.redrive_id}, "
+        f"plan {outcome.plan_id})",
+        f"  acknowledged on the other subscriptions: {others}",
+    ]
+    if outcome.acknowledged_meanwhile:
+        lines.append(
+            f"  acknowledged on the dead-letter topic meanwhile, not redriven: "
+            f"{len(outcome.acknowledged_meanwhile)}"
+        )
+    return Result(outcome.to_json(), lines)
+
+
+def topics_undo_skip(ctx: Context, args: argparse.Namespace) -> Result:
+    """Take back exactly what skip ``--skip-id`` acknowledged."""
+    from cursorops.core.gating import UndoSkip
+    from cursorops.core.skipping.undo import UndoOutcome
+
+    arguments = UndoSkip(
+        topic=str(_topic_arg(args.topic)),
+        subscription=args.subscription,
+        skip_id=args.skip_id,
+        reason=args.reason or "",
+        ticket=args.ticket,
+    )
+    outcome = _request(ctx, args, "undo-skip", arguments).result
+    assert isinstance(outcome, UndoOutcome)
+    lines = [
+        f"Undid skip {outcome.skip_id} on subscription {outcome.subscription} of "
+        f"{outcome.topic}: {len(outcome.unacknowledged)} message(s) unacknowledged again "
+        f"(undo id {outcome.undo_id})"
+    ]
+    lines += [f"  unacknowledged       {triplet}" for triplet in outcome.unacknowledged]
+    lines += [f"  not acknowledged     {triplet}" for triplet in outcome.not_acknowledged]
+    return Result(outcome.to_json(), lines)
+
+
+def topics_analyze_backlog(ctx: Context, args: argparse.Namespace) -> Result:
+    from cursorops.core.analysis.backlog import TopicAnalysis
+    from cursorops.core.errors import TopicNotFoundError
+
+    topic = _topic_arg(args.topic)
+    base = topic.base
+    if _analyze_on_spark(ctx, args, base):
+        from cursorops.spark import analyze_backlog
+
+        analyses = analyze_backlog.run(
+            ctx.config(),
+            base,
+            args.subscription,
+            args.spark_master,
+            role=ctx.role,
+            remote=args.remote,
+        )
+    else:
+        analyses = ctx.broker.analyze_backlog(ctx.role, base, args.subscription)
+    if topic.is_partition:
+        # One partition's analysis, as pulsar-admin (and the REST path) give it.
+        analyses = [row for row in analyses if row.topic_partition == str(topic)]
+        if not analyses:
+            raise TopicNotFoundError(f"Topic '{topic}' not found")
+    analysis = TopicAnalysis.of(str(topic), args.subscription, analyses)
+    return Result(analysis.to_pulsar_json(), output.analysis_lines(analysis))
+
+
+def _topic_arg(text: str) -> TopicName:
+    """The command's topic argument, parsed once and handed down."""
+    from cursorops.core.ids.topic_name import TopicName
+
+    return TopicName.parse(text)
+
+
+def _analyze_on_spark(ctx: Context, args: argparse.Namespace, topic: TopicName) -> bool:
+    """``--engine``: spark, python, or auto (Spark above ``--spark-threshold`` entries)."""
+    if args.engine != "auto":
+        return bool(args.engine == "spark")
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        return False
+    entries = ctx.broker.entry_count(ctx.role, topic)
+    if entries <= args.spark_threshold:
+        return False
+    print(f"analyze-backlog: {entries:,} entries, running on Spark", file=sys.stderr)
+    return True
+
+
+def topics_reset_cursor(ctx: Context, args: argparse.Namespace) -> Result:
+    from cursorops.core.broker import wall_clock_ms
+    from cursorops.core.gating import ResetCursor
+
+    position: Position | None = None
+    timestamp: int | None = None
+    if args.message_id is not None:
+        position = values.parse_position(args.message_id, "--messageId")
+        target = str(position)
+    else:
+        timestamp = values.parse_time_ms(args.time, "--time", wall_clock_ms())
+        target = output.format_time(timestamp)
+    arguments = ResetCursor(
+        topic=str(_topic_arg(args.topic)),
+        subscription=args.subscription,
+        position=position,
+        timestamp_ms=timestamp,
+        reason=args.reason or "",
+        ticket=args.ticket,
+    )
+    result = dict(_request(ctx, args, "reset-cursor", arguments).outcome["markDelete"])
+    lines = [f"Reset subscription {args.subscription} to {target}; mark-delete position now:"]
+    lines += [f"  {partition}: {position}" for partition, position in result.items()]
+    return Result(
+        {"subscription": args.subscription, "target": target, "markDeletePosition": result}, lines
+    )
+
+
+# -- client --------------------------------------------------------------------
+
+
+def produce(ctx: Context, args: argparse.Namespace) -> Result:
+    """Payloads are the exact bytes given on the command line, UTF-8 or not."""
+    from cursorops.core.broker import wall_clock_ms
+    from cursorops.core.errors import InvalidArgumentError
+    from cursorops.core.producer import OutgoingMessage
+
+    repeat = values.positive(args.num_produce, "--num-produce", MAX_PRODUCE)
+    if repeat * len(args.messages) > MAX_PRODUCE:
+        raise InvalidArgumentError(
+            f"Too many messages: {repeat} x {len(args.messages)}; at most {MAX_PRODUCE:,} per call"
+        )
+    batch_size = values.positive(args.batch_size, "--batch-size", MAX_PRODUCE)
+    properties = values.parse_pairs(args.properties, "--properties", split_commas=True)
+    key = None if args.key is None else values.utf8_text(args.key, "--key")
+    deliver_at: int | None = None
+    if args.deliver_after is not None:
+        deliver_at = values.deliver_after_ms(args.deliver_after, "--deliver-after", wall_clock_ms())
+    elif args.deliver_at is not None:
+        deliver_at = values.parse_time_ms(args.deliver_at, "--deliver-at", wall_clock_ms())
+    outgoing = [
+        OutgoingMessage(
+            payload=values.payload_bytes(text),
+            key=key,
+            properties=dict(properties),
+            deliver_at=deliver_at,
+        )
+        for _ in range(repeat)
+        for text in args.messages
+    ]
+    ids = ctx.broker.produce(ctx.role, args.topic, outgoing, batch_size=batch_size)
+    return Result([output.id_json(m) for m in ids], [output.id_line(m) for m in ids])
+
+
+def consume(ctx: Context, args: argparse.Namespace) -> Result:
+    count = values.positive(args.num_messages, "--num-messages")
+    messages = ctx.broker.consume(ctx.role, args.topic, args.subscription, count, ack=args.ack)
+    lines = [output.message_line(m) for m in messages]
+    if not messages:
+        lines.append("No message available")
+    elif not args.ack:
+        lines.append(f"{len(messages)} message(s) received, not acknowledged (use --ack)")
+    else:
+        lines.append(f"{len(messages)} message(s) received and acknowledged")
+    return Result([output.message_json(m) for m in messages], lines)
+
+
+def demo(ctx: Context, args: argparse.Namespace) -> Result:
+    from cursorops.cli import demo as demo_module
+
+    config = ctx.config()
+    if args.protocol:
+        from cursorops.cli import protocol_demo
+
+        summary = protocol_demo.run(config, ctx.role, say=None if ctx.json else ctx.out)
+        return Result(summary, [], 0 if summary["ok"] else EXIT_UNEXPECTED)
+    cap = config.max_partitions_per_topic
+    summary = demo_module.run(
+        config,
+        ctx.role,
+        partitions=values.positive(args.partitions, "--partitions", cap),
+        say=None if ctx.json else ctx.out,
+    )
+    return Result(summary, [], 0 if summary["ok"] else EXIT_UNEXPECTED)
+
+
+# -- standalone ----------------------------------------------------------------
+
+
+def standalone(ctx: Context, args: argparse.Namespace) -> Result:
+    from cursorops.core.errors import InvalidArgumentError
+    from cursorops.wire import standalone as standalone_module
+    from cursorops.wire.tls import TlsSettings
+
+    tls = None
+    if args.tls_cert_file or args.tls_key_file:
+        if not (args.tls_cert_file and args.tls_key_file):
+            raise InvalidArgumentError("TLS needs both --tls-cert-file and --tls-key-file")
+        tls = TlsSettings(
+            args.tls_cert_file,
+            args.tls_key_file,
+            args.tls_trust_certs_file,
+            args.tls_require_client_cert,
+        )
+    elif args.tls_trust_certs_file or args.tls_require_client_cert:
+        raise InvalidArgumentError(
+            "TLS client certificates need --tls-cert-file and --tls-key-file"
+        )
+    settings = standalone_module.StandaloneSettings(
+        bind=args.bind,
+        broker_port=values.port(args.broker_port, "--broker-port"),
+        web_port=None if args.no_web else values.port(args.web_port, "--web-port"),
+        role=ctx.role,
+        log_level=args.log_level,
+        auth_token_secret=args.auth_token_secret,
+        auth_basic_file=args.auth_basic_file,
+        auth_tls=args.auth_tls,
+        anonymous_role=args.anonymous_role or None,
+        tls=tls,
+        broker_port_tls=values.port(args.broker_port_tls, "--broker-port-tls"),
+        web_port_tls=values.port(args.web_port_tls, "--web-port-tls"),
+        advertised_listeners=args.advertised_listeners,
+        keepalive_s=values.positive(args.keepalive, "--keepalive"),
+    )
+    standalone_module.check(settings)
+    config = ctx.config()
+    ctx.close()
+    standalone_module.run(config, settings)
+    return Result({"stopped": True}, ["cursorops standalone stopped"])
+
+
+# -- daemon --------------------------------------------------------------------
+
+
+def _daemon_address(ctx: Context) -> daemon_module.Address:
+    from cursorops.cli import daemon as daemon_module
+
+    return daemon_module.Address(ctx.home, ctx.metadata_url)
+
+
+def daemon_start(ctx: Context, args: argparse.Namespace) -> Result:
+    from cursorops.cli import daemon as daemon_module
+
+    idle_ms = values.positive(
+        values.parse_duration_ms(args.idle_timeout, "--idle-timeout"), "--idle-timeout"
+    )
+    state = daemon_module.start(_daemon_address(ctx), ctx.config(), idle_ms)
+    verb = "Started" if state["started"] else "Already running:"
+    return Result(
+        state,
+        [
+            f"{verb} cursorops daemon {state['pid']} for {state['home']} "
+            f"(stops after {args.idle_timeout} idle; cursorops daemon stop)"
+        ],
+    )
+
+
+def daemon_stop(ctx: Context, args: argparse.Namespace) -> Result:
+    from cursorops.cli import daemon as daemon_module
+
+    state = daemon_module.stop(_daemon_address(ctx))
+    line = (
+        f"Stopped cursorops daemon {state['pid']}"
+        if state["stopped"]
+        else f"No cursorops daemon runs for {ctx.home}"
+    )
+    return Result(state, [line])
+
+
+def daemon_status(ctx: Context, args: argparse.Namespace) -> Result:
+    from cursorops.cli import daemon as daemon_module
+
+    state = daemon_module.status(_daemon_address(ctx))
+    if not state["running"]:
+        return Result(state, [f"No cursorops daemon runs for {ctx.home}"])
+    code = (
+        "stale: started before the code changed, commands run without it; restart it"
+        if state["stale"]
+        else "current"
+    )
+    return Result(
+        state,
+        [
+            f"pid:            {state['pid']}",
+            f"home:           {state['home']}",
+            f"metadata store: {state['metadataUrl']}",
+            f"socket:         {state['socket']}",
+            f"code:           {code}",
+            f"commands:       {state['served']} taken, {state['workers']} running now",
+            f"started:        {output.format_time(state['startedMs'])}",
+        ],
+    )
+
+
+# -- the metadata store's schema ------------------------------------------------
+
+
+def db_migrate(ctx: Context, args: argparse.Namespace) -> Result:
+    from cursorops.core.broker import Broker
+
+    done = Broker.migrate_metadata(ctx.config())
+    line = (
+        f"Migrated the metadata store {done.url} from {done.before or 'no revision'} "
+        f"to {done.after}"
+        if done.migrated
+        else f"The metadata store {done.url} is up to date (revision {done.after})"
+    )
+    return Result(
+        {
+            "metadataStore": done.url,
+            "from": done.before,
+            "to": done.after,
+            "migrated": done.migrated,
+        },
+        [line],
+    )
+
+
+# -- parser --------------------------------------------------------------------
+
+
+_ROLE_HELP = (
+    "role the command acts as (env CURSOROPS_ROLE, default 'admin'). 'admin' is a "
+    "superuser of the embedded default installation. The role is asserted, not "
+    "authenticated: whoever can run this command against a home can claim any role."
+)
+
+
+def add_request_flags(p: argparse.ArgumentParser) -> None:
+    """``--reason`` and ``--ticket`` of a command that may need a second person's approval."""
+    p.add_argument(
+        "--reason",
+        help="why (recorded; required through --admin-url where the namespace requires "
+        "approval, and the workflow started shows it to the approver)",
+    )
+    p.add_argument("--ticket", help="change ticket (recorded)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    env = os.environ
+    parser = argparse.ArgumentParser(
+        prog="cursorops",
+        description="Operate Pulsar subscription cursors: skip by message id, exact backlog.",
+        epilog="Exit codes: 0 ok, 1 unexpected, 2 invalid input (or usage), 3 not found, "
+        "4 conflict, 5 not authorized, 6 store failure.",
+    )
+    parser.add_argument(
+        "--home",
+        default=env.get("CURSOROPS_HOME") or DEFAULT_HOME,
+        help="installation folder (env CURSOROPS_HOME, default ~/.cursorops): "
+        "SQLite metadata and Parquet ledgers",
+    )
+    # No default here: an explicit --role is refused with --admin-url (Context resolves it).
+    parser.add_argument("--role", default=None, help=_ROLE_HELP)
+    parser.add_argument(
+        "--admin-url",
+        default=env.get("CURSOROPS_ADMIN_URL") or None,
+        help="talk to a deployment instead of a home: the URL its /admin/v2 paths live under, "
+        "e.g. http://127.0.0.1:28080/cursorops (env CURSOROPS_ADMIN_URL); every command then "
+        "runs through its REST API as the logged-in user",
+    )
+    parser.add_argument(
+        "--auth-token",
+        default=env.get("CURSOROPS_AUTH_TOKEN") or None,
+        help="the deployment's API token (env CURSOROPS_AUTH_TOKEN), with --admin-url",
+    )
+    parser.add_argument(
+        "--login",
+        metavar="USER",
+        help="log in as USER (password from CURSOROPS_PASSWORD or the terminal), with --admin-url",
+    )
+    parser.add_argument(
+        "--metadata-url",
+        default=env.get("CURSOROPS_METADATA_URL") or None,
+        help="SQLAlchemy URL of the metadata store, e.g. postgresql+psycopg://... "
+        "(env CURSOROPS_METADATA_URL; default SQLite under the home)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text for people, json for scripts (one JSON document on stdout)",
+    )
+    # Also accepted after the command; SUPPRESS keeps the global value when absent.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default=argparse.SUPPRESS,
+        help="text or json (as the global option)",
+    )
+
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    tenants = commands.add_parser("tenants", help="create and list tenants").add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    p = tenants.add_parser("create", parents=[common], help="create a tenant (superusers)")
+    p.add_argument("tenant")
+    p.add_argument("-r", "--admin-roles", help="comma-separated admin roles of the tenant")
+    p.set_defaults(handler=tenants_create)
+    p = tenants.add_parser("list", parents=[common], help="list tenants (superusers)")
+    p.set_defaults(handler=tenants_list)
+
+    namespaces = commands.add_parser("namespaces", help="create namespaces, grant permissions")
+    ns = namespaces.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = ns.add_parser("create", parents=[common], help="create TENANT/NAMESPACE")
+    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
+    p.set_defaults(handler=namespaces_create)
+    p = ns.add_parser(
+        "grant-permission", parents=[common], help="grant produce and/or consume to a role"
+    )
+    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
+    p.add_argument("--role", dest="grantee", required=True, help="the role to grant to")
+    p.add_argument("--actions", required=True, help="comma-separated: produce,consume")
+    p.set_defaults(handler=namespaces_grant)
+    p = ns.add_parser(
+        "set-skip-approval",
+        parents=[common],
+        help="whether skips on the namespace wait for an approval in Airflow (tenant admins)",
+    )
+    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--enable", dest="required", action="store_true", help="require approval")
+    which.add_argument("--disable", dest="required", action="store_false", help="apply at once")
+    p.set_defaults(handler=namespaces_set_skip_approval)
+    p = ns.add_parser(
+        "set-approval-quorum",
+        parents=[common],
+        help="how many distinct approvers a large plan needs on the namespace (tenant admins)",
+    )
+    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
+    p.add_argument(
+        "--above",
+        type=int,
+        metavar="MESSAGES",
+        help="plans of more messages than this need --approvals (omit: every plan needs one)",
+    )
+    p.add_argument("--approvals", type=int, default=2, help="approvers a large plan needs (1-3)")
+    p.set_defaults(handler=namespaces_set_approval_quorum)
+
+    topics = commands.add_parser("topics", help="topics and subscriptions (pulsar-admin topics)")
+    tp = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = tp.add_parser("create", parents=[common], help="create a non-partitioned topic")
+    p.add_argument("topic")
+    p.set_defaults(handler=topics_create)
+    p = tp.add_parser(
+        "create-partitioned-topic", parents=[common], help="create a partitioned topic"
+    )
+    p.add_argument("topic")
+    p.add_argument(
+        "-p", "--partitions", type=values.ascii_int, required=True, help="number of partitions"
+    )
+    p.set_defaults(handler=topics_create_partitioned)
+    p = tp.add_parser("list", parents=[common], help="list the topics of TENANT/NAMESPACE")
+    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
+    p.set_defaults(handler=topics_list)
+
+    p = tp.add_parser("create-subscription", parents=[common], help="create a subscription")
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    p.add_argument(
+        "--type", default="Exclusive", help="Exclusive (default), Shared, Failover or Key_Shared"
+    )
+    p.add_argument(
+        "-m",
+        "--messageId",
+        dest="message_id",
+        default="latest",
+        help="initial position: latest (default, as pulsar-admin), earliest, or "
+        "ledgerId:entryId, the first entry delivered (non-partitioned topics)",
+    )
+    p.add_argument(
+        "-p",
+        "--property",
+        action="append",
+        metavar="KEY=VALUE",
+        help="subscription property; repeatable",
+    )
+    p.set_defaults(handler=topics_create_subscription)
+
+    p = tp.add_parser("subscriptions", parents=[common], help="list a topic's subscriptions")
+    p.add_argument("topic")
+    p.set_defaults(handler=topics_subscriptions)
+
+    p = tp.add_parser("unsubscribe", parents=[common], help="delete a subscription and its cursor")
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    p.add_argument(
+        "-f",
+        "--force",
+        action="store_true",
+        help="delete even while consumers are connected (as pulsar-admin's -f)",
+    )
+    add_request_flags(p)
+    p.set_defaults(handler=topics_unsubscribe)
+
+    p = tp.add_parser(
+        "update-subscription-properties",
+        parents=[common],
+        help="replace a subscription's properties (entry filters are validated)",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    p.add_argument(
+        "-p",
+        "--property",
+        action="append",
+        metavar="KEY=VALUE",
+        help="the new properties, replacing all old ones; repeatable",
+    )
+    p.add_argument("-c", "--clear", action="store_true", help="remove every property")
+    p.set_defaults(handler=topics_update_subscription_properties)
+
+    p = tp.add_parser(
+        "stats",
+        parents=[common],
+        help="topic stats (of one partition given its name); msgBacklog is exact messages",
+    )
+    p.add_argument("topic")
+    p.set_defaults(handler=topics_stats)
+
+    p = tp.add_parser(
+        "peek-messages", parents=[common], help="show the next unacknowledged messages"
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    p.add_argument(
+        "-n", "--count", type=values.ascii_int, default=1, help="messages to peek (default 1)"
+    )
+    p.set_defaults(handler=topics_peek)
+
+    p = tp.add_parser(
+        "skip-messages",
+        parents=[common],
+        help="acknowledge chosen messages by id (PIP-423); Shared and Key_Shared only",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    ids = p.add_mutually_exclusive_group(required=True)
+    ids.add_argument(
+        "--messageId-triplet",
+        dest="triplets",
+        nargs="+",
+        action="extend",
+        metavar="L:E[:B]",
+        help="ledgerId:entryId[:batchIndex]; several values, repeatable",
+    )
+    ids.add_argument(
+        "--messageId-base64",
+        dest="base64_ids",
+        nargs="+",
+        action="extend",
+        metavar="B64",
+        help="base64 MessageIdData (pulsar-client MessageId.serialize()); several, repeatable",
+    )
+    add_request_flags(p)
+    p.set_defaults(handler=topics_skip)
+
+    p = tp.add_parser(
+        "skip",
+        parents=[common],
+        help="skip the first N messages of each partition (batches count their messages)",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    p.add_argument("-n", "--count", type=values.ascii_int, required=True, help="messages to skip")
+    add_request_flags(p)
+    p.set_defaults(handler=topics_skip_head)
+
+    p = tp.add_parser(
+        "clear-backlog",
+        parents=[common],
+        help="skip every message of the subscription's backlog, as it is now",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    add_request_flags(p)
+    p.set_defaults(handler=topics_clear_backlog)
+
+    p = tp.add_parser(
+        "redrive",
+        parents=[common],
+        help="publish a subscription's dead-lettered messages back to the topic, for it alone",
+    )
+    p.add_argument("topic")
+    p.add_argument(
+        "-s", "--subscription", required=True, help="the subscription that dead-lettered them"
+    )
+    p.add_argument(
+        "--dead-letter-topic",
+        metavar="TOPIC",
+        help="the client's dead-letter topic when its policy named one "
+        "(default TOPIC-SUBSCRIPTION-DLQ)",
+    )
+    p.add_argument(
+        "--predicate",
+        metavar="JSON",
+        help='only the messages matching it, e.g. \'{"key": "order-42"}\'',
+    )
+    p.add_argument(
+        "--preview", action="store_true", help="show what would be redriven, change nothing"
+    )
+    add_request_flags(p)
+    p.set_defaults(handler=topics_redrive)
+
+    p = tp.add_parser(
+        "undo-skip",
+        parents=[common],
+        help="unacknowledge exactly what a skip acknowledged (its id: skip-messages prints it, "
+        "audit skips lists them); once per skip",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    p.add_argument(
+        "--skip-id", required=True, type=values.ascii_int, help="the skip's id (audit skips)"
+    )
+    add_request_flags(p)
+    p.set_defaults(handler=topics_undo_skip)
+
+    p = tp.add_parser(
+        "analyze-backlog",
+        parents=[common],
+        help="PIP-187 analysis, exact and uncapped, per partition and subscription",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", help="one subscription (default: all)")
+    p.add_argument(
+        "--engine",
+        choices=("auto", "python", "spark"),
+        default="auto",
+        help="where to scan; auto: Spark above --spark-threshold entries (same output)",
+    )
+    p.add_argument(
+        "--spark-threshold",
+        type=values.ascii_int,
+        default=SPARK_THRESHOLD_ENTRIES,
+        metavar="ENTRIES",
+        help=f"auto uses Spark above this many entries (default {SPARK_THRESHOLD_ENTRIES:,})",
+    )
+    p.add_argument("--spark-master", help="Spark master for the Spark engine (default local[*])")
+    p.add_argument(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        help="run the Spark engine on this Spark Connect server, no JVM started here "
+        "(env CURSOROPS_SPARK_REMOTE)",
+    )
+    p.set_defaults(handler=topics_analyze_backlog)
+
+    p = tp.add_parser("reset-cursor", parents=[common], help="move a subscription's cursor")
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument(
+        "-m",
+        "--messageId",
+        dest="message_id",
+        metavar="L:E",
+        help="ledgerId:entryId (non-partitioned topics)",
+    )
+    target.add_argument(
+        "-t",
+        "--time",
+        metavar="TIME",
+        help="relative (10m, 3h, 2d, 1w: that long ago), epoch ms, or ISO-8601 (UTC if no offset)",
+    )
+    add_request_flags(p)
+    p.set_defaults(handler=topics_reset_cursor)
+
+    p = commands.add_parser("produce", parents=[common], help="produce messages (pulsar-client)")
+    p.add_argument("topic")
+    p.add_argument(
+        "-m",
+        "--messages",
+        action="append",
+        required=True,
+        metavar="MSG",
+        help="a message payload (UTF-8); repeatable",
+    )
+    p.add_argument(
+        "-n",
+        "--num-produce",
+        type=values.ascii_int,
+        default=1,
+        help="send the messages this many times",
+    )
+    p.add_argument("-k", "--key", help="message key")
+    p.add_argument(
+        "-p",
+        "--properties",
+        action="append",
+        metavar="KEY=VALUE",
+        help="message property (k=v or k1=v1,k2=v2); repeatable",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=values.ascii_int,
+        default=1,
+        help="messages per batched entry (default 1: no batching); delayed ones are not batched",
+    )
+    delay = p.add_mutually_exclusive_group()
+    delay.add_argument("--deliver-after", metavar="DURATION", help="delay: 10s, 5m, 1h, 2d")
+    delay.add_argument(
+        "--deliver-at",
+        metavar="TIME",
+        help="delivery time: epoch ms or ISO-8601 (UTC if no offset)",
+    )
+    p.set_defaults(handler=produce)
+
+    p = commands.add_parser(
+        "consume", parents=[common], help="receive messages (pulsar-client); --ack to acknowledge"
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", required=True)
+    p.add_argument(
+        "-n",
+        "--num-messages",
+        type=values.ascii_int,
+        default=1,
+        help="messages to receive (default 1)",
+    )
+    p.add_argument(
+        "--ack", action="store_true", help="acknowledge what was received (default: do not)"
+    )
+    p.set_defaults(handler=consume)
+
+    p = commands.add_parser(
+        "demo",
+        parents=[common],
+        help="walk through a poison-pill and a delayed-message skip on a fresh topic "
+        "(creates tenant demo: needs a superuser role such as the default admin)",
+    )
+    p.add_argument(
+        "--partitions", type=values.ascii_int, default=4, help="partitions of the demo topic"
+    )
+    p.add_argument(
+        "--protocol",
+        action="store_true",
+        help="a real pulsar-client app's poison pill, through cursorops standalone and a local "
+        "Airflow (started and stopped): the app nacks it, alice asks for the skip, her own "
+        "approval is refused, bob approves, the app moves on",
+    )
+    p.set_defaults(handler=demo)
+
+    p = commands.add_parser(
+        "standalone",
+        parents=[common],
+        help="serve Pulsar's binary protocol and the admin REST paths on this home "
+        "(as pulsar standalone; Ctrl-C stops it)",
+    )
+    p.add_argument(
+        "--broker-port",
+        type=values.ascii_int,
+        default=6650,
+        help="binary protocol port (default 6650; 0 = any free port)",
+    )
+    p.add_argument(
+        "--web-port",
+        type=values.ascii_int,
+        default=8080,
+        help="admin REST port, /admin/v2/... (default 8080; 0 = any free port)",
+    )
+    p.add_argument("--no-web", action="store_true", help="serve the binary protocol only")
+    p.add_argument(
+        "--keepalive",
+        type=values.ascii_int,
+        default=30,
+        metavar="SECONDS",
+        help="ping a connection silent this long, close it after twice as long (default 30)",
+    )
+    p.add_argument(
+        "--auth-token-secret",
+        metavar="KEY",
+        help="turn on Pulsar's token authentication: the HS256 secret key "
+        "(data:;base64,..., file:///path or a path); a client's role is its token's subject",
+    )
+    p.add_argument(
+        "--auth-basic-file",
+        metavar="PATH",
+        help="turn on Pulsar's basic authentication: an htpasswd file of bcrypt hashes "
+        "(htpasswd -B); a client's role is its user name",
+    )
+    p.add_argument(
+        "--auth-tls",
+        action="store_true",
+        help="turn on Pulsar's TLS authentication: a client's role is its certificate's "
+        "common name (needs --tls-trust-certs-file)",
+    )
+    p.add_argument(
+        "--anonymous-role",
+        metavar="ROLE",
+        help="with authentication on, the role of a client on a loopback address that "
+        "offers no credentials (default: such a client is refused)",
+    )
+    p.add_argument(
+        "--tls-cert-file",
+        metavar="PATH",
+        help="serve TLS too (pulsar+ssl:// and https://): the server's certificate chain (PEM)",
+    )
+    p.add_argument("--tls-key-file", metavar="PATH", help="the server certificate's key (PEM)")
+    p.add_argument(
+        "--tls-trust-certs-file",
+        metavar="PATH",
+        help="CA certificates (PEM) a client certificate must chain to; a client may then "
+        "present one, and an untrusted one is refused",
+    )
+    p.add_argument(
+        "--tls-require-client-cert",
+        action="store_true",
+        help="refuse TLS clients without a trusted certificate",
+    )
+    p.add_argument(
+        "--broker-port-tls",
+        type=values.ascii_int,
+        default=6651,
+        help="binary protocol port over TLS (default 6651; 0 = any free port)",
+    )
+    p.add_argument(
+        "--web-port-tls",
+        type=values.ascii_int,
+        default=8443,
+        help="admin REST port over TLS (default 8443; 0 = any free port)",
+    )
+    p.add_argument(
+        "--advertised-listeners",
+        metavar="LISTENERS",
+        help="Pulsar's advertisedListeners: name:pulsar://host:port,name:pulsar+ssl://host:port"
+        ",...; a lookup naming a listener gets its URLs, one naming none the first's",
+    )
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log lines on stderr (default info; debug shows every command)",
+    )
+    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.set_defaults(handler=standalone)
+
+    daemon = commands.add_parser(
+        "daemon", help="a warm process that starts commands on this home in milliseconds"
+    )
+    dm = daemon.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = dm.add_parser(
+        "start",
+        parents=[common],
+        help="start the daemon for this home and metadata store (replaces one of older code)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        default="1h",
+        metavar="DURATION",
+        help="stop after this long without a command (default 1h; e.g. 10m, 8h)",
+    )
+    p.set_defaults(handler=daemon_start)
+    p = dm.add_parser("stop", parents=[common], help="stop the daemon of this home")
+    p.set_defaults(handler=daemon_stop)
+    p = dm.add_parser("status", parents=[common], help="whether a daemon serves this home")
+    p.set_defaults(handler=daemon_status)
+
+    db = commands.add_parser("db", help="the metadata store's schema")
+    dbs = db.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = dbs.add_parser(
+        "migrate",
+        parents=[common],
+        help="upgrade the metadata store's schema to this release (idempotent; a home "
+        "migrates itself, a PostgreSQL store waits for this)",
+    )
+    p.set_defaults(handler=db_migrate)
+
+    audit = commands.add_parser(
+        "audit", help="the backlog audit's records and poison-pill radar, and the applied skips"
+    )
+    au = audit.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = au.add_parser(
+        "history",
+        parents=[common],
+        help="backlog history of TOPIC as cursorops_backlog_audit recorded it (exact counts)",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", help="one subscription (default: all)")
+    p.add_argument("--since", help="from this time on: 1h, 2d, epoch ms or ISO-8601")
+    p.add_argument(
+        "--limit", type=values.ascii_int, default=10_000, help="newest rows shown (default 10000)"
+    )
+    p.set_defaults(handler=audit_history)
+    p = au.add_parser(
+        "skips",
+        parents=[common],
+        help="applied skips of TOPIC, newest first: id, time, role, door, messages, undone",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", help="one subscription (default: all)")
+    p.add_argument(
+        "--limit", type=values.ascii_int, default=100, help="newest skips shown (default 100)"
+    )
+    p.set_defaults(handler=audit_skips)
+    p = au.add_parser(
+        "requests",
+        parents=[common],
+        help="gated requests of TOPIC planned and never closed (waiting, forced, failed or "
+        "abandoned runs), newest first, each with its plan digest",
+    )
+    p.add_argument("topic")
+    p.set_defaults(handler=audit_requests)
+    p = au.add_parser(
+        "radar",
+        parents=[common],
+        help="messages stuck at the head of TOPIC's subscriptions now (redelivered at least "
+        "--min-redeliveries times, or older than --min-age-seconds behind a later "
+        "acknowledged message), each with a prefilled skip-messages request",
+    )
+    p.add_argument("topic")
+    p.add_argument("-s", "--subscription", help="one subscription (default: all)")
+    p.add_argument("--min-redeliveries", type=values.ascii_int, default=3, help="default 3")
+    p.add_argument("--min-age-seconds", type=values.ascii_int, default=600, help="default 600")
+    p.add_argument(
+        "--max-listed", type=values.ascii_int, default=50, help="per subscription (default 50)"
+    )
+    p.set_defaults(handler=audit_radar)
+    return parser
+
+
+def report_error(message: str) -> None:
+    """One line on stderr, whatever the message holds (newlines, undecodable bytes)."""
+    line = legible(" ".join(message.split()))
+    line = line.encode("utf-8", "backslashreplace").decode("utf-8")
+    print(f"error: {line}", file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the exit flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; every failure is one ``error:`` line and an exit code, never a traceback.
+
+    Exit codes: 0 ok, 2 invalid input or usage, 3 not found, 4 conflict, 5 not
+    authorized, 6 store failure, 1 unexpected (a bug: one line too; set
+    ``CURSOROPS_TRACEBACK=1`` to see the traceback), 130 interrupted, 141 the
+    reader of the output went away (``| head``), silently, as Unix tools do.
+    """
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command ``args`` (from :func:`build_parser`) parsed; its exit code.
+
+    The daemon's workers call this with the caller's streams (:mod:`cursorops.cli.daemon`).
+    """
+    ctx = Context(args, sys.stdout)
+    handler: Handler = _remote(args) if getattr(args, "admin_url", None) else args.handler
+    try:
+        try:
+            result = handler(ctx, args)
+        finally:
+            ctx.close()
+        if ctx.json:
+            output.emit_json(result.document, ctx.out)
+        else:
+            for line in result.lines:
+                print(legible(line), file=ctx.out)
+        ctx.out.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except CursorOpsError as exc:
+        report_error(str(exc) or type(exc).__name__)
+        return exit_code(exc)
+    except KeyboardInterrupt:
+        report_error("interrupted")
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if os.environ.get("CURSOROPS_TRACEBACK"):
+            raise
+        report_error(f"unexpected {type(exc).__name__}: {exc}")
+        return EXIT_UNEXPECTED
+    return result.exit_code
+
+
+def _remote(args: argparse.Namespace) -> Handler:
+    """The command's REST form (:mod:`cursorops.cli.remote`), run as the logged-in user."""
+
+    def handler(ctx: Context, args: argparse.Namespace) -> Result:
+        from cursorops.cli import remote
+        from cursorops.core.errors import InvalidArgumentError
+
+        if args.role is not None:
+            raise InvalidArgumentError(
+                "--role is for the embedded home; with --admin-url you act as the logged-in user"
+            )
+        command = remote.handler_for(args.handler.__name__, _command_name(args))
+        client = remote.Remote(args.admin_url, remote.token_for(args))
+        try:
+            document, lines = command(client, args)
+        finally:
+            client.close()
+        return Result(document, lines)
+
+    return handler
+
+
+def _command_name(args: argparse.Namespace) -> str:
+    return str(args.handler.__name__).replace("_", " ", 1).replace("_", "-")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

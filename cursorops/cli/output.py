@@ -1,0 +1,229 @@
+"""Rendering for the ``cursorops`` command: text for people, JSON for scripts.
+
+In JSON mode each command writes exactly one JSON document on stdout; in text
+mode it writes lines meant to be read. Both come from the same plain values
+built here, so the two modes cannot disagree.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TextIO
+
+from cursorops.core.ids.message_id import MessageId
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from cursorops.core.analysis.backlog import BacklogAnalysis, TopicAnalysis
+    from cursorops.core.analysis.topic_stats import TopicStats
+    from cursorops.core.reading.dispatch import Message
+
+
+def emit_json(document: object, out: TextIO = sys.stdout) -> None:
+    json.dump(document, out, indent=2, sort_keys=False)
+    out.write("\n")
+
+
+def format_time(epoch_ms: int | None) -> str:
+    if epoch_ms is None:
+        return "-"
+    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def id_json(message_id: MessageId) -> dict[str, object]:
+    return {
+        "triplet": message_id.triplet(),
+        "base64": message_id.to_base64(),
+        "partition": message_id.partition,
+        "batchIndex": message_id.batch_index,
+        "batchSize": message_id.batch_size,
+    }
+
+
+def id_line(message_id: MessageId) -> str:
+    """Triplet, base64 and partition, aligned for reading."""
+    triplet, encoded = message_id.triplet(), message_id.to_base64()
+    return f"{triplet:<12}  {encoded:<16}  partition={message_id.partition}"
+
+
+def payload_json(payload: bytes) -> tuple[str, str]:
+    """The payload as text when it is UTF-8, else base64; with the encoding used."""
+    try:
+        return payload.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(payload).decode("ascii"), "base64"
+
+
+def message_json(message: Message) -> dict[str, object]:
+    """A message as JSON. An encrypted payload is never shown: its size and the names of
+    its keys are (``payloadEncoding`` "encrypted"); a chunk names its message's size."""
+    if message.encryption_keys is not None:
+        payload, encoding = "", "encrypted"
+    else:
+        payload, encoding = payload_json(message.payload)
+    doc: dict[str, object] = {
+        **id_json(message.message_id),
+        "topic": message.topic,
+        "key": message.key,
+        "properties": dict(message.properties),
+        "payload": payload,
+        "payloadEncoding": encoding,
+        "publishTime": message.publish_time,
+        "deliverAt": message.deliver_at,
+        "redeliveryCount": message.redelivery_count,
+    }
+    # Only when the producer set them (binary-protocol producers), as Pulsar's peek
+    # answers them only when present.
+    if message.event_time is not None:
+        doc["eventTime"] = message.event_time
+    if message.ordering_key is not None:
+        doc["orderingKey"] = base64.b64encode(message.ordering_key).decode("ascii")
+    if message.null_value:
+        doc["nullValue"] = True
+    if message.encryption_keys is not None:
+        doc["encryptionKeys"] = list(message.encryption_keys)
+        doc["payloadSize"] = message.stored_size or 0
+    if message.chunk is not None:
+        uuid, chunk_id, chunks, size = message.chunk
+        doc["chunk"] = {"uuid": uuid, "chunkId": chunk_id, "chunks": chunks}
+        doc["payloadSize"] = size
+    return doc
+
+
+def whole_messages(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` with a chunked message shown once, at its first chunk listed (its
+    other chunks are the same message)."""
+    seen: set[str] = set()
+    out = []
+    for message in messages:
+        if message.chunk is not None:
+            if message.chunk[0] in seen:
+                continue
+            seen.add(message.chunk[0])
+        out.append(message)
+    return out
+
+
+def message_line(message: Message) -> str:
+    doc = message_json(message)
+    properties = ",".join(f"{k}={v}" for k, v in sorted(message.properties.items()))
+    if message.encryption_keys is not None:
+        names = ",".join(message.encryption_keys)
+        payload = f"<encrypted: {doc['payloadSize']} bytes, keys {names}>"
+    elif message.chunk is not None:
+        payload = f"<chunked message: {message.chunk[3]} bytes in {message.chunk[2]} chunks>"
+    elif message.null_value:
+        payload = "<null value>"
+    elif doc["payloadEncoding"] == "utf-8":
+        payload = str(doc["payload"])
+    else:
+        payload = f"base64:{doc['payload']}"
+    parts = [
+        f"{doc['triplet']:<12}",
+        f"partition={message.message_id.partition}",
+        f"key={message.key if message.key is not None else '-'}",
+    ]
+    if properties:
+        parts.append(f"properties={properties}")
+    if message.deliver_at is not None:
+        parts.append(f"deliver_at={format_time(message.deliver_at)}")
+    if message.event_time is not None:
+        parts.append(f"event_time={format_time(message.event_time)}")
+    if message.ordering_key is not None:
+        parts.append(f"ordering_key=base64:{doc['orderingKey']}")
+    parts.append(f"payload={payload}")
+    return "  ".join(parts)
+
+
+_ANALYSIS_COLUMNS = (
+    ("entries", "entries"),
+    ("messages", "messages"),
+    ("filter_accepted_messages", "accepted"),
+    ("filter_rejected_messages", "rejected"),
+    ("filter_rescheduled_messages", "rescheduled"),
+    ("first_message_id", "first"),
+    ("last_message_id", "last"),
+    ("aborted", "aborted"),
+)
+
+
+def _analysis_cells(result: BacklogAnalysis) -> list[str]:
+    return [_cell(getattr(result, name)) for name, _ in _ANALYSIS_COLUMNS]
+
+
+def analysis_lines(analysis: TopicAnalysis) -> list[str]:
+    table: list[list[str]] = [["partition", "subscription", *(h for _, h in _ANALYSIS_COLUMNS)]]
+    topic = analysis.topic
+    for row in analysis.partitions:
+        partition = row.topic_partition
+        table.append(
+            [
+                partition.removeprefix(topic + "-") if partition != topic else "-",
+                row.subscription,
+                *_analysis_cells(row.result),
+            ]
+        )
+    subs = analysis.subscriptions
+    if len(subs) > 1:
+        for name, value in subs.items():
+            table.append(["total", name, *_analysis_cells(value)])
+    label = analysis.subscription or ("*" if len(subs) != 1 else next(iter(subs)))
+    table.append(["TOTAL", label, *_analysis_cells(analysis.total)])
+    return [f"Backlog of {topic} (exact, uncapped):", *_align(table)]
+
+
+def stats_lines(stats: TopicStats) -> list[str]:
+    lines = [
+        f"topic:         {stats.topic}",
+        f"partitions:    {stats.partitions}",
+        f"entries:       {stats.entries}",
+        f"messages:      {stats.messages}",
+    ]
+    if not stats.subscriptions:
+        lines.append("subscriptions: none")
+    for name, sub in stats.subscriptions.items():
+        lines.append(f"subscription {name} ({sub.type}):")
+        lines.append(f"  msgBacklog (messages, exact): {sub.msg_backlog}")
+        lines.append(f"  backlogEntries:               {sub.backlog_entries}")
+        lines.append(f"  individuallyDeletedRanges:    {sub.individually_deleted_ranges}")
+        lines.append(f"  partlyAckedBatches:           {sub.partly_acked_batches}")
+        for partition, position in sub.mark_delete_position.items():
+            lines.append(f"  markDeletePosition {partition}: {position}")
+        if sub.properties:
+            shown = ",".join(f"{k}={v}" for k, v in sorted(sub.properties.items()))
+            lines.append(f"  properties: {shown}")
+    return lines
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _align(table: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return [
+        "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in table
+    ]
+
+
+def open_request_lines(requests: list[dict[str, Any]]) -> list[str]:
+    """Requests planned and never closed: each with the plan digest its approvers saw."""
+    lines = []
+    for r in requests:
+        lines.append(
+            f"{format_time(r['plannedAtMs'])}  {r['operation']}  {r['subscription']}  "
+            f"asked by {r['requester']}  run {r['runId']} of {r['dagId']}  "
+            + ("APPLIED, not closed" if r["applied"] else "not applied")
+        )
+        lines.append(f"  plan {r['planDigest']}")
+    return lines or ["No open requests"]

@@ -1,0 +1,92 @@
+"""Admin REST paths the standalone adds to the plugin's app: those a Pulsar client
+library's own tests call on ``pulsar standalone`` (create a topic, partitioned or
+not), the broker health check, and the HTTP lookup a client given an ``http://``
+service URL uses. Errors go through the app's error table."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+from fastapi import APIRouter, Body, Depends, Header, HTTPException, Request, Response
+from fastapi.responses import PlainTextResponse
+
+from cursorops.core.authz import Operation
+from cursorops.core.broker import Broker
+from cursorops.core.errors import TopicNotFoundError
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.wire.listeners import BrokerUrls, UnknownListenerError
+
+TOPIC = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
+
+
+def router(
+    broker: Broker,
+    role_of: Callable[[Request], str],
+    own_role: str,
+    urls: Callable[[], BrokerUrls] | None = None,
+) -> APIRouter:
+    """The routes; ``role_of`` names the caller's role (it refuses unauthenticated calls),
+    ``own_role`` is the standalone's, which the health check uses; ``urls``, what a
+    lookup answers (None: no lookup path)."""
+    routes = APIRouter(tags=["standalone"])
+    # Dependencies as defaults: the routes are local, and their annotations (strings
+    # under postponed evaluation) must resolve from the module alone.
+    caller = Depends(role_of)
+    count = Body()
+
+    @routes.get("/admin/v2/brokers/health", response_class=PlainTextResponse)
+    def health() -> str:
+        """Pulsar's health check: ``ok`` while the broker's stores answer (no login)."""
+        broker.list_namespaces(own_role, "public")
+        return "ok"
+
+    @routes.put(TOPIC + "/partitions", status_code=204)
+    def create_partitioned_topic(
+        tenant: str, namespace: str, topic: str, role: str = caller, partitions: int = count
+    ) -> Response:
+        """``pulsar-admin topics create-partitioned-topic``: the body is the count."""
+        broker.create_topic(role, f"persistent://{tenant}/{namespace}/{topic}", partitions)
+        return Response(status_code=204)
+
+    @routes.put(TOPIC, status_code=204)
+    def create_topic(tenant: str, namespace: str, topic: str, role: str = caller) -> Response:
+        """``pulsar-admin topics create``: a non-partitioned topic."""
+        broker.create_topic(role, f"persistent://{tenant}/{namespace}/{topic}", 0)
+        return Response(status_code=204)
+
+    if urls is not None:
+        answer = urls
+        listener_header = Header(None, alias="X-Pulsar-ListenerName")
+
+        @routes.get("/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}")
+        def lookup(
+            domain: str,
+            tenant: str,
+            namespace: str,
+            topic: str,
+            listenerName: str | None = None,  # noqa: N803 (Pulsar's query parameter)
+            header_listener: str | None = listener_header,
+            role: str = caller,
+        ) -> dict[str, str]:
+            """Pulsar's HTTP lookup: the broker that serves the topic (this one), for a
+            role that may look it up; a missing topic is created on use."""
+            if domain not in ("persistent", "non-persistent"):
+                raise HTTPException(404, f"Unknown topic domain {domain!r}")
+            name = f"{domain}://{tenant}/{namespace}/{topic}"
+            with contextlib.suppress(TopicNotFoundError):
+                broker.authorized_topic(role, Operation.LOOKUP, TopicName.parse(name).base)
+            known = answer()
+            try:
+                url, url_tls = known.for_listener(listenerName or header_listener)
+            except UnknownListenerError as exc:
+                raise HTTPException(404, str(exc)) from exc
+            return {
+                "brokerUrl": url,
+                "brokerUrlTls": url_tls,
+                "httpUrl": known.http_url,
+                "httpUrlTls": known.http_url_tls,
+                "nativeUrl": url,
+            }
+
+    return routes

@@ -1,0 +1,268 @@
+"""``cursorops standalone``: the binary protocol and the admin REST paths, one process.
+
+As ``pulsar standalone``: the first start creates the tenant ``public`` and
+the namespace ``public/default``; topics are created on first produce or
+subscribe. The binary protocol listens on the broker port (6650), the admin
+v2 REST paths (the FastAPI app the Airflow plugin mounts, here without
+Airflow's login: the loopback standalone has authentication off, as Pulsar
+standalone has) on the web port (8080). A line on stdout says when both are
+ready; SIGINT or SIGTERM stops it cleanly, consumers' messages released.
+A standalone killed without that is freed by its next start on the home
+(:mod:`cursorops.wire.broker_identity`).
+
+With a server certificate, both are served over TLS as well, on ports of their
+own (6651 and 8443, as Pulsar's ``brokerServicePortTls`` and
+``webServicePortTls``). Authentication (token, basic, TLS client certificates,
+an anonymous role for loopback) is the same on every port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import ssl
+import sys
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from cursorops.core.broker import Broker
+from cursorops.core.config import Config
+from cursorops.core.errors import AlreadyExistsError, InvalidArgumentError
+from cursorops.wire.auth import TokenAuthenticator, load_secret
+from cursorops.wire.authentication import Authentication
+from cursorops.wire.basic_auth import BasicAuthenticator
+from cursorops.wire.broker_identity import claim
+from cursorops.wire.listeners import BrokerUrls, parse_advertised_listeners
+from cursorops.wire.server import KEEPALIVE_SECONDS, Connection, Service, StoreThread, renew_leases
+from cursorops.wire.tls import TlsSettings, common_name, server_context
+
+log = logging.getLogger("cursorops.standalone")
+
+DEFAULT_BROKER_PORT = 6650
+DEFAULT_WEB_PORT = 8080
+DEFAULT_BROKER_PORT_TLS = 6651
+DEFAULT_WEB_PORT_TLS = 8443
+DEFAULT_BIND = "127.0.0.1"
+DEFAULT_TENANT = "public"
+DEFAULT_NAMESPACE = "public/default"
+
+
+@dataclass(frozen=True)
+class StandaloneSettings:
+    bind: str = DEFAULT_BIND
+    broker_port: int = DEFAULT_BROKER_PORT
+    web_port: int | None = DEFAULT_WEB_PORT
+    """None: no REST."""
+    role: str = "admin"
+    """The role every client acts as (authentication is off)."""
+    log_level: str = "INFO"
+    keepalive_s: float = KEEPALIVE_SECONDS
+    """A connection silent this long is pinged, and closed when silent twice as long."""
+    auth_token_secret: str | None = None
+    """Token authentication's secret key (``data:;base64,...``, ``file://...`` or a path)."""
+    auth_basic_file: str | None = None
+    """Basic authentication's htpasswd file (bcrypt hashes)."""
+    auth_tls: bool = False
+    """TLS authentication: the role is the client certificate's common name."""
+    anonymous_role: str | None = None
+    """With authentication on, the role of a loopback client that offers no credentials
+    (None: such a client is refused). With every provider off, every client acts as
+    :attr:`role`."""
+    tls: TlsSettings | None = None
+    """None: no TLS ports."""
+    broker_port_tls: int = DEFAULT_BROKER_PORT_TLS
+    web_port_tls: int = DEFAULT_WEB_PORT_TLS
+    advertised_listeners: str | None = None
+    """Pulsar's ``advertisedListeners``: ``name:pulsar://host:port,...``."""
+
+
+def authentication(settings: StandaloneSettings) -> Authentication:
+    """The providers the settings turn on (ValueError on an unusable one)."""
+    if settings.auth_tls and (settings.tls is None or settings.tls.trust_certs_file is None):
+        raise ValueError(
+            "TLS authentication needs TLS with trusted client certificates "
+            "(--tls-cert-file, --tls-key-file, --tls-trust-certs-file)"
+        )
+    checks = Authentication(
+        settings.role,
+        token=None
+        if settings.auth_token_secret is None
+        else TokenAuthenticator(load_secret(settings.auth_token_secret)),
+        basic=None
+        if settings.auth_basic_file is None
+        else BasicAuthenticator.from_file(settings.auth_basic_file),
+        tls=settings.auth_tls,
+        anonymous_role=settings.anonymous_role,
+    )
+    if settings.anonymous_role is not None and not checks.enabled:
+        raise ValueError("An anonymous role needs an authentication provider turned on")
+    return checks
+
+
+def check(settings: StandaloneSettings) -> None:
+    """Refuse unusable settings before anything starts: InvalidArgumentError names the
+    first (a credentials file that cannot be read, a malformed listener, a bad key)."""
+    try:
+        authentication(settings)
+        if settings.advertised_listeners is not None:
+            parse_advertised_listeners(settings.advertised_listeners)
+        if settings.tls is not None:
+            server_context(settings.tls)
+    except (ValueError, OSError, ssl.SSLError) as exc:
+        raise InvalidArgumentError(f"cursorops standalone: {exc}") from exc
+
+
+def bootstrap(broker: Broker, role: str) -> None:
+    """Create ``public`` and ``public/default`` when missing."""
+    with contextlib.suppress(AlreadyExistsError):
+        broker.create_tenant(role, DEFAULT_TENANT)
+    with contextlib.suppress(AlreadyExistsError):
+        broker.create_namespace(role, DEFAULT_NAMESPACE)
+
+
+async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.stdout) -> None:
+    """Run until SIGINT/SIGTERM (or cancellation)."""
+    store = StoreThread()
+    broker = await store.run(Broker, config)
+    await store.run(bootstrap, broker, settings.role)
+    identity = claim(config.home)
+    if identity.earlier_life:
+        # What the earlier process of this broker held is deliverable before the first
+        # client comes back, not when its consumers' leases lapse.
+        released = await store.run(broker.release_consumers_of, identity.consumer_prefix)
+        if released:
+            log.info(
+                "released %d consumers of broker %s's earlier life", released, identity.broker_id
+            )
+    host = "127.0.0.1" if settings.bind in ("0.0.0.0", "::", "") else settings.bind
+    checks = authentication(settings)
+    listeners = (
+        None
+        if settings.advertised_listeners is None
+        else parse_advertised_listeners(settings.advertised_listeners)
+    )
+    tls_context = None if settings.tls is None else server_context(settings.tls)
+    service = Service(
+        broker,
+        store,
+        BrokerUrls(f"pulsar://{host}:{settings.broker_port}"),
+        settings.role,
+        checks,
+        settings.keepalive_s,
+        identity.broker_id,
+    )
+    service.appender.start()
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await Connection(service, reader, writer).serve()
+
+    servers = [await asyncio.start_server(accept, settings.bind, settings.broker_port)]
+    broker_url = f"pulsar://{host}:{servers[0].sockets[0].getsockname()[1]}"
+    broker_url_tls = ""
+    if tls_context is not None:
+        servers.append(
+            await asyncio.start_server(
+                accept, settings.bind, settings.broker_port_tls, ssl=tls_context
+            )
+        )
+        broker_url_tls = f"pulsar+ssl://{host}:{servers[1].sockets[0].getsockname()[1]}"
+    webs: list[tuple[Any, asyncio.Task[None]]] = []
+    web_urls: list[str] = []
+    if settings.web_port is not None:
+        from cursorops.wire.web import web_app
+
+        app = web_app(config, settings.role, checks, lambda: service.urls)
+        for scheme, port in (("http", settings.web_port), ("https", settings.web_port_tls)):
+            if scheme == "https" and settings.tls is None:
+                continue
+            web, task, bound = await _start_web(
+                app, settings.bind, port, settings.tls if scheme == "https" else None
+            )
+            webs.append((web, task))
+            web_urls.append(f"{scheme}://{host}:{bound}")
+    service.urls = BrokerUrls(
+        broker_url,
+        broker_url_tls,
+        next((url for url in web_urls if url.startswith("http:")), ""),
+        next((url for url in web_urls if url.startswith("https:")), ""),
+        listeners,
+    )
+    renew = asyncio.create_task(renew_leases(service))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    ready = broker_url
+    if web_urls and web_urls[0].startswith("http:"):
+        ready += f" admin {web_urls[0]}"
+    if broker_url_tls:
+        ready += f" tls {broker_url_tls}"
+        ready += "".join(f" {url}" for url in web_urls if url.startswith("https:"))
+    print(f"cursorops standalone ready: {ready}", file=out, flush=True)
+    try:
+        await stop.wait()
+    finally:
+        print("cursorops standalone stopping", file=out, flush=True)
+        for server in servers:
+            server.close()
+        renew.cancel()
+        for connection in list(service.connections):
+            await connection.close()
+        await service.appender.drain()
+        for web, web_task in webs:
+            web.should_exit = True
+            with contextlib.suppress(Exception):
+                await web_task
+        await store.run(broker.close)
+        store.close()
+        identity.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def _start_web(
+    app: Any, bind: str, port: int, tls: TlsSettings | None
+) -> tuple[Any, asyncio.Task[None], int]:
+    """A uvicorn server for ``app``, started; over TLS it hands the app the CN of the
+    client's verified certificate (request state), for TLS authentication."""
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from cursorops.wire.web import PEER_CN
+
+    class PeerCertProtocol(H11Protocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            cn = common_name(transport.get_extra_info("peercert"))
+            # Per connection: the state is copied into each request's scope.
+            self.app_state = {**self.app_state, PEER_CN: cn}
+
+    options: dict[str, Any] = {}
+    if tls is not None:
+        context = server_context(tls)
+        options = {
+            "http": PeerCertProtocol,
+            "ssl_certfile": tls.cert_file,
+            "ssl_context_factory": lambda config, default: context,
+        }
+    web: Any = uvicorn.Server(
+        uvicorn.Config(app, host=bind, port=port, log_level="warning", lifespan="off", **options)
+    )
+    web.install_signal_handlers = lambda: None
+    task = asyncio.create_task(web.serve())
+    while not web.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("the web server did not start")
+        await asyncio.sleep(0.02)
+    return web, task, web.servers[0].sockets[0].getsockname()[1]
+
+
+def run(config: Config, settings: StandaloneSettings) -> int:
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    asyncio.run(serve(config, settings))
+    return 0
