@@ -64,12 +64,12 @@ CONSUMED_PER_S = 450
 """What the consumers receive and acknowledge a second between them: a fixed load, what
 consumers polling as fast as they could managed before a consume stopped reading ahead
 (13,500 messages a run). Unpaced, their share of the cores grows as receiving gets cheaper,
-and the REST figure would fall for it (docs/decisions.md, "REST under load")."""
+and the REST figure would fall for it (docs/decisions/, "REST under load")."""
 IDS_PER_REQUEST = 2
 PARTITIONS = 4
 TWO_HOURS_MS = 2 * 3_600_000
 API_WORKERS = 2
-"""The api-server's workers (docs/decisions.md says why); ``AIRFLOW__API__WORKERS`` overrides."""
+"""The api-server's workers (docs/decisions/ says why); ``AIRFLOW__API__WORKERS`` overrides."""
 ARRIVAL_S = 0.5
 """The clients open their connections over this long."""
 DURABILITY = ("fsync", "synchronous_commit", "full_page_writes")
@@ -611,7 +611,7 @@ HISTORY = (
     "4ea534e, while other suites loaded the machine, load average 2 to 8); 37.3 requests/s, "
     "p50 742 ms, p99 5,550 ms before the changes below (commit f54302a, load 3.6); 18.1 "
     "requests/s before the skip route became the one skip path (load 6 to 10). The changes "
-    '(docs/decisions.md, "REST under load"): a skip costs 8 statements instead of 14; its '
+    '(docs/decisions/, "REST under load"): a skip costs 8 statements instead of 14; its '
     "cursors are locked in one statement and their journals read in one; a long journal is "
     "folded into a snapshot under the skip's lock, so a skip decodes at most 32 deltas per "
     "cursor instead of up to 512; the PostgreSQL pool keeps 20 connections instead of opening "

@@ -70,7 +70,7 @@ KNOWN: dict[str, str] = {
         "never told TopicNotFound, so that a refusal does not reveal what exists"
     ),
 }
-"""Test id -> why it is not expected to pass (each also in ``docs/decisions.md``)."""
+"""Test id -> why it is not expected to pass (each also in ``docs/decisions/``)."""
 
 
 @dataclass(frozen=True)

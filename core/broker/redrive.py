@@ -11,7 +11,7 @@ dead-letter topic acknowledges the originals.
 Which messages are "on" the dead-letter topic: those at least one of its subscriptions has not
 acknowledged; all of its messages when it has no subscription (the clients create one only when
 the dead-letter policy names an ``initialSubscriptionName``), and then nothing is acknowledged
-there: a second redrive publishes them again (``docs/decisions.md``, "Redrive").
+there: a second redrive publishes them again (``docs/decisions/``, "Redrive").
 
 Authorization: PRODUCE on the topic (the redrive publishes there; the acknowledgements on its
 other subscriptions only hide what this redrive itself publishes, no message of their backlog)

@@ -20,11 +20,11 @@ A cursor is stored as a snapshot plus a journal of deltas (docs/architecture.md,
 One SQL idiom: plain statements with ``?`` placeholders on the transaction's own
 pooled DBAPI connection, begun and committed by the driver. A dispatch is a
 dozen small statements; SQLAlchemy's connection, begin and commit around them
-cost about three times a small transaction's own time (docs/decisions.md). The
+cost about three times a small transaction's own time (docs/decisions/). The
 same text serves SQLite and PostgreSQL; only the lock clauses and the
 one-statement group appends differ, and are chosen here.
 
-Locking, one rule (docs/decisions.md, "One door for cursor changes"): a
+Locking, one rule (docs/decisions/, "One door for cursor changes"): a
 transaction locks each subscription it changes before any of its cursors, and the
 cursors in the order of their partitions' names (``COLLATE "C"``, Python's
 order); subscriptions in the order (topic, name). The subscription's row is held

@@ -20,10 +20,10 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
-"""8 MiB: :data:`MAX_SKIP_IDS` ids fit in the widest PIP-423 shape (docs/decisions.md)."""
+"""8 MiB: :data:`MAX_SKIP_IDS` ids fit in the widest PIP-423 shape (docs/decisions/)."""
 MAX_SKIP_IDS = 100_000
 """Ids per skipByMessageIds call: the benchmark's 100,000 take about 3 s; 1,000,000 would
-hold a request for half a minute, so larger skips are refused with 413 (docs/decisions.md)."""
+hold a request for half a minute, so larger skips are refused with 413 (docs/decisions/)."""
 MAX_BODY_ENV = "CURSOROPS_API_MAX_BODY_BYTES"
 
 

@@ -36,7 +36,7 @@ locks the cursors of the partitions it touches, and the lock holders need the CP
 more skips in flight than a topic's partitions can take only compete with the holders for
 the process's one interpreter lock. Those in flight that need the same cursors are written
 together (core/broker/combining.py), so 8 rather than 4: bigger batches, less CPU per skip
-(docs/decisions.md, "REST under load"). Turns are taken in the order requests came."""
+(docs/decisions/, "REST under load"). Turns are taken in the order requests came."""
 _skip_turns = Turns(SKIPS_AT_ONCE)
 
 SKIP_ID_HEADER = "X-Cursorops-Skip-Id"

@@ -558,7 +558,7 @@ def test_the_consumer_receives_what_the_producer_sent(
     if how.codec == pulsar.CompressionType.ZLib:
         # The C++ client cannot inflate a ZLIB entry whose payload is empty (it discards
         # it as corrupt, from Pulsar too): what its own producer writes for an empty or
-        # null message sent alone (not batched, or delayed). docs/decisions.md.
+        # null message sent alone (not batched, or delayed). docs/decisions/.
         sent = [s if s.payload else Sent(b"z", *_rest(s)) for s in sent]
     if big and chunking:
         sent = [*sent, Sent(os.urandom(BIG), "big", {}, None, None, 0)]

@@ -144,7 +144,7 @@ def test_only_the_door_calls_its_repository() -> None:
 
 def test_every_cursor_change_opens_the_door_where_listed() -> None:
     """A module that changes cursors does it in a transaction of the door: the list says
-    which, so a new one is added knowingly (and the lock rule of docs/decisions.md,
+    which, so a new one is added knowingly (and the lock rule of docs/decisions/,
     "One door for cursor changes", is its rule too)."""
     users = {
         name

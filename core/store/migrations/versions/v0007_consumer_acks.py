@@ -1,7 +1,7 @@
 """Add ``cursors.consumer_ack_*``: the highest message a consumer acknowledged on each cursor.
 
 The poison-pill radar's age rule counts acknowledgements consumers made, not
-skips, resets, undos or a redrive's acknowledgements (docs/decisions.md, "The
+skips, resets, undos or a redrive's acknowledgements (docs/decisions/, "The
 poison-pill radar"). A cursor from before this revision has no mark (NULL): no
 consumer acknowledgement is known, so the rule finds nothing behind one until a
 consumer acknowledges again.
