@@ -11,7 +11,7 @@ The characters spelled out are those of the Unicode general categories
 :data:`HIDDEN`: controls (``Cc``: newline, tab, escape, ...), format characters
 (``Cf``: bidirectional controls, zero-width joiners, ...), line and paragraph
 separators, private-use, surrogate and unassigned code points. The approver's
-Markdown (``cursorops.airflow.inert``) spells them out by the same rule.
+Markdown (``cursorops.core.gating.inert``) spells them out by the same rule.
 """
 
 from __future__ import annotations

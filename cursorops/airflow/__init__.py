@@ -8,9 +8,8 @@ Light on purpose: DAG files import it at parse time, so nothing here imports
 - :mod:`cursorops.airflow.outcomes`: every ``cursorops.core.errors`` leaf → fail (no retry) or
 retry.
 - :mod:`cursorops.airflow.matching`: the run conf of a skip by predicate, through pydantic.
-- :mod:`cursorops.airflow.plan`: the plan record of a run (stored in cursorops's store) and its
-preview.
-- :mod:`cursorops.airflow.inert`: text someone else wrote, made inert for the approver's Markdown.
+- :mod:`cursorops.airflow.plan`: the plan record of a run (stored in cursorops's store); its
+  preview is :mod:`cursorops.core.gating.approval_text`'s.
 - :mod:`cursorops.airflow.gate`: the approval gates (four eyes, more for a quorum), which record
   what they showed and the answer Airflow resumes them with in cursorops's store.
 - :mod:`cursorops.airflow.approval`: ``require_approvals``, which checks the answers the gates

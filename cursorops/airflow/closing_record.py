@@ -29,7 +29,8 @@ def _answers(broker: Broker, record: PlanRecord, gates: Sequence[str]) -> list[d
     """The answer each gate of the run recorded to what it showed for ``record`` (chosen
     None: shown, unanswered), in gate order; an answer to another plan of the run (a
     planning task cleared meanwhile) is not one to this plan."""
-    from cursorops.airflow.approval import by_gate, iso
+    from cursorops.airflow.approval import by_gate
+    from cursorops.core.gating.staleness import iso
 
     b = record.binding
     answers = by_gate(

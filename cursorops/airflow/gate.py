@@ -152,11 +152,11 @@ def stale_gate(
     shown: str | None = None,
 ) -> str | None:
     """Why the run's gate can no longer lead to an apply, with what to do, or None
-    (:func:`cursorops.airflow.approval.stale_reason`, from the store and the run's newest
+    (:func:`cursorops.core.gating.staleness.stale_reason`, from the store and the run's newest
     record)."""
-    from cursorops.airflow.approval import STALE_ADVICE, stale_reason
     from cursorops.airflow.environment import pulsar_role
     from cursorops.core.broker import wall_clock_ms
+    from cursorops.core.gating.staleness import STALE_ADVICE, stale_reason
 
     dag_run = context["dag_run"]
     role = pulsar_role(dag_run.triggering_user_name or "")
@@ -211,10 +211,10 @@ class FourEyesApprovalOperator(ApprovalOperator):
 
         from cursorops.airflow.environment import approver_candidates, config
         from cursorops.airflow.outcomes import airflow_outcome
-        from cursorops.airflow.plan import preview_markdown, subject
         from cursorops.airflow.steps import run_plan_record
         from cursorops.core.broker import Broker, wall_clock_ms
         from cursorops.core.errors import AlreadyExistsError
+        from cursorops.core.gating.approval_text import preview_markdown, subject
         from cursorops.core.skipping.plan_record import ApprovalRequest
 
         dag_run = context["dag_run"]

@@ -156,9 +156,9 @@ def plan_record(
     """The current plan record of a workflow run, as the approver reads it: the same text as
     the approval gate's, with keys, properties and payload excerpts only when the caller's
     role may peek on every topic of the plan (cursorops extension)."""
-    from cursorops.airflow.approval import STALE_ADVICE, stale_reason
-    from cursorops.airflow.plan import preview_markdown, subject
     from cursorops.core.errors import NotFoundError
+    from cursorops.core.gating.approval_text import preview_markdown, subject
+    from cursorops.core.gating.staleness import STALE_ADVICE, stale_reason
 
     record = broker.current_plan_record(role, dag_id, run_id)
     if record is None:

@@ -238,8 +238,8 @@ def test_a_gate_whose_plan_was_replanned_before_it_asks_offers_only_reject(
 ) -> None:
     """The run waits (its DAG paused) while a newer plan record is bound to it: its gate
     says at the top that the request can no longer be approved, and offers Reject only."""
-    from cursorops.airflow.plan import STALE
     from cursorops.core.gating import Caller, ResetCursor, Run
+    from cursorops.core.gating.approval_text import STALE
 
     dag = "cursorops_reset_cursor"
     topic = approval_topic(cursorops_home, "s")

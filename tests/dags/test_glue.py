@@ -414,7 +414,7 @@ def test_a_gate_whose_plan_was_replanned_or_whose_earlier_approval_expired_is_st
     """Apply would refuse each of these: the gate says so instead of offering Approve."""
     from dataclasses import replace
 
-    from cursorops.airflow.approval import stale_reason
+    from cursorops.core.gating.staleness import stale_reason
     from cursorops.core.skipping.plan_record import ApprovalRequest
 
     _, _, record = _record(tmp_path)

@@ -16,8 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from cursorops.airflow.inert import CELL_CHARS, CELL_RUN_CHARS, MAX_CHARS, RUN_CHARS, cell, inert
 from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.gating.inert import (
+    CELL_CHARS,
+    CELL_RUN_CHARS,
+    MAX_CHARS,
+    RUN_CHARS,
+    cell,
+    inert,
+)
 from cursorops.core.ids.position import Position
 from tests.hostile_text import HOSTILE as SHARED_HOSTILE
 from tests.hostile_text import hidden_in
@@ -125,8 +132,8 @@ def test_a_gated_operations_preview_makes_no_element_of_what_others_wrote(
 ) -> None:
     """Undo, redrive, reset and unsubscribe previews render a plan's ``preview()``: the
     requester's reason and any text in the plan (a message key here) stay text."""
-    from cursorops.airflow.plan import preview_markdown
     from cursorops.core.gating import Caller, ResetCursor
+    from cursorops.core.gating.approval_text import preview_markdown
     from cursorops.core.gating.operation import gated_document
     from cursorops.core.resetting.reset_plan import PartitionReset, ResetPlan
     from cursorops.core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
@@ -210,7 +217,7 @@ def test_the_approval_subject_shows_a_hostile_subscription_name_legibly(name: st
     line, and every other character reads as written."""
     import unicodedata
 
-    from cursorops.airflow.plan import subject
+    from cursorops.core.gating.approval_text import subject
     from cursorops.core.legible import HIDDEN, legible
     from cursorops.core.resetting.reset_plan import PartitionReset, ResetPlan
     from cursorops.core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord

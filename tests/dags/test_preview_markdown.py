@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from cursorops.airflow.plan import STALE, preview_markdown, subject
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
 from cursorops.core.gating import Caller, Pending, ResetCursor, SkipMatching, SkipMessages, UndoSkip
+from cursorops.core.gating.approval_text import STALE, preview_markdown, subject
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import Position
 from cursorops.core.producer import OutgoingMessage

@@ -98,8 +98,8 @@ def test_over_limit_needs_allow_large():
 def test_the_plan_record_is_what_apply_reads_and_a_tampered_one_is_refused(tmp_path):
     from sqlalchemy import update
 
-    from cursorops.airflow.plan import preview_markdown
     from cursorops.core.gating import Caller, Run, SkipMatching
+    from cursorops.core.gating.approval_text import preview_markdown
     from cursorops.core.skipping.plan_record import PlanBinding
     from cursorops.core.store.tables import PlanRecordRow
 

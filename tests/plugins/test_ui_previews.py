@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from cursorops.airflow.plan import preview_markdown
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
 from cursorops.core.gating import Pending, UndoSkip
+from cursorops.core.gating.approval_text import preview_markdown
 from cursorops.core.legible import HIDDEN
 from cursorops.core.producer import OutgoingMessage
 from cursorops.core.skipping.plan_record import PlanRecord
