@@ -200,7 +200,6 @@ def child_skip(sizes: Sizes, backend: str, work: Path) -> dict[str, Any]:
     from cursorops.core.config import Config
     from cursorops.core.producer import OutgoingMessage
     from cursorops.core.subscription import SubscriptionType
-    from cursorops.rest import deps
     from cursorops.wire.web import web_app
 
     home = work / "skip"
@@ -210,7 +209,7 @@ def child_skip(sizes: Sizes, backend: str, work: Path) -> dict[str, Any]:
         # The standalone's REST app, its user the granted role (authentication off, as on
         # loopback); its own Broker does the setup and the Broker path too.
         app = web_app(config, READER, None)
-        broker = app.dependency_overrides[deps.broker]()
+        broker = app.state.broker
         try:
             _installation(broker)
             broker.create_topic(ROLE, SKIP_TOPIC, partitions=PARTITIONS)

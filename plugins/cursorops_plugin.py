@@ -1,14 +1,14 @@
 """cursorops inside Airflow's API server: the REST app under ``/cursorops``.
 
-The app and everything it needs live in the installed ``cursorops.rest`` package;
-this file only declares the plugin.
+The app is the installed ``cursorops.rest`` package's, behind Airflow's login
+(:mod:`cursorops.airflow.rest_app`); this file only declares the plugin.
 """
 
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from cursorops.rest import URL_PREFIX, create_app
+from cursorops.airflow.rest_app import URL_PREFIX, create_app
 
 
 class CursorOpsPlugin(AirflowPlugin):

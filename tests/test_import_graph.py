@@ -228,3 +228,76 @@ def test_the_acks_folder_imports_no_store(path: Path) -> None:
         if m == "cursorops.core.store" or m.startswith("cursorops.core.store.")
     )
     assert not stores, f"{path.name} imports {stores}"
+
+
+INSTALL_WITHOUT_EXTRAS = {
+    "core": "cursorops.core",
+    "cursorops/wire": "cursorops.wire",
+    "cursorops/rest": "cursorops.rest",
+    "cursorops/cli": "cursorops.cli",
+}
+"""What ``pip install cursorops`` runs with no extras: the broker, the store, the CLI and
+the REST app. None of it imports Airflow, cursorops's Airflow integration or pyspark."""
+EXTRAS_ONLY = ("airflow", "cursorops.airflow", "pyspark")
+AIRFLOW_LAUNCHER = "cursorops.airflow.local_airflow"
+"""The one module of the Airflow integration the CLI reaches (``cursorops demo
+--protocol``): it starts Airflow as another process and drives it over HTTP, importing
+nothing of Airflow itself (checked below)."""
+
+
+def _extras_only(module: str) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in EXTRAS_ONLY)
+
+
+def _without_extras() -> list[Path]:
+    return sorted(
+        path
+        for folder in INSTALL_WITHOUT_EXTRAS
+        for path in (ROOT / folder).rglob("*.py")
+        if ".venv" not in path.parts
+    )
+
+
+@pytest.mark.parametrize("path", _without_extras(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_what_installs_without_extras_imports_no_airflow_and_no_pyspark(path: Path) -> None:
+    imported = _imported(path)
+    if path.is_relative_to(ROOT / "cursorops" / "cli"):
+        imported = {
+            m
+            for m in imported
+            if m != AIRFLOW_LAUNCHER and m.rpartition(".")[0] != AIRFLOW_LAUNCHER
+        }
+    found = sorted(m for m in imported if _extras_only(m))
+    assert not found, f"{path.relative_to(ROOT)} imports {found}"
+
+
+def test_the_airflow_launcher_imports_nothing_of_airflow() -> None:
+    path = ROOT / "cursorops" / "airflow" / "local_airflow.py"
+    found = sorted(
+        m
+        for m in _imported(path)
+        if m == "airflow" or m.startswith("airflow.") or m.startswith("cursorops.airflow.")
+    )
+    assert not found, f"{path.name} imports {found}"
+
+
+def test_the_extras_rule_catches_each_kind(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import airflow\n"
+        "from airflow.configuration import conf\n"
+        "def f():\n"
+        "    from cursorops.airflow.environment import pulsar_role\n"
+        "    import pyspark.sql\n"
+        "from cursorops import airflow\n"
+    )
+    found = sorted(m for m in _imported(bad) if _extras_only(m))
+    assert found == [
+        "airflow",
+        "airflow.configuration",
+        "airflow.configuration.conf",
+        "cursorops.airflow",
+        "cursorops.airflow.environment",
+        "cursorops.airflow.environment.pulsar_role",
+        "pyspark.sql",
+    ]

@@ -1,27 +1,59 @@
-"""What every route depends on: the Airflow user, their Pulsar role, the Broker.
+"""What every route depends on: who calls and as which Pulsar role, the Broker, and what
+starts the run of a request that waits for approval.
 
-The user comes from Airflow's own dependency (``get_user``: a bearer token, or
-the UI's ``_token`` cookie), so a route is exactly as protected as Airflow's
-REST API. The role is the one the DAGs use (:func:`cursorops.airflow.environment.pulsar_role`).
+Who calls and what starts a run are not this package's to decide: the door that serves
+the app injects them (:func:`cursorops.rest.app.create_app`), as FastAPI dependencies
+that take the place of :func:`principal` and :func:`runs` here.
+
+- ``cursorops standalone`` (:mod:`cursorops.wire.web`): Pulsar's token, basic or
+  certificate authentication, or none on loopback; runs started through Airflow's REST
+  API with the caller's own token (:class:`cursorops.rest.runs.HttpRuns`).
+- The Airflow plugin (:mod:`cursorops.airflow.rest_app`): Airflow's login, the Airflow
+  user acting as the Pulsar role it maps to; runs started in process.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
-from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
-from airflow.api_fastapi.core_api.security import get_user
 from fastapi import Depends, Request
 
-from cursorops.airflow.environment import config, pulsar_role
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
 from cursorops.core.gating import Caller, RunStarter
 
-GetUser = Annotated[BaseUser, Depends(get_user)]
+
+@dataclass(frozen=True)
+class Principal:
+    """Who calls: ``name`` as the authenticating door knows them (an Airflow user, or a
+    Pulsar role for the standalone), and the Pulsar ``role`` they act as."""
+
+    name: str
+    role: str
+
+
+Authenticator = Callable[..., Principal | Awaitable[Principal]]
+"""A FastAPI dependency that names the caller, or refuses (an HTTPException, 401)."""
+RunStarterFactory = Callable[..., RunStarter | Awaitable[RunStarter]]
+"""A FastAPI dependency that gives the request's :class:`~cursorops.core.gating.RunStarter`."""
+
+
+class NotInjected(RuntimeError):
+    """The app was built without what the door must inject (a programming error)."""
+
+
+async def principal(request: Request) -> Principal:
+    """Replaced by the door's authenticator (:func:`cursorops.rest.app.create_app`)."""
+    raise NotInjected("The REST app was built without an authenticator")
+
+
+async def runs(request: Request) -> RunStarter:
+    """Replaced by the door's run starter (:func:`cursorops.rest.app.create_app`)."""
+    raise NotInjected("The REST app was built without a run starter")
 
 
 @functools.lru_cache(maxsize=4)
@@ -36,40 +68,45 @@ def _broker_for(cfg: Config) -> Broker:
 
 
 async def broker() -> Broker:
-    """The Broker of the installation this process's environment names (CURSOROPS_HOME...)."""
-    return _broker_for(config(os.environ))
+    """The Broker of the installation this process's environment names (CURSOROPS_HOME...),
+    unless the door hands the app its own."""
+    return _broker_for(Config.from_environ(os.environ))
 
 
-async def role(user: GetUser) -> str:
-    """The Pulsar role the Airflow user acts as."""
-    return pulsar_role(user.get_name())
+PrincipalDep = Annotated[Principal, Depends(principal)]
 
 
-def caller_token(request: Request) -> str | None:
-    """The caller's own Airflow token, as :func:`get_user` accepted it."""
-    header = request.headers.get("authorization", "")
-    scheme, _, credentials = header.partition(" ")
-    if scheme.lower() == "bearer" and credentials.strip():
-        return credentials.strip()
-    return request.cookies.get(COOKIE_NAME_JWT_TOKEN)
+async def role(who: PrincipalDep) -> str:
+    """The Pulsar role the caller acts as."""
+    return who.role
 
 
 BrokerDep = Annotated[Broker, Depends(broker)]
 RoleDep = Annotated[str, Depends(role)]
 
 
-async def caller(user: GetUser, role: RoleDep) -> Caller:
-    """Who asks for a gated operation: the Airflow user, as their Pulsar role, over REST."""
-    return Caller(role, user.get_name(), via="rest")
-
-
-async def runs(user: GetUser) -> RunStarter:
-    """What starts the run of a request that waits for approval: inside Airflow's API
-    server, in process, as the calling user (:class:`cursorops.rest.runs.AirflowRuns`)."""
-    from cursorops.rest.runs import AirflowRuns
-
-    return AirflowRuns(user)
+async def caller(who: PrincipalDep) -> Caller:
+    """Who asks for a gated operation: the caller, as their Pulsar role, over REST."""
+    return Caller(who.role, who.name, via="rest")
 
 
 CallerDep = Annotated[Caller, Depends(caller)]
 RunsDep = Annotated[RunStarter, Depends(runs)]
+
+
+def inject(
+    app: Any,
+    authenticate: Authenticator,
+    start_runs: RunStarterFactory,
+    given_broker: Broker | None = None,
+) -> None:
+    """Put the door's authenticator, run starter and (when given) Broker in the app."""
+    app.dependency_overrides[principal] = authenticate
+    app.dependency_overrides[runs] = start_runs
+    if given_broker is not None:
+
+        async def its_broker() -> Broker:
+            return given_broker
+
+        app.state.broker = given_broker
+        app.dependency_overrides[broker] = its_broker

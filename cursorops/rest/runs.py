@@ -1,15 +1,13 @@
-"""How the REST doors start the run of a pending request: two
-:class:`~cursorops.core.gating.RunStarter`s.
+"""How the REST doors start the run of a pending request, and the 202 that says so.
 
 Core stores the plan record bound to a run id it chose, then hands the run to the
 door's starter, which starts it with a conf of the plan's digest only
 (``{"plan_digest": ...}``), as the calling user, whose permission to trigger the
 workflow Airflow's own auth manager decides.
 
-- :class:`AirflowRuns`, inside Airflow's API server (the plugin's routes): the permission
-  is asked of the auth manager before anything is planned, and the run is created in
-  process (``trigger_dag``), as Airflow's REST route creates it, without a request to
-  the API server itself.
+- ``AirflowRuns`` (:mod:`cursorops.airflow.rest_app`), inside Airflow's API server (the
+  plugin's routes): the permission is asked of the auth manager before anything is
+  planned, and the run is created in process.
 - :class:`HttpRuns`, next to Airflow (``cursorops standalone``, another process): the run
   is started through Airflow's REST API with the caller's own token, which is where
   Airflow checks the permission (a refusal there closes the stored request as not
@@ -18,8 +16,12 @@ workflow Airflow's own auth manager decides.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import quote
+
+from fastapi import Request
 
 from cursorops.core.errors import NotAuthorizedError, StoreError
 from cursorops.core.gating import GATED_OPERATIONS, Pending, Run
@@ -32,11 +34,29 @@ if TYPE_CHECKING:
 TRIGGER_TIMEOUT_S = 30.0
 
 
-def airflow_base_url() -> str:
-    """Airflow's own address (``[api] base_url``), without a trailing slash."""
-    from airflow.configuration import conf
+AIRFLOW_BASE_URL_ENV = "AIRFLOW__API__BASE_URL"
+"""Where a standalone finds Airflow: the variable that sets Airflow's ``[api] base_url``."""
+DEFAULT_AIRFLOW_URL = "http://127.0.0.1:8080"
+AIRFLOW_TOKEN_COOKIE = "_token"
+"""The cookie Airflow's UI keeps its token in (cookies ignore ports: a browser logged in
+to Airflow on the same host sends it to the standalone too)."""
 
-    return (conf.get("api", "base_url", fallback="") or "http://127.0.0.1:8080").rstrip("/")
+
+def airflow_base_url(environ: Mapping[str, str] | None = None) -> str:
+    """Airflow's address as the environment names it (``AIRFLOW__API__BASE_URL``, which
+    Airflow's own configuration reads first), without a trailing slash; Airflow's
+    default when unset. Read without importing Airflow."""
+    env = os.environ if environ is None else environ
+    return (env.get(AIRFLOW_BASE_URL_ENV, "").strip() or DEFAULT_AIRFLOW_URL).rstrip("/")
+
+
+def caller_token(request: Request) -> str | None:
+    """The caller's own Airflow token: a bearer token, or Airflow's UI cookie."""
+    header = request.headers.get("authorization", "")
+    scheme, _, credentials = header.partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return request.cookies.get(AIRFLOW_TOKEN_COOKIE)
 
 
 def first_gate(workflow: str) -> str:
@@ -59,67 +79,19 @@ def started(base: str, run: Run) -> Run:
     )
 
 
-def triggered(pending: Pending, base: str | None = None) -> SkipTriggered:
-    """The 202 answer of a pending request: the run, its gate's link, the plan's digest."""
+def triggered(pending: Pending) -> SkipTriggered:
+    """The 202 answer of a pending request: the run, its gate's link, the plan's digest.
+    The run's own link is its gate's without the task part (:func:`started`)."""
     run = pending.run
+    gate = run.url or ""
+    before, tasks, _ = gate.rpartition("/tasks/")
     return SkipTriggered(
         dag_id=run.dag_id,
         run_id=run.run_id,
-        url=run.url or "",
-        run_url=run_url(base or airflow_base_url(), run.dag_id, run.run_id),
+        url=gate,
+        run_url=before if tasks else gate,
         plan_digest=pending.record.digest,
     )
-
-
-class AirflowRuns:
-    """Starts runs inside Airflow's API server, as ``user`` (the route's Airflow user)."""
-
-    def __init__(self, user: Any) -> None:
-        self.user = user
-
-    def authorize(self, workflow: str, requester: str) -> None:
-        """The auth manager's answer to "may this user trigger ``workflow``", as Airflow's
-        own trigger route asks it; and the workflow must be there."""
-        from airflow.api_fastapi.app import get_auth_manager
-        from airflow.api_fastapi.auth.managers.models.resource_details import (
-            DagAccessEntity,
-            DagDetails,
-        )
-        from airflow.models.dag import DagModel
-
-        if requester != self.user.get_name():
-            raise NotAuthorizedError(
-                f"A run is started as its requester ({requester}), not as {self.user.get_name()}"
-            )
-        allowed = get_auth_manager().is_authorized_dag(
-            method="POST",
-            access_entity=DagAccessEntity.RUN,
-            details=DagDetails(id=workflow, team_name=DagModel.get_team_name(workflow)),
-            user=self.user,
-        )
-        if not allowed:
-            raise NotAuthorizedError(
-                f"Airflow does not let {requester} trigger {workflow}: nothing requested"
-            )
-        if DagModel.get_current(workflow) is None:
-            raise StoreError(f"Airflow has no DAG {workflow}: nothing requested")
-
-    def start(self, run: Run, digest: str, requester: str) -> Run:
-        from airflow.api.common.trigger_dag import trigger_dag
-        from airflow.sdk.exceptions import AirflowException
-        from airflow.utils.types import DagRunTriggeredByType
-
-        try:
-            trigger_dag(
-                run.dag_id,
-                triggered_by=DagRunTriggeredByType.REST_API,
-                triggering_user_name=requester,
-                run_id=run.run_id,
-                conf={RUN_DIGEST: digest},
-            )
-        except (AirflowException, ValueError) as exc:
-            raise StoreError(f"Airflow did not start {run.dag_id}: {exc}") from exc
-        return started(airflow_base_url(), run)
 
 
 class HttpRuns:
@@ -187,9 +159,10 @@ def _detail(answer: httpx.Response) -> str:
 
 
 __all__ = [
-    "AirflowRuns",
     "HttpRuns",
     "airflow_base_url",
+    "caller_token",
     "first_gate",
+    "started",
     "triggered",
 ]

@@ -7,8 +7,6 @@ that put those at the top of site-packages; this one puts nothing there but
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -20,17 +18,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
-    out = tmp_path_factory.mktemp("wheel")
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(REPO)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
-    [built] = out.glob("cursorops-*.whl")
-    return zipfile.ZipFile(built)
+def wheel(wheel_file: Path) -> zipfile.ZipFile:
+    return zipfile.ZipFile(wheel_file)
 
 
 def test_the_only_top_level_package_is_cursorops(wheel: zipfile.ZipFile) -> None:

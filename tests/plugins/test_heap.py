@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cursorops.rest import create_app
+from cursorops.airflow.rest_app import create_app
 from cursorops.rest.heap import FreezeHeap
 
 
