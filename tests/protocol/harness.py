@@ -59,8 +59,7 @@ class Standalone:
         )
 
     def log_text(self) -> str:
-        """Its log lines (stderr; stdout too, where Airflow's logging sends them once the
-        REST app is loaded)."""
+        """What it printed: its log (stderr), then its stdout."""
         return self.log.read_text(errors="replace") + "".join(self.lines)
 
     def alive(self) -> bool:
@@ -88,7 +87,6 @@ def start(
     home.mkdir(parents=True, exist_ok=True)
     log = home / f"standalone-{uuid.uuid4().hex[:6]}.log"
     env = dict(os.environ)
-    env["AIRFLOW_HOME"] = str(home / "airflow")
     env["CURSOROPS_DAEMON"] = "off"
     if metadata_url is not None:
         env["CURSOROPS_METADATA_URL"] = metadata_url

@@ -111,7 +111,7 @@ def test_sigint_stops_cleanly(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_admin_rest_and_health(tmp_path: Path) -> None:
+def test_admin_rest_and_health_and_only_its_own_lines(tmp_path: Path) -> None:
     server = start(tmp_path / "home", web=True)
     try:
         assert server.web_url is not None
@@ -139,6 +139,11 @@ def test_admin_rest_and_health(tmp_path: Path) -> None:
             assert f"persistent://{topic}" in json.loads(r.read())
     finally:
         assert server.stop() == 0
+    # Serving the REST app loads nothing that prints: no configuration messages, no
+    # warnings, only the standalone's own lines.
+    assert server.log.read_text() == ""
+    printed = [line for line in server.lines if line.strip()]
+    assert all(line.startswith("cursorops standalone ") for line in printed), printed
 
 
 def test_kill_9_in_the_middle_of_produce_and_ack(tmp_path: Path) -> None:
