@@ -2,8 +2,8 @@
 
 The page is one HTML document with a small vanilla script and style sheet
 (``ui_static/``): no CDN, nothing built. It is served by the REST app, so the
-app-level ``get_user`` dependency guards it like every route (anonymous: 401);
-inside Airflow's plugin iframe the ``_token`` cookie goes along. Every figure
+app-level authenticator the door injects guards it like every route (anonymous:
+401); inside Airflow's plugin iframe the ``_token`` cookie goes along. Every figure
 the page shows comes from this app's JSON (same origin, the caller's cookie)
 or from Airflow's own REST API (pending approvals), never from a second
 computation in the page.
