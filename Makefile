@@ -17,11 +17,14 @@ LINT_PATHS := $(call present,cursorops core spark_apps dags plugins tests benchm
 TYPED_PATHS := $(call present,cursorops dags plugins)
 
 # The Spark provider pulls pyspark-client, which overwrites files of pyspark: the last
-# pip command reinstalls pyspark so one consistent Spark remains.
+# pip command reinstalls pyspark so one consistent Spark remains. A cursorops.egg-info in
+# the checkout (left by a build in it) is a second cursorops distribution on the editable
+# path, whose plugin entry point Airflow would load twice: it goes.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[airflow,spark,test]'
+	rm -rf cursorops.egg-info
 	$(VENV)/bin/pip install -q --force-reinstall --no-deps pyspark==$(PYSPARK_VERSION)
 	$(PY) -c "import pyspark, sys; v = pyspark.__version__; sys.exit(0 if v == '$(PYSPARK_VERSION)' else 'pyspark is ' + v)"
 	touch $(STAMP)

@@ -176,8 +176,8 @@ def render(host: machine.Machine, options: Options, work: Path, results: Results
         f"{results.produce_seconds:.0f} s and Airflow {results.skips.start_seconds:.0f} s to start "
         "(not in the figures).",
         "",
-        "The Spark job was spark-submitted (`cursorops.airflow.spark.SparkJobOperator` with no "
-        "Spark "
+        "The Spark job was spark-submitted "
+        "(`cursorops.airflow.operators.spark.SparkJobOperator` with no Spark "
         f"Connect server configured: `spark-submit --master {master}`, the `spark_default` "
         "connection of `scripts/airflow-env.sh`) in the task's own process tree. "
         "**Airflow overhead** is the part of a phase when none of its tasks was running "

@@ -12,7 +12,7 @@ and some indexes of some batches. Then, on the same data, each several times:
 - **Spark, spark-submit**: the job as an operator launches it, JVM start included;
 - **Spark Connect**: the job submitted to a Spark Connect server already running
   (``scripts/spark-connect-up.sh``, ``local[2]``, started once for the whole
-  run) through :func:`cursorops.airflow.spark.run_on_connect`, the very call a DAG's
+  run) through :func:`cursorops.airflow.operators.spark.run_on_connect`, the very call a DAG's
   Spark task makes when ``spark_connect_default`` exists: no JVM starts;
 - **core**: :meth:`cursorops.core.broker.Broker.analyze_backlog`, the pure-Python path;
 - **DuckDB**: one SQL query over the same Parquet files and the cursors
@@ -248,7 +248,7 @@ def _connect_args(home: str, output: str) -> list[str]:
 
 _CLIENT = """
 import json, sys, time
-from cursorops.airflow.spark import run_on_connect
+from cursorops.airflow.operators.spark import run_on_connect
 from benchmarks.spark_backlog import _connect_args
 home, remote, output, runs, warm_up = sys.argv[1:]
 if warm_up == "1":
@@ -263,7 +263,7 @@ print(json.dumps(seconds))
 
 _FRESH = """
 import sys
-from cursorops.airflow.spark import run_on_connect
+from cursorops.airflow.operators.spark import run_on_connect
 from benchmarks.spark_backlog import _connect_args
 run_on_connect("analyze_backlog", _connect_args(*sys.argv[1:3]), sys.argv[3])
 """
@@ -277,8 +277,9 @@ def _client_env() -> dict[str, str]:
 def spark_connect(
     config: Config, work: Path, remote: str, runs: int, *, warm_up: bool
 ) -> tuple[report.Runs, Answer]:
-    """The DAG task's call on Connect (:func:`cursorops.airflow.spark.run_on_connect`), timed in a
-    client process of its own.
+    """The DAG task's call on Connect
+    (:func:`cursorops.airflow.operators.spark.run_on_connect`), timed in a client process of
+    its own.
 
     pyspark allows one kind of session per process (this one holds the classic
     warm session), and a task is a process of its own: the client imports once,
@@ -540,7 +541,8 @@ def markdown(
         "answers (entries, messages, first and last id per partition and subscription) were "
         "checked equal. *Spark warm* runs the job on a session already up; *spark-submit* "
         "is the whole command (JVM and session start, metadata and cursors read on the "
-        "driver, the scan); *Spark Connect* is `cursorops.airflow.spark.run_on_connect`, what a "
+        "driver, the scan); *Spark Connect* is "
+        "`cursorops.airflow.operators.spark.run_on_connect`, what a "
         "DAG's Spark task runs when `spark_connect_default` exists: the job's `main` in the "
         "client's process (metadata and cursors read there, a new session on a Connect server "
         "started once for the whole benchmark, the scan on the server, the JSON written), "

@@ -24,7 +24,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
-from cursorops.airflow.spark import spark_job
+from cursorops.airflow.operators.spark import spark_job
 
 # The schedule is a deployment setting (a cron expression, a preset, or "none" for
 # triggered runs only); read from the environment, never from a Variable at parse time.
@@ -72,16 +72,15 @@ def cursorops_backlog_audit() -> None:
         import json
 
         from cursorops.airflow.backlog_audit import audit_role, audit_topics
-        from cursorops.airflow.environment import config
-        from cursorops.airflow.outcomes import airflow_outcome
+        from cursorops.airflow.hooks import CursorOpsHook
         from cursorops.airflow.runs import run_folder
-        from cursorops.core.broker import Broker
 
         context = get_current_context()
-        cfg = config()
+        hook = CursorOpsHook()
+        cfg = hook.config
         role = audit_role()
         folder = run_folder(cfg, context["dag_run"])
-        with airflow_outcome(), Broker(cfg) as broker:
+        with hook.broker() as broker:
             topics = audit_topics(broker, role, context["params"]["namespaces"])
         listed = folder / "topics.json"
         listed.write_text(json.dumps(topics), encoding="utf-8")
@@ -99,15 +98,13 @@ def cursorops_backlog_audit() -> None:
         import json
 
         from cursorops.airflow.backlog_audit import audit_role, samples_from
-        from cursorops.airflow.environment import config
-        from cursorops.airflow.outcomes import airflow_outcome
-        from cursorops.core.broker import Broker
+        from cursorops.airflow.hooks import CursorOpsHook
 
         run_id = get_current_context()["dag_run"].run_id
         role = audit_role()
         with open(listed["output"], encoding="utf-8") as source:
             documents = json.load(source)["topics"]
-        with airflow_outcome(), Broker(config()) as broker:
+        with CursorOpsHook().broker() as broker:
             at_ms = broker.clock()
             samples = [s for d in documents for s in samples_from(d, None, at_ms, run_id)]
             broker.record_backlog_audit(role, run_id, samples)
@@ -120,17 +117,16 @@ def cursorops_backlog_audit() -> None:
 
         from cursorops.airflow.backlog_audit import audit_role, chart_selection, load_thresholds
         from cursorops.airflow.chart import draw_history
-        from cursorops.airflow.environment import config
+        from cursorops.airflow.hooks import CursorOpsHook
         from cursorops.airflow.notify import BacklogBreachNotifier
-        from cursorops.airflow.outcomes import airflow_outcome
         from cursorops.airflow.runs import run_folder
         from cursorops.core.analysis.backlog_audit import check, latest_before
-        from cursorops.core.broker import Broker
 
         context = get_current_context()
         run_id, params = context["dag_run"].run_id, context["params"]
-        cfg = config()
-        with airflow_outcome(), Broker(cfg) as broker:
+        hook = CursorOpsHook()
+        cfg = hook.config
+        with hook.broker() as broker:
             thresholds = load_thresholds(params["thresholds"], cfg.home)
             history = [
                 s for t in recorded["topics"] for s in broker.backlog_history(audit_role(), t)
@@ -168,14 +164,13 @@ def cursorops_backlog_audit() -> None:
             radar_report,
             radar_summary,
         )
-        from cursorops.airflow.environment import config
-        from cursorops.airflow.outcomes import airflow_outcome
+        from cursorops.airflow.hooks import CursorOpsHook
         from cursorops.airflow.runs import run_folder
-        from cursorops.core.broker import Broker
 
         context = get_current_context()
-        cfg = config()
-        with airflow_outcome(), Broker(cfg) as broker:
+        hook = CursorOpsHook()
+        cfg = hook.config
+        with hook.broker() as broker:
             limits = load_thresholds(context["params"]["thresholds"], cfg.home).radar
             report = radar_report(broker, audit_role(), recorded["topics"], limits)
         path = run_folder(cfg, context["dag_run"]) / "radar.json"

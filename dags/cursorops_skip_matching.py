@@ -27,10 +27,10 @@ from typing import Any
 import pendulum
 from airflow.sdk import dag, get_current_context, task
 
-from cursorops.airflow.gate import GATE_PARAMS, gate_params
 from cursorops.airflow.gated_tail import approve_and_apply
 from cursorops.airflow.matching import match_params
-from cursorops.airflow.spark import spark_job
+from cursorops.airflow.operators.gate import GATE_PARAMS, gate_params
+from cursorops.airflow.operators.spark import spark_job
 from cursorops.airflow.steps import refusal_audited
 from cursorops.core.gating.operation import SKIP
 
@@ -49,7 +49,7 @@ def cursorops_skip_matching() -> None:
     @task(retries=0, multiple_outputs=True)
     def validate_request() -> dict[str, Any]:
         """The conf and its predicate, checked; where the Spark job writes its match list."""
-        from cursorops.airflow.environment import config, pulsar_role
+        from cursorops.airflow.hooks import CursorOpsHook
         from cursorops.airflow.matching import parse_match_request
         from cursorops.airflow.outcomes import airflow_outcome
         from cursorops.airflow.runs import run_folder
@@ -61,12 +61,13 @@ def cursorops_skip_matching() -> None:
         topic, subscription = conf.get("topic"), conf.get("subscription")
         with refusal_audited(context, SKIP, topic, subscription, "validate"), airflow_outcome():
             request, predicate = parse_match_request(conf, wall_clock_ms())
-        cfg = config()
+        hook = CursorOpsHook()
+        cfg = hook.config
         folder = run_folder(cfg, context["dag_run"])
         return {
             **request.model_dump(),
             "requester": requester,
-            "role": pulsar_role(requester),
+            "role": hook.role(requester),
             "predicateJson": predicate,
             "ledgerRoot": str(cfg.ledger_root),
             "matchList": str(folder / "matches.parquet"),
@@ -78,23 +79,18 @@ def cursorops_skip_matching() -> None:
         """What can be checked before the scan: the requester's Pulsar role holds the skip
         permission on the topic, and the subscription is there and may skip chosen
         messages (Shared or Key_Shared)."""
-        from cursorops.airflow.environment import config, pulsar_role
-        from cursorops.airflow.outcomes import airflow_outcome
+        from cursorops.airflow.hooks import CursorOpsHook
         from cursorops.core.authz import Operation
-        from cursorops.core.broker import Broker
         from cursorops.core.errors import (
             SubscriptionNotFoundError,
             UnsupportedSubscriptionTypeError,
         )
 
         context = get_current_context()
-        role = pulsar_role(context["dag_run"].triggering_user_name or "")
+        hook = CursorOpsHook()
+        role = hook.requester_role(context)
         topic, wanted = request["topic"], request["subscription"]
-        with (
-            refusal_audited(context, SKIP, topic, wanted, "authorize"),
-            airflow_outcome(),
-            Broker(config()) as broker,
-        ):
+        with refusal_audited(context, SKIP, topic, wanted, "authorize"), hook.broker() as broker:
             info = broker.authorized_topic(role, Operation.SKIP, topic)
             found = [s for s in broker.list_subscriptions(role, info.name) if s.name == wanted]
             if not found:
@@ -112,11 +108,9 @@ def cursorops_skip_matching() -> None:
 
         from airflow.sdk.exceptions import AirflowFailException
 
-        from cursorops.airflow.environment import config
+        from cursorops.airflow.hooks import CursorOpsHook
         from cursorops.airflow.matching import over_limit
-        from cursorops.airflow.outcomes import airflow_outcome
         from cursorops.airflow.plan import plan_in_run
-        from cursorops.core.broker import Broker
         from cursorops.core.gating import SkipMatching
         from cursorops.spark.match_list import match_list_ids, read_match_list
 
@@ -130,7 +124,7 @@ def cursorops_skip_matching() -> None:
                 raise AirflowFailException(refusal)
             if not found["matches"]:
                 raise AirflowFailException("The predicate matches no unacknowledged message")
-            with airflow_outcome(), Broker(config()) as broker:
+            with CursorOpsHook().broker() as broker:
                 arguments = SkipMatching(
                     topic=topic,
                     subscription=subscription,

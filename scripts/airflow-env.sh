@@ -7,7 +7,8 @@
 # Reads: VENV, CURSOROPS_HOME (default ~/.cursorops), AIRFLOW_PORT (default 28080),
 # AIRFLOW_LOG_PORT (default 28793; the trigger log server uses +1),
 # AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS (default the four demo users below),
-# AIRFLOW_CONN_SPARK_DEFAULT, and for the Spark Connect server the launchers start
+# AIRFLOW_CONN_CURSOROPS_DEFAULT (default: built from CURSOROPS_HOME, CURSOROPS_METADATA_URL
+# and CURSOROPS_LEDGER_ROOT), AIRFLOW_CONN_SPARK_DEFAULT, and for the Spark Connect server the launchers start
 # (spark_connect_start): SPARK_CONNECT_PORT (default 15002), SPARK_CONNECT_MASTER,
 # AIRFLOW_CONN_SPARK_CONNECT_DEFAULT (set: that server, none started) and
 # CURSOROPS_SPARK_CONNECT (0: none, every Spark task spark-submits).
@@ -53,6 +54,19 @@ if [[ ! -f "$passwords" ]]; then
     printf '%s\n' '{"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}' \
         >"$passwords"
 fi
+
+# The cursorops installation every task works on, as the cursorops_default connection
+# (cursorops/airflow/hooks/cursorops.py): the home, metadata URL and ledger root the CLI
+# of this shell uses; empty ones are left out (their defaults are under the home).
+if [[ -z "${AIRFLOW_CONN_CURSOROPS_DEFAULT:-}" ]]; then
+    AIRFLOW_CONN_CURSOROPS_DEFAULT="$("$venv/bin/python" -c '
+import json, sys
+names = ("home", "metadata_url", "ledger_root")
+extra = {name: value for name, value in zip(names, sys.argv[1:]) if value}
+print(json.dumps({"conn_type": "cursorops", "extra": extra}))
+' "$CURSOROPS_HOME" "${CURSOROPS_METADATA_URL:-}" "${CURSOROPS_LEDGER_ROOT:-}")"
+fi
+export AIRFLOW_CONN_CURSOROPS_DEFAULT
 
 # JSON form on purpose: the URI `spark://local[2]` silently becomes master `yarn`.
 spark_default='{"conn_type":"spark","host":"local[*]"}'
@@ -181,7 +195,7 @@ groups_alive() {
 # api-server still runs: stopped together, a task's supervisor retries reporting the task's
 # end to the gone api-server for about a minute, and the scheduler waits for it. SIGTERM to
 # each task runner's group (a Spark task on Connect interrupts its job and ends; see
-# cursorops/airflow/spark.py); what is still up after $2 s is killed. Then up to 10 s for the
+# cursorops/airflow/operators/spark.py); what is still up after $2 s is killed. Then up to 10 s for the
 # supervisors to report (Airflow titles a LocalExecutor worker "<idle>" once it has).
 stop_tasks_under() {
     local root=$1 seconds=$2 groups waited=0

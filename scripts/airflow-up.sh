@@ -6,7 +6,8 @@
 #   scripts/airflow-up.sh [AIRFLOW_HOME]      # default: $CURSOROPS_HOME/airflow
 #
 # Environment it reads: CURSOROPS_HOME (default ~/.cursorops), CURSOROPS_METADATA_URL,
-# CURSOROPS_LEDGER_ROOT, CURSOROPS_ROLE_MAP (passed on to the tasks), AIRFLOW_PORT
+# CURSOROPS_LEDGER_ROOT (the tasks' cursorops_default connection, unless
+# AIRFLOW_CONN_CURSOROPS_DEFAULT is set), CURSOROPS_ROLE_MAP (passed on), AIRFLOW_PORT
 # (default 28080), AIRFLOW_LOG_PORT (default 28793; the trigger log server uses +1),
 # AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS (default the four demo users below).
 # With it, a Spark Connect server (scripts/spark-connect-up.sh, log in AIRFLOW_HOME) on

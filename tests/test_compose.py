@@ -95,6 +95,22 @@ def test_spark_default_is_the_compose_master() -> None:
     assert "depends_on" not in services["spark-master"]
 
 
+def test_cursorops_default_names_the_store_the_cli_of_each_component_uses() -> None:
+    import json
+
+    from cursorops.airflow.hooks.cursorops import config_from
+    from cursorops.core.config import Config
+
+    services = load()["services"]
+    for name in AIRFLOW_COMPONENTS:
+        environment = services[name]["environment"]
+        connection = json.loads(environment["AIRFLOW_CONN_CURSOROPS_DEFAULT"])
+        assert connection["conn_type"] == "cursorops", name
+        # What a task's hook opens, with nothing from the environment to fall back on, is
+        # the installation the CLI of the same container opens from its variables.
+        assert config_from(connection["extra"], {}) == Config.from_environ(environment), name
+
+
 def test_api_server_listens_where_the_workers_call_it() -> None:
     services = load()["services"]
     api = services["airflow-api-server"]

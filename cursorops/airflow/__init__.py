@@ -1,23 +1,28 @@
-"""Glue between Airflow and cursorops, shared by every DAG in ``dags/``.
+"""cursorops as an Airflow provider, shared by every DAG in ``dags/``.
+
+Installed with the wheel (``cursorops[airflow]``): the ``apache_airflow_provider`` entry
+point (:mod:`cursorops.airflow.provider`) makes ``airflow providers list`` show cursorops
+and its ``cursorops`` connection type; the ``airflow.plugins`` entry point loads the plugin.
 
 Light on purpose: DAG files import it at parse time, so nothing here imports
 ``cursorops.core.broker``, pyspark or opens a store at import; the tasks do, when they run.
 
-- :mod:`cursorops.airflow.environment`: the Config and the Airflow user → Pulsar role map, read
-  inside tasks from the environment.
-- :mod:`cursorops.airflow.outcomes`: every ``cursorops.core.errors`` leaf → fail (no retry) or
-retry.
-- :mod:`cursorops.airflow.matching`: the run conf of a skip by predicate, through pydantic.
-- :mod:`cursorops.airflow.plan`: the plan record of a run (stored in cursorops's store); its
-  preview is :mod:`cursorops.core.gating.approval_text`'s.
-- :mod:`cursorops.airflow.gate`: the approval gates (four eyes, more for a quorum), which record
-  what they showed and the answer Airflow resumes them with in cursorops's store.
-- :mod:`cursorops.airflow.approval`: ``require_approvals``, which checks the answers the gates
-  recorded against what they showed and the run's plan record.
-- :mod:`cursorops.airflow.closing_record`: the closing record of a request in the audit log.
-- :mod:`cursorops.airflow.steps`: the run's plan record (by its digest); the bodies of apply and
-  close_request.
-- :mod:`cursorops.airflow.gated_tail`: those tasks and the gates: a gated DAG's graph (or its tail).
+- :mod:`cursorops.airflow.hooks`: :class:`~cursorops.airflow.hooks.CursorOpsHook`, a task's
+  Broker (from the ``cursorops_default`` connection) and the run's Pulsar role.
+- :mod:`cursorops.airflow.operators`: the approval gate (:mod:`~.operators.gate`: four eyes,
+  more for a quorum, recording what it showed and the answer it is resumed with) and the
+  Spark job (:mod:`~.operators.spark`: on Spark Connect, or spark-submitted).
+- :mod:`cursorops.airflow.plugins`: the plugin (the REST app and the Cursors pages), and
+  :mod:`~.rest_app`: the REST app behind Airflow's login, as the plugin mounts it.
+- The task bodies: :mod:`~.steps` (the run's plan record, apply and close_request),
+  :mod:`~.gated_tail` (those tasks and the gates: a gated DAG's graph), :mod:`~.approval`
+  (``require_approvals``), :mod:`~.closing_record`, :mod:`~.backlog_audit`,
+  :mod:`~.matching` (the run conf of a skip by predicate), :mod:`~.plan` (the plan record
+  of a run), :mod:`~.notify`, :mod:`~.chart`.
+- Their helpers: :mod:`~.environment` (the Airflow user → Pulsar role map),
+  :mod:`~.outcomes` (every ``cursorops.core.errors`` leaf → fail or retry), :mod:`~.runs`
+  (a run's folder), :mod:`~.termination`.
+- :mod:`~.local_airflow`: a local Airflow for the demo, the tests and the benchmarks.
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ def require_approvals(
 ) -> list[dict[str, Any]]:
     """Read every gate's recorded answer from the store and check them; who approved, when."""
     from cursorops.airflow.environment import pulsar_role
-    from cursorops.airflow.gate import may_skip
+    from cursorops.airflow.operators.gate import may_skip
     from cursorops.core.broker import wall_clock_ms
 
     dag_run = context["dag_run"]

@@ -25,7 +25,7 @@ from typing import Any
 
 from airflow.sdk import XComArg, get_current_context, task
 
-from cursorops.airflow.gate import FourEyesApprovalOperator, gate_params
+from cursorops.airflow.operators.gate import FourEyesApprovalOperator, gate_params
 from cursorops.core.gating.operation import RUN_DIGEST, SKIP
 from cursorops.core.gating.registry import BY_RECORD
 from cursorops.core.skipping.plan_record import MAX_APPROVALS

@@ -38,8 +38,7 @@ def refusal_audited(
     try:
         yield
     except AirflowFailException as exc:
-        from cursorops.airflow.environment import config, pulsar_role
-        from cursorops.core.broker import Broker
+        from cursorops.airflow.hooks.cursorops import CursorOpsHook
         from cursorops.core.errors import CursorOpsError
 
         dag_run = context["dag_run"]
@@ -51,10 +50,11 @@ def refusal_audited(
             "stage": stage,
             "reason": str(exc),
         }
+        hook = CursorOpsHook()
         try:
-            with Broker(config()) as broker:
+            with hook.new_broker() as broker:
                 broker.record_audit(
-                    pulsar_role(dag_run.triggering_user_name or ""),
+                    hook.requester_role(context),
                     refused_kind(operation),
                     str(topic),
                     None if subscription is None else str(subscription),
@@ -75,13 +75,13 @@ def run_plan_record(
     ``first`` (the first gate): refused too when the request was closed as not started."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from cursorops.airflow.environment import pulsar_role
+    from cursorops.airflow.hooks.cursorops import CursorOpsHook
     from cursorops.airflow.outcomes import airflow_outcome
     from cursorops.core.gating.operation import RUN_DIGEST
 
     dag_run = context["dag_run"]
     requester = dag_run.triggering_user_name
-    role = pulsar_role(requester or "")
+    role = CursorOpsHook().requester_role(context)
     digest = (context.get("params") or {}).get(RUN_DIGEST)
     with airflow_outcome():
         if digest:
@@ -103,14 +103,14 @@ def apply_approved_plan(context: Mapping[str, Any], gates: Sequence[str]) -> dic
     from airflow.sdk.exceptions import AirflowFailException
 
     from cursorops.airflow.approval import require_approvals
-    from cursorops.airflow.environment import config, pulsar_role
+    from cursorops.airflow.hooks.cursorops import CursorOpsHook
     from cursorops.airflow.outcomes import airflow_outcome
-    from cursorops.core.broker import Broker
     from cursorops.core.errors import InvalidInputError, NotAuthorizedError, PlanAlreadyAppliedError
 
     ti, dag_run = context["ti"], context["dag_run"]
-    role = pulsar_role(dag_run.triggering_user_name or "")
-    with Broker(config()) as broker:
+    hook = CursorOpsHook()
+    role = hook.requester_role(context)
+    with hook.new_broker() as broker:
         record = run_plan_record(broker, context)
         try:
             if record.applied_at_ms is not None:
@@ -153,11 +153,10 @@ def close_run(context: Mapping[str, Any], gates: Sequence[str]) -> dict[str, Any
     from airflow.sdk.exceptions import AirflowFailException
 
     from cursorops.airflow.closing_record import close_request
-    from cursorops.airflow.environment import config
-    from cursorops.core.broker import Broker
+    from cursorops.airflow.hooks.cursorops import CursorOpsHook
 
     dag_run = context["dag_run"]
-    with Broker(config()) as broker:
+    with CursorOpsHook().new_broker() as broker:
         # A run refused here (another run's digest, or planned nothing) records nothing: the
         # request it names is not its own.
         record = run_plan_record(broker, context)

@@ -110,7 +110,7 @@ def _record(tmp_path: Path, run_id: str = "manual__1"):
 
 def _presented(broker, record, gate: str = "approve_skip", at: int = 0, approvers=("bob",)):
     """What gate ``gate`` of the record's run showed, recorded as the gate records it."""
-    from cursorops.airflow.gate import body_sha256
+    from cursorops.airflow.operators.gate import body_sha256
     from cursorops.core.skipping.plan_record import ApprovalRequest
 
     b = record.binding
@@ -209,7 +209,7 @@ def test_approval_check_refuses_all_but_a_permitted_second_user_for_this_very_pl
     from dataclasses import replace
 
     from cursorops.airflow.approval import check_approvals
-    from cursorops.airflow.gate import body_sha256
+    from cursorops.airflow.operators.gate import body_sha256
     from cursorops.core.skipping.plan_record import ApprovalRequest
 
     _, _, record = _record(tmp_path)
@@ -255,7 +255,7 @@ def test_a_quorum_needs_distinct_approvers_on_every_gate(tmp_path: Path):
     from dataclasses import replace
 
     from cursorops.airflow.approval import check_approvals
-    from cursorops.airflow.gate import body_sha256
+    from cursorops.airflow.operators.gate import body_sha256
     from cursorops.core.skipping.plan_record import ApprovalRequest
 
     _, _, record = _record(tmp_path)
@@ -309,7 +309,7 @@ def test_the_gate_records_the_answer_it_is_resumed_with(tmp_path: Path, monkeypa
 
     from airflow.providers.standard.exceptions import HITLRejectException, HITLTimeoutError
 
-    from cursorops.airflow.gate import FourEyesApprovalOperator
+    from cursorops.airflow.operators.gate import FourEyesApprovalOperator
     from cursorops.core.broker import Broker
 
     config, _, record = _record(tmp_path)
@@ -357,7 +357,7 @@ def test_a_gate_that_showed_its_request_refuses_to_ask_again(tmp_path: Path, mon
     approval record (which keeps the first text) is never created or answered again."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from cursorops.airflow.gate import FourEyesApprovalOperator
+    from cursorops.airflow.operators.gate import FourEyesApprovalOperator
     from cursorops.core.broker import Broker
 
     config, seeded, record = _record(tmp_path)
@@ -447,7 +447,7 @@ def test_an_approve_given_after_a_replan_is_answered_as_stale(tmp_path: Path, mo
 
     from airflow.sdk.exceptions import AirflowFailException
 
-    from cursorops.airflow.gate import FourEyesApprovalOperator
+    from cursorops.airflow.operators.gate import FourEyesApprovalOperator
     from cursorops.core.broker import Broker
     from cursorops.core.gating import Caller, Run, SkipMessages
 

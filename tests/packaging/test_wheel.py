@@ -42,4 +42,9 @@ def test_every_layer_and_its_files_are_inside(wheel: zipfile.ZipFile) -> None:
     assert checkout <= names, sorted(checkout - names)[:5]
     assert "cursorops/rest/ui_static/app.js" in names
     [entry_points] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
-    assert "cursorops = cursorops.cli.launcher:main" in wheel.read(entry_points).decode()
+    declared = wheel.read(entry_points).decode()
+    assert "cursorops = cursorops.cli.launcher:main" in declared
+    # The Airflow provider and its plugin come with the wheel.
+    assert "[apache_airflow_provider]" in declared
+    assert "provider_info = cursorops.airflow.provider:get_provider_info" in declared
+    assert "cursorops = cursorops.airflow.plugins.cursorops:CursorOpsPlugin" in declared

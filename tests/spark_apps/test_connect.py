@@ -385,7 +385,7 @@ def _connection(port: int) -> str:
 _TASKS = """
 import logging
 
-from cursorops.airflow.spark import spark_job
+from cursorops.airflow.operators.spark import spark_job
 
 lines = []
 class Keep(logging.Handler):
@@ -442,7 +442,7 @@ def test_the_connect_server_is_found_from_the_connection_else_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pytest.importorskip("airflow.providers.apache.spark")
-    from cursorops.airflow.spark import connect_url, permanent_exit_codes
+    from cursorops.airflow.operators.spark import connect_url, permanent_exit_codes
 
     monkeypatch.delenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", raising=False)
     monkeypatch.delenv(REMOTE_ENV, raising=False)

@@ -19,7 +19,7 @@ through the API, and a gate marked success, failed or skipped by hand never
 resumes: it records no answer, and apply never counts it.
 
 At run time the gate assigns the approval to the permitted approvers: the
-Airflow users (:func:`cursorops.airflow.environment.approver_candidates`) whose
+Airflow users (:meth:`cursorops.airflow.hooks.CursorOpsHook.approver_candidates`) whose
 Pulsar role holds the skip permission on the topic, minus the requester
 (``dag_run.triggering_user_name``) and minus whoever answered an earlier gate of
 the run (from the store). An empty list would let anyone with edit rights
@@ -154,12 +154,12 @@ def stale_gate(
     """Why the run's gate can no longer lead to an apply, with what to do, or None
     (:func:`cursorops.core.gating.staleness.stale_reason`, from the store and the run's newest
     record)."""
-    from cursorops.airflow.environment import pulsar_role
+    from cursorops.airflow.hooks.cursorops import CursorOpsHook
     from cursorops.core.broker import wall_clock_ms
     from cursorops.core.gating.staleness import STALE_ADVICE, stale_reason
 
     dag_run = context["dag_run"]
-    role = pulsar_role(dag_run.triggering_user_name or "")
+    role = CursorOpsHook().requester_role(context)
     current = broker.current_plan_record(role, dag_run.dag_id, dag_run.run_id)
     earlier = earlier_answers(broker, dag_run.dag_id, dag_run.run_id, gates)
     why = stale_reason(record, current, shown, earlier, wall_clock_ms())
@@ -209,10 +209,9 @@ class FourEyesApprovalOperator(ApprovalOperator):
     def execute(self, context: Context) -> Any:
         from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-        from cursorops.airflow.environment import approver_candidates, config
-        from cursorops.airflow.outcomes import airflow_outcome
+        from cursorops.airflow.hooks.cursorops import CursorOpsHook
         from cursorops.airflow.steps import run_plan_record
-        from cursorops.core.broker import Broker, wall_clock_ms
+        from cursorops.core.broker import wall_clock_ms
         from cursorops.core.errors import AlreadyExistsError
         from cursorops.core.gating.approval_text import preview_markdown, subject
         from cursorops.core.skipping.plan_record import ApprovalRequest
@@ -236,7 +235,8 @@ class FourEyesApprovalOperator(ApprovalOperator):
             needed = ti.xcom_pull(task_ids=self.earlier_gates[0], key=REQUIRED_APPROVALS)
             if isinstance(needed, int) and not isinstance(needed, bool) and needed < self.ordinal:
                 raise AirflowSkipException(f"The plan needs {needed} approval(s)")
-        with airflow_outcome(), Broker(config()) as broker:
+        hook = CursorOpsHook()
+        with hook.broker() as broker:
             record = run_plan_record(broker, context, first=not self.earlier_gates)
             if self.ordinal > record.required_approvals:
                 raise AirflowSkipException(
@@ -252,7 +252,7 @@ class FourEyesApprovalOperator(ApprovalOperator):
                 self.options = [self.REJECT]
             topics = record.topics()
             approvers = permitted_approvers(
-                broker, topics, requester, approver_candidates(), earlier
+                broker, topics, requester, hook.approver_candidates(), earlier
             )
             if not approvers:
                 raise AirflowFailException(
@@ -302,16 +302,14 @@ class FourEyesApprovalOperator(ApprovalOperator):
         """Record the answer Airflow resumed the gate with, next to what the gate showed, then
         let the operator act on it (a Reject fails the gate). A timeout records nothing."""
         if "error" not in event:
-            from cursorops.airflow.environment import config
-            from cursorops.airflow.outcomes import airflow_outcome
+            from cursorops.airflow.hooks.cursorops import CursorOpsHook
             from cursorops.airflow.steps import run_plan_record
-            from cursorops.core.broker import Broker
 
             dag_run = context["dag_run"]
             by = (event.get("responded_by_user") or {}).get("id")
             chosen = [str(option) for option in event.get("chosen_options") or []]
             stale = None
-            with airflow_outcome(), Broker(config()) as broker:
+            with CursorOpsHook().broker() as broker:
                 answer = broker.record_approval_answer(
                     dag_run.dag_id,
                     dag_run.run_id,

@@ -43,8 +43,11 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from cursorops.airflow.termination import Termination
 
-REPO = Path(__file__).resolve().parents[1]
-APPS = REPO / "spark_apps"
+PACKAGE = Path(__file__).resolve().parents[2]
+ROOT = PACKAGE.parent
+"""The folder holding the ``cursorops`` package (the checkout, or site-packages)."""
+APPS = PACKAGE / "spark"
+"""``cursorops.spark``: the jobs of ``spark_apps/``."""
 SPARK_CONF = {
     "spark.ui.enabled": "false",
     "spark.driver.host": "127.0.0.1",
@@ -64,7 +67,7 @@ def spark_env() -> dict[str, str]:
         "PYSPARK_DRIVER_PYTHON": python,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYTHONPATH": os.pathsep.join(
-            p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
+            p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
         ),
     }
     if spark_home:

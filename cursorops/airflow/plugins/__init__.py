@@ -1,0 +1,1 @@
+"""The Airflow plugin of the cursorops provider."""
