@@ -269,8 +269,10 @@ def test_approved_by_a_second_user(airflow: Airflow, granted: Config, tmp_path: 
     assert not skipped & set(received)
 
 
-@pytest.mark.parametrize("dag_id", [MESSAGES, MATCHING])
+@pytest.mark.parametrize("dag_id", [MESSAGES])
 def test_reject_applies_nothing(airflow: Airflow, granted: Config, tmp_path: Path, dag_id):
+    """A Reject through dag.test; the matching DAG's Reject under the scheduler is
+    tests/dags/test_skip_matching_airflow.py's, with the same checks."""
     seeded = seed_topic(granted, namespace=NAMESPACE)
     before = seeded.unacknowledged()
     when = now()

@@ -3,7 +3,10 @@
 Each run is requested as a door requests it (the plan record stored, the run started
 over REST as alice with its digest: :func:`tests.dags.conftest.request_skip`);
 approvals are answered over REST as the users a person would be. Every test checks the
-subscription afterwards: which messages a consumer would still receive.
+subscription afterwards: which messages a consumer would still receive. No answer
+within the timeout is a rejection: tests/dags/test_dag_test.py checks it (the scheduler's
+sweep times out any run's gate, this DAG's included), and tests/plugins/test_ui_pages.py
+on a run requested as here.
 """
 
 from __future__ import annotations
@@ -124,20 +127,6 @@ def test_reject_applies_nothing_and_says_so(airflow: Airflow, cursorops_home):
     [request] = seeded.audit("skip-request")
     assert request["outcome"] == "rejected"
     assert str(request["statement"]).startswith("Rejected by bob")
-
-
-def test_no_answer_within_the_timeout_is_a_rejection(airflow: Airflow, cursorops_home):
-    seeded = seed_topic(cursorops_home)
-    before = seeded.unacknowledged()
-    run = request_skip(airflow, seeded, pick(seeded), approval_timeout_minutes=1)
-    airflow.wait_awaiting_input(DAG, run, GATE)
-    assert airflow.wait_run(DAG, run, timeout=400) == "failed"
-    states = airflow.task_states(DAG, run)
-    assert states[GATE] == ["failed"]
-    assert states["apply_skip"] == ["upstream_failed"]
-    assert_untouched(seeded, before)
-    [request] = seeded.audit("skip-request")
-    assert request["outcome"] == "not-approved"
 
 
 def test_a_run_started_by_hand_with_another_runs_digest_applies_nothing(
