@@ -1,5 +1,5 @@
-# The two commands of the README: `make demo` and `make test`.
-# Both set up everything on a fresh machine first (virtualenv, packages).
+# The commands of the README: `make demo`, `make test` and its fast tier `make check`.
+# All of them set up everything on a fresh machine first (virtualenv, packages).
 
 VENV ?= .venv
 PYTHON ?= python3.11
@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYSPARK_VERSION := 4.3.0
 
-.PHONY: install demo test lint format bench up
+.PHONY: install demo test check lint format bench up
 
 # The folders the gates cover, those that exist and hold Python files (a fresh checkout may
 # have no dags/ or plugins/ yet). All of them pass ruff; the shipped code passes mypy --strict
@@ -42,6 +42,14 @@ demo: $(STAMP)
 # stops and removes afterwards, also when the suite fails or is interrupted.
 test: lint
 	bash scripts/start-postgres.sh -- $(VENV)/bin/pytest
+
+# The fast tier, for every change: the gates, then the tests that start no Airflow, no
+# Spark, no CLI flow in subprocesses and take at most a few seconds, on SQLite only (the
+# PostgreSQL tests need the server of `make test`). `make test` runs them all.
+CHECK_MARKERS := not slow and not airflow and not spark and not e2e and not postgres
+
+check: lint
+	$(VENV)/bin/pytest -m "$(CHECK_MARKERS)"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_PATHS)

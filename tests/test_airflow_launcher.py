@@ -287,6 +287,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_a_topology_component_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
     venv = _venv(tmp_path)
     (venv / "bin" / "airflow").write_text(FAKE_COMPONENT)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,6 +125,7 @@ def test_api_server_listens_where_the_workers_call_it() -> None:
     assert "healthcheck" in api
 
 
+@pytest.mark.slow
 def test_no_component_logs_in_to_airflow_and_airflow_init_migrates_both_stores(
     tmp_path: Path,
 ) -> None:

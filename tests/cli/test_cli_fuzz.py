@@ -295,6 +295,7 @@ def test_every_subcommand_is_walked() -> None:
         assert expected in names
 
 
+@pytest.mark.slow
 @settings(
     max_examples=250,
     deadline=None,

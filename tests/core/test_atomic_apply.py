@@ -107,6 +107,7 @@ def run_apply(
     return False, elapsed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1])
 def test_a_killed_apply_leaves_all_or_nothing_and_a_rerun_converges(
     tmp_path: Path, metadata_url: str, seed: int

@@ -171,6 +171,7 @@ def _sent(
     ]
 
 
+@pytest.mark.slow
 @settings(
     max_examples=60,
     deadline=None,

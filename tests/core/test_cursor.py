@@ -137,6 +137,7 @@ def check_matches(
     assert decoded == state and not replace
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(scenarios())
 def test_cursor_matches_model(scenario) -> None:  # type: ignore[no-untyped-def]

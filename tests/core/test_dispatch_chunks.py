@@ -17,6 +17,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -87,6 +88,7 @@ operation = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(
     max_examples=60,
     deadline=None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -65,6 +66,7 @@ class Model:
             self.held[name].remove(message)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=40,
     deadline=None,

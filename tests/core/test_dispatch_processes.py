@@ -27,6 +27,9 @@ from cursorops.core.producer import OutgoingMessage
 from cursorops.core.reading.key_hash import HashRing, sticky_key_hash
 from cursorops.core.subscription import SubscriptionType
 
+pytestmark = pytest.mark.slow
+"""Every test starts consumer processes (spawned interpreters or the CLI): seconds each."""
+
 TOPIC = "persistent://acme/ops/procs"
 SUB = "s"
 CLI = str(Path(sys.executable).parent / "cursorops")

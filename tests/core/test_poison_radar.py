@@ -129,6 +129,7 @@ def pending_counts(pending: dict[Message, int]) -> PendingCounts:
     )
 
 
+@pytest.mark.slow
 @given(worlds(), st.randoms(use_true_random=False))
 @settings(max_examples=400, deadline=None)
 def test_scan_partition_matches_the_model(world, rng) -> None:  # type: ignore[no-untyped-def]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +31,7 @@ def _rows(store: LedgerStore, name: str) -> list[dict[str, object]]:
     return table.to_pylist()
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     partitions=st.sampled_from([0, 1, 3, 16]),

@@ -50,6 +50,7 @@ def _full(ids: list[MessageId]) -> list[tuple[int, int, int, int, int]]:
     return [(i.ledger_id, i.entry_id, i.partition, i.batch_index, i.batch_size) for i in ids]
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     partitions=st.sampled_from([0, 1, 3, 16]),

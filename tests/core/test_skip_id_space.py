@@ -147,6 +147,7 @@ SETTINGS = settings(
 )
 
 
+@pytest.mark.slow
 @given(mid=message_ids())
 @example(mid=MessageId(1, 2**32, -1, 0))
 @example(mid=MessageId(1, 2**32))
@@ -169,6 +170,7 @@ def test_skip_by_message_id_and_base64(space: tuple[Broker, World], mid: Message
     )
 
 
+@pytest.mark.slow
 @given(mid=message_ids())
 @example(mid=MessageId(1, 2**32, -1, 0))
 @example(mid=MessageId(3, 0, -1, -7))

@@ -192,6 +192,7 @@ bodies = st.one_of(
 )
 
 
+@pytest.mark.slow
 @given(bodies)
 @settings(max_examples=400, deadline=None)
 def test_parse_payload_fuzz_gives_ids_or_one_payload_error(body: object) -> None:

@@ -314,6 +314,7 @@ def id_lists(draw: st.DrawFn, partitions: list[Partition]) -> list[MessageId]:
 # -- the properties ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(data=st.data())
 def test_validate_answers_as_the_per_id_rules(data: st.DataObject) -> None:
@@ -336,6 +337,7 @@ def test_validate_answers_as_the_per_id_rules(data: st.DataObject) -> None:
     ]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(data=st.data())
 def test_acked_many_is_is_acked_per_message(data: st.DataObject) -> None:
@@ -505,6 +507,7 @@ def test_ack_columns_are_the_per_id_acknowledgements(
     assert cursor_codec.encode_columns(got, replace=True) == model_encode(expected, True)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     rows=ack_rows(),

@@ -58,6 +58,7 @@ def undo_scenarios(draw: st.DrawFn):  # type: ignore[no-untyped-def]
     return layout, sizes, ops, removed
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(undo_scenarios())
 def test_exactly_the_messages_taken_back_are_unacknowledged(scenario) -> None:  # type: ignore[no-untyped-def]

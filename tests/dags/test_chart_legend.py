@@ -3,6 +3,7 @@ legend stays inside the figure."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,7 @@ from tests.hostile_text import HOSTILE, hidden_in
 TOPIC = "persistent://acme/orders/events"
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(st.lists(HOSTILE, min_size=1, max_size=3, unique=True))
 def test_the_legend_shows_hostile_names_legibly_inside_the_figure(names: list[str]) -> None:

@@ -113,6 +113,7 @@ def test_a_consume_only_role_may_subscribe_and_not_produce(server: Standalone) -
     assert topic in topics(server)
 
 
+@pytest.mark.slow
 def test_basic_authentication(server: Standalone) -> None:
     client = server.client(authentication=pulsar.AuthenticationBasic("alice", "alice-pw"))
     try:
@@ -213,6 +214,7 @@ def test_an_htpasswd_file_without_bcrypt_hashes_is_refused(tmp_path: Path) -> No
         users.role(b"alice:pW")
 
 
+@pytest.mark.slow
 def test_unusable_settings_are_refused_before_the_standalone_starts(tmp_path: Path) -> None:
     missing = str(tmp_path / "missing")
     for extra in (

@@ -111,6 +111,7 @@ def test_without_deduplication_a_resend_is_stored_again(standalone: Standalone) 
         client.close()
 
 
+@pytest.mark.slow
 def test_the_last_sequence_id_survives_a_restart(tmp_path: Path) -> None:
     home = tmp_path / "home"
     server = start(home, web=True)
@@ -183,6 +184,7 @@ class _Sender:
             time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_kill_9_in_the_middle_of_sends_leaves_every_send_once(tmp_path: Path) -> None:
     """With deduplication on, the official client's sends survive ``kill -9`` exactly
     once: a send its callback saw succeed is stored once, and nothing is stored twice,

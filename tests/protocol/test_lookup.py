@@ -10,6 +10,7 @@ import urllib.request
 from pathlib import Path
 
 import pulsar
+import pytest
 
 from tests.protocol.harness import Standalone, start, unique
 
@@ -41,6 +42,7 @@ def get(server: Standalone, path: str) -> tuple[int, object]:
         return exc.code, None
 
 
+@pytest.mark.slow
 def test_the_http_lookup_service(tmp_path: Path) -> None:
     server = start(tmp_path, web=True)
     try:
@@ -74,6 +76,7 @@ def test_the_http_lookup_service(tmp_path: Path) -> None:
         server.stop()
 
 
+@pytest.mark.slow
 def test_advertised_listeners(tmp_path: Path) -> None:
     port, closed = free_port(), free_port()
     listeners = (

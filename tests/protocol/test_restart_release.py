@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pulsar
+import pytest
 
 from cursorops.core.store.dispatch_state import PendingInfo
 from tests.protocol.harness import Standalone, drain, start, unique
@@ -62,6 +63,7 @@ def _hold(client: pulsar.Client, topic: str, subscription: str) -> pulsar.Consum
     return consumer
 
 
+@pytest.mark.slow
 def test_a_restart_releases_its_earlier_lifes_consumers_only(tmp_path: Path) -> None:
     home = tmp_path / "home"
     port = _free_port()

@@ -203,6 +203,7 @@ def _check(segments: Sequence[list[list[dict[str, Any]]]], work: Path) -> None:
         metadata.close()
 
 
+@pytest.mark.slow
 @settings(
     max_examples=40,
     deadline=None,
