@@ -16,8 +16,9 @@ Every Broker operation is one of Pulsar's ``TopicOperation``,
   - either allows LOOKUP, GET_STATS (``canLookup``) and GET_TOPICS
     (``allowConsumeOrProduceOps``);
   - ``functions``, ``sources``, ``sinks`` and ``packages`` allow none of these;
-  - CREATE_TOPIC, CREATE_NAMESPACE, GRANT_PERMISSION and SET_NAMESPACE_POLICY
-    need a tenant admin.
+  - CREATE_TOPIC, DELETE_TOPIC, CREATE_NAMESPACE, DELETE_NAMESPACE,
+    GRANT_PERMISSION and SET_NAMESPACE_POLICY need a tenant admin;
+  - CREATE_TENANT, DELETE_TENANT and LIST_TENANTS need a superuser.
 """
 
 from __future__ import annotations
@@ -46,13 +47,16 @@ class Operation(StrEnum):
     # NamespaceOperation
     GET_TOPICS = "get-topics"
     CREATE_TOPIC = "create-topic"
+    DELETE_TOPIC = "delete-topic"
     GRANT_PERMISSION = "grant-permission"
     # TenantOperation
     CREATE_NAMESPACE = "create-namespace"
+    DELETE_NAMESPACE = "delete-namespace"
     # NamespaceOperation on a cursorops policy (Pulsar's namespace policies: tenant admins)
     SET_NAMESPACE_POLICY = "set-namespace-policy"
     # Superuser only (Pulsar's validateSuperUserAccess)
     CREATE_TENANT = "create-tenant"
+    DELETE_TENANT = "delete-tenant"
     LIST_TENANTS = "list-tenants"
 
 
@@ -73,13 +77,17 @@ GRANTS_ALLOWING: dict[Operation, frozenset[str]] = {
     Operation.PEEK_MESSAGES: _CONSUME,
     Operation.RESET_CURSOR: _CONSUME,
     Operation.CREATE_TOPIC: _TENANT_ADMIN_ONLY,
+    Operation.DELETE_TOPIC: _TENANT_ADMIN_ONLY,
+    Operation.DELETE_NAMESPACE: _TENANT_ADMIN_ONLY,
     Operation.GRANT_PERMISSION: _TENANT_ADMIN_ONLY,
     Operation.CREATE_NAMESPACE: _TENANT_ADMIN_ONLY,
     Operation.SET_NAMESPACE_POLICY: _TENANT_ADMIN_ONLY,
 }
 """Operation -> the grant actions any one of which allows it (besides admins)."""
 
-SUPERUSER_ONLY = frozenset({Operation.CREATE_TENANT, Operation.LIST_TENANTS})
+SUPERUSER_ONLY = frozenset(
+    {Operation.CREATE_TENANT, Operation.DELETE_TENANT, Operation.LIST_TENANTS}
+)
 
 
 def is_allowed(

@@ -30,6 +30,7 @@ the HTTP status (``cursorops/rest/errors.py``, checked by ``tests/plugins/test_e
     │   ├── UnsupportedSubscriptionTypeError
     │   ├── ConsumerBusyError             Exclusive consumer is already connected
     │   ├── SubscriptionBusyError         unsubscribe while consumers are connected
+    │   ├── NotEmptyError                 delete a tenant or namespace that still holds some
     │   ├── PlanAlreadyAppliedError       a plan record is applied at most once
     │   ├── SkipAlreadyUndoneError        a skip is undone at most once
     │   └── IncompatibleSchemaError       a schema the topic's compatibility strategy refuses
@@ -140,6 +141,10 @@ class ConsumerBusyError(ConflictError):
 
 class SubscriptionBusyError(ConflictError):
     """Unsubscribe refused: live consumers are connected (Pulsar's PreconditionFailed)."""
+
+
+class NotEmptyError(ConflictError):
+    """A tenant with namespaces or a namespace with topics cannot be deleted (Pulsar's 409)."""
 
 
 class PlanAlreadyAppliedError(ConflictError):

@@ -13,6 +13,7 @@ attribute               module                 what it owns
 ======================  =====================  =============================================
 ``access``              ``access.py``          the authorization decision, the approval refusal
 ``admin``               ``admin.py``           tenants, namespaces, policies, topics, subscriptions
+``deletion``            ``deletion.py``        deleting tenants, namespaces and topics
 ``producing``           ``produce.py``         produce, produce as columns, append entries
 ``reading``             ``read.py``            dispatcher, consume, peek, examine, last position
 ``cursor_ops``          ``cursor_ops.py``      skip by id or head (plan, apply, approved apply)
@@ -56,6 +57,7 @@ from cursorops.core.broker.analysis import (
 from cursorops.core.broker.compaction import Compaction
 from cursorops.core.broker.context import BrokerContext, wall_clock_ms
 from cursorops.core.broker.cursor_ops import CursorOperations
+from cursorops.core.broker.deletion import Deletion
 from cursorops.core.broker.gated import GatedOperations, PlannedRequest
 from cursorops.core.broker.policies import Policies
 from cursorops.core.broker.produce import Producing
@@ -129,7 +131,8 @@ class Broker:
         self.context = BrokerContext(config, clock, self.metadata, self.ledgers, self.access)
         self.analysis = Analysis(self.context)
         self.admin = Admin(self.context, self.analysis)
-        self.producing = Producing(self.context)
+        self.deletion = Deletion(self.context)
+        self.producing = Producing(self.context, self.admin)
         self.reading = Reading(self.context)
         self.cursor_ops = CursorOperations(self.context)
         self.resets = Resets(self.context)
@@ -187,6 +190,31 @@ class Broker:
 
     def list_topics(self, role: str, namespace: str) -> list[TopicInfo]:
         return self.admin.list_topics(role, namespace)
+
+    def delete_tenant(self, role: str, tenant: str) -> None:
+        self.deletion.delete_tenant(role, tenant)
+
+    def delete_namespace(self, role: str, namespace: str) -> None:
+        self.deletion.delete_namespace(role, namespace)
+
+    def delete_topic(
+        self,
+        role: str,
+        topic: str | TopicName,
+        *,
+        partitioned: bool,
+        force: bool = False,
+        via: str = "broker",
+    ) -> list[str]:
+        return self.deletion.delete_topic(
+            role, topic, partitioned=partitioned, force=force, via=via
+        )
+
+    def set_auto_topic_creation(self, role: str, namespace: str, allowed: bool | None) -> None:
+        self.policies.set_auto_topic_creation(role, namespace, allowed)
+
+    def auto_topic_creation_policy(self, role: str, namespace: str) -> bool | None:
+        return self.policies.auto_topic_creation_policy(role, namespace)
 
     def create_namespace(self, role: str, namespace: str) -> None:
         self.admin.create_namespace(role, namespace)

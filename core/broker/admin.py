@@ -3,6 +3,7 @@ permissions, topics and subscriptions."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 
 from cursorops.core.acks import cursor_codec
@@ -10,8 +11,14 @@ from cursorops.core.acks.cursor import CursorState
 from cursorops.core.authz import Operation
 from cursorops.core.broker.analysis import Analysis
 from cursorops.core.broker.context import BrokerContext, Collaborator
+from cursorops.core.broker.policies import allows_auto_topic_creation
 from cursorops.core.broker.reset import check_reset_target
-from cursorops.core.errors import InvalidArgumentError, SubscriptionBusyError
+from cursorops.core.errors import (
+    AlreadyExistsError,
+    InvalidArgumentError,
+    SubscriptionBusyError,
+    TopicNotFoundError,
+)
 from cursorops.core.gating.operation import Approval
 from cursorops.core.ids.position import EARLIEST, Position
 from cursorops.core.ids.topic_name import TopicName
@@ -112,10 +119,31 @@ class Admin(Collaborator):
     def auto_create_topic(self, role: str, topic: str, operation: Operation) -> TopicInfo:
         """Pulsar's auto-creation (``allowAutoTopicCreation``): a missing non-partitioned
         topic is created for whoever may do ``operation`` (produce, subscribe) on it, with
-        no need of the tenant admin's CREATE_TOPIC."""
+        no need of the tenant admin's CREATE_TOPIC, unless its namespace says otherwise
+        (``set-auto-topic-creation --disable``): then TopicNotFoundError naming
+        ``topics create``."""
         name = TopicName.parse(topic)
         self.access.check(role, operation, name.tenant, str(name), name.namespace_name)
+        if not allows_auto_topic_creation(self.metadata, name.namespace_name):
+            raise TopicNotFoundError(
+                f"Topic '{name}' not found, and namespace {name.namespace_name} does not create "
+                f"topics on first use: create it with cursorops topics create {name} (or "
+                "topics create-partitioned-topic), or allow it with namespaces "
+                "set-auto-topic-creation --enable"
+            )
         return self.metadata.create_topic(str(name), 0)
+
+    def topic_on_use(self, role: str, topic: str | TopicName, operation: Operation) -> TopicInfo:
+        """The topic ``role`` is about to use for ``operation`` (PRODUCE, SUBSCRIBE),
+        authorized; a missing one is created as the broker does on a client's first use
+        (:meth:`auto_create_topic`). A partition's name is refused, as everywhere."""
+        try:
+            return self.access.authorized_topic(role, operation, topic)
+        except TopicNotFoundError:
+            # Created meanwhile by another caller: use it.
+            with contextlib.suppress(AlreadyExistsError):
+                self.auto_create_topic(role, str(topic), operation)
+            return self.access.authorized_topic(role, operation, topic)
 
     def create_subscription(
         self,
@@ -138,7 +166,7 @@ class Admin(Collaborator):
         Entry filter properties are validated before anything is created. Where the
         namespace requires approval, a name with history is created at latest only.
         """
-        info = self.access.authorized_topic(role, Operation.SUBSCRIBE, topic)
+        info = self.topic_on_use(role, topic, Operation.SUBSCRIBE)
         if start_after is not None and info.partitions:
             raise InvalidArgumentError(
                 f"A subscription after a message id needs a non-partitioned topic; "

@@ -1,7 +1,10 @@
-"""Pulsar's deduplication policy of a namespace or a topic.
+"""Pulsar's deduplication policy of a namespace or a topic, and a namespace's
+auto-creation of topics.
 
 As Pulsar's ``brokerDeduplicationEnabled`` (false by default): a topic's policy
-wins over its namespace's, which wins over the default.
+wins over its namespace's, which wins over the default. As Pulsar's
+``allowAutoTopicCreation`` (true by default, a non-partitioned topic): a namespace's
+``set-auto-topic-creation`` wins over the default.
 """
 
 from __future__ import annotations
@@ -10,9 +13,19 @@ from cursorops.core.authz import Operation
 from cursorops.core.broker.context import Collaborator
 from cursorops.core.errors import InvalidArgumentError
 from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.store.metadata import MetadataStore
 
 DEDUPLICATION_POLICY = "deduplication_enabled"
 DEFAULT_DEDUPLICATION = False
+AUTO_TOPIC_CREATION_POLICY = "auto_topic_creation"
+DEFAULT_AUTO_TOPIC_CREATION = True
+
+
+def allows_auto_topic_creation(metadata: MetadataStore, namespace: str) -> bool:
+    """Whether a missing topic of ``namespace`` is created on first use (produce,
+    subscribe): the namespace's policy, else the default. No role check."""
+    value = metadata.broker_policy(namespace, AUTO_TOPIC_CREATION_POLICY)
+    return DEFAULT_AUTO_TOPIC_CREATION if value is None else bool(value)
 
 
 class Policies(Collaborator):
@@ -60,3 +73,17 @@ class Policies(Collaborator):
             if value is not None:
                 return bool(value)
         return DEFAULT_DEDUPLICATION
+
+    def set_auto_topic_creation(self, role: str, namespace: str, allowed: bool | None) -> None:
+        """Whether a missing topic of ``namespace`` is created on first use (tenant admins);
+        None removes the namespace's policy (back to the default, allowed)."""
+        if allowed is not None and not isinstance(allowed, bool):
+            raise InvalidArgumentError("Auto topic creation is true or false")
+        self._namespace_admin(role, namespace)
+        self.metadata.set_broker_policy(namespace, AUTO_TOPIC_CREATION_POLICY, allowed)
+
+    def auto_topic_creation_policy(self, role: str, namespace: str) -> bool | None:
+        """The namespace's own auto-creation policy; None when it is not set."""
+        self._namespace_admin(role, namespace)
+        value = self.metadata.broker_policy(namespace, AUTO_TOPIC_CREATION_POLICY)
+        return None if value is None else bool(value)

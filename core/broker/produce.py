@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from cursorops.core.authz import Operation
-from cursorops.core.broker.context import Collaborator
+from cursorops.core.broker.admin import Admin
+from cursorops.core.broker.context import BrokerContext, Collaborator
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import Position
 from cursorops.core.ids.topic_name import TopicName
@@ -19,7 +20,12 @@ if TYPE_CHECKING:
 
 
 class Producing(Collaborator):
-    """Appends to the ledgers, authorized as PRODUCE."""
+    """Appends to the ledgers, authorized as PRODUCE; a missing topic is created on first
+    use where its namespace allows it (:meth:`Admin.topic_on_use`)."""
+
+    def __init__(self, context: BrokerContext, admin: Admin) -> None:
+        super().__init__(context)
+        self.admin = admin
 
     def produce(
         self,
@@ -87,5 +93,5 @@ class Producing(Collaborator):
     def _producer(self, role: str, topic: str, batch_size: int, producer_name: str) -> Producer:
         from cursorops.core.producer import Producer
 
-        info = self.access.authorized_topic(role, Operation.PRODUCE, topic)
+        info = self.admin.topic_on_use(role, topic, Operation.PRODUCE)
         return Producer(self.ledgers, info, producer_name=producer_name, batch_size=batch_size)

@@ -6,11 +6,16 @@ partition of a partitioned topic (-1 = the topic is not partitioned) and
 ``batch_index`` which message inside a batched entry (-1 = the whole entry, or
 the entry is not batched).
 
-Two external forms, both from pulsar-admin:
+The external forms a Pulsar user holds, all read by :meth:`MessageId.parse`:
 
-* the triplet ``ledgerId:entryId[:batchIndex]`` (``--messageId-triplet``);
+* the triplet ``ledgerId:entryId[:batchIndex]`` (pulsar-admin's
+  ``--messageId-triplet``), with ``-1`` as the batch index for "the whole entry";
 * base64 of the protobuf ``MessageIdData`` (``--messageId-base64``), the bytes
-  ``MessageId.serialize()`` of pulsar-client returns (Java: ``toByteArray()``).
+  ``MessageId.serialize()`` of pulsar-client returns (Java: ``toByteArray()``);
+* what the official Python client prints, ``str(msg.message_id())``:
+  ``(ledgerId,entryId,partition,batchIndex)`` with ``-1`` for none, e.g.
+  ``(1,700,-1,-1)`` (:meth:`MessageId.client_text`); spaces after the commas are
+  read too.
 
 The protobuf encoding is written by hand (no protobuf dependency). ``to_bytes``
 writes exactly what pulsar-client 3.13.0 (the C++ client under the Python
@@ -59,6 +64,18 @@ _VARINT_FIELDS = frozenset(
 )
 
 _TRIPLET_PART = re.compile(r"[0-9]+", re.ASCII)
+# The Python client's str(MessageId): "(ledger,entry,partition,batch)", ASCII spaces allowed
+# around each number; the range and the -1s are checked after.
+_CLIENT_FORM = re.compile(
+    r"\( *(-1|[0-9]+) *, *(-1|[0-9]+) *, *(-1|[0-9]+) *, *(-1|[0-9]+) *\)", re.ASCII
+)
+_FORMS = (
+    "expected ledgerId:entryId[:batchIndex] (batchIndex -1 = the whole entry), base64 "
+    "MessageIdData, or the Python client's (ledgerId,entryId,partition,batchIndex) with -1 "
+    "for none, e.g. (1,700,-1,-1)"
+)
+_MAX_ID_TEXT = 4096
+"""Longer text is no message id (a MessageIdData in base64 is at most a few hundred characters)."""
 # Longer digit strings are out of range anyway; checked before int() (which has a digit limit).
 _INT64_DIGITS = 20
 _TRIPLET_FORM = "expected ledgerId:entryId[:batchIndex] of non-negative integers"
@@ -212,6 +229,85 @@ class MessageId:
             )
         return cls(ledger_id, entry_id, partition, batch_index)
 
+    @classmethod
+    def parse(cls, text: object, what: str = "message id") -> MessageId:
+        """Any form a Pulsar user holds (the module's list), told apart by its shape.
+
+        ``(...)`` is the Python client's printed form, text with a ``:`` a triplet,
+        anything else base64 ``MessageIdData``. ASCII spaces around the whole text
+        are dropped; anything else (tabs, newlines, other spaces, non-ASCII digits,
+        signs other than a ``-1`` for none, numbers out of int64 / int32) is an
+        InvalidMessageIdError naming ``what``, the text and the forms read. The
+        partition an id carries is checked against the topic by whoever uses it
+        (a skip routes each id by its ledger and refuses a partition that differs).
+        """
+        if not isinstance(text, str):
+            raise InvalidMessageIdError(f"Invalid {what} {text!r}: not a string")
+        if len(text) > _MAX_ID_TEXT:
+            raise InvalidMessageIdError(f"Invalid {what} {shown(text)}: too long; {_FORMS}")
+        trimmed = text.strip(" ")
+        if not trimmed:
+            raise InvalidMessageIdError(f"Invalid {what} {text!r}: empty; {_FORMS}")
+        if trimmed.startswith("("):
+            return cls._parse_client_text(trimmed, what)
+        if ":" in trimmed:
+            return cls._parse_any_triplet(trimmed, what)
+        try:
+            raw = decode_base64(trimmed)
+        except InvalidMessageIdError:
+            raise InvalidMessageIdError(f"Invalid {what} {shown(text)}: {_FORMS}") from None
+        try:
+            return cls._decode(raw)
+        except _DecodeError as exc:
+            raise InvalidMessageIdError(
+                f"Invalid {what} {shown(text)}: base64 of no MessageIdData ({exc}); {_FORMS}"
+            ) from None
+
+    @classmethod
+    def _parse_any_triplet(cls, text: str, what: str) -> MessageId:
+        """``L:E``, ``L:E:B`` or ``L:E:-1`` (the batch index pulsar-admin never writes, but
+        Pulsar's own ids print for "not batched")."""
+        head, sep, last = text.rpartition(":")
+        if sep and last == "-1" and head.count(":") == 1:
+            message_id = cls._parse_any_triplet(head, what)
+            return cls(message_id.ledger_id, message_id.entry_id)
+        parts = text.split(":")
+        if len(parts) not in (2, 3) or not all(_TRIPLET_PART.fullmatch(p) for p in parts):
+            raise InvalidMessageIdError(f"Invalid {what} {shown(text)}: {_FORMS}")
+        try:
+            return cls.parse_triplet(text)
+        except InvalidMessageIdError:
+            raise InvalidMessageIdError(
+                f"Invalid {what} {shown(text)}: ledgerId and entryId must be at most "
+                f"{_INT64_MAX}, batchIndex at most {_INT32_MAX}"
+            ) from None
+
+    @classmethod
+    def _parse_client_text(cls, text: str, what: str) -> MessageId:
+        match = _CLIENT_FORM.fullmatch(text)
+        if match is None or any(len(part) > _INT64_DIGITS for part in match.groups()):
+            raise InvalidMessageIdError(
+                f"Invalid {what} {shown(text)}: the Python client prints "
+                f"(ledgerId,entryId,partition,batchIndex); {_FORMS}"
+            )
+        ledger_id, entry_id, partition, batch_index = (int(part) for part in match.groups())
+        if not (0 <= ledger_id <= _INT64_MAX and 0 <= entry_id <= _INT64_MAX):
+            raise InvalidMessageIdError(
+                f"Invalid {what} {shown(text)}: ledgerId and entryId must be 0 to {_INT64_MAX} "
+                "(the client's (-1,-1,-1,-1) is MessageId.earliest, no message)"
+            )
+        for name, value in (("partition", partition), ("batchIndex", batch_index)):
+            if not -1 <= value <= _INT32_MAX:
+                raise InvalidMessageIdError(
+                    f"Invalid {what} {shown(text)}: {name} must be -1 (none) or 0 to {_INT32_MAX}"
+                )
+        return cls(ledger_id, entry_id, partition, batch_index)
+
+    def client_text(self) -> str:
+        """What the official Python client prints for this id (``str(MessageId)``):
+        ``(ledgerId,entryId,partition,batchIndex)``, -1 for none. :meth:`parse` reads it."""
+        return f"({self.ledger_id},{self.entry_id},{self.partition},{self.batch_index})"
+
     def triplet(self) -> str:
         """``ledgerId:entryId``, plus ``:batchIndex`` when ``batch_index >= 0``.
 
@@ -357,23 +453,30 @@ def decode_base64(text: object) -> bytes:
         ) from None
 
 
-def parse_position(text: str, option: str) -> Position:
-    """``ledgerId:entryId`` (pulsar-admin ``reset-cursor --messageId``, ``analyze-backlog -p``).
+def parse_position(text: str, option: str, partition: int = -1) -> Position:
+    """The entry a message id names (pulsar-admin ``reset-cursor --messageId``,
+    ``create-subscription --messageId``, ``analyze-backlog -p``), in any form
+    :meth:`MessageId.parse` reads.
 
-    The same digits rule as :meth:`MessageId.parse_triplet`: ASCII decimal
-    digits only, each part at most int64. Range against the real ledgers is
-    the caller's check.
+    ``partition``: the partition the command's topic names (-1: a topic, not one of
+    its partitions); an id that carries another partition is refused, and so is a
+    batch index, since a position is a whole entry. Range against the real ledgers
+    is the caller's check.
     """
-    if not isinstance(text, str):
-        raise InvalidMessageIdError(f"Invalid {option} {text!r}: not a string")
-    parts = text.strip().split(":")
-    if len(parts) != 2 or not all(_TRIPLET_PART.fullmatch(p) for p in parts):
+    message_id = MessageId.parse(text, option)
+    if message_id.partition not in (-1, partition):
+        where = "a topic given by its name" if partition < 0 else f"partition {partition}"
         raise InvalidMessageIdError(
-            f"Invalid {option} {text[:80]!r}: expected ledgerId:entryId of non-negative integers"
+            f"Invalid {option} {shown(text)}: the id is of partition {message_id.partition}, "
+            f"the command names {where}"
         )
-    if any(len(p) > _INT64_DIGITS or int(p) > _INT64_MAX for p in parts):
-        raise InvalidMessageIdError(f"Invalid {option} {text[:80]!r}: out of the int64 range")
-    return Position(int(parts[0]), int(parts[1]))
+    if message_id.batch_index != -1:
+        raise InvalidMessageIdError(
+            f"Invalid {option} {shown(text)}: it names message {message_id.batch_index} of a "
+            f"batch; a position is a whole entry: give "
+            f"{message_id.ledger_id}:{message_id.entry_id}"
+        )
+    return message_id.position
 
 
 class _DecodeError(Exception):

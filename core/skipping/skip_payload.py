@@ -25,11 +25,19 @@ def parse_base64_ids(texts: Sequence[str]) -> list[MessageId]:
     return [MessageId.from_base64(t) for t in texts]
 
 
+def parse_ids(texts: Sequence[str], option: str) -> list[MessageId]:
+    """Ids in any form a Pulsar user holds (:meth:`MessageId.parse`), each error naming
+    ``option``: what the CLI's ``skip-messages`` takes."""
+    return [MessageId.parse(t, option) for t in texts]
+
+
 def parse_payload(body: object) -> list[MessageId]:
     """The three request shapes of PIP-423's REST endpoint.
 
     - a bare JSON array of base64 ``MessageIdData``;
     - ``{"type": "byteArray", "messageIds": [b64, ...]}`` (no ``type`` = byteArray);
+      in both, a string may also be a triplet or the Python client's printed form
+      (``(1,700,-1,-1)``), every form :meth:`MessageId.parse` reads;
     - ``{"type": "messageId", "messageIds": [{"ledgerId": 1, "entryId": 2, "batchIndex": 0}]}``
       (numbers may be numeric strings; ``type`` is case-insensitive; a negative or
       absent batchIndex means the whole entry, in this shape only).
@@ -78,6 +86,13 @@ def _byte_array_ids(items: list[object]) -> list[MessageId]:
             raise InvalidSkipPayloadError(
                 f"Invalid skipByMessageIds payload: messageIds[{i}] must be a base64 string"
             )
+        if ":" in item or item.lstrip(" ").startswith("("):
+            # A triplet or the Python client's printed form, as the CLI takes them.
+            try:
+                out.append(MessageId.parse(item, f"messageIds[{i}]"))
+            except InvalidMessageIdError as exc:
+                raise InvalidSkipPayloadError(f"Invalid skipByMessageIds payload: {exc}") from exc
+            continue
         try:
             decode_base64(item)
         except InvalidMessageIdError as exc:
@@ -151,4 +166,4 @@ def _object_id(item: object, i: int) -> MessageId:
     return MessageId(ledger_id, entry_id, -1, batch_index)
 
 
-__all__ = ["parse_base64_ids", "parse_payload", "parse_triplets"]
+__all__ = ["parse_base64_ids", "parse_ids", "parse_payload", "parse_triplets"]

@@ -45,6 +45,7 @@ from cursorops.core.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
     MetadataStoreError,
+    SubscriptionBusyError,
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
@@ -696,6 +697,52 @@ class CursorTransaction:
         (:attr:`Hold.REMOVE`); SubscriptionNotFoundError when there is none."""
         subscription_id = self.lock(topic, name, Hold.REMOVE)
         self._driver_execute("DELETE FROM subscriptions WHERE id = ?", (subscription_id,))
+
+    def remove_topic(
+        self, topic: str, schema_id: str, now_ms: int, *, force: bool
+    ) -> tuple[list[str], list[str]]:
+        """Delete canonical ``topic`` with every subscription (each held as
+        :meth:`remove_subscription` holds it), its partitions, ledgers and segments, its
+        schema versions (named ``schema_id``), its compaction horizons and the policies set
+        on it; the names of the subscriptions removed, sorted, and the paths of the segments
+        whose files are no longer listed (the caller removes them once this transaction has
+        committed). TopicNotFoundError when there
+        is none; SubscriptionBusyError while a consumer's lease lasts, unless ``force``
+        (Pulsar's "Topic has active producers/subscriptions")."""
+        partitions = self.partitions_of(topic)
+        rows = self._driver_rows(
+            "SELECT id, name FROM subscriptions WHERE topic = ? ORDER BY name", (topic,)
+        )
+        names = [str(name) for _, name in rows]
+        for name in names:
+            self.lock(topic, name, Hold.REMOVE)
+        if not force:
+            busy = self._driver_rows(
+                "SELECT s.name FROM consumers c JOIN subscriptions s ON c.subscription_id = s.id "
+                "WHERE s.topic = ? AND c.lease_expires_ms > ? ORDER BY s.name",
+                (topic, now_ms),
+            )
+            if busy:
+                shown = ", ".join(sorted({repr(str(row[0])) for row in busy}))
+                raise SubscriptionBusyError(
+                    f"Topic {topic} has active producers/subscriptions: consumers are connected "
+                    f"to {shown}; use force to delete it anyway"
+                )
+        marks = ", ".join("?" * len(partitions))
+        paths = self._driver_rows(
+            "SELECT s.path FROM segments s JOIN ledgers l ON l.ledger_id = s.ledger_id "
+            f"WHERE l.topic_partition IN ({marks}) ORDER BY s.path",
+            tuple(partitions),
+        )
+        self._driver_execute("DELETE FROM subscriptions WHERE topic = ?", (topic,))
+        self._driver_execute("DELETE FROM topics WHERE name = ?", (topic,))
+        self._driver_execute("DELETE FROM schema_versions WHERE schema_id = ?", (schema_id,))
+        self._driver_execute("DELETE FROM broker_policies WHERE scope = ?", (topic,))
+        self._driver_execute_many(
+            "DELETE FROM compaction_horizons WHERE topic_partition = ?",
+            [(partition,) for partition in partitions],
+        )
+        return names, [str(row[0]) for row in paths]
 
     # -- entries (a redrive's publish) ------------------------------------------
 

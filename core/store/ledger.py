@@ -349,6 +349,23 @@ class LedgerStore:
         name = _topic_partition(topic_partition)
         return [self._absolute(s.path) for s in self.metadata.segments(str(name))]
 
+    def remove_segments(self, paths: Sequence[str]) -> None:
+        """Remove the files of segments no longer listed (a deleted topic's), then their
+        folders where nothing else is left in them. Best effort, after the metadata's commit
+        (nothing reads an unlisted segment): a file that cannot be removed is left, and a
+        folder a new topic of the same name writes into again stays."""
+        folders: set[str] = set()
+        for path in paths:
+            absolute = self._absolute(path)
+            folders.add(os.path.dirname(absolute))
+            with contextlib.suppress(OSError):
+                os.unlink(absolute)
+        for folder in sorted(folders, reverse=True):
+            topic_folder = os.path.dirname(folder)
+            for empty in (folder, topic_folder):
+                with contextlib.suppress(OSError):
+                    os.rmdir(empty)
+
     # Writing.
 
     def append(

@@ -19,6 +19,7 @@ from cursorops.core.errors import (
     InvalidArgumentError,
     InvalidTopicNameError,
     NamespaceNotFoundError,
+    NotEmptyError,
     SubscriptionNotFoundError,
     TenantNotFoundError,
     TopicNotFoundError,
@@ -42,6 +43,7 @@ from cursorops.core.store.read_view import subscription_info
 from cursorops.core.store.store_base import StoreBase
 from cursorops.core.store.tables import (
     ApprovalPolicyRow,
+    BrokerPolicyRow,
     NamespacePolicyRow,
     NamespaceRow,
     PermissionRow,
@@ -87,6 +89,27 @@ class Tenancy(StoreBase):
         with self._session(write=False) as session:
             return list(session.scalars(select(TenantRow.name).order_by(TenantRow.name)))
 
+    def delete_tenant(self, name: str) -> None:
+        """Delete a tenant that has no namespace left (NotEmptyError otherwise, as Pulsar's
+        409 "The tenant still has active namespaces")."""
+        check_name("tenant", name)
+        with self._session(write=True) as session:
+            if session.get(TenantRow, name) is None:
+                raise TenantNotFoundError(f"Tenant '{name}' not found")
+            left = list(
+                session.scalars(
+                    select(NamespaceRow.name)
+                    .where(NamespaceRow.tenant == name)
+                    .order_by(NamespaceRow.name)
+                    .limit(4)
+                )
+            )
+            if left:
+                raise NotEmptyError(
+                    f"The tenant still has active namespaces: {_listed(left)}; delete them first"
+                )
+            session.execute(delete(TenantRow).where(TenantRow.name == name))
+
     def create_namespace(self, namespace: str) -> NamespaceInfo:
         """Create ``tenant/namespace``; the tenant must exist."""
         tenant, _ = split_namespace(namespace)
@@ -115,6 +138,28 @@ class Tenancy(StoreBase):
                 raise TenantNotFoundError(f"Tenant '{tenant}' not found")
             query = select(NamespaceRow.name).where(NamespaceRow.tenant == tenant)
             return list(session.scalars(query.order_by(NamespaceRow.name)))
+
+    def delete_namespace(self, namespace: str) -> None:
+        """Delete a namespace that has no topic left, with its permissions and policies
+        (NotEmptyError otherwise, as Pulsar's 409 "Cannot delete non empty namespace")."""
+        split_namespace(namespace)
+        with self._session(write=True) as session:
+            self._require_namespace(session, namespace)
+            left = list(
+                session.scalars(
+                    select(TopicRow.name)
+                    .where(TopicRow.namespace == namespace)
+                    .order_by(TopicRow.name)
+                    .limit(4)
+                )
+            )
+            if left:
+                raise NotEmptyError(
+                    f"Cannot delete non empty namespace {namespace}: it has topics "
+                    f"{_listed(left)}; delete them first (topics delete)"
+                )
+            session.execute(delete(BrokerPolicyRow).where(BrokerPolicyRow.scope == namespace))
+            session.execute(delete(NamespaceRow).where(NamespaceRow.name == namespace))
 
     def grant_permission(self, namespace: str, role: str, actions: Iterable[str]) -> None:
         """Grant ``actions`` to ``role``, replacing what the role had (like Pulsar)."""
@@ -348,3 +393,8 @@ class Tenancy(StoreBase):
             self._require_namespace(session, namespace)
             row = session.get(NamespacePolicyRow, namespace)
             return bool(row is not None and row.skip_requires_approval)
+
+
+def _listed(names: list[str]) -> str:
+    """At most three names of what is left, and whether there are more."""
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")

@@ -158,6 +158,32 @@ def tenants_list(ctx: Context, args: argparse.Namespace) -> Result:
     return Result(names, list(names))
 
 
+def tenants_delete(ctx: Context, args: argparse.Namespace) -> Result:
+    ctx.broker.delete_tenant(ctx.role, args.tenant)
+    return Result({"tenant": args.tenant, "deleted": True}, [f"Deleted tenant {args.tenant}"])
+
+
+def namespaces_list(ctx: Context, args: argparse.Namespace) -> Result:
+    names = ctx.broker.list_namespaces(ctx.role, args.tenant)
+    return Result(names, list(names))
+
+
+def namespaces_delete(ctx: Context, args: argparse.Namespace) -> Result:
+    namespace = _namespace_arg(args.namespace)
+    ctx.broker.delete_namespace(ctx.role, namespace)
+    return Result({"namespace": namespace, "deleted": True}, [f"Deleted namespace {namespace}"])
+
+
+def namespaces_set_auto_topic_creation(ctx: Context, args: argparse.Namespace) -> Result:
+    namespace = _namespace_arg(args.namespace)
+    ctx.broker.set_auto_topic_creation(ctx.role, namespace, args.allowed)
+    state = "created on first use" if args.allowed else "created with topics create only"
+    return Result(
+        {"namespace": namespace, "allowAutoTopicCreation": args.allowed},
+        [f"Missing topics of {namespace} are now {state}"],
+    )
+
+
 def namespaces_create(ctx: Context, args: argparse.Namespace) -> Result:
     namespace = _namespace_arg(args.namespace)
     ctx.broker.create_namespace(ctx.role, namespace)
@@ -227,12 +253,32 @@ def topics_create_partitioned(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def topics_list(ctx: Context, args: argparse.Namespace) -> Result:
+    """The namespace's topics, one bare name a line (partitions under ``-o json``)."""
     namespace = _namespace_arg(args.namespace)
     topics = ctx.broker.list_topics(ctx.role, namespace)
     return Result(
         [{"topic": t.name, "partitions": t.partitions} for t in topics],
-        [t.name + (f"  ({t.partitions} partitions)" if t.partitions else "") for t in topics],
+        [t.name for t in topics],
     )
+
+
+def topics_delete(ctx: Context, args: argparse.Namespace) -> Result:
+    """``topics delete`` and ``topics delete-partitioned-topic`` (Pulsar's ``-f``)."""
+    partitioned = args.handler is topics_delete_partitioned_topic
+    topic = str(_topic_arg(args.topic))
+    removed = ctx.broker.delete_topic(
+        ctx.role, topic, partitioned=partitioned, force=args.force, via="cli"
+    )
+    with_subs = f" and its subscription(s) {', '.join(removed)}" if removed else ""
+    kind = "partitioned topic" if partitioned else "topic"
+    return Result(
+        {"topic": topic, "deleted": True, "subscriptions": removed},
+        [f"Deleted {kind} {topic}{with_subs}"],
+    )
+
+
+def topics_delete_partitioned_topic(ctx: Context, args: argparse.Namespace) -> Result:
+    return topics_delete(ctx, args)
 
 
 def topics_create_subscription(ctx: Context, args: argparse.Namespace) -> Result:
@@ -244,7 +290,9 @@ def topics_create_subscription(ctx: Context, args: argparse.Namespace) -> Result
     start: str | Position = (
         named
         if named in ("latest", "earliest")
-        else values.parse_position(args.message_id, "--messageId")
+        else values.parse_position(
+            args.message_id, "--messageId", _topic_arg(args.topic).partition_index
+        )
     )
     info = ctx.broker.create_subscription(
         ctx.role,
@@ -389,10 +437,7 @@ def topics_peek(ctx: Context, args: argparse.Namespace) -> Result:
 def topics_skip(ctx: Context, args: argparse.Namespace) -> Result:
     from cursorops.core.skipping import skip_payload
 
-    if args.triplets:
-        ids = skip_payload.parse_triplets(args.triplets)
-    else:
-        ids = skip_payload.parse_base64_ids(args.base64_ids)
+    ids = skip_payload.parse_ids(*values.given_ids(args))
 
     from cursorops.core.gating import SkipMessages
     from cursorops.core.skipping.skip import SkipOutcome
@@ -606,7 +651,9 @@ def topics_reset_cursor(ctx: Context, args: argparse.Namespace) -> Result:
     position: Position | None = None
     timestamp: int | None = None
     if args.message_id is not None:
-        position = values.parse_position(args.message_id, "--messageId")
+        position = values.parse_position(
+            args.message_id, "--messageId", _topic_arg(args.topic).partition_index
+        )
         target = str(position)
     else:
         timestamp = values.parse_time_ms(args.time, "--time", wall_clock_ms())
@@ -855,6 +902,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 unexpected, 2 invalid input (or usage), 3 not found, "
         "4 conflict, 5 not authorized, 6 store failure.",
     )
+    from cursorops import __version__
+
+    parser.add_argument(
+        "--version", action="version", version=f"cursorops {__version__}", help="print the version"
+    )
     parser.add_argument(
         "--home",
         default=env.get("CURSOROPS_HOME") or DEFAULT_HOME,
@@ -905,7 +957,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    tenants = commands.add_parser("tenants", help="create and list tenants").add_subparsers(
+    tenants = commands.add_parser("tenants", help="create, list and delete tenants").add_subparsers(
         dest="action", metavar="ACTION", required=True
     )
     p = tenants.add_parser("create", parents=[common], help="create a tenant (superusers)")
@@ -914,12 +966,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=tenants_create)
     p = tenants.add_parser("list", parents=[common], help="list tenants (superusers)")
     p.set_defaults(handler=tenants_list)
+    p = tenants.add_parser(
+        "delete", parents=[common], help="delete a tenant that has no namespace (superusers)"
+    )
+    p.add_argument("tenant")
+    p.set_defaults(handler=tenants_delete)
 
     namespaces = commands.add_parser("namespaces", help="create namespaces, grant permissions")
     ns = namespaces.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = ns.add_parser("create", parents=[common], help="create TENANT/NAMESPACE")
     p.add_argument("namespace", metavar="TENANT/NAMESPACE")
     p.set_defaults(handler=namespaces_create)
+    p = ns.add_parser("list", parents=[common], help="list the namespaces of TENANT")
+    p.add_argument("tenant")
+    p.set_defaults(handler=namespaces_list)
+    p = ns.add_parser(
+        "delete", parents=[common], help="delete TENANT/NAMESPACE once it has no topic"
+    )
+    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
+    p.set_defaults(handler=namespaces_delete)
+    p = ns.add_parser(
+        "set-auto-topic-creation",
+        parents=[common],
+        help="whether produce and subscribe create a missing topic (default: they do)",
+    )
+    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
+    allowed = p.add_mutually_exclusive_group(required=True)
+    allowed.add_argument("--enable", dest="allowed", action="store_true", help="create on use")
+    allowed.add_argument(
+        "--disable", dest="allowed", action="store_false", help="only topics create creates"
+    )
+    p.set_defaults(handler=namespaces_set_auto_topic_creation)
     p = ns.add_parser(
         "grant-permission", parents=[common], help="grant produce and/or consume to a role"
     )
@@ -968,6 +1045,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = tp.add_parser("list", parents=[common], help="list the topics of TENANT/NAMESPACE")
     p.add_argument("namespace", metavar="TENANT/NAMESPACE")
     p.set_defaults(handler=topics_list)
+    for command, handler, what in (
+        ("delete", topics_delete, "a non-partitioned topic"),
+        ("delete-partitioned-topic", topics_delete_partitioned_topic, "a partitioned topic"),
+    ):
+        p = tp.add_parser(
+            command,
+            parents=[common],
+            help=f"delete {what} with its subscriptions and messages (tenant admins)",
+        )
+        p.add_argument("topic")
+        p.add_argument(
+            "-f",
+            "--force",
+            action="store_true",
+            help="delete even while consumers are connected",
+        )
+        p.set_defaults(handler=handler)
 
     p = tp.add_parser("create-subscription", parents=[common], help="create a subscription")
     p.add_argument("topic")
@@ -981,7 +1075,8 @@ def build_parser() -> argparse.ArgumentParser:
         dest="message_id",
         default="latest",
         help="initial position: latest (default, as pulsar-admin), earliest, or "
-        "ledgerId:entryId, the first entry delivered (non-partitioned topics)",
+        "ledgerId:entryId (or any message id form naming a whole entry), the first entry "
+        "delivered (non-partitioned topics)",
     )
     p.add_argument(
         "-p",
@@ -1052,12 +1147,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-s", "--subscription", required=True)
     ids = p.add_mutually_exclusive_group(required=True)
     ids.add_argument(
+        "--message-id",
+        dest="message_ids",
+        nargs="+",
+        action="extend",
+        metavar="ID",
+        help="any id form: L:E[:B], base64 MessageIdData, or what the Python client prints, "
+        "(ledger,entry,partition,batch) such as (1,700,-1,-1); several values, repeatable",
+    )
+    ids.add_argument(
         "--messageId-triplet",
         dest="triplets",
         nargs="+",
         action="extend",
         metavar="L:E[:B]",
-        help="ledgerId:entryId[:batchIndex]; several values, repeatable",
+        help="ledgerId:entryId[:batchIndex] (every form of --message-id is read); several "
+        "values, repeatable",
     )
     ids.add_argument(
         "--messageId-base64",
@@ -1065,7 +1170,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         action="extend",
         metavar="B64",
-        help="base64 MessageIdData (pulsar-client MessageId.serialize()); several, repeatable",
+        help="base64 MessageIdData (pulsar-client MessageId.serialize()); every form of "
+        "--message-id is read; several, repeatable",
     )
     add_request_flags(p)
     p.set_defaults(handler=topics_skip)
@@ -1168,8 +1274,9 @@ def build_parser() -> argparse.ArgumentParser:
         "-m",
         "--messageId",
         dest="message_id",
-        metavar="L:E",
-        help="ledgerId:entryId (non-partitioned topics)",
+        metavar="ID",
+        help="ledgerId:entryId, or any message id form of skip-messages --message-id naming "
+        "a whole entry (non-partitioned topics, or one partition)",
     )
     target.add_argument(
         "-t",

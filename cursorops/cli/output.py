@@ -39,6 +39,7 @@ def id_json(message_id: MessageId) -> dict[str, object]:
     return {
         "triplet": message_id.triplet(),
         "base64": message_id.to_base64(),
+        "messageId": message_id.client_text(),
         "partition": message_id.partition,
         "batchIndex": message_id.batch_index,
         "batchSize": message_id.batch_size,
@@ -46,9 +47,13 @@ def id_json(message_id: MessageId) -> dict[str, object]:
 
 
 def id_line(message_id: MessageId) -> str:
-    """Triplet, base64 and partition, aligned for reading."""
+    """Triplet, base64, partition and the Python client's printed form, aligned for reading:
+    every form a command takes an id in."""
     triplet, encoded = message_id.triplet(), message_id.to_base64()
-    return f"{triplet:<12}  {encoded:<16}  partition={message_id.partition}"
+    return (
+        f"{triplet:<12}  {encoded:<16}  partition={message_id.partition}  "
+        f"{message_id.client_text()}"
+    )
 
 
 def payload_json(payload: bytes) -> tuple[str, str]:

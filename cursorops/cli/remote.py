@@ -167,12 +167,49 @@ def tenants_list(remote: Remote, args: argparse.Namespace) -> tuple[object, list
     return names, [str(n) for n in names]
 
 
+def tenants_delete(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
+    remote.call("DELETE", f"/admin/v2/tenants/{quote(args.tenant, safe='')}", expect=(204,))
+    return {"tenant": args.tenant, "deleted": True}, [f"Deleted tenant {args.tenant}"]
+
+
+def namespaces_list(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
+    names = remote.call("GET", f"/admin/v2/namespaces/{quote(args.tenant, safe='')}")
+    return names, [str(n) for n in names]
+
+
+def namespaces_delete(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
+    tenant, _, namespace = str(args.namespace).partition("/")
+    remote.call(
+        "DELETE",
+        f"/admin/v2/namespaces/{quote(tenant, safe='')}/{quote(namespace, safe='')}",
+        expect=(204,),
+    )
+    return {"namespace": args.namespace, "deleted": True}, [f"Deleted namespace {args.namespace}"]
+
+
 def topics_list(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
+    """The topics by name, as the local command prints them: a partitioned topic once."""
+    from cursorops.core.ids.topic_name import TopicName
+
     tenant, _, namespace = str(args.namespace).partition("/")
     base = f"/admin/v2/persistent/{quote(tenant, safe='')}/{quote(namespace, safe='')}"
-    names = remote.call("GET", base) + remote.call("GET", base + "/partitioned")
-    names = sorted(set(names))
-    return names, [str(n) for n in names]
+    partitioned = {str(n) for n in remote.call("GET", base + "/partitioned")}
+    names = sorted(
+        partitioned
+        | {
+            str(n)
+            for n in remote.call("GET", base)
+            if str(TopicName.parse(n).base) not in partitioned
+        }
+    )
+    return names, names
+
+
+def topics_delete(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
+    partitioned = args.handler.__name__ == "topics_delete_partitioned_topic"
+    path = _topic_path(args.topic) + ("/partitions" if partitioned else "")
+    remote.call("DELETE", path, expect=(204,), params={"force": bool(args.force)})
+    return {"topic": args.topic, "deleted": True}, [f"Deleted topic {args.topic}"]
 
 
 def topics_stats(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
@@ -203,7 +240,11 @@ def topics_analyze_backlog(remote: Remote, args: argparse.Namespace) -> tuple[ob
 
 
 def topics_skip(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
-    ids = args.base64_ids if args.base64_ids else _triplet_body(args.triplets)
+    from cursorops.cli import values
+    from cursorops.core.skipping import skip_payload
+
+    # Every form the local command reads, sent as base64 MessageIdData (partition included).
+    ids = [m.to_base64() for m in skip_payload.parse_ids(*values.given_ids(args))]
     return _gated(
         remote,
         args,
@@ -305,20 +346,6 @@ def _gated(
     ]
 
 
-def _triplet_body(triplets: list[str]) -> dict[str, object]:
-    from cursorops.core.ids.message_id import MessageId
-
-    ids = [MessageId.parse_triplet(t) for t in triplets]
-    return {
-        "type": "messageId",
-        "messageIds": [
-            {"ledgerId": m.ledger_id, "entryId": m.entry_id}
-            | ({"batchIndex": m.batch_index} if m.batch_index >= 0 else {})
-            for m in ids
-        ],
-    }
-
-
 def topics_reset_cursor(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
     from cursorops.cli import values
     from cursorops.core.broker import wall_clock_ms
@@ -358,7 +385,12 @@ def audit_requests(remote: Remote, args: argparse.Namespace) -> tuple[object, li
 HANDLERS: Mapping[str, RemoteHandler] = {
     "audit_requests": audit_requests,
     "tenants_list": tenants_list,
+    "tenants_delete": tenants_delete,
+    "namespaces_list": namespaces_list,
+    "namespaces_delete": namespaces_delete,
     "topics_list": topics_list,
+    "topics_delete": topics_delete,
+    "topics_delete_partitioned_topic": topics_delete,
     "topics_stats": topics_stats,
     "topics_subscriptions": topics_subscriptions,
     "topics_analyze_backlog": topics_analyze_backlog,

@@ -70,9 +70,10 @@ def parse_list(text: str, option: str) -> list[str]:
     return items
 
 
-def parse_position(text: str, option: str) -> Position:
-    """``ledgerId:entryId`` (pulsar-admin ``reset-cursor --messageId``): core's one parser."""
-    return message_id.parse_position(text, option)
+def parse_position(text: str, option: str, partition: int = -1) -> Position:
+    """The entry a message id names (pulsar-admin ``reset-cursor --messageId``), in any
+    form; ``partition``, the one the command's topic names: core's one parser."""
+    return message_id.parse_position(text, option, partition)
 
 
 def ascii_int(text: str) -> int:
@@ -116,3 +117,16 @@ def port(value: int, option: str) -> int:
     if not 0 <= value <= 65535:
         raise InvalidArgumentError(f"Invalid {option} {value}: expected 0..65535")
     return value
+
+
+def given_ids(args: argparse.Namespace) -> tuple[list[str], str]:
+    """The ids ``skip-messages`` was given, and the option that gave them: each option
+    reads every form (:meth:`MessageId.parse <cursorops.core.ids.message_id.MessageId.parse>`)."""
+    for texts, option in (
+        (args.message_ids, "--message-id"),
+        (args.triplets, "--messageId-triplet"),
+        (args.base64_ids, "--messageId-base64"),
+    ):
+        if texts:
+            return list(texts), option
+    return [], "--message-id"

@@ -1,11 +1,12 @@
-"""Pulsar admin v2 routes of tenants and namespaces, and cursorops's skip-approval policy."""
+"""Pulsar admin v2 routes of tenants and namespaces, their auto-creation of topics, and
+cursorops's skip-approval policy."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Path, Response
-from pydantic import StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from cursorops.rest.deps import BrokerDep, RoleDep
 
@@ -25,6 +26,63 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 def tenants(broker: BrokerDep, role: RoleDep) -> list[str]:
     """Every tenant (superusers only, as in Pulsar)."""
     return broker.list_tenants(role)
+
+
+@router.delete(
+    "/admin/v2/tenants/{tenant}",
+    status_code=204,
+    responses={**_ERRORS, 409: {"description": "The tenant still has active namespaces"}},
+)
+def delete_tenant(tenant: Name, broker: BrokerDep, role: RoleDep) -> Response:
+    """Delete a tenant that has no namespace left (superusers only, as in Pulsar)."""
+    broker.delete_tenant(role, tenant)
+    return Response(status_code=204)
+
+
+@router.delete(
+    "/admin/v2/namespaces/{tenant}/{namespace}",
+    status_code=204,
+    responses={**_ERRORS, 409: {"description": "Cannot delete non empty namespace"}},
+)
+def delete_namespace(tenant: Name, namespace: Name, broker: BrokerDep, role: RoleDep) -> Response:
+    """Delete a namespace that has no topic left (its tenant's admins), with its
+    permissions and policies. Pulsar's ``force`` is not taken: delete the topics first."""
+    broker.delete_namespace(role, f"{tenant}/{namespace}")
+    return Response(status_code=204)
+
+
+class AutoTopicCreation(BaseModel):
+    """Pulsar's ``AutoTopicCreationOverride``; only non-partitioned topics are created."""
+
+    model_config = ConfigDict(extra="forbid")
+    allow: StrictBool = Field(alias="allowAutoTopicCreation")
+    topic_type: Literal["non-partitioned"] = Field("non-partitioned", alias="topicType")
+
+
+AUTO_TOPIC_CREATION = "/admin/v2/namespaces/{tenant}/{namespace}/autoTopicCreation"
+
+
+@router.post(AUTO_TOPIC_CREATION, status_code=204, responses=_ERRORS)
+def set_auto_topic_creation(
+    tenant: Name,
+    namespace: Name,
+    broker: BrokerDep,
+    role: RoleDep,
+    body: Annotated[AutoTopicCreation, Body()],
+) -> Response:
+    """Whether producing to or subscribing on a missing topic creates it (tenant admins);
+    the default, without this policy, is that it does."""
+    broker.set_auto_topic_creation(role, f"{tenant}/{namespace}", body.allow)
+    return Response(status_code=204)
+
+
+@router.delete(AUTO_TOPIC_CREATION, status_code=204, responses=_ERRORS)
+def remove_auto_topic_creation(
+    tenant: Name, namespace: Name, broker: BrokerDep, role: RoleDep
+) -> Response:
+    """Remove the namespace's policy: missing topics are created on use again."""
+    broker.set_auto_topic_creation(role, f"{tenant}/{namespace}", None)
+    return Response(status_code=204)
 
 
 @router.get("/admin/v2/namespaces/{tenant}", responses=_ERRORS)

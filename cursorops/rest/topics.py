@@ -48,6 +48,45 @@ def _not_partitioned(broker: BrokerDep, role: str, name: str, what: str) -> None
         )
 
 
+_DELETE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **_ERRORS,
+    412: {"description": "Topic has active producers/subscriptions"},
+}
+
+
+@router.delete(TOPIC, status_code=204, responses=_DELETE_RESPONSES)
+def delete_topic(
+    tenant: Tenant,
+    namespace: Namespace,
+    topic: Topic,
+    broker: BrokerDep,
+    role: RoleDep,
+    force: bool = False,
+) -> Response:
+    """Delete a non-partitioned topic with its subscriptions and messages (tenant admins);
+    412 while consumers are connected unless ``force``. Where the namespace requires
+    approval, 403 while it has subscriptions: each is unsubscribed through its workflow
+    first."""
+    name = topic_name(tenant, namespace, topic)
+    broker.delete_topic(role, name, partitioned=False, force=force, via="rest")
+    return Response(status_code=204)
+
+
+@router.delete(TOPIC + "/partitions", status_code=204, responses=_DELETE_RESPONSES)
+def delete_partitioned_topic(
+    tenant: Tenant,
+    namespace: Namespace,
+    topic: Topic,
+    broker: BrokerDep,
+    role: RoleDep,
+    force: bool = False,
+) -> Response:
+    """Delete a partitioned topic, every partition, as :func:`delete_topic` does."""
+    name = topic_name(tenant, namespace, topic)
+    broker.delete_topic(role, name, partitioned=True, force=force, via="rest")
+    return Response(status_code=204)
+
+
 @router.get(TOPIC + "/partitions", responses=_ERRORS)
 def partitioned_metadata(
     tenant: Tenant,
