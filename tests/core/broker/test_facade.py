@@ -17,6 +17,7 @@ from cursorops.core.broker.analysis import Analysis
 from cursorops.core.broker.compaction import Compaction
 from cursorops.core.broker.context import BrokerContext
 from cursorops.core.broker.cursor_ops import CursorOperations
+from cursorops.core.broker.deletion import Deletion
 from cursorops.core.broker.gated import GatedOperations
 from cursorops.core.broker.policies import Policies
 from cursorops.core.broker.produce import Producing
@@ -30,6 +31,7 @@ from cursorops.core.broker.workflow import Workflow
 PARTS = {
     "access": Access,
     "admin": Admin,
+    "deletion": Deletion,
     "producing": Producing,
     "reading": Reading,
     "cursor_ops": CursorOperations,
