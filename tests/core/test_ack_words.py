@@ -75,6 +75,7 @@ def model(found: list[Row]) -> tuple[CursorState, set[tuple[int, int, int]]]:
     return CursorState(individually_deleted=deleted, batch_acks=sets), messages
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(found=rows())
 def test_the_words_are_the_per_index_acknowledgements(found: list[Row]) -> None:

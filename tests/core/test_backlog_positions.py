@@ -10,6 +10,7 @@ to plain Python models, with the edges of the int64 and 2**32 ranges.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -94,6 +95,7 @@ def cursor_worlds(draw: st.DrawFn) -> tuple[list[tuple[Position, int]], CursorSt
     return rows, CursorState(mark, deleted, live_batch)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @given(cursor_worlds(), st.randoms(use_true_random=False))
 @settings(max_examples=300, deadline=None)
 def test_unacked_messages_matches_a_model(world, rng) -> None:  # type: ignore[no-untyped-def]

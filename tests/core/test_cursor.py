@@ -150,6 +150,7 @@ def test_cursor_matches_model(scenario) -> None:  # type: ignore[no-untyped-def]
         check_matches(state, layout, sizes, model)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(scenarios(), st.randoms(use_true_random=False))
 def test_deltas_merge_in_any_order(scenario, rnd) -> None:  # type: ignore[no-untyped-def]

@@ -113,6 +113,7 @@ def test_concurrent_consumer_acks_and_admin_skips_lose_nothing(
     assert broker.analyze_backlog("admin", TOPIC, "s")[0].result.messages == 400
 
 
+@pytest.mark.slow
 def test_compaction_keeps_every_delta(
     broker: Broker, monkeypatch: pytest.MonkeyPatch, home_config: Config, clock: Clock
 ) -> None:

@@ -125,6 +125,7 @@ def test_matches_reference(ops: list[Op]) -> None:
     check_against(range_set, model)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(op_lists, st.data())
 def test_count_matches_reference(ops: list[Op], data: st.DataObject) -> None:

@@ -19,6 +19,9 @@ from cursorops.wire.authentication import Authentication
 from cursorops.wire.basic_auth import BasicAuthenticator, load_htpasswd
 from tests.protocol.harness import Standalone, start, unique
 
+pytestmark = pytest.mark.slow
+"""The module starts standalones of its own (settings of their own): seconds each."""
+
 SECRET = b"0123456789abcdef0123456789abcdef"
 NAMESPACE = "public/default"
 

@@ -13,6 +13,9 @@ import pytest
 
 from tests.protocol.harness import Standalone, start, unique
 
+pytestmark = pytest.mark.slow
+"""The module starts standalones of its own (settings of their own): seconds each."""
+
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:

@@ -16,6 +16,9 @@ import pytest
 
 from tests.protocol.harness import Standalone, drain, start, unique
 
+pytestmark = pytest.mark.slow
+"""The module starts standalones of its own (settings of their own): seconds each."""
+
 NAMESPACE = "/admin/v2/namespaces/public/default/deduplication"
 ROLE = "admin"
 

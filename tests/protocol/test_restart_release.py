@@ -108,6 +108,7 @@ def test_a_restart_releases_its_earlier_lifes_consumers_only(tmp_path: Path) -> 
         other.stop()
 
 
+@pytest.mark.slow
 def test_a_graceful_stop_leaves_its_slot_to_the_next_start(tmp_path: Path) -> None:
     home = tmp_path / "home"
     first = start(home)

@@ -18,6 +18,9 @@ from cursorops.wire.frames import command
 from tests.protocol.harness import Standalone, start, unique
 from tests.protocol.raw import RawClient
 
+pytestmark = pytest.mark.slow
+"""The module starts standalones of its own (settings of their own): seconds each."""
+
 ROLE = "admin"
 
 

@@ -17,6 +17,9 @@ import pytest
 from tests.protocol.certs import Authority, Pem, authority, issue
 from tests.protocol.harness import Standalone, start, unique
 
+pytestmark = pytest.mark.slow
+"""The module starts standalones of its own (settings of their own): seconds each."""
+
 NAMESPACE = "public/default"
 
 

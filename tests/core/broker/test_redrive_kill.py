@@ -60,6 +60,7 @@ def state(broker: Broker) -> tuple[object, ...]:
     return backlogs, dlq, broker.entry_count("admin", TOPIC), len(redrives)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop_at", ["append", "audit"])
 def test_a_redrive_killed_mid_transaction_leaves_nothing(
     tmp_path: Path, metadata_url: str, stop_at: str

@@ -96,6 +96,7 @@ message = st.tuples(st.integers(0, MESSAGES - 1), st.booleans())
 requests = st.lists(st.lists(message, min_size=1, max_size=5, unique=True), min_size=2, max_size=6)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -586,6 +586,7 @@ store.close()
 """
 
 
+@pytest.mark.slow
 def test_concurrent_cursor_deltas_from_processes(store: MetadataStore, metadata_url: str) -> None:
     _subscribe(store, TOPIC, "s")
     procs = [

@@ -75,6 +75,7 @@ def test_open_of_a_current_store_waits_for_no_writer(metadata_url: str) -> None:
     assert read == [["acme"]]
 
 
+@pytest.mark.slow
 def test_opens_of_a_new_and_of_a_current_store_import_no_alembic(tmp_path: Path) -> None:
     """A new store gets the tables and the head revision directly; a current one is read."""
     url = f"sqlite:///{tmp_path / 'metadata.db'}"
