@@ -13,9 +13,19 @@ In a checkout ``cursorops/core`` and ``cursorops/spark`` are links to the design
 top-level ``core/`` and ``spark_apps/`` folders; the wheel holds them as real folders.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
-try:
-    __version__ = version("cursorops")
-except PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
-    __version__ = "0.0.0+checkout"
+
+def __getattr__(name: str) -> Any:
+    """``__version__``, read from the installed metadata on first use: every command imports
+    this package, and only ``--version`` needs it."""
+    if name != "__version__":
+        raise AttributeError(f"module 'cursorops' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        value = version("cursorops")
+    except PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
+        value = "0.0.0+checkout"
+    globals()["__version__"] = value
+    return value

@@ -109,6 +109,20 @@ Handler = Callable[[Context, argparse.Namespace], Result]
 # -- gated operations ------------------------------------------------------------
 
 
+class _Version(argparse.Action):
+    """``--version``: prints ``cursorops <version>`` and exits, as pulsar-admin's does; the
+    installed metadata is read only then, not on every command."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        import cursorops
+
+        print(f"cursorops {cursorops.__version__}")
+        parser.exit()
+
+
 class _NoWorkflow:
     """The local CLI's run starter: no workflow system runs here, so a request that waits
     for approval is refused before anything is planned or stored (``--admin-url`` asks
@@ -902,11 +916,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 unexpected, 2 invalid input (or usage), 3 not found, "
         "4 conflict, 5 not authorized, 6 store failure.",
     )
-    from cursorops import __version__
-
-    parser.add_argument(
-        "--version", action="version", version=f"cursorops {__version__}", help="print the version"
-    )
+    parser.add_argument("--version", action=_Version, help="print the version")
     parser.add_argument(
         "--home",
         default=env.get("CURSOROPS_HOME") or DEFAULT_HOME,

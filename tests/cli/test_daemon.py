@@ -184,7 +184,7 @@ def test_concurrent_commands_each_run_in_their_own_worker(home: Path) -> None:
 
 RUNNER = (
     "import json, sys\n"
-    "from cli import launcher\n"
+    "from cursorops.cli import launcher\n"
     "code = launcher.main(sys.argv[1:])\n"
     "sys.stderr.write(json.dumps(sorted(sys.modules)))\n"
     "sys.exit(code)\n"
