@@ -94,3 +94,18 @@ def test_the_plugins_folder_offers_the_plugin_only_when_no_entry_point_does(
     assert plugin_module.folder_plugin() is None
     monkeypatch.setattr(plugin_module, "registered_by_entry_point", lambda: False)
     assert plugin_module.folder_plugin() is plugin_module.CursorOpsPlugin
+
+
+def test_the_metadata_urls_password_is_masked_in_task_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.sdk.execution_time.secrets_masker import redact
+
+    url = "postgresql+psycopg://cursorops:s3cr%40t-pw@db:5432/cursorops"
+    extra = {"home": str(tmp_path), "metadata_url": url}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_CURSOROPS_DEFAULT", json.dumps({"conn_type": "cursorops", "extra": extra})
+    )
+    assert CursorOpsHook(environ={}).config.metadata_url == url
+    logged = str(redact(f"store {url}; password s3cr@t-pw and s3cr%40t-pw"))
+    assert "s3cr" not in logged, logged

@@ -71,6 +71,25 @@ def config_from(extra: Mapping[str, Any] | None, environ: Mapping[str, str]) -> 
     return Config.from_environ(values)
 
 
+def _mask_store_secret(url: object) -> None:
+    """Hide the metadata URL, and the password inside it, wherever Airflow writes logs: the
+    connection form keeps it as a password, but a URL is no key Airflow's masker knows."""
+    if not isinstance(url, str) or not url:
+        return
+    from urllib.parse import unquote, urlsplit
+
+    from airflow.sdk.log import mask_secret
+
+    mask_secret(url)
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return
+    if password:
+        mask_secret(password)
+        mask_secret(unquote(password))
+
+
 class CursorOpsHook(BaseHook):
     """A task's way in to cursorops: its Config and Broker (from the connection), the
     Pulsar role of a user and of the run's requester, and the approvers to consider."""
@@ -102,7 +121,9 @@ class CursorOpsHook(BaseHook):
             if self.cursorops_conn_id != self.default_conn_name:
                 raise  # a connection asked for by name must exist
             return None
-        return dict(connection.extra_dejson)
+        extra = dict(connection.extra_dejson)
+        _mask_store_secret(extra.get("metadata_url"))
+        return extra
 
     @property
     def config(self) -> Config:
