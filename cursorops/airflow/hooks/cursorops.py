@@ -72,20 +72,21 @@ def config_from(extra: Mapping[str, Any] | None, environ: Mapping[str, str]) -> 
 
 
 def _mask_store_secret(url: object) -> None:
-    """Hide the metadata URL, and the password inside it, wherever Airflow writes logs: the
-    connection form keeps it as a password, but a URL is no key Airflow's masker knows."""
+    """Hide a metadata URL that holds a password, and the password, wherever Airflow writes
+    logs: the connection form keeps the URL as a password, but a URL is no key Airflow's
+    masker knows. A URL without a password (SQLite in the home) stays readable."""
     if not isinstance(url, str) or not url:
         return
     from urllib.parse import unquote, urlsplit
 
     from airflow.sdk.log import mask_secret
 
-    mask_secret(url)
     try:
         password = urlsplit(url).password
     except ValueError:
-        return
+        password = None
     if password:
+        mask_secret(url)
         mask_secret(password)
         mask_secret(unquote(password))
 
