@@ -3,21 +3,18 @@
 ``topics stats``, ``topics analyze-backlog`` and ``topics skip-messages`` (three
 ids, different ones each run, so every run really skips) on a non-partitioned
 topic of 1,000 messages with one Shared subscription, and at 10x and 30x that
-size. Each run is a new process (``python -m cursorops.cli.launcher``, what the installed
+size. Each run is a new process (``python -m cursorops.cli.main``, what the installed
 script runs), timed from start to exit; its answer is checked (exit 0, the
-backlog it reports, the ids it skipped). Each command runs two ways in the same
-run: in its own process (no daemon serves its home), and handed to a running
-``cursorops daemon`` (checked: the daemon's count of commands moves by one).
-Side by side: ``python -c pass`` (the interpreter's start-up) and ``python -c
-"import sqlalchemy.orm, numpy, pyarrow.parquet"``, the libraries the three
-commands cannot do without (the metadata store, the backlog arithmetic, the
-Parquet entry index): the floor a command run in its own process sits on.
+backlog it reports, the ids it skipped). Side by side: ``python -c pass`` (the
+interpreter's start-up) and ``python -c "import sqlalchemy.orm, numpy,
+pyarrow.parquet"``, the libraries the three commands cannot do without (the
+metadata store, the backlog arithmetic, the Parquet entry index): the floor a
+command run in its own process sits on.
 
-CPU seconds (user + system of the child, plus the daemon's worker for a command
-it ran) are reported next to wall time: on a shared machine wall time includes
-waiting for a core, CPU time much less so. The processes write bytecode to a
-cache under the work folder and each command runs once untimed first, as an
-installed ``cursorops`` runs from cached bytecode.
+CPU seconds (user + system of the child) are reported next to wall time: on a
+shared machine wall time includes waiting for a core, CPU time much less so. The
+processes write bytecode to a cache under the work folder and each command runs
+once untimed first, as an installed ``cursorops`` runs from cached bytecode.
 """
 
 from __future__ import annotations
@@ -36,7 +33,6 @@ from typing import Any
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Runs
-from cursorops.cli import daemon as daemon_module
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
 from cursorops.core.subscription import SubscriptionType
@@ -53,7 +49,6 @@ RUNS = 7
 SKIPPED_PER_RUN = 3
 AIM_S = 0.5
 FLOOR_IMPORTS = "import sqlalchemy.orm, numpy, pyarrow.parquet"
-DAEMON = "through `cursorops daemon`"
 
 _REPO = Path(__file__).resolve().parent.parent
 
@@ -106,10 +101,7 @@ def build_home(home: Path, messages: int) -> None:
 class Commands:
     """The three commands on one home, each run checked against what it must answer.
 
-    Run as the installed ``cursorops`` script runs them (``python -m cursorops.cli.launcher``):
-    in the process itself when no daemon serves the home, handed to the daemon's
-    forked worker when one does (``daemon`` set). Through the daemon, a command's CPU
-    is the caller's plus its worker's (the daemon's reaped children, from its status).
+    Run as the installed ``cursorops`` script runs them (``python -m cursorops.cli.main``).
     """
 
     def __init__(
@@ -117,42 +109,24 @@ class Commands:
         home: Path,
         messages: int,
         environment: dict[str, str],
-        daemon: daemon_module.Address | None = None,
     ) -> None:
         self.home = home
         self.messages = messages
         self.environment = environment
-        self.daemon = daemon
         self.skipped = 0
-
-    def _worker_cpu(self) -> float:
-        assert self.daemon is not None
-        while True:
-            state = daemon_module.status(self.daemon)
-            assert state["running"], "the daemon stopped"
-            if state["workers"] == 0:
-                return float(state["workerCpuS"])
-            time.sleep(0.001)
 
     def _cursorops(self, *args: str) -> tuple[Timing, Any]:
         command = [
             sys.executable,
             "-m",
-            "cursorops.cli.launcher",
+            "cursorops.cli.main",
             "--home",
             str(self.home),
             "-o",
             "json",
         ]
-        if self.daemon is None:
-            timing, out = timed([*command, *args], self.environment)
-            return timing, json.loads(out)
-        before = self._worker_cpu()
-        served = daemon_module.status(self.daemon)["served"]
         timing, out = timed([*command, *args], self.environment)
-        assert daemon_module.status(self.daemon)["served"] == served + 1, "not run by the daemon"
-        worker = self._worker_cpu() - before
-        return Timing(timing.wall, timing.cpu + worker), json.loads(out)
+        return timing, json.loads(out)
 
     def stats(self) -> Timing:
         timing, answer = self._cursorops("topics", "stats", TOPIC)
@@ -189,14 +163,10 @@ class Row:
 
 def measure(work: Path, scale: int, runs: int) -> list[Row]:
     messages = BASE_MESSAGES * scale
-    # Two homes with the same topic: one served by a daemon, one not.
-    homes = {via: work / f"home-{scale}x-{via}" for via in ("cold", "daemon")}
-    for home in homes.values():
-        build_home(home, messages)
+    home = work / f"home-{scale}x"
+    build_home(home, messages)
     environment = _environment(work)
-    address = daemon_module.Address(str(homes["daemon"]), None)
-    cold = Commands(homes["cold"], messages, environment)
-    warm = Commands(homes["daemon"], messages, environment, address)
+    cold = Commands(home, messages, environment)
     python = sys.executable
     work_items = [
         ("`python -c pass`", lambda: timed([python, "-c", "pass"], environment)[0], False),
@@ -208,19 +178,14 @@ def measure(work: Path, scale: int, runs: int) -> list[Row]:
         ("`topics stats`", cold.stats, True),
         ("`topics analyze-backlog -s sub`", cold.analyze, True),
         (f"`topics skip-messages` ({SKIPPED_PER_RUN} ids)", cold.skip, True),
-        (f"`topics stats` {DAEMON}", warm.stats, True),
-        (f"`topics analyze-backlog -s sub` {DAEMON}", warm.analyze, True),
-        (f"`topics skip-messages` ({SKIPPED_PER_RUN} ids) {DAEMON}", warm.skip, True),
     ]
-    config = Config.from_home(homes["daemon"])
-    with daemon_module.running(address, config, idle_timeout_ms=3_600_000):
-        for _, run, _ in work_items:
-            run()  # untimed: fills the bytecode cache
-        timings: dict[str, list[Timing]] = {what: [] for what, _, _ in work_items}
-        for _ in range(runs):
-            # Interleaved, so that a burst of load on the shared machine hits every row alike.
-            for what, run, _ in work_items:
-                timings[what].append(run())
+    for _, run, _ in work_items:
+        run()  # untimed: fills the bytecode cache
+    timings: dict[str, list[Timing]] = {what: [] for what, _, _ in work_items}
+    for _ in range(runs):
+        # Interleaved, so that a burst of load on the shared machine hits every row alike.
+        for what, run, _ in work_items:
+            timings[what].append(run())
     return [
         Row(
             what,
@@ -245,9 +210,6 @@ def markdown(
         "CPU over the floor is a command's median less the libraries' import median: what "
         "cursorops adds to them. "
         "Bytecode cached (one untimed run of each first). "
-        f"Rows {DAEMON} run the same command with a daemon serving the home (a second home "
-        "with the same topic): the caller imports only the standard library and hands the "
-        "command to a worker the daemon forks; their CPU adds the worker's to the caller's. "
         f"Aim: under {AIM_S} s wall for each command at 1x.",
         "",
     ]
@@ -262,9 +224,7 @@ def markdown(
                     row.what,
                     row.wall.cell(),
                     row.cpu.cell(),
-                    f"{row.cpu.median - floor:+.3f} s"
-                    if row.hot and DAEMON not in row.what
-                    else "",
+                    f"{row.cpu.median - floor:+.3f} s" if row.hot else "",
                     report.verdict(row.wall.median < AIM_S) if row.hot else "reference",
                 ]
             )

@@ -176,7 +176,7 @@ def cursorops_standalone(home: Path) -> Iterator[str]:
 def standalone_process(home: Path, tree: Path = _REPO) -> Iterator[tuple[str, int]]:
     """The standalone of the checkout ``tree`` (its folder is the process's ``cwd`` and
     ``PYTHONPATH``, so that tree's code is what runs): its broker URL and process id."""
-    env = dict(os.environ, CURSOROPS_DAEMON="off", PYTHONPATH=str(tree))
+    env = dict(os.environ, PYTHONPATH=str(tree))
     process = subprocess.Popen(
         [sys.executable, "-m", "cursorops.cli.main", "--home", str(home), "standalone"]
         + ["--broker-port", "0", "--no-web", "--log-level", "warning"],

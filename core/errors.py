@@ -40,7 +40,7 @@ the HTTP status (``cursorops/rest/errors.py``, checked by ``tests/plugins/test_e
         ├── MetadataStoreError
         │   └── SchemaOutOfDateError      a shared store's schema is behind: cursorops db migrate
         ├── LedgerStoreError
-        └── DaemonError                   the CLI's local daemon failed to start or answer
+        └── StandaloneError               the home's standalone failed to start, stop or answer
 """
 
 from __future__ import annotations
@@ -188,8 +188,9 @@ class LedgerStoreError(StoreError):
     pass
 
 
-class DaemonError(StoreError):
-    """The CLI's local daemon (``cursorops daemon``) failed to start or to answer."""
+class StandaloneError(StoreError):
+    """The standalone serving a home (``cursorops standalone``) failed to start, to stop
+    or to answer, or its socket folder is not this user's only."""
 
 
 def leaf_classes() -> list[type[CursorOpsError]]:

@@ -13,10 +13,8 @@ In a checkout ``cursorops/core`` and ``cursorops/spark`` are links to the design
 top-level ``core/`` and ``spark_apps/`` folders; the wheel holds them as real folders.
 """
 
-from typing import Any
 
-
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """``__version__``, read from the installed metadata on first use: every command imports
     this package, and only ``--version`` needs it."""
     if name != "__version__":

@@ -146,7 +146,7 @@ def standalone(tests: Path, extra: Sequence[str]) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="client-suite-") as home:
         log = Path(home) / "standalone.log"
         extra = [*set_up(Path(home), tests), *extra]
-        env = dict(os.environ, CURSOROPS_DAEMON="off", AIRFLOW_HOME=f"{home}/airflow")
+        env = dict(os.environ, AIRFLOW_HOME=f"{home}/airflow")
         argv = [sys.executable, "-m", "cursorops.cli.main", "--home", home, "standalone", *extra]
         with open(log, "w") as out:
             process = subprocess.Popen(

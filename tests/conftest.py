@@ -48,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if a server it started is still running once everything is torn down.
 
-    A cursorops daemon or standalone, a PostgreSQL, a Spark JVM or an Airflow process
+    A cursorops standalone, a PostgreSQL, a Spark JVM or an Airflow process
     the run started (``tests/leftovers.py``) is reported as an error of its own and
     stopped. Any other process of the run still there is named, and left alone.
     Last of the hooks: after an interrupt, pytest tears fixtures down in its own

@@ -1,19 +1,20 @@
 """Processes a test run leaves behind: found by a marker every process it starts inherits.
 
 ``tests/conftest.py`` puts :data:`RUN_MARKER` in the test process's environment
-when the run starts; every process started from it (a ``cursorops daemon``, a
+when the run starts; every process started from it (a ``cursorops standalone``, a
 Spark JVM, ``airflow standalone`` and its children, a PostgreSQL a test starts)
-inherits it, including those that left the process tree (a daemon in a session
-of its own, reparented to init). A process of the run that changed its
+inherits it, including those that left the process tree (a background standalone
+in a session of its own, reparented to init). A process of the run that changed its
 environment is still found while it is a descendant of the test process.
 Another run's processes, and anything a developer started, carry another
 marker or none, and are never reported nor stopped.
 
 A process that writes its title over its environment (setproctitle's default,
 which Airflow's processes use; PostgreSQL's children) loses the marker in
-``/proc/PID/environ``: it is found only while in the tree. The cursorops daemon
-keeps its environment (``SPT_NOENV``); the Airflow harness checks its own
-process group; PostgreSQL's postmaster keeps it.
+``/proc/PID/environ``: it is found only while in the tree. A background cursorops
+standalone, titled ``cursorops standalone HOME``, keeps its environment
+(``SPT_NOENV``); the Airflow harness checks its own process group; PostgreSQL's
+postmaster keeps it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 
 RUN_MARKER = "PYTEST_CURSOROPS_RUN"
 """Not a ``CURSOROPS_*`` name: tests strip those from the environments they pass on."""
-SERVERS = ("cursorops daemon", "cursorops standalone", "PostgreSQL", "Spark JVM", "Airflow")
+SERVERS = ("cursorops standalone", "PostgreSQL", "Spark JVM", "Airflow")
 """What a run must never leave running. Anything else it left (a helper that ends with the
 test process, such as multiprocessing's resource tracker) is only named."""
 
@@ -42,8 +43,8 @@ class Leftover:
     def kind(self) -> str:
         """What it is: one of :data:`SERVERS`, or ``process``."""
         command = self.command
-        if command.startswith("cursorops daemon") or "cursorops.cli.daemon" in command:
-            return "cursorops daemon"
+        if command.startswith("cursorops standalone "):
+            return "cursorops standalone"  # a background one, by its title
         if (
             "standalone" in command
             and "airflow" not in command

@@ -77,15 +77,15 @@ def test_a_child_that_dropped_the_marker_is_found_while_it_is_a_descendant() -> 
 
 
 def test_only_servers_fail_the_run() -> None:
-    assert leftovers.Leftover(1, "cursorops daemon /tmp/home").is_server
+    assert leftovers.Leftover(1, "cursorops standalone /tmp/home").is_server
     assert not leftovers.Leftover(1, "python -c from multiprocessing.resource_tracker").is_server
 
 
 @pytest.mark.parametrize(
     ("command", "kind"),
     [
-        ("cursorops daemon /tmp/home", "cursorops daemon"),
-        ("/venv/bin/python3.11 -m cursorops.cli.daemon --idle-timeout-ms 5", "cursorops daemon"),
+        ("cursorops standalone /tmp/home", "cursorops standalone"),
+        ("cursorops standalone /tmp/a home/with airflow in it", "cursorops standalone"),
         ("/venv/bin/python /venv/bin/cursorops standalone", "cursorops standalone"),
         (
             "/venv/bin/python3.11 -m cursorops.cli.main --home /tmp/h standalone",

@@ -1,6 +1,5 @@
 """The ``cursorops`` command line.
 
-:mod:`cursorops.cli.launcher` is the entry point (standard library only: it hands the
-command to a running :mod:`cursorops.cli.daemon` when there is one); :mod:`cursorops.cli.main`
-parses and runs the commands.
+:mod:`cursorops.cli.main` parses and runs the commands; :mod:`cursorops.cli.home` (standard
+library only) finds, or starts, the standalone that serves a home on its private socket.
 """

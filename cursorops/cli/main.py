@@ -29,10 +29,9 @@ from cursorops.core.exit_codes import EXIT_CODES, EXIT_UNEXPECTED, exit_code
 from cursorops.core.legible import legible
 
 if TYPE_CHECKING:
-    from cursorops.cli import daemon as daemon_module
     from cursorops.core.broker import Broker
     from cursorops.core.config import Config
-    from cursorops.core.gating import Applied, GatedArguments, Run
+    from cursorops.core.gating import Applied, GatedArguments
     from cursorops.core.ids.position import Position
     from cursorops.core.ids.topic_name import TopicName
 
@@ -123,34 +122,18 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-class _NoWorkflow:
-    """The local CLI's run starter: no workflow system runs here, so a request that waits
-    for approval is refused before anything is planned or stored (``--admin-url`` asks
-    the deployment, which starts the request's workflow as the logged-in user)."""
-
-    def authorize(self, workflow: str, requester: str) -> None:
-        from cursorops.core.errors import ApprovalRequiredError
-
-        raise ApprovalRequiredError(
-            f"The namespace requires a second person's approval: nothing applied. Ask "
-            f"through --admin-url: the deployment starts the {workflow} workflow as you"
-        )
-
-    def start(self, run: Run, digest: str, requester: str) -> Run:
-        raise AssertionError("authorize refuses every run")  # pragma: no cover
-
-
 def _request(
     ctx: Context, args: argparse.Namespace, operation: str, arguments: GatedArguments
 ) -> Applied:
     """Ask for a gated operation, as the command's role, through the one door of them all
     (``Broker.request``): applied at once, or refused where approval is required."""
     from cursorops.core.gating import Applied, Caller
+    from cursorops.core.gating.no_workflow import NoWorkflow
 
     result = ctx.broker.request(
-        operation, Caller(ctx.role, ctx.role, via="cli"), arguments, _NoWorkflow()
+        operation, Caller(ctx.role, ctx.role, via="cli"), arguments, NoWorkflow()
     )
-    assert isinstance(result, Applied)  # _NoWorkflow refuses every pending request
+    assert isinstance(result, Applied)  # NoWorkflow refuses every pending request
     return result
 
 
@@ -760,10 +743,20 @@ def demo(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def standalone(ctx: Context, args: argparse.Namespace) -> Result:
+    from cursorops.cli import standalone_home
     from cursorops.core.errors import InvalidArgumentError
     from cursorops.wire import standalone as standalone_module
     from cursorops.wire.tls import TlsSettings
 
+    if args.standalone_action == "stop":
+        return Result(*standalone_home.stop(ctx.home, ctx.metadata_url))
+    if args.standalone_action == "status":
+        return Result(*standalone_home.status(ctx.home, ctx.metadata_url))
+    if args.idle_timeout is not None and not args.background:
+        raise InvalidArgumentError("--idle-timeout is for a --background standalone")
+    idle_ms = values.positive(
+        values.parse_duration_ms(args.idle_timeout or "1h", "--idle-timeout"), "--idle-timeout"
+    )
     tls = None
     if args.tls_cert_file or args.tls_key_file:
         if not (args.tls_cert_file and args.tls_key_file):
@@ -780,8 +773,10 @@ def standalone(ctx: Context, args: argparse.Namespace) -> Result:
         )
     settings = standalone_module.StandaloneSettings(
         bind=args.bind,
-        broker_port=values.port(args.broker_port, "--broker-port"),
-        web_port=None if args.no_web else values.port(args.web_port, "--web-port"),
+        broker_port=None if args.background else values.port(args.broker_port, "--broker-port"),
+        web_port=None
+        if args.no_web or args.background
+        else values.port(args.web_port, "--web-port"),
         role=ctx.role,
         log_level=args.log_level,
         auth_token_secret=args.auth_token_secret,
@@ -793,75 +788,16 @@ def standalone(ctx: Context, args: argparse.Namespace) -> Result:
         web_port_tls=values.port(args.web_port_tls, "--web-port-tls"),
         advertised_listeners=args.advertised_listeners,
         keepalive_s=values.positive(args.keepalive, "--keepalive"),
+        idle_timeout_s=idle_ms / 1000 if args.background else None,
     )
     standalone_module.check(settings)
     config = ctx.config()
     ctx.close()
-    standalone_module.run(config, settings)
+    if not standalone_home.serve(
+        ctx.home, ctx.metadata_url, config, settings, background=args.background
+    ):
+        return Result({"stopped": True, "servedElsewhere": True}, [])
     return Result({"stopped": True}, ["cursorops standalone stopped"])
-
-
-# -- daemon --------------------------------------------------------------------
-
-
-def _daemon_address(ctx: Context) -> daemon_module.Address:
-    from cursorops.cli import daemon as daemon_module
-
-    return daemon_module.Address(ctx.home, ctx.metadata_url)
-
-
-def daemon_start(ctx: Context, args: argparse.Namespace) -> Result:
-    from cursorops.cli import daemon as daemon_module
-
-    idle_ms = values.positive(
-        values.parse_duration_ms(args.idle_timeout, "--idle-timeout"), "--idle-timeout"
-    )
-    state = daemon_module.start(_daemon_address(ctx), ctx.config(), idle_ms)
-    verb = "Started" if state["started"] else "Already running:"
-    return Result(
-        state,
-        [
-            f"{verb} cursorops daemon {state['pid']} for {state['home']} "
-            f"(stops after {args.idle_timeout} idle; cursorops daemon stop)"
-        ],
-    )
-
-
-def daemon_stop(ctx: Context, args: argparse.Namespace) -> Result:
-    from cursorops.cli import daemon as daemon_module
-
-    state = daemon_module.stop(_daemon_address(ctx))
-    line = (
-        f"Stopped cursorops daemon {state['pid']}"
-        if state["stopped"]
-        else f"No cursorops daemon runs for {ctx.home}"
-    )
-    return Result(state, [line])
-
-
-def daemon_status(ctx: Context, args: argparse.Namespace) -> Result:
-    from cursorops.cli import daemon as daemon_module
-
-    state = daemon_module.status(_daemon_address(ctx))
-    if not state["running"]:
-        return Result(state, [f"No cursorops daemon runs for {ctx.home}"])
-    code = (
-        "stale: started before the code changed, commands run without it; restart it"
-        if state["stale"]
-        else "current"
-    )
-    return Result(
-        state,
-        [
-            f"pid:            {state['pid']}",
-            f"home:           {state['home']}",
-            f"metadata store: {state['metadataUrl']}",
-            f"socket:         {state['socket']}",
-            f"code:           {code}",
-            f"commands:       {state['served']} taken, {state['workers']} running now",
-            f"started:        {output.format_time(state['startedMs'])}",
-        ],
-    )
 
 
 # -- the metadata store's schema ------------------------------------------------
@@ -1464,28 +1400,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="log lines on stderr (default info; debug shows every command)",
     )
     p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.set_defaults(handler=standalone)
-
-    daemon = commands.add_parser(
-        "daemon", help="a warm process that starts commands on this home in milliseconds"
-    )
-    dm = daemon.add_subparsers(dest="action", metavar="ACTION", required=True)
-    p = dm.add_parser(
-        "start",
-        parents=[common],
-        help="start the daemon for this home and metadata store (replaces one of older code)",
+    p.add_argument(
+        "--background",
+        action="store_true",
+        help="serve only the home's private admin socket, until stopped or idle (what a "
+        "command starts when no standalone serves its home)",
     )
     p.add_argument(
         "--idle-timeout",
-        default="1h",
         metavar="DURATION",
-        help="stop after this long without a command (default 1h; e.g. 10m, 8h)",
+        help="with --background: stop after this long without a request (default 1h)",
     )
-    p.set_defaults(handler=daemon_start)
-    p = dm.add_parser("stop", parents=[common], help="stop the daemon of this home")
-    p.set_defaults(handler=daemon_stop)
-    p = dm.add_parser("status", parents=[common], help="whether a daemon serves this home")
-    p.set_defaults(handler=daemon_status)
+    p.set_defaults(handler=standalone, standalone_action=None)
+    sa = p.add_subparsers(dest="standalone_action", metavar="ACTION")
+    sa.add_parser(
+        "stop", parents=[common], help="stop the standalone serving this home (either kind)"
+    )
+    sa.add_parser(
+        "status",
+        parents=[common],
+        help="the standalone serving this home: pid, store, socket, kind, requests served",
+    )
 
     db = commands.add_parser("db", help="the metadata store's schema")
     dbs = db.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -1578,10 +1513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the command ``args`` (from :func:`build_parser`) parsed; its exit code.
-
-    The daemon's workers call this with the caller's streams (:mod:`cursorops.cli.daemon`).
-    """
+    """Run the command ``args`` (from :func:`build_parser`) parsed; its exit code."""
     ctx = Context(args, sys.stdout)
     handler: Handler = _remote(args) if getattr(args, "admin_url", None) else args.handler
     try:

@@ -424,7 +424,7 @@ def _produce(url: str, topic: str, bodies: list[str], pill: int | None = None) -
 def _cursorops(argv: list[str], *, password: str) -> dict[str, Any]:
     """``cursorops ARGV`` in a process of its own, as the operator runs it; its JSON."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CURSOROPS_")}
-    env.update(CURSOROPS_PASSWORD=password, CURSOROPS_DAEMON="off")
+    env.update(CURSOROPS_PASSWORD=password)
     done = subprocess.run(
         [sys.executable, "-m", "cursorops.cli.main", *argv],
         capture_output=True,
@@ -476,9 +476,7 @@ def _standalone(config: Config) -> Iterator[str]:
     if not config.metadata_url.startswith("sqlite:"):
         argv += ["--metadata-url", config.metadata_url]
     argv += ["standalone", "--broker-port", "0", "--no-web", "--log-level", "warning"]
-    process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, text=True, env=dict(os.environ, CURSOROPS_DAEMON="off")
-    )
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
         for text in process.stdout:

@@ -14,6 +14,12 @@ With a server certificate, both are served over TLS as well, on ports of their
 own (6651 and 8443, as Pulsar's ``brokerServicePortTls`` and
 ``webServicePortTls``). Authentication (token, basic, TLS client certificates,
 an anonymous role for loopback) is the same on every port.
+
+The admin REST app is also served on the home's private Unix socket
+(:attr:`StandaloneSettings.admin_socket`, :class:`cursorops.wire.web.SocketDoor`), where
+the operating system's user is the authentication. A background standalone (no
+broker port) serves that socket only, and stops after
+:attr:`StandaloneSettings.idle_timeout_s` without a request.
 """
 
 from __future__ import annotations
@@ -21,9 +27,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import socket
 import ssl
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -52,7 +61,9 @@ DEFAULT_NAMESPACE = "public/default"
 @dataclass(frozen=True)
 class StandaloneSettings:
     bind: str = DEFAULT_BIND
-    broker_port: int = DEFAULT_BROKER_PORT
+    broker_port: int | None = DEFAULT_BROKER_PORT
+    """None: no binary protocol and no TCP web port (a background standalone: the admin
+    socket only)."""
     web_port: int | None = DEFAULT_WEB_PORT
     """None: no REST."""
     role: str = "admin"
@@ -76,6 +87,11 @@ class StandaloneSettings:
     web_port_tls: int = DEFAULT_WEB_PORT_TLS
     advertised_listeners: str | None = None
     """Pulsar's ``advertisedListeners``: ``name:pulsar://host:port,...``."""
+    admin_socket: str | None = None
+    """The home's private Unix socket the admin REST app is served on too (its folder
+    already checked to be this user's only); None: none."""
+    idle_timeout_s: float | None = None
+    """Stop after this long without a request on the admin socket (None: never)."""
 
 
 def authentication(settings: StandaloneSettings) -> Authentication:
@@ -123,7 +139,11 @@ def bootstrap(broker: Broker, role: str) -> None:
 
 
 async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.stdout) -> None:
-    """Run until SIGINT/SIGTERM (or cancellation)."""
+    """Run until SIGINT/SIGTERM, a stop asked on the admin socket, the idle timeout (or
+    cancellation)."""
+    if settings.broker_port is None:
+        await _serve_socket_only(config, settings, out)
+        return
     store = StoreThread()
     broker = await store.run(Broker, config)
     await store.run(bootstrap, broker, settings.role)
@@ -170,10 +190,13 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
         broker_url_tls = f"pulsar+ssl://{host}:{servers[1].sockets[0].getsockname()[1]}"
     webs: list[tuple[Any, asyncio.Task[None]]] = []
     web_urls: list[str] = []
-    if settings.web_port is not None:
+    stop = asyncio.Event()
+    app = None
+    if settings.web_port is not None or settings.admin_socket is not None:
         from cursorops.wire.web import web_app
 
         app = web_app(config, settings.role, checks, lambda: service.urls)
+    if app is not None and settings.web_port is not None:
         for scheme, port in (("http", settings.web_port), ("https", settings.web_port_tls)):
             if scheme == "https" and settings.tls is None:
                 continue
@@ -189,8 +212,11 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
         next((url for url in web_urls if url.startswith("https:")), ""),
         listeners,
     )
+    door = None
+    if app is not None and settings.admin_socket is not None:
+        door, web, task = await _start_socket(app, config, settings, stop, background=False)
+        webs.append((web, task))
     renew = asyncio.create_task(renew_leases(service))
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
@@ -205,6 +231,7 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
         await stop.wait()
     finally:
         print("cursorops standalone stopping", file=out, flush=True)
+        _unlink(settings.admin_socket)
         for server in servers:
             server.close()
         renew.cancel()
@@ -220,6 +247,123 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
         identity.close()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+async def _serve_socket_only(config: Config, settings: StandaloneSettings, out: TextIO) -> None:
+    """A background standalone: the admin REST app on the home's socket, nothing else,
+    until stopped or idle for :attr:`StandaloneSettings.idle_timeout_s`."""
+    from cursorops.wire.web import web_app
+
+    if settings.admin_socket is None:
+        raise ValueError("a standalone without a broker port serves its admin socket")
+    app = web_app(config, settings.role, authentication(settings))
+    stop = asyncio.Event()
+    door, web, task = await _start_socket(app, config, settings, stop, background=True)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"cursorops standalone ready: {settings.admin_socket}", file=out, flush=True)
+    idle = asyncio.create_task(_idle_watch(door, settings.idle_timeout_s, stop, out))
+    try:
+        await stop.wait()
+    finally:
+        print("cursorops standalone stopping", file=out, flush=True)
+        idle.cancel()
+        _unlink(settings.admin_socket)
+        web.should_exit = True
+        with contextlib.suppress(Exception):
+            await task
+        rest_broker = getattr(app.state, "broker", None)
+        if rest_broker is not None:
+            rest_broker.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def _idle_watch(
+    door: Any, idle_timeout_s: float | None, stop: asyncio.Event, out: TextIO
+) -> None:
+    if idle_timeout_s is None:
+        return
+    while not stop.is_set():
+        left = idle_timeout_s - door.idle_s()
+        if left <= 0:
+            print(f"idle for {idle_timeout_s:g} s: stopping", file=out, flush=True)
+            stop.set()
+            return
+        await asyncio.sleep(min(left, 1.0) if door.in_flight == 0 else 1.0)
+
+
+async def _start_socket(
+    app: Any, config: Config, settings: StandaloneSettings, stop: asyncio.Event, *, background: bool
+) -> tuple[Any, Any, asyncio.Task[None]]:
+    """Serve ``app`` on the admin socket (mode 600, only this user's connections taken)."""
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from cursorops.wire.web import SocketDoor, peer_uid
+
+    assert settings.admin_socket is not None
+    path = settings.admin_socket
+    started_ms = int(time.time() * 1000)
+
+    def describe() -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "home": str(config.home),
+            "metadataUrl": _redacted(config.metadata_url),
+            "ledgerRoot": config.ledger_root,
+            "socket": path,
+            "background": background,
+            "startedMs": started_ms,
+            "idleTimeoutMs": None
+            if settings.idle_timeout_s is None
+            else int(settings.idle_timeout_s * 1000),
+        }
+
+    door = SocketDoor(app, describe, stop.set)
+
+    class ThisUserOnly(H11Protocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            # The folder (700) and the socket (600) already keep others out; a peer of
+            # another uid (root) is not this user all the same.
+            sock = transport.get_extra_info("socket")
+            if sock is None or peer_uid(sock) != os.getuid():
+                transport.close()
+                return
+            super().connection_made(transport)
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    _unlink(path)
+    previous = os.umask(0o177)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(previous)
+    os.chmod(path, 0o600)
+    web: Any = uvicorn.Server(
+        uvicorn.Config(door, log_level="warning", lifespan="off", http=ThisUserOnly)
+    )
+    web.install_signal_handlers = lambda: None
+    task = asyncio.create_task(web.serve(sockets=[listener]))
+    while not web.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("the admin socket's server did not start")
+        await asyncio.sleep(0.01)
+    return door, web, task
+
+
+def _unlink(path: str | None) -> None:
+    if path is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def _redacted(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
 
 
 async def _start_web(

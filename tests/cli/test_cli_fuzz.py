@@ -13,10 +13,9 @@ contract of the command line:
 The parser is walked, so a new subcommand or flag is fuzzed without editing this
 file. Not fuzzed: ``--home`` and ``--metadata-url`` (they choose the installation)
 and the Spark engine's flags (``--engine`` is fixed to ``python``: starting a JVM
-per example would not test input handling). ``daemon start``, ``demo`` (each of
-its stories) and ``standalone`` check their arguments as usual, then do nothing:
-a real one would start a daemon that outlives the test, Airflow, or a server
-that serves until it is stopped.
+per example would not test input handling). ``demo`` (each of its stories) and
+``standalone`` check their arguments as usual, then do nothing: a real one would
+start Airflow, or a server that serves until it is stopped.
 """
 
 from __future__ import annotations
@@ -34,10 +33,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cursorops.cli import daemon as cli_daemon
 from cursorops.cli import demo as cli_demo
 from cursorops.cli import main as cli_main
 from cursorops.cli import protocol_demo as cli_protocol_demo
+from cursorops.cli import standalone_home as cli_standalone_home
 from cursorops.wire import standalone as protocol_standalone
 
 HOSTILE = [
@@ -194,10 +193,6 @@ def _dump(home: Path) -> tuple[object, ...]:
     return tables, tuple(sorted(files))
 
 
-def _no_daemon(address: cli_daemon.Address, *_args: object) -> dict[str, object]:
-    return {"pid": 0, "home": address.home, "started": True}
-
-
 def _no_demo(*_args: object, **_kwargs: object) -> dict[str, object]:
     return {"ok": True}
 
@@ -260,7 +255,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int]]
     os.environ["CURSOROPS_HOME"] = str(root)
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(cli_daemon, "start", _no_daemon)
+            # Not this test process's name in ps.
+            patch.setattr(cli_standalone_home, "_set_title", lambda _title: None)
             patch.setattr(cli_demo, "run", _no_demo)
             patch.setattr(cli_protocol_demo, "run", _no_demo)
             patch.setattr(protocol_standalone, "run", _no_standalone)

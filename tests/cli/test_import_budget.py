@@ -143,8 +143,7 @@ def test_skip_messages_imports_nothing_heavy(home: Path) -> None:
 def test_the_blas_thread_limit_stays_inside_the_import(given: str | None) -> None:
     """cursorops.cli.blas_threads (cursorops.cli.main's first import) limits OpenBLAS to one thread
     while numpy
-    loads, then leaves the environment as given. The entry point, cursorops.cli.launcher, imports no
-    numpy at all (tests/cli/test_daemon.py)."""
+    loads, then leaves the environment as given."""
     environment = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if given is not None:
         environment["OPENBLAS_NUM_THREADS"] = given

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cursorops.cli import daemon
+from cursorops.cli import home as home_module
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -78,9 +78,9 @@ def test_the_using_the_cli_section_runs_as_pasted(tmp_path: Path) -> None:
             check=False,
         )
     finally:
-        # A failure between `daemon start` and `daemon stop` must not leave the daemon.
+        # A failure halfway must not leave a standalone serving a home of the section.
         for home in temp.iterdir():
-            daemon.stop(daemon.Address(str(home), None))
+            home_module.stop(str(home), None)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     home = Path(report.read_text())
     assert home.parent == temp, f"the section must work on a fresh home, not {home}"

@@ -311,7 +311,7 @@ def test_every_door_of_an_approval_namespace_asks_first(
         ],
         capture_output=True,
         text=True,
-        env={"CURSOROPS_DAEMON": "off", "PATH": "/usr/bin:/bin"},
+        env={"PATH": "/usr/bin:/bin"},
     )
     assert cli.returncode == 5, cli.stderr
     assert "requires a second person's approval" in cli.stderr

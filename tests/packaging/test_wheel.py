@@ -43,7 +43,7 @@ def test_every_layer_and_its_files_are_inside(wheel: zipfile.ZipFile) -> None:
     assert "cursorops/rest/ui_static/app.js" in names
     [entry_points] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     declared = wheel.read(entry_points).decode()
-    assert "cursorops = cursorops.cli.launcher:main" in declared
+    assert "cursorops = cursorops.cli.main:main" in declared
     # The Airflow provider and its plugin come with the wheel.
     assert "[apache_airflow_provider]" in declared
     assert "provider_info = cursorops.airflow.provider:get_provider_info" in declared

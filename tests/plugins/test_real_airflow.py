@@ -107,7 +107,6 @@ def _cli(airflow: Airflow, *args: str, **env: str) -> Any:
     environ = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", "/tmp"),
-        "CURSOROPS_DAEMON": "off",
         "CURSOROPS_ADMIN_URL": f"{airflow.base_url}{PREFIX}",
         **env,
     }

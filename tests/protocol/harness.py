@@ -83,13 +83,18 @@ def start(
     broker_port: int = 0,
     extra: tuple[str, ...] = (),
     metadata_url: str | None = None,
+    ledger_root: str | None = None,
 ) -> Standalone:
+    """A standalone serving ``home`` (one per home: a second on the same home and store is
+    refused; brokers sharing a store each have a home, and ``ledger_root`` and
+    ``metadata_url`` name the shared stores)."""
     home.mkdir(parents=True, exist_ok=True)
     log = home / f"standalone-{uuid.uuid4().hex[:6]}.log"
     env = dict(os.environ)
-    env["CURSOROPS_DAEMON"] = "off"
     if metadata_url is not None:
         env["CURSOROPS_METADATA_URL"] = metadata_url
+    if ledger_root is not None:
+        env["CURSOROPS_LEDGER_ROOT"] = ledger_root
     argv = [
         sys.executable,
         "-m",

@@ -30,7 +30,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
 
 def _remote(served: Standalone, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CURSOROPS_")}
-    env["CURSOROPS_DAEMON"] = "off"
     assert served.web_url is not None
     command = [sys.executable, "-m", "cursorops.cli.main", "--home", str(served.home)]
     command += ["--admin-url", served.web_url, "--auth-token", "unused-on-loopback"]

@@ -20,7 +20,6 @@ pytestmark = pytest.mark.slow
 
 def _skip(standalone: Standalone, topic: str, *ids: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CURSOROPS_")}
-    env["CURSOROPS_DAEMON"] = "off"
     command = [sys.executable, "-m", "cursorops.cli.main", "--home", str(standalone.home)]
     return subprocess.run(
         [*command, "-o", "json", "topics", "skip-messages", topic, "-s", "s", "--message-id", *ids],

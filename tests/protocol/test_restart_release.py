@@ -13,6 +13,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from cursorops.core.config import Config
 from cursorops.core.store.dispatch_state import PendingInfo
 from tests.protocol.harness import Standalone, drain, start, unique
 
@@ -68,7 +69,12 @@ def test_a_restart_releases_its_earlier_lifes_consumers_only(tmp_path: Path) -> 
     home = tmp_path / "home"
     port = _free_port()
     server = start(home, broker_port=port)
-    other = start(home)
+    # Another broker on the same stores: a home of its own, the first home's metadata and
+    # ledgers.
+    shared = Config.from_home(home)
+    other = start(
+        tmp_path / "other", metadata_url=shared.metadata_url, ledger_root=shared.ledger_root
+    )
     topic = unique("restart")
     client, other_client = server.client(), other.client()
     try:

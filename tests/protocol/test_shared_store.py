@@ -29,7 +29,8 @@ MESSAGES = 400
 def pair(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Standalone, Standalone, str]]:
-    """Two standalones on one home (ledgers) and one PostgreSQL database (metadata)."""
+    """Two standalones, each on a home of its own, sharing one ledger root and one
+    PostgreSQL database (metadata)."""
     name = f"cursorops_pair_{uuid.uuid4().hex[:8]}"
     with postgres_databases(name) as urls:
         home = Path(tmp_path_factory.mktemp("pair"))
@@ -37,7 +38,9 @@ def pair(
         Broker.migrate_metadata(Config.from_home(home, metadata_url=url))
         first = start(home, metadata_url=url)
         try:
-            second = start(home, metadata_url=url)
+            second = start(
+                home / "second", metadata_url=url, ledger_root=Config.from_home(home).ledger_root
+            )
             try:
                 yield first, second, url
             finally:
