@@ -31,7 +31,8 @@ STATUS_PATH = "/cursorops/v1/standalone"
 STOP_PATH = "/cursorops/v1/standalone/stop"
 """POST: the standalone stops; served on the socket only."""
 ROLE_HEADER = "X-Cursorops-Role"
-"""The Pulsar role a request on the socket acts as (absent: the standalone's ``--role``)."""
+"""The Pulsar role a request on the socket acts as (absent: the standalone's ``--role``);
+beyond ASCII, an RFC 8187 ``UTF-8''`` value (:func:`cursorops.core.header_text.header_value`)."""
 LOG_NAME = "logs/standalone.log"
 """A background standalone's standard streams, under its home."""
 EXIT_SERVED_ELSEWHERE = 0
@@ -296,17 +297,18 @@ def serving_socket(
         log.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _error(f"cannot make {log.parent} for the standalone's log: {exc.strerror}") from exc
+    # It runs in "/": a relative home is made absolute here. The metadata URL travels in
+    # the environment, not on the command line, which ps shows to everyone.
+    absolute = os.path.abspath(os.path.expanduser(home))
     environment = {
         **os.environ,
-        "CURSOROPS_HOME": home,
+        "CURSOROPS_HOME": absolute,
         "CURSOROPS_METADATA_URL": metadata_url or "",
         # setproctitle writes its title over the command line only, not over the
         # environment /proc/PID/environ shows.
         "SPT_NOENV": "1",
     }
-    command = [sys.executable, "-m", "cursorops.cli.main", "--home", home]
-    if metadata_url:
-        command += ["--metadata-url", metadata_url]
+    command = [sys.executable, "-m", "cursorops.cli.main", "--home", absolute]
     command += ["standalone", "--background"]
     with open(log, "ab") as out:  # noqa: SIM117  (Popen's own with would wait for it)
         process = subprocess.Popen(

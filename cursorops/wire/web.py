@@ -9,8 +9,9 @@ Airflow's API server, and imports nothing of Airflow.
 
 On the home's private Unix socket (:class:`SocketDoor`, :mod:`cursorops.cli.home`) the
 operating system's user is the authentication: only this user can connect, and a
-request acts as the role its ``X-Cursorops-Role`` header names (absent: the
-standalone's role), through the door ``cli``. A gated request there starts its run
+request acts as the role its ``X-Cursorops-Role`` header names (plain, or an RFC 8187
+``UTF-8''`` value for any script; absent: the standalone's role), through the door
+``cli``. A gated request there starts its run
 through Airflow when the standalone's environment names Airflow
 (``AIRFLOW__API__BASE_URL``), and is refused otherwise. None of this holds on TCP,
 where the header means nothing.
@@ -31,8 +32,10 @@ from fastapi import HTTPException, Request
 from cursorops.cli.home import ROLE_HEADER, STATUS_PATH, STOP_PATH
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
+from cursorops.core.errors import InvalidArgumentError
 from cursorops.core.gating import Caller, RunStarter
 from cursorops.core.gating.no_workflow import NoWorkflow
+from cursorops.core.header_text import header_text
 from cursorops.core.ids.topic_name import label_problem
 from cursorops.rest import Principal, create_app, deps
 from cursorops.rest.runs import AIRFLOW_BASE_URL_ENV, HttpRuns, caller_token
@@ -66,9 +69,14 @@ def web_app(
 
     def request_role(request: Request) -> str:
         if on_socket(request):
-            named = request.headers.get(ROLE_HEADER)
-            if named is None:
+            sent = request.headers.get(ROLE_HEADER)
+            if sent is None:
                 return role
+            try:
+                # Any script: an RFC 8187 value, as the reason and ticket headers.
+                named = header_text(sent, ROLE_HEADER)
+            except InvalidArgumentError as exc:
+                raise HTTPException(401, str(exc)) from exc
             problem = label_problem(named)
             if problem is not None:
                 raise HTTPException(401, f"{ROLE_HEADER}: {problem}")

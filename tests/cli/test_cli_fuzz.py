@@ -109,11 +109,12 @@ def _subcommands(
     parser: argparse.ArgumentParser, path: list[str]
 ) -> Iterator[tuple[list[str], argparse.ArgumentParser]]:
     children = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not children:
+    if not children or not children[0].required:
+        # A command of its own too when its subcommands are optional (``standalone``).
         yield path, parser
-        return
-    for name, child in children[0].choices.items():
-        yield from _subcommands(child, [*path, name])
+    for child_action in children[:1]:
+        for name, child in child_action.choices.items():
+            yield from _subcommands(child, [*path, name])
 
 
 PARSER = cli_main.build_parser()
@@ -144,7 +145,9 @@ def _argv(draw: st.DrawFn, ledger: int) -> list[str]:
     chosen_in_group = {key: draw(st.sampled_from(actions)) for key, actions in exclusive.items()}
     in_groups = {id(a): key for key, actions in exclusive.items() for a in actions}
     for action in parser._actions:
-        if action.dest in SKIPPED or isinstance(action, argparse._HelpAction):
+        if action.dest in SKIPPED or isinstance(
+            action, (argparse._HelpAction, argparse._SubParsersAction)
+        ):
             continue
         if not action.option_strings:
             argv.append(draw(_value(action.dest, ledger)))
@@ -287,6 +290,8 @@ def test_every_subcommand_is_walked() -> None:
         "topics create-partitioned-topic",
         "demo",
         "standalone",
+        "standalone stop",
+        "standalone status",
     ):
         assert expected in names
 

@@ -32,6 +32,7 @@ from cursorops.cli import home as home_module
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
 from cursorops.core.errors import StandaloneError
+from cursorops.core.header_text import header_value
 from cursorops.core.producer import OutgoingMessage
 
 pytestmark = pytest.mark.slow
@@ -289,8 +290,13 @@ def test_concurrent_starts_end_with_one_standalone(home: Path) -> None:
         time.sleep(0.05)
 
 
-def test_sigterm_stops_a_background_standalone_cleanly(home: Path) -> None:
-    home_module.serving_socket(str(home), None)
+def test_sigterm_stops_a_background_standalone_cleanly(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A home named relative to the caller's folder (the standalone runs in "/").
+    monkeypatch.chdir(home.parent)
+    home_module.serving_socket(home.name, None)
+    assert _status(home)["home"] == str(home.resolve())
     pid = _status(home)["pid"]
     assert isinstance(pid, int)
     os.kill(pid, signal.SIGTERM)
@@ -346,8 +352,23 @@ def test_the_role_header_is_trusted_on_the_socket_only(home: Path) -> None:
         assert _request(web, "GET", home_module.STATUS_PATH)[0] == 404
         assert _request(web, "POST", home_module.STOP_PATH)[0] == 404
         assert foreground.process.poll() is None
-        bad = {home_module.ROLE_HEADER: " "}
-        assert _request(sock, "GET", "/admin/v2/namespaces/acme", bad)[0] == 401
+        # Any script, as an RFC 8187 value; a value that is no role name is refused.
+        spelled = {home_module.ROLE_HEADER: header_value("admin")}
+        assert _request(sock, "GET", "/admin/v2/namespaces/acme", spelled)[0] == 200
+        assert (
+            _request(
+                sock,
+                "GET",
+                "/admin/v2/namespaces/acme",
+                {home_module.ROLE_HEADER: header_value("ålice")},
+            )[0]
+            == 403
+        )
+        for bad in (" ", "UTF-8''%FF", header_value("a\x01b")):
+            code, body = _request(
+                sock, "GET", "/admin/v2/namespaces/acme", {home_module.ROLE_HEADER: bad}
+            )
+            assert code == 401, (bad, body)
     finally:
         foreground.stop()
 

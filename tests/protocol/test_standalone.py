@@ -14,6 +14,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from cursorops.core.config import Config
 from cursorops.wire.commands import CommandType, SubType
 from cursorops.wire.frames import command
 from tests.protocol.harness import Standalone, drain, start, unique
@@ -305,12 +306,17 @@ def test_token_authentication(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_two_standalones_on_one_home(tmp_path: Path) -> None:
+def test_two_standalones_on_the_same_stores(tmp_path: Path) -> None:
     """Several standalone processes serve the same topics consistently: what one's
     producer sends, the other's consumer receives; an Exclusive subscription held
-    through one is refused through the other."""
+    through one is refused through the other. Each has a home of its own (one standalone
+    per home), the second naming the first's metadata store and ledger root."""
     home = tmp_path / "home"
-    first, second = start(home), start(home)
+    first = start(home)
+    shared = Config.from_home(home)
+    second = start(
+        tmp_path / "second", metadata_url=shared.metadata_url, ledger_root=shared.ledger_root
+    )
     one, two = first.client(), second.client()
     try:
         topic = unique()
