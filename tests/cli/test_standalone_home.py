@@ -327,8 +327,12 @@ def test_a_foreground_standalone_takes_over_from_a_background_one(home: Path) ->
             f"{home}: stop it first (cursorops standalone stop)\n"
         )
         assert _status(home)["pid"] == foreground.process.pid
+        # `standalone stop` stops a foreground standalone too.
+        stopped = cli(home, "standalone", "stop")
+        assert stopped.stdout == f"Stopped cursorops standalone {foreground.process.pid}\n"
+        assert foreground.process.wait(WAIT_S) == 0
     finally:
-        assert foreground.stop(signal.SIGTERM) == 0
+        foreground.stop()
     _no_trace(home)
 
 
@@ -370,7 +374,8 @@ def test_the_role_header_is_trusted_on_the_socket_only(home: Path) -> None:
             )
             assert code == 401, (bad, body)
     finally:
-        foreground.stop()
+        assert foreground.stop(signal.SIGTERM) == 0
+    _no_trace(home)
 
 
 def test_gated_requests_on_the_socket_are_the_cli_s(home: Path) -> None:
