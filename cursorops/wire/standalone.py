@@ -335,11 +335,9 @@ async def _start_socket(
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     _unlink(path)
-    previous = os.umask(0o177)
-    try:
-        listener.bind(path)
-    finally:
-        os.umask(previous)
+    # Not through the umask, which other threads share: the folder (700) keeps everyone
+    # else out until the socket has its mode.
+    listener.bind(path)
     os.chmod(path, 0o600)
     web: Any = uvicorn.Server(
         uvicorn.Config(door, log_level="warning", lifespan="off", http=ThisUserOnly)
