@@ -281,8 +281,10 @@ def serving_socket(
     (``cursorops standalone --background``, in a session of its own, its output in
     ``<home>/logs/standalone.log``) and waited for; ``start=False`` raises instead.
     Several callers racing end with one standalone: each starts one, the first to lock
-    the home serves it, the others exit at once. A StandaloneError says why none serves
-    (with the log's last lines when the one started died).
+    the home serves it, the others exit at once; when the one that held the home stops
+    before answering (it was stopping as this caller came), another is started. A
+    StandaloneError says why none serves (with the log's last lines when the one started
+    died).
     """
     sock = socket_path(home, metadata_url)
     if answers(sock):
@@ -310,16 +312,21 @@ def serving_socket(
     }
     command = [sys.executable, "-m", "cursorops.cli.main", "--home", absolute]
     command += ["standalone", "--background"]
-    with open(log, "ab") as out:  # noqa: SIM117  (Popen's own with would wait for it)
-        process = subprocess.Popen(
-            command,
-            env=environment,
-            cwd="/",
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-            start_new_session=True,
-        )
+
+    def spawn() -> subprocess.Popen[bytes]:
+        with open(log, "ab") as out:
+            return subprocess.Popen(
+                command,
+                env=environment,
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
+
+    lock = lock_path(sock)
+    process = spawn()
     deadline = time.monotonic() + timeout_s
     while True:
         if status(home, metadata_url) is not None:
@@ -330,6 +337,10 @@ def serving_socket(
                 f"the background standalone for {home} exited with status {code} while "
                 f"starting ({log}): {' | '.join(last_lines(log, LOG_LINES))}"
             )
+        if code is not None and not lock_held(lock) and not answers(sock):
+            # The standalone that held the home when this one started stopped without
+            # serving this caller (its idle timeout, a stop): start another.
+            process = spawn()
         if time.monotonic() > deadline:
             if code is None:
                 process.terminate()

@@ -290,6 +290,33 @@ def test_concurrent_starts_end_with_one_standalone(home: Path) -> None:
         time.sleep(0.05)
 
 
+def test_a_start_that_met_a_stopping_standalone_starts_another(home: Path) -> None:
+    """The home's lock is held (here by this test, as by a standalone stopping on its idle
+    timeout) when a command starts one: that one exits at once, and once the lock is let
+    go without anyone serving the home, the command starts another."""
+    home_module.private_folder()
+    lock = home_module.lock_path(home_module.socket_path(str(home), None))
+    fd = home_module.take_lock(lock)
+    assert fd is not None
+    home_module.write_holder(fd, background=True)
+    found: list[Path] = []
+    starter = threading.Thread(
+        target=lambda: found.append(home_module.serving_socket(str(home), None)), daemon=True
+    )
+    starter.start()
+    log = home / home_module.LOG_NAME
+    deadline = time.monotonic() + WAIT_S
+    while not log.exists() or f"is served by pid {os.getpid()}" not in log.read_text():
+        assert time.monotonic() < deadline and starter.is_alive()
+        time.sleep(0.05)
+    lock.unlink()
+    os.close(fd)
+    starter.join(WAIT_S)
+    assert found == [home_module.socket_path(str(home), None)]
+    status = _status(home)
+    assert status["background"] is True and status["pid"] != os.getpid()
+
+
 def test_sigterm_stops_a_background_standalone_cleanly(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
