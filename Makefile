@@ -39,9 +39,13 @@ demo: $(STAMP)
 	$(VENV)/bin/cursorops demo --protocol
 
 # The gates first (seconds), then the suite on a throwaway PostgreSQL, which the script
-# stops and removes afterwards, also when the suite fails or is interrupted.
+# stops and removes afterwards, also when the suite fails or is interrupted. Two xdist
+# workers: one runs every test on the session's Airflow, the other the rest meanwhile
+# (tests/xdist_groups.py).
+TEST_WORKERS ?= 2
+
 test: lint
-	bash scripts/start-postgres.sh -- $(VENV)/bin/pytest
+	bash scripts/start-postgres.sh -- $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The fast tier, for every change: the gates, then the tests that start no Airflow, no
 # Spark, no CLI flow in subprocesses and take at most a few seconds, on SQLite only (the

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -29,19 +29,33 @@ if TYPE_CHECKING:
 
 PG_URL_ENV = "CURSOROPS_TEST_PG_URL"
 
-pytest_plugins = ["tests.airflow_fixtures"]
-"""One real Airflow per test session, whichever folders need it."""
+pytest_plugins = ["tests.airflow_fixtures", "tests.xdist_groups"]
+"""One real Airflow per test session, whichever folders need it; under ``make test``'s
+workers, one worker runs every test on it (``tests/xdist_groups.py``)."""
 
 LEFTOVER_GRACE_S = 15.0
 """How long processes of the run that are already stopping get to end before they count."""
 _RUN_TOKEN = pytest.StashKey[str]()
+_WORKERS_LEFT = pytest.StashKey[list[tuple[list[str], list[str]]]]()
+"""Under xdist, in the controller: what each worker found left (servers, others)."""
+_LEFT_KEY = "cursorops_left_behind"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Mark this run: every process it starts inherits the marker (``tests/leftovers.py``)."""
+    """Mark this run: every process it starts inherits the marker (``tests/leftovers.py``).
+    Each xdist worker is a run of its own, with a marker of its own."""
     token = f"{os.getpid()}-{uuid.uuid4().hex}"
     os.environ[leftovers.RUN_MARKER] = token
     config.stash[_RUN_TOKEN] = token
+    config.stash[_WORKERS_LEFT] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """Controller: keep what a finished worker found left behind, for the report below."""
+    left = getattr(node, "workeroutput", {}).get(_LEFT_KEY)
+    if left:
+        node.config.stash[_WORKERS_LEFT].append(left)
 
 
 @pytest.hookimpl(trylast=True)
@@ -52,22 +66,31 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     the run started (``tests/leftovers.py``) is reported as an error of its own and
     stopped. Any other process of the run still there is named, and left alone.
     Last of the hooks: after an interrupt, pytest tears fixtures down in its own
-    ``pytest_sessionfinish``.
+    ``pytest_sessionfinish``. An xdist worker looks for its own, stops them and hands
+    their names to the controller, which reports them with its own.
     """
-    token = session.config.stash.get(_RUN_TOKEN, None)
+    config = session.config
+    token = config.stash.get(_RUN_TOKEN, None)
     if token is None:
         return
     left = leftovers.wait_for_servers(token, os.getpid(), LEFTOVER_GRACE_S)
-    servers = [leftover for leftover in left if leftover.is_server]
-    others = [leftover for leftover in left if not leftover.is_server]
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    servers = [str(leftover) for leftover in left if leftover.is_server]
+    others = [str(leftover) for leftover in left if not leftover.is_server]
+    leftovers.stop([leftover for leftover in left if leftover.is_server])
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[_LEFT_KEY] = (servers, others)
+        return
+    for worker_servers, worker_others in config.stash.get(_WORKERS_LEFT, []):
+        servers += worker_servers
+        others += worker_others
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
     if others and reporter is not None:
         reporter.write_sep("-", "still running after the tests (not servers: left alone)")
         for other in others:
             reporter.write_line(f"  {other}")
     if not servers:
         return
-    leftovers.stop(servers)
     report = pytest.TestReport(
         nodeid="tests/conftest.py::no_server_left_behind",
         location=("tests/conftest.py", 0, "no_server_left_behind"),
@@ -77,7 +100,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         + "\n".join(f"  {server}" for server in servers),
         when="teardown",
     )
-    session.config.hook.pytest_runtest_logreport(report=report)
+    config.hook.pytest_runtest_logreport(report=report)
     if session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
