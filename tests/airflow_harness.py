@@ -1,8 +1,7 @@
 """A real Airflow 3.3.2 for tests: :mod:`cursorops.airflow.local_airflow` with the test users.
 
 The same start-up a person gets (``scripts/airflow-up.sh``: standalone with the
-LocalExecutor on SQLite; or ``scripts/airflow-topology.sh``: separate processes
-on another metadata database), on free ports, with a throwaway AIRFLOW_HOME and
+LocalExecutor on SQLite), on free ports, with a throwaway AIRFLOW_HOME and
 cursorops home. Helpers act over the public REST API as a given user, as a
 person in the UI would.
 """

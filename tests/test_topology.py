@@ -13,7 +13,12 @@ api-server, scheduler, dag-processor and triggerer as separate processes with
    server the script started, itself an application of the cluster (the master
    lists it); bob approves; it is applied;
 4. the REST stats show the exact backlog (what a consumer still gets);
-5. everything stops: no process of the script's group is left, the ports close.
+5. everything stops: no process of the script's group is left, the ports close; two
+   hours later (the reminders due) a consumer gets every other message once, the
+   skipped ones never.
+
+Airflow's tables are on PostgreSQL (no SQLite file beside it). This is the one end-to-end
+test of Airflow as separate processes on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
 
 from cursorops.core.config import Config
 from tests.airflow_harness import USERS, Airflow, free_port, password
@@ -160,6 +167,16 @@ def test_production_topology_as_local_processes(tmp_path: Path, databases: dict[
         health = airflow.request("alice", "GET", "/api/v2/monitor/health").json()
         for component in ("metadatabase", "scheduler", "dag_processor", "triggerer"):
             assert health[component]["status"] == "healthy", health
+        # Airflow's own tables are on PostgreSQL, not in a SQLite file beside it.
+        engine = create_engine(databases["airflow_topology"], poolclass=NullPool)
+        with engine.connect() as connection:
+            parsed = connection.execute(
+                text("SELECT dag_id FROM dag WHERE dag_id IN (:skip, :match)"),
+                {"skip": SKIP_DAG, "match": MATCH_DAG},
+            )
+            assert {row[0] for row in parsed} == {SKIP_DAG, MATCH_DAG}
+        engine.dispose()
+        assert not (airflow.home / "airflow.db").exists()
 
         # 1. alice, over the REST path: the namespace requires approval, so 202 and a run.
         topic_path = "/cursorops/admin/v2/persistent/" + seeded.topic.removeprefix("persistent://")

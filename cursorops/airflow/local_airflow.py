@@ -6,14 +6,12 @@ all three start Airflow the way a person does:
 - :func:`start_airflow` runs ``scripts/airflow-up.sh`` (``airflow standalone``:
   api-server, scheduler, dag-processor and triggerer with the LocalExecutor on
   SQLite, the embedded default), with a Spark Connect server on a free port
-  named by ``spark_connect_default``, so no Spark task starts a JVM;
-- with ``topology=True`` it runs ``scripts/airflow-topology.sh`` instead: the
-  api-server, the scheduler and the dag-processor as separate processes on the
-  metadata database named by ``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN``.
+  named by ``spark_connect_default``, so no Spark task starts a JVM. It reads its
+  settings from ``scripts/airflow-env.sh`` and stops every process it started,
+  the Spark Connect server included, on SIGINT (:meth:`Airflow.stop`).
 
-Both launchers read their settings from ``scripts/airflow-env.sh`` and stop
-every process they started, the Spark Connect server included, on SIGINT
-(:meth:`Airflow.stop`). The
+``tests/test_topology.py`` drives the same :class:`Airflow` over
+``scripts/topology-up.sh`` (Airflow as separate processes on PostgreSQL). The
 SimpleAuthManager users get known passwords, ``<user>-pw``. The helpers act as
 a given user, as that person would in the UI.
 """
@@ -346,7 +344,6 @@ def start_airflow(
     environ: Mapping[str, str],
     *,
     users: Mapping[str, str] = DEMO_USERS,
-    topology: bool = False,
     wait_for_dag: str = SKIP_DAG,
     only_dag: bool = False,
     progress: Progress | None = None,
@@ -378,7 +375,7 @@ def start_airflow(
         env["SPARK_CONNECT_PORT"] = str(free_port())
     if only_dag:
         env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "True"
-    script = SCRIPTS / ("airflow-topology.sh" if topology else "airflow-up.sh")
+    script = SCRIPTS / "airflow-up.sh"
     log = root / "airflow.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
