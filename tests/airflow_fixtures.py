@@ -12,11 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from cursorops.airflow.operators.gate import MINUTE_ENV
 from cursorops.core.config import Config
 from tests.airflow_harness import Airflow, start_airflow
 from tests.dags.conftest import GRANTED, NAMESPACE, SECRET_NAMESPACE, TENANT
 
 COUNTING = Path(__file__).resolve().parent / "counting"
+APPROVAL_MINUTE_S = 10
+"""A minute of the gates' timeout and validity params on the session's Airflow
+(``CURSOROPS_APPROVAL_MINUTE_S``): tests see a gate time out or an approval expire in
+seconds. Every other Airflow the tests start keeps the 60 s a deployment has."""
 COUNTS_FILE = "counts.txt"
 """Under the Airflow root: one line per Broker made and per validation of ids, by any of
 Airflow's processes."""
@@ -49,6 +54,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory, cursorops_home: Config) ->
             "CURSOROPS_METADATA_URL": "",
             # Tests trigger the audit themselves; an hourly run would compete for the CPU.
             "CURSOROPS_AUDIT_SCHEDULE": "none",
+            MINUTE_ENV: str(APPROVAL_MINUTE_S),
         },
     )
     try:

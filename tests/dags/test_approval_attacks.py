@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from cursorops.core.config import Config
+from tests.airflow_fixtures import APPROVAL_MINUTE_S
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SUBSCRIPTION, SeededTopic, label, request_skip, seed_topic
 from tests.dags.test_skip_messages_airflow import assert_untouched, triplet
@@ -239,7 +240,7 @@ def test_an_expired_approval_applies_nothing_and_a_full_quorum_applies(
     airflow.wait_awaiting_input(DAG, late, GATE)
     assert airflow.answer(DAG, late, GATE, "Approve", user="bob").status_code == 200
     airflow.wait_awaiting_input(DAG, late, SECOND)
-    time.sleep(62)  # bob's approval is now older than its minute
+    time.sleep(APPROVAL_MINUTE_S + 2)  # bob's approval is now older than its minute
     assert airflow.answer(DAG, late, SECOND, "Approve", user="admin").status_code == 200
     assert airflow.wait_run(DAG, late) == "failed"
     # The second gate finds the first approval expired: it records the Approve, refuses it,

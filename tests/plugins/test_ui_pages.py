@@ -93,8 +93,9 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
     )
     assert answer.status_code == 204, answer.text
 
-    # A skip waiting for an approval, and one whose gate times out after a minute: Airflow
-    # still lists that one among the unanswered approvals, the page must not.
+    # A skip waiting for an approval, and one whose gate times out after a minute (of the
+    # session Airflow: 10 s): Airflow still lists that one among the unanswered approvals,
+    # the page must not.
     ids = [m for m in pick(seeded) if m not in direct]
     run = request_skip(airflow, seeded, ids)
     timed_out = request_skip(airflow, seeded, ids, approval_timeout_minutes=1)

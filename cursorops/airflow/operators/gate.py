@@ -45,6 +45,8 @@ no default answer. The gate never retries.
 from __future__ import annotations
 
 import hashlib
+import math
+import os
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -63,6 +65,27 @@ TIMEOUT_PARAM = "approval_timeout_minutes"
 VALIDITY_PARAM = "approval_valid_minutes"
 """How long an approval stays valid for apply (minutes); absent = the gate's timeout."""
 MAX_VALIDITY = timedelta(days=7)
+MINUTE_ENV = "CURSOROPS_APPROVAL_MINUTE_S"
+"""Seconds in a minute of the two params above: 60 unless the deployment's environment
+says otherwise (from 1 to 60), so that its tests see a gate time out or an approval
+expire in seconds. Only whoever starts Airflow sets it: no run param or request can, so
+no requester shortens anyone's approval window."""
+
+
+def approval_minute() -> timedelta:
+    """What one minute of :data:`TIMEOUT_PARAM` and :data:`VALIDITY_PARAM` lasts here."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    raw = os.environ.get(MINUTE_ENV, "").strip()
+    if not raw:
+        return timedelta(minutes=1)
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not 1 <= seconds <= 60:
+        raise AirflowFailException(f"{MINUTE_ENV} must be 1 to 60 seconds, not {raw!r}")
+    return timedelta(seconds=seconds)
 
 
 def gate_params() -> dict[str, Any]:
@@ -220,11 +243,12 @@ class FourEyesApprovalOperator(ApprovalOperator):
         requester = dag_run.triggering_user_name
         if not requester:
             raise AirflowFailException("The run has no triggering user: nobody to keep apart")
+        minute = approval_minute()
         minutes = (context.get("params") or {}).get(TIMEOUT_PARAM)
         if minutes:
-            self.response_timeout = timedelta(minutes=float(minutes))
+            self.response_timeout = minute * float(minutes)
         valid = (context.get("params") or {}).get(VALIDITY_PARAM)
-        validity = timedelta(minutes=float(valid)) if valid else self.response_timeout
+        validity = minute * float(valid) if valid else self.response_timeout
         validity = min(validity or DEFAULT_RESPONSE_TIMEOUT, MAX_VALIDITY)
         ti = context["ti"]
         if self.earlier_gates:
@@ -341,10 +365,14 @@ class FourEyesApprovalOperator(ApprovalOperator):
 
 
 def _readable(timeout: timedelta | None) -> str:
-    """``24 h`` or ``90 min``, as a person reads a timeout (not ``1 day, 0:00:00``)."""
+    """``24 h`` or ``90 min``, as a person reads a timeout (not ``1 day, 0:00:00``); ``100 s``
+    when it is no whole number of minutes (a deployment's short :data:`MINUTE_ENV`)."""
     if timeout is None:
         return "the timeout"
-    minutes = round(timeout.total_seconds() / 60)
+    seconds = round(timeout.total_seconds())
+    if seconds % 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
     if minutes >= 60 and minutes % 60 == 0:
         return f"{minutes // 60} h"
     return f"{minutes} min"
