@@ -23,17 +23,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 import cursorops.cli.blas_threads  # noqa: F401  (before anything imports numpy)
+from cursorops.cli import commands as commands_module
 from cursorops.cli import output, values
 from cursorops.core.errors import CursorOpsError
 from cursorops.core.exit_codes import EXIT_CODES, EXIT_UNEXPECTED, exit_code
 from cursorops.core.legible import legible
 
 if TYPE_CHECKING:
+    from cursorops.cli.transport import Transport
     from cursorops.core.broker import Broker
     from cursorops.core.config import Config
     from cursorops.core.gating import Applied, GatedArguments
     from cursorops.core.ids.position import Position
     from cursorops.core.ids.topic_name import TopicName
+    from cursorops.operations.declaration import Operation
 
 DEFAULT_HOME = "~/.cursorops"
 DEFAULT_ROLE = "admin"
@@ -138,89 +141,6 @@ def _request(
 
 
 # -- tenants and namespaces ----------------------------------------------------
-
-
-def tenants_create(ctx: Context, args: argparse.Namespace) -> Result:
-    roles = values.parse_list(args.admin_roles, "--admin-roles") if args.admin_roles else []
-    ctx.broker.create_tenant(ctx.role, args.tenant, roles)
-    shown = f" (admin roles: {', '.join(roles)})" if roles else ""
-    return Result(
-        {"tenant": args.tenant, "adminRoles": sorted(roles)},
-        [f"Created tenant {args.tenant}{shown}"],
-    )
-
-
-def tenants_list(ctx: Context, args: argparse.Namespace) -> Result:
-    names = ctx.broker.list_tenants(ctx.role)
-    return Result(names, list(names))
-
-
-def tenants_delete(ctx: Context, args: argparse.Namespace) -> Result:
-    ctx.broker.delete_tenant(ctx.role, args.tenant)
-    return Result({"tenant": args.tenant, "deleted": True}, [f"Deleted tenant {args.tenant}"])
-
-
-def namespaces_list(ctx: Context, args: argparse.Namespace) -> Result:
-    names = ctx.broker.list_namespaces(ctx.role, args.tenant)
-    return Result(names, list(names))
-
-
-def namespaces_delete(ctx: Context, args: argparse.Namespace) -> Result:
-    namespace = _namespace_arg(args.namespace)
-    ctx.broker.delete_namespace(ctx.role, namespace)
-    return Result({"namespace": namespace, "deleted": True}, [f"Deleted namespace {namespace}"])
-
-
-def namespaces_set_auto_topic_creation(ctx: Context, args: argparse.Namespace) -> Result:
-    namespace = _namespace_arg(args.namespace)
-    ctx.broker.set_auto_topic_creation(ctx.role, namespace, args.allowed)
-    state = "created on first use" if args.allowed else "created with topics create only"
-    return Result(
-        {"namespace": namespace, "allowAutoTopicCreation": args.allowed},
-        [f"Missing topics of {namespace} are now {state}"],
-    )
-
-
-def namespaces_create(ctx: Context, args: argparse.Namespace) -> Result:
-    namespace = _namespace_arg(args.namespace)
-    ctx.broker.create_namespace(ctx.role, namespace)
-    return Result({"namespace": namespace}, [f"Created namespace {namespace}"])
-
-
-def namespaces_set_skip_approval(ctx: Context, args: argparse.Namespace) -> Result:
-    namespace = _namespace_arg(args.namespace)
-    ctx.broker.set_namespace_policy(ctx.role, namespace, skip_requires_approval=args.required)
-    state = "need an approval in Airflow" if args.required else "apply at once"
-    return Result(
-        {"namespace": namespace, "skipRequiresApproval": args.required},
-        [f"Skips on {namespace} now {state}"],
-    )
-
-
-def namespaces_set_approval_quorum(ctx: Context, args: argparse.Namespace) -> Result:
-    namespace = _namespace_arg(args.namespace)
-    ctx.broker.set_approval_quorum(
-        ctx.role, namespace, large_above_messages=args.above, approvals=args.approvals
-    )
-    said = (
-        f"plans of more than {args.above} message(s) need {args.approvals} distinct approvers"
-        if args.above is not None
-        else "every plan needs one approver"
-    )
-    return Result(
-        {"namespace": namespace, "largeAboveMessages": args.above, "approvals": args.approvals},
-        [f"On {namespace}, {said} (none of them the requester)"],
-    )
-
-
-def namespaces_grant(ctx: Context, args: argparse.Namespace) -> Result:
-    namespace = _namespace_arg(args.namespace)
-    actions = values.parse_list(args.actions, "--actions")
-    ctx.broker.grant_permission(ctx.role, namespace, args.grantee, actions)
-    return Result(
-        {"namespace": namespace, "role": args.grantee, "actions": sorted(set(actions))},
-        [f"Granted {','.join(sorted(set(actions)))} on {namespace} to role {args.grantee}"],
-    )
 
 
 def _namespace_arg(text: str) -> str:
@@ -906,75 +826,8 @@ def build_parser() -> argparse.ArgumentParser:
     tenants = commands.add_parser("tenants", help="create, list and delete tenants").add_subparsers(
         dest="action", metavar="ACTION", required=True
     )
-    p = tenants.add_parser("create", parents=[common], help="create a tenant (superusers)")
-    p.add_argument("tenant")
-    p.add_argument("-r", "--admin-roles", help="comma-separated admin roles of the tenant")
-    p.set_defaults(handler=tenants_create)
-    p = tenants.add_parser("list", parents=[common], help="list tenants (superusers)")
-    p.set_defaults(handler=tenants_list)
-    p = tenants.add_parser(
-        "delete", parents=[common], help="delete a tenant that has no namespace (superusers)"
-    )
-    p.add_argument("tenant")
-    p.set_defaults(handler=tenants_delete)
-
     namespaces = commands.add_parser("namespaces", help="create namespaces, grant permissions")
     ns = namespaces.add_subparsers(dest="action", metavar="ACTION", required=True)
-    p = ns.add_parser("create", parents=[common], help="create TENANT/NAMESPACE")
-    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
-    p.set_defaults(handler=namespaces_create)
-    p = ns.add_parser("list", parents=[common], help="list the namespaces of TENANT")
-    p.add_argument("tenant")
-    p.set_defaults(handler=namespaces_list)
-    p = ns.add_parser(
-        "delete", parents=[common], help="delete TENANT/NAMESPACE once it has no topic"
-    )
-    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
-    p.set_defaults(handler=namespaces_delete)
-    p = ns.add_parser(
-        "set-auto-topic-creation",
-        parents=[common],
-        help="whether produce and subscribe create a missing topic (default: they do)",
-    )
-    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
-    allowed = p.add_mutually_exclusive_group(required=True)
-    allowed.add_argument("--enable", dest="allowed", action="store_true", help="create on use")
-    allowed.add_argument(
-        "--disable", dest="allowed", action="store_false", help="only topics create creates"
-    )
-    p.set_defaults(handler=namespaces_set_auto_topic_creation)
-    p = ns.add_parser(
-        "grant-permission", parents=[common], help="grant produce and/or consume to a role"
-    )
-    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
-    p.add_argument("--role", dest="grantee", required=True, help="the role to grant to")
-    p.add_argument("--actions", required=True, help="comma-separated: produce,consume")
-    p.set_defaults(handler=namespaces_grant)
-    p = ns.add_parser(
-        "set-skip-approval",
-        parents=[common],
-        help="whether skips on the namespace wait for an approval in Airflow (tenant admins)",
-    )
-    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--enable", dest="required", action="store_true", help="require approval")
-    which.add_argument("--disable", dest="required", action="store_false", help="apply at once")
-    p.set_defaults(handler=namespaces_set_skip_approval)
-    p = ns.add_parser(
-        "set-approval-quorum",
-        parents=[common],
-        help="how many distinct approvers a large plan needs on the namespace (tenant admins)",
-    )
-    p.add_argument("namespace", metavar="TENANT/NAMESPACE")
-    p.add_argument(
-        "--above",
-        type=int,
-        metavar="MESSAGES",
-        help="plans of more messages than this need --approvals (omit: every plan needs one)",
-    )
-    p.add_argument("--approvals", type=int, default=2, help="approvers a large plan needs (1-3)")
-    p.set_defaults(handler=namespaces_set_approval_quorum)
-
     topics = commands.add_parser("topics", help="topics and subscriptions (pulsar-admin topics)")
     tp = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = tp.add_parser("create", parents=[common], help="create a non-partitioned topic")
@@ -1482,6 +1335,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-listed", type=values.ascii_int, default=50, help="per subscription (default 50)"
     )
     p.set_defaults(handler=audit_radar)
+    commands_module.add_commands(
+        commands, {"tenants": tenants, "namespaces": ns, "topics": tp, "audit": au}, common
+    )
     return parser
 
 
@@ -1515,7 +1371,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     """Run the command ``args`` (from :func:`build_parser`) parsed; its exit code."""
     ctx = Context(args, sys.stdout)
-    handler: Handler = _remote(args) if getattr(args, "admin_url", None) else args.handler
+    operation = getattr(args, "operation", None)
+    if operation is not None:
+        handler: Handler = _through_rest(operation)
+    elif getattr(args, "admin_url", None):
+        handler = _remote(args)
+    else:
+        handler = args.handler
     try:
         try:
             result = handler(ctx, args)
@@ -1542,6 +1404,36 @@ def run(args: argparse.Namespace) -> int:
         report_error(f"unexpected {type(exc).__name__}: {exc}")
         return EXIT_UNEXPECTED
     return result.exit_code
+
+
+def _through_rest(operation: Operation) -> Handler:
+    """The declared operation, sent to the admin REST of ``--admin-url`` as the logged-in
+    user, or of the home's own standalone (started when none serves it) as ``--role``."""
+
+    def handler(ctx: Context, args: argparse.Namespace) -> Result:
+        document, lines = commands_module.run(operation, args, _transport(ctx, args))
+        return Result(document, lines)
+
+    return handler
+
+
+def _transport(ctx: Context, args: argparse.Namespace) -> Transport:
+    from cursorops.cli.transport import Transport
+
+    if args.admin_url:
+        from cursorops.cli import remote
+        from cursorops.core.errors import InvalidArgumentError
+
+        if args.role is not None:
+            raise InvalidArgumentError(
+                "--role is for the embedded home; with --admin-url you act as the logged-in user"
+            )
+        token = remote.token_for(args)
+        return Transport(url=args.admin_url, headers={"Authorization": f"Bearer {token}"})
+    from cursorops.cli import home
+
+    socket = home.serving_socket(ctx.home, ctx.metadata_url)
+    return Transport(socket_path=str(socket), headers={commands_module.ROLE_HEADER: ctx.role})
 
 
 def _remote(args: argparse.Namespace) -> Handler:

@@ -18,6 +18,7 @@ from cursorops.rest import (
     deps,
     errors,
     namespaces,
+    operations,
     policies,
     redrive,
     schemas,
@@ -63,6 +64,7 @@ def create_app(
 
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     app.add_middleware(FreezeHeap)
+    app.include_router(operations.router())
     app.include_router(namespaces.router)
     app.include_router(topics.router)
     app.include_router(skip.router)

@@ -46,9 +46,13 @@ def status_of(error: CursorOpsError) -> int:
     return _TABLE.of(error)
 
 
-def reason(status: int, text: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    """A Pulsar-style error response."""
-    return JSONResponse({"reason": text}, status_code=status, headers=headers)
+def reason(
+    status: int, text: str, headers: dict[str, str] | None = None, error: str | None = None
+) -> JSONResponse:
+    """A Pulsar-style error response; ``error`` names the error's class in the error tree,
+    so a client (the CLI) raises the same error the broker did."""
+    body = {"reason": text} if error is None else {"reason": text, "error": error}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def install(app: FastAPI) -> None:
@@ -56,7 +60,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(CursorOpsError)
     async def _cursorops(_request: Request, exc: CursorOpsError) -> JSONResponse:
-        return reason(status_of(exc), str(exc) or type(exc).__name__)
+        name = type(exc).__name__
+        return reason(status_of(exc), str(exc) or name, error=name)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -1,0 +1,177 @@
+"""The CLI's admin commands, generated from the declared operations
+(:mod:`cursorops.operations`), and how one runs: a request to a broker's admin REST.
+
+A command's flags come from its operation's parameters; running it sends the request
+the operation's route takes (:mod:`cursorops.rest.operations`) through a
+:class:`~cursorops.cli.transport.Transport` (the home's standalone, started when none
+serves it, or ``--admin-url``) and prints the answer with the operation's renderer.
+An error answer becomes the error it was on the broker (the answer names its class),
+so exit codes and messages are the same on every door.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from cursorops.cli.transport import Answer, Transport, segment
+from cursorops.operations import all_operations
+from cursorops.operations.declaration import Operation, Param
+
+if TYPE_CHECKING:
+    from cursorops.core.errors import CursorOpsError
+
+ROLE_HEADER = "X-Cursorops-Role"
+"""Who calls on the home's private socket (the OS user is the authentication there)."""
+
+
+def add_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    groups: Mapping[str, argparse._SubParsersAction[argparse.ArgumentParser]],
+    common: argparse.ArgumentParser,
+) -> None:
+    """Add a subcommand per declared operation: under its group's parser (``groups``,
+    e.g. ``topics``), or at the top for a one-word command."""
+    for op in all_operations():
+        *group, word = op.command
+        parent = groups[group[0]] if group else commands
+        p = parent.add_parser(word, parents=[common], help=op.help, aliases=list(op.aliases))
+        p.description = op.description
+        for param in op.params:
+            if param.cli:
+                _add_param(p, param)
+        p.set_defaults(operation=op)
+
+
+def _add_param(p: argparse.ArgumentParser, param: Param) -> None:
+    if param.kind is bool and param.negation:
+        choice = p.add_mutually_exclusive_group(required=param.required)
+        choice.add_argument(*param.flags, dest=param.name, action="store_true", help=param.help)
+        choice.add_argument(*param.negation, dest=param.name, action="store_false")
+        if not param.required:
+            p.set_defaults(**{param.name: param.default})
+        return
+    if param.kind is bool:
+        p.add_argument(*param.flags, dest=param.name, action="store_true", help=param.help)
+        return
+    options: dict[str, Any] = {"help": param.help}
+    if param.metavar:
+        options["metavar"] = param.metavar
+    if param.choices is not None:
+        options["choices"] = param.choices
+    if param.kind is int:
+        options["type"] = int
+    if not param.flags:
+        p.add_argument(param.name, **options)
+        return
+    options["dest"] = param.name
+    options["required"] = param.required
+    if not param.required:
+        options["default"] = param.default
+    p.add_argument(*param.flags, **options)
+
+
+def values_of(op: Operation, args: argparse.Namespace) -> dict[str, Any]:
+    """The operation's values from the command line (a list from its comma-separated form)."""
+    found: dict[str, Any] = {}
+    for param in op.params:
+        if not param.cli:
+            continue
+        value = getattr(args, param.name)
+        if param.kind is list and isinstance(value, str):
+            value = [item.strip() for item in value.split(",") if item.strip()]
+        found[param.name] = value
+    return found
+
+
+def request_of(op: Operation, given: Mapping[str, Any]) -> tuple[str, dict[str, str], object]:
+    """The path, query and body of the operation's request for ``given`` values."""
+    segments: dict[str, str] = {}
+    query: dict[str, str] = {}
+    body: object = None
+    fields: dict[str, Any] = {}
+    for param in op.params:
+        if not param.cli:
+            continue
+        value = given[param.name]
+        if param.where == "path":
+            if param.segments is not None:
+                parts = param.segments.split(str(value))
+                segments.update(zip(param.segments.names, parts, strict=True))
+            else:
+                segments[param.wire_name] = str(value)
+        elif param.where == "query":
+            if value is not None and value is not False:
+                query[param.wire_name] = "true" if value is True else str(value)
+        elif param.where == "body":
+            if param.whole_body:
+                body = value
+            elif value is not None:
+                fields[param.wire_name] = value
+    if fields:
+        body = fields
+    path = op.path.format(**{name: segment(text) for name, text in segments.items()})
+    return path, query, body
+
+
+def run(op: Operation, args: argparse.Namespace, transport: Transport) -> tuple[object, list[str]]:
+    """Run ``op`` through ``transport``; its JSON document and its lines for people."""
+    given = values_of(op, args)
+    path, query, body = request_of(op, given)
+    headers = {}
+    reason = getattr(args, "reason", None)
+    if reason:
+        from cursorops.core.header_text import header_value
+
+        headers["X-Cursorops-Reason"] = header_value(reason)
+    ticket = getattr(args, "ticket", None)
+    if ticket:
+        from cursorops.core.header_text import header_value
+
+        headers["X-Cursorops-Ticket"] = header_value(ticket)
+    answer = transport.request(op.method, path, query=query, body=body, headers=headers)
+    if answer.status >= 400:
+        raise error_of(answer)
+    document = answer.document()
+    if answer.status == 202:
+        return document, waiting_lines(document)
+    return op.json_document(document, given), op.lines(document, given)
+
+
+def waiting_lines(answer: Mapping[str, Any]) -> list[str]:
+    """What a requester reads when the namespace requires a second person's approval."""
+    return [
+        f"Waiting for approval: the namespace requires a second person's approval. Run "
+        f"{answer['runId']} of {answer['dagId']} started; nothing changes until an "
+        "approver other than you approves it.",
+        f"  plan {answer.get('planDigest')} (what the approver reads, and the audit names)",
+        f"  approve or reject at {answer['url']}",
+    ]
+
+
+def error_of(answer: Answer) -> CursorOpsError:
+    """The error an error answer stands for: the class it names (cursorops's own answers
+    do), else the family of its status (a proxy's or a login's answer)."""
+    from cursorops.core import errors
+
+    document = answer.document()
+    reason = f"HTTP {answer.status}"
+    named = None
+    if isinstance(document, dict):
+        reason = str(document.get("reason") or document.get("detail") or reason)
+        named = document.get("error")
+    elif isinstance(document, str) and document.strip():
+        reason = document.strip()[:300]
+    kind = getattr(errors, str(named), None) if named else None
+    if isinstance(kind, type) and issubclass(kind, errors.CursorOpsError):
+        return kind(reason)
+    family: type[errors.CursorOpsError] = {
+        400: errors.InvalidArgumentError,
+        401: errors.NotAuthorizedError,
+        403: errors.NotAuthorizedError,
+        404: errors.NotFoundError,
+        409: errors.ConflictError,
+        412: errors.SubscriptionBusyError,
+    }.get(answer.status, errors.StoreError)
+    return family(f"{reason} (HTTP {answer.status})")

@@ -1,0 +1,18 @@
+"""The admin operations, each declared once (:mod:`cursorops.operations.declaration`):
+the CLI's commands and the REST app's routes are generated from them."""
+
+from __future__ import annotations
+
+from cursorops.operations.declaration import Operation, registered
+
+GROUPS = ("cursorops.operations.namespaces",)
+"""The modules that declare operations, in the order the CLI lists them."""
+
+
+def all_operations() -> list[Operation]:
+    """Every declared operation (importing the declaring modules imports no core module)."""
+    import importlib
+
+    for module in GROUPS:
+        importlib.import_module(module)
+    return registered()

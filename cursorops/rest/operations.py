@@ -1,0 +1,154 @@
+"""The routes of the declared operations (:mod:`cursorops.operations`), one per operation.
+
+Each route takes the operation's parameters where its :class:`~cursorops.operations.
+declaration.Param` says (path segments, query, body fields or the whole body, headers),
+calls the service function with the Broker and the caller this app's door injected, and
+answers as Pulsar does: the document (200), nothing (204), or, for a gated operation that
+waits for approval, the started run (202).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path, Query, Response
+from fastapi.responses import JSONResponse
+from pydantic import Strict
+
+from cursorops.core.gating import Pending
+from cursorops.operations import all_operations
+from cursorops.operations.declaration import Call, Operation, Param
+from cursorops.rest.approval import ApprovalTextDep, waiting
+from cursorops.rest.deps import BrokerDep, CallerDep, RunsDep
+
+_FAMILIES: dict[int | str, dict[str, Any]] = {
+    400: {"description": "Invalid request"},
+    403: {"description": "Not authorized"},
+    404: {"description": "Not found"},
+    503: {"description": "The stores failed"},
+}
+_WAITING: dict[int | str, dict[str, Any]] = {
+    202: {"description": "Waiting for an approval in Airflow"}
+}
+_CONTEXT = ("_broker", "_caller", "_runs", "_text")
+
+
+def router() -> APIRouter:
+    """A router with every declared operation's route."""
+    found = APIRouter(tags=["operations"])
+    for op in all_operations():
+        found.add_api_route(
+            op.path,
+            _endpoint(op),
+            methods=[op.method],
+            name=op.service.__name__,
+            summary=op.help,
+            description=op.description,
+            response_model=None,
+            status_code=op.status,
+            responses={
+                **_FAMILIES,
+                **{code: {"description": text} for code, text in op.responses.items()},
+                **(
+                    {202: {"description": "Waiting for an approval in Airflow"}} if op.gated else {}
+                ),
+            },
+        )
+    return found
+
+
+def _endpoint(op: Operation) -> Callable[..., Response]:
+    def endpoint(**given: Any) -> Response:
+        text = given.pop("_text")
+        call = Call(
+            broker=given.pop("_broker"),
+            caller=given.pop("_caller"),
+            runs=given.pop("_runs"),
+            reason=text.reason,
+            ticket=text.ticket,
+        )
+        values = {}
+        for param in op.params:
+            if param.segments is not None:
+                values[param.name] = param.segments.join(
+                    *(given.pop(name) for name in param.segments.names)
+                )
+            else:
+                values[param.name] = given.pop(param.name)
+        answer = op.service(call, **values)
+        if isinstance(answer, Pending):
+            return waiting(answer)
+        if answer is None:
+            return Response(status_code=204)
+        return JSONResponse(answer, status_code=op.status)
+
+    endpoint.__name__ = op.service.__name__
+    endpoint.__doc__ = op.description
+    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [*_parameters(op), *_context()]
+    )
+    return endpoint
+
+
+def _context() -> list[inspect.Parameter]:
+    kinds = (BrokerDep, CallerDep, RunsDep, ApprovalTextDep)
+    return [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind)
+        for name, kind in zip(_CONTEXT, kinds, strict=True)
+    ]
+
+
+def _parameters(op: Operation) -> list[inspect.Parameter]:
+    found: list[inspect.Parameter] = []
+    bodies = [p for p in op.params if p.where == "body"]
+    for param in op.params:
+        if param.segments is not None:
+            found.extend(
+                inspect.Parameter(
+                    name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    annotation=Annotated[str, Path(min_length=1)],
+                )
+                for name in param.segments.names
+            )
+            continue
+        found.append(_parameter(param, embed=len(bodies) > 1 or not param.whole_body))
+    return found
+
+
+def _annotation(param: Param) -> Any:
+    kind: Any = {str: str, int: int, bool: bool, list: list[str]}[param.kind]
+    if param.where == "body" and param.kind in (int, bool):
+        kind = Annotated[kind, Strict()]  # a JSON number or boolean, not "1" or "true"
+    if param.choices is not None:
+        from typing import Literal
+
+        kind = Literal[param.choices]
+    if not param.required and param.default is None:
+        kind = kind | None
+    return kind
+
+
+def _parameter(param: Param, *, embed: bool) -> inspect.Parameter:
+    kind = _annotation(param)
+    size: dict[str, Any] = {"max_length": param.limit} if param.limit is not None else {}
+    where: Any
+    if param.where == "path":
+        where = Path(min_length=1, alias=param.wire_name)
+    elif param.where == "query":
+        where = Query(alias=param.wire_name, **size)
+    elif param.where == "body":
+        where = Body(embed=embed, alias=param.wire_name if embed else None, **size)
+    else:
+        from fastapi import Header
+
+        where = Header(alias=param.wire_name, **size)
+    default = inspect.Parameter.empty if param.required else param.default
+    return inspect.Parameter(
+        param.name,
+        inspect.Parameter.KEYWORD_ONLY,
+        annotation=Annotated[kind, where],
+        default=default,
+    )
