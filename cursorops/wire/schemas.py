@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from cursorops.core.errors import CursorOpsError, InvalidArgumentError
 from cursorops.core.schemas import SchemaInfo, SchemaType, decode_version, encode_version
 from cursorops.wire.commands import CommandType, ServerError
+from cursorops.wire.errors import server_error
 from cursorops.wire.frames import Frame, command
 from cursorops.wire.proto import Proto
 
@@ -19,9 +20,6 @@ if TYPE_CHECKING:
 
 def _error_code(exc: CursorOpsError) -> ServerError:
     """The protocol's code for ``exc``: these answers carry it in their own response."""
-    # cursorops.wire.server imports this module: its error table is looked up at the call.
-    from cursorops.wire.server import server_error
-
     return server_error(exc)
 
 

@@ -39,14 +39,8 @@ from cursorops.core.errors import (
     ConflictError,
     ConsumerBusyError,
     CursorOpsError,
-    IncompatibleSchemaError,
     InvalidArgumentError,
-    InvalidInputError,
-    InvalidTopicNameError,
-    NotAuthorizedError,
     NotFoundError,
-    StoreError,
-    SubscriptionNotFoundError,
     TopicNotFoundError,
 )
 from cursorops.core.ids.position import Position
@@ -68,6 +62,7 @@ from cursorops.wire.commands import (
 from cursorops.wire.compacted_reads import skip_compacted_away
 from cursorops.wire.deduplication import Deduplication, Verdict
 from cursorops.wire.entries import EntryError, entry_of_send, send_receipt_command
+from cursorops.wire.errors import server_error
 from cursorops.wire.frames import (
     MAX_MESSAGE_SIZE,
     Frame,
@@ -126,27 +121,6 @@ _SUB_TYPES = {
     SubType.Failover: SubscriptionType.FAILOVER,
     SubType.Key_Shared: SubscriptionType.KEY_SHARED,
 }
-
-
-def server_error(exc: BaseException) -> ServerError:
-    """The protocol's error code for a cursorops error."""
-    if isinstance(exc, ConsumerBusyError):
-        return ServerError.ConsumerBusy
-    if isinstance(exc, IncompatibleSchemaError):
-        return ServerError.IncompatibleSchema
-    if isinstance(exc, InvalidTopicNameError):
-        return ServerError.InvalidTopicName
-    if isinstance(exc, TopicNotFoundError):
-        return ServerError.TopicNotFound
-    if isinstance(exc, SubscriptionNotFoundError):
-        return ServerError.SubscriptionNotFound
-    if isinstance(exc, NotAuthorizedError):
-        return ServerError.AuthorizationError
-    if isinstance(exc, StoreError):
-        return ServerError.PersistenceError
-    if isinstance(exc, ConflictError | InvalidInputError | NotFoundError):
-        return ServerError.NotAllowedError
-    return ServerError.UnknownError
 
 
 class ConnectionRefused(Exception):
