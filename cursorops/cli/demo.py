@@ -148,8 +148,8 @@ def run(
         )
         pill = _first(backlog_messages, lambda m: m.payload == PILL)
         delayed = _first(backlog_messages, lambda m: m.deliver_at is not None)
-        line(f"    pill:     {output.message_line(pill)}")
-        line(f"    reminder: {output.message_line(delayed)}")
+        line(f"    pill:     {output.message_line(output.message_json(pill))}")
+        line(f"    reminder: {output.message_line(output.message_json(delayed))}")
 
         step(
             "Skip both by id (one batch index, one delayed entry)",
@@ -191,7 +191,7 @@ def run(
     with Broker(config, clock=lambda: wall_clock_ms() + 2 * HOUR_MS) as later:
         later_messages = _drain(later, role, topic)
         for message in later_messages:
-            line(f"    {output.message_line(message)}")
+            line(f"    {output.message_line(output.message_json(message))}")
         final = TopicAnalysis.of(
             topic, SUBSCRIPTION, later.analyze_backlog(role, topic, SUBSCRIPTION)
         )

@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
-import cursorops.cli.blas_threads  # noqa: F401  (before anything imports numpy)
 from cursorops.cli import commands as commands_module
 from cursorops.cli import output, values
 from cursorops.core.errors import CursorOpsError
@@ -94,6 +93,7 @@ class Context:
     @property
     def broker(self) -> Broker:
         if self._broker is None:
+            import cursorops.cli.blas_threads  # noqa: F401  (before anything imports numpy)
             from cursorops.core.broker import Broker
 
             self._broker = Broker(self.config())
@@ -347,7 +347,9 @@ def topics_peek(ctx: Context, args: argparse.Namespace) -> Result:
     messages = output.whole_messages(
         ctx.broker.peek_messages(ctx.role, args.topic, args.subscription, count)
     )
-    lines = [output.message_line(m) for m in messages] or ["No unacknowledged messages"]
+    lines = [output.message_line(output.message_json(m)) for m in messages] or [
+        "No unacknowledged messages"
+    ]
     return Result([output.message_json(m) for m in messages], lines)
 
 
@@ -630,7 +632,7 @@ def produce(ctx: Context, args: argparse.Namespace) -> Result:
 def consume(ctx: Context, args: argparse.Namespace) -> Result:
     count = values.positive(args.num_messages, "--num-messages")
     messages = ctx.broker.consume(ctx.role, args.topic, args.subscription, count, ack=args.ack)
-    lines = [output.message_line(m) for m in messages]
+    lines = [output.message_line(output.message_json(m)) for m in messages]
     if not messages:
         lines.append("No message available")
     elif not args.ack:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -49,10 +50,14 @@ def id_json(message_id: MessageId) -> dict[str, object]:
 def id_line(message_id: MessageId) -> str:
     """Triplet, base64, partition and the Python client's printed form, aligned for reading:
     every form a command takes an id in."""
-    triplet, encoded = message_id.triplet(), message_id.to_base64()
+    return id_text(id_json(message_id))
+
+
+def id_text(doc: Mapping[str, Any]) -> str:
+    """:func:`id_line` of an id's JSON form (:func:`id_json`), as an answer carries it."""
     return (
-        f"{triplet:<12}  {encoded:<16}  partition={message_id.partition}  "
-        f"{message_id.client_text()}"
+        f"{doc['triplet']:<12}  {doc['base64']:<16}  partition={doc['partition']}  "
+        f"{doc['messageId']}"
     )
 
 
@@ -114,15 +119,16 @@ def whole_messages(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
-def message_line(message: Message) -> str:
-    doc = message_json(message)
-    properties = ",".join(f"{k}={v}" for k, v in sorted(message.properties.items()))
-    if message.encryption_keys is not None:
-        names = ",".join(message.encryption_keys)
-        payload = f"<encrypted: {doc['payloadSize']} bytes, keys {names}>"
-    elif message.chunk is not None:
-        payload = f"<chunked message: {message.chunk[3]} bytes in {message.chunk[2]} chunks>"
-    elif message.null_value:
+def message_line(doc: Mapping[str, Any]) -> str:
+    """One message for reading, from its JSON form (:func:`message_json`)."""
+    properties = ",".join(f"{k}={v}" for k, v in sorted(dict(doc["properties"]).items()))
+    if doc["payloadEncoding"] == "encrypted":
+        names = ",".join(doc.get("encryptionKeys") or [])
+        payload = f"<encrypted: {doc.get('payloadSize', 0)} bytes, keys {names}>"
+    elif doc.get("chunk") is not None:
+        chunk = doc["chunk"]
+        payload = f"<chunked message: {doc.get('payloadSize')} bytes in {chunk['chunks']} chunks>"
+    elif doc.get("nullValue"):
         payload = "<null value>"
     elif doc["payloadEncoding"] == "utf-8":
         payload = str(doc["payload"])
@@ -130,16 +136,16 @@ def message_line(message: Message) -> str:
         payload = f"base64:{doc['payload']}"
     parts = [
         f"{doc['triplet']:<12}",
-        f"partition={message.message_id.partition}",
-        f"key={message.key if message.key is not None else '-'}",
+        f"partition={doc['partition']}",
+        f"key={doc['key'] if doc['key'] is not None else '-'}",
     ]
     if properties:
         parts.append(f"properties={properties}")
-    if message.deliver_at is not None:
-        parts.append(f"deliver_at={format_time(message.deliver_at)}")
-    if message.event_time is not None:
-        parts.append(f"event_time={format_time(message.event_time)}")
-    if message.ordering_key is not None:
+    if doc.get("deliverAt") is not None:
+        parts.append(f"deliver_at={format_time(doc['deliverAt'])}")
+    if doc.get("eventTime") is not None:
+        parts.append(f"event_time={format_time(doc['eventTime'])}")
+    if doc.get("orderingKey") is not None:
         parts.append(f"ordering_key=base64:{doc['orderingKey']}")
     parts.append(f"payload={payload}")
     return "  ".join(parts)

@@ -133,7 +133,7 @@ def test_an_encrypted_entry_is_stored_opaque(
     assert all(m.payload == b"" and m.encryption_keys == ("app-key",) for m in stored)
     assert stored[0].stored_size is not None and stored[0].stored_size > 0
     # Shown as encrypted: its size and its key's name, never the bytes.
-    line = output.message_line(stored[0])
+    line = output.message_line(output.message_json(stored[0]))
     assert f"<encrypted: {stored[0].stored_size} bytes, keys app-key>" in line
     doc = output.message_json(stored[0])
     assert (doc["payload"], doc["payloadEncoding"]) == ("", "encrypted")
@@ -295,7 +295,9 @@ def test_a_chunked_message_is_one_message_to_the_backlog_and_to_a_skip(
         chunks = [m for m in stored if m.chunk is not None]
         assert len(chunks) == 3 and {m.chunk[3] for m in chunks} == {len(big)}
         shown = output.whole_messages(stored)
-        assert [output.message_line(m).split("payload=")[1] for m in shown] == [
+        assert [
+            output.message_line(output.message_json(m)).split("payload=")[1] for m in shown
+        ] == [
             "before",
             f"<chunked message: {len(big)} bytes in 3 chunks>",
             "after",
