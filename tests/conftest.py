@@ -105,6 +105,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.fixture(autouse=True)
+def _homes_in_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A command a test runs with ``main([...])`` reaches its home's admin REST in this
+    process (:mod:`tests.home_in_process`); commands run as processes take the socket."""
+    from tests.home_in_process import serve_homes_in_process
+
+    yield from serve_homes_in_process(monkeypatch)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _spark_gateway_stopped() -> Iterator[None]:
     """At the end of the run, stop the JVM that pyspark started in this process."""

@@ -76,13 +76,13 @@ class Homes:
         self._clients.clear()
 
 
-def serve_homes_in_process(monkeypatch: Any) -> Iterator[Homes]:
+def serve_homes_in_process(monkeypatch: Any) -> Iterator[None]:
     """Point ``main()``'s home transport at in-process apps for the test's duration."""
     import cursorops.cli.main
 
     homes = Homes()
     monkeypatch.setattr(cursorops.cli.main, "home_transport", homes.transport)
     try:
-        yield homes
+        yield
     finally:
         homes.close()
