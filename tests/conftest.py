@@ -105,6 +105,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _background_standalones_stopped(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A command run as a process starts its home's background standalone, as an operator's
+    would: each module's are stopped once the module is done (``cursorops standalone stop``
+    does the same by hand), so a run never holds more than one module's."""
+    yield
+    token = request.config.stash.get(_RUN_TOKEN, None)
+    if token is not None:
+        background = [
+            leftover
+            for leftover in leftovers.find(token, os.getpid())
+            if leftover.command.startswith("cursorops standalone ")
+        ]
+        leftovers.stop(background)
+
+
 @pytest.fixture(autouse=True)
 def _homes_in_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A command a test runs with ``main([...])`` reaches its home's admin REST in this

@@ -51,12 +51,13 @@ class Homes:
 
     def transport(self, home: str, metadata_url: str | None, role: str) -> InProcessTransport:
         from cursorops.cli.home import ROLE_HEADER
+        from cursorops.core.header_text import header_value
 
         key = (os.path.realpath(os.path.expanduser(home)), metadata_url or "")
         client = self._clients.get(key)
         if client is None:
             client = self._clients[key] = self._client(home, metadata_url)
-        return InProcessTransport(client, {ROLE_HEADER: role})
+        return InProcessTransport(client, {ROLE_HEADER: header_value(role)})
 
     def _client(self, home: str, metadata_url: str | None) -> Any:
         from fastapi.testclient import TestClient

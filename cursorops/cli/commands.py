@@ -22,9 +22,6 @@ from cursorops.operations.declaration import Operation, Param
 if TYPE_CHECKING:
     from cursorops.core.errors import CursorOpsError
 
-ROLE_HEADER = "X-Cursorops-Role"
-"""Who calls on the home's private socket (the OS user is the authentication there)."""
-
 
 def add_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -78,7 +75,12 @@ def values_of(op: Operation, args: argparse.Namespace) -> dict[str, Any]:
     for param in op.params:
         if not param.cli:
             continue
+        from cursorops.cli.values import utf8_text
+
         value = getattr(args, param.name)
+        option = param.flags[-1] if param.flags else param.name
+        if isinstance(value, str):
+            value = utf8_text(value, option)  # argv's undecodable bytes, as lone surrogates
         if param.kind is list and isinstance(value, str):
             value = [item.strip() for item in value.split(",") if item.strip()]
         found[param.name] = value
@@ -111,6 +113,13 @@ def request_of(op: Operation, given: Mapping[str, Any]) -> tuple[str, dict[str, 
                 fields[param.wire_name] = value
     if fields:
         body = fields
+    for name, text in segments.items():
+        if text in ("", ".", "..") or "/" in text:
+            from cursorops.core.errors import InvalidArgumentError
+
+            # Not a name, and a URL path would change under it (``/tenants/..`` is ``/``, and
+            # servers decode ``%2F`` before they match a route).
+            raise InvalidArgumentError(f"Invalid {name} {text!r}: not a name")
     path = op.path.format(**{name: segment(text) for name, text in segments.items()})
     return path, query, body
 

@@ -1413,7 +1413,16 @@ def _through_rest(operation: Operation) -> Handler:
     user, or of the home's own standalone (started when none serves it) as ``--role``."""
 
     def handler(ctx: Context, args: argparse.Namespace) -> Result:
-        document, lines = commands_module.run(operation, args, _transport(ctx, args))
+        from cursorops.core.errors import StandaloneError
+
+        try:
+            document, lines = commands_module.run(operation, args, _transport(ctx, args))
+        except StandaloneError:
+            if args.admin_url:
+                raise
+            # The home's standalone stopped (its idle timeout) between finding it and
+            # connecting: nothing was sent; find or start one again, once.
+            document, lines = commands_module.run(operation, args, _transport(ctx, args))
         return Result(document, lines)
 
     return handler
@@ -1432,10 +1441,18 @@ def _transport(ctx: Context, args: argparse.Namespace) -> Transport:
             )
         token = remote.token_for(args)
         return Transport(url=args.admin_url, headers={"Authorization": f"Bearer {token}"})
-    from cursorops.cli import home
+    return home_transport(ctx.home, ctx.metadata_url, ctx.role)
 
-    socket = home.serving_socket(ctx.home, ctx.metadata_url)
-    return Transport(socket_path=str(socket), headers={commands_module.ROLE_HEADER: ctx.role})
+
+def home_transport(home: str, metadata_url: str | None, role: str) -> Transport:
+    """The admin REST of the standalone serving ``home`` (started when none does), over its
+    private socket, as ``role``."""
+    from cursorops.cli import home as home_module
+    from cursorops.cli.transport import Transport
+    from cursorops.core.header_text import header_value
+
+    socket = home_module.serving_socket(home, metadata_url)
+    return Transport(socket_path=str(socket), headers={home_module.ROLE_HEADER: header_value(role)})
 
 
 def _remote(args: argparse.Namespace) -> Handler:

@@ -14,13 +14,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
-from cursorops.core.ids.message_id import MessageId
-
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from cursorops.core.analysis.backlog import BacklogAnalysis, TopicAnalysis
     from cursorops.core.analysis.topic_stats import TopicStats
+    from cursorops.core.ids.message_id import MessageId
     from cursorops.core.reading.dispatch import Message
 
 

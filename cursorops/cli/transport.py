@@ -96,7 +96,8 @@ class Transport:
         body: object = None,
         headers: Mapping[str, str] | None = None,
     ) -> Answer:
-        """Send one request; a broker that cannot be reached is a StoreError."""
+        """Send one request; a broker that cannot be reached is a StoreError (a
+        StandaloneError for the home's socket: nothing was sent, the caller may retry)."""
         target = self._prefix + path + (f"?{urlencode(query)}" if query else "")
         sent = {**self._headers, **(headers or {}), "Accept": "application/json"}
         payload = None
@@ -104,6 +105,14 @@ class Transport:
             payload = json.dumps(body).encode("utf-8")
             sent["Content-Type"] = "application/json"
         connection = self._connection()
+        try:
+            connection.connect()
+        except OSError as exc:
+            from cursorops.core.errors import StandaloneError, StoreError
+
+            connection.close()
+            kind = StandaloneError if self._socket_path is not None else StoreError
+            raise kind(f"Cannot reach the broker at {self.where}: {exc}") from exc
         try:
             connection.request(method, target, body=payload, headers=sent)
             response = connection.getresponse()

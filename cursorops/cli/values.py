@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from cursorops.core import durations
 from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.ids import message_id
-from cursorops.core.ids.position import Position
 from cursorops.core.ids.topic_name import shown
+
+if TYPE_CHECKING:
+    from cursorops.core.ids.position import Position
 
 
 def parse_duration_ms(text: str, option: str) -> int:
@@ -73,6 +75,8 @@ def parse_list(text: str, option: str) -> list[str]:
 def parse_position(text: str, option: str, partition: int = -1) -> Position:
     """The entry a message id names (pulsar-admin ``reset-cursor --messageId``), in any
     form; ``partition``, the one the command's topic names: core's one parser."""
+    from cursorops.core.ids import message_id  # numpy: only the commands that take an id
+
     return message_id.parse_position(text, option, partition)
 
 
