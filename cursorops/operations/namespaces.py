@@ -191,10 +191,16 @@ def remove_auto_topic_creation(call: Call, namespace: str) -> None:
     "namespaces",
     "grant-permission",
     method="POST",
-    path=NAMESPACE_PATH + "/permissions/{grantee}",
+    path=NAMESPACE_PATH + "/permissions/{role_name}",
     params=(
         NAMESPACE,
-        Param("grantee", where="path", flags=("--role",), help="the role to grant to"),
+        Param(
+            "grantee",
+            where="path",
+            wire="role_name",
+            flags=("--role",),
+            help="the role to grant to",
+        ),
         Param(
             "actions",
             where="body",

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from cursorops.core import errors as core_errors
+from cursorops.rest.errors import status_of
 from tests.dags.conftest import label
 from tests.plugins.conftest import (
     APPROVAL_NS,
@@ -23,7 +25,12 @@ SEEDED_BACKLOG = 56
 def _reason(answer: Any, status: int) -> str:
     assert answer.status_code == status, answer.text
     body = answer.json()
-    assert set(body) == {"reason"} and body["reason"], body
+    assert set(body) <= {"reason", "error"} and body["reason"], body
+    if "error" in body:
+        # The error tree's class, for a client that raises the same error (the CLI).
+        kind = getattr(core_errors, body["error"])
+        assert issubclass(kind, core_errors.CursorOpsError), body
+        assert status_of(kind("x")) == status, body
     return str(body["reason"])
 
 
