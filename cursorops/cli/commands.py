@@ -17,10 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from cursorops.cli.transport import Answer, Transport, segment
 from cursorops.operations import all_operations
-from cursorops.operations.declaration import Operation, Param
+from cursorops.operations.declaration import Operation, Param, named
 
 if TYPE_CHECKING:
     from cursorops.core.errors import CursorOpsError
+
+PREFER_REPRESENTATION = {"Prefer": "return=representation"}
+"""The CLI prints what a request did: a 204 operation's route then answers its outcome."""
 
 
 def add_commands(
@@ -31,17 +34,40 @@ def add_commands(
     """Add a subcommand per declared operation: under its group's parser (``groups``,
     e.g. ``topics``), or at the top for a one-word command."""
     for op in all_operations():
+        if not op.cli:
+            continue
         *group, word = op.command
         parent = groups[group[0]] if group else commands
         p = parent.add_parser(word, parents=[common], help=op.help, aliases=list(op.aliases))
         p.description = op.description
+        choices: dict[str, argparse._MutuallyExclusiveGroup] = {}
         for param in op.params:
-            if param.cli:
+            if not param.cli:
+                continue
+            if param.group is None:
                 _add_param(p, param)
+                continue
+            if param.group not in choices:
+                choices[param.group] = p.add_mutually_exclusive_group(required=param.required)
+            _add_param(choices[param.group], param, optional=True)
+        if op.gated and not any("--reason" in param.flags for param in op.params):
+            add_approval_flags(p)
         p.set_defaults(operation=op)
 
 
-def _add_param(p: argparse.ArgumentParser, param: Param) -> None:
+def add_approval_flags(p: argparse.ArgumentParser) -> None:
+    """``--reason`` and ``--ticket`` of a gated command: sent as the ``X-Cursorops-Reason``
+    and ``X-Cursorops-Ticket`` headers every route reads (:attr:`Call.reason
+    <cursorops.operations.declaration.Call.reason>`)."""
+    p.add_argument(
+        "--reason",
+        help="why (recorded; required where the namespace requires approval, and the "
+        "workflow started shows it to the approver)",
+    )
+    p.add_argument("--ticket", help="change ticket (recorded)")
+
+
+def _add_param(p: Any, param: Param, *, optional: bool = False) -> None:
     if param.kind is bool and param.negation:
         choice = p.add_mutually_exclusive_group(required=param.required)
         choice.add_argument(*param.flags, dest=param.name, action="store_true", help=param.help)
@@ -58,15 +84,27 @@ def _add_param(p: argparse.ArgumentParser, param: Param) -> None:
     if param.choices is not None:
         options["choices"] = param.choices
     if param.kind is int:
-        options["type"] = int
+        options["type"] = _ascii_int
+    if param.kind is list and param.repeat:
+        options.update(nargs="+", action="extend")
     if not param.flags:
         p.add_argument(param.name, **options)
         return
     options["dest"] = param.name
-    options["required"] = param.required
-    if not param.required:
-        options["default"] = param.default
+    if optional:
+        options["default"] = None if param.required else param.default
+    else:
+        options["required"] = param.required
+        if not param.required:
+            options["default"] = param.default
     p.add_argument(*param.flags, **options)
+
+
+def _ascii_int(text: str) -> int:
+    """An integer flag: ASCII decimal digits only (``int`` also reads "١٢" and "+5")."""
+    from cursorops.cli.values import ascii_int
+
+    return ascii_int(text)
 
 
 def values_of(op: Operation, args: argparse.Namespace) -> dict[str, Any]:
@@ -81,7 +119,9 @@ def values_of(op: Operation, args: argparse.Namespace) -> dict[str, Any]:
         option = param.flags[-1] if param.flags else param.name
         if isinstance(value, str):
             value = utf8_text(value, option)  # argv's undecodable bytes, as lone surrogates
-        if param.kind is list and isinstance(value, str):
+        elif isinstance(value, list):
+            value = [utf8_text(v, option) if isinstance(v, str) else v for v in value]
+        if param.kind is list and not param.repeat and isinstance(value, str):
             value = [item.strip() for item in value.split(",") if item.strip()]
         found[param.name] = value
     return found
@@ -94,7 +134,7 @@ def request_of(op: Operation, given: Mapping[str, Any]) -> tuple[str, dict[str, 
     body: object = None
     fields: dict[str, Any] = {}
     for param in op.params:
-        if not param.cli:
+        if param.where == "cli" or param.name not in given:
             continue
         value = given[param.name]
         if param.where == "path":
@@ -127,8 +167,13 @@ def request_of(op: Operation, given: Mapping[str, Any]) -> tuple[str, dict[str, 
 def run(op: Operation, args: argparse.Namespace, transport: Transport) -> tuple[object, list[str]]:
     """Run ``op`` through ``transport``; its JSON document and its lines for people."""
     given = values_of(op, args)
-    path, query, body = request_of(op, given)
-    headers = {}
+    target, sent = op, given
+    if op.shape is not None:
+        via, sent = op.shape(dict(given))
+        target = named(via) if via is not None else op
+        given = {**given, **sent}
+    path, query, body = request_of(target, sent)
+    headers = dict(PREFER_REPRESENTATION)
     reason = getattr(args, "reason", None)
     if reason:
         from cursorops.core.header_text import header_value
@@ -139,7 +184,7 @@ def run(op: Operation, args: argparse.Namespace, transport: Transport) -> tuple[
         from cursorops.core.header_text import header_value
 
         headers["X-Cursorops-Ticket"] = header_value(ticket)
-    answer = transport.request(op.method, path, query=query, body=body, headers=headers)
+    answer = transport.request(target.method, path, query=query, body=body, headers=headers)
     if answer.status >= 400:
         raise error_of(answer)
     document = answer.document()

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from cursorops.core.broker import Broker
     from cursorops.core.gating import Caller, RunStarter
 
-Where = Literal["path", "query", "body", "header"]
+Where = Literal["path", "query", "body", "header", "cli"]
+"""Where a value travels; ``cli``: a value only the command takes (a flag), which the
+operation's :attr:`Operation.shape` turns into the request's values on the client."""
 REQUIRED: Any = ...
 """A parameter without a default: the CLI and the route both require it."""
 
@@ -37,8 +39,9 @@ class Param:
     ``name`` is the service function's keyword and the CLI's destination; ``wire``
     the path segment, query parameter, body field or header it travels as (default:
     ``name``). ``flags`` are the CLI's option strings (none: a positional argument).
-    ``kind`` is ``str``, ``int``, ``bool`` (a CLI switch) or ``list`` (a repeatable
-    CLI option, a JSON array in the body). ``segments`` splits one CLI value into
+    ``kind`` is ``str``, ``int``, ``bool`` (a CLI switch), ``list`` (a repeatable
+    CLI option, a JSON array in the body), ``dict`` (a JSON object in the body) or
+    ``object`` (any JSON value, the whole body). ``segments`` splits one CLI value into
     several path segments (a topic name into tenant, namespace and topic): see
     :data:`TOPIC` and :data:`NAMESPACE`.
     """
@@ -62,6 +65,13 @@ class Param:
     """The parameter is the request body itself (a JSON array or a bare value), not a field."""
     limit: int | None = None
     """The longest a string or list may be (the route refuses longer ones with 400)."""
+    repeat: bool = False
+    """For a ``list``: the CLI flag takes several values and may be repeated
+    (``--message-id A B --message-id C``) instead of one comma-separated value."""
+    group: str | None = None
+    """The CLI's mutually exclusive group the flag belongs to (one of its flags at most);
+    the group is required when its members are declared required, each flag then being
+    None when absent."""
 
     @property
     def wire_name(self) -> str:
@@ -99,10 +109,23 @@ class Call:
         return self.caller.role
 
 
+@dataclass(frozen=True)
+class Reply:
+    """An answer whose status and headers the service decides (a plain return answers
+    with the operation's status). ``document`` None answers with no body."""
+
+    document: Any = None
+    status: int = 200
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
 Renderer = Callable[[Any, Mapping[str, Any]], list[str]]
 """The answer (the REST document, None for 204) and the command's values → text lines."""
 Documenter = Callable[[Any, Mapping[str, Any]], object]
 """The answer and the command's values → the JSON document the CLI prints."""
+Shaper = Callable[[dict[str, Any]], tuple[str | None, dict[str, Any]]]
+"""The command's values → the operation whose route carries the request (its name; None:
+this one) and the values of that operation's parameters."""
 
 
 @dataclass(frozen=True)
@@ -120,13 +143,23 @@ class Operation:
     render: Renderer | None = None
     document: Documenter | None = None
     status: int = 200
-    """The success status when the service returns a document (None answers 204)."""
+    """The success status when the service returns a document (None answers 204). A
+    service of a 204 operation may return its outcome all the same: the route gives it
+    (200) to a client that prefers it (``Prefer: return=representation``, as the CLI
+    sends), and answers 204 to the others, Pulsar's clients among them."""
     gated: bool = False
     """A cursor-moving operation: the request may wait for approval (202)."""
     responses: Mapping[int, str] = field(default_factory=dict)
     """Statuses besides the error families, for the API's description."""
     aliases: tuple[str, ...] = ()
     """Other names of the last CLI word (Pulsar's older spellings)."""
+    shape: Shaper | None = None
+    """Runs on the client before the request is sent: reads what the command names (a
+    file, stdin), parses what Pulsar's request takes parsed (a time, a message id) and
+    picks the route (:data:`Shaper`). The route validates what arrives all the same."""
+    cli: bool = True
+    """False: a route only, with no command of its own (another command's
+    :attr:`shape` sends its requests there)."""
 
     @property
     def name(self) -> str:
@@ -164,6 +197,8 @@ def operation(
     gated: bool = False,
     responses: Mapping[int, str] | None = None,
     aliases: Sequence[str] = (),
+    shape: Shaper | None = None,
+    cli: bool = True,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare the decorated service function as the operation ``command``."""
 
@@ -182,6 +217,8 @@ def operation(
             gated=gated,
             responses=dict(responses or {}),
             aliases=tuple(aliases),
+            shape=shape,
+            cli=cli,
         )
         if declared.name in _REGISTRY:
             raise ValueError(f"Operation {declared.name!r} declared twice")
@@ -194,6 +231,11 @@ def operation(
 def registered() -> list[Operation]:
     """Every declared operation, in declaration order."""
     return list(_REGISTRY.values())
+
+
+def named(name: str) -> Operation:
+    """The declared operation ``name`` (its command's words, space-separated)."""
+    return _REGISTRY[name]
 
 
 # -- the names most operations take ---------------------------------------------

@@ -13,13 +13,13 @@ import inspect
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Query, Response
+from fastapi import APIRouter, Body, Header, Path, Query, Response
 from fastapi.responses import JSONResponse
 from pydantic import Strict
 
 from cursorops.core.gating import Pending
 from cursorops.operations import all_operations
-from cursorops.operations.declaration import Call, Operation, Param
+from cursorops.operations.declaration import Call, Operation, Param, Reply
 from cursorops.rest.approval import ApprovalTextDep, waiting
 from cursorops.rest.deps import BrokerDep, CallerDep, RunsDep
 
@@ -32,7 +32,10 @@ _FAMILIES: dict[int | str, dict[str, Any]] = {
 _WAITING: dict[int | str, dict[str, Any]] = {
     202: {"description": "Waiting for an approval in Airflow"}
 }
-_CONTEXT = ("_broker", "_caller", "_runs", "_text")
+_CONTEXT = ("_broker", "_caller", "_runs", "_text", "_prefer")
+REPRESENTATION = "return=representation"
+"""RFC 7240's preference: a 204 operation's outcome instead of no content (what the CLI
+asks for; Pulsar's clients do not, and get Pulsar's 204)."""
 
 
 def router() -> APIRouter:
@@ -62,6 +65,7 @@ def router() -> APIRouter:
 def _endpoint(op: Operation) -> Callable[..., Response]:
     def endpoint(**given: Any) -> Response:
         text = given.pop("_text")
+        prefer = given.pop("_prefer") or ""
         call = Call(
             broker=given.pop("_broker"),
             caller=given.pop("_caller"),
@@ -71,6 +75,8 @@ def _endpoint(op: Operation) -> Callable[..., Response]:
         )
         values = {}
         for param in op.params:
+            if param.where == "cli":
+                continue
             if param.segments is not None:
                 values[param.name] = param.segments.join(
                     *(given.pop(name) for name in param.segments.names)
@@ -80,9 +86,13 @@ def _endpoint(op: Operation) -> Callable[..., Response]:
         answer = op.service(call, **values)
         if isinstance(answer, Pending):
             return waiting(answer)
-        if answer is None:
-            return Response(status_code=204)
-        return JSONResponse(answer, status_code=op.status)
+        reply = answer if isinstance(answer, Reply) else Reply(answer, op.status)
+        status, headers = reply.status, dict(reply.headers)
+        if status == 204 and reply.document is not None and _prefers_outcome(prefer):
+            return JSONResponse(reply.document, status_code=200, headers=headers)
+        if reply.document is None or status == 204:
+            return Response(status_code=204, headers=headers)
+        return JSONResponse(reply.document, status_code=status, headers=headers)
 
     endpoint.__name__ = op.service.__name__
     endpoint.__doc__ = op.description
@@ -92,10 +102,20 @@ def _endpoint(op: Operation) -> Callable[..., Response]:
     return endpoint
 
 
+def _prefers_outcome(prefer: str) -> bool:
+    return any(part.strip().lower() == REPRESENTATION for part in prefer.split(","))
+
+
 def _context() -> list[inspect.Parameter]:
-    kinds = (BrokerDep, CallerDep, RunsDep, ApprovalTextDep)
+    prefer = Annotated[str | None, Header(alias="Prefer", max_length=256)]
+    kinds = (BrokerDep, CallerDep, RunsDep, ApprovalTextDep, prefer)
     return [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind)
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=kind,
+            default=None if name == "_prefer" else inspect.Parameter.empty,
+        )
         for name, kind in zip(_CONTEXT, kinds, strict=True)
     ]
 
@@ -104,6 +124,8 @@ def _parameters(op: Operation) -> list[inspect.Parameter]:
     found: list[inspect.Parameter] = []
     bodies = [p for p in op.params if p.where == "body"]
     for param in op.params:
+        if param.where == "cli":
+            continue
         if param.segments is not None:
             found.extend(
                 inspect.Parameter(
@@ -119,7 +141,14 @@ def _parameters(op: Operation) -> list[inspect.Parameter]:
 
 
 def _annotation(param: Param) -> Any:
-    kind: Any = {str: str, int: int, bool: bool, list: list[str]}[param.kind]
+    kind: Any = {
+        str: str,
+        int: int,
+        bool: bool,
+        list: list[str],
+        dict: dict[str, Any],
+        object: list[Any] | dict[str, Any],
+    }[param.kind]
     if param.where == "body" and param.kind in (int, bool):
         kind = Annotated[kind, Strict()]  # a JSON number or boolean, not "1" or "true"
     if param.choices is not None:
@@ -136,14 +165,13 @@ def _parameter(param: Param, *, embed: bool) -> inspect.Parameter:
     size: dict[str, Any] = {"max_length": param.limit} if param.limit is not None else {}
     where: Any
     if param.where == "path":
-        where = Path(min_length=1, alias=param.wire_name)
+        text = {"min_length": 1} if param.kind is str else {}
+        where = Path(alias=param.wire_name, **text)
     elif param.where == "query":
         where = Query(alias=param.wire_name, **size)
     elif param.where == "body":
         where = Body(embed=embed, alias=param.wire_name if embed else None, **size)
     else:
-        from fastapi import Header
-
         where = Header(alias=param.wire_name, **size)
     default = inspect.Parameter.empty if param.required else param.default
     return inspect.Parameter(
