@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
-    from cursorops.core.analysis.backlog import BacklogAnalysis, TopicAnalysis
+    from cursorops.core.analysis.backlog import TopicAnalysis
     from cursorops.core.analysis.topic_stats import TopicStats
     from cursorops.core.ids.message_id import MessageId
     from cursorops.core.reading.dispatch import Message
@@ -162,28 +162,47 @@ _ANALYSIS_COLUMNS = (
 )
 
 
-def _analysis_cells(result: BacklogAnalysis) -> list[str]:
-    return [_cell(getattr(result, name)) for name, _ in _ANALYSIS_COLUMNS]
+_ANALYSIS_FIELDS = (
+    "entries",
+    "messages",
+    "filterAcceptedMessages",
+    "filterRejectedMessages",
+    "filterRescheduledMessages",
+    "firstMessageId",
+    "lastMessageId",
+    "aborted",
+)
+""":data:`_ANALYSIS_COLUMNS` as the analysis's JSON names them."""
 
 
 def analysis_lines(analysis: TopicAnalysis) -> list[str]:
+    return analysis_document_lines(analysis.to_pulsar_json())
+
+
+def analysis_document_lines(analysis: Mapping[str, Any]) -> list[str]:
+    """The table of an analysis's JSON document (:meth:`TopicAnalysis.to_pulsar_json
+    <cursorops.core.analysis.backlog.TopicAnalysis.to_pulsar_json>`)."""
+
+    def cells(result: Mapping[str, Any]) -> list[str]:
+        return [_cell(result.get(name)) for name in _ANALYSIS_FIELDS]
+
     table: list[list[str]] = [["partition", "subscription", *(h for _, h in _ANALYSIS_COLUMNS)]]
-    topic = analysis.topic
-    for row in analysis.partitions:
-        partition = row.topic_partition
+    topic = analysis["topic"]
+    for row in analysis["partitions"]:
+        partition = row["topicPartition"]
         table.append(
             [
                 partition.removeprefix(topic + "-") if partition != topic else "-",
-                row.subscription,
-                *_analysis_cells(row.result),
+                row["subscription"],
+                *cells(row),
             ]
         )
-    subs = analysis.subscriptions
+    subs = analysis["subscriptions"]
     if len(subs) > 1:
         for name, value in subs.items():
-            table.append(["total", name, *_analysis_cells(value)])
-    label = analysis.subscription or ("*" if len(subs) != 1 else next(iter(subs)))
-    table.append(["TOTAL", label, *_analysis_cells(analysis.total)])
+            table.append(["total", name, *cells(value)])
+    label = analysis["subscription"] or ("*" if len(subs) != 1 else next(iter(subs)))
+    table.append(["TOTAL", label, *cells(analysis["total"])])
     return [f"Backlog of {topic} (exact, uncapped):", *_align(table)]
 
 

@@ -222,101 +222,6 @@ def topics_subscriptions(remote: Remote, args: argparse.Namespace) -> tuple[obje
     return names, [str(n) for n in names]
 
 
-def topics_analyze_backlog(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
-    subs = (
-        [args.subscription]
-        if args.subscription
-        else remote.call("GET", _topic_path(args.topic) + "/subscriptions")
-    )
-    found = [remote.call("GET", _sub_path(args.topic, sub) + "/analyzeBacklog") for sub in subs]
-    document = found[0] if args.subscription else found
-    lines = []
-    for analysis in found:
-        lines.append(
-            f"{analysis['subscription']}: {analysis['messages']} message(s) in "
-            f"{analysis['entries']} entries (exact)"
-        )
-    return document, lines
-
-
-def topics_skip(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
-    from cursorops.cli import values
-    from cursorops.core.skipping import skip_payload
-
-    # Every form the local command reads, sent as base64 MessageIdData (partition included).
-    ids = [m.to_base64() for m in skip_payload.parse_ids(*values.given_ids(args))]
-    return _gated(
-        remote,
-        args,
-        "POST",
-        _sub_path(args.topic, args.subscription) + "/skipByMessageIds",
-        f"Skipped the given message(s) on subscription {args.subscription} of {args.topic}",
-        json=ids,
-    )
-
-
-def topics_skip_head(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
-    from cursorops.cli import values
-
-    count = values.positive(args.count, "-n")
-    return _gated(
-        remote,
-        args,
-        "POST",
-        _sub_path(args.topic, args.subscription) + f"/skip/{count}",
-        f"Skipped {count} message(s) from the head of each partition of {args.topic} "
-        f"on subscription {args.subscription}",
-    )
-
-
-def topics_clear_backlog(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
-    return _gated(
-        remote,
-        args,
-        "POST",
-        _sub_path(args.topic, args.subscription) + "/skip_all",
-        f"Cleared the backlog of subscription {args.subscription} of {args.topic}",
-    )
-
-
-def topics_undo_skip(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
-    return _gated(
-        remote,
-        args,
-        "POST",
-        _sub_path(args.topic, args.subscription) + f"/undoSkip/{int(args.skip_id)}",
-        f"Undid skip {args.skip_id} on subscription {args.subscription} of {args.topic}",
-    )
-
-
-def topics_redrive(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
-    body: dict[str, object] = {"preview": bool(args.preview)}
-    if args.dead_letter_topic:
-        body["deadLetterTopic"] = args.dead_letter_topic
-    if args.predicate:
-        try:
-            body["predicate"] = json.loads(args.predicate)
-        except ValueError as exc:
-            raise InvalidArgumentError(f"Invalid --predicate: not JSON: {exc}") from exc
-    if args.preview:
-        preview = remote.call(
-            "POST", _sub_path(args.topic, args.subscription) + "/redrive", json=body
-        )
-        return preview, [
-            f"Would redrive {preview.get('messages')} message(s) of "
-            f"{preview.get('deadLetterTopic')} to subscription {args.subscription} of "
-            f"{args.topic}"
-        ]
-    return _gated(
-        remote,
-        args,
-        "POST",
-        _sub_path(args.topic, args.subscription) + "/redrive",
-        f"Redrove the dead letters of subscription {args.subscription} of {args.topic}",
-        json=body,
-    )
-
-
 def _gated(
     remote: Remote,
     args: argparse.Namespace,
@@ -346,24 +251,6 @@ def _gated(
     ]
 
 
-def topics_reset_cursor(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
-    from cursorops.cli import values
-    from cursorops.core.broker import wall_clock_ms
-
-    if args.message_id is not None:
-        raise InvalidArgumentError(
-            "reset-cursor to a message id is not available through --admin-url; give --time"
-        )
-    timestamp = values.parse_time_ms(args.time, "--time", wall_clock_ms())
-    return _gated(
-        remote,
-        args,
-        "POST",
-        _sub_path(args.topic, args.subscription) + f"/resetcursor/{timestamp}",
-        f"Reset subscription {args.subscription} to {timestamp} (epoch ms)",
-    )
-
-
 def topics_unsubscribe(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
     return _gated(
         remote,
@@ -375,15 +262,7 @@ def topics_unsubscribe(remote: Remote, args: argparse.Namespace) -> tuple[object
     )
 
 
-def audit_requests(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
-    from cursorops.cli.output import open_request_lines
-
-    found = remote.call("GET", _topic_path(args.topic) + "/openRequests")
-    return found, open_request_lines(found)
-
-
 HANDLERS: Mapping[str, RemoteHandler] = {
-    "audit_requests": audit_requests,
     "tenants_list": tenants_list,
     "tenants_delete": tenants_delete,
     "namespaces_list": namespaces_list,
@@ -393,13 +272,6 @@ HANDLERS: Mapping[str, RemoteHandler] = {
     "topics_delete_partitioned_topic": topics_delete,
     "topics_stats": topics_stats,
     "topics_subscriptions": topics_subscriptions,
-    "topics_analyze_backlog": topics_analyze_backlog,
-    "topics_skip": topics_skip,
-    "topics_skip_head": topics_skip_head,
-    "topics_clear_backlog": topics_clear_backlog,
-    "topics_undo_skip": topics_undo_skip,
-    "topics_redrive": topics_redrive,
-    "topics_reset_cursor": topics_reset_cursor,
     "topics_unsubscribe": topics_unsubscribe,
 }
 """Local handler name → its REST form. Every other command is refused with --admin-url."""

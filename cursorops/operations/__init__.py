@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from cursorops.operations.declaration import Operation, registered
 
-GROUPS = ("cursorops.operations.namespaces",)
+GROUPS = (
+    "cursorops.operations.namespaces",
+    "cursorops.operations.cursor_moves",
+    "cursorops.operations.backlog_analysis",
+    "cursorops.operations.audit",
+)
 """The modules that declare operations, in the order the CLI lists them."""
 
 

@@ -20,9 +20,7 @@ from cursorops.rest import (
     namespaces,
     operations,
     policies,
-    redrive,
     schemas,
-    skip,
     topics,
     ui,
 )
@@ -67,8 +65,6 @@ def create_app(
     app.include_router(operations.router())
     app.include_router(namespaces.router)
     app.include_router(topics.router)
-    app.include_router(skip.router)
-    app.include_router(redrive.router)
     app.include_router(ui.router)
     app.include_router(policies.router)
     app.include_router(compaction.router)

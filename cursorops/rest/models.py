@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
 _INT64_MAX = 2**63 - 1
@@ -36,16 +34,3 @@ class SkipTriggered(BaseModel):
     """The run in Airflow's UI."""
     plan_digest: str = Field(alias="planDigest")
     """The plan record's digest: the identifier the approver reads, and the audit names."""
-
-
-class RedriveRequest(BaseModel):
-    """The optional body of a redrive: which dead-letter topic, which of its messages."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    dead_letter_topic: str | None = Field(None, alias="deadLetterTopic", max_length=1024)
-    """The client's own dead-letter topic; default ``<topic>-<subscription>-DLQ``."""
-    predicate: dict[str, Any] | None = None
-    """Only the messages it matches (the predicate document of skip-matching)."""
-    preview: bool = False
-    """Plan only: counts and the first messages, nothing changed."""

@@ -6,10 +6,9 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, HTTPException, Path, Query, Response
 
-from cursorops.core.analysis.backlog import TopicAnalysis
 from cursorops.core.authz import Operation
 from cursorops.core.errors import InvalidArgumentError, TopicNotFoundError
-from cursorops.core.gating import Pending, ResetCursor, Unsubscribe
+from cursorops.core.gating import Pending, Unsubscribe
 from cursorops.core.ids.position import Position
 from cursorops.core.subscription import SubscriptionType
 from cursorops.rest.approval import ApprovalTextDep, waiting
@@ -228,93 +227,6 @@ def delete_subscription(
         topic=name, subscription=subscription, force=force, reason=text.reason, ticket=text.ticket
     )
     result = broker.request("unsubscribe", caller, arguments, runs)
-    return waiting(result) if isinstance(result, Pending) else Response(status_code=204)
-
-
-def _analysis(
-    broker: BrokerDep, role: str, tenant: str, namespace: str, topic: str, subscription: str
-) -> dict[str, Any]:
-    name = topic_name(tenant, namespace, topic)
-    rows = broker.analyze_backlog(role, base_of(name), subscription)
-    if name.is_partition:
-        rows = [row for row in rows if row.topic_partition == str(name)]
-        if not rows:
-            raise TopicNotFoundError(f"Topic '{name}' not found")
-    analysis = TopicAnalysis.of(str(name), subscription, rows)
-    return {
-        **analysis.total.to_pulsar_json(),
-        "topic": str(name),
-        "subscription": subscription,
-        "partitions": [row.to_pulsar_json() for row in analysis.partitions],
-    }
-
-
-@router.get(SUBSCRIPTION + "/analyzeBacklog", responses=_ERRORS)
-def analyze_backlog(
-    tenant: Tenant,
-    namespace: Namespace,
-    topic: Topic,
-    subscription: Subscription,
-    broker: BrokerDep,
-    role: RoleDep,
-) -> dict[str, Any]:
-    """PIP-187's analysis, exact and uncapped; a partitioned topic's is the sum over its
-    partitions, each also listed."""
-    return _analysis(broker, role, tenant, namespace, topic, subscription)
-
-
-@router.post(SUBSCRIPTION + "/analyzeBacklog", responses=_ERRORS)
-def analyze_backlog_post(
-    tenant: Tenant,
-    namespace: Namespace,
-    topic: Topic,
-    subscription: Subscription,
-    broker: BrokerDep,
-    role: RoleDep,
-    position: Annotated[MessageIdBody | None, Body()] = None,
-) -> dict[str, Any]:
-    """Pulsar's form (POST, optional start position). The analysis always starts at the
-    mark-delete position: a start position is refused (400)."""
-    if position is not None:
-        raise InvalidArgumentError(
-            "A start position is not supported: the analysis covers the whole backlog, "
-            "from the mark-delete position"
-        )
-    return _analysis(broker, role, tenant, namespace, topic, subscription)
-
-
-@router.post(
-    SUBSCRIPTION + "/resetcursor/{timestamp}",
-    status_code=204,
-    responses={
-        **_ERRORS,
-        202: {"model": SkipTriggered, "description": "Waiting for an approval in Airflow"},
-    },
-)
-def reset_cursor(
-    tenant: Tenant,
-    namespace: Namespace,
-    topic: Topic,
-    subscription: Subscription,
-    broker: BrokerDep,
-    caller: CallerDep,
-    runs: RunsDep,
-    timestamp: Annotated[int, Path(ge=0, le=_INT64_MAX)],
-    text: ApprovalTextDep,
-) -> Response:
-    """Each partition's next message becomes its first published at or after ``timestamp``
-    (epoch ms). Where the namespace requires approval, the reset is stored as a plan record
-    and the ``cursorops_reset_cursor`` workflow started as the caller (202), with the
-    reason."""
-    name = str(topic_name(tenant, namespace, topic))
-    arguments = ResetCursor(
-        topic=name,
-        subscription=subscription,
-        timestamp_ms=timestamp,
-        reason=text.reason,
-        ticket=text.ticket,
-    )
-    result = broker.request("reset-cursor", caller, arguments, runs)
     return waiting(result) if isinstance(result, Pending) else Response(status_code=204)
 
 

@@ -133,19 +133,6 @@ def audit_log(
     ]
 
 
-@router.get(TOPIC + "/openRequests", responses=_ERRORS)
-def open_requests(
-    tenant: Tenant, namespace: Namespace, topic: Topic, broker: BrokerDep, role: RoleDep
-) -> list[dict[str, Any]]:
-    """The topic's gated requests recorded as planned with no closing record, newest first:
-    waiting, or forced to a state, failed or abandoned before they closed; ``applied`` says
-    whether the plan record was applied all the same (cursorops extension)."""
-    name = topic_name(tenant, namespace, topic)
-    found = broker.open_requests(role, base_of(name))
-    content = broker.may_read_content(role, [base_of(name)])
-    return [shown(request.to_json(), content) for request in found]
-
-
 @router.get("/planRecords/{dag_id}/{run_id}", responses=_ERRORS)
 def plan_record(
     dag_id: Annotated[str, PathParam(min_length=1, max_length=250)],
