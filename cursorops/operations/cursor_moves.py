@@ -118,16 +118,18 @@ def _head_lines(answer: Mapping[str, Any], _: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _skip_outcome(result: Any) -> dict[str, Any]:
-    """The applied skip's outcome, each id in every form a Pulsar user holds."""
+def _skip_outcome(result: Any, *, messages: bool = False) -> dict[str, Any]:
+    """The applied skip's outcome, each id in every form a Pulsar user holds; with
+    ``messages``, the messages skipped (a whole batch counts its messages)."""
     from cursorops.core.skipping.skip import SkipOutcome
 
     outcome = result.result
     assert isinstance(outcome, SkipOutcome)
     document = outcome.to_pulsar_json(_id_document)
-    document["messages"] = sum(
-        m.batch_size if m.batch_index < 0 and m.batch_size > 0 else 1 for m in outcome.skipped
-    )
+    if messages:
+        document["messages"] = sum(
+            m.batch_size if m.batch_index < 0 and m.batch_size > 0 else 1 for m in outcome.skipped
+        )
     return document
 
 
@@ -173,7 +175,7 @@ def _read_ids(path: str) -> list[str]:
         else:
             with open(path, encoding="utf-8") as file:
                 text = file.read()
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: undecodable text, a NUL in the path
         raise InvalidArgumentError(f"Cannot read --file {path!r}: {exc}") from exc
     found = [line.strip() for line in text.splitlines()]
     ids = [line for line in found if line and not line.startswith("#")]
@@ -327,7 +329,7 @@ def _skip_head(call: Call, arguments: GatedArguments) -> Reply | Pending:
         result = _requested(call, name, arguments)
     if isinstance(result, Pending):
         return result
-    return Reply(_skip_outcome(result), 204)
+    return Reply(_skip_outcome(result, messages=True), 204)
 
 
 @operation(
@@ -545,6 +547,7 @@ def _redrive_lines(answer: Mapping[str, Any], values: Mapping[str, Any]) -> list
     responses=_GATED_RESPONSES,
     render=_redrive_lines,
     shape=_shape_redrive,
+    closed_body=True,
 )
 def redrive(
     call: Call,
@@ -705,6 +708,7 @@ def reset_cursor(call: Call, topic: str, subscription: str, timestamp: int) -> R
     gated=True,
     responses=_GATED_RESPONSES,
     cli=False,
+    closed_body=True,
 )
 def reset_cursor_on_position(
     call: Call,

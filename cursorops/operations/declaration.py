@@ -160,6 +160,9 @@ class Operation:
     cli: bool = True
     """False: a route only, with no command of its own (another command's
     :attr:`shape` sends its requests there)."""
+    closed_body: bool = False
+    """Refuse a body field the operation does not declare (400), where the body's fields
+    are declared one by one."""
 
     @property
     def name(self) -> str:
@@ -199,6 +202,7 @@ def operation(
     aliases: Sequence[str] = (),
     shape: Shaper | None = None,
     cli: bool = True,
+    closed_body: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare the decorated service function as the operation ``command``."""
 
@@ -219,6 +223,7 @@ def operation(
             aliases=tuple(aliases),
             shape=shape,
             cli=cli,
+            closed_body=closed_body,
         )
         if declared.name in _REGISTRY:
             raise ValueError(f"Operation {declared.name!r} declared twice")

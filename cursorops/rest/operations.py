@@ -10,13 +10,14 @@ waits for approval, the started run (202).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Path, Query, Response
+from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import Strict
 
+from cursorops.core.errors import InvalidArgumentError
 from cursorops.core.gating import Pending
 from cursorops.operations import all_operations
 from cursorops.operations.declaration import Call, Operation, Param, Reply
@@ -51,6 +52,7 @@ def router() -> APIRouter:
             description=op.description,
             response_model=None,
             status_code=op.status,
+            dependencies=[Depends(_closed_body(op))] if op.closed_body else None,
             responses={
                 **_FAMILIES,
                 **{code: {"description": text} for code, text in op.responses.items()},
@@ -100,6 +102,26 @@ def _endpoint(op: Operation) -> Callable[..., Response]:
         [*_parameters(op), *_context()]
     )
     return endpoint
+
+
+def _closed_body(op: Operation) -> Callable[[Request], Awaitable[None]]:
+    """A dependency that refuses a body field ``op`` does not declare."""
+    known = {param.wire_name for param in op.params if param.where == "body"}
+
+    async def closed(request: Request) -> None:
+        try:
+            document = await request.json()
+        except ValueError:
+            return  # no body, or not JSON: the route's own validation answers
+        if isinstance(document, dict):
+            unknown = sorted(repr(str(key))[:40] for key in set(document) - known)
+            if unknown:
+                raise InvalidArgumentError(
+                    f"Invalid request: unknown field(s) {', '.join(unknown[:10])}; the body "
+                    f"takes {', '.join(sorted(known))}"
+                )
+
+    return closed
 
 
 def _prefers_outcome(prefer: str) -> bool:
