@@ -60,12 +60,6 @@ def _requested(call: Call, operation_name: str, arguments: GatedArguments) -> An
     return call.broker.request(operation_name, call.caller, arguments, call.runs)
 
 
-def _topic(text: str) -> str:
-    from cursorops.core.ids.topic_name import TopicName
-
-    return str(TopicName.parse(text))
-
-
 def _in_range(value: int, name: str, low: int, high: int) -> int:
     from cursorops.core.errors import InvalidArgumentError
 

@@ -187,8 +187,7 @@ def _parameter(param: Param, *, embed: bool) -> inspect.Parameter:
     size: dict[str, Any] = {"max_length": param.limit} if param.limit is not None else {}
     where: Any
     if param.where == "path":
-        text = {"min_length": 1} if param.kind is str else {}
-        where = Path(alias=param.wire_name, **text)
+        where = Path(alias=param.wire_name, min_length=1 if param.kind is str else None)
     elif param.where == "query":
         where = Query(alias=param.wire_name, **size)
     elif param.where == "body":

@@ -83,6 +83,7 @@ VALID: dict[str, list[str]] = {
     "admin_roles": ["boss"],
     "message_id": ["earliest", "latest", "LEDGER:0"],
     "triplets": ["LEDGER:0", "LEDGER:1:0"],
+    "message_ids": ["LEDGER:0", "(LEDGER,1,-1,-1)"],
     "base64_ids": ["CAEQAA=="],
     "count": ["1", "2"],
     "num_messages": ["1", "3"],
@@ -101,7 +102,7 @@ VALID: dict[str, list[str]] = {
     "output": ["text", "json"],
 }
 FIXED = {"engine": "python"}
-SKIPPED = {"spark_threshold", "spark_master", "help", "home", "metadata_url"}
+SKIPPED = {"spark_threshold", "file", "help", "home", "metadata_url"}
 EXIT_OK = {0, 2, 3, 4, 5}
 
 

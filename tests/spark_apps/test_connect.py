@@ -464,10 +464,13 @@ def test_the_cli_spark_engine_on_connect_prints_the_python_document(
         _in_client(
             tmp_path,
             """
-            import contextlib, io, json
+            import contextlib, io, json, os
             import cursorops.cli.main
+            # The Spark engine runs in the home's broker, which the CLI starts with this
+            # environment: the Connect server is the broker's, never the request's.
+            os.environ["CURSOROPS_SPARK_REMOTE"] = url
             result = []
-            for engine in (["--engine", "python"], ["--engine", "spark", "--remote", url]):
+            for engine in (["--engine", "python"], ["--engine", "spark"]):
                 out = io.StringIO()
                 with contextlib.redirect_stdout(out):
                     assert cursorops.cli.main.main([*argv, *engine]) == 0
