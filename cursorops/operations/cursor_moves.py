@@ -71,14 +71,6 @@ def _in_range(value: int, name: str, low: int, high: int) -> int:
 # -- rendering (the CLI's lines from the answers) -----------------------------------
 
 
-def _id_line(document: Mapping[str, Any]) -> str:
-    """An id as ``cursorops.cli.output.id_line`` prints it, from its JSON form."""
-    return (
-        f"{document['triplet']:<12}  {document['base64']:<16}  "
-        f"partition={document['partition']}  {document['messageId']}"
-    )
-
-
 def _id_document(message_id: MessageId) -> dict[str, object]:
     from cursorops.cli.output import id_json
 
@@ -86,6 +78,8 @@ def _id_document(message_id: MessageId) -> dict[str, object]:
 
 
 def _skip_lines(answer: Mapping[str, Any], _: Mapping[str, Any]) -> list[str]:
+    from cursorops.cli.output import id_text as _id_line
+
     topic, subscription, skip_id = answer["topic"], answer["subscription"], answer["skipId"]
     lines = [
         f"Skipped {len(answer['skipped'])} message(s) on subscription {subscription} of {topic}",
