@@ -309,6 +309,14 @@ def skip_preview(preview: PlannedRequest) -> dict[str, Any]:
 # -- the head of the backlog --------------------------------------------------------
 
 
+def _too_many(count: int) -> int:
+    from cursorops.core.errors import InvalidArgumentError
+
+    raise InvalidArgumentError(
+        f"Invalid number of messages {count}: expected at most {MAX_SKIP_HEAD}"
+    )
+
+
 def _skip_head(call: Call, arguments: GatedArguments) -> Reply | Pending:
     from cursorops.core.gating import ClearBacklog, Pending
 
@@ -351,7 +359,7 @@ def skip_messages_count(call: Call, topic: str, subscription: str, count: int) -
     arguments = SkipHead(
         topic=topic,
         subscription=subscription,
-        messages=_in_range(count, "numMessages (-n)", 1, MAX_SKIP_HEAD),
+        messages=count if count <= MAX_SKIP_HEAD else _too_many(count),
         reason=call.reason,
         ticket=call.ticket,
     )
@@ -432,7 +440,7 @@ def undo_skip(call: Call, topic: str, subscription: str, skip_id: int) -> Any:
     arguments = UndoSkip(
         topic=topic,
         subscription=subscription,
-        skip_id=_in_range(skip_id, "skipId", 1, INT64_MAX),
+        skip_id=skip_id,
         reason=call.reason,
         ticket=call.ticket,
     )
