@@ -27,7 +27,7 @@ def _in_range(value: int, name: str, low: int, high: int) -> int:
     from cursorops.core.errors import InvalidArgumentError
 
     if not low <= value <= high:
-        raise InvalidArgumentError(f"Invalid {name} {value}: must be from {low} to {high:,}")
+        raise InvalidArgumentError(f"Invalid {name} {value}: must be from {low} to {high}")
     return value
 
 

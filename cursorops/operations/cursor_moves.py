@@ -483,7 +483,7 @@ def _redrive_lines(answer: Mapping[str, Any], values: Mapping[str, Any]) -> list
         ]
     others = ", ".join(answer["acknowledgedOn"]) or "none"
     lines = [
-        f"Redrove {len(answer['redriven'])} message(s) of {answer['deadLetterTopic']} to "
+        f"Redrove {answer['redriven']} message(s) of {answer['deadLetterTopic']} to "
         f"subscription {answer['subscription']} of {answer['topic']} (redrive "
         f"{answer['redriveId']}, plan {answer['planId']})",
         f"  acknowledged on the other subscriptions: {others}",

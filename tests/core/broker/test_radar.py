@@ -126,7 +126,7 @@ def test_the_cli_refuses_bad_limits(
     code = main(["--home", str(home_config.home), "audit", "radar", TOPIC, "--max-listed", "5000"])
     assert code == 2
     assert capsys.readouterr().err.strip() == (
-        "error: Invalid --max-listed 5000: must be from 0 to 1000"
+        "error: Invalid maxListed 5000: must be from 0 to 1000"
     )
 
 
