@@ -39,7 +39,7 @@ def test_a_skip_is_undone_through_rest(api: Api) -> None:
     for answer, status, said in [
         (_undo(api, "alice", seeded.topic, skip_id), 409, "undone already"),
         (_undo(api, "alice", seeded.topic, 987_654_321), 404, "No skip 987654321"),
-        (_undo(api, "alice", seeded.topic, 0), 400, "skipId"),
+        (_undo(api, "alice", seeded.topic, 0), 400, "Invalid skip id 0"),
         (_undo(api, "alice", seeded.topic, skip_id, sub="nosuch"), 404, "it skipped on"),
         (_undo(api, "carol", seeded.topic, skip_id), 403, "not authorized"),
     ]:
