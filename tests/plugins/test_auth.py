@@ -36,7 +36,7 @@ def test_openapi_document_lists_every_route(api: Api) -> None:
     expected = {
         "/admin/v2/tenants": {"get"},
         "/admin/v2/namespaces/{tenant}": {"get"},
-        "/admin/v2/namespaces/{tenant}/{namespace}/permissions/{grantee}": {"post"},
+        "/admin/v2/namespaces/{tenant}/{namespace}/permissions/{role_name}": {"post"},
         "/admin/v2/namespaces/{tenant}/{namespace}/skipApproval": {"post"},
         "/admin/v2/persistent/{tenant}/{namespace}": {"get"},
         "/admin/v2/persistent/{tenant}/{namespace}/partitioned": {"get"},
