@@ -952,6 +952,7 @@ def home_transport(home: str, metadata_url: str | None, role: str) -> Transport:
     from cursorops.cli.transport import Transport
     from cursorops.core.header_text import header_value
 
+    role = values.utf8_text(role, "--role")  # argv's undecodable bytes cannot travel
     socket = home_module.serving_socket(home, metadata_url)
     return Transport(socket_path=str(socket), headers={home_module.ROLE_HEADER: header_value(role)})
 
