@@ -33,11 +33,18 @@ def add_commands(
 ) -> None:
     """Add a subcommand per declared operation: under its group's parser (``groups``,
     e.g. ``topics``), or at the top for a one-word command."""
+    from cursorops.operations import GROUP_HELP
+
+    known = dict(groups)
     for op in all_operations():
         if not op.cli:
             continue
         *group, word = op.command
-        parent = groups[group[0]] if group else commands
+        if group and group[0] not in known:
+            known[group[0]] = commands.add_parser(
+                group[0], help=GROUP_HELP.get(group[0], "")
+            ).add_subparsers(dest="action", metavar="ACTION", required=True)
+        parent = known[group[0]] if group else commands
         p = parent.add_parser(word, parents=[common], help=op.help, aliases=list(op.aliases))
         p.description = op.description
         choices: dict[str, argparse._MutuallyExclusiveGroup] = {}

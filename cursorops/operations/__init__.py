@@ -10,8 +10,13 @@ GROUPS = (
     "cursorops.operations.cursor_moves",
     "cursorops.operations.backlog_analysis",
     "cursorops.operations.audit",
+    "cursorops.operations.policies",
+    "cursorops.operations.schemas",
 )
 """The modules that declare operations, in the order the CLI lists them."""
+
+GROUP_HELP = {"schemas": "a topic's schema and its versions (pulsar-admin schemas)"}
+"""The help of a command group only declared operations make."""
 
 
 def all_operations() -> list[Operation]:

@@ -143,7 +143,8 @@ class Operation:
     render: Renderer | None = None
     document: Documenter | None = None
     status: int = 200
-    """The success status when the service returns a document (None answers 204). A
+    """The success status when the service returns a document (None answers 204; a GET
+    answers JSON ``null``, as Pulsar's policy reads do). A
     service of a 204 operation may return its outcome all the same: the route gives it
     (200) to a client that prefers it (``Prefer: return=representation``, as the CLI
     sends), and answers 204 to the others, Pulsar's clients among them."""

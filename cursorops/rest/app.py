@@ -14,13 +14,10 @@ from fastapi import Depends, FastAPI, Request
 
 from cursorops.core.broker import Broker
 from cursorops.rest import (
-    compaction,
     deps,
     errors,
     namespaces,
     operations,
-    policies,
-    schemas,
     topics,
     ui,
 )
@@ -66,9 +63,6 @@ def create_app(
     app.include_router(namespaces.router)
     app.include_router(topics.router)
     app.include_router(ui.router)
-    app.include_router(policies.router)
-    app.include_router(compaction.router)
-    app.include_router(schemas.router)
 
     @app.get("/openapi.json", include_in_schema=False)
     def openapi(request: Request, _who: PrincipalDep) -> dict[str, Any]:

@@ -92,6 +92,8 @@ def _endpoint(op: Operation) -> Callable[..., Response]:
         status, headers = reply.status, dict(reply.headers)
         if status == 204 and reply.document is not None and _prefers_outcome(prefer):
             return JSONResponse(reply.document, status_code=200, headers=headers)
+        if reply.document is None and op.method == "GET":
+            return JSONResponse(None, status_code=200, headers=headers)  # Pulsar's null
         if reply.document is None or status == 204:
             return Response(status_code=204, headers=headers)
         return JSONResponse(reply.document, status_code=status, headers=headers)
