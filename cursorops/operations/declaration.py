@@ -183,7 +183,9 @@ class Operation:
     def json_document(self, answer: Any, values: Mapping[str, Any]) -> object:
         if self.document is not None:
             return self.document(answer, values)
-        return answer if answer is not None else {"ok": True}
+        if answer is None and self.method != "GET":
+            return {"ok": True}
+        return answer  # a GET's null is the answer itself: nothing is set
 
 
 _REGISTRY: dict[str, Operation] = {}

@@ -10,7 +10,14 @@ import pytest
 
 from cursorops.cli.main import main
 
-TOPIC = "persistent://public/default/orders"
+TOPIC = "persistent://acme/ops/orders"
+NAMESPACE = "acme/ops"
+
+
+@pytest.fixture(autouse=True)
+def _namespace(tmp_path: Path) -> None:
+    for argv in (["tenants", "create", "acme"], ["namespaces", "create", NAMESPACE]):
+        assert main(["--home", str(tmp_path), *argv]) == 0
 
 
 def cli(capsys: pytest.CaptureFixture[str], home: Path, *args: str) -> tuple[int, str, str]:
@@ -28,10 +35,10 @@ def cli_json(capsys: pytest.CaptureFixture[str], home: Path, *args: str) -> obje
 def test_deduplication_set_read_and_removed(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    assert cli_json(capsys, tmp_path, "namespaces", "get-deduplication", "public/default") is None
-    code, out, _ = cli(capsys, tmp_path, "namespaces", "set-deduplication", "public/default", "-e")
-    assert (code, out) == (0, "Deduplication on public/default enabled\n")
-    assert cli_json(capsys, tmp_path, "namespaces", "get-deduplication", "public/default") is True
+    assert cli_json(capsys, tmp_path, "namespaces", "get-deduplication", NAMESPACE) is None
+    code, out, _ = cli(capsys, tmp_path, "namespaces", "set-deduplication", NAMESPACE, "-e")
+    assert (code, out) == (0, "Deduplication on acme/ops enabled\n")
+    assert cli_json(capsys, tmp_path, "namespaces", "get-deduplication", NAMESPACE) is True
     assert cli(capsys, tmp_path, "topics", "create", TOPIC)[0] == 0
     cli(capsys, tmp_path, "topics", "set-deduplication", TOPIC, "--disable")
     assert cli_json(capsys, tmp_path, "topics", "get-deduplication", TOPIC) is False
@@ -45,17 +52,15 @@ def test_a_strategy_outside_pulsar_s_is_refused_by_the_parser(
 ) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["--home", str(tmp_path), "namespaces", "set-schema-compatibility-strategy",
-              "public/default", "-c", "SOMETIMES"])  # fmt: skip
+              NAMESPACE, "-c", "SOMETIMES"])  # fmt: skip
     assert exited.value.code == 2
     code, out, _ = cli(
-        capsys, tmp_path, "namespaces", "set-schema-compatibility-strategy", "public/default",
+        capsys, tmp_path, "namespaces", "set-schema-compatibility-strategy", NAMESPACE,
         "-c", "BACKWARD",
     )  # fmt: skip
     assert code == 0
     assert (
-        cli_json(
-            capsys, tmp_path, "namespaces", "get-schema-compatibility-strategy", "public/default"
-        )
+        cli_json(capsys, tmp_path, "namespaces", "get-schema-compatibility-strategy", NAMESPACE)
         == "BACKWARD"
     )
 
