@@ -85,6 +85,15 @@ def _add_param(p: Any, param: Param, *, optional: bool = False) -> None:
     if param.kind is bool:
         p.add_argument(*param.flags, dest=param.name, action="store_true", help=param.help)
         return
+    if param.kind is dict:
+        p.add_argument(
+            *param.flags,
+            dest=param.name,
+            action="append",
+            metavar=param.metavar or "KEY=VALUE",
+            help=param.help,
+        )
+        return
     options: dict[str, Any] = {"help": param.help}
     if param.metavar:
         options["metavar"] = param.metavar
@@ -120,7 +129,7 @@ def values_of(op: Operation, args: argparse.Namespace) -> dict[str, Any]:
     for param in op.params:
         if not param.cli:
             continue
-        from cursorops.cli.values import utf8_text
+        from cursorops.cli.values import parse_pairs, utf8_text
 
         value = getattr(args, param.name)
         option = param.flags[-1] if param.flags else param.name
@@ -130,6 +139,8 @@ def values_of(op: Operation, args: argparse.Namespace) -> dict[str, Any]:
             value = [utf8_text(v, option) if isinstance(v, str) else v for v in value]
         if param.kind is list and not param.repeat and isinstance(value, str):
             value = [item.strip() for item in value.split(",") if item.strip()]
+        if param.kind is dict and not isinstance(value, dict):
+            value = parse_pairs(value, option)
         found[param.name] = value
     return found
 
@@ -144,6 +155,15 @@ def request_of(op: Operation, given: Mapping[str, Any]) -> tuple[str, dict[str, 
         if param.where == "cli" or param.name not in given:
             continue
         value = given[param.name]
+        if param.sent_as is not None:
+            for wire, sent in param.sent_as(value, given).items():
+                if sent is None:
+                    continue
+                if param.where == "query":
+                    query[wire] = str(sent).lower() if isinstance(sent, bool) else str(sent)
+                else:
+                    fields[wire] = sent
+            continue
         if param.where == "path":
             if param.segments is not None:
                 parts = param.segments.split(str(value))

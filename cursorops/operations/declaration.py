@@ -72,6 +72,10 @@ class Param:
     """The CLI's mutually exclusive group the flag belongs to (one of its flags at most);
     the group is required when its members are declared required, each flag then being
     None when absent."""
+    sent_as: Callable[[Any, Mapping[str, Any]], Mapping[str, Any]] | None = None
+    """A CLI-only value: the request fields (wire names, in ``where``) the CLI sends for it,
+    given it and the command's other values; None values are not sent. The route has no
+    parameter of its own for it: the fields it fills are other (``cli=False``) params."""
 
     @property
     def wire_name(self) -> str:

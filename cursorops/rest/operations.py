@@ -83,7 +83,7 @@ def _endpoint(op: Operation) -> Callable[..., Response]:
                 values[param.name] = param.segments.join(
                     *(given.pop(name) for name in param.segments.names)
                 )
-            else:
+            elif param.sent_as is None:
                 values[param.name] = given.pop(param.name)
         answer = op.service(call, **values)
         if isinstance(answer, Pending):
@@ -146,10 +146,10 @@ def _context() -> list[inspect.Parameter]:
 
 def _parameters(op: Operation) -> list[inspect.Parameter]:
     found: list[inspect.Parameter] = []
-    bodies = [p for p in op.params if p.where == "body"]
+    bodies = [p for p in op.params if p.where == "body" and p.sent_as is None]
     for param in op.params:
-        if param.where == "cli":
-            continue
+        if param.where == "cli" or param.sent_as is not None:
+            continue  # the CLI's own value (sent_as: it arrives as other params' fields)
         if param.segments is not None:
             found.extend(
                 inspect.Parameter(
