@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from cursorops.core.analysis.backlog import TopicAnalysis
-    from cursorops.core.analysis.topic_stats import TopicStats
     from cursorops.core.ids.message_id import MessageId
     from cursorops.core.reading.dispatch import Message
 
@@ -206,25 +205,26 @@ def analysis_document_lines(analysis: Mapping[str, Any]) -> list[str]:
     return [f"Backlog of {topic} (exact, uncapped):", *_align(table)]
 
 
-def stats_lines(stats: TopicStats) -> list[str]:
+def stats_lines(stats: Mapping[str, Any]) -> list[str]:
+    """A topic's stats (Pulsar's JSON, as ``/stats`` answers) for people."""
     lines = [
-        f"topic:         {stats.topic}",
-        f"partitions:    {stats.partitions}",
-        f"entries:       {stats.entries}",
-        f"messages:      {stats.messages}",
+        f"topic:         {stats['topic']}",
+        f"partitions:    {stats['partitions']}",
+        f"entries:       {stats['entries']}",
+        f"messages:      {stats['messages']}",
     ]
-    if not stats.subscriptions:
+    if not stats["subscriptions"]:
         lines.append("subscriptions: none")
-    for name, sub in stats.subscriptions.items():
-        lines.append(f"subscription {name} ({sub.type}):")
-        lines.append(f"  msgBacklog (messages, exact): {sub.msg_backlog}")
-        lines.append(f"  backlogEntries:               {sub.backlog_entries}")
-        lines.append(f"  individuallyDeletedRanges:    {sub.individually_deleted_ranges}")
-        lines.append(f"  partlyAckedBatches:           {sub.partly_acked_batches}")
-        for partition, position in sub.mark_delete_position.items():
+    for name, sub in stats["subscriptions"].items():
+        lines.append(f"subscription {name} ({sub['type']}):")
+        lines.append(f"  msgBacklog (messages, exact): {sub['msgBacklog']}")
+        lines.append(f"  backlogEntries:               {sub['backlogEntries']}")
+        lines.append(f"  individuallyDeletedRanges:    {sub['individuallyDeletedRanges']}")
+        lines.append(f"  partlyAckedBatches:           {sub['partlyAckedBatches']}")
+        for partition, position in sub["markDeletePosition"].items():
             lines.append(f"  markDeletePosition {partition}: {position}")
-        if sub.properties:
-            shown = ",".join(f"{k}={v}" for k, v in sorted(sub.properties.items()))
+        if sub["properties"]:
+            shown = ",".join(f"{k}={v}" for k, v in sorted(sub["properties"].items()))
             lines.append(f"  properties: {shown}")
     return lines
 

@@ -37,7 +37,6 @@ from cursorops.core.errors import (
     StoreError,
     SubscriptionBusyError,
 )
-from cursorops.core.header_text import header_value
 
 TIMEOUT_S = 60.0
 
@@ -187,92 +186,11 @@ def namespaces_delete(remote: Remote, args: argparse.Namespace) -> tuple[object,
     return {"namespace": args.namespace, "deleted": True}, [f"Deleted namespace {args.namespace}"]
 
 
-def topics_list(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
-    """The topics by name, as the local command prints them: a partitioned topic once."""
-    from cursorops.core.ids.topic_name import TopicName
-
-    tenant, _, namespace = str(args.namespace).partition("/")
-    base = f"/admin/v2/persistent/{quote(tenant, safe='')}/{quote(namespace, safe='')}"
-    partitioned = {str(n) for n in remote.call("GET", base + "/partitioned")}
-    names = sorted(
-        partitioned
-        | {
-            str(n)
-            for n in remote.call("GET", base)
-            if str(TopicName.parse(n).base) not in partitioned
-        }
-    )
-    return names, names
-
-
-def topics_delete(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
-    partitioned = args.handler.__name__ == "topics_delete_partitioned_topic"
-    path = _topic_path(args.topic) + ("/partitions" if partitioned else "")
-    remote.call("DELETE", path, expect=(204,), params={"force": bool(args.force)})
-    return {"topic": args.topic, "deleted": True}, [f"Deleted topic {args.topic}"]
-
-
-def topics_stats(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
-    stats = remote.call("GET", _topic_path(args.topic) + "/stats")
-    return stats, _pretty(stats)
-
-
-def topics_subscriptions(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
-    names = remote.call("GET", _topic_path(args.topic) + "/subscriptions")
-    return names, [str(n) for n in names]
-
-
-def _gated(
-    remote: Remote,
-    args: argparse.Namespace,
-    method: str,
-    path: str,
-    done: str,
-    **kwargs: Any,
-) -> tuple[object, list[str]]:
-    """A gated operation through REST: applied (204, or 200 with its outcome), or, where the
-    namespace requires approval, its workflow started as this user (202)."""
-    headers = {}
-    if getattr(args, "reason", None):
-        headers["X-Cursorops-Reason"] = header_value(args.reason)
-    if getattr(args, "ticket", None):
-        headers["X-Cursorops-Ticket"] = header_value(args.ticket)
-    status, answer = remote.exchange(
-        method, path, expect=(200, 202, 204), headers=headers, **kwargs
-    )
-    if status != 202:
-        return (answer if answer is not None else {"applied": True}), [done]
-    return answer, [
-        f"Waiting for approval: the namespace requires a second person's approval. Run "
-        f"{answer['runId']} of {answer['dagId']} started; nothing changes until an "
-        "approver other than you approves it.",
-        f"  plan {answer.get('planDigest')} (what the approver reads, and the audit names)",
-        f"  approve or reject at {answer['url']}",
-    ]
-
-
-def topics_unsubscribe(remote: Remote, args: argparse.Namespace) -> tuple[object, list[str]]:
-    return _gated(
-        remote,
-        args,
-        "DELETE",
-        _sub_path(args.topic, args.subscription),
-        f"Deleted subscription {args.subscription}",
-        params={"force": bool(getattr(args, "force", False))},
-    )
-
-
 HANDLERS: Mapping[str, RemoteHandler] = {
     "tenants_list": tenants_list,
     "tenants_delete": tenants_delete,
     "namespaces_list": namespaces_list,
     "namespaces_delete": namespaces_delete,
-    "topics_list": topics_list,
-    "topics_delete": topics_delete,
-    "topics_delete_partitioned_topic": topics_delete,
-    "topics_stats": topics_stats,
-    "topics_subscriptions": topics_subscriptions,
-    "topics_unsubscribe": topics_unsubscribe,
 }
 """Local handler name → its REST form. Every other command is refused with --admin-url."""
 

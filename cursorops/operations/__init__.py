@@ -7,6 +7,7 @@ from cursorops.operations.declaration import Operation, registered
 
 GROUPS = (
     "cursorops.operations.namespaces",
+    "cursorops.operations.topics",
     "cursorops.operations.cursor_moves",
     "cursorops.operations.backlog_analysis",
     "cursorops.operations.audit",

@@ -16,7 +16,6 @@ from cursorops.core.broker import Broker
 from cursorops.rest import (
     deps,
     errors,
-    namespaces,
     operations,
     topics,
     ui,
@@ -60,7 +59,6 @@ def create_app(
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     app.add_middleware(FreezeHeap)
     app.include_router(operations.router())
-    app.include_router(namespaces.router)
     app.include_router(topics.router)
     app.include_router(ui.router)
 

@@ -4,18 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, HTTPException, Path, Query, Response
+from fastapi import APIRouter, HTTPException, Path, Query, Response
 
 from cursorops.core.authz import Operation
-from cursorops.core.errors import InvalidArgumentError, TopicNotFoundError
-from cursorops.core.gating import Pending, Unsubscribe
-from cursorops.core.ids.position import Position
-from cursorops.core.subscription import SubscriptionType
-from cursorops.rest.approval import ApprovalTextDep, waiting
-from cursorops.rest.deps import BrokerDep, CallerDep, RoleDep, RunsDep
-from cursorops.rest.models import MessageIdBody, SkipTriggered
-from cursorops.rest.paths import SUBSCRIPTION, TOPIC, base_of, topic_name
-from cursorops.rest.results import message_response, pulsar_json
+from cursorops.rest.deps import BrokerDep, RoleDep
+from cursorops.rest.paths import SUBSCRIPTION, TOPIC, topic_name
+from cursorops.rest.results import message_response
 
 router = APIRouter(tags=["persistent topic"])
 
@@ -47,103 +41,6 @@ def _not_partitioned(broker: BrokerDep, role: str, name: str, what: str) -> None
         )
 
 
-_DELETE_RESPONSES: dict[int | str, dict[str, Any]] = {
-    **_ERRORS,
-    412: {"description": "Topic has active producers/subscriptions"},
-}
-
-
-@router.delete(TOPIC, status_code=204, responses=_DELETE_RESPONSES)
-def delete_topic(
-    tenant: Tenant,
-    namespace: Namespace,
-    topic: Topic,
-    broker: BrokerDep,
-    role: RoleDep,
-    force: bool = False,
-) -> Response:
-    """Delete a non-partitioned topic with its subscriptions and messages (tenant admins);
-    412 while consumers are connected unless ``force``. Where the namespace requires
-    approval, 403 while it has subscriptions: each is unsubscribed through its workflow
-    first."""
-    name = topic_name(tenant, namespace, topic)
-    broker.delete_topic(role, name, partitioned=False, force=force, via="rest")
-    return Response(status_code=204)
-
-
-@router.delete(TOPIC + "/partitions", status_code=204, responses=_DELETE_RESPONSES)
-def delete_partitioned_topic(
-    tenant: Tenant,
-    namespace: Namespace,
-    topic: Topic,
-    broker: BrokerDep,
-    role: RoleDep,
-    force: bool = False,
-) -> Response:
-    """Delete a partitioned topic, every partition, as :func:`delete_topic` does."""
-    name = topic_name(tenant, namespace, topic)
-    broker.delete_topic(role, name, partitioned=True, force=force, via="rest")
-    return Response(status_code=204)
-
-
-@router.get(TOPIC + "/partitions", responses=_ERRORS)
-def partitioned_metadata(
-    tenant: Tenant,
-    namespace: Namespace,
-    topic: Topic,
-    broker: BrokerDep,
-    role: RoleDep,
-    checkAllowAutoCreation: bool = False,  # noqa: N803 (Pulsar's query parameter)
-) -> dict[str, int]:
-    """The topic's partition count (0: not partitioned). With ``checkAllowAutoCreation``
-    (a client's HTTP lookup) a missing topic is 0 as well: it is created on first use."""
-    name = topic_name(tenant, namespace, topic)
-    try:
-        info = broker.authorized_topic(role, Operation.LOOKUP, base_of(name))
-    except TopicNotFoundError:
-        if checkAllowAutoCreation:
-            return {"partitions": 0}
-        raise
-    return {"partitions": info.partitions}
-
-
-@router.get(TOPIC + "/stats", responses=_ERRORS)
-def stats(
-    tenant: Tenant, namespace: Namespace, topic: Topic, broker: BrokerDep, role: RoleDep
-) -> dict[str, Any]:
-    """Topic (or one partition's) stats; each subscription's ``msgBacklog`` is exact, in
-    messages."""
-    name = topic_name(tenant, namespace, topic)
-    result: dict[str, Any] = pulsar_json(broker.topic_stats(role, str(name)))
-    return result
-
-
-@router.get(TOPIC + "/partitioned-stats", responses=_ERRORS)
-def partitioned_stats(
-    tenant: Tenant,
-    namespace: Namespace,
-    topic: Topic,
-    broker: BrokerDep,
-    role: RoleDep,
-    per_partition: Annotated[bool, Query(alias="perPartition")] = True,
-) -> dict[str, Any]:
-    """The whole partitioned topic's stats, and each partition's (``perPartition``)."""
-    name = topic_name(tenant, namespace, topic)
-    if name.is_partition:
-        raise InvalidArgumentError(f"'{name}' names a partition; give the topic '{name.base}'")
-    whole: dict[str, Any] = pulsar_json(broker.topic_stats(role, str(name)))
-    count = int(whole.get("partitions") or 0)
-    if count == 0:
-        raise TopicNotFoundError(f"Partitioned Topic not found: {name} has zero partitions")
-    out = {**whole, "metadata": {"partitions": count}, "partitions": {}}
-    if per_partition:
-        out["partitions"] = {
-            str(name.partition(i)): pulsar_json(broker.topic_stats(role, str(name.partition(i))))
-            for i in range(count)
-        }
-    return out
-
-
 @router.get(TOPIC + "/subscriptions", responses=_ERRORS)
 def subscriptions(
     tenant: Tenant, namespace: Namespace, topic: Topic, broker: BrokerDep, role: RoleDep
@@ -151,83 +48,6 @@ def subscriptions(
     """The names of the topic's subscriptions."""
     name = topic_name(tenant, namespace, topic)
     return [sub.name for sub in broker.list_subscriptions(role, str(name))]
-
-
-@router.put(
-    SUBSCRIPTION,
-    status_code=204,
-    responses={**_ERRORS, 409: {"description": "Subscription already exists"}},
-)
-def create_subscription(
-    tenant: Tenant,
-    namespace: Namespace,
-    topic: Topic,
-    subscription: Subscription,
-    broker: BrokerDep,
-    role: RoleDep,
-    start: Annotated[MessageIdBody | None, Body()] = None,
-    replicated: bool = False,
-    subscription_type: Annotated[
-        Literal["Exclusive", "Shared", "Failover", "Key_Shared"], Query(alias="subscriptionType")
-    ] = "Exclusive",
-) -> Response:
-    """Create a subscription at latest (no body), or at a message id (Pulsar's
-    ``MessageIdImpl``: ``(-1,-1)`` earliest, ``(2^63-1, 2^63-1)`` latest). Where the
-    namespace requires approval, a name with history comes back at latest only (403)."""
-    if replicated:
-        raise InvalidArgumentError("Replicated subscriptions are not supported: one cluster")
-    position: str | Position = "latest"
-    if start is not None:
-        pair = (start.ledger_id, start.entry_id)
-        if pair == (-1, -1):
-            position = "earliest"
-        elif pair != (_INT64_MAX, _INT64_MAX):
-            if start.ledger_id < 0 or start.entry_id < 0:
-                raise InvalidArgumentError(
-                    f"Invalid message id {start.ledger_id}:{start.entry_id}: "
-                    "(-1, -1) is earliest, otherwise both must be >= 0"
-                )
-            position = Position(start.ledger_id, start.entry_id)
-    name = topic_name(tenant, namespace, topic)
-    broker.create_subscription(
-        role,
-        str(name),
-        subscription,
-        SubscriptionType(subscription_type),
-        initial_position=position,
-    )
-    return Response(status_code=204)
-
-
-@router.delete(
-    SUBSCRIPTION,
-    status_code=204,
-    responses={
-        **_ERRORS,
-        202: {"model": SkipTriggered, "description": "Waiting for an approval in Airflow"},
-        412: {"description": "Subscription has active connected consumers"},
-    },
-)
-def delete_subscription(
-    tenant: Tenant,
-    namespace: Namespace,
-    topic: Topic,
-    subscription: Subscription,
-    broker: BrokerDep,
-    caller: CallerDep,
-    runs: RunsDep,
-    text: ApprovalTextDep,
-    force: bool = False,
-) -> Response:
-    """Unsubscribe; refused (412) while consumers are connected, unless ``force``. Where
-    the namespace requires approval, the unsubscribe is stored as a plan record and the
-    ``cursorops_unsubscribe`` workflow started as the caller (202), with the reason."""
-    name = str(topic_name(tenant, namespace, topic))
-    arguments = Unsubscribe(
-        topic=name, subscription=subscription, force=force, reason=text.reason, ticket=text.ticket
-    )
-    result = broker.request("unsubscribe", caller, arguments, runs)
-    return waiting(result) if isinstance(result, Pending) else Response(status_code=204)
 
 
 @router.get(

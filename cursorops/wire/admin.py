@@ -1,14 +1,13 @@
-"""Admin REST paths the standalone adds to the plugin's app: those a Pulsar client
-library's own tests call on ``pulsar standalone`` (create a topic, partitioned or
-not), the broker health check, and the HTTP lookup a client given an ``http://``
-service URL uses. Errors go through the app's error table."""
+"""Admin REST paths the standalone adds to the plugin's app: the broker health check,
+and the HTTP lookup a client given an ``http://`` service URL uses. Errors go through
+the app's error table."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
 
-from fastapi import APIRouter, Body, Depends, Header, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Request
 from fastapi.responses import PlainTextResponse
 
 from cursorops.core.authz import Operation
@@ -16,8 +15,6 @@ from cursorops.core.broker import Broker
 from cursorops.core.errors import TopicNotFoundError
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.wire.listeners import BrokerUrls, UnknownListenerError
-
-TOPIC = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
 
 
 def router(
@@ -33,27 +30,12 @@ def router(
     # Dependencies as defaults: the routes are local, and their annotations (strings
     # under postponed evaluation) must resolve from the module alone.
     caller = Depends(role_of)
-    count = Body()
 
     @routes.get("/admin/v2/brokers/health", response_class=PlainTextResponse)
     def health() -> str:
         """Pulsar's health check: ``ok`` while the broker's stores answer (no login)."""
         broker.list_namespaces(own_role, "public")
         return "ok"
-
-    @routes.put(TOPIC + "/partitions", status_code=204)
-    def create_partitioned_topic(
-        tenant: str, namespace: str, topic: str, role: str = caller, partitions: int = count
-    ) -> Response:
-        """``pulsar-admin topics create-partitioned-topic``: the body is the count."""
-        broker.create_topic(role, f"persistent://{tenant}/{namespace}/{topic}", partitions)
-        return Response(status_code=204)
-
-    @routes.put(TOPIC, status_code=204)
-    def create_topic(tenant: str, namespace: str, topic: str, role: str = caller) -> Response:
-        """``pulsar-admin topics create``: a non-partitioned topic."""
-        broker.create_topic(role, f"persistent://{tenant}/{namespace}/{topic}", 0)
-        return Response(status_code=204)
 
     if urls is not None:
         answer = urls

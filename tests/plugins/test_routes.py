@@ -148,7 +148,10 @@ def test_create_list_and_delete_subscriptions(api: Api) -> None:
     _reason(api.call("alice", "PUT", base + "/subscription/x", json={"ledgerId": 1}), 400)
     _reason(
         api.call(
-            "alice", "PUT", base + "/subscription/x", json={"ledgerId": 1, "entryId": 1, "extra": 1}
+            "alice",
+            "PUT",
+            base + "/subscription/x",
+            json={"ledgerId": 1, "entryId": 1, "batchIndex": 2},
         ),
         400,
     )
