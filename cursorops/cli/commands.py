@@ -85,7 +85,7 @@ def _add_param(p: Any, param: Param, *, optional: bool = False) -> None:
     if param.kind is bool:
         p.add_argument(*param.flags, dest=param.name, action="store_true", help=param.help)
         return
-    if param.kind is dict:
+    if param.kind is dict and param.flags:
         p.add_argument(
             *param.flags,
             dest=param.name,
@@ -139,7 +139,7 @@ def values_of(op: Operation, args: argparse.Namespace) -> dict[str, Any]:
             value = [utf8_text(v, option) if isinstance(v, str) else v for v in value]
         if param.kind is list and not param.repeat and isinstance(value, str):
             value = [item.strip() for item in value.split(",") if item.strip()]
-        if param.kind is dict and not isinstance(value, dict):
+        if param.kind is dict and param.flags and not isinstance(value, dict):
             value = parse_pairs(value, option)
         found[param.name] = value
     return found
@@ -203,14 +203,16 @@ def run(op: Operation, args: argparse.Namespace, transport: Transport) -> tuple[
     headers = dict(PREFER_REPRESENTATION)
     reason = getattr(args, "reason", None)
     if reason:
+        from cursorops.cli.values import utf8_text
         from cursorops.core.header_text import header_value
 
-        headers["X-Cursorops-Reason"] = header_value(reason)
+        headers["X-Cursorops-Reason"] = header_value(utf8_text(reason, "--reason"))
     ticket = getattr(args, "ticket", None)
     if ticket:
+        from cursorops.cli.values import utf8_text
         from cursorops.core.header_text import header_value
 
-        headers["X-Cursorops-Ticket"] = header_value(ticket)
+        headers["X-Cursorops-Ticket"] = header_value(utf8_text(ticket, "--ticket"))
     answer = transport.request(target.method, path, query=query, body=body, headers=headers)
     if answer.status >= 400:
         raise error_of(answer)
