@@ -683,7 +683,10 @@ def _transport(ctx: Context, args: argparse.Namespace) -> Transport:
             )
         token = remote.token_for(args)
         return Transport(url=args.admin_url, headers={"Authorization": f"Bearer {token}"})
-    return home_transport(ctx.home, ctx.metadata_url, ctx.role)
+    from cursorops.cli.values import utf8_text
+
+    role = utf8_text(ctx.role, "--role")  # argv's undecodable bytes cannot travel in a header
+    return home_transport(ctx.home, ctx.metadata_url, role)
 
 
 def home_transport(home: str, metadata_url: str | None, role: str) -> Transport:
@@ -693,7 +696,6 @@ def home_transport(home: str, metadata_url: str | None, role: str) -> Transport:
     from cursorops.cli.transport import Transport
     from cursorops.core.header_text import header_value
 
-    role = values.utf8_text(role, "--role")  # argv's undecodable bytes cannot travel
     socket = home_module.serving_socket(home, metadata_url)
     return Transport(socket_path=str(socket), headers={home_module.ROLE_HEADER: header_value(role)})
 
