@@ -133,7 +133,9 @@ def values_of(op: Operation, args: argparse.Namespace) -> dict[str, Any]:
 
         value = getattr(args, param.name)
         option = param.flags[-1] if param.flags else param.name
-        if isinstance(value, str):
+        if param.raw:
+            pass
+        elif isinstance(value, str):
             value = utf8_text(value, option)  # argv's undecodable bytes, as lone surrogates
         elif isinstance(value, list):
             value = [utf8_text(v, option) if isinstance(v, str) else v for v in value]

@@ -43,8 +43,6 @@ __all__ = ["EXIT_CODES", "EXIT_UNEXPECTED", "exit_code", "main"]
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE, what a shell reports for a Unix tool whose reader went away (``| head``)."""
-MAX_PRODUCE = 1_000_000
-"""Messages one ``produce`` call may send (``-m`` values times ``--num-produce``)."""
 
 
 @dataclass
@@ -138,52 +136,6 @@ def _topic_arg(text: str) -> TopicName:
 
 
 # -- client --------------------------------------------------------------------
-
-
-def produce(ctx: Context, args: argparse.Namespace) -> Result:
-    """Payloads are the exact bytes given on the command line, UTF-8 or not."""
-    from cursorops.core.broker import wall_clock_ms
-    from cursorops.core.errors import InvalidArgumentError
-    from cursorops.core.producer import OutgoingMessage
-
-    repeat = values.positive(args.num_produce, "--num-produce", MAX_PRODUCE)
-    if repeat * len(args.messages) > MAX_PRODUCE:
-        raise InvalidArgumentError(
-            f"Too many messages: {repeat} x {len(args.messages)}; at most {MAX_PRODUCE:,} per call"
-        )
-    batch_size = values.positive(args.batch_size, "--batch-size", MAX_PRODUCE)
-    properties = values.parse_pairs(args.properties, "--properties", split_commas=True)
-    key = None if args.key is None else values.utf8_text(args.key, "--key")
-    deliver_at: int | None = None
-    if args.deliver_after is not None:
-        deliver_at = values.deliver_after_ms(args.deliver_after, "--deliver-after", wall_clock_ms())
-    elif args.deliver_at is not None:
-        deliver_at = values.parse_time_ms(args.deliver_at, "--deliver-at", wall_clock_ms())
-    outgoing = [
-        OutgoingMessage(
-            payload=values.payload_bytes(text),
-            key=key,
-            properties=dict(properties),
-            deliver_at=deliver_at,
-        )
-        for _ in range(repeat)
-        for text in args.messages
-    ]
-    ids = ctx.broker.produce(ctx.role, args.topic, outgoing, batch_size=batch_size)
-    return Result([output.id_json(m) for m in ids], [output.id_line(m) for m in ids])
-
-
-def consume(ctx: Context, args: argparse.Namespace) -> Result:
-    count = values.positive(args.num_messages, "--num-messages")
-    messages = ctx.broker.consume(ctx.role, args.topic, args.subscription, count, ack=args.ack)
-    lines = [output.message_line(output.message_json(m)) for m in messages]
-    if not messages:
-        lines.append("No message available")
-    elif not args.ack:
-        lines.append(f"{len(messages)} message(s) received, not acknowledged (use --ack)")
-    else:
-        lines.append(f"{len(messages)} message(s) received and acknowledged")
-    return Result([output.message_json(m) for m in messages], lines)
 
 
 def demo(ctx: Context, args: argparse.Namespace) -> Result:
@@ -376,63 +328,6 @@ def build_parser() -> argparse.ArgumentParser:
     ns = namespaces.add_subparsers(dest="action", metavar="ACTION", required=True)
     topics = commands.add_parser("topics", help="topics and subscriptions (pulsar-admin topics)")
     tp = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
-    p = commands.add_parser("produce", parents=[common], help="produce messages (pulsar-client)")
-    p.add_argument("topic")
-    p.add_argument(
-        "-m",
-        "--messages",
-        action="append",
-        required=True,
-        metavar="MSG",
-        help="a message payload (UTF-8); repeatable",
-    )
-    p.add_argument(
-        "-n",
-        "--num-produce",
-        type=values.ascii_int,
-        default=1,
-        help="send the messages this many times",
-    )
-    p.add_argument("-k", "--key", help="message key")
-    p.add_argument(
-        "-p",
-        "--properties",
-        action="append",
-        metavar="KEY=VALUE",
-        help="message property (k=v or k1=v1,k2=v2); repeatable",
-    )
-    p.add_argument(
-        "--batch-size",
-        type=values.ascii_int,
-        default=1,
-        help="messages per batched entry (default 1: no batching); delayed ones are not batched",
-    )
-    delay = p.add_mutually_exclusive_group()
-    delay.add_argument("--deliver-after", metavar="DURATION", help="delay: 10s, 5m, 1h, 2d")
-    delay.add_argument(
-        "--deliver-at",
-        metavar="TIME",
-        help="delivery time: epoch ms or ISO-8601 (UTC if no offset)",
-    )
-    p.set_defaults(handler=produce)
-
-    p = commands.add_parser(
-        "consume", parents=[common], help="receive messages (pulsar-client); --ack to acknowledge"
-    )
-    p.add_argument("topic")
-    p.add_argument("-s", "--subscription", required=True)
-    p.add_argument(
-        "-n",
-        "--num-messages",
-        type=values.ascii_int,
-        default=1,
-        help="messages to receive (default 1)",
-    )
-    p.add_argument(
-        "--ack", action="store_true", help="acknowledge what was received (default: do not)"
-    )
-    p.set_defaults(handler=consume)
-
     p = commands.add_parser(
         "demo",
         parents=[common],

@@ -13,6 +13,7 @@ GROUPS = (
     "cursorops.operations.audit",
     "cursorops.operations.policies",
     "cursorops.operations.schemas",
+    "cursorops.operations.messages",
 )
 """The modules that declare operations, in the order the CLI lists them."""
 

@@ -68,6 +68,9 @@ class Param:
     repeat: bool = False
     """For a ``list``: the CLI flag takes several values and may be repeated
     (``--message-id A B --message-id C``) instead of one comma-separated value."""
+    raw: bool = False
+    """The command line's exact bytes, UTF-8 or not (a payload): not refused as text; the
+    operation's :attr:`Operation.shape` encodes them for the request."""
     group: str | None = None
     """The CLI's mutually exclusive group the flag belongs to (one of its flags at most);
     the group is required when its members are declared required, each flag then being
