@@ -4,10 +4,12 @@ Global options come before the command (``-o`` is also accepted after it)::
 
     cursorops [--home PATH] [--role ROLE] [--metadata-url URL] [-o text|json] COMMAND ...
 
-This module is the only place that reads environment variables
-(``CURSOROPS_HOME``, ``CURSOROPS_ROLE``, ``CURSOROPS_METADATA_URL``); it builds a
-:class:`~cursorops.core.config.Config` and a :class:`~cursorops.core.broker.Broker` and hands them
-down.
+Every admin command is a declared operation (:mod:`cursorops.operations`): it runs as a
+request to a broker's admin REST, the home's own standalone (started in the background
+when none serves the home) or ``--admin-url`` (:mod:`cursorops.cli.commands`). The few
+commands that are not admin operations (``standalone``, ``demo``, ``db migrate``) run
+here, on the home. This module is the only place that reads the CLI's environment
+variables (``CURSOROPS_HOME``, ``CURSOROPS_ROLE``, ``CURSOROPS_METADATA_URL``, ...).
 
 Every :class:`~cursorops.core.errors.CursorOpsError` becomes one line on stderr,
 ``error: <message>``, and the exit code of its family (:mod:`cursorops.core.exit_codes`).
@@ -30,10 +32,7 @@ from cursorops.core.legible import legible
 
 if TYPE_CHECKING:
     from cursorops.cli.transport import Transport
-    from cursorops.core.broker import Broker
     from cursorops.core.config import Config
-    from cursorops.core.gating import Applied, GatedArguments
-    from cursorops.core.ids.topic_name import TopicName
     from cursorops.operations.declaration import Operation
 
 DEFAULT_HOME = "~/.cursorops"
@@ -63,7 +62,6 @@ class Context:
         self.out = out
         self.home: str = args.home
         self.metadata_url: str | None = args.metadata_url or None
-        self._broker: Broker | None = None
 
     def config(self) -> Config:
         from cursorops.core.config import Config
@@ -77,20 +75,6 @@ class Context:
                 "CURSOROPS_METADATA_URL": self.metadata_url or "",
             }
         )
-
-    @property
-    def broker(self) -> Broker:
-        if self._broker is None:
-            import cursorops.cli.blas_threads  # noqa: F401  (before anything imports numpy)
-            from cursorops.core.broker import Broker
-
-            self._broker = Broker(self.config())
-        return self._broker
-
-    def close(self) -> None:
-        if self._broker is not None:
-            self._broker.close()
-            self._broker = None
 
 
 Handler = Callable[[Context, argparse.Namespace], Result]
@@ -111,28 +95,6 @@ class _Version(argparse.Action):
 
         print(f"cursorops {cursorops.__version__}")
         parser.exit()
-
-
-def _request(
-    ctx: Context, args: argparse.Namespace, operation: str, arguments: GatedArguments
-) -> Applied:
-    """Ask for a gated operation, as the command's role, through the one door of them all
-    (``Broker.request``): applied at once, or refused where approval is required."""
-    from cursorops.core.gating import Applied, Caller
-    from cursorops.core.gating.no_workflow import NoWorkflow
-
-    result = ctx.broker.request(
-        operation, Caller(ctx.role, ctx.role, via="cli"), arguments, NoWorkflow()
-    )
-    assert isinstance(result, Applied)  # NoWorkflow refuses every pending request
-    return result
-
-
-def _topic_arg(text: str) -> TopicName:
-    """The command's topic argument, parsed once and handed down."""
-    from cursorops.core.ids.topic_name import TopicName
-
-    return TopicName.parse(text)
 
 
 # -- client --------------------------------------------------------------------
@@ -210,7 +172,6 @@ def standalone(ctx: Context, args: argparse.Namespace) -> Result:
     )
     standalone_module.check(settings)
     config = ctx.config()
-    ctx.close()
     if not standalone_home.serve(
         ctx.home, ctx.metadata_url, config, settings, background=args.background
     ):
@@ -250,16 +211,6 @@ _ROLE_HELP = (
     "superuser of the embedded default installation. The role is asserted, not "
     "authenticated: whoever can run this command against a home can claim any role."
 )
-
-
-def add_request_flags(p: argparse.ArgumentParser) -> None:
-    """``--reason`` and ``--ticket`` of a command that may need a second person's approval."""
-    p.add_argument(
-        "--reason",
-        help="why (recorded; required through --admin-url where the namespace requires "
-        "approval, and the workflow started shows it to the approver)",
-    )
-    p.add_argument("--ticket", help="change ticket (recorded)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -514,14 +465,11 @@ def run(args: argparse.Namespace) -> int:
     if operation is not None:
         handler: Handler = _through_rest(operation)
     elif getattr(args, "admin_url", None):
-        handler = _remote(args)
+        handler = _on_the_home_only
     else:
         handler = args.handler
     try:
-        try:
-            result = handler(ctx, args)
-        finally:
-            ctx.close()
+        result = handler(ctx, args)
         if ctx.json:
             output.emit_json(result.document, ctx.out)
         else:
@@ -543,6 +491,15 @@ def run(args: argparse.Namespace) -> int:
         report_error(f"unexpected {type(exc).__name__}: {exc}")
         return EXIT_UNEXPECTED
     return result.exit_code
+
+
+def _on_the_home_only(ctx: Context, args: argparse.Namespace) -> Result:
+    from cursorops.core.errors import InvalidArgumentError
+
+    raise InvalidArgumentError(
+        f"'{args.command}' runs on this machine's home, not through --admin-url: every admin "
+        "command does (cursorops --help lists them)"
+    )
 
 
 def _through_rest(operation: Operation) -> Handler:
@@ -569,14 +526,14 @@ def _transport(ctx: Context, args: argparse.Namespace) -> Transport:
     from cursorops.cli.transport import Transport
 
     if args.admin_url:
-        from cursorops.cli import remote
+        from cursorops.cli.login import token_for
         from cursorops.core.errors import InvalidArgumentError
 
         if args.role is not None:
             raise InvalidArgumentError(
                 "--role is for the embedded home; with --admin-url you act as the logged-in user"
             )
-        token = remote.token_for(args)
+        token = token_for(args)
         return Transport(url=args.admin_url, headers={"Authorization": f"Bearer {token}"})
     from cursorops.cli.values import utf8_text
 
@@ -593,32 +550,6 @@ def home_transport(home: str, metadata_url: str | None, role: str) -> Transport:
 
     socket = home_module.serving_socket(home, metadata_url)
     return Transport(socket_path=str(socket), headers={home_module.ROLE_HEADER: header_value(role)})
-
-
-def _remote(args: argparse.Namespace) -> Handler:
-    """The command's REST form (:mod:`cursorops.cli.remote`), run as the logged-in user."""
-
-    def handler(ctx: Context, args: argparse.Namespace) -> Result:
-        from cursorops.cli import remote
-        from cursorops.core.errors import InvalidArgumentError
-
-        if args.role is not None:
-            raise InvalidArgumentError(
-                "--role is for the embedded home; with --admin-url you act as the logged-in user"
-            )
-        command = remote.handler_for(args.handler.__name__, _command_name(args))
-        client = remote.Remote(args.admin_url, remote.token_for(args))
-        try:
-            document, lines = command(client, args)
-        finally:
-            client.close()
-        return Result(document, lines)
-
-    return handler
-
-
-def _command_name(args: argparse.Namespace) -> str:
-    return str(args.handler.__name__).replace("_", " ", 1).replace("_", "-")
 
 
 if __name__ == "__main__":
