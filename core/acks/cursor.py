@@ -34,7 +34,8 @@ from cursorops.core.acks import ack_set
 from cursorops.core.acks.ledger_layout import LedgerLayout
 from cursorops.core.acks.range_set import RangeSet
 from cursorops.core.errors import InvalidBatchIndexError
-from cursorops.core.ids.position import EARLIEST, Position, match_positions
+from cursorops.core.ids.position import EARLIEST, Position
+from cursorops.core.ids.position_match import match_positions
 
 
 @dataclass(frozen=True, slots=True)

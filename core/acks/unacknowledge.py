@@ -30,7 +30,8 @@ import numpy.typing as npt
 from cursorops.core.acks.cursor import BatchAckSets, CursorState
 from cursorops.core.acks.ledger_layout import LedgerLayout
 from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.ids.position import Position, match_positions
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.position_match import match_positions
 
 __all__ = ["acknowledged", "unacknowledge"]
 

@@ -20,7 +20,8 @@ import numpy as np
 
 from cursorops.core.acks import ack_set
 from cursorops.core.acks.cursor import CursorState
-from cursorops.core.ids.position import Position, match_positions
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.position_match import match_positions
 from cursorops.core.reading.filter_verdict import FilterVerdict
 
 

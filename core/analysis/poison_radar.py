@@ -56,7 +56,7 @@ import numpy.typing as npt
 from cursorops.core.acks.cursor import CursorState
 from cursorops.core.analysis import backlog
 from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.ids.position import match_positions
+from cursorops.core.ids.position_match import match_positions
 
 Ints = npt.NDArray[np.int64]
 Flags = npt.NDArray[np.bool_]

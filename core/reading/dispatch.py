@@ -83,7 +83,8 @@ from cursorops.core.acks.ack_words import AckWords
 from cursorops.core.acks.cursor import AckColumns, AckTarget, CursorState
 from cursorops.core.acks.ledger_layout import LedgerLayout
 from cursorops.core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
-from cursorops.core.ids.position import Position, match_positions
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.position_match import match_positions
 from cursorops.core.reading.chunk_dispatch import ChunkVerdicts, judge_chunks, undecided
 from cursorops.core.reading.key_hash import HashRanges, HashRing, in_ranges, sticky_key_hash
 from cursorops.core.reading.message import MESSAGE_COLUMNS, Message, MessageBatch

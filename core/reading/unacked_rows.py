@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from cursorops.core.acks import ack_set
 from cursorops.core.acks.cursor import BatchAckSets, CursorState
-from cursorops.core.ids.position import match_positions
+from cursorops.core.ids.position_match import match_positions
 
 if TYPE_CHECKING:
     from cursorops.core.analysis.columns import Rows

@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from cursorops.core.acks.cursor import CursorState
 from cursorops.core.ids.chunked_messages import ChunkedMessages
-from cursorops.core.ids.position import match_positions
+from cursorops.core.ids.position_match import match_positions
 from cursorops.core.reading.unacked_rows import acked_rows
 from cursorops.core.skipping.skip import SkipLookup
 

@@ -38,7 +38,8 @@ from cursorops.core.errors import (
     PositionOutOfRangeError,
 )
 from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.position import Position, match_positions
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.position_match import match_positions
 from cursorops.core.skipping.skip_plan import SkipColumns
 
 MAX_ERRORS_LISTED = 10

@@ -1,13 +1,12 @@
-"""The hot commands load only what they need: no pandas, pydantic, Spark, Airflow.
+"""The hot commands load only the client: the broker's work happens in the home's standalone.
 
 ``topics stats``, ``topics analyze-backlog`` and ``topics skip-messages`` each run
-in a new process on a 1,000-message topic; the process reports its answer and
-every module it imported. The answers are checked too, so a command that failed
-early (and so imported little) cannot pass. They need SQLAlchemy (the metadata
-store), numpy and pyarrow's Parquet reader (the entry index); not even pyarrow.compute
-(no entry filter is configured) or SQLAlchemy's PostgreSQL dialect (the store is SQLite).
-Correctness only: how long the commands take is measured by
-``benchmarks/cli_latency.py``.
+in a new process on a 1,000-message topic, through the home's background standalone
+(the first command starts it); the process reports its answer and every module it
+imported. The answers are checked too, so a command that failed early (and so imported
+little) cannot pass. The command process needs the operation table and the standard
+library's HTTP client; no store, no numpy, no pyarrow, no web framework. Correctness
+only: how long the commands take is measured by ``benchmarks/cli_latency.py``.
 """
 
 from __future__ import annotations
@@ -16,11 +15,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cursorops.cli.home import stop
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
 from cursorops.core.producer import OutgoingMessage
@@ -46,13 +47,22 @@ HEAVY = (
     "psycopg",
     "sqlalchemy.dialects.postgresql",
     "alembic",
-    "cursorops.core.reading.dispatch",
-    "cursorops.core.analysis.predicates",
+    "httpx",
+    "sqlalchemy",
+    "numpy",
+    "pyarrow",
+    "uvicorn",
+    "cursorops.core.broker",
+    "cursorops.core.store",
+    "cursorops.core.reading",
+    "cursorops.core.analysis",
     "cursorops.spark",
+    "cursorops.rest",
+    "cursorops.wire",
 )
-"""Modules (and their submodules) none of the three commands may import on SQLite."""
+"""Modules (and their submodules) none of the three commands may import in its process."""
 
-NEEDED = ("sqlalchemy", "numpy", "pyarrow.parquet", "cursorops.core.store.metadata")
+NEEDED = ("cursorops.cli.transport", "cursorops.operations.declaration", "http.client")
 """What they do need: seeing these proves the report came from a command that ran."""
 
 RUNNER = """
@@ -87,7 +97,7 @@ def heavy_in(modules: set[str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A SQLite home with a 1,000-message topic and two Shared subscriptions from the earliest.
 
     ``sub`` is only read; ``skipper`` is the one the skip test changes.
@@ -102,16 +112,18 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 "admin", TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
             )
         broker.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(MESSAGES)])
-    return root
+    yield root
+    stop(str(root), None)  # the background standalone the first command started
 
 
 def test_the_checker_sees_heavy_modules() -> None:
-    assert heavy_in({"pandas.core.frame", "pydantic", "airflow.models", "numpy"}) == [
+    assert heavy_in({"pandas.core.frame", "pydantic", "airflow.models", "numpyx"}) == [
         "airflow.models",
         "pandas.core.frame",
         "pydantic",
     ]
-    assert heavy_in({"pandasx", "sqlalchemy", "core.dispatcher_names"}) == []
+    assert heavy_in({"pandasx", "sqlalchemyx", "core.dispatcher_names"}) == []
+    assert heavy_in({"sqlalchemy.orm", "numpy"}) == ["numpy", "sqlalchemy.orm"]
 
 
 def test_topics_stats_imports_nothing_heavy(home: Path) -> None:
@@ -137,22 +149,3 @@ def test_skip_messages_imports_nothing_heavy(home: Path) -> None:
     assert heavy_in(modules) == []
     stats, _ = run(home, "topics", "stats", TOPIC)
     assert stats["subscriptions"]["skipper"]["msgBacklog"] == MESSAGES - 2
-
-
-@pytest.mark.parametrize("given", [None, "3"])
-def test_the_blas_thread_limit_stays_inside_the_import(given: str | None) -> None:
-    """cursorops.cli.blas_threads (cursorops.cli.main's first import) limits OpenBLAS to one thread
-    while numpy
-    loads, then leaves the environment as given."""
-    environment = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    if given is not None:
-        environment["OPENBLAS_NUM_THREADS"] = given
-    code = (
-        "import os, sys, cursorops.cli.blas_threads; "
-        "print(os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=environment, check=True
-    )
-    # numpy is loaded under the limit only when the caller set none.
-    assert done.stdout.split() == [str(given), str(given is None)]

@@ -18,7 +18,8 @@ from cursorops.core.acks import ack_set
 from cursorops.core.acks.cursor import CursorState
 from cursorops.core.acks.range_set import RangeSet
 from cursorops.core.analysis import backlog
-from cursorops.core.ids.position import EARLIEST, Position, match_positions
+from cursorops.core.ids.position import EARLIEST, Position
+from cursorops.core.ids.position_match import match_positions
 from cursorops.core.reading.unacked_rows import unacked_rows
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
