@@ -152,9 +152,12 @@ def test_the_cli_logged_in_acts_as_its_user_through_rest(
     assert wrong.returncode == 5 and "Login as alice" in wrong.stderr
     claimed = _cli(airflow, "--role", "admin", "topics", "stats", seeded.topic, **token)
     assert claimed.returncode == 2 and "--role is for the embedded home" in claimed.stderr
-    local_only = _cli(airflow, "produce", seeded.topic, "-m", "x", **token)
-    assert local_only.returncode == 2 and "not available through --admin-url" in local_only.stderr
-    assert "topics skip, " in local_only.stderr and "topics undo-skip" in local_only.stderr
+    # Every admin command goes through REST as the user: alice may not produce here.
+    produced = _cli(airflow, "produce", seeded.topic, "-m", "x", **token)
+    assert produced.returncode == 5, produced.stderr
+    assert "not authorized to produce" in produced.stderr
+    home_only = _cli(airflow, "db", "migrate", **token)
+    assert home_only.returncode == 2 and "not through --admin-url" in home_only.stderr
 
     # skip -n and undo-skip through REST, applied at once on this namespace.
     head = _cli(airflow, "topics", "skip", seeded.topic, "-s", SUBSCRIPTION, "-n", "1", **token)
