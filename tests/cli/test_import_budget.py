@@ -5,7 +5,8 @@ in a new process on a 1,000-message topic, through the home's background standal
 (the first command starts it); the process reports its answer and every module it
 imported. The answers are checked too, so a command that failed early (and so imported
 little) cannot pass. The command process needs the operation table and the standard
-library's HTTP client; no store, no numpy, no pyarrow, no web framework. Correctness
+library's sockets; no store, no numpy, no pyarrow, no web framework, not even
+``http.client`` (which ``--admin-url`` loads). Correctness
 only: how long the commands take is measured by ``benchmarks/cli_latency.py``.
 """
 
@@ -48,6 +49,8 @@ HEAVY = (
     "sqlalchemy.dialects.postgresql",
     "alembic",
     "httpx",
+    "http.client",
+    "ssl",
     "sqlalchemy",
     "numpy",
     "pyarrow",
@@ -62,7 +65,7 @@ HEAVY = (
 )
 """Modules (and their submodules) none of the three commands may import in its process."""
 
-NEEDED = ("cursorops.cli.transport", "cursorops.operations.declaration", "http.client")
+NEEDED = ("cursorops.cli.transport", "cursorops.operations.declaration", "cursorops.cli.home")
 """What they do need: seeing these proves the report came from a command that ran."""
 
 RUNNER = """
