@@ -34,6 +34,7 @@ EDGES = {
     "cursorops/wire": "cursorops.wire",
     "cursorops/rest": "cursorops.rest",
     "cursorops/airflow": "cursorops.airflow",
+    "cursorops/operations": "cursorops.operations",
     "spark_apps": "cursorops.spark",
     "dags": "dags",
     "plugins": "plugins",
@@ -235,6 +236,7 @@ INSTALL_WITHOUT_EXTRAS = {
     "cursorops/wire": "cursorops.wire",
     "cursorops/rest": "cursorops.rest",
     "cursorops/cli": "cursorops.cli",
+    "cursorops/operations": "cursorops.operations",
 }
 """What ``pip install cursorops`` runs with no extras: the broker, the store, the CLI and
 the REST app. None of it imports Airflow, cursorops's Airflow integration or pyspark."""
