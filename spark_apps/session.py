@@ -228,7 +228,10 @@ def session_scope(
         return
     from pyspark.sql import SparkSession
 
-    existing = SparkSession.getActiveSession()
+    # The active session is per thread; a server runs jobs on its worker threads, where
+    # the process's session (a test run's, a notebook's) is not active but is the one
+    # getOrCreate returns: it is used and left running too.
+    existing = SparkSession.getActiveSession() or SparkSession._instantiatedSession
     session = build_session(master, app_name, remote="")
     try:
         yield session
