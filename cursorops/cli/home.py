@@ -217,20 +217,10 @@ def ask(
     if len(parts) < 2 or not parts[1].isdigit():
         return None
     if b"transfer-encoding: chunked" in head.lower():
-        body = _unchunked(body)
+        from cursorops.cli.transport import unchunked
+
+        body = unchunked(body)
     return int(parts[1]), body
-
-
-def _unchunked(body: bytes) -> bytes:
-    out = []
-    while body:
-        size_line, _, rest = body.partition(b"\r\n")
-        size = int(size_line.split(b";")[0] or b"0", 16)
-        if size == 0:
-            break
-        out.append(rest[:size])
-        body = rest[size + 2 :]
-    return b"".join(out)
 
 
 def status(home: str, metadata_url: str | None) -> dict[str, object] | None:

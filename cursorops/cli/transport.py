@@ -153,11 +153,12 @@ def _exchange(
         name, _, value = line.partition(":")
         found[name.strip().lower()] = value.strip()
     if "chunked" in found.get("transfer-encoding", "").lower():
-        body = _unchunked(body)
+        body = unchunked(body)
     return Answer(int(parts[1]), body, found)
 
 
-def _unchunked(body: bytes) -> bytes:
+def unchunked(body: bytes) -> bytes:
+    """A chunked HTTP/1.1 body, joined."""
     out = []
     while body:
         size_line, _, rest = body.partition(b"\r\n")

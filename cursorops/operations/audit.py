@@ -7,7 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cursorops.operations.declaration import TOPIC, TOPIC_PATH, Call, Param, operation
+from cursorops.operations.declaration import (
+    TOPIC,
+    TOPIC_PATH,
+    Call,
+    Param,
+    base_topic,
+    in_range,
+    operation,
+)
 
 MAX_HISTORY_ROWS = 1_000_000
 """Rows ``audit history`` shows at most (``--limit``)."""
@@ -21,20 +29,6 @@ _ONE_SUBSCRIPTION = Param(
     default=None,
     help="one subscription (default: all)",
 )
-
-
-def _in_range(value: int, name: str, low: int, high: int) -> int:
-    from cursorops.core.errors import InvalidArgumentError
-
-    if not low <= value <= high:
-        raise InvalidArgumentError(f"Invalid {name} {value}: must be from {low} to {high}")
-    return value
-
-
-def _base(topic: str) -> str:
-    from cursorops.core.ids.topic_name import TopicName
-
-    return str(TopicName.parse(topic).base)
 
 
 # -- backlog history ----------------------------------------------------------------
@@ -97,13 +91,13 @@ def backlog_history(
     subscription or all, from ``sinceMs`` (epoch ms) on, the newest ``limit``, oldest
     first."""
     if since_ms is not None:
-        _in_range(since_ms, "sinceMs", 0, INT64_MAX)
+        in_range(since_ms, "sinceMs", 0, INT64_MAX)
     rows = call.broker.backlog_history(
         call.role,
         topic,
         subscription,
         since_ms=since_ms,
-        limit=_in_range(limit, "limit", 1, MAX_HISTORY_ROWS),
+        limit=in_range(limit, "limit", 1, MAX_HISTORY_ROWS),
     )
     return [row.to_json() for row in rows]
 
@@ -147,7 +141,7 @@ def applied_skips(
     """The topic's applied skips, newest first, and whether each was undone (the id
     ``undoSkip`` takes)."""
     skips = call.broker.list_skips(
-        call.role, topic, subscription, limit=_in_range(limit, "limit", 1, MAX_SKIPS)
+        call.role, topic, subscription, limit=in_range(limit, "limit", 1, MAX_SKIPS)
     )
     return [s.to_json() for s in skips]
 
@@ -178,7 +172,7 @@ def open_requests(call: Call, topic: str) -> list[dict[str, Any]]:
     may peek on the topic."""
     from cursorops.core.content import shown
 
-    base = _base(topic)
+    base = base_topic(topic)
     found = call.broker.open_requests(call.role, base)
     content = call.broker.may_read_content(call.role, [base])
     return [shown(request.to_json(), content) for request in found]
@@ -260,9 +254,9 @@ def poison_radar(
     from cursorops.core.ids.topic_name import TopicName
 
     limits = RadarLimits(
-        _in_range(min_redeliveries, "minRedeliveries", 1, 1_000_000),
-        _in_range(min_age_seconds, "minAgeSeconds", 0, 10**9),
-        _in_range(max_listed, "maxListed", 0, MAX_LISTED),
+        in_range(min_redeliveries, "minRedeliveries", 1, 1_000_000),
+        in_range(min_age_seconds, "minAgeSeconds", 0, 10**9),
+        in_range(max_listed, "maxListed", 0, MAX_LISTED),
     )
     found = call.broker.poison_radar(call.role, TopicName.parse(topic), subscription, limits)
     return [radar.to_json() for radar in found]

@@ -14,6 +14,7 @@ from cursorops.operations.declaration import (
     TOPIC_PATH,
     Call,
     Param,
+    in_range,
     operation,
 )
 
@@ -24,14 +25,6 @@ SPARK_THRESHOLD_ENTRIES = 20_000_000
 High on purpose: on one machine the pure-Python path is faster at every size
 measured (``docs/benchmarks.md``, spark_backlog); Spark pays when a cluster
 shares the work or a partition's index no longer fits one process."""
-
-
-def _in_range(value: int, name: str, low: int, high: int) -> int:
-    from cursorops.core.errors import InvalidArgumentError
-
-    if not low <= value <= high:
-        raise InvalidArgumentError(f"Invalid {name} {value}: must be from {low} to {high}")
-    return value
 
 
 def _analyses(
@@ -118,7 +111,7 @@ def analyze_topic_backlog(
     answer is the same; Spark runs in the broker's process."""
     from cursorops.core.analysis.backlog import analysis_document
 
-    _in_range(spark_threshold, "sparkThreshold", 0, INT64_MAX)
+    in_range(spark_threshold, "sparkThreshold", 0, INT64_MAX)
     analyses = _analyses(call, topic, subscription, engine, spark_threshold)
     return analysis_document(topic, subscription, analyses)
 

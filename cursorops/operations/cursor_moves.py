@@ -24,6 +24,7 @@ from cursorops.operations.declaration import (
     Call,
     Param,
     Reply,
+    in_range,
     operation,
 )
 
@@ -58,14 +59,6 @@ def _skip_turns() -> Turns:
 def _requested(call: Call, operation_name: str, arguments: GatedArguments) -> Any:
     """The one door of every gated operation, as the caller, their run starter with them."""
     return call.broker.request(operation_name, call.caller, arguments, call.runs)
-
-
-def _in_range(value: int, name: str, low: int, high: int) -> int:
-    from cursorops.core.errors import InvalidArgumentError
-
-    if not low <= value <= high:
-        raise InvalidArgumentError(f"Invalid {name} {value}: must be from {low} to {high}")
-    return value
 
 
 # -- rendering (the CLI's lines from the answers) -----------------------------------
@@ -680,7 +673,7 @@ def reset_cursor(call: Call, topic: str, subscription: str, timestamp: int) -> R
     and the ``cursorops_reset_cursor`` workflow started as the caller (202), with the
     reason."""
     return _reset(
-        call, topic, subscription, timestamp_ms=_in_range(timestamp, "timestamp", 0, INT64_MAX)
+        call, topic, subscription, timestamp_ms=in_range(timestamp, "timestamp", 0, INT64_MAX)
     )
 
 
@@ -728,8 +721,8 @@ def reset_cursor_on_position(
     from cursorops.core.ids.position import Position
     from cursorops.core.ids.topic_name import TopicName
 
-    _in_range(ledger_id, "ledgerId", 0, INT64_MAX)
-    _in_range(entry_id, "entryId", 0, INT64_MAX)
+    in_range(ledger_id, "ledgerId", 0, INT64_MAX)
+    in_range(entry_id, "entryId", 0, INT64_MAX)
     own = TopicName.parse(topic).partition_index
     if partition_index not in (-1, own):
         where = "a topic given by its name" if own < 0 else f"partition {own}"

@@ -253,7 +253,23 @@ def named(name: str) -> Operation:
     return _REGISTRY[name]
 
 
-# -- the names most operations take ---------------------------------------------
+# -- the checks and names most operations take --------------------------------------
+
+
+def in_range(value: int, name: str, low: int, high: int) -> int:
+    """``value``, refused (InvalidArgumentError) outside ``[low, high]``."""
+    from cursorops.core.errors import InvalidArgumentError
+
+    if not low <= value <= high:
+        raise InvalidArgumentError(f"Invalid {name} {value}: must be from {low} to {high}")
+    return value
+
+
+def base_topic(topic: str) -> str:
+    """The topic itself, or the partitioned topic a partition belongs to."""
+    from cursorops.core.ids.topic_name import TopicName
+
+    return str(TopicName.parse(topic).base)
 
 
 def _split_topic(text: str) -> tuple[str, ...]:

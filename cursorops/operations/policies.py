@@ -16,6 +16,7 @@ from cursorops.operations.declaration import (
     TOPIC_PATH,
     Call,
     Param,
+    base_topic,
     operation,
 )
 
@@ -40,12 +41,6 @@ _ENABLED = Param(
     negation=("--disable", "-d"),
     help="turn deduplication on (--disable: off)",
 )
-
-
-def _base(topic: str) -> str:
-    from cursorops.core.ids.topic_name import TopicName
-
-    return str(TopicName.parse(topic).base)
 
 
 def _policy_line(what: str) -> Any:
@@ -119,7 +114,7 @@ def remove_namespace_deduplication(call: Call, namespace: str) -> None:
 def topic_deduplication(call: Call, topic: str) -> bool | None:
     """The topic's own deduplication policy (a partition answers for its topic); ``null``
     when none is set (its namespace's applies)."""
-    return call.broker.deduplication_policy(call.role, _base(topic))
+    return call.broker.deduplication_policy(call.role, base_topic(topic))
 
 
 @operation(
@@ -136,7 +131,7 @@ def topic_deduplication(call: Call, topic: str) -> bool | None:
 )
 def set_topic_deduplication(call: Call, topic: str, enabled: bool) -> None:
     """Turn deduplication on or off for the topic, over its namespace's policy."""
-    call.broker.set_deduplication(call.role, _base(topic), enabled)
+    call.broker.set_deduplication(call.role, base_topic(topic), enabled)
 
 
 @operation(
@@ -151,7 +146,7 @@ def set_topic_deduplication(call: Call, topic: str, enabled: bool) -> None:
 )
 def remove_topic_deduplication(call: Call, topic: str) -> None:
     """Back to the namespace's policy."""
-    call.broker.set_deduplication(call.role, _base(topic), None)
+    call.broker.set_deduplication(call.role, base_topic(topic), None)
 
 
 # -- schema compatibility strategy ----------------------------------------------------
