@@ -50,7 +50,7 @@ class Homes:
         self._clients: dict[tuple[str, str], Any] = {}
 
     def transport(self, home: str, metadata_url: str | None, role: str) -> InProcessTransport:
-        from cursorops.cli.home import ROLE_HEADER
+        from cursorops.core.admin_socket import ROLE_HEADER
         from cursorops.core.header_text import header_value
 
         key = (os.path.realpath(os.path.expanduser(home)), metadata_url or "")
@@ -62,11 +62,15 @@ class Homes:
     def _client(self, home: str, metadata_url: str | None) -> Any:
         from fastapi.testclient import TestClient
 
+        from cursorops.core.broker import Broker
+        from cursorops.wire.standalone import bootstrap
         from cursorops.wire.web import SocketDoor, web_app
 
         config = Config.from_environ(
             {**os.environ, "CURSOROPS_HOME": home, "CURSOROPS_METADATA_URL": metadata_url or ""}
         )
+        # As the background standalone: a fresh home has public/default.
+        bootstrap(Broker(config), "admin")
         app = web_app(config, "admin", None)
         door = SocketDoor(app, lambda: {"home": home}, lambda: None)
         return TestClient(door, raise_server_exceptions=False)

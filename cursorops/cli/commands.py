@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from cursorops.cli.lazy_parsers import add_lazy_parser
 from cursorops.cli.transport import Answer, Transport, segment
 from cursorops.operations import all_operations
 from cursorops.operations.declaration import Operation, Param, named
@@ -45,21 +47,32 @@ def add_commands(
                 group[0], help=GROUP_HELP.get(group[0], "")
             ).add_subparsers(dest="action", metavar="ACTION", required=True)
         parent = known[group[0]] if group else commands
-        p = parent.add_parser(word, parents=[common], help=op.help, aliases=list(op.aliases))
-        p.description = op.description
-        choices: dict[str, argparse._MutuallyExclusiveGroup] = {}
-        for param in op.params:
-            if not param.cli:
-                continue
-            if param.group is None:
-                _add_param(p, param)
-                continue
-            if param.group not in choices:
-                choices[param.group] = p.add_mutually_exclusive_group(required=param.required)
-            _add_param(choices[param.group], param, optional=True)
-        if op.gated and not any("--reason" in param.flags for param in op.params):
-            add_approval_flags(p)
-        p.set_defaults(operation=op)
+        add_lazy_parser(
+            parent,
+            word,
+            help=op.help,
+            aliases=op.aliases,
+            parents=[common],
+            build=partial(_build_command, op),
+        )
+
+
+def _build_command(op: Operation, p: argparse.ArgumentParser) -> None:
+    """Fill the parser of ``op``'s command: a flag or positional per parameter."""
+    p.description = op.description
+    choices: dict[str, argparse._MutuallyExclusiveGroup] = {}
+    for param in op.params:
+        if not param.cli:
+            continue
+        if param.group is None:
+            _add_param(p, param)
+            continue
+        if param.group not in choices:
+            choices[param.group] = p.add_mutually_exclusive_group(required=param.required)
+        _add_param(choices[param.group], param, optional=True)
+    if op.gated and not any("--reason" in param.flags for param in op.params):
+        add_approval_flags(p)
+    p.set_defaults(operation=op)
 
 
 def add_approval_flags(p: argparse.ArgumentParser) -> None:

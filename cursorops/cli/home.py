@@ -25,14 +25,9 @@ import sys
 import time
 from pathlib import Path
 
+from cursorops.core.admin_socket import STATUS_PATH, STOP_PATH
+
 DEFAULT_HOME = "~/.cursorops"
-STATUS_PATH = "/cursorops/v1/standalone"
-"""GET: the standalone's status document (no role needed); served on the socket only."""
-STOP_PATH = "/cursorops/v1/standalone/stop"
-"""POST: the standalone stops; served on the socket only."""
-ROLE_HEADER = "X-Cursorops-Role"
-"""The Pulsar role a request on the socket acts as (absent: the standalone's ``--role``);
-beyond ASCII, an RFC 8187 ``UTF-8''`` value (:func:`cursorops.core.header_text.header_value`)."""
 LOG_NAME = "logs/standalone.log"
 """A background standalone's standard streams, under its home."""
 EXIT_SERVED_ELSEWHERE = 0
@@ -195,32 +190,17 @@ def answers(sock: Path) -> bool:
 def ask(
     sock: Path, method: str, path: str, timeout_s: float = REQUEST_TIMEOUT_S
 ) -> tuple[int, bytes] | None:
-    """One HTTP/1.1 request on ``sock``: the status and body, or None when nothing answers."""
+    """One request on ``sock``: the status and body, or None when nothing answers."""
     if folder_problem(sock.parent) is not None:
         return None
-    request = (
-        f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n"
-        "Connection: close\r\n\r\n"
-    ).encode()
-    chunks = []
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(timeout_s)
-        try:
-            conn.connect(str(sock))
-            conn.sendall(request)
-            while chunk := conn.recv(65536):
-                chunks.append(chunk)
-        except OSError:
-            return None
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    parts = head.split(b" ", 2)
-    if len(parts) < 2 or not parts[1].isdigit():
-        return None
-    if b"transfer-encoding: chunked" in head.lower():
-        from cursorops.cli.transport import unchunked
+    from cursorops.cli.transport import Transport
+    from cursorops.core.errors import CursorOpsError
 
-        body = unchunked(body)
-    return int(parts[1]), body
+    try:
+        answer = Transport(socket_path=str(sock), timeout_s=timeout_s).request(method, path)
+    except CursorOpsError:
+        return None
+    return answer.status, answer.body
 
 
 def status(home: str, metadata_url: str | None) -> dict[str, object] | None:

@@ -546,10 +546,11 @@ def home_transport(home: str, metadata_url: str | None, role: str) -> Transport:
     private socket, as ``role``."""
     from cursorops.cli import home as home_module
     from cursorops.cli.transport import Transport
+    from cursorops.core.admin_socket import ROLE_HEADER
     from cursorops.core.header_text import header_value
 
     socket = home_module.serving_socket(home, metadata_url)
-    return Transport(socket_path=str(socket), headers={home_module.ROLE_HEADER: header_value(role)})
+    return Transport(socket_path=str(socket), headers={ROLE_HEADER: header_value(role)})
 
 
 if __name__ == "__main__":

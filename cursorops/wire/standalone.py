@@ -256,6 +256,8 @@ async def _serve_socket_only(config: Config, settings: StandaloneSettings, out: 
 
     if settings.admin_socket is None:
         raise ValueError("a standalone without a broker port serves its admin socket")
+    # What a foreground standalone would find too: a fresh home has public/default.
+    await asyncio.to_thread(lambda: bootstrap(Broker(config), settings.role))
     app = web_app(config, settings.role, authentication(settings))
     stop = asyncio.Event()
     door, web, task = await _start_socket(app, config, settings, stop, background=True)

@@ -7,7 +7,7 @@ role on loopback). A gated request's run is started through Airflow's REST API w
 caller's own token (:class:`cursorops.rest.runs.HttpRuns`): this process is not
 Airflow's API server, and imports nothing of Airflow.
 
-On the home's private Unix socket (:class:`SocketDoor`, :mod:`cursorops.cli.home`) the
+On the home's private Unix socket (:class:`SocketDoor`, :mod:`cursorops.core.admin_socket`) the
 operating system's user is the authentication: only this user can connect, and a
 request acts as the role its ``X-Cursorops-Role`` header names (plain, or an RFC 8187
 ``UTF-8''`` value for any script; absent: the standalone's role), through the door
@@ -29,7 +29,7 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from cursorops.cli.home import ROLE_HEADER, STATUS_PATH, STOP_PATH
+from cursorops.core.admin_socket import ROLE_HEADER, STATUS_PATH, STOP_PATH
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
 from cursorops.core.errors import InvalidArgumentError

@@ -249,7 +249,7 @@ def test_full_flow(world: World) -> None:
         lambda: cursorops(None, "topics", "list", "acme/shop", "-o", "json", env=env),
         lambda: ok_json(home, "topics", "stats", ORDERS),
     )
-    assert tenants == ["acme"]
+    assert tenants == ["acme", "public"]
     assert listed.code == 0, listed.stderr
     assert listed.json() == [
         {"topic": ORDERS, "partitions": PARTITIONS},

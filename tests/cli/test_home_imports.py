@@ -1,4 +1,5 @@
-"""``cursorops.cli.home`` is on every command's path: it imports the standard library only."""
+"""``cursorops.cli.home`` is on every command's path: it imports the standard library only,
+besides the constants the standalone's socket shares with it."""
 
 from __future__ import annotations
 
@@ -25,7 +26,13 @@ def test_home_imports_only_the_standard_library() -> None:
         cwd=REPO,
     )
     loaded = json.loads(done.stdout)
-    ours = {"cursorops", "cursorops.cli", "cursorops.cli.home"}
+    ours = {
+        "cursorops",
+        "cursorops.cli",
+        "cursorops.cli.home",
+        "cursorops.core",
+        "cursorops.core.admin_socket",
+    }
     assert ours <= set(loaded)
     foreign = [
         name

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from cursorops.cli import home as home_module
+from cursorops.core import admin_socket
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
 from cursorops.core.errors import StandaloneError
@@ -211,9 +212,12 @@ def test_a_command_starts_one_background_standalone_that_stop_ends(home: Path) -
     # A second call finds it: no second process.
     assert home_module.serving_socket(str(home), None) == sock
     assert _titled(home) == [pid]
+    # A fresh home has what a foreground standalone would give it: public/default.
     code, body = _request(sock, "GET", "/admin/v2/tenants")
-    assert code == 200 and json.loads(body) == []
-    assert _status(home)["served"] == 1
+    assert code == 200 and json.loads(body) == ["public"]
+    code, body = _request(sock, "GET", "/admin/v2/namespaces/public")
+    assert code == 200 and json.loads(body) == ["public/default"]
+    assert _status(home)["served"] == 2
     text = cli(home, "standalone", "status")
     assert f"pid:            {pid}" in text.stdout and "background" in text.stdout
 
@@ -370,8 +374,8 @@ def test_the_role_header_is_trusted_on_the_socket_only(home: Path) -> None:
     foreground = Foreground(home, "--auth-token-secret", secret).wait_ready()
     try:
         sock = home_module.socket_path(str(home), None)
-        as_admin = {home_module.ROLE_HEADER: "admin"}
-        as_alice = {home_module.ROLE_HEADER: "alice"}
+        as_admin = {admin_socket.ROLE_HEADER: "admin"}
+        as_alice = {admin_socket.ROLE_HEADER: "alice"}
         # On the socket: the header's role, or the standalone's (admin) without one.
         assert _request(sock, "GET", "/admin/v2/namespaces/acme", as_admin)[0] == 200
         assert _request(sock, "GET", "/admin/v2/namespaces/acme")[0] == 200
@@ -380,24 +384,24 @@ def test_the_role_header_is_trusted_on_the_socket_only(home: Path) -> None:
         web = foreground.web_url
         assert _request(web, "GET", "/admin/v2/namespaces/acme", as_admin)[0] == 401
         # Nor are the socket's own paths served there.
-        assert _request(web, "GET", home_module.STATUS_PATH)[0] == 404
-        assert _request(web, "POST", home_module.STOP_PATH)[0] == 404
+        assert _request(web, "GET", admin_socket.STATUS_PATH)[0] == 404
+        assert _request(web, "POST", admin_socket.STOP_PATH)[0] == 404
         assert foreground.process.poll() is None
         # Any script, as an RFC 8187 value; a value that is no role name is refused.
-        spelled = {home_module.ROLE_HEADER: header_value("admin")}
+        spelled = {admin_socket.ROLE_HEADER: header_value("admin")}
         assert _request(sock, "GET", "/admin/v2/namespaces/acme", spelled)[0] == 200
         assert (
             _request(
                 sock,
                 "GET",
                 "/admin/v2/namespaces/acme",
-                {home_module.ROLE_HEADER: header_value("ålice")},
+                {admin_socket.ROLE_HEADER: header_value("ålice")},
             )[0]
             == 403
         )
         for bad in (" ", "UTF-8''%FF", header_value("a\x01b")):
             code, body = _request(
-                sock, "GET", "/admin/v2/namespaces/acme", {home_module.ROLE_HEADER: bad}
+                sock, "GET", "/admin/v2/namespaces/acme", {admin_socket.ROLE_HEADER: bad}
             )
             assert code == 401, (bad, body)
     finally:
@@ -456,7 +460,7 @@ def test_a_socket_folder_others_may_enter_is_refused(tmp_path: Path) -> None:
         listener.listen(1)
         # Something listens, but in a folder others may enter: not this user's standalone.
         assert not home_module.answers(sock)
-        assert home_module.ask(sock, "GET", home_module.STATUS_PATH) is None
+        assert home_module.ask(sock, "GET", admin_socket.STATUS_PATH) is None
     link = tmp_path / "link"
     link.symlink_to(folder)
     assert "is not a folder" in str(home_module.folder_problem(link))
