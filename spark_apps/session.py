@@ -23,6 +23,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -202,6 +203,13 @@ def build_session(
     return spark
 
 
+_users_lock = threading.Lock()
+_users = 0
+"""Jobs of this process inside :func:`session_scope` on the local session right now."""
+_owned = False
+"""Whether the first of them built the process's session (so the last one stops it)."""
+
+
 @contextmanager
 def session_scope(
     master: str | None,
@@ -228,16 +236,25 @@ def session_scope(
         return
     from pyspark.sql import SparkSession
 
-    # The active session is per thread; a server runs jobs on its worker threads, where
-    # the process's session (a test run's, a notebook's) is not active but is the one
-    # getOrCreate returns: it is used and left running too.
-    existing = SparkSession.getActiveSession() or SparkSession._instantiatedSession
-    session = build_session(master, app_name, remote="")
+    global _users, _owned
+    with _users_lock:
+        if _users == 0:
+            # The active session is per thread; a server runs jobs on its worker threads,
+            # where the process's session (a test run's, a notebook's) is not active but
+            # is the one getOrCreate returns: it is used and left running too.
+            existing = SparkSession.getActiveSession() or SparkSession._instantiatedSession
+            _owned = existing is None
+        session = build_session(master, app_name, remote="")
+        _users += 1
     try:
         yield session
     finally:
-        if existing is None:
-            session.stop()
+        with _users_lock:
+            _users -= 1
+            # One session per process: jobs on several threads share it, and the last
+            # to finish stops it (when none was running before the first began).
+            if _users == 0 and _owned:
+                session.stop()
 
 
 _hosted = False
