@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The production topology (docker-compose.yml) as local processes: a Spark
-# standalone master and worker from the pyspark package, then Airflow's
+# The production topology (docker-compose.yml) as local processes: the cursorops
+# brokers (scripts/brokers-up.sh), a Spark standalone master and worker from the
+# pyspark package, then Airflow's
 # api-server, scheduler, dag-processor and triggerer (scripts/airflow-topology.sh)
 # with spark_default set to that master, once `cursorops db migrate` has brought
 # the metadata store up to date. PostgreSQL is yours: name the two databases.
@@ -14,8 +15,12 @@
 # 18080), SPARK_WORKER_UI_PORT (default 18081), SPARK_WORKER_CORES (2),
 # SPARK_WORKER_MEMORY (2g), and what airflow-topology.sh reads. Writes the
 # master's URL to $CURSOROPS_HOME/spark/master-url once the worker has joined.
+# The brokers: CURSOROPS_BROKERS of them (default 1; 0 for none) on ports from
+# CURSOROPS_BROKER_PORT (6650) and CURSOROPS_WEB_PORT (8080) on, as brokers-up.sh
+# says; it prints their multi-host service URL once all answer, and Spark starts after.
 # Stop it with SIGINT or SIGTERM: Airflow first, then the worker, then the
-# master; it waits for each. If any of them dies, it stops the rest and exits 1.
+# master, then the brokers; it waits for each. If any of them dies, it stops the
+# rest and exits 1.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -51,6 +56,22 @@ stop() {
 trap 'stop; exit 0' INT TERM
 echo $$ >"$spark_dir/topology-up.pid"
 
+if [[ "${CURSOROPS_BROKERS:-1}" != 0 ]]; then
+    rm -f "$CURSOROPS_HOME/brokers-url"
+    "$here/brokers-up.sh" &
+    pids+=($!); names+=(brokers)
+    # Spark and Airflow start once every broker answers (brokers-up.sh writes the URL).
+    until [[ -s "$CURSOROPS_HOME/brokers-url" ]]; do
+        if ! kill -0 "${pids[0]}" 2>/dev/null; then
+            echo "the brokers did not start: see $CURSOROPS_HOME/broker-*/broker.log" >&2
+            stop
+            exit 1
+        fi
+        sleep 0.5
+    done
+fi
+spark_first=${#pids[@]}
+
 "$venv/bin/spark-class" org.apache.spark.deploy.master.Master \
     --host 127.0.0.1 --port "$spark_port" --webui-port "$spark_ui" \
     >"$spark_dir/master.log" 2>&1 &
@@ -74,7 +95,7 @@ PY
     then
         break
     fi
-    for i in 0 1; do
+    for i in "$spark_first" $((spark_first + 1)); do
         if ! kill -0 "${pids[$i]}" 2>/dev/null; then
             echo "${names[$i]} exited: see $spark_dir/${names[$i]#spark-}.log" >&2
             stop

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+BROKERS = ("broker-1", "broker-2")
 
 
 def load() -> dict:  # type: ignore[type-arg]
@@ -25,6 +26,7 @@ def test_services_and_references_resolve() -> None:
         "airflow-triggerer",
         "spark-master",
         "spark-worker",
+        *BROKERS,
     ):
         assert needed in services, needed
     volumes = set(compose.get("volumes", {}))
@@ -50,7 +52,7 @@ def test_every_component_shares_one_metadata_store_and_ledger_volume() -> None:
         if "environment" in s and "CURSOROPS_METADATA_URL" in s["environment"]
     }
     assert urls == {"postgresql+psycopg://cursorops:cursorops@postgres:5432/cursorops"}
-    for name in ("airflow-scheduler", "spark-worker"):
+    for name in ("airflow-scheduler", "spark-worker", *BROKERS):
         assert any(v.startswith("ledgers:") for v in services[name]["volumes"]), name
 
 
@@ -123,6 +125,79 @@ def test_api_server_listens_where_the_workers_call_it() -> None:
     execution = api["environment"]["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"]
     assert execution == f"http://airflow-api-server:{port}/execution/"
     assert "healthcheck" in api
+
+
+def option(command: list[str], flag: str) -> str:
+    return command[command.index(flag) + 1]
+
+
+def host_port(service: dict, container_port: str) -> str:  # type: ignore[type-arg]
+    """The host port ``service`` maps to its ``container_port``."""
+    (found,) = [p.split(":")[0] for p in service["ports"] if p.split(":")[1] == container_port]
+    return found
+
+
+def test_two_brokers_serve_the_shared_store_and_answer_reachable_addresses() -> None:
+    from cursorops.core.config import Config
+    from cursorops.wire.listeners import parse_advertised_listeners
+
+    services = load()["services"]
+    homes = set()
+    external = set()
+    for name in BROKERS:
+        broker = services[name]
+        command = broker["command"]
+        # The image's entrypoint runs a first word other than bash or python as an
+        # airflow subcommand: the standalone starts through python.
+        assert command[:4] == ["python", "-m", "cursorops.cli.main", "standalone"], name
+        assert option(command, "--bind") == "0.0.0.0", name
+        port, web = option(command, "--broker-port"), option(command, "--web-port")
+        listeners = parse_advertised_listeners(option(command, "--advertised-listeners"))
+        # A lookup naming no listener answers the first: the address on the compose network.
+        assert list(listeners) == ["internal", "external"], name
+        assert listeners["internal"].broker_url == f"pulsar://{name}:{port}", name
+        # The host reaches the port Docker publishes for the broker port.
+        outside = listeners["external"].broker_url
+        assert outside == f"pulsar://localhost:{host_port(broker, port)}", name
+        external.add(outside)
+        host_port(broker, web)
+        health = broker["healthcheck"]["test"]
+        assert health[-1] == f"http://127.0.0.1:{web}/admin/v2/brokers/health", name
+        assert broker["depends_on"]["airflow-init"] == {
+            "condition": "service_completed_successfully"
+        }, name
+        config = Config.from_environ(broker["environment"])
+        assert f"ledgers:{config.home}" in broker["volumes"], name
+        assert config.ledger_root == str(config.home / "ledgers"), name
+        homes.add((config.home, config.metadata_url))
+    # One home on the one volume and one store: the brokers take slots of it.
+    assert len(homes) == 1
+    assert len(external) == len(BROKERS)
+
+
+def test_the_broker_healthcheck_is_a_route_the_standalone_serves() -> None:
+    from cursorops.wire.admin import router
+
+    paths = {route.path for route in router(None, lambda _request: "", "admin").routes}  # type: ignore[arg-type]
+    assert "/admin/v2/brokers/health" in paths
+
+
+def test_every_command_on_the_image_passes_its_entrypoint() -> None:
+    # apache/airflow's entrypoint execs bash and python commands and runs any other first
+    # word as `airflow <word>`: `spark-class ...` would be `airflow spark-class ...`.
+    for name, service in load()["services"].items():
+        if service.get("image") == "cursorops:latest" and "command" in service:
+            assert service["command"][0] in ("bash", "python", "airflow"), name
+            assert "entrypoint" not in service, name
+
+
+def test_no_two_services_publish_one_host_port() -> None:
+    published = [
+        port.split(":")[0]
+        for service in load()["services"].values()
+        for port in service.get("ports", [])
+    ]
+    assert len(published) == len(set(published)), sorted(published)
 
 
 @pytest.mark.slow

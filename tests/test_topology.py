@@ -1,9 +1,10 @@
 """The production topology as local processes, end to end (``scripts/topology-up.sh``).
 
 PostgreSQL (the test server) holds two fresh databases, Airflow's and cursorops';
-the script starts a Spark standalone master and worker, then Airflow's
-api-server, scheduler, dag-processor and triggerer as separate processes with
-``spark_default`` set to the master. Then:
+the script starts two cursorops brokers on the cursorops store (each answers its
+health check, and the script prints their multi-host URL), a Spark standalone master
+and worker, then Airflow's api-server, scheduler, dag-processor and triggerer as
+separate processes with ``spark_default`` set to the master. Then:
 
 1. alice asks for a skip over the REST path on a namespace that requires
    approval: 202, a ``cursorops_skip_messages`` run as alice;
@@ -75,7 +76,10 @@ def start_topology(root: Path, environ: dict[str, str]) -> tuple[Airflow, dict[s
         "spark_ui": free_port(),
         "worker_ui": free_port(),
         "connect": free_port(),
+        "broker": free_port(span=2),
+        "web": free_port(span=2),
     }
+    ports["broker_2"], ports["web_2"] = ports["broker"] + 1, ports["web"] + 1
     env = {
         **os.environ,
         **environ,
@@ -87,6 +91,9 @@ def start_topology(root: Path, environ: dict[str, str]) -> tuple[Airflow, dict[s
         "SPARK_WORKER_UI_PORT": str(ports["worker_ui"]),
         "SPARK_WORKER_MEMORY": "2g",
         "SPARK_CONNECT_PORT": str(ports["connect"]),
+        "CURSOROPS_BROKERS": "2",
+        "CURSOROPS_BROKER_PORT": str(ports["broker"]),
+        "CURSOROPS_WEB_PORT": str(ports["web"]),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
         # Only the DAGs this test triggers run: no hourly audit competing for the CPU.
         "CURSOROPS_AUDIT_SCHEDULE": "none",
@@ -152,6 +159,15 @@ def test_production_topology_as_local_processes(tmp_path: Path, databases: dict[
         assert master == f"spark://127.0.0.1:{ports['spark']}"
         state = spark_master(ports["spark_ui"])
         assert state["aliveworkers"] == 1
+        # Two brokers on the same stores, each answering, behind one multi-host URL.
+        brokers = (config.home / "brokers-url").read_text().strip()
+        assert brokers == f"pulsar://127.0.0.1:{ports['broker']},127.0.0.1:{ports['broker_2']}"
+        assert f"cursorops brokers ready: {brokers}" in airflow.log.read_text()
+        for web in (ports["web"], ports["web_2"]):
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{web}/admin/v2/brokers/health", timeout=10
+            ) as answer:
+                assert answer.read() == b"ok"
         # -ww: ps cuts args at 80 columns when its output is a pipe, and a
         # checkout path of a few more characters hides "airflow scheduler".
         processes = subprocess.run(
