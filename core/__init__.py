@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from cursorops.core.analysis.topic_stats import SubscriptionStats, TopicStats
     from cursorops.core.broker import Broker
     from cursorops.core.config import Config
+    from cursorops.core.store.broker_registry import Advertised, BrokerRecord
+    from cursorops.core.store.values import Fence
     from cursorops.core.errors import CursorOpsError
     from cursorops.core.exit_codes import exit_code
     from cursorops.core.ids.message_id import MessageId
@@ -34,11 +36,14 @@ if TYPE_CHECKING:
 _HOMES = {
     "EARLIEST": "cursorops.core.ids.position",
     "AckTarget": "cursorops.core.acks.cursor",
+    "Advertised": "cursorops.core.store.broker_registry",
     "BacklogAnalysis": "cursorops.core.analysis.backlog",
     "Broker": "cursorops.core.broker",
+    "BrokerRecord": "cursorops.core.store.broker_registry",
     "Config": "cursorops.core.config",
     "CursorOpsError": "cursorops.core.errors",
     "CursorState": "cursorops.core.acks.cursor",
+    "Fence": "cursorops.core.store.values",
     "LedgerLayout": "cursorops.core.acks.ledger_layout",
     "MessageBatch": "cursorops.core.reading.message",
     "MessageId": "cursorops.core.ids.message_id",
@@ -60,11 +65,14 @@ _HOMES = {
 __all__ = [
     "EARLIEST",
     "AckTarget",
+    "Advertised",
     "BacklogAnalysis",
     "Broker",
+    "BrokerRecord",
     "Config",
     "CursorOpsError",
     "CursorState",
+    "Fence",
     "LedgerLayout",
     "MessageBatch",
     "MessageId",

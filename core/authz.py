@@ -18,7 +18,7 @@ Every Broker operation is one of Pulsar's ``TopicOperation``,
   - ``functions``, ``sources``, ``sinks`` and ``packages`` allow none of these;
   - CREATE_TOPIC, DELETE_TOPIC, CREATE_NAMESPACE, DELETE_NAMESPACE,
     GRANT_PERMISSION and SET_NAMESPACE_POLICY need a tenant admin;
-  - CREATE_TENANT, DELETE_TENANT and LIST_TENANTS need a superuser.
+  - CREATE_TENANT, DELETE_TENANT, LIST_TENANTS and LIST_BROKERS need a superuser.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ class Operation(StrEnum):
     CREATE_TENANT = "create-tenant"
     DELETE_TENANT = "delete-tenant"
     LIST_TENANTS = "list-tenants"
+    LIST_BROKERS = "list-brokers"
 
 
 _LOOKUP = frozenset({"produce", "consume"})
@@ -86,7 +87,12 @@ GRANTS_ALLOWING: dict[Operation, frozenset[str]] = {
 """Operation -> the grant actions any one of which allows it (besides admins)."""
 
 SUPERUSER_ONLY = frozenset(
-    {Operation.CREATE_TENANT, Operation.DELETE_TENANT, Operation.LIST_TENANTS}
+    {
+        Operation.CREATE_TENANT,
+        Operation.DELETE_TENANT,
+        Operation.LIST_TENANTS,
+        Operation.LIST_BROKERS,
+    }
 )
 
 

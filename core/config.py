@@ -34,6 +34,11 @@ class Config:
     consumer_lease_ms: int = 30_000
     """A consumer stays registered this long after its last call; then its pending
     messages go to other consumers (as when Pulsar's broker loses a connection)."""
+    broker_heartbeat_ms: int = 500
+    """A broker writes its heartbeat this often (:mod:`cursorops.core.broker.cluster`)."""
+    broker_dead_after_ms: int = 3_000
+    """A broker whose heartbeat is older than this is dead for the others: they release
+    its consumers and its writes are fenced. Consumer leases are the last resort."""
 
     @classmethod
     def from_home(

@@ -40,7 +40,8 @@ the HTTP status (``cursorops/rest/errors.py``, checked by ``tests/plugins/test_e
         ├── MetadataStoreError
         │   └── SchemaOutOfDateError      a shared store's schema is behind: cursorops db migrate
         ├── LedgerStoreError
-        └── StandaloneError               the home's standalone failed to start, stop or answer
+        ├── StandaloneError               the home's standalone failed to start, stop or answer
+        └── BrokerFencedError             this broker's life was declared dead: it writes no more
 """
 
 from __future__ import annotations
@@ -191,6 +192,12 @@ class LedgerStoreError(StoreError):
 class StandaloneError(StoreError):
     """The standalone serving a home (``cursorops standalone``) failed to start, to stop
     or to answer, or its socket folder is not this user's only."""
+
+
+class BrokerFencedError(StoreError):
+    """The cluster declared this broker's life dead (its heartbeat stopped, or a later
+    life took its place): the write was refused, and the broker must serve no more as
+    that life (:mod:`cursorops.core.store.broker_registry`)."""
 
 
 def leaf_classes() -> list[type[CursorOpsError]]:

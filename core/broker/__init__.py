@@ -54,6 +54,7 @@ from cursorops.core.broker.analysis import (
     MessageDescription,
     PartitionProjection,
 )
+from cursorops.core.broker.cluster import Cluster
 from cursorops.core.broker.compaction import Compaction
 from cursorops.core.broker.context import BrokerContext, wall_clock_ms
 from cursorops.core.broker.cursor_ops import CursorOperations
@@ -152,6 +153,7 @@ class Broker:
         self.schemas = Schemas(self.context)
         self.policies = Policies(self.context)
         self.compaction = Compaction(self.context)
+        self.cluster = Cluster(config, self.metadata, clock, self.access)
 
     @staticmethod
     def migrate_metadata(config: Config) -> Migration:

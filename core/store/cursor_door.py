@@ -746,6 +746,11 @@ class CursorTransaction:
 
     # -- entries (a redrive's publish) ------------------------------------------
 
+    @property
+    def statements(self) -> Statements:
+        """This transaction's plain ``?`` statements (:mod:`cursorops.core.store.statements`)."""
+        return self._statements
+
     @contextmanager
     def append_entries(
         self, requests: Sequence[tuple[str, int]], max_entries_per_ledger: int

@@ -13,6 +13,7 @@ from sqlalchemy import (
     select,
 )
 
+from cursorops.core.store.broker_registry import check_fence
 from cursorops.core.store.checks import (
     canonical_topic,
 )
@@ -66,13 +67,12 @@ class LedgerIndex(StoreBase):
         until the block ends; on normal exit every segment is registered in one
         commit, on an exception none is.
         """
-        with (
-            self._session(write=True) as session,
-            allocated_entries(
-                ConnectionStatements.of(session), requests, max_entries_per_ledger
-            ) as allocations,
-        ):
-            yield allocations
+        with self._session(write=True) as session:
+            statements = ConnectionStatements.of(session)
+            if self.fence is not None:
+                check_fence(statements, self.fence)
+            with allocated_entries(statements, requests, max_entries_per_ledger) as allocations:
+                yield allocations
 
     def ledgers(self, topic_partition: str) -> list[LedgerInfo]:
         """The partition's ledgers, ordered by ledger id."""

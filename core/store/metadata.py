@@ -40,6 +40,7 @@ from cursorops.core.errors import (
 )
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.store import audit_log
+from cursorops.core.store.broker_registry import BrokerRegistry, check_fence
 from cursorops.core.store.checks import (
     canonical_topic,
     check_bytes,
@@ -131,7 +132,7 @@ __all__ = [
 ]
 
 
-class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
+class MetadataStore(Tenancy, LedgerIndex, SchemaVersions, BrokerRegistry):
     """Tenants, namespaces, topics, subscriptions, ledgers, cursors and the audit log.
 
     Safe to share between threads; several stores (processes) may use one database.
@@ -277,6 +278,8 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions):
             with locked_transaction(
                 raw, self._engine.dialect, topic_name, subscription, now_ms, flushed=flushed
             ) as txn:
+                if self.fence is not None:
+                    check_fence(txn.statements, self.fence)
                 yield txn
         finally:
             raw.close()

@@ -21,6 +21,7 @@ from cursorops.core.store.cursor_door import CursorTransaction, opened
 from cursorops.core.store.engine import translated_errors
 from cursorops.core.store.read_view import ReadView
 from cursorops.core.store.tables import TopicPartitionRow
+from cursorops.core.store.values import Fence
 
 
 class StoreBase:
@@ -32,6 +33,10 @@ class StoreBase:
     _write_engine: Engine
     """Writes (SQLite: ``BEGIN IMMEDIATE``)."""
     _postgres: bool
+    fence: Fence | None = None
+    """The broker life this store writes as (:mod:`cursorops.core.store.broker_registry`):
+    its appends and subscription transactions are refused once that life is declared
+    dead. None: not a broker (the CLI, Airflow's tasks, the REST app): never fenced."""
 
     @property
     def engine(self) -> Engine:

@@ -337,3 +337,25 @@ class CompactionHorizonRow(Base):
     ledger_id: Mapped[int] = mapped_column(BigInteger)
     entry_id: Mapped[int] = mapped_column(BigInteger)
     compacted_at_ms: Mapped[int] = mapped_column(BigInteger)
+
+
+class BrokerRow(Base):
+    """A broker of the cluster: what it advertises, its life (``epoch``) and its heartbeat.
+
+    ``state`` is ``live`` until another broker declares it ``dead`` (its heartbeat
+    stopped) or its own next life takes the row over (``epoch`` bumped): either
+    fences every write of the life that was (:mod:`cursorops.core.store.broker_registry`).
+    """
+
+    __tablename__ = "brokers"
+    broker_id: Mapped[str] = mapped_column(String, primary_key=True)
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    state: Mapped[str] = mapped_column(String)
+    released: Mapped[bool] = mapped_column(Boolean, default=False)
+    """Dead, and the consumers of that life are released."""
+    broker_url: Mapped[str] = mapped_column(String, default="")
+    broker_url_tls: Mapped[str] = mapped_column(String, default="")
+    web_url: Mapped[str] = mapped_column(String, default="")
+    listeners: Mapped[dict[str, list[str]]] = mapped_column(JSON, default=dict)
+    started_ms: Mapped[int] = mapped_column(BigInteger)
+    heartbeat_ms: Mapped[int] = mapped_column(BigInteger)

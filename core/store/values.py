@@ -129,3 +129,21 @@ class Allocation:
     def last_entry(self) -> int:
         """Inclusive."""
         return self.first_entry + self.count - 1
+
+
+@dataclass(frozen=True)
+class Fence:
+    """One life of one broker: what its writes name."""
+
+    broker_id: str
+    epoch: int
+
+    @property
+    def consumer_prefix(self) -> str:
+        """What the id of every consumer this life registers starts with."""
+        return f"{self.broker_id}.{self.epoch}/"
+
+    @property
+    def lives_prefix(self) -> str:
+        """What the consumer ids of every life of this broker start with."""
+        return f"{self.broker_id}."

@@ -14,10 +14,14 @@ GROUPS = (
     "cursorops.operations.policies",
     "cursorops.operations.schemas",
     "cursorops.operations.messages",
+    "cursorops.operations.brokers",
 )
 """The modules that declare operations, in the order the CLI lists them."""
 
-GROUP_HELP = {"schemas": "a topic's schema and its versions (pulsar-admin schemas)"}
+GROUP_HELP = {
+    "schemas": "a topic's schema and its versions (pulsar-admin schemas)",
+    "brokers": "the brokers sharing this store (pulsar-admin brokers)",
+}
 """The help of a command group only declared operations make."""
 
 

@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from cursorops.core import BrokerRecord
 from cursorops.core.acks import ack_set
 from cursorops.core.authz import Operation
 from cursorops.core.broker import Broker
@@ -74,6 +75,7 @@ from cursorops.wire.frames import (
 )
 from cursorops.wire.key_shared import KeySharedConsumers, requested_ranges
 from cursorops.wire.listeners import BrokerUrls, UnknownListenerError
+from cursorops.wire.membership import urls_of
 from cursorops.wire.non_persistent import NonPersistentConsumer, NonPersistentTopics
 from cursorops.wire.producer_access import TopicProducers, access_mode
 from cursorops.wire.proto import Proto
@@ -241,9 +243,12 @@ class Service:
         broker_id: str = "",
     ) -> None:
         self.broker = broker
-        self.broker_id = broker_id
-        """Every consumer id this process registers starts with it
+        self.slot = broker_id
+        """This broker's id in the cluster: its slot on its home
         (:mod:`cursorops.wire.broker_identity`)."""
+        self.broker_id = broker_id
+        """Every consumer id this process registers starts with it: the slot and the
+        life (``<slot>.<epoch>``, set by :func:`cursorops.wire.membership.join`)."""
         self.authentication = authentication or Authentication(role)
         self.keepalive_s = keepalive_s
         self.store = store
@@ -262,6 +267,15 @@ class Service:
         self.non_durable: set[tuple[str, str]] = set()
         """(base topic, subscription) of the readers' subscriptions this process made:
         they live as long as their readers (touched on the store thread only)."""
+        self.live: list[BrokerRecord] = []
+        """The cluster's live brokers as the last heartbeat saw them
+        (:mod:`cursorops.wire.membership`): a lookup answers the owner among them."""
+
+    def forget_connections_state(self) -> None:
+        """After every connection closed for a new life: nothing of the last one is
+        remembered (the store holds what lasts)."""
+        self.deduplication = Deduplication()
+        self.producers.clear()
 
     def wake(self, topic: str) -> None:
         for loop in self._consumers.get(topic, ()):
@@ -541,14 +555,26 @@ class Connection:
         return None
 
     async def _lookup(self, frame: Frame) -> None:
-        """This broker serves every topic; the answer is its URLs, or those of the
-        advertised listener the client names. Errors are answered in the lookup response
-        (the client waits for that, not for a CommandError)."""
+        """The topic partition's owner among the live brokers
+        (:func:`~cursorops.core.broker.cluster.owner_of`): this broker answers Connect
+        with its own URLs, another's a Redirect to that broker's (of the advertised
+        listener the client names), which the client then asks with ``authoritative``,
+        and an authoritative lookup is answered Connect here. Errors are answered in
+        the lookup response (the client waits for that, not for a CommandError)."""
         body = frame.body
         request_id = body["request_id"]
+        listener = body.get("advertised_listener_name")
         try:
-            TopicName.parse(body.get("topic", ""))
-            url, url_tls = self.service.urls.for_listener(body.get("advertised_listener_name"))
+            name = TopicName.parse(body.get("topic", ""))
+            urls, kind = self.service.urls, LookupType.Connect
+            owner = (
+                None
+                if body.get("authoritative")
+                else self.service.broker.cluster.owner_of(str(name), self.service.live)
+            )
+            if owner is not None and owner.broker_id != self.service.slot:
+                urls, kind = urls_of(owner), LookupType.Redirect
+            url, url_tls = urls.for_listener(listener)
             await self.service.store.run(self.service.partitions, self.role, body["topic"])
         except UnknownListenerError as exc:
             self._lookup_failed(request_id, ServerError.ServiceNotReady, str(exc))
@@ -561,7 +587,7 @@ class Connection:
                 CommandType.LOOKUP_RESPONSE,
                 brokerServiceUrl=url,
                 brokerServiceUrlTls=url_tls,
-                response=int(LookupType.Connect),
+                response=int(kind),
                 request_id=request_id,
                 authoritative=True,
             )

@@ -38,7 +38,8 @@ from typing import Any, TextIO
 
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
-from cursorops.core.errors import AlreadyExistsError, InvalidArgumentError
+from cursorops.core.errors import AlreadyExistsError, CursorOpsError, InvalidArgumentError
+from cursorops.wire import membership
 from cursorops.wire.auth import TokenAuthenticator, load_secret
 from cursorops.wire.authentication import Authentication
 from cursorops.wire.basic_auth import BasicAuthenticator
@@ -148,14 +149,6 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
     broker = await store.run(Broker, config)
     await store.run(bootstrap, broker, settings.role)
     identity = claim(config.home)
-    if identity.earlier_life:
-        # What the earlier process of this broker held is deliverable before the first
-        # client comes back, not when its consumers' leases lapse.
-        released = await store.run(broker.release_consumers_of, identity.consumer_prefix)
-        if released:
-            log.info(
-                "released %d consumers of broker %s's earlier life", released, identity.broker_id
-            )
     host = "127.0.0.1" if settings.bind in ("0.0.0.0", "::", "") else settings.bind
     checks = authentication(settings)
     listeners = (
@@ -178,13 +171,20 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
     async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await Connection(service, reader, writer).serve()
 
-    servers = [await asyncio.start_server(accept, settings.bind, settings.broker_port)]
+    # Bound now, served once this broker joined the cluster (its consumers' names).
+    servers = [
+        await asyncio.start_server(accept, settings.bind, settings.broker_port, start_serving=False)
+    ]
     broker_url = f"pulsar://{host}:{servers[0].sockets[0].getsockname()[1]}"
     broker_url_tls = ""
     if tls_context is not None:
         servers.append(
             await asyncio.start_server(
-                accept, settings.bind, settings.broker_port_tls, ssl=tls_context
+                accept,
+                settings.bind,
+                settings.broker_port_tls,
+                ssl=tls_context,
+                start_serving=False,
             )
         )
         broker_url_tls = f"pulsar+ssl://{host}:{servers[1].sockets[0].getsockname()[1]}"
@@ -212,6 +212,14 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
         next((url for url in web_urls if url.startswith("https:")), ""),
         listeners,
     )
+    # What an earlier life of this slot held is deliverable before the first client
+    # comes back, not when its consumers' leases lapse.
+    fence = await store.run(membership.join, service, identity.broker_id)
+    log.info("joined the cluster as broker %s life %d", fence.broker_id, fence.epoch)
+    heartbeat = membership.Heartbeat(service, identity.broker_id, asyncio.get_running_loop())
+    heartbeat.start()
+    for server in servers:
+        await server.start_serving()
     door = None
     if app is not None and settings.admin_socket is not None:
         door, web, task = await _start_socket(app, config, settings, stop, background=False)
@@ -235,9 +243,12 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
         for server in servers:
             server.close()
         renew.cancel()
+        heartbeat.stop()
         for connection in list(service.connections):
             await connection.close()
         await service.appender.drain()
+        with contextlib.suppress(CursorOpsError):
+            await store.run(broker.cluster.leave)
         for web, web_task in webs:
             web.should_exit = True
             with contextlib.suppress(Exception):

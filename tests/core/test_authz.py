@@ -38,7 +38,12 @@ def test_one_action_list() -> None:
 
 
 def test_every_operation_has_a_rule() -> None:
-    superuser_only = {Operation.CREATE_TENANT, Operation.DELETE_TENANT, Operation.LIST_TENANTS}
+    superuser_only = {
+        Operation.CREATE_TENANT,
+        Operation.DELETE_TENANT,
+        Operation.LIST_TENANTS,
+        Operation.LIST_BROKERS,
+    }
     assert set(GRANTS_ALLOWING) | superuser_only == set(Operation)
 
 

@@ -11,12 +11,15 @@ import cursorops.core
 def test_all_is_pinned() -> None:
     assert sorted(cursorops.core.__all__) == [
         "AckTarget",
+        "Advertised",
         "BacklogAnalysis",
         "Broker",
+        "BrokerRecord",
         "Config",
         "CursorOpsError",
         "CursorState",
         "EARLIEST",
+        "Fence",
         "LedgerLayout",
         "MessageBatch",
         "MessageId",

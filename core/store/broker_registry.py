@@ -1,0 +1,246 @@
+"""The cluster's brokers in the metadata store: who serves, in which life, who is dead.
+
+A part of :class:`~cursorops.core.store.metadata.MetadataStore`. Several brokers share
+one store, as Pulsar's share ZooKeeper and BookKeeper; each keeps one row here:
+
+- **Registering** takes the row of the broker's id (its slot on its home) with a
+  new ``epoch``: one more than the row's last, so every life of a broker has its
+  own. A life is named by its :class:`Fence` (id and epoch); the consumers it
+  registers have ids starting with :attr:`Fence.consumer_prefix`.
+- **Beating**: a live broker writes its heartbeat time every beat. The write
+  names its life; when it changes nothing, the life was declared dead (or a later
+  life took the row) and the broker must stop serving as that life.
+- **Declaring dead**: any broker that sees another's heartbeat older than the
+  deadline sets that row ``dead`` (naming the life it saw, so a life that came
+  back in between is untouched), then releases that life's consumers: what they
+  held goes to live consumers at once. Releasing is idempotent and recorded
+  (``released``), so a broker that dies in between leaves it to the next.
+- **Bounded locks**: on PostgreSQL a broker's transaction idle for longer than the
+  deadline is ended by the server (:meth:`BrokerRegistry.end_idle_transactions_after`),
+  so a broker paused while holding a row lock holds it no longer than it takes to be
+  declared dead.
+- **Fencing**: every write a broker makes as a life (an append's entry allocation,
+  every subscription transaction: dispatch, acknowledgement, consumer change) reads
+  its row in the same transaction and is refused unless the life is still live
+  (:func:`check_fence`, ``FOR SHARE`` on PostgreSQL, so a declaration waits for
+  a write in flight and a write after it sees it). A paused broker that resumes
+  after it was declared dead therefore appends and delivers nothing, in the
+  spirit of BookKeeper's ledger fencing.
+
+Times are each broker's wall clock in milliseconds: brokers on several machines
+need clocks in step (NTP) to well within the deadline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import event, select, update
+
+from cursorops.core.errors import BrokerFencedError
+from cursorops.core.store.checks import check_label
+from cursorops.core.store.statements import Statements
+from cursorops.core.store.store_base import StoreBase
+from cursorops.core.store.tables import BrokerRow
+from cursorops.core.store.values import Fence
+
+LIVE = "live"
+DEAD = "dead"
+
+
+@dataclass(frozen=True)
+class Advertised:
+    """What a lookup that lands on a broker answers: its URLs, by listener too."""
+
+    broker_url: str
+    broker_url_tls: str = ""
+    web_url: str = ""
+    listeners: dict[str, tuple[str, str]] | None = None
+    """Listener name to (``pulsar://`` URL, ``pulsar+ssl://`` URL), in order."""
+
+
+@dataclass(frozen=True)
+class BrokerRecord:
+    broker_id: str
+    epoch: int
+    state: str
+    released: bool
+    advertised: Advertised
+    started_ms: int
+    heartbeat_ms: int
+
+    @property
+    def fence(self) -> Fence:
+        return Fence(self.broker_id, self.epoch)
+
+    def live_at(self, now_ms: int, dead_after_ms: int) -> bool:
+        """Live and beating: its last heartbeat is within ``dead_after_ms`` of ``now_ms``."""
+        return self.state == LIVE and self.heartbeat_ms >= now_ms - dead_after_ms
+
+
+def check_fence(statements: Statements, fence: Fence) -> None:
+    """Refuse the caller's transaction unless ``fence``'s life is live (in that transaction)."""
+    share = " FOR SHARE" if statements.postgres else ""
+    rows = statements.rows(
+        f"SELECT state FROM brokers WHERE broker_id = ? AND epoch = ?{share}",
+        (fence.broker_id, fence.epoch),
+    )
+    if not rows or rows[0][0] != LIVE:
+        raise BrokerFencedError(
+            f"Broker {fence.broker_id} (life {fence.epoch}) was declared dead by the cluster: "
+            "it writes nothing more"
+        )
+
+
+def _record(row: BrokerRow) -> BrokerRecord:
+    listeners: dict[str, tuple[str, str]] | None = None
+    if row.listeners:
+        listeners = {name: (urls[0], urls[1]) for name, urls in row.listeners.items()}
+    return BrokerRecord(
+        row.broker_id,
+        row.epoch,
+        row.state,
+        row.released,
+        Advertised(row.broker_url, row.broker_url_tls, row.web_url, listeners),
+        row.started_ms,
+        row.heartbeat_ms,
+    )
+
+
+class BrokerRegistry(StoreBase):
+    """The ``brokers`` table: registering, beating, declaring dead, releasing."""
+
+    def end_idle_transactions_after(self, ms: int) -> None:
+        """On PostgreSQL, have the server end a transaction of this store that stays idle
+        longer than ``ms`` (``idle_in_transaction_session_timeout``): a broker paused
+        inside a transaction would otherwise hold its row locks, and so stall the other
+        brokers' dispatches and its own declaration as dead, for as long as it sleeps."""
+        if not self._postgres or getattr(self, "_idle_bound", False):
+            return
+        self._idle_bound = True
+
+        def on_connect(connection: Any, _record: object) -> None:
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET idle_in_transaction_session_timeout = {int(ms)}")
+            connection.commit()
+
+        event.listen(self._engine, "connect", on_connect)
+        self._engine.dispose()  # the pooled connections are replaced by set ones
+
+    def register_broker(self, broker_id: str, advertised: Advertised, now_ms: int) -> Fence:
+        """Start a new life of ``broker_id``: live, beating now; its :class:`Fence`. Any
+        earlier life of it is fenced from here on."""
+        check_label("broker id", broker_id)
+        values: dict[str, Any] = {
+            "state": LIVE,
+            "released": False,
+            "broker_url": advertised.broker_url,
+            "broker_url_tls": advertised.broker_url_tls,
+            "web_url": advertised.web_url,
+            "listeners": {k: list(v) for k, v in (advertised.listeners or {}).items()},
+            "started_ms": now_ms,
+            "heartbeat_ms": now_ms,
+        }
+        with self._session(write=True, conflict=f"Broker {broker_id} registered meanwhile") as s:
+            row = s.get(BrokerRow, broker_id, with_for_update=self._postgres)
+            if row is None:
+                s.add(BrokerRow(broker_id=broker_id, epoch=1, **values))
+                return Fence(broker_id, 1)
+            epoch = row.epoch + 1
+            s.execute(
+                update(BrokerRow)
+                .where(BrokerRow.broker_id == broker_id)
+                .values(epoch=epoch, **values)
+            )
+            return Fence(broker_id, epoch)
+
+    def beat(self, fence: Fence, now_ms: int) -> bool:
+        """Write the life's heartbeat; False when it is not live any more (fenced)."""
+        with self._session(write=True) as session:
+            result = session.execute(
+                update(BrokerRow)
+                .where(
+                    BrokerRow.broker_id == fence.broker_id,
+                    BrokerRow.epoch == fence.epoch,
+                    BrokerRow.state == LIVE,
+                )
+                .values(heartbeat_ms=now_ms)
+            )
+            return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    def leave(self, fence: Fence) -> None:
+        """End the life cleanly: dead, nothing left to release (its consumers closed)."""
+        with self._session(write=True) as session:
+            session.execute(
+                update(BrokerRow)
+                .where(BrokerRow.broker_id == fence.broker_id, BrokerRow.epoch == fence.epoch)
+                .values(state=DEAD, released=True)
+            )
+
+    def brokers(self) -> list[BrokerRecord]:
+        """Every broker that ever registered, by id."""
+        with self._session(write=False) as session:
+            rows = session.scalars(select(BrokerRow).order_by(BrokerRow.broker_id))
+            return [_record(row) for row in rows]
+
+    def declare_dead(self, now_ms: int, dead_after_ms: int) -> list[Fence]:
+        """Set ``dead`` every live broker whose heartbeat is older than ``dead_after_ms``;
+        the lives this call declared (another broker may have declared some first)."""
+        cutoff = now_ms - dead_after_ms
+        with self._session(write=False) as session:
+            late = [
+                Fence(row.broker_id, row.epoch)
+                for row in session.scalars(
+                    select(BrokerRow).where(
+                        BrokerRow.state == LIVE, BrokerRow.heartbeat_ms < cutoff
+                    )
+                )
+            ]
+        declared = []
+        for fence in late:
+            with self._session(write=True) as session:
+                result = session.execute(
+                    update(BrokerRow)
+                    .where(
+                        BrokerRow.broker_id == fence.broker_id,
+                        BrokerRow.epoch == fence.epoch,
+                        BrokerRow.state == LIVE,
+                        BrokerRow.heartbeat_ms < cutoff,
+                    )
+                    .values(state=DEAD, released=False)
+                )
+                if result.rowcount:  # type: ignore[attr-defined]
+                    declared.append(fence)
+        return declared
+
+    def unreleased(self) -> list[Fence]:
+        """Dead lives whose consumers are not released yet."""
+        with self._session(write=False) as session:
+            rows = session.scalars(
+                select(BrokerRow).where(BrokerRow.state == DEAD, BrokerRow.released.is_(False))
+            )
+            return [Fence(row.broker_id, row.epoch) for row in rows]
+
+    def mark_released(self, fence: Fence) -> None:
+        with self._session(write=True) as session:
+            session.execute(
+                update(BrokerRow)
+                .where(
+                    BrokerRow.broker_id == fence.broker_id,
+                    BrokerRow.epoch == fence.epoch,
+                    BrokerRow.state == DEAD,
+                )
+                .values(released=True)
+            )
+
+
+__all__ = [
+    "Advertised",
+    "BrokerRecord",
+    "BrokerRegistry",
+    "DEAD",
+    "Fence",
+    "LIVE",
+    "check_fence",
+]

@@ -1,0 +1,171 @@
+"""Several brokers on one store: joining, beating, declaring the silent dead, releasing
+what they held, fencing their writes, and who owns a partition (both engines)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cursorops.core.broker import Broker
+from cursorops.core.broker.cluster import owner_of
+from cursorops.core.config import Config
+from cursorops.core.errors import BrokerFencedError, NotAuthorizedError
+from cursorops.core.producer import OutgoingMessage
+from cursorops.core.store.broker_registry import DEAD, LIVE, Advertised, BrokerRecord
+from cursorops.core.subscription import SubscriptionType
+
+from ..conftest import Clock
+
+TOPIC = "persistent://acme/ops/held"
+DEAD_AFTER = Config.broker_dead_after_ms
+
+
+@pytest.fixture
+def pair(home_config: Config, clock: Clock) -> Iterator[tuple[Broker, Broker]]:
+    """Two brokers on one store, each with its own view of the same clock."""
+    with Broker(home_config, clock=clock) as a, Broker(home_config, clock=clock) as b:
+        a.create_tenant("admin", "acme")
+        a.create_namespace("admin", "acme/ops")
+        a.create_topic("admin", TOPIC)
+        a.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(6)])
+        a.create_subscription(
+            "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
+        )
+        a.cluster.join("aaaa", Advertised("pulsar://a:6650"))
+        b.cluster.join("bbbb", Advertised("pulsar://b:6650", web_url="http://b:8080"))
+        yield a, b
+
+
+def _holders(broker: Broker) -> dict[str | None, int]:
+    with broker.metadata.subscription_transaction(TOPIC, "s", broker.clock()) as txn:
+        counts: dict[str | None, int] = {}
+        for info in txn.pending().values():
+            counts[info.consumer_id] = counts.get(info.consumer_id, 0) + 1
+        return counts
+
+
+def test_a_silent_broker_is_declared_dead_and_what_it_held_goes_to_the_living(
+    pair: tuple[Broker, Broker], clock: Clock
+) -> None:
+    a, b = pair
+    fence_b = b.cluster.fence
+    assert fence_b is not None
+    held = b.dispatcher("admin", TOPIC, "s").subscribe(
+        "c", consumer_id=f"{fence_b.consumer_prefix}1"
+    )
+    held.dispatcher.flow(held, 4)
+    assert _holders(a) == {f"{fence_b.consumer_prefix}1": 4}
+    assert {r.broker_id for r in a.cluster.live()} == {"aaaa", "bbbb"}
+
+    # b falls silent; a beats on. Before the deadline nothing happens.
+    clock.advance(DEAD_AFTER)
+    assert a.cluster.beat().declared == []
+    clock.advance(1)
+    beat = a.cluster.beat()
+    assert beat.alive and beat.declared == [fence_b] and beat.released == 1
+    assert _holders(a) == {None: 4}
+    assert [r.broker_id for r in a.cluster.live()] == ["aaaa"]
+    assert {r.broker_id: r.state for r in a.cluster.brokers()} == {"aaaa": LIVE, "bbbb": DEAD}
+    # Declared once: the next beat finds nothing more to do.
+    assert a.cluster.beat() == type(beat)(True, [], 0)
+
+    # A consumer on the living broker gets what b held.
+    fence_a = a.cluster.fence
+    assert fence_a is not None
+    taker = a.dispatcher("admin", TOPIC, "s").subscribe(
+        "c", consumer_id=f"{fence_a.consumer_prefix}1"
+    )
+    assert len(taker.receive_many(10)) == 6
+
+
+def test_a_dead_life_writes_nothing_and_the_next_life_does(
+    pair: tuple[Broker, Broker], clock: Clock
+) -> None:
+    a, b = pair
+    entries = a.entry_count("admin", TOPIC)
+    clock.advance(DEAD_AFTER + 1)
+    assert a.cluster.beat().declared  # b is dead: its appends and dispatches are refused
+    with pytest.raises(BrokerFencedError, match="declared dead"):
+        b.produce("admin", TOPIC, [OutgoingMessage(b"late")])
+    consumer = b.dispatcher("admin", TOPIC, "s")
+    with pytest.raises(BrokerFencedError):
+        consumer.subscribe("c", consumer_id="bbbb.1/x")
+    assert a.entry_count("admin", TOPIC) == entries
+    assert not b.cluster.beat().alive
+
+    fence = b.cluster.join("bbbb", Advertised("pulsar://b:6650"))
+    assert fence.epoch == 2
+    b.produce("admin", TOPIC, [OutgoingMessage(b"again")])
+    assert a.entry_count("admin", TOPIC) == entries + 1
+    assert b.cluster.beat().alive
+
+
+def test_a_restarted_broker_releases_its_earlier_life_at_once(
+    pair: tuple[Broker, Broker], clock: Clock
+) -> None:
+    a, b = pair
+    old = b.cluster.fence
+    assert old is not None
+    held = b.dispatcher("admin", TOPIC, "s").subscribe("c", consumer_id=f"{old.consumer_prefix}1")
+    held.dispatcher.flow(held, 3)
+    # No deadline waited for: the same slot's next life knows the earlier one is gone.
+    new = b.cluster.join("bbbb", Advertised("pulsar://b:6650"))
+    assert new.epoch == old.epoch + 1
+    assert _holders(a) == {None: 3}
+    # The earlier life is fenced by the new one, not declared dead by anyone.
+    b.metadata.fence = old
+    with pytest.raises(BrokerFencedError):
+        b.produce("admin", TOPIC, [OutgoingMessage(b"stale")])
+    assert a.cluster.beat().declared == []
+
+
+def test_a_clean_leave_routes_nothing_more_to_the_broker(pair: tuple[Broker, Broker]) -> None:
+    a, b = pair
+    b.cluster.leave()
+    assert [r.broker_id for r in a.cluster.live()] == ["aaaa"]
+    assert a.cluster.beat().declared == []
+    record = {r.broker_id: r for r in a.cluster.brokers()}["bbbb"]
+    assert record.advertised.web_url == "http://b:8080" and record.released
+
+
+def _record(broker_id: str) -> BrokerRecord:
+    return BrokerRecord(broker_id, 1, LIVE, False, Advertised(f"pulsar://{broker_id}"), 0, 0)
+
+
+ids = st.lists(st.text("0123456789abcdef", min_size=4, max_size=8), min_size=1, unique=True)
+
+
+@given(ids, st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=20))
+def test_ownership_moves_only_the_partitions_of_a_broker_that_leaves(
+    brokers: list[str], partitions: list[str]
+) -> None:
+    live = [_record(b) for b in brokers]
+    owners = {p: owner_of(p, live) for p in partitions}
+    assert all(o is not None and o in live for o in owners.values())
+    # Every broker computes the same owner whatever order it lists the others in.
+    assert {p: owner_of(p, list(reversed(live))) for p in partitions} == owners
+    gone = live[0]
+    rest = live[1:]
+    for partition, owner in owners.items():
+        moved = owner_of(partition, rest)
+        if owner is not gone:
+            assert moved is owner
+        else:
+            assert moved is None if not rest else moved in rest
+
+
+def test_partitions_spread_over_the_brokers() -> None:
+    live = [_record(b) for b in ("aaaa", "bbbb")]
+    owners = [owner_of(f"{TOPIC}-partition-{i}", live) for i in range(16)]
+    assert {o.broker_id for o in owners if o is not None} == {"aaaa", "bbbb"}
+    assert owner_of(TOPIC, []) is None
+
+
+def test_only_a_superuser_lists_the_brokers(pair: tuple[Broker, Broker]) -> None:
+    a, _ = pair
+    assert [v.broker_id for v in a.cluster.list_brokers("admin")] == ["aaaa", "bbbb"]
+    with pytest.raises(NotAuthorizedError):
+        a.cluster.list_brokers("acme-admin")
