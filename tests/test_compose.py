@@ -131,9 +131,15 @@ def option(command: list[str], flag: str) -> str:
     return command[command.index(flag) + 1]
 
 
-def host_port(service: dict, container_port: str) -> str:  # type: ignore[type-arg]
-    """The host port ``service`` maps to its ``container_port``."""
-    (found,) = [p.split(":")[0] for p in service["ports"] if p.split(":")[1] == container_port]
+def host_port(service: dict, container_port: str, address: str = "") -> str:  # type: ignore[type-arg]
+    """The host port ``service`` publishes its ``container_port`` on, on the host's
+    ``address`` (every address when empty)."""
+    (found,) = [
+        p.split(":")[-2]
+        for p in service["ports"]
+        if p.split(":")[-1] == container_port
+        and p.split(":")[:-2] == ([address] if address else [])
+    ]
     return found
 
 
@@ -156,11 +162,12 @@ def test_two_brokers_serve_the_shared_store_and_answer_reachable_addresses() -> 
         # A lookup naming no listener answers the first: the address on the compose network.
         assert list(listeners) == ["internal", "external"], name
         assert listeners["internal"].broker_url == f"pulsar://{name}:{port}", name
-        # The host reaches the port Docker publishes for the broker port.
+        # The host reaches the port Docker publishes for the broker port, on its loopback
+        # only: no authentication is on, so every client acts as the broker's own role.
         outside = listeners["external"].broker_url
-        assert outside == f"pulsar://localhost:{host_port(broker, port)}", name
+        assert outside == f"pulsar://localhost:{host_port(broker, port, '127.0.0.1')}", name
         external.add(outside)
-        host_port(broker, web)
+        host_port(broker, web, "127.0.0.1")
         health = broker["healthcheck"]["test"]
         assert health[-1] == f"http://127.0.0.1:{web}/admin/v2/brokers/health", name
         assert broker["depends_on"]["airflow-init"] == {
@@ -193,7 +200,7 @@ def test_every_command_on_the_image_passes_its_entrypoint() -> None:
 
 def test_no_two_services_publish_one_host_port() -> None:
     published = [
-        port.split(":")[0]
+        port.split(":")[-2]
         for service in load()["services"].values()
         for port in service.get("ports", [])
     ]
