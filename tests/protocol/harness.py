@@ -22,6 +22,7 @@ import pulsar
 
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
+from cursorops.core.ids.topic_name import TopicName
 
 READY = re.compile(
     r"cursorops standalone ready: (pulsar://\S+)(?: admin (http://\S+))?"
@@ -61,6 +62,26 @@ class Standalone:
     def log_text(self) -> str:
         """What it printed: its log (stderr), then its stdout."""
         return self.log.read_text(errors="replace") + "".join(self.lines)
+
+    @property
+    def slot(self) -> str:
+        """Its broker id in the cluster (the slot of its home), from its log."""
+        found = re.search(r"joined the cluster as broker (\w+) life", self.log_text())
+        assert found, self.log_text()
+        return found.group(1)
+
+    def owned_topic(self, prefix: str = "t", store: Config | None = None) -> str:
+        """A new topic name this broker owns among the live brokers of its store (``store``,
+        default its home's): a lookup of it from any broker answers this one."""
+        from cursorops.core.broker.cluster import owner_of
+
+        with Broker(store or Config.from_home(self.home)) as broker:
+            live = broker.cluster.live()
+        while True:
+            topic = unique(prefix)
+            owner = owner_of(str(TopicName.parse(topic)), live)
+            if owner is not None and owner.broker_id == self.slot:
+                return topic
 
     def alive(self) -> bool:
         return self.process.poll() is None

@@ -15,7 +15,7 @@ import pytest
 
 from cursorops.core.config import Config
 from cursorops.core.store.dispatch_state import PendingInfo
-from tests.protocol.harness import Standalone, drain, start, unique
+from tests.protocol.harness import Standalone, drain, start
 
 ROLE = "admin"
 MESSAGES = 60
@@ -75,17 +75,23 @@ def test_a_restart_releases_its_earlier_lifes_consumers_only(tmp_path: Path) -> 
     other = start(
         tmp_path / "other", metadata_url=shared.metadata_url, ledger_root=shared.ledger_root
     )
-    topic = unique("restart")
+    # A lookup answers a topic's owner: one topic each broker serves.
+    topic = server.owned_topic("restart")
+    kept_topic = other.owned_topic("kept", shared)
     client, other_client = server.client(), other.client()
     try:
-        producer = other_client.create_producer(topic, batching_enabled=False)
-        for i in range(MESSAGES):
-            producer.send(f"m{i}".encode())
+        for name in (topic, kept_topic):
+            producer = other_client.create_producer(name, batching_enabled=False)
+            for i in range(MESSAGES):
+                producer.send(f"m{i}".encode())
+            producer.close()
         held = _hold(client, topic, "drain")
-        kept = _hold(other_client, topic, "kept")
+        kept = _hold(other_client, kept_topic, "kept")
         _acknowledged(server, topic, "drain", 5)
         dead, dead_holders = _registered(server, topic, "drain")
-        live, live_holders = _registered(server, topic, "kept")
+        live, live_holders = _registered(server, kept_topic, "kept")
+        assert all(c.startswith(f"{server.slot}.1/") for c in dead)
+        assert all(c.startswith(f"{other.slot}.1/") for c in live)
         assert dead and dead_holders == dead
         assert live and live_holders == live
 
@@ -96,7 +102,7 @@ def test_a_restart_releases_its_earlier_lifes_consumers_only(tmp_path: Path) -> 
         consumers, holders = _registered(server, topic, "drain")
         assert not consumers & dead and not holders & dead
         # The other standalone's consumer is alive: it keeps its registration and messages.
-        assert _registered(server, topic, "kept") == (live, live_holders)
+        assert _registered(server, kept_topic, "kept") == (live, live_holders)
 
         # The client reconnects to the restarted process and gets every unacknowledged
         # message again; once it has acknowledged them, the backlog is 0.
