@@ -21,11 +21,11 @@ def router(
     broker: Broker,
     role_of: Callable[[Request], str],
     own_role: str,
-    urls: Callable[[], BrokerUrls] | None = None,
+    urls: Callable[[str], BrokerUrls] | None = None,
 ) -> APIRouter:
     """The routes; ``role_of`` names the caller's role (it refuses unauthenticated calls),
     ``own_role`` is the standalone's, which the health check uses; ``urls``, what a
-    lookup answers (None: no lookup path)."""
+    lookup of a topic partition answers: its owner's (None: no lookup path)."""
     routes = APIRouter(tags=["standalone"])
     # Dependencies as defaults: the routes are local, and their annotations (strings
     # under postponed evaluation) must resolve from the module alone.
@@ -51,14 +51,16 @@ def router(
             header_listener: str | None = listener_header,
             role: str = caller,
         ) -> dict[str, str]:
-            """Pulsar's HTTP lookup: the broker that serves the topic (this one), for a
-            role that may look it up; a missing topic is created on use."""
+            """Pulsar's HTTP lookup: the broker that owns the topic partition among the live
+            brokers, for a role that may look it up; a missing topic is created on use.
+            The owner's URLs are answered directly, where Pulsar redirects (307) to the
+            owner's lookup: the client connects to the same broker either way."""
             if domain not in ("persistent", "non-persistent"):
                 raise HTTPException(404, f"Unknown topic domain {domain!r}")
             name = f"{domain}://{tenant}/{namespace}/{topic}"
             with contextlib.suppress(TopicNotFoundError):
                 broker.authorized_topic(role, Operation.LOOKUP, TopicName.parse(name).base)
-            known = answer()
+            known = answer(str(TopicName.parse(name)))
             try:
                 url, url_tls = known.for_listener(listenerName or header_listener)
             except UnknownListenerError as exc:

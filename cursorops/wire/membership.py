@@ -52,6 +52,15 @@ def urls_of(record: BrokerRecord) -> BrokerUrls:
     return BrokerUrls(found.broker_url, found.broker_url_tls, found.web_url, "", listeners)
 
 
+def lookup_urls(service: Service, topic_partition: str) -> tuple[BrokerUrls, bool]:
+    """What a lookup of ``topic_partition`` answers: its owner's URLs among the live
+    brokers, and whether that owner is another broker (a redirect)."""
+    owner = service.broker.cluster.owner_of(topic_partition, service.live)
+    if owner is None or owner.broker_id == service.slot:
+        return service.urls, False
+    return urls_of(owner), True
+
+
 def join(service: Service, slot: str) -> Fence:
     """Start a new life of this broker (store thread or any): registered, its consumers
     named after it, the live brokers known."""

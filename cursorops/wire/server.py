@@ -75,7 +75,7 @@ from cursorops.wire.frames import (
 )
 from cursorops.wire.key_shared import KeySharedConsumers, requested_ranges
 from cursorops.wire.listeners import BrokerUrls, UnknownListenerError
-from cursorops.wire.membership import urls_of
+from cursorops.wire.membership import lookup_urls
 from cursorops.wire.non_persistent import NonPersistentConsumer, NonPersistentTopics
 from cursorops.wire.producer_access import TopicProducers, access_mode
 from cursorops.wire.proto import Proto
@@ -567,13 +567,9 @@ class Connection:
         try:
             name = TopicName.parse(body.get("topic", ""))
             urls, kind = self.service.urls, LookupType.Connect
-            owner = (
-                None
-                if body.get("authoritative")
-                else self.service.broker.cluster.owner_of(str(name), self.service.live)
-            )
-            if owner is not None and owner.broker_id != self.service.slot:
-                urls, kind = urls_of(owner), LookupType.Redirect
+            if not body.get("authoritative"):
+                urls, redirect = lookup_urls(self.service, str(name))
+                kind = LookupType.Redirect if redirect else LookupType.Connect
             url, url_tls = urls.for_listener(listener)
             await self.service.store.run(self.service.partitions, self.role, body["topic"])
         except UnknownListenerError as exc:

@@ -195,7 +195,9 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
     if settings.web_port is not None or settings.admin_socket is not None:
         from cursorops.wire.web import web_app
 
-        app = web_app(config, settings.role, checks, lambda: service.urls)
+        app = web_app(
+            config, settings.role, checks, lambda topic: membership.lookup_urls(service, topic)[0]
+        )
     if app is not None and settings.web_port is not None:
         for scheme, port in (("http", settings.web_port), ("https", settings.web_port_tls)):
             if scheme == "https" and settings.tls is None:

@@ -60,11 +60,11 @@ def web_app(
     config: Config,
     role: str,
     authentication: Authentication | None,
-    urls: Callable[[], BrokerUrls] | None = None,
+    urls: Callable[[str], BrokerUrls] | None = None,
 ) -> Any:
     """The admin REST app with its own Broker; the caller is the standalone's role, or
     with authentication on the role the request's credentials name. ``urls``: what the
-    HTTP lookup answers (None: no lookup paths)."""
+    HTTP lookup of a topic partition answers (None: no lookup paths)."""
     checks = authentication or Authentication(role)
 
     def request_role(request: Request) -> str:
