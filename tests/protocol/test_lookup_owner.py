@@ -12,7 +12,7 @@ import pulsar
 import pytest
 
 from cursorops.core.config import Config
-from tests.protocol.harness import Standalone, start
+from tests.protocol.harness import Standalone, drain, start, unique
 
 pytestmark = pytest.mark.slow
 
@@ -83,3 +83,78 @@ def test_the_http_lookup_answers_the_owner(pair: tuple[Standalone, Standalone]) 
         assert _holder_of(first, topic, "h") == {second.slot}
     finally:
         client.close()
+
+
+def _clients(pair: tuple[Standalone, Standalone]) -> list[pulsar.Client]:
+    return [broker.client() for broker in pair]
+
+
+def test_exclusive_admits_one_consumer_whichever_broker_is_asked(
+    pair: tuple[Standalone, Standalone],
+) -> None:
+    topic = unique("exclusive")
+    clients = _clients(pair)
+    try:
+        clients[0].subscribe(topic, "x", consumer_type=pulsar.ConsumerType.Exclusive)
+        with pytest.raises(pulsar.ConsumerBusy):
+            clients[1].subscribe(topic, "x", consumer_type=pulsar.ConsumerType.Exclusive)
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_failover_has_one_active_consumer_across_brokers(
+    pair: tuple[Standalone, Standalone],
+) -> None:
+    topic = unique("failover")
+    clients = _clients(pair)
+    try:
+        consumers = [
+            c.subscribe(topic, "f", consumer_type=pulsar.ConsumerType.Failover, consumer_name=n)
+            for c, n in zip(clients, ("a", "b"), strict=True)
+        ]
+        producer = clients[0].create_producer(topic, batching_enabled=False)
+        for i in range(20):
+            producer.send(b"%d" % i)
+        got = [drain(consumer, 1500) for consumer in consumers]
+        # The first by name is the active one; the other receives nothing meanwhile.
+        assert [len(g) for g in got] == [20, 0]
+        assert [m.data() for m in got[0]] == [b"%d" % i for i in range(20)]
+        for message in got[0]:
+            consumers[0].acknowledge(message)
+        consumers[0].close()
+        producer.send(b"20")
+        # The other takes over: what the first left unacknowledged (if its last
+        # acknowledgements were still grouped when it closed), then the new one, in order.
+        taken = [int(m.data()) for m in drain(consumers[1], 3000)]
+        assert taken and taken[-1] == 20 and taken == sorted(taken)
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_key_shared_keeps_each_key_on_one_consumer_in_order_across_brokers(
+    pair: tuple[Standalone, Standalone],
+) -> None:
+    topic = unique("keyed")
+    clients = _clients(pair)
+    try:
+        consumers = [
+            c.subscribe(topic, "k", consumer_type=pulsar.ConsumerType.KeyShared) for c in clients
+        ]
+        producer = clients[1].create_producer(topic, batching_enabled=False)
+        for i in range(200):
+            producer.send(b"%d" % i, partition_key=f"key-{i % 10}")
+        owners: dict[str, int] = {}
+        order: dict[str, list[int]] = {}
+        for index, consumer in enumerate(consumers):
+            for message in drain(consumer, 1500):
+                key = message.partition_key()
+                assert owners.setdefault(key, index) == index, f"{key} went to two consumers"
+                order.setdefault(key, []).append(int(message.data()))
+                consumer.acknowledge(message)
+        assert sum(len(v) for v in order.values()) == 200
+        assert all(v == sorted(v) for v in order.values())
+    finally:
+        for client in clients:
+            client.close()
