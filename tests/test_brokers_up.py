@@ -121,12 +121,15 @@ def test_two_brokers_share_the_store_and_stop_on_sigterm(two: Brokers) -> None:
     assert (two.home / "brokers-url").read_text().strip() == url
     assert len(two.broker_pids()) == 2
 
-    for port, web in zip(ports, webs, strict=True):
+    owners = set()
+    for web in webs:
         with urllib.request.urlopen(
             f"http://127.0.0.1:{web}/lookup/v2/topic/persistent/public/default/t", timeout=10
         ) as answer:
-            # Each broker answers a lookup with itself.
-            assert json.load(answer)["brokerUrl"] == f"pulsar://127.0.0.1:{port}"
+            owners.add(json.load(answer)["brokerUrl"])
+    # Both answer, and name the same owner: one of the two.
+    assert len(owners) == 1
+    assert owners <= {f"pulsar://127.0.0.1:{port}" for port in ports}
 
     topic = "persistent://public/default/shared-by-two"
     first = pulsar.Client(f"pulsar://127.0.0.1:{ports[0]}")
