@@ -37,6 +37,7 @@ from cursorops.core.authz import Operation
 from cursorops.core.broker import Broker
 from cursorops.core.errors import (
     AlreadyExistsError,
+    BrokerFencedError,
     ConflictError,
     ConsumerBusyError,
     CursorOpsError,
@@ -1032,6 +1033,10 @@ class Connection:
                     await asyncio.wait_for(loop.wake.wait(), POLL_SECONDS)
         except (ConnectionError, asyncio.CancelledError):
             return
+        except BrokerFencedError as exc:
+            # This broker's life ended: its heartbeat closes every connection and joins again.
+            log.warning("connection %s: dispatch refused: %s", self.peer, exc)
+            self.writer.close()
         except Exception:
             log.exception(
                 "connection %s: dispatch to consumer %d failed", self.peer, wire.consumer_id
