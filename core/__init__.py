@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from cursorops.core.analysis.topic_stats import SubscriptionStats, TopicStats
     from cursorops.core.broker import Broker
     from cursorops.core.config import Config
-    from cursorops.core.store.broker_registry import Advertised, BrokerRecord
-    from cursorops.core.store.values import Fence
     from cursorops.core.errors import CursorOpsError
     from cursorops.core.exit_codes import exit_code
     from cursorops.core.ids.message_id import MessageId
@@ -31,6 +29,8 @@ if TYPE_CHECKING:
     from cursorops.core.reading.message import MessageBatch
     from cursorops.core.skipping.skip import SkipOutcome
     from cursorops.core.skipping.skip_plan import SkipPlan
+    from cursorops.core.store.broker_registry import Advertised, BrokerRecord
+    from cursorops.core.store.values import Fence
     from cursorops.core.subscription import SubscriptionType
 
 _HOMES = {

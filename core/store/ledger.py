@@ -2,16 +2,20 @@
 
 Layout (docs/architecture.md, "Storage layout")::
 
-    <root>/<tenant>/<namespace>/<topic>/partition-<n>/ledger-<ledger:020d>-<first_entry:012d>.parquet
+    <root>/<tenant>/<namespace>/<topic>/partition-<n>/ledger-<ledger:020d>-<first_entry:012d>-<attempt>.parquet
 
 ``partition-none`` for a non-partitioned topic. Each file is one *segment*: the
 entries one append wrote into one ledger. The metadata store allocates the entry
 ids and lists every committed segment (paths relative to the root); a segment is
-written under its own name while the partition's allocation lock is held, the
-file and its folder fsynced side by side, then registered in the same
-transaction. Readers read only listed segments, so a file left behind by a crash
-before the commit (whole or cut short) is never read, and the next append
-reuses its entry ids and its name, writing over it.
+written under a name of its own while the partition's allocation lock is held
+(``<attempt>``: 8 random hex digits, new for every write), the file and its folder
+fsynced side by side, then registered in the same transaction. Readers read only
+listed segments, so a file left behind by a crash before the commit (whole or cut
+short) is never read. The next append reuses its entry ids but not its name: a
+writer the store gave up on (a broker paused past its deadline, whose transaction
+the server ended) may still be writing its file when another broker commits the same
+entry ids, and never writes into the other's file. A write whose commit fails
+removes its file.
 
 pyarrow and OS errors are translated here to :class:`~cursorops.core.errors.LedgerStoreError`
 naming the file.
@@ -27,6 +31,7 @@ import bisect
 import contextlib
 import os
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -332,13 +337,14 @@ class LedgerStore:
 
     @staticmethod
     def relative_path(topic_partition: TopicName, ledger_id: int, first_entry: int) -> str:
-        """The segment's path under the root, as the metadata store records it."""
+        """A new segment's path under the root, as the metadata store records it: a name
+        no other write attempt has (:mod:`cursorops.core.store.ledger`)."""
         base = topic_partition.base
         index = topic_partition.partition_index
         folder = "partition-none" if index < 0 else f"partition-{index}"
         return (
             f"{base.tenant}/{base.namespace}/{base.local_name}/{folder}/"
-            f"ledger-{ledger_id:020d}-{first_entry:012d}.parquet"
+            f"ledger-{ledger_id:020d}-{first_entry:012d}-{uuid.uuid4().hex[:8]}.parquet"
         )
 
     def _absolute(self, path: str) -> str:
@@ -384,14 +390,19 @@ class LedgerStore:
         positions: list[Position] = []
         start = 0
         while start < len(entries):
-            with self.metadata.append_entries(
-                str(name), len(entries) - start, self.max_entries_per_ledger
-            ) as allocation:
+            files: list[str] = []
+            with (
+                _removed_unless_committed(files),
+                self.metadata.append_entries(
+                    str(name), len(entries) - start, self.max_entries_per_ledger
+                ) as allocation,
+            ):
                 chunk = entries[start : start + allocation.count]
                 table, written = _build_table(
                     name.partition_index, allocation.ledger_id, allocation.first_entry, chunk
                 )
                 path = self.relative_path(name, allocation.ledger_id, allocation.first_entry)
+                files.append(self._absolute(path))
                 self._write_segment(self._absolute(path), written)
                 allocation.path = path
                 allocation.messages = table.num_rows
@@ -454,10 +465,15 @@ class LedgerStore:
             pending = [i for i in range(len(parts)) if done[i] < len(sizes[i])]
             if not pending:
                 return positions
-            with allocate(
-                [(str(names[i]), len(sizes[i]) - done[i]) for i in pending],
-                self.max_entries_per_ledger,
-            ) as allocations:
+            files: list[str] = []
+            with (
+                # In the caller's transaction, the caller's commit is not known here.
+                _removed_unless_committed(files if work is None else []),
+                allocate(
+                    [(str(names[i]), len(sizes[i]) - done[i]) for i in pending],
+                    self.max_entries_per_ledger,
+                ) as allocations,
+            ):
                 segments = []
                 for i, allocation in zip(pending, allocations, strict=True):
                     start, stop = done[i], done[i] + allocation.count
@@ -467,6 +483,7 @@ class LedgerStore:
                         names[i], allocation.ledger_id, allocation.first_entry
                     )
                     allocation.messages = rows
+                    files.append(self._absolute(allocation.path))
                     segments.append(
                         _Segment(
                             self._absolute(allocation.path),
@@ -520,8 +537,8 @@ class LedgerStore:
 
         No temporary and rename: until the metadata commit lists it, the file is
         never read, so a crash that leaves it whole or cut short loses nothing,
-        and the next append, allocated the same entry ids, writes over it
-        (``O_TRUNC``). The file's bytes and the folder's entry for it are
+        and the name is this attempt's own (:meth:`relative_path`), so nothing
+        else ever writes into it. The file's bytes and the folder's entry for it are
         flushed side by side, not one after the other: the commit that lists it
         waits for both. A failed write removes the file. Returns the file's
         size, modification time and inode (what the read caches key it by).
@@ -985,6 +1002,19 @@ def _folder_syncs() -> ThreadPoolExecutor:
                     ThreadPoolExecutor(_WRITERS, thread_name_prefix="cursorops-folder-sync")
                 )
     return _FOLDER_SYNCS[0]
+
+
+@contextlib.contextmanager
+def _removed_unless_committed(paths: list[str]) -> Iterator[None]:
+    """Remove the files named in ``paths`` (filled inside the block) when the block, the
+    transaction that would list them, raises: such a file is never read."""
+    try:
+        yield
+    except BaseException:
+        for path in paths:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise
 
 
 def _fsync_folder(folder: str) -> None:

@@ -76,7 +76,7 @@ def test_an_append_in_a_cursor_transaction_that_fails_stays_invisible(
         raise RuntimeError("the caller's next step failed")
     assert metadata.segments(TOPIC) == [] and metadata.ledgers(TOPIC) == []
     assert ledgers.read_table(name).num_rows == 0
-    # The next append takes the same place, and the file left behind is overwritten.
+    # The next append takes the same place (a file of its own).
     positions = ledgers.append_columns(name, np.ones(1, np.int64), columns([b"c"]))
     assert positions[0].entry_id == 0 and isinstance(positions[0], Position)
     assert ledgers.read_table(name).column("payload").to_pylist() == [b"c"]

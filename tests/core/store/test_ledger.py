@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,11 +13,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from cursorops.core.config import Config
-from cursorops.core.errors import InvalidArgumentError, LedgerStoreError, TopicNotFoundError
+from cursorops.core.errors import (
+    BrokerFencedError,
+    InvalidArgumentError,
+    LedgerStoreError,
+    TopicNotFoundError,
+)
 from cursorops.core.ids.position import Position
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.store.ledger import LATER_COLUMNS, MESSAGE_SCHEMA, LedgerStore, RowDraft
 from cursorops.core.store.metadata import LedgerInfo, MetadataStore
+from tests.core.store.test_cursor_door_append import columns
 
 TOPIC = TopicName.parse("persistent://acme/orders/events")
 PARTITIONED = TopicName.parse("persistent://acme/orders/payments")
@@ -133,20 +140,18 @@ def test_segment_files_follow_the_layout(ledger_store: LedgerStore, tmp_path: Pa
     ledger_store.append(P1, [single(b"y"), single(b"z")])
     [other] = ledger_store.append(TOPIC, [single(b"t")])
     root = tmp_path / "ledgers" / "acme" / "orders"
-    assert ledger_store.segment_paths(P1) == [
-        str(
-            root / "payments" / "partition-1" / f"ledger-{position.ledger_id:020d}-{0:012d}.parquet"
-        ),
-        str(
-            root / "payments" / "partition-1" / f"ledger-{position.ledger_id:020d}-{1:012d}.parquet"
-        ),
-    ]
-    assert ledger_store.segment_paths(TOPIC) == [
-        str(root / "events" / "partition-none" / f"ledger-{other.ledger_id:020d}-{0:012d}.parquet")
-    ]
+    attempt = "-[0-9a-f]{8}[.]parquet"
+    first, second = ledger_store.segment_paths(P1)
+    folder = re.escape(str(root / "payments" / "partition-1"))
+    assert re.fullmatch(f"{folder}/ledger-{position.ledger_id:020d}-{0:012d}{attempt}", first)
+    assert re.fullmatch(f"{folder}/ledger-{position.ledger_id:020d}-{1:012d}{attempt}", second)
+    [alone] = ledger_store.segment_paths(TOPIC)
+    folder = re.escape(str(root / "events" / "partition-none"))
+    assert re.fullmatch(f"{folder}/ledger-{other.ledger_id:020d}-{0:012d}{attempt}", alone)
     # Relative paths are registered, so the root may move.
-    assert ledger_store.metadata.segments(str(P1))[0].path == (
-        f"acme/orders/payments/partition-1/ledger-{position.ledger_id:020d}-000000000000.parquet"
+    assert re.fullmatch(
+        f"acme/orders/payments/partition-1/ledger-{position.ledger_id:020d}-000000000000{attempt}",
+        ledger_store.metadata.segments(str(P1))[0].path,
     )
     # Nothing a client sent: the later columns, all null, are not written.
     written = pa.schema([f for f in MESSAGE_SCHEMA if f.name not in LATER_COLUMNS])
@@ -395,21 +400,52 @@ def test_concurrent_appends_to_one_partition(ledger_store: LedgerStore) -> None:
         assert info.entries <= 4
 
 
-def test_an_append_writes_over_what_a_killed_writer_left(ledger_store: LedgerStore) -> None:
+def test_a_killed_writer_s_file_is_never_read_nor_written_over(
+    ledger_store: LedgerStore,
+) -> None:
     """A kill while a segment is written (before its commit) leaves the file cut short
-    under the segment's name: it is never read, and the next append, allocated the same
-    entry ids, writes over it."""
+    under that attempt's name: it is never read, and the next append, allocated the same
+    entry ids, writes a file of its own (a writer the store gave up on may still be
+    writing the first)."""
     name = TOPIC
     [first] = ledger_store.append(name, [single(b"a")])
     folder = Path(ledger_store.segment_paths(name)[0]).parent
-    stale = folder / f"ledger-{first.ledger_id:020d}-{1:012d}.parquet"
-    stale.write_bytes(b"half a parquet file, longer than the segment that replaces it" * 100)
+    stale = folder / f"ledger-{first.ledger_id:020d}-{1:012d}-0badf00d.parquet"
+    left = b"half a parquet file, longer than the segment that replaces it" * 100
+    stale.write_bytes(left)
     assert payloads(ledger_store.read_table(name)) == [b"a"]
     assert len(ledger_store.entry_index(name)) == 1
     assert ledger_store.append(name, [single(b"b")]) == [Position(first.ledger_id, 1)]
     assert payloads(ledger_store.read_table(name)) == [b"a", b"b"]
-    written = pa.schema([f for f in MESSAGE_SCHEMA if f.name not in LATER_COLUMNS])
-    assert pq.read_schema(stale).remove_metadata() == written
+    assert stale.read_bytes() == left
+    assert str(stale) not in ledger_store.segment_paths(name)
+
+
+def test_a_write_whose_commit_fails_leaves_no_file(
+    ledger_store: LedgerStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = TOPIC
+    ledger_store.append(name, [single(b"a")])
+    folder = Path(ledger_store.segment_paths(name)[0]).parent
+    before = sorted(folder.iterdir())
+    from cursorops.core.store import ledger as ledger_module
+
+    real = ledger_module.LedgerStore._write_segment
+
+    def written_then_refused(path: str, table: pa.Table) -> tuple[int, int, int]:
+        real(path, table)
+        assert Path(path).exists()
+        raise BrokerFencedError("declared dead meanwhile")
+
+    monkeypatch.setattr(
+        ledger_module.LedgerStore, "_write_segment", staticmethod(written_then_refused)
+    )
+    with pytest.raises(BrokerFencedError):
+        ledger_store.append(name, [single(b"b")])
+    with pytest.raises(BrokerFencedError):
+        ledger_store.append_columns(name, np.ones(1, np.int64), columns([b"c"]))
+    assert sorted(folder.iterdir()) == before
+    assert payloads(ledger_store.read_table(name)) == [b"a"]
 
 
 @pytest.mark.parametrize(
