@@ -8,8 +8,9 @@ its own, so a busy store thread never delays a heartbeat).
 Ownership: a topic partition is owned by the live broker that scores highest for it
 (rendezvous hashing of the partition's name with each broker's id): every broker
 computes the same owner from the same list, partitions spread over the brokers, and
-when one dies only its partitions move. A lookup answers the owner; the owner's
-death moves its partitions to the others at the next lookup. Every broker can serve
+when one dies only its partitions move. A lookup answers the owner among the
+members (the brokers not declared dead); the owner's death moves its partitions to
+the others at the next lookup. Every broker can serve
 every partition (the dispatch state is in the store), so a client that reaches a
 broker other than the owner is served too.
 """
@@ -140,6 +141,12 @@ class Cluster:
             )
             for r in self.metadata.brokers()
         ]
+
+    def members(self) -> list[BrokerRecord]:
+        """The brokers no one declared dead (nor stopped): what ownership is computed
+        over, so that a partition moves when its owner is declared dead, not each time
+        a heartbeat runs late on a loaded machine."""
+        return [b for b in self.metadata.brokers() if b.state == LIVE]
 
     def live(self) -> list[BrokerRecord]:
         """The brokers beating now."""

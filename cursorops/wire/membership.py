@@ -66,7 +66,7 @@ def join(service: Service, slot: str) -> Fence:
     named after it, the live brokers known."""
     fence = service.broker.cluster.join(slot, advertised(service.urls))
     service.broker_id = f"{fence.broker_id}.{fence.epoch}"
-    service.live = service.broker.cluster.live()
+    service.live = service.broker.cluster.members()
     return fence
 
 
@@ -107,7 +107,7 @@ class Heartbeat:
                     )
                 if beat.released:
                     log.info("released %d consumers of dead brokers", beat.released)
-                self._service.live = cluster.live()
+                self._service.live = cluster.members()
             except CursorOpsError as exc:
                 log.warning("heartbeat failed: %s", exc)
 

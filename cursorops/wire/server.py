@@ -269,8 +269,8 @@ class Service:
         """(base topic, subscription) of the readers' subscriptions this process made:
         they live as long as their readers (touched on the store thread only)."""
         self.live: list[BrokerRecord] = []
-        """The cluster's live brokers as the last heartbeat saw them
-        (:mod:`cursorops.wire.membership`): a lookup answers the owner among them."""
+        """The cluster's members (brokers not declared dead) as the last heartbeat saw
+        them (:mod:`cursorops.wire.membership`): a lookup answers the owner among them."""
 
     def forget_connections_state(self) -> None:
         """After every connection closed for a new life: nothing of the last one is

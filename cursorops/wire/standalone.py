@@ -217,7 +217,7 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
     # What an earlier life of this slot held is deliverable before the first client
     # comes back, not when its consumers' leases lapse.
     fence = await store.run(membership.join, service, identity.broker_id)
-    log.info("joined the cluster as broker %s life %d", fence.broker_id, fence.epoch)
+    log.debug("joined the cluster as broker %s life %d", fence.broker_id, fence.epoch)
     heartbeat = membership.Heartbeat(service, identity.broker_id, asyncio.get_running_loop())
     heartbeat.start()
     for server in servers:

@@ -7,6 +7,7 @@ stops it with SIGINT afterwards, as a person would with Ctrl-C.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import signal
@@ -65,10 +66,17 @@ class Standalone:
 
     @property
     def slot(self) -> str:
-        """Its broker id in the cluster (the slot of its home), from its log."""
-        found = re.search(r"joined the cluster as broker (\w+) life", self.log_text())
-        assert found, self.log_text()
-        return found.group(1)
+        """Its broker id in the cluster: the slot of its home it holds locked
+        (:mod:`cursorops.wire.broker_identity`)."""
+        held = []
+        for path in sorted((self.home / "brokers").glob("*.lock")):
+            with open(path, "rb") as probe:
+                try:
+                    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    held.append(path.stem)
+        assert len(held) == 1, held
+        return held[0]
 
     def owned_topic(self, prefix: str = "t", store: Config | None = None) -> str:
         """A new topic name this broker owns among the live brokers of its store (``store``,
@@ -76,7 +84,7 @@ class Standalone:
         from cursorops.core.broker.cluster import owner_of
 
         with Broker(store or Config.from_home(self.home)) as broker:
-            live = broker.cluster.live()
+            live = broker.cluster.members()
         while True:
             topic = unique(prefix)
             owner = owner_of(str(TopicName.parse(topic)), live)

@@ -126,11 +126,11 @@ def _wait(condition: object, what: str) -> None:
 def _victim(cluster: Cluster, topic: str) -> Standalone:
     """A broker that owns at least one partition of ``topic`` (by the rule lookups use)."""
     with cluster.admin() as admin:
-        live = admin.cluster.live()
+        live = admin.cluster.members()
     owners = {owner_of(f"{topic}-partition-{i}", live) for i in range(PARTITIONS)}
     slots = {o.broker_id for o in owners if o is not None}
     for broker in cluster.brokers:
-        if any(f"joined the cluster as broker {slot}" in broker.log_text() for slot in slots):
+        if broker.slot in slots:
             return broker
     raise AssertionError("no broker owns a partition")
 

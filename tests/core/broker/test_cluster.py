@@ -64,10 +64,14 @@ def test_a_silent_broker_is_declared_dead_and_what_it_held_goes_to_the_living(
     clock.advance(DEAD_AFTER)
     assert a.cluster.beat().declared == []
     clock.advance(1)
+    # Late but not declared: not beating, still a member (ownership does not move yet).
+    assert [r.broker_id for r in a.cluster.live()] == ["aaaa"]
+    assert [r.broker_id for r in a.cluster.members()] == ["aaaa", "bbbb"]
+    assert [v.state for v in a.cluster.list_brokers("admin")] == ["live", "late"]
     beat = a.cluster.beat()
     assert beat.alive and beat.declared == [fence_b] and beat.released == 1
     assert _holders(a) == {None: 4}
-    assert [r.broker_id for r in a.cluster.live()] == ["aaaa"]
+    assert [r.broker_id for r in a.cluster.members()] == ["aaaa"]
     assert {r.broker_id: r.state for r in a.cluster.brokers()} == {"aaaa": LIVE, "bbbb": DEAD}
     # Declared once: the next beat finds nothing more to do.
     assert a.cluster.beat() == type(beat)(True, [], 0)
