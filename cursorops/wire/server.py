@@ -449,7 +449,12 @@ class Connection:
         for task in list(self._tasks):
             task.cancel()
         for loop in loops:
-            await self._close_consumer(loop)
+            try:
+                await self._close_consumer(loop)
+            except BrokerFencedError:
+                # This life was declared dead: the cluster released its consumers already,
+                # and the new life forgets what this one kept in memory.
+                log.info("connection %s: its consumers were released by the cluster", self.peer)
         self.service.connections.discard(self)
         if not self.writer.is_closing():
             self.writer.close()
