@@ -6,8 +6,9 @@ it needs is set up, and are skipped with a note otherwise:
 ``benchmarks.spark_backlog`` (a local Spark), ``benchmarks.airflow_skip`` and
 ``benchmarks.airflow_match`` (a local Airflow; the latter with Spark), and
 ``benchmarks.rest_load`` (Airflow's api-server on a PostgreSQL store, which
-needs ``CURSOROPS_TEST_PG_URL``) and ``benchmarks.protocol`` (against
-pulsar-lite, when installed). The options (``--quick``, ``--runs``,
+needs ``CURSOROPS_TEST_PG_URL``), ``benchmarks.protocol`` (against
+pulsar-lite, when installed) and ``benchmarks.failover`` (two brokers on one
+PostgreSQL, ``CURSOROPS_TEST_PG_URL``). The options (``--quick``, ``--runs``,
 ``--write/--no-write``, ``--dir``), which every benchmark takes, are passed on.
 The exit status is non-zero when any benchmark failed.
 """
@@ -35,8 +36,15 @@ CORE_BENCHMARKS = (
     "cli_latency",
     "segment_encode",
 )
-OPTIONAL_BENCHMARKS = ("spark_backlog", "airflow_skip", "airflow_match", "rest_load", "protocol")
-NEEDED_ENV = {"rest_load": "CURSOROPS_TEST_PG_URL"}
+OPTIONAL_BENCHMARKS = (
+    "spark_backlog",
+    "airflow_skip",
+    "airflow_match",
+    "rest_load",
+    "protocol",
+    "failover",
+)
+NEEDED_ENV = {"rest_load": "CURSOROPS_TEST_PG_URL", "failover": "CURSOROPS_TEST_PG_URL"}
 """An environment variable a benchmark needs set, or it is skipped."""
 
 _REPO = Path(__file__).resolve().parent.parent
