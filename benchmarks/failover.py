@@ -250,11 +250,11 @@ class Cluster:
         return Broker(self.config)
 
     def owners(self, topic: str) -> dict[int, Node]:
-        """Each partition's owner among the live brokers (the rule lookups answer)."""
+        """Each partition's owner among the members (the rule lookups answer)."""
         from cursorops.core.broker.cluster import owner_of
 
         with self.admin() as admin:
-            live = admin.cluster.live()
+            live = admin.cluster.members()
         found: dict[int, Node] = {}
         for i in range(PARTITIONS):
             record = owner_of(f"{topic}-partition-{i}", live)
