@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -188,11 +189,14 @@ def rows(messages: Sequence[dict[str, Any]]) -> pa.Table:
 
 
 def file_digests(root: str) -> dict[str, str]:
-    """Every file under ``root`` (relative path) and the SHA-256 of its bytes."""
+    """Every file under ``root`` (relative path, a segment's without its write attempt's
+    random part) and the SHA-256 of its bytes."""
     found = {}
     for folder, _, names in os.walk(root):
         for name in names:
             path = os.path.join(folder, name)
+            key = re.sub(r"-[0-9a-f]{8}[.]parquet$", ".parquet", os.path.relpath(path, root))
+            assert key not in found, f"two attempts of one segment: {path}"
             with open(path, "rb") as data:
-                found[os.path.relpath(path, root)] = hashlib.sha256(data.read()).hexdigest()
+                found[key] = hashlib.sha256(data.read()).hexdigest()
     return found
