@@ -24,7 +24,6 @@ import threading
 from typing import TYPE_CHECKING
 
 from cursorops.core import Advertised, BrokerRecord, Fence
-from cursorops.core.errors import CursorOpsError
 from cursorops.wire.listeners import BrokerUrls, Listener
 
 if TYPE_CHECKING:
@@ -108,8 +107,8 @@ class Heartbeat:
                 if beat.released:
                     log.info("released %d consumers of dead brokers", beat.released)
                 self._service.live = cluster.members()
-            except CursorOpsError as exc:
-                log.warning("heartbeat failed: %s", exc)
+            except Exception as exc:  # never ends the beat: a silent broker is a dead one
+                log.warning("heartbeat failed: %s", " ".join(str(exc).split())[:300])
 
     def _fenced(self) -> None:
         fence = self._service.broker.cluster.fence
