@@ -17,7 +17,9 @@
 # standalone per machine. Once every broker answers its health check, it prints the
 # multi-host service URL a client takes (pulsar://127.0.0.1:P1,127.0.0.1:P2) and writes
 # it to $CURSOROPS_HOME/brokers-url. Stop it with SIGINT or SIGTERM: it stops every
-# broker and waits for each. If any of them dies, it stops the rest and exits 1.
+# broker and waits for each. A broker that dies once all answered is reported and the
+# others carry on serving (what a cluster is for); when the last is gone it exits 1.
+# One that dies before all answered stops the rest (exit 1).
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -107,8 +109,22 @@ echo "$url" >"$home/brokers-url"
 echo "cursorops brokers ready: $url (admin on ports $web_port..$((web_port + count - 1)))"
 
 set +e
-wait -n "${pids[@]}"
-status=$?
-echo "a broker exited ($status): stopping the others" >&2
-stop
+alive=("${pids[@]}")
+while ((${#alive[@]} > 0)); do
+    gone=""
+    wait -n -p gone "${alive[@]}"
+    status=$?
+    [[ -n "$gone" ]] || continue
+    rest=()
+    for pid in "${alive[@]}"; do
+        [[ "$pid" == "$gone" ]] || rest+=("$pid")
+    done
+    alive=("${rest[@]}")
+    for ((i = 1; i <= count; i++)); do
+        if [[ "${pids[$((i - 1))]}" == "$gone" ]]; then
+            echo "broker-$i exited ($status): ${#alive[@]} still serve; see $home/broker-$i/broker.log" >&2
+        fi
+    done
+done
+echo "every broker exited" >&2
 exit 1
