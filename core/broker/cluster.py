@@ -85,6 +85,7 @@ class Cluster:
         """Start a new life of ``broker_id``: registered, writing as it from here on. The
         consumers of its earlier lives are released (they are gone: this slot is ours)."""
         self.metadata.end_idle_transactions_after(self.config.broker_dead_after_ms)
+        self.metadata.hold_life_lock(broker_id)
         fence = self.metadata.register_broker(broker_id, advertised, self.clock())
         self.metadata.fence = fence
         self.metadata.release_consumers_with_prefix(fence.lives_prefix, self.clock())
@@ -99,7 +100,9 @@ class Cluster:
         now = self.clock()
         if not self.metadata.beat(fence, now):
             return Beat(alive=False)
-        declared = self.metadata.declare_dead(now, self.config.broker_dead_after_ms)
+        declared = self.metadata.declare_dead(
+            now, self.config.broker_dead_after_ms, me=fence.broker_id
+        )
         released = 0
         for dead in self.metadata.unreleased():
             released += self.metadata.release_consumers_with_prefix(

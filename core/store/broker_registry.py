@@ -11,9 +11,10 @@ one store, as Pulsar's share ZooKeeper and BookKeeper; each keeps one row here:
   names its life; when it changes nothing, the life was declared dead (or a later
   life took the row) and the broker must stop serving as that life.
 - **Declaring dead**: any broker that sees another's heartbeat older than the
-  deadline sets that row ``dead`` (naming the life it saw, so a life that came
-  back in between is untouched), then releases that life's consumers: what they
-  held goes to live consumers at once. Releasing is idempotent and recorded
+  deadline, or on PostgreSQL another's session lock free (its process is gone:
+  :meth:`BrokerRegistry.hold_life_lock`), sets that row ``dead`` (naming the life it
+  saw, so a life that came back in between is untouched), then releases that life's
+  consumers: what they held goes to live consumers at once. Releasing is idempotent and recorded
   (``released``), so a broker that dies in between leaves it to the next.
 - **Bounded locks**: on PostgreSQL a broker's transaction idle for longer than the
   deadline is ended by the server (:meth:`BrokerRegistry.end_idle_transactions_after`),
@@ -33,10 +34,11 @@ need clocks in step (NTP) to well within the deadline.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import event, select, update
+from sqlalchemy import event, select, text, update
 
 from cursorops.core.errors import BrokerFencedError
 from cursorops.core.store.checks import check_label
@@ -93,6 +95,22 @@ def check_fence(statements: Statements, fence: Fence) -> None:
         )
 
 
+def _lock_key(broker_id: str) -> int:
+    """The advisory lock of ``broker_id``'s session: 64 bits of a hash of its id."""
+    digest = hashlib.sha256(f"cursorops broker {broker_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _session_gone(session: Any, row: BrokerRow) -> bool:
+    """Whether the session lock of ``row``'s broker is free: taken for this transaction
+    only (released when it ends), so a free lock is seen and left free."""
+    return bool(
+        session.execute(
+            text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": _lock_key(row.broker_id)}
+        ).scalar()
+    )
+
+
 def _record(row: BrokerRow) -> BrokerRecord:
     listeners: dict[str, tuple[str, str]] | None = None
     if row.listeners:
@@ -111,12 +129,16 @@ def _record(row: BrokerRow) -> BrokerRecord:
 class BrokerRegistry(StoreBase):
     """The ``brokers`` table: registering, beating, declaring dead, releasing."""
 
+    _life_lock: Any = None
+    """The connection that holds this process's session lock (PostgreSQL), or None."""
+    _idle_bound = False
+
     def end_idle_transactions_after(self, ms: int) -> None:
         """On PostgreSQL, have the server end a transaction of this store that stays idle
         longer than ``ms`` (``idle_in_transaction_session_timeout``): a broker paused
         inside a transaction would otherwise hold its row locks, and so stall the other
         brokers' dispatches and its own declaration as dead, for as long as it sleeps."""
-        if not self._postgres or getattr(self, "_idle_bound", False):
+        if not self._postgres or self._idle_bound:
             return
         self._idle_bound = True
 
@@ -184,31 +206,60 @@ class BrokerRegistry(StoreBase):
             rows = session.scalars(select(BrokerRow).order_by(BrokerRow.broker_id))
             return [_record(row) for row in rows]
 
-    def declare_dead(self, now_ms: int, dead_after_ms: int) -> list[Fence]:
-        """Set ``dead`` every live broker whose heartbeat is older than ``dead_after_ms``;
-        the lives this call declared (another broker may have declared some first)."""
+    def hold_life_lock(self, broker_id: str) -> None:
+        """On PostgreSQL, hold ``broker_id``'s session lock for as long as this process
+        lives: a dedicated connection takes an advisory lock on it, which the server
+        drops the moment that connection goes (the process killed, its machine gone
+        from the network once TCP notices). The others read a free lock as a dead
+        broker at once (:meth:`declare_dead`), without waiting for its heartbeat to
+        age: PostgreSQL's sessions are what ZooKeeper's ephemeral nodes are to Pulsar.
+        Taken before the broker registers, so a new life is never seen without it."""
+        if not self._postgres or self._life_lock is not None:
+            return
+        check_label("broker id", broker_id)
+        connection = self._engine.raw_connection()
+        try:
+            connection.driver_connection.autocommit = True  # type: ignore[union-attr]
+            with connection.driver_connection.cursor() as cursor:  # type: ignore[union-attr]
+                cursor.execute("SELECT pg_advisory_lock(%s)", (_lock_key(broker_id),))
+        except BaseException:
+            connection.invalidate()
+            raise
+        self._life_lock = connection
+
+    def release_life_lock(self) -> None:
+        """Let the session lock go (the store closing: its broker is gone)."""
+        connection = self._life_lock
+        if connection is not None:
+            self._life_lock = None
+            connection.invalidate()  # closed, never back in the pool
+
+    def declare_dead(self, now_ms: int, dead_after_ms: int, me: str = "") -> list[Fence]:
+        """Set ``dead`` every live broker whose heartbeat is older than ``dead_after_ms``,
+        and on PostgreSQL every live broker but ``me`` whose session lock is free (its
+        process is gone: :meth:`hold_life_lock`); the lives this call declared (another
+        broker may have declared some first)."""
         cutoff = now_ms - dead_after_ms
+        found: list[tuple[Fence, bool]] = []
         with self._session(write=False) as session:
-            late = [
-                Fence(row.broker_id, row.epoch)
-                for row in session.scalars(
-                    select(BrokerRow).where(
-                        BrokerRow.state == LIVE, BrokerRow.heartbeat_ms < cutoff
-                    )
-                )
-            ]
+            for row in session.scalars(select(BrokerRow).where(BrokerRow.state == LIVE)):
+                fence = Fence(row.broker_id, row.epoch)
+                if row.heartbeat_ms < cutoff:
+                    found.append((fence, True))
+                elif self._postgres and row.broker_id != me and _session_gone(session, row):
+                    found.append((fence, False))
         declared = []
-        for fence in late:
+        for fence, silent in found:
+            condition = [
+                BrokerRow.broker_id == fence.broker_id,
+                BrokerRow.epoch == fence.epoch,
+                BrokerRow.state == LIVE,
+            ]
+            if silent:
+                condition.append(BrokerRow.heartbeat_ms < cutoff)
             with self._session(write=True) as session:
                 result = session.execute(
-                    update(BrokerRow)
-                    .where(
-                        BrokerRow.broker_id == fence.broker_id,
-                        BrokerRow.epoch == fence.epoch,
-                        BrokerRow.state == LIVE,
-                        BrokerRow.heartbeat_ms < cutoff,
-                    )
-                    .values(state=DEAD, released=False)
+                    update(BrokerRow).where(*condition).values(state=DEAD, released=False)
                 )
                 if result.rowcount:  # type: ignore[attr-defined]
                     declared.append(fence)

@@ -161,6 +161,7 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions, BrokerRegistry):
         return cls(config.metadata_url)
 
     def close(self) -> None:
+        self.release_life_lock()
         self._engine.dispose()
 
     def __enter__(self) -> MetadataStore:

@@ -100,7 +100,8 @@ class Heartbeat:
                     continue
                 for fence in beat.declared:
                     log.warning(
-                        "declared broker %s (life %d) dead: its heartbeat stopped",
+                        "declared broker %s (life %d) dead: its session ended or its "
+                        "heartbeat stopped",
                         fence.broker_id,
                         fence.epoch,
                     )

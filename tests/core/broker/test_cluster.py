@@ -85,6 +85,23 @@ def test_a_silent_broker_is_declared_dead_and_what_it_held_goes_to_the_living(
     assert len(taker.receive_many(10)) == 6
 
 
+def test_on_postgres_a_broker_whose_process_is_gone_is_dead_at_once(
+    pair: tuple[Broker, Broker], metadata_url: str
+) -> None:
+    if not metadata_url.startswith("postgresql"):
+        pytest.skip("SQLite has no sessions: a silent broker is found by its heartbeat")
+    a, b = pair
+    fence_b = b.cluster.fence
+    assert a.cluster.beat().declared == []  # b's session holds its lock
+    b.metadata.release_life_lock()  # as when b's process is killed
+    # No clock advanced: the free lock is enough.
+    beat = a.cluster.beat()
+    assert beat.declared == [fence_b]
+    assert [r.broker_id for r in a.cluster.members()] == ["aaaa"]
+    # b's own lock is not a's: a is never declared by itself.
+    assert a.cluster.beat().declared == [] and a.cluster.beat().alive
+
+
 def test_a_dead_life_writes_nothing_and_the_next_life_does(
     pair: tuple[Broker, Broker], clock: Clock
 ) -> None:
