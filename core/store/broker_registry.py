@@ -23,8 +23,9 @@ one store, as Pulsar's share ZooKeeper and BookKeeper; each keeps one row here:
 - **Fencing**: every write a broker makes as a life (an append's entry allocation,
   every subscription transaction: dispatch, acknowledgement, consumer change) reads
   its row in the same transaction and is refused unless the life is still live
-  (:func:`check_fence`, ``FOR SHARE`` on PostgreSQL, so a declaration waits for
-  a write in flight and a write after it sees it). A paused broker that resumes
+  (:func:`check_fence`, ``FOR KEY SHARE`` on PostgreSQL; a declaration takes the row
+  ``FOR UPDATE``, so it waits for a write in flight and a write after it sees it,
+  while the heartbeat's plain update never waits for the writes). A paused broker that resumes
   after it was declared dead therefore appends and delivers nothing, in the
   spirit of BookKeeper's ledger fencing.
 
@@ -83,7 +84,10 @@ class BrokerRecord:
 
 def check_fence(statements: Statements, fence: Fence) -> None:
     """Refuse the caller's transaction unless ``fence``'s life is live (in that transaction)."""
-    share = " FOR SHARE" if statements.postgres else ""
+    # KEY SHARE: a heartbeat (an UPDATE of other columns) never waits for it, while a
+    # declaration, which takes the row FOR UPDATE first, waits for the writes in flight,
+    # and a write after it reads the row it left.
+    share = " FOR KEY SHARE" if statements.postgres else ""
     rows = statements.rows(
         f"SELECT state FROM brokers WHERE broker_id = ? AND epoch = ?{share}",
         (fence.broker_id, fence.epoch),
@@ -258,6 +262,12 @@ class BrokerRegistry(StoreBase):
             if silent:
                 condition.append(BrokerRow.heartbeat_ms < cutoff)
             with self._session(write=True) as session:
+                # FOR UPDATE: waits for this life's writes in flight (their KEY SHARE).
+                locked = session.scalars(
+                    select(BrokerRow.broker_id).where(*condition).with_for_update()
+                ).first()
+                if locked is None:
+                    continue
                 result = session.execute(
                     update(BrokerRow).where(*condition).values(state=DEAD, released=False)
                 )

@@ -3,6 +3,7 @@ what they held, fencing their writes, and who owns a partition (both engines).""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -100,6 +101,33 @@ def test_on_postgres_a_broker_whose_process_is_gone_is_dead_at_once(
     assert [r.broker_id for r in a.cluster.members()] == ["aaaa"]
     # b's own lock is not a's: a is never declared by itself.
     assert a.cluster.beat().declared == [] and a.cluster.beat().alive
+
+
+def test_on_postgres_a_declaration_waits_for_a_write_in_flight_and_a_beat_does_not(
+    pair: tuple[Broker, Broker], metadata_url: str, clock: Clock
+) -> None:
+    if not metadata_url.startswith("postgresql"):
+        pytest.skip("SQLite runs one write transaction at a time")
+    a, b = pair
+    fence_b = b.cluster.fence
+    assert fence_b is not None
+    declared: list[object] = []
+    with b.metadata.subscription_transaction(TOPIC, "s", clock()):
+        # b's write holds its row KEY SHARE: its own heartbeat goes through ...
+        beat = threading.Thread(target=b.cluster.beat)
+        beat.start()
+        beat.join(30)
+        assert not beat.is_alive()
+        # ... while a's declaration of b waits for the write to end.
+        clock.advance(DEAD_AFTER + 1)
+        declaring = threading.Thread(target=lambda: declared.append(a.cluster.beat()))
+        declaring.start()
+        declaring.join(1)
+        assert declaring.is_alive() and declared == []
+    declaring.join(30)
+    assert [beat.declared for beat in declared] == [[fence_b]]  # type: ignore[attr-defined]
+    with pytest.raises(BrokerFencedError):
+        b.metadata.subscription_transaction(TOPIC, "s", clock()).__enter__()
 
 
 def test_a_dead_life_writes_nothing_and_the_next_life_does(
