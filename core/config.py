@@ -23,7 +23,8 @@ class Config:
     metadata_url: str
     """SQLAlchemy URL of the metadata store."""
     ledger_root: str
-    """Folder (or any path pyarrow and Spark read) holding the Parquet ledgers."""
+    """Folder holding the Parquet ledgers: a path or a ``file://`` URI
+    (:mod:`cursorops.core.store.ledger_root`)."""
     superuser_roles: frozenset[str] = field(default_factory=lambda: frozenset({"admin"}))
     max_entries_per_ledger: int = 50_000
     """Ledger rollover: a partition starts a new ledger after this many entries."""

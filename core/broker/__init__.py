@@ -96,6 +96,7 @@ from cursorops.core.skipping.plan_record import (
 from cursorops.core.skipping.skip_plan import SkipPlan
 from cursorops.core.skipping.undo import AppliedSkip, UndoOutcome, UndoPlan
 from cursorops.core.store.ledger import LedgerStore
+from cursorops.core.store.ledger_root import open_ledger_root
 from cursorops.core.store.metadata import AuditRecord, MetadataStore, SubscriptionInfo, TopicInfo
 from cursorops.core.subscription import SubscriptionType
 
@@ -126,8 +127,11 @@ class Broker:
     def __init__(self, config: Config, clock: Callable[[], int] = wall_clock_ms) -> None:
         self.config = config
         self.clock = clock
+        # The ledger root first: a root that cannot be served is refused before the
+        # metadata store is opened (or created).
+        ledger_root = open_ledger_root(config.ledger_root)
         self.metadata = MetadataStore.from_config(config)
-        self.ledgers = LedgerStore.from_config(config, self.metadata)
+        self.ledgers = LedgerStore(ledger_root, self.metadata, config.max_entries_per_ledger)
         self.access = Access(config, self.metadata)
         self.context = BrokerContext(config, clock, self.metadata, self.ledgers, self.access)
         self.analysis = Analysis(self.context)

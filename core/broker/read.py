@@ -43,7 +43,7 @@ class Reading(Collaborator):
         # The dispatcher's own cache of decoded row groups: each dispatch reads on from
         # where the last one stopped, so a drained backlog decodes each row group once.
         # Segments this process just wrote come from the ledger store's memory, not the files.
-        cache = segment_reader.SegmentCache(self.ledgers.root, fresh=self.ledgers.recent.get)
+        cache = segment_reader.SegmentCache(self.ledgers.location, fresh=self.ledgers.recent.get)
 
         def cached(name: str) -> Callable[[Position], Iterator[pa.RecordBatch]]:
             return lambda after: cache.batches_after(self.metadata.segments(name), after)
@@ -189,7 +189,7 @@ class Reading(Collaborator):
 
             def read_after(after: Position, name: str = name) -> Iterator[pa.RecordBatch]:
                 return segment_reader.batches_after(
-                    self.ledgers.root, self.metadata.segments(name), after
+                    self.ledgers.location, self.metadata.segments(name), after
                 )
 
             def layout(name: str = name) -> LedgerLayout:

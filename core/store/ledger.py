@@ -17,6 +17,10 @@ the server ended) may still be writing its file when another broker commits the 
 entry ids, and never writes into the other's file. A write whose commit fails
 removes its file.
 
+Segments are read through the root's ``pyarrow.fs`` file system
+(:mod:`cursorops.core.store.ledger_root`) and written with the operating system's
+calls under its local base path (``fsync``).
+
 pyarrow and OS errors are translated here to :class:`~cursorops.core.errors.LedgerStoreError`
 naming the file.
 
@@ -41,6 +45,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from cursorops.core.config import Config
@@ -49,6 +54,7 @@ from cursorops.core.ids.chunked_messages import chunk_rest
 from cursorops.core.ids.position import Position
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.store import arrow_columns
+from cursorops.core.store.ledger_root import FileIdentity, LedgerRoot, open_ledger_root
 from cursorops.core.store.metadata import MetadataStore, SegmentInfo
 
 if TYPE_CHECKING:
@@ -206,8 +212,7 @@ class _Segment:
 class _Written:
     """A segment as :meth:`LedgerStore._write_one` wrote it."""
 
-    path: str
-    signature: tuple[int, int, int]
+    identity: FileIdentity
     table: pa.Table
 
 
@@ -317,10 +322,20 @@ def _io(what: str) -> Iterator[None]:
 
 
 class LedgerStore:
-    """Parquet segments under a local folder, listed by the metadata store."""
+    """Parquet segments under a local folder, listed by the metadata store.
 
-    def __init__(self, root: str, metadata: MetadataStore, max_entries_per_ledger: int) -> None:
-        self.root = os.path.abspath(root)
+    ``root``: ``Config.ledger_root`` (a path or a ``file://`` URI), or the
+    :class:`~cursorops.core.store.ledger_root.LedgerRoot` it resolves to.
+    """
+
+    def __init__(
+        self, root: str | LedgerRoot, metadata: MetadataStore, max_entries_per_ledger: int
+    ) -> None:
+        self.location = open_ledger_root(root)
+        """The file system segments are read through, and the base path."""
+        self.root = self.location.path
+        """The absolute local base path."""
+        self.filesystem = self.location.filesystem
         self.metadata = metadata
         self.max_entries_per_ledger = _check_int(
             "max_entries_per_ledger", max_entries_per_ledger, 1
@@ -348,7 +363,7 @@ class LedgerStore:
         )
 
     def _absolute(self, path: str) -> str:
-        return os.path.join(self.root, path)
+        return self.location.join(path)
 
     def segment_paths(self, topic_partition: TopicName) -> list[str]:
         """Absolute paths of the committed segments, in ``(ledger, first entry)`` order."""
@@ -501,7 +516,7 @@ class LedgerStore:
             if work is None:
                 # Committed: from now on a dispatcher may read them from memory.
                 for segment in written:
-                    self.recent.put(segment.path, segment.signature, segment.table)
+                    self.recent.put(segment.identity, segment.table)
             for i, allocation in zip(pending, allocations, strict=True):
                 positions[i].extend(
                     Position(allocation.ledger_id, allocation.first_entry + k)
@@ -527,10 +542,9 @@ class LedgerStore:
             segment.sizes,
             segment.columns,
         )
-        return _Written(segment.path, self._write_segment(segment.path, written), table)
+        return _Written(self._write_segment(segment.path, written), table)
 
-    @staticmethod
-    def _write_segment(path: str, table: pa.Table) -> tuple[int, int, int]:
+    def _write_segment(self, path: str, table: pa.Table) -> FileIdentity:
         """Write and fsync the segment under its final name, and fsync its folder.
 
         ``table``: the columns the file holds (:func:`segment_tables`).
@@ -541,7 +555,8 @@ class LedgerStore:
         else ever writes into it. The file's bytes and the folder's entry for it are
         flushed side by side, not one after the other: the commit that lists it
         waits for both. A failed write removes the file. Returns the file's
-        size, modification time and inode (what the read caches key it by).
+        path, size and modification time as the root's file system gives them (what the
+        read caches key it by; no inode, since no name is ever written twice).
         """
         folder = os.path.dirname(path)
         with _io(f"Cannot write ledger segment {path}"):
@@ -565,11 +580,8 @@ class LedgerStore:
                 with contextlib.suppress(OSError):
                     os.unlink(path)
                 raise
-            try:
-                stat = os.fstat(descriptor)
-            finally:
-                os.close(descriptor)
-            return stat.st_size, stat.st_mtime_ns, stat.st_ino
+            os.close(descriptor)
+            return self.location.identity(path)
 
     # Reading.
 
@@ -623,16 +635,14 @@ class LedgerStore:
         """One segment's share of :meth:`entry_index`, from the cache when the file is unchanged."""
         path = self._absolute(segment.path)
         try:
-            stat = os.stat(path)
-        except OSError as exc:
+            key = self.location.identity(path)
+        except (OSError, pa.ArrowException) as exc:
             raise LedgerStoreError(f"Cannot read ledger segment {path}: {exc}") from exc
-        # Size, modification time and inode: a file replaced under the same name is read again.
-        key = (path, stat.st_size, stat.st_mtime_ns, stat.st_ino)
         cached = self._entry_indexes.get(key)
         if cached is not None:
             return cached
         try:
-            table = _read_segments([path], _INDEX_COLUMNS)
+            table = _read_segments(self.filesystem, [path], _INDEX_COLUMNS)
         except (OSError, pa.ArrowException) as exc:
             raise LedgerStoreError(f"Cannot read ledger segment {path}: {exc}") from exc
         if not _is_sorted(table):
@@ -701,16 +711,18 @@ class LedgerStore:
         paths = [self._absolute(segment.path) for segment in segments]
         try:
             if filter is None:
-                table = _read_segments(paths, scanned)
+                table = _read_segments(self.filesystem, paths, scanned)
             else:
                 # Imported here: pyarrow.dataset imports pandas (when installed), a third
                 # of a second that only filtered reads need to pay.
                 import pyarrow.dataset as ds
 
-                dataset = ds.dataset(paths, schema=MESSAGE_SCHEMA, format="parquet")
+                dataset = ds.dataset(
+                    paths, schema=MESSAGE_SCHEMA, format="parquet", filesystem=self.filesystem
+                )
                 table = dataset.to_table(columns=scanned, filter=filter)
         except (OSError, pa.ArrowException) as exc:
-            culprit = _first_unreadable(paths, scanned)
+            culprit = _first_unreadable(self.filesystem, paths, scanned)
             where = culprit or f"one of the {len(paths)} segments of {topic_partition}"
             raise LedgerStoreError(f"Cannot read ledger segment {where}: {exc}") from exc
         if not _is_sorted(table):
@@ -718,7 +730,9 @@ class LedgerStore:
         return table.select(selected)
 
 
-def _read_segments(paths: Sequence[str], columns: list[str]) -> pa.Table:
+def _read_segments(
+    filesystem: pafs.FileSystem, paths: Sequence[str], columns: list[str]
+) -> pa.Table:
     """``columns`` of every segment in ``paths``, in that order, typed as in MESSAGE_SCHEMA.
 
     One Parquet file at a time, without pyarrow.dataset (see :meth:`LedgerStore._read`).
@@ -728,7 +742,7 @@ def _read_segments(paths: Sequence[str], columns: list[str]) -> pa.Table:
     target = pa.schema([MESSAGE_SCHEMA.field(name) for name in columns])
     tables = []
     for path in paths:
-        with pq.ParquetFile(path) as segment:
+        with pq.ParquetFile(path, filesystem=filesystem) as segment:
             present = segment.schema_arrow.names
             missing = [name for name in columns if name not in present]
             if any(name not in LATER_COLUMNS for name in missing):
@@ -883,12 +897,13 @@ def _entry_columns(table: pa.Table) -> EntryColumns:
 
 
 class _SegmentIndexCache:
-    """Per-segment entry indexes by ``(path, size, mtime, inode)``, least recently used
+    """Per-segment entry indexes by file identity (path, size, modification time:
+    :data:`~cursorops.core.store.ledger_root.FileIdentity`), least recently used
     dropped past ``limit`` bytes; safe to share between threads."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._items: OrderedDict[tuple[str, int, int, int], EntryColumns] = OrderedDict()
+        self._items: OrderedDict[FileIdentity, EntryColumns] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -896,14 +911,14 @@ class _SegmentIndexCache:
     def _size(entries: EntryColumns) -> int:
         return sum(int(getattr(entries, column).nbytes) for column in _ENTRY_FIELDS)
 
-    def get(self, key: tuple[str, int, int, int]) -> EntryColumns | None:
+    def get(self, key: FileIdentity) -> EntryColumns | None:
         with self._lock:
             entries = self._items.get(key)
             if entries is not None:
                 self._items.move_to_end(key)
             return entries
 
-    def put(self, key: tuple[str, int, int, int], entries: EntryColumns) -> None:
+    def put(self, key: FileIdentity, entries: EntryColumns) -> None:
         size = self._size(entries)
         if size > self.limit:
             return
@@ -928,8 +943,8 @@ class RecentSegments:
     """The segments this process appended and committed last, as the tables it wrote.
 
     A consumer keeping up with its producers reads each entry just after it was
-    committed: from here, by the file's path and its size, modification time and
-    inode (the key every read cache uses), it gets the rows without reading the
+    committed: from here, by the file's identity (its path, size and modification
+    time, the key every read cache uses), it gets the rows without reading the
     Parquet file back. Only committed segments are put here (a committed segment
     never changes), least recently written dropped past ``limit`` bytes; safe to
     share between threads. In memory only: a restart reads the files.
@@ -937,11 +952,12 @@ class RecentSegments:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._items: OrderedDict[str, tuple[tuple[int, int, int], pa.Table]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[FileIdentity, pa.Table]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def put(self, path: str, signature: tuple[int, int, int], table: pa.Table) -> None:
+    def put(self, identity: FileIdentity, table: pa.Table) -> None:
+        path = identity[0]
         size = table.nbytes
         if size > self.limit:
             return
@@ -949,18 +965,18 @@ class RecentSegments:
             old = self._items.pop(path, None)
             if old is not None:
                 self._bytes -= old[1].nbytes
-            self._items[path] = (signature, table)
+            self._items[path] = (identity, table)
             self._bytes += size
             while self._bytes > self.limit:
                 _, (_, dropped) = self._items.popitem(last=False)
                 self._bytes -= dropped.nbytes
 
-    def get(self, path: str, signature: tuple[int, int, int]) -> pa.Table | None:
+    def get(self, identity: FileIdentity) -> pa.Table | None:
         """The segment's rows as written (every column of MESSAGE_SCHEMA); None when
         not kept, or when the file is not the one written."""
         with self._lock:
-            found = self._items.get(path)
-        if found is None or found[0] != signature:
+            found = self._items.get(identity[0])
+        if found is None or found[0] != identity:
             return None
         return found[1]
 
@@ -979,11 +995,13 @@ def _holds_any(segment: SegmentInfo, sorted_entry_ids: list[int]) -> bool:
     return i < len(sorted_entry_ids) and sorted_entry_ids[i] <= segment.last_entry
 
 
-def _first_unreadable(paths: Sequence[str], columns: Sequence[str]) -> str | None:
+def _first_unreadable(
+    filesystem: pafs.FileSystem, paths: Sequence[str], columns: Sequence[str]
+) -> str | None:
     """The first segment that cannot be read on its own (only called after a failed scan)."""
     for path in paths:
         try:
-            _read_segments([path], list(columns))
+            _read_segments(filesystem, [path], list(columns))
         except (OSError, pa.ArrowException):
             return path
     return None

@@ -7,12 +7,14 @@ iterating. ``consume -n 1`` on a long backlog reads one batch, not the backlog.
 Inside a segment, row groups whose entry ids all lie at or before the
 position are skipped by their statistics, so reading on from the middle of a
 long segment costs one row group, not the segment's head.
+
+Files are opened through the ledger root's ``pyarrow.fs`` file system
+(:mod:`cursorops.core.store.ledger_root`).
 """
 
 from __future__ import annotations
 
 import bisect
-import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 
@@ -23,6 +25,7 @@ import pyarrow.parquet as pq
 from cursorops.core.errors import LedgerStoreError
 from cursorops.core.ids.position import Position
 from cursorops.core.store.ledger import MESSAGE_SCHEMA, SEGMENT_ROW_GROUP, with_later_columns
+from cursorops.core.store.ledger_root import FileIdentity, LedgerRoot, open_ledger_root
 from cursorops.core.store.metadata import SegmentInfo
 
 BATCH_ROWS = 1024
@@ -30,20 +33,25 @@ BATCH_ROWS = 1024
 
 
 def batches_after(
-    root: str, segments: Sequence[SegmentInfo], after: Position, batch_rows: int = BATCH_ROWS
+    root: str | LedgerRoot,
+    segments: Sequence[SegmentInfo],
+    after: Position,
+    batch_rows: int = BATCH_ROWS,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of the rows strictly after ``after``, in position order.
 
     ``segments`` are the partition's committed segments in ``(ledger, first
-    entry)`` order, with paths relative to ``root``.
+    entry)`` order, with paths relative to ``root`` (``Config.ledger_root`` or what it
+    resolves to).
     """
+    location = open_ledger_root(root)
     for segment in segments:
         if (segment.ledger_id, segment.last_entry) <= (after.ledger_id, after.entry_id):
             continue
-        path = os.path.join(root, segment.path)
+        path = location.join(segment.path)
         starts_after = (segment.ledger_id, segment.first_entry) > (after.ledger_id, after.entry_id)
         try:
-            reader = pq.ParquetFile(path)
+            reader = pq.ParquetFile(path, filesystem=location.filesystem)
             groups = list(range(reader.num_row_groups))
             if not starts_after and segment.ledger_id == after.ledger_id:
                 groups = [g for g in groups if not _group_at_or_before(reader, g, after.entry_id)]
@@ -95,27 +103,31 @@ class SegmentCache:
     A committed segment never changes (the ledger store writes it once, before
     the commit that lists it), so a row group decoded for one dispatch serves the
     next ones: a consumer draining a backlog decodes each row group once, not once
-    per dispatch. An entry is keyed by the file's path, size, modification time and
-    inode, so a file replaced under the same name is read afresh. In memory
-    only, least recently used first out past ``max_rows`` rows.
+    per dispatch. An entry is keyed by the file's path, size and modification time
+    (:data:`~cursorops.core.store.ledger_root.FileIdentity`, from the root's file
+    system), so a file replaced under the same name is read afresh; no inode, since a
+    segment's name is unique to its write attempt. In memory only, least recently used
+    first out past ``max_rows`` rows.
 
-    ``fresh``: the rows of a segment this process wrote lately, by path and
-    signature (:meth:`cursorops.core.store.ledger.RecentSegments.get`); such a segment is
+    ``root``: ``Config.ledger_root`` or what it resolves to.
+    ``fresh``: the rows of a segment this process wrote lately, by file identity
+    (:meth:`cursorops.core.store.ledger.RecentSegments.get`); such a segment is
     not read back from its file, its rows are cut in groups of
     :data:`~cursorops.core.store.ledger.SEGMENT_ROW_GROUP` as the file's row groups are.
     """
 
     def __init__(
         self,
-        root: str,
+        root: str | LedgerRoot,
         max_rows: int = 1_000_000,
-        fresh: Callable[[str, tuple[int, int, int]], pa.Table | None] | None = None,
+        fresh: Callable[[FileIdentity], pa.Table | None] | None = None,
     ) -> None:
-        self.root = root
+        self.location = open_ledger_root(root)
+        self._filesystem = self.location.filesystem
         self.max_rows = max_rows
         self._fresh = fresh
         self._files: dict[str, _File] = {}
-        self._groups: OrderedDict[tuple[str, tuple[int, int, int], int], _Group] = OrderedDict()
+        self._groups: OrderedDict[tuple[FileIdentity, int], _Group] = OrderedDict()
         self._rows = 0
 
     def batches_after(
@@ -130,7 +142,7 @@ class SegmentCache:
             key=lambda segment: (segment.ledger_id, segment.last_entry),
         )
         for segment in segments[start:]:
-            path = os.path.join(self.root, segment.path)
+            path = self.location.join(segment.path)
             try:
                 known = self._metadata(path)
                 for group, entry_max in enumerate(known.group_max):
@@ -148,13 +160,12 @@ class SegmentCache:
                 raise LedgerStoreError(f"Cannot read ledger segment {path}: {exc}") from exc
 
     def _metadata(self, path: str) -> _File:
-        """The file's signature, footer and each row group's largest entry id."""
-        stat = os.stat(path)
-        signature = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        """The file's identity, footer and each row group's largest entry id."""
+        identity = self.location.identity(path)
         known = self._files.get(path)
-        if known is not None and known.signature == signature:
+        if known is not None and known.identity == identity:
             return known
-        table = None if self._fresh is None else self._fresh(path, signature)
+        table = None if self._fresh is None else self._fresh(identity)
         if table is not None:
             groups = [
                 table.slice(offset, SEGMENT_ROW_GROUP)
@@ -163,20 +174,20 @@ class SegmentCache:
             # Rows are in position order: a group's largest entry id is its last row's.
             group_ends = [int(group.column("entry_id")[-1].as_py()) for group in groups]
             # Not kept in ``_files``: the ledger store's copy is what bounds the memory.
-            return _File(signature, None, list(group_ends), groups)
-        metadata = pq.read_metadata(path)
+            return _File(identity, None, list(group_ends), groups)
+        metadata = pq.read_metadata(path, filesystem=self._filesystem)
         column = metadata.schema.to_arrow_schema().get_field_index("entry_id")
         group_max: list[int | None] = []
         for group in range(metadata.num_row_groups):
             statistics = metadata.row_group(group).column(column).statistics
             has = statistics is not None and statistics.has_min_max
             group_max.append(int(statistics.max) if has else None)
-        known = _File(signature, metadata, group_max)
+        known = _File(identity, metadata, group_max)
         self._files[path] = known
         return known
 
     def _group(self, path: str, known: _File, group: int) -> _Group:
-        key = (path, known.signature, group)
+        key = (known.identity, group)
         found = self._groups.get(key)
         if found is not None:
             self._groups.move_to_end(key)
@@ -185,7 +196,7 @@ class SegmentCache:
             table = known.fresh[group]
         else:
             # The footer read for the statistics serves the reader: it is not parsed again.
-            reader = pq.ParquetFile(path, metadata=known.metadata)
+            reader = pq.ParquetFile(path, metadata=known.metadata, filesystem=self._filesystem)
             present = set(reader.schema_arrow.names)
             table = with_later_columns(
                 reader.read_row_group(
@@ -210,17 +221,17 @@ class SegmentCache:
 class _File:
     """What a segment's footer says, for the file as it was when read."""
 
-    __slots__ = ("fresh", "group_max", "metadata", "signature")
+    __slots__ = ("fresh", "group_max", "identity", "metadata")
 
     def __init__(
         self,
-        signature: tuple[int, int, int],
+        identity: FileIdentity,
         metadata: pq.FileMetaData | None,
         group_max: list[int | None],
         fresh: list[pa.Table] | None = None,
     ) -> None:
-        self.signature = signature
-        """Size, modification time and inode: a file replaced under its name is read afresh."""
+        self.identity = identity
+        """Path, size and modification time: a file replaced under its name is read afresh."""
         self.metadata = metadata
         """The footer; None for a segment served from memory (``fresh``)."""
         self.group_max = group_max

@@ -270,11 +270,11 @@ def _fail_after_publish(monkeypatch: pytest.MonkeyPatch) -> None:
     """A crash after the segment file is in place but before the metadata commit."""
     real_write = LedgerStore._write_segment
 
-    def write_then_crash(path: str, table: pa.Table) -> None:
-        real_write(path, table)
+    def write_then_crash(store: LedgerStore, path: str, table: pa.Table) -> None:
+        real_write(store, path, table)
         raise RuntimeError("crash before commit")
 
-    monkeypatch.setattr(LedgerStore, "_write_segment", staticmethod(write_then_crash))
+    monkeypatch.setattr(LedgerStore, "_write_segment", write_then_crash)
 
 
 def test_crash_inside_append_leaves_nothing_visible(
@@ -432,14 +432,12 @@ def test_a_write_whose_commit_fails_leaves_no_file(
 
     real = ledger_module.LedgerStore._write_segment
 
-    def written_then_refused(path: str, table: pa.Table) -> tuple[int, int, int]:
-        real(path, table)
+    def written_then_refused(store: LedgerStore, path: str, table: pa.Table) -> None:
+        real(store, path, table)
         assert Path(path).exists()
         raise BrokerFencedError("declared dead meanwhile")
 
-    monkeypatch.setattr(
-        ledger_module.LedgerStore, "_write_segment", staticmethod(written_then_refused)
-    )
+    monkeypatch.setattr(ledger_module.LedgerStore, "_write_segment", written_then_refused)
     with pytest.raises(BrokerFencedError):
         ledger_store.append(name, [single(b"b")])
     with pytest.raises(BrokerFencedError):

@@ -67,8 +67,10 @@ def test_reading_does_not_import_pandas(tmp_path: Path) -> None:
     pq.write_table(pa.table(rows, schema=MESSAGE_SCHEMA), path)
     code = (
         "import sys, numpy as np\n"
+        "import pyarrow.fs as pafs\n"
         "from cursorops.core.store.ledger import _numpy, _read_segments\n"
-        f"table = _read_segments([{str(path)!r}] * 2, ['ledger_id', 'deliver_at'])\n"
+        "local = pafs.LocalFileSystem()\n"
+        f"table = _read_segments(local, [{str(path)!r}] * 2, ['ledger_id', 'deliver_at'])\n"
         "assert table.num_rows == 0, table\n"
         "assert _numpy(table, 'deliver_at', np.int64, null=-1).size == 0\n"
         "assert 'pyarrow.parquet' in sys.modules\n"

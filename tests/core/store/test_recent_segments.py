@@ -134,14 +134,14 @@ def test_the_oldest_segments_go_past_the_limit() -> None:
     table = pa.table({"payload": pa.array([b"x" * 100] * 10)})
     recent = RecentSegments(3 * table.nbytes)
     for i in range(5):
-        recent.put(f"s{i}", (i, i, i), table)
-    assert [recent.get(f"s{i}", (i, i, i)) is not None for i in range(5)] == [
+        recent.put((f"s{i}", i, i), table)
+    assert [recent.get((f"s{i}", i, i)) is not None for i in range(5)] == [
         False,
         False,
         True,
         True,
         True,
     ]
-    assert recent.get("s4", (0, 0, 0)) is None
-    recent.put("big", (9, 9, 9), pa.concat_tables([table] * 4))
-    assert recent.get("big", (9, 9, 9)) is None
+    assert recent.get(("s4", 0, 0)) is None
+    recent.put(("big", 9, 9), pa.concat_tables([table] * 4))
+    assert recent.get(("big", 9, 9)) is None
