@@ -141,8 +141,10 @@ def _whole_messages(
     order = candidates[np.lexsort((candidates, anchor[candidates]))]
     if limit is not None:
         total = np.cumsum(counting[order])
-        if total.size and total[-1] > limit:
-            # The anchor of the limit-th message: everything anchored up to it is taken.
+        if total.size and total[-1] >= limit:
+            # The anchor of the limit-th message: everything anchored up to it is taken,
+            # and nothing after it (not the uncounted chunks of a message whose last
+            # chunk is acknowledged, anchored past it).
             cut = anchor[order[int(np.searchsorted(total, limit))]]
             order = order[anchor[order] <= cut]
     taken = np.sort(order)

@@ -5,6 +5,7 @@ the owner, over the binary lookup and the HTTP one alike."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -27,11 +28,35 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Standalone,
             home / "b", web=True, metadata_url=shared.metadata_url, ledger_root=shared.ledger_root
         )
         try:
+            _settled(first, second, shared)
             yield first, second
         finally:
             second.stop()
     finally:
         first.stop()
+
+
+def _settled(first: Standalone, second: Standalone, store: Config) -> None:
+    """Wait until each broker's lookups know the other (a broker sees a new one at its
+    next heartbeat): both answer the owner of a topic each owns."""
+    probes = {first.owned_topic("probe", store): first, second.owned_topic("probe", store): second}
+    deadline = time.monotonic() + 60
+    while True:
+        answers = {
+            (topic, asked.service_url): _http_lookup(asked, topic)["brokerUrl"]
+            for topic in probes
+            for asked in (first, second)
+        }
+        if all(url == probes[topic].service_url for (topic, _), url in answers.items()):
+            return
+        assert time.monotonic() < deadline, answers
+        time.sleep(0.2)
+
+
+def _http_lookup(asked: Standalone, topic: str) -> dict[str, str]:
+    path = topic.replace("persistent://", "persistent/")
+    with urllib.request.urlopen(f"{asked.web_url}/lookup/v2/topic/{path}", timeout=10) as r:
+        return json.loads(r.read())  # type: ignore[no-any-return]
 
 
 def _holder_of(broker: Standalone, topic: str, subscription: str) -> set[str]:

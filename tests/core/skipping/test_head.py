@@ -219,3 +219,14 @@ def test_skip_n_counts_a_chunked_message_once_where_a_consumer_gets_it() -> None
     # Without its last chunk A is no message yet: clear-backlog leaves its chunk.
     partial = ChunkedMessages.of([10], [0], ["a"], [0], [2])
     assert head_messages(CursorState(), lookup, None, partial).entry_id.tolist() == [1, 2, 3]
+
+
+def test_the_last_message_taken_ends_the_head_even_before_uncounted_chunks() -> None:
+    """Exactly N messages live, then the live first chunk of a message whose last chunk is
+    acknowledged (anchored at that last chunk, after them): N takes the N, not the chunk."""
+    lookup = lookup_of([[0, 0, 0]])
+    grouped = ChunkedMessages.of([10, 10], [1, 2], ["u", "u"], [0, 1], [2, 2])
+    state = CursorState()
+    state.acknowledge([AckTarget(Position(10, 2), -1, 0)], lookup.layout)
+    got = head_messages(state, lookup, 1, grouped)
+    assert list(zip(got.ledger_id.tolist(), got.entry_id.tolist(), strict=True)) == [(10, 0)]
