@@ -99,6 +99,14 @@ def check_fence(statements: Statements, fence: Fence) -> None:
         )
 
 
+def _life(fence: Fence, state: str | None = None) -> list[Any]:
+    """The conditions that select ``fence``'s row while it is that life (in ``state``)."""
+    condition = [BrokerRow.broker_id == fence.broker_id, BrokerRow.epoch == fence.epoch]
+    if state is not None:
+        condition.append(BrokerRow.state == state)
+    return condition
+
+
 def _lock_key(broker_id: str) -> int:
     """The advisory lock of ``broker_id``'s session: 64 bits of a hash of its id."""
     digest = hashlib.sha256(f"cursorops broker {broker_id}".encode()).digest()
@@ -185,13 +193,7 @@ class BrokerRegistry(StoreBase):
         """Write the life's heartbeat; False when it is not live any more (fenced)."""
         with self._session(write=True) as session:
             result = session.execute(
-                update(BrokerRow)
-                .where(
-                    BrokerRow.broker_id == fence.broker_id,
-                    BrokerRow.epoch == fence.epoch,
-                    BrokerRow.state == LIVE,
-                )
-                .values(heartbeat_ms=now_ms)
+                update(BrokerRow).where(*_life(fence, LIVE)).values(heartbeat_ms=now_ms)
             )
             return bool(result.rowcount)  # type: ignore[attr-defined]
 
@@ -199,9 +201,7 @@ class BrokerRegistry(StoreBase):
         """End the life cleanly: dead, nothing left to release (its consumers closed)."""
         with self._session(write=True) as session:
             session.execute(
-                update(BrokerRow)
-                .where(BrokerRow.broker_id == fence.broker_id, BrokerRow.epoch == fence.epoch)
-                .values(state=DEAD, released=True)
+                update(BrokerRow).where(*_life(fence)).values(state=DEAD, released=True)
             )
 
     def brokers(self) -> list[BrokerRecord]:
@@ -254,11 +254,7 @@ class BrokerRegistry(StoreBase):
                     found.append((fence, False))
         declared = []
         for fence, silent in found:
-            condition = [
-                BrokerRow.broker_id == fence.broker_id,
-                BrokerRow.epoch == fence.epoch,
-                BrokerRow.state == LIVE,
-            ]
+            condition = _life(fence, LIVE)
             if silent:
                 condition.append(BrokerRow.heartbeat_ms < cutoff)
             with self._session(write=True) as session:
@@ -285,15 +281,7 @@ class BrokerRegistry(StoreBase):
 
     def mark_released(self, fence: Fence) -> None:
         with self._session(write=True) as session:
-            session.execute(
-                update(BrokerRow)
-                .where(
-                    BrokerRow.broker_id == fence.broker_id,
-                    BrokerRow.epoch == fence.epoch,
-                    BrokerRow.state == DEAD,
-                )
-                .values(released=True)
-            )
+            session.execute(update(BrokerRow).where(*_life(fence, DEAD)).values(released=True))
 
 
 __all__ = [

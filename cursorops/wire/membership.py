@@ -77,7 +77,6 @@ class Heartbeat:
         self._slot = slot
         self._loop = loop
         self._stopped = threading.Event()
-        self._rejoining = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cursorops-heartbeat", daemon=True)
 
     def start(self) -> None:
@@ -91,8 +90,6 @@ class Heartbeat:
         cluster = self._service.broker.cluster
         interval = cluster.config.broker_heartbeat_ms / 1000
         while not self._stopped.wait(interval):
-            if self._rejoining.is_set():
-                continue
             try:
                 beat = cluster.beat()
                 if not beat.alive:
@@ -118,14 +115,11 @@ class Heartbeat:
             "connection and joining again",
             fence.epoch if fence else "?",
         )
-        self._rejoining.set()
         future = asyncio.run_coroutine_threadsafe(self._new_life(), self._loop)
         try:
             future.result()
         except Exception as exc:  # the next beat tries again
             log.warning("joining again failed: %s", exc)
-        finally:
-            self._rejoining.clear()
 
     async def _new_life(self) -> None:
         service = self._service
