@@ -44,7 +44,7 @@ def add_commands(
         *group, word = op.command
         if group and group[0] not in known:
             known[group[0]] = commands.add_parser(
-                group[0], help=GROUP_HELP.get(group[0], "")
+                group[0], parents=[common], help=GROUP_HELP.get(group[0], "")
             ).add_subparsers(dest="action", metavar="ACTION", required=True)
         parent = known[group[0]] if group else commands
         add_lazy_parser(

@@ -23,6 +23,7 @@ import socket
 import stat
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cursorops.core.admin_socket import STATUS_PATH, STOP_PATH
@@ -243,7 +244,12 @@ def stop(home: str, metadata_url: str | None, timeout_s: float = STOP_TIMEOUT_S)
 
 
 def serving_socket(
-    home: str, metadata_url: str | None, *, start: bool = True, timeout_s: float = 60
+    home: str,
+    metadata_url: str | None,
+    *,
+    start: bool = True,
+    timeout_s: float = 60,
+    notice: Callable[[str], None] | None = None,
 ) -> Path:
     """The socket of the standalone serving ``home`` with ``metadata_url``.
 
@@ -254,7 +260,7 @@ def serving_socket(
     the home serves it, the others exit at once; when the one that held the home stops
     before answering (it was stopping as this caller came), another is started. A
     StandaloneError says why none serves (with the log's last lines when the one started
-    died).
+    died). ``notice`` is told, once, that one is being started (it takes a few seconds).
     """
     sock = socket_path(home, metadata_url)
     if answers(sock):
@@ -296,6 +302,11 @@ def serving_socket(
             )
 
     lock = lock_path(sock)
+    if notice is not None:
+        notice(
+            f"Starting a cursorops standalone for {absolute} (it stops after an hour without "
+            "a request, or with `cursorops standalone stop`)..."
+        )
     process = spawn()
     deadline = time.monotonic() + timeout_s
     while True:

@@ -63,7 +63,9 @@ def add_lazy_parser(
     prog = f"{action._prog_prefix} {name}"
 
     def make() -> argparse.ArgumentParser:
-        parser = action._parser_class(prog=prog, parents=list(parents))
+        # "resolve": a command's own flag (grant-permission's --role) takes the place of a
+        # global option of the same name given after the command.
+        parser = action._parser_class(prog=prog, parents=list(parents), conflict_handler="resolve")
         build(parser)
         return parser
 

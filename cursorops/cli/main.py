@@ -124,14 +124,17 @@ def demo(ctx: Context, args: argparse.Namespace) -> Result:
 
 def standalone(ctx: Context, args: argparse.Namespace) -> Result:
     from cursorops.cli import standalone_home
-    from cursorops.core.errors import InvalidArgumentError
-    from cursorops.wire import standalone as standalone_module
-    from cursorops.wire.tls import TlsSettings
 
+    # status and stop only talk to the home's socket: they import no broker.
     if args.standalone_action == "stop":
         return Result(*standalone_home.stop(ctx.home, ctx.metadata_url))
     if args.standalone_action == "status":
         return Result(*standalone_home.status(ctx.home, ctx.metadata_url))
+
+    from cursorops.core.errors import InvalidArgumentError
+    from cursorops.wire import standalone as standalone_module
+    from cursorops.wire.tls import TlsSettings
+
     if args.idle_timeout is not None and not args.background:
         raise InvalidArgumentError("--idle-timeout is for a --background standalone")
     idle_ms = values.positive(
@@ -260,24 +263,38 @@ def build_parser() -> argparse.ArgumentParser:
         default="text",
         help="text for people, json for scripts (one JSON document on stdout)",
     )
-    # Also accepted after the command; SUPPRESS keeps the global value when absent.
+    # The global options are also accepted after the command (and shown in its --help);
+    # SUPPRESS keeps the global value, or its default, when absent there.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
+    shared = common.add_argument_group("global options (also accepted before the command)")
+    shared.add_argument("--home", default=argparse.SUPPRESS, help="installation folder")
+    shared.add_argument("--role", default=argparse.SUPPRESS, help="the Pulsar role to act as")
+    shared.add_argument("--admin-url", default=argparse.SUPPRESS, help="a deployment's admin URL")
+    shared.add_argument("--auth-token", default=argparse.SUPPRESS, help="its API token")
+    shared.add_argument("--login", metavar="USER", default=argparse.SUPPRESS, help="log in as USER")
+    shared.add_argument(
+        "--metadata-url", default=argparse.SUPPRESS, help="the metadata store's SQLAlchemy URL"
+    )
+    shared.add_argument(
         "-o",
         "--output",
         choices=("text", "json"),
         default=argparse.SUPPRESS,
-        help="text or json (as the global option)",
+        help="text or json",
     )
 
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    tenants = commands.add_parser("tenants", help="create, list and delete tenants").add_subparsers(
-        dest="action", metavar="ACTION", required=True
+    tenants = commands.add_parser(
+        "tenants", parents=[common], help="create, list and delete tenants"
+    ).add_subparsers(dest="action", metavar="ACTION", required=True)
+    namespaces = commands.add_parser(
+        "namespaces", parents=[common], help="create namespaces, grant permissions"
     )
-    namespaces = commands.add_parser("namespaces", help="create namespaces, grant permissions")
     ns = namespaces.add_subparsers(dest="action", metavar="ACTION", required=True)
-    topics = commands.add_parser("topics", help="topics and subscriptions (pulsar-admin topics)")
+    topics = commands.add_parser(
+        "topics", parents=[common], help="topics and subscriptions (pulsar-admin topics)"
+    )
     tp = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = commands.add_parser(
         "demo",
@@ -411,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the standalone serving this home: pid, store, socket, kind, requests served",
     )
 
-    db = commands.add_parser("db", help="the metadata store's schema")
+    db = commands.add_parser("db", parents=[common], help="the metadata store's schema")
     dbs = db.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = dbs.add_parser(
         "migrate",
@@ -422,7 +439,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=db_migrate)
 
     audit = commands.add_parser(
-        "audit", help="the backlog audit's records and poison-pill radar, and the applied skips"
+        "audit",
+        parents=[common],
+        help="the backlog audit's records and poison-pill radar, and the applied skips",
     )
     au = audit.add_subparsers(dest="action", metavar="ACTION", required=True)
     commands_module.add_commands(
@@ -549,8 +568,15 @@ def home_transport(home: str, metadata_url: str | None, role: str) -> Transport:
     from cursorops.core.admin_socket import ROLE_HEADER
     from cursorops.core.header_text import header_value
 
-    socket = home_module.serving_socket(home, metadata_url)
+    # A person at a terminal is told why the first command on a home takes seconds; a
+    # script's stderr keeps only errors.
+    notice = _to_stderr if sys.stderr.isatty() else None
+    socket = home_module.serving_socket(home, metadata_url, notice=notice)
     return Transport(socket_path=str(socket), headers={ROLE_HEADER: header_value(role)})
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -199,7 +199,9 @@ def _no_trace(home: Path) -> None:
 
 
 def test_a_command_starts_one_background_standalone_that_stop_ends(home: Path) -> None:
-    sock = home_module.serving_socket(str(home), None)
+    told: list[str] = []
+    sock = home_module.serving_socket(str(home), None, notice=told.append)
+    assert len(told) == 1 and told[0].startswith("Starting a cursorops standalone for ")
     assert sock == home_module.socket_path(str(home), None)
     assert stat.S_IMODE(os.stat(sock).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(sock.parent).st_mode) == 0o700
@@ -210,8 +212,8 @@ def test_a_command_starts_one_background_standalone_that_stop_ends(home: Path) -
     assert isinstance(pid, int)
     assert _titled(home) == [pid]
     # A second call finds it: no second process.
-    assert home_module.serving_socket(str(home), None) == sock
-    assert _titled(home) == [pid]
+    assert home_module.serving_socket(str(home), None, notice=told.append) == sock
+    assert _titled(home) == [pid] and len(told) == 1
     # A fresh home has what a foreground standalone would give it: public/default.
     code, body = _request(sock, "GET", "/admin/v2/tenants")
     assert code == 200 and json.loads(body) == ["public"]
