@@ -23,7 +23,8 @@ TYPED_PATHS := $(call present,cursorops dags plugins)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[airflow,spark,test]'
+	@echo "Installing cursorops with Airflow, Spark and the test tools into $(VENV) (2 to 4 minutes on a fresh machine)"
+	$(VENV)/bin/pip install --progress-bar off -e '.[airflow,spark,test]'
 	rm -rf cursorops.egg-info
 	$(VENV)/bin/pip install -q --force-reinstall --no-deps pyspark==$(PYSPARK_VERSION)
 	$(PY) -c "import pyspark, sys; v = pyspark.__version__; sys.exit(0 if v == '$(PYSPARK_VERSION)' else 'pyspark is ' + v)"

@@ -52,3 +52,17 @@ def test_make_check_runs_the_gates_then_the_fast_tier_on_sqlite() -> None:
         marker.split(":", 1)[0] for marker in pyproject["tool"]["pytest"]["ini_options"]["markers"]
     }
     assert excluded <= declared, "every marker of the fast tier is declared (--strict-markers)"
+
+
+def test_the_install_shows_progress() -> None:
+    """The long install prints what it collects (a line every few seconds), not nothing for
+    minutes."""
+    install = [line for line in _recipe("$(STAMP)").splitlines() if "-e '.[" in line]
+    assert install and " -q" not in install[0]
+
+
+def test_a_run_keeps_only_failed_tests_base_folders() -> None:
+    import tomllib
+
+    options = tomllib.loads(MAKEFILE.with_name("pyproject.toml").read_text())["tool"]["pytest"]
+    assert options["ini_options"]["tmp_path_retention_policy"] == "failed"

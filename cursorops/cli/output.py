@@ -207,9 +207,12 @@ def analysis_document_lines(analysis: Mapping[str, Any]) -> list[str]:
 
 def stats_lines(stats: Mapping[str, Any]) -> list[str]:
     """A topic's stats (Pulsar's JSON, as ``/stats`` answers) for people."""
+    index = stats.get("partitionIndex")
     lines = [
         f"topic:         {stats['topic']}",
-        f"partitions:    {stats['partitions']}",
+        f"partitions:    {stats['partitions']}"
+        if index is None
+        else f"partition:     {index} (of {stats['partitions']})",
         f"entries:       {stats['entries']}",
         f"messages:      {stats['messages']}",
     ]
