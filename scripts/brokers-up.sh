@@ -58,7 +58,7 @@ stop() {
         wait "$pid" 2>/dev/null || true
     done
 }
-trap 'stop; exit 0' INT TERM
+trap 'stop; echo "cursorops brokers stopped (${#pids[@]} of them)"; exit 0' INT TERM
 
 hosts=()
 for ((i = 1; i <= count; i++)); do

@@ -153,6 +153,7 @@ def test_two_brokers_share_the_store_and_stop_on_sigterm(two: Brokers) -> None:
 
     os.killpg(two.process.pid, signal.SIGTERM)
     assert two.process.wait(timeout=120) == 0, two.output()
+    assert two.output().splitlines()[-1] == "cursorops brokers stopped (2 of them)"
     assert two.group() == []
     for port in ports + webs:
         assert not listening(port), port
