@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from cursorops.cli import commands as commands_module
 from cursorops.cli import output, values
@@ -216,9 +216,20 @@ _ROLE_HELP = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage error names what the user typed legibly: a control
+    character in a stray argument is spelled out, not printed (subcommands' parsers are
+    of this class too)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        shown = legible(message).encode("utf-8", "backslashreplace").decode("utf-8")
+        self.exit(2, f"{self.prog}: error: {shown}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     env = os.environ
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="cursorops",
         description="Operate Pulsar subscription cursors: skip by message id, exact backlog.",
         epilog="Exit codes: 0 ok, 1 unexpected, 2 invalid input (or usage), 3 not found, "
@@ -265,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     # The global options are also accepted after the command (and shown in its --help);
     # SUPPRESS keeps the global value, or its default, when absent there.
-    common = argparse.ArgumentParser(add_help=False)
+    common: argparse.ArgumentParser = _Parser(add_help=False)
     shared = common.add_argument_group("global options (also accepted before the command)")
     shared.add_argument("--home", default=argparse.SUPPRESS, help="installation folder")
     shared.add_argument("--role", default=argparse.SUPPRESS, help="the Pulsar role to act as")

@@ -90,3 +90,11 @@ def test_status_and_stop_import_no_broker(action: str, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "0 []"
+
+
+def test_a_usage_error_spells_out_a_control_character(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(["tenants", "create", "admin", "\x1e\u202e"])
+    assert stopped.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last == "cursorops: error: unrecognized arguments: \\u{001E}\\u{202E}"
