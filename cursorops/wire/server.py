@@ -127,7 +127,7 @@ _SUB_TYPES = {
 
 
 class ConnectionRefused(Exception):
-    """The connection is answered and closed (failed authentication)."""
+    """The connection is closed once its answer is written (a refused client's request)."""
 
 
 class StoreThread:
