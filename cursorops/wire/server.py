@@ -115,6 +115,9 @@ _NON_PERSISTENT_COMMANDS = frozenset(
     }
 )
 """Commands a non-persistent consumer's connection sends about it."""
+REFUSED_SECONDS = 5.0
+"""How long a client whose credentials were refused keeps its connection without asking
+anything (its client asks at once; answering pings would keep it open for ever)."""
 RENEW_SECONDS = 5.0
 """How often live connections renew their consumers' leases in the registry."""
 
@@ -541,7 +544,8 @@ class Connection:
         reads any answer but CONNECTED as a dropped connection, retries, and reports TimeOut
         after its operation timeout. Connected, a refused client has its first request
         answered with ``AuthenticationError``, a result it gives up on at once; then the
-        connection is closed (docs/decisions/2026-12-07-wire-errors-a-client-can-act-on.md)."""
+        connection is closed, after :data:`REFUSED_SECONDS` at the latest
+        (docs/decisions/2026-12-07-wire-errors-a-client-can-act-on.md)."""
         if self.connected or self.refused is not None:
             raise FrameError("CONNECT twice")
         authentication = self.service.authentication
@@ -558,6 +562,7 @@ class Connection:
             except AuthenticationError as exc:
                 log.warning("connection %s: authentication failed: %s", self.peer, exc)
                 self.refused = str(exc)
+                asyncio.get_running_loop().call_later(REFUSED_SECONDS, self.writer.close)
         self.connected = self.refused is None
         version = min(int(body.get("protocol_version", 0)), MAX_PROTOCOL_VERSION)
         self.send(

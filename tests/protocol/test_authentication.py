@@ -17,7 +17,10 @@ import pytest
 from cursorops.wire.auth import AuthenticationError, create_token
 from cursorops.wire.authentication import Authentication
 from cursorops.wire.basic_auth import BasicAuthenticator, load_htpasswd
+from cursorops.wire.commands import CommandType, ServerError
+from cursorops.wire.frames import command
 from tests.protocol.harness import Standalone, start, unique
+from tests.protocol.raw import RawClient
 
 pytestmark = pytest.mark.slow
 """The module starts standalones of its own (settings of their own): seconds each."""
@@ -187,6 +190,21 @@ def test_refused_credentials_fail_at_once_as_authentication_error(tmp_path: Path
             "Unknown user or wrong password",
         ):
             assert f"authentication failed: {reason}" in log
+        with RawClient(server.port) as raw:
+            # Connected, and refused: a ping is answered, the first request is answered
+            # AuthenticationError in the response its client waits for, then it is closed.
+            assert raw.connect()["server_version"]
+            raw.send(command(CommandType.PING))
+            assert raw.expect_frame(CommandType.PONG).type is CommandType.PONG
+            raw.send(command(CommandType.PARTITIONED_METADATA, topic=unique("raw"), request_id=7))
+            answer = raw.expect(CommandType.PARTITIONED_METADATA_RESPONSE)
+            assert (answer["request_id"], answer["response"]) == (7, 1)
+            assert answer["error"] == ServerError.AuthenticationError
+            assert raw.closed_by_server(timeout=30)
+        with RawClient(server.port) as idle:
+            idle.connect()
+            # Asking nothing, answering pings: closed all the same.
+            assert idle.closed_by_server(timeout=30)
         good = server.client(
             authentication=pulsar.AuthenticationToken(create_token(SECRET, "admin"))
         )
