@@ -11,10 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from cursorops.cli.output import analysis_document_lines
 from cursorops.core.legible import CELL_CHARS, columns, legible
 from tests.cli.test_cli_fuzz import _run
-from tests.hostile_text import hidden_in
+from tests.hostile_text import HOSTILE, hidden_in
 
 TOPIC = "acme/ops/cut"
 NAMES = (
@@ -90,3 +93,39 @@ def test_columns_stay_aligned_after_an_escaped_or_wide_name(home: Path) -> None:
     code, out, err = _run(["-o", "json", "topics", "analyze-backlog", TOPIC])
     assert code == 0, err
     assert set(json.loads(out)["subscriptions"]) == set(NAMES)
+
+
+def _result(subscription: str) -> dict[str, object]:
+    return {
+        "topicPartition": "persistent://acme/ops/cut",
+        "subscription": subscription,
+        "entries": 2,
+        "messages": 2,
+        "filterAcceptedMessages": 2,
+        "filterRejectedMessages": 0,
+        "filterRescheduledMessages": 0,
+        "firstMessageId": "1:0",
+        "lastMessageId": "1:1",
+        "aborted": False,
+    }
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(HOSTILE, min_size=1, max_size=4, unique=True))
+def test_any_names_keep_the_table_aligned(names: list[str]) -> None:
+    """The table alone, of hostile names: every row's next column starts where the
+    header's does, in terminal columns, and nothing hidden is printed."""
+    document = {
+        "topic": "persistent://acme/ops/cut",
+        "subscription": None,
+        "partitions": [_result(name) for name in names],
+        "subscriptions": {name: _result(name) for name in names},
+        "total": _result("*"),
+    }
+    header, *rows = analysis_document_lines(document)[1:]
+    start = columns(header[: header.index("entries")])
+    for row in rows:
+        assert not hidden_in(row)
+        found = re.search(r" +(2 +2 +2 +0 +0 +1:0 +1:1 +no)$", row)
+        assert found is not None, row
+        assert columns(row[: found.start(1)]) == start
