@@ -12,6 +12,11 @@ The characters spelled out are those of the Unicode general categories
 (``Cf``: bidirectional controls, zero-width joiners, ...), line and paragraph
 separators, private-use, surrogate and unassigned code points. The approver's
 Markdown (``cursorops.core.gating.inert``) spells them out by the same rule.
+
+A long value is cut where it is read (:func:`cut`): the Cursors pages
+(``cursorops/rest/ui_static/app.js``'s ``cutText``) and the CLI's text output show
+:data:`CELL_CHARS` of it, then ``… (N more characters)``; JSON keeps it whole. A
+terminal's columns are aligned by :func:`columns`, the width the legible text takes.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ import re
 import unicodedata
 
 HIDDEN = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
+CELL_CHARS = 160
+"""What a value shows of someone else's text before the cut, in a page's table cell (held
+equal to app.js's ``CELL_CHARS`` by a test) and in the CLI's text output."""
 _PARTIAL = re.compile(r"\\u\{[0-9A-F]{0,6}$")
 
 
@@ -57,4 +65,27 @@ def cut(text: str, width: int) -> str:
     return f"{shown[:end]}… ({len(shown) - end:,} more characters)"
 
 
-__all__ = ["HIDDEN", "code_point", "cut", "cut_end", "is_hidden", "legible"]
+def columns(shown: str) -> int:
+    """The terminal columns the legible text ``shown`` takes: two for a wide or
+    full-width character (CJK, most emoji), none for a combining mark, one for any other.
+    A hidden character counts as its spelled-out form; give legible text."""
+    if shown.isascii():
+        return len(shown)
+    width = 0
+    for char in shown:
+        if unicodedata.combining(char) or unicodedata.category(char) == "Me":
+            continue
+        width += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+    return width
+
+
+__all__ = [
+    "CELL_CHARS",
+    "HIDDEN",
+    "code_point",
+    "columns",
+    "cut",
+    "cut_end",
+    "is_hidden",
+    "legible",
+]

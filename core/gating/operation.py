@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.gating.inert import MAX_CHARS
 from cursorops.core.portable_plan import PortablePlan, PreviewedPlan
 
 if TYPE_CHECKING:
@@ -53,6 +54,19 @@ RESET_CURSOR = "reset-cursor"
 UNSUBSCRIBE = "unsubscribe"
 UNDO_SKIP = "undo-skip"
 REDRIVE = "redrive"
+
+
+REASON_CHARS = MAX_CHARS
+"""The longest reason, in characters: what the approver's Markdown shows of it whole."""
+TICKET_CHARS = 256
+"""The longest change ticket, in characters."""
+
+
+def _at_most(text: str, limit: int, what: str) -> None:
+    """Counted in characters, as the person typed them, whatever a door carried them in
+    (an RFC 8187 header spends up to 12 characters on one)."""
+    if len(text) > limit:
+        raise InvalidArgumentError(f"{what} is {len(text):,} characters; at most {limit:,}")
 
 
 def _text(value: object, what: str) -> str:
@@ -97,6 +111,8 @@ class GatedArguments:
             raise InvalidArgumentError("Invalid ticket: must be a text")
         object.__setattr__(self, "reason", self.reason.strip())
         object.__setattr__(self, "ticket", (self.ticket or "").strip() or None)
+        _at_most(self.reason, REASON_CHARS, "reason")
+        _at_most(self.ticket or "", TICKET_CHARS, "ticket")
 
 
 P = TypeVar("P", bound=PortablePlan)

@@ -3,6 +3,11 @@
 In JSON mode each command writes exactly one JSON document on stdout; in text
 mode it writes lines meant to be read. Both come from the same plain values
 built here, so the two modes cannot disagree.
+
+Text someone else wrote (a subscription's name, a key, a property, a payload, a role) is
+shown in text mode as the Cursors pages show it (:func:`theirs`): legible, and cut after
+:data:`~cursorops.core.legible.CELL_CHARS` characters with the cut said; JSON keeps it
+whole. A table's columns are aligned on the width each cell takes in a terminal.
 """
 
 from __future__ import annotations
@@ -14,12 +19,20 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
+from cursorops.core.legible import CELL_CHARS, columns, cut, legible
+
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from cursorops.core.analysis.backlog import TopicAnalysis
     from cursorops.core.ids.message_id import MessageId
     from cursorops.core.reading.dispatch import Message
+
+
+def theirs(value: object) -> str:
+    """Someone else's text as a line shows it: legible, cut after
+    :data:`~cursorops.core.legible.CELL_CHARS` characters, ``… (N more characters)``."""
+    return cut("" if value is None else str(value), CELL_CHARS)
 
 
 def emit_json(document: object, out: TextIO = sys.stdout) -> None:
@@ -119,9 +132,11 @@ def whole_messages(messages: Sequence[Message]) -> list[Message]:
 
 def message_line(doc: Mapping[str, Any]) -> str:
     """One message for reading, from its JSON form (:func:`message_json`)."""
-    properties = ",".join(f"{k}={v}" for k, v in sorted(dict(doc["properties"]).items()))
+    properties = ",".join(
+        f"{theirs(k)}={theirs(v)}" for k, v in sorted(dict(doc["properties"]).items())
+    )
     if doc["payloadEncoding"] == "encrypted":
-        names = ",".join(doc.get("encryptionKeys") or [])
+        names = ",".join(theirs(name) for name in doc.get("encryptionKeys") or [])
         payload = f"<encrypted: {doc.get('payloadSize', 0)} bytes, keys {names}>"
     elif doc.get("chunk") is not None:
         chunk = doc["chunk"]
@@ -129,13 +144,13 @@ def message_line(doc: Mapping[str, Any]) -> str:
     elif doc.get("nullValue"):
         payload = "<null value>"
     elif doc["payloadEncoding"] == "utf-8":
-        payload = str(doc["payload"])
+        payload = theirs(doc["payload"])
     else:
-        payload = f"base64:{doc['payload']}"
+        payload = f"base64:{theirs(doc['payload'])}"
     parts = [
         f"{doc['triplet']:<12}",
         f"partition={doc['partition']}",
-        f"key={doc['key'] if doc['key'] is not None else '-'}",
+        f"key={theirs(doc['key']) if doc['key'] is not None else '-'}",
     ]
     if properties:
         parts.append(f"properties={properties}")
@@ -192,16 +207,16 @@ def analysis_document_lines(analysis: Mapping[str, Any]) -> list[str]:
         table.append(
             [
                 partition.removeprefix(topic + "-") if partition != topic else "-",
-                row["subscription"],
+                theirs(row["subscription"]),
                 *cells(row),
             ]
         )
     subs = analysis["subscriptions"]
     if len(subs) > 1:
         for name, value in subs.items():
-            table.append(["total", name, *cells(value)])
+            table.append(["total", theirs(name), *cells(value)])
     label = analysis["subscription"] or ("*" if len(subs) != 1 else next(iter(subs)))
-    table.append(["TOTAL", label, *cells(analysis["total"])])
+    table.append(["TOTAL", theirs(label), *cells(analysis["total"])])
     return [f"Backlog of {topic} (exact, uncapped):", *_align(table)]
 
 
@@ -219,7 +234,7 @@ def stats_lines(stats: Mapping[str, Any]) -> list[str]:
     if not stats["subscriptions"]:
         lines.append("subscriptions: none")
     for name, sub in stats["subscriptions"].items():
-        lines.append(f"subscription {name} ({sub['type']}):")
+        lines.append(f"subscription {theirs(name)} ({sub['type']}):")
         lines.append(f"  msgBacklog (messages, exact): {sub['msgBacklog']}")
         lines.append(f"  backlogEntries:               {sub['backlogEntries']}")
         lines.append(f"  individuallyDeletedRanges:    {sub['individuallyDeletedRanges']}")
@@ -227,7 +242,9 @@ def stats_lines(stats: Mapping[str, Any]) -> list[str]:
         for partition, position in sub["markDeletePosition"].items():
             lines.append(f"  markDeletePosition {partition}: {position}")
         if sub["properties"]:
-            shown = ",".join(f"{k}={v}" for k, v in sorted(sub["properties"].items()))
+            shown = ",".join(
+                f"{theirs(k)}={theirs(v)}" for k, v in sorted(sub["properties"].items())
+            )
             lines.append(f"  properties: {shown}")
     return lines
 
@@ -241,10 +258,17 @@ def _cell(value: object) -> str:
 
 
 def _align(table: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    """The rows, each cell legible and padded to its column's width in a terminal: the
+    width a cell takes as shown (a spelled-out character takes its spelling's, a CJK
+    character two columns), not its count of characters."""
+    shown = [[legible(cell) for cell in row] for row in table]
+    widths = [max(columns(row[i]) for row in shown) for i in range(len(shown[0]))]
     return [
-        "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in table
+        "  "
+        + "  ".join(
+            cell + " " * (w - columns(cell)) for cell, w in zip(row, widths, strict=True)
+        ).rstrip()
+        for row in shown
     ]
 
 
@@ -253,8 +277,8 @@ def open_request_lines(requests: list[dict[str, Any]]) -> list[str]:
     lines = []
     for r in requests:
         lines.append(
-            f"{format_time(r['plannedAtMs'])}  {r['operation']}  {r['subscription']}  "
-            f"asked by {r['requester']}  run {r['runId']} of {r['dagId']}  "
+            f"{format_time(r['plannedAtMs'])}  {r['operation']}  {theirs(r['subscription'])}  "
+            f"asked by {theirs(r['requester'])}  run {theirs(r['runId'])} of {r['dagId']}  "
             + ("APPLIED, not closed" if r["applied"] else "not applied")
         )
         lines.append(f"  plan {r['planDigest']}")

@@ -46,10 +46,10 @@ def _shape_history(given: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
 
 
 def _history_lines(answer: list[Mapping[str, Any]], _: Mapping[str, Any]) -> list[str]:
-    from cursorops.cli.output import format_time
+    from cursorops.cli.output import format_time, theirs
 
     return [
-        f"{format_time(s['atMs'])}  {s['subscription']}  {s['messages']} message(s)  "
+        f"{format_time(s['atMs'])}  {theirs(s['subscription'])}  {s['messages']} message(s)  "
         f"{s['entries']} entr{'y' if s['entries'] == 1 else 'ies'}  oldest "
         f"{format_time(s['oldestPublishMs']) if s['oldestPublishMs'] is not None else '-'}"
         for s in answer
@@ -106,11 +106,11 @@ def backlog_history(
 
 
 def _skips_lines(answer: list[Mapping[str, Any]], _: Mapping[str, Any]) -> list[str]:
-    from cursorops.cli.output import format_time
+    from cursorops.cli.output import format_time, theirs
 
     return [
-        f"{s['skipId']}  {format_time(s['at'])}  {s['subscription']}  {s['role']}  "
-        f"via {s['via'] or '-'}  {s['ids']} id(s)  "
+        f"{s['skipId']}  {format_time(s['at'])}  {theirs(s['subscription'])}  "
+        f"{theirs(s['role'])}  via {theirs(s['via'] or '-')}  {s['ids']} id(s)  "
         + (f"undone (undo {s['undoId']})" if s["undoId"] is not None else "applied")
         for s in answer
     ] or ["No skips"]
@@ -182,18 +182,21 @@ def open_requests(call: Call, topic: str) -> list[dict[str, Any]]:
 
 
 def _radar_lines(answer: list[Mapping[str, Any]], _: Mapping[str, Any]) -> list[str]:
+    from cursorops.cli.output import theirs
+
     lines: list[str] = []
     for radar in answer:
         limits = radar["limits"]
         lines.append(
-            f"{radar['topic']} / {radar['subscription']}: {radar['stuck']} stuck message(s) "
+            f"{radar['topic']} / {theirs(radar['subscription'])}: {radar['stuck']} stuck "
+            "message(s) "
             f"({radar['redelivered']} redelivered >= {limits['minRedeliveries']}, "
             f"{radar['behindAcks']} behind acknowledgements for >= "
             f"{limits['minAgeSeconds']} s)"
         )
         lines += [
             f"  {m['messageId']}  partition {m['partition']}  "
-            f"key {m['key'] if m['key'] is not None else '-'}  "
+            f"key {theirs(m['key']) if m['key'] is not None else '-'}  "
             f"redelivered {m['redeliveryCount']}x  age {m['ageSeconds']} s"
             for m in radar["listed"]
         ]

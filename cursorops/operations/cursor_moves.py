@@ -461,23 +461,24 @@ def _shape_redrive(given: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
 
 
 def _redrive_lines(answer: Mapping[str, Any], values: Mapping[str, Any]) -> list[str]:
-    from cursorops.cli.output import format_time
+    from cursorops.cli.output import format_time, theirs
 
     if values.get("preview"):
         ids = f", {answer['ids']} ids" if answer["ids"] != answer["messages"] else ""
         lines = [
             f"Would redrive {answer['messages']} message(s){ids} of {answer['deadLetterTopic']} "
-            f"to subscription {answer['subscription']} of {answer['topic']} "
+            f"to subscription {theirs(answer['subscription'])} of {answer['topic']} "
             f"(plan {answer['planId']})"
         ]
         return lines + [
-            f"  {m['messageId']:<12}  key={m['key']}  {format_time(m['publishTime'])}"
+            f"  {m['messageId']:<12}  key={'-' if m['key'] is None else theirs(m['key'])}  "
+            f"{format_time(m['publishTime'])}"
             for m in answer["firstMessages"]
         ]
     others = ", ".join(answer["acknowledgedOn"]) or "none"
     lines = [
         f"Redrove {answer['redriven']} message(s) of {answer['deadLetterTopic']} to "
-        f"subscription {answer['subscription']} of {answer['topic']} (redrive "
+        f"subscription {theirs(answer['subscription'])} of {answer['topic']} (redrive "
         f"{answer['redriveId']}, plan {answer['planId']})",
         f"  acknowledged on the other subscriptions: {others}",
     ]

@@ -30,11 +30,15 @@ class ApprovalText:
 
 
 async def approval_text(  # async: no thread-pool hop for a few strings
-    reason: Annotated[str | None, Query(max_length=4096)] = None,
-    ticket: Annotated[str | None, Query(max_length=256)] = None,
-    x_cursorops_reason: Annotated[str | None, Header(max_length=4096)] = None,
-    x_cursorops_ticket: Annotated[str | None, Header(max_length=256)] = None,
+    reason: Annotated[str | None, Query()] = None,
+    ticket: Annotated[str | None, Query()] = None,
+    x_cursorops_reason: Annotated[str | None, Header()] = None,
+    x_cursorops_ticket: Annotated[str | None, Header()] = None,
 ) -> ApprovalText:
+    """No length here: the limits count characters, as the person typed them, when the
+    arguments are made (:class:`~cursorops.core.gating.operation.GatedArguments`), where
+    an ``UTF-8''`` header spends up to 12 characters on one. What is read is bounded by
+    the HTTP server's limit on a request's head."""
     if x_cursorops_reason:
         reason = header_text(x_cursorops_reason, "X-Cursorops-Reason")
     if x_cursorops_ticket:

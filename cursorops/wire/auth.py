@@ -19,7 +19,8 @@ from pathlib import Path
 
 
 class AuthenticationError(Exception):
-    """The client's credentials are refused (the connection is answered and closed)."""
+    """The client's credentials are refused (its request is answered ``AuthenticationError``
+    and its connection closed)."""
 
 
 def load_secret(spec: str) -> bytes:

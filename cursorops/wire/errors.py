@@ -2,10 +2,14 @@
 ``cursorops.core.errors`` leaf, as the official client reads them.
 
 Families: bad input and conflicts are ``NotAllowedError``, not found ``NotAllowedError``
-too (Pulsar answers a missing namespace so), not authorized ``AuthorizationError``, a
-store failure ``PersistenceError``. The leaves Pulsar's client treats differently have
-their own code: a busy consumer (``ConsumerBusy``, the client retries), an incompatible
-schema, an invalid topic name, a missing topic or subscription.
+too, not authorized ``AuthorizationError``, a store failure ``PersistenceError``. The
+leaves Pulsar's client treats differently have their own code: a busy consumer
+(``ConsumerBusy``, the client retries), an incompatible schema, an invalid topic name, a
+missing topic or subscription. A missing tenant or namespace is ``TopicNotFound``, as
+Pulsar's clients expect of a producer or consumer on one; it reaches the wire only where
+the caller may learn what exists (authentication off, or a superuser): any other role is
+refused first (:meth:`cursorops.core.broker.access.Access.check`), so it reads
+``AuthorizationError`` (docs/decisions/2026-12-07-wire-errors-a-client-can-act-on.md).
 ``tests/protocol/test_wire_errors.py`` checks that every leaf has its code.
 """
 
@@ -18,11 +22,13 @@ from cursorops.core.errors import (
     IncompatibleSchemaError,
     InvalidInputError,
     InvalidTopicNameError,
+    NamespaceNotFoundError,
     NotAuthorizedError,
     NotFoundError,
     OutcomeTable,
     StoreError,
     SubscriptionNotFoundError,
+    TenantNotFoundError,
     TopicNotFoundError,
 )
 from cursorops.wire.commands import ServerError
@@ -40,6 +46,8 @@ _TABLE = OutcomeTable(
         IncompatibleSchemaError: ServerError.IncompatibleSchema,
         InvalidTopicNameError: ServerError.InvalidTopicName,
         TopicNotFoundError: ServerError.TopicNotFound,
+        TenantNotFoundError: ServerError.TopicNotFound,
+        NamespaceNotFoundError: ServerError.TopicNotFound,
         SubscriptionNotFoundError: ServerError.SubscriptionNotFound,
     },
     default=ServerError.UnknownError,

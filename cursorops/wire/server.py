@@ -115,6 +115,9 @@ _NON_PERSISTENT_COMMANDS = frozenset(
     }
 )
 """Commands a non-persistent consumer's connection sends about it."""
+REFUSED_SECONDS = 5.0
+"""How long a client whose credentials were refused keeps its connection without asking
+anything (its client asks at once; answering pings would keep it open for ever)."""
 RENEW_SECONDS = 5.0
 """How often live connections renew their consumers' leases in the registry."""
 
@@ -127,7 +130,7 @@ _SUB_TYPES = {
 
 
 class ConnectionRefused(Exception):
-    """The connection is answered and closed (failed authentication)."""
+    """The connection is closed once its answer is written (a refused client's request)."""
 
 
 class StoreThread:
@@ -385,6 +388,9 @@ class Connection:
         self._producer_names = itertools.count()
         self.role = service.role
         """Who the client acts as: the standalone's role, or its token's subject."""
+        self.refused: str | None = None
+        """Why its CONNECT was refused: every request is then answered with
+        ``AuthenticationError`` (:meth:`_refuse`)."""
 
     # -- plumbing ----------------------------------------------------------------
 
@@ -471,6 +477,9 @@ class Connection:
         if kind is CommandType.CONNECT:
             await self._connect(body)
             return
+        if self.refused is not None:
+            self._refuse(kind, body, self.refused)
+            return
         if not self.connected:
             raise FrameError(f"{kind.name} before CONNECT")
         handler = self._handlers.get(kind)
@@ -505,6 +514,10 @@ class Connection:
                     message=message,
                 )
             )
+        elif kind is CommandType.LOOKUP and request_id is not None:
+            self._lookup_failed(request_id, error, message)
+        elif kind is CommandType.PARTITIONED_METADATA and request_id is not None:
+            self._partitions_failed(request_id, error, message)
         elif kind is CommandType.ACK and request_id is not None:
             self.send(
                 command(
@@ -526,7 +539,14 @@ class Connection:
         )
 
     async def _connect(self, body: Proto) -> None:
-        if self.connected:
+        """Answered CONNECTED, refused credentials too. Pulsar answers those with a
+        CommandError and closes; the C++ client (and the Python and Node.js clients on it)
+        reads any answer but CONNECTED as a dropped connection, retries, and reports TimeOut
+        after its operation timeout. Connected, a refused client has its first request
+        answered with ``AuthenticationError``, a result it gives up on at once; then the
+        connection is closed, after :data:`REFUSED_SECONDS` at the latest
+        (docs/decisions/2026-12-07-wire-errors-a-client-can-act-on.md)."""
+        if self.connected or self.refused is not None:
             raise FrameError("CONNECT twice")
         authentication = self.service.authentication
         if authentication.enabled:
@@ -541,9 +561,9 @@ class Connection:
                 )
             except AuthenticationError as exc:
                 log.warning("connection %s: authentication failed: %s", self.peer, exc)
-                self._error(_NO_REQUEST, ServerError.AuthenticationError, str(exc))
-                raise ConnectionRefused(str(exc)) from exc
-        self.connected = True
+                self.refused = str(exc)
+                asyncio.get_running_loop().call_later(REFUSED_SECONDS, self.writer.close)
+        self.connected = self.refused is None
         version = min(int(body.get("protocol_version", 0)), MAX_PROTOCOL_VERSION)
         self.send(
             command(
@@ -553,6 +573,18 @@ class Connection:
                 max_message_size=MAX_MESSAGE_SIZE,
             )
         )
+
+    def _refuse(self, kind: CommandType, body: Proto, reason: str) -> None:
+        """A command on a connection whose credentials were refused: a ping is answered, a
+        request gets ``AuthenticationError`` in the response its client waits for, and the
+        connection is closed (ConnectionRefused) after that answer."""
+        if kind is CommandType.PING:
+            self.send(command(CommandType.PONG))
+            return
+        if kind is CommandType.PONG:
+            return
+        self._fail(kind, body, ServerError.AuthenticationError, reason)
+        raise ConnectionRefused(reason)
 
     async def _ping(self, frame: Frame) -> None:
         self.send(command(CommandType.PONG))
@@ -606,6 +638,18 @@ class Connection:
             )
         )
 
+    def _partitions_failed(self, request_id: int, error: ServerError, message: str) -> None:
+        # Pulsar's LookupType of this response: 0 Success, 1 Failed.
+        self.send(
+            command(
+                CommandType.PARTITIONED_METADATA_RESPONSE,
+                request_id=request_id,
+                response=1,
+                error=int(error),
+                message=message,
+            )
+        )
+
     async def _partitioned_metadata(self, frame: Frame) -> None:
         body = frame.body
         request_id = body["request_id"]
@@ -615,16 +659,7 @@ class Connection:
                 self.service.partitions, self.role, body["topic"]
             )
         except CursorOpsError as exc:
-            # Pulsar's LookupType of this response: 0 Success, 1 Failed.
-            self.send(
-                command(
-                    CommandType.PARTITIONED_METADATA_RESPONSE,
-                    request_id=request_id,
-                    response=1,
-                    error=int(server_error(exc)),
-                    message=str(exc),
-                )
-            )
+            self._partitions_failed(request_id, server_error(exc), str(exc))
             return
         self.send(
             command(

@@ -242,3 +242,20 @@ def test_an_error_names_a_hostile_value_legibly(tmp_path: Path) -> None:
     result = run(tmp_path, "topics", "stats", "acme/ops/no\u202eexist")
     line = one_error_line(result)
     assert "\u202e" not in line and "no\\u202eexist" in line
+
+
+def test_a_reason_is_limited_in_the_characters_typed(seeded: Path) -> None:
+    """500 "€" travel in a 4,507-character header and pass; the refusal of 501 counts what
+    was typed, not what the header carried."""
+    command = ["topics", "reset-cursor", TOPIC, "-s", "s", "-t", "0"]
+    before = _dump(seeded)
+    for extra, refusal in (
+        (["--reason", "€" * 501], "reason is 501 characters; at most 500"),
+        (["--reason", "ok", "--ticket", "😀" * 257], "ticket is 257 characters; at most 256"),
+    ):
+        code, _out, err = _run([*command, *extra])
+        assert code == 2, err
+        assert err.splitlines() == [f"error: {refusal}"]
+        assert _dump(seeded) == before
+    code, _out, err = _run([*command, "--reason", "€" * 500, "--ticket", "😀" * 256])
+    assert code == 0, err

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.legible import HIDDEN, cut, legible
+from cursorops.core.legible import CELL_CHARS, HIDDEN, columns, cut, legible
 from tests.hostile_text import HOSTILE, hidden_in
 
 
@@ -47,3 +48,28 @@ def test_a_cut_is_said_exactly_and_hides_nothing(text: str, width: int) -> None:
     assert whole.startswith(head) and len(head) + more == len(whole)
     assert width - 9 <= len(head) <= width
     assert not re.search(r"\\u\{[0-9A-F]*$", head)
+
+
+APP_JS = Path(__file__).resolve().parents[2] / "cursorops" / "rest" / "ui_static" / "app.js"
+
+
+def test_the_pages_and_the_terminal_cut_a_value_at_the_same_length() -> None:
+    """One rule: app.js's CELL_CHARS is this module's (the CLI's text output cuts there)."""
+    found = re.search(r"^const CELL_CHARS = (\d+);", APP_JS.read_text(), re.M)
+    assert found is not None and int(found.group(1)) == CELL_CHARS
+
+
+def test_columns_are_what_a_terminal_gives_the_text() -> None:
+    assert columns("plain") == 5
+    assert columns(legible("inv\u202egnp")) == len("inv\\u{202E}gnp")
+    assert columns("顧客") == 4
+    assert columns("🧾") == 2
+    assert columns("e\u0301") == 1  # a combining mark takes no column of its own
+    assert columns("Ｆ") == 2  # full-width
+
+
+@given(HOSTILE)
+def test_a_legible_text_takes_at_least_a_column_per_visible_character(text: str) -> None:
+    shown = legible(text)
+    marks = sum(1 for c in shown if unicodedata.combining(c) or unicodedata.category(c) == "Me")
+    assert len(shown) - marks <= columns(shown) <= 2 * len(shown)

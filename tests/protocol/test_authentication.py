@@ -17,7 +17,10 @@ import pytest
 from cursorops.wire.auth import AuthenticationError, create_token
 from cursorops.wire.authentication import Authentication
 from cursorops.wire.basic_auth import BasicAuthenticator, load_htpasswd
+from cursorops.wire.commands import CommandType, ServerError
+from cursorops.wire.frames import command
 from tests.protocol.harness import Standalone, start, unique
+from tests.protocol.raw import RawClient
 
 pytestmark = pytest.mark.slow
 """The module starts standalones of its own (settings of their own): seconds each."""
@@ -125,11 +128,12 @@ def test_basic_authentication(server: Standalone) -> None:
         client.close()
     before = topics(server)
     for user, password in (("alice", "wrong"), ("eve", "alice-pw"), ("alice", "")):
+        # A timeout long enough that waiting it out would fail as TimeOut.
         refused = server.client(
-            timeout_s=3, authentication=pulsar.AuthenticationBasic(user, password)
+            timeout_s=30, authentication=pulsar.AuthenticationBasic(user, password)
         )
         try:
-            with pytest.raises(pulsar.PulsarException):
+            with pytest.raises(pulsar.AuthenticationError):
                 refused.create_producer(unique("refused"))
         finally:
             refused.close()
@@ -144,6 +148,88 @@ def test_basic_authentication(server: Standalone) -> None:
         stranger.close()
     assert topics(server) == before
     assert "authentication failed" in server.log_text()
+
+
+def test_refused_credentials_fail_at_once_as_authentication_error(tmp_path: Path) -> None:
+    """No anonymous role here: no token is refused too. The operation timeout is long, so a
+    client left to wait it out would fail as TimeOut, not AuthenticationError."""
+    key = tmp_path / "secret.key"
+    key.write_bytes(SECRET)
+    users = htpasswd(tmp_path / "users.htpasswd", {"alice": "alice-pw"})
+    server = start(
+        tmp_path / "home", extra=("--auth-token-secret", str(key), "--auth-basic-file", str(users))
+    )
+    try:
+        refused: dict[str, pulsar.Authentication | None] = {
+            "no credentials": None,
+            "another key's token": pulsar.AuthenticationToken(
+                create_token(b"another key of 32 bytes ........", "app")
+            ),
+            "an expired token": pulsar.AuthenticationToken(
+                create_token(SECRET, "app", expires_at=1)
+            ),
+            "a wrong password": pulsar.AuthenticationBasic("alice", "wrong"),
+        }
+        for what, authentication in refused.items():
+            extra = {} if authentication is None else {"authentication": authentication}
+            client = server.client(timeout_s=30, **extra)
+            try:
+                with pytest.raises(pulsar.AuthenticationError):
+                    client.create_producer(unique("refused"))
+                # The refused connection was closed; the next one is refused as well.
+                with pytest.raises(pulsar.AuthenticationError):
+                    client.subscribe(unique("refused"), "s")
+            finally:
+                client.close()
+            assert server.alive(), what
+        log = server.log_text()
+        for reason in (
+            "Authentication is required",
+            "Token signature mismatch",
+            "Token expired",
+            "Unknown user or wrong password",
+        ):
+            assert f"authentication failed: {reason}" in log
+        with RawClient(server.port) as raw:
+            # Connected, and refused: a ping is answered, the first request is answered
+            # AuthenticationError in the response its client waits for, then it is closed.
+            assert raw.connect()["server_version"]
+            raw.send(command(CommandType.PING))
+            assert raw.expect_frame(CommandType.PONG).type is CommandType.PONG
+            raw.send(command(CommandType.PARTITIONED_METADATA, topic=unique("raw"), request_id=7))
+            answer = raw.expect(CommandType.PARTITIONED_METADATA_RESPONSE)
+            assert (answer["request_id"], answer["response"]) == (7, 1)
+            assert answer["error"] == ServerError.AuthenticationError
+            assert raw.closed_by_server(timeout=30)
+        with RawClient(server.port) as idle:
+            idle.connect()
+            # Asking nothing, answering pings: closed all the same.
+            assert idle.closed_by_server(timeout=30)
+        good = server.client(
+            authentication=pulsar.AuthenticationToken(create_token(SECRET, "admin"))
+        )
+        try:
+            good.create_producer(unique("accepted")).send(b"x")
+        finally:
+            good.close()
+    finally:
+        server.stop()
+
+
+def test_a_missing_tenant_is_refused_not_named(server: Standalone) -> None:
+    """With authentication on, a role that may not see a tenant learns nothing of it: a
+    missing tenant or namespace is refused as any other it has no grant on."""
+    client = server.client(
+        timeout_s=30, authentication=pulsar.AuthenticationToken(create_token(SECRET, "app"))
+    )
+    try:
+        for topic in ("persistent://no-such-tenant/default/t", "public/no-such-namespace/t"):
+            with pytest.raises(pulsar.AuthorizationError):
+                client.create_producer(topic)
+            with pytest.raises(pulsar.AuthorizationError):
+                client.subscribe(topic, "s")
+    finally:
+        client.close()
 
 
 def rest(server: Standalone, path: str, authorization: str | None = None) -> int:

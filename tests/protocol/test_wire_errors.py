@@ -3,6 +3,9 @@ reads."""
 
 from __future__ import annotations
 
+import pulsar
+import pytest
+
 from cursorops.core import errors as core_errors
 from cursorops.core.errors import leaf_classes
 from cursorops.wire.commands import ServerError
@@ -26,4 +29,22 @@ def test_the_codes_the_client_acts_on() -> None:
     assert server_error(core_errors.ApprovalRequiredError("x")) == ServerError.AuthorizationError
     assert server_error(core_errors.MetadataStoreError("x")) == ServerError.PersistenceError
     assert server_error(core_errors.NotEmptyError("x")) == ServerError.NotAllowedError
+    assert server_error(core_errors.TenantNotFoundError("x")) == ServerError.TopicNotFound
+    assert server_error(core_errors.NamespaceNotFoundError("x")) == ServerError.TopicNotFound
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "topic",
+    ["persistent://no-such-tenant/default/t", "public/no-such-namespace/t", "nobody/nothing/t"],
+)
+def test_a_missing_tenant_or_namespace_is_topic_not_found(
+    client: pulsar.Client, topic: str
+) -> None:
+    """What Pulsar's own client tests expect of a producer on a missing tenant, with
+    authentication off (the standalone's default)."""
+    with pytest.raises(pulsar.TopicNotFound):
+        client.create_producer(topic)
+    with pytest.raises(pulsar.TopicNotFound):
+        client.subscribe(topic, "s")
     assert server_error(ValueError("not ours")) == ServerError.UnknownError
