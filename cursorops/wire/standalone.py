@@ -256,6 +256,11 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
             with contextlib.suppress(Exception):
                 await web_task
         await store.run(broker.close)
+        # The REST app's own broker, made at its first request: its pool's connections
+        # hold SQLite's -wal and -shm files open until closed.
+        rest_broker = None if app is None else getattr(app.state, "broker", None)
+        if rest_broker is not None:
+            rest_broker.close()
         store.close()
         identity.close()
         for sig in (signal.SIGINT, signal.SIGTERM):

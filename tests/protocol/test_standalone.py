@@ -139,7 +139,10 @@ def test_admin_rest_and_health_and_only_its_own_lines(tmp_path: Path) -> None:
         ) as r:
             assert f"persistent://{topic}" in json.loads(r.read())
     finally:
-        assert server.stop() == 0
+        assert server.stop(signal.SIGINT) == 0
+    # Every connection to the home's SQLite store was closed: none of its files stays open.
+    home = tmp_path / "home"
+    assert not list(home.glob("metadata.db-*")), sorted(p.name for p in home.iterdir())
     # Serving the REST app loads nothing that prints: no configuration messages, no
     # warnings, only the standalone's own lines.
     assert server.log.read_text() == ""
