@@ -279,6 +279,7 @@ class Analysis(Collaborator):
         for sub in subs:
             pending = self.metadata.pending_members(info.name, sub.name)
             marks = self.metadata.consumer_acks(info.name, sub.name)
+            delays = sub.type.honours_delayed_delivery
             parts = []
             for name, index in indexes.items():
                 got = pending.get(name)
@@ -298,6 +299,7 @@ class Analysis(Collaborator):
                     chosen,
                     index.chunk_rest,
                     consumer_ack=marks.get(name),
+                    deliver_at=index.deliver_at if delays else None,
                 )
                 parts.append(found.placed(name, numbers[name] if info.partitions else -1))
             result = merge(parts, chosen.max_listed)
