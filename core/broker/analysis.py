@@ -279,7 +279,6 @@ class Analysis(Collaborator):
         for sub in subs:
             pending = self.metadata.pending_members(info.name, sub.name)
             marks = self.metadata.consumer_acks(info.name, sub.name)
-            delays = sub.type.honours_delayed_delivery
             parts = []
             for name, index in indexes.items():
                 got = pending.get(name)
@@ -299,7 +298,7 @@ class Analysis(Collaborator):
                     chosen,
                     index.chunk_rest,
                     consumer_ack=marks.get(name),
-                    deliver_at=index.deliver_at if delays else None,
+                    deliver_at=index.deliver_at if sub.type.honours_delayed_delivery else None,
                 )
                 parts.append(found.placed(name, numbers[name] if info.partitions else -1))
             result = merge(parts, chosen.max_listed)
