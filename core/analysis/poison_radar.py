@@ -1,16 +1,19 @@
 """The poison-pill radar: a subscription's messages stuck at the head of its backlog.
 
 Pure: arrays in, findings out; no store, no clock. A message is *stuck* when it
-is unacknowledged and either
+is unacknowledged, due, and either
 
-- **redelivered**: delivered and given back at least ``min_redeliveries``
-  times (negative acknowledgement, redeliver, a closed consumer, a lapsed
-  lease). The count is the dispatcher's, persisted with the pending message
-  in the metadata store (:mod:`cursorops.core.store.pending_runs`); a message nobody
-  received yet counts 0. Or
+- **redelivered**: consumers asked for it again at least ``min_redeliveries``
+  times (negative acknowledgements, ack timeouts, redeliver requests). The
+  count is the dispatcher's, persisted with the pending message in the
+  metadata store (:mod:`cursorops.core.store.pending_runs`), the number a consumer
+  receives; consumers that closed, died or lost their broker do not raise it
+  (:mod:`cursorops.core.reading.redelivery`), so consumer churn is no evidence. A
+  message nobody received yet counts 0. Or
 - **behind acknowledgements**: a consumer acknowledged a later message of its
-  partition (consumers have moved past it) and it is at least ``min_age_s`` old
-  (now - publish time). Only consumers' acknowledgements count: the cursor's
+  partition (consumers have moved past it) and it has been deliverable for at
+  least ``min_age_s`` (its *age*: now - its publish time, or its deliver-at
+  time when later). Only consumers' acknowledgements count: the cursor's
   consumer-ack mark, the highest message a consumer acknowledged, which the
   dispatcher raises with each acknowledgement and nothing else does (a skip,
   clear-backlog, undo or a redrive's acknowledgements leave it; a reset clears
@@ -18,6 +21,10 @@ is unacknowledged and either
   counted, every old message before a skipped one was listed. No mark known (a
   cursor no consumer acknowledged on since it was created, reset or migrated):
   nothing is behind.
+
+A delayed message not yet due (its deliver-at time after now, on a subscription
+type that holds delayed messages back) is never stuck: nobody could have
+received it, and later messages are rightly acknowledged before it.
 
 A chunked message is one message (:mod:`cursorops.core.ids.chunked_messages`): found,
 counted and listed once, at its last chunk, where the backlog counts it and a
@@ -170,6 +177,8 @@ class StuckMessage:
     redelivery_count: int
     publish_ms: int
     age_ms: int
+    """How long it has been deliverable: since its publish time, or its deliver-at time when
+    later."""
     redelivered: bool
     """It met the redelivery criterion."""
     behind_acks: bool
@@ -302,6 +311,7 @@ def scan_partition(
     chunk_rest: npt.ArrayLike | None = None,
     *,
     consumer_ack: tuple[int, int, int] | None,
+    deliver_at: npt.ArrayLike | None = None,
 ) -> RadarResult:
     """The stuck messages of one partition for one subscription's cursor ``state``.
 
@@ -315,7 +325,9 @@ def scan_partition(
     chunk, as the backlog counts it; the chunks before it are no finding.
     ``consumer_ack``: the highest message (ledger, entry, batch index) a consumer
     acknowledged on the partition (the cursor's consumer-ack mark), None when none is
-    known: then no message is behind acknowledgements.
+    known: then no message is behind acknowledgements. ``deliver_at`` (aligned; epoch ms,
+    -1 for an entry that is not delayed; None: the subscription type delivers delayed
+    messages at once): an entry not yet due is no finding, and one due is aged from then.
     """
     ledger = np.asarray(ledger_ids, np.int64)
     entry = np.asarray(entry_ids, np.int64)
@@ -323,6 +335,12 @@ def scan_partition(
     ledger, entry = ledger[order], entry[order]
     size = np.asarray(batch_sizes, np.int64)[order]
     publish = np.asarray(publish_ms, np.int64)[order]
+    deliver = (
+        np.asarray(deliver_at, np.int64)[order]
+        if deliver_at is not None
+        else np.full_like(publish, -1)
+    )
+    due = np.maximum(publish, deliver)
     n = len(ledger)
     if n == 0 or not limits.enabled:
         return RadarResult.empty()
@@ -332,8 +350,9 @@ def scan_partition(
     # Which rows are acknowledged reads every chunk; what counts is each message once.
     stored = backlog.unacked_messages(state, ledger, entry, size)
     unacked = np.where(rest, 0, stored)
+    waiting = deliver > now_ms
     old = (
-        (now_ms - publish) >= limits.min_age_s * 1000
+        ((now_ms - due) >= limits.min_age_s * 1000) & ~waiting
         if limits.min_age_s is not None
         else np.zeros(n, np.bool_)
     )
@@ -364,7 +383,7 @@ def scan_partition(
     p_count = np.asarray(pending.redelivery_count, np.int64)[live]
     p_behind = old[p_row] & (before[p_row] | ((p_row == last) & (p_index < cut)))
     p_red = (
-        p_count >= limits.min_redeliveries
+        (p_count >= limits.min_redeliveries) & ~waiting[p_row]
         if limits.min_redeliveries is not None
         else np.zeros(len(p_row), np.bool_)
     )
@@ -402,7 +421,7 @@ def scan_partition(
             batch_index=int(i),
             redelivery_count=int(c),
             publish_ms=int(publish[r]),
-            age_ms=max(0, now_ms - int(publish[r])),
+            age_ms=max(0, now_ms - int(due[r])),
             redelivered=bool(red),
             behind_acks=bool(b),
         )

@@ -298,6 +298,7 @@ class Analysis(Collaborator):
                     chosen,
                     index.chunk_rest,
                     consumer_ack=marks.get(name),
+                    deliver_at=index.deliver_at if sub.type.honours_delayed_delivery else None,
                 )
                 parts.append(found.placed(name, numbers[name] if info.partitions else -1))
             result = merge(parts, chosen.max_listed)

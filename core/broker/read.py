@@ -76,7 +76,7 @@ class Reading(Collaborator):
         the call and leaves at its end: unacknowledged messages become
         deliverable again, and an Exclusive subscription held by another live
         consumer is refused. Only the messages returned are dispatched to it: none
-        is read ahead, to be handed back (and counted as redelivered) at its end.
+        is read ahead, to be handed back at its end (a close: redelivery counts unchanged).
         """
         if count < 1:
             raise InvalidArgumentError("The number of messages must be at least 1")
@@ -111,7 +111,8 @@ class Reading(Collaborator):
         """The next ``count`` unacknowledged messages, delayed ones included, without delivering.
 
         Reads from the mark-delete position on and stops after ``count``. A
-        partition's name (``t-partition-2``) peeks that partition only.
+        partition's name (``t-partition-2``) peeks that partition only. A pending
+        message carries its stored redelivery count, the one a consumer receives.
         """
         info, sources = self._partition_sources(role, Operation.PEEK_MESSAGES, topic)
         self.metadata.get_subscription(info.name, subscription)
@@ -122,7 +123,8 @@ class Reading(Collaborator):
         ]
         from cursorops.core.reading import dispatch
 
-        return dispatch.peek(sources, states, count)
+        pending = self.metadata.pending_members(info.name, subscription)
+        return dispatch.peek(sources, states, count, pending)
 
     def examine_message(
         self, role: str, topic: str, initial_position: str, message_position: int

@@ -12,7 +12,9 @@ What a consumer receives, per Pulsar's dispatchers:
   no other consumer receives it meanwhile. Negative acknowledgement,
   ``redeliver_unacknowledged_messages``, closing the consumer (a clean exit of
   the process closes those left open) or the lapse of its lease makes it
-  deliverable again, with its redelivery count bumped.
+  deliverable again. Its redelivery count is bumped only when a consumer asked
+  for it again (a negative acknowledgement, a redeliver request), never when
+  its consumer went (:mod:`cursorops.core.reading.redelivery`), as in Pulsar.
 - Exclusive refuses a second live consumer ("Exclusive consumer is already
   connected"). Failover: only the consumers of the highest priority level
   (the lowest ``priority`` value) are active, sorted by name; partition ``i``
@@ -68,7 +70,7 @@ import contextlib
 import uuid
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +90,7 @@ from cursorops.core.ids.position_match import match_positions
 from cursorops.core.reading.chunk_dispatch import ChunkVerdicts, judge_chunks, undecided
 from cursorops.core.reading.key_hash import HashRanges, HashRing, in_ranges, sticky_key_hash
 from cursorops.core.reading.message import MESSAGE_COLUMNS, Message, MessageBatch
+from cursorops.core.reading.redelivery import Release
 from cursorops.core.reading.unacked_rows import acked_rows
 from cursorops.core.store.checks import check_label
 from cursorops.core.store.cursor_door import COMPACT_AFTER_DELTAS
@@ -102,6 +105,7 @@ from cursorops.core.store.dispatch_state import (
     SubscriptionTransaction,
 )
 from cursorops.core.store.metadata import MetadataStore
+from cursorops.core.store.pending_runs import Members
 from cursorops.core.store.values import SegmentInfo
 from cursorops.core.subscription import SubscriptionType
 
@@ -543,15 +547,55 @@ def _message_batch(
 
 
 def peek(
-    sources: Sequence[PartitionSource], states: Sequence[CursorState], count: int
+    sources: Sequence[PartitionSource],
+    states: Sequence[CursorState],
+    count: int,
+    pending: Mapping[str, Members] | None = None,
 ) -> list[Message]:
-    """The next ``count`` unacknowledged messages, delayed and pending ones included."""
+    """The next ``count`` unacknowledged messages, delayed and pending ones included.
+
+    ``pending``: the subscription's pending messages per partition, with their redelivery
+    counts (:meth:`~cursorops.core.store.metadata.MetadataStore.pending_members`); a message
+    among them is peeked with its count, the number a consumer would receive it with.
+    """
     streams = [
         _Stream(source, state, state.mark_delete, None, None)
         for source, state in zip(sources, states, strict=True)
     ]
     batch, _ = _message_batch(streams, _pick(streams, count), -1)
+    for code, topic in enumerate(batch.topics):
+        found = (pending or {}).get(topic)
+        if found is not None and len(found.ledger):
+            rows = np.flatnonzero(batch.topic_index == code)
+            batch.redelivery_count[rows] = _counts_of(
+                found, batch.ledger_id[rows], batch.entry_id[rows], batch.batch_index[rows]
+            )
     return batch.messages()
+
+
+def _counts_of(pending: Members, ledger: Ints, entry: Ints, index: Ints) -> Ints:
+    """The redelivery count of each message (ledger, entry, batch index) among ``pending``;
+    0 for one that is not pending. Only the pending messages of these entries are looked at
+    (a peek is a few entries)."""
+    near = match_positions(pending.ledger, pending.entry, ledger, entry) >= 0
+    counts = {
+        (led, ent, ind): count
+        for led, ent, ind, count in zip(
+            pending.ledger[near].tolist(),
+            pending.entry[near].tolist(),
+            pending.index[near].tolist(),
+            pending.redelivery[near].tolist(),
+            strict=True,
+        )
+    }
+    return np.fromiter(
+        (
+            counts.get(key, 0)
+            for key in zip(ledger.tolist(), entry.tolist(), index.tolist(), strict=True)
+        ),
+        dtype=np.int64,
+        count=len(ledger),
+    )
 
 
 def _fallback_keys(
@@ -913,8 +957,9 @@ class Dispatcher:
         return txn.consumers()
 
     def remove_consumer(self, consumer: Consumer) -> None:
+        """The consumer leaves (closed): what it holds is deliverable again, counts unchanged."""
         with self._transaction() as txn:
-            txn.remove_consumer(consumer.consumer_id)
+            txn.remove_consumer(consumer.consumer_id, Release.CLOSE)
 
     def renew(self, consumer: Consumer) -> bool:
         """Extend the consumer's lease (a connection that is still there); False when
@@ -922,16 +967,17 @@ class Dispatcher:
         with self._transaction() as txn:
             return txn.renew_lease(consumer.consumer_id, self.lease_ms)
 
-    def release(self, consumer: Consumer, keys: Sequence[PendingKey]) -> None:
-        """Make these messages held by ``consumer`` deliverable again (redelivery count
-        bumped): the binary protocol's redeliver of given message ids. A chunk releases
-        its whole message (:meth:`whole_messages`)."""
+    def release(self, consumer: Consumer, keys: Sequence[PendingKey], reason: Release) -> None:
+        """Make these messages held by ``consumer`` deliverable again, for ``reason`` (which
+        says whether their redelivery counts are bumped): the binary protocol's redeliver
+        of given message ids, or a seek's release. A chunk releases its whole message
+        (:meth:`whole_messages`)."""
         if not keys:
             return
         whole = self.whole_messages(consumer, keys)
         with self._transaction() as txn:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
-            txn.release(consumer.consumer_id, whole)
+            txn.release(consumer.consumer_id, whole, reason=reason)
         _forget_chunks(consumer, whole)
 
     @staticmethod
@@ -1122,7 +1168,9 @@ class Dispatcher:
         """Failover: what a former active consumer of these partitions holds comes to this one."""
         for source in served:
             for holder in sorted(txn.holders(source.topic_partition) - {consumer.consumer_id}):
-                txn.release(holder, topic_partition=source.topic_partition)
+                txn.release(
+                    holder, reason=Release.TAKE_OVER, topic_partition=source.topic_partition
+                )
 
     @staticmethod
     def _draining(
@@ -1280,14 +1328,15 @@ class Dispatcher:
         )
 
     def negative_acknowledge(self, consumer: Consumer, message: Message) -> None:
-        """Deliver the message again, later (a chunk: its whole chunked message)."""
-        self.release(consumer, [self._key_of(message)])
+        """Deliver the message again, later (a chunk: its whole chunked message); its
+        redelivery count is bumped."""
+        self.release(consumer, [self._key_of(message)], Release.NEGATIVE_ACK)
 
     def redeliver_unacknowledged(self, consumer: Consumer) -> None:
         """Release everything the consumer holds; on Exclusive/Failover it reads again in order."""
         consumer.chunked.clear()
         with self._transaction() as txn:
-            txn.release(consumer.consumer_id)
+            txn.release(consumer.consumer_id, reason=Release.REDELIVER)
             if txn.renew_lease(consumer.consumer_id, self.lease_ms):
                 txn.upsert_consumer(
                     consumer.consumer_id,

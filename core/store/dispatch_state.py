@@ -11,10 +11,12 @@ the subscription's row for dispatching (:attr:`~cursorops.core.store.cursor_door
   it lapses the consumer is gone: its pending messages become deliverable again.
 - A pending message is one (entry, batch index) delivered to a consumer and
   not yet acknowledged. Releasing it (close, negative ack, redeliver, lease
-  expiry) clears its consumer and bumps its redelivery count; acknowledging
-  removes it in the transaction that appends the cursor delta. Pending
-  messages are stored as runs (:mod:`cursorops.core.store.pending_runs`): one row per
-  dispatch's stretch of a ledger, each member kept exactly.
+  expiry, ...) clears its consumer; its redelivery count is bumped only when the
+  release's reason counts (:class:`~cursorops.core.reading.redelivery.Release`: a
+  consumer asked for it again), as Pulsar counts. Acknowledging removes it in
+  the transaction that appends the cursor delta. Pending messages are stored
+  as runs (:mod:`cursorops.core.store.pending_runs`): one row per dispatch's
+  stretch of a ledger, each member kept exactly.
 - A read position per partition (Pulsar's ``readPosition``): every message at
   or before it is acknowledged or held by a consumer, so a dispatch reads on
   from there instead of from mark-delete. Releasing a message rewinds it to
@@ -40,6 +42,7 @@ import numpy.typing as npt
 from sqlalchemy.engine import Dialect
 
 from cursorops.core.ids.position import Position
+from cursorops.core.reading.redelivery import Release
 from cursorops.core.store import pending_runs
 from cursorops.core.store.cursor_door import CursorTransaction, Hold, opened
 from cursorops.core.store.cursor_state import JournalSince, ReadPosition
@@ -256,7 +259,7 @@ class SubscriptionTransaction(CursorTransaction):
         registered = self._registry()
         gone = [c.consumer_id for c in registered if c.lease_expires_ms <= self.now_ms]
         for consumer_id in gone:
-            self.remove_consumer(consumer_id)
+            self.remove_consumer(consumer_id, Release.LEASE_EXPIRY)
         return gone
 
     def consumers(self) -> list[ConsumerInfo]:
@@ -318,8 +321,9 @@ class SubscriptionTransaction(CursorTransaction):
         self._registered(consumer_id, expires)
         return bool(updated)
 
-    def remove_consumer(self, consumer_id: str) -> None:
-        self.release(consumer_id)
+    def remove_consumer(self, consumer_id: str, reason: Release) -> None:
+        """Unregister the consumer; what it held is released for ``reason``."""
+        self.release(consumer_id, reason=reason)
         self._driver_execute(
             "DELETE FROM consumers WHERE subscription_id = ? AND consumer_id = ?",
             (self._id, consumer_id),
@@ -438,16 +442,22 @@ class SubscriptionTransaction(CursorTransaction):
         consumer_id: str,
         keys: Iterable[PendingKey] | None = None,
         *,
+        reason: Release,
         topic_partition: str | None = None,
     ) -> None:
-        """Make the consumer's pending messages deliverable: all, these keys, or one partition's."""
+        """Make the consumer's pending messages deliverable: all, these keys, or one partition's.
+
+        Their redelivery counts are bumped by one when ``reason`` counts
+        (:attr:`Release.counts`), and stay as they are otherwise.
+        """
+        bump = 1 if reason.counts else 0
         if keys is not None:
             for topic, wanted in _by_topic(keys).items():
                 if topic_partition is not None and topic != topic_partition:
                     continue
                 taken = self._remove(topic, wanted, holder=consumer_id)
                 if len(taken):
-                    self._insert_runs(topic, None, taken.bumped(1))
+                    self._insert_runs(topic, None, taken.bumped(bump))
                     earliest = taken.in_order()
                     self.rewind_read_position(
                         topic, Position(int(earliest.ledger[0]), int(earliest.entry[0]) - 1)
@@ -472,7 +482,8 @@ class SubscriptionTransaction(CursorTransaction):
             self.rewind_read_position(topic, Position(ledger, entry - 1))
         # One statement, whatever the number of messages: the bump applies to every member.
         self._driver_execute(
-            f"UPDATE pending_runs SET consumer_id = NULL, bumps = bumps + 1 WHERE {where}", params
+            f"UPDATE pending_runs SET consumer_id = NULL, bumps = bumps + ? WHERE {where}",
+            (bump, *params),
         )
 
     def drop_pending(self, keys: Iterable[PendingKey]) -> None:

@@ -348,12 +348,15 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions, BrokerRegistry):
 
     def release_consumers_with_prefix(self, prefix: str, now_ms: int) -> int:
         """Remove every registered consumer whose id starts with ``prefix``, in any
-        subscription, releasing what each held (as a lapsed lease would); how many.
+        subscription, releasing what each held (as a lapsed lease would, redelivery counts
+        unchanged); how many.
 
         Each subscription's consumers go in that subscription's locked transaction.
         A consumer a live process registers meanwhile under another prefix is untouched.
         """
         from sqlalchemy import func, select
+
+        from cursorops.core.reading.redelivery import Release
 
         check_label("consumer id prefix", prefix)
         query = (
@@ -371,7 +374,7 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions, BrokerRegistry):
             try:
                 with self.subscription_transaction(topic, subscription, now_ms) as txn:
                     for consumer_id in consumer_ids:
-                        txn.remove_consumer(consumer_id)
+                        txn.remove_consumer(consumer_id, Release.PROCESS_GONE)
                         released += 1
             except SubscriptionNotFoundError:
                 continue

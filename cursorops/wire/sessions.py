@@ -27,6 +27,7 @@ from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import Position
 from cursorops.core.reading.dispatch import Consumer, Dispatcher
 from cursorops.core.reading.message import Message, MessageBatch
+from cursorops.core.reading.redelivery import Release
 from cursorops.core.subscription import SubscriptionType
 from cursorops.wire.commands import AckType
 from cursorops.wire.entries import (
@@ -418,8 +419,8 @@ class WireConsumer:
     # -- redelivery -------------------------------------------------------------
 
     def release_held(self) -> None:
-        """Make what this wire consumer holds deliverable again (its partition only: the
-        identity's other wire consumers keep theirs)."""
+        """Make what this wire consumer holds deliverable again for a seek, redelivery counts
+        unchanged (its partition only: the identity's other wire consumers keep theirs)."""
         keys = [
             (self.topic, ledger, entry, index)
             for (ledger, entry), indexes in self.held.items()
@@ -427,7 +428,7 @@ class WireConsumer:
         ]
         self.held.clear()
         self.batch_sizes.clear()
-        self.dispatcher.release(self.core, keys)
+        self.dispatcher.release(self.core, keys, Release.SEEK)
 
     def redeliver(self, body: Proto) -> None:
         ids: list[Proto] = body.get("message_ids", [])
@@ -443,7 +444,7 @@ class WireConsumer:
             for _, ledger, entry_id, _ in keys:
                 self.held.pop((ledger, entry_id), None)
                 self.batch_sizes.pop((ledger, entry_id), None)
-            self.dispatcher.release(self.core, keys)
+            self.dispatcher.release(self.core, keys, Release.REDELIVER)
             return
         if self.core.epoch >= 0:
             epoch = body.get("consumer_epoch")

@@ -7,7 +7,8 @@ redeliver / close / clock steps on one consumer. The model is the dispatch as
 it was written per message: partitions taken round-robin, one candidate each
 in turn; a candidate is a message neither acknowledged nor held; a delayed
 one uses its turn and stays; the first ``permits`` others go, recorded held,
-each with the number of times it was released as its redelivery count.
+each with the number of times it was negatively acknowledged or redelivered as its
+redelivery count (a close releases without counting, as in Pulsar).
 """
 
 from __future__ import annotations
@@ -117,11 +118,12 @@ class Model:
         self.acked.update(payloads)
         self.held.difference_update(payloads)
 
-    def release(self, payloads: list[bytes]) -> None:
+    def release(self, payloads: list[bytes], *, asked: bool = True) -> None:
+        """``asked``: the consumer asked for them again (counted), else it went."""
         for payload in payloads:
             if payload in self.held:
                 self.held.discard(payload)
-                self.released[payload] = self.released.get(payload, 0) + 1
+                self.released[payload] = self.released.get(payload, 0) + asked
 
     def redeliver(self) -> None:
         self.incoming = []
@@ -129,7 +131,7 @@ class Model:
 
     def close(self) -> None:
         self.incoming, self.wire = [], []
-        self.release(sorted(self.held))
+        self.release(sorted(self.held), asked=False)
 
 
 topics = st.fixed_dictionaries(

@@ -3,7 +3,8 @@
 Random sequences of receive / ack / negative ack / close / lease expiry on
 three consumers. The model says exactly what each receive returns: the first
 messages, in publish order, neither acknowledged nor pending anywhere, each
-with the number of times it was released as its redelivery count.
+with the number of times it was negatively acknowledged as its redelivery count
+(a close or a lapsed lease releases without counting, as in Pulsar).
 """
 
 from __future__ import annotations
@@ -59,10 +60,11 @@ class Model:
             del self.pending[message]
         return done
 
-    def release(self, name: str, messages: list[bytes]) -> None:
+    def release(self, name: str, messages: list[bytes], *, asked: bool) -> None:
+        """``asked``: a consumer asked for them again (counted), else its consumer went."""
         for message in messages:
             del self.pending[message]
-            self.released[message] = self.released.get(message, 0) + 1
+            self.released[message] = self.released.get(message, 0) + asked
             self.held[name].remove(message)
 
 
@@ -106,16 +108,16 @@ def test_shared_dispatch_matches_the_model(ops: list[tuple[str, str, int]]) -> N
                 elif action == "nack" and model.held[name]:
                     first = model.held[name][0]
                     consumers[name].negative_acknowledge(held[name].pop(first))
-                    model.release(name, [first])
+                    model.release(name, [first], asked=True)
                 elif action == "close":
                     consumers[name].close()
-                    model.release(name, list(model.held[name]))
+                    model.release(name, list(model.held[name]), asked=False)
                     held[name].clear()
                     consumers[name] = dispatcher.subscribe(name, receiver_queue_size=1)
                 elif action == "expire":
                     clock.advance(LEASE_MS)
                     for owner in NAMES:
-                        model.release(owner, list(model.held[owner]))
+                        model.release(owner, list(model.held[owner]), asked=False)
                         held[owner].clear()
             for consumer in consumers.values():
                 consumer.close()

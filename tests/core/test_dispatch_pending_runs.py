@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from cursorops.core.acks.cursor import CursorState
 from cursorops.core.acks.cursor_codec import encode
 from cursorops.core.ids.position import Position
+from cursorops.core.reading.redelivery import Release
 from cursorops.core.store.dispatch_state import (
     DispatchedColumns,
     PendingInfo,
@@ -43,6 +44,9 @@ WINDOWS = [((3, 0), (3, 7)), ((3, RUN_SPAN_ENTRIES), (4, 2)), ((4, 3), (4, 9_000
 """Position ranges looked up after every operation."""
 
 Key = tuple[str, int, int, int]
+
+COUNTED = {Release.NEGATIVE_ACK, Release.REDELIVER}
+"""The reasons that bump a redelivery count, written out here as the model's own rule."""
 
 positions = st.tuples(
     st.sampled_from(PARTITIONS),
@@ -83,7 +87,10 @@ class Model:
             self.pending[key] = PendingInfo(consumer, count, _hash(key))
         return taken
 
-    def release(self, consumer: str, keys: list[Key] | None, partition: str | None) -> None:
+    def release(
+        self, consumer: str, keys: list[Key] | None, partition: str | None, reason: Release
+    ) -> None:
+        """A release bumps the count only for a reason that counts (a consumer asked)."""
         for key, info in list(self.pending.items()):
             if info.consumer_id != consumer:
                 continue
@@ -91,7 +98,8 @@ class Model:
                 continue
             if partition is not None and key[0] != partition:
                 continue
-            self.pending[key] = PendingInfo(None, info.redelivery_count + 1, info.key_hash)
+            bumped = info.redelivery_count + (1 if reason in COUNTED else 0)
+            self.pending[key] = PendingInfo(None, bumped, info.key_hash)
 
     def drop(self, keys: list[Key]) -> None:
         for key in keys:
@@ -142,7 +150,12 @@ def _columns(consumer: str, taken: list[tuple[Key, int, bool]]) -> DispatchedCol
     )
 
 
-def _apply(txn: SubscriptionTransaction, model: Model, op: tuple[str, object, object]) -> None:
+def _apply(
+    txn: SubscriptionTransaction,
+    model: Model,
+    op: tuple[str, object, object],
+    reason: Release = Release.NEGATIVE_ACK,
+) -> None:
     kind, who, what = op
     if kind == "dispatch":
         assert isinstance(who, str) and isinstance(what, list)
@@ -153,16 +166,16 @@ def _apply(txn: SubscriptionTransaction, model: Model, op: tuple[str, object, ob
                 txn.record_dispatched(partition, _columns(who, mine))
     elif kind == "release":
         assert isinstance(who, str)
-        model.release(who, None, None)
-        txn.release(who)
+        model.release(who, None, None, reason)
+        txn.release(who, reason=reason)
     elif kind == "release_keys":
         assert isinstance(who, str) and isinstance(what, list)
-        model.release(who, what, None)
-        txn.release(who, what)
+        model.release(who, what, None, reason)
+        txn.release(who, what, reason=reason)
     elif kind == "release_partition":
         assert isinstance(who, str) and isinstance(what, str)
-        model.release(who, None, what)
-        txn.release(who, topic_partition=what)
+        model.release(who, None, what, reason)
+        txn.release(who, reason=reason, topic_partition=what)
     elif kind == "ack":
         assert isinstance(what, list)
         model.drop(what)
@@ -227,16 +240,16 @@ def _check(txn: SubscriptionTransaction, model: Model) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(st.lists(operation, min_size=1, max_size=14))
+@given(st.lists(st.tuples(operation, st.sampled_from(list(Release))), min_size=1, max_size=14))
 def test_pending_runs_match_the_per_message_model(
-    store: MetadataStore, ops: list[tuple[str, object, object]]
+    store: MetadataStore, ops: list[tuple[tuple[str, object, object], Release]]
 ) -> None:
     subscription = _subscribe(store)
     model = Model({})
-    for op in ops:
+    for op, reason in ops:
         # One transaction per operation, as the dispatcher runs them.
         with store.subscription_transaction(TOPIC, subscription, 0) as txn:
-            _apply(txn, model, op)
+            _apply(txn, model, op, reason)
         with store.subscription_transaction(TOPIC, subscription, 0) as txn:
             _check(txn, model)
 

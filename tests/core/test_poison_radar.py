@@ -35,22 +35,25 @@ def messages_of(size: int) -> list[int]:
 
 
 def model(
-    entries: list[tuple[Position, int, int]],
+    entries: list[tuple[Position, int, int, int]],
     state: CursorState,
     pending: dict[Message, int],
     limits: RadarLimits,
     consumer_ack: Message | None,
 ) -> RadarResult:
+    """Entries are (position, batch size, publish time, deliver-at time or -1)."""
     every = [
-        ((p.ledger_id, p.entry_id, i), publish)
-        for p, size, publish in entries
+        ((p.ledger_id, p.entry_id, i), publish, deliver)
+        for p, size, publish, deliver in entries
         for i in messages_of(size)
     ]
-    acked = {m for m, _ in every if state.is_acked(Position(m[0], m[1]), m[2])}
+    acked = {m for m, _, _ in every if state.is_acked(Position(m[0], m[1]), m[2])}
     last = consumer_ack
     found = []
-    for m, publish in every:
-        if m in acked:
+    for m, publish, deliver in every:
+        due = max(publish, deliver)
+        if m in acked or deliver > NOW:
+            # Acknowledged, or delayed and not due yet: never stuck.
             continue
         count = pending.get(m, 0)
         red = limits.min_redeliveries is not None and count >= limits.min_redeliveries
@@ -58,10 +61,10 @@ def model(
             limits.min_age_s is not None
             and last is not None
             and m < last
-            and NOW - publish >= limits.min_age_s * 1000
+            and NOW - due >= limits.min_age_s * 1000
         )
         if red or behind:
-            found.append(StuckMessage(*m, count, publish, max(0, NOW - publish), red, behind))
+            found.append(StuckMessage(*m, count, publish, max(0, NOW - due), red, behind))
     found.sort(key=StuckMessage.sort_key)
     return RadarResult(
         len(found),
@@ -83,23 +86,26 @@ def worlds(draw: st.DrawFn):  # type: ignore[no-untyped-def]
             Position(*p),
             draw(st.sampled_from([0, 0, 1, 3, 5])),
             draw(st.sampled_from([0, 400_000, 990_000, NOW + 5])),
+            draw(st.sampled_from([-1, -1, 0, 500_000, 995_000, NOW, NOW + 1, 2 * NOW])),
         )
         for p in positions
     ]
     deleted = RangeSet()
     batch_acks: dict[Position, int] = {}
-    for position, size, _ in entries:
+    for position, size, _, _ in entries:
         choice = draw(st.integers(0, 3))
         if choice == 1:
             deleted.add(*position)
         elif choice == 2 and size >= 2:
             indexes = draw(st.sets(st.integers(0, size - 1), min_size=1, max_size=size - 1))
             batch_acks[position] = ack_set.ack_many(ack_set.full(size), indexes)
-    mark = draw(st.sampled_from([EARLIEST, *(p for p, _, _ in entries)]))
+    mark = draw(st.sampled_from([EARLIEST, *(p for p, _, _, _ in entries)]))
     live_batch = {p: b for p, b in batch_acks.items() if p > mark and not deleted.contains(*p)}
     state = CursorState(mark, deleted, live_batch)  # type: ignore[arg-type]
     # Pending: real messages (some acknowledged since) and a few that were never stored.
-    candidates = [(p.ledger_id, p.entry_id, i) for p, size, _ in entries for i in messages_of(size)]
+    candidates = [
+        (p.ledger_id, p.entry_id, i) for p, size, _, _ in entries for i in messages_of(size)
+    ]
     candidates += [(9, 0, -1), (1, 0, 7)]
     pending = draw(st.dictionaries(st.sampled_from(candidates), st.integers(0, 5), max_size=10))
     limits = RadarLimits(
@@ -138,14 +144,15 @@ def test_scan_partition_matches_the_model(world, rng) -> None:  # type: ignore[n
     rng.shuffle(shuffled)
     got = scan_partition(
         state,
-        np.array([p.ledger_id for p, _, _ in shuffled], np.int64),
-        np.array([p.entry_id for p, _, _ in shuffled], np.int64),
-        np.array([s for _, s, _ in shuffled], np.int64),
-        np.array([t for _, _, t in shuffled], np.int64),
+        np.array([p.ledger_id for p, _, _, _ in shuffled], np.int64),
+        np.array([p.entry_id for p, _, _, _ in shuffled], np.int64),
+        np.array([s for _, s, _, _ in shuffled], np.int64),
+        np.array([t for _, _, t, _ in shuffled], np.int64),
         pending_counts(pending),
         NOW,
         limits,
         consumer_ack=consumer_ack,
+        deliver_at=np.array([d for _, _, _, d in shuffled], np.int64),
     )
     assert got == model(entries, state, pending, limits, consumer_ack)
 

@@ -33,8 +33,11 @@ def test_audit_records_exact_history_and_fails_on_a_breach(airflow: Airflow, cur
         broker.create_namespace("admin", namespace)
     seeded = seed_topic(cursorops_home, namespace=namespace)
     with Broker(cursorops_home) as broker:
-        # A consumer receives one message and goes without acknowledging it: redelivered once.
-        [held] = broker.consume("admin", seeded.topic, SUBSCRIPTION, 1)
+        # A consumer receives one message and negatively acknowledges it: redelivered once.
+        consumer = broker.dispatcher("admin", seeded.topic, SUBSCRIPTION).subscribe("c")
+        [held] = consumer.receive_many(1, prefetch=False)
+        consumer.negative_acknowledge(held)
+        consumer.close()
         exact = broker.analyze_backlog("admin", seeded.topic)
     messages = sum(a.result.messages for a in exact)
     entries = sum(a.result.entries for a in exact)
@@ -42,7 +45,7 @@ def test_audit_records_exact_history_and_fails_on_a_breach(airflow: Airflow, cur
 
     thresholds = {
         "namespaces": {namespace: {"maxMessages": 50, "maxAgeSeconds": 86_400}},
-        # The message the consumer held without acknowledging it: redelivered once.
+        # The message the consumer negatively acknowledged: redelivered once.
         "radar": {"minRedeliveries": 1, "minAgeSeconds": None},
     }
     run = airflow.trigger(DAG, {"namespaces": [namespace], "thresholds": thresholds}, user="admin")

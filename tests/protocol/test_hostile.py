@@ -212,7 +212,8 @@ def test_a_half_open_connection_is_found_by_ping(tmp_path: Path) -> None:
             other.subscribe(topic, "s", SubType.Shared)
             other.send(command(CommandType.FLOW, consumer_id=1, messagePermits=10))
             again = other.expect_frame(CommandType.MESSAGE)
-            assert again.payload == b"m0" and again.body["redelivery_count"] == 1
+            # A dropped connection is no redelivery request: the count is unchanged.
+            assert again.payload == b"m0" and again.body["redelivery_count"] == 0
         assert "no answer to ping" in server.log_text()
     finally:
         server.stop()

@@ -221,3 +221,73 @@ def test_a_reset_leaves_no_consumer_acknowledgement_to_be_behind(
     (after,) = broker.poison_radar("admin", TOPIC, "s")
     assert after.result.behind_acks == 0
     assert len(broker.peek_messages("admin", TOPIC, "s", 100)) == 10
+
+
+def test_churn_and_delayed_messages_are_no_pills(broker: Broker, clock: Clock) -> None:
+    """A seeded subscription on 2 partitions where only three messages are pills.
+
+    Consumers restart four times, each taking every order into its queue and closing
+    without acknowledging (churn: no redelivery request), before the work below and after
+    it, when later orders nobody processed yet are there. Four delayed messages are due in
+    two hours: nobody may receive them, and the orders after them are acknowledged. A
+    worker negatively acknowledges three pills ``NACKS`` times and acknowledges every other
+    order. Later orders arrive, and an operator skips the last of each partition. Ten
+    minutes on, every order is old: the radar lists the three pills and nothing else
+    (precision and recall 1.0). Counting churn as redelivery listed the later orders;
+    aging the delayed messages from their publish time listed them behind the acknowledged
+    orders."""
+    broker.create_topic("admin", TOPIC, 2)
+    broker.create_subscription(
+        "admin", TOPIC, "billing", SubscriptionType.SHARED, initial_position="earliest"
+    )
+    due = clock() + 2 * 3_600_000
+    delayed = [
+        OutgoingMessage(b"reminder %d" % i, key=f"customer-{i}", deliver_at=due) for i in range(4)
+    ]
+    produced = broker.produce("admin", TOPIC, delayed)
+    orders = [OutgoingMessage(b"order %d" % i, key=f"customer-{i % 5}") for i in range(30)]
+    produced += broker.produce("admin", TOPIC, orders, batch_size=4)
+    dispatcher = broker.dispatcher("admin", TOPIC, "billing")
+
+    def restarts() -> None:
+        for _ in range(NACKS):
+            restarting = dispatcher.subscribe("restarting", receiver_queue_size=100)
+            assert len(restarting.receive_many(5)) == 5
+            restarting.close()
+
+    restarts()
+    nacked = {b"order 3", b"order 11", b"order 22"}
+    worker = dispatcher.subscribe("worker", receiver_queue_size=100)
+    for _ in range(NACKS):
+        for message in worker.receive_many(100):
+            if message.payload in nacked:
+                worker.negative_acknowledge(message)
+            else:
+                worker.acknowledge(message)
+    worker.close()
+    later = [OutgoingMessage(b"order %d" % i, key=f"customer-{i % 5}") for i in range(30, 40)]
+    produced += broker.produce("admin", TOPIC, later)
+    restarts()
+    last_of_each = {m.partition: m for m in produced[-len(later) :]}
+    broker.skip_messages("admin", TOPIC, "billing", list(last_of_each.values()))
+    clock.advance(600_000)
+
+    payload_of = {
+        (m.partition, m.triplet()): p.payload
+        for m, p in zip(produced, delayed + orders + later, strict=True)
+    }
+    pills = {t for t, p in payload_of.items() if p in nacked}
+    (radar,) = broker.poison_radar("admin", TOPIC, "billing")
+    listed = {(m.partition, m.triplet) for m in radar.result.listed}
+    found = listed & pills
+    precision = len(found) / len(listed) if listed else 0.0
+    recall = len(found) / len(pills)
+    assert (precision, recall) == (1.0, 1.0), (listed - pills, pills - listed)
+    assert radar.result.stuck == 3
+    assert {m.redelivery_count for m in radar.result.listed} == {NACKS}
+    # What the radar read is what peek-messages shows and a consumer receives.
+    peeked = broker.peek_messages("admin", TOPIC, "billing", 100)
+    assert {m.payload: m.redelivery_count for m in peeked if m.payload in nacked} == dict.fromkeys(
+        nacked, NACKS
+    )
+    assert {m.redelivery_count for m in peeked if m.payload not in nacked} == {0}

@@ -21,15 +21,16 @@ def test_consume_without_ack_redelivers(broker: Broker, ids: list[MessageId]) ->
 
 def test_consume_dispatches_only_what_it_returns(broker: Broker, ids: list[MessageId]) -> None:
     """A consume call asks for exactly the messages it still wants: nothing is dispatched
-    ahead to be handed back at its end, so no message it did not return counts as
-    redelivered, and nothing is read and recorded twice."""
+    ahead to be handed back at its end, so nothing is read and recorded twice. A consume
+    that does not acknowledge hands its messages back as a closing consumer does, with
+    their redelivery counts unchanged."""
     first = broker.reading.consume("admin", TOPIC, "s", 4, ack=True)
     assert [m.payload for m in first] == [b"0", b"1", b"2", b"3"]
     rest = broker.reading.consume("admin", TOPIC, "s", 100)
     assert [m.payload for m in rest] == [b"%d" % i for i in range(4, 10)]
     assert [m.redelivery_count for m in rest] == [0] * 6
     again = broker.reading.consume("admin", TOPIC, "s", 6)
-    assert [m.redelivery_count for m in again] == [1] * 6
+    assert [m.redelivery_count for m in again] == [0] * 6
 
 
 def test_consume_needs_one_message_at_least(broker: Broker, ids: list[MessageId]) -> None:
