@@ -23,6 +23,7 @@ from cursorops.core.broker.context import Collaborator
 from cursorops.core.broker.schemas import schema_id
 from cursorops.core.errors import ApprovalRequiredError, InvalidArgumentError
 from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.metadata import AuditEntry
 from cursorops.core.store.values import TopicInfo
 
@@ -66,7 +67,13 @@ class Deletion(Collaborator):
         name = TopicName.parse(info.name)
         at_ms = self.clock()
         with self.metadata.cursor_transaction() as work:
-            removed, paths = work.remove_topic(info.name, schema_id(name), at_ms, force=force)
+            removed, paths = work.remove_topic(
+                info.name,
+                schema_id(name),
+                at_ms,
+                force=force,
+                ticket=Ticket.ungated("deleting a topic with its subscriptions"),
+            )
             if removed and info.approval_required:
                 shown = ", ".join(repr(s) for s in removed[:3]) + (
                     ", ..." if len(removed) > 3 else ""

@@ -21,6 +21,7 @@ from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.resetting.reset_plan import PartitionReset, ResetPlan
 from cursorops.core.skipping.skip import SkipLookup
 from cursorops.core.store.cursor_state import replay
+from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.metadata import AuditEntry, TopicInfo
 
 
@@ -217,6 +218,7 @@ class Resets(Collaborator):
         moves = sorted(plan.partitions, key=lambda m: m.topic_partition)
         # The subscription's topic, from its partitions (checked against the topic's).
         topic = str(TopicName.parse(moves[0].topic_partition).base) if moves else plan.topic
+        ticket = Ticket.gated([approval.digest if approval else None], "reset-cursor")
         with self.metadata.cursor_transaction() as work:
             read = work.read(topic, plan.subscription, [m.topic_partition for m in moves])
             moved = []
@@ -228,10 +230,10 @@ class Resets(Collaborator):
                 mine = [a for a in acked if a.position == move.target]
                 if mine:
                     after.acknowledge(mine, layout)
-                work.append(cursor_id, [cursor_codec.encode(after, replace=True)])
+                work.append(cursor_id, [cursor_codec.encode(after, replace=True)], ticket=ticket)
                 # What consumers acknowledged beyond the new place may be unacknowledged
                 # now: no consumer acknowledgement is known until one comes.
-                work.forget_consumer_ack(cursor_id)
+                work.forget_consumer_ack(cursor_id, ticket=ticket)
                 result[move.topic_partition] = str(after.mark_delete)
                 moved.append(
                     {

@@ -49,6 +49,7 @@ from cursorops.core.store.checks import (
 )
 from cursorops.core.store.cursor_door import Hold, journal_sizes, load_record
 from cursorops.core.store.cursor_state import missing
+from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.engine import (
     SQLITE_BUSY_TIMEOUT_S,
     WRITE_OPTION,
@@ -222,7 +223,9 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions, BrokerRegistry):
                 work.lock(topic, subscription, Hold.MOVE)
             for i in order:
                 name, subscription, data = checked[i]
-                version = work.append_to(name, subscription, [data])
+                version = work.append_to(
+                    name, subscription, [data], ticket=Ticket.ungated("a cursor delta")
+                )
                 if version is None:
                     raise missing(name, subscription)
                 versions[i] = version
@@ -243,7 +246,13 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions, BrokerRegistry):
         check_int("through_version", through_version, 0)
         with self.cursor_transaction() as work:
             work.lock(str(TopicName.parse(name).base), subscription, Hold.MOVE)
-            work.compact(name, subscription, data, through_version)
+            work.compact(
+                name,
+                subscription,
+                data,
+                through_version,
+                ticket=Ticket.ungated("a cursor's snapshot replaced"),
+            )
 
     def cursor_sizes(self, topic_partition: str, subscription: str) -> tuple[int, int]:
         """``(snapshot bytes, total bytes of the journal's deltas)``."""
