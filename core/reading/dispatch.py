@@ -1235,7 +1235,7 @@ class Dispatcher:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
             for topic, payload, ledger, entry, index, size in parts:
                 txn.acknowledge_delivered(
-                    topic, ticket, ledger, entry, index, _known(size), payload
+                    topic, ledger, entry, index, _known(size), payload, ticket=ticket
                 )
         for topic, _, ledger, entry, index, _ in parts:
             _forget_chunk_columns(consumer, topic, ledger, entry, index)
@@ -1255,7 +1255,13 @@ class Dispatcher:
         with self._transaction() as txn:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
             txn.acknowledge_delivered(
-                topic, ticket, ledger, entry, index, lambda: _sizes_of(acks, ledger, entry), payload
+                topic,
+                ledger,
+                entry,
+                index,
+                lambda: _sizes_of(acks, ledger, entry),
+                payload,
+                ticket=ticket,
             )
         _forget_chunk_columns(consumer, topic, ledger, entry, index)
 
@@ -1273,12 +1279,12 @@ class Dispatcher:
                 sizes = np.array([t.batch_size for t in targets], np.int64)
                 txn.acknowledge_delivered(
                     topic,
-                    ticket,
                     np.array([t.position.ledger_id for t in targets], np.int64),
                     np.array([t.position.entry_id for t in targets], np.int64),
                     np.array([t.batch_index for t in targets], np.int64),
                     _known(sizes),
                     payload,
+                    ticket=ticket,
                 )
 
     def acknowledge_cumulative(self, consumer: Consumer, message: Message) -> None:
@@ -1298,11 +1304,11 @@ class Dispatcher:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
             txn.acknowledge_delivered_through(
                 topic,
-                ticket,
                 mid.position,
                 mid.batch_index,
                 cursor_codec.encode(delta),
                 self._batch_sizes(topic),
+                ticket=ticket,
             )
         _forget_chunks(
             consumer, [k for k in consumer.chunked if k[0] == topic and k[1:3] <= mid.position]

@@ -485,8 +485,8 @@ class CursorTransaction:
         """The subscriptions this transaction locked: (topic, name) -> how."""
         self._held_ids: set[int] = set()
         """The ids of those :meth:`lock` locked."""
-        self._locked_cursors: dict[int, str] = {}
-        """The cursors this transaction read under their row locks, with their partitions."""
+        self._locked_cursors: dict[int, tuple[str, str]] = {}
+        """The cursors this transaction read under their row locks: (partition, subscription)."""
         self._approval: dict[str, bool] = {}
         """Whether each namespace this transaction wrote in requires approval, as read."""
         self._plans: set[str] = set()
@@ -703,7 +703,7 @@ class CursorTransaction:
         found = self._journal.read_locked(topic, subscription, partitions)
         self._held.setdefault((topic, subscription), Hold.MOVE)
         for (cursor_id, _), partition in zip(found, partitions, strict=True):
-            self._locked_cursors[cursor_id] = partition
+            self._locked_cursors[cursor_id] = (partition, subscription)
         return found
 
     def _require_read(self, cursor_ids: Sequence[int], ticket: Ticket, what: str) -> None:
@@ -711,7 +711,7 @@ class CursorTransaction:
         if unread:
             raise RuntimeError(f"Cursors {sorted(unread)} were written before they were read")
         for cursor_id in dict.fromkeys(cursor_ids):
-            self._admit(self._locked_cursors[cursor_id], None, ticket, what)
+            self._admit(*self._locked_cursors[cursor_id], ticket, what)
 
     def append(self, cursor_id: int, payloads: Sequence[bytes], *, ticket: Ticket) -> int:
         """Append deltas to a cursor :meth:`read` locked; the last new version."""

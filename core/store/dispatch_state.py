@@ -708,12 +708,13 @@ class SubscriptionTransaction(CursorTransaction):
     def acknowledge_delivered(
         self,
         topic_partition: str,
-        ticket: Ticket,
         ledger_id: Ints,
         entry_id: Ints,
         batch_index: Ints,
         batch_sizes: Callable[[], Ints],
         payload: bytes,
+        *,
+        ticket: Ticket,
     ) -> None:
         """A consumer's individual acknowledgement of these messages of one partition (its
         ``payload``, the cursor delta they make; ``batch_sizes()``, their entries' batch
@@ -766,11 +767,12 @@ class SubscriptionTransaction(CursorTransaction):
     def acknowledge_delivered_through(
         self,
         topic_partition: str,
-        ticket: Ticket,
         position: Position,
         batch_index: int,
         payload: bytes,
         batch_sizes: BatchSizes,
+        *,
+        ticket: Ticket,
     ) -> None:
         """A consumer's cumulative acknowledgement through ``position`` (``batch_index``: of
         its batch, -1 the whole entry); ``payload``, the cursor delta it makes.
