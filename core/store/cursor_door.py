@@ -46,6 +46,7 @@ same statement, so a dispatch pays no statement for it.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import logging
 import time
@@ -188,7 +189,10 @@ _SUBSCRIPTION_AND_POLICY = f"SELECT id, ({_POLICY}) FROM subscriptions WHERE top
 (a scalar sub-select locks nothing)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def _namespace(topic: str) -> str:
+    """The namespace of a canonical topic or partition name (parsed once per name: every
+    acknowledgement asks)."""
     return TopicName.parse(topic).namespace_name
 
 
@@ -518,9 +522,12 @@ class CursorTransaction:
     def _commit(self) -> None:
         unclaimed = sorted(self._plans - self._claimed)
         if unclaimed:
-            raise ApprovalRequiredError(
-                f"A cursor move applied plan {unclaimed[0]} without claiming its approved "
-                "record: nothing applied"
+            topic, subscription = min(self._held)
+            self.refuse(
+                topic,
+                subscription,
+                Ticket.approved_plan(*unclaimed),
+                "a cursor move applying a plan without claiming its approved record",
             )
         try:
             self._raw.commit()
@@ -823,7 +830,6 @@ class CursorTransaction:
         """A new subscription of canonical ``topic`` with its cursor on each partition of
         ``snapshots`` (every name :meth:`partitions_of` gives), each at version 0 with its
         snapshot. AlreadyExistsError when the name is taken, by then or meanwhile."""
-        self._admit(topic, name, ticket, "a new subscription")
         taken = f"Subscription '{name}' already exists on topic '{topic}'"
         if self._driver_rows(_SUBSCRIPTION, (topic, name)):
             raise AlreadyExistsError(taken)
@@ -841,6 +847,7 @@ class CursorTransaction:
         # A row this transaction inserted: no other sees it before the commit.
         self._held[(topic, name)] = Hold.REMOVE
         self._held_ids.add(subscription_id)
+        self._admit(topic, name, ticket, "a new subscription")
         self._journal.create(subscription_id, snapshots)
 
     def remove_subscription(self, topic: str, name: str, *, ticket: Ticket) -> None:

@@ -281,6 +281,8 @@ def test_a_move_of_an_approved_plan_it_does_not_claim_is_refused(
     ):
         _moves(work, VAULT, Ticket.approved_plan("f" * 64))[move]()
     assert _state(store, VAULT) == before
+    (record,) = store.audit_log(VAULT, kinds=[REFUSED])
+    assert record.detail["ticket"] == f"approved plan ({'f' * 64})"
 
 
 @pytest.mark.parametrize("move", MOVES)
