@@ -205,7 +205,8 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions, BrokerRegistry):
         ``items`` are ``(topic_partition, subscription, payload)``, written in the
         lock order of every multi-cursor writer (topic partition, then
         subscription), so two of them cannot deadlock. Returns the new versions,
-        in order.
+        in order. A cursor move no approval stands behind: refused (ApprovalRequiredError,
+        audited) where the namespace requires approval.
         """
         checked = [
             (
@@ -238,7 +239,8 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions, BrokerRegistry):
 
         Runs under the cursor's row lock; deltas after ``through_version`` stay. A
         snapshot older than the stored one is ignored: the stored one already
-        includes everything it has.
+        includes everything it has. The snapshot given replaces the cursor's state: refused
+        where the namespace requires approval, as any cursor move without one is.
         """
         name = canonical_topic(topic_partition)
         check_label("subscription name", subscription)

@@ -201,3 +201,35 @@ def test_an_ack_of_a_message_received_goes_through(
     with standalone.broker() as broker:
         assert broker.audit_log("admin", topic, kind=REFUSED) == []
     consumer.close()
+
+
+@pytest.mark.parametrize("kind", ["cumulative", "individual"])
+def test_acks_of_batches_received_move_the_cursor_as_on_an_ordinary_namespace(
+    standalone: Standalone, client: pulsar.Client, vault: str, kind: str
+) -> None:
+    """Batches of 10, all received: acknowledging the seventh message of the second batch
+    (cumulatively), or every message of the first batch and three of the second, leaves the
+    same backlog as on an ordinary namespace (the sizes of the batches acknowledged one by
+    one are the ledger's)."""
+    left = []
+    for namespace in ("public/default", vault):
+        topic = _topic(namespace)
+        consumer = client.subscribe(topic, "work")
+        producer = client.create_producer(
+            topic, batching_max_messages=10, batching_max_publish_delay_ms=60_000
+        )
+        for i in range(30):
+            producer.send_async(b"m%d" % i, None)
+        producer.flush()
+        received = [consumer.receive(5000) for _ in range(30)]
+        if kind == "cumulative":
+            consumer.acknowledge_cumulative(received[16])
+        else:
+            for message in received[:10] + received[12:15]:
+                consumer.acknowledge(message)
+        consumer.close()
+        left.append(_backlog(standalone, topic, "work"))
+        with standalone.broker() as broker:
+            assert broker.audit_log("admin", topic, kind=REFUSED) == []
+    assert left[0] == left[1]
+    assert left[1][0] < 30
