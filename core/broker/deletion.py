@@ -66,6 +66,21 @@ class Deletion(Collaborator):
         _check_kind(info, partitioned)
         name = TopicName.parse(info.name)
         at_ms = self.clock()
+        # Said first with the way through the gate; the cursor door refuses it anyway (and
+        # audits it) should a subscription come meanwhile.
+        left = [] if not info.approval_required else self.metadata.list_subscriptions(info.name)
+        if left:
+            shown = ", ".join(repr(sub.name) for sub in left[:3]) + (
+                ", ..." if len(left) > 3 else ""
+            )
+            raise ApprovalRequiredError(
+                f"Namespace {name.namespace_name} requires a second person's approval to "
+                f"drop a subscription's backlog, and {info.name} has {len(left)} "
+                f"subscription(s) ({shown}): nothing deleted. Unsubscribe each through "
+                "the cursorops_unsubscribe workflow (topics unsubscribe with --admin-url, "
+                "or REST DELETE .../subscription/NAME, which answers 202), then delete "
+                "the topic"
+            )
         with self.metadata.cursor_transaction() as work:
             removed, paths = work.remove_topic(
                 info.name,
@@ -74,18 +89,6 @@ class Deletion(Collaborator):
                 force=force,
                 ticket=Ticket.ungated("deleting a topic with its subscriptions"),
             )
-            if removed and info.approval_required:
-                shown = ", ".join(repr(s) for s in removed[:3]) + (
-                    ", ..." if len(removed) > 3 else ""
-                )
-                raise ApprovalRequiredError(
-                    f"Namespace {name.namespace_name} requires a second person's approval to "
-                    f"drop a subscription's backlog, and {info.name} has {len(removed)} "
-                    f"subscription(s) ({shown}): nothing deleted. Unsubscribe each through "
-                    "the cursorops_unsubscribe workflow (topics unsubscribe with --admin-url, "
-                    "or REST DELETE .../subscription/NAME, which answers 202), then delete "
-                    "the topic"
-                )
             detail = {"via": via, "force": force, "deletedWithTopic": True}
             work.record_audits(
                 [AuditEntry("unsubscribe", info.name, s, role, detail, at_ms) for s in removed]

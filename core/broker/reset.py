@@ -110,7 +110,9 @@ class Resets(Collaborator):
             acked = tuple(
                 AckTarget(move.target, i, size) for i in range(size) if not (ack_bits >> i) & 1
             )
-        self._apply(role, plan, "seek", None, acked)
+        # A reader's own subscription is no one's cursor: it moves freely (and audited).
+        reader = Ticket.not_a_move("a reader's own subscription") if non_durable else None
+        self._apply(role, plan, "seek", None, acked, ticket=reader)
         return self.context.cursor_state(move.topic_partition, subscription).mark_delete
 
     def plan_reset(
@@ -207,9 +209,12 @@ class Resets(Collaborator):
         via: str,
         approval: Approval | None,
         acked: Sequence[AckTarget] = (),
+        *,
+        ticket: Ticket | None = None,
     ) -> dict[str, str]:
         """``acked``: batch indexes of a target entry that stay acknowledged (a seek to a
-        batch index)."""
+        batch index). ``ticket``: what entitles the move, by default the approval's (or
+        none, refused by the cursor door where the namespace requires approval)."""
         layouts = {
             m.topic_partition: self.context.layout(m.topic_partition) for m in plan.partitions
         }
@@ -218,7 +223,8 @@ class Resets(Collaborator):
         moves = sorted(plan.partitions, key=lambda m: m.topic_partition)
         # The subscription's topic, from its partitions (checked against the topic's).
         topic = str(TopicName.parse(moves[0].topic_partition).base) if moves else plan.topic
-        ticket = Ticket.gated([approval.digest if approval else None], "reset-cursor")
+        if ticket is None:
+            ticket = Ticket.gated([approval.digest if approval else None], "reset-cursor")
         with self.metadata.cursor_transaction() as work:
             read = work.read(topic, plan.subscription, [m.topic_partition for m in moves])
             moved = []

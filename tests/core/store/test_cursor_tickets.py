@@ -57,6 +57,7 @@ NOT_A_MOVE = {
     "core/reading/dispatch.py": "a dispatch folds a long journal into the state it replayed",
     "core/store/tenancy.py": "a new subscription's cursors (the Broker keeps the history rule)",
     "core/broker/admin.py": "a reader's own subscription, deleted as it closes",
+    "core/broker/reset.py": "a reader's own subscription, which seeks freely",
 }
 """Where a write says it moves no cursor: a new one is added here knowingly."""
 
