@@ -232,10 +232,11 @@ class _Journal:
 
     def read_locked(
         self, topic: str, subscription: str, partitions: Sequence[str]
-    ) -> list[tuple[int, CursorRecord]]:
+    ) -> tuple[list[tuple[int, CursorRecord]], bool | None]:
         """The subscription's row (shared) then its cursors of ``partitions`` locked, and each
         one's snapshot with every later delta, in ``partitions``' order (raises when one is
-        missing); two statements whatever their number.
+        missing); with whether the topic's namespace requires approval, read in the same
+        statement (None when no partition is asked); two statements whatever their number.
 
         One statement locks the subscription (its sub-select) and then the cursor rows, in
         the order of the partitions' names (``COLLATE "C"`` compares as Python does); a
@@ -243,19 +244,20 @@ class _Journal:
         locks sees every delta committed before them.
         """
         if not partitions:
-            return []
+            return [], None
         marks = ", ".join("?" * len(partitions))
         order = ' COLLATE "C"' if self._postgres else ""
         hold = Hold.MOVE.value if self._postgres else ""
         clause = " FOR UPDATE" if self._postgres else ""
         sql = (
             "SELECT cursors.id, cursors.topic_partition, cursors.snapshot, "
-            "cursors.snapshot_version, cursors.version FROM cursors "
+            f"cursors.snapshot_version, cursors.version, ({_POLICY}) FROM cursors "
             "WHERE cursors.subscription_id = (SELECT s.id FROM subscriptions s "
             f"WHERE s.topic = ? AND s.name = ?{hold}) AND cursors.topic_partition IN ({marks}) "
             f"ORDER BY cursors.topic_partition{order}{clause}"
         )
-        rows = {str(row[1]): row for row in self._run.rows(sql, (topic, subscription, *partitions))}
+        parameters = (_namespace(topic), topic, subscription, *partitions)
+        rows = {str(row[1]): row for row in self._run.rows(sql, parameters)}
         for name in partitions:
             if name not in rows:
                 raise missing(name, subscription)
@@ -270,7 +272,7 @@ class _Journal:
             deltas.setdefault(int(cursor_id), []).append(bytes(payload))
         found = []
         for name in partitions:
-            cursor_id, _, snapshot, snapshot_version, version = rows[name]
+            cursor_id, _, snapshot, snapshot_version, version, _ = rows[name]
             record = CursorRecord(
                 None if snapshot is None else bytes(snapshot),
                 int(snapshot_version),
@@ -278,7 +280,7 @@ class _Journal:
                 int(version),
             )
             found.append((int(cursor_id), record))
-        return found
+        return found, bool(rows[partitions[0]][5])
 
     def since(
         self, subscription_id: int, topic_partition: str, known: tuple[int, int, int] | None
@@ -707,7 +709,9 @@ class CursorTransaction:
         """Lock the subscription (shared, unless held already) and its cursors of
         ``partitions``, in the one order, and read each: ``(cursor id, record)`` in
         ``partitions``' order. What the transaction decides from these is what it writes."""
-        found = self._journal.read_locked(topic, subscription, partitions)
+        found, approval = self._journal.read_locked(topic, subscription, partitions)
+        if approval is not None:
+            self._approval[_namespace(topic)] = approval
         self._held.setdefault((topic, subscription), Hold.MOVE)
         for (cursor_id, _), partition in zip(found, partitions, strict=True):
             self._locked_cursors[cursor_id] = (partition, subscription)
