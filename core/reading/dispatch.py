@@ -28,6 +28,12 @@ What a consumer receives, per Pulsar's dispatchers:
   one dispatch, in position order (past the permits, as a batch does), and only
   once its last chunk is stored; releasing any of its chunks (a client names its
   last) releases them all (:mod:`cursorops.core.reading.chunk_dispatch`).
+- Where the namespace requires approval, a consumer acknowledges only what it was
+  handed and still holds: the cursor door refuses (and audits) an acknowledgement of
+  anything else, and a cumulative one acknowledges the consumer's pending messages up to
+  its position, one by one (docs/decisions/, "An approval namespace refuses
+  acknowledgements of messages not delivered to the consumer"). Elsewhere, as in Pulsar,
+  an acknowledgement applies whatever ids it names.
 - Exclusive and Failover consumers carry a consumer epoch (PIP-84):
   ``redeliver_unacknowledged_messages`` bumps it and releases the consumer's
   pending messages, so the next read starts again from the first
