@@ -34,6 +34,7 @@ from cursorops.core.acks.cursor import AckTarget, CursorState
 from cursorops.core.acks.ledger_layout import LedgerLayout
 from cursorops.core.ids.position import Position
 from cursorops.core.store.cursor_state import replay
+from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.metadata import MetadataStore
 from cursorops.core.subscription import SubscriptionType
 
@@ -335,7 +336,7 @@ def _acknowledge_durably(store: MetadataStore, chunks: list[list[AckTarget]]) ->
     for chunk in chunks:
         delta = cursor_codec.encode(CursorState.ack_delta(chunk))
         with store.subscription_transaction(TOPIC, SUBSCRIPTION, 0) as txn:
-            txn.append_cursor_delta(TOPIC, delta)
+            txn.append_cursor_delta(TOPIC, delta, ticket=Ticket.delivered_to("bench"))
 
 
 def profile_misses(

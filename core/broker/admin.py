@@ -25,6 +25,7 @@ from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.reading.entry_filters import validate_filter_properties
 from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
 from cursorops.core.skipping.plan_record import ApprovalPolicy
+from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.metadata import AuditEntry, SubscriptionInfo, TopicInfo
 from cursorops.core.subscription import SubscriptionType
 
@@ -241,7 +242,7 @@ class Admin(Collaborator):
             )
         self._refuse_while_connected(info.name, subscription, force)
         with self.metadata.cursor_transaction() as work:
-            work.remove_subscription(info.name, subscription)
+            work.remove_subscription(info.name, subscription, ticket=Ticket.ungated("unsubscribe"))
             # The name's history: a subscription created again under it later is a cursor
             # move where the namespace requires approval (see create_subscription).
             detail = {"via": via, "force": force}
@@ -254,7 +255,9 @@ class Admin(Collaborator):
         it closes: no one's cursor, so neither gated nor audited. The caller (the binary
         protocol's session) calls it only for a subscription its reader created."""
         info = self.access.authorized_topic(role, Operation.UNSUBSCRIBE, topic)
-        self.metadata.delete_subscription(info.name, subscription)
+        self.metadata.delete_subscription(
+            info.name, subscription, ticket=Ticket.not_a_move("a reader's own subscription")
+        )
 
     def _refuse_with_history(self, info: TopicInfo, subscription: str) -> None:
         """A subscription created anywhere but at the latest message under a name that has
@@ -307,8 +310,9 @@ class Admin(Collaborator):
             for row in self.analysis.analyze_backlog(role, info.name, plan.subscription)
         )
         at_ms = self.clock()
+        ticket = Ticket.gated([approval.digest if approval else None], "unsubscribe")
         with self.metadata.cursor_transaction() as work:
-            work.remove_subscription(info.name, plan.subscription)
+            work.remove_subscription(info.name, plan.subscription, ticket=ticket)
             detail = {
                 "planId": plan.plan_id,
                 "plannedBacklog": plan.messages,

@@ -23,6 +23,7 @@ from cursorops.core.broker.context import Collaborator
 from cursorops.core.broker.schemas import schema_id
 from cursorops.core.errors import ApprovalRequiredError, InvalidArgumentError
 from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.metadata import AuditEntry
 from cursorops.core.store.values import TopicInfo
 
@@ -65,20 +66,29 @@ class Deletion(Collaborator):
         _check_kind(info, partitioned)
         name = TopicName.parse(info.name)
         at_ms = self.clock()
+        # Said first with the way through the gate; the cursor door refuses it anyway (and
+        # audits it) should a subscription come meanwhile.
+        left = [] if not info.approval_required else self.metadata.list_subscriptions(info.name)
+        if left:
+            shown = ", ".join(repr(sub.name) for sub in left[:3]) + (
+                ", ..." if len(left) > 3 else ""
+            )
+            raise ApprovalRequiredError(
+                f"Namespace {name.namespace_name} requires a second person's approval to "
+                f"drop a subscription's backlog, and {info.name} has {len(left)} "
+                f"subscription(s) ({shown}): nothing deleted. Unsubscribe each through "
+                "the cursorops_unsubscribe workflow (topics unsubscribe with --admin-url, "
+                "or REST DELETE .../subscription/NAME, which answers 202), then delete "
+                "the topic"
+            )
         with self.metadata.cursor_transaction() as work:
-            removed, paths = work.remove_topic(info.name, schema_id(name), at_ms, force=force)
-            if removed and info.approval_required:
-                shown = ", ".join(repr(s) for s in removed[:3]) + (
-                    ", ..." if len(removed) > 3 else ""
-                )
-                raise ApprovalRequiredError(
-                    f"Namespace {name.namespace_name} requires a second person's approval to "
-                    f"drop a subscription's backlog, and {info.name} has {len(removed)} "
-                    f"subscription(s) ({shown}): nothing deleted. Unsubscribe each through "
-                    "the cursorops_unsubscribe workflow (topics unsubscribe with --admin-url, "
-                    "or REST DELETE .../subscription/NAME, which answers 202), then delete "
-                    "the topic"
-                )
+            removed, paths = work.remove_topic(
+                info.name,
+                schema_id(name),
+                at_ms,
+                force=force,
+                ticket=Ticket.ungated("deleting a topic with its subscriptions"),
+            )
             detail = {"via": via, "force": force, "deletedWithTopic": True}
             work.record_audits(
                 [AuditEntry("unsubscribe", info.name, s, role, detail, at_ms) for s in removed]

@@ -68,6 +68,7 @@ from cursorops.core.redriving.redrive_plan import (
 )
 from cursorops.core.store import arrow_columns
 from cursorops.core.store.cursor_state import replay
+from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.ledger import MESSAGE_SCHEMA
 from cursorops.core.store.metadata import AuditEntry, TopicInfo
 
@@ -214,6 +215,7 @@ class Redrive(Collaborator):
         plan_id = plan.plan_id
         targets = _Targets(info)
         partition_of = np.asarray(rows.column("topic_partition").to_pylist(), dtype=object)
+        ticket = Ticket.gated([approval.digest if approval else None], "redrive")
         with self.metadata.cursor_transaction() as work:
             subs = work.lock_subscriptions([info.name, dlq.name])  # shared, before any cursor
             if plan.subscription not in subs[info.name]:
@@ -245,7 +247,7 @@ class Redrive(Collaborator):
                 ledger_ids, entry_ids = targets.written[name]
                 whole = np.full(len(ledger_ids), -1, np.int64)
                 ack = AckColumns.of(ledger_ids, entry_ids, whole, np.zeros_like(whole))
-                work.append_to(name, sub, [cursor_codec.encode_columns(ack)])
+                work.append_to(name, sub, [cursor_codec.encode_columns(ack)], ticket=ticket)
             for cursor_id, name in locked:
                 mine = np.flatnonzero(partition_of[go] == name)
                 if not mine.size:
@@ -257,7 +259,7 @@ class Redrive(Collaborator):
                     int_column(acked.column("batch_index")),
                     int_column(acked.column("batch_size")),
                 )
-                work.append(cursor_id, [cursor_codec.encode_columns(ack)])
+                work.append(cursor_id, [cursor_codec.encode_columns(ack)], ticket=ticket)
             redriven = _ids(chosen, dlq)
             meanwhile = () if pending is None else tuple(_ids(rows.filter(pa.array(~pending)), dlq))
             detail: dict[str, object] = {

@@ -21,6 +21,7 @@ from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.resetting.reset_plan import PartitionReset, ResetPlan
 from cursorops.core.skipping.skip import SkipLookup
 from cursorops.core.store.cursor_state import replay
+from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.metadata import AuditEntry, TopicInfo
 
 
@@ -109,7 +110,9 @@ class Resets(Collaborator):
             acked = tuple(
                 AckTarget(move.target, i, size) for i in range(size) if not (ack_bits >> i) & 1
             )
-        self._apply(role, plan, "seek", None, acked)
+        # A reader's own subscription is no one's cursor: it moves freely (and audited).
+        reader = Ticket.not_a_move("a reader's own subscription") if non_durable else None
+        self._apply(role, plan, "seek", None, acked, ticket=reader)
         return self.context.cursor_state(move.topic_partition, subscription).mark_delete
 
     def plan_reset(
@@ -206,9 +209,12 @@ class Resets(Collaborator):
         via: str,
         approval: Approval | None,
         acked: Sequence[AckTarget] = (),
+        *,
+        ticket: Ticket | None = None,
     ) -> dict[str, str]:
         """``acked``: batch indexes of a target entry that stay acknowledged (a seek to a
-        batch index)."""
+        batch index). ``ticket``: what entitles the move, by default the approval's (or
+        none, refused by the cursor door where the namespace requires approval)."""
         layouts = {
             m.topic_partition: self.context.layout(m.topic_partition) for m in plan.partitions
         }
@@ -217,6 +223,8 @@ class Resets(Collaborator):
         moves = sorted(plan.partitions, key=lambda m: m.topic_partition)
         # The subscription's topic, from its partitions (checked against the topic's).
         topic = str(TopicName.parse(moves[0].topic_partition).base) if moves else plan.topic
+        if ticket is None:
+            ticket = Ticket.gated([approval.digest if approval else None], "reset-cursor")
         with self.metadata.cursor_transaction() as work:
             read = work.read(topic, plan.subscription, [m.topic_partition for m in moves])
             moved = []
@@ -228,10 +236,10 @@ class Resets(Collaborator):
                 mine = [a for a in acked if a.position == move.target]
                 if mine:
                     after.acknowledge(mine, layout)
-                work.append(cursor_id, [cursor_codec.encode(after, replace=True)])
+                work.append(cursor_id, [cursor_codec.encode(after, replace=True)], ticket=ticket)
                 # What consumers acknowledged beyond the new place may be unacknowledged
                 # now: no consumer acknowledgement is known until one comes.
-                work.forget_consumer_ack(cursor_id)
+                work.forget_consumer_ack(cursor_id, ticket=ticket)
                 result[move.topic_partition] = str(after.mark_delete)
                 moved.append(
                     {

@@ -24,6 +24,7 @@ from cursorops.core.gating.operation import Approval
 from cursorops.core.skipping import skip
 from cursorops.core.skipping.skip_plan import SkipColumns, SkipPlan
 from cursorops.core.store.cursor_state import replay
+from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.metadata import AuditEntry, MetadataStore, TopicInfo
 
 FOLD_AFTER_DELTAS = 32
@@ -119,6 +120,7 @@ def write_skips(
         layouts.update(s.layouts)
     names = sorted(layouts)
     outcomes: list[skip.SkipOutcome] = []
+    ticket = Ticket.gated([s.approval.digest if s.approval else None for s in skips], "skip")
     with metadata.cursor_transaction() as work:
         read = work.read(topic, subscription, names)
         states = [replay(record, layouts[n]) for (_, record), n in zip(read, names, strict=True)]
@@ -145,10 +147,10 @@ def write_skips(
         appends = []
         for (cursor_id, record), n in zip(read, names, strict=True):
             if n in folds:
-                work.fold(cursor_id, folds[n], record.version, payloads[n])
+                work.fold(cursor_id, folds[n], record.version, payloads[n], ticket=ticket)
             elif payloads[n]:
                 appends.append((cursor_id, payloads[n]))
-        work.append_each(appends)
+        work.append_each(appends, ticket=ticket)
         named = []
         audit_ids = work.record_audits(entries)
         for s, outcome, audit_id in zip(skips, outcomes, audit_ids, strict=True):

@@ -26,6 +26,7 @@ from cursorops.core.skipping.undo import (
     parse_triplets,
 )
 from cursorops.core.store.cursor_state import replay
+from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.metadata import AuditEntry, AuditRecord, TopicInfo
 
 SKIP = "skip"
@@ -276,6 +277,7 @@ class SkipUndo(Collaborator):
         plan_id = plan.plan_id
         parts = again.partitions
         at_ms = self.clock()
+        ticket = Ticket.gated([approval.digest if approval else None], "undo-skip")
         with self.metadata.cursor_transaction() as work:
             read = work.read(info.name, plan.subscription, [p.topic_partition for p in parts])
             # Under the row locks every undo of this skip committed before is visible.
@@ -296,7 +298,9 @@ class SkipUndo(Collaborator):
                 per_partition[part.topic_partition] = int(acked.sum())
                 if acked.any():
                     after = unacknowledge(state, layout, *columns)
-                    work.append(cursor_id, [cursor_codec.encode(after, replace=True)])
+                    work.append(
+                        cursor_id, [cursor_codec.encode(after, replace=True)], ticket=ticket
+                    )
             extra = approval.detail() if approval is not None else {}
             detail = {
                 "skipId": plan.skip_id,

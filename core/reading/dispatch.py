@@ -30,6 +30,12 @@ What a consumer receives, per Pulsar's dispatchers:
   one dispatch, in position order (past the permits, as a batch does), and only
   once its last chunk is stored; releasing any of its chunks (a client names its
   last) releases them all (:mod:`cursorops.core.reading.chunk_dispatch`).
+- Where the namespace requires approval, a consumer acknowledges only what it was
+  handed and still holds: the cursor door refuses (and audits) an acknowledgement of
+  anything else, and a cumulative one acknowledges the consumer's pending messages up to
+  its position, one by one (docs/decisions/, "An approval namespace refuses
+  acknowledgements of messages not delivered to the consumer"). Elsewhere, as in Pulsar,
+  an acknowledgement applies whatever ids it names.
 - Exclusive and Failover consumers carry a consumer epoch (PIP-84):
   ``redeliver_unacknowledged_messages`` bumps it and releases the consumer's
   pending messages, so the next read starts again from the first
@@ -95,6 +101,7 @@ from cursorops.core.reading.unacked_rows import acked_rows
 from cursorops.core.store.checks import check_label
 from cursorops.core.store.cursor_door import COMPACT_AFTER_DELTAS
 from cursorops.core.store.cursor_state import replay_since
+from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.dispatch_state import (
     ConsumerInfo,
     DispatchedColumns,
@@ -1077,7 +1084,13 @@ class Dispatcher:
                     )
             # A long journal folded into a snapshot of the state this dispatch replayed.
             for topic, state, version in compact:
-                txn.compact(topic, self.subscription, cursor_codec.encode(state), version)
+                txn.compact(
+                    topic,
+                    self.subscription,
+                    cursor_codec.encode(state),
+                    version,
+                    ticket=Ticket.not_a_move("a journal folded into the state it replays"),
+                )
         if len(batch):
             _remember_chunks(consumer, batch)
             consumer.wire.append(batch)
@@ -1221,6 +1234,9 @@ class Dispatcher:
     # -- acknowledgements -----------------------------------------------------
 
     def acknowledge(self, consumer: Consumer, messages: Sequence[Message]) -> None:
+        """Acknowledge these messages, in one transaction. Where the namespace requires
+        approval, only messages delivered to ``consumer`` and pending for it
+        (:meth:`SubscriptionTransaction.acknowledge_delivered`)."""
         by_topic: dict[str, list[AckTarget]] = {}
         keys: list[PendingKey] = []
         for message in messages:
@@ -1259,14 +1275,23 @@ class Dispatcher:
             # Built before the transaction: a bad batch index is refused with nothing written.
             delta = AckColumns.of(ledger, entry, index, sizes[rows])
             parts.append(
-                (batch.topics[code], cursor_codec.encode_columns(delta), ledger, entry, index)
+                (
+                    batch.topics[code],
+                    cursor_codec.encode_columns(delta),
+                    ledger,
+                    entry,
+                    index,
+                    sizes[rows],
+                )
             )
+        ticket = Ticket.delivered_to(consumer.consumer_id)
         with self._transaction() as txn:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
-            for topic, payload, ledger, entry, index in parts:
-                txn.append_cursor_delta(topic, payload, _highest(ledger, entry, index))
-                txn.drop_pending_columns(topic, ledger, entry, index)
-        for topic, _, ledger, entry, index in parts:
+            for topic, payload, ledger, entry, index, size in parts:
+                txn.acknowledge_delivered(
+                    topic, ledger, entry, index, _known(size), payload, ticket=ticket
+                )
+        for topic, _, ledger, entry, index, _ in parts:
             _forget_chunk_columns(consumer, topic, ledger, entry, index)
 
     def acknowledge_words(self, consumer: Consumer, topic: str, acks: AckWords) -> None:
@@ -1280,10 +1305,18 @@ class Dispatcher:
         # Built before the transaction: a bad acknowledgement is refused with nothing written.
         payload = cursor_codec.encode_columns(acks.delta())
         ledger, entry, index = acks.acked()
+        ticket = Ticket.delivered_to(consumer.consumer_id)
         with self._transaction() as txn:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
-            txn.append_cursor_delta(topic, payload, _highest(ledger, entry, index))
-            txn.drop_pending_columns(topic, ledger, entry, index)
+            txn.acknowledge_delivered(
+                topic,
+                ledger,
+                entry,
+                index,
+                lambda: _sizes_of(acks, ledger, entry),
+                payload,
+                ticket=ticket,
+            )
         _forget_chunk_columns(consumer, topic, ledger, entry, index)
 
     def _acknowledge(
@@ -1291,18 +1324,22 @@ class Dispatcher:
     ) -> None:
         if not keys:
             return
+        ticket = Ticket.delivered_to(consumer.consumer_id)
         with self._transaction() as txn:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
             for topic in sorted(by_topic):
                 targets = by_topic[topic]
-                delta = CursorState.ack_delta(targets)
-                highest = _highest(
+                payload = cursor_codec.encode(CursorState.ack_delta(targets))
+                sizes = np.array([t.batch_size for t in targets], np.int64)
+                txn.acknowledge_delivered(
+                    topic,
                     np.array([t.position.ledger_id for t in targets], np.int64),
                     np.array([t.position.entry_id for t in targets], np.int64),
                     np.array([t.batch_index for t in targets], np.int64),
+                    _known(sizes),
+                    payload,
+                    ticket=ticket,
                 )
-                txn.append_cursor_delta(topic, cursor_codec.encode(delta), highest)
-            txn.drop_pending(keys)
 
     def acknowledge_cumulative(self, consumer: Consumer, message: Message) -> None:
         if not self.subscription_type.uses_consumer_epoch:
@@ -1316,16 +1353,40 @@ class Dispatcher:
         delta = CursorState().acknowledge_cumulative(
             mid.position, layout, mid.batch_index, mid.batch_size
         )
+        ticket = Ticket.delivered_to(consumer.consumer_id)
         with self._transaction() as txn:
             txn.renew_lease(consumer.consumer_id, self.lease_ms)
-            highest = _highest(
-                *(np.array([v], np.int64) for v in (mid.ledger_id, mid.entry_id, mid.batch_index))
+            txn.acknowledge_delivered_through(
+                topic,
+                mid.position,
+                mid.batch_index,
+                cursor_codec.encode(delta),
+                self._batch_sizes(topic),
+                ticket=ticket,
             )
-            txn.append_cursor_delta(topic, cursor_codec.encode(delta), highest)
-            txn.drop_pending_through(topic, mid.position, mid.batch_index)
         _forget_chunks(
             consumer, [k for k in consumer.chunked if k[0] == topic and k[1:3] <= mid.position]
         )
+
+    def _batch_sizes(self, topic: str) -> Callable[[Ints, Ints, Ints], Ints]:
+        """The batch size of each message's entry, as stored: read from the partition, once
+        per batched entry; 0 where the batch index is -1. A cumulative acknowledgement on an
+        approval namespace acknowledges the consumer's pending messages one by one, and the
+        pending set keeps no entry's size."""
+
+        def sizes(ledger: Ints, entry: Ints, index: Ints) -> Ints:
+            found: dict[tuple[int, int], int] = {}
+            out = np.zeros(len(ledger), np.int64)
+            for i, key in enumerate(zip(ledger.tolist(), entry.tolist(), strict=True)):
+                if index[i] < 0:
+                    continue
+                if key not in found:
+                    rows = self.entry_rows(topic, Position(*key))
+                    found[key] = 0 if rows is None else int(rows.column("batch_size")[0].as_py())
+                out[i] = found[key]
+            return out
+
+        return sizes
 
     def negative_acknowledge(self, consumer: Consumer, message: Message) -> None:
         """Deliver the message again, later (a chunk: its whole chunked message); its
@@ -1355,15 +1416,22 @@ class Dispatcher:
         return (message.topic, mid.ledger_id, mid.entry_id, mid.batch_index)
 
 
-def _highest(
-    ledger: npt.NDArray[np.int64], entry: npt.NDArray[np.int64], index: npt.NDArray[np.int64]
-) -> tuple[int, int, int] | None:
-    """The last of the messages (ledger, entry, batch index) a consumer acknowledged: the
-    consumer-ack mark it raises (:mod:`cursorops.core.analysis.poison_radar`)."""
-    if not len(ledger):
-        return None
-    last = int(np.lexsort((index, entry, ledger))[-1])
-    return int(ledger[last]), int(entry[last]), int(index[last])
+def _known(sizes: Ints) -> Callable[[], Ints]:
+    """Batch sizes at hand, as :meth:`SubscriptionTransaction.acknowledge_delivered` asks."""
+    return lambda: sizes
+
+
+def _sizes_of(acks: AckWords, ledger: Ints, entry: Ints) -> Ints:
+    """The batch size ``acks`` gives the entry of each message (ledger, entry)."""
+    size = dict(
+        zip(
+            zip(acks.ledger_ids.tolist(), acks.entry_ids.tolist(), strict=True),
+            acks.batch_sizes.tolist(),
+            strict=True,
+        )
+    )
+    keys = zip(ledger.tolist(), entry.tolist(), strict=True)
+    return np.array([size[key] for key in keys], np.int64)
 
 
 def _uncut(batch: MessageBatch, most: int) -> int:

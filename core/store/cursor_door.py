@@ -31,18 +31,32 @@ order); subscriptions in the order (topic, name). The subscription's row is held
 as :class:`Hold` says: shared by cursor moves, exclusive among dispatches,
 exclusive against everything for a deletion. SQLite has one writer at a time
 (``BEGIN IMMEDIATE``), so the clauses are PostgreSQL's only.
+
+The approval rule (:mod:`cursorops.core.store.cursor_ticket`): every writing method takes
+the :class:`~cursorops.core.store.cursor_ticket.Ticket` that entitles it, and on a namespace
+that requires approval the door admits a move only with an approved plan record claimed in
+the same transaction, or as a consumer's acknowledgement of messages pending for it (which
+the dispatcher's transaction checks). A refused write raises
+:class:`~cursorops.core.errors.ApprovalRequiredError`; the transaction is rolled back, and
+the refusal is logged and recorded in the audit log (kind ``refused-cursor-move``) in a
+transaction of its own. The namespace's policy is read with the subscription's lock, in the
+same statement, so a dispatch pays no statement for it.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import json
+import logging
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from cursorops.core.errors import (
     AlreadyExistsError,
+    ApprovalRequiredError,
     InvalidArgumentError,
     MetadataStoreError,
     SubscriptionBusyError,
@@ -53,6 +67,7 @@ from cursorops.core.ids.position import Position
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.store import audit_log, plan_records
 from cursorops.core.store.cursor_state import JournalSince, ReadPosition, missing
+from cursorops.core.store.cursor_ticket import Ticket, TicketKind
 from cursorops.core.store.engine import is_unique_violation
 from cursorops.core.store.entry_allocation import allocated_entries
 from cursorops.core.store.statements import Statements, format_style
@@ -60,6 +75,11 @@ from cursorops.core.store.values import Allocation, AuditEntry, AuditRecord, Cur
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Dialect
+
+log = logging.getLogger(__name__)
+
+REFUSED = "refused-cursor-move"
+"""The audit kind of a write the door refused on a namespace that requires approval."""
 
 COMPACT_AFTER_DELTAS = 512
 """Journal length after which a dispatch folds a cursor's journal into a new snapshot,
@@ -163,6 +183,17 @@ _SINCE = (
 )
 _SNAPSHOT = "SELECT snapshot FROM cursors WHERE id = ?"
 _SUBSCRIPTION = "SELECT id FROM subscriptions WHERE topic = ? AND name = ?"
+_POLICY = "SELECT skip_requires_approval FROM namespace_policies WHERE namespace = ?"
+_SUBSCRIPTION_AND_POLICY = f"SELECT id, ({_POLICY}) FROM subscriptions WHERE topic = ? AND name = ?"
+"""The subscription's id and its namespace's approval flag, in the statement that locks it
+(a scalar sub-select locks nothing)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _namespace(topic: str) -> str:
+    """The namespace of a canonical topic or partition name (parsed once per name: every
+    acknowledgement asks)."""
+    return TopicName.parse(topic).namespace_name
 
 
 class _Journal:
@@ -201,10 +232,11 @@ class _Journal:
 
     def read_locked(
         self, topic: str, subscription: str, partitions: Sequence[str]
-    ) -> list[tuple[int, CursorRecord]]:
+    ) -> tuple[list[tuple[int, CursorRecord]], bool | None]:
         """The subscription's row (shared) then its cursors of ``partitions`` locked, and each
         one's snapshot with every later delta, in ``partitions``' order (raises when one is
-        missing); two statements whatever their number.
+        missing); with whether the topic's namespace requires approval, read in the same
+        statement (None when no partition is asked); two statements whatever their number.
 
         One statement locks the subscription (its sub-select) and then the cursor rows, in
         the order of the partitions' names (``COLLATE "C"`` compares as Python does); a
@@ -212,19 +244,20 @@ class _Journal:
         locks sees every delta committed before them.
         """
         if not partitions:
-            return []
+            return [], None
         marks = ", ".join("?" * len(partitions))
         order = ' COLLATE "C"' if self._postgres else ""
         hold = Hold.MOVE.value if self._postgres else ""
         clause = " FOR UPDATE" if self._postgres else ""
         sql = (
             "SELECT cursors.id, cursors.topic_partition, cursors.snapshot, "
-            "cursors.snapshot_version, cursors.version FROM cursors "
+            f"cursors.snapshot_version, cursors.version, ({_POLICY}) FROM cursors "
             "WHERE cursors.subscription_id = (SELECT s.id FROM subscriptions s "
             f"WHERE s.topic = ? AND s.name = ?{hold}) AND cursors.topic_partition IN ({marks}) "
             f"ORDER BY cursors.topic_partition{order}{clause}"
         )
-        rows = {str(row[1]): row for row in self._run.rows(sql, (topic, subscription, *partitions))}
+        parameters = (_namespace(topic), topic, subscription, *partitions)
+        rows = {str(row[1]): row for row in self._run.rows(sql, parameters)}
         for name in partitions:
             if name not in rows:
                 raise missing(name, subscription)
@@ -239,7 +272,7 @@ class _Journal:
             deltas.setdefault(int(cursor_id), []).append(bytes(payload))
         found = []
         for name in partitions:
-            cursor_id, _, snapshot, snapshot_version, version = rows[name]
+            cursor_id, _, snapshot, snapshot_version, version, _ = rows[name]
             record = CursorRecord(
                 None if snapshot is None else bytes(snapshot),
                 int(snapshot_version),
@@ -247,7 +280,7 @@ class _Journal:
                 int(version),
             )
             found.append((int(cursor_id), record))
-        return found
+        return found, bool(rows[partitions[0]][5])
 
     def since(
         self, subscription_id: int, topic_partition: str, known: tuple[int, int, int] | None
@@ -444,7 +477,9 @@ class CursorTransaction:
     :class:`~cursorops.core.store.dispatch_state.SubscriptionTransaction`) and committed when its
     block ends. Its writes follow the lock rule: a cursor is written only after this
     transaction locked its subscription (:meth:`lock`, or :meth:`read`, which locks it),
-    and a cursor given by its id only after :meth:`read` locked it.
+    and a cursor given by its id only after :meth:`read` locked it. Each write states its
+    :class:`~cursorops.core.store.cursor_ticket.Ticket`, checked against the namespace's
+    approval policy (:meth:`_admit`).
     """
 
     def __init__(self, raw: Any, dialect: Dialect) -> None:
@@ -456,8 +491,17 @@ class CursorTransaction:
         """The subscriptions this transaction locked: (topic, name) -> how."""
         self._held_ids: set[int] = set()
         """The ids of those :meth:`lock` locked."""
-        self._locked_cursors: set[int] = set()
-        """The cursors this transaction read under their row locks."""
+        self._locked_cursors: dict[int, tuple[str, str]] = {}
+        """The cursors this transaction read under their row locks: (partition, subscription)."""
+        self._approval: dict[str, bool] = {}
+        """Whether each namespace this transaction wrote in requires approval, as read."""
+        self._plans: set[str] = set()
+        """The approved plan records this transaction's writes applied: each must be claimed."""
+        self._claimed: set[str] = set()
+        self._checked: set[Ticket] = set()
+        """Acknowledgement tickets whose messages the dispatcher's transaction checked."""
+        self._refusal: AuditEntry | None = None
+        """A write refused: recorded once the transaction is rolled back (:func:`opened`)."""
         self._statements = _Statements(self)
         self._journal = _Journal(self._statements)
 
@@ -478,6 +522,15 @@ class CursorTransaction:
             self._run("BEGIN IMMEDIATE", ())
 
     def _commit(self) -> None:
+        unclaimed = sorted(self._plans - self._claimed)
+        if unclaimed:
+            topic, subscription = min(self._held)
+            self.refuse(
+                topic,
+                subscription,
+                Ticket.approved_plan(*unclaimed),
+                "a cursor move applying a plan without claiming its approved record",
+            )
         try:
             self._raw.commit()
         except self._dbapi_error as exc:
@@ -523,10 +576,14 @@ class CursorTransaction:
         """Lock the subscription's row as ``hold`` says (the first lock of a transaction that
         changes its cursors); its id. Raises SubscriptionNotFoundError."""
         clause = hold.value if self._postgres else ""
-        rows = self._driver_rows(_SUBSCRIPTION + clause, (topic, subscription))
+        namespace = _namespace(topic)
+        rows = self._driver_rows(
+            _SUBSCRIPTION_AND_POLICY + clause, (namespace, topic, subscription)
+        )
         if not rows:
             raise SubscriptionNotFoundError.of(topic, subscription)
         subscription_id = int(rows[0][0])
+        self._approval[namespace] = bool(rows[0][1])
         self._held[(topic, subscription)] = hold
         self._held_ids.add(subscription_id)
         return subscription_id
@@ -551,6 +608,85 @@ class CursorTransaction:
             found[str(topic)].append(str(name))
         return found
 
+    # -- the approval rule -----------------------------------------------------
+
+    def approval_required(self, topic: str) -> bool:
+        """Whether the namespace of ``topic`` (a topic or a partition) requires approval:
+        read once per transaction (with the subscription's lock, where :meth:`lock` took it)."""
+        namespace = _namespace(topic)
+        known = self._approval.get(namespace)
+        if known is None:
+            rows = self._driver_rows(_POLICY, (namespace,))
+            known = self._approval[namespace] = bool(rows and rows[0][0])
+        return known
+
+    def _admit(self, topic: str, subscription: str | None, ticket: Ticket, what: str) -> None:
+        """Let a write of ``topic``'s cursors through, or refuse it: on a namespace that
+        requires approval only an approved plan (claimed before the commit), a checked
+        acknowledgement, or what moves no cursor."""
+        if not isinstance(ticket, Ticket):
+            raise TypeError(f"A cursor write states its ticket, not {ticket!r}")
+        if ticket.kind is TicketKind.APPROVED_PLAN:
+            self._plans.update(ticket.plans)
+            return
+        if ticket.kind is TicketKind.NOT_A_MOVE or not self.approval_required(topic):
+            return
+        if ticket.kind is TicketKind.DELIVERED and ticket in self._checked:
+            return
+        self.refuse(topic, subscription, ticket, what)
+
+    def refuse(
+        self,
+        topic: str,
+        subscription: str | None,
+        ticket: Ticket,
+        what: str,
+        detail: Mapping[str, object] | None = None,
+    ) -> None:
+        """Refuse a write on a namespace that requires approval: raise
+        ApprovalRequiredError, and log and audit the refusal once the transaction is rolled
+        back (:func:`opened`)."""
+        base = str(TopicName.parse(topic).base)
+        namespace = _namespace(topic)
+        role = f"consumer {ticket.names}" if ticket.kind is TicketKind.DELIVERED else "cursorops"
+        self._refusal = AuditEntry(
+            REFUSED,
+            base,
+            subscription,
+            role,
+            {"what": what, "ticket": str(ticket), "topicPartition": topic, **(detail or {})},
+            0,
+        )
+        raise ApprovalRequiredError(
+            f"Namespace {namespace} requires a second person's approval for every cursor "
+            f"move: {what} refused ({ticket}), nothing changed"
+        )
+
+    def _record_refusal(self, at_ms: int) -> None:
+        """After the rollback: log the refused write and record it in a transaction of its own
+        (a failure to record it is logged; the refusal stands)."""
+        entry = self._refusal
+        if entry is None:
+            return
+        self._refusal = None
+        entry = AuditEntry(
+            entry.kind, entry.topic, entry.subscription, entry.role, entry.detail, at_ms
+        )
+        log.warning(
+            "cursor door: refused %s on %s (subscription %r, %s)",
+            entry.detail.get("what"),
+            entry.detail.get("topicPartition"),
+            entry.subscription,
+            entry.detail.get("ticket"),
+        )
+        try:
+            self._begin()
+            audit_log.add_many(self._statements, [entry])
+            self._raw.commit()
+        except Exception:
+            log.exception("cursor door: the refusal could not be recorded")
+            self._rollback()
+
     def _holding_id(self, subscription_id: int) -> None:
         if subscription_id not in self._held_ids:
             raise RuntimeError(
@@ -573,43 +709,57 @@ class CursorTransaction:
         """Lock the subscription (shared, unless held already) and its cursors of
         ``partitions``, in the one order, and read each: ``(cursor id, record)`` in
         ``partitions``' order. What the transaction decides from these is what it writes."""
-        found = self._journal.read_locked(topic, subscription, partitions)
+        found, approval = self._journal.read_locked(topic, subscription, partitions)
+        if approval is not None:
+            self._approval[_namespace(topic)] = approval
         self._held.setdefault((topic, subscription), Hold.MOVE)
-        self._locked_cursors.update(cursor_id for cursor_id, _ in found)
+        for (cursor_id, _), partition in zip(found, partitions, strict=True):
+            self._locked_cursors[cursor_id] = (partition, subscription)
         return found
 
-    def _require_read(self, cursor_ids: Sequence[int]) -> None:
-        unread = set(cursor_ids) - self._locked_cursors
+    def _require_read(self, cursor_ids: Sequence[int], ticket: Ticket, what: str) -> None:
+        unread = set(cursor_ids) - set(self._locked_cursors)
         if unread:
             raise RuntimeError(f"Cursors {sorted(unread)} were written before they were read")
+        for cursor_id in dict.fromkeys(cursor_ids):
+            self._admit(*self._locked_cursors[cursor_id], ticket, what)
 
-    def append(self, cursor_id: int, payloads: Sequence[bytes]) -> int:
+    def append(self, cursor_id: int, payloads: Sequence[bytes], *, ticket: Ticket) -> int:
         """Append deltas to a cursor :meth:`read` locked; the last new version."""
-        self._require_read([cursor_id])
+        self._require_read([cursor_id], ticket, "a cursor delta")
         return self._journal.append(cursor_id, payloads)
 
-    def append_each(self, appends: Sequence[tuple[int, Sequence[bytes]]]) -> None:
+    def append_each(
+        self, appends: Sequence[tuple[int, Sequence[bytes]]], *, ticket: Ticket
+    ) -> None:
         """Deltas to each of several cursors :meth:`read` locked, in the order given;
         PostgreSQL: one statement for all of them."""
-        self._require_read([cursor_id for cursor_id, _ in appends])
+        self._require_read([cursor_id for cursor_id, _ in appends], ticket, "cursor deltas")
         self._journal.append_each(appends)
 
     def fold(
-        self, cursor_id: int, snapshot: bytes, through_version: int, payloads: Sequence[bytes]
+        self,
+        cursor_id: int,
+        snapshot: bytes,
+        through_version: int,
+        payloads: Sequence[bytes],
+        *,
+        ticket: Ticket,
     ) -> None:
         """Fold the journal of a cursor :meth:`read` locked into ``snapshot`` (its state as
         of ``through_version``, the version read) and append ``payloads``, in one UPDATE of
         its row."""
-        self._require_read([cursor_id])
+        self._require_read([cursor_id], ticket, "a cursor's new snapshot")
         self._journal.fold(cursor_id, snapshot, through_version, payloads)
 
     def append_to(
-        self, topic_partition: str, subscription: str, payloads: Sequence[bytes]
+        self, topic_partition: str, subscription: str, payloads: Sequence[bytes], *, ticket: Ticket
     ) -> int | None:
         """Append deltas to a cursor of a subscription this transaction locked, by its keys
         (decided without reading it: acknowledgements merge by union); the last new version,
         or None when there is no such cursor."""
         self._holding(topic_partition, subscription)
+        self._admit(topic_partition, subscription, ticket, "a cursor delta")
         return self._journal.append_to(topic_partition, subscription, payloads)
 
     def since(
@@ -628,27 +778,37 @@ class CursorTransaction:
         topic_partition: str,
         payload: bytes,
         consumer_ack: tuple[int, int, int] | None = None,
+        *,
+        ticket: Ticket,
     ) -> int:
         """Append one delta to the cursor of a subscription :meth:`lock` locked, decided
         without reading it (acknowledgements merge by union); its version. ``consumer_ack``:
         the delta is a consumer's acknowledgement and this its highest message (ledger,
         entry, batch index), which raises the cursor's consumer-ack mark."""
         self._holding_id(subscription_id)
+        self._admit(topic_partition, subscription, ticket, "an acknowledgement")
         return self._journal.append_by_subscription(
             subscription_id, subscription, topic_partition, payload, consumer_ack
         )
 
-    def forget_consumer_ack(self, cursor_id: int) -> None:
+    def forget_consumer_ack(self, cursor_id: int, *, ticket: Ticket) -> None:
         """Clear the consumer-ack mark of a cursor :meth:`read` locked (a reset moved it)."""
-        self._require_read([cursor_id])
+        self._require_read([cursor_id], ticket, "a consumer-ack mark cleared")
         self._journal.forget_consumer_ack(cursor_id)
 
     def compact(
-        self, topic_partition: str, subscription: str, snapshot: bytes, through_version: int
+        self,
+        topic_partition: str,
+        subscription: str,
+        snapshot: bytes,
+        through_version: int,
+        *,
+        ticket: Ticket,
     ) -> None:
         """Store ``snapshot`` as the cursor's state as of ``through_version`` and drop the
         deltas it covers, under the cursor's row lock (its subscription locked first)."""
         self._holding(topic_partition, subscription)
+        self._admit(topic_partition, subscription, ticket, "a cursor's new snapshot")
         self._journal.compact(topic_partition, subscription, snapshot, through_version)
 
     # -- subscriptions --------------------------------------------------------
@@ -668,6 +828,8 @@ class CursorTransaction:
         type_name: str,
         properties: Mapping[str, str],
         snapshots: Mapping[str, bytes],
+        *,
+        ticket: Ticket,
     ) -> None:
         """A new subscription of canonical ``topic`` with its cursor on each partition of
         ``snapshots`` (every name :meth:`partitions_of` gives), each at version 0 with its
@@ -689,17 +851,19 @@ class CursorTransaction:
         # A row this transaction inserted: no other sees it before the commit.
         self._held[(topic, name)] = Hold.REMOVE
         self._held_ids.add(subscription_id)
+        self._admit(topic, name, ticket, "a new subscription")
         self._journal.create(subscription_id, snapshots)
 
-    def remove_subscription(self, topic: str, name: str) -> None:
+    def remove_subscription(self, topic: str, name: str, *, ticket: Ticket) -> None:
         """Delete subscription ``name`` of canonical ``topic`` with its cursors, their
         journals and its dispatcher's rows, once every transaction holding it has ended
         (:attr:`Hold.REMOVE`); SubscriptionNotFoundError when there is none."""
         subscription_id = self.lock(topic, name, Hold.REMOVE)
+        self._admit(topic, name, ticket, "an unsubscribe")
         self._driver_execute("DELETE FROM subscriptions WHERE id = ?", (subscription_id,))
 
     def remove_topic(
-        self, topic: str, schema_id: str, now_ms: int, *, force: bool
+        self, topic: str, schema_id: str, now_ms: int, *, force: bool, ticket: Ticket
     ) -> tuple[list[str], list[str]]:
         """Delete canonical ``topic`` with every subscription (each held as
         :meth:`remove_subscription` holds it), its partitions, ledgers and segments, its
@@ -716,6 +880,7 @@ class CursorTransaction:
         names = [str(name) for _, name in rows]
         for name in names:
             self.lock(topic, name, Hold.REMOVE)
+            self._admit(topic, name, ticket, "deleting the topic with its subscriptions")
         if not force:
             busy = self._driver_rows(
                 "SELECT s.name FROM consumers c JOIN subscriptions s ON c.subscription_id = s.id "
@@ -785,6 +950,7 @@ class CursorTransaction:
         """Mark an approved plan record applied with the change this transaction writes;
         raises PlanAlreadyAppliedError if it already was (applied at most once)."""
         plan_records.claim(self._statements, digest, at_ms, applied)
+        self._claimed.add(digest)
 
 
 class _Statements:
@@ -820,8 +986,18 @@ def journal_sizes(
 T = TypeVar("T", bound=CursorTransaction)
 
 
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
 @contextmanager
-def opened(txn: T, *, flushed: bool = True, begin: Callable[[], None] | None = None) -> Iterator[T]:
+def opened(
+    txn: T,
+    *,
+    flushed: bool = True,
+    begin: Callable[[], None] | None = None,
+    clock: Callable[[], int] | None = None,
+) -> Iterator[T]:
     """Begin ``txn`` (``begin``, by default :meth:`CursorTransaction._begin`); commit it when
     the block ends, roll it back when it raises.
 
@@ -835,6 +1011,9 @@ def opened(txn: T, *, flushed: bool = True, begin: Callable[[], None] | None = N
     flushed commit flushes it too). SQLite's ``synchronous`` is ``NORMAL`` for
     this transaction and set back afterwards; a connection that cannot be set
     back is not handed out again.
+
+    A write the door refused (:meth:`CursorTransaction.refuse`) is recorded after the
+    rollback, at ``clock()`` (epoch ms; by default the wall clock).
     """
     relaxed = not flushed and not txn._postgres
     before = int(txn._driver_rows("PRAGMA synchronous", ())[0][0]) if relaxed else 0
@@ -849,6 +1028,8 @@ def opened(txn: T, *, flushed: bool = True, begin: Callable[[], None] | None = N
         txn._commit()
     except BaseException:
         txn._rollback()
+        if txn._refusal is not None:
+            txn._record_refusal((clock or _wall_ms)())
         raise
     finally:
         if relaxed:
@@ -862,6 +1043,8 @@ __all__ = [
     "COMPACT_AFTER_DELTAS",
     "CursorTransaction",
     "Hold",
+    "REFUSED",
+    "Ticket",
     "journal_sizes",
     "load_record",
     "opened",

@@ -17,6 +17,12 @@ the subscription's row for dispatching (:attr:`~cursorops.core.store.cursor_door
   the transaction that appends the cursor delta. Pending messages are stored
   as runs (:mod:`cursorops.core.store.pending_runs`): one row per dispatch's
   stretch of a ledger, each member kept exactly.
+- An acknowledgement states whose it is (a
+  :class:`~cursorops.core.store.cursor_ticket.Ticket` "delivered to" its consumer). Where
+  the namespace requires approval, it acknowledges only messages delivered to that
+  consumer and still pending for it (:meth:`SubscriptionTransaction.acknowledge_delivered`,
+  :meth:`SubscriptionTransaction.acknowledge_delivered_through`); elsewhere, as in Pulsar,
+  whatever it names.
 - A read position per partition (Pulsar's ``readPosition``): every message at
   or before it is acknowledged or held by a consumer, so a dispatch reads on
   from there instead of from mark-delete. Releasing a message rewinds it to
@@ -41,11 +47,14 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy.engine import Dialect
 
+from cursorops.core.acks import cursor_codec
+from cursorops.core.acks.cursor import AckColumns
 from cursorops.core.ids.position import Position
 from cursorops.core.reading.redelivery import Release
 from cursorops.core.store import pending_runs
 from cursorops.core.store.cursor_door import CursorTransaction, Hold, opened
 from cursorops.core.store.cursor_state import JournalSince, ReadPosition
+from cursorops.core.store.cursor_ticket import Ticket, TicketKind
 from cursorops.core.store.pending_runs import RUN_SPAN_ENTRIES, Members
 from cursorops.core.store.values import SegmentInfo
 
@@ -57,6 +66,19 @@ Flags = npt.NDArray[np.bool_]
 
 PendingKey = tuple[str, int, int, int]
 """(topic partition, ledger, entry, batch index)."""
+
+BatchSizes = Callable[[Ints, Ints, Ints], Ints]
+"""The batch size of the entry of each message (ledger, entry, batch index), as stored;
+0 for a message that is not in a batch (batch index -1)."""
+
+
+def highest_message(ledger: Ints, entry: Ints, index: Ints) -> tuple[int, int, int] | None:
+    """The last of the messages (ledger, entry, batch index) a consumer acknowledged: the
+    consumer-ack mark it raises (:mod:`cursorops.core.analysis.poison_radar`)."""
+    if not len(ledger):
+        return None
+    last = int(np.lexsort((index, entry, ledger))[-1])
+    return int(ledger[last]), int(entry[last]), int(index[last])
 
 
 @dataclass(frozen=True)
@@ -692,6 +714,142 @@ class SubscriptionTransaction(CursorTransaction):
                 topic_partition, ReadPosition(settled_through, current.cursor_version)
             )
 
+    # -- acknowledgements (through the door) -----------------------------------
+
+    def acknowledge_delivered(
+        self,
+        topic_partition: str,
+        ledger_id: Ints,
+        entry_id: Ints,
+        batch_index: Ints,
+        batch_sizes: Callable[[], Ints],
+        payload: bytes,
+        *,
+        ticket: Ticket,
+    ) -> None:
+        """A consumer's individual acknowledgement of these messages of one partition (its
+        ``payload``, the cursor delta they make; ``batch_sizes()``, their entries' batch
+        sizes, aligned with them, asked only where the namespace requires approval).
+
+        On an ordinary namespace, as in Pulsar: the delta is appended and the messages
+        leave the pending set, whoever holds them. Where the namespace requires approval,
+        only messages pending for the ticket's consumer are acknowledged: every entry the
+        acknowledgement names must hold one, or it is refused (ApprovalRequiredError,
+        audited, nothing changed); the delta is made of exactly those messages (a batch
+        acknowledged whole acknowledges the messages of it the consumer holds).
+        """
+        if ticket.kind is not TicketKind.DELIVERED or not self.approval_required(topic_partition):
+            self.append_cursor_delta(
+                topic_partition,
+                payload,
+                highest_message(ledger_id, entry_id, batch_index),
+                ticket=ticket,
+            )
+            self.drop_pending_columns(topic_partition, ledger_id, entry_id, batch_index)
+            return
+        none = np.full(len(ledger_id), pending_runs.NO_KEY_HASH, np.int64)
+        wanted = Members(ledger_id, entry_id, batch_index, none, none)
+        taken = self._remove(topic_partition, wanted, holder=ticket.names)
+        named = set(zip(ledger_id.tolist(), entry_id.tolist(), strict=True))
+        missing = named - set(zip(taken.ledger.tolist(), taken.entry.tolist(), strict=True))
+        if missing:
+            shown = [f"{ledger}:{entry}" for ledger, entry in sorted(missing)[:10]]
+            self.refuse(
+                topic_partition,
+                self.subscription,
+                ticket,
+                f"an acknowledgement of {len(missing)} entr{'y' if len(missing) == 1 else 'ies'}"
+                " not delivered to the consumer",
+                {"notPending": shown},
+            )
+        size_of = dict(
+            zip(
+                zip(ledger_id.tolist(), entry_id.tolist(), strict=True),
+                batch_sizes().tolist(),
+                strict=True,
+            )
+        )
+        sizes = np.array(
+            [size_of[key] for key in zip(taken.ledger.tolist(), taken.entry.tolist(), strict=True)],
+            np.int64,
+        )
+        self._append_checked(topic_partition, ticket, taken, sizes)
+
+    def acknowledge_delivered_through(
+        self,
+        topic_partition: str,
+        position: Position,
+        batch_index: int,
+        payload: bytes,
+        batch_sizes: BatchSizes,
+        *,
+        ticket: Ticket,
+    ) -> None:
+        """A consumer's cumulative acknowledgement through ``position`` (``batch_index``: of
+        its batch, -1 the whole entry); ``payload``, the cursor delta it makes.
+
+        On an ordinary namespace, as in Pulsar: mark-delete moves to it and every pending
+        message up to it is forgotten. Where the namespace requires approval, it
+        acknowledges the messages at or before it that are pending for the ticket's
+        consumer, individually (sizes from ``batch_sizes``): mark-delete then advances
+        through what is contiguous, never over a message the consumer was not handed.
+        With none pending for it there, it is refused (ApprovalRequiredError, audited).
+        """
+        ledger, entry = position.ledger_id, position.entry_id
+        index = batch_index if batch_index >= 0 else _WHOLE
+        if ticket.kind is not TicketKind.DELIVERED or not self.approval_required(topic_partition):
+            given = (np.array([v], np.int64) for v in (ledger, entry, batch_index))
+            self.append_cursor_delta(
+                topic_partition, payload, highest_message(*given), ticket=ticket
+            )
+            self.drop_pending_through(topic_partition, position, batch_index)
+            return
+        rows = self._driver_rows(
+            f"SELECT consumer_id, {_RUN_FIELDS} FROM pending_runs "
+            "WHERE subscription_id = ? AND topic_partition = ? AND consumer_id = ? AND "
+            "(ledger_id < ? OR (ledger_id = ? AND (first_entry < ? OR "
+            "(first_entry = ? AND first_index <= ?))))",
+            (self._id, topic_partition, ticket.names, ledger, ledger, entry, entry, index),
+        )
+        taken = self._rewrite(
+            topic_partition,
+            rows,
+            lambda m: (
+                (m.ledger < ledger)
+                | (
+                    (m.ledger == ledger)
+                    & ((m.entry < entry) | ((m.entry == entry) & (m.index <= index)))
+                )
+            ),
+        )
+        if not len(taken):
+            self.refuse(
+                topic_partition,
+                self.subscription,
+                ticket,
+                f"a cumulative acknowledgement through {ledger}:{entry}, with no message "
+                "delivered to the consumer at or before it",
+            )
+        sizes = batch_sizes(taken.ledger, taken.entry, taken.index)
+        self._append_checked(topic_partition, ticket, taken, sizes)
+
+    def _append_checked(
+        self, topic_partition: str, ticket: Ticket, taken: Members, sizes: Ints
+    ) -> None:
+        """Append the acknowledgement of ``taken``, messages checked pending for the
+        ticket's consumer and taken out of the pending set in this transaction."""
+        delta = AckColumns.of(taken.ledger, taken.entry, taken.index, sizes)
+        self._checked.add(ticket)
+        try:
+            self.append_cursor_delta(
+                topic_partition,
+                cursor_codec.encode_columns(delta),
+                highest_message(taken.ledger, taken.entry, taken.index),
+                ticket=ticket,
+            )
+        finally:
+            self._checked.discard(ticket)
+
     # -- cursors (through the door) ---------------------------------------
 
     def cursor_since(
@@ -706,6 +864,8 @@ class SubscriptionTransaction(CursorTransaction):
         topic_partition: str,
         payload: bytes,
         consumer_ack: tuple[int, int, int] | None = None,
+        *,
+        ticket: Ticket,
     ) -> int:
         """Append a delta to the cursor's journal in this transaction; returns its version.
 
@@ -715,7 +875,7 @@ class SubscriptionTransaction(CursorTransaction):
         index), which raises the cursor's consumer-ack mark in the same statement.
         """
         return self.append_by_subscription(
-            self._id, self.subscription, topic_partition, payload, consumer_ack
+            self._id, self.subscription, topic_partition, payload, consumer_ack, ticket=ticket
         )
 
 
@@ -734,11 +894,17 @@ def locked_transaction(
     ``flushed`` False (a dispatch's bookkeeping): the commit does not wait for the disk
     (:func:`~cursorops.core.store.cursor_door.opened`)."""
     txn = SubscriptionTransaction(raw, dialect, 0, subscription, now_ms)
-    with opened(txn, flushed=flushed, begin=lambda: txn._lock(topic, flushed=flushed)):
+    with opened(
+        txn,
+        flushed=flushed,
+        begin=lambda: txn._lock(topic, flushed=flushed),
+        clock=lambda: now_ms,
+    ):
         yield txn
 
 
 __all__ = [
+    "BatchSizes",
     "ConsumerInfo",
     "JournalSince",
     "DispatchedColumns",
@@ -747,5 +913,6 @@ __all__ = [
     "PendingInfo",
     "PendingKey",
     "SubscriptionTransaction",
+    "highest_message",
     "locked_transaction",
 ]

@@ -49,6 +49,7 @@ from cursorops.core.store.checks import (
 )
 from cursorops.core.store.cursor_door import Hold, journal_sizes, load_record
 from cursorops.core.store.cursor_state import missing
+from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.engine import (
     SQLITE_BUSY_TIMEOUT_S,
     WRITE_OPTION,
@@ -204,7 +205,8 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions, BrokerRegistry):
         ``items`` are ``(topic_partition, subscription, payload)``, written in the
         lock order of every multi-cursor writer (topic partition, then
         subscription), so two of them cannot deadlock. Returns the new versions,
-        in order.
+        in order. A cursor move no approval stands behind: refused (ApprovalRequiredError,
+        audited) where the namespace requires approval.
         """
         checked = [
             (
@@ -222,7 +224,9 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions, BrokerRegistry):
                 work.lock(topic, subscription, Hold.MOVE)
             for i in order:
                 name, subscription, data = checked[i]
-                version = work.append_to(name, subscription, [data])
+                version = work.append_to(
+                    name, subscription, [data], ticket=Ticket.ungated("a cursor delta")
+                )
                 if version is None:
                     raise missing(name, subscription)
                 versions[i] = version
@@ -235,7 +239,8 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions, BrokerRegistry):
 
         Runs under the cursor's row lock; deltas after ``through_version`` stay. A
         snapshot older than the stored one is ignored: the stored one already
-        includes everything it has.
+        includes everything it has. The snapshot given replaces the cursor's state: refused
+        where the namespace requires approval, as any cursor move without one is.
         """
         name = canonical_topic(topic_partition)
         check_label("subscription name", subscription)
@@ -243,7 +248,13 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions, BrokerRegistry):
         check_int("through_version", through_version, 0)
         with self.cursor_transaction() as work:
             work.lock(str(TopicName.parse(name).base), subscription, Hold.MOVE)
-            work.compact(name, subscription, data, through_version)
+            work.compact(
+                name,
+                subscription,
+                data,
+                through_version,
+                ticket=Ticket.ungated("a cursor's snapshot replaced"),
+            )
 
     def cursor_sizes(self, topic_partition: str, subscription: str) -> tuple[int, int]:
         """``(snapshot bytes, total bytes of the journal's deltas)``."""

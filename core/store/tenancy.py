@@ -39,6 +39,7 @@ from cursorops.core.store.checks import (
     check_text,
     split_namespace,
 )
+from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.read_view import subscription_info
 from cursorops.core.store.store_base import StoreBase
 from cursorops.core.store.tables import (
@@ -60,6 +61,9 @@ from cursorops.core.store.values import (
     TopicInfo,
 )
 from cursorops.core.subscription import SubscriptionType
+
+UNSUBSCRIBE = Ticket.ungated("unsubscribe")
+"""What a deletion of a subscription is, unless its caller says otherwise."""
 
 
 class Tenancy(StoreBase):
@@ -276,8 +280,15 @@ class Tenancy(StoreBase):
                     f"Initial snapshots must be given for exactly the partitions {expected}, "
                     f"got {sorted(initial_snapshots)}"
                 )
+            # A new cursor, no existing one moved. Where the namespace requires approval,
+            # the Broker creates one anywhere but at latest only under a name without history.
             work.create_subscription(
-                topic_name, name, type.value, props, {p: snapshots[p] for p in expected}
+                topic_name,
+                name,
+                type.value,
+                props,
+                {p: snapshots[p] for p in expected},
+                ticket=Ticket.not_a_move("a new subscription's cursors"),
             )
         return SubscriptionInfo(topic_name, name, type, props)
 
@@ -296,13 +307,15 @@ class Tenancy(StoreBase):
             )
             return [subscription_info(row) for row in session.scalars(query)]
 
-    def delete_subscription(self, topic: str, name: str) -> None:
+    def delete_subscription(self, topic: str, name: str, *, ticket: Ticket = UNSUBSCRIBE) -> None:
         """Delete the subscription with its cursors and their journals, through the cursor
-        door (:meth:`~cursorops.core.store.cursor_door.CursorTransaction.remove_subscription`)."""
+        door (:meth:`~cursorops.core.store.cursor_door.CursorTransaction.remove_subscription`),
+        as ``ticket`` entitles it: by default an unsubscribe, refused where the namespace
+        requires approval."""
         topic_name = canonical_topic(topic)
         check_label("subscription name", name)
         with self.cursor_transaction() as work:
-            work.remove_subscription(topic_name, name)
+            work.remove_subscription(topic_name, name, ticket=ticket)
 
     def update_subscription_properties(
         self, topic: str, name: str, properties: Mapping[str, str]

@@ -25,6 +25,7 @@ from cursorops.core.config import Config
 from cursorops.core.errors import MetadataStoreError, SubscriptionNotFoundError
 from cursorops.core.ids.position import Position
 from cursorops.core.producer import OutgoingMessage
+from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.dispatch_state import SubscriptionTransaction
 from cursorops.core.store.metadata import MetadataStore
 from cursorops.core.store.segment_reader import SegmentCache
@@ -33,6 +34,7 @@ from cursorops.core.subscription import SubscriptionType
 from .conftest import Clock
 
 TOPIC = "persistent://acme/ops/fixed-cost"
+ANY = Ticket.ungated("a test's write, on a namespace that requires no approval")
 
 
 @pytest.fixture
@@ -131,9 +133,9 @@ def test_a_failed_transaction_writes_nothing_and_returns_its_connection(
         with store.subscription_transaction(TOPIC, "s", 0) as txn:
             assert txn.consumers() == []
             with pytest.raises(SubscriptionNotFoundError):
-                txn.append_cursor_delta(f"{TOPIC}-partition-9", b"x")
+                txn.append_cursor_delta(f"{TOPIC}-partition-9", b"x", ticket=ANY)
         with store.subscription_transaction(TOPIC, "s", 0) as txn:
-            version = txn.append_cursor_delta(TOPIC, b"delta")
+            version = txn.append_cursor_delta(TOPIC, b"delta", ticket=ANY)
             txn.upsert_consumer("c", "c", 0, 0, 1_000)
         record = store.load_cursor(TOPIC, "s")
         assert record.version == version == 1

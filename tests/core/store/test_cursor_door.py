@@ -11,10 +11,12 @@ import pytest
 
 from cursorops.core.errors import SubscriptionNotFoundError
 from cursorops.core.store.cursor_door import Hold
+from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.metadata import MetadataStore
 from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/door"
+ANY = Ticket.ungated("a test's write, on a namespace that requires no approval")
 
 
 @pytest.fixture
@@ -32,14 +34,14 @@ def test_a_cursor_of_a_subscription_not_locked_is_not_written(store: MetadataSto
         pytest.raises(RuntimeError, match="before its subscription was locked"),
         store.cursor_transaction() as work,
     ):
-        work.append_to(TOPIC, "s", [b"delta"])
+        work.append_to(TOPIC, "s", [b"delta"], ticket=ANY)
     with (
         pytest.raises(RuntimeError, match="before its subscription was locked"),
         store.cursor_transaction() as work,
     ):
         work.lock(TOPIC, "s", Hold.MOVE)
-        work.append_to(TOPIC, "s", [b"delta"])
-        work.compact(TOPIC, "other", b"", 0)
+        work.append_to(TOPIC, "s", [b"delta"], ticket=ANY)
+        work.compact(TOPIC, "other", b"", 0, ticket=ANY)
     assert store.load_cursor(TOPIC, "s").deltas == []
 
 
@@ -54,12 +56,12 @@ def test_a_cursor_not_read_under_its_lock_is_not_written(store: MetadataStore) -
         ):
             work.lock(TOPIC, "s", Hold.MOVE)
             if write == "append":
-                work.append(cursor_id, [b"delta"])
+                work.append(cursor_id, [b"delta"], ticket=ANY)
             else:
-                work.fold(cursor_id, b"", 0, [b"delta"])
+                work.fold(cursor_id, b"", 0, [b"delta"], ticket=ANY)
     with store.cursor_transaction() as work:
         ((again, _),) = work.read(TOPIC, "s", [TOPIC])
-        assert work.append(again, [b"delta"]) == 1
+        assert work.append(again, [b"delta"], ticket=ANY) == 1
     assert store.load_cursor(TOPIC, "s").deltas == [b"delta"]
 
 
@@ -68,7 +70,7 @@ def test_a_removed_subscription_takes_its_cursors_and_its_name_is_free(
 ) -> None:
     store.append_cursor_delta(TOPIC, "s", b"delta")
     with store.cursor_transaction() as work:
-        work.remove_subscription(TOPIC, "s")
+        work.remove_subscription(TOPIC, "s", ticket=ANY)
     with pytest.raises(SubscriptionNotFoundError):
         store.load_cursor(TOPIC, "s")
     store.create_subscription(TOPIC, "s", SubscriptionType.SHARED, {}, {TOPIC: b"snapshot"})

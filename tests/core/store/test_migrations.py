@@ -32,7 +32,7 @@ from cursorops.core.config import Config
 from cursorops.core.errors import SchemaOutOfDateError
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.producer import OutgoingMessage
-from cursorops.core.reading import dispatch as dispatch_module
+from cursorops.core.store import dispatch_state
 from cursorops.core.store import metadata as metadata_module
 from cursorops.core.store.engine import create_store_engine
 from cursorops.core.store.migrate import head_revision
@@ -142,7 +142,7 @@ def test_a_store_from_before_migrations_migrates_and_reads_the_same(
         before_migrations.setattr(metadata_module, "ensure_schema", lambda *_: None)
         # That code kept no consumer-ack mark (revision 0007): its consumers' acknowledgements
         # bump the cursor alone.
-        before_migrations.setattr(dispatch_module, "_highest", lambda *_: None)
+        before_migrations.setattr(dispatch_state, "highest_message", lambda *_: None)
         with Broker(old, clock=Clock()) as broker:
             populate(broker, broker.clock)  # type: ignore[arg-type]
             delivered_before = broker.consume("admin", TOPIC, "a", 50)
