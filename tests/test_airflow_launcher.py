@@ -192,6 +192,28 @@ def test_the_server_requires_the_home_s_token_and_the_connection_carries_it(
         again.wait(timeout=60)
 
 
+def test_a_token_file_that_is_not_a_token_stops_the_launcher(tmp_path: Path) -> None:
+    home = tmp_path / "cursorops"
+    home.mkdir()
+    (home / "spark-connect.token").write_text('x", "host": "elsewhere\n')
+    done = subprocess.run(
+        ["bash", "-c", 'set -euo pipefail; source "$0" "$1"; spark_connect_start']
+        + [str(REPO / "scripts" / "airflow-env.sh"), str(tmp_path / "airflow")],
+        env={
+            **os.environ,
+            "VENV": str(_venv(tmp_path)),
+            "CURSOROPS_HOME": str(home),
+            "SPARK_CONNECT_PORT": str(free_port()),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "a token is letters, digits, - and _ only" in done.stderr
+    assert "Spark Connect: starting" not in done.stdout
+
+
 def test_airflow_down_stops_everything(tmp_path: Path) -> None:
     launcher, home, port = _start(tmp_path)
     group = int((home / "standalone.group").read_text())
