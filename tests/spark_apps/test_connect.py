@@ -422,7 +422,11 @@ def test_a_token_never_shows_in_an_error() -> None:
 def test_the_script_refuses_to_start_without_a_token() -> None:
     environment = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_AUTHENTICATE_TOKEN"}
     done = subprocess.run(
-        [str(SCRIPT), "--port", "15002"], capture_output=True, text=True, env=environment
+        [str(SCRIPT), "--port", str(_free_port())],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=60,
     )
     assert done.returncode == 2
     assert "set SPARK_CONNECT_AUTHENTICATE_TOKEN" in done.stderr
