@@ -549,3 +549,58 @@ def test_the_operator_s_env_file_is_neither_committed_nor_in_the_image() -> None
     for ignore in (".gitignore", ".dockerignore"):
         lines = (ROOT / ignore).read_text().splitlines()
         assert ".env" in lines, ignore
+
+
+def _compose_command() -> list[str] | None:
+    """``docker compose`` (v2) or ``docker-compose`` (v1), whichever runs here; None if
+    neither does. ``config`` needs no Docker engine."""
+    import shutil
+    import subprocess
+
+    for command in (["docker", "compose"], ["docker-compose"]):
+        if shutil.which(command[0]) is None:
+            continue
+        probe = subprocess.run([*command, "version"], capture_output=True, timeout=60)
+        if probe.returncode == 0:
+            return command
+    return None
+
+
+def test_docker_compose_config_validates_and_refuses_a_missing_secret(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    command = _compose_command()
+    if command is None:
+        pytest.skip("neither docker compose nor docker-compose is installed")
+    environ = {name: f"value-{i}" for i, name in enumerate(sorted(SECRETS))}
+    base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+
+    empty = tmp_path / "empty.env"
+    empty.write_text("")
+
+    def config(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        # An empty --env-file: an operator's .env in the checkout must not answer for env.
+        compose = ["-f", str(ROOT / "docker-compose.yml"), "--env-file", str(empty)]
+        return subprocess.run(
+            [*command, *compose, "config"],
+            env={**base, **env},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    done = config(environ)
+    assert done.returncode == 0, done.stderr
+    resolved = yaml.safe_load(done.stdout)
+    services = resolved["services"]
+    assert {name for name, s in services.items() if s.get("ports")} == {
+        "airflow-api-server",
+        *BROKERS,
+    }
+    assert check_spark_cannot_write(resolved) == []
+    for name in sorted(SECRETS):
+        missing = config({k: v for k, v in environ.items() if k != name})
+        assert missing.returncode != 0, name
+        assert f"set {name}" in missing.stderr, (name, missing.stderr)
