@@ -11,6 +11,10 @@ Given a Spark Connect URL (``remote=``, or the environment's
 server's warm session runs the same DataFrame code. Jobs use nothing that only
 a classic session has (no ``SparkContext``), so both modes give the same answers.
 
+A server that requires a token (``scripts/spark-connect-up.sh`` always does) gets it
+from the URL's ``;token=`` or from ``SPARK_CONNECT_AUTHENTICATE_TOKEN``, sent by
+:mod:`.connect_channel`; errors show the URL with ``token=***``.
+
 Every job attaches to one server-side session per server URL
 (:func:`shared_session_id`) and leaves it open: Spark keeps a Python worker
 pool per session, so a session per job would start (and keep) a new pool of
