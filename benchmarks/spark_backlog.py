@@ -33,6 +33,7 @@ import json
 import os
 import platform
 import random
+import secrets
 import signal
 import socket
 import subprocess
@@ -328,7 +329,8 @@ class ConnectServer:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = int(probe.getsockname()[1])
-        self.url = f"sc://127.0.0.1:{self.port}"
+        self.token = secrets.token_urlsafe(32)
+        self.url = f"sc://127.0.0.1:{self.port}/;token={self.token}"
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -337,7 +339,10 @@ class ConnectServer:
         command = [str(script), "--port", str(self.port), "--master", "local[2]"]
         with open(self.log, "wb") as sink:
             self.process = subprocess.Popen(
-                [*command, "--driver-memory", "4g"], stdout=sink, stderr=subprocess.STDOUT
+                [*command, "--driver-memory", "4g"],
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "SPARK_CONNECT_AUTHENTICATE_TOKEN": self.token},
             )
         deadline = time.monotonic() + CONNECT_START_SECONDS
         while True:

@@ -10,6 +10,7 @@
 # AIRFLOW_CONN_CURSOROPS_DEFAULT (default: built from CURSOROPS_HOME, CURSOROPS_METADATA_URL
 # and CURSOROPS_LEDGER_ROOT), AIRFLOW_CONN_SPARK_DEFAULT, and for the Spark Connect server the launchers start
 # (spark_connect_start): SPARK_CONNECT_PORT (default 15002), SPARK_CONNECT_MASTER,
+# $CURSOROPS_HOME/spark-connect.token (its token; made when missing),
 # AIRFLOW_CONN_SPARK_CONNECT_DEFAULT (set: that server, none started) and
 # CURSOROPS_SPARK_CONNECT (0: none, every Spark task spark-submits).
 # Sets: repo, venv, port, passwords, and the AIRFLOW_* / SPARK_* variables every
@@ -76,30 +77,52 @@ export SPARK_LOCAL_IP=127.0.0.1
 # Spark for every Spark task of every DAG: a Spark Connect server started with Airflow
 # and stopped with it, so a task runs its job as a thin client (no JVM start, pyspark
 # imported once, in the task's process). A server already listening on the port is
-# reused, and then left running. spark_connect_default names it.
+# reused, and then left running. spark_connect_default names it, with the home's
+# token as its password: whoever reaches the port runs Python in the server, so it
+# refuses clients without the token (scripts/spark-connect-up.sh). The token is made
+# once per home, readable by its owner only, and kept: a server reused later, and a
+# person's `cursorops --remote`, need the same one.
 spark_connect_pid=""
 spark_connect_warm_pid=""
 spark_connect_port="${SPARK_CONNECT_PORT:-15002}"
+spark_connect_token_file="$CURSOROPS_HOME/spark-connect.token"
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# The home's Spark Connect token, made on first use (mode 0600 from its creation).
+spark_connect_token() {
+    if [[ ! -s "$spark_connect_token_file" ]]; then
+        mkdir -p "$CURSOROPS_HOME"
+        (umask 077 && "$venv/bin/python" -c 'import secrets; print(secrets.token_urlsafe(32))' \
+            >"$spark_connect_token_file")
+    fi
+    local token
+    token="$(cat "$spark_connect_token_file")"
+    # It goes into a URL and a JSON connection as it is.
+    [[ "$token" =~ ^[A-Za-z0-9_-]+$ ]] || {
+        echo "$spark_connect_token_file: a token is letters, digits, - and _ only; remove the file for a new one" >&2
+        return 1
+    }
+    echo "$token"
+}
 spark_connect_start() {
     if [[ -n "${AIRFLOW_CONN_SPARK_CONNECT_DEFAULT:-}" || "${CURSOROPS_SPARK_CONNECT:-1}" == 0 ]]; then
         return 0
     fi
-    local log="$AIRFLOW_HOME/spark-connect.log"
+    local log="$AIRFLOW_HOME/spark-connect.log" token
+    token="$(spark_connect_token)"
     rm -f "$AIRFLOW_HOME/spark-connect.ready"
     if port_open "$spark_connect_port"; then
-        echo "Spark Connect: reusing the server on 127.0.0.1:$spark_connect_port"
+        echo "Spark Connect: reusing the server on 127.0.0.1:$spark_connect_port (it must hold $spark_connect_token_file)"
         touch "$AIRFLOW_HOME/spark-connect.ready"
     else
         # A background job of this shell: it ignores SIGINT, so Ctrl-C reaches the
         # launcher's trap, which stops it after Airflow (spark_connect_stop).
-        VENV="$venv" SPARK_CONNECT_PORT="$spark_connect_port" \
+        VENV="$venv" SPARK_CONNECT_PORT="$spark_connect_port" SPARK_CONNECT_AUTHENTICATE_TOKEN="$token" \
             "$repo/scripts/spark-connect-up.sh" >"$log" 2>&1 &
         spark_connect_pid=$!
         echo "$spark_connect_pid" >"$AIRFLOW_HOME/spark-connect.pid"
-        echo "Spark Connect: starting a server on 127.0.0.1:$spark_connect_port (log $log)"
+        echo "Spark Connect: starting a server on 127.0.0.1:$spark_connect_port (log $log, token in $spark_connect_token_file)"
     fi
-    export AIRFLOW_CONN_SPARK_CONNECT_DEFAULT="{\"conn_type\":\"spark_connect\",\"host\":\"127.0.0.1\",\"port\":$spark_connect_port}"
+    export AIRFLOW_CONN_SPARK_CONNECT_DEFAULT="{\"conn_type\":\"spark_connect\",\"host\":\"127.0.0.1\",\"port\":$spark_connect_port,\"password\":\"$token\"}"
 }
 # Wait until the server started by spark_connect_start listens, and warm it up; then
 # touch $AIRFLOW_HOME/spark-connect.ready. 1 if the server exited first.
@@ -118,7 +141,8 @@ spark_connect_wait() {
     # The first job of a fresh server pays its JVM's and Python workers' start: pay it
     # now, while Airflow starts (spark_apps/warm_up.py). In the background so that a
     # signal's trap runs at once (spark_connect_stop ends it).
-    "$venv/bin/python" -m cursorops.spark.warm_up --remote "sc://127.0.0.1:$spark_connect_port" \
+    SPARK_CONNECT_AUTHENTICATE_TOKEN="$(spark_connect_token)" \
+        "$venv/bin/python" -m cursorops.spark.warm_up --remote "sc://127.0.0.1:$spark_connect_port" \
         >>"$AIRFLOW_HOME/spark-connect.log" 2>&1 &
     spark_connect_warm_pid=$!
     wait "$spark_connect_warm_pid" || echo "Spark Connect: the warm-up failed (see the log)" >&2

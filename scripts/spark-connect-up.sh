@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # A long-lived Spark Connect server: the warm session every Spark job of
-# cursorops reaches (CURSOROPS_SPARK_REMOTE=sc://127.0.0.1:15002, or Airflow's
-# spark_connect_default connection) without starting a JVM of its own.
+# cursorops reaches (CURSOROPS_SPARK_REMOTE=sc://127.0.0.1:15002/;token=..., or
+# Airflow's spark_connect_default connection) without starting a JVM of its own.
 #
+#   SPARK_CONNECT_AUTHENTICATE_TOKEN=... \
 #   scripts/spark-connect-up.sh [--port 15002] [--host 127.0.0.1] [--master 'local[*]']
 #                               [--driver-memory 2g] [--conf key=value ...]
 #
+# Whoever reaches the server runs Python of their choosing in it: it refuses every
+# client without SPARK_CONNECT_AUTHENTICATE_TOKEN (Spark's own check, read from the
+# environment so that no command line shows it), and does not start without one.
 # Reads also SPARK_CONNECT_PORT, SPARK_CONNECT_HOST, SPARK_CONNECT_MASTER,
 # SPARK_CONNECT_DRIVER_MEMORY (the flags win), VENV and PYSPARK_PYTHON. Runs in
 # the foreground from the venv's pyspark (its spark-connect jar; without a venv,
@@ -42,11 +46,16 @@ while [[ $# -gt 0 ]]; do
         --master) master="$2"; shift 2 ;;
         --driver-memory) memory="$2"; shift 2 ;;
         --conf) confs+=(--conf "$2"); shift 2 ;;
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "spark-connect-up.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
 [[ "$port" =~ ^[0-9]+$ ]] || { echo "spark-connect-up.sh: --port must be a number, not '$port'" >&2; exit 2; }
+[[ -n "${SPARK_CONNECT_AUTHENTICATE_TOKEN:-}" ]] || {
+    echo "spark-connect-up.sh: set SPARK_CONNECT_AUTHENTICATE_TOKEN: the server accepts only clients holding it" >&2
+    exit 2
+}
+export SPARK_CONNECT_AUTHENTICATE_TOKEN
 
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 export PYSPARK_PYTHON="$python"

@@ -18,6 +18,9 @@
 # The brokers: CURSOROPS_BROKERS of them (default 1; 0 for none) on ports from
 # CURSOROPS_BROKER_PORT (6650) and CURSOROPS_WEB_PORT (8080) on, as brokers-up.sh
 # says; it prints their multi-host service URL once all answer, and Spark starts after.
+# The master and worker listen on 127.0.0.1 only (whoever reaches the master submits
+# an application); the Spark Connect server requires the home's token
+# ($CURSOROPS_HOME/spark-connect.token, made on first start, mode 0600).
 # Stop it with SIGINT or SIGTERM: Airflow first, then the worker, then the
 # master, then the brokers; it waits for each. If any of them dies, it stops the
 # rest and exits 1.

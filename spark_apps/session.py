@@ -11,6 +11,10 @@ Given a Spark Connect URL (``remote=``, or the environment's
 server's warm session runs the same DataFrame code. Jobs use nothing that only
 a classic session has (no ``SparkContext``), so both modes give the same answers.
 
+A server that requires a token (``scripts/spark-connect-up.sh`` always does) gets it
+from the URL's ``;token=`` or from ``SPARK_CONNECT_AUTHENTICATE_TOKEN``, sent by
+:mod:`.connect_channel`; errors show the URL with ``token=***``.
+
 Every job attaches to one server-side session per server URL
 (:func:`shared_session_id`) and leaves it open: Spark keeps a Python worker
 pool per session, so a session per job would start (and keep) a new pool of
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import sys
 import threading
@@ -28,7 +33,7 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, cast
 
 from cursorops.core.errors import InvalidArgumentError, LedgerStoreError
 
@@ -59,6 +64,15 @@ _SESSION_SETTINGS = {
 """Settings a job's own session may carry (a Connect client can set only these)."""
 
 
+_TOKEN_PARAM = re.compile(r"(;token=)[^;]*")
+
+
+def redacted(url: str) -> str:
+    """``url`` with its token's value (``;token=...``, see :mod:`.connect_channel`) replaced
+    by ``***``: what logs and error messages may show."""
+    return _TOKEN_PARAM.sub(r"\1***", url)
+
+
 def remote_url(remote: str | None = None) -> str | None:
     """The Connect URL to use: ``remote`` if given, else :data:`REMOTE_ENV`'s, else None.
 
@@ -69,7 +83,9 @@ def remote_url(remote: str | None = None) -> str | None:
     if not chosen:
         return None
     if not chosen.startswith("sc://"):
-        raise InvalidArgumentError(f"Invalid Spark Connect URL '{chosen}': expected sc://host:port")
+        raise InvalidArgumentError(
+            f"Invalid Spark Connect URL '{redacted(chosen)}': expected sc://host:port"
+        )
     return chosen
 
 
@@ -101,7 +117,9 @@ def check_reachable(url: str, timeout_s: float = 10.0) -> None:
     if not colon:
         host, port = netloc, str(CONNECT_PORT)
     if not host or not port.isdigit():
-        raise InvalidArgumentError(f"Invalid Spark Connect URL '{url}': expected sc://host:port")
+        raise InvalidArgumentError(
+            f"Invalid Spark Connect URL '{redacted(url)}': expected sc://host:port"
+        )
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
             pass
@@ -118,13 +136,20 @@ def _connect_session(url: str, app_name: str, settings: dict[str, str]) -> Spark
     closed (a server-side idle timeout, or another client released it)."""
     check_reachable(url)
     from pyspark.errors import PySparkException
-    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from cursorops.spark.connect_channel import TokenChannelBuilder
 
     def create(target: str) -> SparkSession:
-        builder = SparkSession.builder.remote(target).appName(app_name)
+        # What pyspark's builder.remote() marks before it creates a Connect session: the
+        # DataFrame functions (F.col, ...) then build Connect expressions, not the JVM's.
+        os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+        builder = ConnectSession.builder.channelBuilder(TokenChannelBuilder(target))
+        builder = builder.appName(app_name)
         for key, value in settings.items():
             builder = builder.config(key, value)
-        return builder.create()
+        # A Connect session serves as one: pyspark's builder.remote() casts it the same way.
+        return cast("SparkSession", builder.create())
 
     try:
         session = create(_with_session_id(url))
@@ -133,8 +158,6 @@ def _connect_session(url: str, app_name: str, settings: dict[str, str]) -> Spark
     except PySparkException as exc:
         if "SESSION_CLOSED" not in str(exc):
             raise
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
-
         # The failed client is the process's active session: close it, or later calls use it.
         failed = ConnectSession.getActiveSession()
         if failed is not None:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from cursorops.airflow.local_airflow import CONNECT_TOKEN
 from cursorops.core.config import Config
 from tests import leftovers
 from tests.airflow_harness import start_airflow
@@ -65,14 +66,17 @@ def _seed(config: Config, namespace: str) -> None:
         broker.produce("admin", topic, messages, batch_size=10)
 
 
-def _occupy_every_slot(port: int, started: Path) -> threading.Thread:
+def _occupy_every_slot(port: int, token: str, started: Path) -> threading.Thread:
     """Another client's job on the server at ``port``, one sleeping task per core (the
     server runs ``local[*]``), each touching a file under ``started`` once it runs; in a
     thread, which ends when the server stops."""
     from pyspark.sql.connect.session import SparkSession
 
+    from cursorops.spark.connect_channel import TokenChannelBuilder
+
     slots = os.cpu_count() or 1
-    spark = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").create()
+    channel = TokenChannelBuilder(f"sc://127.0.0.1:{port}/;token={token}")
+    spark = SparkSession.builder.channelBuilder(channel).create()
     # No retries: once the launcher stops the server, this job fails at once, and neither
     # the thread nor the client's clean-up at exit waits minutes for a server that is gone.
     spark.client.set_retry_policies([])
@@ -154,7 +158,8 @@ def test_ctrl_c_during_a_spark_task_stops_everything(tmp_path: Path) -> None:
             time.sleep(0.2)
         started = tmp_path / "busy"
         started.mkdir()
-        busy = _occupy_every_slot(connect_port, started)
+        token = (config.home / CONNECT_TOKEN).read_text().strip()
+        busy = _occupy_every_slot(connect_port, token, started)
         run = airflow.trigger(DAG, {"namespaces": [namespace]}, user="admin")
         deadline = time.monotonic() + 600
         while True:

@@ -43,9 +43,12 @@ while True:
 """
 
 FAKE_SPARK_SUBMIT = """#!/usr/bin/env python3
-import signal, socket, sys
+import json, os, signal, socket, sys
 flag = "spark.connect.grpc.binding.port="
 port = next(int(a.removeprefix(flag)) for a in sys.argv if a.startswith(flag))
+seen = {"argv": sys.argv, "token": os.environ.get("SPARK_CONNECT_AUTHENTICATE_TOKEN")}
+with open(os.path.join(os.environ["CURSOROPS_HOME"], "server.json"), "w") as out:
+    json.dump(seen, out)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 server = socket.socket()
 server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -157,6 +160,58 @@ def test_ctrl_c_stops_standalone_with_one_sigint_then_the_server(tmp_path: Path)
     group = int((home / "standalone.group").read_text())
     os.killpg(launcher.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
     _stopped(launcher, home, group, port)
+
+
+def test_the_server_requires_the_home_s_token_and_the_connection_carries_it(
+    tmp_path: Path,
+) -> None:
+    import json
+    import stat
+
+    launcher, home, _port = _start(tmp_path)
+    try:
+        token_file = tmp_path / "cursorops" / "spark-connect.token"
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        token = token_file.read_text().strip()
+        assert len(token) >= 40
+        server = json.loads((tmp_path / "cursorops" / "server.json").read_text())
+        # From the environment, where Spark reads it; no command line shows it.
+        assert server["token"] == token
+        assert not [arg for arg in server["argv"] if token in arg]
+        connection = json.loads((home / "connection").read_text())
+        assert connection["password"] == token
+    finally:
+        os.killpg(launcher.pid, signal.SIGINT)
+        launcher.wait(timeout=60)
+    # A second start on the same home keeps its token.
+    again, _home, _port = _start(tmp_path / "again", CURSOROPS_HOME=str(tmp_path / "cursorops"))
+    try:
+        assert json.loads((_home / "connection").read_text())["password"] == token
+    finally:
+        os.killpg(again.pid, signal.SIGINT)
+        again.wait(timeout=60)
+
+
+def test_a_token_file_that_is_not_a_token_stops_the_launcher(tmp_path: Path) -> None:
+    home = tmp_path / "cursorops"
+    home.mkdir()
+    (home / "spark-connect.token").write_text('x", "host": "elsewhere\n')
+    done = subprocess.run(
+        ["bash", "-c", 'set -euo pipefail; source "$0" "$1"; spark_connect_start']
+        + [str(REPO / "scripts" / "airflow-env.sh"), str(tmp_path / "airflow")],
+        env={
+            **os.environ,
+            "VENV": str(_venv(tmp_path)),
+            "CURSOROPS_HOME": str(home),
+            "SPARK_CONNECT_PORT": str(free_port()),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "a token is letters, digits, - and _ only" in done.stderr
+    assert "Spark Connect: starting" not in done.stdout
 
 
 def test_airflow_down_stops_everything(tmp_path: Path) -> None:

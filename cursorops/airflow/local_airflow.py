@@ -46,6 +46,8 @@ the scheduler's own log line saying it processed that event, then this long."""
 PARKED_EVENT_TIMEOUT_S = 120.0
 CONNECT_READY = "spark-connect.ready"
 """Touched in AIRFLOW_HOME once the launcher's Spark Connect server listens and is warm."""
+CONNECT_TOKEN = "spark-connect.token"
+"""In CURSOROPS_HOME: the token the launcher's Spark Connect server requires (mode 0600)."""
 AIRFLOW_READY = "airflow.ready"
 """Touched in AIRFLOW_HOME once the launcher has warmed up the api-server's execution API."""
 FINISHED = {"success", "failed"}
@@ -279,8 +281,15 @@ class Airflow:
         env = {name: value for name, _, value in pairs}
         connect = spark_connect_port(self.launcher_env)
         if connect is not None:
+            # The token the launcher made for its home (scripts/airflow-env.sh).
+            token = Path(env["CURSOROPS_HOME"], CONNECT_TOKEN).read_text().strip()
             env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"] = json.dumps(
-                {"conn_type": "spark_connect", "host": "127.0.0.1", "port": connect}
+                {
+                    "conn_type": "spark_connect",
+                    "host": "127.0.0.1",
+                    "port": connect,
+                    "password": token,
+                }
             )
         return env
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import secrets
 import shutil
 import signal
 import socket
@@ -58,9 +59,16 @@ START_SECONDS = 240
 @dataclass(frozen=True)
 class Server:
     url: str
+    """With the token: what a job is given."""
     port: int
     process: subprocess.Popen[bytes]
     log: Path
+    token: str
+
+    @property
+    def address(self) -> str:
+        """Without the token."""
+        return f"sc://127.0.0.1:{self.port}"
 
 
 def _free_port() -> int:
@@ -87,6 +95,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The real Connect server, from the script, on a free port; SIGTERM stops it cleanly."""
     pytest.importorskip("pyspark")
     port = _free_port()
+    token = secrets.token_urlsafe(32)
     log = tmp_path_factory.mktemp("connect") / "server.log"
     with open(log, "wb") as sink:
         process = subprocess.Popen(
@@ -104,6 +113,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             stdout=sink,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env={**os.environ, "SPARK_CONNECT_AUTHENTICATE_TOKEN": token},
         )
     deadline = time.monotonic() + START_SECONDS
     while not _listening(port):
@@ -112,7 +122,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             pytest.fail(f"the Connect server did not start:\n{log.read_text()[-3000:]}")
         time.sleep(0.5)
     try:
-        yield Server(f"sc://127.0.0.1:{port}", port, process, log)
+        yield Server(f"sc://127.0.0.1:{port}/;token={token}", port, process, log, token)
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -367,6 +377,61 @@ def test_an_unreachable_server_is_one_error_line_and_exit_6(
     assert errors[0].endswith("): the ledgers cannot be scanned")
 
 
+_TRY = """
+from pyspark.sql.connect.session import SparkSession
+from cursorops.spark.connect_channel import TokenChannelBuilder
+session = SparkSession.builder.channelBuilder(TokenChannelBuilder(url)).create()
+try:
+    result = session.range(5).count()
+finally:
+    session.stop()
+"""
+
+
+def test_a_client_without_the_token_is_refused_one_with_it_works(
+    server: Server, tmp_path: Path
+) -> None:
+    for url in (server.address, f"{server.address}/;token=not-{server.token}"):
+        outcome = _in_client(tmp_path, _TRY, url=url)
+        assert outcome[0] == "raised" and "UNAUTHENTICATED" in outcome[2], outcome
+    # pyspark's own client too: the server refuses it, not only cursorops's channel.
+    refused = _in_client(
+        tmp_path,
+        "from pyspark.sql import SparkSession\n"
+        "result = SparkSession.builder.remote(url).create().range(5).count()",
+        url=server.address,
+    )
+    assert refused[0] == "raised" and "No authentication token provided" in refused[2], refused
+    # In the URL over plaintext (pyspark's channel would insist on TLS), or from the
+    # environment variable pyspark reads, as the launchers' warm-up gives it.
+    assert _result(_in_client(tmp_path, _TRY, url=server.url)) == 5
+    from_env = {"SPARK_CONNECT_AUTHENTICATE_TOKEN": server.token}
+    assert _result(_in_client(tmp_path, _TRY, from_env, url=server.address)) == 5
+
+
+def test_a_token_never_shows_in_an_error() -> None:
+    from cursorops.spark.session import redacted
+
+    url = "sc://h:1/;user_id=a;token=s3cr3t;session_id=x"
+    assert redacted(url) == "sc://h:1/;user_id=a;token=***;session_id=x"
+    with pytest.raises(InvalidArgumentError) as raised:
+        remote_url("h:1/;token=s3cr3t")
+    assert "s3cr3t" not in str(raised.value)
+
+
+def test_the_script_refuses_to_start_without_a_token() -> None:
+    environment = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_AUTHENTICATE_TOKEN"}
+    done = subprocess.run(
+        [str(SCRIPT), "--port", str(_free_port())],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "set SPARK_CONNECT_AUTHENTICATE_TOKEN" in done.stderr
+
+
 def test_the_script_refuses_a_bad_port() -> None:
     done = subprocess.run(
         [str(SCRIPT), "--port", "fifteen"], capture_output=True, text=True, check=False
@@ -378,8 +443,9 @@ def test_the_script_refuses_a_bad_port() -> None:
 # -- Airflow: the DAG's Spark tasks --------------------------------------------------------
 
 
-def _connection(port: int) -> str:
-    return json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": port})
+def _connection(port: int, token: str = "") -> str:
+    connection = {"conn_type": "spark_connect", "host": "127.0.0.1", "port": port}
+    return json.dumps({**connection, **({"password": token} if token else {})})
 
 
 _TASKS = """
@@ -410,7 +476,7 @@ def test_a_dag_spark_task_runs_on_connect_when_the_connection_exists(
     topic = make_topic(tmp_path / "home", 14, partitions=2, messages=120)
     output = tmp_path / "analysis.json"
     env = {
-        "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": _connection(server.port),
+        "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": _connection(server.port, server.token),
         # spark-submit would fail on this master: only the Connect path can answer.
         "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "spark://127.0.0.1:9"}',
     }
@@ -451,6 +517,9 @@ def test_the_connect_server_is_found_from_the_connection_else_the_environment(
     assert connect_url() == "sc://10.1.2.3:15002"
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", _connection(15009))
     assert connect_url() == "sc://127.0.0.1:15009/"
+    # The connection's password is the server's token.
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", _connection(15009, "t0k-en_x"))
+    assert connect_url() == "sc://127.0.0.1:15009/;token=t0k-en_x"
     # Bad input, not found, not authorized; a conflict or a store failure may pass on retry.
     assert permanent_exit_codes() == {2, 3, 5}
 
@@ -500,16 +569,20 @@ def test_a_job_gets_a_session_of_its_own_when_the_shared_one_was_closed(
         _in_client(
             tmp_path,
             """
-            from pyspark.sql import SparkSession
+            from pyspark.sql.connect.session import SparkSession
             from cursorops.spark import analyze_backlog
+            from cursorops.spark.connect_channel import TokenChannelBuilder
             from cursorops.spark.session import shared_session_id
-            shared = f"{url}/;session_id={shared_session_id(url)}"
-            SparkSession.builder.remote(shared).create().stop()  # releases it on the server
+            shared = f"{address}/;token={token};session_id={shared_session_id(address)}"
+            # Releases it on the server.
+            SparkSession.builder.channelBuilder(TokenChannelBuilder(shared)).create().stop()
             result = analyze_backlog.run(config, topic, remote=url)
             """,
             config=topic.config,
             topic=TOPIC,
             url=server.url,
+            address=server.address,
+            token=server.token,
         )
     )
     assert _as_tuples(analyses) == _as_tuples(core_analyses(topic.config, TOPIC))

@@ -5,9 +5,10 @@ decides when it runs (never when the DAG is parsed) where the job goes:
 
 - on a long-lived Spark Connect server (``scripts/spark-connect-up.sh``) when
   the ``spark_connect_default`` connection exists (conn type ``spark_connect``,
-  host and port of the server), or else when the worker's environment sets
-  ``CURSOROPS_SPARK_REMOTE=sc://host:port``: the job's ``main`` runs in the
-  task's own process as a thin client, with ``--remote``, and no JVM starts;
+  host and port of the server, its token as the password), or else when the
+  worker's environment sets ``CURSOROPS_SPARK_REMOTE=sc://host:port/;token=...``:
+  the job's ``main`` runs in the task's own process as a thin client, with
+  ``--remote``, and no JVM starts;
 - otherwise through ``spark-submit`` as before, where ``spark_default``
   decides where the job runs (``local[*]`` on one machine, ``spark://host:7077``
   on a cluster).
@@ -125,13 +126,14 @@ def run_on_connect(app: str, args: Sequence[str], remote: str) -> None:
     """
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-    from cursorops.spark.session import hosted_logging
+    from cursorops.spark.session import hosted_logging, redacted
 
     with hosted_logging():
         code = job_main(app)([*args, "--remote", remote])
     if code == 0:
         return
-    message = f"spark_apps/{Path(app).stem}.py exited with {code} on {remote}: see the log above"
+    where = redacted(remote)
+    message = f"spark_apps/{Path(app).stem}.py exited with {code} on {where}: see the log above"
     if code in permanent_exit_codes():
         raise AirflowFailException(message)
     raise AirflowException(message)
@@ -160,9 +162,9 @@ class SparkJobOperator(SparkSubmitOperator):
         if remote is None:
             super().execute(context)
             return
-        from cursorops.spark.session import JOB_TAG_ENV
+        from cursorops.spark.session import JOB_TAG_ENV, redacted
 
-        self.log.info("Running %s on Spark Connect %s", self.application, remote)
+        self.log.info("Running %s on Spark Connect %s", self.application, redacted(remote))
         self._termination = Termination()
         with self._termination.running():
             self._connect_tag = f"cursorops-{uuid.uuid4().hex}"

@@ -1,2 +1,0 @@
--- The compose PostgreSQL holds two databases: cursorops (created by the image) and airflow.
-CREATE DATABASE airflow OWNER cursorops;
