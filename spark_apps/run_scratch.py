@@ -22,6 +22,12 @@ MATCH_LIST = "matches.parquet"
 """The match list find_messages writes for the run (Spark's folder of Parquet parts)."""
 SUMMARY = "summary.json"
 """The JSON summary find_messages writes for the run; it names the request's digest."""
+TOPICS = "topics.json"
+"""The topics the backlog audit's first task listed for the run's Spark job."""
+AUDIT = "audit.json"
+"""The backlog audit's answer, which the run's Spark job writes."""
+FILES = frozenset({MATCH_LIST, SUMMARY, TOPICS, AUDIT})
+"""Every file a run's scratch folder may hold."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _KEPT = 80
@@ -63,9 +69,9 @@ def checked_scratch(config: Config, dag_id: str, run_id: str, *, create: bool = 
 
 
 def scratch_file(config: Config, dag_id: str, run_id: str, name: str) -> Path:
-    """A file of the run's scratch folder: :data:`MATCH_LIST` or :data:`SUMMARY`; any
-    other name is refused, and so is a file whose real path leaves the folder."""
-    if name not in (MATCH_LIST, SUMMARY):
+    """A file of the run's scratch folder (one of :data:`FILES`); any other name is
+    refused, and so is a file whose real path leaves the folder."""
+    if name not in FILES:
         raise InvalidArgumentError(f"Refused: {name!r} is no file of a run's scratch folder")
     folder = checked_scratch(config, dag_id, run_id)
     path = folder / name

@@ -156,25 +156,13 @@ DAG = "cursorops_skip_matching"
 
 
 def _dag():
-    import importlib.util
-    from pathlib import Path
+    from tests.dags.test_no_xcom_inputs import load_dag
 
-    path = Path(__file__).resolve().parents[2] / "dags" / f"{DAG}.py"
-    spec = importlib.util.spec_from_file_location(f"_{DAG}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.cursorops_skip_matching()
+    return load_dag(DAG)
 
 
-def test_no_task_takes_an_argument_from_an_xcom():
-    """Every task after validate_request finds the request by its own run: no TaskFlow
-    argument, and the Spark job's arguments are the run's identity only."""
-    dag = _dag()
-    for task in dag.tasks:
-        assert not getattr(task, "op_args", None), task.task_id
-        assert not getattr(task, "op_kwargs", None), task.task_id
-    find = dag.get_task("find_messages")
+def test_the_scan_gets_the_run_s_identity_only():
+    find = _dag().get_task("find_messages")
     assert find.application_args == [
         "--dag-id={{ dag_run.dag_id }}",
         "--run-id={{ dag_run.run_id }}",
