@@ -236,6 +236,7 @@ def scan_answer(config: Config, record: RequestRecord) -> tuple[dict[str, Any], 
     list holds only rows of the record's subscription: an answer written for another
     request is never planned."""
     from cursorops.core.errors import NotAuthorizedError
+    from cursorops.core.ids.topic_name import TopicName
     from cursorops.spark.match_list import read_match_list
     from cursorops.spark.run_scratch import MATCH_LIST, SUMMARY, scratch_file
 
@@ -250,8 +251,6 @@ def scan_answer(config: Config, record: RequestRecord) -> tuple[dict[str, Any], 
             f"The scan's summary names request {named!r}, not this run's request "
             f"{record.digest}: nothing planned"
         )
-    from cursorops.core.ids.topic_name import TopicName
-
     wanted = (str(TopicName.parse(record.topic)), record.subscription)
     if (found.get("topic"), found.get("subscription")) != wanted:
         raise NotAuthorizedError(
@@ -265,7 +264,7 @@ def scan_answer(config: Config, record: RequestRecord) -> tuple[dict[str, Any], 
             "The match list holds rows of another subscription than the run's request: "
             "nothing planned"
         )
-    matches_count = found.get("matches")
-    if isinstance(matches_count, bool) or not isinstance(matches_count, int):
+    counted = found.get("matches")
+    if isinstance(counted, bool) or not isinstance(counted, int):
         raise InvalidArgumentError("Invalid scan summary: no count of matches")
     return found, matches
