@@ -76,8 +76,9 @@ def cursorops_skip_matching() -> None:
                 role=hook.role(requester),
                 now_ms=wall_clock_ms(),
             )
-        with hook.broker() as broker:
-            record = broker.save_request_record(record)
+            # Another request recorded for this run already is refused, and audited.
+            with hook.new_broker() as broker:
+                record = broker.save_request_record(record)
         return {
             "requestDigest": record.digest,
             "topic": record.topic,

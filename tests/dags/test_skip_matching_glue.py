@@ -219,6 +219,7 @@ def _write_scan(config, run_id, topic, ids, request, subscription=SUBSCRIPTION):
 
 
 def test_a_run_s_request_is_recorded_once_and_read_by_the_run_only(seeded_home):
+    from airflow.sdk.exceptions import AirflowFailException
     from sqlalchemy import update
 
     from cursorops.core.errors import NotAuthorizedError
@@ -229,6 +230,11 @@ def test_a_run_s_request_is_recorded_once_and_read_by_the_run_only(seeded_home):
     conf = {**BASE, "topic": seeded.topic, "subscription": SUBSCRIPTION, "still_scheduled": True}
     shown = _call(dag, "validate_request", _context(conf))
     assert _call(dag, "validate_request", _context(conf)) == shown  # run again: the same record
+    other = {**conf, "still_scheduled": False, "everything": True}
+    with pytest.raises(AirflowFailException, match="has a request recorded already"):
+        _call(dag, "validate_request", _context(other))
+    [refused] = seeded.audit("skip-refused")
+    assert refused["stage"] == "validate" and refused["runId"] == "manual__1"
     with Broker(config) as broker:
         record = broker.run_request_record(DAG, "manual__1", "alice")
         assert record.digest == shown["requestDigest"]
