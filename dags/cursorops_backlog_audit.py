@@ -24,6 +24,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
+from cursorops.airflow.backlog_audit import audit_role
 from cursorops.airflow.operators.spark import spark_job
 
 # The schedule is a deployment setting (a cron expression, a preset, or "none" for
@@ -65,57 +66,54 @@ SCHEDULE = os.environ.get("CURSOROPS_AUDIT_SCHEDULE", "@hourly").strip() or "@ho
     },
 )
 def cursorops_backlog_audit() -> None:
-    # multiple_outputs: the Spark job's arguments are single fields of the result.
-    @task(retries=0, multiple_outputs=True)
+    @task(retries=0)
     def list_topics() -> dict[str, Any]:
-        """The topics of the chosen namespaces (in a file of the run), and the job's files."""
+        """The topics of the chosen namespaces, in the run's scratch folder for the Spark job
+        (which takes nothing from an XCom)."""
         import json
 
         from cursorops.airflow.backlog_audit import audit_role, audit_topics
         from cursorops.airflow.hooks import CursorOpsHook
-        from cursorops.airflow.runs import run_folder
+        from cursorops.spark.run_scratch import TOPICS, checked_scratch, scratch_file
 
         context = get_current_context()
+        dag_run = context["dag_run"]
         hook = CursorOpsHook()
-        cfg = hook.config
-        role = audit_role()
-        folder = run_folder(cfg, context["dag_run"])
         with hook.broker() as broker:
-            topics = audit_topics(broker, role, context["params"]["namespaces"])
-        listed = folder / "topics.json"
+            topics = audit_topics(broker, audit_role(), context["params"]["namespaces"])
+            checked_scratch(hook.config, dag_run.dag_id, dag_run.run_id, create=True)
+            listed = scratch_file(hook.config, dag_run.dag_id, dag_run.run_id, TOPICS)
         listed.write_text(json.dumps(topics), encoding="utf-8")
-        return {
-            "topics": len(topics),
-            "topicsFile": str(listed),
-            "role": role,
-            "ledgerRoot": str(cfg.ledger_root),
-            "output": str(folder / "audit.json"),
-        }
+        return {"topics": len(topics)}
 
     @task
-    def record_history(listed: dict[str, Any]) -> dict[str, Any]:
+    def record_history() -> dict[str, Any]:
         """One history row per subscription: the Spark job's exact counts, the oldest age."""
-        import json
-
-        from cursorops.airflow.backlog_audit import audit_role, samples_from
+        from cursorops.airflow.backlog_audit import audit_role, run_audit, samples_from
         from cursorops.airflow.hooks import CursorOpsHook
 
-        run_id = get_current_context()["dag_run"].run_id
+        context = get_current_context()
+        run_id = context["dag_run"].run_id
         role = audit_role()
-        with open(listed["output"], encoding="utf-8") as source:
-            documents = json.load(source)["topics"]
-        with CursorOpsHook().broker() as broker:
+        hook = CursorOpsHook()
+        with hook.broker() as broker:
+            documents = run_audit(hook.config, context["dag_run"])
             at_ms = broker.clock()
             samples = [s for d in documents for s in samples_from(d, None, at_ms, run_id)]
             broker.record_backlog_audit(role, run_id, samples)
         return {"topics": [d["topic"] for d in documents], "rows": len(samples)}
 
     @task(retries=0)
-    def check_thresholds(recorded: dict[str, Any]) -> dict[str, Any]:
+    def check_thresholds() -> dict[str, Any]:
         """Check the limits; chart the breached and largest; breaches notify and fail."""
         from airflow.sdk.exceptions import AirflowFailException
 
-        from cursorops.airflow.backlog_audit import audit_role, chart_selection, load_thresholds
+        from cursorops.airflow.backlog_audit import (
+            audit_role,
+            chart_selection,
+            load_thresholds,
+            run_audit,
+        )
         from cursorops.airflow.chart import draw_history
         from cursorops.airflow.hooks import CursorOpsHook
         from cursorops.airflow.notify import BacklogBreachNotifier
@@ -126,11 +124,10 @@ def cursorops_backlog_audit() -> None:
         run_id, params = context["dag_run"].run_id, context["params"]
         hook = CursorOpsHook()
         cfg = hook.config
+        topics = [d["topic"] for d in run_audit(cfg, context["dag_run"])]
         with hook.broker() as broker:
             thresholds = load_thresholds(params["thresholds"], cfg.home)
-            history = [
-                s for t in recorded["topics"] for s in broker.backlog_history(audit_role(), t)
-            ]
+            history = [s for t in topics for s in broker.backlog_history(audit_role(), t)]
         now = [s for s in history if s.run_id == run_id]
         breaches = check(now, latest_before(history, run_id), thresholds)
         chosen = chart_selection(now, breaches, params["chart_largest"])
@@ -152,7 +149,7 @@ def cursorops_backlog_audit() -> None:
         return {"subscriptions": len(now), "breaches": 0, "chart": str(chart)}
 
     @task
-    def scan_radar(recorded: dict[str, Any]) -> dict[str, Any]:
+    def scan_radar() -> dict[str, Any]:
         """The poison-pill radar: messages stuck at each subscription's head, each with a
         prefilled skip-messages request (logged, and in the run's radar.json)."""
         import json
@@ -163,6 +160,7 @@ def cursorops_backlog_audit() -> None:
             radar_lines,
             radar_report,
             radar_summary,
+            run_audit,
         )
         from cursorops.airflow.hooks import CursorOpsHook
         from cursorops.airflow.runs import run_folder
@@ -170,33 +168,30 @@ def cursorops_backlog_audit() -> None:
         context = get_current_context()
         hook = CursorOpsHook()
         cfg = hook.config
+        topics = [d["topic"] for d in run_audit(cfg, context["dag_run"])]
         with hook.broker() as broker:
             limits = load_thresholds(context["params"]["thresholds"], cfg.home).radar
-            report = radar_report(broker, audit_role(), recorded["topics"], limits)
+            report = radar_report(broker, audit_role(), topics, limits)
         path = run_folder(cfg, context["dag_run"]) / "radar.json"
         path.write_text(json.dumps(report, indent=1), encoding="utf-8")
         print("\n".join(radar_lines(report)))
         return radar_summary(report, path)
 
-    listed = list_topics()
+    # The Spark job gets the run's identity, rendered by Airflow from the run itself: it
+    # reads the listed topics from the run's scratch folder and writes its answer there.
     analyzed = spark_job(
         "analyze_backlog",
         "audit_backlog",
         [
-            "--topics",
-            listed["topicsFile"],
-            "--role",
-            listed["role"],
-            "--ledger-root",
-            listed["ledgerRoot"],
-            "--output",
-            listed["output"],
+            "--dag-id={{ dag_run.dag_id }}",
+            "--run-id={{ dag_run.run_id }}",
+            # A deployment setting, read from the environment as the schedule is.
+            f"--role={audit_role()}",
         ],
     )
-    recorded = record_history(listed)
-    analyzed >> recorded  # the analysis travels as the file the Spark job writes
-    check_thresholds(recorded)
-    scan_radar(recorded)
+    recorded = record_history()
+    list_topics() >> analyzed >> recorded
+    recorded >> [check_thresholds(), scan_radar()]
 
 
 def _breaches(count: int) -> str:

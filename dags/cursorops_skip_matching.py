@@ -10,13 +10,18 @@ Unlike the other gated DAGs, whose doors plan a request and start the run with i
 digest, this one plans in a step of its own: its plan needs a Spark scan first. So it
 is triggered with the request itself, and checks everything it can before the scan.
 
-validate_request (the conf and its predicate) → authorize (the skip permission, the
-subscription and its type) → find_messages (Spark: writes the match list under the
-cursorops home) → plan_matched_ids (the exact plan, counts per partition, a sample, the
-backlog before and after, stored as the run's plan record) → approve_skip (four eyes) →
-apply_skip (the whole plan in one transaction) → record. More matches than ``limit``
-(default 1,000,000) are refused unless ``allow_large``. Nothing is acknowledged
+validate_request (the conf and its predicate, stored as the run's request record) →
+authorize (the skip permission, the subscription and its type) → find_messages (Spark:
+writes the match list in the run's scratch folder under the cursorops home) →
+plan_matched_ids (the exact plan, counts per partition, a sample, the backlog before and
+after, stored as the run's plan record, chained to the request record) → approve_skip
+(four eyes) → apply_skip (the whole plan in one transaction) → record. More matches than
+``limit`` (default 1,000,000) are refused unless ``allow_large``. Nothing is acknowledged
 unless a permitted user other than the requester approved this very plan.
+
+After validate_request, no task takes anything from an XCom: each reads the request
+from the store by its own run's identity, and the Spark job gets only that identity
+(rendered from the run), so an XCom edited between the tasks changes nothing.
 """
 
 from __future__ import annotations
@@ -45,41 +50,48 @@ from cursorops.core.gating.operation import SKIP
     params={**match_params(), **gate_params()},
 )
 def cursorops_skip_matching() -> None:
-    # multiple_outputs: the Spark job's arguments are single fields of the request.
-    @task(retries=0, multiple_outputs=True)
+    @task(retries=0)
     def validate_request() -> dict[str, Any]:
-        """The conf and its predicate, checked; where the Spark job writes its match list."""
+        """The conf and its predicate, checked and stored as the run's request record; the
+        record's digest (for people to read: no task reads this XCom)."""
         from cursorops.airflow.hooks import CursorOpsHook
-        from cursorops.airflow.matching import parse_match_request
+        from cursorops.airflow.matching import parse_match_request, request_record
         from cursorops.airflow.outcomes import airflow_outcome
-        from cursorops.airflow.runs import run_folder
         from cursorops.core.broker import wall_clock_ms
 
         context = get_current_context()
         conf = {k: v for k, v in context["params"].items() if k not in GATE_PARAMS}
-        requester = context["dag_run"].triggering_user_name or ""
+        dag_run = context["dag_run"]
+        requester = dag_run.triggering_user_name or ""
         topic, subscription = conf.get("topic"), conf.get("subscription")
+        hook = CursorOpsHook()
         with refusal_audited(context, SKIP, topic, subscription, "validate"), airflow_outcome():
             request, predicate = parse_match_request(conf, wall_clock_ms())
-        hook = CursorOpsHook()
-        cfg = hook.config
-        folder = run_folder(cfg, context["dag_run"])
+            record = request_record(
+                request,
+                predicate,
+                dag_id=dag_run.dag_id,
+                run_id=dag_run.run_id,
+                requester=requester,
+                role=hook.role(requester),
+                now_ms=wall_clock_ms(),
+            )
+            # Another request recorded for this run already is refused, and audited.
+            with hook.new_broker() as broker:
+                record = broker.save_request_record(record)
         return {
-            **request.model_dump(),
-            "requester": requester,
-            "role": hook.role(requester),
-            "predicateJson": predicate,
-            "ledgerRoot": str(cfg.ledger_root),
-            "matchList": str(folder / "matches.parquet"),
-            "summary": str(folder / "summary.json"),
+            "requestDigest": record.digest,
+            "topic": record.topic,
+            "subscription": record.subscription,
         }
 
     @task
-    def authorize(request: dict[str, Any]) -> None:
+    def authorize() -> None:
         """What can be checked before the scan: the requester's Pulsar role holds the skip
         permission on the topic, and the subscription is there and may skip chosen
         messages (Shared or Key_Shared)."""
         from cursorops.airflow.hooks import CursorOpsHook
+        from cursorops.airflow.steps import run_request_record
         from cursorops.core.authz import Operation
         from cursorops.core.errors import (
             SubscriptionNotFoundError,
@@ -88,11 +100,14 @@ def cursorops_skip_matching() -> None:
 
         context = get_current_context()
         hook = CursorOpsHook()
-        role = hook.requester_role(context)
-        topic, wanted = request["topic"], request["subscription"]
+        with hook.broker() as broker:
+            request = run_request_record(broker, context)
+        topic, wanted = request.topic, request.subscription
         with refusal_audited(context, SKIP, topic, wanted, "authorize"), hook.broker() as broker:
-            info = broker.authorized_topic(role, Operation.SKIP, topic)
-            found = [s for s in broker.list_subscriptions(role, info.name) if s.name == wanted]
+            info = broker.authorized_topic(request.role, Operation.SKIP, topic)
+            found = [
+                s for s in broker.list_subscriptions(request.role, info.name) if s.name == wanted
+            ]
             if not found:
                 raise SubscriptionNotFoundError(f"Subscription {wanted} not found on {info.name}")
             if not found[0].type.allows_skip:
@@ -102,62 +117,58 @@ def cursorops_skip_matching() -> None:
                 )
 
     @task
-    def plan_matched_ids(request: dict[str, Any]) -> dict[str, Any]:
-        """The match list as an exact plan (over the limit: refused); its preview and backlog."""
-        import json
-
+    def plan_matched_ids() -> dict[str, Any]:
+        """The run's match list as an exact plan (over the limit: refused), chained to the
+        run's request record; its preview and backlog."""
         from airflow.sdk.exceptions import AirflowFailException
 
         from cursorops.airflow.hooks import CursorOpsHook
-        from cursorops.airflow.matching import over_limit
+        from cursorops.airflow.matching import over_limit, scan_answer
+        from cursorops.airflow.outcomes import airflow_outcome
         from cursorops.airflow.plan import plan_in_run
+        from cursorops.airflow.steps import run_request_record
         from cursorops.core.gating import SkipMatching
-        from cursorops.spark.match_list import match_list_ids, read_match_list
+        from cursorops.spark.match_list import match_list_ids
 
-        with open(request["summary"], encoding="utf-8") as source:
-            found = json.load(source)
         context = get_current_context()
-        topic, subscription = request["topic"], request["subscription"]
+        hook = CursorOpsHook()
+        with hook.broker() as broker:
+            request = run_request_record(broker, context)
+        asked = request.arguments
+        topic, subscription = request.topic, request.subscription
         with refusal_audited(context, SKIP, topic, subscription, "plan"):
-            refusal = over_limit(int(found["matches"]), request["limit"], request["allow_large"])
+            with airflow_outcome():
+                found, matches = scan_answer(hook.config, request)
+            refusal = over_limit(found["matches"], asked["limit"], asked["allowLarge"])
             if refusal:
                 raise AirflowFailException(refusal)
             if not found["matches"]:
                 raise AirflowFailException("The predicate matches no unacknowledged message")
-            with CursorOpsHook().broker() as broker:
+            with hook.broker() as broker:
                 arguments = SkipMatching(
                     topic=topic,
                     subscription=subscription,
-                    predicate=json.loads(request["predicateJson"]),
-                    matches=tuple(match_list_ids(read_match_list(request["matchList"]))),
-                    reason=request["reason"],
-                    ticket=request.get("ticket"),
+                    predicate=asked["predicate"],
+                    matches=tuple(match_list_ids(matches)),
+                    reason=asked["reason"],
+                    ticket=asked["ticket"],
+                    request=request.digest,
                 )
                 return plan_in_run(broker, context, "skip-matching", arguments)
 
-    request = validate_request()
+    # The Spark job gets the run's identity, rendered by Airflow from the run itself; it
+    # reads the request from the store and writes only in the run's scratch folder.
     find = spark_job(
         "find_messages",
-        "find_messages",
+        "find_run_matches",
         [
-            request["topic"],
-            "-s",
-            request["subscription"],
-            "--predicate",
-            request["predicateJson"],
-            "--role",
-            request["role"],
-            "--ledger-root",
-            request["ledgerRoot"],
-            "--output",
-            request["matchList"],
-            "--summary",
-            request["summary"],
+            "--dag-id={{ dag_run.dag_id }}",
+            "--run-id={{ dag_run.run_id }}",
+            "--requester={{ dag_run.triggering_user_name }}",
         ],
     )
-    plan = plan_matched_ids(request)
-    # The match list and the summary travel as files the Spark job writes, not as XCom.
-    authorize(request) >> find >> plan
+    plan = plan_matched_ids()
+    validate_request() >> authorize() >> find >> plan
     approve_and_apply(SKIP, plan)
 
 

@@ -24,6 +24,11 @@ Run::
 
 ``topics.json`` is a JSON list of topic names; the output is
 ``{"topics": [document, ...]}`` in the same order.
+
+The backlog audit DAG runs it for a run instead, with nothing but the run's identity
+(``--dag-id=DAG --run-id=RUN``, rendered by Airflow from the run, never from an XCom): the
+topics are read from, and the answer written to, the run's scratch folder
+(:mod:`cursorops.spark.run_scratch`), and ``--topics`` and ``--output`` are refused.
 """
 
 from __future__ import annotations
@@ -273,20 +278,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             description="Exact backlog of every subscription of many topics, in one Spark job",
         )
     )
-    parser.add_argument("--topics", required=True, help="JSON file: a list of topic names")
+    parser.add_argument("--topics", help="JSON file: a list of topic names")
     parser.add_argument("--output", help="write the JSON here instead of stdout")
+    parser.add_argument("--dag-id", help="a workflow run's DAG: its scratch folder's files")
+    parser.add_argument("--run-id", help="a workflow run's id: its scratch folder's files")
     args = parser.parse_args(argv)
 
     def job() -> int:
+        from cursorops.spark.run_scratch import AUDIT, TOPICS, checked_scratch, scratch_file
+
         remote = remote_from(args)
-        found = run(
-            config_from(args),
-            read_topics(args.topics),
-            args.master,
-            role=args.role,
-            remote=remote,
-        )
-        emit_json({"topics": found}, args.output, sys.stdout)
+        config = config_from(args)
+        topics, output = args.topics, args.output
+        if args.dag_id is not None or args.run_id is not None:
+            elsewhere = (topics, output, args.home, args.metadata_url, args.ledger_root)
+            if args.dag_id is None or args.run_id is None or any(elsewhere):
+                raise InvalidArgumentError(
+                    "A run's audit takes --dag-id and --run-id, and no --topics, --output, "
+                    "--home, --metadata-url or --ledger-root: its files are the run's "
+                    "scratch folder's, its store the environment's"
+                )
+            checked_scratch(config, args.dag_id, args.run_id)
+            topics = str(scratch_file(config, args.dag_id, args.run_id, TOPICS))
+            output = str(scratch_file(config, args.dag_id, args.run_id, AUDIT))
+        elif not topics:
+            raise InvalidArgumentError("Give --topics (a JSON list of topic names)")
+        found = run(config, read_topics(topics), args.master, role=args.role, remote=remote)
+        emit_json({"topics": found}, output, sys.stdout)
         return 0
 
     return run_job(job)

@@ -77,6 +77,7 @@ from cursorops.core.gating.operation import (
     Run,
     RunStarter,
 )
+from cursorops.core.gating.request_record import RequestRecord
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import Position
 from cursorops.core.ids.topic_name import TopicName
@@ -269,6 +270,12 @@ class Broker:
         self, binding: PlanBinding, plan: PortablePlan, document: Mapping[str, object]
     ) -> PlanRecord:
         return self.workflow.save_plan_record(binding, plan, document)
+
+    def save_request_record(self, record: RequestRecord) -> RequestRecord:
+        return self.workflow.save_request_record(record)
+
+    def run_request_record(self, dag_id: str, run_id: str, requester: str | None) -> RequestRecord:
+        return self.workflow.run_request_record(dag_id, run_id, requester)
 
     def current_plan_record(self, role: str, dag_id: str, run_id: str) -> PlanRecord | None:
         return self.workflow.current_plan_record(role, dag_id, run_id)

@@ -11,6 +11,7 @@ from cursorops.core.authz import Operation
 from cursorops.core.broker.context import Collaborator
 from cursorops.core.errors import InvalidSkipPlanError, NotAuthorizedError
 from cursorops.core.gating.registry import RECORDED_OPERATIONS, recorded
+from cursorops.core.gating.request_record import RequestRecord
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.portable_plan import PortablePlan
 from cursorops.core.skipping.plan_record import (
@@ -184,6 +185,23 @@ class Workflow(Collaborator):
                     "start: nothing applied; make a new request"
                 )
         return record
+
+    def save_request_record(self, record: RequestRecord) -> RequestRecord:
+        """Store ``record`` as its run's request: once per run (the same request again
+        returns the stored record; another one is refused, NotAuthorizedError)."""
+        return self.metadata.requests.save(record)
+
+    def run_request_record(self, dag_id: str, run_id: str, requester: str | None) -> RequestRecord:
+        """The request recorded for the run (``dag_id``, ``run_id``), checked against its
+        digest; refused (NotAuthorizedError) when the run recorded none, or when it was
+        asked for by someone other than ``requester``, the run's triggering user."""
+        found = self.metadata.requests.for_run(dag_id, run_id)
+        if found is None:
+            raise NotAuthorizedError(
+                f"No request is recorded for run {run_id} of {dag_id}: a run's first task "
+                "records it; nothing done"
+            )
+        return found.bound_to(dag_id, run_id, requester)
 
     def current_plan_record(self, role: str, dag_id: str, run_id: str) -> PlanRecord | None:
         """The plan a run is bound to now (its newest record), checked against its digest;

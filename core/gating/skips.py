@@ -69,6 +69,12 @@ def _ids(value: object, what: str) -> tuple[MessageId, ...]:
     return ids
 
 
+def _is_digest(value: object) -> bool:
+    return (
+        isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class SkipMessages(GatedArguments):
     """Skip exactly ``ids`` (``topic`` may name one partition: then only ids of it)."""
@@ -90,9 +96,15 @@ class SkipMatching(GatedArguments):
 
     predicate: Mapping[str, Any]
     matches: tuple[MessageId, ...]
+    request: str | None = None
+    """The digest of the request record the scan ran for
+    (:mod:`cursorops.core.gating.request_record`), kept in the plan's document: the plan
+    record is chained to the request it answers."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.request is not None and not _is_digest(self.request):
+            raise InvalidArgumentError("Invalid request digest: expected 64 hexadecimal digits")
         if not isinstance(self.predicate, Mapping):
             raise InvalidArgumentError("Invalid predicate: expected a predicate document")
         object.__setattr__(self, "matches", _ids(self.matches, "matches"))
@@ -348,6 +360,8 @@ class SkipMatchingOperation(_Skip[SkipMatching]):
             caller.role, arguments.topic, arguments.subscription, arguments.matches
         )
         document = skip_document(services, caller, arguments, plan, predicate=arguments.predicate)
+        if arguments.request is not None:
+            document["request"] = arguments.request
         return Planned(plan, document)
 
     def apply_now(

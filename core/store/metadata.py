@@ -60,6 +60,7 @@ from cursorops.core.store.engine import (
 from cursorops.core.store.ledger_index import LedgerIndex
 from cursorops.core.store.pending_runs import Members
 from cursorops.core.store.plan_records import PlanRecords
+from cursorops.core.store.request_records import RequestRecords
 from cursorops.core.store.schema import ensure_schema
 from cursorops.core.store.schema_versions import SchemaVersions
 from cursorops.core.store.statements import ConnectionStatements
@@ -152,6 +153,7 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions, BrokerRegistry):
                 raise
             self._postgres = self._engine.dialect.name == "postgresql"
             self.plans = PlanRecords(self._session)
+            self.requests = RequestRecords(self._session)
         except SQLAlchemyError as exc:
             raise MetadataStoreError(f"Cannot open the metadata store {url!r}: {exc}") from exc
 

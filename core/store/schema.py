@@ -37,7 +37,7 @@ from sqlalchemy.exc import DBAPIError
 from cursorops.core.store.engine import PG_SCHEMA_LOCK_KEY
 from cursorops.core.store.tables import Base
 
-HEAD_REVISION = "0008_brokers"
+HEAD_REVISION = "0009_request_records"
 """The newest revision in :mod:`cursorops.core.store.migrations` (a test holds it equal to
 Alembic's head)."""
 

@@ -265,6 +265,25 @@ class PlanRecordRow(Base):
     applied: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
+class RequestRecordRow(Base):
+    """One request of a workflow that plans in a step of its own, as asked, once per run
+    (cursorops.core.gating.request_record)."""
+
+    __tablename__ = "request_records"
+    __table_args__ = (UniqueConstraint("dag_id", "run_id", name="uq_request_records_run"),)
+    id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)
+    digest: Mapped[str] = mapped_column(String, unique=True)
+    operation: Mapped[str] = mapped_column(String)
+    dag_id: Mapped[str] = mapped_column(String)
+    run_id: Mapped[str] = mapped_column(String)
+    requester: Mapped[str] = mapped_column(String)
+    role: Mapped[str] = mapped_column(String)
+    topic: Mapped[str] = mapped_column(String)
+    subscription: Mapped[str] = mapped_column(String)
+    arguments: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at_ms: Mapped[int] = mapped_column(BigInteger)
+
+
 class ApprovalRequestRow(Base):
     """What one approval gate showed (the SHA-256 of its text) and to whom, for which plan."""
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from cursorops.core.analysis.backlog_audit import BacklogSample, Breach, Thresholds
     from cursorops.core.analysis.poison_radar import RadarLimits
     from cursorops.core.broker import Broker
+    from cursorops.core.config import Config
 
 AUDIT_ROLE = "CURSOROPS_AUDIT_ROLE"
 THRESHOLDS_FILE = "backlog-thresholds.json"
@@ -170,3 +171,18 @@ def radar_lines(report: Mapping[str, Any]) -> list[str]:
             continue
         lines.append(f"  skip them: {request['command']}")
     return lines
+
+
+def run_audit(config: Config, dag_run: Any) -> list[dict[str, Any]]:
+    """The topics' documents the run's Spark job wrote in the run's scratch folder
+    (:mod:`cursorops.spark.run_scratch`), found by the run's identity, never by an XCom."""
+    from cursorops.spark.run_scratch import AUDIT, scratch_file
+
+    path = scratch_file(config, dag_run.dag_id, dag_run.run_id, AUDIT)
+    try:
+        documents = json.loads(path.read_text(encoding="utf-8"))["topics"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidArgumentError(f"Cannot read the run's audit {path}: {exc}") from exc
+    if not isinstance(documents, list) or not all(isinstance(d, dict) for d in documents):
+        raise InvalidArgumentError(f"Invalid audit {path}: expected a list of documents")
+    return documents

@@ -17,13 +17,18 @@ as one JSON document.
 
 A match count above ``limit`` (default 1,000,000) is refused unless
 ``allow_large`` is set.
+
+The checked request is stored as the run's request record (:func:`request_record`), and
+from then on the run reads it from the store by its own identity only. The scan's
+answer is read back from the run's scratch folder, and it is accepted only when its
+summary names that record (:func:`scan_answer`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
@@ -34,7 +39,15 @@ from cursorops.core.analysis.match_conditions import (
 )
 from cursorops.core.errors import InvalidArgumentError, InvalidPredicateError
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from cursorops.core.config import Config
+    from cursorops.core.gating.request_record import RequestRecord
+
 Request = TypeVar("Request", bound=BaseModel)
+OPERATION = "skip-matching"
+"""The gated operation a run of ``cursorops_skip_matching`` asks for."""
 
 DEFAULT_LIMIT = 1_000_000
 EVERYTHING = {"publishTime": {"after": 0}}
@@ -183,3 +196,75 @@ def over_limit(matches: int, limit: int, allow_large: bool) -> str | None:
             "nothing planned; set allow_large to true (or raise limit) to go ahead"
         )
     return None
+
+
+def request_record(
+    request: MatchRequestBase,
+    predicate: str,
+    *,
+    dag_id: str,
+    run_id: str,
+    requester: str,
+    role: str,
+    now_ms: int,
+) -> RequestRecord:
+    """The run's request record of a checked request and its predicate (JSON text)."""
+    from cursorops.core.gating.request_record import RequestRecord
+
+    return RequestRecord.create(
+        operation=OPERATION,
+        dag_id=dag_id,
+        run_id=run_id,
+        requester=requester,
+        role=role,
+        topic=request.topic,
+        subscription=request.subscription,
+        arguments={
+            "predicate": json.loads(predicate),
+            "reason": request.reason,
+            "ticket": request.ticket,
+            "limit": request.limit,
+            "allowLarge": request.allow_large,
+        },
+        created_at_ms=now_ms,
+    )
+
+
+def scan_answer(config: Config, record: RequestRecord) -> tuple[dict[str, Any], pa.Table]:
+    """The summary and the match list the run's scan wrote in the run's scratch folder,
+    refused (NotAuthorizedError) unless the summary names ``record`` and its topic, and the
+    list holds only rows of the record's subscription: an answer written for another
+    request is never planned."""
+    from cursorops.core.errors import NotAuthorizedError
+    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.spark.match_list import read_match_list
+    from cursorops.spark.run_scratch import MATCH_LIST, SUMMARY, scratch_file
+
+    path = scratch_file(config, record.dag_id, record.run_id, SUMMARY)
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidArgumentError(f"Cannot read the scan's summary {path}: {exc}") from exc
+    if not isinstance(found, dict) or found.get("request") != record.digest:
+        named = found.get("request") if isinstance(found, dict) else None
+        raise NotAuthorizedError(
+            f"The scan's summary names request {named!r}, not this run's request "
+            f"{record.digest}: nothing planned"
+        )
+    wanted = (str(TopicName.parse(record.topic)), record.subscription)
+    if (found.get("topic"), found.get("subscription")) != wanted:
+        raise NotAuthorizedError(
+            "The scan's summary is of another topic or subscription than the run's request: "
+            "nothing planned"
+        )
+    matches = read_match_list(str(scratch_file(config, record.dag_id, record.run_id, MATCH_LIST)))
+    subscriptions = set(matches.column("subscription").to_pylist()) if matches.num_rows else set()
+    if subscriptions - {record.subscription}:
+        raise NotAuthorizedError(
+            "The match list holds rows of another subscription than the run's request: "
+            "nothing planned"
+        )
+    counted = found.get("matches")
+    if isinstance(counted, bool) or not isinstance(counted, int):
+        raise InvalidArgumentError("Invalid scan summary: no count of matches")
+    return found, matches

@@ -1,7 +1,8 @@
 """Where a run's files go: ``<cursorops home>/airflow-runs/<dag_id>/<run_id>/``.
 
-Spark jobs write their answers there (a skip plan, a backlog analysis, a
-chart); XCom carries only the paths and counts.
+A task's own outputs for people go there (the backlog chart, the radar's report). What a
+Spark job reads and writes for a run goes to the run's scratch folder instead
+(:mod:`cursorops.spark.run_scratch`), which both sides derive from the run's identity.
 """
 
 from __future__ import annotations

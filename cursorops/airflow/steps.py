@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cursorops.core.broker import Broker
+    from cursorops.core.gating.request_record import RequestRecord
     from cursorops.core.skipping.plan_record import PlanRecord
 
 
@@ -95,6 +96,19 @@ def run_plan_record(
             "which start their run; nothing applied"
         )
     return record
+
+
+def run_request_record(broker: Broker, context: Mapping[str, Any]) -> RequestRecord:
+    """The request the run's first task recorded, found by the run's own identity
+    (``dag_id``, ``run_id``), never by a digest from an XCom; refused (the task fails) when
+    the run recorded none or its requester is not the run's triggering user."""
+    from cursorops.airflow.outcomes import airflow_outcome
+
+    dag_run = context["dag_run"]
+    with airflow_outcome():
+        return broker.run_request_record(
+            dag_run.dag_id, dag_run.run_id, dag_run.triggering_user_name
+        )
 
 
 def apply_approved_plan(context: Mapping[str, Any], gates: Sequence[str]) -> dict[str, Any]:

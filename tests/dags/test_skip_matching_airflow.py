@@ -142,3 +142,115 @@ def test_an_exclusive_subscription_is_refused_before_the_scan_and_audited(
     assert refused["runId"] == run and refused["stage"] == "authorize"
     assert "Unsupported subscription type" in str(refused["reason"])
     assert seeded.audit("skip") == []
+
+
+OLD_KEYS = ("topic", "subscription", "predicateJson", "role", "ledgerRoot", "matchList", "summary")
+"""The per-key XComs validate_request once returned and find_messages took its arguments
+from: forged too, so that nothing reading them again would go unnoticed."""
+
+
+def _xcom_path(run: str, key: str | None = None) -> str:
+    path = f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances/validate_request/xcomEntries"
+    return path if key is None else f"{path}/{key}"
+
+
+def _pause_after_validate(airflow: Airflow, run: str) -> None:
+    """Pause the DAG as soon as validate_request has succeeded, so its XComs can be forged
+    before find_messages starts (the scheduler queues no task of a paused DAG)."""
+    import time
+
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        states = airflow.task_states(DAG, run)
+        if states.get("validate_request") == ["success"]:
+            break
+        assert states.get("validate_request") not in (["failed"], ["upstream_failed"]), states
+        time.sleep(0.2)
+    paused = airflow.request("admin", "PATCH", f"/api/v2/dags/{DAG}", json={"is_paused": True})
+    assert paused.status_code == 200, paused.text
+    started = airflow.task_states(DAG, run).get("find_messages", ["none"])
+    assert started in (["none"], ["None"], ["scheduled"]), (
+        f"find_messages started before the XComs could be forged: {started}"
+    )
+
+
+def test_xcoms_forged_before_the_scan_change_nothing_scanned_written_or_applied(
+    airflow: Airflow, cursorops_home, tmp_path
+):
+    """alice asks to cancel 3 reminders. Once validate_request has stored her request, she
+    rewrites every XCom of that task (each key and ``return_value``): another topic, a
+    predicate matching everything, the admin role, a ledger root of hers, and for the
+    match list and summary a folder and a file outside the run's scratch folder. The scan
+    reads the request from the store, writes only in the run's scratch folder, the gate
+    shows the 3 reminders, and exactly those are skipped; her folder and file are as
+    they were, and the other topic keeps its backlog."""
+    from cursorops.core.broker import Broker
+
+    airflow.wait_dag(DAG)
+    seeded = seed_topic(cursorops_home)
+    other = seed_topic(cursorops_home)
+    reminders = {label(m) for m in seeded.ids[-3:]}
+    before, other_before = seeded.unacknowledged(), other.unacknowledged()
+    folder = tmp_path / "precious"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("kept", encoding="utf-8")
+    target = tmp_path / "precious.json"
+    target.write_text('{"kept": true}', encoding="utf-8")
+    ledgers = tmp_path / "ledgers-of-hers"
+    ledgers.symlink_to(cursorops_home.ledger_root, target_is_directory=True)
+    forged: dict[str, Any] = {
+        "topic": other.topic,
+        "subscription": SUBSCRIPTION,
+        "predicateJson": '{"publishTime": {"after": 0}}',
+        "role": "admin",
+        "ledgerRoot": str(ledgers),
+        "matchList": str(folder),
+        "summary": str(target),
+    }
+
+    run = airflow.trigger(DAG, conf(seeded), user="alice")
+    try:
+        _pause_after_validate(airflow, run)
+        entries = airflow.get("alice", _xcom_path(run))["xcom_entries"]
+        keys = {entry["key"] for entry in entries}
+        assert "return_value" in keys
+        for key in sorted(keys | set(OLD_KEYS)):
+            value = forged.get(key, {**conf(seeded), **forged, "requestDigest": "f" * 64})
+            if key in keys:
+                response = airflow.request(
+                    "alice", "PATCH", _xcom_path(run, key), json={"value": value, "map_index": -1}
+                )
+            else:
+                response = airflow.request(
+                    "alice",
+                    "POST",
+                    _xcom_path(run),
+                    json={"key": key, "value": value, "map_index": -1},
+                )
+            assert response.status_code in (200, 201), (key, response.text)
+    finally:
+        resumed = airflow.request(
+            "admin", "PATCH", f"/api/v2/dags/{DAG}", json={"is_paused": False}
+        )
+        assert resumed.status_code == 200, resumed.text
+
+    detail = airflow.wait_awaiting_input(DAG, run, GATE, timeout=1200)
+    assert sorted(p.name for p in folder.iterdir()) == ["keep.txt"]
+    assert (folder / "keep.txt").read_text(encoding="utf-8") == "kept"
+    assert target.read_text(encoding="utf-8") == '{"kept": true}'
+    assert "Skip 3 message(s), 3 id(s)" in detail["body"]
+    assert seeded.topic in detail["body"] and other.topic not in detail["body"]
+    assert airflow.answer(DAG, run, GATE, "Approve", user="bob").status_code == 200
+    assert airflow.wait_run(DAG, run, timeout=900) == "success", airflow.task_states(DAG, run)
+
+    assert seeded.unacknowledged() == before - reminders
+    assert other.unacknowledged() == other_before
+    assert other.audit("skip") == []
+    assert sorted(p.name for p in folder.iterdir()) == ["keep.txt"]
+    assert target.read_text(encoding="utf-8") == '{"kept": true}'
+    with Broker(cursorops_home) as broker:
+        request = broker.metadata.requests.for_run(DAG, run)
+        plan = broker.metadata.plans.current(DAG, run)
+    assert request is not None and plan is not None
+    assert request.topic == seeded.topic and request.role == "alice"
+    assert plan.document["request"] == request.digest

@@ -150,3 +150,152 @@ def test_the_plan_record_is_what_apply_reads_and_a_tampered_one_is_refused(tmp_p
             )
         with pytest.raises(InvalidInputError, match="does not match its content"):
             broker.current_plan_record("admin", "cursorops_skip_matching", "manual__2")
+
+
+DAG = "cursorops_skip_matching"
+
+
+def _dag():
+    from tests.dags.test_no_xcom_inputs import load_dag
+
+    return load_dag(DAG)
+
+
+def test_the_scan_gets_the_run_s_identity_only():
+    find = _dag().get_task("find_messages")
+    assert find.application_args == [
+        "--dag-id={{ dag_run.dag_id }}",
+        "--run-id={{ dag_run.run_id }}",
+        "--requester={{ dag_run.triggering_user_name }}",
+    ]
+    assert find.application.endswith("find_run_matches.py")
+
+
+def _context(params=None, run_id="manual__1", user="alice"):
+    from types import SimpleNamespace
+
+    def no_xcom(*_args, **_kwargs):
+        raise AssertionError("a task read an XCom")
+
+    run = SimpleNamespace(dag_id=DAG, run_id=run_id, triggering_user_name=user)
+    ti = SimpleNamespace(try_number=1, xcom_pull=no_xcom, xcom_push=lambda *a, **k: None)
+    return {"dag_run": run, "ti": ti, "params": params or {}}
+
+
+def _call(dag, task_id, context):
+    from airflow.sdk.execution_time.context import set_current_context
+
+    with set_current_context(context):
+        return dag.get_task(task_id).python_callable()
+
+
+@pytest.fixture
+def seeded_home(tmp_path, monkeypatch):
+    config = Config.from_home(tmp_path / "home")
+    with Broker(config) as broker:
+        broker.create_tenant("admin", "acme")
+        broker.create_namespace("admin", "acme/orders")
+        broker.grant_permission("admin", "acme/orders", "alice", ["consume"])
+    monkeypatch.setenv("CURSOROPS_HOME", str(config.home))
+    monkeypatch.setenv("CURSOROPS_METADATA_URL", "")
+    monkeypatch.setenv("CURSOROPS_LEDGER_ROOT", "")
+    return config, seed_topic(config)
+
+
+def _write_scan(config, run_id, topic, ids, request, subscription=SUBSCRIPTION):
+    """What find_run_matches writes in the run's scratch folder, written here."""
+    import pyarrow.parquet as pq
+
+    from cursorops.spark.match_list import match_list_from_ids
+    from cursorops.spark.run_scratch import MATCH_LIST, SUMMARY, checked_scratch
+
+    folder = checked_scratch(config, DAG, run_id, create=True)
+    (folder / MATCH_LIST).mkdir(exist_ok=True)
+    pq.write_table(
+        match_list_from_ids(topic, subscription, ids), folder / MATCH_LIST / "part-0.parquet"
+    )
+    summary = {"topic": topic, "subscription": subscription, "matches": len(ids)}
+    (folder / SUMMARY).write_text(json.dumps({**summary, "request": request}))
+
+
+def test_a_run_s_request_is_recorded_once_and_read_by_the_run_only(seeded_home):
+    from airflow.sdk.exceptions import AirflowFailException
+    from sqlalchemy import update
+
+    from cursorops.core.errors import NotAuthorizedError
+    from cursorops.core.store.tables import RequestRecordRow
+
+    config, seeded = seeded_home
+    dag = _dag()
+    conf = {**BASE, "topic": seeded.topic, "subscription": SUBSCRIPTION, "still_scheduled": True}
+    shown = _call(dag, "validate_request", _context(conf))
+    assert _call(dag, "validate_request", _context(conf)) == shown  # run again: the same record
+    other = {**conf, "still_scheduled": False, "everything": True}
+    with pytest.raises(AirflowFailException, match="has a request recorded already"):
+        _call(dag, "validate_request", _context(other))
+    [refused] = seeded.audit("skip-refused")
+    assert refused["stage"] == "validate" and refused["runId"] == "manual__1"
+    with Broker(config) as broker:
+        record = broker.run_request_record(DAG, "manual__1", "alice")
+        assert record.digest == shown["requestDigest"]
+        assert record.arguments["predicate"] == {"deliverAt": {"after": "now"}}
+        with pytest.raises(NotAuthorizedError, match="not this one"):
+            broker.save_request_record(
+                request_record_of(record, topic="persistent://acme/orders/other")
+            )
+        with pytest.raises(NotAuthorizedError, match="No request is recorded"):
+            broker.run_request_record(DAG, "manual__2", "alice")
+        with pytest.raises(NotAuthorizedError, match="asked for by alice"):
+            broker.run_request_record(DAG, "manual__1", "bob")
+        with broker.metadata.transaction() as work:
+            work.session.execute(
+                update(RequestRecordRow).values(arguments={"predicate": {"publishTime": {}}})
+            )
+        with pytest.raises(InvalidInputError, match="does not match its content"):
+            broker.run_request_record(DAG, "manual__1", "alice")
+
+
+def request_record_of(record, **changed):
+    from dataclasses import asdict
+
+    from cursorops.core.gating.request_record import RequestRecord
+
+    fields = {**asdict(record), **changed}
+    fields.pop("digest")
+    return RequestRecord.create(**fields)
+
+
+def test_plan_matched_ids_plans_only_a_scan_made_for_the_run_s_request(seeded_home):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    config, seeded = seeded_home
+    other = seed_topic(config)
+    dag = _dag()
+    conf = {**BASE, "topic": seeded.topic, "subscription": SUBSCRIPTION, "still_scheduled": True}
+    digest = _call(dag, "validate_request", _context(conf))["requestDigest"]
+    reminders = seeded.ids[-3:]
+    context = _context()
+
+    hostile = [
+        (seeded.topic, reminders, "f" * 64, SUBSCRIPTION, "names request 'fff"),
+        (other.topic, other.ids[10:40], digest, SUBSCRIPTION, "another topic or subscription"),
+        (seeded.topic, seeded.ids[10:40], digest, "other-sub", "another topic or subscription"),
+    ]
+    for topic, ids, request, subscription, refusal in hostile:
+        _write_scan(config, "manual__1", topic, ids, request, subscription)
+        with pytest.raises(AirflowFailException, match=refusal):
+            _call(dag, "plan_matched_ids", context)
+    refused = seeded.audit("skip-refused") + other.audit("skip-refused")
+    assert [r["stage"] for r in refused] == ["plan"] * 3
+    with Broker(config) as broker:
+        assert broker.metadata.plans.current(DAG, "manual__1") is None
+
+    _write_scan(config, "manual__1", seeded.topic, reminders, digest)
+    summary = _call(dag, "plan_matched_ids", context)
+    with Broker(config) as broker:
+        plan = broker.metadata.plans.current(DAG, "manual__1")
+    assert plan is not None and summary["planDigest"] == plan.digest
+    assert plan.document["request"] == digest
+    assert sorted(m.triplet() for m in plan.skip_plan().message_ids()) == sorted(
+        m.triplet() for m in reminders
+    )

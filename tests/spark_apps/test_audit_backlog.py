@@ -75,3 +75,27 @@ def test_a_bad_topics_file_is_one_error_line(tmp_path: Path, capsys) -> None:  #
     code = audit_backlog.main(["--home", str(tmp_path / "h"), "--topics", str(topics)])
     assert code != 0
     assert "Invalid topics file" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_a_run_s_audit_reads_and_writes_its_scratch_folder_only(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cursorops.spark.run_scratch import AUDIT, TOPICS, checked_scratch
+
+    config = make_topic(tmp_path / "home", 82, partitions=1, messages=20).config
+    monkeypatch.setenv("CURSOROPS_HOME", str(config.home))
+    monkeypatch.setenv("CURSOROPS_METADATA_URL", "")
+    monkeypatch.setenv("CURSOROPS_LEDGER_ROOT", "")
+    folder = checked_scratch(config, "cursorops_backlog_audit", "scheduled__1", create=True)
+    (folder / TOPICS).write_text(json.dumps(["persistent://acme/ops/orders"]))
+    victim = tmp_path / "victim.json"
+    victim.write_text("{}")
+    run = ["--dag-id=cursorops_backlog_audit", "--run-id=scheduled__1"]
+    for hostile in (["--output", str(victim)], ["--topics", str(victim)], ["--ledger-root", "/"]):
+        assert audit_backlog.main([*run, *hostile]) != 0
+        assert victim.read_text() == "{}" and not (folder / AUDIT).exists()
+    assert audit_backlog.main(run) == 0
+    [document] = json.loads((folder / AUDIT).read_text())["topics"]
+    assert document["topic"] == "persistent://acme/ops/orders"
+    assert audit_backlog.main(["--dag-id=cursorops_backlog_audit", "--run-id=scheduled__2"]) != 0
