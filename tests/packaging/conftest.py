@@ -1,7 +1,9 @@
-"""The wheel, built once per test session from this checkout (``pip wheel --no-deps``)."""
+"""The wheel, built once per test session from this checkout (``pip wheel --no-deps``), and
+the environment of a user's shell the wheel's tests install and run it in."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -37,3 +39,33 @@ def wheel_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert done.returncode == 0, done.stderr
     [built] = out.glob("cursorops-*.whl")
     return built
+
+
+def clean_environment(root: Path) -> dict[str, str]:
+    """A user's shell: no PYTHONPATH (the checkout must not shadow the installed wheel),
+    no Airflow or cursorops settings, a home of its own under ``root``."""
+    home = root / "user"
+    home.mkdir(exist_ok=True)
+    keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "PIP_CONFIG_FILE", "SSL_CERT_FILE")
+    env = {key: os.environ[key] for key in keep if key in os.environ}
+    return {**env, "HOME": str(home)}
+
+
+def install(wheel_file: Path, root: Path, extras: str = "") -> Path:
+    """A fresh virtual environment under ``root`` with the wheel installed (its dependencies
+    from the configured package indexes), as a user installs it: ``cursorops[extras]``."""
+    env = clean_environment(root)
+    subprocess.run(
+        [sys.executable, "-m", "venv", str(root / "venv")], check=True, env=env, timeout=300
+    )
+    python = root / "venv" / "bin" / "python"
+    wanted = f"{wheel_file}[{extras}]" if extras else str(wheel_file)
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-input", wanted],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return root / "venv"
