@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging.conftest import REPO, clean_environment, install
+from tests.packaging.conftest import REPO, clean_environment, install, user_home
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.airflow]
 
@@ -47,6 +47,7 @@ def test_the_dags_and_the_launcher_resolve_inside_the_installed_package(venv: Pa
         capture_output=True,
         text=True,
         env=clean_environment(venv.parent),
+        cwd=user_home(venv.parent),
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
@@ -79,6 +80,7 @@ def test_the_launcher_serves_the_installed_dags_and_the_plugin_once(
         capture_output=True,
         text=True,
         env=env,
+        cwd=user_home(venv.parent),
         timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -96,6 +98,7 @@ def test_the_demo_runs(venv: Path, tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env=clean_environment(venv.parent),
+        cwd=user_home(venv.parent),
         timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -109,6 +112,7 @@ def test_the_protocol_demo_runs_airflow_from_the_installed_launcher(
         capture_output=True,
         text=True,
         env=clean_environment(venv.parent),
+        cwd=user_home(venv.parent),
         stdin=subprocess.DEVNULL,
         timeout=PROTOCOL_DEMO_TIMEOUT_S,
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.packaging.conftest import clean_environment, install
+from tests.packaging.conftest import clean_environment, install, user_home
 
 pytestmark = pytest.mark.slow
 
@@ -42,6 +42,7 @@ def _imports(venv: Path, module: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         env=clean_environment(venv.parent),
+        cwd=user_home(venv.parent),
         timeout=120,
     )
 
@@ -80,6 +81,7 @@ def test_the_standalone_serves_the_admin_rest_and_prints_only_its_own_lines(
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
+        cwd=user_home(venv.parent),
         start_new_session=True,
     )
     lines: list[str] = []
@@ -136,6 +138,7 @@ def test_the_protocol_demo_names_what_it_needs_and_how_to_install_it(
         capture_output=True,
         text=True,
         env=clean_environment(venv.parent),
+        cwd=user_home(venv.parent),
         timeout=120,
     )
     assert done.returncode == 2, done.stdout + done.stderr

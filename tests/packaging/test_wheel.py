@@ -74,3 +74,12 @@ def test_the_dags_and_the_airflow_launcher_are_inside(wheel: zipfile.ZipFile) ->
         for found in re.findall(r"([\w-]+\.sh)\b", (REPO / "scripts" / name).read_text())
     }
     assert named <= {*LAUNCHER, "airflow-topology.sh"}, named
+
+
+def test_a_build_leaves_no_egg_info_in_the_tree(source_tree: Path, wheel_file: Path) -> None:
+    """One in a checkout is a second cursorops distribution wherever the checkout is on
+    sys.path (an editable install): Airflow would load its airflow.plugins entry point
+    again and report "Plugin 'cursorops' already registered"."""
+    assert wheel_file.is_file()
+    assert [p.name for p in source_tree.glob("*.egg-info")] == []
+    assert (source_tree / "build" / "cursorops.egg-info").is_dir()
