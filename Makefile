@@ -18,8 +18,9 @@ TYPED_PATHS := $(call present,cursorops dags plugins)
 
 # The Spark provider pulls pyspark-client, which overwrites files of pyspark: the last
 # pip command reinstalls pyspark so one consistent Spark remains. A cursorops.egg-info in
-# the checkout (left by a build in it) is a second cursorops distribution on the editable
-# path, whose plugin entry point Airflow would load twice: it goes.
+# the checkout (left by a build in it before setup.cfg sent it to build/) is a second
+# cursorops distribution on the editable path, whose plugin entry point Airflow would load
+# twice: it goes.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip

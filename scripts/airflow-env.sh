@@ -15,10 +15,23 @@
 # CURSOROPS_SPARK_CONNECT (0: none, every Spark task spark-submits).
 # Sets: repo, venv, port, passwords, and the AIRFLOW_* / SPARK_* variables every
 # Airflow process and task inherits.
+#
+# repo is the folder holding dags/ and scripts/: the checkout, or the cursorops.airflow
+# package of an installed wheel (cursorops/airflow/bundle.py). Only a checkout serves its
+# plugins/ and goes on PYTHONPATH; an installed wheel's entry point registers the plugin,
+# and its venv is the one cursorops runs from (VENV, which cursorops passes).
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="${VENV:-$repo/.venv}"
-[[ -x "$venv/bin/airflow" ]] || { echo "no $venv/bin/airflow: run make install first" >&2; exit 1; }
+repo="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
+if [[ -f "$repo/cursorops/__init__.py" ]]; then
+    checkout=1
+    venv="${VENV:-$repo/.venv}"
+    [[ -x "$venv/bin/airflow" ]] || { echo "no $venv/bin/airflow: run make install first" >&2; exit 1; }
+else
+    checkout=0
+    [[ -n "${VENV:-}" ]] || { echo "VENV is not set: the environment cursorops[airflow] is installed in" >&2; exit 1; }
+    venv="$VENV"
+    [[ -x "$venv/bin/airflow" ]] || { echo "no $venv/bin/airflow: pip install 'cursorops[airflow]'" >&2; exit 1; }
+fi
 export CURSOROPS_HOME="${CURSOROPS_HOME:-$HOME/.cursorops}"
 export AIRFLOW_HOME="$(mkdir -p "${1:-$CURSOROPS_HOME/airflow}" && cd "${1:-$CURSOROPS_HOME/airflow}" && pwd)"
 port="${AIRFLOW_PORT:-28080}"
@@ -27,11 +40,16 @@ log_port="${AIRFLOW_LOG_PORT:-28793}"
 # Standalone spawns bare `airflow`, and SparkSubmitOperator bare `spark-submit`:
 # both must be on the PATH every child inherits.
 export PATH="$venv/bin:$PATH"
-# The glue package, importable before the next `make install` registers it.
-export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
-
 export AIRFLOW__CORE__DAGS_FOLDER="$repo/dags"
-export AIRFLOW__CORE__PLUGINS_FOLDER="$repo/plugins"
+if ((checkout)); then
+    # The glue package, importable before the next `make install` registers it.
+    export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+    export AIRFLOW__CORE__PLUGINS_FOLDER="$repo/plugins"
+else
+    # Not this package's plugins/ (a module there would register the plugin a second
+    # time): a folder of this AIRFLOW_HOME, Airflow's default.
+    export AIRFLOW__CORE__PLUGINS_FOLDER="$AIRFLOW_HOME/plugins"
+fi
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__PARALLELISM=4
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="${AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION:-False}"
@@ -117,7 +135,7 @@ spark_connect_start() {
         # A background job of this shell: it ignores SIGINT, so Ctrl-C reaches the
         # launcher's trap, which stops it after Airflow (spark_connect_stop).
         VENV="$venv" SPARK_CONNECT_PORT="$spark_connect_port" SPARK_CONNECT_AUTHENTICATE_TOKEN="$token" \
-            "$repo/scripts/spark-connect-up.sh" >"$log" 2>&1 &
+            bash "$repo/scripts/spark-connect-up.sh" >"$log" 2>&1 &
         spark_connect_pid=$!
         echo "$spark_connect_pid" >"$AIRFLOW_HOME/spark-connect.pid"
         echo "Spark Connect: starting a server on 127.0.0.1:$spark_connect_port (log $log, token in $spark_connect_token_file)"

@@ -22,7 +22,9 @@
 # executors must reach the driver: give --conf spark.driver.host=<this host>.
 set -euo pipefail
 
-repo="$(cd "$(dirname "$0")/.." && pwd)"
+# The checkout, or the cursorops.airflow package of an installed wheel (which carries this
+# script): only a checkout goes on the workers' PYTHONPATH.
+repo="$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)"
 venv="${VENV:-$repo/.venv}"
 if [[ -x "$venv/bin/spark-submit" ]]; then
     submit="$venv/bin/spark-submit"
@@ -59,7 +61,9 @@ export SPARK_CONNECT_AUTHENTICATE_TOKEN
 
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 export PYSPARK_PYTHON="$python"
-export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+if [[ -f "$repo/cursorops/__init__.py" ]]; then
+    export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+fi
 
 # exec: the JVM is this process, so a supervisor's SIGTERM reaches it directly.
 # Later --conf values win, so the caller's --conf overrides these.

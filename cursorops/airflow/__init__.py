@@ -22,7 +22,8 @@ Light on purpose: DAG files import it at parse time, so nothing here imports
 - Their helpers: :mod:`~.environment` (the Airflow user → Pulsar role map),
   :mod:`~.outcomes` (every ``cursorops.core.errors`` leaf → fail or retry), :mod:`~.runs`
   (a run's folder), :mod:`~.termination`.
-- :mod:`~.local_airflow`: a local Airflow for the demo, the tests and the benchmarks.
+- :mod:`~.local_airflow`: a local Airflow for the demo, the tests and the benchmarks, and
+  :mod:`~.bundle`: where its launcher and the DAGs are (the checkout's, or the wheel's).
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ all three start Airflow the way a person does:
   SQLite, the embedded default), with a Spark Connect server on a free port
   named by ``spark_connect_default``, so no Spark task starts a JVM. It reads its
   settings from ``scripts/airflow-env.sh`` and stops every process it started,
-  the Spark Connect server included, on SIGINT (:meth:`Airflow.stop`).
+  the Spark Connect server included, on SIGINT (:meth:`Airflow.stop`). The scripts
+  and the DAGs are the checkout's or the installed wheel's (:mod:`~.bundle`), and
+  Airflow runs from this interpreter's environment (VENV).
 
 ``tests/test_topology.py`` drives the same :class:`Airflow` over
 ``scripts/topology-up.sh`` (Airflow as separate processes on PostgreSQL). The
@@ -32,8 +34,8 @@ from typing import Any
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = REPO / "scripts"
+from cursorops.airflow import bundle
+
 DEMO_USERS = {"admin": "admin", "alice": "op", "bob": "op", "carol": "viewer"}
 """Airflow user → SimpleAuthManager role (carol, a viewer, reads and answers nothing)."""
 START_TIMEOUT_S = 300.0
@@ -271,8 +273,13 @@ class Airflow:
         started with it (``dag.test()``, the ``airflow`` CLI) shares the metadata database,
         the DAGs folder and the connections, the launcher's Spark Connect server included."""
         sourced = subprocess.run(
-            ["bash", "-c", 'source "$0" "$1" >/dev/null && env -0', str(SCRIPTS / "airflow-env.sh")]
-            + [str(self.home)],
+            [
+                "bash",
+                "-c",
+                'source "$0" "$1" >/dev/null && env -0',
+                str(bundle.scripts_folder() / "airflow-env.sh"),
+                str(self.home),
+            ],
             env=self.launcher_env,
             capture_output=True,
             check=True,
@@ -370,9 +377,11 @@ def start_airflow(
     )
     port = free_port()
     log_port = free_port(span=2)
+    script = bundle.scripts_folder() / "airflow-up.sh"
     env = {
         **os.environ,
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        **bundle.launcher_environment(),
         **environ,
         "AIRFLOW_PORT": str(port),
         "AIRFLOW_LOG_PORT": str(log_port),
@@ -384,7 +393,6 @@ def start_airflow(
         env["SPARK_CONNECT_PORT"] = str(free_port())
     if only_dag:
         env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "True"
-    script = SCRIPTS / "airflow-up.sh"
     log = root / "airflow.log"
     with log.open("wb") as out:
         process = subprocess.Popen(

@@ -22,6 +22,7 @@ way out, also on an error, Ctrl-C or SIGTERM.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -37,9 +38,10 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
+from cursorops.airflow import bundle
 from cursorops.core.broker import Broker, wall_clock_ms
 from cursorops.core.config import Config
-from cursorops.core.errors import AlreadyExistsError
+from cursorops.core.errors import AlreadyExistsError, InvalidArgumentError
 from cursorops.core.ids.message_id import MessageId
 
 if TYPE_CHECKING:
@@ -171,6 +173,8 @@ def run(
     """Tell the story on ``config``'s home as ``role`` (a superuser: it creates the tenant);
     return a summary with the checks (and print each step to ``say``). Airflow is started
     and stopped here unless ``airflow``, one already running on this home, is given."""
+
+    _require_parts(start_airflow=airflow is None)
 
     def line(text: str = "") -> None:
         if say is not None:
@@ -374,6 +378,23 @@ def run(
     for name, ok in checks.items():
         line(f"    {'ok  ' if ok else 'FAIL'}  {name}")
     return summary
+
+
+def _require_parts(*, start_airflow: bool) -> None:
+    """Before anything changes: the optional parts the demo runs, which the ``airflow``
+    extra installs (the Pulsar client of the app and the producer; Airflow, its DAGs and
+    its launcher when the demo starts it)."""
+    parts = {"pulsar": "the Pulsar client"}
+    if start_airflow:
+        parts["airflow"] = "Airflow"
+    missing = [name for module, name in parts.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        raise InvalidArgumentError(
+            f"the protocol demo needs {' and '.join(missing)}: {bundle.INSTALL_HINT}"
+        )
+    if start_airflow:
+        bundle.dags_folder()
+        bundle.scripts_folder()
 
 
 def _prepare(broker: Broker, role: str) -> None:

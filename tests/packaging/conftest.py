@@ -1,7 +1,9 @@
-"""The wheel, built once per test session from this checkout (``pip wheel --no-deps``)."""
+"""The wheel, built once per test session from this checkout (``pip wheel --no-deps``), and
+the environment of a user's shell the wheel's tests install and run it in."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -13,12 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
-def wheel_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    # Built from a copy: setuptools writes cursorops.egg-info into the tree it builds, and
-    # one in the checkout is a second cursorops distribution wherever the checkout is on
-    # sys.path (an editable install), whose airflow.plugins entry point Airflow would load
-    # again and report as a duplicate plugin.
+def source_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The copy of the checkout the wheel is built from: a build writes into the tree it
+    builds (build/), and the checkout is left as it is."""
     source = tmp_path_factory.mktemp("source") / "cursorops"
     shutil.copytree(
         REPO,
@@ -28,8 +27,14 @@ def wheel_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
             ".venv", ".git", "*.egg-info", "__pycache__", "build", "test-artifacts", ".*cache"
         ),
     )
+    return source
+
+
+@pytest.fixture(scope="session")
+def wheel_file(source_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source_tree)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -37,3 +42,40 @@ def wheel_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert done.returncode == 0, done.stderr
     [built] = out.glob("cursorops-*.whl")
     return built
+
+
+def clean_environment(root: Path) -> dict[str, str]:
+    """A user's shell: no PYTHONPATH (the checkout must not shadow the installed wheel),
+    no Airflow or cursorops settings, a home of its own under ``root`` (:func:`user_home`,
+    also the folder to run in: ``python -c`` and ``-m`` put the current folder first on
+    sys.path, and the checkout's ``cursorops`` must not be found there)."""
+    home = user_home(root)
+    keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "PIP_CONFIG_FILE", "SSL_CERT_FILE")
+    env = {key: os.environ[key] for key in keep if key in os.environ}
+    return {**env, "HOME": str(home)}
+
+
+def user_home(root: Path) -> Path:
+    home = root / "user"
+    home.mkdir(exist_ok=True)
+    return home
+
+
+def install(wheel_file: Path, root: Path, extras: str = "") -> Path:
+    """A fresh virtual environment under ``root`` with the wheel installed (its dependencies
+    from the configured package indexes), as a user installs it: ``cursorops[extras]``."""
+    env = clean_environment(root)
+    subprocess.run(
+        [sys.executable, "-m", "venv", str(root / "venv")], check=True, env=env, timeout=300
+    )
+    python = root / "venv" / "bin" / "python"
+    wanted = f"{wheel_file}[{extras}]" if extras else str(wheel_file)
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-input", wanted],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return root / "venv"

@@ -13,14 +13,14 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.packaging.conftest import clean_environment, install, user_home
 
 pytestmark = pytest.mark.slow
 
@@ -30,34 +30,10 @@ OWN_LINE = re.compile(r"cursorops standalone (ready|stopping|stopped)\b")
 START_TIMEOUT_S = 120.0
 
 
-def _clean_environment(root: Path) -> dict[str, str]:
-    """A user's shell: no PYTHONPATH (the checkout must not shadow the installed wheel),
-    no Airflow or cursorops settings, a home of its own."""
-    home = root / "user"
-    home.mkdir(exist_ok=True)
-    keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "PIP_CONFIG_FILE", "SSL_CERT_FILE")
-    env = {key: os.environ[key] for key in keep if key in os.environ}
-    return {**env, "HOME": str(home)}
-
-
 @pytest.fixture(scope="module")
-def venv(wheel_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def venv(wheel_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtual environment with the wheel installed, no extras."""
-    root = tmp_path_factory.mktemp("no-extras")
-    env = _clean_environment(root)
-    subprocess.run(
-        [sys.executable, "-m", "venv", str(root / "venv")], check=True, env=env, timeout=300
-    )
-    python = root / "venv" / "bin" / "python"
-    done = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-input", str(wheel_file)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=1200,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    yield root / "venv"
+    return install(wheel_file, tmp_path_factory.mktemp("no-extras"))
 
 
 def _imports(venv: Path, module: str) -> subprocess.CompletedProcess[str]:
@@ -65,7 +41,8 @@ def _imports(venv: Path, module: str) -> subprocess.CompletedProcess[str]:
         [str(venv / "bin" / "python"), "-c", f"import {module}"],
         capture_output=True,
         text=True,
-        env=_clean_environment(venv.parent),
+        env=clean_environment(venv.parent),
+        cwd=user_home(venv.parent),
         timeout=120,
     )
 
@@ -86,7 +63,7 @@ def test_the_broker_the_rest_app_and_the_cli_import(venv: Path) -> None:
 def test_the_standalone_serves_the_admin_rest_and_prints_only_its_own_lines(
     venv: Path, tmp_path: Path
 ) -> None:
-    env = _clean_environment(venv.parent)
+    env = clean_environment(venv.parent)
     home = tmp_path / "home"
     argv = [
         str(venv / "bin" / "cursorops"),
@@ -104,6 +81,7 @@ def test_the_standalone_serves_the_admin_rest_and_prints_only_its_own_lines(
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
+        cwd=user_home(venv.parent),
         start_new_session=True,
     )
     lines: list[str] = []
@@ -150,3 +128,22 @@ def test_the_standalone_serves_the_admin_rest_and_prints_only_its_own_lines(
     printed = [line.rstrip("\n") for line in lines if line.strip()]
     assert printed and all(OWN_LINE.match(line) for line in printed), "\n".join(printed)
     assert printed[-1] == "cursorops standalone stopped"
+
+
+def test_the_protocol_demo_names_what_it_needs_and_how_to_install_it(
+    venv: Path, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [str(venv / "bin" / "cursorops"), "--home", str(tmp_path / "home"), "demo", "--protocol"],
+        capture_output=True,
+        text=True,
+        env=clean_environment(venv.parent),
+        cwd=user_home(venv.parent),
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == (
+        "error: the protocol demo needs the Pulsar client and Airflow: "
+        "pip install 'cursorops[airflow]'\n"
+    )
+    assert not (tmp_path / "home").exists()
