@@ -241,10 +241,15 @@ INSTALL_WITHOUT_EXTRAS = {
 """What ``pip install cursorops`` runs with no extras: the broker, the store, the CLI and
 the REST app. None of it imports Airflow, cursorops's Airflow integration or pyspark."""
 EXTRAS_ONLY = ("airflow", "cursorops.airflow", "pyspark")
-AIRFLOW_LAUNCHER = "cursorops.airflow.local_airflow"
-"""The one module of the Airflow integration the CLI reaches (``cursorops demo
---protocol``): it starts Airflow as another process and drives it over HTTP, importing
-nothing of Airflow itself (checked below)."""
+AIRFLOW_LAUNCHER = ("cursorops.airflow.local_airflow", "cursorops.airflow.bundle")
+"""The modules of the Airflow integration the CLI reaches (``cursorops demo
+--protocol``): the launcher starts Airflow as another process and drives it over HTTP,
+and the bundle says where its scripts and the DAGs are; neither imports anything of
+Airflow itself (checked below)."""
+
+
+def _launcher(module: str) -> bool:
+    return module in AIRFLOW_LAUNCHER or module.rpartition(".")[0] in AIRFLOW_LAUNCHER
 
 
 def _extras_only(module: str) -> bool:
@@ -264,21 +269,19 @@ def _without_extras() -> list[Path]:
 def test_what_installs_without_extras_imports_no_airflow_and_no_pyspark(path: Path) -> None:
     imported = _imported(path)
     if path.is_relative_to(ROOT / "cursorops" / "cli"):
-        imported = {
-            m
-            for m in imported
-            if m != AIRFLOW_LAUNCHER and m.rpartition(".")[0] != AIRFLOW_LAUNCHER
-        }
+        imported = {m for m in imported if not _launcher(m)}
     found = sorted(m for m in imported if _extras_only(m))
     assert not found, f"{path.relative_to(ROOT)} imports {found}"
 
 
-def test_the_airflow_launcher_imports_nothing_of_airflow() -> None:
-    path = ROOT / "cursorops" / "airflow" / "local_airflow.py"
+@pytest.mark.parametrize("name", ["local_airflow.py", "bundle.py"])
+def test_the_airflow_launcher_imports_nothing_of_airflow(name: str) -> None:
+    path = ROOT / "cursorops" / "airflow" / name
     found = sorted(
         m
         for m in _imported(path)
-        if m == "airflow" or m.startswith("airflow.") or m.startswith("cursorops.airflow.")
+        if (m == "airflow" or m.startswith("airflow.") or m.startswith("cursorops.airflow."))
+        and not _launcher(m)
     )
     assert not found, f"{path.name} imports {found}"
 

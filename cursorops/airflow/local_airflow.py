@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from cursorops.airflow import bundle
+import cursorops.airflow.bundle as bundle
 
 DEMO_USERS = {"admin": "admin", "alice": "op", "bob": "op", "carol": "viewer"}
 """Airflow user → SimpleAuthManager role (carol, a viewer, reads and answers nothing)."""

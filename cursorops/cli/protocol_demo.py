@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
-from cursorops.airflow import bundle
+import cursorops.airflow.bundle as bundle
 from cursorops.core.broker import Broker, wall_clock_ms
 from cursorops.core.config import Config
 from cursorops.core.errors import AlreadyExistsError, InvalidArgumentError
