@@ -84,3 +84,7 @@ def test_the_using_the_cli_section_runs_as_pasted(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     home = Path(report.read_text())
     assert home.parent == temp, f"the section must work on a fresh home, not {home}"
+    # Pasted as it is, the section leaves nothing behind: its standalone stopped, its
+    # home removed, nothing else in the temp folder it was given.
+    assert home_module.status(str(home), None) is None, "the section left its standalone"
+    assert list(temp.iterdir()) == [], sorted(p.name for p in temp.iterdir())
