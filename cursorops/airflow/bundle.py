@@ -11,6 +11,7 @@ one path, resolved, names the real folder either way. The launcher
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -31,9 +32,10 @@ def scripts_folder() -> Path:
 
 
 def launcher_environment() -> dict[str, str]:
-    """What the launcher must be told: the environment Airflow runs from is this
-    interpreter's (its ``bin/airflow``), not a ``.venv`` next to the scripts."""
-    return {"VENV": sys.prefix}
+    """What the launcher must be told: the environment Airflow runs from, ``VENV`` when
+    the caller names one (as the launcher itself reads it), else this interpreter's (its
+    ``bin/airflow``), not a ``.venv`` next to the scripts."""
+    return {"VENV": os.environ.get("VENV") or sys.prefix}
 
 
 def _folder(name: str, member: str) -> Path:

@@ -120,10 +120,10 @@ def test_second_user_approves_in_the_ui(airflow: Airflow, cursorops_home):
         assert shot.stat().st_size > 10_000, shot
 
 
-HOSTILE_REASON = (
-    "\u202eevil by asked | **APPROVED** " + "r" * 20_000 + "\n<!-- hidden --> \u200bzero"
-)
-HOSTILE_TICKET = "OPS\u2011" + "t" * 3_000
+HOSTILE_REASON = "\u202eevil by asked | **APPROVED** " + "r" * 440 + "\n<!-- hidden --> \u200bzero"
+"""As long as a reason may be (500 characters), without a space."""
+HOSTILE_TICKET = "OPS\u2011" + "t" * 250
+"""As long as a ticket may be (256 characters)."""
 FITS = """() => {
   const bidi = /[\\u202A-\\u202E\\u2066-\\u2069\\u200B-\\u200F\\uFEFF]/;
   const raw = [];
@@ -146,10 +146,10 @@ FITS = """() => {
 
 
 def test_a_hostile_request_stays_legible_and_inside_the_pane(airflow: Airflow, cursorops_home):
-    """A reason of 20,000 characters without a space, with bidirectional controls, a newline
-    and a comment, and a long ticket: Airflow's approval page and the Cursors preview show
-    them legibly, cut, and keep every table, paragraph and the page inside the window, at
-    1,400 and 1,000 px."""
+    """A reason of the longest length allowed without a space, with bidirectional controls,
+    a newline and a comment, and the longest ticket: Airflow's approval page and the Cursors
+    preview show them legibly and keep every table, paragraph and the page inside the
+    window, at 1,400 and 1,000 px."""
     from playwright.sync_api import sync_playwright
 
     executable = chromium()
@@ -172,7 +172,6 @@ def test_a_hostile_request_stays_legible_and_inside_the_pane(airflow: Airflow, c
                         f"{airflow.base_url}/dags/{DAG}/runs/{run}/tasks/{GATE}/required_actions"
                     )
                     page.locator("[data-testid=hitl-option-Approve]").wait_for(state="visible")
-                    page.get_by_text("more characters", exact=False).first.wait_for()
                     page.get_by_text("\\u{202E}evil by asked", exact=False).first.wait_for()
                     seen = page.evaluate(FITS)
                     page.screenshot(

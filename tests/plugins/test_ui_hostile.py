@@ -96,8 +96,8 @@ def served(api: Api) -> Iterator[str]:
 def hostile_topic(api: Api) -> str:
     """A topic whose every producer- and requester-written value is hostile: two
     subscriptions with hostile names, four messages with a hostile key, property and
-    payload that both redelivered three times (the radar lists them), a skip on NAME, and
-    a request's closing record with a hostile requester, reason and ticket."""
+    payload, each negatively acknowledged four times (the radar lists them), a skip on
+    NAME, and a request's closing record with a hostile requester, reason and ticket."""
     from cursorops.core.broker import Broker, wall_clock_ms
     from cursorops.core.producer import OutgoingMessage
     from cursorops.core.subscription import SubscriptionType
@@ -115,9 +115,14 @@ def hostile_topic(api: Api) -> str:
             properties=dict([PROPERTY]),
         )
         ids = broker.produce("admin", topic, [message] * 6)
+        # Each message negatively acknowledged four times: redelivered four times, as a
+        # consumer's request counts (a consumer that merely leaves does not count).
         for _ in range(4):
             for name in (NAME, LONG_NAME):
-                broker.consume("admin", topic, name, 6, ack=False)
+                consumer = broker.dispatcher("admin", topic, name).subscribe("c")
+                for held in consumer.receive_many(6, prefetch=False):
+                    consumer.negative_acknowledge(held)
+                consumer.close()
         broker.skip_messages("admin", topic, NAME, ids[:1], via="rest")
         broker.record_audit(
             "admin",
