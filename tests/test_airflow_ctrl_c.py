@@ -9,7 +9,9 @@ its job on the server (its task runner is alive and its log says so), SIGINT goe
 to the launcher's whole process group, as a terminal's Ctrl-C does. Every process
 the launcher started, in whatever process group it put itself (Airflow puts each
 task runner in its own), must be gone before the bounded stop's deadline, the Spark Connect port
-closed, and the task recorded as interrupted (up for retry) by Airflow itself.
+closed, and the task's end recorded by Airflow itself, not left "running". Whether
+Airflow records it up for retry or failed is Airflow's: when its supervisor is stopped
+first, or the task's own report races the shutdown, the task runner fails closed.
 """
 
 from __future__ import annotations
@@ -189,8 +191,8 @@ def test_ctrl_c_during_a_spark_task_stops_everything(tmp_path: Path) -> None:
         with socket.socket() as probe, pytest.raises(OSError):
             probe.connect(("127.0.0.1", connect_port))
         # Interrupted, and its end recorded while the api-server still ran (not left
-        # "running").
-        assert _task_state(airflow.home, airflow.launcher_env, run) == "up_for_retry"
+        # "running"; up for retry, or failed when Airflow's shutdown wins the race).
+        assert _task_state(airflow.home, airflow.launcher_env, run) in ("up_for_retry", "failed")
     finally:
         leftovers.stop(leftovers.in_session(session))
         if busy is not None:
