@@ -94,20 +94,11 @@ class RequestRecord:
             "subscription": _text(subscription, "subscription"),
             "arguments": kept,
         }
-        return cls(**fields, created_at_ms=created_at_ms, digest=_digest(**fields))
+        return cls(**fields, created_at_ms=created_at_ms, digest=_digest(fields))
 
     def verified(self) -> RequestRecord:
         """This record, after checking that its digest matches its content."""
-        expected = _digest(
-            operation=self.operation,
-            dag_id=self.dag_id,
-            run_id=self.run_id,
-            requester=self.requester,
-            role=self.role,
-            topic=self.topic,
-            subscription=self.subscription,
-            arguments=self.arguments,
-        )
+        expected = _digest({name: getattr(self, name) for name in _SPELLED})
         if expected != self.digest:
             raise InvalidArgumentError(
                 f"Request record {self.digest} does not match its content: refused"
@@ -131,27 +122,21 @@ class RequestRecord:
         return self
 
 
-def _digest(
-    *,
-    operation: str,
-    dag_id: str,
-    run_id: str,
-    requester: str,
-    role: str,
-    topic: str,
-    subscription: str,
-    arguments: Mapping[str, Any],
-) -> str:
-    body = {
-        "operation": operation,
-        "dagId": dag_id,
-        "runId": run_id,
-        "requester": requester,
-        "role": role,
-        "topic": topic,
-        "subscription": subscription,
-        "arguments": arguments,
-    }
+_SPELLED = {
+    "operation": "operation",
+    "dag_id": "dagId",
+    "run_id": "runId",
+    "requester": "requester",
+    "role": "role",
+    "topic": "topic",
+    "subscription": "subscription",
+    "arguments": "arguments",
+}
+"""The content a digest covers: each field and its name in the hashed JSON."""
+
+
+def _digest(content: Mapping[str, Any]) -> str:
+    body = {spelled: content[name] for name, spelled in _SPELLED.items()}
     return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
 
