@@ -23,6 +23,8 @@ import pytest
 AIRFLOW_UNIT = "airflow"
 _UNITS_KEY = "cursorops_units_file"
 _UNITS_FILE = pytest.StashKey[Path]()
+_BUSY = pytest.StashKey[dict[str, float]]()
+"""Controller: seconds of setup, call and teardown each worker spent, by worker id."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -32,6 +34,27 @@ def pytest_configure(config: pytest.Config) -> None:
     ):
         folder = Path(tempfile.mkdtemp(prefix="cursorops-xdist-"))
         config.stash[_UNITS_FILE] = folder / "units.tsv"
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Controller: add each phase's time to the worker that ran it."""
+    node = getattr(report, "node", None)
+    if node is None:
+        return
+    busy = node.config.stash.setdefault(_BUSY, {})
+    worker = node.gateway.id
+    busy[worker] = busy.get(worker, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Controller: how long each worker was busy, so a run shows which worker bounds it
+    (the one with the Airflow unit, or the rest)."""
+    busy = config.stash.get(_BUSY, None)
+    if not busy:
+        return
+    terminalreporter.section("time per worker")
+    for worker, seconds in sorted(busy.items()):
+        terminalreporter.write_line(f"{worker}: {seconds / 60:.1f} min in tests ({seconds:.0f} s)")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
