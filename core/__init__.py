@@ -5,12 +5,24 @@ is loaded on first use (PEP 562), so ``import cursorops.core.errors`` or
 ``import cursorops.core.ids.message_id`` costs only that module: a command line tool that
 needs one name does not pay for numpy, the stores (SQLAlchemy, pyarrow) or
 pydantic through this package.
+
+This folder is ``cursorops.core`` only. In a checkout ``cursorops/core`` links here, and an
+editable install puts the checkout's root on ``sys.path``, where ``import core`` would
+find this folder too and load a second copy of every module: second classes (an
+``except cursorops.core.errors.CursorOpsError`` misses the copy's errors) and second
+tables. So a top-level ``core`` refuses to load.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+if __name__ != "cursorops.core":
+    raise ImportError(
+        f"{__name__!r} is cursorops.core under another name; import cursorops.core "
+        "(docs/decisions/2026-12-07-the-core-link-stays-guarded.md)"
+    )
 
 if TYPE_CHECKING:
     from cursorops.core.acks.cursor import AckTarget, CursorState

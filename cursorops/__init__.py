@@ -11,6 +11,9 @@ The one import root of the distribution. Its layers are its subpackages:
 
 In a checkout ``cursorops/core`` and ``cursorops/spark`` are links to the design's
 top-level ``core/`` and ``spark_apps/`` folders; the wheel holds them as real folders.
+Those folders refuse to load under their own names (``import core``): with the checkout
+on ``sys.path`` that would be a second copy of every module, so the check is in their
+own ``__init__``, which ``import core`` runs and this file does not.
 """
 
 

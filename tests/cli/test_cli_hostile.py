@@ -61,7 +61,7 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:  # type: ignore[
 def test_payload_bytes_arrive_exactly(home: Path) -> None:
     """A payload is the bytes given on the command line, UTF-8 or not.
 
-    docs/decisions/2026-11-23-a-produce-m-payload-is-the-exact-bytes-of-the-command-line.md
+    docs/decisions/README.md#2026-11-23-a-produce-m-payload-is-the-exact-bytes-of-the-command-line
     """
     raw = b"caf\xe9 \xff\x00-end"[:-5] + b"\xfe\xfd"
     produced = run(home, "produce", TOPIC, "-m", raw, "-m", "plain")
