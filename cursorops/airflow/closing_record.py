@@ -60,6 +60,19 @@ def _answers(broker: Broker, record: PlanRecord, gates: Sequence[str]) -> list[d
     return out
 
 
+def closing_records(broker: Broker, record: PlanRecord) -> list[dict[str, Any]]:
+    """The closing records of the run bound to ``record`` (its request was closed by them),
+    newest first."""
+    b = record.binding
+    return [
+        dict(e.detail)
+        for e in broker.audit_log(
+            b.role, record.topic, kind=request_kind(record.operation), limit=1000
+        )
+        if e.detail.get("runId") == b.run_id and e.detail.get("planDigest") == record.digest
+    ]
+
+
 def attempt_events(broker: Broker, role: str, record: PlanRecord) -> list[AuditRecord]:
     """The apply attempts on ``record`` (``skip`` and ``skip-refused``, ...), newest first."""
     from cursorops.airflow.steps import refused_kind
@@ -79,7 +92,8 @@ def decide(
 ) -> tuple[str, str]:
     """``(outcome, one plain sentence)`` from what the latest apply attempt did."""
     if latest is not None and latest.kind != record.operation:
-        first = f"Apply refused: {latest.detail.get('reason')}"
+        where = "Apply" if latest.detail.get("stage") != "gate" else latest.detail.get("gate")
+        first = f"{where} refused: {latest.detail.get('reason')}"
         if record.applied_at_ms is not None:
             first += " (the plan was applied once before; this attempt applied nothing)"
         return "refused", first

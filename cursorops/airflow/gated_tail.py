@@ -5,8 +5,9 @@ A request of a gated operation is made at its door (REST, CLI, the Cursors page:
 started with the record's digest as its one param (:func:`request_params`). Such a DAG
 is only this tail: the gates (one per approval a plan may need, up to
 :data:`cursorops.core.skipping.plan_record.MAX_APPROVALS`; a gate a plan does not need skips
-itself), ``apply`` and ``close_request``. The first gate loads the record by the digest and
-refuses it unless it is bound to this very run and its requester; apply validates it
+itself), ``apply`` and ``close_request`` (the run's teardown, so a run marked success or
+failed by hand still closes its request). Every gate loads the record by the digest (the
+first refuses it unless it is bound to this very run and its requester); apply validates it
 once, under the cursors' locks, in the transaction that writes it with its audit
 record and the record's claim (so no separate verify step: what it would check, that
 transaction checked). A DAG that plans in a step of its own (a Spark scan first: skip
@@ -88,7 +89,10 @@ def approve_and_apply(operation: str = SKIP, plan: XComArg | None = None) -> Non
 
         return apply_approved_plan(get_current_context(), gates_ids)
 
-    @task(trigger_rule="all_done", retries=2)
+    # A teardown: Airflow runs it after everything else whatever happened, even when the
+    # run is marked success or failed by hand (it skips pending tasks, but not teardowns),
+    # and it fails the run when it fails (nothing was applied).
+    @task(retries=2)
     def close_request() -> dict[str, Any]:
         """Who asked, who answered, when, why and what was applied: the request's closing
         record, to the audit log."""
@@ -108,7 +112,7 @@ def approve_and_apply(operation: str = SKIP, plan: XComArg | None = None) -> Non
         for n, gate in enumerate(gates_ids, start=1)
     ]
     applied = apply()
-    closing = close_request()
+    closing = close_request().as_teardown(on_failure_fail_dagrun=True)
     if plan is not None:
         plan >> gates[0]
     for earlier, later in zip(gates, gates[1:], strict=False):

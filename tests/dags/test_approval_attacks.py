@@ -44,6 +44,26 @@ def xcom_path(run: str, task: str, key: str = "return_value") -> str:
     return f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances/{task}/xcomEntries/{key}"
 
 
+def forge_required_approvals(airflow: Airflow, run: str, value: int) -> None:
+    """alice writes the first gate's ``required_approvals`` XCom (creates it, or PATCHes it
+    where a gate wrote one), as any Airflow user with edit rights may."""
+    created = airflow.request(
+        "alice",
+        "POST",
+        f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances/{GATE}/xcomEntries",
+        json={"key": "required_approvals", "value": value},
+    )
+    if created.status_code in (200, 201):
+        return
+    patched = airflow.request(
+        "alice",
+        "PATCH",
+        xcom_path(run, GATE, "required_approvals"),
+        json={"value": value, "map_index": -1},
+    )
+    assert patched.status_code == 200, (created.text, patched.text)
+
+
 def test_hidden_line_in_the_reason_is_shown_as_text_and_applies_only_the_plan(
     airflow: Airflow, cursorops_home: Config
 ):
@@ -93,15 +113,9 @@ def test_xcoms_written_while_the_gate_waits_change_nothing_applied(
         },
     )
     assert forged.status_code in (200, 201), forged.text
-    count = airflow.request(
-        "alice",
-        "PATCH",
-        xcom_path(run, GATE, "required_approvals"),
-        json={"value": 3, "map_index": -1},
-    )
-    assert count.status_code == 200, count.text
+    forge_required_approvals(airflow, run, 9)
     assert airflow.answer(DAG, run, GATE, "Approve", user="bob").status_code == 200
-    # The count forged upwards only makes the later gates read the record, which needs one.
+    # Every gate reads the count from the record, which needs one: the forged 9 is ignored.
     assert airflow.wait_run(DAG, run) == "success", airflow.task_states(DAG, run)
     assert airflow.task_states(DAG, run)[SECOND] == ["skipped"]
     assert seeded.unacknowledged() == before - {label(pills[0])}
@@ -174,8 +188,11 @@ def test_reruns_tell_the_truth(airflow: Airflow, cursorops_home: Config):
     assert answer.responded_by == "bob" and answer.request.try_number == 1
     assert seeded.unacknowledged() == before - {label(m) for m in pills}
     assert len(seeded.audit("skip")) == 1
-    # The request was closed already: the refused re-run adds no closing record of its own.
-    assert [str(r["outcome"]) for r in seeded.audit("skip-request")] == ["refused", "applied"]
+    # The re-run ends red with a closing record of its own that says why.
+    closings = seeded.audit("skip-request")
+    assert [str(r["outcome"]) for r in closings] == ["refused", "refused", "applied"]
+    assert str(closings[0]["statement"]).startswith(f"{GATE} refused: This request was closed")
+    assert "applied nothing" in str(closings[0]["statement"])
 
     # A new request is a new run: its own plan record, its own fresh preview.
     again = request_skip(airflow, seeded, pills)
@@ -248,8 +265,16 @@ def test_an_expired_approval_applies_nothing_and_a_full_quorum_applies(
     assert "expired" in airflow.task_log(DAG, late, SECOND)
     assert airflow.task_states(DAG, late)["apply_skip"] == ["upstream_failed"]
     assert_untouched(seeded, before)
+    # Its closing record says why: the Approve was refused, the first approval had expired.
+    [closing] = seeded.audit("skip-request")
+    assert closing["outcome"] == "refused" and closing["runId"] == late
+    assert str(closing["statement"]).startswith(f"{SECOND} refused: This Approve cannot apply")
+    assert "expired" in str(closing["statement"]) and closing["approvedBy"] == []
+    assert [a["chosen"] for a in closing["answers"]] == [["Approve"], ["Approve"]]
 
     airflow.wait_awaiting_input(DAG, fresh, GATE)
+    # A count forged downwards skips no gate: the second reads the record, which needs two.
+    forge_required_approvals(airflow, fresh, 1)
     assert airflow.answer(DAG, fresh, GATE, "Approve", user="bob").status_code == 200
     airflow.wait_awaiting_input(DAG, fresh, SECOND)
     assert airflow.answer(DAG, fresh, SECOND, "Approve", user="admin").status_code == 200

@@ -79,12 +79,14 @@ def test_tags_and_retries(parsed):
         assert retried, f"{dag_id}: no task retries"
 
 
-def test_skip_gate_and_validation_never_retry(parsed):
+def test_validation_never_retries_and_a_gate_retries_only_to_resume_its_answer(parsed):
+    from cursorops.airflow.operators.gate import RESUME_RETRIES
+
     retries = parsed["dags"]["cursorops_skip_messages"]["retries"]
-    assert retries["approve_skip"] == 0
+    assert retries["approve_skip"] == RESUME_RETRIES
     assert retries["apply_skip"] == 2
     matching = parsed["dags"]["cursorops_skip_matching"]["retries"]
-    assert matching["validate_request"] == 0 and matching["approve_skip"] == 0
+    assert matching["validate_request"] == 0 and matching["approve_skip"] == RESUME_RETRIES
 
 
 def test_a_request_workflow_is_its_gates_apply_and_record(parsed):

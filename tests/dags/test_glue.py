@@ -295,11 +295,12 @@ def _gate_context(config: Config, monkeypatch: pytest.MonkeyPatch, try_number: i
     )
     pushed: dict[str, object] = {}
     ti = SimpleNamespace(
+        id="0199c0de-0000-7000-8000-000000000001",
         try_number=try_number,
         xcom_push=lambda key, value: pushed.__setitem__(key, value),
         xcom_pull=lambda task_ids, key: pushed.get(key),
     )
-    return {"dag_run": run, "ti": ti, "params": {}}
+    return {"dag_run": run, "ti": ti, "task_instance": ti, "params": {}}
 
 
 def test_the_gate_records_the_answer_it_is_resumed_with(tmp_path: Path, monkeypatch):
@@ -330,11 +331,16 @@ def test_the_gate_records_the_answer_it_is_resumed_with(tmp_path: Path, monkeypa
             "responded_by_user": user,
         }
 
+    from airflow.sdk.exceptions import AirflowFailException
+
     assert gate.execute_complete(context, event("Approve"))["chosen_options"] == ["Approve"]
-    with pytest.raises(HITLTimeoutError):  # a timeout records nothing
+    # A timeout records nothing; it and a Reject fail the gate without a retry.
+    with pytest.raises(AirflowFailException) as timed_out:
         second.execute_complete(context, {"error": "no answer", "error_type": "timeout"})
-    with pytest.raises(HITLRejectException):
+    assert isinstance(timed_out.value.__cause__, HITLTimeoutError)
+    with pytest.raises(AirflowFailException) as rejected:
         second.execute_complete(context, event("Reject", "carol"))
+    assert isinstance(rejected.value.__cause__, HITLRejectException)
     with Broker(config) as broker:
         answers = broker.approval_answers("cursorops_skip_messages", "manual__1")
     assert [(a.request.gate, a.chosen, a.responded_by, a.responded_at_ms) for a in answers] == [
@@ -342,7 +348,6 @@ def test_the_gate_records_the_answer_it_is_resumed_with(tmp_path: Path, monkeypa
         ("approve_skip_2", ("Reject",), "carol", AT),
     ]
     # Another answer to a presentation already answered is refused; the first stands.
-    from airflow.sdk.exceptions import AirflowFailException
 
     with pytest.raises(AirflowFailException, match="answered already"):
         gate.execute_complete(context, event("Approve", "carol"))
@@ -362,6 +367,7 @@ def test_a_gate_that_showed_its_request_refuses_to_ask_again(tmp_path: Path, mon
 
     config, seeded, record = _record(tmp_path)
     context = _gate_context(config, monkeypatch, try_number=2)
+    _airflow_holds(monkeypatch, None)
     with Broker(config) as broker:
         shown = _presented(broker, record)
     gate = FourEyesApprovalOperator(task_id="approve_skip", subject="s", body="")
@@ -373,6 +379,65 @@ def test_a_gate_that_showed_its_request_refuses_to_ask_again(tmp_path: Path, mon
         assert door in message
     with Broker(config) as broker:
         assert broker.approval_requests("cursorops_skip_messages", "manual__1") == [shown]
+        assert broker.approval_answers("cursorops_skip_messages", "manual__1") == []
+    assert seeded.audit("skip") == []
+    [why] = seeded.audit("skip-refused")
+    assert why["stage"] == "gate" and why["reason"] == message
+
+
+def _airflow_holds(monkeypatch: pytest.MonkeyPatch, by: str | None, chosen: str = "Approve"):
+    """What Airflow's HITL record of the gate's task holds: an answer by ``by``, or none."""
+    from datetime import UTC, datetime
+
+    from airflow.sdk.api.datamodels._generated import HITLDetailResponse, HITLUser
+    from airflow.sdk.execution_time import hitl
+
+    held = HITLDetailResponse(
+        response_received=by is not None,
+        responded_by_user=None if by is None else HITLUser(id=by, name=by),
+        responded_at=None if by is None else datetime.fromtimestamp(AT / 1000, UTC),
+        chosen_options=None if by is None else [chosen],
+        params_input={},
+    )
+    monkeypatch.setattr(hitl, "get_hitl_detail_content_detail", lambda ti_id: held)
+
+
+def test_a_retried_gate_takes_the_answer_airflow_accepted_and_never_asks_again(
+    tmp_path: Path, monkeypatch
+):
+    """Airflow failed the gate after it accepted bob's answer (its scheduler's race): the
+    retry records that answer against what try 1 showed and goes on with it; once the
+    request is closed, a later try refuses it."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from cursorops.airflow.closing_record import request_kind
+    from cursorops.airflow.operators.gate import FourEyesApprovalOperator
+    from cursorops.core.broker import Broker
+
+    config, seeded, record = _record(tmp_path)
+    context = _gate_context(config, monkeypatch, try_number=2)
+    _airflow_holds(monkeypatch, "bob")
+    with Broker(config) as broker:
+        shown = _presented(broker, record, at=AT)
+    gate = FourEyesApprovalOperator(task_id="approve_skip", subject="s", body="")
+    assert gate.execute(context)["chosen_options"] == ["Approve"]  # type: ignore[arg-type]
+    with Broker(config) as broker:
+        [answer] = broker.approval_answers("cursorops_skip_messages", "manual__1")
+        assert broker.approval_requests("cursorops_skip_messages", "manual__1") == [shown]
+    assert (answer.request, answer.chosen, answer.responded_by) == (shown, ("Approve",), "bob")
+    assert answer.responded_at_ms == AT
+    # The same answer again (a third try) is taken from the store.
+    assert gate.execute(context)["chosen_options"] == ["Approve"]  # type: ignore[arg-type]
+    with Broker(config) as broker:
+        broker.record_audit(
+            "alice",
+            request_kind("skip"),
+            record.topic,
+            record.subscription,
+            {"runId": "manual__1", "planDigest": record.digest, "outcome": "applied"},
+        )
+    with pytest.raises(AirflowFailException, match="This request was closed"):
+        gate.execute(context)  # type: ignore[arg-type]
     assert seeded.audit("skip") == []
 
 

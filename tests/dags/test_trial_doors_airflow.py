@@ -78,7 +78,7 @@ def test_a_redrive_from_a_vault_asks_the_vaults_quorum_and_is_recorded_there(
     assert mine.detail["approvedBy"] == theirs.detail["approvedBy"] == ["bob", "admin"]
 
 
-def test_a_run_the_requester_forces_green_stays_an_open_request_not_applied(
+def test_a_run_the_requester_forces_green_closes_its_request_as_not_applied(
     airflow: Airflow, cursorops_home: Config
 ) -> None:
     namespace = f"acme/forced-{secrets.token_hex(3)}"
@@ -105,11 +105,27 @@ def test_a_run_the_requester_forces_green_stays_an_open_request_not_applied(
         "alice", "PATCH", f"/api/v2/dags/{dag}/dagRuns/{run}", json={"state": "success"}
     )
     assert forced.status_code == 200, forced.text
-    assert airflow.run_state(dag, run) == "success"
-    listed = airflow.get("bob", f"{PREFIX}{rest_path(seeded.topic)}/openRequests")
-    [request] = [r for r in listed if r["runId"] == run]
-    assert request["applied"] is False and request["requester"] == "alice"
+    # Airflow skips what was pending but still runs the closing record (a teardown): it
+    # says nothing was applied, and the run ends red.
+    assert airflow.wait_run(dag, run) == "failed"
+    states = airflow.task_states(dag, run)
+    assert states["approve_skip"] == ["success"] and states["apply_skip"] == ["skipped"]
+    assert states["close_request"] == ["failed"]
     with Broker(cursorops_home) as broker:
         record = broker.current_plan_record("admin", dag, run)
-    assert record is not None and request["planDigest"] == record.digest
+        closings = [
+            r.detail
+            for r in broker.metadata.audit_log(seeded.topic)
+            if r.kind == "skip-request" and r.detail["runId"] == run
+        ]
+    assert record is not None and record.applied_at_ms is None
+    [closing] = closings
+    assert closing["outcome"] == "not-approved" and closing["planDigest"] == record.digest
+    assert "nothing applied" in str(closing["statement"])
+    assert closing["answers"] == [{"gate": "approve_skip", "chosen": None, "by": None, "at": None}]
+    # bob's answer after that: Airflow takes it (its gate no longer waits), nothing reads it.
+    late = airflow.answer(dag, run, "approve_skip", "Approve", user="bob")
+    assert late.status_code == 200, late.text
+    listed = airflow.get("bob", f"{PREFIX}{rest_path(seeded.topic)}/openRequests")
+    assert run not in [r["runId"] for r in listed]
     assert seeded.unacknowledged() == before

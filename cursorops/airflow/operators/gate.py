@@ -25,21 +25,24 @@ Pulsar role holds the skip permission on the topic, minus the requester
 the run (from the store). An empty list would let anyone with edit rights
 answer, so the gate fails instead.
 
-A gate shows its request once per run. A cleared, retried or re-run gate finds
-what it showed before and refuses, recording nothing, so the approval record
-Airflow kept from the first try (Airflow 3.3 keeps a cleared gate's first text)
-is never answered for anything but what it showed. A new request is a new run.
+A gate shows its request once per run. A later try of it (Airflow 3.3 keeps a
+cleared gate's first text) never asks again: it takes the answer given to what it
+showed (recorded here, or held by Airflow for the task and never resumed with: Airflow
+3.3.2 can fail a gate resumed while the workload that parked it is still being
+reported), unless the request was closed; with no such answer, it refuses. Either
+refusal is audited (``<operation>-refused``, stage ``gate``), so the closing record says
+why. A new request is a new run.
 
 Quorum: a plan record says how many approvals it needs (the namespace's
 policy by the plan's size). Gate *k* skips itself when the plan needs fewer
-than *k*: the first gate says the count in an XCom (``required_approvals``), so
-a gate not needed skips without opening the store; apply counts the approvals
-itself from the store, so a gate skipped (on a forged count too) or marked by
-hand never counts.
+than *k*, as the run's plan record in the store says (found by the run's digest,
+as the first gate finds it), never an XCom; apply counts the approvals itself
+from the store, so a gate skipped or marked by hand never counts.
 
 A Reject fails the gate (``fail_on_reject``), so the apply task ends
 ``upstream_failed``; so does a timeout (default 24 hours), since the gate has
-no default answer. The gate never retries.
+no default answer. Neither is retried: the gate retries only to get back to an answer
+Airflow accepted (:data:`RESUME_RETRIES`).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from cursorops.core.broker import Broker
-    from cursorops.core.skipping.plan_record import ApprovalAnswer, PlanRecord
+    from cursorops.core.skipping.plan_record import ApprovalAnswer, ApprovalRequest, PlanRecord
 
 DEFAULT_RESPONSE_TIMEOUT = timedelta(hours=24)
 TIMEOUT_PARAM = "approval_timeout_minutes"
@@ -110,8 +113,9 @@ def gate_params() -> dict[str, Any]:
 
 
 GATE_PARAMS = frozenset({TIMEOUT_PARAM, VALIDITY_PARAM})
-REQUIRED_APPROVALS = "required_approvals"
-"""The XCom key under which the first gate says how many approvals the plan needs."""
+RESUME_RETRIES = 2
+RESUME_RETRY_DELAY = timedelta(seconds=2)
+"""How a gate that Airflow failed after accepting its answer gets back to that answer."""
 
 
 def may_skip(broker: Broker, role: str, topic: str) -> bool:
@@ -144,6 +148,72 @@ def permitted_approvers(
         for user in sorted(set(candidates))
         if user not in out and all(may_skip(broker, pulsar_role(user), t) for t in wanted)
     ]
+
+
+def shown_by(broker: Broker, dag_id: str, run_id: str, gate: str) -> ApprovalRequest | None:
+    """What ``gate`` of the run showed, if a try of it showed anything."""
+    shown = [r for r in broker.approval_requests(dag_id, run_id) if r.gate == gate]
+    return shown[-1] if shown else None
+
+
+def answered_event(chosen: Sequence[str], by: str | None, at_ms: int) -> dict[str, Any]:
+    """An answer as the event Airflow resumes a gate with."""
+    return {
+        "chosen_options": list(chosen),
+        "params_input": {},
+        "responded_at": datetime.fromtimestamp(at_ms / 1000, UTC),
+        "responded_by_user": None if by is None else {"id": by, "name": by},
+        "timedout": False,
+    }
+
+
+def airflow_answer(context: Context) -> dict[str, Any] | None:
+    """The answer Airflow holds for this task instance (its HITL record, which follows the
+    task from try to try), as its event, or None. Only an assigned user writes it, through
+    Airflow's API; the gate sets no default, so no timeout writes one."""
+    from airflow.sdk.exceptions import AirflowRuntimeError
+    from airflow.sdk.execution_time.hitl import get_hitl_detail_content_detail
+
+    try:
+        held = get_hitl_detail_content_detail(ti_id=context["task_instance"].id)
+    except AirflowRuntimeError:
+        return None  # no HITL record: this task never asked
+    if not (held.response_received and held.chosen_options and held.responded_at):
+        return None
+    by = held.responded_by_user
+    return {
+        "chosen_options": list(held.chosen_options),
+        "params_input": held.params_input or {},
+        "responded_at": held.responded_at,
+        "responded_by_user": None if by is None else {"id": by.id, "name": by.name},
+        "timedout": False,
+    }
+
+
+def record_gate_refusal(
+    broker: Broker, context: Context, record: PlanRecord, gate: str, why: str
+) -> None:
+    """Record that ``gate`` refused (to ask again, or an Approve that cannot apply) as
+    ``<operation>-refused``, stage ``gate``, so the closing record says why nothing was
+    applied."""
+    from cursorops.airflow.hooks.cursorops import CursorOpsHook
+    from cursorops.airflow.steps import refused_kind
+
+    dag_run = context["dag_run"]
+    broker.record_audit(
+        CursorOpsHook().requester_role(context),
+        refused_kind(record.operation),
+        record.topic,
+        record.subscription,
+        {
+            "runId": dag_run.run_id,
+            "planDigest": record.digest,
+            "stage": "gate",
+            "gate": gate,
+            "try": context["ti"].try_number,
+            "reason": why,
+        },
+    )
 
 
 def body_sha256(body: str) -> str:
@@ -222,7 +292,12 @@ class FourEyesApprovalOperator(ApprovalOperator):
         response_timeout: timedelta | None = DEFAULT_RESPONSE_TIMEOUT,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("retries", 0)
+        # Airflow 3.3.2 may fail a gate resumed while the scheduler has not yet processed
+        # the end of the workload that parked it (the late "success" reads as a task killed
+        # outside Airflow). The retry finds the answer Airflow accepted and acts on it; it
+        # never shows the request again (:meth:`_answer_of_earlier_try`).
+        kwargs["retries"] = RESUME_RETRIES
+        kwargs["retry_delay"] = RESUME_RETRY_DELAY
         super().__init__(
             fail_on_reject=True, response_timeout=response_timeout, defaults=None, **kwargs
         )
@@ -234,10 +309,6 @@ class FourEyesApprovalOperator(ApprovalOperator):
 
         from cursorops.airflow.hooks.cursorops import CursorOpsHook
         from cursorops.airflow.steps import run_plan_record
-        from cursorops.core.broker import wall_clock_ms
-        from cursorops.core.errors import AlreadyExistsError
-        from cursorops.core.gating.approval_text import preview_markdown, subject
-        from cursorops.core.skipping.plan_record import ApprovalRequest
 
         dag_run = context["dag_run"]
         requester = dag_run.triggering_user_name
@@ -250,15 +321,6 @@ class FourEyesApprovalOperator(ApprovalOperator):
         valid = (context.get("params") or {}).get(VALIDITY_PARAM)
         validity = minute * float(valid) if valid else self.response_timeout
         validity = min(validity or DEFAULT_RESPONSE_TIMEOUT, MAX_VALIDITY)
-        ti = context["ti"]
-        if self.earlier_gates:
-            # What the first gate said the plan needs (an XCom, which anyone may post): a
-            # gate it says is not needed skips itself without opening the store. Apply counts
-            # the approvals from the store, so a gate skipped on a forged count only makes
-            # the apply refuse.
-            needed = ti.xcom_pull(task_ids=self.earlier_gates[0], key=REQUIRED_APPROVALS)
-            if isinstance(needed, int) and not isinstance(needed, bool) and needed < self.ordinal:
-                raise AirflowSkipException(f"The plan needs {needed} approval(s)")
         hook = CursorOpsHook()
         with hook.broker() as broker:
             record = run_plan_record(broker, context, first=not self.earlier_gates)
@@ -266,52 +328,13 @@ class FourEyesApprovalOperator(ApprovalOperator):
                 raise AirflowSkipException(
                     f"Plan {record.digest} needs {record.required_approvals} approval(s)"
                 )
-            if not self.earlier_gates:
-                ti.xcom_push(key=REQUIRED_APPROVALS, value=record.required_approvals)
-            earlier = earlier_approvers(broker, dag_run.dag_id, dag_run.run_id, self.earlier_gates)
-            stale = stale_gate(broker, context, record, self.earlier_gates)
-            if stale is not None:
-                # Airflow keeps a gate's options as first shown: a stale gate offers only
-                # Reject, which closes the request.
-                self.options = [self.REJECT]
-            topics = record.topics()
-            approvers = permitted_approvers(
-                broker, topics, requester, hook.approver_candidates(), earlier
-            )
-            if not approvers:
-                raise AirflowFailException(
-                    f"No permitted approver other than {requester}"
-                    + (f" and {', '.join(earlier)}" if earlier else "")
-                    + f" may skip on {' and '.join(topics)}: the request cannot be approved"
-                )
-            self.assigned_users = [{"id": user, "name": user} for user in approvers]
-            self.subject = subject(record, self.ordinal)
-            self.body = (
-                f"{preview_markdown(record, content=False, stale=stale, approved_by=earlier)}\n\n"
-                f"**Approvers:** {', '.join(approvers)} (the requester {requester} may not "
-                "approve"
-                + (f", nor {', '.join(earlier)}, who approved already" if earlier else "")
-                + f"). No answer within {_readable(self.response_timeout)} counts as a "
-                f"rejection; an approval stays valid for {_readable(validity)}."
-            )
-            try:
-                broker.record_approval_request(
-                    ApprovalRequest(
-                        digest=record.digest,
-                        dag_id=dag_run.dag_id,
-                        run_id=dag_run.run_id,
-                        gate=self.task_id,
-                        body_sha256=body_sha256(self.body),
-                        approvers=tuple(approvers),
-                        presented_at_ms=wall_clock_ms(),
-                        valid_for_ms=int(validity.total_seconds() * 1000),
-                        subject=self.subject,
-                        body=self.body,
-                        try_number=context["ti"].try_number,
-                    )
-                )
-            except AlreadyExistsError as exc:
-                raise AirflowFailException(closed_request(self.task_id, dag_run.run_id)) from exc
+            shown = shown_by(broker, dag_run.dag_id, dag_run.run_id, self.task_id)
+            if shown is not None:
+                answered = self._answer_of_earlier_try(broker, context, record, shown)
+            else:
+                approvers = self._present(broker, context, record, validity)
+        if shown is not None:
+            return self._complete(context, answered, shown)
         self.log.info(
             "Approval %d of %d for plan %s assigned to %s; requester %s",
             self.ordinal,
@@ -322,9 +345,120 @@ class FourEyesApprovalOperator(ApprovalOperator):
         )
         return super().execute(context)
 
+    def _present(
+        self, broker: Broker, context: Context, record: PlanRecord, validity: timedelta
+    ) -> list[str]:
+        """Assign the approval, build its text and record what the gate shows, once per run;
+        the approvers."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from cursorops.airflow.hooks.cursorops import CursorOpsHook
+        from cursorops.core.broker import wall_clock_ms
+        from cursorops.core.errors import AlreadyExistsError
+        from cursorops.core.gating.approval_text import preview_markdown, subject
+        from cursorops.core.skipping.plan_record import ApprovalRequest
+
+        dag_run = context["dag_run"]
+        requester = dag_run.triggering_user_name
+        hook = CursorOpsHook()
+        earlier = earlier_approvers(broker, dag_run.dag_id, dag_run.run_id, self.earlier_gates)
+        stale = stale_gate(broker, context, record, self.earlier_gates)
+        if stale is not None:
+            # Airflow keeps a gate's options as first shown: a stale gate offers only
+            # Reject, which closes the request.
+            self.options = [self.REJECT]
+        topics = record.topics()
+        approvers = permitted_approvers(
+            broker, topics, requester, hook.approver_candidates(), earlier
+        )
+        if not approvers:
+            raise AirflowFailException(
+                f"No permitted approver other than {requester}"
+                + (f" and {', '.join(earlier)}" if earlier else "")
+                + f" may skip on {' and '.join(topics)}: the request cannot be approved"
+            )
+        self.assigned_users = [{"id": user, "name": user} for user in approvers]
+        self.subject = subject(record, self.ordinal)
+        self.body = (
+            f"{preview_markdown(record, content=False, stale=stale, approved_by=earlier)}\n\n"
+            f"**Approvers:** {', '.join(approvers)} (the requester {requester} may not "
+            "approve"
+            + (f", nor {', '.join(earlier)}, who approved already" if earlier else "")
+            + f"). No answer within {_readable(self.response_timeout)} counts as a "
+            f"rejection; an approval stays valid for {_readable(validity)}."
+        )
+        try:
+            broker.record_approval_request(
+                ApprovalRequest(
+                    digest=record.digest,
+                    dag_id=dag_run.dag_id,
+                    run_id=dag_run.run_id,
+                    gate=self.task_id,
+                    body_sha256=body_sha256(self.body),
+                    approvers=tuple(approvers),
+                    presented_at_ms=wall_clock_ms(),
+                    valid_for_ms=int(validity.total_seconds() * 1000),
+                    subject=self.subject,
+                    body=self.body,
+                    try_number=context["ti"].try_number,
+                )
+            )
+        except AlreadyExistsError as exc:
+            raise AirflowFailException(closed_request(self.task_id, dag_run.run_id)) from exc
+        return approvers
+
+    def _answer_of_earlier_try(
+        self, broker: Broker, context: Context, record: PlanRecord, shown: ApprovalRequest
+    ) -> dict[str, Any]:
+        """This gate showed ``shown`` in an earlier try: the answer to it, as Airflow's event
+        (the one this store recorded, or the one Airflow holds for this task and never
+        resumed a try with), or refuse. A request already closed, or shown and never
+        answered, is refused: the gate never asks again."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from cursorops.airflow.approval import by_gate
+        from cursorops.airflow.closing_record import closing_records
+
+        dag_run = context["dag_run"]
+        closed = closing_records(broker, record)
+        answer = by_gate(broker.approval_answers(dag_run.dag_id, dag_run.run_id)).get(self.task_id)
+        event: dict[str, Any] | None = None
+        if not closed:
+            if answer is not None and answer.request == shown:
+                event = answered_event(answer.chosen, answer.responded_by, answer.responded_at_ms)
+            else:
+                event = airflow_answer(context)
+        if event is None:
+            why = closed_request(self.task_id, dag_run.run_id)
+            record_gate_refusal(broker, context, record, self.task_id, why)
+            raise AirflowFailException(why)
+        self.log.info(
+            "Try %s of gate %s resumes the answer given to try %s: %s",
+            context["ti"].try_number,
+            self.task_id,
+            shown.try_number,
+            event["chosen_options"],
+        )
+        return event
+
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """Record the answer Airflow resumed the gate with, next to what the gate showed, then
         let the operator act on it (a Reject fails the gate). A timeout records nothing."""
+        return self._complete(context, event, None)
+
+    def _complete(
+        self, context: Context, event: dict[str, Any], shown: ApprovalRequest | None
+    ) -> Any:
+        """:meth:`execute_complete` for the answer to ``shown`` (None: what this try showed)."""
+        from airflow.providers.standard.exceptions import (
+            HITLRejectException,
+            HITLTriggerEventError,
+        )
+        from airflow.sdk.exceptions import AirflowFailException
+
+        try_number = context["ti"].try_number
+        if shown is not None and shown.try_number is not None:
+            try_number = shown.try_number
         if "error" not in event:
             from cursorops.airflow.hooks.cursorops import CursorOpsHook
             from cursorops.airflow.steps import run_plan_record
@@ -338,7 +472,7 @@ class FourEyesApprovalOperator(ApprovalOperator):
                     dag_run.dag_id,
                     dag_run.run_id,
                     self.task_id,
-                    context["ti"].try_number,
+                    try_number,
                     chosen,
                     None if by is None else str(by),
                     answer_ms(event.get("responded_at")),
@@ -351,6 +485,9 @@ class FourEyesApprovalOperator(ApprovalOperator):
                     stale = stale_gate(
                         broker, context, record, self.earlier_gates, answer.request.digest
                     )
+                    if stale is not None:
+                        stale = f"This Approve cannot apply: {stale}"
+                        record_gate_refusal(broker, context, record, self.task_id, stale)
             self.log.info(
                 "Answer %s by %s recorded for gate %s",
                 event.get("chosen_options"),
@@ -358,10 +495,12 @@ class FourEyesApprovalOperator(ApprovalOperator):
                 self.task_id,
             )
             if stale is not None:
-                from airflow.sdk.exceptions import AirflowFailException
-
-                raise AirflowFailException(f"This Approve cannot apply: {stale}")
-        return super().execute_complete(context, event)
+                raise AirflowFailException(stale)
+        try:
+            return super().execute_complete(context, event)
+        except (HITLRejectException, HITLTriggerEventError) as exc:
+            # A Reject or a timeout is an answer: no retry asks again.
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
 
 
 def _readable(timeout: timedelta | None) -> str:
