@@ -17,7 +17,6 @@ attribute               module                 what it owns
 ``producing``           ``produce.py``         produce, produce as columns, append entries
 ``reading``             ``read.py``            dispatcher, consume, peek, examine, last position
 ``cursor_ops``          ``cursor_ops.py``      skip by id or head (plan, apply, approved apply)
-``resets``              ``reset.py``           reset-cursor by message id or time
 ``gated``               ``gated.py``           requests of gated operations, approved records
 ``redrive``             ``redrive.py``         a dead-letter topic's redrive (plan, apply)
 ``undo``                ``undo.py``            undo of a skip (plan, apply), the applied skips
@@ -64,11 +63,11 @@ from cursorops.core.broker.policies import Policies
 from cursorops.core.broker.produce import Producing
 from cursorops.core.broker.read import Reading
 from cursorops.core.broker.redrive import Redrive
-from cursorops.core.broker.reset import Resets
 from cursorops.core.broker.schemas import Schemas
 from cursorops.core.broker.undo import SkipUndo
 from cursorops.core.broker.workflow import OpenRequest, Workflow
 from cursorops.core.config import Config
+from cursorops.core.gating import reset
 from cursorops.core.gating.operation import (
     Applied,
     Caller,
@@ -77,23 +76,23 @@ from cursorops.core.gating.operation import (
     Run,
     RunStarter,
 )
-from cursorops.core.gating.request_record import RequestRecord
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.position import Position
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.portable_plan import PortablePlan
-from cursorops.core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
-from cursorops.core.resetting.reset_plan import ResetPlan
-from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
-from cursorops.core.schemas.schema_info import SchemaInfo
-from cursorops.core.skipping import skip
-from cursorops.core.skipping.plan_record import (
+from cursorops.core.gating.plan_record import (
     ApprovalAnswer,
     ApprovalPolicy,
     ApprovalRequest,
     PlanBinding,
     PlanRecord,
 )
+from cursorops.core.gating.request_record import RequestRecord
+from cursorops.core.gating.reset import ResetPlan
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.portable_plan import PortablePlan
+from cursorops.core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
+from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
+from cursorops.core.schemas.schema_info import SchemaInfo
+from cursorops.core.skipping import skip
 from cursorops.core.skipping.skip_plan import SkipPlan
 from cursorops.core.skipping.undo import AppliedSkip, UndoOutcome, UndoPlan
 from cursorops.core.store.ledger import LedgerStore
@@ -141,7 +140,6 @@ class Broker:
         self.producing = Producing(self.context, self.admin)
         self.reading = Reading(self.context)
         self.cursor_ops = CursorOperations(self.context)
-        self.resets = Resets(self.context)
         self.redrive = Redrive(self.context)
         self.undo = SkipUndo(self.context)
         self.workflow = Workflow(self.context)
@@ -149,7 +147,6 @@ class Broker:
             self.context,
             self.analysis,
             self.cursor_ops,
-            self.resets,
             self.redrive,
             self.undo,
             self.admin,
@@ -494,8 +491,8 @@ class Broker:
         position: Position | None = None,
         timestamp_ms: int | None = None,
     ) -> dict[str, str]:
-        return self.resets.reset_cursor(
-            role, topic, subscription, position=position, timestamp_ms=timestamp_ms
+        return reset.reset_cursor(
+            self.gated, role, topic, subscription, position=position, timestamp_ms=timestamp_ms
         )
 
     def seek(
@@ -509,7 +506,8 @@ class Broker:
         ack_bits: int | None = None,
         non_durable: bool = False,
     ) -> Position:
-        return self.resets.seek(
+        return reset.seek(
+            self.gated,
             role,
             topic_partition,
             subscription,
@@ -528,12 +526,12 @@ class Broker:
         position: Position | None = None,
         timestamp_ms: int | None = None,
     ) -> ResetPlan:
-        return self.resets.plan_reset(
-            role, topic, subscription, position=position, timestamp_ms=timestamp_ms
+        return reset.plan_reset(
+            self.gated, role, topic, subscription, position=position, timestamp_ms=timestamp_ms
         )
 
     def apply_reset(self, role: str, plan: ResetPlan, *, via: str = "broker") -> dict[str, str]:
-        return self.resets.apply_reset(role, plan, via=via)
+        return reset.apply_reset(self.gated, role, plan, via=via)
 
     def dispatcher(
         self, role: str, topic: str, subscription: str, *, partition: int | None = None

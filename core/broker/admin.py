@@ -12,7 +12,6 @@ from cursorops.core.authz import Operation
 from cursorops.core.broker.analysis import Analysis
 from cursorops.core.broker.context import BrokerContext, Collaborator
 from cursorops.core.broker.policies import allows_auto_topic_creation
-from cursorops.core.broker.reset import check_reset_target
 from cursorops.core.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
@@ -20,11 +19,12 @@ from cursorops.core.errors import (
     TopicNotFoundError,
 )
 from cursorops.core.gating.operation import Approval
+from cursorops.core.gating.plan_record import ApprovalPolicy
+from cursorops.core.gating.reset import check_reset_target
 from cursorops.core.ids.position import EARLIEST, Position
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.reading.entry_filters import validate_filter_properties
 from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
-from cursorops.core.skipping.plan_record import ApprovalPolicy
 from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.metadata import AuditEntry, SubscriptionInfo, TopicInfo
 from cursorops.core.subscription import SubscriptionType

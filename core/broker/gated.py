@@ -28,7 +28,6 @@ from cursorops.core.broker.analysis import Analysis
 from cursorops.core.broker.context import BrokerContext, Collaborator
 from cursorops.core.broker.cursor_ops import CursorOperations
 from cursorops.core.broker.redrive import Redrive
-from cursorops.core.broker.reset import Resets
 from cursorops.core.broker.undo import SkipUndo
 from cursorops.core.broker.workflow import Workflow
 from cursorops.core.errors import InvalidArgumentError, PlanAlreadyAppliedError
@@ -43,8 +42,8 @@ from cursorops.core.gating.operation import (
     Run,
     RunStarter,
 )
+from cursorops.core.gating.plan_record import PlanBinding, PlanRecord
 from cursorops.core.gating.registry import named, recorded
-from cursorops.core.skipping.plan_record import PlanBinding, PlanRecord
 
 
 def new_run_id(at_ms: int) -> str:
@@ -80,7 +79,6 @@ class GatedOperations(Collaborator):
         context: BrokerContext,
         analysis: Analysis,
         cursor_ops: CursorOperations,
-        resets: Resets,
         redrive: Redrive,
         undo: SkipUndo,
         admin: Admin,
@@ -89,7 +87,6 @@ class GatedOperations(Collaborator):
         super().__init__(context)
         self.analysis = analysis
         self.cursor_ops = cursor_ops
-        self.resets = resets
         self.redrive = redrive
         self.undo = undo
         self.admin = admin

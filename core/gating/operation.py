@@ -24,7 +24,7 @@ imports no store and no collaborator.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -36,12 +36,14 @@ if TYPE_CHECKING:
     from cursorops.core.broker.access import Access
     from cursorops.core.broker.admin import Admin
     from cursorops.core.broker.analysis import Analysis
+    from cursorops.core.broker.context import BrokerContext
     from cursorops.core.broker.cursor_ops import CursorOperations
     from cursorops.core.broker.redrive import Redrive
-    from cursorops.core.broker.reset import Resets
     from cursorops.core.broker.undo import SkipUndo
+    from cursorops.core.gating.plan_record import PlanRecord
     from cursorops.core.gating.preview import Preview
-    from cursorops.core.skipping.plan_record import PlanRecord
+    from cursorops.core.store.ledger import LedgerStore
+    from cursorops.core.store.metadata import MetadataStore
     from cursorops.core.store.values import TopicInfo
 
 
@@ -220,16 +222,24 @@ class Approval:
 
 
 class GatingServices(Protocol):
-    """The Broker's collaborators an operation plans and applies through."""
+    """What an operation plans and applies through, handed in by the Broker: the shared
+    context (configuration, clock, stores, authorization) and the collaborators more
+    than one operation reads through."""
 
     @property
+    def context(self) -> BrokerContext: ...
+    @property
     def access(self) -> Access: ...
+    @property
+    def metadata(self) -> MetadataStore: ...
+    @property
+    def ledgers(self) -> LedgerStore: ...
+    @property
+    def clock(self) -> Callable[[], int]: ...
     @property
     def analysis(self) -> Analysis: ...
     @property
     def cursor_ops(self) -> CursorOperations: ...
-    @property
-    def resets(self) -> Resets: ...
     @property
     def redrive(self) -> Redrive: ...
     @property

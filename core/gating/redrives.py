@@ -33,7 +33,7 @@ from cursorops.core.gating.preview import (
 from cursorops.core.redriving.redrive_plan import RedriveOutcome, RedrivePlan, id_text
 
 if TYPE_CHECKING:
-    from cursorops.core.skipping.plan_record import PlanRecord
+    from cursorops.core.gating.plan_record import PlanRecord
     from cursorops.core.store.values import TopicInfo
 
 

@@ -51,7 +51,7 @@ from cursorops.core.skipping.skip import SkipOutcome
 from cursorops.core.skipping.skip_plan import SkipPlan
 
 if TYPE_CHECKING:
-    from cursorops.core.skipping.plan_record import PlanRecord
+    from cursorops.core.gating.plan_record import PlanRecord
     from cursorops.core.store.values import TopicInfo
 
 PREVIEW_ROWS = 50

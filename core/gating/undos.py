@@ -29,7 +29,7 @@ from cursorops.core.gating.preview import (
 from cursorops.core.skipping.undo import PREVIEW_IDS, UndoOutcome, UndoPlan, check_skip_id
 
 if TYPE_CHECKING:
-    from cursorops.core.skipping.plan_record import PlanRecord
+    from cursorops.core.gating.plan_record import PlanRecord
     from cursorops.core.store.values import TopicInfo
 
 

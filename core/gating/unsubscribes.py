@@ -29,7 +29,7 @@ from cursorops.core.gating.preview import (
 from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
 
 if TYPE_CHECKING:
-    from cursorops.core.skipping.plan_record import PlanRecord
+    from cursorops.core.gating.plan_record import PlanRecord
     from cursorops.core.store.values import TopicInfo
 
 

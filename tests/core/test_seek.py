@@ -7,8 +7,8 @@ import pytest
 
 from cursorops.core.acks.ledger_layout import LedgerLayout
 from cursorops.core.broker import Broker
-from cursorops.core.broker.reset import seek_target
 from cursorops.core.errors import ApprovalRequiredError
+from cursorops.core.gating.reset import seek_target
 from cursorops.core.ids.position import EARLIEST, Position
 from cursorops.core.producer import OutgoingMessage
 from cursorops.core.subscription import SubscriptionType

@@ -93,8 +93,8 @@ def test_an_approved_unsubscribe_drops_the_subscription_once(
     broker: Broker, ids: list[MessageId]
 ) -> None:
     from cursorops.core.errors import PlanAlreadyAppliedError
+    from cursorops.core.gating.plan_record import UNSUBSCRIBE, PlanBinding
     from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
-    from cursorops.core.skipping.plan_record import UNSUBSCRIBE, PlanBinding
 
     broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
     plan = broker.plan_unsubscribe("admin", TOPIC, "s")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from cursorops.core.broker import Broker
-from cursorops.core.broker.reset import check_reset_target
 from cursorops.core.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
@@ -13,9 +12,10 @@ from cursorops.core.errors import (
     UnsupportedSubscriptionTypeError,
 )
 from cursorops.core.gating.operation import Approval
+from cursorops.core.gating.plan_record import PlanBinding
+from cursorops.core.gating.reset import check_reset_target
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import EARLIEST, Position
-from cursorops.core.skipping.plan_record import PlanBinding
 from cursorops.core.subscription import SubscriptionType
 
 from .conftest import TOPIC, chunk_entries, plain_entry
@@ -64,18 +64,18 @@ def test_skip_and_reset_are_refused_without_approval_there(
     with pytest.raises(ApprovalRequiredError):
         broker.cursor_ops.apply_skip("admin", plan)
     with pytest.raises(ApprovalRequiredError):
-        broker.resets.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
+        broker.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
     assert backlog(broker) == 10
 
 
 def test_reset_to_a_position_and_to_a_time(broker: Broker, ids: list[MessageId]) -> None:
-    marks = broker.resets.reset_cursor("admin", TOPIC, "s", position=ids[4].position)
+    marks = broker.reset_cursor("admin", TOPIC, "s", position=ids[4].position)
     assert marks == {TOPIC: str(broker.cursor_state("admin", TOPIC, "s").mark_delete)}
     assert [m.payload for m in broker.peek_messages("admin", TOPIC, "s", 1)] == [b"4"]
-    broker.resets.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
+    broker.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
     assert backlog(broker) == 10
     with pytest.raises(InvalidArgumentError, match="exactly one"):
-        broker.resets.reset_cursor("admin", TOPIC, "s")
+        broker.reset_cursor("admin", TOPIC, "s")
 
 
 def test_a_reset_target_is_an_entry_the_start_or_the_end(

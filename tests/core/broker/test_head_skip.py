@@ -108,7 +108,7 @@ def test_an_approved_head_record_applies_on_any_type_a_plain_skip_record_does_no
     broker: Broker,
 ) -> None:
     from cursorops.core.errors import UnsupportedSubscriptionTypeError
-    from cursorops.core.skipping.plan_record import PlanBinding
+    from cursorops.core.gating.plan_record import PlanBinding
 
     batched(broker, SubscriptionType.FAILOVER)
     broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)

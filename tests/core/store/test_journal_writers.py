@@ -52,7 +52,7 @@ REPOSITORY_CALLS = re.compile(
 DOOR_USERS = {
     "core/reading/dispatch.py": "consumer acknowledgements, cumulative ones, dispatches",
     "core/broker/skip_write.py": "skips by ids, matching, skip -n and clear-backlog",
-    "core/broker/reset.py": "reset-cursor and a consumer's seek",
+    "core/gating/reset.py": "reset-cursor and a consumer's seek",
     "core/broker/undo.py": "undo of a skip",
     "core/broker/redrive.py": "redrive",
     "core/broker/admin.py": "unsubscribe (and the live consumers it refuses on)",
