@@ -67,7 +67,7 @@ from cursorops.core.broker.schemas import Schemas
 from cursorops.core.broker.undo import SkipUndo
 from cursorops.core.broker.workflow import OpenRequest, Workflow
 from cursorops.core.config import Config
-from cursorops.core.gating import reset
+from cursorops.core.gating import reset, unsubscribe
 from cursorops.core.gating.operation import (
     Applied,
     Caller,
@@ -85,12 +85,12 @@ from cursorops.core.gating.plan_record import (
 )
 from cursorops.core.gating.request_record import RequestRecord
 from cursorops.core.gating.reset import ResetPlan
+from cursorops.core.gating.unsubscribe import UnsubscribePlan
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import Position
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.portable_plan import PortablePlan
 from cursorops.core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
-from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
 from cursorops.core.schemas.schema_info import SchemaInfo
 from cursorops.core.skipping import skip
 from cursorops.core.skipping.skip_plan import SkipPlan
@@ -135,7 +135,7 @@ class Broker:
         self.access = Access(config, self.metadata)
         self.context = BrokerContext(config, clock, self.metadata, self.ledgers, self.access)
         self.analysis = Analysis(self.context)
-        self.admin = Admin(self.context, self.analysis)
+        self.admin = Admin(self.context)
         self.deletion = Deletion(self.context)
         self.producing = Producing(self.context, self.admin)
         self.reading = Reading(self.context)
@@ -362,7 +362,7 @@ class Broker:
         force: bool = False,
         via: str = "broker",
     ) -> None:
-        self.admin.delete_subscription(role, topic, subscription, force=force, via=via)
+        unsubscribe.delete_subscription(self.gated, role, topic, subscription, force=force, via=via)
 
     def end_reader_subscription(self, role: str, topic: str | TopicName, subscription: str) -> None:
         self.admin.end_reader_subscription(role, topic, subscription)
@@ -370,10 +370,10 @@ class Broker:
     def plan_unsubscribe(
         self, role: str, topic: str | TopicName, subscription: str, *, force: bool = False
     ) -> UnsubscribePlan:
-        return self.admin.plan_unsubscribe(role, topic, subscription, force=force)
+        return unsubscribe.plan_unsubscribe(self.gated, role, topic, subscription, force=force)
 
     def apply_unsubscribe(self, role: str, plan: UnsubscribePlan, *, via: str = "broker") -> int:
-        return self.admin.apply_unsubscribe(role, plan, via=via)
+        return unsubscribe.apply_unsubscribe(self.gated, role, plan, via=via)
 
     def update_subscription_properties(
         self, role: str, topic: str, subscription: str, properties: Mapping[str, str]

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.gating import redrives, reset, undos, unsubscribes
+from cursorops.core.gating import redrives, reset, undos, unsubscribe
 from cursorops.core.gating.operation import GatedOperation
 from cursorops.core.gating.skips import CLEAR_BACKLOG, SKIP_HEAD, SKIP_MATCHING, SKIP_MESSAGES
 
@@ -23,7 +23,7 @@ GATED_OPERATIONS: tuple[GatedOperation[Any, Any], ...] = (
     SKIP_HEAD,
     CLEAR_BACKLOG,
     reset.OPERATION,
-    unsubscribes.OPERATION,
+    unsubscribe.OPERATION,
     undos.OPERATION,
     redrives.OPERATION,
 )

@@ -29,6 +29,7 @@ from cursorops.core.acks.ledger_layout import LedgerLayout
 from cursorops.core.analysis import backlog
 from cursorops.core.authz import Operation
 from cursorops.core.errors import InvalidArgumentError, PositionOutOfRangeError, TopicNotFoundError
+from cursorops.core.gating import apply_record
 from cursorops.core.gating.operation import (
     RESET_CURSOR,
     Applied,
@@ -451,7 +452,7 @@ def _apply(
     # The subscription's topic, from its partitions (checked against the topic's).
     topic = str(TopicName.parse(moves[0].topic_partition).base) if moves else plan.topic
     if ticket is None:
-        ticket = Ticket.gated([approval.digest if approval else None], "reset-cursor")
+        ticket = apply_record.ticket(approval, RESET_CURSOR)
     with services.metadata.cursor_transaction() as work:
         read = work.read(topic, plan.subscription, [m.topic_partition for m in moves])
         moved = []
@@ -476,18 +477,10 @@ def _apply(
                     "markDeleteAfter": str(after.mark_delete),
                 }
             )
-        detail = {
-            "planId": plan.plan_id,
-            "publishTime": plan.timestamp_ms,
-            "partitions": moved,
-            "via": via,
-            **(approval.detail() if approval else {}),
-        }
-        audit_id = work.record_audit(
-            AuditEntry("reset-cursor", plan.topic, plan.subscription, role, detail, at_ms)
-        )
-        if approval is not None:
-            work.claim_plan(approval.digest, at_ms, approval.claim(audit_id, moved=moved))
+        fields = {"planId": plan.plan_id, "publishTime": plan.timestamp_ms, "partitions": moved}
+        detail = apply_record.audit_detail(fields, via, approval)
+        entry = AuditEntry(RESET_CURSOR, plan.topic, plan.subscription, role, detail, at_ms)
+        apply_record.record_apply(work, entry, approval, moved=moved)
     return result
 
 

@@ -26,7 +26,7 @@ from cursorops.core.broker.redrive import Redrive
 from cursorops.core.broker.schemas import Schemas
 from cursorops.core.broker.undo import SkipUndo
 from cursorops.core.broker.workflow import Workflow
-from cursorops.core.gating import reset
+from cursorops.core.gating import reset, unsubscribe
 
 PARTS = {
     "access": Access,
@@ -44,7 +44,7 @@ PARTS = {
     "policies": Policies,
     "compaction": Compaction,
 }
-SLICES = {"reset": reset}
+SLICES = {"reset": reset, "unsubscribe": unsubscribe}
 """The gated operations whose own door the façade still keeps: a method delegates to a
 function of the operation's slice, with the Broker's gated services first."""
 OWN = {"close", "migrate_metadata"}
@@ -131,4 +131,3 @@ def test_the_collaborators_share_one_context(broker: Broker) -> None:
         assert isinstance(part, cls)
         if attr != "access":
             assert part.context is broker.context
-    assert broker.admin.analysis is broker.analysis

@@ -148,7 +148,7 @@ def test_every_write_through_the_door_states_its_ticket() -> None:
         "core/broker/undo.py": {"append"},
         "core/broker/skip_write.py": {"append_each", "fold"},
         "core/broker/redrive.py": {"append", "append_to"},
-        "core/broker/admin.py": {"remove_subscription"},
+        "core/gating/unsubscribe.py": {"remove_subscription"},
         "core/broker/deletion.py": {"remove_topic"},
         "core/store/tenancy.py": {"create_subscription", "remove_subscription"},
         "core/store/metadata.py": {"append_to", "compact"},

@@ -55,7 +55,7 @@ DOOR_USERS = {
     "core/gating/reset.py": "reset-cursor and a consumer's seek",
     "core/broker/undo.py": "undo of a skip",
     "core/broker/redrive.py": "redrive",
-    "core/broker/admin.py": "unsubscribe (and the live consumers it refuses on)",
+    "core/gating/unsubscribe.py": "unsubscribe (and the live consumers it refuses on)",
     "core/broker/deletion.py": "deleting a topic with its subscriptions and their cursors",
     "core/store/tenancy.py": "creating and deleting a subscription with its cursors",
     "core/store/metadata.py": "the store's own appends and folds, and releasing consumers",
