@@ -19,7 +19,6 @@ attribute               module                 what it owns
 ``cursor_ops``          ``cursor_ops.py``      skip by id or head (plan, apply, approved apply)
 ``gated``               ``gated.py``           requests of gated operations, approved records
 ``redrive``             ``redrive.py``         a dead-letter topic's redrive (plan, apply)
-``undo``                ``undo.py``            undo of a skip (plan, apply), the applied skips
 ``analysis``            ``analysis.py``        backlog, stats, cursor state, history, Spark reads
 ``workflow``            ``workflow.py``        plan records, approval requests, the audit log
 ``schemas``             ``schemas.py``         schema versions, compatibility strategy
@@ -64,10 +63,9 @@ from cursorops.core.broker.produce import Producing
 from cursorops.core.broker.read import Reading
 from cursorops.core.broker.redrive import Redrive
 from cursorops.core.broker.schemas import Schemas
-from cursorops.core.broker.undo import SkipUndo
 from cursorops.core.broker.workflow import OpenRequest, Workflow
 from cursorops.core.config import Config
-from cursorops.core.gating import reset, unsubscribe
+from cursorops.core.gating import reset, undo_skip, unsubscribe
 from cursorops.core.gating.operation import (
     Applied,
     Caller,
@@ -85,6 +83,7 @@ from cursorops.core.gating.plan_record import (
 )
 from cursorops.core.gating.request_record import RequestRecord
 from cursorops.core.gating.reset import ResetPlan
+from cursorops.core.gating.undo_skip import AppliedSkip, UndoOutcome, UndoPlan
 from cursorops.core.gating.unsubscribe import UnsubscribePlan
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import Position
@@ -94,7 +93,6 @@ from cursorops.core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
 from cursorops.core.schemas.schema_info import SchemaInfo
 from cursorops.core.skipping import skip
 from cursorops.core.skipping.skip_plan import SkipPlan
-from cursorops.core.skipping.undo import AppliedSkip, UndoOutcome, UndoPlan
 from cursorops.core.store.ledger import LedgerStore
 from cursorops.core.store.ledger_root import open_ledger_root
 from cursorops.core.store.metadata import AuditRecord, MetadataStore, SubscriptionInfo, TopicInfo
@@ -141,14 +139,12 @@ class Broker:
         self.reading = Reading(self.context)
         self.cursor_ops = CursorOperations(self.context)
         self.redrive = Redrive(self.context)
-        self.undo = SkipUndo(self.context)
         self.workflow = Workflow(self.context)
         self.gated = GatedOperations(
             self.context,
             self.analysis,
             self.cursor_ops,
             self.redrive,
-            self.undo,
             self.admin,
             self.workflow,
         )
@@ -472,15 +468,15 @@ class Broker:
         *,
         limit: int = 100,
     ) -> list[AppliedSkip]:
-        return self.undo.list_skips(role, topic, subscription, limit=limit)
+        return undo_skip.list_skips(self.gated, role, topic, subscription, limit=limit)
 
     def plan_undo_skip(
         self, role: str, topic: str | TopicName, subscription: str, skip_id: int
     ) -> UndoPlan:
-        return self.undo.plan_undo_skip(role, topic, subscription, skip_id)
+        return undo_skip.plan_undo_skip(self.gated, role, topic, subscription, skip_id)
 
     def apply_undo_skip(self, role: str, plan: UndoPlan, *, via: str = "broker") -> UndoOutcome:
-        return self.undo.apply_undo_skip(role, plan, via=via)
+        return undo_skip.apply_undo_skip(self.gated, role, plan, via=via)
 
     def reset_cursor(
         self,

@@ -28,7 +28,6 @@ from cursorops.core.broker.analysis import Analysis
 from cursorops.core.broker.context import BrokerContext, Collaborator
 from cursorops.core.broker.cursor_ops import CursorOperations
 from cursorops.core.broker.redrive import Redrive
-from cursorops.core.broker.undo import SkipUndo
 from cursorops.core.broker.workflow import Workflow
 from cursorops.core.errors import InvalidArgumentError, PlanAlreadyAppliedError
 from cursorops.core.gating.operation import (
@@ -80,7 +79,6 @@ class GatedOperations(Collaborator):
         analysis: Analysis,
         cursor_ops: CursorOperations,
         redrive: Redrive,
-        undo: SkipUndo,
         admin: Admin,
         workflow: Workflow,
     ) -> None:
@@ -88,7 +86,6 @@ class GatedOperations(Collaborator):
         self.analysis = analysis
         self.cursor_ops = cursor_ops
         self.redrive = redrive
-        self.undo = undo
         self.admin = admin
         self.workflow = workflow
 

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from cursorops.core.broker.context import BrokerContext
     from cursorops.core.broker.cursor_ops import CursorOperations
     from cursorops.core.broker.redrive import Redrive
-    from cursorops.core.broker.undo import SkipUndo
     from cursorops.core.gating.plan_record import PlanRecord
     from cursorops.core.gating.preview import Preview
     from cursorops.core.store.ledger import LedgerStore
@@ -242,8 +241,6 @@ class GatingServices(Protocol):
     def cursor_ops(self) -> CursorOperations: ...
     @property
     def redrive(self) -> Redrive: ...
-    @property
-    def undo(self) -> SkipUndo: ...
     @property
     def admin(self) -> Admin: ...
 

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.gating import redrives, reset, undos, unsubscribe
+from cursorops.core.gating import redrives, reset, undo_skip, unsubscribe
 from cursorops.core.gating.operation import GatedOperation
 from cursorops.core.gating.skips import CLEAR_BACKLOG, SKIP_HEAD, SKIP_MATCHING, SKIP_MESSAGES
 
@@ -24,7 +24,7 @@ GATED_OPERATIONS: tuple[GatedOperation[Any, Any], ...] = (
     CLEAR_BACKLOG,
     reset.OPERATION,
     unsubscribe.OPERATION,
-    undos.OPERATION,
+    undo_skip.OPERATION,
     redrives.OPERATION,
 )
 """Every gated operation, in the order a person lists them."""

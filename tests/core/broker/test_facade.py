@@ -24,9 +24,8 @@ from cursorops.core.broker.produce import Producing
 from cursorops.core.broker.read import Reading
 from cursorops.core.broker.redrive import Redrive
 from cursorops.core.broker.schemas import Schemas
-from cursorops.core.broker.undo import SkipUndo
 from cursorops.core.broker.workflow import Workflow
-from cursorops.core.gating import reset, unsubscribe
+from cursorops.core.gating import reset, undo_skip, unsubscribe
 
 PARTS = {
     "access": Access,
@@ -37,14 +36,13 @@ PARTS = {
     "cursor_ops": CursorOperations,
     "gated": GatedOperations,
     "redrive": Redrive,
-    "undo": SkipUndo,
     "analysis": Analysis,
     "workflow": Workflow,
     "schemas": Schemas,
     "policies": Policies,
     "compaction": Compaction,
 }
-SLICES = {"reset": reset, "unsubscribe": unsubscribe}
+SLICES = {"reset": reset, "undo_skip": undo_skip, "unsubscribe": unsubscribe}
 """The gated operations whose own door the façade still keeps: a method delegates to a
 function of the operation's slice, with the Broker's gated services first."""
 OWN = {"close", "migrate_metadata"}

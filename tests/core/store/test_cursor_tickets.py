@@ -145,7 +145,7 @@ def test_every_write_through_the_door_states_its_ticket() -> None:
             "compact",
         },
         "core/gating/reset.py": {"append", "forget_consumer_ack"},
-        "core/broker/undo.py": {"append"},
+        "core/gating/undo_skip.py": {"append"},
         "core/broker/skip_write.py": {"append_each", "fold"},
         "core/broker/redrive.py": {"append", "append_to"},
         "core/gating/unsubscribe.py": {"remove_subscription"},

@@ -53,7 +53,7 @@ DOOR_USERS = {
     "core/reading/dispatch.py": "consumer acknowledgements, cumulative ones, dispatches",
     "core/broker/skip_write.py": "skips by ids, matching, skip -n and clear-backlog",
     "core/gating/reset.py": "reset-cursor and a consumer's seek",
-    "core/broker/undo.py": "undo of a skip",
+    "core/gating/undo_skip.py": "undo of a skip",
     "core/broker/redrive.py": "redrive",
     "core/gating/unsubscribe.py": "unsubscribe (and the live consumers it refuses on)",
     "core/broker/deletion.py": "deleting a topic with its subscriptions and their cursors",
