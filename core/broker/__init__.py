@@ -18,7 +18,6 @@ attribute               module                 what it owns
 ``reading``             ``read.py``            dispatcher, consume, peek, examine, last position
 ``cursor_ops``          ``cursor_ops.py``      skip by id or head (plan, apply, approved apply)
 ``gated``               ``gated.py``           requests of gated operations, approved records
-``redrive``             ``redrive.py``         a dead-letter topic's redrive (plan, apply)
 ``analysis``            ``analysis.py``        backlog, stats, cursor state, history, Spark reads
 ``workflow``            ``workflow.py``        plan records, approval requests, the audit log
 ``schemas``             ``schemas.py``         schema versions, compatibility strategy
@@ -61,11 +60,10 @@ from cursorops.core.broker.gated import GatedOperations, PlannedRequest
 from cursorops.core.broker.policies import Policies
 from cursorops.core.broker.produce import Producing
 from cursorops.core.broker.read import Reading
-from cursorops.core.broker.redrive import Redrive
 from cursorops.core.broker.schemas import Schemas
 from cursorops.core.broker.workflow import OpenRequest, Workflow
 from cursorops.core.config import Config
-from cursorops.core.gating import reset, undo_skip, unsubscribe
+from cursorops.core.gating import redrive, reset, undo_skip, unsubscribe
 from cursorops.core.gating.operation import (
     Applied,
     Caller,
@@ -81,6 +79,7 @@ from cursorops.core.gating.plan_record import (
     PlanBinding,
     PlanRecord,
 )
+from cursorops.core.gating.redrive import RedriveOutcome, RedrivePlan
 from cursorops.core.gating.request_record import RequestRecord
 from cursorops.core.gating.reset import ResetPlan
 from cursorops.core.gating.undo_skip import AppliedSkip, UndoOutcome, UndoPlan
@@ -89,7 +88,6 @@ from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import Position
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.portable_plan import PortablePlan
-from cursorops.core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
 from cursorops.core.schemas.schema_info import SchemaInfo
 from cursorops.core.skipping import skip
 from cursorops.core.skipping.skip_plan import SkipPlan
@@ -138,13 +136,11 @@ class Broker:
         self.producing = Producing(self.context, self.admin)
         self.reading = Reading(self.context)
         self.cursor_ops = CursorOperations(self.context)
-        self.redrive = Redrive(self.context)
         self.workflow = Workflow(self.context)
         self.gated = GatedOperations(
             self.context,
             self.analysis,
             self.cursor_ops,
-            self.redrive,
             self.admin,
             self.workflow,
         )
@@ -453,12 +449,12 @@ class Broker:
         predicate: Predicate | Mapping[str, object] | str | None = None,
         dead_letter: str | None = None,
     ) -> RedrivePlan:
-        return self.redrive.plan_redrive(
-            role, topic, subscription, predicate=predicate, dead_letter=dead_letter
+        return redrive.plan_redrive(
+            self.gated, role, topic, subscription, predicate=predicate, dead_letter=dead_letter
         )
 
     def apply_redrive(self, role: str, plan: RedrivePlan, *, via: str = "broker") -> RedriveOutcome:
-        return self.redrive.apply_redrive(role, plan, via=via)
+        return redrive.apply_redrive(self.gated, role, plan, via=via)
 
     def list_skips(
         self,

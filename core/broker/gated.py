@@ -27,7 +27,6 @@ from cursorops.core.broker.admin import Admin
 from cursorops.core.broker.analysis import Analysis
 from cursorops.core.broker.context import BrokerContext, Collaborator
 from cursorops.core.broker.cursor_ops import CursorOperations
-from cursorops.core.broker.redrive import Redrive
 from cursorops.core.broker.workflow import Workflow
 from cursorops.core.errors import InvalidArgumentError, PlanAlreadyAppliedError
 from cursorops.core.gating.operation import (
@@ -78,14 +77,12 @@ class GatedOperations(Collaborator):
         context: BrokerContext,
         analysis: Analysis,
         cursor_ops: CursorOperations,
-        redrive: Redrive,
         admin: Admin,
         workflow: Workflow,
     ) -> None:
         super().__init__(context)
         self.analysis = analysis
         self.cursor_ops = cursor_ops
-        self.redrive = redrive
         self.admin = admin
         self.workflow = workflow
 

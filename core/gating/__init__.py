@@ -21,7 +21,7 @@ from cursorops.core.gating.operation import (
     Run,
     RunStarter,
 )
-from cursorops.core.gating.redrives import RedriveDeadLetters
+from cursorops.core.gating.redrive import RedriveDeadLetters
 from cursorops.core.gating.registry import GATED_OPERATIONS, named, recorded
 from cursorops.core.gating.reset import ResetCursor
 from cursorops.core.gating.skips import ClearBacklog, SkipHead, SkipMatching, SkipMessages

@@ -10,7 +10,7 @@ audit record's id and the counts the slice names.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cursorops.core.store.cursor_ticket import Ticket
@@ -36,11 +36,13 @@ def record_apply(
     work: CursorTransaction,
     entry: AuditEntry,
     approval: Approval | None,
+    *,
+    also: Sequence[AuditEntry] = (),
     **claimed: object,
 ) -> int:
-    """Record ``entry`` and, when approved, claim the record with ``claimed`` counts; the
-    audit record's id."""
-    audit_id = work.record_audit(entry)
+    """Record ``entry`` (and ``also``, the same apply seen from another topic) and, when
+    approved, claim the record with ``claimed`` counts; ``entry``'s audit record id."""
+    audit_id = work.record_audits([entry, *also])[0] if also else work.record_audit(entry)
     if approval is not None:
         work.claim_plan(approval.digest, entry.at_ms, approval.claim(audit_id, **claimed))
     return audit_id

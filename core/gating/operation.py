@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from cursorops.core.broker.analysis import Analysis
     from cursorops.core.broker.context import BrokerContext
     from cursorops.core.broker.cursor_ops import CursorOperations
-    from cursorops.core.broker.redrive import Redrive
     from cursorops.core.gating.plan_record import PlanRecord
     from cursorops.core.gating.preview import Preview
     from cursorops.core.store.ledger import LedgerStore
@@ -239,8 +238,6 @@ class GatingServices(Protocol):
     def analysis(self) -> Analysis: ...
     @property
     def cursor_ops(self) -> CursorOperations: ...
-    @property
-    def redrive(self) -> Redrive: ...
     @property
     def admin(self) -> Admin: ...
 

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.gating import redrives, reset, undo_skip, unsubscribe
+from cursorops.core.gating import redrive, reset, undo_skip, unsubscribe
 from cursorops.core.gating.operation import GatedOperation
 from cursorops.core.gating.skips import CLEAR_BACKLOG, SKIP_HEAD, SKIP_MATCHING, SKIP_MESSAGES
 
@@ -25,7 +25,7 @@ GATED_OPERATIONS: tuple[GatedOperation[Any, Any], ...] = (
     reset.OPERATION,
     unsubscribe.OPERATION,
     undo_skip.OPERATION,
-    redrives.OPERATION,
+    redrive.OPERATION,
 )
 """Every gated operation, in the order a person lists them."""
 

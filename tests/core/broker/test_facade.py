@@ -22,10 +22,9 @@ from cursorops.core.broker.gated import GatedOperations
 from cursorops.core.broker.policies import Policies
 from cursorops.core.broker.produce import Producing
 from cursorops.core.broker.read import Reading
-from cursorops.core.broker.redrive import Redrive
 from cursorops.core.broker.schemas import Schemas
 from cursorops.core.broker.workflow import Workflow
-from cursorops.core.gating import reset, undo_skip, unsubscribe
+from cursorops.core.gating import redrive, reset, undo_skip, unsubscribe
 
 PARTS = {
     "access": Access,
@@ -35,14 +34,18 @@ PARTS = {
     "reading": Reading,
     "cursor_ops": CursorOperations,
     "gated": GatedOperations,
-    "redrive": Redrive,
     "analysis": Analysis,
     "workflow": Workflow,
     "schemas": Schemas,
     "policies": Policies,
     "compaction": Compaction,
 }
-SLICES = {"reset": reset, "undo_skip": undo_skip, "unsubscribe": unsubscribe}
+SLICES = {
+    "redrive": redrive,
+    "reset": reset,
+    "undo_skip": undo_skip,
+    "unsubscribe": unsubscribe,
+}
 """The gated operations whose own door the façade still keeps: a method delegates to a
 function of the operation's slice, with the Broker's gated services first."""
 OWN = {"close", "migrate_metadata"}

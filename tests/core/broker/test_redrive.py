@@ -15,15 +15,15 @@ from cursorops.core.errors import (
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
-from cursorops.core.ids.topic_name import TopicName, dead_letter_topic
-from cursorops.core.producer import Entry, OutgoingMessage
-from cursorops.core.redriving.redrive_plan import (
+from cursorops.core.gating.redrive import (
     ORIGIN_PROPERTY,
     ORIGIN_TOPIC_PROPERTY,
     REDRIVE_PROPERTY,
     RedrivePlan,
 )
-from cursorops.core.redriving.redriven_metadata import redriven_metadata
+from cursorops.core.ids.topic_name import TopicName, dead_letter_topic
+from cursorops.core.producer import Entry, OutgoingMessage
+from cursorops.core.redriven_metadata import redriven_metadata
 from cursorops.core.subscription import SubscriptionType
 from tests.conftest import acknowledge
 from tests.core.test_admin_rules import _refused

@@ -147,7 +147,7 @@ def test_every_write_through_the_door_states_its_ticket() -> None:
         "core/gating/reset.py": {"append", "forget_consumer_ack"},
         "core/gating/undo_skip.py": {"append"},
         "core/broker/skip_write.py": {"append_each", "fold"},
-        "core/broker/redrive.py": {"append", "append_to"},
+        "core/gating/redrive.py": {"append", "append_to"},
         "core/gating/unsubscribe.py": {"remove_subscription"},
         "core/broker/deletion.py": {"remove_topic"},
         "core/store/tenancy.py": {"create_subscription", "remove_subscription"},

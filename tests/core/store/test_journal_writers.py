@@ -54,7 +54,7 @@ DOOR_USERS = {
     "core/broker/skip_write.py": "skips by ids, matching, skip -n and clear-backlog",
     "core/gating/reset.py": "reset-cursor and a consumer's seek",
     "core/gating/undo_skip.py": "undo of a skip",
-    "core/broker/redrive.py": "redrive",
+    "core/gating/redrive.py": "redrive",
     "core/gating/unsubscribe.py": "unsubscribe (and the live consumers it refuses on)",
     "core/broker/deletion.py": "deleting a topic with its subscriptions and their cursors",
     "core/store/tenancy.py": "creating and deleting a subscription with its cursors",
