@@ -16,7 +16,6 @@ attribute               module                 what it owns
 ``deletion``            ``deletion.py``        deleting tenants, namespaces and topics
 ``producing``           ``produce.py``         produce, produce as columns, append entries
 ``reading``             ``read.py``            dispatcher, consume, peek, examine, last position
-``cursor_ops``          ``cursor_ops.py``      skip by id or head (plan, apply, approved apply)
 ``gated``               ``gated.py``           requests of gated operations, approved records
 ``analysis``            ``analysis.py``        backlog, stats, cursor state, history, Spark reads
 ``workflow``            ``workflow.py``        plan records, approval requests, the audit log
@@ -34,7 +33,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from cursorops.core.acks import skip
 from cursorops.core.acks.cursor import CursorState
+from cursorops.core.acks.skip_plan import SkipPlan
 from cursorops.core.analysis.backlog import PartitionAnalysis
 from cursorops.core.analysis.backlog_audit import BacklogSample
 from cursorops.core.analysis.compaction import CompactedAway
@@ -54,7 +55,6 @@ from cursorops.core.broker.analysis import (
 from cursorops.core.broker.cluster import Cluster
 from cursorops.core.broker.compaction import Compaction
 from cursorops.core.broker.context import BrokerContext, wall_clock_ms
-from cursorops.core.broker.cursor_ops import CursorOperations
 from cursorops.core.broker.deletion import Deletion
 from cursorops.core.broker.gated import GatedOperations, PlannedRequest
 from cursorops.core.broker.policies import Policies
@@ -64,6 +64,7 @@ from cursorops.core.broker.schemas import Schemas
 from cursorops.core.broker.workflow import OpenRequest, Workflow
 from cursorops.core.config import Config
 from cursorops.core.gating import redrive, reset, undo_skip, unsubscribe
+from cursorops.core.gating import skip as skips
 from cursorops.core.gating.operation import (
     Applied,
     Caller,
@@ -89,8 +90,6 @@ from cursorops.core.ids.position import Position
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.portable_plan import PortablePlan
 from cursorops.core.schemas.schema_info import SchemaInfo
-from cursorops.core.skipping import skip
-from cursorops.core.skipping.skip_plan import SkipPlan
 from cursorops.core.store.ledger import LedgerStore
 from cursorops.core.store.ledger_root import open_ledger_root
 from cursorops.core.store.metadata import AuditRecord, MetadataStore, SubscriptionInfo, TopicInfo
@@ -135,12 +134,10 @@ class Broker:
         self.deletion = Deletion(self.context)
         self.producing = Producing(self.context, self.admin)
         self.reading = Reading(self.context)
-        self.cursor_ops = CursorOperations(self.context)
         self.workflow = Workflow(self.context)
         self.gated = GatedOperations(
             self.context,
             self.analysis,
-            self.cursor_ops,
             self.admin,
             self.workflow,
         )
@@ -410,7 +407,7 @@ class Broker:
         *,
         via: str = "broker",
     ) -> skip.SkipOutcome:
-        return self.cursor_ops.skip_messages(role, topic, subscription, ids, via=via)
+        return skips.skip_messages(self.gated, role, topic, subscription, ids, via=via)
 
     def plan_skip(
         self,
@@ -419,7 +416,7 @@ class Broker:
         subscription: str,
         ids: Sequence[MessageId],
     ) -> SkipPlan:
-        return self.cursor_ops.plan_skip(role, topic, subscription, ids)
+        return skips.plan_skip(self.gated, role, topic, subscription, ids)
 
     def skip_head(
         self,
@@ -430,15 +427,15 @@ class Broker:
         *,
         via: str = "broker",
     ) -> skip.SkipOutcome:
-        return self.cursor_ops.skip_head(role, topic, subscription, limit, via=via)
+        return skips.skip_head(self.gated, role, topic, subscription, limit, via=via)
 
     def plan_skip_head(
         self, role: str, topic: str | TopicName, subscription: str, limit: int | None
     ) -> SkipPlan:
-        return self.cursor_ops.plan_skip_head(role, topic, subscription, limit)
+        return skips.plan_skip_head(self.gated, role, topic, subscription, limit)
 
     def apply_skip(self, role: str, plan: SkipPlan, *, via: str = "broker") -> skip.SkipOutcome:
-        return self.cursor_ops.apply_skip(role, plan, via=via)
+        return skips.apply_skip(self.gated, role, plan, via=via)
 
     def plan_redrive(
         self,

@@ -26,7 +26,6 @@ from typing import Any
 from cursorops.core.broker.admin import Admin
 from cursorops.core.broker.analysis import Analysis
 from cursorops.core.broker.context import BrokerContext, Collaborator
-from cursorops.core.broker.cursor_ops import CursorOperations
 from cursorops.core.broker.workflow import Workflow
 from cursorops.core.errors import InvalidArgumentError, PlanAlreadyAppliedError
 from cursorops.core.gating.operation import (
@@ -42,6 +41,7 @@ from cursorops.core.gating.operation import (
 )
 from cursorops.core.gating.plan_record import PlanBinding, PlanRecord
 from cursorops.core.gating.registry import named, recorded
+from cursorops.core.gating.skip import SkipWrites
 
 
 def new_run_id(at_ms: int) -> str:
@@ -76,13 +76,12 @@ class GatedOperations(Collaborator):
         self,
         context: BrokerContext,
         analysis: Analysis,
-        cursor_ops: CursorOperations,
         admin: Admin,
         workflow: Workflow,
     ) -> None:
         super().__init__(context)
         self.analysis = analysis
-        self.cursor_ops = cursor_ops
+        self.skip_writes = SkipWrites(context.metadata, context.clock)
         self.admin = admin
         self.workflow = workflow
 

@@ -24,7 +24,7 @@ from cursorops.core.gating.operation import (
 from cursorops.core.gating.redrive import RedriveDeadLetters
 from cursorops.core.gating.registry import GATED_OPERATIONS, named, recorded
 from cursorops.core.gating.reset import ResetCursor
-from cursorops.core.gating.skips import ClearBacklog, SkipHead, SkipMatching, SkipMessages
+from cursorops.core.gating.skip import ClearBacklog, SkipHead, SkipMatching, SkipMessages
 from cursorops.core.gating.undo_skip import UndoSkip
 from cursorops.core.gating.unsubscribe import Unsubscribe
 

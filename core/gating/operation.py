@@ -37,9 +37,9 @@ if TYPE_CHECKING:
     from cursorops.core.broker.admin import Admin
     from cursorops.core.broker.analysis import Analysis
     from cursorops.core.broker.context import BrokerContext
-    from cursorops.core.broker.cursor_ops import CursorOperations
     from cursorops.core.gating.plan_record import PlanRecord
     from cursorops.core.gating.preview import Preview
+    from cursorops.core.gating.skip import SkipWrites
     from cursorops.core.store.ledger import LedgerStore
     from cursorops.core.store.metadata import MetadataStore
     from cursorops.core.store.values import TopicInfo
@@ -237,7 +237,7 @@ class GatingServices(Protocol):
     @property
     def analysis(self) -> Analysis: ...
     @property
-    def cursor_ops(self) -> CursorOperations: ...
+    def skip_writes(self) -> SkipWrites: ...
     @property
     def admin(self) -> Admin: ...
 

@@ -15,7 +15,7 @@ from typing import Any
 from cursorops.core.errors import InvalidArgumentError
 from cursorops.core.gating import redrive, reset, undo_skip, unsubscribe
 from cursorops.core.gating.operation import GatedOperation
-from cursorops.core.gating.skips import CLEAR_BACKLOG, SKIP_HEAD, SKIP_MATCHING, SKIP_MESSAGES
+from cursorops.core.gating.skip import CLEAR_BACKLOG, SKIP_HEAD, SKIP_MATCHING, SKIP_MESSAGES
 
 GATED_OPERATIONS: tuple[GatedOperation[Any, Any], ...] = (
     SKIP_MESSAGES,

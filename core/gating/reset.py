@@ -56,8 +56,8 @@ from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.values import AuditEntry
 
 if TYPE_CHECKING:
+    from cursorops.core.acks.skip import SkipLookup
     from cursorops.core.gating.plan_record import PlanRecord
-    from cursorops.core.skipping.skip import SkipLookup
     from cursorops.core.store.values import TopicInfo
 
 

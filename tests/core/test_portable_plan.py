@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from cursorops.core.acks.skip_plan import PlannedSkip, SkipPlan
 from cursorops.core.errors import InvalidArgumentError, InvalidSkipPlanError
 from cursorops.core.gating.redrive import RedriveMessage, RedrivePlan
 from cursorops.core.gating.reset import PartitionReset, ResetPlan
@@ -16,7 +17,6 @@ from cursorops.core.gating.unsubscribe import UnsubscribePlan
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import Position
 from cursorops.core.portable_plan import PortablePlan, Spelling, canonical_json
-from cursorops.core.skipping.skip_plan import PlannedSkip, SkipPlan
 
 TOPIC = "persistent://acme/ops/orders"
 

@@ -16,7 +16,6 @@ from cursorops.core.broker.admin import Admin
 from cursorops.core.broker.analysis import Analysis
 from cursorops.core.broker.compaction import Compaction
 from cursorops.core.broker.context import BrokerContext
-from cursorops.core.broker.cursor_ops import CursorOperations
 from cursorops.core.broker.deletion import Deletion
 from cursorops.core.broker.gated import GatedOperations
 from cursorops.core.broker.policies import Policies
@@ -25,6 +24,7 @@ from cursorops.core.broker.read import Reading
 from cursorops.core.broker.schemas import Schemas
 from cursorops.core.broker.workflow import Workflow
 from cursorops.core.gating import redrive, reset, undo_skip, unsubscribe
+from cursorops.core.gating import skip as skips
 
 PARTS = {
     "access": Access,
@@ -32,7 +32,6 @@ PARTS = {
     "deletion": Deletion,
     "producing": Producing,
     "reading": Reading,
-    "cursor_ops": CursorOperations,
     "gated": GatedOperations,
     "analysis": Analysis,
     "workflow": Workflow,
@@ -42,6 +41,7 @@ PARTS = {
 }
 SLICES = {
     "redrive": redrive,
+    "skips": skips,
     "reset": reset,
     "undo_skip": undo_skip,
     "unsubscribe": unsubscribe,

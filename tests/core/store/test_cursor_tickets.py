@@ -146,7 +146,7 @@ def test_every_write_through_the_door_states_its_ticket() -> None:
         },
         "core/gating/reset.py": {"append", "forget_consumer_ack"},
         "core/gating/undo_skip.py": {"append"},
-        "core/broker/skip_write.py": {"append_each", "fold"},
+        "core/gating/skip.py": {"append_each", "fold"},
         "core/gating/redrive.py": {"append", "append_to"},
         "core/gating/unsubscribe.py": {"remove_subscription"},
         "core/broker/deletion.py": {"remove_topic"},

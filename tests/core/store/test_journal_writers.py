@@ -51,7 +51,7 @@ REPOSITORY_CALLS = re.compile(
 
 DOOR_USERS = {
     "core/reading/dispatch.py": "consumer acknowledgements, cumulative ones, dispatches",
-    "core/broker/skip_write.py": "skips by ids, matching, skip -n and clear-backlog",
+    "core/gating/skip.py": "skips by ids, matching, skip -n and clear-backlog",
     "core/gating/reset.py": "reset-cursor and a consumer's seek",
     "core/gating/undo_skip.py": "undo of a skip",
     "core/gating/redrive.py": "redrive",
