@@ -138,7 +138,6 @@ class Broker:
         self.gated = GatedOperations(
             self.context,
             self.analysis,
-            self.admin,
             self.workflow,
         )
         self.schemas = Schemas(self.context)

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 
 from cursorops.core.acks import cursor_codec
 from cursorops.core.acks.cursor import CursorState
+from cursorops.core.acks.cursor_targets import check_reset_target
 from cursorops.core.authz import Operation
 from cursorops.core.broker.context import Collaborator
 from cursorops.core.broker.policies import allows_auto_topic_creation
@@ -17,7 +18,6 @@ from cursorops.core.errors import (
     TopicNotFoundError,
 )
 from cursorops.core.gating.plan_record import ApprovalPolicy
-from cursorops.core.gating.reset import check_reset_target
 from cursorops.core.ids.position import EARLIEST, Position
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.reading.entry_filters import validate_filter_properties

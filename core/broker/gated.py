@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cursorops.core.broker.admin import Admin
 from cursorops.core.broker.analysis import Analysis
 from cursorops.core.broker.context import BrokerContext, Collaborator
 from cursorops.core.broker.workflow import Workflow
@@ -76,13 +75,11 @@ class GatedOperations(Collaborator):
         self,
         context: BrokerContext,
         analysis: Analysis,
-        admin: Admin,
         workflow: Workflow,
     ) -> None:
         super().__init__(context)
         self.analysis = analysis
         self.skip_writes = SkipWrites(context.metadata, context.clock)
-        self.admin = admin
         self.workflow = workflow
 
     def request(

@@ -34,7 +34,6 @@ from cursorops.core.portable_plan import PortablePlan, PreviewedPlan
 
 if TYPE_CHECKING:
     from cursorops.core.broker.access import Access
-    from cursorops.core.broker.admin import Admin
     from cursorops.core.broker.analysis import Analysis
     from cursorops.core.broker.context import BrokerContext
     from cursorops.core.gating.plan_record import PlanRecord
@@ -238,8 +237,6 @@ class GatingServices(Protocol):
     def analysis(self) -> Analysis: ...
     @property
     def skip_writes(self) -> SkipWrites: ...
-    @property
-    def admin(self) -> Admin: ...
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ import numpy as np
 
 from cursorops.core.acks import cursor_codec
 from cursorops.core.acks.cursor import AckTarget, CursorState
-from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.acks.cursor_targets import check_reset_target, seek_target
 from cursorops.core.analysis import backlog
 from cursorops.core.authz import Operation
-from cursorops.core.errors import InvalidArgumentError, PositionOutOfRangeError, TopicNotFoundError
+from cursorops.core.errors import InvalidArgumentError, TopicNotFoundError
 from cursorops.core.gating import apply_record
 from cursorops.core.gating.operation import (
     RESET_CURSOR,
@@ -496,16 +496,6 @@ def _first_at(services: GatingServices, topic_partition: str, timestamp_ms: int)
     return Position(int(index.ledger_id[row]), int(index.entry_id[row]))
 
 
-def check_reset_target(position: Position, layout: LedgerLayout) -> None:
-    """A cursor may start at an entry of the topic, at its start or just past its end."""
-    last = layout.last_position
-    end = Position(last.ledger_id, last.entry_id + 1)
-    if position not in (EARLIEST, end) and not layout.contains(position):
-        raise PositionOutOfRangeError(
-            f"Cannot start at {position}: no such entry (the last entry is {last})"
-        )
-
-
 def messages_from(lookup: SkipLookup, target: Position) -> int:
     """Messages in the entries at or after ``target``: a reset's backlog (a batch counts its
     messages, a chunked message one, at its last chunk)."""
@@ -527,18 +517,6 @@ def message_start(chunks: ChunkedMessages, target: Position) -> Position:
         return target
     first = int(np.flatnonzero(chunks.message == chunks.message[at])[0])
     return Position(int(chunks.ledger_id[first]), int(chunks.entry_id[first]))
-
-
-def seek_target(position: Position, layout: LedgerLayout) -> Position:
-    """Where a seek to ``position`` starts: the first entry at or after it, else the end
-    (just past the last entry; the start when there is none)."""
-    if layout.contains(position):
-        return position
-    found = layout.next_position(Position(position.ledger_id, position.entry_id - 1))
-    if found is not None:
-        return found
-    last = layout.last_position
-    return Position(last.ledger_id, last.entry_id + 1) if last != EARLIEST else EARLIEST
 
 
 class ResetCursorOperation(PreviewedOperation[ResetPlan, ResetCursor]):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from cursorops.core.acks.cursor_targets import seek_target
 from cursorops.core.acks.ledger_layout import LedgerLayout
 from cursorops.core.broker import Broker
 from cursorops.core.errors import ApprovalRequiredError
-from cursorops.core.gating.reset import seek_target
 from cursorops.core.ids.position import EARLIEST, Position
 from cursorops.core.producer import OutgoingMessage
 from cursorops.core.subscription import SubscriptionType

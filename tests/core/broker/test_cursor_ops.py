@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cursorops.core.acks.cursor_targets import check_reset_target
 from cursorops.core.broker import Broker
 from cursorops.core.errors import (
     ApprovalRequiredError,
@@ -14,7 +15,6 @@ from cursorops.core.errors import (
 from cursorops.core.gating import skip as skips
 from cursorops.core.gating.operation import Approval
 from cursorops.core.gating.plan_record import PlanBinding
-from cursorops.core.gating.reset import check_reset_target
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import EARLIEST, Position
 from cursorops.core.subscription import SubscriptionType
