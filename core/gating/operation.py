@@ -316,15 +316,31 @@ class GatedOperation(ABC, Generic[P, A]):
 class PreviewedOperation(GatedOperation[V, A]):
     """An operation whose plan previews itself (reset, undo, redrive, unsubscribe): its
     request plans through :meth:`plan_for`, and the preview document is who asked, why, and
-    the plan's own ``preview()``."""
+    the plan's own ``preview()``. Applied at once, it is planned and then applied as an
+    approved plan is, by :meth:`apply_plan`."""
 
     @abstractmethod
     def plan_for(self, services: GatingServices, role: str, arguments: A) -> V:
         """The plan of ``arguments`` for ``role``; nothing changed."""
 
+    @abstractmethod
+    def apply_plan(
+        self, services: GatingServices, role: str, plan: V, via: str, approval: Approval | None
+    ) -> Applied:
+        """Apply ``plan`` as ``role`` with its audit record (``via`` names the door): at once
+        (``approval`` None, refused where approval is required), or as the approved plan of
+        ``approval``'s record, with the record's claim in the same transaction."""
+
     def plan(self, services: GatingServices, caller: Caller, arguments: A) -> Planned[V]:
         plan = self.plan_for(services, caller.role, arguments)
         return Planned(plan, gated_document(caller, arguments, plan.preview()))
+
+    def apply_now(self, services: GatingServices, caller: Caller, arguments: A) -> Applied:
+        plan = self.plan_for(services, caller.role, arguments)
+        return self.apply_plan(services, caller.role, plan, caller.via, None)
+
+    def apply_approved(self, services: GatingServices, plan: V, approval: Approval) -> Applied:
+        return self.apply_plan(services, approval.role, plan, approval.via, approval)
 
 
 def gated_document(

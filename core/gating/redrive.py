@@ -63,7 +63,6 @@ from cursorops.core.gating.operation import (
     REDRIVE,
     Applied,
     Approval,
-    Caller,
     GatedArguments,
     GatingServices,
     PreviewedOperation,
@@ -497,13 +496,6 @@ def apply_redrive(
     return _apply(services, role, plan, via, None)
 
 
-def apply_approved_redrive(
-    services: GatingServices, plan: RedrivePlan, approval: Approval
-) -> RedriveOutcome:
-    """:func:`_apply` of an approved plan record's plan, as its requester's role."""
-    return _apply(services, approval.role, plan, approval.via, approval)
-
-
 def _apply(
     services: GatingServices, role: str, plan: RedrivePlan, via: str, approval: Approval | None
 ) -> RedriveOutcome:
@@ -856,16 +848,15 @@ class RedriveOperation(PreviewedOperation[RedrivePlan, RedriveDeadLetters]):
             dead_letter=arguments.dead_letter_topic,
         )
 
-    def apply_now(
-        self, services: GatingServices, caller: Caller, arguments: RedriveDeadLetters
+    def apply_plan(
+        self,
+        services: GatingServices,
+        role: str,
+        plan: RedrivePlan,
+        via: str,
+        approval: Approval | None,
     ) -> Applied:
-        plan = self.plan_for(services, caller.role, arguments)
-        return _applied(apply_redrive(services, caller.role, plan, via=caller.via))
-
-    def apply_approved(
-        self, services: GatingServices, plan: RedrivePlan, approval: Approval
-    ) -> Applied:
-        return _applied(apply_approved_redrive(services, plan, approval))
+        return _applied(_apply(services, role, plan, via, approval))
 
 
 OPERATION: RedriveOperation = RedriveOperation(

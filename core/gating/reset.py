@@ -34,7 +34,6 @@ from cursorops.core.gating.operation import (
     RESET_CURSOR,
     Applied,
     Approval,
-    Caller,
     GatedArguments,
     GatingServices,
     PreviewedOperation,
@@ -398,25 +397,24 @@ def apply_reset(
 ) -> dict[str, str]:
     """Move every partition of ``plan`` to its target in one transaction, with its audit
     record. Refused where the namespace requires approval: only an approved plan record
-    applies there (:func:`apply_approved_reset`)."""
-    info = services.access.authorized_topic(role, Operation.RESET_CURSOR, plan.topic)
-    services.access.refuse_without_approval(
-        info,
-        "reset-cursor (it acknowledges or redelivers)",
-        "the cursorops_reset_cursor workflow",
-    )
-    _check(services, info, plan)
-    return _apply(services, role, plan, via, None)
+    applies there (:meth:`ResetCursorOperation.apply_approved`)."""
+    return _apply_plan(services, role, plan, via, None)
 
 
-def apply_approved_reset(
-    services: GatingServices, plan: ResetPlan, approval: Approval
+def _apply_plan(
+    services: GatingServices, role: str, plan: ResetPlan, via: str, approval: Approval | None
 ) -> dict[str, str]:
-    """:func:`apply_reset` of an approved plan record's plan, as its requester's role,
-    with the record's claim in the same transaction."""
-    info = services.access.authorized_topic(approval.role, Operation.RESET_CURSOR, plan.topic)
+    """:func:`_apply` of ``plan`` as ``role``, each move checked against the topic as it is
+    now; at once (refused where approval is required) or approved (with the claim)."""
+    info = services.access.authorized_topic(role, Operation.RESET_CURSOR, plan.topic)
+    if approval is None:
+        services.access.refuse_without_approval(
+            info,
+            "reset-cursor (it acknowledges or redelivers)",
+            "the cursorops_reset_cursor workflow",
+        )
     _check(services, info, plan)
-    return _apply(services, approval.role, plan, approval.via, approval)
+    return _apply(services, role, plan, via, approval)
 
 
 def _check(services: GatingServices, info: TopicInfo, plan: ResetPlan) -> None:
@@ -540,17 +538,15 @@ class ResetCursorOperation(PreviewedOperation[ResetPlan, ResetCursor]):
             timestamp_ms=arguments.timestamp_ms,
         )
 
-    def apply_now(
-        self, services: GatingServices, caller: Caller, arguments: ResetCursor
+    def apply_plan(
+        self,
+        services: GatingServices,
+        role: str,
+        plan: ResetPlan,
+        via: str,
+        approval: Approval | None,
     ) -> Applied:
-        plan = self.plan_for(services, caller.role, arguments)
-        moved = apply_reset(services, caller.role, plan, via=caller.via)
-        return Applied(RESET_CURSOR, plan.messages, 0, {"markDelete": moved})
-
-    def apply_approved(
-        self, services: GatingServices, plan: ResetPlan, approval: Approval
-    ) -> Applied:
-        moved = apply_approved_reset(services, plan, approval)
+        moved = _apply_plan(services, role, plan, via, approval)
         return Applied(RESET_CURSOR, plan.messages, 0, {"markDelete": moved})
 
 

@@ -45,7 +45,6 @@ from cursorops.core.gating.operation import (
     UNDO_SKIP,
     Applied,
     Approval,
-    Caller,
     GatedArguments,
     GatingServices,
     PreviewedOperation,
@@ -690,14 +689,6 @@ def apply_undo_skip(
     return _apply(services, role, plan, via, None)
 
 
-def apply_approved_undo(
-    services: GatingServices, plan: UndoPlan, approval: Approval
-) -> UndoOutcome:
-    """:func:`_apply` of an approved plan record's plan, as its requester's role, with
-    the record's claim in the same transaction."""
-    return _apply(services, approval.role, plan, approval.via, approval)
-
-
 def _apply(
     services: GatingServices, role: str, plan: UndoPlan, via: str, approval: Approval | None
 ) -> UndoOutcome:
@@ -809,14 +800,15 @@ class UndoSkipOperation(PreviewedOperation[UndoPlan, UndoSkip]):
             services, role, arguments.topic, arguments.subscription, arguments.skip_id
         )
 
-    def apply_now(self, services: GatingServices, caller: Caller, arguments: UndoSkip) -> Applied:
-        plan = self.plan_for(services, caller.role, arguments)
-        return _applied(apply_undo_skip(services, caller.role, plan, via=caller.via))
-
-    def apply_approved(
-        self, services: GatingServices, plan: UndoPlan, approval: Approval
+    def apply_plan(
+        self,
+        services: GatingServices,
+        role: str,
+        plan: UndoPlan,
+        via: str,
+        approval: Approval | None,
     ) -> Applied:
-        return _applied(apply_approved_undo(services, plan, approval))
+        return _applied(_apply(services, role, plan, via, approval))
 
 
 OPERATION: UndoSkipOperation = UndoSkipOperation(

@@ -197,14 +197,6 @@ def apply_unsubscribe(
     return _apply_unsubscribe(services, role, plan, via, None)
 
 
-def apply_approved_unsubscribe(
-    services: GatingServices, plan: UnsubscribePlan, approval: Approval
-) -> int:
-    """:func:`_apply_unsubscribe` of an approved plan record's plan, as its requester's
-    role, with the record's claim in the same transaction."""
-    return _apply_unsubscribe(services, approval.role, plan, approval.via, approval)
-
-
 def _apply_unsubscribe(
     services: GatingServices, role: str, plan: UnsubscribePlan, via: str, approval: Approval | None
 ) -> int:
@@ -306,10 +298,15 @@ class UnsubscribeOperation(PreviewedOperation[UnsubscribePlan, Unsubscribe]):
         outcome = {"subscription": arguments.subscription, "force": arguments.force}
         return Applied(UNSUBSCRIBE, None, None, outcome)
 
-    def apply_approved(
-        self, services: GatingServices, plan: UnsubscribePlan, approval: Approval
+    def apply_plan(
+        self,
+        services: GatingServices,
+        role: str,
+        plan: UnsubscribePlan,
+        via: str,
+        approval: Approval | None,
     ) -> Applied:
-        dropped = apply_approved_unsubscribe(services, plan, approval)
+        dropped = _apply_unsubscribe(services, role, plan, via, approval)
         return Applied(UNSUBSCRIBE, dropped, 0, {"dropped": dropped})
 
 
