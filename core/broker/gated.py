@@ -18,10 +18,11 @@ record and the record's claim (applied at most once) in one transaction.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from cursorops.core.broker.analysis import Analysis
 from cursorops.core.broker.context import BrokerContext, Collaborator
@@ -40,7 +41,8 @@ from cursorops.core.gating.operation import (
 )
 from cursorops.core.gating.plan_record import PlanBinding, PlanRecord
 from cursorops.core.gating.registry import named, recorded
-from cursorops.core.gating.skip import SkipWrites
+
+K = TypeVar("K")
 
 
 def new_run_id(at_ms: int) -> str:
@@ -79,8 +81,17 @@ class GatedOperations(Collaborator):
     ) -> None:
         super().__init__(context)
         self.analysis = analysis
-        self.skip_writes = SkipWrites(context.metadata, context.clock)
+        self._kept: dict[str, object] = {}
+        self._kept_lock = threading.Lock()
         self.workflow = workflow
+
+    def per_broker(self, name: str, make: Callable[[], K]) -> K:
+        """The one ``name`` of this Broker, made by ``make`` on first use (under a lock:
+        two threads asking at once get the same one)."""
+        with self._kept_lock:
+            if name not in self._kept:
+                self._kept[name] = make()
+            return cast(K, self._kept[name])
 
     def request(
         self, operation: str, caller: Caller, arguments: GatedArguments, runs: RunStarter

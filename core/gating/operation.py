@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from cursorops.core.broker.context import BrokerContext
     from cursorops.core.gating.plan_record import PlanRecord
     from cursorops.core.gating.preview import Preview
-    from cursorops.core.gating.skip import SkipWrites
     from cursorops.core.store.ledger import LedgerStore
     from cursorops.core.store.metadata import MetadataStore
     from cursorops.core.store.values import TopicInfo
@@ -117,6 +116,7 @@ class GatedArguments:
 P = TypeVar("P", bound=PortablePlan)
 V = TypeVar("V", bound=PreviewedPlan)
 A = TypeVar("A", bound=GatedArguments)
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -220,8 +220,9 @@ class Approval:
 
 class GatingServices(Protocol):
     """What an operation plans and applies through, handed in by the Broker: the shared
-    context (configuration, clock, stores, authorization) and the collaborators more
-    than one operation reads through."""
+    context (configuration, clock, stores, authorization), the collaborators more
+    than one operation reads through, and a place for what an operation keeps across
+    requests (:meth:`per_broker`)."""
 
     @property
     def context(self) -> BrokerContext: ...
@@ -235,8 +236,10 @@ class GatingServices(Protocol):
     def clock(self) -> Callable[[], int]: ...
     @property
     def analysis(self) -> Analysis: ...
-    @property
-    def skip_writes(self) -> SkipWrites: ...
+    def per_broker(self, name: str, make: Callable[[], K]) -> K:
+        """The Broker's one ``name`` (made by ``make`` on first use): what an operation
+        keeps across its requests, such as the skips' queue of writes."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -284,7 +284,7 @@ def skip_messages(
         return _write(services, validated)
     # Skips of this subscription that wait for the same cursors are written together.
     key = (validated.info.name, subscription)
-    return services.skip_writes.submit(key, frozenset(validated.layouts), validated)
+    return skip_writes(services).submit(key, frozenset(validated.layouts), validated)
 
 
 def validate_skip(
@@ -654,6 +654,11 @@ class SkipWrites:
         self, _key: tuple[str, str], batch: Sequence[ValidatedSkip]
     ) -> list[skip.SkipOutcome]:
         return write_skips(self.metadata, batch, self.clock())
+
+
+def skip_writes(services: GatingServices) -> SkipWrites:
+    """The Broker's one queue of skips to write, made on first use."""
+    return services.per_broker("skip-writes", lambda: SkipWrites(services.metadata, services.clock))
 
 
 PREVIEW_ROWS = 50
@@ -1050,6 +1055,7 @@ __all__ = [
     "skip_head",
     "skip_messages",
     "skip_preview",
+    "skip_writes",
     "validate_skip",
     "write_skips",
 ]

@@ -181,7 +181,7 @@ def test_skips_that_queue_behind_a_write_are_written_together(
         outcomes[n] = broker.skip_messages("admin", topic.name, "s", ids, via="rest")
 
     lock = "SELECT id FROM cursors WHERE topic_partition = :partition FOR UPDATE"
-    batches = broker.gated.skip_writes._batches
+    batches = skips.skip_writes(broker.gated)._batches
     key = (topic.name, "s")
     assert topic.ids[0].partition == topic.ids[8].partition
     held = f"{topic.name}-partition-{topic.ids[0].partition}"
@@ -240,7 +240,7 @@ def test_a_large_skip_is_written_alone(
         "admin", topic.name, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
     monkeypatch.setattr(skips, "BATCHED_UP_TO", 2)
-    batches = broker.gated.skip_writes._batches
+    batches = skips.skip_writes(broker.gated)._batches
     submitted: list[object] = []
     submit = batches.submit
 
