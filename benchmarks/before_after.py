@@ -101,7 +101,7 @@ CAUSES: dict[str, str] = {
     ),
     "skip latency": (
         "where the statements are fewer and the CPU columns not higher, the likely cause is "
-        "the shared machine; otherwise the one skip path in `core/broker/cursor_ops.py`"
+        "the shared machine; otherwise the one skip path in `core/gating/skip.py`"
     ),
 }
 """The likely cause of a slowdown, by the start of its row's label: printed only when that

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from cursorops.core.acks.cursor import AckTarget, CursorState
     from cursorops.core.acks.ledger_layout import LedgerLayout
     from cursorops.core.acks.range_set import RangeSet
+    from cursorops.core.acks.skip import SkipOutcome
+    from cursorops.core.acks.skip_plan import SkipPlan
     from cursorops.core.analysis.backlog import BacklogAnalysis, PartitionAnalysis, TopicAnalysis
     from cursorops.core.analysis.topic_scan import TopicScan
     from cursorops.core.analysis.topic_stats import SubscriptionStats, TopicStats
@@ -39,8 +41,6 @@ if TYPE_CHECKING:
     from cursorops.core.ids.position import EARLIEST, Position
     from cursorops.core.ids.topic_name import TopicName
     from cursorops.core.reading.message import MessageBatch
-    from cursorops.core.skipping.skip import SkipOutcome
-    from cursorops.core.skipping.skip_plan import SkipPlan
     from cursorops.core.store.broker_registry import Advertised, BrokerRecord
     from cursorops.core.store.values import Fence
     from cursorops.core.subscription import SubscriptionType
@@ -62,8 +62,8 @@ _HOMES = {
     "PartitionAnalysis": "cursorops.core.analysis.backlog",
     "Position": "cursorops.core.ids.position",
     "RangeSet": "cursorops.core.acks.range_set",
-    "SkipOutcome": "cursorops.core.skipping.skip",
-    "SkipPlan": "cursorops.core.skipping.skip_plan",
+    "SkipOutcome": "cursorops.core.acks.skip",
+    "SkipPlan": "cursorops.core.acks.skip_plan",
     "SubscriptionStats": "cursorops.core.analysis.topic_stats",
     "SubscriptionType": "cursorops.core.subscription",
     "TopicAnalysis": "cursorops.core.analysis.backlog",

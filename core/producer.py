@@ -40,7 +40,7 @@ from cursorops.core.ids.message_id_columns import MessageIdColumns
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.store import arrow_columns
 from cursorops.core.store.ledger import MESSAGE_SCHEMA, LedgerStore, RowDraft
-from cursorops.core.store.metadata import TopicInfo
+from cursorops.core.store.values import TopicInfo
 
 
 @dataclass(frozen=True)

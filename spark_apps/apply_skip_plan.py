@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from cursorops.core.acks.skip_plan import SkipPlan
 from cursorops.core.config import Config
 from cursorops.core.errors import InvalidArgumentError, InvalidMessageIdError, InvalidSkipPlanError
+from cursorops.core.ids import skip_payload
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.skipping import skip_payload
-from cursorops.core.skipping.skip_plan import SkipPlan
 from cursorops.spark.common import base_parser, config_from, emit_json, remote_from, run_job
 from cursorops.spark.session import job_logger, session_scope
 
@@ -145,7 +145,7 @@ def run(
     """Apply ``plan``, or the plan of ``ids`` / of the match list (Parquet) at ``match_list``.
 
     Exactly one of the three. Returns
-    :meth:`cursorops.core.skipping.skip.SkipOutcome.to_pulsar_json`.
+    :meth:`cursorops.core.acks.skip.SkipOutcome.to_pulsar_json`.
     An empty id list (a match list of no message) applies as a no-op, still
     audited. Only a match list needs Spark: ``spark``, else a
     session of ``master`` or of the Spark Connect server ``remote``.

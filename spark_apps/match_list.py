@@ -5,7 +5,7 @@ index) and what it looks like (key, publish time, deliver-at, properties, size
 and the start of its payload), so a person can review the matches before a
 skip plan is made of them. Only the id columns matter to apply; a match list
 may also be built from a list of ids (:func:`match_list_from_ids`), with the
-preview columns empty. It is not a skip plan (:class:`cursorops.core.skipping.skip_plan.SkipPlan`):
+preview columns empty. It is not a skip plan (:class:`cursorops.core.acks.skip_plan.SkipPlan`):
 nothing in it is validated until the Broker plans a skip of its ids.
 """
 
@@ -50,7 +50,7 @@ MATCH_LIST_SCHEMA = pa.schema(
 """A match list's columns; ``message_id`` is the triplet ``ledger:entry[:batchIndex]``;
 ``uuid`` names a chunk's message (null when not chunked): a chunked message is one
 match however many of its chunks matched, and a plan made of the list takes all its
-chunks (:mod:`cursorops.core.skipping.chunk_ids`)."""
+chunks (:mod:`cursorops.core.acks.chunk_ids`)."""
 
 SORT_KEYS = ("partition", "ledger_id", "entry_id", "batch_index")
 

@@ -140,11 +140,11 @@ def test_the_checker_catches_each_kind() -> None:
         "x = broker.metadata.ledgers('t')\n"
         "y = self.broker.ledgers\n"
         "z = broker._cursor('t', 's')\n"
-        "from cursorops.core.broker.cursor_ops import CursorOperations\n"
+        "from cursorops.core.broker.workflow import Workflow\n"
         "import cursorops.core.broker.admin\n"
         "from cursorops.core.broker import analysis\n"
         "c = broker.context\n"
-        "m = self.broker.cursor_ops.context.metadata\n"
+        "m = self.broker.workflow.context.metadata\n"
     )
     assert len(violations(bad, "bad.py")) == 13
     good = (
@@ -187,7 +187,6 @@ def test_the_broker_is_made_of_collaborators() -> None:
         "admin",
         "analysis",
         "context",
-        "cursor_ops",
         "produce",
         "read",
         "workflow",

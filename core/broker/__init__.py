@@ -16,11 +16,7 @@ attribute               module                 what it owns
 ``deletion``            ``deletion.py``        deleting tenants, namespaces and topics
 ``producing``           ``produce.py``         produce, produce as columns, append entries
 ``reading``             ``read.py``            dispatcher, consume, peek, examine, last position
-``cursor_ops``          ``cursor_ops.py``      skip by id or head (plan, apply, approved apply)
-``resets``              ``reset.py``           reset-cursor by message id or time
 ``gated``               ``gated.py``           requests of gated operations, approved records
-``redrive``             ``redrive.py``         a dead-letter topic's redrive (plan, apply)
-``undo``                ``undo.py``            undo of a skip (plan, apply), the applied skips
 ``analysis``            ``analysis.py``        backlog, stats, cursor state, history, Spark reads
 ``workflow``            ``workflow.py``        plan records, approval requests, the audit log
 ``schemas``             ``schemas.py``         schema versions, compatibility strategy
@@ -37,7 +33,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from cursorops.core.acks import skip
 from cursorops.core.acks.cursor import CursorState
+from cursorops.core.acks.skip_plan import SkipPlan
 from cursorops.core.analysis.backlog import PartitionAnalysis
 from cursorops.core.analysis.backlog_audit import BacklogSample
 from cursorops.core.analysis.compaction import CompactedAway
@@ -57,18 +55,16 @@ from cursorops.core.broker.analysis import (
 from cursorops.core.broker.cluster import Cluster
 from cursorops.core.broker.compaction import Compaction
 from cursorops.core.broker.context import BrokerContext, wall_clock_ms
-from cursorops.core.broker.cursor_ops import CursorOperations
 from cursorops.core.broker.deletion import Deletion
 from cursorops.core.broker.gated import GatedOperations, PlannedRequest
 from cursorops.core.broker.policies import Policies
 from cursorops.core.broker.produce import Producing
 from cursorops.core.broker.read import Reading
-from cursorops.core.broker.redrive import Redrive
-from cursorops.core.broker.reset import Resets
 from cursorops.core.broker.schemas import Schemas
-from cursorops.core.broker.undo import SkipUndo
 from cursorops.core.broker.workflow import OpenRequest, Workflow
 from cursorops.core.config import Config
+from cursorops.core.gating import redrive, reset, undo_skip, unsubscribe
+from cursorops.core.gating import skip as skips
 from cursorops.core.gating.operation import (
     Applied,
     Caller,
@@ -77,25 +73,23 @@ from cursorops.core.gating.operation import (
     Run,
     RunStarter,
 )
-from cursorops.core.gating.request_record import RequestRecord
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.position import Position
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.portable_plan import PortablePlan
-from cursorops.core.redriving.redrive_plan import RedriveOutcome, RedrivePlan
-from cursorops.core.resetting.reset_plan import ResetPlan
-from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
-from cursorops.core.schemas.schema_info import SchemaInfo
-from cursorops.core.skipping import skip
-from cursorops.core.skipping.plan_record import (
+from cursorops.core.gating.plan_record import (
     ApprovalAnswer,
     ApprovalPolicy,
     ApprovalRequest,
     PlanBinding,
     PlanRecord,
 )
-from cursorops.core.skipping.skip_plan import SkipPlan
-from cursorops.core.skipping.undo import AppliedSkip, UndoOutcome, UndoPlan
+from cursorops.core.gating.redrive import RedriveOutcome, RedrivePlan
+from cursorops.core.gating.request_record import RequestRecord
+from cursorops.core.gating.reset import ResetPlan
+from cursorops.core.gating.undo_skip import AppliedSkip, UndoOutcome, UndoPlan
+from cursorops.core.gating.unsubscribe import UnsubscribePlan
+from cursorops.core.ids.message_id import MessageId
+from cursorops.core.ids.position import Position
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.portable_plan import PortablePlan
+from cursorops.core.schemas.schema_info import SchemaInfo
 from cursorops.core.store.ledger import LedgerStore
 from cursorops.core.store.ledger_root import open_ledger_root
 from cursorops.core.store.metadata import AuditRecord, MetadataStore, SubscriptionInfo, TopicInfo
@@ -136,23 +130,14 @@ class Broker:
         self.access = Access(config, self.metadata)
         self.context = BrokerContext(config, clock, self.metadata, self.ledgers, self.access)
         self.analysis = Analysis(self.context)
-        self.admin = Admin(self.context, self.analysis)
+        self.admin = Admin(self.context)
         self.deletion = Deletion(self.context)
         self.producing = Producing(self.context, self.admin)
         self.reading = Reading(self.context)
-        self.cursor_ops = CursorOperations(self.context)
-        self.resets = Resets(self.context)
-        self.redrive = Redrive(self.context)
-        self.undo = SkipUndo(self.context)
         self.workflow = Workflow(self.context)
         self.gated = GatedOperations(
             self.context,
             self.analysis,
-            self.cursor_ops,
-            self.resets,
-            self.redrive,
-            self.undo,
-            self.admin,
             self.workflow,
         )
         self.schemas = Schemas(self.context)
@@ -365,7 +350,7 @@ class Broker:
         force: bool = False,
         via: str = "broker",
     ) -> None:
-        self.admin.delete_subscription(role, topic, subscription, force=force, via=via)
+        unsubscribe.delete_subscription(self.gated, role, topic, subscription, force=force, via=via)
 
     def end_reader_subscription(self, role: str, topic: str | TopicName, subscription: str) -> None:
         self.admin.end_reader_subscription(role, topic, subscription)
@@ -373,10 +358,10 @@ class Broker:
     def plan_unsubscribe(
         self, role: str, topic: str | TopicName, subscription: str, *, force: bool = False
     ) -> UnsubscribePlan:
-        return self.admin.plan_unsubscribe(role, topic, subscription, force=force)
+        return unsubscribe.plan_unsubscribe(self.gated, role, topic, subscription, force=force)
 
     def apply_unsubscribe(self, role: str, plan: UnsubscribePlan, *, via: str = "broker") -> int:
-        return self.admin.apply_unsubscribe(role, plan, via=via)
+        return unsubscribe.apply_unsubscribe(self.gated, role, plan, via=via)
 
     def update_subscription_properties(
         self, role: str, topic: str, subscription: str, properties: Mapping[str, str]
@@ -421,7 +406,7 @@ class Broker:
         *,
         via: str = "broker",
     ) -> skip.SkipOutcome:
-        return self.cursor_ops.skip_messages(role, topic, subscription, ids, via=via)
+        return skips.skip_messages(self.gated, role, topic, subscription, ids, via=via)
 
     def plan_skip(
         self,
@@ -430,7 +415,7 @@ class Broker:
         subscription: str,
         ids: Sequence[MessageId],
     ) -> SkipPlan:
-        return self.cursor_ops.plan_skip(role, topic, subscription, ids)
+        return skips.plan_skip(self.gated, role, topic, subscription, ids)
 
     def skip_head(
         self,
@@ -441,15 +426,15 @@ class Broker:
         *,
         via: str = "broker",
     ) -> skip.SkipOutcome:
-        return self.cursor_ops.skip_head(role, topic, subscription, limit, via=via)
+        return skips.skip_head(self.gated, role, topic, subscription, limit, via=via)
 
     def plan_skip_head(
         self, role: str, topic: str | TopicName, subscription: str, limit: int | None
     ) -> SkipPlan:
-        return self.cursor_ops.plan_skip_head(role, topic, subscription, limit)
+        return skips.plan_skip_head(self.gated, role, topic, subscription, limit)
 
     def apply_skip(self, role: str, plan: SkipPlan, *, via: str = "broker") -> skip.SkipOutcome:
-        return self.cursor_ops.apply_skip(role, plan, via=via)
+        return skips.apply_skip(self.gated, role, plan, via=via)
 
     def plan_redrive(
         self,
@@ -460,12 +445,12 @@ class Broker:
         predicate: Predicate | Mapping[str, object] | str | None = None,
         dead_letter: str | None = None,
     ) -> RedrivePlan:
-        return self.redrive.plan_redrive(
-            role, topic, subscription, predicate=predicate, dead_letter=dead_letter
+        return redrive.plan_redrive(
+            self.gated, role, topic, subscription, predicate=predicate, dead_letter=dead_letter
         )
 
     def apply_redrive(self, role: str, plan: RedrivePlan, *, via: str = "broker") -> RedriveOutcome:
-        return self.redrive.apply_redrive(role, plan, via=via)
+        return redrive.apply_redrive(self.gated, role, plan, via=via)
 
     def list_skips(
         self,
@@ -475,15 +460,15 @@ class Broker:
         *,
         limit: int = 100,
     ) -> list[AppliedSkip]:
-        return self.undo.list_skips(role, topic, subscription, limit=limit)
+        return undo_skip.list_skips(self.gated, role, topic, subscription, limit=limit)
 
     def plan_undo_skip(
         self, role: str, topic: str | TopicName, subscription: str, skip_id: int
     ) -> UndoPlan:
-        return self.undo.plan_undo_skip(role, topic, subscription, skip_id)
+        return undo_skip.plan_undo_skip(self.gated, role, topic, subscription, skip_id)
 
     def apply_undo_skip(self, role: str, plan: UndoPlan, *, via: str = "broker") -> UndoOutcome:
-        return self.undo.apply_undo_skip(role, plan, via=via)
+        return undo_skip.apply_undo_skip(self.gated, role, plan, via=via)
 
     def reset_cursor(
         self,
@@ -494,8 +479,8 @@ class Broker:
         position: Position | None = None,
         timestamp_ms: int | None = None,
     ) -> dict[str, str]:
-        return self.resets.reset_cursor(
-            role, topic, subscription, position=position, timestamp_ms=timestamp_ms
+        return reset.reset_cursor(
+            self.gated, role, topic, subscription, position=position, timestamp_ms=timestamp_ms
         )
 
     def seek(
@@ -509,7 +494,8 @@ class Broker:
         ack_bits: int | None = None,
         non_durable: bool = False,
     ) -> Position:
-        return self.resets.seek(
+        return reset.seek(
+            self.gated,
             role,
             topic_partition,
             subscription,
@@ -528,12 +514,12 @@ class Broker:
         position: Position | None = None,
         timestamp_ms: int | None = None,
     ) -> ResetPlan:
-        return self.resets.plan_reset(
-            role, topic, subscription, position=position, timestamp_ms=timestamp_ms
+        return reset.plan_reset(
+            self.gated, role, topic, subscription, position=position, timestamp_ms=timestamp_ms
         )
 
     def apply_reset(self, role: str, plan: ResetPlan, *, via: str = "broker") -> dict[str, str]:
-        return self.resets.apply_reset(role, plan, via=via)
+        return reset.apply_reset(self.gated, role, plan, via=via)
 
     def dispatcher(
         self, role: str, topic: str, subscription: str, *, partition: int | None = None

@@ -135,7 +135,7 @@ class Access:
     ) -> None:
         """The one check every door of an irreversible operation makes: on a namespace that
         requires approval, only an approved plan record applies
-        (:meth:`~cursorops.core.broker.cursor_ops.CursorOperations.apply_approved_skip`)."""
+        (:func:`~cursorops.core.gating.skip.apply_approved_skip`)."""
         if info.approval_required:
             namespace = TopicName.parse(info.name).namespace_name
             raise ApprovalRequiredError(

@@ -8,35 +8,26 @@ from collections.abc import Iterable, Mapping
 
 from cursorops.core.acks import cursor_codec
 from cursorops.core.acks.cursor import CursorState
+from cursorops.core.acks.cursor_targets import check_reset_target
 from cursorops.core.authz import Operation
-from cursorops.core.broker.analysis import Analysis
-from cursorops.core.broker.context import BrokerContext, Collaborator
+from cursorops.core.broker.context import Collaborator
 from cursorops.core.broker.policies import allows_auto_topic_creation
-from cursorops.core.broker.reset import check_reset_target
 from cursorops.core.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
-    SubscriptionBusyError,
     TopicNotFoundError,
 )
-from cursorops.core.gating.operation import Approval
+from cursorops.core.gating.plan_record import ApprovalPolicy
 from cursorops.core.ids.position import EARLIEST, Position
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.reading.entry_filters import validate_filter_properties
-from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
-from cursorops.core.skipping.plan_record import ApprovalPolicy
 from cursorops.core.store.cursor_ticket import Ticket
-from cursorops.core.store.metadata import AuditEntry, SubscriptionInfo, TopicInfo
+from cursorops.core.store.metadata import SubscriptionInfo, TopicInfo
 from cursorops.core.subscription import SubscriptionType
 
 
 class Admin(Collaborator):
     """pulsar-admin's tenants, namespaces, topics and subscriptions, each checked first."""
-
-    def __init__(self, context: BrokerContext, analysis: Analysis) -> None:
-        super().__init__(context)
-        # Unsubscribing on a namespace that requires approval counts what is left first.
-        self.analysis = analysis
 
     def create_tenant(self, role: str, tenant: str, admin_roles: Iterable[str] = ()) -> None:
         self.access.check(role, Operation.CREATE_TENANT, tenant, f"creating tenant {tenant}")
@@ -215,41 +206,6 @@ class Admin(Collaborator):
         info = self.access.authorized_topic(role, Operation.GET_SUBSCRIPTIONS, topic)
         return self.metadata.list_subscriptions(info.name)
 
-    def delete_subscription(
-        self,
-        role: str,
-        topic: str | TopicName,
-        subscription: str,
-        *,
-        force: bool = False,
-        via: str = "broker",
-    ) -> None:
-        """``topics unsubscribe``: Pulsar's UNSUBSCRIBE, which needs ``consume``.
-
-        As in Pulsar, refused while a consumer is connected (its lease has not
-        lapsed), unless ``force``. Where the namespace requires approval it is refused,
-        backlog or not (a subscription gone for a while misses what is published
-        meanwhile): the ``cursorops_unsubscribe`` workflow deletes it once approved.
-        Audited: the record is the name's history (:meth:`create_subscription`).
-        """
-        info = self.access.authorized_topic(role, Operation.UNSUBSCRIBE, topic)
-        if info.approval_required:
-            left = self.plan_unsubscribe(role, info.name, subscription, force=force).messages
-            self.access.refuse_without_approval(
-                info,
-                f"unsubscribing '{subscription}', which has {left} message(s) left",
-                "the cursorops_unsubscribe workflow",
-            )
-        self._refuse_while_connected(info.name, subscription, force)
-        with self.metadata.cursor_transaction() as work:
-            work.remove_subscription(info.name, subscription, ticket=Ticket.ungated("unsubscribe"))
-            # The name's history: a subscription created again under it later is a cursor
-            # move where the namespace requires approval (see create_subscription).
-            detail = {"via": via, "force": force}
-            work.record_audit(
-                AuditEntry("unsubscribe", info.name, subscription, role, detail, self.clock())
-            )
-
     def end_reader_subscription(self, role: str, topic: str | TopicName, subscription: str) -> None:
         """Delete the subscription a reader (a non-durable consumer) created for itself, as
         it closes: no one's cursor, so neither gated nor audited. The caller (the binary
@@ -269,74 +225,6 @@ class Admin(Collaborator):
                 f"creating subscription '{subscription}' again anywhere but at the latest "
                 "message (the name has history: that is a reset)",
                 "the cursorops_reset_cursor workflow, after creating it at latest",
-            )
-
-    def plan_unsubscribe(
-        self, role: str, topic: str | TopicName, subscription: str, *, force: bool = False
-    ) -> UnsubscribePlan:
-        """What unsubscribing would drop: the backlog per partition now; changes nothing."""
-        info = self.access.authorized_topic(role, Operation.UNSUBSCRIBE, topic)
-        rows = self.analysis.analyze_backlog(role, info.name, subscription)
-        backlog = tuple((row.topic_partition, row.result.messages) for row in rows)
-        return UnsubscribePlan(info.name, subscription, backlog, force, self.clock())
-
-    def apply_unsubscribe(self, role: str, plan: UnsubscribePlan, *, via: str = "broker") -> int:
-        """:meth:`_apply_unsubscribe` at once; refused where the namespace requires approval."""
-        return self._apply_unsubscribe(role, plan, via, None)
-
-    def apply_approved_unsubscribe(self, plan: UnsubscribePlan, approval: Approval) -> int:
-        """:meth:`_apply_unsubscribe` of an approved plan record's plan, as its requester's
-        role, with the record's claim in the same transaction."""
-        return self._apply_unsubscribe(approval.role, plan, approval.via, approval)
-
-    def _apply_unsubscribe(
-        self, role: str, plan: UnsubscribePlan, via: str, approval: Approval | None
-    ) -> int:
-        """Delete the plan's subscription with an ``unsubscribe`` audit record (and an approved
-        record's claim), in one transaction; the messages it dropped, counted now.
-
-        Refused where the namespace requires approval unless approved, and while a
-        consumer is connected unless the plan says ``force``."""
-        info = self.access.authorized_topic(role, Operation.UNSUBSCRIBE, plan.topic)
-        if approval is None:
-            self.access.refuse_without_approval(
-                info, f"unsubscribing '{plan.subscription}'", "the cursorops_unsubscribe workflow"
-            )
-        if info.name != plan.topic:
-            raise InvalidArgumentError(f"Invalid unsubscribe plan: '{plan.topic}' is not canonical")
-        self._refuse_while_connected(info.name, plan.subscription, plan.force)
-        dropped = sum(
-            row.result.messages
-            for row in self.analysis.analyze_backlog(role, info.name, plan.subscription)
-        )
-        at_ms = self.clock()
-        ticket = Ticket.gated([approval.digest if approval else None], "unsubscribe")
-        with self.metadata.cursor_transaction() as work:
-            work.remove_subscription(info.name, plan.subscription, ticket=ticket)
-            detail = {
-                "planId": plan.plan_id,
-                "plannedBacklog": plan.messages,
-                "dropped": dropped,
-                "via": via,
-                **(approval.detail() if approval else {}),
-            }
-            audit_id = work.record_audit(
-                AuditEntry("unsubscribe", info.name, plan.subscription, role, detail, at_ms)
-            )
-            if approval is not None:
-                work.claim_plan(approval.digest, at_ms, approval.claim(audit_id, dropped=dropped))
-        return dropped
-
-    def _refuse_while_connected(self, topic: str, subscription: str, force: bool) -> None:
-        if force:
-            return
-        now = self.clock()
-        with self.metadata.subscription_transaction(topic, subscription, now) as txn:
-            live = [c for c in txn.consumers() if c.lease_expires_ms > now]
-        if live:
-            raise SubscriptionBusyError(
-                f"Subscription '{subscription}' of {topic} has {len(live)} active "
-                "connected consumer(s); use force to delete it anyway"
             )
 
     def update_subscription_properties(

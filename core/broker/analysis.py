@@ -13,6 +13,7 @@ import numpy as np
 from cursorops.core.acks import cursor_codec
 from cursorops.core.acks.cursor import AckTarget, CursorState
 from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.acks.skip_plan import SkipPlan
 from cursorops.core.analysis import backlog
 from cursorops.core.analysis.backlog import PartitionAnalysis
 from cursorops.core.analysis.backlog_audit import BacklogSample
@@ -33,7 +34,6 @@ from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import Position
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.reading.entry_filters import EntryFilters, first_messages
-from cursorops.core.skipping.skip_plan import SkipPlan
 
 PAYLOAD_EXCERPT_BYTES = 120
 """Bytes of payload :meth:`Broker.describe_messages` returns per message."""

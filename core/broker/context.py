@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cursorops.core.acks import skip
 from cursorops.core.acks.cursor import CursorState
 from cursorops.core.acks.ledger_layout import LedgerLayout
 from cursorops.core.broker.access import Access
 from cursorops.core.config import Config
 from cursorops.core.ids.chunked_messages import CHUNK_COLUMNS, ChunkedMessages
 from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.skipping import skip
 from cursorops.core.store.cursor_state import replay
 from cursorops.core.store.ledger import LedgerStore
 from cursorops.core.store.metadata import MetadataStore, SegmentInfo, TopicInfo

@@ -18,18 +18,14 @@ record and the record's claim (applied at most once) in one transaction.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from cursorops.core.broker.admin import Admin
 from cursorops.core.broker.analysis import Analysis
 from cursorops.core.broker.context import BrokerContext, Collaborator
-from cursorops.core.broker.cursor_ops import CursorOperations
-from cursorops.core.broker.redrive import Redrive
-from cursorops.core.broker.reset import Resets
-from cursorops.core.broker.undo import SkipUndo
 from cursorops.core.broker.workflow import Workflow
 from cursorops.core.errors import InvalidArgumentError, PlanAlreadyAppliedError
 from cursorops.core.gating.operation import (
@@ -43,8 +39,10 @@ from cursorops.core.gating.operation import (
     Run,
     RunStarter,
 )
+from cursorops.core.gating.plan_record import PlanBinding, PlanRecord
 from cursorops.core.gating.registry import named, recorded
-from cursorops.core.skipping.plan_record import PlanBinding, PlanRecord
+
+K = TypeVar("K")
 
 
 def new_run_id(at_ms: int) -> str:
@@ -79,21 +77,21 @@ class GatedOperations(Collaborator):
         self,
         context: BrokerContext,
         analysis: Analysis,
-        cursor_ops: CursorOperations,
-        resets: Resets,
-        redrive: Redrive,
-        undo: SkipUndo,
-        admin: Admin,
         workflow: Workflow,
     ) -> None:
         super().__init__(context)
         self.analysis = analysis
-        self.cursor_ops = cursor_ops
-        self.resets = resets
-        self.redrive = redrive
-        self.undo = undo
-        self.admin = admin
+        self._kept: dict[str, object] = {}
+        self._kept_lock = threading.Lock()
         self.workflow = workflow
+
+    def per_broker(self, name: str, make: Callable[[], K]) -> K:
+        """The one ``name`` of this Broker, made by ``make`` on first use (under a lock:
+        two threads asking at once get the same one)."""
+        with self._kept_lock:
+            if name not in self._kept:
+                self._kept[name] = make()
+            return cast(K, self._kept[name])
 
     def request(
         self, operation: str, caller: Caller, arguments: GatedArguments, runs: RunStarter

@@ -10,16 +10,16 @@ from typing import Any
 from cursorops.core.authz import Operation
 from cursorops.core.broker.context import Collaborator
 from cursorops.core.errors import InvalidSkipPlanError, NotAuthorizedError
-from cursorops.core.gating.registry import RECORDED_OPERATIONS, recorded
-from cursorops.core.gating.request_record import RequestRecord
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.portable_plan import PortablePlan
-from cursorops.core.skipping.plan_record import (
+from cursorops.core.gating.plan_record import (
     ApprovalAnswer,
     ApprovalRequest,
     PlanBinding,
     PlanRecord,
 )
+from cursorops.core.gating.registry import RECORDED_OPERATIONS, recorded
+from cursorops.core.gating.request_record import RequestRecord
+from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.portable_plan import PortablePlan
 from cursorops.core.store.metadata import AuditEntry, AuditRecord
 
 PLANNED = "-planned"

@@ -21,12 +21,12 @@ from cursorops.core.gating.operation import (
     Run,
     RunStarter,
 )
-from cursorops.core.gating.redrives import RedriveDeadLetters
+from cursorops.core.gating.redrive import RedriveDeadLetters
 from cursorops.core.gating.registry import GATED_OPERATIONS, named, recorded
-from cursorops.core.gating.resets import ResetCursor
-from cursorops.core.gating.skips import ClearBacklog, SkipHead, SkipMatching, SkipMessages
-from cursorops.core.gating.undos import UndoSkip
-from cursorops.core.gating.unsubscribes import Unsubscribe
+from cursorops.core.gating.reset import ResetCursor
+from cursorops.core.gating.skip import ClearBacklog, SkipHead, SkipMatching, SkipMessages
+from cursorops.core.gating.undo_skip import UndoSkip
+from cursorops.core.gating.unsubscribe import Unsubscribe
 
 __all__ = [
     "GATED_OPERATIONS",

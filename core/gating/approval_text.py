@@ -20,8 +20,8 @@ from cursorops.core.gating.operation import SKIP, UNDO_SKIP
 from cursorops.core.legible import legible
 
 if TYPE_CHECKING:
+    from cursorops.core.gating.plan_record import PlanRecord
     from cursorops.core.gating.preview import MessageRow, PartitionChange, Preview, PreviewRequest
-    from cursorops.core.skipping.plan_record import PlanRecord
 
 DIGEST_CHARS = 64
 """A plan digest's length: the stale warning names digests whole."""

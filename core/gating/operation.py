@@ -24,7 +24,7 @@ imports no store and no collaborator.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -34,14 +34,12 @@ from cursorops.core.portable_plan import PortablePlan, PreviewedPlan
 
 if TYPE_CHECKING:
     from cursorops.core.broker.access import Access
-    from cursorops.core.broker.admin import Admin
     from cursorops.core.broker.analysis import Analysis
-    from cursorops.core.broker.cursor_ops import CursorOperations
-    from cursorops.core.broker.redrive import Redrive
-    from cursorops.core.broker.reset import Resets
-    from cursorops.core.broker.undo import SkipUndo
+    from cursorops.core.broker.context import BrokerContext
+    from cursorops.core.gating.plan_record import PlanRecord
     from cursorops.core.gating.preview import Preview
-    from cursorops.core.skipping.plan_record import PlanRecord
+    from cursorops.core.store.ledger import LedgerStore
+    from cursorops.core.store.metadata import MetadataStore
     from cursorops.core.store.values import TopicInfo
 
 
@@ -118,6 +116,7 @@ class GatedArguments:
 P = TypeVar("P", bound=PortablePlan)
 V = TypeVar("V", bound=PreviewedPlan)
 A = TypeVar("A", bound=GatedArguments)
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -220,22 +219,27 @@ class Approval:
 
 
 class GatingServices(Protocol):
-    """The Broker's collaborators an operation plans and applies through."""
+    """What an operation plans and applies through, handed in by the Broker: the shared
+    context (configuration, clock, stores, authorization), the collaborators more
+    than one operation reads through, and a place for what an operation keeps across
+    requests (:meth:`per_broker`)."""
 
+    @property
+    def context(self) -> BrokerContext: ...
     @property
     def access(self) -> Access: ...
     @property
+    def metadata(self) -> MetadataStore: ...
+    @property
+    def ledgers(self) -> LedgerStore: ...
+    @property
+    def clock(self) -> Callable[[], int]: ...
+    @property
     def analysis(self) -> Analysis: ...
-    @property
-    def cursor_ops(self) -> CursorOperations: ...
-    @property
-    def resets(self) -> Resets: ...
-    @property
-    def redrive(self) -> Redrive: ...
-    @property
-    def undo(self) -> SkipUndo: ...
-    @property
-    def admin(self) -> Admin: ...
+    def per_broker(self, name: str, make: Callable[[], K]) -> K:
+        """The Broker's one ``name`` (made by ``make`` on first use): what an operation
+        keeps across its requests, such as the skips' queue of writes."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -315,15 +319,31 @@ class GatedOperation(ABC, Generic[P, A]):
 class PreviewedOperation(GatedOperation[V, A]):
     """An operation whose plan previews itself (reset, undo, redrive, unsubscribe): its
     request plans through :meth:`plan_for`, and the preview document is who asked, why, and
-    the plan's own ``preview()``."""
+    the plan's own ``preview()``. Applied at once, it is planned and then applied as an
+    approved plan is, by :meth:`apply_plan`."""
 
     @abstractmethod
     def plan_for(self, services: GatingServices, role: str, arguments: A) -> V:
         """The plan of ``arguments`` for ``role``; nothing changed."""
 
+    @abstractmethod
+    def apply_plan(
+        self, services: GatingServices, role: str, plan: V, via: str, approval: Approval | None
+    ) -> Applied:
+        """Apply ``plan`` as ``role`` with its audit record (``via`` names the door): at once
+        (``approval`` None, refused where approval is required), or as the approved plan of
+        ``approval``'s record, with the record's claim in the same transaction."""
+
     def plan(self, services: GatingServices, caller: Caller, arguments: A) -> Planned[V]:
         plan = self.plan_for(services, caller.role, arguments)
         return Planned(plan, gated_document(caller, arguments, plan.preview()))
+
+    def apply_now(self, services: GatingServices, caller: Caller, arguments: A) -> Applied:
+        plan = self.plan_for(services, caller.role, arguments)
+        return self.apply_plan(services, caller.role, plan, caller.via, None)
+
+    def apply_approved(self, services: GatingServices, plan: V, approval: Approval) -> Applied:
+        return self.apply_plan(services, approval.role, plan, approval.via, approval)
 
 
 def gated_document(

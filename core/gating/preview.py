@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from cursorops.core.durations import format_time_ms
 
 if TYPE_CHECKING:
-    from cursorops.core.skipping.plan_record import PlanRecord
+    from cursorops.core.gating.plan_record import PlanRecord
 
 __all__ = [
     "Effects",

@@ -13,19 +13,19 @@ from types import MappingProxyType
 from typing import Any
 
 from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.gating import redrives, resets, undos, unsubscribes
+from cursorops.core.gating import redrive, reset, undo_skip, unsubscribe
 from cursorops.core.gating.operation import GatedOperation
-from cursorops.core.gating.skips import CLEAR_BACKLOG, SKIP_HEAD, SKIP_MATCHING, SKIP_MESSAGES
+from cursorops.core.gating.skip import CLEAR_BACKLOG, SKIP_HEAD, SKIP_MATCHING, SKIP_MESSAGES
 
 GATED_OPERATIONS: tuple[GatedOperation[Any, Any], ...] = (
     SKIP_MESSAGES,
     SKIP_MATCHING,
     SKIP_HEAD,
     CLEAR_BACKLOG,
-    resets.OPERATION,
-    unsubscribes.OPERATION,
-    undos.OPERATION,
-    redrives.OPERATION,
+    reset.OPERATION,
+    unsubscribe.OPERATION,
+    undo_skip.OPERATION,
+    redrive.OPERATION,
 )
 """Every gated operation, in the order a person lists them."""
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cursorops.core.skipping.plan_record import ApprovalAnswer, PlanRecord
+    from cursorops.core.gating.plan_record import ApprovalAnswer, PlanRecord
 
 
 def iso(ms: int) -> str:

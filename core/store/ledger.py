@@ -55,7 +55,6 @@ from cursorops.core.ids.position import Position
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.core.store import arrow_columns
 from cursorops.core.store.ledger_root import FileIdentity, LedgerRoot, open_ledger_root
-from cursorops.core.store.metadata import MetadataStore, SegmentInfo
 
 if TYPE_CHECKING:
     # Imported where filters are built: pyarrow.compute takes longer to import than
@@ -63,6 +62,8 @@ if TYPE_CHECKING:
     import pyarrow.compute as pc
 
     from cursorops.core.store.cursor_door import CursorTransaction
+    from cursorops.core.store.metadata import MetadataStore
+    from cursorops.core.store.values import SegmentInfo
 
 MESSAGE_SCHEMA = pa.schema(
     [

@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cursorops.core.errors import AlreadyExistsError, NotAuthorizedError, PlanAlreadyAppliedError
-from cursorops.core.skipping.plan_record import (
+from cursorops.core.gating.plan_record import (
     ApprovalAnswer,
     ApprovalRequest,
     PlanBinding,

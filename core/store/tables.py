@@ -238,7 +238,7 @@ class ApprovalPolicyRow(Base):
 
 class PlanRecordRow(Base):
     """One immutable plan of a gated operation, bound to its workflow run
-    (cursorops.core.skipping.plan_record)."""
+    (cursorops.core.gating.plan_record)."""
 
     __tablename__ = "plan_records"
     __table_args__ = (

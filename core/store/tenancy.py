@@ -24,10 +24,10 @@ from cursorops.core.errors import (
     TenantNotFoundError,
     TopicNotFoundError,
 )
+from cursorops.core.gating.plan_record import MAX_APPROVALS, ApprovalPolicy
 from cursorops.core.ids.topic_name import (
     TopicName,
 )
-from cursorops.core.skipping.plan_record import MAX_APPROVALS, ApprovalPolicy
 from cursorops.core.store.checks import (
     canonical_topic,
     check_bytes,

@@ -4,9 +4,9 @@ It trusts neither the gate task's state (anyone who may trigger runs may mark
 it success by hand) nor its XCom (anyone may post one), nor anything it would
 have to fetch from Airflow. It reads the answers the run's gates recorded in
 cursorops's store, which no requester writes: each gate records, before it
-waits, what it showed (:class:`~cursorops.core.skipping.plan_record.ApprovalRequest`), and,
+waits, what it showed (:class:`~cursorops.core.gating.plan_record.ApprovalRequest`), and,
 as Airflow resumes it, the answer Airflow handed it
-(:class:`~cursorops.core.skipping.plan_record.ApprovalAnswer`). Airflow resumes a waiting
+(:class:`~cursorops.core.gating.plan_record.ApprovalAnswer`). Airflow resumes a waiting
 gate only with an answer written through its API by an assigned user, or with
 a timeout; a gate forced to success, failed or skipped by hand never resumes,
 so it records no answer and never counts.
@@ -27,7 +27,7 @@ from cursorops.core.gating.staleness import iso
 
 if TYPE_CHECKING:
     from cursorops.core.broker import Broker
-    from cursorops.core.skipping.plan_record import ApprovalAnswer, PlanRecord
+    from cursorops.core.gating.plan_record import ApprovalAnswer, PlanRecord
 
 CLOCK_SKEW_MS = 1000
 """An answer may carry a time up to this much before its presentation's (two clocks)."""

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cursorops.core.skipping.plan_record import SKIP
+from cursorops.core.gating.plan_record import SKIP
 
 if TYPE_CHECKING:
     from cursorops.core.broker import AuditRecord, Broker
-    from cursorops.core.skipping.plan_record import PlanRecord
+    from cursorops.core.gating.plan_record import PlanRecord
 
 
 def request_kind(operation: str) -> str:

@@ -4,7 +4,7 @@ A request of a gated operation is made at its door (REST, CLI, the Cursors page:
 ``Broker.request``): planned once, stored as a plan record bound to a run, and that run
 started with the record's digest as its one param (:func:`request_params`). Such a DAG
 is only this tail: the gates (one per approval a plan may need, up to
-:data:`cursorops.core.skipping.plan_record.MAX_APPROVALS`; a gate a plan does not need skips
+:data:`cursorops.core.gating.plan_record.MAX_APPROVALS`; a gate a plan does not need skips
 itself), ``apply`` and ``close_request`` (the run's teardown, so a run marked success or
 failed by hand still closes its request). Every gate loads the record by the digest (the
 first refuses it unless it is bound to this very run and its requester); apply validates it
@@ -28,8 +28,8 @@ from airflow.sdk import XComArg, get_current_context, task
 
 from cursorops.airflow.operators.gate import FourEyesApprovalOperator, gate_params
 from cursorops.core.gating.operation import RUN_DIGEST, SKIP
+from cursorops.core.gating.plan_record import MAX_APPROVALS
 from cursorops.core.gating.registry import BY_RECORD
-from cursorops.core.skipping.plan_record import MAX_APPROVALS
 
 
 @dataclass(frozen=True)

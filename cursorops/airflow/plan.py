@@ -2,7 +2,7 @@
 
 A planning task asks core to plan the run's operation (:func:`plan_in_run`:
 ``Broker.plan_request``, which plans once, builds the preview document and stores
-both as a :class:`~cursorops.core.skipping.plan_record.PlanRecord` bound to the run, the
+both as a :class:`~cursorops.core.gating.plan_record.PlanRecord` bound to the run, the
 requester and the target). Only a small summary with the record's digest travels
 as the task's XCom, and nothing downstream trusts it: the gate renders the
 approver's text from the record (:mod:`cursorops.core.gating.approval_text`: the record's
@@ -28,7 +28,7 @@ from cursorops.core.gating.operation import SKIP
 if TYPE_CHECKING:
     from cursorops.core.broker import Broker
     from cursorops.core.gating.operation import GatedArguments
-    from cursorops.core.skipping.plan_record import PlanRecord
+    from cursorops.core.gating.plan_record import PlanRecord
 
 
 def plan_in_run(

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cursorops.core.broker import Broker
+    from cursorops.core.gating.plan_record import PlanRecord
     from cursorops.core.gating.request_record import RequestRecord
-    from cursorops.core.skipping.plan_record import PlanRecord
 
 
 def refused_kind(operation: str) -> str:

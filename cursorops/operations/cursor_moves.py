@@ -42,7 +42,7 @@ SKIPS_AT_ONCE = 8
 locks the cursors of the partitions it touches, and the lock holders need the CPU: many
 more skips in flight than a topic's partitions can take only compete with the holders for
 the process's one interpreter lock. Those in flight that need the same cursors are written
-together (core/broker/combining.py), so 8 rather than 4: bigger batches, less CPU per skip
+together (core/combining.py), so 8 rather than 4: bigger batches, less CPU per skip
 (docs/decisions/, "REST under load"). Turns are taken in the order requests came."""
 SKIP_ID_HEADER = "X-Cursorops-Skip-Id"
 """The applied skip's id on the 204 of ``skipByMessageIds``: the id ``undoSkip`` takes."""
@@ -102,7 +102,7 @@ def _head_lines(answer: Mapping[str, Any], _: Mapping[str, Any]) -> list[str]:
 def _skip_outcome(result: Any, *, messages: bool = False) -> dict[str, Any]:
     """The applied skip's outcome, each id in every form a Pulsar user holds; with
     ``messages``, the messages skipped (a whole batch counts its messages)."""
-    from cursorops.core.skipping.skip import SkipOutcome
+    from cursorops.core.acks.skip import SkipOutcome
 
     outcome = result.result
     assert isinstance(outcome, SkipOutcome)
@@ -127,7 +127,7 @@ def _shape_skip(given: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """The ids the command names (flags, or a file or stdin: one per line) as Pulsar's
     body: base64 ``MessageIdData``, each id read here first so that a bad one is named
     with its option."""
-    from cursorops.core.skipping import skip_payload
+    from cursorops.core.ids import skip_payload
 
     texts: list[str] = []
     option = "--message-id"
@@ -245,7 +245,7 @@ def skip_by_message_ids(
     from fastapi import HTTPException
 
     from cursorops.core.gating import Pending, SkipMessages
-    from cursorops.core.skipping.skip_payload import parse_payload
+    from cursorops.core.ids.skip_payload import parse_payload
     from cursorops.rest.limits import MAX_SKIP_IDS
 
     listed = ids.get("messageIds") if isinstance(ids, dict) else ids

@@ -11,8 +11,8 @@ import pytest
 from cursorops.cli.main import main
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
+from cursorops.core.gating.plan_record import PlanBinding
 from cursorops.core.producer import OutgoingMessage
-from cursorops.core.skipping.plan_record import PlanBinding
 from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/vault/ledger"

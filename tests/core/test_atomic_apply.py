@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from cursorops.core.acks.skip_plan import SkipPlan
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
 from cursorops.core.producer import OutgoingMessage
-from cursorops.core.skipping.skip_plan import SkipPlan
 from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/orders"
@@ -33,7 +33,7 @@ APPLY = """
 import sys
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
-from cursorops.core.skipping.skip_plan import SkipPlan
+from cursorops.core.acks.skip_plan import SkipPlan
 
 home, url, path = sys.argv[1:]
 plan = SkipPlan.from_json(open(path, encoding="utf-8").read())

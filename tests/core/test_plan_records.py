@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import pytest
 
+from cursorops.core.acks.skip_plan import SkipPlan
 from cursorops.core.broker import Broker
 from cursorops.core.errors import (
     ApprovalRequiredError,
@@ -19,15 +20,14 @@ from cursorops.core.errors import (
     InvalidSkipPlanError,
     PlanAlreadyAppliedError,
 )
-from cursorops.core.ids.position import Position
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.skipping.plan_record import (
+from cursorops.core.gating.plan_record import (
     MAX_APPROVALS,
     ApprovalPolicy,
     PlanBinding,
     PlanRecord,
 )
-from cursorops.core.skipping.skip_plan import SkipPlan
+from cursorops.core.ids.position import Position
+from cursorops.core.producer import OutgoingMessage
 from cursorops.core.subscription import SubscriptionType
 from tests.core.conftest import in_threads
 

@@ -8,15 +8,15 @@ import json
 
 import pytest
 
+from cursorops.core.acks.skip_plan import PlannedSkip, SkipPlan
 from cursorops.core.errors import InvalidArgumentError, InvalidSkipPlanError
+from cursorops.core.gating.redrive import RedriveMessage, RedrivePlan
+from cursorops.core.gating.reset import PartitionReset, ResetPlan
+from cursorops.core.gating.undo_skip import UndoPartition, UndoPlan
+from cursorops.core.gating.unsubscribe import UnsubscribePlan
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import Position
 from cursorops.core.portable_plan import PortablePlan, Spelling, canonical_json
-from cursorops.core.redriving.redrive_plan import RedriveMessage, RedrivePlan
-from cursorops.core.resetting.reset_plan import PartitionReset, ResetPlan
-from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
-from cursorops.core.skipping.skip_plan import PlannedSkip, SkipPlan
-from cursorops.core.skipping.undo import UndoPartition, UndoPlan
 
 TOPIC = "persistent://acme/ops/orders"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from cursorops.core.acks.cursor_targets import seek_target
 from cursorops.core.acks.ledger_layout import LedgerLayout
 from cursorops.core.broker import Broker
-from cursorops.core.broker.reset import seek_target
 from cursorops.core.errors import ApprovalRequiredError
 from cursorops.core.ids.position import EARLIEST, Position
 from cursorops.core.producer import OutgoingMessage

@@ -26,8 +26,8 @@ from cursorops.core.errors import (
 )
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import Position
+from cursorops.core.ids.skip_payload import parse_payload
 from cursorops.core.producer import OutgoingMessage
-from cursorops.core.skipping.skip_payload import parse_payload
 from cursorops.core.subscription import SubscriptionType
 
 from .conftest import Clock

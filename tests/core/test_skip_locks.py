@@ -20,7 +20,7 @@ from sqlalchemy.pool import NullPool
 from cursorops.core.acks import cursor_codec
 from cursorops.core.acks.cursor import CursorState
 from cursorops.core.broker import Broker
-from cursorops.core.broker.skip_write import FOLD_AFTER_DELTAS
+from cursorops.core.gating.skip import FOLD_AFTER_DELTAS
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.producer import OutgoingMessage
 from cursorops.core.store.cursor_door import Hold
@@ -142,7 +142,7 @@ def test_a_skip_locks_its_partitions_in_the_order_of_their_names(
 
     The second skip comes from another process (another Broker): within one, a skip
     that needs a partition a waiting batch of skips holds joins the batch after it
-    (core/broker/combining.py), whatever the lock order."""
+    (core/combining.py), whatever the lock order."""
     ids = [by_partition[3][0], by_partition[0][0]]
     with (
         Broker(broker.config) as elsewhere,

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from cursorops.core.errors import InvalidSkipPayloadError
 from cursorops.core.ids.message_id import MessageId
-from cursorops.core.skipping.skip_payload import parse_payload
+from cursorops.core.ids.skip_payload import parse_payload
 
 
 def test_bare_array_of_base64() -> None:

@@ -15,6 +15,7 @@ import sys
 import pytest
 from sqlalchemy import create_engine, text
 
+from cursorops.core.acks.skip_plan import PlannedSkip, SkipPlan
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
 from cursorops.core.errors import (
@@ -27,7 +28,6 @@ from cursorops.core.errors import (
 )
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.producer import OutgoingMessage
-from cursorops.core.skipping.skip_plan import PlannedSkip, SkipPlan
 from cursorops.core.subscription import SubscriptionType
 
 from .conftest import Clock
@@ -245,7 +245,7 @@ def test_a_failing_audit_write_leaves_nothing_acknowledged(
 def test_reading_a_plan_needs_neither_store_nor_pyarrow() -> None:
     """A DAG task or REST handler may parse a plan without the heavy imports."""
     code = (
-        "import sys, cursorops.core.skipping.skip_plan; "
+        "import sys, cursorops.core.acks.skip_plan; "
         "print(sorted(m for m in ('pyarrow', 'sqlalchemy', 'pyspark', 'cursorops.core.broker') "
         "if m in sys.modules))"
     )

@@ -12,7 +12,7 @@ from sqlalchemy import Connection, event
 from cursorops.core.acks import cursor_codec
 from cursorops.core.acks.cursor import CursorState
 from cursorops.core.broker import Broker
-from cursorops.core.broker.skip_write import FOLD_AFTER_DELTAS
+from cursorops.core.gating.skip import FOLD_AFTER_DELTAS
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.producer import OutgoingMessage
 from cursorops.core.store.cursor_door import CursorTransaction

@@ -22,9 +22,9 @@ import pytest
 from sqlalchemy import insert
 
 from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.gating.plan_record import PlanRecord
 from cursorops.core.gating.registry import recorded
 from cursorops.core.portable_plan import PortablePlan
-from cursorops.core.skipping.plan_record import PlanRecord
 from cursorops.core.store.metadata import MetadataStore
 from cursorops.core.store.tables import PlanRecordRow
 

@@ -15,7 +15,7 @@ from cursorops.core.acks.range_set import RangeSet
 from cursorops.core.acks.unacknowledge import unacknowledge
 from cursorops.core.errors import InvalidArgumentError, InvalidSkipPlanError
 from cursorops.core.ids.position import EARLIEST, Position
-from cursorops.core.skipping.undo import parse_triplets, triplets
+from cursorops.core.ids.triplets import parse_triplets, triplets
 from tests.core.test_cursor import (
     apply_to_cursor,
     apply_to_model,

@@ -111,7 +111,7 @@ def _record(tmp_path: Path, run_id: str = "manual__1"):
 def _presented(broker, record, gate: str = "approve_skip", at: int = 0, approvers=("bob",)):
     """What gate ``gate`` of the record's run showed, recorded as the gate records it."""
     from cursorops.airflow.operators.gate import body_sha256
-    from cursorops.core.skipping.plan_record import ApprovalRequest
+    from cursorops.core.gating.plan_record import ApprovalRequest
 
     b = record.binding
     shown = ApprovalRequest(
@@ -198,7 +198,7 @@ AT = 1_795_395_600_000
 
 
 def _answer(shown, by: str | None = "bob", chosen=("Approve",), at: int = AT):
-    from cursorops.core.skipping.plan_record import ApprovalAnswer
+    from cursorops.core.gating.plan_record import ApprovalAnswer
 
     return ApprovalAnswer(shown, tuple(chosen), by, at)
 
@@ -210,7 +210,7 @@ def test_approval_check_refuses_all_but_a_permitted_second_user_for_this_very_pl
 
     from cursorops.airflow.approval import check_approvals
     from cursorops.airflow.operators.gate import body_sha256
-    from cursorops.core.skipping.plan_record import ApprovalRequest
+    from cursorops.core.gating.plan_record import ApprovalRequest
 
     _, _, record = _record(tmp_path)
     shown = ApprovalRequest(
@@ -256,7 +256,7 @@ def test_a_quorum_needs_distinct_approvers_on_every_gate(tmp_path: Path):
 
     from cursorops.airflow.approval import check_approvals
     from cursorops.airflow.operators.gate import body_sha256
-    from cursorops.core.skipping.plan_record import ApprovalRequest
+    from cursorops.core.gating.plan_record import ApprovalRequest
 
     _, _, record = _record(tmp_path)
     record = replace(record, required_approvals=2)
@@ -479,8 +479,8 @@ def test_a_gate_whose_plan_was_replanned_or_whose_earlier_approval_expired_is_st
     """Apply would refuse each of these: the gate says so instead of offering Approve."""
     from dataclasses import replace
 
+    from cursorops.core.gating.plan_record import ApprovalRequest
     from cursorops.core.gating.staleness import stale_reason
-    from cursorops.core.skipping.plan_record import ApprovalRequest
 
     _, _, record = _record(tmp_path)
     first = ApprovalRequest(record.digest, "d", "r", "approve_skip", "x", ("bob",), AT, 600_000)

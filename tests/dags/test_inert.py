@@ -135,8 +135,8 @@ def test_a_gated_operations_preview_makes_no_element_of_what_others_wrote(
     from cursorops.core.gating import Caller, ResetCursor
     from cursorops.core.gating.approval_text import preview_markdown
     from cursorops.core.gating.operation import gated_document
-    from cursorops.core.resetting.reset_plan import PartitionReset, ResetPlan
-    from cursorops.core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
+    from cursorops.core.gating.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
+    from cursorops.core.gating.reset import PartitionReset, ResetPlan
 
     plan = ResetPlan(
         "persistent://acme/ops/t",
@@ -182,8 +182,8 @@ def test_a_plan_document_with_a_lone_surrogate_is_refused_clearly(field: str) ->
     store can take it, so the record is refused with what is wrong, not a traceback."""
     from cursorops.core.gating import Caller, ResetCursor
     from cursorops.core.gating.operation import gated_document
-    from cursorops.core.resetting.reset_plan import PartitionReset, ResetPlan
-    from cursorops.core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
+    from cursorops.core.gating.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
+    from cursorops.core.gating.reset import PartitionReset, ResetPlan
 
     plan = ResetPlan(
         "persistent://acme/ops/t",
@@ -218,9 +218,9 @@ def test_the_approval_subject_shows_a_hostile_subscription_name_legibly(name: st
     import unicodedata
 
     from cursorops.core.gating.approval_text import subject
+    from cursorops.core.gating.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
+    from cursorops.core.gating.reset import PartitionReset, ResetPlan
     from cursorops.core.legible import HIDDEN, legible
-    from cursorops.core.resetting.reset_plan import PartitionReset, ResetPlan
-    from cursorops.core.skipping.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
 
     topic = "persistent://acme/ops/t"
     plan = ResetPlan(

@@ -18,10 +18,10 @@ from cursorops.core.broker import Broker
 from cursorops.core.config import Config
 from cursorops.core.gating import Caller, Pending, ResetCursor, SkipMatching, SkipMessages, UndoSkip
 from cursorops.core.gating.approval_text import STALE, preview_markdown, subject
+from cursorops.core.gating.plan_record import PlanRecord
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import Position
 from cursorops.core.producer import OutgoingMessage
-from cursorops.core.skipping.plan_record import PlanRecord
 from cursorops.core.subscription import SubscriptionType
 from tests.dags.test_inert import RENDERER
 

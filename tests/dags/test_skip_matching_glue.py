@@ -100,7 +100,7 @@ def test_the_plan_record_is_what_apply_reads_and_a_tampered_one_is_refused(tmp_p
 
     from cursorops.core.gating import Caller, Run, SkipMatching
     from cursorops.core.gating.approval_text import preview_markdown
-    from cursorops.core.skipping.plan_record import PlanBinding
+    from cursorops.core.gating.plan_record import PlanBinding
     from cursorops.core.store.tables import PlanRecordRow
 
     config = Config.from_home(tmp_path / "home")

@@ -509,7 +509,7 @@ def test_delete_and_create_again_are_cursor_moves_on_an_approval_namespace(api: 
     Airflow has no DAGs: 503, nothing applied), and a name with history comes back at latest
     only."""
     from cursorops.core.broker import Broker
-    from cursorops.core.skipping.plan_record import PlanBinding
+    from cursorops.core.gating.plan_record import PlanBinding
 
     seeded = api.seeded(APPROVAL_NS)
     path = rest_path(seeded.topic) + f"/subscription/{SUBSCRIPTION}"
@@ -535,7 +535,7 @@ def test_open_requests_list_what_was_planned_and_never_closed(api: Api) -> None:
     """A run forced green never writes its closing record: its request stays listed, with
     the plan digest its approvers read, as not applied."""
     from cursorops.core.broker import Broker
-    from cursorops.core.skipping.plan_record import PlanBinding
+    from cursorops.core.gating.plan_record import PlanBinding
 
     seeded = api.seeded(APPROVAL_NS)
     with Broker(api.config) as broker:  # what the DAG's planning task stores

@@ -14,9 +14,9 @@ from cursorops.core.broker import Broker
 from cursorops.core.config import Config
 from cursorops.core.gating import Pending, UndoSkip
 from cursorops.core.gating.approval_text import preview_markdown
+from cursorops.core.gating.plan_record import PlanRecord
 from cursorops.core.legible import HIDDEN
 from cursorops.core.producer import OutgoingMessage
-from cursorops.core.skipping.plan_record import PlanRecord
 from cursorops.core.subscription import SubscriptionType
 from tests.core.test_gated_requests import ALICE, REQUESTS, SUB, VAULT, Runs
 from tests.dags.test_ui_approval import SCREENSHOTS, chromium

@@ -11,7 +11,7 @@ import pulsar
 import pytest
 
 from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.redriving.redrive_plan import ORIGIN_PROPERTY, REDRIVE_PROPERTY
+from cursorops.core.gating.redrive import ORIGIN_PROPERTY, REDRIVE_PROPERTY
 from cursorops.core.subscription import SubscriptionType
 from tests.protocol.certs import message_keys
 from tests.protocol.harness import Standalone, drain, unique

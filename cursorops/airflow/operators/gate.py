@@ -5,11 +5,11 @@ content masked, whatever the operation: every reader of the DAG may open it): th
 one the run's ``plan_digest`` names, which the first gate refuses unless it is
 bound to this very run and its requester (:func:`cursorops.airflow.steps.run_plan_record`),
 never from an XCom, which any Airflow user with edit rights may overwrite; and
-records what it showed (:class:`cursorops.core.skipping.plan_record.ApprovalRequest`:
+records what it showed (:class:`cursorops.core.gating.plan_record.ApprovalRequest`:
 the plan's digest and the SHA-256 of the text, the approvers, the validity,
 its try) before it waits. When Airflow resumes it with the answer
 (``execute_complete``), it records that answer next to what it showed
-(:class:`cursorops.core.skipping.plan_record.ApprovalAnswer`) before it returns, so that
+(:class:`cursorops.core.gating.plan_record.ApprovalAnswer`) before it returns, so that
 apply can tell exactly which plan an answer approved without asking Airflow.
 
 Airflow resumes a waiting gate with the answer only when an assigned user
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from cursorops.core.broker import Broker
-    from cursorops.core.skipping.plan_record import ApprovalAnswer, ApprovalRequest, PlanRecord
+    from cursorops.core.gating.plan_record import ApprovalAnswer, ApprovalRequest, PlanRecord
 
 DEFAULT_RESPONSE_TIMEOUT = timedelta(hours=24)
 TIMEOUT_PARAM = "approval_timeout_minutes"
@@ -356,7 +356,7 @@ class FourEyesApprovalOperator(ApprovalOperator):
         from cursorops.core.broker import wall_clock_ms
         from cursorops.core.errors import AlreadyExistsError
         from cursorops.core.gating.approval_text import preview_markdown, subject
-        from cursorops.core.skipping.plan_record import ApprovalRequest
+        from cursorops.core.gating.plan_record import ApprovalRequest
 
         dag_run = context["dag_run"]
         requester = dag_run.triggering_user_name

@@ -76,7 +76,7 @@ def test_subscriptions_are_listed_updated_and_deleted(broker: Broker, ids: list[
     admin.update_subscription_properties("admin", TOPIC, "s", {"team": "billing"})
     [sub] = admin.list_subscriptions("admin", TOPIC)
     assert (sub.name, dict(sub.properties)) == ("s", {"team": "billing"})
-    admin.delete_subscription("admin", TOPIC, "s")
+    broker.delete_subscription("admin", TOPIC, "s")
     assert admin.list_subscriptions("admin", TOPIC) == []
 
 
@@ -85,7 +85,7 @@ def test_unsubscribing_with_a_backlog_needs_approval_there(
 ) -> None:
     broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
     with pytest.raises(ApprovalRequiredError, match="10 message"):
-        broker.admin.delete_subscription("admin", TOPIC, "s")
+        broker.delete_subscription("admin", TOPIC, "s")
     assert [s.name for s in broker.admin.list_subscriptions("admin", TOPIC)] == ["s"]
 
 
@@ -93,8 +93,8 @@ def test_an_approved_unsubscribe_drops_the_subscription_once(
     broker: Broker, ids: list[MessageId]
 ) -> None:
     from cursorops.core.errors import PlanAlreadyAppliedError
-    from cursorops.core.resetting.unsubscribe_plan import UnsubscribePlan
-    from cursorops.core.skipping.plan_record import UNSUBSCRIBE, PlanBinding
+    from cursorops.core.gating.plan_record import UNSUBSCRIBE, PlanBinding
+    from cursorops.core.gating.unsubscribe import UnsubscribePlan
 
     broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
     plan = broker.plan_unsubscribe("admin", TOPIC, "s")
@@ -122,5 +122,5 @@ def test_an_empty_subscription_needs_approval_there_too(
     broker.skip_head("admin", TOPIC, "s", None)
     broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
     with pytest.raises(ApprovalRequiredError, match="0 message"):
-        broker.admin.delete_subscription("admin", TOPIC, "s")
+        broker.delete_subscription("admin", TOPIC, "s")
     assert [s.name for s in broker.admin.list_subscriptions("admin", TOPIC)] == ["s"]

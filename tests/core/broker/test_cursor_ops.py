@@ -1,21 +1,22 @@
-"""Skip and reset through ``Broker.cursor_ops``."""
+"""Skip and reset through the Broker and the skip slice."""
 
 from __future__ import annotations
 
 import pytest
 
+from cursorops.core.acks.cursor_targets import check_reset_target
 from cursorops.core.broker import Broker
-from cursorops.core.broker.reset import check_reset_target
 from cursorops.core.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
     PositionOutOfRangeError,
     UnsupportedSubscriptionTypeError,
 )
+from cursorops.core.gating import skip as skips
 from cursorops.core.gating.operation import Approval
+from cursorops.core.gating.plan_record import PlanBinding
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import EARLIEST, Position
-from cursorops.core.skipping.plan_record import PlanBinding
 from cursorops.core.subscription import SubscriptionType
 
 from .conftest import TOPIC, chunk_entries, plain_entry
@@ -28,54 +29,54 @@ def backlog(broker: Broker) -> int:
 def test_a_plan_changes_nothing_and_its_apply_skips_it(
     broker: Broker, ids: list[MessageId]
 ) -> None:
-    plan = broker.cursor_ops.plan_skip("admin", TOPIC, "s", [ids[2], ids[5]])
+    plan = broker.plan_skip("admin", TOPIC, "s", [ids[2], ids[5]])
     assert len(plan) == 2
     assert backlog(broker) == 10
-    outcome = broker.cursor_ops.apply_skip("admin", plan, via="cli")
+    outcome = broker.apply_skip("admin", plan, via="cli")
     assert len(outcome.skipped) == 2
     assert backlog(broker) == 8
-    again = broker.cursor_ops.apply_skip("admin", plan)
+    again = broker.apply_skip("admin", plan)
     assert (len(again.skipped), len(again.acknowledged_meanwhile)) == (0, 2)
     [audit] = [r for r in broker.audit_log("admin", TOPIC, kind="skip") if r.detail["via"] == "cli"]
     assert audit.detail["planId"] == plan.plan_id
 
 
 def test_skip_messages_plans_and_applies(broker: Broker, ids: list[MessageId]) -> None:
-    outcome = broker.cursor_ops.skip_messages("admin", TOPIC, "s", ids[:3])
+    outcome = broker.skip_messages("admin", TOPIC, "s", ids[:3])
     assert [m.position for m in outcome.skipped] == [m.position for m in ids[:3]]
     assert broker.cursor_state("admin", TOPIC, "s").mark_delete == ids[2].position
     with pytest.raises(InvalidArgumentError, match="No message ids"):
-        broker.cursor_ops.skip_messages("admin", TOPIC, "s", [])
+        broker.skip_messages("admin", TOPIC, "s", [])
 
 
 def test_skips_need_a_shared_subscription(broker: Broker, ids: list[MessageId]) -> None:
     broker.create_subscription("admin", TOPIC, "x", SubscriptionType.EXCLUSIVE)
     with pytest.raises(UnsupportedSubscriptionTypeError):
-        broker.cursor_ops.plan_skip("admin", TOPIC, "x", ids[:1])
+        broker.plan_skip("admin", TOPIC, "x", ids[:1])
 
 
 def test_skip_and_reset_are_refused_without_approval_there(
     broker: Broker, ids: list[MessageId]
 ) -> None:
-    plan = broker.cursor_ops.plan_skip("admin", TOPIC, "s", ids[:1])
+    plan = broker.plan_skip("admin", TOPIC, "s", ids[:1])
     broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
     with pytest.raises(ApprovalRequiredError):
-        broker.cursor_ops.skip_messages("admin", TOPIC, "s", ids[:1])
+        broker.skip_messages("admin", TOPIC, "s", ids[:1])
     with pytest.raises(ApprovalRequiredError):
-        broker.cursor_ops.apply_skip("admin", plan)
+        broker.apply_skip("admin", plan)
     with pytest.raises(ApprovalRequiredError):
-        broker.resets.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
+        broker.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
     assert backlog(broker) == 10
 
 
 def test_reset_to_a_position_and_to_a_time(broker: Broker, ids: list[MessageId]) -> None:
-    marks = broker.resets.reset_cursor("admin", TOPIC, "s", position=ids[4].position)
+    marks = broker.reset_cursor("admin", TOPIC, "s", position=ids[4].position)
     assert marks == {TOPIC: str(broker.cursor_state("admin", TOPIC, "s").mark_delete)}
     assert [m.payload for m in broker.peek_messages("admin", TOPIC, "s", 1)] == [b"4"]
-    broker.resets.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
+    broker.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
     assert backlog(broker) == 10
     with pytest.raises(InvalidArgumentError, match="exactly one"):
-        broker.resets.reset_cursor("admin", TOPIC, "s")
+        broker.reset_cursor("admin", TOPIC, "s")
 
 
 def test_a_reset_target_is_an_entry_the_start_or_the_end(
@@ -93,11 +94,11 @@ def test_an_approved_plan_applies_where_approval_is_required(
     broker: Broker, ids: list[MessageId]
 ) -> None:
     broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
-    plan = broker.cursor_ops.plan_skip("admin", TOPIC, "s", ids[:2])
+    plan = broker.plan_skip("admin", TOPIC, "s", ids[:2])
     binding = PlanBinding(dag_id="d", run_id="r", requester="ann", role="admin")
     record = broker.save_plan_record(binding, plan, {"plan": "document"})
     approval = Approval(record, ("bob",))
-    outcome = broker.cursor_ops.apply_approved_skip(plan, approval, any_type=False)
+    outcome = skips.apply_approved_skip(broker.gated, plan, approval, any_type=False)
     assert len(outcome.skipped) == 2
     assert backlog(broker) == 8
     [audit] = broker.audit_log("admin", TOPIC, kind="skip")

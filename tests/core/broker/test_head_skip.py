@@ -1,4 +1,4 @@
-"""``skip -n`` and ``clear-backlog`` through ``Broker.cursor_ops``: messages, not entries."""
+"""``skip -n`` and ``clear-backlog`` through the Broker: messages, not entries."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
+from cursorops.core.acks import skip
 from cursorops.core.broker import Broker
 from cursorops.core.errors import ApprovalRequiredError, InvalidArgumentError, TopicNotFoundError
 from cursorops.core.ids.position import Position
 from cursorops.core.producer import OutgoingMessage
-from cursorops.core.skipping import skip
 from cursorops.core.subscription import SubscriptionType
 
 from .conftest import TOPIC, chunk_entries, plain_entry
@@ -108,7 +108,7 @@ def test_an_approved_head_record_applies_on_any_type_a_plain_skip_record_does_no
     broker: Broker,
 ) -> None:
     from cursorops.core.errors import UnsupportedSubscriptionTypeError
-    from cursorops.core.skipping.plan_record import PlanBinding
+    from cursorops.core.gating.plan_record import PlanBinding
 
     batched(broker, SubscriptionType.FAILOVER)
     broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)

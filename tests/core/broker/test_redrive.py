@@ -15,15 +15,15 @@ from cursorops.core.errors import (
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
-from cursorops.core.ids.topic_name import TopicName, dead_letter_topic
-from cursorops.core.producer import Entry, OutgoingMessage
-from cursorops.core.redriving.redrive_plan import (
+from cursorops.core.gating.redrive import (
     ORIGIN_PROPERTY,
     ORIGIN_TOPIC_PROPERTY,
     REDRIVE_PROPERTY,
     RedrivePlan,
 )
-from cursorops.core.redriving.redriven_metadata import redriven_metadata
+from cursorops.core.ids.topic_name import TopicName, dead_letter_topic
+from cursorops.core.producer import Entry, OutgoingMessage
+from cursorops.core.redriven_metadata import redriven_metadata
 from cursorops.core.subscription import SubscriptionType
 from tests.conftest import acknowledge
 from tests.core.test_admin_rules import _refused
@@ -275,7 +275,7 @@ def test_an_invalid_plan_document_is_refused() -> None:
 def test_a_redrive_takes_the_stricter_policy_of_its_two_namespaces(broker: Broker) -> None:
     """The trial's door: a dead-letter topic in a vault (quorum 2) redriven into an ordinary
     namespace asked for one approval, and the vault's log recorded nothing."""
-    from cursorops.core.skipping.plan_record import PlanBinding
+    from cursorops.core.gating.plan_record import PlanBinding
 
     vault_dlq = "persistent://acme/vault/orders-billing-DLQ"
     broker.create_namespace("admin", "acme/vault")
@@ -415,7 +415,7 @@ def test_a_redriven_chunk_keeps_its_metadata_but_what_a_redrive_owns() -> None:
 def test_a_chunked_dead_letter_counts_once_in_the_preview_and_the_quorum(broker: Broker) -> None:
     """A, three chunks with p0 between its first two: the approver reads 2 messages (4 ids),
     and a quorum for more than 2 messages is not asked; one more dead letter asks it."""
-    from cursorops.core.skipping.plan_record import PlanBinding
+    from cursorops.core.gating.plan_record import PlanBinding
 
     broker.create_topic("admin", TOPIC)
     broker.create_subscription("admin", TOPIC, "billing", SubscriptionType.SHARED)

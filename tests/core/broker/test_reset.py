@@ -11,10 +11,10 @@ from cursorops.core.errors import (
     InvalidArgumentError,
     PlanAlreadyAppliedError,
 )
+from cursorops.core.gating.plan_record import RESET_CURSOR, PlanBinding
+from cursorops.core.gating.reset import ResetPlan
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.producer import OutgoingMessage
-from cursorops.core.resetting.reset_plan import ResetPlan
-from cursorops.core.skipping.plan_record import RESET_CURSOR, PlanBinding
 from cursorops.core.subscription import SubscriptionType
 
 from .conftest import TOPIC, chunk_entries, plain_entry

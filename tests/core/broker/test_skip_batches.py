@@ -16,12 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.broker import Broker, cursor_ops
-from cursorops.core.broker.combining import Combiner
-from cursorops.core.broker.skip_write import ValidatedSkip, write_skips
+from cursorops.core.acks.skip import SkipOutcome
+from cursorops.core.broker import Broker
+from cursorops.core.combining import Combiner
+from cursorops.core.gating import skip as skips
+from cursorops.core.gating.skip import ValidatedSkip, write_skips
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.producer import OutgoingMessage
-from cursorops.core.skipping.skip import SkipOutcome
 from cursorops.core.store.metadata import MetadataStore
 from cursorops.core.subscription import SubscriptionType
 
@@ -117,16 +118,21 @@ def test_skips_written_together_are_the_same_as_written_one_by_one(
             broker.skip_messages(
                 "admin", topic.name, subscription, [topic.id_of(*m) for m in before]
             )
-    ops = broker.cursor_ops
     validated = [
-        ops.validate_skip("admin", together.name, subscription, [together.id_of(*m) for m in ids])
+        skips.validate_skip(
+            broker.gated, "admin", together.name, subscription, [together.id_of(*m) for m in ids]
+        )
         for ids in asked
     ]
     written = write_skips(broker.metadata, validated, broker.clock())
     one_by_one = [
         write_skips(
             broker.metadata,
-            [ops.validate_skip("admin", apart.name, subscription, [apart.id_of(*m) for m in ids])],
+            [
+                skips.validate_skip(
+                    broker.gated, "admin", apart.name, subscription, [apart.id_of(*m) for m in ids]
+                )
+            ],
             broker.clock(),
         )[0]
         for ids in asked
@@ -168,14 +174,14 @@ def test_skips_that_queue_behind_a_write_are_written_together(
         batch_sizes.append(len(skips))
         return write_skips(metadata, skips, at_ms)
 
-    monkeypatch.setattr(cursor_ops, "write_skips", counted)
+    monkeypatch.setattr(skips, "write_skips", counted)
 
     def skip(n: int) -> None:
         ids = [topic.id_of(*m) for m in asks[n]]
         outcomes[n] = broker.skip_messages("admin", topic.name, "s", ids, via="rest")
 
     lock = "SELECT id FROM cursors WHERE topic_partition = :partition FOR UPDATE"
-    batches = broker.cursor_ops._batches
+    batches = skips.skip_writes(broker.gated)._batches
     key = (topic.name, "s")
     assert topic.ids[0].partition == topic.ids[8].partition
     held = f"{topic.name}-partition-{topic.ids[0].partition}"
@@ -233,8 +239,8 @@ def test_a_large_skip_is_written_alone(
     broker.create_subscription(
         "admin", topic.name, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    monkeypatch.setattr(cursor_ops, "BATCHED_UP_TO", 2)
-    batches = broker.cursor_ops._batches
+    monkeypatch.setattr(skips, "BATCHED_UP_TO", 2)
+    batches = skips.skip_writes(broker.gated)._batches
     submitted: list[object] = []
     submit = batches.submit
 

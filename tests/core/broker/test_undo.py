@@ -25,11 +25,11 @@ from cursorops.core.errors import (
     SkipAlreadyUndoneError,
     SkipNotFoundError,
 )
+from cursorops.core.gating.undo_skip import UndoPartition, UndoPlan
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import Position
 from cursorops.core.producer import OutgoingMessage
 from cursorops.core.reading.dispatch import Consumer
-from cursorops.core.skipping.undo import UndoPartition, UndoPlan
 from cursorops.core.store.tables import LedgerRow, SegmentRow
 from cursorops.core.subscription import SubscriptionType
 from tests.conftest import acknowledge, acknowledge_cumulative

@@ -8,8 +8,8 @@ import pytest
 
 from cursorops.core.broker import Broker
 from cursorops.core.errors import AlreadyExistsError, NotAuthorizedError
+from cursorops.core.gating.plan_record import ApprovalAnswer, ApprovalRequest, PlanBinding
 from cursorops.core.ids.message_id import MessageId
-from cursorops.core.skipping.plan_record import ApprovalAnswer, ApprovalRequest, PlanBinding
 
 from .conftest import TOPIC
 

@@ -10,9 +10,9 @@ import pytest
 
 from cursorops.core.broker import Broker
 from cursorops.core.gating import Pending, ResetCursor, SkipMessages, UndoSkip
+from cursorops.core.gating.plan_record import PlanRecord
 from cursorops.core.gating.preview import Effects, predicate_text, time_text
 from cursorops.core.ids.position import Position
-from cursorops.core.skipping.plan_record import PlanRecord
 from tests.core.test_gated_requests import ALICE, REQUESTS, SUB, VAULT, Runs, ids, seeded
 
 __all__ = ["seeded"]

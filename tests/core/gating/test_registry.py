@@ -9,8 +9,8 @@ import cursorops.core.gating
 from cursorops.core.errors import InvalidArgumentError
 from cursorops.core.gating import GATED_OPERATIONS, named, recorded
 from cursorops.core.gating.operation import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, UNSUBSCRIBE
+from cursorops.core.gating.plan_record import PlanBinding
 from cursorops.core.gating.registry import BY_RECORD, RECORDED_OPERATIONS
-from cursorops.core.skipping.plan_record import PlanBinding
 
 
 def test_the_public_names_are_pinned() -> None:

@@ -57,7 +57,7 @@ NOT_A_MOVE = {
     "core/reading/dispatch.py": "a dispatch folds a long journal into the state it replayed",
     "core/store/tenancy.py": "a new subscription's cursors (the Broker keeps the history rule)",
     "core/broker/admin.py": "a reader's own subscription, deleted as it closes",
-    "core/broker/reset.py": "a reader's own subscription, which seeks freely",
+    "core/gating/reset.py": "a reader's own subscription, which seeks freely",
 }
 """Where a write says it moves no cursor: a new one is added here knowingly."""
 
@@ -144,11 +144,11 @@ def test_every_write_through_the_door_states_its_ticket() -> None:
             "acknowledge_delivered_through",
             "compact",
         },
-        "core/broker/reset.py": {"append", "forget_consumer_ack"},
-        "core/broker/undo.py": {"append"},
-        "core/broker/skip_write.py": {"append_each", "fold"},
-        "core/broker/redrive.py": {"append", "append_to"},
-        "core/broker/admin.py": {"remove_subscription"},
+        "core/gating/reset.py": {"append", "forget_consumer_ack"},
+        "core/gating/undo_skip.py": {"append"},
+        "core/gating/skip.py": {"append_each", "fold"},
+        "core/gating/redrive.py": {"append", "append_to"},
+        "core/gating/unsubscribe.py": {"remove_subscription"},
         "core/broker/deletion.py": {"remove_topic"},
         "core/store/tenancy.py": {"create_subscription", "remove_subscription"},
         "core/store/metadata.py": {"append_to", "compact"},

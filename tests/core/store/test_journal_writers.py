@@ -51,11 +51,11 @@ REPOSITORY_CALLS = re.compile(
 
 DOOR_USERS = {
     "core/reading/dispatch.py": "consumer acknowledgements, cumulative ones, dispatches",
-    "core/broker/skip_write.py": "skips by ids, matching, skip -n and clear-backlog",
-    "core/broker/reset.py": "reset-cursor and a consumer's seek",
-    "core/broker/undo.py": "undo of a skip",
-    "core/broker/redrive.py": "redrive",
-    "core/broker/admin.py": "unsubscribe (and the live consumers it refuses on)",
+    "core/gating/skip.py": "skips by ids, matching, skip -n and clear-backlog",
+    "core/gating/reset.py": "reset-cursor and a consumer's seek",
+    "core/gating/undo_skip.py": "undo of a skip",
+    "core/gating/redrive.py": "redrive",
+    "core/gating/unsubscribe.py": "unsubscribe (and the live consumers it refuses on)",
     "core/broker/deletion.py": "deleting a topic with its subscriptions and their cursors",
     "core/store/tenancy.py": "creating and deleting a subscription with its cursors",
     "core/store/metadata.py": "the store's own appends and folds, and releasing consumers",

@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
 from cursorops.core.errors import AlreadyExistsError
-from cursorops.core.skipping.plan_record import ApprovalAnswer, ApprovalRequest
+from cursorops.core.gating.plan_record import ApprovalAnswer, ApprovalRequest
 from cursorops.core.store import migrate as migrate_module
 from cursorops.core.store.engine import create_store_engine
 from cursorops.core.store.schema import HEAD_REVISION, recorded_revision

@@ -31,6 +31,7 @@ import numpy.typing as npt
 
 from cursorops.core.acks.cursor import AckColumns, CursorState
 from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.acks.skip_plan import SkipColumns
 from cursorops.core.errors import (
     EntryNotFoundError,
     InvalidBatchIndexError,
@@ -40,7 +41,6 @@ from cursorops.core.errors import (
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import Position
 from cursorops.core.ids.position_match import match_positions
-from cursorops.core.skipping.skip_plan import SkipColumns
 
 MAX_ERRORS_LISTED = 10
 
@@ -77,7 +77,7 @@ class SkipOutcome:
     acknowledged_meanwhile`` are the plan's messages, each in exactly one list.
 
     Immutable. Each list may be given as message ids or as plan rows
-    (:class:`~cursorops.core.skipping.skip_plan.SkipColumns`); from rows its ids are built on first
+    (:class:`~cursorops.core.acks.skip_plan.SkipColumns`); from rows its ids are built on first
     use, and :meth:`to_pulsar_json`'s default triplets are written from the rows
     without them: a skip of a million ids needs no million objects to be recorded.
 
@@ -87,7 +87,7 @@ class SkipOutcome:
       and applying;
     - ``per_partition``: newly acknowledged ids per topic partition of the plan;
     - ``part_of``: the whole plan's id when a single partition's share was applied;
-    - ``plan_id``: the applied plan's :attr:`~cursorops.core.skipping.skip_plan.SkipPlan.plan_id`;
+    - ``plan_id``: the applied plan's :attr:`~cursorops.core.acks.skip_plan.SkipPlan.plan_id`;
     - ``skip_id``: the id of the skip's audit record (what an undo names), None until the
       record is written.
     """

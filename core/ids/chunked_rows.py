@@ -1,9 +1,9 @@
-"""A redrive's rows of chunked dead letters: which go together, and what is written.
+"""Rows of chunked messages a redrive republishes: which go together, and what is written.
 
 A chunked message is one message (:mod:`cursorops.core.ids.chunked_messages`): a redrive
 plans it whole, publishes all its chunks or none, and writes them as their
 client sent them, with the redrive's fields in their metadata
-(:mod:`cursorops.core.redriving.redriven_metadata`). Rows are ledger rows (a partition's,
+(:mod:`cursorops.core.redriven_metadata`). Rows are ledger rows (a partition's,
 or several partitions' named in a ``topic_partition`` column), in any order
 within a partition.
 """
@@ -15,7 +15,6 @@ import pyarrow as pa
 
 from cursorops.core.errors import InvalidArgumentError
 from cursorops.core.ids.chunked_messages import ChunkedMessages, Groups
-from cursorops.core.redriving.redrive_plan import PRODUCER_NAME
 
 
 def _chunked(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
@@ -90,16 +89,18 @@ def chunk_columns(
     rows: pa.Table,
     first: np.ndarray,
     properties: list[list[tuple[str, str]]],
+    producer_name: str,
     uuid_prefix: str,
     at_ms: int,
 ) -> dict[str, pa.Array]:
     """The columns of the redriven chunks (none when ``rows`` holds no chunk): each chunk's
     place in its message, its payload and its client's metadata as sent, the redrive's
-    fields in it (:func:`~cursorops.core.redriving.redriven_metadata.redriven_metadata`), and the
+    fields in it (:func:`~cursorops.core.redriven_metadata.redriven_metadata`): its producer
+    ``producer_name``, and the
     uuid ``<uuid_prefix>-<at_ms>-<sequence id>`` its message's chunks share."""
     import pyarrow.compute as pc
 
-    from cursorops.core.redriving.redriven_metadata import redriven_metadata
+    from cursorops.core.redriven_metadata import redriven_metadata
 
     uuid = rows.column("uuid")
     encrypted = rows.column("encrypted").to_pylist()
@@ -117,7 +118,7 @@ def chunk_columns(
     metadata = [
         redriven_metadata(
             m,
-            producer_name=PRODUCER_NAME,
+            producer_name=producer_name,
             sequence_id=int(f),
             publish_time=at_ms,
             properties=p,

@@ -6,7 +6,7 @@ piece of a message compressed (and perhaps encrypted) whole, which the client
 joins by the chunk fields and decodes with the codec and keys the metadata
 names. So a redrive publishes each chunk of a chunked dead letter with the
 metadata it was sent with, every field kept but those a redrive owns
-(:mod:`cursorops.core.broker.redrive`): the producer name, sequence id, publish time,
+(:mod:`cursorops.core.gating.redrive`): the producer name, sequence id, publish time,
 properties (the client's and the provenance) and the chunks' ``uuid``, which
 are replaced; the delivery time and the highest sequence id, which are dropped.
 

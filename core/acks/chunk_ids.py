@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from cursorops.core.acks.skip import IdArrays, SkipLookup
 from cursorops.core.ids.chunked_messages import ChunkedMessages
-from cursorops.core.skipping.skip import IdArrays, SkipLookup
 
 
 def whole_chunked_messages(

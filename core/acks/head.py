@@ -28,10 +28,10 @@ import numpy as np
 import numpy.typing as npt
 
 from cursorops.core.acks.cursor import CursorState
+from cursorops.core.acks.skip import SkipLookup
 from cursorops.core.ids.chunked_messages import ChunkedMessages
 from cursorops.core.ids.position_match import match_positions
 from cursorops.core.reading.unacked_rows import acked_rows
-from cursorops.core.skipping.skip import SkipLookup
 
 Ints = npt.NDArray[np.int64]
 

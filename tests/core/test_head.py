@@ -1,6 +1,6 @@
 """``skip -n`` and ``clear-backlog`` select the head of the backlog by messages, not entries.
 
-:func:`cursorops.core.skipping.head.head_messages` is held to a plain model: every message
+:func:`cursorops.core.acks.head.head_messages` is held to a plain model: every message
 of the partition in position order, kept where :meth:`CursorState.is_acked` says
 it is unacknowledged, the first N of them.
 """
@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cursorops.core.acks.cursor import AckTarget, CursorState
+from cursorops.core.acks.head import head_messages
 from cursorops.core.acks.ledger_layout import LedgerLayout
+from cursorops.core.acks.skip import SkipLookup
 from cursorops.core.ids.chunked_messages import ChunkedMessages
 from cursorops.core.ids.position import Position
-from cursorops.core.skipping.head import head_messages
-from cursorops.core.skipping.skip import SkipLookup
 
 
 def lookup_of(ledgers: list[list[int]]) -> SkipLookup:

@@ -26,12 +26,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cursorops.core.acks.skip_plan import SkipPlan
 from cursorops.core.errors import InvalidArgumentError
 from cursorops.core.gating.operation import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, UNSUBSCRIBE
 from cursorops.core.gating.preview import Preview
 from cursorops.core.gating.registry import RECORDED_OPERATIONS, recorded
 from cursorops.core.portable_plan import PortablePlan, canonical_json
-from cursorops.core.skipping.skip_plan import SkipPlan
 
 __all__ = [
     "MAX_APPROVALS",

@@ -1,1 +1,0 @@
-"""Redriving a dead-letter topic: the plan and its outcome."""

@@ -1,1 +1,0 @@
-"""Skipping messages: the skip primitive, its payloads, plans and plan records."""
