@@ -22,6 +22,10 @@ APPROVAL_MINUTE_S = 10
 """A minute of the gates' timeout and validity params on the session's Airflow
 (``CURSOROPS_APPROVAL_MINUTE_S``): tests see a gate time out or an approval expire in
 seconds. Every other Airflow the tests start keeps the 60 s a deployment has."""
+TIMEOUT_SWEEP_S = 2
+"""How often the session's scheduler looks for gates past their timeout (Airflow's
+``scheduler.trigger_timeout_check_interval``, 15 s by default): a gate that times out
+after a test's minute fails within seconds, not up to 15 s later."""
 COUNTS_FILE = "counts.txt"
 """Under the Airflow root: one line per Broker made and per validation of ids, by any of
 Airflow's processes."""
@@ -55,6 +59,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory, cursorops_home: Config) ->
             # Tests trigger the audit themselves; an hourly run would compete for the CPU.
             "CURSOROPS_AUDIT_SCHEDULE": "none",
             MINUTE_ENV: str(APPROVAL_MINUTE_S),
+            "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": str(TIMEOUT_SWEEP_S),
         },
     )
     try:

@@ -21,6 +21,21 @@ from typing import Any
 import pytest
 
 AIRFLOW_UNIT = "airflow"
+LONG_UNITS = (
+    "tests/packaging/test_airflow_extra.py",
+    "tests/spark_apps/test_cluster.py",
+    "tests/test_airflow_ctrl_c.py",
+    "tests/test_topology.py",
+    "tests/packaging/test_no_extras.py",
+    "tests/test_airflow_launcher.py",
+    "tests/test_topology_load.py",
+    "tests/spark_apps/test_session_sharing.py",
+    "tests/protocol/test_entries_property.py",
+    "tests/test_benchmarks_quick.py",
+)
+"""The other units that take a minute or more, longest first (``make test``'s slowest
+durations): queued right after the Airflow unit, so the other worker runs them while the
+Airflow unit runs, and the run never ends on one of them with the other worker idle."""
 _UNITS_KEY = "cursorops_units_file"
 _UNITS_FILE = pytest.StashKey[Path]()
 _BUSY = pytest.StashKey[dict[str, float]]()
@@ -69,6 +84,17 @@ def _unit(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
+def _queue_position(item: pytest.Item) -> int:
+    """0 for the Airflow unit, then each long unit's place in :data:`LONG_UNITS`, then the
+    rest (a stable sort keeps their collected order)."""
+    unit = _unit(item)
+    if unit == AIRFLOW_UNIT:
+        return 0
+    if unit in LONG_UNITS:
+        return 1 + LONG_UNITS.index(unit)
+    return 1 + len(LONG_UNITS)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """Controller: tell each worker where to write the units of the tests it collected."""
@@ -79,12 +105,13 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Worker: the Airflow tests first (the longest unit), then the rest as collected; and
-    ``nodeid<TAB>unit`` of each test into the controller's file."""
+    """Worker: the Airflow tests first (the longest unit), then the other long units
+    (:data:`LONG_UNITS`), then the rest as collected; and ``nodeid<TAB>unit`` of each test
+    into the controller's file."""
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None or _UNITS_KEY not in workerinput:
         return
-    items.sort(key=lambda item: _unit(item) != AIRFLOW_UNIT)
+    items.sort(key=_queue_position)
     target = Path(workerinput[_UNITS_KEY])
     partial = target.with_name(f"{target.name}.{workerinput['workerid']}")
     partial.write_text("".join(f"{item.nodeid}\t{_unit(item)}\n" for item in items))

@@ -39,6 +39,9 @@ import cursorops.airflow.bundle as bundle
 DEMO_USERS = {"admin": "admin", "alice": "op", "bob": "op", "carol": "viewer"}
 """Airflow user → SimpleAuthManager role (carol, a viewer, reads and answers nothing)."""
 START_TIMEOUT_S = 300.0
+POLL_S = 0.5
+"""How often the helpers ask Airflow whether what they wait for has happened: each wait
+ends at most this long after it did."""
 HITL_SETTLE_S = 3.0
 """Airflow 3.3.2 with the LocalExecutor fails a run whose approval lands before the scheduler
 has processed the executor's event for the workload that parked the gate in
@@ -193,7 +196,7 @@ class Airflow:
         while time.monotonic() < deadline:
             if self.request("admin", "GET", f"/api/v2/dags/{dag_id}").status_code == 200:
                 return
-            time.sleep(2)
+            time.sleep(POLL_S)
         raise TimeoutError(f"{dag_id} not parsed after {timeout} s: {self.log}")
 
     def wait_run(self, dag_id: str, run_id: str, timeout: float = 300) -> str:
@@ -202,11 +205,11 @@ class Airflow:
             state = self.run_state(dag_id, run_id)
             if state in FINISHED:
                 return state
-            time.sleep(1)
+            time.sleep(POLL_S)
         raise TimeoutError(f"run {run_id} not finished after {timeout} s: {self.log}")
 
     def wait_parked(
-        self, dag_id: str, run_id: str, task_id: str, timeout: float = 300, poll: float = 1.0
+        self, dag_id: str, run_id: str, task_id: str, timeout: float = 300, poll: float = POLL_S
     ) -> None:
         """Return as soon as the gate parks in ``awaiting_input`` (no settling)."""
         deadline = time.monotonic() + timeout
@@ -459,7 +462,7 @@ def _wait_ready(airflow: Airflow, dag_id: str, progress: Progress, timeout: floa
         if time.monotonic() - last_said >= 10:
             last_said = time.monotonic()
             progress(f"... still {phase} ({last_said - start:.0f} s)")
-        time.sleep(1)
+        time.sleep(POLL_S)
     raise TimeoutError(f"Airflow not ready after {timeout:.0f} s: {airflow.log}")
 
 

@@ -256,8 +256,10 @@ def test_an_expired_approval_applies_nothing_and_a_full_quorum_applies(
     fresh = request_skip(airflow, seeded, pills)
     airflow.wait_awaiting_input(DAG, late, GATE)
     assert airflow.answer(DAG, late, GATE, "Approve", user="bob").status_code == 200
+    approved = time.monotonic()  # after Airflow recorded bob's answer
     airflow.wait_awaiting_input(DAG, late, SECOND)
-    time.sleep(APPROVAL_MINUTE_S + 2)  # bob's approval is now older than its minute
+    # bob's approval is now older than its minute (counted from his answer, not from here).
+    time.sleep(max(0.0, approved + APPROVAL_MINUTE_S + 2 - time.monotonic()))
     assert airflow.answer(DAG, late, SECOND, "Approve", user="admin").status_code == 200
     assert airflow.wait_run(DAG, late) == "failed"
     # The second gate finds the first approval expired: it records the Approve, refuses it,

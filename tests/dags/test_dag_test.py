@@ -295,13 +295,13 @@ def test_self_approval_is_refused_and_no_answer_times_out(
     airflow: Airflow, granted: Config, tmp_path: Path
 ):
     """Four eyes: the requester cannot answer their own request; with nobody else
-    answering, the gate times out (3 minutes of the session Airflow, 30 s; the standalone
+    answering, the gate times out (2 minutes of the session Airflow, 20 s; the standalone
     scheduler's sweep sees it) and that is a rejection. At the end bob rejects it, so no
     approval is left waiting."""
     seeded = seed_topic(granted, namespace=NAMESPACE)
     before = seeded.unacknowledged()
     when = now()
-    conf = {**skip_conf(MESSAGES, seeded, when), "approval_timeout_minutes": 3}
+    conf = {**skip_conf(MESSAGES, seeded, when), "approval_timeout_minutes": 2}
     run_id = ""
     try:
         with dag_test(airflow, MESSAGES, conf, tmp_path, when) as run:
