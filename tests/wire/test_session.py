@@ -77,6 +77,28 @@ def frame_of(cmd: Proto, metadata: Proto | None = None, payload: bytes = b"") ->
     return frame
 
 
+def producer(producer_id: int, request_id: int) -> Frame:
+    """A PRODUCER on :data:`TOPIC`."""
+    return frame_of(
+        command(CommandType.PRODUCER, topic=TOPIC, producer_id=producer_id, request_id=request_id)
+    )
+
+
+def subscribe(sub_type: SubType, consumer_id: int, request_id: int, **more: object) -> Frame:
+    """A SUBSCRIBE to :data:`TOPIC`'s subscription ``s``."""
+    return frame_of(
+        command(
+            CommandType.SUBSCRIBE,
+            topic=TOPIC,
+            subscription="s",
+            subType=int(sub_type),
+            consumer_id=consumer_id,
+            request_id=request_id,
+            **more,
+        )
+    )
+
+
 Run = Callable[[Callable[[Session, Collected], Awaitable[None]]], None]
 
 
@@ -144,9 +166,7 @@ def test_a_command_before_connect_is_a_bad_frame(run_session: Run) -> None:
 def test_produce_then_consume_through_the_session(run_session: Run) -> None:
     async def scenario(session: Session, transport: Collected) -> None:
         await _connect(session, transport)
-        await session.handle(
-            frame_of(command(CommandType.PRODUCER, topic=TOPIC, producer_id=1, request_id=1))
-        )
+        await session.handle(producer(producer_id=1, request_id=1))
         (ready,) = transport.take()
         assert ready.type is CommandType.PRODUCER_SUCCESS and ready.body["producer_ready"]
         meta = {"producer_name": ready.body["producer_name"], "sequence_id": 0, "publish_time": 1}
@@ -154,19 +174,7 @@ def test_produce_then_consume_through_the_session(run_session: Run) -> None:
         await session.handle(frame_of(send, meta, b"hello"))
         receipt = (await _next(transport, CommandType.SEND_RECEIPT)).body
         assert receipt["sequence_id"] == 0
-        await session.handle(
-            frame_of(
-                command(
-                    CommandType.SUBSCRIBE,
-                    topic=TOPIC,
-                    subscription="s",
-                    subType=int(SubType.Shared),
-                    consumer_id=7,
-                    request_id=2,
-                    initialPosition=1,
-                )
-            )
-        )
+        await session.handle(subscribe(SubType.Shared, 7, 2, initialPosition=1))
         assert (await _next(transport, CommandType.SUCCESS)).body["request_id"] == 2
         await session.handle(frame_of(command(CommandType.FLOW, consumer_id=7, messagePermits=10)))
         message = await _next(transport, CommandType.MESSAGE)
@@ -201,21 +209,8 @@ def test_failures_are_answered_where_the_client_waits(run_session: Run) -> None:
 def test_close_frees_what_the_session_held(run_session: Run) -> None:
     async def scenario(session: Session, transport: Collected) -> None:
         await _connect(session, transport)
-        await session.handle(
-            frame_of(command(CommandType.PRODUCER, topic=TOPIC, producer_id=1, request_id=1))
-        )
-        await session.handle(
-            frame_of(
-                command(
-                    CommandType.SUBSCRIBE,
-                    topic=TOPIC,
-                    subscription="s",
-                    subType=int(SubType.Exclusive),
-                    consumer_id=1,
-                    request_id=2,
-                )
-            )
-        )
+        await session.handle(producer(producer_id=1, request_id=1))
+        await session.handle(subscribe(SubType.Exclusive, 1, 2))
         service = session.service
         assert service.producers and session.consumers
         await session.close()
