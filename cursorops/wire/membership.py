@@ -21,13 +21,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import TYPE_CHECKING
 
 from cursorops.core import Advertised, BrokerRecord, Fence
 from cursorops.wire.listeners import BrokerUrls, Listener
-
-if TYPE_CHECKING:
-    from cursorops.wire.server import Service
+from cursorops.wire.service import Service
 
 log = logging.getLogger("cursorops.standalone")
 

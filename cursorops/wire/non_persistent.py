@@ -23,6 +23,9 @@ from cursorops.wire.commands import SubType
 from cursorops.wire.entries import message_command
 from cursorops.wire.frames import encode_payload_frame
 
+SCHEME = "non-persistent://"
+"""How a non-persistent topic's name starts."""
+
 
 @dataclass(eq=False)
 class NonPersistentConsumer:

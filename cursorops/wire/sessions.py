@@ -1,6 +1,6 @@
 """Producers and consumers of one connection, over the :class:`~cursorops.core.broker.Broker`.
 
-Everything here runs on the store thread (:class:`cursorops.wire.server.StoreThread`),
+Everything here runs on the store thread (:class:`cursorops.wire.store_thread.StoreThread`),
 one call at a time: the broker and its stores are used by one thread, and a
 consumer's bookkeeping (what it holds, its epoch) needs no lock.
 

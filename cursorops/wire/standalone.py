@@ -44,8 +44,10 @@ from cursorops.wire.auth import TokenAuthenticator, load_secret
 from cursorops.wire.authentication import Authentication
 from cursorops.wire.basic_auth import BasicAuthenticator
 from cursorops.wire.broker_identity import claim
-from cursorops.wire.listeners import BrokerUrls, parse_advertised_listeners
-from cursorops.wire.server import KEEPALIVE_SECONDS, Connection, Service, StoreThread, renew_leases
+from cursorops.wire.listeners import BrokerUrls, Listener, parse_advertised_listeners
+from cursorops.wire.server import Connection
+from cursorops.wire.service import KEEPALIVE_SECONDS, Service, renew_leases
+from cursorops.wire.store_thread import StoreThread
 from cursorops.wire.tls import TlsSettings, common_name, server_context
 
 log = logging.getLogger("cursorops.standalone")
@@ -151,11 +153,7 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
     identity = claim(config.home)
     host = "127.0.0.1" if settings.bind in ("0.0.0.0", "::", "") else settings.bind
     checks = authentication(settings)
-    listeners = (
-        None
-        if settings.advertised_listeners is None
-        else parse_advertised_listeners(settings.advertised_listeners)
-    )
+    listeners = _listeners(settings)
     tls_context = None if settings.tls is None else server_context(settings.tls)
     service = Service(
         broker,
@@ -167,11 +165,74 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
         identity.broker_id,
     )
     service.appender.start()
+    # Bound now, served once this broker joined the cluster (its consumers' names).
+    servers, broker_url, broker_url_tls = await _bind_brokers(service, settings, host, tls_context)
+    stop = asyncio.Event()
+    app = None
+    if settings.web_port is not None or settings.admin_socket is not None:
+        from cursorops.wire.web import web_app
+
+        app = web_app(
+            config, settings.role, checks, lambda topic: membership.lookup_urls(service, topic)[0]
+        )
+    webs, web_urls = await _start_webs(app, settings, host)
+    service.urls = BrokerUrls(
+        broker_url,
+        broker_url_tls,
+        next((url for url in web_urls if url.startswith("http:")), ""),
+        next((url for url in web_urls if url.startswith("https:")), ""),
+        listeners,
+    )
+    # What an earlier life of this slot held is deliverable before the first client
+    # comes back, not when its consumers' leases lapse.
+    fence = await store.run(membership.join, service, identity.broker_id)
+    log.debug("joined the cluster as broker %s life %d", fence.broker_id, fence.epoch)
+    heartbeat = membership.Heartbeat(service, identity.broker_id, asyncio.get_running_loop())
+    heartbeat.start()
+    for server in servers:
+        await server.start_serving()
+    if app is not None and settings.admin_socket is not None:
+        _, web, task = await _start_socket(app, config, settings, stop, background=False)
+        webs.append((web, task))
+    renew = asyncio.create_task(renew_leases(service))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(
+        f"cursorops standalone ready: {_ready(broker_url, broker_url_tls, web_urls)}",
+        file=out,
+        flush=True,
+    )
+    try:
+        await stop.wait()
+    finally:
+        print("cursorops standalone stopping", file=out, flush=True)
+        _unlink(settings.admin_socket)
+        for server in servers:
+            server.close()
+        renew.cancel()
+        heartbeat.stop()
+        await _close_broker(service, webs, app)
+        identity.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def _listeners(settings: StandaloneSettings) -> dict[str, Listener] | None:
+    if settings.advertised_listeners is None:
+        return None
+    return parse_advertised_listeners(settings.advertised_listeners)
+
+
+async def _bind_brokers(
+    service: Service, settings: StandaloneSettings, host: str, tls_context: ssl.SSLContext | None
+) -> tuple[list[asyncio.Server], str, str]:
+    """The binary protocol's servers, bound and not serving yet, and their URLs (TLS:
+    ``""`` without a certificate)."""
 
     async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await Connection(service, reader, writer).serve()
 
-    # Bound now, served once this broker joined the cluster (its consumers' names).
     servers = [
         await asyncio.start_server(accept, settings.bind, settings.broker_port, start_serving=False)
     ]
@@ -188,83 +249,61 @@ async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.
             )
         )
         broker_url_tls = f"pulsar+ssl://{host}:{servers[1].sockets[0].getsockname()[1]}"
+    return servers, broker_url, broker_url_tls
+
+
+async def _start_webs(
+    app: Any, settings: StandaloneSettings, host: str
+) -> tuple[list[tuple[Any, asyncio.Task[None]]], list[str]]:
+    """The admin REST app on the web ports (HTTP, and HTTPS with a certificate)."""
     webs: list[tuple[Any, asyncio.Task[None]]] = []
     web_urls: list[str] = []
-    stop = asyncio.Event()
-    app = None
-    if settings.web_port is not None or settings.admin_socket is not None:
-        from cursorops.wire.web import web_app
-
-        app = web_app(
-            config, settings.role, checks, lambda topic: membership.lookup_urls(service, topic)[0]
+    if app is None or settings.web_port is None:
+        return webs, web_urls
+    for scheme, port in (("http", settings.web_port), ("https", settings.web_port_tls)):
+        if scheme == "https" and settings.tls is None:
+            continue
+        web, task, bound = await _start_web(
+            app, settings.bind, port, settings.tls if scheme == "https" else None
         )
-    if app is not None and settings.web_port is not None:
-        for scheme, port in (("http", settings.web_port), ("https", settings.web_port_tls)):
-            if scheme == "https" and settings.tls is None:
-                continue
-            web, task, bound = await _start_web(
-                app, settings.bind, port, settings.tls if scheme == "https" else None
-            )
-            webs.append((web, task))
-            web_urls.append(f"{scheme}://{host}:{bound}")
-    service.urls = BrokerUrls(
-        broker_url,
-        broker_url_tls,
-        next((url for url in web_urls if url.startswith("http:")), ""),
-        next((url for url in web_urls if url.startswith("https:")), ""),
-        listeners,
-    )
-    # What an earlier life of this slot held is deliverable before the first client
-    # comes back, not when its consumers' leases lapse.
-    fence = await store.run(membership.join, service, identity.broker_id)
-    log.debug("joined the cluster as broker %s life %d", fence.broker_id, fence.epoch)
-    heartbeat = membership.Heartbeat(service, identity.broker_id, asyncio.get_running_loop())
-    heartbeat.start()
-    for server in servers:
-        await server.start_serving()
-    door = None
-    if app is not None and settings.admin_socket is not None:
-        door, web, task = await _start_socket(app, config, settings, stop, background=False)
         webs.append((web, task))
-    renew = asyncio.create_task(renew_leases(service))
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        web_urls.append(f"{scheme}://{host}:{bound}")
+    return webs, web_urls
+
+
+def _ready(broker_url: str, broker_url_tls: str, web_urls: list[str]) -> str:
+    """What the ready line lists: the broker URL, the admin URL, then the TLS ones."""
     ready = broker_url
     if web_urls and web_urls[0].startswith("http:"):
         ready += f" admin {web_urls[0]}"
     if broker_url_tls:
         ready += f" tls {broker_url_tls}"
         ready += "".join(f" {url}" for url in web_urls if url.startswith("https:"))
-    print(f"cursorops standalone ready: {ready}", file=out, flush=True)
-    try:
-        await stop.wait()
-    finally:
-        print("cursorops standalone stopping", file=out, flush=True)
-        _unlink(settings.admin_socket)
-        for server in servers:
-            server.close()
-        renew.cancel()
-        heartbeat.stop()
-        for connection in list(service.connections):
-            await connection.close()
-        await service.appender.drain()
-        with contextlib.suppress(CursorOpsError):
-            await store.run(broker.cluster.leave)
-        for web, web_task in webs:
-            web.should_exit = True
-            with contextlib.suppress(Exception):
-                await web_task
-        await store.run(broker.close)
-        # The REST app's own broker, made at its first request: its pool's connections
-        # hold SQLite's -wal and -shm files open until closed.
-        rest_broker = None if app is None else getattr(app.state, "broker", None)
-        if rest_broker is not None:
-            rest_broker.close()
-        store.close()
-        identity.close()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+    return ready
+
+
+async def _close_broker(
+    service: Service, webs: list[tuple[Any, asyncio.Task[None]]], app: Any
+) -> None:
+    """At the stop: every connection closed, what is queued appended, the cluster left,
+    the web servers stopped, the brokers and the store thread closed."""
+    store, broker = service.store, service.broker
+    for connection in list(service.connections):
+        await connection.close()
+    await service.appender.drain()
+    with contextlib.suppress(CursorOpsError):
+        await store.run(broker.cluster.leave)
+    for web, web_task in webs:
+        web.should_exit = True
+        with contextlib.suppress(Exception):
+            await web_task
+    await store.run(broker.close)
+    # The REST app's own broker, made at its first request: its pool's connections
+    # hold SQLite's -wal and -shm files open until closed.
+    rest_broker = None if app is None else getattr(app.state, "broker", None)
+    if rest_broker is not None:
+        rest_broker.close()
+    store.close()
 
 
 async def _serve_socket_only(config: Config, settings: StandaloneSettings, out: TextIO) -> None:
