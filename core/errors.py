@@ -169,6 +169,11 @@ class ApprovalRequiredError(NotAuthorizedError):
     """The namespace requires a second person's approval: only an approved workflow applies."""
 
 
+class CursorMoveRefusedError(ApprovalRequiredError):
+    """The cursor door refused a write on a namespace that requires approval; the door has
+    logged and audited the refusal (``refused-cursor-move``), so a caller need not."""
+
+
 class StoreError(CursorOpsError):
     """A store failed; the request itself may be fine."""
 

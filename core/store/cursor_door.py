@@ -37,7 +37,7 @@ the :class:`~cursorops.core.store.cursor_ticket.Ticket` that entitles it, and on
 that requires approval the door admits a move only with an approved plan record claimed in
 the same transaction, or as a consumer's acknowledgement of messages pending for it (which
 the dispatcher's transaction checks). A refused write raises
-:class:`~cursorops.core.errors.ApprovalRequiredError`; the transaction is rolled back, and
+:class:`~cursorops.core.errors.CursorMoveRefusedError`; the transaction is rolled back, and
 the refusal is logged and recorded in the audit log (kind ``refused-cursor-move``) in a
 transaction of its own. The namespace's policy is read with the subscription's lock, in the
 same statement, so a dispatch pays no statement for it.
@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from cursorops.core.errors import (
     AlreadyExistsError,
-    ApprovalRequiredError,
+    CursorMoveRefusedError,
     InvalidArgumentError,
     MetadataStoreError,
     SubscriptionBusyError,
@@ -657,7 +657,7 @@ class CursorTransaction:
             {"what": what, "ticket": str(ticket), "topicPartition": topic, **(detail or {})},
             0,
         )
-        raise ApprovalRequiredError(
+        raise CursorMoveRefusedError(
             f"Namespace {namespace} requires a second person's approval for every cursor "
             f"move: {what} refused ({ticket}), nothing changed"
         )

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cursorops.core.errors import BrokerFencedError, CursorOpsError
+from cursorops.core.errors import BrokerFencedError, CursorMoveRefusedError, CursorOpsError
 from cursorops.wire.auth import AuthenticationError
 from cursorops.wire.commands import CommandType, ServerError
 from cursorops.wire.consumer_loop import ConsumerLoop, stop
@@ -121,12 +121,22 @@ class Session:
         if not self.transport.is_closing():
             self.transport.write(encode_frame(cmd))
 
-    def fail(self, kind: CommandType, body: Proto, error: ServerError, message: str) -> None:
+    def fail(
+        self,
+        kind: CommandType,
+        body: Proto,
+        error: ServerError,
+        message: str,
+        *,
+        logged: bool = False,
+    ) -> None:
+        """Answer a failed request; a command with no answer (an ack without a receipt) is
+        logged instead, unless ``logged`` (the cursor door logged its refusal already)."""
         answer = failure(kind, body, error, message)
-        if answer is None:
-            log.warning("connection %s: %s failed: %s", self.peer, kind.name, message)
-        else:
+        if answer is not None:
             self.send(answer)
+        elif not logged:
+            log.warning("connection %s: %s failed: %s", self.peer, kind.name, message)
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` for as long as the session lives (cancelled by :meth:`close`)."""
@@ -163,7 +173,8 @@ class Session:
         try:
             await handler(self, frame)
         except CursorOpsError as exc:
-            self.fail(kind, body, server_error(exc), str(exc))
+            logged = isinstance(exc, CursorMoveRefusedError)
+            self.fail(kind, body, server_error(exc), str(exc), logged=logged)
         except Refusal as exc:
             self.fail(kind, body, exc.code, str(exc))
         except Exception as exc:

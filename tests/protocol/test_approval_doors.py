@@ -113,6 +113,12 @@ def test_an_ack_of_a_delayed_message_never_delivered_is_refused(
     assert "not delivered to the consumer" in str(refusal["what"])
     assert _backlog(standalone, topic, "work") == [1]
     consumer.close()
+    # Logged once, by the door that refused it: the wire adds no "ACK failed" line.
+    log = standalone.log_text().splitlines()
+    door = [line for line in log if "cursor door: refused" in line and topic in line]
+    assert len(door) == 1, door
+    wire = [line for line in log if "ACK failed" in line and "approval" in line]
+    assert wire == []
 
 
 def test_a_cumulative_ack_of_nothing_received_moves_nothing(
