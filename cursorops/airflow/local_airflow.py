@@ -5,7 +5,8 @@ all three start Airflow the way a person does:
 
 - :func:`start_airflow` runs ``scripts/airflow-up.sh`` (``airflow standalone``:
   api-server, scheduler, dag-processor and triggerer with the LocalExecutor on
-  SQLite, the embedded default), with a Spark Connect server on a free port
+  SQLite, the embedded default; on PostgreSQL with ``CURSOROPS_AIRFLOW_DB=postgres``
+  in its environment, as ``make up`` runs it), with a Spark Connect server on a free port
   named by ``spark_connect_default``, so no Spark task starts a JVM. It reads its
   settings from ``scripts/airflow-env.sh`` and stops every process it started,
   the Spark Connect server included, on SIGINT (:meth:`Airflow.stop`). The scripts
@@ -50,6 +51,8 @@ CONNECT_READY = "spark-connect.ready"
 """Touched in AIRFLOW_HOME once the launcher's Spark Connect server listens and is warm."""
 CONNECT_TOKEN = "spark-connect.token"
 """In CURSOROPS_HOME: the token the launcher's Spark Connect server requires (mode 0600)."""
+POSTGRES_DIR = "postgres.dir"
+"""In AIRFLOW_HOME while the launcher runs a PostgreSQL of its own: the cluster's folder."""
 AIRFLOW_READY = "airflow.ready"
 """Touched in AIRFLOW_HOME once the launcher has warmed up the api-server's execution API."""
 FINISHED = {"success", "failed"}
@@ -317,12 +320,15 @@ class Airflow:
         # The launcher's children share its process group, standalone's its own: none
         # may outlive the launcher.
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if not any(_group_alive(group) for group in groups):
-                return
+        while any(_group_alive(group) for group in groups):
+            if time.monotonic() >= deadline:
+                _kill_groups(groups)
+                raise RuntimeError(f"Airflow processes outlived the launcher's stop: {self.log}")
             time.sleep(1)
-        _kill_groups(groups)
-        raise RuntimeError(f"Airflow processes outlived the launcher's stop: {self.log}")
+        # The PostgreSQL it started for Airflow's metadata (a session of its own) is stopped
+        # by the launcher, which then forgets it.
+        if (self.home / POSTGRES_DIR).exists():
+            raise RuntimeError(f"the launcher left its PostgreSQL running: {self.log}")
 
     def _standalone_group(self) -> list[int]:
         """The process group ``airflow-up.sh`` gives standalone (its own), if it wrote it."""
