@@ -29,7 +29,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from cursorops.airflow.local_airflow import default_sigint, free_port
+from cursorops.airflow.local_airflow import Airflow, default_sigint, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
@@ -146,11 +146,17 @@ def ctrl_c(launcher: subprocess.Popen[bytes], home: Path) -> None:
 
 
 def _group_alive(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    """Whether a live process (not a zombie its parent has yet to reap: the parent of an
+    orphan here may reap late) is in process group ``group``."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            return True
+    return False
 
 
 def url_of(port: int, name: str = "airflow") -> str:
@@ -253,6 +259,40 @@ def test_airflow_down_stops_the_postgres_a_killed_launcher_left(
     assert not listening(port)
     assert not _group_alive(group)
     assert (cluster / "data" / "PG_VERSION").exists()
+
+
+@pytest.mark.slow
+@needs_postgres
+def test_airflow_stop_checks_the_launcher_s_postgres_is_gone(tmp_path: Path, short: Path) -> None:
+    """``Airflow.stop()`` (the tests' and the demo's stop) passes once the launcher has
+    stopped its PostgreSQL; a server the launcher left running is stopped, its data kept,
+    and the stop fails saying so."""
+    port, cluster = free_port(), short / "airflow-pg"
+    launcher, home = start(tmp_path, AIRFLOW_PG_PORT=str(port), AIRFLOW_PG_DIR=str(cluster))
+    try:
+        Airflow("http://127.0.0.1:1", home, tmp_path / "launcher.log", launcher).stop()
+        assert not listening(port)
+        assert not (home / "postgres.dir").exists()
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+
+    # A launcher that ended and left its server running (its stop failed, or it was killed).
+    started = subprocess.run(
+        ["bash", str(SCRIPTS / "start-postgres.sh"), "--port", str(port), str(cluster)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert started.returncode == 0, started.stderr
+    (home / "postgres.dir").write_text(f"{cluster}\n")
+    ended = subprocess.Popen(["true"], start_new_session=True)
+    ended.wait(timeout=30)
+    with pytest.raises(RuntimeError, match="left its PostgreSQL in .* running"):
+        Airflow("http://127.0.0.1:1", home, tmp_path / "launcher.log", ended).stop()
+    assert not listening(port)
+    assert (cluster / "data" / "PG_VERSION").exists()
+    assert not (home / "postgres.dir").exists()
 
 
 def test_a_named_database_is_used_as_it_is(tmp_path: Path) -> None:

@@ -307,9 +307,11 @@ class Airflow:
 
     def stop(self, timeout: float = 120) -> None:
         """SIGINT to the launcher, which stops every Airflow process it started (SIGTERM to
-        standalone would orphan its children) and the Spark Connect server; then check that
-        none is left."""
+        standalone would orphan its children), the Spark Connect server and the PostgreSQL it
+        started for Airflow's metadata; then check that none is left. A PostgreSQL left
+        running is stopped, its data kept, and the stop fails."""
         groups = [self.process.pid, *self._standalone_group()]
+        cluster = self._postgres_cluster()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
             try:
@@ -325,10 +327,26 @@ class Airflow:
                 _kill_groups(groups)
                 raise RuntimeError(f"Airflow processes outlived the launcher's stop: {self.log}")
             time.sleep(1)
-        # The PostgreSQL it started for Airflow's metadata (a session of its own) is stopped
-        # by the launcher, which then forgets it.
+        # The PostgreSQL it started (a session of its own, run by pg_ctl) is stopped by the
+        # launcher, which then forgets it: its postmaster.pid goes when the server has ended.
+        cluster = self._postgres_cluster() or cluster
+        if cluster is not None and (cluster / "data" / "postmaster.pid").exists():
+            subprocess.run(
+                ["bash", str(bundle.scripts_folder() / "stop-postgres.sh"), "--keep", str(cluster)],
+                capture_output=True,
+                check=False,
+            )
+            (self.home / POSTGRES_DIR).unlink(missing_ok=True)
+            raise RuntimeError(f"the launcher left its PostgreSQL in {cluster} running: {self.log}")
         if (self.home / POSTGRES_DIR).exists():
-            raise RuntimeError(f"the launcher left its PostgreSQL running: {self.log}")
+            raise RuntimeError(f"the launcher did not forget its PostgreSQL: {self.log}")
+
+    def _postgres_cluster(self) -> Path | None:
+        """The folder of the PostgreSQL the launcher started for Airflow's metadata, if any."""
+        try:
+            return Path((self.home / POSTGRES_DIR).read_text().strip())
+        except OSError:
+            return None
 
     def _standalone_group(self) -> list[int]:
         """The process group ``airflow-up.sh`` gives standalone (its own), if it wrote it."""
