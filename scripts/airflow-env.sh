@@ -14,7 +14,8 @@
 # AIRFLOW_CONN_SPARK_CONNECT_DEFAULT (set: that server, none started) and
 # CURSOROPS_SPARK_CONNECT (0: none, every Spark task spark-submits); and for Airflow's
 # metadata database (airflow_database_start) AIRFLOW__DATABASE__SQL_ALCHEMY_CONN,
-# CURSOROPS_AIRFLOW_DB (postgres: a PostgreSQL of its own), AIRFLOW_PG_PORT and AIRFLOW_PG_DIR.
+# CURSOROPS_AIRFLOW_DB (postgres: a PostgreSQL of its own), AIRFLOW_PG_PORT, AIRFLOW_PG_DATABASE
+# and AIRFLOW_PG_DIR.
 # Sets: repo, venv, port, passwords, and the AIRFLOW_* / SPARK_* variables every
 # Airflow process and task inherits.
 #
@@ -303,8 +304,9 @@ stop_within() {
 # AIRFLOW__DATABASE__SQL_ALCHEMY_CONN when set, used as it is; else, with
 # CURSOROPS_AIRFLOW_DB=postgres (what `make up` sets), a PostgreSQL of this AIRFLOW_HOME's
 # own, as the topology runs Airflow: scripts/start-postgres.sh on 127.0.0.1:AIRFLOW_PG_PORT
-# (default 28432), database "airflow", durable, its cluster in AIRFLOW_PG_DIR (default
-# $AIRFLOW_HOME/postgres; as root, whose folders the server's own user cannot reach,
+# (default 28432), database AIRFLOW_PG_DATABASE (default "airflow"), durable, its cluster
+# in AIRFLOW_PG_DIR (default $AIRFLOW_HOME/postgres; as root, whose folders the server's
+# own user cannot reach,
 # /var/lib/cursorops/airflow-postgres-<digest of AIRFLOW_HOME>), its data kept from one
 # start to the next. A server already answering on the port is used (the database made
 # if missing) and left running; the one started here is recorded in
@@ -323,7 +325,7 @@ airflow_pg_default_dir() {
 }
 airflow_database_start() {
     if [[ -z "${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:-}" && "${CURSOROPS_AIRFLOW_DB:-sqlite}" == postgres ]]; then
-        local pg_port="${AIRFLOW_PG_PORT:-28432}" dir="" url
+        local pg_port="${AIRFLOW_PG_PORT:-28432}" pg_database="${AIRFLOW_PG_DATABASE:-airflow}" dir="" url
         if port_open "$pg_port"; then
             echo "Airflow's metadata: reusing the PostgreSQL on 127.0.0.1:$pg_port (left running)"
         else
@@ -334,7 +336,7 @@ airflow_database_start() {
             echo "Airflow's metadata: starting PostgreSQL on 127.0.0.1:$pg_port (cluster in $dir)"
         fi
         url="$(CURSOROPS_TEST_PG_DURABLE=1 bash "$repo/scripts/start-postgres.sh" \
-            --port "$pg_port" --database airflow ${dir:+"$dir"})" || return 1
+            --port "$pg_port" --database "$pg_database" ${dir:+"$dir"})" || return 1
         export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$url"
     fi
     case "${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:-}" in

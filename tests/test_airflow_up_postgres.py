@@ -91,6 +91,19 @@ def _venv(root: Path) -> Path:
 def start(root: Path, **extra: str) -> tuple[subprocess.Popen[bytes], Path]:
     """``airflow-up.sh`` as ``make up`` runs it, on the stand-in; once Airflow has started,
     the launcher and its AIRFLOW_HOME."""
+    launcher, home = launch(root, **extra)
+    log = root / "launcher.log"
+    deadline = time.monotonic() + 120
+    while not (home / "database.json").exists():
+        assert launcher.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    return launcher, home
+
+
+def launch(root: Path, **extra: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """``airflow-up.sh`` as ``make up`` runs it, on the stand-in, its output in
+    ``root/launcher.log``: the launcher and its AIRFLOW_HOME."""
     home = root / "airflow"
     venv = root / "venv"
     if not venv.exists():
@@ -121,11 +134,6 @@ def start(root: Path, **extra: str) -> tuple[subprocess.Popen[bytes], Path]:
         start_new_session=True,
         preexec_fn=default_sigint,
     )
-    deadline = time.monotonic() + 120
-    while not (home / "database.json").exists():
-        assert launcher.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, log.read_text()
-        time.sleep(0.1)
     return launcher, home
 
 
@@ -221,14 +229,20 @@ def test_a_postgres_already_on_the_port_is_used_and_left_running(
         timeout=180,
     )
     assert started.returncode == 0, started.stderr
-    launcher, home = start(tmp_path, AIRFLOW_PG_PORT=str(port), AIRFLOW_PG_DIR=str(short / "ours"))
+    launcher, home = start(
+        tmp_path,
+        AIRFLOW_PG_PORT=str(port),
+        AIRFLOW_PG_DIR=str(short / "ours"),
+        AIRFLOW_PG_DATABASE="airflow_theirs",
+    )
     try:
-        assert database(home)["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == url_of(port)
+        url = url_of(port, "airflow_theirs")  # made on their server
+        assert database(home)["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == url
         assert not (home / "postgres.dir").exists()  # not the launcher's to stop
         assert not (short / "ours").exists()
         ctrl_c(launcher, home)
         assert listening(port)
-        engine = create_engine(url_of(port), poolclass=NullPool)
+        engine = create_engine(url, poolclass=NullPool)
         with engine.connect() as connection:
             assert connection.execute(text("SELECT 1")).scalar_one() == 1
         engine.dispose()
@@ -293,6 +307,27 @@ def test_airflow_stop_checks_the_launcher_s_postgres_is_gone(tmp_path: Path, sho
     assert not listening(port)
     assert (cluster / "data" / "PG_VERSION").exists()
     assert not (home / "postgres.dir").exists()
+
+
+@needs_postgres
+def test_a_hostile_database_name_starts_nothing(tmp_path: Path, short: Path) -> None:
+    port, cluster = free_port(), short / "never"
+    launcher, home = launch(
+        tmp_path,
+        AIRFLOW_PG_PORT=str(port),
+        AIRFLOW_PG_DIR=str(cluster),
+        AIRFLOW_PG_DATABASE='airflow"; DROP DATABASE postgres; --',
+    )
+    try:
+        assert launcher.wait(timeout=120) == 1
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+    assert "a database name is lower-case letters" in (tmp_path / "launcher.log").read_text()
+    assert not (home / "database.json").exists()  # Airflow never started
+    assert not (home / "postgres.dir").exists()
+    assert not cluster.exists()
+    assert not listening(port)
 
 
 def test_a_named_database_is_used_as_it_is(tmp_path: Path) -> None:
