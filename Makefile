@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYSPARK_VERSION := 4.3.0
 
-.PHONY: install demo test check lint format bench up
+.PHONY: install demo test check lint format bench up down
 
 # The folders the gates cover, those that exist and hold Python files (a fresh checkout may
 # have no dags/ or plugins/ yet). All of them pass ruff; the shipped code passes mypy --strict
@@ -67,9 +67,17 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format $(LINT_PATHS)
 	$(VENV)/bin/ruff check --fix $(LINT_PATHS)
 
-# Airflow for a person, on 127.0.0.1:28080 (scripts/airflow-up.sh prints the logins).
+# Airflow for a person, on 127.0.0.1:28080 (scripts/airflow-up.sh prints the logins), its
+# metadata on PostgreSQL as in the topology: a server of its own on 127.0.0.1:28432 (one
+# already there is used), started with Airflow and stopped with it, by Ctrl-C or `make
+# down`, its data kept for the next `make up`. CURSOROPS_AIRFLOW_DB=sqlite: SQLite instead.
+CURSOROPS_AIRFLOW_DB ?= postgres
+
 up: $(STAMP)
-	bash scripts/airflow-up.sh
+	CURSOROPS_AIRFLOW_DB=$(CURSOROPS_AIRFLOW_DB) bash scripts/airflow-up.sh
+
+down:
+	bash scripts/airflow-down.sh
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all

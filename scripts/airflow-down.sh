@@ -5,13 +5,15 @@
 # A stop always stops: a launcher that ignores SIGINT, or is still up after
 # AIRFLOW_DOWN_SECONDS (default 120), gets SIGTERM (its trap stops what it started);
 # whatever it leaves, or a launcher that was killed left, is ended from the process
-# group and pid it recorded: SIGTERM, then SIGKILL after 10 s.
+# group and pid it recorded: SIGTERM, then SIGKILL after 10 s; and the PostgreSQL it
+# started for Airflow's metadata (postgres.dir) is stopped, its data kept.
 #   scripts/airflow-down.sh [AIRFLOW_HOME]      # default: $CURSOROPS_HOME/airflow
 set -euo pipefail
 home="${1:-${CURSOROPS_HOME:-$HOME/.cursorops}/airflow}"
 pidfile="$home/standalone.pid"
 groupfile="$home/standalone.group"
 sparkfile="$home/spark-connect.pid"
+pgfile="$home/postgres.dir"
 seconds="${AIRFLOW_DOWN_SECONDS:-120}"
 [[ -f "$pidfile" ]] || { echo "no $pidfile: not started by airflow-up.sh" >&2; exit 1; }
 pid="$(cat "$pidfile")"
@@ -57,7 +59,7 @@ elif alive "$pid"; then
         wait_while 30 alive "$pid" || kill -KILL "$pid" 2>/dev/null || true
         how="stopped (forced)"
     fi
-elif ! group_alive "$group" && ! alive "$spark"; then
+elif ! group_alive "$group" && ! alive "$spark" && [[ ! -f "$pgfile" ]]; then
     rm -f "$pidfile" "$groupfile" "$sparkfile"
     echo "not running"
     exit 0
@@ -74,6 +76,11 @@ fi
 if alive "$spark"; then
     kill -TERM "$spark" 2>/dev/null || true
     wait_while 10 alive "$spark" || kill -KILL "$spark" 2>/dev/null || true
+    how="stopped (forced)"
+fi
+if [[ -f "$pgfile" ]]; then
+    bash "$(dirname "$(readlink -f "$0")")/stop-postgres.sh" --keep "$(cat "$pgfile")" || true
+    rm -f "$pgfile"
     how="stopped (forced)"
 fi
 rm -f "$pidfile" "$groupfile" "$sparkfile"

@@ -12,7 +12,10 @@
 # (spark_connect_start): SPARK_CONNECT_PORT (default 15002), SPARK_CONNECT_MASTER,
 # $CURSOROPS_HOME/spark-connect.token (its token; made when missing),
 # AIRFLOW_CONN_SPARK_CONNECT_DEFAULT (set: that server, none started) and
-# CURSOROPS_SPARK_CONNECT (0: none, every Spark task spark-submits).
+# CURSOROPS_SPARK_CONNECT (0: none, every Spark task spark-submits); and for Airflow's
+# metadata database (airflow_database_start) AIRFLOW__DATABASE__SQL_ALCHEMY_CONN,
+# CURSOROPS_AIRFLOW_DB (postgres: a PostgreSQL of its own), AIRFLOW_PG_PORT, AIRFLOW_PG_DATABASE
+# and AIRFLOW_PG_DIR.
 # Sets: repo, venv, port, passwords, and the AIRFLOW_* / SPARK_* variables every
 # Airflow process and task inherits.
 #
@@ -295,6 +298,62 @@ stop_within() {
         return 1
     fi
     wait "$pid" 2>/dev/null || true
+}
+
+# Airflow's metadata database, settled before Airflow starts (airflow_database_start):
+# AIRFLOW__DATABASE__SQL_ALCHEMY_CONN when set, used as it is; else, with
+# CURSOROPS_AIRFLOW_DB=postgres (what `make up` sets), a PostgreSQL of this AIRFLOW_HOME's
+# own, as the topology runs Airflow: scripts/start-postgres.sh on 127.0.0.1:AIRFLOW_PG_PORT
+# (default 28432), database AIRFLOW_PG_DATABASE (default "airflow"), durable, its cluster
+# in AIRFLOW_PG_DIR (default $AIRFLOW_HOME/postgres; as root, whose folders the server's
+# own user cannot reach,
+# /var/lib/cursorops/airflow-postgres-<digest of AIRFLOW_HOME>), its data kept from one
+# start to the next. A server already answering on the port is used (the database made
+# if missing) and left running; the one started here is recorded in
+# $AIRFLOW_HOME/postgres.dir and stopped by airflow_database_stop (Ctrl-C, SIGTERM,
+# scripts/airflow-down.sh). Otherwise Airflow's default: SQLite in AIRFLOW_HOME.
+airflow_pg_dir=""
+airflow_pg_default_dir() {
+    if (($(id -u) == 0)); then
+        local digest
+        digest="$(printf '%s' "$AIRFLOW_HOME" | sha256sum | cut -c1-12)"
+        mkdir -p /var/lib/cursorops
+        echo "/var/lib/cursorops/airflow-postgres-$digest"
+    else
+        echo "$AIRFLOW_HOME/postgres"
+    fi
+}
+airflow_database_start() {
+    if [[ -z "${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:-}" && "${CURSOROPS_AIRFLOW_DB:-sqlite}" == postgres ]]; then
+        local pg_port="${AIRFLOW_PG_PORT:-28432}" pg_database="${AIRFLOW_PG_DATABASE:-airflow}" dir="" url
+        if port_open "$pg_port"; then
+            echo "Airflow's metadata: reusing the PostgreSQL on 127.0.0.1:$pg_port (left running)"
+        else
+            dir="${AIRFLOW_PG_DIR:-$(airflow_pg_default_dir)}"
+            # Recorded before it starts, so that a stop during the start stops it too.
+            airflow_pg_dir="$dir"
+            echo "$dir" >"$AIRFLOW_HOME/postgres.dir"
+            echo "Airflow's metadata: starting PostgreSQL on 127.0.0.1:$pg_port (cluster in $dir)"
+        fi
+        url="$(CURSOROPS_TEST_PG_DURABLE=1 bash "$repo/scripts/start-postgres.sh" \
+            --port "$pg_port" --database "$pg_database" ${dir:+"$dir"})" || return 1
+        export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$url"
+    fi
+    case "${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:-}" in
+        # Airflow derives its async URL as postgresql+asyncpg, which is not installed:
+        # psycopg 3 serves both.
+        postgresql*)
+            export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC="${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC:-$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN}"
+            echo "Airflow's metadata database: $("$venv/bin/python" -c 'import sys; from sqlalchemy.engine import make_url; print(make_url(sys.argv[1]).render_as_string(hide_password=True))' "$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")"
+            ;;
+    esac
+}
+# Stop the PostgreSQL airflow_database_start started, keeping its data.
+airflow_database_stop() {
+    [[ -n "$airflow_pg_dir" ]] || return 0
+    bash "$repo/scripts/stop-postgres.sh" --keep "$airflow_pg_dir" || true
+    rm -f "$AIRFLOW_HOME/postgres.dir"
+    airflow_pg_dir=""
 }
 
 # What a person needs to log in, printed by both launchers.

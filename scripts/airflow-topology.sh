@@ -20,9 +20,8 @@ set -euo pipefail
 
 source "$(dirname "$0")/airflow-env.sh" "${1:-}"
 : "${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:?set AIRFLOW__DATABASE__SQL_ALCHEMY_CONN to the metadata database}"
-# Airflow derives its async URL as postgresql+asyncpg, which is not installed:
-# psycopg 3 serves both.
-export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC="${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC:-$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN}"
+# The async URL beside it (airflow-env.sh); the database is the caller's.
+airflow_database_start
 export AIRFLOW__CORE__EXECUTOR=LocalExecutor
 export AIRFLOW__API__WORKERS="${AIRFLOW__API__WORKERS:-1}"
 # Task processes reach the api-server's execution API, not the default localhost:8080.
@@ -34,7 +33,6 @@ export AIRFLOW__API_AUTH__JWT_SECRET="${AIRFLOW__API_AUTH__JWT_SECRET:-$secret}"
 export AIRFLOW__API__SECRET_KEY="${AIRFLOW__API__SECRET_KEY:-$secret}"
 
 print_logins
-echo "metadata database: $("$venv/bin/python" -c 'import sys; from sqlalchemy.engine import make_url; print(make_url(sys.argv[1]).render_as_string(hide_password=True))' "$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")"
 airflow db migrate
 
 pids=()

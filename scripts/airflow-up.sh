@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Start Airflow 3.3.2 for a person on 127.0.0.1, on the embedded default:
 # `airflow standalone` (api-server, scheduler, dag-processor, triggerer) with
-# SQLite, the LocalExecutor and the SimpleAuthManager, serving this repo's dags/.
+# the LocalExecutor and the SimpleAuthManager, serving this repo's dags/. Its
+# metadata database is SQLite in AIRFLOW_HOME, or with CURSOROPS_AIRFLOW_DB=postgres
+# (`make up`) a PostgreSQL started (or reused) for it and stopped with it, or the one
+# AIRFLOW__DATABASE__SQL_ALCHEMY_CONN names (airflow_database_start in airflow-env.sh).
 #
 #   scripts/airflow-up.sh [AIRFLOW_HOME]      # default: $CURSOROPS_HOME/airflow
 #
@@ -16,7 +19,7 @@
 # JVM start of its own (CURSOROPS_SPARK_CONNECT=0: none, spark-submit per task).
 # Stop it with Ctrl-C, SIGTERM, or `scripts/airflow-down.sh [AIRFLOW_HOME]` from
 # elsewhere: standalone gets one SIGINT, the only signal on which it stops all its
-# children, then the Spark Connect server stops.
+# children, then the Spark Connect server stops, then the PostgreSQL it started.
 set -euo pipefail
 
 source "$(dirname "$0")/airflow-env.sh" "${1:-}"
@@ -29,8 +32,10 @@ that); give the approvers the skip permission, e.g.
 Ready in 15-90 s; stop with Ctrl-C.
 INFO
 
-spark_connect_start
 echo $$ >"$AIRFLOW_HOME/standalone.pid"
+trap 'spark_connect_stop; airflow_database_stop; exit 0' INT TERM
+airflow_database_start || { airflow_database_stop; exit 1; }
+spark_connect_start
 # Standalone in a process group of its own, so that Ctrl-C (SIGINT to the terminal's
 # group) reaches this script alone, which sends standalone exactly one SIGINT: a
 # second one while it stops its components would cut its shutdown short. A
@@ -50,6 +55,7 @@ stop() {
     # up after 60 s (a component stuck in shutdown) is ended with its whole process group.
     stop_within 60 "$standalone" || true
     spark_connect_stop
+    airflow_database_stop
     rm -f "$AIRFLOW_HOME/standalone.group"
 }
 trap 'stop; exit 0' INT TERM
@@ -63,5 +69,6 @@ status=$?
 trap - INT TERM
 airflow_warm_stop
 spark_connect_stop
+airflow_database_stop
 rm -f "$AIRFLOW_HOME/standalone.group"
 exit "$status"

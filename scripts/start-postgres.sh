@@ -11,9 +11,13 @@
 #       Start it (or find it running) and print its URL; it keeps running until
 #       `bash scripts/stop-postgres.sh [DIR]`.
 #
+#   bash scripts/start-postgres.sh --port PORT --database NAME [DIR] [-- COMMAND...]
+#       The same on another port and database (scripts/airflow-env.sh starts Airflow's
+#       metadata database so, for `make up`).
+#
 # DIR (default /tmp/cursorops-pg) holds the cluster, its socket and its log.
-# The server listens on 127.0.0.1:55432 (CURSOROPS_TEST_PG_PORT) with trust
-# authentication, superuser "postgres", database "cursorops_test". Durability
+# The server listens on 127.0.0.1:55432 (CURSOROPS_TEST_PG_PORT, or --port) with trust
+# authentication, superuser "postgres", database "cursorops_test" (or --database). Durability
 # settings are off: the data is disposable. CURSOROPS_TEST_PG_DURABLE=1 keeps
 # PostgreSQL's defaults instead (fsync, synchronous_commit and full_page_writes on),
 # for benchmarks whose figures must hold on a durable server. Everything but the URL
@@ -22,9 +26,13 @@ set -euo pipefail
 
 DIR=""
 COMMAND=()
+PORT="${CURSOROPS_TEST_PG_PORT:-55432}"
+DB=cursorops_test
 while (($#)); do
     case "$1" in
         --) shift; COMMAND=("$@"); break ;;
+        --port) PORT="${2:-}"; shift 2 || shift ;;
+        --database) DB="${2:-}"; shift 2 || shift ;;
         *) DIR="$1"; shift ;;
     esac
 done
@@ -32,9 +40,16 @@ if [[ -n "$DIR" ]] && ((${#COMMAND[@]})); then
     echo "start-postgres: a command runs on a fresh folder of its own: give no DIR" >&2
     exit 2
 fi
-PORT="${CURSOROPS_TEST_PG_PORT:-55432}"
+if [[ ! "$PORT" =~ ^[0-9]+$ ]] || ((PORT < 1 || PORT > 65535)); then
+    echo "start-postgres: the port must be a number from 1 to 65535, not '$PORT'" >&2
+    exit 2
+fi
+# It goes into SQL and a URL as it is.
+if [[ ! "$DB" =~ ^[a-z_][a-z0-9_]{0,62}$ ]]; then
+    echo "start-postgres: a database name is lower-case letters, digits and _, not '$DB'" >&2
+    exit 2
+fi
 HOST=127.0.0.1
-DB=cursorops_test
 SUPERUSER=postgres
 URL="postgresql+psycopg://${SUPERUSER}@${HOST}:${PORT}/${DB}"
 
@@ -136,6 +151,10 @@ DATA="$DIR/data"
 mkdir -p "$DIR"
 if [[ $(id -u) -eq 0 ]]; then
     chown "$OS_USER" "$DIR"
+    if ! as_server_user test -w "$DIR"; then
+        log "the server runs as $OS_USER, who cannot reach $DIR: choose a folder outside root's own"
+        exit 1
+    fi
 fi
 
 if [[ ! -f "$DATA/PG_VERSION" ]]; then

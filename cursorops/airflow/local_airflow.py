@@ -5,7 +5,8 @@ all three start Airflow the way a person does:
 
 - :func:`start_airflow` runs ``scripts/airflow-up.sh`` (``airflow standalone``:
   api-server, scheduler, dag-processor and triggerer with the LocalExecutor on
-  SQLite, the embedded default), with a Spark Connect server on a free port
+  SQLite, the embedded default; on PostgreSQL with ``CURSOROPS_AIRFLOW_DB=postgres``
+  in its environment, as ``make up`` runs it), with a Spark Connect server on a free port
   named by ``spark_connect_default``, so no Spark task starts a JVM. It reads its
   settings from ``scripts/airflow-env.sh`` and stops every process it started,
   the Spark Connect server included, on SIGINT (:meth:`Airflow.stop`). The scripts
@@ -53,6 +54,8 @@ CONNECT_READY = "spark-connect.ready"
 """Touched in AIRFLOW_HOME once the launcher's Spark Connect server listens and is warm."""
 CONNECT_TOKEN = "spark-connect.token"
 """In CURSOROPS_HOME: the token the launcher's Spark Connect server requires (mode 0600)."""
+POSTGRES_DIR = "postgres.dir"
+"""In AIRFLOW_HOME while the launcher runs a PostgreSQL of its own: the cluster's folder."""
 AIRFLOW_READY = "airflow.ready"
 """Touched in AIRFLOW_HOME once the launcher has warmed up the api-server's execution API."""
 FINISHED = {"success", "failed"}
@@ -307,9 +310,11 @@ class Airflow:
 
     def stop(self, timeout: float = 120) -> None:
         """SIGINT to the launcher, which stops every Airflow process it started (SIGTERM to
-        standalone would orphan its children) and the Spark Connect server; then check that
-        none is left."""
+        standalone would orphan its children), the Spark Connect server and the PostgreSQL it
+        started for Airflow's metadata; then check that none is left. A PostgreSQL left
+        running is stopped, its data kept, and the stop fails."""
         groups = [self.process.pid, *self._standalone_group()]
+        cluster = self._postgres_cluster()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
             try:
@@ -320,12 +325,31 @@ class Airflow:
         # The launcher's children share its process group, standalone's its own: none
         # may outlive the launcher.
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if not any(_group_alive(group) for group in groups):
-                return
+        while any(_group_alive(group) for group in groups):
+            if time.monotonic() >= deadline:
+                _kill_groups(groups)
+                raise RuntimeError(f"Airflow processes outlived the launcher's stop: {self.log}")
             time.sleep(1)
-        _kill_groups(groups)
-        raise RuntimeError(f"Airflow processes outlived the launcher's stop: {self.log}")
+        # The PostgreSQL it started (a session of its own, run by pg_ctl) is stopped by the
+        # launcher, which then forgets it: its postmaster.pid goes when the server has ended.
+        cluster = self._postgres_cluster() or cluster
+        if cluster is not None and (cluster / "data" / "postmaster.pid").exists():
+            subprocess.run(
+                ["bash", str(bundle.scripts_folder() / "stop-postgres.sh"), "--keep", str(cluster)],
+                capture_output=True,
+                check=False,
+            )
+            (self.home / POSTGRES_DIR).unlink(missing_ok=True)
+            raise RuntimeError(f"the launcher left its PostgreSQL in {cluster} running: {self.log}")
+        if (self.home / POSTGRES_DIR).exists():
+            raise RuntimeError(f"the launcher did not forget its PostgreSQL: {self.log}")
+
+    def _postgres_cluster(self) -> Path | None:
+        """The folder of the PostgreSQL the launcher started for Airflow's metadata, if any."""
+        try:
+            return Path((self.home / POSTGRES_DIR).read_text().strip())
+        except OSError:
+            return None
 
     def _standalone_group(self) -> list[int]:
         """The process group ``airflow-up.sh`` gives standalone (its own), if it wrote it."""

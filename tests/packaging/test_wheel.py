@@ -52,7 +52,14 @@ def test_every_layer_and_its_files_are_inside(wheel: zipfile.ZipFile) -> None:
     assert "cursorops = cursorops.airflow.plugins.cursorops:CursorOpsPlugin" in declared
 
 
-LAUNCHER = ("airflow-up.sh", "airflow-env.sh", "airflow-down.sh", "spark-connect-up.sh")
+LAUNCHER = (
+    "airflow-up.sh",
+    "airflow-env.sh",
+    "airflow-down.sh",
+    "spark-connect-up.sh",
+    "start-postgres.sh",
+    "stop-postgres.sh",
+)
 """The launcher of a local Airflow and every file it runs or sources."""
 
 
