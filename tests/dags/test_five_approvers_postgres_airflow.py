@@ -4,10 +4,10 @@ gates at the same moment.
 ``scripts/airflow-up.sh`` with ``CURSOROPS_AIRFLOW_DB=postgres`` (``make up``'s setting),
 pointed at the test server's port and a database of the test's: the launcher finds a
 PostgreSQL answering there and runs ``airflow standalone`` on that database (a server of
-its own, and its stop, are tested on a stand-in in tests/test_airflow_up_postgres.py). alice asks for
-five skips at the REST door of a namespace that requires approval; once the five gates
-wait, bob, erin, frank, grace and heidi each approve one, all at once. Every answer is
-recorded by its gate in cursorops's store, every run applies its own plan, and the
+its own, and its stop, are tested on a stand-in in tests/test_airflow_up_postgres.py).
+alice asks for five skips at the REST door of a namespace that requires approval; once
+the five gates wait, bob, erin, frank, grace and heidi each approve one, all at once.
+Every answer is recorded by its gate in cursorops's store, every run applies its own plan, and the
 subscription loses exactly the five messages; Airflow's runs and answers are rows of the
 PostgreSQL database, and no SQLite file of Airflow's exists.
 """
