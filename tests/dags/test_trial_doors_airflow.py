@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import secrets
 
+import httpx
 import pytest
 
+from cursorops.airflow.late_answers import refusal
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
 from cursorops.core.producer import OutgoingMessage
@@ -123,9 +125,19 @@ def test_a_run_the_requester_forces_green_closes_its_request_as_not_applied(
     assert closing["outcome"] == "not-approved" and closing["planDigest"] == record.digest
     assert "nothing applied" in str(closing["statement"])
     assert closing["answers"] == [{"gate": "approve_skip", "chosen": None, "by": None, "at": None}]
-    # bob's answer after that: Airflow takes it (its gate no longer waits), nothing reads it.
+    # bob's answer after that is refused (its gate no longer waits), and Airflow records
+    # nothing; who may not answer gets Airflow's own refusal and learns nothing more.
     late = airflow.answer(dag, run, "approve_skip", "Approve", user="bob")
-    assert late.status_code == 200, late.text
+    assert late.status_code == 409, late.text
+    assert late.json()["detail"] == refusal("success")
+    assert airflow.answer(dag, run, "approve_skip", "Approve", user="carol").status_code == 403
+    anonymous = httpx.patch(
+        f"{airflow.base_url}/api/v2/dags/{dag}/dagRuns/{run}/taskInstances/approve_skip/-1/hitlDetails",
+        json={"chosen_options": ["Approve"], "params_input": {}},
+    )
+    assert anonymous.status_code == 401, anonymous.text
+    held = airflow.hitl_detail(dag, run, "approve_skip")
+    assert held["response_received"] is False and held["chosen_options"] is None
     listed = airflow.get("bob", f"{PREFIX}{rest_path(seeded.topic)}/openRequests")
     assert run not in [r["runId"] for r in listed]
     assert seeded.unacknowledged() == before

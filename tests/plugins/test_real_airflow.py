@@ -42,6 +42,10 @@ def test_the_plugin_is_mounted_behind_airflows_login(airflow: Airflow) -> None:
     plugins = airflow.get("admin", "/api/v2/plugins")["plugins"]
     apps = [app for p in plugins if p["name"] == "cursorops" for app in p["fastapi_apps"]]
     assert [app["url_prefix"] for app in apps] == [PREFIX]
+    middlewares = [
+        m for p in plugins if p["name"] == "cursorops" for m in p["fastapi_root_middlewares"]
+    ]
+    assert [m["middleware"] for m in middlewares] == ["cursorops.airflow.late_answers.LateAnswers"]
 
 
 def test_a_skip_where_approval_is_required_triggers_the_workflow_as_the_caller(

@@ -1,5 +1,7 @@
 """cursorops inside Airflow's API server: the REST app under ``/cursorops``, behind Airflow's
-login (:mod:`cursorops.airflow.rest_app`), and the Cursors pages in Airflow's navigation.
+login (:mod:`cursorops.airflow.rest_app`), the Cursors pages in Airflow's navigation, and
+the refusal of a late answer to an approval gate that no longer waits
+(:mod:`cursorops.airflow.late_answers`).
 
 Registered by the wheel's ``airflow.plugins`` entry point, so installing cursorops is
 enough. The design's ``plugins/cursorops_plugin.py`` only hands Airflow this class when no
@@ -13,6 +15,7 @@ from importlib.metadata import distributions
 
 from airflow.plugins_manager import AirflowPlugin
 
+from cursorops.airflow.late_answers import LateAnswers
 from cursorops.airflow.rest_app import URL_PREFIX, create_app
 
 ENTRY_POINT_GROUP = "airflow.plugins"
@@ -22,6 +25,9 @@ class CursorOpsPlugin(AirflowPlugin):
     name = "cursorops"
     fastapi_apps = [
         {"app": create_app(), "url_prefix": URL_PREFIX, "name": "cursorops REST (Pulsar admin v2)"}
+    ]
+    fastapi_root_middlewares = [
+        {"middleware": LateAnswers, "name": "cursorops: refuse late answers to ended gates"}
     ]
     # The Cursors pages (cursorops/rest/ui.py), in Airflow's navigation; Airflow shows them
     # in a same-origin iframe, so the page's requests carry the UI's _token cookie.
