@@ -9,7 +9,7 @@ closing record already says nothing was applied. The approver must learn that, s
 root middleware answers such a request 409 before Airflow writes anything.
 
 It acts only when all of these hold, and passes every other request on untouched (its
-body unread, streamed as it came):
+body unread, streamed as it came, but for an ended gate's, read to see the answer):
 
 - the request matches the route whose endpoint is Airflow's ``update_hitl_detail``, as
   Airflow's own router matches it (so any prefix, root path or map index Airflow accepts);
@@ -22,7 +22,9 @@ body unread, streamed as it came):
 - its HITL record holds no answer (an answered gate gets Airflow's own 409), and the task
   is in a finished state (:data:`ENDED`). Other states pass: Airflow resumes a task still
   parked (``awaiting_input``, ``deferred``), a running gate may be about to park and read
-  the answer, and one up for retry takes the answer Airflow holds.
+  the answer, and one up for retry takes the answer Airflow holds;
+- the answer is not a lone Reject: a late Reject asks for what happened (nothing applied),
+  so Airflow records it and no longer lists the gate as waiting for an answer.
 
 The check and Airflow's write are separate transactions: an answer racing the very moment
 its gate ends may still be written, and is then read by nothing, as before.
@@ -30,6 +32,7 @@ its gate ends may still be written, and is then read by nothing, as before.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +48,7 @@ from starlette.routing import Match
 
 if TYPE_CHECKING:
     from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
-    from starlette.types import ASGIApp, Receive, Scope, Send
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +80,53 @@ class LateAnswers:
             if params is not None:
                 state = await ended_gate(scope, params)
                 if state is not None:
-                    log.info("Refused a late answer to %s: the gate ended %s", params, state)
-                    response = JSONResponse({"detail": refusal(state)}, status_code=409)
-                    await response(scope, receive, send)
-                    return
+                    body = await _read_body(receive)
+                    if not _only_reject(body):
+                        log.info("Refused a late answer to %s: the gate ended %s", params, state)
+                        response = JSONResponse({"detail": refusal(state)}, status_code=409)
+                        await response(scope, receive, send)
+                        return
+                    # A late Reject asks for nothing to be applied, which is what happened:
+                    # Airflow records it, and its list of unanswered gates is cleared.
+                    receive = _replay(body, receive)
         await self.app(scope, receive, send)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` with the body already read handed on first, whole."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+def _only_reject(body: bytes) -> bool:
+    """Whether the answer chooses Reject and nothing else."""
+    from airflow.providers.standard.operators.hitl import ApprovalOperator
+
+    try:
+        chosen = json.loads(body).get("chosen_options")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(chosen, list) and chosen == [ApprovalOperator.REJECT]
 
 
 def answer_params(scope: Scope) -> dict[str, Any] | None:

@@ -141,3 +141,10 @@ def test_a_run_the_requester_forces_green_closes_its_request_as_not_applied(
     listed = airflow.get("bob", f"{PREFIX}{rest_path(seeded.topic)}/openRequests")
     assert run not in [r["runId"] for r in listed]
     assert seeded.unacknowledged() == before
+    # A late Reject asks for what happened: Airflow takes it, so the gate leaves its list
+    # of unanswered ones, and still nothing is applied.
+    rejected = airflow.answer(dag, run, "approve_skip", "Reject", user="bob")
+    assert rejected.status_code == 200, rejected.text
+    assert airflow.hitl_detail(dag, run, "approve_skip")["chosen_options"] == ["Reject"]
+    assert airflow.task_states(dag, run)["apply_skip"] == ["skipped"]
+    assert seeded.unacknowledged() == before
