@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 from benchmarks import machine, report
 from benchmarks.airflow_phases import task_run_times
 from benchmarks.report import Options, Runs
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 if TYPE_CHECKING:
     from cursorops.airflow.local_airflow import Airflow

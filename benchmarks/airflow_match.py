@@ -44,10 +44,10 @@ from benchmarks.airflow_phases import (
     task_table,
 )
 from benchmarks.report import Options
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 SECTION = "airflow_match"
 NAMESPACE = "bench/airflow"

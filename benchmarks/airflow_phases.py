@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks import report
 from benchmarks.report import Runs
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
 
 if TYPE_CHECKING:
     from cursorops.airflow.local_airflow import Airflow

@@ -37,10 +37,10 @@ from benchmarks.airflow_phases import (
     run_skips,
 )
 from benchmarks.report import Options
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 if TYPE_CHECKING:
     from cursorops.airflow.local_airflow import Airflow
@@ -108,9 +108,9 @@ def measure(sizes: Sizes, options: Options, work: Path) -> SkipRuns:
     def request(airflow: Airflow, conf: dict[str, Any]) -> str:
         """The request as the REST door makes it (here in the benchmark's process): planned
         once and stored bound to a new run, that run started as the requester."""
-        from cursorops.core.broker import wall_clock_ms
-        from cursorops.core.broker.gated import new_run_id
-        from cursorops.core.gating import Caller, Run, SkipMessages
+        from cursorops.core.services.broker import wall_clock_ms
+        from cursorops.core.services.broker.gated import new_run_id
+        from cursorops.core.services.gating import Caller, Run, SkipMessages
 
         run = Run(DAG, new_run_id(wall_clock_ms()))
         arguments = SkipMessages(

@@ -48,8 +48,8 @@ from benchmarks.airflow_phases import (
     task_table,
 )
 from benchmarks.report import Options
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
+from cursorops.core.services.broker import Broker
 
 SECTION = "airflow_warm"
 BEFORE = (

@@ -101,7 +101,7 @@ CAUSES: dict[str, str] = {
     ),
     "skip latency": (
         "where the statements are fewer and the CPU columns not higher, the likely cause is "
-        "the shared machine; otherwise the one skip path in `core/gating/skip.py`"
+        "the shared machine; otherwise the one skip path in `core/services/gating/skip.py`"
     ),
 }
 """The likely cause of a slowdown, by the start of its row's label: printed only when that
@@ -197,9 +197,9 @@ def _installation(broker: Any) -> None:
 def child_skip(sizes: Sizes, backend: str, work: Path) -> dict[str, Any]:
     from fastapi.testclient import TestClient
 
-    from cursorops.core.config import Config
-    from cursorops.core.producer import OutgoingMessage
-    from cursorops.core.subscription import SubscriptionType
+    from cursorops.core.domain.config import Config
+    from cursorops.core.domain.subscription import SubscriptionType
+    from cursorops.core.services.producer import OutgoingMessage
     from cursorops.wire.web import web_app
 
     home = work / "skip"
@@ -291,9 +291,9 @@ def child_skip(sizes: Sizes, backend: str, work: Path) -> dict[str, Any]:
 
 
 def child_read(sizes: Sizes, work: Path) -> dict[str, Any]:
-    from cursorops.core.broker import Broker
-    from cursorops.core.config import Config
-    from cursorops.core.subscription import SubscriptionType
+    from cursorops.core.domain.config import Config
+    from cursorops.core.domain.subscription import SubscriptionType
+    from cursorops.core.services.broker import Broker
 
     config = Config.from_home(work / "read")
     with Broker(config) as broker:
@@ -337,10 +337,10 @@ def child_read(sizes: Sizes, work: Path) -> dict[str, Any]:
 
 
 def child_acks(sizes: Sizes, work: Path) -> dict[str, Any]:
-    from cursorops.core.broker import Broker
-    from cursorops.core.config import Config
-    from cursorops.core.producer import OutgoingMessage
-    from cursorops.core.subscription import SubscriptionType
+    from cursorops.core.domain.config import Config
+    from cursorops.core.domain.subscription import SubscriptionType
+    from cursorops.core.services.broker import Broker
+    from cursorops.core.services.producer import OutgoingMessage
 
     work.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}

@@ -35,9 +35,9 @@ from typing import Any
 from benchmarks import machine, report
 from benchmarks.report import Options, Runs
 from cursorops.cli.home import stop
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
 
 SECTION = "cli_latency"
 ROLE = "admin"

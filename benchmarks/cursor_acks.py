@@ -29,14 +29,14 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
-from cursorops.core.acks import cursor_codec
-from cursorops.core.acks.cursor import AckTarget, CursorState
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.ids.position import Position
+from cursorops.core.domain.acks import cursor_codec
+from cursorops.core.domain.acks.cursor import AckTarget, CursorState
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.store.cursor_state import replay
 from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.metadata import MetadataStore
-from cursorops.core.subscription import SubscriptionType
 
 SECTION = "cursor_acks"
 TOPIC = "persistent://bench/acks/cursor"

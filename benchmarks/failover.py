@@ -238,7 +238,7 @@ def start_node(home: Path, metadata_url: str, ledger_root: Path) -> Node:
 class Cluster:
     nodes: list[Node]
     config: Any
-    """The admin's :class:`~cursorops.core.config.Config` on the shared stores."""
+    """The admin's :class:`~cursorops.core.domain.config.Config` on the shared stores."""
     url: str
     database: str
 
@@ -247,13 +247,13 @@ class Cluster:
         return "pulsar://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
 
     def admin(self) -> Any:
-        from cursorops.core.broker import Broker
+        from cursorops.core.services.broker import Broker
 
         return Broker(self.config)
 
     def owners(self, topic: str) -> dict[int, Node]:
         """Each partition's owner among the members (the rule lookups answer)."""
-        from cursorops.core.broker.cluster import owner_of
+        from cursorops.core.services.broker.cluster import owner_of
 
         with self.admin() as admin:
             live = admin.cluster.members()
@@ -268,8 +268,8 @@ class Cluster:
 
 @contextlib.contextmanager
 def cluster(work: Path, base_url: str, brokers: int) -> Iterator[Cluster]:
-    from cursorops.core.broker import Broker
-    from cursorops.core.config import Config
+    from cursorops.core.domain.config import Config
+    from cursorops.core.services.broker import Broker
 
     with database(base_url) as (url, name):
         root = work / "ledgers"

@@ -9,7 +9,7 @@ the CPU time says what the code costs when it is not waiting for a core.
 Two ways in, each measured: ``Producer.send_columns`` (payloads as a list of
 bytes, ids back as columns: the form for generating data) and
 ``Producer.send`` (``OutgoingMessage`` objects in, ``MessageId`` objects out).
-Older producers (``core/producer.py`` of a commit, loaded from git over
+Older producers (``core/services/producer.py`` of a commit, loaded from git over
 today's ledger store: their trees do not import on their own) run in the same
 runs, for side-by-side ratios: the per-message producer (``OLD_COMMIT``) at
 1x, the columnar one committing partition after partition
@@ -52,9 +52,9 @@ _REPO = Path(__file__).resolve().parent.parent
 _MEASURE = """
 import importlib.util, json, sys, tempfile, time, gc
 from pathlib import Path
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import OutgoingMessage, Producer
+from cursorops.core.services.broker import Broker
+from cursorops.core.domain.config import Config
+from cursorops.core.services.producer import OutgoingMessage, Producer
 
 if sys.argv[6] != "-":
     spec = importlib.util.spec_from_file_location("old_producer", sys.argv[6])
@@ -127,9 +127,9 @@ def _git_file(commit: str, path: str, into: Path) -> Path:
 
 def _profile_one_call(work: Path) -> report.Profile:
     """``cProfile`` of one ``send_columns`` of ``CALL`` payloads to a fresh topic."""
-    from cursorops.core.broker import Broker
-    from cursorops.core.config import Config
-    from cursorops.core.producer import OutgoingMessage, Producer
+    from cursorops.core.domain.config import Config
+    from cursorops.core.services.broker import Broker
+    from cursorops.core.services.producer import OutgoingMessage, Producer
 
     topic = "persistent://bench/produce/profiled"
     with (
@@ -151,7 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = QUICK_BASE if options.quick else FULL_BASE
     with report.work_dir(options, "produce") as work, tempfile.TemporaryDirectory() as trees:
         files = {
-            code: _git_file(commit, "core/producer.py", Path(trees) / f"{code}_producer.py")
+            code: _git_file(
+                commit, "core/services/producer.py", Path(trees) / f"{code}_producer.py"
+            )
             for code, commit in (
                 ("before", OLD_COMMIT),
                 ("per-partition", PER_PARTITION_COMMIT),
@@ -229,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "payloads as a list of bytes and returns the ids as columns (`MessageIdColumns`, "
             "MessageId objects built only when indexed); `send` takes `OutgoingMessage` "
             "objects and returns `MessageId` objects. Every run is a fresh process and "
-            "installation, first call included; the older producers are `core/producer.py` "
+            "installation, first call included; the older producers are `core/services/producer.py` "
             "of the named commits over today's ledger and metadata stores, in the same runs.",
             "",
             report.table(

@@ -138,7 +138,7 @@ METADATA_AS_SENT = (
     "load average 4 to 8), the time added per send is mostly in the store thread's "
     "append, 1.0 ms of it (active samples, which also count waiting for a core): Parquet "
     "encoding 0.55 ms, the producer building the columns 0.15 ms "
-    "(`cursorops.core.producer.entry_columns`), the null arrays of the absent ones 0.14 ms "
+    "(`cursorops.core.services.producer.entry_columns`), the null arrays of the absent ones 0.14 ms "
     "(`_assemble`), slicing them 0.08 ms. Encoded in memory with the store's write "
     "options (pyarrow 26, best of 15): the one-message segment a synchronous send "
     "writes, 0.83 to 1.17 ms against 0.47 to 0.50 ms at the base (two rounds); the "
@@ -389,8 +389,8 @@ def correctness(url: str, backlog: Callable[[str, str], int] | None) -> tuple[st
 
 def _cursorops_backlog(home: Path) -> Callable[[str, str], int]:
     def backlog(topic: str, subscription: str) -> int:
-        from cursorops.core.broker import Broker
-        from cursorops.core.config import Config
+        from cursorops.core.domain.config import Config
+        from cursorops.core.services.broker import Broker
 
         with Broker(Config.from_home(home)) as broker:
             parts = broker.analyze_backlog(ROLE, topic, subscription)

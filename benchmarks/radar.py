@@ -30,11 +30,11 @@ from pathlib import Path
 from benchmarks import machine, report
 from benchmarks.report import Options, Runs, Stopwatch
 from cursorops.airflow.backlog_audit import radar_report
-from cursorops.core.analysis.poison_radar import RadarLimits
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.analysis.poison_radar import RadarLimits
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
 
 SECTION = "radar"
 ROLE = "admin"

@@ -40,14 +40,14 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
-from cursorops.core.acks import cursor_codec
-from cursorops.core.acks.cursor import AckTarget, CursorState
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.ids.message_id import MessageId
+from cursorops.core.domain.acks import cursor_codec
+from cursorops.core.domain.acks.cursor import AckTarget, CursorState
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
 from cursorops.core.store.cursor_state import replay
-from cursorops.core.subscription import SubscriptionType
 
 SECTION = "read_path"
 ROLE = "admin"
@@ -318,7 +318,7 @@ def _first_dispatch(passes: list[Pass]) -> str:
         f"({share.median:.0%} of the loop, median): its dispatch loads the subscription's "
         "cursor afresh in a new dispatcher (the snapshot with the randomly acknowledged batch "
         "indexes: one ack set per partly acknowledged batch, decoded by "
-        "`cursorops.core.acks.cursor_codec`) "
+        "`cursorops.core.domain.acks.cursor_codec`) "
         "and decodes the first row group. The calls after it deliver at "
         f"{rest.cell()} msg/s (wall): the cost per dispatch once a consumer is running."
     )
@@ -433,7 +433,7 @@ def _what_is_left(sizes: Sizes) -> str:
         f"({sizes.acked_fraction:.0%} of the batch indexes acknowledged leave gaps, so no "
         "slice); a Parquet row group decoded every few dispatches (decoded once per dispatcher "
         "and kept); per pass, the first dispatch's cursor load (above), paid once per "
-        "dispatcher, in `cursorops.core.acks.cursor_codec` and `cursorops.core.acks.ack_set`. "
+        "dispatcher, in `cursorops.core.domain.acks.cursor_codec` and `cursorops.core.domain.acks.ack_set`. "
         "Each no-ack pass "
         "after the "
         "first also takes every message again from released runs (the previous pass closed "

@@ -24,10 +24,10 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 SECTION = "redrive"
 ROLE = "admin"

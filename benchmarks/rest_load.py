@@ -149,7 +149,7 @@ def drop_schema(schema: str) -> None:
 
 
 def create_namespace(config: Any) -> None:
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     with Broker(config) as broker:
         broker.create_tenant("admin", TENANT)
@@ -159,9 +159,9 @@ def create_namespace(config: Any) -> None:
 
 def seed(config: Any, sizes: Sizes, run: int) -> tuple[str, list[tuple[str, dict[str, int]]]]:
     """Run ``run``'s topic and every message as (label, messageId body)."""
-    from cursorops.core.broker import Broker
-    from cursorops.core.producer import OutgoingMessage
-    from cursorops.core.subscription import SubscriptionType
+    from cursorops.core.domain.subscription import SubscriptionType
+    from cursorops.core.services.broker import Broker
+    from cursorops.core.services.producer import OutgoingMessage
 
     topic = f"persistent://{NAMESPACE}/events-{run}"
     with Broker(config) as broker:
@@ -372,8 +372,8 @@ def client(
 def consumer(config_json: str, topic: str, seconds: float, out: Any) -> None:
     """Receive and acknowledge through the Broker until the time is up; report each batch's
     start time and the labels it returned."""
-    from cursorops.core.broker import Broker
-    from cursorops.core.config import Config
+    from cursorops.core.domain.config import Config
+    from cursorops.core.services.broker import Broker
 
     fields = json.loads(config_json)
     config = Config.from_home(
@@ -432,7 +432,7 @@ class Results:
 
 def measure(sizes: Sizes, work: Path, runs: int) -> list[Results]:
     """``runs`` bounded runs on one api-server, each on a fresh topic."""
-    from cursorops.core.config import Config
+    from cursorops.core.domain.config import Config
 
     url, schema = postgres_schema()
     server: ApiServer | None = None
@@ -475,7 +475,7 @@ def summary(r: Results) -> str:
 def measure_one(sizes: Sizes, config: Any, server: ApiServer, token: str, run: int) -> Results:
     from sqlalchemy.engine import make_url
 
-    from cursorops.core.broker import Broker, wall_clock_ms
+    from cursorops.core.services.broker import Broker, wall_clock_ms
 
     topic, messages = seed(config, sizes, run)
     path = (

@@ -2,7 +2,7 @@
 
 An unbatched synchronous send over the binary protocol commits one entry of one
 message: one Parquet segment encoded per send. The segment's table is built the
-way the producer's path builds it (``cursorops.core.producer.entry_columns`` of an entry with
+way the producer's path builds it (``cursorops.core.services.producer.entry_columns`` of an entry with
 the client's ``MessageMetadata`` bytes, a 64-byte payload, no key, properties or
 delay), then encoded in memory with the store's settings (no file, no fsync), three
 ways:
@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Runs
-from cursorops.core.producer import Entry, entry_columns
+from cursorops.core.services.producer import Entry, entry_columns
 from cursorops.core.store.ledger import (
     LATER_COLUMNS,
     SEGMENT_WRITE_OPTIONS,

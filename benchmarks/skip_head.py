@@ -23,9 +23,9 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Runs, Stopwatch
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
 
 SECTION = "skip_head"
 ROLE = "admin"

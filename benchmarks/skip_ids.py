@@ -33,12 +33,12 @@ from pathlib import Path
 
 from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.ids.message_id import MessageId
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
 from cursorops.core.store.cursor_state import replay
-from cursorops.core.subscription import SubscriptionType
 
 SECTION = "skip_ids"
 ROLE = "admin"

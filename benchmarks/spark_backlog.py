@@ -1,7 +1,7 @@
 """analyze-backlog over a big topic: Spark ``local[2]`` against core and a one-process reference.
 
 For each size (default 1M, 10M and 30M messages) a topic of 16 partitions is
-written with the real :class:`~cursorops.core.producer.Producer` and ledger store
+written with the real :class:`~cursorops.core.services.producer.Producer` and ledger store
 (batches of 10, 1% delayed messages, which the producer never batches; 70%
 keyed, half with a property), and four Shared subscriptions get scattered
 acknowledgements: a cumulative acknowledgement part-way, individual entries,
@@ -14,7 +14,7 @@ and some indexes of some batches. Then, on the same data, each several times:
   (``scripts/spark-connect-up.sh``, ``local[2]``, started once for the whole
   run) through :func:`cursorops.airflow.operators.spark.run_on_connect`, the very call a DAG's
   Spark task makes when ``spark_connect_default`` exists: no JVM starts;
-- **core**: :meth:`cursorops.core.broker.Broker.analyze_backlog`, the pure-Python path;
+- **core**: :meth:`cursorops.core.services.broker.Broker.analyze_backlog`, the pure-Python path;
 - **DuckDB**: one SQL query over the same Parquet files and the cursors
   exported as tables, an independent reference for how fast one process reads
   this data (2 threads).
@@ -50,17 +50,17 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks import machine, report
-from cursorops.core.acks import ack_set, cursor_codec
-from cursorops.core.acks.cursor import AckTarget, CursorState
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.analysis.backlog import PartitionAnalysis
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.ids.position import Position
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.producer import OutgoingMessage, Producer
+from cursorops.core.domain.acks import ack_set, cursor_codec
+from cursorops.core.domain.acks.cursor import AckTarget, CursorState
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.analysis.backlog import PartitionAnalysis
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage, Producer
 from cursorops.core.store.cursor_state import replay
-from cursorops.core.subscription import SubscriptionType
 
 SECTION = "spark_backlog"
 TOPIC = "persistent://bench/backlog/orders"

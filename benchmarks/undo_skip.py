@@ -30,12 +30,12 @@ import numpy as np
 from benchmarks import machine, report
 from benchmarks.report import Options, Runs, Stopwatch
 from benchmarks.skip_ids import FULL, QUICK, ROLE, TOPIC, Sizes, build_topic
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.ids.message_id import MessageId
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
 from cursorops.core.store.cursor_state import replay
-from cursorops.core.subscription import SubscriptionType
 
 SECTION = "undo_skip"
 AIM_SECONDS = 5.0

@@ -1,15 +1,15 @@
 """cursorops core: Pulsar's subscription-cursor semantics, in pure Python.
 
 No Airflow or Spark import anywhere in this package. Every public name below
-is loaded on first use (PEP 562), so ``import cursorops.core.errors`` or
-``import cursorops.core.ids.message_id`` costs only that module: a command line tool that
+is loaded on first use (PEP 562), so ``import cursorops.core.domain.errors`` or
+``import cursorops.core.domain.ids.message_id`` costs only that module: a command line tool that
 needs one name does not pay for numpy, the stores (SQLAlchemy, pyarrow) or
 pydantic through this package.
 
 This folder is ``cursorops.core`` only. In a checkout ``cursorops/core`` links here, and an
 editable install puts the checkout's root on ``sys.path``, where ``import core`` would
 find this folder too and load a second copy of every module: second classes (an
-``except cursorops.core.errors.CursorOpsError`` misses the copy's errors) and second
+``except cursorops.core.domain.errors.CursorOpsError`` misses the copy's errors) and second
 tables. So a top-level ``core`` refuses to load.
 """
 
@@ -25,52 +25,56 @@ if __name__ != "cursorops.core":
     )
 
 if TYPE_CHECKING:
-    from cursorops.core.acks.cursor import AckTarget, CursorState
-    from cursorops.core.acks.ledger_layout import LedgerLayout
-    from cursorops.core.acks.range_set import RangeSet
-    from cursorops.core.acks.skip import SkipOutcome
-    from cursorops.core.acks.skip_plan import SkipPlan
-    from cursorops.core.analysis.backlog import BacklogAnalysis, PartitionAnalysis, TopicAnalysis
-    from cursorops.core.analysis.topic_scan import TopicScan
-    from cursorops.core.analysis.topic_stats import SubscriptionStats, TopicStats
-    from cursorops.core.broker import Broker
-    from cursorops.core.config import Config
-    from cursorops.core.errors import CursorOpsError
-    from cursorops.core.exit_codes import exit_code
-    from cursorops.core.ids.message_id import MessageId
-    from cursorops.core.ids.position import EARLIEST, Position
-    from cursorops.core.ids.topic_name import TopicName
-    from cursorops.core.reading.message import MessageBatch
+    from cursorops.core.domain.acks.cursor import AckTarget, CursorState
+    from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+    from cursorops.core.domain.acks.range_set import RangeSet
+    from cursorops.core.domain.acks.skip import SkipOutcome
+    from cursorops.core.domain.acks.skip_plan import SkipPlan
+    from cursorops.core.domain.analysis.backlog import (
+        BacklogAnalysis,
+        PartitionAnalysis,
+        TopicAnalysis,
+    )
+    from cursorops.core.domain.analysis.topic_scan import TopicScan
+    from cursorops.core.domain.analysis.topic_stats import SubscriptionStats, TopicStats
+    from cursorops.core.domain.config import Config
+    from cursorops.core.domain.errors import CursorOpsError
+    from cursorops.core.domain.exit_codes import exit_code
+    from cursorops.core.domain.ids.message_id import MessageId
+    from cursorops.core.domain.ids.position import EARLIEST, Position
+    from cursorops.core.domain.ids.topic_name import TopicName
+    from cursorops.core.domain.subscription import SubscriptionType
+    from cursorops.core.services.broker import Broker
+    from cursorops.core.services.reading.message import MessageBatch
     from cursorops.core.store.broker_registry import Advertised, BrokerRecord
     from cursorops.core.store.values import Fence
-    from cursorops.core.subscription import SubscriptionType
 
 _HOMES = {
-    "EARLIEST": "cursorops.core.ids.position",
-    "AckTarget": "cursorops.core.acks.cursor",
+    "EARLIEST": "cursorops.core.domain.ids.position",
+    "AckTarget": "cursorops.core.domain.acks.cursor",
     "Advertised": "cursorops.core.store.broker_registry",
-    "BacklogAnalysis": "cursorops.core.analysis.backlog",
-    "Broker": "cursorops.core.broker",
+    "BacklogAnalysis": "cursorops.core.domain.analysis.backlog",
+    "Broker": "cursorops.core.services.broker",
     "BrokerRecord": "cursorops.core.store.broker_registry",
-    "Config": "cursorops.core.config",
-    "CursorOpsError": "cursorops.core.errors",
-    "CursorState": "cursorops.core.acks.cursor",
+    "Config": "cursorops.core.domain.config",
+    "CursorOpsError": "cursorops.core.domain.errors",
+    "CursorState": "cursorops.core.domain.acks.cursor",
     "Fence": "cursorops.core.store.values",
-    "LedgerLayout": "cursorops.core.acks.ledger_layout",
-    "MessageBatch": "cursorops.core.reading.message",
-    "MessageId": "cursorops.core.ids.message_id",
-    "PartitionAnalysis": "cursorops.core.analysis.backlog",
-    "Position": "cursorops.core.ids.position",
-    "RangeSet": "cursorops.core.acks.range_set",
-    "SkipOutcome": "cursorops.core.acks.skip",
-    "SkipPlan": "cursorops.core.acks.skip_plan",
-    "SubscriptionStats": "cursorops.core.analysis.topic_stats",
-    "SubscriptionType": "cursorops.core.subscription",
-    "TopicAnalysis": "cursorops.core.analysis.backlog",
-    "TopicName": "cursorops.core.ids.topic_name",
-    "TopicScan": "cursorops.core.analysis.topic_scan",
-    "TopicStats": "cursorops.core.analysis.topic_stats",
-    "exit_code": "cursorops.core.exit_codes",
+    "LedgerLayout": "cursorops.core.domain.acks.ledger_layout",
+    "MessageBatch": "cursorops.core.services.reading.message",
+    "MessageId": "cursorops.core.domain.ids.message_id",
+    "PartitionAnalysis": "cursorops.core.domain.analysis.backlog",
+    "Position": "cursorops.core.domain.ids.position",
+    "RangeSet": "cursorops.core.domain.acks.range_set",
+    "SkipOutcome": "cursorops.core.domain.acks.skip",
+    "SkipPlan": "cursorops.core.domain.acks.skip_plan",
+    "SubscriptionStats": "cursorops.core.domain.analysis.topic_stats",
+    "SubscriptionType": "cursorops.core.domain.subscription",
+    "TopicAnalysis": "cursorops.core.domain.analysis.backlog",
+    "TopicName": "cursorops.core.domain.ids.topic_name",
+    "TopicScan": "cursorops.core.domain.analysis.topic_scan",
+    "TopicStats": "cursorops.core.domain.analysis.topic_stats",
+    "exit_code": "cursorops.core.domain.exit_codes",
 }
 """Each public name and the module that defines it."""
 

@@ -118,7 +118,7 @@ def cursorops_backlog_audit() -> None:
         from cursorops.airflow.hooks import CursorOpsHook
         from cursorops.airflow.notify import BacklogBreachNotifier
         from cursorops.airflow.runs import run_folder
-        from cursorops.core.analysis.backlog_audit import check, latest_before
+        from cursorops.core.domain.analysis.backlog_audit import check, latest_before
 
         context = get_current_context()
         run_id, params = context["dag_run"].run_id, context["params"]

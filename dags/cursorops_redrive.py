@@ -25,7 +25,7 @@ import pendulum
 from airflow.sdk import dag
 
 from cursorops.airflow.gated_tail import approve_and_apply, request_params
-from cursorops.core.gating.operation import REDRIVE
+from cursorops.core.services.gating.operation import REDRIVE
 
 
 @dag(

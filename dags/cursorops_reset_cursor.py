@@ -23,7 +23,7 @@ import pendulum
 from airflow.sdk import dag
 
 from cursorops.airflow.gated_tail import approve_and_apply, request_params
-from cursorops.core.gating.operation import RESET_CURSOR
+from cursorops.core.services.gating.operation import RESET_CURSOR
 
 
 @dag(

@@ -37,7 +37,7 @@ from cursorops.airflow.matching import match_params
 from cursorops.airflow.operators.gate import GATE_PARAMS, gate_params
 from cursorops.airflow.operators.spark import spark_job
 from cursorops.airflow.steps import refusal_audited
-from cursorops.core.gating.operation import SKIP
+from cursorops.core.services.gating.operation import SKIP
 
 
 @dag(
@@ -57,7 +57,7 @@ def cursorops_skip_matching() -> None:
         from cursorops.airflow.hooks import CursorOpsHook
         from cursorops.airflow.matching import parse_match_request, request_record
         from cursorops.airflow.outcomes import airflow_outcome
-        from cursorops.core.broker import wall_clock_ms
+        from cursorops.core.services.broker import wall_clock_ms
 
         context = get_current_context()
         conf = {k: v for k, v in context["params"].items() if k not in GATE_PARAMS}
@@ -92,8 +92,8 @@ def cursorops_skip_matching() -> None:
         messages (Shared or Key_Shared)."""
         from cursorops.airflow.hooks import CursorOpsHook
         from cursorops.airflow.steps import run_request_record
-        from cursorops.core.authz import Operation
-        from cursorops.core.errors import (
+        from cursorops.core.domain.authz import Operation
+        from cursorops.core.domain.errors import (
             SubscriptionNotFoundError,
             UnsupportedSubscriptionTypeError,
         )
@@ -127,7 +127,7 @@ def cursorops_skip_matching() -> None:
         from cursorops.airflow.outcomes import airflow_outcome
         from cursorops.airflow.plan import plan_in_run
         from cursorops.airflow.steps import run_request_record
-        from cursorops.core.gating import SkipMatching
+        from cursorops.core.services.gating import SkipMatching
         from cursorops.spark.match_list import match_list_ids
 
         context = get_current_context()

@@ -102,8 +102,8 @@ def set_up(home: Path, tests: Path) -> list[str]:
 
     import bcrypt
 
-    from cursorops.core.broker import Broker
-    from cursorops.core.config import Config
+    from cursorops.core.domain.config import Config
+    from cursorops.core.services.broker import Broker
     from cursorops.wire.auth import create_token
 
     secret = secrets.token_bytes(32)

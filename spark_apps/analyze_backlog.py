@@ -1,15 +1,15 @@
 """analyze-backlog on Spark: PIP-187's result, exact, for every partition and subscription.
 
 One pass over the topic's data answers every subscription at once. The driver
-takes a :class:`cursorops.core.analysis.topic_scan.TopicScan` from
-:meth:`cursorops.core.broker.Broker.scan_plan` (the committed segments, and each
+takes a :class:`cursorops.core.domain.analysis.topic_scan.TopicScan` from
+:meth:`cursorops.core.services.broker.Broker.scan_plan` (the committed segments, and each
 subscription with its entry filters and cursor states); Spark reads one row per
 entry (the first message of each, which is what the entry filters look at),
 groups the rows by topic partition, and each group calls
-:func:`cursorops.core.analysis.backlog.analyze` per subscription, with the verdicts of
-:meth:`cursorops.core.reading.entry_filters.EntryFilters.verdicts` of the subscription's filters. So
+:func:`cursorops.core.domain.analysis.backlog.analyze` per subscription, with the verdicts of
+:meth:`cursorops.core.domain.analysis.entry_filters.EntryFilters.verdicts` of the subscription's filters. So
 the answer is core's, message for message, and equals
-:meth:`cursorops.core.broker.Broker.analyze_backlog`'s field for field.
+:meth:`cursorops.core.services.broker.Broker.analyze_backlog`'s field for field.
 
 No cap by default. ``--max-entries`` makes the answer a page of at most that
 many backlog entries per subscription over the whole topic, partitions in
@@ -43,24 +43,24 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from cursorops.core.acks.cursor import CursorState
-from cursorops.core.analysis import backlog
-from cursorops.core.analysis.backlog import (
+from cursorops.core.domain.acks.cursor import CursorState
+from cursorops.core.domain.analysis import backlog
+from cursorops.core.domain.analysis.backlog import (
     COUNT_FIELDS,
     ID_FIELDS,
     BacklogAnalysis,
     PartitionAnalysis,
     analysis_document,
 )
-from cursorops.core.analysis.topic_scan import TopicScan, decode_state
-from cursorops.core.authz import Operation
-from cursorops.core.config import Config
-from cursorops.core.durations import parse_duration_ms
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.ids import chunked_messages
-from cursorops.core.ids.position import EARLIEST, Position
-from cursorops.core.ids.topic_name import TopicName, shown
-from cursorops.core.reading.entry_filters import EntryFilters, describe
+from cursorops.core.domain.analysis.entry_filters import EntryFilters, describe
+from cursorops.core.domain.analysis.topic_scan import TopicScan, decode_state
+from cursorops.core.domain.authz import Operation
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.durations import parse_duration_ms
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.ids import chunked_messages
+from cursorops.core.domain.ids.position import EARLIEST, Position
+from cursorops.core.domain.ids.topic_name import TopicName, shown
 from cursorops.spark.common import (
     ascii_int,
     base_parser,
@@ -245,7 +245,7 @@ def paginate(
 
 def entry_chunk_rest(entries: pa.Table) -> np.ndarray | None:
     """Per entry row, whether it is a chunk before its message's last
-    (:func:`cursorops.core.ids.chunked_messages.chunk_rest`); None when the rows hold no such
+    (:func:`cursorops.core.domain.ids.chunked_messages.chunk_rest`); None when the rows hold no such
     chunk, or have no chunk columns (rows built without them)."""
     import pyarrow.compute as pc
 
@@ -273,7 +273,7 @@ def analyze_entries(
     deadline_ms: int | None = None,
     chunk_rest: np.ndarray | None = None,
 ) -> BacklogAnalysis:
-    """:func:`cursorops.core.analysis.backlog.analyze`, in chunks when a deadline is set
+    """:func:`cursorops.core.domain.analysis.backlog.analyze`, in chunks when a deadline is set
     (``chunk_rest``
     as it takes it: a chunked message counted once).
 
@@ -406,7 +406,7 @@ def transform(
 
     ``entries`` needs :data:`ENTRY_COLUMNS` plus the columns the filters read;
     any message rows will do, only each entry's first message is kept (the rows
-    :func:`cursorops.core.reading.entry_filters.first_messages` keeps). Partitions without entries
+    :func:`cursorops.core.domain.analysis.entry_filters.first_messages` keeps). Partitions without entries
     yield
     no row. Cursor states go to the executors inside the function's closure
     (see :func:`cursorops.spark.common.executor_states`).
@@ -529,7 +529,7 @@ def run(
     start_after: str | None = None,
     remote: str | None = None,
 ) -> list[PartitionAnalysis]:
-    """The Spark twin of :meth:`cursorops.core.broker.Broker.analyze_backlog` (same list, same
+    """The Spark twin of :meth:`cursorops.core.services.broker.Broker.analyze_backlog` (same list, same
     order).
 
     Paged when ``max_entries`` or ``time_limit_ms`` is given: a page examines at
@@ -541,7 +541,7 @@ def run(
     see :func:`cursorops.spark.session.build_session`) unless ``spark`` is given, and
     then stops it.
     """
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     log = job_logger("cursorops.analyze_backlog")
     if max_entries is not None and max_entries < 1:
@@ -631,7 +631,7 @@ def run(
 def page_document(
     topic: str, subscription: str | None, analyses: Sequence[PartitionAnalysis]
 ) -> dict[str, Any]:
-    """:func:`cursorops.core.analysis.backlog.analysis_document`, with each subscription's resume
+    """:func:`cursorops.core.domain.analysis.backlog.analysis_document`, with each subscription's resume
     token.
 
     A subscription's summary carries the ``resumeAfter`` of the partition where
@@ -652,7 +652,7 @@ def page_document(
 
 
 def parse_time_limit(text: str) -> int:
-    """A positive duration in :mod:`cursorops.core.durations`' grammar (``250ms``, ``30s``,
+    """A positive duration in :mod:`cursorops.core.domain.durations`' grammar (``250ms``, ``30s``,
     ``2m``)."""
     limit_ms = parse_duration_ms(text, "--time-limit")
     if limit_ms == 0:

@@ -5,14 +5,14 @@ a match list that ``find_messages`` wrote (a Parquet file or Spark's folder of
 part files, possibly millions of rows), checks that every row is an id of this
 topic, and reduces it to its distinct ids (:func:`transform`, a pure
 DataFrame -> DataFrame function). The driver then makes the one write, through
-``core``: :meth:`cursorops.core.broker.Broker.plan_skip` validates every id against the
+``core``: :meth:`cursorops.core.services.broker.Broker.plan_skip` validates every id against the
 ledgers and the cursor (nothing written on any bad id), and
-:meth:`cursorops.core.broker.Broker.apply_skip` acknowledges the plan on every partition
+:meth:`cursorops.core.services.broker.Broker.apply_skip` acknowledges the plan on every partition
 and writes its audit record (stamped by the broker's clock) in ONE
 metadata-store transaction: a killed job leaves all of it or none of it, and
 re-running converges.
 
-A plan already made by :meth:`~cursorops.core.broker.Broker.plan_skip` (its JSON, e.g.
+A plan already made by :meth:`~cursorops.core.services.broker.Broker.plan_skip` (its JSON, e.g.
 the approved plan of a workflow) is applied as it is with ``--skip-plan``; the
 broker re-validates it first. Ids given with ``--ids`` / ``--ids-file`` need no
 Spark pass.
@@ -35,12 +35,16 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cursorops.core.acks.skip_plan import SkipPlan
-from cursorops.core.config import Config
-from cursorops.core.errors import InvalidArgumentError, InvalidMessageIdError, InvalidSkipPlanError
-from cursorops.core.ids import skip_payload
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.domain.acks.skip_plan import SkipPlan
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import (
+    InvalidArgumentError,
+    InvalidMessageIdError,
+    InvalidSkipPlanError,
+)
+from cursorops.core.domain.ids import skip_payload
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.spark.common import base_parser, config_from, emit_json, remote_from, run_job
 from cursorops.spark.session import job_logger, session_scope
 
@@ -145,12 +149,12 @@ def run(
     """Apply ``plan``, or the plan of ``ids`` / of the match list (Parquet) at ``match_list``.
 
     Exactly one of the three. Returns
-    :meth:`cursorops.core.acks.skip.SkipOutcome.to_pulsar_json`.
+    :meth:`cursorops.core.domain.acks.skip.SkipOutcome.to_pulsar_json`.
     An empty id list (a match list of no message) applies as a no-op, still
     audited. Only a match list needs Spark: ``spark``, else a
     session of ``master`` or of the Spark Connect server ``remote``.
     """
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     log = job_logger("cursorops.apply_skip_plan")
     if sum(x is not None for x in (ids, match_list, plan)) != 1:

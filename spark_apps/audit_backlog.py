@@ -2,14 +2,14 @@
 
 One scan over the committed segments of all the topics answers every
 subscription at once, as :mod:`cursorops.spark.analyze_backlog` does for one topic:
-the driver takes a :class:`cursorops.core.analysis.topic_scan.TopicScan` per topic from
-:meth:`cursorops.core.broker.Broker.scan_plan`, Spark reads one row per entry (the first
+the driver takes a :class:`cursorops.core.domain.analysis.topic_scan.TopicScan` per topic from
+:meth:`cursorops.core.services.broker.Broker.scan_plan`, Spark reads one row per entry (the first
 message of each) of every segment, tags each row with its topic partition (a
 ledger belongs to exactly one), groups by topic partition, and each group calls
 :func:`cursorops.spark.analyze_backlog.analyze_partition` with that topic's
 subscriptions, cursor states and entry filters. So each topic's document is
-:func:`cursorops.core.analysis.backlog.analysis_document` of core's answer, field for field, plus
-each subscription's ``oldestPublishMs`` (:meth:`cursorops.core.broker.Broker.backlog_ages`'s
+:func:`cursorops.core.domain.analysis.backlog.analysis_document` of core's answer, field for field, plus
+each subscription's ``oldestPublishMs`` (:meth:`cursorops.core.services.broker.Broker.backlog_ages`'s
 figure: the publish time of its oldest unacknowledged message, None when the
 backlog is empty).
 
@@ -42,13 +42,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from cursorops.core.analysis import backlog
-from cursorops.core.analysis.backlog import analysis_document
-from cursorops.core.analysis.topic_scan import TopicScan, decode_state
-from cursorops.core.authz import Operation
-from cursorops.core.config import Config
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.reading.entry_filters import EntryFilters
+from cursorops.core.domain.analysis import backlog
+from cursorops.core.domain.analysis.backlog import analysis_document
+from cursorops.core.domain.analysis.entry_filters import EntryFilters
+from cursorops.core.domain.analysis.topic_scan import TopicScan, decode_state
+from cursorops.core.domain.authz import Operation
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import InvalidArgumentError
 from cursorops.spark.analyze_backlog import (
     ENTRY_COLUMNS,
     RESULT_SCHEMA,
@@ -158,7 +158,7 @@ def tag_partitions(
 
 def plan_scans(config: Config, topics: Sequence[str], role: str, log: Any) -> list[TopicScan]:
     """Each topic's scan (authorized as CONSUME), with a progress line every 10 %."""
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     scans = []
     step = max(1, len(topics) // 10)
@@ -182,7 +182,7 @@ def run(
     spark: SparkSession | None = None,
     remote: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One document per topic (:func:`cursorops.core.analysis.backlog.analysis_document`, with each
+    """One document per topic (:func:`cursorops.core.domain.analysis.backlog.analysis_document`, with each
     subscription's ``oldestPublishMs``), from one Spark job over all the topics."""
     log = job_logger("cursorops.audit_backlog")
     started = time.monotonic()

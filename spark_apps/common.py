@@ -1,6 +1,6 @@
 """What every job's driver does: arguments, the topic's scan, errors.
 
-The driver asks the broker for a :class:`~cursorops.core.analysis.topic_scan.TopicScan` (which
+The driver asks the broker for a :class:`~cursorops.core.domain.analysis.topic_scan.TopicScan` (which
 segments hold a partition's entries, and each cursor's state, serialized); the
 executors read the Parquet segments and decide everything by calling ``core``.
 """
@@ -16,13 +16,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
-from cursorops.core import errors
-from cursorops.core.analysis.topic_scan import MESSAGE_SCHEMA, TopicScan
-from cursorops.core.config import DEFAULT_HOME, Config
-from cursorops.core.durations import ascii_integer
-from cursorops.core.errors import CursorOpsError, InvalidArgumentError, LedgerStoreError
-from cursorops.core.exit_codes import EXIT_CODES, EXIT_UNEXPECTED, exit_code
-from cursorops.core.ids.topic_name import shown
+from cursorops.core.domain import errors
+from cursorops.core.domain.analysis.topic_scan import MESSAGE_SCHEMA, TopicScan
+from cursorops.core.domain.config import DEFAULT_HOME, Config
+from cursorops.core.domain.durations import ascii_integer
+from cursorops.core.domain.errors import CursorOpsError, InvalidArgumentError, LedgerStoreError
+from cursorops.core.domain.exit_codes import EXIT_CODES, EXIT_UNEXPECTED, exit_code
+from cursorops.core.domain.ids.topic_name import shown
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -129,7 +129,7 @@ def spark_errors(scan: TopicScan | None = None) -> Iterator[None]:
 
 
 def ascii_int(text: str) -> int:
-    """An integer option (argparse ``type``): :func:`cursorops.core.durations.ascii_integer`'s
+    """An integer option (argparse ``type``): :func:`cursorops.core.domain.durations.ascii_integer`'s
     rule."""
     number = ascii_integer(text)
     if number is None:

@@ -3,9 +3,9 @@
 The answer is a match list (:mod:`cursorops.spark.match_list`): one Parquet row per
 message, with its id and a preview, for a person to review and for
 ``apply_skip_plan`` to apply. No shuffle of the data: each Arrow batch of a
-segment is decided where it is read, by :func:`cursorops.core.reading.unacked_rows.unacked_rows`
+segment is decided where it is read, by :func:`cursorops.core.domain.delivery.unacked_rows.unacked_rows`
 (the
-cursor) and :meth:`cursorops.core.analysis.predicates.Predicate.mask` (the predicate).
+cursor) and :meth:`cursorops.core.domain.analysis.predicates.Predicate.mask` (the predicate).
 
 Run::
 
@@ -31,15 +31,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cursorops.core.acks.cursor import CursorState
-from cursorops.core.analysis.match_conditions import MATCH_OPTIONS, predicate_from_options
-from cursorops.core.analysis.predicates import Predicate, parse_predicate
-from cursorops.core.analysis.topic_scan import TopicScan, decode_state
-from cursorops.core.authz import Operation
-from cursorops.core.config import Config
-from cursorops.core.errors import InvalidArgumentError, InvalidPredicateError
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.reading.unacked_rows import unacked_rows
+from cursorops.core.domain.acks.cursor import CursorState
+from cursorops.core.domain.analysis.match_conditions import MATCH_OPTIONS, predicate_from_options
+from cursorops.core.domain.analysis.predicates import Predicate, parse_predicate
+from cursorops.core.domain.analysis.topic_scan import TopicScan, decode_state
+from cursorops.core.domain.authz import Operation
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.delivery.unacked_rows import unacked_rows
+from cursorops.core.domain.errors import InvalidArgumentError, InvalidPredicateError
+from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.spark.common import (
     base_parser,
     config_from,
@@ -154,8 +154,8 @@ def run(
     ``remote`` (:func:`cursorops.spark.session.build_session`); ``output`` is written
     where that session's executors run.
     """
-    from cursorops.core.broker import Broker
-    from cursorops.core.content import masked
+    from cursorops.core.domain.content import masked
+    from cursorops.core.services.broker import Broker
 
     log = job_logger("cursorops.find_messages")
     with Broker(config) as broker:
@@ -252,7 +252,7 @@ def summary_document(
 
 def add_match_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per match option
-    (:data:`cursorops.core.analysis.match_conditions.MATCH_OPTIONS`)."""
+    (:data:`cursorops.core.domain.analysis.match_conditions.MATCH_OPTIONS`)."""
     for option in MATCH_OPTIONS:
         if option.kind == "pairs":
             parser.add_argument(

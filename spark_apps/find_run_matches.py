@@ -7,7 +7,7 @@ run's identity (rendered by Airflow from the run itself, never from an XCom)::
     spark-submit spark_apps/find_run_matches.py --dag-id=DAG --run-id=RUN --requester=USER
 
 The topic, subscription, predicate and role are those of the run's request record
-(:mod:`cursorops.core.gating.request_record`), which the run's first task stored. A run
+(:mod:`cursorops.core.domain.plans.request_record`), which the run's first task stored. A run
 with no record, or with a record asked for by someone else, is refused. The job writes
 the match list and its JSON summary into the run's scratch folder
 (:mod:`cursorops.spark.run_scratch`), and the summary names the record's digest. The
@@ -22,9 +22,9 @@ import os
 import sys
 import time
 
-from cursorops.core.analysis.predicates import parse_predicate
-from cursorops.core.config import Config
-from cursorops.core.errors import NotAuthorizedError
+from cursorops.core.domain.analysis.predicates import parse_predicate
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import NotAuthorizedError
 from cursorops.spark.common import emit_json, remote_from, run_job
 from cursorops.spark.run_scratch import MATCH_LIST, SUMMARY, checked_scratch, scratch_file
 
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
 
     def job() -> int:
-        from cursorops.core.broker import Broker
+        from cursorops.core.services.broker import Broker
         from cursorops.spark.find_messages import run
 
         remote = remote_from(args)

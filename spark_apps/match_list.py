@@ -5,7 +5,7 @@ index) and what it looks like (key, publish time, deliver-at, properties, size
 and the start of its payload), so a person can review the matches before a
 skip plan is made of them. Only the id columns matter to apply; a match list
 may also be built from a list of ids (:func:`match_list_from_ids`), with the
-preview columns empty. It is not a skip plan (:class:`cursorops.core.acks.skip_plan.SkipPlan`):
+preview columns empty. It is not a skip plan (:class:`cursorops.core.domain.acks.skip_plan.SkipPlan`):
 nothing in it is validated until the Broker plans a skip of its ids.
 """
 
@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from cursorops.core.analysis.topic_scan import MESSAGE_SCHEMA
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.ids.message_id import MessageId
+from cursorops.core.domain.analysis.topic_scan import MESSAGE_SCHEMA
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.ids.message_id import MessageId
 
 EXCERPT_BYTES = 120
 """Payload bytes in a match list's ``payload_excerpt`` (decoded as UTF-8, bad bytes replaced)."""
@@ -50,7 +50,7 @@ MATCH_LIST_SCHEMA = pa.schema(
 """A match list's columns; ``message_id`` is the triplet ``ledger:entry[:batchIndex]``;
 ``uuid`` names a chunk's message (null when not chunked): a chunked message is one
 match however many of its chunks matched, and a plan made of the list takes all its
-chunks (:mod:`cursorops.core.acks.chunk_ids`)."""
+chunks (:mod:`cursorops.core.domain.acks.chunk_ids`)."""
 
 SORT_KEYS = ("partition", "ledger_id", "entry_id", "batch_index")
 

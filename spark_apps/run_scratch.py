@@ -15,8 +15,8 @@ import os
 import re
 from pathlib import Path
 
-from cursorops.core.config import Config
-from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import InvalidArgumentError
 
 MATCH_LIST = "matches.parquet"
 """The match list find_messages writes for the run (Spark's folder of Parquet parts)."""

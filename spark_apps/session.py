@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TextIO, cast
 
-from cursorops.core.errors import InvalidArgumentError, LedgerStoreError
+from cursorops.core.domain.errors import InvalidArgumentError, LedgerStoreError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
 
 ROLE = "admin"
 TOPIC = "persistent://warm-up/jobs/orders"
@@ -43,9 +43,9 @@ PILL_EVERY = 20
 
 def build_home(home: Path) -> Config:
     """A home with :data:`TOPIC`: batches, keys and properties, one subscription owing all."""
-    from cursorops.core.broker import Broker
-    from cursorops.core.producer import OutgoingMessage
-    from cursorops.core.subscription import SubscriptionType
+    from cursorops.core.domain.subscription import SubscriptionType
+    from cursorops.core.services.broker import Broker
+    from cursorops.core.services.producer import OutgoingMessage
 
     config = Config.from_home(home)
     with Broker(config) as broker:
@@ -69,7 +69,7 @@ def build_home(home: Path) -> Config:
 
 def warm_up(remote: str) -> float:
     """The real jobs once each on a throwaway home; seconds taken."""
-    from cursorops.core.analysis.predicates import parse_predicate
+    from cursorops.core.domain.analysis.predicates import parse_predicate
     from cursorops.spark import audit_backlog, find_messages
 
     started = time.monotonic()

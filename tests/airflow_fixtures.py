@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cursorops.airflow.operators.gate import MINUTE_ENV
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
 from tests.airflow_harness import Airflow, start_airflow
 from tests.dags.conftest import GRANTED, NAMESPACE, SECRET_NAMESPACE, TENANT
 
@@ -33,7 +33,7 @@ Airflow's processes."""
 
 @pytest.fixture(scope="session")
 def cursorops_home(tmp_path_factory: pytest.TempPathFactory) -> Config:
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     config = Config.from_home(tmp_path_factory.mktemp("cursorops"))
     with Broker(config) as broker:

@@ -15,17 +15,17 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
 from cursorops.core.store.metadata import MetadataStore
 from tests import leftovers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from cursorops.core.acks.cursor import AckTarget, CursorState
-    from cursorops.core.acks.ledger_layout import LedgerLayout
-    from cursorops.core.broker import Broker
-    from cursorops.core.ids.position import Position
+    from cursorops.core.domain.acks.cursor import AckTarget, CursorState
+    from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+    from cursorops.core.domain.ids.position import Position
+    from cursorops.core.services.broker import Broker
 
 PG_URL_ENV = "CURSOROPS_TEST_PG_URL"
 
@@ -180,7 +180,7 @@ def tmp_config(tmp_path: Path) -> Config:
 
 
 def _layout(broker: Broker, topic: str) -> LedgerLayout:
-    from cursorops.core.acks.ledger_layout import LedgerLayout
+    from cursorops.core.domain.acks.ledger_layout import LedgerLayout
 
     ledgers = broker.metadata.ledgers(topic)
     return LedgerLayout.of((ledger.ledger_id, ledger.entries) for ledger in ledgers)
@@ -198,8 +198,8 @@ def acknowledge(
 ) -> None:
     """Individual acknowledgements of any messages of one partition, whatever the
     subscription's type, as one journal delta in a cursor transaction of its own."""
-    from cursorops.core.acks import cursor_codec
-    from cursorops.core.acks.cursor import CursorState
+    from cursorops.core.domain.acks import cursor_codec
+    from cursorops.core.domain.acks.cursor import CursorState
 
     delta = CursorState.ack_delta(targets)
     broker.metadata.append_cursor_delta(topic, subscription, cursor_codec.encode(delta))
@@ -209,8 +209,8 @@ def acknowledge_cumulative(
     broker: Broker, topic: str, subscription: str, position: Position
 ) -> None:
     """Everything up to ``position`` (inclusive) acknowledged, as :func:`acknowledge` writes."""
-    from cursorops.core.acks import cursor_codec
-    from cursorops.core.acks.cursor import CursorState
+    from cursorops.core.domain.acks import cursor_codec
+    from cursorops.core.domain.acks.cursor import CursorState
 
     delta = CursorState().acknowledge_cumulative(position, _layout(broker, topic))
     broker.metadata.append_cursor_delta(topic, subscription, cursor_codec.encode(delta))

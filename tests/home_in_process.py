@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from cursorops.cli.transport import Answer
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
 
 
 class InProcessTransport:
@@ -50,8 +50,8 @@ class Homes:
         self._clients: dict[tuple[str, str], Any] = {}
 
     def transport(self, home: str, metadata_url: str | None, role: str) -> InProcessTransport:
-        from cursorops.core.admin_socket import ROLE_HEADER
-        from cursorops.core.header_text import header_value
+        from cursorops.core.domain.admin_socket import ROLE_HEADER
+        from cursorops.core.domain.header_text import header_value
 
         key = (os.path.realpath(os.path.expanduser(home)), metadata_url or "")
         client = self._clients.get(key)
@@ -62,7 +62,7 @@ class Homes:
     def _client(self, home: str, metadata_url: str | None) -> Any:
         from fastapi.testclient import TestClient
 
-        from cursorops.core.broker import Broker
+        from cursorops.core.services.broker import Broker
         from cursorops.wire.standalone import bootstrap
         from cursorops.wire.web import SocketDoor, web_app
 

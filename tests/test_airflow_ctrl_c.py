@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from cursorops.airflow.local_airflow import CONNECT_TOKEN
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
 from tests import leftovers
 from tests.airflow_harness import start_airflow
 
@@ -54,9 +54,9 @@ def _worker_alive(session: int, ti_id: str) -> bool:
 
 def _seed(config: Config, namespace: str) -> None:
     """One 4-partition topic of :data:`MESSAGES` messages and a Shared subscription."""
-    from cursorops.core.broker import Broker
-    from cursorops.core.producer import OutgoingMessage
-    from cursorops.core.subscription import SubscriptionType
+    from cursorops.core.domain.subscription import SubscriptionType
+    from cursorops.core.services.broker import Broker
+    from cursorops.core.services.producer import OutgoingMessage
 
     topic = f"persistent://{namespace}/large"
     with Broker(config) as broker:

@@ -7,8 +7,8 @@ a collaborator that holds an operation's logic without importing its slice is no
 counted against it.
 
 - **Files per gated operation**: its declaration (the module of ``cursorops/operations``
-  that names it), its slice (the module of ``core/gating`` that defines its
-  ``GatedOperation`` and its arguments), the collaborators of ``core/broker`` that import
+  that names it), its slice (the module of ``core/services/gating`` that defines its
+  ``GatedOperation`` and its arguments), the collaborators of ``core/services/broker`` that import
   that slice (the façade and ``gated.py``, the doors every operation shares, do not count)
   and its DAG (``dags/<workflow>.py``).
 - **The façade**: the Broker's public methods, and of those the pure pass-throughs (one
@@ -30,8 +30,8 @@ import textwrap
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from cursorops.core.broker import Broker
-from cursorops.core.gating.registry import GATED_OPERATIONS
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating.registry import GATED_OPERATIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = (
@@ -41,7 +41,7 @@ PACKAGES = (
 )
 """Each shipped folder of the checkout and its module path (``cursorops/core`` and
 ``cursorops/spark`` are links to the last two)."""
-SHARED_DOORS = {"core/broker/__init__.py", "core/broker/gated.py"}
+SHARED_DOORS = {"core/services/broker/__init__.py", "core/services/broker/gated.py"}
 
 FILES_PER_OPERATION = 3
 """The target, reached: declaration, slice, DAG (skip-matching has no CLI or REST
@@ -78,7 +78,7 @@ def operation_files() -> dict[str, set[str]]:
         files |= {
             file_of(module)
             for module, imported in graph.items()
-            if module.startswith("cursorops.core.broker") and slice_module in imported
+            if module.startswith("cursorops.core.services.broker") and slice_module in imported
         } - SHARED_DOORS
         files.add(f"dags/{operation.workflow}.py")
         found[operation.name] = files

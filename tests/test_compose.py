@@ -110,7 +110,7 @@ def test_cursorops_default_names_the_store_the_cli_of_each_component_uses() -> N
     import json
 
     from cursorops.airflow.hooks.cursorops import config_from
-    from cursorops.core.config import Config
+    from cursorops.core.domain.config import Config
 
     services = load()["services"]
     for name in AIRFLOW_COMPONENTS:
@@ -152,7 +152,7 @@ def host_port(service: dict, container_port: str, address: str = "") -> str:  # 
 
 
 def test_two_brokers_serve_the_shared_store_and_answer_reachable_addresses() -> None:
-    from cursorops.core.config import Config
+    from cursorops.core.domain.config import Config
     from cursorops.wire.listeners import parse_advertised_listeners
 
     services = load()["services"]

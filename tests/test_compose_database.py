@@ -78,8 +78,8 @@ def _as(admin: URL, role: str, database: str) -> URL:
 def test_the_reader_may_select_the_cursor_state_and_write_none_of_it(
     server: URL, tmp_path: Path
 ) -> None:
-    from cursorops.core.broker import Broker
-    from cursorops.core.config import Config
+    from cursorops.core.domain.config import Config
+    from cursorops.core.services.broker import Broker
     from cursorops.core.store.migrate import migrate
 
     writer = _as(server, "cursorops", "cursorops").render_as_string(hide_password=False)

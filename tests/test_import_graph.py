@@ -6,14 +6,14 @@ with ``ast``; the
 test fails when one of them
 
 - imports a private ``core`` name (a leading underscore, module or name);
-- imports a store module: ``cursorops.core.store`` (any), ``cursorops.core.acks.cursor_codec``;
-- imports one of the Broker's collaborators (``cursorops.core.broker.admin``, ...): the
-  façade ``cursorops.core.broker`` is the way in;
+- imports a store module: ``cursorops.core.store`` (any), ``cursorops.core.domain.acks.cursor_codec``;
+- imports one of the Broker's collaborators (``cursorops.core.services.broker.admin``, ...): the
+  façade ``cursorops.core.services.broker`` is the way in;
 - reaches a Broker's stores or cursors: ``<x>.metadata``, ``<x>.ledgers`` or
   ``<x>.context`` on a name spelled ``broker`` (or ending in ``broker``),
   ``<x>.metadata`` or ``<x>.ledgers`` on any ``.context``, or any ``._cursor``.
 
-Inside ``core/broker/`` the layering is the other way round: the collaborators
+Inside ``core/services/broker/`` the layering is the other way round: the collaborators
 may use the stores (``cursorops.core.store``), but none imports the façade or an edge,
 and the shared context imports no collaborator but the authorization.
 
@@ -41,10 +41,10 @@ EDGES = {
 }
 """Each edge's folder in the checkout, and its module path."""
 CORE = "cursorops.core"
-STORE_MODULES = ("cursorops.core.store", "cursorops.core.acks.cursor_codec")
+STORE_MODULES = ("cursorops.core.store", "cursorops.core.domain.acks.cursor_codec")
 BROKER_STORES = ("metadata", "ledgers")
 BROKER_INTERNALS = (*BROKER_STORES, "context")
-FACADE = "cursorops.core.broker"
+FACADE = "cursorops.core.services.broker"
 COLLABORATORS = sorted(
     p for p in (ROOT / "core" / "broker").glob("*.py") if p.name != "__init__.py"
 )
@@ -135,23 +135,23 @@ def test_the_checker_catches_each_kind() -> None:
         "import cursorops.core.store.metadata\n"
         "from cursorops.core.store import ledger\n"
         "from cursorops.core.store.cursor_state import replay\n"
-        "from cursorops.core.acks import cursor_codec\n"
-        "from cursorops.core.broker import _helper\n"
+        "from cursorops.core.domain.acks import cursor_codec\n"
+        "from cursorops.core.services.broker import _helper\n"
         "x = broker.metadata.ledgers('t')\n"
         "y = self.broker.ledgers\n"
         "z = broker._cursor('t', 's')\n"
-        "from cursorops.core.broker.workflow import Workflow\n"
-        "import cursorops.core.broker.admin\n"
-        "from cursorops.core.broker import analysis\n"
+        "from cursorops.core.services.broker.workflow import Workflow\n"
+        "import cursorops.core.services.broker.admin\n"
+        "from cursorops.core.services.broker import analysis\n"
         "c = broker.context\n"
         "m = self.broker.workflow.context.metadata\n"
     )
     assert len(violations(bad, "bad.py")) == 13
     good = (
         "from cursorops.core import Broker, TopicStats\n"
-        "from cursorops.core.analysis.topic_scan import TopicScan\n"
-        "import cursorops.core.errors\n"
-        "from cursorops.core.broker import Broker, wall_clock_ms\n"
+        "from cursorops.core.domain.analysis.topic_scan import TopicScan\n"
+        "import cursorops.core.domain.errors\n"
+        "from cursorops.core.services.broker import Broker, wall_clock_ms\n"
         "stats = broker.topic_stats('admin', 't')\n"
         "meta = document.metadata\n"
     )

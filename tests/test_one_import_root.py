@@ -28,7 +28,7 @@ MAYBE = re.compile(
 
 PROBE = """
 import importlib, json, sys
-import cursorops.core.errors, cursorops.spark
+import cursorops.core.domain.errors, cursorops.spark
 outcome = {}
 for name in sys.argv[1:]:
     try:
@@ -80,10 +80,10 @@ def test_a_top_level_import_is_refused_and_leaves_nothing(name: str) -> None:
 
 
 def test_this_process_holds_one_copy() -> None:
-    import cursorops.core.errors
+    import cursorops.core.domain.errors
 
     assert [m for m in sys.modules if m.split(".")[0] in GUARDED] == []
-    assert sys.modules["cursorops.core.errors"] is cursorops.core.errors
+    assert sys.modules["cursorops.core.domain.errors"] is cursorops.core.domain.errors
 
 
 def python_files() -> list[Path]:

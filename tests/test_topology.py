@@ -37,7 +37,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
 from tests.airflow_harness import USERS, Airflow, free_port, password
 from tests.conftest import postgres_databases
 from tests.dags.conftest import SUBSCRIPTION, TENANT, label, seed_topic
@@ -130,7 +130,7 @@ def listening(port: int) -> bool:
 
 @pytest.mark.timeout(2400)
 def test_production_topology_as_local_processes(tmp_path: Path, databases: dict[str, str]):
-    from cursorops.core.broker import Broker, wall_clock_ms
+    from cursorops.core.services.broker import Broker, wall_clock_ms
 
     config = Config.from_home(tmp_path / "cursorops", metadata_url=databases["cursorops_topology"])
     with Broker(config) as broker:

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cursorops.core.analysis.backlog_audit import BacklogSample
-from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.domain.analysis.backlog_audit import BacklogSample
+from cursorops.core.domain.errors import InvalidArgumentError
 from cursorops.core.store.checks import check_int, check_text
 from cursorops.core.store.statements import Statements
 from cursorops.core.store.tables import AuditRow, BacklogHistoryRow

@@ -41,7 +41,7 @@ from typing import Any
 
 from sqlalchemy import event, select, text, update
 
-from cursorops.core.errors import BrokerFencedError
+from cursorops.core.domain.errors import BrokerFencedError
 from cursorops.core.store.checks import check_label
 from cursorops.core.store.statements import Statements
 from cursorops.core.store.store_base import StoreBase

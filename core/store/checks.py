@@ -1,14 +1,14 @@
 """Argument checks the metadata store runs before any SQL: names, labels, numbers, maps.
 
-Each raises :class:`~cursorops.core.errors.InvalidArgumentError` with a one-line message.
+Each raises :class:`~cursorops.core.domain.errors.InvalidArgumentError` with a one-line message.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.ids.topic_name import (
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.ids.topic_name import (
     MAX_NAME_CHARS,
     TopicName,
     is_valid_entity_name,

@@ -37,7 +37,7 @@ the :class:`~cursorops.core.store.cursor_ticket.Ticket` that entitles it, and on
 that requires approval the door admits a move only with an approved plan record claimed in
 the same transaction, or as a consumer's acknowledgement of messages pending for it (which
 the dispatcher's transaction checks). A refused write raises
-:class:`~cursorops.core.errors.CursorMoveRefusedError`; the transaction is rolled back, and
+:class:`~cursorops.core.domain.errors.CursorMoveRefusedError`; the transaction is rolled back, and
 the refusal is logged and recorded in the audit log (kind ``refused-cursor-move``) in a
 transaction of its own. The namespace's policy is read with the subscription's lock, in the
 same statement, so a dispatch pays no statement for it.
@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from cursorops.core.errors import (
+from cursorops.core.domain.errors import (
     AlreadyExistsError,
     CursorMoveRefusedError,
     InvalidArgumentError,
@@ -63,8 +63,8 @@ from cursorops.core.errors import (
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
-from cursorops.core.ids.position import Position
-from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.core.store import audit_log, plan_records
 from cursorops.core.store.cursor_state import JournalSince, ReadPosition, missing
 from cursorops.core.store.cursor_ticket import Ticket, TicketKind

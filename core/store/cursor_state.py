@@ -3,7 +3,7 @@
 A cursor is stored as a snapshot plus a journal of deltas (docs/architecture.md,
 "Cursor durability"); only the cursor door (:mod:`cursorops.core.store.cursor_door`) reads
 and writes that form. What it reads comes here to become a
-:class:`~cursorops.core.acks.cursor.CursorState`: :func:`replay` of a whole record,
+:class:`~cursorops.core.domain.acks.cursor.CursorState`: :func:`replay` of a whole record,
 :func:`replay_since` of the deltas a reader has not seen, through the states this
 process replayed last (:class:`Replays`). Nothing here touches the store.
 """
@@ -16,14 +16,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cursorops.core.acks import cursor_codec
-from cursorops.core.acks.cursor import CursorState
-from cursorops.core.errors import SubscriptionNotFoundError
-from cursorops.core.ids.position import Position
+from cursorops.core.domain.acks import cursor_codec
+from cursorops.core.domain.acks.cursor import CursorState
+from cursorops.core.domain.errors import SubscriptionNotFoundError
+from cursorops.core.domain.ids.position import Position
 from cursorops.core.store.values import CursorRecord
 
 if TYPE_CHECKING:
-    from cursorops.core.acks.ledger_layout import LedgerLayout
+    from cursorops.core.domain.acks.ledger_layout import LedgerLayout
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ the subscription's row for dispatching (:attr:`~cursorops.core.store.cursor_door
 - A pending message is one (entry, batch index) delivered to a consumer and
   not yet acknowledged. Releasing it (close, negative ack, redeliver, lease
   expiry, ...) clears its consumer; its redelivery count is bumped only when the
-  release's reason counts (:class:`~cursorops.core.reading.redelivery.Release`: a
+  release's reason counts (:class:`~cursorops.core.domain.delivery.redelivery.Release`: a
   consumer asked for it again), as Pulsar counts. Acknowledging removes it in
   the transaction that appends the cursor delta. Pending messages are stored
   as runs (:mod:`cursorops.core.store.pending_runs`): one row per dispatch's
@@ -47,10 +47,10 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy.engine import Dialect
 
-from cursorops.core.acks import cursor_codec
-from cursorops.core.acks.cursor import AckColumns
-from cursorops.core.ids.position import Position
-from cursorops.core.reading.redelivery import Release
+from cursorops.core.domain.acks import cursor_codec
+from cursorops.core.domain.acks.cursor import AckColumns
+from cursorops.core.domain.delivery.redelivery import Release
+from cursorops.core.domain.ids.position import Position
 from cursorops.core.store import pending_runs
 from cursorops.core.store.cursor_door import CursorTransaction, Hold, opened
 from cursorops.core.store.cursor_state import JournalSince, ReadPosition
@@ -74,7 +74,7 @@ BatchSizes = Callable[[Ints, Ints, Ints], Ints]
 
 def highest_message(ledger: Ints, entry: Ints, index: Ints) -> tuple[int, int, int] | None:
     """The last of the messages (ledger, entry, batch index) a consumer acknowledged: the
-    consumer-ack mark it raises (:mod:`cursorops.core.analysis.poison_radar`)."""
+    consumer-ack mark it raises (:mod:`cursorops.core.domain.analysis.poison_radar`)."""
     if not len(ledger):
         return None
     last = int(np.lexsort((index, entry, ledger))[-1])

@@ -18,8 +18,8 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
-from cursorops.core.config import Config
-from cursorops.core.errors import AlreadyExistsError, MetadataStoreError
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import AlreadyExistsError, MetadataStoreError
 
 SQLITE_BUSY_TIMEOUT_S = 60.0
 """How long a SQLite writer waits for the database write lock before failing."""

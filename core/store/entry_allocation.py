@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from cursorops.core.errors import InvalidArgumentError, TopicNotFoundError
+from cursorops.core.domain.errors import InvalidArgumentError, TopicNotFoundError
 from cursorops.core.store.checks import canonical_topic, check_int
 from cursorops.core.store.statements import Statements
 from cursorops.core.store.values import Allocation

@@ -21,7 +21,7 @@ Segments are read through the root's ``pyarrow.fs`` file system
 (:mod:`cursorops.core.store.ledger_root`) and written with the operating system's
 calls under its local base path (``fsync``).
 
-pyarrow and OS errors are translated here to :class:`~cursorops.core.errors.LedgerStoreError`
+pyarrow and OS errors are translated here to :class:`~cursorops.core.domain.errors.LedgerStoreError`
 naming the file.
 
 Size: one module on purpose. The write path (checks, atomic segment commit,
@@ -48,11 +48,11 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from cursorops.core.config import Config
-from cursorops.core.errors import InvalidArgumentError, LedgerStoreError
-from cursorops.core.ids.chunked_messages import chunk_rest
-from cursorops.core.ids.position import Position
-from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import InvalidArgumentError, LedgerStoreError
+from cursorops.core.domain.ids.chunked_messages import chunk_rest
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.core.store import arrow_columns
 from cursorops.core.store.ledger_root import FileIdentity, LedgerRoot, open_ledger_root
 
@@ -222,7 +222,7 @@ class EntryColumns:
     """The per-entry columns of a partition: one row per committed entry, sorted by
     ``(ledger_id, entry_id)``.
 
-    Aligned numpy arrays, the form ``cursorops.core.analysis.backlog`` works on.
+    Aligned numpy arrays, the form ``cursorops.core.domain.analysis.backlog`` works on.
     """
 
     ledger_id: np.ndarray

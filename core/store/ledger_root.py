@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.domain.errors import InvalidArgumentError
 
 FileIdentity = tuple[str, int, int]
 """A segment file as the read caches key it: its path, size and modification time (ns).
@@ -61,7 +61,7 @@ class LedgerRoot:
 
 def open_ledger_root(root: str | LedgerRoot) -> LedgerRoot:
     """Resolve ``Config.ledger_root``; an unsupported or malformed root is refused with
-    :class:`~cursorops.core.errors.InvalidArgumentError` before anything is touched."""
+    :class:`~cursorops.core.domain.errors.InvalidArgumentError` before anything is touched."""
     if isinstance(root, LedgerRoot):
         return root
     if not isinstance(root, str) or "\x00" in root:

@@ -5,8 +5,8 @@ PostgreSQL (``postgresql+psycopg://``). Every public method is one transaction
 and returns plain frozen dataclasses, never ORM objects. Foreign exceptions are
 translated in one place, :func:`cursorops.core.store.engine.translated_errors`, around
 every :meth:`MetadataStore._session`: a unique-key clash
-becomes :class:`~cursorops.core.errors.AlreadyExistsError` where the caller named the
-clash, anything else from SQLAlchemy becomes :class:`~cursorops.core.errors.MetadataStoreError`.
+becomes :class:`~cursorops.core.domain.errors.AlreadyExistsError` where the caller named the
+clash, anything else from SQLAlchemy becomes :class:`~cursorops.core.domain.errors.MetadataStoreError`.
 
 Locking. Writers that must be serialized take a row lock: the topic partition's
 row for :meth:`MetadataStore.append_entries`, the cursor's row for the cursor
@@ -19,7 +19,7 @@ The tables are in :mod:`cursorops.core.store.tables`, the returned records in
 checks in :mod:`cursorops.core.store.checks`; this module re-exports their public names.
 
 Cursors are stored as a snapshot plus a journal of deltas (docs/architecture.md,
-"Cursor durability"). The payloads are opaque bytes here; ``cursorops.core.acks.cursor_codec``
+"Cursor durability"). The payloads are opaque bytes here; ``cursorops.core.domain.acks.cursor_codec``
 owns their format.
 """
 
@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from cursorops.core.analysis.backlog_audit import BacklogSample
-from cursorops.core.config import Config
-from cursorops.core.errors import (
+from cursorops.core.domain.analysis.backlog_audit import BacklogSample
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import (
     MetadataStoreError,
     SubscriptionNotFoundError,
 )
-from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.core.store import audit_log
 from cursorops.core.store.broker_registry import BrokerRegistry, check_fence
 from cursorops.core.store.checks import (
@@ -369,7 +369,7 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions, BrokerRegistry):
         """
         from sqlalchemy import func, select
 
-        from cursorops.core.reading.redelivery import Release
+        from cursorops.core.domain.delivery.redelivery import Release
 
         check_label("consumer id prefix", prefix)
         query = (

@@ -39,8 +39,8 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from cursorops.core.config import Config
-from cursorops.core.errors import MetadataStoreError, SchemaOutOfDateError
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import MetadataStoreError, SchemaOutOfDateError
 from cursorops.core.store.engine import WRITE_OPTION, create_store_engine, prepare_location
 from cursorops.core.store.schema import lock_schema
 

@@ -18,8 +18,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cursorops.core.errors import AlreadyExistsError, NotAuthorizedError, PlanAlreadyAppliedError
-from cursorops.core.gating.plan_record import (
+from cursorops.core.domain.errors import (
+    AlreadyExistsError,
+    NotAuthorizedError,
+    PlanAlreadyAppliedError,
+)
+from cursorops.core.domain.plans.plan_record import (
     ApprovalAnswer,
     ApprovalRequest,
     PlanBinding,

@@ -15,13 +15,14 @@ from typing import Any
 from sqlalchemy import Select, bindparam, literal, select
 from sqlalchemy.engine import Connection
 
-from cursorops.core.errors import (
+from cursorops.core.domain.errors import (
     NamespaceNotFoundError,
     SubscriptionNotFoundError,
     TenantNotFoundError,
     TopicNotFoundError,
 )
-from cursorops.core.ids.topic_name import label_problem
+from cursorops.core.domain.ids.topic_name import label_problem
+from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.store.checks import canonical_topic, check_label, check_name, split_namespace
 from cursorops.core.store.tables import (
     LedgerRow,
@@ -35,7 +36,6 @@ from cursorops.core.store.tables import (
     TopicRow,
 )
 from cursorops.core.store.values import LedgerInfo, SegmentInfo, SubscriptionInfo, TopicInfo
-from cursorops.core.subscription import SubscriptionType
 
 
 class ReadView:

@@ -1,5 +1,5 @@
 """The request records of workflows that plan in a step of their own: one per run, never
-updated (:mod:`cursorops.core.gating.request_record`).
+updated (:mod:`cursorops.core.domain.plans.request_record`).
 
 The run's identity (``dag_id``, ``run_id``) is unique in the table, so the first write
 for a run is the only one. Writing the same request again returns the stored record;
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from cursorops.core.errors import AlreadyExistsError, NotAuthorizedError
-from cursorops.core.gating.request_record import RequestRecord
+from cursorops.core.domain.errors import AlreadyExistsError, NotAuthorizedError
+from cursorops.core.domain.plans.request_record import RequestRecord
 from cursorops.core.store.checks import check_int, check_text
 from cursorops.core.store.plan_records import SessionFactory
 from cursorops.core.store.tables import RequestRecordRow

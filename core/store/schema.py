@@ -15,7 +15,7 @@ migration each, and a new home's first command does not pay Alembic's import.
 A store that holds tables at another revision is handed to
 :func:`cursorops.core.store.migrate.bring_up_to_date`: an embedded SQLite store is
 migrated to the head; a shared store holding an older schema is refused with
-:class:`~cursorops.core.errors.SchemaOutOfDateError` until ``cursorops db migrate`` runs.
+:class:`~cursorops.core.domain.errors.SchemaOutOfDateError` until ``cursorops db migrate`` runs.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def recorded_revision(engine: Engine) -> str | None:
 def ensure_schema(engine: Engine, write_engine: Engine) -> None:
     """Return at once if the store is at :data:`HEAD_REVISION`; else create, migrate or refuse.
 
-    Raises :class:`~cursorops.core.errors.SchemaOutOfDateError` for a shared store that is
-    behind, :class:`~cursorops.core.errors.MetadataStoreError` for one that is ahead of this code.
+    Raises :class:`~cursorops.core.domain.errors.SchemaOutOfDateError` for a shared store that is
+    behind, :class:`~cursorops.core.domain.errors.MetadataStoreError` for one that is ahead of this code.
     """
     if recorded_revision(engine) == HEAD_REVISION:
         return

@@ -4,7 +4,7 @@ compaction horizons of topic partitions.
 A part of :class:`~cursorops.core.store.metadata.MetadataStore`. A version is written
 once, at the number its writer read as next: two processes adding one at the
 same time clash on the primary key, and the loser reads again
-(:class:`~cursorops.core.errors.AlreadyExistsError`).
+(:class:`~cursorops.core.domain.errors.AlreadyExistsError`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select
 
-from cursorops.core.ids.position import Position
-from cursorops.core.schemas.schema_info import SchemaInfo
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.schemas.schema_info import SchemaInfo
 from cursorops.core.store.checks import check_label
 from cursorops.core.store.store_base import StoreBase
 from cursorops.core.store.tables import BrokerPolicyRow, CompactionHorizonRow, SchemaVersionRow

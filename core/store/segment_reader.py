@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cursorops.core.errors import LedgerStoreError
-from cursorops.core.ids.position import Position
+from cursorops.core.domain.errors import LedgerStoreError
+from cursorops.core.domain.ids.position import Position
 from cursorops.core.store.ledger import MESSAGE_SCHEMA, SEGMENT_ROW_GROUP, with_later_columns
 from cursorops.core.store.ledger_root import FileIdentity, LedgerRoot, open_ledger_root
 from cursorops.core.store.metadata import SegmentInfo

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.orm import Session
 
-from cursorops.core.errors import TopicNotFoundError
+from cursorops.core.domain.errors import TopicNotFoundError
 from cursorops.core.store.cursor_door import CursorTransaction, opened
 from cursorops.core.store.engine import translated_errors
 from cursorops.core.store.read_view import ReadView

@@ -238,7 +238,7 @@ class ApprovalPolicyRow(Base):
 
 class PlanRecordRow(Base):
     """One immutable plan of a gated operation, bound to its workflow run
-    (cursorops.core.gating.plan_record)."""
+    (cursorops.core.domain.plans.plan_record)."""
 
     __tablename__ = "plan_records"
     __table_args__ = (
@@ -267,7 +267,7 @@ class PlanRecordRow(Base):
 
 class RequestRecordRow(Base):
     """One request of a workflow that plans in a step of its own, as asked, once per run
-    (cursorops.core.gating.request_record)."""
+    (cursorops.core.domain.plans.request_record)."""
 
     __tablename__ = "request_records"
     __table_args__ = (UniqueConstraint("dag_id", "run_id", name="uq_request_records_run"),)

@@ -14,7 +14,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from cursorops.core.errors import (
+from cursorops.core.domain.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
     InvalidTopicNameError,
@@ -24,10 +24,11 @@ from cursorops.core.errors import (
     TenantNotFoundError,
     TopicNotFoundError,
 )
-from cursorops.core.gating.plan_record import MAX_APPROVALS, ApprovalPolicy
-from cursorops.core.ids.topic_name import (
+from cursorops.core.domain.ids.topic_name import (
     TopicName,
 )
+from cursorops.core.domain.plans.plan_record import MAX_APPROVALS, ApprovalPolicy
+from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.store.checks import (
     canonical_topic,
     check_bytes,
@@ -60,7 +61,6 @@ from cursorops.core.store.values import (
     TenantInfo,
     TopicInfo,
 )
-from cursorops.core.subscription import SubscriptionType
 
 UNSUBSCRIBE = Ticket.ungated("unsubscribe")
 """What a deletion of a subscription is, unless its caller says otherwise."""

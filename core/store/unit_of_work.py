@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from sqlalchemy.orm import Session
 
-from cursorops.core.gating.plan_record import PlanRecord
+from cursorops.core.domain.plans.plan_record import PlanRecord
 from cursorops.core.store import audit_log, plan_records
 from cursorops.core.store.read_view import ReadView
 from cursorops.core.store.statements import ConnectionStatements

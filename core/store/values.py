@@ -6,12 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cursorops.core.authz import ACTIONS
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.authz import ACTIONS
+from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.domain.subscription import SubscriptionType
 
 PERMISSION_ACTIONS = ACTIONS
-"""The namespace grant actions: :data:`cursorops.core.authz.ACTIONS` (Pulsar's ``AuthAction``)."""
+"""The namespace grant actions: :data:`cursorops.core.domain.authz.ACTIONS` (Pulsar's ``AuthAction``)."""
 
 
 @dataclass(frozen=True)

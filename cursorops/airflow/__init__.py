@@ -5,7 +5,7 @@ point (:mod:`cursorops.airflow.provider`) makes ``airflow providers list`` show 
 and its ``cursorops`` connection type; the ``airflow.plugins`` entry point loads the plugin.
 
 Light on purpose: DAG files import it at parse time, so nothing here imports
-``cursorops.core.broker``, pyspark or opens a store at import; the tasks do, when they run.
+``cursorops.core.services.broker``, pyspark or opens a store at import; the tasks do, when they run.
 
 - :mod:`cursorops.airflow.hooks`: :class:`~cursorops.airflow.hooks.CursorOpsHook`, a task's
   Broker (from the ``cursorops_default`` connection) and the run's Pulsar role.
@@ -20,7 +20,7 @@ Light on purpose: DAG files import it at parse time, so nothing here imports
   :mod:`~.matching` (the run conf of a skip by predicate), :mod:`~.plan` (the plan record
   of a run), :mod:`~.notify`, :mod:`~.chart`.
 - Their helpers: :mod:`~.environment` (the Airflow user → Pulsar role map),
-  :mod:`~.outcomes` (every ``cursorops.core.errors`` leaf → fail or retry), :mod:`~.runs`
+  :mod:`~.outcomes` (every ``cursorops.core.domain.errors`` leaf → fail or retry), :mod:`~.runs`
   (a run's folder), :mod:`~.termination`.
 - :mod:`~.local_airflow`: a local Airflow for the demo, the tests and the benchmarks, and
   :mod:`~.bundle`: where its launcher and the DAGs are (the checkout's, or the wheel's).

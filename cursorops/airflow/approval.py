@@ -4,9 +4,9 @@ It trusts neither the gate task's state (anyone who may trigger runs may mark
 it success by hand) nor its XCom (anyone may post one), nor anything it would
 have to fetch from Airflow. It reads the answers the run's gates recorded in
 cursorops's store, which no requester writes: each gate records, before it
-waits, what it showed (:class:`~cursorops.core.gating.plan_record.ApprovalRequest`), and,
+waits, what it showed (:class:`~cursorops.core.domain.plans.plan_record.ApprovalRequest`), and,
 as Airflow resumes it, the answer Airflow handed it
-(:class:`~cursorops.core.gating.plan_record.ApprovalAnswer`). Airflow resumes a waiting
+(:class:`~cursorops.core.domain.plans.plan_record.ApprovalAnswer`). Airflow resumes a waiting
 gate only with an answer written through its API by an assigned user, or with
 a timeout; a gate forced to success, failed or skipped by hand never resumes,
 so it records no answer and never counts.
@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cursorops.core.errors import NotAuthorizedError
-from cursorops.core.gating.staleness import iso
+from cursorops.core.domain.errors import NotAuthorizedError
+from cursorops.core.services.gating.staleness import iso
 
 if TYPE_CHECKING:
-    from cursorops.core.broker import Broker
-    from cursorops.core.gating.plan_record import ApprovalAnswer, PlanRecord
+    from cursorops.core.domain.plans.plan_record import ApprovalAnswer, PlanRecord
+    from cursorops.core.services.broker import Broker
 
 CLOCK_SKEW_MS = 1000
 """An answer may carry a time up to this much before its presentation's (two clocks)."""
@@ -111,7 +111,7 @@ def require_approvals(
     """Read every gate's recorded answer from the store and check them; who approved, when."""
     from cursorops.airflow.environment import pulsar_role
     from cursorops.airflow.operators.gate import may_skip
-    from cursorops.core.broker import wall_clock_ms
+    from cursorops.core.services.broker import wall_clock_ms
 
     dag_run = context["dag_run"]
     topics = record.topics()

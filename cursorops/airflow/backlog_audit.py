@@ -5,8 +5,8 @@ a superuser): listing every namespace of every tenant is a superuser's or a
 tenant admin's right in Pulsar. Thresholds come from the run's ``thresholds``
 param, else from ``<cursorops home>/backlog-thresholds.json`` when it exists
 (read inside the task, never at parse time); the format is
-:mod:`cursorops.core.analysis.backlog_audit`'s. Its ``radar`` object sets the poison-pill
-radar's limits (:mod:`cursorops.core.analysis.poison_radar`), which :func:`radar_report`
+:mod:`cursorops.core.domain.analysis.backlog_audit`'s. Its ``radar`` object sets the poison-pill
+radar's limits (:mod:`cursorops.core.domain.analysis.poison_radar`), which :func:`radar_report`
 applies to every subscription of the audited topics.
 """
 
@@ -18,13 +18,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.domain.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from cursorops.core.analysis.backlog_audit import BacklogSample, Breach, Thresholds
-    from cursorops.core.analysis.poison_radar import RadarLimits
-    from cursorops.core.broker import Broker
-    from cursorops.core.config import Config
+    from cursorops.core.domain.analysis.backlog_audit import BacklogSample, Breach, Thresholds
+    from cursorops.core.domain.analysis.poison_radar import RadarLimits
+    from cursorops.core.domain.config import Config
+    from cursorops.core.services.broker import Broker
 
 AUDIT_ROLE = "CURSOROPS_AUDIT_ROLE"
 THRESHOLDS_FILE = "backlog-thresholds.json"
@@ -51,7 +51,7 @@ def audit_topics(broker: Broker, role: str, namespaces: Iterable[str]) -> list[s
 
 def load_thresholds(param: Mapping[str, Any] | None, home: Path) -> Thresholds:
     """The run's thresholds, else the home's file, else none."""
-    from cursorops.core.analysis.backlog_audit import Thresholds
+    from cursorops.core.domain.analysis.backlog_audit import Thresholds
 
     if param:
         return Thresholds.from_json(param)
@@ -76,7 +76,7 @@ def samples_from(
     ``ages`` None takes each subscription's ``oldestPublishMs`` from the document, as
     the audit job (``spark_apps/audit_backlog.py``) writes it.
     """
-    from cursorops.core.analysis.backlog_audit import BacklogSample
+    from cursorops.core.domain.analysis.backlog_audit import BacklogSample
 
     topic = str(analysis["topic"])
     subs = analysis.get("subscriptions") or {}
@@ -147,8 +147,8 @@ def radar_summary(report: Mapping[str, Any], path: Path) -> dict[str, Any]:
 def radar_lines(report: Mapping[str, Any]) -> list[str]:
     """The task log's lines: each finding, and the command that requests its skip. Keys are
     masked to their size: every reader of the DAG may open its task logs
-    (:mod:`cursorops.core.content`); the run's radar.json keeps them."""
-    from cursorops.core.content import masked_value
+    (:mod:`cursorops.core.domain.content`); the run's radar.json keeps them."""
+    from cursorops.core.domain.content import masked_value
 
     lines = [
         f"Poison-pill radar {json.dumps(report['limits'])}: {report['stuck']} stuck message(s) "

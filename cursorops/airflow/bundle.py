@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.domain.errors import InvalidArgumentError
 
 _HERE = Path(__file__).parent
 INSTALL_HINT = "pip install 'cursorops[airflow]'"

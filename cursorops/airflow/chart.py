@@ -2,7 +2,7 @@
 
 matplotlib with the Agg backend (no display), imported only when drawing. A subscription's
 name is someone else's text: its legend entry is legible and cut
-(:func:`cursorops.core.legible.cut`),
+(:func:`cursorops.core.domain.legible.cut`),
 and no text is read as mathtext (``$...$``).
 """
 
@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cursorops.core.legible import cut
+from cursorops.core.domain.legible import cut
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

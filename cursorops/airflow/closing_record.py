@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cursorops.core.gating.plan_record import SKIP
+from cursorops.core.domain.plans.plan_record import SKIP
 
 if TYPE_CHECKING:
-    from cursorops.core.broker import AuditRecord, Broker
-    from cursorops.core.gating.plan_record import PlanRecord
+    from cursorops.core.domain.plans.plan_record import PlanRecord
+    from cursorops.core.services.broker import AuditRecord, Broker
 
 
 def request_kind(operation: str) -> str:
@@ -30,7 +30,7 @@ def _answers(broker: Broker, record: PlanRecord, gates: Sequence[str]) -> list[d
     None: shown, unanswered), in gate order; an answer to another plan of the run (a
     planning task cleared meanwhile) is not one to this plan."""
     from cursorops.airflow.approval import by_gate
-    from cursorops.core.gating.staleness import iso
+    from cursorops.core.services.gating.staleness import iso
 
     b = record.binding
     answers = by_gate(

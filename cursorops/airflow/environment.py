@@ -4,7 +4,7 @@ Tasks run in Airflow's worker processes, which inherit the scheduler's
 environment (``scripts/airflow-up.sh`` sets it):
 
 - ``CURSOROPS_HOME``, ``CURSOROPS_METADATA_URL``, ``CURSOROPS_LEDGER_ROOT``: the
-  cursorops installation (:meth:`cursorops.core.config.Config.from_environ`).
+  cursorops installation (:meth:`cursorops.core.domain.config.Config.from_environ`).
 - ``CURSOROPS_ROLE_MAP``: Airflow user → Pulsar role, ``"alice=ops,bob=ops-east"``;
   or ``CURSOROPS_ROLE_MAP_FILE``, a JSON object ``{"alice": "ops"}``. A user not
   listed acts as the role of the same name.
@@ -22,10 +22,10 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.domain.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from cursorops.core.config import Config
+    from cursorops.core.domain.config import Config
 
 
 PLUGIN_PREFIX = "/cursorops"
@@ -39,7 +39,7 @@ READ_ONLY_ROLES = frozenset({"viewer"})
 
 def config(environ: Mapping[str, str] | None = None) -> Config:
     """The cursorops Config of this worker; call it inside a task, never at parse time."""
-    from cursorops.core.config import Config
+    from cursorops.core.domain.config import Config
 
     return Config.from_environ(os.environ if environ is None else environ)
 

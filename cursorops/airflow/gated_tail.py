@@ -4,7 +4,7 @@ A request of a gated operation is made at its door (REST, CLI, the Cursors page:
 ``Broker.request``): planned once, stored as a plan record bound to a run, and that run
 started with the record's digest as its one param (:func:`request_params`). Such a DAG
 is only this tail: the gates (one per approval a plan may need, up to
-:data:`cursorops.core.gating.plan_record.MAX_APPROVALS`; a gate a plan does not need skips
+:data:`cursorops.core.domain.plans.plan_record.MAX_APPROVALS`; a gate a plan does not need skips
 itself), ``apply`` and ``close_request`` (the run's teardown, so a run marked success or
 failed by hand still closes its request). Every gate loads the record by the digest (the
 first refuses it unless it is bound to this very run and its requester); apply validates it
@@ -14,7 +14,7 @@ transaction checked). A DAG that plans in a step of its own (a Spark scan first:
 matching) puts its plan task in front (``plan``).
 
 Task ids are fixed per operation (:data:`TAILS`, derived from each operation's steps in
-:mod:`cursorops.core.gating.registry`): tests, benchmarks and the UI's links name them. Called at
+:mod:`cursorops.core.services.gating.registry`): tests, benchmarks and the UI's links name them. Called at
 parse time inside a ``@dag`` function: it builds tasks and edges only; every heavy import
 stays inside the task bodies.
 """
@@ -27,9 +27,9 @@ from typing import Any
 from airflow.sdk import XComArg, get_current_context, task
 
 from cursorops.airflow.operators.gate import FourEyesApprovalOperator, gate_params
-from cursorops.core.gating.operation import RUN_DIGEST, SKIP
-from cursorops.core.gating.plan_record import MAX_APPROVALS
-from cursorops.core.gating.registry import BY_RECORD
+from cursorops.core.domain.plans.plan_record import MAX_APPROVALS
+from cursorops.core.services.gating.operation import RUN_DIGEST, SKIP
+from cursorops.core.services.gating.registry import BY_RECORD
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 :data:`MatchRequest` is the request: :class:`MatchRequestBase` (topic,
 subscription, reason, ticket, the limit and the DAG's own conveniences) plus
-one field per match option of :data:`cursorops.core.analysis.match_conditions.MATCH_OPTIONS`
+one field per match option of :data:`cursorops.core.domain.analysis.match_conditions.MATCH_OPTIONS`
 (``key``, ``property`` as ``NAME=VALUE``, all must hold, ``publish_time_after``
 / ``publish_time_before``, ``deliver_at_after`` / ``deliver_at_before``,
 ``payload_contains``, ``producer``), generated from core's one declaration of
@@ -11,7 +11,7 @@ the match conditions; the DAG's params are generated from :data:`MatchRequest`
 yet due: skipping them cancels them), a whole ``predicate`` document, and
 ``everything``, which matches every unacknowledged message: a gated
 clear-backlog. Every given condition must hold. The document is built by
-core's :func:`~cursorops.core.analysis.match_conditions.predicate_from_options` and checked with
+core's :func:`~cursorops.core.domain.analysis.match_conditions.predicate_from_options` and checked with
 core's parser (bad input fails the run at once), then handed to the Spark job
 as one JSON document.
 
@@ -32,18 +32,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from cursorops.core.analysis.match_conditions import (
+from cursorops.core.domain.analysis.match_conditions import (
     MATCH_OPTIONS,
     MatchOption,
     predicate_from_options,
 )
-from cursorops.core.errors import InvalidArgumentError, InvalidPredicateError
+from cursorops.core.domain.errors import InvalidArgumentError, InvalidPredicateError
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from cursorops.core.config import Config
-    from cursorops.core.gating.request_record import RequestRecord
+    from cursorops.core.domain.config import Config
+    from cursorops.core.domain.plans.request_record import RequestRecord
 
 Request = TypeVar("Request", bound=BaseModel)
 OPERATION = "skip-matching"
@@ -180,7 +180,7 @@ def match_params() -> dict[str, Any]:
 
 def parse_match_request(conf: Mapping[str, object], now_ms: int) -> tuple[MatchRequestBase, str]:
     """The request and its predicate as JSON text, checked by core; one line on a problem."""
-    from cursorops.core.analysis.predicates import parse_predicate
+    from cursorops.core.domain.analysis.predicates import parse_predicate
 
     request = validate_conf(MatchRequest, conf)
     document = request.predicate_document()
@@ -209,7 +209,7 @@ def request_record(
     now_ms: int,
 ) -> RequestRecord:
     """The run's request record of a checked request and its predicate (JSON text)."""
-    from cursorops.core.gating.request_record import RequestRecord
+    from cursorops.core.domain.plans.request_record import RequestRecord
 
     return RequestRecord.create(
         operation=OPERATION,
@@ -235,8 +235,8 @@ def scan_answer(config: Config, record: RequestRecord) -> tuple[dict[str, Any], 
     refused (NotAuthorizedError) unless the summary names ``record`` and its topic, and the
     list holds only rows of the record's subscription: an answer written for another
     request is never planned."""
-    from cursorops.core.errors import NotAuthorizedError
-    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.core.domain.errors import NotAuthorizedError
+    from cursorops.core.domain.ids.topic_name import TopicName
     from cursorops.spark.match_list import read_match_list
     from cursorops.spark.run_scratch import MATCH_LIST, SUMMARY, scratch_file
 

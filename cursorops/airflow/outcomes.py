@@ -1,4 +1,4 @@
-"""The Airflow edge of the error tree: each ``cursorops.core.errors`` leaf fails or retries.
+"""The Airflow edge of the error tree: each ``cursorops.core.domain.errors`` leaf fails or retries.
 
 - bad input, not found, not authorized, and a subscription type that can never
   be skipped: the task fails at once (``AirflowFailException``, no retry), since
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 
-from cursorops.core.errors import (
+from cursorops.core.domain.errors import (
     ConflictError,
     CursorOpsError,
     IncompatibleSchemaError,

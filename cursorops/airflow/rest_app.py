@@ -19,9 +19,9 @@ from airflow.api_fastapi.core_api.security import get_user
 from fastapi import Depends, FastAPI
 
 from cursorops.airflow.environment import PLUGIN_PREFIX, pulsar_role
-from cursorops.core.errors import NotAuthorizedError, StoreError
-from cursorops.core.gating import Run, RunStarter
-from cursorops.core.gating.operation import RUN_DIGEST
+from cursorops.core.domain.errors import NotAuthorizedError, StoreError
+from cursorops.core.services.gating import Run, RunStarter
+from cursorops.core.services.gating.operation import RUN_DIGEST
 from cursorops.rest import Principal
 from cursorops.rest import create_app as create_rest_app
 from cursorops.rest.runs import DEFAULT_AIRFLOW_URL, started

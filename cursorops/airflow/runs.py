@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cursorops.core.config import Config
+    from cursorops.core.domain.config import Config
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 

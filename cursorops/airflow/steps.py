@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cursorops.core.broker import Broker
-    from cursorops.core.gating.plan_record import PlanRecord
-    from cursorops.core.gating.request_record import RequestRecord
+    from cursorops.core.domain.plans.plan_record import PlanRecord
+    from cursorops.core.domain.plans.request_record import RequestRecord
+    from cursorops.core.services.broker import Broker
 
 
 def refused_kind(operation: str) -> str:
@@ -40,7 +40,7 @@ def refusal_audited(
         yield
     except AirflowFailException as exc:
         from cursorops.airflow.hooks.cursorops import CursorOpsHook
-        from cursorops.core.errors import CursorOpsError
+        from cursorops.core.domain.errors import CursorOpsError
 
         dag_run = context["dag_run"]
         detail = {
@@ -78,7 +78,7 @@ def run_plan_record(
 
     from cursorops.airflow.hooks.cursorops import CursorOpsHook
     from cursorops.airflow.outcomes import airflow_outcome
-    from cursorops.core.gating.operation import RUN_DIGEST
+    from cursorops.core.services.gating.operation import RUN_DIGEST
 
     dag_run = context["dag_run"]
     requester = dag_run.triggering_user_name
@@ -119,7 +119,11 @@ def apply_approved_plan(context: Mapping[str, Any], gates: Sequence[str]) -> dic
     from cursorops.airflow.approval import require_approvals
     from cursorops.airflow.hooks.cursorops import CursorOpsHook
     from cursorops.airflow.outcomes import airflow_outcome
-    from cursorops.core.errors import InvalidInputError, NotAuthorizedError, PlanAlreadyAppliedError
+    from cursorops.core.domain.errors import (
+        InvalidInputError,
+        NotAuthorizedError,
+        PlanAlreadyAppliedError,
+    )
 
     ti, dag_run = context["ti"], context["dag_run"]
     hook = CursorOpsHook()

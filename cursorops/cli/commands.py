@@ -22,7 +22,7 @@ from cursorops.operations import all_operations
 from cursorops.operations.declaration import Operation, Param, named
 
 if TYPE_CHECKING:
-    from cursorops.core.errors import CursorOpsError
+    from cursorops.core.domain.errors import CursorOpsError
 
 PREFER_REPRESENTATION = {"Prefer": "return=representation"}
 """The CLI prints what a request did: a 204 operation's route then answers its outcome."""
@@ -197,7 +197,7 @@ def request_of(op: Operation, given: Mapping[str, Any]) -> tuple[str, dict[str, 
         body = fields
     for name, text in segments.items():
         if text in ("", ".", "..") or "/" in text:
-            from cursorops.core.errors import InvalidArgumentError
+            from cursorops.core.domain.errors import InvalidArgumentError
 
             # Not a name, and a URL path would change under it (``/tenants/..`` is ``/``, and
             # servers decode ``%2F`` before they match a route).
@@ -219,13 +219,13 @@ def run(op: Operation, args: argparse.Namespace, transport: Transport) -> tuple[
     reason = getattr(args, "reason", None)
     if reason:
         from cursorops.cli.values import utf8_text
-        from cursorops.core.header_text import header_value
+        from cursorops.core.domain.header_text import header_value
 
         headers["X-Cursorops-Reason"] = header_value(utf8_text(reason, "--reason"))
     ticket = getattr(args, "ticket", None)
     if ticket:
         from cursorops.cli.values import utf8_text
-        from cursorops.core.header_text import header_value
+        from cursorops.core.domain.header_text import header_value
 
         headers["X-Cursorops-Ticket"] = header_value(utf8_text(ticket, "--ticket"))
     answer = transport.request(target.method, path, query=query, body=body, headers=headers)
@@ -251,7 +251,7 @@ def waiting_lines(answer: Mapping[str, Any]) -> list[str]:
 def error_of(answer: Answer) -> CursorOpsError:
     """The error an error answer stands for: the class it names (cursorops's own answers
     do), else the family of its status (a proxy's or a login's answer)."""
-    from cursorops.core import errors
+    from cursorops.core.domain import errors
 
     document = answer.document()
     reason = f"HTTP {answer.status}"

@@ -16,14 +16,14 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from cursorops.cli import output
-from cursorops.core.analysis.backlog import TopicAnalysis
-from cursorops.core.broker import Broker, wall_clock_ms
-from cursorops.core.config import Config
-from cursorops.core.errors import AlreadyExistsError
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.reading.dispatch import Message
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.analysis.backlog import TopicAnalysis
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import AlreadyExistsError
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker, wall_clock_ms
+from cursorops.core.services.producer import OutgoingMessage
+from cursorops.core.services.reading.dispatch import Message
 
 TENANT = "demo"
 NAMESPACE = "demo/ops"

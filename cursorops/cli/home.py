@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cursorops.core.admin_socket import STATUS_PATH, STOP_PATH
+from cursorops.core.domain.admin_socket import STATUS_PATH, STOP_PATH
 
 DEFAULT_HOME = "~/.cursorops"
 LOG_NAME = "logs/standalone.log"
@@ -195,7 +195,7 @@ def ask(
     if folder_problem(sock.parent) is not None:
         return None
     from cursorops.cli.transport import Transport
-    from cursorops.core.errors import CursorOpsError
+    from cursorops.core.domain.errors import CursorOpsError
 
     try:
         answer = Transport(socket_path=str(sock), timeout_s=timeout_s).request(method, path)
@@ -343,6 +343,6 @@ def last_lines(path: Path, count: int) -> list[str]:
 
 
 def _error(message: str) -> Exception:
-    from cursorops.core.errors import StandaloneError
+    from cursorops.core.domain.errors import StandaloneError
 
     return StandaloneError(message)

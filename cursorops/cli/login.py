@@ -17,7 +17,7 @@ import os
 from urllib.parse import urlsplit
 
 from cursorops.cli.transport import Transport
-from cursorops.core.errors import NotAuthorizedError
+from cursorops.core.domain.errors import NotAuthorizedError
 
 
 def token_for(args: argparse.Namespace) -> str:

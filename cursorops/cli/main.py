@@ -11,8 +11,8 @@ commands that are not admin operations (``standalone``, ``demo``, ``db migrate``
 here, on the home. This module is the only place that reads the CLI's environment
 variables (``CURSOROPS_HOME``, ``CURSOROPS_ROLE``, ``CURSOROPS_METADATA_URL``, ...).
 
-Every :class:`~cursorops.core.errors.CursorOpsError` becomes one line on stderr,
-``error: <message>``, and the exit code of its family (:mod:`cursorops.core.exit_codes`).
+Every :class:`~cursorops.core.domain.errors.CursorOpsError` becomes one line on stderr,
+``error: <message>``, and the exit code of its family (:mod:`cursorops.core.domain.exit_codes`).
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from cursorops.cli import commands as commands_module
 from cursorops.cli import output, values
-from cursorops.core.errors import CursorOpsError
-from cursorops.core.exit_codes import EXIT_CODES, EXIT_UNEXPECTED, exit_code
-from cursorops.core.legible import legible
+from cursorops.core.domain.errors import CursorOpsError
+from cursorops.core.domain.exit_codes import EXIT_CODES, EXIT_UNEXPECTED, exit_code
+from cursorops.core.domain.legible import legible
 
 if TYPE_CHECKING:
     from cursorops.cli.transport import Transport
-    from cursorops.core.config import Config
+    from cursorops.core.domain.config import Config
     from cursorops.operations.declaration import Operation
 
 DEFAULT_HOME = "~/.cursorops"
@@ -64,7 +64,7 @@ class Context:
         self.metadata_url: str | None = args.metadata_url or None
 
     def config(self) -> Config:
-        from cursorops.core.config import Config
+        from cursorops.core.domain.config import Config
 
         # The flags win over the environment they default from; the rest
         # (CURSOROPS_LEDGER_ROOT) comes from the environment as is.
@@ -131,7 +131,7 @@ def standalone(ctx: Context, args: argparse.Namespace) -> Result:
     if args.standalone_action == "status":
         return Result(*standalone_home.status(ctx.home, ctx.metadata_url))
 
-    from cursorops.core.errors import InvalidArgumentError
+    from cursorops.core.domain.errors import InvalidArgumentError
     from cursorops.wire import standalone as standalone_module
     from cursorops.wire.tls import TlsSettings
 
@@ -186,7 +186,7 @@ def standalone(ctx: Context, args: argparse.Namespace) -> Result:
 
 
 def db_migrate(ctx: Context, args: argparse.Namespace) -> Result:
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     done = Broker.migrate_metadata(ctx.config())
     line = (
@@ -524,7 +524,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _on_the_home_only(ctx: Context, args: argparse.Namespace) -> Result:
-    from cursorops.core.errors import InvalidArgumentError
+    from cursorops.core.domain.errors import InvalidArgumentError
 
     raise InvalidArgumentError(
         f"'{args.command}' runs on this machine's home, not through --admin-url: every admin "
@@ -537,7 +537,7 @@ def _through_rest(operation: Operation) -> Handler:
     user, or of the home's own standalone (started when none serves it) as ``--role``."""
 
     def handler(ctx: Context, args: argparse.Namespace) -> Result:
-        from cursorops.core.errors import StandaloneError
+        from cursorops.core.domain.errors import StandaloneError
 
         try:
             document, lines = commands_module.run(operation, args, _transport(ctx, args))
@@ -557,7 +557,7 @@ def _transport(ctx: Context, args: argparse.Namespace) -> Transport:
 
     if args.admin_url:
         from cursorops.cli.login import token_for
-        from cursorops.core.errors import InvalidArgumentError
+        from cursorops.core.domain.errors import InvalidArgumentError
 
         if args.role is not None:
             raise InvalidArgumentError(
@@ -576,8 +576,8 @@ def home_transport(home: str, metadata_url: str | None, role: str) -> Transport:
     private socket, as ``role``."""
     from cursorops.cli import home as home_module
     from cursorops.cli.transport import Transport
-    from cursorops.core.admin_socket import ROLE_HEADER
-    from cursorops.core.header_text import header_value
+    from cursorops.core.domain.admin_socket import ROLE_HEADER
+    from cursorops.core.domain.header_text import header_value
 
     # A person at a terminal is told why the first command on a home takes seconds; a
     # script's stderr keeps only errors.

@@ -6,7 +6,7 @@ built here, so the two modes cannot disagree.
 
 Text someone else wrote (a subscription's name, a key, a property, a payload, a role) is
 shown in text mode as the Cursors pages show it (:func:`theirs`): legible, and cut after
-:data:`~cursorops.core.legible.CELL_CHARS` characters with the cut said; JSON keeps it
+:data:`~cursorops.core.domain.legible.CELL_CHARS` characters with the cut said; JSON keeps it
 whole. A table's columns are aligned on the width each cell takes in a terminal.
 """
 
@@ -19,19 +19,19 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
-from cursorops.core.legible import CELL_CHARS, columns, cut, legible
+from cursorops.core.domain.legible import CELL_CHARS, columns, cut, legible
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from cursorops.core.analysis.backlog import TopicAnalysis
-    from cursorops.core.ids.message_id import MessageId
-    from cursorops.core.reading.dispatch import Message
+    from cursorops.core.domain.analysis.backlog import TopicAnalysis
+    from cursorops.core.domain.ids.message_id import MessageId
+    from cursorops.core.services.reading.dispatch import Message
 
 
 def theirs(value: object) -> str:
     """Someone else's text as a line shows it: legible, cut after
-    :data:`~cursorops.core.legible.CELL_CHARS` characters, ``… (N more characters)``."""
+    :data:`~cursorops.core.domain.legible.CELL_CHARS` characters, ``… (N more characters)``."""
     return cut("" if value is None else str(value), CELL_CHARS)
 
 
@@ -195,7 +195,7 @@ def analysis_lines(analysis: TopicAnalysis) -> list[str]:
 
 def analysis_document_lines(analysis: Mapping[str, Any]) -> list[str]:
     """The table of an analysis's JSON document (:meth:`TopicAnalysis.to_pulsar_json
-    <cursorops.core.analysis.backlog.TopicAnalysis.to_pulsar_json>`)."""
+    <cursorops.core.domain.analysis.backlog.TopicAnalysis.to_pulsar_json>`)."""
 
     def cells(result: Mapping[str, Any]) -> list[str]:
         return [_cell(result.get(name)) for name in _ANALYSIS_FIELDS]

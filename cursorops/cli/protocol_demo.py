@@ -39,10 +39,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 import cursorops.airflow.bundle as bundle
-from cursorops.core.broker import Broker, wall_clock_ms
-from cursorops.core.config import Config
-from cursorops.core.errors import AlreadyExistsError, InvalidArgumentError
-from cursorops.core.ids.message_id import MessageId
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import AlreadyExistsError, InvalidArgumentError
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.services.broker import Broker, wall_clock_ms
 
 if TYPE_CHECKING:
     from cursorops.airflow.local_airflow import Airflow

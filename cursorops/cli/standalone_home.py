@@ -19,10 +19,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from cursorops.cli import home as home_module
-from cursorops.core.errors import AlreadyExistsError, StandaloneError
+from cursorops.core.domain.errors import AlreadyExistsError, StandaloneError
 
 if TYPE_CHECKING:
-    from cursorops.core.config import Config
+    from cursorops.core.domain.config import Config
     from cursorops.wire.standalone import StandaloneSettings
 
 TAKEOVER_TIMEOUT_S = 60.0

@@ -58,7 +58,7 @@ class Transport:
         if url is not None:
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.netloc:
-                from cursorops.core.errors import InvalidArgumentError
+                from cursorops.core.domain.errors import InvalidArgumentError
 
                 raise InvalidArgumentError(
                     f"Invalid --admin-url {url!r}: expected http(s)://HOST[:PORT][/PREFIX]"
@@ -101,7 +101,7 @@ class Transport:
     def _over_http(self, method: str, target: str, sent: dict[str, str], payload: bytes) -> Answer:
         import http.client
 
-        from cursorops.core.errors import StoreError
+        from cursorops.core.domain.errors import StoreError
 
         connection = self._connection()
         try:
@@ -119,10 +119,10 @@ def _exchange(
 ) -> Answer:
     """One HTTP/1.1 request on the home's socket, the connection closed after it: the
     request line, the headers, the body; then the answer read to its end."""
-    from cursorops.core.errors import StandaloneError, StoreError
+    from cursorops.core.domain.errors import StandaloneError, StoreError
 
     if any(ch in text for item in sent.items() for text in item for ch in "\r\n"):
-        from cursorops.core.errors import InvalidArgumentError
+        from cursorops.core.domain.errors import InvalidArgumentError
 
         raise InvalidArgumentError("A header of the request holds a line break")
     lines = [f"{method} {target} HTTP/1.1", "Host: localhost", "Connection: close"]

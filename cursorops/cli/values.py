@@ -1,7 +1,7 @@
 """Parsing of command-line values: durations, times, ``k=v`` pairs, lists.
 
-Every function raises :class:`~cursorops.core.errors.InvalidArgumentError` (or
-:class:`~cursorops.core.errors.InvalidMessageIdError`) with a message naming the option,
+Every function raises :class:`~cursorops.core.domain.errors.InvalidArgumentError` (or
+:class:`~cursorops.core.domain.errors.InvalidMessageIdError`) with a message naming the option,
 so a bad value is one line on stderr and nothing is changed.
 """
 
@@ -12,16 +12,16 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from cursorops.core import durations
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.ids.topic_name import shown
+from cursorops.core.domain import durations
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.ids.topic_name import shown
 
 if TYPE_CHECKING:
-    from cursorops.core.ids.position import Position
+    from cursorops.core.domain.ids.position import Position
 
 
 def parse_duration_ms(text: str, option: str) -> int:
-    """A duration in :mod:`cursorops.core.durations`' grammar (``30s``, ``10m``, ``1h``) as
+    """A duration in :mod:`cursorops.core.domain.durations`' grammar (``30s``, ``10m``, ``1h``) as
     milliseconds."""
     return durations.parse_duration_ms(text, option)
 
@@ -40,7 +40,7 @@ def deliver_after_ms(text: str, option: str, now_ms: int) -> int:
 def parse_time_ms(text: str, option: str, now_ms: int) -> int:
     """A point in time as epoch milliseconds, like pulsar-admin's ``reset-cursor -t`` and more:
     a duration before ``now_ms`` (``10m``), ``now``, epoch milliseconds or ISO-8601 (UTC when
-    no offset is given); :mod:`cursorops.core.durations` has the grammar."""
+    no offset is given); :mod:`cursorops.core.domain.durations` has the grammar."""
     return durations.parse_time_ms(text, option, now_ms)
 
 
@@ -75,13 +75,13 @@ def parse_list(text: str, option: str) -> list[str]:
 def parse_position(text: str, option: str, partition: int = -1) -> Position:
     """The entry a message id names (pulsar-admin ``reset-cursor --messageId``), in any
     form; ``partition``, the one the command's topic names: core's one parser."""
-    from cursorops.core.ids import message_id  # numpy: only the commands that take an id
+    from cursorops.core.domain.ids import message_id  # numpy: only the commands that take an id
 
     return message_id.parse_position(text, option, partition)
 
 
 def ascii_int(text: str) -> int:
-    """An integer option (argparse ``type``): :func:`cursorops.core.durations.ascii_integer`'s
+    """An integer option (argparse ``type``): :func:`cursorops.core.domain.durations.ascii_integer`'s
     rule."""
     number = durations.ascii_integer(text)
     if number is None:
@@ -125,7 +125,7 @@ def port(value: int, option: str) -> int:
 
 def given_ids(args: argparse.Namespace) -> tuple[list[str], str]:
     """The ids ``skip-messages`` was given, and the option that gave them: each option
-    reads every form (:meth:`MessageId.parse <cursorops.core.ids.message_id.MessageId.parse>`)."""
+    reads every form (:meth:`MessageId.parse <cursorops.core.domain.ids.message_id.MessageId.parse>`)."""
     for texts, option in (
         (args.message_ids, "--message-id"),
         (args.triplets, "--messageId-triplet"),

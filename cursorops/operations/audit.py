@@ -38,8 +38,8 @@ def _shape_history(given: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """``--since`` as epoch milliseconds (a duration is before now, here)."""
     sent = {k: v for k, v in given.items() if k != "since"}
     if given.get("since") is not None:
-        from cursorops.core.broker import wall_clock_ms
-        from cursorops.core.durations import parse_time_ms
+        from cursorops.core.domain.durations import parse_time_ms
+        from cursorops.core.services.broker import wall_clock_ms
 
         sent["since_ms"] = parse_time_ms(given["since"], "--since", wall_clock_ms())
     return None, sent
@@ -170,7 +170,7 @@ def open_requests(call: Call, topic: str) -> list[dict[str, Any]]:
     waiting, or forced to a state, failed or abandoned before they closed; ``applied`` says
     whether the plan record was applied all the same. Message content only for a role that
     may peek on the topic."""
-    from cursorops.core.content import shown
+    from cursorops.core.domain.content import shown
 
     base = base_topic(topic)
     found = call.broker.open_requests(call.role, base)
@@ -253,8 +253,8 @@ def poison_radar(
     at least ``minRedeliveries`` times, or unacknowledged for ``minAgeSeconds`` behind a
     later acknowledged message; each subscription's with a prefilled skip-messages
     request of those listed (the backlog audit runs the same radar)."""
-    from cursorops.core.analysis.poison_radar import MAX_LISTED, RadarLimits
-    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.core.domain.analysis.poison_radar import MAX_LISTED, RadarLimits
+    from cursorops.core.domain.ids.topic_name import TopicName
 
     limits = RadarLimits(
         in_range(min_redeliveries, "minRedeliveries", 1, 1_000_000),

@@ -33,8 +33,8 @@ def _analyses(
     """Each partition's and subscription's analysis (``subscription`` None: every one); a
     partition's name gives that partition's rows only. The Spark engine runs here, in the
     broker's process, on the Spark this process's environment names."""
-    from cursorops.core.errors import TopicNotFoundError
-    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.core.domain.errors import TopicNotFoundError
+    from cursorops.core.domain.ids.topic_name import TopicName
 
     name = TopicName.parse(topic)
     base = name.base
@@ -109,7 +109,7 @@ def analyze_topic_backlog(
     partition and subscription, with each subscription's total and the total (cursorops
     extension: Pulsar's path is per subscription). ``engine``: where to scan, the
     answer is the same; Spark runs in the broker's process."""
-    from cursorops.core.analysis.backlog import analysis_document
+    from cursorops.core.domain.analysis.backlog import analysis_document
 
     in_range(spark_threshold, "sparkThreshold", 0, INT64_MAX)
     analyses = _analyses(call, topic, subscription, engine, spark_threshold)
@@ -117,7 +117,7 @@ def analyze_topic_backlog(
 
 
 def _subscription_analysis(call: Call, topic: str, subscription: str) -> dict[str, Any]:
-    from cursorops.core.analysis.backlog import TopicAnalysis
+    from cursorops.core.domain.analysis.backlog import TopicAnalysis
 
     analyses = _analyses(call, topic, subscription, "python", 0)
     analysis = TopicAnalysis.of(topic, subscription, analyses)
@@ -164,7 +164,7 @@ def analyze_backlog_post(
 ) -> dict[str, Any]:
     """Pulsar's form (POST, optional start position). The analysis always starts at the
     mark-delete position: a start position is refused (400)."""
-    from cursorops.core.errors import InvalidArgumentError
+    from cursorops.core.domain.errors import InvalidArgumentError
 
     if position is not None:
         raise InvalidArgumentError(

@@ -29,9 +29,9 @@ from cursorops.operations.declaration import (
 )
 
 if TYPE_CHECKING:
-    from cursorops.core.broker import PlannedRequest
-    from cursorops.core.gating import GatedArguments, Pending
-    from cursorops.core.ids.message_id import MessageId
+    from cursorops.core.domain.ids.message_id import MessageId
+    from cursorops.core.services.broker import PlannedRequest
+    from cursorops.core.services.gating import GatedArguments, Pending
     from cursorops.rest.turns import Turns
 
 INT64_MAX = 2**63 - 1
@@ -42,7 +42,7 @@ SKIPS_AT_ONCE = 8
 locks the cursors of the partitions it touches, and the lock holders need the CPU: many
 more skips in flight than a topic's partitions can take only compete with the holders for
 the process's one interpreter lock. Those in flight that need the same cursors are written
-together (core/combining.py), so 8 rather than 4: bigger batches, less CPU per skip
+together (core/domain/combining.py), so 8 rather than 4: bigger batches, less CPU per skip
 (docs/decisions/, "REST under load"). Turns are taken in the order requests came."""
 SKIP_ID_HEADER = "X-Cursorops-Skip-Id"
 """The applied skip's id on the 204 of ``skipByMessageIds``: the id ``undoSkip`` takes."""
@@ -102,7 +102,7 @@ def _head_lines(answer: Mapping[str, Any], _: Mapping[str, Any]) -> list[str]:
 def _skip_outcome(result: Any, *, messages: bool = False) -> dict[str, Any]:
     """The applied skip's outcome, each id in every form a Pulsar user holds; with
     ``messages``, the messages skipped (a whole batch counts its messages)."""
-    from cursorops.core.acks.skip import SkipOutcome
+    from cursorops.core.domain.acks.skip import SkipOutcome
 
     outcome = result.result
     assert isinstance(outcome, SkipOutcome)
@@ -127,7 +127,7 @@ def _shape_skip(given: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """The ids the command names (flags, or a file or stdin: one per line) as Pulsar's
     body: base64 ``MessageIdData``, each id read here first so that a bad one is named
     with its option."""
-    from cursorops.core.ids import skip_payload
+    from cursorops.core.domain.ids import skip_payload
 
     texts: list[str] = []
     option = "--message-id"
@@ -148,7 +148,7 @@ def _read_ids(path: str) -> list[str]:
     """The ids of a file (``-``: stdin), one per line; blank lines and ``#`` comments skipped."""
     import sys
 
-    from cursorops.core.errors import InvalidArgumentError
+    from cursorops.core.domain.errors import InvalidArgumentError
 
     try:
         if path == "-":
@@ -244,8 +244,8 @@ def skip_by_message_ids(
     """
     from fastapi import HTTPException
 
-    from cursorops.core.gating import Pending, SkipMessages
-    from cursorops.core.ids.skip_payload import parse_payload
+    from cursorops.core.domain.ids.skip_payload import parse_payload
+    from cursorops.core.services.gating import Pending, SkipMessages
     from cursorops.rest.limits import MAX_SKIP_IDS
 
     listed = ids.get("messageIds") if isinstance(ids, dict) else ids
@@ -303,7 +303,7 @@ def skip_preview(preview: PlannedRequest) -> dict[str, Any]:
 
 
 def _too_many(count: int) -> int:
-    from cursorops.core.errors import InvalidArgumentError
+    from cursorops.core.domain.errors import InvalidArgumentError
 
     raise InvalidArgumentError(
         f"Invalid number of messages {count}: expected at most {MAX_SKIP_HEAD}"
@@ -311,7 +311,7 @@ def _too_many(count: int) -> int:
 
 
 def _skip_head(call: Call, arguments: GatedArguments) -> Reply | Pending:
-    from cursorops.core.gating import ClearBacklog, Pending
+    from cursorops.core.services.gating import ClearBacklog, Pending
 
     name = "clear-backlog" if isinstance(arguments, ClearBacklog) else "skip-head"
     with _skip_turns():
@@ -347,7 +347,7 @@ def _skip_head(call: Call, arguments: GatedArguments) -> Reply | Pending:
 def skip_messages_count(call: Call, topic: str, subscription: str, count: int) -> Reply | Pending:
     """Skip the first ``numMessages`` messages of each partition (a batch counts its
     messages, where Pulsar counts entries)."""
-    from cursorops.core.gating import SkipHead
+    from cursorops.core.services.gating import SkipHead
 
     arguments = SkipHead(
         topic=topic,
@@ -373,7 +373,7 @@ def skip_messages_count(call: Call, topic: str, subscription: str, count: int) -
 )
 def skip_all_messages(call: Call, topic: str, subscription: str) -> Reply | Pending:
     """Clear the subscription's backlog: every message unacknowledged now."""
-    from cursorops.core.gating import ClearBacklog
+    from cursorops.core.services.gating import ClearBacklog
 
     arguments = ClearBacklog(
         topic=topic, subscription=subscription, reason=call.reason, ticket=call.ticket
@@ -428,7 +428,7 @@ def undo_skip(call: Call, topic: str, subscription: str, skip_id: int) -> Any:
     still be on a retained ledger (400 otherwise, nothing undone). Where the namespace
     requires approval, the undo is stored as a plan record and the ``cursorops_undo_skip``
     workflow started as the caller (202)."""
-    from cursorops.core.gating import Pending, UndoSkip
+    from cursorops.core.services.gating import Pending, UndoSkip
 
     arguments = UndoSkip(
         topic=topic,
@@ -448,7 +448,7 @@ def _shape_redrive(given: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """``--predicate``'s JSON text as the object the body carries."""
     import json
 
-    from cursorops.core.errors import InvalidPredicateError
+    from cursorops.core.domain.errors import InvalidPredicateError
 
     sent = {k: v for k, v in given.items() if k != "predicate_text"}
     text = given.get("predicate_text")
@@ -555,9 +555,9 @@ def redrive(
     outcome: every redriven message's dead-letter id and new id, and the audit record's id;
     or, where either topic's namespace requires approval, 202 with the workflow's run.
     """
-    from cursorops.core.errors import InvalidArgumentError
-    from cursorops.core.gating import Pending, RedriveDeadLetters
-    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.core.domain.errors import InvalidArgumentError
+    from cursorops.core.domain.ids.topic_name import TopicName
+    from cursorops.core.services.gating import Pending, RedriveDeadLetters
 
     name = TopicName.parse(topic)
     if name.is_partition:
@@ -591,10 +591,10 @@ def _shape_reset(given: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """``--time`` as epoch milliseconds (a duration is before now, here), or
     ``--messageId`` as Pulsar's ``ResetCursorData`` (every id form, one whole entry)."""
     from cursorops.cli.output import format_time
-    from cursorops.core.broker import wall_clock_ms
-    from cursorops.core.durations import parse_time_ms
-    from cursorops.core.ids.message_id import parse_position
-    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.core.domain.durations import parse_time_ms
+    from cursorops.core.domain.ids.message_id import parse_position
+    from cursorops.core.domain.ids.topic_name import TopicName
+    from cursorops.core.services.broker import wall_clock_ms
 
     target = {"topic": given["topic"], "subscription": given["subscription"]}
     if given.get("message_id") is not None:
@@ -623,7 +623,7 @@ def _reset_document(answer: Mapping[str, Any], values: Mapping[str, Any]) -> obj
 
 
 def _reset(call: Call, topic: str, subscription: str, **target: Any) -> Reply | Pending:
-    from cursorops.core.gating import Pending, ResetCursor
+    from cursorops.core.services.gating import Pending, ResetCursor
 
     arguments = ResetCursor(
         topic=topic, subscription=subscription, reason=call.reason, ticket=call.ticket, **target
@@ -718,9 +718,9 @@ def reset_cursor_on_position(
     ``isExcluded`` and cursor properties (not supported), a partition other than the
     path's. Where the namespace requires approval, the reset is stored as a plan record
     and the ``cursorops_reset_cursor`` workflow started as the caller (202)."""
-    from cursorops.core.errors import InvalidArgumentError
-    from cursorops.core.ids.position import Position
-    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.core.domain.errors import InvalidArgumentError
+    from cursorops.core.domain.ids.position import Position
+    from cursorops.core.domain.ids.topic_name import TopicName
 
     in_range(ledger_id, "ledgerId", 0, INT64_MAX)
     in_range(entry_id, "entryId", 0, INT64_MAX)

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from cursorops.core.broker import Broker
-    from cursorops.core.gating import Caller, RunStarter
+    from cursorops.core.services.broker import Broker
+    from cursorops.core.services.gating import Caller, RunStarter
 
 Where = Literal["path", "query", "body", "header", "cli"]
 """Where a value travels; ``cli``: a value only the command takes (a flag), which the
@@ -258,7 +258,7 @@ def named(name: str) -> Operation:
 
 def in_range(value: int, name: str, low: int, high: int) -> int:
     """``value``, refused (InvalidArgumentError) outside ``[low, high]``."""
-    from cursorops.core.errors import InvalidArgumentError
+    from cursorops.core.domain.errors import InvalidArgumentError
 
     if not low <= value <= high:
         raise InvalidArgumentError(f"Invalid {name} {value}: must be from {low} to {high}")
@@ -267,26 +267,26 @@ def in_range(value: int, name: str, low: int, high: int) -> int:
 
 def base_topic(topic: str) -> str:
     """The topic itself, or the partitioned topic a partition belongs to."""
-    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.core.domain.ids.topic_name import TopicName
 
     return str(TopicName.parse(topic).base)
 
 
 def _split_topic(text: str) -> tuple[str, ...]:
-    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.core.domain.ids.topic_name import TopicName
 
     name = TopicName.parse(text)
     return (name.tenant, name.namespace, name.local_name)
 
 
 def _join_topic(tenant: str, namespace: str, topic: str) -> str:
-    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.core.domain.ids.topic_name import TopicName
 
     return str(TopicName.parse(f"persistent://{tenant}/{namespace}/{topic}"))
 
 
 def _split_namespace(text: str) -> tuple[str, ...]:
-    from cursorops.core.errors import InvalidArgumentError
+    from cursorops.core.domain.errors import InvalidArgumentError
 
     tenant, slash, namespace = text.partition("/")
     if not (tenant and slash and namespace) or "/" in namespace:

@@ -129,9 +129,9 @@ def produce(
     import binascii
 
     from cursorops.cli import output, values
-    from cursorops.core.broker import wall_clock_ms
-    from cursorops.core.errors import InvalidArgumentError
-    from cursorops.core.producer import OutgoingMessage
+    from cursorops.core.domain.errors import InvalidArgumentError
+    from cursorops.core.services.broker import wall_clock_ms
+    from cursorops.core.services.producer import OutgoingMessage
 
     repeat = values.positive(num_produce, "--num-produce", MAX_PRODUCE)
     if not messages:

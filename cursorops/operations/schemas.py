@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from cursorops.operations.declaration import TOPIC, Call, Param, base_topic, operation
 
 if TYPE_CHECKING:
-    from cursorops.core.schemas import SchemaInfo, SchemaType
+    from cursorops.core.domain.schemas import SchemaInfo, SchemaType
 
 SCHEMA_PATH = "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema"
 MAX_DEFINITION = 1 << 20
@@ -19,14 +19,14 @@ MAX_DEFINITION = 1 << 20
 
 
 def _type_name(kind: SchemaType) -> str:
-    from cursorops.core.schemas import SchemaType
+    from cursorops.core.domain.schemas import SchemaType
 
     return "BYTES" if kind is SchemaType.NONE else kind.name
 
 
 def _type_of(name: str) -> SchemaType:
-    from cursorops.core.errors import InvalidArgumentError
-    from cursorops.core.schemas import SchemaType
+    from cursorops.core.domain.errors import InvalidArgumentError
+    from cursorops.core.domain.schemas import SchemaType
 
     if name.upper() == "BYTES":
         return SchemaType.NONE
@@ -54,7 +54,7 @@ def _schema_lines(answer: Mapping[str, Any], values: Mapping[str, Any]) -> list[
 
 
 def _missing() -> Exception:
-    from cursorops.core.errors import NotFoundError
+    from cursorops.core.domain.errors import NotFoundError
 
     return NotFoundError("Schema not found")
 
@@ -122,7 +122,7 @@ def _shape_upload(given: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     ``properties``), read here and sent as the request's fields."""
     import json
 
-    from cursorops.core.errors import InvalidArgumentError
+    from cursorops.core.domain.errors import InvalidArgumentError
 
     path = given.pop("filename")
     try:
@@ -170,8 +170,8 @@ def post_schema(
     call: Call, topic: str, type: str, definition: str, properties: dict[str, str] | None
 ) -> dict[str, dict[str, int]]:
     """Add a version (or find the identical one) under the topic's compatibility strategy."""
-    from cursorops.core.errors import InvalidArgumentError
-    from cursorops.core.schemas import SchemaInfo
+    from cursorops.core.domain.errors import InvalidArgumentError
+    from cursorops.core.domain.schemas import SchemaInfo
 
     pairs = dict(properties or {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in pairs.items()):

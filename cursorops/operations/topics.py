@@ -18,8 +18,8 @@ from cursorops.operations.declaration import (
 )
 
 if TYPE_CHECKING:
-    from cursorops.core.gating import Pending
-    from cursorops.core.ids.position import Position
+    from cursorops.core.domain.ids.position import Position
+    from cursorops.core.services.gating import Pending
 
 INT64_MAX = 2**63 - 1
 MAX_PEEK = 100_000
@@ -37,7 +37,7 @@ FORCE = Param(
 
 def _topic(values: Mapping[str, Any]) -> str:
     """The command's topic, as the broker names it (``persistent://...``)."""
-    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.core.domain.ids.topic_name import TopicName
 
     return str(TopicName.parse(values["topic"]))
 
@@ -90,7 +90,7 @@ def create_topic(call: Call, topic: str) -> None:
 def create_partitioned_topic(call: Call, topic: str, partitions: int) -> None:
     """Create a partitioned topic of ``partitions`` partitions, the body a bare number as
     in Pulsar (tenant admins)."""
-    from cursorops.core.errors import InvalidArgumentError
+    from cursorops.core.domain.errors import InvalidArgumentError
 
     if partitions < 1:
         raise InvalidArgumentError(f"Invalid number of partitions {partitions}: must be at least 1")
@@ -100,7 +100,7 @@ def create_partitioned_topic(call: Call, topic: str, partitions: int) -> None:
 def _listed(names: list[str]) -> list[tuple[str, int]]:
     """Pulsar's list (each partition, each non-partitioned topic) → each topic once, with
     its partition count (0: not partitioned), in the list's order."""
-    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.core.domain.ids.topic_name import TopicName
 
     counts: dict[str, int] = {}
     for text in names:
@@ -207,9 +207,9 @@ def delete_partitioned_topic(call: Call, topic: str, force: bool) -> None:
 def partitioned_metadata(call: Call, topic: str, check_auto_creation: bool) -> dict[str, int]:
     """The topic's partition count (0: not partitioned). With ``checkAllowAutoCreation``
     (a client's HTTP lookup) a missing topic is 0 as well: it is created on first use."""
-    from cursorops.core.authz import Operation
-    from cursorops.core.errors import TopicNotFoundError
-    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.core.domain.authz import Operation
+    from cursorops.core.domain.errors import TopicNotFoundError
+    from cursorops.core.domain.ids.topic_name import TopicName
 
     name = TopicName.parse(topic)
     base = str(name.base) if name.is_partition else str(name)
@@ -271,8 +271,8 @@ def stats(call: Call, topic: str) -> dict[str, Any]:
 )
 def partitioned_stats(call: Call, topic: str, per_partition: bool) -> dict[str, Any]:
     """The whole partitioned topic's stats, and each partition's (``perPartition``)."""
-    from cursorops.core.errors import InvalidArgumentError, TopicNotFoundError
-    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.core.domain.errors import InvalidArgumentError, TopicNotFoundError
+    from cursorops.core.domain.ids.topic_name import TopicName
 
     name = TopicName.parse(topic)
     if name.is_partition:
@@ -309,7 +309,7 @@ def partitioned_stats(call: Call, topic: str, per_partition: bool) -> dict[str, 
 def subscription_details(call: Call, topic: str) -> list[dict[str, Any]]:
     """The topic's subscriptions with their type and properties (Pulsar's
     ``/subscriptions`` lists their names only). A partition's are its topic's."""
-    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.core.domain.ids.topic_name import TopicName
 
     name = TopicName.parse(topic)
     return [
@@ -319,7 +319,7 @@ def subscription_details(call: Call, topic: str) -> list[dict[str, Any]]:
 
 
 def _type_value(text: str) -> str:
-    from cursorops.core.subscription import SubscriptionType
+    from cursorops.core.domain.subscription import SubscriptionType
 
     return SubscriptionType.parse(text).value
 
@@ -327,7 +327,7 @@ def _type_value(text: str) -> str:
 def _start(values: Mapping[str, Any]) -> str | Position:
     """The CLI's ``--messageId``: latest, earliest or the entry it names."""
     from cursorops.cli.values import parse_position
-    from cursorops.core.ids.topic_name import TopicName
+    from cursorops.core.domain.ids.topic_name import TopicName
 
     text = str(values["message_id"])
     named = text.strip().lower()
@@ -444,9 +444,9 @@ def create_subscription(
     ``ResetCursorData``: ``(-1,-1)`` earliest, ``(2^63-1, 2^63-1)`` latest, a whole
     entry), with its ``properties``. Where the namespace requires approval, a name with
     history comes back at latest only (403)."""
-    from cursorops.core.errors import InvalidArgumentError
-    from cursorops.core.ids.position import Position
-    from cursorops.core.subscription import SubscriptionType
+    from cursorops.core.domain.errors import InvalidArgumentError
+    from cursorops.core.domain.ids.position import Position
+    from cursorops.core.domain.subscription import SubscriptionType
 
     if replicated:
         raise InvalidArgumentError("Replicated subscriptions are not supported: one cluster")
@@ -511,7 +511,7 @@ def unsubscribe(call: Call, topic: str, subscription: str, force: bool) -> Pendi
     """Unsubscribe; refused (412) while consumers are connected, unless ``force``. Where
     the namespace requires approval, the unsubscribe is stored as a plan record and the
     ``cursorops_unsubscribe`` workflow started as the caller (202), with the reason."""
-    from cursorops.core.gating import Pending, Unsubscribe
+    from cursorops.core.services.gating import Pending, Unsubscribe
 
     arguments = Unsubscribe(
         topic=topic, subscription=subscription, force=force, reason=call.reason, ticket=call.ticket
@@ -521,7 +521,7 @@ def unsubscribe(call: Call, topic: str, subscription: str, force: bool) -> Pendi
 
 
 def _only_clear(clear: bool, values: Mapping[str, Any]) -> dict[str, Any]:
-    from cursorops.core.errors import InvalidArgumentError
+    from cursorops.core.domain.errors import InvalidArgumentError
 
     if clear == bool(values["properties"]):
         raise InvalidArgumentError("Give either -p/--property KEY=VALUE (repeatable) or --clear")
@@ -611,7 +611,7 @@ def peek_messages(call: Call, topic: str, subscription: str, count: int) -> list
     message once; each as JSON, its payload as text or base64 (Pulsar's
     ``/position/{n}`` answers one message's bytes)."""
     from cursorops.cli import output
-    from cursorops.core.errors import InvalidArgumentError
+    from cursorops.core.domain.errors import InvalidArgumentError
 
     if not 1 <= count <= MAX_PEEK:
         raise InvalidArgumentError(f"Invalid count {count}: must be between 1 and {MAX_PEEK:,}")

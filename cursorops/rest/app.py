@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 
-from cursorops.core.broker import Broker
+from cursorops.core.services.broker import Broker
 from cursorops.rest import (
     deps,
     errors,
@@ -40,7 +40,7 @@ def create_app(
 ) -> FastAPI:
     """The app, with the door's ``authenticate`` (who calls: a FastAPI dependency giving a
     :class:`~cursorops.rest.deps.Principal`), ``runs`` (a dependency giving the
-    :class:`~cursorops.core.gating.RunStarter` of the request) and ``broker`` (None: the
+    :class:`~cursorops.core.services.gating.RunStarter` of the request) and ``broker`` (None: the
     installation the environment names). ``login`` names the authentication in the
     app's description."""
     app = FastAPI(

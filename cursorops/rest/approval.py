@@ -14,8 +14,8 @@ from typing import Annotated
 from fastapi import Depends, Header, Query
 from fastapi.responses import JSONResponse
 
-from cursorops.core.gating import Pending
-from cursorops.core.header_text import header_text
+from cursorops.core.domain.header_text import header_text
+from cursorops.core.services.gating import Pending
 from cursorops.rest.runs import triggered
 
 
@@ -23,7 +23,7 @@ from cursorops.rest.runs import triggered
 class ApprovalText:
     """Why the caller asks, and their change ticket: ``X-Cursorops-Reason`` and
     ``X-Cursorops-Ticket`` headers (RFC 8187 ``UTF-8''...`` values for text beyond ASCII:
-    :mod:`cursorops.core.header_text`), or the ``reason`` and ``ticket`` query parameters."""
+    :mod:`cursorops.core.domain.header_text`), or the ``reason`` and ``ticket`` query parameters."""
 
     reason: str
     ticket: str | None
@@ -36,7 +36,7 @@ async def approval_text(  # async: no thread-pool hop for a few strings
     x_cursorops_ticket: Annotated[str | None, Header()] = None,
 ) -> ApprovalText:
     """No length here: the limits count characters, as the person typed them, when the
-    arguments are made (:class:`~cursorops.core.gating.operation.GatedArguments`), where
+    arguments are made (:class:`~cursorops.core.services.gating.operation.GatedArguments`), where
     an ``UTF-8''`` header spends up to 12 characters on one. What is read is bounded by
     the HTTP server's limit on a request's head."""
     if x_cursorops_reason:

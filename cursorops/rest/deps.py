@@ -22,9 +22,9 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.gating import Caller, RunStarter
+from cursorops.core.domain.config import Config
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import Caller, RunStarter
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Principal:
 Authenticator = Callable[..., Principal | Awaitable[Principal]]
 """A FastAPI dependency that names the caller, or refuses (an HTTPException, 401)."""
 RunStarterFactory = Callable[..., RunStarter | Awaitable[RunStarter]]
-"""A FastAPI dependency that gives the request's :class:`~cursorops.core.gating.RunStarter`."""
+"""A FastAPI dependency that gives the request's :class:`~cursorops.core.services.gating.RunStarter`."""
 
 
 class NotInjected(RuntimeError):

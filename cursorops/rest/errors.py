@@ -1,4 +1,4 @@
-"""The HTTP edge of the error tree: one status per ``cursorops.core.errors`` leaf, ``{"reason"}``
+"""The HTTP edge of the error tree: one status per ``cursorops.core.domain.errors`` leaf, ``{"reason"}``
 bodies.
 
 Families: bad input 400, not found 404, conflict 409 (Pulsar's code path for
@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from cursorops.core.errors import (
+from cursorops.core.domain.errors import (
     ConflictError,
     CursorOpsError,
     InvalidInputError,

@@ -17,8 +17,8 @@ from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Resp
 from fastapi.responses import JSONResponse
 from pydantic import Strict
 
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.gating import Pending
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.services.gating import Pending
 from cursorops.operations import all_operations
 from cursorops.operations.declaration import Call, Operation, Param, Reply
 from cursorops.rest.approval import ApprovalTextDep, waiting

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.domain.ids.topic_name import TopicName
 
 TOPIC = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
 """A persistent topic, or one partition of it (``{topic}-partition-N``)."""

@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from fastapi import Response
 
-from cursorops.core.reading.dispatch import Message
+from cursorops.core.services.reading.dispatch import Message
 
 
 def pulsar_json(result: Any) -> Any:

@@ -23,9 +23,9 @@ from urllib.parse import quote
 
 from fastapi import Request
 
-from cursorops.core.errors import NotAuthorizedError, StoreError
-from cursorops.core.gating import GATED_OPERATIONS, Pending, Run
-from cursorops.core.gating.operation import RUN_DIGEST
+from cursorops.core.domain.errors import NotAuthorizedError, StoreError
+from cursorops.core.services.gating import GATED_OPERATIONS, Pending, Run
+from cursorops.core.services.gating.operation import RUN_DIGEST
 from cursorops.rest.models import SkipTriggered
 
 if TYPE_CHECKING:

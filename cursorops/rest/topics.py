@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response
 
-from cursorops.core.authz import Operation
+from cursorops.core.domain.authz import Operation
 from cursorops.rest.deps import BrokerDep, RoleDep
 from cursorops.rest.paths import SUBSCRIPTION, TOPIC, topic_name
 from cursorops.rest.results import message_response

@@ -15,7 +15,7 @@ The cursorops extensions (not Pulsar paths, tagged as such):
 - ``.../openRequests``: requests planned and never closed.
 
 Message content (keys, properties, payloads, a predicate's content conditions) is
-shown only to a caller whose role may peek on the topic (:mod:`cursorops.core.content`); the
+shown only to a caller whose role may peek on the topic (:mod:`cursorops.core.domain.content`); the
 others read its size or count (the radar needs consume, which may peek).
 """
 
@@ -28,7 +28,7 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse
 
-from cursorops.core.content import shown
+from cursorops.core.domain.content import shown
 from cursorops.rest.deps import BrokerDep, RoleDep
 from cursorops.rest.paths import SUBSCRIPTION, TOPIC, base_of, topic_name
 from cursorops.rest.topics import _ERRORS, Namespace, Subscription, Tenant, Topic
@@ -95,7 +95,7 @@ def poison_radar(
     ``minRedeliveries`` times, or unacknowledged for ``minAgeSeconds`` behind a later
     acknowledged message; with a prefilled skip-messages request of those
     listed (cursorops extension; the backlog audit runs the same radar)."""
-    from cursorops.core.analysis.poison_radar import RadarLimits
+    from cursorops.core.domain.analysis.poison_radar import RadarLimits
 
     name = topic_name(tenant, namespace, topic)
     limits = RadarLimits(min_redeliveries, min_age_seconds, max_listed)
@@ -143,9 +143,9 @@ def plan_record(
     """The current plan record of a workflow run, as the approver reads it: the same text as
     the approval gate's, with keys, properties and payload excerpts only when the caller's
     role may peek on every topic of the plan (cursorops extension)."""
-    from cursorops.core.errors import NotFoundError
-    from cursorops.core.gating.approval_text import preview_markdown, subject
-    from cursorops.core.gating.staleness import STALE_ADVICE, stale_reason
+    from cursorops.core.domain.errors import NotFoundError
+    from cursorops.core.services.gating.approval_text import preview_markdown, subject
+    from cursorops.core.services.gating.staleness import STALE_ADVICE, stale_reason
 
     record = broker.current_plan_record(role, dag_id, run_id)
     if record is None:

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from fastapi import APIRouter, Depends, Header, HTTPException, Request
 from fastapi.responses import PlainTextResponse
 
-from cursorops.core.authz import Operation
-from cursorops.core.broker import Broker
-from cursorops.core.errors import TopicNotFoundError
-from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.domain.authz import Operation
+from cursorops.core.domain.errors import TopicNotFoundError
+from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.services.broker import Broker
 from cursorops.wire.listeners import BrokerUrls, UnknownListenerError
 
 

@@ -14,10 +14,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cursorops.core.broker import Broker
-from cursorops.core.errors import CursorOpsError
-from cursorops.core.ids.position import Position
-from cursorops.core.producer import Entry
+from cursorops.core.domain.errors import CursorOpsError
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import Entry
 from cursorops.wire.store_thread import StoreThread
 
 log = logging.getLogger("cursorops.protocol")

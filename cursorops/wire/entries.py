@@ -3,7 +3,7 @@
 Incoming: one ``CommandSend`` holds one entry: a single message, or a batch of
 ``num_messages_in_batch`` messages, each ``[u32 size][SingleMessageMetadata]
 [payload]``, the whole payload possibly compressed (LZ4 block, ZLIB, ZSTD,
-SNAPPY raw). :func:`entry_of_send` turns it into the :class:`~cursorops.core.producer.Entry`
+SNAPPY raw). :func:`entry_of_send` turns it into the :class:`~cursorops.core.services.producer.Entry`
 the broker appends, one message per row.
 
 Outgoing: :func:`entry_payload` rebuilds an entry from the rows a dispatch
@@ -25,7 +25,7 @@ import cramjam
 import numpy as np
 import pyarrow as pa
 
-from cursorops.core.producer import Entry
+from cursorops.core.services.producer import Entry
 from cursorops.wire import commands
 from cursorops.wire.commands import CommandType, CompressionType
 from cursorops.wire.proto import Proto, ProtoError, decode, encode
@@ -186,7 +186,7 @@ class _Sent:
         bytes | None,
         Sequence[bytes] | pa.Array | None,
     ]:
-        """The trailing fields of :class:`~cursorops.core.producer.Entry`, from ``encryption_keys``
+        """The trailing fields of :class:`~cursorops.core.services.producer.Entry`, from ``encryption_keys``
         on."""
         return (
             self.encryption_keys,

@@ -1,5 +1,5 @@
 """The binary protocol's edge of the error tree: one ``ServerError`` per
-``cursorops.core.errors`` leaf, as the official client reads them.
+``cursorops.core.domain.errors`` leaf, as the official client reads them.
 
 Families: bad input and conflicts are ``NotAllowedError``, not found ``NotAllowedError``
 too, not authorized ``AuthorizationError``, a store failure ``PersistenceError``. The
@@ -8,14 +8,14 @@ leaves Pulsar's client treats differently have their own code: a busy consumer
 missing topic or subscription. A missing tenant or namespace is ``TopicNotFound``, as
 Pulsar's clients expect of a producer or consumer on one; it reaches the wire only where
 the caller may learn what exists (authentication off, or a superuser): any other role is
-refused first (:meth:`cursorops.core.broker.access.Access.check`), so it reads
+refused first (:meth:`cursorops.core.services.broker.access.Access.check`), so it reads
 ``AuthorizationError`` (docs/decisions/2026-12-07-wire-errors-a-client-can-act-on.md).
 ``tests/protocol/test_wire_errors.py`` checks that every leaf has its code.
 """
 
 from __future__ import annotations
 
-from cursorops.core.errors import (
+from cursorops.core.domain.errors import (
     ConflictError,
     ConsumerBusyError,
     CursorOpsError,

@@ -1,7 +1,7 @@
 """Key_Shared consumers' modes and sticky hash ranges, as this process's broker knows them.
 
 Pulsar gives a Key_Shared subscription one selector: auto-split (the consistent
-hashing ring, :mod:`cursorops.core.reading.key_hash`) or sticky (each consumer names the
+hashing ring, :mod:`cursorops.core.domain.delivery.key_hash`) or sticky (each consumer names the
 hash ranges it alone gets). A consumer of the other mode is refused, and so is
 a sticky range that overlaps another consumer's (``ConsumerAssignError``).
 The ranges are kept in memory by the process whose connection declared them.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cursorops.core.errors import ConsumerBusyError
-from cursorops.core.reading.key_hash import HashRanges, overlap, sticky_ranges
+from cursorops.core.domain.delivery.key_hash import HashRanges, overlap, sticky_ranges
+from cursorops.core.domain.errors import ConsumerBusyError
 from cursorops.wire.commands import ServerError
 from cursorops.wire.proto import Proto
 from cursorops.wire.refusal import Refusal

@@ -1,7 +1,7 @@
 """A standalone as one broker of a cluster: its life in the registry, its heartbeat, and
 what it does when the others declared it dead.
 
-The rules are the core's (:mod:`cursorops.core.broker.cluster`,
+The rules are the core's (:mod:`cursorops.core.services.broker.cluster`,
 :mod:`cursorops.core.store.broker_registry`); here they run in a process:
 
 - :func:`join` registers this broker's new life with the URLs a lookup answers for it,

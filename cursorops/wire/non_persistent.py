@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cursorops.core.errors import ConsumerBusyError
+from cursorops.core.domain.errors import ConsumerBusyError
 from cursorops.wire.commands import SubType
 from cursorops.wire.entries import message_command
 from cursorops.wire.frames import encode_payload_frame

@@ -1,11 +1,11 @@
-"""The wire's ``Schema`` message and the registry's :class:`~cursorops.core.schemas.SchemaInfo`,
+"""The wire's ``Schema`` message and the registry's :class:`~cursorops.core.domain.schemas.SchemaInfo`,
 one into the other: the schema a ``CommandProducer`` or ``CommandSubscribe`` carries, and
 the one a ``GetSchema`` answers (its handlers: :mod:`cursorops.wire.handlers.admin`).
 """
 
 from __future__ import annotations
 
-from cursorops.core.schemas import SchemaInfo, SchemaType
+from cursorops.core.domain.schemas import SchemaInfo, SchemaType
 from cursorops.wire.proto import Proto
 
 

@@ -14,11 +14,11 @@ import contextlib
 from typing import Protocol
 
 from cursorops.core import BrokerRecord
-from cursorops.core.authz import Operation
-from cursorops.core.broker import Broker
-from cursorops.core.errors import AlreadyExistsError, CursorOpsError, TopicNotFoundError
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.authz import Operation
+from cursorops.core.domain.errors import AlreadyExistsError, CursorOpsError, TopicNotFoundError
+from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
 from cursorops.wire.appender import Appender
 from cursorops.wire.authentication import Authentication
 from cursorops.wire.consumer_loop import ConsumerLoop

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cursorops.core.errors import BrokerFencedError, CursorMoveRefusedError, CursorOpsError
+from cursorops.core.domain.errors import BrokerFencedError, CursorMoveRefusedError, CursorOpsError
 from cursorops.wire.auth import AuthenticationError
 from cursorops.wire.commands import CommandType, ServerError
 from cursorops.wire.consumer_loop import ConsumerLoop, stop

@@ -1,4 +1,4 @@
-"""Producers and consumers of one connection, over the :class:`~cursorops.core.broker.Broker`.
+"""Producers and consumers of one connection, over the :class:`~cursorops.core.services.broker.Broker`.
 
 Everything here runs on the store thread (:class:`cursorops.wire.store_thread.StoreThread`),
 one call at a time: the broker and its stores are used by one thread, and a
@@ -21,14 +21,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from cursorops.core.acks.ack_set import first_unacked, from_words, full
-from cursorops.core.acks.ack_words import AckWords
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.position import Position
-from cursorops.core.reading.dispatch import Consumer, Dispatcher
-from cursorops.core.reading.message import Message, MessageBatch
-from cursorops.core.reading.redelivery import Release
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.acks.ack_set import first_unacked, from_words, full
+from cursorops.core.domain.acks.ack_words import AckWords
+from cursorops.core.domain.delivery.redelivery import Release
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.reading.dispatch import Consumer, Dispatcher
+from cursorops.core.services.reading.message import Message, MessageBatch
 from cursorops.wire.commands import AckType
 from cursorops.wire.entries import (
     OutgoingEntry,

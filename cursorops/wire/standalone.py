@@ -36,9 +36,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import AlreadyExistsError, CursorOpsError, InvalidArgumentError
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import AlreadyExistsError, CursorOpsError, InvalidArgumentError
+from cursorops.core.services.broker import Broker
 from cursorops.wire import membership
 from cursorops.wire.auth import TokenAuthenticator, load_secret
 from cursorops.wire.authentication import Authentication

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.wire.commands import TopicsMode
 from cursorops.wire.frames import crc32c
 

@@ -7,7 +7,7 @@ role on loopback). A gated request's run is started through Airflow's REST API w
 caller's own token (:class:`cursorops.rest.runs.HttpRuns`): this process is not
 Airflow's API server, and imports nothing of Airflow.
 
-On the home's private Unix socket (:class:`SocketDoor`, :mod:`cursorops.core.admin_socket`) the
+On the home's private Unix socket (:class:`SocketDoor`, :mod:`cursorops.core.domain.admin_socket`) the
 operating system's user is the authentication: only this user can connect, and a
 request acts as the role its ``X-Cursorops-Role`` header names (plain, or an RFC 8187
 ``UTF-8''`` value for any script; absent: the standalone's role), through the door
@@ -29,14 +29,14 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from cursorops.core.admin_socket import ROLE_HEADER, STATUS_PATH, STOP_PATH
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.gating import Caller, RunStarter
-from cursorops.core.gating.no_workflow import NoWorkflow
-from cursorops.core.header_text import header_text
-from cursorops.core.ids.topic_name import label_problem
+from cursorops.core.domain.admin_socket import ROLE_HEADER, STATUS_PATH, STOP_PATH
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.header_text import header_text
+from cursorops.core.domain.ids.topic_name import label_problem
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import Caller, RunStarter
+from cursorops.core.services.gating.no_workflow import NoWorkflow
 from cursorops.rest import Principal, create_app, deps
 from cursorops.rest.runs import AIRFLOW_BASE_URL_ENV, HttpRuns, caller_token
 from cursorops.wire import admin

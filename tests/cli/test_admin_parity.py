@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from cursorops import __version__
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
+from cursorops.core.services.broker import Broker
 from tests.cli.test_cli import cursorops, ok, ok_json
 
 pytestmark = pytest.mark.e2e

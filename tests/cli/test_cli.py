@@ -20,7 +20,7 @@ import pytest
 
 from cursorops.cli import values
 from cursorops.cli.main import EXIT_CODES
-from cursorops.core.errors import (
+from cursorops.core.domain.errors import (
     ConflictError,
     InvalidInputError,
     NotAuthorizedError,

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cursorops.cli.output import analysis_document_lines
-from cursorops.core.legible import CELL_CHARS, columns, legible
+from cursorops.core.domain.legible import CELL_CHARS, columns, legible
 from tests.cli.test_cli_fuzz import _run
 from tests.hostile_text import HOSTILE, hidden_in
 

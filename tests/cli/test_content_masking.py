@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.gating import Caller, Run, SkipMessages
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import Caller, Run, SkipMessages
+from cursorops.core.services.producer import OutgoingMessage
 from tests.cli.test_cli import cursorops
 
 pytestmark = pytest.mark.e2e

@@ -31,7 +31,7 @@ def test_home_imports_only_the_standard_library() -> None:
         "cursorops.cli",
         "cursorops.cli.home",
         "cursorops.core",
-        "cursorops.core.admin_socket",
+        "cursorops.core.domain.admin_socket",
     }
     assert ours <= set(loaded)
     foreign = [

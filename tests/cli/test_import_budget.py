@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from cursorops.cli.home import stop
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 pytestmark = pytest.mark.e2e
 
@@ -55,10 +55,10 @@ HEAVY = (
     "numpy",
     "pyarrow",
     "uvicorn",
-    "cursorops.core.broker",
+    "cursorops.core.services.broker",
     "cursorops.core.store",
-    "cursorops.core.reading",
-    "cursorops.core.analysis",
+    "cursorops.core.services.reading",
+    "cursorops.core.domain.analysis",
     "cursorops.spark",
     "cursorops.rest",
     "cursorops.wire",

@@ -29,12 +29,12 @@ from pathlib import Path
 import pytest
 
 from cursorops.cli import home as home_module
-from cursorops.core import admin_socket
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import StandaloneError
-from cursorops.core.header_text import header_value
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain import admin_socket
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import StandaloneError
+from cursorops.core.domain.header_text import header_value
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 pytestmark = pytest.mark.slow
 

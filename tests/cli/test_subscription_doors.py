@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from cursorops.cli.main import main
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.gating.plan_record import PlanBinding
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.plans.plan_record import PlanBinding
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 TOPIC = "persistent://acme/vault/ledger"
 

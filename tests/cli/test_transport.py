@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cursorops.cli.transport import Transport
-from cursorops.core.errors import InvalidArgumentError, StandaloneError
+from cursorops.core.domain.errors import InvalidArgumentError, StandaloneError
 
 
 def _serve_once(path: Path, answer: bytes) -> tuple[threading.Thread, list[bytes]]:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from cursorops.cli.main import main
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 TOPIC = "persistent://acme/shop/orders"
 

@@ -22,13 +22,13 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from cursorops.core.acks.cursor import AckTarget
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.ids.position import Position
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.acks.cursor import AckTarget
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store.ledger import MESSAGE_SCHEMA
-from cursorops.core.subscription import SubscriptionType
 
 T0 = 1_700_000_000_000
 """The tests' "now" in epoch milliseconds (2023-11-14T22:13:20Z)."""

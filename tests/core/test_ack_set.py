@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.acks import ack_set
-from cursorops.core.errors import InvalidArgumentError, InvalidBatchIndexError
+from cursorops.core.domain.acks import ack_set
+from cursorops.core.domain.errors import InvalidArgumentError, InvalidBatchIndexError
 
 batch_sizes = st.integers(min_value=1, max_value=300)
 

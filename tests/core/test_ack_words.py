@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.acks import ack_set, cursor_codec
-from cursorops.core.acks.ack_words import MAX_BATCH_SIZE, AckWords
-from cursorops.core.acks.cursor import BatchAckSets, CursorState
-from cursorops.core.acks.range_set import RangeSet
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.ids.position import Position
+from cursorops.core.domain.acks import ack_set, cursor_codec
+from cursorops.core.domain.acks.ack_words import MAX_BATCH_SIZE, AckWords
+from cursorops.core.domain.acks.cursor import BatchAckSets, CursorState
+from cursorops.core.domain.acks.range_set import RangeSet
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.ids.position import Position
 
 Row = tuple[int, int, int, list[int] | None]
 """(ledger, entry, batch size, the ack set's words as the wire gives them, or None)."""

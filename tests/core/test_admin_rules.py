@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import (
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import (
     InvalidArgumentError,
     InvalidInputError,
     InvalidPredicateError,
@@ -21,10 +20,11 @@ from cursorops.core.errors import (
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
-from cursorops.core.ids.position import Position
-from cursorops.core.ids.topic_name import MAX_NAME_CHARS
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.ids.topic_name import MAX_NAME_CHARS
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from tests.core.test_authz import dump
 
 TOPIC = "persistent://acme/ops/orders"

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from cursorops.core.acks.skip_plan import SkipPlan
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.acks.skip_plan import SkipPlan
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 TOPIC = "persistent://acme/ops/orders"
 PARTITIONS = 8
@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 APPLY = """
 import sys
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.acks.skip_plan import SkipPlan
+from cursorops.core.services.broker import Broker
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.acks.skip_plan import SkipPlan
 
 home, url, path = sys.argv[1:]
 plan = SkipPlan.from_json(open(path, encoding="utf-8").read())

@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from cursorops.core.authz import ACTIONS, GRANTS_ALLOWING, Operation, check, is_allowed
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import NotAuthorizedError
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.authz import ACTIONS, GRANTS_ALLOWING, Operation, check, is_allowed
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import NotAuthorizedError
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store.metadata import PERMISSION_ACTIONS, Base
-from cursorops.core.subscription import SubscriptionType
 
 SUPER = {"admin"}
 TOPIC = "persistent://acme/ops/orders"
@@ -206,7 +206,7 @@ def test_tenant_admin_has_no_rights_in_another_tenant(seeded: tuple[Broker, Conf
 def test_find_messages_needs_consume(seeded: tuple[Broker, Config]) -> None:
     """find_messages writes payload excerpts: it authorizes as peek (PEEK_MESSAGES)."""
     pytest.importorskip("pyspark")
-    from cursorops.core.analysis.predicates import parse_predicate
+    from cursorops.core.domain.analysis.predicates import parse_predicate
     from cursorops.spark import find_messages
 
     _, config = seeded

@@ -1,4 +1,4 @@
-"""Threshold logic of the backlog audit (cursorops.core.analysis.backlog_audit), against a plain
+"""Threshold logic of the backlog audit (cursorops.core.domain.analysis.backlog_audit), against a plain
 model."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.analysis.backlog_audit import (
+from cursorops.core.domain.analysis.backlog_audit import (
     BacklogSample,
     Limits,
     Measure,
@@ -17,7 +17,7 @@ from cursorops.core.analysis.backlog_audit import (
     latest_before,
     namespace_of,
 )
-from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.domain.errors import InvalidArgumentError
 
 T1 = "persistent://acme/orders/events"
 T2 = "persistent://acme/billing/invoices"

@@ -2,8 +2,8 @@
 
 ``(ledger << 32) + entry`` sent an entry id of 2**32 onto entry 0 of the next
 ledger and wrapped ledger ids of 2**32 and more onto small ones. These tests
-hold :func:`cursorops.core.ids.position.match_positions` and
-:func:`cursorops.core.analysis.backlog.unacked_messages`
+hold :func:`cursorops.core.domain.ids.position.match_positions` and
+:func:`cursorops.core.domain.analysis.backlog.unacked_messages`
 to plain Python models, with the edges of the int64 and 2**32 ranges.
 """
 
@@ -14,13 +14,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.acks import ack_set
-from cursorops.core.acks.cursor import CursorState
-from cursorops.core.acks.range_set import RangeSet
-from cursorops.core.analysis import backlog
-from cursorops.core.ids.position import EARLIEST, Position
-from cursorops.core.ids.position_match import match_positions
-from cursorops.core.reading.unacked_rows import unacked_rows
+from cursorops.core.domain.acks import ack_set
+from cursorops.core.domain.acks.cursor import CursorState
+from cursorops.core.domain.acks.range_set import RangeSet
+from cursorops.core.domain.analysis import backlog
+from cursorops.core.domain.delivery.unacked_rows import unacked_rows
+from cursorops.core.domain.ids.position import EARLIEST, Position
+from cursorops.core.domain.ids.position_match import match_positions
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 

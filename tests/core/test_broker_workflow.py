@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from cursorops.core.analysis.backlog_audit import BacklogSample
-from cursorops.core.broker import Broker, wall_clock_ms
-from cursorops.core.config import Config
-from cursorops.core.errors import InvalidArgumentError, NotAuthorizedError
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.analysis.backlog_audit import BacklogSample
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import InvalidArgumentError, NotAuthorizedError
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker, wall_clock_ms
+from cursorops.core.services.producer import OutgoingMessage
 
 TOPIC = "persistent://acme/orders/events"
 SUB = "billing"

@@ -7,7 +7,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.ids.chunked_messages import ChunkedMessages, check_groups, count_once
+from cursorops.core.domain.ids.chunked_messages import ChunkedMessages, check_groups, count_once
 
 
 @st.composite

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from cursorops.core.combining import Combiner
+from cursorops.core.domain.combining import Combiner
 
 DEADLINE_S = 60.0
 

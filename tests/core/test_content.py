@@ -1,4 +1,4 @@
-"""Message content and who reads it (cursorops.core.content): what is masked, and the permission
+"""Message content and who reads it (cursorops.core.domain.content): what is masked, and the permission
 rule
 through the real Broker."""
 
@@ -9,9 +9,9 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cursorops.core.authz import GRANTS_ALLOWING, Operation
-from cursorops.core.broker import Broker
-from cursorops.core.content import CONTENT_FIELDS, masked, masked_value, shown
+from cursorops.core.domain.authz import GRANTS_ALLOWING, Operation
+from cursorops.core.domain.content import CONTENT_FIELDS, masked, masked_value, shown
+from cursorops.core.services.broker import Broker
 
 TOPIC = "persistent://acme/ops/orders"
 MARK = "card-4111"

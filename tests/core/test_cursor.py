@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.acks import cursor_codec
-from cursorops.core.acks.cursor import AckTarget, BatchAckSets, CursorState
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.analysis import backlog
-from cursorops.core.errors import InvalidBatchIndexError, MetadataStoreError
-from cursorops.core.ids.position import EARLIEST, Position
+from cursorops.core.domain.acks import cursor_codec
+from cursorops.core.domain.acks.cursor import AckTarget, BatchAckSets, CursorState
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.analysis import backlog
+from cursorops.core.domain.errors import InvalidBatchIndexError, MetadataStoreError
+from cursorops.core.domain.ids.position import EARLIEST, Position
 
 
 @st.composite

@@ -13,12 +13,12 @@ from collections import defaultdict
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.reading.dispatch import Consumer, Message
-from cursorops.core.reading.key_hash import HashRing, sticky_key_hash
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.delivery.key_hash import HashRing, sticky_key_hash
+from cursorops.core.domain.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
+from cursorops.core.services.reading.dispatch import Consumer, Message
 
 from .conftest import Clock
 

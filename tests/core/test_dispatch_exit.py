@@ -7,18 +7,18 @@ import sys
 import textwrap
 from pathlib import Path
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 TOPIC = "persistent://acme/ops/exit"
 
 _LEAVER = textwrap.dedent(
     """
     import sys
-    from cursorops.core.broker import Broker
-    from cursorops.core.config import Config
+    from cursorops.core.services.broker import Broker
+    from cursorops.core.domain.config import Config
     broker = Broker(Config.from_home(sys.argv[1]))
     consumer = broker.dispatcher("admin", sys.argv[2], "s").subscribe("leaver", 10)
     assert len(consumer.receive_many(3)) == 3

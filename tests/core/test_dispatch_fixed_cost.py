@@ -19,17 +19,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import MetadataStoreError, SubscriptionNotFoundError
-from cursorops.core.ids.position import Position
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import MetadataStoreError, SubscriptionNotFoundError
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.dispatch_state import SubscriptionTransaction
 from cursorops.core.store.metadata import MetadataStore
 from cursorops.core.store.segment_reader import SegmentCache
-from cursorops.core.subscription import SubscriptionType
 
 from .conftest import Clock
 

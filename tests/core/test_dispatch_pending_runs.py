@@ -20,10 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.acks.cursor import CursorState
-from cursorops.core.acks.cursor_codec import encode
-from cursorops.core.ids.position import Position
-from cursorops.core.reading.redelivery import Release
+from cursorops.core.domain.acks.cursor import CursorState
+from cursorops.core.domain.acks.cursor_codec import encode
+from cursorops.core.domain.delivery.redelivery import Release
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.store.dispatch_state import (
     DispatchedColumns,
     PendingInfo,
@@ -32,7 +33,6 @@ from cursorops.core.store.dispatch_state import (
 from cursorops.core.store.metadata import MetadataStore
 from cursorops.core.store.pending_runs import RUN_SPAN_ENTRIES, Members, decode, runs_of
 from cursorops.core.store.pending_runs import encode as encode_members
-from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/runs"
 PARTITIONS = [f"{TOPIC}-partition-0", f"{TOPIC}-partition-1"]

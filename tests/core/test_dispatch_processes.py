@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import CursorOpsError
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.reading.key_hash import HashRing, sticky_key_hash
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.delivery.key_hash import HashRing, sticky_key_hash
+from cursorops.core.domain.errors import CursorOpsError
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 pytestmark = pytest.mark.slow
 """Every test starts consumer processes (spawned interpreters or the CLI): seconds each."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 
-from cursorops.core.acks import cursor_codec
-from cursorops.core.broker import Broker
-from cursorops.core.ids.position import Position
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.reading.dispatch import Message
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.acks import cursor_codec
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
+from cursorops.core.services.reading.dispatch import Message
 
 from .conftest import Clock
 

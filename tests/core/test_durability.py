@@ -9,15 +9,15 @@ import threading
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import PositionOutOfRangeError, SubscriptionNotFoundError
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.position import Position
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.reading import dispatch
-from cursorops.core.reading.message import Message
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import PositionOutOfRangeError, SubscriptionNotFoundError
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
+from cursorops.core.services.reading import dispatch
+from cursorops.core.services.reading.message import Message
 
 from .conftest import Clock
 

@@ -2,7 +2,7 @@
 
 The CLI (``--deliver-after``, ``reset-cursor --time``), the predicates and entry
 filters, and the Spark job's ``--time-limit`` all read it through
-:mod:`cursorops.core.durations`, so each case here holds at every door.
+:mod:`cursorops.core.domain.durations`, so each case here holds at every door.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 from cursorops.cli import values
-from cursorops.core.analysis.predicates import parse_predicate
-from cursorops.core.durations import INT64_MAX, UNIT_MS, parse_duration_ms, parse_time_ms
-from cursorops.core.errors import InvalidArgumentError, InvalidPredicateError
-from cursorops.core.reading.entry_filters import EntryFilters
+from cursorops.core.domain.analysis.entry_filters import EntryFilters
+from cursorops.core.domain.analysis.predicates import parse_predicate
+from cursorops.core.domain.durations import INT64_MAX, UNIT_MS, parse_duration_ms, parse_time_ms
+from cursorops.core.domain.errors import InvalidArgumentError, InvalidPredicateError
 from cursorops.spark.analyze_backlog import parse_time_limit
 
 NOW = 1_700_000_000_000

@@ -9,18 +9,18 @@ from pathlib import Path
 import pytest
 
 from cursorops.core import SkipOutcome, TopicAnalysis, TopicScan, TopicStats
-from cursorops.core.analysis.topic_scan import decode_state
-from cursorops.core.authz import Operation
-from cursorops.core.broker import Broker
-from cursorops.core.errors import (
+from cursorops.core.domain.analysis.topic_scan import decode_state
+from cursorops.core.domain.authz import Operation
+from cursorops.core.domain.errors import (
     InvalidArgumentError,
     NotAuthorizedError,
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 TOPIC = "persistent://acme/ops/orders"
 PLAIN = "persistent://acme/ops/plain"

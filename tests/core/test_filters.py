@@ -10,16 +10,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.acks.cursor import AckTarget, CursorState
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.analysis import backlog
-from cursorops.core.analysis.predicates import Predicate, TimeRange, parse_predicate
-from cursorops.core.durations import parse_time_ms
-from cursorops.core.errors import InvalidArgumentError, InvalidInputError, InvalidPredicateError
-from cursorops.core.ids.position import Position
-from cursorops.core.reading.entry_filters import EntryFilters, describe, first_messages
-from cursorops.core.reading.filter_verdict import FilterVerdict
-from cursorops.core.reading.unacked_rows import unacked_rows
+from cursorops.core.domain.acks.cursor import AckTarget, CursorState
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.analysis import backlog
+from cursorops.core.domain.analysis.entry_filters import EntryFilters, describe, first_messages
+from cursorops.core.domain.analysis.filter_verdict import FilterVerdict
+from cursorops.core.domain.analysis.predicates import Predicate, TimeRange, parse_predicate
+from cursorops.core.domain.delivery.unacked_rows import unacked_rows
+from cursorops.core.domain.durations import parse_time_ms
+from cursorops.core.domain.errors import (
+    InvalidArgumentError,
+    InvalidInputError,
+    InvalidPredicateError,
+)
+from cursorops.core.domain.ids.position import Position
 
 from .conftest import T0, rows
 

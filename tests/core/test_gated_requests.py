@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.errors import (
+from cursorops.core.domain.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
     InvalidInputError,
@@ -24,7 +23,11 @@ from cursorops.core.errors import (
     StoreError,
     SubscriptionNotFoundError,
 )
-from cursorops.core.gating import (
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import (
     Applied,
     Caller,
     ClearBacklog,
@@ -40,10 +43,7 @@ from cursorops.core.gating import (
     Unsubscribe,
     named,
 )
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.position import Position
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.services.producer import OutgoingMessage
 from tests.core.test_authz import dump
 
 ORDINARY = "persistent://acme/ops/orders"

@@ -1,6 +1,6 @@
 """``skip -n`` and ``clear-backlog`` select the head of the backlog by messages, not entries.
 
-:func:`cursorops.core.acks.head.head_messages` is held to a plain model: every message
+:func:`cursorops.core.domain.acks.head.head_messages` is held to a plain model: every message
 of the partition in position order, kept where :meth:`CursorState.is_acked` says
 it is unacknowledged, the first N of them.
 """
@@ -11,12 +11,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.acks.cursor import AckTarget, CursorState
-from cursorops.core.acks.head import head_messages
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.acks.skip import SkipLookup
-from cursorops.core.ids.chunked_messages import ChunkedMessages
-from cursorops.core.ids.position import Position
+from cursorops.core.domain.acks.cursor import AckTarget, CursorState
+from cursorops.core.domain.acks.head import head_messages
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.acks.skip import SkipLookup
+from cursorops.core.domain.ids.chunked_messages import ChunkedMessages
+from cursorops.core.domain.ids.position import Position
 
 
 def lookup_of(ledgers: list[list[int]]) -> SkipLookup:

@@ -1,4 +1,4 @@
-"""Text in any script through an HTTP header (cursorops.core.header_text)."""
+"""Text in any script through an HTTP header (cursorops.core.domain.header_text)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.header_text import header_text, header_value
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.header_text import header_text, header_value
 
 SCRIPTS = [
     "Rückbuchung für Kunde",

@@ -5,7 +5,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.reading.key_hash import HASH_RANGE_SIZE, HashRing, murmur3_32, sticky_key_hash
+from cursorops.core.domain.delivery.key_hash import (
+    HASH_RANGE_SIZE,
+    HashRing,
+    murmur3_32,
+    sticky_key_hash,
+)
 
 
 def test_murmur3_32_reference_vectors() -> None:

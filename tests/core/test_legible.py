@@ -1,4 +1,4 @@
-"""cursorops.core.legible: hidden characters spelled out, every other one kept."""
+"""cursorops.core.domain.legible: hidden characters spelled out, every other one kept."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.legible import CELL_CHARS, HIDDEN, columns, cut, legible
+from cursorops.core.domain.legible import CELL_CHARS, HIDDEN, columns, cut, legible
 from tests.hostile_text import HOSTILE, hidden_in
 
 

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cursorops.core.errors import InvalidInputError, InvalidMessageIdError
-from cursorops.core.ids.message_id import MessageId, decode_base64, parse_position
-from cursorops.core.ids.position import Position
+from cursorops.core.domain.errors import InvalidInputError, InvalidMessageIdError
+from cursorops.core.domain.ids.message_id import MessageId, decode_base64, parse_position
+from cursorops.core.domain.ids.position import Position
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1

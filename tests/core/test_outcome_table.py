@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cursorops.core import errors
-from cursorops.core.errors import (
+from cursorops.core.domain import errors
+from cursorops.core.domain.errors import (
     ConflictError,
     CursorOpsError,
     InvalidInputError,

@@ -12,23 +12,23 @@ from dataclasses import replace
 
 import pytest
 
-from cursorops.core.acks.skip_plan import SkipPlan
-from cursorops.core.broker import Broker
-from cursorops.core.errors import (
+from cursorops.core.domain.acks.skip_plan import SkipPlan
+from cursorops.core.domain.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
     InvalidSkipPlanError,
     PlanAlreadyAppliedError,
 )
-from cursorops.core.gating.plan_record import (
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.plans.plan_record import (
     MAX_APPROVALS,
     ApprovalPolicy,
     PlanBinding,
     PlanRecord,
 )
-from cursorops.core.ids.position import Position
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from tests.core.conftest import in_threads
 
 TOPIC = "persistent://acme/ops/orders"

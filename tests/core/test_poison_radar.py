@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.acks import ack_set
-from cursorops.core.acks.cursor import CursorState
-from cursorops.core.acks.range_set import RangeSet
-from cursorops.core.analysis.backlog_audit import Thresholds
-from cursorops.core.analysis.poison_radar import (
+from cursorops.core.domain.acks import ack_set
+from cursorops.core.domain.acks.cursor import CursorState
+from cursorops.core.domain.acks.range_set import RangeSet
+from cursorops.core.domain.analysis.backlog_audit import Thresholds
+from cursorops.core.domain.analysis.poison_radar import (
     PendingCounts,
     RadarLimits,
     RadarResult,
@@ -21,9 +21,9 @@ from cursorops.core.analysis.poison_radar import (
     scan_partition,
     skip_request,
 )
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.ids.chunked_messages import chunk_rest
-from cursorops.core.ids.position import EARLIEST, Position
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.ids.chunked_messages import chunk_rest
+from cursorops.core.domain.ids.position import EARLIEST, Position
 
 NOW = 1_000_000
 Message = tuple[int, int, int]

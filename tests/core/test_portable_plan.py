@@ -8,15 +8,15 @@ import json
 
 import pytest
 
-from cursorops.core.acks.skip_plan import PlannedSkip, SkipPlan
-from cursorops.core.errors import InvalidArgumentError, InvalidSkipPlanError
-from cursorops.core.gating.redrive import RedriveMessage, RedrivePlan
-from cursorops.core.gating.reset import PartitionReset, ResetPlan
-from cursorops.core.gating.undo_skip import UndoPartition, UndoPlan
-from cursorops.core.gating.unsubscribe import UnsubscribePlan
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.position import Position
-from cursorops.core.portable_plan import PortablePlan, Spelling, canonical_json
+from cursorops.core.domain.acks.skip_plan import PlannedSkip, SkipPlan
+from cursorops.core.domain.errors import InvalidArgumentError, InvalidSkipPlanError
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.portable_plan import PortablePlan, Spelling, canonical_json
+from cursorops.core.services.gating.redrive import RedriveMessage, RedrivePlan
+from cursorops.core.services.gating.reset import PartitionReset, ResetPlan
+from cursorops.core.services.gating.undo_skip import UndoPartition, UndoPlan
+from cursorops.core.services.gating.unsubscribe import UnsubscribePlan
 
 TOPIC = "persistent://acme/ops/orders"
 

@@ -1,4 +1,4 @@
-"""cursorops.core.analysis.predicates and cursorops.core.analysis.match_conditions: the document
+"""cursorops.core.domain.analysis.predicates and cursorops.core.domain.analysis.match_conditions: the document
 built from the
 flat match options,
 and the producer condition."""
@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.analysis.match_conditions import (
+from cursorops.core.domain.analysis.match_conditions import (
     MATCH_OPTIONS,
     MatchConditions,
     predicate_from_options,
 )
-from cursorops.core.analysis.predicates import parse_predicate
-from cursorops.core.errors import InvalidInputError, InvalidPredicateError
+from cursorops.core.domain.analysis.predicates import parse_predicate
+from cursorops.core.domain.errors import InvalidInputError, InvalidPredicateError
 
 from .conftest import T0, rows
 

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.config import Config
-from cursorops.core.errors import LedgerStoreError, TopicNotFoundError
-from cursorops.core.producer import OutgoingMessage, Producer, _all_plain
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import LedgerStoreError, TopicNotFoundError
+from cursorops.core.services.producer import OutgoingMessage, Producer, _all_plain
 from cursorops.core.store.ledger import LedgerStore
 from cursorops.core.store.metadata import MetadataStore
 

@@ -4,11 +4,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from cursorops.core.config import Config
-from cursorops.core.errors import InvalidArgumentError, TopicNotFoundError
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.producer import OutgoingMessage, Producer, java_string_hash, key_partition
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import InvalidArgumentError, TopicNotFoundError
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.services.producer import (
+    OutgoingMessage,
+    Producer,
+    java_string_hash,
+    key_partition,
+)
 from cursorops.core.store.ledger import LedgerStore
 from cursorops.core.store.metadata import MetadataStore, TopicInfo
 

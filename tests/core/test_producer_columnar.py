@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.config import Config
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.producer import OutgoingMessage, Producer
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.services.producer import OutgoingMessage, Producer
 from cursorops.core.store.ledger import LedgerStore
 from cursorops.core.store.metadata import MetadataStore
 

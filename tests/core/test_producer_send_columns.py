@@ -23,11 +23,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.config import Config
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.message_id_columns import MessageIdColumns, concatenate
-from cursorops.core.producer import OutgoingMessage, Producer
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.message_id_columns import MessageIdColumns, concatenate
+from cursorops.core.services.producer import OutgoingMessage, Producer
 from cursorops.core.store import arrow_columns
 from cursorops.core.store.ledger import MESSAGE_SCHEMA, LedgerStore
 from cursorops.core.store.metadata import MetadataStore
@@ -280,8 +280,8 @@ def test_producing_does_not_import_pandas(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from cursorops.core.config import Config\n"
-        "from cursorops.core.producer import OutgoingMessage, Producer\n"
+        "from cursorops.core.domain.config import Config\n"
+        "from cursorops.core.services.producer import OutgoingMessage, Producer\n"
         "from cursorops.core.store.ledger import LedgerStore\n"
         "from cursorops.core.store.metadata import MetadataStore\n"
         f"config = Config.from_home(Path({str(tmp_path)!r}))\n"

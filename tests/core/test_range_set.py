@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap
 
-from cursorops.core.acks.range_set import ENTRY_ID_LIMIT, RangeSet
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.ids.position import Position
+from cursorops.core.domain.acks.range_set import ENTRY_ID_LIMIT, RangeSet
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.ids.position import Position
 
 Model = set[tuple[int, int]]
 Op = tuple[object, ...]

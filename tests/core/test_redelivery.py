@@ -1,4 +1,4 @@
-"""Redelivery counted as Pulsar counts it (:mod:`cursorops.core.reading.redelivery`).
+"""Redelivery counted as Pulsar counts it (:mod:`cursorops.core.domain.delivery.redelivery`).
 
 A negative acknowledgement and a redeliver request bump a message's redelivery count; a
 consumer's close, the lapse of its lease, a Failover take-over and the release of a gone
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from cursorops.core.analysis.poison_radar import RadarLimits
-from cursorops.core.broker import Broker
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.reading.dispatch import Consumer, Message
-from cursorops.core.reading.redelivery import Release
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.analysis.poison_radar import RadarLimits
+from cursorops.core.domain.delivery.redelivery import Release
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
+from cursorops.core.services.reading.dispatch import Consumer, Message
 
 from .conftest import Clock
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from cursorops.core.acks.cursor_targets import seek_target
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.broker import Broker
-from cursorops.core.errors import ApprovalRequiredError
-from cursorops.core.ids.position import EARLIEST, Position
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.acks.cursor_targets import seek_target
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.errors import ApprovalRequiredError
+from cursorops.core.domain.ids.position import EARLIEST, Position
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 TOPIC = "persistent://acme/ops/seek"
 

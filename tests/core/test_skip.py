@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.errors import (
+from cursorops.core.domain.errors import (
     EntryNotFoundError,
     InvalidArgumentError,
     InvalidBatchIndexError,
@@ -16,9 +15,10 @@ from cursorops.core.errors import (
     TopicNotFoundError,
     UnsupportedSubscriptionTypeError,
 )
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 from .conftest import Clock
 

@@ -16,19 +16,19 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import (
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import (
     CursorOpsError,
     EntryNotFoundError,
     InvalidBatchIndexError,
     InvalidMessageIdError,
 )
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.position import Position
-from cursorops.core.ids.skip_payload import parse_payload
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.ids.skip_payload import parse_payload
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 from .conftest import Clock
 

@@ -17,14 +17,14 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from cursorops.core.acks import cursor_codec
-from cursorops.core.acks.cursor import CursorState
-from cursorops.core.broker import Broker
-from cursorops.core.gating.skip import FOLD_AFTER_DELTAS
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.acks import cursor_codec
+from cursorops.core.domain.acks.cursor import CursorState
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating.skip import FOLD_AFTER_DELTAS
+from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store.cursor_door import Hold
-from cursorops.core.subscription import SubscriptionType
 
 from .conftest import write_lock_held
 
@@ -142,7 +142,7 @@ def test_a_skip_locks_its_partitions_in_the_order_of_their_names(
 
     The second skip comes from another process (another Broker): within one, a skip
     that needs a partition a waiting batch of skips holds joins the batch after it
-    (core/combining.py), whatever the lock order."""
+    (core/domain/combining.py), whatever the lock order."""
     ids = [by_partition[3][0], by_partition[0][0]]
     with (
         Broker(broker.config) as elsewhere,

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.errors import InvalidSkipPayloadError
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.skip_payload import parse_payload
+from cursorops.core.domain.errors import InvalidSkipPayloadError
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.skip_payload import parse_payload
 
 
 def test_bare_array_of_base64() -> None:

@@ -15,10 +15,9 @@ import sys
 import pytest
 from sqlalchemy import create_engine, text
 
-from cursorops.core.acks.skip_plan import PlannedSkip, SkipPlan
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import (
+from cursorops.core.domain.acks.skip_plan import PlannedSkip, SkipPlan
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import (
     EntryNotFoundError,
     InvalidArgumentError,
     InvalidMessageIdError,
@@ -26,9 +25,10 @@ from cursorops.core.errors import (
     MetadataStoreError,
     PositionOutOfRangeError,
 )
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 from .conftest import Clock
 
@@ -245,8 +245,8 @@ def test_a_failing_audit_write_leaves_nothing_acknowledged(
 def test_reading_a_plan_needs_neither_store_nor_pyarrow() -> None:
     """A DAG task or REST handler may parse a plan without the heavy imports."""
     code = (
-        "import sys, cursorops.core.acks.skip_plan; "
-        "print(sorted(m for m in ('pyarrow', 'sqlalchemy', 'pyspark', 'cursorops.core.broker') "
+        "import sys, cursorops.core.domain.acks.skip_plan; "
+        "print(sorted(m for m in ('pyarrow', 'sqlalchemy', 'pyspark', 'cursorops.core.services.broker') "
         "if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -9,15 +9,15 @@ from unittest.mock import patch
 import pytest
 from sqlalchemy import Connection, event
 
-from cursorops.core.acks import cursor_codec
-from cursorops.core.acks.cursor import CursorState
-from cursorops.core.broker import Broker
-from cursorops.core.gating.skip import FOLD_AFTER_DELTAS
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.acks import cursor_codec
+from cursorops.core.domain.acks.cursor import CursorState
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating.skip import FOLD_AFTER_DELTAS
+from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store.cursor_door import CursorTransaction
 from cursorops.core.store.engine import WRITE_OPTION
-from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/skips"
 
@@ -167,7 +167,7 @@ def test_a_requested_skip_on_an_ordinary_namespace_costs_at_most_15_statements(
 ) -> None:
     """What a REST skip sends where no approval is required: the door's one request
     (``Broker.request``: the topic authorized and its policy read, then the one skip path)."""
-    from cursorops.core.gating import Applied, Caller, SkipMessages
+    from cursorops.core.services.gating import Applied, Caller, SkipMessages
 
     broker.grant_permission("admin", "acme/ops", "reader", ["consume"])
     arguments = SkipMessages(topic=TOPIC, subscription="s", ids=tuple(produced[:2]))

@@ -1,6 +1,6 @@
 """Skip validation over arrays against the per-id rules written plainly.
 
-:func:`cursorops.core.acks.skip.validate` routes, range-checks, looks up and deduplicates ids
+:func:`cursorops.core.domain.acks.skip.validate` routes, range-checks, looks up and deduplicates ids
 with numpy, and decides "already acknowledged" with
 :meth:`CursorState.acked_many` (mark-delete compare, ``RangeSet.contains_many``,
 ack-set bits). The model below is the per-id code it replaced, written as
@@ -26,11 +26,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.acks import ack_set, cursor_codec
-from cursorops.core.acks.cursor import AckColumns, AckTarget, BatchAckSets, CursorState
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.acks.range_set import RangeSet
-from cursorops.core.acks.skip import (
+from cursorops.core.domain.acks import ack_set, cursor_codec
+from cursorops.core.domain.acks.cursor import AckColumns, AckTarget, BatchAckSets, CursorState
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.acks.range_set import RangeSet
+from cursorops.core.domain.acks.skip import (
     MAX_ERRORS_LISTED,
     IdArrays,
     SkipLookup,
@@ -39,20 +39,20 @@ from cursorops.core.acks.skip import (
     has_repeats,
     validate,
 )
-from cursorops.core.acks.skip_plan import PlannedSkip, SkipColumns, SkipPlan
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import (
+from cursorops.core.domain.acks.skip_plan import PlannedSkip, SkipColumns, SkipPlan
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import (
     EntryNotFoundError,
     InvalidArgumentError,
     InvalidBatchIndexError,
     InvalidMessageIdError,
     PositionOutOfRangeError,
 )
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.position import Position
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1

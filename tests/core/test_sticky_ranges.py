@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.reading.key_hash import in_ranges, overlap, sticky_key_hash, sticky_ranges
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.delivery.key_hash import (
+    in_ranges,
+    overlap,
+    sticky_key_hash,
+    sticky_ranges,
+)
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 TOPIC = "persistent://acme/ops/sticky"
 

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from sqlalchemy import insert
 
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.gating.plan_record import PlanRecord
-from cursorops.core.gating.registry import recorded
-from cursorops.core.portable_plan import PortablePlan
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.plans.plan_record import PlanRecord
+from cursorops.core.domain.portable_plan import PortablePlan
+from cursorops.core.services.gating.registry import recorded
 from cursorops.core.store.metadata import MetadataStore
 from cursorops.core.store.tables import PlanRecordRow
 

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cursorops.core.errors import InvalidInputError, InvalidTopicNameError
-from cursorops.core.ids.topic_name import (
+from cursorops.core.domain.errors import InvalidInputError, InvalidTopicNameError
+from cursorops.core.domain.ids.topic_name import (
     MAX_LABEL_CHARS,
     MAX_NAME_CHARS,
     TopicName,

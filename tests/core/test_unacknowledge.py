@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.acks.cursor import AckTarget, CursorState
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.acks.range_set import RangeSet
-from cursorops.core.acks.unacknowledge import unacknowledge
-from cursorops.core.errors import InvalidArgumentError, InvalidSkipPlanError
-from cursorops.core.ids.position import EARLIEST, Position
-from cursorops.core.ids.triplets import parse_triplets, triplets
+from cursorops.core.domain.acks.cursor import AckTarget, CursorState
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.acks.range_set import RangeSet
+from cursorops.core.domain.acks.unacknowledge import unacknowledge
+from cursorops.core.domain.errors import InvalidArgumentError, InvalidSkipPlanError
+from cursorops.core.domain.ids.position import EARLIEST, Position
+from cursorops.core.domain.ids.triplets import parse_triplets, triplets
 from tests.core.test_cursor import (
     apply_to_cursor,
     apply_to_model,

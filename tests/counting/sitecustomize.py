@@ -4,7 +4,7 @@ Python imports ``sitecustomize`` at start-up from the path; the session's Airflo
 folder on its ``PYTHONPATH`` and ``CURSOROPS_TEST_COUNTS`` naming a file. Every process
 (the API server, the scheduler, each task) then appends one line to that file per
 ``Broker`` made (``<pid> broker``) and per validation of message ids against the stores
-(``<pid> validate``: a call of :func:`cursorops.core.acks.skip.validate`). Without the variable
+(``<pid> validate``: a call of :func:`cursorops.core.domain.acks.skip.validate`). Without the variable
 nothing is patched.
 """
 
@@ -47,7 +47,10 @@ def _patch_validate(module: ModuleType) -> None:
     module.validate = counted
 
 
-PATCHES = {"cursorops.core.broker": _patch_broker, "cursorops.core.acks.skip": _patch_validate}
+PATCHES = {
+    "cursorops.core.services.broker": _patch_broker,
+    "cursorops.core.domain.acks.skip": _patch_validate,
+}
 
 
 class _Loader(importlib.abc.Loader):

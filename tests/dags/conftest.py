@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cursorops.core.config import Config
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.producer import OutgoingMessage
 
 if TYPE_CHECKING:
     from tests.airflow_harness import Airflow
@@ -41,14 +41,14 @@ class SeededTopic:
 
     def unacknowledged(self) -> set[str]:
         """``partition/L:E:B`` of every message a consumer would still get (delayed included)."""
-        from cursorops.core.broker import Broker
+        from cursorops.core.services.broker import Broker
 
         with Broker(self.config) as broker:
             messages = broker.peek_messages("admin", self.topic, SUBSCRIPTION, 10_000)
         return {label(m.message_id) for m in messages}
 
     def audit(self, kind: str) -> list[dict[str, object]]:
-        from cursorops.core.broker import Broker
+        from cursorops.core.services.broker import Broker
 
         with Broker(self.config) as broker:
             return [r.detail for r in broker.metadata.audit_log(self.topic) if r.kind == kind]
@@ -61,7 +61,7 @@ def label(mid: MessageId) -> str:
 def seed_topic(config: Config, namespace: str = NAMESPACE, partitions: int = 3) -> SeededTopic:
     """A partitioned topic: 60 keyed orders in batches of 5, 3 delayed reminders, and a
     Shared subscription at earliest that already acknowledged the first 7 messages."""
-    from cursorops.core.broker import Broker, wall_clock_ms
+    from cursorops.core.services.broker import Broker, wall_clock_ms
 
     topic = f"persistent://{namespace}/events-{secrets.token_hex(4)}"
     with Broker(config) as broker:
@@ -100,9 +100,9 @@ def request_skip(
     stored as a plan record bound to a new run, and that run started over Airflow's REST API
     as ``user`` with the record's digest (and ``params``: the gates' timeout and validity).
     The run's id."""
-    from cursorops.core.broker import Broker, wall_clock_ms
-    from cursorops.core.broker.gated import new_run_id
-    from cursorops.core.gating import Caller, Run, SkipMessages
+    from cursorops.core.services.broker import Broker, wall_clock_ms
+    from cursorops.core.services.broker.gated import new_run_id
+    from cursorops.core.services.gating import Caller, Run, SkipMessages
 
     run = Run(SKIP_DAG, new_run_id(wall_clock_ms()))
     arguments = SkipMessages(

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SeededTopic, label, request_skip, seed_topic
 from tests.dags.test_approval_attacks import first_unacked

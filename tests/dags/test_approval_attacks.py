@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
 from tests.airflow_fixtures import APPROVAL_MINUTE_S
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SUBSCRIPTION, SeededTopic, label, request_skip, seed_topic
@@ -152,7 +152,7 @@ def _wait_state(airflow: Airflow, run: str, task: str, states: set[str]) -> None
 
 
 def test_reruns_tell_the_truth(airflow: Airflow, cursorops_home: Config):
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     seeded = seed_topic(cursorops_home)
     pills = first_unacked(seeded, 3)
@@ -211,7 +211,7 @@ def test_reruns_tell_the_truth(airflow: Airflow, cursorops_home: Config):
 
 @pytest.fixture(scope="module")
 def quorum_namespace(cursorops_home: Config) -> str:
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     with Broker(cursorops_home) as broker:
         broker.create_namespace("admin", QUORUM_NAMESPACE)
@@ -299,7 +299,7 @@ def test_every_door_of_an_approval_namespace_asks_first(
     import subprocess
     import sys
 
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     seeded = seed_topic(cursorops_home)
     namespace = "acme/approved"

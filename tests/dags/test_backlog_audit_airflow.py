@@ -25,7 +25,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def test_audit_records_exact_history_and_fails_on_a_breach(airflow: Airflow, cursorops_home):
     from cursorops.airflow.runs import safe_name
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     airflow.wait_dag(DAG)
     namespace = f"acme/audit-{secrets.token_hex(3)}"

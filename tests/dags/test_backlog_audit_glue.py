@@ -11,11 +11,11 @@ import pytest
 
 from cursorops.airflow.backlog_audit import chart_selection, load_thresholds, samples_from
 from cursorops.airflow.chart import draw_history
-from cursorops.core.analysis.backlog import analysis_document
-from cursorops.core.analysis.backlog_audit import BacklogSample, Breach, Measure
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.domain.analysis.backlog import analysis_document
+from cursorops.core.domain.analysis.backlog_audit import BacklogSample, Breach, Measure
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.services.broker import Broker
 from tests.dags.conftest import SUBSCRIPTION, seed_topic
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -142,7 +142,7 @@ def test_cli_audit_history_reads_the_same_rows(home, capsys):
 
 def test_audit_topics_every_namespace_or_the_chosen_ones(home):
     from cursorops.airflow.backlog_audit import audit_topics
-    from cursorops.core.errors import NotAuthorizedError
+    from cursorops.core.domain.errors import NotAuthorizedError
 
     seeded = seed_topic(home)
     with Broker(home) as broker:

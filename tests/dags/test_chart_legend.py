@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cursorops.airflow.chart import LEGEND_CHARS, history_figure, legend_label
-from cursorops.core.legible import legible
+from cursorops.core.domain.legible import legible
 from tests.hostile_text import HOSTILE, hidden_in
 
 TOPIC = "persistent://acme/orders/events"

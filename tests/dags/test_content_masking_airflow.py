@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from tests.airflow_harness import Airflow
 from tests.dags.test_gated_operations_airflow import approval_topic
 from tests.plugins.conftest import PREFIX, rest_path

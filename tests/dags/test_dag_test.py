@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
 from tests.airflow_harness import DAG_TEST_USER, Airflow
 from tests.dags.conftest import SECRET_NAMESPACE, SUBSCRIPTION, SeededTopic, label, seed_topic
 from tests.dags.test_skip_matching_airflow import conf as matching_conf
@@ -125,7 +125,7 @@ class DagTest:
 
 @pytest.fixture(scope="module")
 def granted(cursorops_home: Config) -> Config:
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     with Broker(cursorops_home) as broker:
         broker.create_namespace("admin", NAMESPACE)
@@ -205,8 +205,8 @@ def skip_conf(dag_id: str, seeded: SeededTopic, when: datetime) -> dict[str, Any
     reminders by the predicate "still scheduled" (skip matching is triggered with its
     request)."""
     if dag_id == MESSAGES:
-        from cursorops.core.broker import Broker
-        from cursorops.core.gating import Caller, Run, SkipMessages
+        from cursorops.core.services.broker import Broker
+        from cursorops.core.services.gating import Caller, Run, SkipMessages
 
         arguments = SkipMessages(
             topic=seeded.topic,
@@ -359,7 +359,7 @@ def test_unauthorized_requester_is_refused_before_planning(
 ):
     """A request of skip by ids is refused at its door, nothing stored; skip matching,
     triggered with its request, refuses in ``authorize`` before its scan."""
-    from cursorops.core.errors import NotAuthorizedError
+    from cursorops.core.domain.errors import NotAuthorizedError
 
     seeded = seed_topic(granted, namespace=SECRET_NAMESPACE)  # dag_test holds no grant there
     before = seeded.unacknowledged()
@@ -403,7 +403,7 @@ def test_bad_conf_fails_at_once_without_retry(
 def test_backlog_audit_records_the_exact_backlog(airflow: Airflow, granted: Config, tmp_path):
     import secrets
 
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     namespace = f"acme/audit-dt-{secrets.token_hex(3)}"
     with Broker(granted) as broker:

@@ -110,7 +110,7 @@ def test_a_request_workflow_is_its_gates_apply_and_record(parsed):
 def test_nothing_heavy_at_parse_time(parsed):
     modules = parsed["modules"]
     assert not [m for m in modules if m.startswith("pyspark")]
-    assert "cursorops.core.broker" not in modules
+    assert "cursorops.core.services.broker" not in modules
     # The gated operations' slices name the store's value types (a ticket, an audit entry,
     # the replay of a cursor's state), but nothing that opens a store is loaded.
     values = {"", ".arrow_columns", ".cursor_state", ".cursor_ticket", ".values"}

@@ -25,8 +25,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
+from cursorops.core.services.broker import Broker
 from tests.airflow_harness import USERS
 from tests.conftest import _postgres_base_url, postgres_databases
 from tests.dags.conftest import SUBSCRIPTION, TENANT, label, seed_topic

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from cursorops.airflow.local_airflow import CLIENT_REQUEST_ID
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
 from tests.airflow_fixtures import COUNTS_FILE
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SUBSCRIPTION, label, request_skip, seed_topic
@@ -87,7 +87,7 @@ def others(requests: list[Served]) -> list[Served]:
 
 @pytest.fixture(scope="module")
 def approval_namespace(cursorops_home: Config) -> str:
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     namespace = f"acme/counted-{secrets.token_hex(3)}"
     with Broker(cursorops_home) as broker:

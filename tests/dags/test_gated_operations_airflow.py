@@ -10,10 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from tests.airflow_harness import Airflow
 from tests.plugins.conftest import PREFIX, rest_path
 
@@ -199,7 +199,7 @@ def test_an_approve_given_after_a_replan_is_refused_and_nothing_applies(
     """Airflow keeps the text a waiting gate showed: the run is re-planned while it waits (a
     newer plan record bound to the run), bob's Approve is taken by Airflow, and the gate
     answers it as stale: it fails, apply never runs, the cursor does not move."""
-    from cursorops.core.gating import Caller, ResetCursor, Run
+    from cursorops.core.services.gating import Caller, ResetCursor, Run
 
     topic = approval_topic(cursorops_home, "s")
     with Broker(cursorops_home) as broker:
@@ -238,8 +238,8 @@ def test_a_gate_whose_plan_was_replanned_before_it_asks_offers_only_reject(
 ) -> None:
     """The run waits (its DAG paused) while a newer plan record is bound to it: its gate
     says at the top that the request can no longer be approved, and offers Reject only."""
-    from cursorops.core.gating import Caller, ResetCursor, Run
-    from cursorops.core.gating.approval_text import STALE
+    from cursorops.core.services.gating import Caller, ResetCursor, Run
+    from cursorops.core.services.gating.approval_text import STALE
 
     dag = "cursorops_reset_cursor"
     topic = approval_topic(cursorops_home, "s")

@@ -10,9 +10,9 @@ import pytest
 
 from cursorops.airflow import environment
 from cursorops.airflow.outcomes import OUTCOMES, Outcome, airflow_outcome, outcome_of
-from cursorops.core import errors
-from cursorops.core.config import Config
-from cursorops.core.errors import (
+from cursorops.core.domain import errors
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import (
     ConsumerBusyError,
     InvalidArgumentError,
     InvalidMessageIdError,
@@ -85,8 +85,8 @@ def test_config_from_environ(tmp_path: Path):
 
 def _record(tmp_path: Path, run_id: str = "manual__1"):
     """A seeded topic and a plan record of two of its ids, bound to ``run_id`` of alice."""
-    from cursorops.core.broker import Broker
-    from cursorops.core.gating import Caller, Run, SkipMessages
+    from cursorops.core.services.broker import Broker
+    from cursorops.core.services.gating import Caller, Run, SkipMessages
     from tests.dags.conftest import GRANTED, NAMESPACE, SUBSCRIPTION, TENANT, seed_topic
 
     config = Config.from_home(tmp_path)
@@ -111,7 +111,7 @@ def _record(tmp_path: Path, run_id: str = "manual__1"):
 def _presented(broker, record, gate: str = "approve_skip", at: int = 0, approvers=("bob",)):
     """What gate ``gate`` of the record's run showed, recorded as the gate records it."""
     from cursorops.airflow.operators.gate import body_sha256
-    from cursorops.core.gating.plan_record import ApprovalRequest
+    from cursorops.core.domain.plans.plan_record import ApprovalRequest
 
     b = record.binding
     shown = ApprovalRequest(
@@ -133,7 +133,7 @@ def test_record_is_written_once_per_attempt(tmp_path: Path):
     from types import SimpleNamespace
 
     from cursorops.airflow.closing_record import close_request
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     config, seeded, record = _record(tmp_path)
     run = SimpleNamespace(
@@ -167,8 +167,8 @@ def test_the_closing_record_lists_only_answers_to_its_own_plan(tmp_path: Path):
     from types import SimpleNamespace
 
     from cursorops.airflow.closing_record import close_request
-    from cursorops.core.broker import Broker
-    from cursorops.core.gating import Caller, Run, SkipMessages
+    from cursorops.core.services.broker import Broker
+    from cursorops.core.services.gating import Caller, Run, SkipMessages
     from tests.dags.conftest import SUBSCRIPTION
 
     config, seeded, first = _record(tmp_path)
@@ -198,7 +198,7 @@ AT = 1_795_395_600_000
 
 
 def _answer(shown, by: str | None = "bob", chosen=("Approve",), at: int = AT):
-    from cursorops.core.gating.plan_record import ApprovalAnswer
+    from cursorops.core.domain.plans.plan_record import ApprovalAnswer
 
     return ApprovalAnswer(shown, tuple(chosen), by, at)
 
@@ -210,7 +210,7 @@ def test_approval_check_refuses_all_but_a_permitted_second_user_for_this_very_pl
 
     from cursorops.airflow.approval import check_approvals
     from cursorops.airflow.operators.gate import body_sha256
-    from cursorops.core.gating.plan_record import ApprovalRequest
+    from cursorops.core.domain.plans.plan_record import ApprovalRequest
 
     _, _, record = _record(tmp_path)
     shown = ApprovalRequest(
@@ -256,7 +256,7 @@ def test_a_quorum_needs_distinct_approvers_on_every_gate(tmp_path: Path):
 
     from cursorops.airflow.approval import check_approvals
     from cursorops.airflow.operators.gate import body_sha256
-    from cursorops.core.gating.plan_record import ApprovalRequest
+    from cursorops.core.domain.plans.plan_record import ApprovalRequest
 
     _, _, record = _record(tmp_path)
     record = replace(record, required_approvals=2)
@@ -311,7 +311,7 @@ def test_the_gate_records_the_answer_it_is_resumed_with(tmp_path: Path, monkeypa
     from airflow.providers.standard.exceptions import HITLRejectException, HITLTimeoutError
 
     from cursorops.airflow.operators.gate import FourEyesApprovalOperator
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     config, _, record = _record(tmp_path)
     context = _gate_context(config, monkeypatch)
@@ -363,7 +363,7 @@ def test_a_gate_that_showed_its_request_refuses_to_ask_again(tmp_path: Path, mon
     from airflow.sdk.exceptions import AirflowFailException
 
     from cursorops.airflow.operators.gate import FourEyesApprovalOperator
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     config, seeded, record = _record(tmp_path)
     context = _gate_context(config, monkeypatch, try_number=2)
@@ -412,7 +412,7 @@ def test_a_retried_gate_takes_the_answer_airflow_accepted_and_never_asks_again(
 
     from cursorops.airflow.closing_record import request_kind
     from cursorops.airflow.operators.gate import FourEyesApprovalOperator
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     config, seeded, record = _record(tmp_path)
     context = _gate_context(config, monkeypatch, try_number=2)
@@ -450,7 +450,7 @@ def test_a_run_finds_only_the_plan_record_bound_to_it(tmp_path: Path):
     from airflow.sdk.exceptions import AirflowFailException
 
     from cursorops.airflow.steps import run_plan_record
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     config, _seeded, record = _record(tmp_path, "request__1")
 
@@ -479,8 +479,8 @@ def test_a_gate_whose_plan_was_replanned_or_whose_earlier_approval_expired_is_st
     """Apply would refuse each of these: the gate says so instead of offering Approve."""
     from dataclasses import replace
 
-    from cursorops.core.gating.plan_record import ApprovalRequest
-    from cursorops.core.gating.staleness import stale_reason
+    from cursorops.core.domain.plans.plan_record import ApprovalRequest
+    from cursorops.core.services.gating.staleness import stale_reason
 
     _, _, record = _record(tmp_path)
     first = ApprovalRequest(record.digest, "d", "r", "approve_skip", "x", ("bob",), AT, 600_000)
@@ -513,8 +513,8 @@ def test_an_approve_given_after_a_replan_is_answered_as_stale(tmp_path: Path, mo
     from airflow.sdk.exceptions import AirflowFailException
 
     from cursorops.airflow.operators.gate import FourEyesApprovalOperator
-    from cursorops.core.broker import Broker
-    from cursorops.core.gating import Caller, Run, SkipMessages
+    from cursorops.core.services.broker import Broker
+    from cursorops.core.services.gating import Caller, Run, SkipMessages
 
     config, seeded, record = _record(tmp_path)
     context = _gate_context(config, monkeypatch)

@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.gating.inert import (
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.services.gating.inert import (
     CELL_CHARS,
     CELL_RUN_CHARS,
     MAX_CHARS,
@@ -25,7 +26,6 @@ from cursorops.core.gating.inert import (
     cell,
     inert,
 )
-from cursorops.core.ids.position import Position
 from tests.hostile_text import HOSTILE as SHARED_HOSTILE
 from tests.hostile_text import hidden_in
 
@@ -132,11 +132,11 @@ def test_a_gated_operations_preview_makes_no_element_of_what_others_wrote(
 ) -> None:
     """Undo, redrive, reset and unsubscribe previews render a plan's ``preview()``: the
     requester's reason and any text in the plan (a message key here) stay text."""
-    from cursorops.core.gating import Caller, ResetCursor
-    from cursorops.core.gating.approval_text import preview_markdown
-    from cursorops.core.gating.operation import gated_document
-    from cursorops.core.gating.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
-    from cursorops.core.gating.reset import PartitionReset, ResetPlan
+    from cursorops.core.domain.plans.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
+    from cursorops.core.services.gating import Caller, ResetCursor
+    from cursorops.core.services.gating.approval_text import preview_markdown
+    from cursorops.core.services.gating.operation import gated_document
+    from cursorops.core.services.gating.reset import PartitionReset, ResetPlan
 
     plan = ResetPlan(
         "persistent://acme/ops/t",
@@ -180,10 +180,10 @@ def test_a_gated_operations_preview_makes_no_element_of_what_others_wrote(
 def test_a_plan_document_with_a_lone_surrogate_is_refused_clearly(field: str) -> None:
     """JSON's "\\ud800" decodes to a lone surrogate, which is not Unicode: no digest and no
     store can take it, so the record is refused with what is wrong, not a traceback."""
-    from cursorops.core.gating import Caller, ResetCursor
-    from cursorops.core.gating.operation import gated_document
-    from cursorops.core.gating.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
-    from cursorops.core.gating.reset import PartitionReset, ResetPlan
+    from cursorops.core.domain.plans.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
+    from cursorops.core.services.gating import Caller, ResetCursor
+    from cursorops.core.services.gating.operation import gated_document
+    from cursorops.core.services.gating.reset import PartitionReset, ResetPlan
 
     plan = ResetPlan(
         "persistent://acme/ops/t",
@@ -217,10 +217,10 @@ def test_the_approval_subject_shows_a_hostile_subscription_name_legibly(name: st
     line, and every other character reads as written."""
     import unicodedata
 
-    from cursorops.core.gating.approval_text import subject
-    from cursorops.core.gating.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
-    from cursorops.core.gating.reset import PartitionReset, ResetPlan
-    from cursorops.core.legible import HIDDEN, legible
+    from cursorops.core.domain.legible import HIDDEN, legible
+    from cursorops.core.domain.plans.plan_record import RESET_CURSOR, PlanBinding, PlanRecord
+    from cursorops.core.services.gating.approval_text import subject
+    from cursorops.core.services.gating.reset import PartitionReset, ResetPlan
 
     topic = "persistent://acme/ops/t"
     plan = ResetPlan(

@@ -14,15 +14,22 @@ from pathlib import Path
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.gating import Caller, Pending, ResetCursor, SkipMatching, SkipMessages, UndoSkip
-from cursorops.core.gating.approval_text import STALE, preview_markdown, subject
-from cursorops.core.gating.plan_record import PlanRecord
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.position import Position
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.plans.plan_record import PlanRecord
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import (
+    Caller,
+    Pending,
+    ResetCursor,
+    SkipMatching,
+    SkipMessages,
+    UndoSkip,
+)
+from cursorops.core.services.gating.approval_text import STALE, preview_markdown, subject
+from cursorops.core.services.producer import OutgoingMessage
 from tests.dags.test_inert import RENDERER
 
 TOPIC = "persistent://acme/vault/ledger"

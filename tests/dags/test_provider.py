@@ -13,7 +13,7 @@ from cursorops.airflow.hooks import CursorOpsHook
 from cursorops.airflow.hooks.cursorops import FIELDS, config_from
 from cursorops.airflow.plugins import cursorops as plugin_module
 from cursorops.airflow.provider import get_provider_info
-from cursorops.core.errors import InvalidArgumentError
+from cursorops.core.domain.errors import InvalidArgumentError
 
 
 def test_the_provider_info_is_what_airflow_validates_and_names_the_hook() -> None:

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
 from tests.airflow_harness import Airflow
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]

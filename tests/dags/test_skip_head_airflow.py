@@ -8,8 +8,8 @@ import secrets
 import httpx
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
+from cursorops.core.services.broker import Broker
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SUBSCRIPTION, seed_topic
 from tests.plugins.conftest import PREFIX, rest_path
@@ -70,7 +70,7 @@ def test_skip_n_waits_for_a_second_person_then_skips_exactly_the_preview(
     )
     # A consumer acknowledges; new messages arrive: neither changes what was approved.
     with Broker(cursorops_home) as broker:
-        from cursorops.core.producer import OutgoingMessage
+        from cursorops.core.services.producer import OutgoingMessage
 
         broker.produce("admin", seeded.topic, [OutgoingMessage(b"late")] * 6)
     after_produce = seeded.unacknowledged()

@@ -35,7 +35,7 @@ def conf(seeded: SeededTopic, **extra: Any) -> dict[str, Any]:
 
 def delivered_later(seeded: SeededTopic) -> list[str]:
     """Everything a consumer receives two hours from now (delayed messages due by then)."""
-    from cursorops.core.broker import Broker, wall_clock_ms
+    from cursorops.core.services.broker import Broker, wall_clock_ms
 
     with Broker(seeded.config, clock=lambda: wall_clock_ms() + TWO_HOURS_MS) as broker:
         got = broker.consume("admin", seeded.topic, SUBSCRIPTION, 1000, ack=True)
@@ -123,8 +123,8 @@ def test_more_matches_than_the_limit_are_refused(airflow: Airflow, cursorops_hom
 def test_an_exclusive_subscription_is_refused_before_the_scan_and_audited(
     airflow: Airflow, cursorops_home
 ):
-    from cursorops.core.broker import Broker
-    from cursorops.core.subscription import SubscriptionType
+    from cursorops.core.domain.subscription import SubscriptionType
+    from cursorops.core.services.broker import Broker
 
     airflow.wait_dag(DAG)
     seeded = seed_topic(cursorops_home)
@@ -184,7 +184,7 @@ def test_xcoms_forged_before_the_scan_change_nothing_scanned_written_or_applied(
     reads the request from the store, writes only in the run's scratch folder, the gate
     shows the 3 reminders, and exactly those are skipped; her folder and file are as
     they were, and the other topic keeps its backlog."""
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     airflow.wait_dag(DAG)
     seeded = seed_topic(cursorops_home)

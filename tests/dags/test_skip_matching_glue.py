@@ -15,9 +15,9 @@ from cursorops.airflow.matching import (
     over_limit,
     parse_match_request,
 )
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import InvalidInputError
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import InvalidInputError
+from cursorops.core.services.broker import Broker
 from tests.dags.conftest import SUBSCRIPTION, label, seed_topic
 
 NOW = 1_800_000_000_000
@@ -48,7 +48,7 @@ def test_each_option_becomes_the_find_messages_predicate():
 
 
 def test_the_params_are_the_request_fields_and_the_match_options():
-    from cursorops.core.analysis.match_conditions import MATCH_OPTIONS
+    from cursorops.core.domain.analysis.match_conditions import MATCH_OPTIONS
 
     params = match_params()
     assert set(params) == set(MatchRequest.model_fields)
@@ -98,9 +98,9 @@ def test_over_limit_needs_allow_large():
 def test_the_plan_record_is_what_apply_reads_and_a_tampered_one_is_refused(tmp_path):
     from sqlalchemy import update
 
-    from cursorops.core.gating import Caller, Run, SkipMatching
-    from cursorops.core.gating.approval_text import preview_markdown
-    from cursorops.core.gating.plan_record import PlanBinding
+    from cursorops.core.domain.plans.plan_record import PlanBinding
+    from cursorops.core.services.gating import Caller, Run, SkipMatching
+    from cursorops.core.services.gating.approval_text import preview_markdown
     from cursorops.core.store.tables import PlanRecordRow
 
     config = Config.from_home(tmp_path / "home")
@@ -222,7 +222,7 @@ def test_a_run_s_request_is_recorded_once_and_read_by_the_run_only(seeded_home):
     from airflow.sdk.exceptions import AirflowFailException
     from sqlalchemy import update
 
-    from cursorops.core.errors import NotAuthorizedError
+    from cursorops.core.domain.errors import NotAuthorizedError
     from cursorops.core.store.tables import RequestRecordRow
 
     config, seeded = seeded_home
@@ -258,7 +258,7 @@ def test_a_run_s_request_is_recorded_once_and_read_by_the_run_only(seeded_home):
 def request_record_of(record, **changed):
     from dataclasses import asdict
 
-    from cursorops.core.gating.request_record import RequestRecord
+    from cursorops.core.domain.plans.request_record import RequestRecord
 
     fields = {**asdict(record), **changed}
     fields.pop("digest")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from cursorops.core.ids.message_id import MessageId
+from cursorops.core.domain.ids.message_id import MessageId
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import (
     SUBSCRIPTION,
@@ -82,7 +82,7 @@ def test_approved_by_a_second_user_skips_exactly_the_plan(airflow: Airflow, curs
     assert seeded.unacknowledged() == before
 
     # Someone acknowledges one planned message between the preview and the approval.
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     with Broker(seeded.config) as broker:
         broker.skip_messages("admin", seeded.topic, SUBSCRIPTION, [ids[0]])

@@ -9,10 +9,10 @@ import httpx
 import pytest
 
 from cursorops.airflow.late_answers import refusal
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import seed_topic
 from tests.dags.test_gated_operations_airflow import approval_topic, approved, backlog

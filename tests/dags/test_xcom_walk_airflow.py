@@ -35,10 +35,10 @@ import httpx
 import pytest
 
 from cursorops.airflow.gated_tail import TAILS
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SUBSCRIPTION, SeededTopic, label, seed_topic
 from tests.dags.test_skip_matching_airflow import OLD_KEYS
@@ -573,9 +573,9 @@ class Outcome:
 def walked(
     airflow: Airflow, cursorops_home: Config, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Outcome]:
-    from cursorops.core.broker import wall_clock_ms
-    from cursorops.core.broker.gated import new_run_id
-    from cursorops.core.gating import Caller, Run, SkipMessages
+    from cursorops.core.services.broker import wall_clock_ms
+    from cursorops.core.services.broker.gated import new_run_id
+    from cursorops.core.services.gating import Caller, Run, SkipMessages
 
     for dag in DAGS:
         airflow.wait_dag(dag)

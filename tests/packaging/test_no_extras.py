@@ -55,7 +55,7 @@ def test_neither_airflow_nor_pyspark_is_installed(venv: Path, module: str) -> No
 
 
 def test_the_broker_the_rest_app_and_the_cli_import(venv: Path) -> None:
-    done = _imports(venv, "cursorops.core.broker, cursorops.rest, cursorops.wire.web")
+    done = _imports(venv, "cursorops.core.services.broker, cursorops.rest, cursorops.wire.web")
     assert done.returncode == 0, done.stderr
     assert done.stdout == done.stderr == ""
 

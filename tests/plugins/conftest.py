@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
 from tests.airflow_harness import USERS
 from tests.dags.conftest import SUBSCRIPTION, SeededTopic, seed_topic
 
@@ -53,7 +53,7 @@ class Api:
         return seed_topic(self.config, namespace, partitions)
 
     def backlog(self, topic: str, subscription: str = SUBSCRIPTION) -> int:
-        from cursorops.core.broker import Broker
+        from cursorops.core.services.broker import Broker
 
         with Broker(self.config) as broker:
             stats = broker.topic_stats("admin", topic)
@@ -62,7 +62,7 @@ class Api:
 
     def audit(self, topic: str) -> list[str]:
         """The kinds of the topic's audit records."""
-        from cursorops.core.broker import Broker
+        from cursorops.core.services.broker import Broker
 
         with Broker(self.config) as broker:
             return [record.kind for record in broker.metadata.audit_log(topic)]
@@ -119,7 +119,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
         plugins_manager._get_plugins.cache_clear()
         plugins_manager.get_fastapi_plugins.cache_clear()
 
-        from cursorops.core.broker import Broker
+        from cursorops.core.services.broker import Broker
 
         config = Config.from_environ(os.environ)
         with Broker(config) as broker:

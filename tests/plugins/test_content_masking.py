@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import secrets
 
-from cursorops.core.broker import Broker
-from cursorops.core.gating import Caller, RedriveDeadLetters, Run, SkipMatching, SkipMessages
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import (
+    Caller,
+    RedriveDeadLetters,
+    Run,
+    SkipMatching,
+    SkipMessages,
+)
+from cursorops.core.services.producer import OutgoingMessage
 from tests.plugins.conftest import Api, rest_path
 
 KEY = "card-4111"

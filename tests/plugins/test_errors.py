@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cursorops.core import errors as core_errors
-from cursorops.core.errors import leaf_classes
+from cursorops.core.domain import errors as core_errors
+from cursorops.core.domain.errors import leaf_classes
 from cursorops.rest.errors import STATUS, status_of
 
 

@@ -41,7 +41,7 @@ def restore_policies(api: Api) -> None:
     """What the session's other tests rely on, as the ``api`` fixture set it: a successful
     case may have granted other actions or turned the approval policy off (how many cases
     run depends on the speed of the machine)."""
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     with Broker(api.config) as broker:
         for namespace in (OPEN_NS, APPROVAL_NS):

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from cursorops.cli.main import main
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import NotAuthorizedError
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import NotAuthorizedError
+from cursorops.core.services.broker import Broker
 
 
 def test_cli_sets_and_clears_the_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.header_text import header_value
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.header_text import header_value
+from cursorops.core.services.broker import Broker
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SUBSCRIPTION, label, seed_topic
 from tests.plugins.conftest import PREFIX, rest_path

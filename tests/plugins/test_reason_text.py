@@ -7,7 +7,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from cursorops.core.header_text import header_value
+from cursorops.core.domain.header_text import header_value
 from cursorops.rest.approval import ApprovalTextDep
 from tests.core.test_header_text import SCRIPTS
 from tests.dags.conftest import SUBSCRIPTION

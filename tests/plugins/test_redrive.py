@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from cursorops.core.broker import Broker
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from tests.plugins.conftest import APPROVAL_NS, OPEN_NS, Api, rest_path
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cursorops.core import errors as core_errors
+from cursorops.core.domain import errors as core_errors
 from cursorops.rest.errors import status_of
 from tests.dags.conftest import label
 from tests.plugins.conftest import (
@@ -63,7 +63,7 @@ def test_topics_of_a_namespace(api: Api) -> None:
 
 
 def test_grant_permission(api: Api) -> None:
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     with Broker(api.config) as broker:
         broker.create_namespace("admin", "acme/grants")
@@ -163,7 +163,7 @@ def test_create_list_and_delete_subscriptions(api: Api) -> None:
 
 
 def test_unsubscribe_with_a_connected_consumer_is_412_unless_forced(api: Api) -> None:
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     seeded = api.seeded(partitions=0)
     base = rest_path(seeded.topic)
@@ -330,7 +330,7 @@ def test_a_user_airflow_does_not_let_trigger_the_workflow_stores_nothing(api: Ap
     """carol, an Airflow viewer, holds the Pulsar permission to skip on a namespace that
     requires approval: Airflow's auth manager refuses her the run (403) before anything is
     planned or stored; on an ordinary namespace her skip applies at once."""
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     namespace = f"acme/viewers-{secrets.token_hex(3)}"
     with Broker(api.config) as broker:
@@ -425,7 +425,7 @@ def test_skip_n_bad_input_is_refused_and_changes_nothing(api: Api) -> None:
 def test_poison_radar_lists_the_head_behind_a_consumers_ack_not_behind_a_skip(api: Api) -> None:
     """An operator's skip of the sixth message is no evidence: nothing is behind it. A
     consumer that acknowledges the seventh while it holds the six before it is: they are."""
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     seeded = api.seeded(partitions=1)
     unacked = [m for m in seeded.ids if label(m) in seeded.unacknowledged()]
@@ -508,8 +508,8 @@ def test_delete_and_create_again_are_cursor_moves_on_an_approval_namespace(api: 
     """The trial's door over REST: a delete is a request of the unsubscribe workflow (here
     Airflow has no DAGs: 503, nothing applied), and a name with history comes back at latest
     only."""
-    from cursorops.core.broker import Broker
-    from cursorops.core.gating.plan_record import PlanBinding
+    from cursorops.core.domain.plans.plan_record import PlanBinding
+    from cursorops.core.services.broker import Broker
 
     seeded = api.seeded(APPROVAL_NS)
     path = rest_path(seeded.topic) + f"/subscription/{SUBSCRIPTION}"
@@ -534,8 +534,8 @@ def test_delete_and_create_again_are_cursor_moves_on_an_approval_namespace(api: 
 def test_open_requests_list_what_was_planned_and_never_closed(api: Api) -> None:
     """A run forced green never writes its closing record: its request stays listed, with
     the plan digest its approvers read, as not applied."""
-    from cursorops.core.broker import Broker
-    from cursorops.core.gating.plan_record import PlanBinding
+    from cursorops.core.domain.plans.plan_record import PlanBinding
+    from cursorops.core.services.broker import Broker
 
     seeded = api.seeded(APPROVAL_NS)
     with Broker(api.config) as broker:  # what the DAG's planning task stores

@@ -19,11 +19,11 @@ from fastapi.testclient import TestClient
 
 from cursorops.cli import main as cli
 from cursorops.cli.transport import Answer
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.gating import Run, RunStarter
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import Run, RunStarter
+from cursorops.core.services.producer import OutgoingMessage
 from cursorops.rest.app import create_app
 from cursorops.rest.deps import Principal
 

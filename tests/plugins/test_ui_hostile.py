@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.legible import HIDDEN, legible
+from cursorops.core.domain.legible import HIDDEN, legible
 from tests.dags.test_ui_approval import SCREENSHOTS, chromium
 from tests.hostile_text import HOSTILE, hidden_in
 from tests.plugins.conftest import OPEN_NS, PREFIX, Api
@@ -98,9 +98,9 @@ def hostile_topic(api: Api) -> str:
     subscriptions with hostile names, four messages with a hostile key, property and
     payload, each negatively acknowledged four times (the radar lists them), a skip on
     NAME, and a request's closing record with a hostile requester, reason and ticket."""
-    from cursorops.core.broker import Broker, wall_clock_ms
-    from cursorops.core.producer import OutgoingMessage
-    from cursorops.core.subscription import SubscriptionType
+    from cursorops.core.domain.subscription import SubscriptionType
+    from cursorops.core.services.broker import Broker, wall_clock_ms
+    from cursorops.core.services.producer import OutgoingMessage
 
     topic = f"persistent://{OPEN_NS}/hostile-{secrets.token_hex(4)}"
     with Broker(api.config) as broker:
@@ -145,7 +145,7 @@ def hostile_topic(api: Api) -> str:
 
 
 def test_the_page_spells_hidden_characters_as_core_legible_does(api: Api, served: str) -> None:
-    """One rule: app.js's list of categories is cursorops.core.legible.HIDDEN, and the browser's
+    """One rule: app.js's list of categories is cursorops.core.domain.legible.HIDDEN, and the browser's
     legible() spells out exactly the characters Python's does, over every code point (a
     newer Unicode in the browser may have assigned some that Python's still calls Cn)."""
     listed = re.search(r"const HIDDEN = \[([^\]]*)\];", APP_JS.read_text())

@@ -42,8 +42,8 @@ def grouped(n: int) -> str:
 def record_history(config: Any, topic: str, at_ms: int, run_id: str) -> None:
     """What the audit DAG's record step stores for one run: exact counts per subscription."""
     from cursorops.airflow.backlog_audit import samples_from
-    from cursorops.core.analysis.backlog import TopicAnalysis
-    from cursorops.core.broker import Broker
+    from cursorops.core.domain.analysis.backlog import TopicAnalysis
+    from cursorops.core.services.broker import Broker
 
     with Broker(config) as broker:
         analysis = TopicAnalysis.of(topic, None, broker.analyze_backlog("admin", topic))
@@ -74,7 +74,7 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
     sub_path = f"{rest_path(topic)}/subscription/{SUBSCRIPTION}"
 
     # History: three audit runs an hour apart, each after more messages were consumed.
-    from cursorops.core.broker import Broker, wall_clock_ms
+    from cursorops.core.services.broker import Broker, wall_clock_ms
 
     start = wall_clock_ms() - 3 * 3_600_000
     for k in range(3):
@@ -320,7 +320,7 @@ def test_the_radar_button_previews_and_skips_only_on_confirm(airflow: Airflow, c
     nothing skipped; cancel leaves everything; the preview's confirm skips exactly them."""
     from playwright.sync_api import sync_playwright
 
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     executable = chromium()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

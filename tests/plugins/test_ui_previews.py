@@ -10,14 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.gating import Pending, UndoSkip
-from cursorops.core.gating.approval_text import preview_markdown
-from cursorops.core.gating.plan_record import PlanRecord
-from cursorops.core.legible import HIDDEN
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.legible import HIDDEN
+from cursorops.core.domain.plans.plan_record import PlanRecord
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import Pending, UndoSkip
+from cursorops.core.services.gating.approval_text import preview_markdown
+from cursorops.core.services.producer import OutgoingMessage
 from tests.core.test_gated_requests import ALICE, REQUESTS, SUB, VAULT, Runs
 from tests.dags.test_ui_approval import SCREENSHOTS, chromium
 from tests.plugins.conftest import Api

@@ -50,7 +50,7 @@ def test_a_skip_is_undone_through_rest(api: Api) -> None:
 
 
 def test_undo_needs_a_reason_to_start_its_workflow_on_an_approval_namespace(api: Api) -> None:
-    from cursorops.core.broker import Broker
+    from cursorops.core.services.broker import Broker
 
     seeded = api.seeded(APPROVAL_NS)
     open_ids = seeded.unacknowledged()

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pulsar
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.services.broker import Broker
 
 READY = re.compile(
     r"cursorops standalone ready: (pulsar://\S+)(?: admin (http://\S+))?"
@@ -81,7 +81,7 @@ class Standalone:
     def owned_topic(self, prefix: str = "t", store: Config | None = None) -> str:
         """A new topic name this broker owns among the live brokers of its store (``store``,
         default its home's): a lookup of it from any broker answers this one."""
-        from cursorops.core.broker.cluster import owner_of
+        from cursorops.core.services.broker.cluster import owner_of
 
         with Broker(store or Config.from_home(self.home)) as broker:
             live = broker.cluster.members()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.producer import OutgoingMessage
 from tests.protocol.harness import Standalone, start
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ import uuid
 import pulsar
 import pytest
 
-from cursorops.core.gating.plan_record import PlanBinding
+from cursorops.core.domain.plans.plan_record import PlanBinding
 from cursorops.wire.commands import CommandType, ServerError, SubType
 from cursorops.wire.frames import command
 from tests.protocol.harness import Standalone, drain

@@ -19,9 +19,9 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.broker.cluster import owner_of
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.broker.cluster import owner_of
 from cursorops.core.store.broker_registry import DEAD
 from tests.conftest import postgres_databases
 from tests.protocol.harness import Standalone, start, unique

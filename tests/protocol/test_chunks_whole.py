@@ -10,9 +10,9 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.gating.redrive import ORIGIN_PROPERTY, REDRIVE_PROPERTY
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.gating.redrive import ORIGIN_PROPERTY, REDRIVE_PROPERTY
 from tests.protocol.certs import message_keys
 from tests.protocol.harness import Standalone, drain, unique
 

@@ -12,7 +12,7 @@ import sys
 import pulsar
 import pytest
 
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.subscription import SubscriptionType
 from tests.protocol.harness import Standalone, drain, unique
 
 pytestmark = pytest.mark.slow

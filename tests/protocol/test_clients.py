@@ -10,8 +10,8 @@ import time
 import pulsar
 import pytest
 
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.subscription import SubscriptionType
 from tests.protocol.harness import Standalone, drain, unique
 
 pytestmark = pytest.mark.slow

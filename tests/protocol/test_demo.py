@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from cursorops.cli import protocol_demo
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
+from cursorops.core.services.broker import Broker
 from tests import leftovers
 from tests.airflow_harness import Airflow
 

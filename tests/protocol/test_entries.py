@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cursorops.core.acks.ack_set import from_words, unacked_indexes
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.producer import Entry, OutgoingMessage
+from cursorops.core.domain.acks.ack_set import from_words, unacked_indexes
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import Entry, OutgoingMessage
 from cursorops.wire import commands
 from cursorops.wire.commands import CompressionType
 from cursorops.wire.entries import (

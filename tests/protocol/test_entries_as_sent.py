@@ -11,7 +11,7 @@ import pulsar
 import pytest
 
 from cursorops.cli import output
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.wire import commands
 from cursorops.wire.commands import CommandType
 from cursorops.wire.frames import command, encode_payload_frame

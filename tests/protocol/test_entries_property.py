@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
-from cursorops.core.ids.position import Position
+from cursorops.core.domain.ids.position import Position
 from tests.protocol.certs import message_keys
 from tests.protocol.harness import Standalone, start, unique
 

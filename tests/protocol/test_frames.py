@@ -116,7 +116,7 @@ def test_commands_round_trip(cmd: dict[str, object]) -> None:
 @given(message_ids())
 def test_message_id_data_matches_core(value: dict[str, object]) -> None:
     """The core's own MessageIdData reader agrees on the ids both understand."""
-    from cursorops.core.ids.message_id import MessageId
+    from cursorops.core.domain.ids.message_id import MessageId
 
     data = encode(commands.MessageIdData, value)
     ledger, entry = value["ledgerId"], value["entryId"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulsar
 import pytest
 
-from cursorops.core.reading.key_hash import sticky_key_hash
+from cursorops.core.domain.delivery.key_hash import sticky_key_hash
 from cursorops.wire.commands import CommandType, SubType
 from cursorops.wire.frames import command
 from tests.protocol.harness import Standalone, drain, unique

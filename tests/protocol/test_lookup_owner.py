@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
 from tests.protocol.harness import Standalone, drain, start, unique
 
 pytestmark = pytest.mark.slow

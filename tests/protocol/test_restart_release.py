@@ -13,7 +13,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
 from cursorops.core.store.dispatch_state import PendingInfo
 from tests.protocol.harness import Standalone, drain, start
 

@@ -12,7 +12,7 @@ import pulsar
 import pytest
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
 
-from cursorops.core.schemas import SchemaType, decode_version
+from cursorops.core.domain.schemas import SchemaType, decode_version
 from cursorops.wire.commands import CommandType, ServerError
 from cursorops.wire.frames import command
 from tests.protocol.harness import Standalone, start, unique

@@ -9,8 +9,8 @@ import uuid
 import pulsar
 import pytest
 
-from cursorops.core.acks import ack_set
-from cursorops.core.ids.position import Position
+from cursorops.core.domain.acks import ack_set
+from cursorops.core.domain.ids.position import Position
 from cursorops.wire.commands import CommandType, ServerError
 from cursorops.wire.frames import command
 from cursorops.wire.proto import Proto

@@ -15,8 +15,8 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
+from cursorops.core.services.broker import Broker
 from tests.conftest import postgres_databases
 from tests.protocol.harness import Standalone, drain, start, unique
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
 from cursorops.wire.commands import CommandType, SubType
 from cursorops.wire.frames import command
 from tests.protocol.harness import Standalone, drain, start, unique

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pulsar
 import pytest
 
-from cursorops.core import errors as core_errors
-from cursorops.core.errors import leaf_classes
+from cursorops.core.domain import errors as core_errors
+from cursorops.core.domain.errors import leaf_classes
 from cursorops.wire.commands import ServerError
 from cursorops.wire.errors import CODES, server_error
 

@@ -15,14 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.testing import assertDataFrameEqual
 
-from cursorops.core.acks import cursor_codec
-from cursorops.core.acks.cursor import AckTarget, CursorState
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.analysis import backlog
-from cursorops.core.analysis.backlog import analysis_document
-from cursorops.core.broker import Broker
-from cursorops.core.ids.position import Position
-from cursorops.core.reading.entry_filters import EntryFilters, first_messages
+from cursorops.core.domain.acks import cursor_codec
+from cursorops.core.domain.acks.cursor import AckTarget, CursorState
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.analysis import backlog
+from cursorops.core.domain.analysis.backlog import analysis_document
+from cursorops.core.domain.analysis.entry_filters import EntryFilters, first_messages
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.services.broker import Broker
 from cursorops.spark import analyze_backlog
 from cursorops.spark.analyze_backlog import (
     RESULT_SCHEMA,

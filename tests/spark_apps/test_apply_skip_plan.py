@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from cursorops.core.analysis.predicates import parse_predicate
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.position import Position
+from cursorops.core.domain.analysis.predicates import parse_predicate
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.services.broker import Broker
 from cursorops.spark import analyze_backlog, apply_skip_plan, find_messages
 from cursorops.spark.apply_skip_plan import CHECKED_SCHEMA, ID_SCHEMA, transform
 from cursorops.spark.match_list import match_list_ids, read_match_list

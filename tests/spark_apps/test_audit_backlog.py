@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cursorops.core.analysis.backlog import analysis_document
-from cursorops.core.broker import Broker
+from cursorops.core.domain.analysis.backlog import analysis_document
+from cursorops.core.services.broker import Broker
 from cursorops.spark import audit_backlog
 from tests.spark_apps.topics import core_analyses, make_topic
 

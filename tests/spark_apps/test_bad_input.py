@@ -11,12 +11,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cursorops.core import errors
-from cursorops.core.broker import Broker
-from cursorops.core.exit_codes import EXIT_CODES
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain import errors
+from cursorops.core.domain.exit_codes import EXIT_CODES
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
 from cursorops.spark import analyze_backlog, apply_skip_plan, find_messages
 from cursorops.spark.common import run_job, translate_spark_error
 from cursorops.spark.match_list import match_list_from_ids

@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
-from cursorops.core.acks.cursor import AckTarget, CursorState
-from cursorops.core.analysis import backlog
-from cursorops.core.analysis.backlog import analysis_document
-from cursorops.core.analysis.predicates import parse_predicate
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.ids.chunked_messages import chunk_rest
-from cursorops.core.ids.position import Position
-from cursorops.core.producer import Entry, OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.acks.cursor import AckTarget, CursorState
+from cursorops.core.domain.analysis import backlog
+from cursorops.core.domain.analysis.backlog import analysis_document
+from cursorops.core.domain.analysis.predicates import parse_predicate
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.chunked_messages import chunk_rest
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import Entry, OutgoingMessage
 from cursorops.spark import analyze_backlog, apply_skip_plan, audit_backlog, find_messages
 from cursorops.spark.match_list import match_list_ids, read_match_list
 from tests.conftest import acknowledge

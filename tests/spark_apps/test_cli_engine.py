@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.errors import NotAuthorizedError
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.errors import NotAuthorizedError
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
 from tests.spark_apps.topics import TOPIC, make_topic
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from cursorops.core.analysis.backlog import analysis_document
-from cursorops.core.analysis.predicates import parse_predicate
+from cursorops.core.domain.analysis.backlog import analysis_document
+from cursorops.core.domain.analysis.predicates import parse_predicate
 from cursorops.spark.match_list import read_match_list
 from tests.spark_apps.topics import TOPIC, core_analyses, core_matches, make_topic
 

@@ -31,11 +31,11 @@ from typing import Any
 import psutil
 import pytest
 
-from cursorops.core.analysis.predicates import parse_predicate
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.domain.analysis.predicates import parse_predicate
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.services.broker import Broker
 from cursorops.spark import analyze_backlog
 from cursorops.spark.match_list import match_list_ids, read_match_list
 from cursorops.spark.session import REMOTE_ENV, remote_url
@@ -232,7 +232,7 @@ def test_find_and_apply_on_connect_equal_core_and_the_broker(
         _in_client(
             tmp_path,
             """
-            from cursorops.core.analysis.predicates import parse_predicate
+            from cursorops.core.domain.analysis.predicates import parse_predicate
             from cursorops.spark import analyze_backlog, apply_skip_plan, find_messages
             found = find_messages.run(
                 config, topic, "plain", parse_predicate(predicate), output, remote=url

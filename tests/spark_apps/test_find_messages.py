@@ -10,13 +10,13 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from cursorops.core.acks import cursor_codec
-from cursorops.core.acks.cursor import AckTarget, CursorState
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.analysis.match_conditions import MATCH_OPTIONS
-from cursorops.core.analysis.predicates import parse_predicate
-from cursorops.core.errors import InvalidPredicateError
-from cursorops.core.ids.position import Position
+from cursorops.core.domain.acks import cursor_codec
+from cursorops.core.domain.acks.cursor import AckTarget, CursorState
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.analysis.match_conditions import MATCH_OPTIONS
+from cursorops.core.domain.analysis.predicates import parse_predicate
+from cursorops.core.domain.errors import InvalidPredicateError
+from cursorops.core.domain.ids.position import Position
 from cursorops.core.store.ledger import MESSAGE_SCHEMA
 from cursorops.spark import find_messages
 from cursorops.spark.find_messages import add_match_flags, predicate_document, transform

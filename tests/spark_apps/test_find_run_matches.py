@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import InvalidArgumentError, NotAuthorizedError
-from cursorops.core.exit_codes import exit_code
-from cursorops.core.gating.request_record import RequestRecord
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import InvalidArgumentError, NotAuthorizedError
+from cursorops.core.domain.exit_codes import exit_code
+from cursorops.core.domain.plans.request_record import RequestRecord
+from cursorops.core.services.broker import Broker
 from cursorops.spark import find_run_matches
 from cursorops.spark.match_list import read_match_list
 from cursorops.spark.run_scratch import (
@@ -109,7 +109,7 @@ def _untouched(folder: Path, target: Path) -> None:
 def test_the_job_scans_the_recorded_request_into_the_run_s_scratch_folder(
     spark, home: Config, tmp_path: Path
 ):
-    from cursorops.core.analysis.predicates import parse_predicate
+    from cursorops.core.domain.analysis.predicates import parse_predicate
 
     predicate = {"key": "k1"}
     record = _requested(home, "manual__1", predicate)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import pyarrow.parquet as pq
 import pytest
 
-from cursorops.core.analysis.predicates import parse_predicate
-from cursorops.core.broker import Broker
+from cursorops.core.domain.analysis.predicates import parse_predicate
+from cursorops.core.services.broker import Broker
 from cursorops.core.store.ledger import (
     LATER_COLUMNS,
     MESSAGE_SCHEMA,

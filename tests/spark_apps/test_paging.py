@@ -3,8 +3,8 @@
 Each page here is made as the job makes it (count each partition's backlog
 after the token, share the cap out with ``page_budgets``, analyse each
 partition with its budget, cut with ``paginate``, parse the token back with
-``parse_resume_token``), with ``cursorops.core.analysis.backlog`` standing in for the Spark
-groups. The reference is one uncapped ``cursorops.core.analysis.backlog.analyze`` per partition.
+``parse_resume_token``), with ``cursorops.core.domain.analysis.backlog`` standing in for the Spark
+groups. The reference is one uncapped ``cursorops.core.domain.analysis.backlog.analyze`` per partition.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.acks.cursor import AckTarget, CursorState
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.analysis import backlog
-from cursorops.core.analysis.backlog import PartitionAnalysis
-from cursorops.core.analysis.topic_scan import ScanPartition, TopicScan
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.ids.position import EARLIEST, Position
+from cursorops.core.domain.acks.cursor import AckTarget, CursorState
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.analysis import backlog
+from cursorops.core.domain.analysis.backlog import PartitionAnalysis
+from cursorops.core.domain.analysis.topic_scan import ScanPartition, TopicScan
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.ids.position import EARLIEST, Position
 from cursorops.spark.analyze_backlog import (
     ResumeToken,
     analyze_entries,

@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from cursorops.core.acks.cursor import AckTarget, CursorState
-from cursorops.core.analysis import backlog
-from cursorops.core.analysis.backlog import PartitionAnalysis
-from cursorops.core.analysis.predicates import Predicate
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.ids.position import Position
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.reading.entry_filters import EntryFilters, first_messages
-from cursorops.core.reading.unacked_rows import unacked_rows
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.acks.cursor import AckTarget, CursorState
+from cursorops.core.domain.analysis import backlog
+from cursorops.core.domain.analysis.backlog import PartitionAnalysis
+from cursorops.core.domain.analysis.entry_filters import EntryFilters, first_messages
+from cursorops.core.domain.analysis.predicates import Predicate
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.delivery.unacked_rows import unacked_rows
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from tests.conftest import acknowledge, acknowledge_cumulative, stored_cursor
 
 NOW = 1_700_000_000_000
@@ -140,7 +140,7 @@ def _state(broker: Broker, partition: str, subscription: str) -> CursorState:
 def core_analyses(
     config: Config, topic: str, *, max_entries: int | None = None
 ) -> list[PartitionAnalysis]:
-    """The pure-Python answer: ``cursorops.core.analysis.backlog.analyze`` with each subscription's
+    """The pure-Python answer: ``cursorops.core.domain.analysis.backlog.analyze`` with each subscription's
     filters."""
     out = []
     with Broker(config) as broker:
@@ -167,7 +167,7 @@ def peeked_matches(
 ) -> list[str]:
     """Triplets of the unacknowledged messages matching ``predicate``, found through the read
     path (``Broker.peek_messages``), independently of
-    :func:`cursorops.core.reading.unacked_rows.unacked_rows`."""
+    :func:`cursorops.core.domain.delivery.unacked_rows.unacked_rows`."""
     with Broker(config, clock=lambda: NOW) as broker:
         messages = broker.peek_messages("admin", topic, subscription, 1_000_000)
     if not messages:

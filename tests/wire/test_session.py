@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
+from cursorops.core.domain.config import Config
+from cursorops.core.services.broker import Broker
 from cursorops.wire import commands, membership
 from cursorops.wire.commands import CommandType, LookupType, ServerError, SubType
 from cursorops.wire.failures import failure

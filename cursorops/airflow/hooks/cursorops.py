@@ -16,7 +16,7 @@ The connection (conn type ``cursorops``) keeps its settings in its extra, each o
 - ``ledger_root``: where the ledgers live (default: ``ledgers`` in the home).
 
 A field the connection leaves out falls back to the worker's environment
-(:meth:`cursorops.core.config.Config.from_environ`), and so does everything when
+(:meth:`cursorops.core.domain.config.Config.from_environ`), and so does everything when
 ``cursorops_default`` does not exist: a worker configured the way the CLI is keeps
 working. A connection asked for by another name must exist. Any
 other key is refused, so a misspelt one never silently means "the default".
@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseHook
 
 if TYPE_CHECKING:
-    from cursorops.core.broker import Broker
-    from cursorops.core.config import Config
+    from cursorops.core.domain.config import Config
+    from cursorops.core.services.broker import Broker
 
 FIELDS: Mapping[str, str] = {
     "home": "CURSOROPS_HOME",
@@ -51,8 +51,8 @@ FIELDS: Mapping[str, str] = {
 def config_from(extra: Mapping[str, Any] | None, environ: Mapping[str, str]) -> Config:
     """The Config a connection's ``extra`` names, its missing fields from ``environ``;
     ``extra`` None (no connection): the environment alone."""
-    from cursorops.core.config import Config
-    from cursorops.core.errors import InvalidArgumentError
+    from cursorops.core.domain.config import Config
+    from cursorops.core.domain.errors import InvalidArgumentError
 
     values = dict(environ)
     for key, value in (extra or {}).items():
@@ -139,7 +139,7 @@ class CursorOpsHook(BaseHook):
     def new_broker(self) -> Broker:
         """A Broker on the installation; the caller closes it (``with``) and maps its
         errors itself."""
-        from cursorops.core.broker import Broker
+        from cursorops.core.services.broker import Broker
 
         return Broker(self.config)
 

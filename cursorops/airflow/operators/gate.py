@@ -5,11 +5,11 @@ content masked, whatever the operation: every reader of the DAG may open it): th
 one the run's ``plan_digest`` names, which the first gate refuses unless it is
 bound to this very run and its requester (:func:`cursorops.airflow.steps.run_plan_record`),
 never from an XCom, which any Airflow user with edit rights may overwrite; and
-records what it showed (:class:`cursorops.core.gating.plan_record.ApprovalRequest`:
+records what it showed (:class:`cursorops.core.domain.plans.plan_record.ApprovalRequest`:
 the plan's digest and the SHA-256 of the text, the approvers, the validity,
 its try) before it waits. When Airflow resumes it with the answer
 (``execute_complete``), it records that answer next to what it showed
-(:class:`cursorops.core.gating.plan_record.ApprovalAnswer`) before it returns, so that
+(:class:`cursorops.core.domain.plans.plan_record.ApprovalAnswer`) before it returns, so that
 apply can tell exactly which plan an answer approved without asking Airflow.
 
 Airflow resumes a waiting gate with the answer only when an assigned user
@@ -59,8 +59,8 @@ from airflow.providers.standard.operators.hitl import ApprovalOperator
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from cursorops.core.broker import Broker
-    from cursorops.core.gating.plan_record import ApprovalAnswer, ApprovalRequest, PlanRecord
+    from cursorops.core.domain.plans.plan_record import ApprovalAnswer, ApprovalRequest, PlanRecord
+    from cursorops.core.services.broker import Broker
 
 DEFAULT_RESPONSE_TIMEOUT = timedelta(hours=24)
 TIMEOUT_PARAM = "approval_timeout_minutes"
@@ -120,8 +120,8 @@ RESUME_RETRY_DELAY = timedelta(seconds=2)
 
 def may_skip(broker: Broker, role: str, topic: str) -> bool:
     """Whether ``role`` holds the skip permission on ``topic`` (the Broker decides)."""
-    from cursorops.core.authz import Operation
-    from cursorops.core.errors import NotAuthorizedError
+    from cursorops.core.domain.authz import Operation
+    from cursorops.core.domain.errors import NotAuthorizedError
 
     try:
         broker.authorized_topic(role, Operation.SKIP, topic)
@@ -245,11 +245,11 @@ def stale_gate(
     shown: str | None = None,
 ) -> str | None:
     """Why the run's gate can no longer lead to an apply, with what to do, or None
-    (:func:`cursorops.core.gating.staleness.stale_reason`, from the store and the run's newest
+    (:func:`cursorops.core.services.gating.staleness.stale_reason`, from the store and the run's newest
     record)."""
     from cursorops.airflow.hooks.cursorops import CursorOpsHook
-    from cursorops.core.broker import wall_clock_ms
-    from cursorops.core.gating.staleness import STALE_ADVICE, stale_reason
+    from cursorops.core.services.broker import wall_clock_ms
+    from cursorops.core.services.gating.staleness import STALE_ADVICE, stale_reason
 
     dag_run = context["dag_run"]
     role = CursorOpsHook().requester_role(context)
@@ -353,10 +353,10 @@ class FourEyesApprovalOperator(ApprovalOperator):
         from airflow.sdk.exceptions import AirflowFailException
 
         from cursorops.airflow.hooks.cursorops import CursorOpsHook
-        from cursorops.core.broker import wall_clock_ms
-        from cursorops.core.errors import AlreadyExistsError
-        from cursorops.core.gating.approval_text import preview_markdown, subject
-        from cursorops.core.gating.plan_record import ApprovalRequest
+        from cursorops.core.domain.errors import AlreadyExistsError
+        from cursorops.core.domain.plans.plan_record import ApprovalRequest
+        from cursorops.core.services.broker import wall_clock_ms
+        from cursorops.core.services.gating.approval_text import preview_markdown, subject
 
         dag_run = context["dag_run"]
         requester = dag_run.triggering_user_name

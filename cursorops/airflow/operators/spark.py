@@ -109,7 +109,7 @@ def permanent_exit_codes() -> frozenset[int]:
     """Exit codes every leaf of which fails a task without retry (cursorops.airflow.outcomes):
     a job's exit code is all a task learns of its error."""
     from cursorops.airflow.outcomes import OUTCOMES, Outcome
-    from cursorops.core.exit_codes import EXIT_CODES
+    from cursorops.core.domain.exit_codes import EXIT_CODES
 
     outcomes: dict[int, set[Outcome]] = {}
     for leaf, code in EXIT_CODES.items():

@@ -16,11 +16,11 @@ function esc(text) {
     ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 }
 /* Text someone else wrote (a subscription's name, a key, a property, a payload, a reason, a
-   ticket) is shown by core/legible.py's rule: every character of these Unicode general
+   ticket) is shown by core/domain/legible.py's rule: every character of these Unicode general
    categories (controls, bidirectional and zero-width characters, separators, private-use,
    surrogate, unassigned) is spelled out as its code point, \u{202E}, so it cannot reorder,
    hide or forge a line; any other character, in any script, reads as written. A test holds
-   this list equal to cursorops.core.legible.HIDDEN. */
+   this list equal to cursorops.core.domain.legible.HIDDEN. */
 const HIDDEN = ["Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"];
 const HIDDEN_CHAR = new RegExp(`[${HIDDEN.map((c) => `\\p{${c}}`).join("")}]`, "gu");
 const CELL_CHARS = 160;   // what a table cell shows of someone else's text before the cut
@@ -32,7 +32,7 @@ function legible(text) {
     "\\u{" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0") + "}");
 }
 
-/* Legible text cut after `width` characters (counted as core/legible.py's cut counts them),
+/* Legible text cut after `width` characters (counted as core/domain/legible.py's cut counts them),
    never inside a spelled-out code point: [shown, how many more characters]. */
 function cutText(text, width) {
   const chars = [...text];
@@ -70,7 +70,7 @@ document.addEventListener("click", (event) => {
 });
 
 const seg = (s) => encodeURIComponent(s);
-// Text in any script as a header value: RFC 8187's UTF-8'' form (core/header_text.py).
+// Text in any script as a header value: RFC 8187's UTF-8'' form (core/domain/header_text.py).
 const headerText = (s) => "UTF-8''" + encodeURIComponent(s);
 const num = (n) => fmt.format(n);
 

@@ -1,5 +1,5 @@
 """The connection's housekeeping and the schema registry's commands: ``Ping``, ``Pong``,
-``GetSchema``, ``GetOrCreateSchema`` (:class:`cursorops.core.broker.Broker`'s schema
+``GetSchema``, ``GetOrCreateSchema`` (:class:`cursorops.core.services.broker.Broker`'s schema
 registry decides; :mod:`cursorops.wire.schemas` converts the wire's ``Schema``).
 
 A schema command's failure is answered in its own response (its client waits for
@@ -8,8 +8,8 @@ that), with the protocol's code for the error.
 
 from __future__ import annotations
 
-from cursorops.core.errors import CursorOpsError, InvalidArgumentError
-from cursorops.core.schemas import SchemaInfo, decode_version, encode_version
+from cursorops.core.domain.errors import CursorOpsError, InvalidArgumentError
+from cursorops.core.domain.schemas import SchemaInfo, decode_version, encode_version
 from cursorops.wire.commands import CommandType, ServerError
 from cursorops.wire.errors import server_error
 from cursorops.wire.frames import Frame, command

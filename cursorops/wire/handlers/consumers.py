@@ -12,20 +12,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cursorops.core.acks import ack_set
-from cursorops.core.authz import Operation
-from cursorops.core.errors import (
+from cursorops.core.domain.acks import ack_set
+from cursorops.core.domain.authz import Operation
+from cursorops.core.domain.errors import (
     AlreadyExistsError,
     ConflictError,
     ConsumerBusyError,
     InvalidArgumentError,
     NotFoundError,
 )
-from cursorops.core.ids.position import Position
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.reading.dispatch import Dispatcher
-from cursorops.core.schemas import SchemaInfo
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.domain.schemas import SchemaInfo
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.reading.dispatch import Dispatcher
 from cursorops.wire.commands import CommandType, InitialPosition, SubType
 from cursorops.wire.compacted_reads import skip_compacted_away
 from cursorops.wire.consumer_loop import ConsumerLoop, stop

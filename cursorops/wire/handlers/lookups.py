@@ -7,8 +7,8 @@ response (the client waits for that, not for a ``CommandError``).
 
 from __future__ import annotations
 
-from cursorops.core.errors import CursorOpsError, InvalidArgumentError
-from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.domain.errors import CursorOpsError, InvalidArgumentError
+from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.wire.commands import CommandType, LookupType, ServerError, TopicsMode
 from cursorops.wire.errors import server_error
 from cursorops.wire.failures import lookup_failed, partitions_failed
@@ -21,7 +21,7 @@ from cursorops.wire.topic_list import topic_list
 
 async def lookup(session: Session, frame: Frame) -> None:
     """The topic partition's owner among the live brokers
-    (:func:`~cursorops.core.broker.cluster.owner_of`): this broker answers Connect
+    (:func:`~cursorops.core.services.broker.cluster.owner_of`): this broker answers Connect
     with its own URLs, another's a Redirect to that broker's (of the advertised
     listener the client names), which the client then asks with ``authoritative``,
     and an authoritative lookup is answered Connect here."""

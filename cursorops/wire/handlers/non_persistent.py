@@ -7,9 +7,9 @@ published while they are connected).
 
 from __future__ import annotations
 
-from cursorops.core.authz import Operation
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.domain.authz import Operation
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.wire.commands import CommandType, SubType
 from cursorops.wire.frames import Frame, command
 from cursorops.wire.non_persistent import SCHEME, NonPersistentConsumer

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 
-from cursorops.core.authz import Operation
-from cursorops.core.ids.position import Position
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.schemas import encode_version
+from cursorops.core.domain.authz import Operation
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.domain.schemas import encode_version
 from cursorops.wire.appender import Pending
 from cursorops.wire.commands import CommandType, ServerError
 from cursorops.wire.deduplication import Verdict

@@ -7,8 +7,8 @@ import random
 import pyarrow as pa
 import pytest
 
-from cursorops.core.analysis.compaction import compacted_away
-from cursorops.core.ids.position import Position
+from cursorops.core.domain.analysis.compaction import compacted_away
+from cursorops.core.domain.ids.position import Position
 
 
 def _table(rows: list[tuple[int, int, int, int, str | None, bool, bytes]]) -> pa.Table:

@@ -8,10 +8,10 @@ import dataclasses
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.producer import Entry, OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import Entry, OutgoingMessage
 
 TOPIC = "persistent://acme/ops/orders"
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from cursorops.core.authz import Operation
-from cursorops.core.broker import Broker
-from cursorops.core.errors import ApprovalRequiredError, InvalidArgumentError, NotAuthorizedError
-from cursorops.core.ids.message_id import MessageId
+from cursorops.core.domain.authz import Operation
+from cursorops.core.domain.errors import (
+    ApprovalRequiredError,
+    InvalidArgumentError,
+    NotAuthorizedError,
+)
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.services.broker import Broker
 
 from .conftest import TOPIC
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.errors import (
+from cursorops.core.domain.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
     NotAuthorizedError,
     PositionOutOfRangeError,
 )
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.position import Position
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
 
 from .conftest import TOPIC
 
@@ -92,9 +92,9 @@ def test_unsubscribing_with_a_backlog_needs_approval_there(
 def test_an_approved_unsubscribe_drops_the_subscription_once(
     broker: Broker, ids: list[MessageId]
 ) -> None:
-    from cursorops.core.errors import PlanAlreadyAppliedError
-    from cursorops.core.gating.plan_record import UNSUBSCRIBE, PlanBinding
-    from cursorops.core.gating.unsubscribe import UnsubscribePlan
+    from cursorops.core.domain.errors import PlanAlreadyAppliedError
+    from cursorops.core.domain.plans.plan_record import UNSUBSCRIBE, PlanBinding
+    from cursorops.core.services.gating.unsubscribe import UnsubscribePlan
 
     broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
     plan = broker.plan_unsubscribe("admin", TOPIC, "s")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from cursorops.core.analysis.backlog_audit import BacklogSample
-from cursorops.core.authz import Operation
-from cursorops.core.broker import Broker
-from cursorops.core.ids.message_id import MessageId
+from cursorops.core.domain.analysis.backlog_audit import BacklogSample
+from cursorops.core.domain.authz import Operation
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.services.broker import Broker
 
 from .conftest import TOPIC
 

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cursorops.core.broker import Broker
-from cursorops.core.broker.cluster import owner_of
-from cursorops.core.config import Config
-from cursorops.core.errors import BrokerFencedError, NotAuthorizedError
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import BrokerFencedError, NotAuthorizedError
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.broker.cluster import owner_of
+from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store.broker_registry import DEAD, LIVE, Advertised, BrokerRecord
-from cursorops.core.subscription import SubscriptionType
 
 from ..conftest import Clock
 

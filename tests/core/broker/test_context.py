@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from cursorops.core.acks.cursor import AckTarget
-from cursorops.core.authz import Operation
-from cursorops.core.broker import Broker
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.position import EARLIEST
+from cursorops.core.domain.acks.cursor import AckTarget
+from cursorops.core.domain.authz import Operation
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.position import EARLIEST
+from cursorops.core.services.broker import Broker
 from tests.conftest import acknowledge
 
 from .conftest import TOPIC

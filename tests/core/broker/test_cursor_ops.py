@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from cursorops.core.acks.cursor_targets import check_reset_target
-from cursorops.core.broker import Broker
-from cursorops.core.errors import (
+from cursorops.core.domain.acks.cursor_targets import check_reset_target
+from cursorops.core.domain.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
     PositionOutOfRangeError,
     UnsupportedSubscriptionTypeError,
 )
-from cursorops.core.gating import skip as skips
-from cursorops.core.gating.operation import Approval
-from cursorops.core.gating.plan_record import PlanBinding
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.position import EARLIEST, Position
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.position import EARLIEST, Position
+from cursorops.core.domain.plans.plan_record import PlanBinding
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
+from cursorops.core.services.gating.operation import Approval
 
 from .conftest import TOPIC, chunk_entries, plain_entry
 

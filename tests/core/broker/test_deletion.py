@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.errors import (
+from cursorops.core.domain.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
     NotAuthorizedError,
@@ -18,8 +17,9 @@ from cursorops.core.errors import (
     TenantNotFoundError,
     TopicNotFoundError,
 )
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 TOPIC = "persistent://acme/ops/orders"
 PARTITIONED = "persistent://acme/ops/events"

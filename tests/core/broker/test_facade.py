@@ -9,22 +9,22 @@ import textwrap
 
 import pytest
 
-import cursorops.core.broker
-from cursorops.core.broker import Broker
-from cursorops.core.broker.access import Access
-from cursorops.core.broker.admin import Admin
-from cursorops.core.broker.analysis import Analysis
-from cursorops.core.broker.compaction import Compaction
-from cursorops.core.broker.context import BrokerContext
-from cursorops.core.broker.deletion import Deletion
-from cursorops.core.broker.gated import GatedOperations
-from cursorops.core.broker.policies import Policies
-from cursorops.core.broker.produce import Producing
-from cursorops.core.broker.read import Reading
-from cursorops.core.broker.schemas import Schemas
-from cursorops.core.broker.workflow import Workflow
-from cursorops.core.gating import redrive, reset, undo_skip, unsubscribe
-from cursorops.core.gating import skip as skips
+import cursorops.core.services.broker
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.broker.access import Access
+from cursorops.core.services.broker.admin import Admin
+from cursorops.core.services.broker.analysis import Analysis
+from cursorops.core.services.broker.compaction import Compaction
+from cursorops.core.services.broker.context import BrokerContext
+from cursorops.core.services.broker.deletion import Deletion
+from cursorops.core.services.broker.gated import GatedOperations
+from cursorops.core.services.broker.policies import Policies
+from cursorops.core.services.broker.produce import Producing
+from cursorops.core.services.broker.read import Reading
+from cursorops.core.services.broker.schemas import Schemas
+from cursorops.core.services.broker.workflow import Workflow
+from cursorops.core.services.gating import redrive, reset, undo_skip, unsubscribe
+from cursorops.core.services.gating import skip as skips
 
 PARTS = {
     "access": Access,
@@ -68,7 +68,7 @@ def owner(name: str) -> str:
 
 
 def test_the_public_names_stay_importable() -> None:
-    assert sorted(cursorops.core.broker.__all__) == [
+    assert sorted(cursorops.core.services.broker.__all__) == [
         "AuditRecord",
         "BacklogProjection",
         "Broker",
@@ -79,8 +79,8 @@ def test_the_public_names_stay_importable() -> None:
         "PlannedRequest",
         "wall_clock_ms",
     ]
-    for name in cursorops.core.broker.__all__:
-        assert getattr(cursorops.core.broker, name) is not None
+    for name in cursorops.core.services.broker.__all__:
+        assert getattr(cursorops.core.services.broker, name) is not None
 
 
 def test_every_public_method_has_one_owner() -> None:

@@ -6,12 +6,16 @@ import dataclasses
 
 import pytest
 
-from cursorops.core.acks import skip
-from cursorops.core.broker import Broker
-from cursorops.core.errors import ApprovalRequiredError, InvalidArgumentError, TopicNotFoundError
-from cursorops.core.ids.position import Position
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.acks import skip
+from cursorops.core.domain.errors import (
+    ApprovalRequiredError,
+    InvalidArgumentError,
+    TopicNotFoundError,
+)
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 from .conftest import TOPIC, chunk_entries, plain_entry
 
@@ -107,8 +111,8 @@ def test_refused_without_approval_there(broker: Broker) -> None:
 def test_an_approved_head_record_applies_on_any_type_a_plain_skip_record_does_not(
     broker: Broker,
 ) -> None:
-    from cursorops.core.errors import UnsupportedSubscriptionTypeError
-    from cursorops.core.gating.plan_record import PlanBinding
+    from cursorops.core.domain.errors import UnsupportedSubscriptionTypeError
+    from cursorops.core.domain.plans.plan_record import PlanBinding
 
     batched(broker, SubscriptionType.FAILOVER)
     broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.errors import NotAuthorizedError
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.errors import NotAuthorizedError
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 from .conftest import TOPIC
 

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from cursorops.cli.main import main
-from cursorops.core.analysis.poison_radar import RadarLimits
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.analysis.poison_radar import RadarLimits
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 from ..conftest import Clock
 from .conftest import chunk_entries, plain_entry

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.errors import EntryNotFoundError, InvalidArgumentError, TopicNotFoundError
-from cursorops.core.ids.message_id import MessageId
+from cursorops.core.domain.errors import (
+    EntryNotFoundError,
+    InvalidArgumentError,
+    TopicNotFoundError,
+)
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.services.broker import Broker
 
 from .conftest import TOPIC
 

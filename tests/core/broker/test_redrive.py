@@ -6,25 +6,25 @@ from __future__ import annotations
 
 import pytest
 
-from cursorops.core.acks.cursor import AckTarget
-from cursorops.core.broker import Broker
-from cursorops.core.errors import (
+from cursorops.core.domain.acks.cursor import AckTarget
+from cursorops.core.domain.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
     NotAuthorizedError,
     SubscriptionNotFoundError,
     TopicNotFoundError,
 )
-from cursorops.core.gating.redrive import (
+from cursorops.core.domain.ids.topic_name import TopicName, dead_letter_topic
+from cursorops.core.domain.redriven_metadata import redriven_metadata
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating.redrive import (
     ORIGIN_PROPERTY,
     ORIGIN_TOPIC_PROPERTY,
     REDRIVE_PROPERTY,
     RedrivePlan,
 )
-from cursorops.core.ids.topic_name import TopicName, dead_letter_topic
-from cursorops.core.producer import Entry, OutgoingMessage
-from cursorops.core.redriven_metadata import redriven_metadata
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.services.producer import Entry, OutgoingMessage
 from tests.conftest import acknowledge
 from tests.core.test_admin_rules import _refused
 
@@ -208,7 +208,7 @@ def test_a_partitioned_topic_gets_keyed_messages_on_their_keys_partition(broker:
     broker.create_topic("admin", dlq)
     broker.produce("admin", dlq, [OutgoingMessage(b"%d" % i, key=f"k{i}") for i in range(6)])
     outcome = broker.apply_redrive("admin", broker.plan_redrive("admin", topic, "a"))
-    from cursorops.core.producer import key_partition
+    from cursorops.core.services.producer import key_partition
 
     assert [m.partition for m in outcome.published] == [key_partition(f"k{i}", 3) for i in range(6)]
     assert sorted(m.payload for m in broker.consume("admin", topic, "a", 100)) == sorted(
@@ -275,7 +275,7 @@ def test_an_invalid_plan_document_is_refused() -> None:
 def test_a_redrive_takes_the_stricter_policy_of_its_two_namespaces(broker: Broker) -> None:
     """The trial's door: a dead-letter topic in a vault (quorum 2) redriven into an ordinary
     namespace asked for one approval, and the vault's log recorded nothing."""
-    from cursorops.core.gating.plan_record import PlanBinding
+    from cursorops.core.domain.plans.plan_record import PlanBinding
 
     vault_dlq = "persistent://acme/vault/orders-billing-DLQ"
     broker.create_namespace("admin", "acme/vault")
@@ -415,7 +415,7 @@ def test_a_redriven_chunk_keeps_its_metadata_but_what_a_redrive_owns() -> None:
 def test_a_chunked_dead_letter_counts_once_in_the_preview_and_the_quorum(broker: Broker) -> None:
     """A, three chunks with p0 between its first two: the approver reads 2 messages (4 ids),
     and a quorum for more than 2 messages is not asked; one more dead letter asks it."""
-    from cursorops.core.gating.plan_record import PlanBinding
+    from cursorops.core.domain.plans.plan_record import PlanBinding
 
     broker.create_topic("admin", TOPIC)
     broker.create_subscription("admin", TOPIC, "billing", SubscriptionType.SHARED)
@@ -466,7 +466,7 @@ def test_a_plan_whose_chunked_messages_are_malformed_is_refused(
 ) -> None:
     import json
 
-    from cursorops.core.ids.message_id import MessageId
+    from cursorops.core.domain.ids.message_id import MessageId
 
     plan = RedrivePlan(
         TOPIC,

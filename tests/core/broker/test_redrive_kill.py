@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 TOPIC = "persistent://acme/ops/orders"
 DLQ = "persistent://acme/ops/orders-billing-DLQ"
@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 CHILD = """
 import sys, time
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
+from cursorops.core.services.broker import Broker
+from cursorops.core.domain.config import Config
 from cursorops.core.store.cursor_door import CursorTransaction
 from cursorops.core.store.ledger import LedgerStore
 

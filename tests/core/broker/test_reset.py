@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.errors import (
+from cursorops.core.domain.errors import (
     ApprovalRequiredError,
     InvalidArgumentError,
     PlanAlreadyAppliedError,
 )
-from cursorops.core.gating.plan_record import RESET_CURSOR, PlanBinding
-from cursorops.core.gating.reset import ResetPlan
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.plans.plan_record import RESET_CURSOR, PlanBinding
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating.reset import ResetPlan
+from cursorops.core.services.producer import OutgoingMessage
 
 from .conftest import TOPIC, chunk_entries, plain_entry
 

@@ -16,15 +16,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.acks.skip import SkipOutcome
-from cursorops.core.broker import Broker
-from cursorops.core.combining import Combiner
-from cursorops.core.gating import skip as skips
-from cursorops.core.gating.skip import ValidatedSkip, write_skips
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.acks.skip import SkipOutcome
+from cursorops.core.domain.combining import Combiner
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
+from cursorops.core.services.gating.skip import ValidatedSkip, write_skips
+from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store.metadata import MetadataStore
-from cursorops.core.subscription import SubscriptionType
 
 from ..conftest import write_lock_held
 

@@ -14,10 +14,9 @@ import pytest
 from sqlalchemy import create_engine, delete
 from sqlalchemy.pool import NullPool
 
-from cursorops.core.acks.cursor import AckTarget, CursorState
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import (
+from cursorops.core.domain.acks.cursor import AckTarget, CursorState
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import (
     ApprovalRequiredError,
     CursorOpsError,
     InvalidArgumentError,
@@ -25,13 +24,14 @@ from cursorops.core.errors import (
     SkipAlreadyUndoneError,
     SkipNotFoundError,
 )
-from cursorops.core.gating.undo_skip import UndoPartition, UndoPlan
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.ids.position import Position
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.reading.dispatch import Consumer
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating.undo_skip import UndoPartition, UndoPlan
+from cursorops.core.services.producer import OutgoingMessage
+from cursorops.core.services.reading.dispatch import Consumer
 from cursorops.core.store.tables import LedgerRow, SegmentRow
-from cursorops.core.subscription import SubscriptionType
 from tests.conftest import acknowledge, acknowledge_cumulative
 
 from .conftest import TOPIC, chunk_entries, plain_entry

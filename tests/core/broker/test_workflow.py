@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.errors import AlreadyExistsError, NotAuthorizedError
-from cursorops.core.gating.plan_record import ApprovalAnswer, ApprovalRequest, PlanBinding
-from cursorops.core.ids.message_id import MessageId
+from cursorops.core.domain.errors import AlreadyExistsError, NotAuthorizedError
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.plans.plan_record import ApprovalAnswer, ApprovalRequest, PlanBinding
+from cursorops.core.services.broker import Broker
 
 from .conftest import TOPIC
 

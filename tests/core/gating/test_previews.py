@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.gating import Pending, ResetCursor, SkipMessages, UndoSkip
-from cursorops.core.gating.plan_record import PlanRecord
-from cursorops.core.gating.preview import Effects, predicate_text, time_text
-from cursorops.core.ids.position import Position
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.plans.plan_record import PlanRecord
+from cursorops.core.domain.plans.preview import Effects, predicate_text, time_text
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import Pending, ResetCursor, SkipMessages, UndoSkip
 from tests.core.test_gated_requests import ALICE, REQUESTS, SUB, VAULT, Runs, ids, seeded
 
 __all__ = ["seeded"]

@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import pytest
 
-import cursorops.core.gating
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.gating import GATED_OPERATIONS, named, recorded
-from cursorops.core.gating.operation import REDRIVE, RESET_CURSOR, SKIP, UNDO_SKIP, UNSUBSCRIBE
-from cursorops.core.gating.plan_record import PlanBinding
-from cursorops.core.gating.registry import BY_RECORD, RECORDED_OPERATIONS
+import cursorops.core.services.gating
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.plans.plan_record import PlanBinding
+from cursorops.core.services.gating import GATED_OPERATIONS, named, recorded
+from cursorops.core.services.gating.operation import (
+    REDRIVE,
+    RESET_CURSOR,
+    SKIP,
+    UNDO_SKIP,
+    UNSUBSCRIBE,
+)
+from cursorops.core.services.gating.registry import BY_RECORD, RECORDED_OPERATIONS
 
 
 def test_the_public_names_are_pinned() -> None:
-    assert sorted(cursorops.core.gating.__all__) == sorted(
+    assert sorted(cursorops.core.services.gating.__all__) == sorted(
         [
             "GATED_OPERATIONS",
             "REDRIVE",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.gating.inert import MAX_CHARS
-from cursorops.core.gating.operation import REASON_CHARS, TICKET_CHARS, GatedArguments
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.services.gating.inert import MAX_CHARS
+from cursorops.core.services.gating.operation import REASON_CHARS, TICKET_CHARS, GatedArguments
 
 TOPIC = "persistent://acme/ops/orders"
 

@@ -7,8 +7,13 @@ import struct
 
 import pytest
 
-from cursorops.core.errors import IncompatibleSchemaError
-from cursorops.core.schemas import CompatibilityStrategy, SchemaInfo, SchemaType, check_compatible
+from cursorops.core.domain.errors import IncompatibleSchemaError
+from cursorops.core.domain.schemas import (
+    CompatibilityStrategy,
+    SchemaInfo,
+    SchemaType,
+    check_compatible,
+)
 
 S = CompatibilityStrategy
 
@@ -107,7 +112,7 @@ def test_key_value_parts_and_other_types() -> None:
 
 
 def test_invalid_definitions_are_refused_even_first() -> None:
-    from cursorops.core.schemas import validate
+    from cursorops.core.domain.schemas import validate
 
     validate(avro(A))
     validate(SchemaInfo(SchemaType.STRING, b""))

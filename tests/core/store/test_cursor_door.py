@@ -9,11 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from cursorops.core.errors import SubscriptionNotFoundError
+from cursorops.core.domain.errors import SubscriptionNotFoundError
+from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.store.cursor_door import Hold
 from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.metadata import MetadataStore
-from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/door"
 ANY = Ticket.ungated("a test's write, on a namespace that requires no approval")

@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cursorops.core.config import Config
-from cursorops.core.ids.position import Position
-from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.core.store.ledger import LedgerStore
 from cursorops.core.store.metadata import AuditEntry, MetadataStore
 

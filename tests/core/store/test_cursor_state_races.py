@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from cursorops.core.acks import cursor_codec
-from cursorops.core.broker import Broker
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.acks import cursor_codec
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store.cursor_state import replay
 from cursorops.core.store.dispatch_state import SubscriptionTransaction
-from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/compaction-race"
 

@@ -22,12 +22,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cursorops.core.errors import ApprovalRequiredError
+from cursorops.core.domain.errors import ApprovalRequiredError
+from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.store.cursor_door import REFUSED, CursorTransaction, Hold
 from cursorops.core.store.cursor_ticket import Ticket
 from cursorops.core.store.dispatch_state import DispatchedColumns, SubscriptionTransaction
 from cursorops.core.store.metadata import MetadataStore
-from cursorops.core.subscription import SubscriptionType
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = [ROOT / "core", ROOT / "cursorops"]
@@ -54,10 +54,10 @@ DOORS = {"CursorTransaction", "SubscriptionTransaction"}
 OPENERS = {"cursor_transaction", "subscription_transaction", "_transaction", "locked_transaction"}
 
 NOT_A_MOVE = {
-    "core/reading/dispatch.py": "a dispatch folds a long journal into the state it replayed",
+    "core/services/reading/dispatch.py": "a dispatch folds a long journal into the state it replayed",
     "core/store/tenancy.py": "a new subscription's cursors (the Broker keeps the history rule)",
-    "core/broker/admin.py": "a reader's own subscription, deleted as it closes",
-    "core/gating/reset.py": "a reader's own subscription, which seeks freely",
+    "core/services/broker/admin.py": "a reader's own subscription, deleted as it closes",
+    "core/services/gating/reset.py": "a reader's own subscription, which seeks freely",
 }
 """Where a write says it moves no cursor: a new one is added here knowingly."""
 
@@ -139,17 +139,17 @@ def test_every_write_through_the_door_states_its_ticket() -> None:
     # The walk sees the writers it must: every door user writes somewhere it can find.
     writers = {name: {method for _, method, _ in found} for name, found in sites.items() if found}
     assert {
-        "core/reading/dispatch.py": {
+        "core/services/reading/dispatch.py": {
             "acknowledge_delivered",
             "acknowledge_delivered_through",
             "compact",
         },
-        "core/gating/reset.py": {"append", "forget_consumer_ack"},
-        "core/gating/undo_skip.py": {"append"},
-        "core/gating/skip.py": {"append_each", "fold"},
-        "core/gating/redrive.py": {"append", "append_to"},
-        "core/gating/unsubscribe.py": {"remove_subscription"},
-        "core/broker/deletion.py": {"remove_topic"},
+        "core/services/gating/reset.py": {"append", "forget_consumer_ack"},
+        "core/services/gating/undo_skip.py": {"append"},
+        "core/services/gating/skip.py": {"append_each", "fold"},
+        "core/services/gating/redrive.py": {"append", "append_to"},
+        "core/services/gating/unsubscribe.py": {"remove_subscription"},
+        "core/services/broker/deletion.py": {"remove_topic"},
         "core/store/tenancy.py": {"create_subscription", "remove_subscription"},
         "core/store/metadata.py": {"append_to", "compact"},
         "core/store/dispatch_state.py": {"append_cursor_delta", "append_by_subscription"},
@@ -311,8 +311,8 @@ def _dispatched(txn: SubscriptionTransaction, consumer: str, entries: list[int])
 
 
 def _ack(txn: SubscriptionTransaction, consumer: str, entries: list[int]) -> None:
-    from cursorops.core.acks import cursor_codec
-    from cursorops.core.acks.cursor import AckColumns
+    from cursorops.core.domain.acks import cursor_codec
+    from cursorops.core.domain.acks.cursor import AckColumns
 
     n = len(entries)
     ledger, entry = np.full(n, 1, np.int64), np.asarray(entries, np.int64)

@@ -50,13 +50,13 @@ REPOSITORY_CALLS = re.compile(
 """A call of one of the door's repository's writing (or locking) methods."""
 
 DOOR_USERS = {
-    "core/reading/dispatch.py": "consumer acknowledgements, cumulative ones, dispatches",
-    "core/gating/skip.py": "skips by ids, matching, skip -n and clear-backlog",
-    "core/gating/reset.py": "reset-cursor and a consumer's seek",
-    "core/gating/undo_skip.py": "undo of a skip",
-    "core/gating/redrive.py": "redrive",
-    "core/gating/unsubscribe.py": "unsubscribe (and the live consumers it refuses on)",
-    "core/broker/deletion.py": "deleting a topic with its subscriptions and their cursors",
+    "core/services/reading/dispatch.py": "consumer acknowledgements, cumulative ones, dispatches",
+    "core/services/gating/skip.py": "skips by ids, matching, skip -n and clear-backlog",
+    "core/services/gating/reset.py": "reset-cursor and a consumer's seek",
+    "core/services/gating/undo_skip.py": "undo of a skip",
+    "core/services/gating/redrive.py": "redrive",
+    "core/services/gating/unsubscribe.py": "unsubscribe (and the live consumers it refuses on)",
+    "core/services/broker/deletion.py": "deleting a topic with its subscriptions and their cursors",
     "core/store/tenancy.py": "creating and deleting a subscription with its cursors",
     "core/store/metadata.py": "the store's own appends and folds, and releasing consumers",
 }

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import Entry, OutgoingMessage
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import Entry, OutgoingMessage
 from cursorops.core.store.ledger import LATER_COLUMNS
-from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://public/default/t"
 

@@ -12,15 +12,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from cursorops.core.config import Config
-from cursorops.core.errors import (
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import (
     BrokerFencedError,
     InvalidArgumentError,
     LedgerStoreError,
     TopicNotFoundError,
 )
-from cursorops.core.ids.position import Position
-from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.core.store.ledger import LATER_COLUMNS, MESSAGE_SCHEMA, LedgerStore, RowDraft
 from cursorops.core.store.metadata import LedgerInfo, MetadataStore
 from tests.core.store.test_cursor_door_append import columns

@@ -13,17 +13,17 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import InvalidArgumentError
-from cursorops.core.ids.position import Position
-from cursorops.core.ids.topic_name import TopicName
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store.ledger import LedgerStore
 from cursorops.core.store.ledger_root import LedgerRoot, open_ledger_root
 from cursorops.core.store.metadata import MetadataStore
 from cursorops.core.store.segment_reader import SegmentCache, batches_after
-from cursorops.core.subscription import SubscriptionType
 from tests.core.store.test_cursor_door_append import columns
 
 TOPIC = "persistent://acme/ops/rooted"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cursorops.core.config import Config
-from cursorops.core.errors import (
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
     InvalidTopicNameError,
@@ -19,6 +19,7 @@ from cursorops.core.errors import (
     TenantNotFoundError,
     TopicNotFoundError,
 )
+from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.store.metadata import (
     AuditRecord,
     CursorRecord,
@@ -30,7 +31,6 @@ from cursorops.core.store.metadata import (
     TenantInfo,
     TopicInfo,
 )
-from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/orders/events"
 PARTITIONED = "persistent://acme/orders/payments"

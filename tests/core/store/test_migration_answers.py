@@ -11,10 +11,10 @@ from alembic import command
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import make_url
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import AlreadyExistsError
-from cursorops.core.gating.plan_record import ApprovalAnswer, ApprovalRequest
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import AlreadyExistsError
+from cursorops.core.domain.plans.plan_record import ApprovalAnswer, ApprovalRequest
+from cursorops.core.services.broker import Broker
 from cursorops.core.store import migrate as migrate_module
 from cursorops.core.store.engine import create_store_engine
 from cursorops.core.store.schema import HEAD_REVISION, recorded_revision

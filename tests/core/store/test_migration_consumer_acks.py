@@ -10,13 +10,13 @@ from alembic import command
 from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store import migrate as migrate_module
 from cursorops.core.store.engine import create_store_engine
 from cursorops.core.store.schema import HEAD_REVISION, recorded_revision
-from cursorops.core.subscription import SubscriptionType
 
 from ..conftest import Clock
 

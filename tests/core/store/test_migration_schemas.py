@@ -10,13 +10,13 @@ from alembic import command
 from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store import migrate as migrate_module
 from cursorops.core.store.engine import create_store_engine
 from cursorops.core.store.schema import HEAD_REVISION, recorded_revision
-from cursorops.core.subscription import SubscriptionType
 
 TOPIC = "persistent://acme/ops/orders"
 
@@ -52,7 +52,7 @@ def test_an_older_store_upgrades_and_keeps_schemas_and_horizons(
         )
         broker.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(3)])
         assert broker.topic_stats("admin", TOPIC).subscriptions["s"].msg_backlog == 3
-        from cursorops.core.schemas.schema_info import SchemaInfo, SchemaType
+        from cursorops.core.domain.schemas.schema_info import SchemaInfo, SchemaType
 
         info = SchemaInfo(SchemaType.STRING, b"", {})
         assert broker.put_schema("admin", TOPIC, info) == 0

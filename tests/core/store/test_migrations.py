@@ -26,12 +26,13 @@ from sqlalchemy import insert, inspect
 from sqlalchemy.engine import make_url
 
 from cursorops.cli.main import main
-from cursorops.core.analysis.backlog_audit import BacklogSample
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.errors import SchemaOutOfDateError
-from cursorops.core.ids.message_id import MessageId
-from cursorops.core.producer import OutgoingMessage
+from cursorops.core.domain.analysis.backlog_audit import BacklogSample
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import SchemaOutOfDateError
+from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store import dispatch_state
 from cursorops.core.store import metadata as metadata_module
 from cursorops.core.store.engine import create_store_engine
@@ -39,7 +40,6 @@ from cursorops.core.store.migrate import head_revision
 from cursorops.core.store.migrations.versions.v0001_baseline import BASELINE
 from cursorops.core.store.schema import HEAD_REVISION, recorded_revision
 from cursorops.core.store.tables import Base
-from cursorops.core.subscription import SubscriptionType
 
 from ..conftest import Clock
 

@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.ids.position import Position
-from cursorops.core.ids.topic_name import TopicName
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.core.store.ledger import (
     LATER_COLUMNS,
     MESSAGE_SCHEMA,

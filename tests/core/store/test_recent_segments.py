@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cursorops.core.broker import Broker
-from cursorops.core.config import Config
-from cursorops.core.ids.position import Position
-from cursorops.core.producer import Entry
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.ids.position import Position
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import Entry
 from cursorops.core.store import segment_reader
 from cursorops.core.store.ledger import MESSAGE_SCHEMA, RecentSegments
 from cursorops.core.store.segment_reader import SegmentCache

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from cursorops.core.broker import Broker
-from cursorops.core.producer import OutgoingMessage
-from cursorops.core.subscription import SubscriptionType
+from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.broker import Broker
+from cursorops.core.services.producer import OutgoingMessage
 
 TOPIC = "persistent://acme/ops/held"
 

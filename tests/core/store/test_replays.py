@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cursorops.core.acks import cursor_codec
-from cursorops.core.acks.cursor import BatchAckSets, CursorState
-from cursorops.core.acks.ledger_layout import LedgerLayout
-from cursorops.core.acks.range_set import RangeSet
-from cursorops.core.errors import MetadataStoreError
-from cursorops.core.ids.position import Position
+from cursorops.core.domain.acks import cursor_codec
+from cursorops.core.domain.acks.cursor import BatchAckSets, CursorState
+from cursorops.core.domain.acks.ledger_layout import LedgerLayout
+from cursorops.core.domain.acks.range_set import RangeSet
+from cursorops.core.domain.errors import MetadataStoreError
+from cursorops.core.domain.ids.position import Position
 from cursorops.core.store.cursor_state import REPLAYS, Replays, replay_since
 
 

@@ -19,8 +19,8 @@ import pytest
 from alembic import command as alembic_command
 from sqlalchemy import inspect, text
 
-from cursorops.core.config import Config
-from cursorops.core.errors import MetadataStoreError, SchemaOutOfDateError
+from cursorops.core.domain.config import Config
+from cursorops.core.domain.errors import MetadataStoreError, SchemaOutOfDateError
 from cursorops.core.store.engine import PG_SCHEMA_LOCK_KEY
 from cursorops.core.store.metadata import MetadataStore
 from cursorops.core.store.migrate import _alembic_config, migrate

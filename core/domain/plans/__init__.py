@@ -1,0 +1,2 @@
+"""The values a gated request is planned, previewed and stored as: plan records,
+request records, previews."""
