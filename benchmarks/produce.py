@@ -231,8 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "payloads as a list of bytes and returns the ids as columns (`MessageIdColumns`, "
             "MessageId objects built only when indexed); `send` takes `OutgoingMessage` "
             "objects and returns `MessageId` objects. Every run is a fresh process and "
-            "installation, first call included; the older producers are `core/services/producer.py` "
-            "of the named commits over today's ledger and metadata stores, in the same runs.",
+            "installation, first call included; the older producers are "
+            "`core/services/producer.py` of the named commits over today's ledger and "
+            "metadata stores, in the same runs.",
             "",
             report.table(
                 [

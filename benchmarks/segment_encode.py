@@ -2,8 +2,8 @@
 
 An unbatched synchronous send over the binary protocol commits one entry of one
 message: one Parquet segment encoded per send. The segment's table is built the
-way the producer's path builds it (``cursorops.core.services.producer.entry_columns`` of an entry with
-the client's ``MessageMetadata`` bytes, a 64-byte payload, no key, properties or
+way the producer's path builds it (``cursorops.core.services.producer.entry_columns`` of an entry
+with the client's ``MessageMetadata`` bytes, a 64-byte payload, no key, properties or
 delay), then encoded in memory with the store's settings (no file, no fsync), three
 ways:
 

@@ -7,8 +7,8 @@ subscription with its entry filters and cursor states); Spark reads one row per
 entry (the first message of each, which is what the entry filters look at),
 groups the rows by topic partition, and each group calls
 :func:`cursorops.core.domain.analysis.backlog.analyze` per subscription, with the verdicts of
-:meth:`cursorops.core.domain.analysis.entry_filters.EntryFilters.verdicts` of the subscription's filters. So
-the answer is core's, message for message, and equals
+:meth:`cursorops.core.domain.analysis.entry_filters.EntryFilters.verdicts` of the subscription's
+filters. So the answer is core's, message for message, and equals
 :meth:`cursorops.core.services.broker.Broker.analyze_backlog`'s field for field.
 
 No cap by default. ``--max-entries`` makes the answer a page of at most that
@@ -406,8 +406,8 @@ def transform(
 
     ``entries`` needs :data:`ENTRY_COLUMNS` plus the columns the filters read;
     any message rows will do, only each entry's first message is kept (the rows
-    :func:`cursorops.core.domain.analysis.entry_filters.first_messages` keeps). Partitions without entries
-    yield
+    :func:`cursorops.core.domain.analysis.entry_filters.first_messages` keeps). Partitions without
+    entries yield
     no row. Cursor states go to the executors inside the function's closure
     (see :func:`cursorops.spark.common.executor_states`).
     """
@@ -529,8 +529,8 @@ def run(
     start_after: str | None = None,
     remote: str | None = None,
 ) -> list[PartitionAnalysis]:
-    """The Spark twin of :meth:`cursorops.core.services.broker.Broker.analyze_backlog` (same list, same
-    order).
+    """The Spark twin of :meth:`cursorops.core.services.broker.Broker.analyze_backlog` (same list,
+    same order).
 
     Paged when ``max_entries`` or ``time_limit_ms`` is given: a page examines at
     most ``max_entries`` backlog entries per subscription over the whole topic,
@@ -631,8 +631,8 @@ def run(
 def page_document(
     topic: str, subscription: str | None, analyses: Sequence[PartitionAnalysis]
 ) -> dict[str, Any]:
-    """:func:`cursorops.core.domain.analysis.backlog.analysis_document`, with each subscription's resume
-    token.
+    """:func:`cursorops.core.domain.analysis.backlog.analysis_document`, with each subscription's
+    resume token.
 
     A subscription's summary carries the ``resumeAfter`` of the partition where
     its page stopped (None when it is complete); so does the total when one

@@ -8,8 +8,9 @@ message of each) of every segment, tags each row with its topic partition (a
 ledger belongs to exactly one), groups by topic partition, and each group calls
 :func:`cursorops.spark.analyze_backlog.analyze_partition` with that topic's
 subscriptions, cursor states and entry filters. So each topic's document is
-:func:`cursorops.core.domain.analysis.backlog.analysis_document` of core's answer, field for field, plus
-each subscription's ``oldestPublishMs`` (:meth:`cursorops.core.services.broker.Broker.backlog_ages`'s
+:func:`cursorops.core.domain.analysis.backlog.analysis_document` of core's answer, field for field,
+plus each subscription's ``oldestPublishMs``
+(:meth:`cursorops.core.services.broker.Broker.backlog_ages`'s
 figure: the publish time of its oldest unacknowledged message, None when the
 backlog is empty).
 
@@ -182,8 +183,8 @@ def run(
     spark: SparkSession | None = None,
     remote: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One document per topic (:func:`cursorops.core.domain.analysis.backlog.analysis_document`, with each
-    subscription's ``oldestPublishMs``), from one Spark job over all the topics."""
+    """One document per topic (:func:`cursorops.core.domain.analysis.backlog.analysis_document`,
+    with each subscription's ``oldestPublishMs``), from one Spark job over all the topics."""
     log = job_logger("cursorops.audit_backlog")
     started = time.monotonic()
     scans = plan_scans(config, topics, role, log)

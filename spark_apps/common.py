@@ -1,7 +1,7 @@
 """What every job's driver does: arguments, the topic's scan, errors.
 
-The driver asks the broker for a :class:`~cursorops.core.domain.analysis.topic_scan.TopicScan` (which
-segments hold a partition's entries, and each cursor's state, serialized); the
+The driver asks the broker for a :class:`~cursorops.core.domain.analysis.topic_scan.TopicScan`
+(which segments hold a partition's entries, and each cursor's state, serialized); the
 executors read the Parquet segments and decide everything by calling ``core``.
 """
 
@@ -129,8 +129,8 @@ def spark_errors(scan: TopicScan | None = None) -> Iterator[None]:
 
 
 def ascii_int(text: str) -> int:
-    """An integer option (argparse ``type``): :func:`cursorops.core.domain.durations.ascii_integer`'s
-    rule."""
+    """An integer option (argparse ``type``):
+    :func:`cursorops.core.domain.durations.ascii_integer`'s rule."""
     number = ascii_integer(text)
     if number is None:
         raise argparse.ArgumentTypeError(

@@ -3,8 +3,8 @@
 The answer is a match list (:mod:`cursorops.spark.match_list`): one Parquet row per
 message, with its id and a preview, for a person to review and for
 ``apply_skip_plan`` to apply. No shuffle of the data: each Arrow batch of a
-segment is decided where it is read, by :func:`cursorops.core.domain.delivery.unacked_rows.unacked_rows`
-(the
+segment is decided where it is read, by
+:func:`cursorops.core.domain.delivery.unacked_rows.unacked_rows` (the
 cursor) and :meth:`cursorops.core.domain.analysis.predicates.Predicate.mask` (the predicate).
 
 Run::

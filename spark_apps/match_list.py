@@ -5,7 +5,8 @@ index) and what it looks like (key, publish time, deliver-at, properties, size
 and the start of its payload), so a person can review the matches before a
 skip plan is made of them. Only the id columns matter to apply; a match list
 may also be built from a list of ids (:func:`match_list_from_ids`), with the
-preview columns empty. It is not a skip plan (:class:`cursorops.core.domain.acks.skip_plan.SkipPlan`):
+preview columns empty. It is not a skip plan
+(:class:`cursorops.core.domain.acks.skip_plan.SkipPlan`):
 nothing in it is validated until the Broker plans a skip of its ids.
 """
 

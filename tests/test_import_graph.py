@@ -6,7 +6,8 @@ with ``ast``; the
 test fails when one of them
 
 - imports a private ``core`` name (a leading underscore, module or name);
-- imports a store module: ``cursorops.core.store`` (any), ``cursorops.core.domain.acks.cursor_codec``;
+- imports a store module: ``cursorops.core.store`` (any),
+  ``cursorops.core.domain.acks.cursor_codec``;
 - imports one of the Broker's collaborators (``cursorops.core.services.broker.admin``, ...): the
   façade ``cursorops.core.services.broker`` is the way in;
 - reaches a Broker's stores or cursors: ``<x>.metadata``, ``<x>.ledgers`` or

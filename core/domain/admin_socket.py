@@ -8,4 +8,5 @@ STOP_PATH = "/cursorops/v1/standalone/stop"
 """POST: the standalone stops; served on the socket only."""
 ROLE_HEADER = "X-Cursorops-Role"
 """The Pulsar role a request on the socket acts as (absent: the standalone's ``--role``);
-beyond ASCII, an RFC 8187 ``UTF-8''`` value (:func:`cursorops.core.domain.header_text.header_value`)."""
+beyond ASCII, an RFC 8187 ``UTF-8''`` value
+(:func:`cursorops.core.domain.header_text.header_value`)."""

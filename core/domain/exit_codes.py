@@ -1,4 +1,5 @@
-"""The command-line edge of the error tree: the exit code of each ``cursorops.core.domain.errors`` leaf.
+"""The command-line edge of the error tree: the exit code of each ``cursorops.core.domain.errors``
+leaf.
 
 One table for every process an operator runs from a shell: the ``cursorops``
 command and the Spark jobs' drivers. ``tests/cli/test_cli.py`` checks that

@@ -6,7 +6,8 @@ and returns plain frozen dataclasses, never ORM objects. Foreign exceptions are
 translated in one place, :func:`cursorops.core.store.engine.translated_errors`, around
 every :meth:`MetadataStore._session`: a unique-key clash
 becomes :class:`~cursorops.core.domain.errors.AlreadyExistsError` where the caller named the
-clash, anything else from SQLAlchemy becomes :class:`~cursorops.core.domain.errors.MetadataStoreError`.
+clash, anything else from SQLAlchemy becomes
+:class:`~cursorops.core.domain.errors.MetadataStoreError`.
 
 Locking. Writers that must be serialized take a row lock: the topic partition's
 row for :meth:`MetadataStore.append_entries`, the cursor's row for the cursor
@@ -19,8 +20,8 @@ The tables are in :mod:`cursorops.core.store.tables`, the returned records in
 checks in :mod:`cursorops.core.store.checks`; this module re-exports their public names.
 
 Cursors are stored as a snapshot plus a journal of deltas (docs/architecture.md,
-"Cursor durability"). The payloads are opaque bytes here; ``cursorops.core.domain.acks.cursor_codec``
-owns their format.
+"Cursor durability"). The payloads are opaque bytes here;
+``cursorops.core.domain.acks.cursor_codec`` owns their format.
 """
 
 from __future__ import annotations

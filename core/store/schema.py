@@ -65,7 +65,8 @@ def ensure_schema(engine: Engine, write_engine: Engine) -> None:
     """Return at once if the store is at :data:`HEAD_REVISION`; else create, migrate or refuse.
 
     Raises :class:`~cursorops.core.domain.errors.SchemaOutOfDateError` for a shared store that is
-    behind, :class:`~cursorops.core.domain.errors.MetadataStoreError` for one that is ahead of this code.
+    behind, :class:`~cursorops.core.domain.errors.MetadataStoreError` for one that is ahead of this
+    code.
     """
     if recorded_revision(engine) == HEAD_REVISION:
         return

@@ -11,7 +11,8 @@ from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.core.domain.subscription import SubscriptionType
 
 PERMISSION_ACTIONS = ACTIONS
-"""The namespace grant actions: :data:`cursorops.core.domain.authz.ACTIONS` (Pulsar's ``AuthAction``)."""
+"""The namespace grant actions: :data:`cursorops.core.domain.authz.ACTIONS` (Pulsar's
+``AuthAction``)."""
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ transaction checked). A DAG that plans in a step of its own (a Spark scan first:
 matching) puts its plan task in front (``plan``).
 
 Task ids are fixed per operation (:data:`TAILS`, derived from each operation's steps in
-:mod:`cursorops.core.services.gating.registry`): tests, benchmarks and the UI's links name them. Called at
-parse time inside a ``@dag`` function: it builds tasks and edges only; every heavy import
+:mod:`cursorops.core.services.gating.registry`): tests, benchmarks and the UI's links name them.
+Called at parse time inside a ``@dag`` function: it builds tasks and edges only; every heavy import
 stays inside the task bodies.
 """
 

@@ -11,8 +11,8 @@ the match conditions; the DAG's params are generated from :data:`MatchRequest`
 yet due: skipping them cancels them), a whole ``predicate`` document, and
 ``everything``, which matches every unacknowledged message: a gated
 clear-backlog. Every given condition must hold. The document is built by
-core's :func:`~cursorops.core.domain.analysis.match_conditions.predicate_from_options` and checked with
-core's parser (bad input fails the run at once), then handed to the Spark job
+core's :func:`~cursorops.core.domain.analysis.match_conditions.predicate_from_options` and checked
+with core's parser (bad input fails the run at once), then handed to the Spark job
 as one JSON document.
 
 A match count above ``limit`` (default 1,000,000) is refused unless

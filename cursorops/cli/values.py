@@ -81,8 +81,8 @@ def parse_position(text: str, option: str, partition: int = -1) -> Position:
 
 
 def ascii_int(text: str) -> int:
-    """An integer option (argparse ``type``): :func:`cursorops.core.domain.durations.ascii_integer`'s
-    rule."""
+    """An integer option (argparse ``type``):
+    :func:`cursorops.core.domain.durations.ascii_integer`'s rule."""
     number = durations.ascii_integer(text)
     if number is None:
         raise argparse.ArgumentTypeError(
@@ -125,7 +125,8 @@ def port(value: int, option: str) -> int:
 
 def given_ids(args: argparse.Namespace) -> tuple[list[str], str]:
     """The ids ``skip-messages`` was given, and the option that gave them: each option
-    reads every form (:meth:`MessageId.parse <cursorops.core.domain.ids.message_id.MessageId.parse>`)."""
+    reads every form (:meth:`MessageId.parse
+    <cursorops.core.domain.ids.message_id.MessageId.parse>`)."""
     for texts, option in (
         (args.message_ids, "--message-id"),
         (args.triplets, "--messageId-triplet"),

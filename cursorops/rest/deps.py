@@ -39,7 +39,8 @@ class Principal:
 Authenticator = Callable[..., Principal | Awaitable[Principal]]
 """A FastAPI dependency that names the caller, or refuses (an HTTPException, 401)."""
 RunStarterFactory = Callable[..., RunStarter | Awaitable[RunStarter]]
-"""A FastAPI dependency that gives the request's :class:`~cursorops.core.services.gating.RunStarter`."""
+"""A FastAPI dependency that gives the request's
+:class:`~cursorops.core.services.gating.RunStarter`."""
 
 
 class NotInjected(RuntimeError):

@@ -1,5 +1,5 @@
-"""The HTTP edge of the error tree: one status per ``cursorops.core.domain.errors`` leaf, ``{"reason"}``
-bodies.
+"""The HTTP edge of the error tree: one status per ``cursorops.core.domain.errors`` leaf,
+``{"reason"}`` bodies.
 
 Families: bad input 400, not found 404, conflict 409 (Pulsar's code path for
 an unsupported subscription type), not authorized 403, a store failure 503.

@@ -3,8 +3,8 @@
 Incoming: one ``CommandSend`` holds one entry: a single message, or a batch of
 ``num_messages_in_batch`` messages, each ``[u32 size][SingleMessageMetadata]
 [payload]``, the whole payload possibly compressed (LZ4 block, ZLIB, ZSTD,
-SNAPPY raw). :func:`entry_of_send` turns it into the :class:`~cursorops.core.services.producer.Entry`
-the broker appends, one message per row.
+SNAPPY raw). :func:`entry_of_send` turns it into the
+:class:`~cursorops.core.services.producer.Entry` the broker appends, one message per row.
 
 Outgoing: :func:`entry_payload` rebuilds an entry from the rows a dispatch
 picked. A batch is always sent whole-sized (``num_messages_in_batch`` = the
@@ -186,8 +186,8 @@ class _Sent:
         bytes | None,
         Sequence[bytes] | pa.Array | None,
     ]:
-        """The trailing fields of :class:`~cursorops.core.services.producer.Entry`, from ``encryption_keys``
-        on."""
+        """The trailing fields of :class:`~cursorops.core.services.producer.Entry`, from
+        ``encryption_keys`` on."""
         return (
             self.encryption_keys,
             self.chunk,

@@ -1,5 +1,6 @@
 """A command refused with a protocol error of its own: a refusal no other door of cursorops
-can meet (sticky hash ranges, producer access modes), so not a :mod:`cursorops.core.domain.errors` leaf."""
+can meet (sticky hash ranges, producer access modes), so not a :mod:`cursorops.core.domain.errors`
+leaf."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The wire's ``Schema`` message and the registry's :class:`~cursorops.core.domain.schemas.SchemaInfo`,
+"""The wire's ``Schema`` message and the registry's
+:class:`~cursorops.core.domain.schemas.SchemaInfo`,
 one into the other: the schema a ``CommandProducer`` or ``CommandSubscribe`` carries, and
 the one a ``GetSchema`` answers (its handlers: :mod:`cursorops.wire.handlers.admin`).
 """

@@ -1,4 +1,5 @@
-"""Producers and consumers of one connection, over the :class:`~cursorops.core.services.broker.Broker`.
+"""Producers and consumers of one connection, over the
+:class:`~cursorops.core.services.broker.Broker`.
 
 Everything here runs on the store thread (:class:`cursorops.wire.store_thread.StoreThread`),
 one call at a time: the broker and its stores are used by one thread, and a

@@ -7,8 +7,8 @@ role on loopback). A gated request's run is started through Airflow's REST API w
 caller's own token (:class:`cursorops.rest.runs.HttpRuns`): this process is not
 Airflow's API server, and imports nothing of Airflow.
 
-On the home's private Unix socket (:class:`SocketDoor`, :mod:`cursorops.core.domain.admin_socket`) the
-operating system's user is the authentication: only this user can connect, and a
+On the home's private Unix socket (:class:`SocketDoor`, :mod:`cursorops.core.domain.admin_socket`)
+the operating system's user is the authentication: only this user can connect, and a
 request acts as the role its ``X-Cursorops-Role`` header names (plain, or an RFC 8187
 ``UTF-8''`` value for any script; absent: the standalone's role), through the door
 ``cli``. A gated request there starts its run

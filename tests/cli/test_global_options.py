@@ -79,7 +79,8 @@ def test_status_and_stop_import_no_broker(action: str, tmp_path: Path) -> None:
         "import sys\n"
         "from cursorops.cli.main import main\n"
         f"code = main(['--home', {str(tmp_path)!r}, 'standalone', {action!r}])\n"
-        "heavy = [m for m in ('cursorops.wire.standalone', 'cursorops.core.services.broker', 'pandas') "
+        "heavy = [m for m in "
+        "('cursorops.wire.standalone', 'cursorops.core.services.broker', 'pandas') "
         "if m in sys.modules]\n"
         "print(code, heavy)\n"
     )

@@ -1,5 +1,5 @@
-"""Threshold logic of the backlog audit (cursorops.core.domain.analysis.backlog_audit), against a plain
-model."""
+"""Threshold logic of the backlog audit (cursorops.core.domain.analysis.backlog_audit), against a
+plain model."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Message content and who reads it (cursorops.core.domain.content): what is masked, and the permission
-rule
+"""Message content and who reads it (cursorops.core.domain.content): what is masked, and the
+permission rule
 through the real Broker."""
 
 from __future__ import annotations

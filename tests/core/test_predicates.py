@@ -1,5 +1,5 @@
-"""cursorops.core.domain.analysis.predicates and cursorops.core.domain.analysis.match_conditions: the document
-built from the
+"""cursorops.core.domain.analysis.predicates and cursorops.core.domain.analysis.match_conditions:
+the document built from the
 flat match options,
 and the producer condition."""
 

@@ -42,7 +42,8 @@ def test_all_is_pinned() -> None:
 
 def test_core_imports_neither_airflow_nor_spark() -> None:
     code = (
-        "import sys, cursorops.core, cursorops.core.services.broker, cursorops.core.services.reading.dispatch, "
+        "import sys, cursorops.core, cursorops.core.services.broker, "
+        "cursorops.core.services.reading.dispatch, "
         "cursorops.core.domain.acks.skip, "
         "cursorops.core.domain.analysis.backlog\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('airflow', 'pyspark')]\n"

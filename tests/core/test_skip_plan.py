@@ -246,7 +246,8 @@ def test_reading_a_plan_needs_neither_store_nor_pyarrow() -> None:
     """A DAG task or REST handler may parse a plan without the heavy imports."""
     code = (
         "import sys, cursorops.core.domain.acks.skip_plan; "
-        "print(sorted(m for m in ('pyarrow', 'sqlalchemy', 'pyspark', 'cursorops.core.services.broker') "
+        "print(sorted(m for m in "
+        "('pyarrow', 'sqlalchemy', 'pyspark', 'cursorops.core.services.broker') "
         "if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

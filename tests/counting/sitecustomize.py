@@ -4,8 +4,8 @@ Python imports ``sitecustomize`` at start-up from the path; the session's Airflo
 folder on its ``PYTHONPATH`` and ``CURSOROPS_TEST_COUNTS`` naming a file. Every process
 (the API server, the scheduler, each task) then appends one line to that file per
 ``Broker`` made (``<pid> broker``) and per validation of message ids against the stores
-(``<pid> validate``: a call of :func:`cursorops.core.domain.acks.skip.validate`). Without the variable
-nothing is patched.
+(``<pid> validate``: a call of :func:`cursorops.core.domain.acks.skip.validate`). Without the
+variable nothing is patched.
 """
 
 from __future__ import annotations

@@ -145,8 +145,8 @@ def hostile_topic(api: Api) -> str:
 
 
 def test_the_page_spells_hidden_characters_as_core_legible_does(api: Api, served: str) -> None:
-    """One rule: app.js's list of categories is cursorops.core.domain.legible.HIDDEN, and the browser's
-    legible() spells out exactly the characters Python's does, over every code point (a
+    """One rule: app.js's list of categories is cursorops.core.domain.legible.HIDDEN, and the
+    browser's legible() spells out exactly the characters Python's does, over every code point (a
     newer Unicode in the browser may have assigned some that Python's still calls Cn)."""
     listed = re.search(r"const HIDDEN = \[([^\]]*)\];", APP_JS.read_text())
     assert listed is not None

@@ -4,7 +4,8 @@ Each page here is made as the job makes it (count each partition's backlog
 after the token, share the cap out with ``page_budgets``, analyse each
 partition with its budget, cut with ``paginate``, parse the token back with
 ``parse_resume_token``), with ``cursorops.core.domain.analysis.backlog`` standing in for the Spark
-groups. The reference is one uncapped ``cursorops.core.domain.analysis.backlog.analyze`` per partition.
+groups. The reference is one uncapped ``cursorops.core.domain.analysis.backlog.analyze`` per
+partition.
 """
 
 from __future__ import annotations

@@ -140,8 +140,8 @@ def _state(broker: Broker, partition: str, subscription: str) -> CursorState:
 def core_analyses(
     config: Config, topic: str, *, max_entries: int | None = None
 ) -> list[PartitionAnalysis]:
-    """The pure-Python answer: ``cursorops.core.domain.analysis.backlog.analyze`` with each subscription's
-    filters."""
+    """The pure-Python answer: ``cursorops.core.domain.analysis.backlog.analyze`` with each
+    subscription's filters."""
     out = []
     with Broker(config) as broker:
         info = broker.metadata.get_topic(topic)

@@ -77,8 +77,8 @@ class SkipOutcome:
     acknowledged_meanwhile`` are the plan's messages, each in exactly one list.
 
     Immutable. Each list may be given as message ids or as plan rows
-    (:class:`~cursorops.core.domain.acks.skip_plan.SkipColumns`); from rows its ids are built on first
-    use, and :meth:`to_pulsar_json`'s default triplets are written from the rows
+    (:class:`~cursorops.core.domain.acks.skip_plan.SkipColumns`); from rows its ids are built on
+    first use, and :meth:`to_pulsar_json`'s default triplets are written from the rows
     without them: a skip of a million ids needs no million objects to be recorded.
 
     - ``skipped``: acknowledged by this apply;
@@ -87,7 +87,8 @@ class SkipOutcome:
       and applying;
     - ``per_partition``: newly acknowledged ids per topic partition of the plan;
     - ``part_of``: the whole plan's id when a single partition's share was applied;
-    - ``plan_id``: the applied plan's :attr:`~cursorops.core.domain.acks.skip_plan.SkipPlan.plan_id`;
+    - ``plan_id``: the applied plan's
+      :attr:`~cursorops.core.domain.acks.skip_plan.SkipPlan.plan_id`;
     - ``skip_id``: the id of the skip's audit record (what an undo names), None until the
       record is written.
     """

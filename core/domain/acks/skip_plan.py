@@ -227,7 +227,8 @@ class SkipColumns:
         )
 
     def triplets(self) -> list[str]:
-        """Each row's :meth:`MessageId.triplet <cursorops.core.domain.ids.message_id.MessageId.triplet>`
+        """Each row's :meth:`MessageId.triplet
+        <cursorops.core.domain.ids.message_id.MessageId.triplet>`
         (``ledger:entry``, plus ``:batchIndex`` when >= 0), without building the ids."""
         return [
             f"{ledger}:{entry}:{index}" if index >= 0 else f"{ledger}:{entry}"

@@ -3,8 +3,8 @@
 A skip by predicate chooses messages by conditions on them. Each condition is
 one field of :class:`MatchConditions`, which is the predicate document as it
 arrives (a JSON object, in Pulsar's REST spelling: ``publishTime``,
-``payloadContains``) and which :func:`cursorops.core.domain.analysis.predicates.parse_predicate` validates.
-Every other spelling is derived from it:
+``payloadContains``) and which :func:`cursorops.core.domain.analysis.predicates.parse_predicate`
+validates. Every other spelling is derived from it:
 
 - a field annotated with a :class:`Shortcut` can also be given as flat options,
   :data:`MATCH_OPTIONS` (``key``, ``property NAME=VALUE``, ``publish_time_after``,
@@ -63,8 +63,8 @@ class JsonFieldRequest(BaseModel):
 class MatchConditions(BaseModel):
     """The predicate document (CLI, REST, DAG run conf); every given condition must hold.
 
-    See :mod:`cursorops.core.domain.analysis.predicates` for what each condition means. ``jsonField`` is
-    given in the document only; every other condition has a :class:`Shortcut`.
+    See :mod:`cursorops.core.domain.analysis.predicates` for what each condition means.
+    ``jsonField`` is given in the document only; every other condition has a :class:`Shortcut`.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -1,7 +1,7 @@
 """Message predicates: conditions on a message, vectorised over Arrow message rows.
 
-Evaluated on message rows (:data:`cursorops.core.domain.analysis.columns.Rows`) and answering one numpy
-array per row, so ``core`` and the Spark jobs call the very same functions.
+Evaluated on message rows (:data:`cursorops.core.domain.analysis.columns.Rows`) and answering one
+numpy array per row, so ``core`` and the Spark jobs call the very same functions.
 
 :func:`parse_predicate` reads the JSON document an operator gives to find
 messages (pydantic validates it, and only here)::
@@ -23,7 +23,8 @@ strictly (``true`` is not ``1``). Bad input raises
 :class:`~cursorops.core.domain.errors.InvalidPredicateError` naming the field.
 
 The document's fields are declared once, by
-:class:`cursorops.core.domain.analysis.match_conditions.MatchConditions`, with the flat options (``--key``,
+:class:`cursorops.core.domain.analysis.match_conditions.MatchConditions`, with the flat options
+(``--key``,
 ``--property NAME=VALUE``, time bounds, ...) every front end derives from them.
 """
 

@@ -20,7 +20,8 @@ from cursorops.core.domain.ids.chunked_messages import ChunkedMessages, Groups
 def _chunked(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """Per row, its chunked message (numbered across the partitions of ``rows``, which
     name them in ``topic_partition`` or are all of one; -1: not a chunk), and per message
-    whether it is complete (:class:`~cursorops.core.domain.ids.chunked_messages.ChunkedMessages`)."""
+    whether it is complete
+    (:class:`~cursorops.core.domain.ids.chunked_messages.ChunkedMessages`)."""
     message = np.full(rows.num_rows, -1, np.int64)
     complete: list[np.ndarray] = []
     uuid = rows.column("uuid")

@@ -90,7 +90,8 @@ class PlanRecord:
     """The plan as its ``dumps`` wrote it (of its operation's plan class,
     :mod:`cursorops.core.services.gating.registry`)."""
     plan_id: str
-    """The plan's own content hash (:attr:`~cursorops.core.domain.portable_plan.PortablePlan.plan_id`)."""
+    """The plan's own content hash
+    (:attr:`~cursorops.core.domain.portable_plan.PortablePlan.plan_id`)."""
     document: Mapping[str, Any]
     """What the preview shows besides the plan: reason, ticket, predicate, backlog, messages."""
     messages: int
@@ -177,7 +178,8 @@ class PlanRecord:
 
     def plan(self) -> PortablePlan:
         """The stored plan, of its operation's class, its content hash checked and the one
-        :attr:`plan_id` names (:meth:`~cursorops.core.services.gating.operation.GatedOperation.plan_of`)."""
+        :attr:`plan_id` names
+        (:meth:`~cursorops.core.services.gating.operation.GatedOperation.plan_of`)."""
         plan: PortablePlan = recorded(self.operation).plan_of(self)
         return plan
 
@@ -189,8 +191,8 @@ class PlanRecord:
 
     def preview(self, content: bool = True) -> Preview:
         """What the approver reads of this record, in the one shape every operation shares
-        (:mod:`cursorops.core.domain.plans.preview`), built from the record only; message content masked
-        unless ``content`` (:mod:`cursorops.core.domain.content`)."""
+        (:mod:`cursorops.core.domain.plans.preview`), built from the record only; message content
+        masked unless ``content`` (:mod:`cursorops.core.domain.content`)."""
         return recorded(self.operation).preview(self, content)
 
     def skip_plan(self) -> SkipPlan:

@@ -18,7 +18,8 @@ redrive and an unsubscribe (:class:`Preview`):
 Each operation builds it from a stored record only (its plan and its preview
 document, both covered by the record's digest), so a record stored before this shape
 existed previews the same way (:meth:`GatedOperation.preview
-<cursorops.core.services.gating.operation.GatedOperation.preview>`). Pure: no store here, no Markdown.
+<cursorops.core.services.gating.operation.GatedOperation.preview>`). Pure: no store here, no
+Markdown.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ def count(n: int, what: str = "message") -> str:
 
 def time_text(epoch_ms: object) -> str:
     """A time in UTC (``2026-01-01 10:00:00.000 UTC``) from epoch ms or from the ISO text
-    :func:`~cursorops.core.domain.durations.format_time_ms` writes; any other text as written; empty for
-    none."""
+    :func:`~cursorops.core.domain.durations.format_time_ms` writes; any other text as written; empty
+    for none."""
     if isinstance(epoch_ms, bool) or epoch_ms is None:
         return ""
     text = format_time_ms(epoch_ms) if isinstance(epoch_ms, int) else str(epoch_ms)

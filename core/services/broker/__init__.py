@@ -95,8 +95,8 @@ from cursorops.core.store.ledger import LedgerStore
 from cursorops.core.store.ledger_root import open_ledger_root
 from cursorops.core.store.metadata import AuditRecord, MetadataStore, SubscriptionInfo, TopicInfo
 
-# The read path (cursorops.core.services.reading.dispatch, cursorops.core.store.segment_reader) and the
-# producer are imported
+# The read path (cursorops.core.services.reading.dispatch, cursorops.core.store.segment_reader) and
+# the producer are imported
 # where they are used: a command that only counts or skips does not load them.
 if TYPE_CHECKING:
     from cursorops.core.domain.analysis.predicates import Predicate

@@ -69,7 +69,8 @@ class Access:
 
     def may_read_content(self, role: str, topics: Iterable[str]) -> bool:
         """Whether ``role`` may read the keys, properties and payloads of messages of every
-        one of ``topics`` (:func:`cursorops.core.domain.content.may_read`: PEEK_MESSAGES on each)."""
+        one of ``topics`` (:func:`cursorops.core.domain.content.may_read`: PEEK_MESSAGES on
+        each)."""
         from cursorops.core.domain.content import may_read
 
         return may_read(self.authorized_topic, role, topics)
@@ -117,7 +118,8 @@ class Access:
         tenant_admins: Iterable[str],
         granted: Iterable[str],
     ) -> None:
-        """The rule (:func:`cursorops.core.domain.authz.check`) on what the store said of the role."""
+        """The rule (:func:`cursorops.core.domain.authz.check`) on what the store said of the
+        role."""
         authz.check(
             role,
             operation,

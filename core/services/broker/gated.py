@@ -1,11 +1,11 @@
 """The one door of every gated operation: a request, and the apply of an approved record.
 
 A door asks with :meth:`GatedOperations.request`: the operation (by its name in
-:mod:`cursorops.core.services.gating.registry`), who asks and the operation's arguments. Whether approval
-is needed is decided once, from the namespace policies of the topics the request would
+:mod:`cursorops.core.services.gating.registry`), who asks and the operation's arguments. Whether
+approval is needed is decided once, from the namespace policies of the topics the request would
 move cursors on (authorized first): without, it is applied at once with its audit
-record (:class:`~cursorops.core.services.gating.operation.Applied`); with, it is planned once and stored as
-a plan record bound to a new run, recorded as planned, and the run is started by the
+record (:class:`~cursorops.core.services.gating.operation.Applied`); with, it is planned once and
+stored as a plan record bound to a new run, recorded as planned, and the run is started by the
 door's :class:`~cursorops.core.services.gating.operation.RunStarter`
 (:class:`~cursorops.core.services.gating.operation.Pending`).
 

@@ -21,8 +21,8 @@ from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.core.services.broker.context import Collaborator
 from cursorops.core.store.metadata import TopicInfo
 
-# The read path (cursorops.core.services.reading.dispatch, cursorops.core.store.segment_reader) is imported
-# where it is used: a
+# The read path (cursorops.core.services.reading.dispatch, cursorops.core.store.segment_reader) is
+# imported where it is used: a
 # command that only counts or skips does not load it.
 if TYPE_CHECKING:
     from cursorops.core.services.reading.dispatch import Dispatcher, Message, PartitionSource

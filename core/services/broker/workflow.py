@@ -65,8 +65,8 @@ class Workflow(Collaborator):
         the approvals it needs (the namespace's policy, by the plan's size in messages).
 
         Every gated operation moves a subscription's cursor on each of the plan's topics
-        (:meth:`~cursorops.core.services.gating.operation.GatedOperation.topics`: a redrive's dead-letter
-        topic
+        (:meth:`~cursorops.core.services.gating.operation.GatedOperation.topics`: a redrive's
+        dead-letter topic
         too), so the requester's role must hold the skip permission on each, whatever else
         the operation's own planning checked; the strictest of their namespaces' policies
         decides the approvals."""

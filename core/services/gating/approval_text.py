@@ -40,8 +40,8 @@ def _cell(value: object) -> str:
 
 def subject(record: PlanRecord, ordinal: int = 1) -> str:
     """The approval's title: the preview's heading (what changes), where, who asked. Plain
-    text, not Markdown: the names in it are made legible (:mod:`cursorops.core.domain.legible`), so a
-    bidirectional control in a subscription's name cannot reorder the title."""
+    text, not Markdown: the names in it are made legible (:mod:`cursorops.core.domain.legible`), so
+    a bidirectional control in a subscription's name cannot reorder the title."""
     head = (
         f"{record.preview().heading} on {record.topic} / {record.subscription} "
         f"(asked by {record.binding.requester})"
@@ -63,8 +63,8 @@ def preview_markdown(
 
     ``content``: show keys, properties and payload excerpts (only for a reader whose role
     may peek on the plan's topics, :meth:`cursorops.core.services.broker.Broker.may_read_content`);
-    otherwise each says only its size or count (:func:`cursorops.core.domain.content.masked`), and the
-    text says where they are. ``stale``: why the request can no longer be approved, said
+    otherwise each says only its size or count (:func:`cursorops.core.domain.content.masked`), and
+    the text says where they are. ``stale``: why the request can no longer be approved, said
     first. ``approved_by``: who approved earlier gates of the run. Every text another
     person wrote is inert; topic and partition names, which core validated (letters,
     digits, ``_ = : . -``), are code spans.

@@ -6,8 +6,8 @@ the head, clear-backlog, reset-cursor, unsubscribe, undo of a skip, redrive) is 
 its plan class and its arguments, the workflow that gates it, how many messages a
 plan acts on and which topics it gates, and how it plans, applies at once and
 applies an approved record. :mod:`cursorops.core.services.gating.registry` lists them;
-:class:`~cursorops.core.services.broker.gated.GatedOperations` (the Broker's ``request``) is their one
-door.
+:class:`~cursorops.core.services.broker.gated.GatedOperations` (the Broker's ``request``) is their
+one door.
 
 A door asks with a :class:`Caller` and the operation's arguments (a frozen
 dataclass, checked when made: a bad one raises InvalidArgumentError before
@@ -291,7 +291,8 @@ class GatedOperation(ABC, Generic[P, A]):
 
     @abstractmethod
     def preview(self, record: PlanRecord, content: bool = True) -> Preview:
-        """What the approver reads of ``record`` (:class:`~cursorops.core.domain.plans.preview.Preview`),
+        """What the approver reads of ``record``
+        (:class:`~cursorops.core.domain.plans.preview.Preview`),
         from the stored record only: its plan and its preview document. ``content``: with
         message content (keys, properties, payloads, a predicate's content conditions);
         otherwise masked to sizes and counts (:func:`cursorops.core.domain.content.masked`)."""

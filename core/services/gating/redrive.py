@@ -4,8 +4,8 @@ topic, for it alone.
 A Pulsar client with a dead-letter policy publishes a message that exceeded its redeliveries to
 ``<topic>-<subscription>-DLQ`` (:func:`~cursorops.core.domain.ids.topic_name.dead_letter_topic`).
 Redriving takes the messages still on that topic, optionally those a predicate matches
-(:mod:`cursorops.core.domain.analysis.predicates`), and publishes them back to the topic so that only
-the failing subscription sees them again: in the transaction of the publish, every other
+(:mod:`cursorops.core.domain.analysis.predicates`), and publishes them back to the topic so that
+only the failing subscription sees them again: in the transaction of the publish, every other
 subscription of the topic acknowledges the new messages and every subscription of the
 dead-letter topic acknowledges the originals.
 
@@ -30,8 +30,8 @@ record's id only once the record is). Each message is one entry, not batched; a 
 goes whole, its chunks as sent (:mod:`cursorops.core.domain.ids.chunked_rows`).
 
 A :class:`RedrivePlan` is immutable and identified by the SHA-256 of its content
-(``planId``, :class:`~cursorops.core.domain.portable_plan.PortablePlan`), so a plan written to a file,
-previewed and applied later is the one that was previewed: ``RedrivePlan.from_json``
+(``planId``, :class:`~cursorops.core.domain.portable_plan.PortablePlan`), so a plan written to a
+file, previewed and applied later is the one that was previewed: ``RedrivePlan.from_json``
 refuses one altered since. A redrive moves cursors on both topics, so both gate it: the
 stricter namespace policy counts, and an approver must be permitted on both.
 
@@ -152,8 +152,8 @@ class RedrivePlan(PreviewedPlan):
     ``ids`` are the dead-letter messages (``partition`` -1 when the dead-letter topic
     is not partitioned), in the order they are published, ``keys`` theirs: every chunk of a
     chunked message. ``chunked_messages``: which ids are chunks of one message
-    (:meth:`~cursorops.core.domain.ids.chunked_messages.ChunkedMessages.groups`), so that what counts
-    messages counts it once.
+    (:meth:`~cursorops.core.domain.ids.chunked_messages.ChunkedMessages.groups`), so that what
+    counts messages counts it once.
     """
 
     SPELLING: ClassVar[Spelling] = Spelling.SORTED

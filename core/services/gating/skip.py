@@ -1,8 +1,8 @@
 """The skips, gated operations: by message ids, by matching (from a scan's result), the
 head of the backlog (``skip -n``) and the whole backlog (``clear-backlog``).
 
-All four plan a :class:`~cursorops.core.domain.acks.skip_plan.SkipPlan`, are recorded as ``skip`` and
-apply an approved record the same way; they differ in what they ask for and in what
+All four plan a :class:`~cursorops.core.domain.acks.skip_plan.SkipPlan`, are recorded as ``skip``
+and apply an approved record the same way; they differ in what they ask for and in what
 their preview document says (a predicate, the head). A head's record says ``head`` in
 its document, which its digest covers: its apply accepts any subscription type, as
 Pulsar's ``skip -n`` does, where a skip of chosen messages needs a Shared or Key_Shared

@@ -622,8 +622,8 @@ def _whole_chunked_messages(
 ) -> UndoPartition:
     """``part`` and, after its messages, the other chunks of each chunked message it
     names (position order): an undo takes a chunked message back whole, whichever of
-    its chunks the skip's record lists (:mod:`cursorops.core.domain.ids.chunked_messages`); with which
-    are chunks of one message, for its counts."""
+    its chunks the skip's record lists (:mod:`cursorops.core.domain.ids.chunked_messages`); with
+    which are chunks of one message, for its counts."""
     if services.context.entry_arrays(part.topic_partition, layout).chunk_rest is None:
         return part
     chunks = services.context.chunked_messages(part.topic_partition)

@@ -248,7 +248,8 @@ class _Stream:
 
     def _next_batch(self) -> pa.RecordBatch | None:
         """The next record batch; a dispatch's reads on while a chunked message in it may
-        still be completed by later rows (:func:`~cursorops.core.domain.delivery.chunk_dispatch.undecided`),
+        still be completed by later rows
+        (:func:`~cursorops.core.domain.delivery.chunk_dispatch.undecided`),
         so that every chunked message is judged whole."""
         batch = next(self._reader, None)
         if batch is None or self._judge is None:

@@ -245,8 +245,8 @@ def stale_gate(
     shown: str | None = None,
 ) -> str | None:
     """Why the run's gate can no longer lead to an apply, with what to do, or None
-    (:func:`cursorops.core.services.gating.staleness.stale_reason`, from the store and the run's newest
-    record)."""
+    (:func:`cursorops.core.services.gating.staleness.stale_reason`, from the store and the run's
+    newest record)."""
     from cursorops.airflow.hooks.cursorops import CursorOpsHook
     from cursorops.core.services.broker import wall_clock_ms
     from cursorops.core.services.gating.staleness import STALE_ADVICE, stale_reason

@@ -54,7 +54,9 @@ DOORS = {"CursorTransaction", "SubscriptionTransaction"}
 OPENERS = {"cursor_transaction", "subscription_transaction", "_transaction", "locked_transaction"}
 
 NOT_A_MOVE = {
-    "core/services/reading/dispatch.py": "a dispatch folds a long journal into the state it replayed",
+    "core/services/reading/dispatch.py": (
+        "a dispatch folds a long journal into the state it replayed"
+    ),
     "core/store/tenancy.py": "a new subscription's cursors (the Broker keeps the history rule)",
     "core/services/broker/admin.py": "a reader's own subscription, deleted as it closes",
     "core/services/gating/reset.py": "a reader's own subscription, which seeks freely",
