@@ -38,8 +38,9 @@ from cursorops.core.domain.errors import InvalidArgumentError
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.ids.message_id_columns import MessageIdColumns
 from cursorops.core.domain.ids.topic_name import TopicName
+from cursorops.core.domain.message_schema import MESSAGE_SCHEMA
 from cursorops.core.store import arrow_columns
-from cursorops.core.store.ledger import MESSAGE_SCHEMA, LedgerStore, RowDraft
+from cursorops.core.store.ledger import LedgerStore, RowDraft
 from cursorops.core.store.values import TopicInfo
 
 

@@ -24,7 +24,8 @@ import pyarrow.parquet as pq
 
 from cursorops.core.domain.errors import LedgerStoreError
 from cursorops.core.domain.ids.position import Position
-from cursorops.core.store.ledger import MESSAGE_SCHEMA, SEGMENT_ROW_GROUP, with_later_columns
+from cursorops.core.domain.message_schema import MESSAGE_SCHEMA
+from cursorops.core.store.ledger import SEGMENT_ROW_GROUP, with_later_columns
 from cursorops.core.store.ledger_root import FileIdentity, LedgerRoot, open_ledger_root
 from cursorops.core.store.metadata import SegmentInfo
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from cursorops.core.domain.acks import cursor_codec
 from cursorops.core.domain.acks.cursor import CursorState
 from cursorops.core.domain.analysis.entry_filters import EntryFilters
+from cursorops.core.domain.message_schema import MESSAGE_SCHEMA
 from cursorops.core.domain.subscription import SubscriptionType
-from cursorops.core.store.ledger import MESSAGE_SCHEMA
 
 __all__ = [
     "MESSAGE_SCHEMA",

@@ -732,8 +732,8 @@ def _publish(
     """Append ``rows`` to the topic in the cursor transaction, one entry per message; their
     new ids, in order. Keyed messages go to their key's partition (the clients'
     routing); the others round-robin from partition 0."""
+    from cursorops.core.domain.message_schema import MESSAGE_SCHEMA
     from cursorops.core.services.producer import key_partition
-    from cursorops.core.store.ledger import MESSAGE_SCHEMA
 
     n = rows.num_rows
     if not n:

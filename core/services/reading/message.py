@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.ids.position import Position
-from cursorops.core.store.ledger import MESSAGE_SCHEMA
+from cursorops.core.domain.message_schema import MESSAGE_SCHEMA
 
 Ints = npt.NDArray[np.int64]
 
