@@ -54,6 +54,8 @@ def check_approvals(
     to what the gate showed for this very plan digest, and not older than that
     presentation's validity. Returns who approved, when.
     """
+    from cursorops.core.services.gating.registry import topics_of
+
     if len(gates) < record.required_approvals:
         raise NotAuthorizedError(
             f"Plan {record.digest} needs {record.required_approvals} approvals; this workflow "
@@ -99,7 +101,7 @@ def check_approvals(
             )
         if not may_skip(approver):
             raise NotAuthorizedError(
-                f"Approver {approver} may not skip on {' and '.join(record.topics())}"
+                f"Approver {approver} may not skip on {' and '.join(topics_of(record))}"
             )
         approved.append({"approver": approver, "approvedAt": iso(at), "gate": gate})
     return approved
@@ -112,9 +114,10 @@ def require_approvals(
     from cursorops.airflow.environment import pulsar_role
     from cursorops.airflow.operators.gate import may_skip
     from cursorops.core.services.broker import wall_clock_ms
+    from cursorops.core.services.gating.registry import topics_of
 
     dag_run = context["dag_run"]
-    topics = record.topics()
+    topics = topics_of(record)
     return check_approvals(
         gates,
         broker.approval_answers(dag_run.dag_id, dag_run.run_id),

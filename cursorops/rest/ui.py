@@ -145,12 +145,13 @@ def plan_record(
     role may peek on every topic of the plan (cursorops extension)."""
     from cursorops.core.domain.errors import NotFoundError
     from cursorops.core.services.gating.approval_text import preview_markdown, subject
+    from cursorops.core.services.gating.registry import topics_of
     from cursorops.core.services.gating.staleness import STALE_ADVICE, stale_reason
 
     record = broker.current_plan_record(role, dag_id, run_id)
     if record is None:
         raise NotFoundError(f"Run {run_id} of {dag_id} has no plan record")
-    content = broker.may_read_content(role, record.topics())
+    content = broker.may_read_content(role, topics_of(record))
     # What the gate itself would say: applied already, or an approval given to another plan
     # of the run or expired (the current record is the run's newest, so never re-planned).
     answers = broker.approval_answers(dag_id, run_id)

@@ -43,6 +43,7 @@ from cursorops.core.services.gating import (
     Unsubscribe,
     named,
 )
+from cursorops.core.services.gating.registry import topics_of
 from cursorops.core.services.producer import OutgoingMessage
 from tests.core.test_authz import dump
 
@@ -236,7 +237,7 @@ def test_a_redrive_from_an_approval_namespace_waits_and_is_recorded_on_both(
         topic=ORDINARY, subscription=SUB, dead_letter_topic=dlq, reason="replay"
     )
     pending = seeded.request("redrive", ALICE, arguments, runs)
-    assert isinstance(pending, Pending) and pending.record.topics() == (ORDINARY, dlq)
+    assert isinstance(pending, Pending) and topics_of(pending.record) == (ORDINARY, dlq)
     for topic in (ORDINARY, dlq):
         [planned] = seeded.audit_log("admin", topic, kind="redrive-planned")
         assert planned.detail["planDigest"] == pending.record.digest

@@ -24,14 +24,14 @@ from sqlalchemy import insert
 from cursorops.core.domain.errors import InvalidArgumentError
 from cursorops.core.domain.plans.plan_record import PlanRecord
 from cursorops.core.domain.portable_plan import PortablePlan
-from cursorops.core.services.gating.registry import recorded
+from cursorops.core.services.gating.registry import recorded, topics_of, verified_plan
 from cursorops.core.store.metadata import MetadataStore
 from cursorops.core.store.tables import PlanRecordRow
 
 
 def stored_plan(record: PlanRecord) -> PortablePlan:
     """The record's plan, decoded as every apply decodes it."""
-    return record.verified_plan()
+    return verified_plan(record)
 
 
 def messages(record: PlanRecord, plan: PortablePlan) -> int:
@@ -486,7 +486,7 @@ def test_a_redrive_record_gates_its_dead_letter_topic_too(metadata_store: Metada
     _insert(metadata_store, row)
     record = metadata_store.plans.get(row["digest"])
     assert record is not None
-    assert record.topics() == (row["topic"], row["topic"] + "-s-DLQ")
+    assert topics_of(record) == (row["topic"], row["topic"] + "-s-DLQ")
 
 
 def test_an_altered_stored_record_is_refused(metadata_store: MetadataStore) -> None:

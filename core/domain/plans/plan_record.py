@@ -28,19 +28,11 @@ from typing import Any
 
 from cursorops.core.domain.acks.skip_plan import SkipPlan
 from cursorops.core.domain.errors import InvalidArgumentError
-from cursorops.core.domain.plans.preview import Preview
 from cursorops.core.domain.portable_plan import PortablePlan, canonical_json
-from cursorops.core.services.gating.operation import (
-    REDRIVE,
-    RESET_CURSOR,
-    SKIP,
-    UNDO_SKIP,
-    UNSUBSCRIBE,
-)
-from cursorops.core.services.gating.registry import RECORDED_OPERATIONS, recorded
 
 __all__ = [
     "MAX_APPROVALS",
+    "RECORDED_OPERATIONS",
     "REDRIVE",
     "RESET_CURSOR",
     "SKIP",
@@ -51,6 +43,16 @@ __all__ = [
     "PlanBinding",
     "PlanRecord",
 ]
+
+SKIP = "skip"
+"""What a plan record and an audit record of any kind of skip store as their operation."""
+RESET_CURSOR = "reset-cursor"
+UNSUBSCRIBE = "unsubscribe"
+UNDO_SKIP = "undo-skip"
+REDRIVE = "redrive"
+RECORDED_OPERATIONS = frozenset({SKIP, RESET_CURSOR, UNSUBSCRIBE, UNDO_SKIP, REDRIVE})
+"""Every operation a plan record may store; each is applied by the gated operation
+:func:`cursorops.core.services.gating.registry.recorded` names (a test holds the two equal)."""
 
 MAX_APPROVALS = 3
 """The most distinct approvers a plan may need (the workflows have that many gates)."""
@@ -113,12 +115,9 @@ class PlanRecord:
     ) -> PlanRecord:
         """A new record of ``plan``, its digest computed here (never taken from anyone).
 
-        ``plan`` must be of the binding's operation's plan class."""
-        operation = recorded(binding.operation)
-        if not isinstance(plan, operation.plan_type):
-            raise InvalidArgumentError(
-                f"Invalid plan record: a {type(plan).__name__} is not a {binding.operation} plan"
-            )
+        ``plan`` must be of the binding's operation's plan class, which only the gated
+        operations know: :func:`cursorops.core.services.gating.registry.new_record` checks it
+        and calls this."""
         if isinstance(required_approvals, bool) or not 1 <= required_approvals <= MAX_APPROVALS:
             raise InvalidArgumentError(
                 f"Invalid number of approvals {required_approvals!r}: expected 1 to {MAX_APPROVALS}"
@@ -136,7 +135,7 @@ class PlanRecord:
             ) from exc
         except (TypeError, ValueError) as exc:
             raise InvalidArgumentError(f"Invalid plan document: not JSON: {exc}") from exc
-        fields = {
+        fields: dict[str, Any] = {
             "binding": binding,
             "topic": plan.topic,
             "subscription": plan.subscription,
@@ -144,17 +143,16 @@ class PlanRecord:
             "plan_json": plan.dumps(),
             "plan_id": plan.plan_id,
             "document": document,
-            "messages": operation.messages(plan),
+            "messages": plan.messages,
             "required_approvals": required_approvals,
         }
         return cls(**fields, digest=_digest(**fields))
 
     def verified(self) -> PlanRecord:
-        """This record, after checking that its digest and its plan match its content."""
-        self.verified_plan()
-        return self
-
-    def _checked_digest(self) -> PlanRecord:
+        """This record, after checking that its digest matches its content (the digest covers
+        the plan text's SHA-256, so the plan text is the one that was recorded). Decoding the
+        plan by its operation's class is the gated operation's:
+        :func:`cursorops.core.services.gating.registry.verified_plan`."""
         expected = _digest(
             binding=self.binding,
             topic=self.topic,
@@ -171,29 +169,6 @@ class PlanRecord:
                 f"Plan record {self.digest} does not match its content: refused"
             )
         return self
-
-    def verified_plan(self) -> PortablePlan:
-        """The stored plan, after :meth:`verified`'s checks (one decoding of it)."""
-        return self._checked_digest().plan()
-
-    def plan(self) -> PortablePlan:
-        """The stored plan, of its operation's class, its content hash checked and the one
-        :attr:`plan_id` names
-        (:meth:`~cursorops.core.services.gating.operation.GatedOperation.plan_of`)."""
-        plan: PortablePlan = recorded(self.operation).plan_of(self)
-        return plan
-
-    def topics(self) -> tuple[str, ...]:
-        """The topics the stored plan gates (a redrive's dead-letter topic too): each
-        namespace's policy counts, the strictest wins, and an approver must be permitted on
-        every one."""
-        return recorded(self.operation).topics(self.plan())
-
-    def preview(self, content: bool = True) -> Preview:
-        """What the approver reads of this record, in the one shape every operation shares
-        (:mod:`cursorops.core.domain.plans.preview`), built from the record only; message content
-        masked unless ``content`` (:mod:`cursorops.core.domain.content`)."""
-        return recorded(self.operation).preview(self, content)
 
     def skip_plan(self) -> SkipPlan:
         """The stored plan of a skip record; refused for another operation's record."""

@@ -40,7 +40,7 @@ from cursorops.core.services.gating.operation import (
     Run,
     RunStarter,
 )
-from cursorops.core.services.gating.registry import named, recorded
+from cursorops.core.services.gating.registry import named, recorded, verified_plan
 
 K = TypeVar("K")
 
@@ -174,7 +174,7 @@ class GatedOperations(Collaborator):
     ) -> Applied:
         """Apply ``record`` (its approvals checked by the caller: who, when, for this digest)
         as its requester's role, by the operation it stores."""
-        plan = record.verified_plan()
+        plan = verified_plan(record)
         if record.applied_at_ms is not None:
             raise PlanAlreadyAppliedError(
                 f"Plan {record.digest} was applied already (a plan is applied at most once)"

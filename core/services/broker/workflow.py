@@ -19,7 +19,12 @@ from cursorops.core.domain.plans.plan_record import (
 from cursorops.core.domain.plans.request_record import RequestRecord
 from cursorops.core.domain.portable_plan import PortablePlan
 from cursorops.core.services.broker.context import Collaborator
-from cursorops.core.services.gating.registry import RECORDED_OPERATIONS, recorded
+from cursorops.core.services.gating.registry import (
+    RECORDED_OPERATIONS,
+    new_record,
+    recorded,
+    topics_of,
+)
 from cursorops.core.store.metadata import AuditEntry, AuditRecord
 
 PLANNED = "-planned"
@@ -80,7 +85,7 @@ class Workflow(Collaborator):
             policy = self.metadata.approval_policy(TopicName.parse(info.name).namespace_name)
             approvals = max(approvals, policy.approvals_for(operation.messages(plan)))
         at_ms = self.clock()
-        record = PlanRecord.create(
+        record = new_record(
             binding, plan, document, required_approvals=approvals, created_at_ms=at_ms
         )
         # Recorded as planned, on each of its topics, with the record itself: a run that
@@ -133,7 +138,7 @@ class Workflow(Collaborator):
             work.record_audits(
                 [
                     AuditEntry(kind, topic, record.subscription, b.role, detail, at_ms)
-                    for topic in record.topics()
+                    for topic in topics_of(record)
                 ]
             )
 

@@ -18,6 +18,7 @@ from cursorops.core.domain.content import NOT_SHOWN
 from cursorops.core.domain.legible import legible
 from cursorops.core.services.gating.inert import cell, inert
 from cursorops.core.services.gating.operation import SKIP, UNDO_SKIP
+from cursorops.core.services.gating.registry import preview_of
 
 if TYPE_CHECKING:
     from cursorops.core.domain.plans.plan_record import PlanRecord
@@ -43,7 +44,7 @@ def subject(record: PlanRecord, ordinal: int = 1) -> str:
     text, not Markdown: the names in it are made legible (:mod:`cursorops.core.domain.legible`), so
     a bidirectional control in a subscription's name cannot reorder the title."""
     head = (
-        f"{record.preview().heading} on {record.topic} / {record.subscription} "
+        f"{preview_of(record).heading} on {record.topic} / {record.subscription} "
         f"(asked by {record.binding.requester})"
     )
     if record.required_approvals > 1:
@@ -70,7 +71,7 @@ def preview_markdown(
     digits, ``_ = : . -``), are code spans.
     """
     markdown = render_preview(
-        record.digest, record.preview(content), stale=stale, approved_by=approved_by
+        record.digest, preview_of(record, content), stale=stale, approved_by=approved_by
     )
     return markdown if content else f"{markdown}\n\n{NOT_SHOWN}"
 

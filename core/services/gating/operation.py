@@ -29,6 +29,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.plans.plan_record import (
+    REDRIVE,
+    RESET_CURSOR,
+    SKIP,
+    UNDO_SKIP,
+    UNSUBSCRIBE,
+)
 from cursorops.core.domain.portable_plan import PortablePlan, PreviewedPlan
 from cursorops.core.services.gating.inert import MAX_CHARS
 
@@ -45,13 +52,6 @@ if TYPE_CHECKING:
 
 RUN_DIGEST = "plan_digest"
 """The one item of the conf a pending request's run is started with: its record's digest."""
-
-SKIP = "skip"
-"""What a plan record and an audit record of any kind of skip store as their operation."""
-RESET_CURSOR = "reset-cursor"
-UNSUBSCRIBE = "unsubscribe"
-UNDO_SKIP = "undo-skip"
-REDRIVE = "redrive"
 
 
 REASON_CHARS = MAX_CHARS

@@ -357,6 +357,7 @@ class FourEyesApprovalOperator(ApprovalOperator):
         from cursorops.core.domain.plans.plan_record import ApprovalRequest
         from cursorops.core.services.broker import wall_clock_ms
         from cursorops.core.services.gating.approval_text import preview_markdown, subject
+        from cursorops.core.services.gating.registry import topics_of
 
         dag_run = context["dag_run"]
         requester = dag_run.triggering_user_name
@@ -367,7 +368,7 @@ class FourEyesApprovalOperator(ApprovalOperator):
             # Airflow keeps a gate's options as first shown: a stale gate offers only
             # Reject, which closes the request.
             self.options = [self.REJECT]
-        topics = record.topics()
+        topics = topics_of(record)
         approvers = permitted_approvers(
             broker, topics, requester, hook.approver_candidates(), earlier
         )

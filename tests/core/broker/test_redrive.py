@@ -24,6 +24,7 @@ from cursorops.core.services.gating.redrive import (
     REDRIVE_PROPERTY,
     RedrivePlan,
 )
+from cursorops.core.services.gating.registry import topics_of
 from cursorops.core.services.producer import Entry, OutgoingMessage
 from tests.conftest import acknowledge
 from tests.core.test_admin_rules import _refused
@@ -294,7 +295,7 @@ def test_a_redrive_takes_the_stricter_policy_of_its_two_namespaces(broker: Broke
     binding = PlanBinding("cursorops_redrive", "manual__1", "alice", "alice", "redrive")
     record = broker.save_plan_record(binding, plan, {})
     assert record.required_approvals == 2
-    assert record.topics() == (TOPIC, vault_dlq)
+    assert topics_of(record) == (TOPIC, vault_dlq)
     # A requester must be permitted on both: carol may consume on ops only.
     broker.grant_permission("admin", "acme/ops", "carol", ["produce", "consume"])
     carol = PlanBinding("cursorops_redrive", "manual__2", "carol", "carol", "redrive")

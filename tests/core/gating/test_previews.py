@@ -1,4 +1,4 @@
-"""Every gated request previews in one shape (``PlanRecord.preview``): a heading that counts
+"""Every gated request previews in one shape (``preview_of``): a heading that counts
 what changes, the request, per partition before and after, the effect counted, ordered
 details. Each operation's request is planned against small real stores (the seeded
 topics of ``test_gated_requests``: 10 messages in batches of 2, a dead-letter topic of 3)
@@ -13,6 +13,7 @@ from cursorops.core.domain.plans.plan_record import PlanRecord
 from cursorops.core.domain.plans.preview import Effects, predicate_text, time_text
 from cursorops.core.services.broker import Broker
 from cursorops.core.services.gating import Pending, ResetCursor, SkipMessages, UndoSkip
+from cursorops.core.services.gating.registry import preview_of
 from tests.core.test_gated_requests import ALICE, REQUESTS, SUB, VAULT, Runs, ids, seeded
 
 __all__ = ["seeded"]
@@ -26,7 +27,7 @@ def pending(broker: Broker, operation: str, arguments: object) -> PlanRecord:
 
 def test_a_skip_counts_what_changes_and_who_asked(seeded: Broker) -> None:
     record = pending(seeded, "skip-messages", REQUESTS["skip-messages"](seeded, VAULT))
-    preview = record.preview()
+    preview = preview_of(record)
     assert preview.heading == "Skip 3 message(s), 3 id(s)"
     assert preview.effects == Effects(acknowledged=3, redelivered=0, unchanged=0)
     request = preview.request
@@ -60,7 +61,7 @@ def test_a_rerun_whose_ids_are_partly_acknowledged_counts_only_what_changes(
     again = pending(
         seeded, "skip-messages", SkipMessages(topic=VAULT, subscription=SUB, ids=first, reason="r")
     )
-    preview = again.preview()
+    preview = preview_of(again)
     assert preview.heading == "Skip 1 message(s), 1 id(s); 2 already acknowledged"
     assert preview.effects == Effects(acknowledged=1, unchanged=2)
     notes = [m.note for m in preview.messages]
@@ -68,12 +69,12 @@ def test_a_rerun_whose_ids_are_partly_acknowledged_counts_only_what_changes(
 
 
 def test_a_head_skip_and_a_matching_skip_say_how_they_chose(seeded: Broker) -> None:
-    head = pending(seeded, "skip-head", REQUESTS["skip-head"](seeded, VAULT)).preview()
+    head = preview_of(pending(seeded, "skip-head", REQUESTS["skip-head"](seeded, VAULT)))
     # 4 messages per partition: two whole batches of 2, so 2 ids.
     assert head.heading == "Skip 4 message(s), 2 id(s)"
     assert dict(head.details)["Chosen as"].startswith("the first 4 unacknowledged message(s)")
     matching = pending(seeded, "skip-matching", REQUESTS["skip-matching"](seeded, VAULT))
-    assert dict(matching.preview().details)["Matching"] == 'payload contains "m1"'
+    assert dict(preview_of(matching).details)["Matching"] == 'payload contains "m1"'
 
 
 def test_a_reset_back_says_how_many_are_redelivered_per_partition(seeded: Broker) -> None:
@@ -83,7 +84,7 @@ def test_a_reset_back_says_how_many_are_redelivered_per_partition(seeded: Broker
     back = ResetCursor(
         topic=VAULT, subscription=SUB, position=Position(first.ledger_id, 0), reason="replay"
     )
-    preview = pending(seeded, "reset-cursor", back).preview()
+    preview = preview_of(pending(seeded, "reset-cursor", back))
     assert preview.heading == "Reset cursor: redeliver 4 message(s)"
     assert preview.effects == Effects(acknowledged=0, redelivered=4)
     [partition] = preview.partitions
@@ -95,7 +96,7 @@ def test_a_reset_back_says_how_many_are_redelivered_per_partition(seeded: Broker
 
 
 def test_a_reset_forward_says_how_many_are_acknowledged(seeded: Broker) -> None:
-    preview = pending(seeded, "reset-cursor", REQUESTS["reset-cursor"](seeded, VAULT)).preview()
+    preview = preview_of(pending(seeded, "reset-cursor", REQUESTS["reset-cursor"](seeded, VAULT)))
     assert preview.heading == "Reset cursor: acknowledge 6 message(s)"
     assert preview.effects == Effects(acknowledged=6, redelivered=0)
     [partition] = preview.partitions
@@ -104,7 +105,7 @@ def test_a_reset_forward_says_how_many_are_acknowledged(seeded: Broker) -> None:
 
 def test_a_reset_to_a_time_says_the_time_in_utc(seeded: Broker) -> None:
     arguments = ResetCursor(topic=VAULT, subscription=SUB, timestamp_ms=0, reason="all again")
-    details = dict(pending(seeded, "reset-cursor", arguments).preview().details)
+    details = dict(preview_of(pending(seeded, "reset-cursor", arguments)).details)
     assert details["Reset to"] == (
         "the first message published at or after 1970-01-01 00:00:00.000 UTC"
     )
@@ -117,7 +118,7 @@ def test_an_undo_shows_the_approvals_of_the_skip_it_undoes_and_none_of_its_own(
     seeded.apply_approved_plan(skip, [{"approver": "bob"}])
     [audit] = seeded.audit_log("admin", VAULT, kind="skip")
     undo = UndoSkip(topic=VAULT, subscription=SUB, skip_id=audit.id, reason="wrong ids")
-    preview = pending(seeded, "undo-skip", undo).preview()
+    preview = preview_of(pending(seeded, "undo-skip", undo))
     assert preview.heading == f"Undo skip {audit.id}: redeliver 3 message(s)"
     assert preview.request.undone_skip_approvals == ("bob",)
     assert preview.request.reason == "wrong ids" and preview.request.approvals_needed == 1
@@ -139,12 +140,12 @@ def test_an_undo_of_a_direct_skip_says_it_had_no_approval(seeded: Broker) -> Non
     )
     seeded.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
     undo = UndoSkip(topic=ORDINARY, subscription=SUB, skip_id=done.outcome["skipId"], reason="r")
-    preview = pending(seeded, "undo-skip", undo).preview()
+    preview = preview_of(pending(seeded, "undo-skip", undo))
     assert preview.request.undone_skip_approvals == ()
 
 
 def test_a_redrive_counts_what_is_redelivered_and_acknowledged(seeded: Broker) -> None:
-    preview = pending(seeded, "redrive", REQUESTS["redrive"](seeded, VAULT)).preview()
+    preview = preview_of(pending(seeded, "redrive", REQUESTS["redrive"](seeded, VAULT)))
     assert preview.heading == "Redrive 3 message(s) from the dead-letter topic"
     assert preview.effects.redelivered == 3
     details = dict(preview.details)
@@ -155,7 +156,7 @@ def test_a_redrive_counts_what_is_redelivered_and_acknowledged(seeded: Broker) -
 
 
 def test_an_unsubscribe_counts_what_it_drops(seeded: Broker) -> None:
-    preview = pending(seeded, "unsubscribe", REQUESTS["unsubscribe"](seeded, VAULT)).preview()
+    preview = preview_of(pending(seeded, "unsubscribe", REQUESTS["unsubscribe"](seeded, VAULT)))
     assert preview.heading == "Unsubscribe: delete the subscription and drop 10 message(s)"
     assert preview.effects.dropped == 10
     [partition] = preview.partitions
@@ -198,6 +199,6 @@ def test_times_are_in_utc() -> None:
 
 def test_a_preview_is_json(seeded: Broker) -> None:
     record = pending(seeded, "reset-cursor", REQUESTS["reset-cursor"](seeded, VAULT))
-    body = record.preview().to_json()
+    body = preview_of(record).to_json()
     assert body["effects"]["acknowledged"] == 6 and body["request"]["requester"] == "alice"
     assert body["partitions"][0]["backlogBefore"] == 10

@@ -7,6 +7,7 @@ import pytest
 
 import cursorops.core.services.gating
 from cursorops.core.domain.errors import InvalidArgumentError
+from cursorops.core.domain.plans import plan_record
 from cursorops.core.domain.plans.plan_record import PlanBinding
 from cursorops.core.services.gating import GATED_OPERATIONS, named, recorded
 from cursorops.core.services.gating.operation import (
@@ -78,6 +79,12 @@ def test_the_stored_operations_keep_their_values() -> None:
     )
     for operation in RECORDED_OPERATIONS:
         assert recorded(operation).recorded_as == operation
+
+
+def test_a_plan_record_stores_exactly_the_operations_the_registry_applies() -> None:
+    """The domain's record names its operations without the registry (it sits below it):
+    the two lists are one."""
+    assert plan_record.RECORDED_OPERATIONS == RECORDED_OPERATIONS
 
 
 def test_operations_stored_alike_plan_and_apply_alike() -> None:
