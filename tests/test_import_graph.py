@@ -47,7 +47,7 @@ BROKER_STORES = ("metadata", "ledgers")
 BROKER_INTERNALS = (*BROKER_STORES, "context")
 FACADE = "cursorops.core.services.broker"
 COLLABORATORS = sorted(
-    p for p in (ROOT / "core" / "broker").glob("*.py") if p.name != "__init__.py"
+    p for p in (ROOT / "core" / "services" / "broker").glob("*.py") if p.name != "__init__.py"
 )
 
 
@@ -206,7 +206,7 @@ def test_a_collaborator_imports_neither_the_facade_nor_an_edge(path: Path) -> No
 
 def test_the_shared_context_imports_no_collaborator_but_the_authorization() -> None:
     for name in ("context", "access"):
-        imported = _imported(ROOT / "core" / "broker" / f"{name}.py")
+        imported = _imported(ROOT / "core" / "services" / "broker" / f"{name}.py")
         others = _collaborator_modules() - {f"{FACADE}.access"}
         assert not imported & others, f"{name}.py imports {sorted(imported & others)}"
 
@@ -218,7 +218,7 @@ def test_no_collaborator_is_over_500_lines(path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "path", sorted((ROOT / "core" / "acks").glob("*.py")), ids=lambda p: p.stem
+    "path", sorted((ROOT / "core" / "domain" / "acks").glob("*.py")), ids=lambda p: p.stem
 )
 def test_the_acks_folder_imports_no_store(path: Path) -> None:
     """Ack sets, range sets, the cursor and its encoding are pure: cursor state is stored

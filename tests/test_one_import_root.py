@@ -66,7 +66,14 @@ def test_the_links_are_links() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["core", "core.errors", "core.store.tables", "spark_apps", "spark_apps.common"],
+    [
+        "core",
+        "core.domain.errors",
+        "core.store.tables",
+        "core.services.broker",
+        "spark_apps",
+        "spark_apps.common",
+    ],
 )
 def test_a_top_level_import_is_refused_and_leaves_nothing(name: str) -> None:
     outcome = probe(name)
