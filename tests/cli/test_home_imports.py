@@ -31,6 +31,7 @@ def test_home_imports_only_the_standard_library() -> None:
         "cursorops.cli",
         "cursorops.cli.home",
         "cursorops.core",
+        "cursorops.core.domain",
         "cursorops.core.domain.admin_socket",
     }
     assert ours <= set(loaded)
