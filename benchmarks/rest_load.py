@@ -32,6 +32,7 @@ exits 1 and writes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -42,7 +43,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,24 +101,6 @@ def label(partition: int, ledger: int, entry: int, batch: int) -> str:
 # -- the stores --------------------------------------------------------------------
 
 
-def postgres_schema() -> tuple[str, str]:
-    """A fresh schema on the test server: (URL with its search_path, schema)."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.pool import NullPool
-
-    base = os.environ.get("CURSOROPS_TEST_PG_URL")
-    if not base:
-        raise SystemExit("set CURSOROPS_TEST_PG_URL (bash scripts/start-postgres.sh)")
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
-    engine = create_engine(base, poolclass=NullPool)
-    with engine.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    engine.dispose()
-    url = make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
-    return url.render_as_string(hide_password=False), schema
-
-
 def durability() -> dict[str, str]:
     """The test server's durability settings (:data:`DURABILITY`)."""
     from sqlalchemy import create_engine, text
@@ -136,16 +118,6 @@ def durability() -> dict[str, str]:
 def api_workers() -> int:
     text = os.environ.get("AIRFLOW__API__WORKERS", "").strip()
     return int(text) if text.isdigit() and int(text) > 0 else API_WORKERS
-
-
-def drop_schema(schema: str) -> None:
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.pool import NullPool
-
-    engine = create_engine(os.environ["CURSOROPS_TEST_PG_URL"], poolclass=NullPool)
-    with engine.begin() as connection:
-        connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-    engine.dispose()
 
 
 def create_namespace(config: Any) -> None:
@@ -433,10 +405,12 @@ class Results:
 def measure(sizes: Sizes, work: Path, runs: int) -> list[Results]:
     """``runs`` bounded runs on one api-server, each on a fresh topic."""
     from cursorops.core.config import Config
+    from cursorops.local import postgres
 
-    url, schema = postgres_schema()
-    server: ApiServer | None = None
-    try:
+    with contextlib.ExitStack() as stack:
+        url, _schema = stack.enter_context(
+            postgres.schema(os.environ[postgres.URL_ENV], prefix="bench")
+        )
         config = Config.from_home(work / "cursorops", metadata_url=url)
         create_namespace(config)
         server = start_api_server(
@@ -447,6 +421,7 @@ def measure(sizes: Sizes, work: Path, runs: int) -> list[Results]:
                 "CURSOROPS_LEDGER_ROOT": str(config.ledger_root),
             },
         )
+        stack.callback(server.stop)
         token = httpx.post(
             f"{server.base_url}/auth/token",
             json={"username": "alice", "password": "alice-pw"},
@@ -457,10 +432,6 @@ def measure(sizes: Sizes, work: Path, runs: int) -> list[Results]:
             results.append(measure_one(sizes, config, server, token, run))
             print(f"run {run + 1}/{runs}: {summary(results[-1])}", file=sys.stderr)
         return results
-    finally:
-        if server is not None:
-            server.stop()
-        drop_schema(schema)
 
 
 def summary(r: Results) -> str:

@@ -35,6 +35,7 @@ EDGES = {
     "cursorops/rest": "cursorops.rest",
     "cursorops/airflow": "cursorops.airflow",
     "cursorops/operations": "cursorops.operations",
+    "cursorops/local": "cursorops.local",
     "spark_apps": "cursorops.spark",
     "dags": "dags",
     "plugins": "plugins",
@@ -236,6 +237,7 @@ INSTALL_WITHOUT_EXTRAS = {
     "cursorops/rest": "cursorops.rest",
     "cursorops/cli": "cursorops.cli",
     "cursorops/operations": "cursorops.operations",
+    "cursorops/local": "cursorops.local",
 }
 """What ``pip install cursorops`` runs with no extras: the broker, the store, the CLI and
 the REST app. None of it imports Airflow, cursorops's Airflow integration or pyspark."""
