@@ -37,21 +37,21 @@ import json
 import multiprocessing
 import os
 import random
-import secrets
-import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from benchmarks import machine, report
 from benchmarks.report import Options
+
+if TYPE_CHECKING:
+    from cursorops.airflow.local_airflow import ApiServer
 
 SECTION = "rest_load"
 REPO = Path(__file__).resolve().parent.parent
@@ -159,72 +159,21 @@ def seed(config: Any, sizes: Sizes, run: int) -> tuple[str, list[tuple[str, dict
 # -- Airflow's api-server ----------------------------------------------------------
 
 
-@dataclass
-class ApiServer:
-    process: subprocess.Popen[bytes]
-    base_url: str
-    log: Path
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=30)
-
-
 def start_api_server(work: Path, environ: dict[str, str]) -> ApiServer:
-    from cursorops.airflow.local_airflow import free_port
+    from cursorops.airflow.local_airflow import start_api_server as start
 
-    home = work / "airflow"
-    home.mkdir()
-    users = {"admin": "admin", "alice": "op"}
-    passwords = home / "simple_auth_manager_passwords.json.generated"
-    passwords.write_text(json.dumps({u: f"{u}-pw" for u in users}))
-    port = free_port()
-    env = {
-        **os.environ,
-        **environ,
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(work / "no-dags"),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in users.items()),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
-        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-        "PYTHONPATH": str(REPO),
-        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
-    }
-    subprocess.run(
-        [str(VENV_BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True
+    return start(
+        work / "airflow",
+        {
+            **environ,
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(work / "no-dags"),
+            "PYTHONPATH": str(REPO),
+            "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
+        },
+        users={"admin": "admin", "alice": "op"},
+        workers=api_workers(),
     )
-    log = work / "api-server.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(VENV_BIN / "airflow"), "api-server", "--apps", "core", "--host", "127.0.0.1"]
-            + ["--port", str(port), "--workers", str(api_workers())],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    server = ApiServer(process, f"http://127.0.0.1:{port}", log)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the api-server exited: {log}")
-        try:
-            if httpx.get(f"{server.base_url}/api/v2/monitor/health", timeout=5).is_success:
-                return server
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    server.stop()
-    raise TimeoutError(f"the api-server did not start: {log}")
 
 
 # -- where the CPU goes -----------------------------------------------------------

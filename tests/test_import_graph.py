@@ -244,7 +244,7 @@ the REST app. None of it imports Airflow, cursorops's Airflow integration or pys
 EXTRAS_ONLY = ("airflow", "cursorops.airflow", "pyspark")
 AIRFLOW_LAUNCHER = ("cursorops.airflow.local_airflow", "cursorops.airflow.bundle")
 """The modules of the Airflow integration the CLI reaches (``cursorops demo
---protocol``): the launcher starts Airflow as another process and drives it over HTTP,
+--protocol``), and ``cursorops.local`` (the Spark Connect server's script): the launcher starts Airflow as another process and drives it over HTTP,
 and the bundle says where its scripts and the DAGs are; neither imports anything of
 Airflow itself (checked below)."""
 
@@ -269,7 +269,9 @@ def _without_extras() -> list[Path]:
 @pytest.mark.parametrize("path", _without_extras(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_what_installs_without_extras_imports_no_airflow_and_no_pyspark(path: Path) -> None:
     imported = _imported(path)
-    if path.is_relative_to(ROOT / "cursorops" / "cli"):
+    if path.is_relative_to(ROOT / "cursorops" / "cli") or path.is_relative_to(
+        ROOT / "cursorops" / "local"
+    ):
         imported = {m for m in imported if not _launcher(m)}
     found = sorted(m for m in imported if _extras_only(m))
     assert not found, f"{path.relative_to(ROOT)} imports {found}"

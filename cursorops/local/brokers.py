@@ -96,6 +96,7 @@ def start(
     *,
     web: bool = False,
     broker_port: int = 0,
+    web_port: int = 0,
     extra: Sequence[str] = (),
     metadata_url: str | None = None,
     ledger_root: str | Path | None = None,
@@ -106,10 +107,11 @@ def start(
     """A standalone serving ``home``, once it printed its readiness line.
 
     One standalone per home: brokers sharing a store each have a home, and
-    ``metadata_url`` and ``ledger_root`` name the shared stores. ``web`` serves the admin
-    REST on a free port (else ``--no-web``); ``extra`` are more ``standalone`` flags;
-    ``env`` is added to the caller's environment. ``tree``: the checkout whose code runs
-    (the process's ``cwd`` and ``PYTHONPATH``), default the installed cursorops.
+    ``metadata_url`` and ``ledger_root`` name the shared stores. ``broker_port``, and with
+    ``web`` the admin REST's ``web_port`` (else ``--no-web``): 0 is a free port. ``extra``
+    are more ``standalone`` flags; ``env`` is added to the caller's environment. ``tree``:
+    the checkout whose code runs (the process's ``cwd`` and ``PYTHONPATH``), default the
+    installed cursorops.
     """
     home.mkdir(parents=True, exist_ok=True)
     log = home / f"standalone-{uuid.uuid4().hex[:6]}.log"
@@ -124,7 +126,7 @@ def start(
         environ["PYTHONPATH"] = str(tree)
     argv = [sys.executable, "-m", "cursorops.cli.main", "--home", str(home), "standalone"]
     argv += ["--broker-port", str(broker_port)]
-    argv += ["--web-port", "0"] if web else ["--no-web"]
+    argv += ["--web-port", str(web_port)] if web else ["--no-web"]
     argv += list(extra)
     with open(log, "w") as err:
         process = subprocess.Popen(
@@ -176,16 +178,20 @@ def standalone(
     home: Path,
     *,
     web: bool = False,
+    broker_port: int = 0,
+    web_port: int = 0,
     extra: Sequence[str] = (),
     metadata_url: str | None = None,
     ledger_root: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     tree: Path | None = None,
 ) -> Iterator[Standalone]:
-    """:func:`start` on free ports (same options), stopped with SIGINT on the way out."""
+    """:func:`start` (same options), stopped with SIGINT on the way out."""
     server = start(
         home,
         web=web,
+        broker_port=broker_port,
+        web_port=web_port,
         extra=extra,
         metadata_url=metadata_url,
         ledger_root=ledger_root,
