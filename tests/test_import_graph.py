@@ -243,10 +243,10 @@ INSTALL_WITHOUT_EXTRAS = {
 the REST app. None of it imports Airflow, cursorops's Airflow integration or pyspark."""
 EXTRAS_ONLY = ("airflow", "cursorops.airflow", "pyspark")
 AIRFLOW_LAUNCHER = ("cursorops.airflow.local_airflow", "cursorops.airflow.bundle")
-"""The modules of the Airflow integration the CLI reaches (``cursorops demo
---protocol``), and ``cursorops.local`` (the Spark Connect server's script): the launcher starts Airflow as another process and drives it over HTTP,
-and the bundle says where its scripts and the DAGs are; neither imports anything of
-Airflow itself (checked below)."""
+"""The modules of the Airflow integration the CLI (``cursorops demo --protocol``) and
+``cursorops.local`` (the Spark Connect server's script) reach: the launcher starts Airflow
+as another process and drives it over HTTP, and the bundle says where its scripts and the
+DAGs are; neither imports anything of Airflow itself (checked below)."""
 
 
 def _launcher(module: str) -> bool:

@@ -6,7 +6,8 @@ that starts the server, waits until it answers (an error naming its log otherwis
 and stops it and every process it started on the way out.
 
 - :mod:`.brokers`: ``cursorops standalone`` brokers, one or several on one store;
-- :mod:`.postgres`: throwaway databases and schemas on a PostgreSQL server.
+- :mod:`.postgres`: throwaway databases and schemas on a PostgreSQL server;
+- :mod:`.spark`: a Spark Connect server, and a Spark standalone cluster.
 """
 
 from __future__ import annotations
