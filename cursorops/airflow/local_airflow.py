@@ -29,7 +29,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -41,6 +40,7 @@ from typing import Any
 import httpx
 
 import cursorops.airflow.bundle as bundle
+from cursorops.local.ports import free_port
 
 DEMO_USERS = {"admin": "admin", "alice": "op", "bob": "op", "carol": "viewer"}
 """Airflow user → SimpleAuthManager role (carol, a viewer, reads and answers nothing)."""
@@ -75,24 +75,6 @@ Progress = Callable[[str], None]
 def password(user: str) -> str:
     """The known password :func:`start_airflow` gives ``user``."""
     return f"{user}-pw"
-
-
-def free_port(span: int = 1) -> int:
-    """A port ``p`` such that ``p .. p+span-1`` are free on 127.0.0.1 right now."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
-        if port + span > 65535:
-            continue
-        try:
-            for offset in range(1, span):
-                with socket.socket() as more:
-                    more.bind(("0.0.0.0", port + offset))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free port range found")
 
 
 @dataclass

@@ -7,7 +7,8 @@ and stops it and every process it started on the way out.
 
 - :mod:`.brokers`: ``cursorops standalone`` brokers, one or several on one store;
 - :mod:`.postgres`: throwaway databases and schemas on a PostgreSQL server;
-- :mod:`.spark`: a Spark Connect server, and a Spark standalone cluster.
+- :mod:`.spark`: a Spark Connect server, and a Spark standalone cluster;
+- :mod:`.ports`: a free port for a server to take, and whether one listens.
 """
 
 from __future__ import annotations

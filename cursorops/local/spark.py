@@ -23,7 +23,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import cursorops.airflow.bundle as bundle
+from cursorops.local.ports import free_port, listening
 
 START_TIMEOUT_S = 240.0
 STOP_TIMEOUT_S = 90.0
@@ -66,19 +66,6 @@ class ConnectServer:
     def url(self) -> str:
         """With the token: what a job is given."""
         return f"{self.address}/;token={self.token}"
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(1)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

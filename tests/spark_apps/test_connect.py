@@ -35,6 +35,7 @@ from cursorops.core.config import Config
 from cursorops.core.errors import InvalidArgumentError
 from cursorops.core.ids.topic_name import TopicName
 from cursorops.local import spark as local_spark
+from cursorops.local.ports import free_port, listening
 from cursorops.local.spark import ConnectServer
 from cursorops.spark import analyze_backlog
 from cursorops.spark.match_list import match_list_ids, read_match_list
@@ -74,7 +75,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
     # The JVM's shutdown hooks ran: the signal's exit status, port closed.
     code = server.process.returncode
     assert code in (0, 128 + signal.SIGTERM, -signal.SIGTERM), log.read_text()[-3000:]
-    assert not local_spark.listening(server.port)
+    assert not listening(server.port)
 
 
 def _python_daemons(pid: int) -> list[str]:
@@ -363,7 +364,7 @@ def test_a_token_never_shows_in_an_error() -> None:
 def test_the_script_refuses_to_start_without_a_token() -> None:
     environment = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_AUTHENTICATE_TOKEN"}
     done = subprocess.run(
-        [str(SCRIPT), "--port", str(local_spark.free_port())],
+        [str(SCRIPT), "--port", str(free_port())],
         capture_output=True,
         text=True,
         env=environment,
