@@ -21,7 +21,8 @@ from cursorops.local import brokers
 
 @dataclass
 class Standalone(brokers.Standalone):
-    """A standalone of :mod:`cursorops.local.brokers`, with the official client's helpers."""
+    """A standalone of :mod:`cursorops.local.brokers`, with the official client and the topic
+    names it owns."""
 
     def broker(self) -> Broker:
         return Broker(Config.from_home(self.home))
