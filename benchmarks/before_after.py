@@ -168,24 +168,10 @@ def _metadata_url(backend: str, home: Path) -> Iterator[str]:
     if backend == "sqlite":
         yield f"sqlite:///{home / 'metadata.db'}"
         return
-    import uuid
+    from cursorops.local import postgres
 
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.pool import NullPool
-
-    base = make_url(os.environ[PG_ENV])
-    schema = f"bench_{uuid.uuid4().hex}"
-    admin = create_engine(base, poolclass=NullPool)
-    try:
-        with admin.begin() as connection:
-            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-        url = base.update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        admin.dispose()
+    with postgres.schema(os.environ[PG_ENV], prefix="bench") as (url, _schema):
+        yield url
 
 
 def _installation(broker: Any) -> None:

@@ -26,20 +26,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks import machine, report
 from benchmarks.report import Runs
+
+if TYPE_CHECKING:
+    from cursorops.local.brokers import Standalone
 
 SECTION = "failover"
 PG_ENV = "CURSOROPS_TEST_PG_URL"
@@ -84,7 +84,6 @@ WHY_THESE_TIMES = (
     "declaration; the rest is the client's. That nothing is lost either way is checked by "
     "`tests/protocol/test_broker_failover.py`, not here."
 )
-_READY = re.compile(r"cursorops standalone ready: (pulsar://\S+)")
 _REPO = Path(__file__).resolve().parent.parent
 _TICK = os.sysconf("SC_CLK_TCK")
 COUNTERS = ("xact_commit", "tup_returned", "tup_fetched", "tup_inserted", "tup_updated")
@@ -92,28 +91,6 @@ COUNTERS_ALL = (*COUNTERS, "tup_deleted")
 
 
 # -- PostgreSQL --------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def database(base_url: str) -> Iterator[tuple[str, str]]:
-    """A fresh database on the server of ``base_url``, dropped afterwards: (URL, name)."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.pool import NullPool
-
-    name = f"cursorops_bench_{uuid.uuid4().hex[:10]}"
-    base = make_url(base_url)
-    admin = create_engine(
-        base.set(database="postgres"), poolclass=NullPool, isolation_level="AUTOCOMMIT"
-    )
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield base.set(database=name).render_as_string(hide_password=False), name
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def process_cpu(pid: int) -> float | None:
@@ -168,75 +145,8 @@ def pg_cpu_between(before: PgReading, after: PgReading) -> float | None:
 
 
 @dataclass
-class Node:
-    """One broker process of the cluster."""
-
-    home: Path
-    process: subprocess.Popen[str]
-    service_url: str
-    log: Path
-
-    @property
-    def port(self) -> int:
-        return int(self.service_url.rsplit(":", 1)[1])
-
-    def cpu(self) -> float:
-        return process_cpu(self.process.pid) or 0.0
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGCONT)
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-
-
-def start_node(home: Path, metadata_url: str, ledger_root: Path) -> Node:
-    home.mkdir(parents=True, exist_ok=True)
-    log = home / "standalone.log"
-    env = dict(
-        os.environ,
-        PYTHONPATH=str(_REPO),
-        CURSOROPS_METADATA_URL=metadata_url,
-        CURSOROPS_LEDGER_ROOT=str(ledger_root),
-    )
-    argv = [sys.executable, "-m", "cursorops.cli.main", "--home", str(home), "standalone"]
-    argv += ["--broker-port", "0", "--no-web"]
-    with open(log, "w") as err:
-        process = subprocess.Popen(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            env=env,
-            cwd=_REPO,
-            start_new_session=True,
-        )
-    found: list[str] = []
-
-    def read() -> None:  # drains stdout for the process's whole life
-        assert process.stdout is not None
-        for line in process.stdout:
-            match = _READY.search(line)
-            if match and not found:
-                found.append(match.group(1))
-
-    threading.Thread(target=read, daemon=True).start()
-    deadline = time.monotonic() + 60
-    while not found:
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"cursorops standalone did not start:\n{log.read_text()}")
-        time.sleep(0.05)
-    return Node(home, process, found[0], log)
-
-
-@dataclass
 class Cluster:
-    nodes: list[Node]
+    nodes: list[Standalone]
     config: Any
     """The admin's :class:`~cursorops.core.domain.config.Config` on the shared stores."""
     url: str
@@ -251,13 +161,13 @@ class Cluster:
 
         return Broker(self.config)
 
-    def owners(self, topic: str) -> dict[int, Node]:
+    def owners(self, topic: str) -> dict[int, Standalone]:
         """Each partition's owner among the members (the rule lookups answer)."""
         from cursorops.core.services.broker.cluster import owner_of
 
         with self.admin() as admin:
             live = admin.cluster.members()
-        found: dict[int, Node] = {}
+        found: dict[int, Standalone] = {}
         for i in range(PARTITIONS):
             record = owner_of(f"{topic}-partition-{i}", live)
             assert record is not None, "no live broker"
@@ -270,19 +180,15 @@ class Cluster:
 def cluster(work: Path, base_url: str, brokers: int) -> Iterator[Cluster]:
     from cursorops.core.domain.config import Config
     from cursorops.core.services.broker import Broker
+    from cursorops.local import brokers as local_brokers
+    from cursorops.local import postgres
 
-    with database(base_url) as (url, name):
+    with postgres.database(base_url, "cursorops_bench") as (url, name):
         root = work / "ledgers"
         config = Config.from_home(work / "admin", metadata_url=url, ledger_root=str(root))
         Broker.migrate_metadata(config)
-        nodes: list[Node] = []
-        try:
-            for i in range(brokers):
-                nodes.append(start_node(work / f"broker-{i}", url, root))
-            yield Cluster(nodes, config, url, name)
-        finally:
-            for node in nodes:
-                node.stop()
+        with local_brokers.cluster(work, brokers, url, ledger_root=root, tree=_REPO) as nodes:
+            yield Cluster(nodes.brokers, config, url, name)
 
 
 def _client(url: str) -> Any:
@@ -466,7 +372,7 @@ def throughput_run(
             )
             time.sleep(0.5)
             pg_before = pg_reading(c.url, c.database)
-            cpu_before = [n.cpu() for n in c.nodes]
+            cpu_before = [process_cpu(n.pid) or 0.0 for n in c.nodes]
             with report.Stopwatch() as produce:
                 for i in range(count):
                     producer.send_async(PAYLOAD, None, partition_key=str(i))
@@ -474,7 +380,7 @@ def throughput_run(
             with report.Stopwatch() as consume:
                 for _ in range(count):
                     consumer.acknowledge(consumer.receive(30_000))
-            cpu_after = [n.cpu() for n in c.nodes]
+            cpu_after = [process_cpu(n.pid) or 0.0 for n in c.nodes]
             time.sleep(settle)
             pg_after = pg_reading(c.url, c.database)
         finally:

@@ -24,12 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import os
-import re
-import signal
 import statistics
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -179,7 +174,6 @@ WIRE_IN_LAYERS = (
     "no slower, and synchronous sends 5% slower by the per pair median of wall time, "
     "within the noise of their flushes (one session of four faster)."
 )
-_READY = re.compile(r"cursorops standalone ready: (pulsar://\S+)")
 _REPO = Path(__file__).resolve().parent.parent
 
 
@@ -205,31 +199,10 @@ def cursorops_standalone(home: Path) -> Iterator[str]:
 def standalone_process(home: Path, tree: Path = _REPO) -> Iterator[tuple[str, int]]:
     """The standalone of the checkout ``tree`` (its folder is the process's ``cwd`` and
     ``PYTHONPATH``, so that tree's code is what runs): its broker URL and process id."""
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "cursorops.cli.main", "--home", str(home), "standalone"]
-        + ["--broker-port", "0", "--no-web", "--log-level", "warning"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=tree,
-    )
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            match = _READY.search(line)
-            if match:
-                yield match.group(1), process.pid
-                break
-        else:
-            raise RuntimeError("cursorops standalone did not start")
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+    from cursorops.local import brokers
+
+    with brokers.standalone(home, extra=("--log-level", "warning"), tree=tree) as server:
+        yield server.service_url, server.pid
 
 
 @contextlib.contextmanager

@@ -32,26 +32,26 @@ exits 1 and writes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
 import random
-import secrets
-import signal
-import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from benchmarks import machine, report
 from benchmarks.report import Options
+
+if TYPE_CHECKING:
+    from cursorops.airflow.local_airflow import ApiServer
 
 SECTION = "rest_load"
 REPO = Path(__file__).resolve().parent.parent
@@ -101,24 +101,6 @@ def label(partition: int, ledger: int, entry: int, batch: int) -> str:
 # -- the stores --------------------------------------------------------------------
 
 
-def postgres_schema() -> tuple[str, str]:
-    """A fresh schema on the test server: (URL with its search_path, schema)."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.pool import NullPool
-
-    base = os.environ.get("CURSOROPS_TEST_PG_URL")
-    if not base:
-        raise SystemExit("set CURSOROPS_TEST_PG_URL (bash scripts/start-postgres.sh)")
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
-    engine = create_engine(base, poolclass=NullPool)
-    with engine.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    engine.dispose()
-    url = make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
-    return url.render_as_string(hide_password=False), schema
-
-
 def durability() -> dict[str, str]:
     """The test server's durability settings (:data:`DURABILITY`)."""
     from sqlalchemy import create_engine, text
@@ -136,16 +118,6 @@ def durability() -> dict[str, str]:
 def api_workers() -> int:
     text = os.environ.get("AIRFLOW__API__WORKERS", "").strip()
     return int(text) if text.isdigit() and int(text) > 0 else API_WORKERS
-
-
-def drop_schema(schema: str) -> None:
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.pool import NullPool
-
-    engine = create_engine(os.environ["CURSOROPS_TEST_PG_URL"], poolclass=NullPool)
-    with engine.begin() as connection:
-        connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-    engine.dispose()
 
 
 def create_namespace(config: Any) -> None:
@@ -187,72 +159,21 @@ def seed(config: Any, sizes: Sizes, run: int) -> tuple[str, list[tuple[str, dict
 # -- Airflow's api-server ----------------------------------------------------------
 
 
-@dataclass
-class ApiServer:
-    process: subprocess.Popen[bytes]
-    base_url: str
-    log: Path
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=30)
-
-
 def start_api_server(work: Path, environ: dict[str, str]) -> ApiServer:
-    from cursorops.airflow.local_airflow import free_port
+    from cursorops.airflow.local_airflow import start_api_server as start
 
-    home = work / "airflow"
-    home.mkdir()
-    users = {"admin": "admin", "alice": "op"}
-    passwords = home / "simple_auth_manager_passwords.json.generated"
-    passwords.write_text(json.dumps({u: f"{u}-pw" for u in users}))
-    port = free_port()
-    env = {
-        **os.environ,
-        **environ,
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(work / "no-dags"),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in users.items()),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
-        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-        "PYTHONPATH": str(REPO),
-        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
-    }
-    subprocess.run(
-        [str(VENV_BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True
+    return start(
+        work / "airflow",
+        {
+            **environ,
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(work / "no-dags"),
+            "PYTHONPATH": str(REPO),
+            "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
+        },
+        users={"admin": "admin", "alice": "op"},
+        workers=api_workers(),
     )
-    log = work / "api-server.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(VENV_BIN / "airflow"), "api-server", "--apps", "core", "--host", "127.0.0.1"]
-            + ["--port", str(port), "--workers", str(api_workers())],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    server = ApiServer(process, f"http://127.0.0.1:{port}", log)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the api-server exited: {log}")
-        try:
-            if httpx.get(f"{server.base_url}/api/v2/monitor/health", timeout=5).is_success:
-                return server
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    server.stop()
-    raise TimeoutError(f"the api-server did not start: {log}")
 
 
 # -- where the CPU goes -----------------------------------------------------------
@@ -433,10 +354,12 @@ class Results:
 def measure(sizes: Sizes, work: Path, runs: int) -> list[Results]:
     """``runs`` bounded runs on one api-server, each on a fresh topic."""
     from cursorops.core.domain.config import Config
+    from cursorops.local import postgres
 
-    url, schema = postgres_schema()
-    server: ApiServer | None = None
-    try:
+    with contextlib.ExitStack() as stack:
+        url, _schema = stack.enter_context(
+            postgres.schema(os.environ[postgres.URL_ENV], prefix="bench")
+        )
         config = Config.from_home(work / "cursorops", metadata_url=url)
         create_namespace(config)
         server = start_api_server(
@@ -447,6 +370,7 @@ def measure(sizes: Sizes, work: Path, runs: int) -> list[Results]:
                 "CURSOROPS_LEDGER_ROOT": str(config.ledger_root),
             },
         )
+        stack.callback(server.stop)
         token = httpx.post(
             f"{server.base_url}/auth/token",
             json={"username": "alice", "password": "alice-pw"},
@@ -457,10 +381,6 @@ def measure(sizes: Sizes, work: Path, runs: int) -> list[Results]:
             results.append(measure_one(sizes, config, server, token, run))
             print(f"run {run + 1}/{runs}: {summary(results[-1])}", file=sys.stderr)
         return results
-    finally:
-        if server is not None:
-            server.stop()
-        drop_schema(schema)
 
 
 def summary(r: Results) -> str:

@@ -33,9 +33,6 @@ import json
 import os
 import platform
 import random
-import secrets
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -61,6 +58,7 @@ from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
 from cursorops.core.services.producer import OutgoingMessage, Producer
 from cursorops.core.store.cursor_state import replay
+from cursorops.local import spark as local_spark
 
 SECTION = "spark_backlog"
 TOPIC = "persistent://bench/backlog/orders"
@@ -320,49 +318,6 @@ def spark_connect_fresh(config: Config, work: Path, remote: str) -> Answer:
         capture_output=True,
     )
     return _document_answer(output)
-
-
-class ConnectServer:
-    """``scripts/spark-connect-up.sh`` on a free port, ``local[2]``, 4 GiB, stopped by SIGTERM."""
-
-    def __init__(self, log: Path) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = int(probe.getsockname()[1])
-        self.token = secrets.token_urlsafe(32)
-        self.url = f"sc://127.0.0.1:{self.port}/;token={self.token}"
-        self.log = log
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> ConnectServer:
-        script = _REPO / "scripts" / "spark-connect-up.sh"
-        command = [str(script), "--port", str(self.port), "--master", "local[2]"]
-        with open(self.log, "wb") as sink:
-            self.process = subprocess.Popen(
-                [*command, "--driver-memory", "4g"],
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "SPARK_CONNECT_AUTHENTICATE_TOKEN": self.token},
-            )
-        deadline = time.monotonic() + CONNECT_START_SECONDS
-        while True:
-            with socket.socket() as probe:
-                probe.settimeout(1)
-                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return self
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.__exit__()
-                raise SystemExit(f"the Spark Connect server did not start: see {self.log}")
-            time.sleep(0.5)
-
-    def __exit__(self, *_exc: object) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 def duckdb_reference(config: Config) -> Answer:
@@ -703,7 +658,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with (
             tempfile.TemporaryDirectory(prefix="cursorops-spark-", dir=args.dir) as folder,
-            ConnectServer(Path(folder) / "connect-server.log") as server,
+            local_spark.connect_server(
+                Path(folder) / "connect-server.log",
+                driver_memory="4g",
+                timeout_s=CONNECT_START_SECONDS,
+                stop_timeout_s=120,
+            ) as server,
         ):
             work = Path(folder)
             for size in sizes:

@@ -33,19 +33,18 @@ import argparse
 import ast
 import contextlib
 import datetime as dt
-import os
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cursorops.local import brokers
+
 ROOT = Path(__file__).resolve().parent.parent
-READY = "cursorops standalone ready:"
 SUITES = (
     "pulsar_test.py",
     "reader_test.py",
@@ -144,37 +143,17 @@ def standalone(tests: Path, extra: Sequence[str]) -> Iterator[Path]:
     """A standalone on 6650/8080 (6651/8443 with TLS) with a throwaway home, set up as
     the client's CI sets up Pulsar; yields its log file."""
     with tempfile.TemporaryDirectory(prefix="client-suite-") as home:
-        log = Path(home) / "standalone.log"
         extra = [*set_up(Path(home), tests), *extra]
-        env = dict(os.environ, AIRFLOW_HOME=f"{home}/airflow")
-        argv = [sys.executable, "-m", "cursorops.cli.main", "--home", home, "standalone", *extra]
-        with open(log, "w") as out:
-            process = subprocess.Popen(
-                argv, stdout=subprocess.PIPE, stderr=out, text=True, env=env, cwd=ROOT
-            )
-        ready = threading.Event()
-
-        def watch() -> None:
-            assert process.stdout is not None
-            for line in process.stdout:
-                if READY in line:
-                    ready.set()
-
-        threading.Thread(target=watch, daemon=True).start()
-        try:
-            deadline = time.monotonic() + 60
-            while not ready.wait(0.1):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"the standalone did not start:\n{log.read_text()}")
-            yield log
-        finally:
-            if process.poll() is None:
-                process.send_signal(signal.SIGINT)
-                try:
-                    process.wait(30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+        with brokers.standalone(
+            Path(home),
+            broker_port=6650,
+            web=True,
+            web_port=8080,
+            extra=extra,
+            env={"AIRFLOW_HOME": f"{home}/airflow"},
+            tree=ROOT,
+        ) as server:
+            yield server.log
 
 
 def _default_sigint() -> None:

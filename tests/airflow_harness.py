@@ -17,10 +17,10 @@ from cursorops.airflow.local_airflow import (
     FINISHED,
     HITL_SETTLE_S,
     Airflow,
-    free_port,
     password,
 )
 from cursorops.airflow.local_airflow import start_airflow as _start_airflow
+from cursorops.local.ports import free_port
 
 __all__ = [
     "DAG_TEST_USER",

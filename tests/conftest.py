@@ -11,12 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.pool import NullPool
 
 from cursorops.core.domain.config import Config
 from cursorops.core.store.metadata import MetadataStore
+from cursorops.local import postgres
 from tests import leftovers
 
 if TYPE_CHECKING:
@@ -27,7 +25,7 @@ if TYPE_CHECKING:
     from cursorops.core.domain.ids.position import Position
     from cursorops.core.services.broker import Broker
 
-PG_URL_ENV = "CURSOROPS_TEST_PG_URL"
+PG_URL_ENV = postgres.URL_ENV
 
 pytest_plugins = ["tests.airflow_fixtures", "tests.xdist_groups"]
 """One real Airflow per test session, whichever folders need it; under ``make test``'s
@@ -235,27 +233,8 @@ def _postgres_base_url() -> str:
 @contextmanager
 def postgres_databases(*names: str) -> Iterator[dict[str, str]]:
     """Fresh databases on the test server, dropped afterwards: name → SQLAlchemy URL."""
-    base = make_url(_postgres_base_url())
-    admin = create_engine(
-        base.set(database="postgres"), poolclass=NullPool, isolation_level="AUTOCOMMIT"
-    )
-
-    def drop() -> None:
-        with admin.connect() as connection:
-            for name in names:
-                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-    drop()
-    with admin.connect() as connection:
-        for name in names:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield {
-            name: base.set(database=name).render_as_string(hide_password=False) for name in names
-        }
-    finally:
-        drop()
-        admin.dispose()
+    with postgres.databases(_postgres_base_url(), *names) as made:
+        yield made
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -264,18 +243,8 @@ def metadata_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'metadata.db'}"
         return
-    base = make_url(_postgres_base_url())
-    schema = f"test_{uuid.uuid4().hex}"
-    admin = create_engine(base, poolclass=NullPool)
-    try:
-        with admin.begin() as connection:
-            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-        url = base.update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        admin.dispose()
+    with postgres.schema(_postgres_base_url()) as (url, _schema):
+        yield url
 
 
 @pytest.fixture

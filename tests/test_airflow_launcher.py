@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from cursorops.airflow.local_airflow import default_sigint, free_port, spark_connect_port
+from cursorops.airflow.local_airflow import default_sigint, spark_connect_port
+from cursorops.local.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from cursorops.airflow.local_airflow import Airflow, default_sigint, free_port
+from cursorops.airflow.local_airflow import Airflow, default_sigint
+from cursorops.local.ports import free_port, listening
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
@@ -54,12 +54,6 @@ postgres_installed = bool(glob.glob("/usr/lib/postgresql/*/bin/initdb")) or bool
     shutil.which("pg_config")
 )
 needs_postgres = pytest.mark.skipif(not postgres_installed, reason="PostgreSQL is not installed")
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(1)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 @pytest.fixture

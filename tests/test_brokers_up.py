@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -25,7 +24,8 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from cursorops.airflow.local_airflow import default_sigint, free_port
+from cursorops.airflow.local_airflow import default_sigint
+from cursorops.local.ports import free_port, listening
 
 pytestmark = pytest.mark.slow
 
@@ -97,11 +97,6 @@ def wait_ready(brokers: Brokers) -> str:
             pytest.fail(f"brokers-up.sh exited {brokers.process.returncode}:\n{brokers.output()}")
         time.sleep(0.2)
     pytest.fail(f"brokers-up.sh never said ready:\n{brokers.output()}")
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 @pytest.fixture

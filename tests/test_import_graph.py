@@ -36,6 +36,7 @@ EDGES = {
     "cursorops/rest": "cursorops.rest",
     "cursorops/airflow": "cursorops.airflow",
     "cursorops/operations": "cursorops.operations",
+    "cursorops/local": "cursorops.local",
     "spark_apps": "cursorops.spark",
     "dags": "dags",
     "plugins": "plugins",
@@ -237,15 +238,16 @@ INSTALL_WITHOUT_EXTRAS = {
     "cursorops/rest": "cursorops.rest",
     "cursorops/cli": "cursorops.cli",
     "cursorops/operations": "cursorops.operations",
+    "cursorops/local": "cursorops.local",
 }
 """What ``pip install cursorops`` runs with no extras: the broker, the store, the CLI and
 the REST app. None of it imports Airflow, cursorops's Airflow integration or pyspark."""
 EXTRAS_ONLY = ("airflow", "cursorops.airflow", "pyspark")
 AIRFLOW_LAUNCHER = ("cursorops.airflow.local_airflow", "cursorops.airflow.bundle")
-"""The modules of the Airflow integration the CLI reaches (``cursorops demo
---protocol``): the launcher starts Airflow as another process and drives it over HTTP,
-and the bundle says where its scripts and the DAGs are; neither imports anything of
-Airflow itself (checked below)."""
+"""The modules of the Airflow integration the CLI (``cursorops demo --protocol``) and
+``cursorops.local`` (the Spark Connect server's script) reach: the launcher starts Airflow
+as another process and drives it over HTTP, and the bundle says where its scripts and the
+DAGs are; neither imports anything of Airflow itself (checked below)."""
 
 
 def _launcher(module: str) -> bool:
@@ -268,7 +270,9 @@ def _without_extras() -> list[Path]:
 @pytest.mark.parametrize("path", _without_extras(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_what_installs_without_extras_imports_no_airflow_and_no_pyspark(path: Path) -> None:
     imported = _imported(path)
-    if path.is_relative_to(ROOT / "cursorops" / "cli"):
+    if path.is_relative_to(ROOT / "cursorops" / "cli") or path.is_relative_to(
+        ROOT / "cursorops" / "local"
+    ):
         imported = {m for m in imported if not _launcher(m)}
     found = sorted(m for m in imported if _extras_only(m))
     assert not found, f"{path.relative_to(ROOT)} imports {found}"

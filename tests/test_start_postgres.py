@@ -12,7 +12,6 @@ import glob
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -21,24 +20,14 @@ from pathlib import Path
 
 import pytest
 
+from cursorops.local.ports import free_port, listening
+
 pytestmark = pytest.mark.slow
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "start-postgres.sh"
 
 if not glob.glob("/usr/lib/postgresql/*/bin/initdb") and not shutil.which("pg_config"):
     pytest.skip("PostgreSQL is not installed", allow_module_level=True)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def answers(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(1)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 @pytest.fixture
@@ -70,7 +59,7 @@ def test_a_failing_command_gets_the_url_and_the_server_is_stopped_and_removed(
     )
     assert done.returncode == 3, done.stderr
     assert done.stdout.strip() == f"postgresql+psycopg://postgres@127.0.0.1:{port}/cursorops_test"
-    assert not answers(port)
+    assert not listening(port)
     assert list(temp.iterdir()) == []
 
 
@@ -89,14 +78,14 @@ def test_ctrl_c_stops_the_command_and_the_server(temp: Path) -> None:
         while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         assert ready.exists(), process.stderr.read() if process.stderr else ""
-        assert answers(port)
+        assert listening(port)
         os.killpg(process.pid, signal.SIGINT)
         assert process.wait(timeout=60) == 130
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    assert not answers(port)
+    assert not listening(port)
     assert [p.name for p in temp.iterdir()] == ["ready"]
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from cursorops.core.domain.config import Config
+from cursorops.local.ports import listening
 from tests.airflow_harness import USERS, Airflow, free_port, password
 from tests.conftest import postgres_databases
 from tests.dags.conftest import SUBSCRIPTION, TENANT, label, seed_topic
@@ -121,11 +121,6 @@ def start_topology(root: Path, environ: dict[str, str]) -> tuple[Airflow, dict[s
 def spark_master(ui_port: int) -> dict[str, Any]:
     with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=10) as answer:
         return dict(json.loads(answer.read()))
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 @pytest.mark.timeout(2400)

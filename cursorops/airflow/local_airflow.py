@@ -13,6 +13,9 @@ all three start Airflow the way a person does:
   and the DAGs are the checkout's or the installed wheel's (:mod:`~.bundle`), and
   Airflow runs from this interpreter's environment (VENV).
 
+:func:`start_api_server` runs Airflow's api-server alone, on SQLite, for what needs only
+the REST app (the REST load benchmark).
+
 ``tests/test_topology.py`` drives the same :class:`Airflow` over
 ``scripts/topology-up.sh`` (Airflow as separate processes on PostgreSQL). The
 SimpleAuthManager users get known passwords, ``<user>-pw``. The helpers act as
@@ -24,9 +27,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
-import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +40,7 @@ from typing import Any
 import httpx
 
 import cursorops.airflow.bundle as bundle
+from cursorops.local.ports import free_port
 
 DEMO_USERS = {"admin": "admin", "alice": "op", "bob": "op", "carol": "viewer"}
 """Airflow user → SimpleAuthManager role (carol, a viewer, reads and answers nothing)."""
@@ -70,24 +75,6 @@ Progress = Callable[[str], None]
 def password(user: str) -> str:
     """The known password :func:`start_airflow` gives ``user``."""
     return f"{user}-pw"
-
-
-def free_port(span: int = 1) -> int:
-    """A port ``p`` such that ``p .. p+span-1`` are free on 127.0.0.1 right now."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
-        if port + span > 65535:
-            continue
-        try:
-            for offset in range(1, span):
-                with socket.socket() as more:
-                    more.bind(("0.0.0.0", port + offset))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free port range found")
 
 
 @dataclass
@@ -308,6 +295,12 @@ class Airflow:
 
     # -- life ------------------------------------------------------------------
 
+    def __enter__(self) -> Airflow:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
     def stop(self, timeout: float = 120) -> None:
         """SIGINT to the launcher, which stops every Airflow process it started (SIGTERM to
         standalone would orphan its children), the Spark Connect server and the PostgreSQL it
@@ -441,6 +434,88 @@ def start_airflow(
         airflow.stop()
         raise
     return airflow
+
+
+@dataclass
+class ApiServer:
+    """Airflow's api-server alone (no scheduler, no DAG run): what serves the REST app."""
+
+    base_url: str
+    process: subprocess.Popen[bytes]
+    """In a session of its own: its workers are that session's processes."""
+    log: Path
+
+    def __enter__(self) -> ApiServer:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """SIGTERM to its process group, SIGKILL after a minute."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                _kill_groups([self.process.pid])
+                self.process.wait(timeout=30)
+
+
+def start_api_server(
+    home: Path,
+    environ: Mapping[str, str],
+    *,
+    users: Mapping[str, str] = DEMO_USERS,
+    workers: int = 1,
+    timeout: float = START_TIMEOUT_S,
+) -> ApiServer:
+    """``airflow api-server --apps core`` with AIRFLOW_HOME ``home`` (its metadata a SQLite
+    file there, migrated first), ``users`` and ``environ`` added, on a free port; once its
+    health check answers. Its output goes to ``home/api-server.log``."""
+    home.mkdir(parents=True, exist_ok=True)
+    passwords = home / "simple_auth_manager_passwords.json.generated"
+    passwords.write_text(json.dumps({user: password(user) for user in users}))
+    port = free_port()
+    airflow = str(Path(sys.executable).parent / "airflow")
+    env = {
+        **os.environ,
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        **environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in users.items()),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+    }
+    log = home / "api-server.log"
+    with log.open("wb") as out:
+        subprocess.run(
+            [airflow, "db", "migrate"], env=env, check=True, stdout=out, stderr=subprocess.STDOUT
+        )
+        process = subprocess.Popen(
+            [airflow, "api-server", "--apps", "core", "--host", "127.0.0.1"]
+            + ["--port", str(port), "--workers", str(workers)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server = ApiServer(f"http://127.0.0.1:{port}", process, log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the api-server exited {process.returncode}: see {log}")
+        try:
+            if httpx.get(f"{server.base_url}/api/v2/monitor/health", timeout=5).is_success:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(POLL_S)
+    server.stop()
+    raise TimeoutError(f"the api-server did not answer within {timeout:.0f} s: see {log}")
 
 
 def spark_connect_port(env: Mapping[str, str]) -> int | None:

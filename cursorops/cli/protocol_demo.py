@@ -69,7 +69,6 @@ QUIET_S = 3.0
 """How long the app is watched after that and after it took the later orders (a nacked
 pill comes back after 0.3 s)."""
 APP_TIMEOUT_S = 120.0
-_READY = re.compile(r"cursorops standalone ready: (pulsar://\S+)")
 
 _APP = textwrap.dedent(
     """
@@ -493,26 +492,13 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _standalone(config: Config) -> Iterator[str]:
-    argv = [sys.executable, "-m", "cursorops.cli.main", "--home", str(config.home)]
-    if not config.metadata_url.startswith("sqlite:"):
-        argv += ["--metadata-url", config.metadata_url]
-    argv += ["standalone", "--broker-port", "0", "--no-web", "--log-level", "warning"]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        for text in process.stdout:
-            match = _READY.search(text)
-            if match:
-                yield match.group(1)
-                return
-        raise RuntimeError("cursorops standalone did not start")
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+    from cursorops.local import brokers
+
+    metadata_url = None if config.metadata_url.startswith("sqlite:") else config.metadata_url
+    with brokers.standalone(
+        config.home, metadata_url=metadata_url, extra=("--log-level", "warning")
+    ) as server:
+        yield server.service_url
 
 
 @contextlib.contextmanager

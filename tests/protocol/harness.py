@@ -1,22 +1,14 @@
-"""A ``cursorops standalone`` subprocess for the protocol tests, and the official client.
+"""A ``cursorops standalone`` for the protocol tests, and the official client.
 
-Each test module starts its own standalone on free ports with a temporary
-home (``--broker-port 0``: the readiness line names the ports it took) and
-stops it with SIGINT afterwards, as a person would with Ctrl-C.
+Each test module starts its own standalone (:mod:`cursorops.local.brokers`: free ports,
+a temporary home) and stops it with SIGINT afterwards, as a person would with Ctrl-C.
 """
 
 from __future__ import annotations
 
 import fcntl
-import os
-import re
-import signal
-import subprocess
-import sys
-import threading
-import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pulsar
@@ -24,28 +16,13 @@ import pulsar
 from cursorops.core.domain.config import Config
 from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.core.services.broker import Broker
-
-READY = re.compile(
-    r"cursorops standalone ready: (pulsar://\S+)(?: admin (http://\S+))?"
-    r"(?: tls (pulsar\+ssl://\S+))?(?: (https://\S+))?"
-)
-START_TIMEOUT_S = 60.0
+from cursorops.local import brokers
 
 
 @dataclass
-class Standalone:
-    home: Path
-    process: subprocess.Popen[str]
-    service_url: str
-    web_url: str | None
-    log: Path
-    lines: list[str] = field(default_factory=list)
-    tls_service_url: str | None = None
-    tls_web_url: str | None = None
-
-    @property
-    def port(self) -> int:
-        return int(self.service_url.rsplit(":", 1)[1])
+class Standalone(brokers.Standalone):
+    """A standalone of :mod:`cursorops.local.brokers`, with the official client and the topic
+    names it owns."""
 
     def broker(self) -> Broker:
         return Broker(Config.from_home(self.home))
@@ -59,10 +36,6 @@ class Standalone:
             logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
             **kwargs,  # type: ignore[arg-type]
         )
-
-    def log_text(self) -> str:
-        """What it printed: its log (stderr), then its stdout."""
-        return self.log.read_text(errors="replace") + "".join(self.lines)
 
     @property
     def slot(self) -> str:
@@ -91,19 +64,6 @@ class Standalone:
             if owner is not None and owner.broker_id == self.slot:
                 return topic
 
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def stop(self, sig: int = signal.SIGINT, timeout: float = 20.0) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        return self.process.returncode
-
 
 def start(
     home: Path,
@@ -114,54 +74,16 @@ def start(
     metadata_url: str | None = None,
     ledger_root: str | None = None,
 ) -> Standalone:
-    """A standalone serving ``home`` (one per home: a second on the same home and store is
-    refused; brokers sharing a store each have a home, and ``ledger_root`` and
-    ``metadata_url`` name the shared stores)."""
-    home.mkdir(parents=True, exist_ok=True)
-    log = home / f"standalone-{uuid.uuid4().hex[:6]}.log"
-    env = dict(os.environ)
-    if metadata_url is not None:
-        env["CURSOROPS_METADATA_URL"] = metadata_url
-    if ledger_root is not None:
-        env["CURSOROPS_LEDGER_ROOT"] = ledger_root
-    argv = [
-        sys.executable,
-        "-m",
-        "cursorops.cli.main",
-        "--home",
-        str(home),
-        "standalone",
-        "--broker-port",
-        str(broker_port),
-        *(("--web-port", "0") if web else ("--no-web",)),
-        *extra,
-    ]
-    with open(log, "w") as err:
-        process = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=err, text=True, env=env, start_new_session=True
-        )
-    lines: list[str] = []
-    found: list[re.Match[str]] = []
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line)
-            match = READY.search(line)
-            if match and not found:
-                found.append(match)
-
-    threading.Thread(target=read, daemon=True).start()
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not found:
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"standalone did not start:\n{log.read_text()}")
-        time.sleep(0.05)
-    ready = found[0]
-    return Standalone(
-        home, process, ready.group(1), ready.group(2), log, lines, ready.group(3), ready.group(4)
+    """A standalone serving ``home`` (:func:`cursorops.local.brokers.start`)."""
+    started = brokers.start(
+        home,
+        web=web,
+        broker_port=broker_port,
+        extra=extra,
+        metadata_url=metadata_url,
+        ledger_root=ledger_root,
     )
+    return Standalone(**vars(started))
 
 
 def unique(prefix: str = "t") -> str:

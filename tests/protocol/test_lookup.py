@@ -4,7 +4,6 @@ listeners (a client's ``listener_name``), with the official client."""
 from __future__ import annotations
 
 import json
-import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -12,13 +11,8 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from cursorops.local.ports import free_port
 from tests.protocol.harness import Standalone, start, unique
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def round_trip(client: pulsar.Client, topic: str) -> list[bytes]:

@@ -6,7 +6,6 @@ consumers of its own earlier life only, never those of the other, live one.
 
 from __future__ import annotations
 
-import socket
 import time
 from pathlib import Path
 
@@ -15,16 +14,11 @@ import pytest
 
 from cursorops.core.domain.config import Config
 from cursorops.core.store.dispatch_state import PendingInfo
+from cursorops.local.ports import free_port
 from tests.protocol.harness import Standalone, drain, start
 
 ROLE = "admin"
 MESSAGES = 60
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _registered(server: Standalone, topic: str, subscription: str) -> tuple[set[str], set[str]]:
@@ -67,7 +61,7 @@ def _hold(client: pulsar.Client, topic: str, subscription: str) -> pulsar.Consum
 @pytest.mark.slow
 def test_a_restart_releases_its_earlier_lifes_consumers_only(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    port = _free_port()
+    port = free_port()
     server = start(home, broker_port=port)
     # Another broker on the same stores: a home of its own, the first home's metadata and
     # ledgers.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import threading
 import time
 import urllib.error
@@ -15,6 +14,7 @@ import pulsar
 import pytest
 
 from cursorops.core.domain.config import Config
+from cursorops.local.ports import free_port
 from cursorops.wire.commands import CommandType, SubType
 from cursorops.wire.frames import command
 from tests.protocol.harness import Standalone, drain, start, unique
@@ -23,12 +23,6 @@ from tests.protocol.raw import RawClient
 pytestmark = pytest.mark.slow
 
 ROLE = "admin"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_first_start_creates_public_default(standalone: Standalone) -> None:
@@ -154,7 +148,7 @@ def test_kill_9_in_the_middle_of_produce_and_ack(tmp_path: Path) -> None:
     """Every receipted message and every receipted acknowledgement survives kill -9; the
     official client reconnects to the restarted standalone and goes on."""
     home = tmp_path / "home"
-    port = _free_port()
+    port = free_port()
     server = start(home, broker_port=port)
     topic, acked_topic = unique(), unique()
     client = server.client()

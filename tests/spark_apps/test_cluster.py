@@ -13,17 +13,16 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cursorops.core.domain.analysis.backlog import analysis_document
 from cursorops.core.domain.analysis.predicates import parse_predicate
+from cursorops.local import spark as local_spark
+from cursorops.local.spark import StandaloneCluster
 from cursorops.spark.match_list import read_match_list
 from tests.spark_apps.topics import TOPIC, core_analyses, core_matches, make_topic
 
@@ -43,99 +42,17 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _environment() -> dict[str, str]:
     return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
 
 
-def _master_state(ui_port: int) -> dict[str, Any] | None:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as answer:
-            return json.loads(answer.read())  # type: ignore[no-any-return]
-    except OSError:
-        return None
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
-
-
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
-    """``(master URL, master UI port)`` of a running master with one alive worker."""
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A running master with one alive worker."""
     logs = tmp_path_factory.mktemp("spark-cluster")
-    port = 7077 if _port_free(7077) else _free_port()
-    ui_port, worker_ui_port = _free_port(), _free_port()
-    spark_class = str(BIN / "spark-class")
-    started: list[subprocess.Popen[bytes]] = []
-    try:
-        with open(logs / "master.log", "wb") as log:
-            started.append(
-                subprocess.Popen(
-                    [
-                        spark_class,
-                        "org.apache.spark.deploy.master.Master",
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        str(port),
-                        "--webui-port",
-                        str(ui_port),
-                    ],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=_environment(),
-                )  # fmt: skip
-            )
-        url = f"spark://127.0.0.1:{port}"
-        with open(logs / "worker.log", "wb") as log:
-            started.append(
-                subprocess.Popen(
-                    [
-                        spark_class,
-                        "org.apache.spark.deploy.worker.Worker",
-                        url,
-                        "--host",
-                        "127.0.0.1",
-                        "--cores",
-                        "2",
-                        "--memory",
-                        "3g",
-                        "--webui-port",
-                        str(worker_ui_port),
-                        "--work-dir",
-                        str(logs / "work"),
-                    ],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=_environment(),
-                )  # fmt: skip
-            )
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            state = _master_state(ui_port)
-            if state is not None and int(state.get("aliveworkers", 0)) >= 1:
-                break
-            if time.monotonic() > deadline or any(p.poll() is not None for p in started):
-                text = "\n".join((logs / n).read_text(errors="replace")[-3000:]
-                                 for n in ("master.log", "worker.log"))  # fmt: skip
-                pytest.fail(f"the standalone cluster did not come up:\n{text}")
-            time.sleep(1)
-        yield url, ui_port
-    finally:
-        for process in reversed(started):
-            _stop(process)
+    port = 7077 if _port_free(7077) else None
+    with local_spark.standalone_cluster(logs, port=port, timeout_s=STARTUP_S) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -170,9 +87,9 @@ def _submit(master: str, py_files: str, job: str, *args: str) -> subprocess.Comp
 
 
 def test_jobs_on_a_standalone_cluster_give_core_answers(
-    cluster: tuple[str, int], py_files: str, tmp_path: Path
+    cluster: StandaloneCluster, py_files: str, tmp_path: Path
 ) -> None:
-    master, ui_port = cluster
+    master = cluster.master_url
     topic = make_topic(tmp_path / "home", 91, partitions=3, messages=240)
     home = ["--home", str(topic.config.home)]
 
@@ -206,7 +123,7 @@ def test_jobs_on_a_standalone_cluster_give_core_answers(
     done = _submit(master, py_files, "analyze_backlog", *home, TOPIC, "-s", "nobody")
     assert done.returncode == 3 and "error: " in done.stdout
 
-    state = _master_state(ui_port)
+    state = cluster.state()
     assert state is not None
     names = [app["name"] for app in state["completedapps"]]
     assert {"cursorops-analyze-backlog", "cursorops-find-messages",

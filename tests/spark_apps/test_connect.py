@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import secrets
 import shutil
 import signal
 import socket
@@ -24,7 +23,6 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +34,9 @@ from cursorops.core.domain.config import Config
 from cursorops.core.domain.errors import InvalidArgumentError
 from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.core.services.broker import Broker
+from cursorops.local import spark as local_spark
+from cursorops.local.ports import free_port, listening
+from cursorops.local.spark import ConnectServer
 from cursorops.spark import analyze_backlog
 from cursorops.spark.match_list import match_list_ids, read_match_list
 from cursorops.spark.session import REMOTE_ENV, remote_url
@@ -53,34 +54,6 @@ pytestmark = pytest.mark.spark
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "spark-connect-up.sh"
-START_SECONDS = 240
-
-
-@dataclass(frozen=True)
-class Server:
-    url: str
-    """With the token: what a job is given."""
-    port: int
-    process: subprocess.Popen[bytes]
-    log: Path
-    token: str
-
-    @property
-    def address(self) -> str:
-        """Without the token."""
-        return f"sc://127.0.0.1:{self.port}"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(1)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _listener_pid(port: int) -> int | None:
@@ -91,49 +64,18 @@ def _listener_pid(port: int) -> int | None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
     """The real Connect server, from the script, on a free port; SIGTERM stops it cleanly."""
     pytest.importorskip("pyspark")
-    port = _free_port()
-    token = secrets.token_urlsafe(32)
     log = tmp_path_factory.mktemp("connect") / "server.log"
-    with open(log, "wb") as sink:
-        process = subprocess.Popen(
-            [
-                str(SCRIPT),
-                "--port",
-                str(port),
-                "--master",
-                "local[2]",
-                "--driver-memory",
-                "1g",
-                "--conf",
-                "spark.sql.shuffle.partitions=2",
-            ],  # fmt: skip
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, "SPARK_CONNECT_AUTHENTICATE_TOKEN": token},
-        )
-    deadline = time.monotonic() + START_SECONDS
-    while not _listening(port):
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"the Connect server did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.5)
-    try:
-        yield Server(f"sc://127.0.0.1:{port}/;token={token}", port, process, log, token)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            code = process.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            pytest.fail("the Connect server ignored SIGTERM for 90 s")
-        # The JVM's shutdown hooks ran: the signal's exit status, port closed.
-        assert code in (0, 128 + signal.SIGTERM, -signal.SIGTERM), log.read_text()[-3000:]
-        assert not _listening(port)
+    with local_spark.connect_server(
+        log, driver_memory="1g", conf={"spark.sql.shuffle.partitions": "2"}
+    ) as server:
+        yield server
+    # The JVM's shutdown hooks ran: the signal's exit status, port closed.
+    code = server.process.returncode
+    assert code in (0, 128 + signal.SIGTERM, -signal.SIGTERM), log.read_text()[-3000:]
+    assert not listening(server.port)
 
 
 def _python_daemons(pid: int) -> list[str]:
@@ -196,7 +138,7 @@ def _result(outcome: tuple[Any, ...]) -> Any:
     return outcome[1]
 
 
-def test_analyze_backlog_on_connect_equals_core(server: Server, tmp_path: Path) -> None:
+def test_analyze_backlog_on_connect_equals_core(server: ConnectServer, tmp_path: Path) -> None:
     topic = make_topic(tmp_path / "home", 11, partitions=3, messages=300)
     expected = core_analyses(topic.config, TOPIC)
     whole, page = _result(
@@ -221,7 +163,7 @@ def test_analyze_backlog_on_connect_equals_core(server: Server, tmp_path: Path) 
 
 
 def test_find_and_apply_on_connect_equal_core_and_the_broker(
-    server: Server, tmp_path: Path
+    server: ConnectServer, tmp_path: Path
 ) -> None:
     spark_side = make_topic(tmp_path / "spark", 61, partitions=3, messages=220)
     shutil.copytree(spark_side.config.home, tmp_path / "broker")
@@ -262,7 +204,7 @@ def test_find_and_apply_on_connect_equal_core_and_the_broker(
 
 
 def test_an_unreadable_segment_is_named_on_connect_and_changes_nothing(
-    server: Server, tmp_path: Path
+    server: ConnectServer, tmp_path: Path
 ) -> None:
     topic = make_topic(tmp_path / "home", 82, partitions=2, messages=60)
     records = cursor_records(topic.config, TOPIC)
@@ -308,7 +250,7 @@ result = {
 """
 
 
-def test_jobs_reach_the_warm_server_and_start_no_jvm(server: Server, tmp_path: Path) -> None:
+def test_jobs_reach_the_warm_server_and_start_no_jvm(server: ConnectServer, tmp_path: Path) -> None:
     topic = make_topic(tmp_path / "home", 13, partitions=4, messages=200)
     pid = _listener_pid(server.port)
     assert pid == server.process.pid
@@ -389,7 +331,7 @@ finally:
 
 
 def test_a_client_without_the_token_is_refused_one_with_it_works(
-    server: Server, tmp_path: Path
+    server: ConnectServer, tmp_path: Path
 ) -> None:
     for url in (server.address, f"{server.address}/;token=not-{server.token}"):
         outcome = _in_client(tmp_path, _TRY, url=url)
@@ -422,7 +364,7 @@ def test_a_token_never_shows_in_an_error() -> None:
 def test_the_script_refuses_to_start_without_a_token() -> None:
     environment = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_AUTHENTICATE_TOKEN"}
     done = subprocess.run(
-        [str(SCRIPT), "--port", str(_free_port())],
+        [str(SCRIPT), "--port", str(free_port())],
         capture_output=True,
         text=True,
         env=environment,
@@ -470,7 +412,7 @@ result = (missing, lines)
 
 
 def test_a_dag_spark_task_runs_on_connect_when_the_connection_exists(
-    server: Server, tmp_path: Path
+    server: ConnectServer, tmp_path: Path
 ) -> None:
     pytest.importorskip("airflow.providers.apache.spark")
     topic = make_topic(tmp_path / "home", 14, partitions=2, messages=120)
@@ -525,7 +467,7 @@ def test_the_connect_server_is_found_from_the_connection_else_the_environment(
 
 
 def test_the_cli_spark_engine_on_connect_prints_the_python_document(
-    server: Server, tmp_path: Path
+    server: ConnectServer, tmp_path: Path
 ) -> None:
     pytest.importorskip("cursorops.cli.main")
     topic = make_topic(tmp_path / "home", 101, partitions=3, messages=200)
@@ -561,7 +503,7 @@ def test_the_cli_spark_engine_on_connect_prints_the_python_document(
 
 
 def test_a_job_gets_a_session_of_its_own_when_the_shared_one_was_closed(
-    server: Server, tmp_path: Path
+    server: ConnectServer, tmp_path: Path
 ) -> None:
     """Last in the module: it closes the shared session of the module's server."""
     topic = make_topic(tmp_path / "home", 15, partitions=2, messages=120)
@@ -589,7 +531,7 @@ def test_a_job_gets_a_session_of_its_own_when_the_shared_one_was_closed(
 
 
 def test_the_warm_up_runs_the_real_jobs_and_leaves_nothing_behind(
-    server: Server, tmp_path: Path
+    server: ConnectServer, tmp_path: Path
 ) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
