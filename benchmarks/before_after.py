@@ -63,6 +63,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cursorops.core.gating import skip as skip_slice
+
 SECTION = "before_after"
 TITLE = "Restructured store and Broker: before and after, side by side"
 DEFAULT_BASE = "9faf83e"
@@ -189,9 +191,9 @@ def _metadata_url(backend: str, home: Path) -> Iterator[str]:
 
 
 def _installation(broker: Any) -> None:
-    broker.create_tenant(ROLE, TENANT)
-    broker.create_namespace(ROLE, NAMESPACE)
-    broker.grant_permission(ROLE, NAMESPACE, READER, ["consume"])
+    broker.admin.create_tenant(ROLE, TENANT)
+    broker.admin.create_namespace(ROLE, NAMESPACE)
+    broker.admin.grant_permission(ROLE, NAMESPACE, READER, ["consume"])
 
 
 def child_skip(sizes: Sizes, backend: str, work: Path) -> dict[str, Any]:
@@ -212,10 +214,10 @@ def child_skip(sizes: Sizes, backend: str, work: Path) -> dict[str, Any]:
         broker = app.state.broker
         try:
             _installation(broker)
-            broker.create_topic(ROLE, SKIP_TOPIC, partitions=PARTITIONS)
+            broker.admin.create_topic(ROLE, SKIP_TOPIC, partitions=PARTITIONS)
             skips = sizes.statement_skips + sizes.warm_skips + sizes.timed_skips
             per_partition = skips // 2 + 2
-            produced = broker.produce(
+            produced = broker.producing.produce(
                 ROLE,
                 SKIP_TOPIC,
                 [OutgoingMessage(b"%d" % i) for i in range(PARTITIONS * per_partition + 8)],
@@ -226,7 +228,7 @@ def child_skip(sizes: Sizes, backend: str, work: Path) -> dict[str, Any]:
             assert sorted(by_partition) == list(range(PARTITIONS)), sorted(by_partition)
 
             def subscribe(name: str) -> str:
-                broker.create_subscription(
+                broker.admin.create_subscription(
                     ROLE, SKIP_TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
                 )
                 return name
@@ -237,7 +239,9 @@ def child_skip(sizes: Sizes, backend: str, work: Path) -> dict[str, Any]:
             with TestClient(app) as client:
 
                 def via_broker(subscription: str, ids: list[Any]) -> None:
-                    outcome = broker.skip_messages(READER, SKIP_TOPIC, subscription, ids)
+                    outcome = skip_slice.skip_messages(
+                        broker.gated, READER, SKIP_TOPIC, subscription, ids
+                    )
                     assert list(outcome.skipped) == ids, outcome
 
                 def via_rest(subscription: str, ids: list[Any]) -> None:
@@ -298,17 +302,17 @@ def child_read(sizes: Sizes, work: Path) -> dict[str, Any]:
     config = Config.from_home(work / "read")
     with Broker(config) as broker:
         _installation(broker)
-        broker.create_topic(ROLE, READ_TOPIC, partitions=0)
+        broker.admin.create_topic(ROLE, READ_TOPIC, partitions=0)
         payloads = [b"%032d" % i for i in range(sizes.read_messages)]
-        broker.produce_columns(ROLE, READ_TOPIC, payloads, batch_size=10)
+        broker.producing.produce_columns(ROLE, READ_TOPIC, payloads, batch_size=10)
 
         def one_pass(name: str, *, columnar: bool, acknowledge: bool) -> tuple[float, float]:
             """Messages per second (wall) and CPU microseconds per message."""
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 ROLE, READ_TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
             )
             started, cpu = time.perf_counter(), time.process_time()
-            dispatcher = broker.dispatcher(READER, READ_TOPIC, name)
+            dispatcher = broker.reading.dispatcher(READER, READ_TOPIC, name)
             consumer = dispatcher.subscribe("bench", receiver_queue_size=1000)
             delivered = 0
             while True:
@@ -346,12 +350,12 @@ def child_acks(sizes: Sizes, work: Path) -> dict[str, Any]:
     results: dict[str, Any] = {}
     with Broker(Config.from_home(work / "consumer")) as broker:
         _installation(broker)
-        broker.create_topic(ROLE, ACK_TOPIC, partitions=0)
-        broker.produce(ROLE, ACK_TOPIC, [OutgoingMessage(b"%d" % i) for i in range(1000)])
-        broker.create_subscription(
+        broker.admin.create_topic(ROLE, ACK_TOPIC, partitions=0)
+        broker.producing.produce(ROLE, ACK_TOPIC, [OutgoingMessage(b"%d" % i) for i in range(1000)])
+        broker.admin.create_subscription(
             ROLE, ACK_TOPIC, "bench", SubscriptionType.SHARED, initial_position="earliest"
         )
-        consumer = broker.dispatcher(READER, ACK_TOPIC, "bench").subscribe(
+        consumer = broker.reading.dispatcher(READER, ACK_TOPIC, "bench").subscribe(
             "bench", receiver_queue_size=1000
         )
         received = consumer.receive_many(sizes.consumer_acks)

@@ -26,6 +26,7 @@ from benchmarks import machine, report
 from benchmarks.report import Options, Profile, Runs, Stopwatch
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
+from cursorops.core.gating import redrive
 from cursorops.core.producer import OutgoingMessage
 from cursorops.core.subscription import SubscriptionType
 
@@ -50,17 +51,17 @@ class Results:
 
 
 def seed(broker: Broker, topic: str, messages: int) -> None:
-    broker.create_topic(ROLE, topic)
+    broker.admin.create_topic(ROLE, topic)
     for sub in SUBSCRIPTIONS:
-        broker.create_subscription(
+        broker.admin.create_subscription(
             ROLE, topic, sub, SubscriptionType.SHARED, initial_position="earliest"
         )
-    broker.produce(ROLE, topic, [OutgoingMessage(b"m%d" % i) for i in range(10)])
+    broker.producing.produce(ROLE, topic, [OutgoingMessage(b"m%d" % i) for i in range(10)])
     for sub in SUBSCRIPTIONS:
-        broker.consume(ROLE, topic, sub, 10, ack=True)
+        broker.reading.consume(ROLE, topic, sub, 10, ack=True)
     dlq = f"{topic}-billing-DLQ"
-    broker.create_topic(ROLE, dlq)
-    broker.create_subscription(
+    broker.admin.create_topic(ROLE, dlq)
+    broker.admin.create_subscription(
         ROLE, dlq, "dlq-reader", SubscriptionType.SHARED, initial_position="earliest"
     )
     dead = [
@@ -71,12 +72,15 @@ def seed(broker: Broker, topic: str, messages: int) -> None:
         )
         for i in range(messages)
     ]
-    broker.produce(ROLE, dlq, dead)
+    broker.producing.produce(ROLE, dlq, dead)
 
 
 def backlogs(broker: Broker, topic: str) -> dict[str, int]:
-    found = {row.subscription: row.result.messages for row in broker.analyze_backlog(ROLE, topic)}
-    (dlq,) = broker.analyze_backlog(ROLE, f"{topic}-billing-DLQ", "dlq-reader")
+    found = {
+        row.subscription: row.result.messages
+        for row in broker.analysis.analyze_backlog(ROLE, topic)
+    }
+    (dlq,) = broker.analysis.analyze_backlog(ROLE, f"{topic}-billing-DLQ", "dlq-reader")
     return {**found, "dlq-reader": dlq.result.messages}
 
 
@@ -88,16 +92,16 @@ def measure(options: Options, work: Path) -> Results:
     cpus: list[float] = []
     profiles: list[tuple[str, Profile]] = []
     with Broker(config) as broker:
-        broker.create_tenant(ROLE, "bench")
-        broker.create_namespace(ROLE, NAMESPACE)
+        broker.admin.create_tenant(ROLE, "bench")
+        broker.admin.create_namespace(ROLE, NAMESPACE)
         for run in range(options.runs):
             topic = f"persistent://{NAMESPACE}/orders-{run}"
             seed(broker, topic, messages)
             cpu = time.process_time()
             with Stopwatch() as plan_watch:
-                plan = broker.plan_redrive(ROLE, topic, "billing")
+                plan = redrive.plan_redrive(broker.gated, ROLE, topic, "billing")
             with Stopwatch() as apply_watch:
-                outcome = broker.apply_redrive(ROLE, plan)
+                outcome = redrive.apply_redrive(broker.gated, ROLE, plan)
             cpus.append(time.process_time() - cpu)
             assert len(outcome.redriven) == messages
             assert backlogs(broker, topic) == {
@@ -121,8 +125,10 @@ def measure(options: Options, work: Path) -> Results:
                 (
                     what,
                     report.profile(
-                        lambda: broker.apply_redrive(
-                            ROLE, broker.plan_redrive(ROLE, topic, "billing")
+                        lambda: redrive.apply_redrive(
+                            broker.gated,
+                            ROLE,
+                            redrive.plan_redrive(broker.gated, ROLE, topic, "billing"),
                         )
                     ),
                 )

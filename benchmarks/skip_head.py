@@ -25,6 +25,7 @@ from benchmarks import machine, report
 from benchmarks.report import Options, Runs, Stopwatch
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
+from cursorops.core.gating import skip as skip_slice
 from cursorops.core.subscription import SubscriptionType
 
 SECTION = "skip_head"
@@ -56,35 +57,37 @@ class Results:
 
 
 def backlog(broker: Broker, subscription: str) -> int:
-    return sum(a.result.messages for a in broker.analyze_backlog(ROLE, TOPIC, subscription))
+    return sum(
+        a.result.messages for a in broker.analysis.analyze_backlog(ROLE, TOPIC, subscription)
+    )
 
 
 def measure(sizes: Sizes, options: Options, work: Path) -> Results:
     config = Config.from_home(work / "home")
     with Broker(config) as broker:
-        broker.create_tenant(ROLE, "bench")
-        broker.create_namespace(ROLE, "bench/head")
-        broker.create_topic(ROLE, TOPIC)
+        broker.admin.create_tenant(ROLE, "bench")
+        broker.admin.create_namespace(ROLE, "bench/head")
+        broker.admin.create_topic(ROLE, TOPIC)
         print(f"producing {sizes.messages:,} messages", flush=True)
         for start in range(0, sizes.messages, sizes.chunk):
             stop = min(start + sizes.chunk, sizes.messages)
             payloads = [b"%016d" % i for i in range(start, stop)]
-            broker.produce_columns(ROLE, TOPIC, payloads, batch_size=sizes.batch_size)
+            broker.producing.produce_columns(ROLE, TOPIC, payloads, batch_size=sizes.batch_size)
         plans: list[float] = []
         skips: list[float] = []
         cpus: list[float] = []
         for run in range(options.runs):
             name = f"head-{run}"
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 ROLE, TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
             )
-            broker.skip_head(ROLE, TOPIC, name, ACKED_FIRST)
+            skip_slice.skip_head(broker.gated, ROLE, TOPIC, name, ACKED_FIRST)
             with Stopwatch() as plan_watch:
-                plan = broker.plan_skip_head(ROLE, TOPIC, name, sizes.skip)
+                plan = skip_slice.plan_skip_head(broker.gated, ROLE, TOPIC, name, sizes.skip)
             assert len(plan) > 0
             cpu = time.process_time()
             with Stopwatch() as skip_watch:
-                outcome = broker.skip_head(ROLE, TOPIC, name, sizes.skip)
+                outcome = skip_slice.skip_head(broker.gated, ROLE, TOPIC, name, sizes.skip)
             cpus.append(time.process_time() - cpu)
             messages = sum(
                 m.batch_size if m.batch_index < 0 and m.batch_size > 0 else 1

@@ -36,6 +36,7 @@ from benchmarks.report import Options, Profile, Runs, Stopwatch
 from cursorops.core.acks.ledger_layout import LedgerLayout
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
+from cursorops.core.gating import skip as skip_slice
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.store.cursor_state import replay
 from cursorops.core.subscription import SubscriptionType
@@ -73,9 +74,9 @@ def build_topic(broker: Broker, sizes: Sizes, seed: int) -> tuple[list[MessageId
     Each produced chunk gives its share of ids (``ids`` per ``messages /
     batch_size`` entries), so only one chunk's ids are held at a time.
     """
-    broker.create_tenant(ROLE, "bench")
-    broker.create_namespace(ROLE, "bench/skip")
-    broker.create_topic(ROLE, TOPIC, partitions=sizes.partitions)
+    broker.admin.create_tenant(ROLE, "bench")
+    broker.admin.create_namespace(ROLE, "bench/skip")
+    broker.admin.create_topic(ROLE, TOPIC, partitions=sizes.partitions)
     rng = random.Random(seed)
     share = sizes.ids / (sizes.messages / sizes.batch_size)
     chosen: list[MessageId] = []
@@ -83,7 +84,9 @@ def build_topic(broker: Broker, sizes: Sizes, seed: int) -> tuple[list[MessageId
     for start in range(0, sizes.messages, sizes.produce_chunk):
         stop = min(start + sizes.produce_chunk, sizes.messages)
         payloads = [b"%016d" % i for i in range(start, stop)]
-        written = broker.produce_columns(ROLE, TOPIC, payloads, batch_size=sizes.batch_size)
+        written = broker.producing.produce_columns(
+            ROLE, TOPIC, payloads, batch_size=sizes.batch_size
+        )
         entries = dict(
             zip(
                 zip(
@@ -164,20 +167,20 @@ def measure(sizes: Sizes, options: Options, work: Path) -> Results:
             order = ("whole", "split") if run % 2 == 0 else ("split", "whole")
             for kind in order:
                 name = f"{kind}-{run}"
-                broker.create_subscription(
+                broker.admin.create_subscription(
                     ROLE, TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
                 )
                 cpu = time.process_time()
                 if kind == "whole":
                     with Stopwatch() as skip:
-                        outcome = broker.skip_messages(ROLE, TOPIC, name, chosen)
+                        outcome = skip_slice.skip_messages(broker.gated, ROLE, TOPIC, name, chosen)
                     skip_cpus.append(time.process_time() - cpu)
                     per_partition = dict(outcome.per_partition)
                 else:
                     with Stopwatch() as plan:
-                        planned = broker.plan_skip(ROLE, TOPIC, name, chosen)
+                        planned = skip_slice.plan_skip(broker.gated, ROLE, TOPIC, name, chosen)
                     with Stopwatch() as apply:
-                        outcome = broker.apply_skip(ROLE, planned)
+                        outcome = skip_slice.apply_skip(broker.gated, ROLE, planned)
                     split_cpus.append(time.process_time() - cpu)
                 assert len(outcome.skipped) == total and not outcome.already_acknowledged
                 check_skipped(broker, name, chosen)
@@ -194,11 +197,16 @@ def measure(sizes: Sizes, options: Options, work: Path) -> Results:
             what = f"one `skip_messages` of {total:,} ids on a fresh subscription"
             print(f"above the aim: profiling {what}", flush=True)
             name = "profiled"
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 ROLE, TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
             )
             profiles.append(
-                (what, report.profile(lambda: broker.skip_messages(ROLE, TOPIC, name, chosen)))
+                (
+                    what,
+                    report.profile(
+                        lambda: skip_slice.skip_messages(broker.gated, ROLE, TOPIC, name, chosen)
+                    ),
+                )
             )
         return Results(
             sizes,

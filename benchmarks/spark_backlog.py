@@ -102,11 +102,11 @@ def generate(home: Path, messages: int, seed: int = 7) -> Dataset:
     clock = iter(range(NOW, NOW + 10**12, 1_000))
     started = time.perf_counter()
     with Broker(config, clock=lambda: next(clock)) as broker:
-        broker.create_tenant("admin", "bench")
-        broker.create_namespace("admin", "bench/backlog")
-        info = broker.create_topic("admin", TOPIC, PARTITIONS)
+        broker.admin.create_tenant("admin", "bench")
+        broker.admin.create_namespace("admin", "bench/backlog")
+        info = broker.admin.create_topic("admin", TOPIC, PARTITIONS)
         for sub in SUBSCRIPTIONS:
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 "admin", TOPIC, sub, SubscriptionType.SHARED, initial_position="earliest"
             )
         producer = Producer(broker.ledgers, info, producer_name="bench", batch_size=BATCH)
@@ -142,7 +142,7 @@ def generate(home: Path, messages: int, seed: int = 7) -> Dataset:
                 _acknowledge(broker, partition, sub, layout, index, np.random.default_rng(number))
         acked = time.perf_counter() - started
         backlog_messages = sum(
-            one.result.messages for one in broker.analyze_backlog("admin", TOPIC)
+            one.result.messages for one in broker.analysis.analyze_backlog("admin", TOPIC)
         )
     return Dataset(config, messages, entries, segments, size, backlog_messages, generated, acked)
 
@@ -201,7 +201,7 @@ def _answer(analyses: Sequence[PartitionAnalysis]) -> Answer:
 
 def core_path(config: Config) -> Answer:
     with Broker(config) as broker:
-        return _answer(broker.analyze_backlog("admin", TOPIC))
+        return _answer(broker.analysis.analyze_backlog("admin", TOPIC))
 
 
 def spark_warm(config: Config, spark: Any) -> Answer:

@@ -33,6 +33,8 @@ from benchmarks.skip_ids import FULL, QUICK, ROLE, TOPIC, Sizes, build_topic
 from cursorops.core.acks.ledger_layout import LedgerLayout
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
+from cursorops.core.gating import skip as skips
+from cursorops.core.gating import undo_skip
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.store.cursor_state import replay
 from cursorops.core.subscription import SubscriptionType
@@ -88,16 +90,16 @@ def measure(sizes: Sizes, options: Options, work: Path) -> Results:
         cpus: list[float] = []
         for run in range(options.runs):
             name = f"undo-{run}"
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 ROLE, TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
             )
-            skipped = broker.skip_messages(ROLE, TOPIC, name, chosen)
+            skipped = skips.skip_messages(broker.gated, ROLE, TOPIC, name, chosen)
             assert skipped.skip_id is not None and len(skipped.skipped) == len(chosen)
             cpu = time.process_time()
             with Stopwatch() as plan_watch:
-                plan = broker.plan_undo_skip(ROLE, TOPIC, name, skipped.skip_id)
+                plan = undo_skip.plan_undo_skip(broker.gated, ROLE, TOPIC, name, skipped.skip_id)
             with Stopwatch() as apply_watch:
-                outcome = broker.apply_undo_skip(ROLE, plan)
+                outcome = undo_skip.apply_undo_skip(broker.gated, ROLE, plan)
             cpus.append(time.process_time() - cpu)
             assert len(outcome.unacknowledged) == len(chosen) and not outcome.not_acknowledged
             check_unacknowledged(broker, name, chosen)

@@ -547,7 +547,7 @@ def run(
     if max_entries is not None and max_entries < 1:
         raise InvalidArgumentError(f"Invalid --max-entries {max_entries}: expected at least 1")
     with Broker(config) as broker:
-        scan = broker.scan_plan(role, topic, subscription, operation=Operation.CONSUME)
+        scan = broker.analysis.scan_plan(role, topic, subscription, operation=Operation.CONSUME)
     token = (
         None if start_after is None else parse_resume_token(start_after, scan, scan.ledger_owner)
     )

@@ -151,6 +151,7 @@ def run(
     session of ``master`` or of the Spark Connect server ``remote``.
     """
     from cursorops.core.broker import Broker
+    from cursorops.core.gating import skip as skips
 
     log = job_logger("cursorops.apply_skip_plan")
     if sum(x is not None for x in (ids, match_list, plan)) != 1:
@@ -164,7 +165,7 @@ def run(
     with Broker(config) as broker:
         if plan is None:
             plan = (
-                broker.plan_skip(role, parsed, subscription, ids)
+                skips.plan_skip(broker.gated, role, parsed, subscription, ids)
                 if ids
                 else SkipPlan(name, subscription, (), broker.clock())
             )
@@ -181,7 +182,7 @@ def run(
             len(plan.items),
             len(plan.partitions()),
         )
-        outcome = broker.apply_skip(role, plan, via="spark")
+        outcome = skips.apply_skip(broker.gated, role, plan, via="spark")
     return outcome.to_pulsar_json()
 
 

@@ -165,7 +165,7 @@ def plan_scans(config: Config, topics: Sequence[str], role: str, log: Any) -> li
     started = time.monotonic()
     with Broker(config) as broker:
         for done, topic in enumerate(topics, 1):
-            scans.append(broker.scan_plan(role, topic, operation=Operation.CONSUME))
+            scans.append(broker.analysis.scan_plan(role, topic, operation=Operation.CONSUME))
             if done % step == 0 or done == len(topics):
                 log.info(
                     "planned %d/%d topic(s) in %.1fs", done, len(topics), time.monotonic() - started

@@ -22,7 +22,7 @@ from cursorops.wire.sessions import WireConsumer
 def skip_compacted_away(broker: Broker, role: str, wire: WireConsumer) -> int:
     """Acknowledge, on the consumer's subscription, what the compacted view of its partition
     drops; how many messages. Runs on the store thread, before the first dispatch."""
-    away = broker.compacted_away(role, wire.topic)
+    away = broker.compaction.compacted_away(role, wire.topic)
     n = len(away)
     if not n:
         return 0

@@ -22,6 +22,7 @@ import pytest
 from cursorops.core.acks.skip_plan import SkipPlan
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
+from cursorops.core.gating import skip as skips
 from cursorops.core.producer import OutgoingMessage
 from cursorops.core.subscription import SubscriptionType
 
@@ -48,7 +49,7 @@ def applied_counts(broker: Broker, plan: SkipPlan, sub: str) -> dict[str, int]:
     """Per topic partition, how many of the plan's messages are acknowledged now."""
     pending = {
         (m.message_id.ledger_id, m.message_id.entry_id, m.message_id.batch_index)
-        for m in broker.peek_messages("admin", TOPIC, sub, 1_000_000)
+        for m in broker.reading.peek_messages("admin", TOPIC, sub, 1_000_000)
     }
     counts = dict.fromkeys(plan.partitions(), 0)
     for item in plan.items:
@@ -115,23 +116,23 @@ def test_a_killed_apply_leaves_all_or_nothing_and_a_rerun_converges(
     rng = random.Random(seed)
     config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
     with Broker(config) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/ops")
-        broker.create_topic("admin", TOPIC, partitions=PARTITIONS)
-        ids = broker.produce(
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/ops")
+        broker.admin.create_topic("admin", TOPIC, partitions=PARTITIONS)
+        ids = broker.producing.produce(
             "admin", TOPIC, [OutgoingMessage(f"m{i}".encode(), key=f"k{i}") for i in range(3000)]
         )
-        ids += broker.produce(
+        ids += broker.producing.produce(
             "admin", TOPIC, [OutgoingMessage(f"b{i}".encode()) for i in range(800)], batch_size=4
         )
     timed = 0.0
     for run in range(10):
         sub = f"s{run}"
         with Broker(config) as broker:
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 "admin", TOPIC, sub, SubscriptionType.SHARED, initial_position="earliest"
             )
-            plan = broker.plan_skip("admin", TOPIC, sub, rng.sample(ids, 1500))
+            plan = skips.plan_skip(broker.gated, "admin", TOPIC, sub, rng.sample(ids, 1500))
         assert len(plan.partitions()) == PARTITIONS
         plan_file = tmp_path / f"plan-{run}.json"
         plan_file.write_text(plan.dumps(), encoding="utf-8")
@@ -153,7 +154,7 @@ def test_a_killed_apply_leaves_all_or_nothing_and_a_rerun_converges(
             if whole:
                 assert len(audits[0]["skipped"]) == len(plan.items)  # type: ignore[arg-type]
             # Re-running converges: everything applied, nothing applied twice.
-            again = broker.apply_skip("admin", plan)
+            again = skips.apply_skip(broker.gated, "admin", plan)
             assert applied_counts(broker, plan, sub) == sizes
             assert len(again.skipped) == (0 if whole else len(plan.items))
             assert len(audits_of(broker, plan)) == int(whole) + 1

@@ -14,6 +14,7 @@ from pyspark.testing import assertDataFrameEqual
 from cursorops.core.analysis.predicates import parse_predicate
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
+from cursorops.core.gating import skip as skips
 from cursorops.core.ids.message_id import MessageId
 from cursorops.core.ids.position import Position
 from cursorops.spark import analyze_backlog, apply_skip_plan, find_messages
@@ -83,8 +84,8 @@ def test_find_then_apply_equals_the_broker_skip_and_is_idempotent(
 
     outcome = apply_skip_plan.run(spark_side.config, TOPIC, "plain", match_list=output, spark=spark)
     with Broker(broker_side.config) as broker:
-        reference: dict[str, Any] = broker.skip_messages(
-            "admin", TOPIC, "plain", ids
+        reference: dict[str, Any] = skips.skip_messages(
+            broker.gated, "admin", TOPIC, "plain", ids
         ).to_pulsar_json()
     assert sorted(outcome["skipped"]) == sorted(reference["skipped"])
     assert sorted(outcome["alreadyAcknowledged"]) == sorted(reference["alreadyAcknowledged"])
@@ -161,7 +162,7 @@ def test_main_applies_a_broker_plan_once_and_refuses_a_plan_of_another_subscript
     with Broker(topic.config) as broker:
         names = broker.metadata.get_topic(TOPIC).partition_names()
         ids = [MessageId(broker.metadata.ledgers(name)[-1].ledger_id, 0) for name in names]
-        plan = broker.plan_skip("admin", TOPIC, "plain", ids)
+        plan = skips.plan_skip(broker.gated, "admin", TOPIC, "plain", ids)
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(plan.dumps())
     common = ["--home", str(topic.config.home), TOPIC]
