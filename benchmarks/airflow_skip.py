@@ -109,8 +109,7 @@ def measure(sizes: Sizes, options: Options, work: Path) -> SkipRuns:
     def request(airflow: Airflow, conf: dict[str, Any]) -> str:
         """The request as the REST door makes it (here in the benchmark's process): planned
         once and stored bound to a new run, that run started as the requester."""
-        from cursorops.core.broker import wall_clock_ms
-        from cursorops.core.broker import new_run_id
+        from cursorops.core.broker import new_run_id, wall_clock_ms
         from cursorops.core.gating import Caller, Run, SkipMessages
 
         run = Run(DAG, new_run_id(wall_clock_ms()))

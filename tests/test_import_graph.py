@@ -152,7 +152,7 @@ def test_the_checker_catches_each_kind() -> None:
         "from cursorops.core.analysis.topic_scan import TopicScan\n"
         "import cursorops.core.errors\n"
         "from cursorops.core.broker import Broker, wall_clock_ms\n"
-        "stats = broker.topic_stats('admin', 't')\n"
+        "stats = broker.analysis.topic_stats('admin', 't')\n"
         "meta = document.metadata\n"
     )
     assert violations(good, "good.py") == []

@@ -34,13 +34,14 @@ APPLY = """
 import sys
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
+from cursorops.core.gating import skip
 from cursorops.core.acks.skip_plan import SkipPlan
 
 home, url, path = sys.argv[1:]
 plan = SkipPlan.from_json(open(path, encoding="utf-8").read())
 with Broker(Config.from_home(home, metadata_url=url)) as broker:
     print("applying", flush=True)
-    broker.apply_skip("admin", plan)
+    skip.apply_skip(broker.gated, "admin", plan)
 print("applied", flush=True)
 """
 

@@ -20,7 +20,7 @@ _LEAVER = textwrap.dedent(
     from cursorops.core.broker import Broker
     from cursorops.core.config import Config
     broker = Broker(Config.from_home(sys.argv[1]))
-    consumer = broker.dispatcher("admin", sys.argv[2], "s").subscribe("leaver", 10)
+    consumer = broker.reading.dispatcher("admin", sys.argv[2], "s").subscribe("leaver", 10)
     assert len(consumer.receive_many(3)) == 3
     # exits without consumer.close()
     """

@@ -100,8 +100,7 @@ def request_skip(
     stored as a plan record bound to a new run, and that run started over Airflow's REST API
     as ``user`` with the record's digest (and ``params``: the gates' timeout and validity).
     The run's id."""
-    from cursorops.core.broker import Broker, wall_clock_ms
-    from cursorops.core.broker import new_run_id
+    from cursorops.core.broker import Broker, new_run_id, wall_clock_ms
     from cursorops.core.gating import Caller, Run, SkipMessages
 
     run = Run(SKIP_DAG, new_run_id(wall_clock_ms()))

@@ -582,8 +582,7 @@ class Outcome:
 def walked(
     airflow: Airflow, cursorops_home: Config, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Outcome]:
-    from cursorops.core.broker import wall_clock_ms
-    from cursorops.core.broker import new_run_id
+    from cursorops.core.broker import new_run_id, wall_clock_ms
     from cursorops.core.gating import Caller, Run, SkipMessages
 
     for dag in DAGS:

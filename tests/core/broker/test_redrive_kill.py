@@ -28,6 +28,7 @@ CHILD = """
 import sys, time
 from cursorops.core.broker import Broker
 from cursorops.core.config import Config
+from cursorops.core.gating import redrive
 from cursorops.core.store.cursor_door import CursorTransaction
 from cursorops.core.store.ledger import LedgerStore
 
@@ -44,8 +45,8 @@ def stopped(*args, **kwargs):
 
 setattr(owner, name, stopped)
 with Broker(Config.from_home(home, metadata_url=url)) as broker:
-    plan = broker.plan_redrive("admin", "persistent://acme/ops/orders", "billing")
-    broker.apply_redrive("admin", plan)
+    plan = redrive.plan_redrive(broker.gated, "admin", "persistent://acme/ops/orders", "billing")
+    redrive.apply_redrive(broker.gated, "admin", plan)
 print("applied", flush=True)
 """
 
