@@ -26,7 +26,7 @@ The children (each prints one JSON line of results):
   skipped before, the Broker and REST calls interleaved. On SQLite, and on
   PostgreSQL when ``CURSOROPS_TEST_PG_URL`` names a server (a fresh schema
   per child).
-- ``read``: one non-partitioned topic written with ``Broker.produce_columns``
+- ``read``: one non-partitioned topic written with ``Broker.producing.produce_columns``
   in batches of 10; a Shared subscription read to the end by one consumer
   with ``receive_many(1000)`` acknowledging each chunk, and (a fresh
   subscription) with ``receive_batch(1000)`` without acknowledging; messages

@@ -1,10 +1,10 @@
 """The read path: messages per second through a Shared subscription's consumer.
 
 Messages in batches of 10 on one non-partitioned topic, written with
-``Broker.produce`` (the ``Producer`` over the Parquet ``LedgerStore``; not
+``Broker.producing.produce`` (the ``Producer`` over the Parquet ``LedgerStore``; not
 timed). 10% of the messages, chosen at random by batch index, are acknowledged
 on the subscription before it is read (not timed). Then one consumer of
-``Broker.dispatcher(...).subscribe(...)`` reads until nothing is left, in five
+``Broker.reading.dispatcher(...).subscribe(...)`` reads until nothing is left, in five
 kinds of pass side by side in each run:
 
 - ``receive_many(1000)`` (a ``Message`` per message), without acknowledging
@@ -348,9 +348,10 @@ def render(
     lines += [
         f"{results.messages:,} messages of {sizes.payload_bytes} bytes in batches of "
         f"{sizes.batch_size} ({results.entries:,} entries) on one topic, written with "
-        f"`Broker.produce` (not timed); {results.acked_before:,} random batch indexes "
+        f"`Broker.producing.produce` (not timed); {results.acked_before:,} random batch indexes "
         f"({sizes.acked_fraction:.0%}) acknowledged before reading (not timed). One consumer "
-        f"of a Shared subscription (`Broker.dispatcher(...).subscribe(...)`, receiver queue "
+        f"of a Shared subscription (`Broker.reading.dispatcher(...).subscribe(...)`, receiver "
+        f"queue "
         f"{CHUNK:,}) reads until nothing is left with `receive_many({CHUNK})` (a `Message` "
         f"per message) or `receive_batch({CHUNK})` (one columnar `MessageBatch` per chunk), "
         f"the kinds of pass side by side in each run: {delivered:,} messages each pass "

@@ -2,12 +2,12 @@
 
 Each run has its own topic (three Shared subscriptions, ten messages each has
 consumed) and its dead-letter topic ``<topic>-billing-DLQ`` with one subscription
-and 100,000 messages written with ``Broker.produce`` (not timed), as a client's
+and 100,000 messages written with ``Broker.producing.produce`` (not timed), as a client's
 dead-letter producer writes them: one entry each, a key out of 1,000 and two
 properties.
 
-Timed: ``Broker.plan_redrive`` (authorize, read the dead-letter topic and its
-cursor, nothing written) and ``Broker.apply_redrive`` (re-read the planned
+Timed: ``gating.redrive.plan_redrive`` (authorize, read the dead-letter topic and its
+cursor, nothing written) and ``gating.redrive.apply_redrive`` (re-read the planned
 entries, then in one transaction: the new segment, the acknowledgements on the two
 other subscriptions and on the dead-letter subscription, the audit record). After
 each run the backlogs are counted exactly (``analyze_backlog``): ``billing`` has

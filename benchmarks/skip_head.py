@@ -1,13 +1,13 @@
 """``topics skip -n 1,000,000`` on a 10,000,000-message topic: the head counted in messages.
 
-One non-partitioned topic written with ``Broker.produce_columns`` in batches of 10
+One non-partitioned topic written with ``Broker.producing.produce_columns`` in batches of 10
 (not timed): 10,000,000 messages, 1,000,000 entries. Each run creates a fresh
 Shared subscription at the earliest position, acknowledges the first 15 messages
 (so the head starts inside a batch, not timed), then times:
 
-- ``Broker.plan_skip_head`` alone: the head chosen from the entry index and the
+- ``gating.skip.plan_skip_head`` alone: the head chosen from the entry index and the
   cursor, validated as a skip plan (what the workflow previews);
-- ``Broker.skip_head``: chosen, locked, acknowledged, audited, in one call (the
+- ``gating.skip.skip_head``: chosen, locked, acknowledged, audited, in one call (the
   CLI's and REST's direct door).
 
 Afterwards the backlog is checked to be exactly 10,000,000 - 15 - 1,000,000.
@@ -111,7 +111,8 @@ def render(host: machine.Machine, options: Options, work: Path, result: Results)
     size = f"{sizes.skip:,} of {sizes.messages:,} messages"
     lines += [
         f"One non-partitioned topic of {sizes.messages:,} messages in batches of "
-        f"{sizes.batch_size} (written with `Broker.produce_columns`, not timed). Each run "
+        f"{sizes.batch_size} (written with `Broker.producing.produce_columns`, not timed). "
+        f"Each run "
         f"acknowledges the first {ACKED_FIRST} messages of a fresh Shared subscription (so "
         f"the head starts inside a batch), then skips the next {sizes.skip:,} messages; the "
         "backlog is then checked exact. Pulsar's `skip -n` would count entries: "

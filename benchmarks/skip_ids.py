@@ -1,6 +1,6 @@
 """PIP-423 skip by message id: 100,000 and 1,000,000 scattered ids over 8 partitions.
 
-Two sizes, each its own topic of 8 partitions written with ``Broker.produce``
+Two sizes, each its own topic of 8 partitions written with ``Broker.producing.produce``
 in batches of 10 (not timed): 1x is 2,000,000 messages (200,000 entries) and
 100,000 ids; 10x is 20,000,000 messages (2,000,000 entries) and 1,000,000 ids.
 The ids are half the entries, chosen at random chunk by chunk as the topic is
@@ -10,10 +10,10 @@ entries, half one batch index of another entry; then shuffled.
 Timed, each on a fresh Shared subscription at the earliest position, the two
 alternating which goes first from run to run:
 
-- ``Broker.skip_messages``: validated, acknowledged, durable and audited
+- ``gating.skip.skip_messages``: validated, acknowledged, durable and audited
   when it returns;
-- the same split into ``Broker.plan_skip`` (validation and routing, nothing
-  written) and ``Broker.apply_skip`` (acknowledge and audit).
+- the same split into ``gating.skip.plan_skip`` (validation and routing, nothing
+  written) and ``gating.skip.apply_skip`` (acknowledge and audit).
 
 After every run the subscription's cursors are reloaded and each skipped id
 is checked acknowledged. The first ``skip_messages`` of the process is also
@@ -227,9 +227,9 @@ def measure(sizes: Sizes, options: Options, work: Path) -> Results:
 def render(host: machine.Machine, options: Options, work: Path, results: Sequence[Results]) -> str:
     lines = report.preamble("Skip by message id (PIP-423)", "skip_ids", host, options, work)
     lines += [
-        "Each size is its own topic of 8 partitions written with `Broker.produce` in batches "
-        "of 10 (not timed). The ids are half the topic's entries, chosen at random as it is "
-        "written: half whole entries, half one batch index of another entry, shuffled. Each "
+        "Each size is its own topic of 8 partitions written with `Broker.producing.produce` in "
+        "batches of 10 (not timed). The ids are half the topic's entries, chosen at random as it "
+        "is written: half whole entries, half one batch index of another entry, shuffled. Each "
         "run skips on a fresh Shared subscription, once whole and once split, alternating "
         "which goes first; afterwards every id is checked acknowledged in the reloaded "
         "cursors (with the per-id `CursorState.is_acked`). The machine has 2 cores shared "

@@ -14,7 +14,7 @@ and some indexes of some batches. Then, on the same data, each several times:
   (``scripts/spark-connect-up.sh``, ``local[2]``, started once for the whole
   run) through :func:`cursorops.airflow.operators.spark.run_on_connect`, the very call a DAG's
   Spark task makes when ``spark_connect_default`` exists: no JVM starts;
-- **core**: :meth:`cursorops.core.broker.Broker.analyze_backlog`, the pure-Python path;
+- **core**: :meth:`cursorops.core.broker.analysis.Analysis.analyze_backlog`, the pure-Python path;
 - **DuckDB**: one SQL query over the same Parquet files and the cursors
   exported as tables, an independent reference for how fast one process reads
   this data (2 threads).
@@ -555,7 +555,7 @@ def markdown(
         "one kind of session per process, and this one holds the classic session); *Spark "
         "Connect, new process* is the same call in a new Python process, start and imports "
         "included, as a task process pays them; *core* is "
-        "`Broker.analyze_backlog` in this process; *DuckDB* "
+        "`Broker.analysis.analyze_backlog` in this process; *DuckDB* "
         "exports the cursors as tables and runs one query over the same files.",
         "",
         report.table(

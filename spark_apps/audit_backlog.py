@@ -3,15 +3,15 @@
 One scan over the committed segments of all the topics answers every
 subscription at once, as :mod:`cursorops.spark.analyze_backlog` does for one topic:
 the driver takes a :class:`cursorops.core.analysis.topic_scan.TopicScan` per topic from
-:meth:`cursorops.core.broker.Broker.scan_plan`, Spark reads one row per entry (the first
+:meth:`cursorops.core.broker.analysis.Analysis.scan_plan`, Spark reads one row per entry (the first
 message of each) of every segment, tags each row with its topic partition (a
 ledger belongs to exactly one), groups by topic partition, and each group calls
 :func:`cursorops.spark.analyze_backlog.analyze_partition` with that topic's
 subscriptions, cursor states and entry filters. So each topic's document is
 :func:`cursorops.core.analysis.backlog.analysis_document` of core's answer, field for field, plus
-each subscription's ``oldestPublishMs`` (:meth:`cursorops.core.broker.Broker.backlog_ages`'s
-figure: the publish time of its oldest unacknowledged message, None when the
-backlog is empty).
+each subscription's ``oldestPublishMs``
+(:meth:`cursorops.core.broker.analysis.Analysis.backlog_ages`'s figure: the publish time of
+its oldest unacknowledged message, None when the backlog is empty).
 
 A topic without subscriptions gets a document without subscriptions and costs
 no read. The job logs progress lines on stderr (topics planned, the scan, the

@@ -3,7 +3,7 @@
 Pulsar serves such a consumer from the compacted ledger up to the compaction
 horizon, then from the topic. Here nothing is rewritten: when the consumer
 subscribes, the messages the compacted view drops
-(:meth:`cursorops.core.broker.Broker.compacted_away`) are acknowledged on its
+(:meth:`cursorops.core.broker.compaction.Compaction.compacted_away`) are acknowledged on its
 subscription, so its cursor passes them as Pulsar's does, and dispatch hands
 out the rest. A message of a batch that the view drops is acknowledged by its
 batch index: the batch goes out with an ack set that hides it.

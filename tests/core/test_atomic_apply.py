@@ -1,6 +1,6 @@
 """Applying a skip plan is atomic across partitions, even when the process is killed.
 
-A real process (the apply_skip_plan job, or a bare ``Broker.apply_skip``)
+A real process (the apply_skip_plan job, or a bare ``gating.skip.apply_skip``)
 applies a plan over 8 partitions and is killed with SIGKILL at random moments;
 afterwards either every partition has the whole plan applied (with its audit
 record) or none has anything (and no audit record), and applying again
@@ -73,7 +73,7 @@ def run_apply(
     """Apply in a child process; SIGKILL it ``kill_after`` s after it starts applying.
 
     ``job``: the child is the apply_skip_plan job (``--skip-plan``), else a bare
-    ``Broker.apply_skip``. Returns whether it finished, and how long applying took.
+    ``gating.skip.apply_skip``. Returns whether it finished, and how long applying took.
     """
     if job:
         argv = ["-m", "cursorops.spark.apply_skip_plan", "--home", str(config.home)]
@@ -137,7 +137,7 @@ def test_a_killed_apply_leaves_all_or_nothing_and_a_rerun_converges(
         assert len(plan.partitions()) == PARTITIONS
         plan_file = tmp_path / f"plan-{run}.json"
         plan_file.write_text(plan.dumps(), encoding="utf-8")
-        # Alternately the apply_skip_plan job and a bare Broker.apply_skip.
+        # Alternately the apply_skip_plan job and a bare gating.skip.apply_skip.
         job = run % 2 == 1
         if run < 2:
             finished, timed = run_apply(config, plan_file, sub, job, None)

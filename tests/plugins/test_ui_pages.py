@@ -2,7 +2,7 @@
 
 On the session's Airflow (standalone, tests/dags/conftest.py): the backlog
 history is recorded by the audit DAG's own record step (``samples_from`` of an
-exact analysis, ``Broker.record_backlog_audit``), one skip is applied at once
+exact analysis, ``Broker.analysis.record_backlog_audit``), one skip is applied at once
 over REST, one waits for an approval in ``cursorops_skip_messages``. admin logs
 in through Airflow's form, opens "Cursors" from Airflow's navigation, walks
 tenant → namespace → topic → subscription, and finds on the page the figures

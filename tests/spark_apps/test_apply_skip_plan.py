@@ -1,4 +1,4 @@
-"""apply_skip_plan: a pure Spark check of the plan, then one Broker.apply_skip; equal to the
+"""apply_skip_plan: a pure Spark check of the plan, then one gating.skip.apply_skip; equal to the
 broker's skip, idempotent."""
 
 from __future__ import annotations

@@ -166,7 +166,7 @@ def peeked_matches(
     config: Config, topic: str, subscription: str, predicate: Predicate
 ) -> list[str]:
     """Triplets of the unacknowledged messages matching ``predicate``, found through the read
-    path (``Broker.peek_messages``), independently of
+    path (``Broker.reading.peek_messages``), independently of
     :func:`cursorops.core.reading.unacked_rows.unacked_rows`."""
     with Broker(config, clock=lambda: NOW) as broker:
         messages = broker.reading.peek_messages("admin", topic, subscription, 1_000_000)
