@@ -61,19 +61,19 @@ def build(config: Config, namespace: str, topics: int, messages: int) -> float:
     started = time.monotonic()
     half = messages // 2
     with Broker(config) as broker:
-        if "bench" not in broker.list_tenants(ROLE):
-            broker.create_tenant(ROLE, "bench")
-        broker.create_namespace(ROLE, namespace)
+        if "bench" not in broker.admin.list_tenants(ROLE):
+            broker.admin.create_tenant(ROLE, "bench")
+        broker.admin.create_namespace(ROLE, namespace)
         for n in range(topics):
             topic = f"persistent://{namespace}/t{n:05d}"
-            broker.create_topic(ROLE, topic, 0)
-            broker.create_subscription(
+            broker.admin.create_topic(ROLE, topic, 0)
+            broker.admin.create_subscription(
                 ROLE, topic, "all", SubscriptionType.SHARED, initial_position="earliest"
             )
             body = [OutgoingMessage(b"%032d" % i) for i in range(messages)]
-            broker.produce(ROLE, topic, body[:half], batch_size=BATCH)
-            broker.create_subscription(ROLE, topic, "recent", SubscriptionType.SHARED)
-            broker.produce(ROLE, topic, body[half:], batch_size=BATCH)
+            broker.producing.produce(ROLE, topic, body[:half], batch_size=BATCH)
+            broker.admin.create_subscription(ROLE, topic, "recent", SubscriptionType.SHARED)
+            broker.producing.produce(ROLE, topic, body[half:], batch_size=BATCH)
             if (n + 1) % max(1, topics // 10) == 0:
                 print(f"  {namespace}: {n + 1:,} of {topics:,} topics made", flush=True)
     return time.monotonic() - started
@@ -82,7 +82,7 @@ def build(config: Config, namespace: str, topics: int, messages: int) -> float:
 def check(config: Config, namespace: str, topics: int, messages: int, run_id: str) -> None:
     with Broker(config) as broker:
         for n in (0, topics - 1):
-            rows = broker.backlog_history(ROLE, f"persistent://{namespace}/t{n:05d}")
+            rows = broker.analysis.backlog_history(ROLE, f"persistent://{namespace}/t{n:05d}")
             got = {r.subscription: r.messages for r in rows if r.run_id == run_id}
             assert got == {"all": messages, "recent": messages - messages // 2}, got
 

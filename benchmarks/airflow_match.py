@@ -47,6 +47,7 @@ from benchmarks.report import Options
 from cursorops.core.domain.config import Config
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skip_slice
 from cursorops.core.services.producer import OutgoingMessage
 
 SECTION = "airflow_match"
@@ -67,11 +68,11 @@ PHASE_1 = ("validate_request", "authorize", SPARK_TASK, "plan_matched_ids", GATE
 
 def build_topic(broker: Broker, messages: int) -> list[MessageId]:
     """``messages`` messages over :data:`PARTITIONS` partitions; returns the matching ids."""
-    broker.create_tenant(ROLE, "bench")
-    broker.create_namespace(ROLE, NAMESPACE)
+    broker.admin.create_tenant(ROLE, "bench")
+    broker.admin.create_namespace(ROLE, NAMESPACE)
     for user in (REQUESTER, APPROVER):
-        broker.grant_permission(ROLE, NAMESPACE, user, ["consume"])
-    broker.create_topic(ROLE, TOPIC, partitions=PARTITIONS)
+        broker.admin.grant_permission(ROLE, NAMESPACE, user, ["consume"])
+    broker.admin.create_topic(ROLE, TOPIC, partitions=PARTITIONS)
     matches = messages // MATCH_SHARE
     name, _, value = PROPERTY.partition("=")
     matched: list[MessageId] = []
@@ -82,12 +83,12 @@ def build_topic(broker: Broker, messages: int) -> list[MessageId]:
             messages - matches
         ) * round_ // ROUNDS
         filler = [OutgoingMessage(b"%032d" % (made + i)) for i in range(plain)]
-        broker.produce(ROLE, TOPIC, filler, batch_size=100)
+        broker.producing.produce(ROLE, TOPIC, filler, batch_size=100)
         made += plain
         poison = [
             OutgoingMessage(b"%032d" % (made + i), properties={name: value}) for i in range(hits)
         ]
-        matched += broker.produce(ROLE, TOPIC, poison, batch_size=10)
+        matched += broker.producing.produce(ROLE, TOPIC, poison, batch_size=10)
         made += hits
         print(f"  produced {made:,} of {messages:,}", flush=True)
     return matched
@@ -95,7 +96,7 @@ def build_topic(broker: Broker, messages: int) -> list[MessageId]:
 
 def exact_backlog(config: Config, subscription: str) -> int:
     with Broker(config) as broker:
-        analyses = broker.analyze_backlog(ROLE, TOPIC, subscription)
+        analyses = broker.analysis.analyze_backlog(ROLE, TOPIC, subscription)
     return sum(a.result.messages for a in analyses)
 
 
@@ -122,7 +123,7 @@ def measure(messages: int, options: Options, work: Path) -> Results:
 
     def check(subscription: str) -> None:
         with Broker(config) as broker:
-            after = broker.plan_skip(ROLE, TOPIC, subscription, matched)
+            after = skip_slice.plan_skip(broker.gated, ROLE, TOPIC, subscription, matched)
         assert all(item.already_acknowledged for item in after.items), "a match not skipped"
         left = exact_backlog(config, subscription)
         assert left == messages - len(matched), f"backlog {left}: more than the matches went"

@@ -309,7 +309,7 @@ def run_skips(
         for run in range(runs):
             subscription = f"{stack}-run-{run}"
             with Broker(config) as broker:
-                broker.create_subscription(
+                broker.admin.create_subscription(
                     ROLE, topic, subscription, SubscriptionType.SHARED, initial_position="earliest"
                 )
             timed.append(

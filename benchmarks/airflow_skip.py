@@ -40,6 +40,7 @@ from benchmarks.report import Options
 from cursorops.core.domain.config import Config
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
 
 if TYPE_CHECKING:
@@ -67,13 +68,13 @@ QUICK = Sizes(partitions=4, messages=2_000, batch_size=10, whole_entries=50, bat
 
 
 def build_topic(broker: Broker, sizes: Sizes) -> list[MessageId]:
-    broker.create_tenant(ROLE, "bench")
-    broker.create_namespace(ROLE, NAMESPACE)
+    broker.admin.create_tenant(ROLE, "bench")
+    broker.admin.create_namespace(ROLE, NAMESPACE)
     for user in (REQUESTER, APPROVER):
-        broker.grant_permission(ROLE, NAMESPACE, user, ["consume"])
-    broker.create_topic(ROLE, TOPIC, partitions=sizes.partitions)
+        broker.admin.grant_permission(ROLE, NAMESPACE, user, ["consume"])
+    broker.admin.create_topic(ROLE, TOPIC, partitions=sizes.partitions)
     messages = [OutgoingMessage(b"%016d" % i, key=f"k{i % 97}") for i in range(sizes.messages)]
-    return broker.produce(ROLE, TOPIC, messages, batch_size=sizes.batch_size)
+    return broker.producing.produce(ROLE, TOPIC, messages, batch_size=sizes.batch_size)
 
 
 def choose_ids(ids: list[MessageId], sizes: Sizes, seed: int) -> list[MessageId]:
@@ -102,14 +103,13 @@ def measure(sizes: Sizes, options: Options, work: Path) -> SkipRuns:
 
     def check(subscription: str) -> None:
         with Broker(config) as broker:
-            after = broker.plan_skip(ROLE, TOPIC, subscription, chosen)
+            after = skips.plan_skip(broker.gated, ROLE, TOPIC, subscription, chosen)
         assert all(item.already_acknowledged for item in after.items), "not all skipped"
 
     def request(airflow: Airflow, conf: dict[str, Any]) -> str:
         """The request as the REST door makes it (here in the benchmark's process): planned
         once and stored bound to a new run, that run started as the requester."""
-        from cursorops.core.services.broker import wall_clock_ms
-        from cursorops.core.services.broker.gated import new_run_id
+        from cursorops.core.services.broker import new_run_id, wall_clock_ms
         from cursorops.core.services.gating import Caller, Run, SkipMessages
 
         run = Run(DAG, new_run_id(wall_clock_ms()))

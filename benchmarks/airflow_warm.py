@@ -50,6 +50,7 @@ from benchmarks.airflow_phases import (
 from benchmarks.report import Options
 from cursorops.core.domain.config import Config
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skip_slice
 
 SECTION = "airflow_warm"
 BEFORE = (
@@ -93,7 +94,7 @@ def measure(messages: int, options: Options, work: Path, cold_starts: int) -> Re
 
     def check(subscription: str) -> None:
         with Broker(config) as broker:
-            after = broker.plan_skip(ROLE, TOPIC, subscription, matched)
+            after = skip_slice.plan_skip(broker.gated, ROLE, TOPIC, subscription, matched)
         assert all(item.already_acknowledged for item in after.items), "a match not skipped"
         left = exact_backlog(config, subscription)
         assert left == messages - len(matched), f"backlog {left}: more than the matches went"

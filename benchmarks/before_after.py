@@ -19,13 +19,14 @@ The children (each prints one JSON line of results):
   no Airflow login) called through FastAPI's ``TestClient``. Statements per
   two-id skip (one id on each of two partitions, a fresh subscription each
   time), counted by a ``before_cursor_execute`` listener on the store's
-  engine, through ``Broker.skip_messages`` and through the REST route (which
+  engine, through the Broker path (the skip slice's ``skip_messages``; the Broker's own
+  method at the base revision) and through the REST route (which
   at the base revision was ``plan_skip`` + ``skip_requires_approval`` +
   ``apply_skip``); then the latency of many two-id skips, each on ids not
   skipped before, the Broker and REST calls interleaved. On SQLite, and on
   PostgreSQL when ``CURSOROPS_TEST_PG_URL`` names a server (a fresh schema
   per child).
-- ``read``: one non-partitioned topic written with ``Broker.produce_columns``
+- ``read``: one non-partitioned topic written with ``Broker.producing.produce_columns``
   in batches of 10; a Shared subscription read to the end by one consumer
   with ``receive_many(1000)`` acknowledging each chunk, and (a fresh
   subscription) with ``receive_batch(1000)`` without acknowledging; messages
@@ -174,10 +175,27 @@ def _metadata_url(backend: str, home: Path) -> Iterator[str]:
         yield url
 
 
+def _owner(broker: Any, collaborator: str) -> Any:
+    """What answers an operation of ``broker``: the collaborator of that name in this
+    checkout, the Broker itself at the base revision (one class with every method)."""
+    return getattr(broker, collaborator, broker)
+
+
+def _skip_messages(broker: Any, subscription: str, ids: list[Any]) -> Any:
+    """A skip of ``ids`` at once, as the Broker path of each tree makes it: the skip slice's
+    ``skip_messages`` with the Broker's gated services here, the Broker's own method at the
+    base revision."""
+    if hasattr(broker, "skip_messages"):
+        return broker.skip_messages(READER, SKIP_TOPIC, subscription, ids)
+    from cursorops.core.services.gating import skip
+
+    return skip.skip_messages(broker.gated, READER, SKIP_TOPIC, subscription, ids)
+
+
 def _installation(broker: Any) -> None:
-    broker.create_tenant(ROLE, TENANT)
-    broker.create_namespace(ROLE, NAMESPACE)
-    broker.grant_permission(ROLE, NAMESPACE, READER, ["consume"])
+    _owner(broker, "admin").create_tenant(ROLE, TENANT)
+    _owner(broker, "admin").create_namespace(ROLE, NAMESPACE)
+    _owner(broker, "admin").grant_permission(ROLE, NAMESPACE, READER, ["consume"])
 
 
 def child_skip(sizes: Sizes, backend: str, work: Path) -> dict[str, Any]:
@@ -198,10 +216,10 @@ def child_skip(sizes: Sizes, backend: str, work: Path) -> dict[str, Any]:
         broker = app.state.broker
         try:
             _installation(broker)
-            broker.create_topic(ROLE, SKIP_TOPIC, partitions=PARTITIONS)
+            _owner(broker, "admin").create_topic(ROLE, SKIP_TOPIC, partitions=PARTITIONS)
             skips = sizes.statement_skips + sizes.warm_skips + sizes.timed_skips
             per_partition = skips // 2 + 2
-            produced = broker.produce(
+            produced = _owner(broker, "producing").produce(
                 ROLE,
                 SKIP_TOPIC,
                 [OutgoingMessage(b"%d" % i) for i in range(PARTITIONS * per_partition + 8)],
@@ -212,7 +230,7 @@ def child_skip(sizes: Sizes, backend: str, work: Path) -> dict[str, Any]:
             assert sorted(by_partition) == list(range(PARTITIONS)), sorted(by_partition)
 
             def subscribe(name: str) -> str:
-                broker.create_subscription(
+                _owner(broker, "admin").create_subscription(
                     ROLE, SKIP_TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
                 )
                 return name
@@ -223,7 +241,7 @@ def child_skip(sizes: Sizes, backend: str, work: Path) -> dict[str, Any]:
             with TestClient(app) as client:
 
                 def via_broker(subscription: str, ids: list[Any]) -> None:
-                    outcome = broker.skip_messages(READER, SKIP_TOPIC, subscription, ids)
+                    outcome = _skip_messages(broker, subscription, ids)
                     assert list(outcome.skipped) == ids, outcome
 
                 def via_rest(subscription: str, ids: list[Any]) -> None:
@@ -284,17 +302,17 @@ def child_read(sizes: Sizes, work: Path) -> dict[str, Any]:
     config = Config.from_home(work / "read")
     with Broker(config) as broker:
         _installation(broker)
-        broker.create_topic(ROLE, READ_TOPIC, partitions=0)
+        _owner(broker, "admin").create_topic(ROLE, READ_TOPIC, partitions=0)
         payloads = [b"%032d" % i for i in range(sizes.read_messages)]
-        broker.produce_columns(ROLE, READ_TOPIC, payloads, batch_size=10)
+        _owner(broker, "producing").produce_columns(ROLE, READ_TOPIC, payloads, batch_size=10)
 
         def one_pass(name: str, *, columnar: bool, acknowledge: bool) -> tuple[float, float]:
             """Messages per second (wall) and CPU microseconds per message."""
-            broker.create_subscription(
+            _owner(broker, "admin").create_subscription(
                 ROLE, READ_TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
             )
             started, cpu = time.perf_counter(), time.process_time()
-            dispatcher = broker.dispatcher(READER, READ_TOPIC, name)
+            dispatcher = _owner(broker, "reading").dispatcher(READER, READ_TOPIC, name)
             consumer = dispatcher.subscribe("bench", receiver_queue_size=1000)
             delivered = 0
             while True:
@@ -332,13 +350,17 @@ def child_acks(sizes: Sizes, work: Path) -> dict[str, Any]:
     results: dict[str, Any] = {}
     with Broker(Config.from_home(work / "consumer")) as broker:
         _installation(broker)
-        broker.create_topic(ROLE, ACK_TOPIC, partitions=0)
-        broker.produce(ROLE, ACK_TOPIC, [OutgoingMessage(b"%d" % i) for i in range(1000)])
-        broker.create_subscription(
+        _owner(broker, "admin").create_topic(ROLE, ACK_TOPIC, partitions=0)
+        _owner(broker, "producing").produce(
+            ROLE, ACK_TOPIC, [OutgoingMessage(b"%d" % i) for i in range(1000)]
+        )
+        _owner(broker, "admin").create_subscription(
             ROLE, ACK_TOPIC, "bench", SubscriptionType.SHARED, initial_position="earliest"
         )
-        consumer = broker.dispatcher(READER, ACK_TOPIC, "bench").subscribe(
-            "bench", receiver_queue_size=1000
+        consumer = (
+            _owner(broker, "reading")
+            .dispatcher(READER, ACK_TOPIC, "bench")
+            .subscribe("bench", receiver_queue_size=1000)
         )
         received = consumer.receive_many(sizes.consumer_acks)
         assert len(received) == sizes.consumer_acks, len(received)
@@ -516,7 +538,7 @@ def _figures(results: dict[tuple[str, str, str], list[dict[str, Any]]]) -> list[
     backends = sorted({b for (_, kind, b) in results if kind == "skip"}, reverse=True)
     for backend in backends:
         store = "SQLite" if backend == "sqlite" else "PostgreSQL"
-        for path, label in (("broker", "`Broker.skip_messages`"), ("rest", "REST route")):
+        for path, label in (("broker", "Broker path (`skip_messages`)"), ("rest", "REST route")):
             base, current, loads = pick("skip", backend, "statements", path)
             figures.append(
                 Figure(
@@ -529,7 +551,10 @@ def _figures(results: dict[tuple[str, str, str], list[dict[str, Any]]]) -> list[
                     exact=True,
                 )
             )
-        for path, label in (("broker", "`Broker.skip_messages`"), ("rest", "REST (`TestClient`)")):
+        for path, label in (
+            ("broker", "Broker path (`skip_messages`)"),
+            ("rest", "REST (`TestClient`)"),
+        ):
             base, current, loads = pick("skip", backend, "latency_ms", path)
             cpu_base, cpu_current, _ = pick("skip", backend, "cpu_ms", path)
             figures.append(
@@ -618,7 +643,7 @@ def render(run: dict[str, Any], figures: list[Figure]) -> str:
         "it). The REST route is the standalone's admin app (`cursorops.wire.web.web_app`, the "
         "plugin's app without Airflow's login) called through FastAPI's `TestClient`; at the "
         "base revision it ran `plan_skip` + `skip_requires_approval` + `apply_skip`, now "
-        f"`Broker.skip_messages`. Latency: the median of {sizes.timed_skips} two-id skips per "
+        f"`Broker.request`. Latency: the median of {sizes.timed_skips} two-id skips per "
         f"process, each on ids not skipped before (after {sizes.warm_skips} untimed), the "
         f"Broker and REST calls interleaved. Read path: {sizes.read_messages:,} messages in "
         "batches of 10 on one topic, read to the end through a Shared subscription (building "

@@ -90,15 +90,15 @@ def timed(command: Sequence[str], environment: dict[str, str]) -> tuple[Timing, 
 def build_home(home: Path, messages: int) -> None:
     """One topic of ``messages`` single-message entries and a Shared subscription (not timed)."""
     with Broker(Config.from_home(home)) as broker:
-        broker.create_tenant(ROLE, "bench")
-        broker.create_namespace(ROLE, "bench/cli")
-        broker.create_topic(ROLE, TOPIC)
-        broker.create_subscription(
+        broker.admin.create_tenant(ROLE, "bench")
+        broker.admin.create_namespace(ROLE, "bench/cli")
+        broker.admin.create_topic(ROLE, TOPIC)
+        broker.admin.create_subscription(
             ROLE, TOPIC, SUBSCRIPTION, SubscriptionType.SHARED, initial_position="earliest"
         )
         for start in range(0, messages, 10_000):
             payloads = [b"m%d" % i for i in range(start, min(messages, start + 10_000))]
-            broker.produce_columns(ROLE, TOPIC, payloads)
+            broker.producing.produce_columns(ROLE, TOPIC, payloads)
 
 
 class Commands:

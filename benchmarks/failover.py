@@ -202,7 +202,7 @@ def _client(url: str) -> Any:
 def _new_topic(cluster_: Cluster, prefix: str) -> str:
     topic = f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:10]}"
     with cluster_.admin() as admin:
-        admin.create_topic("admin", topic, PARTITIONS)
+        admin.admin.create_topic("admin", topic, PARTITIONS)
     return topic
 
 

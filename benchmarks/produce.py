@@ -68,9 +68,9 @@ columns = sys.argv[7] == "columns"
 topic = "persistent://bench/produce/topic"
 with tempfile.TemporaryDirectory(dir=sys.argv[5]) as home:
     with Broker(Config.from_home(Path(home) / "home")) as broker:
-        broker.create_tenant("admin", "bench")
-        broker.create_namespace("admin", "bench/produce")
-        broker.create_topic("admin", topic, partitions=partitions)
+        broker.admin.create_tenant("admin", "bench")
+        broker.admin.create_namespace("admin", "bench/produce")
+        broker.admin.create_topic("admin", topic, partitions=partitions)
         make = (lambda i: b"%032d" % i) if columns else (lambda i: OutgoingMessage(b"%032d" % i))
         chunks = [
             [make(i) for i in range(start, min(start + call, count))]
@@ -136,9 +136,9 @@ def _profile_one_call(work: Path) -> report.Profile:
         tempfile.TemporaryDirectory(dir=work) as home,
         Broker(Config.from_home(Path(home) / "home")) as broker,
     ):
-        broker.create_tenant("admin", "bench")
-        broker.create_namespace("admin", "bench/produce")
-        broker.create_topic("admin", topic, partitions=PARTITIONS)
+        broker.admin.create_tenant("admin", "bench")
+        broker.admin.create_namespace("admin", "bench/produce")
+        broker.admin.create_topic("admin", topic, partitions=PARTITIONS)
         producer = Producer(broker.ledgers, broker.metadata.get_topic(topic), "bench", BATCH)
         producer.send([OutgoingMessage(b"warm")], broker.clock())
         chunk = [b"%032d" % i for i in range(CALL)]

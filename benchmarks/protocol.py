@@ -366,7 +366,7 @@ def _cursorops_backlog(home: Path) -> Callable[[str, str], int]:
         from cursorops.core.services.broker import Broker
 
         with Broker(Config.from_home(home)) as broker:
-            parts = broker.analyze_backlog(ROLE, topic, subscription)
+            parts = broker.analysis.analyze_backlog(ROLE, topic, subscription)
         return sum(part.result.messages for part in parts)
 
     return backlog

@@ -35,6 +35,7 @@ from cursorops.core.domain.config import Config
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 
 SECTION = "radar"
 ROLE = "admin"
@@ -63,20 +64,22 @@ QUICK = Sizes(2, 5, 2, 5_000, 10, 50)
 
 
 def build(broker: Broker, sizes: Sizes, seed: int) -> list[str]:
-    broker.create_tenant(ROLE, "bench")
-    broker.create_namespace(ROLE, "bench/radar")
+    broker.admin.create_tenant(ROLE, "bench")
+    broker.admin.create_namespace(ROLE, "bench/radar")
     rng = random.Random(seed)
     topics = []
     for t in range(sizes.topics):
         topic = f"persistent://bench/radar/t{t}"
         topics.append(topic)
-        broker.create_topic(ROLE, topic, partitions=sizes.partitions)
+        broker.admin.create_topic(ROLE, topic, partitions=sizes.partitions)
         for s in range(sizes.subscriptions):
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 ROLE, topic, f"s{s}", SubscriptionType.SHARED, initial_position="earliest"
             )
         payloads = [b"%016d" % i for i in range(sizes.messages)]
-        written = broker.produce_columns(ROLE, topic, payloads, batch_size=sizes.batch_size)
+        written = broker.producing.produce_columns(
+            ROLE, topic, payloads, batch_size=sizes.batch_size
+        )
         entries = sorted(
             set(
                 zip(
@@ -96,15 +99,17 @@ def build(broker: Broker, sizes: Sizes, seed: int) -> list[str]:
                 MessageId(ledger, entry, part, rng.randrange(size), size)
                 for part, ledger, entry, size in chosen[half:]
             ]
-            broker.skip_messages(ROLE, topic, f"s{s}", ids)
+            skips.skip_messages(broker.gated, ROLE, topic, f"s{s}", ids)
         for s in range(min(2, sizes.subscriptions)):
             for _ in range(RESTARTS):
-                restarting = broker.dispatcher(ROLE, topic, f"s{s}").subscribe(
+                restarting = broker.reading.dispatcher(ROLE, topic, f"s{s}").subscribe(
                     "restarting", receiver_queue_size=100
                 )
                 restarting.receive_many(1)
                 restarting.close()
-        consumer = broker.dispatcher(ROLE, topic, "s0").subscribe("c", receiver_queue_size=100)
+        consumer = broker.reading.dispatcher(ROLE, topic, "s0").subscribe(
+            "c", receiver_queue_size=100
+        )
         received = consumer.receive_many(100)
         pills = {m.message_id for m in received[:: 100 // PILLS]}
         consumer.acknowledge([m for m in received if m.message_id not in pills])

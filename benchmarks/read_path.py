@@ -1,10 +1,10 @@
 """The read path: messages per second through a Shared subscription's consumer.
 
 Messages in batches of 10 on one non-partitioned topic, written with
-``Broker.produce`` (the ``Producer`` over the Parquet ``LedgerStore``; not
+``Broker.producing.produce`` (the ``Producer`` over the Parquet ``LedgerStore``; not
 timed). 10% of the messages, chosen at random by batch index, are acknowledged
 on the subscription before it is read (not timed). Then one consumer of
-``Broker.dispatcher(...).subscribe(...)`` reads until nothing is left, in five
+``Broker.reading.dispatcher(...).subscribe(...)`` reads until nothing is left, in five
 kinds of pass side by side in each run:
 
 - ``receive_many(1000)`` (a ``Message`` per message), without acknowledging
@@ -105,15 +105,17 @@ class Topic:
 
     def __init__(self, broker: Broker, sizes: Sizes) -> None:
         self.broker = broker
-        broker.create_tenant(ROLE, "bench")
-        broker.create_namespace(ROLE, "bench/read")
-        broker.create_topic(ROLE, TOPIC, partitions=0)
+        broker.admin.create_tenant(ROLE, "bench")
+        broker.admin.create_namespace(ROLE, "bench/read")
+        broker.admin.create_topic(ROLE, TOPIC, partitions=0)
         pad = f"%0{sizes.payload_bytes}d"
         ids: list[MessageId] = []
         for start in range(0, sizes.messages, sizes.produce_chunk):
             stop = min(start + sizes.produce_chunk, sizes.messages)
             payloads = [(pad % i).encode() for i in range(start, stop)]
-            ids += broker.produce_columns(ROLE, TOPIC, payloads, batch_size=sizes.batch_size)
+            ids += broker.producing.produce_columns(
+                ROLE, TOPIC, payloads, batch_size=sizes.batch_size
+            )
         self.ids = ids
         acked = random.Random(7).sample(ids, round(sizes.acked_fraction * len(ids)))
         self.acked = acked
@@ -123,7 +125,7 @@ class Topic:
 
     def subscription(self, name: str) -> str:
         """A Shared subscription at the earliest position with the chosen 10% acknowledged."""
-        self.broker.create_subscription(
+        self.broker.admin.create_subscription(
             ROLE, TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
         )
         targets = [AckTarget(m.position, m.batch_index, m.batch_size) for m in self.acked]
@@ -146,7 +148,7 @@ class Topic:
         chunk), otherwise with ``receive_many`` (a ``Message`` per message).
         """
         with Stopwatch() as build:
-            dispatcher = self.broker.dispatcher(ROLE, TOPIC, subscription)
+            dispatcher = self.broker.reading.dispatcher(ROLE, TOPIC, subscription)
         consumer = dispatcher.subscribe("bench", receiver_queue_size=queue)
         delivered = 0
         first = 0.0
@@ -171,7 +173,7 @@ class Topic:
 
     def check_unacked_delivered(self, subscription: str, *, columnar: bool) -> None:
         """A no-ack pass delivers exactly the messages not acknowledged beforehand, in order."""
-        dispatcher = self.broker.dispatcher(ROLE, TOPIC, subscription)
+        dispatcher = self.broker.reading.dispatcher(ROLE, TOPIC, subscription)
         consumer = dispatcher.subscribe("check", receiver_queue_size=CHUNK)
         seen: list[tuple[int, int, int]] = []
         while True:
@@ -346,9 +348,10 @@ def render(
     lines += [
         f"{results.messages:,} messages of {sizes.payload_bytes} bytes in batches of "
         f"{sizes.batch_size} ({results.entries:,} entries) on one topic, written with "
-        f"`Broker.produce` (not timed); {results.acked_before:,} random batch indexes "
+        f"`Broker.producing.produce` (not timed); {results.acked_before:,} random batch indexes "
         f"({sizes.acked_fraction:.0%}) acknowledged before reading (not timed). One consumer "
-        f"of a Shared subscription (`Broker.dispatcher(...).subscribe(...)`, receiver queue "
+        f"of a Shared subscription (`Broker.reading.dispatcher(...).subscribe(...)`, receiver "
+        f"queue "
         f"{CHUNK:,}) reads until nothing is left with `receive_many({CHUNK})` (a `Message` "
         f"per message) or `receive_batch({CHUNK})` (one columnar `MessageBatch` per chunk), "
         f"the kinds of pass side by side in each run: {delivered:,} messages each pass "

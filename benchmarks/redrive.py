@@ -2,12 +2,12 @@
 
 Each run has its own topic (three Shared subscriptions, ten messages each has
 consumed) and its dead-letter topic ``<topic>-billing-DLQ`` with one subscription
-and 100,000 messages written with ``Broker.produce`` (not timed), as a client's
+and 100,000 messages written with ``Broker.producing.produce`` (not timed), as a client's
 dead-letter producer writes them: one entry each, a key out of 1,000 and two
 properties.
 
-Timed: ``Broker.plan_redrive`` (authorize, read the dead-letter topic and its
-cursor, nothing written) and ``Broker.apply_redrive`` (re-read the planned
+Timed: ``gating.redrive.plan_redrive`` (authorize, read the dead-letter topic and its
+cursor, nothing written) and ``gating.redrive.apply_redrive`` (re-read the planned
 entries, then in one transaction: the new segment, the acknowledgements on the two
 other subscriptions and on the dead-letter subscription, the audit record). After
 each run the backlogs are counted exactly (``analyze_backlog``): ``billing`` has
@@ -27,6 +27,7 @@ from benchmarks.report import Options, Profile, Runs, Stopwatch
 from cursorops.core.domain.config import Config
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import redrive
 from cursorops.core.services.producer import OutgoingMessage
 
 SECTION = "redrive"
@@ -50,17 +51,17 @@ class Results:
 
 
 def seed(broker: Broker, topic: str, messages: int) -> None:
-    broker.create_topic(ROLE, topic)
+    broker.admin.create_topic(ROLE, topic)
     for sub in SUBSCRIPTIONS:
-        broker.create_subscription(
+        broker.admin.create_subscription(
             ROLE, topic, sub, SubscriptionType.SHARED, initial_position="earliest"
         )
-    broker.produce(ROLE, topic, [OutgoingMessage(b"m%d" % i) for i in range(10)])
+    broker.producing.produce(ROLE, topic, [OutgoingMessage(b"m%d" % i) for i in range(10)])
     for sub in SUBSCRIPTIONS:
-        broker.consume(ROLE, topic, sub, 10, ack=True)
+        broker.reading.consume(ROLE, topic, sub, 10, ack=True)
     dlq = f"{topic}-billing-DLQ"
-    broker.create_topic(ROLE, dlq)
-    broker.create_subscription(
+    broker.admin.create_topic(ROLE, dlq)
+    broker.admin.create_subscription(
         ROLE, dlq, "dlq-reader", SubscriptionType.SHARED, initial_position="earliest"
     )
     dead = [
@@ -71,12 +72,15 @@ def seed(broker: Broker, topic: str, messages: int) -> None:
         )
         for i in range(messages)
     ]
-    broker.produce(ROLE, dlq, dead)
+    broker.producing.produce(ROLE, dlq, dead)
 
 
 def backlogs(broker: Broker, topic: str) -> dict[str, int]:
-    found = {row.subscription: row.result.messages for row in broker.analyze_backlog(ROLE, topic)}
-    (dlq,) = broker.analyze_backlog(ROLE, f"{topic}-billing-DLQ", "dlq-reader")
+    found = {
+        row.subscription: row.result.messages
+        for row in broker.analysis.analyze_backlog(ROLE, topic)
+    }
+    (dlq,) = broker.analysis.analyze_backlog(ROLE, f"{topic}-billing-DLQ", "dlq-reader")
     return {**found, "dlq-reader": dlq.result.messages}
 
 
@@ -88,16 +92,16 @@ def measure(options: Options, work: Path) -> Results:
     cpus: list[float] = []
     profiles: list[tuple[str, Profile]] = []
     with Broker(config) as broker:
-        broker.create_tenant(ROLE, "bench")
-        broker.create_namespace(ROLE, NAMESPACE)
+        broker.admin.create_tenant(ROLE, "bench")
+        broker.admin.create_namespace(ROLE, NAMESPACE)
         for run in range(options.runs):
             topic = f"persistent://{NAMESPACE}/orders-{run}"
             seed(broker, topic, messages)
             cpu = time.process_time()
             with Stopwatch() as plan_watch:
-                plan = broker.plan_redrive(ROLE, topic, "billing")
+                plan = redrive.plan_redrive(broker.gated, ROLE, topic, "billing")
             with Stopwatch() as apply_watch:
-                outcome = broker.apply_redrive(ROLE, plan)
+                outcome = redrive.apply_redrive(broker.gated, ROLE, plan)
             cpus.append(time.process_time() - cpu)
             assert len(outcome.redriven) == messages
             assert backlogs(broker, topic) == {
@@ -121,8 +125,10 @@ def measure(options: Options, work: Path) -> Results:
                 (
                     what,
                     report.profile(
-                        lambda: broker.apply_redrive(
-                            ROLE, broker.plan_redrive(ROLE, topic, "billing")
+                        lambda: redrive.apply_redrive(
+                            broker.gated,
+                            ROLE,
+                            redrive.plan_redrive(broker.gated, ROLE, topic, "billing"),
                         )
                     ),
                 )

@@ -124,9 +124,9 @@ def create_namespace(config: Any) -> None:
     from cursorops.core.services.broker import Broker
 
     with Broker(config) as broker:
-        broker.create_tenant("admin", TENANT)
-        broker.create_namespace("admin", NAMESPACE)
-        broker.grant_permission("admin", NAMESPACE, "alice", ["consume"])
+        broker.admin.create_tenant("admin", TENANT)
+        broker.admin.create_namespace("admin", NAMESPACE)
+        broker.admin.grant_permission("admin", NAMESPACE, "alice", ["consume"])
 
 
 def seed(config: Any, sizes: Sizes, run: int) -> tuple[str, list[tuple[str, dict[str, int]]]]:
@@ -137,15 +137,15 @@ def seed(config: Any, sizes: Sizes, run: int) -> tuple[str, list[tuple[str, dict
 
     topic = f"persistent://{NAMESPACE}/events-{run}"
     with Broker(config) as broker:
-        broker.create_topic("admin", topic, PARTITIONS)
-        broker.create_subscription(
+        broker.admin.create_topic("admin", topic, PARTITIONS)
+        broker.admin.create_subscription(
             "admin", topic, SUBSCRIPTION, SubscriptionType.SHARED, initial_position="earliest"
         )
         messages = [
             OutgoingMessage(payload=f"m{i}".encode(), key=f"k{i % 97}")
             for i in range(sizes.messages)
         ]
-        ids = broker.produce("admin", topic, messages, batch_size=sizes.batch)
+        ids = broker.producing.produce("admin", topic, messages, batch_size=sizes.batch)
     out = [
         (
             label(m.partition, m.ledger_id, m.entry_id, m.batch_index),
@@ -313,7 +313,7 @@ def consumer(config_json: str, topic: str, seconds: float, out: Any) -> None:
                 time.sleep(min(ahead, until - time.monotonic(), 1.0))
                 continue
             began = time.time()
-            got = broker.consume("alice", topic, SUBSCRIPTION, 100, ack=True)
+            got = broker.reading.consume("alice", topic, SUBSCRIPTION, 100, ack=True)
             batches.append(
                 (
                     began,
@@ -469,13 +469,13 @@ def measure_one(sizes: Sizes, config: Any, server: ApiServer, token: str, run: i
         unacked = {
             label(m.message_id.partition, m.message_id.ledger_id, m.message_id.entry_id,
                   m.message_id.batch_index)
-            for m in broker.peek_messages("admin", topic, SUBSCRIPTION, sizes.messages + 1)
+            for m in broker.reading.peek_messages("admin", topic, SUBSCRIPTION, sizes.messages + 1)
         }  # fmt: skip
         lost = (set(received) | set(skipped)) & unacked
         if lost:
             violations.append(f"{len(lost)} acknowledgement(s) lost: {sorted(lost)[:5]}")
         drained: list[str] = []
-        while got := broker.consume("admin", topic, SUBSCRIPTION, 1000, ack=True):
+        while got := broker.reading.consume("admin", topic, SUBSCRIPTION, 1000, ack=True):
             drained += [
                 label(m.message_id.partition, m.message_id.ledger_id, m.message_id.entry_id,
                       m.message_id.batch_index)

@@ -1,13 +1,13 @@
 """``topics skip -n 1,000,000`` on a 10,000,000-message topic: the head counted in messages.
 
-One non-partitioned topic written with ``Broker.produce_columns`` in batches of 10
+One non-partitioned topic written with ``Broker.producing.produce_columns`` in batches of 10
 (not timed): 10,000,000 messages, 1,000,000 entries. Each run creates a fresh
 Shared subscription at the earliest position, acknowledges the first 15 messages
 (so the head starts inside a batch, not timed), then times:
 
-- ``Broker.plan_skip_head`` alone: the head chosen from the entry index and the
+- ``gating.skip.plan_skip_head`` alone: the head chosen from the entry index and the
   cursor, validated as a skip plan (what the workflow previews);
-- ``Broker.skip_head``: chosen, locked, acknowledged, audited, in one call (the
+- ``gating.skip.skip_head``: chosen, locked, acknowledged, audited, in one call (the
   CLI's and REST's direct door).
 
 Afterwards the backlog is checked to be exactly 10,000,000 - 15 - 1,000,000.
@@ -26,6 +26,7 @@ from benchmarks.report import Options, Runs, Stopwatch
 from cursorops.core.domain.config import Config
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skip_slice
 
 SECTION = "skip_head"
 ROLE = "admin"
@@ -56,35 +57,37 @@ class Results:
 
 
 def backlog(broker: Broker, subscription: str) -> int:
-    return sum(a.result.messages for a in broker.analyze_backlog(ROLE, TOPIC, subscription))
+    return sum(
+        a.result.messages for a in broker.analysis.analyze_backlog(ROLE, TOPIC, subscription)
+    )
 
 
 def measure(sizes: Sizes, options: Options, work: Path) -> Results:
     config = Config.from_home(work / "home")
     with Broker(config) as broker:
-        broker.create_tenant(ROLE, "bench")
-        broker.create_namespace(ROLE, "bench/head")
-        broker.create_topic(ROLE, TOPIC)
+        broker.admin.create_tenant(ROLE, "bench")
+        broker.admin.create_namespace(ROLE, "bench/head")
+        broker.admin.create_topic(ROLE, TOPIC)
         print(f"producing {sizes.messages:,} messages", flush=True)
         for start in range(0, sizes.messages, sizes.chunk):
             stop = min(start + sizes.chunk, sizes.messages)
             payloads = [b"%016d" % i for i in range(start, stop)]
-            broker.produce_columns(ROLE, TOPIC, payloads, batch_size=sizes.batch_size)
+            broker.producing.produce_columns(ROLE, TOPIC, payloads, batch_size=sizes.batch_size)
         plans: list[float] = []
         skips: list[float] = []
         cpus: list[float] = []
         for run in range(options.runs):
             name = f"head-{run}"
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 ROLE, TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
             )
-            broker.skip_head(ROLE, TOPIC, name, ACKED_FIRST)
+            skip_slice.skip_head(broker.gated, ROLE, TOPIC, name, ACKED_FIRST)
             with Stopwatch() as plan_watch:
-                plan = broker.plan_skip_head(ROLE, TOPIC, name, sizes.skip)
+                plan = skip_slice.plan_skip_head(broker.gated, ROLE, TOPIC, name, sizes.skip)
             assert len(plan) > 0
             cpu = time.process_time()
             with Stopwatch() as skip_watch:
-                outcome = broker.skip_head(ROLE, TOPIC, name, sizes.skip)
+                outcome = skip_slice.skip_head(broker.gated, ROLE, TOPIC, name, sizes.skip)
             cpus.append(time.process_time() - cpu)
             messages = sum(
                 m.batch_size if m.batch_index < 0 and m.batch_size > 0 else 1
@@ -108,7 +111,8 @@ def render(host: machine.Machine, options: Options, work: Path, result: Results)
     size = f"{sizes.skip:,} of {sizes.messages:,} messages"
     lines += [
         f"One non-partitioned topic of {sizes.messages:,} messages in batches of "
-        f"{sizes.batch_size} (written with `Broker.produce_columns`, not timed). Each run "
+        f"{sizes.batch_size} (written with `Broker.producing.produce_columns`, not timed). "
+        f"Each run "
         f"acknowledges the first {ACKED_FIRST} messages of a fresh Shared subscription (so "
         f"the head starts inside a batch), then skips the next {sizes.skip:,} messages; the "
         "backlog is then checked exact. Pulsar's `skip -n` would count entries: "

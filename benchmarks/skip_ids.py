@@ -1,6 +1,6 @@
 """PIP-423 skip by message id: 100,000 and 1,000,000 scattered ids over 8 partitions.
 
-Two sizes, each its own topic of 8 partitions written with ``Broker.produce``
+Two sizes, each its own topic of 8 partitions written with ``Broker.producing.produce``
 in batches of 10 (not timed): 1x is 2,000,000 messages (200,000 entries) and
 100,000 ids; 10x is 20,000,000 messages (2,000,000 entries) and 1,000,000 ids.
 The ids are half the entries, chosen at random chunk by chunk as the topic is
@@ -10,10 +10,10 @@ entries, half one batch index of another entry; then shuffled.
 Timed, each on a fresh Shared subscription at the earliest position, the two
 alternating which goes first from run to run:
 
-- ``Broker.skip_messages``: validated, acknowledged, durable and audited
+- ``gating.skip.skip_messages``: validated, acknowledged, durable and audited
   when it returns;
-- the same split into ``Broker.plan_skip`` (validation and routing, nothing
-  written) and ``Broker.apply_skip`` (acknowledge and audit).
+- the same split into ``gating.skip.plan_skip`` (validation and routing, nothing
+  written) and ``gating.skip.apply_skip`` (acknowledge and audit).
 
 After every run the subscription's cursors are reloaded and each skipped id
 is checked acknowledged. The first ``skip_messages`` of the process is also
@@ -38,6 +38,7 @@ from cursorops.core.domain.config import Config
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skip_slice
 from cursorops.core.store.cursor_state import replay
 
 SECTION = "skip_ids"
@@ -73,9 +74,9 @@ def build_topic(broker: Broker, sizes: Sizes, seed: int) -> tuple[list[MessageId
     Each produced chunk gives its share of ids (``ids`` per ``messages /
     batch_size`` entries), so only one chunk's ids are held at a time.
     """
-    broker.create_tenant(ROLE, "bench")
-    broker.create_namespace(ROLE, "bench/skip")
-    broker.create_topic(ROLE, TOPIC, partitions=sizes.partitions)
+    broker.admin.create_tenant(ROLE, "bench")
+    broker.admin.create_namespace(ROLE, "bench/skip")
+    broker.admin.create_topic(ROLE, TOPIC, partitions=sizes.partitions)
     rng = random.Random(seed)
     share = sizes.ids / (sizes.messages / sizes.batch_size)
     chosen: list[MessageId] = []
@@ -83,7 +84,9 @@ def build_topic(broker: Broker, sizes: Sizes, seed: int) -> tuple[list[MessageId
     for start in range(0, sizes.messages, sizes.produce_chunk):
         stop = min(start + sizes.produce_chunk, sizes.messages)
         payloads = [b"%016d" % i for i in range(start, stop)]
-        written = broker.produce_columns(ROLE, TOPIC, payloads, batch_size=sizes.batch_size)
+        written = broker.producing.produce_columns(
+            ROLE, TOPIC, payloads, batch_size=sizes.batch_size
+        )
         entries = dict(
             zip(
                 zip(
@@ -164,20 +167,20 @@ def measure(sizes: Sizes, options: Options, work: Path) -> Results:
             order = ("whole", "split") if run % 2 == 0 else ("split", "whole")
             for kind in order:
                 name = f"{kind}-{run}"
-                broker.create_subscription(
+                broker.admin.create_subscription(
                     ROLE, TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
                 )
                 cpu = time.process_time()
                 if kind == "whole":
                     with Stopwatch() as skip:
-                        outcome = broker.skip_messages(ROLE, TOPIC, name, chosen)
+                        outcome = skip_slice.skip_messages(broker.gated, ROLE, TOPIC, name, chosen)
                     skip_cpus.append(time.process_time() - cpu)
                     per_partition = dict(outcome.per_partition)
                 else:
                     with Stopwatch() as plan:
-                        planned = broker.plan_skip(ROLE, TOPIC, name, chosen)
+                        planned = skip_slice.plan_skip(broker.gated, ROLE, TOPIC, name, chosen)
                     with Stopwatch() as apply:
-                        outcome = broker.apply_skip(ROLE, planned)
+                        outcome = skip_slice.apply_skip(broker.gated, ROLE, planned)
                     split_cpus.append(time.process_time() - cpu)
                 assert len(outcome.skipped) == total and not outcome.already_acknowledged
                 check_skipped(broker, name, chosen)
@@ -194,11 +197,16 @@ def measure(sizes: Sizes, options: Options, work: Path) -> Results:
             what = f"one `skip_messages` of {total:,} ids on a fresh subscription"
             print(f"above the aim: profiling {what}", flush=True)
             name = "profiled"
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 ROLE, TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
             )
             profiles.append(
-                (what, report.profile(lambda: broker.skip_messages(ROLE, TOPIC, name, chosen)))
+                (
+                    what,
+                    report.profile(
+                        lambda: skip_slice.skip_messages(broker.gated, ROLE, TOPIC, name, chosen)
+                    ),
+                )
             )
         return Results(
             sizes,
@@ -219,9 +227,9 @@ def measure(sizes: Sizes, options: Options, work: Path) -> Results:
 def render(host: machine.Machine, options: Options, work: Path, results: Sequence[Results]) -> str:
     lines = report.preamble("Skip by message id (PIP-423)", "skip_ids", host, options, work)
     lines += [
-        "Each size is its own topic of 8 partitions written with `Broker.produce` in batches "
-        "of 10 (not timed). The ids are half the topic's entries, chosen at random as it is "
-        "written: half whole entries, half one batch index of another entry, shuffled. Each "
+        "Each size is its own topic of 8 partitions written with `Broker.producing.produce` in "
+        "batches of 10 (not timed). The ids are half the topic's entries, chosen at random as it "
+        "is written: half whole entries, half one batch index of another entry, shuffled. Each "
         "run skips on a fresh Shared subscription, once whole and once split, alternating "
         "which goes first; afterwards every id is checked acknowledged in the reloaded "
         "cursors (with the per-id `CursorState.is_acked`). The machine has 2 cores shared "

@@ -14,7 +14,8 @@ and some indexes of some batches. Then, on the same data, each several times:
   (``scripts/spark-connect-up.sh``, ``local[2]``, started once for the whole
   run) through :func:`cursorops.airflow.operators.spark.run_on_connect`, the very call a DAG's
   Spark task makes when ``spark_connect_default`` exists: no JVM starts;
-- **core**: :meth:`cursorops.core.services.broker.Broker.analyze_backlog`, the pure-Python path;
+- **core**: :meth:`cursorops.core.services.broker.analysis.Analysis.analyze_backlog`, the
+  pure-Python path;
 - **DuckDB**: one SQL query over the same Parquet files and the cursors
   exported as tables, an independent reference for how fast one process reads
   this data (2 threads).
@@ -100,11 +101,11 @@ def generate(home: Path, messages: int, seed: int = 7) -> Dataset:
     clock = iter(range(NOW, NOW + 10**12, 1_000))
     started = time.perf_counter()
     with Broker(config, clock=lambda: next(clock)) as broker:
-        broker.create_tenant("admin", "bench")
-        broker.create_namespace("admin", "bench/backlog")
-        info = broker.create_topic("admin", TOPIC, PARTITIONS)
+        broker.admin.create_tenant("admin", "bench")
+        broker.admin.create_namespace("admin", "bench/backlog")
+        info = broker.admin.create_topic("admin", TOPIC, PARTITIONS)
         for sub in SUBSCRIPTIONS:
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 "admin", TOPIC, sub, SubscriptionType.SHARED, initial_position="earliest"
             )
         producer = Producer(broker.ledgers, info, producer_name="bench", batch_size=BATCH)
@@ -140,7 +141,7 @@ def generate(home: Path, messages: int, seed: int = 7) -> Dataset:
                 _acknowledge(broker, partition, sub, layout, index, np.random.default_rng(number))
         acked = time.perf_counter() - started
         backlog_messages = sum(
-            one.result.messages for one in broker.analyze_backlog("admin", TOPIC)
+            one.result.messages for one in broker.analysis.analyze_backlog("admin", TOPIC)
         )
     return Dataset(config, messages, entries, segments, size, backlog_messages, generated, acked)
 
@@ -199,7 +200,7 @@ def _answer(analyses: Sequence[PartitionAnalysis]) -> Answer:
 
 def core_path(config: Config) -> Answer:
     with Broker(config) as broker:
-        return _answer(broker.analyze_backlog("admin", TOPIC))
+        return _answer(broker.analysis.analyze_backlog("admin", TOPIC))
 
 
 def spark_warm(config: Config, spark: Any) -> Answer:
@@ -510,7 +511,7 @@ def markdown(
         "one kind of session per process, and this one holds the classic session); *Spark "
         "Connect, new process* is the same call in a new Python process, start and imports "
         "included, as a task process pays them; *core* is "
-        "`Broker.analyze_backlog` in this process; *DuckDB* "
+        "`Broker.analysis.analyze_backlog` in this process; *DuckDB* "
         "exports the cursors as tables and runs one query over the same files.",
         "",
         report.table(

@@ -1,6 +1,6 @@
 """Undo of a skip of 100,000 scattered ids over 8 partitions.
 
-The topic of ``skip_ids`` at 1x: 8 partitions written with ``Broker.produce`` in
+The topic of ``skip_ids`` at 1x: 8 partitions written with ``Broker.producing.produce`` in
 batches of 10 (not timed), 2,000,000 messages (200,000 entries); 100,000 ids, half
 the entries chosen at random, half of them whole entries and half one batch index
 of another entry, shuffled.
@@ -8,9 +8,9 @@ of another entry, shuffled.
 Each run skips them on a fresh Shared subscription at the earliest position (not
 timed), then times the undo of that skip:
 
-- ``Broker.plan_undo_skip``: the skip's audit record read, every id routed to its
+- ``gating.undo_skip.plan_undo_skip``: the skip's audit record read, every id routed to its
   partition and checked on a retained ledger, those still acknowledged counted;
-- ``Broker.apply_undo_skip``: planned again, then the cursors locked, the
+- ``gating.undo_skip.apply_undo_skip``: planned again, then the cursors locked, the
   acknowledgements taken back and written as one replacing delta per partition,
   with the ``undo-skip`` audit record, in one transaction.
 
@@ -35,6 +35,8 @@ from cursorops.core.domain.config import Config
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
+from cursorops.core.services.gating import undo_skip
 from cursorops.core.store.cursor_state import replay
 
 SECTION = "undo_skip"
@@ -88,16 +90,16 @@ def measure(sizes: Sizes, options: Options, work: Path) -> Results:
         cpus: list[float] = []
         for run in range(options.runs):
             name = f"undo-{run}"
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 ROLE, TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
             )
-            skipped = broker.skip_messages(ROLE, TOPIC, name, chosen)
+            skipped = skips.skip_messages(broker.gated, ROLE, TOPIC, name, chosen)
             assert skipped.skip_id is not None and len(skipped.skipped) == len(chosen)
             cpu = time.process_time()
             with Stopwatch() as plan_watch:
-                plan = broker.plan_undo_skip(ROLE, TOPIC, name, skipped.skip_id)
+                plan = undo_skip.plan_undo_skip(broker.gated, ROLE, TOPIC, name, skipped.skip_id)
             with Stopwatch() as apply_watch:
-                outcome = broker.apply_undo_skip(ROLE, plan)
+                outcome = undo_skip.apply_undo_skip(broker.gated, ROLE, plan)
             cpus.append(time.process_time() - cpu)
             assert len(outcome.unacknowledged) == len(chosen) and not outcome.not_acknowledged
             check_unacknowledged(broker, name, chosen)
@@ -116,7 +118,7 @@ def render(host: machine.Machine, options: Options, work: Path, result: Results)
     sizes = result.sizes
     lines += [
         f"The topic of `skip_ids` at 1x: {sizes.partitions} partitions written with "
-        f"`Broker.produce` in batches of {sizes.batch_size} (not timed), "
+        f"`Broker.producing.produce` in batches of {sizes.batch_size} (not timed), "
         f"{sizes.messages:,} messages ({result.entries:,} entries). Each run skips "
         f"{result.ids:,} scattered ids (half whole entries, half one batch index of another "
         "entry) on a fresh Shared subscription (not timed), then undoes that skip; afterwards "

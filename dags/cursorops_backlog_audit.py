@@ -100,7 +100,7 @@ def cursorops_backlog_audit() -> None:
             documents = run_audit(hook.config, context["dag_run"])
             at_ms = broker.clock()
             samples = [s for d in documents for s in samples_from(d, None, at_ms, run_id)]
-            broker.record_backlog_audit(role, run_id, samples)
+            broker.analysis.record_backlog_audit(role, run_id, samples)
         return {"topics": [d["topic"] for d in documents], "rows": len(samples)}
 
     @task(retries=0)
@@ -127,7 +127,7 @@ def cursorops_backlog_audit() -> None:
         topics = [d["topic"] for d in run_audit(cfg, context["dag_run"])]
         with hook.broker() as broker:
             thresholds = load_thresholds(params["thresholds"], cfg.home)
-            history = [s for t in topics for s in broker.backlog_history(audit_role(), t)]
+            history = [s for t in topics for s in broker.analysis.backlog_history(audit_role(), t)]
         now = [s for s in history if s.run_id == run_id]
         breaches = check(now, latest_before(history, run_id), thresholds)
         chosen = chart_selection(now, breaches, params["chart_largest"])

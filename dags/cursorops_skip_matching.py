@@ -78,7 +78,7 @@ def cursorops_skip_matching() -> None:
             )
             # Another request recorded for this run already is refused, and audited.
             with hook.new_broker() as broker:
-                record = broker.save_request_record(record)
+                record = broker.workflow.save_request_record(record)
         return {
             "requestDigest": record.digest,
             "topic": record.topic,
@@ -104,9 +104,11 @@ def cursorops_skip_matching() -> None:
             request = run_request_record(broker, context)
         topic, wanted = request.topic, request.subscription
         with refusal_audited(context, SKIP, topic, wanted, "authorize"), hook.broker() as broker:
-            info = broker.authorized_topic(request.role, Operation.SKIP, topic)
+            info = broker.access.authorized_topic(request.role, Operation.SKIP, topic)
             found = [
-                s for s in broker.list_subscriptions(request.role, info.name) if s.name == wanted
+                s
+                for s in broker.admin.list_subscriptions(request.role, info.name)
+                if s.name == wanted
             ]
             if not found:
                 raise SubscriptionNotFoundError(f"Subscription {wanted} not found on {info.name}")

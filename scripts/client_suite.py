@@ -111,15 +111,15 @@ def set_up(home: Path, tests: Path) -> list[str]:
     hashed = bcrypt.hashpw(b"123456", bcrypt.gensalt()).decode()
     (home / "htpasswd").write_text(f"admin:{hashed}\n")
     with Broker(Config.from_home(home)) as broker:
-        broker.create_tenant("admin", "public", ["anonymous"])
-        broker.create_tenant("admin", "private")
+        broker.admin.create_tenant("admin", "public", ["anonymous"])
+        broker.admin.create_tenant("admin", "private")
         for namespace, role in (
             ("public/default", "anonymous"),
             ("public/default-2", "anonymous"),
             ("private/auth", "token-principal"),
         ):
-            broker.create_namespace("admin", namespace)
-            broker.grant_permission("admin", namespace, role, ["produce", "consume"])
+            broker.admin.create_namespace("admin", namespace)
+            broker.admin.grant_permission("admin", namespace, role, ["produce", "consume"])
     certs = tests / "test-conf"
     return [
         "--auth-token-secret",

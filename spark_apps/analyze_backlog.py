@@ -2,14 +2,14 @@
 
 One pass over the topic's data answers every subscription at once. The driver
 takes a :class:`cursorops.core.domain.analysis.topic_scan.TopicScan` from
-:meth:`cursorops.core.services.broker.Broker.scan_plan` (the committed segments, and each
+:meth:`cursorops.core.services.broker.analysis.Analysis.scan_plan` (the committed segments, and each
 subscription with its entry filters and cursor states); Spark reads one row per
 entry (the first message of each, which is what the entry filters look at),
 groups the rows by topic partition, and each group calls
 :func:`cursorops.core.domain.analysis.backlog.analyze` per subscription, with the verdicts of
 :meth:`cursorops.core.domain.analysis.entry_filters.EntryFilters.verdicts` of the subscription's
 filters. So the answer is core's, message for message, and equals
-:meth:`cursorops.core.services.broker.Broker.analyze_backlog`'s field for field.
+:meth:`cursorops.core.services.broker.analysis.Analysis.analyze_backlog`'s field for field.
 
 No cap by default. ``--max-entries`` makes the answer a page of at most that
 many backlog entries per subscription over the whole topic, partitions in
@@ -529,8 +529,8 @@ def run(
     start_after: str | None = None,
     remote: str | None = None,
 ) -> list[PartitionAnalysis]:
-    """The Spark twin of :meth:`cursorops.core.services.broker.Broker.analyze_backlog` (same list,
-    same order).
+    """The Spark twin of :meth:`cursorops.core.services.broker.analysis.Analysis.analyze_backlog`
+    (same list, same order).
 
     Paged when ``max_entries`` or ``time_limit_ms`` is given: a page examines at
     most ``max_entries`` backlog entries per subscription over the whole topic,
@@ -547,7 +547,7 @@ def run(
     if max_entries is not None and max_entries < 1:
         raise InvalidArgumentError(f"Invalid --max-entries {max_entries}: expected at least 1")
     with Broker(config) as broker:
-        scan = broker.scan_plan(role, topic, subscription, operation=Operation.CONSUME)
+        scan = broker.analysis.scan_plan(role, topic, subscription, operation=Operation.CONSUME)
     token = (
         None if start_after is None else parse_resume_token(start_after, scan, scan.ledger_owner)
     )

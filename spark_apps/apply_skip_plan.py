@@ -5,14 +5,14 @@ a match list that ``find_messages`` wrote (a Parquet file or Spark's folder of
 part files, possibly millions of rows), checks that every row is an id of this
 topic, and reduces it to its distinct ids (:func:`transform`, a pure
 DataFrame -> DataFrame function). The driver then makes the one write, through
-``core``: :meth:`cursorops.core.services.broker.Broker.plan_skip` validates every id against the
+``core``: :func:`cursorops.core.services.gating.skip.plan_skip` validates every id against the
 ledgers and the cursor (nothing written on any bad id), and
-:meth:`cursorops.core.services.broker.Broker.apply_skip` acknowledges the plan on every partition
+:func:`cursorops.core.services.gating.skip.apply_skip` acknowledges the plan on every partition
 and writes its audit record (stamped by the broker's clock) in ONE
 metadata-store transaction: a killed job leaves all of it or none of it, and
 re-running converges.
 
-A plan already made by :meth:`~cursorops.core.services.broker.Broker.plan_skip` (its JSON, e.g.
+A plan already made by :func:`~cursorops.core.services.gating.skip.plan_skip` (its JSON, e.g.
 the approved plan of a workflow) is applied as it is with ``--skip-plan``; the
 broker re-validates it first. Ids given with ``--ids`` / ``--ids-file`` need no
 Spark pass.
@@ -155,6 +155,7 @@ def run(
     session of ``master`` or of the Spark Connect server ``remote``.
     """
     from cursorops.core.services.broker import Broker
+    from cursorops.core.services.gating import skip as skips
 
     log = job_logger("cursorops.apply_skip_plan")
     if sum(x is not None for x in (ids, match_list, plan)) != 1:
@@ -168,7 +169,7 @@ def run(
     with Broker(config) as broker:
         if plan is None:
             plan = (
-                broker.plan_skip(role, parsed, subscription, ids)
+                skips.plan_skip(broker.gated, role, parsed, subscription, ids)
                 if ids
                 else SkipPlan(name, subscription, (), broker.clock())
             )
@@ -185,7 +186,7 @@ def run(
             len(plan.items),
             len(plan.partitions()),
         )
-        outcome = broker.apply_skip(role, plan, via="spark")
+        outcome = skips.apply_skip(broker.gated, role, plan, via="spark")
     return outcome.to_pulsar_json()
 
 
@@ -223,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-s", "--subscription", required=True)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--match-list", help="a match list written by find_messages (Parquet)")
-    source.add_argument("--skip-plan", help="a plan made by Broker.plan_skip (JSON)")
+    source.add_argument("--skip-plan", help="a skip plan (JSON, as SkipPlan.to_json writes it)")
     source.add_argument(
         "--ids", nargs="+", action="extend", metavar="L:E[:B]", help="message id triplets"
     )

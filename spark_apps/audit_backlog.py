@@ -3,16 +3,15 @@
 One scan over the committed segments of all the topics answers every
 subscription at once, as :mod:`cursorops.spark.analyze_backlog` does for one topic:
 the driver takes a :class:`cursorops.core.domain.analysis.topic_scan.TopicScan` per topic from
-:meth:`cursorops.core.services.broker.Broker.scan_plan`, Spark reads one row per entry (the first
-message of each) of every segment, tags each row with its topic partition (a
+:meth:`cursorops.core.services.broker.analysis.Analysis.scan_plan`, Spark reads one row per entry
+(the first message of each) of every segment, tags each row with its topic partition (a
 ledger belongs to exactly one), groups by topic partition, and each group calls
 :func:`cursorops.spark.analyze_backlog.analyze_partition` with that topic's
 subscriptions, cursor states and entry filters. So each topic's document is
 :func:`cursorops.core.domain.analysis.backlog.analysis_document` of core's answer, field for field,
 plus each subscription's ``oldestPublishMs``
-(:meth:`cursorops.core.services.broker.Broker.backlog_ages`'s
-figure: the publish time of its oldest unacknowledged message, None when the
-backlog is empty).
+(:meth:`cursorops.core.services.broker.analysis.Analysis.backlog_ages`'s figure: the publish time of
+its oldest unacknowledged message, None when the backlog is empty).
 
 A topic without subscriptions gets a document without subscriptions and costs
 no read. The job logs progress lines on stderr (topics planned, the scan, the
@@ -166,7 +165,7 @@ def plan_scans(config: Config, topics: Sequence[str], role: str, log: Any) -> li
     started = time.monotonic()
     with Broker(config) as broker:
         for done, topic in enumerate(topics, 1):
-            scans.append(broker.scan_plan(role, topic, operation=Operation.CONSUME))
+            scans.append(broker.analysis.scan_plan(role, topic, operation=Operation.CONSUME))
             if done % step == 0 or done == len(topics):
                 log.info(
                     "planned %d/%d topic(s) in %.1fs", done, len(topics), time.monotonic() - started
@@ -184,7 +183,8 @@ def run(
     remote: str | None = None,
 ) -> list[dict[str, Any]]:
     """One document per topic (:func:`cursorops.core.domain.analysis.backlog.analysis_document`,
-    with each subscription's ``oldestPublishMs``), from one Spark job over all the topics."""
+    with each
+    subscription's ``oldestPublishMs``), from one Spark job over all the topics."""
     log = job_logger("cursorops.audit_backlog")
     started = time.monotonic()
     scans = plan_scans(config, topics, role, log)

@@ -159,7 +159,9 @@ def run(
 
     log = job_logger("cursorops.find_messages")
     with Broker(config) as broker:
-        scan = broker.scan_plan(role, topic, subscription, operation=Operation.PEEK_MESSAGES)
+        scan = broker.analysis.scan_plan(
+            role, topic, subscription, operation=Operation.PEEK_MESSAGES
+        )
     log.info(
         "finding in %s for %s: %d partition(s), %d segment(s), predicate %s",
         scan.topic,

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         remote = remote_from(args)
         config = Config.from_environ(os.environ)
         with Broker(config) as broker:
-            record = broker.run_request_record(args.dag_id, args.run_id, args.requester)
+            record = broker.workflow.run_request_record(args.dag_id, args.run_id, args.requester)
         if record.operation != OPERATION:
             raise NotAuthorizedError(
                 f"Request {record.digest} of run {args.run_id} is a {record.operation} "

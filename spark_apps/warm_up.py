@@ -49,10 +49,10 @@ def build_home(home: Path) -> Config:
 
     config = Config.from_home(home)
     with Broker(config) as broker:
-        broker.create_tenant(ROLE, "warm-up")
-        broker.create_namespace(ROLE, "warm-up/jobs")
-        broker.create_topic(ROLE, TOPIC, partitions=2)
-        broker.create_subscription(
+        broker.admin.create_tenant(ROLE, "warm-up")
+        broker.admin.create_namespace(ROLE, "warm-up/jobs")
+        broker.admin.create_topic(ROLE, TOPIC, partitions=2)
+        broker.admin.create_subscription(
             ROLE, TOPIC, SUBSCRIPTION, SubscriptionType.SHARED, initial_position="earliest"
         )
         messages = [
@@ -63,7 +63,7 @@ def build_home(home: Path) -> Config:
             )
             for i in range(MESSAGES)
         ]
-        broker.produce(ROLE, TOPIC, messages, batch_size=10)
+        broker.producing.produce(ROLE, TOPIC, messages, batch_size=10)
     return config
 
 

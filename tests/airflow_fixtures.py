@@ -37,11 +37,11 @@ def cursorops_home(tmp_path_factory: pytest.TempPathFactory) -> Config:
 
     config = Config.from_home(tmp_path_factory.mktemp("cursorops"))
     with Broker(config) as broker:
-        broker.create_tenant("admin", TENANT)
-        broker.create_namespace("admin", NAMESPACE)
-        broker.create_namespace("admin", SECRET_NAMESPACE)
+        broker.admin.create_tenant("admin", TENANT)
+        broker.admin.create_namespace("admin", NAMESPACE)
+        broker.admin.create_namespace("admin", SECRET_NAMESPACE)
         for role in GRANTED:
-            broker.grant_permission("admin", NAMESPACE, role, ["consume"])
+            broker.admin.grant_permission("admin", NAMESPACE, role, ["consume"])
     return config
 
 

@@ -60,14 +60,14 @@ def _seed(config: Config, namespace: str) -> None:
 
     topic = f"persistent://{namespace}/large"
     with Broker(config) as broker:
-        broker.create_tenant("admin", namespace.split("/")[0])
-        broker.create_namespace("admin", namespace)
-        broker.create_topic("admin", topic, 4)
-        broker.create_subscription(
+        broker.admin.create_tenant("admin", namespace.split("/")[0])
+        broker.admin.create_namespace("admin", namespace)
+        broker.admin.create_topic("admin", topic, 4)
+        broker.admin.create_subscription(
             "admin", topic, "audited", SubscriptionType.SHARED, initial_position="earliest"
         )
         messages = [OutgoingMessage(payload=b"x" * 100, key=f"k{i % 97}") for i in range(MESSAGES)]
-        broker.produce("admin", topic, messages, batch_size=10)
+        broker.producing.produce("admin", topic, messages, batch_size=10)
 
 
 def _occupy_every_slot(port: int, token: str, started: Path) -> threading.Thread:

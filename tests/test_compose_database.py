@@ -86,10 +86,10 @@ def test_the_reader_may_select_the_cursor_state_and_write_none_of_it(
     config = Config.from_home(tmp_path / "home", metadata_url=writer)
     migrate(config)
     with Broker(config) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/orders")
-        broker.create_topic("admin", "persistent://acme/orders/t")
-        broker.create_subscription("admin", "persistent://acme/orders/t", "s")
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/orders")
+        broker.admin.create_topic("admin", "persistent://acme/orders/t")
+        broker.admin.create_subscription("admin", "persistent://acme/orders/t", "s")
 
     reader = create_engine(_as(server, "cursorops_reader", "cursorops"), poolclass=NullPool)
     try:

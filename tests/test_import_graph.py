@@ -154,7 +154,7 @@ def test_the_checker_catches_each_kind() -> None:
         "from cursorops.core.domain.analysis.topic_scan import TopicScan\n"
         "import cursorops.core.domain.errors\n"
         "from cursorops.core.services.broker import Broker, wall_clock_ms\n"
-        "stats = broker.topic_stats('admin', 't')\n"
+        "stats = broker.analysis.topic_stats('admin', 't')\n"
         "meta = document.metadata\n"
     )
     assert violations(good, "good.py") == []

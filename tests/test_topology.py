@@ -129,11 +129,11 @@ def test_production_topology_as_local_processes(tmp_path: Path, databases: dict[
 
     config = Config.from_home(tmp_path / "cursorops", metadata_url=databases["cursorops_topology"])
     with Broker(config) as broker:
-        broker.create_tenant("admin", TENANT)
-        broker.create_namespace("admin", NAMESPACE)
+        broker.admin.create_tenant("admin", TENANT)
+        broker.admin.create_namespace("admin", NAMESPACE)
         for role in ("alice", "bob"):
-            broker.grant_permission("admin", NAMESPACE, role, ["consume"])
-        broker.set_namespace_policy("admin", NAMESPACE, skip_requires_approval=True)
+            broker.admin.grant_permission("admin", NAMESPACE, role, ["consume"])
+        broker.admin.set_namespace_policy("admin", NAMESPACE, skip_requires_approval=True)
     seeded = seed_topic(config, NAMESPACE, partitions=3)
     before = seeded.unacknowledged()
     reminders = {label(m) for m in seeded.ids[-3:]}
@@ -262,7 +262,7 @@ def test_production_topology_as_local_processes(tmp_path: Path, databases: dict[
     with Broker(config, clock=lambda: wall_clock_ms() + TWO_HOURS_MS) as broker:
         delivered = [
             label(m.message_id)
-            for m in broker.consume("admin", seeded.topic, SUBSCRIPTION, 1000, ack=True)
+            for m in broker.reading.consume("admin", seeded.topic, SUBSCRIPTION, 1000, ack=True)
         ]
     assert len(delivered) == len(set(delivered))
     assert set(delivered) == expected

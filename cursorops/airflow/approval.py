@@ -120,7 +120,7 @@ def require_approvals(
     topics = topics_of(record)
     return check_approvals(
         gates,
-        broker.approval_answers(dag_run.dag_id, dag_run.run_id),
+        broker.workflow.approval_answers(dag_run.dag_id, dag_run.run_id),
         record,
         dag_run.triggering_user_name,
         lambda user: all(may_skip(broker, pulsar_role(user), t) for t in topics),

@@ -43,10 +43,10 @@ def audit_topics(broker: Broker, role: str, namespaces: Iterable[str]) -> list[s
     if not chosen:
         chosen = [
             namespace
-            for tenant in broker.list_tenants(role)
-            for namespace in broker.list_namespaces(role, tenant)
+            for tenant in broker.admin.list_tenants(role)
+            for namespace in broker.admin.list_namespaces(role, tenant)
         ]
-    return sorted(t.name for namespace in chosen for t in broker.list_topics(role, namespace))
+    return sorted(t.name for namespace in chosen for t in broker.admin.list_topics(role, namespace))
 
 
 def load_thresholds(param: Mapping[str, Any] | None, home: Path) -> Thresholds:
@@ -117,7 +117,11 @@ def radar_report(
     ``subscriptions`` holds every subscription with findings (each with its
     prefilled skip request); the counts cover all of them.
     """
-    found = [radar for topic in topics for radar in broker.poison_radar(role, topic, None, limits)]
+    found = [
+        radar
+        for topic in topics
+        for radar in broker.analysis.poison_radar(role, topic, None, limits)
+    ]
     return {
         "limits": limits.to_json(),
         "subscriptions": len(found),

@@ -36,12 +36,14 @@ def _answers(broker: Broker, record: PlanRecord, gates: Sequence[str]) -> list[d
     answers = by_gate(
         [
             a
-            for a in broker.approval_answers(b.dag_id, b.run_id)
+            for a in broker.workflow.approval_answers(b.dag_id, b.run_id)
             if a.request.digest == record.digest
         ]
     )
     shown = {
-        r.gate for r in broker.approval_requests(b.dag_id, b.run_id) if r.digest == record.digest
+        r.gate
+        for r in broker.workflow.approval_requests(b.dag_id, b.run_id)
+        if r.digest == record.digest
     }
     out = []
     for gate in gates:
@@ -66,7 +68,7 @@ def closing_records(broker: Broker, record: PlanRecord) -> list[dict[str, Any]]:
     b = record.binding
     return [
         dict(e.detail)
-        for e in broker.audit_log(
+        for e in broker.workflow.audit_log(
             b.role, record.topic, kind=request_kind(record.operation), limit=1000
         )
         if e.detail.get("runId") == b.run_id and e.detail.get("planDigest") == record.digest
@@ -80,7 +82,7 @@ def attempt_events(broker: Broker, role: str, record: PlanRecord) -> list[AuditR
     kinds = (record.operation, refused_kind(record.operation))
     return [
         e
-        for e in broker.audit_log(role, record.topic, limit=1000)
+        for e in broker.workflow.audit_log(role, record.topic, limit=1000)
         if e.kind in kinds
         and e.detail.get("runId") == record.binding.run_id
         and e.detail.get("planDigest") == record.digest
@@ -156,7 +158,7 @@ def close_request(
     outcome, statement = decide(record, given, latest)
     after = None
     if outcome == "applied" and record.operation == SKIP:
-        after = broker.project_backlog(role, record.skip_plan()).before
+        after = broker.analysis.project_backlog(role, record.skip_plan()).before
         statement = statement[:-1] + f"; backlog now {after}."
     doc = record.document
     backlog = doc.get("backlog") or {}
@@ -188,8 +190,8 @@ def close_request(
     # Idempotent per attempt: a retried record task finds its own record.
     keys = ("runId", "planDigest", "attemptEvent", "outcome")
     kind = request_kind(record.operation)
-    for entry in broker.audit_log(role, record.topic, kind=kind, limit=1000):
+    for entry in broker.workflow.audit_log(role, record.topic, kind=kind, limit=1000):
         if all(entry.detail.get(k) == detail[k] for k in keys):
             return dict(entry.detail)
-    broker.record_audit(role, kind, record.topic, record.subscription, detail)
+    broker.workflow.record_audit(role, kind, record.topic, record.subscription, detail)
     return detail

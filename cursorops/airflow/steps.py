@@ -54,7 +54,7 @@ def refusal_audited(
         hook = CursorOpsHook()
         try:
             with hook.new_broker() as broker:
-                broker.record_audit(
+                broker.workflow.record_audit(
                     hook.requester_role(context),
                     refused_kind(operation),
                     str(topic),
@@ -86,10 +86,10 @@ def run_plan_record(
     digest = (context.get("params") or {}).get(RUN_DIGEST)
     with airflow_outcome():
         if digest:
-            return broker.bound_plan_record(
+            return broker.workflow.bound_plan_record(
                 role, str(digest), dag_run.dag_id, dag_run.run_id, requester, started=first
             )
-        record = broker.current_plan_record(role, dag_run.dag_id, dag_run.run_id)
+        record = broker.workflow.current_plan_record(role, dag_run.dag_id, dag_run.run_id)
     if record is None:
         raise AirflowFailException(
             "No plan record is bound to this run: requests are made at cursorops's doors, "
@@ -106,7 +106,7 @@ def run_request_record(broker: Broker, context: Mapping[str, Any]) -> RequestRec
 
     dag_run = context["dag_run"]
     with airflow_outcome():
-        return broker.run_request_record(
+        return broker.workflow.run_request_record(
             dag_run.dag_id, dag_run.run_id, dag_run.triggering_user_name
         )
 
@@ -140,7 +140,7 @@ def apply_approved_plan(context: Mapping[str, Any], gates: Sequence[str]) -> dic
             with airflow_outcome():
                 applied = broker.apply_approved_plan(record, approvals, via="airflow")
         except (NotAuthorizedError, InvalidInputError, PlanAlreadyAppliedError) as exc:
-            broker.record_audit(
+            broker.workflow.record_audit(
                 role,
                 refused_kind(record.operation),
                 record.topic,

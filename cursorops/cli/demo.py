@@ -16,12 +16,15 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from cursorops.cli import output
+from cursorops.core.domain.acks.skip import SkipOutcome
 from cursorops.core.domain.analysis.backlog import TopicAnalysis
 from cursorops.core.domain.config import Config
 from cursorops.core.domain.errors import AlreadyExistsError
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker, wall_clock_ms
+from cursorops.core.services.gating import Applied, Caller, SkipMessages
+from cursorops.core.services.gating.no_workflow import NoWorkflow
 from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.services.reading.dispatch import Message
 
@@ -66,24 +69,24 @@ def run(
             f"The demo keeps its topics in {NAMESPACE}; created on the first run, reused after. "
             f"{' and '.join(OPERATORS)} (users of make up's Airflow) may consume and skip there.",
         )
-        _create_once(lambda: broker.create_tenant(role, TENANT))
-        _create_once(lambda: broker.create_namespace(role, NAMESPACE))
+        _create_once(lambda: broker.admin.create_tenant(role, TENANT))
+        _create_once(lambda: broker.admin.create_namespace(role, NAMESPACE))
         for user in OPERATORS:
-            broker.grant_permission(role, NAMESPACE, user, ["consume"])
+            broker.admin.grant_permission(role, NAMESPACE, user, ["consume"])
         line(f"    home: {config.home}")
 
         step(
             f"Partitioned topic with {partitions} partitions",
             "A fresh topic name per run, so the demo can run again and again.",
         )
-        broker.create_topic(role, topic, partitions)
+        broker.admin.create_topic(role, topic, partitions)
         line(f"    {topic}")
 
         step(
             f"Shared subscription '{SUBSCRIPTION}' at earliest",
             "Skipping by id needs Shared or Key_Shared; earliest so it sees every message.",
         )
-        broker.create_subscription(
+        broker.admin.create_subscription(
             role, topic, SUBSCRIPTION, SubscriptionType.SHARED, initial_position="earliest"
         )
 
@@ -100,7 +103,7 @@ def run(
             )
             for i in range(ORDERS)
         ]
-        order_ids = broker.produce(role, topic, orders, batch_size=BATCH_SIZE)
+        order_ids = broker.producing.produce(role, topic, orders, batch_size=BATCH_SIZE)
         due = wall_clock_ms() + HOUR_MS
         reminders = [
             OutgoingMessage(
@@ -111,7 +114,7 @@ def run(
             )
             for i in range(DELAYED)
         ]
-        reminder_ids = broker.produce(role, topic, reminders, batch_size=BATCH_SIZE)
+        reminder_ids = broker.producing.produce(role, topic, reminders, batch_size=BATCH_SIZE)
         line(f"    {len(order_ids)} orders: {_short(order_ids[0])} ... {_short(order_ids[-1])}")
         line(f"    {len(reminder_ids)} reminders, e.g. {_short(reminder_ids[0])}")
 
@@ -119,7 +122,7 @@ def run(
             f"Consume {ACKED_FIRST} messages with acknowledgement",
             "The consumers did part of the work: some batches are now partly acknowledged.",
         )
-        first = broker.consume(role, topic, SUBSCRIPTION, ACKED_FIRST, ack=True)
+        first = broker.reading.consume(role, topic, SUBSCRIPTION, ACKED_FIRST, ack=True)
         line(f"    received and acknowledged {len(first)} messages")
 
         step(
@@ -128,12 +131,12 @@ def run(
             "messages (Pulsar's PIP-187 would count it whole).",
         )
         before = TopicAnalysis.of(
-            topic, SUBSCRIPTION, broker.analyze_backlog(role, topic, SUBSCRIPTION)
+            topic, SUBSCRIPTION, broker.analysis.analyze_backlog(role, topic, SUBSCRIPTION)
         )
         for text in output.analysis_lines(before)[1:]:
             line(f"  {text}")
         before_total = before.total
-        backlog_messages = broker.peek_messages(
+        backlog_messages = broker.reading.peek_messages(
             role, topic, SUBSCRIPTION, max(before_total.messages, 1)
         )
         whole = {(m.topic, m.position): max(m.message_id.batch_size, 1) for m in backlog_messages}
@@ -161,8 +164,16 @@ def run(
             MessageId.parse_triplet(pill.message_id.triplet()),
             MessageId.parse_triplet(delayed.message_id.triplet()),
         ]
-        outcome = broker.skip_messages(role, topic, SUBSCRIPTION, ids)
-        for skipped in outcome.skipped:
+        # The demo's namespace needs no approval (NoWorkflow refuses a request that would
+        # wait for one): the skip is applied at once.
+        applied = broker.request(
+            "skip-messages",
+            Caller(role, role),
+            SkipMessages(topic=topic, subscription=SUBSCRIPTION, ids=tuple(ids)),
+            NoWorkflow(),
+        )
+        assert isinstance(applied, Applied) and isinstance(applied.result, SkipOutcome)
+        for skipped in applied.result.skipped:
             line(f"    skipped {_short(skipped)}")
 
         step(
@@ -171,7 +182,7 @@ def run(
             "batch still holds other unacknowledged orders).",
         )
         after = TopicAnalysis.of(
-            topic, SUBSCRIPTION, broker.analyze_backlog(role, topic, SUBSCRIPTION)
+            topic, SUBSCRIPTION, broker.analysis.analyze_backlog(role, topic, SUBSCRIPTION)
         )
         for text in output.analysis_lines(after)[1:]:
             line(f"  {text}")
@@ -193,7 +204,7 @@ def run(
         for message in later_messages:
             line(f"    {output.message_line(output.message_json(message))}")
         final = TopicAnalysis.of(
-            topic, SUBSCRIPTION, later.analyze_backlog(role, topic, SUBSCRIPTION)
+            topic, SUBSCRIPTION, later.analysis.analyze_backlog(role, topic, SUBSCRIPTION)
         )
     final_total = final.total
 
@@ -248,7 +259,7 @@ def _first(messages: list[Message], wanted: Callable[[Message], bool]) -> Messag
 def _drain(broker: Broker, role: str, topic: str) -> list[Message]:
     received: list[Message] = []
     while True:
-        got = broker.consume(role, topic, SUBSCRIPTION, 1000, ack=True)
+        got = broker.reading.consume(role, topic, SUBSCRIPTION, 1000, ack=True)
         if not got:
             return received
         received.extend(got)

@@ -306,7 +306,7 @@ def run(
         skips = _skip_records(config, role, topic)
         applied_at_ms = skips[0].at_ms if skips else None
         with Broker(config) as broker:
-            requests = broker.audit_log(role, topic, kind="skip-request")
+            requests = broker.workflow.audit_log(role, topic, kind="skip-request")
         record = requests[0].detail if requests else {}
         checks[f"recorded: asked by {REQUESTER}, approved by {APPROVER}"] = (
             record.get("requester") == REQUESTER
@@ -400,24 +400,26 @@ def _prepare(broker: Broker, role: str) -> None:
     """The tenant and the namespace (created on the first run, reused after), its approval
     policy, and the requester's and approver's permission to skip there."""
     with contextlib.suppress(AlreadyExistsError):
-        broker.create_tenant(role, TENANT)
+        broker.admin.create_tenant(role, TENANT)
     with contextlib.suppress(AlreadyExistsError):
-        broker.create_namespace(role, NAMESPACE)
-    broker.set_namespace_policy(role, NAMESPACE, skip_requires_approval=True)
+        broker.admin.create_namespace(role, NAMESPACE)
+    broker.admin.set_namespace_policy(role, NAMESPACE, skip_requires_approval=True)
     for user in (REQUESTER, APPROVER):
-        broker.grant_permission(role, NAMESPACE, user, ["consume"])
+        broker.admin.grant_permission(role, NAMESPACE, user, ["consume"])
 
 
 def _backlog(config: Config, role: str, topic: str) -> int:
     """The subscription's exact backlog in messages."""
     with Broker(config) as broker:
-        return sum(p.result.messages for p in broker.analyze_backlog(role, topic, SUBSCRIPTION))
+        return sum(
+            p.result.messages for p in broker.analysis.analyze_backlog(role, topic, SUBSCRIPTION)
+        )
 
 
 def _skip_records(config: Config, role: str, topic: str) -> list[Any]:
     """The applied skips' audit records of the topic (each written with its acks)."""
     with Broker(config) as broker:
-        return list(broker.audit_log(role, topic, kind="skip"))
+        return list(broker.workflow.audit_log(role, topic, kind="skip"))
 
 
 def _produce(url: str, topic: str, bodies: list[str], pill: int | None = None) -> None:

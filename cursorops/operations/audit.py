@@ -92,7 +92,7 @@ def backlog_history(
     first."""
     if since_ms is not None:
         in_range(since_ms, "sinceMs", 0, INT64_MAX)
-    rows = call.broker.backlog_history(
+    rows = call.broker.analysis.backlog_history(
         call.role,
         topic,
         subscription,
@@ -140,8 +140,14 @@ def applied_skips(
 ) -> list[dict[str, object]]:
     """The topic's applied skips, newest first, and whether each was undone (the id
     ``undoSkip`` takes)."""
-    skips = call.broker.list_skips(
-        call.role, topic, subscription, limit=in_range(limit, "limit", 1, MAX_SKIPS)
+    from cursorops.core.services.gating import undo_skip
+
+    skips = undo_skip.list_skips(
+        call.broker.gated,
+        call.role,
+        topic,
+        subscription,
+        limit=in_range(limit, "limit", 1, MAX_SKIPS),
     )
     return [s.to_json() for s in skips]
 
@@ -173,8 +179,8 @@ def open_requests(call: Call, topic: str) -> list[dict[str, Any]]:
     from cursorops.core.domain.content import shown
 
     base = base_topic(topic)
-    found = call.broker.open_requests(call.role, base)
-    content = call.broker.may_read_content(call.role, [base])
+    found = call.broker.workflow.open_requests(call.role, base)
+    content = call.broker.access.may_read_content(call.role, [base])
     return [shown(request.to_json(), content) for request in found]
 
 
@@ -261,5 +267,7 @@ def poison_radar(
         in_range(min_age_seconds, "minAgeSeconds", 0, 10**9),
         in_range(max_listed, "maxListed", 0, MAX_LISTED),
     )
-    found = call.broker.poison_radar(call.role, TopicName.parse(topic), subscription, limits)
+    found = call.broker.analysis.poison_radar(
+        call.role, TopicName.parse(topic), subscription, limits
+    )
     return [radar.to_json() for radar in found]

@@ -43,7 +43,7 @@ def _analyses(
 
         analyses = analyze_backlog.run(call.broker.config, base, subscription, role=call.role)
     else:
-        analyses = call.broker.analyze_backlog(call.role, base, subscription)
+        analyses = call.broker.analysis.analyze_backlog(call.role, base, subscription)
     if name.is_partition:
         analyses = [row for row in analyses if row.topic_partition == str(name)]
         if not analyses:
@@ -60,7 +60,7 @@ def _on_spark(call: Call, engine: str, threshold: int, topic: Any) -> bool:
 
     if importlib.util.find_spec("pyspark") is None:
         return False
-    return bool(call.broker.entry_count(call.role, topic) > threshold)
+    return bool(call.broker.analysis.entry_count(call.role, topic) > threshold)
 
 
 def _analysis_lines(answer: Mapping[str, Any], _: Mapping[str, Any]) -> list[str]:

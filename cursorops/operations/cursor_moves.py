@@ -564,11 +564,6 @@ def redrive(
         raise InvalidArgumentError(
             f"Redrive publishes to the whole topic: use '{name.base}', not one partition"
         )
-    if preview:
-        plan = call.broker.plan_redrive(
-            call.role, name, subscription, predicate=predicate, dead_letter=dead_letter_topic
-        )
-        return plan.preview()
     arguments = RedriveDeadLetters(
         topic=str(name),
         subscription=subscription,
@@ -577,6 +572,8 @@ def redrive(
         reason=call.reason,
         ticket=call.ticket,
     )
+    if preview:
+        return call.broker.preview_request("redrive", call.caller, arguments).planned.plan.preview()
     result = _requested(call, "redrive", arguments)
     return result if isinstance(result, Pending) else dict(result.outcome)
 

@@ -159,7 +159,7 @@ def produce(
         for _ in range(repeat)
         for payload in payloads
     ]
-    ids = call.broker.produce(call.role, topic, outgoing, batch_size=batch)
+    ids = call.broker.producing.produce(call.role, topic, outgoing, batch_size=batch)
     return [output.id_json(m) for m in ids]
 
 
@@ -210,5 +210,5 @@ def consume(
     from cursorops.cli import output, values
 
     count = values.positive(num_messages, "--num-messages")
-    messages = call.broker.consume(call.role, topic, subscription, count, ack=ack)
+    messages = call.broker.reading.consume(call.role, topic, subscription, count, ack=ack)
     return [output.message_json(m) for m in messages]

@@ -56,7 +56,7 @@ def create_tenant(
 ) -> None:
     """Create a tenant with its admin roles (superusers only, as in Pulsar). Clusters are
     taken as Pulsar sends them and not used: this is one cluster."""
-    call.broker.create_tenant(call.role, tenant, admin_roles)
+    call.broker.admin.create_tenant(call.role, tenant, admin_roles)
 
 
 @operation(
@@ -68,7 +68,7 @@ def create_tenant(
 )
 def list_tenants(call: Call) -> list[str]:
     """Every tenant (superusers only, as in Pulsar)."""
-    return call.broker.list_tenants(call.role)
+    return call.broker.admin.list_tenants(call.role)
 
 
 @operation(
@@ -84,7 +84,7 @@ def list_tenants(call: Call) -> list[str]:
 )
 def delete_tenant(call: Call, tenant: str) -> None:
     """Delete a tenant that has no namespace left (superusers only, as in Pulsar)."""
-    call.broker.delete_tenant(call.role, tenant)
+    call.broker.deletion.delete_tenant(call.role, tenant)
 
 
 @operation(
@@ -100,7 +100,7 @@ def delete_tenant(call: Call, tenant: str) -> None:
 )
 def create_namespace(call: Call, namespace: str) -> None:
     """Create a namespace (its tenant's admins)."""
-    call.broker.create_namespace(call.role, namespace)
+    call.broker.admin.create_namespace(call.role, namespace)
 
 
 @operation(
@@ -113,7 +113,7 @@ def create_namespace(call: Call, namespace: str) -> None:
 )
 def list_namespaces(call: Call, tenant: str) -> list[str]:
     """The tenant's namespaces, ``tenant/namespace`` (its admins and superusers)."""
-    return call.broker.list_namespaces(call.role, tenant)
+    return call.broker.admin.list_namespaces(call.role, tenant)
 
 
 @operation(
@@ -130,7 +130,7 @@ def list_namespaces(call: Call, tenant: str) -> list[str]:
 def delete_namespace(call: Call, namespace: str) -> None:
     """Delete a namespace that has no topic left (its tenant's admins), with its
     permissions and policies. Pulsar's ``force`` is not taken: delete the topics first."""
-    call.broker.delete_namespace(call.role, namespace)
+    call.broker.deletion.delete_namespace(call.role, namespace)
 
 
 @operation(
@@ -169,7 +169,7 @@ def set_auto_topic_creation(call: Call, namespace: str, allowed: bool, topic_typ
     """Whether producing to or subscribing on a missing topic creates it (tenant admins);
     the default, without this policy, is that it does. Only non-partitioned topics are
     created (Pulsar's ``AutoTopicCreationOverride``)."""
-    call.broker.set_auto_topic_creation(call.role, namespace, allowed)
+    call.broker.policies.set_auto_topic_creation(call.role, namespace, allowed)
 
 
 @operation(
@@ -184,7 +184,7 @@ def set_auto_topic_creation(call: Call, namespace: str, allowed: bool, topic_typ
 )
 def remove_auto_topic_creation(call: Call, namespace: str) -> None:
     """Remove the namespace's policy: missing topics are created on use again."""
-    call.broker.set_auto_topic_creation(call.role, namespace, None)
+    call.broker.policies.set_auto_topic_creation(call.role, namespace, None)
 
 
 @operation(
@@ -224,7 +224,7 @@ def remove_auto_topic_creation(call: Call, namespace: str) -> None:
 def grant_permission(call: Call, namespace: str, grantee: str, actions: list[str]) -> None:
     """Grant ``actions`` (``produce``, ``consume``, ...) on the namespace to a role,
     replacing what it had (tenant admins)."""
-    call.broker.grant_permission(call.role, namespace, grantee, actions)
+    call.broker.admin.grant_permission(call.role, namespace, grantee, actions)
 
 
 @operation(
@@ -254,7 +254,7 @@ def grant_permission(call: Call, namespace: str, grantee: str, actions: list[str
 def set_skip_approval(call: Call, namespace: str, required: bool) -> None:
     """cursorops's policy: ``true`` makes every skip on the namespace wait for an approval
     in Airflow (tenant admins). The body is a bare boolean, as Pulsar's boolean policies."""
-    call.broker.set_namespace_policy(call.role, namespace, skip_requires_approval=required)
+    call.broker.admin.set_namespace_policy(call.role, namespace, skip_requires_approval=required)
 
 
 def _quorum_lines(_: Any, v: Mapping[str, Any]) -> list[str]:
@@ -304,6 +304,6 @@ def set_approval_quorum(call: Call, namespace: str, above: int | None, approvals
     """How many distinct approvers, none of them the requester, a plan of more than
     ``largeAboveMessages`` messages needs (tenant admins); without ``largeAboveMessages``
     every plan needs one."""
-    call.broker.set_approval_quorum(
+    call.broker.admin.set_approval_quorum(
         call.role, namespace, large_above_messages=above, approvals=approvals
     )

@@ -67,7 +67,7 @@ def _policy_line(what: str) -> Any:
 )
 def namespace_deduplication(call: Call, namespace: str) -> bool | None:
     """The namespace's deduplication policy (tenant admins); ``null`` when none is set."""
-    return call.broker.deduplication_policy(call.role, namespace)
+    return call.broker.policies.deduplication_policy(call.role, namespace)
 
 
 @operation(
@@ -84,7 +84,7 @@ def namespace_deduplication(call: Call, namespace: str) -> bool | None:
 )
 def set_namespace_deduplication(call: Call, namespace: str, enabled: bool) -> None:
     """Turn deduplication on or off for the namespace's topics (tenant admins)."""
-    call.broker.set_deduplication(call.role, namespace, enabled)
+    call.broker.policies.set_deduplication(call.role, namespace, enabled)
 
 
 @operation(
@@ -99,7 +99,7 @@ def set_namespace_deduplication(call: Call, namespace: str, enabled: bool) -> No
 )
 def remove_namespace_deduplication(call: Call, namespace: str) -> None:
     """Back to the broker's default."""
-    call.broker.set_deduplication(call.role, namespace, None)
+    call.broker.policies.set_deduplication(call.role, namespace, None)
 
 
 @operation(
@@ -114,7 +114,7 @@ def remove_namespace_deduplication(call: Call, namespace: str) -> None:
 def topic_deduplication(call: Call, topic: str) -> bool | None:
     """The topic's own deduplication policy (a partition answers for its topic); ``null``
     when none is set (its namespace's applies)."""
-    return call.broker.deduplication_policy(call.role, base_topic(topic))
+    return call.broker.policies.deduplication_policy(call.role, base_topic(topic))
 
 
 @operation(
@@ -131,7 +131,7 @@ def topic_deduplication(call: Call, topic: str) -> bool | None:
 )
 def set_topic_deduplication(call: Call, topic: str, enabled: bool) -> None:
     """Turn deduplication on or off for the topic, over its namespace's policy."""
-    call.broker.set_deduplication(call.role, base_topic(topic), enabled)
+    call.broker.policies.set_deduplication(call.role, base_topic(topic), enabled)
 
 
 @operation(
@@ -146,7 +146,7 @@ def set_topic_deduplication(call: Call, topic: str, enabled: bool) -> None:
 )
 def remove_topic_deduplication(call: Call, topic: str) -> None:
     """Back to the namespace's policy."""
-    call.broker.set_deduplication(call.role, base_topic(topic), None)
+    call.broker.policies.set_deduplication(call.role, base_topic(topic), None)
 
 
 # -- schema compatibility strategy ----------------------------------------------------
@@ -163,7 +163,7 @@ def remove_topic_deduplication(call: Call, topic: str) -> None:
 )
 def schema_compatibility_strategy(call: Call, namespace: str) -> str:
     """The namespace's strategy; ``UNDEFINED`` when none is set (FULL applies)."""
-    return call.broker.strategy_policy(call.role, namespace) or "UNDEFINED"
+    return call.broker.schemas.strategy_policy(call.role, namespace) or "UNDEFINED"
 
 
 @operation(
@@ -189,7 +189,7 @@ def schema_compatibility_strategy(call: Call, namespace: str) -> str:
 )
 def set_schema_compatibility_strategy(call: Call, namespace: str, strategy: str) -> None:
     """Set the strategy new schemas of the namespace's topics are checked under."""
-    call.broker.set_strategy(call.role, namespace, strategy)
+    call.broker.schemas.set_strategy(call.role, namespace, strategy)
 
 
 @operation(
@@ -204,7 +204,7 @@ def set_schema_compatibility_strategy(call: Call, namespace: str, strategy: str)
 )
 def remove_schema_compatibility_strategy(call: Call, namespace: str) -> None:
     """Back to the default (FULL)."""
-    call.broker.set_strategy(call.role, namespace, None)
+    call.broker.schemas.set_strategy(call.role, namespace, None)
 
 
 # -- compaction ----------------------------------------------------------------------
@@ -222,7 +222,7 @@ def remove_schema_compatibility_strategy(call: Call, namespace: str) -> None:
 )
 def compact(call: Call, topic: str) -> None:
     """Compact the topic through its last message (tenant admins). Done when it answers."""
-    call.broker.compact(call.role, topic)
+    call.broker.compaction.compact(call.role, topic)
 
 
 @operation(
@@ -236,4 +236,4 @@ def compact(call: Call, topic: str) -> None:
 )
 def compaction_status(call: Call, topic: str) -> dict[str, str]:
     """Pulsar's ``LongRunningProcessStatus``: ``NOT_RUN`` or ``SUCCESS``."""
-    return {"status": call.broker.compaction_status(call.role, topic), "lastError": ""}
+    return {"status": call.broker.compaction.compaction_status(call.role, topic), "lastError": ""}

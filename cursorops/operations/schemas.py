@@ -70,7 +70,7 @@ def _missing() -> Exception:
 )
 def get_schema(call: Call, topic: str) -> dict[str, Any]:
     """The latest version of the topic's schema."""
-    versions = call.broker.schema_versions(call.role, base_topic(topic))
+    versions = call.broker.schemas.schema_versions(call.role, base_topic(topic))
     if not versions:
         raise _missing()
     return _answer(*versions[-1])
@@ -90,7 +90,7 @@ def get_schema(call: Call, topic: str) -> dict[str, Any]:
 )
 def get_schema_version(call: Call, topic: str, version: int) -> dict[str, Any]:
     """One version of the topic's schema."""
-    for found in call.broker.schema_versions(call.role, base_topic(topic)):
+    for found in call.broker.schemas.schema_versions(call.role, base_topic(topic)):
         if found[0] == version:
             return _answer(*found)
     raise _missing()
@@ -113,7 +113,7 @@ def get_schema_version(call: Call, topic: str, version: int) -> dict[str, Any]:
 )
 def get_all_versions(call: Call, topic: str) -> dict[str, list[dict[str, Any]]]:
     """Every live version, oldest first."""
-    versions = call.broker.schema_versions(call.role, base_topic(topic))
+    versions = call.broker.schemas.schema_versions(call.role, base_topic(topic))
     return {"getSchemaResponses": [_answer(*found) for found in versions]}
 
 
@@ -177,7 +177,7 @@ def post_schema(
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in pairs.items()):
         raise InvalidArgumentError("Invalid schema properties: expected text keys and values")
     info = SchemaInfo.of(_type_of(type), definition.encode("utf-8"), pairs)
-    version = call.broker.put_schema(call.role, base_topic(topic), info)
+    version = call.broker.schemas.put_schema(call.role, base_topic(topic), info)
     return {"version": {"version": version}}
 
 
@@ -192,4 +192,4 @@ def post_schema(
 )
 def delete_schema(call: Call, topic: str) -> dict[str, int | None]:
     """Delete the topic's schema (tenant admins): a deletion version, as Pulsar's."""
-    return {"version": call.broker.delete_schema(call.role, base_topic(topic))}
+    return {"version": call.broker.schemas.delete_schema(call.role, base_topic(topic))}

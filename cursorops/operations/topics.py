@@ -60,7 +60,7 @@ def _topic(values: Mapping[str, Any]) -> str:
 def create_topic(call: Call, topic: str) -> None:
     """Create a non-partitioned topic (tenant admins). Pulsar's optional properties body
     is not read."""
-    call.broker.create_topic(call.role, topic, 0)
+    call.broker.admin.create_topic(call.role, topic, 0)
 
 
 @operation(
@@ -94,7 +94,7 @@ def create_partitioned_topic(call: Call, topic: str, partitions: int) -> None:
 
     if partitions < 1:
         raise InvalidArgumentError(f"Invalid number of partitions {partitions}: must be at least 1")
-    call.broker.create_topic(call.role, topic, partitions)
+    call.broker.admin.create_topic(call.role, topic, partitions)
 
 
 def _listed(names: list[str]) -> list[tuple[str, int]]:
@@ -130,7 +130,7 @@ def list_topics(call: Call, namespace: str) -> list[str]:
     and each non-partitioned topic (the CLI prints each topic once)."""
     return [
         name
-        for info in call.broker.list_topics(call.role, namespace)
+        for info in call.broker.admin.list_topics(call.role, namespace)
         for name in info.partition_names()
     ]
 
@@ -145,7 +145,9 @@ def list_topics(call: Call, namespace: str) -> list[str]:
 )
 def list_partitioned_topics(call: Call, namespace: str) -> list[str]:
     """The namespace's partitioned topics."""
-    return [info.name for info in call.broker.list_topics(call.role, namespace) if info.partitions]
+    return [
+        info.name for info in call.broker.admin.list_topics(call.role, namespace) if info.partitions
+    ]
 
 
 _DELETED = {412: "Topic has active producers/subscriptions"}
@@ -167,7 +169,9 @@ def delete_topic(call: Call, topic: str, force: bool) -> None:
     412 while consumers are connected unless ``force``. Where the namespace requires
     approval, 403 while it has subscriptions: each is unsubscribed through its workflow
     first."""
-    call.broker.delete_topic(call.role, topic, partitioned=False, force=force, via=call.caller.via)
+    call.broker.deletion.delete_topic(
+        call.role, topic, partitioned=False, force=force, via=call.caller.via
+    )
 
 
 @operation(
@@ -183,7 +187,9 @@ def delete_topic(call: Call, topic: str, force: bool) -> None:
 )
 def delete_partitioned_topic(call: Call, topic: str, force: bool) -> None:
     """Delete a partitioned topic, every partition, as ``topics delete`` does."""
-    call.broker.delete_topic(call.role, topic, partitioned=True, force=force, via=call.caller.via)
+    call.broker.deletion.delete_topic(
+        call.role, topic, partitioned=True, force=force, via=call.caller.via
+    )
 
 
 @operation(
@@ -214,7 +220,7 @@ def partitioned_metadata(call: Call, topic: str, check_auto_creation: bool) -> d
     name = TopicName.parse(topic)
     base = str(name.base) if name.is_partition else str(name)
     try:
-        info = call.broker.authorized_topic(call.role, Operation.LOOKUP, base)
+        info = call.broker.access.authorized_topic(call.role, Operation.LOOKUP, base)
     except TopicNotFoundError:
         if check_auto_creation:
             return {"partitions": 0}
@@ -243,7 +249,7 @@ def _stats_lines(answer: Any, _: Mapping[str, Any]) -> list[str]:
 def stats(call: Call, topic: str) -> dict[str, Any]:
     """Topic (or one partition's) stats; each subscription's ``msgBacklog`` is exact, in
     messages."""
-    found: dict[str, Any] = call.broker.topic_stats(call.role, topic).to_pulsar_json()
+    found: dict[str, Any] = call.broker.analysis.topic_stats(call.role, topic).to_pulsar_json()
     return found
 
 
@@ -277,14 +283,14 @@ def partitioned_stats(call: Call, topic: str, per_partition: bool) -> dict[str, 
     name = TopicName.parse(topic)
     if name.is_partition:
         raise InvalidArgumentError(f"'{name}' names a partition; give the topic '{name.base}'")
-    whole: dict[str, Any] = call.broker.topic_stats(call.role, str(name)).to_pulsar_json()
+    whole: dict[str, Any] = call.broker.analysis.topic_stats(call.role, str(name)).to_pulsar_json()
     count = int(whole.get("partitions") or 0)
     if count == 0:
         raise TopicNotFoundError(f"Partitioned Topic not found: {name} has zero partitions")
     out = {**whole, "metadata": {"partitions": count}, "partitions": {}}
     if per_partition:
         out["partitions"] = {
-            str(name.partition(i)): call.broker.topic_stats(
+            str(name.partition(i)): call.broker.analysis.topic_stats(
                 call.role, str(name.partition(i))
             ).to_pulsar_json()
             for i in range(count)
@@ -314,7 +320,7 @@ def subscription_details(call: Call, topic: str) -> list[dict[str, Any]]:
     name = TopicName.parse(topic)
     return [
         {"subscription": s.name, "type": s.type.value, "properties": dict(s.properties)}
-        for s in call.broker.list_subscriptions(call.role, str(name.base))
+        for s in call.broker.admin.list_subscriptions(call.role, str(name.base))
     ]
 
 
@@ -470,7 +476,7 @@ def create_subscription(
         raise InvalidArgumentError(
             "A subscription starts at a whole entry: batchIndex must be -1 and isExcluded false"
         )
-    call.broker.create_subscription(
+    call.broker.admin.create_subscription(
         call.role,
         topic,
         subscription,
@@ -575,7 +581,7 @@ def update_subscription_properties(
 ) -> None:
     """Replace the subscription's properties with the body's (a JSON object of strings;
     ``{}`` removes them all). Entry filter properties are validated first."""
-    call.broker.update_subscription_properties(call.role, topic, subscription, properties)
+    call.broker.admin.update_subscription_properties(call.role, topic, subscription, properties)
 
 
 # -- messages --------------------------------------------------------------------
@@ -615,5 +621,5 @@ def peek_messages(call: Call, topic: str, subscription: str, count: int) -> list
 
     if not 1 <= count <= MAX_PEEK:
         raise InvalidArgumentError(f"Invalid count {count}: must be between 1 and {MAX_PEEK:,}")
-    messages = call.broker.peek_messages(call.role, topic, subscription, count)
+    messages = call.broker.reading.peek_messages(call.role, topic, subscription, count)
     return [output.message_json(m) for m in output.whole_messages(messages)]

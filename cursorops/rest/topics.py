@@ -32,7 +32,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 def _not_partitioned(broker: BrokerDep, role: str, name: str, what: str) -> None:
     """Pulsar refuses some reads on a partitioned topic as a whole: 405."""
-    info = broker.authorized_topic(role, Operation.PEEK_MESSAGES, name)
+    info = broker.access.authorized_topic(role, Operation.PEEK_MESSAGES, name)
     if info.partitions:
         raise HTTPException(
             405,
@@ -47,7 +47,7 @@ def subscriptions(
 ) -> list[str]:
     """The names of the topic's subscriptions."""
     name = topic_name(tenant, namespace, topic)
-    return [sub.name for sub in broker.list_subscriptions(role, str(name))]
+    return [sub.name for sub in broker.admin.list_subscriptions(role, str(name))]
 
 
 @router.get(
@@ -72,7 +72,7 @@ def peek_nth_message(
     name = topic_name(tenant, namespace, topic)
     if not name.is_partition:
         _not_partitioned(broker, role, str(name), "Peek messages")
-    messages = broker.peek_messages(role, str(name), subscription, message_position)
+    messages = broker.reading.peek_messages(role, str(name), subscription, message_position)
     if len(messages) < message_position:
         raise HTTPException(404, f"Message not found: the backlog has {len(messages)} messages")
     return message_response(messages[-1])
@@ -103,5 +103,5 @@ def examine_message(
     name = topic_name(tenant, namespace, topic)
     if not name.is_partition:
         _not_partitioned(broker, role, str(name), "Examine messages")
-    message = broker.examine_message(role, str(name), initial_position, message_position)
+    message = broker.reading.examine_message(role, str(name), initial_position, message_position)
     return message_response(message)

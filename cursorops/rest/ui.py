@@ -73,7 +73,7 @@ def backlog_history(
     """The subscription's backlog history as the backlog audit DAG recorded it, oldest
     first: ``atMs`` (epoch ms, UTC), ``messages``, ``entries`` (cursorops extension)."""
     name = topic_name(tenant, namespace, topic)
-    samples = broker.backlog_history(
+    samples = broker.analysis.backlog_history(
         role, base_of(name), subscription, since_ms=since_ms, limit=limit
     )
     return [sample.to_json() for sample in samples]
@@ -99,7 +99,7 @@ def poison_radar(
 
     name = topic_name(tenant, namespace, topic)
     limits = RadarLimits(min_redeliveries, min_age_seconds, max_listed)
-    [radar] = broker.poison_radar(role, base_of(name), subscription, limits)
+    [radar] = broker.analysis.poison_radar(role, base_of(name), subscription, limits)
     return radar.to_json()
 
 
@@ -117,8 +117,8 @@ def audit_log(
     by which role, through which door) and ``skip-request`` (who asked, why, who
     approved, the outcome) (cursorops extension)."""
     name = topic_name(tenant, namespace, topic)
-    records = broker.audit_log(role, base_of(name), kind=kind, limit=limit)
-    content = broker.may_read_content(role, [base_of(name)])
+    records = broker.workflow.audit_log(role, base_of(name), kind=kind, limit=limit)
+    content = broker.access.may_read_content(role, [base_of(name)])
     return [
         {
             "id": r.id,
@@ -148,13 +148,13 @@ def plan_record(
     from cursorops.core.services.gating.registry import topics_of
     from cursorops.core.services.gating.staleness import STALE_ADVICE, stale_reason
 
-    record = broker.current_plan_record(role, dag_id, run_id)
+    record = broker.workflow.current_plan_record(role, dag_id, run_id)
     if record is None:
         raise NotFoundError(f"Run {run_id} of {dag_id} has no plan record")
-    content = broker.may_read_content(role, topics_of(record))
+    content = broker.access.may_read_content(role, topics_of(record))
     # What the gate itself would say: applied already, or an approval given to another plan
     # of the run or expired (the current record is the run's newest, so never re-planned).
-    answers = broker.approval_answers(dag_id, run_id)
+    answers = broker.workflow.approval_answers(dag_id, run_id)
     why = stale_reason(record, record, None, answers, broker.clock())
     stale = None if why is None else f"{why} {STALE_ADVICE}"
     return {

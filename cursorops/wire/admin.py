@@ -34,7 +34,7 @@ def router(
     @routes.get("/admin/v2/brokers/health", response_class=PlainTextResponse)
     def health() -> str:
         """Pulsar's health check: ``ok`` while the broker's stores answer (no login)."""
-        broker.list_namespaces(own_role, "public")
+        broker.admin.list_namespaces(own_role, "public")
         return "ok"
 
     if urls is not None:
@@ -59,7 +59,7 @@ def router(
                 raise HTTPException(404, f"Unknown topic domain {domain!r}")
             name = f"{domain}://{tenant}/{namespace}/{topic}"
             with contextlib.suppress(TopicNotFoundError):
-                broker.authorized_topic(role, Operation.LOOKUP, TopicName.parse(name).base)
+                broker.access.authorized_topic(role, Operation.LOOKUP, TopicName.parse(name).base)
             known = answer(str(TopicName.parse(name)))
             try:
                 url, url_tls = known.for_listener(listenerName or header_listener)

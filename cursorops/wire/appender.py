@@ -98,7 +98,7 @@ class Appender:
         results: list[Result] = [(None, None)] * len(items)
         for (role, topic), numbers in by_topic.items():
             try:
-                positions = self._broker.append_entries(
+                positions = self._broker.producing.append_entries(
                     role, topic, [items[n].entry for n in numbers]
                 )
             except (CursorOpsError, ValueError) as exc:

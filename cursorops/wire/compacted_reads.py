@@ -3,8 +3,8 @@
 Pulsar serves such a consumer from the compacted ledger up to the compaction
 horizon, then from the topic. Here nothing is rewritten: when the consumer
 subscribes, the messages the compacted view drops
-(:meth:`cursorops.core.services.broker.Broker.compacted_away`) are acknowledged on its
-subscription, so its cursor passes them as Pulsar's does, and dispatch hands
+(:meth:`cursorops.core.services.broker.compaction.Compaction.compacted_away`) are acknowledged on
+its subscription, so its cursor passes them as Pulsar's does, and dispatch hands
 out the rest. A message of a batch that the view drops is acknowledged by its
 batch index: the batch goes out with an ack set that hides it.
 """
@@ -22,7 +22,7 @@ from cursorops.wire.sessions import WireConsumer
 def skip_compacted_away(broker: Broker, role: str, wire: WireConsumer) -> int:
     """Acknowledge, on the consumer's subscription, what the compacted view of its partition
     drops; how many messages. Runs on the store thread, before the first dispatch."""
-    away = broker.compacted_away(role, wire.topic)
+    away = broker.compaction.compacted_away(role, wire.topic)
     n = len(away)
     if not n:
         return 0

@@ -19,6 +19,7 @@ from cursorops.core.domain.errors import AlreadyExistsError, CursorOpsError, Top
 from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import unsubscribe as unsubscribe_slice
 from cursorops.wire.appender import Appender
 from cursorops.wire.authentication import Authentication
 from cursorops.wire.consumer_loop import ConsumerLoop
@@ -147,14 +148,14 @@ class Service:
         allowed ``operation`` on it (Pulsar's auto-creation)."""
         base = name.base
         try:
-            info = self.broker.authorized_topic(role, Operation.LOOKUP, base)
+            info = self.broker.access.authorized_topic(role, Operation.LOOKUP, base)
         except TopicNotFoundError:
             if name.is_partition:
                 raise
             try:
-                info = self.broker.auto_create_topic(role, str(base), operation)
+                info = self.broker.admin.auto_create_topic(role, str(base), operation)
             except AlreadyExistsError:
-                info = self.broker.authorized_topic(role, Operation.LOOKUP, base)
+                info = self.broker.access.authorized_topic(role, Operation.LOOKUP, base)
         if name.is_partition:
             if name.partition_index >= info.partitions:
                 raise TopicNotFoundError(f"Topic {name} not found")
@@ -166,7 +167,7 @@ class Service:
         Refused unless ``role`` may look the topic up (``canLookup``)."""
         name = TopicName.parse(topic)
         try:
-            info = self.broker.authorized_topic(role, Operation.LOOKUP, name.base)
+            info = self.broker.access.authorized_topic(role, Operation.LOOKUP, name.base)
         except TopicNotFoundError:
             return 0
         # A partition is a topic of its own to a client, as in Pulsar: not partitioned.
@@ -174,7 +175,7 @@ class Service:
 
     def subscription_type(self, role: str, topic: str, name: str) -> SubscriptionType | None:
         """The type of the topic's subscription ``name``; None when there is none."""
-        for info in self.broker.list_subscriptions(role, topic):
+        for info in self.broker.admin.list_subscriptions(role, topic):
             if info.name == name:
                 return info.type
         return None
@@ -194,10 +195,14 @@ class Service:
                 self.non_durable.discard((wire.base_topic, wire.subscription))
                 # A reader's subscription lives as long as the reader (non-durable).
                 with contextlib.suppress(CursorOpsError):
-                    self.broker.end_reader_subscription(role, wire.base_topic, wire.subscription)
+                    self.broker.admin.end_reader_subscription(
+                        role, wire.base_topic, wire.subscription
+                    )
                 return
         if unsubscribe:
-            self.broker.delete_subscription(role, wire.base_topic, wire.subscription)
+            unsubscribe_slice.delete_subscription(
+                self.broker.gated, role, wire.base_topic, wire.subscription
+            )
 
 
 async def renew_leases(service: Service) -> None:

@@ -136,9 +136,9 @@ def check(settings: StandaloneSettings) -> None:
 def bootstrap(broker: Broker, role: str) -> None:
     """Create ``public`` and ``public/default`` when missing."""
     with contextlib.suppress(AlreadyExistsError):
-        broker.create_tenant(role, DEFAULT_TENANT)
+        broker.admin.create_tenant(role, DEFAULT_TENANT)
     with contextlib.suppress(AlreadyExistsError):
-        broker.create_namespace(role, DEFAULT_NAMESPACE)
+        broker.admin.create_namespace(role, DEFAULT_NAMESPACE)
 
 
 async def serve(config: Config, settings: StandaloneSettings, out: TextIO = sys.stdout) -> None:

@@ -33,15 +33,18 @@ def _everything(home: Path) -> object:
     """Tenants, namespaces, topics, subscriptions, backlogs and audit records, read from the
     home's stores in this process: what a refusal must leave."""
     with Broker(Config.from_home(home)) as broker:
-        tenants = broker.list_tenants("admin")
-        namespaces = {t: broker.list_namespaces("admin", t) for t in tenants}
+        tenants = broker.admin.list_tenants("admin")
+        namespaces = {t: broker.admin.list_namespaces("admin", t) for t in tenants}
         topics = [
-            t.name for ns in namespaces.values() for n in ns for t in broker.list_topics("admin", n)
+            t.name
+            for ns in namespaces.values()
+            for n in ns
+            for t in broker.admin.list_topics("admin", n)
         ]
         subs = {
             t: {
                 name: stats["msgBacklog"]
-                for name, stats in broker.topic_stats("admin", t)
+                for name, stats in broker.analysis.topic_stats("admin", t)
                 .to_pulsar_json()["subscriptions"]
                 .items()
             }

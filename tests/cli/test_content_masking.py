@@ -30,17 +30,17 @@ def home(tmp_path: Path) -> Path:
     dlq = f"{TOPIC}-billing-DLQ"
     message = OutgoingMessage(b"secret-payload", key=KEY, properties={"pii": "yes"})
     with Broker(Config.from_home(root)) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/cards")
-        broker.grant_permission("admin", "acme/cards", "writer", ["produce"])
-        broker.grant_permission("admin", "acme/cards", "reader", ["consume"])
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/cards")
+        broker.admin.grant_permission("admin", "acme/cards", "writer", ["produce"])
+        broker.admin.grant_permission("admin", "acme/cards", "reader", ["consume"])
         for topic, sub in ((TOPIC, "billing"), (dlq, "dead")):
-            broker.create_topic("admin", topic, 0)
-            broker.create_subscription(
+            broker.admin.create_topic("admin", topic, 0)
+            broker.admin.create_subscription(
                 "admin", topic, sub, SubscriptionType.SHARED, initial_position="earliest"
             )
-        ids = broker.produce("admin", TOPIC, [message] * 3)
-        broker.produce("admin", dlq, [message])
+        ids = broker.producing.produce("admin", TOPIC, [message] * 3)
+        broker.producing.produce("admin", dlq, [message])
         broker.plan_request(
             "skip-messages",
             Caller("admin", "admin"),

@@ -107,14 +107,16 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """
     root = tmp_path_factory.mktemp("budget")
     with Broker(Config.from_home(root)) as broker:
-        broker.create_tenant("admin", "budget")
-        broker.create_namespace("admin", "budget/ns")
-        broker.create_topic("admin", TOPIC)
+        broker.admin.create_tenant("admin", "budget")
+        broker.admin.create_namespace("admin", "budget/ns")
+        broker.admin.create_topic("admin", TOPIC)
         for name in ("sub", "skipper"):
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 "admin", TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
             )
-        broker.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(MESSAGES)])
+        broker.producing.produce(
+            "admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(MESSAGES)]
+        )
     yield root
     stop(str(root), None)  # the background standalone the first command started
 

@@ -21,13 +21,13 @@ TOPIC = "persistent://acme/shop/parts"
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     with Broker(Config.from_home(tmp_path)) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/shop")
-        broker.create_topic("admin", TOPIC, 2)
-        broker.create_subscription(
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/shop")
+        broker.admin.create_topic("admin", TOPIC, 2)
+        broker.admin.create_subscription(
             "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
         )
-        broker.produce(
+        broker.producing.produce(
             "admin", TOPIC, [OutgoingMessage(f"m{i}".encode(), key=f"k{i}") for i in range(20)]
         )
     return tmp_path
@@ -40,7 +40,7 @@ def _json(capsys: pytest.CaptureFixture[str], home: Path, *args: str) -> object:
 
 def _backlog(home: Path) -> dict[str, int]:
     with Broker(Config.from_home(home)) as broker:
-        rows = broker.analyze_backlog("admin", TOPIC, "s")
+        rows = broker.analysis.analyze_backlog("admin", TOPIC, "s")
     return {row.topic_partition: row.result.messages for row in rows}
 
 
@@ -56,7 +56,7 @@ def test_partition_names_are_taken(home: Path, capsys: pytest.CaptureFixture[str
     assert [s["subscription"] for s in subs] == ["s"]  # type: ignore[union-attr,index]
 
     with Broker(Config.from_home(home)) as broker:
-        first = broker.peek_messages("admin", part1, "s", 1)[0].message_id
+        first = broker.reading.peek_messages("admin", part1, "s", 1)[0].message_id
     _json(
         capsys,
         home,
@@ -81,7 +81,7 @@ def test_partition_names_are_taken(home: Path, capsys: pytest.CaptureFixture[str
 
 def test_a_partition_refuses_ids_of_another(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with Broker(Config.from_home(home)) as broker:
-        other = broker.peek_messages("admin", f"{TOPIC}-partition-0", "s", 1)[0].message_id
+        other = broker.reading.peek_messages("admin", f"{TOPIC}-partition-0", "s", 1)[0].message_id
     code = main(
         [
             "--home",

@@ -20,17 +20,19 @@ TOPIC = "persistent://acme/shop/orders"
 def home(tmp_path: Path) -> Path:
     """Subscriptions ``a`` and ``b``; four messages dead-lettered for ``a``."""
     with Broker(Config.from_home(tmp_path)) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/shop")
-        broker.create_topic("admin", TOPIC)
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/shop")
+        broker.admin.create_topic("admin", TOPIC)
         for sub in ("a", "b"):
-            broker.create_subscription("admin", TOPIC, sub, SubscriptionType.SHARED)
+            broker.admin.create_subscription("admin", TOPIC, sub, SubscriptionType.SHARED)
         dlq = f"{TOPIC}-a-DLQ"
-        broker.create_topic("admin", dlq)
-        broker.create_subscription(
+        broker.admin.create_topic("admin", dlq)
+        broker.admin.create_subscription(
             "admin", dlq, "reader", SubscriptionType.SHARED, initial_position="earliest"
         )
-        broker.produce("admin", dlq, [OutgoingMessage(b"%d" % i, key=f"k{i}") for i in range(4)])
+        broker.producing.produce(
+            "admin", dlq, [OutgoingMessage(b"%d" % i, key=f"k{i}") for i in range(4)]
+        )
     return tmp_path
 
 
@@ -42,7 +44,7 @@ def _run(capsys: pytest.CaptureFixture[str], home: Path, *args: str) -> tuple[in
 
 def _backlog(home: Path, sub: str) -> int:
     with Broker(Config.from_home(home)) as broker:
-        return len(broker.peek_messages("admin", TOPIC, sub, 100))
+        return len(broker.reading.peek_messages("admin", TOPIC, sub, 100))
 
 
 def test_preview_then_redrive(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -82,6 +84,6 @@ def test_refusals_exit_with_their_family_code(
 
 def test_a_role_without_produce_is_refused(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with Broker(Config.from_home(home)) as broker:
-        broker.grant_permission("admin", "acme/shop", "reader", ["consume"])
+        broker.admin.grant_permission("admin", "acme/shop", "reader", ["consume"])
     got, _, err = _run(capsys, home, "--role", "reader", "topics", "redrive", TOPIC, "-s", "a")
     assert got == 5 and "not authorized to produce" in err

@@ -21,13 +21,13 @@ TOPIC = "persistent://acme/shop/orders"
 def home(tmp_path: Path) -> Path:
     """Ten messages in batches of four on an Exclusive subscription."""
     with Broker(Config.from_home(tmp_path)) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/shop")
-        broker.create_topic("admin", TOPIC)
-        broker.create_subscription(
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/shop")
+        broker.admin.create_topic("admin", TOPIC)
+        broker.admin.create_subscription(
             "admin", TOPIC, "s", SubscriptionType.EXCLUSIVE, initial_position="earliest"
         )
-        broker.produce(
+        broker.producing.produce(
             "admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(10)], batch_size=4
         )
     return tmp_path
@@ -44,7 +44,7 @@ def run(capsys: pytest.CaptureFixture[str], home: Path, *args: str) -> tuple[int
 
 def backlog(home: Path) -> int:
     with Broker(Config.from_home(home)) as broker:
-        return sum(a.result.messages for a in broker.analyze_backlog("admin", TOPIC, "s"))
+        return sum(a.result.messages for a in broker.analysis.analyze_backlog("admin", TOPIC, "s"))
 
 
 def test_skip_n_then_clear_backlog(capsys: pytest.CaptureFixture[str], home: Path) -> None:
@@ -97,7 +97,7 @@ def test_refused_where_approval_is_required_naming_the_workflow(
     capsys: pytest.CaptureFixture[str], home: Path
 ) -> None:
     with Broker(Config.from_home(home)) as broker:
-        broker.set_namespace_policy("admin", "acme/shop", skip_requires_approval=True)
+        broker.admin.set_namespace_policy("admin", "acme/shop", skip_requires_approval=True)
     code, _, err = run(capsys, home, "topics", "skip", TOPIC, "-s", "s", "-n", "1")
     assert code == 2 and "A reason is required" in err
     asked = ("topics", "skip", TOPIC, "-s", "s", "-n", "1", "--reason", "stale")

@@ -371,7 +371,7 @@ def test_a_foreground_standalone_takes_over_from_a_background_one(home: Path) ->
 
 def test_the_role_header_is_trusted_on_the_socket_only(home: Path) -> None:
     with Broker(Config.from_home(home)) as broker:
-        broker.create_tenant("admin", "acme", [])
+        broker.admin.create_tenant("admin", "acme", [])
     secret = "data:;base64," + base64.b64encode(os.urandom(32)).decode()
     foreground = Foreground(home, "--auth-token-secret", secret).wait_ready()
     try:
@@ -415,14 +415,14 @@ def test_gated_requests_on_the_socket_are_the_cli_s(home: Path) -> None:
     topic = "persistent://public/default/gated"
     vault = "persistent://public/vault/gated"
     with Broker(Config.from_home(home)) as broker:
-        broker.create_tenant("admin", "public", [])
+        broker.admin.create_tenant("admin", "public", [])
         for namespace in ("public/default", "public/vault"):
-            broker.create_namespace("admin", namespace)
-        broker.set_namespace_policy("admin", "public/vault", skip_requires_approval=True)
+            broker.admin.create_namespace("admin", namespace)
+        broker.admin.set_namespace_policy("admin", "public/vault", skip_requires_approval=True)
         for name in (topic, vault):
-            broker.create_topic("admin", name)
-            broker.create_subscription("admin", name, "sub", initial_position="earliest")
-            broker.produce("admin", name, [OutgoingMessage(b"a"), OutgoingMessage(b"b")])
+            broker.admin.create_topic("admin", name)
+            broker.admin.create_subscription("admin", name, "sub", initial_position="earliest")
+            broker.producing.produce("admin", name, [OutgoingMessage(b"a"), OutgoingMessage(b"b")])
     sock = home_module.serving_socket(str(home), None)
     code, body = _request(
         sock, "POST", "/admin/v2/persistent/public/default/gated/subscription/sub/skip/1"
@@ -439,7 +439,7 @@ def test_gated_requests_on_the_socket_are_the_cli_s(home: Path) -> None:
     assert code == 403, body
     assert "second person's approval" in body and "--admin-url" in body
     with Broker(Config.from_home(home)) as broker:
-        assert [r for r in broker.audit_log("admin", vault) if r.kind == "skip"] == []
+        assert [r for r in broker.workflow.audit_log("admin", vault) if r.kind == "skip"] == []
 
 
 def test_a_background_standalone_that_dies_starting_is_reported(tmp_path: Path) -> None:

@@ -20,13 +20,13 @@ TOPIC = "persistent://acme/shop/orders"
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     with Broker(Config.from_home(tmp_path)) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/shop")
-        broker.create_topic("admin", TOPIC)
-        broker.create_subscription(
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/shop")
+        broker.admin.create_topic("admin", TOPIC)
+        broker.admin.create_subscription(
             "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
         )
-        broker.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(6)])
+        broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(6)])
     return tmp_path
 
 
@@ -47,7 +47,7 @@ def as_json(capsys: pytest.CaptureFixture[str], home: Path, *args: str) -> objec
 
 def backlog(home: Path) -> int:
     with Broker(Config.from_home(home)) as broker:
-        return sum(a.result.messages for a in broker.analyze_backlog("admin", TOPIC, "s"))
+        return sum(a.result.messages for a in broker.analysis.analyze_backlog("admin", TOPIC, "s"))
 
 
 def test_skip_list_and_undo(home: Path, capsys: pytest.CaptureFixture[str]) -> None:

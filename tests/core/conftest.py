@@ -61,8 +61,8 @@ def home_config(tmp_path: Path, metadata_url: str) -> Config:
 @pytest.fixture
 def broker(home_config: Config, clock: Clock) -> Iterator[Broker]:
     with Broker(home_config, clock=clock) as b:
-        b.create_tenant("admin", "acme", admin_roles=["acme-admin"])
-        b.create_namespace("admin", "acme/ops")
+        b.admin.create_tenant("admin", "acme", admin_roles=["acme-admin"])
+        b.admin.create_namespace("admin", "acme/ops")
         yield b
 
 
@@ -80,15 +80,15 @@ def install_topic(
     """Tenant ``acme``, namespace ``acme/ops``, ``topic`` holding ``messages`` numbered
     messages (in batches of ``batch_size``) and a Shared subscription at earliest per name;
     the ack target of every message, in order."""
-    broker.create_tenant("admin", "acme")
-    broker.create_namespace("admin", "acme/ops")
-    broker.create_topic("admin", topic)
+    broker.admin.create_tenant("admin", "acme")
+    broker.admin.create_namespace("admin", "acme/ops")
+    broker.admin.create_topic("admin", topic)
     for subscription in subscriptions:
-        broker.create_subscription(
+        broker.admin.create_subscription(
             "admin", topic, subscription, SubscriptionType.SHARED, initial_position="earliest"
         )
     produced = [OutgoingMessage(b"%d" % i) for i in range(messages)]
-    ids = broker.produce("admin", topic, produced, batch_size=batch_size)
+    ids = broker.producing.produce("admin", topic, produced, batch_size=batch_size)
     return [AckTarget(m.position, m.batch_index, m.batch_size) for m in ids]
 
 

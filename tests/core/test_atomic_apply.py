@@ -1,6 +1,6 @@
 """Applying a skip plan is atomic across partitions, even when the process is killed.
 
-A real process (the apply_skip_plan job, or a bare ``Broker.apply_skip``)
+A real process (the apply_skip_plan job, or a bare ``gating.skip.apply_skip``)
 applies a plan over 8 partitions and is killed with SIGKILL at random moments;
 afterwards either every partition has the whole plan applied (with its audit
 record) or none has anything (and no audit record), and applying again
@@ -23,6 +23,7 @@ from cursorops.core.domain.acks.skip_plan import SkipPlan
 from cursorops.core.domain.config import Config
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
 
 TOPIC = "persistent://acme/ops/orders"
@@ -33,13 +34,14 @@ APPLY = """
 import sys
 from cursorops.core.services.broker import Broker
 from cursorops.core.domain.config import Config
+from cursorops.core.services.gating import skip
 from cursorops.core.domain.acks.skip_plan import SkipPlan
 
 home, url, path = sys.argv[1:]
 plan = SkipPlan.from_json(open(path, encoding="utf-8").read())
 with Broker(Config.from_home(home, metadata_url=url)) as broker:
     print("applying", flush=True)
-    broker.apply_skip("admin", plan)
+    skip.apply_skip(broker.gated, "admin", plan)
 print("applied", flush=True)
 """
 
@@ -48,7 +50,7 @@ def applied_counts(broker: Broker, plan: SkipPlan, sub: str) -> dict[str, int]:
     """Per topic partition, how many of the plan's messages are acknowledged now."""
     pending = {
         (m.message_id.ledger_id, m.message_id.entry_id, m.message_id.batch_index)
-        for m in broker.peek_messages("admin", TOPIC, sub, 1_000_000)
+        for m in broker.reading.peek_messages("admin", TOPIC, sub, 1_000_000)
     }
     counts = dict.fromkeys(plan.partitions(), 0)
     for item in plan.items:
@@ -71,7 +73,7 @@ def run_apply(
     """Apply in a child process; SIGKILL it ``kill_after`` s after it starts applying.
 
     ``job``: the child is the apply_skip_plan job (``--skip-plan``), else a bare
-    ``Broker.apply_skip``. Returns whether it finished, and how long applying took.
+    ``gating.skip.apply_skip``. Returns whether it finished, and how long applying took.
     """
     if job:
         argv = ["-m", "cursorops.spark.apply_skip_plan", "--home", str(config.home)]
@@ -115,27 +117,27 @@ def test_a_killed_apply_leaves_all_or_nothing_and_a_rerun_converges(
     rng = random.Random(seed)
     config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
     with Broker(config) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/ops")
-        broker.create_topic("admin", TOPIC, partitions=PARTITIONS)
-        ids = broker.produce(
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/ops")
+        broker.admin.create_topic("admin", TOPIC, partitions=PARTITIONS)
+        ids = broker.producing.produce(
             "admin", TOPIC, [OutgoingMessage(f"m{i}".encode(), key=f"k{i}") for i in range(3000)]
         )
-        ids += broker.produce(
+        ids += broker.producing.produce(
             "admin", TOPIC, [OutgoingMessage(f"b{i}".encode()) for i in range(800)], batch_size=4
         )
     timed = 0.0
     for run in range(10):
         sub = f"s{run}"
         with Broker(config) as broker:
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 "admin", TOPIC, sub, SubscriptionType.SHARED, initial_position="earliest"
             )
-            plan = broker.plan_skip("admin", TOPIC, sub, rng.sample(ids, 1500))
+            plan = skips.plan_skip(broker.gated, "admin", TOPIC, sub, rng.sample(ids, 1500))
         assert len(plan.partitions()) == PARTITIONS
         plan_file = tmp_path / f"plan-{run}.json"
         plan_file.write_text(plan.dumps(), encoding="utf-8")
-        # Alternately the apply_skip_plan job and a bare Broker.apply_skip.
+        # Alternately the apply_skip_plan job and a bare gating.skip.apply_skip.
         job = run % 2 == 1
         if run < 2:
             finished, timed = run_apply(config, plan_file, sub, job, None)
@@ -153,7 +155,7 @@ def test_a_killed_apply_leaves_all_or_nothing_and_a_rerun_converges(
             if whole:
                 assert len(audits[0]["skipped"]) == len(plan.items)  # type: ignore[arg-type]
             # Re-running converges: everything applied, nothing applied twice.
-            again = broker.apply_skip("admin", plan)
+            again = skips.apply_skip(broker.gated, "admin", plan)
             assert applied_counts(broker, plan, sub) == sizes
             assert len(again.skipped) == (0 if whole else len(plan.items))
             assert len(audits_of(broker, plan)) == int(whole) + 1

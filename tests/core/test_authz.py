@@ -25,6 +25,8 @@ from cursorops.core.domain.config import Config
 from cursorops.core.domain.errors import NotAuthorizedError
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import reset, unsubscribe
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store.metadata import PERMISSION_ACTIONS, Base
 
@@ -104,36 +106,39 @@ def _msg(text: str) -> list[OutgoingMessage]:
 
 
 def _skip(b: Broker, role: str) -> object:
-    ids = b.peek_messages("admin", TOPIC, "shared", 1)
-    return b.skip_messages(role, TOPIC, "shared", [m.message_id for m in ids])
+    ids = b.reading.peek_messages("admin", TOPIC, "shared", 1)
+    return skips.skip_messages(b.gated, role, TOPIC, "shared", [m.message_id for m in ids])
 
 
 OPERATIONS: dict[str, tuple[Action, set[str]]] = {
     # name: (call, roles allowed): the expected table, from PulsarAuthorizationProvider.
-    "create_tenant": (lambda b, r: b.create_tenant(r, "newco"), {"superuser"}),
-    "list_tenants": (lambda b, r: b.list_tenants(r), {"superuser"}),
-    "create_namespace": (lambda b, r: b.create_namespace(r, "acme/new"), ADMINS),
+    "create_tenant": (lambda b, r: b.admin.create_tenant(r, "newco"), {"superuser"}),
+    "list_tenants": (lambda b, r: b.admin.list_tenants(r), {"superuser"}),
+    "create_namespace": (lambda b, r: b.admin.create_namespace(r, "acme/new"), ADMINS),
     "grant_permission": (
-        lambda b, r: b.grant_permission(r, "acme/ops", "someone", ["consume"]),
+        lambda b, r: b.admin.grant_permission(r, "acme/ops", "someone", ["consume"]),
         ADMINS,
     ),
-    "create_topic": (lambda b, r: b.create_topic(r, "acme/ops/fresh"), ADMINS),
-    "list_topics": (lambda b, r: b.list_topics(r, "acme/ops"), LOOKUP),
-    "topic_stats": (lambda b, r: b.topic_stats(r, TOPIC), LOOKUP),
-    "produce": (lambda b, r: b.produce(r, TOPIC, _msg("new")), PRODUCERS),
-    "create_subscription": (lambda b, r: b.create_subscription(r, TOPIC, "fresh"), CONSUMERS),
-    "list_subscriptions": (lambda b, r: b.list_subscriptions(r, TOPIC), CONSUMERS),
+    "create_topic": (lambda b, r: b.admin.create_topic(r, "acme/ops/fresh"), ADMINS),
+    "list_topics": (lambda b, r: b.admin.list_topics(r, "acme/ops"), LOOKUP),
+    "topic_stats": (lambda b, r: b.analysis.topic_stats(r, TOPIC), LOOKUP),
+    "produce": (lambda b, r: b.producing.produce(r, TOPIC, _msg("new")), PRODUCERS),
+    "create_subscription": (lambda b, r: b.admin.create_subscription(r, TOPIC, "fresh"), CONSUMERS),
+    "list_subscriptions": (lambda b, r: b.admin.list_subscriptions(r, TOPIC), CONSUMERS),
     "update_subscription_properties": (
-        lambda b, r: b.update_subscription_properties(r, TOPIC, "shared", {"team": "x"}),
+        lambda b, r: b.admin.update_subscription_properties(r, TOPIC, "shared", {"team": "x"}),
         CONSUMERS,
     ),
-    "delete_subscription": (lambda b, r: b.delete_subscription(r, TOPIC, "doomed"), CONSUMERS),
-    "consume": (lambda b, r: b.consume(r, TOPIC, "exclusive", 1, ack=True), CONSUMERS),
-    "peek_messages": (lambda b, r: b.peek_messages(r, TOPIC, "shared", 1), CONSUMERS),
-    "analyze_backlog": (lambda b, r: b.analyze_backlog(r, TOPIC, "shared"), CONSUMERS),
+    "delete_subscription": (
+        lambda b, r: unsubscribe.delete_subscription(b.gated, r, TOPIC, "doomed"),
+        CONSUMERS,
+    ),
+    "consume": (lambda b, r: b.reading.consume(r, TOPIC, "exclusive", 1, ack=True), CONSUMERS),
+    "peek_messages": (lambda b, r: b.reading.peek_messages(r, TOPIC, "shared", 1), CONSUMERS),
+    "analyze_backlog": (lambda b, r: b.analysis.analyze_backlog(r, TOPIC, "shared"), CONSUMERS),
     "skip_messages": (_skip, CONSUMERS),
     "reset_cursor": (
-        lambda b, r: b.reset_cursor(r, TOPIC, "shared", timestamp_ms=0),
+        lambda b, r: reset.reset_cursor(b.gated, r, TOPIC, "shared", timestamp_ms=0),
         CONSUMERS,
     ),
 }
@@ -158,9 +163,9 @@ def dump(broker: Broker, config: Config) -> tuple[object, ...]:
 def seeded(tmp_path: Path, metadata_url: str) -> Iterator[tuple[Broker, Config]]:
     config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
     with Broker(config, clock=lambda: 1_700_000_000_000) as b:
-        b.create_tenant("admin", "acme", admin_roles=["acme-admin"])
-        b.create_namespace("admin", "acme/ops")
-        b.create_namespace("admin", "acme/other")
+        b.admin.create_tenant("admin", "acme", admin_roles=["acme-admin"])
+        b.admin.create_namespace("admin", "acme/ops")
+        b.admin.create_namespace("admin", "acme/other")
         grants = {
             "app-produce": ["produce"],
             "app-consume": ["consume"],
@@ -168,16 +173,18 @@ def seeded(tmp_path: Path, metadata_url: str) -> Iterator[tuple[Broker, Config]]
             "app-functions": ["functions"],
         }
         for grantee, actions in grants.items():
-            b.grant_permission("admin", "acme/ops", grantee, actions)
-        b.grant_permission("admin", "acme/other", "app-elsewhere", ["produce", "consume"])
-        b.create_topic("admin", TOPIC)
+            b.admin.grant_permission("admin", "acme/ops", grantee, actions)
+        b.admin.grant_permission("admin", "acme/other", "app-elsewhere", ["produce", "consume"])
+        b.admin.create_topic("admin", TOPIC)
         for name, kind in (
             ("shared", SubscriptionType.SHARED),
             ("exclusive", SubscriptionType.EXCLUSIVE),
             ("doomed", SubscriptionType.SHARED),
         ):
-            b.create_subscription("admin", TOPIC, name, kind, initial_position="earliest")
-        b.produce("admin", TOPIC, [OutgoingMessage(payload=f"m{i}".encode()) for i in range(5)])
+            b.admin.create_subscription("admin", TOPIC, name, kind, initial_position="earliest")
+        b.producing.produce(
+            "admin", TOPIC, [OutgoingMessage(payload=f"m{i}".encode()) for i in range(5)]
+        )
         yield b, config
 
 
@@ -197,7 +204,7 @@ def test_permission_matrix(seeded: tuple[Broker, Config], who: str) -> None:
 
 def test_tenant_admin_has_no_rights_in_another_tenant(seeded: tuple[Broker, Config]) -> None:
     broker, _ = seeded
-    broker.create_tenant("admin", "other", admin_roles=["other-admin"])
+    broker.admin.create_tenant("admin", "other", admin_roles=["other-admin"])
     for call, _allowed in OPERATIONS.values():
         with pytest.raises(NotAuthorizedError):
             call(broker, "other-admin")

@@ -26,6 +26,7 @@ from cursorops.core.domain.config import Config
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.services.reading.dispatch import Consumer, Message, MessageBatch
 
@@ -166,7 +167,7 @@ def _sent(
         )
         for i, key in enumerate(keys)
     ]
-    ids = broker.produce("admin", TOPIC, messages, batch_size=batch_size)
+    ids = broker.producing.produce("admin", TOPIC, messages, batch_size=batch_size)
     return [
         Sent(m.payload, f"{TOPIC}-partition-{mid.partition}", mid, m.deliver_at)
         for m, mid in zip(messages, ids, strict=True)
@@ -187,21 +188,21 @@ def test_columnar_receive_matches_the_per_message_model(
         clock = Clock()
         config = Config.from_home(Path(home), consumer_lease_ms=10**9)
         with Broker(config, clock=clock) as broker:
-            broker.create_tenant("admin", "acme")
-            broker.create_namespace("admin", "acme/ops")
-            broker.create_topic("admin", TOPIC, partitions=2)
-            broker.create_subscription(
+            broker.admin.create_tenant("admin", "acme")
+            broker.admin.create_namespace("admin", "acme/ops")
+            broker.admin.create_topic("admin", TOPIC, partitions=2)
+            broker.admin.create_subscription(
                 "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
             )
             keys = list(topic["keys"])  # type: ignore[call-overload]
             sent = _sent(broker, clock, keys, topic["batch_size"], topic["delayed"])  # type: ignore[arg-type]
             acked = [sent[i] for i in topic["acked"] if i < len(sent)]  # type: ignore[attr-defined]
             if acked:
-                broker.skip_messages("admin", TOPIC, "s", [m.mid for m in acked])
+                skips.skip_messages(broker.gated, "admin", TOPIC, "s", [m.mid for m in acked])
             queue = int(topic["queue"])  # type: ignore[call-overload]
             model = Model(sent, {m.payload for m in acked}, queue)
             by_payload = {m.payload: m for m in sent}
-            dispatcher = broker.dispatcher("admin", TOPIC, "s")
+            dispatcher = broker.reading.dispatcher("admin", TOPIC, "s")
             consumer = dispatcher.subscribe("c", receiver_queue_size=queue)
             # What the client holds, oldest first: a Message, and its row when columnar.
             received: list[tuple[Message, MessageBatch | None]] = []
@@ -278,9 +279,9 @@ def _drain(consumer: Consumer) -> list[Message]:
 
 
 def test_an_empty_receive_batch_is_falsy_and_refuses_zero(broker: Broker) -> None:
-    broker.create_topic("admin", TOPIC)
-    broker.create_subscription("admin", TOPIC, "s", SubscriptionType.SHARED)
-    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c")
+    broker.admin.create_topic("admin", TOPIC)
+    broker.admin.create_subscription("admin", TOPIC, "s", SubscriptionType.SHARED)
+    consumer = broker.reading.dispatcher("admin", TOPIC, "s").subscribe("c")
     batch = consumer.receive_batch(10)
     assert not batch and len(batch) == 0 and batch.messages() == []
     with pytest.raises(Exception, match="at least 1"):

@@ -111,11 +111,11 @@ def test_every_grant_that_consumes_may_peek() -> None:
 
 
 def test_who_may_read_content(broker: Broker) -> None:
-    broker.create_topic("admin", TOPIC, 0)
+    broker.admin.create_topic("admin", TOPIC, 0)
     other = "persistent://acme/ops/other"
-    broker.create_topic("admin", other, 0)
-    broker.grant_permission("admin", "acme/ops", "reader", ["consume"])
-    broker.grant_permission("admin", "acme/ops", "writer", ["produce"])
+    broker.admin.create_topic("admin", other, 0)
+    broker.admin.grant_permission("admin", "acme/ops", "reader", ["consume"])
+    broker.admin.grant_permission("admin", "acme/ops", "writer", ["produce"])
     for role, expected in (
         ("admin", True),
         ("acme-admin", True),
@@ -123,10 +123,10 @@ def test_who_may_read_content(broker: Broker) -> None:
         ("writer", False),
         ("nobody", False),
     ):
-        assert broker.may_read_content(role, [TOPIC, other]) is expected, role
-    broker.create_namespace("admin", "acme/vault")
+        assert broker.access.may_read_content(role, [TOPIC, other]) is expected, role
+    broker.admin.create_namespace("admin", "acme/vault")
     vault = "persistent://acme/vault/cards"
-    broker.create_topic("admin", vault, 0)
+    broker.admin.create_topic("admin", vault, 0)
     # Every topic of a plan: a redrive's dead-letter topic too.
-    assert broker.may_read_content("reader", [TOPIC, vault]) is False
-    assert broker.may_read_content("reader", ["persistent://acme/ops/gone"]) is False
+    assert broker.access.may_read_content("reader", [TOPIC, vault]) is False
+    assert broker.access.may_read_content("reader", ["persistent://acme/ops/gone"]) is False

@@ -7,6 +7,7 @@ import pytest
 from cursorops.core.domain.errors import ConflictError
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
 
 from .conftest import Clock
@@ -15,8 +16,8 @@ TOPIC = "persistent://acme/ops/reads"
 
 
 def setup(broker: Broker, kind: SubscriptionType, partitions: int = 0) -> None:
-    broker.create_topic("admin", TOPIC, partitions=partitions)
-    broker.create_subscription("admin", TOPIC, "s", kind, initial_position="earliest")
+    broker.admin.create_topic("admin", TOPIC, partitions=partitions)
+    broker.admin.create_subscription("admin", TOPIC, "s", kind, initial_position="earliest")
 
 
 def payloads(messages) -> list[bytes]:  # type: ignore[no-untyped-def]
@@ -31,29 +32,31 @@ def metadata_url(request: pytest.FixtureRequest, tmp_path) -> str:  # type: igno
 
 def test_messages_arrive_in_order_and_acked_indexes_never_come(broker: Broker) -> None:
     setup(broker, SubscriptionType.SHARED)
-    ids = broker.produce(
+    ids = broker.producing.produce(
         "admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(12)], batch_size=4
     )
-    broker.skip_messages("admin", TOPIC, "s", [ids[i] for i in (1, 5, 6)])
-    got = payloads(broker.consume("admin", TOPIC, "s", 100))
+    skips.skip_messages(broker.gated, "admin", TOPIC, "s", [ids[i] for i in (1, 5, 6)])
+    got = payloads(broker.reading.consume("admin", TOPIC, "s", 100))
     assert got == [f"m{i}".encode() for i in range(12) if i not in (1, 5, 6)]
 
 
 def test_unacknowledged_messages_are_redelivered_to_the_next_consumer(broker: Broker) -> None:
     setup(broker, SubscriptionType.SHARED)
-    broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(5)])
-    assert payloads(broker.consume("admin", TOPIC, "s", 2, ack=True)) == [b"m0", b"m1"]
-    assert payloads(broker.consume("admin", TOPIC, "s", 2)) == [b"m2", b"m3"]
-    assert payloads(broker.consume("admin", TOPIC, "s", 10)) == [b"m2", b"m3", b"m4"]
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(5)])
+    assert payloads(broker.reading.consume("admin", TOPIC, "s", 2, ack=True)) == [b"m0", b"m1"]
+    assert payloads(broker.reading.consume("admin", TOPIC, "s", 2)) == [b"m2", b"m3"]
+    assert payloads(broker.reading.consume("admin", TOPIC, "s", 10)) == [b"m2", b"m3", b"m4"]
 
 
 def test_delayed_messages_wait_on_shared(broker: Broker, clock: Clock) -> None:
     setup(broker, SubscriptionType.SHARED)
-    broker.produce("admin", TOPIC, [OutgoingMessage(b"later", deliver_at=clock() + 60_000)])
-    broker.produce("admin", TOPIC, [OutgoingMessage(b"now")])
-    assert payloads(broker.consume("admin", TOPIC, "s", 10)) == [b"now"]
+    broker.producing.produce(
+        "admin", TOPIC, [OutgoingMessage(b"later", deliver_at=clock() + 60_000)]
+    )
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"now")])
+    assert payloads(broker.reading.consume("admin", TOPIC, "s", 10)) == [b"now"]
     clock.advance(60_000)
-    assert payloads(broker.consume("admin", TOPIC, "s", 10)) == [b"later", b"now"]
+    assert payloads(broker.reading.consume("admin", TOPIC, "s", 10)) == [b"later", b"now"]
 
 
 @pytest.mark.parametrize("kind", [SubscriptionType.EXCLUSIVE, SubscriptionType.FAILOVER])
@@ -61,16 +64,18 @@ def test_exclusive_and_failover_deliver_delayed_at_once(
     broker: Broker, clock: Clock, kind: SubscriptionType
 ) -> None:
     setup(broker, kind)
-    broker.produce("admin", TOPIC, [OutgoingMessage(b"later", deliver_at=clock() + 60_000)])
-    assert payloads(broker.consume("admin", TOPIC, "s", 10)) == [b"later"]
+    broker.producing.produce(
+        "admin", TOPIC, [OutgoingMessage(b"later", deliver_at=clock() + 60_000)]
+    )
+    assert payloads(broker.reading.consume("admin", TOPIC, "s", 10)) == [b"later"]
 
 
 def test_shared_consumers_never_share_a_pending_message(broker: Broker) -> None:
     setup(broker, SubscriptionType.SHARED, partitions=3)
-    broker.produce(
+    broker.producing.produce(
         "admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(30)], batch_size=3
     )
-    dispatcher = broker.dispatcher("admin", TOPIC, "s")
+    dispatcher = broker.reading.dispatcher("admin", TOPIC, "s")
     a = dispatcher.subscribe("a", receiver_queue_size=4)
     b = dispatcher.subscribe("b", receiver_queue_size=4)
     seen_a = payloads(a.receive_many(10))
@@ -87,8 +92,8 @@ def test_shared_consumers_never_share_a_pending_message(broker: Broker) -> None:
 
 def test_negative_ack_redelivers_with_a_count(broker: Broker) -> None:
     setup(broker, SubscriptionType.SHARED)
-    broker.produce("admin", TOPIC, [OutgoingMessage(b"x"), OutgoingMessage(b"y")])
-    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c", receiver_queue_size=1)
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"x"), OutgoingMessage(b"y")])
+    consumer = broker.reading.dispatcher("admin", TOPIC, "s").subscribe("c", receiver_queue_size=1)
     first = consumer.receive()
     assert first is not None and first.redelivery_count == 0
     consumer.negative_acknowledge(first)
@@ -101,8 +106,8 @@ def test_negative_ack_redelivers_with_a_count(broker: Broker) -> None:
 def test_consumer_epoch_drops_stale_messages_after_redeliver(broker: Broker) -> None:
     """PIP-84: after redeliver, nothing newer than the first unacknowledged message comes first."""
     setup(broker, SubscriptionType.FAILOVER)
-    broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(20)])
-    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c", receiver_queue_size=4)
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(20)])
+    consumer = broker.reading.dispatcher("admin", TOPIC, "s").subscribe("c", receiver_queue_size=4)
     got = consumer.receive_many(3)
     assert payloads(got) == [b"m0", b"m1", b"m2"]
     consumer.acknowledge(got[0])
@@ -119,8 +124,8 @@ def test_consumer_epoch_drops_stale_messages_after_redeliver(broker: Broker) -> 
 
 def test_shared_has_no_epoch_and_refuses_cumulative_ack(broker: Broker) -> None:
     setup(broker, SubscriptionType.SHARED)
-    broker.produce("admin", TOPIC, [OutgoingMessage(b"x")])
-    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c")
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"x")])
+    consumer = broker.reading.dispatcher("admin", TOPIC, "s").subscribe("c")
     message = consumer.receive()
     assert message is not None and message.consumer_epoch == -1
     with pytest.raises(ConflictError, match="Cumulative acknowledgement"):
@@ -130,10 +135,10 @@ def test_shared_has_no_epoch_and_refuses_cumulative_ack(broker: Broker) -> None:
 def test_key_shared_keeps_a_key_on_one_consumer(broker: Broker) -> None:
     setup(broker, SubscriptionType.KEY_SHARED)
     keys = ["alpha", "beta", "gamma", "delta", "epsilon"]
-    broker.produce(
+    broker.producing.produce(
         "admin", TOPIC, [OutgoingMessage(f"{k}{i}".encode(), key=k) for i in range(4) for k in keys]
     )
-    dispatcher = broker.dispatcher("admin", TOPIC, "s")
+    dispatcher = broker.reading.dispatcher("admin", TOPIC, "s")
     a, b = dispatcher.subscribe("a"), dispatcher.subscribe("b")
     keys_a = {m.key for m in a.receive_many(100)}
     keys_b = {m.key for m in b.receive_many(100)}
@@ -143,8 +148,8 @@ def test_key_shared_keeps_a_key_on_one_consumer(broker: Broker) -> None:
 
 def test_failover_serves_only_the_active_consumer(broker: Broker) -> None:
     setup(broker, SubscriptionType.FAILOVER)
-    broker.produce("admin", TOPIC, [OutgoingMessage(b"x")])
-    dispatcher = broker.dispatcher("admin", TOPIC, "s")
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"x")])
+    dispatcher = broker.reading.dispatcher("admin", TOPIC, "s")
     standby = dispatcher.subscribe("b")
     active = dispatcher.subscribe("a")
     assert standby.receive() is None
@@ -153,7 +158,7 @@ def test_failover_serves_only_the_active_consumer(broker: Broker) -> None:
 
 def test_exclusive_allows_one_consumer(broker: Broker) -> None:
     setup(broker, SubscriptionType.EXCLUSIVE)
-    dispatcher = broker.dispatcher("admin", TOPIC, "s")
+    dispatcher = broker.reading.dispatcher("admin", TOPIC, "s")
     dispatcher.subscribe("a")
     with pytest.raises(ConflictError, match="Exclusive consumer"):
         dispatcher.subscribe("b")
@@ -161,6 +166,8 @@ def test_exclusive_allows_one_consumer(broker: Broker) -> None:
 
 def test_peek_shows_delayed_and_changes_nothing(broker: Broker, clock: Clock) -> None:
     setup(broker, SubscriptionType.SHARED)
-    broker.produce("admin", TOPIC, [OutgoingMessage(b"later", deliver_at=clock() + 60_000)])
-    assert payloads(broker.peek_messages("admin", TOPIC, "s", 5)) == [b"later"]
-    assert payloads(broker.peek_messages("admin", TOPIC, "s", 5)) == [b"later"]
+    broker.producing.produce(
+        "admin", TOPIC, [OutgoingMessage(b"later", deliver_at=clock() + 60_000)]
+    )
+    assert payloads(broker.reading.peek_messages("admin", TOPIC, "s", 5)) == [b"later"]
+    assert payloads(broker.reading.peek_messages("admin", TOPIC, "s", 5)) == [b"later"]

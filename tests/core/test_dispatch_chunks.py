@@ -103,13 +103,13 @@ def test_a_chunked_message_is_dispatched_whole_or_not_at_all(
         clock = Clock()
         config = Config.from_home(Path(home), consumer_lease_ms=LEASE_MS)
         with Broker(config, clock=clock) as broker:
-            broker.create_tenant("admin", "acme")
-            broker.create_namespace("admin", "acme/ops")
-            broker.create_topic("admin", TOPIC)
-            broker.create_subscription(
+            broker.admin.create_tenant("admin", "acme")
+            broker.admin.create_namespace("admin", "acme/ops")
+            broker.admin.create_topic("admin", TOPIC)
+            broker.admin.create_subscription(
                 "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
             )
-            positions = broker.append_entries("admin", TOPIC, [e for _, e in entries])
+            positions = broker.producing.append_entries("admin", TOPIC, [e for _, e in entries])
             # Each message's positions: a plain one alone, a chunked one all its chunks.
             members: dict[str, list[Position]] = defaultdict(list)
             for (name, _), position in zip(entries, positions, strict=True):
@@ -120,7 +120,7 @@ def test_a_chunked_message_is_dispatched_whole_or_not_at_all(
                 if name.startswith("plain") or len(found) == _chunks(entries, name)
             }
             message_of = {p: name for name, found in members.items() for p in found}
-            dispatcher = broker.dispatcher("admin", TOPIC, "s")
+            dispatcher = broker.reading.dispatcher("admin", TOPIC, "s")
             consumers: dict[str, Consumer] = {
                 name: dispatcher.subscribe(name, receiver_queue_size=queue) for name in NAMES
             }
@@ -151,7 +151,7 @@ def test_a_chunked_message_is_dispatched_whole_or_not_at_all(
                     returned = {n: [] for n in NAMES}
                 elif action == "finish" and later:
                     for uuid, entry in later:
-                        (position,) = broker.append_entries("admin", TOPIC, [entry])
+                        (position,) = broker.producing.append_entries("admin", TOPIC, [entry])
                         members[uuid].append(position)
                         message_of[position] = uuid
                         whole.add(uuid)
@@ -202,14 +202,16 @@ def _check_pending(
 
 def _chunked_topic(broker: Broker) -> list[Position]:
     """Chunk 0 of A, x, chunk 1 (the last) of A."""
-    broker.create_tenant("admin", "acme")
-    broker.create_namespace("admin", "acme/ops")
-    broker.create_topic("admin", TOPIC)
-    broker.create_subscription(
+    broker.admin.create_tenant("admin", "acme")
+    broker.admin.create_namespace("admin", "acme/ops")
+    broker.admin.create_topic("admin", TOPIC)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
     chunk = [_entry(b"A%d" % i, "big", ("big-1", i, 2, 4)) for i in range(2)]
-    return broker.append_entries("admin", TOPIC, [chunk[0], _entry(b"x", "small", None), chunk[1]])
+    return broker.producing.append_entries(
+        "admin", TOPIC, [chunk[0], _entry(b"x", "small", None), chunk[1]]
+    )
 
 
 def test_a_negative_acknowledgement_of_the_last_chunk_releases_the_whole_message(
@@ -217,7 +219,7 @@ def test_a_negative_acknowledgement_of_the_last_chunk_releases_the_whole_message
 ) -> None:
     with Broker(Config.from_home(tmp_path / "home")) as broker:
         _chunked_topic(broker)
-        dispatcher = broker.dispatcher("admin", TOPIC, "s")
+        dispatcher = broker.reading.dispatcher("admin", TOPIC, "s")
         first = dispatcher.subscribe("a")
         got = first.receive_many(10)
         assert [m.payload for m in got] == [b"A0", b"x", b"A1"]
@@ -232,15 +234,15 @@ def test_a_receive_never_cuts_a_chunked_message(tmp_path: Path) -> None:
     with Broker(Config.from_home(tmp_path / "home")) as broker:
         positions = _chunked_topic(broker)
         # One message asked for: the chunked one, whole, and all of it acknowledged.
-        got = broker.consume("admin", TOPIC, "s", 1, ack=True)
+        got = broker.reading.consume("admin", TOPIC, "s", 1, ack=True)
         assert [m.payload for m in got] == [b"A0", b"A1"]
-        state = broker.cursor_state("admin", TOPIC, "s")
+        state = broker.analysis.cursor_state("admin", TOPIC, "s")
         assert [state.is_acked(p) for p in positions] == [True, False, True]
         # A consumer that read ahead hands the chunked one out whole too, with x, which
         # came between its chunks.
-        broker.create_subscription(
+        broker.admin.create_subscription(
             "admin", TOPIC, "t", SubscriptionType.SHARED, initial_position="earliest"
         )
-        ahead = broker.dispatcher("admin", TOPIC, "t").subscribe("a", receiver_queue_size=5)
+        ahead = broker.reading.dispatcher("admin", TOPIC, "t").subscribe("a", receiver_queue_size=5)
         assert [m.payload for m in ahead.receive_many(1)] == [b"A0", b"x", b"A1"]
         ahead.close()

@@ -17,6 +17,7 @@ from cursorops.core.domain.delivery.key_hash import HashRing, sticky_key_hash
 from cursorops.core.domain.errors import ConflictError, ConsumerBusyError, InvalidArgumentError
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.services.reading.dispatch import Consumer, Message
 
@@ -27,8 +28,8 @@ LEASE_MS = 30_000
 
 
 def setup(broker: Broker, kind: SubscriptionType, partitions: int = 0) -> None:
-    broker.create_topic("admin", TOPIC, partitions=partitions)
-    broker.create_subscription("admin", TOPIC, "s", kind, initial_position="earliest")
+    broker.admin.create_topic("admin", TOPIC, partitions=partitions)
+    broker.admin.create_subscription("admin", TOPIC, "s", kind, initial_position="earliest")
 
 
 def payloads(messages: list[Message]) -> list[bytes]:
@@ -36,7 +37,7 @@ def payloads(messages: list[Message]) -> list[bytes]:
 
 
 def subscribe(broker: Broker, name: str, queue: int = 1, priority: int = 0) -> Consumer:
-    return broker.dispatcher("admin", TOPIC, "s").subscribe(
+    return broker.reading.dispatcher("admin", TOPIC, "s").subscribe(
         name, receiver_queue_size=queue, priority=priority
     )
 
@@ -49,13 +50,13 @@ def test_exclusive_refuses_a_second_consumer_until_the_lease_expires(
     broker: Broker, clock: Clock
 ) -> None:
     setup(broker, SubscriptionType.EXCLUSIVE)
-    broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(3)])
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(3)])
     first = subscribe(broker, "a")
     assert payloads(first.receive_many(2)) == [b"m0", b"m1"]
     with pytest.raises(ConsumerBusyError, match="^Exclusive consumer is already connected$"):
         subscribe(broker, "b")
     with pytest.raises(ConsumerBusyError):
-        broker.consume("admin", TOPIC, "s", 1)
+        broker.reading.consume("admin", TOPIC, "s", 1)
     clock.advance(LEASE_MS - 1)
     with pytest.raises(ConsumerBusyError):
         subscribe(broker, "b")
@@ -71,7 +72,7 @@ def test_exclusive_refuses_a_second_consumer_until_the_lease_expires(
 
 def test_every_call_renews_the_lease(broker: Broker, clock: Clock) -> None:
     setup(broker, SubscriptionType.EXCLUSIVE)
-    broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(5)])
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(5)])
     first = subscribe(broker, "a")
     for _ in range(4):
         clock.advance(LEASE_MS - 1)
@@ -82,7 +83,7 @@ def test_every_call_renews_the_lease(broker: Broker, clock: Clock) -> None:
 
 def test_shared_lease_expiry_redelivers_to_another_consumer(broker: Broker, clock: Clock) -> None:
     setup(broker, SubscriptionType.SHARED)
-    broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(6)])
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(6)])
     a = subscribe(broker, "a")
     b = subscribe(broker, "b")
     held = a.receive_many(2)
@@ -97,12 +98,12 @@ def test_shared_lease_expiry_redelivers_to_another_consumer(broker: Broker, cloc
     # it ends the pending state of m0 and m1 at b too.
     a.acknowledge(held)
     b.close()
-    assert payloads(broker.consume("admin", TOPIC, "s", 10)) == [b"m2", b"m3", b"m4", b"m5"]
+    assert payloads(broker.reading.consume("admin", TOPIC, "s", 10)) == [b"m2", b"m3", b"m4", b"m5"]
 
 
 def test_failover_activates_the_highest_priority_level_only(broker: Broker) -> None:
     setup(broker, SubscriptionType.FAILOVER, partitions=4)
-    broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(40)])
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(40)])
     late = subscribe(broker, "a-name-first", priority=1, queue=100)
     zed = subscribe(broker, "zed", queue=100)
     bob = subscribe(broker, "bob", queue=100)
@@ -120,17 +121,17 @@ def test_failover_activates_the_highest_priority_level_only(broker: Broker) -> N
 
 def test_cumulative_ack_drops_pending_through_the_message(broker: Broker) -> None:
     setup(broker, SubscriptionType.FAILOVER)
-    broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(5)])
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(5)])
     consumer = subscribe(broker, "c", queue=10)
     got = consumer.receive_many(3)
     consumer.acknowledge_cumulative(got[1])
     consumer.close()
-    assert payloads(broker.consume("admin", TOPIC, "s", 10)) == [b"m2", b"m3", b"m4"]
+    assert payloads(broker.reading.consume("admin", TOPIC, "s", 10)) == [b"m2", b"m3", b"m4"]
 
 
 def test_cumulative_ack_is_refused_on_shared(broker: Broker) -> None:
     setup(broker, SubscriptionType.SHARED)
-    broker.produce("admin", TOPIC, [OutgoingMessage(b"x")])
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"x")])
     consumer = subscribe(broker, "c")
     with pytest.raises(ConflictError, match="Cumulative acknowledgement is not supported"):
         consumer.acknowledge_cumulative(consumer.receive_many(1)[0])
@@ -138,7 +139,7 @@ def test_cumulative_ack_is_refused_on_shared(broker: Broker) -> None:
 
 def test_acknowledging_a_foreign_message_is_refused_and_changes_nothing(broker: Broker) -> None:
     setup(broker, SubscriptionType.SHARED)
-    broker.produce("admin", TOPIC, [OutgoingMessage(b"x")])
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"x")])
     consumer = subscribe(broker, "c")
     message = consumer.receive_many(1)[0]
     foreign = Message(
@@ -147,7 +148,7 @@ def test_acknowledging_a_foreign_message_is_refused_and_changes_nothing(broker: 
     with pytest.raises(InvalidArgumentError, match="is not from this subscription"):
         consumer.acknowledge(foreign)
     consumer.close()
-    assert payloads(broker.consume("admin", TOPIC, "s", 10)) == [b"x"]
+    assert payloads(broker.reading.consume("admin", TOPIC, "s", 10)) == [b"x"]
 
 
 # -- Key_Shared: per-key order against a plain model ------------------------
@@ -182,7 +183,7 @@ def test_key_shared_keeps_per_key_order_as_consumers_join_and_leave(
                 serial += 1
                 published[key].append(payload)
                 batch.append(OutgoingMessage(payload, key=key))
-            broker.produce("admin", TOPIC, batch)
+            broker.producing.produce("admin", TOPIC, batch)
         elif action == "join" and len(consumers) < 4:
             name = f"c{step}"
             consumers[name] = subscribe(broker, name, queue=rng.randint(1, 4))
@@ -220,7 +221,7 @@ def test_key_shared_keeps_per_key_order_as_consumers_join_and_leave(
     for consumer in consumers.values():
         consumer.close()
     # Nothing lost: everything not acknowledged is still there, once each.
-    rest = broker.consume("admin", TOPIC, "s", 10_000, ack=True)
+    rest = broker.reading.consume("admin", TOPIC, "s", 10_000, ack=True)
     everything = {p for order in published.values() for p in order}
     assert sorted(payloads(rest)) == sorted(everything - acked)
 
@@ -228,7 +229,9 @@ def test_key_shared_keeps_per_key_order_as_consumers_join_and_leave(
 def test_a_message_acknowledged_by_a_skip_stops_blocking_its_key(broker: Broker) -> None:
     setup(broker, SubscriptionType.KEY_SHARED)
     keys = [f"k{i}" for i in range(20)]
-    broker.produce("admin", TOPIC, [OutgoingMessage(f"{k}/0".encode(), key=k) for k in keys])
+    broker.producing.produce(
+        "admin", TOPIC, [OutgoingMessage(f"{k}/0".encode(), key=k) for k in keys]
+    )
     a = subscribe(broker, "a", queue=100)
     first = {m.key: m for m in a.receive_many(100)}
     b = subscribe(broker, "b")
@@ -236,10 +239,10 @@ def test_a_message_acknowledged_by_a_skip_stops_blocking_its_key(broker: Broker)
     moved = [k for k in keys if ring.select(sticky_key_hash(k)) == b.consumer_id]
     assert moved
     key = moved[0]
-    broker.produce("admin", TOPIC, [OutgoingMessage(f"{key}/1".encode(), key=key)])
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(f"{key}/1".encode(), key=key)])
     assert b.receive_many(10) == []
     mid = first[key].message_id
-    broker.skip_messages("admin", TOPIC, "s", [mid])
+    skips.skip_messages(broker.gated, "admin", TOPIC, "s", [mid])
     assert payloads(b.receive_many(10)) == [f"{key}/1".encode()]
 
 
@@ -250,23 +253,23 @@ def test_consume_and_peek_of_one_message_read_only_the_first_segment(broker: Bro
     """Later segments are made unreadable: reading one message must not touch them."""
     setup(broker, SubscriptionType.SHARED)
     for chunk in range(5):
-        broker.produce(
+        broker.producing.produce(
             "admin", TOPIC, [OutgoingMessage(f"c{chunk}-{i}".encode()) for i in range(50)]
         )
     segments = broker.metadata.segments(TOPIC)
     assert len(segments) == 5
     for segment in segments[1:]:
         os.remove(os.path.join(broker.ledgers.root, segment.path))
-    assert payloads(broker.peek_messages("admin", TOPIC, "s", 1)) == [b"c0-0"]
-    assert payloads(broker.consume("admin", TOPIC, "s", 1, ack=True)) == [b"c0-0"]
-    assert payloads(broker.peek_messages("admin", TOPIC, "s", 1)) == [b"c0-1"]
+    assert payloads(broker.reading.peek_messages("admin", TOPIC, "s", 1)) == [b"c0-0"]
+    assert payloads(broker.reading.consume("admin", TOPIC, "s", 1, ack=True)) == [b"c0-0"]
+    assert payloads(broker.reading.peek_messages("admin", TOPIC, "s", 1)) == [b"c0-1"]
 
 
 def test_key_shared_spreads_keyless_messages_by_producer_and_sequence(broker: Broker) -> None:
     """Pulsar 4: a message without a key hashes as ``producer-sequence`` of its entry, so
     keyless messages spread over the consumers, and a batch stays with one consumer."""
     setup(broker, SubscriptionType.KEY_SHARED)
-    broker.produce(
+    broker.producing.produce(
         "admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(200)], batch_size=5
     )
     a = subscribe(broker, "a", queue=1000)

@@ -44,10 +44,10 @@ def small_ledgers(tmp_path: Path, metadata_url: str, clock: Clock) -> Iterator[B
         tmp_path / "home", metadata_url=metadata_url, max_entries_per_ledger=3
     )
     with Broker(config, clock=clock) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/ops")
-        broker.create_topic("admin", TOPIC)
-        broker.create_subscription(
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/ops")
+        broker.admin.create_topic("admin", TOPIC)
+        broker.admin.create_subscription(
             "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
         )
         yield broker
@@ -56,13 +56,13 @@ def small_ledgers(tmp_path: Path, metadata_url: str, clock: Clock) -> Iterator[B
 def _produce(broker: Broker, first: int, count: int) -> None:
     # One message per call: one entry each, so the ledgers roll over.
     for i in range(first, first + count):
-        broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode())])
+        broker.producing.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode())])
 
 
 def test_a_dispatcher_follows_ledgers_added_after_it_started(small_ledgers: Broker) -> None:
     broker = small_ledgers
     _produce(broker, 0, 4)
-    dispatcher = broker.dispatcher("admin", TOPIC, "s")
+    dispatcher = broker.reading.dispatcher("admin", TOPIC, "s")
     consumer = dispatcher.subscribe("c")
     first = consumer.receive_many(100)
     assert [m.payload for m in first] == [f"m{i}".encode() for i in range(4)]
@@ -80,13 +80,13 @@ def test_a_dispatcher_follows_ledgers_added_after_it_started(small_ledgers: Brok
     state = dispatcher.known_state(TOPIC)
     assert state is not None
     assert state.mark_delete == Position(ledgers[-1][0], ledgers[-1][1] - 1)
-    stats = broker.topic_stats("admin", TOPIC).subscriptions["s"]
+    stats = broker.analysis.topic_stats("admin", TOPIC).subscriptions["s"]
     assert stats.msg_backlog == 0
 
 
 def test_a_segment_replaced_under_its_name_is_read_afresh(small_ledgers: Broker) -> None:
     broker = small_ledgers
-    broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(3)])
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(3)])
     segment = broker.metadata.segments(TOPIC)[0]
     cache = SegmentCache(broker.ledgers.root)
     before = pa.Table.from_batches(list(cache.batches_after([segment], Position(-1, -1))))
@@ -171,7 +171,7 @@ def test_only_a_dispatch_commits_without_waiting_for_the_disk(
         seen.append(("flushed" if flushed else "not flushed", _flush_setting(self)))
 
     monkeypatch.setattr(SubscriptionTransaction, "_lock", lock)
-    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c")
+    consumer = broker.reading.dispatcher("admin", TOPIC, "s").subscribe("c")
     messages = consumer.receive_many(10)
     assert [m.payload for m in messages] == [b"m0", b"m1"]
     consumer.acknowledge(messages)
@@ -184,4 +184,4 @@ def test_only_a_dispatch_commits_without_waiting_for_the_disk(
     # Set back: the next transaction on the pool's connections flushes.
     with broker.metadata.subscription_transaction(TOPIC, "s", 0) as txn:
         assert _flush_setting(txn) == full[1]
-    assert broker.topic_stats("admin", TOPIC).subscriptions["s"].msg_backlog == 0
+    assert broker.analysis.topic_stats("admin", TOPIC).subscriptions["s"].msg_backlog == 0

@@ -80,14 +80,16 @@ def test_shared_dispatch_matches_the_model(ops: list[tuple[str, str, int]]) -> N
         clock = Clock()
         config = Config.from_home(Path(home), consumer_lease_ms=LEASE_MS)
         with Broker(config, clock=clock) as broker:
-            broker.create_tenant("admin", "acme")
-            broker.create_namespace("admin", "acme/ops")
-            broker.create_topic("admin", TOPIC)
-            broker.create_subscription(
+            broker.admin.create_tenant("admin", "acme")
+            broker.admin.create_namespace("admin", "acme/ops")
+            broker.admin.create_topic("admin", TOPIC)
+            broker.admin.create_subscription(
                 "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
             )
-            broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(24)])
-            dispatcher = broker.dispatcher("admin", TOPIC, "s")
+            broker.producing.produce(
+                "admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(24)]
+            )
+            dispatcher = broker.reading.dispatcher("admin", TOPIC, "s")
             model = Model()
             # A receiver queue of 1: what a consumer holds is exactly what it was handed.
             consumers: dict[str, Consumer] = {
@@ -121,5 +123,5 @@ def test_shared_dispatch_matches_the_model(ops: list[tuple[str, str, int]]) -> N
                         held[owner].clear()
             for consumer in consumers.values():
                 consumer.close()
-            rest = broker.consume("admin", TOPIC, "s", 1000)
+            rest = broker.reading.consume("admin", TOPIC, "s", 1000)
             assert sorted(m.payload for m in rest) == sorted(set(model.order) - model.acked)

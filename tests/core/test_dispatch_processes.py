@@ -47,15 +47,15 @@ def _broker(home: str, url: str, lease_ms: int) -> Broker:
 
 def _install(home: str, url: str, kind: SubscriptionType, partitions: int = 0) -> None:
     with _broker(home, url, 30_000) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/ops")
-        broker.create_topic("admin", TOPIC, partitions=partitions)
-        broker.create_subscription("admin", TOPIC, SUB, kind, initial_position="earliest")
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/ops")
+        broker.admin.create_topic("admin", TOPIC, partitions=partitions)
+        broker.admin.create_subscription("admin", TOPIC, SUB, kind, initial_position="earliest")
 
 
 def _produce(home: str, url: str, messages: list[OutgoingMessage]) -> None:
     with _broker(home, url, 30_000) as broker:
-        broker.produce("admin", TOPIC, messages)
+        broker.producing.produce("admin", TOPIC, messages)
 
 
 # -- a consumer in its own process, driven command by command ------------------
@@ -70,7 +70,7 @@ def _actor_main(home: str, url: str, lease_ms: int, conn: Connection) -> None:
         try:
             result: object = None
             if command == "subscribe":
-                consumer = broker.dispatcher("admin", TOPIC, SUB).subscribe(
+                consumer = broker.reading.dispatcher("admin", TOPIC, SUB).subscribe(
                     arg, receiver_queue_size=1
                 )
             elif command == "receive":
@@ -148,14 +148,16 @@ SHARE_CAP = 800
 
 def _shared_worker(home: str, url: str, name: str, barrier: Any, results: Any) -> None:
     with _broker(home, url, 30_000) as broker:
-        consumer = broker.dispatcher("admin", TOPIC, SUB).subscribe(name, receiver_queue_size=25)
+        consumer = broker.reading.dispatcher("admin", TOPIC, SUB).subscribe(
+            name, receiver_queue_size=25
+        )
         barrier.wait()
         got: list[str] = []
         while len(got) < SHARE_CAP:
             batch = consumer.receive_many(min(25, SHARE_CAP - len(got)))
             if not batch:
                 # Nothing free for us right now: the rest may be held by the others.
-                if broker.topic_stats("admin", TOPIC).subscriptions[SUB].msg_backlog == 0:
+                if broker.analysis.topic_stats("admin", TOPIC).subscriptions[SUB].msg_backlog == 0:
                     break
                 time.sleep(0.01)
                 continue

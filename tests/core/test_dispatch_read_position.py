@@ -14,6 +14,7 @@ from cursorops.core.domain.acks import cursor_codec
 from cursorops.core.domain.ids.position import Position
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import reset
 from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.services.reading.dispatch import Message
 
@@ -23,10 +24,10 @@ TOPIC = "persistent://acme/ops/read-position"
 
 
 def setup(broker: Broker, kind: SubscriptionType = SubscriptionType.SHARED) -> None:
-    broker.create_topic("admin", TOPIC)
-    broker.create_subscription("admin", TOPIC, "s", kind, initial_position="earliest")
+    broker.admin.create_topic("admin", TOPIC)
+    broker.admin.create_subscription("admin", TOPIC, "s", kind, initial_position="earliest")
     for chunk in range(4):
-        broker.produce(
+        broker.producing.produce(
             "admin", TOPIC, [OutgoingMessage(f"c{chunk}-{i}".encode()) for i in range(10)]
         )
 
@@ -43,19 +44,19 @@ def unreadable(broker: Broker, count: int) -> None:
 
 def test_a_dispatch_reads_on_from_what_is_held_not_from_mark_delete(broker: Broker) -> None:
     setup(broker)
-    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("a", receiver_queue_size=10)
+    consumer = broker.reading.dispatcher("admin", TOPIC, "s").subscribe("a", receiver_queue_size=10)
     held = consumer.receive_many(20)
     assert payloads(held) == [f"c{c}-{i}".encode() for c in range(2) for i in range(10)]
     # Nothing is acknowledged: mark-delete is still before the first message.
     unreadable(broker, 2)
-    other = broker.dispatcher("admin", TOPIC, "s").subscribe("b", receiver_queue_size=10)
+    other = broker.reading.dispatcher("admin", TOPIC, "s").subscribe("b", receiver_queue_size=10)
     # a has also prefetched c2 (flow permits): b gets c3.
     assert payloads(other.receive_many(10)) == [f"c3-{i}".encode() for i in range(10)]
 
 
 def test_a_released_message_is_read_again_first(broker: Broker) -> None:
     setup(broker)
-    dispatcher = broker.dispatcher("admin", TOPIC, "s")
+    dispatcher = broker.reading.dispatcher("admin", TOPIC, "s")
     a = dispatcher.subscribe("a", receiver_queue_size=5)
     first = a.receive_many(15)
     a.negative_acknowledge(first[3])
@@ -69,7 +70,7 @@ def test_a_released_message_is_read_again_first(broker: Broker) -> None:
 
 def test_lease_expiry_brings_reading_back(broker: Broker, clock: Clock) -> None:
     setup(broker)
-    dispatcher = broker.dispatcher("admin", TOPIC, "s")
+    dispatcher = broker.reading.dispatcher("admin", TOPIC, "s")
     a = dispatcher.subscribe("a", receiver_queue_size=10)
     assert len(a.receive_many(40)) == 40
     clock.advance(broker.config.consumer_lease_ms)
@@ -82,31 +83,33 @@ def test_lease_expiry_brings_reading_back(broker: Broker, clock: Clock) -> None:
 
 def test_a_cursor_reset_voids_the_read_position(broker: Broker) -> None:
     setup(broker)
-    assert len(broker.consume("admin", TOPIC, "s", 25, ack=True)) == 25
-    broker.reset_cursor("admin", TOPIC, "s", position=Position(-1, -1))
-    got = broker.consume("admin", TOPIC, "s", 3)
+    assert len(broker.reading.consume("admin", TOPIC, "s", 25, ack=True)) == 25
+    reset.reset_cursor(broker.gated, "admin", TOPIC, "s", position=Position(-1, -1))
+    got = broker.reading.consume("admin", TOPIC, "s", 3)
     assert payloads(got) == [b"c0-0", b"c0-1", b"c0-2"]
 
 
 def test_a_reset_folded_into_a_snapshot_voids_the_read_position(broker: Broker) -> None:
     """A compaction hides the resetting delta: the position recorded before it no longer counts."""
     setup(broker)
-    assert len(broker.consume("admin", TOPIC, "s", 25, ack=True)) == 25
-    broker.reset_cursor("admin", TOPIC, "s", position=Position(-1, -1))
+    assert len(broker.reading.consume("admin", TOPIC, "s", 25, ack=True)) == 25
+    reset.reset_cursor(broker.gated, "admin", TOPIC, "s", position=Position(-1, -1))
     record = broker.metadata.load_cursor(TOPIC, "s")
     state = broker.context.cursor_state(TOPIC, "s")
     broker.metadata.compact_cursor(TOPIC, "s", cursor_codec.encode(state), record.version)
-    assert payloads(broker.consume("admin", TOPIC, "s", 2)) == [b"c0-0", b"c0-1"]
+    assert payloads(broker.reading.consume("admin", TOPIC, "s", 2)) == [b"c0-0", b"c0-1"]
 
 
 def test_delayed_message_keeps_the_read_position_before_it(broker: Broker, clock: Clock) -> None:
-    broker.create_topic("admin", TOPIC)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    broker.produce("admin", TOPIC, [OutgoingMessage(b"later", deliver_at=clock() + 1_000)])
-    broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(3)])
-    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("a", receiver_queue_size=10)
+    broker.producing.produce(
+        "admin", TOPIC, [OutgoingMessage(b"later", deliver_at=clock() + 1_000)]
+    )
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(3)])
+    consumer = broker.reading.dispatcher("admin", TOPIC, "s").subscribe("a", receiver_queue_size=10)
     assert payloads(consumer.receive_many(10)) == [b"m0", b"m1", b"m2"]
     clock.advance(1_000)
     assert payloads(consumer.receive_many(10)) == [b"later"]

@@ -15,6 +15,8 @@ from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.ids.position import Position
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import reset
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.services.reading import dispatch
 from cursorops.core.services.reading.message import Message
@@ -25,18 +27,18 @@ TOPIC = "persistent://acme/ops/durable"
 
 
 def make_topic(broker: Broker, messages: int, batch_size: int = 1) -> list[MessageId]:
-    broker.create_topic("admin", TOPIC, partitions=0)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC, partitions=0)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    return broker.produce(
+    return broker.producing.produce(
         "admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(messages)], batch_size=batch_size
     )
 
 
 def acknowledge(broker: Broker, ids: list[MessageId]) -> None:
     """``ids`` acknowledged by a consumer of the subscription, in one call."""
-    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("acknowledger")
+    consumer = broker.reading.dispatcher("admin", TOPIC, "s").subscribe("acknowledger")
     try:
         consumer.acknowledge([Message(m, TOPIC, b"", None, {}, 0, None, "", 0) for m in ids])
     finally:
@@ -51,13 +53,13 @@ def test_scattered_holes_beyond_pulsars_cap_survive_a_restart(
     acked = ids[1::2]
     for start in range(0, len(acked), 5_000):
         acknowledge(broker, acked[start : start + 5_000])
-    expected = broker.cursor_state("admin", TOPIC, "s")
+    expected = broker.analysis.cursor_state("admin", TOPIC, "s")
     assert expected.individually_deleted.range_count() == 30_000
     broker.close()
     with Broker(home_config, clock=clock) as restarted:
-        recovered = restarted.cursor_state("admin", TOPIC, "s")
+        recovered = restarted.analysis.cursor_state("admin", TOPIC, "s")
         assert recovered == expected
-        analysis = restarted.analyze_backlog("admin", TOPIC, "s")[0].result
+        analysis = restarted.analysis.analyze_backlog("admin", TOPIC, "s")[0].result
         assert analysis.messages == 30_001
 
 
@@ -69,10 +71,10 @@ def test_batch_index_acks_survive_a_restart(
     acknowledge(broker, chosen)
     broker.close()
     with Broker(home_config, clock=clock) as restarted:
-        state = restarted.cursor_state("admin", TOPIC, "s")
+        state = restarted.analysis.cursor_state("admin", TOPIC, "s")
         for m in ids:
             assert state.is_acked(m.position, m.batch_index) == (m in chosen)
-        assert restarted.analyze_backlog("admin", TOPIC, "s")[0].result.messages == 700
+        assert restarted.analysis.analyze_backlog("admin", TOPIC, "s")[0].result.messages == 700
 
 
 def test_concurrent_consumer_acks_and_admin_skips_lose_nothing(
@@ -96,7 +98,9 @@ def test_concurrent_consumer_acks_and_admin_skips_lose_nothing(
         try:
             with Broker(home_config, clock=clock) as own:
                 for start in range(0, len(by_admin), 20):
-                    own.skip_messages("admin", TOPIC, "s", by_admin[start : start + 20])
+                    skips.skip_messages(
+                        own.gated, "admin", TOPIC, "s", by_admin[start : start + 20]
+                    )
         except BaseException as exc:
             errors.append(exc)
 
@@ -106,11 +110,11 @@ def test_concurrent_consumer_acks_and_admin_skips_lose_nothing(
     for t in threads:
         t.join()
     assert not errors, errors
-    state = broker.cursor_state("admin", TOPIC, "s")
+    state = broker.analysis.cursor_state("admin", TOPIC, "s")
     acked = set(by_consumer) | set(by_admin)
     for m in ids:
         assert state.is_acked(m.position, m.batch_index) == (m in acked), m
-    assert broker.analyze_backlog("admin", TOPIC, "s")[0].result.messages == 400
+    assert broker.analysis.analyze_backlog("admin", TOPIC, "s")[0].result.messages == 400
 
 
 @pytest.mark.slow
@@ -123,7 +127,9 @@ def test_compaction_keeps_every_delta(
     ids = make_topic(broker, 300, batch_size=3)
     other = Broker(home_config, clock=clock)
     try:
-        readers = [b.dispatcher("admin", TOPIC, "s").subscribe("reader") for b in (broker, other)]
+        readers = [
+            b.reading.dispatcher("admin", TOPIC, "s").subscribe("reader") for b in (broker, other)
+        ]
         for i, m in enumerate(ids):
             acknowledge(other if i % 2 else broker, [m])
             readers[i % 2].receive_many(1, prefetch=False)
@@ -133,9 +139,9 @@ def test_compaction_keeps_every_delta(
         assert folded.snapshot_version > 0 and len(folded.deltas) < 20
     finally:
         other.close()
-    state = broker.cursor_state("admin", TOPIC, "s")
+    state = broker.analysis.cursor_state("admin", TOPIC, "s")
     assert state.mark_delete == ids[-1].position
-    assert broker.analyze_backlog("admin", TOPIC, "s")[0].result.messages == 0
+    assert broker.analysis.analyze_backlog("admin", TOPIC, "s")[0].result.messages == 0
 
 
 def test_reset_cursor_forgets_later_acks_durably(
@@ -143,17 +149,19 @@ def test_reset_cursor_forgets_later_acks_durably(
 ) -> None:
     ids = make_topic(broker, 10)
     acknowledge(broker, ids[:8])
-    broker.reset_cursor("admin", TOPIC, "s", position=Position(ids[3].ledger_id, ids[3].entry_id))
+    reset.reset_cursor(
+        broker.gated, "admin", TOPIC, "s", position=Position(ids[3].ledger_id, ids[3].entry_id)
+    )
     broker.close()
     with Broker(home_config, clock=clock) as restarted:
-        assert [m.payload for m in restarted.consume("admin", TOPIC, "s", 20)] == [
+        assert [m.payload for m in restarted.reading.consume("admin", TOPIC, "s", 20)] == [
             b"%d" % i for i in range(3, 10)
         ]
 
 
 def test_deltas_to_several_cursors_are_all_or_nothing(broker: Broker) -> None:
-    broker.create_topic("admin", TOPIC, partitions=2)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC, partitions=2)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
     store = broker.metadata
@@ -169,7 +177,7 @@ def test_deltas_to_several_cursors_are_all_or_nothing(broker: Broker) -> None:
 def test_reset_to_a_missing_position_changes_nothing(broker: Broker) -> None:
     ids = make_topic(broker, 3)
     acknowledge(broker, ids[:1])
-    before = broker.cursor_state("admin", TOPIC, "s")
+    before = broker.analysis.cursor_state("admin", TOPIC, "s")
     with pytest.raises(PositionOutOfRangeError, match="no such entry"):
-        broker.reset_cursor("admin", TOPIC, "s", position=Position(999, 999))
-    assert broker.cursor_state("admin", TOPIC, "s") == before
+        reset.reset_cursor(broker.gated, "admin", TOPIC, "s", position=Position(999, 999))
+    assert broker.analysis.cursor_state("admin", TOPIC, "s") == before

@@ -43,6 +43,7 @@ from cursorops.core.services.gating import (
     Unsubscribe,
     named,
 )
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.gating.registry import topics_of
 from cursorops.core.services.producer import OutgoingMessage
 from tests.core.test_authz import dump
@@ -79,30 +80,30 @@ def seeded(broker: Broker) -> Broker:
     """Two namespaces, ``acme/ops`` and ``acme/vault`` (approval required), each with a topic
     of 10 messages (in batches of 2) and a Shared subscription at earliest, and a dead-letter
     topic of 3 messages; alice may produce and consume on both."""
-    broker.create_namespace("admin", "acme/vault")
+    broker.admin.create_namespace("admin", "acme/vault")
     for namespace, topic in (("acme/ops", ORDINARY), ("acme/vault", VAULT)):
-        broker.grant_permission("admin", namespace, "alice", ["produce", "consume"])
-        broker.create_topic("admin", topic)
-        broker.create_subscription(
+        broker.admin.grant_permission("admin", namespace, "alice", ["produce", "consume"])
+        broker.admin.create_topic("admin", topic)
+        broker.admin.create_subscription(
             "admin", topic, SUB, SubscriptionType.SHARED, initial_position="earliest"
         )
-        broker.produce(
+        broker.producing.produce(
             "admin", topic, [OutgoingMessage(b"m%d" % i) for i in range(10)], batch_size=2
         )
-        broker.create_topic("admin", f"{topic}-{SUB}-DLQ")
-        broker.produce(
+        broker.admin.create_topic("admin", f"{topic}-{SUB}-DLQ")
+        broker.producing.produce(
             "admin", f"{topic}-{SUB}-DLQ", [OutgoingMessage(b"dead", key="k") for _ in range(3)]
         )
-    broker.set_namespace_policy("admin", "acme/vault", skip_requires_approval=True)
+    broker.admin.set_namespace_policy("admin", "acme/vault", skip_requires_approval=True)
     return broker
 
 
 def ids(broker: Broker, topic: str) -> list[MessageId]:
-    return [m.message_id for m in broker.peek_messages("admin", topic, SUB, 100)]
+    return [m.message_id for m in broker.reading.peek_messages("admin", topic, SUB, 100)]
 
 
 def backlog(broker: Broker, topic: str) -> int:
-    return len(broker.peek_messages("admin", topic, SUB, 1000))
+    return len(broker.reading.peek_messages("admin", topic, SUB, 1000))
 
 
 WHY = {"reason": "poison pill", "ticket": "OPS-1"}
@@ -150,9 +151,9 @@ def test_an_ordinary_namespace_applies_at_once_with_its_audit_record(
         named(operation).recorded_as,
         CHANGED[operation],
     )
-    [audit] = seeded.audit_log("admin", ORDINARY, kind=applied.operation)
+    [audit] = seeded.workflow.audit_log("admin", ORDINARY, kind=applied.operation)
     assert audit.detail["via"] == "rest" and audit.role == "alice"
-    assert runs.started == [] and seeded.waiting_plan_records("admin", ORDINARY) == []
+    assert runs.started == [] and seeded.workflow.waiting_plan_records("admin", ORDINARY) == []
 
 
 def test_an_undo_on_an_ordinary_namespace_applies_at_once(seeded: Broker) -> None:
@@ -187,15 +188,15 @@ def test_an_approval_namespace_stores_one_verified_record_and_starts_its_run(
     assert run.dag_id == entry.workflow and (digest, requester) == (record.digest, "alice")
     assert pending.run.url == f"http://127.0.0.1/runs/{run.run_id}"
     # Stored once, recorded as planned, nothing moved.
-    assert seeded.current_plan_record("admin", run.dag_id, run.run_id) == record
-    assert seeded.waiting_plan_records("admin", VAULT) == [record]
-    [planned] = seeded.audit_log("admin", VAULT, kind=f"{entry.recorded_as}-planned")
+    assert seeded.workflow.current_plan_record("admin", run.dag_id, run.run_id) == record
+    assert seeded.workflow.waiting_plan_records("admin", VAULT) == [record]
+    [planned] = seeded.workflow.audit_log("admin", VAULT, kind=f"{entry.recorded_as}-planned")
     assert planned.detail["planDigest"] == record.digest
-    assert [r.planned.detail["planDigest"] for r in seeded.open_requests("admin", VAULT)] == [
-        record.digest
-    ]
+    assert [
+        r.planned.detail["planDigest"] for r in seeded.workflow.open_requests("admin", VAULT)
+    ] == [record.digest]
     assert backlog(seeded, VAULT) == before
-    assert SUB in {s.name for s in seeded.list_subscriptions("admin", VAULT)}
+    assert SUB in {s.name for s in seeded.admin.list_subscriptions("admin", VAULT)}
 
 
 def test_a_pending_request_is_applied_once_approved(seeded: Broker) -> None:
@@ -206,7 +207,7 @@ def test_a_pending_request_is_applied_once_approved(seeded: Broker) -> None:
     applied = seeded.apply_approved_plan(pending.record, [{"approver": "bob"}])
     assert (applied.operation, applied.changed) == ("skip", 3)
     assert backlog(seeded, VAULT) == 7
-    [skip] = seeded.audit_log("admin", VAULT, kind="skip")
+    [skip] = seeded.workflow.audit_log("admin", VAULT, kind="skip")
     assert skip.detail["planDigest"] == pending.record.digest
     assert skip.detail["approvedBy"] == ["bob"]
 
@@ -217,7 +218,7 @@ def test_an_undo_on_an_approval_namespace_waits(seeded: Broker) -> None:
     )
     assert isinstance(pending, Pending)
     seeded.apply_approved_plan(pending.record, [{"approver": "bob"}])
-    [skip] = seeded.audit_log("admin", VAULT, kind="skip")
+    [skip] = seeded.workflow.audit_log("admin", VAULT, kind="skip")
     runs = Runs()
     undo = UndoSkip(topic=VAULT, subscription=SUB, skip_id=skip.id, reason="wrong ids")
     waiting = seeded.request("undo-skip", ALICE, undo, runs)
@@ -239,7 +240,7 @@ def test_a_redrive_from_an_approval_namespace_waits_and_is_recorded_on_both(
     pending = seeded.request("redrive", ALICE, arguments, runs)
     assert isinstance(pending, Pending) and topics_of(pending.record) == (ORDINARY, dlq)
     for topic in (ORDINARY, dlq):
-        [planned] = seeded.audit_log("admin", topic, kind="redrive-planned")
+        [planned] = seeded.workflow.audit_log("admin", topic, kind="redrive-planned")
         assert planned.detail["planDigest"] == pending.record.digest
     assert backlog(seeded, ORDINARY) == 10
 
@@ -346,16 +347,16 @@ def test_a_run_that_does_not_start_closes_its_request(seeded: Broker) -> None:
         seeded.request(
             "clear-backlog", ALICE, REQUESTS["clear-backlog"](seeded, VAULT), Runs(fail=True)
         )
-    assert seeded.open_requests("admin", VAULT) == [] and backlog(seeded, VAULT) == 10
-    [planned] = seeded.audit_log("admin", VAULT, kind="skip-planned")
-    [closing] = seeded.audit_log("admin", VAULT, kind="skip-request")
+    assert seeded.workflow.open_requests("admin", VAULT) == [] and backlog(seeded, VAULT) == 10
+    [planned] = seeded.workflow.audit_log("admin", VAULT, kind="skip-planned")
+    [closing] = seeded.workflow.audit_log("admin", VAULT, kind="skip-request")
     digest = planned.detail["planDigest"]
     assert (closing.detail["planDigest"], closing.detail["outcome"]) == (digest, "not-started")
     assert "the workflow system did not answer" in closing.detail["statement"]
     run = (planned.detail["dagId"], planned.detail["runId"])
-    assert seeded.bound_plan_record("admin", digest, *run, "alice").digest == digest
+    assert seeded.workflow.bound_plan_record("admin", digest, *run, "alice").digest == digest
     with pytest.raises(NotAuthorizedError, match="closed when its run did not start"):
-        seeded.bound_plan_record("admin", digest, *run, "alice", started=True)
+        seeded.workflow.bound_plan_record("admin", digest, *run, "alice", started=True)
 
 
 def test_a_requester_who_may_not_start_the_workflow_stores_nothing(seeded: Broker) -> None:
@@ -383,7 +384,9 @@ def test_a_plan_record_serves_only_the_run_and_requester_it_is_bound_to(seeded: 
     assert isinstance(pending, Pending)
     digest, run = pending.record.digest, pending.run
     assert (
-        seeded.bound_plan_record("admin", digest, run.dag_id, run.run_id, "alice", started=True)
+        seeded.workflow.bound_plan_record(
+            "admin", digest, run.dag_id, run.run_id, "alice", started=True
+        )
         == pending.record
     )
     refusals = {
@@ -395,10 +398,10 @@ def test_a_plan_record_serves_only_the_run_and_requester_it_is_bound_to(seeded: 
     }
     for what, (named_digest, dag_id, run_id, requester, said) in refusals.items():
         with pytest.raises(NotAuthorizedError, match=said):
-            seeded.bound_plan_record("admin", named_digest, dag_id, run_id, requester)
+            seeded.workflow.bound_plan_record("admin", named_digest, dag_id, run_id, requester)
         assert what
 
 
 def test_a_direct_door_still_refuses_on_an_approval_namespace(seeded: Broker) -> None:
     with pytest.raises(ApprovalRequiredError):
-        seeded.skip_messages("alice", VAULT, SUB, ids(seeded, VAULT)[:1])
+        skips.skip_messages(seeded.gated, "alice", VAULT, SUB, ids(seeded, VAULT)[:1])

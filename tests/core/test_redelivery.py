@@ -23,13 +23,13 @@ TOPIC = "persistent://acme/ops/redelivery"
 
 
 def setup(broker: Broker, kind: SubscriptionType = SubscriptionType.SHARED) -> None:
-    broker.create_topic("admin", TOPIC)
-    broker.create_subscription("admin", TOPIC, "s", kind, initial_position="earliest")
-    broker.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(3)])
+    broker.admin.create_topic("admin", TOPIC)
+    broker.admin.create_subscription("admin", TOPIC, "s", kind, initial_position="earliest")
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(3)])
 
 
 def subscribe(broker: Broker, name: str, priority: int = 0) -> Consumer:
-    return broker.dispatcher("admin", TOPIC, "s").subscribe(
+    return broker.reading.dispatcher("admin", TOPIC, "s").subscribe(
         name, receiver_queue_size=1, priority=priority
     )
 
@@ -55,7 +55,7 @@ def test_a_close_does_not_count(broker: Broker) -> None:
         assert counts(consumer.receive_many(1)) == [(b"m0", 0)]
         consumer.close()
     assert stored(broker) == [0]
-    assert counts(broker.peek_messages("admin", TOPIC, "s", 1)) == [(b"m0", 0)]
+    assert counts(broker.reading.peek_messages("admin", TOPIC, "s", 1)) == [(b"m0", 0)]
 
 
 def test_a_lapsed_lease_does_not_count(broker: Broker, clock: Clock) -> None:
@@ -67,9 +67,9 @@ def test_a_lapsed_lease_does_not_count(broker: Broker, clock: Clock) -> None:
 
 def test_a_gone_process_does_not_count(broker: Broker) -> None:
     setup(broker)
-    dispatcher = broker.dispatcher("admin", TOPIC, "s")
+    dispatcher = broker.reading.dispatcher("admin", TOPIC, "s")
     dispatcher.subscribe("a", receiver_queue_size=1, consumer_id="dead1/a").receive_many(2)
-    assert broker.release_consumers_of("dead1/") == 1
+    assert broker.reading.release_consumers_of("dead1/") == 1
     assert stored(broker) == [0, 0]
     assert counts(subscribe(broker, "b").receive_many(2)) == [(b"m0", 0), (b"m1", 0)]
 
@@ -92,8 +92,8 @@ def test_a_negative_ack_counts_each_time(broker: Broker) -> None:
         consumer.negative_acknowledge(message)
     assert stored(broker) == [3]
     # Peeked, received and read by the radar: the same number.
-    assert counts(broker.peek_messages("admin", TOPIC, "s", 2)) == [(b"m0", 3), (b"m1", 0)]
-    (radar,) = broker.poison_radar("admin", TOPIC, "s", RadarLimits(3, None, 10))
+    assert counts(broker.reading.peek_messages("admin", TOPIC, "s", 2)) == [(b"m0", 3), (b"m1", 0)]
+    (radar,) = broker.analysis.poison_radar("admin", TOPIC, "s", RadarLimits(3, None, 10))
     assert [(m.triplet, m.redelivery_count) for m in radar.result.listed] == [
         (message.message_id.triplet(), 3)
     ]

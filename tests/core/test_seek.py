@@ -11,17 +11,18 @@ from cursorops.core.domain.errors import ApprovalRequiredError
 from cursorops.core.domain.ids.position import EARLIEST, Position
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import reset
 from cursorops.core.services.producer import OutgoingMessage
 
 TOPIC = "persistent://acme/ops/seek"
 
 
 def _topic(broker: Broker, topic: str = TOPIC, batch_size: int = 1) -> list[Position]:
-    broker.create_topic("admin", topic, partitions=0)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", topic, partitions=0)
+    broker.admin.create_subscription(
         "admin", topic, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    ids = broker.produce(
+    ids = broker.producing.produce(
         "admin", topic, [OutgoingMessage(b"%d" % i) for i in range(6)], batch_size=batch_size
     )
     return list(dict.fromkeys(Position(m.ledger_id, m.entry_id) for m in ids))
@@ -39,27 +40,27 @@ def test_a_seek_target_is_the_first_entry_at_or_after_the_id() -> None:
 
 def test_a_seek_past_the_end_leaves_nothing_to_read(broker: Broker) -> None:
     entries = _topic(broker)
-    mark = broker.seek("admin", TOPIC, "s", position=Position(2**63 - 1, 2**63 - 1))
+    mark = reset.seek(broker.gated, "admin", TOPIC, "s", position=Position(2**63 - 1, 2**63 - 1))
     assert mark == entries[-1]
-    assert broker.consume("admin", TOPIC, "s", 10) == []
-    assert broker.seek("admin", TOPIC, "s", position=EARLIEST) == EARLIEST
-    assert len(broker.consume("admin", TOPIC, "s", 10)) == 6
+    assert broker.reading.consume("admin", TOPIC, "s", 10) == []
+    assert reset.seek(broker.gated, "admin", TOPIC, "s", position=EARLIEST) == EARLIEST
+    assert len(broker.reading.consume("admin", TOPIC, "s", 10)) == 6
 
 
 def test_a_batch_id_with_an_ack_set_keeps_the_indexes_before_it(broker: Broker) -> None:
     entry = _topic(broker, batch_size=6)[0]
-    broker.seek("admin", TOPIC, "s", position=entry, ack_bits=0b110000)
-    state = broker.cursor_state("admin", TOPIC, "s")
+    reset.seek(broker.gated, "admin", TOPIC, "s", position=entry, ack_bits=0b110000)
+    state = broker.analysis.cursor_state("admin", TOPIC, "s")
     assert [i for i in range(6) if state.is_acked(entry, i)] == [0, 1, 2, 3]
-    assert [m.payload for m in broker.consume("admin", TOPIC, "s", 10)] == [b"4", b"5"]
+    assert [m.payload for m in broker.reading.consume("admin", TOPIC, "s", 10)] == [b"4", b"5"]
 
 
 def test_a_durable_seek_is_gated_and_a_readers_is_not(broker: Broker) -> None:
     entries = _topic(broker)
-    broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
-    broker.seek("admin", TOPIC, "s", position=entries[4], non_durable=True)
-    before = broker.cursor_state("admin", TOPIC, "s")
+    broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    reset.seek(broker.gated, "admin", TOPIC, "s", position=entries[4], non_durable=True)
+    before = broker.analysis.cursor_state("admin", TOPIC, "s")
     with pytest.raises(ApprovalRequiredError, match="cursorops_reset_cursor"):
-        broker.seek("admin", TOPIC, "s", position=EARLIEST)
-    assert broker.cursor_state("admin", TOPIC, "s") == before
-    assert [m.payload for m in broker.consume("admin", TOPIC, "s", 10)] == [b"4", b"5"]
+        reset.seek(broker.gated, "admin", TOPIC, "s", position=EARLIEST)
+    assert broker.analysis.cursor_state("admin", TOPIC, "s") == before
+    assert [m.payload for m in broker.reading.consume("admin", TOPIC, "s", 10)] == [b"4", b"5"]

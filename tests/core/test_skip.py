@@ -18,6 +18,7 @@ from cursorops.core.domain.errors import (
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
 
 from .conftest import Clock
@@ -29,22 +30,24 @@ def snapshot(broker: Broker, sub: str = "s") -> list[tuple[str, str, int, int]]:
     """Everything a skip could change, for before/after comparisons."""
     return [
         (a.topic_partition, str(a.result.first_message_id), a.result.entries, a.result.messages)
-        for a in broker.analyze_backlog("admin", TOPIC, sub)
+        for a in broker.analysis.analyze_backlog("admin", TOPIC, sub)
     ]
 
 
 @pytest.fixture
 def topic(broker: Broker, clock: Clock) -> dict[str, list[MessageId]]:
     """Two partitions: batches of 5, single messages, and one delayed message."""
-    broker.create_topic("admin", TOPIC, partitions=2)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC, partitions=2)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    batched = broker.produce(
+    batched = broker.producing.produce(
         "admin", TOPIC, [OutgoingMessage(f"b{i}".encode()) for i in range(20)], batch_size=5
     )
-    single = broker.produce("admin", TOPIC, [OutgoingMessage(f"s{i}".encode()) for i in range(4)])
-    delayed = broker.produce(
+    single = broker.producing.produce(
+        "admin", TOPIC, [OutgoingMessage(f"s{i}".encode()) for i in range(4)]
+    )
+    delayed = broker.producing.produce(
         "admin", TOPIC, [OutgoingMessage(b"report", deliver_at=clock() + 3_600_000)]
     )
     return {"batched": batched, "single": single, "delayed": delayed}
@@ -59,15 +62,15 @@ def test_skip_one_index_of_a_batch_and_a_delayed_message(
     broker: Broker, topic, clock: Clock
 ) -> None:
     pill, report = topic["batched"][7], topic["delayed"][0]
-    before = sum(a.result.messages for a in broker.analyze_backlog("admin", TOPIC, "s"))
-    outcome = broker.skip_messages("admin", TOPIC, "s", [triplet_id(pill), report])
+    before = sum(a.result.messages for a in broker.analysis.analyze_backlog("admin", TOPIC, "s"))
+    outcome = skips.skip_messages(broker.gated, "admin", TOPIC, "s", [triplet_id(pill), report])
     # In the order given, each with its partition filled in from its ledger.
     assert outcome.skipped == [pill, report]
     assert sum(outcome.per_partition.values()) == 2
-    after = sum(a.result.messages for a in broker.analyze_backlog("admin", TOPIC, "s"))
+    after = sum(a.result.messages for a in broker.analysis.analyze_backlog("admin", TOPIC, "s"))
     assert after == before - 2
     clock.advance(7_200_000)
-    received = broker.consume("admin", TOPIC, "s", 1000)
+    received = broker.reading.consume("admin", TOPIC, "s", 1000)
     payloads = [m.payload for m in received]
     assert len(received) == before - 2
     assert b"b7" not in payloads and b"report" not in payloads
@@ -76,7 +79,7 @@ def test_skip_one_index_of_a_batch_and_a_delayed_message(
 
 def test_ids_are_routed_to_their_own_partition(broker: Broker, topic) -> None:
     ids = [triplet_id(m) for m in topic["single"]]
-    outcome = broker.skip_messages("admin", TOPIC, "s", ids)
+    outcome = skips.skip_messages(broker.gated, "admin", TOPIC, "s", ids)
     partitions = {m.partition for m in topic["single"]}
     assert len(partitions) == 2
     assert outcome.per_partition == {
@@ -91,10 +94,14 @@ def test_ids_are_routed_to_their_own_partition(broker: Broker, topic) -> None:
 def test_already_acknowledged_ids_are_reported_and_skip_is_idempotent(
     broker: Broker, topic
 ) -> None:
-    first = broker.skip_messages("admin", TOPIC, "s", [topic["batched"][0], topic["single"][0]])
+    first = skips.skip_messages(
+        broker.gated, "admin", TOPIC, "s", [topic["batched"][0], topic["single"][0]]
+    )
     assert len(first.skipped) == 2 and first.already_acknowledged == []
     before = snapshot(broker)
-    again = broker.skip_messages("admin", TOPIC, "s", [topic["batched"][0], topic["single"][0]])
+    again = skips.skip_messages(
+        broker.gated, "admin", TOPIC, "s", [topic["batched"][0], topic["single"][0]]
+    )
     assert again.skipped == []
     assert len(again.already_acknowledged) == 2
     assert snapshot(broker) == before
@@ -102,8 +109,10 @@ def test_already_acknowledged_ids_are_reported_and_skip_is_idempotent(
 
 def test_whole_entry_skip_covers_every_index(broker: Broker, topic) -> None:
     entry = topic["batched"][0]
-    broker.skip_messages("admin", TOPIC, "s", [MessageId(entry.ledger_id, entry.entry_id)])
-    again = broker.skip_messages("admin", TOPIC, "s", [entry])
+    skips.skip_messages(
+        broker.gated, "admin", TOPIC, "s", [MessageId(entry.ledger_id, entry.entry_id)]
+    )
+    again = skips.skip_messages(broker.gated, "admin", TOPIC, "s", [entry])
     assert again.already_acknowledged == [entry]
 
 
@@ -148,77 +157,93 @@ def test_bad_ids_change_nothing(broker: Broker, topic, case: int) -> None:
     ids, error, fragment = bad_cases(topic)[case]
     before = snapshot(broker)
     with pytest.raises(error, match=fragment) as info:
-        broker.skip_messages("admin", TOPIC, "s", ids)
+        skips.skip_messages(broker.gated, "admin", TOPIC, "s", ids)
     assert str(info.value).startswith("Nothing skipped")
     assert snapshot(broker) == before
 
 
 def test_an_entry_of_a_newer_topic_is_beyond_the_last_entry(broker: Broker, topic) -> None:
-    broker.create_topic("admin", "persistent://acme/ops/other", partitions=0)
-    other = broker.produce("admin", "persistent://acme/ops/other", [OutgoingMessage(b"x")])
-    broker.produce("admin", TOPIC, [OutgoingMessage(b"y", key="k")] * 3)
+    broker.admin.create_topic("admin", "persistent://acme/ops/other", partitions=0)
+    other = broker.producing.produce(
+        "admin", "persistent://acme/ops/other", [OutgoingMessage(b"x")]
+    )
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"y", key="k")] * 3)
     # Its ledger was created after every ledger of TOPIC: past TOPIC's end.
     before = snapshot(broker)
     with pytest.raises(PositionOutOfRangeError, match="beyond the last entry of the topic"):
-        broker.skip_messages("admin", TOPIC, "s", [triplet_id(other[0])])
+        skips.skip_messages(broker.gated, "admin", TOPIC, "s", [triplet_id(other[0])])
     assert snapshot(broker) == before
 
 
 def test_an_entry_of_an_older_topic_is_not_found(broker: Broker, topic) -> None:
-    other = broker.produce("admin", TOPIC, [OutgoingMessage(b"x")])
+    other = broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"x")])
     newer = "persistent://acme/ops/newer"
-    broker.create_topic("admin", newer, partitions=0)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", newer, partitions=0)
+    broker.admin.create_subscription(
         "admin", newer, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    broker.produce("admin", newer, [OutgoingMessage(b"y")])
+    broker.producing.produce("admin", newer, [OutgoingMessage(b"y")])
     # Its ledger is older than the newer topic's only ledger, and not one of its ledgers.
     before = snapshot(broker)
     with pytest.raises(EntryNotFoundError, match=f"no ledger {other[0].ledger_id} in this topic"):
-        broker.skip_messages("admin", newer, "s", [triplet_id(other[0])])
+        skips.skip_messages(broker.gated, "admin", newer, "s", [triplet_id(other[0])])
     assert snapshot(broker) == before
 
 
 def test_unknown_topic_and_subscription(broker: Broker, topic) -> None:
     with pytest.raises(TopicNotFoundError):
-        broker.skip_messages("admin", "persistent://acme/ops/nope", "s", topic["single"][:1])
+        skips.skip_messages(
+            broker.gated, "admin", "persistent://acme/ops/nope", "s", topic["single"][:1]
+        )
     with pytest.raises(SubscriptionNotFoundError, match="nope"):
-        broker.skip_messages("admin", TOPIC, "nope", topic["single"][:1])
+        skips.skip_messages(broker.gated, "admin", TOPIC, "nope", topic["single"][:1])
     with pytest.raises(InvalidArgumentError, match="No message ids"):
-        broker.skip_messages("admin", TOPIC, "s", [])
+        skips.skip_messages(broker.gated, "admin", TOPIC, "s", [])
 
 
 @pytest.mark.parametrize("kind", [SubscriptionType.EXCLUSIVE, SubscriptionType.FAILOVER])
 def test_exclusive_and_failover_are_refused(broker: Broker, topic, kind: SubscriptionType) -> None:
-    broker.create_subscription("admin", TOPIC, "excl", kind, initial_position="earliest")
+    broker.admin.create_subscription("admin", TOPIC, "excl", kind, initial_position="earliest")
     before = snapshot(broker, "excl")
     with pytest.raises(UnsupportedSubscriptionTypeError, match="Unsupported subscription type."):
-        broker.skip_messages("admin", TOPIC, "excl", topic["single"][:1])
+        skips.skip_messages(broker.gated, "admin", TOPIC, "excl", topic["single"][:1])
     assert snapshot(broker, "excl") == before
 
 
 def test_key_shared_is_allowed(broker: Broker, topic) -> None:
-    broker.create_subscription(
+    broker.admin.create_subscription(
         "admin", TOPIC, "ks", SubscriptionType.KEY_SHARED, initial_position="earliest"
     )
-    assert len(broker.skip_messages("admin", TOPIC, "ks", topic["single"][:1]).skipped) == 1
+    assert (
+        len(skips.skip_messages(broker.gated, "admin", TOPIC, "ks", topic["single"][:1]).skipped)
+        == 1
+    )
 
 
 def test_skip_needs_consume_permission(broker: Broker, topic) -> None:
     before = snapshot(broker)
     with pytest.raises(NotAuthorizedError, match="'ops'"):
-        broker.skip_messages("ops", TOPIC, "s", topic["single"][:1])
-    broker.grant_permission("admin", "acme/ops", "ops", ["produce"])
+        skips.skip_messages(broker.gated, "ops", TOPIC, "s", topic["single"][:1])
+    broker.admin.grant_permission("admin", "acme/ops", "ops", ["produce"])
     with pytest.raises(NotAuthorizedError):
-        broker.skip_messages("ops", TOPIC, "s", topic["single"][:1])
+        skips.skip_messages(broker.gated, "ops", TOPIC, "s", topic["single"][:1])
     assert snapshot(broker) == before
-    broker.grant_permission("admin", "acme/ops", "ops", ["consume"])
-    assert len(broker.skip_messages("ops", TOPIC, "s", topic["single"][:1]).skipped) == 1
-    assert len(broker.skip_messages("acme-admin", TOPIC, "s", topic["single"][1:2]).skipped) == 1
+    broker.admin.grant_permission("admin", "acme/ops", "ops", ["consume"])
+    assert (
+        len(skips.skip_messages(broker.gated, "ops", TOPIC, "s", topic["single"][:1]).skipped) == 1
+    )
+    assert (
+        len(
+            skips.skip_messages(
+                broker.gated, "acme-admin", TOPIC, "s", topic["single"][1:2]
+            ).skipped
+        )
+        == 1
+    )
 
 
 def test_skip_is_audited(broker: Broker, topic) -> None:
-    broker.skip_messages("admin", TOPIC, "s", topic["single"][:2])
+    skips.skip_messages(broker.gated, "admin", TOPIC, "s", topic["single"][:2])
     records = broker.metadata.audit_log(TOPIC)
     assert records[0].kind == "skip" and records[0].role == "admin"
     assert len(records[0].detail["skipped"]) == 2
@@ -226,9 +251,13 @@ def test_skip_is_audited(broker: Broker, topic) -> None:
 
 def test_refusals_do_not_reveal_what_exists(broker: Broker, topic) -> None:
     with pytest.raises(NotAuthorizedError):
-        broker.skip_messages("ops", "persistent://acme/nowhere/x", "s", topic["single"][:1])
+        skips.skip_messages(
+            broker.gated, "ops", "persistent://acme/nowhere/x", "s", topic["single"][:1]
+        )
     with pytest.raises(NotAuthorizedError):
-        broker.skip_messages("ops", "persistent://nobody/ops/x", "s", topic["single"][:1])
+        skips.skip_messages(
+            broker.gated, "ops", "persistent://nobody/ops/x", "s", topic["single"][:1]
+        )
     with pytest.raises(NotAuthorizedError, match="not a superuser"):
-        broker.list_tenants("ops")
-    assert [t.name for t in broker.list_topics("acme-admin", "acme/ops")] == [TOPIC]
+        broker.admin.list_tenants("ops")
+    assert [t.name for t in broker.admin.list_topics("acme-admin", "acme/ops")] == [TOPIC]

@@ -28,6 +28,8 @@ from cursorops.core.domain.ids.position import Position
 from cursorops.core.domain.ids.skip_payload import parse_payload
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import reset
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
 
 from .conftest import Clock
@@ -70,14 +72,14 @@ def unacked(broker: Broker) -> list[Key]:
     """Every unacknowledged message, as peek (which delivers nothing) shows them."""
     return sorted(
         (m.message_id.ledger_id, m.message_id.entry_id, m.message_id.batch_index)
-        for m in broker.peek_messages("admin", TOPIC, "s", 10_000)
+        for m in broker.reading.peek_messages("admin", TOPIC, "s", 10_000)
     )
 
 
 def backlog(broker: Broker) -> list[tuple[str, int, int, str | None]]:
     return sorted(
         (a.topic_partition, a.result.entries, a.result.messages, a.result.first_message_id)
-        for a in broker.analyze_backlog("admin", TOPIC, "s")
+        for a in broker.analysis.analyze_backlog("admin", TOPIC, "s")
     )
 
 
@@ -87,19 +89,19 @@ def space(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, Wo
     home: Path = tmp_path_factory.mktemp("space")
     clock = Clock()
     with Broker(Config.from_home(home, max_entries_per_ledger=4), clock=clock) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/ops")
-        broker.create_topic("admin", TOPIC, partitions=2)
-        broker.create_subscription(
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/ops")
+        broker.admin.create_topic("admin", TOPIC, partitions=2)
+        broker.admin.create_subscription(
             "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
         )
-        ids = broker.produce(
+        ids = broker.producing.produce(
             "admin", TOPIC, [OutgoingMessage(f"b{i}".encode()) for i in range(30)], batch_size=3
         )
-        ids += broker.produce(
+        ids += broker.producing.produce(
             "admin", TOPIC, [OutgoingMessage(f"s{i}".encode()) for i in range(12)]
         )
-        ids += broker.produce(
+        ids += broker.producing.produce(
             "admin", TOPIC, [OutgoingMessage(b"later", deliver_at=clock() + 3_600_000)]
         )
         yield broker, World(ids)
@@ -163,10 +165,20 @@ SETTINGS = settings(
 @SETTINGS
 def test_skip_by_message_id_and_base64(space: tuple[Broker, World], mid: MessageId) -> None:
     broker, world = space
-    check(broker, world, mid, lambda: broker.skip_messages("admin", TOPIC, "s", [mid]), rest=False)
+    check(
+        broker,
+        world,
+        mid,
+        lambda: skips.skip_messages(broker.gated, "admin", TOPIC, "s", [mid]),
+        rest=False,
+    )
     wire = MessageId.from_base64(mid.to_base64())
     check(
-        broker, world, wire, lambda: broker.skip_messages("admin", TOPIC, "s", [wire]), rest=False
+        broker,
+        world,
+        wire,
+        lambda: skips.skip_messages(broker.gated, "admin", TOPIC, "s", [wire]),
+        rest=False,
     )
 
 
@@ -186,7 +198,7 @@ def test_skip_by_rest_body(space: tuple[Broker, World], mid: MessageId) -> None:
         body["messageIds"][0]["batchIndex"] = str(mid.batch_index)  # type: ignore[index]
 
     def skip() -> None:
-        broker.skip_messages("admin", TOPIC, "s", parse_payload(body))
+        skips.skip_messages(broker.gated, "admin", TOPIC, "s", parse_payload(body))
 
     check(
         broker, world, MessageId(mid.ledger_id, mid.entry_id, -1, mid.batch_index), skip, rest=True
@@ -194,7 +206,7 @@ def test_skip_by_rest_body(space: tuple[Broker, World], mid: MessageId) -> None:
     by_bytes = ["".join(mid.to_base64().split("="))]  # unpadded, as Java's decoder takes it
 
     def skip_bytes() -> None:
-        broker.skip_messages("admin", TOPIC, "s", parse_payload(by_bytes))
+        skips.skip_messages(broker.gated, "admin", TOPIC, "s", parse_payload(by_bytes))
 
     check(broker, world, mid, skip_bytes, rest=False)
 
@@ -222,7 +234,13 @@ def test_skip_by_triplet(space: tuple[Broker, World], text: str) -> None:
     except InvalidMessageIdError as exc:
         assert "\n" not in str(exc).replace(text, "")
         return
-    check(broker, world, mid, lambda: broker.skip_messages("admin", TOPIC, "s", [mid]), rest=False)
+    check(
+        broker,
+        world,
+        mid,
+        lambda: skips.skip_messages(broker.gated, "admin", TOPIC, "s", [mid]),
+        rest=False,
+    )
 
 
 # -- the issue's example, at full ledger size ---------------------------------------
@@ -231,11 +249,11 @@ def test_skip_by_triplet(space: tuple[Broker, World], text: str) -> None:
 @pytest.fixture
 def big_ledger(broker: Broker) -> list[MessageId]:
     """Ledger 1 full (50,000 entries, the default rollover), ledger 2 with 3 batches of 2."""
-    broker.create_topic("admin", TOPIC, partitions=0)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC, partitions=0)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    ids = broker.produce(
+    ids = broker.producing.produce(
         "admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(100_006)], batch_size=2
     )
     assert {m.ledger_id for m in ids} == {1, 2}
@@ -248,18 +266,22 @@ def test_entry_two_to_the_32_is_refused_and_the_next_ledger_is_delivered(
     before, counted = unacked(broker), backlog(broker)
     for text in ("1:4294967296:0", "1:4294967296", "1:9223372036854775807", "1:50000"):
         with pytest.raises(EntryNotFoundError, match="ledger 1 holds 50000 entries") as info:
-            broker.skip_messages("admin", TOPIC, "s", [MessageId.parse_triplet(text)])
+            skips.skip_messages(broker.gated, "admin", TOPIC, "s", [MessageId.parse_triplet(text)])
         assert "\n" not in str(info.value)
     with pytest.raises(InvalidBatchIndexError, match="Invalid batchIndex: -5, batchSize=2"):
-        broker.skip_messages(
-            "admin", TOPIC, "s", [MessageId.from_base64(MessageId(1, 0, -1, -5).to_base64())]
+        skips.skip_messages(
+            broker.gated,
+            "admin",
+            TOPIC,
+            "s",
+            [MessageId.from_base64(MessageId(1, 0, -1, -5).to_base64())],
         )
     assert unacked(broker) == before
     assert backlog(broker) == counted
     # Read from the last entry of ledger 1 on: every message of ledger 2 comes after it.
-    broker.reset_cursor("admin", TOPIC, "s", position=Position(1, 49_999))
+    reset.reset_cursor(broker.gated, "admin", TOPIC, "s", position=Position(1, 49_999))
     remaining = backlog(broker)[0][2]
-    received = broker.consume("admin", TOPIC, "s", 100, ack=True)
+    received = broker.reading.consume("admin", TOPIC, "s", 100, ack=True)
     keys = [
         (m.message_id.ledger_id, m.message_id.entry_id, m.message_id.batch_index) for m in received
     ]

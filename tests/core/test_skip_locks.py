@@ -22,6 +22,8 @@ from cursorops.core.domain.acks.cursor import CursorState
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skip_slice
+from cursorops.core.services.gating import unsubscribe
 from cursorops.core.services.gating.skip import FOLD_AFTER_DELTAS
 from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store.cursor_door import Hold
@@ -46,11 +48,11 @@ def postgres_url(metadata_url: str) -> str:
 
 @pytest.fixture
 def by_partition(broker: Broker) -> dict[int, list[MessageId]]:
-    broker.create_topic("admin", TOPIC, partitions=4)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC, partitions=4)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    ids = broker.produce("admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(40)])
+    ids = broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(40)])
     found: dict[int, list[MessageId]] = {}
     for m in ids:
         found.setdefault(m.partition, []).append(m)
@@ -105,7 +107,11 @@ def lock_waits(url: str, waiting: str = "%FROM cursors%FOR UPDATE%") -> Iterator
 
 
 def acknowledged(broker: Broker, ids: list[MessageId]) -> bool:
-    return bool(broker.plan_skip("admin", TOPIC, "s", ids).columns.already_acknowledged.all())
+    return bool(
+        skip_slice.plan_skip(
+            broker.gated, "admin", TOPIC, "s", ids
+        ).columns.already_acknowledged.all()
+    )
 
 
 def wait_until_blocked(waiting: Callable[[], int], skips: int) -> None:
@@ -123,10 +129,14 @@ def test_a_skip_waits_only_for_the_partitions_it_touches(
         write_lock_held(postgres_url, LOCK_CURSORS_OF, partition=partition(0)),
     ):
         # The held lock is one a skip needs: a skip on partition 0 waits for it...
-        blocked = Skip(lambda: broker.skip_messages("admin", TOPIC, "s", by_partition[0][:1]))
+        blocked = Skip(
+            lambda: skip_slice.skip_messages(broker.gated, "admin", TOPIC, "s", by_partition[0][:1])
+        )
         wait_until_blocked(waiting, 1)
         # ...and one on partition 1 is not held up, nor by the skip waiting on partition 0.
-        free = Skip(lambda: broker.skip_messages("admin", TOPIC, "s", by_partition[1][:1]))
+        free = Skip(
+            lambda: skip_slice.skip_messages(broker.gated, "admin", TOPIC, "s", by_partition[1][:1])
+        )
         assert free.finished()
         assert blocked.thread.is_alive()
     assert blocked.finished()
@@ -149,9 +159,13 @@ def test_a_skip_locks_its_partitions_in_the_order_of_their_names(
         lock_waits(postgres_url) as waiting,
         write_lock_held(postgres_url, LOCK_CURSORS_OF, partition=partition(0)),
     ):
-        both = Skip(lambda: broker.skip_messages("admin", TOPIC, "s", ids))
+        both = Skip(lambda: skip_slice.skip_messages(broker.gated, "admin", TOPIC, "s", ids))
         wait_until_blocked(waiting, 1)
-        alone = Skip(lambda: elsewhere.skip_messages("admin", TOPIC, "s", by_partition[3][1:2]))
+        alone = Skip(
+            lambda: skip_slice.skip_messages(
+                elsewhere.gated, "admin", TOPIC, "s", by_partition[3][1:2]
+            )
+        )
         assert alone.finished()
         assert both.thread.is_alive()
     assert both.finished()
@@ -166,7 +180,9 @@ def test_skips_over_the_same_partitions_in_opposite_orders_all_apply(
 
     def skip_all(reverse: bool) -> None:
         for ids in rounds:
-            broker.skip_messages("admin", TOPIC, "s", ids[::-1] if reverse else ids)
+            skip_slice.skip_messages(
+                broker.gated, "admin", TOPIC, "s", ids[::-1] if reverse else ids
+            )
 
     skips = [Skip(lambda: skip_all(False)), Skip(lambda: skip_all(True))]
     assert all(s.finished() for s in skips)
@@ -189,7 +205,9 @@ def test_a_skip_that_folds_the_journal_waits_for_no_dispatcher(
         f"SELECT id FROM subscriptions WHERE name = :name{Hold.DISPATCH.value}",
         name="s",
     ):
-        folding = Skip(lambda: broker.skip_messages("admin", TOPIC, "s", by_partition[0][:2]))
+        folding = Skip(
+            lambda: skip_slice.skip_messages(broker.gated, "admin", TOPIC, "s", by_partition[0][:2])
+        )
         assert folding.finished()
     assert len(broker.metadata.load_cursor(name, "s").deltas) == 1
 
@@ -201,13 +219,13 @@ def test_a_dispatch_reads_the_cursors_in_the_order_of_their_names(
     of their names, the order a skip locks them in: waiting for partition 10's cursor, it
     holds nothing of partition 2's, so a skip holding 10 and wanting 2 cannot deadlock with
     it (in partition-number order it would hold 2 while waiting for 10)."""
-    broker.create_topic("admin", WIDE, partitions=12)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", WIDE, partitions=12)
+    broker.admin.create_subscription(
         "admin", WIDE, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    ids = broker.produce("admin", WIDE, [OutgoingMessage(b"%d" % i) for i in range(120)])
+    ids = broker.producing.produce("admin", WIDE, [OutgoingMessage(b"%d" % i) for i in range(120)])
     on_2 = [m for m in ids if m.partition == 2][:1]
-    consumer = broker.dispatcher("admin", WIDE, "s").subscribe("c", receiver_queue_size=10)
+    consumer = broker.reading.dispatcher("admin", WIDE, "s").subscribe("c", receiver_queue_size=10)
     with (
         Broker(broker.config) as elsewhere,
         lock_waits(postgres_url, "%read_positions%FOR KEY SHARE%") as waiting,
@@ -215,11 +233,13 @@ def test_a_dispatch_reads_the_cursors_in_the_order_of_their_names(
     ):
         reading = Skip(lambda: consumer.receive_many(10))
         wait_until_blocked(waiting, 1)
-        free = Skip(lambda: elsewhere.skip_messages("admin", WIDE, "s", on_2))
+        free = Skip(lambda: skip_slice.skip_messages(elsewhere.gated, "admin", WIDE, "s", on_2))
         assert free.finished()
         assert reading.thread.is_alive()
     assert reading.finished()
-    assert broker.plan_skip("admin", WIDE, "s", on_2).columns.already_acknowledged.all()
+    assert skip_slice.plan_skip(
+        broker.gated, "admin", WIDE, "s", on_2
+    ).columns.already_acknowledged.all()
 
 
 def test_an_unsubscribe_waits_for_a_cursor_move_in_progress(
@@ -232,11 +252,13 @@ def test_an_unsubscribe_waits_for_a_cursor_move_in_progress(
         lock_waits(postgres_url, "%FROM subscriptions%FOR UPDATE%") as waiting,
         write_lock_held(postgres_url, held, name="s"),
     ):
-        gone = Skip(lambda: broker.delete_subscription("admin", TOPIC, "s", force=True))
+        gone = Skip(
+            lambda: unsubscribe.delete_subscription(broker.gated, "admin", TOPIC, "s", force=True)
+        )
         wait_until_blocked(waiting, 1)
         assert gone.thread.is_alive()
     assert gone.finished()
-    assert [s.name for s in broker.list_subscriptions("admin", TOPIC)] == []
+    assert [s.name for s in broker.admin.list_subscriptions("admin", TOPIC)] == []
 
 
 def test_a_cursor_move_waits_for_a_deletion_of_its_subscription(
@@ -249,7 +271,9 @@ def test_a_cursor_move_waits_for_a_deletion_of_its_subscription(
         lock_waits(postgres_url) as waiting,
         write_lock_held(postgres_url, held, name="s"),
     ):
-        blocked = Skip(lambda: broker.skip_messages("admin", TOPIC, "s", by_partition[1][:1]))
+        blocked = Skip(
+            lambda: skip_slice.skip_messages(broker.gated, "admin", TOPIC, "s", by_partition[1][:1])
+        )
         wait_until_blocked(waiting, 1)
         assert blocked.thread.is_alive()
     assert blocked.finished()

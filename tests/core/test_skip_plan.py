@@ -28,6 +28,7 @@ from cursorops.core.domain.errors import (
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
 
 from .conftest import Clock
@@ -40,7 +41,7 @@ def unacked(broker: Broker, sub: str = "s") -> set[tuple[int, int, int]]:
     """Every unacknowledged message of the subscription, as (ledger, entry, batch index)."""
     return {
         (m.message_id.ledger_id, m.message_id.entry_id, m.message_id.batch_index)
-        for m in broker.peek_messages("admin", TOPIC, sub, 100_000)
+        for m in broker.reading.peek_messages("admin", TOPIC, sub, 100_000)
     }
 
 
@@ -51,15 +52,19 @@ def key(mid: MessageId) -> tuple[int, int, int]:
 @pytest.fixture
 def ids(broker: Broker, clock: Clock) -> list[MessageId]:
     """Three partitions: batches of 4 and single messages, one of them delayed."""
-    broker.create_topic("admin", TOPIC, partitions=3)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC, partitions=3)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    batched = broker.produce(
+    batched = broker.producing.produce(
         "admin", TOPIC, [OutgoingMessage(f"b{i}".encode()) for i in range(24)], batch_size=4
     )
-    single = broker.produce("admin", TOPIC, [OutgoingMessage(f"s{i}".encode()) for i in range(9)])
-    delayed = broker.produce("admin", TOPIC, [OutgoingMessage(b"d", deliver_at=clock() + 60_000)])
+    single = broker.producing.produce(
+        "admin", TOPIC, [OutgoingMessage(f"s{i}".encode()) for i in range(9)]
+    )
+    delayed = broker.producing.produce(
+        "admin", TOPIC, [OutgoingMessage(b"d", deliver_at=clock() + 60_000)]
+    )
     return batched + single + delayed
 
 
@@ -68,7 +73,7 @@ def test_plan_round_trips_through_json_and_changes_nothing(
 ) -> None:
     before = unacked(broker)
     chosen = [ids[1], ids[5], ids[-1], ids[-3]]
-    plan = broker.plan_skip("admin", TOPIC, "s", chosen)
+    plan = skips.plan_skip(broker.gated, "admin", TOPIC, "s", chosen)
     assert unacked(broker) == before
     assert plan.topic == TOPIC and plan.subscription == "s" and plan.planned_at_ms == clock()
     assert sorted(key(i.message_id) for i in plan.items) == sorted(map(key, chosen))
@@ -83,7 +88,7 @@ def test_plan_round_trips_through_json_and_changes_nothing(
 
 
 def test_an_altered_or_malformed_document_is_refused(broker: Broker, ids: list[MessageId]) -> None:
-    plan = broker.plan_skip("admin", TOPIC, "s", ids[:3])
+    plan = skips.plan_skip(broker.gated, "admin", TOPIC, "s", ids[:3])
     document = plan.to_json()
     items = document["items"]
     assert isinstance(items, list)
@@ -107,7 +112,7 @@ def test_an_altered_or_malformed_document_is_refused(broker: Broker, ids: list[M
 
 
 def test_partitions_split_the_plan_exactly(broker: Broker, ids: list[MessageId]) -> None:
-    plan = broker.plan_skip("admin", TOPIC, "s", ids[::2])
+    plan = skips.plan_skip(broker.gated, "admin", TOPIC, "s", ids[::2])
     names = plan.partitions()
     assert names == tuple(f"{TOPIC}-partition-{p}" for p in sorted({m.partition for m in ids[::2]}))
     shares = [plan.for_partition(name) for name in names]
@@ -126,8 +131,8 @@ def test_apply_acknowledges_exactly_the_plan(broker: Broker, ids: list[MessageId
     for _ in range(4):
         before = unacked(broker)
         chosen = rng.sample(ids, 6)
-        plan = broker.plan_skip("admin", TOPIC, "s", chosen)
-        outcome = broker.apply_skip("admin", plan)
+        plan = skips.plan_skip(broker.gated, "admin", TOPIC, "s", chosen)
+        outcome = skips.apply_skip(broker.gated, "admin", plan)
         assert unacked(broker) == before - {key(m) for m in chosen}
         newly = {key(m) for m in chosen} & before
         assert {key(m) for m in outcome.skipped} == newly
@@ -139,23 +144,25 @@ def test_apply_acknowledges_exactly_the_plan(broker: Broker, ids: list[MessageId
 
 def test_a_whole_entry_plan_covers_its_batch(broker: Broker, ids: list[MessageId]) -> None:
     entry = ids[4]
-    plan = broker.plan_skip("admin", TOPIC, "s", [MessageId(entry.ledger_id, entry.entry_id)])
-    broker.apply_skip("admin", plan)
+    plan = skips.plan_skip(
+        broker.gated, "admin", TOPIC, "s", [MessageId(entry.ledger_id, entry.entry_id)]
+    )
+    skips.apply_skip(broker.gated, "admin", plan)
     assert not any(u[:2] == (entry.ledger_id, entry.entry_id) for u in unacked(broker))
 
 
 def test_a_stale_plan_reports_what_was_acknowledged_meanwhile(
     broker: Broker, ids: list[MessageId]
 ) -> None:
-    broker.skip_messages("admin", TOPIC, "s", [ids[0]])
-    plan = broker.plan_skip("admin", TOPIC, "s", [ids[0], ids[1], ids[2]])
-    broker.skip_messages("admin", TOPIC, "s", [ids[2]])
-    outcome = broker.apply_skip("admin", plan)
+    skips.skip_messages(broker.gated, "admin", TOPIC, "s", [ids[0]])
+    plan = skips.plan_skip(broker.gated, "admin", TOPIC, "s", [ids[0], ids[1], ids[2]])
+    skips.skip_messages(broker.gated, "admin", TOPIC, "s", [ids[2]])
+    outcome = skips.apply_skip(broker.gated, "admin", plan)
     assert [key(m) for m in outcome.already_acknowledged] == [key(ids[0])]
     assert [key(m) for m in outcome.acknowledged_meanwhile] == [key(ids[2])]
     assert [key(m) for m in outcome.skipped] == [key(ids[1])]
     assert outcome.to_pulsar_json()["acknowledgedMeanwhile"] == [ids[2].triplet()]
-    rerun = broker.apply_skip("admin", plan)
+    rerun = skips.apply_skip(broker.gated, "admin", plan)
     assert rerun.skipped == [] and sum(rerun.per_partition.values()) == 0
 
 
@@ -170,30 +177,36 @@ def forge(plan: SkipPlan, **changes: object) -> SkipPlan:
 def test_apply_refuses_a_forged_plan_and_writes_nothing(
     broker: Broker, ids: list[MessageId]
 ) -> None:
-    broker.create_topic("admin", OTHER)
-    broker.create_subscription("admin", OTHER, "s", SubscriptionType.SHARED)
-    theirs = broker.produce("admin", OTHER, [OutgoingMessage(b"x")])[0]
-    plan = broker.plan_skip("admin", TOPIC, "s", ids[:3])
+    broker.admin.create_topic("admin", OTHER)
+    broker.admin.create_subscription("admin", OTHER, "s", SubscriptionType.SHARED)
+    theirs = broker.producing.produce("admin", OTHER, [OutgoingMessage(b"x")])[0]
+    plan = skips.plan_skip(broker.gated, "admin", TOPIC, "s", ids[:3])
     before = unacked(broker)
     audit = broker.metadata.audit_log()
     # OTHER's ledger was created last, so it lies beyond every ledger of TOPIC.
     elsewhere = forge(plan, ledgerId=theirs.ledger_id, entryId=theirs.entry_id)
     with pytest.raises(PositionOutOfRangeError, match="beyond the last entry of the topic"):
-        broker.apply_skip("admin", elsewhere)
+        skips.apply_skip(broker.gated, "admin", elsewhere)
     first = plan.items[0]
     moved = (first.partition + 1) % 3
     with pytest.raises(InvalidMessageIdError):
-        broker.apply_skip("admin", forge(plan, partition=moved))
+        skips.apply_skip(broker.gated, "admin", forge(plan, partition=moved))
     with pytest.raises(InvalidSkipPlanError):
-        broker.apply_skip("admin", forge(plan, topicPartition=f"{TOPIC}-partition-{moved}"))
+        skips.apply_skip(
+            broker.gated, "admin", forge(plan, topicPartition=f"{TOPIC}-partition-{moved}")
+        )
     with pytest.raises(InvalidSkipPlanError, match="listed twice"):
-        broker.apply_skip("admin", SkipPlan(TOPIC, "s", (first, first), plan.planned_at_ms))
+        skips.apply_skip(
+            broker.gated, "admin", SkipPlan(TOPIC, "s", (first, first), plan.planned_at_ms)
+        )
     with pytest.raises(EntryNotFoundError, match="no ledger"):
-        broker.apply_skip("admin", SkipPlan(OTHER, "s", plan.items, plan.planned_at_ms))
+        skips.apply_skip(
+            broker.gated, "admin", SkipPlan(OTHER, "s", plan.items, plan.planned_at_ms)
+        )
     with pytest.raises(InvalidSkipPlanError, match="canonical"):
-        broker.apply_skip("admin", SkipPlan("acme/ops/orders", "s", plan.items, 0))
+        skips.apply_skip(broker.gated, "admin", SkipPlan("acme/ops/orders", "s", plan.items, 0))
     with pytest.raises(InvalidArgumentError):
-        broker.plan_skip("admin", TOPIC, "s", [])
+        skips.plan_skip(broker.gated, "admin", TOPIC, "s", [])
     assert unacked(broker) == before
     assert broker.metadata.audit_log() == audit
 
@@ -228,15 +241,15 @@ def _refuse_audit_rows(url: str) -> None:
 def test_a_failing_audit_write_leaves_nothing_acknowledged(
     broker: Broker, ids: list[MessageId], metadata_url: str
 ) -> None:
-    plan = broker.plan_skip("admin", TOPIC, "s", ids[::3])
+    plan = skips.plan_skip(broker.gated, "admin", TOPIC, "s", ids[::3])
     assert len(plan.partitions()) == 3
     before = unacked(broker)
     cursors = {name: broker.metadata.load_cursor(name, "s") for name in plan.partitions()}
     _refuse_audit_rows(metadata_url)
     with pytest.raises(MetadataStoreError, match="audit refused"):
-        broker.apply_skip("admin", plan)
+        skips.apply_skip(broker.gated, "admin", plan)
     with pytest.raises(MetadataStoreError, match="audit refused"):
-        broker.skip_messages("admin", TOPIC, "s", ids[:2])
+        skips.skip_messages(broker.gated, "admin", TOPIC, "s", ids[:2])
     assert unacked(broker) == before
     assert {name: broker.metadata.load_cursor(name, "s") for name in plan.partitions()} == cursors
     assert broker.metadata.audit_log() == []
@@ -260,18 +273,18 @@ def test_an_acknowledgement_racing_the_apply_is_reported_as_meanwhile(
     """Another writer acknowledges after apply validated the plan and before it writes: the
     decision is made under the row locks, so that message is reported as acknowledged
     meanwhile, not as skipped by this apply."""
-    plan = broker.plan_skip("admin", TOPIC, "s", [ids[0], ids[7]])
+    plan = skips.plan_skip(broker.gated, "admin", TOPIC, "s", [ids[0], ids[7]])
     raced: list[MessageId] = []
 
     def racing_clock() -> int:
         # Called by apply_skip between validating and its transaction: the moment of the race.
         if not raced:
             raced.append(ids[7])
-            broker.skip_messages("admin", TOPIC, "s", raced)
+            skips.skip_messages(broker.gated, "admin", TOPIC, "s", raced)
         return clock()
 
     with Broker(home_config, clock=racing_clock) as racer:
-        outcome = racer.apply_skip("admin", plan)
+        outcome = skips.apply_skip(racer.gated, "admin", plan)
     assert [key(m) for m in outcome.skipped] == [key(ids[0])]
     assert [key(m) for m in outcome.acknowledged_meanwhile] == [key(ids[7])]
     audit = [r for r in broker.metadata.audit_log(TOPIC) if r.detail.get("planId") == plan.plan_id]

@@ -14,6 +14,7 @@ from cursorops.core.domain.acks.cursor import CursorState
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.gating.skip import FOLD_AFTER_DELTAS
 from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store.cursor_door import CursorTransaction
@@ -49,11 +50,11 @@ def statements(broker: Broker) -> Iterator[list[str]]:
 
 @pytest.fixture
 def produced(broker: Broker) -> list[MessageId]:
-    broker.create_topic("admin", TOPIC, partitions=4)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC, partitions=4)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    return broker.produce("admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(40)])
+    return broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(40)])
 
 
 @pytest.mark.parametrize("role", ["admin", "acme-admin", "reader"])
@@ -62,11 +63,11 @@ def test_a_two_id_skip_on_four_partitions_costs_at_most_13_statements(
 ) -> None:
     """The path every front door takes (CLI, REST, DAG apply): as a superuser, a tenant
     admin and a role with a ``consume`` grant."""
-    broker.grant_permission("admin", "acme/ops", "reader", ["consume"])
+    broker.admin.grant_permission("admin", "acme/ops", "reader", ["consume"])
     ids = produced[:2]
     assert len({m.partition for m in ids}) == 2
     with statements(broker) as seen:
-        outcome = broker.skip_messages(role, TOPIC, "s", ids, via="rest")
+        outcome = skips.skip_messages(broker.gated, role, TOPIC, "s", ids, via="rest")
     assert outcome.skipped == ids
     # 68 before the ledger lists were read in one statement and the plan was not validated
     # twice in one call; 28 before authorization was one statement, the look-ups one read
@@ -90,7 +91,7 @@ def test_a_skip_is_one_read_transaction_and_one_write(
     """The authorization and the look-ups that validate the ids share one read transaction
     (one pooled connection, one commit); the acknowledgements and the audit one write,
     through the cursor door."""
-    broker.grant_permission("admin", "acme/ops", "reader", ["consume"])
+    broker.admin.grant_permission("admin", "acme/ops", "reader", ["consume"])
     commits: list[str] = []
     engine = broker.metadata.engine
     commit = CursorTransaction._commit
@@ -106,7 +107,7 @@ def test_a_skip_is_one_read_transaction_and_one_write(
     event.listen(engine, "commit", committed)
     try:
         with patch.object(CursorTransaction, "_commit", door_committed):
-            broker.skip_messages(role, TOPIC, "s", produced[:2], via="rest")
+            skips.skip_messages(broker.gated, role, TOPIC, "s", produced[:2], via="rest")
     finally:
         event.remove(engine, "commit", committed)
     assert commits == ["read", "cursor door"]
@@ -123,11 +124,11 @@ def test_a_skip_folds_a_long_journal_into_a_snapshot(
     for _ in range(FOLD_AFTER_DELTAS):
         broker.metadata.append_cursor_delta(partition, "s", cursor_codec.encode(CursorState()))
     assert len(broker.metadata.load_cursor(partition, "s").deltas) == FOLD_AFTER_DELTAS
-    broker.skip_messages("admin", TOPIC, "s", one_partition[:2])
+    skips.skip_messages(broker.gated, "admin", TOPIC, "s", one_partition[:2])
     record = broker.metadata.load_cursor(partition, "s")
     assert len(record.deltas) == 1
     assert record.snapshot_version == record.version - 1
-    outcome = broker.skip_messages("admin", TOPIC, "s", one_partition[:4])
+    outcome = skips.skip_messages(broker.gated, "admin", TOPIC, "s", one_partition[:4])
     assert outcome.already_acknowledged == one_partition[:2]
     assert outcome.skipped == one_partition[2:4]
 
@@ -138,7 +139,7 @@ def test_only_the_touched_partitions_cursors_are_written(
     ids = produced[:2]
     partitions = [f"{TOPIC}-partition-{p}" for p in range(4)]
     before = {p: broker.metadata.load_cursor(p, "s").version for p in partitions}
-    broker.skip_messages("admin", TOPIC, "s", ids)
+    skips.skip_messages(broker.gated, "admin", TOPIC, "s", ids)
     after = {p: broker.metadata.load_cursor(p, "s").version for p in partitions}
     touched = {f"{TOPIC}-partition-{m.partition}" for m in ids}
     assert len(touched) == 2
@@ -150,10 +151,10 @@ def test_apply_reads_the_cursors_only_under_their_locks(
     broker: Broker, produced: list[MessageId]
 ) -> None:
     ids = produced[:2]
-    plan = broker.plan_skip("admin", TOPIC, "s", ids)
-    broker.skip_messages("admin", TOPIC, "s", ids[:1])
+    plan = skips.plan_skip(broker.gated, "admin", TOPIC, "s", ids)
+    skips.skip_messages(broker.gated, "admin", TOPIC, "s", ids[:1])
     with statements(broker) as seen:
-        outcome = broker.apply_skip("admin", plan)
+        outcome = skips.apply_skip(broker.gated, "admin", plan)
     # Read once, in the writing transaction, every touched partition's journal in one
     # statement; the id acknowledged since planning is still reported as such.
     assert len([s for s in seen if s.startswith("SELECT") and "FROM cursor_deltas" in s]) == 1
@@ -169,7 +170,7 @@ def test_a_requested_skip_on_an_ordinary_namespace_costs_at_most_15_statements(
     (``Broker.request``: the topic authorized and its policy read, then the one skip path)."""
     from cursorops.core.services.gating import Applied, Caller, SkipMessages
 
-    broker.grant_permission("admin", "acme/ops", "reader", ["consume"])
+    broker.admin.grant_permission("admin", "acme/ops", "reader", ["consume"])
     arguments = SkipMessages(topic=TOPIC, subscription="s", ids=tuple(produced[:2]))
     with statements(broker) as seen:
         applied = broker.request("skip-messages", Caller(role, role, "rest"), arguments, _NoRuns())

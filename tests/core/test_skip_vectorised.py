@@ -635,9 +635,9 @@ def test_the_entry_index_is_read_again_only_for_segments_it_has_not_seen(
     """Kept per segment: equal to a fresh read after more appends, and a segment file
     replaced under the same name is read again."""
     with Broker(tmp_config) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/ops")
-        broker.create_topic("admin", "persistent://acme/ops/t")
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/ops")
+        broker.admin.create_topic("admin", "persistent://acme/ops/t")
         name = TopicName.parse("persistent://acme/ops/t")
 
         def fresh() -> list[list[int]]:
@@ -657,11 +657,11 @@ def test_the_entry_index_is_read_again_only_for_segments_it_has_not_seen(
                 index.publish_time.tolist(),
             ]
 
-        broker.produce(
+        broker.producing.produce(
             "admin", "persistent://acme/ops/t", [OutgoingMessage(b"a")] * 6, batch_size=3
         )
         assert cached() == fresh()
-        broker.produce("admin", "persistent://acme/ops/t", [OutgoingMessage(b"b")] * 4)
+        broker.producing.produce("admin", "persistent://acme/ops/t", [OutgoingMessage(b"b")] * 4)
         assert cached() == fresh() and len(cached()[0]) == 6
         segment = broker.ledgers.segment_paths(name)[0]
         table = pq.read_table(segment)

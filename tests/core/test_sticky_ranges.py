@@ -36,13 +36,13 @@ def test_ranges_are_inclusive_and_sorted() -> None:
 
 
 def test_a_sticky_consumer_gets_only_its_hashes(broker: Broker) -> None:
-    broker.create_topic("admin", TOPIC, partitions=0)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC, partitions=0)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.KEY_SHARED, initial_position="earliest"
     )
     keys = [f"k{i}" for i in range(30)]
-    broker.produce("admin", TOPIC, [OutgoingMessage(k.encode(), key=k) for k in keys])
-    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe(
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(k.encode(), key=k) for k in keys])
+    consumer = broker.reading.dispatcher("admin", TOPIC, "s").subscribe(
         "low", hash_ranges=sticky_ranges([(0, 32_767)])
     )
     got = {m.key for m in consumer.receive_many(100)}

@@ -44,7 +44,7 @@ class SeededTopic:
         from cursorops.core.services.broker import Broker
 
         with Broker(self.config) as broker:
-            messages = broker.peek_messages("admin", self.topic, SUBSCRIPTION, 10_000)
+            messages = broker.reading.peek_messages("admin", self.topic, SUBSCRIPTION, 10_000)
         return {label(m.message_id) for m in messages}
 
     def audit(self, kind: str) -> list[dict[str, object]]:
@@ -65,8 +65,8 @@ def seed_topic(config: Config, namespace: str = NAMESPACE, partitions: int = 3) 
 
     topic = f"persistent://{namespace}/events-{secrets.token_hex(4)}"
     with Broker(config) as broker:
-        broker.create_topic("admin", topic, partitions)
-        broker.create_subscription(
+        broker.admin.create_topic("admin", topic, partitions)
+        broker.admin.create_subscription(
             "admin", topic, SUBSCRIPTION, SubscriptionType.SHARED, initial_position="earliest"
         )
         orders = [
@@ -75,14 +75,14 @@ def seed_topic(config: Config, namespace: str = NAMESPACE, partitions: int = 3) 
             )
             for i in range(60)
         ]
-        ids = broker.produce("admin", topic, orders, batch_size=5)
+        ids = broker.producing.produce("admin", topic, orders, batch_size=5)
         due = wall_clock_ms() + 3_600_000
         reminders = [
             OutgoingMessage(payload=f"reminder #{i}".encode(), key=f"r{i}", deliver_at=due)
             for i in range(3)
         ]
-        ids += broker.produce("admin", topic, reminders)
-        broker.consume("admin", topic, SUBSCRIPTION, 7, ack=True)
+        ids += broker.producing.produce("admin", topic, reminders)
+        broker.reading.consume("admin", topic, SUBSCRIPTION, 7, ack=True)
     return SeededTopic(config, topic, ids)
 
 
@@ -100,8 +100,7 @@ def request_skip(
     stored as a plan record bound to a new run, and that run started over Airflow's REST API
     as ``user`` with the record's digest (and ``params``: the gates' timeout and validity).
     The run's id."""
-    from cursorops.core.services.broker import Broker, wall_clock_ms
-    from cursorops.core.services.broker.gated import new_run_id
+    from cursorops.core.services.broker import Broker, new_run_id, wall_clock_ms
     from cursorops.core.services.gating import Caller, Run, SkipMessages
 
     run = Run(SKIP_DAG, new_run_id(wall_clock_ms()))

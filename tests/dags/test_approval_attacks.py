@@ -183,8 +183,8 @@ def test_reruns_tell_the_truth(airflow: Airflow, cursorops_home: Config):
     log = airflow.task_log(DAG, run, GATE, try_number=gate_try)
     assert "This request was closed" in log and "Make a new request" in log
     with Broker(cursorops_home) as broker:
-        assert [r.gate for r in broker.approval_requests(DAG, run)] == [GATE]
-        [answer] = broker.approval_answers(DAG, run)
+        assert [r.gate for r in broker.workflow.approval_requests(DAG, run)] == [GATE]
+        [answer] = broker.workflow.approval_answers(DAG, run)
     assert answer.responded_by == "bob" and answer.request.try_number == 1
     assert seeded.unacknowledged() == before - {label(m) for m in pills}
     assert len(seeded.audit("skip")) == 1
@@ -214,10 +214,12 @@ def quorum_namespace(cursorops_home: Config) -> str:
     from cursorops.core.services.broker import Broker
 
     with Broker(cursorops_home) as broker:
-        broker.create_namespace("admin", QUORUM_NAMESPACE)
+        broker.admin.create_namespace("admin", QUORUM_NAMESPACE)
         for role in ("alice", "bob"):
-            broker.grant_permission("admin", QUORUM_NAMESPACE, role, ["consume"])
-        broker.set_approval_quorum("admin", QUORUM_NAMESPACE, large_above_messages=2, approvals=2)
+            broker.admin.grant_permission("admin", QUORUM_NAMESPACE, role, ["consume"])
+        broker.admin.set_approval_quorum(
+            "admin", QUORUM_NAMESPACE, large_above_messages=2, approvals=2
+        )
     return QUORUM_NAMESPACE
 
 
@@ -304,11 +306,11 @@ def test_every_door_of_an_approval_namespace_asks_first(
     seeded = seed_topic(cursorops_home)
     namespace = "acme/approved"
     with Broker(cursorops_home) as broker:
-        broker.create_namespace("admin", namespace)
-        broker.grant_permission("admin", namespace, "alice", ["consume"])
+        broker.admin.create_namespace("admin", namespace)
+        broker.admin.grant_permission("admin", namespace, "alice", ["consume"])
     guarded = seed_topic(cursorops_home, namespace=namespace)
     with Broker(cursorops_home) as broker:
-        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+        broker.admin.set_namespace_policy("admin", namespace, skip_requires_approval=True)
     before = guarded.unacknowledged()
     short = guarded.topic.removeprefix("persistent://")
     path = f"/cursorops/admin/v2/persistent/{short}/subscription/{SUBSCRIPTION}"

@@ -30,15 +30,15 @@ def test_audit_records_exact_history_and_fails_on_a_breach(airflow: Airflow, cur
     airflow.wait_dag(DAG)
     namespace = f"acme/audit-{secrets.token_hex(3)}"
     with Broker(cursorops_home) as broker:
-        broker.create_namespace("admin", namespace)
+        broker.admin.create_namespace("admin", namespace)
     seeded = seed_topic(cursorops_home, namespace=namespace)
     with Broker(cursorops_home) as broker:
         # A consumer receives one message and negatively acknowledges it: redelivered once.
-        consumer = broker.dispatcher("admin", seeded.topic, SUBSCRIPTION).subscribe("c")
+        consumer = broker.reading.dispatcher("admin", seeded.topic, SUBSCRIPTION).subscribe("c")
         [held] = consumer.receive_many(1, prefetch=False)
         consumer.negative_acknowledge(held)
         consumer.close()
-        exact = broker.analyze_backlog("admin", seeded.topic)
+        exact = broker.analysis.analyze_backlog("admin", seeded.topic)
     messages = sum(a.result.messages for a in exact)
     entries = sum(a.result.entries for a in exact)
     assert messages == 56
@@ -61,7 +61,7 @@ def test_audit_records_exact_history_and_fails_on_a_breach(airflow: Airflow, cur
     assert airflow.task_instance(DAG, run, "check_thresholds")["try_number"] == 1
 
     with Broker(cursorops_home) as broker:
-        [row] = broker.backlog_history("admin", seeded.topic)
+        [row] = broker.analysis.backlog_history("admin", seeded.topic)
     assert (row.subscription, row.run_id) == (SUBSCRIPTION, run)
     assert (row.messages, row.entries) == (messages, entries)
     assert row.oldest_publish_ms is not None

@@ -25,20 +25,20 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def home(tmp_path) -> Config:
     config = Config.from_home(tmp_path / "home")
     with Broker(config) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/orders")
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/orders")
     return config
 
 
 def test_history_rows_are_the_exact_analysis(home):
     seeded = seed_topic(home)
     with Broker(home) as broker:
-        analyses = broker.analyze_backlog("admin", seeded.topic)
+        analyses = broker.analysis.analyze_backlog("admin", seeded.topic)
         document = analysis_document(seeded.topic, None, analyses)
-        ages = broker.backlog_ages("admin", seeded.topic)
+        ages = broker.analysis.backlog_ages("admin", seeded.topic)
         [row] = samples_from(document, ages, 123, "run-1")
-        broker.record_backlog_audit("admin", "run-1", [row])
-        [stored] = broker.backlog_history("admin", seeded.topic)
+        broker.analysis.record_backlog_audit("admin", "run-1", [row])
+        [stored] = broker.analysis.backlog_history("admin", seeded.topic)
     assert stored == row
     assert row.messages == sum(a.result.messages for a in analyses) == 56
     assert row.entries == sum(a.result.entries for a in analyses)
@@ -50,9 +50,9 @@ def test_history_rows_take_the_oldest_age_the_audit_job_wrote(home):
     seeded = seed_topic(home)
     with Broker(home) as broker:
         document = analysis_document(
-            seeded.topic, None, broker.analyze_backlog("admin", seeded.topic)
+            seeded.topic, None, broker.analysis.analyze_backlog("admin", seeded.topic)
         )
-        ages = broker.backlog_ages("admin", seeded.topic)
+        ages = broker.analysis.backlog_ages("admin", seeded.topic)
     for name, value in ages.items():
         document["subscriptions"][name]["oldestPublishMs"] = value
     assert samples_from(document, None, 123, "run-1") == samples_from(document, ages, 123, "run-1")
@@ -125,8 +125,8 @@ def test_cli_audit_history_reads_the_same_rows(home, capsys):
         BacklogSample(seeded.topic, SUBSCRIPTION, 3_601_000, 40, 15, 900, "r2"),
     ]
     with Broker(home) as broker:
-        broker.record_backlog_audit("admin", "r1", rows[:1])
-        broker.record_backlog_audit("admin", "r2", rows[1:])
+        broker.analysis.record_backlog_audit("admin", "r1", rows[:1])
+        broker.analysis.record_backlog_audit("admin", "r2", rows[1:])
     argv = ["--home", str(home.home), "-o", "json", "audit", "history", seeded.topic]
     assert main([*argv, "-s", SUBSCRIPTION]) == 0
     assert json.loads(capsys.readouterr().out) == [r.to_json() for r in rows]
@@ -146,18 +146,18 @@ def test_audit_topics_every_namespace_or_the_chosen_ones(home):
 
     seeded = seed_topic(home)
     with Broker(home) as broker:
-        broker.create_namespace("admin", "acme/empty")
-        broker.create_tenant("admin", "other")
-        broker.create_namespace("admin", "other/ns")
-        broker.create_topic("admin", "persistent://other/ns/t", 0)
+        broker.admin.create_namespace("admin", "acme/empty")
+        broker.admin.create_tenant("admin", "other")
+        broker.admin.create_namespace("admin", "other/ns")
+        broker.admin.create_topic("admin", "persistent://other/ns/t", 0)
         assert audit_topics(broker, "admin", []) == sorted(
             [seeded.topic, "persistent://other/ns/t"]
         )
         assert audit_topics(broker, "admin", ["acme/orders"]) == [seeded.topic]
         assert audit_topics(broker, "admin", ["acme/empty"]) == []
-        assert broker.list_namespaces("admin", "acme") == ["acme/empty", "acme/orders"]
+        assert broker.admin.list_namespaces("admin", "acme") == ["acme/empty", "acme/orders"]
         with pytest.raises(NotAuthorizedError):
-            broker.list_namespaces("nobody", "acme")
+            broker.admin.list_namespaces("nobody", "acme")
         with pytest.raises(NotAuthorizedError):
             audit_topics(broker, "nobody", [])
 
@@ -171,7 +171,7 @@ def test_radar_report_lists_a_poison_pill_with_its_skip_request(home, tmp_path):
     )
     limits = load_thresholds(None, home.home).radar
     with Broker(home) as broker:
-        consumer = broker.dispatcher("admin", seeded.topic, SUBSCRIPTION).subscribe("c")
+        consumer = broker.reading.dispatcher("admin", seeded.topic, SUBSCRIPTION).subscribe("c")
         first, count = None, 0
         for _ in range(3):  # the first message received is negatively acknowledged 3 times
             for message in consumer.receive_many(100):

@@ -63,12 +63,12 @@ def test_no_reader_without_peek_sees_content_of_a_skip_or_a_redrive(
     topic = approval_topic(cursorops_home, "billing")
     dlq = f"{topic}-billing-DLQ"
     with Broker(cursorops_home) as broker:
-        ids = broker.produce("admin", topic, [_message(i) for i in range(3)])
-        broker.create_topic("admin", dlq)
-        broker.create_subscription(
+        ids = broker.producing.produce("admin", topic, [_message(i) for i in range(3)])
+        broker.admin.create_topic("admin", dlq)
+        broker.admin.create_subscription(
             "admin", dlq, "reader", SubscriptionType.SHARED, initial_position="earliest"
         )
-        broker.produce("admin", dlq, [_message(i) for i in range(2)])
+        broker.producing.produce("admin", dlq, [_message(i) for i in range(2)])
     path = f"{PREFIX}{rest_path(topic)}/subscription/billing"
     why = {"X-Cursorops-Reason": "card data"}
     asked: list[tuple[Any, str]] = [

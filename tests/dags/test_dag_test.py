@@ -128,9 +128,9 @@ def granted(cursorops_home: Config) -> Config:
     from cursorops.core.services.broker import Broker
 
     with Broker(cursorops_home) as broker:
-        broker.create_namespace("admin", NAMESPACE)
+        broker.admin.create_namespace("admin", NAMESPACE)
         for role in (DAG_TEST_USER, "bob"):
-            broker.grant_permission("admin", NAMESPACE, role, ["consume"])
+            broker.admin.grant_permission("admin", NAMESPACE, role, ["consume"])
     return cursorops_home
 
 
@@ -407,7 +407,7 @@ def test_backlog_audit_records_the_exact_backlog(airflow: Airflow, granted: Conf
 
     namespace = f"acme/audit-dt-{secrets.token_hex(3)}"
     with Broker(granted) as broker:
-        broker.create_namespace("admin", namespace)
+        broker.admin.create_namespace("admin", namespace)
     seeded = seed_topic(granted, namespace=namespace)
     before = seeded.unacknowledged()
     thresholds = {"namespaces": {namespace: {"maxMessages": 50}}}
@@ -419,7 +419,7 @@ def test_backlog_audit_records_the_exact_backlog(airflow: Airflow, granted: Conf
     assert states["record_history"] == ["success"]
     assert states["check_thresholds"] == ["failed"]
     with Broker(granted) as broker:
-        [row] = broker.backlog_history("admin", seeded.topic)
+        [row] = broker.analysis.backlog_history("admin", seeded.topic)
     assert (row.subscription, row.run_id, row.messages) == (SUBSCRIPTION, run.run_id, 56)
     assert seeded.unacknowledged() == before  # an audit acknowledges nothing
     assert sorted(delivered_later(seeded)) == sorted(before)

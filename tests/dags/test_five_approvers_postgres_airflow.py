@@ -57,13 +57,13 @@ def test_five_approvers_answer_five_gates_at_once_on_postgres(
     config = Config.from_home(tmp_path / "cursorops")
     namespace = f"{TENANT}/five-{secrets.token_hex(3)}"
     with Broker(config) as broker:
-        broker.create_tenant("admin", TENANT)
-        broker.create_namespace("admin", namespace)
+        broker.admin.create_tenant("admin", TENANT)
+        broker.admin.create_namespace("admin", namespace)
         for role in ("alice", *APPROVERS):
-            broker.grant_permission("admin", namespace, role, ["consume"])
+            broker.admin.grant_permission("admin", namespace, role, ["consume"])
     seeded = seed_topic(config, namespace)
     with Broker(config) as broker:
-        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+        broker.admin.set_namespace_policy("admin", namespace, skip_requires_approval=True)
     before = seeded.unacknowledged()
     chosen = [m for m in seeded.ids[10:60] if label(m) in before][:5]
     port = make_url(_postgres_base_url()).port
@@ -123,7 +123,7 @@ def test_five_approvers_answer_five_gates_at_once_on_postgres(
     # Each gate recorded its own answer, and each run applied its own plan.
     with Broker(config) as broker:
         for run, user in zip(runs, APPROVERS, strict=True):
-            [recorded] = broker.approval_answers(DAG, run)
+            [recorded] = broker.workflow.approval_answers(DAG, run)
             assert recorded.request.gate == GATE
             assert list(recorded.chosen) == ["Approve"] and recorded.responded_by == user
     applied = {str(r["runId"]): r for r in seeded.audit("skip-request")}

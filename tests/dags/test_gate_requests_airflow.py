@@ -91,10 +91,10 @@ def approval_namespace(cursorops_home: Config) -> str:
 
     namespace = f"acme/counted-{secrets.token_hex(3)}"
     with Broker(cursorops_home) as broker:
-        broker.create_namespace("admin", namespace)
+        broker.admin.create_namespace("admin", namespace)
         for role in ("alice", "bob"):
-            broker.grant_permission("admin", namespace, role, ["consume"])
-        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+            broker.admin.grant_permission("admin", namespace, role, ["consume"])
+        broker.admin.set_namespace_policy("admin", namespace, skip_requires_approval=True)
     return namespace
 
 

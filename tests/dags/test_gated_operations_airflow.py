@@ -13,6 +13,7 @@ import pytest
 from cursorops.core.domain.config import Config
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
 from tests.airflow_harness import Airflow
 from tests.plugins.conftest import PREFIX, rest_path
@@ -26,21 +27,23 @@ def approval_topic(config: Config, *subscriptions: str) -> str:
     namespace = f"acme/gated-{secrets.token_hex(3)}"
     topic = f"persistent://{namespace}/t"
     with Broker(config) as broker:
-        broker.create_namespace("admin", namespace)
+        broker.admin.create_namespace("admin", namespace)
         for role in ("alice", "bob"):
-            broker.grant_permission("admin", namespace, role, ["produce", "consume"])
-        broker.create_topic("admin", topic)
+            broker.admin.grant_permission("admin", namespace, role, ["produce", "consume"])
+        broker.admin.create_topic("admin", topic)
         for sub in subscriptions:
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 "admin", topic, sub, SubscriptionType.SHARED, initial_position="earliest"
             )
-        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+        broker.admin.set_namespace_policy("admin", namespace, skip_requires_approval=True)
     return topic
 
 
 def backlog(config: Config, topic: str, subscription: str) -> int:
     with Broker(config) as broker:
-        return sum(a.result.messages for a in broker.analyze_backlog("admin", topic, subscription))
+        return sum(
+            a.result.messages for a in broker.analysis.analyze_backlog("admin", topic, subscription)
+        )
 
 
 STRUCTURE = (
@@ -79,13 +82,15 @@ def test_undo_skip_waits_for_approval_then_redelivers_the_skip(
 ) -> None:
     topic = approval_topic(cursorops_home, "s")
     with Broker(cursorops_home) as broker:
-        ids = broker.produce("admin", topic, [OutgoingMessage(b"%d" % i) for i in range(6)])
+        ids = broker.producing.produce(
+            "admin", topic, [OutgoingMessage(b"%d" % i) for i in range(6)]
+        )
     path = f"{PREFIX}{rest_path(topic)}/subscription/s"
     with Broker(cursorops_home) as broker:
         namespace = "/".join(topic.removeprefix("persistent://").split("/")[:2])
-        broker.set_namespace_policy("admin", namespace, skip_requires_approval=False)
-        skip_id = broker.skip_messages("admin", topic, "s", ids[1:4]).skip_id
-        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+        broker.admin.set_namespace_policy("admin", namespace, skip_requires_approval=False)
+        skip_id = skips.skip_messages(broker.gated, "admin", topic, "s", ids[1:4]).skip_id
+        broker.admin.set_namespace_policy("admin", namespace, skip_requires_approval=True)
     assert backlog(cursorops_home, topic, "s") == 3
     answer = airflow.request(
         "alice", "POST", f"{path}/undoSkip/{skip_id}", headers={"X-Cursorops-Reason": "wrong ids"}
@@ -103,7 +108,9 @@ def test_undo_skip_waits_for_approval_then_redelivers_the_skip(
     assert states["apply_undo_skip"] == ["success"]
     assert backlog(cursorops_home, topic, "s") == 6
     with Broker(cursorops_home) as broker:
-        [record] = [r for r in broker.audit_log("admin", topic) if r.kind == "undo-skip-request"]
+        [record] = [
+            r for r in broker.workflow.audit_log("admin", topic) if r.kind == "undo-skip-request"
+        ]
     assert record.detail["outcome"] == "applied" and record.detail["requester"] == "alice"
 
 
@@ -113,11 +120,13 @@ def test_redrive_waits_for_approval_then_reaches_only_the_failing_subscription(
     topic = approval_topic(cursorops_home, "a", "b", "c")
     dlq = f"{topic}-a-DLQ"
     with Broker(cursorops_home) as broker:
-        broker.create_topic("admin", dlq)
-        broker.create_subscription(
+        broker.admin.create_topic("admin", dlq)
+        broker.admin.create_subscription(
             "admin", dlq, "reader", SubscriptionType.SHARED, initial_position="earliest"
         )
-        broker.produce("admin", dlq, [OutgoingMessage(b"poison", key=f"k{i}") for i in range(3)])
+        broker.producing.produce(
+            "admin", dlq, [OutgoingMessage(b"poison", key=f"k{i}") for i in range(3)]
+        )
     answer = airflow.request(
         "alice",
         "POST",
@@ -142,8 +151,8 @@ def test_reset_cursor_waits_for_approval_then_moves_back(
 ) -> None:
     topic = approval_topic(cursorops_home, "s")
     with Broker(cursorops_home) as broker:
-        broker.produce("admin", topic, [OutgoingMessage(b"x")] * 5)
-        broker.consume("admin", topic, "s", 5, ack=True)
+        broker.producing.produce("admin", topic, [OutgoingMessage(b"x")] * 5)
+        broker.reading.consume("admin", topic, "s", 5, ack=True)
     answer = airflow.request(
         "alice",
         "POST",
@@ -170,7 +179,7 @@ def test_unsubscribe_with_a_backlog_waits_for_approval_then_drops_it(
 ) -> None:
     topic = approval_topic(cursorops_home, "s", "keep")
     with Broker(cursorops_home) as broker:
-        broker.produce("admin", topic, [OutgoingMessage(b"x")] * 4)
+        broker.producing.produce("admin", topic, [OutgoingMessage(b"x")] * 4)
     answer = airflow.request(
         "alice",
         "DELETE",
@@ -178,7 +187,7 @@ def test_unsubscribe_with_a_backlog_waits_for_approval_then_drops_it(
         headers={"X-Cursorops-Reason": "service retired"},
     )
     with Broker(cursorops_home) as broker:
-        assert {s.name for s in broker.list_subscriptions("admin", topic)} == {"s", "keep"}
+        assert {s.name for s in broker.admin.list_subscriptions("admin", topic)} == {"s", "keep"}
     states = approved(
         airflow,
         answer,
@@ -188,8 +197,8 @@ def test_unsubscribe_with_a_backlog_waits_for_approval_then_drops_it(
     )
     assert states["apply_unsubscribe"] == ["success"]
     with Broker(cursorops_home) as broker:
-        assert [s.name for s in broker.list_subscriptions("admin", topic)] == ["keep"]
-        [audit] = broker.audit_log("admin", topic, kind="unsubscribe")
+        assert [s.name for s in broker.admin.list_subscriptions("admin", topic)] == ["keep"]
+        [audit] = broker.workflow.audit_log("admin", topic, kind="unsubscribe")
     assert audit.detail["dropped"] == 4 and audit.detail["approvedBy"] == ["bob"]
 
 
@@ -203,8 +212,8 @@ def test_an_approve_given_after_a_replan_is_refused_and_nothing_applies(
 
     topic = approval_topic(cursorops_home, "s")
     with Broker(cursorops_home) as broker:
-        broker.produce("admin", topic, [OutgoingMessage(b"x")] * 3)
-        broker.consume("admin", topic, "s", 3, ack=True)
+        broker.producing.produce("admin", topic, [OutgoingMessage(b"x")] * 3)
+        broker.reading.consume("admin", topic, "s", 3, ack=True)
     answer = airflow.request(
         "alice",
         "POST",
@@ -230,7 +239,7 @@ def test_an_approve_given_after_a_replan_is_refused_and_nothing_applies(
     assert "This Approve cannot apply: The run was re-planned" in log
     assert backlog(cursorops_home, topic, "s") == 0
     with Broker(cursorops_home) as broker:
-        assert broker.audit_log("admin", topic, kind="reset-cursor") == []
+        assert broker.workflow.audit_log("admin", topic, kind="reset-cursor") == []
 
 
 def test_a_gate_whose_plan_was_replanned_before_it_asks_offers_only_reject(
@@ -244,8 +253,8 @@ def test_a_gate_whose_plan_was_replanned_before_it_asks_offers_only_reject(
     dag = "cursorops_reset_cursor"
     topic = approval_topic(cursorops_home, "s")
     with Broker(cursorops_home) as broker:
-        broker.produce("admin", topic, [OutgoingMessage(b"x")] * 2)
-        broker.consume("admin", topic, "s", 2, ack=True)
+        broker.producing.produce("admin", topic, [OutgoingMessage(b"x")] * 2)
+        broker.reading.consume("admin", topic, "s", 2, ack=True)
     paused = airflow.request("admin", "PATCH", f"/api/v2/dags/{dag}", json={"is_paused": True})
     assert paused.status_code == 200, paused.text
     try:

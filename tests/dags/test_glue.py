@@ -91,10 +91,10 @@ def _record(tmp_path: Path, run_id: str = "manual__1"):
 
     config = Config.from_home(tmp_path)
     with Broker(config) as broker:
-        broker.create_tenant("admin", TENANT)
-        broker.create_namespace("admin", NAMESPACE)
+        broker.admin.create_tenant("admin", TENANT)
+        broker.admin.create_namespace("admin", NAMESPACE)
         for role in GRANTED:
-            broker.grant_permission("admin", NAMESPACE, role, ["consume"])
+            broker.admin.grant_permission("admin", NAMESPACE, role, ["consume"])
     seeded = seed_topic(config)
     ask = SkipMessages(
         topic=seeded.topic, subscription=SUBSCRIPTION, ids=tuple(seeded.ids[20:22]), reason="r"
@@ -125,7 +125,7 @@ def _presented(broker, record, gate: str = "approve_skip", at: int = 0, approver
         60_000,
         try_number=1,
     )
-    broker.record_approval_request(shown)
+    broker.workflow.record_approval_request(shown)
     return shown
 
 
@@ -148,7 +148,7 @@ def test_record_is_written_once_per_attempt(tmp_path: Path):
             {"gate": "approve_skip", "chosen": None, "by": None, "at": None}
         ]
         at = 1_795_395_600_000  # 2026-11-23T01:00:00Z
-        broker.record_approval_answer(
+        broker.workflow.record_approval_answer(
             run.dag_id, run.run_id, "approve_skip", 1, ["Reject"], "bob", at
         )
         first = close_request(broker, run, record, gates)
@@ -180,13 +180,13 @@ def test_the_closing_record_lists_only_answers_to_its_own_plan(tmp_path: Path):
     )
     with Broker(config) as broker:
         _presented(broker, first)
-        broker.record_approval_answer(
+        broker.workflow.record_approval_answer(
             run.dag_id, run.run_id, "approve_skip", 1, ["Approve"], "bob", 9
         )
         second = broker.plan_request(
             "skip-messages", Caller("alice", "alice"), ask, Run(run.dag_id, run.run_id)
         )
-        assert broker.current_plan_record("alice", run.dag_id, run.run_id) == second
+        assert broker.workflow.current_plan_record("alice", run.dag_id, run.run_id) == second
         closing = close_request(broker, run, second, ("approve_skip",))
     assert closing["planDigest"] == second.digest
     assert closing["answers"] == [] and closing["outcome"] == "not-approved"
@@ -342,7 +342,7 @@ def test_the_gate_records_the_answer_it_is_resumed_with(tmp_path: Path, monkeypa
         second.execute_complete(context, event("Reject", "carol"))
     assert isinstance(rejected.value.__cause__, HITLRejectException)
     with Broker(config) as broker:
-        answers = broker.approval_answers("cursorops_skip_messages", "manual__1")
+        answers = broker.workflow.approval_answers("cursorops_skip_messages", "manual__1")
     assert [(a.request.gate, a.chosen, a.responded_by, a.responded_at_ms) for a in answers] == [
         ("approve_skip", ("Approve",), "bob", AT),
         ("approve_skip_2", ("Reject",), "carol", AT),
@@ -378,8 +378,8 @@ def test_a_gate_that_showed_its_request_refuses_to_ask_again(tmp_path: Path, mon
     for door in ("REST route", "`cursorops` CLI", "Cursors page"):
         assert door in message
     with Broker(config) as broker:
-        assert broker.approval_requests("cursorops_skip_messages", "manual__1") == [shown]
-        assert broker.approval_answers("cursorops_skip_messages", "manual__1") == []
+        assert broker.workflow.approval_requests("cursorops_skip_messages", "manual__1") == [shown]
+        assert broker.workflow.approval_answers("cursorops_skip_messages", "manual__1") == []
     assert seeded.audit("skip") == []
     [why] = seeded.audit("skip-refused")
     assert why["stage"] == "gate" and why["reason"] == message
@@ -422,14 +422,14 @@ def test_a_retried_gate_takes_the_answer_airflow_accepted_and_never_asks_again(
     gate = FourEyesApprovalOperator(task_id="approve_skip", subject="s", body="")
     assert gate.execute(context)["chosen_options"] == ["Approve"]  # type: ignore[arg-type]
     with Broker(config) as broker:
-        [answer] = broker.approval_answers("cursorops_skip_messages", "manual__1")
-        assert broker.approval_requests("cursorops_skip_messages", "manual__1") == [shown]
+        [answer] = broker.workflow.approval_answers("cursorops_skip_messages", "manual__1")
+        assert broker.workflow.approval_requests("cursorops_skip_messages", "manual__1") == [shown]
     assert (answer.request, answer.chosen, answer.responded_by) == (shown, ("Approve",), "bob")
     assert answer.responded_at_ms == AT
     # The same answer again (a third try) is taken from the store.
     assert gate.execute(context)["chosen_options"] == ["Approve"]  # type: ignore[arg-type]
     with Broker(config) as broker:
-        broker.record_audit(
+        broker.workflow.record_audit(
             "alice",
             request_kind("skip"),
             record.topic,
@@ -546,6 +546,6 @@ def test_an_approve_given_after_a_replan_is_answered_as_stale(tmp_path: Path, mo
     assert message.startswith("This Approve cannot apply: The run was re-planned")
     assert "make a new request" in message
     with Broker(config) as broker:
-        [answer] = broker.approval_answers("cursorops_skip_messages", "manual__1")
+        [answer] = broker.workflow.approval_answers("cursorops_skip_messages", "manual__1")
     assert (answer.chosen, answer.request.digest) == (("Approve",), record.digest)
     assert seeded.audit("skip") == []

@@ -50,25 +50,25 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
     """acme/vault requires approval; its topic holds 10 messages (batches of 2) with a
     Shared subscription at earliest; alice may consume."""
     with Broker(Config.from_home(tmp_path / "home")) as b:
-        b.create_tenant("admin", "acme")
-        b.create_namespace("admin", "acme/vault")
-        b.grant_permission("admin", "acme/vault", "alice", ["produce", "consume"])
-        b.create_topic("admin", TOPIC)
-        b.create_subscription(
+        b.admin.create_tenant("admin", "acme")
+        b.admin.create_namespace("admin", "acme/vault")
+        b.admin.grant_permission("admin", "acme/vault", "alice", ["produce", "consume"])
+        b.admin.create_topic("admin", TOPIC)
+        b.admin.create_subscription(
             "admin", TOPIC, SUB, SubscriptionType.SHARED, initial_position="earliest"
         )
-        b.produce(
+        b.producing.produce(
             "admin",
             TOPIC,
             [OutgoingMessage(b"m%d" % i, key=f"k{i}") for i in range(10)],
             batch_size=2,
         )
-        b.set_namespace_policy("admin", "acme/vault", skip_requires_approval=True)
+        b.admin.set_namespace_policy("admin", "acme/vault", skip_requires_approval=True)
         yield b
 
 
 def ids(broker: Broker) -> list[MessageId]:
-    return [m.message_id for m in broker.peek_messages("admin", TOPIC, SUB, 100)]
+    return [m.message_id for m in broker.reading.peek_messages("admin", TOPIC, SUB, 100)]
 
 
 def ask(broker: Broker, operation: str, arguments: object) -> PlanRecord:
@@ -149,7 +149,7 @@ def test_an_undo_never_reads_as_approved_before_it_is(broker: Broker) -> None:
         SkipMessages(topic=TOPIC, subscription=SUB, ids=ids(broker)[:3], reason="pill"),
     )
     broker.apply_approved_plan(skip, [{"approver": "bob"}])
-    [audit] = broker.audit_log("admin", TOPIC, kind="skip")
+    [audit] = broker.workflow.audit_log("admin", TOPIC, kind="skip")
     undo = ask(
         broker,
         "undo-skip",

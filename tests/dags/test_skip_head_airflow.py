@@ -35,10 +35,10 @@ def test_skip_n_waits_for_a_second_person_then_skips_exactly_the_preview(
 ) -> None:
     namespace = f"acme/approved-{secrets.token_hex(3)}"
     with Broker(cursorops_home) as broker:
-        broker.create_namespace("admin", namespace)
+        broker.admin.create_namespace("admin", namespace)
         for role in ("alice", "bob"):
-            broker.grant_permission("admin", namespace, role, ["consume"])
-        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+            broker.admin.grant_permission("admin", namespace, role, ["consume"])
+        broker.admin.set_namespace_policy("admin", namespace, skip_requires_approval=True)
     seeded = seed_topic(cursorops_home, namespace)
     before = seeded.unacknowledged()
     path = f"{PREFIX}{rest_path(seeded.topic)}/subscription/{SUBSCRIPTION}"
@@ -57,7 +57,7 @@ def test_skip_n_waits_for_a_second_person_then_skips_exactly_the_preview(
     # The run carries the plan record's digest only: the door planned and stored it.
     assert airflow.dag_run(DAG, run)["conf"] == {"plan_digest": body["planDigest"]}
     with Broker(cursorops_home) as broker:
-        record = broker.current_plan_record("admin", DAG, run)
+        record = broker.workflow.current_plan_record("admin", DAG, run)
     assert record is not None and record.digest == body["planDigest"]
     assert (
         record.document["head"] == {"messages": 3} and record.document["reason"] == "stale orders"
@@ -72,7 +72,7 @@ def test_skip_n_waits_for_a_second_person_then_skips_exactly_the_preview(
     with Broker(cursorops_home) as broker:
         from cursorops.core.services.producer import OutgoingMessage
 
-        broker.produce("admin", seeded.topic, [OutgoingMessage(b"late")] * 6)
+        broker.producing.produce("admin", seeded.topic, [OutgoingMessage(b"late")] * 6)
     after_produce = seeded.unacknowledged()
     assert seeded.audit("skip") == []
 

@@ -38,7 +38,7 @@ def delivered_later(seeded: SeededTopic) -> list[str]:
     from cursorops.core.services.broker import Broker, wall_clock_ms
 
     with Broker(seeded.config, clock=lambda: wall_clock_ms() + TWO_HOURS_MS) as broker:
-        got = broker.consume("admin", seeded.topic, SUBSCRIPTION, 1000, ack=True)
+        got = broker.reading.consume("admin", seeded.topic, SUBSCRIPTION, 1000, ack=True)
     return [label(m.message_id) for m in got]
 
 
@@ -129,7 +129,7 @@ def test_an_exclusive_subscription_is_refused_before_the_scan_and_audited(
     airflow.wait_dag(DAG)
     seeded = seed_topic(cursorops_home)
     with Broker(seeded.config) as broker:
-        broker.create_subscription(
+        broker.admin.create_subscription(
             "admin", seeded.topic, "exclusive-reader", SubscriptionType.EXCLUSIVE
         )
     run = airflow.trigger(DAG, conf(seeded, subscription="exclusive-reader"), user="alice")

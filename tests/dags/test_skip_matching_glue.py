@@ -105,8 +105,8 @@ def test_the_plan_record_is_what_apply_reads_and_a_tampered_one_is_refused(tmp_p
 
     config = Config.from_home(tmp_path / "home")
     with Broker(config) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/orders")
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/orders")
     seeded = seed_topic(config)
     reminders = seeded.ids[-3:]
     with Broker(config) as broker:
@@ -137,7 +137,7 @@ def test_the_plan_record_is_what_apply_reads_and_a_tampered_one_is_refused(tmp_p
         assert sorted(applied.outcome["skipped"]) == sorted(m.triplet() for m in reminders)
         assert not {label(m) for m in reminders} & seeded.unacknowledged()
 
-        other = broker.save_plan_record(
+        other = broker.workflow.save_plan_record(
             PlanBinding("cursorops_skip_matching", "manual__2", "alice", "admin"),
             plan,
             document,
@@ -149,7 +149,7 @@ def test_the_plan_record_is_what_apply_reads_and_a_tampered_one_is_refused(tmp_p
                 .values(messages=1, plan_json=plan.for_partition(plan.partitions()[0]).dumps())
             )
         with pytest.raises(InvalidInputError, match="does not match its content"):
-            broker.current_plan_record("admin", "cursorops_skip_matching", "manual__2")
+            broker.workflow.current_plan_record("admin", "cursorops_skip_matching", "manual__2")
 
 
 DAG = "cursorops_skip_matching"
@@ -193,9 +193,9 @@ def _call(dag, task_id, context):
 def seeded_home(tmp_path, monkeypatch):
     config = Config.from_home(tmp_path / "home")
     with Broker(config) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/orders")
-        broker.grant_permission("admin", "acme/orders", "alice", ["consume"])
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/orders")
+        broker.admin.grant_permission("admin", "acme/orders", "alice", ["consume"])
     monkeypatch.setenv("CURSOROPS_HOME", str(config.home))
     monkeypatch.setenv("CURSOROPS_METADATA_URL", "")
     monkeypatch.setenv("CURSOROPS_LEDGER_ROOT", "")
@@ -236,23 +236,23 @@ def test_a_run_s_request_is_recorded_once_and_read_by_the_run_only(seeded_home):
     [refused] = seeded.audit("skip-refused")
     assert refused["stage"] == "validate" and refused["runId"] == "manual__1"
     with Broker(config) as broker:
-        record = broker.run_request_record(DAG, "manual__1", "alice")
+        record = broker.workflow.run_request_record(DAG, "manual__1", "alice")
         assert record.digest == shown["requestDigest"]
         assert record.arguments["predicate"] == {"deliverAt": {"after": "now"}}
         with pytest.raises(NotAuthorizedError, match="not this one"):
-            broker.save_request_record(
+            broker.workflow.save_request_record(
                 request_record_of(record, topic="persistent://acme/orders/other")
             )
         with pytest.raises(NotAuthorizedError, match="No request is recorded"):
-            broker.run_request_record(DAG, "manual__2", "alice")
+            broker.workflow.run_request_record(DAG, "manual__2", "alice")
         with pytest.raises(NotAuthorizedError, match="asked for by alice"):
-            broker.run_request_record(DAG, "manual__1", "bob")
+            broker.workflow.run_request_record(DAG, "manual__1", "bob")
         with broker.metadata.transaction() as work:
             work.session.execute(
                 update(RequestRecordRow).values(arguments={"predicate": {"publishTime": {}}})
             )
         with pytest.raises(InvalidInputError, match="does not match its content"):
-            broker.run_request_record(DAG, "manual__1", "alice")
+            broker.workflow.run_request_record(DAG, "manual__1", "alice")
 
 
 def request_record_of(record, **changed):

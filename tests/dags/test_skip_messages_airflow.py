@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from cursorops.core.domain.ids.message_id import MessageId
+from cursorops.core.services.gating import skip as skip_slice
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import (
     SUBSCRIPTION,
@@ -85,7 +86,7 @@ def test_approved_by_a_second_user_skips_exactly_the_plan(airflow: Airflow, curs
     from cursorops.core.services.broker import Broker
 
     with Broker(seeded.config) as broker:
-        broker.skip_messages("admin", seeded.topic, SUBSCRIPTION, [ids[0]])
+        skip_slice.skip_messages(broker.gated, "admin", seeded.topic, SUBSCRIPTION, [ids[0]])
 
     approved = airflow.answer(DAG, run, GATE, "Approve", user="bob")
     assert approved.status_code == 200, approved.text

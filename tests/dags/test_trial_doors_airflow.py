@@ -26,8 +26,8 @@ def test_a_drained_subscription_deleted_and_created_at_earliest_gets_nothing_bac
 ) -> None:
     topic = approval_topic(cursorops_home, "ledger")
     with Broker(cursorops_home) as broker:
-        broker.produce("admin", topic, [OutgoingMessage(b"x")] * 6)
-        broker.consume("admin", topic, "ledger", 6, ack=True)
+        broker.producing.produce("admin", topic, [OutgoingMessage(b"x")] * 6)
+        broker.reading.consume("admin", topic, "ledger", 6, ack=True)
     path = f"{PREFIX}{rest_path(topic)}/subscription/ledger"
     answer = airflow.request("alice", "DELETE", path, headers={"X-Cursorops-Reason": "drained"})
     states = approved(airflow, answer, "approve_unsubscribe", "Unsubscribe")
@@ -48,15 +48,15 @@ def test_a_redrive_from_a_vault_asks_the_vaults_quorum_and_is_recorded_there(
     dlq = f"persistent://{vault}/orders-billing-DLQ"
     with Broker(cursorops_home) as broker:
         for namespace in (vault, topic.removeprefix("persistent://").rsplit("/", 1)[0]):
-            broker.create_namespace("admin", namespace)
+            broker.admin.create_namespace("admin", namespace)
             for role in ("alice", "bob"):
-                broker.grant_permission("admin", namespace, role, ["produce", "consume"])
-        broker.create_topic("admin", topic)
-        broker.create_subscription("admin", topic, "billing", SubscriptionType.SHARED)
-        broker.create_topic("admin", dlq)
-        broker.produce("admin", dlq, [OutgoingMessage(b"pill")] * 3)
-        broker.set_namespace_policy("admin", vault, skip_requires_approval=True)
-        broker.set_approval_quorum("admin", vault, large_above_messages=0, approvals=2)
+                broker.admin.grant_permission("admin", namespace, role, ["produce", "consume"])
+        broker.admin.create_topic("admin", topic)
+        broker.admin.create_subscription("admin", topic, "billing", SubscriptionType.SHARED)
+        broker.admin.create_topic("admin", dlq)
+        broker.producing.produce("admin", dlq, [OutgoingMessage(b"pill")] * 3)
+        broker.admin.set_namespace_policy("admin", vault, skip_requires_approval=True)
+        broker.admin.set_approval_quorum("admin", vault, large_above_messages=0, approvals=2)
     answer = airflow.request(
         "alice",
         "POST",
@@ -75,8 +75,8 @@ def test_a_redrive_from_a_vault_asks_the_vaults_quorum_and_is_recorded_there(
     assert airflow.wait_run(dag, run) == "success", airflow.task_states(dag, run)
     assert backlog(cursorops_home, topic, "billing") == 3
     with Broker(cursorops_home) as broker:
-        [mine] = broker.audit_log("admin", topic, kind="redrive")
-        [theirs] = broker.audit_log("admin", dlq, kind="redrive")
+        [mine] = broker.workflow.audit_log("admin", topic, kind="redrive")
+        [theirs] = broker.workflow.audit_log("admin", dlq, kind="redrive")
     assert mine.detail["approvedBy"] == theirs.detail["approvedBy"] == ["bob", "admin"]
 
 
@@ -85,12 +85,12 @@ def test_a_run_the_requester_forces_green_closes_its_request_as_not_applied(
 ) -> None:
     namespace = f"acme/forced-{secrets.token_hex(3)}"
     with Broker(cursorops_home) as broker:
-        broker.create_namespace("admin", namespace)
+        broker.admin.create_namespace("admin", namespace)
         for role in ("alice", "bob"):
-            broker.grant_permission("admin", namespace, role, ["consume"])
+            broker.admin.grant_permission("admin", namespace, role, ["consume"])
     seeded = seed_topic(cursorops_home, namespace=namespace)
     with Broker(cursorops_home) as broker:
-        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+        broker.admin.set_namespace_policy("admin", namespace, skip_requires_approval=True)
     before = seeded.unacknowledged()
     dag = "cursorops_skip_messages"
     asked = airflow.request(
@@ -114,7 +114,7 @@ def test_a_run_the_requester_forces_green_closes_its_request_as_not_applied(
     assert states["approve_skip"] == ["success"] and states["apply_skip"] == ["skipped"]
     assert states["close_request"] == ["failed"]
     with Broker(cursorops_home) as broker:
-        record = broker.current_plan_record("admin", dag, run)
+        record = broker.workflow.current_plan_record("admin", dag, run)
         closings = [
             r.detail
             for r in broker.metadata.audit_log(seeded.topic)

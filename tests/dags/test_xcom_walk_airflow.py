@@ -38,6 +38,7 @@ from cursorops.airflow.gated_tail import TAILS
 from cursorops.core.domain.config import Config
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SUBSCRIPTION, SeededTopic, label, seed_topic
@@ -344,21 +345,23 @@ def _database_or_scratch(home: Path) -> Callable[[Path], bool]:
 def approval_namespace(config: Config, quorum: bool = False) -> str:
     namespace = f"acme/walk-{secrets.token_hex(3)}"
     with Broker(config) as broker:
-        broker.create_namespace("admin", namespace)
+        broker.admin.create_namespace("admin", namespace)
         for role in ("alice", "bob"):
-            broker.grant_permission("admin", namespace, role, ["produce", "consume"])
-        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+            broker.admin.grant_permission("admin", namespace, role, ["produce", "consume"])
+        broker.admin.set_namespace_policy("admin", namespace, skip_requires_approval=True)
         if quorum:
-            broker.set_approval_quorum("admin", namespace, large_above_messages=0, approvals=2)
+            broker.admin.set_approval_quorum(
+                "admin", namespace, large_above_messages=0, approvals=2
+            )
     return namespace
 
 
 def plain_topic(config: Config, *subscriptions: str, quorum: bool = False) -> str:
     topic = f"persistent://{approval_namespace(config, quorum)}/t"
     with Broker(config) as broker:
-        broker.create_topic("admin", topic)
+        broker.admin.create_topic("admin", topic)
         for sub in subscriptions:
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 "admin", topic, sub, SubscriptionType.SHARED, initial_position="earliest"
             )
     return topic
@@ -366,7 +369,9 @@ def plain_topic(config: Config, *subscriptions: str, quorum: bool = False) -> st
 
 def backlog(config: Config, topic: str, subscription: str) -> int:
     with Broker(config) as broker:
-        return sum(a.result.messages for a in broker.analyze_backlog("admin", topic, subscription))
+        return sum(
+            a.result.messages for a in broker.analysis.analyze_backlog("admin", topic, subscription)
+        )
 
 
 def audit(config: Config, topic: str, kind: str) -> list[dict[str, Any]]:
@@ -454,8 +459,8 @@ def skip_matching_case(airflow: Airflow, config: Config) -> Case:
 def reset_cursor_case(airflow: Airflow, config: Config) -> Case:
     topic = plain_topic(config, "s")
     with Broker(config) as broker:
-        broker.produce("admin", topic, [OutgoingMessage(b"x")] * 5)
-        broker.consume("admin", topic, "s", 5, ack=True)
+        broker.producing.produce("admin", topic, [OutgoingMessage(b"x")] * 5)
+        broker.reading.consume("admin", topic, "s", 5, ack=True)
 
     def effect() -> None:
         assert backlog(config, topic, "s") == 5
@@ -469,11 +474,11 @@ def reset_cursor_case(airflow: Airflow, config: Config) -> Case:
 def unsubscribe_case(airflow: Airflow, config: Config) -> Case:
     topic = plain_topic(config, "s", "keep")
     with Broker(config) as broker:
-        broker.produce("admin", topic, [OutgoingMessage(b"x")] * 4)
+        broker.producing.produce("admin", topic, [OutgoingMessage(b"x")] * 4)
 
     def effect() -> None:
         with Broker(config) as broker:
-            assert [s.name for s in broker.list_subscriptions("admin", topic)] == ["keep"]
+            assert [s.name for s in broker.admin.list_subscriptions("admin", topic)] == ["keep"]
         assert backlog(config, topic, "keep") == 4
 
     case = Case("cursorops_unsubscribe", topic, lambda: "", effect)
@@ -486,11 +491,13 @@ def redrive_case(airflow: Airflow, config: Config) -> Case:
     topic = plain_topic(config, "a", "b")
     dlq = f"{topic}-a-DLQ"
     with Broker(config) as broker:
-        broker.create_topic("admin", dlq)
-        broker.create_subscription(
+        broker.admin.create_topic("admin", dlq)
+        broker.admin.create_subscription(
             "admin", dlq, "reader", SubscriptionType.SHARED, initial_position="earliest"
         )
-        broker.produce("admin", dlq, [OutgoingMessage(b"poison", key=f"k{i}") for i in range(3)])
+        broker.producing.produce(
+            "admin", dlq, [OutgoingMessage(b"poison", key=f"k{i}") for i in range(3)]
+        )
 
     def effect() -> None:
         assert [backlog(config, topic, s) for s in ("a", "b")] == [3, 0]
@@ -506,10 +513,12 @@ def undo_skip_case(airflow: Airflow, config: Config) -> Case:
     topic = plain_topic(config, "s")
     namespace = "/".join(topic.removeprefix("persistent://").split("/")[:2])
     with Broker(config) as broker:
-        ids = broker.produce("admin", topic, [OutgoingMessage(b"%d" % i) for i in range(6)])
-        broker.set_namespace_policy("admin", namespace, skip_requires_approval=False)
-        skip_id = broker.skip_messages("admin", topic, "s", ids[1:4]).skip_id
-        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+        ids = broker.producing.produce(
+            "admin", topic, [OutgoingMessage(b"%d" % i) for i in range(6)]
+        )
+        broker.admin.set_namespace_policy("admin", namespace, skip_requires_approval=False)
+        skip_id = skips.skip_messages(broker.gated, "admin", topic, "s", ids[1:4]).skip_id
+        broker.admin.set_namespace_policy("admin", namespace, skip_requires_approval=True)
     assert backlog(config, topic, "s") == 3
 
     def effect() -> None:
@@ -573,8 +582,7 @@ class Outcome:
 def walked(
     airflow: Airflow, cursorops_home: Config, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Outcome]:
-    from cursorops.core.services.broker import wall_clock_ms
-    from cursorops.core.services.broker.gated import new_run_id
+    from cursorops.core.services.broker import new_run_id, wall_clock_ms
     from cursorops.core.services.gating import Caller, Run, SkipMessages
 
     for dag in DAGS:

@@ -56,7 +56,7 @@ class Api:
         from cursorops.core.services.broker import Broker
 
         with Broker(self.config) as broker:
-            stats = broker.topic_stats("admin", topic)
+            stats = broker.analysis.topic_stats("admin", topic)
         document = stats.to_pulsar_json() if hasattr(stats, "to_pulsar_json") else stats
         return int(document["subscriptions"][subscription]["msgBacklog"])
 
@@ -123,12 +123,12 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
 
         config = Config.from_environ(os.environ)
         with Broker(config) as broker:
-            broker.create_tenant("admin", TENANT)
+            broker.admin.create_tenant("admin", TENANT)
             for namespace in (OPEN_NS, APPROVAL_NS):
-                broker.create_namespace("admin", namespace)
+                broker.admin.create_namespace("admin", namespace)
                 for role in CONSUMERS:
-                    broker.grant_permission("admin", namespace, role, ["consume"])
-            broker.set_namespace_policy("admin", APPROVAL_NS, skip_requires_approval=True)
+                    broker.admin.grant_permission("admin", namespace, role, ["consume"])
+            broker.admin.set_namespace_policy("admin", APPROVAL_NS, skip_requires_approval=True)
         with TestClient(create_app(apps="core")) as client:
             tokens = {}
             for user in USERS:

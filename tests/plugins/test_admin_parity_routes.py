@@ -55,14 +55,19 @@ class Api:
 
     def state(self) -> object:
         b = self.broker
-        namespaces = {t: b.list_namespaces("admin", t) for t in b.list_tenants("admin")}
+        namespaces = {t: b.admin.list_namespaces("admin", t) for t in b.admin.list_tenants("admin")}
         topics = [
-            t.name for ns in namespaces.values() for n in ns for t in b.list_topics("admin", n)
+            t.name
+            for ns in namespaces.values()
+            for n in ns
+            for t in b.admin.list_topics("admin", n)
         ]
         backlogs = {
             t: {
                 s: v["msgBacklog"]
-                for s, v in b.topic_stats("admin", t).to_pulsar_json()["subscriptions"].items()
+                for s, v in b.analysis.topic_stats("admin", t)
+                .to_pulsar_json()["subscriptions"]
+                .items()
             }
             for t in topics
         }
@@ -79,19 +84,19 @@ class Api:
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[Api]:
     with Broker(Config.from_home(tmp_path / "home")) as broker:
-        broker.create_tenant("admin", "acme", ["acme-admin"])
-        broker.create_namespace("admin", "acme/ops")
-        broker.grant_permission("admin", "acme/ops", "ops", ["consume", "produce"])
-        broker.create_topic("admin", TOPIC)
-        broker.create_topic("admin", EVENTS, 2)
+        broker.admin.create_tenant("admin", "acme", ["acme-admin"])
+        broker.admin.create_namespace("admin", "acme/ops")
+        broker.admin.grant_permission("admin", "acme/ops", "ops", ["consume", "produce"])
+        broker.admin.create_topic("admin", TOPIC)
+        broker.admin.create_topic("admin", EVENTS, 2)
         for topic in (TOPIC, EVENTS):
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 "admin", topic, "s", SubscriptionType.SHARED, initial_position="earliest"
             )
-            broker.produce("admin", topic, [OutgoingMessage(b"%d" % i) for i in range(4)])
-        broker.create_namespace("admin", "acme/gated")
-        broker.set_namespace_policy("admin", "acme/gated", skip_requires_approval=True)
-        broker.create_subscription("admin", GATED, "s", SubscriptionType.SHARED)
+            broker.producing.produce("admin", topic, [OutgoingMessage(b"%d" % i) for i in range(4)])
+        broker.admin.create_namespace("admin", "acme/gated")
+        broker.admin.set_namespace_policy("admin", "acme/gated", skip_requires_approval=True)
+        broker.admin.create_subscription("admin", GATED, "s", SubscriptionType.SHARED)
         app = create_app(_who, _no_runs, broker=broker)
         with TestClient(app) as client:
             yield Api(client, broker)
@@ -120,13 +125,13 @@ def test_a_topic_delete_answers_as_pulsar_does(api: Api) -> None:
     api.refused(400, "DELETE", "/admin/v2/persistent/acme/ops/events-partition-0")
     api.refused(404, "DELETE", "/admin/v2/persistent/acme/ops/nosuch")
     api.refused(403, "DELETE", "/admin/v2/persistent/acme/ops/orders", role="ops")
-    consumer = api.broker.dispatcher("admin", TOPIC, "s").subscribe("worker")
+    consumer = api.broker.reading.dispatcher("admin", TOPIC, "s").subscribe("worker")
     reason = api.refused(412, "DELETE", "/admin/v2/persistent/acme/ops/orders")
     assert "active producers/subscriptions" in reason
     answer = api.call("DELETE", "/admin/v2/persistent/acme/ops/orders", params={"force": "true"})
     assert answer.status_code == 204
     del consumer
-    assert [t.name for t in api.broker.list_topics("admin", "acme/ops")] == [EVENTS]
+    assert [t.name for t in api.broker.admin.list_topics("admin", "acme/ops")] == [EVENTS]
     kinds = sorted(r.kind for r in api.broker.metadata.audit_log(TOPIC))
     assert kinds == ["delete-topic", "unsubscribe"]
 
@@ -153,12 +158,12 @@ def test_auto_topic_creation_is_a_namespace_policy(api: Api) -> None:
     assert api.call("DELETE", path).status_code == 204
     assert api.call("PUT", missing).status_code == 204
     assert "persistent://acme/ops/missing" in [
-        t.name for t in api.broker.list_topics("admin", "acme/ops")
+        t.name for t in api.broker.admin.list_topics("admin", "acme/ops")
     ]
 
 
 def test_a_skip_takes_every_id_form(api: Api) -> None:
-    ids = api.broker.produce("admin", TOPIC, [OutgoingMessage(b"x") for _ in range(3)])
+    ids = api.broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"x") for _ in range(3)])
     body = [ids[0].client_text(), ids[1].triplet() + ":-1", ids[2].to_base64()]
     path = "/admin/v2/persistent/acme/ops/orders/subscription/s/skipByMessageIds"
     reason = api.refused(400, "POST", path, json=["(1,0,-1,-1", *body])

@@ -46,16 +46,16 @@ def _seeded(api: Api) -> tuple[str, str, dict[str, tuple[str, str]]]:
     topic = f"persistent://{namespace}/cards"
     dlq = f"{topic}-{SUB}-DLQ"
     with Broker(api.config) as broker:
-        broker.create_namespace("admin", namespace)
-        broker.grant_permission("admin", namespace, PEEKS, ["consume"])
-        broker.grant_permission("admin", namespace, PRODUCES, ["produce"])
+        broker.admin.create_namespace("admin", namespace)
+        broker.admin.grant_permission("admin", namespace, PEEKS, ["consume"])
+        broker.admin.grant_permission("admin", namespace, PRODUCES, ["produce"])
         for name, sub in ((topic, SUB), (dlq, "reader")):
-            broker.create_topic("admin", name, 0)
-            broker.create_subscription(
+            broker.admin.create_topic("admin", name, 0)
+            broker.admin.create_subscription(
                 "admin", name, sub, SubscriptionType.SHARED, initial_position="earliest"
             )
-        ids = broker.produce("admin", topic, [_message(i) for i in range(3)])
-        broker.produce("admin", dlq, [_message(i) for i in range(2)])
+        ids = broker.producing.produce("admin", topic, [_message(i) for i in range(3)])
+        broker.producing.produce("admin", dlq, [_message(i) for i in range(2)])
         runs: dict[str, tuple[str, str]] = {}
 
         def plan(operation: str, caller: str, arguments: object, dag: str) -> None:
@@ -89,7 +89,7 @@ def _seeded(api: Api) -> tuple[str, str, dict[str, tuple[str, str]]]:
             ),
             "cursorops_redrive",
         )
-        record = broker.current_plan_record("admin", *runs["redrive"])
+        record = broker.workflow.current_plan_record("admin", *runs["redrive"])
         assert record is not None
         broker.apply_approved_plan(record, [{"approver": "bob"}])
     return topic, dlq, runs

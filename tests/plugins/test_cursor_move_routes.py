@@ -69,7 +69,9 @@ class Api:
     def state(self) -> object:
         b = self.broker
         backlogs = {
-            t: b.topic_stats("admin", t).to_pulsar_json()["subscriptions"]["s"]["msgBacklog"]
+            t: b.analysis.topic_stats("admin", t).to_pulsar_json()["subscriptions"]["s"][
+                "msgBacklog"
+            ]
             for t in (TOPIC, EVENTS, GATED)
         }
         return backlogs, {t: len(b.metadata.audit_log(t)) for t in (TOPIC, EVENTS, GATED)}
@@ -85,24 +87,28 @@ class Api:
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[Api]:
     with Broker(Config.from_home(tmp_path / "home")) as broker:
-        broker.create_tenant("admin", "acme", ["acme-admin"])
-        broker.create_namespace("admin", "acme/ops")
-        broker.grant_permission("admin", "acme/ops", "ops", ["consume"])
-        broker.create_topic("admin", TOPIC)
-        broker.create_topic("admin", EVENTS, 2)
+        broker.admin.create_tenant("admin", "acme", ["acme-admin"])
+        broker.admin.create_namespace("admin", "acme/ops")
+        broker.admin.grant_permission("admin", "acme/ops", "ops", ["consume"])
+        broker.admin.create_topic("admin", TOPIC)
+        broker.admin.create_topic("admin", EVENTS, 2)
         ids: list[MessageId] = []
         for topic in (TOPIC, EVENTS):
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 "admin", topic, "s", SubscriptionType.SHARED, initial_position="earliest"
             )
-            ids += broker.produce("admin", topic, [OutgoingMessage(b"%d" % i) for i in range(4)])
-        broker.create_namespace("admin", "acme/gated")
-        broker.set_namespace_policy("admin", "acme/gated", skip_requires_approval=True)
-        broker.create_topic("admin", GATED)
-        broker.create_subscription(
+            ids += broker.producing.produce(
+                "admin", topic, [OutgoingMessage(b"%d" % i) for i in range(4)]
+            )
+        broker.admin.create_namespace("admin", "acme/gated")
+        broker.admin.set_namespace_policy("admin", "acme/gated", skip_requires_approval=True)
+        broker.admin.create_topic("admin", GATED)
+        broker.admin.create_subscription(
             "admin", GATED, "s", SubscriptionType.SHARED, initial_position="earliest"
         )
-        gated = broker.produce("admin", GATED, [OutgoingMessage(b"%d" % i) for i in range(4)])
+        gated = broker.producing.produce(
+            "admin", GATED, [OutgoingMessage(b"%d" % i) for i in range(4)]
+        )
         app = create_app(_who, _runs, broker=broker)
         with TestClient(app) as client:
             yield Api(client, broker, ids + gated)

@@ -46,9 +46,9 @@ def restore_policies(api: Api) -> None:
     with Broker(api.config) as broker:
         for namespace in (OPEN_NS, APPROVAL_NS):
             for role in CONSUMERS:
-                broker.grant_permission("admin", namespace, role, ["consume"])
-        broker.set_namespace_policy("admin", OPEN_NS, skip_requires_approval=False)
-        broker.set_namespace_policy("admin", APPROVAL_NS, skip_requires_approval=True)
+                broker.admin.grant_permission("admin", namespace, role, ["consume"])
+        broker.admin.set_namespace_policy("admin", OPEN_NS, skip_requires_approval=False)
+        broker.admin.set_namespace_policy("admin", APPROVAL_NS, skip_requires_approval=True)
 
 
 def test_fuzz_finds_no_500_and_no_state_change_on_errors(api: Api) -> None:

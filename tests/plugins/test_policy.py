@@ -15,9 +15,9 @@ from cursorops.core.services.broker import Broker
 def test_cli_sets_and_clears_the_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = Config.from_home(tmp_path)
     with Broker(config) as broker:
-        broker.create_tenant("admin", "acme", ["ops"])
-        broker.create_namespace("admin", "acme/orders")
-        broker.create_topic("admin", "persistent://acme/orders/t", 0)
+        broker.admin.create_tenant("admin", "acme", ["ops"])
+        broker.admin.create_namespace("admin", "acme/orders")
+        broker.admin.create_topic("admin", "persistent://acme/orders/t", 0)
     home = ["--home", str(tmp_path)]
     assert (
         main([*home, "--role", "ops", "namespaces", "set-skip-approval", "acme/orders", "--enable"])
@@ -25,7 +25,7 @@ def test_cli_sets_and_clears_the_policy(tmp_path: Path, capsys: pytest.CaptureFi
     )
     assert "need an approval" in capsys.readouterr().out
     with Broker(config) as broker:
-        assert broker.skip_requires_approval("ops", "persistent://acme/orders/t") is True
+        assert broker.admin.skip_requires_approval("ops", "persistent://acme/orders/t") is True
     assert (
         main(
             [*home, "--role", "ops", "namespaces", "set-skip-approval", "acme/orders", "--disable"]
@@ -33,9 +33,9 @@ def test_cli_sets_and_clears_the_policy(tmp_path: Path, capsys: pytest.CaptureFi
         == 0
     )
     with Broker(config) as broker:
-        assert broker.skip_requires_approval("ops", "persistent://acme/orders/t") is False
+        assert broker.admin.skip_requires_approval("ops", "persistent://acme/orders/t") is False
         with pytest.raises(NotAuthorizedError):
-            broker.set_namespace_policy("alice", "acme/orders", skip_requires_approval=True)
+            broker.admin.set_namespace_policy("alice", "acme/orders", skip_requires_approval=True)
     assert (
         main(
             [*home, "--role", "alice", "namespaces", "set-skip-approval", "acme/orders", "--enable"]

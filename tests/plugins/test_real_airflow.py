@@ -11,6 +11,7 @@ import pytest
 from cursorops.core.domain.config import Config
 from cursorops.core.domain.header_text import header_value
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import undo_skip
 from tests.airflow_harness import Airflow
 from tests.dags.conftest import SUBSCRIPTION, label, seed_topic
 from tests.plugins.conftest import PREFIX, rest_path
@@ -53,9 +54,9 @@ def test_a_skip_where_approval_is_required_triggers_the_workflow_as_the_caller(
 ) -> None:
     namespace = f"acme/approved-{secrets.token_hex(3)}"
     with Broker(cursorops_home) as broker:
-        broker.create_namespace("admin", namespace)
+        broker.admin.create_namespace("admin", namespace)
         for role in ("alice", "bob"):
-            broker.grant_permission("admin", namespace, role, ["consume"])
+            broker.admin.grant_permission("admin", namespace, role, ["consume"])
     policy = airflow.request(
         "admin", "POST", f"{PREFIX}/admin/v2/namespaces/{namespace}/skipApproval", json=True
     )
@@ -94,7 +95,7 @@ def test_a_skip_where_approval_is_required_triggers_the_workflow_as_the_caller(
     assert run["triggered_by"] == "rest_api" and run["run_type"] == "manual"
     assert run["conf"] == {"plan_digest": body["planDigest"]}
     with Broker(cursorops_home) as broker:
-        [record] = broker.waiting_plan_records("admin", seeded.topic)
+        [record] = broker.workflow.waiting_plan_records("admin", seeded.topic)
     assert record.digest == body["planDigest"] and record.binding.run_id == body["runId"]
     assert record.document["reason"] == REASON and record.document["ticket"] == TICKET
     # The workflow waits for a second person; nothing is acknowledged.
@@ -132,9 +133,9 @@ def test_the_cli_logged_in_acts_as_its_user_through_rest(
 
     namespace = f"acme/cli-{secrets.token_hex(3)}"
     with Broker(cursorops_home) as broker:
-        broker.create_namespace("admin", namespace)
+        broker.admin.create_namespace("admin", namespace)
         for role in ("alice", "bob"):
-            broker.grant_permission("admin", namespace, role, ["consume"])
+            broker.admin.grant_permission("admin", namespace, role, ["consume"])
     seeded = seed_topic(cursorops_home, namespace)
     before = seeded.unacknowledged()
     token = {"CURSOROPS_AUTH_TOKEN": airflow.token("alice")}
@@ -142,7 +143,7 @@ def test_the_cli_logged_in_acts_as_its_user_through_rest(
     stats = _cli(airflow, "-o", "json", "topics", "stats", seeded.topic, **token)
     assert stats.returncode == 0, stats.stderr
     with Broker(cursorops_home) as broker:
-        local = broker.topic_stats("admin", seeded.topic)
+        local = broker.analysis.topic_stats("admin", seeded.topic)
     backlog = json.loads(stats.stdout)["subscriptions"][SUBSCRIPTION]["msgBacklog"]
     assert backlog == local.subscriptions[SUBSCRIPTION].msg_backlog == len(before)
 
@@ -168,7 +169,7 @@ def test_the_cli_logged_in_acts_as_its_user_through_rest(
     assert head.returncode == 0, head.stderr
     assert len(seeded.unacknowledged()) == len(before) - 3  # one per partition
     with Broker(cursorops_home) as broker:
-        [latest] = broker.list_skips("admin", seeded.topic, SUBSCRIPTION, limit=1)
+        [latest] = undo_skip.list_skips(broker.gated, "admin", seeded.topic, SUBSCRIPTION, limit=1)
     undo = _cli(
         airflow,
         "-o",
@@ -187,7 +188,7 @@ def test_the_cli_logged_in_acts_as_its_user_through_rest(
     assert seeded.unacknowledged() == before
 
     with Broker(cursorops_home) as broker:
-        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+        broker.admin.set_namespace_policy("admin", namespace, skip_requires_approval=True)
     chosen = next(m for m in seeded.ids if label(m) in before)
     skip = _cli(
         airflow,
@@ -211,7 +212,9 @@ def test_the_cli_logged_in_acts_as_its_user_through_rest(
     airflow.wait_parked(SKIP_DAG, run, "approve_skip")
     with Broker(cursorops_home) as broker:
         [record] = [
-            r for r in broker.waiting_plan_records("admin", seeded.topic) if r.binding.run_id == run
+            r
+            for r in broker.workflow.waiting_plan_records("admin", seeded.topic)
+            if r.binding.run_id == run
         ]
     assert record.document["reason"] == REASON and record.document["ticket"] == TICKET
     assert seeded.unacknowledged() == before
@@ -231,12 +234,12 @@ def test_the_standalone_starts_a_run_through_airflows_rest_api_with_the_callers_
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", airflow.base_url)
     namespace = f"acme/standalone-{secrets.token_hex(3)}"
     with Broker(cursorops_home) as broker:
-        broker.create_namespace("admin", namespace)
+        broker.admin.create_namespace("admin", namespace)
         for role in ("alice", "bob"):
-            broker.grant_permission("admin", namespace, role, ["consume"])
+            broker.admin.grant_permission("admin", namespace, role, ["consume"])
     seeded = seed_topic(cursorops_home, namespace)
     with Broker(cursorops_home) as broker:
-        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+        broker.admin.set_namespace_policy("admin", namespace, skip_requires_approval=True)
     before = seeded.unacknowledged()
     chosen = [m for m in seeded.ids if label(m) in before][:2]
     path = f"{rest_path(seeded.topic)}/subscription/{SUBSCRIPTION}/skipByMessageIds"
@@ -259,7 +262,7 @@ def test_the_standalone_starts_a_run_through_airflows_rest_api_with_the_callers_
         "plan_digest": body["planDigest"]
     }
     with Broker(cursorops_home) as broker:
-        [waiting] = broker.open_requests("admin", seeded.topic)
+        [waiting] = broker.workflow.open_requests("admin", seeded.topic)
     assert waiting.planned.detail["planDigest"] == body["planDigest"]
     airflow.wait_awaiting_input(SKIP_DAG, body["runId"], "approve_skip")
     assert (

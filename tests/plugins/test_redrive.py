@@ -14,15 +14,17 @@ def _topic_with_dlq(api: Api, namespace: str = OPEN_NS) -> str:
     """A topic with subscriptions ``a`` and ``b`` and three messages dead-lettered for ``a``."""
     topic = f"persistent://{namespace}/t{uuid.uuid4().hex[:8]}"
     with Broker(api.config) as broker:
-        broker.create_topic("admin", topic)
+        broker.admin.create_topic("admin", topic)
         for sub in ("a", "b"):
-            broker.create_subscription("admin", topic, sub, SubscriptionType.SHARED)
+            broker.admin.create_subscription("admin", topic, sub, SubscriptionType.SHARED)
         dlq = f"{topic}-a-DLQ"
-        broker.create_topic("admin", dlq)
-        broker.create_subscription(
+        broker.admin.create_topic("admin", dlq)
+        broker.admin.create_subscription(
             "admin", dlq, "reader", SubscriptionType.SHARED, initial_position="earliest"
         )
-        broker.produce("admin", dlq, [OutgoingMessage(b"%d" % i, key=f"k{i}") for i in range(3)])
+        broker.producing.produce(
+            "admin", dlq, [OutgoingMessage(b"%d" % i, key=f"k{i}") for i in range(3)]
+        )
     return topic
 
 

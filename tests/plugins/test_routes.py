@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from cursorops.core.domain import errors as core_errors
+from cursorops.core.services.gating import skip as skip_slice
+from cursorops.core.services.gating import unsubscribe
 from cursorops.rest.errors import status_of
 from tests.dags.conftest import label
 from tests.plugins.conftest import (
@@ -66,7 +68,7 @@ def test_grant_permission(api: Api) -> None:
     from cursorops.core.services.broker import Broker
 
     with Broker(api.config) as broker:
-        broker.create_namespace("admin", "acme/grants")
+        broker.admin.create_namespace("admin", "acme/grants")
     listing = "/admin/v2/persistent/acme/grants"
     _reason(api.call("carol", "GET", listing), 403)
     granted = api.call(
@@ -168,7 +170,9 @@ def test_unsubscribe_with_a_connected_consumer_is_412_unless_forced(api: Api) ->
     seeded = api.seeded(partitions=0)
     base = rest_path(seeded.topic)
     with Broker(api.config) as broker:
-        consumer = broker.dispatcher("admin", seeded.topic, SUBSCRIPTION).subscribe("c1", 10)
+        consumer = broker.reading.dispatcher("admin", seeded.topic, SUBSCRIPTION).subscribe(
+            "c1", 10
+        )
         consumer.receive_many(1)
         _reason(api.call("alice", "DELETE", base + f"/subscription/{SUBSCRIPTION}"), 412)
         forced = api.call("alice", "DELETE", base + f"/subscription/{SUBSCRIPTION}?force=true")
@@ -334,19 +338,19 @@ def test_a_user_airflow_does_not_let_trigger_the_workflow_stores_nothing(api: Ap
 
     namespace = f"acme/viewers-{secrets.token_hex(3)}"
     with Broker(api.config) as broker:
-        broker.create_namespace("admin", namespace)
-        broker.grant_permission("admin", namespace, "carol", ["consume"])
+        broker.admin.create_namespace("admin", namespace)
+        broker.admin.grant_permission("admin", namespace, "carol", ["consume"])
     guarded = api.seeded(namespace)
     with Broker(api.config) as broker:
-        broker.set_namespace_policy("admin", namespace, skip_requires_approval=True)
+        broker.admin.set_namespace_policy("admin", namespace, skip_requires_approval=True)
     good = guarded.ids[20].to_base64()
     refused = _skip(api, "carol", guarded.topic, [good], headers={"X-Cursorops-Reason": "pill"})
     assert "Airflow does not let carol trigger cursorops_skip_messages" in _reason(refused, 403)
     assert api.backlog(guarded.topic) == SEEDED_BACKLOG
     assert api.audit(guarded.topic) == []
     with Broker(api.config) as broker:
-        assert broker.waiting_plan_records("admin", guarded.topic) == []
-        broker.set_namespace_policy("admin", namespace, skip_requires_approval=False)
+        assert broker.workflow.waiting_plan_records("admin", guarded.topic) == []
+        broker.admin.set_namespace_policy("admin", namespace, skip_requires_approval=False)
     assert _skip(api, "carol", guarded.topic, [good]).status_code == 204
     assert api.backlog(guarded.topic) == SEEDED_BACKLOG - 1
 
@@ -436,7 +440,7 @@ def test_poison_radar_lists_the_head_behind_a_consumers_ack_not_behind_a_skip(ap
     assert answer.status_code == 200, answer.text
     assert (answer.json()["stuck"], answer.json()["listed"]) == (0, [])
     with Broker(api.config) as broker:
-        consumer = broker.dispatcher("alice", seeded.topic, SUBSCRIPTION).subscribe(
+        consumer = broker.reading.dispatcher("alice", seeded.topic, SUBSCRIPTION).subscribe(
             "c", receiver_queue_size=6
         )
         received = consumer.receive_many(6)
@@ -518,9 +522,9 @@ def test_delete_and_create_again_are_cursor_moves_on_an_approval_namespace(api: 
     assert "Airflow has no DAG cursorops_unsubscribe" in _reason(asked, 503)
     assert api.backlog(seeded.topic) == SEEDED_BACKLOG
     with Broker(api.config) as broker:  # what the approved workflow's apply does
-        plan = broker.plan_unsubscribe("alice", seeded.topic, SUBSCRIPTION)
+        plan = unsubscribe.plan_unsubscribe(broker.gated, "alice", seeded.topic, SUBSCRIPTION)
         binding = PlanBinding("cursorops_unsubscribe", "manual__r", "alice", "alice", "unsubscribe")
-        record = broker.save_plan_record(binding, plan, {})
+        record = broker.workflow.save_plan_record(binding, plan, {})
         broker.apply_approved_plan(record, [{"approver": "bob"}])
     for start in ({"ledgerId": -1, "entryId": -1}, {"ledgerId": 0, "entryId": 0}):
         refused = api.call("alice", "PUT", path + "?subscriptionType=Shared", json=start)
@@ -539,9 +543,11 @@ def test_open_requests_list_what_was_planned_and_never_closed(api: Api) -> None:
 
     seeded = api.seeded(APPROVAL_NS)
     with Broker(api.config) as broker:  # what the DAG's planning task stores
-        plan = broker.plan_skip("alice", seeded.topic, SUBSCRIPTION, seeded.ids[20:22])
+        plan = skip_slice.plan_skip(
+            broker.gated, "alice", seeded.topic, SUBSCRIPTION, seeded.ids[20:22]
+        )
         binding = PlanBinding("cursorops_skip_messages", "manual__forced", "alice", "alice")
-        record = broker.save_plan_record(binding, plan, {"reason": "stuck"})
+        record = broker.workflow.save_plan_record(binding, plan, {"reason": "stuck"})
     path = rest_path(seeded.topic) + "/openRequests"
     answer = api.call("bob", "GET", path)
     assert answer.status_code == 200, answer.text

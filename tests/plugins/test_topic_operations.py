@@ -114,8 +114,8 @@ class Cli:
         b = self.broker
         return [
             (t.name, t.partitions, [(s.name, s.type, dict(s.properties)) for s in subs])
-            for t in b.list_topics("admin", "acme/ops")
-            for subs in [b.list_subscriptions("admin", t.name)]
+            for t in b.admin.list_topics("admin", "acme/ops")
+            for subs in [b.admin.list_subscriptions("admin", t.name)]
         ]
 
     def refused(self, code: int, *argv: str, role: str = "admin") -> str:
@@ -130,9 +130,9 @@ class Cli:
 @pytest.fixture
 def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cli]:
     with Broker(Config.from_home(tmp_path / "home")) as broker:
-        broker.create_tenant("admin", "acme", ["acme-admin"])
-        broker.create_namespace("admin", "acme/ops")
-        broker.grant_permission("admin", "acme/ops", "ops", ["consume", "produce"])
+        broker.admin.create_tenant("admin", "acme", ["acme-admin"])
+        broker.admin.create_namespace("admin", "acme/ops")
+        broker.admin.grant_permission("admin", "acme/ops", "ops", ["consume", "produce"])
         with TestClient(create_app(_who, _no_runs, broker=broker)) as client:
             yield Cli(client, broker, monkeypatch)
 
@@ -181,15 +181,15 @@ def test_a_bare_number_creates_partitions_and_nothing_else_does(app: Cli) -> Non
     for body in ("3.5", '"3"', "true", "[3]", "{}"):
         answer = app.client.put(path, content=body, headers={"Content-Type": "application/json"})
         assert answer.status_code == 400, body
-    assert app.broker.list_topics("admin", "acme/ops") == []
+    assert app.broker.admin.list_topics("admin", "acme/ops") == []
     assert app.client.put(path, json=3).status_code == 204
     assert app.client.put(BASE + "/plain").status_code == 204
-    assert [t.partitions for t in app.broker.list_topics("admin", "acme/ops")] == [3, 0]
+    assert [t.partitions for t in app.broker.admin.list_topics("admin", "acme/ops")] == [3, 0]
 
 
 def test_subscriptions_are_created_listed_changed_and_removed(app: Cli) -> None:
-    app.broker.create_topic("admin", TOPIC)
-    app.broker.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(3)])
+    app.broker.admin.create_topic("admin", TOPIC)
+    app.broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(3)])
     created = app.lines(
         "topics", "create-subscription", TOPIC, "-s", "all", "--type", "shared", "-m", "earliest",
         "-p", "team=ops", "-p", "tier=1",
@@ -207,7 +207,7 @@ def test_subscriptions_are_created_listed_changed_and_removed(app: Cli) -> None:
         "initialPosition": "latest",
         "properties": {},
     }
-    second = app.broker.peek_messages("admin", TOPIC, "all", 2)[1].message_id
+    second = app.broker.reading.peek_messages("admin", TOPIC, "all", 2)[1].message_id
     at = app.lines("topics", "create-subscription", TOPIC, "-s", "mid", "-m", second.client_text())
     assert at == [f"Created Exclusive subscription mid on {TOPIC} at {second.position}"]
 
@@ -247,9 +247,9 @@ def test_subscriptions_are_created_listed_changed_and_removed(app: Cli) -> None:
 
 
 def test_hostile_subscription_requests_change_nothing(app: Cli) -> None:
-    app.broker.create_topic("admin", TOPIC)
-    app.broker.create_topic("admin", PARTS, 2)
-    app.broker.create_subscription("admin", TOPIC, "s", SubscriptionType.SHARED)
+    app.broker.admin.create_topic("admin", TOPIC)
+    app.broker.admin.create_topic("admin", PARTS, 2)
+    app.broker.admin.create_subscription("admin", TOPIC, "s", SubscriptionType.SHARED)
     app.refused(4, "topics", "create-subscription", TOPIC, "-s", "s")
     app.refused(2, "topics", "create-subscription", TOPIC, "-s", "x", "--type", "Exclusivish")
     app.refused(2, "topics", "create-subscription", TOPIC, "-s", "x", "-m", "(1,0,-1,-1")
@@ -261,7 +261,7 @@ def test_hostile_subscription_requests_change_nothing(app: Cli) -> None:
     app.refused(2, "topics", "update-subscription-properties", TOPIC, "-s", "s", "-p", "a=b", "-c")
     app.refused(3, "topics", "update-subscription-properties", TOPIC, "-s", "nosuch", "-c")
     app.refused(3, "topics", "unsubscribe", TOPIC, "-s", "nosuch")
-    consumer = app.broker.dispatcher("admin", TOPIC, "s").subscribe("worker")
+    consumer = app.broker.reading.dispatcher("admin", TOPIC, "s").subscribe("worker")
     assert "use force" in app.refused(4, "topics", "unsubscribe", TOPIC, "-s", "s")
     assert app.lines("topics", "unsubscribe", TOPIC, "-s", "s", "-f") == [
         f"Deleted subscription s of {TOPIC}"
@@ -283,23 +283,23 @@ def test_hostile_subscription_requests_change_nothing(app: Cli) -> None:
     answer = app.client.put(BASE + "/orders/subscription/x/properties", json={"a": 1})
     assert answer.status_code in (400, 404)
     assert app.client.put(path, json={"properties": ["a"]}).status_code == 400
-    assert app.broker.list_subscriptions("admin", TOPIC) == []
+    assert app.broker.admin.list_subscriptions("admin", TOPIC) == []
     # What Pulsar's Java admin sends (its ResetCursorData) is taken.
     pulsar = {"ledgerId": -1, "entryId": -1, "partitionIndex": -1, "batchIndex": -1}
     answer = app.client.put(path, json={**pulsar, "isExcluded": False, "properties": {"a": "b"}})
     assert answer.status_code == 204
-    assert [dict(s.properties) for s in app.broker.list_subscriptions("admin", TOPIC)] == [
+    assert [dict(s.properties) for s in app.broker.admin.list_subscriptions("admin", TOPIC)] == [
         {"a": "b"}
     ]
 
 
 def test_stats_and_peek_print_what_they_printed(app: Cli) -> None:
-    app.broker.create_topic("admin", TOPIC)
-    app.broker.create_topic("admin", PARTS, 2)
-    app.broker.create_subscription(
+    app.broker.admin.create_topic("admin", TOPIC)
+    app.broker.admin.create_topic("admin", PARTS, 2)
+    app.broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, {"team": "ops"}, initial_position="earliest"
     )
-    app.broker.produce(
+    app.broker.producing.produce(
         "admin",
         TOPIC,
         [OutgoingMessage(b"a", key="k", properties={"p": "1"}), OutgoingMessage(b"\xff")],

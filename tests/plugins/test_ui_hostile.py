@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cursorops.core.domain.legible import HIDDEN, legible
+from cursorops.core.services.gating import skip as skips
 from tests.dags.test_ui_approval import SCREENSHOTS, chromium
 from tests.hostile_text import HOSTILE, hidden_in
 from tests.plugins.conftest import OPEN_NS, PREFIX, Api
@@ -104,9 +105,9 @@ def hostile_topic(api: Api) -> str:
 
     topic = f"persistent://{OPEN_NS}/hostile-{secrets.token_hex(4)}"
     with Broker(api.config) as broker:
-        broker.create_topic("admin", topic, 2)
+        broker.admin.create_topic("admin", topic, 2)
         for name in (NAME, LONG_NAME):
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 "admin", topic, name, SubscriptionType.SHARED, initial_position="earliest"
             )
         message = OutgoingMessage(
@@ -114,17 +115,17 @@ def hostile_topic(api: Api) -> str:
             key=KEY,
             properties=dict([PROPERTY]),
         )
-        ids = broker.produce("admin", topic, [message] * 6)
+        ids = broker.producing.produce("admin", topic, [message] * 6)
         # Each message negatively acknowledged four times: redelivered four times, as a
         # consumer's request counts (a consumer that merely leaves does not count).
         for _ in range(4):
             for name in (NAME, LONG_NAME):
-                consumer = broker.dispatcher("admin", topic, name).subscribe("c")
+                consumer = broker.reading.dispatcher("admin", topic, name).subscribe("c")
                 for held in consumer.receive_many(6, prefetch=False):
                     consumer.negative_acknowledge(held)
                 consumer.close()
-        broker.skip_messages("admin", topic, NAME, ids[:1], via="rest")
-        broker.record_audit(
+        skips.skip_messages(broker.gated, "admin", topic, NAME, ids[:1], via="rest")
+        broker.workflow.record_audit(
             "admin",
             "skip-request",
             topic,

@@ -2,7 +2,7 @@
 
 On the session's Airflow (standalone, tests/dags/conftest.py): the backlog
 history is recorded by the audit DAG's own record step (``samples_from`` of an
-exact analysis, ``Broker.record_backlog_audit``), one skip is applied at once
+exact analysis, ``Broker.analysis.record_backlog_audit``), one skip is applied at once
 over REST, one waits for an approval in ``cursorops_skip_messages``. admin logs
 in through Airflow's form, opens "Cursors" from Airflow's navigation, walks
 tenant → namespace → topic → subscription, and finds on the page the figures
@@ -46,10 +46,10 @@ def record_history(config: Any, topic: str, at_ms: int, run_id: str) -> None:
     from cursorops.core.services.broker import Broker
 
     with Broker(config) as broker:
-        analysis = TopicAnalysis.of(topic, None, broker.analyze_backlog("admin", topic))
-        ages = broker.backlog_ages("admin", topic)
+        analysis = TopicAnalysis.of(topic, None, broker.analysis.analyze_backlog("admin", topic))
+        ages = broker.analysis.backlog_ages("admin", topic)
         samples = samples_from(analysis.to_pulsar_json(), ages, at_ms, run_id)
-        broker.record_backlog_audit("admin", run_id, samples)
+        broker.analysis.record_backlog_audit("admin", run_id, samples)
 
 
 def test_anonymous_gets_401(airflow: Airflow):
@@ -80,7 +80,7 @@ def test_cursors_pages_show_the_figures_the_api_returns(airflow: Airflow, cursor
     for k in range(3):
         record_history(cursorops_home, topic, start + k * 3_600_000, f"ui-audit-{k}")
         with Broker(cursorops_home) as broker:
-            broker.consume("admin", topic, SUBSCRIPTION, 4, ack=True)
+            broker.reading.consume("admin", topic, SUBSCRIPTION, 4, ack=True)
 
     # A skip applied at once over REST (acme/orders requires no approval), by alice.
     direct = [m for m in seeded.ids[20:60] if label(m) in seeded.unacknowledged()][:2]
@@ -329,7 +329,7 @@ def test_the_radar_button_previews_and_skips_only_on_confirm(airflow: Airflow, c
     tenant, namespace, short = topic.removeprefix("persistent://").split("/")
     pills = {b"order #20", b"order #33"}
     with Broker(cursorops_home) as broker:
-        consumer = broker.dispatcher("admin", topic, SUBSCRIPTION).subscribe(
+        consumer = broker.reading.dispatcher("admin", topic, SUBSCRIPTION).subscribe(
             "c", receiver_queue_size=100
         )
         for _ in range(3):

@@ -42,22 +42,22 @@ def previews(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
     on an approval namespace's topic of 10 keyed messages and a dead-letter topic of 3."""
     home = tmp_path_factory.mktemp("previews") / "home"
     with Broker(Config.from_home(home)) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/vault")
-        broker.grant_permission("admin", "acme/vault", "alice", ["produce", "consume"])
-        broker.create_topic("admin", VAULT)
-        broker.create_subscription(
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/vault")
+        broker.admin.grant_permission("admin", "acme/vault", "alice", ["produce", "consume"])
+        broker.admin.create_topic("admin", VAULT)
+        broker.admin.create_subscription(
             "admin", VAULT, SUB, SubscriptionType.SHARED, initial_position="earliest"
         )
         messages = [
             OutgoingMessage(b"order %d" % i, key=f"customer-{i}", properties={"n": str(i)})
             for i in range(10)
         ]
-        broker.produce("admin", VAULT, messages, batch_size=2)
-        broker.create_topic("admin", f"{VAULT}-{SUB}-DLQ")
+        broker.producing.produce("admin", VAULT, messages, batch_size=2)
+        broker.admin.create_topic("admin", f"{VAULT}-{SUB}-DLQ")
         dead = [OutgoingMessage(b"dead", key="k") for _ in range(3)]
-        broker.produce("admin", f"{VAULT}-{SUB}-DLQ", dead)
-        broker.set_namespace_policy("admin", "acme/vault", skip_requires_approval=True)
+        broker.producing.produce("admin", f"{VAULT}-{SUB}-DLQ", dead)
+        broker.admin.set_namespace_policy("admin", "acme/vault", skip_requires_approval=True)
         out = {
             operation: preview_markdown(
                 _pending(broker, operation, REQUESTS[operation](broker, VAULT)), content=True
@@ -66,7 +66,7 @@ def previews(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
         }
         skip = _pending(broker, "skip-messages", REQUESTS["skip-messages"](broker, VAULT))
         broker.apply_approved_plan(skip, [{"approver": "bob"}])
-        [audit] = broker.audit_log("admin", VAULT, kind="skip")
+        [audit] = broker.workflow.audit_log("admin", VAULT, kind="skip")
         undo = UndoSkip(topic=VAULT, subscription=SUB, skip_id=audit.id, reason="wrong ids")
         out["undo-skip"] = preview_markdown(_pending(broker, "undo-skip", undo), content=True)
     yield out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cursorops.core.services.gating import skip as skips
 from tests.dags.conftest import SUBSCRIPTION, label
 from tests.plugins.conftest import APPROVAL_NS, Api, rest_path
 
@@ -57,11 +58,13 @@ def test_undo_needs_a_reason_to_start_its_workflow_on_an_approval_namespace(api:
     chosen = [m for m in seeded.ids if label(m) in open_ids][:2]
     # A skip made before the namespace required approval.
     with Broker(api.config) as broker:
-        broker.set_namespace_policy("admin", APPROVAL_NS, skip_requires_approval=False)
+        broker.admin.set_namespace_policy("admin", APPROVAL_NS, skip_requires_approval=False)
         try:
-            skip_id = broker.skip_messages("alice", seeded.topic, SUBSCRIPTION, chosen).skip_id
+            skip_id = skips.skip_messages(
+                broker.gated, "alice", seeded.topic, SUBSCRIPTION, chosen
+            ).skip_id
         finally:
-            broker.set_namespace_policy("admin", APPROVAL_NS, skip_requires_approval=True)
+            broker.admin.set_namespace_policy("admin", APPROVAL_NS, skip_requires_approval=True)
     # Without a reason nothing starts; with one, cursorops_undo_skip would (tests/dags).
     answer = _undo(api, "alice", seeded.topic, skip_id)
     assert answer.status_code == 400, answer.text

@@ -41,12 +41,14 @@ def _remote(served: Standalone, *args: str) -> subprocess.CompletedProcess[str]:
 def test_list_skip_and_delete_through_the_rest_door(served: Standalone) -> None:
     plain, parts = "persistent://public/default/plain", "persistent://public/default/parts"
     with served.broker() as broker:
-        broker.create_topic("admin", parts, 2)
-        broker.create_topic("admin", plain)
-        broker.create_subscription(
+        broker.admin.create_topic("admin", parts, 2)
+        broker.admin.create_topic("admin", plain)
+        broker.admin.create_subscription(
             "admin", plain, "s", SubscriptionType.SHARED, initial_position="earliest"
         )
-        ids = broker.produce("admin", plain, [OutgoingMessage(b"a"), OutgoingMessage(b"b")])
+        ids = broker.producing.produce(
+            "admin", plain, [OutgoingMessage(b"a"), OutgoingMessage(b"b")]
+        )
     listed = _remote(served, "topics", "list", "public/default")
     assert (listed.returncode, listed.stdout) == (0, f"{parts}\n{plain}\n"), listed.stderr
     assert _remote(served, "namespaces", "list", "public").stdout == "public/default\n"
@@ -56,7 +58,7 @@ def test_list_skip_and_delete_through_the_rest_door(served: Standalone) -> None:
     )
     assert done.returncode == 0, done.stderr
     with served.broker() as broker:
-        stats = broker.topic_stats("admin", plain).to_pulsar_json()
+        stats = broker.analysis.topic_stats("admin", plain).to_pulsar_json()
         assert stats["subscriptions"]["s"]["msgBacklog"] == 1
 
     refused = _remote(served, "topics", "delete", parts)
@@ -64,11 +66,14 @@ def test_list_skip_and_delete_through_the_rest_door(served: Standalone) -> None:
     refused = _remote(served, "namespaces", "delete", "public/default")
     assert refused.returncode == 4 and "Cannot delete non empty namespace" in refused.stderr
     with served.broker() as broker:
-        assert [t.name for t in broker.list_topics("admin", "public/default")] == [parts, plain]
+        assert [t.name for t in broker.admin.list_topics("admin", "public/default")] == [
+            parts,
+            plain,
+        ]
 
     assert _remote(served, "topics", "delete-partitioned-topic", parts).returncode == 0
     assert _remote(served, "topics", "delete", plain, "-f").returncode == 0
     with served.broker() as broker:
-        assert broker.list_topics("admin", "public/default") == []
+        assert broker.admin.list_topics("admin", "public/default") == []
         kinds = sorted(r.kind for r in broker.metadata.audit_log(plain))
     assert kinds[:1] == ["delete-topic"] and "unsubscribe" in kinds

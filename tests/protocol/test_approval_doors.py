@@ -15,6 +15,7 @@ import pulsar
 import pytest
 
 from cursorops.core.domain.plans.plan_record import PlanBinding
+from cursorops.core.services.gating import unsubscribe
 from cursorops.wire.commands import CommandType, ServerError, SubType
 from cursorops.wire.frames import command
 from tests.protocol.harness import Standalone, drain
@@ -28,8 +29,8 @@ NAMESPACE = "public/vault"
 @pytest.fixture(scope="module")
 def vault(standalone: Standalone) -> str:
     with standalone.broker() as broker:
-        broker.create_namespace("admin", NAMESPACE)
-        broker.set_namespace_policy("admin", NAMESPACE, skip_requires_approval=True)
+        broker.admin.create_namespace("admin", NAMESPACE)
+        broker.admin.set_namespace_policy("admin", NAMESPACE, skip_requires_approval=True)
     return NAMESPACE
 
 
@@ -52,10 +53,10 @@ def test_unsubscribe_then_subscribe_at_earliest_moves_no_cursor(
         consumer.unsubscribe()
     consumer.close()
     with standalone.broker() as broker:
-        assert [s.name for s in broker.list_subscriptions("admin", topic)] == ["ledger"]
-        plan = broker.plan_unsubscribe("admin", topic, "ledger")
+        assert [s.name for s in broker.admin.list_subscriptions("admin", topic)] == ["ledger"]
+        plan = unsubscribe.plan_unsubscribe(broker.gated, "admin", topic, "ledger")
         binding = PlanBinding("cursorops_unsubscribe", "manual__w", "alice", "admin", "unsubscribe")
-        record = broker.save_plan_record(binding, plan, {})
+        record = broker.workflow.save_plan_record(binding, plan, {})
         broker.apply_approved_plan(record, [{"approver": "bob"}])
     with pytest.raises(pulsar.exceptions.AuthorizationError):
         client.subscribe(topic, "ledger", initial_position=earliest)
@@ -74,7 +75,7 @@ def test_a_reader_comes_and_goes_on_an_approval_namespace(
     reader.close()
     time.sleep(0.3)
     with standalone.broker() as broker:
-        assert broker.list_subscriptions("admin", topic) == []
+        assert broker.admin.list_subscriptions("admin", topic) == []
 
 
 REFUSED = "refused-cursor-move"
@@ -82,7 +83,7 @@ REFUSED = "refused-cursor-move"
 
 def _backlog(standalone: Standalone, topic: str, subscription: str) -> list[int]:
     with standalone.broker() as broker:
-        rows = broker.analyze_backlog("admin", topic, subscription)
+        rows = broker.analysis.analyze_backlog("admin", topic, subscription)
     return [row.result.messages for row in sorted(rows, key=lambda r: r.topic_partition)]
 
 
@@ -92,7 +93,7 @@ def _refusals(standalone: Standalone, topic: str, wait_s: float = 10.0) -> list[
     deadline = time.monotonic() + wait_s
     while True:
         with standalone.broker() as broker:
-            found = broker.audit_log("admin", topic, kind=REFUSED)
+            found = broker.workflow.audit_log("admin", topic, kind=REFUSED)
         if found or time.monotonic() > deadline:
             return [dict(record.detail) for record in found]
         time.sleep(0.1)
@@ -126,7 +127,7 @@ def test_a_cumulative_ack_of_nothing_received_moves_nothing(
 ) -> None:
     topic = _topic(vault)
     with standalone.broker() as broker:
-        broker.create_topic("admin", topic, 2)
+        broker.admin.create_topic("admin", topic, 2)
     partition = f"{topic}-partition-0"
     # A zero receiver queue asks for no message before a receive: none is delivered.
     consumer = client.subscribe(partition, "work", receiver_queue_size=0)
@@ -147,7 +148,7 @@ def test_a_cumulative_ack_moves_mark_delete_over_what_was_handed_only(
 ) -> None:
     topic = _topic(vault)
     with standalone.broker() as broker:
-        broker.create_topic("admin", topic)
+        broker.admin.create_topic("admin", topic)
     # A zero receiver queue: each receive asks for one message, so one is handed over.
     consumer = client.subscribe(topic, "work", receiver_queue_size=0)
     producer = client.create_producer(topic, batching_enabled=False)
@@ -205,7 +206,7 @@ def test_an_ack_of_a_message_received_goes_through(
         time.sleep(0.1)
     assert _backlog(standalone, topic, "work") == [0]
     with standalone.broker() as broker:
-        assert broker.audit_log("admin", topic, kind=REFUSED) == []
+        assert broker.workflow.audit_log("admin", topic, kind=REFUSED) == []
     consumer.close()
 
 
@@ -236,6 +237,6 @@ def test_acks_of_batches_received_move_the_cursor_as_on_an_ordinary_namespace(
         consumer.close()
         left.append(_backlog(standalone, topic, "work"))
         with standalone.broker() as broker:
-            assert broker.audit_log("admin", topic, kind=REFUSED) == []
+            assert broker.workflow.audit_log("admin", topic, kind=REFUSED) == []
     assert left[0] == left[1]
     assert left[1][0] < 30

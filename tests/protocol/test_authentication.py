@@ -59,9 +59,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
     )
     try:
         with standalone.broker() as broker:
-            broker.grant_permission("admin", NAMESPACE, "app", ["produce", "consume"])
-            broker.grant_permission("admin", NAMESPACE, "alice", ["produce", "consume"])
-            broker.grant_permission("admin", NAMESPACE, "guest", ["consume"])
+            broker.admin.grant_permission("admin", NAMESPACE, "app", ["produce", "consume"])
+            broker.admin.grant_permission("admin", NAMESPACE, "alice", ["produce", "consume"])
+            broker.admin.grant_permission("admin", NAMESPACE, "guest", ["consume"])
         yield standalone
     finally:
         standalone.stop()
@@ -69,7 +69,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
 
 def topics(server: Standalone) -> set[str]:
     with server.broker() as broker:
-        return {info.name for info in broker.list_topics("admin", NAMESPACE)}
+        return {info.name for info in broker.admin.list_topics("admin", NAMESPACE)}
 
 
 def round_trip(client: pulsar.Client, topic: str) -> None:

@@ -137,14 +137,14 @@ def _victim(cluster: Cluster, topic: str) -> Standalone:
 
 def _backlog(cluster: Cluster, topic: str) -> int:
     with cluster.admin() as admin:
-        stats = admin.topic_stats("admin", topic)
+        stats = admin.analysis.topic_stats("admin", topic)
         return sum(s.msg_backlog for s in stats.subscriptions.values())
 
 
 def _run(cluster: Cluster, interrupt: object) -> tuple[Standalone, Traffic]:
     topic = unique("failover")
     with cluster.admin() as admin:
-        admin.create_topic("admin", topic, PARTITIONS)
+        admin.admin.create_topic("admin", topic, PARTITIONS)
     rng = random.Random()
     traffic = Traffic()
     clients = [

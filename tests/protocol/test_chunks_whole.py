@@ -12,6 +12,7 @@ import pytest
 
 from cursorops.core.domain.errors import InvalidArgumentError
 from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.gating import redrive
 from cursorops.core.services.gating.redrive import ORIGIN_PROPERTY, REDRIVE_PROPERTY
 from tests.protocol.certs import message_keys
 from tests.protocol.harness import Standalone, drain, unique
@@ -44,8 +45,8 @@ def dead_letter_topic(
         topic, "s", consumer_type=pulsar.ConsumerType.Shared, crypto_key_reader=crypto
     )
     with standalone.broker() as broker:
-        broker.create_topic(ROLE, dlq)
-        broker.create_subscription(
+        broker.admin.create_topic(ROLE, dlq)
+        broker.admin.create_subscription(
             ROLE, dlq, "dlq-reader", SubscriptionType.SHARED, initial_position="earliest"
         )
     return topic, dlq, consumer
@@ -85,11 +86,11 @@ def test_a_chunked_dead_letter_is_redriven_whole_as_sent(
     producer.send(big, properties={"REAL_TOPIC": topic}, partition_key="k")
     producer.close()
     with standalone.broker() as broker:
-        plan = broker.plan_redrive(ROLE, topic, "s")
+        plan = redrive.plan_redrive(broker.gated, ROLE, topic, "s")
         assert len(plan.ids) == 3  # every chunk, acknowledged on the DLQ together
         # What the approver reads and the quorum counts: one message.
         assert plan.messages == plan.preview()["messages"] == 1
-        outcome = broker.apply_redrive(ROLE, plan)
+        outcome = redrive.apply_redrive(broker.gated, ROLE, plan)
     assert len(outcome.published) == 3
     got = consumer.receive(15_000)
     assert got.data() == big
@@ -248,12 +249,12 @@ def test_an_encrypted_dead_letter_is_redriven_as_sent(
         if batched:
             # Sealed in one payload the broker cannot read: refused, nothing changes.
             with pytest.raises(InvalidArgumentError, match="encrypted batch"):
-                broker.plan_redrive(ROLE, topic, "s")
+                redrive.plan_redrive(broker.gated, ROLE, topic, "s")
             consumer.close()
             assert sorted(m.data() for m in left_on(client, dlq, keys)) == sorted(sent)
             return
-        plan = broker.plan_redrive(ROLE, topic, "s")
-        broker.apply_redrive(ROLE, plan)
+        plan = redrive.plan_redrive(broker.gated, ROLE, topic, "s")
+        redrive.apply_redrive(broker.gated, ROLE, plan)
     got = [consumer.receive(15_000) for _ in sent]
     assert sorted(m.data() for m in got) == sorted(sent)
     assert all(m.properties()["n"] == m.data().decode() for m in got)

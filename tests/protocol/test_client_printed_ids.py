@@ -33,7 +33,7 @@ def _skip(standalone: Standalone, topic: str, *ids: str) -> subprocess.Completed
 
 def _received(standalone: Standalone, client: pulsar.Client, topic: str, count: int) -> list[str]:
     with standalone.broker() as broker:
-        broker.create_subscription(
+        broker.admin.create_subscription(
             "admin", topic, "s", SubscriptionType.SHARED, initial_position="earliest"
         )
     producer = client.create_producer(topic, batching_enabled=False)
@@ -69,7 +69,7 @@ def test_the_printed_id_of_a_partition_is_taken(
 ) -> None:
     topic = unique("printed-parts")
     with standalone.broker() as broker:
-        broker.create_topic("admin", topic, 2)
+        broker.admin.create_topic("admin", topic, 2)
     printed = _received(standalone, client, topic, 6)
     partitions = {int(text.strip("()").split(",")[2]) for text in printed}
     assert partitions == {0, 1}

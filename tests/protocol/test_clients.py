@@ -22,7 +22,7 @@ ROLE = "admin"
 def backlog(standalone: Standalone, topic: str, subscription: str) -> int:
     """The exact backlog in messages (PIP-187's analysis, all partitions)."""
     with standalone.broker() as broker:
-        parts = broker.analyze_backlog(ROLE, topic, subscription)
+        parts = broker.analysis.analyze_backlog(ROLE, topic, subscription)
     return sum(part.result.messages for part in parts)
 
 
@@ -54,8 +54,8 @@ def test_receipts_are_the_ids_every_front_door_uses(
     assert len(receipts) == 21
 
     with standalone.broker() as broker:
-        broker.create_subscription(ROLE, topic, "peek", initial_position="earliest")
-        stored = broker.peek_messages(ROLE, topic, "peek", 100)
+        broker.admin.create_subscription(ROLE, topic, "peek", initial_position="earliest")
+        stored = broker.reading.peek_messages(ROLE, topic, "peek", 100)
     assert [
         (m.message_id.ledger_id, m.message_id.entry_id, m.message_id.batch_index) for m in stored
     ] == [(r.ledger_id(), r.entry_id(), r.batch_index()) for r in receipts]
@@ -349,7 +349,7 @@ def test_partitioned_topic_with_client_routing(
 ) -> None:
     topic = unique()
     with standalone.broker() as broker:
-        broker.create_topic(ROLE, topic, 3)
+        broker.admin.create_topic(ROLE, topic, 3)
     producer = client.create_producer(topic, batching_enabled=False)
     receipts = [producer.send(f"m{i}".encode(), partition_key=f"k{i}") for i in range(30)]
     assert {r.partition() for r in receipts} == {0, 1, 2}
@@ -368,7 +368,7 @@ def test_failover_gives_each_partition_one_active_consumer(
 ) -> None:
     topic = unique()
     with standalone.broker() as broker:
-        broker.create_topic(ROLE, topic, 2)
+        broker.admin.create_topic(ROLE, topic, 2)
     other_client = standalone.client()
     try:
         a = client.subscribe(
@@ -441,7 +441,7 @@ def test_unsubscribe_deletes_the_subscription(
     consumer = client.subscribe(topic, "gone")
     consumer.unsubscribe()
     with standalone.broker() as broker:
-        assert "gone" not in [s.name for s in broker.list_subscriptions(ROLE, topic)]
+        assert "gone" not in [s.name for s in broker.admin.list_subscriptions(ROLE, topic)]
 
 
 def test_subscriptions_are_cursorops_subscriptions(
@@ -450,7 +450,7 @@ def test_subscriptions_are_cursorops_subscriptions(
     topic = unique()
     client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared).close()
     with standalone.broker() as broker:
-        (info,) = broker.list_subscriptions(ROLE, topic)
+        (info,) = broker.admin.list_subscriptions(ROLE, topic)
     assert info.type is SubscriptionType.KEY_SHARED
 
 

@@ -198,7 +198,7 @@ def test_a_kill_9_in_the_middle_of_sends_leaves_every_send_once(tmp_path: Path) 
     server = start(home)
     port = server.port
     with server.broker() as broker:
-        broker.set_deduplication(ROLE, "public/default", True)
+        broker.policies.set_deduplication(ROLE, "public/default", True)
     client = server.client()
     try:
         senders = [_Sender(client, unique("kill"), batching) for batching in (True, False)]
@@ -219,10 +219,14 @@ def test_a_kill_9_in_the_middle_of_sends_leaves_every_send_once(tmp_path: Path) 
             receipted = sender.receipted()
             assert before <= receipted
             with server.broker() as broker:
-                broker.create_subscription(ROLE, sender.topic, "check", initial_position="earliest")
+                broker.admin.create_subscription(
+                    ROLE, sender.topic, "check", initial_position="earliest"
+                )
                 stored = [
                     int(m.payload[1:])
-                    for m in broker.peek_messages(ROLE, sender.topic, "check", 2 * sender.sent)
+                    for m in broker.reading.peek_messages(
+                        ROLE, sender.topic, "check", 2 * sender.sent
+                    )
                 ]
             counts = Counter(stored)
             assert all(counts[i] == 1 for i in receipted), sender.topic

@@ -64,8 +64,8 @@ def test_the_pill_is_skipped_after_bobs_approval_and_never_delivered_again(
     approved_at, refused_at = summary["approvedAtMs"], summary["refusedAtMs"]
     assert isinstance(approved_at, int) and isinstance(refused_at, int)
     with Broker(cursorops_home) as broker:
-        (skip,) = broker.audit_log("admin", topic, kind="skip")
-        left = broker.peek_messages("admin", topic, protocol_demo.SUBSCRIPTION, 10)
+        (skip,) = broker.workflow.audit_log("admin", topic, kind="skip")
+        left = broker.reading.peek_messages("admin", topic, protocol_demo.SUBSCRIPTION, 10)
     assert skip.detail["via"] == "airflow"
     assert skip.at_ms >= approved_at > refused_at
     assert skip.at_ms == summary["appliedAtMs"]

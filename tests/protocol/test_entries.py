@@ -204,9 +204,9 @@ def test_unreadable_sends_are_refused_before_the_group_commit() -> None:
 
 def test_append_entries_checks_what_it_is_given(tmp_path: Path) -> None:
     with Broker(Config.from_home(tmp_path)) as broker:
-        broker.create_tenant("admin", "public")
-        broker.create_namespace("admin", "public/default")
-        broker.create_topic("admin", TOPIC)
+        broker.admin.create_tenant("admin", "public")
+        broker.admin.create_namespace("admin", "public/default")
+        broker.admin.create_topic("admin", TOPIC)
         good = Entry.of_messages(
             [OutgoingMessage(b"a", "k", {"p": "v"}, None, 3)], False, "prod", 5, [9], [b"o"]
         )
@@ -221,11 +221,11 @@ def test_append_entries_checks_what_it_is_given(tmp_path: Path) -> None:
             Entry.of_messages(one, False, "p", 1, [1, 2]),
         ):
             with pytest.raises(InvalidArgumentError):
-                broker.append_entries("admin", TOPIC, [good, bad])
-        assert broker.entry_count("admin", TOPIC) == 0
-        (position,) = broker.append_entries("admin", TOPIC, [good])
-        broker.create_subscription("admin", TOPIC, "s", initial_position="earliest")
-        (message,) = broker.peek_messages("admin", TOPIC, "s", 10)
+                broker.producing.append_entries("admin", TOPIC, [good, bad])
+        assert broker.analysis.entry_count("admin", TOPIC) == 0
+        (position,) = broker.producing.append_entries("admin", TOPIC, [good])
+        broker.admin.create_subscription("admin", TOPIC, "s", initial_position="earliest")
+        (message,) = broker.reading.peek_messages("admin", TOPIC, "s", 10)
         assert message.message_id.position == position
         assert (message.key, message.properties, message.producer_name) == ("k", {"p": "v"}, "prod")
         assert (message.sequence_id, message.publish_time) == (3, 5)

@@ -12,6 +12,7 @@ import pytest
 
 from cursorops.cli import output
 from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.gating import skip as skips
 from cursorops.wire import commands
 from cursorops.wire.commands import CommandType
 from cursorops.wire.frames import command, encode_payload_frame
@@ -117,16 +118,16 @@ def test_an_encrypted_entry_is_stored_opaque(
         compression_type=pulsar.CompressionType.LZ4,
     )
     with standalone.broker() as broker:
-        broker.create_subscription(
+        broker.admin.create_subscription(
             ROLE, topic, "peek", SubscriptionType.SHARED, initial_position="earliest"
         )
     for i in range(3):
         producer.send_async(f"secret-{i}".encode(), None)
     producer.flush()
     with standalone.broker() as broker:
-        stored = broker.peek_messages(ROLE, topic, "peek", 10)
-        plan = broker.plan_skip(ROLE, topic, "peek", [stored[0].message_id])
-        [described] = broker.describe_messages(ROLE, plan, 5)
+        stored = broker.reading.peek_messages(ROLE, topic, "peek", 10)
+        plan = skips.plan_skip(broker.gated, ROLE, topic, "peek", [stored[0].message_id])
+        [described] = broker.analysis.describe_messages(ROLE, plan, 5)
     assert len(stored) == 3
     assert described.payload_excerpt == b"" and described.encryption_keys == ("app-key",)
     assert described.payload_size == stored[0].stored_size
@@ -270,7 +271,7 @@ def test_schema_version_reaches_the_consumer(standalone: Standalone, raw: RawCli
 
 def _backlog(standalone: Standalone, topic: str, subscription: str) -> int:
     with standalone.broker() as broker:
-        parts = broker.analyze_backlog(ROLE, topic, subscription)
+        parts = broker.analysis.analyze_backlog(ROLE, topic, subscription)
     return sum(part.result.messages for part in parts)
 
 
@@ -281,7 +282,7 @@ def test_a_chunked_message_is_one_message_to_the_backlog_and_to_a_skip(
     topic = unique("chunks")
     producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=True)
     with standalone.broker() as broker:
-        broker.create_subscription(
+        broker.admin.create_subscription(
             ROLE, topic, "s", SubscriptionType.SHARED, initial_position="earliest"
         )
     big = os.urandom(11 * 1024 * 1024)
@@ -291,7 +292,7 @@ def test_a_chunked_message_is_one_message_to_the_backlog_and_to_a_skip(
     producer.close()
     assert _backlog(standalone, topic, "s") == 3
     with standalone.broker() as broker:
-        stored = broker.peek_messages(ROLE, topic, "s", 10)
+        stored = broker.reading.peek_messages(ROLE, topic, "s", 10)
         chunks = [m for m in stored if m.chunk is not None]
         assert len(chunks) == 3 and {m.chunk[3] for m in chunks} == {len(big)}
         shown = output.whole_messages(stored)
@@ -303,7 +304,7 @@ def test_a_chunked_message_is_one_message_to_the_backlog_and_to_a_skip(
             "after",
         ]
         named = chunks[0] if chunk == "first" else chunks[-1]
-        outcome = broker.skip_messages(ROLE, topic, "s", [named.message_id])
+        outcome = skips.skip_messages(broker.gated, ROLE, topic, "s", [named.message_id])
     assert len(outcome.skipped) == 3
     assert _backlog(standalone, topic, "s") == 2
     consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)

@@ -400,7 +400,7 @@ class Run:
         deadline = time.monotonic() + WAIT_MS / 1000
         while True:
             with self.node.server.broker() as broker:
-                state = broker.cursor_state(ROLE, self.topic, "s")
+                state = broker.analysis.cursor_state(ROLE, self.topic, "s")
             if all(state.is_acked(self.seen[i].position, self.seen[i].batch) for i in indexes):
                 return
             assert time.monotonic() < deadline, f"acknowledgements {sorted(indexes)} not stored"

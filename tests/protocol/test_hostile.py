@@ -24,8 +24,8 @@ ROLE = "admin"
 def _store_snapshot(standalone: Standalone) -> list[tuple[str, int]]:
     with standalone.broker() as broker:
         return [
-            (t.name, broker.entry_count(ROLE, t.name))
-            for t in broker.list_topics(ROLE, "public/default")
+            (t.name, broker.analysis.entry_count(ROLE, t.name))
+            for t in broker.admin.list_topics(ROLE, "public/default")
         ]
 
 
@@ -233,7 +233,7 @@ def test_an_ack_naming_an_impossible_batch_is_refused_and_changes_nothing(
         raw.send(command(CommandType.FLOW, consumer_id=1, messagePermits=10))
         entry = raw.expect_frame(CommandType.MESSAGE).body["message_id"]
         with standalone.broker() as broker:
-            before = broker.cursor_state(ROLE, topic, "s")
+            before = broker.analysis.cursor_state(ROLE, topic, "s")
         other = {**entry, "entryId": entry["entryId"] + 1, "batch_size": 2**31 - 1}
         raw.send(
             command(
@@ -247,7 +247,7 @@ def test_an_ack_naming_an_impossible_batch_is_refused_and_changes_nothing(
         answer = raw.expect(CommandType.ACK_RESPONSE)
         assert answer["request_id"] == 9 and "batch size" in answer["message"]
         with standalone.broker() as broker:
-            assert broker.cursor_state(ROLE, topic, "s") == before
+            assert broker.analysis.cursor_state(ROLE, topic, "s") == before
         raw.send(command(CommandType.CLOSE_CONSUMER, consumer_id=1, request_id=10))
         raw.expect(CommandType.SUCCESS)
         raw.subscribe(topic, "s", SubType.Shared, consumer_id=2)

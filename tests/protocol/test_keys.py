@@ -40,7 +40,7 @@ def test_event_time_and_ordering_key_come_back(
     assert [m.partition_key() for m in got] == [f"k{i}" for i in range(8)]
 
     with standalone.broker() as broker:
-        peeked = broker.peek_messages(ROLE, topic, "s", 8)
+        peeked = broker.reading.peek_messages(ROLE, topic, "s", 8)
     assert [(m.payload, m.event_time, m.ordering_key) for m in peeked] == [
         (payload, event_time, ordering_key.encode() if ordering_key else None)
         for payload, event_time, ordering_key in sent

@@ -37,7 +37,7 @@ def test_only_connected_consumers_receive_and_nothing_is_stored(
     assert [m.data() for m in drain(later, 1000)] == [b"after"]
     assert [m.data() for m in drain(second, 1000)] == [b"after"]
     with standalone.broker() as broker:
-        assert broker.last_position(ROLE, topic).ledger_id == -1
+        assert broker.reading.last_position(ROLE, topic).ledger_id == -1
     for closing in (producer, later, second):
         closing.close()
 

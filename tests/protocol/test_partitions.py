@@ -19,7 +19,7 @@ ROLE = "admin"
 def _partitioned(standalone: Standalone, partitions: int = 3) -> str:
     topic = f"persistent://public/default/parts-{uuid.uuid4().hex[:8]}"
     with standalone.broker() as broker:
-        broker.create_topic(ROLE, topic, partitions)
+        broker.admin.create_topic(ROLE, topic, partitions)
     return topic
 
 
@@ -45,7 +45,7 @@ def test_a_reader_of_a_partitioned_topic_reads_every_partition_and_seeks(
     assert sorted(again) == sorted(m.data() for m in got if m.publish_timestamp() >= middle)
     reader.close()
     with standalone.broker() as broker:
-        assert broker.list_subscriptions(ROLE, topic) == []
+        assert broker.admin.list_subscriptions(ROLE, topic) == []
 
 
 def test_a_producer_and_a_consumer_may_name_one_partition(

@@ -90,7 +90,7 @@ def test_pulsar_flex_produces_consumes_and_acknowledges(
     assert [payload for payload, _ in got] == ["single", "b0", "b1"]
     assert got[0][1] == {"a": "1"}
     with standalone.broker() as broker:
-        parts = broker.analyze_backlog("admin", topic, "flex")
-        stored = broker.entry_count("admin", topic)
+        parts = broker.analysis.analyze_backlog("admin", topic, "flex")
+        stored = broker.analysis.entry_count("admin", topic)
     assert sum(part.result.messages for part in parts) == 0
     assert stored == 2  # one single message, one batch of two

@@ -35,8 +35,8 @@ TYPES = {
 def dead_letters(standalone: Standalone, dlq: str) -> int:
     """Entries on the dead-letter topic (0 when the client never created it)."""
     with standalone.broker() as broker:
-        names = {t.name for t in broker.list_topics(ROLE, "public/default")}
-        return broker.entry_count(ROLE, dlq) if dlq in names else 0
+        names = {t.name for t in broker.admin.list_topics(ROLE, "public/default")}
+        return broker.analysis.entry_count(ROLE, dlq) if dlq in names else 0
 
 
 def produce(client: pulsar.Client, topic: str) -> set[bytes]:

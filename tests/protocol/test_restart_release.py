@@ -37,7 +37,9 @@ def _acknowledged(server: Standalone, topic: str, subscription: str, count: int)
     deadline = time.monotonic() + 20
     while True:
         with server.broker() as broker:
-            backlog = broker.topic_stats(ROLE, topic).subscriptions[subscription].msg_backlog
+            backlog = (
+                broker.analysis.topic_stats(ROLE, topic).subscriptions[subscription].msg_backlog
+            )
         if backlog == MESSAGES - count or time.monotonic() > deadline:
             assert backlog == MESSAGES - count
             return

@@ -58,7 +58,7 @@ def client(standalone: Standalone) -> Iterator[pulsar.Client]:
 
 def _versions(standalone: Standalone, topic: str) -> list[tuple[int, SchemaType]]:
     with standalone.broker() as broker:
-        return [(v, info.type) for v, info, _ in broker.schema_versions(ROLE, topic)]
+        return [(v, info.type) for v, info, _ in broker.schemas.schema_versions(ROLE, topic)]
 
 
 @pytest.mark.parametrize("schema_class", [JsonSchema, AvroSchema])

@@ -131,7 +131,7 @@ def test_a_seek_to_a_batch_index_keeps_the_ack_set_exact(
     consumer.close()
     mid = got[0].message_id()
     with standalone.broker() as broker:
-        state = broker.cursor_state(ROLE, topic, "s")
+        state = broker.analysis.cursor_state(ROLE, topic, "s")
     entry = Position(mid.ledger_id(), mid.entry_id())
     assert [i for i in range(10) if state.is_acked(entry, i)] == [7, 9]
     again = client.subscribe(topic, "s")
@@ -160,8 +160,8 @@ def test_a_durable_seek_on_an_approval_namespace_is_refused_and_a_reader_seeks_f
 ) -> None:
     namespace = f"public/gated-{uuid.uuid4().hex[:6]}"
     with standalone.broker() as broker:
-        broker.create_namespace(ROLE, namespace)
-        broker.set_namespace_policy(ROLE, namespace, skip_requires_approval=True)
+        broker.admin.create_namespace(ROLE, namespace)
+        broker.admin.set_namespace_policy(ROLE, namespace, skip_requires_approval=True)
     topic = f"persistent://{namespace}/t"
     consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
     last = _sent(client, topic, 3)[-1]
@@ -172,13 +172,13 @@ def test_a_durable_seek_on_an_approval_namespace_is_refused_and_a_reader_seeks_f
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         with standalone.broker() as broker:
-            if broker.cursor_state(ROLE, topic, "s").mark_delete == before:
+            if broker.analysis.cursor_state(ROLE, topic, "s").mark_delete == before:
                 break
         time.sleep(0.05)
     with pytest.raises(pulsar.PulsarException):
         consumer.seek(pulsar.MessageId.earliest)
     with standalone.broker() as broker:
-        assert broker.cursor_state(ROLE, topic, "s").mark_delete == before
+        assert broker.analysis.cursor_state(ROLE, topic, "s").mark_delete == before
     # Still connected, still at its position: nothing comes again.
     assert drain(consumer, 500) == []
     consumer.close()
@@ -216,7 +216,7 @@ def test_a_seek_with_an_ack_set_keeps_the_indexes_before_it_acknowledged(
         assert raw.expect(CommandType.CLOSE_CONSUMER)["consumer_id"] == 1
         assert raw.expect(CommandType.SUCCESS)["request_id"] == 7
         with standalone.broker() as broker:
-            state = broker.cursor_state(ROLE, topic, "s")
+            state = broker.analysis.cursor_state(ROLE, topic, "s")
         entry = Position(at["ledgerId"], at["entryId"])
         assert [i for i in range(10) if not state.is_acked(entry, i)] == [6, 7, 8, 9]
         raw.subscribe(topic, "s", 0)
@@ -257,8 +257,8 @@ def test_a_reader_may_not_take_a_durable_subscription_where_seeks_are_gated(
     subscription it finds (one of its own, left by a standalone that restarted)."""
     namespace = f"public/gated-{uuid.uuid4().hex[:6]}"
     with standalone.broker() as broker:
-        broker.create_namespace(ROLE, namespace)
-        broker.set_namespace_policy(ROLE, namespace, skip_requires_approval=True)
+        broker.admin.create_namespace(ROLE, namespace)
+        broker.admin.set_namespace_policy(ROLE, namespace, skip_requires_approval=True)
     gated = f"persistent://{namespace}/t"
     client.subscribe(gated, "durable").close()
     error = _non_durable_subscribe(standalone, gated, "durable")
@@ -269,7 +269,7 @@ def test_a_reader_may_not_take_a_durable_subscription_where_seeks_are_gated(
     ordinary = unique("seek")
     client.create_producer(ordinary).close()
     with standalone.broker() as broker:
-        broker.create_subscription(ROLE, ordinary, "reader-left-over")
+        broker.admin.create_subscription(ROLE, ordinary, "reader-left-over")
     assert _non_durable_subscribe(standalone, ordinary, "reader-left-over")["type"] is (
         CommandType.SUCCESS
     )
@@ -285,11 +285,11 @@ def test_a_seek_without_a_target_or_of_no_consumer_is_refused_and_changes_nothin
         raw.send_message(b"x", 1)
         raw.subscribe(topic, "s", 0)
         with standalone.broker() as broker:
-            before = broker.cursor_state(ROLE, topic, "s")
+            before = broker.analysis.cursor_state(ROLE, topic, "s")
         for request_id, fields in ((20, {"consumer_id": 1}), (21, {"consumer_id": 99})):
             raw.send(command(CommandType.SEEK, request_id=request_id, **fields))
             assert raw.expect(CommandType.ERROR)["request_id"] == request_id
         with standalone.broker() as broker:
-            assert broker.cursor_state(ROLE, topic, "s") == before
+            assert broker.analysis.cursor_state(ROLE, topic, "s") == before
         raw.send(command(CommandType.PING))
         raw.expect(CommandType.PONG)

@@ -128,8 +128,8 @@ def test_two_processes_share_topics_and_a_shared_subscription(
             c.close()
 
     with Broker(Config.from_home(first.home, metadata_url=url)) as broker:
-        (part,) = broker.analyze_backlog("admin", topic, "s")
+        (part,) = broker.analysis.analyze_backlog("admin", topic, "s")
         assert part.result.messages == 0
-        assert broker.entry_count("admin", topic) == len(
+        assert broker.analysis.entry_count("admin", topic) == len(
             {(m.ledger_id(), m.entry_id()) for m in sent.values()}
         )

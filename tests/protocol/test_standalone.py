@@ -27,8 +27,8 @@ ROLE = "admin"
 
 def test_first_start_creates_public_default(standalone: Standalone) -> None:
     with standalone.broker() as broker:
-        assert "public" in broker.list_tenants(ROLE)
-        assert "public/default" in broker.list_namespaces(ROLE, "public")
+        assert "public" in broker.admin.list_tenants(ROLE)
+        assert "public/default" in broker.admin.list_namespaces(ROLE, "public")
 
 
 def test_readers_from_the_start_and_after_an_id(client: pulsar.Client) -> None:
@@ -60,7 +60,7 @@ def test_readers_leave_no_subscription(standalone: Standalone, client: pulsar.Cl
     reader.close()
     time.sleep(0.3)
     with standalone.broker() as broker:
-        assert broker.list_subscriptions(ROLE, topic) == []
+        assert broker.admin.list_subscriptions(ROLE, topic) == []
 
 
 def test_dead_letter_policy_writes_an_ordinary_topic(
@@ -81,8 +81,8 @@ def test_dead_letter_policy_writes_an_ordinary_topic(
     deadline = time.monotonic() + 10
     while True:
         with standalone.broker() as broker:
-            names = [t.name for t in broker.list_topics(ROLE, "public/default")]
-            if dlq in names and broker.entry_count(ROLE, dlq) == 1:
+            names = [t.name for t in broker.admin.list_topics(ROLE, "public/default")]
+            if dlq in names and broker.analysis.entry_count(ROLE, dlq) == 1:
                 break
         assert time.monotonic() < deadline, names
         time.sleep(0.2)
@@ -225,15 +225,16 @@ def test_kill_9_in_the_middle_of_produce_and_ack(tmp_path: Path) -> None:
         producer.flush()  # what was pending goes again once the client has reconnected
         assert len(receipts) >= crashed_with
         with server.broker() as broker:
-            broker.create_subscription(ROLE, topic, "check", initial_position="earliest")
+            broker.admin.create_subscription(ROLE, topic, "check", initial_position="earliest")
             stored: dict[bytes, set[tuple[int, int, int]]] = {}
-            for m in broker.peek_messages(ROLE, topic, "check", 20_000):
+            for m in broker.reading.peek_messages(ROLE, topic, "check", 20_000):
                 mid = m.message_id
                 stored.setdefault(m.payload, set()).add(
                     (mid.ledger_id, mid.entry_id, mid.batch_index)
                 )
             left = {
-                m.message_id.entry_id for m in broker.peek_messages(ROLE, acked_topic, "s", 100)
+                m.message_id.entry_id
+                for m in broker.reading.peek_messages(ROLE, acked_topic, "s", 100)
             }
         for payload, mid in receipts.items():
             assert mid in stored.get(payload, set()), payload

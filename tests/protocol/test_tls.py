@@ -67,7 +67,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[S
     standalone = start(home, web=True, extra=(*tls_flags(certs), "--auth-tls"))
     try:
         with standalone.broker() as broker:
-            broker.grant_permission("admin", NAMESPACE, "app", ["produce", "consume"])
+            broker.admin.grant_permission("admin", NAMESPACE, "app", ["produce", "consume"])
         yield standalone
     finally:
         standalone.stop()
@@ -88,7 +88,7 @@ def tls_client(
 
 def topics(server: Standalone) -> set[str]:
     with server.broker() as broker:
-        return {info.name for info in broker.list_topics("admin", NAMESPACE)}
+        return {info.name for info in broker.admin.list_topics("admin", NAMESPACE)}
 
 
 def round_trip(client: pulsar.Client, topic: str) -> None:
@@ -176,7 +176,7 @@ def test_a_required_client_certificate(tmp_path: Path, certs: Certs) -> None:
     )
     try:
         with standalone.broker() as broker:
-            broker.grant_permission("admin", NAMESPACE, "app", ["produce", "consume"])
+            broker.admin.grant_permission("admin", NAMESPACE, "app", ["produce", "consume"])
         no_cert = tls_client(standalone, certs, None, timeout_s=3)
         try:
             with pytest.raises(pulsar.PulsarException):

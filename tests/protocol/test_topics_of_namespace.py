@@ -22,7 +22,7 @@ ROLE = "admin"
 def _namespace(standalone: Standalone) -> str:
     namespace = f"public/ns-{uuid.uuid4().hex[:8]}"
     with standalone.broker() as broker:
-        broker.create_namespace(ROLE, namespace)
+        broker.admin.create_namespace(ROLE, namespace)
     return namespace
 
 
@@ -31,7 +31,7 @@ def test_a_regex_consumer_reads_every_matching_topic(
 ) -> None:
     namespace = _namespace(standalone)
     with standalone.broker() as broker:
-        broker.create_topic(ROLE, f"persistent://{namespace}/orders-eu", 3)
+        broker.admin.create_topic(ROLE, f"persistent://{namespace}/orders-eu", 3)
     plain = f"persistent://{namespace}/orders-us"
     other = f"persistent://{namespace}/payments"
     for topic in (plain, other):
@@ -70,8 +70,8 @@ def test_the_list_is_filtered_hashed_and_answered_empty_when_unchanged(
 ) -> None:
     namespace = _namespace(standalone)
     with standalone.broker() as broker:
-        broker.create_topic(ROLE, f"persistent://{namespace}/a", 2)
-        broker.create_topic(ROLE, f"persistent://{namespace}/b", 0)
+        broker.admin.create_topic(ROLE, f"persistent://{namespace}/a", 2)
+        broker.admin.create_topic(ROLE, f"persistent://{namespace}/b", 0)
     with RawClient(standalone.port) as raw:
         raw.connect()
 

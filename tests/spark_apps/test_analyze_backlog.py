@@ -239,7 +239,7 @@ def test_spark_equals_core_on_random_topics(
     assert sum(a.result.filter_rescheduled_entries for a in got) > 0
     # Without filters, the broker's own pure-Python path gives the very same answer.
     with Broker(topic.config) as broker:
-        plain = broker.analyze_backlog("admin", TOPIC)
+        plain = broker.analysis.analyze_backlog("admin", TOPIC)
     for mine, theirs in zip(got, plain, strict=True):
         assert (mine.topic_partition, mine.subscription) == (
             theirs.topic_partition,

@@ -1,4 +1,4 @@
-"""apply_skip_plan: a pure Spark check of the plan, then one Broker.apply_skip; equal to the
+"""apply_skip_plan: a pure Spark check of the plan, then one gating.skip.apply_skip; equal to the
 broker's skip, idempotent."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from cursorops.core.domain.config import Config
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.ids.position import Position
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 from cursorops.spark import analyze_backlog, apply_skip_plan, find_messages
 from cursorops.spark.apply_skip_plan import CHECKED_SCHEMA, ID_SCHEMA, transform
 from cursorops.spark.match_list import match_list_ids, read_match_list
@@ -83,8 +84,8 @@ def test_find_then_apply_equals_the_broker_skip_and_is_idempotent(
 
     outcome = apply_skip_plan.run(spark_side.config, TOPIC, "plain", match_list=output, spark=spark)
     with Broker(broker_side.config) as broker:
-        reference: dict[str, Any] = broker.skip_messages(
-            "admin", TOPIC, "plain", ids
+        reference: dict[str, Any] = skips.skip_messages(
+            broker.gated, "admin", TOPIC, "plain", ids
         ).to_pulsar_json()
     assert sorted(outcome["skipped"]) == sorted(reference["skipped"])
     assert sorted(outcome["alreadyAcknowledged"]) == sorted(reference["alreadyAcknowledged"])
@@ -161,7 +162,7 @@ def test_main_applies_a_broker_plan_once_and_refuses_a_plan_of_another_subscript
     with Broker(topic.config) as broker:
         names = broker.metadata.get_topic(TOPIC).partition_names()
         ids = [MessageId(broker.metadata.ledgers(name)[-1].ledger_id, 0) for name in names]
-        plan = broker.plan_skip("admin", TOPIC, "plain", ids)
+        plan = skips.plan_skip(broker.gated, "admin", TOPIC, "plain", ids)
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(plan.dumps())
     common = ["--home", str(topic.config.home), TOPIC]

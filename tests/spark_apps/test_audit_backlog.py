@@ -31,9 +31,9 @@ def test_one_job_gives_every_topic_the_answer_of_core(spark: SparkSession, tmp_p
     for topic, (seed, partitions) in TOPICS.items():
         config = make_topic(home, seed, partitions=partitions, messages=200, topic=topic).config
     with Broker(config) as broker:
-        broker.create_topic("admin", "persistent://acme/ops/quiet", 0)
-        broker.create_topic("admin", "persistent://acme/ops/empty", 2)
-        broker.create_subscription("admin", "persistent://acme/ops/empty", "idle")
+        broker.admin.create_topic("admin", "persistent://acme/ops/quiet", 0)
+        broker.admin.create_topic("admin", "persistent://acme/ops/empty", 2)
+        broker.admin.create_subscription("admin", "persistent://acme/ops/empty", "idle")
     names = [*TOPICS, "persistent://acme/ops/empty", "persistent://acme/ops/quiet"]
 
     documents = audit_backlog.run(config, names, spark=spark)
@@ -42,7 +42,7 @@ def test_one_job_gives_every_topic_the_answer_of_core(spark: SparkSession, tmp_p
     with Broker(config) as broker:
         for topic, document in zip(names, documents, strict=True):
             expected = analysis_document(topic, None, core_analyses(config, topic))
-            ages = broker.backlog_ages("admin", topic)
+            ages = broker.analysis.backlog_ages("admin", topic)
             oldest = {
                 name: s.pop("oldestPublishMs") for name, s in document["subscriptions"].items()
             }

@@ -92,7 +92,7 @@ def test_bad_entry_filter_property_is_named_and_refused_at_creation(
     # Refused when the subscription is created, so analyze-backlog never meets it.
     with Broker(installed.config) as broker:
         with pytest.raises(errors.InvalidPredicateError, match="entryFilter.rejekt.key"):
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 "admin", TOPIC, "typo", SubscriptionType.SHARED, {"entryFilter.rejekt.key": "k"}
             )
         assert "typo" not in [s.name for s in broker.metadata.list_subscriptions(TOPIC)]

@@ -20,6 +20,7 @@ from cursorops.core.domain.ids.chunked_messages import chunk_rest
 from cursorops.core.domain.ids.position import Position
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import Entry, OutgoingMessage
 from cursorops.spark import analyze_backlog, apply_skip_plan, audit_backlog, find_messages
 from cursorops.spark.match_list import match_list_ids, read_match_list
@@ -47,10 +48,10 @@ def chunked_topic(home: Path, seed: int) -> Config:
     config = Config.from_home(home, max_entries_per_ledger=rng.choice([4, 9, 1000]))
     ticks = iter(range(1_000, 10**9, 1_000))
     with Broker(config, clock=lambda: next(ticks)) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/ops")
-        broker.create_topic("admin", TOPIC, 2)
-        broker.create_subscription(
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/ops")
+        broker.admin.create_topic("admin", TOPIC, 2)
+        broker.admin.create_subscription(
             "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
         )
         for partition in broker.metadata.get_topic(TOPIC).partition_names():
@@ -67,7 +68,7 @@ def chunked_topic(home: Path, seed: int) -> Config:
                 parts[2] += 1
                 if parts[2] == parts[1]:
                     del open_messages[producer]
-            positions = broker.append_entries("admin", partition, entries)
+            positions = broker.producing.append_entries("admin", partition, entries)
             acked = [AckTarget(p) for p in positions if rng.random() < 0.25]
             if acked:
                 acknowledge(broker, partition, "s", acked)
@@ -81,10 +82,10 @@ def test_spark_counts_a_chunked_message_once_as_the_broker_does(
 ) -> None:
     config = chunked_topic(tmp_path / "home", seed)
     with Broker(config) as broker:
-        expected = broker.analyze_backlog("admin", TOPIC, "s")
-        ages = broker.backlog_ages("admin", TOPIC)
+        expected = broker.analysis.analyze_backlog("admin", TOPIC, "s")
+        ages = broker.analysis.backlog_ages("admin", TOPIC)
         # Every unacknowledged entry, each chunk on its own (nothing here is batched).
-        entries = len(broker.peek_messages("admin", TOPIC, "s", 10_000))
+        entries = len(broker.reading.peek_messages("admin", TOPIC, "s", 10_000))
     got = analyze_backlog.run(config, TOPIC, "s", spark=spark)
     assert got == expected
     assert sum(a.result.messages for a in got) < entries
@@ -122,15 +123,15 @@ def test_a_match_on_one_chunk_counts_once_and_plans_the_whole_message(
         )
     )
     with Broker(config) as broker:
-        plan = broker.plan_skip("admin", TOPIC, "s", match_list_ids(one_each))
-        whole = broker.plan_skip("admin", TOPIC, "s", match_list_ids(matches))
+        plan = skips.plan_skip(broker.gated, "admin", TOPIC, "s", match_list_ids(one_each))
+        whole = skips.plan_skip(broker.gated, "admin", TOPIC, "s", match_list_ids(matches))
     assert sorted(m.triplet() for m in plan.message_ids()) == sorted(
         m.triplet() for m in whole.message_ids()
     )
     outcome = apply_skip_plan.run(config, TOPIC, "s", match_list=output, spark=spark)
     assert len(outcome["skipped"]) >= matches.num_rows
     with Broker(config) as broker:
-        peeked = broker.peek_messages("admin", TOPIC, "s", 1000)
+        peeked = broker.reading.peek_messages("admin", TOPIC, "s", 1000)
     assert all(m.chunk is None for m in peeked)
 
 

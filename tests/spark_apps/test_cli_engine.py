@@ -32,7 +32,7 @@ def test_engines_print_the_same_document(
 ) -> None:
     topic = make_topic(tmp_path / "home", 101, partitions=3, messages=200)
     with Broker(topic.config) as broker:
-        entries = broker.entry_count("admin", TOPIC)
+        entries = broker.analysis.entry_count("admin", TOPIC)
     home = Path(topic.config.home)
     python, note = _analyze(home, capsys, "--engine", "python")
     assert note == ""
@@ -53,9 +53,9 @@ def test_entry_count_counts_every_partition(tmp_path: Path) -> None:
     topic = make_topic(tmp_path / "home", 102, partitions=2, messages=50)
     with Broker(topic.config) as broker:
         # The stats read every partition's entry index; the count only the ledger list.
-        expected = broker.topic_stats("admin", TOPIC).entries
-        assert broker.entry_count("admin", TOPIC) == expected > 0
-        broker.create_subscription("admin", TOPIC, "late", SubscriptionType.SHARED)
-        assert broker.entry_count("admin", TOPIC) == expected
+        expected = broker.analysis.topic_stats("admin", TOPIC).entries
+        assert broker.analysis.entry_count("admin", TOPIC) == expected > 0
+        broker.admin.create_subscription("admin", TOPIC, "late", SubscriptionType.SHARED)
+        assert broker.analysis.entry_count("admin", TOPIC) == expected
         with pytest.raises(NotAuthorizedError):
-            broker.entry_count("nobody", TOPIC)
+            broker.analysis.entry_count("nobody", TOPIC)

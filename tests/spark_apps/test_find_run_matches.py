@@ -79,7 +79,7 @@ def _requested(config: Config, run_id: str, predicate: dict[str, object]) -> Req
         created_at_ms=1,
     )
     with Broker(config) as broker:
-        return broker.save_request_record(record)
+        return broker.workflow.save_request_record(record)
 
 
 @pytest.fixture

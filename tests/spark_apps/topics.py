@@ -66,16 +66,16 @@ def make_topic(
     with Broker(config, clock=lambda: next(ticks)) as broker:
         name = TopicName.parse(topic)
         if name.tenant not in broker.metadata.list_tenants():
-            broker.create_tenant("admin", name.tenant)
-            broker.create_namespace("admin", name.namespace_name)
-        broker.create_topic("admin", topic, partitions)
+            broker.admin.create_tenant("admin", name.tenant)
+            broker.admin.create_namespace("admin", name.namespace_name)
+        broker.admin.create_topic("admin", topic, partitions)
         for sub, kind, props in (
             ("plain", SubscriptionType.SHARED, {}),
             ("filtered", SubscriptionType.SHARED, FILTERS),
             ("keyed", SubscriptionType.KEY_SHARED, {"owner": "team-a"}),
             ("exclusive", SubscriptionType.EXCLUSIVE, {}),
         ):
-            broker.create_subscription("admin", topic, sub, kind, props, "earliest")
+            broker.admin.create_subscription("admin", topic, sub, kind, props, "earliest")
         sent = 0
         rounds = 0
         while sent < messages:
@@ -93,7 +93,7 @@ def make_topic(
                 )
                 for i in range(count)
             ]
-            broker.produce(
+            broker.producing.produce(
                 "admin",
                 topic,
                 outgoing,
@@ -141,7 +141,8 @@ def core_analyses(
     config: Config, topic: str, *, max_entries: int | None = None
 ) -> list[PartitionAnalysis]:
     """The pure-Python answer: ``cursorops.core.domain.analysis.backlog.analyze`` with each
-    subscription's filters."""
+    subscription's
+    filters."""
     out = []
     with Broker(config) as broker:
         info = broker.metadata.get_topic(topic)
@@ -166,10 +167,10 @@ def peeked_matches(
     config: Config, topic: str, subscription: str, predicate: Predicate
 ) -> list[str]:
     """Triplets of the unacknowledged messages matching ``predicate``, found through the read
-    path (``Broker.peek_messages``), independently of
+    path (``Broker.reading.peek_messages``), independently of
     :func:`cursorops.core.domain.delivery.unacked_rows.unacked_rows`."""
     with Broker(config, clock=lambda: NOW) as broker:
-        messages = broker.peek_messages("admin", topic, subscription, 1_000_000)
+        messages = broker.reading.peek_messages("admin", topic, subscription, 1_000_000)
     if not messages:
         return []
     table = pa.Table.from_pylist(

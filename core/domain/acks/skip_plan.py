@@ -1,7 +1,7 @@
 """A skip plan: the validated messages a skip will acknowledge, as one portable object.
 
-:meth:`cursorops.core.services.broker.Broker.plan_skip` returns a :class:`SkipPlan`;
-:meth:`cursorops.core.services.broker.Broker.apply_skip` takes one. In between it may travel as
+:func:`cursorops.core.services.gating.skip.plan_skip` returns a :class:`SkipPlan`;
+:func:`cursorops.core.services.gating.skip.apply_skip` takes one. In between it may travel as
 JSON (:meth:`SkipPlan.to_json` / :meth:`SkipPlan.from_json`): through an
 Airflow XCom, a REST body, a file the CLI wrote, or a Spark job's driver. The
 plan is what a reviewer approves, so it carries an id derived from its content

@@ -2,7 +2,8 @@
 
 Pure: no store, no clock. A scheduled audit measures every subscription's
 exact backlog (:class:`BacklogSample`), stores it
-(:meth:`cursorops.core.services.broker.Broker.record_backlog_audit`), and checks it here against
+(:meth:`cursorops.core.services.broker.analysis.Analysis.record_backlog_audit`), and checks it here
+against
 :class:`Thresholds`, most specific first: a subscription's own limits, then its
 namespace's, then the defaults, field by field.
 

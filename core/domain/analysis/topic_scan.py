@@ -1,6 +1,6 @@
 """What a distributed scan of a topic needs, as plain picklable values.
 
-:meth:`cursorops.core.services.broker.Broker.scan_plan` builds a :class:`TopicScan` after
+:meth:`cursorops.core.services.broker.analysis.Analysis.scan_plan` builds a :class:`TopicScan` after
 authorizing the caller: the committed segments of each partition (paths), its
 ledgers, each subscription with its properties, and every cursor's state
 serialized. A Spark driver builds its DataFrame from it and ships the states to

@@ -1,5 +1,5 @@
-"""Topic stats as typed values: :meth:`cursorops.core.services.broker.Broker.topic_stats` returns
-them.
+"""Topic stats as typed values: :meth:`cursorops.core.services.broker.analysis.Analysis.topic_stats`
+returns them.
 
 The fields are plain (str, int, dicts of them) so the CLI prints them and the
 REST API serializes them as they are; :meth:`TopicStats.to_pulsar_json` is the

@@ -36,7 +36,7 @@ from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.core.services.broker.context import Collaborator
 
 PAYLOAD_EXCERPT_BYTES = 120
-"""Bytes of payload :meth:`Broker.describe_messages` returns per message."""
+"""Bytes of payload :meth:`Analysis.describe_messages` returns per message."""
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,8 @@ def preview_markdown(
     every operation (:class:`cursorops.core.domain.plans.preview.Preview`).
 
     ``content``: show keys, properties and payload excerpts (only for a reader whose role
-    may peek on the plan's topics, :meth:`cursorops.core.services.broker.Broker.may_read_content`);
+    may peek on the plan's topics,
+    :meth:`cursorops.core.services.broker.access.Access.may_read_content`);
     otherwise each says only its size or count (:func:`cursorops.core.domain.content.masked`), and
     the text says where they are. ``stale``: why the request can no longer be approved, said
     first. ``approved_by``: who approved earlier gates of the run. Every text another

@@ -124,7 +124,7 @@ def may_skip(broker: Broker, role: str, topic: str) -> bool:
     from cursorops.core.domain.errors import NotAuthorizedError
 
     try:
-        broker.authorized_topic(role, Operation.SKIP, topic)
+        broker.access.authorized_topic(role, Operation.SKIP, topic)
     except NotAuthorizedError:
         return False
     return True
@@ -152,7 +152,7 @@ def permitted_approvers(
 
 def shown_by(broker: Broker, dag_id: str, run_id: str, gate: str) -> ApprovalRequest | None:
     """What ``gate`` of the run showed, if a try of it showed anything."""
-    shown = [r for r in broker.approval_requests(dag_id, run_id) if r.gate == gate]
+    shown = [r for r in broker.workflow.approval_requests(dag_id, run_id) if r.gate == gate]
     return shown[-1] if shown else None
 
 
@@ -200,7 +200,7 @@ def record_gate_refusal(
     from cursorops.airflow.steps import refused_kind
 
     dag_run = context["dag_run"]
-    broker.record_audit(
+    broker.workflow.record_audit(
         CursorOpsHook().requester_role(context),
         refused_kind(record.operation),
         record.topic,
@@ -226,7 +226,7 @@ def earlier_answers(
     """The answers ``gates`` of the run recorded, in the gates' order."""
     from cursorops.airflow.approval import by_gate
 
-    answers = by_gate(broker.approval_answers(dag_id, run_id))
+    answers = by_gate(broker.workflow.approval_answers(dag_id, run_id))
     return [answers[g] for g in gates if g in answers]
 
 
@@ -253,7 +253,7 @@ def stale_gate(
 
     dag_run = context["dag_run"]
     role = CursorOpsHook().requester_role(context)
-    current = broker.current_plan_record(role, dag_run.dag_id, dag_run.run_id)
+    current = broker.workflow.current_plan_record(role, dag_run.dag_id, dag_run.run_id)
     earlier = earlier_answers(broker, dag_run.dag_id, dag_run.run_id, gates)
     why = stale_reason(record, current, shown, earlier, wall_clock_ms())
     return None if why is None else f"{why} {STALE_ADVICE}"
@@ -389,7 +389,7 @@ class FourEyesApprovalOperator(ApprovalOperator):
             f"rejection; an approval stays valid for {_readable(validity)}."
         )
         try:
-            broker.record_approval_request(
+            broker.workflow.record_approval_request(
                 ApprovalRequest(
                     digest=record.digest,
                     dag_id=dag_run.dag_id,
@@ -422,7 +422,9 @@ class FourEyesApprovalOperator(ApprovalOperator):
 
         dag_run = context["dag_run"]
         closed = closing_records(broker, record)
-        answer = by_gate(broker.approval_answers(dag_run.dag_id, dag_run.run_id)).get(self.task_id)
+        answer = by_gate(broker.workflow.approval_answers(dag_run.dag_id, dag_run.run_id)).get(
+            self.task_id
+        )
         event: dict[str, Any] | None = None
         if not closed:
             if answer is not None and answer.request == shown:
@@ -469,7 +471,7 @@ class FourEyesApprovalOperator(ApprovalOperator):
             chosen = [str(option) for option in event.get("chosen_options") or []]
             stale = None
             with CursorOpsHook().broker() as broker:
-                answer = broker.record_approval_answer(
+                answer = broker.workflow.record_approval_answer(
                     dag_run.dag_id,
                     dag_run.run_id,
                     self.task_id,

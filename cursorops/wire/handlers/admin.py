@@ -33,7 +33,7 @@ async def get_schema(session: Session, frame: Frame) -> None:
 
     def found() -> tuple[int, SchemaInfo] | None:
         version = None if not raw_version else decode_version(bytes(raw_version))
-        return service.broker.get_schema(session.role, topic, version)
+        return service.broker.schemas.get_schema(session.role, topic, version)
 
     try:
         result = await service.store.run(found)
@@ -71,7 +71,7 @@ async def get_or_create_schema(session: Session, frame: Frame) -> None:
         info = schema_of(body)
         if info is None:
             raise InvalidArgumentError("GetOrCreateSchema without a schema")
-        return service.broker.put_schema(session.role, topic, info)
+        return service.broker.schemas.put_schema(session.role, topic, info)
 
     try:
         version = await service.store.run(put)

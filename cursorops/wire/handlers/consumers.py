@@ -25,6 +25,7 @@ from cursorops.core.domain.ids.position import Position
 from cursorops.core.domain.ids.topic_name import TopicName
 from cursorops.core.domain.schemas import SchemaInfo
 from cursorops.core.domain.subscription import SubscriptionType
+from cursorops.core.services.gating import reset as reset_slice
 from cursorops.core.services.reading.dispatch import Dispatcher
 from cursorops.wire.commands import CommandType, InitialPosition, SubType
 from cursorops.wire.compacted_reads import skip_compacted_away
@@ -138,14 +139,14 @@ def _open_consumer(session: Session, request: Subscribe) -> WireConsumer:
     service, role = session.service, session.role
     base, partition = service.ensure_topic(role, request.name, Operation.SUBSCRIBE)
     if request.schema is not None:
-        service.broker.check_consumer_schema(role, base, request.schema)
+        service.broker.schemas.check_consumer_schema(role, base, request.schema)
     existing = _subscription_type(session, request, base)
     if existing is not request.sub_type:
         raise ConsumerBusyError(
             f"Subscription {request.subscription} is of a different type"
             f" ({existing.value if existing else 'deleted'})"
         )
-    dispatcher = service.broker.dispatcher(
+    dispatcher = service.broker.reading.dispatcher(
         role, base, request.subscription, partition=partition if partition >= 0 else None
     )
     wire = _join(session, request, base, partition, dispatcher)
@@ -167,7 +168,7 @@ def _subscription_type(session: Session, request: Subscribe, base: str) -> Subsc
         # A reader's cursor moves freely (seek); where a durable one's is gated, a
         # subscription this process did not make for a reader is durable to it. On
         # other namespaces a reader takes it (as one coming back after a restart).
-        if broker.authorized_topic(role, Operation.LOOKUP, base).approval_required:
+        if broker.access.authorized_topic(role, Operation.LOOKUP, base).approval_required:
             raise ConflictError(
                 f"Durable subscription with the same name already exists: {subscription}"
             )
@@ -176,7 +177,7 @@ def _subscription_type(session: Session, request: Subscribe, base: str) -> Subsc
         return existing
     initial, after = request.start()
     try:
-        created = broker.create_subscription(
+        created = broker.admin.create_subscription(
             role,
             base,
             subscription,
@@ -290,8 +291,8 @@ async def get_last_message_id(session: Session, frame: Frame) -> None:
     broker = session.service.broker
 
     def last() -> tuple[Position, Position]:
-        state = broker.cursor_state(session.role, wire.topic, wire.subscription)
-        return broker.last_position(session.role, wire.topic), state.mark_delete
+        state = broker.analysis.cursor_state(session.role, wire.topic, wire.subscription)
+        return broker.reading.last_position(session.role, wire.topic), state.mark_delete
 
     position, mark_delete = await session.service.store.run(last)
 
@@ -335,7 +336,8 @@ async def seek(session: Session, frame: Frame) -> None:
         await stop(loop)
 
     def reset() -> None:
-        service.broker.seek(
+        reset_slice.seek(
+            service.broker.gated,
             session.role,
             wire.topic,
             wire.subscription,

@@ -86,7 +86,7 @@ async def get_topics_of_namespace(session: Session, frame: Frame) -> None:
         mode = TopicsMode(body.get("mode", TopicsMode.PERSISTENT))
     except ValueError as exc:
         raise InvalidArgumentError(f"Unknown topics mode {body.get('mode')}") from exc
-    infos = await service.store.run(service.broker.list_topics, session.role, namespace)
+    infos = await service.store.run(service.broker.admin.list_topics, session.role, namespace)
     partitions = [name for info in infos for name in info.partition_names()]
     listed = topic_list(partitions, mode, body.get("topics_pattern"))
     changed = body.get("topics_hash") != listed.hash

@@ -54,13 +54,13 @@ async def producer(session: Session, frame: Frame) -> None:
 
     def open_producer() -> tuple[str, int | None, int | None]:
         base, _ = service.ensure_topic(role, name, Operation.PRODUCE)
-        service.broker.authorized_topic(role, Operation.PRODUCE, base)
+        service.broker.access.authorized_topic(role, Operation.PRODUCE, base)
         version = None
         if schema is not None:
-            version = service.broker.put_schema(role, str(name), schema)
+            version = service.broker.schemas.put_schema(role, str(name), schema)
         last = None
-        if service.broker.deduplication(str(name)):
-            last = service.broker.last_sequence_id(role, str(name), producer_name)
+        if service.broker.policies.deduplication(str(name)):
+            last = service.broker.producing.last_sequence_id(role, str(name), producer_name)
         return str(name), version, last
 
     topic, schema_version, last_stored = await service.store.run(open_producer)

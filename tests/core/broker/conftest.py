@@ -19,11 +19,11 @@ TOPIC = "persistent://acme/ops/orders"
 @pytest.fixture
 def ids(broker: Broker) -> list[MessageId]:
     """The ids of ``TOPIC``'s ten messages, ``b"0"`` to ``b"9"``, in order."""
-    broker.create_topic("admin", TOPIC)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    return broker.produce("admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(10)])
+    return broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(10)])
 
 
 def chunk_entries(

@@ -28,7 +28,7 @@ def test_an_unknown_tenant_is_a_refusal_not_a_not_found(broker: Broker) -> None:
 def test_a_grant_on_the_namespace_allows_its_actions(broker: Broker, ids: list[MessageId]) -> None:
     with pytest.raises(NotAuthorizedError):
         broker.access.authorized_topic("ops", Operation.CONSUME, TOPIC)
-    broker.grant_permission("admin", "acme/ops", "ops", ["consume"])
+    broker.admin.grant_permission("admin", "acme/ops", "ops", ["consume"])
     assert broker.access.authorized_topic("ops", Operation.CONSUME, TOPIC).name == TOPIC
     with pytest.raises(NotAuthorizedError):
         broker.access.authorized_topic("ops", Operation.PRODUCE, TOPIC)
@@ -36,7 +36,7 @@ def test_a_grant_on_the_namespace_allows_its_actions(broker: Broker, ids: list[M
 
 def test_a_tenant_admin_may_administer_its_tenant_only(broker: Broker) -> None:
     broker.access.check("acme-admin", Operation.CREATE_NAMESPACE, "acme", "namespace acme/x")
-    broker.create_tenant("admin", "other")
+    broker.admin.create_tenant("admin", "other")
     with pytest.raises(NotAuthorizedError):
         broker.access.check("acme-admin", Operation.CREATE_NAMESPACE, "other", "namespace o/x")
 
@@ -53,7 +53,7 @@ def test_the_approval_refusal_follows_the_namespace_policy(
 ) -> None:
     info = broker.access.authorized_topic("admin", Operation.SKIP, TOPIC)
     broker.access.refuse_without_approval(info, "skips")
-    broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
     info = broker.access.authorized_topic("admin", Operation.SKIP, TOPIC)
     with pytest.raises(ApprovalRequiredError, match="acme/ops requires .* approval for skips"):
         broker.access.refuse_without_approval(info, "skips")

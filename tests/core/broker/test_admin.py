@@ -14,6 +14,8 @@ from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.ids.position import Position
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
+from cursorops.core.services.gating import unsubscribe
 
 from .conftest import TOPIC
 
@@ -62,13 +64,19 @@ def test_a_subscription_at_an_entry_starts_there(broker: Broker, ids: list[Messa
     broker.admin.create_subscription(
         "admin", TOPIC, "at", SubscriptionType.SHARED, initial_position=ids[4].position
     )
-    assert [m.payload for m in broker.peek_messages("admin", TOPIC, "at", 2)] == [b"4", b"5"]
+    assert [m.payload for m in broker.reading.peek_messages("admin", TOPIC, "at", 2)] == [
+        b"4",
+        b"5",
+    ]
     with pytest.raises(PositionOutOfRangeError):
         broker.admin.create_subscription(
             "admin", TOPIC, "nowhere", initial_position=Position(ids[-1].ledger_id, 99)
         )
     broker.admin.create_subscription("admin", TOPIC, "after", start_after=ids[7].position)
-    assert [m.payload for m in broker.peek_messages("admin", TOPIC, "after", 5)] == [b"8", b"9"]
+    assert [m.payload for m in broker.reading.peek_messages("admin", TOPIC, "after", 5)] == [
+        b"8",
+        b"9",
+    ]
 
 
 def test_subscriptions_are_listed_updated_and_deleted(broker: Broker, ids: list[MessageId]) -> None:
@@ -76,7 +84,7 @@ def test_subscriptions_are_listed_updated_and_deleted(broker: Broker, ids: list[
     admin.update_subscription_properties("admin", TOPIC, "s", {"team": "billing"})
     [sub] = admin.list_subscriptions("admin", TOPIC)
     assert (sub.name, dict(sub.properties)) == ("s", {"team": "billing"})
-    broker.delete_subscription("admin", TOPIC, "s")
+    unsubscribe.delete_subscription(broker.gated, "admin", TOPIC, "s")
     assert admin.list_subscriptions("admin", TOPIC) == []
 
 
@@ -85,7 +93,7 @@ def test_unsubscribing_with_a_backlog_needs_approval_there(
 ) -> None:
     broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
     with pytest.raises(ApprovalRequiredError, match="10 message"):
-        broker.delete_subscription("admin", TOPIC, "s")
+        unsubscribe.delete_subscription(broker.gated, "admin", TOPIC, "s")
     assert [s.name for s in broker.admin.list_subscriptions("admin", TOPIC)] == ["s"]
 
 
@@ -97,21 +105,21 @@ def test_an_approved_unsubscribe_drops_the_subscription_once(
     from cursorops.core.services.gating.unsubscribe import UnsubscribePlan
 
     broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
-    plan = broker.plan_unsubscribe("admin", TOPIC, "s")
+    plan = unsubscribe.plan_unsubscribe(broker.gated, "admin", TOPIC, "s")
     assert plan.messages == 10 and plan.preview()["messagesDropped"] == 10
     assert UnsubscribePlan.from_json(plan.dumps()) == plan
     with pytest.raises(ApprovalRequiredError, match="cursorops_unsubscribe"):
-        broker.apply_unsubscribe("admin", plan)
-    record = broker.save_plan_record(
+        unsubscribe.apply_unsubscribe(broker.gated, "admin", plan)
+    record = broker.workflow.save_plan_record(
         PlanBinding("d", "r", "ann", "admin", UNSUBSCRIBE), plan, {"reason": "retired"}
     )
     applied = broker.apply_approved_plan(record, [{"approver": "bob"}])
     assert applied.changed == 10
     assert broker.admin.list_subscriptions("admin", TOPIC) == []
-    [audit] = broker.audit_log("admin", TOPIC, kind="unsubscribe")
+    [audit] = broker.workflow.audit_log("admin", TOPIC, kind="unsubscribe")
     assert audit.detail["dropped"] == 10 and audit.detail["approvedBy"] == ["bob"]
     with pytest.raises(PlanAlreadyAppliedError):
-        broker.apply_approved_plan(broker.current_plan_record("admin", "d", "r"), [])  # type: ignore[arg-type]
+        broker.apply_approved_plan(broker.workflow.current_plan_record("admin", "d", "r"), [])  # type: ignore[arg-type]
 
 
 def test_an_empty_subscription_needs_approval_there_too(
@@ -119,8 +127,8 @@ def test_an_empty_subscription_needs_approval_there_too(
 ) -> None:
     """Gone for a while, it misses what is published meanwhile; deleted and created again at
     earliest, it would deliver every acknowledged message again."""
-    broker.skip_head("admin", TOPIC, "s", None)
+    skips.skip_head(broker.gated, "admin", TOPIC, "s", None)
     broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
     with pytest.raises(ApprovalRequiredError, match="0 message"):
-        broker.delete_subscription("admin", TOPIC, "s")
+        unsubscribe.delete_subscription(broker.gated, "admin", TOPIC, "s")
     assert [s.name for s in broker.admin.list_subscriptions("admin", TOPIC)] == ["s"]

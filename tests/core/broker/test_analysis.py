@@ -6,12 +6,13 @@ from cursorops.core.domain.analysis.backlog_audit import BacklogSample
 from cursorops.core.domain.authz import Operation
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 
 from .conftest import TOPIC
 
 
 def test_backlog_and_stats_agree(broker: Broker, ids: list[MessageId]) -> None:
-    broker.skip_messages("admin", TOPIC, "s", [ids[0], ids[4]])
+    skips.skip_messages(broker.gated, "admin", TOPIC, "s", [ids[0], ids[4]])
     [row] = broker.analysis.analyze_backlog("admin", TOPIC, "s")
     assert (row.topic_partition, row.subscription, row.result.messages) == (TOPIC, "s", 8)
     stats = broker.analysis.topic_stats("admin", TOPIC)
@@ -28,22 +29,22 @@ def test_cursor_state_is_a_copy(broker: Broker, ids: list[MessageId]) -> None:
 
 
 def test_a_scan_carries_the_cursors(broker: Broker, ids: list[MessageId]) -> None:
-    broker.skip_messages("admin", TOPIC, "s", ids[:2])
+    skips.skip_messages(broker.gated, "admin", TOPIC, "s", ids[:2])
     scan = broker.analysis.scan_plan("admin", TOPIC, operation=Operation.PEEK_MESSAGES)
     assert [p.name for p in scan.partitions] == [TOPIC]
     assert scan.cursor_state(TOPIC, "s").mark_delete == ids[1].position
 
 
 def test_a_projection_is_the_backlog_after_applying(broker: Broker, ids: list[MessageId]) -> None:
-    plan = broker.plan_skip("admin", TOPIC, "s", ids[3:6])
+    plan = skips.plan_skip(broker.gated, "admin", TOPIC, "s", ids[3:6])
     projection = broker.analysis.project_backlog("admin", plan)
     assert (projection.before, projection.after) == (10, 7)
-    broker.apply_skip("admin", plan)
+    skips.apply_skip(broker.gated, "admin", plan)
     assert broker.analysis.project_backlog("admin", plan).before == 7
 
 
 def test_a_plan_is_described_in_the_plans_order(broker: Broker, ids: list[MessageId]) -> None:
-    plan = broker.plan_skip("admin", TOPIC, "s", [ids[6], ids[1]])
+    plan = skips.plan_skip(broker.gated, "admin", TOPIC, "s", [ids[6], ids[1]])
     described = broker.analysis.describe_messages("admin", plan, 5)
     assert [d.payload_excerpt for d in described] == [b"6", b"1"]
     assert broker.analysis.describe_messages("admin", plan, 1)[0].message_id == ids[6]

@@ -28,11 +28,11 @@ DEAD_AFTER = Config.broker_dead_after_ms
 def pair(home_config: Config, clock: Clock) -> Iterator[tuple[Broker, Broker]]:
     """Two brokers on one store, each with its own view of the same clock."""
     with Broker(home_config, clock=clock) as a, Broker(home_config, clock=clock) as b:
-        a.create_tenant("admin", "acme")
-        a.create_namespace("admin", "acme/ops")
-        a.create_topic("admin", TOPIC)
-        a.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(6)])
-        a.create_subscription(
+        a.admin.create_tenant("admin", "acme")
+        a.admin.create_namespace("admin", "acme/ops")
+        a.admin.create_topic("admin", TOPIC)
+        a.producing.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(6)])
+        a.admin.create_subscription(
             "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
         )
         a.cluster.join("aaaa", Advertised("pulsar://a:6650"))
@@ -54,7 +54,7 @@ def test_a_silent_broker_is_declared_dead_and_what_it_held_goes_to_the_living(
     a, b = pair
     fence_b = b.cluster.fence
     assert fence_b is not None
-    held = b.dispatcher("admin", TOPIC, "s").subscribe(
+    held = b.reading.dispatcher("admin", TOPIC, "s").subscribe(
         "c", consumer_id=f"{fence_b.consumer_prefix}1"
     )
     held.dispatcher.flow(held, 4)
@@ -80,7 +80,7 @@ def test_a_silent_broker_is_declared_dead_and_what_it_held_goes_to_the_living(
     # A consumer on the living broker gets what b held.
     fence_a = a.cluster.fence
     assert fence_a is not None
-    taker = a.dispatcher("admin", TOPIC, "s").subscribe(
+    taker = a.reading.dispatcher("admin", TOPIC, "s").subscribe(
         "c", consumer_id=f"{fence_a.consumer_prefix}1"
     )
     assert len(taker.receive_many(10)) == 6
@@ -134,21 +134,21 @@ def test_a_dead_life_writes_nothing_and_the_next_life_does(
     pair: tuple[Broker, Broker], clock: Clock
 ) -> None:
     a, b = pair
-    entries = a.entry_count("admin", TOPIC)
+    entries = a.analysis.entry_count("admin", TOPIC)
     clock.advance(DEAD_AFTER + 1)
     assert a.cluster.beat().declared  # b is dead: its appends and dispatches are refused
     with pytest.raises(BrokerFencedError, match="declared dead"):
-        b.produce("admin", TOPIC, [OutgoingMessage(b"late")])
-    consumer = b.dispatcher("admin", TOPIC, "s")
+        b.producing.produce("admin", TOPIC, [OutgoingMessage(b"late")])
+    consumer = b.reading.dispatcher("admin", TOPIC, "s")
     with pytest.raises(BrokerFencedError):
         consumer.subscribe("c", consumer_id="bbbb.1/x")
-    assert a.entry_count("admin", TOPIC) == entries
+    assert a.analysis.entry_count("admin", TOPIC) == entries
     assert not b.cluster.beat().alive
 
     fence = b.cluster.join("bbbb", Advertised("pulsar://b:6650"))
     assert fence.epoch == 2
-    b.produce("admin", TOPIC, [OutgoingMessage(b"again")])
-    assert a.entry_count("admin", TOPIC) == entries + 1
+    b.producing.produce("admin", TOPIC, [OutgoingMessage(b"again")])
+    assert a.analysis.entry_count("admin", TOPIC) == entries + 1
     assert b.cluster.beat().alive
 
 
@@ -158,7 +158,9 @@ def test_a_restarted_broker_releases_its_earlier_life_at_once(
     a, b = pair
     old = b.cluster.fence
     assert old is not None
-    held = b.dispatcher("admin", TOPIC, "s").subscribe("c", consumer_id=f"{old.consumer_prefix}1")
+    held = b.reading.dispatcher("admin", TOPIC, "s").subscribe(
+        "c", consumer_id=f"{old.consumer_prefix}1"
+    )
     held.dispatcher.flow(held, 3)
     # No deadline waited for: the same slot's next life knows the earlier one is gone.
     new = b.cluster.join("bbbb", Advertised("pulsar://b:6650"))
@@ -167,7 +169,7 @@ def test_a_restarted_broker_releases_its_earlier_life_at_once(
     # The earlier life is fenced by the new one, not declared dead by anyone.
     b.metadata.fence = old
     with pytest.raises(BrokerFencedError):
-        b.produce("admin", TOPIC, [OutgoingMessage(b"stale")])
+        b.producing.produce("admin", TOPIC, [OutgoingMessage(b"stale")])
     assert a.cluster.beat().declared == []
 
 

@@ -20,7 +20,7 @@ def test_a_cursor_state_is_the_stored_state(broker: Broker, ids: list[MessageId]
     assert broker.context.cursor_state(TOPIC, "s").mark_delete == EARLIEST
     acknowledge(broker, TOPIC, "s", [AckTarget(ids[0].position, -1, 1)])
     assert broker.context.cursor_state(TOPIC, "s").mark_delete == ids[0].position
-    assert broker.cursor_state("admin", TOPIC, "s").mark_delete == ids[0].position
+    assert broker.analysis.cursor_state("admin", TOPIC, "s").mark_delete == ids[0].position
 
 
 def test_the_entry_index_holds_every_entry(broker: Broker, ids: list[MessageId]) -> None:
@@ -31,7 +31,7 @@ def test_the_entry_index_holds_every_entry(broker: Broker, ids: list[MessageId])
 
 
 def test_partition_topics_parse_each_partition(broker: Broker) -> None:
-    broker.create_topic("admin", TOPIC, partitions=3)
+    broker.admin.create_topic("admin", TOPIC, partitions=3)
     info = broker.access.authorized_topic("admin", Operation.CONSUME, TOPIC)
     names = broker.context.partition_topics(info)
     assert [str(n) for n in names] == info.partition_names()

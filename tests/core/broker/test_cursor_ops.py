@@ -16,6 +16,8 @@ from cursorops.core.domain.ids.position import EARLIEST, Position
 from cursorops.core.domain.plans.plan_record import PlanBinding
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import reset
+from cursorops.core.services.gating import skip as skip_slice
 from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.gating.operation import Approval
 
@@ -23,60 +25,64 @@ from .conftest import TOPIC, chunk_entries, plain_entry
 
 
 def backlog(broker: Broker) -> int:
-    return sum(a.result.messages for a in broker.analyze_backlog("admin", TOPIC, "s"))
+    return sum(a.result.messages for a in broker.analysis.analyze_backlog("admin", TOPIC, "s"))
 
 
 def test_a_plan_changes_nothing_and_its_apply_skips_it(
     broker: Broker, ids: list[MessageId]
 ) -> None:
-    plan = broker.plan_skip("admin", TOPIC, "s", [ids[2], ids[5]])
+    plan = skip_slice.plan_skip(broker.gated, "admin", TOPIC, "s", [ids[2], ids[5]])
     assert len(plan) == 2
     assert backlog(broker) == 10
-    outcome = broker.apply_skip("admin", plan, via="cli")
+    outcome = skip_slice.apply_skip(broker.gated, "admin", plan, via="cli")
     assert len(outcome.skipped) == 2
     assert backlog(broker) == 8
-    again = broker.apply_skip("admin", plan)
+    again = skip_slice.apply_skip(broker.gated, "admin", plan)
     assert (len(again.skipped), len(again.acknowledged_meanwhile)) == (0, 2)
-    [audit] = [r for r in broker.audit_log("admin", TOPIC, kind="skip") if r.detail["via"] == "cli"]
+    [audit] = [
+        r
+        for r in broker.workflow.audit_log("admin", TOPIC, kind="skip")
+        if r.detail["via"] == "cli"
+    ]
     assert audit.detail["planId"] == plan.plan_id
 
 
 def test_skip_messages_plans_and_applies(broker: Broker, ids: list[MessageId]) -> None:
-    outcome = broker.skip_messages("admin", TOPIC, "s", ids[:3])
+    outcome = skip_slice.skip_messages(broker.gated, "admin", TOPIC, "s", ids[:3])
     assert [m.position for m in outcome.skipped] == [m.position for m in ids[:3]]
-    assert broker.cursor_state("admin", TOPIC, "s").mark_delete == ids[2].position
+    assert broker.analysis.cursor_state("admin", TOPIC, "s").mark_delete == ids[2].position
     with pytest.raises(InvalidArgumentError, match="No message ids"):
-        broker.skip_messages("admin", TOPIC, "s", [])
+        skip_slice.skip_messages(broker.gated, "admin", TOPIC, "s", [])
 
 
 def test_skips_need_a_shared_subscription(broker: Broker, ids: list[MessageId]) -> None:
-    broker.create_subscription("admin", TOPIC, "x", SubscriptionType.EXCLUSIVE)
+    broker.admin.create_subscription("admin", TOPIC, "x", SubscriptionType.EXCLUSIVE)
     with pytest.raises(UnsupportedSubscriptionTypeError):
-        broker.plan_skip("admin", TOPIC, "x", ids[:1])
+        skip_slice.plan_skip(broker.gated, "admin", TOPIC, "x", ids[:1])
 
 
 def test_skip_and_reset_are_refused_without_approval_there(
     broker: Broker, ids: list[MessageId]
 ) -> None:
-    plan = broker.plan_skip("admin", TOPIC, "s", ids[:1])
-    broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    plan = skip_slice.plan_skip(broker.gated, "admin", TOPIC, "s", ids[:1])
+    broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
     with pytest.raises(ApprovalRequiredError):
-        broker.skip_messages("admin", TOPIC, "s", ids[:1])
+        skip_slice.skip_messages(broker.gated, "admin", TOPIC, "s", ids[:1])
     with pytest.raises(ApprovalRequiredError):
-        broker.apply_skip("admin", plan)
+        skip_slice.apply_skip(broker.gated, "admin", plan)
     with pytest.raises(ApprovalRequiredError):
-        broker.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
+        reset.reset_cursor(broker.gated, "admin", TOPIC, "s", timestamp_ms=0)
     assert backlog(broker) == 10
 
 
 def test_reset_to_a_position_and_to_a_time(broker: Broker, ids: list[MessageId]) -> None:
-    marks = broker.reset_cursor("admin", TOPIC, "s", position=ids[4].position)
-    assert marks == {TOPIC: str(broker.cursor_state("admin", TOPIC, "s").mark_delete)}
-    assert [m.payload for m in broker.peek_messages("admin", TOPIC, "s", 1)] == [b"4"]
-    broker.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
+    marks = reset.reset_cursor(broker.gated, "admin", TOPIC, "s", position=ids[4].position)
+    assert marks == {TOPIC: str(broker.analysis.cursor_state("admin", TOPIC, "s").mark_delete)}
+    assert [m.payload for m in broker.reading.peek_messages("admin", TOPIC, "s", 1)] == [b"4"]
+    reset.reset_cursor(broker.gated, "admin", TOPIC, "s", timestamp_ms=0)
     assert backlog(broker) == 10
     with pytest.raises(InvalidArgumentError, match="exactly one"):
-        broker.reset_cursor("admin", TOPIC, "s")
+        reset.reset_cursor(broker.gated, "admin", TOPIC, "s")
 
 
 def test_a_reset_target_is_an_entry_the_start_or_the_end(
@@ -93,28 +99,28 @@ def test_a_reset_target_is_an_entry_the_start_or_the_end(
 def test_an_approved_plan_applies_where_approval_is_required(
     broker: Broker, ids: list[MessageId]
 ) -> None:
-    broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
-    plan = broker.plan_skip("admin", TOPIC, "s", ids[:2])
+    broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    plan = skip_slice.plan_skip(broker.gated, "admin", TOPIC, "s", ids[:2])
     binding = PlanBinding(dag_id="d", run_id="r", requester="ann", role="admin")
-    record = broker.save_plan_record(binding, plan, {"plan": "document"})
+    record = broker.workflow.save_plan_record(binding, plan, {"plan": "document"})
     approval = Approval(record, ("bob",))
     outcome = skips.apply_approved_skip(broker.gated, plan, approval, any_type=False)
     assert len(outcome.skipped) == 2
     assert backlog(broker) == 8
-    [audit] = broker.audit_log("admin", TOPIC, kind="skip")
+    [audit] = broker.workflow.audit_log("admin", TOPIC, kind="skip")
     assert (audit.detail["approvedBy"], audit.detail["via"]) == (["bob"], "airflow")
 
 
 def test_a_skip_of_one_chunk_id_skips_its_message_whole(broker: Broker) -> None:
-    broker.create_topic("admin", TOPIC)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
     a = chunk_entries(b"A" * 30, 3, uuid="big-7")
-    positions = broker.append_entries(
+    positions = broker.producing.append_entries(
         "admin", TOPIC, [a[0], plain_entry(b"x"), a[1], a[2], plain_entry(b"y")]
     )
     ledger = positions[0].ledger_id
-    outcome = broker.skip_messages("admin", TOPIC, "s", [MessageId(ledger, 2)])
+    outcome = skip_slice.skip_messages(broker.gated, "admin", TOPIC, "s", [MessageId(ledger, 2)])
     assert sorted(m.entry_id for m in outcome.skipped) == [0, 2, 3]
-    assert sum(a.result.messages for a in broker.analyze_backlog("admin", TOPIC, "s")) == 2
+    assert sum(a.result.messages for a in broker.analysis.analyze_backlog("admin", TOPIC, "s")) == 2

@@ -19,6 +19,7 @@ from cursorops.core.domain.errors import (
 )
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import unsubscribe
 from cursorops.core.services.producer import OutgoingMessage
 
 TOPIC = "persistent://acme/ops/orders"
@@ -30,17 +31,21 @@ GATED = f"persistent://{GATED_NS}/orders"
 def _state(broker: Broker) -> object:
     """What a refusal must leave as it was: tenants, namespaces, topics, subscriptions,
     backlogs and the audit log."""
-    namespaces = {t: broker.list_namespaces("admin", t) for t in broker.list_tenants("admin")}
-    topics = {ns: broker.list_topics("admin", ns) for names in namespaces.values() for ns in names}
+    namespaces = {
+        t: broker.admin.list_namespaces("admin", t) for t in broker.admin.list_tenants("admin")
+    }
+    topics = {
+        ns: broker.admin.list_topics("admin", ns) for names in namespaces.values() for ns in names
+    }
     subscriptions = {
         t.name: [
             (
                 s.name,
-                broker.topic_stats("admin", t.name).to_pulsar_json()["subscriptions"][s.name][
-                    "msgBacklog"
-                ],
+                broker.analysis.topic_stats("admin", t.name).to_pulsar_json()["subscriptions"][
+                    s.name
+                ]["msgBacklog"],
             )
-            for s in broker.list_subscriptions("admin", t.name)
+            for s in broker.admin.list_subscriptions("admin", t.name)
         ]
         for listed in topics.values()
         for t in listed
@@ -51,20 +56,20 @@ def _state(broker: Broker) -> object:
 
 @pytest.fixture
 def seeded(broker: Broker) -> Broker:
-    broker.create_topic("admin", TOPIC)
-    broker.create_topic("admin", PARTITIONED, 3)
+    broker.admin.create_topic("admin", TOPIC)
+    broker.admin.create_topic("admin", PARTITIONED, 3)
     for topic in (TOPIC, PARTITIONED):
-        broker.create_subscription(
+        broker.admin.create_subscription(
             "admin", topic, "s", SubscriptionType.SHARED, initial_position="earliest"
         )
-        broker.produce("admin", topic, [OutgoingMessage(b"%d" % i) for i in range(6)])
-    broker.create_namespace("admin", GATED_NS)
-    broker.set_namespace_policy("admin", GATED_NS, skip_requires_approval=True)
-    broker.create_topic("admin", GATED)
-    broker.create_subscription(
+        broker.producing.produce("admin", topic, [OutgoingMessage(b"%d" % i) for i in range(6)])
+    broker.admin.create_namespace("admin", GATED_NS)
+    broker.admin.set_namespace_policy("admin", GATED_NS, skip_requires_approval=True)
+    broker.admin.create_topic("admin", GATED)
+    broker.admin.create_subscription(
         "admin", GATED, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    broker.produce("admin", GATED, [OutgoingMessage(b"x")])
+    broker.producing.produce("admin", GATED, [OutgoingMessage(b"x")])
     return broker
 
 
@@ -77,52 +82,60 @@ def _refused(broker: Broker, call: object, error: type[Exception], match: str | 
 
 
 def test_a_tenant_or_namespace_with_something_left_is_not_deleted(seeded: Broker) -> None:
-    said = _refused(seeded, lambda: seeded.delete_tenant("admin", "acme"), NotEmptyError)
+    said = _refused(seeded, lambda: seeded.deletion.delete_tenant("admin", "acme"), NotEmptyError)
     assert said.startswith("The tenant still has active namespaces: acme/gated, acme/ops")
-    said = _refused(seeded, lambda: seeded.delete_namespace("admin", "acme/ops"), NotEmptyError)
+    said = _refused(
+        seeded, lambda: seeded.deletion.delete_namespace("admin", "acme/ops"), NotEmptyError
+    )
     assert said.startswith("Cannot delete non empty namespace acme/ops")
     assert "topics delete" in said
 
 
 def test_deleting_everything_in_order(seeded: Broker) -> None:
-    seeded.delete_topic("admin", TOPIC, partitioned=False)
-    seeded.delete_topic("admin", PARTITIONED, partitioned=True)
-    assert seeded.list_topics("admin", "acme/ops") == []
-    seeded.grant_permission("admin", "acme/ops", "ops", ["consume"])
-    seeded.delete_namespace("admin", "acme/ops")
-    assert "acme/ops" not in seeded.list_namespaces("admin", "acme")
+    seeded.deletion.delete_topic("admin", TOPIC, partitioned=False)
+    seeded.deletion.delete_topic("admin", PARTITIONED, partitioned=True)
+    assert seeded.admin.list_topics("admin", "acme/ops") == []
+    seeded.admin.grant_permission("admin", "acme/ops", "ops", ["consume"])
+    seeded.deletion.delete_namespace("admin", "acme/ops")
+    assert "acme/ops" not in seeded.admin.list_namespaces("admin", "acme")
     # Its permissions and policies went with it: a namespace of the same name starts bare.
-    seeded.create_namespace("admin", "acme/ops")
+    seeded.admin.create_namespace("admin", "acme/ops")
     assert seeded.metadata.get_namespace("acme/ops").permissions == {}
-    seeded.delete_namespace("admin", "acme/ops")
-    seeded.set_namespace_policy("admin", GATED_NS, skip_requires_approval=False)
-    seeded.delete_subscription("admin", GATED, "s")
-    seeded.delete_topic("admin", GATED, partitioned=False)
-    seeded.delete_namespace("admin", GATED_NS)
-    seeded.delete_tenant("admin", "acme")
-    assert "acme" not in seeded.list_tenants("admin")
+    seeded.deletion.delete_namespace("admin", "acme/ops")
+    seeded.admin.set_namespace_policy("admin", GATED_NS, skip_requires_approval=False)
+    unsubscribe.delete_subscription(seeded.gated, "admin", GATED, "s")
+    seeded.deletion.delete_topic("admin", GATED, partitioned=False)
+    seeded.deletion.delete_namespace("admin", GATED_NS)
+    seeded.deletion.delete_tenant("admin", "acme")
+    assert "acme" not in seeded.admin.list_tenants("admin")
     with pytest.raises(TenantNotFoundError):
-        seeded.delete_tenant("admin", "acme")
+        seeded.deletion.delete_tenant("admin", "acme")
 
 
 def test_who_may_delete(seeded: Broker) -> None:
-    seeded.grant_permission("admin", "acme/ops", "ops", ["consume", "produce"])
+    seeded.admin.grant_permission("admin", "acme/ops", "ops", ["consume", "produce"])
     for role in ("ops", "stranger"):
         _refused(
             seeded,
-            lambda role=role: seeded.delete_topic(role, TOPIC, partitioned=False),
+            lambda role=role: seeded.deletion.delete_topic(role, TOPIC, partitioned=False),
             NotAuthorizedError,
         )
         _refused(
-            seeded, lambda role=role: seeded.delete_namespace(role, "acme/ops"), NotAuthorizedError
+            seeded,
+            lambda role=role: seeded.deletion.delete_namespace(role, "acme/ops"),
+            NotAuthorizedError,
         )
     # A tenant admin deletes inside the tenant, never the tenant itself.
-    _refused(seeded, lambda: seeded.delete_tenant("acme-admin", "acme"), NotAuthorizedError)
-    seeded.delete_topic("acme-admin", TOPIC, partitioned=False)
+    _refused(
+        seeded, lambda: seeded.deletion.delete_tenant("acme-admin", "acme"), NotAuthorizedError
+    )
+    seeded.deletion.delete_topic("acme-admin", TOPIC, partitioned=False)
     # A refusal says nothing of whether a topic exists.
     said = _refused(
         seeded,
-        lambda: seeded.delete_topic("ops", "persistent://acme/ops/nosuch", partitioned=False),
+        lambda: seeded.deletion.delete_topic(
+            "ops", "persistent://acme/ops/nosuch", partitioned=False
+        ),
         NotAuthorizedError,
     )
     assert "not found" not in said
@@ -131,48 +144,57 @@ def test_who_may_delete(seeded: Broker) -> None:
 def test_the_kind_must_match(seeded: Broker) -> None:
     said = _refused(
         seeded,
-        lambda: seeded.delete_topic("admin", PARTITIONED, partitioned=False),
+        lambda: seeded.deletion.delete_topic("admin", PARTITIONED, partitioned=False),
         InvalidArgumentError,
     )
     assert "delete-partitioned-topic" in said
     said = _refused(
-        seeded, lambda: seeded.delete_topic("admin", TOPIC, partitioned=True), InvalidArgumentError
+        seeded,
+        lambda: seeded.deletion.delete_topic("admin", TOPIC, partitioned=True),
+        InvalidArgumentError,
     )
     assert "topics delete" in said
     _refused(
         seeded,
-        lambda: seeded.delete_topic("admin", f"{PARTITIONED}-partition-0", partitioned=False),
+        lambda: seeded.deletion.delete_topic(
+            "admin", f"{PARTITIONED}-partition-0", partitioned=False
+        ),
         InvalidArgumentError,
         "names a partition",
     )
     _refused(
         seeded,
-        lambda: seeded.delete_topic("admin", "persistent://acme/ops/nosuch", partitioned=False),
+        lambda: seeded.deletion.delete_topic(
+            "admin", "persistent://acme/ops/nosuch", partitioned=False
+        ),
         TopicNotFoundError,
     )
 
 
 def test_a_connected_consumer_keeps_the_topic_unless_forced(seeded: Broker) -> None:
-    consumer = seeded.dispatcher("admin", PARTITIONED, "s").subscribe("worker")
+    consumer = seeded.reading.dispatcher("admin", PARTITIONED, "s").subscribe("worker")
     said = _refused(
         seeded,
-        lambda: seeded.delete_topic("admin", PARTITIONED, partitioned=True),
+        lambda: seeded.deletion.delete_topic("admin", PARTITIONED, partitioned=True),
         SubscriptionBusyError,
     )
     assert "active producers/subscriptions" in said and "force" in said
-    assert seeded.delete_topic("admin", PARTITIONED, partitioned=True, force=True) == ["s"]
+    assert seeded.deletion.delete_topic("admin", PARTITIONED, partitioned=True, force=True) == ["s"]
     # The forced delete took the consumer's subscription: nothing is left for it to close.
     with pytest.raises(SubscriptionNotFoundError):
         consumer.close()
-    assert [t.name for t in seeded.list_topics("admin", "acme/ops")] == [TOPIC]
+    assert [t.name for t in seeded.admin.list_topics("admin", "acme/ops")] == [TOPIC]
 
 
 def test_a_deleted_topic_leaves_its_history_and_no_files(seeded: Broker) -> None:
     root = Path(seeded.config.ledger_root)
     folder = root / "acme" / "ops" / "events"
     assert list(folder.rglob("*.parquet"))
-    seeded.create_subscription("admin", PARTITIONED, "other", SubscriptionType.SHARED)
-    assert seeded.delete_topic("admin", PARTITIONED, partitioned=True, via="cli") == ["other", "s"]
+    seeded.admin.create_subscription("admin", PARTITIONED, "other", SubscriptionType.SHARED)
+    assert seeded.deletion.delete_topic("admin", PARTITIONED, partitioned=True, via="cli") == [
+        "other",
+        "s",
+    ]
     assert not folder.exists()
     records = seeded.metadata.audit_log(PARTITIONED)
     kinds = sorted((r.kind, r.subscription) for r in records)
@@ -182,12 +204,12 @@ def test_a_deleted_topic_leaves_its_history_and_no_files(seeded: Broker) -> None
     assert topic_record.detail["subscriptions"] == ["other", "s"]
     assert topic_record.detail["via"] == "cli"
     # Created again, the topic starts empty; its old data is nowhere.
-    seeded.create_topic("admin", PARTITIONED, 3)
-    seeded.create_subscription(
+    seeded.admin.create_topic("admin", PARTITIONED, 3)
+    seeded.admin.create_subscription(
         "admin", PARTITIONED, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
     assert (
-        seeded.topic_stats("admin", PARTITIONED).to_pulsar_json()["subscriptions"]["s"][
+        seeded.analysis.topic_stats("admin", PARTITIONED).to_pulsar_json()["subscriptions"]["s"][
             "msgBacklog"
         ]
         == 0
@@ -200,7 +222,9 @@ def test_an_approval_namespace_keeps_a_topic_that_has_subscriptions(seeded: Brok
     for force in (False, True):
         said = _refused(
             seeded,
-            lambda force=force: seeded.delete_topic("admin", GATED, partitioned=False, force=force),
+            lambda force=force: seeded.deletion.delete_topic(
+                "admin", GATED, partitioned=False, force=force
+            ),
             ApprovalRequiredError,
         )
         assert "cursorops_unsubscribe" in said and "nothing deleted" in said
@@ -208,14 +232,14 @@ def test_an_approval_namespace_keeps_a_topic_that_has_subscriptions(seeded: Brok
     # gone through their workflow, the topic goes, and a subscription created again under
     # the old name starts at the latest message only.
     # (What the approved workflow applies: an audited unsubscribe.)
-    seeded.set_namespace_policy("admin", GATED_NS, skip_requires_approval=False)
-    seeded.delete_subscription("admin", GATED, "s")
-    seeded.set_namespace_policy("admin", GATED_NS, skip_requires_approval=True)
-    seeded.delete_topic("admin", GATED, partitioned=False)
-    seeded.create_topic("admin", GATED)
+    seeded.admin.set_namespace_policy("admin", GATED_NS, skip_requires_approval=False)
+    unsubscribe.delete_subscription(seeded.gated, "admin", GATED, "s")
+    seeded.admin.set_namespace_policy("admin", GATED_NS, skip_requires_approval=True)
+    seeded.deletion.delete_topic("admin", GATED, partitioned=False)
+    seeded.admin.create_topic("admin", GATED)
     _refused(
         seeded,
-        lambda: seeded.create_subscription(
+        lambda: seeded.admin.create_subscription(
             "admin", GATED, "s", SubscriptionType.SHARED, initial_position="earliest"
         ),
         ApprovalRequiredError,
@@ -225,53 +249,53 @@ def test_an_approval_namespace_keeps_a_topic_that_has_subscriptions(seeded: Brok
 def test_a_topic_deleted_with_its_subscriptions_gives_them_history(seeded: Broker) -> None:
     """On an open namespace that later requires approval, a subscription deleted with its
     topic counts as unsubscribed: created again, it starts at the latest message only."""
-    seeded.delete_topic("admin", TOPIC, partitioned=False)
-    seeded.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
-    seeded.create_topic("admin", TOPIC)
-    seeded.produce("admin", TOPIC, [OutgoingMessage(b"new")])
+    seeded.deletion.delete_topic("admin", TOPIC, partitioned=False)
+    seeded.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    seeded.admin.create_topic("admin", TOPIC)
+    seeded.producing.produce("admin", TOPIC, [OutgoingMessage(b"new")])
     with pytest.raises(ApprovalRequiredError, match="has history"):
-        seeded.create_subscription(
+        seeded.admin.create_subscription(
             "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
         )
 
 
 def test_produce_and_subscribe_create_a_missing_topic_where_allowed(seeded: Broker) -> None:
-    seeded.grant_permission("admin", "acme/ops", "writer", ["produce"])
-    seeded.grant_permission("admin", "acme/ops", "reader", ["consume"])
+    seeded.admin.grant_permission("admin", "acme/ops", "writer", ["produce"])
+    seeded.admin.grant_permission("admin", "acme/ops", "reader", ["consume"])
     fresh = "persistent://acme/ops/fresh"
-    seeded.produce("writer", fresh, [OutgoingMessage(b"a")])
-    assert fresh in [t.name for t in seeded.list_topics("admin", "acme/ops")]
+    seeded.producing.produce("writer", fresh, [OutgoingMessage(b"a")])
+    assert fresh in [t.name for t in seeded.admin.list_topics("admin", "acme/ops")]
     other = "persistent://acme/ops/other"
-    seeded.create_subscription("reader", other, "s", SubscriptionType.SHARED)
-    assert [s.name for s in seeded.list_subscriptions("admin", other)] == ["s"]
+    seeded.admin.create_subscription("reader", other, "s", SubscriptionType.SHARED)
+    assert [s.name for s in seeded.admin.list_subscriptions("admin", other)] == ["s"]
     # A role that may not produce there creates nothing, and learns nothing.
     with pytest.raises(NotAuthorizedError):
-        seeded.produce("reader", "persistent://acme/ops/third", [OutgoingMessage(b"a")])
+        seeded.producing.produce("reader", "persistent://acme/ops/third", [OutgoingMessage(b"a")])
     assert "persistent://acme/ops/third" not in [
-        t.name for t in seeded.list_topics("admin", "acme/ops")
+        t.name for t in seeded.admin.list_topics("admin", "acme/ops")
     ]
 
 
 def test_a_namespace_that_does_not_create_topics_names_topics_create(seeded: Broker) -> None:
     with pytest.raises(NotAuthorizedError):
-        seeded.set_auto_topic_creation("ops", "acme/ops", False)
-    seeded.set_auto_topic_creation("acme-admin", "acme/ops", False)
-    assert seeded.auto_topic_creation_policy("admin", "acme/ops") is False
+        seeded.policies.set_auto_topic_creation("ops", "acme/ops", False)
+    seeded.policies.set_auto_topic_creation("acme-admin", "acme/ops", False)
+    assert seeded.policies.auto_topic_creation_policy("admin", "acme/ops") is False
     fresh = "persistent://acme/ops/fresh"
     said = _refused(
         seeded,
-        lambda: seeded.produce("admin", fresh, [OutgoingMessage(b"a")]),
+        lambda: seeded.producing.produce("admin", fresh, [OutgoingMessage(b"a")]),
         TopicNotFoundError,
     )
     assert f"cursorops topics create {fresh}" in said
     _refused(
         seeded,
-        lambda: seeded.create_subscription("admin", fresh, "s", SubscriptionType.SHARED),
+        lambda: seeded.admin.create_subscription("admin", fresh, "s", SubscriptionType.SHARED),
         TopicNotFoundError,
         "topics create",
     )
     # An existing topic is used as before.
-    seeded.produce("admin", TOPIC, [OutgoingMessage(b"a")])
-    seeded.set_auto_topic_creation("admin", "acme/ops", None)
-    assert seeded.auto_topic_creation_policy("admin", "acme/ops") is None
-    seeded.produce("admin", fresh, [OutgoingMessage(b"a")])
+    seeded.producing.produce("admin", TOPIC, [OutgoingMessage(b"a")])
+    seeded.policies.set_auto_topic_creation("admin", "acme/ops", None)
+    assert seeded.policies.auto_topic_creation_policy("admin", "acme/ops") is None
+    seeded.producing.produce("admin", fresh, [OutgoingMessage(b"a")])

@@ -12,6 +12,8 @@ from cursorops.core.domain.analysis.poison_radar import RadarLimits
 from cursorops.core.domain.config import Config
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import redrive, reset
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
 
 from ..conftest import Clock
@@ -30,16 +32,18 @@ def metadata_url(request: pytest.FixtureRequest, tmp_path) -> str:  # type: igno
 def poison_pill(broker: Broker) -> None:
     """Ten orders in batches of 4, keyed; order 5 (entry 1, index 1) is negatively
     acknowledged ``NACKS`` times, every other order is acknowledged."""
-    broker.create_topic("admin", TOPIC)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    broker.create_subscription(
+    broker.admin.create_subscription(
         "admin", TOPIC, "idle", SubscriptionType.SHARED, initial_position="earliest"
     )
     orders = [OutgoingMessage(b"order %d" % i, key=f"customer-{i}") for i in range(10)]
-    broker.produce("admin", TOPIC, orders, batch_size=4)
-    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c", receiver_queue_size=100)
+    broker.producing.produce("admin", TOPIC, orders, batch_size=4)
+    consumer = broker.reading.dispatcher("admin", TOPIC, "s").subscribe(
+        "c", receiver_queue_size=100
+    )
     for _ in range(NACKS):
         for message in consumer.receive_many(100):
             if message.payload == POISON:
@@ -53,7 +57,7 @@ def test_the_radar_lists_exactly_the_poison_pill(
     broker: Broker, clock: Clock, home_config: Config, capsys: pytest.CaptureFixture[str]
 ) -> None:
     poison_pill(broker)
-    radars = {r.subscription: r for r in broker.poison_radar("admin", TOPIC)}
+    radars = {r.subscription: r for r in broker.analysis.poison_radar("admin", TOPIC)}
     found = radars["s"].result
     assert (found.stuck, found.redelivered, found.behind_acks) == (1, 1, 0)
     (pill,) = found.listed
@@ -68,10 +72,10 @@ def test_the_radar_lists_exactly_the_poison_pill(
     assert radars["idle"].result.stuck == 0
     # Ten minutes later it is also old and behind the acknowledged orders 6 to 9.
     clock.advance(600_000)
-    (later,) = broker.poison_radar("admin", TOPIC, "s")
+    (later,) = broker.analysis.poison_radar("admin", TOPIC, "s")
     assert later.result.listed[0].behind_acks and later.result.listed[0].age_ms == 600_000
     # Above its count, it is no longer a redelivery finding; off, it is not behind either.
-    quiet = broker.poison_radar("admin", TOPIC, "s", RadarLimits(NACKS + 1, None, 50))
+    quiet = broker.analysis.poison_radar("admin", TOPIC, "s", RadarLimits(NACKS + 1, None, 50))
     assert quiet[0].result.stuck == 0
 
     home = ["--home", str(home_config.home), "--metadata-url", home_config.metadata_url]
@@ -90,15 +94,17 @@ def test_a_chunked_poison_pill_is_one_finding(broker: Broker) -> None:
     """A, in three chunks with x between its first two, is negatively acknowledged
     ``NACKS`` times; x and y after it are acknowledged. A is one stuck message, listed at
     its last chunk, the id a skip takes whole."""
-    broker.create_topic("admin", TOPIC)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
     a = chunk_entries(b"A" * 30, 3, uuid="big-7")
-    stored = broker.append_entries(
+    stored = broker.producing.append_entries(
         "admin", TOPIC, [a[0], plain_entry(b"x"), a[1], a[2], plain_entry(b"y")]
     )
-    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c", receiver_queue_size=100)
+    consumer = broker.reading.dispatcher("admin", TOPIC, "s").subscribe(
+        "c", receiver_queue_size=100
+    )
     for _ in range(NACKS):
         for message in consumer.receive_many(100):
             if message.chunk is not None:
@@ -107,7 +113,7 @@ def test_a_chunked_poison_pill_is_one_finding(broker: Broker) -> None:
                 consumer.acknowledge(message)
     consumer.close()
     # Its chunks were published long ago (at 1 s), before y, acknowledged: behind too.
-    (radar,) = broker.poison_radar("admin", TOPIC, "s")
+    (radar,) = broker.analysis.poison_radar("admin", TOPIC, "s")
     assert (radar.result.stuck, radar.result.redelivered, radar.result.behind_acks) == (1, 1, 1)
     (pill,) = radar.result.listed
     assert (pill.triplet, pill.key, pill.redelivery_count) == (
@@ -145,20 +151,22 @@ def test_the_seeded_case_lists_every_pill_and_no_healthy_message(
     dead-letter topic's reader. Ten minutes later every message is old: the acknowledgements
     of the skip and the redrive are no evidence, so precision and recall are both 1."""
     dlq = f"{TOPIC}-billing-DLQ"
-    broker.create_topic("admin", TOPIC, 2)
+    broker.admin.create_topic("admin", TOPIC, 2)
     for name in ("billing", "audit"):
-        broker.create_subscription(
+        broker.admin.create_subscription(
             "admin", TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
         )
-    broker.create_topic("admin", dlq)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", dlq)
+    broker.admin.create_subscription(
         "admin", dlq, "dlq-reader", SubscriptionType.SHARED, initial_position="earliest"
     )
     nacked = {b"order 5", b"order 14"}
     held = b"order 2"
     first = [OutgoingMessage(b"order %d" % i, key=f"customer-{i % 5}") for i in range(24)]
-    produced = broker.produce("admin", TOPIC, first, batch_size=4)
-    consumer = broker.dispatcher("admin", TOPIC, "billing").subscribe("c", receiver_queue_size=100)
+    produced = broker.producing.produce("admin", TOPIC, first, batch_size=4)
+    consumer = broker.reading.dispatcher("admin", TOPIC, "billing").subscribe(
+        "c", receiver_queue_size=100
+    )
     for _ in range(NACKS):
         for message in consumer.receive_many(100):
             if message.payload in nacked:
@@ -167,13 +175,15 @@ def test_the_seeded_case_lists_every_pill_and_no_healthy_message(
                 consumer.acknowledge(message)
     consumer.close()
     later = [OutgoingMessage(b"order %d" % i, key=f"customer-{i % 5}") for i in range(24, 40)]
-    produced += broker.produce("admin", TOPIC, later)
+    produced += broker.producing.produce("admin", TOPIC, later)
     last_of_each = {m.partition: m for m in produced[24:]}
-    broker.skip_messages("admin", TOPIC, "billing", list(last_of_each.values()))
-    broker.produce(
+    skips.skip_messages(broker.gated, "admin", TOPIC, "billing", list(last_of_each.values()))
+    broker.producing.produce(
         "admin", dlq, [OutgoingMessage(b"dead %d" % i, key=f"customer-{i}") for i in range(2)]
     )
-    redriven = broker.apply_redrive("admin", broker.plan_redrive("admin", TOPIC, "billing"))
+    redriven = redrive.apply_redrive(
+        broker.gated, "admin", redrive.plan_redrive(broker.gated, "admin", TOPIC, "billing")
+    )
     assert len(redriven.published) == 2
     clock.advance(600_000)
 
@@ -183,7 +193,7 @@ def test_the_seeded_case_lists_every_pill_and_no_healthy_message(
     }
     pills = {t for t, p in payload_of.items() if p in nacked | {held}}
     healthy = {t for t, p in payload_of.items() if t not in pills}
-    radars = {r.subscription: r for r in broker.poison_radar("admin", TOPIC)}
+    radars = {r.subscription: r for r in broker.analysis.poison_radar("admin", TOPIC)}
     listed = {(m.partition, m.triplet) for m in radars["billing"].result.listed}
     found = listed & pills
     precision = len(found) / len(listed)
@@ -196,7 +206,7 @@ def test_the_seeded_case_lists_every_pill_and_no_healthy_message(
     assert radars["billing"].result.stuck == 3
     # Nobody consumed on "audit": the redrive's acknowledgements there are no evidence.
     assert radars["audit"].result.stuck == 0
-    (dead,) = broker.poison_radar("admin", dlq)
+    (dead,) = broker.analysis.poison_radar("admin", dlq)
     assert dead.result.stuck == 0
 
 
@@ -210,17 +220,21 @@ def test_a_reset_leaves_no_consumer_acknowledgement_to_be_behind(
     clock.advance(600_000)
     assert broker.metadata.consumer_acks(TOPIC, "s") != {}
     assert broker.metadata.consumer_acks(TOPIC, "idle") == {}
-    broker.skip_messages(
-        "admin", TOPIC, "idle", [broker.peek_messages("admin", TOPIC, "idle", 10)[-1].message_id]
+    skips.skip_messages(
+        broker.gated,
+        "admin",
+        TOPIC,
+        "idle",
+        [broker.reading.peek_messages("admin", TOPIC, "idle", 10)[-1].message_id],
     )
     assert broker.metadata.consumer_acks(TOPIC, "idle") == {}
-    (before,) = broker.poison_radar("admin", TOPIC, "s")
+    (before,) = broker.analysis.poison_radar("admin", TOPIC, "s")
     assert before.result.behind_acks == 1
-    broker.reset_cursor("admin", TOPIC, "s", timestamp_ms=0)
+    reset.reset_cursor(broker.gated, "admin", TOPIC, "s", timestamp_ms=0)
     assert broker.metadata.consumer_acks(TOPIC, "s") == {}
-    (after,) = broker.poison_radar("admin", TOPIC, "s")
+    (after,) = broker.analysis.poison_radar("admin", TOPIC, "s")
     assert after.result.behind_acks == 0
-    assert len(broker.peek_messages("admin", TOPIC, "s", 100)) == 10
+    assert len(broker.reading.peek_messages("admin", TOPIC, "s", 100)) == 10
 
 
 def test_churn_and_delayed_messages_are_no_pills(broker: Broker, clock: Clock) -> None:
@@ -236,18 +250,18 @@ def test_churn_and_delayed_messages_are_no_pills(broker: Broker, clock: Clock) -
     (precision and recall 1.0). Counting churn as redelivery listed the later orders;
     aging the delayed messages from their publish time listed them behind the acknowledged
     orders."""
-    broker.create_topic("admin", TOPIC, 2)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC, 2)
+    broker.admin.create_subscription(
         "admin", TOPIC, "billing", SubscriptionType.SHARED, initial_position="earliest"
     )
     due = clock() + 2 * 3_600_000
     delayed = [
         OutgoingMessage(b"reminder %d" % i, key=f"customer-{i}", deliver_at=due) for i in range(4)
     ]
-    produced = broker.produce("admin", TOPIC, delayed)
+    produced = broker.producing.produce("admin", TOPIC, delayed)
     orders = [OutgoingMessage(b"order %d" % i, key=f"customer-{i % 5}") for i in range(30)]
-    produced += broker.produce("admin", TOPIC, orders, batch_size=4)
-    dispatcher = broker.dispatcher("admin", TOPIC, "billing")
+    produced += broker.producing.produce("admin", TOPIC, orders, batch_size=4)
+    dispatcher = broker.reading.dispatcher("admin", TOPIC, "billing")
 
     def restarts() -> None:
         for _ in range(NACKS):
@@ -266,10 +280,10 @@ def test_churn_and_delayed_messages_are_no_pills(broker: Broker, clock: Clock) -
                 worker.acknowledge(message)
     worker.close()
     later = [OutgoingMessage(b"order %d" % i, key=f"customer-{i % 5}") for i in range(30, 40)]
-    produced += broker.produce("admin", TOPIC, later)
+    produced += broker.producing.produce("admin", TOPIC, later)
     restarts()
     last_of_each = {m.partition: m for m in produced[-len(later) :]}
-    broker.skip_messages("admin", TOPIC, "billing", list(last_of_each.values()))
+    skips.skip_messages(broker.gated, "admin", TOPIC, "billing", list(last_of_each.values()))
     clock.advance(600_000)
 
     payload_of = {
@@ -277,7 +291,7 @@ def test_churn_and_delayed_messages_are_no_pills(broker: Broker, clock: Clock) -
         for m, p in zip(produced, delayed + orders + later, strict=True)
     }
     pills = {t for t, p in payload_of.items() if p in nacked}
-    (radar,) = broker.poison_radar("admin", TOPIC, "billing")
+    (radar,) = broker.analysis.poison_radar("admin", TOPIC, "billing")
     listed = {(m.partition, m.triplet) for m in radar.result.listed}
     found = listed & pills
     precision = len(found) / len(listed) if listed else 0.0
@@ -286,7 +300,7 @@ def test_churn_and_delayed_messages_are_no_pills(broker: Broker, clock: Clock) -
     assert radar.result.stuck == 3
     assert {m.redelivery_count for m in radar.result.listed} == {NACKS}
     # What the radar read is what peek-messages shows and a consumer receives.
-    peeked = broker.peek_messages("admin", TOPIC, "billing", 100)
+    peeked = broker.reading.peek_messages("admin", TOPIC, "billing", 100)
     assert {m.payload: m.redelivery_count for m in peeked if m.payload in nacked} == dict.fromkeys(
         nacked, NACKS
     )

@@ -62,8 +62,8 @@ def test_the_last_position_is_the_last_entry(broker: Broker, ids: list[MessageId
 
 def test_one_partition_is_read_alone(broker: Broker) -> None:
     topic = "persistent://acme/ops/parted"
-    broker.create_topic("admin", topic, partitions=2)
-    broker.create_subscription("admin", topic, "s", initial_position="earliest")
+    broker.admin.create_topic("admin", topic, partitions=2)
+    broker.admin.create_subscription("admin", topic, "s", initial_position="earliest")
     with pytest.raises(TopicNotFoundError):
         broker.reading.peek_messages("admin", f"{topic}-partition-2", "s", 1)
     dispatcher = broker.reading.dispatcher("admin", topic, "s", partition=1)

@@ -18,6 +18,7 @@ from cursorops.core.domain.ids.topic_name import TopicName, dead_letter_topic
 from cursorops.core.domain.redriven_metadata import redriven_metadata
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import redrive, unsubscribe
 from cursorops.core.services.gating.redrive import (
     ORIGIN_PROPERTY,
     ORIGIN_TOPIC_PROPERTY,
@@ -37,7 +38,7 @@ SUBSCRIPTIONS = ("audit", "billing", "shipping")
 
 
 def backlog(broker: Broker, topic: str, subscription: str) -> int:
-    return len(broker.peek_messages("admin", topic, subscription, 1_000_000))
+    return len(broker.reading.peek_messages("admin", topic, subscription, 1_000_000))
 
 
 @pytest.fixture
@@ -46,16 +47,16 @@ def seeded(broker: Broker) -> Broker:
     messages dead-lettered for ``billing``, as a client's dead-letter producer writes them
     (key, ordering key, event time and the client's properties), read by the DLQ's
     ``dlq-reader``."""
-    broker.create_topic("admin", TOPIC)
+    broker.admin.create_topic("admin", TOPIC)
     for sub in SUBSCRIPTIONS:
-        broker.create_subscription(
+        broker.admin.create_subscription(
             "admin", TOPIC, sub, SubscriptionType.SHARED, initial_position="earliest"
         )
-    broker.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(6)])
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(6)])
     for sub in SUBSCRIPTIONS:
-        broker.consume("admin", TOPIC, sub, 2, ack=True)
-    broker.create_topic("admin", DLQ)
-    broker.create_subscription(
+        broker.reading.consume("admin", TOPIC, sub, 2, ack=True)
+    broker.admin.create_topic("admin", DLQ)
+    broker.admin.create_subscription(
         "admin", DLQ, "dlq-reader", SubscriptionType.SHARED, initial_position="earliest"
     )
     messages = [
@@ -78,7 +79,7 @@ def seeded(broker: Broker) -> Broker:
         for i, m in enumerate(messages)
     ]
     for entry, sequence in zip(entries, range(5), strict=True):
-        broker.append_entries("admin", DLQ, [_with_sequence(entry, sequence)])
+        broker.producing.append_entries("admin", DLQ, [_with_sequence(entry, sequence)])
     return broker
 
 
@@ -112,9 +113,9 @@ def test_only_the_failing_subscription_sees_the_redriven_messages(seeded: Broker
     broker = seeded
     before = {sub: backlog(broker, TOPIC, sub) for sub in SUBSCRIPTIONS}
     assert before == dict.fromkeys(SUBSCRIPTIONS, 4)
-    dead = broker.peek_messages("admin", DLQ, "dlq-reader", 100)
+    dead = broker.reading.peek_messages("admin", DLQ, "dlq-reader", 100)
 
-    plan = broker.plan_redrive("admin", TOPIC, "billing")
+    plan = redrive.plan_redrive(broker.gated, "admin", TOPIC, "billing")
     assert plan.messages == 5
     assert plan.dead_letter_topic == DLQ
     assert plan.dead_letter_subscriptions == ("dlq-reader",)
@@ -124,17 +125,17 @@ def test_only_the_failing_subscription_sees_the_redriven_messages(seeded: Broker
     assert preview["messages"] == 5 and preview["distinctKeys"] == 2
     assert [m["key"] for m in preview["firstMessages"]] == ["k0", "k1", "k0", "k1", None]
 
-    outcome = broker.apply_redrive("admin", plan, via="cli")
+    outcome = redrive.apply_redrive(broker.gated, "admin", plan, via="cli")
     assert len(outcome.redriven) == 5 and outcome.acknowledged_meanwhile == ()
     assert outcome.acknowledged_on == ("audit", "shipping")
 
     # The other subscriptions: backlog unchanged, the redriven messages never delivered.
     for sub in ("audit", "shipping"):
         assert backlog(broker, TOPIC, sub) == 4
-        got = broker.consume("admin", TOPIC, sub, 100, ack=True)
+        got = broker.reading.consume("admin", TOPIC, sub, 100, ack=True)
         assert [m.payload for m in got] == [b"m%d" % i for i in range(2, 6)]
     # The failing subscription receives them, after its own backlog, in the DLQ's order.
-    got = broker.consume("admin", TOPIC, "billing", 100, ack=True)
+    got = broker.reading.consume("admin", TOPIC, "billing", 100, ack=True)
     assert [m.payload for m in got] == [b"m%d" % i for i in range(2, 6)] + [
         b"pill-%d" % i for i in range(5)
     ]
@@ -151,27 +152,27 @@ def test_only_the_failing_subscription_sees_the_redriven_messages(seeded: Broker
         }
         assert message.message_id == outcome.published[i]
     # The dead-letter subscription has them acknowledged.
-    assert broker.peek_messages("admin", DLQ, "dlq-reader", 100) == []
-    (record,) = broker.audit_log("admin", TOPIC, kind="redrive")
+    assert broker.reading.peek_messages("admin", DLQ, "dlq-reader", 100) == []
+    (record,) = broker.workflow.audit_log("admin", TOPIC, kind="redrive")
     assert record.id == outcome.redrive_id
     assert record.detail["planId"] == plan.plan_id
     assert record.detail["via"] == "cli"
     assert record.detail["deadLetterIds"] == [m.message_id.triplet() for m in dead]
     assert record.detail["newIds"] == [m.triplet() for m in outcome.published]
     # Applying again publishes nothing more: the DLQ's subscription acknowledged them.
-    again = broker.apply_redrive("admin", plan)
+    again = redrive.apply_redrive(broker.gated, "admin", plan)
     assert again.redriven == () and len(again.acknowledged_meanwhile) == 5
     assert backlog(broker, TOPIC, "billing") == 0
 
 
 def test_a_predicate_redrives_the_matching_messages_only(seeded: Broker) -> None:
     broker = seeded
-    plan = broker.plan_redrive("admin", TOPIC, "billing", predicate={"key": "k1"})
+    plan = redrive.plan_redrive(broker.gated, "admin", TOPIC, "billing", predicate={"key": "k1"})
     assert plan.messages == 2 and plan.predicate == {"key": "k1"}
-    broker.apply_redrive("admin", plan)
-    got = broker.consume("admin", TOPIC, "billing", 100, ack=True)
+    redrive.apply_redrive(broker.gated, "admin", plan)
+    got = broker.reading.consume("admin", TOPIC, "billing", 100, ack=True)
     assert [m.payload for m in got][4:] == [b"pill-1", b"pill-3"]
-    left = broker.peek_messages("admin", DLQ, "dlq-reader", 100)
+    left = broker.reading.peek_messages("admin", DLQ, "dlq-reader", 100)
     assert [m.payload for m in left] == [b"pill-0", b"pill-2", b"pill-4"]
 
 
@@ -179,9 +180,9 @@ def test_messages_acknowledged_on_the_dlq_meanwhile_are_reported_not_redriven(
     seeded: Broker,
 ) -> None:
     broker = seeded
-    plan = broker.plan_redrive("admin", TOPIC, "billing")
-    broker.consume("admin", DLQ, "dlq-reader", 2, ack=True)
-    outcome = broker.apply_redrive("admin", plan)
+    plan = redrive.plan_redrive(broker.gated, "admin", TOPIC, "billing")
+    broker.reading.consume("admin", DLQ, "dlq-reader", 2, ack=True)
+    outcome = redrive.apply_redrive(broker.gated, "admin", plan)
     assert len(outcome.redriven) == 3
     assert outcome.acknowledged_meanwhile == plan.ids[:2]
     assert backlog(broker, TOPIC, "billing") == 4 + 3
@@ -191,10 +192,10 @@ def test_a_dlq_without_subscriptions_is_read_whole_and_acknowledged_nowhere(
     seeded: Broker,
 ) -> None:
     broker = seeded
-    broker.delete_subscription("admin", DLQ, "dlq-reader", force=True)
-    plan = broker.plan_redrive("admin", TOPIC, "billing")
+    unsubscribe.delete_subscription(broker.gated, "admin", DLQ, "dlq-reader", force=True)
+    plan = redrive.plan_redrive(broker.gated, "admin", TOPIC, "billing")
     assert plan.messages == 5 and plan.dead_letter_subscriptions == ()
-    outcome = broker.apply_redrive("admin", plan)
+    outcome = redrive.apply_redrive(broker.gated, "admin", plan)
     assert len(outcome.redriven) == 5
     assert backlog(broker, TOPIC, "billing") == 4 + 5
     assert backlog(broker, TOPIC, "audit") == 4
@@ -202,43 +203,57 @@ def test_a_dlq_without_subscriptions_is_read_whole_and_acknowledged_nowhere(
 
 def test_a_partitioned_topic_gets_keyed_messages_on_their_keys_partition(broker: Broker) -> None:
     topic = "persistent://acme/ops/spread"
-    broker.create_topic("admin", topic, 3)
+    broker.admin.create_topic("admin", topic, 3)
     for sub in ("a", "b"):
-        broker.create_subscription("admin", topic, sub, SubscriptionType.SHARED)
+        broker.admin.create_subscription("admin", topic, sub, SubscriptionType.SHARED)
     dlq = f"{topic}-a-DLQ"
-    broker.create_topic("admin", dlq)
-    broker.produce("admin", dlq, [OutgoingMessage(b"%d" % i, key=f"k{i}") for i in range(6)])
-    outcome = broker.apply_redrive("admin", broker.plan_redrive("admin", topic, "a"))
+    broker.admin.create_topic("admin", dlq)
+    broker.producing.produce(
+        "admin", dlq, [OutgoingMessage(b"%d" % i, key=f"k{i}") for i in range(6)]
+    )
+    outcome = redrive.apply_redrive(
+        broker.gated, "admin", redrive.plan_redrive(broker.gated, "admin", topic, "a")
+    )
     from cursorops.core.services.producer import key_partition
 
     assert [m.partition for m in outcome.published] == [key_partition(f"k{i}", 3) for i in range(6)]
-    assert sorted(m.payload for m in broker.consume("admin", topic, "a", 100)) == sorted(
+    assert sorted(m.payload for m in broker.reading.consume("admin", topic, "a", 100)) == sorted(
         b"%d" % i for i in range(6)
     )
-    assert broker.peek_messages("admin", topic, "b", 100) == []
+    assert broker.reading.peek_messages("admin", topic, "b", 100) == []
 
 
 def test_bad_requests_change_nothing(seeded: Broker) -> None:
     broker = seeded
     _refused(
-        broker, lambda: broker.plan_redrive("admin", TOPIC, "nobody"), SubscriptionNotFoundError
+        broker,
+        lambda: redrive.plan_redrive(broker.gated, "admin", TOPIC, "nobody"),
+        SubscriptionNotFoundError,
     )
     _refused(
         broker,
-        lambda: broker.apply_redrive("admin", broker.plan_redrive("admin", TOPIC, "audit")),
+        lambda: redrive.apply_redrive(
+            broker.gated, "admin", redrive.plan_redrive(broker.gated, "admin", TOPIC, "audit")
+        ),
         TopicNotFoundError,
     )
-    broker.create_topic("admin", f"{TOPIC}-shipping-DLQ")
-    message = _refused(broker, lambda: broker.plan_redrive("admin", TOPIC, "shipping"))
+    broker.admin.create_topic("admin", f"{TOPIC}-shipping-DLQ")
+    message = _refused(
+        broker, lambda: redrive.plan_redrive(broker.gated, "admin", TOPIC, "shipping")
+    )
     assert "Nothing to redrive" in message
-    plan = broker.plan_redrive("admin", TOPIC, "billing")
-    broker.grant_permission("admin", "acme/ops", "producer-only", ["produce"])
-    broker.grant_permission("admin", "acme/ops", "consumer-only", ["consume"])
+    plan = redrive.plan_redrive(broker.gated, "admin", TOPIC, "billing")
+    broker.admin.grant_permission("admin", "acme/ops", "producer-only", ["produce"])
+    broker.admin.grant_permission("admin", "acme/ops", "consumer-only", ["consume"])
     for role in ("producer-only", "consumer-only", "stranger"):
         _refused(
-            broker, lambda r=role: broker.plan_redrive(r, TOPIC, "billing"), NotAuthorizedError
+            broker,
+            lambda r=role: redrive.plan_redrive(broker.gated, r, TOPIC, "billing"),
+            NotAuthorizedError,
         )
-        _refused(broker, lambda r=role: broker.apply_redrive(r, plan), NotAuthorizedError)
+        _refused(
+            broker, lambda r=role: redrive.apply_redrive(broker.gated, r, plan), NotAuthorizedError
+        )
     # A plan altered after it was written, or naming a message the DLQ does not hold.
     document = plan.dumps().replace('"billing"', '"audit"', 1)
     _refused(broker, lambda: RedrivePlan.from_json(document))
@@ -254,16 +269,22 @@ def test_bad_requests_change_nothing(seeded: Broker) -> None:
         None,
         plan.planned_at,
     )
-    assert "not in" in _refused(broker, lambda: broker.apply_redrive("admin", forged))
+    assert "not in" in _refused(
+        broker, lambda: redrive.apply_redrive(broker.gated, "admin", forged)
+    )
     empty = RedrivePlan(TOPIC, "billing", DLQ, (), (), (), (), (), None, plan.planned_at)
-    assert "no message" in _refused(broker, lambda: broker.apply_redrive("admin", empty))
+    assert "no message" in _refused(
+        broker, lambda: redrive.apply_redrive(broker.gated, "admin", empty)
+    )
 
 
 def test_a_namespace_that_requires_approval_refuses_the_direct_door(seeded: Broker) -> None:
     broker = seeded
-    plan = broker.plan_redrive("admin", TOPIC, "billing")
-    broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
-    message = _refused(broker, lambda: broker.apply_redrive("admin", plan), ApprovalRequiredError)
+    plan = redrive.plan_redrive(broker.gated, "admin", TOPIC, "billing")
+    broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    message = _refused(
+        broker, lambda: redrive.apply_redrive(broker.gated, "admin", plan), ApprovalRequiredError
+    )
     assert "redrive" in message
 
 
@@ -279,69 +300,71 @@ def test_a_redrive_takes_the_stricter_policy_of_its_two_namespaces(broker: Broke
     from cursorops.core.domain.plans.plan_record import PlanBinding
 
     vault_dlq = "persistent://acme/vault/orders-billing-DLQ"
-    broker.create_namespace("admin", "acme/vault")
-    broker.create_topic("admin", TOPIC)
-    broker.create_subscription("admin", TOPIC, "billing", SubscriptionType.SHARED)
-    broker.create_topic("admin", vault_dlq)
-    broker.produce("admin", vault_dlq, [OutgoingMessage(b"pill-%d" % i) for i in range(3)])
-    broker.set_namespace_policy("admin", "acme/vault", skip_requires_approval=True)
-    broker.set_approval_quorum("admin", "acme/vault", large_above_messages=0, approvals=2)
+    broker.admin.create_namespace("admin", "acme/vault")
+    broker.admin.create_topic("admin", TOPIC)
+    broker.admin.create_subscription("admin", TOPIC, "billing", SubscriptionType.SHARED)
+    broker.admin.create_topic("admin", vault_dlq)
+    broker.producing.produce(
+        "admin", vault_dlq, [OutgoingMessage(b"pill-%d" % i) for i in range(3)]
+    )
+    broker.admin.set_namespace_policy("admin", "acme/vault", skip_requires_approval=True)
+    broker.admin.set_approval_quorum("admin", "acme/vault", large_above_messages=0, approvals=2)
     for role in ("alice", "bob"):
         for namespace in ("acme/ops", "acme/vault"):
-            broker.grant_permission("admin", namespace, role, ["produce", "consume"])
-    plan = broker.plan_redrive("alice", TOPIC, "billing", dead_letter=vault_dlq)
+            broker.admin.grant_permission("admin", namespace, role, ["produce", "consume"])
+    plan = redrive.plan_redrive(broker.gated, "alice", TOPIC, "billing", dead_letter=vault_dlq)
     with pytest.raises(ApprovalRequiredError, match="acme/vault"):
-        broker.apply_redrive("alice", plan)
+        redrive.apply_redrive(broker.gated, "alice", plan)
     binding = PlanBinding("cursorops_redrive", "manual__1", "alice", "alice", "redrive")
-    record = broker.save_plan_record(binding, plan, {})
+    record = broker.workflow.save_plan_record(binding, plan, {})
     assert record.required_approvals == 2
     assert topics_of(record) == (TOPIC, vault_dlq)
     # A requester must be permitted on both: carol may consume on ops only.
-    broker.grant_permission("admin", "acme/ops", "carol", ["produce", "consume"])
+    broker.admin.grant_permission("admin", "acme/ops", "carol", ["produce", "consume"])
     carol = PlanBinding("cursorops_redrive", "manual__2", "carol", "carol", "redrive")
     with pytest.raises(NotAuthorizedError):
-        broker.save_plan_record(carol, plan, {})
+        broker.workflow.save_plan_record(carol, plan, {})
     broker.apply_approved_plan(record, [{"approver": "bob"}, {"approver": "dave"}])
-    [mine] = broker.audit_log("admin", TOPIC, kind="redrive")
-    [theirs] = broker.audit_log("admin", vault_dlq, kind="redrive")
+    [mine] = broker.workflow.audit_log("admin", TOPIC, kind="redrive")
+    [theirs] = broker.workflow.audit_log("admin", vault_dlq, kind="redrive")
     assert theirs.detail["planDigest"] == mine.detail["planDigest"] == record.digest
     assert theirs.detail["redrivenTo"] == TOPIC and len(theirs.detail["deadLetterIds"]) == 3
     assert backlog(broker, TOPIC, "billing") == 3
 
 
 def test_a_chunked_dead_letter_is_redriven_whole(broker: Broker) -> None:
-    broker.create_topic("admin", TOPIC)
+    broker.admin.create_topic("admin", TOPIC)
     for sub in ("audit", "billing"):
-        broker.create_subscription(
+        broker.admin.create_subscription(
             "admin", TOPIC, sub, SubscriptionType.SHARED, initial_position="earliest"
         )
-    broker.create_topic("admin", DLQ)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", DLQ)
+    broker.admin.create_subscription(
         "admin", DLQ, "dlq-reader", SubscriptionType.SHARED, initial_position="earliest"
     )
     big = bytes(range(256)) * 3
     a = chunk_entries(big, 3, uuid="dlq-producer-7", producer="dlq-producer")
     b = chunk_entries(b"B" * 40, 2, uuid="other-1", producer="other", send=1)
-    dead = broker.append_entries(
+    dead = broker.producing.append_entries(
         "admin", DLQ, [plain_entry(b"p0"), a[0], plain_entry(b"p1"), a[1], a[2], *b]
     )
     chunks = [dead[i] for i in (1, 3, 4)]
     # One chunk of A acknowledged on the DLQ already, another after planning: A goes whole.
     acknowledge(broker, DLQ, "dlq-reader", [AckTarget(chunks[1])])
-    plan = broker.plan_redrive("admin", TOPIC, "billing", predicate={"key": "big"})
+    plan = redrive.plan_redrive(broker.gated, "admin", TOPIC, "billing", predicate={"key": "big"})
     # B has no last chunk: no message yet, not planned.
     assert [m.position for m in plan.ids] == chunks
     acknowledge(broker, DLQ, "dlq-reader", [AckTarget(chunks[0])])
-    outcome = broker.apply_redrive("admin", plan)
+    outcome = redrive.apply_redrive(broker.gated, "admin", plan)
     assert [m.position for m in outcome.redriven] == chunks
     assert outcome.acknowledged_meanwhile == ()
-    assert [m.payload for m in broker.peek_messages("admin", DLQ, "dlq-reader", 10)] == [
+    assert [m.payload for m in broker.reading.peek_messages("admin", DLQ, "dlq-reader", 10)] == [
         b"p0",
         b"p1",
         b"B" * 20,
     ]
-    assert broker.peek_messages("admin", TOPIC, "audit", 10) == []
-    got = broker.peek_messages("admin", TOPIC, "billing", 10)
+    assert broker.reading.peek_messages("admin", TOPIC, "audit", 10) == []
+    got = broker.reading.peek_messages("admin", TOPIC, "billing", 10)
     assert b"".join(m.payload for m in got) == big
     assert [m.message_id for m in got] == list(outcome.published)
     (uuid,) = {m.chunk[0] for m in got if m.chunk is not None}
@@ -418,13 +441,13 @@ def test_a_chunked_dead_letter_counts_once_in_the_preview_and_the_quorum(broker:
     and a quorum for more than 2 messages is not asked; one more dead letter asks it."""
     from cursorops.core.domain.plans.plan_record import PlanBinding
 
-    broker.create_topic("admin", TOPIC)
-    broker.create_subscription("admin", TOPIC, "billing", SubscriptionType.SHARED)
-    broker.create_topic("admin", DLQ)
+    broker.admin.create_topic("admin", TOPIC)
+    broker.admin.create_subscription("admin", TOPIC, "billing", SubscriptionType.SHARED)
+    broker.admin.create_topic("admin", DLQ)
     a = chunk_entries(b"A" * 90, 3, uuid="dlq-producer-7", producer="dlq-producer")
-    dead = broker.append_entries("admin", DLQ, [a[0], plain_entry(b"p0"), a[1], a[2]])
-    broker.set_approval_quorum("admin", "acme/ops", large_above_messages=2, approvals=2)
-    plan = broker.plan_redrive("admin", TOPIC, "billing")
+    dead = broker.producing.append_entries("admin", DLQ, [a[0], plain_entry(b"p0"), a[1], a[2]])
+    broker.admin.set_approval_quorum("admin", "acme/ops", large_above_messages=2, approvals=2)
+    plan = redrive.plan_redrive(broker.gated, "admin", TOPIC, "billing")
     assert [m.position for m in plan.ids] == dead
     assert plan.chunked_messages == ((0, 2, 3),)
     preview = plan.preview()
@@ -434,17 +457,17 @@ def test_a_chunked_dead_letter_counts_once_in_the_preview_and_the_quorum(broker:
     assert '"chunkedMessages":[[0,2,3]]' in plan.dumps()
     assert RedrivePlan.from_json(plan.dumps()) == plan
     binding = PlanBinding("cursorops_redrive", "manual__1", "admin", "admin", "redrive")
-    assert broker.save_plan_record(binding, plan, {}).required_approvals == 1
+    assert broker.workflow.save_plan_record(binding, plan, {}).required_approvals == 1
 
-    broker.append_entries("admin", DLQ, [plain_entry(b"p1")])
-    bigger = broker.plan_redrive("admin", TOPIC, "billing")
+    broker.producing.append_entries("admin", DLQ, [plain_entry(b"p1")])
+    bigger = redrive.plan_redrive(broker.gated, "admin", TOPIC, "billing")
     assert (bigger.messages, len(bigger.ids)) == (3, 5)
     again = PlanBinding("cursorops_redrive", "manual__2", "admin", "admin", "redrive")
-    assert broker.save_plan_record(again, bigger, {}).required_approvals == 2
+    assert broker.workflow.save_plan_record(again, bigger, {}).required_approvals == 2
 
 
 def test_a_plan_without_a_chunked_message_is_spelled_as_before(seeded: Broker) -> None:
-    plan = seeded.plan_redrive("admin", TOPIC, "billing")
+    plan = redrive.plan_redrive(seeded.gated, "admin", TOPIC, "billing")
     assert plan.chunked_messages == () and "chunkedMessages" not in plan.dumps()
     assert plan.messages == len(plan.ids) == plan.preview()["ids"]
 

@@ -16,6 +16,7 @@ import pytest
 from cursorops.core.domain.config import Config
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import redrive
 from cursorops.core.services.producer import OutgoingMessage
 
 TOPIC = "persistent://acme/ops/orders"
@@ -27,6 +28,7 @@ CHILD = """
 import sys, time
 from cursorops.core.services.broker import Broker
 from cursorops.core.domain.config import Config
+from cursorops.core.services.gating import redrive
 from cursorops.core.store.cursor_door import CursorTransaction
 from cursorops.core.store.ledger import LedgerStore
 
@@ -43,8 +45,8 @@ def stopped(*args, **kwargs):
 
 setattr(owner, name, stopped)
 with Broker(Config.from_home(home, metadata_url=url)) as broker:
-    plan = broker.plan_redrive("admin", "persistent://acme/ops/orders", "billing")
-    broker.apply_redrive("admin", plan)
+    plan = redrive.plan_redrive(broker.gated, "admin", "persistent://acme/ops/orders", "billing")
+    redrive.apply_redrive(broker.gated, "admin", plan)
 print("applied", flush=True)
 """
 
@@ -52,12 +54,12 @@ print("applied", flush=True)
 def state(broker: Broker) -> tuple[object, ...]:
     """What a redrive changes: each subscription's backlog, the entries, the audit records."""
     backlogs = tuple(
-        len(broker.peek_messages("admin", TOPIC, sub, 100_000))
+        len(broker.reading.peek_messages("admin", TOPIC, sub, 100_000))
         for sub in ("audit", "billing", "shipping")
     )
-    dlq = len(broker.peek_messages("admin", DLQ, "dlq-reader", 100_000))
-    redrives = broker.audit_log("admin", TOPIC, kind="redrive")
-    return backlogs, dlq, broker.entry_count("admin", TOPIC), len(redrives)
+    dlq = len(broker.reading.peek_messages("admin", DLQ, "dlq-reader", 100_000))
+    redrives = broker.workflow.audit_log("admin", TOPIC, kind="redrive")
+    return backlogs, dlq, broker.analysis.entry_count("admin", TOPIC), len(redrives)
 
 
 @pytest.mark.slow
@@ -67,20 +69,20 @@ def test_a_redrive_killed_mid_transaction_leaves_nothing(
 ) -> None:
     config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
     with Broker(config) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/ops")
-        broker.create_topic("admin", TOPIC)
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/ops")
+        broker.admin.create_topic("admin", TOPIC)
         for sub in ("audit", "billing", "shipping"):
-            broker.create_subscription(
+            broker.admin.create_subscription(
                 "admin", TOPIC, sub, SubscriptionType.SHARED, initial_position="earliest"
             )
-        broker.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(10)])
-        broker.create_topic("admin", DLQ)
-        broker.create_subscription(
+        broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(10)])
+        broker.admin.create_topic("admin", DLQ)
+        broker.admin.create_subscription(
             "admin", DLQ, "dlq-reader", SubscriptionType.SHARED, initial_position="earliest"
         )
         dead = [OutgoingMessage(b"pill-%d" % i, key=f"k{i % 7}") for i in range(MESSAGES)]
-        broker.produce("admin", DLQ, dead)
+        broker.producing.produce("admin", DLQ, dead)
         before = state(broker)
     assert before == ((10, 10, 10), MESSAGES, 10, 0)
 
@@ -103,8 +105,10 @@ def test_a_redrive_killed_mid_transaction_leaves_nothing(
         # and listed nowhere, so read by nobody.
         assert len(segments) == 3 and len(broker.metadata.segments(TOPIC)) == 1
         assert state(broker) == before
-        outcome = broker.apply_redrive("admin", broker.plan_redrive("admin", TOPIC, "billing"))
+        outcome = redrive.apply_redrive(
+            broker.gated, "admin", redrive.plan_redrive(broker.gated, "admin", TOPIC, "billing")
+        )
         assert len(outcome.redriven) == MESSAGES
         assert state(broker) == ((10, 10 + MESSAGES, 10), 0, 10 + MESSAGES, 1)
-        got = broker.consume("admin", TOPIC, "billing", 100_000)
+        got = broker.reading.consume("admin", TOPIC, "billing", 100_000)
         assert [m.payload for m in got[10:]] == [m.payload for m in dead]

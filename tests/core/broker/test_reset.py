@@ -14,6 +14,8 @@ from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.plans.plan_record import RESET_CURSOR, PlanBinding
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import reset
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.gating.reset import ResetPlan
 from cursorops.core.services.producer import OutgoingMessage
 
@@ -21,15 +23,15 @@ from .conftest import TOPIC, chunk_entries, plain_entry
 
 
 def backlog(broker: Broker, topic: str = TOPIC) -> int:
-    return sum(a.result.messages for a in broker.analyze_backlog("admin", topic, "s"))
+    return sum(a.result.messages for a in broker.analysis.analyze_backlog("admin", topic, "s"))
 
 
 def test_a_plan_shows_both_directions_and_changes_nothing(
     broker: Broker, ids: list[MessageId]
 ) -> None:
-    broker.skip_messages("admin", TOPIC, "s", ids[:6])
-    back = broker.plan_reset("admin", TOPIC, "s", position=ids[2].position)
-    forward = broker.plan_reset("admin", TOPIC, "s", position=ids[8].position)
+    skips.skip_messages(broker.gated, "admin", TOPIC, "s", ids[:6])
+    back = reset.plan_reset(broker.gated, "admin", TOPIC, "s", position=ids[2].position)
+    forward = reset.plan_reset(broker.gated, "admin", TOPIC, "s", position=ids[8].position)
     assert [(p.backlog_before, p.backlog_after) for p in back.partitions] == [(4, 8)]
     assert [(p.backlog_before, p.backlog_after) for p in forward.partitions] == [(4, 2)]
     assert (back.messages, forward.messages) == (4, 2)
@@ -41,69 +43,69 @@ def test_a_plan_shows_both_directions_and_changes_nothing(
 
 def test_a_time_reset_moves_every_partition_in_one_audited_transaction(broker: Broker) -> None:
     topic = "persistent://acme/ops/parted"
-    broker.create_topic("admin", topic, partitions=3)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", topic, partitions=3)
+    broker.admin.create_subscription(
         "admin", topic, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    broker.produce("admin", topic, [OutgoingMessage(b"x")] * 12, batch_size=2)
-    broker.skip_head("admin", topic, "s", None)
+    broker.producing.produce("admin", topic, [OutgoingMessage(b"x")] * 12, batch_size=2)
+    skips.skip_head(broker.gated, "admin", topic, "s", None)
     assert backlog(broker, topic) == 0
-    moved = broker.reset_cursor("admin", topic, "s", timestamp_ms=0)
+    moved = reset.reset_cursor(broker.gated, "admin", topic, "s", timestamp_ms=0)
     assert len(moved) == 3 and backlog(broker, topic) == 12
-    [audit] = broker.audit_log("admin", topic, kind="reset-cursor")
+    [audit] = broker.workflow.audit_log("admin", topic, kind="reset-cursor")
     assert len(audit.detail["partitions"]) == 3 and audit.detail["via"] == "broker"
 
 
 def test_refused_there_until_an_approved_record_applies_once(
     broker: Broker, ids: list[MessageId]
 ) -> None:
-    broker.skip_messages("admin", TOPIC, "s", ids[:6])
-    broker.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    skips.skip_messages(broker.gated, "admin", TOPIC, "s", ids[:6])
+    broker.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
     with pytest.raises(ApprovalRequiredError, match="cursorops_reset_cursor"):
-        broker.reset_cursor("admin", TOPIC, "s", position=ids[0].position)
-    plan = broker.plan_reset("admin", TOPIC, "s", position=ids[0].position)
+        reset.reset_cursor(broker.gated, "admin", TOPIC, "s", position=ids[0].position)
+    plan = reset.plan_reset(broker.gated, "admin", TOPIC, "s", position=ids[0].position)
     with pytest.raises(ApprovalRequiredError):
-        broker.apply_reset("admin", plan)
+        reset.apply_reset(broker.gated, "admin", plan)
     assert backlog(broker) == 4
     binding = PlanBinding("d", "r", "ann", "admin", RESET_CURSOR)
-    record = broker.save_plan_record(binding, plan, {"reason": "replay"})
+    record = broker.workflow.save_plan_record(binding, plan, {"reason": "replay"})
     applied = broker.apply_approved_plan(record, [{"approver": "bob"}])
     assert (applied.operation, applied.changed) == (RESET_CURSOR, 6)
     assert backlog(broker) == 10
-    [audit] = broker.audit_log("admin", TOPIC, kind="reset-cursor")
+    [audit] = broker.workflow.audit_log("admin", TOPIC, kind="reset-cursor")
     assert audit.detail["approvedBy"] == ["bob"] and audit.detail["via"] == "airflow"
     with pytest.raises(PlanAlreadyAppliedError):
-        broker.apply_approved_plan(broker.current_plan_record("admin", "d", "r"), [])  # type: ignore[arg-type]
+        broker.apply_approved_plan(broker.workflow.current_plan_record("admin", "d", "r"), [])  # type: ignore[arg-type]
 
 
 def test_a_reset_plan_cannot_pose_as_a_skip(broker: Broker, ids: list[MessageId]) -> None:
-    plan = broker.plan_reset("admin", TOPIC, "s", position=ids[0].position)
+    plan = reset.plan_reset(broker.gated, "admin", TOPIC, "s", position=ids[0].position)
     with pytest.raises(InvalidArgumentError, match="not a skip plan"):
-        broker.save_plan_record(PlanBinding("d", "r", "ann", "admin"), plan, {})
+        broker.workflow.save_plan_record(PlanBinding("d", "r", "ann", "admin"), plan, {})
 
 
 def test_a_reset_or_seek_into_a_chunked_message_starts_at_its_first_chunk(
     broker: Broker,
 ) -> None:
-    broker.create_topic("admin", TOPIC)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
     a = chunk_entries(b"A" * 30, 3, uuid="big-7")
     entries = [plain_entry(b"before"), a[0], plain_entry(b"x"), a[1], a[2], plain_entry(b"y")]
-    positions = broker.append_entries("admin", TOPIC, entries)
-    broker.skip_head("admin", TOPIC, "s", None)
-    plan = broker.plan_reset("admin", TOPIC, "s", position=positions[3])  # A's chunk 1
+    positions = broker.producing.append_entries("admin", TOPIC, entries)
+    skips.skip_head(broker.gated, "admin", TOPIC, "s", None)
+    plan = reset.plan_reset(broker.gated, "admin", TOPIC, "s", position=positions[3])  # A's chunk 1
     (move,) = plan.partitions
     assert move.target == positions[1]
     assert (move.backlog_before, move.backlog_after) == (0, 3)  # A once, x, y
-    broker.apply_reset("admin", plan)
-    assert [m.payload for m in broker.consume("admin", TOPIC, "s", 10, ack=True)] == [
+    reset.apply_reset(broker.gated, "admin", plan)
+    assert [m.payload for m in broker.reading.consume("admin", TOPIC, "s", 10, ack=True)] == [
         b"A" * 10,
         b"x",
         b"A" * 10,
         b"A" * 10,
         b"y",
     ]
-    broker.seek("admin", TOPIC, "s", position=positions[4])  # A's last chunk
-    assert len(broker.consume("admin", TOPIC, "s", 10)) == 5
+    reset.seek(broker.gated, "admin", TOPIC, "s", position=positions[4])  # A's last chunk
+    assert len(broker.reading.consume("admin", TOPIC, "s", 10)) == 5

@@ -21,6 +21,7 @@ from cursorops.core.domain.combining import Combiner
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skip_slice
 from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.gating.skip import ValidatedSkip, write_skips
 from cursorops.core.services.producer import OutgoingMessage
@@ -44,8 +45,8 @@ class Topic:
 
     def __init__(self, broker: Broker, name: str) -> None:
         self.name = name
-        broker.create_topic("admin", name, partitions=PARTITIONS)
-        produced = broker.produce(
+        broker.admin.create_topic("admin", name, partitions=PARTITIONS)
+        produced = broker.producing.produce(
             "admin", name, [OutgoingMessage(b"%d" % i) for i in range(MESSAGES)], batch_size=BATCH
         )
         self.ids = list(produced)
@@ -79,7 +80,7 @@ class Topic:
 
     def acknowledged(self, broker: Broker, subscription: str) -> list[bool]:
         """Whether each message, by number, is acknowledged (a plan lists them by position)."""
-        c = broker.plan_skip("admin", self.name, subscription, self.ids).columns
+        c = skip_slice.plan_skip(broker.gated, "admin", self.name, subscription, self.ids).columns
         number = {(m.ledger_id, m.entry_id, m.batch_index): n for n, m in enumerate(self.ids)}
         flags = [False] * len(self.ids)
         for row in range(len(c)):
@@ -111,12 +112,12 @@ def test_skips_written_together_are_the_same_as_written_one_by_one(
     together, apart = topics
     subscription = f"s{next(_names)}"
     for topic in topics:
-        broker.create_subscription(
+        broker.admin.create_subscription(
             "admin", topic.name, subscription, SubscriptionType.SHARED, initial_position="earliest"
         )
         if before:
-            broker.skip_messages(
-                "admin", topic.name, subscription, [topic.id_of(*m) for m in before]
+            skip_slice.skip_messages(
+                broker.gated, "admin", topic.name, subscription, [topic.id_of(*m) for m in before]
             )
     validated = [
         skips.validate_skip(
@@ -143,7 +144,7 @@ def test_skips_written_together_are_the_same_as_written_one_by_one(
     assert together.acknowledged(broker, subscription) == apart.acknowledged(broker, subscription)
     # The journal holds what the dispatcher replays: it delivers exactly the rest.
     for topic in topics:
-        consumed = broker.consume("admin", topic.name, subscription, 100)
+        consumed = broker.reading.consume("admin", topic.name, subscription, 100)
         flags = topic.acknowledged(broker, subscription)
         rest = [n for n, acked in enumerate(flags) if not acked]
         assert sorted(topic.ids.index(c.message_id) for c in consumed) == rest
@@ -157,7 +158,7 @@ def test_skips_that_queue_behind_a_write_are_written_together(
     caller gets its own outcome and skip id, and overlapping asks are reported as the
     one-by-one order of the batch decides."""
     topic = topics[0]
-    broker.create_subscription(
+    broker.admin.create_subscription(
         "admin", topic.name, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
     # Entries 0 and 2 (messages 0-3 and 8-11): one partition, routed a batch at a time.
@@ -178,7 +179,9 @@ def test_skips_that_queue_behind_a_write_are_written_together(
 
     def skip(n: int) -> None:
         ids = [topic.id_of(*m) for m in asks[n]]
-        outcomes[n] = broker.skip_messages("admin", topic.name, "s", ids, via="rest")
+        outcomes[n] = skip_slice.skip_messages(
+            broker.gated, "admin", topic.name, "s", ids, via="rest"
+        )
 
     lock = "SELECT id FROM cursors WHERE topic_partition = :partition FOR UPDATE"
     batches = skips.skip_writes(broker.gated)._batches
@@ -208,7 +211,7 @@ def test_skips_that_queue_behind_a_write_are_written_together(
     ]
     ids = [skip_id(outcomes[n]) for n in range(4)]
     assert ids == sorted(ids)
-    records = {r.id: r for r in broker.audit_log("admin", topic.name, kind="skip")}
+    records = {r.id: r for r in broker.workflow.audit_log("admin", topic.name, kind="skip")}
     assert all(records[i].detail["via"] == "rest" for i in ids)
 
 
@@ -236,7 +239,7 @@ def test_a_large_skip_is_written_alone(
     """A skip of more than ``BATCHED_UP_TO`` messages never joins a batch: it waits only for
     the cursor locks it takes."""
     topic = topics[0]
-    broker.create_subscription(
+    broker.admin.create_subscription(
         "admin", topic.name, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
     monkeypatch.setattr(skips, "BATCHED_UP_TO", 2)
@@ -249,7 +252,7 @@ def test_a_large_skip_is_written_alone(
         return submit(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(batches, "submit", spied)
-    large = broker.skip_messages("admin", topic.name, "s", topic.ids[:3])
-    small = broker.skip_messages("admin", topic.name, "s", topic.ids[3:5])
+    large = skip_slice.skip_messages(broker.gated, "admin", topic.name, "s", topic.ids[:3])
+    small = skip_slice.skip_messages(broker.gated, "admin", topic.name, "s", topic.ids[3:5])
     assert (len(large.skipped), len(small.skipped)) == (3, 2)
     assert len(submitted) == 1

@@ -10,12 +10,13 @@ from cursorops.core.domain.errors import AlreadyExistsError, NotAuthorizedError
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.plans.plan_record import ApprovalAnswer, ApprovalRequest, PlanBinding
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 
 from .conftest import TOPIC
 
 
 def test_a_saved_plan_record_is_the_runs_current_one(broker: Broker, ids: list[MessageId]) -> None:
-    plan = broker.plan_skip("admin", TOPIC, "s", ids[:2])
+    plan = skips.plan_skip(broker.gated, "admin", TOPIC, "s", ids[:2])
     binding = PlanBinding(dag_id="d", run_id="r", requester="ann", role="admin")
     record = broker.workflow.save_plan_record(binding, plan, {"plan": "document"})
     assert record.required_approvals == 1
@@ -40,7 +41,7 @@ def test_the_audit_log_reads_back_what_was_recorded(broker: Broker, ids: list[Me
 
 
 def test_approval_requests_are_kept_per_run(broker: Broker, ids: list[MessageId]) -> None:
-    plan = broker.plan_skip("admin", TOPIC, "s", ids[:1])
+    plan = skips.plan_skip(broker.gated, "admin", TOPIC, "s", ids[:1])
     binding = PlanBinding(dag_id="d", run_id="r", requester="ann", role="admin")
     record = broker.workflow.save_plan_record(binding, plan, {"plan": "document"})
     request = ApprovalRequest(
@@ -71,7 +72,7 @@ def test_approval_requests_are_kept_per_run(broker: Broker, ids: list[MessageId]
 def test_an_answer_is_recorded_once_for_what_the_gates_try_showed(
     broker: Broker, ids: list[MessageId]
 ) -> None:
-    plan = broker.plan_skip("admin", TOPIC, "s", ids[:1])
+    plan = skips.plan_skip(broker.gated, "admin", TOPIC, "s", ids[:1])
     binding = PlanBinding(dag_id="d", run_id="r", requester="ann", role="admin")
     record = broker.workflow.save_plan_record(binding, plan, {"plan": "document"})
     shown = ApprovalRequest(

@@ -116,7 +116,7 @@ def test_an_undo_shows_the_approvals_of_the_skip_it_undoes_and_none_of_its_own(
 ) -> None:
     skip = pending(seeded, "skip-messages", REQUESTS["skip-messages"](seeded, VAULT))
     seeded.apply_approved_plan(skip, [{"approver": "bob"}])
-    [audit] = seeded.audit_log("admin", VAULT, kind="skip")
+    [audit] = seeded.workflow.audit_log("admin", VAULT, kind="skip")
     undo = UndoSkip(topic=VAULT, subscription=SUB, skip_id=audit.id, reason="wrong ids")
     preview = preview_of(pending(seeded, "undo-skip", undo))
     assert preview.heading == f"Undo skip {audit.id}: redeliver 3 message(s)"
@@ -138,7 +138,7 @@ def test_an_undo_of_a_direct_skip_says_it_had_no_approval(seeded: Broker) -> Non
     done = seeded.request(
         "skip-messages", ALICE, REQUESTS["skip-messages"](seeded, ORDINARY), Runs()
     )
-    seeded.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
+    seeded.admin.set_namespace_policy("admin", "acme/ops", skip_requires_approval=True)
     undo = UndoSkip(topic=ORDINARY, subscription=SUB, skip_id=done.outcome["skipId"], reason="r")
     preview = preview_of(pending(seeded, "undo-skip", undo))
     assert preview.request.undone_skip_approvals == ()

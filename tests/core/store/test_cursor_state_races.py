@@ -22,6 +22,7 @@ import pytest
 from cursorops.core.domain.acks import cursor_codec
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store.cursor_state import replay
 from cursorops.core.store.dispatch_state import SubscriptionTransaction
@@ -32,14 +33,14 @@ TOPIC = "persistent://acme/ops/compaction-race"
 def test_a_compaction_cannot_commit_inside_a_dispatchs_read_of_the_cursor(
     broker: Broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broker.create_topic("admin", TOPIC)
-    broker.create_subscription(
+    broker.admin.create_topic("admin", TOPIC)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
-    ids = broker.produce("admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(40)])
+    ids = broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"%d" % i) for i in range(40)])
     acked = ids[:30]
     for chunk in range(0, len(acked), 3):
-        broker.skip_messages("admin", TOPIC, "s", acked[chunk : chunk + 3])
+        skips.skip_messages(broker.gated, "admin", TOPIC, "s", acked[chunk : chunk + 3])
     record = broker.metadata.load_cursor(TOPIC, "s")
     assert len(record.deltas) == 10
     layout = broker.context.layout(TOPIC)
@@ -66,7 +67,9 @@ def test_a_compaction_cannot_commit_inside_a_dispatchs_read_of_the_cursor(
         return found
 
     monkeypatch.setattr(SubscriptionTransaction, "_driver_rows", rows_then_compact)
-    consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c", receiver_queue_size=100)
+    consumer = broker.reading.dispatcher("admin", TOPIC, "s").subscribe(
+        "c", receiver_queue_size=100
+    )
     delivered = consumer.receive_many(100)
     monkeypatch.undo()
     assert compaction, "the dispatch read no snapshot"
@@ -75,4 +78,4 @@ def test_a_compaction_cannot_commit_inside_a_dispatchs_read_of_the_cursor(
     # Only what nobody acknowledged, and the compaction did happen (after the dispatch).
     assert [m.message_id for m in delivered] == list(ids[30:])
     assert broker.metadata.load_cursor(TOPIC, "s").deltas == []
-    assert broker.topic_stats("admin", TOPIC).subscriptions["s"].msg_backlog == 10
+    assert broker.analysis.topic_stats("admin", TOPIC).subscriptions["s"].msg_backlog == 10

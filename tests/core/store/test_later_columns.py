@@ -21,13 +21,13 @@ def test_a_segment_written_before_the_later_columns_reads_them_as_absent(
     tmp_path: Path,
 ) -> None:
     with Broker(Config.from_home(tmp_path)) as broker:
-        broker.create_tenant("admin", "public")
-        broker.create_namespace("admin", "public/default")
-        broker.create_topic("admin", TOPIC)
+        broker.admin.create_tenant("admin", "public")
+        broker.admin.create_namespace("admin", "public/default")
+        broker.admin.create_topic("admin", TOPIC)
         old = Entry.of_messages(
             [OutgoingMessage(b"old", sequence_id=0)], False, "p", 1, [5], [b"k"]
         )
-        broker.append_entries("admin", TOPIC, [old])
+        broker.producing.append_entries("admin", TOPIC, [old])
         (path,) = glob.glob(str(tmp_path / "**" / "*.parquet"), recursive=True)
         # The segment as it was written before the columns existed.
         table = pq.read_table(path)
@@ -38,11 +38,11 @@ def test_a_segment_written_before_the_later_columns_reads_them_as_absent(
         new = Entry.of_messages(
             [OutgoingMessage(b"new", sequence_id=1)], False, "p", 2, [7], [b"o"]
         )
-        broker.append_entries("admin", TOPIC, [new])
-        broker.create_subscription(
+        broker.producing.append_entries("admin", TOPIC, [new])
+        broker.admin.create_subscription(
             "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
         )
-        peeked = broker.peek_messages("admin", TOPIC, "s", 10)
+        peeked = broker.reading.peek_messages("admin", TOPIC, "s", 10)
         assert [(m.payload, m.event_time, m.ordering_key) for m in peeked] == [
             (b"old", None, None),
             (b"new", 7, b"o"),
@@ -52,6 +52,6 @@ def test_a_segment_written_before_the_later_columns_reads_them_as_absent(
             {"payload": b"old", "event_time": None, "ordering_key": None},
             {"payload": b"new", "event_time": 7, "ordering_key": b"o"},
         ]
-        consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c")
+        consumer = broker.reading.dispatcher("admin", TOPIC, "s").subscribe("c")
         received = consumer.receive_many(10)
         assert [(m.event_time, m.ordering_key) for m in received] == [(None, None), (7, b"o")]

@@ -30,10 +30,10 @@ TOPIC = "persistent://acme/ops/rooted"
 
 
 def _setup(broker: Broker) -> None:
-    broker.create_tenant("admin", "acme")
-    broker.create_namespace("admin", "acme/ops")
-    broker.create_topic("admin", TOPIC)
-    broker.create_subscription(
+    broker.admin.create_tenant("admin", "acme")
+    broker.admin.create_namespace("admin", "acme/ops")
+    broker.admin.create_topic("admin", TOPIC)
+    broker.admin.create_subscription(
         "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
     )
 
@@ -51,20 +51,26 @@ def test_a_file_uri_root_serves_a_broker_end_to_end(tmp_path: Path, metadata_url
         assert broker.ledgers.root == str(local)
         assert isinstance(broker.ledgers.filesystem, pafs.LocalFileSystem)
         _setup(broker)
-        broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(5)])
-        broker.produce("admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(5, 8)])
+        broker.producing.produce(
+            "admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(5)]
+        )
+        broker.producing.produce(
+            "admin", TOPIC, [OutgoingMessage(f"m{i}".encode()) for i in range(5, 8)]
+        )
         # Written under the URI's local path, decoded.
         assert len(_files(local)) == 2
         payloads = broker.ledgers.read_table(TOPIC, ["payload"]).column("payload").to_pylist()
         assert payloads == [f"m{i}".encode() for i in range(8)]
     # Another process (no segment in memory) reads the files through the file system.
     with Broker(config) as other:
-        consumer = other.dispatcher("admin", TOPIC, "s").subscribe("c", receiver_queue_size=10)
+        consumer = other.reading.dispatcher("admin", TOPIC, "s").subscribe(
+            "c", receiver_queue_size=10
+        )
         got = consumer.receive_many(10)
         assert [m.payload for m in got] == [f"m{i}".encode() for i in range(8)]
         consumer.acknowledge(got)
         assert len(other.ledgers.entry_index(TOPIC)) == 8
-        assert [m.payload for m in other.consume("admin", TOPIC, "s", 5)] == []
+        assert [m.payload for m in other.reading.consume("admin", TOPIC, "s", 5)] == []
 
 
 def test_a_plain_path_root_is_local_and_absolute(
@@ -76,9 +82,9 @@ def test_a_plain_path_root_is_local_and_absolute(
         assert broker.ledgers.root == str(tmp_path / "ledgers")
         assert isinstance(broker.ledgers.filesystem, pafs.LocalFileSystem)
         _setup(broker)
-        broker.produce("admin", TOPIC, [OutgoingMessage(b"a"), OutgoingMessage(b"b")])
+        broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"a"), OutgoingMessage(b"b")])
         assert len(_files(tmp_path / "ledgers")) == 1
-        got = broker.dispatcher("admin", TOPIC, "s").subscribe("c").receive_many(5)
+        got = broker.reading.dispatcher("admin", TOPIC, "s").subscribe("c").receive_many(5)
         assert [m.payload for m in got] == [b"a", b"b"]
 
 

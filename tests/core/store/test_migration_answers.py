@@ -93,17 +93,17 @@ def test_a_waiting_presentation_survives_the_upgrade_and_takes_its_answer(
         None,
     )
     with Broker(config) as broker:
-        assert broker.approval_requests("cursorops_skip_messages", "manual__1") == [shown]
-        assert broker.approval_answers("cursorops_skip_messages", "manual__1") == []
+        assert broker.workflow.approval_requests("cursorops_skip_messages", "manual__1") == [shown]
+        assert broker.workflow.approval_answers("cursorops_skip_messages", "manual__1") == []
         # The gate resumes after the upgrade: its answer is recorded against what it showed.
-        answer = broker.record_approval_answer(
+        answer = broker.workflow.record_approval_answer(
             "cursorops_skip_messages", "manual__1", "approve_skip", 1, ["Approve"], "bob", 9
         )
         assert answer == ApprovalAnswer(shown, ("Approve",), "bob", 9)
-        assert broker.approval_answers("cursorops_skip_messages", "manual__1") == [answer]
+        assert broker.workflow.approval_answers("cursorops_skip_messages", "manual__1") == [answer]
         # Cleared after the upgrade, the gate refuses to show anything again.
         with pytest.raises(AlreadyExistsError):
-            broker.record_approval_request(
+            broker.workflow.record_approval_request(
                 ApprovalRequest(
                     DIGEST, "cursorops_skip_messages", "manual__1", "approve_skip", "c" * 64,
                     ("bob",), 10, 60_000, try_number=2,

@@ -38,14 +38,18 @@ def test_an_upgraded_store_reads_and_says_nothing_until_a_consumer_acknowledges(
 ) -> None:
     config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
     with Broker(config, clock=clock) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/ops")
-        broker.create_topic("admin", TOPIC)
-        broker.create_subscription(
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/ops")
+        broker.admin.create_topic("admin", TOPIC)
+        broker.admin.create_subscription(
             "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
         )
-        broker.produce("admin", TOPIC, [OutgoingMessage(b"order %d" % i) for i in range(6)])
-        consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("c", receiver_queue_size=3)
+        broker.producing.produce(
+            "admin", TOPIC, [OutgoingMessage(b"order %d" % i) for i in range(6)]
+        )
+        consumer = broker.reading.dispatcher("admin", TOPIC, "s").subscribe(
+            "c", receiver_queue_size=3
+        )
         for message in consumer.receive_many(3):
             if message.payload != HELD:
                 consumer.acknowledge(message)
@@ -65,14 +69,16 @@ def test_an_upgraded_store_reads_and_says_nothing_until_a_consumer_acknowledges(
     clock.advance(600_000)
     with Broker(config, clock=clock) as broker:
         assert broker.metadata.consumer_acks(TOPIC, "s") == {}
-        (radar,) = broker.poison_radar("admin", TOPIC, "s")
+        (radar,) = broker.analysis.poison_radar("admin", TOPIC, "s")
         assert radar.result.stuck == 0
-        assert len(broker.peek_messages("admin", TOPIC, "s", 50)) == 4
+        assert len(broker.reading.peek_messages("admin", TOPIC, "s", 50)) == 4
         # A consumer acknowledges again: its acknowledgement is the evidence.
-        consumer = broker.dispatcher("admin", TOPIC, "s").subscribe("d", receiver_queue_size=3)
+        consumer = broker.reading.dispatcher("admin", TOPIC, "s").subscribe(
+            "d", receiver_queue_size=3
+        )
         consumer.acknowledge([m for m in consumer.receive_many(3) if m.payload != HELD])
         consumer.close()
-        (radar,) = broker.poison_radar("admin", TOPIC, "s")
+        (radar,) = broker.analysis.poison_radar("admin", TOPIC, "s")
         assert [m.entry_id for m in radar.result.listed] == [1]
         assert radar.result.listed[0].behind_acks
     engine = create_store_engine(make_url(metadata_url))

@@ -44,25 +44,25 @@ def test_an_older_store_upgrades_and_keeps_schemas_and_horizons(
     config = Config.from_home(tmp_path / "home", metadata_url=metadata_url)
     migrate_module.migrate(config)
     with Broker(config) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/ops")
-        broker.create_topic("admin", TOPIC)
-        broker.create_subscription(
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/ops")
+        broker.admin.create_topic("admin", TOPIC)
+        broker.admin.create_subscription(
             "admin", TOPIC, "s", SubscriptionType.SHARED, initial_position="earliest"
         )
-        broker.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(3)])
-        assert broker.topic_stats("admin", TOPIC).subscriptions["s"].msg_backlog == 3
+        broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(3)])
+        assert broker.analysis.topic_stats("admin", TOPIC).subscriptions["s"].msg_backlog == 3
         from cursorops.core.domain.schemas.schema_info import SchemaInfo, SchemaType
 
         info = SchemaInfo(SchemaType.STRING, b"", {})
-        assert broker.put_schema("admin", TOPIC, info) == 0
-        assert broker.get_schema("admin", TOPIC) == (0, info)
-        broker.set_deduplication("admin", "acme/ops", True)
-        assert broker.deduplication_policy("admin", "acme/ops") is True
-        assert broker.deduplication(TOPIC) is True
-        assert broker.compaction_status("admin", TOPIC) == "NOT_RUN"
-        broker.compact("admin", TOPIC)
-        assert broker.compaction_status("admin", TOPIC) == "SUCCESS"
+        assert broker.schemas.put_schema("admin", TOPIC, info) == 0
+        assert broker.schemas.get_schema("admin", TOPIC) == (0, info)
+        broker.policies.set_deduplication("admin", "acme/ops", True)
+        assert broker.policies.deduplication_policy("admin", "acme/ops") is True
+        assert broker.policies.deduplication(TOPIC) is True
+        assert broker.compaction.compaction_status("admin", TOPIC) == "NOT_RUN"
+        broker.compaction.compact("admin", TOPIC)
+        assert broker.compaction.compaction_status("admin", TOPIC) == "SUCCESS"
     engine = create_store_engine(make_url(metadata_url))
     try:
         assert recorded_revision(engine) == HEAD_REVISION

@@ -32,6 +32,7 @@ from cursorops.core.domain.errors import SchemaOutOfDateError
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
 from cursorops.core.store import dispatch_state
 from cursorops.core.store import metadata as metadata_module
@@ -70,55 +71,55 @@ def populate(broker: Broker, clock: Clock) -> None:
     Subscriptions ``a`` and ``b`` go through the very same steps, so what one
     delivers before the migration, the other must deliver after it.
     """
-    broker.create_tenant("admin", "acme")
-    broker.create_namespace("admin", "acme/ops")
-    broker.create_topic("admin", TOPIC, 2)
+    broker.admin.create_tenant("admin", "acme")
+    broker.admin.create_namespace("admin", "acme/ops")
+    broker.admin.create_topic("admin", TOPIC, 2)
     for name in (*TWINS, "other"):
-        broker.create_subscription(
+        broker.admin.create_subscription(
             "admin", TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
         )
     singles = [OutgoingMessage(b"s%d" % i, key=f"k{i % 3}") for i in range(16)]
-    broker.produce("admin", TOPIC, singles)
+    broker.producing.produce("admin", TOPIC, singles)
     clock.advance(1_000)
-    batched = broker.produce(
+    batched = broker.producing.produce(
         "admin", TOPIC, [OutgoingMessage(b"b%d" % i) for i in range(16)], batch_size=4
     )
     clock.advance(1_000)
     due_later = clock() + HOUR_MS
-    broker.produce("admin", TOPIC, [OutgoingMessage(b"d", deliver_at=due_later)] * 2)
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"d", deliver_at=due_later)] * 2)
     first = batched[0]
     one_of_a_batch = MessageId(first.ledger_id, first.entry_id, first.partition, 1, 4)
     for name in TWINS:
         # Acknowledged through the dispatcher (the consumer's path)...
-        broker.consume("admin", TOPIC, name, 5, ack=True)
+        broker.reading.consume("admin", TOPIC, name, 5, ack=True)
         # ... a skip of a whole message and of one message inside a batch (audited) ...
-        broker.skip_messages("admin", TOPIC, name, [one_of_a_batch, batched[-1]])
+        skips.skip_messages(broker.gated, "admin", TOPIC, name, [one_of_a_batch, batched[-1]])
         # ... and messages delivered, not acknowledged, released for redelivery.
-        broker.consume("admin", TOPIC, name, 3)
-    broker.skip_messages("admin", TOPIC, "other", [batched[5]])
-    stats = broker.topic_stats("admin", TOPIC)
+        broker.reading.consume("admin", TOPIC, name, 3)
+    skips.skip_messages(broker.gated, "admin", TOPIC, "other", [batched[5]])
+    stats = broker.analysis.topic_stats("admin", TOPIC)
     samples = [
         BacklogSample(TOPIC, name, clock(), sub.msg_backlog, 0, None, run_id="run-1")
         for name, sub in sorted(stats.subscriptions.items())
     ]
-    assert broker.record_backlog_audit("admin", "run-1", samples) == 3
-    broker.record_audit("admin", "note", TOPIC, None, {"why": "before the migration"})
+    assert broker.analysis.record_backlog_audit("admin", "run-1", samples) == 3
+    broker.workflow.record_audit("admin", "note", TOPIC, None, {"why": "before the migration"})
     clock.advance(1_000)
 
 
 def readings(broker: Broker) -> dict[str, Any]:
     """Everything an operator reads of the topic, without changing it."""
     return {
-        "analysis": broker.analyze_backlog("admin", TOPIC),
-        "stats": broker.topic_stats("admin", TOPIC),
-        "peek": {s: broker.peek_messages("admin", TOPIC, s, 50) for s in (*TWINS, "other")},
+        "analysis": broker.analysis.analyze_backlog("admin", TOPIC),
+        "stats": broker.analysis.topic_stats("admin", TOPIC),
+        "peek": {s: broker.reading.peek_messages("admin", TOPIC, s, 50) for s in (*TWINS, "other")},
         "cursors": {
-            (p, s): broker.cursor_state("admin", f"{TOPIC}-partition-{p}", s)
+            (p, s): broker.analysis.cursor_state("admin", f"{TOPIC}-partition-{p}", s)
             for p in (0, 1)
             for s in (*TWINS, "other")
         },
-        "audit": broker.audit_log("admin", TOPIC),
-        "history": broker.backlog_history("admin", TOPIC),
+        "audit": broker.workflow.audit_log("admin", TOPIC),
+        "history": broker.analysis.backlog_history("admin", TOPIC),
     }
 
 
@@ -145,7 +146,7 @@ def test_a_store_from_before_migrations_migrates_and_reads_the_same(
         before_migrations.setattr(dispatch_state, "highest_message", lambda *_: None)
         with Broker(old, clock=Clock()) as broker:
             populate(broker, broker.clock)  # type: ignore[arg-type]
-            delivered_before = broker.consume("admin", TOPIC, "a", 50)
+            delivered_before = broker.reading.consume("admin", TOPIC, "a", 50)
             now = broker.clock()
             before = readings(broker)
     url = make_url(metadata_url)
@@ -167,7 +168,7 @@ def test_a_store_from_before_migrations_migrates_and_reads_the_same(
         with Broker(old, clock=Clock(now)) as broker:
             assert recorded_revision(engine) == HEAD_REVISION
             assert readings(broker) == before
-            delivered_after = broker.consume("admin", TOPIC, "b", 50)
+            delivered_after = broker.reading.consume("admin", TOPIC, "b", 50)
         tables = set(inspect(engine).get_table_names())
         assert tables == {*Base.metadata.tables, "alembic_version"}  # cursorops_schema dropped
     finally:

@@ -24,9 +24,9 @@ TOPIC = "persistent://acme/ops/recent"
 @pytest.fixture
 def broker(tmp_path: Path, metadata_url: str) -> Iterator[Broker]:
     with Broker(Config.from_home(tmp_path / "home", metadata_url=metadata_url)) as broker:
-        broker.create_tenant("admin", "acme")
-        broker.create_namespace("admin", "acme/ops")
-        broker.create_topic("admin", TOPIC)
+        broker.admin.create_tenant("admin", "acme")
+        broker.admin.create_namespace("admin", "acme/ops")
+        broker.admin.create_topic("admin", TOPIC)
         yield broker
 
 
@@ -58,8 +58,8 @@ def test_rows_from_memory_are_the_rows_of_the_file(
 ) -> None:
     # Two appends; the first segment spans three Parquet row groups.
     entries = [_entry(100 * i, 100) for i in range(120)]
-    broker.append_entries("admin", TOPIC, entries[:100])
-    positions = broker.append_entries("admin", TOPIC, entries[100:])
+    broker.producing.append_entries("admin", TOPIC, entries[:100])
+    positions = broker.producing.append_entries("admin", TOPIC, entries[100:])
     segments = broker.metadata.segments(TOPIC)
     assert len(segments) == 2
     root = broker.ledgers.root
@@ -84,7 +84,7 @@ def _refuse(*_args: object, **_kwargs: object) -> None:
 
 
 def test_only_committed_segments_are_kept(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
-    broker.append_entries("admin", TOPIC, [_entry(0, 3)])
+    broker.producing.append_entries("admin", TOPIC, [_entry(0, 3)])
     kept = broker.ledgers.recent
     assert len(kept._items) == 1
     metadata = broker.metadata
@@ -97,7 +97,7 @@ def test_only_committed_segments_are_kept(broker: Broker, monkeypatch: pytest.Mo
             "cursorops.core.store.ledger_index.allocated_entries", _failing(no_commit), raising=True
         )
         with pytest.raises(RuntimeError, match="the commit failed"):
-            broker.append_entries("admin", TOPIC, [_entry(3, 3)])
+            broker.producing.append_entries("admin", TOPIC, [_entry(3, 3)])
     assert len(kept._items) == 1
     assert len(metadata.segments(TOPIC)) == 1
 
@@ -121,7 +121,7 @@ def _failing(fail: object) -> object:
 
 
 def test_a_file_not_the_one_written_is_read_from_disk(broker: Broker) -> None:
-    broker.append_entries("admin", TOPIC, [_entry(0, 3)])
+    broker.producing.append_entries("admin", TOPIC, [_entry(0, 3)])
     [segment] = broker.metadata.segments(TOPIC)
     path = Path(broker.ledgers.root) / segment.path
     table = pq.read_table(path)

@@ -10,22 +10,24 @@ TOPIC = "persistent://acme/ops/held"
 
 
 def test_release_takes_the_prefix_s_consumers_and_frees_what_they_held(broker: Broker) -> None:
-    broker.create_topic("admin", TOPIC)
-    broker.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(6)])
+    broker.admin.create_topic("admin", TOPIC)
+    broker.producing.produce("admin", TOPIC, [OutgoingMessage(b"m%d" % i) for i in range(6)])
     for name in ("s", "t"):
-        broker.create_subscription(
+        broker.admin.create_subscription(
             "admin", TOPIC, name, SubscriptionType.SHARED, initial_position="earliest"
         )
-    dispatcher = broker.dispatcher("admin", TOPIC, "s")
+    dispatcher = broker.reading.dispatcher("admin", TOPIC, "s")
     dead = dispatcher.subscribe("c", consumer_id="dead1/1-a/0/c")
     live = dispatcher.subscribe("c", consumer_id="live2/1-b/0/c")
-    other = broker.dispatcher("admin", TOPIC, "t").subscribe("c", consumer_id="dead1/2-c/0/c")
+    other = broker.reading.dispatcher("admin", TOPIC, "t").subscribe(
+        "c", consumer_id="dead1/2-c/0/c"
+    )
     for consumer in (dead, live, other):
         consumer.dispatcher.flow(consumer, 2)
     pending_before = broker.metadata.pending_members(TOPIC, "s")
 
-    assert broker.release_consumers_of("dead1/") == 2
-    assert broker.release_consumers_of("dead1/") == 0
+    assert broker.reading.release_consumers_of("dead1/") == 2
+    assert broker.reading.release_consumers_of("dead1/") == 0
 
     with broker.metadata.subscription_transaction(TOPIC, "s", broker.clock()) as txn:
         assert [c.consumer_id for c in txn.consumers()] == ["live2/1-b/0/c"]
