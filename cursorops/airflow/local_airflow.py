@@ -68,6 +68,8 @@ SKIP_DAG = "cursorops_skip_messages"
 CLIENT_REQUEST_ID = "local-airflow-client"
 """The ``X-Request-ID`` of every request these helpers make: Airflow's access log names it
 (``request_id=``), so a request the helpers did not make stands out."""
+ANSWER_ATTEMPTS = 5
+"""How often :meth:`Airflow.answer` gives an answer Airflow refused for a busy database."""
 
 Progress = Callable[[str], None]
 
@@ -250,13 +252,20 @@ class Airflow:
     def answer(
         self, dag_id: str, run_id: str, task_id: str, option: str, user: str
     ) -> httpx.Response:
-        """Answer the approval over REST as ``user`` (Approve or Reject)."""
-        return self.request(
-            user,
-            "PATCH",
-            f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails",
-            json={"chosen_options": [option], "params_input": {}},
-        )
+        """Answer the approval over REST as ``user`` (Approve or Reject).
+
+        Airflow on SQLite refuses a write with a 500 "Database error" while another process
+        holds the database (its transaction rolled back: nothing was recorded); the answer is
+        given again, as the person would click again, up to :data:`ANSWER_ATTEMPTS` times.
+        Any other answer, a 409 (already answered) included, is returned as it came."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails"
+        body = {"chosen_options": [option], "params_input": {}}
+        for attempt in range(1, ANSWER_ATTEMPTS + 1):
+            response = self.request(user, "PATCH", path, json=body)
+            if attempt == ANSWER_ATTEMPTS or not _database_busy(response):
+                break
+            time.sleep(1)
+        return response
 
     # -- environment -----------------------------------------------------------
 
@@ -572,3 +581,15 @@ def _last_line(log: Path) -> str:
     except OSError:
         return "(no log)"
     return next((text.strip() for text in reversed(lines) if text.strip()), "(empty log)")
+
+
+def _database_busy(response: httpx.Response) -> bool:
+    """Airflow's 500 for a database error (``SQLAlchemyErrorHandler``): on SQLite, another
+    writer held the database and the request's transaction was rolled back."""
+    if response.status_code != 500:
+        return False
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        return False
+    return isinstance(detail, dict) and detail.get("reason") == "Database error"
