@@ -52,11 +52,10 @@ PUBLIC_METHODS = 6
 ``apply_approved_plan``, and the lifecycle ``close`` and ``migrate_metadata``; everything
 else is asked of the named collaborator (``broker.admin``, ``broker.reading``, ...). 93
 before the façade became its doors."""
-PASS_THROUGHS = 1
-"""``close``, which closes the metadata store the Broker opened (its lifecycle, which the
-façade owns, not a collaborator's operation); none hands a call to a collaborator or a
-slice: the doors plan and apply through the gated operations' registry themselves. 92
-before the façade became its doors."""
+PASS_THROUGHS = 0
+"""None hands a call to a collaborator or a slice: the doors plan and apply through the
+gated operations' registry themselves, and ``close`` ends the broker's life in the cluster
+before it closes the store. 92 before the façade became its doors."""
 LARGEST_IMPORT_CYCLE = 4
 """Four modules of ``cursorops.airflow`` (the gate, its steps, the approval and the closing
 record); 33 before the operations became slices, 27 before core's three layers and the

@@ -285,19 +285,18 @@ def _ready(broker_url: str, broker_url_tls: str, web_urls: list[str]) -> str:
 async def _close_broker(
     service: Service, webs: list[tuple[Any, asyncio.Task[None]]], app: Any
 ) -> None:
-    """At the stop: every connection closed, what is queued appended, the cluster left,
-    the web servers stopped, the brokers and the store thread closed."""
+    """At the stop: every connection closed, what is queued appended, the web servers
+    stopped, the brokers closed (the service's leaves the cluster) and the store thread."""
     store, broker = service.store, service.broker
     for connection in list(service.connections):
         await connection.close()
     await service.appender.drain()
-    with contextlib.suppress(CursorOpsError):
-        await store.run(broker.cluster.leave)
     for web, web_task in webs:
         web.should_exit = True
         with contextlib.suppress(Exception):
             await web_task
-    await store.run(broker.close)
+    with contextlib.suppress(CursorOpsError):
+        await store.run(broker.close)
     # The REST app's own broker, made at its first request: its pool's connections
     # hold SQLite's -wal and -shm files open until closed.
     rest_broker = None if app is None else getattr(app.state, "broker", None)

@@ -176,7 +176,14 @@ class Broker:
         return migrate(config)
 
     def close(self) -> None:
-        self.metadata.close()
+        """Stop this broker: a broker that joined a cluster leaves it (:meth:`Cluster.leave`),
+        then the metadata store closes and, on PostgreSQL, gives up the broker's life lock.
+        A leave the store refuses (this life already fenced off by a newer one) still closes
+        the store."""
+        try:
+            self.cluster.leave()
+        finally:
+            self.metadata.close()
 
     def __enter__(self) -> Broker:
         return self

@@ -112,9 +112,12 @@ class Cluster:
         return Beat(True, declared, released)
 
     def leave(self) -> None:
-        """End this life cleanly (a broker stopping): the others stop routing to it."""
+        """End this life cleanly (a broker stopping): what its consumers still hold is
+        released first, then the life is dead and released, and the others stop routing to
+        it at once rather than once its heartbeat goes silent."""
         fence = self.metadata.fence
         if fence is not None:
+            self.metadata.release_consumers_with_prefix(fence.consumer_prefix, self.clock())
             self.metadata.leave(fence)
 
     @staticmethod

@@ -182,6 +182,25 @@ def test_a_clean_leave_routes_nothing_more_to_the_broker(pair: tuple[Broker, Bro
     assert record.advertised.web_url == "http://b:8080" and record.released
 
 
+def test_a_closed_broker_has_left_and_released_what_its_consumers_held(
+    pair: tuple[Broker, Broker],
+) -> None:
+    """Closing is stopping: whatever its consumers still hold goes back to the others at
+    once, and the life is over without anyone waiting for its heartbeat to go silent."""
+    a, b = pair
+    fence = b.cluster.fence
+    assert fence is not None
+    held = b.reading.dispatcher("admin", TOPIC, "s").subscribe(
+        "c", consumer_id=f"{fence.consumer_prefix}1"
+    )
+    held.dispatcher.flow(held, 3)
+    assert _holders(a) == {f"{fence.consumer_prefix}1": 3}
+    b.close()
+    assert _holders(a) == {None: 3}
+    assert [r.broker_id for r in a.cluster.live()] == ["aaaa"]
+    assert a.cluster.beat().declared == []
+
+
 def _record(broker_id: str) -> BrokerRecord:
     return BrokerRecord(broker_id, 1, LIVE, False, Advertised(f"pulsar://{broker_id}"), 0, 0)
 
