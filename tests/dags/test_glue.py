@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -372,7 +373,7 @@ def test_a_gate_that_showed_its_request_refuses_to_ask_again(tmp_path: Path, mon
         shown = _presented(broker, record)
     gate = FourEyesApprovalOperator(task_id="approve_skip", subject="s", body="")
     with pytest.raises(AirflowFailException) as refused:
-        gate.execute(context)  # type: ignore[arg-type]
+        _through_the_trigger(gate, context)
     message = str(refused.value)
     assert message.startswith("This request was closed: gate approve_skip of run manual__1")
     for door in ("REST route", "`cursorops` CLI", "Cursors page"):
@@ -383,6 +384,30 @@ def test_a_gate_that_showed_its_request_refuses_to_ask_again(tmp_path: Path, mon
     assert seeded.audit("skip") == []
     [why] = seeded.audit("skip-refused")
     assert why["stage"] == "gate" and why["reason"] == message
+
+
+def _through_the_trigger(gate: Any, context: dict[str, Any]) -> Any:
+    """A retried gate whose store holds no answer defers to the trigger that reads Airflow's
+    (as the triggerer runs it), and resumes with what it fired."""
+    import asyncio
+
+    from airflow.sdk.exceptions import TaskDeferred
+
+    with pytest.raises(TaskDeferred) as deferred:
+        gate.execute(context)
+    assert deferred.value.method_name == "resume_held_answer"
+    trigger = deferred.value.trigger
+    classpath, kwargs = trigger.serialize()
+    assert (classpath, kwargs) == (
+        "cursorops.airflow.triggers.held_answer.HeldAnswerTrigger",
+        {"ti_id": context["ti"].id},
+    )
+
+    async def fired() -> list[Any]:
+        return [event async for event in trigger.run()]
+
+    [event] = asyncio.run(fired())
+    return gate.resume_held_answer(context, event.payload)
 
 
 def _airflow_holds(monkeypatch: pytest.MonkeyPatch, by: str | None, chosen: str = "Approve"):
@@ -420,7 +445,7 @@ def test_a_retried_gate_takes_the_answer_airflow_accepted_and_never_asks_again(
     with Broker(config) as broker:
         shown = _presented(broker, record, at=AT)
     gate = FourEyesApprovalOperator(task_id="approve_skip", subject="s", body="")
-    assert gate.execute(context)["chosen_options"] == ["Approve"]  # type: ignore[arg-type]
+    assert _through_the_trigger(gate, context)["chosen_options"] == ["Approve"]
     with Broker(config) as broker:
         [answer] = broker.workflow.approval_answers("cursorops_skip_messages", "manual__1")
         assert broker.workflow.approval_requests("cursorops_skip_messages", "manual__1") == [shown]

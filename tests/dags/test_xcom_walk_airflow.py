@@ -58,6 +58,10 @@ NOT_STARTED = {"None", "none", "scheduled"}
 WALK_TIMEOUT_S = 900
 PULSE_S = 0.5
 """How long the walk lets the scheduler run a paused DAG to queue its next task."""
+WALK_ATTEMPTS = 3
+"""A walk the scheduler outran (on a loaded machine a pause can land after the next task
+was queued and ended, so two tasks' boundary went unforged) is walked again, on a new
+request at the same door: the raced run still counts for what must not change."""
 WALKERS = 4
 """Runs walked at once: more would hold SQLite (Airflow's metadata) long enough for a pause
 to land after the next task was queued."""
@@ -542,6 +546,11 @@ MAKERS: dict[str, Callable[[Airflow, Config], Case]] = {
 QUORUM = "skip_messages_quorum"
 
 
+def namespace_of(topic: str) -> str:
+    """``tenant/namespace`` of a topic, as its ledger folder is named."""
+    return "/".join(rest_path(topic).removeprefix("/admin/v2/persistent/").split("/")[:2])
+
+
 def chain_of(case: Case) -> tuple[str, ...]:
     tail = TAILS[_recorded(case.dag)]
     head = ("validate_request", "authorize", "find_messages", "plan_matched_ids")
@@ -616,15 +625,32 @@ def walked(
     home = Path(cursorops_home.home)
     roots = [sentinels, home]
     before = snapshot(roots, _database_or_scratch(home))
+    # New ledger segments are the redrive's, on its own topic; nothing else may appear.
+    redriven = rest_path(cases["redrive"].topic).removeprefix("/admin/v2/persistent/")
+
+    fresh: list[str] = []
+    """The namespaces of cases made after the snapshot above (a walk made again)."""
 
     def walk(name: str, forged: Hostile) -> tuple[Walk | None, BaseException | None]:
-        case = cases[name]
-        tail = TAILS[_recorded(case.dag)]
-        walk = Walk(airflow, case.dag, chain_of(case), tail.gates, ("bob", "admin"), forged)
-        try:
-            return walk.go(case.start), None
-        except BaseException as exc:  # reported by the case's own test
-            return walk, exc
+        for attempt in range(1, WALK_ATTEMPTS + 1):
+            if attempt > 1:
+                cases[name] = make_case(name)
+                fresh.append(namespace_of(cases[name].topic))
+            case = cases[name]
+            tail = TAILS[_recorded(case.dag)]
+            walk = Walk(airflow, case.dag, chain_of(case), tail.gates, ("bob", "admin"), forged)
+            try:
+                walk.go(case.start)
+            except BaseException as exc:  # reported by the case's own test
+                return walk, exc
+            if not walk.unforged_boundaries() or attempt == WALK_ATTEMPTS:
+                return walk, None
+        raise AssertionError("unreachable")
+
+    def make_case(name: str) -> Case:
+        if name == QUORUM:
+            return skip_messages_case(airflow, cursorops_home, quorum=True)
+        return MAKERS[name](airflow, cursorops_home)
 
     def by_dag(names: list[str]) -> dict[str, tuple[Walk | None, BaseException | None]]:
         # One DAG's runs one after another: its pause is its run's alone.
@@ -639,13 +665,14 @@ def walked(
     seconds = time.monotonic() - started
     after = snapshot(roots, _database_or_scratch(home))
     ledger = Path(cursorops_home.ledger_root)
-    # New ledger segments are the redrive's, on its own topic; nothing else may appear.
-    redriven = rest_path(cases["redrive"].topic).removeprefix("/admin/v2/persistent/")
     changed = [
         path
         for path in sorted(before.keys() | after.keys())
         if before.get(path) != after.get(path)
-        and not (path not in before and Path(path).is_relative_to(ledger / redriven))
+        and not (
+            path not in before
+            and any(Path(path).is_relative_to(ledger / own) for own in (redriven, *fresh))
+        )
     ]
     yield Outcome(
         {

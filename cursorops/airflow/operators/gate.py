@@ -27,8 +27,9 @@ answer, so the gate fails instead.
 
 A gate shows its request once per run. A later try of it (Airflow 3.3 keeps a
 cleared gate's first text) never asks again: it takes the answer given to what it
-showed (recorded here, or held by Airflow for the task and never resumed with: Airflow
-3.3.2 can fail a gate resumed while the workload that parked it is still being
+showed (recorded here, or held by Airflow for the task and never resumed with, read on
+the triggerer by :class:`~cursorops.airflow.triggers.held_answer.HeldAnswerTrigger`:
+Airflow 3.3.2 can fail a gate resumed while the workload that parked it is still being
 reported), unless the request was closed; with no such answer, it refuses. Either
 refusal is audited (``<operation>-refused``, stage ``gate``), so the closing record says
 why. A new request is a new run.
@@ -52,7 +53,7 @@ import math
 import os
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 
@@ -163,29 +164,6 @@ def answered_event(chosen: Sequence[str], by: str | None, at_ms: int) -> dict[st
         "params_input": {},
         "responded_at": datetime.fromtimestamp(at_ms / 1000, UTC),
         "responded_by_user": None if by is None else {"id": by, "name": by},
-        "timedout": False,
-    }
-
-
-def airflow_answer(context: Context) -> dict[str, Any] | None:
-    """The answer Airflow holds for this task instance (its HITL record, which follows the
-    task from try to try), as its event, or None. Only an assigned user writes it, through
-    Airflow's API; the gate sets no default, so no timeout writes one."""
-    from airflow.sdk.exceptions import AirflowRuntimeError
-    from airflow.sdk.execution_time.hitl import get_hitl_detail_content_detail
-
-    try:
-        held = get_hitl_detail_content_detail(ti_id=context["task_instance"].id)
-    except AirflowRuntimeError:
-        return None  # no HITL record: this task never asked
-    if not (held.response_received and held.chosen_options and held.responded_at):
-        return None
-    by = held.responded_by_user
-    return {
-        "chosen_options": list(held.chosen_options),
-        "params_input": held.params_input or {},
-        "responded_at": held.responded_at,
-        "responded_by_user": None if by is None else {"id": by.id, "name": by.name},
         "timedout": False,
     }
 
@@ -334,6 +312,8 @@ class FourEyesApprovalOperator(ApprovalOperator):
             else:
                 approvers = self._present(broker, context, record, validity)
         if shown is not None:
+            if answered is None:
+                self._read_airflows_answer(context)
             return self._complete(context, answered, shown)
         self.log.info(
             "Approval %d of %d for plan %s assigned to %s; requester %s",
@@ -410,31 +390,68 @@ class FourEyesApprovalOperator(ApprovalOperator):
 
     def _answer_of_earlier_try(
         self, broker: Broker, context: Context, record: PlanRecord, shown: ApprovalRequest
-    ) -> dict[str, Any]:
-        """This gate showed ``shown`` in an earlier try: the answer to it, as Airflow's event
-        (the one this store recorded, or the one Airflow holds for this task and never
-        resumed a try with), or refuse. A request already closed, or shown and never
-        answered, is refused: the gate never asks again."""
-        from airflow.sdk.exceptions import AirflowFailException
-
+    ) -> dict[str, Any] | None:
+        """This gate showed ``shown`` in an earlier try: the answer to it this store recorded,
+        as Airflow's event; None when the store has none (Airflow may hold one:
+        :meth:`_read_airflows_answer`). A request already closed is refused: the gate never
+        asks again."""
         from cursorops.airflow.approval import by_gate
-        from cursorops.airflow.closing_record import closing_records
 
         dag_run = context["dag_run"]
-        closed = closing_records(broker, record)
+        self._refuse_if_closed(broker, context, record)
         answer = by_gate(broker.workflow.approval_answers(dag_run.dag_id, dag_run.run_id)).get(
             self.task_id
         )
-        event: dict[str, Any] | None = None
-        if not closed:
-            if answer is not None and answer.request == shown:
-                event = answered_event(answer.chosen, answer.responded_by, answer.responded_at_ms)
-            else:
-                event = airflow_answer(context)
-        if event is None:
-            why = closed_request(self.task_id, dag_run.run_id)
-            record_gate_refusal(broker, context, record, self.task_id, why)
-            raise AirflowFailException(why)
+        if answer is None or answer.request != shown:
+            return None
+        event = answered_event(answer.chosen, answer.responded_by, answer.responded_at_ms)
+        self._resumes(context, shown, event)
+        return event
+
+    def _read_airflows_answer(self, context: Context) -> NoReturn:
+        """Defer to :class:`HeldAnswerTrigger`: the triggerer reads the answer Airflow holds
+        for this task instance (a task cannot), and :meth:`resume_held_answer` goes on."""
+        from cursorops.airflow.triggers.held_answer import HeldAnswerTrigger
+
+        self.defer(
+            trigger=HeldAnswerTrigger(str(context["ti"].id)), method_name="resume_held_answer"
+        )
+
+    def resume_held_answer(self, context: Context, event: dict[str, Any]) -> Any:
+        """Back from :class:`HeldAnswerTrigger`: complete with the answer Airflow held for the
+        request this gate showed in an earlier try. None held (a gate cleared or re-run before
+        anyone answered), or the request closed meanwhile: refused, and the gate never asks
+        again."""
+        from cursorops.airflow.hooks.cursorops import CursorOpsHook
+        from cursorops.airflow.steps import run_plan_record
+        from cursorops.airflow.triggers.held_answer import HELD
+
+        dag_run = context["dag_run"]
+        with CursorOpsHook().broker() as broker:
+            record = run_plan_record(broker, context, first=not self.earlier_gates)
+            shown = shown_by(broker, dag_run.dag_id, dag_run.run_id, self.task_id)
+            held = event.get(HELD)
+            if shown is None or held is None:
+                self._refuse(broker, context, record)
+            self._refuse_if_closed(broker, context, record)
+        assert shown is not None and held is not None
+        self._resumes(context, shown, held)
+        return self._complete(context, held, shown)
+
+    def _refuse_if_closed(self, broker: Broker, context: Context, record: PlanRecord) -> None:
+        from cursorops.airflow.closing_record import closing_records
+
+        if closing_records(broker, record):
+            self._refuse(broker, context, record)
+
+    def _refuse(self, broker: Broker, context: Context, record: PlanRecord) -> NoReturn:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        why = closed_request(self.task_id, context["dag_run"].run_id)
+        record_gate_refusal(broker, context, record, self.task_id, why)
+        raise AirflowFailException(why)
+
+    def _resumes(self, context: Context, shown: ApprovalRequest, event: dict[str, Any]) -> None:
         self.log.info(
             "Try %s of gate %s resumes the answer given to try %s: %s",
             context["ti"].try_number,
@@ -442,7 +459,6 @@ class FourEyesApprovalOperator(ApprovalOperator):
             shown.try_number,
             event["chosen_options"],
         )
-        return event
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """Record the answer Airflow resumed the gate with, next to what the gate showed, then

@@ -1,0 +1,1 @@
+"""The triggers cursorops's operators defer to (run by Airflow's triggerer)."""
