@@ -41,7 +41,7 @@ MAX_ROW_LIMIT = 100_000
 """The most rows one answer carries; more is a job for a Spark scan, not a REST answer."""
 QUERY_TIMEOUT_S = 30.0
 """A query still running after this is interrupted (and answered as a failure)."""
-_CONFIG: dict[str, str | bool | int] = {
+_CONFIG: dict[str, str | bool | int | float | list[str]] = {
     "enable_external_access": False,
     "python_enable_replacements": False,
     "autoinstall_known_extensions": False,
