@@ -194,10 +194,14 @@ def _topic(broker: Broker) -> list[MessageId]:
     return broker.producing.produce("admin", TOPIC, messages, batch_size=2)
 
 
-def test_two_reads_of_one_state_name_one_snapshot_and_hold_the_same_rows(broker: Broker) -> None:
+def test_two_reads_of_one_state_name_one_snapshot_and_hold_the_same_rows(
+    broker: Broker, clock: Clock
+) -> None:
     ids = _topic(broker)
     first = broker.backlog.relation("admin", TOPIC, "s")
+    clock.advance(60_000)
     again = broker.backlog.relation("admin", TOPIC, "s")
+    assert again.snapshot.as_of_ms == first.snapshot.as_of_ms + 60_000
     assert first.snapshot.id == again.snapshot.id
     assert first.table.equals(again.table)
     # An index of the first batch skipped: a new cursor version, a new snapshot, a row less.
@@ -251,3 +255,17 @@ def test_content_columns_are_null_for_a_role_that_may_not_peek(
     got = answer.table.to_pylist()
     assert all(expected.items() <= row.items() for row in got), got
     assert answer.snapshot.topic == TOPIC and answer.content is content
+
+
+def test_a_delay_come_due_is_a_new_snapshot(broker: Broker, clock: Clock) -> None:
+    _topic(broker)
+    broker.producing.produce(
+        "admin", TOPIC, [OutgoingMessage(b"later", deliver_at=clock() + DELAY_MS)]
+    )
+    before = broker.backlog.relation("admin", TOPIC, "s")
+    assert before.table.column("state").to_pylist()[-1] == "delayed"
+    clock.advance(DELAY_MS)
+    due = broker.backlog.relation("admin", TOPIC, "s")
+    assert due.table.column("state").to_pylist()[-1] == "available"
+    assert due.snapshot.id != before.snapshot.id
+    assert due.snapshot.marks == before.snapshot.marks

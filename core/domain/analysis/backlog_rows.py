@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -138,12 +138,14 @@ class PartitionMark:
 @dataclass(frozen=True)
 class BacklogSnapshot:
     """The state a backlog relation was read at: two results naming one :attr:`id` hold
-    the same rows.
+    the same rows, every column the same.
 
     ``marks``: each partition's cursor version and last entry; ``pending``: a digest of
-    the subscription's pending messages (who holds what, with redelivery counts), which
-    have no version of their own; ``as_of_ms``: the clock a message's ``delayed`` state
-    and a consumer's lease were judged by.
+    the subscription's pending messages as judged at ``as_of_ms`` (who holds what, a lapsed
+    lease holding nothing; redelivery counts), which have no version of their own;
+    ``delayed``: a digest of which rows were still delayed at ``as_of_ms``. The clock
+    itself is not part of the id: a later read of an unchanged backlog, with no delay
+    come due and no lease lapsed meanwhile, names the same snapshot.
     """
 
     topic: str
@@ -151,11 +153,14 @@ class BacklogSnapshot:
     as_of_ms: int
     marks: tuple[PartitionMark, ...]
     pending: str
+    delayed: str
 
     @property
     def id(self) -> str:
-        """16 hex digits of the SHA-256 of :meth:`to_json` without the id itself."""
-        text = json.dumps(self._fields(), sort_keys=True, separators=(",", ":"))
+        """16 hex digits of the SHA-256 of every field but ``as_of_ms``."""
+        fields = self._fields()
+        del fields["asOfMs"]
+        text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
     def _fields(self) -> dict[str, object]:
@@ -172,10 +177,17 @@ class BacklogSnapshot:
                 for m in self.marks
             ],
             "pending": self.pending,
+            "delayed": self.delayed,
         }
 
     def to_json(self) -> dict[str, object]:
         return {"id": self.id, **self._fields()}
+
+
+def delayed_digest(state: Sequence[str]) -> str:
+    """A digest of which rows (in order) are :attr:`MessageState.DELAYED`."""
+    flags = np.fromiter((s == MessageState.DELAYED for s in state), np.bool_, len(state))
+    return hashlib.sha256(np.packbits(flags).tobytes() + str(len(state)).encode()).hexdigest()[:16]
 
 
 def pending_digest(messages: Iterable[tuple[str, int, int, int, int, str | None]]) -> str:
@@ -194,6 +206,7 @@ __all__ = [
     "BacklogSnapshot",
     "MessageState",
     "PartitionMark",
+    "delayed_digest",
     "masked",
     "pending_digest",
     "states",

@@ -113,6 +113,7 @@ class BacklogTable(Collaborator):
             as_of,
             tuple(marks),
             backlog_rows.pending_digest(_pending_messages(pending)),
+            backlog_rows.delayed_digest(table.column("state").to_pylist()),
         )
         return BacklogRelation(table if content else backlog_rows.masked(table), snapshot, content)
 
