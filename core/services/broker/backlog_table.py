@@ -29,7 +29,12 @@ from cursorops.core.domain.authz import Operation
 from cursorops.core.domain.content import may_read
 from cursorops.core.domain.ids.position_match import match_positions
 from cursorops.core.domain.ids.topic_name import TopicName
-from cursorops.core.services.broker import backlog_sql
+from cursorops.core.services.broker.backlog_sql import (
+    DEFAULT_ROW_LIMIT,
+    check_limit,
+    checked,
+)
+from cursorops.core.services.broker.backlog_sql import run as run_sql
 from cursorops.core.services.broker.context import BrokerContext, Collaborator
 from cursorops.core.services.broker.read import Reading
 from cursorops.core.store.cursor_state import replay
@@ -123,17 +128,17 @@ class BacklogTable(Collaborator):
         topic: str | TopicName,
         subscription: str,
         sql: str,
-        limit: int = backlog_sql.DEFAULT_ROW_LIMIT,
+        limit: int = DEFAULT_ROW_LIMIT,
     ) -> BacklogQueryResult:
         """``sql`` over the subscription's backlog relation as the view ``backlog``, on an
         embedded DuckDB that reads nothing else (:mod:`~cursorops.core.services.broker.
         backlog_sql`); at most ``limit`` rows. Authorized as :meth:`relation`; the SQL and
         the limit are checked before anything is read."""
         self.access.authorized_topic(role, Operation.GET_STATS, topic)
-        backlog_sql.check_limit(limit)
-        backlog_sql.checked(sql)
+        check_limit(limit)
+        checked(sql)
         relation = self.relation(role, topic, subscription)
-        answer = backlog_sql.run(relation.table, sql, limit)
+        answer = run_sql(relation.table, sql, limit)
         return BacklogQueryResult(
             answer.table, answer.truncated, limit, relation.snapshot, relation.content
         )
