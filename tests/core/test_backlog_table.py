@@ -2,10 +2,11 @@
 
 Random topics (two partitions of batches, delayed messages and chunked messages, complete
 or not) and random histories (skips of messages and batch indexes, consumers receiving,
-acknowledging, negatively acknowledging, closing): the relation's rows are exactly the
-messages a consumer drains afterwards once every consumer has gone and every delay is
-due, its ``count(*)`` (in Python and in DuckDB) is analyze-backlog's exact count, and
-its states say who holds what and which messages wait for their time.
+acknowledging, negatively acknowledging, closing; a partition's cursor reset to a
+message): the relation's rows are exactly the messages a consumer drains afterwards once
+every consumer has gone and every delay is due, its ``count(*)`` (in Python and in
+DuckDB) is analyze-backlog's exact count, and its states say who holds what and which
+messages wait for their time.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from cursorops.core.domain.config import Config
 from cursorops.core.domain.ids.message_id import MessageId
 from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
+from cursorops.core.services.gating import reset
 from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import Entry, OutgoingMessage
 from cursorops.core.services.reading.dispatch import Consumer, Message
@@ -52,6 +54,7 @@ history = st.lists(
         st.tuples(st.just("ack"), st.sampled_from(NAMES), st.integers(1, 3)),
         st.tuples(st.just("nack"), st.sampled_from(NAMES), st.just(0)),
         st.tuples(st.just("close"), st.sampled_from(NAMES), st.just(0)),
+        st.tuples(st.just("reset"), st.just(""), st.integers(0, 40)),
     ),
     max_size=14,
 )
@@ -137,6 +140,23 @@ def test_the_relation_is_what_the_consumers_would_still_receive(
                     consumers[name].close()
                     held[name] = []
                     consumers[name] = dispatcher.subscribe(name, receiver_queue_size=1)
+                elif action == "reset" and ids:
+                    # A partition's cursor moved back or on to a message (what was skipped
+                    # after it comes back), its consumers gone first, as a seek disconnects.
+                    for owner in NAMES:
+                        consumers[owner].close()
+                        held[owner] = []
+                    to = ids[count % len(ids)]
+                    reset.reset_cursor(
+                        broker.gated,
+                        "admin",
+                        f"{TOPIC}-partition-{to.partition}",
+                        "s",
+                        position=to.position,
+                    )
+                    consumers = {
+                        owner: dispatcher.subscribe(owner, receiver_queue_size=1) for owner in NAMES
+                    }
 
             relation = broker.backlog.relation("admin", TOPIC, "s")
             rows = relation.table.to_pylist()
