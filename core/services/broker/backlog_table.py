@@ -92,7 +92,8 @@ class BacklogTable(Collaborator):
 
         Cost: per partition, one read from its mark-delete position on (the backlog's
         segments, every column), its cursor and ledger list, and where it has chunked
-        messages its entry index and its chunks' payloads; one read of the pending runs.
+        messages its entry index and its chunks' payloads; one read of the pending runs;
+        per message, its id built in Python in its three forms.
         """
         from cursorops.core.services.reading import dispatch
 
