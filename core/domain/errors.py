@@ -17,6 +17,7 @@ the HTTP status (``cursorops/rest/errors.py``, checked by ``tests/plugins/test_e
     │   ├── InvalidSkipPayloadError
     │   ├── InvalidSkipPlanError          a plan document malformed, altered, or not of this topic
     │   ├── InvalidPredicateError
+    │   ├── InvalidQueryError             SQL over the backlog refused, or failed
     │   └── InvalidArgumentError
     ├── NotFoundError
     │   ├── TenantNotFoundError
@@ -87,6 +88,11 @@ class InvalidSkipPlanError(InvalidInputError):
 
 class InvalidPredicateError(InvalidInputError):
     pass
+
+
+class InvalidQueryError(InvalidInputError):
+    """A user's SQL over the backlog relation was refused (not one read-only SELECT, or it
+    reaches for files, the network or the configuration) or failed; nothing was written."""
 
 
 class InvalidArgumentError(InvalidInputError):

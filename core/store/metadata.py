@@ -59,7 +59,7 @@ from cursorops.core.store.engine import (
     translated_errors,
 )
 from cursorops.core.store.ledger_index import LedgerIndex
-from cursorops.core.store.pending_runs import Members
+from cursorops.core.store.pending_runs import HeldRun, Members
 from cursorops.core.store.plan_records import PlanRecords
 from cursorops.core.store.request_records import RequestRecords
 from cursorops.core.store.schema import ensure_schema
@@ -327,6 +327,49 @@ class MetadataStore(Tenancy, LedgerIndex, SchemaVersions, BrokerRegistry):
             for partition, ledger, bumps, blob in session.execute(query):
                 parts.setdefault(partition, []).append(pending_runs.decode(ledger, blob, bumps))
         return {name: Members.concat(found) for name, found in parts.items()}
+
+    def pending_holders(self, topic: str, subscription: str) -> list[HeldRun]:
+        """The subscription's pending runs with the name and lease of the consumer holding
+        each (None for a released run): :meth:`pending_members` with who holds what.
+
+        A plain read, no lock: a snapshot, as :meth:`pending_members`. One statement.
+        """
+        from sqlalchemy import and_, select
+
+        from cursorops.core.store import pending_runs
+
+        topic_name = canonical_topic(topic)
+        check_label("subscription name", subscription)
+        query = (
+            select(
+                PendingRunRow.topic_partition,
+                PendingRunRow.ledger_id,
+                PendingRunRow.bumps,
+                PendingRunRow.members,
+                PendingRunRow.consumer_id,
+                ConsumerRow.name,
+                ConsumerRow.lease_expires_ms,
+            )
+            .join(SubscriptionRow, SubscriptionRow.id == PendingRunRow.subscription_id)
+            .outerjoin(
+                ConsumerRow,
+                and_(
+                    ConsumerRow.subscription_id == PendingRunRow.subscription_id,
+                    ConsumerRow.consumer_id == PendingRunRow.consumer_id,
+                ),
+            )
+            .where(SubscriptionRow.topic == topic_name, SubscriptionRow.name == subscription)
+        )
+        with self._session(write=False) as session:
+            return [
+                pending_runs.HeldRun(
+                    partition,
+                    pending_runs.decode(ledger, blob, bumps),
+                    None if consumer is None else (name or consumer),
+                    None if consumer is None else lease,
+                )
+                for partition, ledger, bumps, blob, consumer, name, lease in session.execute(query)
+            ]
 
     def consumer_acks(self, topic: str, subscription: str) -> dict[str, tuple[int, int, int]]:
         """The highest message (ledger, entry, batch index) a consumer acknowledged on each

@@ -141,6 +141,18 @@ class Members:
         return np.asarray(wanted[at] == mine, dtype=np.bool_)
 
 
+@dataclass(frozen=True)
+class HeldRun:
+    """One stored run of a subscription's pending messages and who holds it."""
+
+    topic_partition: str
+    members: Members
+    holder: str | None
+    """The name of the consumer it was delivered to; None: released, due for redelivery."""
+    lease_expires_ms: int | None
+    """When the holder's lease lapses (the next dispatch then releases the run)."""
+
+
 def encode(members: Members) -> bytes:
     """A run's members as stored (its ledger is stored once, beside them).
 

@@ -234,7 +234,9 @@ def run(op: Operation, args: argparse.Namespace, transport: Transport) -> tuple[
     document = answer.document()
     if answer.status == 202:
         return document, waiting_lines(document)
-    return op.json_document(document, given), op.lines(document, given)
+    render = op.formats.get(getattr(args, "output", "text"))
+    lines = render(document, given) if render is not None else op.lines(document, given)
+    return op.json_document(document, given), lines
 
 
 def waiting_lines(answer: Mapping[str, Any]) -> list[str]:

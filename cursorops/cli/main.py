@@ -39,6 +39,9 @@ DEFAULT_HOME = "~/.cursorops"
 DEFAULT_ROLE = "admin"
 __all__ = ["EXIT_CODES", "EXIT_UNEXPECTED", "exit_code", "main"]
 
+OUTPUTS = ("text", "json", "csv", "table")
+"""``-o``: text and json for every command; the others for the commands that declare them
+(:attr:`~cursorops.operations.declaration.Operation.formats`)."""
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE, what a shell reports for a Unix tool whose reader went away (``| head``)."""
@@ -270,9 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-o",
         "--output",
-        choices=("text", "json"),
+        choices=OUTPUTS,
         default="text",
-        help="text for people, json for scripts (one JSON document on stdout)",
+        help="text for people, json for scripts (one JSON document on stdout); csv and "
+        "table for a command that answers rows (backlog query)",
     )
     # The global options are also accepted after the command (and shown in its --help);
     # SUPPRESS keeps the global value, or its default, when absent there.
@@ -289,9 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
     shared.add_argument(
         "-o",
         "--output",
-        choices=("text", "json"),
+        choices=OUTPUTS,
         default=argparse.SUPPRESS,
-        help="text or json",
+        help="text or json (csv, table: backlog query)",
     )
 
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -499,6 +503,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         handler = args.handler
     try:
+        _check_output(args.output, operation)
         result = handler(ctx, args)
         if ctx.json:
             output.emit_json(result.document, ctx.out)
@@ -521,6 +526,18 @@ def run(args: argparse.Namespace) -> int:
         report_error(f"unexpected {type(exc).__name__}: {exc}")
         return EXIT_UNEXPECTED
     return result.exit_code
+
+
+def _check_output(output: str, operation: Operation | None) -> None:
+    """Refuse an output mode the command does not print, before anything is sent."""
+    if output in ("text", "json") or (operation is not None and output in operation.formats):
+        return
+    from cursorops.core.domain.errors import InvalidArgumentError
+
+    raise InvalidArgumentError(
+        f"-o {output} is for a command that answers rows (backlog query); this one prints "
+        "text or json"
+    )
 
 
 def _on_the_home_only(ctx: Context, args: argparse.Namespace) -> Result:

@@ -10,6 +10,7 @@ GROUPS = (
     "cursorops.operations.topics",
     "cursorops.operations.cursor_moves",
     "cursorops.operations.backlog_analysis",
+    "cursorops.operations.backlog_query",
     "cursorops.operations.audit",
     "cursorops.operations.policies",
     "cursorops.operations.schemas",
@@ -19,6 +20,7 @@ GROUPS = (
 """The modules that declare operations, in the order the CLI lists them."""
 
 GROUP_HELP = {
+    "backlog": "the backlog as a table: SQL over a subscription's unacknowledged messages",
     "schemas": "a topic's schema and its versions (pulsar-admin schemas)",
     "brokers": "the brokers sharing this store (pulsar-admin brokers)",
 }

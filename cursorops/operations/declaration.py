@@ -171,6 +171,9 @@ class Operation:
     closed_body: bool = False
     """Refuse a body field the operation does not declare (400), where the body's fields
     are declared one by one."""
+    formats: Mapping[str, Renderer] = field(default_factory=dict)
+    """Output modes besides text and json (``-o csv``, ``-o table``), for an operation that
+    answers rows: each renders the answer as lines. Another command refuses them."""
 
     @property
     def name(self) -> str:
@@ -213,6 +216,7 @@ def operation(
     shape: Shaper | None = None,
     cli: bool = True,
     closed_body: bool = False,
+    formats: Mapping[str, Renderer] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare the decorated service function as the operation ``command``."""
 
@@ -234,6 +238,7 @@ def operation(
             shape=shape,
             cli=cli,
             closed_body=closed_body,
+            formats=dict(formats or {}),
         )
         if declared.name in _REGISTRY:
             raise ValueError(f"Operation {declared.name!r} declared twice")

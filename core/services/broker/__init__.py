@@ -72,6 +72,7 @@ from cursorops.core.services.broker.analysis import (
     MessageDescription,
     PartitionProjection,
 )
+from cursorops.core.services.broker.backlog_table import BacklogTable
 from cursorops.core.services.broker.cluster import Cluster
 from cursorops.core.services.broker.compaction import Compaction
 from cursorops.core.services.broker.context import BrokerContext, wall_clock_ms
@@ -156,6 +157,7 @@ class Broker:
         self.deletion = Deletion(self.context)
         self.producing = Producing(self.context, self.admin)
         self.reading = Reading(self.context)
+        self.backlog = BacklogTable(self.context, self.reading)
         self.workflow = Workflow(self.context)
         self.gated = GatedOperations(self.context, self.analysis)
         self.schemas = Schemas(self.context)

@@ -56,7 +56,7 @@ class Reading(Collaborator):
             dataclasses.replace(
                 source, read_after=cached(source.topic_partition), read_segments=cache.batches_after
             )
-            for source in self._sources(info)
+            for source in self.sources(info)
             if partition is None or source.partition == partition
         ]
         if not sources:
@@ -176,16 +176,16 @@ class Reading(Collaborator):
         name = TopicName.parse(topic)
         if not name.is_partition:
             info = self.access.authorized_topic(role, operation, topic)
-            return info, self._sources(info)
+            return info, self.sources(info)
         info = self.access.authorized_topic(role, operation, str(name.base))
-        chosen = [s for s in self._sources(info) if s.topic_partition == str(name)]
+        chosen = [s for s in self.sources(info) if s.topic_partition == str(name)]
         if not chosen:
             raise TopicNotFoundError(
                 f"Topic '{name}' not found: {info.name} has {info.partitions} partitions"
             )
         return info, chosen
 
-    def _sources(self, info: TopicInfo) -> list[PartitionSource]:
+    def sources(self, info: TopicInfo) -> list[PartitionSource]:
         """Each partition, read lazily segment by segment from a position on."""
         from cursorops.core.services.reading.dispatch import PartitionSource
         from cursorops.core.store import segment_reader

@@ -566,11 +566,7 @@ def peek(
     counts (:meth:`~cursorops.core.store.metadata.MetadataStore.pending_members`); a message
     among them is peeked with its count, the number a consumer would receive it with.
     """
-    streams = [
-        _Stream(source, state, state.mark_delete, None, None)
-        for source, state in zip(sources, states, strict=True)
-    ]
-    batch, _ = _message_batch(streams, _pick(streams, count), -1)
+    batch = _unacknowledged(sources, states, count)
     for code, topic in enumerate(batch.topics):
         found = (pending or {}).get(topic)
         if found is not None and len(found.ledger):
@@ -579,6 +575,28 @@ def peek(
                 found, batch.ledger_id[rows], batch.entry_id[rows], batch.batch_index[rows]
             )
     return batch.messages()
+
+
+def unacknowledged(source: PartitionSource, state: CursorState) -> MessageBatch:
+    """Every message of one partition ``state`` has not acknowledged, in position order, as
+    a peek reads them: delayed and pending ones included, batch indexes, individual
+    acknowledgements and skips honoured, each chunk of a chunked message a row of its own.
+    Cost: one read of the partition from the mark-delete position on.
+    """
+    return _unacknowledged([source], [state], None)
+
+
+def _unacknowledged(
+    sources: Sequence[PartitionSource], states: Sequence[CursorState], count: int | None
+) -> MessageBatch:
+    """The first ``count`` unacknowledged messages (None: all), partitions round-robin."""
+    streams = [
+        _Stream(source, state, state.mark_delete, None, None)
+        for source, state in zip(sources, states, strict=True)
+    ]
+    permits = np.iinfo(np.int64).max if count is None else count
+    batch, _ = _message_batch(streams, _pick(streams, int(permits)), -1)
+    return batch
 
 
 def _counts_of(pending: Members, ledger: Ints, entry: Ints, index: Ints) -> Ints:
