@@ -18,8 +18,10 @@ one store, as Pulsar's share ZooKeeper and BookKeeper; each keeps one row here:
   (``released``), so a broker that dies in between leaves it to the next.
 - **Bounded locks**: on PostgreSQL a broker's transaction idle for longer than the
   deadline is ended by the server (:meth:`BrokerRegistry.end_idle_transactions_after`),
-  so a broker paused while holding a row lock holds it no longer than it takes to be
-  declared dead.
+  and the broker declaring a silent one dead ends what the server's timeout cannot (a
+  process paused in the middle of a pipeline) and never waits longer than the deadline
+  itself, so a broker paused while holding a row lock holds it no longer than it takes
+  to be declared dead.
 - **Fencing**: every write a broker makes as a life (an append's entry allocation,
   every subscription transaction: dispatch, acknowledgement, consumer change) reads
   its row in the same transaction and is refused unless the life is still live
@@ -41,7 +43,7 @@ from typing import Any
 
 from sqlalchemy import event, select, text, update
 
-from cursorops.core.domain.errors import BrokerFencedError
+from cursorops.core.domain.errors import BrokerFencedError, MetadataStoreError
 from cursorops.core.store.checks import check_label
 from cursorops.core.store.statements import Statements
 from cursorops.core.store.store_base import StoreBase
@@ -105,6 +107,15 @@ def _life(fence: Fence, state: str | None = None) -> list[Any]:
     if state is not None:
         condition.append(BrokerRow.state == state)
     return condition
+
+
+def _lock_timed_out(exc: BaseException) -> bool:
+    """Whether ``exc`` is PostgreSQL's ``lock_timeout`` (SQLSTATE 55P03)."""
+    while exc is not None:
+        if getattr(exc, "sqlstate", None) == "55P03":
+            return True
+        exc = getattr(exc, "orig", None) or exc.__cause__  # type: ignore[assignment]
+    return False
 
 
 def _lock_key(broker_id: str) -> int:
@@ -257,19 +268,63 @@ class BrokerRegistry(StoreBase):
             condition = _life(fence, LIVE)
             if silent:
                 condition.append(BrokerRow.heartbeat_ms < cutoff)
-            with self._session(write=True) as session:
-                # FOR UPDATE: waits for this life's writes in flight (their KEY SHARE).
-                locked = session.scalars(
-                    select(BrokerRow.broker_id).where(*condition).with_for_update()
-                ).first()
-                if locked is None:
-                    continue
-                result = session.execute(
-                    update(BrokerRow).where(*condition).values(state=DEAD, released=False)
-                )
-                if result.rowcount:  # type: ignore[attr-defined]
-                    declared.append(fence)
+                if self._postgres:
+                    self._end_stuck_transactions(fence.broker_id, dead_after_ms)
+            try:
+                with self._session(write=True) as session:
+                    if self._postgres:
+                        # A beat never waits longer than a life may stay silent.
+                        session.execute(text(f"SET LOCAL lock_timeout = {int(dead_after_ms)}"))
+                    # FOR UPDATE: waits for this life's writes in flight (their KEY SHARE).
+                    locked = session.scalars(
+                        select(BrokerRow.broker_id).where(*condition).with_for_update()
+                    ).first()
+                    if locked is None:
+                        continue
+                    result = session.execute(
+                        update(BrokerRow).where(*condition).values(state=DEAD, released=False)
+                    )
+                    if result.rowcount:  # type: ignore[attr-defined]
+                        declared.append(fence)
+            except MetadataStoreError as exc:
+                if not _lock_timed_out(exc):
+                    raise
+                # Still held: the next beat ends what holds it and declares again.
         return declared
+
+    def _end_stuck_transactions(self, broker_id: str, dead_after_ms: int) -> None:
+        """On PostgreSQL, end the transactions of a silent broker's process that have not
+        moved for ``dead_after_ms``: found by its session lock's holder, whose
+        ``application_name`` every session of that process's store shares
+        (:func:`~cursorops.core.store.engine.session_tag`).
+
+        ``idle_in_transaction_session_timeout`` ends most of them, but not one paused in
+        the middle of a pipeline (the driver's ``executemany``): the server waits for the
+        rest of it with no timer, holding its row locks, and the declaration, which waits
+        for this life's writes in flight, would wait as long as the process sleeps. What a
+        declared life wrote after this is refused by its fence anyway. A role not allowed to
+        end another's sessions leaves them to the server's own timeouts."""
+        key = _lock_key(broker_id) & 0xFFFF_FFFF_FFFF_FFFF
+        try:
+            with self._session(write=True) as session:
+                session.execute(
+                    text(
+                        "SELECT pg_terminate_backend(stuck.pid) FROM pg_locks held "
+                        "JOIN pg_stat_activity holder ON holder.pid = held.pid "
+                        "JOIN pg_stat_activity stuck "
+                        "ON stuck.application_name = holder.application_name "
+                        "WHERE held.locktype = 'advisory' AND held.granted "
+                        "AND held.classid = CAST(:high AS oid) "
+                        "AND held.objid = CAST(:low AS oid) AND held.objsubid = 1 "
+                        "AND holder.application_name LIKE 'cursorops %' "
+                        "AND stuck.pid <> holder.pid AND stuck.pid <> pg_backend_pid() "
+                        "AND stuck.xact_start IS NOT NULL "
+                        "AND stuck.state_change < now() - make_interval(secs => :seconds)"
+                    ),
+                    {"high": key >> 32, "low": key & 0xFFFF_FFFF, "seconds": dead_after_ms / 1000},
+                )
+        except MetadataStoreError:
+            pass
 
     def unreleased(self) -> list[Fence]:
         """Dead lives whose consumers are not released yet."""

@@ -6,6 +6,8 @@ On SQLite every write transaction starts with ``BEGIN IMMEDIATE`` (an engine wit
 
 from __future__ import annotations
 
+import os
+import secrets
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -117,8 +119,21 @@ def create_store_engine(url: URL) -> Engine:
     if url.drivername == "postgresql":
         url = url.set(drivername="postgresql+psycopg")
     return create_engine(
-        url, pool_pre_ping=True, pool_size=PG_POOL_SIZE, max_overflow=PG_POOL_OVERFLOW
+        url,
+        pool_pre_ping=True,
+        pool_size=PG_POOL_SIZE,
+        max_overflow=PG_POOL_OVERFLOW,
+        connect_args={"application_name": session_tag()},
     )
+
+
+def session_tag() -> str:
+    """The ``application_name`` of every PostgreSQL session of one store: ``cursorops``, the
+    process id and a random part, so that the sessions of one process are found together
+    in ``pg_stat_activity`` (by an operator, and by a broker ending a dead broker's
+    transactions: :meth:`~cursorops.core.store.broker_registry.BrokerRegistry.declare_dead`).
+    """
+    return f"cursorops {os.getpid()} {secrets.token_hex(6)}"
 
 
 def is_unique_violation(exc: BaseException) -> bool:

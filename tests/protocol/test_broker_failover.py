@@ -32,6 +32,7 @@ PARTITIONS = 8
 MESSAGES = 1_200
 DEADLINE_S = 120.0
 """How long the test waits for an outcome (not a timing claim: a bound on a hang)."""
+LOG_LINES = 40
 
 
 @dataclass
@@ -45,6 +46,13 @@ class Cluster:
 
     def admin(self) -> Broker:
         return Broker(self.config)
+
+    def logs(self) -> str:
+        """The end of each broker's log: what a failed wait shows."""
+        return "\n".join(
+            f"--- {b.home.name}:\n" + "\n".join(b.log_text().splitlines()[-LOG_LINES:])
+            for b in self.brokers
+        )
 
 
 @pytest.fixture
@@ -115,11 +123,12 @@ def _produce(producer: pulsar.Producer, traffic: Traffic, start_at: int, count: 
         done.acquire(timeout=DEADLINE_S)
 
 
-def _wait(condition: object, what: str) -> None:
+def _wait(condition: object, what: str, cluster: Cluster | None = None) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while not condition():  # type: ignore[operator]
         if time.monotonic() > deadline:
-            raise AssertionError(f"not within {DEADLINE_S} s: {what}")
+            logs = f"\n{cluster.logs()}" if cluster is not None else ""
+            raise AssertionError(f"not within {DEADLINE_S} s: {what}{logs}")
         time.sleep(0.1)
 
 
@@ -182,9 +191,9 @@ def _run(cluster: Cluster, interrupt: object) -> tuple[Standalone, Traffic]:
         victim = _victim(cluster, topic)
         interrupt(victim)  # type: ignore[operator]
         _produce(producer, traffic, MESSAGES // 2, MESSAGES // 2)
-        _wait(traffic.delivered_all, "every acknowledged send delivered")
+        _wait(traffic.delivered_all, "every acknowledged send delivered", cluster)
         assert len(traffic.sent) == MESSAGES and traffic.failed == []
-        _wait(lambda: _backlog(cluster, topic) == 0, "the exact backlog drained to 0")
+        _wait(lambda: _backlog(cluster, topic) == 0, "the exact backlog drained to 0", cluster)
         traffic.stop.set()
         for reader in readers:
             reader.join(10)
@@ -212,11 +221,11 @@ def test_a_paused_broker_resumes_as_a_new_life(cluster: Cluster) -> None:
             with cluster.admin() as admin:
                 return DEAD in {r.state for r in admin.cluster.brokers()}
 
-        _wait(declared, "the paused broker declared dead")
+        _wait(declared, "the paused broker declared dead", cluster)
         broker.process.send_signal(signal.SIGCONT)
 
     victim, _ = _run(cluster, pause)
-    _wait(lambda: "joined the cluster again" in victim.log_text(), "the new life")
+    _wait(lambda: "joined the cluster again" in victim.log_text(), "the new life", cluster)
     text = victim.log_text()
     assert "was declared dead by the cluster" in text
     # Closing the old life's connections does not fail on its consumers, which the cluster

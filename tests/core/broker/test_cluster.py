@@ -4,6 +4,7 @@ what they held, fencing their writes, and who owns a partition (both engines).""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -101,6 +102,57 @@ def test_on_postgres_a_broker_whose_process_is_gone_is_dead_at_once(
     assert [r.broker_id for r in a.cluster.members()] == ["aaaa"]
     # b's own lock is not a's: a is never declared by itself.
     assert a.cluster.beat().declared == [] and a.cluster.beat().alive
+
+
+def test_on_postgres_a_silent_broker_stuck_in_a_transaction_is_declared_all_the_same(
+    pair: tuple[Broker, Broker], metadata_url: str, clock: Clock
+) -> None:
+    """A process paused in the middle of a pipeline holds its transaction open where the
+    server's idle timeout never starts: a session of b's process, as that one, holds b's
+    row KEY SHARE (as every write of b's does) with no timeout. Declaring b ends it, and
+    does not wait for it."""
+    if not metadata_url.startswith("postgresql"):
+        pytest.skip("SQLite has no sessions: a transaction ends with its process")
+    import psycopg
+    from sqlalchemy import text
+
+    a, b = pair
+    fence_b = b.cluster.fence
+    with b.metadata.engine.connect() as connection:
+        tag = connection.execute(text("SHOW application_name")).scalar()
+    assert str(tag).startswith("cursorops ")
+    url = metadata_url.replace("postgresql+psycopg://", "postgresql://")
+    stuck = psycopg.connect(url, application_name=tag)
+    try:
+        stuck.execute("SELECT 1 FROM brokers WHERE broker_id = 'bbbb' FOR KEY SHARE")
+        dead_after_ms = 200
+        time.sleep(3 * dead_after_ms / 1000)  # the transaction has not moved for longer
+        clock.advance(10 * dead_after_ms)
+        fence_a = a.cluster.fence
+        assert fence_a is not None and a.metadata.beat(fence_a, clock())  # only b fell silent
+        declared: list[object] = []
+        declaring = threading.Thread(
+            target=lambda: declared.append(
+                a.metadata.declare_dead(clock(), dead_after_ms, me="aaaa")
+            )
+        )
+        declaring.start()
+        declaring.join(30)
+        assert not declaring.is_alive() and declared == [[fence_b]]
+        with pytest.raises(psycopg.OperationalError):
+            stuck.execute("SELECT 1")
+    finally:
+        stuck.close()
+    # b's session lock is not a stuck transaction: it holds on, and so does a.
+    assert a.cluster.beat().alive
+    with b.metadata.engine.connect() as connection:
+        locks = connection.execute(
+            text(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+        ).scalar()
+    assert locks == 2
 
 
 def test_on_postgres_a_declaration_waits_for_a_write_in_flight_and_a_beat_does_not(
