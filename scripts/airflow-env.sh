@@ -68,6 +68,10 @@ export AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT="$((log_port + 1))"
 # task fails although the server started it. Wait longer instead.
 export AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="${AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT:-60}"
 export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="${AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL:-20}"
+# How long the scheduler naps when a loop found nothing to do (Airflow's default: 1 s).
+# An approval answered, or a task ended, waits for the next loop: shorter naps take
+# seconds off every gated run, for a few percent of a core while Airflow is idle.
+export AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME="${AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME:-0.2}"
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS:-admin:admin,alice:op,bob:op,carol:viewer}"
 
 # Known passwords for the demo users; the api-server keeps the ones it finds.

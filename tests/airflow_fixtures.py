@@ -45,23 +45,26 @@ def cursorops_home(tmp_path_factory: pytest.TempPathFactory) -> Config:
     return config
 
 
+def session_environ(root: Path, cursorops_home: Config) -> dict[str, str]:
+    """What the session's Airflow adds to a deployment's environment (and so does any
+    Airflow a test module starts to stand in for it)."""
+    return {
+        # What a request costs across Airflow's processes (tests/counting/sitecustomize.py).
+        "PYTHONPATH": str(COUNTING),
+        "CURSOROPS_TEST_COUNTS": str(root / COUNTS_FILE),
+        "CURSOROPS_HOME": str(cursorops_home.home),
+        "CURSOROPS_METADATA_URL": "",
+        # Tests trigger the audit themselves; an hourly run would compete for the CPU.
+        "CURSOROPS_AUDIT_SCHEDULE": "none",
+        MINUTE_ENV: str(APPROVAL_MINUTE_S),
+        "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": str(TIMEOUT_SWEEP_S),
+    }
+
+
 @pytest.fixture(scope="session")
 def airflow(tmp_path_factory: pytest.TempPathFactory, cursorops_home: Config) -> Iterator[Airflow]:
     root = tmp_path_factory.mktemp("airflow")
-    stack = start_airflow(
-        root,
-        {
-            # What a request costs across Airflow's processes (tests/counting/sitecustomize.py).
-            "PYTHONPATH": str(COUNTING),
-            "CURSOROPS_TEST_COUNTS": str(root / COUNTS_FILE),
-            "CURSOROPS_HOME": str(cursorops_home.home),
-            "CURSOROPS_METADATA_URL": "",
-            # Tests trigger the audit themselves; an hourly run would compete for the CPU.
-            "CURSOROPS_AUDIT_SCHEDULE": "none",
-            MINUTE_ENV: str(APPROVAL_MINUTE_S),
-            "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": str(TIMEOUT_SWEEP_S),
-        },
-    )
+    stack = start_airflow(root, session_environ(root, cursorops_home))
     try:
         yield stack
     finally:

@@ -22,6 +22,7 @@ import pytest
 
 AIRFLOW_UNIT = "airflow"
 LONG_UNITS = (
+    "tests/dags/test_xcom_walk_airflow.py",
     "tests/packaging/test_airflow_extra.py",
     "tests/spark_apps/test_cluster.py",
     "tests/test_airflow_ctrl_c.py",

@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.engine import make_url
 
 from cursorops.airflow.gated_tail import TAILS
 from cursorops.core.domain.config import Config
@@ -40,12 +41,14 @@ from cursorops.core.domain.subscription import SubscriptionType
 from cursorops.core.services.broker import Broker
 from cursorops.core.services.gating import skip as skips
 from cursorops.core.services.producer import OutgoingMessage
-from tests.airflow_harness import Airflow
+from tests.airflow_fixtures import session_environ
+from tests.airflow_harness import Airflow, start_airflow
+from tests.conftest import _postgres_base_url, postgres_databases
 from tests.dags.conftest import SUBSCRIPTION, SeededTopic, label, seed_topic
 from tests.dags.test_skip_matching_airflow import OLD_KEYS
 from tests.plugins.conftest import PREFIX, rest_path
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.postgres, pytest.mark.slow]
 
 HUGE = 2**62
 REQUIRED_APPROVALS = "required_approvals"
@@ -56,6 +59,9 @@ PARKED = "awaiting_input"
 ACTIVE = {"queued", "running", "restarting", "deferred", "up_for_reschedule"}
 NOT_STARTED = {"None", "none", "scheduled"}
 WALK_TIMEOUT_S = 900
+IDLE_SLEEP = "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME"
+SCHEDULER_NAP_S = 1.0
+"""The walk's scheduler's nap when idle: Airflow's default."""
 PULSE_S = 0.5
 """How long the walk lets the scheduler run a paused DAG to queue its next task."""
 WALK_ATTEMPTS = 3
@@ -588,9 +594,39 @@ class Outcome:
 
 
 @pytest.fixture(scope="module")
+def walk_airflow(
+    tmp_path_factory: pytest.TempPathFactory, cursorops_home: Config
+) -> Iterator[Airflow]:
+    """An Airflow of the walk's own, like the session's but for its scheduler's nap and
+    its metadata database. The nap is Airflow's default second, which the walk's pauses
+    outpace (the session's and a deployment's scheduler naps 0.2 s, and would queue the
+    next task before a pause lands on a loaded machine). The database is a PostgreSQL one,
+    as ``make up``'s: four runs walked at once write pauses and XComs while the scheduler
+    runs, which on SQLite made the scheduler wait past its lock timeout and exit. Its own
+    unit of the suite, so it runs beside the session's Airflow tests rather than after
+    them."""
+    root = tmp_path_factory.mktemp("walk-airflow")
+    name = f"airflow_walk_{secrets.token_hex(4)}"
+    with postgres_databases(name) as urls:
+        environ = session_environ(root, cursorops_home)
+        environ |= {
+            IDLE_SLEEP: str(SCHEDULER_NAP_S),
+            "CURSOROPS_AIRFLOW_DB": "postgres",
+            "AIRFLOW_PG_PORT": str(make_url(_postgres_base_url()).port),
+            "AIRFLOW_PG_DATABASE": make_url(urls[name]).database or "",
+        }
+        stack = start_airflow(root, environ)
+        try:
+            yield stack
+        finally:
+            stack.stop()
+
+
+@pytest.fixture(scope="module")
 def walked(
-    airflow: Airflow, cursorops_home: Config, tmp_path_factory: pytest.TempPathFactory
+    walk_airflow: Airflow, cursorops_home: Config, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Outcome]:
+    airflow = walk_airflow
     from cursorops.core.services.broker import new_run_id, wall_clock_ms
     from cursorops.core.services.gating import Caller, Run, SkipMessages
 
