@@ -12,3 +12,11 @@ if __name__ != "cursorops.spark":
         f"{__name__!r} is cursorops.spark under another name; import cursorops.spark "
         "(docs/decisions/2026-12-07-the-core-link-stays-guarded.md)"
     )
+
+
+def register(spark: object) -> None:
+    """Make ``spark.read.format("cursorops")`` read a subscription's backlog on ``spark``
+    (:mod:`cursorops.spark.backlog_source`)."""
+    from cursorops.spark.backlog_source import register as register_source
+
+    register_source(spark)  # type: ignore[arg-type]
