@@ -135,7 +135,14 @@ def test_the_relation_is_what_the_consumers_would_still_receive(
                     done, held[name] = held[name][:count], held[name][count:]
                     consumers[name].acknowledge(done)
                 elif action == "nack" and held[name]:
-                    consumers[name].negative_acknowledge(held[name].pop(0))
+                    # A chunk's nack gives its whole message back (Dispatcher.release).
+                    nacked = held[name].pop(0)
+                    consumers[name].negative_acknowledge(nacked)
+                    if nacked.chunk is not None:
+                        uuid = nacked.chunk[0]
+                        held[name] = [
+                            m for m in held[name] if m.chunk is None or m.chunk[0] != uuid
+                        ]
                 elif action == "close":
                     consumers[name].close()
                     held[name] = []
