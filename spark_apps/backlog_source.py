@@ -186,5 +186,5 @@ def _mask(table: pa.Table, item: Filter) -> pa.ChunkedArray:
 def _ipc(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, BACKLOG_SCHEMA) as writer:
-        writer.write_table(table.cast(BACKLOG_SCHEMA))
+        writer.write_table(table)
     return bytes(sink.getvalue().to_pybytes())

@@ -45,6 +45,7 @@ from sqlalchemy import event, select, text, update
 
 from cursorops.core.domain.errors import BrokerFencedError, MetadataStoreError
 from cursorops.core.store.checks import check_label
+from cursorops.core.store.engine import is_lock_timeout
 from cursorops.core.store.statements import Statements
 from cursorops.core.store.store_base import StoreBase
 from cursorops.core.store.tables import BrokerRow
@@ -107,15 +108,6 @@ def _life(fence: Fence, state: str | None = None) -> list[Any]:
     if state is not None:
         condition.append(BrokerRow.state == state)
     return condition
-
-
-def _lock_timed_out(exc: BaseException) -> bool:
-    """Whether ``exc`` is PostgreSQL's ``lock_timeout`` (SQLSTATE 55P03)."""
-    while exc is not None:
-        if getattr(exc, "sqlstate", None) == "55P03":
-            return True
-        exc = getattr(exc, "orig", None) or exc.__cause__  # type: ignore[assignment]
-    return False
 
 
 def _lock_key(broker_id: str) -> int:
@@ -287,7 +279,7 @@ class BrokerRegistry(StoreBase):
                     if result.rowcount:  # type: ignore[attr-defined]
                         declared.append(fence)
             except MetadataStoreError as exc:
-                if not _lock_timed_out(exc):
+                if exc.__cause__ is None or not is_lock_timeout(exc.__cause__):
                     raise
                 # Still held: the next beat ends what holds it and declares again.
         return declared

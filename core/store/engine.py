@@ -144,6 +144,13 @@ def is_unique_violation(exc: BaseException) -> bool:
     return "UNIQUE constraint failed" in str(orig)
 
 
+def is_lock_timeout(exc: BaseException) -> bool:
+    """PostgreSQL's ``lock_timeout`` ran out (SQLSTATE 55P03): SQLAlchemy's error, or the
+    driver's own."""
+    orig = getattr(exc, "orig", None) or exc
+    return getattr(orig, "sqlstate", None) == "55P03"
+
+
 @contextmanager
 def translated_errors(conflict: str | None = None) -> Iterator[None]:
     """The one place SQLAlchemy errors become cursorops errors.
